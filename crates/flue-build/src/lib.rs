@@ -1,0 +1,1 @@
+//! flue-build: discovery and validation of Flue agent workspaces (placeholder).

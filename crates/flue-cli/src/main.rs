@@ -1,0 +1,2 @@
+//! The `flue` binary (placeholder).
+fn main() {}

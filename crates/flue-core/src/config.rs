@@ -1,0 +1,528 @@
+//! Agent profiles and runtime configuration, their validation and their merge rules.
+//!
+//! An [`AgentConfig`] is what an agent file or a Rust program declares; [`AgentConfig::resolve`]
+//! merges it over its optional [`AgentProfile`] baseline and validates the result into a
+//! [`ResolvedAgent`]. Merge rules: the profile is the baseline, scalars set on the agent replace
+//! the profile's, lists concatenate, and then a duplicate name is an error.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{FlueError, Result};
+use crate::tool::ToolDefinition;
+
+/// Default limit on model turns in one operation.
+pub const DEFAULT_MAX_TURNS: u32 = 100;
+
+/// Reasoning effort requested from the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    /// No reasoning.
+    #[default]
+    Off,
+    /// The least reasoning the model offers.
+    Minimal,
+    /// Low effort.
+    Low,
+    /// Medium effort.
+    Medium,
+    /// High effort.
+    High,
+    /// The most the model offers.
+    Xhigh,
+}
+
+impl ThinkingLevel {
+    /// All levels, in increasing effort.
+    pub const ALL: [Self; 6] =
+        [Self::Off, Self::Minimal, Self::Low, Self::Medium, Self::High, Self::Xhigh];
+
+    /// The wire name (`off`, `minimal`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Xhigh => "xhigh",
+        }
+    }
+}
+
+impl fmt::Display for ThinkingLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ThinkingLevel {
+    type Err = FlueError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == text).ok_or_else(|| {
+            FlueError::config(format!(
+                "invalid thinking level {text:?}: expected one of off, minimal, low, medium, high, xhigh"
+            ))
+        })
+    }
+}
+
+/// Automatic compaction settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Token headroom kept free before automatic compaction (model-aware default, at most 20000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_tokens: Option<u64>,
+    /// Recent tokens kept verbatim after compaction (default 8000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_recent_tokens: Option<u64>,
+    /// Model used for summaries (default: the session's model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// Compaction: either disabled (`false`: only the threshold trigger is off) or configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Compaction {
+    /// `compaction: false`: no threshold compaction; overflow recovery and manual still work.
+    Disabled,
+    /// Threshold compaction with these settings.
+    Enabled(CompactionConfig),
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Self::Enabled(CompactionConfig::default())
+    }
+}
+
+/// Limits for durable submissions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurabilityConfig {
+    /// Total attempts before the submission fails (default 10).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// Wall-clock limit of one submission in milliseconds (default one hour).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+impl Default for DurabilityConfig {
+    fn default() -> Self {
+        Self { max_attempts: default_max_attempts(), timeout_ms: default_timeout_ms() }
+    }
+}
+
+fn default_max_attempts() -> u32 {
+    10
+}
+
+fn default_timeout_ms() -> u64 {
+    3_600_000
+}
+
+/// A skill registered with an agent: a catalog entry and, optionally, its instruction body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skill {
+    /// Skill name.
+    pub name: String,
+    /// What the skill is for (shown to the model).
+    pub description: String,
+    /// The markdown body injected when the skill runs, when packaged.
+    pub body: Option<String>,
+}
+
+/// A reusable agent profile: a baseline for agents and a named subagent for tasks.
+///
+/// ```
+/// use flue_core::AgentProfile;
+/// let reviewer = AgentProfile::new("reviewer")
+///     .with_model("anthropic/claude-sonnet-4-6")
+///     .with_instructions("You review code carefully.");
+/// assert!(reviewer.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct AgentProfile {
+    /// Profile name; required to select it as a subagent.
+    pub name: Option<String>,
+    /// Human-readable description.
+    pub description: Option<String>,
+    /// Default model specifier `<provider>/<model>`.
+    pub model: Option<String>,
+    /// Instructions, placed before the discovered workspace context.
+    pub instructions: Option<String>,
+    /// Registered skills.
+    pub skills: Vec<Skill>,
+    /// Model-callable tools.
+    pub tools: Vec<ToolDefinition>,
+    /// Named profiles available to `session.task()`.
+    pub subagents: Vec<AgentProfile>,
+    /// Default reasoning effort.
+    pub thinking: Option<ThinkingLevel>,
+    /// Compaction settings.
+    pub compaction: Option<Compaction>,
+    /// Durable-submission limits; rejected on subagent profiles.
+    pub durability: Option<DurabilityConfig>,
+}
+
+impl AgentProfile {
+    /// A named profile.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: Some(name.into()), ..Self::default() }
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the model specifier.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the instructions.
+    #[must_use]
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Adds a tool.
+    #[must_use]
+    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds a skill.
+    #[must_use]
+    pub fn with_skill(mut self, skill: Skill) -> Self {
+        self.skills.push(skill);
+        self
+    }
+
+    /// Adds a subagent profile.
+    #[must_use]
+    pub fn with_subagent(mut self, subagent: AgentProfile) -> Self {
+        self.subagents.push(subagent);
+        self
+    }
+
+    /// Sets the thinking level.
+    #[must_use]
+    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
+    /// Sets compaction.
+    #[must_use]
+    pub fn with_compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = Some(compaction);
+        self
+    }
+
+    /// Validates names, duplicates, subagent cycles and subagent restrictions, reporting every
+    /// problem at once in one [`FlueError::InvalidConfig`].
+    pub fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        self.collect_problems("profile", &mut Vec::new(), &mut problems);
+        problems_to_result(problems)
+    }
+
+    fn collect_problems(&self, label: &str, ancestors: &mut Vec<String>, problems: &mut Vec<String>) {
+        if let Some(name) = &self.name {
+            if let Err(reason) = check_name(name) {
+                problems.push(format!("{label} name {name:?} {reason}"));
+            }
+        }
+        if let Some(model) = &self.model {
+            if let Err(err) = crate::model::ModelSpec::parse(model) {
+                problems.push(format!("{label}: {err}"));
+            }
+        }
+        check_duplicates(label, "skill", self.skills.iter().map(|s| s.name.as_str()), problems);
+        check_duplicates(label, "tool", self.tools.iter().map(ToolDefinition::name), problems);
+        let subagent_names = self.subagents.iter().filter_map(|p| p.name.as_deref());
+        check_duplicates(label, "subagent", subagent_names, problems);
+        for skill in &self.skills {
+            if let Err(reason) = check_name(&skill.name) {
+                problems.push(format!("{label}: skill name {:?} {reason}", skill.name));
+            }
+        }
+        let own_name = self.name.clone();
+        if let Some(name) = &own_name {
+            ancestors.push(name.clone());
+        }
+        for subagent in &self.subagents {
+            let Some(sub_name) = &subagent.name else {
+                problems.push(format!("{label}: every subagent profile needs a name"));
+                continue;
+            };
+            if ancestors.contains(sub_name) {
+                let mut cycle = ancestors.clone();
+                cycle.push(sub_name.clone());
+                problems.push(format!("circular subagents: {}", cycle.join(" -> ")));
+                continue;
+            }
+            if subagent.durability.is_some() {
+                problems.push(format!(
+                    "subagent {sub_name:?}: durability is not allowed on subagent profiles"
+                ));
+            }
+            subagent.collect_problems(&format!("subagent {sub_name:?}"), ancestors, problems);
+        }
+        if own_name.is_some() {
+            ancestors.pop();
+        }
+    }
+}
+
+/// What an agent declares: an optional profile baseline plus its own settings.
+///
+/// ```
+/// use flue_core::AgentConfig;
+/// let agent = AgentConfig::new().with_model("scripted/hello.json").with_instructions("Be brief.");
+/// let resolved = agent.resolve().unwrap();
+/// assert_eq!(resolved.model.as_deref(), Some("scripted/hello.json"));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct AgentConfig {
+    /// Agent name (used in transcripts and the CLI).
+    pub name: Option<String>,
+    /// Baseline profile.
+    pub profile: Option<AgentProfile>,
+    /// Overrides the profile description.
+    pub description: Option<String>,
+    /// Overrides the profile model.
+    pub model: Option<String>,
+    /// Overrides the profile instructions.
+    pub instructions: Option<String>,
+    /// Skills added to the profile's.
+    pub skills: Vec<Skill>,
+    /// Tools added to the profile's.
+    pub tools: Vec<ToolDefinition>,
+    /// Subagents added to the profile's.
+    pub subagents: Vec<AgentProfile>,
+    /// Overrides the profile thinking level.
+    pub thinking: Option<ThinkingLevel>,
+    /// Overrides the profile compaction.
+    pub compaction: Option<Compaction>,
+    /// Overrides the profile durability.
+    pub durability: Option<DurabilityConfig>,
+    /// Working directory inside the sandbox (default: the sandbox's own).
+    pub cwd: Option<String>,
+    /// Limit on model turns per operation (default [`DEFAULT_MAX_TURNS`]).
+    pub max_turns: Option<u32>,
+}
+
+impl AgentConfig {
+    /// An empty configuration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the agent name.
+    #[must_use]
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the baseline profile.
+    #[must_use]
+    pub fn with_profile(mut self, profile: AgentProfile) -> Self {
+        self.profile = Some(profile);
+        self
+    }
+
+    /// Sets the model specifier.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the instructions.
+    #[must_use]
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Adds a tool.
+    #[must_use]
+    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds tools.
+    #[must_use]
+    pub fn with_tools(mut self, tools: impl IntoIterator<Item = ToolDefinition>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a skill.
+    #[must_use]
+    pub fn with_skill(mut self, skill: Skill) -> Self {
+        self.skills.push(skill);
+        self
+    }
+
+    /// Adds a subagent profile.
+    #[must_use]
+    pub fn with_subagent(mut self, subagent: AgentProfile) -> Self {
+        self.subagents.push(subagent);
+        self
+    }
+
+    /// Sets the thinking level.
+    #[must_use]
+    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
+    /// Sets compaction.
+    #[must_use]
+    pub fn with_compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = Some(compaction);
+        self
+    }
+
+    /// Sets the working directory inside the sandbox.
+    #[must_use]
+    pub fn with_cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Sets the turn limit.
+    #[must_use]
+    pub fn with_max_turns(mut self, max_turns: u32) -> Self {
+        self.max_turns = Some(max_turns);
+        self
+    }
+
+    /// Merges the agent over its profile and validates the result, reporting all problems.
+    pub fn resolve(self) -> Result<ResolvedAgent> {
+        let profile = self.profile.unwrap_or_default();
+        let mut skills = profile.skills;
+        skills.extend(self.skills);
+        let mut tools = profile.tools;
+        tools.extend(self.tools);
+        let mut subagents = profile.subagents;
+        subagents.extend(self.subagents);
+        let merged = AgentProfile {
+            name: self.name.or(profile.name),
+            description: self.description.or(profile.description),
+            model: self.model.or(profile.model),
+            instructions: self.instructions.or(profile.instructions),
+            skills,
+            tools,
+            subagents,
+            thinking: self.thinking.or(profile.thinking),
+            compaction: self.compaction.or(profile.compaction),
+            durability: self.durability.or(profile.durability),
+        };
+        let mut problems = Vec::new();
+        merged.collect_problems("agent", &mut Vec::new(), &mut problems);
+        if self.max_turns == Some(0) {
+            problems.push("max_turns must be at least 1".to_owned());
+        }
+        problems_to_result(problems)?;
+        Ok(ResolvedAgent {
+            name: merged.name.unwrap_or_else(|| "agent".to_owned()),
+            description: merged.description,
+            model: merged.model,
+            instructions: merged.instructions.unwrap_or_default(),
+            skills: merged.skills,
+            tools: merged.tools,
+            subagents: merged.subagents,
+            thinking: merged.thinking.unwrap_or_default(),
+            compaction: merged.compaction.unwrap_or_default(),
+            durability: merged.durability.unwrap_or_default(),
+            cwd: self.cwd,
+            max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+        })
+    }
+}
+
+/// A merged, validated agent configuration, ready for a harness.
+#[derive(Clone, Debug)]
+pub struct ResolvedAgent {
+    /// Agent name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Default model specifier, if any (operations may still set one).
+    pub model: Option<String>,
+    /// Instructions.
+    pub instructions: String,
+    /// Skills.
+    pub skills: Vec<Skill>,
+    /// Tools.
+    pub tools: Vec<ToolDefinition>,
+    /// Subagent profiles.
+    pub subagents: Vec<AgentProfile>,
+    /// Thinking level.
+    pub thinking: ThinkingLevel,
+    /// Compaction.
+    pub compaction: Compaction,
+    /// Durability.
+    pub durability: DurabilityConfig,
+    /// Working directory inside the sandbox.
+    pub cwd: Option<String>,
+    /// Turn limit per operation.
+    pub max_turns: u32,
+}
+
+/// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.
+pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > 64 {
+        return Err("is longer than 64 characters");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err("may only contain letters, digits, '_' and '-'");
+    }
+    Ok(())
+}
+
+fn check_duplicates<'a>(
+    label: &str,
+    what: &str,
+    names: impl Iterator<Item = &'a str>,
+    problems: &mut Vec<String>,
+) {
+    let mut seen = BTreeSet::new();
+    let mut reported = BTreeSet::new();
+    for name in names {
+        if !seen.insert(name) && reported.insert(name) {
+            problems.push(format!("{label}: duplicate {what} {name:?}"));
+        }
+    }
+}
+
+fn problems_to_result(problems: Vec<String>) -> Result<()> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(FlueError::config(problems.join("; ")))
+}

@@ -1,0 +1,286 @@
+//! The one error taxonomy of the runtime.
+//!
+//! Every failure a caller can see is a [`FlueError`] variant with a stable [`FlueError::kind`]
+//! string. Third-party errors (SQLite, HTTP, I/O) are only reachable through `source()`, so
+//! upgrading those crates never changes this type. [`FlueError::to_info`] is the single place
+//! that turns an error into its wire shape.
+
+use std::error::Error as StdError;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::ErrorInfo;
+
+/// A boxed third-party error kept as a `source()`.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Result alias for the runtime.
+pub type Result<T, E = FlueError> = std::result::Result<T, E>;
+
+/// Every error the runtime reports. Grows over time: match with a wildcard outside flue-core.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlueError {
+    /// The session does not exist. Fix: create it, or use `harness.session()` (get or create).
+    #[error("session {session:?} not found")]
+    SessionNotFound {
+        /// Session name.
+        session: String,
+    },
+    /// `sessions.create` found the session already there. Fix: use `get` or another name.
+    #[error("session {session:?} already exists")]
+    SessionAlreadyExists {
+        /// Session name.
+        session: String,
+    },
+    /// Another operation is running on this session. Retry once it finishes, or use another session.
+    #[error("session {session:?} is busy with another operation")]
+    SessionBusy {
+        /// Session name.
+        session: String,
+    },
+    /// The session name is not allowed (empty, too long, or reserved like `task:`). Fix the name.
+    #[error("invalid session name {name:?}: {reason}")]
+    InvalidSessionName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// Another writer appended to the session first; nothing was written. Reload and retry.
+    #[error("session {session:?} changed underneath: expected version {expected}, found {actual}")]
+    VersionConflict {
+        /// Session name.
+        session: String,
+        /// The version the writer expected.
+        expected: u64,
+        /// The version in the store.
+        actual: u64,
+    },
+    /// The storage backend failed. Usually not retryable without operator action.
+    #[error("store error: {message}")]
+    Store {
+        /// What failed.
+        message: String,
+        /// The backend's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A stored record could not be read (corrupt or from a newer format). Not retryable.
+    #[error("corrupt record {index} in session {session:?}: {message}")]
+    CorruptRecord {
+        /// Session name.
+        session: String,
+        /// Record index.
+        index: u64,
+        /// What was wrong.
+        message: String,
+    },
+    /// A profile, agent definition or option is invalid. Fix the configuration.
+    #[error("{}", location_prefixed(.path.as_deref(), *.line, .message))]
+    InvalidConfig {
+        /// What is wrong and how to fix it.
+        message: String,
+        /// The file at fault, when there is one.
+        path: Option<String>,
+        /// 1-based line in `path`, when known.
+        line: Option<usize>,
+    },
+    /// No model was configured for the operation. Fix: set `model` on the agent, in flue.toml
+    /// defaults, or per call.
+    #[error("no model configured{}", .hint.as_deref().map(|h| format!(": {h}")).unwrap_or_default())]
+    ModelNotConfigured {
+        /// Where a model could be set.
+        hint: Option<String>,
+    },
+    /// A model specifier is not `<provider>/<model>`. Fix the specifier.
+    #[error("invalid model specifier {spec:?}: expected \"<provider>/<model>\"")]
+    InvalidModelSpec {
+        /// The specifier given.
+        spec: String,
+    },
+    /// The provider part of a model specifier names no registered provider. Fix the specifier
+    /// or register the provider.
+    #[error("unknown provider {provider:?} in model {spec:?} (known providers: {})", .known.join(", "))]
+    UnknownProvider {
+        /// The provider id.
+        provider: String,
+        /// The whole specifier.
+        spec: String,
+        /// Registered provider ids.
+        known: Vec<String>,
+    },
+    /// The model provider failed. `retryable` says whether the same request may succeed later.
+    #[error("model provider {provider:?} failed: {message}")]
+    Provider {
+        /// Provider id.
+        provider: String,
+        /// What went wrong.
+        message: String,
+        /// True for transient failures (rate limits, overload, network).
+        retryable: bool,
+        /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A scripted model's script is unreadable, invalid, or has no rule for the situation.
+    /// Fix the script file.
+    #[error("script {path}: {message}")]
+    Script {
+        /// The script path as given in the model specifier.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two tools in one session's tool list share a name. Fix: rename one.
+    #[error("tool name collision: {name:?} is defined more than once")]
+    ToolNameCollision {
+        /// The duplicated name.
+        name: String,
+    },
+    /// A tool definition is invalid (bad name or schema). Fix the definition.
+    #[error("invalid tool {name:?}: {message}")]
+    InvalidTool {
+        /// Tool name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A sandbox path resolves outside the sandbox root. The operation was refused.
+    #[error("path {path:?} is outside the sandbox")]
+    PathOutsideSandbox {
+        /// The path as given.
+        path: String,
+    },
+    /// A sandbox file operation or command failed.
+    #[error("sandbox: {message}")]
+    Sandbox {
+        /// What failed, with the path where there is one.
+        message: String,
+        /// Stable sub-kind (`not_found`, `is_directory`, `not_a_directory`, `already_exists`, ...).
+        reason: SandboxErrorReason,
+        /// The underlying I/O error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The operation was aborted by its caller. The session is consistent; nothing to fix.
+    #[error("operation aborted")]
+    Aborted,
+    /// The model kept calling tools past the turn limit. Raise `max_turns` or fix the loop.
+    #[error("stopped after {max_turns} model turns without a final answer")]
+    MaxTurnsExceeded {
+        /// The limit that was hit.
+        max_turns: u32,
+    },
+    /// A structured-result operation ended without valid data.
+    #[error("result unavailable: {reason}")]
+    ResultUnavailable {
+        /// Why (the model gave up, or kept returning invalid data).
+        reason: String,
+    },
+    /// The runtime's worker stopped before answering (a panic inside an operation, or shutdown).
+    #[error("runtime stopped: {message}")]
+    RuntimeStopped {
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Sub-kinds of [`FlueError::Sandbox`], stable on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SandboxErrorReason {
+    /// The path does not exist.
+    NotFound,
+    /// A directory was found where a file was expected.
+    IsDirectory,
+    /// A file was found where a directory was expected.
+    NotADirectory,
+    /// The path exists already.
+    AlreadyExists,
+    /// The directory is not empty.
+    NotEmpty,
+    /// The sandbox refused access.
+    PermissionDenied,
+    /// The content is not valid UTF-8 text.
+    InvalidUtf8,
+    /// The sandbox does not support the requested option.
+    Unsupported,
+    /// Anything else.
+    Other,
+}
+
+impl FlueError {
+    /// The stable kind string of this error, for matching by callers and on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionNotFound { .. } => "session_not_found",
+            Self::SessionAlreadyExists { .. } => "session_already_exists",
+            Self::SessionBusy { .. } => "session_busy",
+            Self::InvalidSessionName { .. } => "invalid_session_name",
+            Self::VersionConflict { .. } => "version_conflict",
+            Self::Store { .. } => "store_error",
+            Self::CorruptRecord { .. } => "corrupt_record",
+            Self::InvalidConfig { .. } => "invalid_config",
+            Self::ModelNotConfigured { .. } => "model_not_configured",
+            Self::InvalidModelSpec { .. } => "invalid_model_spec",
+            Self::UnknownProvider { .. } => "unknown_provider",
+            Self::Provider { .. } => "provider_error",
+            Self::Script { .. } => "script_error",
+            Self::ToolNameCollision { .. } => "tool_name_collision",
+            Self::InvalidTool { .. } => "invalid_tool",
+            Self::PathOutsideSandbox { .. } => "outside_workspace",
+            Self::Sandbox { reason, .. } => reason.kind(),
+            Self::Aborted => "aborted",
+            Self::MaxTurnsExceeded { .. } => "max_turns_exceeded",
+            Self::ResultUnavailable { .. } => "result_unavailable",
+            Self::RuntimeStopped { .. } => "runtime_stopped",
+        }
+    }
+
+    /// The wire shape of this error.
+    pub fn to_info(&self) -> ErrorInfo {
+        ErrorInfo { kind: self.kind().to_owned(), message: self.to_string() }
+    }
+
+    /// A configuration error without a file location.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::InvalidConfig { message: message.into(), path: None, line: None }
+    }
+
+    /// A store error wrapping a backend error.
+    pub fn store(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Store { message: message.into(), source: Some(source.into()) }
+    }
+
+    /// A sandbox error of the given reason.
+    pub fn sandbox(reason: SandboxErrorReason, message: impl Into<String>) -> Self {
+        Self::Sandbox { message: message.into(), reason, source: None }
+    }
+}
+
+impl SandboxErrorReason {
+    /// The stable kind string.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::NotFound => "not_found",
+            Self::IsDirectory => "is_directory",
+            Self::NotADirectory => "not_a_directory",
+            Self::AlreadyExists => "already_exists",
+            Self::NotEmpty => "not_empty",
+            Self::PermissionDenied => "permission_denied",
+            Self::InvalidUtf8 => "invalid_utf8",
+            Self::Unsupported => "unsupported",
+            Self::Other => "sandbox_error",
+        }
+    }
+}
+
+fn location_prefixed(path: Option<&str>, line: Option<usize>, message: &str) -> String {
+    match (path, line) {
+        (Some(path), Some(line)) => format!("{path}:{line}: {message}"),
+        (Some(path), None) => format!("{path}: {message}"),
+        _ => message.to_owned(),
+    }
+}

@@ -1,0 +1,112 @@
+//! Events: the typed stream every operation emits while it runs.
+//!
+//! Wire format, like [`crate::record`]: it imports only the record types, tags every variant
+//! with `type` in snake_case and never renames a field. The CLI, the HTTP server and tracing are
+//! all renderers over this stream.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::record::{ModelRef, StopReason, Usage};
+
+/// One thing that happened during an operation. Grows over time: match with a wildcard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// The operation started.
+    OperationStart {
+        /// Session name.
+        session: String,
+        /// What kind of operation.
+        operation: OperationKind,
+    },
+    /// A piece of visible model text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// A piece of model reasoning.
+    ThinkingDelta {
+        /// The new text.
+        text: String,
+    },
+    /// A tool call is about to run.
+    ToolStart {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// Input as the model sent it.
+        input: Value,
+    },
+    /// A tool call finished.
+    ToolEnd {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// True when the tool failed.
+        is_error: bool,
+        /// What the model will see (possibly truncated for display by renderers).
+        output: String,
+    },
+    /// One model turn finished and was stored.
+    TurnEnd {
+        /// The model of this turn.
+        model: ModelRef,
+        /// Usage of this turn.
+        usage: Usage,
+        /// Why the model stopped.
+        stop_reason: StopReason,
+    },
+    /// The operation ended. Emitted only after its records are durable.
+    OperationEnd {
+        /// How it ended.
+        outcome: Outcome,
+        /// Usage summed over the operation.
+        usage: Usage,
+        /// The error when `outcome` is not `completed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorInfo>,
+    },
+}
+
+/// The kinds of session operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OperationKind {
+    /// `session.prompt`.
+    Prompt,
+    /// `session.skill`.
+    Skill,
+    /// `session.task`.
+    Task,
+    /// `session.shell`.
+    Shell,
+    /// `session.compact`.
+    Compact,
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// It produced its answer.
+    Completed,
+    /// It failed with an error.
+    Failed,
+    /// Its caller aborted it.
+    Aborted,
+}
+
+/// The wire shape of an error: `{"kind": ..., "message": ...}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// Stable kind string.
+    pub kind: String,
+    /// Human-readable message.
+    pub message: String,
+}

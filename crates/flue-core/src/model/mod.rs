@@ -1,0 +1,256 @@
+//! Models: the provider trait, model specifiers and the provider registry.
+//!
+//! A [`ModelProvider`] streams one model turn: it emits text and thinking deltas through a
+//! [`TurnSink`] while it runs and returns the finished [`ModelTurn`]. Aborting a turn is done
+//! by dropping its future, so providers need no cancellation plumbing of their own.
+
+mod scripted;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::ThinkingLevel;
+use crate::error::{FlueError, Result};
+use crate::event::Event;
+use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
+use crate::util::BoxFuture;
+
+pub use scripted::ScriptedProvider;
+
+/// A parsed `<provider>/<model>` specifier, split at the first `/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Provider id.
+    pub provider: String,
+    /// Model id (may itself contain `/`).
+    pub model: String,
+}
+
+impl ModelSpec {
+    /// Parses a specifier; both parts must be non-empty.
+    pub fn parse(spec: &str) -> Result<Self> {
+        match spec.split_once('/') {
+            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {
+                Ok(Self { provider: provider.to_owned(), model: model.to_owned() })
+            }
+            _ => Err(FlueError::InvalidModelSpec { spec: spec.to_owned() }),
+        }
+    }
+
+    /// The model reference recorded in transcripts.
+    pub fn to_ref(&self) -> ModelRef {
+        ModelRef { provider: self.provider.clone(), id: self.model.clone() }
+    }
+}
+
+/// What the runtime knows about a model: limits, capabilities and price.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelInfo {
+    /// Context window in tokens.
+    pub context_window: u64,
+    /// Output token limit per turn.
+    pub max_output_tokens: u64,
+    /// Whether the model reasons (thinking levels apply).
+    pub reasoning: bool,
+    /// Whether the model accepts images.
+    pub image_input: bool,
+    /// Price, when known.
+    pub price: Option<ModelPrice>,
+}
+
+impl Default for ModelInfo {
+    fn default() -> Self {
+        Self {
+            context_window: 128_000,
+            max_output_tokens: 8_192,
+            reasoning: false,
+            image_input: false,
+            price: None,
+        }
+    }
+}
+
+/// US dollars per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ModelPrice {
+    /// Uncached input.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Cache reads.
+    pub cache_read: f64,
+    /// Cache writes.
+    pub cache_write: f64,
+}
+
+impl ModelPrice {
+    /// The cost of `usage` at this price.
+    #[allow(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        (usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output
+            + usage.cache_read_tokens as f64 * self.cache_read
+            + usage.cache_write_tokens as f64 * self.cache_write)
+            / 1_000_000.0
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSchema {
+    /// Tool name.
+    pub name: String,
+    /// When and how to use it.
+    pub description: String,
+    /// JSON Schema of the input object.
+    pub input_schema: Value,
+}
+
+/// Everything a provider needs for one turn.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelRequest<'a> {
+    /// Model id within the provider.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation as the model should see it. A leading [`Record::Compaction`] stands for
+    /// the folded history; [`Record::Shell`] exchanges are shown to the model as user text.
+    pub messages: &'a [Record],
+    /// Tools offered this turn.
+    pub tools: &'a [ToolSchema],
+    /// Reasoning effort.
+    pub thinking: ThinkingLevel,
+    /// Output token limit for this turn.
+    pub max_output_tokens: u64,
+}
+
+/// A finished model turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelTurn {
+    /// Text, thinking and tool calls in order.
+    pub content: Vec<AssistantContent>,
+    /// Usage the provider reported.
+    pub usage: Usage,
+    /// Why the model stopped.
+    pub stop_reason: StopReason,
+}
+
+/// Where a provider sends deltas while a turn streams.
+#[derive(Clone, Debug, Default)]
+pub struct TurnSink {
+    events: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+}
+
+impl TurnSink {
+    /// A sink forwarding to an event channel.
+    pub fn new(events: tokio::sync::mpsc::UnboundedSender<Event>) -> Self {
+        Self { events: Some(events) }
+    }
+
+    /// A sink that drops everything.
+    pub fn discard() -> Self {
+        Self { events: None }
+    }
+
+    /// Reports visible text.
+    pub fn text_delta(&self, text: &str) {
+        self.send(Event::TextDelta { text: text.to_owned() });
+    }
+
+    /// Reports reasoning text.
+    pub fn thinking_delta(&self, text: &str) {
+        self.send(Event::ThinkingDelta { text: text.to_owned() });
+    }
+
+    pub(crate) fn send(&self, event: Event) {
+        if let Some(events) = &self.events {
+            // A closed channel means nobody is listening; the operation goes on regardless.
+            let _ = events.send(event);
+        }
+    }
+}
+
+/// A source of model turns, registered under a provider id.
+///
+/// The runtime calls [`ModelProvider::check_model`] when a harness starts (so a bad model
+/// fails before any work), [`ModelProvider::model_info`] to size context and price usage, and
+/// [`ModelProvider::stream_turn`] once per model turn.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a model provider",
+    label = "implement `flue_core::ModelProvider` for this type"
+)]
+pub trait ModelProvider: Send + Sync {
+    /// The provider id, the part of model specifiers before the `/`.
+    fn id(&self) -> &str;
+
+    /// Limits, capabilities and price of `model`. The default suits an unknown mid-size model.
+    fn model_info(&self, model: &str) -> ModelInfo {
+        let _ = model;
+        ModelInfo::default()
+    }
+
+    /// Fails when `model` cannot be used (unknown model, unreadable script, missing key).
+    fn check_model<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<()>> {
+        let _ = model;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Streams one turn. Deltas go to `sink`; the finished turn is returned. Dropping the
+    /// future aborts the turn.
+    fn stream_turn<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        sink: &'a TurnSink,
+    ) -> BoxFuture<'a, Result<ModelTurn>>;
+}
+
+/// The providers a harness can use, by id.
+#[derive(Clone, Default)]
+pub struct ProviderRegistry {
+    providers: BTreeMap<String, Arc<dyn ModelProvider>>,
+}
+
+impl std::fmt::Debug for ProviderRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.providers.keys()).finish()
+    }
+}
+
+impl ProviderRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a provider under its id, replacing any provider of the same id.
+    #[must_use]
+    pub fn with_provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.insert(provider);
+        self
+    }
+
+    /// Registers a provider under its id, replacing any provider of the same id.
+    pub fn insert(&mut self, provider: Arc<dyn ModelProvider>) {
+        self.providers.insert(provider.id().to_owned(), provider);
+    }
+
+    /// The registered provider ids.
+    pub fn ids(&self) -> Vec<String> {
+        self.providers.keys().cloned().collect()
+    }
+
+    /// Resolves a specifier to its provider and parsed form.
+    pub fn resolve(&self, spec: &str) -> Result<(Arc<dyn ModelProvider>, ModelSpec)> {
+        let parsed = ModelSpec::parse(spec)?;
+        let provider = self.providers.get(&parsed.provider).cloned().ok_or_else(|| {
+            FlueError::UnknownProvider {
+                provider: parsed.provider.clone(),
+                spec: spec.to_owned(),
+                known: self.ids(),
+            }
+        })?;
+        Ok((provider, parsed))
+    }
+}

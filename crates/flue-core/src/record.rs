@@ -1,0 +1,283 @@
+//! Session records: the append-only, serialisable log a session is made of.
+//!
+//! This module is wire format. It imports nothing else from the crate, every enum is tagged
+//! with `type` in snake_case, and fields are never renamed without an alias. A stored record
+//! carries [`RECORD_FORMAT_VERSION`] so later versions can read old logs.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The record format written by this version of flue-core.
+pub const RECORD_FORMAT_VERSION: u32 = 1;
+
+/// One entry of a session log, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredRecord {
+    /// Record format version ([`RECORD_FORMAT_VERSION`] when written by this crate).
+    pub v: u32,
+    /// Milliseconds since the Unix epoch when the record was created.
+    pub at: u64,
+    /// The record itself.
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+impl StoredRecord {
+    /// Wraps a record with the current format version and a timestamp.
+    pub fn new(record: Record, at: u64) -> Self {
+        Self { v: RECORD_FORMAT_VERSION, at, record }
+    }
+}
+
+/// What a session log holds. Grows over time: match with a wildcard outside flue-core.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Record {
+    /// A message from the user (or the application on the user's behalf).
+    User(UserMessage),
+    /// One model turn: text, thinking and tool calls.
+    Assistant(AssistantMessage),
+    /// The answer to one tool call of the preceding assistant message.
+    ToolResult(ToolResult),
+    /// A command run with `session.shell`, recorded for the model to see.
+    Shell(ShellExchange),
+    /// A summary that replaces the records before `first_kept` in the model's view.
+    Compaction(CompactionSummary),
+}
+
+/// A user message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// Text and image parts, in order.
+    pub content: Vec<UserContent>,
+}
+
+impl UserMessage {
+    /// A message of one text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { content: vec![UserContent::Text { text: text.into() }] }
+    }
+
+    /// The text parts joined by blank lines.
+    pub fn joined_text(&self) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|part| match part {
+                UserContent::Text { text } => Some(text.as_str()),
+                UserContent::Image(_) => None,
+            })
+            .collect();
+        texts.join("\n\n")
+    }
+}
+
+/// One part of a user message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum UserContent {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An inline image.
+    Image(Image),
+}
+
+/// An inline image, base64-encoded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    /// Base64 data without a `data:` prefix.
+    pub data: String,
+    /// MIME type such as `image/png`.
+    pub mime_type: String,
+}
+
+/// One model turn as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// Text, thinking and tool calls in the order the model produced them.
+    pub content: Vec<AssistantContent>,
+    /// The model that produced the turn.
+    pub model: ModelRef,
+    /// Token usage the provider reported for this turn.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Why the model stopped.
+    pub stop_reason: StopReason,
+}
+
+impl AssistantMessage {
+    /// The text parts concatenated.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.content {
+            if let AssistantContent::Text { text } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// The tool calls of this turn, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|part| match part {
+            AssistantContent::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+}
+
+/// One part of an assistant message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AssistantContent {
+    /// Visible text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Reasoning the provider exposed; `signature` round-trips to providers that sign it.
+    Thinking {
+        /// The reasoning text.
+        text: String,
+        /// Opaque provider signature, when given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// A request to run a tool.
+    ToolCall(ToolCall),
+}
+
+/// A tool call requested by the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider-assigned call id; the matching [`ToolResult`] carries it.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model sent them (not yet validated).
+    pub input: Value,
+}
+
+/// The model a turn ran on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ModelRef {
+    /// Provider id, the part of the specifier before the first `/`.
+    pub provider: String,
+    /// Model id, the rest of the specifier.
+    pub id: String,
+}
+
+impl std::fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider, self.id)
+    }
+}
+
+/// Why a model turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model wants tool results before it continues.
+    ToolUse,
+    /// The output token limit cut the turn short.
+    MaxTokens,
+    /// The turn was aborted; the message holds what arrived before the abort.
+    Aborted,
+}
+
+/// Token counts and cost. Adds up with `+=`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens not served from cache.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens, thinking included.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Cost in US dollars, when the model's price is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// All tokens the turn placed in the context window (input, cached input and output).
+    pub fn context_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + self.output_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Self) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// The answer to one tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The id of the call this answers.
+    pub call_id: String,
+    /// The tool's name, repeated for readers of the log.
+    pub tool_name: String,
+    /// What the model sees: the tool's output, or the error message.
+    pub content: String,
+    /// True when the tool failed; the model sees the error and may retry.
+    #[serde(default)]
+    pub is_error: bool,
+    /// The stable error kind when `is_error` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+}
+
+/// A shell command run through `session.shell`, as the model will see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShellExchange {
+    /// The command line.
+    pub command: String,
+    /// Working directory it ran in, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Names of the environment variables supplied; values are never recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_keys: Vec<String>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Exit code (124 after a timeout).
+    pub exit_code: i32,
+}
+
+/// A summary of older history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactionSummary {
+    /// The summary text shown to the model in place of the folded records.
+    pub summary: String,
+    /// Index of the first record kept verbatim after the summary.
+    pub first_kept: u64,
+    /// Estimated context tokens before compaction.
+    #[serde(default)]
+    pub tokens_before: u64,
+}

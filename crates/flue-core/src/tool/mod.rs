@@ -1,0 +1,394 @@
+//! Tools: definitions with JSON Schema input, runtime metadata, validation and assembly.
+//!
+//! A [`ToolDefinition`] wraps a [`Tool`] implementation with its compiled input (and optional
+//! output) validator. The runtime validates every model-supplied input before `run`; invalid
+//! input becomes a [`ToolError`] the model sees and can retry from. [`ToolSet::assemble`] builds
+//! one operation's tool list and rejects name collisions.
+
+mod builtin;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{FlueError, Result};
+use crate::model::ToolSchema;
+use crate::sandbox::Sandbox;
+use crate::util::BoxFuture;
+
+pub use builtin::{BUILTIN_TOOL_NAMES, builtin_tool, builtin_tools};
+
+/// Who fulfils a tool call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ownership {
+    /// The runtime itself (built-in tools).
+    Managed,
+    /// An MCP server.
+    Mcp,
+    /// Application code.
+    #[default]
+    Custom,
+}
+
+/// Whether a call needs confirmation before it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// Runs without asking.
+    #[default]
+    AlwaysAllow,
+    /// Pauses the operation until confirmed.
+    AlwaysAsk,
+}
+
+/// Runtime metadata of a tool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolMeta {
+    /// Who fulfils calls.
+    pub ownership: Ownership,
+    /// Confirmation policy.
+    pub permission: Permission,
+    /// The tool changes nothing.
+    pub read_only: bool,
+    /// The tool may destroy data.
+    pub destructive: bool,
+}
+
+/// Everything a running tool may use.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session's sandbox.
+    pub sandbox: Arc<dyn Sandbox>,
+    /// Fires when the operation is aborted; long-running tools should stop promptly.
+    pub cancel: CancellationToken,
+    /// Agent instance id.
+    pub instance_id: String,
+    /// Session name.
+    pub session: String,
+    /// Working directory of the session inside the sandbox.
+    pub cwd: String,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("instance_id", &self.instance_id)
+            .field("session", &self.session)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failed tool call, shown to the model as an error result it can recover from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct ToolError {
+    /// Stable kind (`invalid_input`, `not_found`, ...).
+    pub kind: String,
+    /// What went wrong, written for the model.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A tool error of `kind`.
+    pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { kind: kind.into(), message: message.into() }
+    }
+
+    /// Invalid input: the model should fix its arguments and retry.
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::new("invalid_input", message)
+    }
+}
+
+impl From<FlueError> for ToolError {
+    fn from(err: FlueError) -> Self {
+        Self::new(err.kind(), err.to_string())
+    }
+}
+
+/// A model-callable capability.
+///
+/// The runtime calls [`Tool::run`] with input already validated against the definition's input
+/// schema. Return JSON data; a string is shown to the model as is, anything else as JSON.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Flue tool",
+    label = "implement `flue_core::Tool`, or build one with `ToolDefinition::from_fn`"
+)]
+pub trait Tool: Send + Sync {
+    /// Runs one call.
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, std::result::Result<Value, ToolError>>;
+}
+
+/// A validated tool: name, description, schemas, metadata and the implementation.
+///
+/// ```
+/// use flue_core::{ToolDefinition, ToolError};
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Add { a: i64, b: i64 }
+/// let add = ToolDefinition::from_fn("add", "Adds two integers.", |input: Add, _ctx| async move {
+///     Ok::<_, ToolError>(serde_json::json!(input.a + input.b))
+/// })
+/// .unwrap();
+/// assert_eq!(add.name(), "add");
+/// ```
+#[derive(Clone)]
+pub struct ToolDefinition {
+    inner: Arc<ToolInner>,
+}
+
+#[derive(Clone)]
+struct ToolInner {
+    name: String,
+    description: String,
+    input_schema: Value,
+    output_schema: Option<Value>,
+    input_validator: Arc<jsonschema::Validator>,
+    output_validator: Option<Arc<jsonschema::Validator>>,
+    meta: ToolMeta,
+    tool: Arc<dyn Tool>,
+}
+
+impl fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.inner.name)
+            .field("meta", &self.inner.meta)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDefinition {
+    /// A tool from an implementation and a JSON Schema for its input object.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        tool: Arc<dyn Tool>,
+    ) -> Result<Self> {
+        let name = name.into();
+        if let Err(reason) = crate::config::check_name(&name) {
+            return Err(FlueError::InvalidTool { name, message: format!("name {reason}") });
+        }
+        if input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(FlueError::InvalidTool {
+                name,
+                message: "the input schema must describe an object (\"type\": \"object\")".into(),
+            });
+        }
+        let input_validator = compile_schema(&name, &input_schema)?;
+        Ok(Self {
+            inner: Arc::new(ToolInner {
+                name,
+                description: description.into(),
+                input_schema,
+                output_schema: None,
+                input_validator,
+                output_validator: None,
+                meta: ToolMeta::default(),
+                tool,
+            }),
+        })
+    }
+
+    /// A tool whose input schema is derived from `I` and whose body is an async closure.
+    pub fn from_fn<I, F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        run: F,
+    ) -> Result<Self>
+    where
+        I: JsonSchema + DeserializeOwned + Send + 'static,
+        F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Value, ToolError>> + Send + 'static,
+    {
+        let schema = serde_json::to_value(schemars::schema_for!(I)).map_err(|err| {
+            FlueError::InvalidTool { name: "?".into(), message: err.to_string() }
+        })?;
+        let tool = FnTool { run, _input: std::marker::PhantomData::<fn(I)> };
+        Self::new(name, description, schema, Arc::new(tool))
+    }
+
+    /// Adds an output schema; results that do not match it become tool errors.
+    pub fn with_output_schema(mut self, output_schema: Value) -> Result<Self> {
+        let validator = compile_schema(&self.inner.name, &output_schema)?;
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.output_schema = Some(output_schema);
+        inner.output_validator = Some(validator);
+        Ok(self)
+    }
+
+    /// Sets the runtime metadata.
+    #[must_use]
+    pub fn with_meta(mut self, meta: ToolMeta) -> Self {
+        Arc::make_mut(&mut self.inner).meta = meta;
+        self
+    }
+
+    /// The tool name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The description shown to the model.
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The input JSON Schema.
+    pub fn input_schema(&self) -> &Value {
+        &self.inner.input_schema
+    }
+
+    /// The output JSON Schema, when declared.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.inner.output_schema.as_ref()
+    }
+
+    /// The runtime metadata.
+    pub fn meta(&self) -> ToolMeta {
+        self.inner.meta
+    }
+
+    /// The tool as the model sees it.
+    pub fn schema(&self) -> ToolSchema {
+        ToolSchema {
+            name: self.inner.name.clone(),
+            description: self.inner.description.clone(),
+            input_schema: self.inner.input_schema.clone(),
+        }
+    }
+
+    /// Validates `input`, runs the tool and validates its output.
+    pub async fn call(
+        &self,
+        input: Value,
+        ctx: &ToolContext,
+    ) -> std::result::Result<Value, ToolError> {
+        let input_problems = describe_errors(&self.inner.input_validator, &input);
+        if !input_problems.is_empty() {
+            return Err(ToolError::invalid_input(format!(
+                "invalid input for {}: {}. Fix the arguments to match the tool's schema and retry.",
+                self.inner.name,
+                input_problems.join("; ")
+            )));
+        }
+        let output = self.inner.tool.run(input, ctx).await?;
+        if let Some(validator) = &self.inner.output_validator {
+            let problems = describe_errors(validator, &output);
+            if !problems.is_empty() {
+                return Err(ToolError::new(
+                    "invalid_output",
+                    format!("{} returned invalid output: {}", self.inner.name, problems.join("; ")),
+                ));
+            }
+        }
+        Ok(output)
+    }
+}
+
+/// The tools of one operation, by name, with collisions rejected.
+#[derive(Clone, Debug, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, ToolDefinition>,
+    order: Vec<String>,
+}
+
+impl ToolSet {
+    /// Assembles tools in order; a repeated name is a [`FlueError::ToolNameCollision`].
+    pub fn assemble(tools: impl IntoIterator<Item = ToolDefinition>) -> Result<Self> {
+        let mut set = Self::default();
+        for tool in tools {
+            let name = tool.name().to_owned();
+            if set.tools.contains_key(&name) {
+                return Err(FlueError::ToolNameCollision { name });
+            }
+            set.order.push(name.clone());
+            set.tools.insert(name, tool);
+        }
+        Ok(set)
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolDefinition> {
+        self.tools.get(name)
+    }
+
+    /// The tools as the model sees them, in assembly order.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.order.iter().filter_map(|name| self.tools.get(name)).map(ToolDefinition::schema).collect()
+    }
+
+    /// Tool names in assembly order.
+    pub fn names(&self) -> &[String] {
+        &self.order
+    }
+
+    /// True when there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// Renders a tool's JSON output as the text the model sees.
+pub fn render_output(output: &Value) -> String {
+    match output {
+        Value::String(text) => text.clone(),
+        Value::Null => "null".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+struct FnTool<F, I> {
+    run: F,
+    _input: std::marker::PhantomData<fn(I)>,
+}
+
+impl<I, F, Fut> Tool for FnTool<F, I>
+where
+    I: DeserializeOwned + Send + 'static,
+    F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<Value, ToolError>> + Send + 'static,
+{
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, std::result::Result<Value, ToolError>> {
+        Box::pin(async move {
+            let typed: I = serde_json::from_value(input)
+                .map_err(|err| ToolError::invalid_input(err.to_string()))?;
+            (self.run)(typed, ctx.clone()).await
+        })
+    }
+}
+
+fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
+    jsonschema::validator_for(schema).map(Arc::new).map_err(|err| FlueError::InvalidTool {
+        name: name.to_owned(),
+        message: format!("invalid JSON Schema: {err}"),
+    })
+}
+
+fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(8)
+        .map(|err| {
+            let path = err.instance_path().to_string();
+            if path.is_empty() { err.to_string() } else { format!("{path}: {err}") }
+        })
+        .collect()
+}

@@ -1,0 +1,67 @@
+//! Small shared helpers: boxed futures, clocks, ids and cancellation.
+
+use std::collections::hash_map::RandomState;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{FlueError, Result};
+
+/// A boxed, sendable future: the return type of the object-safe extension traits.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A new ULID: 48 bits of milliseconds, then 80 random bits, in Crockford base32.
+///
+/// Randomness comes from std's per-process random hasher keys mixed with a counter, which is
+/// unique enough for identifiers (these are not secrets).
+pub fn new_ulid() -> String {
+    const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let value = (u128::from(now_ms()) << 80) | (random_u128() & ((1u128 << 80) - 1));
+    (0..26)
+        .rev()
+        .map(|idx| char::from(ALPHABET[((value >> (idx * 5)) & 0x1f) as usize]))
+        .collect()
+}
+
+/// A new random UUID (version 4 layout), lowercase and hyphenated.
+pub fn new_uuid() -> String {
+    let mut value = random_u128();
+    value = (value & !(0xf << 76)) | (0x4 << 76);
+    value = (value & !(0x3 << 62)) | (0x2 << 62);
+    let hex = format!("{value:032x}");
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+fn random_u128() -> u128 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut halves = [0u64; 2];
+    for (idx, half) in halves.iter_mut().enumerate() {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u64(count);
+        hasher.write_u64(now_ms());
+        hasher.write_usize(idx);
+        *half = hasher.finish();
+    }
+    (u128::from(halves[0]) << 64) | u128::from(halves[1])
+}
+
+/// Runs `future` until it finishes or `cancel` fires; a cancel becomes [`FlueError::Aborted`].
+pub async fn or_cancel<F: Future>(future: F, cancel: &CancellationToken) -> Result<F::Output> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(FlueError::Aborted),
+        output = future => Ok(output),
+    }
+}

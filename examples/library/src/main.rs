@@ -1,0 +1,2 @@
+//! Library example (placeholder).
+fn main() {}
