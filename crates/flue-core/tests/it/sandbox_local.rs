@@ -1,0 +1,1 @@
+//! Tests: sandbox_local.

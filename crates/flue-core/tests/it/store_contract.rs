@@ -1,0 +1,1 @@
+//! Tests: store_contract.
