@@ -38,8 +38,14 @@ pub enum ThinkingLevel {
 
 impl ThinkingLevel {
     /// All levels, in increasing effort.
-    pub const ALL: [Self; 6] =
-        [Self::Off, Self::Minimal, Self::Low, Self::Medium, Self::High, Self::Xhigh];
+    pub const ALL: [Self; 6] = [
+        Self::Off,
+        Self::Minimal,
+        Self::Low,
+        Self::Medium,
+        Self::High,
+        Self::Xhigh,
+    ];
 
     /// The wire name (`off`, `minimal`, ...).
     pub fn as_str(self) -> &'static str {
@@ -116,7 +122,10 @@ pub struct DurabilityConfig {
 
 impl Default for DurabilityConfig {
     fn default() -> Self {
-        Self { max_attempts: default_max_attempts(), timeout_ms: default_timeout_ms() }
+        Self {
+            max_attempts: default_max_attempts(),
+            timeout_ms: default_timeout_ms(),
+        }
     }
 }
 
@@ -175,7 +184,10 @@ pub struct AgentProfile {
 impl AgentProfile {
     /// A named profile.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: Some(name.into()), ..Self::default() }
+        Self {
+            name: Some(name.into()),
+            ..Self::default()
+        }
     }
 
     /// Sets the description.
@@ -239,22 +251,37 @@ impl AgentProfile {
     pub fn validate(&self) -> Result<()> {
         let mut problems = Vec::new();
         self.collect_problems("profile", &mut Vec::new(), &mut problems);
-        problems_to_result(problems)
+        problems_to_result(&problems)
     }
 
-    fn collect_problems(&self, label: &str, ancestors: &mut Vec<String>, problems: &mut Vec<String>) {
-        if let Some(name) = &self.name {
-            if let Err(reason) = check_name(name) {
-                problems.push(format!("{label} name {name:?} {reason}"));
-            }
+    fn collect_problems(
+        &self,
+        label: &str,
+        ancestors: &mut Vec<String>,
+        problems: &mut Vec<String>,
+    ) {
+        if let Some(name) = &self.name
+            && let Err(reason) = check_name(name)
+        {
+            problems.push(format!("{label} name {name:?} {reason}"));
         }
-        if let Some(model) = &self.model {
-            if let Err(err) = crate::model::ModelSpec::parse(model) {
-                problems.push(format!("{label}: {err}"));
-            }
+        if let Some(model) = &self.model
+            && let Err(err) = crate::model::ModelSpec::parse(model)
+        {
+            problems.push(format!("{label}: {err}"));
         }
-        check_duplicates(label, "skill", self.skills.iter().map(|s| s.name.as_str()), problems);
-        check_duplicates(label, "tool", self.tools.iter().map(ToolDefinition::name), problems);
+        check_duplicates(
+            label,
+            "skill",
+            self.skills.iter().map(|s| s.name.as_str()),
+            problems,
+        );
+        check_duplicates(
+            label,
+            "tool",
+            self.tools.iter().map(ToolDefinition::name),
+            problems,
+        );
         let subagent_names = self.subagents.iter().filter_map(|p| p.name.as_deref());
         check_duplicates(label, "subagent", subagent_names, problems);
         for skill in &self.skills {
@@ -444,7 +471,7 @@ impl AgentConfig {
         if self.max_turns == Some(0) {
             problems.push("max_turns must be at least 1".to_owned());
         }
-        problems_to_result(problems)?;
+        problems_to_result(&problems)?;
         Ok(ResolvedAgent {
             name: merged.name.unwrap_or_else(|| "agent".to_owned()),
             description: merged.description,
@@ -499,7 +526,10 @@ pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
     if name.len() > 64 {
         return Err("is longer than 64 characters");
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
         return Err("may only contain letters, digits, '_' and '-'");
     }
     Ok(())
@@ -520,7 +550,7 @@ fn check_duplicates<'a>(
     }
 }
 
-fn problems_to_result(problems: Vec<String>) -> Result<()> {
+fn problems_to_result(problems: &[String]) -> Result<()> {
     if problems.is_empty() {
         return Ok(());
     }

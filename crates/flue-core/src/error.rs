@@ -241,22 +241,36 @@ impl FlueError {
 
     /// The wire shape of this error.
     pub fn to_info(&self) -> ErrorInfo {
-        ErrorInfo { kind: self.kind().to_owned(), message: self.to_string() }
+        ErrorInfo {
+            kind: self.kind().to_owned(),
+            message: self.to_string(),
+        }
     }
 
     /// A configuration error without a file location.
     pub fn config(message: impl Into<String>) -> Self {
-        Self::InvalidConfig { message: message.into(), path: None, line: None }
+        Self::InvalidConfig {
+            message: message.into(),
+            path: None,
+            line: None,
+        }
     }
 
     /// A store error wrapping a backend error.
     pub fn store(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::Store { message: message.into(), source: Some(source.into()) }
+        Self::Store {
+            message: message.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// A sandbox error of the given reason.
     pub fn sandbox(reason: SandboxErrorReason, message: impl Into<String>) -> Self {
-        Self::Sandbox { message: message.into(), reason, source: None }
+        Self::Sandbox {
+            message: message.into(),
+            reason,
+            source: None,
+        }
     }
 }
 

@@ -12,22 +12,29 @@
 //! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SessionStore`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 
+mod agent_loop;
+mod call;
 mod config;
 mod error;
 mod event;
+mod harness;
 mod model;
 mod record;
 mod sandbox;
+mod session;
 mod store;
 mod tool;
 mod util;
 
+pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL};
+pub use call::{CallHandle, EventStream};
 pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
     ResolvedAgent, Skill, ThinkingLevel,
 };
 pub use error::{BoxError, FlueError, Result, SandboxErrorReason};
 pub use event::{ErrorInfo, Event, OperationKind, Outcome};
+pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
 pub use model::{
     ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelSpec, ModelTurn, ProviderRegistry,
     ScriptedProvider, ToolSchema, TurnSink,
@@ -41,7 +48,9 @@ pub use sandbox::{
     ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox, ShellResult,
     TIMEOUT_EXIT_CODE, normalize_path,
 };
+pub use session::{PromptOptions, PromptResponse, Session};
 pub use store::{MemoryStore, SessionKey, SessionLog, SessionStore, SessionSummary, SqliteStore};
+pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, Ownership, Permission, Tool, ToolContext, ToolDefinition, ToolError,
     ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,

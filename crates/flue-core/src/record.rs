@@ -25,7 +25,11 @@ pub struct StoredRecord {
 impl StoredRecord {
     /// Wraps a record with the current format version and a timestamp.
     pub fn new(record: Record, at: u64) -> Self {
-        Self { v: RECORD_FORMAT_VERSION, at, record }
+        Self {
+            v: RECORD_FORMAT_VERSION,
+            at,
+            record,
+        }
     }
 }
 
@@ -56,7 +60,9 @@ pub struct UserMessage {
 impl UserMessage {
     /// A message of one text part.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { content: vec![UserContent::Text { text: text.into() }] }
+        Self {
+            content: vec![UserContent::Text { text: text.into() }],
+        }
     }
 
     /// The text parts joined by blank lines.

@@ -32,16 +32,22 @@ impl ModelSpec {
     /// Parses a specifier; both parts must be non-empty.
     pub fn parse(spec: &str) -> Result<Self> {
         match spec.split_once('/') {
-            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {
-                Ok(Self { provider: provider.to_owned(), model: model.to_owned() })
-            }
-            _ => Err(FlueError::InvalidModelSpec { spec: spec.to_owned() }),
+            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(Self {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+            }),
+            _ => Err(FlueError::InvalidModelSpec {
+                spec: spec.to_owned(),
+            }),
         }
     }
 
     /// The model reference recorded in transcripts.
     pub fn to_ref(&self) -> ModelRef {
-        ModelRef { provider: self.provider.clone(), id: self.model.clone() }
+        ModelRef {
+            provider: self.provider.clone(),
+            id: self.model.clone(),
+        }
     }
 }
 
@@ -87,7 +93,10 @@ pub struct ModelPrice {
 
 impl ModelPrice {
     /// The cost of `usage` at this price.
-    #[allow(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
     pub fn cost(&self, usage: &Usage) -> f64 {
         (usage.input_tokens as f64 * self.input
             + usage.output_tokens as f64 * self.output
@@ -146,7 +155,9 @@ pub struct TurnSink {
 impl TurnSink {
     /// A sink forwarding to an event channel.
     pub fn new(events: tokio::sync::mpsc::UnboundedSender<Event>) -> Self {
-        Self { events: Some(events) }
+        Self {
+            events: Some(events),
+        }
     }
 
     /// A sink that drops everything.
@@ -156,12 +167,16 @@ impl TurnSink {
 
     /// Reports visible text.
     pub fn text_delta(&self, text: &str) {
-        self.send(Event::TextDelta { text: text.to_owned() });
+        self.send(Event::TextDelta {
+            text: text.to_owned(),
+        });
     }
 
     /// Reports reasoning text.
     pub fn thinking_delta(&self, text: &str) {
-        self.send(Event::ThinkingDelta { text: text.to_owned() });
+        self.send(Event::ThinkingDelta {
+            text: text.to_owned(),
+        });
     }
 
     pub(crate) fn send(&self, event: Event) {
@@ -244,13 +259,15 @@ impl ProviderRegistry {
     /// Resolves a specifier to its provider and parsed form.
     pub fn resolve(&self, spec: &str) -> Result<(Arc<dyn ModelProvider>, ModelSpec)> {
         let parsed = ModelSpec::parse(spec)?;
-        let provider = self.providers.get(&parsed.provider).cloned().ok_or_else(|| {
-            FlueError::UnknownProvider {
+        let provider = self
+            .providers
+            .get(&parsed.provider)
+            .cloned()
+            .ok_or_else(|| FlueError::UnknownProvider {
                 provider: parsed.provider.clone(),
                 spec: spec.to_owned(),
                 known: self.ids(),
-            }
-        })?;
+            })?;
         Ok((provider, parsed))
     }
 }

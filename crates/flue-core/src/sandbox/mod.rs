@@ -122,8 +122,11 @@ pub trait Sandbox: Send + Sync {
     fn cwd(&self) -> &str;
 
     /// Runs `command` with a bash-compatible shell.
-    fn exec<'a>(&'a self, command: &'a str, options: ExecOptions)
-    -> BoxFuture<'a, Result<ShellResult>>;
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        options: ExecOptions,
+    ) -> BoxFuture<'a, Result<ShellResult>>;
 
     /// Reads a whole file.
     fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>>;
@@ -161,7 +164,10 @@ pub trait Sandbox: Send + Sync {
         Box::pin(async move {
             match self.stat(path).await {
                 Ok(_) => Ok(true),
-                Err(FlueError::Sandbox { reason: SandboxErrorReason::NotFound, .. }) => Ok(false),
+                Err(FlueError::Sandbox {
+                    reason: SandboxErrorReason::NotFound,
+                    ..
+                }) => Ok(false),
                 Err(err) => Err(err),
             }
         })
@@ -174,16 +180,24 @@ pub trait Sandbox: Send + Sync {
 /// above `/` or the path contains NUL.
 pub fn normalize_path(cwd: &str, path: &str) -> Result<String> {
     if path.contains('\0') || cwd.contains('\0') {
-        return Err(FlueError::PathOutsideSandbox { path: path.replace('\0', "\\0") });
+        return Err(FlueError::PathOutsideSandbox {
+            path: path.replace('\0', "\\0"),
+        });
     }
-    let joined = if path.starts_with('/') { path.to_owned() } else { format!("{cwd}/{path}") };
+    let joined = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{cwd}/{path}")
+    };
     let mut parts: Vec<&str> = Vec::new();
     for part in joined.split('/') {
         match part {
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(FlueError::PathOutsideSandbox { path: path.to_owned() });
+                    return Err(FlueError::PathOutsideSandbox {
+                        path: path.to_owned(),
+                    });
                 }
             }
             other => parts.push(other),

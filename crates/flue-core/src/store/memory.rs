@@ -1,5 +1,150 @@
-//! In-memory session store (placeholder until the store work lands).
+//! In-memory session store: for tests and short-lived embedders; nothing survives the process.
+//!
+//! All sessions live in one `BTreeMap` behind a `std::sync::Mutex`. Every method takes the lock,
+//! does its work without awaiting, and releases it, so the lock is never held across `.await`
+//! and each method is atomic with respect to the others.
 
-/// Sessions kept in memory.
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::error::{FlueError, Result};
+use crate::record::StoredRecord;
+use crate::store::{SessionKey, SessionLog, SessionStore, SessionSummary};
+use crate::util::{BoxFuture, now_ms};
+
+/// Sessions kept in memory, lost when the value is dropped.
+///
+/// Use it in tests and for throwaway harnesses; [`SqliteStore`](crate::SqliteStore) is the
+/// durable default.
 #[derive(Debug, Default)]
-pub struct MemoryStore {}
+pub struct MemoryStore {
+    sessions: Mutex<BTreeMap<SessionKey, MemorySession>>,
+}
+
+#[derive(Debug)]
+struct MemorySession {
+    records: Vec<StoredRecord>,
+    created_at: u64,
+    updated_at: u64,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, BTreeMap<SessionKey, MemorySession>> {
+        // Every critical section below either completes its update or changes nothing before a
+        // possible panic (allocation failure aside), so the map is consistent even when another
+        // thread panicked while holding the lock.
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut sessions = self.sessions();
+            if sessions.contains_key(key) {
+                return Err(FlueError::SessionAlreadyExists {
+                    session: key.session.clone(),
+                });
+            }
+            let now = now_ms();
+            sessions.insert(
+                key.clone(),
+                MemorySession {
+                    records: Vec::new(),
+                    created_at: now,
+                    updated_at: now,
+                },
+            );
+            Ok(())
+        })
+    }
+
+    fn load<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        from: u64,
+    ) -> BoxFuture<'a, Result<Option<SessionLog>>> {
+        Box::pin(async move {
+            let sessions = self.sessions();
+            let Some(session) = sessions.get(key) else {
+                return Ok(None);
+            };
+            let start = usize::try_from(from)
+                .unwrap_or(usize::MAX)
+                .min(session.records.len());
+            Ok(Some(SessionLog {
+                version: session.version(),
+                records: session.records[start..].to_vec(),
+                created_at: session.created_at,
+                updated_at: session.updated_at,
+            }))
+        })
+    }
+
+    fn append<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        expected_version: u64,
+        records: &'a [StoredRecord],
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let mut sessions = self.sessions();
+            let Some(session) = sessions.get_mut(key) else {
+                return Err(FlueError::SessionNotFound {
+                    session: key.session.clone(),
+                });
+            };
+            let actual = session.version();
+            if actual != expected_version {
+                return Err(FlueError::VersionConflict {
+                    session: key.session.clone(),
+                    expected: expected_version,
+                    actual,
+                });
+            }
+            if records.is_empty() {
+                return Ok(actual);
+            }
+            session.records.extend_from_slice(records);
+            session.updated_at = now_ms();
+            Ok(session.version())
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.sessions().remove(key);
+            Ok(())
+        })
+    }
+
+    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
+        Box::pin(async move {
+            // Keys order by instance id, then session name, so the result is already sorted.
+            let summaries = self
+                .sessions()
+                .iter()
+                .filter(|(key, _)| key.instance_id == instance_id)
+                .map(|(key, session)| SessionSummary {
+                    session: key.session.clone(),
+                    version: session.version(),
+                    created_at: session.created_at,
+                    updated_at: session.updated_at,
+                })
+                .collect();
+            Ok(summaries)
+        })
+    }
+}
+
+impl MemorySession {
+    fn version(&self) -> u64 {
+        // A Vec never holds more than isize::MAX elements, which fits in u64.
+        self.records.len() as u64
+    }
+}

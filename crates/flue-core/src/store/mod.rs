@@ -29,7 +29,10 @@ pub struct SessionKey {
 impl SessionKey {
     /// A key.
     pub fn new(instance_id: impl Into<String>, session: impl Into<String>) -> Self {
-        Self { instance_id: instance_id.into(), session: session.into() }
+        Self {
+            instance_id: instance_id.into(),
+            session: session.into(),
+        }
     }
 }
 
@@ -75,8 +78,11 @@ pub trait SessionStore: Send + Sync {
     fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>>;
 
     /// Loads the records with index `from` and later, or `None` when the session does not exist.
-    fn load<'a>(&'a self, key: &'a SessionKey, from: u64)
-    -> BoxFuture<'a, Result<Option<SessionLog>>>;
+    fn load<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        from: u64,
+    ) -> BoxFuture<'a, Result<Option<SessionLog>>>;
 
     /// Appends `records` if the session is at `expected_version`; returns the new version.
     ///

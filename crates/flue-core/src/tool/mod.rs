@@ -100,7 +100,10 @@ pub struct ToolError {
 impl ToolError {
     /// A tool error of `kind`.
     pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { kind: kind.into(), message: message.into() }
+        Self {
+            kind: kind.into(),
+            message: message.into(),
+        }
     }
 
     /// Invalid input: the model should fix its arguments and retry.
@@ -180,7 +183,10 @@ impl ToolDefinition {
     ) -> Result<Self> {
         let name = name.into();
         if let Err(reason) = crate::config::check_name(&name) {
-            return Err(FlueError::InvalidTool { name, message: format!("name {reason}") });
+            return Err(FlueError::InvalidTool {
+                name,
+                message: format!("name {reason}"),
+            });
         }
         if input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(FlueError::InvalidTool {
@@ -215,9 +221,15 @@ impl ToolDefinition {
         Fut: Future<Output = std::result::Result<Value, ToolError>> + Send + 'static,
     {
         let schema = serde_json::to_value(schemars::schema_for!(I)).map_err(|err| {
-            FlueError::InvalidTool { name: "?".into(), message: err.to_string() }
+            FlueError::InvalidTool {
+                name: "?".into(),
+                message: err.to_string(),
+            }
         })?;
-        let tool = FnTool { run, _input: std::marker::PhantomData::<fn(I)> };
+        let tool = FnTool {
+            run,
+            _input: std::marker::PhantomData::<fn(I)>,
+        };
         Self::new(name, description, schema, Arc::new(tool))
     }
 
@@ -291,7 +303,11 @@ impl ToolDefinition {
             if !problems.is_empty() {
                 return Err(ToolError::new(
                     "invalid_output",
-                    format!("{} returned invalid output: {}", self.inner.name, problems.join("; ")),
+                    format!(
+                        "{} returned invalid output: {}",
+                        self.inner.name,
+                        problems.join("; ")
+                    ),
                 ));
             }
         }
@@ -328,7 +344,11 @@ impl ToolSet {
 
     /// The tools as the model sees them, in assembly order.
     pub fn schemas(&self) -> Vec<ToolSchema> {
-        self.order.iter().filter_map(|name| self.tools.get(name)).map(ToolDefinition::schema).collect()
+        self.order
+            .iter()
+            .filter_map(|name| self.tools.get(name))
+            .map(ToolDefinition::schema)
+            .collect()
     }
 
     /// Tool names in assembly order.
@@ -376,10 +396,12 @@ where
 }
 
 fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
-    jsonschema::validator_for(schema).map(Arc::new).map_err(|err| FlueError::InvalidTool {
-        name: name.to_owned(),
-        message: format!("invalid JSON Schema: {err}"),
-    })
+    jsonschema::validator_for(schema)
+        .map(Arc::new)
+        .map_err(|err| FlueError::InvalidTool {
+            name: name.to_owned(),
+            message: format!("invalid JSON Schema: {err}"),
+        })
 }
 
 fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
@@ -388,7 +410,11 @@ fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<Stri
         .take(8)
         .map(|err| {
             let path = err.instance_path().to_string();
-            if path.is_empty() { err.to_string() } else { format!("{path}: {err}") }
+            if path.is_empty() {
+                err.to_string()
+            } else {
+                format!("{path}: {err}")
+            }
         })
         .collect()
 }

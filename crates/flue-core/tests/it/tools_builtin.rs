@@ -1,1 +1,362 @@
-//! Tests: tools_builtin.
+//! Tests: the built-in `read_file` and `bash` tools, called through `ToolDefinition::call`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flue_core::{
+    BUILTIN_TOOL_NAMES, LocalSandbox, Ownership, Sandbox, ToolContext, ToolError, builtin_tool,
+    builtin_tools,
+};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+
+/// A workspace with `notes.txt` (five lines), `sub/inner.txt`, `image.bin` (not UTF-8) and an
+/// empty file, and a context whose cwd is the workspace root.
+struct Workspace {
+    dir: TempDir,
+    ctx: ToolContext,
+}
+
+fn workspace() -> Workspace {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("notes.txt"),
+        "one\ntwo\nthree\nfour\nfive\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/inner.txt"), "inner").unwrap();
+    std::fs::write(
+        dir.path().join("image.bin"),
+        [0x89, b'P', b'N', b'G', 0xff, 0xfe],
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("empty.txt"), "").unwrap();
+    let sandbox = LocalSandbox::new(dir.path()).unwrap();
+    let cwd = sandbox.cwd().to_owned();
+    let ctx = ToolContext {
+        sandbox: Arc::new(sandbox),
+        cancel: CancellationToken::new(),
+        instance_id: "test-instance".into(),
+        session: "default".into(),
+        cwd,
+    };
+    Workspace { dir, ctx }
+}
+
+/// Calls built-in `tool` with `input`: the text it returned, or its error.
+async fn call(ctx: &ToolContext, tool: &str, input: Value) -> Result<String, ToolError> {
+    let output = builtin_tool(tool).unwrap().call(input, ctx).await?;
+    match output {
+        Value::String(text) => Ok(text),
+        other => panic!("{tool} returned non-text output: {other}"),
+    }
+}
+
+/// The error kind of a failed call, or the text of a successful one.
+fn kind(res: Result<String, ToolError>) -> Result<String, String> {
+    res.map_err(|err| err.kind)
+}
+
+#[test]
+fn the_builtin_tools_are_known_by_name() {
+    assert_eq!(BUILTIN_TOOL_NAMES, &["read_file", "bash"]);
+    let names: Vec<String> = BUILTIN_TOOL_NAMES
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
+    let tools = builtin_tools(&names).unwrap();
+    let actual: Vec<(String, Ownership, bool, bool)> = tools
+        .iter()
+        .map(|tool| {
+            let meta = tool.meta();
+            (
+                tool.name().to_owned(),
+                meta.ownership,
+                meta.read_only,
+                meta.destructive,
+            )
+        })
+        .collect();
+    assert_eq!(
+        actual,
+        vec![
+            ("read_file".to_owned(), Ownership::Managed, true, false),
+            ("bash".to_owned(), Ownership::Managed, false, true),
+        ]
+    );
+    for tool in &tools {
+        assert_eq!(tool.input_schema()["type"], "object");
+        assert!(
+            tool.description().len() > 100,
+            "{} needs a real description",
+            tool.name()
+        );
+    }
+
+    let err = builtin_tool("teleport").unwrap_err();
+    assert_eq!(err.kind(), "invalid_config");
+    assert!(err.to_string().contains("read_file, bash"), "{err}");
+    let err = builtin_tools(&["bash".to_owned(), "teleport".to_owned()]).unwrap_err();
+    assert_eq!(err.kind(), "invalid_config");
+}
+
+#[tokio::test]
+async fn read_file_returns_a_whole_small_file_as_is() {
+    let ws = workspace();
+    let ctx = &ws.ctx;
+    let whole = Ok("one\ntwo\nthree\nfour\nfive\n".to_owned());
+    assert_eq!(
+        call(ctx, "read_file", json!({"path": "notes.txt"})).await,
+        whole
+    );
+    let absolute = format!("{}/notes.txt", ctx.cwd);
+    assert_eq!(
+        call(ctx, "read_file", json!({"path": absolute})).await,
+        whole
+    );
+    assert_eq!(
+        call(
+            ctx,
+            "read_file",
+            json!({"path": "sub/../notes.txt", "limit": 5})
+        )
+        .await,
+        whole
+    );
+    assert_eq!(
+        call(ctx, "read_file", json!({"path": "empty.txt"})).await,
+        Ok("[empty file]".into())
+    );
+}
+
+#[tokio::test]
+async fn read_file_slices_lines_and_says_how_to_go_on() {
+    let ws = workspace();
+    let ctx = &ws.ctx;
+    let cases = [
+        (
+            json!({"path": "notes.txt", "limit": 2}),
+            "one\ntwo\n[lines 1-2 of 5; call again with offset=3 to read more]",
+        ),
+        (
+            json!({"path": "notes.txt", "offset": 3, "limit": 2}),
+            "three\nfour\n[lines 3-4 of 5; call again with offset=5 to read more]",
+        ),
+        (
+            json!({"path": "notes.txt", "offset": 4}),
+            "four\nfive\n[lines 4-5 of 5]",
+        ),
+        (
+            json!({"path": "notes.txt", "offset": 5, "limit": 10}),
+            "five\n[lines 5-5 of 5]",
+        ),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(
+            call(ctx, "read_file", input.clone()).await,
+            Ok(expected.to_owned()),
+            "{input}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn read_file_reads_2000_lines_by_default() {
+    let ws = workspace();
+    let text: String = (1..=2500).map(|line| format!("line {line}\n")).collect();
+    std::fs::write(ws.dir.path().join("long.txt"), &text).unwrap();
+    let output = call(&ws.ctx, "read_file", json!({"path": "long.txt"}))
+        .await
+        .unwrap();
+    let (body, note) = output.rsplit_once('\n').unwrap();
+    assert_eq!(
+        note,
+        "[lines 1-2000 of 2500; call again with offset=2001 to read more]"
+    );
+    assert_eq!(body.lines().count(), 2000);
+    assert_eq!(body.lines().last(), Some("line 2000"));
+    let rest = call(
+        &ws.ctx,
+        "read_file",
+        json!({"path": "long.txt", "offset": 2001}),
+    )
+    .await
+    .unwrap();
+    assert!(rest.starts_with("line 2001\n"), "{rest}");
+    assert!(
+        rest.ends_with("line 2500\n[lines 2001-2500 of 2500]"),
+        "{rest}"
+    );
+}
+
+#[tokio::test]
+async fn read_file_resolves_relative_paths_against_the_context_cwd() {
+    let mut ws = workspace();
+    ws.ctx.cwd = format!("{}/sub", ws.ctx.cwd);
+    let ctx = &ws.ctx;
+    assert_eq!(
+        call(ctx, "read_file", json!({"path": "inner.txt"})).await,
+        Ok("inner".into())
+    );
+    assert_eq!(
+        call(
+            ctx,
+            "read_file",
+            json!({"path": "../notes.txt", "limit": 1})
+        )
+        .await,
+        Ok("one\n[lines 1-1 of 5; call again with offset=2 to read more]".into())
+    );
+}
+
+#[tokio::test]
+async fn read_file_errors_have_kinds_the_model_can_act_on() {
+    let ws = workspace();
+    let ctx = &ws.ctx;
+    let cases = [
+        (json!({"path": "missing.txt"}), "not_found"),
+        (json!({"path": "sub"}), "is_directory"),
+        (json!({"path": "../outside.txt"}), "outside_workspace"),
+        (json!({"path": "/etc/hostname"}), "outside_workspace"),
+        (json!({"path": "image.bin"}), "invalid_input"),
+        (json!({"path": "notes.txt", "offset": 6}), "invalid_input"),
+        (json!({"path": "notes.txt", "offset": 0}), "invalid_input"),
+        (json!({"path": "notes.txt", "limit": 0}), "invalid_input"),
+        (json!({"path": 7}), "invalid_input"),
+        (json!({}), "invalid_input"),
+    ];
+    for (input, expected) in cases {
+        let res = call(ctx, "read_file", input.clone()).await;
+        assert_eq!(
+            kind(res.clone()),
+            Err(expected.to_owned()),
+            "{input}: {res:?}"
+        );
+    }
+    let err = call(ctx, "read_file", json!({"path": "image.bin"}))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("binary"), "{}", err.message);
+    let err = call(ctx, "read_file", json!({"path": "missing.txt"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.message, "missing.txt does not exist");
+}
+
+#[tokio::test]
+async fn bash_returns_stdout_then_stderr_then_a_failing_exit_code() {
+    let ws = workspace();
+    let ctx = &ws.ctx;
+    let cases = [
+        ("echo hello", "hello\n"),
+        ("echo out; echo err >&2; exit 3", "out\nerr\nexit code: 3"),
+        ("printf out; printf err >&2", "out\nerr"),
+        ("exit 1", "exit code: 1"),
+        ("true", "[no output]"),
+        ("cat notes.txt | wc -l", "5\n"),
+    ];
+    for (command, expected) in cases {
+        let res = call(ctx, "bash", json!({"command": command})).await;
+        assert_eq!(res, Ok(expected.to_owned()), "{command}");
+    }
+}
+
+#[tokio::test]
+async fn bash_runs_in_the_context_cwd() {
+    let mut ws = workspace();
+    let root = ws.ctx.cwd.clone();
+    ws.ctx.cwd = format!("{root}/sub");
+    let res = call(&ws.ctx, "bash", json!({"command": "pwd"})).await;
+    assert_eq!(res, Ok(format!("{root}/sub\n")));
+}
+
+#[tokio::test]
+async fn long_bash_output_keeps_its_tail() {
+    let ws = workspace();
+    let output = call(&ws.ctx, "bash", json!({"command": "seq 1 20000"}))
+        .await
+        .unwrap();
+    let full: String = (1..=20000).map(|n| format!("{n}\n")).collect();
+    let tail = &full[full.len() - 30_000..];
+    assert_eq!(
+        output,
+        format!(
+            "[output truncated: showing the last 30000 of {} characters]\n{tail}",
+            full.len()
+        )
+    );
+}
+
+#[tokio::test]
+async fn bash_reports_a_timeout_as_exit_code_124() {
+    let ws = workspace();
+    let started = Instant::now();
+    let res = call(
+        &ws.ctx,
+        "bash",
+        json!({"command": "echo started; sleep 30", "timeout_ms": 200}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        res,
+        "started\n[command timed out after 200 ms]\nexit code: 124"
+    );
+}
+
+#[tokio::test]
+async fn an_aborted_bash_call_is_an_aborted_error() {
+    let ws = workspace();
+    let trigger = ws.ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let res = call(&ws.ctx, "bash", json!({"command": "sleep 30"})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(kind(res), Err("aborted".to_owned()));
+}
+
+#[tokio::test]
+async fn bash_rejects_invalid_input() {
+    let ws = workspace();
+    let ctx = &ws.ctx;
+    let cases = [
+        json!({}),
+        json!({"command": 42}),
+        json!({"command": "   "}),
+        json!({"command": "true", "timeout_ms": 0}),
+        json!({"command": "true", "timeout_ms": 600_001}),
+        json!({"command": "true", "timeout_ms": "soon"}),
+    ];
+    for input in cases {
+        let res = call(ctx, "bash", input.clone()).await;
+        assert_eq!(
+            kind(res.clone()),
+            Err("invalid_input".to_owned()),
+            "{input}: {res:?}"
+        );
+    }
+    assert_eq!(
+        call(
+            ctx,
+            "bash",
+            json!({"command": "echo ok", "timeout_ms": 600_000})
+        )
+        .await,
+        Ok("ok\n".to_owned())
+    );
+}

@@ -1,0 +1,135 @@
+//! In-process benchmarks: per-turn overhead of the agent loop and session append cost.
+//!
+//! Run with `cargo bench -p flue-core --bench runtime` (or `cargo xtask bench`). Prints one
+//! line per figure; BENCHMARKS.md records them with the command that produced them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly"
+)]
+#![allow(
+    missing_docs,
+    clippy::print_stdout,
+    reason = "a benchmark binary reports on stdout"
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flue_core::{
+    AgentConfig, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry, Record,
+    ScriptedProvider, SessionKey, SessionStore, SqliteStore, StoredRecord, UserMessage,
+};
+
+const SCRIPT: &str = r#"{
+  "rules": [
+    {"when": {"tool_result": "read_file"}, "reply": {"text": "The file says: {{tool_result}}"}},
+    {"when": {"user_contains": "read"}, "reply": {"tool_calls": [{"name": "read_file", "input": {"path": "note.txt"}}]}},
+    {"reply": {"text": "You said: {{user}}"}}
+  ]
+}"#;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        turn_overhead("memory", Arc::new(MemoryStore::new()), "hello", 200).await;
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap());
+        turn_overhead("sqlite", sqlite.clone(), "hello", 200).await;
+        turn_overhead("sqlite", sqlite, "read the note", 200).await;
+        for existing in [10u64, 10_000] {
+            append_cost(existing, 500).await;
+        }
+    });
+}
+
+/// Mean wall time of one prompt operation (scripted model, no network) on a fresh session.
+async fn turn_overhead(store_name: &str, store: Arc<dyn SessionStore>, message: &str, n: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.json"), SCRIPT).unwrap();
+    std::fs::write(dir.path().join("note.txt"), "benchmarks are data").unwrap();
+    let providers =
+        ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path())));
+    let agent = AgentConfig::new()
+        .with_model("scripted/script.json")
+        .with_tools(flue_core::builtin_tools(&["read_file".to_owned()]).unwrap());
+    let harness = Harness::builder(agent)
+        .with_store(store)
+        .with_providers(providers)
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .build()
+        .await
+        .unwrap();
+    let mut samples = Vec::with_capacity(n as usize);
+    for idx in 0..n {
+        // A fresh session per sample keeps history length constant across samples.
+        let session = harness.session(&format!("s{idx}")).await.unwrap();
+        let started = Instant::now();
+        session
+            .prompt(message, PromptOptions::default())
+            .await
+            .unwrap();
+        samples.push(started.elapsed());
+    }
+    report(
+        &format!("prompt operation ({store_name} store, {message:?})"),
+        &mut samples,
+    );
+}
+
+/// Mean wall time of appending one turn (user + assistant records) to a SQLite session that
+/// already holds `existing` records.
+async fn append_cost(existing: u64, n: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("flue.db")).unwrap();
+    let key = SessionKey::new("bench", "default");
+    store.create(&key).await.unwrap();
+    let filler: Vec<StoredRecord> = (0..existing)
+        .map(|idx| {
+            record(&format!(
+                "filler message number {idx} with some words in it"
+            ))
+        })
+        .collect();
+    let mut version = 0;
+    for chunk in filler.chunks(1_000) {
+        version = store.append(&key, version, chunk).await.unwrap();
+    }
+    let turn = vec![record("a new question"), record("a new answer")];
+    let mut samples = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let started = Instant::now();
+        version = store.append(&key, version, &turn).await.unwrap();
+        samples.push(started.elapsed());
+    }
+    report(
+        &format!("sqlite append of one turn at {existing} records"),
+        &mut samples,
+    );
+}
+
+fn record(text: &str) -> StoredRecord {
+    StoredRecord::new(Record::User(UserMessage::text(text)), 0)
+}
+
+fn report(label: &str, samples: &mut [Duration]) {
+    samples.sort();
+    let total: Duration = samples.iter().sum();
+    let mean = total / u32::try_from(samples.len()).unwrap();
+    let median = samples[samples.len() / 2];
+    let p95 = samples[samples.len() * 95 / 100];
+    println!(
+        "{label}: mean {:.1} us, median {:.1} us, p95 {:.1} us (n={})",
+        micros(mean),
+        micros(median),
+        micros(p95),
+        samples.len()
+    );
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}

@@ -1,0 +1,528 @@
+//! The agent loop: model turn, tool calls, results, repeat — driven by the stored log.
+//!
+//! Each iteration asks [`next_step`] what the log needs next: a model turn (the log ends with
+//! user input or answered tool calls), tool runs (the last assistant message has unanswered
+//! calls) or nothing (the model answered). Because the decision reads only the log, an
+//! operation that stopped mid-turn — a crash, or later a pause for a tool confirmation — can
+//! be picked up from the store alone.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::error::{FlueError, Result};
+use crate::event::Event;
+use crate::model::{ModelProvider, ModelRequest, ModelSpec};
+use crate::record::{AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage};
+use crate::session::{
+    OperationContext, PromptOptions, PromptResponse, SessionShared, SessionState,
+};
+use crate::tool::{
+    Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
+};
+use crate::util::or_cancel;
+
+/// Name of the tool that delivers a structured result.
+pub const FINISH_TOOL: &str = "finish";
+/// Name of the tool the model calls when it cannot produce a structured result.
+pub const GIVE_UP_TOOL: &str = "give_up";
+/// How many times the model may end a structured-result operation without a valid `finish`.
+const MAX_RESULT_FOLLOW_UPS: u32 = 3;
+/// How long aborted tools get to stop on their own before their tasks are dropped.
+const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// What the log needs next.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Step {
+    /// Ask the model for a turn.
+    CallModel,
+    /// Run these unanswered calls of the last assistant message.
+    RunTools(Vec<ToolCall>),
+    /// The last assistant message answered without tool calls.
+    Answered,
+}
+
+/// Decides the next step from the log alone.
+pub(crate) fn next_step(records: &[Record]) -> Step {
+    let mut answered = HashSet::new();
+    for record in records.iter().rev() {
+        match record {
+            Record::ToolResult(result) => {
+                answered.insert(result.call_id.as_str());
+            }
+            Record::Assistant(message) => {
+                let pending: Vec<ToolCall> = message
+                    .tool_calls()
+                    .filter(|call| !answered.contains(call.id.as_str()))
+                    .cloned()
+                    .collect();
+                let has_calls = message.tool_calls().next().is_some();
+                return match (has_calls, pending.is_empty()) {
+                    (false, _) if answered.is_empty() => Step::Answered,
+                    (_, false) => Step::RunTools(pending),
+                    _ => Step::CallModel,
+                };
+            }
+            _ => return Step::CallModel,
+        }
+    }
+    Step::CallModel
+}
+
+/// The records the model sees: the latest compaction summary, then the records it kept.
+pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
+    let latest = records
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(idx, record)| match record {
+            Record::Compaction(summary) => Some((idx, summary)),
+            _ => None,
+        });
+    let Some((summary_idx, summary)) = latest else {
+        return Cow::Borrowed(records);
+    };
+    let first_kept = usize::try_from(summary.first_kept)
+        .unwrap_or(usize::MAX)
+        .min(records.len());
+    let mut view = Vec::with_capacity(records.len().saturating_sub(first_kept) + 1);
+    view.push(Record::Compaction(summary.clone()));
+    view.extend(
+        records
+            .iter()
+            .enumerate()
+            .skip(first_kept)
+            .filter(|(idx, record)| *idx != summary_idx && !matches!(record, Record::Compaction(_)))
+            .map(|(_, record)| record.clone()),
+    );
+    Cow::Owned(view)
+}
+
+/// Results for calls an earlier operation left unanswered (crash or abort), so the log stays
+/// well-formed before new input is appended.
+pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
+    match next_step(records) {
+        Step::RunTools(calls) => calls
+            .into_iter()
+            .map(|call| {
+                Record::ToolResult(error_result(
+                    &call,
+                    &ToolError::new(
+                        "interrupted",
+                        "this tool call was interrupted before it finished; it may or may not \
+                         have taken effect",
+                    ),
+                ))
+            })
+            .collect(),
+        Step::CallModel | Step::Answered => Vec::new(),
+    }
+}
+
+/// Runs a prompt operation to its end.
+pub(crate) async fn run(
+    shared: Arc<SessionShared>,
+    message: UserMessage,
+    options: PromptOptions,
+    ctx: OperationContext,
+) -> Result<(PromptResponse, Usage)> {
+    let harness = Arc::clone(&shared.harness);
+    let agent = &harness.agent;
+    let model_spec = options
+        .model
+        .clone()
+        .or_else(|| agent.model.clone())
+        .ok_or_else(|| FlueError::ModelNotConfigured {
+            hint: Some("set `model` on the agent or pass a model for this call".into()),
+        })?;
+    let (provider, spec) = harness.providers.resolve(&model_spec)?;
+    if options.model.is_some() {
+        provider.check_model(&spec.model).await?;
+    }
+    let result_slot = Arc::new(Mutex::new(None));
+    let mut tools: Vec<ToolDefinition> = agent.tools.clone();
+    tools.extend(options.tools.iter().cloned());
+    if let Some(schema) = &options.result {
+        tools.extend(result_tools(schema, &result_slot)?);
+    }
+    let tools = ToolSet::assemble(tools)?;
+
+    let mut state = shared.state.lock().await;
+    shared.sync(&mut state).await?;
+    let mut opening = interrupted_results(&state.records);
+    opening.push(Record::User(message));
+    shared.append(&mut state, opening).await?;
+
+    let mut turn = TurnLoop {
+        shared: &shared,
+        provider: provider.as_ref(),
+        spec: &spec,
+        tools: &tools,
+        system: harness.system_prompt(),
+        thinking: options.thinking.unwrap_or(agent.thinking),
+        ctx: &ctx,
+        usage: Usage::default(),
+        result_slot,
+        structured: options.result.is_some(),
+    };
+    let response = turn.drive(&mut state).await?;
+    let usage = response.usage;
+    Ok((response, usage))
+}
+
+struct TurnLoop<'a> {
+    shared: &'a SessionShared,
+    provider: &'a dyn ModelProvider,
+    spec: &'a ModelSpec,
+    tools: &'a ToolSet,
+    system: String,
+    thinking: crate::config::ThinkingLevel,
+    ctx: &'a OperationContext,
+    usage: Usage,
+    result_slot: Arc<Mutex<Option<ResultOutcome>>>,
+    structured: bool,
+}
+
+impl TurnLoop<'_> {
+    async fn drive(&mut self, state: &mut SessionState) -> Result<PromptResponse> {
+        let max_turns = self.shared.harness.agent.max_turns;
+        let mut n_turns = 0u32;
+        let mut n_follow_ups = 0u32;
+        loop {
+            match next_step(&state.records) {
+                Step::CallModel => {
+                    if n_turns >= max_turns {
+                        return Err(FlueError::MaxTurnsExceeded { max_turns });
+                    }
+                    n_turns += 1;
+                    self.model_turn(state).await?;
+                }
+                Step::RunTools(calls) => {
+                    self.run_tools(state, calls).await?;
+                    if let Some(outcome) = self.take_result() {
+                        return self.finish_structured(state, outcome);
+                    }
+                }
+                Step::Answered => {
+                    if !self.structured {
+                        return Ok(self.response(state, None));
+                    }
+                    if n_follow_ups >= MAX_RESULT_FOLLOW_UPS {
+                        return Err(FlueError::ResultUnavailable {
+                            reason: format!(
+                                "the model did not deliver a valid result after {n_follow_ups} \
+                                 reminders"
+                            ),
+                        });
+                    }
+                    n_follow_ups += 1;
+                    let reminder = UserMessage::text(format!(
+                        "Deliver your answer by calling the `{FINISH_TOOL}` tool with input that \
+                         matches its schema. If you cannot, call `{GIVE_UP_TOOL}` with the reason."
+                    ));
+                    self.shared
+                        .append(state, vec![Record::User(reminder)])
+                        .await?;
+                }
+            }
+        }
+    }
+
+    async fn model_turn(&mut self, state: &mut SessionState) -> Result<()> {
+        let info = self.provider.model_info(&self.spec.model);
+        let schemas = self.tools.schemas();
+        let view = model_view(&state.records);
+        let request = ModelRequest {
+            model: &self.spec.model,
+            system: &self.system,
+            messages: &view,
+            tools: &schemas,
+            thinking: self.thinking,
+            max_output_tokens: info.max_output_tokens,
+        };
+        let model_turn = or_cancel(
+            self.provider.stream_turn(request, &self.ctx.sink),
+            &self.ctx.cancel,
+        )
+        .await??;
+        let mut usage = model_turn.usage;
+        if usage.cost_usd.is_none() {
+            usage.cost_usd = info.price.map(|price| price.cost(&usage));
+        }
+        self.usage += usage;
+        let message = AssistantMessage {
+            content: model_turn.content,
+            model: self.spec.to_ref(),
+            usage,
+            stop_reason: model_turn.stop_reason,
+        };
+        self.shared
+            .append(state, vec![Record::Assistant(message)])
+            .await?;
+        self.ctx.sink.send(Event::TurnEnd {
+            model: self.spec.to_ref(),
+            usage,
+            stop_reason: model_turn.stop_reason,
+        });
+        Ok(())
+    }
+
+    /// Runs calls concurrently and appends their results in call order. On abort, calls that
+    /// did not finish get an `aborted` result so the log stays well-formed.
+    async fn run_tools(&mut self, state: &mut SessionState, calls: Vec<ToolCall>) -> Result<()> {
+        let harness = &self.shared.harness;
+        let tool_ctx = ToolContext {
+            sandbox: Arc::clone(&harness.sandbox),
+            cancel: self.ctx.cancel.child_token(),
+            instance_id: harness.instance_id.clone(),
+            session: self.shared.key.session.clone(),
+            cwd: harness.cwd.clone(),
+        };
+        let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        let mut running = JoinSet::new();
+        for (call_idx, call) in calls.iter().enumerate() {
+            self.ctx.sink.send(Event::ToolStart {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                input: call.input.clone(),
+            });
+            let Some(tool) = self.tools.get(&call.name).cloned() else {
+                let error = ToolError::new(
+                    "unknown_tool",
+                    format!(
+                        "there is no tool named {:?}; available tools: {}",
+                        call.name,
+                        self.tools.names().join(", ")
+                    ),
+                );
+                results[call_idx] = Some(self.finish_call(call, Err(error)));
+                continue;
+            };
+            let input = call.input.clone();
+            let ctx = tool_ctx.clone();
+            running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
+        }
+        let aborted = loop {
+            tokio::select! {
+                biased;
+                () = self.ctx.cancel.cancelled() => break true,
+                joined = running.join_next() => match joined {
+                    None => break false,
+                    Some(Ok((call_idx, output))) => {
+                        results[call_idx] = Some(self.finish_call(&calls[call_idx], output));
+                    }
+                    // A panicking tool keeps no result; it is answered with `tool_panicked` below.
+                    Some(Err(_panicked)) => {}
+                },
+            }
+        };
+        if aborted {
+            // Tools saw the cancel through their token; give them a moment to stop cleanly.
+            let _ = tokio::time::timeout(ABORT_GRACE, async {
+                while let Some(joined) = running.join_next().await {
+                    if let Ok((call_idx, output)) = joined {
+                        results[call_idx] = Some(self.finish_call(&calls[call_idx], output));
+                    }
+                }
+            })
+            .await;
+            running.abort_all();
+        }
+        let records = calls
+            .iter()
+            .zip(results)
+            .map(|(call, result)| {
+                Record::ToolResult(result.unwrap_or_else(|| {
+                    let error = if aborted {
+                        ToolError::new(
+                            "aborted",
+                            "the operation was aborted before this call finished",
+                        )
+                    } else {
+                        ToolError::new(
+                            "tool_panicked",
+                            "the tool failed unexpectedly (it panicked)",
+                        )
+                    };
+                    error_result(call, &error)
+                }))
+            })
+            .collect();
+        self.shared.append(state, records).await?;
+        if aborted {
+            return Err(FlueError::Aborted);
+        }
+        Ok(())
+    }
+
+    fn finish_call(
+        &self,
+        call: &ToolCall,
+        output: std::result::Result<Value, ToolError>,
+    ) -> ToolResult {
+        let result = match output {
+            Ok(value) => ToolResult {
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: render_output(&value),
+                is_error: false,
+                error_kind: None,
+            },
+            Err(error) => error_result(call, &error),
+        };
+        self.ctx.sink.send(Event::ToolEnd {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            is_error: result.is_error,
+            output: result.content.clone(),
+        });
+        result
+    }
+
+    fn take_result(&self) -> Option<ResultOutcome> {
+        self.result_slot
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+    }
+
+    fn finish_structured(
+        &self,
+        state: &SessionState,
+        outcome: ResultOutcome,
+    ) -> Result<PromptResponse> {
+        match outcome {
+            ResultOutcome::Finished(data) => Ok(self.response(state, Some(data))),
+            ResultOutcome::GaveUp(reason) => Err(FlueError::ResultUnavailable {
+                reason: format!("the model gave up: {reason}"),
+            }),
+        }
+    }
+
+    fn response(&self, state: &SessionState, data: Option<Value>) -> PromptResponse {
+        let text = state
+            .records
+            .iter()
+            .rev()
+            .find_map(|record| match record {
+                Record::Assistant(message) => Some(message.text()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        PromptResponse {
+            text,
+            data,
+            usage: self.usage,
+            model: self.spec.to_ref(),
+        }
+    }
+}
+
+fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: error.message.clone(),
+        is_error: true,
+        error_kind: Some(error.kind.clone()),
+    }
+}
+
+/// How a structured-result operation ended from the model's side.
+enum ResultOutcome {
+    Finished(Value),
+    GaveUp(String),
+}
+
+/// The `finish` and `give_up` tools of a structured-result operation.
+fn result_tools(
+    schema: &Value,
+    slot: &Arc<Mutex<Option<ResultOutcome>>>,
+) -> Result<Vec<ToolDefinition>> {
+    let is_object = schema.get("type").and_then(Value::as_str) == Some("object");
+    let input_schema = if is_object {
+        schema.clone()
+    } else {
+        json!({"type": "object", "properties": {"result": schema}, "required": ["result"]})
+    };
+    let meta = ToolMeta {
+        ownership: Ownership::Managed,
+        read_only: true,
+        ..ToolMeta::default()
+    };
+    let finish_slot = Arc::clone(slot);
+    let finish = ToolDefinition::new(
+        FINISH_TOOL,
+        "Deliver the final result of this task. Call it exactly once, when you are done, with \
+         input that matches the schema; the conversation ends when it is accepted.",
+        input_schema,
+        Arc::new(SlotTool {
+            fill: move |input: Value| {
+                let data = if is_object {
+                    input
+                } else {
+                    input.get("result").cloned().unwrap_or(Value::Null)
+                };
+                ResultOutcome::Finished(data)
+            },
+            slot: finish_slot,
+            reply: "Result accepted.",
+        }),
+    )?
+    .with_meta(meta);
+    let give_up = ToolDefinition::new(
+        GIVE_UP_TOOL,
+        "Call this only if you cannot produce the requested result; explain why in `reason`.",
+        json!({"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]}),
+        Arc::new(SlotTool {
+            fill: |input: Value| {
+                #[derive(Deserialize)]
+                struct GiveUp {
+                    reason: String,
+                }
+                let reason = serde_json::from_value::<GiveUp>(input)
+                    .map_or_else(|_| "no reason given".to_owned(), |give_up| give_up.reason);
+                ResultOutcome::GaveUp(reason)
+            },
+            slot: Arc::clone(slot),
+            reply: "Understood.",
+        }),
+    )?
+    .with_meta(meta);
+    Ok(vec![finish, give_up])
+}
+
+/// A tool that stores its (validated) input into the operation's result slot.
+struct SlotTool<F> {
+    fill: F,
+    slot: Arc<Mutex<Option<ResultOutcome>>>,
+    reply: &'static str,
+}
+
+impl<F> crate::tool::Tool for SlotTool<F>
+where
+    F: Fn(Value) -> ResultOutcome + Send + Sync,
+{
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        _ctx: &'a ToolContext,
+    ) -> crate::util::BoxFuture<'a, std::result::Result<Value, ToolError>> {
+        Box::pin(async move {
+            let outcome = (self.fill)(input);
+            let mut slot = self.slot.lock().map_err(|_| {
+                ToolError::new("internal", "the result slot is unavailable; try again")
+            })?;
+            slot.get_or_insert(outcome);
+            Ok(Value::String(self.reply.to_owned()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,361 @@
+//! The harness: an initialized agent for one agent instance id.
+//!
+//! [`HarnessBuilder::build`] resolves the agent configuration, checks its model, discovers the
+//! workspace context (`AGENTS.md` in the sandbox's working directory) and then opens named
+//! [`Session`]s on demand. Every session of a harness shares its sandbox, store and providers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::call::CallHandle;
+use crate::config::{AgentConfig, ResolvedAgent};
+use crate::error::{FlueError, Result, SandboxErrorReason};
+use crate::model::ProviderRegistry;
+use crate::sandbox::{ExecOptions, Sandbox, ShellResult, normalize_path};
+use crate::session::{Session, SessionShared};
+use crate::store::{MemoryStore, SessionKey, SessionStore, SessionSummary};
+use crate::util::{new_ulid, or_cancel};
+
+/// Prefix of framework-owned task session names.
+pub const TASK_SESSION_PREFIX: &str = "task:";
+
+/// The session used when no name is given.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// Builds a [`Harness`]; `build` validates everything that can be checked before a model call.
+///
+/// ```no_run
+/// # async fn demo() -> flue_core::Result<()> {
+/// use std::sync::Arc;
+/// use flue_core::{AgentConfig, Harness, LocalSandbox, ProviderRegistry, ScriptedProvider};
+/// let root = std::path::PathBuf::from("my-agents");
+/// let providers = ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(&root)));
+/// let harness = Harness::builder(AgentConfig::new().with_model("scripted/script.json"))
+///     .with_providers(providers)
+///     .with_sandbox(Arc::new(LocalSandbox::new(&root)?))
+///     .build()
+///     .await?;
+/// let session = harness.session("default").await?;
+/// let reply = session.prompt("hello", Default::default()).await?;
+/// println!("{}", reply.text);
+/// # Ok(()) }
+/// ```
+pub struct HarnessBuilder {
+    agent: AgentConfig,
+    instance_id: Option<String>,
+    store: Option<Arc<dyn SessionStore>>,
+    providers: ProviderRegistry,
+    sandbox: Option<Arc<dyn Sandbox>>,
+    workspace_context: Option<Option<String>>,
+}
+
+impl HarnessBuilder {
+    /// Sets the agent instance id (default: a fresh ULID).
+    #[must_use]
+    pub fn with_instance_id(mut self, instance_id: impl Into<String>) -> Self {
+        self.instance_id = Some(instance_id.into());
+        self
+    }
+
+    /// Sets the session store (default: a [`MemoryStore`]).
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets the model providers.
+    #[must_use]
+    pub fn with_providers(mut self, providers: ProviderRegistry) -> Self {
+        self.providers = providers;
+        self
+    }
+
+    /// Sets the sandbox (required).
+    #[must_use]
+    pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Sets the workspace context explicitly instead of discovering `AGENTS.md` in the sandbox;
+    /// `None` means no context.
+    #[must_use]
+    pub fn with_workspace_context(mut self, context: Option<String>) -> Self {
+        self.workspace_context = Some(context);
+        self
+    }
+
+    /// Resolves and checks the configuration and returns the harness.
+    pub async fn build(self) -> Result<Harness> {
+        let agent = self.agent.resolve()?;
+        let sandbox = self.sandbox.ok_or_else(|| {
+            FlueError::config("a harness needs a sandbox: call `with_sandbox` on the builder")
+        })?;
+        let cwd = match &agent.cwd {
+            Some(cwd) => normalize_path(sandbox.cwd(), cwd)?,
+            None => sandbox.cwd().to_owned(),
+        };
+        if let Some(model) = &agent.model {
+            let (provider, spec) = self.providers.resolve(model)?;
+            provider.check_model(&spec.model).await?;
+        }
+        let workspace_context = match self.workspace_context {
+            Some(context) => context,
+            None => discover_workspace_context(sandbox.as_ref(), &cwd).await?,
+        };
+        Ok(Harness {
+            shared: Arc::new(HarnessShared {
+                instance_id: self.instance_id.unwrap_or_else(new_ulid),
+                agent,
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                providers: self.providers,
+                sandbox,
+                cwd,
+                workspace_context,
+                open_sessions: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// An initialized agent environment: sessions, sandbox access and the agent's configuration.
+#[derive(Clone)]
+pub struct Harness {
+    shared: Arc<HarnessShared>,
+}
+
+pub(crate) struct HarnessShared {
+    pub(crate) instance_id: String,
+    pub(crate) agent: ResolvedAgent,
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) providers: ProviderRegistry,
+    pub(crate) sandbox: Arc<dyn Sandbox>,
+    pub(crate) cwd: String,
+    pub(crate) workspace_context: Option<String>,
+    /// Open sessions by name, so every handle to one session shares its busy flag.
+    open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
+}
+
+impl HarnessShared {
+    /// Drops a deleted session from the registry so the next open starts fresh.
+    pub(crate) fn forget_session(&self, name: &str) {
+        if let Ok(mut open) = self.open_sessions.lock() {
+            open.remove(name);
+        }
+    }
+
+    /// The system prompt: the agent's instructions, then the workspace context.
+    pub(crate) fn system_prompt(&self) -> String {
+        let parts: Vec<&str> = [
+            Some(self.agent.instructions.as_str()),
+            self.workspace_context.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .collect();
+        parts.join("\n\n")
+    }
+}
+
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("instance_id", &self.shared.instance_id)
+            .field("agent", &self.shared.agent.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Harness {
+    /// Starts building a harness for `agent`.
+    pub fn builder(agent: AgentConfig) -> HarnessBuilder {
+        HarnessBuilder {
+            agent,
+            instance_id: None,
+            store: None,
+            providers: ProviderRegistry::new(),
+            sandbox: None,
+            workspace_context: None,
+        }
+    }
+
+    /// The agent instance id.
+    pub fn instance_id(&self) -> &str {
+        &self.shared.instance_id
+    }
+
+    /// The resolved agent configuration.
+    pub fn agent(&self) -> &ResolvedAgent {
+        &self.shared.agent
+    }
+
+    /// The system prompt sessions start from.
+    pub fn system_prompt(&self) -> String {
+        self.shared.system_prompt()
+    }
+
+    /// Gets or creates the session `name`. Names starting with `task:` are reserved.
+    pub async fn session(&self, name: &str) -> Result<Session> {
+        check_session_name(name)?;
+        let key = self.key(name);
+        match self.shared.store.create(&key).await {
+            Ok(()) | Err(FlueError::SessionAlreadyExists { .. }) => {}
+            Err(err) => return Err(err),
+        }
+        self.open(name).await
+    }
+
+    /// Session management: get, create, delete and list.
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions { harness: self }
+    }
+
+    /// The sandbox, for file operations that are not recorded in any conversation.
+    pub fn fs(&self) -> &Arc<dyn Sandbox> {
+        &self.shared.sandbox
+    }
+
+    /// Runs a command in the sandbox without recording it in any conversation.
+    pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
+        let sandbox = Arc::clone(&self.shared.sandbox);
+        let cancel = options.cancel.clone().unwrap_or_default();
+        let options = ExecOptions {
+            cancel: Some(cancel.clone()),
+            ..options
+        };
+        let command = command.to_owned();
+        let (_events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        let op_cancel = cancel.clone();
+        CallHandle::spawn(
+            async move { or_cancel(sandbox.exec(&command, options), &op_cancel).await? },
+            cancel,
+            events_rx,
+        )
+    }
+
+    fn key(&self, name: &str) -> SessionKey {
+        SessionKey::new(self.shared.instance_id.clone(), name)
+    }
+
+    /// Opens an existing session, sharing its in-memory state with other open handles.
+    async fn open(&self, name: &str) -> Result<Session> {
+        if let Some(existing) = self.lookup_open(name) {
+            return Ok(existing);
+        }
+        let key = self.key(name);
+        let log =
+            self.shared
+                .store
+                .load(&key, 0)
+                .await?
+                .ok_or_else(|| FlueError::SessionNotFound {
+                    session: name.to_owned(),
+                })?;
+        let fresh = Arc::new(SessionShared::new(Arc::clone(&self.shared), key, log));
+        let mut open = self.shared.open_sessions.lock().map_err(|_| poisoned())?;
+        // Another caller may have opened it while we loaded; keep theirs.
+        if let Some(existing) = open.get(name).and_then(Weak::upgrade) {
+            return Ok(Session::from_shared(existing));
+        }
+        open.retain(|_, weak| weak.strong_count() > 0);
+        open.insert(name.to_owned(), Arc::downgrade(&fresh));
+        Ok(Session::from_shared(fresh))
+    }
+
+    fn lookup_open(&self, name: &str) -> Option<Session> {
+        let open = self.shared.open_sessions.lock().ok()?;
+        open.get(name)
+            .and_then(Weak::upgrade)
+            .map(Session::from_shared)
+    }
+}
+
+/// Session management for one harness.
+#[derive(Debug)]
+pub struct Sessions<'a> {
+    harness: &'a Harness,
+}
+
+impl Sessions<'_> {
+    /// Loads an existing session; [`FlueError::SessionNotFound`] if missing.
+    pub async fn get(&self, name: &str) -> Result<Session> {
+        check_session_name(name)?;
+        self.harness.open(name).await
+    }
+
+    /// Creates a session; [`FlueError::SessionAlreadyExists`] if present.
+    pub async fn create(&self, name: &str) -> Result<Session> {
+        check_session_name(name)?;
+        self.harness
+            .shared
+            .store
+            .create(&self.harness.key(name))
+            .await?;
+        self.harness.open(name).await
+    }
+
+    /// Deletes a session's stored state; missing is fine; [`FlueError::SessionBusy`] while an
+    /// operation runs on it.
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        check_session_name(name)?;
+        match self.harness.lookup_open(name) {
+            Some(session) => session.delete().await,
+            None => {
+                self.harness
+                    .shared
+                    .store
+                    .delete(&self.harness.key(name))
+                    .await
+            }
+        }
+    }
+
+    /// The stored sessions of this agent instance.
+    pub async fn list(&self) -> Result<Vec<SessionSummary>> {
+        self.harness
+            .shared
+            .store
+            .list(&self.harness.shared.instance_id)
+            .await
+    }
+}
+
+/// Rejects empty, overlong and reserved session names.
+pub(crate) fn check_session_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "a session name must not be empty"
+    } else if name.len() > 256 {
+        "a session name is at most 256 bytes"
+    } else if name.starts_with(TASK_SESSION_PREFIX) {
+        "names starting with \"task:\" are reserved for task sessions"
+    } else if name.chars().any(char::is_control) {
+        "a session name must not contain control characters"
+    } else {
+        return Ok(());
+    };
+    Err(FlueError::InvalidSessionName {
+        name: name.to_owned(),
+        reason: reason.to_owned(),
+    })
+}
+
+fn poisoned() -> FlueError {
+    FlueError::RuntimeStopped {
+        message: "a session registry lock was poisoned by a panic".into(),
+    }
+}
+
+async fn discover_workspace_context(sandbox: &dyn Sandbox, cwd: &str) -> Result<Option<String>> {
+    let path = normalize_path(cwd, "AGENTS.md")?;
+    match sandbox.read_file(&path).await {
+        Ok(text) => Ok(Some(text)),
+        Err(FlueError::Sandbox {
+            reason: SandboxErrorReason::NotFound,
+            ..
+        }) => Ok(None),
+        Err(err) => Err(err),
+    }
+}

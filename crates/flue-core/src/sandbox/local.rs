@@ -1,5 +1,0 @@
-//! Local sandbox (placeholder until the sandbox work lands).
-
-/// A host directory as a sandbox.
-#[derive(Debug, Default)]
-pub struct LocalSandbox {}

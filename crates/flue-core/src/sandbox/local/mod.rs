@@ -1,0 +1,707 @@
+//! [`LocalSandbox`]: a host directory used as the sandbox.
+//!
+//! Sandbox paths are host paths. The canonical root is the working directory, relative paths
+//! resolve against it, and absolute paths must lie inside it. Every path is checked twice:
+//! lexically, then on the filesystem, so that no symlink (dangling ones included) leads out of
+//! the root. Commands run as `bash -c` in a process group of their own, with a cleared
+//! environment; the whole group is killed on timeout, on abort, and once the shell exits, so
+//! no process outlives the call.
+//!
+//! Not defended: a race in which another process swaps a checked directory for a symlink
+//! between the check and the operation. The sandbox keeps an agent's paths in its root; it is
+//! not a security boundary against code running on the host.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Component, Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, UNIX_EPOCH};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
+use crate::sandbox::{
+    ExecOptions, FileStat, MkdirOptions, RmOptions, Sandbox, ShellResult, TIMEOUT_EXIT_CODE,
+    normalize_path,
+};
+use crate::util::BoxFuture;
+
+/// Host environment variables that commands see by default.
+const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "HOSTNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+    "TERM", "TMPDIR",
+];
+
+/// `PATH` of commands when neither the host nor the options provide one.
+const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Bytes kept of each output stream by default.
+const DEFAULT_OUTPUT_LIMIT: usize = 1024 * 1024;
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// How long output is still read once the command's process group is dead; bounds the wait
+/// for a process that left the group but holds the pipes open.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How often a terminating process group is checked for survivors.
+const KILL_POLL: Duration = Duration::from_millis(20);
+
+/// Symlinks followed while checking one path before giving up.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// A host directory as a sandbox.
+///
+/// The root is the working directory: [`Sandbox::cwd`] returns its canonical host path,
+/// relative paths resolve against it and absolute paths are accepted only inside it. A path
+/// that leads out of the root, lexically or through a symlink, is refused with
+/// [`FlueError::PathOutsideSandbox`].
+///
+/// Commands run with `bash -c` in their own process group, with standard input closed and an
+/// environment made of an allow-list of host variables plus [`ExecOptions::env`]. Each output
+/// stream keeps its first megabyte by default ([`LocalSandbox::with_output_limit`]).
+///
+/// ```
+/// use flue_core::{LocalSandbox, Sandbox};
+/// let dir = tempfile::tempdir().unwrap();
+/// let sandbox = LocalSandbox::new(dir.path()).unwrap();
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// sandbox.write_file("notes/todo.txt", b"ship it").await.unwrap();
+/// assert_eq!(sandbox.read_file("notes/todo.txt").await.unwrap(), "ship it");
+/// assert!(sandbox.read_file("../escape.txt").await.is_err());
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct LocalSandbox {
+    root: PathBuf,
+    root_text: String,
+    env_allowlist: Vec<String>,
+    output_limit: usize,
+}
+
+impl LocalSandbox {
+    /// A sandbox rooted at `root`, which must be an existing directory.
+    ///
+    /// The root is stored canonicalized (symlinks resolved); it must be valid UTF-8.
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        let shown = root.display().to_string();
+        let canonical = std::fs::canonicalize(&root)
+            .map_err(|err| io_error("open sandbox root", &shown, err))?;
+        let metadata = std::fs::metadata(&canonical)
+            .map_err(|err| io_error("open sandbox root", &shown, err))?;
+        if !metadata.is_dir() {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::NotADirectory,
+                format!("open sandbox root {shown}: not a directory"),
+            ));
+        }
+        let Some(root_text) = canonical.to_str().map(str::to_owned) else {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::Unsupported,
+                format!("open sandbox root {shown}: the path is not valid UTF-8"),
+            ));
+        };
+        Ok(Self {
+            root: canonical,
+            root_text,
+            env_allowlist: DEFAULT_ENV_ALLOWLIST
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect(),
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+        })
+    }
+
+    /// Replaces the names of the host environment variables that commands see.
+    ///
+    /// The default is `PATH HOME USER LOGNAME HOSTNAME SHELL LANG LC_ALL LC_CTYPE TZ TERM
+    /// TMPDIR`. Nothing else from the host environment reaches a command; without `PATH`,
+    /// commands get `/usr/local/bin:/usr/bin:/bin`.
+    #[must_use]
+    pub fn with_env_allowlist<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.env_allowlist = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets how many bytes of each output stream (stdout, stderr) a command keeps.
+    ///
+    /// Output past the limit is read and dropped, and a note saying so ends the stream.
+    #[must_use]
+    pub fn with_output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes;
+        self
+    }
+
+    /// Resolves `path` (relative to `base`) to a host path inside the root.
+    ///
+    /// The returned path is the lexical one, so a final symlink is not followed by callers
+    /// that use `symlink_metadata` or remove it.
+    async fn resolve(&self, base: &str, path: &str) -> Result<PathBuf> {
+        let outside = || FlueError::PathOutsideSandbox {
+            path: path.to_owned(),
+        };
+        let lexical = PathBuf::from(normalize_path(base, path)?);
+        if !lexical.starts_with(&self.root) {
+            return Err(outside());
+        }
+        match self.escapes(&lexical).await {
+            Ok(false) => Ok(lexical),
+            Ok(true) => Err(outside()),
+            Err(err) => Err(io_error("resolve", path, err)),
+        }
+    }
+
+    /// Whether the filesystem resolves `lexical` (absolute, normalized) to a place outside
+    /// the root: the deepest existing ancestor is canonicalized, and dangling symlinks are
+    /// followed by hand.
+    async fn escapes(&self, lexical: &Path) -> io::Result<bool> {
+        let mut current = lexical.to_path_buf();
+        for _ in 0..MAX_SYMLINK_HOPS {
+            let (existing, remainder) = deepest_existing(&current).await?;
+            // The missing part is created as written; `..` there could climb out after
+            // `create_dir_all` made the directories before it.
+            if remainder
+                .components()
+                .any(|part| !matches!(part, Component::Normal(_)))
+            {
+                return Ok(true);
+            }
+            match tokio::fs::canonicalize(&existing).await {
+                Ok(canonical) => return Ok(!canonical.starts_with(&self.root)),
+                Err(err) => {
+                    let metadata = tokio::fs::symlink_metadata(&existing).await?;
+                    if !metadata.file_type().is_symlink() {
+                        return Err(err);
+                    }
+                    // A dangling symlink (or chain): follow one hop and check again.
+                    let target = tokio::fs::read_link(&existing).await?;
+                    let parent = existing.parent().unwrap_or_else(|| Path::new("/"));
+                    current = parent.join(target).join(remainder);
+                }
+            }
+        }
+        Err(io::Error::from(Errno::ELOOP))
+    }
+
+    /// The environment of a command: allow-listed host variables, then the options' ones.
+    fn command_env(&self, extra: &BTreeMap<String, String>) -> BTreeMap<OsString, OsString> {
+        let mut env: BTreeMap<OsString, OsString> = self
+            .env_allowlist
+            .iter()
+            .filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value)))
+            .collect();
+        env.extend(
+            extra
+                .iter()
+                .map(|(key, value)| (OsString::from(key), OsString::from(value))),
+        );
+        env.entry(OsString::from("PATH"))
+            .or_insert_with(|| OsString::from(FALLBACK_PATH));
+        env
+    }
+
+    async fn read_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let host_path = self.resolve(&self.root_text, path).await?;
+        let metadata = tokio::fs::metadata(&host_path)
+            .await
+            .map_err(|err| io_error("read", path, err))?;
+        if metadata.is_dir() {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::IsDirectory,
+                format!("read {path}: is a directory"),
+            ));
+        }
+        tokio::fs::read(&host_path)
+            .await
+            .map_err(|err| io_error("read", path, err))
+    }
+
+    async fn write(&self, path: &str, content: &[u8]) -> Result<()> {
+        let host_path = self.resolve(&self.root_text, path).await?;
+        if let Some(parent) = host_path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|err| {
+                // `create_dir_all` reports a file in the way as "already exists".
+                if err.kind() == io::ErrorKind::AlreadyExists {
+                    return not_a_directory_in_the_way("write", path, err);
+                }
+                io_error("write", path, err)
+            })?;
+        }
+        tokio::fs::write(&host_path, content)
+            .await
+            .map_err(|err| io_error("write", path, err))
+    }
+
+    async fn stat_path(&self, path: &str) -> Result<FileStat> {
+        let host_path = self.resolve(&self.root_text, path).await?;
+        let metadata = tokio::fs::symlink_metadata(&host_path)
+            .await
+            .map_err(|err| io_error("stat", path, err))?;
+        let file_type = metadata.file_type();
+        let mtime_ms = metadata
+            .modified()
+            .ok()
+            .and_then(|modified| modified.duration_since(UNIX_EPOCH).ok())
+            .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+        Ok(FileStat {
+            is_file: file_type.is_file(),
+            is_dir: file_type.is_dir(),
+            is_symlink: Some(file_type.is_symlink()),
+            size: Some(metadata.len()),
+            mtime_ms,
+        })
+    }
+
+    async fn list(&self, path: &str) -> Result<Vec<String>> {
+        let host_path = self.resolve(&self.root_text, path).await?;
+        let mut entries = tokio::fs::read_dir(&host_path)
+            .await
+            .map_err(|err| io_error("list", path, err))?;
+        let mut names = Vec::new();
+        while let Some(entry) = entries
+            .next_entry()
+            .await
+            .map_err(|err| io_error("list", path, err))?
+        {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    async fn make_dir(&self, path: &str, options: MkdirOptions) -> Result<()> {
+        let host_path = self.resolve(&self.root_text, path).await?;
+        if !options.recursive {
+            return tokio::fs::create_dir(&host_path)
+                .await
+                .map_err(|err| io_error("create directory", path, err));
+        }
+        match tokio::fs::create_dir_all(&host_path).await {
+            Ok(()) => Ok(()),
+            // A file in the way: the path itself (it exists), or one of its parents.
+            Err(err)
+                if err.kind() == io::ErrorKind::AlreadyExists
+                    && tokio::fs::symlink_metadata(&host_path).await.is_err() =>
+            {
+                Err(not_a_directory_in_the_way("create directory", path, err))
+            }
+            Err(err) => Err(io_error("create directory", path, err)),
+        }
+    }
+
+    async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
+        let host_path = self.resolve(&self.root_text, path).await?;
+        if host_path == self.root {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::PermissionDenied,
+                format!("remove {path}: refusing to remove the sandbox root"),
+            ));
+        }
+        let metadata = match tokio::fs::symlink_metadata(&host_path).await {
+            Ok(metadata) => metadata,
+            Err(err) if options.force && err.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(io_error("remove", path, err)),
+        };
+        let res = if metadata.is_dir() {
+            if !options.recursive {
+                return Err(FlueError::sandbox(
+                    SandboxErrorReason::IsDirectory,
+                    format!("remove {path}: is a directory (set recursive to remove it)"),
+                ));
+            }
+            tokio::fs::remove_dir_all(&host_path).await
+        } else {
+            tokio::fs::remove_file(&host_path).await
+        };
+        match res {
+            Err(err) if options.force && err.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other.map_err(|err| io_error("remove", path, err)),
+        }
+    }
+
+    async fn run(&self, command: &str, options: ExecOptions) -> Result<ShellResult> {
+        let cancel = options.cancel.clone().unwrap_or_default();
+        if cancel.is_cancelled() {
+            return Err(FlueError::Aborted);
+        }
+        let cwd_text = options.cwd.as_deref().unwrap_or(&self.root_text);
+        let cwd = self.resolve(&self.root_text, cwd_text).await?;
+        let metadata = tokio::fs::metadata(&cwd)
+            .await
+            .map_err(|err| io_error("run in", cwd_text, err))?;
+        if !metadata.is_dir() {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::NotADirectory,
+                format!("run in {cwd_text}: not a directory"),
+            ));
+        }
+
+        let mut child = Command::new("bash")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&cwd)
+            .env_clear()
+            .envs(self.command_env(&options.env))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| other_error("start bash", err))?;
+        let Some(pgid) = child.id().and_then(|pid| i32::try_from(pid).ok()) else {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::Other,
+                "start bash: the process has no id",
+            ));
+        };
+        let mut group = ProcessGroup {
+            pgid: Pid::from_raw(pgid),
+            armed: true,
+        };
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let mut stdout_capture = Capture::new(self.output_limit);
+        let mut stderr_capture = Capture::new(self.output_limit);
+
+        let ending = {
+            let finished = async {
+                let mut drains = std::pin::pin!(async {
+                    tokio::join!(
+                        drain(stdout.as_mut(), &mut stdout_capture),
+                        drain(stderr.as_mut(), &mut stderr_capture),
+                    );
+                });
+                let exited = tokio::select! {
+                    status = child.wait() => Some(status),
+                    () = &mut drains => None,
+                };
+                let drained = exited.is_none();
+                let status = match exited {
+                    Some(status) => status,
+                    None => child.wait().await,
+                };
+                // The shell is gone: whatever it left running in its group dies with it, which
+                // also closes the pipes.
+                group.signal(Some(Signal::SIGKILL));
+                if !drained {
+                    let _ = tokio::time::timeout(DRAIN_GRACE, drains).await;
+                }
+                status
+            };
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => Ending::Aborted,
+                () = sleep_until_timeout(options.timeout) => Ending::TimedOut,
+                status = finished => Ending::Exited(status),
+            }
+        };
+
+        match ending {
+            Ending::Exited(status) => {
+                group.armed = false;
+                let status = status.map_err(|err| other_error("wait for bash", err))?;
+                Ok(ShellResult {
+                    stdout: stdout_capture.finish("stdout"),
+                    stderr: stderr_capture.finish("stderr"),
+                    exit_code: exit_code(status),
+                })
+            }
+            Ending::TimedOut => {
+                group.terminate(&mut child).await;
+                let _ = tokio::time::timeout(DRAIN_GRACE, async {
+                    tokio::join!(
+                        drain(stdout.as_mut(), &mut stdout_capture),
+                        drain(stderr.as_mut(), &mut stderr_capture),
+                    );
+                })
+                .await;
+                group.armed = false;
+                let timeout_ms = options.timeout.map_or(0, |timeout| timeout.as_millis());
+                let mut stderr_text = stderr_capture.finish("stderr");
+                push_line(
+                    &mut stderr_text,
+                    &format!("[command timed out after {timeout_ms} ms]"),
+                );
+                Ok(ShellResult {
+                    stdout: stdout_capture.finish("stdout"),
+                    stderr: stderr_text,
+                    exit_code: TIMEOUT_EXIT_CODE,
+                })
+            }
+            Ending::Aborted => {
+                group.terminate(&mut child).await;
+                group.armed = false;
+                Err(FlueError::Aborted)
+            }
+        }
+    }
+}
+
+impl Sandbox for LocalSandbox {
+    fn cwd(&self) -> &str {
+        &self.root_text
+    }
+
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        options: ExecOptions,
+    ) -> BoxFuture<'a, Result<ShellResult>> {
+        Box::pin(self.run(command, options))
+    }
+
+    fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
+        Box::pin(self.read_bytes(path))
+    }
+
+    fn write_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.write(path, content))
+    }
+
+    fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {
+        Box::pin(self.stat_path(path))
+    }
+
+    fn readdir<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(self.list(path))
+    }
+
+    fn mkdir<'a>(&'a self, path: &'a str, options: MkdirOptions) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.make_dir(path, options))
+    }
+
+    fn rm<'a>(&'a self, path: &'a str, options: RmOptions) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.remove(path, options))
+    }
+}
+
+/// How a command's wait ended.
+enum Ending {
+    Exited(io::Result<ExitStatus>),
+    TimedOut,
+    Aborted,
+}
+
+/// The process group of one command. Dropping it while armed kills the group, so a dropped
+/// `exec` future leaves nothing behind.
+struct ProcessGroup {
+    pgid: Pid,
+    armed: bool,
+}
+
+impl ProcessGroup {
+    /// Sends `signal` (`None`: only checks) to the group; true when the group still exists.
+    fn signal(&self, signal: Option<Signal>) -> bool {
+        killpg(self.pgid, signal).is_ok()
+    }
+
+    /// SIGTERM, then SIGKILL once [`KILL_GRACE`] has passed with members still alive; reaps
+    /// the shell.
+    async fn terminate(&self, child: &mut Child) {
+        if self.signal(Some(Signal::SIGTERM)) {
+            let deadline = Instant::now() + KILL_GRACE;
+            loop {
+                // Reap the shell as soon as it exits, so it stops counting as a member.
+                let _ = child.try_wait();
+                if !self.signal(None) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    self.signal(Some(Signal::SIGKILL));
+                    break;
+                }
+                tokio::time::sleep(KILL_POLL).await;
+            }
+        }
+        let _ = tokio::time::timeout(KILL_GRACE, child.wait()).await;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.armed {
+            self.signal(Some(Signal::SIGKILL));
+        }
+    }
+}
+
+/// The first `limit` bytes of a stream, and how many bytes it had in all.
+struct Capture {
+    kept: Vec<u8>,
+    limit: usize,
+    total: usize,
+}
+
+impl Capture {
+    fn new(limit: usize) -> Self {
+        Self {
+            kept: Vec::new(),
+            limit,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.total = self.total.saturating_add(bytes.len());
+        let room = self.limit.saturating_sub(self.kept.len());
+        self.kept.extend_from_slice(&bytes[..room.min(bytes.len())]);
+    }
+
+    /// The kept text (lossy UTF-8), with a note when the stream was cut.
+    fn finish(self, stream: &str) -> String {
+        if self.total <= self.kept.len() {
+            return String::from_utf8_lossy(&self.kept).into_owned();
+        }
+        let mut text = lossy_utf8_prefix(&self.kept);
+        push_line(
+            &mut text,
+            &format!(
+                "[{stream} truncated: kept the first {} of {} bytes]",
+                self.kept.len(),
+                self.total
+            ),
+        );
+        text
+    }
+}
+
+/// Decodes a prefix of a byte stream: like lossy UTF-8, but a character cut in two at the end
+/// is dropped instead of turning into a replacement character.
+fn lossy_utf8_prefix(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    let mut chunks = bytes.utf8_chunks().peekable();
+    while let Some(chunk) = chunks.next() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() && chunks.peek().is_some() {
+            text.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+    text
+}
+
+/// Appends `line` on a line of its own.
+fn push_line(text: &mut String, line: &str) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(line);
+}
+
+/// Reads `reader` to its end into `capture`. Cancel-safe: nothing read is lost when dropped.
+async fn drain<R: AsyncRead + Unpin>(reader: Option<&mut R>, capture: &mut Capture) {
+    let Some(reader) = reader else { return };
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n_read) => capture.push(&chunk[..n_read]),
+        }
+    }
+}
+
+async fn sleep_until_timeout(timeout: Option<Duration>) {
+    match timeout {
+        Some(timeout) => tokio::time::sleep(timeout).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The exit code of a finished command; a command killed by a signal reports 128 + signal.
+fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(-1)
+}
+
+/// The deepest ancestor of `path` (itself included) that exists, without following a final
+/// symlink, and the missing rest.
+async fn deepest_existing(path: &Path) -> io::Result<(PathBuf, PathBuf)> {
+    let mut existing = path.to_path_buf();
+    let mut missing = Vec::new();
+    loop {
+        match tokio::fs::symlink_metadata(&existing).await {
+            Ok(_) => break,
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match existing.components().next_back() {
+                    None | Some(Component::RootDir | Component::Prefix(_)) => return Err(err),
+                    Some(last) => missing.push(last.as_os_str().to_owned()),
+                }
+                existing.pop();
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    let remainder = missing.iter().rev().collect::<PathBuf>();
+    Ok((existing, remainder))
+}
+
+/// A sandbox error for a failed I/O operation on `path` (as the caller gave it).
+fn io_error(operation: &str, path: &str, err: io::Error) -> FlueError {
+    let (reason, description) = match err.kind() {
+        io::ErrorKind::NotFound => (
+            SandboxErrorReason::NotFound,
+            "no such file or directory".to_owned(),
+        ),
+        io::ErrorKind::AlreadyExists => {
+            (SandboxErrorReason::AlreadyExists, "already exists".into())
+        }
+        io::ErrorKind::PermissionDenied => (
+            SandboxErrorReason::PermissionDenied,
+            "permission denied".into(),
+        ),
+        io::ErrorKind::IsADirectory => (SandboxErrorReason::IsDirectory, "is a directory".into()),
+        io::ErrorKind::NotADirectory => {
+            (SandboxErrorReason::NotADirectory, "not a directory".into())
+        }
+        io::ErrorKind::DirectoryNotEmpty => {
+            (SandboxErrorReason::NotEmpty, "directory not empty".into())
+        }
+        _ => (SandboxErrorReason::Other, err.to_string()),
+    };
+    FlueError::Sandbox {
+        message: format!("{operation} {path}: {description}"),
+        reason,
+        source: Some(BoxError::from(err)),
+    }
+}
+
+/// A sandbox error for a file standing where a parent directory of `path` should be.
+fn not_a_directory_in_the_way(operation: &str, path: &str, err: io::Error) -> FlueError {
+    FlueError::Sandbox {
+        message: format!("{operation} {path}: a parent is not a directory"),
+        reason: SandboxErrorReason::NotADirectory,
+        source: Some(BoxError::from(err)),
+    }
+}
+
+/// A sandbox error for a failed step of running a command.
+fn other_error(operation: &str, err: io::Error) -> FlueError {
+    FlueError::Sandbox {
+        message: format!("{operation}: {err}"),
+        reason: SandboxErrorReason::Other,
+        source: Some(BoxError::from(err)),
+    }
+}

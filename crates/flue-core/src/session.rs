@@ -1,0 +1,357 @@
+//! Sessions: named, append-only conversations and the operations that run on them.
+//!
+//! One operation runs at a time per session; a second one fails at once with
+//! [`FlueError::SessionBusy`]. That rule is enforced in exactly one place,
+//! [`SessionShared::begin`]. Across processes, appends carry the expected version, so a
+//! concurrent writer gets [`FlueError::VersionConflict`] instead of interleaving.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_loop;
+use crate::call::CallHandle;
+use crate::config::ThinkingLevel;
+use crate::error::{FlueError, Result};
+use crate::event::{Event, OperationKind, Outcome};
+use crate::harness::HarnessShared;
+use crate::model::TurnSink;
+use crate::record::{
+    Image, ModelRef, Record, ShellExchange, StoredRecord, Usage, UserContent, UserMessage,
+};
+use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
+use crate::store::{SessionKey, SessionLog};
+use crate::tool::ToolDefinition;
+use crate::util::{now_ms, or_cancel};
+
+/// Options of a model operation (`prompt`). Builder-lite: start from `default()`.
+#[derive(Clone, Debug, Default)]
+pub struct PromptOptions {
+    /// Model specifier override for this operation.
+    pub model: Option<String>,
+    /// Reasoning effort override for this operation.
+    pub thinking: Option<ThinkingLevel>,
+    /// Extra tools for this operation.
+    pub tools: Vec<ToolDefinition>,
+    /// JSON Schema of a structured result: the operation then returns validated `data`.
+    pub result: Option<Value>,
+    /// Images attached to the user message.
+    pub images: Vec<Image>,
+    /// An outside cancellation signal, merged with the handle's own.
+    pub cancel: Option<CancellationToken>,
+}
+
+impl PromptOptions {
+    /// Sets the model override.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the thinking level override.
+    #[must_use]
+    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
+    /// Adds a tool for this operation.
+    #[must_use]
+    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Requires a structured result matching `schema`.
+    #[must_use]
+    pub fn with_result(mut self, schema: Value) -> Self {
+        self.result = Some(schema);
+        self
+    }
+
+    /// Attaches an image.
+    #[must_use]
+    pub fn with_image(mut self, image: Image) -> Self {
+        self.images.push(image);
+        self
+    }
+
+    /// Merges an outside cancellation signal.
+    #[must_use]
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+}
+
+/// What a model operation returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptResponse {
+    /// The final assistant text.
+    pub text: String,
+    /// Validated structured data, when a result schema was given.
+    pub data: Option<Value>,
+    /// Usage summed over every model turn of the operation.
+    pub usage: Usage,
+    /// The model of the operation's primary turns.
+    pub model: ModelRef,
+}
+
+/// A named conversation inside a harness. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct Session {
+    shared: Arc<SessionShared>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("key", &self.shared.key)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct SessionShared {
+    pub(crate) harness: Arc<HarnessShared>,
+    pub(crate) key: SessionKey,
+    busy: AtomicBool,
+    deleted: AtomicBool,
+    /// Held by the running operation for its whole duration; uncontended thanks to `busy`.
+    pub(crate) state: tokio::sync::Mutex<SessionState>,
+}
+
+/// The in-memory copy of a session log.
+pub(crate) struct SessionState {
+    pub(crate) version: u64,
+    pub(crate) records: Vec<Record>,
+}
+
+/// Proof that an operation owns its session; releases it on drop (including on panic).
+pub(crate) struct OperationGuard {
+    shared: Arc<SessionShared>,
+}
+
+impl Drop for OperationGuard {
+    fn drop(&mut self) {
+        self.shared.busy.store(false, Ordering::Release);
+    }
+}
+
+impl SessionShared {
+    pub(crate) fn new(harness: Arc<HarnessShared>, key: SessionKey, log: SessionLog) -> Self {
+        Self {
+            harness,
+            key,
+            busy: AtomicBool::new(false),
+            deleted: AtomicBool::new(false),
+            state: tokio::sync::Mutex::new(SessionState {
+                version: log.version,
+                records: log
+                    .records
+                    .into_iter()
+                    .map(|stored| stored.record)
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Claims the session for one operation: the single place that enforces exclusivity.
+    pub(crate) fn begin(self: &Arc<Self>) -> Result<OperationGuard> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(FlueError::SessionNotFound {
+                session: self.key.session.clone(),
+            });
+        }
+        self.busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(|_| FlueError::SessionBusy {
+                session: self.key.session.clone(),
+            })?;
+        Ok(OperationGuard {
+            shared: Arc::clone(self),
+        })
+    }
+
+    /// Brings `state` up to date with records other writers appended.
+    pub(crate) async fn sync(&self, state: &mut SessionState) -> Result<()> {
+        let log = self
+            .harness
+            .store
+            .load(&self.key, state.version)
+            .await?
+            .ok_or_else(|| FlueError::SessionNotFound {
+                session: self.key.session.clone(),
+            })?;
+        state
+            .records
+            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.version = log.version;
+        Ok(())
+    }
+
+    /// Appends records durably, then to the in-memory copy.
+    pub(crate) async fn append(
+        &self,
+        state: &mut SessionState,
+        records: Vec<Record>,
+    ) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let at = now_ms();
+        let stored: Vec<StoredRecord> = records
+            .iter()
+            .cloned()
+            .map(|record| StoredRecord::new(record, at))
+            .collect();
+        state.version = self
+            .harness
+            .store
+            .append(&self.key, state.version, &stored)
+            .await?;
+        state.records.extend(records);
+        Ok(())
+    }
+}
+
+impl Session {
+    pub(crate) fn from_shared(shared: Arc<SessionShared>) -> Self {
+        Self { shared }
+    }
+
+    /// The session name.
+    pub fn name(&self) -> &str {
+        &self.shared.key.session
+    }
+
+    /// The sandbox, for file operations that are not recorded in the conversation.
+    pub fn fs(&self) -> &Arc<dyn Sandbox> {
+        &self.shared.harness.sandbox
+    }
+
+    /// The session's records as last loaded or written by this process.
+    pub async fn records(&self) -> Vec<Record> {
+        self.shared.state.lock().await.records.clone()
+    }
+
+    /// The session's version (its record count) as last seen by this process.
+    pub async fn version(&self) -> u64 {
+        self.shared.state.lock().await.version
+    }
+
+    /// Sends `text` to the model and runs the agent loop until it answers.
+    pub fn prompt(&self, text: &str, options: PromptOptions) -> CallHandle<PromptResponse> {
+        let mut content = vec![UserContent::Text {
+            text: text.to_owned(),
+        }];
+        content.extend(options.images.iter().cloned().map(UserContent::Image));
+        let message = UserMessage { content };
+        self.spawn_operation(
+            OperationKind::Prompt,
+            options.cancel.clone(),
+            move |shared, ctx| agent_loop::run(shared, message, options, ctx),
+        )
+    }
+
+    /// Runs a command in the sandbox and records the exchange in the conversation (the names
+    /// of supplied environment variables are recorded, never their values).
+    pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
+        let command = command.to_owned();
+        let outer_cancel = options.cancel.clone();
+        self.spawn_operation(
+            OperationKind::Shell,
+            outer_cancel,
+            move |shared, ctx| async move {
+                let mut state = shared.state.lock().await;
+                shared.sync(&mut state).await?;
+                let sandbox = Arc::clone(&shared.harness.sandbox);
+                let cwd = options.cwd.clone();
+                let env_keys: Vec<String> = options.env.keys().cloned().collect();
+                let exec_options = ExecOptions {
+                    cwd: Some(cwd.clone().unwrap_or_else(|| shared.harness.cwd.clone())),
+                    cancel: Some(ctx.cancel.clone()),
+                    ..options
+                };
+                let result = or_cancel(sandbox.exec(&command, exec_options), &ctx.cancel).await??;
+                let exchange = ShellExchange {
+                    command,
+                    cwd,
+                    env_keys,
+                    stdout: result.stdout.clone(),
+                    stderr: result.stderr.clone(),
+                    exit_code: result.exit_code,
+                };
+                shared
+                    .append(&mut state, vec![Record::Shell(exchange)])
+                    .await?;
+                Ok((result, Usage::default()))
+            },
+        )
+    }
+
+    /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs;
+    /// afterwards this handle is unusable.
+    pub async fn delete(&self) -> Result<()> {
+        let _guard = self.shared.begin()?;
+        self.shared.deleted.store(true, Ordering::Release);
+        self.shared.harness.forget_session(&self.shared.key.session);
+        self.shared.harness.store.delete(&self.shared.key).await
+    }
+
+    /// Spawns one operation: claims the session, wires cancellation and events, and emits the
+    /// start and end events around `body`.
+    fn spawn_operation<T, F, Fut>(
+        &self,
+        kind: OperationKind,
+        outer_cancel: Option<CancellationToken>,
+        body: F,
+    ) -> CallHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<SessionShared>, OperationContext) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(T, Usage)>> + Send + 'static,
+    {
+        let guard = match self.shared.begin() {
+            Ok(guard) => guard,
+            Err(err) => return CallHandle::failed(err),
+        };
+        let cancel = outer_cancel.map_or_else(CancellationToken::new, |outer| outer.child_token());
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let sink = TurnSink::new(events_tx);
+        let shared = Arc::clone(&self.shared);
+        let ctx = OperationContext {
+            cancel: cancel.clone(),
+            sink: sink.clone(),
+        };
+        let operation = async move {
+            let _guard = guard;
+            sink.send(Event::OperationStart {
+                session: shared.key.session.clone(),
+                operation: kind,
+            });
+            let result = body(shared, ctx).await;
+            let (outcome, usage, error) = match &result {
+                Ok((_, usage)) => (Outcome::Completed, *usage, None),
+                Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
+                Err(err) => (Outcome::Failed, Usage::default(), Some(err.to_info())),
+            };
+            sink.send(Event::OperationEnd {
+                outcome,
+                usage,
+                error,
+            });
+            result.map(|(value, _)| value)
+        };
+        CallHandle::spawn(operation, cancel, events_rx)
+    }
+}
+
+/// What every operation body receives.
+pub(crate) struct OperationContext {
+    pub(crate) cancel: CancellationToken,
+    pub(crate) sink: TurnSink,
+}
