@@ -1,2 +1,192 @@
-//! Project automation (placeholder).
-fn main() {}
+//! Project automation, in plain Rust: `cargo xtask ci` and `cargo xtask bench`.
+//!
+//! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
+//! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
+//!   the in-process benchmarks of flue-core.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+const USAGE: &str = "usage: cargo xtask <ci|bench> [--runs N]";
+/// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
+const MEASURE_RSS: &str = "measure-rss";
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root()?;
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("bench") => {
+            let runs = match args.iter().position(|arg| arg == "--runs") {
+                Some(idx) => args
+                    .get(idx + 1)
+                    .context("--runs needs a number")?
+                    .parse()?,
+                None => 20,
+            };
+            bench(&root, runs)
+        }
+        Some(MEASURE_RSS) => measure_rss(&args[1..]),
+        _ => bail!("{USAGE}"),
+    }
+}
+
+fn ci(root: &Path) -> anyhow::Result<()> {
+    cargo(root, &["fmt", "--all", "--", "--check"], &[])?;
+    cargo(
+        root,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    cargo(root, &["test", "--workspace"], &[])?;
+    cargo(
+        root,
+        &["doc", "--workspace", "--no-deps"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    eprintln!("xtask ci: all checks passed");
+    Ok(())
+}
+
+fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {
+    cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
+    let flue = root.join("target/release/flue");
+    let workspace = tempfile_copy_of_example(root)?;
+    let mut walls = Vec::new();
+    let mut peak_rss_kib = 0u32;
+    for run_idx in 0..=runs {
+        let started = Instant::now();
+        let output = Command::new(&flue)
+            .args(["run", "hello", "--root"])
+            .arg(&workspace)
+            .args(["-m", "What does the greeting file say?", "--id", "bench"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running flue")?;
+        let wall = started.elapsed();
+        if !output.status.success() {
+            bail!(
+                "flue run failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        // The first run creates the database; it is a warm-up and not counted.
+        if run_idx > 0 {
+            walls.push(wall);
+        }
+    }
+    for _ in 0..5 {
+        peak_rss_kib = peak_rss_kib.max(peak_rss_kib_of(&flue, &workspace)?);
+    }
+    walls.sort();
+    println!(
+        "flue run hello (scripted model, 1 tool round trip, --id continuing): median {:.1} ms, \
+         min {:.1} ms, max {:.1} ms over {runs} runs; peak RSS {:.1} MiB",
+        ms(walls[walls.len() / 2]),
+        ms(walls[0]),
+        ms(walls[walls.len() - 1]),
+        f64::from(peak_rss_kib) / 1024.0,
+    );
+    let _ = std::fs::remove_dir_all(&workspace);
+    cargo(
+        root,
+        &["bench", "-p", "flue-core", "--bench", "runtime"],
+        &[],
+    )?;
+    Ok(())
+}
+
+/// A scratch copy of examples/hello-world so benchmark runs leave the example untouched.
+fn tempfile_copy_of_example(root: &Path) -> anyhow::Result<PathBuf> {
+    let target = std::env::temp_dir().join(format!("flue-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&target);
+    copy_dir(&root.join("examples/hello-world"), &target)?;
+    let _ = std::fs::remove_dir_all(target.join(".flue"));
+    Ok(target)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let dest = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &dest)?;
+        } else {
+            std::fs::copy(entry.path(), dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// Peak RSS of one `flue run`, measured in a fresh xtask process whose only child is flue,
+/// because `getrusage(RUSAGE_CHILDREN)` reports the largest child ever waited for (here that
+/// would be cargo).
+fn peak_rss_kib_of(flue: &Path, workspace: &Path) -> anyhow::Result<u32> {
+    let output = Command::new(std::env::current_exe()?)
+        .arg(MEASURE_RSS)
+        .arg(flue)
+        .args(["run", "hello", "--root"])
+        .arg(workspace)
+        .args(["-m", "What does the greeting file say?", "--id", "bench"])
+        .stderr(Stdio::null())
+        .output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    last.trim()
+        .parse()
+        .with_context(|| format!("unexpected measure-rss output {text:?}"))
+}
+
+fn measure_rss(command: &[String]) -> anyhow::Result<()> {
+    let (program, args) = command
+        .split_first()
+        .context("measure-rss needs a command")?;
+    let status = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("{program} failed");
+    }
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)?;
+    // ru_maxrss is in KiB on Linux.
+    println!("{}", usage.max_rss());
+    Ok(())
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn cargo(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed", args.join(" "));
+    }
+    Ok(())
+}
+
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .context("xtask lives one level below the root")
+}

@@ -1,1 +1,54 @@
-//! flue-build: discovery and validation of Flue agent workspaces (placeholder).
+//! flue-build: discovery and validation of Flue agent workspaces, producing flue-core configuration.
+//!
+//! An agent workspace is a directory a user writes by hand:
+//!
+//! ```text
+//! flue.toml                       optional: [defaults] model, thinking
+//! AGENTS.md                       optional: workspace context
+//! agents/<name>.md                one agent: YAML frontmatter + instructions body
+//! .agents/skills/<name>.md        a flat skill
+//! .agents/skills/<name>/SKILL.md  a folder skill
+//! ```
+//!
+//! [`Workspace::load`] reads all of it, validates every file and every cross-reference
+//! (subagents, skills, models), and reports every problem at once as [`Diagnostics`], each with
+//! its file and line. A loaded [`Workspace`] turns any of its agents into a
+//! [`flue_core::AgentConfig`] with [`Workspace::agent_config`].
+//!
+//! ```
+//! use flue_build::Workspace;
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::create_dir(dir.path().join("agents"))?;
+//! std::fs::write(
+//!     dir.path().join("agents/greeter.md"),
+//!     "---\nmodel: anthropic/claude-sonnet-4-6\n---\nSay hello.\n",
+//! )?;
+//!
+//! let workspace = Workspace::load(dir.path())?;
+//! let config = workspace.agent_config("greeter")?;
+//! assert_eq!(config.model.as_deref(), Some("anthropic/claude-sonnet-4-6"));
+//! assert_eq!(config.instructions.as_deref(), Some("Say hello."));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Map of the main types:
+//! - loading: [`Workspace`], [`WorkspaceConfig`] (flue.toml), [`AgentFile`] (one `agents/*.md`)
+//! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`]
+//! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
+
+mod agent_file;
+mod diagnostic;
+mod fields;
+mod flue_toml;
+mod frontmatter;
+mod mcp;
+mod profile;
+mod suggest;
+mod workspace;
+
+pub use agent_file::{AgentFile, SandboxKind};
+pub use diagnostic::{Diagnostic, Diagnostics};
+pub use flue_toml::{Defaults, WorkspaceConfig};
+pub use mcp::{McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+pub use workspace::Workspace;

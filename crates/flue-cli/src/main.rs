@@ -1,2 +1,71 @@
-//! The `flue` binary (placeholder).
-fn main() {}
+//! The `flue` binary: parse arguments, call the libraries, map errors to exit codes.
+//!
+//! Only this crate writes to stdout, and stdout carries only the final reply or the one JSON
+//! object of `--json`. Everything else (activity, diagnostics, ids) goes to stderr.
+
+mod args;
+mod dotenv;
+mod render;
+mod run;
+mod session_show;
+mod workspace;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command, SessionCommand};
+
+/// Exit codes, mapped in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// The operation completed.
+    Success,
+    /// The operation failed, or setup failed.
+    Failure,
+    /// Ctrl-C aborted the operation cleanly.
+    Interrupted,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        match exit {
+            Exit::Success => ExitCode::SUCCESS,
+            Exit::Failure => ExitCode::from(1),
+            Exit::Interrupted => ExitCode::from(130),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return Exit::Failure.into();
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(run_args) => run::run(run_args).await,
+            Command::Session {
+                command: SessionCommand::Show(show_args),
+            } => session_show::show(show_args).await,
+        }
+    });
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            Exit::Failure
+        }
+    };
+    // A closed stdout (e.g. `| head`) is not an error worth reporting.
+    let _ = std::io::stdout().flush();
+    exit.into()
+}

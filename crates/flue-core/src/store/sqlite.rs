@@ -25,7 +25,7 @@ use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::error::{FlueError, Result};
-use crate::record::StoredRecord;
+use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
 use crate::store::{SessionKey, SessionLog, SessionStore, SessionSummary};
 use crate::util::{BoxFuture, now_ms};
 
@@ -91,8 +91,10 @@ impl SqliteStore {
         connection
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
             .map_err(store_error("cannot set journal mode"))?;
+        // FULL syncs the WAL on every commit: an acknowledged append survives power loss, not
+        // only a process crash. Appends are one small transaction per step, so this stays cheap.
         connection
-            .pragma_update(None, "synchronous", "NORMAL")
+            .pragma_update(None, "synchronous", "FULL")
             .map_err(store_error("cannot set synchronous mode"))?;
         prepare(&mut connection)?;
         Ok(Self {
@@ -400,7 +402,15 @@ fn read_records(connection: &Connection, key: &SessionKey, from: u64) -> Result<
             .map_err(store_error("cannot read record"))?
             .as_str()
             .map_err(|err| corrupt(format!("record is not text: {err}")))?;
-        let record = serde_json::from_str(text).map_err(|err| corrupt(err.to_string()))?;
+        let record: StoredRecord =
+            serde_json::from_str(text).map_err(|err| corrupt(err.to_string()))?;
+        if record.v > RECORD_FORMAT_VERSION {
+            return Err(corrupt(format!(
+                "record format {} is newer than this flue supports ({RECORD_FORMAT_VERSION}); \
+                 upgrade flue",
+                record.v
+            )));
+        }
         records.push(record);
     }
     Ok(records)

@@ -337,6 +337,7 @@ async fn file_errors_have_stable_kinds() {
     let fx = fixture();
     let sandbox = &fx.sandbox;
     let plain = MkdirOptions { recursive: false };
+    let recursive = MkdirOptions { recursive: true };
     let rm = RmOptions {
         recursive: false,
         force: false,
@@ -380,6 +381,14 @@ async fn file_errors_have_stable_kinds() {
         (
             "mkdir without parent",
             kind_of(&sandbox.mkdir("x/y", plain).await),
+        ),
+        (
+            "mkdir -p over a file",
+            kind_of(&sandbox.mkdir("a.txt", recursive).await),
+        ),
+        (
+            "mkdir -p under a file",
+            kind_of(&sandbox.mkdir("a.txt/x/y", recursive).await),
         ),
         ("rm missing", kind_of(&sandbox.rm("missing.txt", rm).await)),
         (

@@ -575,6 +575,15 @@ async fn sqlite_corrupt_record_is_reported_with_its_index() {
         outcome(store.load(&key("chat"), 1).await),
         "corrupt_record chat #2"
     );
+
+    // A record written by a newer format is refused rather than misread.
+    raw.execute(
+        "UPDATE records SET record = ?1 WHERE idx = 2",
+        [json!({"v": 99, "at": 1, "type": "user", "content": []}).to_string()],
+    )
+    .unwrap();
+    let err = store.load(&key("chat"), 2).await.unwrap_err();
+    assert!(err.to_string().contains("newer than this flue supports"), "{err}");
 }
 
 #[tokio::test]

@@ -399,7 +399,7 @@ impl LocalSandbox {
                 };
                 // The shell is gone: whatever it left running in its group dies with it, which
                 // also closes the pipes.
-                group.signal(Some(Signal::SIGKILL));
+                group.send(Signal::SIGKILL);
                 if !drained {
                     let _ = tokio::time::timeout(DRAIN_GRACE, drains).await;
                 }
@@ -507,24 +507,29 @@ struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Sends `signal` (`None`: only checks) to the group; true when the group still exists.
-    fn signal(&self, signal: Option<Signal>) -> bool {
+    /// Sends `signal` to every process of the group; false when the group is gone.
+    fn send(&self, signal: Signal) -> bool {
         killpg(self.pgid, signal).is_ok()
+    }
+
+    /// Whether any process of the group (a zombie included) still exists.
+    fn is_alive(&self) -> bool {
+        killpg(self.pgid, None).is_ok()
     }
 
     /// SIGTERM, then SIGKILL once [`KILL_GRACE`] has passed with members still alive; reaps
     /// the shell.
     async fn terminate(&self, child: &mut Child) {
-        if self.signal(Some(Signal::SIGTERM)) {
+        if self.send(Signal::SIGTERM) {
             let deadline = Instant::now() + KILL_GRACE;
             loop {
                 // Reap the shell as soon as it exits, so it stops counting as a member.
                 let _ = child.try_wait();
-                if !self.signal(None) {
+                if !self.is_alive() {
                     break;
                 }
                 if Instant::now() >= deadline {
-                    self.signal(Some(Signal::SIGKILL));
+                    self.send(Signal::SIGKILL);
                     break;
                 }
                 tokio::time::sleep(KILL_POLL).await;
@@ -537,7 +542,7 @@ impl ProcessGroup {
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.armed {
-            self.signal(Some(Signal::SIGKILL));
+            self.send(Signal::SIGKILL);
         }
     }
 }

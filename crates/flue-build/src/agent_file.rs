@@ -1,0 +1,253 @@
+//! One agent file (`agents/<name>.md`): its settings, read and checked on their own.
+//!
+//! Checks that need the rest of the workspace (subagents and skills exist, a model is set
+//! somewhere, no cycles) live in the workspace module.
+
+use std::collections::BTreeMap;
+
+use flue_core::{Compaction, CompactionConfig, DurabilityConfig, ThinkingLevel};
+use gray_matter::Pod;
+
+use crate::diagnostic::Diagnostic;
+use crate::fields::{self, Report};
+use crate::frontmatter::{self, KeyLines};
+use crate::mcp::{self, McpServerDecl};
+
+/// An agent as declared by its file: the frontmatter settings and the instructions body.
+///
+/// Unset settings are `None` or empty; [`crate::Workspace::agent_config`] applies the
+/// flue.toml defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentFile {
+    /// The agent's name: the file stem (`reviewer` for `agents/reviewer.md`).
+    pub name: String,
+    /// The file, relative to the workspace root with `/` separators; a file outside the root
+    /// keeps the path it was given by.
+    pub path: String,
+    /// `description`: what the agent is for.
+    pub description: Option<String>,
+    /// `model`: `<provider>/<model>`, checked for shape.
+    pub model: Option<String>,
+    /// `thinking`: reasoning effort.
+    pub thinking: Option<ThinkingLevel>,
+    /// `skills`: names of skills under `.agents/skills/`, all present.
+    pub skills: Vec<String>,
+    /// `subagents`: names of other agents in `agents/`, all present, without cycles.
+    pub subagents: Vec<String>,
+    /// `tools`: names of built-in tools, all known.
+    pub tools: Vec<String>,
+    /// `mcp`: MCP servers by name, checked for shape only.
+    pub mcp: BTreeMap<String, McpServerDecl>,
+    /// `sandbox`: where the agent's commands run.
+    pub sandbox: Option<SandboxKind>,
+    /// `compaction`: `false` or settings.
+    pub compaction: Option<Compaction>,
+    /// `durability`: limits for durable submissions.
+    pub durability: Option<DurabilityConfig>,
+    /// `max_turns`: limit on model turns per operation, at least 1.
+    pub max_turns: Option<u32>,
+    /// The markdown body, without leading blank lines and trailing whitespace.
+    pub instructions: String,
+}
+
+/// Where an agent's commands and file operations run. May grow: match with a wildcard arm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SandboxKind {
+    /// `virtual`: an in-memory filesystem and bash interpreter (the default).
+    #[default]
+    Virtual,
+    /// `local`: a host directory and real processes.
+    Local,
+    /// `isolated`: Linux namespaces around the workspace.
+    Isolated,
+    /// `daytona`: a Daytona remote sandbox.
+    Daytona,
+}
+
+/// An agent file as parsed, with what the workspace checks need beyond the public fields.
+pub(crate) struct ParsedAgent {
+    /// The agent.
+    pub(crate) file: AgentFile,
+    /// Where the frontmatter's keys are.
+    pub(crate) lines: KeyLines,
+    /// Whether the frontmatter has a `model` key (valid or not).
+    pub(crate) declares_model: bool,
+}
+
+/// The frontmatter keys an agent file may use.
+pub(crate) const AGENT_KEYS: &[&str] = &[
+    "description",
+    "model",
+    "thinking",
+    "skills",
+    "subagents",
+    "tools",
+    "mcp",
+    "sandbox",
+    "compaction",
+    "durability",
+    "max_turns",
+];
+
+const SANDBOXES: &[(&str, SandboxKind)] = &[
+    ("virtual", SandboxKind::Virtual),
+    ("local", SandboxKind::Local),
+    ("isolated", SandboxKind::Isolated),
+    ("daytona", SandboxKind::Daytona),
+];
+const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
+const DURABILITY_KEYS: &[&str] = &["max_attempts", "timeout_ms"];
+
+/// Parses the agent `name` from `text`, the file at `path`, reporting every problem. Returns
+/// `None` only when the file as a whole is unusable (no readable frontmatter); a bad setting is
+/// reported and left unset.
+pub(crate) fn parse(
+    name: &str,
+    path: &str,
+    text: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ParsedAgent> {
+    let document = frontmatter::parse(path, text, diagnostics)?;
+    let mut file = AgentFile {
+        name: name.to_owned(),
+        path: path.to_owned(),
+        instructions: document.body,
+        ..AgentFile::default()
+    };
+    let mut report = Report::new(path, &document.lines, diagnostics);
+    for (key, value) in &document.fields {
+        read_field(&mut file, key, value, &mut report);
+    }
+    let declares_model = document.fields.iter().any(|(key, _)| key == "model");
+    Some(ParsedAgent {
+        file,
+        lines: document.lines,
+        declares_model,
+    })
+}
+
+fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<'_>) {
+    let keys = [key];
+    match key {
+        "description" => file.description = report.check(&keys, fields::string(key, value)),
+        "model" => file.model = report.check(&keys, fields::model(key, value)),
+        "thinking" => {
+            let levels = fields::thinking_levels();
+            file.thinking =
+                report.check(&keys, fields::one_of(key, value, "thinking level", &levels));
+        }
+        "skills" => {
+            file.skills = report
+                .check(&keys, fields::name_list(key, value))
+                .unwrap_or_default();
+        }
+        "subagents" => {
+            file.subagents = report
+                .check(&keys, fields::name_list(key, value))
+                .unwrap_or_default();
+        }
+        "tools" => file.tools = report.check(&keys, tools(value)).unwrap_or_default(),
+        "mcp" => file.mcp = mcp::parse(value, report),
+        "sandbox" => {
+            file.sandbox = report.check(&keys, fields::one_of(key, value, "sandbox", SANDBOXES));
+        }
+        "compaction" => file.compaction = compaction(value, report),
+        "durability" => file.durability = durability(value, report),
+        "max_turns" => file.max_turns = report.check(&keys, fields::positive_u32(key, value)),
+        _ => report.unknown_key(&keys, "", AGENT_KEYS),
+    }
+}
+
+/// Built-in tool names, each one known to flue-core.
+fn tools(value: &Pod) -> Result<Vec<String>, String> {
+    let names = fields::name_list("tools", value)?;
+    let unknown: Vec<&String> = names
+        .iter()
+        .filter(|name| !flue_core::BUILTIN_TOOL_NAMES.contains(&name.as_str()))
+        .collect();
+    let Some(first) = unknown.first() else {
+        return Ok(names);
+    };
+    let listed: Vec<String> = unknown.iter().map(|name| format!("`{name}`")).collect();
+    let noun = if unknown.len() == 1 { "tool" } else { "tools" };
+    let known = if flue_core::BUILTIN_TOOL_NAMES.is_empty() {
+        "there are no built-in tools yet".to_owned()
+    } else {
+        format!("known tools: {}", flue_core::BUILTIN_TOOL_NAMES.join(", "))
+    };
+    let suggestion = if unknown.len() == 1 {
+        crate::suggest::did_you_mean(first, flue_core::BUILTIN_TOOL_NAMES.iter().copied())
+    } else {
+        String::new()
+    };
+    Err(format!(
+        "unknown built-in {noun} {}{suggestion}; {known}",
+        listed.join(", ")
+    ))
+}
+
+fn compaction(value: &Pod, report: &mut Report<'_>) -> Option<Compaction> {
+    let entries = match value {
+        Pod::Boolean(false) => return Some(Compaction::Disabled),
+        Pod::Boolean(true) => return Some(Compaction::default()),
+        other => {
+            let expected = "`false` or a mapping with reserve_tokens, keep_recent_tokens and model";
+            report.check(
+                &["compaction"],
+                fields::mapping("compaction", other, expected),
+            )?
+        }
+    };
+    let mut config = CompactionConfig::default();
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["compaction", key.as_str()];
+        let dotted = format!("compaction.{key}");
+        let ok = match key.as_str() {
+            "reserve_tokens" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 0))
+                .map(|tokens| config.reserve_tokens = Some(tokens)),
+            "keep_recent_tokens" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 0))
+                .map(|tokens| config.keep_recent_tokens = Some(tokens)),
+            "model" => report
+                .check(&keys, fields::model(&dotted, value))
+                .map(|model| config.model = Some(model)),
+            _ => {
+                report.unknown_key(&keys, " in `compaction`", COMPACTION_KEYS);
+                None
+            }
+        };
+        valid &= ok.is_some();
+    }
+    valid.then_some(Compaction::Enabled(config))
+}
+
+fn durability(value: &Pod, report: &mut Report<'_>) -> Option<DurabilityConfig> {
+    let expected = "a mapping with max_attempts and timeout_ms";
+    let entries = report.check(
+        &["durability"],
+        fields::mapping("durability", value, expected),
+    )?;
+    let mut config = DurabilityConfig::default();
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["durability", key.as_str()];
+        let dotted = format!("durability.{key}");
+        let ok = match key.as_str() {
+            "max_attempts" => report
+                .check(&keys, fields::positive_u32(&dotted, value))
+                .map(|attempts| config.max_attempts = attempts),
+            "timeout_ms" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 1))
+                .map(|timeout| config.timeout_ms = timeout),
+            _ => {
+                report.unknown_key(&keys, " in `durability`", DURABILITY_KEYS);
+                None
+            }
+        };
+        valid &= ok.is_some();
+    }
+    valid.then_some(config)
+}

@@ -1,0 +1,216 @@
+//! MCP server declarations from an agent's `mcp` key: their types and shape validation.
+//!
+//! Only the shape is checked here; connecting to the servers is flue-connectors' job.
+
+use std::collections::BTreeMap;
+
+use gray_matter::Pod;
+
+use crate::fields::{self, Report};
+
+/// One MCP server an agent declares; its tools become `mcp__<server>__<tool>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpServerDecl {
+    /// A server reached over HTTP (`url: ...`).
+    Remote(RemoteMcpServer),
+    /// A local process spoken to over stdio (`command: ...`).
+    Stdio(StdioMcpServer),
+}
+
+/// An MCP server reached over HTTP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteMcpServer {
+    /// `http://` or `https://` endpoint.
+    pub url: String,
+    /// Wire transport (default streamable HTTP).
+    pub transport: McpTransport,
+    /// Extra HTTP headers sent with every request.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// An MCP server run as a local process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StdioMcpServer {
+    /// Program to run.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables set for it.
+    pub env: BTreeMap<String, String>,
+    /// Working directory, when not the default.
+    pub cwd: Option<String>,
+}
+
+/// How an HTTP MCP server is spoken to. May grow: match with a wildcard arm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum McpTransport {
+    /// `streamable-http`: the current MCP HTTP transport.
+    #[default]
+    StreamableHttp,
+    /// `sse`: the legacy HTTP + server-sent events transport.
+    Sse,
+}
+
+const REMOTE_KEYS: &[&str] = &["url", "transport", "headers"];
+const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
+const TRANSPORTS: &[(&str, McpTransport)] = &[
+    ("streamable-http", McpTransport::StreamableHttp),
+    ("sse", McpTransport::Sse),
+];
+
+/// The servers declared by the `mcp` value; bad entries are reported and left out.
+pub(crate) fn parse(pod: &Pod, report: &mut Report<'_>) -> BTreeMap<String, McpServerDecl> {
+    let expected = "a mapping of server names to settings, like `docs: { url: \"http://...\" }`";
+    let Some(entries) = report.check(&["mcp"], fields::mapping("mcp", pod, expected)) else {
+        return BTreeMap::new();
+    };
+    let mut servers = BTreeMap::new();
+    for (name, settings) in entries {
+        if let Some(server) = parse_server(name, settings, report) {
+            servers.insert(name.clone(), server);
+        }
+    }
+    servers
+}
+
+fn parse_server(name: &str, pod: &Pod, report: &mut Report<'_>) -> Option<McpServerDecl> {
+    let here = ["mcp", name];
+    if !is_server_name(name) {
+        report.error(
+            &here,
+            format!("invalid mcp server name `{name}`: use letters, digits, `-` and `_`"),
+        );
+    }
+    let expected = "a mapping with `url` (remote server) or `command` (local process)";
+    let entries = report.check(
+        &here,
+        fields::mapping(&format!("mcp.{name}"), pod, expected),
+    )?;
+    let has = |key: &str| entries.iter().any(|(entry, _)| *entry == key);
+    match (has("url"), has("command")) {
+        (true, true) => {
+            report.error(
+                &here,
+                format!("mcp server `{name}` sets both `url` and `command`: keep one"),
+            );
+            None
+        }
+        (false, false) => {
+            report.error(
+                &here,
+                format!(
+                    "mcp server `{name}` needs `url` (remote server) or `command` (local process)"
+                ),
+            );
+            None
+        }
+        (true, false) => parse_remote(name, &entries, report).map(McpServerDecl::Remote),
+        (false, true) => parse_stdio(name, &entries, report).map(McpServerDecl::Stdio),
+    }
+}
+
+fn parse_remote(
+    name: &str,
+    entries: &[(&String, &Pod)],
+    report: &mut Report<'_>,
+) -> Option<RemoteMcpServer> {
+    let mut server = RemoteMcpServer {
+        url: String::new(),
+        transport: McpTransport::default(),
+        headers: BTreeMap::new(),
+    };
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["mcp", name, key.as_str()];
+        let dotted = format!("mcp.{name}.{key}");
+        let ok = match key.as_str() {
+            "url" => report
+                .check(&keys, url(&dotted, value))
+                .map(|url| server.url = url),
+            "transport" => report
+                .check(
+                    &keys,
+                    fields::one_of(&dotted, value, "mcp transport", TRANSPORTS),
+                )
+                .map(|transport| server.transport = transport),
+            "headers" => report
+                .check(&keys, fields::string_map(&dotted, value))
+                .map(|headers| server.headers = headers),
+            _ => {
+                let place = format!(" in mcp server `{name}` (a `url` server)");
+                report.unknown_key(&keys, &place, REMOTE_KEYS);
+                None
+            }
+        };
+        valid &= ok.is_some();
+    }
+    valid.then_some(server)
+}
+
+fn parse_stdio(
+    name: &str,
+    entries: &[(&String, &Pod)],
+    report: &mut Report<'_>,
+) -> Option<StdioMcpServer> {
+    let mut server = StdioMcpServer {
+        command: String::new(),
+        args: Vec::new(),
+        env: BTreeMap::new(),
+        cwd: None,
+    };
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["mcp", name, key.as_str()];
+        let dotted = format!("mcp.{name}.{key}");
+        let ok = match key.as_str() {
+            "command" => report
+                .check(&keys, non_empty_string(&dotted, value))
+                .map(|command| server.command = command),
+            "args" => report
+                .check(&keys, fields::string_list(&dotted, value))
+                .map(|args| server.args = args),
+            "env" => report
+                .check(&keys, fields::string_map(&dotted, value))
+                .map(|env| server.env = env),
+            "cwd" => report
+                .check(&keys, non_empty_string(&dotted, value))
+                .map(|cwd| server.cwd = Some(cwd)),
+            _ => {
+                let place = format!(" in mcp server `{name}` (a `command` server)");
+                report.unknown_key(&keys, &place, STDIO_KEYS);
+                None
+            }
+        };
+        valid &= ok.is_some();
+    }
+    valid.then_some(server)
+}
+
+fn url(key: &str, pod: &Pod) -> Result<String, String> {
+    let url = fields::string(key, pod)?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    if rest.is_none_or(str::is_empty) {
+        return Err(format!(
+            "`{key}` must be an http:// or https:// url, got `{url}`"
+        ));
+    }
+    Ok(url)
+}
+
+fn non_empty_string(key: &str, pod: &Pod) -> Result<String, String> {
+    let text = fields::string(key, pod)?;
+    if text.trim().is_empty() {
+        return Err(format!("`{key}` must not be empty"));
+    }
+    Ok(text)
+}
+
+fn is_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}

@@ -1,0 +1,94 @@
+//! Turning a loaded workspace's agents into flue-core configuration.
+
+use flue_core::{AgentConfig, AgentProfile, FlueError};
+
+use crate::agent_file::AgentFile;
+use crate::workspace::Workspace;
+
+impl Workspace {
+    /// The flue-core configuration of the agent `name`.
+    ///
+    /// - model and thinking: the agent's, else the flue.toml defaults;
+    /// - instructions: the file's body (`None` when empty); the workspace context
+    ///   ([`Workspace::context`]) is not included;
+    /// - tools: the built-in tools named in `tools`;
+    /// - subagents: a profile per name, built recursively from their files (see below);
+    /// - compaction, durability, max_turns: the agent's;
+    /// - skills: left empty for now (their names stay on [`AgentFile::skills`]).
+    ///
+    /// A subagent profile carries its own name, description, instructions, tools, subagents,
+    /// and its own model, thinking and compaction when its file sets them (unset, they are
+    /// inherited from the parent at run time, so flue.toml defaults are not applied). It never
+    /// carries durability.
+    ///
+    /// Fails with [`FlueError::InvalidConfig`] when there is no such agent, or with the error of
+    /// a built-in tool that cannot be created.
+    pub fn agent_config(&self, name: &str) -> Result<AgentConfig, FlueError> {
+        let agent = self.agent_file(name)?;
+        let defaults = &self.config.defaults;
+        let mut config = AgentConfig::new()
+            .with_name(&agent.name)
+            .with_tools(flue_core::builtin_tools(&agent.tools)?);
+        config.description.clone_from(&agent.description);
+        config.model = agent.model.clone().or_else(|| defaults.model.clone());
+        config.instructions = instructions(agent);
+        config.thinking = agent.thinking.or(defaults.thinking);
+        config.compaction.clone_from(&agent.compaction);
+        config.durability.clone_from(&agent.durability);
+        config.max_turns = agent.max_turns;
+        let mut chain = vec![agent.name.clone()];
+        for subagent in &agent.subagents {
+            config = config.with_subagent(self.subagent_profile(subagent, &mut chain)?);
+        }
+        Ok(config)
+    }
+
+    /// The profile of the subagent `name`, reached through the agents in `chain`.
+    fn subagent_profile(
+        &self,
+        name: &str,
+        chain: &mut Vec<String>,
+    ) -> Result<AgentProfile, FlueError> {
+        if chain.iter().any(|entry| entry == name) {
+            // Loading rejects cycles; this guards workspaces whose fields were edited since.
+            return Err(FlueError::config(format!(
+                "circular subagents: {} -> {name}",
+                chain.join(" -> ")
+            )));
+        }
+        let agent = self.agent_file(name)?;
+        let mut profile = AgentProfile::new(&agent.name);
+        profile.tools = flue_core::builtin_tools(&agent.tools)?;
+        chain.push(agent.name.clone());
+        for subagent in &agent.subagents {
+            profile
+                .subagents
+                .push(self.subagent_profile(subagent, chain)?);
+        }
+        chain.pop();
+        profile.description.clone_from(&agent.description);
+        profile.model.clone_from(&agent.model);
+        profile.instructions = instructions(agent);
+        profile.thinking = agent.thinking;
+        profile.compaction.clone_from(&agent.compaction);
+        Ok(profile)
+    }
+
+    fn agent_file(&self, name: &str) -> Result<&AgentFile, FlueError> {
+        self.agents.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+            FlueError::config(format!(
+                "unknown agent `{name}`: there is no agents/{name}.md (known agents: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    }
+}
+
+fn instructions(agent: &AgentFile) -> Option<String> {
+    (!agent.instructions.is_empty()).then(|| agent.instructions.clone())
+}

@@ -1,0 +1,407 @@
+//! Agent frontmatter settings: each key's values, types and line numbers.
+
+use flue_build::AgentFile;
+use flue_core::{Compaction, CompactionConfig, DurabilityConfig, ThinkingLevel};
+
+use crate::support::{MODEL, agent, at, check_agent, check_diagnostics};
+
+/// An agent file `agents/a.md` with a model and the given extra frontmatter lines.
+fn agent_with(extra: &str) -> String {
+    format!("---\nmodel: {MODEL}\n{extra}---\nBody\n")
+}
+
+fn check_field(extra: &str, expected: &AgentFile) {
+    check_agent(&[("agents/a.md", &agent_with(extra))], "a", expected);
+}
+
+fn check_field_errors(extra: &str, expected: &[(usize, &str)]) {
+    let expected: Vec<_> = expected
+        .iter()
+        .map(|(line, message)| at("agents/a.md", *line, message))
+        .collect();
+    check_diagnostics(&[("agents/a.md", &agent_with(extra))], &expected);
+}
+
+fn base() -> AgentFile {
+    AgentFile {
+        model: Some(MODEL.to_owned()),
+        instructions: "Body".to_owned(),
+        ..agent("a")
+    }
+}
+
+#[test]
+fn an_unknown_key_suggests_the_closest_known_one() {
+    check_diagnostics(
+        &[(
+            "agents/a.md",
+            "---\nmodle: anthropic/claude-sonnet-4-6\n---\nBody",
+        )],
+        &[
+            flue_build::Diagnostic::file(
+                "agents/a.md",
+                "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml",
+            ),
+            at(
+                "agents/a.md",
+                2,
+                "unknown key `modle` (did you mean `model`?)",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
+    check_field_errors(
+        "colour: blue\n",
+        &[(
+            3,
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns)",
+        )],
+    );
+}
+
+#[test]
+fn every_thinking_level_is_accepted() {
+    for level in ThinkingLevel::ALL {
+        check_field(
+            &format!("thinking: {level}\n"),
+            &AgentFile {
+                thinking: Some(level),
+                ..base()
+            },
+        );
+    }
+}
+
+#[test]
+fn bad_thinking_model_and_sandbox_values_are_reported_at_their_lines() {
+    check_diagnostics(
+        &[(
+            "agents/a.md",
+            "---\ndescription: Test\nmodel: claude\nthinking: maximum\nsandbox: docker\n---\nBody",
+        )],
+        &[
+            at(
+                "agents/a.md",
+                3,
+                "invalid model `claude`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`",
+            ),
+            at(
+                "agents/a.md",
+                4,
+                "invalid thinking level `maximum`: expected one of off, minimal, low, medium, high, xhigh",
+            ),
+            at(
+                "agents/a.md",
+                5,
+                "invalid sandbox `docker`: expected one of virtual, local, isolated, daytona",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn model_parts_must_both_be_non_empty() {
+    for model in ["/gpt-5", "openai/"] {
+        check_diagnostics(
+            &[("agents/a.md", &format!("---\nmodel: {model}\n---\nBody"))],
+            &[at(
+                "agents/a.md",
+                2,
+                &format!(
+                    "invalid model `{model}`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`"
+                ),
+            )],
+        );
+    }
+}
+
+#[test]
+fn a_model_splits_at_the_first_slash() {
+    check_agent(
+        &[(
+            "agents/a.md",
+            "---\nmodel: openrouter/meta/llama-4\n---\nBody",
+        )],
+        "a",
+        &AgentFile {
+            model: Some("openrouter/meta/llama-4".to_owned()),
+            instructions: "Body".to_owned(),
+            ..agent("a")
+        },
+    );
+}
+
+#[test]
+fn a_misspelt_value_gets_a_suggestion() {
+    check_field_errors(
+        "sandbox: locall\n",
+        &[(
+            3,
+            "invalid sandbox `locall`: expected one of virtual, local, isolated, daytona (did you mean `local`?)",
+        )],
+    );
+}
+
+#[test]
+fn every_sandbox_kind_is_accepted() {
+    use flue_build::SandboxKind;
+    for (word, kind) in [
+        ("virtual", SandboxKind::Virtual),
+        ("local", SandboxKind::Local),
+        ("isolated", SandboxKind::Isolated),
+        ("daytona", SandboxKind::Daytona),
+    ] {
+        check_field(
+            &format!("sandbox: {word}\n"),
+            &AgentFile {
+                sandbox: Some(kind),
+                ..base()
+            },
+        );
+    }
+}
+
+#[test]
+fn wrong_value_types_are_reported() {
+    check_field_errors(
+        "description: [a, b]\nskills: code-review\nsubagents: [1]\ntools: {bash: true}\nmax_turns: ten\n",
+        &[
+            (3, "`description` must be a string, got a list"),
+            (
+                4,
+                "`skills` must be a list of names like `skills: [a, b]`, got \"code-review\"",
+            ),
+            (5, "`subagents` must be a list of names, got 1 in it"),
+            (
+                6,
+                "`tools` must be a list of names like `tools: [a, b]`, got a mapping",
+            ),
+            (
+                7,
+                "`max_turns` must be a whole number of at least 1, got \"ten\"",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn an_empty_value_is_a_type_error() {
+    check_field_errors(
+        "description:\n",
+        &[(3, "`description` must be a string, got nothing")],
+    );
+}
+
+#[test]
+fn a_name_listed_twice_is_reported() {
+    check_field_errors(
+        "subagents: [b, b]\n",
+        &[(3, "`subagents` lists `b` twice: remove one")],
+    );
+}
+
+#[test]
+fn max_turns_must_be_positive_and_fit() {
+    check_field_errors(
+        "max_turns: 0\n",
+        &[(3, "`max_turns` must be a whole number of at least 1, got 0")],
+    );
+    check_field_errors(
+        "max_turns: -4\n",
+        &[(
+            3,
+            "`max_turns` must be a whole number of at least 1, got -4",
+        )],
+    );
+    check_field_errors(
+        "max_turns: 2.5\n",
+        &[(
+            3,
+            "`max_turns` must be a whole number of at least 1, got 2.5",
+        )],
+    );
+    check_field_errors(
+        "max_turns: 99999999999\n",
+        &[(3, "`max_turns` is too large: at most 4294967295")],
+    );
+    check_field(
+        "max_turns: 7\n",
+        &AgentFile {
+            max_turns: Some(7),
+            ..base()
+        },
+    );
+}
+
+#[test]
+fn compaction_is_false_true_or_a_mapping() {
+    check_field(
+        "compaction: false\n",
+        &AgentFile {
+            compaction: Some(Compaction::Disabled),
+            ..base()
+        },
+    );
+    check_field(
+        "compaction: true\n",
+        &AgentFile {
+            compaction: Some(Compaction::default()),
+            ..base()
+        },
+    );
+    check_field(
+        "compaction:\n  reserve_tokens: 1000\n  keep_recent_tokens: 0\n  model: openai/gpt-5-mini\n",
+        &AgentFile {
+            compaction: Some(Compaction::Enabled(CompactionConfig {
+                reserve_tokens: Some(1000),
+                keep_recent_tokens: Some(0),
+                model: Some("openai/gpt-5-mini".to_owned()),
+            })),
+            ..base()
+        },
+    );
+}
+
+#[test]
+fn bad_compaction_settings_point_at_their_nested_lines() {
+    check_field_errors(
+        "compaction:\n  reserve_tokens: -1\n  keep_recent: 5\n  model: mini\n",
+        &[
+            (
+                4,
+                "`compaction.reserve_tokens` must be a whole number of at least 0, got -1",
+            ),
+            (
+                5,
+                "unknown key `keep_recent` in `compaction` (known keys: reserve_tokens, keep_recent_tokens, model)",
+            ),
+            (
+                6,
+                "invalid model `mini`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`",
+            ),
+        ],
+    );
+    check_field_errors(
+        "compaction: 5\n",
+        &[(
+            3,
+            "`compaction` must be `false` or a mapping with reserve_tokens, keep_recent_tokens and model, got 5",
+        )],
+    );
+}
+
+#[test]
+fn durability_fills_unset_limits_with_defaults() {
+    check_field(
+        "durability: { timeout_ms: 60000 }\n",
+        &AgentFile {
+            durability: Some(DurabilityConfig {
+                max_attempts: 10,
+                timeout_ms: 60_000,
+            }),
+            ..base()
+        },
+    );
+}
+
+#[test]
+fn bad_durability_settings_are_reported() {
+    check_field_errors(
+        "durability: { max_attempts: 0, timeout: 5 }\n",
+        &[
+            (
+                3,
+                "`durability.max_attempts` must be a whole number of at least 1, got 0",
+            ),
+            (
+                3,
+                "unknown key `timeout` in `durability` (did you mean `timeout_ms`?)",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn an_unknown_built_in_tool_lists_the_known_ones() {
+    let known = if flue_core::BUILTIN_TOOL_NAMES.is_empty() {
+        "there are no built-in tools yet".to_owned()
+    } else {
+        format!("known tools: {}", flue_core::BUILTIN_TOOL_NAMES.join(", "))
+    };
+    check_field_errors(
+        "tools: [teleport]\n",
+        &[(3, &format!("unknown built-in tool `teleport`; {known}"))],
+    );
+    check_field_errors(
+        "tools: [teleport, levitate]\n",
+        &[(
+            3,
+            &format!("unknown built-in tools `teleport`, `levitate`; {known}"),
+        )],
+    );
+}
+
+#[test]
+fn every_built_in_tool_is_accepted() {
+    let names: Vec<String> = flue_core::BUILTIN_TOOL_NAMES
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
+    check_field(
+        &format!("tools: [{}]\n", names.join(", ")),
+        &AgentFile {
+            tools: names.clone(),
+            ..base()
+        },
+    );
+}
+
+#[test]
+fn invalid_agent_names_are_reported_and_the_file_still_checked() {
+    check_diagnostics(
+        &[(
+            "agents/Code Reviewer.md",
+            "---\nmodel: x/y\nthinkng: low\n---\nBody",
+        )],
+        &[
+            flue_build::Diagnostic::file(
+                "agents/Code Reviewer.md",
+                "invalid agent name `Code Reviewer`: rename the file to 1 to 64 characters of a-z, 0-9, `-` and `_`",
+            ),
+            at(
+                "agents/Code Reviewer.md",
+                3,
+                "unknown key `thinkng` (did you mean `thinking`?)",
+            ),
+        ],
+    );
+    let long = format!("agents/{}.md", "a".repeat(65));
+    check_diagnostics(
+        &[(&long, "---\nmodel: x/y\n---\nBody")],
+        &[flue_build::Diagnostic::file(
+            &long,
+            format!(
+                "invalid agent name `{}`: rename the file to 1 to 64 characters of a-z, 0-9, `-` and `_`",
+                "a".repeat(65)
+            ),
+        )],
+    );
+}
+
+#[test]
+fn a_key_inside_a_block_scalar_does_not_move_line_numbers() {
+    check_diagnostics(
+        &[(
+            "agents/a.md",
+            "---\ndescription: |\n  model: in text\n  more\nmodel: nope\n---\nBody",
+        )],
+        &[at(
+            "agents/a.md",
+            5,
+            "invalid model `nope`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`",
+        )],
+    );
+}

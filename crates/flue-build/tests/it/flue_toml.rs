@@ -1,0 +1,121 @@
+//! flue.toml: defaults, unknown keys and syntax errors with lines.
+
+use flue_build::{Defaults, WorkspaceConfig};
+use flue_core::ThinkingLevel;
+use pretty_assertions::assert_eq;
+
+use crate::support::{at, check_diagnostics, load};
+
+#[test]
+fn defaults_are_read() {
+    let workspace = load(&[(
+        "flue.toml",
+        "# workspace settings\n[defaults]\nmodel = \"openai/gpt-5\"\nthinking = \"xhigh\"\n",
+    )]);
+    let expected = WorkspaceConfig {
+        defaults: Defaults {
+            model: Some("openai/gpt-5".to_owned()),
+            thinking: Some(ThinkingLevel::Xhigh),
+        },
+    };
+    assert_eq!(workspace.config, expected);
+}
+
+#[test]
+fn an_empty_flue_toml_is_all_defaults() {
+    assert_eq!(
+        load(&[("flue.toml", "")]).config,
+        WorkspaceConfig::default()
+    );
+}
+
+#[test]
+fn an_unknown_key_is_reported_with_its_line_and_a_suggestion() {
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[defaults]\nthinking = \"low\"\nmodle = \"openai/gpt-5\"\n",
+        )],
+        &[at(
+            "flue.toml",
+            3,
+            "unknown key `modle` (did you mean `model`?)",
+        )],
+    );
+}
+
+#[test]
+fn an_unknown_section_is_reported() {
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[defaults]\nmodel = \"openai/gpt-5\"\n\n[telemetry]\nenabled = true\n",
+        )],
+        &[at(
+            "flue.toml",
+            4,
+            "unknown key `telemetry` (known keys here: defaults)",
+        )],
+    );
+}
+
+#[test]
+fn a_default_outside_its_section_says_where_it_belongs() {
+    check_diagnostics(
+        &[("flue.toml", "model = \"openai/gpt-5\"\n")],
+        &[at(
+            "flue.toml",
+            1,
+            "unknown key `model` at the top level: put it under [defaults]",
+        )],
+    );
+}
+
+#[test]
+fn a_syntax_error_is_reported_with_its_line() {
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[defaults]\nthinking = \"low\"\nmodel = openai/gpt-5\n",
+        )],
+        &[at(
+            "flue.toml",
+            3,
+            "invalid flue.toml: string values must be quoted, expected literal string",
+        )],
+    );
+}
+
+#[test]
+fn a_wrong_type_is_reported_with_its_line() {
+    check_diagnostics(
+        &[("flue.toml", "[defaults]\nthinking = 3\n")],
+        &[at(
+            "flue.toml",
+            2,
+            "invalid flue.toml: invalid type: integer `3`, expected a string",
+        )],
+    );
+}
+
+#[test]
+fn bad_default_values_are_all_reported() {
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[defaults]\nmodel = \"gpt-5\"\nthinking = \"max\"\n",
+        )],
+        &[
+            at(
+                "flue.toml",
+                2,
+                "invalid model `gpt-5`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`",
+            ),
+            at(
+                "flue.toml",
+                3,
+                "invalid thinking level `max`: expected one of off, minimal, low, medium, high, xhigh",
+            ),
+        ],
+    );
+}

@@ -1,0 +1,74 @@
+//! Renders an operation's events as human-readable activity on stderr.
+
+use std::io::Write;
+
+use flue_core::{Event, EventStream};
+
+/// Longest tool output echoed to the terminal.
+const MAX_TOOL_OUTPUT_CHARS: usize = 400;
+
+/// Writes activity to stderr until the stream ends.
+pub(crate) async fn to_stderr(mut events: EventStream) {
+    let mut renderer = Renderer {
+        at_line_start: true,
+    };
+    while let Some(event) = events.recv().await {
+        let mut stderr = std::io::stderr().lock();
+        // A closed stderr leaves nothing to report to; the operation goes on regardless.
+        let _ = renderer.render(&mut stderr, &event);
+        let _ = stderr.flush();
+    }
+}
+
+struct Renderer {
+    at_line_start: bool,
+}
+
+impl Renderer {
+    fn render(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
+        match event {
+            Event::TextDelta { text } => {
+                out.write_all(text.as_bytes())?;
+                self.at_line_start = text.ends_with('\n');
+            }
+            Event::ThinkingDelta { text } => {
+                self.line_start(out)?;
+                writeln!(out, "(thinking) {}", text.trim_end())?;
+            }
+            Event::ToolStart { name, input, .. } => {
+                self.line_start(out)?;
+                writeln!(out, "-> {name} {input}")?;
+            }
+            Event::ToolEnd {
+                name,
+                is_error,
+                output,
+                ..
+            } => {
+                self.line_start(out)?;
+                let status = if *is_error { "failed" } else { "done" };
+                writeln!(out, "<- {name} {status}: {}", preview(output))?;
+            }
+            Event::OperationEnd { .. } => self.line_start(out)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn line_start(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if !self.at_line_start {
+            writeln!(out)?;
+            self.at_line_start = true;
+        }
+        Ok(())
+    }
+}
+
+fn preview(output: &str) -> String {
+    let flat = output.trim().replace('\n', " | ");
+    if flat.chars().count() <= MAX_TOOL_OUTPUT_CHARS {
+        return flat;
+    }
+    let cut: String = flat.chars().take(MAX_TOOL_OUTPUT_CHARS).collect();
+    format!("{cut}...")
+}

@@ -1,0 +1,87 @@
+//! End-to-end tests of the `flue` binary against real workspaces and a real SQLite file.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly by design"
+)]
+#![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
+
+mod run;
+mod session_show;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+/// A scratch workspace built from `(path, content)` pairs.
+pub struct Workspace {
+    pub dir: TempDir,
+}
+
+impl Workspace {
+    pub fn new(files: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, content).unwrap();
+        }
+        Self { dir }
+    }
+
+    /// A copy of examples/hello-world.
+    pub fn hello_world() -> Self {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello-world");
+        let workspace = Self::new(&[]);
+        copy_dir(&example, workspace.root());
+        let _ = std::fs::remove_dir_all(workspace.root().join(".flue"));
+        workspace
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.root().join(".flue/flue.db")
+    }
+
+    /// `flue <args>` with `--root` pointing here where the command takes it.
+    pub fn flue(&self, args: &[&str]) -> Output {
+        let mut command = Command::cargo_bin("flue").unwrap();
+        command
+            .args(args)
+            .arg("--root")
+            .arg(self.root())
+            .env_remove("FLUE_LOG");
+        command.output().unwrap()
+    }
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+pub fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("stdout is not one JSON object ({err}): {}", stdout(output)))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
+}
