@@ -65,6 +65,22 @@ pub enum SandboxKind {
     Daytona,
 }
 
+impl SandboxKind {
+    /// The frontmatter spelling (`virtual`, `local`, ...).
+    pub fn as_str(self) -> &'static str {
+        SANDBOXES
+            .iter()
+            .find(|(_, kind)| *kind == self)
+            .map_or("virtual", |(name, _)| name)
+    }
+}
+
+impl std::fmt::Display for SandboxKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An agent file as parsed, with what the workspace checks need beyond the public fields.
 pub(crate) struct ParsedAgent {
     /// The agent.

@@ -219,8 +219,9 @@ impl Loader {
         }
     }
 
-    /// No agent reaches itself through `subagents`. Each cycle is reported once, at the
-    /// `subagents` line of its alphabetically first agent.
+    /// No agent reaches itself through `subagents`. Every group of agents that reach each other
+    /// gets at least one cycle reported; each cycle found is reported once, at the `subagents`
+    /// line of its alphabetically first agent.
     fn check_cycles(&mut self) {
         let mut cycles = BTreeSet::new();
         let mut done = BTreeSet::new();
@@ -228,12 +229,14 @@ impl Loader {
             let mut stack = Vec::new();
             self.find_cycles(name, &mut stack, &mut done, &mut cycles);
         }
-        for cycle in cycles {
-            let Some(parsed) = cycle.first().and_then(|first| self.agents.get(first)) else {
+        for mut names in cycles {
+            let Some(first) = names.first().cloned() else {
                 continue;
             };
-            let mut names = cycle.clone();
-            names.push(cycle[0].clone());
+            let Some(parsed) = self.agents.get(&first) else {
+                continue;
+            };
+            names.push(first);
             self.diagnostics.push(Diagnostic::at(
                 &parsed.file.path,
                 parsed.lines.top("subagents"),

@@ -25,7 +25,7 @@ pub(crate) enum Command {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Agent name (a file under <root>/agents/) or path to an agent file.
+    /// Agent name (a file under ROOT/agents/) or path to an agent file.
     pub(crate) agent: String,
     /// The message to send.
     #[arg(short = 'm', long = "message")]
@@ -42,10 +42,10 @@ pub(crate) struct RunArgs {
     /// Print one JSON object to stdout instead of the reply.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Model override, "<provider>/<model>".
+    /// Model override, PROVIDER/MODEL.
     #[arg(long)]
     pub(crate) model: Option<String>,
-    /// Environment file to load instead of <root>/.env.
+    /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_build::{Diagnostics, Workspace};
+use flue_build::{Diagnostics, SandboxKind, Workspace};
 use flue_core::{
     DEFAULT_SESSION, ErrorInfo, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
     ProviderRegistry, ScriptedProvider, Session, SessionStore, Usage, new_ulid,
@@ -38,6 +38,12 @@ pub(crate) enum SetupError {
     /// Workspace validation failed.
     #[error("{0}")]
     Diagnostics(Diagnostics),
+    /// The agent asks for a sandbox this build cannot provide yet.
+    #[error(
+        "agent {agent:?} asks for `sandbox: {kind}`, which this version of flue does not provide \
+         yet; use `sandbox: local` (or omit it) to run in the workspace directory"
+    )]
+    SandboxUnavailable { agent: String, kind: SandboxKind },
     /// A runtime error.
     #[error(transparent)]
     Core(#[from] FlueError),
@@ -51,6 +57,7 @@ impl SetupError {
             Self::ConversationExists { .. } => "conversation_exists",
             Self::EnvFile(_) => "invalid_env_file",
             Self::Diagnostics(_) => "invalid_config",
+            Self::SandboxUnavailable { .. } => "sandbox_unavailable",
             Self::Core(err) => err.kind(),
         }
     }
@@ -187,7 +194,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             .to_owned(),
         None => args.agent.clone(),
     };
-    if !workspace.agents.contains_key(&agent_name) {
+    let Some(agent_file) = workspace.agents.get(&agent_name) else {
         return Err(SetupError::UnknownAgent {
             known: workspace
                 .agents
@@ -198,6 +205,17 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             name: agent_name,
             root: root.display().to_string(),
         });
+    };
+    // Until the virtual, isolated and Daytona sandboxes land, agents run in the workspace
+    // directory through the local sandbox; asking for another kind is an error, not a surprise.
+    match agent_file.sandbox {
+        None | Some(SandboxKind::Local) => {}
+        Some(kind) => {
+            return Err(SetupError::SandboxUnavailable {
+                agent: agent_name,
+                kind,
+            });
+        }
     }
     let mut config = workspace.agent_config(&agent_name)?;
     if let Some(model) = &args.model {

@@ -556,3 +556,6 @@ fn problems_to_result(problems: &[String]) -> Result<()> {
     }
     Err(FlueError::config(problems.join("; ")))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,9 @@
 //! flue-core integration tests: one binary, one module per area.
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly by design")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly by design"
+)]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod sandbox_local;

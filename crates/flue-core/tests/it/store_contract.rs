@@ -583,7 +583,10 @@ async fn sqlite_corrupt_record_is_reported_with_its_index() {
     )
     .unwrap();
     let err = store.load(&key("chat"), 2).await.unwrap_err();
-    assert!(err.to_string().contains("newer than this flue supports"), "{err}");
+    assert!(
+        err.to_string().contains("newer than this flue supports"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
