@@ -125,7 +125,8 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             envelope.outcome = "completed";
             envelope.usage = Some(response.usage);
             if !args.json {
-                println!("{}", response.text);
+                // Exactly one trailing newline, whatever the model ended its text with.
+                println!("{}", response.text.trim_end_matches(['\n', '\r']));
             }
             envelope.message = Some(response.text);
             finish(&args, &envelope, Exit::Success, "")

@@ -16,7 +16,7 @@ fn runs_the_example_with_a_tool_round_trip() {
     let ws = Workspace::hello_world();
     let output = ws.flue(&["run", "hello", "-m", ASK]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output), format!("{REPLY}\n"));
+    assert_eq!(stdout(&output), REPLY);
     let err = stderr(&output);
     assert!(err.contains("conversation id: "), "{err}");
     assert!(
@@ -90,7 +90,7 @@ fn an_agent_can_be_given_as_a_file() {
     let file = ws.root().join("agents/hello.md");
     let output = ws.flue(&["run", file.to_str().unwrap(), "-m", ASK]);
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output), format!("{REPLY}\n"));
+    assert_eq!(stdout(&output), REPLY);
 }
 
 #[test]
@@ -242,7 +242,7 @@ fn the_root_is_found_from_a_subdirectory() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output), format!("{REPLY}\n"));
+    assert_eq!(stdout(&output), REPLY);
 }
 
 #[test]
