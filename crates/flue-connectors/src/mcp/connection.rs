@@ -93,7 +93,7 @@ pub async fn connect_mcp_server(
                                 .collect(),
                         );
                     let transport = StreamableHttpClientTransport::from_config(config);
-                    handshake(info, transport, timeout, &context).await?
+                    handshake(info, transport, timeout, &http.url, &context).await?
                 }
                 McpTransport::Sse => {
                     let transport = SseTransport::connect(&http.url, headers, timeout)
@@ -106,7 +106,7 @@ pub async fn connect_mcp_server(
                             };
                             context.error(reason, format!("cannot connect to {}: {err}", http.url))
                         })?;
-                    handshake(info, transport, timeout, &context).await?
+                    handshake(info, transport, timeout, &http.url, &context).await?
                 }
             }
         }
@@ -125,7 +125,8 @@ pub async fn connect_mcp_server(
                 error
             })?;
             context.stderr = Some(stderr);
-            handshake(info, transport, timeout, &context).await?
+            let target = format!("`{}`", command.command);
+            handshake(info, transport, timeout, &target, &context).await?
         }
     };
     let client = Arc::new(Client {
@@ -235,7 +236,7 @@ impl ErrorContext {
             ),
             ServiceError::TransportSend(err) => (
                 McpErrorReason::Closed,
-                format!("cannot send {what}: {}", error_chain(err)),
+                format!("cannot send {what}: {}", error_chain(err.error.as_ref())),
             ),
             ServiceError::McpError(data) => (
                 McpErrorReason::ServerError,
@@ -295,11 +296,12 @@ impl Client {
     }
 }
 
-/// Runs the MCP handshake over `transport`, within `timeout`.
+/// Runs the MCP handshake over `transport` to `target` (a url or a command), within `timeout`.
 async fn handshake<T, E, A>(
     info: ClientConfig,
     transport: T,
     timeout: Duration,
+    target: &str,
     context: &ErrorContext,
 ) -> Result<RunningService<RoleClient, ClientConfig>>
 where
@@ -327,7 +329,10 @@ where
         ),
         ClientInitializeError::TransportError { error, .. } => (
             McpErrorReason::StartFailed,
-            format!("cannot reach the server: {}", error_chain(error)),
+            format!(
+                "cannot reach {target}: {}",
+                error_chain(error.error.as_ref())
+            ),
         ),
         ClientInitializeError::JsonRpcError(data) => (
             McpErrorReason::StartFailed,
@@ -540,7 +545,7 @@ impl Tool for McpTool {
                 _ => {
                     let err = self.client.context.error(
                         McpErrorReason::MalformedResponse,
-                        format!("the answer to {what} is not a tool result"),
+                        format!("the answer to {what} is not a valid tool result"),
                     );
                     return Err(err.into());
                 }
