@@ -29,7 +29,7 @@ fn python() -> String {
 
 /// A script that calls `tool` with `input` when the user says `trigger`, then reports the
 /// tool's result.
-fn script(trigger: &str, tool: &str, input: serde_json::Value) -> String {
+fn script(trigger: &str, tool: &str, input: &serde_json::Value) -> String {
     json!({
         "rules": [
             {"when": {"user_contains": trigger}, "reply": {"tool_calls": [{"name": tool, "input": input}]}},
@@ -52,7 +52,11 @@ fn an_agent_calls_a_tool_of_server_everything_over_stdio() {
         ("agents/helper.md", &agent(&mcp)),
         (
             "script.json",
-            &script("echo", "mcp__everything__echo", json!({"message": "{{user}}"})),
+            &script(
+                "echo",
+                "mcp__everything__echo",
+                &json!({"message": "{{user}}"}),
+            ),
         ),
     ]);
     let output = ws.flue(&["run", "helper", "-m", "echo this", "--id", "c1"]);
@@ -89,7 +93,11 @@ fn flue_toml_servers_get_variables_from_the_env_file() {
         ),
         (
             "script.json",
-            &script("greet", "mcp__py__env_value", json!({"name": "FIXTURE_GREETING"})),
+            &script(
+                "greet",
+                "mcp__py__env_value",
+                &json!({"name": "FIXTURE_GREETING"}),
+            ),
         ),
     ]);
     let output = ws.flue(&["run", "helper", "-m", "greet me"]);
@@ -110,7 +118,7 @@ fn a_server_that_fails_to_start_is_an_error_naming_it_without_secrets() {
     let ws = Workspace::new(&[
         ("agents/helper.md", &agent(&mcp)),
         (".env", "SECRET=topsecret-123\n"),
-        ("script.json", &script("x", "mcp__broken__x", json!({}))),
+        ("script.json", &script("x", "mcp__broken__x", &json!({}))),
     ]);
     let output = ws.flue(&["run", "helper", "-m", "hi", "--json", "--id", "c"]);
     assert_eq!(output.status.code(), Some(1));
@@ -134,7 +142,7 @@ fn a_missing_variable_is_a_configuration_error() {
     let mcp = "  docs:\n    url: http://127.0.0.1:9/mcp\n    headers: { Authorization: \"Bearer ${FLUE_TEST_UNSET_TOKEN_VAR}\" }\n";
     let ws = Workspace::new(&[
         ("agents/helper.md", &agent(mcp)),
-        ("script.json", &script("x", "x", json!({}))),
+        ("script.json", &script("x", "x", &json!({}))),
     ]);
     let output = ws.flue(&["run", "helper", "-m", "hi", "--json"]);
     assert_eq!(output.status.code(), Some(1));

@@ -19,7 +19,7 @@ pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
 }
 
-fn require(path: PathBuf, what: &str) -> String {
+fn require(path: &Path, what: &str) -> String {
     assert!(
         path.exists(),
         "{what} is missing at {}: run `bash .ci/run`, or install the test peers by hand \
@@ -33,27 +33,27 @@ fn require(path: PathBuf, what: &str) -> String {
 /// The entry point of `@modelcontextprotocol/server-everything`.
 pub fn everything_js() -> String {
     require(
-        peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        &peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
         "@modelcontextprotocol/server-everything",
     )
 }
 
 /// The Node preload that binds test servers to loopback on a free port.
 pub fn loopback_cjs() -> String {
-    require(peers().join("loopback.cjs"), "tests/peers/loopback.cjs")
+    require(&peers().join("loopback.cjs"), "tests/peers/loopback.cjs")
 }
 
 /// The Python of the test virtualenv, which has the `mcp` package.
 pub fn python() -> String {
     require(
-        peers().join(".venv/bin/python"),
+        &peers().join(".venv/bin/python"),
         "the tests/peers virtualenv",
     )
 }
 
 /// A test peer script under tests/peers/.
 pub fn script(name: &str) -> String {
-    require(peers().join(name), name)
+    require(&peers().join(name), name)
 }
 
 /// How to reach a server-everything instance.
