@@ -4,7 +4,8 @@ Usage: raw_server.py <scenario>
 
 Scenarios that break the tool listing: `duplicate` (two tools that adapt to the same name),
 `cursor-loop` (pagination repeats a cursor), `die` (prints FIXTURE_SECRET to stderr and exits
-before the handshake). `pages` lists three pages of tools correctly. `calls` (the default)
+before the handshake), `bad-init` (answers `initialize` with nonsense), `bad-list` (answers
+`tools/list` with nonsense). `pages` lists three pages of tools correctly. `calls` (the default)
 lists tools that misbehave when called:
 
 - ok: answers "fine"
@@ -57,6 +58,8 @@ def answer(request_id, result):
 
 def list_tools(request_id, params):
     cursor = (params or {}).get("cursor")
+    if SCENARIO == "bad-list":
+        return answer(request_id, {"tools": "none"})
     if SCENARIO == "duplicate":
         return answer(request_id, {"tools": [tool("a.b"), tool("a_b")]})
     if SCENARIO == "cursor-loop":
@@ -104,7 +107,9 @@ def main():
         message = json.loads(line)
         method = message.get("method")
         request_id = message.get("id")
-        if method == "initialize":
+        if method == "initialize" and SCENARIO == "bad-init":
+            answer(request_id, {"hello": "world"})
+        elif method == "initialize":
             answer(request_id, {
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},

@@ -200,3 +200,29 @@ fn a_server_that_dies_mid_call_leaves_the_conversation_usable() {
         ]
     );
 }
+
+#[test]
+fn a_subagents_servers_are_connected_too() {
+    let mcp = format!(
+        "  broken:\n    command: {}\n    args: [\"{}\", die]\n",
+        python(),
+        peer("raw_server.py")
+    );
+    let ws = Workspace::new(&[
+        (
+            "agents/helper.md",
+            "---\nmodel: scripted/script.json\nsubagents: [worker]\n---\nYou delegate.\n",
+        ),
+        ("agents/worker.md", &agent(&mcp)),
+        ("script.json", &script("x", "x", &json!({}))),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "hi", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        json(&output)["error"],
+        json!({
+            "kind": "mcp_start_failed",
+            "message": "mcp server \"broken\": the server closed the connection during the MCP handshake; its stderr ends with:\nfixture: cannot start, token  rejected"
+        })
+    );
+}

@@ -74,65 +74,11 @@ pub async fn connect_mcp_server(
         secrets: options.secret_values(),
         stderr: None,
     };
-    let info = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("flue", env!("CARGO_PKG_VERSION")),
-    )
-    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-    let timeout = options.timeout;
-    let service = match &options.endpoint {
-        McpEndpoint::Http(http) => {
-            let headers = header_map(&http.headers, &context)?;
-            match http.transport {
-                McpTransport::StreamableHttp => {
-                    let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
-                        .custom_headers(
-                            headers
-                                .iter()
-                                .map(|(name, value)| (name.clone(), value.clone()))
-                                .collect(),
-                        );
-                    let transport = StreamableHttpClientTransport::from_config(config);
-                    handshake(info, transport, timeout, &http.url, &context).await?
-                }
-                McpTransport::Sse => {
-                    let transport = SseTransport::connect(&http.url, headers, timeout)
-                        .await
-                        .map_err(|err| {
-                            let reason = if err.malformed {
-                                McpErrorReason::MalformedResponse
-                            } else {
-                                McpErrorReason::StartFailed
-                            };
-                            context.error(reason, format!("cannot connect to {}: {err}", http.url))
-                        })?;
-                    handshake(info, transport, timeout, &http.url, &context).await?
-                }
-            }
-        }
-        McpEndpoint::Stdio(command) => {
-            let (transport, stderr) = stdio::spawn(command).map_err(|err| {
-                let mut error = context.error(
-                    McpErrorReason::StartFailed,
-                    format!(
-                        "cannot start `{}`: {err}; check the command and that it is installed",
-                        command.command
-                    ),
-                );
-                if let FlueError::Mcp { source, .. } = &mut error {
-                    *source = Some(Box::new(err));
-                }
-                error
-            })?;
-            context.stderr = Some(stderr);
-            let target = format!("`{}`", command.command);
-            handshake(info, transport, timeout, &target, &context).await?
-        }
-    };
+    let service = start(&options, &mut context).await?;
     let client = Arc::new(Client {
         context,
         peer: service.peer().clone(),
-        timeout,
+        timeout: options.timeout,
         reset_timeout_on_progress: options.reset_timeout_on_progress,
     });
     let listed = list_tools(&client).await;
@@ -294,6 +240,70 @@ impl Client {
             }
         }
     }
+}
+
+/// Opens the transport of `options` and runs the MCP handshake; a stdio server's stderr tail
+/// joins `context` for later errors.
+async fn start(
+    options: &McpServerOptions,
+    context: &mut ErrorContext,
+) -> Result<RunningService<RoleClient, ClientConfig>> {
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("flue", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let timeout = options.timeout;
+    let service = match &options.endpoint {
+        McpEndpoint::Http(http) => {
+            let headers = header_map(&http.headers, context)?;
+            match http.transport {
+                McpTransport::StreamableHttp => {
+                    let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
+                        .custom_headers(
+                            headers
+                                .iter()
+                                .map(|(name, value)| (name.clone(), value.clone()))
+                                .collect(),
+                        );
+                    let transport = StreamableHttpClientTransport::from_config(config);
+                    handshake(info, transport, timeout, &http.url, context).await?
+                }
+                McpTransport::Sse => {
+                    let transport = SseTransport::connect(&http.url, headers, timeout)
+                        .await
+                        .map_err(|err| {
+                            let reason = if err.malformed {
+                                McpErrorReason::MalformedResponse
+                            } else {
+                                McpErrorReason::StartFailed
+                            };
+                            context.error(reason, format!("cannot connect to {}: {err}", http.url))
+                        })?;
+                    handshake(info, transport, timeout, &http.url, context).await?
+                }
+            }
+        }
+        McpEndpoint::Stdio(command) => {
+            let (transport, stderr) = stdio::spawn(command).map_err(|err| {
+                let mut error = context.error(
+                    McpErrorReason::StartFailed,
+                    format!(
+                        "cannot start `{}`: {err}; check the command and that it is installed",
+                        command.command
+                    ),
+                );
+                if let FlueError::Mcp { source, .. } = &mut error {
+                    *source = Some(Box::new(err));
+                }
+                error
+            })?;
+            context.stderr = Some(stderr);
+            let target = format!("`{}`", command.command);
+            handshake(info, transport, timeout, &target, context).await?
+        }
+    };
+    Ok(service)
 }
 
 /// Runs the MCP handshake over `transport` to `target` (a url or a command), within `timeout`.

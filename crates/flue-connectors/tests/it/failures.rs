@@ -24,6 +24,29 @@ async fn duplicate_adapted_names_are_an_error() {
 }
 
 #[tokio::test]
+async fn nonsense_answers_to_the_handshake_or_the_listing_are_malformed_responses() {
+    let mut outcomes = Vec::new();
+    for scenario in ["bad-init", "bad-list"] {
+        let err = connect_error("raw", raw_server(scenario)).await;
+        outcomes.push(kind_and_message(&err));
+    }
+    assert_eq!(
+        outcomes,
+        [
+            (
+                "mcp_malformed_response",
+                "mcp server \"raw\": the server's answer to `initialize` is not a valid MCP result"
+                    .to_owned()
+            ),
+            (
+                "mcp_malformed_response",
+                "mcp server \"raw\": the answer to tools/list is not a tool list".to_owned()
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn pagination_is_followed_and_a_repeated_cursor_is_an_error() {
     let connection = flue_connectors::connect_mcp_server("raw", raw_server("pages"))
         .await
