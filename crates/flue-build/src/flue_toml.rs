@@ -5,6 +5,7 @@
 //! [`WorkspaceConfig`]. A new section (`[providers.*]`, `[store]`, `[server]`) is a field on
 //! `RawConfig`, a public type, and one conversion function.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use flue_core::ThinkingLevel;
@@ -13,6 +14,7 @@ use toml::Spanned;
 
 use crate::diagnostic::Diagnostic;
 use crate::fields;
+use crate::mcp::{self, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
 use crate::suggest::did_you_mean;
 
 /// The workspace path of the settings file.
@@ -26,6 +28,19 @@ const DEFAULTS_KEYS: &[&str] = &["model", "thinking"];
 pub struct WorkspaceConfig {
     /// `[defaults]`: settings for agents that leave them unset.
     pub defaults: Defaults,
+    /// `[mcp.<name>]`: MCP servers every agent uses (an agent's own `mcp` entry of the same
+    /// name replaces one). Same keys as an agent's `mcp` entries:
+    ///
+    /// ```toml
+    /// [mcp.docs]
+    /// url = "http://127.0.0.1:8931/mcp"
+    /// headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+    ///
+    /// [mcp.files]
+    /// command = "npx"
+    /// args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+    /// ```
+    pub mcp: BTreeMap<String, McpServerDecl>,
 }
 
 /// `[defaults]` in flue.toml.
@@ -48,6 +63,21 @@ pub struct Defaults {
 struct RawConfig {
     #[serde(default)]
     defaults: RawDefaults,
+    #[serde(default)]
+    mcp: BTreeMap<Spanned<String>, RawMcpServer>,
+}
+
+/// One `[mcp.<name>]` table: the keys of both server kinds, sorted out after deserialising.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcpServer {
+    url: Option<Spanned<String>>,
+    transport: Option<Spanned<String>>,
+    headers: Option<BTreeMap<String, String>>,
+    command: Option<Spanned<String>>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<Spanned<String>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -70,7 +100,142 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
     };
     WorkspaceConfig {
         defaults: defaults(text, raw.defaults, diagnostics),
+        mcp: mcp_servers(text, raw.mcp, diagnostics),
     }
+}
+
+/// `[mcp.<name>]` tables as server declarations; bad ones are reported and left out.
+fn mcp_servers(
+    text: &str,
+    raw: BTreeMap<Spanned<String>, RawMcpServer>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, McpServerDecl> {
+    let mut servers = BTreeMap::new();
+    for (name, server) in raw {
+        let line = line_of(text, &name.span());
+        let name = name.into_inner();
+        let mut report = |line: usize, message: String| {
+            diagnostics.push(Diagnostic::at(PATH, line, message));
+        };
+        if !mcp::is_server_name(&name) {
+            report(
+                line,
+                format!("invalid mcp server name `{name}`: use letters, digits, `-` and `_`"),
+            );
+            continue;
+        }
+        let remote_keys = [
+            ("url", server.url.is_some()),
+            ("transport", server.transport.is_some()),
+            ("headers", server.headers.is_some()),
+        ];
+        let stdio_keys = [
+            ("command", server.command.is_some()),
+            ("args", server.args.is_some()),
+            ("env", server.env.is_some()),
+            ("cwd", server.cwd.is_some()),
+        ];
+        let set = |keys: &[(&'static str, bool)]| -> Vec<&'static str> {
+            keys.iter()
+                .filter(|(_, set)| *set)
+                .map(|(key, _)| *key)
+                .collect()
+        };
+        let decl = match (server.url, server.command) {
+            (Some(_), Some(_)) => {
+                report(
+                    line,
+                    format!("mcp server `{name}` sets both `url` and `command`: keep one"),
+                );
+                continue;
+            }
+            (None, None) => {
+                report(
+                    line,
+                    format!(
+                        "mcp server `{name}` needs `url` (remote server) or `command` (local process)"
+                    ),
+                );
+                continue;
+            }
+            (Some(url), None) => {
+                if let Some(key) = set(&stdio_keys).first() {
+                    report(
+                        line,
+                        format!(
+                            "`{key}` in mcp server `{name}` only applies to `command` servers: remove it"
+                        ),
+                    );
+                    continue;
+                }
+                let url_line = line_of(text, &url.span());
+                let url = url.into_inner();
+                if let Err(message) = mcp::check_url(&format!("mcp.{name}.url"), &url) {
+                    report(url_line, message);
+                    continue;
+                }
+                let transport = match server.transport {
+                    None => McpTransport::default(),
+                    Some(transport) => {
+                        match fields::one_of_str(
+                            transport.get_ref(),
+                            "mcp transport",
+                            mcp::TRANSPORTS,
+                        ) {
+                            Ok(transport) => transport,
+                            Err(message) => {
+                                report(line_of(text, &transport.span()), message);
+                                continue;
+                            }
+                        }
+                    }
+                };
+                McpServerDecl::Remote(RemoteMcpServer {
+                    url,
+                    transport,
+                    headers: server.headers.unwrap_or_default(),
+                })
+            }
+            (None, Some(command)) => {
+                if let Some(key) = set(&remote_keys).first() {
+                    report(
+                        line,
+                        format!(
+                            "`{key}` in mcp server `{name}` only applies to `url` servers: remove it"
+                        ),
+                    );
+                    continue;
+                }
+                let command_line = line_of(text, &command.span());
+                let command = command.into_inner();
+                if command.trim().is_empty() {
+                    report(
+                        command_line,
+                        format!("`mcp.{name}.command` must not be empty"),
+                    );
+                    continue;
+                }
+                let cwd = match server.cwd {
+                    Some(cwd) if cwd.get_ref().trim().is_empty() => {
+                        report(
+                            line_of(text, &cwd.span()),
+                            format!("`mcp.{name}.cwd` must not be empty"),
+                        );
+                        continue;
+                    }
+                    cwd => cwd.map(Spanned::into_inner),
+                };
+                McpServerDecl::Stdio(StdioMcpServer {
+                    command,
+                    args: server.args.unwrap_or_default(),
+                    env: server.env.unwrap_or_default(),
+                    cwd,
+                })
+            }
+        };
+        servers.insert(name, decl);
+    }
+    servers
 }
 
 fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> Defaults {
@@ -122,7 +287,7 @@ fn toml_message(message: &str) -> String {
         if !suggestion.is_empty() {
             return format!("unknown key `{key}`{suggestion}");
         }
-        if known == ["defaults"] && DEFAULTS_KEYS.contains(&key) {
+        if known.contains(&"defaults") && DEFAULTS_KEYS.contains(&key) {
             return format!("unknown key `{key}` at the top level: put it under [defaults]");
         }
         if known.is_empty() {

@@ -3,7 +3,7 @@
 //! An agent workspace is a directory a user writes by hand:
 //!
 //! ```text
-//! flue.toml                       optional: [defaults] model, thinking
+//! flue.toml                       optional: [defaults] model, thinking; [mcp.<name>] servers
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill

@@ -4,9 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use flue_core::FlueError;
 use gray_matter::Pod;
 
 use crate::fields::{self, Report};
+use crate::workspace::Workspace;
 
 /// One MCP server an agent declares; its tools become `mcp__<server>__<tool>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,10 +56,27 @@ pub enum McpTransport {
 
 const REMOTE_KEYS: &[&str] = &["url", "transport", "headers"];
 const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
-const TRANSPORTS: &[(&str, McpTransport)] = &[
+pub(crate) const TRANSPORTS: &[(&str, McpTransport)] = &[
     ("streamable-http", McpTransport::StreamableHttp),
     ("sse", McpTransport::Sse),
 ];
+
+impl Workspace {
+    /// The MCP servers of agent `name` by server name: the `[mcp.*]` servers of flue.toml, plus
+    /// the agent's own `mcp` entries, which replace a flue.toml server of the same name.
+    ///
+    /// Fails with [`FlueError::InvalidConfig`] when there is no such agent.
+    pub fn mcp_servers(&self, name: &str) -> Result<BTreeMap<String, McpServerDecl>, FlueError> {
+        let Some(agent) = self.agents.get(name) else {
+            return Err(FlueError::config(format!(
+                "unknown agent `{name}`: there is no agents/{name}.md"
+            )));
+        };
+        let mut servers = self.config.mcp.clone();
+        servers.extend(agent.mcp.clone());
+        Ok(servers)
+    }
+}
 
 /// The servers declared by the `mcp` value; bad entries are reported and left out.
 pub(crate) fn parse(pod: &Pod, report: &mut Report<'_>) -> BTreeMap<String, McpServerDecl> {
@@ -189,6 +208,12 @@ fn parse_stdio(
 
 fn url(key: &str, pod: &Pod) -> Result<String, String> {
     let url = fields::string(key, pod)?;
+    check_url(key, &url)?;
+    Ok(url)
+}
+
+/// An `http://` or `https://` url with something after the scheme.
+pub(crate) fn check_url(key: &str, url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));
@@ -197,7 +222,7 @@ fn url(key: &str, pod: &Pod) -> Result<String, String> {
             "`{key}` must be an http:// or https:// url, got `{url}`"
         ));
     }
-    Ok(url)
+    Ok(())
 }
 
 fn non_empty_string(key: &str, pod: &Pod) -> Result<String, String> {
@@ -208,7 +233,8 @@ fn non_empty_string(key: &str, pod: &Pod) -> Result<String, String> {
     Ok(text)
 }
 
-fn is_server_name(name: &str) -> bool {
+/// Server names: letters, digits, `-` and `_`.
+pub(crate) fn is_server_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::Exit;
 use crate::args::RunArgs;
 use crate::dotenv::EnvVars;
+use crate::mcp::McpServers;
 use crate::render;
 use crate::workspace::{open_store, resolve_root};
 
@@ -117,6 +118,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     });
     let result: Result<PromptResponse, FlueError> = handle.await;
     ctrl_c.abort();
+    prepared.mcp.close().await;
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
@@ -159,6 +161,8 @@ struct Prepared {
     id: String,
     agent: String,
     session: Session,
+    /// The agent's MCP servers, open until the run ends.
+    mcp: McpServers,
 }
 
 /// Loads the workspace and opens the conversation: everything that can fail before a model
@@ -233,14 +237,26 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         }
         None => new_ulid(),
     };
+    let sandbox = Arc::new(LocalSandbox::new(&root)?);
+    let mcp = McpServers::connect(&workspace, &agent_name, &env, &mut config).await?;
     let harness = Harness::builder(config)
         .with_instance_id(id.clone())
         .with_store(store)
         .with_providers(providers(&root, &env))
-        .with_sandbox(Arc::new(LocalSandbox::new(&root)?))
+        .with_sandbox(sandbox)
         .build()
-        .await?;
-    let session = harness.session(DEFAULT_SESSION).await?;
+        .await;
+    let session = match harness {
+        Ok(harness) => harness.session(DEFAULT_SESSION).await,
+        Err(err) => Err(err),
+    };
+    let session = match session {
+        Ok(session) => session,
+        Err(err) => {
+            mcp.close().await;
+            return Err(err.into());
+        }
+    };
     if args.id.is_none() {
         eprintln!("conversation id: {id}");
     }
@@ -248,6 +264,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         id,
         agent: agent_name,
         session,
+        mcp,
     })
 }
 

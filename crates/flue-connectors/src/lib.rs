@@ -1,5 +1,49 @@
 //! flue-connectors: third-party integrations for Flue.
 //!
-//! Connectors change often; flue-core changes carefully. This crate is where MCP servers,
-//! isolated (Linux namespace) and Daytona sandboxes and the Postgres store will live. It holds
-//! nothing yet: each connector arrives with its own issue.
+//! Connectors change often; flue-core changes carefully. This crate holds the MCP client:
+//! [`connect_mcp_server`] turns an MCP server's tools into [`flue_core::ToolDefinition`]s that
+//! an agent uses like any other tool. Isolated (Linux namespace) and Daytona sandboxes and the
+//! Postgres store will live here too, each arriving with its own issue.
+//!
+//! ```no_run
+//! use flue_connectors::{McpHttpEndpoint, McpServerOptions, connect_mcp_server};
+//! use flue_core::AgentConfig;
+//!
+//! # async fn example() -> flue_core::Result<()> {
+//! let docs = connect_mcp_server(
+//!     "docs",
+//!     McpServerOptions::new(McpHttpEndpoint::new("http://127.0.0.1:8931/mcp")),
+//! )
+//! .await?;
+//! // The tools are named `mcp__docs__<tool>`.
+//! let config = AgentConfig::new()
+//!     .with_model("anthropic/claude-sonnet-4-6")
+//!     .with_tools(docs.tools().iter().cloned());
+//! // ... build a harness from `config` and run sessions; the connection must stay open ...
+//! # let _ = config;
+//! docs.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Tool names
+//!
+//! A server's tool `t` becomes `mcp__<server>__<t>`. In both parts, characters outside
+//! `[A-Za-z0-9_-]` become `_`, leading and trailing `_` are trimmed, and an empty part becomes
+//! `unnamed`. Two tools of one server that end up with the same name are an error. Names longer
+//! than 64 characters (the most models accept) keep their first 55 characters and end in `_`
+//! and eight hex digits of a hash of the full name.
+//!
+//! ## Map of the main types
+//!
+//! - [`connect_mcp_server`] and [`McpServerConnection`] (its tools and `close`)
+//! - [`McpServerOptions`]: an [`McpEndpoint`] ([`McpHttpEndpoint`] with its [`McpTransport`], or
+//!   [`McpStdioCommand`]), the per-request timeout and whether progress resets it
+//! - failures are [`flue_core::FlueError::Mcp`] with a [`flue_core::McpErrorReason`]
+
+mod mcp;
+
+pub use mcp::{
+    DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerConnection, McpServerOptions,
+    McpStdioCommand, McpTransport, connect_mcp_server,
+};

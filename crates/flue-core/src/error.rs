@@ -184,6 +184,43 @@ pub enum FlueError {
         /// What happened.
         message: String,
     },
+    /// An MCP server failed: it could not be started or reached, broke the protocol, timed out,
+    /// or went away. Raised by flue-connectors when connecting (the harness cannot start: fix
+    /// the server or its declaration) and, as a tool error the model sees, during a call.
+    /// `reason` says whether a retry can help.
+    #[error("mcp server {server:?}: {message}")]
+    Mcp {
+        /// The server's name as declared.
+        server: String,
+        /// Stable sub-kind.
+        reason: McpErrorReason,
+        /// What went wrong and how to fix it; never carries header or environment values.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+/// Sub-kinds of [`FlueError::Mcp`], stable on the wire. May grow: match with a wildcard arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum McpErrorReason {
+    /// The server could not be started or reached, or refused the handshake. Fix the server or
+    /// its declaration; retry once it runs.
+    StartFailed,
+    /// A request got no answer within the timeout. Retryable.
+    Timeout,
+    /// The server exited or closed the connection. Restart it (a new harness reconnects).
+    Closed,
+    /// The server answered with something that is not valid MCP. Not retryable.
+    MalformedResponse,
+    /// The server's tool list cannot be used (duplicate adapted names, a repeated pagination
+    /// cursor, an invalid schema). Fix the server.
+    InvalidTools,
+    /// The server answered a request with a JSON-RPC error. Usually fix the input.
+    ServerError,
 }
 
 /// Sub-kinds of [`FlueError::Sandbox`], stable on the wire.
@@ -236,6 +273,7 @@ impl FlueError {
             Self::MaxTurnsExceeded { .. } => "max_turns_exceeded",
             Self::ResultUnavailable { .. } => "result_unavailable",
             Self::RuntimeStopped { .. } => "runtime_stopped",
+            Self::Mcp { reason, .. } => reason.kind(),
         }
     }
 
@@ -287,6 +325,20 @@ impl SandboxErrorReason {
             Self::InvalidUtf8 => "invalid_utf8",
             Self::Unsupported => "unsupported",
             Self::Other => "sandbox_error",
+        }
+    }
+}
+
+impl McpErrorReason {
+    /// The stable kind string.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::StartFailed => "mcp_start_failed",
+            Self::Timeout => "mcp_timeout",
+            Self::Closed => "mcp_server_closed",
+            Self::MalformedResponse => "mcp_malformed_response",
+            Self::InvalidTools => "mcp_invalid_tools",
+            Self::ServerError => "mcp_server_error",
         }
     }
 }

@@ -32,7 +32,7 @@ pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
     ResolvedAgent, Skill, ThinkingLevel,
 };
-pub use error::{BoxError, FlueError, Result, SandboxErrorReason};
+pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
 pub use model::{

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use flue_build::{AgentFile, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
 
-use crate::support::{MODEL, agent, at, check_agent, check_diagnostics};
+use crate::support::{MODEL, agent, at, check_agent, check_diagnostics, load};
 
 fn file_with(mcp: &str) -> String {
     format!("---\nmodel: {MODEL}\nmcp:\n{mcp}---\nBody\n")
@@ -138,6 +138,147 @@ fn mcp_must_be_a_mapping() {
             "agents/a.md",
             3,
             "`mcp` must be a mapping of server names to settings, like `docs: { url: \"http://...\" }`, got a list",
+        )],
+    );
+}
+
+#[test]
+fn flue_toml_servers_are_read_and_agents_add_or_replace_them() {
+    let flue_toml = r#"
+[mcp.docs]
+url = "http://127.0.0.1:8931/mcp"
+transport = "sse"
+headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+
+[mcp.files]
+command = "npx"
+args = ["-y", "server-filesystem"]
+env = { ROOT = "${HOME}/src" }
+cwd = "tools"
+"#;
+    let agent_file = format!(
+        "---\nmodel: {MODEL}\nmcp:\n  docs: {{ url: \"http://127.0.0.1:9000/mcp\" }}\n---\nBody\n"
+    );
+    let workspace = load(&[
+        ("flue.toml", flue_toml),
+        ("agents/a.md", agent_file.as_str()),
+        ("agents/b.md", &format!("---\nmodel: {MODEL}\n---\nBody\n")),
+    ]);
+    let docs = McpServerDecl::Remote(RemoteMcpServer {
+        url: "http://127.0.0.1:8931/mcp".to_owned(),
+        transport: McpTransport::Sse,
+        headers: BTreeMap::from([(
+            "Authorization".to_owned(),
+            "Bearer ${DOCS_TOKEN}".to_owned(),
+        )]),
+    });
+    let files = McpServerDecl::Stdio(StdioMcpServer {
+        command: "npx".to_owned(),
+        args: vec!["-y".to_owned(), "server-filesystem".to_owned()],
+        env: BTreeMap::from([("ROOT".to_owned(), "${HOME}/src".to_owned())]),
+        cwd: Some("tools".to_owned()),
+    });
+    assert_eq!(
+        workspace.config.mcp,
+        BTreeMap::from([
+            ("docs".to_owned(), docs.clone()),
+            ("files".to_owned(), files.clone())
+        ])
+    );
+    let agent_docs = McpServerDecl::Remote(RemoteMcpServer {
+        url: "http://127.0.0.1:9000/mcp".to_owned(),
+        transport: McpTransport::StreamableHttp,
+        headers: BTreeMap::new(),
+    });
+    assert_eq!(
+        workspace.mcp_servers("a").unwrap(),
+        BTreeMap::from([
+            ("docs".to_owned(), agent_docs),
+            ("files".to_owned(), files.clone())
+        ])
+    );
+    assert_eq!(
+        workspace.mcp_servers("b").unwrap(),
+        BTreeMap::from([("docs".to_owned(), docs), ("files".to_owned(), files)])
+    );
+    assert_eq!(
+        workspace.mcp_servers("nobody").unwrap_err().kind(),
+        "invalid_config"
+    );
+}
+
+#[test]
+fn bad_flue_toml_servers_are_all_reported_at_their_lines() {
+    let flue_toml = r#"[mcp.both]
+url = "http://x"
+command = "y"
+
+[mcp.neither]
+args = ["a"]
+
+[mcp.remote]
+url = "ftp://files"
+
+[mcp.transport]
+url = "http://x"
+transport = "websocket"
+
+[mcp.mixed]
+url = "http://x"
+env = { A = "b" }
+
+[mcp.local]
+command = " "
+
+[mcp."bad.name"]
+url = "http://x"
+"#;
+    check_diagnostics(
+        &[("flue.toml", flue_toml)],
+        &[
+            at(
+                "flue.toml",
+                1,
+                "mcp server `both` sets both `url` and `command`: keep one",
+            ),
+            at(
+                "flue.toml",
+                5,
+                "mcp server `neither` needs `url` (remote server) or `command` (local process)",
+            ),
+            at(
+                "flue.toml",
+                9,
+                "`mcp.remote.url` must be an http:// or https:// url, got `ftp://files`",
+            ),
+            at(
+                "flue.toml",
+                13,
+                "invalid mcp transport `websocket`: expected one of streamable-http, sse",
+            ),
+            at(
+                "flue.toml",
+                15,
+                "`env` in mcp server `mixed` only applies to `command` servers: remove it",
+            ),
+            at("flue.toml", 20, "`mcp.local.command` must not be empty"),
+            at(
+                "flue.toml",
+                22,
+                "invalid mcp server name `bad.name`: use letters, digits, `-` and `_`",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn an_unknown_key_in_a_flue_toml_server_is_reported_with_a_suggestion() {
+    check_diagnostics(
+        &[("flue.toml", "[mcp.docs]\nurl = \"http://x\"\nheader = {}\n")],
+        &[at(
+            "flue.toml",
+            3,
+            "unknown key `header` (did you mean `headers`?)",
         )],
     );
 }

@@ -1,0 +1,197 @@
+//! The MCP servers of `flue run`: declarations to options (`${VAR}` expanded), one connection
+//! per server, tools attached to the agent and its subagents, closing when the run ends.
+
+use std::path::Path;
+
+use flue_build::{McpServerDecl, McpTransport, Workspace};
+use flue_connectors::{
+    McpHttpEndpoint, McpServerConnection, McpServerOptions, McpStdioCommand,
+    McpTransport as WireTransport, connect_mcp_server,
+};
+use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
+
+use crate::dotenv::EnvVars;
+
+#[cfg(test)]
+mod tests;
+
+/// The open MCP connections of one harness.
+#[derive(Debug, Default)]
+pub(crate) struct McpServers {
+    /// Each server once, with the declaration it was opened from.
+    connections: Vec<(McpServerDecl, McpServerConnection)>,
+}
+
+impl McpServers {
+    /// Connects every MCP server agent `agent` and its subagents use (each distinct server
+    /// once) and adds their tools to `config` and to the subagent profiles in it. On failure
+    /// the servers already open are closed and the error names the failing server.
+    pub(crate) async fn connect(
+        workspace: &Workspace,
+        agent: &str,
+        env: &EnvVars,
+        config: &mut AgentConfig,
+    ) -> Result<Self, FlueError> {
+        let mut servers = Self::default();
+        let attached = servers
+            .attach(workspace, agent, env, &mut config.tools)
+            .await;
+        let attached = match attached {
+            Ok(()) => {
+                servers
+                    .attach_subagents(workspace, env, &mut config.subagents)
+                    .await
+            }
+            Err(err) => Err(err),
+        };
+        match attached {
+            Ok(()) => Ok(servers),
+            Err(err) => {
+                servers.close().await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Closes every connection; a failure is reported on stderr and otherwise ignored.
+    pub(crate) async fn close(self) {
+        for (_, connection) in self.connections {
+            if let Err(err) = connection.close().await {
+                eprintln!("warning: {err}");
+            }
+        }
+    }
+
+    async fn attach_subagents(
+        &mut self,
+        workspace: &Workspace,
+        env: &EnvVars,
+        profiles: &mut [AgentProfile],
+    ) -> Result<(), FlueError> {
+        for profile in profiles {
+            if let Some(name) = profile.name.clone() {
+                self.attach(workspace, &name, env, &mut profile.tools)
+                    .await?;
+            }
+            Box::pin(self.attach_subagents(workspace, env, &mut profile.subagents)).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds the tools of agent `agent`'s servers to `tools`, connecting servers not open yet.
+    async fn attach(
+        &mut self,
+        workspace: &Workspace,
+        agent: &str,
+        env: &EnvVars,
+        tools: &mut Vec<ToolDefinition>,
+    ) -> Result<(), FlueError> {
+        for (name, decl) in workspace.mcp_servers(agent)? {
+            let open = self
+                .connections
+                .iter()
+                .position(|(open, connection)| connection.name() == name && *open == decl);
+            let idx = match open {
+                Some(idx) => idx,
+                None => {
+                    let options = options(&name, &decl, &workspace.root, env)?;
+                    let connection = connect_mcp_server(&name, options).await?;
+                    self.connections.push((decl, connection));
+                    self.connections.len() - 1
+                }
+            };
+            if let Some((_, connection)) = self.connections.get(idx) {
+                tools.extend(connection.tools().iter().cloned());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Connection options for one declaration: `${VAR}` in header and environment values taken
+/// from `env`, a relative `cwd` resolved against the workspace `root` (the default).
+pub(crate) fn options(
+    server: &str,
+    decl: &McpServerDecl,
+    root: &Path,
+    env: &EnvVars,
+) -> Result<McpServerOptions, FlueError> {
+    let lookup = |name: &str| env.get(name);
+    let endpoint: flue_connectors::McpEndpoint = match decl {
+        McpServerDecl::Remote(remote) => {
+            let transport = match remote.transport {
+                McpTransport::StreamableHttp => WireTransport::StreamableHttp,
+                McpTransport::Sse => WireTransport::Sse,
+                _ => {
+                    return Err(FlueError::config(format!(
+                        "mcp server `{server}`: this version of flue does not support its transport"
+                    )));
+                }
+            };
+            let mut endpoint = McpHttpEndpoint::new(&remote.url).with_transport(transport);
+            for (name, value) in &remote.headers {
+                let value = expand(value, lookup).map_err(|problem| {
+                    FlueError::config(format!("mcp server `{server}`, header `{name}`: {problem}"))
+                })?;
+                endpoint = endpoint.with_header(name, value);
+            }
+            endpoint.into()
+        }
+        McpServerDecl::Stdio(stdio) => {
+            let cwd = stdio
+                .cwd
+                .as_deref()
+                .map_or_else(|| root.to_path_buf(), |cwd| root.join(cwd));
+            let mut command = McpStdioCommand::new(&stdio.command)
+                .with_args(stdio.args.iter().map(String::as_str))
+                .with_cwd(cwd);
+            for (name, value) in &stdio.env {
+                let value = expand(value, lookup).map_err(|problem| {
+                    FlueError::config(format!(
+                        "mcp server `{server}`, environment variable `{name}`: {problem}"
+                    ))
+                })?;
+                command = command.with_env(name, value);
+            }
+            command.into()
+        }
+    };
+    Ok(McpServerOptions::new(endpoint))
+}
+
+/// `text` with every `${NAME}` replaced by `lookup(NAME)`. Other `$` are kept. The error says
+/// which variable is missing, never a value.
+pub(crate) fn expand(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err("`${` without a closing `}`: write `${NAME}`".to_owned());
+        };
+        let name = &after[..end];
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(format!(
+                "`${{{name}}}` is not a variable name: use letters, digits and `_`"
+            ));
+        }
+        let Some(value) = lookup(name) else {
+            return Err(format!(
+                "`${{{name}}}` is not set: set {name} in the environment or in .env"
+            ));
+        };
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}

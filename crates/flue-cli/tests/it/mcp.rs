@@ -1,0 +1,228 @@
+//! `flue run` with MCP servers: an agent calling MCP tools end to end (scripted model), servers
+//! from flue.toml with `${VAR}` from .env, and servers that fail to start or die mid-call.
+
+use std::path::{Path, PathBuf};
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::{Workspace, json, stderr, stdout};
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
+}
+
+/// A file under tests/peers/, which must exist (`bash .ci/run` installs the peers).
+fn peer(relative: &str) -> String {
+    let path = peers().join(relative);
+    assert!(
+        path.exists(),
+        "{} is missing: run `bash .ci/run` to install the MCP test servers",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
+fn python() -> String {
+    peer(".venv/bin/python")
+}
+
+/// A script that calls `tool` with `input` when the user says `trigger`, then reports the
+/// tool's result.
+fn script(trigger: &str, tool: &str, input: &serde_json::Value) -> String {
+    json!({
+        "rules": [
+            {"when": {"user_contains": trigger}, "reply": {"tool_calls": [{"name": tool, "input": input}]}},
+            {"when": {"tool_result": tool}, "reply": {"text": "Tool said: {{tool_result}}"}},
+            {"reply": {"text": "ok"}}
+        ]
+    })
+    .to_string()
+}
+
+fn agent(mcp: &str) -> String {
+    format!("---\nmodel: scripted/script.json\nmcp:\n{mcp}---\nYou use MCP tools.\n")
+}
+
+#[test]
+fn an_agent_calls_a_tool_of_server_everything_over_stdio() {
+    let everything = peer("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mcp = format!("  everything:\n    command: node\n    args: [\"{everything}\", stdio]\n");
+    let ws = Workspace::new(&[
+        ("agents/helper.md", &agent(&mcp)),
+        (
+            "script.json",
+            &script(
+                "echo",
+                "mcp__everything__echo",
+                &json!({"message": "{{user}}"}),
+            ),
+        ),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "echo this", "--id", "c1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "Tool said: Echo: echo this\n");
+    let err = stderr(&output);
+    assert!(err.contains("-> mcp__everything__echo"), "{err}");
+
+    let show = ws.flue(&["session", "show", "--id", "c1", "--json"]);
+    let messages = json(&show)["messages"].clone();
+    let tool_result = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert_eq!(tool_result["content"], "Echo: echo this", "{tool_result}");
+}
+
+#[test]
+fn flue_toml_servers_get_variables_from_the_env_file() {
+    let flue_toml = format!(
+        "[mcp.py]\ncommand = \"{}\"\nargs = [\"{}\", \"stdio\"]\nenv = {{ FIXTURE_GREETING = \"hi ${{GREETING}}!\" }}\n",
+        python(),
+        peer("py_server.py")
+    );
+    let ws = Workspace::new(&[
+        ("flue.toml", &flue_toml),
+        (".env", "GREETING=from-dotenv\n"),
+        (
+            "agents/helper.md",
+            "---\nmodel: scripted/script.json\n---\nYou use MCP tools.\n",
+        ),
+        (
+            "script.json",
+            &script(
+                "greet",
+                "mcp__py__env_value",
+                &json!({"name": "FIXTURE_GREETING"}),
+            ),
+        ),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "greet me"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "Tool said: Structured content:\n{\n  \"result\": \"hi from-dotenv!\"\n}\n\nhi from-dotenv!\n"
+    );
+}
+
+#[test]
+fn a_server_that_fails_to_start_is_an_error_naming_it_without_secrets() {
+    let mcp = format!(
+        "  broken:\n    command: {}\n    args: [\"{}\", die]\n    env: {{ FIXTURE_SECRET: \"${{SECRET}}\" }}\n",
+        python(),
+        peer("raw_server.py")
+    );
+    let ws = Workspace::new(&[
+        ("agents/helper.md", &agent(&mcp)),
+        (".env", "SECRET=topsecret-123\n"),
+        ("script.json", &script("x", "mcp__broken__x", &json!({}))),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "hi", "--json", "--id", "c"]);
+    assert_eq!(output.status.code(), Some(1));
+    let envelope = json(&output);
+    assert_eq!(
+        envelope["error"],
+        json!({
+            "kind": "mcp_start_failed",
+            "message": "mcp server \"broken\": the server closed the connection during the MCP handshake; its stderr ends with:\nfixture: cannot start, token [redacted] rejected"
+        })
+    );
+    assert!(!stdout(&output).contains("topsecret"));
+    assert!(!stderr(&output).contains("topsecret"));
+    // Nothing was stored: the conversation never started.
+    let show = ws.flue(&["session", "show", "--id", "c", "--json"]);
+    assert_eq!(show.status.code(), Some(1), "{}", stdout(&show));
+}
+
+#[test]
+fn a_missing_variable_is_a_configuration_error() {
+    let mcp = "  docs:\n    url: http://127.0.0.1:9/mcp\n    headers: { Authorization: \"Bearer ${FLUE_TEST_UNSET_TOKEN_VAR}\" }\n";
+    let ws = Workspace::new(&[
+        ("agents/helper.md", &agent(mcp)),
+        ("script.json", &script("x", "x", &json!({}))),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "hi", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        json(&output)["error"],
+        json!({
+            "kind": "invalid_config",
+            "message": "mcp server `docs`, header `Authorization`: `${FLUE_TEST_UNSET_TOKEN_VAR}` is not set: set FLUE_TEST_UNSET_TOKEN_VAR in the environment or in .env"
+        })
+    );
+}
+
+#[test]
+fn a_server_that_dies_mid_call_leaves_the_conversation_usable() {
+    let mcp = format!(
+        "  raw:\n    command: {}\n    args: [\"{}\", calls]\n",
+        python(),
+        peer("raw_server.py")
+    );
+    let script = json!({
+        "rules": [
+            {"when": {"user_contains": "crash"}, "reply": {"tool_calls": [{"name": "mcp__raw__crash", "input": {}}]}},
+            {"when": {"user_contains": "again"}, "reply": {"tool_calls": [{"name": "mcp__raw__ok", "input": {}}]}},
+            {"when": {"tool_result": "mcp__raw__crash"}, "reply": {"text": "The server failed: {{tool_result}}"}},
+            {"when": {"tool_result": "mcp__raw__ok"}, "reply": {"text": "The server said: {{tool_result}}"}}
+        ]
+    })
+    .to_string();
+    let ws = Workspace::new(&[("agents/helper.md", &agent(&mcp)), ("script.json", &script)]);
+    let first = ws.flue(&["run", "helper", "-m", "crash please", "--id", "c"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(
+        stdout(&first),
+        "The server failed: mcp server \"raw\": the connection closed during tools/call `crash`: \
+         the server exited or hung up; a new run reconnects; its stderr ends with:\n\
+         fixture: crashing on purpose\n"
+    );
+    // The next run reconnects and continues the same conversation.
+    let second = ws.flue(&["run", "helper", "-m", "again", "--id", "c"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(stdout(&second), "The server said: fine\n");
+    let show = ws.flue(&["session", "show", "--id", "c", "--json"]);
+    let results: Vec<(serde_json::Value, serde_json::Value)> = json(&show)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| (message["tool_name"].clone(), message["error_kind"].clone()))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (json!("mcp__raw__crash"), json!("mcp_server_closed")),
+            (json!("mcp__raw__ok"), serde_json::Value::Null)
+        ]
+    );
+}
+
+#[test]
+fn a_subagents_servers_are_connected_too() {
+    let mcp = format!(
+        "  broken:\n    command: {}\n    args: [\"{}\", die]\n",
+        python(),
+        peer("raw_server.py")
+    );
+    let ws = Workspace::new(&[
+        (
+            "agents/helper.md",
+            "---\nmodel: scripted/script.json\nsubagents: [worker]\n---\nYou delegate.\n",
+        ),
+        ("agents/worker.md", &agent(&mcp)),
+        ("script.json", &script("x", "x", &json!({}))),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "hi", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        json(&output)["error"],
+        json!({
+            "kind": "mcp_start_failed",
+            "message": "mcp server \"broken\": the server closed the connection during the MCP handshake; its stderr ends with:\nfixture: cannot start, token  rejected"
+        })
+    );
+}

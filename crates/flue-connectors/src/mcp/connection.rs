@@ -1,0 +1,616 @@
+//! Connecting to an MCP server, listing its tools and adapting them into tool definitions.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flue_core::{
+    FlueError, McpErrorReason, Ownership, Result, Tool, ToolContext, ToolDefinition, ToolError,
+    ToolMeta,
+};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, ListToolsRequest, PaginatedRequestParams,
+    ProtocolVersion, ServerResult,
+};
+use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::naming::adapted_name;
+use super::options::{McpEndpoint, McpServerOptions, McpTransport};
+use super::render::{EMPTY_RESULT, render_result};
+use super::sse::{SseTransport, error_chain};
+use super::stdio::{self, StderrTail};
+
+/// How long [`McpServerConnection::close`] waits for the server to shut down cleanly (a stdio
+/// server gets its stdin closed, then `SIGTERM`, then `SIGKILL`).
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
+
+/// Pages of `tools/list` followed before giving up on a server that never stops paginating.
+const MAX_PAGES: usize = 1000;
+
+/// Cap on the `invalid output` problems reported for one result.
+const MAX_REPORTED_PROBLEMS: usize = 8;
+
+/// A connected MCP server: its tools, ready for an agent, and the connection behind them.
+///
+/// Tools keep working as long as the connection is open; after [`McpServerConnection::close`]
+/// (or dropping the connection, which closes it in the background) their calls fail with a
+/// `mcp_server_closed` tool error.
+pub struct McpServerConnection {
+    name: String,
+    tools: Vec<ToolDefinition>,
+    service: RunningService<RoleClient, ClientConfig>,
+}
+
+/// Connects to the MCP server `name` and adapts every tool it lists.
+///
+/// Each tool becomes a [`ToolDefinition`] named `mcp__<server>__<tool>` (see the crate docs for
+/// the naming rules) with ownership [`Ownership::Mcp`], `read_only` and `destructive` taken
+/// from the server's `readOnlyHint` and `destructiveHint` (with the MCP defaults: not
+/// read-only, destructive unless read-only or said otherwise). Its description names the
+/// server and the original tool. A call sends `tools/call` with the per-request timeout and
+/// renders the result for the model; a result flagged `isError` becomes an `mcp_tool_error`
+/// tool error, and structured content that does not match the tool's declared output schema an
+/// `invalid_output` one. Transport failures during a call (timeout, the server going away, a
+/// malformed answer) are tool errors too, so the operation and the session go on.
+///
+/// Fails with [`FlueError::Mcp`] naming the server when it cannot be started or reached, does
+/// not complete the handshake within the timeout, or lists tools that cannot be adapted (two
+/// tools with the same adapted name, a pagination cursor seen twice, an invalid schema). Error
+/// messages never contain header or environment values.
+pub async fn connect_mcp_server(
+    name: &str,
+    options: McpServerOptions,
+) -> Result<McpServerConnection> {
+    let mut context = ErrorContext {
+        server: name.to_owned(),
+        secrets: options.secret_values(),
+        stderr: None,
+    };
+    let service = start(&options, &mut context).await?;
+    let client = Arc::new(Client {
+        context,
+        peer: service.peer().clone(),
+        timeout: options.timeout,
+        reset_timeout_on_progress: options.reset_timeout_on_progress,
+    });
+    let listed = list_tools(&client).await;
+    let tools = listed.and_then(|listed| adapt_tools(&client, listed));
+    match tools {
+        Ok(tools) => Ok(McpServerConnection {
+            name: name.to_owned(),
+            tools,
+            service,
+        }),
+        Err(err) => {
+            let mut service = service;
+            let _ = service.close_with_timeout(CLOSE_GRACE).await;
+            Err(err)
+        }
+    }
+}
+
+impl McpServerConnection {
+    /// The server name given to [`connect_mcp_server`].
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's tools, in the order it listed them.
+    pub fn tools(&self) -> &[ToolDefinition] {
+        &self.tools
+    }
+
+    /// Closes the connection and waits (up to ten seconds) for it to shut down; a stdio server
+    /// is stopped. Calls to this server's tools fail from now on.
+    pub async fn close(mut self) -> Result<()> {
+        match self.service.close_with_timeout(CLOSE_GRACE).await {
+            Ok(_) => Ok(()),
+            Err(err) => Err(FlueError::Mcp {
+                server: self.name.clone(),
+                reason: McpErrorReason::Closed,
+                message: format!("closing the connection failed: {err}"),
+                source: Some(Box::new(err)),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for McpServerConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpServerConnection")
+            .field("name", &self.name)
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an error about one server needs: its name, values to hide, and its stderr.
+#[derive(Clone, Debug)]
+struct ErrorContext {
+    server: String,
+    secrets: Vec<String>,
+    stderr: Option<StderrTail>,
+}
+
+impl ErrorContext {
+    /// An error about this server, with secrets redacted and, when the server may have died,
+    /// the end of its stderr.
+    fn error(&self, reason: McpErrorReason, message: String) -> FlueError {
+        let mut message = message;
+        let died = matches!(reason, McpErrorReason::StartFailed | McpErrorReason::Closed);
+        if let Some(stderr) = self.stderr.as_ref().filter(|_| died) {
+            let text = stderr.text();
+            if !text.is_empty() {
+                message.push_str("; its stderr ends with:\n");
+                message.push_str(&text);
+            }
+        }
+        for secret in &self.secrets {
+            message = message.replace(secret.as_str(), "[redacted]");
+        }
+        FlueError::Mcp {
+            server: self.server.clone(),
+            reason,
+            message,
+            source: None,
+        }
+    }
+
+    /// A failed request, classified.
+    fn service_error(&self, err: &ServiceError, what: &str) -> FlueError {
+        let (reason, message) = match err {
+            ServiceError::Timeout { timeout } => (
+                McpErrorReason::Timeout,
+                format!(
+                    "{what} got no answer within {} s; the server may be overloaded, or raise the timeout",
+                    timeout.as_secs_f32()
+                ),
+            ),
+            ServiceError::TransportClosed | ServiceError::Cancelled { .. } => (
+                McpErrorReason::Closed,
+                format!(
+                    "the connection closed during {what}: the server exited or hung up; a new run reconnects"
+                ),
+            ),
+            ServiceError::TransportSend(err) => (
+                McpErrorReason::Closed,
+                format!("cannot send {what}: {}", error_chain(err.error.as_ref())),
+            ),
+            ServiceError::McpError(data) => (
+                McpErrorReason::ServerError,
+                format!("{what} failed with error {}: {}", data.code.0, data.message),
+            ),
+            ServiceError::UnexpectedResponse => (
+                McpErrorReason::MalformedResponse,
+                format!("the answer to {what} is not a valid MCP result"),
+            ),
+            other => (
+                McpErrorReason::ServerError,
+                format!("{what} failed: {other}"),
+            ),
+        };
+        self.error(reason, message)
+    }
+}
+
+/// What every tool of one server shares: the peer to send requests through and the settings.
+struct Client {
+    context: ErrorContext,
+    peer: Peer<RoleClient>,
+    timeout: Duration,
+    reset_timeout_on_progress: bool,
+}
+
+impl Client {
+    /// Sends `request` and waits for its answer, the timeout or `cancel`.
+    async fn request(
+        &self,
+        request: ClientRequest,
+        what: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult> {
+        let mut request_options = PeerRequestOptions::with_timeout(self.timeout);
+        if self.reset_timeout_on_progress {
+            request_options = request_options.reset_timeout_on_progress();
+        }
+        let handle = self
+            .peer
+            .send_request_with_option(request, request_options)
+            .await
+            .map_err(|err| self.context.service_error(&err, what))?;
+        let id = handle.id.clone();
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                let reason = Some("the operation was aborted".to_owned());
+                let notice = self.peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
+                let _ = tokio::time::timeout(Duration::from_secs(1), notice).await;
+                Err(FlueError::Aborted)
+            }
+            answer = handle.await_response() => {
+                answer.map_err(|err| self.context.service_error(&err, what))
+            }
+        }
+    }
+}
+
+/// Opens the transport of `options` and runs the MCP handshake; a stdio server's stderr tail
+/// joins `context` for later errors.
+async fn start(
+    options: &McpServerOptions,
+    context: &mut ErrorContext,
+) -> Result<RunningService<RoleClient, ClientConfig>> {
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("flue", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let timeout = options.timeout;
+    let service = match &options.endpoint {
+        McpEndpoint::Http(http) => {
+            let headers = header_map(&http.headers, context)?;
+            match http.transport {
+                McpTransport::StreamableHttp => {
+                    let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
+                        .custom_headers(
+                            headers
+                                .iter()
+                                .map(|(name, value)| (name.clone(), value.clone()))
+                                .collect(),
+                        );
+                    let transport = StreamableHttpClientTransport::from_config(config);
+                    handshake(info, transport, timeout, &http.url, context).await?
+                }
+                McpTransport::Sse => {
+                    let transport = SseTransport::connect(&http.url, headers, timeout)
+                        .await
+                        .map_err(|err| {
+                            let reason = if err.malformed {
+                                McpErrorReason::MalformedResponse
+                            } else {
+                                McpErrorReason::StartFailed
+                            };
+                            context.error(reason, format!("cannot connect to {}: {err}", http.url))
+                        })?;
+                    handshake(info, transport, timeout, &http.url, context).await?
+                }
+            }
+        }
+        McpEndpoint::Stdio(command) => {
+            let (transport, stderr) = stdio::spawn(command).map_err(|err| {
+                let mut error = context.error(
+                    McpErrorReason::StartFailed,
+                    format!(
+                        "cannot start `{}`: {err}; check the command and that it is installed",
+                        command.command
+                    ),
+                );
+                if let FlueError::Mcp { source, .. } = &mut error {
+                    *source = Some(Box::new(err));
+                }
+                error
+            })?;
+            context.stderr = Some(stderr);
+            let target = format!("`{}`", command.command);
+            handshake(info, transport, timeout, &target, context).await?
+        }
+    };
+    Ok(service)
+}
+
+/// Runs the MCP handshake over `transport` to `target` (a url or a command), within `timeout`.
+async fn handshake<T, E, A>(
+    info: ClientConfig,
+    transport: T,
+    timeout: Duration,
+    target: &str,
+    context: &ErrorContext,
+) -> Result<RunningService<RoleClient, ClientConfig>>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let started = tokio::time::timeout(timeout, info.serve(transport)).await;
+    let err = match started {
+        Ok(Ok(service)) => return Ok(service),
+        Ok(Err(err)) => err,
+        Err(_) => {
+            return Err(context.error(
+                McpErrorReason::Timeout,
+                format!(
+                    "the MCP handshake did not finish within {} s; check that this is an MCP server",
+                    timeout.as_secs_f32()
+                ),
+            ));
+        }
+    };
+    let (reason, message) = match &err {
+        ClientInitializeError::ConnectionClosed(_) => (
+            McpErrorReason::StartFailed,
+            "the server closed the connection during the MCP handshake".to_owned(),
+        ),
+        ClientInitializeError::TransportError { error, .. } => (
+            McpErrorReason::StartFailed,
+            format!(
+                "cannot reach {target}: {}",
+                error_chain(error.error.as_ref())
+            ),
+        ),
+        ClientInitializeError::JsonRpcError(data) => (
+            McpErrorReason::StartFailed,
+            format!(
+                "the server refused the MCP handshake with error {}: {}",
+                data.code.0, data.message
+            ),
+        ),
+        ClientInitializeError::ExpectedInitResponse(_)
+        | ClientInitializeError::ExpectedInitResult(_)
+        | ClientInitializeError::ConflictInitResponseId(..) => (
+            McpErrorReason::MalformedResponse,
+            "the server's answer to `initialize` is not a valid MCP result".to_owned(),
+        ),
+        other => (
+            McpErrorReason::StartFailed,
+            format!("the MCP handshake failed: {other}"),
+        ),
+    };
+    Err(context.error(reason, message))
+}
+
+/// Every tool the server lists, following pagination.
+async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>> {
+    let never = CancellationToken::new();
+    let mut tools = Vec::new();
+    let mut seen_cursors = HashSet::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.clone());
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
+        let ServerResult::ListToolsResult(page) =
+            client.request(request, "tools/list", &never).await?
+        else {
+            return Err(client.context.error(
+                McpErrorReason::MalformedResponse,
+                "the answer to tools/list is not a tool list".to_owned(),
+            ));
+        };
+        tools.extend(page.tools);
+        match page.next_cursor {
+            None => return Ok(tools),
+            Some(next) => {
+                if !seen_cursors.insert(next.clone()) {
+                    return Err(client.context.error(
+                        McpErrorReason::InvalidTools,
+                        format!(
+                            "tools/list repeated the pagination cursor {next:?}, so the listing would never end; fix the server's pagination"
+                        ),
+                    ));
+                }
+                cursor = Some(next);
+            }
+        }
+    }
+    Err(client.context.error(
+        McpErrorReason::InvalidTools,
+        format!("tools/list did not end after {MAX_PAGES} pages"),
+    ))
+}
+
+/// The listed tools as tool definitions; duplicate adapted names are an error.
+fn adapt_tools(
+    client: &Arc<Client>,
+    listed: Vec<rmcp::model::Tool>,
+) -> Result<Vec<ToolDefinition>> {
+    let server = client.context.server.as_str();
+    let mut originals: BTreeMap<String, String> = BTreeMap::new();
+    let mut tools = Vec::with_capacity(listed.len());
+    for tool in listed {
+        let original = tool.name.to_string();
+        let name = adapted_name(server, &original);
+        if let Some(first) = originals.insert(name.clone(), original.clone()) {
+            return Err(client.context.error(
+                McpErrorReason::InvalidTools,
+                format!(
+                    "tools `{first}` and `{original}` both become `{name}`; rename one of them on the server"
+                ),
+            ));
+        }
+        let invalid = |message: String| {
+            client.context.error(
+                McpErrorReason::InvalidTools,
+                format!("tool `{original}`: {message}"),
+            )
+        };
+        let output_validator = match &tool.output_schema {
+            Some(schema) => Some(
+                jsonschema::validator_for(&Value::Object((**schema).clone()))
+                    .map_err(|err| invalid(format!("invalid output schema: {err}")))?,
+            ),
+            None => None,
+        };
+        let annotations = tool.annotations.as_ref();
+        let read_only = annotations
+            .and_then(|hints| hints.read_only_hint)
+            .unwrap_or(false);
+        let destructive = !read_only
+            && annotations
+                .and_then(|hints| hints.destructive_hint)
+                .unwrap_or(true);
+        let meta = ToolMeta {
+            ownership: Ownership::Mcp,
+            read_only,
+            destructive,
+            ..ToolMeta::default()
+        };
+        let description = describe(server, &tool);
+        let input_schema = normalize_input_schema(&tool.input_schema);
+        let implementation = McpTool {
+            client: Arc::clone(client),
+            original: original.clone(),
+            output_validator,
+        };
+        let definition =
+            ToolDefinition::new(&name, description, input_schema, Arc::new(implementation))
+                .map_err(|err| match err {
+                    FlueError::InvalidTool { message, .. } => invalid(message),
+                    other => invalid(other.to_string()),
+                })?
+                .with_meta(meta);
+        tools.push(definition);
+    }
+    Ok(tools)
+}
+
+/// `MCP tool "x" from server "s". Title: T. <description>`
+fn describe(server: &str, tool: &rmcp::model::Tool) -> String {
+    let mut parts = vec![format!(
+        "MCP tool \"{}\" from server \"{server}\".",
+        tool.name
+    )];
+    let title = tool.title.as_deref().or_else(|| {
+        tool.annotations
+            .as_ref()
+            .and_then(|hints| hints.title.as_deref())
+    });
+    if let Some(title) = title.filter(|title| *title != tool.name) {
+        parts.push(format!("Title: {title}."));
+    }
+    if let Some(description) = tool.description.as_deref().filter(|text| !text.is_empty()) {
+        parts.push(description.to_owned());
+    }
+    parts.join(" ")
+}
+
+/// The input schema with `type: object` and `properties` filled in when a server leaves them
+/// out (some do for tools without arguments).
+fn normalize_input_schema(schema: &Map<String, Value>) -> Value {
+    let mut schema = schema.clone();
+    if !schema.contains_key("type") {
+        schema.insert("type".to_owned(), Value::String("object".to_owned()));
+    }
+    schema
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    Value::Object(schema)
+}
+
+/// Header names and values for the HTTP transports; a bad one is an error naming the header
+/// (never the value).
+fn header_map(headers: &BTreeMap<String, String>, context: &ErrorContext) -> Result<HeaderMap> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            context.error(
+                McpErrorReason::StartFailed,
+                format!("invalid header name `{name}`"),
+            )
+        })?;
+        let mut header_value = HeaderValue::from_str(value).map_err(|_| {
+            context.error(
+                McpErrorReason::StartFailed,
+                format!("the value of header `{name}` is not a valid header value (control characters or non-ASCII)"),
+            )
+        })?;
+        header_value.set_sensitive(true);
+        map.insert(header_name, header_value);
+    }
+    Ok(map)
+}
+
+/// One adapted tool: calls `original` on the server.
+struct McpTool {
+    client: Arc<Client>,
+    original: String,
+    output_validator: Option<jsonschema::Validator>,
+}
+
+impl Tool for McpTool {
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+    ) -> flue_core::BoxFuture<'a, std::result::Result<Value, ToolError>> {
+        Box::pin(async move {
+            let arguments = match input {
+                Value::Object(arguments) => Some(arguments),
+                Value::Null => None,
+                _ => return Err(ToolError::invalid_input("the input must be a JSON object")),
+            };
+            let mut params = CallToolRequestParams::new(self.original.clone());
+            params.arguments = arguments;
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let what = format!("tools/call `{}`", self.original);
+            let answer = self.client.request(request, &what, &ctx.cancel).await?;
+            let result = match answer {
+                ServerResult::CallToolResult(result) => result,
+                ServerResult::EmptyResult(_) => return Ok(Value::String(EMPTY_RESULT.to_owned())),
+                _ => {
+                    let err = self.client.context.error(
+                        McpErrorReason::MalformedResponse,
+                        format!("the answer to {what} is not a valid tool result"),
+                    );
+                    return Err(err.into());
+                }
+            };
+            let json = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let text = render_result(&json);
+            if result.is_error == Some(true) {
+                return Err(ToolError::new("mcp_tool_error", text));
+            }
+            if let Some(validator) = &self.output_validator {
+                self.check_output(validator, result.structured_content.as_ref())?;
+            }
+            Ok(Value::String(text))
+        })
+    }
+}
+
+impl McpTool {
+    /// Structured content must be present and match the declared output schema.
+    fn check_output(
+        &self,
+        validator: &jsonschema::Validator,
+        structured: Option<&Value>,
+    ) -> std::result::Result<(), ToolError> {
+        let Some(structured) = structured else {
+            return Err(ToolError::new(
+                "invalid_output",
+                format!(
+                    "MCP tool `{}` declares an output schema but returned no structured content",
+                    self.original
+                ),
+            ));
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(structured)
+            .take(MAX_REPORTED_PROBLEMS)
+            .map(|err| {
+                let path = err.instance_path().to_string();
+                if path.is_empty() {
+                    err.to_string()
+                } else {
+                    format!("{path}: {err}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            "invalid_output",
+            format!(
+                "MCP tool `{}` returned structured content that does not match its output schema: {}",
+                self.original,
+                problems.join("; ")
+            ),
+        ))
+    }
+}

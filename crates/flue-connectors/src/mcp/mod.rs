@@ -1,0 +1,18 @@
+//! MCP servers as tool sources: connect, list and adapt tools, call them, close.
+//!
+//! [`connect_mcp_server`] speaks MCP over streamable HTTP and stdio through rmcp, and over the
+//! legacy HTTP + server-sent events transport through this crate's own rmcp transport
+//! (`sse.rs`). The rest of the code is shared by all three.
+
+mod connection;
+mod naming;
+mod options;
+mod render;
+mod sse;
+mod stdio;
+
+pub use connection::{McpServerConnection, connect_mcp_server};
+pub use options::{
+    DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerOptions, McpStdioCommand,
+    McpTransport,
+};
