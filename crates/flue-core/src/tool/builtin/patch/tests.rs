@@ -1,0 +1,1 @@
+//! Unit tests of the patch parser and chunk application.
