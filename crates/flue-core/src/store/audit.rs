@@ -69,10 +69,11 @@ pub const AUDIT_DIFF_LIMIT: usize = 64 * 1024;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TrashReason {
-    /// The file was deleted (`delete_file`, or a patch's `*** Delete File:`).
+    /// The file left its path: `delete_file`, a patch's `*** Delete File:`, or the source of
+    /// a patch's `*** Move to:`.
     #[default]
     Deleted,
-    /// The file was overwritten, edited, patched or moved with changes; this is the old content.
+    /// The file was overwritten, edited or patched in place; this is the old content.
     Overwritten,
 }
 

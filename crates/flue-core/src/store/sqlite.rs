@@ -70,7 +70,7 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;",
     // v2: the file tools' audit log and trash (content stored once per sha256).
     "CREATE TABLE audit (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq INTEGER PRIMARY KEY,
         instance_id TEXT NOT NULL,
         at INTEGER NOT NULL,
         entry TEXT NOT NULL

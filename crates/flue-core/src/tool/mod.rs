@@ -26,6 +26,9 @@ use crate::util::BoxFuture;
 
 pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
 
+/// The suggested action of an input that does not match a built-in tool's schema.
+const FIX_ARGUMENTS: &str = "Fix the arguments to match the tool's input schema and retry.";
+
 /// Who fulfils a tool call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -383,11 +386,16 @@ impl ToolDefinition {
     ) -> std::result::Result<Value, ToolError> {
         let input_problems = describe_errors(&self.inner.input_validator, &input);
         if !input_problems.is_empty() {
-            return Err(ToolError::invalid_input(format!(
+            let error = ToolError::invalid_input(format!(
                 "invalid input for {}: {}. Fix the arguments to match the tool's schema and retry.",
                 self.inner.name,
                 input_problems.join("; ")
-            )));
+            ));
+            // The built-in tools promise a suggested action with every error.
+            return Err(match self.inner.meta.ownership {
+                Ownership::Managed => error.with_suggested_action(FIX_ARGUMENTS),
+                Ownership::Mcp | Ownership::Custom => error,
+            });
         }
         let output = self.inner.tool.run(input, ctx).await?;
         if let Some(validator) = &self.inner.output_validator {

@@ -190,7 +190,7 @@ pub(crate) fn default_action(kind: &str) -> &'static str {
 pub(crate) struct FilePath {
     /// Absolute sandbox path.
     pub(crate) abs: String,
-    /// How results name it: relative to the working directory when inside it.
+    /// How results name it: relative to the working directory when inside it, else as given.
     pub(crate) shown: String,
 }
 
@@ -203,10 +203,14 @@ pub(crate) fn resolve(ctx: &ToolContext, input: &str) -> Result<FilePath, FileEr
         ));
     }
     let abs = normalize_path(&ctx.cwd, input).map_err(|err| FileError::from_flue(input, &err))?;
-    Ok(FilePath {
-        shown: shown_path(&ctx.cwd, &abs),
-        abs,
-    })
+    let relative = shown_path(&ctx.cwd, &abs);
+    // Outside the working directory, results name the path as the model wrote it.
+    let shown = if relative == abs {
+        input.to_owned()
+    } else {
+        relative
+    };
+    Ok(FilePath { shown, abs })
 }
 
 /// `abs` relative to `cwd` when it lies inside it (`.` for `cwd` itself), else `abs`.

@@ -108,77 +108,95 @@ pub(crate) async fn walk(
     }
     let mut walk = Walk::default();
     let mut visited = 0usize;
-    // Directories still to list, as (absolute, relative) paths; popped from the end, so pushed
-    // in reverse to keep the order sorted.
-    let mut pending: Vec<(String, String)> = vec![(root.abs.clone(), String::new())];
-    while let Some((dir_abs, dir_rel)) = pending.pop() {
-        if ctx.cancel.is_cancelled() {
+    let root_names = ctx
+        .sandbox
+        .readdir(&root.abs)
+        .await
+        .map_err(|err| FileError::from_flue(&root.shown, &err))?;
+    // Depth first, in name order: each frame is a directory being listed and the index of its
+    // next entry.
+    let mut stack: Vec<Frame> = vec![Frame {
+        abs: root.abs.clone(),
+        rel: String::new(),
+        names: root_names,
+        next: 0,
+    }];
+    while let Some(frame) = stack.last_mut() {
+        let Some(name) = frame.names.get(frame.next).cloned() else {
+            stack.pop();
+            continue;
+        };
+        frame.next += 1;
+        let abs = join(&frame.abs, &name);
+        let rel = if frame.rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{}/{name}", frame.rel)
+        };
+        visited += 1;
+        if visited > MAX_VISITED {
+            walk.truncated = true;
+            return Ok(walk);
+        }
+        if visited % 256 == 0 && ctx.cancel.is_cancelled() {
             return Err(FileError::new(
                 "aborted",
                 "the walk was aborted",
                 crate::tool::builtin::files::default_action("aborted"),
             ));
         }
-        if options.respect_ignore && dir_abs != root.abs {
-            ignores.load(ctx, &dir_abs).await;
-        }
-        let names = match ctx.sandbox.readdir(&dir_abs).await {
-            Ok(names) => names,
-            // The root must be listable; below it, an unreadable directory is skipped.
-            Err(err) if dir_abs == root.abs => {
-                return Err(FileError::from_flue(&root.shown, &err));
-            }
-            Err(_) => continue,
+        let Ok(stat) = ctx.sandbox.stat(&abs).await else {
+            continue;
         };
-        let mut subdirs = Vec::new();
-        for name in names {
-            visited += 1;
-            if visited > MAX_VISITED {
+        let kind = if stat.is_symlink == Some(true) {
+            EntryKind::Symlink
+        } else if stat.is_dir {
+            EntryKind::Directory
+        } else {
+            EntryKind::File
+        };
+        let is_dir = kind == EntryKind::Directory;
+        if options.respect_ignore && ((is_dir && name == ".git") || ignores.ignored(&abs, is_dir)) {
+            continue;
+        }
+        let entry = WalkEntry {
+            rel,
+            abs,
+            kind,
+            size: stat.size,
+        };
+        match keep(&entry) {
+            Keep::Yes => walk.entries.push(entry.clone()),
+            Keep::No => {}
+            Keep::Stop => {
                 walk.truncated = true;
                 return Ok(walk);
             }
-            let abs = join(&dir_abs, &name);
-            let Ok(stat) = ctx.sandbox.stat(&abs).await else {
-                continue;
-            };
-            let kind = if stat.is_symlink == Some(true) {
-                EntryKind::Symlink
-            } else if stat.is_dir {
-                EntryKind::Directory
-            } else {
-                EntryKind::File
-            };
-            let is_dir = kind == EntryKind::Directory;
-            if options.respect_ignore && ((is_dir && name == ".git") || ignores.ignored(&abs, is_dir))
-            {
-                continue;
+        }
+        if is_dir && options.recursive {
+            if options.respect_ignore {
+                ignores.load(ctx, &entry.abs).await;
             }
-            let rel = if dir_rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{dir_rel}/{name}")
-            };
-            let entry = WalkEntry {
-                rel,
-                abs,
-                kind,
-                size: stat.size,
-            };
-            match keep(&entry) {
-                Keep::Yes => walk.entries.push(entry.clone()),
-                Keep::No => {}
-                Keep::Stop => {
-                    walk.truncated = true;
-                    return Ok(walk);
-                }
-            }
-            if is_dir && options.recursive {
-                subdirs.push((entry.abs, entry.rel));
+            // An unreadable directory below the root is skipped.
+            if let Ok(names) = ctx.sandbox.readdir(&entry.abs).await {
+                stack.push(Frame {
+                    abs: entry.abs,
+                    rel: entry.rel,
+                    names,
+                    next: 0,
+                });
             }
         }
-        pending.extend(subdirs.into_iter().rev());
     }
     Ok(walk)
+}
+
+/// A directory being listed by [`walk`].
+struct Frame {
+    abs: String,
+    rel: String,
+    names: Vec<String>,
+    next: usize,
 }
 
 /// `dir/name` for an absolute sandbox directory.

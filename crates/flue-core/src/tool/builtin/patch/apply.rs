@@ -8,10 +8,11 @@
 //! chunk must match at the end of the file. A chunk with no old lines inserts its lines right
 //! after its context line, or at the end of the file when it has none.
 //!
-//! The file keeps its line endings (CRLF stays CRLF) and its final newline or lack of one; an
-//! empty file gains a final newline.
+//! Context lines keep the file's text (a context line matched despite different trailing
+//! whitespace is not rewritten). The file keeps its line endings (CRLF stays CRLF) and its
+//! final newline or lack of one; an empty file gains a final newline.
 
-use crate::tool::builtin::patch::parse::Chunk;
+use crate::tool::builtin::patch::parse::{Chunk, ChunkLine};
 
 /// Why a chunk does not apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,28 +57,29 @@ pub(crate) fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, C
             };
             cursor = found + 1;
         }
-        if chunk.old_lines.is_empty() {
+        let mut ops: &[ChunkLine] = &chunk.lines;
+        let mut old_lines = chunk.old_lines();
+        if old_lines.is_empty() {
             let at = if chunk.context.is_some() && !chunk.end_of_file {
                 cursor
             } else {
                 lines.len()
             };
-            replacements.push((at, 0, chunk.new_lines.clone()));
+            replacements.push((at, 0, added_lines(ops)));
             continue;
         }
-        let mut old_lines = chunk.old_lines.as_slice();
-        let mut new_lines = chunk.new_lines.as_slice();
-        let mut found = seek(&lines, old_lines, cursor, chunk.end_of_file);
+        let mut found = seek(&lines, &old_lines, cursor, chunk.end_of_file);
         // A trailing empty context line often stands for the file's final newline.
-        if found.is_none() && old_lines.last().is_some_and(String::is_empty) {
-            old_lines = &old_lines[..old_lines.len() - 1];
-            if new_lines.last().is_some_and(String::is_empty) {
-                new_lines = &new_lines[..new_lines.len() - 1];
-            }
+        if found.is_none()
+            && let Some((ChunkLine::Context(last), rest)) = ops.split_last()
+            && last.is_empty()
+        {
+            ops = rest;
+            old_lines.pop();
             found = if old_lines.is_empty() {
                 Some(lines.len())
             } else {
-                seek(&lines, old_lines, cursor, chunk.end_of_file)
+                seek(&lines, &old_lines, cursor, chunk.end_of_file)
             };
         }
         let Some(start) = found else {
@@ -91,11 +93,12 @@ pub(crate) fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, C
                     } else {
                         ""
                     },
-                    quote_lines(&chunk.old_lines)
+                    quote_lines(&chunk.old_lines())
                 ),
             });
         };
-        replacements.push((start, old_lines.len(), new_lines.to_vec()));
+        let matched = lines.get(start..start + old_lines.len()).unwrap_or_default();
+        replacements.push((start, old_lines.len(), new_lines(ops, matched)));
         cursor = start + old_lines.len();
     }
 
@@ -120,6 +123,34 @@ pub(crate) fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, C
         text.push_str(eol);
     }
     Ok(text)
+}
+
+/// The lines a chunk puts in place of `matched` (the file's lines its old lines matched):
+/// context lines keep the file's text, added lines come from the patch.
+fn new_lines(ops: &[ChunkLine], matched: &[String]) -> Vec<String> {
+    let mut old_idx = 0usize;
+    let mut out = Vec::new();
+    for op in ops {
+        match op {
+            ChunkLine::Context(text) => {
+                out.push(matched.get(old_idx).unwrap_or(text).clone());
+                old_idx += 1;
+            }
+            ChunkLine::Removed(_) => old_idx += 1,
+            ChunkLine::Added(text) => out.push(text.clone()),
+        }
+    }
+    out
+}
+
+/// The added lines of a chunk with nothing to match.
+fn added_lines(ops: &[ChunkLine]) -> Vec<String> {
+    ops.iter()
+        .filter_map(|op| match op {
+            ChunkLine::Added(text) => Some(text.clone()),
+            ChunkLine::Context(_) | ChunkLine::Removed(_) => None,
+        })
+        .collect()
 }
 
 /// The first index at or after `from` where `pattern` matches `lines`, trying stricter

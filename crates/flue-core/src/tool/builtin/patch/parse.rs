@@ -63,14 +63,36 @@ impl Section {
 pub(crate) struct Chunk {
     /// The text after `@@ `: a line to find first; the chunk applies below it.
     pub(crate) context: Option<String>,
-    /// Lines to find (context and `-` lines), in order.
-    pub(crate) old_lines: Vec<String>,
-    /// Lines to put in their place (context and `+` lines), in order.
-    pub(crate) new_lines: Vec<String>,
+    /// The chunk's lines, in order.
+    pub(crate) lines: Vec<ChunkLine>,
     /// `*** End of File`: the old lines must end the file.
     pub(crate) end_of_file: bool,
     /// The 1-based line where the chunk starts.
     pub(crate) line: usize,
+}
+
+/// One line of a chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ChunkLine {
+    /// ` line`: must be in the file, stays.
+    Context(String),
+    /// `-line`: must be in the file, goes.
+    Removed(String),
+    /// `+line`: comes in.
+    Added(String),
+}
+
+impl Chunk {
+    /// The lines to find in the file (context and removed lines), in order.
+    pub(crate) fn old_lines(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .filter_map(|line| match line {
+                ChunkLine::Context(text) | ChunkLine::Removed(text) => Some(text.clone()),
+                ChunkLine::Added(_) => None,
+            })
+            .collect()
+    }
 }
 
 /// Why a patch does not parse, with the 1-based line at fault.
@@ -263,8 +285,7 @@ impl<'a> Parser<'a> {
     fn chunk_body(&mut self, context: Option<String>, chunk_line: usize) -> Result<Chunk, ParseError> {
         let mut chunk = Chunk {
             context,
-            old_lines: Vec::new(),
-            new_lines: Vec::new(),
+            lines: Vec::new(),
             end_of_file: false,
             line: chunk_line,
         };
@@ -279,15 +300,13 @@ impl<'a> Parser<'a> {
                 break;
             }
             if line.is_empty() {
-                chunk.old_lines.push(String::new());
-                chunk.new_lines.push(String::new());
+                chunk.lines.push(ChunkLine::Context(String::new()));
             } else if let Some(kept) = line.strip_prefix(' ') {
-                chunk.old_lines.push(kept.to_owned());
-                chunk.new_lines.push(kept.to_owned());
+                chunk.lines.push(ChunkLine::Context(kept.to_owned()));
             } else if let Some(removed) = line.strip_prefix('-') {
-                chunk.old_lines.push(removed.to_owned());
+                chunk.lines.push(ChunkLine::Removed(removed.to_owned()));
             } else if let Some(added) = line.strip_prefix('+') {
-                chunk.new_lines.push(added.to_owned());
+                chunk.lines.push(ChunkLine::Added(added.to_owned()));
             } else {
                 break;
             }
