@@ -321,6 +321,7 @@ fn parse_ignore_line(line: &str) -> Option<IgnoreRule> {
     })
 }
 
+/// Rules parsed from `text` as the ignore file of `dir`, for unit tests.
 #[cfg(test)]
 pub(crate) fn rules_from(dir: &str, text: &str) -> IgnoreRules {
     let mut rules = IgnoreRules::default();
