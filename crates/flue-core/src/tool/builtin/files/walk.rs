@@ -138,7 +138,7 @@ pub(crate) async fn walk(
             walk.truncated = true;
             return Ok(walk);
         }
-        if visited % 256 == 0 && ctx.cancel.is_cancelled() {
+        if visited.is_multiple_of(256) && ctx.cancel.is_cancelled() {
             return Err(FileError::new(
                 "aborted",
                 "the walk was aborted",
