@@ -86,7 +86,11 @@ fn audit_text(entries: &[AuditEntry], root: &str, with_diff: bool) -> String {
             paths,
             outcome,
             entry.session,
-            if entry.agent.is_empty() { "-" } else { &entry.agent },
+            if entry.agent.is_empty() {
+                "-"
+            } else {
+                &entry.agent
+            },
         );
         if with_diff && let Some(diff) = &entry.diff {
             out.push_str(diff);

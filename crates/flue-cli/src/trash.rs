@@ -68,8 +68,9 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
         }
         Err(err) => {
             if args.json {
-                let envelope: Value = serde_json::from_str(&err.model_text())
-                    .unwrap_or_else(|_| json!({"ok": false, "error": {"kind": err.kind, "message": err.message}}));
+                let envelope: Value = serde_json::from_str(&err.model_text()).unwrap_or_else(
+                    |_| json!({"ok": false, "error": {"kind": err.kind, "message": err.message}}),
+                );
                 println!("{envelope}");
             }
             eprintln!("error: {}: {}", err.kind, err.message);

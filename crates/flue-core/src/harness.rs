@@ -113,7 +113,8 @@ impl HarnessBuilder {
             Some(context) => context,
             None => discover_workspace_context(sandbox.as_ref(), &cwd).await?,
         };
-        let store: Arc<dyn SessionStore> = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let store: Arc<dyn SessionStore> =
+            self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let audit = self
             .audit
             .or_else(|| Arc::clone(&store).audit_store())

@@ -44,7 +44,10 @@ fn audit_and_trash_follow_what_the_agent_did() {
         std::fs::read_to_string(ws.root().join("notes/todo.txt")).unwrap(),
         "buy milk\n"
     );
-    assert_eq!(run(&ws, "create it again"), "create ok=false already_exists\n");
+    assert_eq!(
+        run(&ws, "create it again"),
+        "create ok=false already_exists\n"
+    );
     let deleted = run(&ws, "delete the todo");
     let trash_id = deleted.trim().strip_prefix("trash id ").unwrap().to_owned();
     assert_eq!(trash_id.len(), 26, "{deleted}");
@@ -59,30 +62,70 @@ fn audit_and_trash_follow_what_the_agent_did() {
         .unwrap()
         .iter()
         .map(|entry| {
-            json!([entry["tool"], entry["operation"], entry["path"], entry["ok"],
-                   entry["error_kind"], entry["session"], entry["agent"]])
+            json!([
+                entry["tool"],
+                entry["operation"],
+                entry["path"],
+                entry["ok"],
+                entry["error_kind"],
+                entry["session"],
+                entry["agent"]
+            ])
         })
         .collect();
     assert_eq!(
         summary,
         vec![
-            json!(["create_file", "create", todo, true, null, "default", "keeper"]),
-            json!(["create_file", "create", todo, false, "already_exists", "default", "keeper"]),
-            json!(["delete_file", "delete", todo, true, null, "default", "keeper"]),
+            json!([
+                "create_file",
+                "create",
+                todo,
+                true,
+                null,
+                "default",
+                "keeper"
+            ]),
+            json!([
+                "create_file",
+                "create",
+                todo,
+                false,
+                "already_exists",
+                "default",
+                "keeper"
+            ]),
+            json!([
+                "delete_file",
+                "delete",
+                todo,
+                true,
+                null,
+                "default",
+                "keeper"
+            ]),
         ]
     );
-    assert_eq!(audit["entries"][0]["diff"], "--- /dev/null\n+++ b/notes/todo.txt\n@@ -0,0 +1 @@\n+buy milk\n");
+    assert_eq!(
+        audit["entries"][0]["diff"],
+        "--- /dev/null\n+++ b/notes/todo.txt\n@@ -0,0 +1 @@\n+buy milk\n"
+    );
 
     // As text, one line per entry.
     let text = stdout(&ws.flue(&["audit", "--id", "c1"]));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     let (time, rest) = lines[0].split_once("  ").unwrap();
-    assert_eq!((time.len(), &time[..2], time.ends_with('Z')), (20, "20", true), "{text}");
+    assert_eq!(
+        (time.len(), &time[..2], time.ends_with('Z')),
+        (20, "20", true),
+        "{text}"
+    );
     let sha_prefix = audit["entries"][0]["sha256_after"].as_str().unwrap()[..12].to_owned();
     assert_eq!(
         rest,
-        format!("create_file create  notes/todo.txt  - -> {sha_prefix}  (session default, agent keeper)")
+        format!(
+            "create_file create  notes/todo.txt  - -> {sha_prefix}  (session default, agent keeper)"
+        )
     );
     assert!(
         lines[1].contains("FAILED already_exists: notes/todo.txt already exists"),
@@ -104,7 +147,10 @@ fn audit_and_trash_follow_what_the_agent_did() {
     );
     let text = stdout(&ws.flue(&["trash", "list", "--id", "c1"]));
     assert!(text.starts_with(&format!("{trash_id}  ")), "{text}");
-    assert!(text.contains("deleted      notes/todo.txt  9 bytes"), "{text}");
+    assert!(
+        text.contains("deleted      notes/todo.txt  9 bytes"),
+        "{text}"
+    );
 
     // Restore: back in place; a second time it is occupied; elsewhere is fine.
     let restored = ws.flue(&["trash", "restore", &trash_id, "--id", "c1"]);
@@ -116,8 +162,21 @@ fn audit_and_trash_follow_what_the_agent_did() {
     );
     let again = ws.flue(&["trash", "restore", &trash_id, "--id", "c1"]);
     assert_eq!(again.status.code(), Some(1));
-    assert!(stderr(&again).contains("already_exists"), "{}", stderr(&again));
-    let elsewhere = ws.flue(&["trash", "restore", &trash_id, "--id", "c1", "--to", "old/todo.txt", "--json"]);
+    assert!(
+        stderr(&again).contains("already_exists"),
+        "{}",
+        stderr(&again)
+    );
+    let elsewhere = ws.flue(&[
+        "trash",
+        "restore",
+        &trash_id,
+        "--id",
+        "c1",
+        "--to",
+        "old/todo.txt",
+        "--json",
+    ]);
     assert!(elsewhere.status.success(), "{}", stderr(&elsewhere));
     assert_eq!(json(&elsewhere)["data"]["path"], "old/todo.txt");
     assert_eq!(
@@ -136,7 +195,11 @@ fn audit_and_trash_follow_what_the_agent_did() {
         .collect();
     assert_eq!(
         restores,
-        vec![json!([true, "cli", null]), json!([false, "cli", "already_exists"]), json!([true, "cli", null])]
+        vec![
+            json!([true, "cli", null]),
+            json!([false, "cli", "already_exists"]),
+            json!([true, "cli", null])
+        ]
     );
 }
 
@@ -145,7 +208,11 @@ fn unknown_ids_are_empty_and_missing_stores_are_errors() {
     let ws = workspace();
     let none = ws.flue(&["audit", "--id", "c1"]);
     assert_eq!(none.status.code(), Some(1));
-    assert!(stderr(&none).contains("no conversations are stored"), "{}", stderr(&none));
+    assert!(
+        stderr(&none).contains("no conversations are stored"),
+        "{}",
+        stderr(&none)
+    );
     run(&ws, "create the todo");
     let other = ws.flue(&["audit", "--id", "other", "--json"]);
     assert!(other.status.success());
@@ -155,5 +222,9 @@ fn unknown_ids_are_empty_and_missing_stores_are_errors() {
     assert!(stderr(&trash).contains("is empty"));
     let missing = ws.flue(&["trash", "restore", "01NOPE", "--id", "c1"]);
     assert_eq!(missing.status.code(), Some(1));
-    assert!(stderr(&missing).contains("not_found"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("not_found"),
+        "{}",
+        stderr(&missing)
+    );
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_core::{AuditStore, LocalSandbox, Sandbox, TrashReason};
+use flue_core::{AuditStore, TrashReason};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -141,7 +141,11 @@ async fn a_multi_file_patch_reports_files_and_new_hashes() {
             audit,
             vec![
                 ("apply_patch".into(), "add".into(), Some(sha("b\n"))),
-                ("apply_patch".into(), "move".into(), Some(sha("1\ntwo\n3\n"))),
+                (
+                    "apply_patch".into(),
+                    "move".into(),
+                    Some(sha("1\ntwo\n3\n"))
+                ),
                 ("apply_patch".into(), "delete".into(), None),
             ]
         );
@@ -151,14 +155,23 @@ async fn a_multi_file_patch_reports_files_and_new_hashes() {
 #[tokio::test]
 async fn a_failing_last_section_leaves_every_file_untouched() {
     for (name, open) in SANDBOXES {
-        let fx = Fixture::new(*open, &[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")]);
+        let fx = Fixture::new(
+            *open,
+            &[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")],
+        );
         let before = fx.snapshot().await;
         let cases = [
-            ("*** Update File: c.txt\n@@\n-not there\n+x\n", "patch_conflict"),
+            (
+                "*** Update File: c.txt\n@@\n-not there\n+x\n",
+                "patch_conflict",
+            ),
             ("*** Update File: missing.txt\n@@\n-x\n+y\n", "not_found"),
             ("*** Delete File: missing.txt\n", "not_found"),
             ("*** Add File: c.txt\n+again\n", "already_exists"),
-            ("*** Update File: c.txt\n*** Move to: a.txt\n@@\n-c\n+C\n", "already_exists"),
+            (
+                "*** Update File: c.txt\n*** Move to: a.txt\n@@\n-c\n+C\n",
+                "already_exists",
+            ),
             ("*** Add File: a.txt/inside.txt\n+x\n", "not_a_directory"),
             ("*** Delete File: ../escape.txt\n", "outside_workspace"),
         ];
@@ -177,47 +190,64 @@ async fn a_failing_last_section_leaves_every_file_untouched() {
 
 #[tokio::test]
 async fn a_write_that_fails_midway_is_rolled_back() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-    std::fs::write(dir.path().join("b.txt"), "b\n").unwrap();
-    let inner: Arc<dyn Sandbox> = Arc::new(LocalSandbox::new(dir.path()).unwrap());
-    let mut faulty = FaultySandbox::new(inner);
-    faulty.fail_writes = vec!["z.txt".to_owned()];
-    let faulty = Arc::new(faulty);
-    let fx = Fixture::over(dir, faulty.clone());
-    let before = fx.snapshot().await;
-    let err = fx
-        .call(
-            "apply_patch",
-            json!({"patch": patch(
-                "*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: deep/new/y.txt\n+y\n\
-                 *** Delete File: b.txt\n*** Add File: deep/z.txt\n+z\n"
-            )}),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, "sandbox_error");
-    assert!(err.message.contains("no file was changed"), "{}", err.message);
-    // a.txt and deep/new/y.txt were written, then put back; deep/ was removed again.
-    let root = fx.ctx.cwd.clone();
-    assert_eq!(
-        faulty.writes.lock().unwrap().clone(),
-        [
-            format!("{root}/a.txt"),
-            format!("{root}/deep/new/y.txt"),
-            format!("{root}/deep/z.txt"),
-            format!("{root}/a.txt"),
-        ]
-    );
-    assert_eq!(fx.snapshot().await, before);
-    let audit = fx.store.list_audit("instance-1").await.unwrap();
-    assert_eq!(
-        audit
-            .iter()
-            .map(|entry| (entry.operation.as_str(), entry.ok, entry.error_kind.as_deref(), entry.path.clone()))
-            .collect::<Vec<_>>(),
-        [("patch", false, Some("sandbox_error"), Some(format!("{root}/deep/z.txt")))]
-    );
+    for (name, open) in SANDBOXES {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "b\n").unwrap();
+        let mut faulty = FaultySandbox::new(open(dir.path()));
+        faulty.fail_writes = vec!["z.txt".to_owned()];
+        let faulty = Arc::new(faulty);
+        let fx = Fixture::over(dir, faulty.clone());
+        let before = fx.snapshot().await;
+        let err = fx
+            .call(
+                "apply_patch",
+                json!({"patch": patch(
+                    "*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: deep/new/y.txt\n+y\n\
+                     *** Delete File: b.txt\n*** Add File: deep/z.txt\n+z\n"
+                )}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, "sandbox_error", "{name}");
+        assert!(
+            err.message.contains("no file was changed"),
+            "{name}: {}",
+            err.message
+        );
+        // a.txt and deep/new/y.txt were written, then put back; deep/ was removed again.
+        let root = fx.ctx.cwd.clone();
+        assert_eq!(
+            faulty.writes.lock().unwrap().clone(),
+            [
+                format!("{root}/a.txt"),
+                format!("{root}/deep/new/y.txt"),
+                format!("{root}/deep/z.txt"),
+                format!("{root}/a.txt"),
+            ],
+            "{name}"
+        );
+        assert_eq!(fx.snapshot().await, before, "{name}");
+        let audit = fx.store.list_audit("instance-1").await.unwrap();
+        assert_eq!(
+            audit
+                .iter()
+                .map(|entry| (
+                    entry.operation.as_str(),
+                    entry.ok,
+                    entry.error_kind.as_deref(),
+                    entry.path.clone()
+                ))
+                .collect::<Vec<_>>(),
+            [(
+                "patch",
+                false,
+                Some("sandbox_error"),
+                Some(format!("{root}/deep/z.txt"))
+            )],
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -234,7 +264,11 @@ async fn a_real_write_failure_in_the_local_sandbox_is_rolled_back() {
         .call("apply_patch", json!({"patch": patch(&body)}))
         .await
         .unwrap_err();
-    assert!(err.message.contains("no file was changed"), "{}", err.message);
+    assert!(
+        err.message.contains("no file was changed"),
+        "{}",
+        err.message
+    );
     assert_eq!(fx.snapshot().await, before);
 }
 
@@ -254,7 +288,11 @@ async fn stale_checks_follow_the_expected_sha256_map() {
         ];
         for map in stale_cases {
             let input = json!({"patch": patch(&body), "expectedSha256ByPath": map});
-            assert_eq!(fx.fail("apply_patch", input).await, "stale_file", "{name} {map}");
+            assert_eq!(
+                fx.fail("apply_patch", input).await,
+                "stale_file",
+                "{name} {map}"
+            );
             assert_eq!(fx.snapshot().await, before, "{name} {map}");
         }
         // Right hashes, "" for the new file, and unlisted paths unchecked: applied.
@@ -263,7 +301,11 @@ async fn stale_checks_follow_the_expected_sha256_map() {
         }});
         fx.call("apply_patch", input).await.unwrap();
         let tree = show(&fx.snapshot().await);
-        assert_eq!((tree["a.txt"].as_str(), tree["c.txt"].as_str()), ("A\n", "c\n"), "{name}");
+        assert_eq!(
+            (tree["a.txt"].as_str(), tree["c.txt"].as_str()),
+            ("A\n", "c\n"),
+            "{name}"
+        );
     }
 }
 
@@ -274,7 +316,11 @@ async fn grammar_edge_cases_apply_as_documented() {
         // No final newline: kept as it was.
         ("a\nb", "*** Update File: f.txt\n@@\n a\n-b\n+c\n", "a\nc"),
         // CRLF line endings are kept.
-        ("a\r\nb\r\n", "*** Update File: f.txt\n@@\n-b\n+c\n", "a\r\nc\r\n"),
+        (
+            "a\r\nb\r\n",
+            "*** Update File: f.txt\n@@\n-b\n+c\n",
+            "a\r\nc\r\n",
+        ),
         // `@@ context` locates the chunk below the context line.
         (
             "fn a() {\n    x\n}\nfn b() {\n    x\n}\n",
@@ -282,20 +328,52 @@ async fn grammar_edge_cases_apply_as_documented() {
             "fn a() {\n    x\n}\nfn b() {\n    y\n}\n",
         ),
         // A pure addition after a context line, and at the end without one.
-        ("a\nb\n", "*** Update File: f.txt\n@@ a\n+inserted\n", "a\ninserted\nb\n"),
-        ("a\nb\n", "*** Update File: f.txt\n@@\n+end\n", "a\nb\nend\n"),
+        (
+            "a\nb\n",
+            "*** Update File: f.txt\n@@ a\n+inserted\n",
+            "a\ninserted\nb\n",
+        ),
+        (
+            "a\nb\n",
+            "*** Update File: f.txt\n@@\n+end\n",
+            "a\nb\nend\n",
+        ),
         // Deletions only.
-        ("a\nb\nc\n", "*** Update File: f.txt\n@@\n a\n-b\n c\n", "a\nc\n"),
+        (
+            "a\nb\nc\n",
+            "*** Update File: f.txt\n@@\n a\n-b\n c\n",
+            "a\nc\n",
+        ),
         // End of File anchors the chunk at the end, even when the lines also occur earlier.
-        ("x\nend\nx\nend\n", "*** Update File: f.txt\n@@\n x\n-end\n+END\n*** End of File\n", "x\nend\nx\nEND\n"),
+        (
+            "x\nend\nx\nend\n",
+            "*** Update File: f.txt\n@@\n x\n-end\n+END\n*** End of File\n",
+            "x\nend\nx\nEND\n",
+        ),
         // Unicode, and typographic quotes matched by their ASCII form.
-        ("naïve “café”\n", "*** Update File: f.txt\n@@\n-naïve \"café\"\n+✅\n", "✅\n"),
+        (
+            "naïve “café”\n",
+            "*** Update File: f.txt\n@@\n-naïve \"café\"\n+✅\n",
+            "✅\n",
+        ),
         // Trailing whitespace differences are tolerated in context.
-        ("a  \nb\n", "*** Update File: f.txt\n@@\n a\n-b\n+B\n", "a  \nB\n"),
+        (
+            "a  \nb\n",
+            "*** Update File: f.txt\n@@\n a\n-b\n+B\n",
+            "a  \nB\n",
+        ),
         // A unified-diff header: line numbers are ignored.
-        ("a\nb\n", "*** Update File: f.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n", "a\nc\n"),
+        (
+            "a\nb\n",
+            "*** Update File: f.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n",
+            "a\nc\n",
+        ),
         // The first chunk may omit its header; blank lines separate chunks.
-        ("a\nb\nc\nd\n", "*** Update File: f.txt\n-a\n+A\n\n@@\n-d\n+D\n", "A\nb\nc\nD\n"),
+        (
+            "a\nb\nc\nd\n",
+            "*** Update File: f.txt\n-a\n+A\n\n@@\n-d\n+D\n",
+            "A\nb\nc\nD\n",
+        ),
         // An empty file gets its new lines with a final newline.
         ("", "*** Update File: f.txt\n@@\n+first\n", "first\n"),
     ];
@@ -304,7 +382,11 @@ async fn grammar_edge_cases_apply_as_documented() {
             let fx = Fixture::new(*open, &[("f.txt", before)]);
             let res = fx.call("apply_patch", json!({"patch": patch(body)})).await;
             assert!(res.is_ok(), "{name}: {body}: {res:?}");
-            assert_eq!(show(&fx.snapshot().await)["f.txt"], *after, "{name}: {body}");
+            assert_eq!(
+                show(&fx.snapshot().await)["f.txt"],
+                *after,
+                "{name}: {body}"
+            );
         }
     }
 }
@@ -316,14 +398,20 @@ async fn sections_chain_on_the_same_file_and_moves_can_be_pure_renames() {
         let body = "*** Delete File: a.txt\n*** Add File: a.txt\n+fresh\n\
                     *** Update File: a.txt\n@@\n-fresh\n+fresher\n\
                     *** Update File: old.txt\n*** Move to: dir/new.txt\n";
-        fx.call("apply_patch", json!({"patch": patch(body)})).await.unwrap();
+        fx.call("apply_patch", json!({"patch": patch(body)}))
+            .await
+            .unwrap();
         let tree = show(&fx.snapshot().await);
         assert_eq!(
             tree,
-            [("a.txt", "fresher\n"), ("dir", "<dir>"), ("dir/new.txt", "keep\n")]
-                .map(|(path, content)| (path.to_owned(), content.to_owned()))
-                .into_iter()
-                .collect(),
+            [
+                ("a.txt", "fresher\n"),
+                ("dir", "<dir>"),
+                ("dir/new.txt", "keep\n")
+            ]
+            .map(|(path, content)| (path.to_owned(), content.to_owned()))
+            .into_iter()
+            .collect(),
             "{name}"
         );
     }
@@ -334,21 +422,58 @@ async fn malformed_patches_are_parse_errors_naming_the_line() {
     let fx = Fixture::local(&[("a.txt", "a\n")]);
     let cases = [
         ("", "patch line 1: the patch is empty"),
-        ("hello\n*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n", "patch line 1: expected `*** Begin Patch`"),
-        ("*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\ntrailing words\n", "patch line 4: the patch must end with `*** End Patch`"),
-        ("*** Begin Patch\n*** Delete File: a.txt\n", "patch line 2: the patch must end with `*** End Patch`"),
-        ("*** Begin Patch\n*** End Patch\n", "patch line 2: the patch has no file sections"),
-        ("*** Begin Patch\n*** Frobnicate File: a.txt\n*** End Patch\n", "patch line 2: expected a section header"),
-        ("*** Begin Patch\n*** Update File: a.txt\n*** End Patch\n", "patch line 2: `*** Update File: a.txt` has no changes"),
-        ("*** Begin Patch\n*** Update File: a.txt\n@@\n-a\nplain text\n*** End Patch\n", "patch line 5: expected a `@@` chunk header"),
-        ("*** Begin Patch\n*** Add File: b.txt\n+b\nforgot the plus\n*** End Patch\n", "patch line 4: expected a section header"),
-        ("*** Begin Patch\n*** Add File:   \n+b\n*** End Patch\n", "patch line 2: `*** Add File:` needs a path"),
-        ("*** Begin Patch\n*** Update File: a.txt\n@@\n*** End Patch\n", "patch line 3: this chunk has no lines"),
+        (
+            "hello\n*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n",
+            "patch line 1: expected `*** Begin Patch`",
+        ),
+        (
+            "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\ntrailing words\n",
+            "patch line 4: the patch must end with `*** End Patch`",
+        ),
+        (
+            "*** Begin Patch\n*** Delete File: a.txt\n",
+            "patch line 2: the patch must end with `*** End Patch`",
+        ),
+        (
+            "*** Begin Patch\n*** End Patch\n",
+            "patch line 2: the patch has no file sections",
+        ),
+        (
+            "*** Begin Patch\n*** Frobnicate File: a.txt\n*** End Patch\n",
+            "patch line 2: expected a section header",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a.txt\n*** End Patch\n",
+            "patch line 2: `*** Update File: a.txt` has no changes",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\nplain text\n*** End Patch\n",
+            "patch line 5: expected a `@@` chunk header",
+        ),
+        (
+            "*** Begin Patch\n*** Add File: b.txt\n+b\nforgot the plus\n*** End Patch\n",
+            "patch line 4: expected a section header",
+        ),
+        (
+            "*** Begin Patch\n*** Add File:   \n+b\n*** End Patch\n",
+            "patch line 2: `*** Add File:` needs a path",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a.txt\n@@\n*** End Patch\n",
+            "patch line 3: this chunk has no lines",
+        ),
     ];
     for (text, message_start) in cases {
-        let err = fx.call("apply_patch", json!({"patch": text})).await.unwrap_err();
+        let err = fx
+            .call("apply_patch", json!({"patch": text}))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind, "patch_parse_error", "{text:?}");
-        assert!(err.message.starts_with(message_start), "{text:?}: {}", err.message);
+        assert!(
+            err.message.starts_with(message_start),
+            "{text:?}: {}",
+            err.message
+        );
     }
     assert_eq!(show(&fx.snapshot().await)["a.txt"], "a\n");
     // Failed calls are audited too.

@@ -105,7 +105,10 @@ fn trash_entry(id: &str, instance_id: &str, content: &[u8]) -> TrashEntry {
 async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
     assert_eq!(store.list_audit("i1").await.unwrap(), vec![]);
     for (id, instance) in [("3", "i1"), ("1", "i2"), ("2", "i1")] {
-        store.append_audit(&entry(id, instance, true)).await.unwrap();
+        store
+            .append_audit(&entry(id, instance, true))
+            .await
+            .unwrap();
     }
     let ids: Vec<String> = store
         .list_audit("i1")
@@ -115,7 +118,10 @@ async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
         .map(|entry| entry.id)
         .collect();
     assert_eq!(ids, ["3", "2"], "insertion order, not id order");
-    assert_eq!(store.list_audit("i2").await.unwrap(), vec![entry("1", "i2", true)]);
+    assert_eq!(
+        store.list_audit("i2").await.unwrap(),
+        vec![entry("1", "i2", true)]
+    );
 }
 
 async fn audit_entries_round_trip_every_field(store: Arc<dyn AuditStore>) {
@@ -160,9 +166,16 @@ async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn AuditS
     };
     store.put_trash(&first, &content).await.unwrap();
     store.put_trash(&second, &content).await.unwrap();
-    assert_eq!(store.list_trash("i1").await.unwrap(), vec![first, second.clone()]);
     assert_eq!(
-        store.get_trash("i1", "t2").await.unwrap().map(|found| found.content),
+        store.list_trash("i1").await.unwrap(),
+        vec![first, second.clone()]
+    );
+    assert_eq!(
+        store
+            .get_trash("i1", "t2")
+            .await
+            .unwrap()
+            .map(|found| found.content),
         Some(content)
     );
 }
@@ -174,12 +187,22 @@ async fn sqlite_keeps_the_audit_log_and_trash_across_reopens() {
     {
         let store = SqliteStore::open(&path).unwrap();
         store.append_audit(&entry("a", "i1", true)).await.unwrap();
-        store.put_trash(&trash_entry("t", "i1", b"x"), b"x").await.unwrap();
+        store
+            .put_trash(&trash_entry("t", "i1", b"x"), b"x")
+            .await
+            .unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.list_audit("i1").await.unwrap(), vec![entry("a", "i1", true)]);
     assert_eq!(
-        store.get_trash("i1", "t").await.unwrap().map(|found| found.content),
+        store.list_audit("i1").await.unwrap(),
+        vec![entry("a", "i1", true)]
+    );
+    assert_eq!(
+        store
+            .get_trash("i1", "t")
+            .await
+            .unwrap()
+            .map(|found| found.content),
         Some(b"x".to_vec())
     );
 }
@@ -207,7 +230,13 @@ async fn a_version_1_database_is_migrated_without_losing_sessions() {
     }
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(
-        store.list("i1").await.unwrap().into_iter().map(|s| s.session).collect::<Vec<_>>(),
+        store
+            .list("i1")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.session)
+            .collect::<Vec<_>>(),
         ["chat"]
     );
     store.append_audit(&entry("a", "i1", true)).await.unwrap();

@@ -10,7 +10,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::sandboxes::{FaultySandbox, Fixture, SANDBOXES, show};
+use crate::sandboxes::{FaultySandbox, Fixture, SANDBOXES, open_local, show};
 
 fn sha(text: &str) -> String {
     format!("{:x}", Sha256::digest(text.as_bytes()))
@@ -24,7 +24,10 @@ fn notes_fixture(open: crate::sandboxes::OpenSandbox) -> Fixture {
         &[
             ("notes.txt", NOTES),
             ("src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n"),
-            ("src/lib.rs", "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n"),
+            (
+                "src/lib.rs",
+                "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+            ),
             ("docs/guide.md", "# Guide\nUse `add` to add.\n"),
         ],
     )
@@ -34,7 +37,10 @@ fn notes_fixture(open: crate::sandboxes::OpenSandbox) -> Fixture {
 async fn read_file_returns_the_content_its_sha256_and_counts() {
     for (name, open) in SANDBOXES {
         let fx = notes_fixture(*open);
-        let data = fx.call("read_file", json!({"path": "notes.txt"})).await.unwrap();
+        let data = fx
+            .call("read_file", json!({"path": "notes.txt"}))
+            .await
+            .unwrap();
         assert_eq!(
             data,
             json!({
@@ -46,21 +52,31 @@ async fn read_file_returns_the_content_its_sha256_and_counts() {
         );
         // Absolute and `..` paths name the same file.
         let absolute = format!("{}/notes.txt", fx.ctx.cwd);
-        let again = fx.call("read_file", json!({"path": absolute})).await.unwrap();
+        let again = fx
+            .call("read_file", json!({"path": absolute}))
+            .await
+            .unwrap();
         assert_eq!(again["path"], "notes.txt", "{name}");
-        let again = fx.call("read_file", json!({"path": "src/../notes.txt"})).await.unwrap();
+        let again = fx
+            .call("read_file", json!({"path": "src/../notes.txt"}))
+            .await
+            .unwrap();
         assert_eq!(again["content"], NOTES, "{name}");
     }
 }
 
 #[tokio::test]
 async fn read_file_slices_lines_and_bytes_but_hashes_the_whole_file() {
-    let fx = notes_fixture(SANDBOXES[0].1);
+    let fx = notes_fixture(open_local);
     let slice = |input: Value| {
         let fx = &fx;
         async move {
             let data = fx.call("read_file", input).await.unwrap();
-            assert_eq!(data["sha256"], sha(NOTES), "a slice still hashes the whole file");
+            assert_eq!(
+                data["sha256"],
+                sha(NOTES),
+                "a slice still hashes the whole file"
+            );
             (
                 data["content"].as_str().unwrap().to_owned(),
                 data["startLine"].as_u64().unwrap(),
@@ -90,12 +106,19 @@ async fn read_file_slices_lines_and_bytes_but_hashes_the_whole_file() {
         .await
         .unwrap();
     assert_eq!(
-        (data["content"].clone(), data["endLine"].clone(), data["truncated"].clone()),
+        (
+            data["content"].clone(),
+            data["endLine"].clone(),
+            data["truncated"].clone()
+        ),
         (json!("éé"), json!(1), json!(true))
     );
     // An empty file.
     let fx3 = Fixture::local(&[("empty.txt", "")]);
-    let data = fx3.call("read_file", json!({"path": "empty.txt"})).await.unwrap();
+    let data = fx3
+        .call("read_file", json!({"path": "empty.txt"}))
+        .await
+        .unwrap();
     assert_eq!(
         data,
         json!({
@@ -108,7 +131,7 @@ async fn read_file_slices_lines_and_bytes_but_hashes_the_whole_file() {
 
 #[tokio::test]
 async fn read_file_errors_have_kinds_and_suggested_actions() {
-    let fx = notes_fixture(SANDBOXES[0].1);
+    let fx = notes_fixture(open_local);
     std::fs::write(fx.dir.path().join("image.bin"), [0x89, b'P', 0xff, 0xfe]).unwrap();
     let cases = [
         (json!({"path": "missing.txt"}), "not_found"),
@@ -117,16 +140,29 @@ async fn read_file_errors_have_kinds_and_suggested_actions() {
         (json!({"path": "/etc/hostname"}), "outside_workspace"),
         (json!({"path": "image.bin"}), "invalid_input"),
         (json!({"path": ""}), "invalid_input"),
-        (json!({"path": "notes.txt", "startLine": 6}), "invalid_input"),
-        (json!({"path": "notes.txt", "startLine": 3, "endLine": 2}), "invalid_input"),
+        (
+            json!({"path": "notes.txt", "startLine": 6}),
+            "invalid_input",
+        ),
+        (
+            json!({"path": "notes.txt", "startLine": 3, "endLine": 2}),
+            "invalid_input",
+        ),
         (json!({"path": "notes.txt", "maxBytes": 0}), "invalid_input"),
         (json!({"path": "notes.txt", "offset": 2}), "invalid_input"),
     ];
     for (input, expected) in cases {
         let res = fx.call("read_file", input.clone()).await;
-        assert_eq!(res.map_err(|err| err.kind), Err(expected.to_owned()), "{input}");
+        assert_eq!(
+            res.map_err(|err| err.kind),
+            Err(expected.to_owned()),
+            "{input}"
+        );
     }
-    let err = fx.call("read_file", json!({"path": "missing.txt"})).await.unwrap_err();
+    let err = fx
+        .call("read_file", json!({"path": "missing.txt"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.message, "missing.txt does not exist");
     assert_eq!(
         serde_json::from_str::<Value>(&err.model_text()).unwrap(),
@@ -143,10 +179,17 @@ async fn files_over_the_size_limit_are_too_large() {
     let fx = Fixture::local(&[("small.txt", "x\n")]);
     let big = vec![b'a'; 10 * 1024 * 1024 + 1];
     std::fs::write(fx.dir.path().join("big.log"), &big).unwrap();
-    assert_eq!(fx.fail("read_file", json!({"path": "big.log"})).await, "too_large");
+    assert_eq!(
+        fx.fail("read_file", json!({"path": "big.log"})).await,
+        "too_large"
+    );
     let big_text = "a".repeat(10 * 1024 * 1024 + 1);
     assert_eq!(
-        fx.fail("create_file", json!({"path": "new.txt", "content": big_text})).await,
+        fx.fail(
+            "create_file",
+            json!({"path": "new.txt", "content": big_text})
+        )
+        .await,
         "too_large"
     );
     assert_eq!(
@@ -157,7 +200,10 @@ async fn files_over_the_size_limit_are_too_large() {
         .await,
         "too_large"
     );
-    assert_eq!(std::fs::read_to_string(fx.dir.path().join("small.txt")).unwrap(), "x\n");
+    assert_eq!(
+        std::fs::read_to_string(fx.dir.path().join("small.txt")).unwrap(),
+        "x\n"
+    );
 }
 
 #[tokio::test]
@@ -186,7 +232,10 @@ async fn list_directory_lists_types_and_sizes_recursively_and_bounded() {
             .collect();
         assert_eq!(paths, ["lib.rs", "main.rs"], "{name}");
         let data = fx
-            .call("list_directory", json!({"recursive": true, "maxEntries": 3}))
+            .call(
+                "list_directory",
+                json!({"recursive": true, "maxEntries": 3}),
+            )
             .await
             .unwrap();
         let paths: Vec<&str> = data["entries"]
@@ -200,9 +249,13 @@ async fn list_directory_lists_types_and_sizes_recursively_and_bounded() {
             (vec!["docs", "docs/guide.md", "notes.txt"], json!(true)),
             "{name}"
         );
-        assert_eq!(fx.fail("list_directory", json!({"path": "nope"})).await, "not_found");
         assert_eq!(
-            fx.fail("list_directory", json!({"path": "notes.txt"})).await,
+            fx.fail("list_directory", json!({"path": "nope"})).await,
+            "not_found"
+        );
+        assert_eq!(
+            fx.fail("list_directory", json!({"path": "notes.txt"}))
+                .await,
             "not_a_directory"
         );
     }
@@ -234,10 +287,20 @@ async fn walks_respect_gitignore_files_unless_asked_not_to() {
         .collect();
     assert_eq!(
         paths,
-        [".gitignore", "keep.log", "local.txt", "sub", "sub/.gitignore", "sub/root-only.txt"]
+        [
+            ".gitignore",
+            "keep.log",
+            "local.txt",
+            "sub",
+            "sub/.gitignore",
+            "sub/root-only.txt"
+        ]
     );
     let data = fx
-        .call("glob", json!({"pattern": "**/*.log", "includeIgnored": true}))
+        .call(
+            "glob",
+            json!({"pattern": "**/*.log", "includeIgnored": true}),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -258,16 +321,17 @@ async fn glob_matches_files_and_folders() {
         let fx = notes_fixture(*open);
         let matches = |pattern: &'static str| {
             let fx = &fx;
-            async move {
-                fx.call("glob", json!({"pattern": pattern})).await.unwrap()["matches"].clone()
-            }
+            async move { fx.call("glob", json!({"pattern": pattern})).await.unwrap()["matches"].clone() }
         };
         assert_eq!(
             matches("**/*.rs").await,
             json!([{"path": "src/lib.rs", "type": "file"}, {"path": "src/main.rs", "type": "file"}]),
             "{name}"
         );
-        assert_eq!(matches("*.txt").await, json!([{"path": "notes.txt", "type": "file"}]));
+        assert_eq!(
+            matches("*.txt").await,
+            json!([{"path": "notes.txt", "type": "file"}])
+        );
         assert_eq!(
             matches("{docs,src}").await,
             json!([{"path": "docs", "type": "directory"}, {"path": "src", "type": "directory"}])
@@ -277,7 +341,10 @@ async fn glob_matches_files_and_folders() {
             .await
             .unwrap();
         assert_eq!(data["truncated"], json!(true));
-        assert_eq!(fx.fail("glob", json!({"pattern": "src/[z-a]"})).await, "invalid_input");
+        assert_eq!(
+            fx.fail("glob", json!({"pattern": "src/[z-a]"})).await,
+            "invalid_input"
+        );
     }
 }
 
@@ -285,7 +352,10 @@ async fn glob_matches_files_and_folders() {
 async fn search_files_finds_text_regexes_and_globs() {
     for (name, open) in SANDBOXES {
         let fx = notes_fixture(*open);
-        let data = fx.call("search_files", json!({"pattern": "add"})).await.unwrap();
+        let data = fx
+            .call("search_files", json!({"pattern": "add"}))
+            .await
+            .unwrap();
         assert_eq!(
             data,
             json!({"truncated": false, "filesSearched": 4, "matches": [
@@ -309,10 +379,16 @@ async fn search_files_finds_text_regexes_and_globs() {
             ])
         );
         let data = fx
-            .call("search_files", json!({"pattern": "GUIDE", "caseSensitive": false}))
+            .call(
+                "search_files",
+                json!({"pattern": "GUIDE", "caseSensitive": false}),
+            )
             .await
             .unwrap();
-        assert_eq!(data["matches"], json!([{"path": "docs/guide.md", "line": 1, "text": "# Guide"}]));
+        assert_eq!(
+            data["matches"],
+            json!([{"path": "docs/guide.md", "line": 1, "text": "# Guide"}])
+        );
         let data = fx
             .call("search_files", json!({"pattern": "*.md", "mode": "glob"}))
             .await
@@ -322,14 +398,25 @@ async fn search_files_finds_text_regexes_and_globs() {
             .call("search_files", json!({"pattern": "e", "maxResults": 2}))
             .await
             .unwrap();
-        assert_eq!((data["matches"].as_array().unwrap().len(), data["truncated"].clone()), (2, json!(true)));
         assert_eq!(
-            fx.fail("search_files", json!({"pattern": "(", "mode": "regex"})).await,
+            (
+                data["matches"].as_array().unwrap().len(),
+                data["truncated"].clone()
+            ),
+            (2, json!(true))
+        );
+        assert_eq!(
+            fx.fail("search_files", json!({"pattern": "(", "mode": "regex"}))
+                .await,
             "invalid_input"
         );
-        assert_eq!(fx.fail("search_files", json!({"pattern": ""})).await, "invalid_input");
         assert_eq!(
-            fx.fail("search_files", json!({"pattern": "x", "path": "../.."})).await,
+            fx.fail("search_files", json!({"pattern": ""})).await,
+            "invalid_input"
+        );
+        assert_eq!(
+            fx.fail("search_files", json!({"pattern": "x", "path": "../.."}))
+                .await,
             "outside_workspace"
         );
     }
@@ -339,7 +426,10 @@ async fn search_files_finds_text_regexes_and_globs() {
 async fn search_files_skips_binary_files() {
     let fx = Fixture::local(&[("a.txt", "needle\n")]);
     std::fs::write(fx.dir.path().join("b.bin"), b"needle\0\xff").unwrap();
-    let data = fx.call("search_files", json!({"pattern": "needle"})).await.unwrap();
+    let data = fx
+        .call("search_files", json!({"pattern": "needle"}))
+        .await
+        .unwrap();
     assert_eq!(
         data,
         json!({"truncated": false, "filesSearched": 1, "matches": [
@@ -353,7 +443,10 @@ async fn create_file_creates_parents_and_never_overwrites() {
     for (name, open) in SANDBOXES {
         let fx = notes_fixture(*open);
         let data = fx
-            .call("create_file", json!({"path": "new/deep/file.txt", "content": "hello\n"}))
+            .call(
+                "create_file",
+                json!({"path": "new/deep/file.txt", "content": "hello\n"}),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -365,16 +458,33 @@ async fn create_file_creates_parents_and_never_overwrites() {
         assert_eq!(tree["new/deep/file.txt"], "hello\n");
         let before = fx.snapshot().await;
         let cases = [
-            (json!({"path": "notes.txt", "content": "x"}), "already_exists"),
+            (
+                json!({"path": "notes.txt", "content": "x"}),
+                "already_exists",
+            ),
             (json!({"path": "src", "content": "x"}), "already_exists"),
-            (json!({"path": "../escape.txt", "content": "x"}), "outside_workspace"),
-            (json!({"path": "notes.txt/inner", "content": "x"}), "not_a_directory"),
+            (
+                json!({"path": "../escape.txt", "content": "x"}),
+                "outside_workspace",
+            ),
+            (
+                json!({"path": "notes.txt/inner", "content": "x"}),
+                "not_a_directory",
+            ),
             (json!({"path": "x.txt"}), "invalid_input"),
         ];
         for (input, expected) in cases {
-            assert_eq!(fx.fail("create_file", input.clone()).await, expected, "{name} {input}");
+            assert_eq!(
+                fx.fail("create_file", input.clone()).await,
+                expected,
+                "{name} {input}"
+            );
         }
-        assert_eq!(fx.snapshot().await, before, "{name}: failed creates change nothing");
+        assert_eq!(
+            fx.snapshot().await,
+            before,
+            "{name}: failed creates change nothing"
+        );
     }
 }
 
@@ -397,19 +507,44 @@ async fn write_file_replaces_content_only_with_the_current_sha256() {
             "{name}"
         );
         // The old content is in the trash, in the store.
-        let trashed = fx.store.get_trash("instance-1", &trash_id).await.unwrap().unwrap();
+        let trashed = fx
+            .store
+            .get_trash("instance-1", &trash_id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (trashed.content, trashed.entry.reason, trashed.entry.sha256),
-            (NOTES.as_bytes().to_vec(), TrashReason::Overwritten, sha(NOTES))
+            (
+                NOTES.as_bytes().to_vec(),
+                TrashReason::Overwritten,
+                sha(NOTES)
+            )
         );
         let cases = [
-            (json!({"path": "notes.txt", "content": "x", "expectedSha256": sha(NOTES)}), "stale_file"),
-            (json!({"path": "missing.txt", "content": "x", "expectedSha256": sha("")}), "not_found"),
-            (json!({"path": "src", "content": "x", "expectedSha256": sha("")}), "is_directory"),
-            (json!({"path": "notes.txt", "content": "x"}), "invalid_input"),
+            (
+                json!({"path": "notes.txt", "content": "x", "expectedSha256": sha(NOTES)}),
+                "stale_file",
+            ),
+            (
+                json!({"path": "missing.txt", "content": "x", "expectedSha256": sha("")}),
+                "not_found",
+            ),
+            (
+                json!({"path": "src", "content": "x", "expectedSha256": sha("")}),
+                "is_directory",
+            ),
+            (
+                json!({"path": "notes.txt", "content": "x"}),
+                "invalid_input",
+            ),
         ];
         for (input, expected) in cases {
-            assert_eq!(fx.fail("write_file", input.clone()).await, expected, "{name} {input}");
+            assert_eq!(
+                fx.fail("write_file", input.clone()).await,
+                expected,
+                "{name} {input}"
+            );
         }
         assert_eq!(show(&fx.snapshot().await)["notes.txt"], "new\n");
     }
@@ -440,19 +575,33 @@ async fn edit_file_applies_exact_edits_in_order() {
         let cases = [
             (json!([{"oldText": "", "newText": "x"}]), "invalid_input"),
             (json!([]), "invalid_input"),
-            (json!([{"oldText": "six", "newText": "6"}]), "patch_conflict"),
+            (
+                json!([{"oldText": "six", "newText": "6"}]),
+                "patch_conflict",
+            ),
             (json!([{"oldText": "f", "newText": "F"}]), "patch_conflict"),
             // The second edit fails: the first one is not kept either.
-            (json!([{"oldText": "0ne", "newText": "1"}, {"oldText": "zzz", "newText": ""}]), "patch_conflict"),
+            (
+                json!([{"oldText": "0ne", "newText": "1"}, {"oldText": "zzz", "newText": ""}]),
+                "patch_conflict",
+            ),
         ];
         for (edits, expected_kind) in cases {
             let input = json!({"path": "notes.txt", "expectedSha256": current, "edits": edits});
-            assert_eq!(fx.fail("edit_file", input.clone()).await, expected_kind, "{name} {input}");
+            assert_eq!(
+                fx.fail("edit_file", input.clone()).await,
+                expected_kind,
+                "{name} {input}"
+            );
         }
         let stale = json!({"path": "notes.txt", "expectedSha256": sha(NOTES),
                            "edits": [{"oldText": "f", "newText": "F", "replaceAll": true}]});
         assert_eq!(fx.fail("edit_file", stale).await, "stale_file");
-        assert_eq!(fx.snapshot().await, before, "{name}: failed edits change nothing");
+        assert_eq!(
+            fx.snapshot().await,
+            before,
+            "{name}: failed edits change nothing"
+        );
     }
 }
 
@@ -461,7 +610,10 @@ async fn the_stale_file_lifecycle() {
     for (name, open) in SANDBOXES {
         let fx = notes_fixture(*open);
         // 1. Read, and keep the sha256.
-        let read = fx.call("read_file", json!({"path": "notes.txt", "endLine": 1})).await.unwrap();
+        let read = fx
+            .call("read_file", json!({"path": "notes.txt", "endLine": 1}))
+            .await
+            .unwrap();
         let seen = read["sha256"].as_str().unwrap().to_owned();
         // 2. Someone else changes the file.
         fx.ctx
@@ -485,7 +637,10 @@ async fn the_stale_file_lifecycle() {
         );
         assert!(err.message.contains(&sha("one\nTWO\n")), "{}", err.message);
         // 4. Re-read, 5. retry: it works.
-        let read = fx.call("read_file", json!({"path": "notes.txt"})).await.unwrap();
+        let read = fx
+            .call("read_file", json!({"path": "notes.txt"}))
+            .await
+            .unwrap();
         assert_eq!(read["content"], "one\nTWO\n");
         let data = fx
             .call("edit_file", edit(read["sha256"].as_str().unwrap()))
@@ -508,7 +663,10 @@ async fn delete_and_restore_round_trip_through_the_trash() {
     for (name, open) in SANDBOXES {
         let fx = notes_fixture(*open);
         let before = fx.snapshot().await;
-        let data = fx.call("delete_file", json!({"path": "src/lib.rs"})).await.unwrap();
+        let data = fx
+            .call("delete_file", json!({"path": "src/lib.rs"}))
+            .await
+            .unwrap();
         let trash_id = data["trashId"].as_str().unwrap().to_owned();
         let lib = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n";
         assert_eq!(
@@ -523,18 +681,28 @@ async fn delete_and_restore_round_trip_through_the_trash() {
         assert_eq!(fx.snapshot().await, expected_tree, "{name}");
         let listed = fx.store.list_trash("instance-1").await.unwrap();
         assert_eq!(
-            listed.iter().map(|entry| (entry.path.clone(), entry.reason)).collect::<Vec<_>>(),
+            listed
+                .iter()
+                .map(|entry| (entry.path.clone(), entry.reason))
+                .collect::<Vec<_>>(),
             vec![(format!("{}/src/lib.rs", fx.ctx.cwd), TrashReason::Deleted)]
         );
 
-        let data = fx.call("restore_file", json!({"trashId": trash_id})).await.unwrap();
+        let data = fx
+            .call("restore_file", json!({"trashId": trash_id}))
+            .await
+            .unwrap();
         assert_eq!(
             data,
             json!({"path": "src/lib.rs", "originalPath": "src/lib.rs", "trashId": trash_id,
                    "sha256": sha(lib)}),
             "{name}"
         );
-        assert_eq!(fx.snapshot().await, before, "{name}: restored byte for byte");
+        assert_eq!(
+            fx.snapshot().await,
+            before,
+            "{name}: restored byte for byte"
+        );
 
         // Occupied: already_exists. Elsewhere: fine, by original path too.
         assert_eq!(
@@ -542,7 +710,10 @@ async fn delete_and_restore_round_trip_through_the_trash() {
             "already_exists"
         );
         let data = fx
-            .call("restore_file", json!({"path": "src/lib.rs", "destination": "old/lib.rs"}))
+            .call(
+                "restore_file",
+                json!({"path": "src/lib.rs", "destination": "old/lib.rs"}),
+            )
             .await
             .unwrap();
         assert_eq!(data["path"], "old/lib.rs");
@@ -550,20 +721,39 @@ async fn delete_and_restore_round_trip_through_the_trash() {
 
         let cases = [
             (json!({"trashId": "01NOPE"}), "restore_file", "not_found"),
-            (json!({"path": "never-trashed.txt"}), "restore_file", "not_found"),
+            (
+                json!({"path": "never-trashed.txt"}),
+                "restore_file",
+                "not_found",
+            ),
             (json!({}), "restore_file", "invalid_input"),
-            (json!({"trashId": trash_id, "destination": "../x"}), "restore_file", "outside_workspace"),
+            (
+                json!({"trashId": trash_id, "destination": "../x"}),
+                "restore_file",
+                "outside_workspace",
+            ),
             (json!({"path": "src"}), "delete_file", "is_directory"),
             (json!({"path": "gone.txt"}), "delete_file", "not_found"),
-            (json!({"path": "notes.txt", "expectedSha256": sha("other")}), "delete_file", "stale_file"),
+            (
+                json!({"path": "notes.txt", "expectedSha256": sha("other")}),
+                "delete_file",
+                "stale_file",
+            ),
         ];
         for (input, tool, expected) in cases {
-            assert_eq!(fx.fail(tool, input.clone()).await, expected, "{name} {tool} {input}");
+            assert_eq!(
+                fx.fail(tool, input.clone()).await,
+                expected,
+                "{name} {tool} {input}"
+            );
         }
         // With the right sha256 the delete goes through.
-        fx.call("delete_file", json!({"path": "notes.txt", "expectedSha256": sha(NOTES)}))
-            .await
-            .unwrap();
+        fx.call(
+            "delete_file",
+            json!({"path": "notes.txt", "expectedSha256": sha(NOTES)}),
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -572,7 +762,10 @@ async fn move_file_moves_and_never_overwrites() {
     for (name, open) in SANDBOXES {
         let fx = notes_fixture(*open);
         let data = fx
-            .call("move_file", json!({"source": "notes.txt", "destination": "archive/2024/notes.txt"}))
+            .call(
+                "move_file",
+                json!({"source": "notes.txt", "destination": "archive/2024/notes.txt"}),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -582,22 +775,51 @@ async fn move_file_moves_and_never_overwrites() {
         );
         let tree = show(&fx.snapshot().await);
         assert_eq!(
-            (tree.get("notes.txt"), tree["archive/2024/notes.txt"].as_str()),
+            (
+                tree.get("notes.txt"),
+                tree["archive/2024/notes.txt"].as_str()
+            ),
             (None, NOTES)
         );
         let before = fx.snapshot().await;
         let cases = [
-            (json!({"source": "src/main.rs", "destination": "src/lib.rs"}), "already_exists"),
-            (json!({"source": "src/main.rs", "destination": "docs"}), "already_exists"),
-            (json!({"source": "notes.txt", "destination": "x.txt"}), "not_found"),
-            (json!({"source": "src", "destination": "source"}), "is_directory"),
-            (json!({"source": "src/main.rs", "destination": "./src/main.rs"}), "invalid_input"),
-            (json!({"source": "src/main.rs", "destination": "../main.rs"}), "outside_workspace"),
+            (
+                json!({"source": "src/main.rs", "destination": "src/lib.rs"}),
+                "already_exists",
+            ),
+            (
+                json!({"source": "src/main.rs", "destination": "docs"}),
+                "already_exists",
+            ),
+            (
+                json!({"source": "notes.txt", "destination": "x.txt"}),
+                "not_found",
+            ),
+            (
+                json!({"source": "src", "destination": "source"}),
+                "is_directory",
+            ),
+            (
+                json!({"source": "src/main.rs", "destination": "./src/main.rs"}),
+                "invalid_input",
+            ),
+            (
+                json!({"source": "src/main.rs", "destination": "../main.rs"}),
+                "outside_workspace",
+            ),
         ];
         for (input, expected) in cases {
-            assert_eq!(fx.fail("move_file", input.clone()).await, expected, "{name} {input}");
+            assert_eq!(
+                fx.fail("move_file", input.clone()).await,
+                expected,
+                "{name} {input}"
+            );
         }
-        assert_eq!(fx.snapshot().await, before, "{name}: failed moves change nothing");
+        assert_eq!(
+            fx.snapshot().await,
+            before,
+            "{name}: failed moves change nothing"
+        );
     }
 }
 
@@ -613,12 +835,25 @@ async fn a_sandbox_that_refuses_access_gives_permission_denied() {
     let cases = [
         ("read_file", json!({"path": "secret.txt"})),
         ("delete_file", json!({"path": "secret.txt"})),
-        ("create_file", json!({"path": "secret2.txt", "content": "x"})),
-        ("write_file", json!({"path": "secret.txt", "content": "x", "expectedSha256": sha("s")})),
-        ("move_file", json!({"source": "open.txt", "destination": "secret/open.txt"})),
+        (
+            "create_file",
+            json!({"path": "secret2.txt", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "secret.txt", "content": "x", "expectedSha256": sha("s")}),
+        ),
+        (
+            "move_file",
+            json!({"source": "open.txt", "destination": "secret/open.txt"}),
+        ),
     ];
     for (tool, input) in cases {
-        assert_eq!(fx.fail(tool, input.clone()).await, "permission_denied", "{tool} {input}");
+        assert_eq!(
+            fx.fail(tool, input.clone()).await,
+            "permission_denied",
+            "{tool} {input}"
+        );
     }
 }
 
@@ -633,21 +868,39 @@ fn comparable(entry: &AuditEntry) -> AuditEntry {
 
 #[tokio::test]
 async fn every_modifying_call_is_audited_including_failures() {
-    let fx = notes_fixture(SANDBOXES[0].1);
+    let fx = notes_fixture(open_local);
     let root = fx.ctx.cwd.clone();
-    fx.call("create_file", json!({"path": "a.txt", "content": "a\n"})).await.unwrap();
-    fx.fail("create_file", json!({"path": "a.txt", "content": "again"})).await;
-    fx.call("edit_file", json!({"path": "a.txt", "expectedSha256": sha("a\n"),
-                                "edits": [{"oldText": "a", "newText": "b"}]}))
+    fx.call("create_file", json!({"path": "a.txt", "content": "a\n"}))
         .await
         .unwrap();
-    fx.fail("write_file", json!({"path": "a.txt", "content": "c", "expectedSha256": sha("a\n")}))
+    fx.fail("create_file", json!({"path": "a.txt", "content": "again"}))
         .await;
-    fx.call("move_file", json!({"source": "a.txt", "destination": "b.txt"})).await.unwrap();
-    fx.call("delete_file", json!({"path": "b.txt"})).await.unwrap();
+    fx.call(
+        "edit_file",
+        json!({"path": "a.txt", "expectedSha256": sha("a\n"),
+                                "edits": [{"oldText": "a", "newText": "b"}]}),
+    )
+    .await
+    .unwrap();
+    fx.fail(
+        "write_file",
+        json!({"path": "a.txt", "content": "c", "expectedSha256": sha("a\n")}),
+    )
+    .await;
+    fx.call(
+        "move_file",
+        json!({"source": "a.txt", "destination": "b.txt"}),
+    )
+    .await
+    .unwrap();
+    fx.call("delete_file", json!({"path": "b.txt"}))
+        .await
+        .unwrap();
     fx.fail("delete_file", json!({"path": "../b.txt"})).await;
     // Reads are not audited.
-    fx.call("read_file", json!({"path": "notes.txt"})).await.unwrap();
+    fx.call("read_file", json!({"path": "notes.txt"}))
+        .await
+        .unwrap();
 
     let entries = fx.store.list_audit("instance-1").await.unwrap();
     let base = AuditEntry {
@@ -731,14 +984,23 @@ async fn every_modifying_call_is_audited_including_failures() {
         },
     ];
     assert_eq!(entries.iter().map(comparable).collect::<Vec<_>>(), expected);
-    assert!(entries.iter().all(|entry| entry.at > 0 && entry.id.len() == 26));
+    assert!(
+        entries
+            .iter()
+            .all(|entry| entry.at > 0 && entry.id.len() == 26)
+    );
 }
 
 #[tokio::test]
 async fn audit_diffs_are_cut_at_64_kib() {
     let fx = Fixture::local(&[]);
     let content: String = (0..20_000).map(|n| format!("line {n}\n")).collect();
-    fx.call("create_file", json!({"path": "big.txt", "content": content})).await.unwrap();
+    fx.call(
+        "create_file",
+        json!({"path": "big.txt", "content": content}),
+    )
+    .await
+    .unwrap();
     let entries = fx.store.list_audit("instance-1").await.unwrap();
     let diff = entries[0].diff.as_deref().unwrap();
     assert_eq!((diff.len(), entries[0].diff_truncated), (64 * 1024, true));
@@ -749,7 +1011,10 @@ async fn audit_diffs_are_cut_at_64_kib() {
 fn the_builtin_file_tools_have_model_facing_descriptions() {
     for name in flue_core::BUILTIN_TOOL_NAMES {
         let tool = builtin_tool(name).unwrap();
-        assert!(tool.description().len() > 200, "{name} needs a real description");
+        assert!(
+            tool.description().len() > 200,
+            "{name} needs a real description"
+        );
         let schema = tool.input_schema();
         assert_eq!(schema["type"], "object", "{name}");
     }

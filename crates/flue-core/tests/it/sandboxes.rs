@@ -21,7 +21,7 @@ pub type OpenSandbox = fn(&Path) -> Arc<dyn Sandbox>;
 /// Every sandbox the file tools are tested in.
 pub const SANDBOXES: &[(&str, OpenSandbox)] = &[("local", open_local)];
 
-fn open_local(dir: &Path) -> Arc<dyn Sandbox> {
+pub fn open_local(dir: &Path) -> Arc<dyn Sandbox> {
     Arc::new(LocalSandbox::new(dir).unwrap())
 }
 
@@ -183,7 +183,11 @@ impl FaultySandbox {
     }
 
     fn check(&self, path: &str) -> Result<()> {
-        if self.deny.iter().any(|denied| path.contains(denied.as_str())) {
+        if self
+            .deny
+            .iter()
+            .any(|denied| path.contains(denied.as_str()))
+        {
             return Err(FlueError::sandbox(
                 SandboxErrorReason::PermissionDenied,
                 format!("access {path}: permission denied"),
@@ -217,7 +221,11 @@ impl Sandbox for FaultySandbox {
         Box::pin(async move {
             self.writes.lock().unwrap().push(path.to_owned());
             self.check(path)?;
-            if self.fail_writes.iter().any(|suffix| path.ends_with(suffix.as_str())) {
+            if self
+                .fail_writes
+                .iter()
+                .any(|suffix| path.ends_with(suffix.as_str()))
+            {
                 return Err(FlueError::sandbox(
                     SandboxErrorReason::Other,
                     format!("write {path}: disk full"),

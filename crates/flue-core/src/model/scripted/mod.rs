@@ -584,7 +584,9 @@ impl Vars<'_> {
                 let mut found = Some(value);
                 for key in path.split('.') {
                     found = match value {
-                        Value::Array(items) => key.parse::<usize>().ok().and_then(|idx| items.get(idx)),
+                        Value::Array(items) => {
+                            key.parse::<usize>().ok().and_then(|idx| items.get(idx))
+                        }
                         _ => value.get(key),
                     };
                     let Some(next) = found else { break };

@@ -274,7 +274,10 @@ fn tool_result_paths_read_fields_of_a_json_result() {
         ("{{ tool_result.ok }}", "true"),
         ("{{tool_result.data.lines.1.n}}", "4"),
         ("{{tool_result.data.lines}}", r#"[3,{"n":4}]"#),
-        ("[{{tool_result.data.none}}{{tool_result.data.missing}}{{tool_result.data.lines.9}}]", "[]"),
+        (
+            "[{{tool_result.data.none}}{{tool_result.data.missing}}{{tool_result.data.lines.9}}]",
+            "[]",
+        ),
     ];
     for (template, expected) in cases {
         assert_eq!(interpolate(template, vars), expected, "{template}");
@@ -284,5 +287,8 @@ fn tool_result_paths_read_fields_of_a_json_result() {
         user: "hi",
         tool_result: "plain text",
     };
-    assert_eq!(interpolate("{{tool_result.data}}", plain), "{{tool_result.data}}");
+    assert_eq!(
+        interpolate("{{tool_result.data}}", plain),
+        "{{tool_result.data}}"
+    );
 }

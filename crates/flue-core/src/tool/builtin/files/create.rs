@@ -52,7 +52,10 @@ async fn create_file(
     if probe(ctx, &path).await? != Existing::Missing {
         return Err(FileError::new(
             "already_exists",
-            format!("{} already exists; create_file never overwrites", path.shown),
+            format!(
+                "{} already exists; create_file never overwrites",
+                path.shown
+            ),
             "Read the existing file with read_file and change it with edit_file or write_file, \
              or create the file at another path.",
         ));

@@ -8,8 +8,8 @@ use crate::error::Result;
 use crate::sandbox::RmOptions;
 use crate::store::TrashReason;
 use crate::tool::builtin::files::{
-    Audit, DESTRUCTIVE, Existing, FileError, check_fresh, file_tool, probe, read_existing,
-    resolve, sha256_hex, trash,
+    Audit, DESTRUCTIVE, Existing, FileError, check_fresh, file_tool, probe, read_existing, resolve,
+    sha256_hex, trash,
 };
 use crate::tool::{ToolContext, ToolDefinition};
 
@@ -53,7 +53,10 @@ async fn delete_file(
     if probe(ctx, &path).await? == Existing::Directory {
         return Err(FileError::new(
             "is_directory",
-            format!("{} is a directory; delete_file deletes files only", path.shown),
+            format!(
+                "{} is a directory; delete_file deletes files only",
+                path.shown
+            ),
             "Delete the files inside it one by one, or pass the path of a file.",
         ));
     }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::error::Result;
 use crate::store::TrashReason;
 use crate::tool::builtin::files::{
-    Audit, MODIFYING, FileError, check_content_size, check_fresh, file_tool, read_existing,
+    Audit, FileError, MODIFYING, check_content_size, check_fresh, file_tool, read_existing,
     resolve, sha256_hex, trash,
 };
 use crate::tool::{ToolContext, ToolDefinition};
@@ -125,7 +125,11 @@ fn apply_edits(shown: &str, text: &str, edits: &[Edit]) -> Result<(String, usize
                 "patch_conflict",
                 format!(
                     "edits[{edit_idx}].oldText was not found in {shown}{}; nothing was changed",
-                    if edit_idx > 0 { " (after the earlier edits)" } else { "" }
+                    if edit_idx > 0 {
+                        " (after the earlier edits)"
+                    } else {
+                        ""
+                    }
                 ),
                 "Re-read the file and copy oldText exactly from its current content, whitespace \
                  and indentation included.",

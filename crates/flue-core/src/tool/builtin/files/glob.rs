@@ -102,4 +102,3 @@ pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, FileError> {
             )
         })
 }
-

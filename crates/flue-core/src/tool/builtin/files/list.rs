@@ -46,9 +46,7 @@ pub(crate) fn list_directory_tool() -> Result<ToolDefinition> {
         "list_directory",
         DESCRIPTION,
         READ_ONLY,
-        |input: ListDirectoryInput, ctx: ToolContext| async move {
-            list_directory(&input, &ctx).await
-        },
+        |input: ListDirectoryInput, ctx: ToolContext| async move { list_directory(&input, &ctx).await },
     )
 }
 

@@ -120,7 +120,9 @@ impl FileError {
     pub(crate) fn too_large(shown: &str, size: u64) -> Self {
         Self::new(
             "too_large",
-            format!("{shown} is {size} bytes; the file tools handle files of at most {MAX_FILE_BYTES} bytes"),
+            format!(
+                "{shown} is {size} bytes; the file tools handle files of at most {MAX_FILE_BYTES} bytes"
+            ),
             "Use the bash tool (head, tail, grep, sed) to work on parts of a file this large.",
         )
     }
@@ -168,18 +170,14 @@ pub(crate) fn default_action(kind: &str) -> &'static str {
             "Choose another path, or read the existing file and change it with edit_file or \
              write_file."
         }
-        "is_directory" => {
-            "Pass the path of a file; list_directory shows what the directory holds."
-        }
+        "is_directory" => "Pass the path of a file; list_directory shows what the directory holds.",
         "not_a_directory" => "Choose a path whose parent directories are directories.",
         "permission_denied" => "The sandbox refused access; choose a path you may change.",
         "outside_workspace" => {
             "Use a path inside the workspace: relative to the working directory, or absolute \
              inside it."
         }
-        "patch_conflict" => {
-            "Re-read the file and rebuild the change from its current content."
-        }
+        "patch_conflict" => "Re-read the file and rebuild the change from its current content.",
         "aborted" => "The operation was aborted; nothing more to do.",
         _ => "Retry once; if it fails again, tell the user what failed.",
     }
@@ -257,7 +255,10 @@ pub(crate) async fn probe(ctx: &ToolContext, path: &FilePath) -> Result<Existing
 }
 
 /// The bytes of the existing file `path`: `not_found`, `is_directory` and `too_large` otherwise.
-pub(crate) async fn read_existing(ctx: &ToolContext, path: &FilePath) -> Result<Vec<u8>, FileError> {
+pub(crate) async fn read_existing(
+    ctx: &ToolContext,
+    path: &FilePath,
+) -> Result<Vec<u8>, FileError> {
     let stat = ctx
         .sandbox
         .stat(&path.abs)
@@ -288,7 +289,9 @@ pub(crate) fn check_content_size(shown: &str, content: &str) -> Result<(), FileE
     if size > MAX_FILE_BYTES {
         return Err(FileError::new(
             "too_large",
-            format!("the content for {shown} is {size} bytes; the file tools write at most {MAX_FILE_BYTES} bytes"),
+            format!(
+                "the content for {shown} is {size} bytes; the file tools write at most {MAX_FILE_BYTES} bytes"
+            ),
             "Write the file in smaller parts, or generate it with the bash tool.",
         ));
     }
@@ -465,7 +468,10 @@ pub(crate) async fn trash(
     ctx.audit.put_trash(&entry, content).await.map_err(|err| {
         FileError::new(
             "store_error",
-            format!("nothing was changed: the old content of {} could not be saved to the trash: {err}", path.shown),
+            format!(
+                "nothing was changed: the old content of {} could not be saved to the trash: {err}",
+                path.shown
+            ),
             "Retry once; if it fails again, tell the user that the trash is failing.",
         )
     })?;

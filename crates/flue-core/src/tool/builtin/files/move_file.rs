@@ -53,7 +53,10 @@ async fn move_file(
     audit.destination(&destination);
     if source.abs == destination.abs {
         return Err(FileError::invalid_input(
-            format!("source and destination are the same path ({})", source.shown),
+            format!(
+                "source and destination are the same path ({})",
+                source.shown
+            ),
             "Pass a different destination.",
         ));
     }
@@ -62,7 +65,10 @@ async fn move_file(
         Existing::Directory => {
             return Err(FileError::new(
                 "is_directory",
-                format!("{} is a directory; move_file moves files only", source.shown),
+                format!(
+                    "{} is a directory; move_file moves files only",
+                    source.shown
+                ),
                 "Move the files inside it one by one.",
             ));
         }
@@ -71,7 +77,10 @@ async fn move_file(
     if probe(ctx, &destination).await? != Existing::Missing {
         return Err(FileError::new(
             "already_exists",
-            format!("{} already exists; move_file never overwrites", destination.shown),
+            format!(
+                "{} already exists; move_file never overwrites",
+                destination.shown
+            ),
             "Choose another destination, or delete the file there first (delete_file keeps it \
              in the trash).",
         ));

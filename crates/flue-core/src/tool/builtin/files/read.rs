@@ -105,7 +105,8 @@ pub(crate) fn select_lines(
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let total_lines = lines.len();
     let start_line = start.unwrap_or(1).max(1);
-    let fix = "Pick startLine and endLine within the file (data.totalLines says how many lines it has).";
+    let fix =
+        "Pick startLine and endLine within the file (data.totalLines says how many lines it has).";
     if total_lines == 0 {
         if start_line > 1 {
             return Err(FileError::invalid_input(
@@ -124,7 +125,9 @@ pub(crate) fn select_lines(
     }
     if start_line > total_lines {
         return Err(FileError::invalid_input(
-            format!("startLine {start_line} is past the end of the file, which has {total_lines} lines"),
+            format!(
+                "startLine {start_line} is past the end of the file, which has {total_lines} lines"
+            ),
             fix,
         ));
     }

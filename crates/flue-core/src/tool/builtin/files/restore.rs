@@ -67,7 +67,10 @@ async fn restore_file(
     if probe(ctx, &destination).await? != Existing::Missing {
         return Err(FileError::new(
             "already_exists",
-            format!("{} already exists; restore_file never overwrites", destination.shown),
+            format!(
+                "{} already exists; restore_file never overwrites",
+                destination.shown
+            ),
             "Pass another `destination`, or move or delete what is at that path first.",
         ));
     }
@@ -85,7 +88,10 @@ async fn restore_file(
 }
 
 /// The trash entry the call names, by id or by original path (the newest one).
-async fn find_trashed(input: &RestoreFileInput, ctx: &ToolContext) -> Result<TrashedFile, FileError> {
+async fn find_trashed(
+    input: &RestoreFileInput,
+    ctx: &ToolContext,
+) -> Result<TrashedFile, FileError> {
     let store_error = |err: crate::error::FlueError| {
         FileError::new(
             "store_error",
@@ -102,7 +108,10 @@ async fn find_trashed(input: &RestoreFileInput, ctx: &ToolContext) -> Result<Tra
                 .list_trash(&ctx.instance_id)
                 .await
                 .map_err(store_error)?;
-            let Some(newest) = entries.into_iter().rev().find(|entry| entry.path == path.abs)
+            let Some(newest) = entries
+                .into_iter()
+                .rev()
+                .find(|entry| entry.path == path.abs)
             else {
                 return Err(FileError::new(
                     "not_found",

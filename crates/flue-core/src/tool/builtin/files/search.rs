@@ -79,9 +79,7 @@ pub(crate) fn search_files_tool() -> Result<ToolDefinition> {
         "search_files",
         DESCRIPTION,
         READ_ONLY,
-        |input: SearchFilesInput, ctx: ToolContext| async move {
-            search_files(&input, &ctx).await
-        },
+        |input: SearchFilesInput, ctx: ToolContext| async move { search_files(&input, &ctx).await },
     )
 }
 
@@ -104,7 +102,9 @@ async fn search_files(input: &SearchFilesInput, ctx: &ToolContext) -> Result<Val
     };
     let wanted = |entry: &WalkEntry| {
         entry.kind == EntryKind::File
-            && include.as_ref().is_none_or(|filter| filter.matches(&entry.rel))
+            && include
+                .as_ref()
+                .is_none_or(|filter| filter.matches(&entry.rel))
     };
 
     if input.mode == SearchMode::Glob {
@@ -142,7 +142,10 @@ async fn search_files(input: &SearchFilesInput, ctx: &ToolContext) -> Result<Val
     let mut truncated = walked.truncated;
     let mut files_searched = 0usize;
     'files: for entry in &walked.entries {
-        if entry.size.is_some_and(|size| size > MAX_SEARCHED_FILE_BYTES) {
+        if entry
+            .size
+            .is_some_and(|size| size > MAX_SEARCHED_FILE_BYTES)
+        {
             continue;
         }
         let Ok(bytes) = ctx.sandbox.read_file_bytes(&entry.abs).await else {

@@ -66,7 +66,10 @@ fn ignore_rules_follow_gitignore_semantics() {
 fn diffs_are_unified_and_cut_on_a_character_boundary() {
     assert_eq!(
         unified_diff("a.txt", Some(b"x\n"), Some(b"y\n")),
-        (Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n".to_owned()), false)
+        (
+            Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n".to_owned()),
+            false
+        )
     );
     assert_eq!(unified_diff("a.bin", Some(b"\xff"), None), (None, false));
     assert_eq!(cut_at("aé".to_owned(), 2), ("a".to_owned(), true));

@@ -59,7 +59,10 @@ async fn write_file(
         if err.kind == "not_found" {
             return FileError::new(
                 "not_found",
-                format!("{} does not exist; write_file only replaces existing files", path.shown),
+                format!(
+                    "{} does not exist; write_file only replaces existing files",
+                    path.shown
+                ),
                 "Use create_file to create a new file.",
             );
         }

@@ -97,7 +97,9 @@ pub(crate) fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, C
                 ),
             });
         };
-        let matched = lines.get(start..start + old_lines.len()).unwrap_or_default();
+        let matched = lines
+            .get(start..start + old_lines.len())
+            .unwrap_or_default();
         replacements.push((start, old_lines.len(), new_lines(ops, matched)));
         cursor = start + old_lines.len();
     }
@@ -168,7 +170,12 @@ fn seek(lines: &[String], pattern: &[String], from: usize, at_end: bool) -> Opti
         |a, b| a == b,
         |a, b| a.trim_end() == b.trim_end(),
         |a, b| a.trim() == b.trim(),
-        |a, b| a.trim().chars().map(plain_char).eq(b.trim().chars().map(plain_char)),
+        |a, b| {
+            a.trim()
+                .chars()
+                .map(plain_char)
+                .eq(b.trim().chars().map(plain_char))
+        },
     ];
     comparisons.iter().find_map(|same| {
         (first_start..=last_start).find(|&start| {
@@ -201,7 +208,11 @@ fn after_line(cursor: usize) -> String {
 
 /// Up to five lines, quoted, for a message.
 fn quote_lines(lines: &[String]) -> String {
-    let mut quoted: Vec<String> = lines.iter().take(5).map(|line| format!("{line:?}")).collect();
+    let mut quoted: Vec<String> = lines
+        .iter()
+        .take(5)
+        .map(|line| format!("{line:?}"))
+        .collect();
     if lines.len() > 5 {
         quoted.push(format!("… ({} lines in all)", lines.len()));
     }

@@ -115,7 +115,10 @@ pub(crate) fn parse_patch(text: &str) -> Result<Patch, ParseError> {
     let lines: Vec<&str> = text.lines().collect();
     let is_blank = |line: &&str| line.trim().is_empty();
     let Some(first) = lines.iter().position(|line| !is_blank(line)) else {
-        return Err(error(1, "the patch is empty: it must start with `*** Begin Patch`"));
+        return Err(error(
+            1,
+            "the patch is empty: it must start with `*** Begin Patch`",
+        ));
     };
     if lines[first].trim() != BEGIN {
         return Err(error(
@@ -126,7 +129,10 @@ pub(crate) fn parse_patch(text: &str) -> Result<Patch, ParseError> {
             ),
         ));
     }
-    let last = lines.iter().rposition(|line| !is_blank(line)).unwrap_or(first);
+    let last = lines
+        .iter()
+        .rposition(|line| !is_blank(line))
+        .unwrap_or(first);
     if last == first || lines[last].trim() != END {
         return Err(error(
             last + 1,
@@ -214,7 +220,10 @@ impl<'a> Parser<'a> {
             let path = section_path(rest, header_line, UPDATE)?;
             self.idx += 1;
             let mut move_to = None;
-            if let Some(rest) = self.peek().and_then(|line| line.trim().strip_prefix(MOVE_TO)) {
+            if let Some(rest) = self
+                .peek()
+                .and_then(|line| line.trim().strip_prefix(MOVE_TO))
+            {
                 move_to = Some(section_path(rest, self.line_no(), MOVE_TO)?);
                 self.idx += 1;
             }
@@ -282,7 +291,11 @@ impl<'a> Parser<'a> {
         Ok(chunks)
     }
 
-    fn chunk_body(&mut self, context: Option<String>, chunk_line: usize) -> Result<Chunk, ParseError> {
+    fn chunk_body(
+        &mut self,
+        context: Option<String>,
+        chunk_line: usize,
+    ) -> Result<Chunk, ParseError> {
         let mut chunk = Chunk {
             context,
             lines: Vec::new(),
@@ -330,7 +343,10 @@ impl<'a> Parser<'a> {
 fn unified_diff_context(context: &str) -> Option<String> {
     let numbers = |range: &str, sign: char| {
         range.strip_prefix(sign).is_some_and(|digits| {
-            !digits.is_empty() && digits.split(',').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+            !digits.is_empty()
+                && digits
+                    .split(',')
+                    .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
         })
     };
     let mut parts = context.splitn(3, ' ');

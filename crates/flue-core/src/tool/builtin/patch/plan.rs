@@ -401,7 +401,10 @@ pub(crate) async fn commit(ctx: &ToolContext, plan: &Plan) -> Result<(), PatchFa
             .map_err(|error| PatchFailure::at(&change.path, error))?;
         if as_content(&now) != change.before {
             let actual = as_content(&now).map_or_else(String::new, |bytes| sha256_hex(&bytes));
-            let expected = change.before.as_deref().map_or_else(String::new, sha256_hex);
+            let expected = change
+                .before
+                .as_deref()
+                .map_or_else(String::new, sha256_hex);
             return Err(PatchFailure::at(
                 &change.path,
                 FileError::stale(&change.path.shown, &expected, &actual),
@@ -437,7 +440,10 @@ pub(crate) async fn commit(ctx: &ToolContext, plan: &Plan) -> Result<(), PatchFa
             let failed = rollback(ctx, &done, &made_dirs).await;
             let mut error = FileError::from_flue(&change.path.shown, &err);
             error.message = if failed.is_empty() {
-                format!("{}; no file was changed (the files written before it were put back)", error.message)
+                format!(
+                    "{}; no file was changed (the files written before it were put back)",
+                    error.message
+                )
             } else {
                 format!(
                     "{}; putting back the files written before it failed for {} (their previous \
@@ -480,7 +486,10 @@ async fn rollback(ctx: &ToolContext, done: &[&Change], made_dirs: &[String]) -> 
             Some(before) => {
                 let _ = ctx
                     .sandbox
-                    .mkdir(parent_of(&change.path.abs), MkdirOptions { recursive: true })
+                    .mkdir(
+                        parent_of(&change.path.abs),
+                        MkdirOptions { recursive: true },
+                    )
                     .await;
                 ctx.sandbox.write_file(&change.path.abs, before).await
             }
@@ -492,7 +501,12 @@ async fn rollback(ctx: &ToolContext, done: &[&Change], made_dirs: &[String]) -> 
     }
     // Innermost first; a directory that is not empty (someone else wrote there) stays.
     for dir in made_dirs.iter().rev() {
-        if ctx.sandbox.readdir(dir).await.is_ok_and(|names| names.is_empty()) {
+        if ctx
+            .sandbox
+            .readdir(dir)
+            .await
+            .is_ok_and(|names| names.is_empty())
+        {
             let _ = ctx
                 .sandbox
                 .rm(

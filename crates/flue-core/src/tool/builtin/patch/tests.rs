@@ -44,7 +44,11 @@ fn parses_every_section_kind() {
                 chunks: vec![
                     Chunk {
                         context: Some("fn main() {".into()),
-                        lines: vec![removed("    old();"), added("    new();"), context("    keep();")],
+                        lines: vec![
+                            removed("    old();"),
+                            added("    new();"),
+                            context("    keep();"),
+                        ],
                         end_of_file: false,
                         line: 11,
                     },
@@ -71,7 +75,10 @@ fn the_first_chunk_may_omit_its_header_and_unified_headers_lose_their_numbers() 
     let Section::Update { chunks, .. } = &patch.sections[0] else {
         panic!("expected an update");
     };
-    let contexts: Vec<Option<&str>> = chunks.iter().map(|chunk| chunk.context.as_deref()).collect();
+    let contexts: Vec<Option<&str>> = chunks
+        .iter()
+        .map(|chunk| chunk.context.as_deref())
+        .collect();
     assert_eq!(contexts, [None, Some("impl A"), None]);
 }
 
@@ -84,8 +91,14 @@ fn malformed_patches_name_the_line() {
         ("x\n*** Begin Patch\n*** End Patch", 1),
         ("*** Begin Patch\n*** Add File: a\n+a\n", 3),
         ("*** Begin Patch\n*** End Patch\n*** End Patch", 2),
-        ("*** Begin Patch\n*** Update File: a\n@@\n-a\nzzz\n*** End Patch", 5),
-        ("*** Begin Patch\n*** Update File: a\n@@ x\n*** End of File\n*** End Patch", 3),
+        (
+            "*** Begin Patch\n*** Update File: a\n@@\n-a\nzzz\n*** End Patch",
+            5,
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a\n@@ x\n*** End of File\n*** End Patch",
+            3,
+        ),
         ("*** Begin Patch\n*** Move to: b\n*** End Patch", 2),
         ("*** Begin Patch\n*** Delete File:\n*** End Patch", 2),
     ];
@@ -108,7 +121,10 @@ fn chunk(context: Option<&str>, lines: Vec<ChunkLine>, end_of_file: bool) -> Chu
 fn chunks_apply_by_content_and_keep_line_endings() {
     let swap_b = |lines| vec![chunk(None, lines, false)];
     assert_eq!(
-        apply_chunks("a\nb\nc\n", &swap_b(vec![context("a"), removed("b"), added("B")])),
+        apply_chunks(
+            "a\nb\nc\n",
+            &swap_b(vec![context("a"), removed("b"), added("B")])
+        ),
         Ok("a\nB\nc\n".to_owned())
     );
     assert_eq!(
@@ -121,7 +137,10 @@ fn chunks_apply_by_content_and_keep_line_endings() {
     );
     // The trailing empty context line that stands for the final newline.
     assert_eq!(
-        apply_chunks("a\nb\n", &swap_b(vec![removed("b"), added("B"), context("")])),
+        apply_chunks(
+            "a\nb\n",
+            &swap_b(vec![removed("b"), added("B"), context("")])
+        ),
         Ok("a\nB\n".to_owned())
     );
     // Chunks search forward: the second `x` is found after the first chunk.
@@ -162,16 +181,57 @@ impl Rng {
 
 /// Pieces patches are made of, plus noise: every grammar token, whitespace, unicode, CR.
 const PIECES: &[&str] = &[
-    "*** Begin Patch", "*** End Patch", "*** Add File: ", "*** Delete File: ",
-    "*** Update File: ", "*** Move to: ", "*** End of File", "@@", "@@ ", "@@ -1,2 +1,3 @@",
-    "+", "-", " ", "", "\n", "\r\n", "\r", "a.txt", "dir/b.txt", "../x", "/", "é", "✅",
-    "\u{0}", "*", "***", "  ", "\t", "line", "-1,", "+0", "@", "fn main() {",
+    "*** Begin Patch",
+    "*** End Patch",
+    "*** Add File: ",
+    "*** Delete File: ",
+    "*** Update File: ",
+    "*** Move to: ",
+    "*** End of File",
+    "@@",
+    "@@ ",
+    "@@ -1,2 +1,3 @@",
+    "+",
+    "-",
+    " ",
+    "",
+    "\n",
+    "\r\n",
+    "\r",
+    "a.txt",
+    "dir/b.txt",
+    "../x",
+    "/",
+    "é",
+    "✅",
+    "\u{0}",
+    "*",
+    "***",
+    "  ",
+    "\t",
+    "line",
+    "-1,",
+    "+0",
+    "@",
+    "fn main() {",
 ];
 
 /// How generated lines start: mostly the grammar's own line shapes.
 const LINE_STARTS: &[&str] = &[
-    "*** Add File: a.txt", "*** Update File: a.txt", "*** Delete File: a.txt",
-    "*** Move to: b.txt", "@@", "@@ line", "+", "-", " ", " ", "+", "-", "*** End of File", "",
+    "*** Add File: a.txt",
+    "*** Update File: a.txt",
+    "*** Delete File: a.txt",
+    "*** Move to: b.txt",
+    "@@",
+    "@@ line",
+    "+",
+    "-",
+    " ",
+    " ",
+    "+",
+    "-",
+    "*** End of File",
+    "",
 ];
 
 /// Random lines: a grammar-shaped start, then sometimes noise.
@@ -211,7 +271,10 @@ fn the_parser_and_chunk_application_never_panic() {
             }
         }
     }
-    assert!(n_parsed > 100, "the generator must reach the section parser: {n_parsed}");
+    assert!(
+        n_parsed > 100,
+        "the generator must reach the section parser: {n_parsed}"
+    );
 }
 
 #[test]
@@ -219,8 +282,13 @@ fn generated_valid_patches_round_trip() {
     let mut rng = Rng(42);
     for _ in 0..2_000 {
         let n_lines = 1 + rng.below(6);
-        let lines: Vec<String> = (0..n_lines).map(|idx| format!("line {idx} {}", rng.below(1000))).collect();
-        let original = lines.iter().map(|line| format!("{line}\n")).collect::<String>();
+        let lines: Vec<String> = (0..n_lines)
+            .map(|idx| format!("line {idx} {}", rng.below(1000)))
+            .collect();
+        let original = lines
+            .iter()
+            .map(|line| format!("{line}\n"))
+            .collect::<String>();
         let target = rng.below(n_lines);
         let mut body = String::from("*** Begin Patch\n*** Update File: f.txt\n@@\n");
         for (idx, line) in lines.iter().enumerate() {
@@ -237,7 +305,10 @@ fn generated_valid_patches_round_trip() {
         };
         let mut expected_lines = lines.clone();
         expected_lines[target] = "changed".to_owned();
-        let expected: String = expected_lines.iter().map(|line| format!("{line}\n")).collect();
+        let expected: String = expected_lines
+            .iter()
+            .map(|line| format!("{line}\n"))
+            .collect();
         assert_eq!(apply_chunks(&original, chunks), Ok(expected), "{body}");
     }
 }
