@@ -1027,3 +1027,24 @@ fn the_builtin_file_tools_have_model_facing_descriptions() {
     let patch = builtin_tool("apply_patch").unwrap();
     assert!(patch.input_schema()["properties"]["expectedSha256ByPath"].is_object());
 }
+
+#[test]
+fn a_custom_tool_cannot_take_a_builtin_file_tool_name() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Nothing {}
+    let custom = flue_core::ToolDefinition::from_fn(
+        "read_file",
+        "My own reader.",
+        |_: Nothing, _ctx| async { Ok::<_, flue_core::ToolError>(json!("mine")) },
+    )
+    .unwrap();
+    let err =
+        flue_core::ToolSet::assemble([builtin_tool("read_file").unwrap(), custom]).unwrap_err();
+    assert_eq!(
+        (err.kind(), err.to_string()),
+        (
+            "tool_name_collision",
+            "tool name collision: \"read_file\" is defined more than once".to_owned()
+        )
+    );
+}
