@@ -21,6 +21,13 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
+    /// Show the audit log of the file tools: every change an agent made, or tried to make.
+    Audit(AuditArgs),
+    /// List and restore files the file tools deleted or overwrote.
+    Trash {
+        #[command(subcommand)]
+        command: TrashCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +75,61 @@ pub(crate) struct ShowArgs {
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
     /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditArgs {
+    /// Conversation id (agent instance id).
+    #[arg(long)]
+    pub(crate) id: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Print each change's unified diff under its line.
+    #[arg(long, conflicts_with = "json")]
+    pub(crate) diff: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TrashCommand {
+    /// List what is in the trash, oldest first.
+    List(TrashListArgs),
+    /// Restore a trashed file to its original path (or `--to PATH`); never overwrites.
+    Restore(TrashRestoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TrashListArgs {
+    /// Conversation id (agent instance id).
+    #[arg(long)]
+    pub(crate) id: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TrashRestoreArgs {
+    /// The trash id (from `flue trash list`).
+    pub(crate) trash_id: String,
+    /// Conversation id (agent instance id).
+    #[arg(long)]
+    pub(crate) id: String,
+    /// Restore to this path (relative to the workspace root) instead of the original one.
+    #[arg(long)]
+    pub(crate) to: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,
 }

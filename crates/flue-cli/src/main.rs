@@ -4,11 +4,13 @@
 //! object of `--json`. Everything else (activity, diagnostics, ids) goes to stderr.
 
 mod args;
+mod audit;
 mod dotenv;
 mod mcp;
 mod render;
 mod run;
 mod session_show;
+mod trash;
 mod workspace;
 
 use std::io::Write;
@@ -16,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command, SessionCommand};
+use crate::args::{Cli, Command, SessionCommand, TrashCommand};
 
 /// Exit codes, mapped in one place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +59,13 @@ fn main() -> ExitCode {
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
+            Command::Audit(audit_args) => audit::show(audit_args).await,
+            Command::Trash {
+                command: TrashCommand::List(list_args),
+            } => trash::list(list_args).await,
+            Command::Trash {
+                command: TrashCommand::Restore(restore_args),
+            } => trash::restore(restore_args).await,
         }
     });
     let exit = match result {

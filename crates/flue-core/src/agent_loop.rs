@@ -282,6 +282,8 @@ impl TurnLoop<'_> {
             instance_id: harness.instance_id.clone(),
             session: self.shared.key.session.clone(),
             cwd: harness.cwd.clone(),
+            agent: harness.agent.name.clone(),
+            audit: Arc::clone(&harness.audit),
         };
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut running = JoinSet::new();
@@ -427,7 +429,7 @@ fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
     ToolResult {
         call_id: call.id.clone(),
         tool_name: call.name.clone(),
-        content: error.message.clone(),
+        content: error.model_text(),
         is_error: true,
         error_kind: Some(error.kind.clone()),
     }

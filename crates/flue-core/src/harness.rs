@@ -13,7 +13,7 @@ use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::ProviderRegistry;
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult, normalize_path};
 use crate::session::{Session, SessionShared};
-use crate::store::{MemoryStore, SessionKey, SessionStore, SessionSummary};
+use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
 use crate::util::{new_ulid, or_cancel};
 
 /// Prefix of framework-owned task session names.
@@ -47,9 +47,18 @@ pub struct HarnessBuilder {
     providers: ProviderRegistry,
     sandbox: Option<Arc<dyn Sandbox>>,
     workspace_context: Option<Option<String>>,
+    audit: Option<Arc<dyn AuditStore>>,
 }
 
 impl HarnessBuilder {
+    /// Sets where the file tools keep their audit log and trash (default: the session store's,
+    /// see [`SessionStore::audit_store`]; a store without one gets an in-memory log).
+    #[must_use]
+    pub fn with_audit_store(mut self, audit: Arc<dyn AuditStore>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
     /// Sets the agent instance id (default: a fresh ULID).
     #[must_use]
     pub fn with_instance_id(mut self, instance_id: impl Into<String>) -> Self {
@@ -104,11 +113,18 @@ impl HarnessBuilder {
             Some(context) => context,
             None => discover_workspace_context(sandbox.as_ref(), &cwd).await?,
         };
+        let store: Arc<dyn SessionStore> =
+            self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let audit = self
+            .audit
+            .or_else(|| Arc::clone(&store).audit_store())
+            .unwrap_or_else(|| Arc::new(MemoryStore::new()));
         Ok(Harness {
             shared: Arc::new(HarnessShared {
                 instance_id: self.instance_id.unwrap_or_else(new_ulid),
                 agent,
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                store,
+                audit,
                 providers: self.providers,
                 sandbox,
                 cwd,
@@ -129,6 +145,7 @@ pub(crate) struct HarnessShared {
     pub(crate) instance_id: String,
     pub(crate) agent: ResolvedAgent,
     pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) audit: Arc<dyn AuditStore>,
     pub(crate) providers: ProviderRegistry,
     pub(crate) sandbox: Arc<dyn Sandbox>,
     pub(crate) cwd: String,
@@ -179,6 +196,7 @@ impl Harness {
             providers: ProviderRegistry::new(),
             sandbox: None,
             workspace_context: None,
+            audit: None,
         }
     }
 
@@ -211,6 +229,11 @@ impl Harness {
     /// Session management: get, create, delete and list.
     pub fn sessions(&self) -> Sessions<'_> {
         Sessions { harness: self }
+    }
+
+    /// The audit log and trash of the file tools (see [`AuditStore`]).
+    pub fn audit_store(&self) -> &Arc<dyn AuditStore> {
+        &self.shared.audit
     }
 
     /// The sandbox, for file operations that are not recorded in any conversation.

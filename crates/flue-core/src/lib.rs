@@ -9,7 +9,8 @@
 //! - configuration: [`AgentConfig`], [`AgentProfile`], [`ResolvedAgent`]
 //! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptOptions`], [`PromptResponse`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
-//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SessionStore`]
+//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SessionStore`],
+//!   [`AuditStore`] (the file tools' audit log and trash)
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 
 mod agent_loop;
@@ -49,10 +50,13 @@ pub use sandbox::{
     TIMEOUT_EXIT_CODE, normalize_path,
 };
 pub use session::{PromptOptions, PromptResponse, Session};
-pub use store::{MemoryStore, SessionKey, SessionLog, SessionStore, SessionSummary, SqliteStore};
+pub use store::{
+    AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, MemoryStore, SessionKey, SessionLog, SessionStore,
+    SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
+};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    BUILTIN_TOOL_NAMES, Ownership, Permission, Tool, ToolContext, ToolDefinition, ToolError,
-    ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,
+    BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,
+    ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,
 };
 pub use util::{BoxFuture, new_ulid, new_uuid, now_ms, or_cancel};

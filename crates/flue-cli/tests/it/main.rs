@@ -6,6 +6,7 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod audit_trash;
 mod mcp;
 mod run;
 mod session_show;

@@ -23,7 +23,10 @@ fn runs_the_example_with_a_tool_round_trip() {
         err.contains("-> read_file {\"path\":\"greeting.txt\"}"),
         "{err}"
     );
-    assert!(err.contains("<- read_file done: Hello, world!"), "{err}");
+    assert!(
+        err.contains("<- read_file done: {\"data\":{\"content\":\"Hello, world!"),
+        "{err}"
+    );
     assert!(ws.db().is_file());
 }
 

@@ -148,13 +148,11 @@ impl Everything {
 /// A tool context over a scratch directory.
 pub fn context() -> ToolContext {
     let dir = std::env::temp_dir();
-    ToolContext {
-        sandbox: Arc::new(LocalSandbox::new(&dir).unwrap()),
-        cancel: CancellationToken::new(),
-        instance_id: "test".to_owned(),
-        session: "default".to_owned(),
-        cwd: "/".to_owned(),
-    }
+    ToolContext::new(Arc::new(LocalSandbox::new(&dir).unwrap()))
+        .with_cancel(CancellationToken::new())
+        .with_instance_id("test")
+        .with_session("default")
+        .with_cwd("/")
 }
 
 /// The tool called `name` of `connection`.

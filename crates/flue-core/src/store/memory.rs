@@ -2,14 +2,17 @@
 //!
 //! All sessions live in one `BTreeMap` behind a `std::sync::Mutex`. Every method takes the lock,
 //! does its work without awaiting, and releases it, so the lock is never held across `.await`
-//! and each method is atomic with respect to the others.
+//! and each method is atomic with respect to the others. The audit log and trash
+//! ([`AuditStore`](crate::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`.
+
+mod audit;
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{FlueError, Result};
 use crate::record::StoredRecord;
-use crate::store::{SessionKey, SessionLog, SessionStore, SessionSummary};
+use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
 use crate::util::{BoxFuture, now_ms};
 
 /// Sessions kept in memory, lost when the value is dropped.
@@ -19,6 +22,7 @@ use crate::util::{BoxFuture, now_ms};
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     sessions: Mutex<BTreeMap<SessionKey, MemorySession>>,
+    audit: audit::MemoryAudit,
 }
 
 #[derive(Debug)]
@@ -43,6 +47,10 @@ impl MemoryStore {
 }
 
 impl SessionStore for MemoryStore {
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
+        Some(self)
+    }
+
     fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let mut sessions = self.sessions();

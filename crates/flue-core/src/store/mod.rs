@@ -5,8 +5,11 @@
 //! [`FlueError::VersionConflict`] and writes nothing. Appends insert only the new records, so
 //! their cost does not grow with the conversation.
 
+mod audit;
 mod memory;
 mod sqlite;
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +17,7 @@ use crate::error::Result;
 use crate::record::StoredRecord;
 use crate::util::BoxFuture;
 
+pub use audit::{AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, TrashEntry, TrashReason, TrashedFile};
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 
@@ -103,4 +107,13 @@ pub trait SessionStore: Send + Sync {
 
     /// Lists the sessions of an agent instance, by name.
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>>;
+
+    /// This store's audit log and trash, when it keeps them.
+    ///
+    /// Called once by `HarnessBuilder::build`, which hands the result to the file tools. The
+    /// default, `None`, makes the harness keep them in memory (lost with the process) unless
+    /// `HarnessBuilder::with_audit_store` sets one.
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
+        None
+    }
 }

@@ -15,10 +15,15 @@
 //! inline inside their async blocks, holding the connection's mutex only for that synchronous
 //! stretch (never across `.await`). The exception is lock contention with another process, which
 //! can stall the calling thread for up to [`BUSY_TIMEOUT`].
+//!
+//! The audit log and trash ([`AuditStore`](crate::AuditStore), migration v2) are implemented in
+//! `sqlite/audit.rs`.
+
+mod audit;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::Type;
@@ -26,7 +31,7 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::error::{FlueError, Result};
 use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
-use crate::store::{SessionKey, SessionLog, SessionStore, SessionSummary};
+use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
 use crate::util::{BoxFuture, now_ms};
 
 /// Sessions in a SQLite file.
@@ -62,6 +67,26 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (instance_id, session, idx),
         FOREIGN KEY (instance_id, session) REFERENCES sessions (instance_id, session)
             ON DELETE CASCADE
+    ) WITHOUT ROWID;",
+    // v2: the file tools' audit log and trash (content stored once per sha256).
+    "CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY,
+        instance_id TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        entry TEXT NOT NULL
+    );
+    CREATE INDEX audit_by_instance ON audit (instance_id, seq);
+    CREATE TABLE trash_blobs (
+        sha256 TEXT PRIMARY KEY,
+        content BLOB NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE trash (
+        instance_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        trashed_at INTEGER NOT NULL,
+        sha256 TEXT NOT NULL REFERENCES trash_blobs (sha256),
+        entry TEXT NOT NULL,
+        PRIMARY KEY (instance_id, id)
     ) WITHOUT ROWID;",
 ];
 
@@ -289,6 +314,10 @@ impl SqliteStore {
 }
 
 impl SessionStore for SqliteStore {
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
+        Some(self)
+    }
+
     fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move { self.create_now(key) })
     }

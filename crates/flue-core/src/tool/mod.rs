@@ -21,9 +21,13 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{FlueError, Result};
 use crate::model::ToolSchema;
 use crate::sandbox::Sandbox;
+use crate::store::{AuditStore, MemoryStore};
 use crate::util::BoxFuture;
 
-pub use builtin::{BUILTIN_TOOL_NAMES, builtin_tool, builtin_tools};
+pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
+
+/// The suggested action of an input that does not match a built-in tool's schema.
+const FIX_ARGUMENTS: &str = "Fix the arguments to match the tool's input schema and retry.";
 
 /// Who fulfils a tool call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +79,71 @@ pub struct ToolContext {
     pub session: String,
     /// Working directory of the session inside the sandbox.
     pub cwd: String,
+    /// Agent name, recorded in audit entries.
+    pub agent: String,
+    /// Where the file tools append audit entries and keep the trash: the runtime's store,
+    /// out of the sandbox's (and so the agent's) reach.
+    pub audit: Arc<dyn AuditStore>,
+}
+
+impl ToolContext {
+    /// A context for calling tools outside a session: the sandbox's cwd, a fresh cancellation
+    /// token, empty instance id and agent name, session `default`, and an in-memory audit store
+    /// (set a durable one with [`ToolContext::with_audit`]).
+    pub fn new(sandbox: Arc<dyn Sandbox>) -> Self {
+        let cwd = sandbox.cwd().to_owned();
+        Self {
+            sandbox,
+            cancel: CancellationToken::new(),
+            instance_id: String::new(),
+            session: "default".to_owned(),
+            cwd,
+            agent: String::new(),
+            audit: Arc::new(MemoryStore::new()),
+        }
+    }
+
+    /// Sets the audit store.
+    #[must_use]
+    pub fn with_audit(mut self, audit: Arc<dyn AuditStore>) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Sets the agent instance id.
+    #[must_use]
+    pub fn with_instance_id(mut self, instance_id: impl Into<String>) -> Self {
+        self.instance_id = instance_id.into();
+        self
+    }
+
+    /// Sets the session name.
+    #[must_use]
+    pub fn with_session(mut self, session: impl Into<String>) -> Self {
+        self.session = session.into();
+        self
+    }
+
+    /// Sets the agent name.
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = agent.into();
+        self
+    }
+
+    /// Sets the working directory (a sandbox path).
+    #[must_use]
+    pub fn with_cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = cwd.into();
+        self
+    }
+
+    /// Sets the cancellation token.
+    #[must_use]
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
 }
 
 impl fmt::Debug for ToolContext {
@@ -82,6 +151,7 @@ impl fmt::Debug for ToolContext {
         f.debug_struct("ToolContext")
             .field("instance_id", &self.instance_id)
             .field("session", &self.session)
+            .field("agent", &self.agent)
             .field("cwd", &self.cwd)
             .finish_non_exhaustive()
     }
@@ -95,6 +165,9 @@ pub struct ToolError {
     pub kind: String,
     /// What went wrong, written for the model.
     pub message: String,
+    /// What the model should do next, when the tool knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_action: Option<String>,
 }
 
 impl ToolError {
@@ -103,6 +176,28 @@ impl ToolError {
         Self {
             kind: kind.into(),
             message: message.into(),
+            suggested_action: None,
+        }
+    }
+
+    /// Sets the suggested action.
+    #[must_use]
+    pub fn with_suggested_action(mut self, action: impl Into<String>) -> Self {
+        self.suggested_action = Some(action.into());
+        self
+    }
+
+    /// The text the model sees: the message, or, when there is a suggested action, the
+    /// envelope `{"ok": false, "error": {"kind", "message", "suggestedAction"}}` that the
+    /// built-in file tools promise.
+    pub fn model_text(&self) -> String {
+        match &self.suggested_action {
+            None => self.message.clone(),
+            Some(action) => serde_json::json!({
+                "ok": false,
+                "error": {"kind": self.kind, "message": self.message, "suggestedAction": action},
+            })
+            .to_string(),
         }
     }
 
@@ -291,11 +386,16 @@ impl ToolDefinition {
     ) -> std::result::Result<Value, ToolError> {
         let input_problems = describe_errors(&self.inner.input_validator, &input);
         if !input_problems.is_empty() {
-            return Err(ToolError::invalid_input(format!(
+            let error = ToolError::invalid_input(format!(
                 "invalid input for {}: {}. Fix the arguments to match the tool's schema and retry.",
                 self.inner.name,
                 input_problems.join("; ")
-            )));
+            ));
+            // The built-in tools promise a suggested action with every error.
+            return Err(match self.inner.meta.ownership {
+                Ownership::Managed => error.with_suggested_action(FIX_ARGUMENTS),
+                Ownership::Mcp | Ownership::Custom => error,
+            });
         }
         let output = self.inner.tool.run(input, ctx).await?;
         if let Some(validator) = &self.inner.output_validator {

@@ -6,7 +6,11 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod apply_patch;
+mod audit_contract;
+mod file_tools;
 mod sandbox_local;
+mod sandboxes;
 mod scripted;
 mod session;
 mod store_contract;

@@ -508,7 +508,13 @@ async fn sqlite_migration_sets_user_version_and_wal() {
         .unwrap();
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
-        (1, "wal", vec!["records".to_owned(), "sessions".to_owned()])
+        (
+            2,
+            "wal",
+            ["audit", "records", "sessions", "trash", "trash_blobs"]
+                .map(str::to_owned)
+                .to_vec()
+        )
     );
 }
 
@@ -527,7 +533,7 @@ async fn sqlite_newer_schema_is_refused() {
         (err.kind(), err.to_string()),
         (
             "store_error",
-            "store error: database schema version 99 is newer than this flue-core supports (1)"
+            "store error: database schema version 99 is newer than this flue-core supports (2)"
                 .to_owned()
         )
     );

@@ -1,4 +1,5 @@
-//! Tests: the built-in `read_file` and `bash` tools, called through `ToolDefinition::call`.
+//! Tests: the built-in tool list and the `bash` tool, called through `ToolDefinition::call`.
+//! The file tools have their own module, `file_tools`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 /// A workspace with `notes.txt` (five lines), `sub/inner.txt`, `image.bin` (not UTF-8) and an
 /// empty file, and a context whose cwd is the workspace root.
 struct Workspace {
-    dir: TempDir,
+    _dir: TempDir,
     ctx: ToolContext,
 }
 
@@ -36,14 +37,11 @@ fn workspace() -> Workspace {
     std::fs::write(dir.path().join("empty.txt"), "").unwrap();
     let sandbox = LocalSandbox::new(dir.path()).unwrap();
     let cwd = sandbox.cwd().to_owned();
-    let ctx = ToolContext {
-        sandbox: Arc::new(sandbox),
-        cancel: CancellationToken::new(),
-        instance_id: "test-instance".into(),
-        session: "default".into(),
-        cwd,
-    };
-    Workspace { dir, ctx }
+    let ctx = ToolContext::new(Arc::new(sandbox))
+        .with_cancel(CancellationToken::new())
+        .with_instance_id("test-instance")
+        .with_cwd(cwd);
+    Workspace { _dir: dir, ctx }
 }
 
 /// Calls built-in `tool` with `input`: the text it returned, or its error.
@@ -62,7 +60,23 @@ fn kind(res: Result<String, ToolError>) -> Result<String, String> {
 
 #[test]
 fn the_builtin_tools_are_known_by_name() {
-    assert_eq!(BUILTIN_TOOL_NAMES, &["read_file", "bash"]);
+    assert_eq!(
+        BUILTIN_TOOL_NAMES,
+        &[
+            "read_file",
+            "list_directory",
+            "search_files",
+            "glob",
+            "create_file",
+            "write_file",
+            "edit_file",
+            "delete_file",
+            "restore_file",
+            "move_file",
+            "apply_patch",
+            "bash"
+        ]
+    );
     let names: Vec<String> = BUILTIN_TOOL_NAMES
         .iter()
         .map(|name| (*name).to_owned())
@@ -82,10 +96,24 @@ fn the_builtin_tools_are_known_by_name() {
         .collect();
     assert_eq!(
         actual,
-        vec![
-            ("read_file".to_owned(), Ownership::Managed, true, false),
-            ("bash".to_owned(), Ownership::Managed, false, true),
+        [
+            ("read_file", true, false),
+            ("list_directory", true, false),
+            ("search_files", true, false),
+            ("glob", true, false),
+            ("create_file", false, false),
+            ("write_file", false, true),
+            ("edit_file", false, false),
+            ("delete_file", false, true),
+            ("restore_file", false, false),
+            ("move_file", false, false),
+            ("apply_patch", false, true),
+            ("bash", false, true),
         ]
+        .map(|(name, read_only, destructive)| {
+            (name.to_owned(), Ownership::Managed, read_only, destructive)
+        })
+        .to_vec()
     );
     for tool in &tools {
         assert_eq!(tool.input_schema()["type"], "object");
@@ -98,152 +126,12 @@ fn the_builtin_tools_are_known_by_name() {
 
     let err = builtin_tool("teleport").unwrap_err();
     assert_eq!(err.kind(), "invalid_config");
-    assert!(err.to_string().contains("read_file, bash"), "{err}");
+    assert!(
+        err.to_string().contains("read_file, list_directory, "),
+        "{err}"
+    );
     let err = builtin_tools(&["bash".to_owned(), "teleport".to_owned()]).unwrap_err();
     assert_eq!(err.kind(), "invalid_config");
-}
-
-#[tokio::test]
-async fn read_file_returns_a_whole_small_file_as_is() {
-    let ws = workspace();
-    let ctx = &ws.ctx;
-    let whole = Ok("one\ntwo\nthree\nfour\nfive\n".to_owned());
-    assert_eq!(
-        call(ctx, "read_file", json!({"path": "notes.txt"})).await,
-        whole
-    );
-    let absolute = format!("{}/notes.txt", ctx.cwd);
-    assert_eq!(
-        call(ctx, "read_file", json!({"path": absolute})).await,
-        whole
-    );
-    assert_eq!(
-        call(
-            ctx,
-            "read_file",
-            json!({"path": "sub/../notes.txt", "limit": 5})
-        )
-        .await,
-        whole
-    );
-    assert_eq!(
-        call(ctx, "read_file", json!({"path": "empty.txt"})).await,
-        Ok("[empty file]".into())
-    );
-}
-
-#[tokio::test]
-async fn read_file_slices_lines_and_says_how_to_go_on() {
-    let ws = workspace();
-    let ctx = &ws.ctx;
-    let cases = [
-        (
-            json!({"path": "notes.txt", "limit": 2}),
-            "one\ntwo\n[lines 1-2 of 5; call again with offset=3 to read more]",
-        ),
-        (
-            json!({"path": "notes.txt", "offset": 3, "limit": 2}),
-            "three\nfour\n[lines 3-4 of 5; call again with offset=5 to read more]",
-        ),
-        (
-            json!({"path": "notes.txt", "offset": 4}),
-            "four\nfive\n[lines 4-5 of 5]",
-        ),
-        (
-            json!({"path": "notes.txt", "offset": 5, "limit": 10}),
-            "five\n[lines 5-5 of 5]",
-        ),
-    ];
-    for (input, expected) in cases {
-        assert_eq!(
-            call(ctx, "read_file", input.clone()).await,
-            Ok(expected.to_owned()),
-            "{input}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn read_file_reads_2000_lines_by_default() {
-    let ws = workspace();
-    let text: String = (1..=2500).map(|line| format!("line {line}\n")).collect();
-    std::fs::write(ws.dir.path().join("long.txt"), &text).unwrap();
-    let output = call(&ws.ctx, "read_file", json!({"path": "long.txt"}))
-        .await
-        .unwrap();
-    let (body, note) = output.rsplit_once('\n').unwrap();
-    assert_eq!(
-        note,
-        "[lines 1-2000 of 2500; call again with offset=2001 to read more]"
-    );
-    assert_eq!(body.lines().count(), 2000);
-    assert_eq!(body.lines().last(), Some("line 2000"));
-    let rest = call(
-        &ws.ctx,
-        "read_file",
-        json!({"path": "long.txt", "offset": 2001}),
-    )
-    .await
-    .unwrap();
-    assert!(rest.starts_with("line 2001\n"), "{rest}");
-    assert!(
-        rest.ends_with("line 2500\n[lines 2001-2500 of 2500]"),
-        "{rest}"
-    );
-}
-
-#[tokio::test]
-async fn read_file_resolves_relative_paths_against_the_context_cwd() {
-    let mut ws = workspace();
-    ws.ctx.cwd = format!("{}/sub", ws.ctx.cwd);
-    let ctx = &ws.ctx;
-    assert_eq!(
-        call(ctx, "read_file", json!({"path": "inner.txt"})).await,
-        Ok("inner".into())
-    );
-    assert_eq!(
-        call(
-            ctx,
-            "read_file",
-            json!({"path": "../notes.txt", "limit": 1})
-        )
-        .await,
-        Ok("one\n[lines 1-1 of 5; call again with offset=2 to read more]".into())
-    );
-}
-
-#[tokio::test]
-async fn read_file_errors_have_kinds_the_model_can_act_on() {
-    let ws = workspace();
-    let ctx = &ws.ctx;
-    let cases = [
-        (json!({"path": "missing.txt"}), "not_found"),
-        (json!({"path": "sub"}), "is_directory"),
-        (json!({"path": "../outside.txt"}), "outside_workspace"),
-        (json!({"path": "/etc/hostname"}), "outside_workspace"),
-        (json!({"path": "image.bin"}), "invalid_input"),
-        (json!({"path": "notes.txt", "offset": 6}), "invalid_input"),
-        (json!({"path": "notes.txt", "offset": 0}), "invalid_input"),
-        (json!({"path": "notes.txt", "limit": 0}), "invalid_input"),
-        (json!({"path": 7}), "invalid_input"),
-        (json!({}), "invalid_input"),
-    ];
-    for (input, expected) in cases {
-        let res = call(ctx, "read_file", input.clone()).await;
-        assert_eq!(
-            kind(res.clone()),
-            Err(expected.to_owned()),
-            "{input}: {res:?}"
-        );
-    }
-    let err = call(ctx, "read_file", json!({"path": "image.bin"}))
-        .await
-        .unwrap_err();
-    assert!(err.message.contains("binary"), "{}", err.message);
-    let err = call(ctx, "read_file", json!({"path": "missing.txt"}))
-        .await
-        .unwrap_err();
-    assert_eq!(err.message, "missing.txt does not exist");
 }
 
 #[tokio::test]

@@ -573,11 +573,31 @@ struct Vars<'a> {
 }
 
 impl Vars<'_> {
-    fn get(&self, name: &str) -> Option<&str> {
+    fn get(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
         match name {
-            "user" => Some(self.user),
-            "tool_result" => Some(self.tool_result),
-            _ => None,
+            "user" => Some(self.user.into()),
+            "tool_result" => Some(self.tool_result.into()),
+            _ => {
+                // `tool_result.a.b.0`: a field of a JSON tool result (empty when absent).
+                let path = name.strip_prefix("tool_result.")?;
+                let mut value = &serde_json::from_str::<Value>(self.tool_result).ok()?;
+                let mut found = Some(value);
+                for key in path.split('.') {
+                    found = match value {
+                        Value::Array(items) => {
+                            key.parse::<usize>().ok().and_then(|idx| items.get(idx))
+                        }
+                        _ => value.get(key),
+                    };
+                    let Some(next) = found else { break };
+                    value = next;
+                }
+                Some(match found {
+                    None | Some(Value::Null) => String::new().into(),
+                    Some(Value::String(text)) => text.clone().into(),
+                    Some(other) => other.to_string().into(),
+                })
+            }
         }
     }
 }
@@ -695,7 +715,7 @@ fn interpolate(template: &str, vars: Vars<'_>) -> String {
             .and_then(|close| Some((vars.get(after_open[..close].trim())?, close)));
         match value {
             Some((value, close)) => {
-                out.push_str(value);
+                out.push_str(&value);
                 rest = &after_open[close + 2..];
             }
             None => {

@@ -262,3 +262,33 @@ fn preview_truncates_long_text() {
     let long = "x".repeat(PREVIEW_CHARS + 5);
     assert_eq!(preview(&long), format!("{}...", "x".repeat(PREVIEW_CHARS)));
 }
+
+#[test]
+fn tool_result_paths_read_fields_of_a_json_result() {
+    let vars = Vars {
+        user: "hi",
+        tool_result: r#"{"ok": true, "data": {"content": "Hello\n", "lines": [3, {"n": 4}], "none": null}}"#,
+    };
+    let cases = [
+        ("{{tool_result.data.content}}", "Hello\n"),
+        ("{{ tool_result.ok }}", "true"),
+        ("{{tool_result.data.lines.1.n}}", "4"),
+        ("{{tool_result.data.lines}}", r#"[3,{"n":4}]"#),
+        (
+            "[{{tool_result.data.none}}{{tool_result.data.missing}}{{tool_result.data.lines.9}}]",
+            "[]",
+        ),
+    ];
+    for (template, expected) in cases {
+        assert_eq!(interpolate(template, vars), expected, "{template}");
+    }
+    // A result that is not JSON leaves the placeholder as written.
+    let plain = Vars {
+        user: "hi",
+        tool_result: "plain text",
+    };
+    assert_eq!(
+        interpolate("{{tool_result.data}}", plain),
+        "{{tool_result.data}}"
+    );
+}

@@ -2,24 +2,8 @@
 
 use pretty_assertions::assert_eq;
 
-use super::{keep_tail, render_shell_result, select_lines};
+use super::{keep_tail, render_shell_result};
 use crate::sandbox::ShellResult;
-
-#[test]
-fn select_lines_slices_and_notes() {
-    let text = "one\ntwo\nthree\nfour";
-    let check = |first, limit| select_lines(text, first, limit).map_err(|err| err.kind);
-    assert_eq!(check(1, 10), Ok(text.to_owned()));
-    assert_eq!(check(1, 4), Ok(text.to_owned()));
-    assert_eq!(
-        check(2, 2),
-        Ok("two\nthree\n[lines 2-3 of 4; call again with offset=4 to read more]".to_owned())
-    );
-    assert_eq!(check(4, 2), Ok("four\n[lines 4-4 of 4]".to_owned()));
-    assert_eq!(check(5, 1), Err("invalid_input".to_owned()));
-    assert_eq!(select_lines("", 1, 5), Ok("[empty file]".to_owned()));
-    assert_eq!(select_lines("a\n\n", 1, 5), Ok("a\n\n".to_owned()));
-}
 
 #[test]
 fn keep_tail_counts_characters() {

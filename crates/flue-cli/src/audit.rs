@@ -1,0 +1,134 @@
+//! `flue audit`: print the file tools' audit log of one conversation.
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::bail;
+use flue_core::{AuditEntry, AuditStore, SqliteStore};
+use serde_json::json;
+
+use crate::Exit;
+use crate::args::AuditArgs;
+use crate::workspace::{DB_PATH, resolve_root};
+
+/// Runs `flue audit`.
+pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
+    let root = resolve_root(args.root.as_deref())?;
+    let store = open_existing_store(&root)?;
+    let entries = store.list_audit(&args.id).await?;
+    if args.json {
+        let out = json!({"id": args.id, "entries": entries});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(Exit::Success);
+    }
+    if entries.is_empty() {
+        eprintln!("conversation {:?} has no audit entries", args.id);
+    }
+    let root_text = root
+        .canonicalize()
+        .unwrap_or_else(|_| root.clone())
+        .display()
+        .to_string();
+    print!("{}", audit_text(&entries, &root_text, args.diff));
+    Ok(Exit::Success)
+}
+
+/// Opens `.flue/flue.db` under `root`, failing when there is none.
+pub(crate) fn open_existing_store(root: &Path) -> anyhow::Result<SqliteStore> {
+    let db = root.join(DB_PATH);
+    if !db.is_file() {
+        bail!(
+            "no conversations are stored under {} (no {DB_PATH})",
+            root.display()
+        );
+    }
+    Ok(SqliteStore::open(&db)?)
+}
+
+/// One line per entry: time, outcome, tool, operation, path(s), hashes, session and agent.
+fn audit_text(entries: &[AuditEntry], root: &str, with_diff: bool) -> String {
+    let mut out = String::new();
+    for entry in entries {
+        let mut paths = entry
+            .path
+            .as_deref()
+            .map(|path| relative(path, root))
+            .unwrap_or_default();
+        if let Some(destination) = &entry.destination_path {
+            let _ = write!(paths, " -> {}", relative(destination, root));
+        }
+        let outcome = if entry.ok {
+            let short = |sha: Option<&String>| {
+                sha.map_or_else(|| "-".to_owned(), |sha| sha.chars().take(12).collect())
+            };
+            format!(
+                "{} -> {}",
+                short(entry.sha256_before.as_ref()),
+                short(entry.sha256_after.as_ref())
+            )
+        } else {
+            format!(
+                "FAILED {}: {}",
+                entry.error_kind.as_deref().unwrap_or("error"),
+                entry.error_message.as_deref().unwrap_or_default()
+            )
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "{}  {} {}  {}  {}  (session {}, agent {})",
+            format_time(entry.at),
+            entry.tool,
+            entry.operation,
+            paths,
+            outcome,
+            entry.session,
+            if entry.agent.is_empty() {
+                "-"
+            } else {
+                &entry.agent
+            },
+        );
+        if with_diff && let Some(diff) = &entry.diff {
+            out.push_str(diff);
+            if entry.diff_truncated {
+                out.push_str("[diff truncated at 64 KiB]\n");
+            }
+        }
+    }
+    out
+}
+
+/// `path` relative to the workspace root when inside it.
+pub(crate) fn relative(path: &str, root: &str) -> String {
+    path.strip_prefix(root)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(path)
+        .to_owned()
+}
+
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub(crate) fn format_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

@@ -1,0 +1,109 @@
+//! `flue trash list|restore`: the content the file tools deleted or overwrote.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use flue_core::{AuditStore, LocalSandbox, ToolContext, TrashEntry, TrashReason, builtin_tool};
+use serde_json::{Value, json};
+
+use crate::Exit;
+use crate::args::{TrashListArgs, TrashRestoreArgs};
+use crate::audit::{format_time, open_existing_store, relative};
+use crate::workspace::resolve_root;
+
+/// The session name recorded in the audit log for restores made from the command line.
+const CLI_SESSION: &str = "cli";
+
+/// Runs `flue trash list`.
+pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
+    let root = resolve_root(args.root.as_deref())?;
+    let store = open_existing_store(&root)?;
+    let entries = store.list_trash(&args.id).await?;
+    if args.json {
+        let out = json!({"id": args.id, "entries": entries});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(Exit::Success);
+    }
+    if entries.is_empty() {
+        eprintln!("the trash of conversation {:?} is empty", args.id);
+    }
+    let root_text = root
+        .canonicalize()
+        .unwrap_or_else(|_| root.clone())
+        .display()
+        .to_string();
+    print!("{}", trash_text(&entries, &root_text));
+    Ok(Exit::Success)
+}
+
+/// Runs `flue trash restore`: the `restore_file` tool, run on the workspace directory with the
+/// workspace's store, so the restore is audited like the agent's own.
+pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
+    let root = resolve_root(args.root.as_deref())?;
+    let store = Arc::new(open_existing_store(&root)?);
+    let sandbox = Arc::new(LocalSandbox::new(&root)?);
+    let ctx = ToolContext::new(sandbox)
+        .with_audit(store)
+        .with_instance_id(args.id.clone())
+        .with_session(CLI_SESSION)
+        .with_agent("flue-cli");
+    let mut input = json!({"trashId": args.trash_id});
+    if let Some(to) = &args.to {
+        input["destination"] = json!(to);
+    }
+    let result = builtin_tool("restore_file")?.call(input, &ctx).await;
+    match result {
+        Ok(envelope) => {
+            if args.json {
+                println!("{envelope}");
+            } else {
+                let data = &envelope["data"];
+                println!(
+                    "restored {} (sha256 {})",
+                    data["path"].as_str().unwrap_or_default(),
+                    data["sha256"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(Exit::Success)
+        }
+        Err(err) => {
+            if args.json {
+                let envelope: Value = serde_json::from_str(&err.model_text()).unwrap_or_else(
+                    |_| json!({"ok": false, "error": {"kind": err.kind, "message": err.message}}),
+                );
+                println!("{envelope}");
+            }
+            eprintln!("error: {}: {}", err.kind, err.message);
+            if let Some(action) = &err.suggested_action {
+                eprintln!("hint: {action}");
+            }
+            Ok(Exit::Failure)
+        }
+    }
+}
+
+/// One line per trashed file: id, time, reason, path, size, hash, tool and session.
+fn trash_text(entries: &[TrashEntry], root: &str) -> String {
+    let mut out = String::new();
+    for entry in entries {
+        let reason = match entry.reason {
+            TrashReason::Deleted => "deleted",
+            TrashReason::Overwritten => "overwritten",
+            _ => "trashed",
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "{}  {}  {:<11}  {}  {} bytes  sha256 {}  ({}, session {})",
+            entry.id,
+            format_time(entry.trashed_at),
+            reason,
+            relative(&entry.path, root),
+            entry.size,
+            entry.sha256.chars().take(12).collect::<String>(),
+            entry.tool,
+            entry.session,
+        );
+    }
+    out
+}

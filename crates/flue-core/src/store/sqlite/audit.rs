@@ -1,0 +1,153 @@
+//! [`AuditStore`] for [`SqliteStore`]: tables `audit`, `trash` and `trash_blobs` (migration v2).
+//!
+//! Audit entries and trash entries are stored as JSON next to the columns queries need, like
+//! session records, so new fields need no migration. Trashed content sits in `trash_blobs`
+//! once per sha256; putting the same content twice adds only the entry.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::error::{FlueError, Result};
+use crate::store::SqliteStore;
+use crate::store::audit::{AuditEntry, AuditStore, TrashEntry, TrashedFile};
+use crate::util::BoxFuture;
+
+use super::{sql_int, store_error};
+
+impl SqliteStore {
+    fn append_audit_now(&self, entry: &AuditEntry) -> Result<()> {
+        let json = serde_json::to_string(entry)
+            .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
+        let at = sql_int(entry.at)?;
+        self.connection()
+            .prepare_cached("INSERT INTO audit (instance_id, at, entry) VALUES (?1, ?2, ?3)")
+            .and_then(|mut insert| insert.execute(params![entry.instance_id, at, json]))
+            .map_err(store_error("cannot append audit entry"))?;
+        Ok(())
+    }
+
+    fn list_audit_now(&self, instance_id: &str) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<String> = self
+            .connection()
+            .prepare_cached("SELECT entry FROM audit WHERE instance_id = ?1 ORDER BY seq")
+            .and_then(|mut select| {
+                select
+                    .query_map(params![instance_id], |row| row.get(0))?
+                    .collect()
+            })
+            .map_err(store_error("cannot read the audit log"))?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(row)
+                    .map_err(|err| FlueError::store("corrupt audit entry", err))
+            })
+            .collect()
+    }
+
+    fn put_trash_now(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
+        let json = serde_json::to_string(entry)
+            .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
+        let trashed_at = sql_int(entry.trashed_at)?;
+        let mut connection = self.connection();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error("cannot begin trash transaction"))?;
+        transaction
+            .prepare_cached(
+                "INSERT INTO trash_blobs (sha256, content) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            )
+            .and_then(|mut insert| insert.execute(params![entry.sha256, content]))
+            .map_err(store_error("cannot store trashed content"))?;
+        transaction
+            .prepare_cached(
+                "INSERT INTO trash (instance_id, id, trashed_at, sha256, entry)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut insert| {
+                insert.execute(params![
+                    entry.instance_id,
+                    entry.id,
+                    trashed_at,
+                    entry.sha256,
+                    json
+                ])
+            })
+            .map_err(store_error("cannot store trash entry"))?;
+        transaction
+            .commit()
+            .map_err(store_error("cannot commit trash entry"))
+    }
+
+    fn get_trash_now(&self, instance_id: &str, trash_id: &str) -> Result<Option<TrashedFile>> {
+        let row: Option<(String, Vec<u8>)> = self
+            .connection()
+            .prepare_cached(
+                "SELECT trash.entry, trash_blobs.content FROM trash
+                 JOIN trash_blobs ON trash_blobs.sha256 = trash.sha256
+                 WHERE trash.instance_id = ?1 AND trash.id = ?2",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_row(params![instance_id, trash_id], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .optional()
+            })
+            .map_err(store_error("cannot read trash entry"))?;
+        let Some((json, content)) = row else {
+            return Ok(None);
+        };
+        let entry = serde_json::from_str(&json)
+            .map_err(|err| FlueError::store("corrupt trash entry", err))?;
+        Ok(Some(TrashedFile { entry, content }))
+    }
+
+    fn list_trash_now(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
+        let rows: Vec<String> = self
+            .connection()
+            .prepare_cached(
+                "SELECT entry FROM trash WHERE instance_id = ?1 ORDER BY trashed_at, id",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map(params![instance_id], |row| row.get(0))?
+                    .collect()
+            })
+            .map_err(store_error("cannot list the trash"))?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(row)
+                    .map_err(|err| FlueError::store("corrupt trash entry", err))
+            })
+            .collect()
+    }
+}
+
+impl AuditStore for SqliteStore {
+    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.append_audit_now(entry) })
+    }
+
+    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>> {
+        Box::pin(async move { self.list_audit_now(instance_id) })
+    }
+
+    fn put_trash<'a>(
+        &'a self,
+        entry: &'a TrashEntry,
+        content: &'a [u8],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.put_trash_now(entry, content) })
+    }
+
+    fn get_trash<'a>(
+        &'a self,
+        instance_id: &'a str,
+        trash_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TrashedFile>>> {
+        Box::pin(async move { self.get_trash_now(instance_id, trash_id) })
+    }
+
+    fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
+        Box::pin(async move { self.list_trash_now(instance_id) })
+    }
+}
