@@ -14,6 +14,7 @@
 
 mod agent_loop;
 mod call;
+mod compaction;
 mod config;
 mod error;
 mod event;
@@ -33,7 +34,7 @@ pub use config::{
     ResolvedAgent, Skill, ThinkingLevel,
 };
 pub use error::{BoxError, FlueError, Result, SandboxErrorReason};
-pub use event::{ErrorInfo, Event, OperationKind, Outcome};
+pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
 pub use model::{
     ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelSpec, ModelTurn, ProviderRegistry,
