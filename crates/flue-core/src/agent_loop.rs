@@ -244,7 +244,10 @@ impl TurnLoop<'_> {
         compaction: &mut LoopCompaction,
     ) -> Result<()> {
         let mut usage = Usage::default();
-        let checked = self.compactor().before_turn(state, compaction, &mut usage).await;
+        let checked = self
+            .compactor()
+            .before_turn(state, compaction, &mut usage)
+            .await;
         self.usage += usage;
         checked?;
         match self.model_turn(state).await {

@@ -32,9 +32,7 @@ use crate::config::{Compaction, CompactionConfig, ThinkingLevel};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};
-use crate::record::{
-    AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage,
-};
+use crate::record::{AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage};
 use crate::session::{OperationContext, SessionShared, SessionState};
 use crate::tool::ToolSet;
 use crate::util::or_cancel;
@@ -155,9 +153,8 @@ pub(crate) fn record_tokens(record: &Record) -> u64 {
         }
         Record::ToolResult(result) => n_chars = char_count(&result.content),
         Record::Shell(shell) => {
-            n_chars = char_count(&shell.command)
-                + char_count(&shell.stdout)
-                + char_count(&shell.stderr);
+            n_chars =
+                char_count(&shell.command) + char_count(&shell.stdout) + char_count(&shell.stderr);
         }
         Record::Compaction(summary) => n_chars = char_count(&summary.summary),
     }
@@ -846,13 +843,14 @@ pub(crate) async fn run_manual(
         Compaction::Enabled(config) => config.model.clone(),
         Compaction::Disabled => None,
     };
-    let model = agent
-        .model
-        .clone()
-        .or(summary_model)
-        .ok_or_else(|| FlueError::ModelNotConfigured {
-            hint: Some("set `model` or `compaction.model` on the agent to compact".into()),
-        })?;
+    let model =
+        agent
+            .model
+            .clone()
+            .or(summary_model)
+            .ok_or_else(|| FlueError::ModelNotConfigured {
+                hint: Some("set `model` or `compaction.model` on the agent to compact".into()),
+            })?;
     let (provider, spec) = harness.providers.resolve(&model)?;
     let tools = ToolSet::assemble(agent.tools.iter().cloned())?;
     let system = harness.system_prompt();

@@ -299,7 +299,10 @@ fn compaction_near_the_window_is_shown_and_the_history_kept() {
         .iter()
         .map(|m| m["type"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(types, ["user", "assistant", "user", "compaction", "assistant"]);
+    assert_eq!(
+        types,
+        ["user", "assistant", "user", "compaction", "assistant"]
+    );
 }
 
 #[test]

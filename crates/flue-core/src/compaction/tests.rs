@@ -135,7 +135,12 @@ fn the_estimate_is_the_last_reported_usage_plus_what_came_after() {
         cache_read_tokens: 30,
         ..Usage::default()
     };
-    let records = vec![user(100), assistant(vec![], reported), user(100), result("x", 7)];
+    let records = vec![
+        user(100),
+        assistant(vec![], reported),
+        user(100),
+        result("x", 7),
+    ];
     assert_eq!(estimate_context(&records, "ignored", &[]), 550 + 100 + 7);
 }
 
@@ -184,7 +189,14 @@ fn usage_reported_before_the_latest_summary_is_stale() {
 
 #[test]
 fn the_cut_keeps_about_keep_recent_tokens_from_a_user_message() {
-    let records = vec![user(100), answer(100), user(100), answer(100), user(100), answer(100)];
+    let records = vec![
+        user(100),
+        answer(100),
+        user(100),
+        answer(100),
+        user(100),
+        answer(100),
+    ];
     assert_eq!(
         plan_cut(&records, 150),
         Some(CutPlan {
@@ -197,7 +209,14 @@ fn the_cut_keeps_about_keep_recent_tokens_from_a_user_message() {
 
 #[test]
 fn a_cut_inside_a_turn_splits_it() {
-    let records = vec![user(100), answer(100), user(100), answer(100), user(100), answer(100)];
+    let records = vec![
+        user(100),
+        answer(100),
+        user(100),
+        answer(100),
+        user(100),
+        answer(100),
+    ];
     let plan = plan_cut(&records, 250).unwrap();
     assert_eq!(
         plan,
@@ -236,7 +255,10 @@ fn the_cut_never_separates_a_tool_call_from_its_result() {
     assert_eq!(plan_cut(&records, 302).map(|plan| plan.first_kept), Some(3));
     // When the budget ends inside the newest pair, the newest possible cut keeps the pair.
     let ends_with_pair = &records[..6];
-    assert_eq!(plan_cut(ends_with_pair, 50).map(|plan| plan.first_kept), Some(3));
+    assert_eq!(
+        plan_cut(ends_with_pair, 50).map(|plan| plan.first_kept),
+        Some(3)
+    );
 }
 
 #[test]
@@ -261,7 +283,14 @@ fn nothing_to_compact_when_everything_fits_the_budget() {
 
 #[test]
 fn a_later_cut_starts_where_the_previous_summary_ended() {
-    let mut records = vec![user(100), answer(100), user(100), answer(100), user(100), answer(100)];
+    let mut records = vec![
+        user(100),
+        answer(100),
+        user(100),
+        answer(100),
+        user(100),
+        answer(100),
+    ];
     records.push(summary("earlier", 4));
     // Only the kept records are left, and they fit.
     assert_eq!(plan_cut(&records, 250), None);
@@ -368,11 +397,8 @@ fn outcome(id: &str, is_error: bool) -> Record {
 
 #[test]
 fn files_are_listed_from_successful_tool_calls() {
-    let tools = ToolSet::assemble([
-        file_tool("read_file", true),
-        file_tool("write_file", false),
-    ])
-    .unwrap();
+    let tools =
+        ToolSet::assemble([file_tool("read_file", true), file_tool("write_file", false)]).unwrap();
     let records = vec![
         assistant(
             vec![

@@ -159,10 +159,7 @@ fn keep_recent(tokens: u64) -> Compaction {
 }
 
 /// Runs one prompt; returns its result and every event it sent.
-async fn prompt(
-    session: &Session,
-    text: &str,
-) -> (flue_core::Result<PromptResponse>, Vec<Event>) {
+async fn prompt(session: &Session, text: &str) -> (flue_core::Result<PromptResponse>, Vec<Event>) {
     let mut handle = session.prompt(text, PromptOptions::default());
     let events = handle.take_events().unwrap();
     let result = handle.await;
@@ -335,7 +332,11 @@ async fn a_200_turn_session_stays_under_the_window() {
         .count();
     assert_eq!(n_users, 200);
     let compactions = compactions(&records);
-    assert!(compactions.len() >= 10, "only {} compactions", compactions.len());
+    assert!(
+        compactions.len() >= 10,
+        "only {} compactions",
+        compactions.len()
+    );
     assert_eq!(compactions.len(), n_compacted_prompts);
     for (idx, first_kept, _) in &compactions {
         assert!(first_kept < idx);
@@ -392,7 +393,16 @@ async fn manual_compaction_summarises_history_and_the_split_turn() {
     let before = session.records().await;
     assert_eq!(
         kinds(&before),
-        ["user", "assistant", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+        [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
     );
 
     let (result, events) = compact(&session).await;
@@ -416,7 +426,10 @@ async fn manual_compaction_summarises_history_and_the_split_turn() {
         .map(Request::prompt)
         .collect();
     assert_eq!(prompts.len(), 2);
-    assert!(prompts[0].starts_with("<conversation>\n[User]: first\n\n[Assistant]: ok first\n</conversation>"));
+    assert!(
+        prompts[0]
+            .starts_with("<conversation>\n[User]: first\n\n[Assistant]: ok first\n</conversation>")
+    );
     assert!(prompts[1].starts_with("<conversation>\n[User]: work\n\n[Assistant tool call]: echo"));
     assert!(prompts[1].contains("## Original Request"));
 
@@ -666,7 +679,10 @@ async fn overflow_recovery_is_tried_once_per_turn() {
     );
     assert_eq!(start_reasons(&events), [CompactionReason::Overflow]);
     let requests = f.provider.requests();
-    let attempts: Vec<bool> = requests[n_before..].iter().map(Request::is_summary).collect();
+    let attempts: Vec<bool> = requests[n_before..]
+        .iter()
+        .map(Request::is_summary)
+        .collect();
     assert_eq!(attempts, [false, true, false]);
     // The summary stays: it is durable progress.
     let records = session.records().await;
@@ -764,7 +780,10 @@ async fn aborting_a_compaction_leaves_the_session_unchanged() {
     );
     handle.abort();
     assert_eq!(handle.await.map_err(|err| err.kind()), Err("aborted"));
-    assert_eq!(error_kinds(&drain(events).await), [Some("aborted".to_owned())]);
+    assert_eq!(
+        error_kinds(&drain(events).await),
+        [Some("aborted".to_owned())]
+    );
     assert_eq!(session.records().await, records);
 
     // Threshold, inside a prompt: the acknowledged message stays, nothing else is written.
@@ -822,9 +841,12 @@ async fn compaction_model_writes_the_summaries() {
     );
 
     // A compaction model that cannot be used fails when the harness is built.
-    let missing = build(&[("script.json", r#"{"rules": [{"reply": {"text": "ok"}}]}"#)], agent)
-        .await
-        .map(|_| ());
+    let missing = build(
+        &[("script.json", r#"{"rules": [{"reply": {"text": "ok"}}]}"#)],
+        agent,
+    )
+    .await
+    .map(|_| ());
     assert_eq!(missing.map_err(|err| err.kind()), Err("script_error"));
 }
 

@@ -461,7 +461,9 @@ async fn error_reply_is_not_retryable_by_default() {
 async fn context_overflow_error_reply_is_a_context_overflow() {
     let script = r#"{"rules": [{"reply": {"error": {"kind": "context_overflow", "message": "too long: {{user}}"}}}]}"#;
     let turn = Scripted::new(script).turn(&[user("hi")]).await;
-    let error = turn.map(|_| ()).map_err(|err| (err.kind(), err.to_string()));
+    let error = turn
+        .map(|_| ())
+        .map_err(|err| (err.kind(), err.to_string()));
     assert_eq!(
         error,
         Err((
@@ -487,10 +489,10 @@ async fn a_request_over_the_context_window_overflows_before_any_rule() {
     // 100 characters are 25 tokens: the window of 20 is too small, and no delta is streamed.
     let script = r#"{"model": {"context_window": 20}, "rules": [{"reply": {"text": "never"}}]}"#;
     let scripted = Scripted::new(script);
-    let (turn, events) = scripted
-        .turn_with("", &[user(&"x".repeat(100))], &[])
-        .await;
-    let error = turn.map(|_| ()).map_err(|err| (err.kind(), err.to_string()));
+    let (turn, events) = scripted.turn_with("", &[user(&"x".repeat(100))], &[]).await;
+    let error = turn
+        .map(|_| ())
+        .map_err(|err| (err.kind(), err.to_string()));
     assert_eq!(
         error,
         Err((
