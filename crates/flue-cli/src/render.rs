@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use flue_core::{Event, EventStream};
+use flue_core::{CompactionReason, Event, EventStream};
 
 /// Longest tool output echoed to the terminal.
 const MAX_TOOL_OUTPUT_CHARS: usize = 400;
@@ -49,6 +49,41 @@ impl Renderer {
                 let status = if *is_error { "failed" } else { "done" };
                 writeln!(out, "<- {name} {status}: {}", preview(output))?;
             }
+            Event::CompactionStart {
+                reason,
+                estimated_tokens,
+            } => {
+                self.line_start(out)?;
+                let reason = match reason {
+                    CompactionReason::Threshold => "near the context window",
+                    CompactionReason::Overflow => "context overflow",
+                    CompactionReason::Manual => "requested",
+                    _ => "other",
+                };
+                writeln!(
+                    out,
+                    "compacting context ({reason}, ~{estimated_tokens} tokens)"
+                )?;
+            }
+            Event::CompactionEnd {
+                messages_before,
+                messages_after,
+                tokens_before,
+                tokens_after,
+                duration_ms,
+                error,
+                ..
+            } => {
+                self.line_start(out)?;
+                match error {
+                    Some(error) => writeln!(out, "compaction failed: {}", error.message)?,
+                    None => writeln!(
+                        out,
+                        "compacted {messages_before} -> {messages_after} messages, \
+                         ~{tokens_before} -> ~{tokens_after} tokens in {duration_ms} ms"
+                    )?,
+                }
+            }
             Event::OperationEnd { .. } => self.line_start(out)?,
             _ => {}
         }
@@ -72,3 +107,6 @@ fn preview(output: &str) -> String {
     let cut: String = flat.chars().take(MAX_TOOL_OUTPUT_CHARS).collect();
     format!("{cut}...")
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,8 +15,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+use crate::compaction::{Compactor, LoopCompaction};
 use crate::error::{FlueError, Result};
-use crate::event::Event;
+use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
 use crate::record::{AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage};
 use crate::session::{
@@ -193,6 +194,7 @@ impl TurnLoop<'_> {
         let max_turns = self.shared.harness.agent.max_turns;
         let mut n_turns = 0u32;
         let mut n_follow_ups = 0u32;
+        let mut compaction = LoopCompaction::default();
         loop {
             match next_step(&state.records) {
                 Step::CallModel => {
@@ -200,7 +202,7 @@ impl TurnLoop<'_> {
                         return Err(FlueError::MaxTurnsExceeded { max_turns });
                     }
                     n_turns += 1;
-                    self.model_turn(state).await?;
+                    self.compacting_model_turn(state, &mut compaction).await?;
                 }
                 Step::RunTools(calls) => {
                     self.run_tools(state, calls).await?;
@@ -230,6 +232,49 @@ impl TurnLoop<'_> {
                         .await?;
                 }
             }
+        }
+    }
+
+    /// A model turn with compaction around it: the threshold check before the call and, when
+    /// the provider reports a context overflow, one compaction and one retry. The failed turn
+    /// stored nothing, so there is nothing to drop from the log.
+    async fn compacting_model_turn(
+        &mut self,
+        state: &mut SessionState,
+        compaction: &mut LoopCompaction,
+    ) -> Result<()> {
+        let mut usage = Usage::default();
+        let checked = self
+            .compactor()
+            .before_turn(state, compaction, &mut usage)
+            .await;
+        self.usage += usage;
+        checked?;
+        match self.model_turn(state).await {
+            Err(FlueError::ContextOverflow { provider, message }) => {
+                let mut usage = Usage::default();
+                let compacted = self
+                    .compactor()
+                    .compact(state, CompactionReason::Overflow, &mut usage)
+                    .await;
+                self.usage += usage;
+                if !compacted? {
+                    return Err(FlueError::ContextOverflow { provider, message });
+                }
+                self.model_turn(state).await
+            }
+            other => other,
+        }
+    }
+
+    fn compactor(&self) -> Compactor<'_> {
+        Compactor {
+            shared: self.shared,
+            ctx: self.ctx,
+            provider: self.provider,
+            spec: self.spec,
+            system: &self.system,
+            tools: self.tools,
         }
     }
 

@@ -85,7 +85,8 @@ pub struct CompactionConfig {
     /// Token headroom kept free before automatic compaction (model-aware default, at most 20000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve_tokens: Option<u64>,
-    /// Recent tokens kept verbatim after compaction (default 8000).
+    /// Recent tokens kept verbatim after compaction (default 8000, capped at half of the
+    /// window minus the reserve so that small windows can still be compacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_recent_tokens: Option<u64>,
     /// Model used for summaries (default: the session's model).

@@ -123,6 +123,17 @@ pub enum FlueError {
         #[source]
         source: Option<BoxError>,
     },
+    /// The request did not fit the model's context window. The agent loop handles it by
+    /// compacting the session and retrying the turn once; a caller sees it only when that did
+    /// not help. Not retryable as is: compact the session, shorten the input, or start a new
+    /// session.
+    #[error("model provider {provider:?} reported a context overflow: {message}")]
+    ContextOverflow {
+        /// Provider id.
+        provider: String,
+        /// The provider's message.
+        message: String,
+    },
     /// A scripted model's script is unreadable, invalid, or has no rule for the situation.
     /// Fix the script file.
     #[error("script {path}: {message}")]
@@ -264,6 +275,7 @@ impl FlueError {
             Self::InvalidModelSpec { .. } => "invalid_model_spec",
             Self::UnknownProvider { .. } => "unknown_provider",
             Self::Provider { .. } => "provider_error",
+            Self::ContextOverflow { .. } => "context_overflow",
             Self::Script { .. } => "script_error",
             Self::ToolNameCollision { .. } => "tool_name_collision",
             Self::InvalidTool { .. } => "invalid_tool",

@@ -60,6 +60,32 @@ pub enum Event {
         /// Why the model stopped.
         stop_reason: StopReason,
     },
+    /// Compaction started: older history is being folded into a summary.
+    CompactionStart {
+        /// What triggered it.
+        reason: CompactionReason,
+        /// Estimated context tokens before compaction.
+        estimated_tokens: u64,
+    },
+    /// Compaction ended. On success the summary is durable; on failure (`error` set) the
+    /// session is unchanged and the counts after equal the counts before.
+    CompactionEnd {
+        /// Records the model saw before compaction.
+        messages_before: u64,
+        /// Records the model sees after compaction (the summary counts as one).
+        messages_after: u64,
+        /// Estimated context tokens before compaction.
+        tokens_before: u64,
+        /// Estimated context tokens after compaction.
+        tokens_after: u64,
+        /// Wall-clock duration in milliseconds.
+        duration_ms: u64,
+        /// Usage of the summary model calls.
+        usage: Usage,
+        /// Why compaction failed (including `aborted`), when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorInfo>,
+    },
     /// The operation ended. Emitted only after its records are durable.
     OperationEnd {
         /// How it ended.
@@ -87,6 +113,19 @@ pub enum OperationKind {
     Shell,
     /// `session.compact`.
     Compact,
+}
+
+/// What triggered a compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CompactionReason {
+    /// The context estimate passed the window minus the reserve before a model call.
+    Threshold,
+    /// The provider rejected a turn with a context overflow.
+    Overflow,
+    /// `session.compact()`.
+    Manual,
 }
 
 /// How an operation ended.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::call::CallHandle;
-use crate::config::{AgentConfig, ResolvedAgent};
+use crate::config::{AgentConfig, Compaction, CompactionConfig, ResolvedAgent};
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::ProviderRegistry;
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult, normalize_path};
@@ -106,6 +106,13 @@ impl HarnessBuilder {
             None => sandbox.cwd().to_owned(),
         };
         if let Some(model) = &agent.model {
+            let (provider, spec) = self.providers.resolve(model)?;
+            provider.check_model(&spec.model).await?;
+        }
+        if let Compaction::Enabled(CompactionConfig {
+            model: Some(model), ..
+        }) = &agent.compaction
+        {
             let (provider, spec) = self.providers.resolve(model)?;
             provider.check_model(&spec.model).await?;
         }

@@ -15,6 +15,7 @@
 
 mod agent_loop;
 mod call;
+mod compaction;
 mod config;
 mod error;
 mod event;
@@ -34,7 +35,7 @@ pub use config::{
     ResolvedAgent, Skill, ThinkingLevel,
 };
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
-pub use event::{ErrorInfo, Event, OperationKind, Outcome};
+pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
 pub use model::{
     ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelSpec, ModelTurn, ProviderRegistry,

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent_loop;
 use crate::call::CallHandle;
+use crate::compaction;
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, OperationKind, Outcome};
@@ -291,6 +292,15 @@ impl Session {
                 Ok((result, Usage::default()))
             },
         )
+    }
+
+    /// Compacts the conversation now: folds older history into a summary and keeps the recent
+    /// records verbatim, as automatic compaction does (`compaction: false` does not prevent
+    /// it). Resolves without work when there is nothing to compact; rejects when the summary
+    /// fails or is aborted, leaving the session unchanged; [`FlueError::SessionBusy`] while
+    /// another operation runs.
+    pub fn compact(&self) -> CallHandle<()> {
+        self.spawn_operation(OperationKind::Compact, None, compaction::run_manual)
     }
 
     /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs;

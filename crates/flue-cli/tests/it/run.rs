@@ -268,6 +268,47 @@ fn a_failing_model_turn_is_failed_with_exit_1() {
 }
 
 #[test]
+fn compaction_near_the_window_is_shown_and_the_history_kept() {
+    // A 600-token window: reserve 200, so the second run starts above the 400-token threshold.
+    let ws = Workspace::new(&[
+        (
+            "agents/a.md",
+            "---\nmodel: scripted/s.json\ncompaction: { keep_recent_tokens: 10 }\n---\nHi.\n",
+        ),
+        (
+            "s.json",
+            r###"{"model": {"context_window": 600}, "rules": [
+                {"when": {"user_contains": "<conversation>"}, "reply": {"text": "## Goal\nSay ok."}},
+                {"reply": {"text": "ok"}}]}"###,
+        ),
+    ]);
+    let long = "word ".repeat(360);
+    let first = ws.flue(&["run", "a", "-m", &long, "--id", "c"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(!stderr(&first).contains("compact"), "{}", stderr(&first));
+    let second = ws.flue(&["run", "a", "-m", "again", "--id", "c"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let err = stderr(&second);
+    assert!(
+        err.contains("compacting context (near the context window, ~"),
+        "{err}"
+    );
+    assert!(err.contains("compacted 3 -> 3 messages, ~"), "{err}");
+    // The transcript keeps everything, with the summary in its place.
+    let show = ws.flue(&["session", "show", "--id", "c", "--json"]);
+    let types: Vec<String> = json(&show)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        ["user", "assistant", "user", "compaction", "assistant"]
+    );
+}
+
+#[test]
 fn env_file_errors_are_reported() {
     let ws = Workspace::hello_world();
     std::fs::write(ws.root().join(".env"), "GOOD=1\nnot a pair\n").unwrap();

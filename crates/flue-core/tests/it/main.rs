@@ -8,6 +8,7 @@
 
 mod apply_patch;
 mod audit_contract;
+mod compaction;
 mod file_tools;
 mod sandbox_local;
 mod sandboxes;

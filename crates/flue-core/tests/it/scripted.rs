@@ -458,6 +458,57 @@ async fn error_reply_is_not_retryable_by_default() {
 }
 
 #[tokio::test]
+async fn context_overflow_error_reply_is_a_context_overflow() {
+    let script = r#"{"rules": [{"reply": {"error": {"kind": "context_overflow", "message": "too long: {{user}}"}}}]}"#;
+    let turn = Scripted::new(script).turn(&[user("hi")]).await;
+    let error = turn
+        .map(|_| ())
+        .map_err(|err| (err.kind(), err.to_string()));
+    assert_eq!(
+        error,
+        Err((
+            "context_overflow",
+            "model provider \"scripted\" reported a context overflow: too long: hi".to_owned()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn retryable_does_not_apply_to_a_context_overflow() {
+    let script = r#"{"rules": [{"reply": {"error": {"kind": "context_overflow", "message": "x", "retryable": true}}}]}"#;
+    let scripted = Scripted::new(script);
+    assert_eq!(
+        check_model_error(&scripted, SCRIPT).await,
+        "script_error: script scripts/test.json: rule 1: \"retryable\" does not apply to a \
+         \"context_overflow\" error; remove it"
+    );
+}
+
+#[tokio::test]
+async fn a_request_over_the_context_window_overflows_before_any_rule() {
+    // 100 characters are 25 tokens: the window of 20 is too small, and no delta is streamed.
+    let script = r#"{"model": {"context_window": 20}, "rules": [{"reply": {"text": "never"}}]}"#;
+    let scripted = Scripted::new(script);
+    let (turn, events) = scripted.turn_with("", &[user(&"x".repeat(100))], &[]).await;
+    let error = turn
+        .map(|_| ())
+        .map_err(|err| (err.kind(), err.to_string()));
+    assert_eq!(
+        error,
+        Err((
+            "context_overflow",
+            "model provider \"scripted\" reported a context overflow: the request has 25 input \
+             tokens, more than the context window of 20 tokens"
+                .to_owned()
+        ))
+    );
+    assert_eq!(events, []);
+    // Exactly at the window is fine.
+    let fits = scripted.turn(&[user(&"x".repeat(80))]).await.unwrap();
+    assert_eq!(fits.usage.input_tokens, 20);
+}
+
+#[tokio::test]
 async fn deltas_concatenate_to_the_final_text() {
     let scripted = Scripted::new(
         r#"{"rules": [{"reply": {"thinking": "Think  twice.", "text": "Hello, {{user}}!\nBye."}}]}"#,

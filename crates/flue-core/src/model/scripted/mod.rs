@@ -40,7 +40,10 @@ const PREVIEW_CHARS: usize = 80;
 /// cached for the life of the provider, so editing a script needs a new provider.
 ///
 /// Every problem is a [`FlueError::Script`] naming the script; an `error` reply in the script
-/// becomes a [`FlueError::Provider`] from provider `scripted`. The script format is described in
+/// becomes a [`FlueError::Provider`] (or, with `"kind": "context_overflow"`, a
+/// [`FlueError::ContextOverflow`]) from provider `scripted`. Like a real model, a request whose
+/// estimated input exceeds the script's `context_window` fails with
+/// [`FlueError::ContextOverflow`]. The script format is described in
 /// `docs/scripted-model.md`.
 ///
 /// # Example
@@ -177,6 +180,17 @@ impl ModelProvider for ScriptedProvider {
     ) -> BoxFuture<'a, Result<ModelTurn>> {
         Box::pin(async move {
             let script = self.script(request.model).await?;
+            let input_tokens = estimate_input_tokens(&request);
+            if input_tokens > script.info.context_window {
+                return Err(FlueError::ContextOverflow {
+                    provider: PROVIDER_ID.to_owned(),
+                    message: format!(
+                        "the request has {input_tokens} input tokens, more than the context \
+                         window of {} tokens",
+                        script.info.context_window
+                    ),
+                });
+            }
             let conversation = Conversation::read(request.messages);
             let reply = script.pick(request.model, &conversation)?;
             play(reply, &request, &conversation, script.info.price, sink).await
@@ -444,6 +458,17 @@ impl Reply {
                 "rule {number}: a reply with \"error\" cannot make \"tool_calls\""
             ));
         }
+        if let Some(ReplyError {
+            kind: ReplyErrorKind::ContextOverflow,
+            retryable: Some(_),
+            ..
+        }) = &self.error
+        {
+            problems.push(format!(
+                "rule {number}: \"retryable\" does not apply to a \"context_overflow\" error; \
+                 remove it"
+            ));
+        }
         if self.error.is_some() && self.stop.is_some() {
             problems.push(format!(
                 "rule {number}: a reply with \"error\" cannot have \"stop\""
@@ -475,7 +500,19 @@ struct ReplyToolCall {
 struct ReplyError {
     message: String,
     #[serde(default)]
-    retryable: bool,
+    kind: ReplyErrorKind,
+    retryable: Option<bool>,
+}
+
+/// Which error a simulated failure is.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ReplyErrorKind {
+    /// [`FlueError::Provider`].
+    #[default]
+    ProviderError,
+    /// [`FlueError::ContextOverflow`].
+    ContextOverflow,
 }
 
 /// An explicit stop reason; without one it follows from the tool calls.
@@ -636,11 +673,18 @@ async fn play(
         tokio::task::yield_now().await;
     }
     if let Some(error) = &reply.error {
-        return Err(FlueError::Provider {
-            provider: PROVIDER_ID.to_owned(),
-            message: interpolate(&error.message, vars),
-            retryable: error.retryable,
-            source: None,
+        let message = interpolate(&error.message, vars);
+        return Err(match error.kind {
+            ReplyErrorKind::ProviderError => FlueError::Provider {
+                provider: PROVIDER_ID.to_owned(),
+                message,
+                retryable: error.retryable.unwrap_or(false),
+                source: None,
+            },
+            ReplyErrorKind::ContextOverflow => FlueError::ContextOverflow {
+                provider: PROVIDER_ID.to_owned(),
+                message,
+            },
         });
     }
 
@@ -754,17 +798,23 @@ fn estimate_usage(
     content: &[AssistantContent],
     price: Option<ModelPrice>,
 ) -> Usage {
-    let input_chars = n_chars(request.system)
-        + request.messages.iter().map(record_chars).sum::<usize>()
-        + request.tools.iter().map(schema_chars).sum::<usize>();
     let output_chars = content.iter().map(content_chars).sum::<usize>();
     let mut usage = Usage {
-        input_tokens: tokens(input_chars),
+        input_tokens: estimate_input_tokens(request),
         output_tokens: tokens(output_chars),
         ..Usage::default()
     };
     usage.cost_usd = price.map(|price| price.cost(&usage));
     usage
+}
+
+/// The input half of [`estimate_usage`]: the system prompt, the messages and the tools.
+fn estimate_input_tokens(request: &ModelRequest<'_>) -> u64 {
+    tokens(
+        n_chars(request.system)
+            + request.messages.iter().map(record_chars).sum::<usize>()
+            + request.tools.iter().map(schema_chars).sum::<usize>(),
+    )
 }
 
 fn record_chars(record: &Record) -> usize {
