@@ -6,8 +6,12 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod roles;
+mod rules;
 mod sandbox_local;
 mod scripted;
 mod session;
+mod skills;
 mod store_contract;
+mod tasks;
 mod tools_builtin;
