@@ -6,7 +6,7 @@ use flue_core::{
 };
 use pretty_assertions::assert_eq;
 
-use crate::support::load;
+use crate::support::{load, skill_md};
 
 /// The comparable parts of an [`AgentConfig`] (it holds tools, which have no `PartialEq`).
 #[derive(Debug, PartialEq)]
@@ -125,7 +125,7 @@ fn the_agents_own_settings_win_over_defaults() {
             "agents/a.md",
             "---\nmodel: anthropic/claude-sonnet-4-6\nthinking: high\ncompaction: false\ndurability: { max_attempts: 2 }\nmax_turns: 9\nskills: [style]\n---\n",
         ),
-        (".agents/skills/style.md", "Style."),
+        (".agents/skills/style.md", &skill_md("style")),
     ]);
     check_config(
         &workspace,

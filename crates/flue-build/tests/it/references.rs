@@ -2,7 +2,7 @@
 
 use flue_build::Diagnostic;
 
-use crate::support::{at, check_diagnostics, load};
+use crate::support::{at, check_diagnostics, load, skill_md};
 
 const NO_MODEL: &str = "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml";
 
@@ -108,8 +108,8 @@ fn a_missing_skill_is_reported() {
                 "agents/a.md",
                 "---\nmodel: x/y\nskills: [code-review, security-audit, triage]\n---\nA.",
             ),
-            (".agents/skills/code-review.md", "Review."),
-            (".agents/skills/security-audit/SKILL.md", "Audit."),
+            (".agents/skills/code-review.md", &skill_md("code-review")),
+            (".agents/skills/security-audit/SKILL.md", &skill_md("security-audit")),
             (
                 ".agents/skills/triage/README.md",
                 "A folder without SKILL.md is not a skill.",

@@ -67,3 +67,8 @@ pub fn agent(name: &str) -> AgentFile {
 pub fn at(path: &str, line: usize, message: &str) -> Diagnostic {
     Diagnostic::at(path, line, message)
 }
+
+/// A valid skill file for the skill `name`.
+pub fn skill_md(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: The {name} skill\n---\nDo {name}.\n")
+}
