@@ -12,7 +12,7 @@
 //! ```text
 //! {
 //!   "format": "flue-bundle", "version": 1,
-//!   "digest": "sha256:<hex of the bundle with digest set to "">",
+//!   "digest": "sha256:<hex>",      // of the compact JSON, keys sorted, with "digest": ""
 //!   "agents":  {"<name>": {"file", "description"?, "model"?, "thinking"?, "tools", "skills",
 //!                          "subagents", "role"?, "sandbox"?}},
 //!   "skills":  {"<name>": {"file", "description", "resources"}},
@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
+use flue_core::ThinkingLevel;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -293,14 +294,51 @@ fn unpack(
     files
 }
 
-/// `sha256:<hex>` of the compact JSON of `wire` with an empty digest.
+/// `sha256:<hex>` of the canonical JSON of `wire` with an empty digest: compact, with the
+/// keys of every object sorted.
 fn digest_of(wire: &mut Wire, root: &Path) -> Result<String, Diagnostics> {
     let saved = std::mem::take(&mut wire.digest);
-    let encoded = serde_json::to_vec(&*wire);
+    let value = serde_json::to_value(&*wire);
     wire.digest = saved;
-    let encoded =
-        encoded.map_err(|err| bundle_error(root, format!("cannot encode the bundle: {err}")))?;
-    Ok(format!("sha256:{}", hex::encode(Sha256::digest(&encoded))))
+    let value =
+        value.map_err(|err| bundle_error(root, format!("cannot encode the bundle: {err}")))?;
+    let mut encoded = String::new();
+    canonical(&value, &mut encoded);
+    Ok(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(encoded.as_bytes()))
+    ))
+}
+
+/// Compact JSON with object keys sorted, whatever order the map keeps.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (idx, (key, item)) in entries.into_iter().enumerate() {
+                if idx > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (idx, item) in items.iter().enumerate() {
+                if idx > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// Fills the index sections (agents, skills, roles, config) from `workspace`.
@@ -321,7 +359,10 @@ fn set_index(wire: &mut Wire, workspace: &Workspace) {
             insert_some(
                 &mut entry,
                 "thinking",
-                agent.thinking.or(defaults.thinking).map(|level| level.as_str()),
+                agent
+                    .thinking
+                    .or(defaults.thinking)
+                    .map(ThinkingLevel::as_str),
             );
             entry.insert("tools".into(), json!(agent.tools));
             entry.insert("skills".into(), json!(agent.skills));
@@ -356,7 +397,11 @@ fn set_index(wire: &mut Wire, workspace: &Workspace) {
             entry.insert("file".into(), json!(role.path));
             entry.insert("description".into(), json!(role.description));
             insert_some(&mut entry, "model", role.model.as_deref());
-            insert_some(&mut entry, "thinking", role.thinking.map(|level| level.as_str()));
+            insert_some(
+                &mut entry,
+                "thinking",
+                role.thinking.map(ThinkingLevel::as_str),
+            );
             (role.name.clone(), Value::Object(entry))
         })
         .collect();
@@ -365,7 +410,7 @@ fn set_index(wire: &mut Wire, workspace: &Workspace) {
     insert_some(
         &mut config_defaults,
         "thinking",
-        defaults.thinking.map(|level| level.as_str()),
+        defaults.thinking.map(ThinkingLevel::as_str),
     );
     wire.agents = Value::Object(agents);
     wire.skills = Value::Object(skills);
@@ -386,7 +431,12 @@ fn read_scripts(
     workspace: &Workspace,
 ) -> Result<BTreeMap<String, Vec<u8>>, Diagnostics> {
     let mut users: BTreeMap<&str, &str> = BTreeMap::new();
-    let defaults = workspace.config.defaults.model.iter().map(|model| (model, "flue.toml"));
+    let defaults = workspace
+        .config
+        .defaults
+        .model
+        .iter()
+        .map(|model| (model, "flue.toml"));
     let agents = workspace.agents.values().flat_map(|agent| {
         let compaction = match &agent.compaction {
             Some(flue_core::Compaction::Enabled(config)) => config.model.as_ref(),
@@ -398,10 +448,11 @@ fn read_scripts(
             .chain(compaction)
             .map(move |model| (model, agent.path.as_str()))
     });
-    let roles = workspace
-        .roles
-        .values()
-        .flat_map(|role| role.model.iter().map(move |model| (model, role.path.as_str())));
+    let roles = workspace.roles.values().flat_map(|role| {
+        role.model
+            .iter()
+            .map(move |model| (model, role.path.as_str()))
+    });
     for (model, file) in defaults.chain(agents).chain(roles) {
         if let Some(id) = model.strip_prefix("scripted/") {
             users.entry(id).or_insert(file);

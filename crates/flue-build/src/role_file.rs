@@ -27,8 +27,8 @@ pub struct RoleFile {
 impl RoleFile {
     /// The flue-core role.
     pub fn to_role(&self) -> flue_core::Role {
-        let mut role =
-            flue_core::Role::new(&self.name, &self.description).with_instructions(&self.instructions);
+        let mut role = flue_core::Role::new(&self.name, &self.description)
+            .with_instructions(&self.instructions);
         role.model.clone_from(&self.model);
         role.thinking = self.thinking;
         role

@@ -67,7 +67,7 @@ const MAX_DESCRIPTION_CHARS: usize = 1024;
 const MAX_COMPATIBILITY_CHARS: usize = 500;
 
 /// Which form a skill takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Form {
     /// `<name>.md`.
     Flat,
@@ -255,7 +255,10 @@ fn collect_resources(
     let names = match source.list(&dir) {
         Ok(names) => names,
         Err(error) => {
-            diagnostics.push(Diagnostic::file(&dir, format!("cannot read folder: {error}")));
+            diagnostics.push(Diagnostic::file(
+                &dir,
+                format!("cannot read folder: {error}"),
+            ));
             return;
         }
     };
@@ -289,7 +292,10 @@ fn collect_resources(
                 resources.insert(inner, bytes);
             }
             Err(error) => {
-                diagnostics.push(Diagnostic::file(&full, format!("cannot read file: {error}")));
+                diagnostics.push(Diagnostic::file(
+                    &full,
+                    format!("cannot read file: {error}"),
+                ));
             }
         }
     }

@@ -28,10 +28,10 @@ pub(crate) trait Source {
 
 /// `base/name`, or `name` at the root.
 pub(crate) fn join(base: &str, name: &str) -> String {
-    if base.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{base}/{name}")
+    match (base.is_empty(), name.is_empty()) {
+        (true, _) => name.to_owned(),
+        (false, true) => base.to_owned(),
+        (false, false) => format!("{base}/{name}"),
     }
 }
 

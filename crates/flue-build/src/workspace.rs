@@ -353,7 +353,8 @@ impl<'s> Loader<'s> {
                     .push((Form::Folder, join(&relative, "SKILL.md")));
             }
         }
-        for (name, forms) in found {
+        for (name, mut forms) in found {
+            forms.sort();
             if let [(_, first), (_, second), ..] = forms.as_slice() {
                 self.diagnostics.push(Diagnostic::file(
                     first,

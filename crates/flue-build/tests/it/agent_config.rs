@@ -261,3 +261,64 @@ fn an_unknown_agent_is_an_invalid_config_error() {
         "unknown agent `b`: there is no agents/b.md (known agents: a)"
     );
 }
+
+#[test]
+fn skills_and_roles_reach_the_runtime() {
+    let workspace = load(&[
+        ("flue.toml", "[defaults]\nmodel = \"x/y\"\n"),
+        (
+            "agents/lead.md",
+            "---\nmodel: x/y\nrole: editor\nskills: [triage]\nsubagents: [security]\n---\nLead.",
+        ),
+        (
+            "agents/security.md",
+            "---\nskills: [audit]\nrole: critic\n---\nAudit.",
+        ),
+        (".agents/skills/triage.md", &skill_md("triage")),
+        (".agents/skills/audit/SKILL.md", &skill_md("audit")),
+        (".agents/skills/audit/owasp.md", "Top ten."),
+        (
+            ".agents/roles/editor.md",
+            "---\ndescription: Edits\n---\nEdit.",
+        ),
+        (
+            ".agents/roles/critic.md",
+            "---\ndescription: Critiques\n---\nCritique.",
+        ),
+    ]);
+    let config = workspace.agent_config("lead").unwrap();
+    // A root agent registers no skills: it runs with every workspace skill.
+    assert_eq!(
+        (config.role.as_deref(), config.skills.len()),
+        (Some("editor"), 0)
+    );
+    let security = &config.subagents[0];
+    assert_eq!(security.role.as_deref(), Some("critic"));
+    // A subagent is self-contained: exactly the skills it lists, with body and resources.
+    assert_eq!(
+        security.skills,
+        vec![
+            flue_core::Skill::new("audit", "The audit skill")
+                .with_body("Do audit.")
+                .with_resource("owasp.md", b"Top ten.".to_vec())
+        ]
+    );
+    let skills: Vec<String> = workspace
+        .harness_skills()
+        .into_iter()
+        .map(|skill| skill.name)
+        .collect();
+    assert_eq!(skills, ["audit", "triage"]);
+    let roles: Vec<(String, String)> = workspace
+        .harness_roles()
+        .into_iter()
+        .map(|role| (role.name, role.instructions))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("critic".to_owned(), "Critique.".to_owned()),
+            ("editor".to_owned(), "Edit.".to_owned())
+        ]
+    );
+}

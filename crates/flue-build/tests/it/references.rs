@@ -109,7 +109,10 @@ fn a_missing_skill_is_reported() {
                 "---\nmodel: x/y\nskills: [code-review, security-audit, triage]\n---\nA.",
             ),
             (".agents/skills/code-review.md", &skill_md("code-review")),
-            (".agents/skills/security-audit/SKILL.md", &skill_md("security-audit")),
+            (
+                ".agents/skills/security-audit/SKILL.md",
+                &skill_md("security-audit"),
+            ),
             (
                 ".agents/skills/triage/README.md",
                 "A folder without SKILL.md is not a skill.",

@@ -72,3 +72,8 @@ pub fn at(path: &str, line: usize, message: &str) -> Diagnostic {
 pub fn skill_md(name: &str) -> String {
     format!("---\nname: {name}\ndescription: The {name} skill\n---\nDo {name}.\n")
 }
+
+/// A diagnostic about the whole file at `path`.
+pub fn file(path: &str, message: &str) -> Diagnostic {
+    Diagnostic::file(path, message)
+}
