@@ -4,6 +4,7 @@
 //! object of `--json`. Everything else (activity, diagnostics, ids) goes to stderr.
 
 mod args;
+mod build;
 mod dotenv;
 mod render;
 mod run;
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(run_args) => run::run(run_args).await,
+            Command::Build(build_args) => build::build(&build_args),
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use flue_core::{Event, EventStream};
+use flue_core::{Event, EventStream, Outcome};
 
 /// Longest tool output echoed to the terminal.
 const MAX_TOOL_OUTPUT_CHARS: usize = 400;
@@ -48,6 +48,37 @@ impl Renderer {
                 self.line_start(out)?;
                 let status = if *is_error { "failed" } else { "done" };
                 writeln!(out, "<- {name} {status}: {}", preview(output))?;
+            }
+            Event::TaskStart {
+                session,
+                agent,
+                depth,
+                ..
+            } => {
+                self.line_start(out)?;
+                let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
+                let agent = agent.as_deref().unwrap_or("(same agent)");
+                writeln!(out, "{indent}=> task {agent} in {session}")?;
+            }
+            Event::TaskEnd {
+                agent,
+                depth,
+                outcome,
+                error,
+                ..
+            } => {
+                self.line_start(out)?;
+                let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
+                let agent = agent.as_deref().unwrap_or("(same agent)");
+                let outcome = match outcome {
+                    Outcome::Completed => "done".to_owned(),
+                    Outcome::Aborted => "aborted".to_owned(),
+                    _ => format!(
+                        "failed: {}",
+                        error.as_ref().map_or("", |error| error.message.as_str())
+                    ),
+                };
+                writeln!(out, "{indent}<= task {agent} {outcome}")?;
             }
             Event::OperationEnd { .. } => self.line_start(out)?,
             _ => {}
