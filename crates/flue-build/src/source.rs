@@ -35,18 +35,28 @@ pub(crate) fn join(base: &str, name: &str) -> String {
     }
 }
 
-/// A workspace folder on disk. Remembers every file it read, so a build can bundle exactly
-/// what loading looked at.
+/// A workspace folder on disk. When recording, it remembers every file it read, so a build
+/// can bundle exactly what loading looked at.
 pub(crate) struct Disk {
     root: PathBuf,
-    read: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// Every file read so far, when recording.
+    read: Option<Mutex<BTreeMap<String, Vec<u8>>>>,
 }
 
 impl Disk {
+    /// The folder `root`.
     pub(crate) fn new(root: &Path) -> Self {
         Self {
             root: root.to_path_buf(),
-            read: Mutex::new(BTreeMap::new()),
+            read: None,
+        }
+    }
+
+    /// The folder `root`, keeping a copy of every file read (for bundling).
+    pub(crate) fn recording(root: &Path) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            read: Some(Mutex::new(BTreeMap::new())),
         }
     }
 
@@ -59,8 +69,8 @@ impl Disk {
     /// Every file read so far, by relative path.
     pub(crate) fn files_read(&self) -> BTreeMap<String, Vec<u8>> {
         self.read
-            .lock()
-            .map(|read| read.clone())
+            .as_ref()
+            .and_then(|read| read.lock().ok().map(|read| read.clone()))
             .unwrap_or_default()
     }
 }
@@ -93,7 +103,7 @@ impl Source for Disk {
 
     fn read(&self, relative: &str) -> io::Result<Vec<u8>> {
         let bytes = fs::read(self.path(relative))?;
-        if let Ok(mut read) = self.read.lock() {
+        if let Some(Ok(mut read)) = self.read.as_ref().map(Mutex::lock) {
             read.insert(relative.to_owned(), bytes.clone());
         }
         Ok(bytes)

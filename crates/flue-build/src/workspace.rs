@@ -43,14 +43,17 @@ impl Workspace {
     /// `.agents/skills/`. Validates every file and the references between them, and returns
     /// every problem at once.
     pub fn load(root: &Path) -> Result<Self, Diagnostics> {
-        Self::load_recording(root).map(|(workspace, _)| workspace)
+        let disk = Disk::new(root);
+        let mut loader = Loader::new(root, &disk);
+        loader.discover_agents();
+        loader.finish()
     }
 
     /// [`Workspace::load`], also returning every file it read, by path relative to the root.
     pub(crate) fn load_recording(
         root: &Path,
     ) -> Result<(Self, BTreeMap<String, Vec<u8>>), Diagnostics> {
-        let disk = Disk::new(root);
+        let disk = Disk::recording(root);
         let mut loader = Loader::new(root, &disk);
         loader.discover_agents();
         let workspace = loader.finish()?;
@@ -207,6 +210,7 @@ impl<'s> Loader<'s> {
     /// Checks references between files and returns the workspace, or every problem found.
     fn finish(mut self) -> Result<Workspace, Diagnostics> {
         self.check_references();
+        self.check_subagent_durability();
         self.check_cycles();
         Diagnostics::check(self.diagnostics)?;
         Ok(Workspace {
@@ -268,6 +272,32 @@ impl<'s> Loader<'s> {
                         ),
                     ));
                 }
+            }
+        }
+    }
+
+    /// An agent used as a subagent declares no `durability` (durable submissions belong to
+    /// the root agent); reported once per such agent, naming the first agent that lists it.
+    fn check_subagent_durability(&mut self) {
+        let mut users: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, parsed) in &self.agents {
+            for subagent in &parsed.file.subagents {
+                users.entry(subagent.as_str()).or_insert(name.as_str());
+            }
+        }
+        for (subagent, user) in users {
+            let Some(parsed) = self.agents.get(subagent) else {
+                continue;
+            };
+            if parsed.file.durability.is_some() {
+                self.diagnostics.push(Diagnostic::at(
+                    &parsed.file.path,
+                    parsed.lines.top("durability"),
+                    format!(
+                        "`durability` is not allowed on an agent used as a subagent (`{user}` \
+                         lists it in `subagents`): remove it"
+                    ),
+                ));
             }
         }
     }

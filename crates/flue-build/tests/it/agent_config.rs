@@ -163,7 +163,7 @@ fn subagents_become_profiles_recursively() {
         ),
         (
             "agents/reviewer.md",
-            "---\ndescription: Reviews\nmodel: anthropic/claude-sonnet-4-6\nthinking: high\ncompaction: { keep_recent_tokens: 100 }\ndurability: { max_attempts: 2 }\nsubagents: [checker]\n---\nReview.",
+            "---\ndescription: Reviews\nmodel: anthropic/claude-sonnet-4-6\nthinking: high\ncompaction: { keep_recent_tokens: 100 }\nsubagents: [checker]\n---\nReview.",
         ),
         ("agents/writer.md", "---\ndescription: Writes\n---\nWrite."),
         ("agents/checker.md", "---\ndescription: Checks\n---\nCheck."),
@@ -194,7 +194,7 @@ fn subagents_become_profiles_recursively() {
             keep_recent_tokens: Some(100),
             model: None,
         })),
-        // Durability is never set on subagent profiles.
+        // Durability is never set on subagent profiles (loading rejects it on subagents).
         durability: None,
     };
     let writer = ProfileSummary {

@@ -222,3 +222,34 @@ fn a_broken_agent_still_exists_for_references() {
         ],
     );
 }
+
+#[test]
+fn durability_on_an_agent_used_as_a_subagent_is_rejected() {
+    check_diagnostics(
+        &[
+            (
+                "agents/lead.md",
+                "---\nmodel: x/y\nsubagents: [worker]\n---\nLead.",
+            ),
+            (
+                "agents/other.md",
+                "---\nmodel: x/y\nsubagents: [worker]\n---\nOther.",
+            ),
+            (
+                "agents/worker.md",
+                "---\nmodel: x/y\ndurability: { max_attempts: 2 }\n---\nWork.",
+            ),
+            // Durability on a root-only agent is fine.
+            (
+                "agents/solo.md",
+                "---\nmodel: x/y\ndurability: { max_attempts: 2 }\n---\nSolo.",
+            ),
+        ],
+        &[at(
+            "agents/worker.md",
+            3,
+            "`durability` is not allowed on an agent used as a subagent (`lead` lists it in \
+             `subagents`): remove it",
+        )],
+    );
+}

@@ -571,3 +571,37 @@ async fn deleting_a_session_deletes_its_task_sessions() {
             .all(|name| name == "other" || name.starts_with("task:other:"))
     );
 }
+
+#[tokio::test]
+async fn a_task_can_return_validated_data() {
+    let provider = RuleProvider::new(|seen| match seen.last_tool_result() {
+        None if seen.tool_names().contains(&"finish") => {
+            Reply::Calls(vec![("finish", json!({"severity": "high", "count": 2}))])
+        }
+        _ => Reply::Text("done".into()),
+    });
+    let f = fixture(
+        AgentConfig::new()
+            .with_model("test/model")
+            .with_subagent(AgentProfile::new("security")),
+        provider,
+        |builder| builder,
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let schema = json!({
+        "type": "object",
+        "properties": {"severity": {"type": "string"}, "count": {"type": "integer"}},
+        "required": ["severity", "count"],
+    });
+    let response = session
+        .task(
+            "rate it",
+            TaskOptions::default()
+                .with_agent("security")
+                .with_result(schema),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.data, Some(json!({"severity": "high", "count": 2})));
+}
