@@ -105,14 +105,15 @@ impl SkillOptions {
 
     /// Splits into the arguments and the options every model operation shares.
     pub(crate) fn into_parts(self) -> (BTreeMap<String, Value>, PromptOptions) {
+        // The operation takes its cancellation from `cancel` before this split.
         let options = PromptOptions {
             model: self.model,
             thinking: self.thinking,
             tools: self.tools,
             result: self.result,
             images: self.images,
-            cancel: self.cancel,
             role: self.role,
+            ..PromptOptions::default()
         };
         (self.args, options)
     }

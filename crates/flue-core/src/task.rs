@@ -250,14 +250,14 @@ pub(crate) async fn run_task(
         text: text.to_owned(),
     }];
     content.extend(options.images.iter().cloned().map(UserContent::Image));
+    // Images are already in the message; cancellation comes from the parent's token.
     let prompt_options = PromptOptions {
         model: options.model,
         thinking: options.thinking,
         tools: options.tools,
         result: options.result,
-        images: Vec::new(),
-        cancel: None,
         role: options.role,
+        ..PromptOptions::default()
     };
     let ctx = OperationContext {
         cancel: cancel.child_token(),
