@@ -46,6 +46,8 @@ pub struct AgentFile {
     pub durability: Option<DurabilityConfig>,
     /// `max_turns`: limit on model turns per operation, at least 1.
     pub max_turns: Option<u32>,
+    /// `role`: the default role of the agent's calls (a role under `.agents/roles/`).
+    pub role: Option<String>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -104,6 +106,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "compaction",
     "durability",
     "max_turns",
+    "role",
 ];
 
 const SANDBOXES: &[(&str, SandboxKind)] = &[
@@ -171,6 +174,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "compaction" => file.compaction = compaction(value, report),
         "durability" => file.durability = durability(value, report),
         "max_turns" => file.max_turns = report.check(&keys, fields::positive_u32(key, value)),
+        "role" => file.role = report.check(&keys, fields::string(key, value)),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
 }

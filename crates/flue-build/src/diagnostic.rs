@@ -80,6 +80,12 @@ impl Diagnostics {
         Self(vec![diagnostic])
     }
 
+    /// At least one diagnostic, sorted by file and line.
+    pub(crate) fn from_vec(mut diagnostics: Vec<Diagnostic>) -> Self {
+        diagnostics.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+        Self(diagnostics)
+    }
+
     /// `Ok` when `diagnostics` is empty, else all of them sorted by file and line (stable, so
     /// problems on one line keep the order they were found in).
     pub(crate) fn check(mut diagnostics: Vec<Diagnostic>) -> Result<(), Self> {

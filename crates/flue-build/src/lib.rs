@@ -1,4 +1,5 @@
-//! flue-build: discovery and validation of Flue agent workspaces, producing flue-core configuration.
+//! flue-build: discovery, validation and bundling of Flue agent workspaces, producing flue-core
+//! configuration.
 //!
 //! An agent workspace is a directory a user writes by hand:
 //!
@@ -7,13 +8,16 @@
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill
-//! .agents/skills/<name>/SKILL.md  a folder skill
+//! .agents/skills/<name>/SKILL.md  a folder skill (with resource files next to it)
+//! .agents/roles/<name>.md         a role: a persona overlay
 //! ```
 //!
 //! [`Workspace::load`] reads all of it, validates every file and every cross-reference
-//! (subagents, skills, models), and reports every problem at once as [`Diagnostics`], each with
-//! its file and line. A loaded [`Workspace`] turns any of its agents into a
-//! [`flue_core::AgentConfig`] with [`Workspace::agent_config`].
+//! (subagents and their cycles, skills, roles, models), and reports every problem at once as
+//! [`Diagnostics`], each with its file and line. A loaded [`Workspace`] turns any of its agents
+//! into a [`flue_core::AgentConfig`] with [`Workspace::agent_config`], and its skills and roles
+//! into what [`flue_core::HarnessBuilder`] takes. [`Bundle::build`] packs a workspace into one
+//! self-contained, reproducible file that [`Bundle::workspace`] loads back.
 //!
 //! ```
 //! use flue_build::Workspace;
@@ -33,22 +37,31 @@
 //! ```
 //!
 //! Map of the main types:
-//! - loading: [`Workspace`], [`WorkspaceConfig`] (flue.toml), [`AgentFile`] (one `agents/*.md`)
+//! - loading: [`Workspace`], [`WorkspaceConfig`] (flue.toml), [`AgentFile`] (one `agents/*.md`),
+//!   [`SkillFile`], [`RoleFile`]
+//! - bundling: [`Bundle`]
 //! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`]
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
 
 mod agent_file;
+mod bundle;
 mod diagnostic;
 mod fields;
 mod flue_toml;
 mod frontmatter;
 mod mcp;
 mod profile;
+mod role_file;
+mod skill_file;
+mod source;
 mod suggest;
 mod workspace;
 
 pub use agent_file::{AgentFile, SandboxKind};
+pub use bundle::{BUNDLE_FILE_NAME, BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use flue_toml::{Defaults, WorkspaceConfig};
 pub use mcp::{McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+pub use role_file::RoleFile;
+pub use skill_file::SkillFile;
 pub use workspace::Workspace;

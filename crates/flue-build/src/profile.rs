@@ -1,8 +1,10 @@
 //! Turning a loaded workspace's agents into flue-core configuration.
 
-use flue_core::{AgentConfig, AgentProfile, FlueError};
+use flue_core::{AgentConfig, AgentProfile, FlueError, Role, Skill};
 
 use crate::agent_file::AgentFile;
+use crate::role_file::RoleFile;
+use crate::skill_file::SkillFile;
 use crate::workspace::Workspace;
 
 impl Workspace {
@@ -13,13 +15,16 @@ impl Workspace {
     ///   ([`Workspace::context`]) is not included;
     /// - tools: the built-in tools named in `tools`;
     /// - subagents: a profile per name, built recursively from their files (see below);
-    /// - compaction, durability, max_turns: the agent's;
-    /// - skills: left empty for now (their names stay on [`AgentFile::skills`]).
+    /// - compaction, durability, max_turns, role: the agent's;
+    /// - skills: none registered. A root agent runs with every workspace skill, which the
+    ///   caller passes to the harness ([`Workspace::harness_skills`]); its `skills` list is
+    ///   checked to exist at load.
     ///
     /// A subagent profile carries its own name, description, instructions, tools, subagents,
-    /// and its own model, thinking and compaction when its file sets them (unset, they are
-    /// inherited from the parent at run time, so flue.toml defaults are not applied). It never
-    /// carries durability.
+    /// role, the skills its `skills` list names (with their bodies and resources: a subagent
+    /// is self-contained, so these are all the skills it gets), and its own model, thinking
+    /// and compaction when its file sets them (unset, they are inherited from the parent at
+    /// run time, so flue.toml defaults are not applied). It never carries durability.
     ///
     /// Fails with [`FlueError::InvalidConfig`] when there is no such agent, or with the error of
     /// a built-in tool that cannot be created.
@@ -36,6 +41,7 @@ impl Workspace {
         config.compaction.clone_from(&agent.compaction);
         config.durability.clone_from(&agent.durability);
         config.max_turns = agent.max_turns;
+        config.role.clone_from(&agent.role);
         let mut chain = vec![agent.name.clone()];
         for subagent in &agent.subagents {
             config = config.with_subagent(self.subagent_profile(subagent, &mut chain)?);
@@ -71,7 +77,27 @@ impl Workspace {
         profile.instructions = instructions(agent);
         profile.thinking = agent.thinking;
         profile.compaction.clone_from(&agent.compaction);
+        profile.role.clone_from(&agent.role);
+        for skill in &agent.skills {
+            let file = self.skills.get(skill).ok_or_else(|| {
+                FlueError::config(format!(
+                    "unknown skill `{skill}` in {}: add .agents/skills/{skill}.md",
+                    agent.path
+                ))
+            })?;
+            profile.skills.push(file.to_skill());
+        }
         Ok(profile)
+    }
+
+    /// The workspace skills, for [`flue_core::HarnessBuilder::with_workspace_skills`].
+    pub fn harness_skills(&self) -> Vec<Skill> {
+        self.skills.values().map(SkillFile::to_skill).collect()
+    }
+
+    /// The roles, for [`flue_core::HarnessBuilder::with_roles`].
+    pub fn harness_roles(&self) -> Vec<Role> {
+        self.roles.values().map(RoleFile::to_role).collect()
     }
 
     fn agent_file(&self, name: &str) -> Result<&AgentFile, FlueError> {

@@ -7,15 +7,18 @@ use std::path::{Path, PathBuf};
 use crate::agent_file::{self, AgentFile, ParsedAgent};
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::flue_toml::{self, WorkspaceConfig};
+use crate::role_file::{self, RoleFile};
+use crate::skill_file::{self, Form, SkillFile};
+use crate::source::{Disk, Source, join};
 use crate::suggest::did_you_mean;
 
 /// A loaded and validated agent workspace.
 ///
-/// Built by [`Workspace::load`]; every agent in it has a model (its own or the flue.toml
-/// default), and its subagents and skills exist.
+/// Built by [`Workspace::load`] (or from a bundle); every agent in it has a model (its own or
+/// the flue.toml default), and the skills, roles and subagents it names exist.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workspace {
-    /// The workspace directory, as given.
+    /// The workspace directory, as given (the bundle file for a workspace read from a bundle).
     pub root: PathBuf,
     /// flue.toml, or the defaults when there is none.
     pub config: WorkspaceConfig,
@@ -23,10 +26,15 @@ pub struct Workspace {
     pub context: Option<String>,
     /// The agents by name.
     pub agents: BTreeMap<String, AgentFile>,
+    /// The skills under `.agents/skills/`, by name.
+    pub skills: BTreeMap<String, SkillFile>,
+    /// The roles under `.agents/roles/`, by name.
+    pub roles: BTreeMap<String, RoleFile>,
 }
 
-const AGENTS_DIR: &str = "agents";
-const SKILLS_DIR: &str = ".agents/skills";
+pub(crate) const AGENTS_DIR: &str = "agents";
+pub(crate) const SKILLS_DIR: &str = ".agents/skills";
+pub(crate) const ROLES_DIR: &str = ".agents/roles";
 const CONTEXT_FILE: &str = "AGENTS.md";
 
 impl Workspace {
@@ -35,7 +43,30 @@ impl Workspace {
     /// `.agents/skills/`. Validates every file and the references between them, and returns
     /// every problem at once.
     pub fn load(root: &Path) -> Result<Self, Diagnostics> {
-        let mut loader = Loader::new(root);
+        let disk = Disk::new(root);
+        let mut loader = Loader::new(root, &disk);
+        loader.discover_agents();
+        loader.finish()
+    }
+
+    /// [`Workspace::load`], also returning every file it read, by path relative to the root.
+    pub(crate) fn load_recording(
+        root: &Path,
+    ) -> Result<(Self, BTreeMap<String, Vec<u8>>), Diagnostics> {
+        let disk = Disk::recording(root);
+        let mut loader = Loader::new(root, &disk);
+        loader.discover_agents();
+        let workspace = loader.finish()?;
+        Ok((workspace, disk.files_read()))
+    }
+
+    /// Loads a workspace from files held in memory (a bundle's), named as `root`.
+    pub(crate) fn load_files(
+        root: &Path,
+        files: BTreeMap<String, Vec<u8>>,
+    ) -> Result<Self, Diagnostics> {
+        let memory = crate::source::Memory::new(files);
+        let mut loader = Loader::new(root, &memory);
         loader.discover_agents();
         loader.finish()
     }
@@ -45,7 +76,8 @@ impl Workspace {
     /// file stem, is checked against the workspace like any other agent, and replaces a
     /// workspace agent of the same name.
     pub fn load_with_agent_file(root: &Path, file: &Path) -> Result<Self, Diagnostics> {
-        let mut loader = Loader::new(root);
+        let disk = Disk::new(root);
+        let mut loader = Loader::new(root, &disk);
         loader.discover_agents();
         let added = loader.add_agent_file(file);
         let workspace = loader.finish()?;
@@ -62,31 +94,39 @@ impl Workspace {
 }
 
 /// Collects a workspace and its diagnostics while it is being loaded.
-struct Loader {
+struct Loader<'s> {
     root: PathBuf,
+    source: &'s dyn Source,
     config: WorkspaceConfig,
     context: Option<String>,
-    skills: BTreeSet<String>,
+    skills: BTreeMap<String, SkillFile>,
+    roles: BTreeMap<String, RoleFile>,
     agents: BTreeMap<String, ParsedAgent>,
-    /// Agents whose files exist but are unusable (already reported); references to them are
-    /// not reported again.
+    /// Agents, skills and roles whose files exist but are unusable (already reported);
+    /// references to them are not reported again.
     broken: BTreeSet<String>,
+    broken_skills: BTreeSet<String>,
+    broken_roles: BTreeSet<String>,
     diagnostics: Vec<Diagnostic>,
 }
 
-impl Loader {
-    /// Reads the root's flue.toml, AGENTS.md and skill names.
-    fn new(root: &Path) -> Self {
+impl<'s> Loader<'s> {
+    /// Reads the root's flue.toml, AGENTS.md, skills and roles.
+    fn new(root: &Path, source: &'s dyn Source) -> Self {
         let mut loader = Self {
             root: root.to_path_buf(),
+            source,
             config: WorkspaceConfig::default(),
             context: None,
-            skills: BTreeSet::new(),
+            skills: BTreeMap::new(),
+            roles: BTreeMap::new(),
             agents: BTreeMap::new(),
             broken: BTreeSet::new(),
+            broken_skills: BTreeSet::new(),
+            broken_roles: BTreeSet::new(),
             diagnostics: Vec::new(),
         };
-        if !root.is_dir() {
+        if !source.is_dir("") {
             loader.diagnostics.push(Diagnostic::file(
                 root.display().to_string(),
                 "workspace root is not a directory: pass the folder that holds agents/",
@@ -99,22 +139,23 @@ impl Loader {
         loader.context = loader
             .read_optional(CONTEXT_FILE)
             .filter(|text| !text.trim().is_empty());
-        loader.skills = loader.discover_skills();
+        loader.discover_skills();
+        loader.discover_roles();
         loader
     }
 
     /// Parses every `agents/*.md`.
     fn discover_agents(&mut self) {
-        for file_name in list_dir(&self.root, AGENTS_DIR, &mut self.diagnostics) {
-            let path = self.root.join(AGENTS_DIR).join(&file_name);
+        for file_name in list_dir(self.source, AGENTS_DIR, &mut self.diagnostics) {
+            let relative = join(AGENTS_DIR, &file_name);
             let Some(stem) = file_name.strip_suffix(".md") else {
                 continue;
             };
-            if file_name.starts_with('.') || !path.is_file() {
+            if file_name.starts_with('.') || !self.source.is_file(&relative) {
                 continue;
             }
-            let relative = format!("{AGENTS_DIR}/{file_name}");
-            self.add(stem, &relative, &path);
+            let text = read_text(self.source, &relative, &mut self.diagnostics);
+            self.add(stem, &relative, text);
         }
     }
 
@@ -134,11 +175,13 @@ impl Loader {
             // Already loaded by discovery (or already reported).
             return self.agents.contains_key(&name) || self.broken.contains(&name);
         }
-        self.add(&name, &relative, file)
+        let text = read_path(file, &relative, &mut self.diagnostics);
+        self.add(&name, &relative, text)
     }
 
-    /// Reads, names and parses one agent file; true when it was added.
-    fn add(&mut self, name: &str, relative: &str, path: &Path) -> bool {
+    /// Names and parses one agent file (`None` when it could not be read, already reported);
+    /// true when it was added.
+    fn add(&mut self, name: &str, relative: &str, text: Option<String>) -> bool {
         let name_ok = is_agent_name(name);
         if !name_ok {
             self.diagnostics.push(Diagnostic::file(
@@ -148,8 +191,8 @@ impl Loader {
                 ),
             ));
         }
-        let parsed = read_text(path, relative, &mut self.diagnostics)
-            .and_then(|text| agent_file::parse(name, relative, &text, &mut self.diagnostics));
+        let parsed =
+            text.and_then(|text| agent_file::parse(name, relative, &text, &mut self.diagnostics));
         let Some(parsed) = parsed else {
             if name_ok {
                 self.agents.remove(name);
@@ -167,6 +210,7 @@ impl Loader {
     /// Checks references between files and returns the workspace, or every problem found.
     fn finish(mut self) -> Result<Workspace, Diagnostics> {
         self.check_references();
+        self.check_subagent_durability();
         self.check_cycles();
         Diagnostics::check(self.diagnostics)?;
         Ok(Workspace {
@@ -178,10 +222,12 @@ impl Loader {
                 .into_iter()
                 .map(|(name, parsed)| (name, parsed.file))
                 .collect(),
+            skills: self.skills,
+            roles: self.roles,
         })
     }
 
-    /// Every agent has a model, and its skills and subagents exist.
+    /// Every agent has a model, and its skills, role and subagents exist.
     fn check_references(&mut self) {
         let default_model = self.config.defaults.model.is_some();
         for parsed in self.agents.values() {
@@ -192,9 +238,20 @@ impl Loader {
                     "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml",
                 ));
             }
+            if let Some(role) = &agent.role
+                && !self.roles.contains_key(role)
+                && !self.broken_roles.contains(role)
+            {
+                let suggestion = did_you_mean(role, self.roles.keys().map(String::as_str));
+                self.diagnostics.push(Diagnostic::at(
+                    &agent.path,
+                    parsed.lines.top("role"),
+                    format!("unknown role `{role}`{suggestion}: add {ROLES_DIR}/{role}.md"),
+                ));
+            }
             for skill in &agent.skills {
-                if !self.skills.contains(skill) {
-                    let suggestion = did_you_mean(skill, self.skills.iter().map(String::as_str));
+                if !self.skills.contains_key(skill) && !self.broken_skills.contains(skill) {
+                    let suggestion = did_you_mean(skill, self.skills.keys().map(String::as_str));
                     self.diagnostics.push(Diagnostic::at(
                         &agent.path,
                         parsed.lines.top("skills"),
@@ -215,6 +272,32 @@ impl Loader {
                         ),
                     ));
                 }
+            }
+        }
+    }
+
+    /// An agent used as a subagent declares no `durability` (durable submissions belong to
+    /// the root agent); reported once per such agent, naming the first agent that lists it.
+    fn check_subagent_durability(&mut self) {
+        let mut users: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, parsed) in &self.agents {
+            for subagent in &parsed.file.subagents {
+                users.entry(subagent.as_str()).or_insert(name.as_str());
+            }
+        }
+        for (subagent, user) in users {
+            let Some(parsed) = self.agents.get(subagent) else {
+                continue;
+            };
+            if parsed.file.durability.is_some() {
+                self.diagnostics.push(Diagnostic::at(
+                    &parsed.file.path,
+                    parsed.lines.top("durability"),
+                    format!(
+                        "`durability` is not allowed on an agent used as a subagent (`{user}` \
+                         lists it in `subagents`): remove it"
+                    ),
+                ));
             }
         }
     }
@@ -278,31 +361,90 @@ impl Loader {
         done.insert(name);
     }
 
-    /// Names of the skills under `.agents/skills/`: `<name>.md` files and `<name>/SKILL.md`
-    /// folders.
-    fn discover_skills(&mut self) -> BTreeSet<String> {
-        let mut skills = BTreeSet::new();
-        let dir = self.root.join(SKILLS_DIR);
-        for entry_name in list_dir(&self.root, SKILLS_DIR, &mut self.diagnostics) {
-            let path = dir.join(&entry_name);
-            if let Some(stem) = entry_name.strip_suffix(".md") {
-                if path.is_file() {
-                    skills.insert(stem.to_owned());
+    /// The skills under `.agents/skills/`: `<name>.md` files and `<name>/SKILL.md` folders.
+    fn discover_skills(&mut self) {
+        let mut found: BTreeMap<String, Vec<(Form, String)>> = BTreeMap::new();
+        for entry in list_dir(self.source, SKILLS_DIR, &mut self.diagnostics) {
+            let relative = join(SKILLS_DIR, &entry);
+            if entry.starts_with('.') {
+                continue;
+            }
+            if let Some(stem) = entry.strip_suffix(".md") {
+                if self.source.is_file(&relative) {
+                    found
+                        .entry(stem.to_owned())
+                        .or_default()
+                        .push((Form::Flat, relative));
                 }
-            } else if path.join("SKILL.md").is_file() {
-                skills.insert(entry_name);
+            } else if self.source.is_file(&join(&relative, "SKILL.md")) {
+                found
+                    .entry(entry)
+                    .or_default()
+                    .push((Form::Folder, join(&relative, "SKILL.md")));
             }
         }
-        skills
+        for (name, mut forms) in found {
+            forms.sort();
+            if let [(_, first), (_, second), ..] = forms.as_slice() {
+                self.diagnostics.push(Diagnostic::file(
+                    first,
+                    format!("skill `{name}` is defined twice, here and in {second}: keep one"),
+                ));
+                self.broken_skills.insert(name);
+                continue;
+            }
+            let Some((form, path)) = forms.into_iter().next() else {
+                continue;
+            };
+            match skill_file::load(self.source, &name, form, &path, &mut self.diagnostics) {
+                Some(skill) => {
+                    self.skills.insert(name, skill);
+                }
+                None => {
+                    self.broken_skills.insert(name);
+                }
+            }
+        }
+    }
+
+    /// The roles under `.agents/roles/`: `<name>.md` files.
+    fn discover_roles(&mut self) {
+        for entry in list_dir(self.source, ROLES_DIR, &mut self.diagnostics) {
+            let relative = join(ROLES_DIR, &entry);
+            let Some(name) = entry.strip_suffix(".md") else {
+                continue;
+            };
+            if entry.starts_with('.') || !self.source.is_file(&relative) {
+                continue;
+            }
+            if !is_agent_name(name) {
+                self.diagnostics.push(Diagnostic::file(
+                    &relative,
+                    format!(
+                        "invalid role name `{name}`: rename the file to 1 to 64 characters of a-z, 0-9, `-` and `_`"
+                    ),
+                ));
+                continue;
+            }
+            let role = read_text(self.source, &relative, &mut self.diagnostics)
+                .and_then(|text| role_file::parse(name, &relative, &text, &mut self.diagnostics));
+            match role {
+                Some(role) => {
+                    self.roles.insert(name.to_owned(), role);
+                }
+                None => {
+                    self.broken_roles.insert(name.to_owned());
+                }
+            }
+        }
     }
 
     /// The text of the optional file `relative` under the root.
     fn read_optional(&mut self, relative: &str) -> Option<String> {
-        let path = self.root.join(relative);
-        if !path.exists() {
+        if !self.source.exists(relative) {
             return None;
         }
-        read_text(&path, relative, &mut self.diagnostics)
+        read_text(self.source, relative, &mut self.diagnostics)
     }
 
     /// `file` relative to the root with `/` separators when it is inside, else as given.
@@ -322,41 +464,51 @@ impl Loader {
     }
 }
 
-/// The sorted UTF-8 entry names of the folder `relative` under `root`: nothing when it does
-/// not exist, a diagnostic when it is not a folder or cannot be read.
-fn list_dir(root: &Path, relative: &str, diagnostics: &mut Vec<Diagnostic>) -> Vec<String> {
-    let dir = root.join(relative);
-    if !dir.exists() {
+/// The sorted UTF-8 entry names of the folder `relative`: nothing when it does not exist, a
+/// diagnostic when it is not a folder or cannot be read.
+fn list_dir(source: &dyn Source, relative: &str, diagnostics: &mut Vec<Diagnostic>) -> Vec<String> {
+    if !source.exists(relative) {
         return Vec::new();
     }
-    if !dir.is_dir() {
+    if !source.is_dir(relative) {
         diagnostics.push(Diagnostic::file(
             relative,
             "expected a folder here: move this file away",
         ));
         return Vec::new();
     }
-    let entries = match fs::read_dir(&dir) {
-        Ok(entries) => entries,
+    match source.list(relative) {
+        Ok(names) => names,
         Err(error) => {
             diagnostics.push(Diagnostic::file(
                 relative,
                 format!("cannot read folder: {error}"),
             ));
-            return Vec::new();
+            Vec::new()
         }
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    names
+    }
+}
+
+/// Reads the UTF-8 file `relative` from `source`, reporting failures against it.
+pub(crate) fn read_text(
+    source: &dyn Source,
+    relative: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    utf8(source.read(relative), relative, diagnostics)
 }
 
 /// Reads the UTF-8 file at `path`, reporting failures against `relative`.
-fn read_text(path: &Path, relative: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
-    match fs::read(path) {
+fn read_path(path: &Path, relative: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+    utf8(fs::read(path), relative, diagnostics)
+}
+
+fn utf8(
+    read: std::io::Result<Vec<u8>>,
+    relative: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    match read {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => Some(text),
             Err(_) => {

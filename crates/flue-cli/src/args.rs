@@ -16,6 +16,8 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run one message through an agent and print its reply.
     Run(RunArgs),
+    /// Validate the workspace and write a self-contained bundle.
+    Build(BuildArgs),
     /// Inspect stored conversations.
     Session {
         #[command(subcommand)]
@@ -55,6 +57,23 @@ pub(crate) struct RunArgs {
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
+    /// Run from a bundle built by `flue build` instead of a source workspace; ROOT (default:
+    /// the current directory) is then only where the agent works and conversations are kept.
+    #[arg(long)]
+    pub(crate) bundle: Option<PathBuf>,
+    /// Role for this message (a persona from .agents/roles/).
+    #[arg(long)]
+    pub(crate) role: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BuildArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Output folder (default: ROOT/dist).
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -77,6 +96,9 @@ pub(crate) struct ShowArgs {
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also print the session's task sessions (and theirs), nested.
+    #[arg(long)]
+    pub(crate) tree: bool,
 }
 
 #[derive(Debug, Args)]

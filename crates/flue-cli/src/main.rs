@@ -5,6 +5,7 @@
 
 mod args;
 mod audit;
+mod build;
 mod dotenv;
 mod mcp;
 mod render;
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(run_args) => run::run(run_args).await,
+            Command::Build(build_args) => build::build(&build_args),
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,

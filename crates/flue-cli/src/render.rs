@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use flue_core::{CompactionReason, Event, EventStream};
+use flue_core::{CompactionReason, Event, EventStream, Outcome};
 
 /// Longest tool output echoed to the terminal.
 const MAX_TOOL_OUTPUT_CHARS: usize = 400;
@@ -83,6 +83,37 @@ impl Renderer {
                          ~{tokens_before} -> ~{tokens_after} tokens in {duration_ms} ms"
                     )?,
                 }
+            }
+            Event::TaskStart {
+                session,
+                agent,
+                depth,
+                ..
+            } => {
+                self.line_start(out)?;
+                let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
+                let agent = agent.as_deref().unwrap_or("(same agent)");
+                writeln!(out, "{indent}=> task {agent} in {session}")?;
+            }
+            Event::TaskEnd {
+                agent,
+                depth,
+                outcome,
+                error,
+                ..
+            } => {
+                self.line_start(out)?;
+                let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
+                let agent = agent.as_deref().unwrap_or("(same agent)");
+                let outcome = match outcome {
+                    Outcome::Completed => "done".to_owned(),
+                    Outcome::Aborted => "aborted".to_owned(),
+                    _ => format!(
+                        "failed: {}",
+                        error.as_ref().map_or("", |error| error.message.as_str())
+                    ),
+                };
+                writeln!(out, "{indent}<= task {agent} {outcome}")?;
             }
             Event::OperationEnd { .. } => self.line_start(out)?,
             _ => {}

@@ -1,9 +1,10 @@
 //! `flue run`: one message through an agent, in process.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_build::{Diagnostics, SandboxKind, Workspace};
+use flue_build::{Bundle, Diagnostics, SandboxKind, Workspace};
 use flue_core::{
     DEFAULT_SESSION, ErrorInfo, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
     ProviderRegistry, ScriptedProvider, Session, SessionStore, Usage, new_ulid,
@@ -24,7 +25,7 @@ pub(crate) enum SetupError {
     #[error("{message}")]
     RootNotFound { message: String },
     /// The agent name matches no agent file.
-    #[error("unknown agent {name:?}: no agents/{name}.md under {root} (agents: {known})")]
+    #[error("unknown agent {name:?}: no agents/{name}.md in {root} (agents: {known})")]
     UnknownAgent {
         name: String,
         root: String,
@@ -106,6 +107,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let mut handle = prepared
         .session
         .prompt(&args.message, PromptOptions::default());
+    // `--role` is the session's default role for this run (set in `prepare`): never stored.
     let renderer = handle
         .take_events()
         .map(|events| tokio::spawn(render::to_stderr(events)));
@@ -168,37 +170,21 @@ struct Prepared {
 /// Loads the workspace and opens the conversation: everything that can fail before a model
 /// call.
 async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
-    let agent_file = agent_file_path(&args.agent);
-    let root = match (&args.root, &agent_file) {
-        (Some(root), _) => resolve_root(Some(root))?,
-        (None, Some(file)) => file
-            .parent()
-            .and_then(crate::workspace::find_root)
-            .or_else(|| file.parent().map(Path::to_path_buf))
-            .ok_or_else(|| SetupError::RootNotFound {
-                message: format!("cannot find a workspace for {}", file.display()),
-            })?,
-        (None, None) => resolve_root(None)?,
+    let loaded = match &args.bundle {
+        Some(bundle) => load_bundle(args, bundle)?,
+        None => load_source(args)?,
     };
+    let Loaded {
+        root,
+        workspace,
+        agent_name,
+        scripts,
+    } = loaded;
     let env = match &args.env_file {
         Some(path) => EnvVars::load(path, true),
         None => EnvVars::load(&root.join(".env"), false),
     }
     .map_err(SetupError::EnvFile)?;
-
-    let workspace = match &agent_file {
-        Some(file) => Workspace::load_with_agent_file(&root, file),
-        None => Workspace::load(&root),
-    }
-    .map_err(SetupError::Diagnostics)?;
-    let agent_name = match &agent_file {
-        Some(file) => file
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_default()
-            .to_owned(),
-        None => args.agent.clone(),
-    };
     let Some(agent_file) = workspace.agents.get(&agent_name) else {
         return Err(SetupError::UnknownAgent {
             known: workspace
@@ -208,7 +194,12 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
                 .collect::<Vec<_>>()
                 .join(", "),
             name: agent_name,
-            root: root.display().to_string(),
+            root: args
+                .bundle
+                .as_deref()
+                .unwrap_or(&root)
+                .display()
+                .to_string(),
         });
     };
     // Until the virtual, isolated and Daytona sandboxes land, agents run in the workspace
@@ -238,19 +229,29 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         None => new_ulid(),
     };
     let sandbox = Arc::new(LocalSandbox::new(&root)?);
+    let providers = providers(&root, &env, &scripts)?;
     let mcp = McpServers::connect(&workspace, &agent_name, &env, &mut config).await?;
     let harness = Harness::builder(config)
         .with_instance_id(id.clone())
         .with_store(store)
-        .with_providers(providers(&root, &env))
+        .with_providers(providers)
         .with_sandbox(sandbox)
+        .with_workspace_context(workspace.context.clone())
+        .with_workspace_skills(workspace.harness_skills())
+        .with_roles(workspace.harness_roles())
         .build()
         .await;
     let session = match harness {
         Ok(harness) => harness.session(DEFAULT_SESSION).await,
         Err(err) => Err(err),
     };
-    let session = match session {
+    // Once MCP servers are connected, every failure must close them before returning.
+    let session = match session.and_then(|session| {
+        if let Some(role) = &args.role {
+            session.set_role(Some(role))?;
+        }
+        Ok(session)
+    }) {
         Ok(session) => session,
         Err(err) => {
             mcp.close().await;
@@ -268,10 +269,86 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     })
 }
 
-/// The model providers available to the CLI.
-fn providers(root: &Path, env: &EnvVars) -> ProviderRegistry {
+/// A validated workspace, where the agent works, and the scripts a bundle carries.
+struct Loaded {
+    root: PathBuf,
+    workspace: Workspace,
+    agent_name: String,
+    scripts: BTreeMap<String, Vec<u8>>,
+}
+
+/// The workspace from the source tree (the agent may be given as a file).
+fn load_source(args: &RunArgs) -> Result<Loaded, SetupError> {
+    let agent_file = agent_file_path(&args.agent);
+    let root = match (&args.root, &agent_file) {
+        (Some(root), _) => resolve_root(Some(root))?,
+        (None, Some(file)) => file
+            .parent()
+            .and_then(crate::workspace::find_root)
+            .or_else(|| file.parent().map(Path::to_path_buf))
+            .ok_or_else(|| SetupError::RootNotFound {
+                message: format!("cannot find a workspace for {}", file.display()),
+            })?,
+        (None, None) => resolve_root(None)?,
+    };
+    let workspace = match &agent_file {
+        Some(file) => Workspace::load_with_agent_file(&root, file),
+        None => Workspace::load(&root),
+    }
+    .map_err(SetupError::Diagnostics)?;
+    let agent_name = match &agent_file {
+        Some(file) => file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned(),
+        None => args.agent.clone(),
+    };
+    Ok(Loaded {
+        root,
+        workspace,
+        agent_name,
+        scripts: BTreeMap::new(),
+    })
+}
+
+/// The workspace from a bundle; the agent works in `--root` or the current directory.
+fn load_bundle(args: &RunArgs, bundle: &Path) -> Result<Loaded, SetupError> {
+    let root = match &args.root {
+        Some(root) => resolve_root(Some(root))?,
+        None => current_dir()?,
+    };
+    let bundle = Bundle::read(bundle).map_err(SetupError::Diagnostics)?;
+    Ok(Loaded {
+        root,
+        workspace: bundle.workspace().clone(),
+        agent_name: args.agent.clone(),
+        scripts: bundle.scripts().clone(),
+    })
+}
+
+fn current_dir() -> Result<PathBuf, SetupError> {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the CLI is where the process cwd is read"
+    )]
+    std::env::current_dir().map_err(|err| SetupError::RootNotFound {
+        message: format!("cannot read the current directory: {err}"),
+    })
+}
+
+/// The model providers available to the CLI; the scripted one knows a bundle's scripts.
+fn providers(
+    root: &Path,
+    env: &EnvVars,
+    scripts: &BTreeMap<String, Vec<u8>>,
+) -> Result<ProviderRegistry, FlueError> {
     let _ = env;
-    ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(root)))
+    let mut scripted = ScriptedProvider::new(root);
+    for (model, source) in scripts {
+        scripted = scripted.with_script(model, &String::from_utf8_lossy(source))?;
+    }
+    Ok(ProviderRegistry::new().with_provider(Arc::new(scripted)))
 }
 
 /// `Some(path)` when the agent argument names a file rather than an agent.

@@ -1,9 +1,13 @@
-//! `flue session show`: print a stored transcript.
+//! `flue session show`: print a stored transcript, and with `--tree` its task sessions.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::{Context, bail};
-use flue_core::{AssistantContent, Record, SessionKey, SessionStore, StoredRecord, UserContent};
+use flue_core::{
+    AssistantContent, Record, SessionKey, SessionStore, StoredRecord, UserContent,
+    task_session_parent,
+};
 use serde_json::{Value, json};
 
 use crate::Exit;
@@ -21,30 +25,123 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         );
     }
     let store = flue_core::SqliteStore::open(&db)?;
-    let key = SessionKey::new(args.id.clone(), args.session.clone());
-    let log = store.load(&key, 0).await?.with_context(|| {
-        format!(
-            "conversation {:?} has no session {:?}",
-            args.id, args.session
-        )
-    })?;
+    let tasks = if args.tree {
+        task_tree(&store, &args.id).await?
+    } else {
+        BTreeMap::new()
+    };
+    let shown = load(&store, &args.id, &args.session, &tasks).await?;
     if args.json {
-        let messages: Vec<Value> = log
+        let mut out = shown.to_json()?;
+        if let Value::Object(map) = &mut out {
+            map.insert("id".into(), Value::String(args.id.clone()));
+            if !args.tree {
+                map.remove("tasks");
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let mut text = String::new();
+        shown.write_text(&mut text, 0, args.tree);
+        print!("{text}");
+    }
+    Ok(Exit::Success)
+}
+
+/// A session's stored records and its task sessions (when the tree was asked for).
+struct Shown {
+    session: String,
+    version: u64,
+    records: Vec<StoredRecord>,
+    tasks: Vec<Shown>,
+}
+
+impl Shown {
+    fn to_json(&self) -> anyhow::Result<Value> {
+        let messages: Vec<Value> = self
             .records
             .iter()
             .map(message_json)
             .collect::<Result<_, _>>()?;
-        let out = json!({"id": args.id, "session": args.session, "version": log.version, "messages": messages});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        let records: Vec<Record> = log
-            .records
-            .into_iter()
-            .map(|stored| stored.record)
-            .collect();
-        print!("{}", transcript_text(&records));
+        let tasks: Vec<Value> = self
+            .tasks
+            .iter()
+            .map(Shown::to_json)
+            .collect::<Result<_, _>>()?;
+        Ok(json!({
+            "session": self.session,
+            "version": self.version,
+            "messages": messages,
+            "tasks": tasks,
+        }))
     }
-    Ok(Exit::Success)
+
+    fn write_text(&self, out: &mut String, depth: usize, headers: bool) {
+        let indent = "  ".repeat(depth);
+        if headers {
+            let _ = writeln!(out, "{indent}== {}", self.session);
+        }
+        let records: Vec<Record> = self
+            .records
+            .iter()
+            .map(|stored| stored.record.clone())
+            .collect();
+        let text = transcript_text(&records);
+        if depth == 0 {
+            out.push_str(&text);
+        } else {
+            for line in text.lines() {
+                let _ = writeln!(out, "{indent}{line}");
+            }
+        }
+        for task in &self.tasks {
+            task.write_text(out, depth + 1, headers);
+        }
+    }
+}
+
+/// Loads `session` and, recursively, the task sessions `tasks` lists under it.
+fn load<'a>(
+    store: &'a flue_core::SqliteStore,
+    id: &'a str,
+    session: &'a str,
+    tasks: &'a BTreeMap<String, Vec<String>>,
+) -> flue_core::BoxFuture<'a, anyhow::Result<Shown>> {
+    Box::pin(async move {
+        let key = SessionKey::new(id, session);
+        let log = store
+            .load(&key, 0)
+            .await?
+            .with_context(|| format!("conversation {id:?} has no session {session:?}"))?;
+        let mut children = Vec::new();
+        for child in tasks.get(session).into_iter().flatten() {
+            children.push(load(store, id, child, tasks).await?);
+        }
+        Ok(Shown {
+            session: session.to_owned(),
+            version: log.version,
+            records: log.records,
+            tasks: children,
+        })
+    })
+}
+
+/// Task sessions by parent, each list in creation order.
+async fn task_tree(
+    store: &flue_core::SqliteStore,
+    id: &str,
+) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    let mut sessions = store.list(id).await?;
+    sessions.sort_by(|a, b| (a.created_at, &a.session).cmp(&(b.created_at, &b.session)));
+    let mut tree: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for summary in sessions {
+        if let Some(parent) = task_session_parent(&summary.session) {
+            tree.entry(parent.to_owned())
+                .or_default()
+                .push(summary.session.clone());
+        }
+    }
+    Ok(tree)
 }
 
 /// One stored record as a transcript message: the record's own fields plus a `role`.

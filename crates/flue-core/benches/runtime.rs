@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry, Record,
-    ScriptedProvider, SessionKey, SessionStore, SqliteStore, StoredRecord, UserMessage,
+    AgentConfig, AgentProfile, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry,
+    Record, ScriptedProvider, SessionKey, SessionStore, SqliteStore, StoredRecord, TaskOptions,
+    UserMessage,
 };
 
 const SCRIPT: &str = r#"{
@@ -43,7 +44,69 @@ fn main() {
         for existing in [10u64, 10_000] {
             append_cost(existing, 500).await;
         }
+        task_overhead(200).await;
     });
+}
+
+/// Mean wall time of one `session.task` (a child session created and run for one scripted
+/// turn, memory store), next to the same turn as a `prompt`.
+async fn task_overhead(n: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.json"), SCRIPT).unwrap();
+    let providers =
+        ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path())));
+    let agent = AgentConfig::new()
+        .with_model("scripted/script.json")
+        .with_subagent(AgentProfile::new("helper").with_instructions("Help."));
+    let harness = Harness::builder(agent)
+        .with_store(Arc::new(MemoryStore::new()))
+        .with_providers(providers)
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .build()
+        .await
+        .unwrap();
+    let session = harness.session("default").await.unwrap();
+    let mut samples = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let started = Instant::now();
+        session
+            .task("hello", TaskOptions::default().with_agent("helper"))
+            .await
+            .unwrap();
+        samples.push(started.elapsed());
+    }
+    report(
+        "task operation (memory store, subagent without tools, one text turn)",
+        &mut samples,
+    );
+    // The same turn as a prompt of an agent like the subagent, on a fresh session each time.
+    let plain = Harness::builder(
+        AgentConfig::new()
+            .with_model("scripted/script.json")
+            .with_instructions("Help."),
+    )
+    .with_store(Arc::new(MemoryStore::new()))
+    .with_providers(
+        ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path()))),
+    )
+    .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+    .build()
+    .await
+    .unwrap();
+    let mut samples = Vec::with_capacity(n as usize);
+    for idx in 0..n {
+        let session = plain.session(&format!("s{idx}")).await.unwrap();
+        let started = Instant::now();
+        session
+            .prompt("hello", PromptOptions::default())
+            .await
+            .unwrap();
+        samples.push(started.elapsed());
+    }
+    report(
+        "prompt operation (memory store, agent without tools, one text turn)",
+        &mut samples,
+    );
 }
 
 /// Mean wall time of one prompt operation (scripted model, no network) on a fresh session.

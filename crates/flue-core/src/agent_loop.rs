@@ -19,6 +19,7 @@ use crate::compaction::{Compactor, LoopCompaction};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
+use crate::overlay::CallOverlay;
 use crate::record::{AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage};
 use crate::session::{
     OperationContext, PromptOptions, PromptResponse, SessionShared, SessionState,
@@ -27,6 +28,7 @@ use crate::tool::{
     Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
 };
 use crate::util::or_cancel;
+use crate::{skill, task};
 
 /// Name of the tool that delivers a structured result.
 pub const FINISH_TOOL: &str = "finish";
@@ -125,29 +127,53 @@ pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
     }
 }
 
-/// Runs a prompt operation to its end.
+/// Runs a model operation (`prompt`, `skill`, or a task's) to its end, as the session's agent
+/// with the call's `overlay` (role, skill) on top.
 pub(crate) async fn run(
     shared: Arc<SessionShared>,
     message: UserMessage,
     options: PromptOptions,
+    overlay: CallOverlay,
     ctx: OperationContext,
 ) -> Result<(PromptResponse, Usage)> {
     let harness = Arc::clone(&shared.harness);
-    let agent = &harness.agent;
+    let scope = Arc::clone(&shared.scope);
+    // Model precedence: the call's, then the role's, then the agent's.
     let model_spec = options
         .model
         .clone()
-        .or_else(|| agent.model.clone())
+        .or_else(|| overlay.model())
+        .or_else(|| scope.model.clone())
         .ok_or_else(|| FlueError::ModelNotConfigured {
             hint: Some("set `model` on the agent or pass a model for this call".into()),
         })?;
     let (provider, spec) = harness.providers.resolve(&model_spec)?;
-    if options.model.is_some() {
+    if harness.agent.model.as_deref() != Some(model_spec.as_str()) {
         provider.check_model(&spec.model).await?;
     }
+    let thinking = options
+        .thinking
+        .or_else(|| overlay.thinking())
+        .unwrap_or(scope.thinking);
     let result_slot = Arc::new(Mutex::new(None));
-    let mut tools: Vec<ToolDefinition> = agent.tools.clone();
+    let delegated_usage = Arc::new(Mutex::new(Usage::default()));
+    let mut tools: Vec<ToolDefinition> = scope.tools.clone();
     tools.extend(options.tools.iter().cloned());
+    if !scope.skills.is_empty() {
+        tools.push(skill::load_skill_tool(scope.skills.clone())?);
+    }
+    if !scope.subagents.is_empty() {
+        let inherited = task::Inherited {
+            model: Some(model_spec.clone()),
+            thinking,
+        };
+        tools.push(task::task_tool(
+            &shared,
+            inherited,
+            &ctx.sink,
+            &delegated_usage,
+        )?);
+    }
     if let Some(schema) = &options.result {
         tools.extend(result_tools(schema, &result_slot)?);
     }
@@ -164,12 +190,13 @@ pub(crate) async fn run(
         provider: provider.as_ref(),
         spec: &spec,
         tools: &tools,
-        system: harness.system_prompt(),
-        thinking: options.thinking.unwrap_or(agent.thinking),
+        system: overlay.system_prompt(&scope, harness.workspace_context.as_deref()),
+        thinking,
         ctx: &ctx,
         usage: Usage::default(),
         result_slot,
         structured: options.result.is_some(),
+        delegated_usage,
     };
     let response = turn.drive(&mut state).await?;
     let usage = response.usage;
@@ -187,11 +214,13 @@ struct TurnLoop<'a> {
     usage: Usage,
     result_slot: Arc<Mutex<Option<ResultOutcome>>>,
     structured: bool,
+    /// Usage of the tasks this call's `task` tool ran, counted in the response.
+    delegated_usage: Arc<Mutex<Usage>>,
 }
 
 impl TurnLoop<'_> {
     async fn drive(&mut self, state: &mut SessionState) -> Result<PromptResponse> {
-        let max_turns = self.shared.harness.agent.max_turns;
+        let max_turns = self.shared.scope.max_turns;
         let mut n_turns = 0u32;
         let mut n_follow_ups = 0u32;
         let mut compaction = LoopCompaction::default();
@@ -326,7 +355,7 @@ impl TurnLoop<'_> {
             cancel: self.ctx.cancel.child_token(),
             instance_id: harness.instance_id.clone(),
             session: self.shared.key.session.clone(),
-            cwd: harness.cwd.clone(),
+            cwd: self.shared.scope.cwd.clone(),
             agent: harness.agent.name.clone(),
             audit: Arc::clone(&harness.audit),
         };
@@ -461,10 +490,14 @@ impl TurnLoop<'_> {
                 _ => None,
             })
             .unwrap_or_default();
+        let mut usage = self.usage;
+        if let Ok(delegated) = self.delegated_usage.lock() {
+            usage += *delegated;
+        }
         PromptResponse {
             text,
             data,
-            usage: self.usage,
+            usage,
             model: self.spec.to_ref(),
         }
     }

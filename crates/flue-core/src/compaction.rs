@@ -592,7 +592,7 @@ impl Compactor<'_> {
         loop_state: &mut LoopCompaction,
         usage: &mut Usage,
     ) -> Result<()> {
-        let Compaction::Enabled(config) = &self.shared.harness.agent.compaction else {
+        let Compaction::Enabled(config) = &self.shared.scope.compaction else {
             return Ok(());
         };
         if loop_state.threshold_failed {
@@ -625,7 +625,7 @@ impl Compactor<'_> {
         reason: CompactionReason,
         usage: &mut Usage,
     ) -> Result<bool> {
-        let config = match &self.shared.harness.agent.compaction {
+        let config = match &self.shared.scope.compaction {
             Compaction::Enabled(config) => Some(config),
             Compaction::Disabled => None,
         };
@@ -675,7 +675,7 @@ impl Compactor<'_> {
         budget: Budget,
         spent: &mut Usage,
     ) -> Result<()> {
-        let summary_model = match &self.shared.harness.agent.compaction {
+        let summary_model = match &self.shared.scope.compaction {
             Compaction::Enabled(CompactionConfig {
                 model: Some(model), ..
             }) => Some(self.shared.harness.providers.resolve(model)?),
@@ -838,7 +838,7 @@ pub(crate) async fn run_manual(
     ctx: OperationContext,
 ) -> Result<((), Usage)> {
     let harness = Arc::clone(&shared.harness);
-    let agent = &harness.agent;
+    let agent = &shared.scope;
     let summary_model = match &agent.compaction {
         Compaction::Enabled(config) => config.model.clone(),
         Compaction::Disabled => None,

@@ -5,7 +5,7 @@
 //! [`ResolvedAgent`]. Merge rules: the profile is the baseline, scalars set on the agent replace
 //! the profile's, lists concatenate, and then a duplicate name is an error.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -138,8 +138,21 @@ fn default_timeout_ms() -> u64 {
     3_600_000
 }
 
-/// A skill registered with an agent: a catalog entry and, optionally, its instruction body.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A skill: a catalog entry and, optionally, its instruction body and resource files.
+///
+/// Skills come from two places: the workspace (`.agents/skills/`, discovered by flue-build and
+/// passed with [`crate::HarnessBuilder::with_workspace_skills`]) and code (registered on an
+/// agent or profile with `with_skill`). The system prompt lists every available skill; running
+/// one (`session.skill`, or the model's `load_skill` tool) injects its body for that call only.
+///
+/// ```
+/// use flue_core::Skill;
+/// let skill = Skill::new("code-review", "Reviews a change for bugs and style")
+///     .with_body("Read the diff, then list problems by severity.")
+///     .with_resource("checklist.md", b"- naming\n- tests\n".to_vec());
+/// assert_eq!(skill.resources.len(), 1);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Skill {
     /// Skill name.
     pub name: String,
@@ -147,6 +160,33 @@ pub struct Skill {
     pub description: String,
     /// The markdown body injected when the skill runs, when packaged.
     pub body: Option<String>,
+    /// Resource files of a folder skill, by path relative to the skill folder (`/`-separated).
+    pub resources: BTreeMap<String, Vec<u8>>,
+}
+
+impl Skill {
+    /// A skill with a name and a description, without a body.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the instruction body.
+    #[must_use]
+    pub fn with_body(mut self, body: impl Into<String>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Adds a resource file at `path` (relative to the skill folder).
+    #[must_use]
+    pub fn with_resource(mut self, path: impl Into<String>, content: Vec<u8>) -> Self {
+        self.resources.insert(path.into(), content);
+        self
+    }
 }
 
 /// A reusable agent profile: a baseline for agents and a named subagent for tasks.
@@ -180,6 +220,8 @@ pub struct AgentProfile {
     pub compaction: Option<Compaction>,
     /// Durable-submission limits; rejected on subagent profiles.
     pub durability: Option<DurabilityConfig>,
+    /// Default role (a persona overlay applied to each call unless the call names another).
+    pub role: Option<String>,
 }
 
 impl AgentProfile {
@@ -244,6 +286,13 @@ impl AgentProfile {
     #[must_use]
     pub fn with_compaction(mut self, compaction: Compaction) -> Self {
         self.compaction = Some(compaction);
+        self
+    }
+
+    /// Sets the default role.
+    #[must_use]
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
         self
     }
 
@@ -354,6 +403,8 @@ pub struct AgentConfig {
     pub cwd: Option<String>,
     /// Limit on model turns per operation (default [`DEFAULT_MAX_TURNS`]).
     pub max_turns: Option<u32>,
+    /// Overrides the profile's default role.
+    pub role: Option<String>,
 }
 
 impl AgentConfig {
@@ -446,6 +497,13 @@ impl AgentConfig {
         self
     }
 
+    /// Sets the default role.
+    #[must_use]
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+
     /// Merges the agent over its profile and validates the result, reporting all problems.
     pub fn resolve(self) -> Result<ResolvedAgent> {
         let profile = self.profile.unwrap_or_default();
@@ -466,6 +524,7 @@ impl AgentConfig {
             thinking: self.thinking.or(profile.thinking),
             compaction: self.compaction.or(profile.compaction),
             durability: self.durability.or(profile.durability),
+            role: self.role.or(profile.role),
         };
         let mut problems = Vec::new();
         merged.collect_problems("agent", &mut Vec::new(), &mut problems);
@@ -486,6 +545,7 @@ impl AgentConfig {
             durability: merged.durability.unwrap_or_default(),
             cwd: self.cwd,
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+            role: merged.role,
         })
     }
 }
@@ -517,6 +577,8 @@ pub struct ResolvedAgent {
     pub cwd: Option<String>,
     /// Turn limit per operation.
     pub max_turns: u32,
+    /// Default role of the agent's sessions.
+    pub role: Option<String>,
 }
 
 /// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.

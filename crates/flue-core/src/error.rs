@@ -211,6 +211,45 @@ pub enum FlueError {
         #[source]
         source: Option<BoxError>,
     },
+    /// `session.skill` (or the model's `load_skill` tool) named a skill this session does not
+    /// have. Not retryable: fix the name, or add the skill to `.agents/skills/` or the agent.
+    #[error("skill {skill:?} is not registered (available skills: {})", list_or_none(.available))]
+    SkillNotRegistered {
+        /// The requested skill.
+        skill: String,
+        /// The skills the session has, sorted.
+        available: Vec<String>,
+    },
+    /// A call or a session default named a role that does not exist. Not retryable: fix the
+    /// name, or add `.agents/roles/<name>.md`.
+    #[error("unknown role {role:?} (roles: {})", list_or_none(.known))]
+    UnknownRole {
+        /// The requested role.
+        role: String,
+        /// The roles that exist, sorted.
+        known: Vec<String>,
+    },
+    /// A task named a subagent its agent does not declare. Not retryable: use one of the
+    /// declared subagents, or declare it (`subagents:` in the agent file).
+    #[error("subagent {agent:?} is not declared by this agent (declared subagents: {})", list_or_none(.declared))]
+    SubagentNotDeclared {
+        /// The requested subagent.
+        agent: String,
+        /// The subagents the running agent declares.
+        declared: Vec<String>,
+    },
+    /// A task would nest deeper than the limit below the root session. Not retryable: do the
+    /// work in the current task instead of delegating again.
+    #[error(
+        "cannot start a task at depth {depth}: tasks nest at most {max} levels below the root \
+         session; do this work here instead of delegating"
+    )]
+    DelegationDepthExceeded {
+        /// The depth the refused task would have had.
+        depth: u32,
+        /// The limit.
+        max: u32,
+    },
 }
 
 /// Sub-kinds of [`FlueError::Mcp`], stable on the wire. May grow: match with a wildcard arm.
@@ -286,6 +325,10 @@ impl FlueError {
             Self::ResultUnavailable { .. } => "result_unavailable",
             Self::RuntimeStopped { .. } => "runtime_stopped",
             Self::Mcp { reason, .. } => reason.kind(),
+            Self::SkillNotRegistered { .. } => "skill_not_registered",
+            Self::UnknownRole { .. } => "unknown_role",
+            Self::SubagentNotDeclared { .. } => "subagent_not_declared",
+            Self::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
         }
     }
 
@@ -360,5 +403,13 @@ fn location_prefixed(path: Option<&str>, line: Option<usize>, message: &str) -> 
         (Some(path), Some(line)) => format!("{path}:{line}: {message}"),
         (Some(path), None) => format!("{path}: {message}"),
         _ => message.to_owned(),
+    }
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
     }
 }

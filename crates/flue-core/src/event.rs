@@ -86,6 +86,35 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
     },
+    /// A task (a detached child session) was created and is about to run.
+    TaskStart {
+        /// The child session, `task:<parent>:<uuid>`.
+        session: String,
+        /// The session that delegated.
+        parent: String,
+        /// The subagent profile, when one was selected.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// Levels below the root session (a task of the root is at depth 1).
+        depth: u32,
+    },
+    /// A task ended. Emitted only after the child session's records are durable.
+    TaskEnd {
+        /// The child session.
+        session: String,
+        /// The subagent profile, when one was selected.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// Levels below the root session.
+        depth: u32,
+        /// How the task ended.
+        outcome: Outcome,
+        /// Usage of the task's model turns.
+        usage: Usage,
+        /// The error when `outcome` is not `completed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorInfo>,
+    },
     /// The operation ended. Emitted only after its records are durable.
     OperationEnd {
         /// How it ended.

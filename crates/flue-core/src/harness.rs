@@ -8,10 +8,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::call::CallHandle;
-use crate::config::{AgentConfig, Compaction, CompactionConfig, ResolvedAgent};
+use crate::config::{
+    AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
+};
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::ProviderRegistry;
+use crate::overlay::CallOverlay;
+use crate::role::{Role, Roles};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult, normalize_path};
+use crate::scope::AgentScope;
 use crate::session::{Session, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
 use crate::util::{new_ulid, or_cancel};
@@ -48,6 +53,8 @@ pub struct HarnessBuilder {
     sandbox: Option<Arc<dyn Sandbox>>,
     workspace_context: Option<Option<String>>,
     audit: Option<Arc<dyn AuditStore>>,
+    workspace_skills: Vec<Skill>,
+    roles: Vec<Role>,
 }
 
 impl HarnessBuilder {
@@ -95,9 +102,33 @@ impl HarnessBuilder {
         self
     }
 
+    /// Sets the workspace skills (discovered from `.agents/skills/`, e.g. by flue-build).
+    /// Root sessions can run them alongside the agent's registered skills; a registered skill
+    /// with the same name as a workspace skill fails `build`.
+    #[must_use]
+    pub fn with_workspace_skills(mut self, skills: Vec<Skill>) -> Self {
+        self.workspace_skills = skills;
+        self
+    }
+
+    /// Sets the roles calls may name (from `.agents/roles/`, e.g. by flue-build).
+    #[must_use]
+    pub fn with_roles(mut self, roles: Vec<Role>) -> Self {
+        self.roles = roles;
+        self
+    }
+
     /// Resolves and checks the configuration and returns the harness.
     pub async fn build(self) -> Result<Harness> {
         let agent = self.agent.resolve()?;
+        let roles = Roles::new(self.roles)?;
+        check_role_references(&agent, &roles)?;
+        for role in roles.iter() {
+            if let Some(model) = &role.model {
+                let (provider, spec) = self.providers.resolve(model)?;
+                provider.check_model(&spec.model).await?;
+            }
+        }
         let sandbox = self.sandbox.ok_or_else(|| {
             FlueError::config("a harness needs a sandbox: call `with_sandbox` on the builder")
         })?;
@@ -126,9 +157,16 @@ impl HarnessBuilder {
             .audit
             .or_else(|| Arc::clone(&store).audit_store())
             .unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let root_scope = Arc::new(AgentScope::root(
+            &agent,
+            &self.workspace_skills,
+            cwd.clone(),
+        )?);
         Ok(Harness {
             shared: Arc::new(HarnessShared {
                 instance_id: self.instance_id.unwrap_or_else(new_ulid),
+                root_scope,
+                roles,
                 agent,
                 store,
                 audit,
@@ -157,6 +195,10 @@ pub(crate) struct HarnessShared {
     pub(crate) sandbox: Arc<dyn Sandbox>,
     pub(crate) cwd: String,
     pub(crate) workspace_context: Option<String>,
+    /// What root sessions run as: the agent plus the workspace skills.
+    pub(crate) root_scope: Arc<AgentScope>,
+    /// The roles calls may name.
+    pub(crate) roles: Roles,
     /// Open sessions by name, so every handle to one session shares its busy flag.
     open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
 }
@@ -169,18 +211,10 @@ impl HarnessShared {
         }
     }
 
-    /// The system prompt: the agent's instructions, then the workspace context.
+    /// The system prompt of a root session's call without role or skill: the agent's
+    /// instructions, the workspace context, then the list of skills.
     pub(crate) fn system_prompt(&self) -> String {
-        let parts: Vec<&str> = [
-            Some(self.agent.instructions.as_str()),
-            self.workspace_context.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-        .collect();
-        parts.join("\n\n")
+        CallOverlay::default().system_prompt(&self.root_scope, self.workspace_context.as_deref())
     }
 }
 
@@ -204,6 +238,8 @@ impl Harness {
             sandbox: None,
             workspace_context: None,
             audit: None,
+            workspace_skills: Vec::new(),
+            roles: Vec::new(),
         }
     }
 
@@ -217,9 +253,19 @@ impl Harness {
         &self.shared.agent
     }
 
-    /// The system prompt sessions start from.
+    /// The system prompt sessions start from (a call's role or skill adds to it).
     pub fn system_prompt(&self) -> String {
         self.shared.system_prompt()
+    }
+
+    /// The names of the skills root sessions can run: the agent's and the workspace's, sorted.
+    pub fn skill_names(&self) -> Vec<String> {
+        self.shared.root_scope.skills.names()
+    }
+
+    /// The names of the roles calls may name, sorted.
+    pub fn role_names(&self) -> Vec<String> {
+        self.shared.roles.names()
     }
 
     /// Gets or creates the session `name`. Names starting with `task:` are reserved.
@@ -334,11 +380,9 @@ impl Sessions<'_> {
         match self.harness.lookup_open(name) {
             Some(session) => session.delete().await,
             None => {
-                self.harness
-                    .shared
-                    .store
-                    .delete(&self.harness.key(name))
-                    .await
+                let shared = &self.harness.shared;
+                crate::task::delete_task_sessions(shared, name).await?;
+                shared.store.delete(&self.harness.key(name)).await
             }
         }
     }
@@ -370,6 +414,32 @@ pub(crate) fn check_session_name(name: &str) -> Result<()> {
         name: name.to_owned(),
         reason: reason.to_owned(),
     })
+}
+
+/// The agent's default role and every subagent's exist among `roles`.
+fn check_role_references(agent: &ResolvedAgent, roles: &Roles) -> Result<()> {
+    fn visit(profiles: &[AgentProfile], roles: &Roles, problems: &mut Vec<String>) {
+        for profile in profiles {
+            if let Some(role) = &profile.role
+                && let Err(err) = roles.get(role)
+            {
+                let name = profile.name.as_deref().unwrap_or("?");
+                problems.push(format!("subagent {name:?}: {err}"));
+            }
+            visit(&profile.subagents, roles, problems);
+        }
+    }
+    let mut problems = Vec::new();
+    if let Some(role) = &agent.role
+        && let Err(err) = roles.get(role)
+    {
+        problems.push(format!("agent {:?}: {err}", agent.name));
+    }
+    visit(&agent.subagents, roles, &mut problems);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(FlueError::config(problems.join("; ")))
 }
 
 fn poisoned() -> FlueError {

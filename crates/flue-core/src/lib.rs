@@ -2,12 +2,13 @@
 //!
 //! A [`Harness`] is an initialized agent (resolved configuration, sandbox, store, model
 //! providers) for one agent instance id. It opens named [`Session`]s: append-only message logs
-//! on which operations (`prompt`, `shell`, ...) run one at a time. Each operation returns a
-//! [`CallHandle`] that can be awaited, aborted, and read as a stream of [`Event`]s.
+//! on which operations (`prompt`, `skill`, `task`, `shell`) run one at a time. Each operation
+//! returns a [`CallHandle`] that can be awaited, aborted, and read as a stream of [`Event`]s.
 //!
 //! Map of the main types:
 //! - configuration: [`AgentConfig`], [`AgentProfile`], [`ResolvedAgent`]
 //! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptOptions`], [`PromptResponse`]
+//! - skills, roles and tasks: [`Skill`], [`SkillOptions`], [`Role`], [`TaskOptions`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
 //! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SessionStore`],
 //!   [`AuditStore`] (the file tools' audit log and trash)
@@ -21,10 +22,15 @@ mod error;
 mod event;
 mod harness;
 mod model;
+mod overlay;
 mod record;
+mod role;
 mod sandbox;
+mod scope;
 mod session;
+mod skill;
 mod store;
+mod task;
 mod tool;
 mod util;
 
@@ -46,15 +52,18 @@ pub use record::{
     Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
     UserMessage,
 };
+pub use role::Role;
 pub use sandbox::{
     ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox, ShellResult,
     TIMEOUT_EXIT_CODE, normalize_path,
 };
 pub use session::{PromptOptions, PromptResponse, Session};
+pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
 pub use store::{
     AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, MemoryStore, SessionKey, SessionLog, SessionStore,
     SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
 };
+pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,

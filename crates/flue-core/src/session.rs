@@ -20,11 +20,15 @@ use crate::error::{FlueError, Result};
 use crate::event::{Event, OperationKind, Outcome};
 use crate::harness::HarnessShared;
 use crate::model::TurnSink;
+use crate::overlay::CallOverlay;
 use crate::record::{
     Image, ModelRef, Record, ShellExchange, StoredRecord, Usage, UserContent, UserMessage,
 };
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
+use crate::scope::AgentScope;
+use crate::skill::{self, SkillOptions};
 use crate::store::{SessionKey, SessionLog};
+use crate::task::{self, Inherited, TaskOptions};
 use crate::tool::ToolDefinition;
 use crate::util::{now_ms, or_cancel};
 
@@ -43,6 +47,8 @@ pub struct PromptOptions {
     pub images: Vec<Image>,
     /// An outside cancellation signal, merged with the handle's own.
     pub cancel: Option<CancellationToken>,
+    /// Role for this operation (instead of the session's default role).
+    pub role: Option<String>,
 }
 
 impl PromptOptions {
@@ -87,6 +93,13 @@ impl PromptOptions {
         self.cancel = Some(cancel);
         self
     }
+
+    /// Runs this operation in `role`: a persona overlay for this call only.
+    #[must_use]
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
 }
 
 /// What a model operation returns.
@@ -123,6 +136,12 @@ pub(crate) struct SessionShared {
     deleted: AtomicBool,
     /// Held by the running operation for its whole duration; uncontended thanks to `busy`.
     pub(crate) state: tokio::sync::Mutex<SessionState>,
+    /// The agent this session runs as.
+    pub(crate) scope: Arc<AgentScope>,
+    /// Levels below the root session: 0 for sessions opened by name, 1 for their tasks, ...
+    pub(crate) depth: u32,
+    /// The role of calls that name none; in memory only, never persisted.
+    default_role: std::sync::Mutex<Option<String>>,
 }
 
 /// The in-memory copy of a session log.
@@ -144,6 +163,18 @@ impl Drop for OperationGuard {
 
 impl SessionShared {
     pub(crate) fn new(harness: Arc<HarnessShared>, key: SessionKey, log: SessionLog) -> Self {
+        let scope = Arc::clone(&harness.root_scope);
+        Self::new_task(harness, key, log, scope, 0)
+    }
+
+    /// A session running as `scope` at `depth` below the root (a task session when above 0).
+    pub(crate) fn new_task(
+        harness: Arc<HarnessShared>,
+        key: SessionKey,
+        log: SessionLog,
+        scope: Arc<AgentScope>,
+        depth: u32,
+    ) -> Self {
         Self {
             harness,
             key,
@@ -157,7 +188,25 @@ impl SessionShared {
                     .map(|stored| stored.record)
                     .collect(),
             }),
+            default_role: std::sync::Mutex::new(scope.role.clone()),
+            scope,
+            depth,
         }
+    }
+
+    /// The role of calls that name none.
+    pub(crate) fn default_role(&self) -> Option<String> {
+        self.default_role.lock().map_or(None, |role| role.clone())
+    }
+
+    /// The overlay of a model call naming `call_role` (or none) and running `skill` (or none).
+    fn overlay(
+        &self,
+        call_role: Option<&str>,
+        skill: Option<Arc<crate::config::Skill>>,
+    ) -> Result<CallOverlay> {
+        let role = call_role.map(str::to_owned).or_else(|| self.default_role());
+        CallOverlay::resolve(&self.harness.roles, role, skill)
     }
 
     /// Claims the session for one operation: the single place that enforces exclusivity.
@@ -254,8 +303,75 @@ impl Session {
         self.spawn_operation(
             OperationKind::Prompt,
             options.cancel.clone(),
-            move |shared, ctx| agent_loop::run(shared, message, options, ctx),
+            move |shared, ctx| async move {
+                let overlay = shared.overlay(options.role.as_deref(), None)?;
+                agent_loop::run(shared, message, options, overlay, ctx).await
+            },
         )
+    }
+
+    /// Runs the skill `name`: records a user message naming it and its arguments, and puts the
+    /// skill's instructions into the system prompt of this call only. An unknown name fails
+    /// with [`FlueError::SkillNotRegistered`], listing the session's skills.
+    pub fn skill(&self, name: &str, options: SkillOptions) -> CallHandle<PromptResponse> {
+        let name = name.to_owned();
+        let outer_cancel = options.cancel.clone();
+        self.spawn_operation(
+            OperationKind::Skill,
+            outer_cancel,
+            move |shared, ctx| async move {
+                let found = shared.scope.skills.get(&name)?;
+                let (args, options) = options.into_parts();
+                let message = skill::skill_message(&found, &args, &options.images);
+                let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
+                agent_loop::run(shared, message, options, overlay, ctx).await
+            },
+        )
+    }
+
+    /// Delegates `text` to a detached child session `task:<name>:<uuid>` with a fresh history
+    /// in the same sandbox, and returns its final answer. See [`TaskOptions`] for the subagent,
+    /// and the crate docs for what a subagent inherits. Fails with
+    /// [`FlueError::SubagentNotDeclared`] or [`FlueError::DelegationDepthExceeded`] before
+    /// anything is created. The child's transcript stays in the store, named after this
+    /// session; aborting this call aborts the child.
+    pub fn task(&self, text: &str, options: TaskOptions) -> CallHandle<PromptResponse> {
+        let text = text.to_owned();
+        let outer_cancel = options.cancel.clone();
+        self.spawn_operation(
+            OperationKind::Task,
+            outer_cancel,
+            move |shared, ctx| async move {
+                let inherited = Inherited::from_scope(&shared.scope);
+                let outcome =
+                    task::run_task(&shared, &text, options, &inherited, &ctx.cancel, &ctx.sink)
+                        .await?;
+                Ok((outcome.response, outcome.usage))
+            },
+        )
+    }
+
+    /// Sets the role of this session's calls that name none (`None`: no role). Kept in memory
+    /// for every handle of this session in this process; never persisted. An unknown role is
+    /// [`FlueError::UnknownRole`].
+    pub fn set_role(&self, role: Option<&str>) -> Result<()> {
+        if let Some(role) = role {
+            self.shared.harness.roles.get(role)?;
+        }
+        let mut default_role =
+            self.shared
+                .default_role
+                .lock()
+                .map_err(|_| FlueError::RuntimeStopped {
+                    message: "a session's role lock was poisoned by a panic".into(),
+                })?;
+        *default_role = role.map(str::to_owned);
+        Ok(())
+    }
+
+    /// The role of this session's calls that name none.
+    pub fn role(&self) -> Option<String> {
+        self.shared.default_role()
     }
 
     /// Runs a command in the sandbox and records the exchange in the conversation (the names
@@ -309,6 +425,7 @@ impl Session {
         let _guard = self.shared.begin()?;
         self.shared.deleted.store(true, Ordering::Release);
         self.shared.harness.forget_session(&self.shared.key.session);
+        task::delete_task_sessions(&self.shared.harness, &self.shared.key.session).await?;
         self.shared.harness.store.delete(&self.shared.key).await
     }
 

@@ -6,7 +6,7 @@ use flue_core::{
 };
 use pretty_assertions::assert_eq;
 
-use crate::support::load;
+use crate::support::{load, skill_md};
 
 /// The comparable parts of an [`AgentConfig`] (it holds tools, which have no `PartialEq`).
 #[derive(Debug, PartialEq)]
@@ -125,7 +125,7 @@ fn the_agents_own_settings_win_over_defaults() {
             "agents/a.md",
             "---\nmodel: anthropic/claude-sonnet-4-6\nthinking: high\ncompaction: false\ndurability: { max_attempts: 2 }\nmax_turns: 9\nskills: [style]\n---\n",
         ),
-        (".agents/skills/style.md", "Style."),
+        (".agents/skills/style.md", &skill_md("style")),
     ]);
     check_config(
         &workspace,
@@ -163,7 +163,7 @@ fn subagents_become_profiles_recursively() {
         ),
         (
             "agents/reviewer.md",
-            "---\ndescription: Reviews\nmodel: anthropic/claude-sonnet-4-6\nthinking: high\ncompaction: { keep_recent_tokens: 100 }\ndurability: { max_attempts: 2 }\nsubagents: [checker]\n---\nReview.",
+            "---\ndescription: Reviews\nmodel: anthropic/claude-sonnet-4-6\nthinking: high\ncompaction: { keep_recent_tokens: 100 }\nsubagents: [checker]\n---\nReview.",
         ),
         ("agents/writer.md", "---\ndescription: Writes\n---\nWrite."),
         ("agents/checker.md", "---\ndescription: Checks\n---\nCheck."),
@@ -194,7 +194,7 @@ fn subagents_become_profiles_recursively() {
             keep_recent_tokens: Some(100),
             model: None,
         })),
-        // Durability is never set on subagent profiles.
+        // Durability is never set on subagent profiles (loading rejects it on subagents).
         durability: None,
     };
     let writer = ProfileSummary {
@@ -259,5 +259,66 @@ fn an_unknown_agent_is_an_invalid_config_error() {
     assert_eq!(
         error.to_string(),
         "unknown agent `b`: there is no agents/b.md (known agents: a)"
+    );
+}
+
+#[test]
+fn skills_and_roles_reach_the_runtime() {
+    let workspace = load(&[
+        ("flue.toml", "[defaults]\nmodel = \"x/y\"\n"),
+        (
+            "agents/lead.md",
+            "---\nmodel: x/y\nrole: editor\nskills: [triage]\nsubagents: [security]\n---\nLead.",
+        ),
+        (
+            "agents/security.md",
+            "---\nskills: [audit]\nrole: critic\n---\nAudit.",
+        ),
+        (".agents/skills/triage.md", &skill_md("triage")),
+        (".agents/skills/audit/SKILL.md", &skill_md("audit")),
+        (".agents/skills/audit/owasp.md", "Top ten."),
+        (
+            ".agents/roles/editor.md",
+            "---\ndescription: Edits\n---\nEdit.",
+        ),
+        (
+            ".agents/roles/critic.md",
+            "---\ndescription: Critiques\n---\nCritique.",
+        ),
+    ]);
+    let config = workspace.agent_config("lead").unwrap();
+    // A root agent registers no skills: it runs with every workspace skill.
+    assert_eq!(
+        (config.role.as_deref(), config.skills.len()),
+        (Some("editor"), 0)
+    );
+    let security = &config.subagents[0];
+    assert_eq!(security.role.as_deref(), Some("critic"));
+    // A subagent is self-contained: exactly the skills it lists, with body and resources.
+    assert_eq!(
+        security.skills,
+        vec![
+            flue_core::Skill::new("audit", "The audit skill")
+                .with_body("Do audit.")
+                .with_resource("owasp.md", b"Top ten.".to_vec())
+        ]
+    );
+    let skills: Vec<String> = workspace
+        .harness_skills()
+        .into_iter()
+        .map(|skill| skill.name)
+        .collect();
+    assert_eq!(skills, ["audit", "triage"]);
+    let roles: Vec<(String, String)> = workspace
+        .harness_roles()
+        .into_iter()
+        .map(|role| (role.name, role.instructions))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("critic".to_owned(), "Critique.".to_owned()),
+            ("editor".to_owned(), "Edit.".to_owned())
+        ]
     );
 }

@@ -2,11 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use flue_build::{AgentFile, Defaults, Diagnostic, SandboxKind, Workspace, WorkspaceConfig};
+use flue_build::{
+    AgentFile, Defaults, Diagnostic, SandboxKind, SkillFile, Workspace, WorkspaceConfig,
+};
 use flue_core::{Compaction, CompactionConfig, DurabilityConfig, ThinkingLevel};
 use pretty_assertions::assert_eq;
 
-use crate::support::{MODEL, agent, at, load, workspace, write_files};
+use crate::support::{MODEL, agent, at, load, skill_md, workspace, write_files};
 
 const REVIEWER: &str = "\
 ---
@@ -45,8 +47,15 @@ fn a_valid_workspace_loads_every_file() {
             "agents/nested/deep.md",
             "---\nbroken: [\n---\nnot discovered",
         ),
-        (".agents/skills/code-review.md", "Review code."),
-        (".agents/skills/security-audit/SKILL.md", "Audit."),
+        (
+            ".agents/skills/code-review.md",
+            "---\nname: code-review\ndescription: Reviews code\n---\nReview code.",
+        ),
+        (
+            ".agents/skills/security-audit/SKILL.md",
+            "---\nname: security-audit\ndescription: Audits security\n---\nAudit.",
+        ),
+        (".agents/skills/security-audit/owasp.md", "Top ten."),
     ]);
     let expected = Workspace {
         root: "/workspace".into(),
@@ -91,6 +100,30 @@ fn a_valid_workspace_loads_every_file() {
                 },
             ),
         ]),
+        skills: BTreeMap::from([
+            (
+                "code-review".to_owned(),
+                SkillFile {
+                    name: "code-review".to_owned(),
+                    path: ".agents/skills/code-review.md".to_owned(),
+                    description: "Reviews code".to_owned(),
+                    body: "Review code.".to_owned(),
+                    ..SkillFile::default()
+                },
+            ),
+            (
+                "security-audit".to_owned(),
+                SkillFile {
+                    name: "security-audit".to_owned(),
+                    path: ".agents/skills/security-audit/SKILL.md".to_owned(),
+                    description: "Audits security".to_owned(),
+                    body: "Audit.".to_owned(),
+                    resources: BTreeMap::from([("owasp.md".to_owned(), b"Top ten.".to_vec())]),
+                    ..SkillFile::default()
+                },
+            ),
+        ]),
+        roles: BTreeMap::new(),
     };
     assert_eq!(workspace, expected);
 }
@@ -103,6 +136,8 @@ fn an_empty_folder_is_an_empty_workspace() {
         config: WorkspaceConfig::default(),
         context: None,
         agents: BTreeMap::new(),
+        skills: BTreeMap::new(),
+        roles: BTreeMap::new(),
     };
     assert_eq!(workspace, expected);
 }
@@ -147,7 +182,7 @@ fn an_agent_file_outside_the_workspace_is_checked_against_it() {
             "agents/security.md",
             "---\ndescription: Finds vulnerabilities\n---\nLook.",
         ),
-        (".agents/skills/code-review.md", "Review code."),
+        (".agents/skills/code-review.md", &skill_md("code-review")),
     ]);
     let elsewhere = workspace(&[(
         "scratch/reviewer.md",

@@ -7,6 +7,7 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod agent_config;
+mod bundle;
 mod diagnostics;
 mod fields;
 mod flue_toml;
@@ -14,4 +15,6 @@ mod frontmatter;
 mod load;
 mod mcp;
 mod references;
+mod roles;
+mod skills;
 mod support;

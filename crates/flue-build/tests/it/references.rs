@@ -2,7 +2,7 @@
 
 use flue_build::Diagnostic;
 
-use crate::support::{at, check_diagnostics, load};
+use crate::support::{at, check_diagnostics, load, skill_md};
 
 const NO_MODEL: &str = "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml";
 
@@ -108,8 +108,11 @@ fn a_missing_skill_is_reported() {
                 "agents/a.md",
                 "---\nmodel: x/y\nskills: [code-review, security-audit, triage]\n---\nA.",
             ),
-            (".agents/skills/code-review.md", "Review."),
-            (".agents/skills/security-audit/SKILL.md", "Audit."),
+            (".agents/skills/code-review.md", &skill_md("code-review")),
+            (
+                ".agents/skills/security-audit/SKILL.md",
+                &skill_md("security-audit"),
+            ),
             (
                 ".agents/skills/triage/README.md",
                 "A folder without SKILL.md is not a skill.",
@@ -217,5 +220,36 @@ fn a_broken_agent_still_exists_for_references() {
                 "frontmatter is not closed: add a `---` line after the last key",
             ),
         ],
+    );
+}
+
+#[test]
+fn durability_on_an_agent_used_as_a_subagent_is_rejected() {
+    check_diagnostics(
+        &[
+            (
+                "agents/lead.md",
+                "---\nmodel: x/y\nsubagents: [worker]\n---\nLead.",
+            ),
+            (
+                "agents/other.md",
+                "---\nmodel: x/y\nsubagents: [worker]\n---\nOther.",
+            ),
+            (
+                "agents/worker.md",
+                "---\nmodel: x/y\ndurability: { max_attempts: 2 }\n---\nWork.",
+            ),
+            // Durability on a root-only agent is fine.
+            (
+                "agents/solo.md",
+                "---\nmodel: x/y\ndurability: { max_attempts: 2 }\n---\nSolo.",
+            ),
+        ],
+        &[at(
+            "agents/worker.md",
+            3,
+            "`durability` is not allowed on an agent used as a subagent (`lead` lists it in \
+             `subagents`): remove it",
+        )],
     );
 }

@@ -67,3 +67,13 @@ pub fn agent(name: &str) -> AgentFile {
 pub fn at(path: &str, line: usize, message: &str) -> Diagnostic {
     Diagnostic::at(path, line, message)
 }
+
+/// A valid skill file for the skill `name`.
+pub fn skill_md(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: The {name} skill\n---\nDo {name}.\n")
+}
+
+/// A diagnostic about the whole file at `path`.
+pub fn file(path: &str, message: &str) -> Diagnostic {
+    Diagnostic::file(path, message)
+}

@@ -7,6 +7,8 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod audit_trash;
+mod build;
+mod delegation;
 mod mcp;
 mod run;
 mod session_show;
@@ -35,10 +37,18 @@ impl Workspace {
 
     /// A copy of examples/hello-world.
     pub fn hello_world() -> Self {
-        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello-world");
+        Self::example("hello-world")
+    }
+
+    /// A copy of examples/<name>, without any stored conversations or build output.
+    pub fn example(name: &str) -> Self {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples")
+            .join(name);
         let workspace = Self::new(&[]);
         copy_dir(&example, workspace.root());
         let _ = std::fs::remove_dir_all(workspace.root().join(".flue"));
+        let _ = std::fs::remove_dir_all(workspace.root().join("dist"));
         workspace
     }
 

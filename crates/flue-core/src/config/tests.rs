@@ -15,11 +15,7 @@ fn tool(name: &str) -> ToolDefinition {
 }
 
 fn skill(name: &str) -> Skill {
-    Skill {
-        name: name.into(),
-        description: "A skill.".into(),
-        body: None,
-    }
+    Skill::new(name, "A skill.")
 }
 
 fn tool_names(agent: &ResolvedAgent) -> Vec<&str> {

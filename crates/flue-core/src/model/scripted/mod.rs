@@ -89,6 +89,14 @@ impl ScriptedProvider {
         }
     }
 
+    /// Registers the script of `model` from its source text, so it is never read from a file
+    /// (a bundle carries its scripts this way). Fails with [`FlueError::Script`] when the
+    /// script is invalid; a script already loaded for `model` is kept.
+    pub fn with_script(self, model: &str, source: &str) -> Result<Self> {
+        self.remember(model, Script::parse(model, source)?);
+        Ok(self)
+    }
+
     /// The script for `model`, read and validated on first use.
     async fn script(&self, model: &str) -> Result<Arc<Script>> {
         if let Some(script) = self.cached(model) {

@@ -1,0 +1,344 @@
+//! Skills under `.agents/skills/`: the Agent Skills frontmatter rules and resource files.
+//!
+//! A skill is a flat file `.agents/skills/<name>.md` or a folder `.agents/skills/<name>/` with
+//! a `SKILL.md` and any resource files next to it. Its frontmatter follows the Agent Skills
+//! convention: `name` (required, at most 64 characters of `a-z`, `0-9` and `-`, no leading,
+//! trailing or double hyphen, equal to the folder name or file stem), `description` (required,
+//! at most 1024 characters), and optional `license`, `compatibility` (at most 500 characters),
+//! `metadata` (a map of strings) and `allowed-tools`. Resource files are read with the skill;
+//! symbolic links and sensitive files (private keys, `.env` files, credentials) are refused.
+
+use std::collections::BTreeMap;
+
+use gray_matter::Pod;
+
+use crate::diagnostic::Diagnostic;
+use crate::fields::{self, Report, describe};
+use crate::frontmatter;
+use crate::source::{Source, join};
+
+/// A skill as declared by its files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SkillFile {
+    /// The skill's name (its folder name, or its file stem).
+    pub name: String,
+    /// `SKILL.md` or the flat file, relative to the workspace root with `/` separators.
+    pub path: String,
+    /// `description`: what the skill does and when to use it.
+    pub description: String,
+    /// `license`, when given.
+    pub license: Option<String>,
+    /// `compatibility`: environment requirements, when given.
+    pub compatibility: Option<String>,
+    /// `metadata`: extra string properties.
+    pub metadata: BTreeMap<String, String>,
+    /// `allowed-tools`: tools the skill expects to use (informational).
+    pub allowed_tools: Vec<String>,
+    /// The instructions: the markdown body.
+    pub body: String,
+    /// Resource files of a folder skill, by path relative to the folder (`/` separators).
+    pub resources: BTreeMap<String, Vec<u8>>,
+}
+
+impl SkillFile {
+    /// The flue-core skill: name, description, body and resources.
+    pub fn to_skill(&self) -> flue_core::Skill {
+        let mut skill = flue_core::Skill::new(&self.name, &self.description);
+        if !self.body.is_empty() {
+            skill = skill.with_body(&self.body);
+        }
+        skill.resources.clone_from(&self.resources);
+        skill
+    }
+}
+
+/// The frontmatter keys a skill may use.
+pub(crate) const SKILL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "license",
+    "compatibility",
+    "metadata",
+    "allowed-tools",
+];
+
+const MAX_NAME_CHARS: usize = 64;
+const MAX_DESCRIPTION_CHARS: usize = 1024;
+const MAX_COMPATIBILITY_CHARS: usize = 500;
+
+/// Which form a skill takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Form {
+    /// `<name>.md`.
+    Flat,
+    /// `<name>/SKILL.md`.
+    Folder,
+}
+
+/// Checks a skill name against the Agent Skills rules; the error says what is wrong.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    let problem = if name.is_empty() {
+        "is empty"
+    } else if name.chars().count() > MAX_NAME_CHARS {
+        "is longer than 64 characters"
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        "may only contain lowercase letters a-z, digits and `-`"
+    } else if name.starts_with('-') || name.ends_with('-') {
+        "must not start or end with `-`"
+    } else if name.contains("--") {
+        "must not contain `--`"
+    } else {
+        return Ok(());
+    };
+    Err(problem.to_owned())
+}
+
+/// Reads and checks the skill `name` in `form` at `path` (its markdown file), with its
+/// resources when it is a folder. Returns `None` after reporting when anything is wrong.
+pub(crate) fn load(
+    source: &dyn Source,
+    name: &str,
+    form: Form,
+    path: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<SkillFile> {
+    let before = diagnostics.len();
+    if let Err(problem) = check_name(name) {
+        let what = match form {
+            Form::Flat => "file",
+            Form::Folder => "folder",
+        };
+        diagnostics.push(Diagnostic::file(
+            path,
+            format!("invalid skill name `{name}`: it {problem}; rename the {what}"),
+        ));
+    }
+    let text = crate::workspace::read_text(source, path, diagnostics)?;
+    let resources = match form {
+        Form::Flat => BTreeMap::new(),
+        Form::Folder => {
+            let folder = path.strip_suffix("/SKILL.md").unwrap_or(path);
+            let mut resources = BTreeMap::new();
+            collect_resources(source, folder, "", &mut resources, diagnostics);
+            resources
+        }
+    };
+    let skill = parse(name, form, path, &text, resources, diagnostics)?;
+    (diagnostics.len() == before).then_some(skill)
+}
+
+fn parse(
+    name: &str,
+    form: Form,
+    path: &str,
+    text: &str,
+    resources: BTreeMap<String, Vec<u8>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<SkillFile> {
+    if text.trim().is_empty() {
+        diagnostics.push(Diagnostic::file(
+            path,
+            format!(
+                "skill file is empty: add frontmatter with `name: {name}` and a `description`, \
+                 then the instructions"
+            ),
+        ));
+        return None;
+    }
+    let document = frontmatter::parse(path, text, diagnostics)?;
+    let mut skill = SkillFile {
+        name: name.to_owned(),
+        path: path.to_owned(),
+        body: document.body,
+        resources,
+        ..SkillFile::default()
+    };
+    let mut report = Report::new(path, &document.lines, diagnostics);
+    let mut declared_name = None;
+    let mut description = None;
+    for (key, value) in &document.fields {
+        let keys = [key.as_str()];
+        match key.as_str() {
+            "name" => declared_name = report.check(&keys, fields::string(key, value)),
+            "description" => {
+                description = report.check(&keys, bounded(key, value, MAX_DESCRIPTION_CHARS));
+            }
+            "license" => skill.license = report.check(&keys, fields::string(key, value)),
+            "compatibility" => {
+                skill.compatibility =
+                    report.check(&keys, bounded(key, value, MAX_COMPATIBILITY_CHARS));
+            }
+            "metadata" => {
+                skill.metadata = report
+                    .check(&keys, fields::string_map(key, value))
+                    .unwrap_or_default();
+            }
+            "allowed-tools" => {
+                skill.allowed_tools = report
+                    .check(&keys, allowed_tools(value))
+                    .unwrap_or_default();
+            }
+            _ => report.unknown_key(&keys, "", SKILL_KEYS),
+        }
+    }
+    if let Some(declared) = declared_name
+        && declared != name
+    {
+        let actual = match form {
+            Form::Flat => format!("the file is `{name}.md`"),
+            Form::Folder => format!("the folder is `{name}`"),
+        };
+        report.error(
+            &["name"],
+            format!("`name` is `{declared}` but {actual}: they must match; rename one"),
+        );
+    }
+    let declares = |key: &str| document.fields.iter().any(|(field, _)| field == key);
+    if !declares("name") {
+        diagnostics.push(Diagnostic::at(
+            path,
+            1,
+            format!("missing `name`: add `name: {name}` to the frontmatter"),
+        ));
+    }
+    if !declares("description") {
+        diagnostics.push(Diagnostic::at(
+            path,
+            1,
+            "missing `description`: add one line saying what the skill does and when to use it",
+        ));
+    }
+    skill.description = description.unwrap_or_default();
+    Some(skill)
+}
+
+/// A non-empty string of at most `max` characters.
+fn bounded(key: &str, pod: &Pod, max: usize) -> Result<String, String> {
+    let text = fields::string(key, pod)?;
+    let n_chars = text.chars().count();
+    if text.trim().is_empty() {
+        return Err(format!("`{key}` must not be empty"));
+    }
+    if n_chars > max {
+        return Err(format!(
+            "`{key}` is {n_chars} characters long; at most {max} are allowed"
+        ));
+    }
+    Ok(text)
+}
+
+/// `allowed-tools`: a space-separated string (the Agent Skills form) or a list of strings.
+fn allowed_tools(pod: &Pod) -> Result<Vec<String>, String> {
+    match pod {
+        Pod::String(text) => Ok(text.split_whitespace().map(str::to_owned).collect()),
+        Pod::Array(_) => fields::string_list("allowed-tools", pod),
+        other => Err(format!(
+            "`allowed-tools` must be a space-separated string or a list of tool names, got {}",
+            describe(other)
+        )),
+    }
+}
+
+/// Reads every file under the skill folder `folder` (except its `SKILL.md`) into `resources`,
+/// refusing symbolic links and sensitive files.
+fn collect_resources(
+    source: &dyn Source,
+    folder: &str,
+    within: &str,
+    resources: &mut BTreeMap<String, Vec<u8>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let dir = join(folder, within);
+    let names = match source.list(&dir) {
+        Ok(names) => names,
+        Err(error) => {
+            diagnostics.push(Diagnostic::file(
+                &dir,
+                format!("cannot read folder: {error}"),
+            ));
+            return;
+        }
+    };
+    for name in names {
+        let inner = join(within, &name);
+        let full = join(folder, &inner);
+        if inner == "SKILL.md" {
+            continue;
+        }
+        if source.is_symlink(&full) {
+            diagnostics.push(Diagnostic::file(
+                &full,
+                "skill resources may not be symbolic links: copy the file into the skill folder \
+                 instead",
+            ));
+            continue;
+        }
+        if source.is_dir(&full) {
+            collect_resources(source, folder, &inner, resources, diagnostics);
+            continue;
+        }
+        if let Some(reason) = sensitive_name(&name) {
+            diagnostics.push(refused(&full, reason));
+            continue;
+        }
+        match source.read(&full) {
+            Ok(bytes) if holds_private_key(&bytes) => {
+                diagnostics.push(refused(&full, "it holds a private key"));
+            }
+            Ok(bytes) => {
+                resources.insert(inner, bytes);
+            }
+            Err(error) => {
+                diagnostics.push(Diagnostic::file(
+                    &full,
+                    format!("cannot read file: {error}"),
+                ));
+            }
+        }
+    }
+}
+
+fn refused(path: &str, reason: &str) -> Diagnostic {
+    Diagnostic::file(
+        path,
+        format!(
+            "refusing to include this file in a skill: {reason}; remove it from the skill folder \
+             (secrets belong in the environment, not in skills)"
+        ),
+    )
+}
+
+/// Why a file name looks like it holds secrets, if it does.
+fn sensitive_name(name: &str) -> Option<&'static str> {
+    let lower = name.to_ascii_lowercase();
+    const KEY_FILES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
+    const KEY_EXTENSIONS: &[&str] = &[".pem", ".key", ".p12", ".pfx", ".jks", ".keystore"];
+    const CREDENTIAL_FILES: &[&str] = &[
+        ".netrc",
+        ".pgpass",
+        ".git-credentials",
+        ".npmrc",
+        ".pypirc",
+        ".htpasswd",
+    ];
+    if lower == ".env" || lower.starts_with(".env.") {
+        Some("`.env` files hold secrets")
+    } else if KEY_FILES.contains(&lower.as_str())
+        || KEY_EXTENSIONS.iter().any(|ext| lower.ends_with(ext))
+    {
+        Some("it looks like a private key or certificate store")
+    } else if CREDENTIAL_FILES.contains(&lower.as_str()) || lower.starts_with("credentials") {
+        Some("it looks like a credentials file")
+    } else {
+        None
+    }
+}
+
+/// Whether `bytes` hold a PEM or OpenSSH private key.
+fn holds_private_key(bytes: &[u8]) -> bool {
+    let needle = b"PRIVATE KEY-----";
+    bytes.windows(needle.len()).any(|window| window == needle)
+}

@@ -1,0 +1,81 @@
+//! Unit tests of what a task's session inherits from its parent.
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::config::{AgentConfig, AgentProfile, Compaction, CompactionConfig};
+
+fn parent_scope() -> AgentScope {
+    let agent = AgentConfig::new()
+        .with_model("p/parent")
+        .with_thinking(ThinkingLevel::High)
+        .with_compaction(Compaction::Disabled)
+        .with_role("lead")
+        .with_subagent(AgentProfile::new("plain"))
+        .with_subagent(
+            AgentProfile::new("own")
+                .with_compaction(Compaction::Enabled(CompactionConfig {
+                    keep_recent_tokens: Some(10),
+                    ..CompactionConfig::default()
+                }))
+                .with_role("critic"),
+        )
+        .resolve()
+        .unwrap();
+    AgentScope::root(&agent, &[], "/w".into()).unwrap()
+}
+
+fn inherited() -> Inherited {
+    Inherited {
+        model: Some("p/call".into()),
+        thinking: ThinkingLevel::Minimal,
+    }
+}
+
+#[test]
+fn a_subagent_inherits_compaction_unless_it_sets_its_own() {
+    let parent = parent_scope();
+    let plain = child_scope(&parent, Some("plain"), &inherited(), "/w/x".into()).unwrap();
+    assert_eq!(
+        (
+            plain.compaction,
+            plain.model,
+            plain.thinking,
+            plain.role,
+            plain.cwd
+        ),
+        (
+            Compaction::Disabled,
+            Some("p/call".to_owned()),
+            ThinkingLevel::Minimal,
+            None,
+            "/w/x".to_owned()
+        )
+    );
+    let own = child_scope(&parent, Some("own"), &inherited(), "/w".into()).unwrap();
+    assert_eq!(
+        (own.compaction, own.role),
+        (
+            Compaction::Enabled(CompactionConfig {
+                keep_recent_tokens: Some(10),
+                ..CompactionConfig::default()
+            }),
+            Some("critic".to_owned())
+        )
+    );
+}
+
+#[test]
+fn without_a_subagent_the_parents_scope_is_kept_with_the_callers_model() {
+    let parent = parent_scope();
+    let same = child_scope(&parent, None, &inherited(), "/w".into()).unwrap();
+    assert_eq!(
+        (same.subagent_names(), same.model, same.thinking, same.role),
+        (
+            vec!["plain".to_owned(), "own".to_owned()],
+            Some("p/call".to_owned()),
+            ThinkingLevel::Minimal,
+            Some("lead".to_owned())
+        )
+    );
+}
