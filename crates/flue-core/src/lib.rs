@@ -9,7 +9,9 @@
 //! - configuration: [`AgentConfig`], [`AgentProfile`], [`ResolvedAgent`]
 //! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptOptions`], [`PromptResponse`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
-//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SessionStore`]
+//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SandboxFactory`],
+//!   [`SessionStore`]
+//! - sandboxes: [`VirtualSandbox`] (the default: in memory, no processes), [`LocalSandbox`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 
 mod agent_loop;
@@ -45,8 +47,9 @@ pub use record::{
     UserMessage,
 };
 pub use sandbox::{
-    ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox, ShellResult,
-    TIMEOUT_EXIT_CODE, normalize_path,
+    CommandLauncher, ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox,
+    SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
+    VirtualSandboxBuilder, normalize_path,
 };
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use store::{MemoryStore, SessionKey, SessionLog, SessionStore, SessionSummary, SqliteStore};

@@ -6,7 +6,9 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod sandbox_contract;
 mod sandbox_local;
+mod sandbox_virtual;
 mod scripted;
 mod session;
 mod store_contract;
