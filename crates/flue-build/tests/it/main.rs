@@ -14,4 +14,5 @@ mod frontmatter;
 mod load;
 mod mcp;
 mod references;
+mod sandbox;
 mod support;
