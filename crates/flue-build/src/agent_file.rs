@@ -169,7 +169,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "tools" => file.tools = report.check(&keys, tools(value)).unwrap_or_default(),
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {
-            (file.sandbox, file.sandbox_options) = sandbox::parse_frontmatter(value, report)
+            (file.sandbox, file.sandbox_options) = sandbox::parse_frontmatter(value, report);
         }
         "compaction" => file.compaction = compaction(value, report),
         "durability" => file.durability = durability(value, report),
