@@ -78,6 +78,15 @@ impl SandboxKind {
     }
 }
 
+impl std::str::FromStr for SandboxKind {
+    type Err = String;
+
+    /// Parses the frontmatter spelling; the error lists the kinds.
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        fields::one_of_str(word, "sandbox", SANDBOXES)
+    }
+}
+
 impl std::fmt::Display for SandboxKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use flue_build::SandboxKind;
 
 /// Flue: an agent harness. Agents are markdown files; `flue` runs them.
 #[derive(Debug, Parser)]
@@ -48,6 +49,10 @@ pub(crate) struct RunArgs {
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
+    /// Sandbox kind, overriding the agent's and flue.toml's: virtual, local, isolated or
+    /// daytona.
+    #[arg(long, value_name = "KIND")]
+    pub(crate) sandbox: Option<SandboxKind>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@ mod args;
 mod dotenv;
 mod render;
 mod run;
+mod sandbox;
 mod session_show;
 mod workspace;
 

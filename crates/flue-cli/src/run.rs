@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_build::{Diagnostics, SandboxKind, Workspace};
+use flue_build::{Diagnostics, SandboxSettings, Workspace};
 use flue_core::{
-    DEFAULT_SESSION, ErrorInfo, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
+    DEFAULT_SESSION, ErrorInfo, FlueError, Harness, PromptOptions, PromptResponse,
     ProviderRegistry, ScriptedProvider, Session, SessionStore, Usage, new_ulid,
 };
 use serde::Serialize;
@@ -14,6 +14,7 @@ use crate::Exit;
 use crate::args::RunArgs;
 use crate::dotenv::EnvVars;
 use crate::render;
+use crate::sandbox::{self, OpenSandbox};
 use crate::workspace::{open_store, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
@@ -38,12 +39,6 @@ pub(crate) enum SetupError {
     /// Workspace validation failed.
     #[error("{0}")]
     Diagnostics(Diagnostics),
-    /// The agent asks for a sandbox this build cannot provide yet.
-    #[error(
-        "agent {agent:?} asks for `sandbox: {kind}`, which this version of flue does not provide \
-         yet; use `sandbox: local` (or omit it) to run in the workspace directory"
-    )]
-    SandboxUnavailable { agent: String, kind: SandboxKind },
     /// A runtime error.
     #[error(transparent)]
     Core(#[from] FlueError),
@@ -57,7 +52,6 @@ impl SetupError {
             Self::ConversationExists { .. } => "conversation_exists",
             Self::EnvFile(_) => "invalid_env_file",
             Self::Diagnostics(_) => "invalid_config",
-            Self::SandboxUnavailable { .. } => "sandbox_unavailable",
             Self::Core(err) => err.kind(),
         }
     }
@@ -120,6 +114,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
+    prepared.sandbox.close().await;
     match result {
         Ok(response) => {
             envelope.outcome = "completed";
@@ -158,6 +153,7 @@ struct Prepared {
     id: String,
     agent: String,
     session: Session,
+    sandbox: OpenSandbox,
 }
 
 /// Loads the workspace and opens the conversation: everything that can fail before a model
@@ -206,16 +202,13 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             root: root.display().to_string(),
         });
     };
-    // Until the virtual, isolated and Daytona sandboxes land, agents run in the workspace
-    // directory through the local sandbox; asking for another kind is an error, not a surprise.
-    match agent_file.sandbox {
-        None | Some(SandboxKind::Local) => {}
-        Some(kind) => {
-            return Err(SetupError::SandboxUnavailable {
-                agent: agent_name,
-                kind,
-            });
-        }
+    let mut sandbox_settings = SandboxSettings::resolve(
+        workspace.config.sandbox.as_ref(),
+        agent_file.sandbox,
+        &agent_file.sandbox_options,
+    );
+    if let Some(kind) = args.sandbox {
+        sandbox_settings = sandbox_settings.with_kind(kind);
     }
     let mut config = workspace.agent_config(&agent_name)?;
     if let Some(model) = &args.model {
@@ -232,14 +225,26 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         }
         None => new_ulid(),
     };
-    let harness = Harness::builder(config)
-        .with_instance_id(id.clone())
-        .with_store(store)
-        .with_providers(providers(&root, &env))
-        .with_sandbox(Arc::new(LocalSandbox::new(&root)?))
-        .build()
-        .await?;
-    let session = harness.session(DEFAULT_SESSION).await?;
+    let sandbox = sandbox::open(&sandbox_settings, &root, &env).await?;
+    let opened = async {
+        let harness = Harness::builder(config)
+            .with_instance_id(id.clone())
+            .with_store(store)
+            .with_providers(providers(&root, &env))
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
+            .with_workspace_context(workspace.context.clone())
+            .build()
+            .await?;
+        harness.session(DEFAULT_SESSION).await
+    }
+    .await;
+    let session = match opened {
+        Ok(session) => session,
+        Err(err) => {
+            sandbox.close().await;
+            return Err(err.into());
+        }
+    };
     if args.id.is_none() {
         eprintln!("conversation id: {id}");
     }
@@ -247,6 +252,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         id,
         agent: agent_name,
         session,
+        sandbox,
     })
 }
 

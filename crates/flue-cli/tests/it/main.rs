@@ -7,6 +7,7 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod run;
+mod sandbox;
 mod session_show;
 
 use std::path::{Path, PathBuf};

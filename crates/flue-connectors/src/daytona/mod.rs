@@ -321,7 +321,7 @@ impl DaytonaSandbox {
     }
 
     /// Deletes the sandbox when [`DaytonaSandbox::connect`] created it; leaves a reused one.
-    pub async fn cleanup(self) -> Result<()> {
+    pub async fn cleanup(&self) -> Result<()> {
         if self.created {
             self.delete().await?;
         }
