@@ -2,7 +2,7 @@
 //!
 //! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
 //! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
-//!   the in-process benchmarks of flue-core.
+//!   the in-process benchmarks of flue-core and the per-command latency of each sandbox.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -101,6 +101,11 @@ fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {
     cargo(
         root,
         &["bench", "-p", "flue-core", "--bench", "runtime"],
+        &[],
+    )?;
+    cargo(
+        root,
+        &["bench", "-p", "flue-connectors", "--bench", "sandboxes"],
         &[],
     )?;
     Ok(())

@@ -46,7 +46,8 @@ pub struct SandboxOptions {
     pub exclude: Option<Vec<String>>,
     /// `network` (isolated, daytona): whether commands may use the network (default off).
     pub network: Option<bool>,
-    /// `timeout_ms` (any kind): the time limit of commands that set none.
+    /// `timeout_ms` (any kind): the longest a command may run; commands that ask for less
+    /// (the `bash` tool's `timeout_ms`) get less.
     pub timeout_ms: Option<u64>,
     /// `snapshot` (daytona): the snapshot a new sandbox is created from.
     pub snapshot: Option<String>,

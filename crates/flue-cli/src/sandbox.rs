@@ -70,9 +70,9 @@ pub(crate) async fn open(
         _ => (Arc::new(virtual_sandbox(settings, root).await?), None),
     };
     let sandbox = match timeout {
-        Some(timeout) => Arc::new(DefaultTimeout {
+        Some(max_time) => Arc::new(MaxTime {
             inner: sandbox,
-            timeout,
+            max_time,
         }),
         None => sandbox,
     };
@@ -140,13 +140,13 @@ fn daytona_config(settings: &SandboxSettings, env: &EnvVars) -> Result<DaytonaCo
     Ok(config)
 }
 
-/// Gives commands that set no timeout the configured one.
-struct DefaultTimeout {
+/// Caps every command's time limit at `max_time` (`timeout_ms`); shorter ones stay.
+struct MaxTime {
     inner: Arc<dyn Sandbox>,
-    timeout: Duration,
+    max_time: Duration,
 }
 
-impl Sandbox for DefaultTimeout {
+impl Sandbox for MaxTime {
     fn cwd(&self) -> &str {
         self.inner.cwd()
     }
@@ -156,7 +156,11 @@ impl Sandbox for DefaultTimeout {
         command: &'a str,
         mut options: ExecOptions,
     ) -> BoxFuture<'a, Result<ShellResult>> {
-        options.timeout.get_or_insert(self.timeout);
+        options.timeout = Some(
+            options
+                .timeout
+                .map_or(self.max_time, |timeout| timeout.min(self.max_time)),
+        );
         self.inner.exec(command, options)
     }
 

@@ -7,21 +7,28 @@ use pretty_assertions::assert_eq;
 
 use crate::{Workspace, json, stderr, stdout};
 
-/// A script that runs one bash command and replies with what it printed.
-const SCRIPT: &str = r#"{
-  "rules": [
-    {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
-    {"reply": {"tool_calls": [{"name": "bash", "input": {"command": "ls -A; echo changed > notes.txt; cat notes.txt"}}]}}
-  ]
-}"#;
+/// The command the agent runs unless a test says otherwise.
+const COMMAND: &str = "ls -A; echo changed > notes.txt; cat notes.txt";
 
-/// A workspace with an agent `w` that runs the script's command, `notes.txt`, `.env` and
-/// a `.git/` directory; `frontmatter` is added to the agent's.
+/// A workspace with an agent `w` that runs [`COMMAND`], `notes.txt`, `.env` and a `.git/`
+/// directory; `frontmatter` is added to the agent's.
 fn workspace(frontmatter: &str) -> Workspace {
+    workspace_running(frontmatter, COMMAND)
+}
+
+/// A workspace whose agent runs `command` with bash and replies with what it printed.
+fn workspace_running(frontmatter: &str, command: &str) -> Workspace {
     let agent = format!("---\nmodel: scripted/s.json\ntools: [bash]\n{frontmatter}---\nRun it.\n");
+    let script = serde_json::json!({
+        "rules": [
+            {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
+            {"reply": {"tool_calls": [{"name": "bash", "input": {"command": command}}]}}
+        ]
+    })
+    .to_string();
     Workspace::new(&[
         ("agents/w.md", &agent),
-        ("s.json", SCRIPT),
+        ("s.json", &script),
         ("notes.txt", "original\n"),
         (".env", "SECRET_TOKEN=abc\n"),
         (".git/HEAD", "ref: refs/heads/main\n"),
@@ -104,6 +111,23 @@ fn a_seed_directory_and_exclusions_shape_the_copy() {
     assert!(output.status.success(), "{}", stderr(&output));
     // An explicit list replaces the default one (.git is copied), never the store or .env.
     assert_eq!(stdout(&output), ".git\nagents\ns.json\nchanged\n\n");
+}
+
+#[test]
+fn timeout_ms_caps_every_command() {
+    for kind in ["virtual", "local"] {
+        let ws = workspace_running(
+            &format!("sandbox: {{ kind: {kind}, timeout_ms: 300 }}\n"),
+            "sleep 30",
+        );
+        let output = run(&ws, &[], &[]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(
+            stdout(&output),
+            "[command timed out after 300 ms]\nexit code: 124\n",
+            "{kind}"
+        );
+    }
 }
 
 #[test]
