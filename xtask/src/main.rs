@@ -189,7 +189,10 @@ fn cargo(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()
 }
 
 fn workspace_root() -> anyhow::Result<PathBuf> {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // `cargo run` sets the variable at run time too; prefer it, so that a binary shared
+    // through one target directory by several checkouts still works on the one that ran it.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     manifest_dir
         .parent()
         .map(Path::to_path_buf)

@@ -88,7 +88,10 @@ async fn measure(name: &str, sandbox: &Arc<dyn Sandbox>, n: u32) {
     for idx in 0..n {
         let content = format!("note {idx}");
         let started = Instant::now();
-        sandbox.write_file("notes/n.txt", content.as_bytes()).await.unwrap();
+        sandbox
+            .write_file("notes/n.txt", content.as_bytes())
+            .await
+            .unwrap();
         let read = sandbox.read_file("notes/n.txt").await.unwrap();
         samples.push(started.elapsed());
         assert_eq!(read, content);
