@@ -83,8 +83,7 @@ async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<Virt
     let options = &settings.options;
     let mut limits = VirtualLimits::default();
     if let Some(timeout_ms) = options.timeout_ms {
-        let max_time = limits.max_time.max(Duration::from_millis(timeout_ms));
-        limits = limits.with_max_time(max_time);
+        limits = limits.with_max_time(Duration::from_millis(timeout_ms));
     }
     let mut builder = VirtualSandbox::builder().with_limits(limits);
     let seed = match &options.seed {

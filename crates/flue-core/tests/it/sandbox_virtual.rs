@@ -325,3 +325,23 @@ async fn a_harness_gets_one_sandbox_from_its_factory_or_a_virtual_one() {
         .unwrap();
     assert_eq!(res.stdout, "/workspace\n0\n");
 }
+
+#[tokio::test]
+async fn max_time_caps_a_longer_timeout() {
+    let sandbox = VirtualSandbox::builder()
+        .with_limits(VirtualLimits::default().with_max_time(Duration::from_millis(300)))
+        .build()
+        .await
+        .unwrap();
+    let res = sandbox
+        .exec(
+            "sleep 30",
+            ExecOptions::new().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (res.exit_code, res.stderr.as_str()),
+        (124, "[command timed out after 300 ms]")
+    );
+}

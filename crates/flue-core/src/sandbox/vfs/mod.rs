@@ -81,7 +81,8 @@ pub struct VirtualLimits {
     pub max_files: u64,
     /// Number of directories (default 10,000).
     pub max_dirs: u64,
-    /// Wall-clock limit of one `exec` when [`ExecOptions::timeout`] sets none (default 10 min).
+    /// Wall-clock limit of one `exec` (default 10 min); a longer [`ExecOptions::timeout`] is
+    /// cut to it.
     pub max_time: Duration,
 }
 
@@ -416,7 +417,11 @@ impl VirtualSandbox {
         bash.restore_shell_state(&shell_state(&base, &cwd.path, &options.env));
         let stop_flag = bash.cancellation_token();
         stop_flag.store(false, Ordering::Relaxed);
-        let timeout = options.timeout.unwrap_or(self.shared.limits.max_time);
+        // bashkit's own deadline is `max_time`; a shorter timeout is enforced here.
+        let max_time = self.shared.limits.max_time;
+        let timeout = options
+            .timeout
+            .map_or(max_time, |timeout| timeout.min(max_time));
         let stopped_by = Arc::new(AtomicU8::new(0));
         // Interpretation may not yield to the runtime for a while (a tight loop); a watcher on
         // another worker raises bashkit's stop flag, checked between commands.
