@@ -2,7 +2,7 @@
 //!
 //! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
 //! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
-//!   the in-process benchmarks of flue-core.
+//!   the in-process benchmarks of flue-core and the per-command latency of each sandbox.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -103,6 +103,11 @@ fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {
         &["bench", "-p", "flue-core", "--bench", "runtime"],
         &[],
     )?;
+    cargo(
+        root,
+        &["bench", "-p", "flue-connectors", "--bench", "sandboxes"],
+        &[],
+    )?;
     Ok(())
 }
 
@@ -184,7 +189,10 @@ fn cargo(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()
 }
 
 fn workspace_root() -> anyhow::Result<PathBuf> {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // `cargo run` sets the variable at run time too; prefer it, so that a binary shared
+    // through one target directory by several checkouts still works on the one that ran it.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     manifest_dir
         .parent()
         .map(Path::to_path_buf)

@@ -12,6 +12,7 @@ use crate::diagnostic::Diagnostic;
 use crate::fields::{self, Report};
 use crate::frontmatter::{self, KeyLines};
 use crate::mcp::{self, McpServerDecl};
+use crate::sandbox::{self, SandboxOptions};
 
 /// An agent as declared by its file: the frontmatter settings and the instructions body.
 ///
@@ -40,6 +41,8 @@ pub struct AgentFile {
     pub mcp: BTreeMap<String, McpServerDecl>,
     /// `sandbox`: where the agent's commands run.
     pub sandbox: Option<SandboxKind>,
+    /// The options given with `sandbox: { kind: ..., ... }`, checked against the kind.
+    pub sandbox_options: SandboxOptions,
     /// `compaction`: `false` or settings.
     pub compaction: Option<Compaction>,
     /// `durability`: limits for durable submissions.
@@ -77,6 +80,15 @@ impl SandboxKind {
     }
 }
 
+impl std::str::FromStr for SandboxKind {
+    type Err = String;
+
+    /// Parses the frontmatter spelling; the error lists the kinds.
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        fields::one_of_str(word, "sandbox", SANDBOXES)
+    }
+}
+
 impl std::fmt::Display for SandboxKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -109,7 +121,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "role",
 ];
 
-const SANDBOXES: &[(&str, SandboxKind)] = &[
+pub(crate) const SANDBOXES: &[(&str, SandboxKind)] = &[
     ("virtual", SandboxKind::Virtual),
     ("local", SandboxKind::Local),
     ("isolated", SandboxKind::Isolated),
@@ -169,7 +181,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "tools" => file.tools = report.check(&keys, tools(value)).unwrap_or_default(),
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {
-            file.sandbox = report.check(&keys, fields::one_of(key, value, "sandbox", SANDBOXES));
+            (file.sandbox, file.sandbox_options) = sandbox::parse_frontmatter(value, report);
         }
         "compaction" => file.compaction = compaction(value, report),
         "durability" => file.durability = durability(value, report),

@@ -12,9 +12,11 @@ use flue_core::ThinkingLevel;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::agent_file::{SANDBOXES, SandboxKind};
 use crate::diagnostic::Diagnostic;
 use crate::fields;
 use crate::mcp::{self, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+use crate::sandbox::{SandboxOptions, SandboxSettings, SeedSetting, unsupported};
 use crate::suggest::did_you_mean;
 
 /// The workspace path of the settings file.
@@ -41,6 +43,15 @@ pub struct WorkspaceConfig {
     /// args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
     /// ```
     pub mcp: BTreeMap<String, McpServerDecl>,
+    /// `[sandbox]`: the sandbox of agents without `sandbox:` (see
+    /// [`SandboxSettings::resolve`]).
+    ///
+    /// ```toml
+    /// [sandbox]
+    /// kind = "isolated"
+    /// network = true
+    /// ```
+    pub sandbox: Option<SandboxSettings>,
 }
 
 /// `[defaults]` in flue.toml.
@@ -63,6 +74,7 @@ pub struct Defaults {
 struct RawConfig {
     #[serde(default)]
     defaults: RawDefaults,
+    sandbox: Option<RawSandbox>,
     #[serde(default)]
     mcp: BTreeMap<Spanned<String>, RawMcpServer>,
 }
@@ -78,6 +90,19 @@ struct RawMcpServer {
     args: Option<Vec<String>>,
     env: Option<BTreeMap<String, String>>,
     cwd: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    kind: Option<Spanned<String>>,
+    seed: Option<Spanned<toml::Value>>,
+    exclude: Option<Spanned<Vec<String>>>,
+    network: Option<Spanned<bool>>,
+    timeout_ms: Option<Spanned<u64>>,
+    snapshot: Option<Spanned<String>>,
+    sandbox_id: Option<Spanned<String>>,
+    api_url: Option<Spanned<String>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -100,6 +125,9 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
     };
     WorkspaceConfig {
         defaults: defaults(text, raw.defaults, diagnostics),
+        sandbox: raw
+            .sandbox
+            .and_then(|sandbox| sandbox_settings(text, sandbox, diagnostics)),
         mcp: mcp_servers(text, raw.mcp, diagnostics),
     }
 }
@@ -236,6 +264,83 @@ fn mcp_servers(
         servers.insert(name, decl);
     }
     servers
+}
+
+/// `[sandbox]`: the kind (default virtual) and options that apply to it.
+fn sandbox_settings(
+    text: &str,
+    raw: RawSandbox,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<SandboxSettings> {
+    let mut valid = true;
+    let mut kind = SandboxKind::Virtual;
+    if let Some(word) = &raw.kind {
+        match fields::one_of_str(word.get_ref(), "sandbox", SANDBOXES) {
+            Ok(parsed) => kind = parsed,
+            Err(message) => {
+                diagnostics.push(Diagnostic::at(PATH, line_of(text, &word.span()), message));
+                valid = false;
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    let mut options = SandboxOptions::default();
+    if let Some(seed) = raw.seed {
+        lines.push(("seed", line_of(text, &seed.span())));
+        match seed.get_ref() {
+            toml::Value::String(dir) if !dir.trim().is_empty() => {
+                options.seed = Some(SeedSetting::Dir(dir.clone()));
+            }
+            toml::Value::Boolean(false) => options.seed = Some(SeedSetting::Empty),
+            _ => {
+                diagnostics.push(Diagnostic::at(
+                    PATH,
+                    line_of(text, &seed.span()),
+                    "`sandbox.seed` must be a directory path or `false` (an empty workspace)",
+                ));
+                valid = false;
+            }
+        }
+    }
+    if let Some(exclude) = raw.exclude {
+        lines.push(("exclude", line_of(text, &exclude.span())));
+        options.exclude = Some(exclude.into_inner());
+    }
+    if let Some(network) = raw.network {
+        lines.push(("network", line_of(text, &network.span())));
+        options.network = Some(network.into_inner());
+    }
+    if let Some(timeout) = raw.timeout_ms {
+        lines.push(("timeout_ms", line_of(text, &timeout.span())));
+        if *timeout.get_ref() == 0 {
+            diagnostics.push(Diagnostic::at(
+                PATH,
+                line_of(text, &timeout.span()),
+                "`sandbox.timeout_ms` must be at least 1",
+            ));
+            valid = false;
+        }
+        options.timeout_ms = Some(timeout.into_inner());
+    }
+    for (key, value, slot) in [
+        ("snapshot", raw.snapshot, &mut options.snapshot),
+        ("sandbox_id", raw.sandbox_id, &mut options.sandbox_id),
+        ("api_url", raw.api_url, &mut options.api_url),
+    ] {
+        if let Some(value) = value {
+            lines.push((key, line_of(text, &value.span())));
+            *slot = Some(value.into_inner());
+        }
+    }
+    for (key, message) in unsupported(kind, &options) {
+        let line = lines
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map_or(1, |(_, line)| *line);
+        diagnostics.push(Diagnostic::at(PATH, line, message));
+        valid = false;
+    }
+    valid.then_some(SandboxSettings { kind, options })
 }
 
 fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> Defaults {

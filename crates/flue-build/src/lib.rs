@@ -4,7 +4,8 @@
 //! An agent workspace is a directory a user writes by hand:
 //!
 //! ```text
-//! flue.toml                       optional: [defaults] model, thinking; [mcp.<name>] servers
+//! flue.toml                       optional: [defaults] model, thinking; [mcp.<name>] servers;
+//!                                 [sandbox]
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill
@@ -40,7 +41,8 @@
 //! - loading: [`Workspace`], [`WorkspaceConfig`] (flue.toml), [`AgentFile`] (one `agents/*.md`),
 //!   [`SkillFile`], [`RoleFile`]
 //! - bundling: [`Bundle`]
-//! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`]
+//! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`] with
+//!   [`SandboxOptions`] (layered with flue.toml's `[sandbox]` by [`SandboxSettings::resolve`])
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
 
 mod agent_file;
@@ -52,6 +54,7 @@ mod frontmatter;
 mod mcp;
 mod profile;
 mod role_file;
+mod sandbox;
 mod skill_file;
 mod source;
 mod suggest;
@@ -63,5 +66,6 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use flue_toml::{Defaults, WorkspaceConfig};
 pub use mcp::{McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
 pub use role_file::RoleFile;
+pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};
 pub use skill_file::SkillFile;
 pub use workspace::Workspace;

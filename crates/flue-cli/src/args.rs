@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use flue_build::SandboxKind;
 
 /// Flue: an agent harness. Agents are markdown files; `flue` runs them.
 #[derive(Debug, Parser)]
@@ -57,6 +58,10 @@ pub(crate) struct RunArgs {
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
+    /// Sandbox kind, overriding the agent's and flue.toml's: virtual, local, isolated or
+    /// daytona.
+    #[arg(long, value_name = "KIND")]
+    pub(crate) sandbox: Option<SandboxKind>,
     /// Run from a bundle built by `flue build` instead of a source workspace; ROOT (default:
     /// the current directory) is then only where the agent works and conversations are kept.
     #[arg(long)]

@@ -10,6 +10,7 @@ mod dotenv;
 mod mcp;
 mod render;
 mod run;
+mod sandbox;
 mod session_show;
 mod trash;
 mod workspace;

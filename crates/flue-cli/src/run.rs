@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_build::{Bundle, Diagnostics, SandboxKind, Workspace};
+use flue_build::{Bundle, Diagnostics, SandboxSettings, Workspace};
 use flue_core::{
-    DEFAULT_SESSION, ErrorInfo, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
+    DEFAULT_SESSION, ErrorInfo, FlueError, Harness, PromptOptions, PromptResponse,
     ProviderRegistry, ScriptedProvider, Session, SessionStore, Usage, new_ulid,
 };
 use serde::Serialize;
@@ -16,6 +16,7 @@ use crate::args::RunArgs;
 use crate::dotenv::EnvVars;
 use crate::mcp::McpServers;
 use crate::render;
+use crate::sandbox::{self, OpenSandbox};
 use crate::workspace::{open_store, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
@@ -40,12 +41,6 @@ pub(crate) enum SetupError {
     /// Workspace validation failed.
     #[error("{0}")]
     Diagnostics(Diagnostics),
-    /// The agent asks for a sandbox this build cannot provide yet.
-    #[error(
-        "agent {agent:?} asks for `sandbox: {kind}`, which this version of flue does not provide \
-         yet; use `sandbox: local` (or omit it) to run in the workspace directory"
-    )]
-    SandboxUnavailable { agent: String, kind: SandboxKind },
     /// A runtime error.
     #[error(transparent)]
     Core(#[from] FlueError),
@@ -59,7 +54,6 @@ impl SetupError {
             Self::ConversationExists { .. } => "conversation_exists",
             Self::EnvFile(_) => "invalid_env_file",
             Self::Diagnostics(_) => "invalid_config",
-            Self::SandboxUnavailable { .. } => "sandbox_unavailable",
             Self::Core(err) => err.kind(),
         }
     }
@@ -124,6 +118,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
+    prepared.sandbox.close().await;
     match result {
         Ok(response) => {
             envelope.outcome = "completed";
@@ -165,6 +160,8 @@ struct Prepared {
     session: Session,
     /// The agent's MCP servers, open until the run ends.
     mcp: McpServers,
+    /// The agent's sandbox, closed (Daytona: deleted) when the run ends.
+    sandbox: OpenSandbox,
 }
 
 /// Loads the workspace and opens the conversation: everything that can fail before a model
@@ -202,16 +199,13 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
                 .to_string(),
         });
     };
-    // Until the virtual, isolated and Daytona sandboxes land, agents run in the workspace
-    // directory through the local sandbox; asking for another kind is an error, not a surprise.
-    match agent_file.sandbox {
-        None | Some(SandboxKind::Local) => {}
-        Some(kind) => {
-            return Err(SetupError::SandboxUnavailable {
-                agent: agent_name,
-                kind,
-            });
-        }
+    let mut sandbox_settings = SandboxSettings::resolve(
+        workspace.config.sandbox.as_ref(),
+        agent_file.sandbox,
+        &agent_file.sandbox_options,
+    );
+    if let Some(kind) = args.sandbox {
+        sandbox_settings = sandbox_settings.with_kind(kind);
     }
     let mut config = workspace.agent_config(&agent_name)?;
     if let Some(model) = &args.model {
@@ -228,33 +222,39 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         }
         None => new_ulid(),
     };
-    let sandbox = Arc::new(LocalSandbox::new(&root)?);
     let providers = providers(&root, &env, &scripts)?;
-    let mcp = McpServers::connect(&workspace, &agent_name, &env, &mut config).await?;
-    let harness = Harness::builder(config)
-        .with_instance_id(id.clone())
-        .with_store(store)
-        .with_providers(providers)
-        .with_sandbox(sandbox)
-        .with_workspace_context(workspace.context.clone())
-        .with_workspace_skills(workspace.harness_skills())
-        .with_roles(workspace.harness_roles())
-        .build()
-        .await;
-    let session = match harness {
-        Ok(harness) => harness.session(DEFAULT_SESSION).await,
-        Err(err) => Err(err),
+    let sandbox = sandbox::open(&sandbox_settings, &root, &env).await?;
+    let mcp = match McpServers::connect(&workspace, &agent_name, &env, &mut config).await {
+        Ok(mcp) => mcp,
+        Err(err) => {
+            sandbox.close().await;
+            return Err(err.into());
+        }
     };
-    // Once MCP servers are connected, every failure must close them before returning.
-    let session = match session.and_then(|session| {
+    let opened = async {
+        let harness = Harness::builder(config)
+            .with_instance_id(id.clone())
+            .with_store(store)
+            .with_providers(providers)
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
+            .with_workspace_context(workspace.context.clone())
+            .with_workspace_skills(workspace.harness_skills())
+            .with_roles(workspace.harness_roles())
+            .build()
+            .await?;
+        let session = harness.session(DEFAULT_SESSION).await?;
         if let Some(role) = &args.role {
             session.set_role(Some(role))?;
         }
-        Ok(session)
-    }) {
+        Ok::<_, FlueError>(session)
+    }
+    .await;
+    // Once the sandbox and MCP servers are open, every failure must close them.
+    let session = match opened {
         Ok(session) => session,
         Err(err) => {
             mcp.close().await;
+            sandbox.close().await;
             return Err(err.into());
         }
     };
@@ -266,6 +266,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         agent: agent_name,
         session,
         mcp,
+        sandbox,
     })
 }
 

@@ -1,9 +1,16 @@
 //! flue-connectors: third-party integrations for Flue.
 //!
-//! Connectors change often; flue-core changes carefully. This crate holds the MCP client:
-//! [`connect_mcp_server`] turns an MCP server's tools into [`flue_core::ToolDefinition`]s that
-//! an agent uses like any other tool. Isolated (Linux namespace) and Daytona sandboxes and the
-//! Postgres store will live here too, each arriving with its own issue.
+//! Connectors change often; flue-core changes carefully. This crate holds:
+//!
+//! - the MCP client: [`connect_mcp_server`] turns an MCP server's tools into
+//!   [`flue_core::ToolDefinition`]s that an agent uses like any other tool;
+//! - [`IsolatedSandbox`]: a host directory whose commands run in Linux namespaces
+//!   (bubblewrap, or `unshare`): the host read-only, only the workspace writable, a private
+//!   `/tmp`, no network unless enabled;
+//! - [`DaytonaSandbox`]: a remote Daytona sandbox, driven through its REST API.
+//!
+//! Both sandboxes implement [`flue_core::Sandbox`], so agent code never knows which one it
+//! runs in. The Postgres store will live here too, arriving with its own issue.
 //!
 //! ```no_run
 //! use flue_connectors::{McpHttpEndpoint, McpServerOptions, connect_mcp_server};
@@ -40,9 +47,14 @@
 //! - [`McpServerOptions`]: an [`McpEndpoint`] ([`McpHttpEndpoint`] with its [`McpTransport`], or
 //!   [`McpStdioCommand`]), the per-request timeout and whether progress resets it
 //! - failures are [`flue_core::FlueError::Mcp`] with a [`flue_core::McpErrorReason`]
+//! - sandboxes: [`IsolatedSandbox`] ([`IsolationBackend`]), [`DaytonaSandbox`] ([`DaytonaConfig`])
 
+mod daytona;
+mod isolated;
 mod mcp;
 
+pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
+pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
 pub use mcp::{
     DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerConnection, McpServerOptions,
     McpStdioCommand, McpTransport, connect_mcp_server,

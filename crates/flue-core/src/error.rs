@@ -294,6 +294,12 @@ pub enum SandboxErrorReason {
     InvalidUtf8,
     /// The sandbox does not support the requested option.
     Unsupported,
+    /// A command or file operation hit one of the sandbox's limits (commands, loop
+    /// iterations, filesystem size, ...). Not retryable as is: do less, or raise the limit.
+    LimitExceeded,
+    /// The sandbox cannot run on this machine or cannot be reached (a missing tool, a
+    /// refused namespace, a remote API that failed). The message says how to fix it.
+    Unavailable,
     /// Anything else.
     Other,
 }
@@ -379,6 +385,8 @@ impl SandboxErrorReason {
             Self::PermissionDenied => "permission_denied",
             Self::InvalidUtf8 => "invalid_utf8",
             Self::Unsupported => "unsupported",
+            Self::LimitExceeded => "limit_exceeded",
+            Self::Unavailable => "sandbox_unavailable",
             Self::Other => "sandbox_error",
         }
     }

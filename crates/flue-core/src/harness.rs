@@ -15,7 +15,9 @@ use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
 use crate::role::{Role, Roles};
-use crate::sandbox::{ExecOptions, Sandbox, ShellResult, normalize_path};
+use crate::sandbox::{
+    ExecOptions, Sandbox, SandboxFactory, ShellResult, VirtualSandbox, normalize_path,
+};
 use crate::scope::AgentScope;
 use crate::session::{Session, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
@@ -51,6 +53,7 @@ pub struct HarnessBuilder {
     store: Option<Arc<dyn SessionStore>>,
     providers: ProviderRegistry,
     sandbox: Option<Arc<dyn Sandbox>>,
+    sandbox_factory: Option<Arc<dyn SandboxFactory>>,
     workspace_context: Option<Option<String>>,
     audit: Option<Arc<dyn AuditStore>>,
     workspace_skills: Vec<Skill>,
@@ -87,10 +90,18 @@ impl HarnessBuilder {
         self
     }
 
-    /// Sets the sandbox (required).
+    /// Sets the sandbox (default: an empty [`VirtualSandbox`]).
     #[must_use]
     pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
         self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Creates the sandbox with `factory` at build time, unless one is set with
+    /// [`HarnessBuilder::with_sandbox`].
+    #[must_use]
+    pub fn with_sandbox_factory(mut self, factory: Arc<dyn SandboxFactory>) -> Self {
+        self.sandbox_factory = Some(factory);
         self
     }
 
@@ -129,9 +140,12 @@ impl HarnessBuilder {
                 provider.check_model(&spec.model).await?;
             }
         }
-        let sandbox = self.sandbox.ok_or_else(|| {
-            FlueError::config("a harness needs a sandbox: call `with_sandbox` on the builder")
-        })?;
+        let instance_id = self.instance_id.unwrap_or_else(new_ulid);
+        let sandbox = match (self.sandbox, self.sandbox_factory) {
+            (Some(sandbox), _) => sandbox,
+            (None, Some(factory)) => factory.create(&instance_id).await?,
+            (None, None) => Arc::new(VirtualSandbox::new()),
+        };
         let cwd = match &agent.cwd {
             Some(cwd) => normalize_path(sandbox.cwd(), cwd)?,
             None => sandbox.cwd().to_owned(),
@@ -164,7 +178,7 @@ impl HarnessBuilder {
         )?);
         Ok(Harness {
             shared: Arc::new(HarnessShared {
-                instance_id: self.instance_id.unwrap_or_else(new_ulid),
+                instance_id,
                 root_scope,
                 roles,
                 agent,
@@ -236,6 +250,7 @@ impl Harness {
             store: None,
             providers: ProviderRegistry::new(),
             sandbox: None,
+            sandbox_factory: None,
             workspace_context: None,
             audit: None,
             workspace_skills: Vec::new(),

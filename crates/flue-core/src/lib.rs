@@ -10,8 +10,9 @@
 //! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptOptions`], [`PromptResponse`]
 //! - skills, roles and tasks: [`Skill`], [`SkillOptions`], [`Role`], [`TaskOptions`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
-//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SessionStore`],
-//!   [`AuditStore`] (the file tools' audit log and trash)
+//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SandboxFactory`],
+//!   [`SessionStore`], [`AuditStore`] (the file tools' audit log and trash)
+//! - sandboxes: [`VirtualSandbox`] (the default: in memory, no processes), [`LocalSandbox`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 
 mod agent_loop;
@@ -54,8 +55,9 @@ pub use record::{
 };
 pub use role::Role;
 pub use sandbox::{
-    ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox, ShellResult,
-    TIMEOUT_EXIT_CODE, normalize_path,
+    CommandLauncher, ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox,
+    SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
+    VirtualSandboxBuilder, normalize_path,
 };
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};

@@ -16,5 +16,6 @@ mod load;
 mod mcp;
 mod references;
 mod roles;
+mod sandbox;
 mod skills;
 mod support;

@@ -9,6 +9,7 @@ use crate::{Workspace, json, stderr, stdout};
 const AGENT: &str = "---
 description: Keeps a todo file
 model: scripted/script.json
+sandbox: local
 tools: [create_file, delete_file]
 ---
 You keep the todo file.

@@ -11,6 +11,7 @@ mod build;
 mod delegation;
 mod mcp;
 mod run;
+mod sandbox;
 mod session_show;
 
 use std::path::{Path, PathBuf};

@@ -191,20 +191,6 @@ fn an_unreadable_script_is_named() {
 }
 
 #[test]
-fn an_unavailable_sandbox_is_refused() {
-    let ws = Workspace::hello_world();
-    let agent = std::fs::read_to_string(ws.root().join("agents/hello.md")).unwrap();
-    let isolated = agent.replacen("tools:", "sandbox: isolated\ntools:", 1);
-    std::fs::write(ws.root().join("agents/hello.md"), isolated).unwrap();
-    check_setup_error(
-        &ws,
-        &["hello", "-m", "hi"],
-        "sandbox_unavailable",
-        "`sandbox: isolated`",
-    );
-}
-
-#[test]
 fn a_missing_model_is_explained() {
     let ws = Workspace::new(&[("agents/plain.md", "---\ndescription: no model\n---\nHi.\n")]);
     let output = ws.flue(&["run", "plain", "-m", "hi"]);

@@ -1,8 +1,9 @@
-//! Integration tests of flue-connectors against real MCP servers over loopback and stdio.
+//! flue-connectors integration tests: one binary, one module per area.
 //!
-//! The servers are the official `@modelcontextprotocol/server-everything` (npm), a server
-//! built with the official Python SDK (`mcp` on PyPI), and a hand-written misbehaving one, all
-//! under tests/peers/ (installed by `.ci/run`).
+//! The MCP tests run real servers: the official `@modelcontextprotocol/server-everything`
+//! (npm), a server built with the official Python SDK (`mcp` on PyPI), and a hand-written
+//! misbehaving one, all under tests/peers/ (installed by `.ci/run`). The sandbox tests run
+//! bubblewrap, `unshare` and a fake Daytona server on loopback.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,7 +11,13 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod daytona;
+mod daytona_fake;
 mod everything;
 mod failures;
+mod isolated;
 mod python;
+/// The sandbox contract suite, shared with flue-core's tests.
+#[path = "../../../flue-core/tests/it/sandbox_contract.rs"]
+mod sandbox_contract;
 mod support;

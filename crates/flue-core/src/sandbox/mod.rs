@@ -5,8 +5,10 @@
 //! root, symlinks pointing out, NUL bytes) with [`FlueError::PathOutsideSandbox`].
 
 mod local;
+mod vfs;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -15,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::util::BoxFuture;
 
-pub use local::LocalSandbox;
+pub use local::{CommandLauncher, LocalSandbox};
+pub use vfs::{VIRTUAL_ROOT, VirtualLimits, VirtualSandbox, VirtualSandboxBuilder};
 
 /// Exit code reported when a command hits its timeout.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
@@ -172,6 +175,21 @@ pub trait Sandbox: Send + Sync {
             }
         })
     }
+}
+
+/// Creates the sandbox of a harness: one per harness, shared by all its sessions and tasks.
+///
+/// [`HarnessBuilder::build`](crate::HarnessBuilder::build) calls [`SandboxFactory::create`]
+/// once, with the harness's agent instance id, when no sandbox was given directly. A server
+/// that opens many harnesses uses a factory so that each agent instance gets its own sandbox.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a sandbox factory",
+    label = "implement `flue_core::SandboxFactory` for this type"
+)]
+pub trait SandboxFactory: Send + Sync {
+    /// A new sandbox for the harness of agent instance `instance_id`. An error fails the
+    /// harness build.
+    fn create<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Arc<dyn Sandbox>>>;
 }
 
 /// Joins `path` onto `cwd` and normalises `.` and `..` lexically, in sandbox (POSIX) form.

@@ -20,6 +20,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use nix::errno::Errno;
@@ -61,6 +62,19 @@ const KILL_POLL: Duration = Duration::from_millis(20);
 /// Symlinks followed while checking one path before giving up.
 const MAX_SYMLINK_HOPS: usize = 40;
 
+/// How a [`LocalSandbox`] starts the process of one command; the default is `bash -c COMMAND`.
+///
+/// Connectors use it to wrap commands, for example in Linux namespaces. The sandbox keeps
+/// everything around the process: the working directory, the environment, output capture,
+/// the process group, timeout and abort. [`LocalSandbox::exec`](Sandbox::exec) calls
+/// [`CommandLauncher::argv`] once per command, after resolving the working directory.
+pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
+    /// The program and arguments that run `command`, a bash command line, in `cwd`: an
+    /// existing directory inside the sandbox root (canonical host path). The process starts
+    /// in `cwd` already. An error is returned to the caller of `exec` unchanged.
+    fn argv(&self, command: &str, cwd: &Path) -> Result<Vec<OsString>>;
+}
+
 /// A host directory as a sandbox.
 ///
 /// The root is the working directory: [`Sandbox::cwd`] returns its canonical host path,
@@ -88,6 +102,7 @@ pub struct LocalSandbox {
     root_text: String,
     env_allowlist: Vec<String>,
     output_limit: usize,
+    launcher: Option<Arc<dyn CommandLauncher>>,
 }
 
 impl LocalSandbox {
@@ -121,7 +136,20 @@ impl LocalSandbox {
                 .map(|name| (*name).to_owned())
                 .collect(),
             output_limit: DEFAULT_OUTPUT_LIMIT,
+            launcher: None,
         })
+    }
+
+    /// Starts commands through `launcher` instead of plain `bash -c`.
+    #[must_use]
+    pub fn with_launcher(mut self, launcher: Arc<dyn CommandLauncher>) -> Self {
+        self.launcher = Some(launcher);
+        self
+    }
+
+    /// The canonical host path of the root.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Replaces the names of the host environment variables that commands see.
@@ -352,9 +380,18 @@ impl LocalSandbox {
             ));
         }
 
-        let mut child = Command::new("bash")
-            .arg("-c")
-            .arg(command)
+        let argv = match &self.launcher {
+            Some(launcher) => launcher.argv(command, &cwd)?,
+            None => vec!["bash".into(), "-c".into(), command.into()],
+        };
+        let Some((program, args)) = argv.split_first() else {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::Other,
+                "start command: the launcher returned an empty command line",
+            ));
+        };
+        let mut child = Command::new(program)
+            .args(args)
             .current_dir(&cwd)
             .env_clear()
             .envs(self.command_env(&options.env))
@@ -364,7 +401,7 @@ impl LocalSandbox {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|err| other_error("start bash", err))?;
+            .map_err(|err| other_error(&format!("start {}", program.to_string_lossy()), err))?;
         let Some(pgid) = child.id().and_then(|pid| i32::try_from(pid).ok()) else {
             return Err(FlueError::sandbox(
                 SandboxErrorReason::Other,

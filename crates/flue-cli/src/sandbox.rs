@@ -1,0 +1,189 @@
+//! Opening the sandbox an agent runs in, from its resolved settings.
+//!
+//! `flue run` picks the kind from `--sandbox`, then the agent's `sandbox:`, then flue.toml's
+//! `[sandbox]`, else virtual. A virtual sandbox starts as a copy of the workspace root (or of
+//! its `seed`), without `.flue/` and `.env*` files; nothing is written back. A Daytona
+//! sandbox created for the run is deleted afterwards.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flue_build::{SandboxKind, SandboxSettings, SeedSetting};
+use flue_connectors::{DaytonaConfig, DaytonaSandbox, IsolatedSandbox};
+use flue_core::{
+    BoxFuture, ExecOptions, FileStat, FlueError, LocalSandbox, MkdirOptions, Result, RmOptions,
+    Sandbox, SandboxErrorReason, ShellResult, VirtualLimits, VirtualSandbox,
+};
+
+use crate::dotenv::EnvVars;
+
+/// Names never copied into a virtual sandbox: the conversation store and env files.
+const ALWAYS_EXCLUDED: &[&str] = &[".flue", ".env*"];
+
+/// Names left out of the seed copy unless `exclude` says otherwise.
+const DEFAULT_EXCLUDED: &[&str] = &[".git", "node_modules", "target"];
+
+/// The sandbox of one run, and what must happen when the run is over.
+pub(crate) struct OpenSandbox {
+    pub(crate) sandbox: Arc<dyn Sandbox>,
+    daytona: Option<Arc<DaytonaSandbox>>,
+}
+
+impl OpenSandbox {
+    /// Deletes a Daytona sandbox created for this run; a failure is reported, not fatal.
+    pub(crate) async fn close(self) {
+        if let Some(daytona) = self.daytona
+            && let Err(err) = daytona.cleanup().await
+        {
+            eprintln!(
+                "warning: could not delete Daytona sandbox {}: {err}",
+                daytona.id()
+            );
+        }
+    }
+}
+
+/// Opens the sandbox `settings` describe for the workspace at `root`.
+pub(crate) async fn open(
+    settings: &SandboxSettings,
+    root: &Path,
+    env: &EnvVars,
+) -> Result<OpenSandbox> {
+    let options = &settings.options;
+    let timeout = options.timeout_ms.map(Duration::from_millis);
+    let (sandbox, daytona): (Arc<dyn Sandbox>, _) = match settings.kind {
+        SandboxKind::Local => (Arc::new(LocalSandbox::new(root)?), None),
+        SandboxKind::Isolated => {
+            let mut builder = IsolatedSandbox::builder(root);
+            if options.network == Some(true) {
+                builder = builder.with_network();
+            }
+            (Arc::new(builder.build().await?), None)
+        }
+        SandboxKind::Daytona => {
+            let daytona = Arc::new(DaytonaSandbox::connect(daytona_config(settings, env)?).await?);
+            (daytona.clone() as Arc<dyn Sandbox>, Some(daytona))
+        }
+        // Virtual, and any kind added later.
+        _ => (Arc::new(virtual_sandbox(settings, root).await?), None),
+    };
+    let sandbox = match timeout {
+        Some(max_time) => Arc::new(MaxTime {
+            inner: sandbox,
+            max_time,
+        }),
+        None => sandbox,
+    };
+    Ok(OpenSandbox { sandbox, daytona })
+}
+
+async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<VirtualSandbox> {
+    let options = &settings.options;
+    let mut limits = VirtualLimits::default();
+    if let Some(timeout_ms) = options.timeout_ms {
+        limits = limits.with_max_time(Duration::from_millis(timeout_ms));
+    }
+    let mut builder = VirtualSandbox::builder().with_limits(limits);
+    let seed = match &options.seed {
+        None => Some(root.to_path_buf()),
+        Some(SeedSetting::Dir(dir)) => Some(root.join(dir)),
+        Some(SeedSetting::Empty) => None,
+        Some(_) => {
+            return Err(FlueError::config(
+                "this version of flue does not know the sandbox seed setting",
+            ));
+        }
+    };
+    if let Some(seed) = seed {
+        let mut exclude: BTreeSet<String> = ALWAYS_EXCLUDED
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect();
+        match &options.exclude {
+            Some(names) => exclude.extend(names.iter().cloned()),
+            None => exclude.extend(DEFAULT_EXCLUDED.iter().map(|name| (*name).to_owned())),
+        }
+        builder = builder.with_seed(seed).with_seed_exclude(exclude);
+    }
+    builder.build().await
+}
+
+fn daytona_config(settings: &SandboxSettings, env: &EnvVars) -> Result<DaytonaConfig> {
+    let options = &settings.options;
+    let Some(key) = env.get("DAYTONA_API_KEY").filter(|key| !key.is_empty()) else {
+        return Err(FlueError::sandbox(
+            SandboxErrorReason::Unavailable,
+            "the daytona sandbox needs an API key: set DAYTONA_API_KEY in the environment or in \
+             the workspace's .env file",
+        ));
+    };
+    let mut config = DaytonaConfig::new(key);
+    if let Some(url) = options
+        .api_url
+        .clone()
+        .or_else(|| env.get("DAYTONA_API_URL"))
+    {
+        config = config.with_api_url(url);
+    }
+    if let Some(snapshot) = &options.snapshot {
+        config = config.with_snapshot(snapshot);
+    }
+    if let Some(id) = &options.sandbox_id {
+        config = config.with_sandbox_id(id);
+    }
+    if options.network == Some(true) {
+        config = config.with_network();
+    }
+    Ok(config)
+}
+
+/// Caps every command's time limit at `max_time` (`timeout_ms`); shorter ones stay.
+struct MaxTime {
+    inner: Arc<dyn Sandbox>,
+    max_time: Duration,
+}
+
+impl Sandbox for MaxTime {
+    fn cwd(&self) -> &str {
+        self.inner.cwd()
+    }
+
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        mut options: ExecOptions,
+    ) -> BoxFuture<'a, Result<ShellResult>> {
+        options.timeout = Some(
+            options
+                .timeout
+                .map_or(self.max_time, |timeout| timeout.min(self.max_time)),
+        );
+        self.inner.exec(command, options)
+    }
+
+    fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
+        self.inner.read_file_bytes(path)
+    }
+
+    fn write_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        self.inner.write_file(path, content)
+    }
+
+    fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {
+        self.inner.stat(path)
+    }
+
+    fn readdir<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        self.inner.readdir(path)
+    }
+
+    fn mkdir<'a>(&'a self, path: &'a str, options: MkdirOptions) -> BoxFuture<'a, Result<()>> {
+        self.inner.mkdir(path, options)
+    }
+
+    fn rm<'a>(&'a self, path: &'a str, options: RmOptions) -> BoxFuture<'a, Result<()>> {
+        self.inner.rm(path, options)
+    }
+}

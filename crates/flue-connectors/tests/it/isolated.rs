@@ -1,0 +1,192 @@
+//! Tests: `IsolatedSandbox` with each backend — the shared contract, and the isolation
+//! itself (read-only host, private /tmp, no network, pid namespace).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flue_connectors::{IsolatedSandbox, IsolationBackend};
+use flue_core::{ExecOptions, Sandbox};
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+
+use crate::sandbox_contract::{Backend, OutsideState, run_ok};
+
+/// An isolated sandbox on a fresh root using `backend`, and a directory outside it.
+async fn backend_with(backend: IsolationBackend) -> Backend {
+    let root = TempDir::new().unwrap();
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    let sandbox = IsolatedSandbox::builder(root.path())
+        .with_backend(backend)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(sandbox.backend(), backend);
+    let outside_path = outside.path().to_path_buf();
+    Backend {
+        sandbox: Arc::new(sandbox),
+        outside: outside.path().display().to_string(),
+        outside_state: Box::new(move || {
+            let dir = outside_path.clone();
+            Box::pin(async move { host_state(&dir) })
+        }),
+        _guard: Box::new((root, outside)),
+    }
+}
+
+pub async fn bwrap_backend() -> Backend {
+    backend_with(IsolationBackend::Bubblewrap).await
+}
+
+pub async fn unshare_backend() -> Backend {
+    backend_with(IsolationBackend::Unshare).await
+}
+
+mod bwrap_contract {
+    crate::sandbox_contract::sandbox_contract!(super::bwrap_backend);
+}
+
+mod unshare_contract {
+    crate::sandbox_contract::sandbox_contract!(super::unshare_backend);
+}
+
+fn host_state(dir: &Path) -> OutsideState {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let secret = std::fs::read_to_string(dir.join("secret.txt")).unwrap_or_default();
+    (names, secret)
+}
+
+/// What one command sees of the isolation, as one line per check.
+async fn isolation_report(backend: IsolationBackend, network: bool) -> Vec<String> {
+    let root = TempDir::new().unwrap();
+    let host_dir = TempDir::new().unwrap();
+    std::fs::write(host_dir.path().join("host.txt"), "host").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+
+    let mut builder = IsolatedSandbox::builder(root.path()).with_backend(backend);
+    if network {
+        builder = builder.with_network();
+    }
+    let sandbox = builder.build().await.unwrap();
+    let host = host_dir.path().display();
+    let test_pid = std::process::id();
+    let script = format!(
+        "echo workspace > ws.txt && echo workspace:writable
+         (echo x > {host}/new.txt) 2>/dev/null && echo host:writable || echo host:read-only
+         test -e {host}/host.txt && echo host-tmp:visible || echo host-tmp:hidden
+         echo scratch > /tmp/scratch.txt && echo tmp:writable
+         test -d /proc/{test_pid} && echo pid:shared || echo pid:private
+         (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo network:on || echo network:off"
+    );
+    let res = sandbox.exec(&script, ExecOptions::new()).await.unwrap();
+    assert_eq!(res.exit_code, 0, "{res:?}");
+    // What the command did in the workspace is on the host; nothing else is.
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("ws.txt")).unwrap(),
+        "workspace\n"
+    );
+    assert!(!host_dir.path().join("new.txt").exists());
+    drop(listener);
+    res.stdout.lines().map(str::to_owned).collect()
+}
+
+fn expected_report(network: &str) -> Vec<String> {
+    [
+        "workspace:writable",
+        "host:read-only",
+        "host-tmp:hidden",
+        "tmp:writable",
+        "pid:private",
+        network,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+#[tokio::test]
+async fn bwrap_isolates_the_command() {
+    assert_eq!(
+        isolation_report(IsolationBackend::Bubblewrap, false).await,
+        expected_report("network:off")
+    );
+    assert_eq!(
+        isolation_report(IsolationBackend::Bubblewrap, true).await,
+        expected_report("network:on")
+    );
+}
+
+#[tokio::test]
+async fn unshare_isolates_the_command() {
+    assert_eq!(
+        isolation_report(IsolationBackend::Unshare, false).await,
+        expected_report("network:off")
+    );
+    assert_eq!(
+        isolation_report(IsolationBackend::Unshare, true).await,
+        expected_report("network:on")
+    );
+}
+
+#[tokio::test]
+async fn nothing_outlives_the_command() {
+    for backend in [IsolationBackend::Bubblewrap, IsolationBackend::Unshare] {
+        let root = TempDir::new().unwrap();
+        let sandbox = IsolatedSandbox::builder(root.path())
+            .with_backend(backend)
+            .build()
+            .await
+            .unwrap();
+        run_ok(&sandbox, "(sleep 1; touch late.txt) & echo started").await;
+        let res = sandbox
+            .exec(
+                "(sleep 1; touch late2.txt) & sleep 30",
+                ExecOptions::new().with_timeout(Duration::from_millis(300)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(res.exit_code, 124, "{backend}: {res:?}");
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        assert!(!root.path().join("late.txt").exists(), "{backend}");
+        assert!(!root.path().join("late2.txt").exists(), "{backend}");
+    }
+}
+
+#[tokio::test]
+async fn the_first_working_backend_is_chosen() {
+    let root = TempDir::new().unwrap();
+    let sandbox = IsolatedSandbox::builder(root.path()).build().await.unwrap();
+    assert_eq!(sandbox.backend(), IsolationBackend::Bubblewrap);
+    let sandbox = IsolatedSandbox::builder(root.path())
+        .with_bwrap_program("/nonexistent/bwrap")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(sandbox.backend(), IsolationBackend::Unshare);
+}
+
+#[tokio::test]
+async fn no_working_backend_is_a_typed_error_that_says_how_to_fix_it() {
+    let root = TempDir::new().unwrap();
+    let err = IsolatedSandbox::builder(root.path())
+        .with_bwrap_program("/nonexistent/bwrap")
+        .with_unshare_program("false")
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "sandbox_unavailable");
+    let message = err.to_string();
+    for needle in [
+        "bwrap: /nonexistent/bwrap is not installed",
+        "unshare: false failed",
+        "apt-get install bubblewrap",
+        "local sandbox",
+    ] {
+        assert!(message.contains(needle), "{needle:?} not in {message}");
+    }
+}

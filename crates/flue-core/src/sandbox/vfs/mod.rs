@@ -1,0 +1,1021 @@
+//! [`VirtualSandbox`]: an in-memory filesystem and an in-process bash interpreter (bashkit).
+//!
+//! Nothing here spawns a process or opens a socket: commands are interpreted by bashkit over
+//! a virtual filesystem that lives in this process. The sandbox root (`/workspace` by default)
+//! is a directory of that filesystem; the file operations of the [`Sandbox`] trait are
+//! confined to it, with symlinks resolved by hand so that none leads out. Commands see the
+//! whole virtual filesystem (bashkit adds `/etc`, `/tmp`, `/home/...`), none of the host.
+//!
+//! Each command runs on a fresh shell state (variables, functions, working directory), like
+//! `bash -c` does: interpreters are pooled and reset to the state they had when built.
+//! Limits (commands, loop iterations, output, filesystem size, time) are set per sandbox;
+//! bashkit's per-instance session limits are switched off, since one sandbox lives as long as
+//! its harness.
+
+#[cfg(test)]
+mod tests;
+
+mod seed;
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use bashkit::{
+    Bash, ExecutionLimits, FileSystem, FileType, FsLimits, InMemoryFs, LimitExceeded, Metadata,
+    SessionLimits, ShellState,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
+use crate::sandbox::{
+    ExecOptions, FileStat, MkdirOptions, RmOptions, Sandbox, ShellResult, TIMEOUT_EXIT_CODE,
+    normalize_path,
+};
+use crate::util::BoxFuture;
+
+/// The default sandbox root, and the working directory of commands.
+pub const VIRTUAL_ROOT: &str = "/workspace";
+
+/// The user name commands see (`whoami`, `$USER`); `$HOME` is `/home/flue`.
+const USER_NAME: &str = "flue";
+
+/// The host name commands see.
+const HOST_NAME: &str = "flue-virtual";
+
+/// Idle interpreters kept for reuse.
+const POOL_SIZE: usize = 8;
+
+/// Symlinks followed while resolving one path before giving up.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Why a command's watcher stopped it.
+const STOPPED_BY_TIMEOUT: u8 = 1;
+const STOPPED_BY_ABORT: u8 = 2;
+
+/// Limits of a [`VirtualSandbox`]. Hitting one ends the command with
+/// [`SandboxErrorReason::LimitExceeded`] (or, for `max_time`, exit code 124).
+///
+/// ```
+/// let limits = flue_core::VirtualLimits::default().with_max_commands(1_000);
+/// assert_eq!(limits.max_commands, 1_000);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VirtualLimits {
+    /// Commands one `exec` may run (default 100,000).
+    pub max_commands: usize,
+    /// Iterations of one loop (default 100,000).
+    pub max_loop_iterations: usize,
+    /// Iterations of all loops of one `exec` together (default 1,000,000).
+    pub max_total_loop_iterations: usize,
+    /// Bytes kept of each output stream; the rest is dropped with a note (default 1 MiB).
+    pub max_output_bytes: usize,
+    /// Bytes of all files together (default 100 MB).
+    pub max_fs_bytes: u64,
+    /// Bytes of one file (default 32 MB).
+    pub max_file_bytes: u64,
+    /// Number of files (default 50,000).
+    pub max_files: u64,
+    /// Number of directories (default 10,000).
+    pub max_dirs: u64,
+    /// Wall-clock limit of one `exec` (default 10 min); a longer [`ExecOptions::timeout`] is
+    /// cut to it.
+    pub max_time: Duration,
+}
+
+impl Default for VirtualLimits {
+    fn default() -> Self {
+        Self {
+            max_commands: 100_000,
+            max_loop_iterations: 100_000,
+            max_total_loop_iterations: 1_000_000,
+            max_output_bytes: 1024 * 1024,
+            max_fs_bytes: 100_000_000,
+            max_file_bytes: 32_000_000,
+            max_files: 50_000,
+            max_dirs: 10_000,
+            max_time: Duration::from_secs(600),
+        }
+    }
+}
+
+impl VirtualLimits {
+    /// Sets [`VirtualLimits::max_commands`].
+    #[must_use]
+    pub fn with_max_commands(mut self, count: usize) -> Self {
+        self.max_commands = count;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_loop_iterations`].
+    #[must_use]
+    pub fn with_max_loop_iterations(mut self, count: usize) -> Self {
+        self.max_loop_iterations = count;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_total_loop_iterations`].
+    #[must_use]
+    pub fn with_max_total_loop_iterations(mut self, count: usize) -> Self {
+        self.max_total_loop_iterations = count;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_output_bytes`].
+    #[must_use]
+    pub fn with_max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_fs_bytes`].
+    #[must_use]
+    pub fn with_max_fs_bytes(mut self, bytes: u64) -> Self {
+        self.max_fs_bytes = bytes;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_file_bytes`].
+    #[must_use]
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+        self.max_file_bytes = bytes;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_files`].
+    #[must_use]
+    pub fn with_max_files(mut self, count: u64) -> Self {
+        self.max_files = count;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_dirs`].
+    #[must_use]
+    pub fn with_max_dirs(mut self, count: u64) -> Self {
+        self.max_dirs = count;
+        self
+    }
+
+    /// Sets [`VirtualLimits::max_time`].
+    #[must_use]
+    pub fn with_max_time(mut self, time: Duration) -> Self {
+        self.max_time = time;
+        self
+    }
+
+    fn fs_limits(&self) -> FsLimits {
+        FsLimits::new()
+            .max_total_bytes(self.max_fs_bytes)
+            .max_file_size(self.max_file_bytes)
+            .max_file_count(self.max_files)
+            .max_dir_count(self.max_dirs)
+    }
+
+    fn execution_limits(&self) -> ExecutionLimits {
+        ExecutionLimits::new()
+            .max_commands(self.max_commands)
+            .max_loop_iterations(self.max_loop_iterations)
+            .max_total_loop_iterations(self.max_total_loop_iterations)
+            .max_stdout_bytes(self.max_output_bytes)
+            .max_stderr_bytes(self.max_output_bytes)
+            .timeout(self.max_time)
+    }
+}
+
+/// Builds a [`VirtualSandbox`]; `build` fails when the seed directory cannot be copied.
+#[derive(Clone, Debug)]
+pub struct VirtualSandboxBuilder {
+    root: String,
+    limits: VirtualLimits,
+    seed: Option<PathBuf>,
+    seed_exclude: Vec<String>,
+}
+
+impl VirtualSandboxBuilder {
+    /// Sets the sandbox root, an absolute path (default [`VIRTUAL_ROOT`]).
+    #[must_use]
+    pub fn with_root(mut self, root: impl Into<String>) -> Self {
+        self.root = root.into();
+        self
+    }
+
+    /// Sets the limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: VirtualLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Copies the host directory `dir` into the root when the sandbox is built.
+    ///
+    /// The copy is taken once; the host directory is only read, never changed. Regular files
+    /// and directories are copied; symlinks are kept when they point inside `dir` and left out
+    /// otherwise, like sockets and other special files.
+    #[must_use]
+    pub fn with_seed(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.seed = Some(dir.into());
+        self
+    }
+
+    /// Names left out of the seed copy at any depth, such as `.git` or `node_modules`. A name
+    /// ending in `*` matches every name starting with what precedes it (`.env*`).
+    #[must_use]
+    pub fn with_seed_exclude<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.seed_exclude = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Creates the filesystem, copies the seed and returns the sandbox.
+    ///
+    /// Fails with [`SandboxErrorReason::LimitExceeded`] when the seed is larger than the
+    /// filesystem limits, and with the I/O error's reason when it cannot be read.
+    pub async fn build(self) -> Result<VirtualSandbox> {
+        let root = normalize_path("/", &self.root)?;
+        if root == "/" {
+            return Err(FlueError::config(
+                "the virtual sandbox root must be a directory below `/`, such as /workspace",
+            ));
+        }
+        let fs = Arc::new(InMemoryFs::with_limits(self.limits.fs_limits()));
+        fs.add_dir(&root, 0o755);
+        fs.add_dir(format!("/home/{USER_NAME}"), 0o755);
+        fs.add_dir("/tmp", 0o1777);
+        if let Some(seed_dir) = &self.seed {
+            let entries = seed::collect(seed_dir, &self.seed_exclude, &self.limits).await?;
+            seed::install(fs.as_ref(), &root, entries).await?;
+        }
+        let shared = Shared {
+            fs,
+            root,
+            limits: self.limits,
+            pool: Mutex::new(Vec::new()),
+            base_state: Mutex::new(None),
+        };
+        Ok(VirtualSandbox {
+            shared: Arc::new(shared),
+        })
+    }
+}
+
+/// An in-memory filesystem and an in-process bash interpreter as a sandbox; the default.
+///
+/// No command spawns a process and there is no network: commands are interpreted by
+/// [bashkit](https://docs.rs/bashkit) over a virtual filesystem. Its root, `/workspace`, is
+/// the working directory and the only place the file operations reach. It starts empty, or
+/// as a copy of a host directory ([`VirtualSandboxBuilder::with_seed`]); nothing is ever
+/// written back to the host.
+///
+/// Each command starts from a fresh shell state: variables and `cd` do not carry over from
+/// one `exec` to the next, files do. Background jobs (`cmd &`) are waited for before `exec`
+/// returns. Limits ([`VirtualLimits`]) end runaway commands with a typed error.
+///
+/// Cloning is cheap; clones share the filesystem.
+///
+/// ```
+/// use flue_core::{ExecOptions, Sandbox, VirtualSandbox};
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let sandbox = VirtualSandbox::new();
+/// sandbox.write_file("notes.txt", b"one\ntwo\n").await.unwrap();
+/// let res = sandbox.exec("wc -l < notes.txt", ExecOptions::new()).await.unwrap();
+/// assert_eq!(res.stdout.trim(), "2");
+/// assert!(sandbox.read_file("../etc/passwd").await.is_err());
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct VirtualSandbox {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The filesystem, without bashkit's symlink-following layer: paths are resolved here.
+    fs: Arc<InMemoryFs>,
+    root: String,
+    limits: VirtualLimits,
+    /// Idle interpreters.
+    pool: Mutex<Vec<Bash>>,
+    /// The shell state of a freshly built interpreter, restored before every command.
+    base_state: Mutex<Option<ShellState>>,
+}
+
+impl std::fmt::Debug for VirtualSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VirtualSandbox")
+            .field("root", &self.shared.root)
+            .field("limits", &self.shared.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for VirtualSandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl VirtualSandbox {
+    /// An empty sandbox with the default root and limits.
+    pub fn new() -> Self {
+        let limits = VirtualLimits::default();
+        let fs = Arc::new(InMemoryFs::with_limits(limits.fs_limits()));
+        fs.add_dir(VIRTUAL_ROOT, 0o755);
+        fs.add_dir(format!("/home/{USER_NAME}"), 0o755);
+        fs.add_dir("/tmp", 0o1777);
+        Self {
+            shared: Arc::new(Shared {
+                fs,
+                root: VIRTUAL_ROOT.to_owned(),
+                limits,
+                pool: Mutex::new(Vec::new()),
+                base_state: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Starts building a sandbox with a seed, limits or another root.
+    pub fn builder() -> VirtualSandboxBuilder {
+        VirtualSandboxBuilder {
+            root: VIRTUAL_ROOT.to_owned(),
+            limits: VirtualLimits::default(),
+            seed: None,
+            seed_exclude: Vec::new(),
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &VirtualLimits {
+        &self.shared.limits
+    }
+
+    /// A fresh interpreter over the shared filesystem.
+    fn new_bash(&self) -> Bash {
+        let fs: Arc<dyn FileSystem> = self.shared.fs.clone();
+        Bash::builder()
+            .fs(fs)
+            .cwd(&self.shared.root)
+            .username(USER_NAME)
+            .hostname(HOST_NAME)
+            .limits(self.shared.limits.execution_limits())
+            .session_limits(SessionLimits::unlimited())
+            .build()
+    }
+
+    /// An idle interpreter, or a new one; and the state to reset it to.
+    fn take_bash(&self) -> (Bash, ShellState) {
+        let pooled = self.shared.pool.lock().ok().and_then(|mut pool| pool.pop());
+        let base = self
+            .shared
+            .base_state
+            .lock()
+            .ok()
+            .and_then(|state| state.clone());
+        if let (Some(bash), Some(base)) = (pooled, base) {
+            return (bash, base);
+        }
+        let bash = self.new_bash();
+        let state = bash.shell_state();
+        if let Ok(mut slot) = self.shared.base_state.lock() {
+            slot.get_or_insert_with(|| state.clone());
+        }
+        (bash, state)
+    }
+
+    /// Returns an interpreter whose command ran to its end to the pool.
+    fn give_back(&self, bash: Bash) {
+        if let Ok(mut pool) = self.shared.pool.lock()
+            && pool.len() < POOL_SIZE
+        {
+            pool.push(bash);
+        }
+    }
+
+    async fn run(&self, command: &str, options: ExecOptions) -> Result<ShellResult> {
+        let cancel = options.cancel.clone().unwrap_or_default();
+        if cancel.is_cancelled() {
+            return Err(FlueError::Aborted);
+        }
+        let cwd_text = options.cwd.as_deref().unwrap_or(&self.shared.root);
+        let cwd = self.resolve(cwd_text, Follow::Final).await?;
+        match cwd.found {
+            Found::Entry(FileType::Directory) => {}
+            Found::Entry(_) | Found::ThroughFile => {
+                return Err(FlueError::sandbox(
+                    SandboxErrorReason::NotADirectory,
+                    format!("run in {cwd_text}: not a directory"),
+                ));
+            }
+            Found::Missing => return Err(not_found("run in", cwd_text)),
+        }
+
+        let (mut bash, base) = self.take_bash();
+        bash.restore_shell_state(&shell_state(&base, &cwd.path, &options.env));
+        let stop_flag = bash.cancellation_token();
+        stop_flag.store(false, Ordering::Relaxed);
+        // bashkit's own deadline is `max_time`; a shorter timeout is enforced here.
+        let max_time = self.shared.limits.max_time;
+        let timeout = options
+            .timeout
+            .map_or(max_time, |timeout| timeout.min(max_time));
+        let stopped_by = Arc::new(AtomicU8::new(0));
+        // Interpretation may not yield to the runtime for a while (a tight loop); a watcher on
+        // another worker raises bashkit's stop flag, checked between commands.
+        let _watcher = Watcher::spawn(&cancel, timeout, &stop_flag, &stopped_by);
+
+        let ending = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Ending::Aborted,
+            () = tokio::time::sleep(timeout) => Ending::TimedOut,
+            res = bash.exec(command) => Ending::Finished(Box::new(res)),
+        };
+        let res = match ending {
+            Ending::Aborted => return Err(FlueError::Aborted),
+            Ending::TimedOut => return Ok(timed_out(timeout)),
+            Ending::Finished(res) => *res,
+        };
+        match res {
+            Ok(output) => {
+                let limit = self.shared.limits.max_output_bytes;
+                let mut stdout = output.stdout.text_lossy().into_owned();
+                if output.stdout_truncated {
+                    push_line(
+                        &mut stdout,
+                        &format!("[stdout truncated: kept the first {limit} bytes]"),
+                    );
+                }
+                let mut stderr = output.stderr.text_lossy().into_owned();
+                if output.stderr_truncated {
+                    push_line(
+                        &mut stderr,
+                        &format!("[stderr truncated: kept the first {limit} bytes]"),
+                    );
+                }
+                self.give_back(bash);
+                Ok(ShellResult {
+                    stdout,
+                    stderr,
+                    exit_code: output.exit_code,
+                })
+            }
+            Err(bashkit::Error::Cancelled) => match stopped_by.load(Ordering::Relaxed) {
+                STOPPED_BY_TIMEOUT => Ok(timed_out(timeout)),
+                _ => Err(FlueError::Aborted),
+            },
+            Err(bashkit::Error::ResourceLimit(LimitExceeded::Timeout(_))) => Ok(timed_out(timeout)),
+            Err(err) => command_error(err),
+        }
+    }
+
+    /// Resolves `path` (relative to the root) inside the root: parents are followed, the
+    /// final component only with [`Follow::Final`]. Whatever the final component is, the
+    /// path it finally leads to must lie inside the root.
+    async fn resolve(&self, path: &str, follow: Follow) -> Result<Resolved> {
+        let outside = || FlueError::PathOutsideSandbox {
+            path: path.to_owned(),
+        };
+        let lexical = normalize_path(&self.shared.root, path)?;
+        if !self.is_inside(&lexical) {
+            return Err(outside());
+        }
+        let lexical = PathBuf::from(lexical);
+        let (parent, name) = match (lexical.parent(), lexical.file_name()) {
+            (Some(parent), Some(name)) if lexical != Path::new(&self.shared.root) => {
+                (parent.to_path_buf(), name.to_owned())
+            }
+            // The root itself: followed in full.
+            _ => return self.follow(&lexical, path).await,
+        };
+        let parent = self.follow(&parent, path).await?;
+        match parent.found {
+            Found::Entry(FileType::Directory) => {}
+            Found::Entry(_) | Found::ThroughFile => {
+                return Ok(Resolved {
+                    path: parent.path.join(name),
+                    found: Found::ThroughFile,
+                });
+            }
+            Found::Missing => {
+                return Ok(Resolved {
+                    path: parent.path.join(name),
+                    found: Found::Missing,
+                });
+            }
+        }
+        let unfollowed = parent.path.join(&name);
+        let Ok(metadata) = self.shared.fs.lstat(&unfollowed).await else {
+            return Ok(Resolved {
+                path: unfollowed,
+                found: Found::Missing,
+            });
+        };
+        if metadata.file_type != FileType::Symlink {
+            return Ok(Resolved {
+                path: unfollowed,
+                found: Found::Entry(metadata.file_type),
+            });
+        }
+        // A symlink: where it leads must be inside, whether or not the caller follows it.
+        let target = self.follow(&unfollowed, path).await?;
+        match follow {
+            Follow::Final => Ok(target),
+            Follow::NotFinal => Ok(Resolved {
+                path: unfollowed,
+                found: Found::Entry(FileType::Symlink),
+            }),
+        }
+    }
+
+    /// Follows every symlink on `lexical` (absolute, normalized), refusing any that leads
+    /// out of the root. `shown` is the path as the caller gave it, for errors.
+    async fn follow(&self, lexical: &Path, shown: &str) -> Result<Resolved> {
+        let outside = || FlueError::PathOutsideSandbox {
+            path: shown.to_owned(),
+        };
+        let mut done = PathBuf::from("/");
+        let mut todo: Vec<String> = normal_components(lexical);
+        todo.reverse();
+        let mut hops = 0;
+        while let Some(part) = todo.pop() {
+            let candidate = done.join(&part);
+            let Ok(metadata) = self.shared.fs.lstat(&candidate).await else {
+                todo.reverse();
+                let rest: PathBuf = todo.iter().collect();
+                return Ok(Resolved {
+                    path: candidate.join(rest),
+                    found: Found::Missing,
+                });
+            };
+            match metadata.file_type {
+                FileType::Directory => done = candidate,
+                FileType::Symlink => {
+                    hops += 1;
+                    if hops > MAX_SYMLINK_HOPS {
+                        return Err(FlueError::sandbox(
+                            SandboxErrorReason::Other,
+                            format!("resolve {shown}: too many levels of symbolic links"),
+                        ));
+                    }
+                    let target = self
+                        .shared
+                        .fs
+                        .read_link(&candidate)
+                        .await
+                        .map_err(|err| vfs_error("resolve", shown, err))?;
+                    let target_text = target.to_string_lossy();
+                    let base = done.to_string_lossy();
+                    let joined = normalize_path(&base, &target_text).map_err(|_| outside())?;
+                    if !self.is_inside(&joined) {
+                        return Err(outside());
+                    }
+                    let mut expanded = normal_components(Path::new(&joined));
+                    expanded.reverse();
+                    todo.extend(expanded);
+                    done = PathBuf::from("/");
+                }
+                other => {
+                    if todo.is_empty() {
+                        return Ok(Resolved {
+                            path: candidate,
+                            found: Found::Entry(other),
+                        });
+                    }
+                    todo.reverse();
+                    let rest: PathBuf = todo.iter().collect();
+                    return Ok(Resolved {
+                        path: candidate.join(rest),
+                        found: Found::ThroughFile,
+                    });
+                }
+            }
+        }
+        if !self.is_inside(&done.to_string_lossy()) {
+            return Err(outside());
+        }
+        Ok(Resolved {
+            path: done,
+            found: Found::Entry(FileType::Directory),
+        })
+    }
+
+    /// Whether the absolute, normalized `path` is the root or below it.
+    fn is_inside(&self, path: &str) -> bool {
+        let root = self.shared.root.as_str();
+        path == root
+            || path
+                .strip_prefix(root)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    async fn read_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let resolved = self.resolve(path, Follow::Final).await?;
+        match resolved.found {
+            Found::Entry(FileType::Directory) => Err(FlueError::sandbox(
+                SandboxErrorReason::IsDirectory,
+                format!("read {path}: is a directory"),
+            )),
+            Found::Entry(_) => self
+                .shared
+                .fs
+                .read_file(&resolved.path)
+                .await
+                .map_err(|err| vfs_error("read", path, err)),
+            Found::ThroughFile => Err(not_a_directory("read", path)),
+            Found::Missing => Err(not_found("read", path)),
+        }
+    }
+
+    async fn write(&self, path: &str, content: &[u8]) -> Result<()> {
+        let resolved = self.resolve(path, Follow::Final).await?;
+        match resolved.found {
+            Found::Entry(FileType::Directory) => {
+                return Err(FlueError::sandbox(
+                    SandboxErrorReason::IsDirectory,
+                    format!("write {path}: is a directory"),
+                ));
+            }
+            Found::ThroughFile => return Err(not_a_directory("write", path)),
+            Found::Entry(_) => {}
+            Found::Missing => {
+                if let Some(parent) = resolved.path.parent() {
+                    self.shared
+                        .fs
+                        .mkdir(parent, true)
+                        .await
+                        .map_err(|err| vfs_error("write", path, err))?;
+                }
+            }
+        }
+        self.shared
+            .fs
+            .write_file(&resolved.path, content)
+            .await
+            .map_err(|err| vfs_error("write", path, err))
+    }
+
+    async fn stat_path(&self, path: &str) -> Result<FileStat> {
+        let resolved = self.resolve(path, Follow::NotFinal).await?;
+        match resolved.found {
+            Found::Entry(_) => {
+                let metadata = self
+                    .shared
+                    .fs
+                    .lstat(&resolved.path)
+                    .await
+                    .map_err(|err| vfs_error("stat", path, err))?;
+                Ok(file_stat(&metadata))
+            }
+            Found::ThroughFile => Err(not_a_directory("stat", path)),
+            Found::Missing => Err(not_found("stat", path)),
+        }
+    }
+
+    async fn list(&self, path: &str) -> Result<Vec<String>> {
+        let resolved = self.resolve(path, Follow::Final).await?;
+        match resolved.found {
+            Found::Entry(FileType::Directory) => {}
+            Found::Entry(_) | Found::ThroughFile => return Err(not_a_directory("list", path)),
+            Found::Missing => return Err(not_found("list", path)),
+        }
+        let entries = self
+            .shared
+            .fs
+            .read_dir(&resolved.path)
+            .await
+            .map_err(|err| vfs_error("list", path, err))?;
+        let mut names: Vec<String> = entries.into_iter().map(|entry| entry.name).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn make_dir(&self, path: &str, options: MkdirOptions) -> Result<()> {
+        let resolved = self.resolve(path, Follow::NotFinal).await?;
+        match resolved.found {
+            Found::Entry(FileType::Directory) if options.recursive => return Ok(()),
+            Found::Entry(FileType::Symlink) if options.recursive => {
+                let target = self.resolve(path, Follow::Final).await?;
+                if matches!(target.found, Found::Entry(FileType::Directory)) {
+                    return Ok(());
+                }
+                return Err(already_exists("create directory", path));
+            }
+            Found::Entry(_) => return Err(already_exists("create directory", path)),
+            Found::ThroughFile => {
+                return Err(FlueError::sandbox(
+                    SandboxErrorReason::NotADirectory,
+                    format!("create directory {path}: a parent is not a directory"),
+                ));
+            }
+            Found::Missing => {}
+        }
+        if !options.recursive {
+            let parent_exists = match resolved.path.parent() {
+                Some(parent) => matches!(
+                    self.shared.fs.lstat(parent).await,
+                    Ok(Metadata {
+                        file_type: FileType::Directory,
+                        ..
+                    })
+                ),
+                None => true,
+            };
+            if !parent_exists {
+                return Err(not_found("create directory", path));
+            }
+        }
+        self.shared
+            .fs
+            .mkdir(&resolved.path, options.recursive)
+            .await
+            .map_err(|err| vfs_error("create directory", path, err))
+    }
+
+    async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
+        let resolved = self.resolve(path, Follow::NotFinal).await?;
+        if resolved.path == Path::new(&self.shared.root) {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::PermissionDenied,
+                format!("remove {path}: refusing to remove the sandbox root"),
+            ));
+        }
+        match resolved.found {
+            Found::Missing | Found::ThroughFile if options.force => return Ok(()),
+            Found::Missing => return Err(not_found("remove", path)),
+            Found::ThroughFile => return Err(not_a_directory("remove", path)),
+            Found::Entry(FileType::Directory) if !options.recursive => {
+                return Err(FlueError::sandbox(
+                    SandboxErrorReason::IsDirectory,
+                    format!("remove {path}: is a directory (set recursive to remove it)"),
+                ));
+            }
+            Found::Entry(_) => {}
+        }
+        self.shared
+            .fs
+            .remove(&resolved.path, options.recursive)
+            .await
+            .map_err(|err| vfs_error("remove", path, err))
+    }
+}
+
+impl Sandbox for VirtualSandbox {
+    fn cwd(&self) -> &str {
+        &self.shared.root
+    }
+
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        options: ExecOptions,
+    ) -> BoxFuture<'a, Result<ShellResult>> {
+        Box::pin(self.run(command, options))
+    }
+
+    fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
+        Box::pin(self.read_bytes(path))
+    }
+
+    fn write_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.write(path, content))
+    }
+
+    fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {
+        Box::pin(self.stat_path(path))
+    }
+
+    fn readdir<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(self.list(path))
+    }
+
+    fn mkdir<'a>(&'a self, path: &'a str, options: MkdirOptions) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.make_dir(path, options))
+    }
+
+    fn rm<'a>(&'a self, path: &'a str, options: RmOptions) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.remove(path, options))
+    }
+}
+
+/// Whether a resolution follows the final component when it is a symlink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Follow {
+    Final,
+    NotFinal,
+}
+
+/// Where a path led.
+#[derive(Debug)]
+struct Resolved {
+    /// The virtual path reached: every symlink resolved (but a final one not followed).
+    path: PathBuf,
+    found: Found,
+}
+
+#[derive(Debug)]
+enum Found {
+    /// An entry of this type is there.
+    Entry(FileType),
+    /// Nothing is there (nor at some parent).
+    Missing,
+    /// A parent is a file.
+    ThroughFile,
+}
+
+/// How a command's wait ended.
+enum Ending {
+    Finished(Box<bashkit::Result<bashkit::ExecResult>>),
+    TimedOut,
+    Aborted,
+}
+
+/// Raises an interpreter's stop flag on abort or timeout; stops watching when dropped.
+struct Watcher {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watcher {
+    fn spawn(
+        cancel: &CancellationToken,
+        timeout: Duration,
+        stop_flag: &Arc<AtomicBool>,
+        stopped_by: &Arc<AtomicU8>,
+    ) -> Self {
+        let cancel = cancel.clone();
+        let stop_flag = Arc::clone(stop_flag);
+        let stopped_by = Arc::clone(stopped_by);
+        let task = tokio::spawn(async move {
+            let reason = tokio::select! {
+                () = cancel.cancelled() => STOPPED_BY_ABORT,
+                () = tokio::time::sleep(timeout) => STOPPED_BY_TIMEOUT,
+            };
+            stopped_by.store(reason, Ordering::Relaxed);
+            stop_flag.store(true, Ordering::Relaxed);
+        });
+        Self { task }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The shell state a command starts from: the base state in `cwd`, with `env` exported.
+fn shell_state(base: &ShellState, cwd: &Path, env: &BTreeMap<String, String>) -> ShellState {
+    let mut state = base.clone();
+    state.cwd = cwd.to_path_buf();
+    let cwd_text = cwd.to_string_lossy().into_owned();
+    state.env.insert("PWD".to_owned(), cwd_text.clone());
+    state.variables.insert("PWD".to_owned(), cwd_text);
+    for (key, value) in env {
+        state.env.insert(key.clone(), value.clone());
+        state.variables.insert(key.clone(), value.clone());
+    }
+    state
+}
+
+/// The result of a command stopped by its time limit.
+fn timed_out(timeout: Duration) -> ShellResult {
+    ShellResult {
+        stdout: String::new(),
+        stderr: format!("[command timed out after {} ms]", timeout.as_millis()),
+        exit_code: TIMEOUT_EXIT_CODE,
+    }
+}
+
+/// A command that bashkit refused or could not finish: a failed command the model can read
+/// (bad syntax, a failing builtin), or a typed error (a limit, an internal failure).
+fn command_error(err: bashkit::Error) -> Result<ShellResult> {
+    match err {
+        bashkit::Error::Parse { .. } => Ok(ShellResult {
+            stdout: String::new(),
+            stderr: format!("bash: {err}"),
+            exit_code: 2,
+        }),
+        bashkit::Error::Execution(_)
+        | bashkit::Error::Io(_)
+        | bashkit::Error::Regex(_)
+        | bashkit::Error::CommandFailure(_)
+        | bashkit::Error::LineAbort(_) => Ok(ShellResult {
+            stdout: String::new(),
+            stderr: format!("bash: {err}"),
+            exit_code: 1,
+        }),
+        bashkit::Error::ResourceLimit(limit) => Err(FlueError::Sandbox {
+            message: format!(
+                "the command hit a limit of the virtual sandbox: {limit}; split the work into \
+                 smaller commands, or raise the limit"
+            ),
+            reason: SandboxErrorReason::LimitExceeded,
+            source: Some(BoxError::from(limit)),
+        }),
+        other => Err(FlueError::Sandbox {
+            message: format!("the virtual sandbox failed to run the command: {other}"),
+            reason: SandboxErrorReason::Other,
+            source: Some(BoxError::from(other)),
+        }),
+    }
+}
+
+/// The metadata of the sandbox API.
+fn file_stat(metadata: &Metadata) -> FileStat {
+    let mtime_ms = metadata
+        .modified
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+    FileStat {
+        is_file: metadata.file_type == FileType::File,
+        is_dir: metadata.file_type == FileType::Directory,
+        is_symlink: Some(metadata.file_type == FileType::Symlink),
+        size: Some(metadata.size),
+        mtime_ms,
+    }
+}
+
+/// The normal components of an absolute, normalized path.
+fn normal_components(path: &Path) -> Vec<String> {
+    path.components()
+        .filter_map(|part| match part {
+            Component::Normal(name) => Some(name.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Appends `line` on a line of its own.
+fn push_line(text: &mut String, line: &str) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(line);
+}
+
+fn not_found(operation: &str, path: &str) -> FlueError {
+    FlueError::sandbox(
+        SandboxErrorReason::NotFound,
+        format!("{operation} {path}: no such file or directory"),
+    )
+}
+
+fn not_a_directory(operation: &str, path: &str) -> FlueError {
+    FlueError::sandbox(
+        SandboxErrorReason::NotADirectory,
+        format!("{operation} {path}: not a directory"),
+    )
+}
+
+fn already_exists(operation: &str, path: &str) -> FlueError {
+    FlueError::sandbox(
+        SandboxErrorReason::AlreadyExists,
+        format!("{operation} {path}: already exists"),
+    )
+}
+
+/// A sandbox error for a failed virtual filesystem operation on `path` (as the caller gave it).
+fn vfs_error(operation: &str, path: &str, err: bashkit::Error) -> FlueError {
+    let description = match &err {
+        bashkit::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    };
+    let reason = match &err {
+        bashkit::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::NotFound => SandboxErrorReason::NotFound,
+            std::io::ErrorKind::AlreadyExists => SandboxErrorReason::AlreadyExists,
+            std::io::ErrorKind::PermissionDenied => SandboxErrorReason::PermissionDenied,
+            std::io::ErrorKind::NotADirectory => SandboxErrorReason::NotADirectory,
+            std::io::ErrorKind::IsADirectory => SandboxErrorReason::IsDirectory,
+            std::io::ErrorKind::DirectoryNotEmpty => SandboxErrorReason::NotEmpty,
+            _ if is_limit_message(&description) => SandboxErrorReason::LimitExceeded,
+            _ if description == "is a directory" => SandboxErrorReason::IsDirectory,
+            _ if description == "not a directory" => SandboxErrorReason::NotADirectory,
+            _ if description == "directory not empty" => SandboxErrorReason::NotEmpty,
+            _ => SandboxErrorReason::Other,
+        },
+        bashkit::Error::ResourceLimit(_) => SandboxErrorReason::LimitExceeded,
+        _ => SandboxErrorReason::Other,
+    };
+    let message = if reason == SandboxErrorReason::LimitExceeded {
+        format!(
+            "{operation} {path}: {description}; the virtual sandbox's filesystem limits are \
+             set with `VirtualLimits`"
+        )
+    } else {
+        format!("{operation} {path}: {description}")
+    };
+    FlueError::Sandbox {
+        message,
+        reason,
+        source: Some(BoxError::from(err)),
+    }
+}
+
+/// Whether a bashkit filesystem error message reports a limit.
+fn is_limit_message(message: &str) -> bool {
+    message.contains("limit") || message.starts_with("filesystem full")
+}

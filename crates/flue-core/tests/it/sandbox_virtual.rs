@@ -1,0 +1,347 @@
+//! Tests: `VirtualSandbox` — the shared contract, seeding, limits and isolation from the host.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flue_core::{ExecOptions, Sandbox, VirtualLimits, VirtualSandbox};
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+
+use crate::sandbox_contract::{Backend, kind_of, run_ok};
+
+mod contract {
+    crate::sandbox_contract::sandbox_contract!(super::backend);
+}
+
+/// A virtual sandbox; the outside directory is `/outside` of its own filesystem.
+pub async fn backend() -> Backend {
+    let sandbox = VirtualSandbox::new();
+    run_ok(
+        &sandbox,
+        "mkdir /outside && printf secret > /outside/secret.txt",
+    )
+    .await;
+    let probe = sandbox.clone();
+    Backend {
+        sandbox: Arc::new(sandbox),
+        outside: "/outside".to_owned(),
+        outside_state: Box::new(move || {
+            let sandbox = probe.clone();
+            Box::pin(async move {
+                let listing = run_ok(&sandbox, "ls -1 /outside").await.stdout;
+                let secret = run_ok(&sandbox, "cat /outside/secret.txt").await.stdout;
+                (listing.lines().map(str::to_owned).collect(), secret)
+            })
+        }),
+        _guard: Box::new(()),
+    }
+}
+
+/// A host directory to seed from: `README.md`, `src/main.rs`, an excluded `.git/` and
+/// `.env`, a symlink inside (`link` -> `README.md`) and one pointing out (`escape` -> `/etc`).
+fn seed_dir() -> TempDir {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("README.md"), "# project\n").unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::write(root.join(".git/HEAD"), "ref").unwrap();
+    std::fs::write(root.join(".env"), "TOKEN=secret").unwrap();
+    std::fs::write(root.join(".env.local"), "TOKEN=secret").unwrap();
+    std::os::unix::fs::symlink("README.md", root.join("link")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("escape")).unwrap();
+    std::os::unix::fs::symlink(root.join("src/main.rs"), root.join("abs_link")).unwrap();
+    dir
+}
+
+/// Every file under `dir` with its content, sorted, as the host sees it.
+fn host_tree(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(next).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                pending.push(path);
+            } else if meta.is_file() {
+                files.push((rel, std::fs::read_to_string(&path).unwrap()));
+            } else {
+                files.push((
+                    rel,
+                    format!("-> {}", std::fs::read_link(&path).unwrap().display()),
+                ));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn a_seed_is_a_copy_and_the_original_is_never_touched() {
+    let dir = seed_dir();
+    let before = host_tree(dir.path());
+    let sandbox = VirtualSandbox::builder()
+        .with_seed(dir.path())
+        .with_seed_exclude([".git", ".env*"])
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(
+        sandbox.readdir(".").await.unwrap(),
+        vec!["README.md", "abs_link", "link", "src"]
+    );
+    assert_eq!(sandbox.read_file("link").await.unwrap(), "# project\n");
+    assert_eq!(
+        sandbox.read_file("abs_link").await.unwrap(),
+        "fn main() {}\n"
+    );
+    let res = run_ok(
+        &sandbox,
+        "cat src/main.rs; readlink abs_link; grep -c project README.md",
+    )
+    .await;
+    assert_eq!(res.stdout, "fn main() {}\n/workspace/src/main.rs\n1\n");
+
+    // Changing the copy leaves the host directory as it was.
+    run_ok(
+        &sandbox,
+        "echo changed > README.md; rm src/main.rs; mkdir new; echo x > new/file; rm link",
+    )
+    .await;
+    sandbox
+        .write_file("src/lib.rs", b"pub fn f() {}")
+        .await
+        .unwrap();
+    assert_eq!(sandbox.read_file("README.md").await.unwrap(), "changed\n");
+    assert_eq!(host_tree(dir.path()), before);
+}
+
+#[tokio::test]
+async fn seeding_reports_what_is_wrong() {
+    let missing = VirtualSandbox::builder()
+        .with_seed("/nonexistent/flue-seed")
+        .build()
+        .await
+        .map(|_| ());
+    assert_eq!(kind_of(&missing), "not_found");
+
+    let dir = seed_dir();
+    let too_many = VirtualSandbox::builder()
+        .with_seed(dir.path())
+        .with_limits(VirtualLimits::default().with_max_files(3))
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(too_many.kind(), "limit_exceeded");
+    let message = too_many.to_string();
+    assert!(
+        message.contains("more than 3 files") && message.contains("seed exclude"),
+        "{message}"
+    );
+    let too_big = VirtualSandbox::builder()
+        .with_seed(dir.path())
+        .with_limits(VirtualLimits::default().with_max_file_bytes(5))
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(too_big.kind(), "limit_exceeded");
+    assert!(too_big.to_string().contains("a file of"), "{too_big}");
+}
+
+#[tokio::test]
+async fn limits_end_runaway_commands_with_a_typed_error() {
+    let sandbox = VirtualSandbox::builder()
+        .with_limits(
+            VirtualLimits::default()
+                .with_max_commands(500)
+                .with_max_loop_iterations(50)
+                .with_max_fs_bytes(1_000)
+                .with_max_output_bytes(100),
+        )
+        .build()
+        .await
+        .unwrap();
+    let err = sandbox
+        .exec(
+            "for i in $(seq 1 1000); do echo $i > /dev/null; done",
+            ExecOptions::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "limit_exceeded");
+    assert!(
+        err.to_string().contains("limit of the virtual sandbox"),
+        "{err}"
+    );
+    let err = sandbox
+        .exec("i=0; while true; do i=$((i+1)); done", ExecOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "limit_exceeded");
+
+    let err = sandbox
+        .write_file("big.bin", &[b'x'; 2_000])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "limit_exceeded");
+    let res = sandbox
+        .exec(
+            "head -c 2000 /dev/zero > big.bin; echo $?",
+            ExecOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(res.stdout, "0\n", "{res:?}");
+
+    let res = sandbox
+        .exec("seq 1 1000", ExecOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        res.stdout
+            .ends_with("[stdout truncated: kept the first 100 bytes]"),
+        "{}",
+        res.stdout
+    );
+    // The sandbox works on after each of these.
+    assert_eq!(run_ok(&sandbox, "echo ok").await.stdout, "ok\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_loop_is_stopped_by_its_timeout() {
+    let sandbox = VirtualSandbox::builder()
+        .with_limits(
+            VirtualLimits::default()
+                .with_max_commands(usize::MAX)
+                .with_max_loop_iterations(usize::MAX)
+                .with_max_total_loop_iterations(usize::MAX),
+        )
+        .build()
+        .await
+        .unwrap();
+    let res = sandbox
+        .exec(
+            "while true; do :; done",
+            ExecOptions::new().with_timeout(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (res.exit_code, res.stderr.as_str()),
+        (124, "[command timed out after 300 ms]")
+    );
+}
+
+#[tokio::test]
+async fn one_sandbox_serves_many_commands() {
+    // bashkit's own default allows 1,000 `exec` calls per interpreter.
+    let sandbox = VirtualSandbox::new();
+    for idx in 0..1_100 {
+        let res = sandbox
+            .exec("echo $((1 + 1))", ExecOptions::new())
+            .await
+            .unwrap();
+        assert_eq!(res.stdout, "2\n", "call {idx}");
+    }
+}
+
+#[tokio::test]
+async fn commands_see_neither_the_host_nor_the_network() {
+    let host_dir = TempDir::new().unwrap();
+    std::fs::write(host_dir.path().join("host.txt"), "host").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+
+    let sandbox = VirtualSandbox::new();
+    let host_file = host_dir.path().join("host.txt");
+    let res = sandbox
+        .exec(
+            &format!("cat {}; echo $?", host_file.display()),
+            ExecOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.stdout, "1\n", "{res:?}");
+    let res = sandbox
+        .exec(
+            &format!("curl -sS http://127.0.0.1:{port}/; echo $?"),
+            ExecOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(res.stdout, "0\n", "{res:?}");
+    assert!(
+        matches!(listener.accept(), Err(err) if err.kind() == std::io::ErrorKind::WouldBlock),
+        "the sandbox reached the host network"
+    );
+    let res = run_ok(&sandbox, "whoami; hostname; echo $HOME").await;
+    assert_eq!(res.stdout, "flue\nflue-virtual\n/home/flue\n");
+}
+
+/// Hands out virtual sandboxes and records the instance ids it was asked for.
+#[derive(Default)]
+struct CountingFactory {
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl flue_core::SandboxFactory for CountingFactory {
+    fn create<'a>(
+        &'a self,
+        instance_id: &'a str,
+    ) -> flue_core::BoxFuture<'a, flue_core::Result<Arc<dyn Sandbox>>> {
+        self.asked.lock().unwrap().push(instance_id.to_owned());
+        Box::pin(async { Ok(Arc::new(VirtualSandbox::new()) as Arc<dyn Sandbox>) })
+    }
+}
+
+#[tokio::test]
+async fn a_harness_gets_one_sandbox_from_its_factory_or_a_virtual_one() {
+    use flue_core::{AgentConfig, Harness, VIRTUAL_ROOT};
+
+    let factory = Arc::new(CountingFactory::default());
+    let harness = Harness::builder(AgentConfig::new())
+        .with_instance_id("agent-1")
+        .with_sandbox_factory(factory.clone())
+        .build()
+        .await
+        .unwrap();
+    let first = harness.session("a").await.unwrap();
+    let second = harness.session("b").await.unwrap();
+    first.fs().write_file("x.txt", b"shared").await.unwrap();
+    assert_eq!(second.fs().read_file("x.txt").await.unwrap(), "shared");
+    assert_eq!(factory.asked.lock().unwrap().clone(), vec!["agent-1"]);
+
+    // Without a sandbox or a factory, a harness works in an empty virtual sandbox.
+    let harness = Harness::builder(AgentConfig::new()).build().await.unwrap();
+    assert_eq!(harness.fs().cwd(), VIRTUAL_ROOT);
+    let res = harness
+        .shell("pwd; ls | wc -l", ExecOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(res.stdout, "/workspace\n0\n");
+}
+
+#[tokio::test]
+async fn max_time_caps_a_longer_timeout() {
+    let sandbox = VirtualSandbox::builder()
+        .with_limits(VirtualLimits::default().with_max_time(Duration::from_millis(300)))
+        .build()
+        .await
+        .unwrap();
+    let res = sandbox
+        .exec(
+            "sleep 30",
+            ExecOptions::new().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (res.exit_code, res.stderr.as_str()),
+        (124, "[command timed out after 300 ms]")
+    );
+}
