@@ -123,6 +123,19 @@ pub enum FlueError {
         #[source]
         source: Option<BoxError>,
     },
+    /// The request did not fit the model's context window (the provider said so). Not retryable
+    /// as is: compaction handles it by folding old history and retrying once; otherwise shorten
+    /// the conversation or pick a model with a larger window.
+    #[error(
+        "model provider {provider:?}: the conversation exceeds the model's context window: \
+         {message}; compact the session or use a model with a larger context window"
+    )]
+    ContextOverflow {
+        /// Provider id.
+        provider: String,
+        /// The provider's message.
+        message: String,
+    },
     /// A scripted model's script is unreadable, invalid, or has no rule for the situation.
     /// Fix the script file.
     #[error("script {path}: {message}")]
@@ -227,6 +240,7 @@ impl FlueError {
             Self::InvalidModelSpec { .. } => "invalid_model_spec",
             Self::UnknownProvider { .. } => "unknown_provider",
             Self::Provider { .. } => "provider_error",
+            Self::ContextOverflow { .. } => "context_overflow",
             Self::Script { .. } => "script_error",
             Self::ToolNameCollision { .. } => "tool_name_collision",
             Self::InvalidTool { .. } => "invalid_tool",
