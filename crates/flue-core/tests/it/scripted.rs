@@ -417,6 +417,7 @@ async fn error_reply_is_a_provider_error_after_streaming_its_text() {
             message,
             retryable,
             source,
+            ..
         }) => (provider, message, retryable, source.is_none()),
         other => panic!("expected a provider error, got {other:?}"),
     };

@@ -619,7 +619,9 @@ async fn play(
         return Err(FlueError::Provider {
             provider: PROVIDER_ID.to_owned(),
             message: interpolate(&error.message, vars),
+            status: None,
             retryable: error.retryable,
+            retry_after_ms: None,
             source: None,
         });
     }
