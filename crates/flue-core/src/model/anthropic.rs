@@ -186,20 +186,15 @@ impl AnthropicProvider {
                     ThinkingLevel::Xhigh => 32_768,
                 };
                 let budget = budget.min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS));
-                (budget >= MIN_THINKING_BUDGET).then(|| {
-                    (
-                        json!({"type": "enabled", "budget_tokens": budget}),
-                        None,
-                    )
-                })
+                (budget >= MIN_THINKING_BUDGET)
+                    .then(|| (json!({"type": "enabled", "budget_tokens": budget}), None))
             }
             Thinking::Adaptive { xhigh } => {
                 let effort = match level {
                     ThinkingLevel::Off | ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
                     ThinkingLevel::Medium => "medium",
-                    ThinkingLevel::High => "high",
                     ThinkingLevel::Xhigh if xhigh => "xhigh",
-                    ThinkingLevel::Xhigh => "high",
+                    ThinkingLevel::High | ThinkingLevel::Xhigh => "high",
                 };
                 Some((
                     json!({"type": "adaptive", "display": "summarized"}),
@@ -260,7 +255,11 @@ impl Messages {
     /// The wire messages: starting with a user message, the last user block marked as a cache
     /// breakpoint.
     fn finish(mut self) -> Vec<Value> {
-        if self.messages.first().is_none_or(|(role, _)| *role != "user") {
+        if self
+            .messages
+            .first()
+            .is_none_or(|(role, _)| *role != "user")
+        {
             self.messages.insert(
                 0,
                 (
@@ -269,7 +268,10 @@ impl Messages {
                 ),
             );
         }
-        if let Some(("user", blocks)) = self.messages.last_mut().map(|(role, blocks)| (*role, blocks))
+        if let Some(("user", blocks)) = self
+            .messages
+            .last_mut()
+            .map(|(role, blocks)| (*role, blocks))
             && let Some(Value::Object(block)) = blocks.last_mut()
         {
             block.insert("cache_control".to_owned(), json!({"type": "ephemeral"}));
@@ -394,10 +396,18 @@ enum BlockStart {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum BlockDelta {
-    TextDelta { text: String },
-    InputJsonDelta { partial_json: String },
-    ThinkingDelta { thinking: String },
-    SignatureDelta { signature: String },
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
     #[serde(other)]
     Other,
 }

@@ -113,7 +113,9 @@ const O_SERIES: Thinking = Thinking::Effort {
 };
 const NONE: Thinking = Thinking::None;
 
-/// Anthropic models (Messages API).
+/// Anthropic models (Messages API): id, context window, output limit, image input, price
+/// (input, output, cache read, cache write), thinking style.
+#[rustfmt::skip]
 static ANTHROPIC_MODELS: &[CatalogEntry] = &[
     model("claude-opus-5", 1_000_000, 128_000, true, [5.0, 25.0, 0.5, 6.25], ADAPTIVE_XHIGH),
     model("claude-sonnet-5", 1_000_000, 128_000, true, [2.0, 10.0, 0.2, 2.5], ADAPTIVE_XHIGH),
@@ -128,7 +130,8 @@ static ANTHROPIC_MODELS: &[CatalogEntry] = &[
     model("claude-opus-4-1", 200_000, 32_000, true, [15.0, 75.0, 1.5, 18.75], BUDGET),
 ];
 
-/// OpenAI models served by Chat Completions.
+/// OpenAI models served by Chat Completions, in the same columns.
+#[rustfmt::skip]
 static OPENAI_MODELS: &[CatalogEntry] = &[
     model("gpt-5.5", 272_000, 128_000, true, [5.0, 30.0, 0.5, 0.0], GPT52),
     model("gpt-5.4", 272_000, 128_000, true, [2.5, 15.0, 0.25, 0.0], GPT52),

@@ -7,8 +7,11 @@
 //! [`RetryPolicy::max_retries`] times, but only while nothing of the turn has been shown to the
 //! caller yet: once a delta went out, a failure ends the turn (the loop then stores nothing).
 //!
-//! The client is built once per process with rustls (ring provider, platform certificate
-//! verifier) and without proxy discovery, because flue-core does not read the environment.
+//! Each endpoint builds its reqwest client on first use (so a registry of many providers costs
+//! nothing until one is called, and a client never outlives the runtime of its first user
+//! by being shared across programs' runtimes): rustls with the ring provider and the platform
+//! certificate verifier, HTTP/1.1, and no proxy discovery, because flue-core does not read the
+//! environment.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -50,6 +53,7 @@ pub(crate) struct Endpoint {
     key: Option<ApiKey>,
     missing_key_env: Option<String>,
     retry: RetryPolicy,
+    client: OnceLock<reqwest::Client>,
 }
 
 /// A failed attempt, before it becomes a [`FlueError`].
@@ -97,9 +101,7 @@ impl Failure {
     /// its type or code (`rate_limit_error`, `context_length_exceeded`, ...).
     pub(crate) fn reported(status: Option<u16>, message: &str, code: &str) -> Self {
         let retryable = match status {
-            Some(status) => {
-                matches!(status, 408 | 409 | 425 | 429) || (500..600).contains(&status)
-            }
+            Some(status) => matches!(status, 408 | 409 | 425 | 429) || (500..600).contains(&status),
             None => matches!(
                 code,
                 "overloaded_error"
@@ -208,7 +210,10 @@ impl Endpoint {
                     reqwest::header::AUTHORIZATION,
                     format!("Bearer {}", key.expose()),
                 ),
-                Auth::XApiKey => (HeaderName::from_static("x-api-key"), key.expose().to_owned()),
+                Auth::XApiKey => (
+                    HeaderName::from_static("x-api-key"),
+                    key.expose().to_owned(),
+                ),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 invalid(
@@ -231,6 +236,7 @@ impl Endpoint {
                 .then(|| config.api_key_env.clone())
                 .flatten(),
             retry: config.retry,
+            client: OnceLock::new(),
         })
     }
 
@@ -258,12 +264,12 @@ impl Endpoint {
         Fut: Future<Output = std::result::Result<ModelTurn, Failure>>,
     {
         self.check_key()?;
-        let client =
-            shared_client().map_err(|failure| failure.into_error(&self.provider, None))?;
-        let body = Arc::new(body);
+        let client = self
+            .client()
+            .map_err(|failure| failure.into_error(&self.provider, None))?;
         let mut n_retries = 0;
         loop {
-            let failure = match self.attempt(&client, &body, classify).await {
+            let failure = match self.attempt(client, &body, classify).await {
                 Ok(reader) => match decode(reader).await {
                     Ok(turn) => return Ok(turn),
                     Err(failure) => failure,
@@ -289,17 +295,26 @@ impl Endpoint {
         }
     }
 
+    /// The endpoint's client, built on first use.
+    fn client(&self) -> std::result::Result<&reqwest::Client, Failure> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let client = build_client()?;
+        Ok(self.client.get_or_init(|| client))
+    }
+
     /// One POST: an event reader on success, a classified failure otherwise.
     async fn attempt(
         &self,
         client: &reqwest::Client,
-        body: &Arc<Vec<u8>>,
+        body: &[u8],
         classify: fn(Option<u16>, &str) -> Failure,
     ) -> std::result::Result<EventReader, Failure> {
         let response = client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .body(body.as_ref().clone())
+            .body(body.to_vec())
             .send()
             .await
             .map_err(|err| network_failure(&format!("cannot reach {}", self.url), err))?;
@@ -462,16 +477,6 @@ fn is_context_overflow(status: Option<u16>, message: &str, code: &str) -> bool {
     ]
     .iter()
     .any(|needle| message.contains(needle))
-}
-
-/// The process-wide client, built on first use.
-fn shared_client() -> std::result::Result<reqwest::Client, Failure> {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    if let Some(client) = CLIENT.get() {
-        return Ok(client.clone());
-    }
-    let client = build_client()?;
-    Ok(CLIENT.get_or_init(|| client).clone())
 }
 
 fn build_client() -> std::result::Result<reqwest::Client, Failure> {

@@ -139,14 +139,14 @@ impl OpenAiProvider {
         if !info.reasoning {
             return None;
         }
-        let style = self
-            .config
-            .catalog_entry(model)
-            .map_or(Thinking::Effort {
+        let style = self.config.catalog_entry(model).map_or(
+            Thinking::Effort {
                 none: false,
                 minimal: false,
                 xhigh: false,
-            }, |entry| entry.thinking);
+            },
+            |entry| entry.thinking,
+        );
         let Thinking::Effort {
             none,
             minimal,
@@ -205,7 +205,10 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
     }
     let all_text = parts.iter().all(|part| part["type"] == "text");
     let content = if all_text {
-        let texts: Vec<&str> = parts.iter().filter_map(|part| part["text"].as_str()).collect();
+        let texts: Vec<&str> = parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect();
         Value::String(texts.join("\n\n"))
     } else {
         Value::Array(std::mem::take(parts))

@@ -307,7 +307,10 @@ impl ProviderConfig {
         catalog::candidates(model)
             .into_iter()
             .find_map(|id| self.models.get(id))
-            .map_or_else(|| (ModelInfo::default(), false), |info| (info.clone(), true))
+            .map_or_else(
+                || (ModelInfo::default(), false),
+                |info| (info.clone(), true),
+            )
     }
 
     /// The catalog entry behind `model`, when it is a built-in model.

@@ -6,6 +6,10 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod fake_http;
+mod provider_anthropic;
+mod provider_openai;
+mod providers;
 mod sandbox_local;
 mod scripted;
 mod session;

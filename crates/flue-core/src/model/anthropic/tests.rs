@@ -81,7 +81,9 @@ fn conversation(model: &str) -> Vec<Record> {
     vec![
         Record::User(UserMessage {
             content: vec![
-                UserContent::Text { text: "look".into() },
+                UserContent::Text {
+                    text: "look".into(),
+                },
                 UserContent::Image(Image {
                     data: "AAAA".into(),
                     mime_type: "image/png".into(),
@@ -134,9 +136,18 @@ fn thinking_goes_back_only_to_its_own_model_and_only_when_on() {
     let first_block = |model: &str, level| {
         body(model, &messages, level, 64_000)["messages"][1]["content"][0]["type"].clone()
     };
-    assert_eq!(first_block("claude-sonnet-4-5", ThinkingLevel::Low), json!("thinking"));
-    assert_eq!(first_block("claude-sonnet-4-5", ThinkingLevel::Off), json!("text"));
-    assert_eq!(first_block("claude-haiku-4-5", ThinkingLevel::Low), json!("text"));
+    assert_eq!(
+        first_block("claude-sonnet-4-5", ThinkingLevel::Low),
+        json!("thinking")
+    );
+    assert_eq!(
+        first_block("claude-sonnet-4-5", ThinkingLevel::Off),
+        json!("text")
+    );
+    assert_eq!(
+        first_block("claude-haiku-4-5", ThinkingLevel::Low),
+        json!("text")
+    );
 }
 
 #[test]
@@ -144,16 +155,25 @@ fn thinking_levels_map_to_budgets_or_adaptive_effort() {
     let messages = [Record::User(UserMessage::text("hi"))];
     let thinking = |model: &str, level, max_output| {
         let body = body(model, &messages, level, max_output);
-        (body.get("thinking").cloned(), body.get("output_config").cloned())
+        (
+            body.get("thinking").cloned(),
+            body.get("output_config").cloned(),
+        )
     };
     assert_eq!(
         thinking("claude-haiku-4-5", ThinkingLevel::Xhigh, 64_000),
-        (Some(json!({"type": "enabled", "budget_tokens": 32_768})), None)
+        (
+            Some(json!({"type": "enabled", "budget_tokens": 32_768})),
+            None
+        )
     );
     // The budget leaves room for the answer; too small a room means no thinking.
     assert_eq!(
         thinking("claude-haiku-4-5", ThinkingLevel::High, 4_096),
-        (Some(json!({"type": "enabled", "budget_tokens": 3_072})), None)
+        (
+            Some(json!({"type": "enabled", "budget_tokens": 3_072})),
+            None
+        )
     );
     assert_eq!(
         thinking("claude-haiku-4-5", ThinkingLevel::High, 1_500),
@@ -170,9 +190,15 @@ fn thinking_levels_map_to_budgets_or_adaptive_effort() {
         thinking("claude-opus-4-7", ThinkingLevel::Xhigh, 64_000).1,
         Some(json!({"effort": "xhigh"}))
     );
-    assert_eq!(thinking("claude-opus-4-7", ThinkingLevel::Off, 64_000), (None, None));
+    assert_eq!(
+        thinking("claude-opus-4-7", ThinkingLevel::Off, 64_000),
+        (None, None)
+    );
     // Unknown models get conservative defaults: no thinking.
-    assert_eq!(thinking("claude-next", ThinkingLevel::High, 64_000), (None, None));
+    assert_eq!(
+        thinking("claude-next", ThinkingLevel::High, 64_000),
+        (None, None)
+    );
 }
 
 #[test]

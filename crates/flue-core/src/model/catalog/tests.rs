@@ -31,8 +31,16 @@ fn ids_are_unique_and_limits_are_sane() {
         assert_eq!(ids.len(), catalog.len());
         for entry in catalog {
             let info = entry.info();
-            assert!(info.max_output_tokens <= info.context_window, "{}", entry.id);
-            assert!(info.price.is_some_and(|price| price.input > 0.0), "{}", entry.id);
+            assert!(
+                info.max_output_tokens <= info.context_window,
+                "{}",
+                entry.id
+            );
+            assert!(
+                info.price.is_some_and(|price| price.input > 0.0),
+                "{}",
+                entry.id
+            );
         }
     }
     let mut ids: Vec<&str> = BUILTIN_PROVIDERS.iter().map(|p| p.id).collect();

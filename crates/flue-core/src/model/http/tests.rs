@@ -29,13 +29,22 @@ fn retry_after_reads_milliseconds_then_seconds() {
         }
         map
     };
-    assert_eq!(retry_after(&headers(&[("retry-after", "2")])), Some(Duration::from_secs(2)));
     assert_eq!(
-        retry_after(&headers(&[("retry-after", "1.5"), ("retry-after-ms", "250")])),
+        retry_after(&headers(&[("retry-after", "2")])),
+        Some(Duration::from_secs(2))
+    );
+    assert_eq!(
+        retry_after(&headers(&[
+            ("retry-after", "1.5"),
+            ("retry-after-ms", "250")
+        ])),
         Some(Duration::from_millis(250))
     );
     assert_eq!(
-        retry_after(&headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])),
+        retry_after(&headers(&[(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:00 GMT"
+        )])),
         None
     );
     assert_eq!(retry_after(&headers(&[("retry-after", "-1")])), None);
@@ -50,11 +59,23 @@ fn classify(status: Option<u16>, message: &str, code: &str) -> (bool, bool) {
 
 #[test]
 fn statuses_and_codes_decide_retries_and_overflow() {
-    assert_eq!(classify(Some(429), "slow down", "rate_limit_error"), (true, false));
-    assert_eq!(classify(Some(429), "quota", "insufficient_quota"), (false, false));
+    assert_eq!(
+        classify(Some(429), "slow down", "rate_limit_error"),
+        (true, false)
+    );
+    assert_eq!(
+        classify(Some(429), "quota", "insufficient_quota"),
+        (false, false)
+    );
     assert_eq!(classify(Some(500), "", ""), (true, false));
-    assert_eq!(classify(Some(529), "Overloaded", "overloaded_error"), (true, false));
-    assert_eq!(classify(Some(401), "invalid x-api-key", "authentication_error"), (false, false));
+    assert_eq!(
+        classify(Some(529), "Overloaded", "overloaded_error"),
+        (true, false)
+    );
+    assert_eq!(
+        classify(Some(401), "invalid x-api-key", "authentication_error"),
+        (false, false)
+    );
     assert_eq!(classify(Some(404), "model not found", ""), (false, false));
     assert_eq!(
         classify(
@@ -73,8 +94,14 @@ fn statuses_and_codes_decide_retries_and_overflow() {
         (false, true)
     );
     assert_eq!(classify(Some(413), "request too large", ""), (false, true));
-    assert_eq!(classify(None, "Overloaded", "overloaded_error"), (true, false));
-    assert_eq!(classify(None, "bad", "invalid_request_error"), (false, false));
+    assert_eq!(
+        classify(None, "Overloaded", "overloaded_error"),
+        (true, false)
+    );
+    assert_eq!(
+        classify(None, "bad", "invalid_request_error"),
+        (false, false)
+    );
 }
 
 #[test]

@@ -16,7 +16,12 @@ fn provider(config: ProviderConfig) -> OpenAiProvider {
     OpenAiProvider::new(config.with_api_key(ApiKey::new("k"))).unwrap()
 }
 
-fn body(provider: &OpenAiProvider, model: &str, messages: &[Record], thinking: ThinkingLevel) -> Value {
+fn body(
+    provider: &OpenAiProvider,
+    model: &str,
+    messages: &[Record],
+    thinking: ThinkingLevel,
+) -> Value {
     let tools = [ToolSchema {
         name: "lookup".into(),
         description: "Looks up.".into(),
@@ -37,7 +42,9 @@ fn conversation() -> Vec<Record> {
     vec![
         Record::User(UserMessage {
             content: vec![
-                UserContent::Text { text: "look".into() },
+                UserContent::Text {
+                    text: "look".into(),
+                },
                 UserContent::Image(Image {
                     data: "AAAA".into(),
                     mime_type: "image/png".into(),
@@ -118,11 +125,21 @@ fn the_body_carries_messages_tools_limits_and_reasoning() {
 fn thinking_levels_map_per_model_family() {
     let openai = provider(ProviderConfig::builtin("openai").unwrap());
     let messages = [Record::User(UserMessage::text("hi"))];
-    let effort = |model: &str, level| body(&openai, model, &messages, level).get("reasoning_effort").cloned();
+    let effort = |model: &str, level| {
+        body(&openai, model, &messages, level)
+            .get("reasoning_effort")
+            .cloned()
+    };
     assert_eq!(effort("gpt-5", ThinkingLevel::Off), None);
     assert_eq!(effort("gpt-5.1", ThinkingLevel::Off), Some(json!("none")));
-    assert_eq!(effort("gpt-5.1", ThinkingLevel::Minimal), Some(json!("low")));
-    assert_eq!(effort("gpt-5.2", ThinkingLevel::Xhigh), Some(json!("xhigh")));
+    assert_eq!(
+        effort("gpt-5.1", ThinkingLevel::Minimal),
+        Some(json!("low"))
+    );
+    assert_eq!(
+        effort("gpt-5.2", ThinkingLevel::Xhigh),
+        Some(json!("xhigh"))
+    );
     assert_eq!(effort("o3", ThinkingLevel::Xhigh), Some(json!("high")));
     // Not a reasoning model: the level is dropped.
     assert_eq!(effort("gpt-4.1", ThinkingLevel::High), None);
@@ -132,14 +149,20 @@ fn thinking_levels_map_per_model_family() {
 
 #[test]
 fn models_without_image_input_see_a_placeholder_and_compat_servers_their_dialect() {
-    let config = ProviderConfig::builtin("openrouter")
-        .unwrap()
-        .with_model("text-only", ModelInfo {
+    let config = ProviderConfig::builtin("openrouter").unwrap().with_model(
+        "text-only",
+        ModelInfo {
             reasoning: true,
             ..ModelInfo::default()
-        });
+        },
+    );
     let openrouter = provider(config);
-    let body = body(&openrouter, "text-only", &conversation()[..1], ThinkingLevel::High);
+    let body = body(
+        &openrouter,
+        "text-only",
+        &conversation()[..1],
+        ThinkingLevel::High,
+    );
     assert_eq!(
         body["messages"][1],
         json!({"role": "user", "content": "look\n\n[image omitted: this model does not accept image input]"})
@@ -155,17 +178,25 @@ fn models_without_image_input_see_a_placeholder_and_compat_servers_their_dialect
 }
 
 fn body_of(provider: &OpenAiProvider) -> Value {
-    body(provider, "m", &[Record::User(UserMessage::text("hi"))], ThinkingLevel::Off)
+    body(
+        provider,
+        "m",
+        &[Record::User(UserMessage::text("hi"))],
+        ThinkingLevel::Off,
+    )
 }
 
 #[test]
 fn the_output_limit_leaves_room_for_the_prompt() {
     let config = ProviderConfig::new("local", WireApi::OpenAiCompletions, "http://127.0.0.1:1/v1")
-        .with_model("small", ModelInfo {
-            context_window: 8_000,
-            max_output_tokens: 8_000,
-            ..ModelInfo::default()
-        });
+        .with_model(
+            "small",
+            ModelInfo {
+                context_window: 8_000,
+                max_output_tokens: 8_000,
+                ..ModelInfo::default()
+            },
+        );
     let local = provider(config);
     let long = "word ".repeat(4_000);
     let request = ModelRequest {

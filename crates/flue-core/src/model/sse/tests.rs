@@ -40,7 +40,11 @@ fn every_line_ending_and_every_split_point() {
     let expected = vec![event("a", "1"), event("b", "2"), event("", "3")];
     for split in 0..=stream.len() {
         let (head, tail) = stream.split_at(split);
-        assert_eq!(parse(&[head, tail]), Ok(expected.clone()), "split at {split}");
+        assert_eq!(
+            parse(&[head, tail]),
+            Ok(expected.clone()),
+            "split at {split}"
+        );
     }
     let bytes: Vec<&[u8]> = stream.chunks(1).collect();
     assert_eq!(parse(&bytes), Ok(expected));
