@@ -5,6 +5,7 @@
 //! [`WorkspaceConfig`]. A new section (`[providers.*]`, `[store]`, `[server]`) is a field on
 //! `RawConfig`, a public type, and one conversion function.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use flue_core::ThinkingLevel;
@@ -13,6 +14,7 @@ use toml::Spanned;
 
 use crate::diagnostic::Diagnostic;
 use crate::fields;
+use crate::providers::{self, ProviderSettings, RawProvider};
 use crate::suggest::did_you_mean;
 
 /// The workspace path of the settings file.
@@ -26,6 +28,8 @@ const DEFAULTS_KEYS: &[&str] = &["model", "thinking"];
 pub struct WorkspaceConfig {
     /// `[defaults]`: settings for agents that leave them unset.
     pub defaults: Defaults,
+    /// `[providers.<id>]`: model providers declared or adjusted by the workspace, by id.
+    pub providers: BTreeMap<String, ProviderSettings>,
 }
 
 /// `[defaults]` in flue.toml.
@@ -48,6 +52,8 @@ pub struct Defaults {
 struct RawConfig {
     #[serde(default)]
     defaults: RawDefaults,
+    #[serde(default)]
+    providers: BTreeMap<Spanned<String>, Spanned<RawProvider>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -70,6 +76,7 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
     };
     WorkspaceConfig {
         defaults: defaults(text, raw.defaults, diagnostics),
+        providers: providers::check(text, raw.providers, diagnostics),
     }
 }
 
@@ -100,7 +107,7 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
 }
 
 /// The 1-based line holding the start of `span`.
-fn line_of(text: &str, span: &Range<usize>) -> usize {
+pub(crate) fn line_of(text: &str, span: &Range<usize>) -> usize {
     let start = span.start.min(text.len());
     text.as_bytes()[..start]
         .iter()
@@ -122,7 +129,7 @@ fn toml_message(message: &str) -> String {
         if !suggestion.is_empty() {
             return format!("unknown key `{key}`{suggestion}");
         }
-        if known == ["defaults"] && DEFAULTS_KEYS.contains(&key) {
+        if known.contains(&"defaults") && DEFAULTS_KEYS.contains(&key) {
             return format!("unknown key `{key}` at the top level: put it under [defaults]");
         }
         if known.is_empty() {

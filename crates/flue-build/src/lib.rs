@@ -3,7 +3,7 @@
 //! An agent workspace is a directory a user writes by hand:
 //!
 //! ```text
-//! flue.toml                       optional: [defaults] model, thinking
+//! flue.toml                       optional: [defaults] model, thinking; [providers.<id>]
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill
@@ -34,6 +34,7 @@
 //!
 //! Map of the main types:
 //! - loading: [`Workspace`], [`WorkspaceConfig`] (flue.toml), [`AgentFile`] (one `agents/*.md`)
+//! - model providers declared in flue.toml: [`ProviderSettings`], [`ModelSettings`]
 //! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`]
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
 
@@ -44,6 +45,7 @@ mod flue_toml;
 mod frontmatter;
 mod mcp;
 mod profile;
+mod providers;
 mod suggest;
 mod workspace;
 
@@ -51,4 +53,5 @@ pub use agent_file::{AgentFile, SandboxKind};
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use flue_toml::{Defaults, WorkspaceConfig};
 pub use mcp::{McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+pub use providers::{ModelSettings, ProviderSettings};
 pub use workspace::Workspace;

@@ -17,6 +17,7 @@ fn defaults_are_read() {
             model: Some("openai/gpt-5".to_owned()),
             thinking: Some(ThinkingLevel::Xhigh),
         },
+        ..WorkspaceConfig::default()
     };
     assert_eq!(workspace.config, expected);
 }
@@ -54,7 +55,7 @@ fn an_unknown_section_is_reported() {
         &[at(
             "flue.toml",
             4,
-            "unknown key `telemetry` (known keys here: defaults)",
+            "unknown key `telemetry` (known keys here: defaults, providers)",
         )],
     );
 }

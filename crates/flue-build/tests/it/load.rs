@@ -55,6 +55,7 @@ fn a_valid_workspace_loads_every_file() {
                 model: Some("openai/gpt-5".to_owned()),
                 thinking: Some(ThinkingLevel::Low),
             },
+            ..WorkspaceConfig::default()
         },
         context: Some("# Project\nUse tabs.\n".to_owned()),
         agents: BTreeMap::from([

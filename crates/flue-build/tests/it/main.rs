@@ -13,5 +13,6 @@ mod flue_toml;
 mod frontmatter;
 mod load;
 mod mcp;
+mod providers;
 mod references;
 mod support;
