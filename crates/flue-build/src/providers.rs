@@ -93,7 +93,7 @@ impl ProviderSettings {
             .extend(self.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
         for (model, settings) in &self.models {
             let (base, _) = config.lookup_model(model);
-            config.models.insert(model.clone(), settings.apply(base));
+            config.models.insert(model.clone(), settings.apply(&base));
         }
         config
     }
@@ -101,7 +101,7 @@ impl ProviderSettings {
 
 impl ModelSettings {
     /// `base` with the values set here.
-    pub fn apply(&self, base: ModelInfo) -> ModelInfo {
+    pub fn apply(&self, base: &ModelInfo) -> ModelInfo {
         ModelInfo {
             context_window: self.context_window.unwrap_or(base.context_window),
             max_output_tokens: self.max_output_tokens.unwrap_or(base.max_output_tokens),

@@ -29,7 +29,6 @@ impl EnvVars {
     }
 
     /// The value of `key`: the process environment first, then the file.
-    #[allow(dead_code, reason = "read by model providers that take API keys")]
     pub(crate) fn get(&self, key: &str) -> Option<String> {
         std::env::var(key)
             .ok()

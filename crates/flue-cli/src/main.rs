@@ -5,6 +5,7 @@
 
 mod args;
 mod dotenv;
+mod providers;
 mod render;
 mod run;
 mod session_show;

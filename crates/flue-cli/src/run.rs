@@ -6,13 +6,14 @@ use std::sync::Arc;
 use flue_build::{Diagnostics, SandboxKind, Workspace};
 use flue_core::{
     DEFAULT_SESSION, ErrorInfo, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
-    ProviderRegistry, ScriptedProvider, Session, SessionStore, Usage, new_ulid,
+    Session, SessionStore, Usage, new_ulid,
 };
 use serde::Serialize;
 
 use crate::Exit;
 use crate::args::RunArgs;
 use crate::dotenv::EnvVars;
+use crate::providers::Providers;
 use crate::render;
 use crate::workspace::{open_store, resolve_root};
 
@@ -221,6 +222,12 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(model) = &args.model {
         config.model = Some(model.clone());
     }
+    let mut providers = Providers::load(&root, &env, &workspace.config);
+    providers.check(config.model.as_deref())?;
+    let warning = config
+        .model
+        .as_deref()
+        .and_then(|model| providers.warning(model));
 
     let store = Arc::new(open_store(&root)?);
     let id = match &args.id {
@@ -235,11 +242,14 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     let harness = Harness::builder(config)
         .with_instance_id(id.clone())
         .with_store(store)
-        .with_providers(providers(&root, &env))
+        .with_providers(providers.registry)
         .with_sandbox(Arc::new(LocalSandbox::new(&root)?))
         .build()
         .await?;
     let session = harness.session(DEFAULT_SESSION).await?;
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
     if args.id.is_none() {
         eprintln!("conversation id: {id}");
     }
@@ -248,12 +258,6 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         agent: agent_name,
         session,
     })
-}
-
-/// The model providers available to the CLI.
-fn providers(root: &Path, env: &EnvVars) -> ProviderRegistry {
-    let _ = env;
-    ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(root)))
 }
 
 /// `Some(path)` when the agent argument names a file rather than an agent.

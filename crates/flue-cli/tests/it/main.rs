@@ -6,6 +6,7 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod providers;
 mod run;
 mod session_show;
 
