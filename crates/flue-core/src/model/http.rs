@@ -300,7 +300,7 @@ impl Endpoint {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
-        let client = build_client()?;
+        let client = build_client(self.url.scheme() == "https")?;
         Ok(self.client.get_or_init(|| client))
     }
 
@@ -479,21 +479,36 @@ fn is_context_overflow(status: Option<u16>, message: &str, code: &str) -> bool {
     .any(|needle| message.contains(needle))
 }
 
-fn build_client() -> std::result::Result<reqwest::Client, Failure> {
+/// A client for `http` or `https` endpoints. Only `https` loads the platform's certificates
+/// (which may be missing on a minimal machine); plain `http` (loopback servers, Ollama) gets a
+/// TLS setup that trusts nothing, since it never negotiates TLS.
+fn build_client(https: bool) -> std::result::Result<reqwest::Client, Failure> {
     let setup_failed = |message: &str, err: BoxError| Failure {
         message: format!("{message}: {err}"),
         source: Some(err),
         ..Failure::fatal("")
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = rustls_platform_verifier::Verifier::new(Arc::clone(&provider))
-        .map_err(|err| setup_failed("cannot load the system's TLS certificates", err.into()))?;
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|err| setup_failed("cannot configure TLS", err.into()))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+        .map_err(|err| setup_failed("cannot configure TLS", err.into()))?;
+    let tls = if https {
+        let verifier = rustls_platform_verifier::Verifier::new(provider).map_err(|err| {
+            setup_failed(
+                "cannot load the system's TLS root certificates (install the ca-certificates \
+                 package)",
+                err.into(),
+            )
+        })?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth()
+    } else {
+        builder
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()
+    };
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .no_proxy()
@@ -506,7 +521,11 @@ fn build_client() -> std::result::Result<reqwest::Client, Failure> {
 /// A transport error as a transient failure, its cause chain spelled out.
 fn network_failure(context: &str, err: reqwest::Error) -> Failure {
     let mut message = context.to_owned();
-    let mut cause: Option<&dyn std::error::Error> = Some(&err);
+    // reqwest's own message repeats the URL; its causes say what happened.
+    let mut cause: Option<&dyn std::error::Error> = match std::error::Error::source(&err) {
+        Some(source) => Some(source),
+        None => Some(&err),
+    };
     while let Some(current) = cause {
         let text = current.to_string();
         if !message.ends_with(&text) {
