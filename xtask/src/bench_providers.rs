@@ -16,6 +16,9 @@ use crate::{MEASURE_RSS, cargo, ms};
 
 /// One command to measure.
 struct Scenario {
+    /// A private copy of this xtask binary, for `measure-rss` (the shared one may be rebuilt
+    /// while the benchmark runs).
+    measurer: PathBuf,
     name: &'static str,
     program: PathBuf,
     args: Vec<String>,
@@ -52,6 +55,8 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
     let scratch = std::env::temp_dir().join(format!("flue-bench-providers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
+    let measurer = scratch.join("measure-rss");
+    std::fs::copy(std::env::current_exe()?, &measurer).context("copying the xtask binary")?;
     let server = start_server(root, &scratch)?;
     let workspace = scratch.join("workspace");
     write_workspace(&workspace, server.port)?;
@@ -69,6 +74,7 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
     let mut pairs = vec![
         (
             Scenario {
+                measurer: measurer.clone(),
                 name: "flue-rs: one request",
                 program: flue.clone(),
                 args: flue_run("plain-agent", "hi"),
@@ -80,6 +86,7 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
         ),
         (
             Scenario {
+                measurer: measurer.clone(),
                 name: "flue-rs: tool round trip",
                 program: flue.clone(),
                 args: flue_run("tool-agent", "facts.txt"),
@@ -112,6 +119,7 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
             ]
         };
         pairs[0].1 = Some(Scenario {
+            measurer: measurer.clone(),
             name: "flue-ts: one request",
             program: peer_flue.clone(),
             args: peer_run("src/agents/plain-agent.ts", "hi"),
@@ -120,6 +128,7 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
             expect: "Hello from the fake model.",
         });
         pairs[1].1 = Some(Scenario {
+            measurer: measurer.clone(),
             name: "flue-ts: tool round trip",
             program: peer_flue,
             args: peer_run("src/agents/tool-agent.ts", "hello"),
@@ -190,7 +199,7 @@ fn measure(scenario: &Scenario, runs: u32) -> anyhow::Result<Stats> {
     ];
     measure_args.extend(scenario.args.iter().cloned());
     for _ in 0..runs {
-        let output = command(scenario, &std::env::current_exe()?, &measure_args)
+        let output = command(scenario, &scenario.measurer, &measure_args)
             .stderr(Stdio::null())
             .output()?;
         let text = String::from_utf8_lossy(&output.stdout);

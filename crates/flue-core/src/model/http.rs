@@ -1,17 +1,15 @@
-//! HTTP plumbing shared by the remote providers: one reqwest client, the endpoint (URL,
-//! headers, key), retries with backoff and jitter, error classification, and reading an event
-//! stream.
+//! HTTP plumbing shared by the remote providers: the endpoint (URL, headers, key, client),
+//! retries with backoff and jitter, error classification, and reading an event stream.
 //!
 //! A turn is one POST whose answer is an event stream. Transient failures — network errors,
 //! HTTP 408/409/425/429/5xx, an overload reported inside the stream — are retried up to
 //! [`RetryPolicy::max_retries`] times, but only while nothing of the turn has been shown to the
 //! caller yet: once a delta went out, a failure ends the turn (the loop then stores nothing).
 //!
-//! Each endpoint builds its reqwest client on first use (so a registry of many providers costs
-//! nothing until one is called, and a client never outlives the runtime of its first user
-//! by being shared across programs' runtimes): rustls with the ring provider and the platform
-//! certificate verifier, HTTP/1.1, and no proxy discovery, because flue-core does not read the
-//! environment.
+//! Each endpoint builds its own reqwest client on first use, so a registry of many providers
+//! costs nothing until one is called: HTTP/1.1, rustls with the ring provider and (for `https`)
+//! the platform's root certificates, and no proxy discovery, because flue-core does not read
+//! the environment.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
