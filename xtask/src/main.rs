@@ -3,6 +3,10 @@
 //! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
 //! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
 //!   the in-process benchmarks of flue-core and the per-command latency of each sandbox.
+//! - `bench-providers`: `flue run` over HTTP against the fake OpenAI server, optionally side by
+//!   side with the TypeScript Flue (see `bench_providers.rs`).
+
+mod bench_providers;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench> [--runs N]";
+const USAGE: &str =
+    "usage: cargo xtask <ci|bench|bench-providers> [--runs N] [--peer DIR (bench-providers)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -28,6 +33,22 @@ fn main() -> anyhow::Result<()> {
                 None => 20,
             };
             bench(&root, runs)
+        }
+        Some("bench-providers") => {
+            let runs = match args.iter().position(|arg| arg == "--runs") {
+                Some(idx) => args
+                    .get(idx + 1)
+                    .context("--runs needs a number")?
+                    .parse()?,
+                None => 10,
+            };
+            let peer = match args.iter().position(|arg| arg == "--peer") {
+                Some(idx) => Some(PathBuf::from(
+                    args.get(idx + 1).context("--peer needs a directory")?,
+                )),
+                None => None,
+            };
+            bench_providers::bench_providers(&root, runs, peer.as_deref())
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),
@@ -60,7 +81,7 @@ fn ci(root: &Path) -> anyhow::Result<()> {
 
 fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {
     cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
-    let flue = root.join("target/release/flue");
+    let flue = bench_providers::target_dir(root).join("release/flue");
     let workspace = tempfile_copy_of_example(root)?;
     let mut walls = Vec::new();
     let mut peak_rss_kib = 0u32;

@@ -16,6 +16,7 @@ use crate::agent_file::{SANDBOXES, SandboxKind};
 use crate::diagnostic::Diagnostic;
 use crate::fields;
 use crate::mcp::{self, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+use crate::providers::{self, ProviderSettings, RawProvider};
 use crate::sandbox::{SandboxOptions, SandboxSettings, SeedSetting, unsupported};
 use crate::suggest::did_you_mean;
 
@@ -52,6 +53,8 @@ pub struct WorkspaceConfig {
     /// network = true
     /// ```
     pub sandbox: Option<SandboxSettings>,
+    /// `[providers.<id>]`: model providers declared or adjusted by the workspace, by id.
+    pub providers: BTreeMap<String, ProviderSettings>,
 }
 
 /// `[defaults]` in flue.toml.
@@ -77,6 +80,8 @@ struct RawConfig {
     sandbox: Option<RawSandbox>,
     #[serde(default)]
     mcp: BTreeMap<Spanned<String>, RawMcpServer>,
+    #[serde(default)]
+    providers: BTreeMap<Spanned<String>, Spanned<RawProvider>>,
 }
 
 /// One `[mcp.<name>]` table: the keys of both server kinds, sorted out after deserialising.
@@ -129,6 +134,7 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
             .sandbox
             .and_then(|sandbox| sandbox_settings(text, sandbox, diagnostics)),
         mcp: mcp_servers(text, raw.mcp, diagnostics),
+        providers: providers::check(text, raw.providers, diagnostics),
     }
 }
 
@@ -370,7 +376,7 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
 }
 
 /// The 1-based line holding the start of `span`.
-fn line_of(text: &str, span: &Range<usize>) -> usize {
+pub(crate) fn line_of(text: &str, span: &Range<usize>) -> usize {
     let start = span.start.min(text.len());
     text.as_bytes()[..start]
         .iter()

@@ -4,8 +4,8 @@
 //! An agent workspace is a directory a user writes by hand:
 //!
 //! ```text
-//! flue.toml                       optional: [defaults] model, thinking; [mcp.<name>] servers;
-//!                                 [sandbox]
+//! flue.toml                       optional: [defaults] model, thinking; [providers.<id>];
+//!                                 [mcp.<name>] servers; [sandbox]
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill
@@ -41,6 +41,7 @@
 //! - loading: [`Workspace`], [`WorkspaceConfig`] (flue.toml), [`AgentFile`] (one `agents/*.md`),
 //!   [`SkillFile`], [`RoleFile`]
 //! - bundling: [`Bundle`]
+//! - model providers declared in flue.toml: [`ProviderSettings`], [`ModelSettings`]
 //! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`] with
 //!   [`SandboxOptions`] (layered with flue.toml's `[sandbox]` by [`SandboxSettings::resolve`])
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
@@ -53,6 +54,7 @@ mod flue_toml;
 mod frontmatter;
 mod mcp;
 mod profile;
+mod providers;
 mod role_file;
 mod sandbox;
 mod skill_file;
@@ -65,6 +67,7 @@ pub use bundle::{BUNDLE_FILE_NAME, BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use flue_toml::{Defaults, WorkspaceConfig};
 pub use mcp::{McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};
 pub use skill_file::SkillFile;

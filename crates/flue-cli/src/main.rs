@@ -8,6 +8,7 @@ mod audit;
 mod build;
 mod dotenv;
 mod mcp;
+mod providers;
 mod render;
 mod run;
 mod sandbox;

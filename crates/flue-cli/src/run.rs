@@ -7,7 +7,7 @@ use std::sync::Arc;
 use flue_build::{Bundle, Diagnostics, SandboxSettings, Workspace};
 use flue_core::{
     DEFAULT_SESSION, ErrorInfo, FlueError, Harness, PromptOptions, PromptResponse,
-    ProviderRegistry, ScriptedProvider, Session, SessionStore, Usage, new_ulid,
+    ScriptedProvider, Session, SessionStore, Usage, new_ulid,
 };
 use serde::Serialize;
 
@@ -15,6 +15,7 @@ use crate::Exit;
 use crate::args::RunArgs;
 use crate::dotenv::EnvVars;
 use crate::mcp::McpServers;
+use crate::providers::Providers;
 use crate::render;
 use crate::sandbox::{self, OpenSandbox};
 use crate::workspace::{open_store, resolve_root};
@@ -211,6 +212,13 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(model) = &args.model {
         config.model = Some(model.clone());
     }
+    let mut providers = Providers::load(&root, &env, &workspace.config);
+    bundle_scripts(&mut providers, &root, &scripts)?;
+    providers.check(config.model.as_deref())?;
+    let warning = config
+        .model
+        .as_deref()
+        .and_then(|model| providers.warning(model));
 
     let store = Arc::new(open_store(&root)?);
     let id = match &args.id {
@@ -222,7 +230,6 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         }
         None => new_ulid(),
     };
-    let providers = providers(&root, &env, &scripts)?;
     let sandbox = sandbox::open(&sandbox_settings, &root, &env).await?;
     let mcp = match McpServers::connect(&workspace, &agent_name, &env, &mut config).await {
         Ok(mcp) => mcp,
@@ -235,7 +242,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         let harness = Harness::builder(config)
             .with_instance_id(id.clone())
             .with_store(store)
-            .with_providers(providers)
+            .with_providers(providers.registry)
             .with_sandbox(Arc::clone(&sandbox.sandbox))
             .with_workspace_context(workspace.context.clone())
             .with_workspace_skills(workspace.harness_skills())
@@ -258,6 +265,9 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             return Err(err.into());
         }
     };
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
     if args.id.is_none() {
         eprintln!("conversation id: {id}");
     }
@@ -338,18 +348,21 @@ fn current_dir() -> Result<PathBuf, SetupError> {
     })
 }
 
-/// The model providers available to the CLI; the scripted one knows a bundle's scripts.
-fn providers(
+/// Gives the scripted provider the scripts a bundle carries (a source tree has none).
+fn bundle_scripts(
+    providers: &mut Providers,
     root: &Path,
-    env: &EnvVars,
     scripts: &BTreeMap<String, Vec<u8>>,
-) -> Result<ProviderRegistry, FlueError> {
-    let _ = env;
+) -> Result<(), FlueError> {
+    if scripts.is_empty() {
+        return Ok(());
+    }
     let mut scripted = ScriptedProvider::new(root);
     for (model, source) in scripts {
         scripted = scripted.with_script(model, &String::from_utf8_lossy(source))?;
     }
-    Ok(ProviderRegistry::new().with_provider(Arc::new(scripted)))
+    providers.registry.insert(Arc::new(scripted));
+    Ok(())
 }
 
 /// `Some(path)` when the agent argument names a file rather than an agent.

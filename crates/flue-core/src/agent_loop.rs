@@ -379,6 +379,10 @@ impl TurnLoop<'_> {
                 results[call_idx] = Some(self.finish_call(call, Err(error)));
                 continue;
             };
+            if let Some(error) = unparsed_arguments(call) {
+                results[call_idx] = Some(self.finish_call(call, Err(error)));
+                continue;
+            }
             let input = call.input.clone();
             let ctx = tool_ctx.clone();
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
@@ -501,6 +505,21 @@ impl TurnLoop<'_> {
             model: self.spec.to_ref(),
         }
     }
+}
+
+/// Providers keep arguments that are not valid JSON as a JSON string; such a call is answered
+/// with `invalid_input` quoting them, so the model can retry.
+fn unparsed_arguments(call: &ToolCall) -> Option<ToolError> {
+    const QUOTED_CHARS: usize = 2000;
+    let Value::String(raw) = &call.input else {
+        return None;
+    };
+    let quoted: String = raw.chars().take(QUOTED_CHARS).collect();
+    Some(ToolError::invalid_input(format!(
+        "the arguments for {} are not a JSON object: {quoted}. Send the arguments as one JSON \
+         object that matches the tool's schema and retry.",
+        call.name
+    )))
 }
 
 fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {

@@ -824,7 +824,9 @@ impl Summariser<'_> {
                      a model that follows the summary prompt",
                     self.spec.model
                 ),
+                status: None,
                 retryable: true,
+                retry_after_ms: None,
                 source: None,
             });
         }

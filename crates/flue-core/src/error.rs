@@ -110,24 +110,47 @@ pub enum FlueError {
         /// Registered provider ids.
         known: Vec<String>,
     },
-    /// The model provider failed. `retryable` says whether the same request may succeed later.
-    #[error("model provider {provider:?} failed: {message}")]
+    /// The model provider failed. `retryable` says whether the same request may succeed later
+    /// (remote providers have already retried transient failures a few times by then); callers
+    /// that retry should wait `retry_after_ms` when it is set. Otherwise fix what the provider's
+    /// message says (a bad key, an unknown model, an invalid request).
+    #[error(
+        "model provider {provider:?} failed{}: {message}",
+        .status.map(|status| format!(" (HTTP {status})")).unwrap_or_default()
+    )]
     Provider {
         /// Provider id.
         provider: String,
-        /// What went wrong.
+        /// What went wrong, with the provider's own message when it sent one.
         message: String,
+        /// The HTTP status of the provider's answer, when there was one.
+        status: Option<u16>,
         /// True for transient failures (rate limits, overload, network).
         retryable: bool,
+        /// How long the provider asked callers to wait before retrying, when it said.
+        retry_after_ms: Option<u64>,
         /// The underlying error.
         #[source]
         source: Option<BoxError>,
     },
-    /// The request did not fit the model's context window. The agent loop handles it by
-    /// compacting the session and retrying the turn once; a caller sees it only when that did
-    /// not help. Not retryable as is: compact the session, shorten the input, or start a new
-    /// session.
-    #[error("model provider {provider:?} reported a context overflow: {message}")]
+    /// A provider that needs an API key has none. Fix: set the named environment variable (in
+    /// the environment or in `.env`); not retryable until then. Raised before any request.
+    #[error(
+        "model provider {provider:?} needs an API key: set {env_var} in the environment or in .env"
+    )]
+    MissingApiKey {
+        /// Provider id.
+        provider: String,
+        /// The environment variable the key is read from.
+        env_var: String,
+    },
+    /// The request did not fit the model's context window (the provider said so). Not retryable
+    /// as is: compaction handles it by folding old history and retrying once; otherwise shorten
+    /// the conversation or pick a model with a larger window.
+    #[error(
+        "model provider {provider:?}: the conversation exceeds the model's context window: \
+         {message}; compact the session or use a model with a larger context window"
+    )]
     ContextOverflow {
         /// Provider id.
         provider: String,
@@ -321,6 +344,7 @@ impl FlueError {
             Self::UnknownProvider { .. } => "unknown_provider",
             Self::Provider { .. } => "provider_error",
             Self::ContextOverflow { .. } => "context_overflow",
+            Self::MissingApiKey { .. } => "missing_api_key",
             Self::Script { .. } => "script_error",
             Self::ToolNameCollision { .. } => "tool_name_collision",
             Self::InvalidTool { .. } => "invalid_tool",

@@ -45,8 +45,10 @@ pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason}
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
 pub use model::{
-    ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelSpec, ModelTurn, ProviderRegistry,
-    ScriptedProvider, ToolSchema, TurnSink,
+    AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
+    ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,
+    ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, ToolSchema,
+    TurnSink, WireApi,
 };
 pub use record::{
     AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, RECORD_FORMAT_VERSION,

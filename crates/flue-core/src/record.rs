@@ -166,7 +166,8 @@ pub struct ToolCall {
     pub id: String,
     /// Tool name.
     pub name: String,
-    /// Arguments as the model sent them (not yet validated).
+    /// Arguments as the model sent them (not yet validated). Arguments that were not valid
+    /// JSON are kept verbatim as a JSON string; the call is answered with `invalid_input`.
     pub input: Value,
 }
 

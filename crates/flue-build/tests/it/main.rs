@@ -14,6 +14,7 @@ mod flue_toml;
 mod frontmatter;
 mod load;
 mod mcp;
+mod providers;
 mod references;
 mod roles;
 mod sandbox;

@@ -10,6 +10,7 @@ mod audit_trash;
 mod build;
 mod delegation;
 mod mcp;
+mod providers;
 mod run;
 mod sandbox;
 mod session_show;

@@ -3,8 +3,18 @@
 //! A [`ModelProvider`] streams one model turn: it emits text and thinking deltas through a
 //! [`TurnSink`] while it runs and returns the finished [`ModelTurn`]. Aborting a turn is done
 //! by dropping its future, so providers need no cancellation plumbing of their own.
+//!
+//! Remote providers ([`AnthropicProvider`], [`OpenAiProvider`]) are built from a
+//! [`ProviderConfig`]; [`BuiltinProvider::ALL`] lists the providers flue knows by name.
 
+mod anthropic;
+mod catalog;
+mod convert;
+mod http;
+mod openai;
+mod provider_config;
 mod scripted;
+mod sse;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +27,12 @@ use crate::event::Event;
 use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
 use crate::util::BoxFuture;
 
+pub use anthropic::AnthropicProvider;
+pub use openai::OpenAiProvider;
+pub use provider_config::{
+    ApiKey, BuiltinProvider, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam,
+    RetryPolicy, WireApi,
+};
 pub use scripted::ScriptedProvider;
 
 /// A parsed `<provider>/<model>` specifier, split at the first `/`.
@@ -204,6 +220,13 @@ pub trait ModelProvider: Send + Sync {
     fn model_info(&self, model: &str) -> ModelInfo {
         let _ = model;
         ModelInfo::default()
+    }
+
+    /// Whether `model` is one the provider knows, rather than one that gets the conservative
+    /// defaults of [`ModelProvider::model_info`]. Frontends warn about unknown models.
+    fn knows_model(&self, model: &str) -> bool {
+        let _ = model;
+        true
     }
 
     /// Fails when `model` cannot be used (unknown model, unreadable script, missing key).

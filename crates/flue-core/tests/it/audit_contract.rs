@@ -80,7 +80,7 @@ fn entry(id: &str, instance_id: &str, ok: bool) -> AuditEntry {
         agent: "coder".into(),
         tool: "write_file".into(),
         operation: "write".into(),
-        path: Some("/work/a.txt".into()),
+        path: Some("/workspace/a.txt".into()),
         ok,
         ..AuditEntry::default()
     }
@@ -94,7 +94,7 @@ fn trash_entry(id: &str, instance_id: &str, content: &[u8]) -> TrashEntry {
         session: "default".into(),
         agent: "coder".into(),
         tool: "delete_file".into(),
-        path: format!("/work/{id}.txt"),
+        path: format!("/workspace/{id}.txt"),
         sha256: format!("{:x}", Sha256::digest(content)),
         size: content.len() as u64,
         trashed_at: 1_700_000_000_000,
@@ -126,7 +126,7 @@ async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
 
 async fn audit_entries_round_trip_every_field(store: Arc<dyn AuditStore>) {
     let full = AuditEntry {
-        destination_path: Some("/work/b.txt".into()),
+        destination_path: Some("/workspace/b.txt".into()),
         sha256_before: Some("aa".into()),
         sha256_after: Some("bb".into()),
         diff: Some("--- a/a.txt\n+++ b/a.txt\n".into()),

@@ -664,7 +664,7 @@ async fn overflow_recovery_is_tried_once_per_turn() {
     let (result, events) = prompt(&session, "huge").await;
     assert_eq!(
         result.map(|_| ()).map_err(|err| err.to_string()),
-        Err("model provider \"scripted\" reported a context overflow: prompt is too long".into())
+        Err("model provider \"scripted\": the conversation exceeds the model's context window: prompt is too long; compact the session or use a model with a larger context window".into())
     );
     assert_eq!(compaction_events(&events), vec![]);
     assert_eq!(f.provider.requests().len(), 1);
@@ -898,7 +898,7 @@ fn context_overflow_has_a_stable_kind() {
         (error.kind(), error.to_string()),
         (
             "context_overflow",
-            "model provider \"anthropic\" reported a context overflow: prompt is too long"
+            "model provider \"anthropic\": the conversation exceeds the model's context window: prompt is too long; compact the session or use a model with a larger context window"
                 .to_owned()
         )
     );

@@ -9,7 +9,11 @@
 mod apply_patch;
 mod audit_contract;
 mod compaction;
+mod fake_http;
 mod file_tools;
+mod provider_anthropic;
+mod provider_openai;
+mod providers;
 mod roles;
 mod rules;
 mod sandbox_contract;

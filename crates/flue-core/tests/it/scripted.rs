@@ -417,6 +417,7 @@ async fn error_reply_is_a_provider_error_after_streaming_its_text() {
             message,
             retryable,
             source,
+            ..
         }) => (provider, message, retryable, source.is_none()),
         other => panic!("expected a provider error, got {other:?}"),
     };
@@ -468,7 +469,7 @@ async fn context_overflow_error_reply_is_a_context_overflow() {
         error,
         Err((
             "context_overflow",
-            "model provider \"scripted\" reported a context overflow: too long: hi".to_owned()
+            "model provider \"scripted\": the conversation exceeds the model's context window: too long: hi; compact the session or use a model with a larger context window".to_owned()
         ))
     );
 }
@@ -497,8 +498,8 @@ async fn a_request_over_the_context_window_overflows_before_any_rule() {
         error,
         Err((
             "context_overflow",
-            "model provider \"scripted\" reported a context overflow: the request has 25 input \
-             tokens, more than the context window of 20 tokens"
+            "model provider \"scripted\": the conversation exceeds the model's context window: the request has 25 input \
+             tokens, more than the context window of 20 tokens; compact the session or use a model with a larger context window"
                 .to_owned()
         ))
     );

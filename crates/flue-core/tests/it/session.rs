@@ -116,7 +116,9 @@ impl ModelProvider for TestProvider {
                 Turn::Fail => Err(FlueError::Provider {
                     provider: "test".into(),
                     message: "overloaded".into(),
+                    status: None,
                     retryable: true,
+                    retry_after_ms: None,
                     source: None,
                 }),
             }

@@ -686,7 +686,9 @@ async fn play(
             ReplyErrorKind::ProviderError => FlueError::Provider {
                 provider: PROVIDER_ID.to_owned(),
                 message,
+                status: None,
                 retryable: error.retryable.unwrap_or(false),
+                retry_after_ms: None,
                 source: None,
             },
             ReplyErrorKind::ContextOverflow => FlueError::ContextOverflow {

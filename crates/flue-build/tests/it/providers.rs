@@ -1,0 +1,223 @@
+//! `[providers.<id>]` in flue.toml: declared and adjusted providers, and every problem at its
+//! line.
+
+use std::collections::BTreeMap;
+
+use flue_build::{ModelSettings, ProviderSettings};
+use flue_core::{ModelInfo, ModelPrice, WireApi};
+use pretty_assertions::assert_eq;
+
+use crate::support::{at, check_diagnostics, load};
+
+const LOCAL: &str = r#"
+[providers.local]
+api = "openai-completions"
+base_url = "http://127.0.0.1:8080/v1"
+api_key_env = "LOCAL_API_KEY"
+headers = { "x-team" = "docs" }
+
+[providers.local.models.qwen3-coder]
+context_window = 262144
+max_output_tokens = 65536
+reasoning = true
+cost = { input = 0.2, output = 0.8 }
+"#;
+
+#[test]
+fn a_new_provider_is_read_whole() {
+    let workspace = load(&[("flue.toml", LOCAL)]);
+    let qwen = ModelSettings {
+        context_window: Some(262_144),
+        max_output_tokens: Some(65_536),
+        reasoning: Some(true),
+        image_input: None,
+        cost: Some(ModelPrice {
+            input: 0.2,
+            output: 0.8,
+            ..ModelPrice::default()
+        }),
+    };
+    let expected = ProviderSettings {
+        id: "local".into(),
+        api: Some(WireApi::OpenAiCompletions),
+        base_url: Some("http://127.0.0.1:8080/v1".into()),
+        api_key_env: Some("LOCAL_API_KEY".into()),
+        headers: BTreeMap::from([("x-team".to_owned(), "docs".to_owned())]),
+        models: BTreeMap::from([("qwen3-coder".to_owned(), qwen)]),
+    };
+    assert_eq!(
+        workspace.config.providers,
+        BTreeMap::from([("local".to_owned(), expected)])
+    );
+
+    let config = workspace.config.providers["local"].to_config();
+    assert_eq!(
+        (
+            config.id.as_str(),
+            config.api,
+            config.base_url.as_str(),
+            config.api_key_env.as_deref(),
+            config.api_key.is_none()
+        ),
+        (
+            "local",
+            WireApi::OpenAiCompletions,
+            "http://127.0.0.1:8080/v1",
+            Some("LOCAL_API_KEY"),
+            true
+        )
+    );
+    assert_eq!(
+        config.lookup_model("qwen3-coder"),
+        (
+            ModelInfo {
+                context_window: 262_144,
+                max_output_tokens: 65_536,
+                reasoning: true,
+                image_input: false,
+                price: Some(ModelPrice {
+                    input: 0.2,
+                    output: 0.8,
+                    ..ModelPrice::default()
+                }),
+            },
+            true
+        )
+    );
+    assert_eq!(config.lookup_model("other").1, false);
+}
+
+#[test]
+fn a_built_in_provider_is_adjusted_not_replaced() {
+    let workspace = load(&[(
+        "flue.toml",
+        "[providers.openai]\nbase_url = \"https://proxy.example.com/v1\"\n\n\
+         [providers.openai.models.\"gpt-4.1\"]\ncontext_window = 100000\n",
+    )]);
+    let config = workspace.config.providers["openai"].to_config();
+    assert_eq!(config.base_url, "https://proxy.example.com/v1");
+    assert_eq!(config.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    let (gpt41, known) = config.lookup_model("gpt-4.1");
+    // The catalog entry stays, with the one value changed.
+    assert_eq!(
+        (
+            gpt41.context_window,
+            gpt41.max_output_tokens,
+            gpt41.image_input,
+            known
+        ),
+        (100_000, 32_768, true, true)
+    );
+    assert_eq!(gpt41.price.map(|price| price.input), Some(2.0));
+    assert!(config.lookup_model("gpt-5").1);
+}
+
+#[test]
+fn every_problem_is_reported_at_its_line() {
+    let text = r#"[providers.custom]
+api_key_env = "LOCAL_KEY"
+
+[providers.bad]
+api = "openai-chat"
+base_url = "ftp://example.com"
+api_key_env = "sk-live-abcdef"
+headers = { "bad header" = "x" }
+
+[providers.bad.models.m]
+context_window = 1000
+max_output_tokens = 2000
+
+[providers.bad.models.n]
+context_window = -5
+cost = { input = -1.0 }
+
+[providers.scripted]
+api = "openai-completions"
+base_url = "http://127.0.0.1:1/v1"
+
+[providers.anthropic]
+api = "openai-completions"
+"#;
+    check_diagnostics(
+        &[("flue.toml", text)],
+        &[
+            at(
+                "flue.toml",
+                1,
+                "provider `custom` is not built in, so it needs `api` and `base_url` (api = \
+                 \"openai-completions\" or \"anthropic-messages\"; built-in providers: anthropic, \
+                 openai, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
+            ),
+            at(
+                "flue.toml",
+                4,
+                "provider `bad` is not built in, so it needs `api` and `base_url` (api = \
+                 \"openai-completions\" or \"anthropic-messages\"; built-in providers: anthropic, \
+                 openai, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
+            ),
+            at(
+                "flue.toml",
+                5,
+                "unknown api \"openai-chat\": expected \"openai-completions\" or \"anthropic-messages\"",
+            ),
+            at(
+                "flue.toml",
+                6,
+                "base_url \"ftp://example.com\" must be an http:// or https:// URL, such as \
+                 \"http://127.0.0.1:8080/v1\"",
+            ),
+            at(
+                "flue.toml",
+                7,
+                "api_key_env must name the environment variable that holds the key (letters, \
+                 digits and `_`, such as LOCAL_API_KEY), not the key itself",
+            ),
+            at(
+                "flue.toml",
+                8,
+                "\"bad header\" is not a valid HTTP header name",
+            ),
+            at(
+                "flue.toml",
+                10,
+                "model `m`: max_output_tokens (2000) exceeds context_window (1000)",
+            ),
+            at(
+                "flue.toml",
+                15,
+                "context_window of model `n` must be a positive number of tokens, got -5",
+            ),
+            at(
+                "flue.toml",
+                16,
+                "cost of model `n` must be US dollars per million tokens, zero or more",
+            ),
+            at(
+                "flue.toml",
+                18,
+                "provider id `scripted` is reserved for scripted models; choose another name",
+            ),
+            at(
+                "flue.toml",
+                23,
+                "the built-in provider `anthropic` speaks anthropic-messages; to use \
+                 openai-completions, declare a provider with another name",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn an_unknown_provider_key_is_named_with_a_suggestion() {
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[providers.local]\napi = \"openai-completions\"\nbase_ur = \"http://x\"\n",
+        )],
+        &[at(
+            "flue.toml",
+            3,
+            "unknown key `base_ur` (did you mean `base_url`?)",
+        )],
+    );
+}

@@ -1,0 +1,121 @@
+//! The model providers `flue run` offers: the scripted provider, the built-in remote providers
+//! (adjusted by flue.toml) and flue.toml's own `[providers.<id>]`, with keys and base URLs read
+//! from the environment and `.env`.
+//!
+//! Resolution per provider: the built-in configuration (or a new one from flue.toml), then
+//! flue.toml's settings over it, then the base-URL variable (`ANTHROPIC_BASE_URL`,
+//! `OPENAI_BASE_URL`) over that; the key comes from the provider's `api_key_env` variable. A
+//! provider whose configuration is broken (say, a malformed base-URL variable) is left out and
+//! reported only when an agent uses it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use flue_build::{ProviderSettings, WorkspaceConfig};
+use flue_core::{
+    ApiKey, BuiltinProvider, FlueError, ModelSpec, ProviderConfig, ProviderRegistry,
+    ScriptedProvider,
+};
+
+use crate::dotenv::EnvVars;
+
+/// The registry, and the providers that could not be built.
+pub(crate) struct Providers {
+    pub(crate) registry: ProviderRegistry,
+    broken: BTreeMap<String, FlueError>,
+}
+
+impl Providers {
+    /// Every provider the workspace can use.
+    pub(crate) fn load(root: &Path, env: &EnvVars, workspace: &WorkspaceConfig) -> Self {
+        let mut providers = Self {
+            registry: ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(root))),
+            broken: BTreeMap::new(),
+        };
+        for builtin in BuiltinProvider::ALL {
+            let mut config = workspace
+                .providers
+                .get(builtin.id)
+                .map_or_else(|| builtin.config(), ProviderSettings::to_config);
+            let mut url_var = None;
+            if let Some(var) = builtin.base_url_env
+                && let Some(url) = env.get(var).filter(|url| !url.trim().is_empty())
+            {
+                config.base_url = url.trim().to_owned();
+                url_var = Some(var);
+            }
+            // A key is optional for some built-ins (vllm): sent when its variable is set.
+            let key_var = config
+                .api_key_env
+                .clone()
+                .or_else(|| builtin.api_key_env.map(str::to_owned));
+            providers.add(config, key_var.as_deref(), env, url_var);
+        }
+        for (id, settings) in &workspace.providers {
+            if BuiltinProvider::find(id).is_none() {
+                let config = settings.to_config();
+                let key_var = config.api_key_env.clone();
+                providers.add(config, key_var.as_deref(), env, None);
+            }
+        }
+        providers
+    }
+
+    /// The configuration error of the provider `model` names, if it is broken.
+    pub(crate) fn check(&mut self, model: Option<&str>) -> Result<(), FlueError> {
+        let Some(spec) = model.and_then(|model| ModelSpec::parse(model).ok()) else {
+            return Ok(());
+        };
+        match self.broken.remove(&spec.provider) {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// A warning when `model` is unknown to its provider and runs on conservative defaults.
+    pub(crate) fn warning(&self, model: &str) -> Option<String> {
+        let (provider, spec) = self.registry.resolve(model).ok()?;
+        if provider.knows_model(&spec.model) {
+            return None;
+        }
+        let info = provider.model_info(&spec.model);
+        Some(format!(
+            "model {:?} is not in the catalog of provider {:?}; using conservative defaults \
+             ({} tokens of context, {} output tokens, no reasoning, no images, no price); \
+             describe it under [providers.{}.models.\"{}\"] in flue.toml",
+            spec.model,
+            spec.provider,
+            info.context_window,
+            info.max_output_tokens,
+            spec.provider,
+            spec.model
+        ))
+    }
+
+    fn add(
+        &mut self,
+        mut config: ProviderConfig,
+        key_var: Option<&str>,
+        env: &EnvVars,
+        url_var: Option<&str>,
+    ) {
+        if let Some(key) = key_var
+            .and_then(|var| env.get(var))
+            .filter(|key| !key.trim().is_empty())
+        {
+            config = config.with_api_key(ApiKey::new(key.trim()));
+        }
+        let id = config.id.clone();
+        match config.build() {
+            Ok(provider) => self.registry.insert(provider),
+            Err(err) => {
+                let err = match url_var {
+                    Some(var) => FlueError::config(format!("{err} (the URL comes from {var})")),
+                    None => err,
+                };
+                self.broken.insert(id, err);
+            }
+        }
+    }
+}

@@ -1,0 +1,636 @@
+//! Anthropic Messages over its streaming wire format.
+//!
+//! Request: `POST {base_url}/v1/messages` with `x-api-key` and `anthropic-version`, the system
+//! prompt as a cached text block, alternating user/assistant messages (tool results are user
+//! blocks answering the `tool_use` blocks of the assistant message before them), images as
+//! base64 blocks, and `thinking` from the thinking level: a token budget for older models, an
+//! adaptive effort for newer ones. Thinking blocks and their signatures go back to the model
+//! that produced them. Response: `message_start` (input and cache usage),
+//! `content_block_start/delta/stop` (text, thinking, signature and tool-input JSON deltas),
+//! `message_delta` (stop reason, output usage), `message_stop`; `ping` and `error` may come at
+//! any point.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::ThinkingLevel;
+use crate::error::{FlueError, Result};
+use crate::model::catalog::Thinking;
+use crate::model::convert::{self, Item};
+use crate::model::http::{self, Auth, Endpoint, EventReader, Failure};
+use crate::model::provider_config::ProviderConfig;
+use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelTurn, TurnSink};
+use crate::record::{AssistantContent, AssistantMessage, StopReason, ToolCall, Usage};
+use crate::util::BoxFuture;
+
+/// The API version sent in `anthropic-version`.
+const API_VERSION: &str = "2023-06-01";
+/// Output tokens always left for the answer when thinking has a budget.
+const MIN_ANSWER_TOKENS: u64 = 1024;
+/// The smallest thinking budget the API accepts.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// A provider speaking Anthropic Messages: Anthropic itself, or a compatible endpoint.
+///
+/// ```
+/// use flue_core::{AnthropicProvider, ApiKey, ModelProvider, ProviderConfig};
+/// let config = ProviderConfig::builtin("anthropic").unwrap().with_api_key(ApiKey::new("sk-ant-..."));
+/// let provider = AnthropicProvider::new(config).unwrap();
+/// assert_eq!(provider.model_info("claude-haiku-4-5").context_window, 200_000);
+/// assert!(provider.knows_model("claude-haiku-4-5-20251001"));
+/// ```
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    config: ProviderConfig,
+    endpoint: Endpoint,
+}
+
+impl AnthropicProvider {
+    /// A provider from `config` (whose `api` is not checked). Fails on a malformed base URL or
+    /// header. A base URL ending in `/v1` is accepted as well as the bare host.
+    pub fn new(config: ProviderConfig) -> Result<Self> {
+        let path = if config.base_url.trim_end_matches('/').ends_with("/v1") {
+            "/messages"
+        } else {
+            "/v1/messages"
+        };
+        let endpoint = Endpoint::new(
+            &config,
+            path,
+            Auth::XApiKey,
+            &[("anthropic-version", API_VERSION)],
+        )?;
+        Ok(Self { config, endpoint })
+    }
+
+    /// The JSON body of one turn.
+    fn body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
+        let (info, _) = self.config.lookup_model(request.model);
+        let items = convert::items(request.messages, info.image_input);
+        let prompt_tokens = convert::estimate_tokens(request, &items);
+        let max_tokens = convert::clamp_output(request.max_output_tokens, &info, prompt_tokens);
+        let thinking = self.thinking(request.model, &info, request.thinking, max_tokens);
+        let keep_thinking_of = thinking.as_ref().map(|_| request.model);
+
+        let mut messages = Messages::default();
+        for item in &items {
+            match item {
+                Item::Text(text) if text.trim().is_empty() => {}
+                Item::Text(text) => messages.push("user", json!({"type": "text", "text": text})),
+                Item::Image(image) => messages.push(
+                    "user",
+                    json!({
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": image.mime_type, "data": image.data},
+                    }),
+                ),
+                Item::Assistant(message) => {
+                    let keep_thinking = keep_thinking_of.is_some_and(|model| {
+                        message.model.provider == self.config.id && message.model.id == model
+                    });
+                    for block in assistant_blocks(message, keep_thinking) {
+                        messages.push("assistant", block);
+                    }
+                }
+                Item::ToolResult(result) => {
+                    let content = if result.content.is_empty() {
+                        "(no output)"
+                    } else {
+                        result.content.as_str()
+                    };
+                    let mut block = json!({
+                        "type": "tool_result",
+                        "tool_use_id": tool_id(&result.call_id),
+                        "content": content,
+                    });
+                    if result.is_error {
+                        block["is_error"] = json!(true);
+                    }
+                    messages.push("user", block);
+                }
+            }
+        }
+        let messages = messages.finish();
+
+        let mut body = json!({
+            "model": request.model,
+            "max_tokens": max_tokens,
+            "messages": messages,
+            "stream": true,
+        });
+        if !request.system.is_empty() {
+            body["system"] = json!([{
+                "type": "text",
+                "text": request.system,
+                "cache_control": {"type": "ephemeral"},
+            }]);
+        }
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.input_schema,
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+        }
+        if let Some((thinking, output_config)) = thinking {
+            body["thinking"] = thinking;
+            if let Some(output_config) = output_config {
+                body["output_config"] = output_config;
+            }
+        }
+        serde_json::to_vec(&body).map_err(|err| FlueError::Provider {
+            provider: self.config.id.clone(),
+            message: format!("cannot encode the request: {err}"),
+            status: None,
+            retryable: false,
+            retry_after_ms: None,
+            source: Some(Box::new(err)),
+        })
+    }
+
+    /// `thinking` (and `output_config`) for `level`, when the model reasons and the level is
+    /// not `off`.
+    fn thinking(
+        &self,
+        model: &str,
+        info: &ModelInfo,
+        level: ThinkingLevel,
+        max_tokens: u64,
+    ) -> Option<(Value, Option<Value>)> {
+        if !info.reasoning || level == ThinkingLevel::Off {
+            return None;
+        }
+        let style = self
+            .config
+            .catalog_entry(model)
+            .map_or(Thinking::Budget, |entry| entry.thinking);
+        match style {
+            Thinking::Budget => {
+                let budget = match level {
+                    ThinkingLevel::Off | ThinkingLevel::Minimal => 1024,
+                    ThinkingLevel::Low => 2048,
+                    ThinkingLevel::Medium => 8192,
+                    ThinkingLevel::High => 16_384,
+                    ThinkingLevel::Xhigh => 32_768,
+                };
+                let budget = budget.min(max_tokens.saturating_sub(MIN_ANSWER_TOKENS));
+                (budget >= MIN_THINKING_BUDGET)
+                    .then(|| (json!({"type": "enabled", "budget_tokens": budget}), None))
+            }
+            Thinking::Adaptive { xhigh } => {
+                let effort = match level {
+                    ThinkingLevel::Off | ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+                    ThinkingLevel::Medium => "medium",
+                    ThinkingLevel::Xhigh if xhigh => "xhigh",
+                    ThinkingLevel::High | ThinkingLevel::Xhigh => "high",
+                };
+                Some((
+                    json!({"type": "adaptive", "display": "summarized"}),
+                    Some(json!({"effort": effort})),
+                ))
+            }
+            Thinking::None | Thinking::Effort { .. } => None,
+        }
+    }
+}
+
+impl ModelProvider for AnthropicProvider {
+    fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    fn model_info(&self, model: &str) -> ModelInfo {
+        self.config.lookup_model(model).0
+    }
+
+    fn knows_model(&self, model: &str) -> bool {
+        self.config.lookup_model(model).1
+    }
+
+    fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.endpoint.check_key() })
+    }
+
+    fn stream_turn<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        sink: &'a TurnSink,
+    ) -> BoxFuture<'a, Result<ModelTurn>> {
+        Box::pin(async move {
+            self.endpoint.check_key()?;
+            let body = self.body(&request)?;
+            self.endpoint
+                .stream(body, http::classify_json, |reader| decode(reader, sink))
+                .await
+        })
+    }
+}
+
+/// Messages under construction: consecutive blocks of one role form one message.
+#[derive(Debug, Default)]
+struct Messages {
+    messages: Vec<(&'static str, Vec<Value>)>,
+}
+
+impl Messages {
+    fn push(&mut self, role: &'static str, block: Value) {
+        match self.messages.last_mut() {
+            Some((last_role, blocks)) if *last_role == role => blocks.push(block),
+            _ => self.messages.push((role, vec![block])),
+        }
+    }
+
+    /// The wire messages: starting with a user message, the last user block marked as a cache
+    /// breakpoint.
+    fn finish(mut self) -> Vec<Value> {
+        if self
+            .messages
+            .first()
+            .is_none_or(|(role, _)| *role != "user")
+        {
+            self.messages.insert(
+                0,
+                (
+                    "user",
+                    vec![json!({"type": "text", "text": "(the conversation continues)"})],
+                ),
+            );
+        }
+        if let Some(("user", blocks)) = self
+            .messages
+            .last_mut()
+            .map(|(role, blocks)| (*role, blocks))
+            && let Some(Value::Object(block)) = blocks.last_mut()
+        {
+            block.insert("cache_control".to_owned(), json!({"type": "ephemeral"}));
+        }
+        self.messages
+            .into_iter()
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect()
+    }
+}
+
+/// The blocks of an assistant turn; thinking only when it goes back to the model that wrote
+/// it (its signature is checked) and thinking is on.
+fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Value> {
+    message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            AssistantContent::Thinking {
+                text,
+                signature: Some(signature),
+            } if keep_thinking => Some(json!({
+                "type": "thinking",
+                "thinking": text,
+                "signature": signature,
+            })),
+            AssistantContent::Thinking { .. } => None,
+            AssistantContent::Text { text } if text.is_empty() => None,
+            AssistantContent::Text { text } => Some(json!({"type": "text", "text": text})),
+            AssistantContent::ToolCall(call) => Some(json!({
+                "type": "tool_use",
+                "id": tool_id(&call.id),
+                "name": call.name,
+                // Unparsable arguments (kept as a string) go back as an empty object; the
+                // tool result tells the model what was wrong.
+                "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
+            })),
+        })
+        .collect()
+}
+
+/// A call id as Anthropic accepts it (`[a-zA-Z0-9_-]+`); ids from other providers are mapped
+/// the same way for the call and its result.
+fn tool_id(id: &str) -> String {
+    let mapped: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if mapped.is_empty() {
+        "call".to_owned()
+    } else {
+        mapped
+    }
+}
+
+/// One stream event (the `type` inside each `data:` frame).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StreamEvent {
+    MessageStart {
+        message: StartMessage,
+    },
+    ContentBlockStart {
+        index: u64,
+        content_block: BlockStart,
+    },
+    ContentBlockDelta {
+        index: u64,
+        delta: BlockDelta,
+    },
+    ContentBlockStop {},
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop {},
+    Ping {},
+    Error {
+        error: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockStart {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+/// A content block being assembled.
+#[derive(Debug)]
+enum Block {
+    Text(String),
+    Thinking {
+        text: String,
+        signature: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        start_input: Value,
+        json: String,
+    },
+    /// A block kind flue does not keep (server tools, redacted thinking, ...).
+    Ignored,
+}
+
+/// A turn being assembled from events.
+#[derive(Debug, Default)]
+struct Assembler {
+    blocks: BTreeMap<u64, Block>,
+    usage: Usage,
+    stop_reason: Option<String>,
+    emitted: bool,
+}
+
+/// Reads a whole turn from the stream.
+async fn decode(
+    mut reader: EventReader,
+    sink: &TurnSink,
+) -> std::result::Result<ModelTurn, Failure> {
+    let mut turn = Assembler::default();
+    let result = turn.read(&mut reader, sink).await;
+    match result {
+        Ok(()) => Ok(turn.finish()),
+        Err(failure) => Err(failure.with_output(turn.emitted)),
+    }
+}
+
+impl Assembler {
+    async fn read(
+        &mut self,
+        reader: &mut EventReader,
+        sink: &TurnSink,
+    ) -> std::result::Result<(), Failure> {
+        while let Some(event) = reader.next().await? {
+            let data = event.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            let event: StreamEvent =
+                serde_json::from_str(data).map_err(|err| http::malformed("event", data, &err))?;
+            match event {
+                StreamEvent::MessageStart { message } => {
+                    if let Some(usage) = message.usage {
+                        self.add_usage(&usage);
+                    }
+                }
+                StreamEvent::ContentBlockStart {
+                    index,
+                    content_block,
+                } => {
+                    let block = match content_block {
+                        BlockStart::Text { text } => {
+                            self.show_text(&text, sink);
+                            Block::Text(text)
+                        }
+                        BlockStart::Thinking {
+                            thinking,
+                            signature,
+                        } => {
+                            self.show_thinking(&thinking, sink);
+                            Block::Thinking {
+                                text: thinking,
+                                signature: signature.unwrap_or_default(),
+                            }
+                        }
+                        BlockStart::ToolUse { id, name, input } => Block::ToolUse {
+                            id,
+                            name,
+                            start_input: input,
+                            json: String::new(),
+                        },
+                        BlockStart::Other => Block::Ignored,
+                    };
+                    self.blocks.insert(index, block);
+                }
+                StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, sink),
+                StreamEvent::MessageDelta { delta, usage } => {
+                    if delta.stop_reason.is_some() {
+                        self.stop_reason = delta.stop_reason;
+                    }
+                    if let Some(usage) = usage {
+                        self.add_usage(&usage);
+                    }
+                }
+                StreamEvent::MessageStop {} => return Ok(()),
+                StreamEvent::Error { error } => {
+                    return Err(http::reported_json(None, &error, data));
+                }
+                StreamEvent::ContentBlockStop {} | StreamEvent::Ping {} | StreamEvent::Other => {}
+            }
+        }
+        Err(http::truncated())
+    }
+
+    fn delta(&mut self, index: u64, delta: BlockDelta, sink: &TurnSink) {
+        let Some(block) = self.blocks.get_mut(&index) else {
+            return;
+        };
+        match (block, delta) {
+            (Block::Text(text), BlockDelta::TextDelta { text: more }) => {
+                sink.text_delta(&more);
+                self.emitted |= !more.is_empty();
+                text.push_str(&more);
+            }
+            (Block::Thinking { text, .. }, BlockDelta::ThinkingDelta { thinking }) => {
+                sink.thinking_delta(&thinking);
+                self.emitted |= !thinking.is_empty();
+                text.push_str(&thinking);
+            }
+            (Block::Thinking { signature, .. }, BlockDelta::SignatureDelta { signature: more }) => {
+                signature.push_str(&more);
+            }
+            (Block::ToolUse { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
+                json.push_str(&partial_json);
+            }
+            // A delta that does not fit its block (or an unknown kind) carries nothing we keep.
+            _ => {}
+        }
+    }
+
+    fn show_text(&mut self, text: &str, sink: &TurnSink) {
+        if !text.is_empty() {
+            sink.text_delta(text);
+            self.emitted = true;
+        }
+    }
+
+    fn show_thinking(&mut self, text: &str, sink: &TurnSink) {
+        if !text.is_empty() {
+            sink.thinking_delta(text);
+            self.emitted = true;
+        }
+    }
+
+    /// Usage fields are cumulative; the latest report of each wins.
+    fn add_usage(&mut self, usage: &WireUsage) {
+        if let Some(tokens) = usage.input_tokens {
+            self.usage.input_tokens = tokens;
+        }
+        if let Some(tokens) = usage.output_tokens {
+            self.usage.output_tokens = tokens;
+        }
+        if let Some(tokens) = usage.cache_creation_input_tokens {
+            self.usage.cache_write_tokens = tokens;
+        }
+        if let Some(tokens) = usage.cache_read_input_tokens {
+            self.usage.cache_read_tokens = tokens;
+        }
+    }
+
+    fn finish(self) -> ModelTurn {
+        let mut content = Vec::new();
+        for block in self.blocks.into_values() {
+            match block {
+                Block::Text(text) if text.is_empty() => {}
+                Block::Text(text) => content.push(AssistantContent::Text { text }),
+                Block::Thinking { text, signature } => content.push(AssistantContent::Thinking {
+                    text,
+                    signature: (!signature.is_empty()).then_some(signature),
+                }),
+                Block::ToolUse {
+                    id,
+                    name,
+                    start_input,
+                    json,
+                } => {
+                    let input = if json.trim().is_empty() && start_input.is_object() {
+                        start_input
+                    } else {
+                        convert::parse_arguments(json)
+                    };
+                    content.push(AssistantContent::ToolCall(ToolCall { id, name, input }));
+                }
+                Block::Ignored => {}
+            }
+        }
+        let has_calls = content
+            .iter()
+            .any(|part| matches!(part, AssistantContent::ToolCall(_)));
+        let stop_reason = match self.stop_reason.as_deref() {
+            _ if has_calls => StopReason::ToolUse,
+            Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
+            _ => StopReason::EndTurn,
+        };
+        ModelTurn {
+            content,
+            usage: self.usage,
+            stop_reason,
+        }
+    }
+}

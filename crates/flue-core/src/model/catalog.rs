@@ -1,0 +1,313 @@
+//! What flue knows without being told: the built-in providers (endpoints, key variables,
+//! dialects) and the main Anthropic and OpenAI models (limits, capabilities, prices, how they
+//! take a thinking level).
+//!
+//! Prices are US dollars per million tokens at the base tier (long-context surcharges are not
+//! modelled). A model missing here still works: it gets [`ModelInfo::default`] and the CLI
+//! warns; flue.toml (`[providers.<id>.models.<model>]`) adds or corrects entries.
+
+use crate::model::provider_config::{
+    BuiltinProvider, MaxTokensField, OpenAiCompat, ReasoningParam, WireApi,
+};
+use crate::model::{ModelInfo, ModelPrice};
+
+/// How a model takes a thinking level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Thinking {
+    /// It does not reason; thinking levels are dropped.
+    None,
+    /// Anthropic `thinking: {type: "enabled", budget_tokens}`.
+    Budget,
+    /// Anthropic `thinking: {type: "adaptive"}` with `output_config.effort`; `xhigh` when the
+    /// model has that effort.
+    Adaptive {
+        /// The model accepts effort `xhigh`.
+        xhigh: bool,
+    },
+    /// OpenAI `reasoning_effort`: `low`, `medium`, `high` always, plus the optional levels.
+    Effort {
+        /// `off` is sent as `none` (otherwise the model reasons at its default).
+        none: bool,
+        /// `minimal` exists (otherwise `low`).
+        minimal: bool,
+        /// `xhigh` exists (otherwise `high`).
+        xhigh: bool,
+    },
+}
+
+/// One built-in model.
+#[derive(Debug, PartialEq)]
+pub(crate) struct CatalogEntry {
+    pub(crate) id: &'static str,
+    context_window: u64,
+    max_output_tokens: u64,
+    image_input: bool,
+    /// input, output, cache read, cache write.
+    price: [f64; 4],
+    pub(crate) thinking: Thinking,
+}
+
+impl CatalogEntry {
+    /// The entry as runtime model info.
+    pub(crate) fn info(&self) -> ModelInfo {
+        let [input, output, cache_read, cache_write] = self.price;
+        ModelInfo {
+            context_window: self.context_window,
+            max_output_tokens: self.max_output_tokens,
+            reasoning: self.thinking != Thinking::None,
+            image_input: self.image_input,
+            price: Some(ModelPrice {
+                input,
+                output,
+                cache_read,
+                cache_write,
+            }),
+        }
+    }
+}
+
+const fn model(
+    id: &'static str,
+    context_window: u64,
+    max_output_tokens: u64,
+    image_input: bool,
+    price: [f64; 4],
+    thinking: Thinking,
+) -> CatalogEntry {
+    CatalogEntry {
+        id,
+        context_window,
+        max_output_tokens,
+        image_input,
+        price,
+        thinking,
+    }
+}
+
+const BUDGET: Thinking = Thinking::Budget;
+const ADAPTIVE: Thinking = Thinking::Adaptive { xhigh: false };
+const ADAPTIVE_XHIGH: Thinking = Thinking::Adaptive { xhigh: true };
+/// GPT-5 and 5-mini/nano: minimal..high, cannot be turned off.
+const GPT5: Thinking = Thinking::Effort {
+    none: false,
+    minimal: true,
+    xhigh: false,
+};
+/// GPT-5.1: none, low..high.
+const GPT51: Thinking = Thinking::Effort {
+    none: true,
+    minimal: false,
+    xhigh: false,
+};
+/// GPT-5.2 and later: none, low..xhigh.
+const GPT52: Thinking = Thinking::Effort {
+    none: true,
+    minimal: false,
+    xhigh: true,
+};
+/// o-series: low..high, cannot be turned off.
+const O_SERIES: Thinking = Thinking::Effort {
+    none: false,
+    minimal: false,
+    xhigh: false,
+};
+const NONE: Thinking = Thinking::None;
+
+/// Anthropic models (Messages API): id, context window, output limit, image input, price
+/// (input, output, cache read, cache write), thinking style.
+#[rustfmt::skip]
+static ANTHROPIC_MODELS: &[CatalogEntry] = &[
+    model("claude-opus-5", 1_000_000, 128_000, true, [5.0, 25.0, 0.5, 6.25], ADAPTIVE_XHIGH),
+    model("claude-sonnet-5", 1_000_000, 128_000, true, [2.0, 10.0, 0.2, 2.5], ADAPTIVE_XHIGH),
+    model("claude-fable-5", 1_000_000, 128_000, true, [10.0, 50.0, 1.0, 12.5], ADAPTIVE_XHIGH),
+    model("claude-opus-4-8", 1_000_000, 128_000, true, [5.0, 25.0, 0.5, 6.25], ADAPTIVE_XHIGH),
+    model("claude-opus-4-7", 1_000_000, 128_000, true, [5.0, 25.0, 0.5, 6.25], ADAPTIVE_XHIGH),
+    model("claude-opus-4-6", 1_000_000, 128_000, true, [5.0, 25.0, 0.5, 6.25], ADAPTIVE),
+    model("claude-sonnet-4-6", 1_000_000, 128_000, true, [3.0, 15.0, 0.3, 3.75], ADAPTIVE),
+    model("claude-opus-4-5", 200_000, 64_000, true, [5.0, 25.0, 0.5, 6.25], BUDGET),
+    model("claude-sonnet-4-5", 1_000_000, 64_000, true, [3.0, 15.0, 0.3, 3.75], BUDGET),
+    model("claude-haiku-4-5", 200_000, 64_000, true, [1.0, 5.0, 0.1, 1.25], BUDGET),
+    model("claude-opus-4-1", 200_000, 32_000, true, [15.0, 75.0, 1.5, 18.75], BUDGET),
+];
+
+/// OpenAI models served by Chat Completions, in the same columns.
+#[rustfmt::skip]
+static OPENAI_MODELS: &[CatalogEntry] = &[
+    model("gpt-5.5", 272_000, 128_000, true, [5.0, 30.0, 0.5, 0.0], GPT52),
+    model("gpt-5.4", 272_000, 128_000, true, [2.5, 15.0, 0.25, 0.0], GPT52),
+    model("gpt-5.4-mini", 400_000, 128_000, true, [0.75, 4.5, 0.075, 0.0], GPT52),
+    model("gpt-5.4-nano", 400_000, 128_000, true, [0.2, 1.25, 0.02, 0.0], GPT52),
+    model("gpt-5.2", 400_000, 128_000, true, [1.75, 14.0, 0.175, 0.0], GPT52),
+    model("gpt-5.1", 400_000, 128_000, true, [1.25, 10.0, 0.125, 0.0], GPT51),
+    model("gpt-5", 400_000, 128_000, true, [1.25, 10.0, 0.125, 0.0], GPT5),
+    model("gpt-5-mini", 400_000, 128_000, true, [0.25, 2.0, 0.025, 0.0], GPT5),
+    model("gpt-5-nano", 400_000, 128_000, true, [0.05, 0.4, 0.005, 0.0], GPT5),
+    model("gpt-5-chat-latest", 128_000, 16_384, true, [1.25, 10.0, 0.125, 0.0], NONE),
+    model("gpt-4.1", 1_047_576, 32_768, true, [2.0, 8.0, 0.5, 0.0], NONE),
+    model("gpt-4.1-mini", 1_047_576, 32_768, true, [0.4, 1.6, 0.1, 0.0], NONE),
+    model("gpt-4.1-nano", 1_047_576, 32_768, true, [0.1, 0.4, 0.025, 0.0], NONE),
+    model("gpt-4o", 128_000, 16_384, true, [2.5, 10.0, 1.25, 0.0], NONE),
+    model("gpt-4o-mini", 128_000, 16_384, true, [0.15, 0.6, 0.075, 0.0], NONE),
+    model("o4-mini", 200_000, 100_000, true, [1.1, 4.4, 0.275, 0.0], O_SERIES),
+    model("o3", 200_000, 100_000, true, [2.0, 8.0, 0.5, 0.0], O_SERIES),
+    model("o3-mini", 200_000, 100_000, false, [1.1, 4.4, 0.55, 0.0], O_SERIES),
+    model("o1", 200_000, 100_000, true, [15.0, 60.0, 7.5, 0.0], O_SERIES),
+];
+
+/// Providers flue knows by name.
+pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
+    builtin(
+        "anthropic",
+        WireApi::AnthropicMessages,
+        "https://api.anthropic.com",
+        Some("ANTHROPIC_API_KEY"),
+        Some("ANTHROPIC_BASE_URL"),
+    ),
+    builtin(
+        "openai",
+        WireApi::OpenAiCompletions,
+        "https://api.openai.com/v1",
+        Some("OPENAI_API_KEY"),
+        Some("OPENAI_BASE_URL"),
+    ),
+    builtin(
+        "openrouter",
+        WireApi::OpenAiCompletions,
+        "https://openrouter.ai/api/v1",
+        Some("OPENROUTER_API_KEY"),
+        None,
+    ),
+    builtin(
+        "groq",
+        WireApi::OpenAiCompletions,
+        "https://api.groq.com/openai/v1",
+        Some("GROQ_API_KEY"),
+        None,
+    ),
+    builtin(
+        "deepseek",
+        WireApi::OpenAiCompletions,
+        "https://api.deepseek.com",
+        Some("DEEPSEEK_API_KEY"),
+        None,
+    ),
+    builtin(
+        "together",
+        WireApi::OpenAiCompletions,
+        "https://api.together.ai/v1",
+        Some("TOGETHER_API_KEY"),
+        None,
+    ),
+    builtin(
+        "mistral",
+        WireApi::OpenAiCompletions,
+        "https://api.mistral.ai/v1",
+        Some("MISTRAL_API_KEY"),
+        None,
+    ),
+    builtin(
+        "xai",
+        WireApi::OpenAiCompletions,
+        "https://api.x.ai/v1",
+        Some("XAI_API_KEY"),
+        None,
+    ),
+    BuiltinProvider {
+        id: "ollama",
+        api: WireApi::OpenAiCompletions,
+        base_url: "http://127.0.0.1:11434/v1",
+        api_key_env: None,
+        key_optional: true,
+        base_url_env: None,
+    },
+    BuiltinProvider {
+        id: "vllm",
+        api: WireApi::OpenAiCompletions,
+        base_url: "http://127.0.0.1:8000/v1",
+        api_key_env: Some("VLLM_API_KEY"),
+        key_optional: true,
+        base_url_env: None,
+    },
+];
+
+const fn builtin(
+    id: &'static str,
+    api: WireApi,
+    base_url: &'static str,
+    api_key_env: Option<&'static str>,
+    base_url_env: Option<&'static str>,
+) -> BuiltinProvider {
+    BuiltinProvider {
+        id,
+        api,
+        base_url,
+        api_key_env,
+        key_optional: false,
+        base_url_env,
+    }
+}
+
+/// The catalog of built-in provider `id`.
+pub(crate) fn models_of(id: &str) -> &'static [CatalogEntry] {
+    match id {
+        "anthropic" => ANTHROPIC_MODELS,
+        "openai" => OPENAI_MODELS,
+        _ => &[],
+    }
+}
+
+/// The dialect of built-in provider `id`.
+pub(crate) fn compat_of(id: &str) -> OpenAiCompat {
+    let compat = OpenAiCompat::default();
+    match id {
+        "openrouter" => compat.with_reasoning(ReasoningParam::OpenRouter),
+        "deepseek" | "xai" => compat.with_reasoning(ReasoningParam::Unsupported),
+        "together" => compat
+            .with_max_tokens_field(MaxTokensField::MaxTokens)
+            .with_reasoning(ReasoningParam::Unsupported),
+        "mistral" => compat
+            .with_max_tokens_field(MaxTokensField::MaxTokens)
+            .with_reasoning(ReasoningParam::Unsupported)
+            .without_stream_options(),
+        "ollama" | "vllm" => compat.with_max_tokens_field(MaxTokensField::MaxTokens),
+        _ => compat,
+    }
+}
+
+/// The ids to try for `model`, most specific first: itself, then without a `-latest`,
+/// `-YYYYMMDD` or `-YYYY-MM-DD` suffix.
+pub(crate) fn candidates(model: &str) -> Vec<&str> {
+    let mut ids = vec![model];
+    if let Some(base) = model.strip_suffix("-latest") {
+        ids.push(base);
+    }
+    if let Some((base, date)) = model.rsplit_once('-')
+        && date.len() == 8
+        && date.bytes().all(|byte| byte.is_ascii_digit())
+    {
+        ids.push(base);
+    }
+    let bytes = model.as_bytes();
+    if let Some(split) = model.len().checked_sub(11)
+        && bytes.get(split) == Some(&b'-')
+        && model
+            .get(split + 1..)
+            .is_some_and(|date| is_iso_date(date.as_bytes()))
+        && let Some(base) = model.get(..split)
+    {
+        ids.push(base);
+    }
+    ids
+}
+
+/// `YYYY-MM-DD`.
+fn is_iso_date(date: &[u8]) -> bool {
+    date.len() == 10
+        && date.iter().enumerate().all(|(idx, byte)| match idx {
+            4 | 7 => *byte == b'-',
+            _ => byte.is_ascii_digit(),
+        })
+}
+
+#[cfg(test)]
+mod tests;

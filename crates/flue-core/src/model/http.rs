@@ -1,0 +1,572 @@
+//! HTTP plumbing shared by the remote providers: the endpoint (URL, headers, key, client),
+//! retries with backoff and jitter, error classification, and reading an event stream.
+//!
+//! A turn is one POST whose answer is an event stream. Transient failures — network errors,
+//! HTTP 408/409/425/429/5xx, an overload reported inside the stream — are retried up to
+//! [`RetryPolicy::max_retries`] times, but only while nothing of the turn has been shown to the
+//! caller yet: once a delta went out, a failure ends the turn (the loop then stores nothing).
+//!
+//! Each endpoint builds its own reqwest client on first use, so a registry of many providers
+//! costs nothing until one is called: HTTP/1.1, rustls with the ring provider and (for `https`)
+//! the platform's root certificates, and no proxy discovery, because flue-core does not read
+//! the environment.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::error::{BoxError, FlueError, Result};
+use crate::model::ModelTurn;
+use crate::model::provider_config::{ApiKey, ProviderConfig, RetryPolicy};
+use crate::model::sse::{SseEvent, SseParser};
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stream may stay silent (reasoning models can think for minutes before the first
+/// token; providers that send keep-alives never get near this).
+const READ_TIMEOUT: Duration = Duration::from_secs(600);
+/// How much of an error body is read.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// How a provider authenticates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// `authorization: Bearer <key>` (OpenAI and compatible servers).
+    Bearer,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
+}
+
+/// One provider's endpoint: where to POST, with which headers, and how to retry.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    provider: String,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    key: Option<ApiKey>,
+    missing_key_env: Option<String>,
+    retry: RetryPolicy,
+    client: OnceLock<reqwest::Client>,
+}
+
+/// A failed attempt, before it becomes a [`FlueError`].
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) status: Option<u16>,
+    pub(crate) retryable: bool,
+    pub(crate) overflow: bool,
+    pub(crate) retry_after: Option<Duration>,
+    /// Deltas of this attempt already reached the caller, so it must not be repeated.
+    pub(crate) after_output: bool,
+    pub(crate) source: Option<BoxError>,
+}
+
+impl Failure {
+    /// A failure that retrying will not fix.
+    pub(crate) fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            status: None,
+            retryable: false,
+            overflow: false,
+            retry_after: None,
+            after_output: false,
+            source: None,
+        }
+    }
+
+    /// A failure that may pass (network trouble, overload).
+    pub(crate) fn transient(message: impl Into<String>) -> Self {
+        Self {
+            retryable: true,
+            ..Self::fatal(message)
+        }
+    }
+
+    /// Marks whether deltas of this attempt reached the caller.
+    pub(crate) fn with_output(mut self, after_output: bool) -> Self {
+        self.after_output = after_output;
+        self
+    }
+
+    /// A provider's error report: HTTP status (or `None` inside a stream), its message, and
+    /// its type or code (`rate_limit_error`, `context_length_exceeded`, ...).
+    pub(crate) fn reported(status: Option<u16>, message: &str, code: &str) -> Self {
+        let retryable = match status {
+            Some(status) => matches!(status, 408 | 409 | 425 | 429) || (500..600).contains(&status),
+            None => matches!(
+                code,
+                "overloaded_error"
+                    | "api_error"
+                    | "rate_limit_error"
+                    | "server_error"
+                    | "rate_limit_exceeded"
+                    | "internal_error"
+                    | "timeout"
+            ),
+        };
+        // A spent quota is a 429 that waiting will not fix.
+        let retryable = retryable && code != "insufficient_quota";
+        let message = if message.is_empty() {
+            match status {
+                Some(status) => format!("the provider answered HTTP {status} without a message"),
+                None => "the provider reported an error without a message".to_owned(),
+            }
+        } else {
+            message.to_owned()
+        };
+        Self {
+            overflow: !retryable && is_context_overflow(status, &message, code),
+            status,
+            retryable,
+            ..Self::fatal(message)
+        }
+    }
+
+    fn into_error(self, provider: &str, key: Option<&ApiKey>) -> FlueError {
+        let message = redact(&self.message, key);
+        if self.overflow {
+            return FlueError::ContextOverflow {
+                provider: provider.to_owned(),
+                message,
+            };
+        }
+        FlueError::Provider {
+            provider: provider.to_owned(),
+            message,
+            status: self.status,
+            retryable: self.retryable,
+            retry_after_ms: self
+                .retry_after
+                .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+            source: self.source,
+        }
+    }
+}
+
+impl Endpoint {
+    /// The endpoint `path` under the config's base URL, with the auth, fixed and configured
+    /// headers (configured ones win). Fails on a malformed URL or header.
+    pub(crate) fn new(
+        config: &ProviderConfig,
+        path: &str,
+        auth: Auth,
+        fixed_headers: &[(&str, &str)],
+    ) -> Result<Self> {
+        let invalid = |message: String| {
+            FlueError::config(format!("model provider {:?}: {message}", config.id))
+        };
+        let base = config.base_url.trim_end_matches('/');
+        let url = reqwest::Url::parse(&format!("{base}{path}")).map_err(|err| {
+            invalid(format!(
+                "base_url {:?} is not a valid URL ({err}); use a full URL such as \
+                 https://api.example.com/v1",
+                config.base_url
+            ))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "base_url {:?} must start with http:// or https://",
+                config.base_url
+            )));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        let extra = fixed_headers
+            .iter()
+            .map(|(name, value)| (*name, *value))
+            .chain(
+                config
+                    .headers
+                    .iter()
+                    .map(|(name, value)| (name.as_str(), value.as_str())),
+            );
+        for (name, value) in extra {
+            let header_name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid(format!("{name:?} is not a valid HTTP header name")))?;
+            let header_value = HeaderValue::from_str(value).map_err(|_| {
+                invalid(format!(
+                    "the value of header {name:?} is not valid in HTTP (control characters or \
+                     non-ASCII text)"
+                ))
+            })?;
+            headers.insert(header_name, header_value);
+        }
+        if let Some(key) = &config.api_key {
+            let (name, value) = match auth {
+                Auth::Bearer => (
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {}", key.expose()),
+                ),
+                Auth::XApiKey => (
+                    HeaderName::from_static("x-api-key"),
+                    key.expose().to_owned(),
+                ),
+            };
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                invalid(
+                    "the API key contains characters that cannot be sent in an HTTP header; \
+                     check the key"
+                        .to_owned(),
+                )
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        Ok(Self {
+            provider: config.id.clone(),
+            url,
+            headers,
+            key: config.api_key.clone(),
+            missing_key_env: config
+                .api_key
+                .is_none()
+                .then(|| config.api_key_env.clone())
+                .flatten(),
+            retry: config.retry,
+            client: OnceLock::new(),
+        })
+    }
+
+    /// [`FlueError::MissingApiKey`] when the provider needs a key it does not have.
+    pub(crate) fn check_key(&self) -> Result<()> {
+        match &self.missing_key_env {
+            Some(env_var) => Err(FlueError::MissingApiKey {
+                provider: self.provider.clone(),
+                env_var: env_var.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// POSTs `body` and decodes the answer with `decode`, retrying transient failures.
+    /// `classify` turns a non-2xx body into a failure.
+    pub(crate) async fn stream<D, Fut>(
+        &self,
+        body: Vec<u8>,
+        classify: fn(Option<u16>, &str) -> Failure,
+        mut decode: D,
+    ) -> Result<ModelTurn>
+    where
+        D: FnMut(EventReader) -> Fut,
+        Fut: Future<Output = std::result::Result<ModelTurn, Failure>>,
+    {
+        self.check_key()?;
+        let client = self
+            .client()
+            .map_err(|failure| failure.into_error(&self.provider, None))?;
+        let mut n_retries = 0;
+        loop {
+            let failure = match self.attempt(client, &body, classify).await {
+                Ok(reader) => match decode(reader).await {
+                    Ok(turn) => return Ok(turn),
+                    Err(failure) => failure,
+                },
+                Err(failure) => failure,
+            };
+            let delay = match failure.retry_after {
+                Some(delay) if delay > self.retry.max_retry_after => None,
+                Some(delay) => Some(delay),
+                None => Some(backoff(&self.retry, n_retries, jitter())),
+            };
+            match delay {
+                Some(delay)
+                    if failure.retryable
+                        && !failure.after_output
+                        && n_retries < self.retry.max_retries =>
+                {
+                    n_retries += 1;
+                    tokio::time::sleep(delay).await;
+                }
+                _ => return Err(failure.into_error(&self.provider, self.key.as_ref())),
+            }
+        }
+    }
+
+    /// The endpoint's client, built on first use.
+    fn client(&self) -> std::result::Result<&reqwest::Client, Failure> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let client = build_client(self.url.scheme() == "https")?;
+        Ok(self.client.get_or_init(|| client))
+    }
+
+    /// One POST: an event reader on success, a classified failure otherwise.
+    async fn attempt(
+        &self,
+        client: &reqwest::Client,
+        body: &[u8],
+        classify: fn(Option<u16>, &str) -> Failure,
+    ) -> std::result::Result<EventReader, Failure> {
+        let response = client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(|err| network_failure(&format!("cannot reach {}", self.url), err))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let text = read_limited(response).await;
+            let mut failure = classify(Some(status.as_u16()), &text);
+            failure.retry_after = retry_after;
+            return Err(failure);
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if !content_type.starts_with("text/event-stream") {
+            let text = read_limited(response).await;
+            return Err(Failure::fatal(format!(
+                "expected an event stream (text/event-stream) but got {:?}: {}",
+                content_type,
+                preview(&text)
+            )));
+        }
+        Ok(EventReader {
+            response,
+            parser: SseParser::default(),
+            queue: VecDeque::new(),
+        })
+    }
+}
+
+/// Reads server-sent events from a response.
+#[derive(Debug)]
+pub(crate) struct EventReader {
+    response: reqwest::Response,
+    parser: SseParser,
+    queue: VecDeque<SseEvent>,
+}
+
+impl EventReader {
+    /// The next event; `None` at the end of the stream. A transport error mid-stream is a
+    /// transient failure (the stream was cut).
+    pub(crate) async fn next(&mut self) -> std::result::Result<Option<SseEvent>, Failure> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Ok(Some(event));
+            }
+            let chunk = self
+                .response
+                .chunk()
+                .await
+                .map_err(|err| network_failure("the response stream was cut", err))?;
+            let Some(chunk) = chunk else {
+                return Ok(None);
+            };
+            let mut events = Vec::new();
+            self.parser
+                .feed(&chunk, &mut events)
+                .map_err(|err| Failure::fatal(err.to_string()))?;
+            self.queue.extend(events);
+        }
+    }
+}
+
+/// A non-2xx body (or an error inside a stream) in the shape both wire formats use:
+/// `{"error": {"message": ..., "type": ..., "code": ...}}`; anything else is quoted.
+pub(crate) fn classify_json(status: Option<u16>, body: &str) -> Failure {
+    let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    reported_json(status, value.get("error").unwrap_or(&value), body)
+}
+
+/// An error object (`{"message", "type" | "code"}`, or a bare string) as a failure.
+pub(crate) fn reported_json(status: Option<u16>, error: &Value, body: &str) -> Failure {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| error.as_str())
+        .map_or_else(|| preview(body), str::to_owned);
+    let code = error
+        .get("code")
+        .and_then(Value::as_str)
+        .or_else(|| error.get("type").and_then(Value::as_str))
+        .unwrap_or_default();
+    Failure::reported(status, &message, code)
+}
+
+/// A JSON frame the provider sent that does not parse: the stream is unusable.
+pub(crate) fn malformed(what: &str, data: &str, err: &serde_json::Error) -> Failure {
+    Failure::fatal(format!(
+        "malformed {what} in the event stream ({err}): {}",
+        preview(data)
+    ))
+}
+
+/// The stream ended before its terminal event.
+pub(crate) fn truncated() -> Failure {
+    Failure::transient("the response stream ended before the model finished its turn")
+}
+
+/// The computed delay before retry number `n_retries + 1`: `base * 2^n`, capped, scaled into
+/// `[50 %, 100 %]` by `jitter` (in `[0, 1)`).
+pub(crate) fn backoff(policy: &RetryPolicy, n_retries: u32, jitter: f64) -> Duration {
+    let exponential = policy
+        .base_delay
+        .saturating_mul(1u32.checked_shl(n_retries).unwrap_or(u32::MAX));
+    exponential
+        .min(policy.max_delay)
+        .mul_f64(0.5 + jitter.clamp(0.0, 1.0) / 2.0)
+}
+
+/// The wait a response asks for: `retry-after-ms` (milliseconds), else `retry-after` in
+/// seconds. (An HTTP-date `retry-after` is ignored; the computed backoff applies.)
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let number = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.trim().parse::<f64>().ok())
+            .filter(|value| value.is_finite() && *value >= 0.0)
+    };
+    if let Some(ms) = number("retry-after-ms") {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    number("retry-after").map(Duration::from_secs_f64)
+}
+
+/// A random number in `[0, 1)` from the standard library's per-process hash keys.
+fn jitter() -> f64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(crate::util::now_ms());
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "53 bits of randomness are plenty for jitter"
+    )]
+    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    fraction
+}
+
+/// Whether an error report means the request did not fit the context window.
+fn is_context_overflow(status: Option<u16>, message: &str, code: &str) -> bool {
+    if code == "context_length_exceeded" || status == Some(413) {
+        return true;
+    }
+    if !matches!(status, None | Some(400 | 422)) {
+        return false;
+    }
+    let message = message.to_ascii_lowercase();
+    [
+        "prompt is too long",
+        "context length",
+        "context window",
+        "maximum context",
+        "context_length_exceeded",
+        "too many tokens",
+        "reduce the length",
+        "input is too long",
+        "exceeds the context",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}
+
+/// A client for `http` or `https` endpoints. Only `https` loads the platform's certificates
+/// (which may be missing on a minimal machine); plain `http` (loopback servers, Ollama) gets a
+/// TLS setup that trusts nothing, since it never negotiates TLS.
+fn build_client(https: bool) -> std::result::Result<reqwest::Client, Failure> {
+    let setup_failed = |message: &str, err: BoxError| Failure {
+        message: format!("{message}: {err}"),
+        source: Some(err),
+        ..Failure::fatal("")
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|err| setup_failed("cannot configure TLS", err.into()))?;
+    let tls = if https {
+        let verifier = rustls_platform_verifier::Verifier::new(provider).map_err(|err| {
+            setup_failed(
+                "cannot load the system's TLS root certificates (install the ca-certificates \
+                 package)",
+                err.into(),
+            )
+        })?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth()
+    } else {
+        builder
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()
+    };
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .no_proxy()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .build()
+        .map_err(|err| setup_failed("cannot create the HTTP client", err.into()))
+}
+
+/// A transport error as a transient failure, its cause chain spelled out.
+fn network_failure(context: &str, err: reqwest::Error) -> Failure {
+    let mut message = context.to_owned();
+    // reqwest's own message repeats the URL; its causes say what happened.
+    let mut cause: Option<&dyn std::error::Error> = match std::error::Error::source(&err) {
+        Some(source) => Some(source),
+        None => Some(&err),
+    };
+    while let Some(current) = cause {
+        let text = current.to_string();
+        if !message.ends_with(&text) {
+            let _ = write!(message, ": {text}");
+        }
+        cause = current.source();
+    }
+    Failure {
+        source: Some(Box::new(err)),
+        ..Failure::transient(message)
+    }
+}
+
+/// The response body, at most [`MAX_ERROR_BODY`] bytes of it, lossily decoded.
+async fn read_limited(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The start of `text`, for error messages.
+pub(crate) fn preview(text: &str) -> String {
+    const PREVIEW_CHARS: usize = 200;
+    let trimmed = text.trim();
+    match trimmed.char_indices().nth(PREVIEW_CHARS) {
+        Some((idx, _)) => format!("{}...", trimmed.get(..idx).unwrap_or_default()),
+        None => trimmed.to_owned(),
+    }
+}
+
+/// `text` with every occurrence of the key replaced.
+fn redact(text: &str, key: Option<&ApiKey>) -> String {
+    match key.map(ApiKey::expose) {
+        Some(secret) if !secret.is_empty() => text.replace(secret, "[redacted]"),
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,492 @@
+//! OpenAI Chat Completions over its streaming wire format, for OpenAI and compatible servers.
+//!
+//! Request: `POST {base_url}/chat/completions` with `stream: true` and
+//! `stream_options.include_usage`, the system prompt as the first message, tools as
+//! `function` tools, the output limit as `max_completion_tokens` (or `max_tokens` for servers
+//! that want it), `reasoning_effort` from the thinking level on reasoning models, and images
+//! as data URLs. Response: `data:` chunks carrying content, reasoning and tool-call deltas
+//! (a call's `arguments` arrive in fragments, keyed by `index`), a `finish_reason`, a final
+//! usage chunk, then `data: [DONE]`.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::ThinkingLevel;
+use crate::error::{FlueError, Result};
+use crate::model::catalog::Thinking;
+use crate::model::convert::{self, Item};
+use crate::model::http::{self, Auth, Endpoint, EventReader, Failure};
+use crate::model::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam};
+use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelTurn, TurnSink};
+use crate::record::{AssistantContent, StopReason, ToolCall, Usage};
+use crate::util::BoxFuture;
+
+/// A provider speaking OpenAI Chat Completions: OpenAI itself, or any compatible server
+/// (OpenRouter, Groq, DeepSeek, Together, Mistral, xAI, Ollama, vLLM, ...).
+///
+/// ```
+/// use flue_core::{ApiKey, ModelProvider, OpenAiProvider, ProviderConfig};
+/// let config = ProviderConfig::builtin("openai").unwrap().with_api_key(ApiKey::new("sk-..."));
+/// let provider = OpenAiProvider::new(config).unwrap();
+/// assert_eq!(provider.id(), "openai");
+/// assert!(provider.model_info("gpt-4.1").image_input);
+/// ```
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    config: ProviderConfig,
+    endpoint: Endpoint,
+}
+
+impl OpenAiProvider {
+    /// A provider from `config` (whose `api` is not checked). Fails on a malformed base URL or
+    /// header.
+    pub fn new(config: ProviderConfig) -> Result<Self> {
+        let endpoint = Endpoint::new(&config, "/chat/completions", Auth::Bearer, &[])?;
+        Ok(Self { config, endpoint })
+    }
+
+    /// The JSON body of one turn.
+    fn body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
+        let (info, _) = self.config.lookup_model(request.model);
+        let items = convert::items(request.messages, info.image_input);
+        let mut messages = Vec::with_capacity(items.len() + 1);
+        if !request.system.is_empty() {
+            messages.push(json!({"role": "system", "content": request.system}));
+        }
+        let mut user_parts: Vec<Value> = Vec::new();
+        for item in &items {
+            match item {
+                Item::Text(text) => user_parts.push(json!({"type": "text", "text": text})),
+                Item::Image(image) => user_parts.push(json!({
+                    "type": "image_url",
+                    "image_url": {"url": format!("data:{};base64,{}", image.mime_type, image.data)},
+                })),
+                Item::Assistant(message) => {
+                    flush_user(&mut messages, &mut user_parts);
+                    if let Some(message) = assistant_message(message) {
+                        messages.push(message);
+                    }
+                }
+                Item::ToolResult(result) => {
+                    flush_user(&mut messages, &mut user_parts);
+                    messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": result.call_id,
+                        "content": result.content,
+                    }));
+                }
+            }
+        }
+        flush_user(&mut messages, &mut user_parts);
+
+        let compat = self.config.openai_compat;
+        let mut body = json!({
+            "model": request.model,
+            "messages": messages,
+            "stream": true,
+        });
+        if !compat.no_stream_options {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        let prompt_tokens = convert::estimate_tokens(request, &items);
+        let max_tokens = convert::clamp_output(request.max_output_tokens, &info, prompt_tokens);
+        let field = match compat.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        };
+        body[field] = json!(max_tokens);
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.input_schema,
+                        },
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+        }
+        if let Some(effort) = self.effort(request.model, &info, request.thinking) {
+            match compat.reasoning {
+                ReasoningParam::Effort => body["reasoning_effort"] = json!(effort),
+                ReasoningParam::OpenRouter => body["reasoning"] = json!({"effort": effort}),
+                ReasoningParam::Unsupported => {}
+            }
+        }
+        serde_json::to_vec(&body).map_err(|err| FlueError::Provider {
+            provider: self.config.id.clone(),
+            message: format!("cannot encode the request: {err}"),
+            status: None,
+            retryable: false,
+            retry_after_ms: None,
+            source: Some(Box::new(err)),
+        })
+    }
+
+    /// The `reasoning_effort` for `level`, when the model reasons.
+    fn effort(&self, model: &str, info: &ModelInfo, level: ThinkingLevel) -> Option<&'static str> {
+        if !info.reasoning {
+            return None;
+        }
+        let style = self.config.catalog_entry(model).map_or(
+            Thinking::Effort {
+                none: false,
+                minimal: false,
+                xhigh: false,
+            },
+            |entry| entry.thinking,
+        );
+        let Thinking::Effort {
+            none,
+            minimal,
+            xhigh,
+        } = style
+        else {
+            return None;
+        };
+        match level {
+            ThinkingLevel::Off => none.then_some("none"),
+            ThinkingLevel::Minimal => Some(if minimal { "minimal" } else { "low" }),
+            ThinkingLevel::Low => Some("low"),
+            ThinkingLevel::Medium => Some("medium"),
+            ThinkingLevel::High => Some("high"),
+            ThinkingLevel::Xhigh => Some(if xhigh { "xhigh" } else { "high" }),
+        }
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    fn model_info(&self, model: &str) -> ModelInfo {
+        self.config.lookup_model(model).0
+    }
+
+    fn knows_model(&self, model: &str) -> bool {
+        self.config.lookup_model(model).1
+    }
+
+    fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.endpoint.check_key() })
+    }
+
+    fn stream_turn<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        sink: &'a TurnSink,
+    ) -> BoxFuture<'a, Result<ModelTurn>> {
+        Box::pin(async move {
+            self.endpoint.check_key()?;
+            let body = self.body(&request)?;
+            self.endpoint
+                .stream(body, http::classify_json, |reader| decode(reader, sink))
+                .await
+        })
+    }
+}
+
+/// Appends the pending user parts as one user message: a string when all parts are text.
+fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
+    if parts.is_empty() {
+        return;
+    }
+    let all_text = parts.iter().all(|part| part["type"] == "text");
+    let content = if all_text {
+        let texts: Vec<&str> = parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect();
+        Value::String(texts.join("\n\n"))
+    } else {
+        Value::Array(std::mem::take(parts))
+    };
+    parts.clear();
+    messages.push(json!({"role": "user", "content": content}));
+}
+
+/// An assistant turn on the wire; thinking is not sent back. `None` for an empty turn.
+fn assistant_message(message: &crate::record::AssistantMessage) -> Option<Value> {
+    let text = message.text();
+    let calls: Vec<Value> = message
+        .tool_calls()
+        .map(|call| {
+            json!({
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": convert::arguments_text(call)},
+            })
+        })
+        .collect();
+    if text.is_empty() && calls.is_empty() {
+        return None;
+    }
+    let mut wire = json!({
+        "role": "assistant",
+        "content": if text.is_empty() { Value::Null } else { Value::String(text) },
+    });
+    if !calls.is_empty() {
+        wire["tool_calls"] = Value::Array(calls);
+    }
+    Some(wire)
+}
+
+/// One `data:` chunk.
+#[derive(Debug, Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    /// DeepSeek and others.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// OpenRouter.
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// A tool call being assembled from fragments.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// A turn being assembled from chunks.
+#[derive(Debug, Default)]
+struct Assembler {
+    text: String,
+    thinking: String,
+    calls: Vec<PartialCall>,
+    /// Wire `index` -> position in `calls`.
+    by_index: HashMap<u64, usize>,
+    finish_reason: Option<String>,
+    usage: Usage,
+    emitted: bool,
+}
+
+/// Reads a whole turn from the stream.
+async fn decode(
+    mut reader: EventReader,
+    sink: &TurnSink,
+) -> std::result::Result<ModelTurn, Failure> {
+    let mut turn = Assembler::default();
+    let result = turn.read(&mut reader, sink).await;
+    match result {
+        Ok(()) => Ok(turn.finish()),
+        Err(failure) => Err(failure.with_output(turn.emitted)),
+    }
+}
+
+impl Assembler {
+    async fn read(
+        &mut self,
+        reader: &mut EventReader,
+        sink: &TurnSink,
+    ) -> std::result::Result<(), Failure> {
+        while let Some(event) = reader.next().await? {
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                return Ok(());
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let chunk: Chunk =
+                serde_json::from_str(data).map_err(|err| http::malformed("chunk", data, &err))?;
+            if let Some(error) = &chunk.error {
+                return Err(http::reported_json(None, error, data));
+            }
+            if let Some(usage) = chunk.usage {
+                let cached = usage
+                    .prompt_tokens_details
+                    .and_then(|details| details.cached_tokens)
+                    .unwrap_or(0);
+                self.usage = Usage {
+                    input_tokens: usage.prompt_tokens.saturating_sub(cached),
+                    output_tokens: usage.completion_tokens,
+                    cache_read_tokens: cached,
+                    cache_write_tokens: 0,
+                    cost_usd: None,
+                };
+            }
+            for choice in chunk.choices.into_iter().flatten() {
+                if let Some(delta) = choice.delta {
+                    self.delta(delta, sink);
+                }
+                if let Some(reason) = choice.finish_reason {
+                    self.finish_reason = Some(reason);
+                }
+            }
+        }
+        // Some servers end without `[DONE]`; a finish reason shows the turn is whole.
+        if self.finish_reason.is_some() {
+            return Ok(());
+        }
+        Err(http::truncated())
+    }
+
+    fn delta(&mut self, delta: Delta, sink: &TurnSink) {
+        for reasoning in [delta.reasoning_content, delta.reasoning]
+            .into_iter()
+            .flatten()
+            .filter(|text| !text.is_empty())
+        {
+            sink.thinking_delta(&reasoning);
+            self.thinking.push_str(&reasoning);
+            self.emitted = true;
+        }
+        if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
+            sink.text_delta(&text);
+            self.text.push_str(&text);
+            self.emitted = true;
+        }
+        for call in delta.tool_calls.into_iter().flatten() {
+            self.tool_call_delta(call);
+        }
+    }
+
+    /// Adds a fragment to its call: the same `index` continues a call unless it brings a
+    /// different id (servers that send whole calls, all at index 0).
+    fn tool_call_delta(&mut self, delta: ToolCallDelta) {
+        let new_id = delta.id.filter(|id| !id.is_empty());
+        let index = delta.index.unwrap_or_else(|| {
+            // No index: a new id starts a call, anything else continues the last one.
+            let last = self.calls.len().saturating_sub(1);
+            match &new_id {
+                Some(id) if self.calls.get(last).is_none_or(|call| &call.id != id) => {
+                    u64::try_from(self.calls.len()).unwrap_or(u64::MAX)
+                }
+                _ => u64::try_from(last).unwrap_or(u64::MAX),
+            }
+        });
+        let existing = self.by_index.get(&index).copied().filter(|&position| {
+            match (&new_id, self.calls.get(position)) {
+                (Some(id), Some(call)) => call.id.is_empty() || &call.id == id,
+                _ => true,
+            }
+        });
+        let position = existing.unwrap_or_else(|| {
+            self.calls.push(PartialCall::default());
+            let position = self.calls.len() - 1;
+            self.by_index.insert(index, position);
+            position
+        });
+        let Some(call) = self.calls.get_mut(position) else {
+            return;
+        };
+        if let Some(id) = new_id {
+            call.id = id;
+        }
+        if let Some(function) = delta.function {
+            if let Some(name) = function.name.filter(|name| !name.is_empty()) {
+                call.name = name;
+            }
+            if let Some(arguments) = function.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    fn finish(self) -> ModelTurn {
+        let mut content = Vec::new();
+        if !self.thinking.is_empty() {
+            content.push(AssistantContent::Thinking {
+                text: self.thinking,
+                signature: None,
+            });
+        }
+        if !self.text.is_empty() {
+            content.push(AssistantContent::Text { text: self.text });
+        }
+        let has_calls = !self.calls.is_empty();
+        for (call_idx, call) in self.calls.into_iter().enumerate() {
+            let id = if call.id.is_empty() {
+                format!("call_{call_idx}")
+            } else {
+                call.id
+            };
+            content.push(AssistantContent::ToolCall(ToolCall {
+                id,
+                name: call.name,
+                input: convert::parse_arguments(call.arguments),
+            }));
+        }
+        let stop_reason = match self.finish_reason.as_deref() {
+            _ if has_calls => StopReason::ToolUse,
+            Some("length") => StopReason::MaxTokens,
+            _ => StopReason::EndTurn,
+        };
+        ModelTurn {
+            content,
+            usage: self.usage,
+            stop_reason,
+        }
+    }
+}

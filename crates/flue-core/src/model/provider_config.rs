@@ -1,0 +1,373 @@
+//! Configuration of a remote model provider: where it is, how to authenticate, which models it
+//! serves, how to retry.
+//!
+//! flue-core never reads the environment, so a [`ProviderConfig`] carries the key itself; the
+//! CLI (or an embedding program) resolves it. When a key is expected but absent, the config
+//! still names the variable it should come from, and the provider refuses to run with
+//! [`FlueError::MissingApiKey`] before any request.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{FlueError, Result};
+use crate::model::anthropic::AnthropicProvider;
+use crate::model::catalog::{self, CatalogEntry};
+use crate::model::openai::OpenAiProvider;
+use crate::model::{ModelInfo, ModelProvider};
+
+/// The wire protocol a remote provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WireApi {
+    /// OpenAI Chat Completions (`POST {base_url}/chat/completions`), also spoken by most
+    /// OpenAI-compatible servers.
+    OpenAiCompletions,
+    /// Anthropic Messages (`POST {base_url}/v1/messages`).
+    AnthropicMessages,
+}
+
+impl WireApi {
+    /// Every wire API.
+    pub const ALL: [Self; 2] = [Self::OpenAiCompletions, Self::AnthropicMessages];
+
+    /// The name used in flue.toml (`openai-completions`, `anthropic-messages`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAiCompletions => "openai-completions",
+            Self::AnthropicMessages => "anthropic-messages",
+        }
+    }
+}
+
+impl fmt::Display for WireApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WireApi {
+    type Err = FlueError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|api| api.as_str() == text)
+            .ok_or_else(|| {
+                FlueError::config(format!(
+                    "unknown api {text:?}: expected \"openai-completions\" or \"anthropic-messages\""
+                ))
+            })
+    }
+}
+
+/// An API key. It prints as `[redacted]` (Debug and Display alike), so a key cannot reach a log,
+/// an event or an error message by formatting.
+///
+/// ```
+/// let key = flue_core::ApiKey::new("sk-secret");
+/// assert_eq!(format!("{key} {key:?}"), "[redacted] ApiKey([redacted])");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(Arc<str>);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(Arc::from(key.into()))
+    }
+
+    /// The key itself, for the request header only.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// How transient failures (HTTP 408, 429, 5xx, overload, network errors) are retried before a
+/// turn fails: exponential backoff from `base_delay`, capped at `max_delay`, with jitter; a
+/// `retry-after` the provider sends replaces the computed delay, unless it asks for more than
+/// `max_retry_after` (then the error is returned at once with its `retry_after_ms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Consecutive retries after the first attempt (default 3).
+    pub max_retries: u32,
+    /// Delay before the first retry (default 500 ms); doubles each time.
+    pub base_delay: Duration,
+    /// Longest computed delay (default 8 s).
+    pub max_delay: Duration,
+    /// Longest `retry-after` honoured by waiting (default 60 s).
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Which request field carries the output token limit (OpenAI Chat Completions dialects).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MaxTokensField {
+    /// `max_completion_tokens`, OpenAI's current name.
+    #[default]
+    MaxCompletionTokens,
+    /// `max_tokens`, the older name many compatible servers expect.
+    MaxTokens,
+}
+
+/// How a reasoning effort is requested (OpenAI Chat Completions dialects).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReasoningParam {
+    /// `reasoning_effort: "low" | "medium" | ...` (OpenAI).
+    #[default]
+    Effort,
+    /// `reasoning: {"effort": ...}` (OpenRouter).
+    OpenRouter,
+    /// Never sent: the server decides.
+    Unsupported,
+}
+
+/// Differences between OpenAI-compatible servers, for [`WireApi::OpenAiCompletions`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpenAiCompat {
+    /// The output-limit field.
+    pub max_tokens_field: MaxTokensField,
+    /// How reasoning effort is sent.
+    pub reasoning: ReasoningParam,
+    /// Whether to send `stream_options.include_usage` (servers that reject unknown fields
+    /// report usage in their last chunk anyway).
+    pub no_stream_options: bool,
+}
+
+impl OpenAiCompat {
+    /// Uses `field` for the output limit.
+    #[must_use]
+    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+
+    /// Sends reasoning effort as `reasoning`.
+    #[must_use]
+    pub fn with_reasoning(mut self, reasoning: ReasoningParam) -> Self {
+        self.reasoning = reasoning;
+        self
+    }
+
+    /// Leaves `stream_options` out of requests.
+    #[must_use]
+    pub fn without_stream_options(mut self) -> Self {
+        self.no_stream_options = true;
+        self
+    }
+}
+
+/// A remote provider: id, wire API, endpoint, credentials, models. Builder-lite: start from
+/// [`ProviderConfig::new`] or a built-in ([`ProviderConfig::builtin`]), then call
+/// [`ProviderConfig::build`].
+///
+/// ```
+/// use flue_core::{ApiKey, ModelInfo, ProviderConfig, WireApi};
+/// let provider = ProviderConfig::new("local", WireApi::OpenAiCompletions, "http://127.0.0.1:8080/v1")
+///     .with_api_key(ApiKey::new("secret"))
+///     .with_header("x-team", "docs")
+///     .with_model("my-model", ModelInfo { context_window: 32_000, ..ModelInfo::default() })
+///     .build()
+///     .unwrap();
+/// assert_eq!(provider.id(), "local");
+/// assert_eq!(provider.model_info("my-model").context_window, 32_000);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProviderConfig {
+    /// Provider id: the part of model specifiers before the `/`.
+    pub id: String,
+    /// Wire protocol.
+    pub api: WireApi,
+    /// Base URL: for OpenAI-compatible servers up to and including the version
+    /// (`https://api.openai.com/v1`), for Anthropic the host (`https://api.anthropic.com`).
+    pub base_url: String,
+    /// The key sent with every request, when there is one.
+    pub api_key: Option<ApiKey>,
+    /// The environment variable the key comes from. When set and `api_key` is `None`, the
+    /// provider fails with [`FlueError::MissingApiKey`] naming it, before any request; when
+    /// both are `None` the provider is keyless.
+    pub api_key_env: Option<String>,
+    /// Extra headers sent with every request.
+    pub headers: BTreeMap<String, String>,
+    /// Models by id, with their limits, capabilities and prices. A model missing here still
+    /// works with conservative defaults ([`ModelInfo::default`]).
+    pub models: BTreeMap<String, ModelInfo>,
+    /// Retries of transient failures.
+    pub retry: RetryPolicy,
+    /// Dialect details of OpenAI-compatible servers.
+    pub openai_compat: OpenAiCompat,
+    /// Catalog details (thinking style) of built-in models, by id.
+    pub(crate) catalog: BTreeMap<String, &'static CatalogEntry>,
+}
+
+impl ProviderConfig {
+    /// A keyless provider with no known models.
+    pub fn new(id: impl Into<String>, api: WireApi, base_url: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            api,
+            base_url: base_url.into(),
+            api_key: None,
+            api_key_env: None,
+            headers: BTreeMap::new(),
+            models: BTreeMap::new(),
+            retry: RetryPolicy::default(),
+            openai_compat: OpenAiCompat::default(),
+            catalog: BTreeMap::new(),
+        }
+    }
+
+    /// The built-in provider `id` (`anthropic`, `openai`, `openrouter`, ...; see
+    /// [`BuiltinProvider::ALL`]) with its base URL, key variable and model catalog, and no key.
+    pub fn builtin(id: &str) -> Option<Self> {
+        BuiltinProvider::find(id).map(BuiltinProvider::config)
+    }
+
+    /// Sets the key.
+    #[must_use]
+    pub fn with_api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Names the variable the key comes from (see [`ProviderConfig::api_key_env`]).
+    #[must_use]
+    pub fn with_api_key_env(mut self, name: impl Into<String>) -> Self {
+        self.api_key_env = Some(name.into());
+        self
+    }
+
+    /// Sets the base URL.
+    #[must_use]
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// Adds a header sent with every request.
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// Declares (or overrides) a model.
+    #[must_use]
+    pub fn with_model(mut self, id: impl Into<String>, info: ModelInfo) -> Self {
+        self.models.insert(id.into(), info);
+        self
+    }
+
+    /// Sets the retry policy.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the OpenAI-compatible dialect.
+    #[must_use]
+    pub fn with_openai_compat(mut self, compat: OpenAiCompat) -> Self {
+        self.openai_compat = compat;
+        self
+    }
+
+    /// The model's info and whether the provider knows it (else: conservative defaults).
+    /// Dated ids (`claude-sonnet-4-5-20250929`, `gpt-4o-2024-08-06`) and `-latest` fall back
+    /// to their undated entry.
+    pub fn lookup_model(&self, model: &str) -> (ModelInfo, bool) {
+        catalog::candidates(model)
+            .into_iter()
+            .find_map(|id| self.models.get(id))
+            .map_or_else(
+                || (ModelInfo::default(), false),
+                |info| (info.clone(), true),
+            )
+    }
+
+    /// The catalog entry behind `model`, when it is a built-in model.
+    pub(crate) fn catalog_entry(&self, model: &str) -> Option<&'static CatalogEntry> {
+        catalog::candidates(model)
+            .into_iter()
+            .find_map(|id| self.catalog.get(id).copied())
+    }
+
+    /// Builds the provider for this config's wire API. Fails on a malformed base URL or header.
+    pub fn build(self) -> Result<Arc<dyn ModelProvider>> {
+        Ok(match self.api {
+            WireApi::OpenAiCompletions => Arc::new(OpenAiProvider::new(self)?),
+            WireApi::AnthropicMessages => Arc::new(AnthropicProvider::new(self)?),
+        })
+    }
+}
+
+/// A provider flue knows by name: its wire API, endpoint and key variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BuiltinProvider {
+    /// Provider id.
+    pub id: &'static str,
+    /// Wire protocol.
+    pub api: WireApi,
+    /// Default base URL.
+    pub base_url: &'static str,
+    /// Variable holding the key, when the provider takes one.
+    pub api_key_env: Option<&'static str>,
+    /// True when requests work without a key (the key is sent when present).
+    pub key_optional: bool,
+    /// Variable that overrides the base URL, when there is one.
+    pub base_url_env: Option<&'static str>,
+}
+
+impl BuiltinProvider {
+    /// Every built-in provider.
+    pub const ALL: &'static [Self] = catalog::BUILTIN_PROVIDERS;
+
+    /// The built-in provider `id`.
+    pub fn find(id: &str) -> Option<&'static Self> {
+        Self::ALL.iter().find(|builtin| builtin.id == id)
+    }
+
+    /// Its configuration with the model catalog and no key (`api_key_env` set when a key is
+    /// required).
+    pub fn config(&self) -> ProviderConfig {
+        let mut config = ProviderConfig::new(self.id, self.api, self.base_url);
+        if !self.key_optional {
+            config.api_key_env = self.api_key_env.map(str::to_owned);
+        }
+        config.openai_compat = catalog::compat_of(self.id);
+        for entry in catalog::models_of(self.id) {
+            config.models.insert(entry.id.to_owned(), entry.info());
+            config.catalog.insert(entry.id.to_owned(), entry);
+        }
+        config
+    }
+}

