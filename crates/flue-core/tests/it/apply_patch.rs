@@ -1,11 +1,11 @@
 //! `apply_patch`: the conformance scenarios, the grammar's edge cases, the stale checks,
 //! atomicity (a failing section or a failing write leaves every file untouched) and the audit
-//! entries, in every sandbox of `SANDBOXES` where the test does not need the host.
+//! entries, in every sandbox of `SANDBOXES`; plus a real write failure in each sandbox.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_core::{AuditStore, TrashReason};
+use flue_core::{AuditStore, BoxFuture, Sandbox, TrashReason, VirtualLimits, VirtualSandbox};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -50,8 +50,7 @@ async fn conformance_scenarios_pass_in_every_sandbox() {
             let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
             let dir = tempfile::tempdir().unwrap();
             copy_dir(&scenario.join("input"), dir.path());
-            let sandbox = open(dir.path());
-            let fx = Fixture::over(dir, sandbox);
+            let fx = Fixture::open(*open, dir).await;
             let patch = std::fs::read_to_string(scenario.join("patch.txt")).unwrap();
             let res = fx.call("apply_patch", json!({"patch": patch})).await;
             let input: Tree = host_tree(&scenario.join("input"));
@@ -78,7 +77,7 @@ fn patch(body: &str) -> String {
 #[tokio::test]
 async fn a_multi_file_patch_reports_files_and_new_hashes() {
     for (name, open) in SANDBOXES {
-        let fx = Fixture::new(*open, &[("a.txt", "1\n2\n3\n"), ("gone.txt", "bye\n")]);
+        let fx = Fixture::new(*open, &[("a.txt", "1\n2\n3\n"), ("gone.txt", "bye\n")]).await;
         let data = fx
             .call(
                 "apply_patch",
@@ -158,7 +157,8 @@ async fn a_failing_last_section_leaves_every_file_untouched() {
         let fx = Fixture::new(
             *open,
             &[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")],
-        );
+        )
+        .await;
         let before = fx.snapshot().await;
         let cases = [
             (
@@ -191,13 +191,11 @@ async fn a_failing_last_section_leaves_every_file_untouched() {
 #[tokio::test]
 async fn a_write_that_fails_midway_is_rolled_back() {
     for (name, open) in SANDBOXES {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-        std::fs::write(dir.path().join("b.txt"), "b\n").unwrap();
-        let mut faulty = FaultySandbox::new(open(dir.path()));
+        let fx = Fixture::new(*open, &[("a.txt", "a\n"), ("b.txt", "b\n")]).await;
+        let mut faulty = FaultySandbox::new(fx.ctx.sandbox.clone());
         faulty.fail_writes = vec!["z.txt".to_owned()];
         let faulty = Arc::new(faulty);
-        let fx = Fixture::over(dir, faulty.clone());
+        let fx = fx.with_sandbox(faulty.clone());
         let before = fx.snapshot().await;
         let err = fx
             .call(
@@ -251,31 +249,62 @@ async fn a_write_that_fails_midway_is_rolled_back() {
 }
 
 #[tokio::test]
-async fn a_real_write_failure_in_the_local_sandbox_is_rolled_back() {
+async fn a_real_write_failure_is_rolled_back() {
     // A file name over 255 bytes passes every check and fails only when written.
-    let fx = Fixture::local(&[("a.txt", "a\n")]);
-    let before = fx.snapshot().await;
     let long_name = "x".repeat(300);
     let body = format!(
         "*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: fresh/ok.txt\n+ok\n\
          *** Add File: fresh/{long_name}.txt\n+too long\n"
     );
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[("a.txt", "a\n")]).await;
+        check_rolled_back(name, &fx, &body, "sandbox_error").await;
+    }
+}
+
+#[tokio::test]
+async fn a_write_over_a_virtual_sandbox_limit_is_rolled_back() {
+    // A file over the filesystem's size limit passes every check and fails only when written.
+    fn open_small(dir: PathBuf) -> BoxFuture<'static, Arc<dyn Sandbox>> {
+        Box::pin(async move {
+            let limits = VirtualLimits::default().with_max_file_bytes(16);
+            let sandbox = VirtualSandbox::builder()
+                .with_seed(dir)
+                .with_limits(limits)
+                .build()
+                .await;
+            Arc::new(sandbox.unwrap()) as Arc<dyn Sandbox>
+        })
+    }
+    let fx = Fixture::new(open_small, &[("a.txt", "a\n")]).await;
+    let body = "*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: fresh/ok.txt\n+ok\n\
+                *** Add File: fresh/big.txt\n+more than sixteen bytes\n";
+    check_rolled_back("virtual", &fx, body, "limit_exceeded").await;
+}
+
+/// Applies `body`, which fails on a write in sandbox `name`, and checks that nothing changed.
+async fn check_rolled_back(name: &str, fx: &Fixture, body: &str, expected_kind: &str) {
+    let before = fx.snapshot().await;
     let err = fx
-        .call("apply_patch", json!({"patch": patch(&body)}))
+        .call("apply_patch", json!({"patch": patch(body)}))
         .await
         .unwrap_err();
-    assert!(
-        err.message.contains("no file was changed"),
-        "{}",
+    assert_eq!(
+        (
+            err.kind.as_str(),
+            err.message.contains("no file was changed")
+        ),
+        (expected_kind, true),
+        "{name}: {}",
         err.message
     );
-    assert_eq!(fx.snapshot().await, before);
+    assert_eq!(fx.snapshot().await, before, "{name}");
 }
 
 #[tokio::test]
 async fn stale_checks_follow_the_expected_sha256_map() {
     for (name, open) in SANDBOXES {
-        let fx = Fixture::new(*open, &[("a.txt", "a\n"), ("b.txt", "b\n")]);
+        let fx = Fixture::new(*open, &[("a.txt", "a\n"), ("b.txt", "b\n")]).await;
         let update_a = "*** Update File: a.txt\n@@\n-a\n+A\n";
         let add_c = "*** Add File: c.txt\n+c\n";
         let body = format!("{update_a}{add_c}");
@@ -379,7 +408,7 @@ async fn grammar_edge_cases_apply_as_documented() {
     ];
     for (name, open) in SANDBOXES {
         for (before, body, after) in cases {
-            let fx = Fixture::new(*open, &[("f.txt", before)]);
+            let fx = Fixture::new(*open, &[("f.txt", before)]).await;
             let res = fx.call("apply_patch", json!({"patch": patch(body)})).await;
             assert!(res.is_ok(), "{name}: {body}: {res:?}");
             assert_eq!(
@@ -394,7 +423,7 @@ async fn grammar_edge_cases_apply_as_documented() {
 #[tokio::test]
 async fn sections_chain_on_the_same_file_and_moves_can_be_pure_renames() {
     for (name, open) in SANDBOXES {
-        let fx = Fixture::new(*open, &[("a.txt", "1\n"), ("old.txt", "keep\n")]);
+        let fx = Fixture::new(*open, &[("a.txt", "1\n"), ("old.txt", "keep\n")]).await;
         let body = "*** Delete File: a.txt\n*** Add File: a.txt\n+fresh\n\
                     *** Update File: a.txt\n@@\n-fresh\n+fresher\n\
                     *** Update File: old.txt\n*** Move to: dir/new.txt\n";
@@ -419,100 +448,105 @@ async fn sections_chain_on_the_same_file_and_moves_can_be_pure_renames() {
 
 #[tokio::test]
 async fn malformed_patches_are_parse_errors_naming_the_line() {
-    let fx = Fixture::local(&[("a.txt", "a\n")]);
-    let cases = [
-        ("", "patch line 1: the patch is empty"),
-        (
-            "hello\n*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n",
-            "patch line 1: expected `*** Begin Patch`",
-        ),
-        (
-            "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\ntrailing words\n",
-            "patch line 4: the patch must end with `*** End Patch`",
-        ),
-        (
-            "*** Begin Patch\n*** Delete File: a.txt\n",
-            "patch line 2: the patch must end with `*** End Patch`",
-        ),
-        (
-            "*** Begin Patch\n*** End Patch\n",
-            "patch line 2: the patch has no file sections",
-        ),
-        (
-            "*** Begin Patch\n*** Frobnicate File: a.txt\n*** End Patch\n",
-            "patch line 2: expected a section header",
-        ),
-        (
-            "*** Begin Patch\n*** Update File: a.txt\n*** End Patch\n",
-            "patch line 2: `*** Update File: a.txt` has no changes",
-        ),
-        (
-            "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\nplain text\n*** End Patch\n",
-            "patch line 5: expected a `@@` chunk header",
-        ),
-        (
-            "*** Begin Patch\n*** Add File: b.txt\n+b\nforgot the plus\n*** End Patch\n",
-            "patch line 4: expected a section header",
-        ),
-        (
-            "*** Begin Patch\n*** Add File:   \n+b\n*** End Patch\n",
-            "patch line 2: `*** Add File:` needs a path",
-        ),
-        (
-            "*** Begin Patch\n*** Update File: a.txt\n@@\n*** End Patch\n",
-            "patch line 3: this chunk has no lines",
-        ),
-    ];
-    for (text, message_start) in cases {
-        let err = fx
-            .call("apply_patch", json!({"patch": text}))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind, "patch_parse_error", "{text:?}");
-        assert!(
-            err.message.starts_with(message_start),
-            "{text:?}: {}",
-            err.message
-        );
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[("a.txt", "a\n")]).await;
+        let cases = [
+            ("", "patch line 1: the patch is empty"),
+            (
+                "hello\n*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n",
+                "patch line 1: expected `*** Begin Patch`",
+            ),
+            (
+                "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\ntrailing words\n",
+                "patch line 4: the patch must end with `*** End Patch`",
+            ),
+            (
+                "*** Begin Patch\n*** Delete File: a.txt\n",
+                "patch line 2: the patch must end with `*** End Patch`",
+            ),
+            (
+                "*** Begin Patch\n*** End Patch\n",
+                "patch line 2: the patch has no file sections",
+            ),
+            (
+                "*** Begin Patch\n*** Frobnicate File: a.txt\n*** End Patch\n",
+                "patch line 2: expected a section header",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a.txt\n*** End Patch\n",
+                "patch line 2: `*** Update File: a.txt` has no changes",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\nplain text\n*** End Patch\n",
+                "patch line 5: expected a `@@` chunk header",
+            ),
+            (
+                "*** Begin Patch\n*** Add File: b.txt\n+b\nforgot the plus\n*** End Patch\n",
+                "patch line 4: expected a section header",
+            ),
+            (
+                "*** Begin Patch\n*** Add File:   \n+b\n*** End Patch\n",
+                "patch line 2: `*** Add File:` needs a path",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a.txt\n@@\n*** End Patch\n",
+                "patch line 3: this chunk has no lines",
+            ),
+        ];
+        for (text, message_start) in cases {
+            let err = fx
+                .call("apply_patch", json!({"patch": text}))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind, "patch_parse_error", "{text:?}");
+            assert!(
+                err.message.starts_with(message_start),
+                "{text:?}: {}",
+                err.message
+            );
+        }
+        assert_eq!(show(&fx.snapshot().await)["a.txt"], "a\n", "{name}");
+        // Failed calls are audited too.
+        let audit = fx.store.list_audit("instance-1").await.unwrap();
+        assert_eq!(audit.len(), cases.len());
+        assert!(audit.iter().all(|entry| !entry.ok
+            && entry.error_kind.as_deref() == Some("patch_parse_error")
+            && entry.operation == "patch"
+            && entry.path.is_none()));
     }
-    assert_eq!(show(&fx.snapshot().await)["a.txt"], "a\n");
-    // Failed calls are audited too.
-    let audit = fx.store.list_audit("instance-1").await.unwrap();
-    assert_eq!(audit.len(), cases.len());
-    assert!(audit.iter().all(|entry| !entry.ok
-        && entry.error_kind.as_deref() == Some("patch_parse_error")
-        && entry.operation == "patch"
-        && entry.path.is_none()));
 }
 
 #[tokio::test]
 async fn conflicts_name_the_patch_line_and_what_was_not_found() {
-    let fx = Fixture::local(&[("a.txt", "one\ntwo\n")]);
-    let err = fx
-        .call(
-            "apply_patch",
-            json!({"patch": patch("*** Update File: a.txt\n@@ fn main\n-two\n+2\n")}),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(
-        (err.kind.as_str(), err.message.as_str()),
-        (
-            "patch_conflict",
-            "patch line 3: cannot update a.txt: the context line \"fn main\" was not found"
-        )
-    );
-    let err = fx
-        .call(
-            "apply_patch",
-            json!({"patch": patch("*** Update File: a.txt\n@@\n one\n-three\n+3\n")}),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.message,
-        "patch line 3: cannot update a.txt: these lines were not found: \"one\", \"three\""
-    );
-    let value: Value = serde_json::from_str(&err.model_text()).unwrap();
-    assert_eq!(value["error"]["kind"], "patch_conflict");
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[("a.txt", "one\ntwo\n")]).await;
+        let err = fx
+            .call(
+                "apply_patch",
+                json!({"patch": patch("*** Update File: a.txt\n@@ fn main\n-two\n+2\n")}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kind.as_str(), err.message.as_str()),
+            (
+                "patch_conflict",
+                "patch line 3: cannot update a.txt: the context line \"fn main\" was not found"
+            ),
+            "{name}"
+        );
+        let err = fx
+            .call(
+                "apply_patch",
+                json!({"patch": patch("*** Update File: a.txt\n@@\n one\n-three\n+3\n")}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.message,
+            "patch line 3: cannot update a.txt: these lines were not found: \"one\", \"three\""
+        );
+        let value: Value = serde_json::from_str(&err.model_text()).unwrap();
+        assert_eq!(value["error"]["kind"], "patch_conflict");
+    }
 }

@@ -1,16 +1,16 @@
 //! The built-in file tools, called through their definitions: every tool's success path and
 //! error kinds, the stale-file lifecycle, the trash round trip and the audit log.
 //!
-//! Tests that loop over `SANDBOXES` run in every sandbox; the rest use the local one.
+//! Every test runs in each sandbox of `SANDBOXES`.
 
 use std::sync::Arc;
 
-use flue_core::{AuditEntry, AuditStore, LocalSandbox, Sandbox, TrashReason, builtin_tool};
+use flue_core::{AuditEntry, AuditStore, TrashReason, builtin_tool};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::sandboxes::{FaultySandbox, Fixture, SANDBOXES, open_local, show};
+use crate::sandboxes::{FaultySandbox, Fixture, OpenSandbox, SANDBOXES, show};
 
 fn sha(text: &str) -> String {
     format!("{:x}", Sha256::digest(text.as_bytes()))
@@ -18,7 +18,7 @@ fn sha(text: &str) -> String {
 
 const NOTES: &str = "one\ntwo\nthree\nfour\nfive\n";
 
-fn notes_fixture(open: crate::sandboxes::OpenSandbox) -> Fixture {
+async fn notes_fixture(open: OpenSandbox) -> Fixture {
     Fixture::new(
         open,
         &[
@@ -31,12 +31,13 @@ fn notes_fixture(open: crate::sandboxes::OpenSandbox) -> Fixture {
             ("docs/guide.md", "# Guide\nUse `add` to add.\n"),
         ],
     )
+    .await
 }
 
 #[tokio::test]
 async fn read_file_returns_the_content_its_sha256_and_counts() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx
             .call("read_file", json!({"path": "notes.txt"}))
             .await
@@ -67,149 +68,162 @@ async fn read_file_returns_the_content_its_sha256_and_counts() {
 
 #[tokio::test]
 async fn read_file_slices_lines_and_bytes_but_hashes_the_whole_file() {
-    let fx = notes_fixture(open_local);
-    let slice = |input: Value| {
-        let fx = &fx;
-        async move {
-            let data = fx.call("read_file", input).await.unwrap();
-            assert_eq!(
-                data["sha256"],
-                sha(NOTES),
-                "a slice still hashes the whole file"
-            );
+    for (name, open) in SANDBOXES {
+        let fx = notes_fixture(*open).await;
+        let slice = |input: Value| {
+            let fx = &fx;
+            async move {
+                let data = fx.call("read_file", input).await.unwrap();
+                assert_eq!(
+                    data["sha256"],
+                    sha(NOTES),
+                    "a slice still hashes the whole file"
+                );
+                (
+                    data["content"].as_str().unwrap().to_owned(),
+                    data["startLine"].as_u64().unwrap(),
+                    data["endLine"].as_u64().unwrap(),
+                    data["selectedLines"].as_u64().unwrap(),
+                    data["truncated"].as_bool().unwrap(),
+                )
+            }
+        };
+        assert_eq!(
+            slice(json!({"path": "notes.txt", "startLine": 2, "endLine": 3})).await,
+            ("two\nthree\n".to_owned(), 2, 3, 2, false),
+            "{name}"
+        );
+        assert_eq!(
+            slice(json!({"path": "notes.txt", "startLine": 4, "endLine": 99})).await,
+            ("four\nfive\n".to_owned(), 4, 5, 2, false),
+            "{name}"
+        );
+        // maxBytes keeps whole lines and says where it stopped.
+        assert_eq!(
+            slice(json!({"path": "notes.txt", "maxBytes": 9})).await,
+            ("one\ntwo\n".to_owned(), 1, 2, 2, true),
+            "{name}"
+        );
+        // A line longer than maxBytes comes back cut, on a character boundary.
+        let fx2 = Fixture::new(*open, &[("wide.txt", "ééééé\nx\n")]).await;
+        let data = fx2
+            .call("read_file", json!({"path": "wide.txt", "maxBytes": 5}))
+            .await
+            .unwrap();
+        assert_eq!(
             (
-                data["content"].as_str().unwrap().to_owned(),
-                data["startLine"].as_u64().unwrap(),
-                data["endLine"].as_u64().unwrap(),
-                data["selectedLines"].as_u64().unwrap(),
-                data["truncated"].as_bool().unwrap(),
-            )
-        }
-    };
-    assert_eq!(
-        slice(json!({"path": "notes.txt", "startLine": 2, "endLine": 3})).await,
-        ("two\nthree\n".to_owned(), 2, 3, 2, false)
-    );
-    assert_eq!(
-        slice(json!({"path": "notes.txt", "startLine": 4, "endLine": 99})).await,
-        ("four\nfive\n".to_owned(), 4, 5, 2, false)
-    );
-    // maxBytes keeps whole lines and says where it stopped.
-    assert_eq!(
-        slice(json!({"path": "notes.txt", "maxBytes": 9})).await,
-        ("one\ntwo\n".to_owned(), 1, 2, 2, true)
-    );
-    // A line longer than maxBytes comes back cut, on a character boundary.
-    let fx2 = Fixture::local(&[("wide.txt", "ééééé\nx\n")]);
-    let data = fx2
-        .call("read_file", json!({"path": "wide.txt", "maxBytes": 5}))
-        .await
-        .unwrap();
-    assert_eq!(
-        (
-            data["content"].clone(),
-            data["endLine"].clone(),
-            data["truncated"].clone()
-        ),
-        (json!("éé"), json!(1), json!(true))
-    );
-    // An empty file.
-    let fx3 = Fixture::local(&[("empty.txt", "")]);
-    let data = fx3
-        .call("read_file", json!({"path": "empty.txt"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        data,
-        json!({
-            "path": "empty.txt", "content": "", "sha256": sha(""), "startLine": 1,
-            "endLine": 0, "totalLines": 0, "selectedLines": 0, "totalBytes": 0,
-            "truncated": false,
-        })
-    );
+                data["content"].clone(),
+                data["endLine"].clone(),
+                data["truncated"].clone()
+            ),
+            (json!("éé"), json!(1), json!(true)),
+            "{name}"
+        );
+        // An empty file.
+        let fx3 = Fixture::new(*open, &[("empty.txt", "")]).await;
+        let data = fx3
+            .call("read_file", json!({"path": "empty.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            data,
+            json!({
+                "path": "empty.txt", "content": "", "sha256": sha(""), "startLine": 1,
+                "endLine": 0, "totalLines": 0, "selectedLines": 0, "totalBytes": 0,
+                "truncated": false,
+            }),
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn read_file_errors_have_kinds_and_suggested_actions() {
-    let fx = notes_fixture(open_local);
-    std::fs::write(fx.dir.path().join("image.bin"), [0x89, b'P', 0xff, 0xfe]).unwrap();
-    let cases = [
-        (json!({"path": "missing.txt"}), "not_found"),
-        (json!({"path": "src"}), "is_directory"),
-        (json!({"path": "../outside.txt"}), "outside_workspace"),
-        (json!({"path": "/etc/hostname"}), "outside_workspace"),
-        (json!({"path": "image.bin"}), "invalid_input"),
-        (json!({"path": ""}), "invalid_input"),
-        (
-            json!({"path": "notes.txt", "startLine": 6}),
-            "invalid_input",
-        ),
-        (
-            json!({"path": "notes.txt", "startLine": 3, "endLine": 2}),
-            "invalid_input",
-        ),
-        (json!({"path": "notes.txt", "maxBytes": 0}), "invalid_input"),
-        (json!({"path": "notes.txt", "offset": 2}), "invalid_input"),
-    ];
-    for (input, expected) in cases {
-        let res = fx.call("read_file", input.clone()).await;
+    for (name, open) in SANDBOXES {
+        let fx = notes_fixture(*open).await;
+        fx.write("image.bin", &[0x89, b'P', 0xff, 0xfe]).await;
+        let cases = [
+            (json!({"path": "missing.txt"}), "not_found"),
+            (json!({"path": "src"}), "is_directory"),
+            (json!({"path": "../outside.txt"}), "outside_workspace"),
+            (json!({"path": "/etc/hostname"}), "outside_workspace"),
+            (json!({"path": "image.bin"}), "invalid_input"),
+            (json!({"path": ""}), "invalid_input"),
+            (
+                json!({"path": "notes.txt", "startLine": 6}),
+                "invalid_input",
+            ),
+            (
+                json!({"path": "notes.txt", "startLine": 3, "endLine": 2}),
+                "invalid_input",
+            ),
+            (json!({"path": "notes.txt", "maxBytes": 0}), "invalid_input"),
+            (json!({"path": "notes.txt", "offset": 2}), "invalid_input"),
+        ];
+        for (input, expected) in cases {
+            let res = fx.call("read_file", input.clone()).await;
+            assert_eq!(
+                res.map_err(|err| err.kind),
+                Err(expected.to_owned()),
+                "{name} {input}"
+            );
+        }
+        let err = fx
+            .call("read_file", json!({"path": "missing.txt"}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.message, "missing.txt does not exist", "{name}");
         assert_eq!(
-            res.map_err(|err| err.kind),
-            Err(expected.to_owned()),
-            "{input}"
+            serde_json::from_str::<Value>(&err.model_text()).unwrap(),
+            json!({"ok": false, "error": {
+                "kind": "not_found",
+                "message": "missing.txt does not exist",
+                "suggestedAction": err.suggested_action.clone().unwrap(),
+            }})
         );
     }
-    let err = fx
-        .call("read_file", json!({"path": "missing.txt"}))
-        .await
-        .unwrap_err();
-    assert_eq!(err.message, "missing.txt does not exist");
-    assert_eq!(
-        serde_json::from_str::<Value>(&err.model_text()).unwrap(),
-        json!({"ok": false, "error": {
-            "kind": "not_found",
-            "message": "missing.txt does not exist",
-            "suggestedAction": err.suggested_action.clone().unwrap(),
-        }})
-    );
 }
 
 #[tokio::test]
 async fn files_over_the_size_limit_are_too_large() {
-    let fx = Fixture::local(&[("small.txt", "x\n")]);
-    let big = vec![b'a'; 10 * 1024 * 1024 + 1];
-    std::fs::write(fx.dir.path().join("big.log"), &big).unwrap();
-    assert_eq!(
-        fx.fail("read_file", json!({"path": "big.log"})).await,
-        "too_large"
-    );
-    let big_text = "a".repeat(10 * 1024 * 1024 + 1);
-    assert_eq!(
-        fx.fail(
-            "create_file",
-            json!({"path": "new.txt", "content": big_text})
-        )
-        .await,
-        "too_large"
-    );
-    assert_eq!(
-        fx.fail(
-            "write_file",
-            json!({"path": "small.txt", "content": big_text, "expectedSha256": sha("x\n")})
-        )
-        .await,
-        "too_large"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.dir.path().join("small.txt")).unwrap(),
-        "x\n"
-    );
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[("small.txt", "x\n")]).await;
+        let big = vec![b'a'; 10 * 1024 * 1024 + 1];
+        fx.write("big.log", &big).await;
+        assert_eq!(
+            fx.fail("read_file", json!({"path": "big.log"})).await,
+            "too_large"
+        );
+        let big_text = "a".repeat(10 * 1024 * 1024 + 1);
+        assert_eq!(
+            fx.fail(
+                "create_file",
+                json!({"path": "new.txt", "content": big_text})
+            )
+            .await,
+            "too_large"
+        );
+        assert_eq!(
+            fx.fail(
+                "write_file",
+                json!({"path": "small.txt", "content": big_text, "expectedSha256": sha("x\n")})
+            )
+            .await,
+            "too_large"
+        );
+        let tree = show(&fx.snapshot().await);
+        assert_eq!(
+            (tree["small.txt"].as_str(), tree.get("new.txt")),
+            ("x\n", None),
+            "{name}: nothing was written"
+        );
+    }
 }
 
 #[tokio::test]
 async fn list_directory_lists_types_and_sizes_recursively_and_bounded() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx.call("list_directory", json!({})).await.unwrap();
         assert_eq!(
             data,
@@ -263,62 +277,69 @@ async fn list_directory_lists_types_and_sizes_recursively_and_bounded() {
 
 #[tokio::test]
 async fn walks_respect_gitignore_files_unless_asked_not_to() {
-    let fx = Fixture::local(&[
-        (".gitignore", "target/\n*.log\n!keep.log\n/root-only.txt\n"),
-        ("target/debug/app", "binary"),
-        ("app.log", "noise"),
-        ("keep.log", "kept"),
-        ("root-only.txt", "x"),
-        ("sub/root-only.txt", "kept: the pattern is anchored"),
-        ("sub/.gitignore", "local.txt\n"),
-        ("sub/local.txt", "ignored below sub"),
-        ("local.txt", "kept above sub"),
-        (".git/HEAD", "ref: refs/heads/main"),
-    ]);
-    let data = fx
-        .call("list_directory", json!({"recursive": true}))
-        .await
-        .unwrap();
-    let paths: Vec<&str> = data["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|entry| entry["path"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        paths,
-        [
-            ".gitignore",
-            "keep.log",
-            "local.txt",
-            "sub",
-            "sub/.gitignore",
-            "sub/root-only.txt"
-        ]
-    );
-    let data = fx
-        .call(
-            "glob",
-            json!({"pattern": "**/*.log", "includeIgnored": true}),
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(
+            *open,
+            &[
+                (".gitignore", "target/\n*.log\n!keep.log\n/root-only.txt\n"),
+                ("target/debug/app", "binary"),
+                ("app.log", "noise"),
+                ("keep.log", "kept"),
+                ("root-only.txt", "x"),
+                ("sub/root-only.txt", "kept: the pattern is anchored"),
+                ("sub/.gitignore", "local.txt\n"),
+                ("sub/local.txt", "ignored below sub"),
+                ("local.txt", "kept above sub"),
+                (".git/HEAD", "ref: refs/heads/main"),
+            ],
         )
-        .await
-        .unwrap();
-    assert_eq!(
-        data["matches"],
-        json!([{"path": "app.log", "type": "file"}, {"path": "keep.log", "type": "file"}])
-    );
-    // Rules of the working directory apply to a walk that starts below it.
-    let data = fx
-        .call("search_files", json!({"pattern": "ignored", "path": "sub"}))
-        .await
-        .unwrap();
-    assert_eq!(data["matches"], json!([]));
+        .await;
+        let data = fx
+            .call("list_directory", json!({"recursive": true}))
+            .await
+            .unwrap();
+        let paths: Vec<&str> = data["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|entry| entry["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ".gitignore",
+                "keep.log",
+                "local.txt",
+                "sub",
+                "sub/.gitignore",
+                "sub/root-only.txt"
+            ],
+            "{name}"
+        );
+        let data = fx
+            .call(
+                "glob",
+                json!({"pattern": "**/*.log", "includeIgnored": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            data["matches"],
+            json!([{"path": "app.log", "type": "file"}, {"path": "keep.log", "type": "file"}])
+        );
+        // Rules of the working directory apply to a walk that starts below it.
+        let data = fx
+            .call("search_files", json!({"pattern": "ignored", "path": "sub"}))
+            .await
+            .unwrap();
+        assert_eq!(data["matches"], json!([]));
+    }
 }
 
 #[tokio::test]
 async fn glob_matches_files_and_folders() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let matches = |pattern: &'static str| {
             let fx = &fx;
             async move { fx.call("glob", json!({"pattern": pattern})).await.unwrap()["matches"].clone() }
@@ -351,7 +372,7 @@ async fn glob_matches_files_and_folders() {
 #[tokio::test]
 async fn search_files_finds_text_regexes_and_globs() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx
             .call("search_files", json!({"pattern": "add"}))
             .await
@@ -424,24 +445,27 @@ async fn search_files_finds_text_regexes_and_globs() {
 
 #[tokio::test]
 async fn search_files_skips_binary_files() {
-    let fx = Fixture::local(&[("a.txt", "needle\n")]);
-    std::fs::write(fx.dir.path().join("b.bin"), b"needle\0\xff").unwrap();
-    let data = fx
-        .call("search_files", json!({"pattern": "needle"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        data,
-        json!({"truncated": false, "filesSearched": 1, "matches": [
-            {"path": "a.txt", "line": 1, "text": "needle"}
-        ]})
-    );
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[("a.txt", "needle\n")]).await;
+        fx.write("b.bin", b"needle\0\xff").await;
+        let data = fx
+            .call("search_files", json!({"pattern": "needle"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            data,
+            json!({"truncated": false, "filesSearched": 1, "matches": [
+                {"path": "a.txt", "line": 1, "text": "needle"}
+            ]}),
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn create_file_creates_parents_and_never_overwrites() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx
             .call(
                 "create_file",
@@ -491,7 +515,7 @@ async fn create_file_creates_parents_and_never_overwrites() {
 #[tokio::test]
 async fn write_file_replaces_content_only_with_the_current_sha256() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx
             .call(
                 "write_file",
@@ -553,7 +577,7 @@ async fn write_file_replaces_content_only_with_the_current_sha256() {
 #[tokio::test]
 async fn edit_file_applies_exact_edits_in_order() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx
             .call(
                 "edit_file",
@@ -608,7 +632,7 @@ async fn edit_file_applies_exact_edits_in_order() {
 #[tokio::test]
 async fn the_stale_file_lifecycle() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         // 1. Read, and keep the sha256.
         let read = fx
             .call("read_file", json!({"path": "notes.txt", "endLine": 1}))
@@ -661,7 +685,7 @@ async fn the_stale_file_lifecycle() {
 #[tokio::test]
 async fn delete_and_restore_round_trip_through_the_trash() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let before = fx.snapshot().await;
         let data = fx
             .call("delete_file", json!({"path": "src/lib.rs"}))
@@ -760,7 +784,7 @@ async fn delete_and_restore_round_trip_through_the_trash() {
 #[tokio::test]
 async fn move_file_moves_and_never_overwrites() {
     for (name, open) in SANDBOXES {
-        let fx = notes_fixture(*open);
+        let fx = notes_fixture(*open).await;
         let data = fx
             .call(
                 "move_file",
@@ -825,35 +849,34 @@ async fn move_file_moves_and_never_overwrites() {
 
 #[tokio::test]
 async fn a_sandbox_that_refuses_access_gives_permission_denied() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("secret.txt"), "s").unwrap();
-    std::fs::write(dir.path().join("open.txt"), "o").unwrap();
-    let inner: Arc<dyn Sandbox> = Arc::new(LocalSandbox::new(dir.path()).unwrap());
-    let mut faulty = FaultySandbox::new(inner);
-    faulty.deny = vec!["secret".to_owned()];
-    let fx = Fixture::over(dir, Arc::new(faulty));
-    let cases = [
-        ("read_file", json!({"path": "secret.txt"})),
-        ("delete_file", json!({"path": "secret.txt"})),
-        (
-            "create_file",
-            json!({"path": "secret2.txt", "content": "x"}),
-        ),
-        (
-            "write_file",
-            json!({"path": "secret.txt", "content": "x", "expectedSha256": sha("s")}),
-        ),
-        (
-            "move_file",
-            json!({"source": "open.txt", "destination": "secret/open.txt"}),
-        ),
-    ];
-    for (tool, input) in cases {
-        assert_eq!(
-            fx.fail(tool, input.clone()).await,
-            "permission_denied",
-            "{tool} {input}"
-        );
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[("secret.txt", "s"), ("open.txt", "o")]).await;
+        let mut faulty = FaultySandbox::new(fx.ctx.sandbox.clone());
+        faulty.deny = vec!["secret".to_owned()];
+        let fx = fx.with_sandbox(Arc::new(faulty));
+        let cases = [
+            ("read_file", json!({"path": "secret.txt"})),
+            ("delete_file", json!({"path": "secret.txt"})),
+            (
+                "create_file",
+                json!({"path": "secret2.txt", "content": "x"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "secret.txt", "content": "x", "expectedSha256": sha("s")}),
+            ),
+            (
+                "move_file",
+                json!({"source": "open.txt", "destination": "secret/open.txt"}),
+            ),
+        ];
+        for (tool, input) in cases {
+            assert_eq!(
+                fx.fail(tool, input.clone()).await,
+                "permission_denied",
+                "{name} {tool} {input}"
+            );
+        }
     }
 }
 
@@ -868,143 +891,155 @@ fn comparable(entry: &AuditEntry) -> AuditEntry {
 
 #[tokio::test]
 async fn every_modifying_call_is_audited_including_failures() {
-    let fx = notes_fixture(open_local);
-    let root = fx.ctx.cwd.clone();
-    fx.call("create_file", json!({"path": "a.txt", "content": "a\n"}))
+    for (name, open) in SANDBOXES {
+        let fx = notes_fixture(*open).await;
+        let root = fx.ctx.cwd.clone();
+        fx.call("create_file", json!({"path": "a.txt", "content": "a\n"}))
+            .await
+            .unwrap();
+        fx.fail("create_file", json!({"path": "a.txt", "content": "again"}))
+            .await;
+        fx.call(
+            "edit_file",
+            json!({"path": "a.txt", "expectedSha256": sha("a\n"),
+                                    "edits": [{"oldText": "a", "newText": "b"}]}),
+        )
         .await
         .unwrap();
-    fx.fail("create_file", json!({"path": "a.txt", "content": "again"}))
+        fx.fail(
+            "write_file",
+            json!({"path": "a.txt", "content": "c", "expectedSha256": sha("a\n")}),
+        )
         .await;
-    fx.call(
-        "edit_file",
-        json!({"path": "a.txt", "expectedSha256": sha("a\n"),
-                                "edits": [{"oldText": "a", "newText": "b"}]}),
-    )
-    .await
-    .unwrap();
-    fx.fail(
-        "write_file",
-        json!({"path": "a.txt", "content": "c", "expectedSha256": sha("a\n")}),
-    )
-    .await;
-    fx.call(
-        "move_file",
-        json!({"source": "a.txt", "destination": "b.txt"}),
-    )
-    .await
-    .unwrap();
-    fx.call("delete_file", json!({"path": "b.txt"}))
+        fx.call(
+            "move_file",
+            json!({"source": "a.txt", "destination": "b.txt"}),
+        )
         .await
         .unwrap();
-    fx.fail("delete_file", json!({"path": "../b.txt"})).await;
-    // Reads are not audited.
-    fx.call("read_file", json!({"path": "notes.txt"}))
-        .await
-        .unwrap();
+        fx.call("delete_file", json!({"path": "b.txt"}))
+            .await
+            .unwrap();
+        fx.fail("delete_file", json!({"path": "../b.txt"})).await;
+        // Reads are not audited.
+        fx.call("read_file", json!({"path": "notes.txt"}))
+            .await
+            .unwrap();
 
-    let entries = fx.store.list_audit("instance-1").await.unwrap();
-    let base = AuditEntry {
-        instance_id: "instance-1".into(),
-        session: "default".into(),
-        agent: "tester".into(),
-        ..AuditEntry::default()
-    };
-    let a = format!("{root}/a.txt");
-    let b = format!("{root}/b.txt");
-    let expected = vec![
-        AuditEntry {
-            tool: "create_file".into(),
-            operation: "create".into(),
-            path: Some(a.clone()),
-            sha256_after: Some(sha("a\n")),
-            diff: Some("--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+a\n".into()),
-            ok: true,
-            ..base.clone()
-        },
-        AuditEntry {
-            tool: "create_file".into(),
-            operation: "create".into(),
-            path: Some(a.clone()),
-            ok: false,
-            error_kind: Some("already_exists".into()),
-            error_message: Some("a.txt already exists; create_file never overwrites".into()),
-            ..base.clone()
-        },
-        AuditEntry {
-            tool: "edit_file".into(),
-            operation: "edit".into(),
-            path: Some(a.clone()),
-            sha256_before: Some(sha("a\n")),
-            sha256_after: Some(sha("b\n")),
-            diff: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
-            ok: true,
-            ..base.clone()
-        },
-        AuditEntry {
-            tool: "write_file".into(),
-            operation: "write".into(),
-            path: Some(a.clone()),
-            sha256_before: Some(sha("b\n")),
-            ok: false,
-            error_kind: Some("stale_file".into()),
-            error_message: Some(format!(
-                "a.txt changed since you read it: expectedSha256 is {:?} but the file's sha256 is now {}",
-                sha("a\n"),
-                sha("b\n")
-            )),
-            ..base.clone()
-        },
-        AuditEntry {
-            tool: "move_file".into(),
-            operation: "move".into(),
-            path: Some(a.clone()),
-            destination_path: Some(b.clone()),
-            sha256_before: Some(sha("b\n")),
-            sha256_after: Some(sha("b\n")),
-            ok: true,
-            ..base.clone()
-        },
-        AuditEntry {
-            tool: "delete_file".into(),
-            operation: "delete".into(),
-            path: Some(b.clone()),
-            sha256_before: Some(sha("b\n")),
-            diff: Some("--- a/b.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-b\n".into()),
-            ok: true,
-            ..base.clone()
-        },
-        AuditEntry {
-            tool: "delete_file".into(),
-            operation: "delete".into(),
-            path: Some(format!("{}/b.txt", root.rsplit_once('/').unwrap().0)),
-            ok: false,
-            error_kind: Some("outside_workspace".into()),
-            error_message: Some("../b.txt is outside the workspace".into()),
-            ..base.clone()
-        },
-    ];
-    assert_eq!(entries.iter().map(comparable).collect::<Vec<_>>(), expected);
-    assert!(
-        entries
-            .iter()
-            .all(|entry| entry.at > 0 && entry.id.len() == 26)
-    );
+        let entries = fx.store.list_audit("instance-1").await.unwrap();
+        let base = AuditEntry {
+            instance_id: "instance-1".into(),
+            session: "default".into(),
+            agent: "tester".into(),
+            ..AuditEntry::default()
+        };
+        let a = format!("{root}/a.txt");
+        let b = format!("{root}/b.txt");
+        let expected = vec![
+            AuditEntry {
+                tool: "create_file".into(),
+                operation: "create".into(),
+                path: Some(a.clone()),
+                sha256_after: Some(sha("a\n")),
+                diff: Some("--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+a\n".into()),
+                ok: true,
+                ..base.clone()
+            },
+            AuditEntry {
+                tool: "create_file".into(),
+                operation: "create".into(),
+                path: Some(a.clone()),
+                ok: false,
+                error_kind: Some("already_exists".into()),
+                error_message: Some("a.txt already exists; create_file never overwrites".into()),
+                ..base.clone()
+            },
+            AuditEntry {
+                tool: "edit_file".into(),
+                operation: "edit".into(),
+                path: Some(a.clone()),
+                sha256_before: Some(sha("a\n")),
+                sha256_after: Some(sha("b\n")),
+                diff: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
+                ok: true,
+                ..base.clone()
+            },
+            AuditEntry {
+                tool: "write_file".into(),
+                operation: "write".into(),
+                path: Some(a.clone()),
+                sha256_before: Some(sha("b\n")),
+                ok: false,
+                error_kind: Some("stale_file".into()),
+                error_message: Some(format!(
+                    "a.txt changed since you read it: expectedSha256 is {:?} but the file's sha256 is now {}",
+                    sha("a\n"),
+                    sha("b\n")
+                )),
+                ..base.clone()
+            },
+            AuditEntry {
+                tool: "move_file".into(),
+                operation: "move".into(),
+                path: Some(a.clone()),
+                destination_path: Some(b.clone()),
+                sha256_before: Some(sha("b\n")),
+                sha256_after: Some(sha("b\n")),
+                ok: true,
+                ..base.clone()
+            },
+            AuditEntry {
+                tool: "delete_file".into(),
+                operation: "delete".into(),
+                path: Some(b.clone()),
+                sha256_before: Some(sha("b\n")),
+                diff: Some("--- a/b.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-b\n".into()),
+                ok: true,
+                ..base.clone()
+            },
+            AuditEntry {
+                tool: "delete_file".into(),
+                operation: "delete".into(),
+                path: Some(format!("{}/b.txt", root.rsplit_once('/').unwrap().0)),
+                ok: false,
+                error_kind: Some("outside_workspace".into()),
+                error_message: Some("../b.txt is outside the workspace".into()),
+                ..base.clone()
+            },
+        ];
+        assert_eq!(
+            entries.iter().map(comparable).collect::<Vec<_>>(),
+            expected,
+            "{name}"
+        );
+        assert!(
+            entries
+                .iter()
+                .all(|entry| entry.at > 0 && entry.id.len() == 26)
+        );
+    }
 }
 
 #[tokio::test]
 async fn audit_diffs_are_cut_at_64_kib() {
-    let fx = Fixture::local(&[]);
-    let content: String = (0..20_000).map(|n| format!("line {n}\n")).collect();
-    fx.call(
-        "create_file",
-        json!({"path": "big.txt", "content": content}),
-    )
-    .await
-    .unwrap();
-    let entries = fx.store.list_audit("instance-1").await.unwrap();
-    let diff = entries[0].diff.as_deref().unwrap();
-    assert_eq!((diff.len(), entries[0].diff_truncated), (64 * 1024, true));
-    assert!(diff.starts_with("--- /dev/null\n+++ b/big.txt\n"));
+    for (name, open) in SANDBOXES {
+        let fx = Fixture::new(*open, &[]).await;
+        let content: String = (0..20_000).map(|n| format!("line {n}\n")).collect();
+        fx.call(
+            "create_file",
+            json!({"path": "big.txt", "content": content}),
+        )
+        .await
+        .unwrap();
+        let entries = fx.store.list_audit("instance-1").await.unwrap();
+        let diff = entries[0].diff.as_deref().unwrap();
+        assert_eq!(
+            (diff.len(), entries[0].diff_truncated),
+            (64 * 1024, true),
+            "{name}"
+        );
+        assert!(diff.starts_with("--- /dev/null\n+++ b/big.txt\n"));
+    }
 }
 
 #[test]

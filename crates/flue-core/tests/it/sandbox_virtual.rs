@@ -211,6 +211,24 @@ async fn limits_end_runaway_commands_with_a_typed_error() {
     assert_eq!(run_ok(&sandbox, "echo ok").await.stdout, "ok\n");
 }
 
+#[tokio::test]
+async fn a_path_no_filesystem_takes_is_not_a_limit_to_raise() {
+    // Like the local sandbox (and Linux): names over 255 bytes, paths over 4096 bytes.
+    let sandbox = VirtualSandbox::new();
+    let long_name = "x".repeat(256);
+    let long_path = "d/".repeat(2_100);
+    for path in [long_name.as_str(), long_path.as_str()] {
+        let err = sandbox.write_file(path, b"x").await.unwrap_err();
+        let message = err.to_string();
+        assert_eq!(
+            (err.kind(), message.contains("VirtualLimits")),
+            ("sandbox_error", false),
+            "{message}"
+        );
+    }
+    sandbox.write_file(&"x".repeat(255), b"x").await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_loop_is_stopped_by_its_timeout() {
     let sandbox = VirtualSandbox::builder()

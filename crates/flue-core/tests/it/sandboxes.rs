@@ -2,63 +2,90 @@
 //! fixture with the file tools' context, a failure-injecting sandbox, and tree snapshots.
 //!
 //! Adding a sandbox to every file-tool and apply-patch test is one line in [`SANDBOXES`]: a
-//! function that opens the sandbox over a host directory already holding the test's files.
+//! name and a function that opens the sandbox over a host directory already holding the
+//! test's files. A sandbox may copy that directory (the virtual one does), so tests write and
+//! read files only through the sandbox once it is open ([`Fixture::write`],
+//! [`Fixture::snapshot`]); the fixture keeps the host directory out of their reach.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
     BoxFuture, ExecOptions, FileStat, FlueError, LocalSandbox, MemoryStore, MkdirOptions, Result,
-    RmOptions, Sandbox, SandboxErrorReason, ShellResult, ToolContext, ToolError, builtin_tool,
+    RmOptions, Sandbox, SandboxErrorReason, ShellResult, ToolContext, ToolError, VirtualSandbox,
+    builtin_tool,
 };
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// Opens a sandbox over a host directory holding the files a test starts from.
-pub type OpenSandbox = fn(&Path) -> Arc<dyn Sandbox>;
+/// Opens a sandbox over a host directory holding the files a test starts from. The directory
+/// outlives the sandbox.
+pub type OpenSandbox = fn(PathBuf) -> BoxFuture<'static, Arc<dyn Sandbox>>;
 
 /// Every sandbox the file tools are tested in.
-pub const SANDBOXES: &[(&str, OpenSandbox)] = &[("local", open_local)];
+pub const SANDBOXES: &[(&str, OpenSandbox)] = &[("local", open_local), ("virtual", open_virtual)];
 
-pub fn open_local(dir: &Path) -> Arc<dyn Sandbox> {
-    Arc::new(LocalSandbox::new(dir).unwrap())
+/// The local sandbox, rooted at the directory itself.
+pub fn open_local(dir: PathBuf) -> BoxFuture<'static, Arc<dyn Sandbox>> {
+    Box::pin(async move { Arc::new(LocalSandbox::new(&dir).unwrap()) as Arc<dyn Sandbox> })
 }
 
-/// A host directory with files, a sandbox over it and a tool context with its own audit store.
+/// The virtual sandbox, seeded with a copy of the directory.
+pub fn open_virtual(dir: PathBuf) -> BoxFuture<'static, Arc<dyn Sandbox>> {
+    Box::pin(async move {
+        let sandbox = VirtualSandbox::builder().with_seed(dir).build().await;
+        Arc::new(sandbox.unwrap()) as Arc<dyn Sandbox>
+    })
+}
+
+/// A sandbox opened over a fresh host directory, and a tool context with its own audit store.
 pub struct Fixture {
-    pub dir: TempDir,
     pub ctx: ToolContext,
     pub store: Arc<MemoryStore>,
+    /// The host directory: the local sandbox's root, the virtual one's seed. Tests don't
+    /// touch it.
+    _dir: TempDir,
 }
 
 impl Fixture {
     /// `files` (path, content) written under a fresh directory, then `open` over it.
-    pub fn new(open: OpenSandbox, files: &[(&str, &str)]) -> Self {
+    pub async fn new(open: OpenSandbox, files: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         for (path, content) in files {
             let full = dir.path().join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
             std::fs::write(full, content).unwrap();
         }
-        let sandbox = open(dir.path());
-        Self::over(dir, sandbox)
+        Self::open(open, dir).await
     }
 
-    /// A fixture in the local sandbox.
-    pub fn local(files: &[(&str, &str)]) -> Self {
-        Self::new(open_local, files)
-    }
-
-    /// A fixture whose context uses `sandbox` (already over `dir`).
-    pub fn over(dir: TempDir, sandbox: Arc<dyn Sandbox>) -> Self {
+    /// `open` over `dir`, which already holds the test's files.
+    pub async fn open(open: OpenSandbox, dir: TempDir) -> Self {
+        let sandbox = open(dir.path().to_owned()).await;
         let store = Arc::new(MemoryStore::new());
         let ctx = ToolContext::new(sandbox)
             .with_audit(store.clone())
             .with_instance_id("instance-1")
             .with_session("default")
             .with_agent("tester");
-        Self { dir, ctx, store }
+        Self {
+            ctx,
+            store,
+            _dir: dir,
+        }
+    }
+
+    /// The fixture with its sandbox replaced by `sandbox` (which wraps the current one).
+    pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
+        self.ctx.sandbox = sandbox;
+        self
+    }
+
+    /// Writes `content` to `path` (relative to the working directory) through the sandbox.
+    pub async fn write(&self, path: &str, content: &[u8]) {
+        let abs = format!("{}/{path}", self.ctx.cwd);
+        self.ctx.sandbox.write_file(&abs, content).await.unwrap();
     }
 
     /// Calls a built-in tool: its `data` on success (after checking the `ok` envelope), or

@@ -991,6 +991,11 @@ fn vfs_error(operation: &str, path: &str, err: bashkit::Error) -> FlueError {
             std::io::ErrorKind::NotADirectory => SandboxErrorReason::NotADirectory,
             std::io::ErrorKind::IsADirectory => SandboxErrorReason::IsDirectory,
             std::io::ErrorKind::DirectoryNotEmpty => SandboxErrorReason::NotEmpty,
+            // A path bashkit refuses whatever the limits (too long, too deep, a control
+            // character): the caller must change the path, as in the local sandbox.
+            std::io::ErrorKind::InvalidInput if is_path_rule_message(&description) => {
+                SandboxErrorReason::Other
+            }
             _ if is_limit_message(&description) => SandboxErrorReason::LimitExceeded,
             _ if description == "is a directory" => SandboxErrorReason::IsDirectory,
             _ if description == "not a directory" => SandboxErrorReason::NotADirectory,
@@ -1013,6 +1018,19 @@ fn vfs_error(operation: &str, path: &str, err: bashkit::Error) -> FlueError {
         reason,
         source: Some(BoxError::from(err)),
     }
+}
+
+/// Whether a bashkit filesystem error message reports a path it refuses whatever the limits
+/// (bashkit's `FsLimitExceeded` path variants, which `VirtualLimits` does not set).
+fn is_path_rule_message(message: &str) -> bool {
+    [
+        "filename too long",
+        "path too long",
+        "path too deep",
+        "unsafe character",
+    ]
+    .iter()
+    .any(|start| message.starts_with(start))
 }
 
 /// Whether a bashkit filesystem error message reports a limit.
