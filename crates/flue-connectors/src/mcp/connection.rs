@@ -35,6 +35,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(10);
 /// Pages of `tools/list` followed before giving up on a server that never stops paginating.
 const MAX_PAGES: usize = 1000;
 
+/// How long an error about a dead stdio server waits for the end of its stderr.
+const STDERR_SETTLE: Duration = Duration::from_secs(2);
+
 /// Cap on the `invalid output` problems reported for one result.
 const MAX_REPORTED_PROBLEMS: usize = 8;
 
@@ -141,6 +144,24 @@ struct ErrorContext {
 }
 
 impl ErrorContext {
+    /// Lets a dead stdio server's last stderr output arrive before an error quotes it.
+    async fn settle(&self) {
+        if let Some(stderr) = &self.stderr {
+            stderr.settle(STDERR_SETTLE).await;
+        }
+    }
+
+    /// A failed request, classified, after a dead server's stderr has settled.
+    async fn request_error(&self, err: &ServiceError, what: &str) -> FlueError {
+        if matches!(
+            err,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) {
+            self.settle().await;
+        }
+        self.service_error(err, what)
+    }
+
     /// An error about this server, with secrets redacted and, when the server may have died,
     /// the end of its stderr.
     fn error(&self, reason: McpErrorReason, message: String) -> FlueError {
@@ -221,11 +242,14 @@ impl Client {
         if self.reset_timeout_on_progress {
             request_options = request_options.reset_timeout_on_progress();
         }
-        let handle = self
+        let handle = match self
             .peer
             .send_request_with_option(request, request_options)
             .await
-            .map_err(|err| self.context.service_error(&err, what))?;
+        {
+            Ok(handle) => handle,
+            Err(err) => return Err(self.context.request_error(&err, what).await),
+        };
         let id = handle.id.clone();
         tokio::select! {
             biased;
@@ -235,9 +259,10 @@ impl Client {
                 let _ = tokio::time::timeout(Duration::from_secs(1), notice).await;
                 Err(FlueError::Aborted)
             }
-            answer = handle.await_response() => {
-                answer.map_err(|err| self.context.service_error(&err, what))
-            }
+            answer = handle.await_response() => match answer {
+                Ok(answer) => Ok(answer),
+                Err(err) => Err(self.context.request_error(&err, what).await),
+            },
         }
     }
 }
@@ -332,6 +357,9 @@ where
             ));
         }
     };
+    if let ClientInitializeError::ConnectionClosed(_) = &err {
+        context.settle().await;
+    }
     let (reason, message) = match &err {
         ClientInitializeError::ConnectionClosed(_) => (
             McpErrorReason::StartFailed,

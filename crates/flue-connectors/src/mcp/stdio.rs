@@ -2,12 +2,15 @@
 
 use std::collections::VecDeque;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncReadExt;
 use tokio::process::ChildStderr;
+use tokio::sync::Notify;
 
 use super::options::McpStdioCommand;
 
@@ -24,6 +27,9 @@ const STDERR_TAIL_BYTES: usize = 2048;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StderrTail {
     bytes: Arc<Mutex<VecDeque<u8>>>,
+    /// Set once stderr reached its end (the server closed it or exited).
+    ended: Arc<AtomicBool>,
+    ended_notify: Arc<Notify>,
 }
 
 /// Spawns `command` in its own process group with a filtered environment and piped stdio.
@@ -61,7 +67,24 @@ impl StderrTail {
         String::from_utf8_lossy(&bytes).trim().to_owned()
     }
 
-    async fn collect(self, mut stderr: ChildStderr) {
+    /// Waits, at most `limit`, until stderr has ended. A server that died usually wrote why
+    /// just before; its last words reach the tail only after the transport noticed the death,
+    /// so errors about a dead server wait for them first.
+    pub(crate) async fn settle(&self, limit: Duration) {
+        let ended = self.ended_notify.notified();
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, ended).await;
+    }
+
+    async fn collect(self, stderr: ChildStderr) {
+        self.read_to_end(stderr).await;
+        self.ended.store(true, Ordering::Release);
+        self.ended_notify.notify_waiters();
+    }
+
+    async fn read_to_end(&self, mut stderr: ChildStderr) {
         let mut chunk = [0u8; 1024];
         loop {
             let read = match stderr.read(&mut chunk).await {
