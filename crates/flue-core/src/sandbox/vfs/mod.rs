@@ -17,17 +17,19 @@ mod tests;
 
 mod seed;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
+use bashkit::hooks::{HookAction, ToolEvent};
 use bashkit::{
     Bash, ExecutionLimits, FileSystem, FileType, FsLimits, InMemoryFs, LimitExceeded, Metadata,
     SessionLimits, ShellState,
 };
-use tokio_util::sync::CancellationToken;
+use tokio::sync::oneshot;
 
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
 use crate::sandbox::{
@@ -51,12 +53,31 @@ const POOL_SIZE: usize = 8;
 /// Symlinks followed while resolving one path before giving up.
 const MAX_SYMLINK_HOPS: usize = 40;
 
-/// Why a command's watcher stopped it.
-const STOPPED_BY_TIMEOUT: u8 = 1;
-const STOPPED_BY_ABORT: u8 = 2;
+/// Stack reserved for the thread a command is interpreted on. Only the pages a command touches
+/// are ever backed by memory.
+const INTERPRETER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// Stack a command may have in use when it calls a builtin (`eval`, `source`, `echo`, ...);
+/// past it, the command ends with `limit_exceeded`. The rest of the stack is headroom for the
+/// nesting bashkit bounds itself (functions, subshells, substitutions), which calls no builtin.
+const STACK_GUARD_BYTES: usize = 32 * 1024 * 1024;
+
+/// How long a command stopped by its timeout or an abort gets to wind down (it stops at its
+/// next command, loop iteration or expansion) before `exec` returns without it.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+thread_local! {
+    /// The stack address at the start of this interpreter thread; 0 on other threads.
+    static STACK_BASE: Cell<usize> = const { Cell::new(0) };
+}
 
 /// Limits of a [`VirtualSandbox`]. Hitting one ends the command with
 /// [`SandboxErrorReason::LimitExceeded`] (or, for `max_time`, exit code 124).
+///
+/// bashkit's own guards apply on top, with its defaults: 10,000 variables holding 10 MB
+/// together, 100,000 array entries, 32 MB of intermediate buffers at once, functions (and
+/// `source`, `bash`) nested 16 deep, substitutions and subshells 32 deep, 10 MB of script.
+/// Recursion that no counter sees (`eval` calling itself) is stopped by a stack guard.
 ///
 /// ```
 /// let limits = flue_core::VirtualLimits::default().with_max_commands(1_000);
@@ -256,6 +277,7 @@ impl VirtualSandboxBuilder {
             root,
             limits: self.limits,
             pool: Mutex::new(Vec::new()),
+            running: Arc::new(AtomicUsize::new(0)),
             base_state: Mutex::new(None),
         };
         Ok(VirtualSandbox {
@@ -299,7 +321,10 @@ struct Shared {
     root: String,
     limits: VirtualLimits,
     /// Idle interpreters.
-    pool: Mutex<Vec<Bash>>,
+    pool: Mutex<Vec<Interpreter>>,
+    /// Interpreter threads running (a stopped command's thread may outlive its `exec` by the
+    /// time it takes to reach its next check).
+    running: Arc<AtomicUsize>,
     /// The shell state of a freshly built interpreter, restored before every command.
     base_state: Mutex<Option<ShellState>>,
 }
@@ -333,6 +358,7 @@ impl VirtualSandbox {
                 root: VIRTUAL_ROOT.to_owned(),
                 limits,
                 pool: Mutex::new(Vec::new()),
+                running: Arc::new(AtomicUsize::new(0)),
                 base_state: Mutex::new(None),
             }),
         }
@@ -353,21 +379,31 @@ impl VirtualSandbox {
         &self.shared.limits
     }
 
-    /// A fresh interpreter over the shared filesystem.
-    fn new_bash(&self) -> Bash {
+    /// A fresh interpreter over the shared filesystem, with the stack guard installed.
+    fn new_interpreter(&self) -> Interpreter {
         let fs: Arc<dyn FileSystem> = self.shared.fs.clone();
-        Bash::builder()
+        let too_deep = Arc::new(AtomicBool::new(false));
+        let stop_slot: Arc<OnceLock<Arc<AtomicBool>>> = Arc::default();
+        let guard = StackGuard {
+            too_deep: Arc::clone(&too_deep),
+            stop_flag: Arc::clone(&stop_slot),
+        };
+        let bash = Bash::builder()
             .fs(fs)
             .cwd(&self.shared.root)
             .username(USER_NAME)
             .hostname(HOST_NAME)
             .limits(self.shared.limits.execution_limits())
             .session_limits(SessionLimits::unlimited())
-            .build()
+            .before_tool(Box::new(move |event| guard.check(event)))
+            .build();
+        // Set once, right after the build; the hook cannot fire before.
+        let _ = stop_slot.set(bash.cancellation_token());
+        Interpreter { bash, too_deep }
     }
 
     /// An idle interpreter, or a new one; and the state to reset it to.
-    fn take_bash(&self) -> (Bash, ShellState) {
+    fn take_interpreter(&self) -> (Interpreter, ShellState) {
         let pooled = self.shared.pool.lock().ok().and_then(|mut pool| pool.pop());
         let base = self
             .shared
@@ -375,24 +411,31 @@ impl VirtualSandbox {
             .lock()
             .ok()
             .and_then(|state| state.clone());
-        if let (Some(bash), Some(base)) = (pooled, base) {
-            return (bash, base);
+        if let (Some(interpreter), Some(base)) = (pooled, base) {
+            return (interpreter, base);
         }
-        let bash = self.new_bash();
-        let state = bash.shell_state();
+        let interpreter = self.new_interpreter();
+        let state = interpreter.bash.shell_state();
         if let Ok(mut slot) = self.shared.base_state.lock() {
             slot.get_or_insert_with(|| state.clone());
         }
-        (bash, state)
+        (interpreter, state)
     }
 
     /// Returns an interpreter whose command ran to its end to the pool.
-    fn give_back(&self, bash: Bash) {
+    fn give_back(&self, interpreter: Interpreter) {
         if let Ok(mut pool) = self.shared.pool.lock()
             && pool.len() < POOL_SIZE
         {
-            pool.push(bash);
+            pool.push(interpreter);
         }
+    }
+
+    /// Interpreter threads running now: commands in flight, and stopped commands still
+    /// winding down.
+    #[cfg(test)]
+    fn running_threads(&self) -> usize {
+        self.shared.running.load(Ordering::SeqCst)
     }
 
     async fn run(&self, command: &str, options: ExecOptions) -> Result<ShellResult> {
@@ -413,32 +456,65 @@ impl VirtualSandbox {
             Found::Missing => return Err(not_found("run in", cwd_text)),
         }
 
-        let (mut bash, base) = self.take_bash();
-        bash.restore_shell_state(&shell_state(&base, &cwd.path, &options.env));
-        let stop_flag = bash.cancellation_token();
-        stop_flag.store(false, Ordering::Relaxed);
+        let (mut interpreter, base) = self.take_interpreter();
+        interpreter
+            .bash
+            .restore_shell_state(&shell_state(&base, &cwd.path, &options.env));
+        interpreter.too_deep.store(false, Ordering::SeqCst);
+        let stop_flag = interpreter.bash.cancellation_token();
+        stop_flag.store(false, Ordering::SeqCst);
         // bashkit's own deadline is `max_time`; a shorter timeout is enforced here.
         let max_time = self.shared.limits.max_time;
         let timeout = options
             .timeout
             .map_or(max_time, |timeout| timeout.min(max_time));
-        let stopped_by = Arc::new(AtomicU8::new(0));
-        // Interpretation may not yield to the runtime for a while (a tight loop); a watcher on
-        // another worker raises bashkit's stop flag, checked between commands.
-        let _watcher = Watcher::spawn(&cancel, timeout, &stop_flag, &stopped_by);
 
+        // The interpreter runs on a thread of its own: interpretation does not yield to the
+        // runtime for long stretches (a tight loop), so on the caller's runtime it would keep a
+        // timer or an abort from ever being seen, and deep recursion needs a large stack. From
+        // here, the command is stopped by raising bashkit's stop flag, which it checks at
+        // every command, loop iteration and expansion step; dropping this future raises it too.
+        let _stop_on_drop = StopOnDrop(Arc::clone(&stop_flag));
+        let mut receiver = spawn_interpreter(interpreter, command, &self.shared.running)?;
         let ending = tokio::select! {
             biased;
             () = cancel.cancelled() => Ending::Aborted,
             () = tokio::time::sleep(timeout) => Ending::TimedOut,
-            res = bash.exec(command) => Ending::Finished(Box::new(res)),
+            finished = &mut receiver => Ending::Finished(finished.ok()),
         };
-        let res = match ending {
-            Ending::Aborted => return Err(FlueError::Aborted),
-            Ending::TimedOut => return Ok(timed_out(timeout)),
-            Ending::Finished(res) => *res,
+        let finished = match ending {
+            Ending::Finished(finished) => finished,
+            Ending::Aborted | Ending::TimedOut => {
+                // Let the command reach its next check, so that nothing it does lands after
+                // this call returned; a command that does not stop in time is left behind
+                // (its thread ends at its next check).
+                stop_flag.store(true, Ordering::SeqCst);
+                let wound_down = tokio::time::timeout(STOP_GRACE, &mut receiver).await;
+                let too_deep = matches!(&wound_down, Ok(Ok(done)) if done.interpreter.too_deep.load(Ordering::SeqCst));
+                if too_deep {
+                    return Err(stack_guard_error());
+                }
+                return match ending {
+                    Ending::Aborted => Err(FlueError::Aborted),
+                    _ => Ok(timed_out(timeout)),
+                };
+            }
         };
-        match res {
+        let Some(finished) = finished else {
+            return Err(FlueError::sandbox(
+                SandboxErrorReason::Other,
+                "the virtual sandbox's interpreter failed while running the command (it \
+                 panicked); the command may have been partly run",
+            ));
+        };
+        let Finished {
+            interpreter,
+            result,
+        } = *finished;
+        if interpreter.too_deep.load(Ordering::SeqCst) {
+            return Err(stack_guard_error());
+        }
+        match result {
             Ok(output) => {
                 let limit = self.shared.limits.max_output_bytes;
                 let mut stdout = output.stdout.text_lossy().into_owned();
@@ -455,18 +531,19 @@ impl VirtualSandbox {
                         &format!("[stderr truncated: kept the first {limit} bytes]"),
                     );
                 }
-                self.give_back(bash);
+                self.give_back(interpreter);
                 Ok(ShellResult {
                     stdout,
                     stderr,
                     exit_code: output.exit_code,
                 })
             }
-            Err(bashkit::Error::Cancelled) => match stopped_by.load(Ordering::Relaxed) {
-                STOPPED_BY_TIMEOUT => Ok(timed_out(timeout)),
-                _ => Err(FlueError::Aborted),
-            },
-            Err(bashkit::Error::ResourceLimit(LimitExceeded::Timeout(_))) => Ok(timed_out(timeout)),
+            // The stop flag is only raised above, after which this branch is not reached;
+            // bashkit's own deadline (`max_time`) ends here.
+            Err(
+                bashkit::Error::Cancelled
+                | bashkit::Error::ResourceLimit(LimitExceeded::Timeout(_)),
+            ) => Ok(timed_out(timeout)),
             Err(err) => command_error(err),
         }
     }
@@ -827,42 +904,138 @@ enum Found {
 
 /// How a command's wait ended.
 enum Ending {
-    Finished(Box<bashkit::Result<bashkit::ExecResult>>),
+    /// The interpreter thread handed back its result (`None`: it panicked).
+    Finished(Option<Box<Finished>>),
     TimedOut,
     Aborted,
 }
 
-/// Raises an interpreter's stop flag on abort or timeout; stops watching when dropped.
-struct Watcher {
-    task: tokio::task::JoinHandle<()>,
+/// A pooled interpreter and the flag its stack guard raises.
+struct Interpreter {
+    bash: Bash,
+    /// Raised by the stack guard when the command nested too deep.
+    too_deep: Arc<AtomicBool>,
 }
 
-impl Watcher {
-    fn spawn(
-        cancel: &CancellationToken,
-        timeout: Duration,
-        stop_flag: &Arc<AtomicBool>,
-        stopped_by: &Arc<AtomicU8>,
-    ) -> Self {
-        let cancel = cancel.clone();
-        let stop_flag = Arc::clone(stop_flag);
-        let stopped_by = Arc::clone(stopped_by);
-        let task = tokio::spawn(async move {
-            let reason = tokio::select! {
-                () = cancel.cancelled() => STOPPED_BY_ABORT,
-                () = tokio::time::sleep(timeout) => STOPPED_BY_TIMEOUT,
-            };
-            stopped_by.store(reason, Ordering::Relaxed);
-            stop_flag.store(true, Ordering::Relaxed);
-        });
-        Self { task }
+/// What an interpreter thread hands back.
+struct Finished {
+    interpreter: Interpreter,
+    result: bashkit::Result<bashkit::ExecResult>,
+}
+
+/// The `before_tool` hook of every interpreter: refuses a builtin call, and stops the
+/// command, once the interpreter thread's stack is used past [`STACK_GUARD_BYTES`]. This
+/// bounds recursion bashkit counts nowhere (`cmd='eval "$cmd"'; eval "$cmd"`), which would
+/// otherwise overflow the stack and abort the process.
+struct StackGuard {
+    too_deep: Arc<AtomicBool>,
+    stop_flag: Arc<OnceLock<Arc<AtomicBool>>>,
+}
+
+impl StackGuard {
+    fn check(&self, event: ToolEvent) -> HookAction<ToolEvent> {
+        if stack_in_use() <= STACK_GUARD_BYTES {
+            return HookAction::Continue(event);
+        }
+        self.too_deep.store(true, Ordering::SeqCst);
+        if let Some(stop_flag) = self.stop_flag.get() {
+            stop_flag.store(true, Ordering::SeqCst);
+        }
+        HookAction::Cancel("commands nested too deeply".to_owned())
     }
 }
 
-impl Drop for Watcher {
+/// Raises an interpreter's stop flag when dropped (the `exec` future went away).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        self.task.abort();
+        self.0.store(true, Ordering::SeqCst);
     }
+}
+
+/// Counts a running interpreter thread until dropped.
+struct RunningGuard(Arc<AtomicUsize>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs `command` on `interpreter` on a thread of its own (a large stack, a current-thread
+/// runtime); the receiver gets the interpreter back with the result.
+fn spawn_interpreter(
+    interpreter: Interpreter,
+    command: &str,
+    running: &Arc<AtomicUsize>,
+) -> Result<oneshot::Receiver<Box<Finished>>> {
+    let (sender, receiver) = oneshot::channel();
+    let command = command.to_owned();
+    running.fetch_add(1, Ordering::SeqCst);
+    let running_guard = RunningGuard(Arc::clone(running));
+    let spawned = std::thread::Builder::new()
+        .name("flue-virtual-bash".to_owned())
+        .stack_size(INTERPRETER_STACK_BYTES)
+        .spawn(move || {
+            let _running = running_guard;
+            STACK_BASE.with(|base| base.set(stack_address()));
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    let result = Err(bashkit::Error::Io(err));
+                    let _ = sender.send(Box::new(Finished {
+                        interpreter,
+                        result,
+                    }));
+                    return;
+                }
+            };
+            let mut interpreter = interpreter;
+            let result = runtime.block_on(interpreter.bash.exec(&command));
+            // Background work of bashkit's (a parse on the blocking pool) is not waited for.
+            runtime.shutdown_background();
+            let _ = sender.send(Box::new(Finished {
+                interpreter,
+                result,
+            }));
+        });
+    match spawned {
+        Ok(_detached) => Ok(receiver),
+        Err(err) => Err(FlueError::Sandbox {
+            message: format!("the virtual sandbox cannot start a thread for the command: {err}"),
+            reason: SandboxErrorReason::Other,
+            source: Some(BoxError::from(err)),
+        }),
+    }
+}
+
+/// The address of a local of the calling frame: how far down the stack the caller is.
+#[inline(never)]
+fn stack_address() -> usize {
+    let marker = 0_u8;
+    std::ptr::from_ref(std::hint::black_box(&marker)).addr()
+}
+
+/// Bytes of stack in use on this interpreter thread (0 on any other thread).
+fn stack_in_use() -> usize {
+    let base = STACK_BASE.with(Cell::get);
+    if base == 0 {
+        return 0;
+    }
+    base.abs_diff(stack_address())
+}
+
+/// The error of a command stopped by the stack guard.
+fn stack_guard_error() -> FlueError {
+    FlueError::sandbox(
+        SandboxErrorReason::LimitExceeded,
+        "the command hit a limit of the virtual sandbox: commands nested too deeply (`eval` or \
+         `source` calling itself); end the recursion",
+    )
 }
 
 /// The shell state a command starts from: the base state in `cwd`, with `env` exported.
