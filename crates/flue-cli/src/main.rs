@@ -32,6 +32,8 @@ pub(crate) enum Exit {
     Failure,
     /// Ctrl-C aborted the operation cleanly.
     Interrupted,
+    /// SIGTERM aborted the operation cleanly.
+    Terminated,
 }
 
 impl From<Exit> for ExitCode {
@@ -40,6 +42,7 @@ impl From<Exit> for ExitCode {
             Exit::Success => ExitCode::SUCCESS,
             Exit::Failure => ExitCode::from(1),
             Exit::Interrupted => ExitCode::from(130),
+            Exit::Terminated => ExitCode::from(143),
         }
     }
 }

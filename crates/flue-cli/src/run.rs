@@ -10,6 +10,7 @@ use flue_core::{
     ScriptedProvider, Session, SessionStore, Usage, new_ulid,
 };
 use serde::Serialize;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::Exit;
 use crate::args::RunArgs;
@@ -86,7 +87,18 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         error: None,
         usage: None,
     };
-    let prepared = match prepare(&args).await {
+    // Ctrl-C and SIGTERM (what `timeout`, systemd and containers send) are watched from the
+    // start: one arriving during setup ends the run before the message is sent.
+    let mut interrupts = Interrupts::watch();
+    let prepared = tokio::select! {
+        prepared = prepare(&args) => prepared,
+        interrupt = interrupts.next() => {
+            envelope.outcome = "aborted";
+            envelope.error = Some(FlueError::Aborted.to_info());
+            return finish(&args, &envelope, interrupt.exit(), "aborted");
+        }
+    };
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
             envelope.error = Some(ErrorInfo {
@@ -107,14 +119,24 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         .take_events()
         .map(|events| tokio::spawn(render::to_stderr(events)));
     let cancel = handle.cancel_token();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: aborting (the conversation is kept)");
-            cancel.cancel();
-        }
+    // The first signal aborts the operation: running commands are killed, unanswered tool
+    // calls answered `aborted`, and the log left consistent, whichever signal it was.
+    let abort_on_signal = tokio::spawn(async move {
+        let interrupt = interrupts.next().await;
+        eprintln!(
+            "\n{}: aborting (the conversation is kept)",
+            interrupt.describe()
+        );
+        cancel.cancel();
+        interrupt
     });
     let result: Result<PromptResponse, FlueError> = handle.await;
-    ctrl_c.abort();
+    let interrupt = if abort_on_signal.is_finished() {
+        abort_on_signal.await.ok()
+    } else {
+        abort_on_signal.abort();
+        None
+    };
     prepared.mcp.close().await;
     if let Some(renderer) = renderer {
         let _ = renderer.await;
@@ -134,13 +156,76 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         Err(FlueError::Aborted) => {
             envelope.outcome = "aborted";
             envelope.error = Some(FlueError::Aborted.to_info());
-            finish(&args, &envelope, Exit::Interrupted, "aborted")
+            let exit = interrupt.map_or(Exit::Interrupted, Interrupt::exit);
+            finish(&args, &envelope, exit, "aborted")
         }
         Err(err) => {
             envelope.outcome = "failed";
             envelope.error = Some(err.to_info());
             finish(&args, &envelope, Exit::Failure, &err.to_string())
         }
+    }
+}
+
+/// A signal that ends the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Interrupt {
+    /// SIGINT (Ctrl-C): exit code 130.
+    CtrlC,
+    /// SIGTERM: exit code 143.
+    Terminate,
+}
+
+impl Interrupt {
+    fn exit(self) -> Exit {
+        match self {
+            Self::CtrlC => Exit::Interrupted,
+            Self::Terminate => Exit::Terminated,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Self::CtrlC => "interrupted",
+            Self::Terminate => "terminated (SIGTERM)",
+        }
+    }
+}
+
+/// Listens for Ctrl-C (SIGINT) and SIGTERM; once created, neither ends the process by itself,
+/// and a signal arriving between two calls of [`Interrupts::next`] is kept for the next one.
+struct Interrupts {
+    ctrl_c: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl Interrupts {
+    fn watch() -> Self {
+        // A handler that cannot be installed leaves that signal its default action.
+        Self {
+            ctrl_c: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// The next signal; pending forever if none can be received.
+    async fn next(&mut self) -> Interrupt {
+        tokio::select! {
+            () = next_of(self.ctrl_c.as_mut()) => Interrupt::CtrlC,
+            () = next_of(self.terminate.as_mut()) => Interrupt::Terminate,
+        }
+    }
+}
+
+/// Waits for the next delivery of `signal`; forever without one.
+async fn next_of(signal: Option<&mut Signal>) {
+    match signal {
+        Some(signal) => {
+            if signal.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
     }
 }
 

@@ -14,6 +14,7 @@ mod providers;
 mod run;
 mod sandbox;
 mod session_show;
+mod signals;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -5,7 +5,8 @@
 //! lexically, then on the filesystem, so that no symlink (dangling ones included) leads out of
 //! the root. Commands run as `bash -c` in a process group of their own, with a cleared
 //! environment; the whole group is killed on timeout, on abort, and once the shell exits, so
-//! no process outlives the call.
+//! no process outlives the call. A watchdog process joins each group and kills it if flue
+//! itself dies (even by SIGKILL), so no process outlives flue either.
 //!
 //! Not defended: a race in which another process swaps a checked directory for a symlink
 //! between the check and the operation. The sandbox keeps an agent's paths in its root; it is
@@ -58,6 +59,12 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// How often a terminating process group is checked for survivors.
 const KILL_POLL: Duration = Duration::from_millis(20);
+
+/// The watchdog of a command's process group: a shell in the group that waits for its
+/// standard input, a pipe whose other end only flue holds, to close, then kills the group. The
+/// pipe closes when the command has ended (flue closes it) or when flue has died, whatever
+/// killed it. Being a member, it also keeps the group id from being reused while it runs.
+const WATCHDOG_SCRIPT: &str = "while read -r _; do :; done; kill -s KILL 0";
 
 /// Symlinks followed while checking one path before giving up.
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -363,6 +370,22 @@ impl LocalSandbox {
         }
     }
 
+    /// Starts the watchdog of the process group `pgid` (see [`WATCHDOG_SCRIPT`]).
+    fn spawn_watchdog(&self, pgid: i32) -> Result<Child> {
+        Command::new("bash")
+            .args(["-c", WATCHDOG_SCRIPT])
+            .current_dir(&self.root)
+            .env_clear()
+            .envs(self.command_env(&BTreeMap::new()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(pgid)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| other_error("start the watchdog of the command", err))
+    }
+
     async fn run(&self, command: &str, options: ExecOptions) -> Result<ShellResult> {
         let cancel = options.cancel.clone().unwrap_or_default();
         if cancel.is_cancelled() {
@@ -411,7 +434,9 @@ impl LocalSandbox {
         let mut group = ProcessGroup {
             pgid: Pid::from_raw(pgid),
             armed: true,
+            watchdog: None,
         };
+        group.watchdog = Some(self.spawn_watchdog(pgid)?);
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
         let mut stdout_capture = Capture::new(self.output_limit);
@@ -453,6 +478,10 @@ impl LocalSandbox {
         match ending {
             Ending::Exited(status) => {
                 group.armed = false;
+                // Killed with the rest of the group once the shell exited.
+                if let Some(watchdog) = &mut group.watchdog {
+                    let _ = tokio::time::timeout(KILL_GRACE, watchdog.wait()).await;
+                }
                 let status = status.map_err(|err| other_error("wait for bash", err))?;
                 Ok(ShellResult {
                     stdout: stdout_capture.finish("stdout"),
@@ -541,12 +570,22 @@ enum Ending {
 struct ProcessGroup {
     pgid: Pid,
     armed: bool,
+    /// The group's watchdog, a member of the group; reaped here, so that it stops counting as
+    /// a member once killed.
+    watchdog: Option<Child>,
 }
 
 impl ProcessGroup {
     /// Sends `signal` to every process of the group; false when the group is gone.
     fn send(&self, signal: Signal) -> bool {
         killpg(self.pgid, signal).is_ok()
+    }
+
+    /// Reaps the watchdog if it has exited.
+    fn reap_watchdog(&mut self) {
+        if let Some(watchdog) = &mut self.watchdog {
+            let _ = watchdog.try_wait();
+        }
     }
 
     /// Whether any process of the group (a zombie included) still exists.
@@ -556,12 +595,14 @@ impl ProcessGroup {
 
     /// SIGTERM, then SIGKILL once [`KILL_GRACE`] has passed with members still alive; reaps
     /// the shell.
-    async fn terminate(&self, child: &mut Child) {
+    async fn terminate(&mut self, child: &mut Child) {
         if self.send(Signal::SIGTERM) {
             let deadline = Instant::now() + KILL_GRACE;
             loop {
-                // Reap the shell as soon as it exits, so it stops counting as a member.
+                // Reap the shell and the watchdog as soon as they exit, so they stop counting
+                // as members.
                 let _ = child.try_wait();
+                self.reap_watchdog();
                 if !self.is_alive() {
                     break;
                 }

@@ -1,0 +1,187 @@
+//! `flue run` under signals, with real processes in the local sandbox: SIGTERM at random
+//! instants goes through the abort path (exit 143, the `--json` envelope, a loadable log, no
+//! command left running); after SIGKILL of flue, the agent's commands die within a bound.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use pretty_assertions::assert_eq;
+
+use crate::Workspace;
+
+/// What the agent runs: its shell's pid and a background job's pid go to `pids`, then it
+/// sleeps far longer than any test.
+const LONG_COMMAND: &str =
+    "echo $$ >> pids; (sleep 1001; echo never) & echo $! >> pids; while true; do sleep 1002; done";
+
+/// How long after flue's death its commands may still be seen alive.
+const DEATH_BOUND: Duration = Duration::from_secs(3);
+
+fn workspace() -> Workspace {
+    let agent = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nRun it.\n";
+    let script = serde_json::json!({
+        "rules": [
+            {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
+            {"reply": {"text": "running", "tool_calls": [{"name": "bash", "input": {"command": LONG_COMMAND}}]}}
+        ]
+    })
+    .to_string();
+    Workspace::new(&[("agents/w.md", agent), ("s.json", &script)])
+}
+
+fn spawn_run(ws: &Workspace, id: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_flue"))
+        .args(["run", "w", "-m", "go", "--json", "--id", id, "--root"])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn send(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The pids the command wrote so far.
+fn pids(root: &Path) -> Vec<u32> {
+    std::fs::read_to_string(root.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live process (a zombie is dead).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// The pids of `root`'s command still alive once [`DEATH_BOUND`] has passed (or sooner, once
+/// none is).
+fn survivors(root: &Path) -> Vec<u32> {
+    let deadline = Instant::now() + DEATH_BOUND;
+    loop {
+        let alive_now: Vec<u32> = pids(root).into_iter().filter(|pid| alive(*pid)).collect();
+        if alive_now.is_empty() || Instant::now() >= deadline {
+            return alive_now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the command has written both pids (it is running), at most 10 s.
+fn wait_for_command(root: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids(root).len() < 2 {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A small generator of delays, seeded from the clock (the seed is printed on failure).
+struct Delays(u64);
+
+impl Delays {
+    fn next_ms(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % below
+    }
+}
+
+#[test]
+fn sigterm_at_random_instants_aborts_like_ctrl_c_and_leaves_nothing_running() {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        .into();
+    let mut delays = Delays(seed);
+    let ws = workspace();
+    let mut outcomes = Vec::new();
+    let mut n_during_command = 0;
+    for trial in 0..6 {
+        let _ = std::fs::remove_file(ws.root().join("pids"));
+        let id = format!("term-{trial}");
+        let mut child = spawn_run(&ws, &id);
+        // Half the trials strike at any instant (setup, model turn, the command's start);
+        // the other half once the command runs.
+        if trial % 2 == 1 {
+            wait_for_command(ws.root());
+        }
+        std::thread::sleep(Duration::from_millis(delays.next_ms(400)));
+        let running = pids(ws.root()).len() == 2;
+        n_during_command += usize::from(running);
+        send(&child, "TERM");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "flue did not exit after SIGTERM (seed {seed})"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let output = child.wait_with_output().unwrap();
+        let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("no envelope ({err}), seed {seed}: {output:?}"));
+        // The log loads whenever the conversation was created before the signal.
+        let show = ws.flue(&["session", "show", "--id", &id, "--json"]);
+        let log_state = if show.status.success() {
+            "loadable"
+        } else if String::from_utf8_lossy(&show.stderr).contains(&id) {
+            "never created"
+        } else {
+            "broken"
+        };
+        outcomes.push((
+            trial,
+            status.code(),
+            envelope["outcome"].as_str().map(str::to_owned),
+            log_state != "broken",
+            survivors(ws.root()),
+        ));
+    }
+    let expected: Vec<_> = (0..6)
+        .map(|trial| {
+            (
+                trial,
+                Some(143),
+                Some("aborted".to_owned()),
+                true,
+                Vec::new(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes, expected, "seed {seed}");
+    assert!(n_during_command >= 3, "seed {seed}");
+}
+
+#[test]
+fn after_sigkill_of_flue_its_commands_die_within_a_bound() {
+    let ws = workspace();
+    let mut outcomes = Vec::new();
+    for trial in 0..3 {
+        let _ = std::fs::remove_file(ws.root().join("pids"));
+        let mut child = spawn_run(&ws, &format!("kill-{trial}"));
+        wait_for_command(ws.root());
+        send(&child, "KILL");
+        let _ = child.wait().unwrap();
+        outcomes.push((pids(ws.root()).len(), survivors(ws.root())));
+    }
+    assert_eq!(outcomes, vec![(2, Vec::new()); 3]);
+}
