@@ -11,6 +11,10 @@
 //! base_url = "http://127.0.0.1:8080/v1"
 //! api_key_env = "LOCAL_API_KEY"         # omit for a keyless server
 //! headers = { "x-team" = "docs" }
+//! connect_timeout_ms = 30000            # these four: the defaults
+//! first_byte_timeout_ms = 120000        # until the response headers
+//! idle_timeout_ms = 300000              # the longest silence of the stream
+//! max_turn_bytes = 33554432             # text + thinking + tool input of one turn
 //!
 //! [providers.local.models.qwen3-coder]
 //! context_window = 262144
@@ -23,12 +27,20 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use std::time::Duration;
+
 use flue_core::{BuiltinProvider, ModelInfo, ModelPrice, ProviderConfig, WireApi};
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostic::Diagnostic;
 use crate::flue_toml::{PATH, line_of};
+
+/// The longest timeout accepted (a day), in milliseconds.
+const MAX_TIMEOUT_MS: u64 = 86_400_000;
+
+/// The largest turn accepted (1 GiB).
+const MAX_TURN_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// The provider id the CLI keeps for scripted models.
 const RESERVED_IDS: &[&str] = &["scripted"];
@@ -49,6 +61,14 @@ pub struct ProviderSettings {
     pub headers: BTreeMap<String, String>,
     /// `[providers.<id>.models.<model>]`.
     pub models: BTreeMap<String, ModelSettings>,
+    /// `connect_timeout_ms`; `None` keeps the default.
+    pub connect_timeout_ms: Option<u64>,
+    /// `first_byte_timeout_ms`; `None` keeps the default.
+    pub first_byte_timeout_ms: Option<u64>,
+    /// `idle_timeout_ms`; `None` keeps the default.
+    pub idle_timeout_ms: Option<u64>,
+    /// `max_turn_bytes`; `None` keeps the default.
+    pub max_turn_bytes: Option<u64>,
 }
 
 /// One `[providers.<id>.models.<model>]` table; unset values come from the built-in catalog
@@ -95,7 +115,20 @@ impl ProviderSettings {
             let (base, _) = config.lookup_model(model);
             config.models.insert(model.clone(), settings.apply(&base));
         }
-        config
+        let mut limits = config.limits;
+        if let Some(ms) = self.connect_timeout_ms {
+            limits = limits.with_connect_timeout(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.first_byte_timeout_ms {
+            limits = limits.with_first_byte_timeout(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.idle_timeout_ms {
+            limits = limits.with_idle_timeout(Duration::from_millis(ms));
+        }
+        if let Some(bytes) = self.max_turn_bytes {
+            limits = limits.with_max_turn_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
+        config.with_limits(limits)
     }
 }
 
@@ -123,6 +156,10 @@ pub(crate) struct RawProvider {
     headers: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     models: BTreeMap<String, Spanned<RawModel>>,
+    connect_timeout_ms: Option<Spanned<i64>>,
+    first_byte_timeout_ms: Option<Spanned<i64>>,
+    idle_timeout_ms: Option<Spanned<i64>>,
+    max_turn_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -269,6 +306,46 @@ fn provider(
                 .insert(name.into_inner(), value.into_inner());
         }
     }
+    let mut bounded = |key: &str, value: Option<Spanned<i64>>, max: u64, unit: &str| {
+        let value = value?;
+        match u64::try_from(*value.get_ref()) {
+            Ok(number) if (1..=max).contains(&number) => Some(number),
+            _ => {
+                report(
+                    &value.span(),
+                    format!(
+                        "{key} must be a whole number of {unit} from 1 to {max}, got {}",
+                        value.get_ref()
+                    ),
+                );
+                None
+            }
+        }
+    };
+    settings.connect_timeout_ms = bounded(
+        "connect_timeout_ms",
+        raw.connect_timeout_ms,
+        MAX_TIMEOUT_MS,
+        "milliseconds",
+    );
+    settings.first_byte_timeout_ms = bounded(
+        "first_byte_timeout_ms",
+        raw.first_byte_timeout_ms,
+        MAX_TIMEOUT_MS,
+        "milliseconds",
+    );
+    settings.idle_timeout_ms = bounded(
+        "idle_timeout_ms",
+        raw.idle_timeout_ms,
+        MAX_TIMEOUT_MS,
+        "milliseconds",
+    );
+    settings.max_turn_bytes = bounded(
+        "max_turn_bytes",
+        raw.max_turn_bytes,
+        MAX_TURN_BYTES,
+        "bytes",
+    );
     for (model_id, model) in raw.models {
         let model_span = model.span();
         if let Some(model) = model_settings(&model_id, &model_span, model.into_inner(), report) {

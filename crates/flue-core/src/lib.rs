@@ -47,8 +47,8 @@ pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSI
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
     ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,
-    ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, ToolSchema,
-    TurnSink, WireApi,
+    ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, StreamLimits,
+    ToolSchema, TurnSink, WireApi,
 };
 pub use record::{
     AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, RECORD_FORMAT_VERSION,

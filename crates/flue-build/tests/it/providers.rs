@@ -2,9 +2,10 @@
 //! line.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use flue_build::{ModelSettings, ProviderSettings};
-use flue_core::{ModelInfo, ModelPrice, WireApi};
+use flue_core::{ModelInfo, ModelPrice, StreamLimits, WireApi};
 use pretty_assertions::assert_eq;
 
 use crate::support::{at, check_diagnostics, load};
@@ -44,6 +45,7 @@ fn a_new_provider_is_read_whole() {
         api_key_env: Some("LOCAL_API_KEY".into()),
         headers: BTreeMap::from([("x-team".to_owned(), "docs".to_owned())]),
         models: BTreeMap::from([("qwen3-coder".to_owned(), qwen)]),
+        ..ProviderSettings::default()
     };
     assert_eq!(
         workspace.config.providers,
@@ -110,6 +112,75 @@ fn a_built_in_provider_is_adjusted_not_replaced() {
     );
     assert_eq!(gpt41.price.map(|price| price.input), Some(2.0));
     assert!(config.lookup_model("gpt-5").1);
+}
+
+#[test]
+fn timeouts_and_the_turn_limit_are_set_per_provider() {
+    let workspace = load(&[(
+        "flue.toml",
+        "[providers.openai]
+connect_timeout_ms = 5000
+first_byte_timeout_ms = 60000
+         idle_timeout_ms = 90000
+max_turn_bytes = 1048576
+
+         [providers.anthropic]
+idle_timeout_ms = 1000
+",
+    )]);
+    let openai = workspace.config.providers["openai"].to_config().limits;
+    let anthropic = workspace.config.providers["anthropic"].to_config().limits;
+    assert_eq!(
+        openai,
+        StreamLimits::default()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_first_byte_timeout(Duration::from_secs(60))
+            .with_idle_timeout(Duration::from_secs(90))
+            .with_max_turn_bytes(1_048_576)
+    );
+    // Unset keys keep the defaults.
+    assert_eq!(
+        anthropic,
+        StreamLimits::default().with_idle_timeout(Duration::from_secs(1))
+    );
+}
+
+#[test]
+fn bad_timeouts_and_turn_limits_are_reported_at_their_line() {
+    let text = "[providers.openai]
+connect_timeout_ms = 0
+first_byte_timeout_ms = -1
+                idle_timeout_ms = 100000000
+max_turn_bytes = 0
+";
+    check_diagnostics(
+        &[("flue.toml", text)],
+        &[
+            at(
+                "flue.toml",
+                2,
+                "connect_timeout_ms must be a whole number of milliseconds from 1 to 86400000, \
+                 got 0",
+            ),
+            at(
+                "flue.toml",
+                3,
+                "first_byte_timeout_ms must be a whole number of milliseconds from 1 to \
+                 86400000, got -1",
+            ),
+            at(
+                "flue.toml",
+                4,
+                "idle_timeout_ms must be a whole number of milliseconds from 1 to 86400000, got \
+                 100000000",
+            ),
+            at(
+                "flue.toml",
+                5,
+                "max_turn_bytes must be a whole number of bytes from 1 to 1073741824, got 0",
+            ),
+        ],
+    );
 }
 
 #[test]

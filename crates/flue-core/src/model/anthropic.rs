@@ -455,6 +455,8 @@ struct Assembler {
     usage: Usage,
     stop_reason: Option<String>,
     emitted: bool,
+    /// Bytes of text, thinking and tool input gathered so far (a block start counts whole).
+    turn_bytes: usize,
 }
 
 /// Reads a whole turn from the stream.
@@ -493,6 +495,7 @@ impl Assembler {
                     index,
                     content_block,
                 } => {
+                    self.turn_bytes = self.turn_bytes.saturating_add(data.len());
                     let block = match content_block {
                         BlockStart::Text { text } => {
                             self.show_text(&text, sink);
@@ -517,8 +520,12 @@ impl Assembler {
                         BlockStart::Other => Block::Ignored,
                     };
                     self.blocks.insert(index, block);
+                    reader.check_turn_size(self.turn_bytes)?;
                 }
-                StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, sink),
+                StreamEvent::ContentBlockDelta { index, delta } => {
+                    self.delta(index, delta, sink);
+                    reader.check_turn_size(self.turn_bytes)?;
+                }
                 StreamEvent::MessageDelta { delta, usage } => {
                     if delta.stop_reason.is_some() {
                         self.stop_reason = delta.stop_reason;
@@ -541,6 +548,14 @@ impl Assembler {
         let Some(block) = self.blocks.get_mut(&index) else {
             return;
         };
+        let n_bytes = match &delta {
+            BlockDelta::TextDelta { text } => text.len(),
+            BlockDelta::ThinkingDelta { thinking } => thinking.len(),
+            BlockDelta::SignatureDelta { signature } => signature.len(),
+            BlockDelta::InputJsonDelta { partial_json } => partial_json.len(),
+            BlockDelta::Other => 0,
+        };
+        self.turn_bytes = self.turn_bytes.saturating_add(n_bytes);
         match (block, delta) {
             (Block::Text(text), BlockDelta::TextDelta { text: more }) => {
                 sink.text_delta(&more);

@@ -22,14 +22,9 @@ use serde_json::Value;
 
 use crate::error::{BoxError, FlueError, Result};
 use crate::model::ModelTurn;
-use crate::model::provider_config::{ApiKey, ProviderConfig, RetryPolicy};
+use crate::model::provider_config::{ApiKey, ProviderConfig, RetryPolicy, StreamLimits};
 use crate::model::sse::{SseEvent, SseParser};
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a stream may stay silent (reasoning models can think for minutes before the first
-/// token; providers that send keep-alives never get near this).
-const READ_TIMEOUT: Duration = Duration::from_secs(600);
 /// How much of an error body is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
@@ -51,6 +46,7 @@ pub(crate) struct Endpoint {
     key: Option<ApiKey>,
     missing_key_env: Option<String>,
     retry: RetryPolicy,
+    limits: StreamLimits,
     client: OnceLock<reqwest::Client>,
 }
 
@@ -234,6 +230,7 @@ impl Endpoint {
                 .then(|| config.api_key_env.clone())
                 .flatten(),
             retry: config.retry,
+            limits: config.limits,
             client: OnceLock::new(),
         })
     }
@@ -298,7 +295,7 @@ impl Endpoint {
         if let Some(client) = self.client.get() {
             return Ok(client);
         }
-        let client = build_client(self.url.scheme() == "https")?;
+        let client = build_client(self.url.scheme() == "https", self.limits.connect_timeout)?;
         Ok(self.client.get_or_init(|| client))
     }
 
@@ -309,12 +306,20 @@ impl Endpoint {
         body: &[u8],
         classify: fn(Option<u16>, &str) -> Failure,
     ) -> std::result::Result<EventReader, Failure> {
-        let response = client
+        let request = client
             .post(self.url.clone())
             .headers(self.headers.clone())
             .body(body.to_vec())
-            .send()
+            .send();
+        let response = tokio::time::timeout(self.limits.first_byte_timeout, request)
             .await
+            .map_err(|_| {
+                Failure::transient(format!(
+                    "no answer from {} within {} ms (the provider's first_byte_timeout_ms)",
+                    self.url,
+                    self.limits.first_byte_timeout.as_millis()
+                ))
+            })?
             .map_err(|err| network_failure(&format!("cannot reach {}", self.url), err))?;
         let status = response.status();
         if !status.is_success() {
@@ -342,6 +347,8 @@ impl Endpoint {
             response,
             parser: SseParser::default(),
             queue: VecDeque::new(),
+            idle_timeout: self.limits.idle_timeout,
+            max_turn_bytes: self.limits.max_turn_bytes,
         })
     }
 }
@@ -352,20 +359,27 @@ pub(crate) struct EventReader {
     response: reqwest::Response,
     parser: SseParser,
     queue: VecDeque<SseEvent>,
+    idle_timeout: Duration,
+    max_turn_bytes: usize,
 }
 
 impl EventReader {
-    /// The next event; `None` at the end of the stream. A transport error mid-stream is a
-    /// transient failure (the stream was cut).
+    /// The next event; `None` at the end of the stream. A transport error mid-stream, or a
+    /// silence longer than the idle timeout, is a transient failure (the stream was cut).
     pub(crate) async fn next(&mut self) -> std::result::Result<Option<SseEvent>, Failure> {
         loop {
             if let Some(event) = self.queue.pop_front() {
                 return Ok(Some(event));
             }
-            let chunk = self
-                .response
-                .chunk()
+            let chunk = tokio::time::timeout(self.idle_timeout, self.response.chunk())
                 .await
+                .map_err(|_| {
+                    Failure::transient(format!(
+                        "the response stream stalled: nothing for {} ms (the provider's \
+                         idle_timeout_ms)",
+                        self.idle_timeout.as_millis()
+                    ))
+                })?
                 .map_err(|err| network_failure("the response stream was cut", err))?;
             let Some(chunk) = chunk else {
                 return Ok(None);
@@ -376,6 +390,22 @@ impl EventReader {
                 .map_err(|err| Failure::fatal(err.to_string()))?;
             self.queue.extend(events);
         }
+    }
+}
+
+impl EventReader {
+    /// Fails once `turn_bytes`, the bytes of text, thinking and tool input a decoder has
+    /// gathered for this turn, exceed the turn limit. Not retried: the model would likely
+    /// answer the same way.
+    pub(crate) fn check_turn_size(&self, turn_bytes: usize) -> std::result::Result<(), Failure> {
+        if turn_bytes <= self.max_turn_bytes {
+            return Ok(());
+        }
+        Err(Failure::fatal(format!(
+            "the model's turn exceeded {} bytes of text and tool input (the provider's \
+             max_turn_bytes); nothing of it was kept",
+            self.max_turn_bytes
+        )))
     }
 }
 
@@ -480,7 +510,10 @@ fn is_context_overflow(status: Option<u16>, message: &str, code: &str) -> bool {
 /// A client for `http` or `https` endpoints. Only `https` loads the platform's certificates
 /// (which may be missing on a minimal machine); plain `http` (loopback servers, Ollama) gets a
 /// TLS setup that trusts nothing, since it never negotiates TLS.
-fn build_client(https: bool) -> std::result::Result<reqwest::Client, Failure> {
+fn build_client(
+    https: bool,
+    connect_timeout: Duration,
+) -> std::result::Result<reqwest::Client, Failure> {
     let setup_failed = |message: &str, err: BoxError| Failure {
         message: format!("{message}: {err}"),
         source: Some(err),
@@ -510,8 +543,7 @@ fn build_client(https: bool) -> std::result::Result<reqwest::Client, Failure> {
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .no_proxy()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
+        .connect_timeout(connect_timeout)
         .build()
         .map_err(|err| setup_failed("cannot create the HTTP client", err.into()))
 }

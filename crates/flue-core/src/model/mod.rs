@@ -31,7 +31,7 @@ pub use anthropic::AnthropicProvider;
 pub use openai::OpenAiProvider;
 pub use provider_config::{
     ApiKey, BuiltinProvider, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam,
-    RetryPolicy, WireApi,
+    RetryPolicy, StreamLimits, WireApi,
 };
 pub use scripted::ScriptedProvider;
 

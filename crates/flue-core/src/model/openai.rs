@@ -329,6 +329,8 @@ struct Assembler {
     finish_reason: Option<String>,
     usage: Usage,
     emitted: bool,
+    /// Bytes of text, thinking and tool-call arguments gathered so far.
+    turn_bytes: usize,
 }
 
 /// Reads a whole turn from the stream.
@@ -379,6 +381,7 @@ impl Assembler {
             for choice in chunk.choices.into_iter().flatten() {
                 if let Some(delta) = choice.delta {
                     self.delta(delta, sink);
+                    reader.check_turn_size(self.turn_bytes)?;
                 }
                 if let Some(reason) = choice.finish_reason {
                     self.finish_reason = Some(reason);
@@ -399,11 +402,13 @@ impl Assembler {
             .filter(|text| !text.is_empty())
         {
             sink.thinking_delta(&reasoning);
+            self.turn_bytes = self.turn_bytes.saturating_add(reasoning.len());
             self.thinking.push_str(&reasoning);
             self.emitted = true;
         }
         if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
             sink.text_delta(&text);
+            self.turn_bytes = self.turn_bytes.saturating_add(text.len());
             self.text.push_str(&text);
             self.emitted = true;
         }
@@ -449,6 +454,7 @@ impl Assembler {
                 call.name = name;
             }
             if let Some(arguments) = function.arguments {
+                self.turn_bytes = self.turn_bytes.saturating_add(arguments.len());
                 call.arguments.push_str(&arguments);
             }
         }

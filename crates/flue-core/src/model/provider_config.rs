@@ -124,6 +124,73 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Limits on one model call's HTTP exchange: how long connecting, the first answer and each
+/// silence of the stream may take, and how much one turn may hold. A timeout is a retryable
+/// `provider_error` (retried under the [`RetryPolicy`] while nothing of the turn was shown); a
+/// turn over [`StreamLimits::max_turn_bytes`] is a `provider_error` that is not retried, and
+/// nothing of it is stored.
+///
+/// ```
+/// use std::time::Duration;
+/// let limits = flue_core::StreamLimits::default().with_idle_timeout(Duration::from_secs(60));
+/// assert_eq!(limits.idle_timeout, Duration::from_secs(60));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamLimits {
+    /// Establishing the connection (TCP, and TLS for `https`) (default 30 s).
+    pub connect_timeout: Duration,
+    /// From sending the request to the response's status and headers (default 120 s).
+    pub first_byte_timeout: Duration,
+    /// The longest silence of the response body, before its first bytes and between any two
+    /// reads (default 300 s: reasoning models can think for minutes before their first token;
+    /// providers that send keep-alives never get near it).
+    pub idle_timeout: Duration,
+    /// Bytes of text, thinking and tool-call input of one turn (default 32 MiB).
+    pub max_turn_bytes: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(30),
+            first_byte_timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(300),
+            max_turn_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+impl StreamLimits {
+    /// Sets [`StreamLimits::connect_timeout`].
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`StreamLimits::first_byte_timeout`].
+    #[must_use]
+    pub fn with_first_byte_timeout(mut self, timeout: Duration) -> Self {
+        self.first_byte_timeout = timeout;
+        self
+    }
+
+    /// Sets [`StreamLimits::idle_timeout`].
+    #[must_use]
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets [`StreamLimits::max_turn_bytes`].
+    #[must_use]
+    pub fn with_max_turn_bytes(mut self, bytes: usize) -> Self {
+        self.max_turn_bytes = bytes;
+        self
+    }
+}
+
 /// Which request field carries the output token limit (OpenAI Chat Completions dialects).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -222,6 +289,8 @@ pub struct ProviderConfig {
     pub models: BTreeMap<String, ModelInfo>,
     /// Retries of transient failures.
     pub retry: RetryPolicy,
+    /// Timeouts and the size limit of one turn.
+    pub limits: StreamLimits,
     /// Dialect details of OpenAI-compatible servers.
     pub openai_compat: OpenAiCompat,
     /// Catalog details (thinking style) of built-in models, by id.
@@ -240,6 +309,7 @@ impl ProviderConfig {
             headers: BTreeMap::new(),
             models: BTreeMap::new(),
             retry: RetryPolicy::default(),
+            limits: StreamLimits::default(),
             openai_compat: OpenAiCompat::default(),
             catalog: BTreeMap::new(),
         }
@@ -290,6 +360,13 @@ impl ProviderConfig {
     #[must_use]
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Sets the timeouts and the turn size limit.
+    #[must_use]
+    pub fn with_limits(mut self, limits: StreamLimits) -> Self {
+        self.limits = limits;
         self
     }
 

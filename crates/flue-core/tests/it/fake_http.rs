@@ -1,7 +1,8 @@
 //! A scripted HTTP/1.1 server on loopback for wire-level provider tests.
 //!
 //! It answers requests in arrival order with scripted [`Reply`]s — whole responses, responses
-//! cut off mid-body, or connections closed without an answer — and records every request
+//! cut off mid-body, connections closed without an answer, servers that go silent before or
+//! during the answer, endless streams — and records every request
 //! (path, headers, JSON body). Each response closes its connection, so every attempt of a
 //! client is a fresh request the script sees.
 
@@ -25,6 +26,19 @@ pub enum Reply {
     Cut { body: String },
     /// The connection is closed after the request is read, with no response at all.
     Close,
+    /// The request is read and never answered; the connection stays open until the client
+    /// closes it.
+    Silent,
+    /// A 200 event stream (chunked) that sends `body`, then stays silent with the connection
+    /// open until the client closes it.
+    Stall { body: String },
+    /// A 200 event stream (chunked) that sends `prefix`, then `frame` again and again,
+    /// `total_bytes` in all, or until the client goes away; then ends the body properly.
+    Endless {
+        prefix: String,
+        frame: String,
+        total_bytes: usize,
+    },
 }
 
 impl Reply {
@@ -128,6 +142,46 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
         )
     });
     let bytes = match reply {
+        Reply::Silent => {
+            hold_open(&mut stream).await;
+            return;
+        }
+        Reply::Stall { body } => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                 transfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{body}\r\n",
+                body.len()
+            );
+            if stream.write_all(head.as_bytes()).await.is_ok() {
+                hold_open(&mut stream).await;
+            }
+            return;
+        }
+        Reply::Endless {
+            prefix,
+            frame,
+            total_bytes,
+        } => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                 transfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{prefix}\r\n",
+                prefix.len()
+            );
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = format!("{:x}\r\n{frame}\r\n", frame.len());
+            let mut sent = 0;
+            while sent < total_bytes {
+                if stream.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+                sent += frame.len();
+            }
+            let _ = stream.write_all(b"0\r\n\r\n").await;
+            let _ = stream.shutdown().await;
+            return;
+        }
         Reply::Full {
             status,
             headers,
@@ -149,6 +203,16 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
     };
     let _ = stream.write_all(&bytes).await;
     let _ = stream.shutdown().await;
+}
+
+/// Reads (and drops) whatever the client sends until it closes the connection.
+async fn hold_open(stream: &mut TcpStream) {
+    let mut sink = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut sink).await {
+        if n == 0 {
+            return;
+        }
+    }
 }
 
 async fn read_request(stream: &mut TcpStream) -> Option<Recorded> {

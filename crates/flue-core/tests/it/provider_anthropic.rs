@@ -364,3 +364,60 @@ async fn malformed_tool_input_becomes_a_tool_error() {
         json!({})
     );
 }
+
+#[tokio::test]
+async fn a_200_mb_answer_is_refused_at_the_default_limit_and_stores_nothing() {
+    let piece = "x".repeat(64 * 1024);
+    let prefix = frames(&[
+        message_start(20, 0, 0),
+        block_start(0, &json!({"type": "text", "text": ""})),
+    ]);
+    let outcome = run(
+        ThinkingLevel::Off,
+        vec![Reply::Endless {
+            prefix,
+            frame: delta(0, &json!({"type": "text_delta", "text": piece})),
+            total_bytes: 200 * 1024 * 1024,
+        }],
+    )
+    .await;
+    let Err(FlueError::Provider {
+        message, retryable, ..
+    }) = &outcome.result
+    else {
+        panic!("expected a provider error, got {:?}", outcome.result);
+    };
+    assert!(message.contains("max_turn_bytes"), "{message}");
+    assert!(!retryable);
+    assert_eq!(outcome.requests.len(), 1);
+    assert_eq!(roles(&outcome.records), ["user"]);
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_mid_answer_fails_and_stores_nothing() {
+    let mut partial = vec![message_start(20, 0, 0)];
+    partial.push(block_start(0, &json!({"type": "text", "text": ""})));
+    partial.push(delta(0, &json!({"type": "text_delta", "text": "Half an"})));
+    let config = builtin("anthropic").with_limits(
+        flue_core::StreamLimits::default().with_idle_timeout(std::time::Duration::from_millis(300)),
+    );
+    let outcome = check(
+        config,
+        MODEL,
+        ThinkingLevel::Off,
+        vec![Reply::Stall {
+            body: frames(&partial),
+        }],
+    )
+    .await;
+    let Err(FlueError::Provider {
+        message, retryable, ..
+    }) = &outcome.result
+    else {
+        panic!("expected a provider error, got {:?}", outcome.result);
+    };
+    assert!(message.contains("idle_timeout_ms"), "{message}");
+    assert!(retryable);
+    assert_eq!(outcome.requests.len(), 1);
+    assert_eq!(roles(&outcome.records), ["user"]);
+}

@@ -1,9 +1,11 @@
 //! OpenAI Chat Completions over loopback: the documented stream shapes, tool calls in
 //! fragments, retries, cut and malformed streams, and what ends up stored.
 
+use std::time::{Duration, Instant};
+
 use flue_core::{
-    AssistantContent, FlueError, ModelRef, ProviderConfig, Record, StopReason, ThinkingLevel,
-    ToolCall, Usage, WireApi,
+    AssistantContent, FlueError, ModelRef, ProviderConfig, Record, StopReason, StreamLimits,
+    ThinkingLevel, ToolCall, Usage, WireApi,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -543,4 +545,113 @@ async fn a_compatible_server_without_key_or_catalog_works_with_defaults() {
             None
         )
     );
+}
+
+/// Timeouts short enough for tests.
+fn short_timeouts() -> StreamLimits {
+    StreamLimits::default()
+        .with_first_byte_timeout(Duration::from_millis(300))
+        .with_idle_timeout(Duration::from_millis(300))
+}
+
+async fn run_with(limits: StreamLimits, replies: Vec<Reply>) -> Outcome {
+    check(
+        builtin("openai").with_limits(limits),
+        MODEL,
+        ThinkingLevel::Off,
+        replies,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_answer_in_time_is_retried() {
+    let outcome = run_with(
+        short_timeouts(),
+        vec![
+            Reply::Silent,
+            Reply::Silent,
+            Reply::sse(text_stream(&["at last"])),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.result.as_ref().unwrap().text, "at last");
+    assert_eq!(outcome.requests.len(), 3);
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_retryable_and_stores_nothing() {
+    let started = Instant::now();
+    let outcome = run_with(short_timeouts(), vec![Reply::Silent; 4]).await;
+    let (message, status, retryable, _) = provider_error(&outcome);
+    assert!(message.contains("first_byte_timeout_ms"), "{message}");
+    assert_eq!((status, retryable), (None, true));
+    assert_eq!(roles(&outcome.records), ["user"]);
+    // The first attempt and three retries, each cut at its timeout.
+    assert_eq!(outcome.requests.len(), 4);
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_before_any_output_is_retried() {
+    let opening = frames(&[chunk(&json!({"role": "assistant", "content": ""}), None)]);
+    let outcome = run_with(
+        short_timeouts(),
+        vec![
+            Reply::Stall { body: opening },
+            Reply::sse(text_stream(&["second try"])),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.result.as_ref().unwrap().text, "second try");
+    assert_eq!(outcome.requests.len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_mid_answer_fails_and_stores_nothing() {
+    let partial = frames(&[
+        chunk(&json!({"role": "assistant", "content": ""}), None),
+        chunk(&json!({"content": "Half an answer"}), None),
+    ]);
+    let outcome = run_with(short_timeouts(), vec![Reply::Stall { body: partial }]).await;
+    let (message, _, retryable, _) = provider_error(&outcome);
+    assert!(message.contains("idle_timeout_ms"), "{message}");
+    // Retryable in kind, but not retried: part of the turn was already shown.
+    assert!(retryable);
+    assert_eq!(outcome.requests.len(), 1);
+    assert_eq!(roles(&outcome.records), ["user"]);
+}
+
+#[tokio::test]
+async fn a_200_mb_answer_is_refused_at_the_default_limit_and_stores_nothing() {
+    let piece = "x".repeat(64 * 1024);
+    let outcome = run(vec![Reply::Endless {
+        prefix: frames(&[chunk(&json!({"role": "assistant", "content": ""}), None)]),
+        frame: chunk(&json!({"content": piece}), None),
+        total_bytes: 200 * 1024 * 1024,
+    }])
+    .await;
+    let (message, _, retryable, _) = provider_error(&outcome);
+    assert!(message.contains("max_turn_bytes"), "{message}");
+    assert!(!retryable);
+    assert_eq!(outcome.requests.len(), 1);
+    assert_eq!(roles(&outcome.records), ["user"]);
+}
+
+#[tokio::test]
+async fn tool_call_arguments_count_toward_the_turn_limit() {
+    let piece = "y".repeat(16 * 1024);
+    let outcome = run_with(
+        StreamLimits::default().with_max_turn_bytes(1024 * 1024),
+        vec![Reply::Endless {
+            prefix: call_delta(0, Some("call_big"), Some("lookup"), "{\"query\": \""),
+            frame: call_delta(0, None, None, &piece),
+            total_bytes: 8 * 1024 * 1024,
+        }],
+    )
+    .await;
+    let (message, _, retryable, _) = provider_error(&outcome);
+    assert!(message.contains("exceeded 1048576 bytes"), "{message}");
+    assert!(!retryable);
+    assert_eq!(roles(&outcome.records), ["user"]);
 }
