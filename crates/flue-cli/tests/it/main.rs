@@ -12,6 +12,7 @@ mod delegation;
 mod mcp;
 mod providers;
 mod run;
+mod runaway;
 mod sandbox;
 mod session_show;
 mod signals;

@@ -88,6 +88,26 @@ fn wait_for_command(root: &Path) {
     }
 }
 
+/// Whether every tool call of a `session show --json` log has exactly one result.
+fn every_call_answered_once(log: &serde_json::Value) -> bool {
+    let messages = log["messages"].as_array().cloned().unwrap_or_default();
+    let mut calls: Vec<String> = messages
+        .iter()
+        .filter_map(|message| message["content"].as_array())
+        .flatten()
+        .filter(|part| part["type"] == "tool_call")
+        .filter_map(|part| part["id"].as_str().map(str::to_owned))
+        .collect();
+    let mut results: Vec<String> = messages
+        .iter()
+        .filter(|message| message["type"] == "tool_result")
+        .filter_map(|message| message["call_id"].as_str().map(str::to_owned))
+        .collect();
+    calls.sort();
+    results.sort();
+    calls == results
+}
+
 /// A small generator of delays, seeded from the clock (the seed is printed on failure).
 struct Delays(u64);
 
@@ -139,10 +159,15 @@ fn sigterm_at_random_instants_aborts_like_ctrl_c_and_leaves_nothing_running() {
         let output = child.wait_with_output().unwrap();
         let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|err| panic!("no envelope ({err}), seed {seed}: {output:?}"));
-        // The log loads whenever the conversation was created before the signal.
+        // The log loads, well-formed, whenever the conversation was created before the signal.
         let show = ws.flue(&["session", "show", "--id", &id, "--json"]);
         let log_state = if show.status.success() {
-            "loadable"
+            let log: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+            if every_call_answered_once(&log) {
+                "well-formed"
+            } else {
+                "broken"
+            }
         } else if String::from_utf8_lossy(&show.stderr).contains(&id) {
             "never created"
         } else {

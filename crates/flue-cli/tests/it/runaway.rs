@@ -1,0 +1,84 @@
+//! `flue run` with runaway commands in the virtual sandbox (the default): a CPU-bound loop
+//! stops at the sandbox's `timeout_ms` and on SIGINT or SIGTERM, and recursion the interpreter
+//! does not count ends as a tool error, not a crashed process.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+
+use crate::{Workspace, json, stderr};
+
+/// A workspace whose agent runs `command` with bash in a virtual sandbox with `timeout_ms`,
+/// then replies with the tool result.
+fn workspace(command: &str, timeout_ms: u64) -> Workspace {
+    let agent = format!(
+        "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: {{ kind: virtual, timeout_ms: {timeout_ms} }}\n---\nRun it.\n"
+    );
+    let script = serde_json::json!({
+        "rules": [
+            {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
+            {"reply": {"tool_calls": [{"name": "bash", "input": {"command": command}}]}}
+        ]
+    })
+    .to_string();
+    Workspace::new(&[("agents/w.md", &agent), ("s.json", &script)])
+}
+
+#[test]
+fn a_cpu_bound_loop_stops_at_the_sandbox_timeout() {
+    let ws = workspace("a=(); while true; do a+=(x); done", 1_000);
+    let started = Instant::now();
+    let output = ws.flue(&["run", "w", "-m", "go", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let message = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("timed out after 1000 ms"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn eval_recursion_is_a_tool_error_not_a_crash() {
+    let ws = workspace(r#"cmd='eval "$cmd"'; eval "$cmd""#, 10_000);
+    let output = ws.flue(&["run", "w", "-m", "go", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let message = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("nested too deeply"), "{message}");
+}
+
+#[test]
+fn a_signal_stops_a_cpu_bound_loop() {
+    let ws = workspace("while true; do :; done", 600_000);
+    let mut outcomes = Vec::new();
+    for signal in ["INT", "TERM"] {
+        let child = Command::new(env!("CARGO_BIN_EXE_flue"))
+            .args(["run", "w", "-m", "go", "--json", "--root"])
+            .arg(ws.root())
+            .env_remove("FLUE_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1_500));
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let signalled = Instant::now();
+        let output = child.wait_with_output().unwrap();
+        let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        outcomes.push((
+            signal,
+            output.status.code(),
+            envelope["outcome"].as_str().map(str::to_owned),
+            signalled.elapsed() < Duration::from_secs(5),
+        ));
+    }
+    assert_eq!(
+        outcomes,
+        vec![
+            ("INT", Some(130), Some("aborted".to_owned()), true),
+            ("TERM", Some(143), Some("aborted".to_owned()), true),
+        ]
+    );
+}
