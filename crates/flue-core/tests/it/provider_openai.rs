@@ -655,3 +655,57 @@ async fn tool_call_arguments_count_toward_the_turn_limit() {
     assert!(!retryable);
     assert_eq!(roles(&outcome.records), ["user"]);
 }
+
+#[tokio::test]
+async fn a_connection_that_is_never_accepted_times_out_retryable() {
+    // A loopback listener whose accept queue is full: the kernel drops further connection
+    // attempts, so connecting hangs until the connect timeout.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let address = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(Ok(stream)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(address),
+        )
+        .await
+        {
+            fillers.push(stream);
+        }
+    }
+    let provider = builtin("openai")
+        .with_limits(StreamLimits::default().with_connect_timeout(Duration::from_millis(300)))
+        .with_base_url(format!("http://{address}/v1"))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let err = provider
+        .stream_turn(
+            flue_core::ModelRequest {
+                model: MODEL,
+                system: "You answer.",
+                messages: &[],
+                tools: &[],
+                thinking: ThinkingLevel::Off,
+                max_output_tokens: 100,
+            },
+            &flue_core::TurnSink::discard(),
+        )
+        .await
+        .unwrap_err();
+    let FlueError::Provider { retryable, .. } = &err else {
+        panic!("expected a provider error, got {err:?}");
+    };
+    assert!(*retryable, "{err}");
+    assert!(err.to_string().contains("cannot reach"), "{err}");
+    eprintln!("CONNECT ERR: {err}");
+    // Four attempts, each cut at 300 ms, and short retry delays.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(listener);
+}
