@@ -7,7 +7,10 @@
 //! whole virtual filesystem (bashkit adds `/etc`, `/tmp`, `/home/...`), none of the host.
 //!
 //! Each command runs on a fresh shell state (variables, functions, working directory), like
-//! `bash -c` does: interpreters are pooled and reset to the state they had when built.
+//! `bash -c` does: interpreters are pooled and reset to the state they had when built. Each
+//! interpreter lives on a thread of its own with a large stack, so that a command that never
+//! yields cannot hold up the caller's runtime, and is stopped through bashkit's stop flag on
+//! timeout, abort or drop; a stack guard bounds recursion bashkit does not count.
 //! Limits (commands, loop iterations, output, filesystem size, time) are set per sandbox;
 //! bashkit's per-instance session limits are switched off, since one sandbox lives as long as
 //! its harness.
@@ -322,8 +325,8 @@ struct Shared {
     limits: VirtualLimits,
     /// Idle interpreters.
     pool: Mutex<Vec<Interpreter>>,
-    /// Interpreter threads running (a stopped command's thread may outlive its `exec` by the
-    /// time it takes to reach its next check).
+    /// Commands being interpreted (a stopped command may outlive its `exec` by the time it
+    /// takes to reach its next check).
     running: Arc<AtomicUsize>,
     /// The shell state of a freshly built interpreter, restored before every command.
     base_state: Mutex<Option<ShellState>>,
@@ -379,8 +382,9 @@ impl VirtualSandbox {
         &self.shared.limits
     }
 
-    /// A fresh interpreter over the shared filesystem, with the stack guard installed.
-    fn new_interpreter(&self) -> Interpreter {
+    /// A fresh interpreter over the shared filesystem, with the stack guard installed, on a
+    /// thread of its own; and its shell state as built.
+    fn new_interpreter(&self) -> Result<(Interpreter, ShellState)> {
         let fs: Arc<dyn FileSystem> = self.shared.fs.clone();
         let too_deep = Arc::new(AtomicBool::new(false));
         let stop_slot: Arc<OnceLock<Arc<AtomicBool>>> = Arc::default();
@@ -397,13 +401,21 @@ impl VirtualSandbox {
             .session_limits(SessionLimits::unlimited())
             .before_tool(Box::new(move |event| guard.check(event)))
             .build();
+        let stop_flag = bash.cancellation_token();
         // Set once, right after the build; the hook cannot fire before.
-        let _ = stop_slot.set(bash.cancellation_token());
-        Interpreter { bash, too_deep }
+        let _ = stop_slot.set(Arc::clone(&stop_flag));
+        let state = bash.shell_state();
+        let jobs = spawn_worker(bash, Arc::clone(&self.shared.running))?;
+        let interpreter = Interpreter {
+            jobs,
+            stop_flag,
+            too_deep,
+        };
+        Ok((interpreter, state))
     }
 
     /// An idle interpreter, or a new one; and the state to reset it to.
-    fn take_interpreter(&self) -> (Interpreter, ShellState) {
+    fn take_interpreter(&self) -> Result<(Interpreter, ShellState)> {
         let pooled = self.shared.pool.lock().ok().and_then(|mut pool| pool.pop());
         let base = self
             .shared
@@ -412,14 +424,13 @@ impl VirtualSandbox {
             .ok()
             .and_then(|state| state.clone());
         if let (Some(interpreter), Some(base)) = (pooled, base) {
-            return (interpreter, base);
+            return Ok((interpreter, base));
         }
-        let interpreter = self.new_interpreter();
-        let state = interpreter.bash.shell_state();
+        let (interpreter, state) = self.new_interpreter()?;
         if let Ok(mut slot) = self.shared.base_state.lock() {
             slot.get_or_insert_with(|| state.clone());
         }
-        (interpreter, state)
+        Ok((interpreter, state))
     }
 
     /// Returns an interpreter whose command ran to its end to the pool.
@@ -431,10 +442,10 @@ impl VirtualSandbox {
         }
     }
 
-    /// Interpreter threads running now: commands in flight, and stopped commands still
-    /// winding down.
+    /// Commands being interpreted now: commands in flight, and stopped commands still winding
+    /// down.
     #[cfg(test)]
-    fn running_threads(&self) -> usize {
+    fn running_commands(&self) -> usize {
         self.shared.running.load(Ordering::SeqCst)
     }
 
@@ -456,12 +467,9 @@ impl VirtualSandbox {
             Found::Missing => return Err(not_found("run in", cwd_text)),
         }
 
-        let (mut interpreter, base) = self.take_interpreter();
-        interpreter
-            .bash
-            .restore_shell_state(&shell_state(&base, &cwd.path, &options.env));
+        let (interpreter, base) = self.take_interpreter()?;
         interpreter.too_deep.store(false, Ordering::SeqCst);
-        let stop_flag = interpreter.bash.cancellation_token();
+        let stop_flag = Arc::clone(&interpreter.stop_flag);
         stop_flag.store(false, Ordering::SeqCst);
         // bashkit's own deadline is `max_time`; a shorter timeout is enforced here.
         let max_time = self.shared.limits.max_time;
@@ -474,24 +482,31 @@ impl VirtualSandbox {
         // timer or an abort from ever being seen, and deep recursion needs a large stack. From
         // here, the command is stopped by raising bashkit's stop flag, which it checks at
         // every command, loop iteration and expansion step; dropping this future raises it too.
-        let _stop_on_drop = StopOnDrop(Arc::clone(&stop_flag));
-        let mut receiver = spawn_interpreter(interpreter, command, &self.shared.running)?;
+        let mut stop_on_drop = StopOnDrop(Some(Arc::clone(&stop_flag)));
+        let (reply, mut receiver) = oneshot::channel();
+        let job = Job {
+            command: command.to_owned(),
+            state: shell_state(&base, &cwd.path, &options.env),
+            reply,
+        };
+        if interpreter.jobs.send(job).is_err() {
+            return Err(interpreter_failed());
+        }
         let ending = tokio::select! {
             biased;
             () = cancel.cancelled() => Ending::Aborted,
             () = tokio::time::sleep(timeout) => Ending::TimedOut,
-            finished = &mut receiver => Ending::Finished(finished.ok()),
+            finished = &mut receiver => Ending::Finished(Box::new(finished.ok())),
         };
         let finished = match ending {
-            Ending::Finished(finished) => finished,
+            Ending::Finished(finished) => *finished,
             Ending::Aborted | Ending::TimedOut => {
                 // Let the command reach its next check, so that nothing it does lands after
                 // this call returned; a command that does not stop in time is left behind
                 // (its thread ends at its next check).
                 stop_flag.store(true, Ordering::SeqCst);
                 let wound_down = tokio::time::timeout(STOP_GRACE, &mut receiver).await;
-                let too_deep = matches!(&wound_down, Ok(Ok(done)) if done.interpreter.too_deep.load(Ordering::SeqCst));
-                if too_deep {
+                if matches!(wound_down, Ok(Ok(_))) && interpreter.too_deep.load(Ordering::SeqCst) {
                     return Err(stack_guard_error());
                 }
                 return match ending {
@@ -500,17 +515,9 @@ impl VirtualSandbox {
                 };
             }
         };
-        let Some(finished) = finished else {
-            return Err(FlueError::sandbox(
-                SandboxErrorReason::Other,
-                "the virtual sandbox's interpreter failed while running the command (it \
-                 panicked); the command may have been partly run",
-            ));
+        let Some(result) = finished else {
+            return Err(interpreter_failed());
         };
-        let Finished {
-            interpreter,
-            result,
-        } = *finished;
         if interpreter.too_deep.load(Ordering::SeqCst) {
             return Err(stack_guard_error());
         }
@@ -531,6 +538,9 @@ impl VirtualSandbox {
                         &format!("[stderr truncated: kept the first {limit} bytes]"),
                     );
                 }
+                // Back in the pool it may serve another call at once: this one must not touch
+                // its flag any more.
+                stop_on_drop.disarm();
                 self.give_back(interpreter);
                 Ok(ShellResult {
                     stdout,
@@ -905,22 +915,27 @@ enum Found {
 /// How a command's wait ended.
 enum Ending {
     /// The interpreter thread handed back its result (`None`: it panicked).
-    Finished(Option<Box<Finished>>),
+    Finished(Box<Option<bashkit::Result<bashkit::ExecResult>>>),
     TimedOut,
     Aborted,
 }
 
-/// A pooled interpreter and the flag its stack guard raises.
+/// A pooled interpreter: the channel to the thread it lives on, and its flags. Dropping it
+/// ends the thread once its current command (if any) has ended.
 struct Interpreter {
-    bash: Bash,
+    jobs: std::sync::mpsc::Sender<Job>,
+    /// bashkit's stop flag, checked between interpretation steps.
+    stop_flag: Arc<AtomicBool>,
     /// Raised by the stack guard when the command nested too deep.
     too_deep: Arc<AtomicBool>,
 }
 
-/// What an interpreter thread hands back.
-struct Finished {
-    interpreter: Interpreter,
-    result: bashkit::Result<bashkit::ExecResult>,
+/// One command for an interpreter thread.
+struct Job {
+    command: String,
+    /// The shell state the command starts from.
+    state: ShellState,
+    reply: oneshot::Sender<bashkit::Result<bashkit::ExecResult>>,
 }
 
 /// The `before_tool` hook of every interpreter: refuses a builtin call, and stops the
@@ -945,16 +960,25 @@ impl StackGuard {
     }
 }
 
-/// Raises an interpreter's stop flag when dropped (the `exec` future went away).
-struct StopOnDrop(Arc<AtomicBool>);
+/// Raises an interpreter's stop flag when dropped (the `exec` future went away), unless
+/// disarmed first.
+struct StopOnDrop(Option<Arc<AtomicBool>>);
 
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
+impl StopOnDrop {
+    fn disarm(&mut self) {
+        self.0 = None;
     }
 }
 
-/// Counts a running interpreter thread until dropped.
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(flag) = &self.0 {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Counts a command being interpreted until dropped.
 struct RunningGuard(Arc<AtomicUsize>);
 
 impl Drop for RunningGuard {
@@ -963,54 +987,51 @@ impl Drop for RunningGuard {
     }
 }
 
-/// Runs `command` on `interpreter` on a thread of its own (a large stack, a current-thread
-/// runtime); the receiver gets the interpreter back with the result.
-fn spawn_interpreter(
-    interpreter: Interpreter,
-    command: &str,
-    running: &Arc<AtomicUsize>,
-) -> Result<oneshot::Receiver<Box<Finished>>> {
-    let (sender, receiver) = oneshot::channel();
-    let command = command.to_owned();
-    running.fetch_add(1, Ordering::SeqCst);
-    let running_guard = RunningGuard(Arc::clone(running));
+/// Starts the thread `bash` lives on (a large stack, a current-thread runtime): it runs the
+/// jobs sent to it one after the other, until the sender is dropped.
+fn spawn_worker(bash: Bash, running: Arc<AtomicUsize>) -> Result<std::sync::mpsc::Sender<Job>> {
+    let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
     let spawned = std::thread::Builder::new()
         .name("flue-virtual-bash".to_owned())
         .stack_size(INTERPRETER_STACK_BYTES)
         .spawn(move || {
-            let _running = running_guard;
             STACK_BASE.with(|base| base.set(stack_address()));
-            let runtime = match tokio::runtime::Builder::new_current_thread()
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_time()
                 .build()
-            {
-                Ok(runtime) => runtime,
-                Err(err) => {
-                    let result = Err(bashkit::Error::Io(err));
-                    let _ = sender.send(Box::new(Finished {
-                        interpreter,
-                        result,
-                    }));
-                    return;
-                }
+            else {
+                // Dropping the inbox fails the job that was sent.
+                return;
             };
-            let mut interpreter = interpreter;
-            let result = runtime.block_on(interpreter.bash.exec(&command));
+            let mut bash = bash;
+            while let Ok(job) = inbox.recv() {
+                running.fetch_add(1, Ordering::SeqCst);
+                let _running = RunningGuard(Arc::clone(&running));
+                bash.restore_shell_state(&job.state);
+                let result = runtime.block_on(bash.exec(&job.command));
+                let _ = job.reply.send(result);
+            }
             // Background work of bashkit's (a parse on the blocking pool) is not waited for.
             runtime.shutdown_background();
-            let _ = sender.send(Box::new(Finished {
-                interpreter,
-                result,
-            }));
         });
     match spawned {
-        Ok(_detached) => Ok(receiver),
+        Ok(_detached) => Ok(jobs),
         Err(err) => Err(FlueError::Sandbox {
-            message: format!("the virtual sandbox cannot start a thread for the command: {err}"),
+            message: format!("the virtual sandbox cannot start a thread for commands: {err}"),
             reason: SandboxErrorReason::Other,
             source: Some(BoxError::from(err)),
         }),
     }
+}
+
+/// The error of a command whose interpreter thread went away (a panic inside bashkit, or a
+/// runtime that could not start).
+fn interpreter_failed() -> FlueError {
+    FlueError::sandbox(
+        SandboxErrorReason::Other,
+        "the virtual sandbox's interpreter failed while running the command (it panicked or \
+         could not start); the command may have been partly run",
+    )
 }
 
 /// The address of a local of the calling frame: how far down the stack the caller is.

@@ -40,7 +40,7 @@ fn seed_symlinks_must_stay_inside() {
 #[tokio::test]
 async fn a_command_state_has_its_cwd_and_env() {
     let sandbox = VirtualSandbox::new();
-    let base = sandbox.new_interpreter().bash.shell_state();
+    let (_interpreter, base) = sandbox.new_interpreter().unwrap();
     let env = BTreeMap::from([("TOKEN".to_owned(), "t".to_owned())]);
     let state = shell_state(&base, Path::new("/workspace/sub"), &env);
     assert_eq!(state.cwd, Path::new("/workspace/sub"));
@@ -56,10 +56,10 @@ async fn a_command_state_has_its_cwd_and_env() {
 /// Waits (up to `STOP_GRACE` and a margin) until no interpreter thread of `sandbox` runs.
 async fn threads_wind_down(sandbox: &VirtualSandbox) -> usize {
     let deadline = std::time::Instant::now() + super::STOP_GRACE + Duration::from_secs(1);
-    while sandbox.running_threads() > 0 && std::time::Instant::now() < deadline {
+    while sandbox.running_commands() > 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    sandbox.running_threads()
+    sandbox.running_commands()
 }
 
 /// CPU-bound commands that never yield; the test runtime is a current-thread one, like the CLI's.
@@ -293,4 +293,33 @@ fn bomb_child() {
         }
     });
     println!("bomb outcome: {outcome}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_commands_share_pooled_interpreters_without_disturbing_each_other() {
+    let sandbox = VirtualSandbox::new();
+    let mut outputs = Vec::new();
+    for wave in 0..20 {
+        let mut set = tokio::task::JoinSet::new();
+        for idx in 0..12 {
+            let sandbox = sandbox.clone();
+            let n = wave * 12 + idx;
+            set.spawn(async move {
+                let res = sandbox
+                    .exec(
+                        &format!("for i in 1 2 3; do :; done; echo {n}"),
+                        ExecOptions::new(),
+                    )
+                    .await;
+                (n, res.map(|res| res.stdout).map_err(|err| err.kind()))
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            outputs.push(done.unwrap());
+        }
+    }
+    outputs.sort_by_key(|(n, _)| *n);
+    let expected: Vec<_> = (0..240).map(|n| (n, Ok(format!("{n}\n")))).collect();
+    assert_eq!(outputs, expected);
+    assert_eq!(threads_wind_down(&sandbox).await, 0);
 }
