@@ -254,7 +254,8 @@ pub fn check_protected(root: &str, abs: &str, shown: &str) -> Result<()> {
     let below = if root == "/" {
         Some(abs)
     } else {
-        abs.strip_prefix(root)
+        abs.strip_prefix(root.trim_end_matches('/'))
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
     };
     let Some(below) = below else {
         return Ok(());

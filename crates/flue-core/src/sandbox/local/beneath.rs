@@ -314,12 +314,7 @@ impl Tree {
     }
 
     /// Walks `components` (relative to the root, already free of `..`) from the root.
-    fn locate(
-        &self,
-        components: &[OsString],
-        walk: Walk,
-        budget: &mut Budget,
-    ) -> Outcome<Located> {
+    fn locate(&self, components: &[OsString], walk: Walk, budget: &mut Budget) -> Outcome<Located> {
         let stack = vec![Frame {
             fd: self.root.try_clone()?,
             name: OsString::new(),

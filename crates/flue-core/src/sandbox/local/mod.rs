@@ -28,9 +28,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use rustix::fs::FileType;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
-use rustix::fs::FileType;
 use tokio::time::Instant;
 
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
@@ -131,7 +131,8 @@ impl LocalSandbox {
                 format!("open sandbox root {shown}: the path is not valid UTF-8"),
             ));
         };
-        let tree = Tree::open(&canonical).map_err(|err| io_error("open sandbox root", &shown, err))?;
+        let tree =
+            Tree::open(&canonical).map_err(|err| io_error("open sandbox root", &shown, err))?;
         Ok(Self {
             root: canonical,
             tree: Arc::new(tree),

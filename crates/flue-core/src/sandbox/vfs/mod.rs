@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
 use crate::sandbox::{
     ExecOptions, FileStat, MkdirOptions, RmOptions, Sandbox, ShellResult, TIMEOUT_EXIT_CODE,
-    normalize_path,
+    check_protected, normalize_path, protected_name,
 };
 use crate::util::BoxFuture;
 
@@ -482,6 +482,7 @@ impl VirtualSandbox {
         if !self.is_inside(&lexical) {
             return Err(outside());
         }
+        check_protected(&self.shared.root, &lexical, path)?;
         let lexical = PathBuf::from(lexical);
         let (parent, name) = match (lexical.parent(), lexical.file_name()) {
             (Some(parent), Some(name)) if lexical != Path::new(&self.shared.root) => {
@@ -541,6 +542,13 @@ impl VirtualSandbox {
         todo.reverse();
         let mut hops = 0;
         while let Some(part) = todo.pop() {
+            // Reaching flue's store or a secrets file through a symlink is refused too.
+            if let Some(reason) = protected_name(&part) {
+                return Err(FlueError::ProtectedPath {
+                    path: shown.to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
             let candidate = done.join(&part);
             let Ok(metadata) = self.shared.fs.lstat(&candidate).await else {
                 todo.reverse();
@@ -687,7 +695,11 @@ impl VirtualSandbox {
             .read_dir(&resolved.path)
             .await
             .map_err(|err| vfs_error("list", path, err))?;
-        let mut names: Vec<String> = entries.into_iter().map(|entry| entry.name).collect();
+        let mut names: Vec<String> = entries
+            .into_iter()
+            .map(|entry| entry.name)
+            .filter(|name| protected_name(name).is_none())
+            .collect();
         names.sort();
         Ok(names)
     }
