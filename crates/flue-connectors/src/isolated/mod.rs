@@ -411,8 +411,9 @@ fn masks(root: &Path) -> Vec<Mask> {
     masks
 }
 
-/// `bwrap` arguments: the host read-only, fresh /dev, /proc and /tmp, the workspace
-/// writable with `masks` covered, every namespace new (the network one unless `network`).
+/// `bwrap` arguments: no capabilities, the host read-only, fresh /dev, /proc and /tmp, the
+/// workspace writable with `masks` covered, every namespace new (the network one unless
+/// `network`).
 fn bwrap_argv(
     program: &Path,
     root: &Path,
@@ -422,7 +423,9 @@ fn bwrap_argv(
     masks: &[Mask],
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![program.into()];
-    let flags: &[&str] = &["--die-with-parent", "--unshare-all"];
+    // No capabilities, even when flue runs as root: a command must not be able to unmount
+    // the masks or remount the host writable.
+    let flags: &[&str] = &["--die-with-parent", "--unshare-all", "--cap-drop", "ALL"];
     argv.extend(flags.iter().map(OsString::from));
     if network {
         argv.push("--share-net".into());

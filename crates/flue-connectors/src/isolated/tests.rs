@@ -28,6 +28,8 @@ fn bwrap_binds_the_workspace_after_the_private_tmp() {
             "bwrap",
             "--die-with-parent",
             "--unshare-all",
+            "--cap-drop",
+            "ALL",
             "--ro-bind",
             "/",
             "/",
@@ -56,7 +58,7 @@ fn bwrap_binds_the_workspace_after_the_private_tmp() {
         true,
         &[],
     );
-    assert_eq!(strings(&with_network)[3], "--share-net");
+    assert_eq!(strings(&with_network)[5], "--share-net");
 }
 
 #[test]
