@@ -260,3 +260,46 @@ async fn commands_cannot_reach_the_store_or_the_secrets() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_own_bash_cannot_lead_a_file_tool_out() {
+    use crate::sandbox_race::{OUTSIDE_SECRET, hammer, prepare, racer_script};
+
+    for backend in [IsolationBackend::Bubblewrap, IsolationBackend::Unshare] {
+        let root = TempDir::new().unwrap();
+        let outside = TempDir::new().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
+        let sandbox: Arc<dyn Sandbox> = Arc::new(
+            IsolatedSandbox::builder(root.path())
+                .with_backend(backend)
+                .build()
+                .await
+                .unwrap(),
+        );
+        prepare(sandbox.as_ref()).await;
+        // The racer is a command of the sandbox itself, running while the file tools work,
+        // as when a model issues `bash` and file-tool calls in one turn.
+        let script = racer_script(&outside.path().display().to_string(), 3);
+        let racing = sandbox.exec(&script, ExecOptions::new());
+        let hammering = hammer(Arc::clone(&sandbox), 4, Duration::from_millis(2_500));
+        let (raced, report) = tokio::join!(racing, hammering);
+        let raced = raced.unwrap();
+        assert_eq!(raced.exit_code, 0, "{backend}: {raced:?}");
+        let rounds: usize = raced.stdout.trim().parse().unwrap();
+        eprintln!(
+            "isolated race ({backend}): {} calls ({} succeeded), {rounds} racer rounds, {} escapes",
+            report.calls,
+            report.succeeded,
+            report.escapes.len()
+        );
+        assert!(report.calls >= 500, "{backend}: {report:?}");
+        assert!(report.succeeded >= 50, "{backend}: {report:?}");
+        assert!(rounds >= 30, "{backend}: {rounds} racer rounds");
+        assert_eq!(report.escapes, Vec::<String>::new(), "{backend}");
+        assert_eq!(
+            host_state(outside.path()),
+            (vec!["secret.txt".to_owned()], OUTSIDE_SECRET.to_owned()),
+            "{backend}"
+        );
+    }
+}
