@@ -797,6 +797,34 @@ impl DaytonaSandbox {
         Ok(())
     }
 
+    /// Refuses removing the directory `dir` when its tree holds a protected entry (`.flue`,
+    /// `.env*`), as the local sandbox does.
+    async fn refuse_protected_below(&self, dir: &str, path: &str) -> Result<()> {
+        let command = format!(
+            "find -P {} \\( -name .flue -o -name '.env*' \\) -print -quit",
+            shell_quote(dir)
+        );
+        let found = self
+            .execute(command, None, Some(Duration::from_secs(60)))
+            .await?
+            .map(|response| response.result)
+            .unwrap_or_default();
+        let Some(name) = found
+            .lines()
+            .next()
+            .and_then(|line| line.rsplit('/').next())
+        else {
+            return Ok(());
+        };
+        match protected_name(name) {
+            Some(reason) => Err(FlueError::ProtectedPath {
+                path: path.to_owned(),
+                reason: reason.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
         let probe = self.resolve(path).await?;
         if probe.lexical == self.root || probe.nofollow == self.root {
@@ -815,6 +843,7 @@ impl DaytonaSandbox {
                     format!("remove {path}: is a directory (set recursive to remove it)"),
                 ));
             }
+            "dir" => self.refuse_protected_below(&probe.nofollow, path).await?,
             _ => {}
         }
         let recursive = if options.recursive { "true" } else { "false" };

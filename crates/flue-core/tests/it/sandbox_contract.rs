@@ -351,6 +351,12 @@ pub async fn protected_paths(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(globbed["data"]["matches"], json!([]), "{globbed}");
+    // A directory holding a protected entry is not removed.
+    let rm_all = RmOptions {
+        recursive: true,
+        force: false,
+    };
+    assert_eq!(kind_of(&sandbox.rm("sub", rm_all).await), "protected_path");
     // Nothing was changed: the file under `sub` is still there and was not moved.
     assert_eq!(
         sandbox.read_file("sub/notes.txt").await.unwrap(),

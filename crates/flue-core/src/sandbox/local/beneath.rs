@@ -283,7 +283,13 @@ impl Tree {
         match entry_type(&parent, &name)? {
             None => Err(Errno::NOENT.into()),
             Some(FileType::Directory) if !recursive => Err(Failure::NeedsRecursive),
-            Some(FileType::Directory) => remove_tree(&parent, &name, 0),
+            Some(FileType::Directory) => {
+                // Refuse before removing anything: a tree holding a protected entry stays whole.
+                if let Some(reason) = protected_below(&parent, &name, 0)? {
+                    return Err(Failure::Protected(reason));
+                }
+                remove_tree(&parent, &name, 0)
+            }
             Some(_) => Ok(rustix::fs::unlinkat(
                 &parent,
                 name.as_os_str(),
@@ -509,6 +515,29 @@ fn read_names(dir: &OwnedFd) -> Outcome<Vec<OsString>> {
         }
     }
     Ok(names)
+}
+
+/// Why the tree of the directory `name` of `parent` holds a protected entry, if it does
+/// (symlinks are not followed).
+fn protected_below(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<Option<&'static str>> {
+    if depth > MAX_REMOVE_DEPTH {
+        return Err(Failure::TooDeep);
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Some(dir) = open_entry(parent, name, flags)? else {
+        return Ok(None);
+    };
+    for entry in read_names(&dir)? {
+        if let Some(reason) = protected_name(&entry.to_string_lossy()) {
+            return Ok(Some(reason));
+        }
+        if entry_type(&dir, &entry)? == Some(FileType::Directory) {
+            if let Some(reason) = protected_below(&dir, &entry, depth + 1)? {
+                return Ok(Some(reason));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Removes the directory `name` of `parent` and everything below it, through handles held

@@ -746,6 +746,30 @@ impl VirtualSandbox {
             .map_err(|err| vfs_error("create directory", path, err))
     }
 
+    /// Why the tree below the directory `dir` holds a protected entry, if it does (symlinks
+    /// are not followed).
+    async fn protected_below(&self, dir: &Path) -> Result<Option<&'static str>> {
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            let shown = dir.to_string_lossy();
+            let entries = self
+                .shared
+                .fs
+                .read_dir(&dir)
+                .await
+                .map_err(|err| vfs_error("remove", &shown, err))?;
+            for entry in entries {
+                if let Some(reason) = protected_name(&entry.name) {
+                    return Ok(Some(reason));
+                }
+                if entry.metadata.file_type == FileType::Directory {
+                    pending.push(dir.join(&entry.name));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
         let resolved = self.resolve(path, Follow::NotFinal).await?;
         if resolved.path == Path::new(&self.shared.root) {
@@ -763,6 +787,15 @@ impl VirtualSandbox {
                     SandboxErrorReason::IsDirectory,
                     format!("remove {path}: is a directory (set recursive to remove it)"),
                 ));
+            }
+            Found::Entry(FileType::Directory) => {
+                // A tree holding a protected entry is refused whole, as in the local sandbox.
+                if let Some(reason) = self.protected_below(&resolved.path).await? {
+                    return Err(FlueError::ProtectedPath {
+                        path: path.to_owned(),
+                        reason: reason.to_owned(),
+                    });
+                }
             }
             Found::Entry(_) => {}
         }
