@@ -106,12 +106,11 @@ type Outcome = Result<Value, String>;
 /// One round of calls: every tool that takes a path, and the sandbox operations beneath them.
 async fn one_round(ctx: &ToolContext, worker: usize, round: usize) -> Vec<(&'static str, Outcome)> {
     let tool = |name: &'static str, input: Value| async move {
-        let outcome = builtin_tool(name)
+        builtin_tool(name)
             .unwrap()
             .call(input, ctx)
             .await
-            .map_err(|err| err.kind);
-        outcome
+            .map_err(|err| err.kind)
     };
     let own = format!("{RACE_DIR}/w{worker}-{round}.txt");
     let moved = format!("{RACE_DIR}/m{worker}-{round}.txt");

@@ -370,7 +370,7 @@ impl Tree {
                     };
                     if is_final && !walk.follow_final {
                         // The link itself is the entry, but where it leads must be allowed.
-                        self.check_target(&stack, target, budget)?;
+                        self.check_target(&stack, &target, budget)?;
                         return Ok(Located::Entry {
                             parent: top.fd.try_clone()?,
                             name,
@@ -460,7 +460,7 @@ impl Tree {
 
     /// Checks where a final symlink leads without following it for the operation: out of the
     /// root or into a protected entry is refused; a missing target is fine.
-    fn check_target(&self, stack: &[Frame], target: CString, budget: &mut Budget) -> Outcome<()> {
+    fn check_target(&self, stack: &[Frame], target: &CString, budget: &mut Budget) -> Outcome<()> {
         let mut copy = Vec::with_capacity(stack.len());
         for frame in stack {
             copy.push(Frame {
@@ -469,7 +469,7 @@ impl Tree {
             });
         }
         let mut todo = Vec::new();
-        self.splice(&mut copy, &mut todo, &target)?;
+        self.splice(&mut copy, &mut todo, target)?;
         match self.walk(copy, todo, FOLLOW, budget) {
             Ok(_) | Err(Failure::Io(_)) => Ok(()),
             Err(failure) => Err(failure),
@@ -531,10 +531,10 @@ fn protected_below(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<Opti
         if let Some(reason) = protected_name(&entry.to_string_lossy()) {
             return Ok(Some(reason));
         }
-        if entry_type(&dir, &entry)? == Some(FileType::Directory) {
-            if let Some(reason) = protected_below(&dir, &entry, depth + 1)? {
-                return Ok(Some(reason));
-            }
+        if entry_type(&dir, &entry)? == Some(FileType::Directory)
+            && let Some(reason) = protected_below(&dir, &entry, depth + 1)?
+        {
+            return Ok(Some(reason));
         }
     }
     Ok(None)
@@ -568,7 +568,7 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<()> {
 
 fn entry_stat(stat: &Stat) -> EntryStat {
     let seconds = u64::try_from(stat.st_mtime).ok();
-    let nanos = u64::try_from(stat.st_mtime_nsec).unwrap_or(0);
+    let nanos = stat.st_mtime_nsec;
     EntryStat {
         file_type: FileType::from_raw_mode(stat.st_mode),
         size: u64::try_from(stat.st_size).unwrap_or(0),

@@ -234,8 +234,7 @@ impl LocalSandbox {
     }
 
     async fn read_bytes(&self, path: &str) -> Result<Vec<u8>> {
-        self.beneath("read", path, |tree, components| tree.read(components))
-            .await
+        self.beneath("read", path, Tree::read).await
     }
 
     async fn write(&self, path: &str, content: &[u8]) -> Result<()> {
@@ -247,9 +246,7 @@ impl LocalSandbox {
     }
 
     async fn stat_path(&self, path: &str) -> Result<FileStat> {
-        let stat = self
-            .beneath("stat", path, |tree, components| tree.stat(components))
-            .await?;
+        let stat = self.beneath("stat", path, Tree::stat).await?;
         Ok(FileStat {
             is_file: stat.file_type == FileType::RegularFile,
             is_dir: stat.file_type == FileType::Directory,
@@ -260,9 +257,7 @@ impl LocalSandbox {
     }
 
     async fn list(&self, path: &str) -> Result<Vec<String>> {
-        let names = self
-            .beneath("list", path, |tree, components| tree.list(components))
-            .await?;
+        let names = self.beneath("list", path, Tree::list).await?;
         let mut names: Vec<String> = names
             .into_iter()
             .map(|name| name.to_string_lossy().into_owned())
