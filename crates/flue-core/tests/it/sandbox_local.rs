@@ -449,3 +449,60 @@ async fn a_directory_swapped_for_a_symlink_never_leads_a_file_tool_out() {
         (vec!["secret.txt".to_owned()], OUTSIDE_SECRET.to_owned())
     );
 }
+
+#[tokio::test]
+async fn symlinks_are_walked_by_hand_inside_the_root_only() {
+    let fx = fixture();
+    let root = fx.root.path().canonicalize().unwrap();
+    let link = |target: &str, name: &str| symlink(target, root.join(name)).unwrap();
+    // An absolute link into the root, a relative one with `..` that stays inside, a chain.
+    link(&root.join("a.txt").display().to_string(), "absolute");
+    link("sub/../a.txt", "climbs_back");
+    link("absolute", "chain");
+    link("..", "sub/up");
+    // Out: `..` past the root, through a link in a subdirectory; and a loop.
+    link("../../etc/passwd", "sub/out");
+    link("loop_b", "loop_a");
+    link("loop_a", "loop_b");
+    let read = |path: &'static str| {
+        let sandbox = fx.sandbox.clone();
+        async move {
+            match sandbox.read_file(path).await {
+                Ok(text) => text,
+                Err(err) => err.kind().to_owned(),
+            }
+        }
+    };
+    assert_eq!(
+        [
+            read("absolute").await,
+            read("climbs_back").await,
+            read("chain").await,
+            read("sub/up/a.txt").await,
+            read("sub/up/sub/up/a.txt").await,
+            read("sub/out").await,
+            read("sub/up/sub/out").await,
+            read("loop_a").await,
+        ],
+        [
+            "hello\n",
+            "hello\n",
+            "hello\n",
+            "hello\n",
+            "hello\n",
+            "outside_workspace",
+            "outside_workspace",
+            "sandbox_error",
+        ]
+    );
+    // A write through a chain lands inside, creating the missing parents there.
+    link("sub/new", "to_new");
+    fx.sandbox
+        .write_file("to_new/deep/f.txt", b"made")
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("sub/new/deep/f.txt")).unwrap(),
+        "made"
+    );
+}

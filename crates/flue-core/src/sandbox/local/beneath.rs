@@ -31,6 +31,9 @@ const MAX_SYMLINK_HOPS: usize = 40;
 /// How often one operation starts again because an entry changed under it.
 const MAX_RESTARTS: usize = 64;
 
+/// Directories one operation may create (a path has at most 4,096 bytes, so fewer parts).
+const MAX_CREATED: usize = 4096;
+
 /// How deep a recursive removal goes (each level holds a directory open).
 const MAX_REMOVE_DEPTH: usize = 256;
 
@@ -117,6 +120,7 @@ struct Frame {
 struct Budget {
     hops: usize,
     restarts: usize,
+    created: usize,
 }
 
 impl Budget {
@@ -124,6 +128,16 @@ impl Budget {
         self.hops += 1;
         if self.hops > MAX_SYMLINK_HOPS {
             return Err(Failure::TooManyLinks);
+        }
+        Ok(())
+    }
+
+    /// Counts a directory made on the way; a racer removing each one as it is made cannot keep
+    /// the walk going for ever.
+    fn create(&mut self) -> Outcome<()> {
+        self.created += 1;
+        if self.created > MAX_CREATED {
+            return Err(Failure::Unstable);
         }
         Ok(())
     }
@@ -392,6 +406,7 @@ impl Tree {
                     if !walk.create_parents {
                         return Err(Errno::NOENT.into());
                     }
+                    budget.create()?;
                     match rustix::fs::mkdirat(&top.fd, name.as_os_str(), Mode::from_raw_mode(0o777))
                     {
                         Ok(()) | Err(Errno::EXIST) => {}
