@@ -81,7 +81,10 @@ pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
 /// The root is the working directory: [`Sandbox::cwd`] returns its canonical host path,
 /// relative paths resolve against it and absolute paths are accepted only inside it. A path
 /// that leads out of the root, lexically or through a symlink, is refused with
-/// [`FlueError::PathOutsideSandbox`].
+/// [`FlueError::PathOutsideSandbox`]; one that names or leads to `.flue` or a `.env*` file with
+/// [`FlueError::ProtectedPath`]. File operations are race-free: they walk from a handle of the
+/// root opened here, so nothing running at the same time (the agent's own commands included)
+/// can swap a checked directory for a symlink that leads them out.
 ///
 /// Commands run with `bash -c` in their own process group, with standard input closed and an
 /// environment made of an allow-list of host variables plus [`ExecOptions::env`]. Each output
