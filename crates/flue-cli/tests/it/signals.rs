@@ -1,6 +1,7 @@
 //! `flue run` under signals, with real processes in the local sandbox: SIGTERM at random
 //! instants goes through the abort path (exit 143, the `--json` envelope, a loadable log, no
-//! command left running); after SIGKILL of flue, the agent's commands die within a bound.
+//! command left running); after SIGKILL of flue, the agent's commands die within a bound, in
+//! the local and the isolated sandbox.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -19,11 +20,16 @@ const LONG_COMMAND: &str =
 const DEATH_BOUND: Duration = Duration::from_secs(3);
 
 fn workspace() -> Workspace {
+    workspace_running(LONG_COMMAND)
+}
+
+/// A workspace whose agent (local sandbox) runs `command`.
+fn workspace_running(command: &str) -> Workspace {
     let agent = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nRun it.\n";
     let script = serde_json::json!({
         "rules": [
             {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
-            {"reply": {"text": "running", "tool_calls": [{"name": "bash", "input": {"command": LONG_COMMAND}}]}}
+            {"reply": {"text": "running", "tool_calls": [{"name": "bash", "input": {"command": command}}]}}
         ]
     })
     .to_string();
@@ -31,8 +37,23 @@ fn workspace() -> Workspace {
 }
 
 fn spawn_run(ws: &Workspace, id: &str) -> Child {
+    spawn_run_in(ws, id, "local")
+}
+
+fn spawn_run_in(ws: &Workspace, id: &str, sandbox: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_flue"))
-        .args(["run", "w", "-m", "go", "--json", "--id", id, "--root"])
+        .args([
+            "run",
+            "w",
+            "-m",
+            "go",
+            "--json",
+            "--sandbox",
+            sandbox,
+            "--id",
+            id,
+            "--root",
+        ])
         .arg(ws.root())
         .env_remove("FLUE_LOG")
         .stdout(Stdio::piped())
@@ -209,4 +230,44 @@ fn after_sigkill_of_flue_its_commands_die_within_a_bound() {
         outcomes.push((pids(ws.root()).len(), survivors(ws.root())));
     }
     assert_eq!(outcomes, vec![(2, Vec::new()); 3]);
+}
+
+/// Host pids of live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn after_sigkill_of_flue_isolated_commands_die_within_a_bound() {
+    // A sleep length no other process uses, found on the host by its command line (the pids
+    // the command sees are those of its pid namespace).
+    let marker = format!("1001.{}", std::process::id());
+    let ws = workspace_running(&format!("(sleep {marker}; echo never) & sleep {marker}"));
+    let mut outcomes = Vec::new();
+    for trial in 0..2 {
+        let mut child = spawn_run_in(&ws, &format!("kill-isolated-{trial}"), "isolated");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while processes_with(&marker).len() < 2 {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        send(&child, "KILL");
+        let _ = child.wait().unwrap();
+        let bound = Instant::now() + DEATH_BOUND;
+        while !processes_with(&marker).is_empty() && Instant::now() < bound {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        outcomes.push(processes_with(&marker));
+    }
+    assert_eq!(outcomes, vec![Vec::<u32>::new(); 2]);
 }
