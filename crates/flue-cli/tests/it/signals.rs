@@ -232,15 +232,18 @@ fn after_sigkill_of_flue_its_commands_die_within_a_bound() {
     assert_eq!(outcomes, vec![(2, Vec::new()); 3]);
 }
 
-/// Host pids of live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
+/// Host pids of live processes whose command line contains `marker`; with `sleeps_only`, only
+/// the `sleep` processes among them.
+fn processes_with(marker: &str, sleeps_only: bool) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(marker) && alive(pid) {
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains(marker) && (!sleeps_only || cmdline.starts_with("sleep")) && alive(pid)
+        {
             found.push(pid);
         }
     }
@@ -257,17 +260,17 @@ fn after_sigkill_of_flue_isolated_commands_die_within_a_bound() {
     for trial in 0..2 {
         let mut child = spawn_run_in(&ws, &format!("kill-isolated-{trial}"), "isolated");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while processes_with(&marker).len() < 2 {
+        while processes_with(&marker, true).len() < 2 {
             assert!(Instant::now() < deadline, "the command never started");
             std::thread::sleep(Duration::from_millis(10));
         }
         send(&child, "KILL");
         let _ = child.wait().unwrap();
         let bound = Instant::now() + DEATH_BOUND;
-        while !processes_with(&marker).is_empty() && Instant::now() < bound {
+        while !processes_with(&marker, false).is_empty() && Instant::now() < bound {
             std::thread::sleep(Duration::from_millis(20));
         }
-        outcomes.push(processes_with(&marker));
+        outcomes.push(processes_with(&marker, false));
     }
     assert_eq!(outcomes, vec![Vec::<u32>::new(); 2]);
 }
