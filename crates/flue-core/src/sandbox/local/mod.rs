@@ -65,7 +65,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How often a terminating process group is checked for survivors.
 const KILL_POLL: Duration = Duration::from_millis(20);
 
-/// The watchdog of a command's process group: a shell in the group that waits for its
+/// The watchdog of a command's process group: a POSIX shell in the group that waits for its
 /// standard input, a pipe whose other end only flue holds, to close, then kills the group. The
 /// pipe closes when the command has ended (flue closes it) or when flue has died, whatever
 /// killed it. Being a member, it also keeps the group id from being reused while it runs.
@@ -301,7 +301,7 @@ impl LocalSandbox {
 
     /// Starts the watchdog of the process group `pgid` (see [`WATCHDOG_SCRIPT`]).
     fn spawn_watchdog(&self, pgid: i32) -> Result<Child> {
-        Command::new("bash")
+        Command::new("sh")
             .args(["-c", WATCHDOG_SCRIPT])
             .current_dir(&self.root)
             .env_clear()
