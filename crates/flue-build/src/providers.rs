@@ -11,9 +11,10 @@
 //! base_url = "http://127.0.0.1:8080/v1"
 //! api_key_env = "LOCAL_API_KEY"         # omit for a keyless server
 //! headers = { "x-team" = "docs" }
-//! connect_timeout_ms = 30000            # these four: the defaults
+//! connect_timeout_ms = 30000            # these five: the defaults
 //! first_byte_timeout_ms = 120000        # until the response headers
 //! idle_timeout_ms = 300000              # the longest silence of the stream
+//! turn_timeout_ms = 3600000             # the longest one turn may stream
 //! max_turn_bytes = 33554432             # text + thinking + tool input of one turn
 //!
 //! [providers.local.models.qwen3-coder]
@@ -67,6 +68,8 @@ pub struct ProviderSettings {
     pub first_byte_timeout_ms: Option<u64>,
     /// `idle_timeout_ms`; `None` keeps the default.
     pub idle_timeout_ms: Option<u64>,
+    /// `turn_timeout_ms`; `None` keeps the default.
+    pub turn_timeout_ms: Option<u64>,
     /// `max_turn_bytes`; `None` keeps the default.
     pub max_turn_bytes: Option<u64>,
 }
@@ -125,6 +128,9 @@ impl ProviderSettings {
         if let Some(ms) = self.idle_timeout_ms {
             limits = limits.with_idle_timeout(Duration::from_millis(ms));
         }
+        if let Some(ms) = self.turn_timeout_ms {
+            limits = limits.with_turn_timeout(Duration::from_millis(ms));
+        }
         if let Some(bytes) = self.max_turn_bytes {
             limits = limits.with_max_turn_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
         }
@@ -159,6 +165,7 @@ pub(crate) struct RawProvider {
     connect_timeout_ms: Option<Spanned<i64>>,
     first_byte_timeout_ms: Option<Spanned<i64>>,
     idle_timeout_ms: Option<Spanned<i64>>,
+    turn_timeout_ms: Option<Spanned<i64>>,
     max_turn_bytes: Option<Spanned<i64>>,
 }
 
@@ -337,6 +344,12 @@ fn provider(
     settings.idle_timeout_ms = bounded(
         "idle_timeout_ms",
         raw.idle_timeout_ms,
+        MAX_TIMEOUT_MS,
+        "milliseconds",
+    );
+    settings.turn_timeout_ms = bounded(
+        "turn_timeout_ms",
+        raw.turn_timeout_ms,
         MAX_TIMEOUT_MS,
         "milliseconds",
     );

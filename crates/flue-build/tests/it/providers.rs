@@ -116,18 +116,17 @@ fn a_built_in_provider_is_adjusted_not_replaced() {
 
 #[test]
 fn timeouts_and_the_turn_limit_are_set_per_provider() {
-    let workspace = load(&[(
-        "flue.toml",
-        "[providers.openai]
+    let text = r#"[providers.openai]
 connect_timeout_ms = 5000
 first_byte_timeout_ms = 60000
-         idle_timeout_ms = 90000
+idle_timeout_ms = 90000
+turn_timeout_ms = 600000
 max_turn_bytes = 1048576
 
-         [providers.anthropic]
+[providers.anthropic]
 idle_timeout_ms = 1000
-",
-    )]);
+"#;
+    let workspace = load(&[("flue.toml", text)]);
     let openai = workspace.config.providers["openai"].to_config().limits;
     let anthropic = workspace.config.providers["anthropic"].to_config().limits;
     assert_eq!(
@@ -136,6 +135,7 @@ idle_timeout_ms = 1000
             .with_connect_timeout(Duration::from_secs(5))
             .with_first_byte_timeout(Duration::from_secs(60))
             .with_idle_timeout(Duration::from_secs(90))
+            .with_turn_timeout(Duration::from_secs(600))
             .with_max_turn_bytes(1_048_576)
     );
     // Unset keys keep the defaults.
@@ -147,12 +147,13 @@ idle_timeout_ms = 1000
 
 #[test]
 fn bad_timeouts_and_turn_limits_are_reported_at_their_line() {
-    let text = "[providers.openai]
+    let text = r#"[providers.openai]
 connect_timeout_ms = 0
 first_byte_timeout_ms = -1
-                idle_timeout_ms = 100000000
+idle_timeout_ms = 100000000
 max_turn_bytes = 0
-";
+turn_timeout_ms = 86400001
+"#;
     check_diagnostics(
         &[("flue.toml", text)],
         &[
@@ -178,6 +179,12 @@ max_turn_bytes = 0
                 "flue.toml",
                 5,
                 "max_turn_bytes must be a whole number of bytes from 1 to 1073741824, got 0",
+            ),
+            at(
+                "flue.toml",
+                6,
+                "turn_timeout_ms must be a whole number of milliseconds from 1 to 86400000, got \
+                 86400001",
             ),
         ],
     );

@@ -306,6 +306,7 @@ impl Endpoint {
         body: &[u8],
         classify: fn(Option<u16>, &str) -> Failure,
     ) -> std::result::Result<EventReader, Failure> {
+        let turn_deadline = tokio::time::Instant::now() + self.limits.turn_timeout;
         let request = client
             .post(self.url.clone())
             .headers(self.headers.clone())
@@ -348,6 +349,8 @@ impl Endpoint {
             parser: SseParser::default(),
             queue: VecDeque::new(),
             idle_timeout: self.limits.idle_timeout,
+            turn_timeout: self.limits.turn_timeout,
+            turn_deadline,
             max_turn_bytes: self.limits.max_turn_bytes,
         })
     }
@@ -360,25 +363,39 @@ pub(crate) struct EventReader {
     parser: SseParser,
     queue: VecDeque<SseEvent>,
     idle_timeout: Duration,
+    turn_timeout: Duration,
+    /// When the attempt's [`StreamLimits::turn_timeout`] runs out.
+    turn_deadline: tokio::time::Instant,
     max_turn_bytes: usize,
 }
 
 impl EventReader {
     /// The next event; `None` at the end of the stream. A transport error mid-stream, or a
-    /// silence longer than the idle timeout, is a transient failure (the stream was cut).
+    /// silence longer than the idle timeout, is a transient failure (the stream was cut); a
+    /// stream still going at the turn timeout is a failure that is not retried.
     pub(crate) async fn next(&mut self) -> std::result::Result<Option<SseEvent>, Failure> {
         loop {
             if let Some(event) = self.queue.pop_front() {
                 return Ok(Some(event));
             }
-            let chunk = tokio::time::timeout(self.idle_timeout, self.response.chunk())
+            let idle_deadline = tokio::time::Instant::now() + self.idle_timeout;
+            let deadline = idle_deadline.min(self.turn_deadline);
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
                 .await
                 .map_err(|_| {
-                    Failure::transient(format!(
-                        "the response stream stalled: nothing for {} ms (the provider's \
-                         idle_timeout_ms)",
-                        self.idle_timeout.as_millis()
-                    ))
+                    if idle_deadline <= self.turn_deadline {
+                        Failure::transient(format!(
+                            "the response stream stalled: nothing for {} ms (the provider's \
+                             idle_timeout_ms)",
+                            self.idle_timeout.as_millis()
+                        ))
+                    } else {
+                        Failure::fatal(format!(
+                            "the model's turn was still streaming after {} ms (the provider's \
+                             turn_timeout_ms); nothing of it was kept",
+                            self.turn_timeout.as_millis()
+                        ))
+                    }
                 })?
                 .map_err(|err| network_failure("the response stream was cut", err))?;
             let Some(chunk) = chunk else {

@@ -124,11 +124,12 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Limits on one model call's HTTP exchange: how long connecting, the first answer and each
-/// silence of the stream may take, and how much one turn may hold. A timeout is a retryable
-/// `provider_error` (retried under the [`RetryPolicy`] while nothing of the turn was shown); a
-/// turn over [`StreamLimits::max_turn_bytes`] is a `provider_error` that is not retried, and
-/// nothing of it is stored.
+/// Limits on one model call's HTTP exchange: how long connecting, the first answer, each
+/// silence of the stream and the whole turn may take, and how much one turn may hold. A
+/// connect, first-byte or idle timeout is a retryable `provider_error` (retried under the
+/// [`RetryPolicy`] while nothing of the turn was shown); a turn over
+/// [`StreamLimits::turn_timeout`] or [`StreamLimits::max_turn_bytes`] is a `provider_error`
+/// that is not retried. Either way nothing of the turn is stored.
 ///
 /// ```
 /// use std::time::Duration;
@@ -146,6 +147,10 @@ pub struct StreamLimits {
     /// reads (default 300 s: reasoning models can think for minutes before their first token;
     /// providers that send keep-alives never get near it).
     pub idle_timeout: Duration,
+    /// The longest one attempt at a turn may stream, from sending the request to its last
+    /// event (default 60 min); bounds a server that keeps the stream alive without ever
+    /// finishing.
+    pub turn_timeout: Duration,
     /// Bytes of text, thinking and tool-call input of one turn (default 32 MiB).
     pub max_turn_bytes: usize,
 }
@@ -156,6 +161,7 @@ impl Default for StreamLimits {
             connect_timeout: Duration::from_secs(30),
             first_byte_timeout: Duration::from_secs(120),
             idle_timeout: Duration::from_secs(300),
+            turn_timeout: Duration::from_secs(3600),
             max_turn_bytes: 32 * 1024 * 1024,
         }
     }
@@ -180,6 +186,13 @@ impl StreamLimits {
     #[must_use]
     pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets [`StreamLimits::turn_timeout`].
+    #[must_use]
+    pub fn with_turn_timeout(mut self, timeout: Duration) -> Self {
+        self.turn_timeout = timeout;
         self
     }
 

@@ -32,6 +32,13 @@ pub enum Reply {
     /// A 200 event stream (chunked) that sends `body`, then stays silent with the connection
     /// open until the client closes it.
     Stall { body: String },
+    /// A 200 event stream (chunked) that sends `prefix`, then `frame` every `every`, until the
+    /// client goes away: a stream kept alive that never finishes.
+    Trickle {
+        prefix: String,
+        frame: String,
+        every: std::time::Duration,
+    },
     /// A 200 event stream (chunked) that sends `prefix`, then `frame` again and again,
     /// `total_bytes` in all, or until the client goes away; then ends the body properly.
     Endless {
@@ -156,6 +163,27 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
                 hold_open(&mut stream).await;
             }
             return;
+        }
+        Reply::Trickle {
+            prefix,
+            frame,
+            every,
+        } => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                 transfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{prefix}\r\n",
+                prefix.len()
+            );
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = format!("{:x}\r\n{frame}\r\n", frame.len());
+            loop {
+                tokio::time::sleep(every).await;
+                if stream.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
         }
         Reply::Endless {
             prefix,

@@ -709,3 +709,24 @@ async fn a_connection_that_is_never_accepted_times_out_retryable() {
     );
     drop(listener);
 }
+
+#[tokio::test]
+async fn a_stream_kept_alive_forever_ends_at_the_turn_timeout() {
+    let started = Instant::now();
+    let outcome = run_with(
+        short_timeouts().with_turn_timeout(Duration::from_millis(800)),
+        vec![Reply::Trickle {
+            prefix: frames(&[chunk(&json!({"role": "assistant", "content": ""}), None)]),
+            // A keep-alive comment well within the idle timeout, forever.
+            frame: ": keep-alive\n\n".to_owned(),
+            every: Duration::from_millis(50),
+        }],
+    )
+    .await;
+    let (message, _, retryable, _) = provider_error(&outcome);
+    assert!(message.contains("turn_timeout_ms"), "{message}");
+    assert!(!retryable);
+    assert_eq!(outcome.requests.len(), 1);
+    assert_eq!(roles(&outcome.records), ["user"]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
