@@ -9,6 +9,7 @@ use gray_matter::engine::{Engine, YAML};
 
 use crate::diagnostic::Diagnostic;
 use crate::fields::describe;
+use crate::yaml_limits;
 
 /// File line of the first frontmatter line (line 1 is the opening `---`).
 pub(crate) const FIRST_LINE: usize = 2;
@@ -29,7 +30,8 @@ pub(crate) struct KeyLines {
 }
 
 /// Splits and parses `text`, the content of the file at `path`. Structural problems (empty file,
-/// unclosed frontmatter, YAML syntax, non-mapping frontmatter) become diagnostics and `None`.
+/// unclosed frontmatter, YAML syntax, non-mapping frontmatter, frontmatter beyond the limits
+/// of [`yaml_limits`]) become diagnostics and `None`.
 ///
 /// A file that does not open with `---` has no frontmatter: it is all body.
 pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<Document> {
@@ -68,6 +70,14 @@ pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -
         return None;
     }
     let body: String = lines.collect();
+    if let Err(exceeded) = yaml_limits::check(&matter) {
+        diagnostics.push(Diagnostic::at(
+            path,
+            exceeded.line + FIRST_LINE - 1,
+            exceeded.message,
+        ));
+        return None;
+    }
     let key_lines = KeyLines {
         lines: matter.lines().map(str::to_owned).collect(),
     };
