@@ -89,3 +89,110 @@ fn the_memory_cap_leaves_ordinary_runs_alone() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+/// A workspace whose agent `w` has `sandbox:` set to `sandbox`, next to a secret directory
+/// (`<tmp>/outside/id_rsa`), with `data` a symlink to it; `{outside}` in `sandbox` is replaced
+/// by the secret directory's path.
+fn workspace_with_seed(sandbox: &str) -> (Workspace, tempfile::TempDir) {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("id_rsa"), "PRIVATE KEY").unwrap();
+    let agent = format!(
+        "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: {}\n---\nRun it.\n",
+        sandbox.replace("{outside}", &outside.path().display().to_string())
+    );
+    let script = serde_json::json!({
+        "rules": [
+            {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
+            {"reply": {"tool_calls": [{"name": "bash", "input": {"command": "ls -R; cat id_rsa"}}]}}
+        ]
+    })
+    .to_string();
+    let ws = Workspace::new(&[("agents/w.md", &agent), ("s.json", &script)]);
+    std::os::unix::fs::symlink(outside.path(), ws.root().join("data")).unwrap();
+    (ws, outside)
+}
+
+#[test]
+fn a_seed_outside_the_workspace_is_refused_at_build_and_run_with_file_and_line() {
+    let (ws, _outside) = workspace_with_seed("{ kind: virtual, seed: {outside} }");
+    for args in [&["build"][..], &["run", "w", "-m", "go"][..]] {
+        let output = ws.flue(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("agents/w.md:4: `sandbox.seed` must be a directory inside the workspace"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("PRIVATE KEY"), "{err}");
+    }
+    let (ws, _outside) = workspace_with_seed("{ kind: virtual, seed: ../../.. }");
+    let output = ws.flue(&["run", "w", "-m", "go"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("agents/w.md:4: `sandbox.seed` must be"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_seed_reaching_out_through_a_symlink_is_refused_when_the_sandbox_opens() {
+    let (ws, _outside) = workspace_with_seed("{ kind: virtual, seed: data }");
+    let output = ws.flue(&["run", "w", "-m", "go", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let envelope = crate::json(&output);
+    assert_eq!(envelope["error"]["kind"], "permission_denied");
+    let message = envelope["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("sandbox: `sandbox.seed: data`: seed directory ")
+            && message.contains("`data` on the way is a symlink"),
+        "{message}"
+    );
+    assert!(!stdout(&output).contains("PRIVATE KEY"));
+
+    // The default seed (the whole root) copies the workspace but leaves the symlink out.
+    let (ws, _outside) = workspace_with_seed("virtual");
+    let output = ws.flue(&["run", "w", "-m", "go"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        !stdout(&output).contains("PRIVATE KEY"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn a_forged_bundle_with_a_seed_outside_is_refused_by_run() {
+    use sha2::{Digest, Sha256};
+
+    let ws = Workspace::hello_world();
+    assert!(ws.flue(&["build"]).status.success());
+    let path = ws.root().join("dist/flue-bundle.json");
+    let mut bundle: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let agent = "---\nmodel: scripted/script.json\ntools: [bash]\nsandbox: { kind: virtual, seed: /etc }\n---\nGreet.";
+    bundle["files"]["agents/hello.md"] = serde_json::json!({
+        "sha256": hex::encode(Sha256::digest(agent.as_bytes())),
+        "text": agent,
+    });
+    // Re-sign it as a careful forger would: the digest covers the canonical JSON.
+    bundle["digest"] = serde_json::json!("");
+    let digest = hex::encode(Sha256::digest(serde_json::to_vec(&bundle).unwrap()));
+    bundle["digest"] = serde_json::json!(format!("sha256:{digest}"));
+    std::fs::write(&path, serde_json::to_vec(&bundle).unwrap()).unwrap();
+
+    let output = ws.flue(&[
+        "run",
+        "--bundle",
+        path.to_str().unwrap(),
+        "hello",
+        "-m",
+        "hi",
+    ]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("agents/hello.md:4: `sandbox.seed` must be a directory inside the workspace, relative to its root (like `src`), not the absolute path \"/etc\""),
+        "{err}"
+    );
+}
