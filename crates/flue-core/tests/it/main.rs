@@ -25,4 +25,5 @@ mod session;
 mod skills;
 mod store_contract;
 mod tasks;
+mod tool_call_ids;
 mod tools_builtin;
