@@ -168,6 +168,10 @@ struct Prepared {
 /// Loads the workspace and opens the conversation: everything that can fail before a model
 /// call.
 async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
+    // Before anything is loaded or created: a bad id is the caller's to fix.
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
     let loaded = match &args.bundle {
         Some(bundle) => load_bundle(args, bundle)?,
         None => load_source(args)?,

@@ -196,3 +196,66 @@ fn a_forged_bundle_with_a_seed_outside_is_refused_by_run() {
         "{err}"
     );
 }
+
+#[test]
+fn malformed_conversation_ids_are_refused_in_one_line_before_anything_is_stored() {
+    let ws = Workspace::hello_world();
+    let long = "x".repeat(100_000);
+    for (id, reason) in [
+        ("", "it is empty"),
+        ("ticket\n42", "it contains a control character"),
+        (
+            "\u{1b}[2J\u{1b}]52;c;aGk=\u{7}",
+            "it contains a control character",
+        ),
+        ("two words", "it contains whitespace"),
+        ("../../etc", "it contains a slash"),
+        (long.as_str(), "it is 100000 characters long"),
+    ] {
+        let output = ws.flue(&["run", "hello", "-m", "hi", "--id", id]);
+        assert_eq!(output.status.code(), Some(1));
+        assert_eq!(stdout(&output), "");
+        let err = stderr(&output);
+        assert!(
+            err.starts_with("error: invalid conversation id ") && err.contains(reason),
+            "{err}"
+        );
+        assert!(
+            err.ends_with(
+                "; use 1 to 128 printable characters without spaces or slashes, such as a \
+                 ticket number, an email address or a user id\n"
+            ) && err.lines().count() == 1
+                && !err.contains('\u{1b}'),
+            "{err:?}"
+        );
+        assert!(err.len() < 400, "{}", err.len());
+
+        let output = ws.flue(&["run", "hello", "-m", "hi", "--id", id, "--json"]);
+        assert_eq!(output.status.code(), Some(1));
+        let envelope = crate::json(&output);
+        assert_eq!(
+            (&envelope["outcome"], &envelope["error"]["kind"]),
+            (
+                &serde_json::json!("error"),
+                &serde_json::json!("invalid_id")
+            )
+        );
+        for args in [
+            &["session", "show", "--id", id][..],
+            &["audit", "--id", id][..],
+            &["trash", "list", "--id", id][..],
+        ] {
+            let output = ws.flue(args);
+            assert_eq!(output.status.code(), Some(1), "{args:?}");
+            assert!(
+                stderr(&output).starts_with("error: invalid conversation id "),
+                "{}",
+                stderr(&output)
+            );
+        }
+    }
+    // Nothing was created by any of the refused runs.
+    assert!(!ws.db().exists());
+    let output = ws.flue(&["run", "hello", "-m", "hi", "--id", "alice@example.com"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -11,6 +11,7 @@ mod audit_contract;
 mod compaction;
 mod fake_http;
 mod file_tools;
+mod instance_ids;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;
