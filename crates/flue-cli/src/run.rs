@@ -26,6 +26,9 @@ pub(crate) enum SetupError {
     /// No workspace root.
     #[error("{message}")]
     RootNotFound { message: String },
+    /// The workspace root exists but cannot be listed.
+    #[error("{message}")]
+    RootUnreadable { message: String },
     /// The agent name matches no agent file.
     #[error("unknown agent {name:?}: no agents/{name}.md in {root} (agents: {known})")]
     UnknownAgent {
@@ -51,6 +54,7 @@ impl SetupError {
     fn kind(&self) -> &'static str {
         match self {
             Self::RootNotFound { .. } => "workspace_not_found",
+            Self::RootUnreadable { .. } => "workspace_unreadable",
             Self::UnknownAgent { .. } => "unknown_agent",
             Self::ConversationExists { .. } => "conversation_exists",
             Self::EnvFile(_) => "invalid_env_file",

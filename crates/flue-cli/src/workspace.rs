@@ -17,8 +17,25 @@ pub(crate) fn find_root(start: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// The root given with `--root`, or the one found from the current directory.
+/// The root given with `--root`, or the one found from the current directory, once it is
+/// known to be readable.
 pub(crate) fn resolve_root(explicit: Option<&Path>) -> Result<PathBuf, SetupError> {
+    let root = find_or_take_root(explicit)?;
+    // Without this, an unreadable root looks empty (no agents) and the first error is about
+    // the first file read in it, `.env`, which is not what needs fixing.
+    if let Err(err) = std::fs::read_dir(&root) {
+        return Err(SetupError::RootUnreadable {
+            message: format!(
+                "cannot read the workspace root {shown}: {err}; give this user permission to \
+                 list and read it (`chmod u+rx {shown}`) or pass another --root",
+                shown = root.display()
+            ),
+        });
+    }
+    Ok(root)
+}
+
+fn find_or_take_root(explicit: Option<&Path>) -> Result<PathBuf, SetupError> {
     if let Some(root) = explicit {
         if !root.is_dir() {
             return Err(SetupError::RootNotFound {

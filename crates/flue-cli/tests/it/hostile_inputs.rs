@@ -259,3 +259,67 @@ fn malformed_conversation_ids_are_refused_in_one_line_before_anything_is_stored(
     let output = ws.flue(&["run", "hello", "-m", "hi", "--id", "alice@example.com"]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn a_damaged_store_names_the_file_the_cause_and_the_fix() {
+    let ws = Workspace::hello_world();
+    std::fs::create_dir_all(ws.root().join(".flue")).unwrap();
+    std::fs::write(ws.db(), "garbage, not sqlite\n".repeat(100)).unwrap();
+    let db = ws.db().display().to_string();
+    let expected = format!(
+        "error: store error: cannot open the conversation store {db}: cannot set the journal \
+         mode: file is not a database; the file is damaged or is not a flue store: move it \
+         aside (`mv {db} {db}.damaged`) and run again to start an empty store\n"
+    );
+    for args in [
+        &["run", "hello", "-m", "hi", "--id", "c"][..],
+        &["session", "show", "--id", "c"][..],
+        &["audit", "--id", "c"][..],
+    ] {
+        let output = ws.flue(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr(&output), expected, "{args:?}");
+    }
+    // The fix works: moved aside, the next run starts an empty store.
+    std::fs::rename(ws.db(), format!("{db}.damaged")).unwrap();
+    let output = ws.flue(&["run", "hello", "-m", "hi", "--id", "c"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// `flue <args> --root <root>` in a new user namespace without mappings, where the caller has
+/// no capabilities over the host's files: a mode-000 folder is unreadable even for root.
+fn flue_without_privileges(root: &std::path::Path, args: &[&str]) -> Output {
+    let mut command = Command::new("unshare");
+    command
+        .arg("--user")
+        .arg(assert_cmd::cargo::cargo_bin("flue"))
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .env_remove("FLUE_LOG");
+    command.output().unwrap()
+}
+
+#[test]
+fn an_unreadable_root_is_reported_as_the_root() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let ws = Workspace::hello_world();
+    let root = ws.root();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let run = flue_without_privileges(root, &["run", "hello", "-m", "hi", "--json"]);
+    let show = flue_without_privileges(root, &["session", "show", "--id", "c"]);
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let message = format!(
+        "cannot read the workspace root {shown}: Permission denied (os error 13); give this \
+         user permission to list and read it (`chmod u+rx {shown}`) or pass another --root",
+        shown = root.display()
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let envelope = crate::json(&run);
+    assert_eq!(envelope["error"]["kind"], "workspace_unreadable");
+    assert_eq!(envelope["error"]["message"], message);
+    assert_eq!(show.status.code(), Some(1));
+    assert_eq!(stderr(&show), format!("error: {message}\n"));
+}
