@@ -103,3 +103,24 @@ fn ordinary_aliases_within_the_limits_still_work() {
         Some("Reviews code")
     );
 }
+
+#[test]
+fn thousands_of_keys_are_each_reported_at_their_own_line() {
+    // Within the limits, but a lookup per key that scanned the frontmatter made this quadratic.
+    let keys: String = (0..4000).map(|idx| format!("k{idx}: 1\n")).collect();
+    let text = format!("---\nmodel: x/y\n{keys}\"quoted key\": 2\n---\nBody");
+    let dir = crate::support::workspace(&[("agents/a.md", &text)]);
+    let problems = flue_build::Workspace::load(dir.path())
+        .unwrap_err()
+        .into_vec();
+    assert_eq!(problems.len(), 4001);
+    let line_of = |needle: &str| {
+        problems
+            .iter()
+            .find(|problem| problem.message.starts_with(needle))
+            .and_then(|problem| problem.line)
+    };
+    assert_eq!(line_of("unknown key `k0`"), Some(3));
+    assert_eq!(line_of("unknown key `k3999`"), Some(4002));
+    assert_eq!(line_of("unknown key `quoted key`"), Some(4003));
+}
