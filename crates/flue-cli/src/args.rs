@@ -69,6 +69,10 @@ pub(crate) struct RunArgs {
     /// Role for this message (a persona from .agents/roles/).
     #[arg(long)]
     pub(crate) role: Option<String>,
+    /// Accept MCP servers' requests for input (elicitation) with the defaults their schema
+    /// gives, without asking.
+    #[arg(long)]
+    pub(crate) yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@
 mod args;
 mod audit;
 mod build;
+mod elicit;
 mod render;
 mod run;
 mod session_show;

@@ -168,6 +168,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(kind) = args.sandbox {
         options = options.with_sandbox(kind);
     }
+    options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
     let opened = host.open_harness(&agent_name, &id, &options).await?;
     let session = async {
         let session = opened.harness().session(DEFAULT_SESSION).await?;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
+use flue_connectors::McpElicitor;
 use flue_core::{Harness, ScriptedProvider, SessionStore};
 
 use crate::mcp::McpServers;
@@ -44,10 +45,21 @@ pub struct AgentInfo {
 }
 
 /// Per-harness overrides of what the agent file says (the CLI's `--model`, `--sandbox`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct HarnessOptions {
     model: Option<String>,
     sandbox: Option<SandboxKind>,
+    pub(crate) elicitor: Option<Arc<dyn McpElicitor>>,
+}
+
+impl std::fmt::Debug for HarnessOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarnessOptions")
+            .field("model", &self.model)
+            .field("sandbox", &self.sandbox)
+            .field("elicitor", &self.elicitor.is_some())
+            .finish()
+    }
 }
 
 impl HarnessOptions {
@@ -65,6 +77,14 @@ impl HarnessOptions {
     /// Opens a sandbox of `kind` instead of the agent's and flue.toml's.
     pub fn with_sandbox(mut self, kind: SandboxKind) -> Self {
         self.sandbox = Some(kind);
+        self
+    }
+
+    /// Answers the MCP servers' elicitation requests with `elicitor` (a terminal prompt,
+    /// [`AcceptDefaults`](flue_connectors::AcceptDefaults)); without one they are declined.
+    /// Pending actions that any process resolves plug in here as another elicitor.
+    pub fn with_mcp_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
+        self.elicitor = Some(elicitor);
         self
     }
 }
@@ -203,7 +223,9 @@ impl AgentSet {
             .collect();
 
         let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
-        let mcp = match McpServers::connect(&self.workspace, agent, &self.env, &mut config).await {
+        let mcp = match McpServers::connect(&self.workspace, agent, &self.env, options, &mut config)
+            .await
+        {
             Ok(mcp) => mcp,
             Err(err) => {
                 sandbox.close().await;

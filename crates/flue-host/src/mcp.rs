@@ -10,10 +10,18 @@ use flue_connectors::{
 };
 use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
 
-use crate::Env;
+use crate::{Env, HarnessOptions};
 
 #[cfg(test)]
 mod tests;
+
+/// What connecting a server needs besides its declaration.
+#[derive(Clone, Copy)]
+struct Context<'a> {
+    workspace: &'a Workspace,
+    env: &'a Env,
+    options: &'a HarnessOptions,
+}
 
 /// The open MCP connections of one harness.
 #[derive(Debug, Default)]
@@ -30,16 +38,20 @@ impl McpServers {
         workspace: &Workspace,
         agent: &str,
         env: &Env,
+        options: &HarnessOptions,
         config: &mut AgentConfig,
     ) -> Result<Self, FlueError> {
+        let context = Context {
+            workspace,
+            env,
+            options,
+        };
         let mut servers = Self::default();
-        let attached = servers
-            .attach(workspace, agent, env, &mut config.tools)
-            .await;
+        let attached = servers.attach(context, agent, &mut config.tools).await;
         let attached = match attached {
             Ok(()) => {
                 servers
-                    .attach_subagents(workspace, env, &mut config.subagents)
+                    .attach_subagents(context, &mut config.subagents)
                     .await
             }
             Err(err) => Err(err),
@@ -66,16 +78,14 @@ impl McpServers {
 
     async fn attach_subagents(
         &mut self,
-        workspace: &Workspace,
-        env: &Env,
+        context: Context<'_>,
         profiles: &mut [AgentProfile],
     ) -> Result<(), FlueError> {
         for profile in profiles {
             if let Some(name) = profile.name.clone() {
-                self.attach(workspace, &name, env, &mut profile.tools)
-                    .await?;
+                self.attach(context, &name, &mut profile.tools).await?;
             }
-            Box::pin(self.attach_subagents(workspace, env, &mut profile.subagents)).await?;
+            Box::pin(self.attach_subagents(context, &mut profile.subagents)).await?;
         }
         Ok(())
     }
@@ -83,12 +93,11 @@ impl McpServers {
     /// Adds the tools of agent `agent`'s servers to `tools`, connecting servers not open yet.
     async fn attach(
         &mut self,
-        workspace: &Workspace,
+        context: Context<'_>,
         agent: &str,
-        env: &Env,
         tools: &mut Vec<ToolDefinition>,
     ) -> Result<(), FlueError> {
-        for (name, decl) in workspace.mcp_servers(agent)? {
+        for (name, decl) in context.workspace.mcp_servers(agent)? {
             let open = self
                 .connections
                 .iter()
@@ -96,7 +105,10 @@ impl McpServers {
             let idx = match open {
                 Some(idx) => idx,
                 None => {
-                    let options = options(&name, &decl, &workspace.root, env)?;
+                    let mut options = options(&name, &decl, &context.workspace.root, context.env)?;
+                    if let Some(elicitor) = &context.options.elicitor {
+                        options = options.with_elicitor(elicitor.clone());
+                    }
                     let connection = connect_mcp_server(&name, options).await?;
                     self.connections.push((decl, connection));
                     self.connections.len() - 1

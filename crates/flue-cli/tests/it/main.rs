@@ -8,6 +8,7 @@
 
 mod audit_trash;
 mod build;
+mod conformance;
 mod delegation;
 mod mcp;
 mod providers;

@@ -13,7 +13,7 @@ fn peers() -> PathBuf {
 }
 
 /// A file under tests/peers/, which must exist (`cargo xtask ci` installs the peers).
-fn peer(relative: &str) -> String {
+pub fn peer(relative: &str) -> String {
     let path = peers().join(relative);
     assert!(
         path.exists(),

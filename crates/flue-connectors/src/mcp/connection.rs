@@ -11,9 +11,8 @@ use flue_core::{
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ListToolsRequest, PaginatedRequestParams,
-    ProtocolVersion, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    ListToolsRequest, PaginatedRequestParams, ServerResult,
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -22,6 +21,7 @@ use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::handler::Handler;
 use super::naming::adapted_name;
 use super::options::{McpEndpoint, McpServerOptions, McpTransport};
 use super::render::{EMPTY_RESULT, render_result};
@@ -49,7 +49,7 @@ const MAX_REPORTED_PROBLEMS: usize = 8;
 pub struct McpServerConnection {
     name: String,
     tools: Vec<ToolDefinition>,
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Handler>,
 }
 
 /// Connects to the MCP server `name` and adapts every tool it lists.
@@ -77,7 +77,7 @@ pub async fn connect_mcp_server(
         secrets: options.secret_values(),
         stderr: None,
     };
-    let service = start(&options, &mut context).await?;
+    let service = start(name, &options, &mut context).await?;
     let client = Arc::new(Client {
         context,
         peer: service.peer().clone(),
@@ -270,14 +270,11 @@ impl Client {
 /// Opens the transport of `options` and runs the MCP handshake; a stdio server's stderr tail
 /// joins `context` for later errors.
 async fn start(
+    name: &str,
     options: &McpServerOptions,
     context: &mut ErrorContext,
-) -> Result<RunningService<RoleClient, ClientConfig>> {
-    let info = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("flue", env!("CARGO_PKG_VERSION")),
-    )
-    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+) -> Result<RunningService<RoleClient, Handler>> {
+    let info = Handler::new(name, options.elicitor.clone());
     let timeout = options.timeout;
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {
@@ -333,12 +330,12 @@ async fn start(
 
 /// Runs the MCP handshake over `transport` to `target` (a url or a command), within `timeout`.
 async fn handshake<T, E, A>(
-    info: ClientConfig,
+    info: Handler,
     transport: T,
     timeout: Duration,
     target: &str,
     context: &ErrorContext,
-) -> Result<RunningService<RoleClient, ClientConfig>>
+) -> Result<RunningService<RoleClient, Handler>>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,

@@ -5,6 +5,8 @@
 //! (`sse.rs`). The rest of the code is shared by all three.
 
 mod connection;
+mod elicitation;
+mod handler;
 mod naming;
 mod options;
 mod render;
@@ -12,6 +14,10 @@ mod sse;
 mod stdio;
 
 pub use connection::{McpServerConnection, connect_mcp_server};
+pub use elicitation::{
+    AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
+    field_options, field_value,
+};
 pub use options::{
     DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerOptions, McpStdioCommand,
     McpTransport,

@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::elicitation::McpElicitor;
 
 /// Default per-request timeout: 60 seconds.
 pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,7 +34,7 @@ pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
 /// ```
 ///
 /// `Debug` shows header names and environment variable names, never their values.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct McpServerOptions {
     /// Where the server is.
     pub endpoint: McpEndpoint,
@@ -39,6 +42,9 @@ pub struct McpServerOptions {
     pub timeout: Duration,
     /// Restart the timeout whenever the server reports progress on the request.
     pub reset_timeout_on_progress: bool,
+    /// Who answers the server's elicitation requests; without one, flue does not announce
+    /// elicitation and declines any request.
+    pub elicitor: Option<Arc<dyn McpElicitor>>,
 }
 
 /// Where an MCP server is. May grow: match with a wildcard arm.
@@ -99,7 +105,15 @@ impl McpServerOptions {
             endpoint: endpoint.into(),
             timeout: DEFAULT_MCP_TIMEOUT,
             reset_timeout_on_progress: false,
+            elicitor: None,
         }
+    }
+
+    /// Sets who answers the server's elicitation requests.
+    #[must_use]
+    pub fn with_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
+        self.elicitor = Some(elicitor);
+        self
     }
 
     /// Sets the per-request timeout.
@@ -204,6 +218,17 @@ impl From<McpHttpEndpoint> for McpEndpoint {
 impl From<McpStdioCommand> for McpEndpoint {
     fn from(command: McpStdioCommand) -> Self {
         Self::Stdio(command)
+    }
+}
+
+impl fmt::Debug for McpServerOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpServerOptions")
+            .field("endpoint", &self.endpoint)
+            .field("timeout", &self.timeout)
+            .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
+            .field("elicitor", &self.elicitor.is_some())
+            .finish_non_exhaustive()
     }
 }
 
