@@ -57,6 +57,7 @@ pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
 pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
 pub use mcp::{
     AcceptDefaults, DEFAULT_MCP_TIMEOUT, DeclineElicitation, ElicitationAnswer, ElicitationRequest,
-    McpElicitor, McpEndpoint, McpHttpEndpoint, McpServerConnection, McpServerOptions,
-    McpStdioCommand, McpTransport, connect_mcp_server, field_options, field_value,
+    MAX_AUTHORIZATIONS, McpElicitor, McpEndpoint, McpHttpEndpoint, McpOAuth, McpOAuthGrant,
+    McpOAuthRedirect, McpServerConnection, McpServerOptions, McpStdioCommand, McpTokenStore,
+    McpTransport, connect_mcp_server, field_options, field_value, login_mcp_server,
 };

@@ -136,6 +136,45 @@ impl AgentSet {
         })
     }
 
+    /// Signs in to the remote MCP server `server` (declared in flue.toml or by an agent): runs
+    /// its OAuth authorization with a loopback redirect, calling `show_url` with the url the
+    /// person opens, and keeps the tokens in the workspace store for later runs. With
+    /// `grant: client_credentials` no person is involved.
+    pub async fn login_mcp_server(
+        &self,
+        server: &str,
+        show_url: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<(), HostError> {
+        let (url, oauth) = self.remote_server(server)?;
+        flue_connectors::login_mcp_server(server, &url, oauth, show_url).await?;
+        Ok(())
+    }
+
+    /// Forgets the stored OAuth tokens of MCP server `server`; how many sets were stored.
+    pub fn logout_mcp_server(&self, server: &str) -> Result<usize, HostError> {
+        self.remote_server(server)?;
+        Ok(crate::tokens::forget(&self.root, server)?)
+    }
+
+    /// The url and OAuth settings of remote server `server`.
+    fn remote_server(
+        &self,
+        server: &str,
+    ) -> Result<(String, flue_connectors::McpOAuth), HostError> {
+        let decl = crate::mcp::find_server(&self.workspace, server).ok_or_else(|| {
+            HostError::Core(flue_core::FlueError::config(format!(
+                "no mcp server `{server}` in flue.toml or any agent's `mcp` settings"
+            )))
+        })?;
+        let flue_build::McpServerDecl::Remote(remote) = decl else {
+            return Err(HostError::Core(flue_core::FlueError::config(format!(
+                "mcp server `{server}` is a local process (`command`): only `url` servers sign in"
+            ))));
+        };
+        let options = crate::mcp::options(server, decl, &self.root, &self.env)?;
+        Ok((remote.url.clone(), options.oauth))
+    }
+
     /// Where the agents work and conversations are kept.
     pub fn root(&self) -> &Path {
         &self.root

@@ -43,6 +43,7 @@ mod mcp;
 mod providers;
 mod root;
 mod sandbox;
+mod tokens;
 
 pub use agents::{AgentHarness, AgentInfo, AgentSet, HarnessOptions, agent_name_of_file};
 pub use env::Env;

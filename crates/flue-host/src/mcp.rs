@@ -4,12 +4,15 @@
 use std::path::Path;
 
 use flue_build::{McpServerDecl, McpTransport, Workspace};
+use std::sync::Arc;
+
 use flue_connectors::{
-    McpHttpEndpoint, McpServerConnection, McpServerOptions, McpStdioCommand,
-    McpTransport as WireTransport, connect_mcp_server,
+    McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpServerConnection,
+    McpServerOptions, McpStdioCommand, McpTransport as WireTransport, connect_mcp_server,
 };
 use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
 
+use crate::tokens::SqliteTokenStore;
 use crate::{Env, HarnessOptions};
 
 #[cfg(test)]
@@ -131,6 +134,7 @@ pub(crate) fn options(
     env: &Env,
 ) -> Result<McpServerOptions, FlueError> {
     let lookup = |name: &str| env.get(name);
+    let mut oauth = McpOAuth::default();
     let endpoint: flue_connectors::McpEndpoint = match decl {
         McpServerDecl::Remote(remote) => {
             let transport = match remote.transport {
@@ -148,6 +152,26 @@ pub(crate) fn options(
                     FlueError::config(format!("mcp server `{server}`, header `{name}`: {problem}"))
                 })?;
                 endpoint = endpoint.with_header(name, value);
+            }
+            oauth.store = Some(Arc::new(SqliteTokenStore::new(root, server, &remote.url)));
+            if let Some(decl) = &remote.oauth {
+                oauth.client_id = decl.client_id.clone();
+                oauth.client_secret = match &decl.client_secret {
+                    Some(secret) => Some(expand(secret, lookup).map_err(|problem| {
+                        FlueError::config(format!(
+                            "mcp server `{server}`, oauth client_secret: {problem}"
+                        ))
+                    })?),
+                    None => None,
+                };
+                oauth.client_metadata_url = decl.client_metadata_url.clone();
+                oauth.scopes = decl.scopes.clone();
+                if decl.client_credentials {
+                    oauth.grant = McpOAuthGrant::ClientCredentials;
+                }
+                if decl.follow_redirect {
+                    oauth.redirect = McpOAuthRedirect::Follow;
+                }
             }
             endpoint.into()
         }
@@ -170,7 +194,17 @@ pub(crate) fn options(
             command.into()
         }
     };
-    Ok(McpServerOptions::new(endpoint))
+    Ok(McpServerOptions::new(endpoint).with_oauth(oauth))
+}
+
+/// The declaration of server `server`: flue.toml's, else the first agent's that declares it.
+pub(crate) fn find_server<'w>(workspace: &'w Workspace, server: &str) -> Option<&'w McpServerDecl> {
+    workspace.config.mcp.get(server).or_else(|| {
+        workspace
+            .agents
+            .values()
+            .find_map(|agent| agent.mcp.get(server))
+    })
 }
 
 /// `text` with every `${NAME}` replaced by `lookup(NAME)`. Other `$` are kept. The error says

@@ -33,6 +33,7 @@ fn remote_and_stdio_servers_are_read() {
                     url: "http://127.0.0.1:8931/mcp".to_owned(),
                     transport: McpTransport::StreamableHttp,
                     headers: BTreeMap::new(),
+                    oauth: None,
                 }),
             ),
             (
@@ -57,6 +58,7 @@ fn remote_and_stdio_servers_are_read() {
                         ("Authorization".to_owned(), "Bearer token".to_owned()),
                         ("X-Retries".to_owned(), "3".to_owned()),
                     ]),
+                    oauth: None,
                 }),
             ),
         ]),
@@ -171,6 +173,7 @@ cwd = "tools"
             "Authorization".to_owned(),
             "Bearer ${DOCS_TOKEN}".to_owned(),
         )]),
+        oauth: None,
     });
     let files = McpServerDecl::Stdio(StdioMcpServer {
         command: "npx".to_owned(),
@@ -189,6 +192,7 @@ cwd = "tools"
         url: "http://127.0.0.1:9000/mcp".to_owned(),
         transport: McpTransport::StreamableHttp,
         headers: BTreeMap::new(),
+        oauth: None,
     });
     assert_eq!(
         workspace.mcp_servers("a").unwrap(),

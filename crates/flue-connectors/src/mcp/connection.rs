@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
 use super::naming::adapted_name;
+use super::oauth::{Authorizer, OAuthHttpClient};
 use super::options::{McpEndpoint, McpServerOptions, McpTransport};
 use super::render::{EMPTY_RESULT, render_result};
 use super::sse::{SseTransport, error_chain};
@@ -76,6 +77,7 @@ pub async fn connect_mcp_server(
         server: name.to_owned(),
         secrets: options.secret_values(),
         stderr: None,
+        authorizer: None,
     };
     let service = start(name, &options, &mut context).await?;
     let client = Arc::new(Client {
@@ -135,12 +137,14 @@ impl fmt::Debug for McpServerConnection {
     }
 }
 
-/// What an error about one server needs: its name, values to hide, and its stderr.
-#[derive(Clone, Debug)]
+/// What an error about one server needs: its name, values to hide, its stderr, and why
+/// authorization failed.
+#[derive(Clone)]
 struct ErrorContext {
     server: String,
     secrets: Vec<String>,
     stderr: Option<StderrTail>,
+    authorizer: Option<Arc<Authorizer>>,
 }
 
 impl ErrorContext {
@@ -166,6 +170,11 @@ impl ErrorContext {
     /// the end of its stderr.
     fn error(&self, reason: McpErrorReason, message: String) -> FlueError {
         let mut message = message;
+        let mut reason = reason;
+        if let Some(failure) = self.authorizer.as_ref().and_then(|auth| auth.failure()) {
+            reason = McpErrorReason::AuthRequired;
+            message = failure;
+        }
         let died = matches!(reason, McpErrorReason::StartFailed | McpErrorReason::Closed);
         if let Some(stderr) = self.stderr.as_ref().filter(|_| died) {
             let text = stderr.text();
@@ -288,8 +297,23 @@ async fn start(
                                 .map(|(name, value)| (name.clone(), value.clone()))
                                 .collect(),
                         );
-                    let transport = StreamableHttpClientTransport::from_config(config);
-                    handshake(info, transport, timeout, &http.url, context).await?
+                    if headers.contains_key(reqwest::header::AUTHORIZATION) {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        handshake(info, transport, timeout, &http.url, context).await?
+                    } else {
+                        let authorizer = Authorizer::new(
+                            name,
+                            &http.url,
+                            options.oauth.clone(),
+                            &reqwest::Client::new(),
+                        )
+                        .await
+                        .map_err(|message| context.error(McpErrorReason::StartFailed, message))?;
+                        context.authorizer = Some(Arc::clone(&authorizer));
+                        let client = OAuthHttpClient { authorizer };
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        handshake(info, transport, timeout, &http.url, context).await?
+                    }
                 }
                 McpTransport::Sse => {
                     let transport = SseTransport::connect(&http.url, headers, timeout)

@@ -8,6 +8,7 @@ mod connection;
 mod elicitation;
 mod handler;
 mod naming;
+mod oauth;
 mod options;
 mod render;
 mod sse;
@@ -17,6 +18,9 @@ pub use connection::{McpServerConnection, connect_mcp_server};
 pub use elicitation::{
     AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
     field_options, field_value,
+};
+pub use oauth::{
+    MAX_AUTHORIZATIONS, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpTokenStore, login_mcp_server,
 };
 pub use options::{
     DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerOptions, McpStdioCommand,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::elicitation::McpElicitor;
+use super::oauth::McpOAuth;
 
 /// Default per-request timeout: 60 seconds.
 pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -45,6 +46,9 @@ pub struct McpServerOptions {
     /// Who answers the server's elicitation requests; without one, flue does not announce
     /// elicitation and declines any request.
     pub elicitor: Option<Arc<dyn McpElicitor>>,
+    /// OAuth for a streamable-HTTP server (used when it answers 401). A server given an
+    /// `Authorization` header does not use OAuth.
+    pub oauth: McpOAuth,
 }
 
 /// Where an MCP server is. May grow: match with a wildcard arm.
@@ -106,7 +110,15 @@ impl McpServerOptions {
             timeout: DEFAULT_MCP_TIMEOUT,
             reset_timeout_on_progress: false,
             elicitor: None,
+            oauth: McpOAuth::default(),
         }
+    }
+
+    /// Sets the OAuth settings of a remote server.
+    #[must_use]
+    pub fn with_oauth(mut self, oauth: McpOAuth) -> Self {
+        self.oauth = oauth;
+        self
     }
 
     /// Sets who answers the server's elicitation requests.
@@ -138,6 +150,7 @@ impl McpServerOptions {
             McpEndpoint::Stdio(stdio) => stdio.env.values(),
         };
         values
+            .chain(self.oauth.client_secret.iter())
             .filter(|value| value.trim().len() >= MIN_REDACTED_LEN)
             .cloned()
             .collect()
@@ -228,6 +241,7 @@ impl fmt::Debug for McpServerOptions {
             .field("timeout", &self.timeout)
             .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
             .field("elicitor", &self.elicitor.is_some())
+            .field("oauth", &self.oauth)
             .finish_non_exhaustive()
     }
 }
