@@ -11,6 +11,7 @@ mod build;
 mod conformance;
 mod delegation;
 mod mcp;
+mod mcp_oauth;
 mod providers;
 mod run;
 mod sandbox;

@@ -212,6 +212,16 @@ impl Authorizer {
         *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = message;
     }
 
+    /// Whether the store holds tokens (possibly expired ones) for this server.
+    fn has_stored_tokens(&self) -> bool {
+        let document = self
+            .oauth
+            .store
+            .as_ref()
+            .and_then(|store| store.load().ok().flatten());
+        document.is_some_and(|document| document.contains("\"access_token\""))
+    }
+
     /// The current access token (refreshed when it is about to expire), if there is one.
     async fn token(&self) -> Option<String> {
         self.manager.lock().await.get_access_token().await.ok()
@@ -235,7 +245,7 @@ impl Authorizer {
                 self.obtain(Some(challenge), granted, Redirect::Follow)
                     .await
             }
-            _ => Err(if sent.is_some() {
+            _ => Err(if sent.is_some() || self.has_stored_tokens() {
                 format!(
                     "the authorization expired or was revoked: run `flue mcp login {}` to sign in again",
                     self.server
