@@ -94,6 +94,7 @@ struct RawMcpServer {
     transport: Option<Spanned<String>>,
     headers: Option<BTreeMap<String, String>>,
     oauth: Option<Spanned<RawOAuth>>,
+    sampling: Option<bool>,
     command: Option<Spanned<String>>,
     args: Option<Vec<String>>,
     env: Option<BTreeMap<String, String>>,
@@ -287,6 +288,7 @@ fn mcp_servers(
                     transport,
                     headers: server.headers.unwrap_or_default(),
                     oauth,
+                    sampling: server.sampling.unwrap_or(false),
                 })
             }
             (None, Some(command)) => {
@@ -323,6 +325,7 @@ fn mcp_servers(
                     args: server.args.unwrap_or_default(),
                     env: server.env.unwrap_or_default(),
                     cwd,
+                    sampling: server.sampling.unwrap_or(false),
                 })
             }
         };

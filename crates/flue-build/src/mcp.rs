@@ -30,6 +30,8 @@ pub struct RemoteMcpServer {
     pub headers: BTreeMap<String, String>,
     /// OAuth settings (`oauth:`), when the server needs more than discovery gives.
     pub oauth: Option<McpOAuthDecl>,
+    /// `sampling: true`: the server may ask the agent's model for completions.
+    pub sampling: bool,
 }
 
 /// A remote server's `oauth` settings; `${VAR}` in `client_secret` is expanded when the
@@ -63,6 +65,18 @@ pub struct StdioMcpServer {
     pub env: BTreeMap<String, String>,
     /// Working directory, when not the default.
     pub cwd: Option<String>,
+    /// `sampling: true`: the server may ask the agent's model for completions.
+    pub sampling: bool,
+}
+
+impl McpServerDecl {
+    /// Whether the server may ask the agent's model for completions (`sampling: true`).
+    pub fn sampling(&self) -> bool {
+        match self {
+            Self::Remote(remote) => remote.sampling,
+            Self::Stdio(stdio) => stdio.sampling,
+        }
+    }
 }
 
 /// How an HTTP MCP server is spoken to. May grow: match with a wildcard arm.
@@ -76,7 +90,7 @@ pub enum McpTransport {
     Sse,
 }
 
-const REMOTE_KEYS: &[&str] = &["url", "transport", "headers", "oauth"];
+const REMOTE_KEYS: &[&str] = &["url", "transport", "headers", "oauth", "sampling"];
 pub(crate) const OAUTH_KEYS: &[&str] = &[
     "client_id",
     "client_secret",
@@ -90,7 +104,7 @@ pub(crate) const GRANTS: &[(&str, bool)] =
     &[("authorization_code", false), ("client_credentials", true)];
 /// `redirect` values: does flue follow the redirect itself?
 pub(crate) const REDIRECTS: &[(&str, bool)] = &[("browser", false), ("follow", true)];
-const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
+const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd", "sampling"];
 pub(crate) const TRANSPORTS: &[(&str, McpTransport)] = &[
     ("streamable-http", McpTransport::StreamableHttp),
     ("sse", McpTransport::Sse),
@@ -174,6 +188,7 @@ fn parse_remote(
         transport: McpTransport::default(),
         headers: BTreeMap::new(),
         oauth: None,
+        sampling: false,
     };
     let mut valid = true;
     for (key, value) in entries {
@@ -193,6 +208,9 @@ fn parse_remote(
                 .check(&keys, fields::string_map(&dotted, value))
                 .map(|headers| server.headers = headers),
             "oauth" => parse_oauth(name, value, report).map(|oauth| server.oauth = Some(oauth)),
+            "sampling" => report
+                .check(&keys, fields::boolean(&dotted, value))
+                .map(|sampling| server.sampling = sampling),
             _ => {
                 let place = format!(" in mcp server `{name}` (a `url` server)");
                 report.unknown_key(&keys, &place, REMOTE_KEYS);
@@ -269,6 +287,7 @@ fn parse_stdio(
         args: Vec::new(),
         env: BTreeMap::new(),
         cwd: None,
+        sampling: false,
     };
     let mut valid = true;
     for (key, value) in entries {
@@ -287,6 +306,9 @@ fn parse_stdio(
             "cwd" => report
                 .check(&keys, non_empty_string(&dotted, value))
                 .map(|cwd| server.cwd = Some(cwd)),
+            "sampling" => report
+                .check(&keys, fields::boolean(&dotted, value))
+                .map(|sampling| server.sampling = sampling),
             _ => {
                 let place = format!(" in mcp server `{name}` (a `command` server)");
                 report.unknown_key(&keys, &place, STDIO_KEYS);

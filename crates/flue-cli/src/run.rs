@@ -100,6 +100,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
+    let sampled = prepared.opened.mcp_sampling_usage();
+    if sampled.input_tokens + sampled.output_tokens > 0 {
+        eprintln!(
+            "mcp sampling used the agent's model: {} input and {} output tokens",
+            sampled.input_tokens, sampled.output_tokens
+        );
+    }
     for warning in prepared.opened.close().await {
         eprintln!("warning: {warning}");
     }

@@ -261,10 +261,26 @@ impl AgentSet {
             .into_iter()
             .collect();
 
+        let sampling_usage = Arc::new(std::sync::Mutex::new(flue_core::Usage::default()));
+        let sampler: Option<Arc<dyn flue_connectors::McpSampler>> =
+            config.model.clone().map(|model| {
+                Arc::new(crate::sampling::ModelSampler {
+                    providers: self.providers.registry.clone(),
+                    model,
+                    usage: Arc::clone(&sampling_usage),
+                }) as Arc<dyn flue_connectors::McpSampler>
+            });
         let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
-        let mcp = match McpServers::connect(&self.workspace, agent, &self.env, options, &mut config)
-            .await
-        {
+        let connected = McpServers::connect(
+            &self.workspace,
+            agent,
+            &self.env,
+            options,
+            sampler,
+            &mut config,
+        )
+        .await;
+        let mcp = match connected {
             Ok(mcp) => mcp,
             Err(err) => {
                 sandbox.close().await;
@@ -294,6 +310,7 @@ impl AgentSet {
             harness,
             warnings,
             resources: Some(Resources { sandbox, mcp }),
+            sampling_usage,
         })
     }
 }
@@ -316,6 +333,7 @@ pub struct AgentHarness {
     harness: Harness,
     warnings: Vec<String>,
     resources: Option<Resources>,
+    sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
 }
 
 struct Resources {
@@ -341,6 +359,15 @@ impl AgentHarness {
     /// defaults because its provider's catalog does not know it).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Tokens the agent's model spent answering MCP servers' sampling requests (servers with
+    /// `sampling: true`) since the harness was opened; not part of any session's usage.
+    pub fn mcp_sampling_usage(&self) -> flue_core::Usage {
+        *self
+            .sampling_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Closes the MCP servers and the sandbox; returns the failures as warnings.

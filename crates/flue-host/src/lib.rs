@@ -42,6 +42,7 @@ mod host;
 mod mcp;
 mod providers;
 mod root;
+mod sampling;
 mod sandbox;
 mod tokens;
 

@@ -7,7 +7,7 @@ use flue_build::{McpServerDecl, McpTransport, Workspace};
 use std::sync::Arc;
 
 use flue_connectors::{
-    McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpServerConnection,
+    McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpSampler, McpServerConnection,
     McpServerOptions, McpStdioCommand, McpTransport as WireTransport, connect_mcp_server,
 };
 use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
@@ -24,6 +24,7 @@ struct Context<'a> {
     workspace: &'a Workspace,
     env: &'a Env,
     options: &'a HarnessOptions,
+    sampler: Option<&'a Arc<dyn McpSampler>>,
 }
 
 /// The open MCP connections of one harness.
@@ -42,12 +43,14 @@ impl McpServers {
         agent: &str,
         env: &Env,
         options: &HarnessOptions,
+        sampler: Option<Arc<dyn McpSampler>>,
         config: &mut AgentConfig,
     ) -> Result<Self, FlueError> {
         let context = Context {
             workspace,
             env,
             options,
+            sampler: sampler.as_ref(),
         };
         let mut servers = Self::default();
         let attached = servers.attach(context, agent, &mut config.tools).await;
@@ -111,6 +114,9 @@ impl McpServers {
                     let mut options = options(&name, &decl, &context.workspace.root, context.env)?;
                     if let Some(elicitor) = &context.options.elicitor {
                         options = options.with_elicitor(elicitor.clone());
+                    }
+                    if let Some(sampler) = context.sampler.filter(|_| decl.sampling()) {
+                        options = options.with_sampler(Arc::clone(sampler));
                     }
                     let connection = connect_mcp_server(&name, options).await?;
                     self.connections.push((decl, connection));

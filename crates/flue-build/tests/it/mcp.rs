@@ -34,6 +34,7 @@ fn remote_and_stdio_servers_are_read() {
                     transport: McpTransport::StreamableHttp,
                     headers: BTreeMap::new(),
                     oauth: None,
+                    sampling: false,
                 }),
             ),
             (
@@ -47,6 +48,7 @@ fn remote_and_stdio_servers_are_read() {
                     ],
                     env: BTreeMap::from([("DEBUG".to_owned(), "true".to_owned())]),
                     cwd: Some("/srv".to_owned()),
+                    sampling: false,
                 }),
             ),
             (
@@ -59,6 +61,7 @@ fn remote_and_stdio_servers_are_read() {
                         ("X-Retries".to_owned(), "3".to_owned()),
                     ]),
                     oauth: None,
+                    sampling: false,
                 }),
             ),
         ]),
@@ -174,12 +177,14 @@ cwd = "tools"
             "Bearer ${DOCS_TOKEN}".to_owned(),
         )]),
         oauth: None,
+        sampling: false,
     });
     let files = McpServerDecl::Stdio(StdioMcpServer {
         command: "npx".to_owned(),
         args: vec!["-y".to_owned(), "server-filesystem".to_owned()],
         env: BTreeMap::from([("ROOT".to_owned(), "${HOME}/src".to_owned())]),
         cwd: Some("tools".to_owned()),
+        sampling: false,
     });
     assert_eq!(
         workspace.config.mcp,
@@ -193,6 +198,7 @@ cwd = "tools"
         transport: McpTransport::StreamableHttp,
         headers: BTreeMap::new(),
         oauth: None,
+        sampling: false,
     });
     assert_eq!(
         workspace.mcp_servers("a").unwrap(),

@@ -283,7 +283,7 @@ async fn start(
     options: &McpServerOptions,
     context: &mut ErrorContext,
 ) -> Result<RunningService<RoleClient, Handler>> {
-    let info = Handler::new(name, options.elicitor.clone());
+    let info = Handler::new(name, options.elicitor.clone(), options.sampler.clone());
     let timeout = options.timeout;
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {

@@ -1,29 +1,45 @@
 //! The client side of a connection: what flue announces in the handshake and how it answers
-//! the requests a server sends back (elicitation).
+//! the requests a server sends back (elicitation, sampling).
+#![allow(
+    deprecated,
+    reason = "rmcp marks sampling deprecated for a future MCP draft; it is part of the 2025-11-25 spec flue speaks"
+)]
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, FormElicitationCapability, Implementation, MetaObject, ProtocolVersion,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, MetaObject, ProtocolVersion, Role,
+    SamplingCapability, SamplingMessage,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::elicitation::{ElicitationAnswer, ElicitationRequest, McpElicitor};
+use super::sampling::{McpSampler, SamplingRequest, content_text};
 
 /// Answers a server's requests for one connection.
 pub(crate) struct Handler {
     info: ClientConfig,
     server: String,
     elicitor: Option<Arc<dyn McpElicitor>>,
+    sampler: Option<Arc<dyn McpSampler>>,
 }
 
 impl Handler {
-    /// The handler for server `server`; elicitation is announced only when someone answers it.
-    pub(crate) fn new(server: &str, elicitor: Option<Arc<dyn McpElicitor>>) -> Self {
+    /// The handler for server `server`; elicitation and sampling are announced only when
+    /// someone answers them.
+    pub(crate) fn new(
+        server: &str,
+        elicitor: Option<Arc<dyn McpElicitor>>,
+        sampler: Option<Arc<dyn McpSampler>>,
+    ) -> Self {
         let mut capabilities = ClientCapabilities::default();
+        if sampler.is_some() {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
         if elicitor.is_some() {
             let mut elicitation = ElicitationCapability::new();
             elicitation.form = Some(FormElicitationCapability::new());
@@ -38,6 +54,7 @@ impl Handler {
             info,
             server: server.to_owned(),
             elicitor,
+            sampler,
         }
     }
 }
@@ -45,6 +62,53 @@ impl Handler {
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
+    }
+
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<CreateMessageResult, ErrorData>> + Send + '_ {
+        async move {
+            let Some(sampler) = &self.sampler else {
+                return Err(ErrorData::invalid_request(
+                    "sampling is not enabled for this server: set `sampling: true` in its mcp settings",
+                    None,
+                ));
+            };
+            let messages = params
+                .messages
+                .iter()
+                .map(|message| {
+                    let json = serde_json::to_value(message).unwrap_or(Value::Null);
+                    let is_user = json.get("role").and_then(Value::as_str) != Some("assistant");
+                    (
+                        is_user,
+                        content_text(json.get("content").unwrap_or(&Value::Null)),
+                    )
+                })
+                .collect();
+            let request = SamplingRequest {
+                server: self.server.clone(),
+                system_prompt: params.system_prompt.clone(),
+                messages,
+                max_tokens: params.max_tokens,
+            };
+            let response = sampler
+                .sample(&request)
+                .await
+                .map_err(|message| ErrorData::internal_error(message, None))?;
+            let stop_reason = if response.hit_max_tokens {
+                CreateMessageResult::STOP_REASON_END_MAX_TOKEN
+            } else {
+                CreateMessageResult::STOP_REASON_END_TURN
+            };
+            Ok(CreateMessageResult::new(
+                SamplingMessage::new(Role::Assistant, response.text),
+                response.model,
+            )
+            .with_stop_reason(stop_reason))
+        }
     }
 
     fn create_elicitation(

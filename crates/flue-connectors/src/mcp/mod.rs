@@ -11,6 +11,7 @@ mod naming;
 mod oauth;
 mod options;
 mod render;
+mod sampling;
 mod sse;
 mod stdio;
 
@@ -26,3 +27,4 @@ pub use options::{
     DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerOptions, McpStdioCommand,
     McpTransport,
 };
+pub use sampling::{McpSampler, SamplingRequest, SamplingResponse};

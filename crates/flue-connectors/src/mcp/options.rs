@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::elicitation::McpElicitor;
 use super::oauth::McpOAuth;
+use super::sampling::McpSampler;
 
 /// Default per-request timeout: 60 seconds.
 pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -49,6 +50,9 @@ pub struct McpServerOptions {
     /// OAuth for a streamable-HTTP server (used when it answers 401). A server given an
     /// `Authorization` header does not use OAuth.
     pub oauth: McpOAuth,
+    /// Who completes the server's sampling requests; without one (the default) sampling is
+    /// not announced and requests fail.
+    pub sampler: Option<Arc<dyn McpSampler>>,
 }
 
 /// Where an MCP server is. May grow: match with a wildcard arm.
@@ -111,7 +115,15 @@ impl McpServerOptions {
             reset_timeout_on_progress: false,
             elicitor: None,
             oauth: McpOAuth::default(),
+            sampler: None,
         }
+    }
+
+    /// Lets the server sample: `sampler` completes its requests.
+    #[must_use]
+    pub fn with_sampler(mut self, sampler: Arc<dyn McpSampler>) -> Self {
+        self.sampler = Some(sampler);
+        self
     }
 
     /// Sets the OAuth settings of a remote server.
@@ -242,6 +254,7 @@ impl fmt::Debug for McpServerOptions {
             .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
             .field("elicitor", &self.elicitor.is_some())
             .field("oauth", &self.oauth)
+            .field("sampler", &self.sampler.is_some())
             .finish_non_exhaustive()
     }
 }
