@@ -15,8 +15,12 @@ use pretty_assertions::assert_eq;
 use super::mcp::peer;
 
 /// Every client scenario of spec version 2025-11-25 (`conformance list --client
-/// --spec-version 2025-11-25`), plus the 2025-03-26 fallbacks and machine-to-machine client
-/// credentials.
+/// --spec-version 2025-11-25`), then the older and newer ones flue passes too: the 2025-03-26
+/// endpoint fallback, machine-to-machine client credentials and three drafts. Left out:
+/// `auth/2025-03-26-oauth-metadata-backcompat` (its metadata's `issuer` is not the url it is
+/// served from, which RFC 8414 §3.3 says a client must reject, and rmcp does),
+/// `auth/client-credentials-jwt` (private_key_jwt) and `auth/cross-app-access-complete-flow`
+/// (enterprise token exchange), two extensions flue does not implement.
 const SCENARIOS: &[&str] = &[
     "initialize",
     "tools_call",
@@ -36,6 +40,11 @@ const SCENARIOS: &[&str] = &[
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
     "auth/pre-registration",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/client-credentials-basic",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
 ];
 
 #[test]
