@@ -100,7 +100,7 @@ fn every_client_scenario_of_the_conformance_suite_passes() {
     // timing check missed: on a loaded machine the lateness is the machine's, not ours.
     for attempt in 1..=3 {
         let (dir, child) = run(TIMED, attempt);
-        let result = outcome(TIMED, &dir, child.wait_with_output().unwrap());
+        let result = outcome(TIMED, &dir, &child.wait_with_output().unwrap());
         let only_timing = result.bad.iter().all(|bad| {
             bad.contains("client-sse-retry-timing") || bad.starts_with("the suite exited")
         });
@@ -117,7 +117,7 @@ fn every_client_scenario_of_the_conformance_suite_passes() {
         .map(|scenario| (*scenario, run(scenario, 1)))
         .collect();
     for (scenario, (dir, child)) in children {
-        results.push(outcome(scenario, &dir, child.wait_with_output().unwrap()));
+        results.push(outcome(scenario, &dir, &child.wait_with_output().unwrap()));
     }
     let failures: Vec<String> = results
         .iter()
@@ -146,7 +146,7 @@ struct Outcome {
     stderr: String,
 }
 
-fn outcome(scenario: &str, dir: &Path, output: std::process::Output) -> Outcome {
+fn outcome(scenario: &str, dir: &Path, output: &std::process::Output) -> Outcome {
     let checks = checks_of(dir);
     let mut bad: Vec<String> = checks
         .iter()

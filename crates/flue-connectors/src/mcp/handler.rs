@@ -64,12 +64,12 @@ impl ClientHandler for Handler {
         self.info.clone()
     }
 
-    fn create_message(
+    async fn create_message(
         &self,
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
-    ) -> impl Future<Output = Result<CreateMessageResult, ErrorData>> + Send + '_ {
-        async move {
+    ) -> Result<CreateMessageResult, ErrorData> {
+        {
             let Some(sampler) = &self.sampler else {
                 return Err(ErrorData::invalid_request(
                     "sampling is not enabled for this server: set `sampling: true` in its mcp settings",
@@ -111,12 +111,12 @@ impl ClientHandler for Handler {
         }
     }
 
-    fn create_elicitation(
+    async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
-    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
-        async move {
+    ) -> Result<ElicitResult, ErrorData> {
+        {
             let decline = |reason: String| {
                 let mut meta = serde_json::Map::new();
                 meta.insert("reason".to_owned(), Value::String(reason));

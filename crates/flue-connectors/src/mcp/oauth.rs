@@ -237,11 +237,7 @@ impl Authorizer {
         }
         let granted = self.manager.lock().await.get_current_scopes().await;
         let obtained = match (self.oauth.grant, self.oauth.redirect) {
-            (McpOAuthGrant::ClientCredentials, _) => {
-                self.obtain(Some(challenge), granted, Redirect::Follow)
-                    .await
-            }
-            (_, McpOAuthRedirect::Follow) => {
+            (McpOAuthGrant::ClientCredentials, _) | (_, McpOAuthRedirect::Follow) => {
                 self.obtain(Some(challenge), granted, Redirect::Follow)
                     .await
             }
@@ -524,7 +520,7 @@ impl CredentialStore for StoreAdapter {
         Self: 'b,
     {
         Box::pin(async move {
-            let document = self.0.load().map_err(store_error)?;
+            let document = self.0.load().map_err(|err| store_error(&err))?;
             match document {
                 Some(document) => serde_json::from_str(&document)
                     .map(Some)
@@ -542,7 +538,7 @@ impl CredentialStore for StoreAdapter {
         Box::pin(async move {
             let document = serde_json::to_string(&credentials)
                 .map_err(|err| AuthError::CredentialStoreError(err.to_string()))?;
-            self.0.save(&document).map_err(store_error)
+            self.0.save(&document).map_err(|err| store_error(&err))
         })
     }
 
@@ -551,11 +547,11 @@ impl CredentialStore for StoreAdapter {
         'a: 'b,
         Self: 'b,
     {
-        Box::pin(async move { self.0.clear().map_err(store_error) })
+        Box::pin(async move { self.0.clear().map_err(|err| store_error(&err)) })
     }
 }
 
-fn store_error(err: FlueError) -> AuthError {
+fn store_error(err: &FlueError) -> AuthError {
     AuthError::CredentialStoreError(err.to_string())
 }
 
