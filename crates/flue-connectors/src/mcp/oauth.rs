@@ -395,7 +395,10 @@ async fn new_manager(url: &str, oauth: &McpOAuth) -> Result<AuthorizationManager
         .await
         .map_err(|err| format!("cannot set up OAuth for {url}: {err}"))?;
     if let Some(store) = &oauth.store {
-        manager.set_credential_store(StoreAdapter(Arc::clone(store)));
+        manager.set_credential_store(StoreAdapter {
+            store: Arc::clone(store),
+            cache: tokio::sync::Mutex::new(None),
+        });
     }
     Ok(manager)
 }
@@ -508,8 +511,12 @@ async fn wait_for_redirect(listener: &TcpListener) -> Result<String, String> {
         .map_err(|_| "no answer from the browser within 5 minutes".to_owned())?
 }
 
-/// rmcp's credential store on a [`McpTokenStore`].
-struct StoreAdapter(Arc<dyn McpTokenStore>);
+/// rmcp's credential store on a [`McpTokenStore`], read once and then served from memory
+/// (rmcp loads the credentials before every request).
+struct StoreAdapter {
+    store: Arc<dyn McpTokenStore>,
+    cache: tokio::sync::Mutex<Option<Option<StoredCredentials>>>,
+}
 
 type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, AuthError>> + Send + 'a>>;
 
@@ -520,13 +527,20 @@ impl CredentialStore for StoreAdapter {
         Self: 'b,
     {
         Box::pin(async move {
-            let document = self.0.load().map_err(|err| store_error(&err))?;
-            match document {
-                Some(document) => serde_json::from_str(&document)
-                    .map(Some)
-                    .map_err(|err| AuthError::CredentialStoreError(err.to_string())),
-                None => Ok(None),
+            let mut cache = self.cache.lock().await;
+            if let Some(cached) = cache.as_ref() {
+                return Ok(cached.clone());
             }
+            let document = self.store.load().map_err(|err| store_error(&err))?;
+            let credentials: Option<StoredCredentials> = match document {
+                Some(document) => Some(
+                    serde_json::from_str(&document)
+                        .map_err(|err| AuthError::CredentialStoreError(err.to_string()))?,
+                ),
+                None => None,
+            };
+            *cache = Some(credentials.clone());
+            Ok(credentials)
         })
     }
 
@@ -538,7 +552,13 @@ impl CredentialStore for StoreAdapter {
         Box::pin(async move {
             let document = serde_json::to_string(&credentials)
                 .map_err(|err| AuthError::CredentialStoreError(err.to_string()))?;
-            self.0.save(&document).map_err(|err| store_error(&err))
+            let mut cache = self.cache.lock().await;
+            *cache = None;
+            self.store
+                .save(&document)
+                .map_err(|err| store_error(&err))?;
+            *cache = Some(Some(credentials));
+            Ok(())
         })
     }
 
@@ -547,7 +567,13 @@ impl CredentialStore for StoreAdapter {
         'a: 'b,
         Self: 'b,
     {
-        Box::pin(async move { self.0.clear().map_err(|err| store_error(&err)) })
+        Box::pin(async move {
+            let mut cache = self.cache.lock().await;
+            *cache = None;
+            self.store.clear().map_err(|err| store_error(&err))?;
+            *cache = Some(None);
+            Ok(())
+        })
     }
 }
 
