@@ -32,6 +32,16 @@ pub(crate) enum Exit {
     Interrupted,
 }
 
+/// Makes this process non-dumpable, so that commands of the `local` sandbox (our children,
+/// running as the same user) cannot read our environment (`/proc/$PPID/environ`, where API
+/// keys live) or our memory. A process of the same user with `CAP_SYS_PTRACE` (root) still
+/// can; the isolated sandbox's pid namespace hides us entirely. Also disables core dumps,
+/// which would hold the same keys. Commands themselves are dumpable again once they exec.
+fn hide_own_environment() {
+    // Only fails on kernels without prctl; nothing better to do there.
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
 impl From<Exit> for ExitCode {
     fn from(exit: Exit) -> Self {
         match exit {
@@ -43,7 +53,21 @@ impl From<Exit> for ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    hide_own_environment();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` print to stdout and succeed; a usage error prints to
+        // stderr and exits 1 like every other setup error (clap's own default is 2).
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                Exit::Failure
+            } else {
+                Exit::Success
+            }
+            .into();
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

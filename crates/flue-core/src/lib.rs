@@ -43,7 +43,10 @@ pub use config::{
 };
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
-pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
+pub use harness::{
+    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, TASK_SESSION_PREFIX,
+    check_instance_id,
+};
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
     ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,
@@ -59,7 +62,7 @@ pub use role::Role;
 pub use sandbox::{
     CommandLauncher, ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox,
     SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
-    VirtualSandboxBuilder, normalize_path,
+    VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
 };
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};

@@ -20,4 +20,7 @@ mod python;
 /// The sandbox contract suite, shared with flue-core's tests.
 #[path = "../../../flue-core/tests/it/sandbox_contract.rs"]
 mod sandbox_contract;
+/// The path race, shared with flue-core's tests.
+#[path = "../../../flue-core/tests/it/sandbox_race.rs"]
+mod sandbox_race;
 mod support;
