@@ -1,7 +1,8 @@
 //! Remote MCP servers behind OAuth: a run without tokens names `flue mcp login`, login with the
 //! loopback redirect stores tokens the next runs use (never shown, never in the transcript or
-//! the workspace's files), logout forgets them. The server is one of the conformance suite's
-//! OAuth scenario servers on loopback, which approves without a person.
+//! the workspace's files), logout forgets them. And a server's question (elicitation) in a
+//! headless run. The servers are the conformance suite's scenario servers on loopback (its
+//! OAuth ones approve without a person).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -189,5 +190,44 @@ fn login_names_unknown_and_local_servers() {
     assert_eq!(
         stderr(&local),
         "error: mcp server `files` is a local process (`command`): only `url` servers sign in\n"
+    );
+}
+
+#[test]
+fn a_headless_run_declines_a_servers_question_and_says_how_to_answer() {
+    let server = ScenarioServer::start("elicitation-sep1034-client-defaults");
+    let tool = "mcp__docs__test_client_elicitation_defaults";
+    let script = json!({"rules": [
+        {"when": {"user_contains": "go"}, "reply": {"tool_calls": [{"name": tool, "input": {}}]}},
+        {"when": {"tool_result": tool}, "reply": {"text": "Tool said: {{tool_result}}"}},
+        {"reply": {"text": "ok"}}
+    ]});
+    let ws = Workspace::new(&[
+        (
+            "agents/helper.md",
+            &format!(
+                "---\nmodel: scripted/script.json\nmcp:\n  docs:\n    url: {}\n---\nHi.\n",
+                server.url
+            ),
+        ),
+        ("script.json", &script.to_string()),
+    ]);
+    let declined = ws.flue(&["run", "helper", "-m", "go"]);
+    assert!(declined.status.success(), "{}", stderr(&declined));
+    assert_eq!(
+        stdout(&declined),
+        "Tool said: Elicitation was not accepted\n"
+    );
+    assert!(
+        stderr(&declined).contains(
+            "mcp server `docs` asked: Test client default value handling - please accept with defaults; declined: no terminal to ask a person on; run `flue run` on a terminal to answer, or pass --yes to accept the defaults"
+        ),
+        "{}",
+        stderr(&declined)
+    );
+    let accepted = ws.flue(&["run", "helper", "-m", "go", "--yes"]);
+    assert_eq!(
+        stdout(&accepted),
+        "Tool said: Elicitation completed: {\"age\":30,\"name\":\"John Doe\",\"score\":95.5,\"status\":\"active\",\"verified\":true}\n"
     );
 }
