@@ -21,6 +21,7 @@ mod sandbox_local;
 mod sandbox_virtual;
 mod sandboxes;
 mod scripted;
+mod secrets;
 mod session;
 mod skills;
 mod store_contract;
