@@ -13,6 +13,7 @@ mod render;
 mod run;
 mod sandbox;
 mod session_show;
+mod terminal;
 mod trash;
 mod workspace;
 
@@ -75,7 +76,8 @@ fn main() -> ExitCode {
     let exit = match result {
         Ok(exit) => exit,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            let message = format!("{err:#}");
+            eprintln!("error: {}", terminal::escape_controls(&message));
             Exit::Failure
         }
     };

@@ -116,7 +116,7 @@ pub(crate) fn options(
     root: &Path,
     env: &EnvVars,
 ) -> Result<McpServerOptions, FlueError> {
-    let lookup = |name: &str| env.get(name);
+    let lookup = |name: &str| env.secret(name);
     let endpoint: flue_connectors::McpEndpoint = match decl {
         McpServerDecl::Remote(remote) => {
             let transport = match remote.transport {

@@ -18,6 +18,7 @@ use crate::mcp::McpServers;
 use crate::providers::Providers;
 use crate::render;
 use crate::sandbox::{self, OpenSandbox};
+use crate::terminal::Output;
 use crate::workspace::{open_store, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
@@ -93,9 +94,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                 kind: err.kind().to_owned(),
                 message: err.to_string(),
             });
-            return finish(&args, &envelope, Exit::Failure, &err.to_string());
+            let output = Output::new(flue_core::Redactor::default());
+            return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
         }
     };
+    let output = prepared.output.clone();
     envelope.agent = prepared.agent;
     envelope.id = Some(prepared.id);
 
@@ -105,7 +108,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     // `--role` is the session's default role for this run (set in `prepare`): never stored.
     let renderer = handle
         .take_events()
-        .map(|events| tokio::spawn(render::to_stderr(events)));
+        .map(|events| tokio::spawn(render::to_stderr(events, output.clone())));
     let cancel = handle.cancel_token();
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -126,30 +129,37 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             envelope.usage = Some(response.usage);
             if !args.json {
                 // Exactly one trailing newline, whatever the model ended its text with.
-                println!("{}", response.text.trim_end_matches(['\n', '\r']));
+                let reply = output.stdout_text(&response.text);
+                println!("{}", reply.trim_end_matches(['\n', '\r']));
             }
             envelope.message = Some(response.text);
-            finish(&args, &envelope, Exit::Success, "")
+            finish(&args, &output, &envelope, Exit::Success, "")
         }
         Err(FlueError::Aborted) => {
             envelope.outcome = "aborted";
             envelope.error = Some(FlueError::Aborted.to_info());
-            finish(&args, &envelope, Exit::Interrupted, "aborted")
+            finish(&args, &output, &envelope, Exit::Interrupted, "aborted")
         }
         Err(err) => {
             envelope.outcome = "failed";
             envelope.error = Some(err.to_info());
-            finish(&args, &envelope, Exit::Failure, &err.to_string())
+            finish(&args, &output, &envelope, Exit::Failure, &err.to_string())
         }
     }
 }
 
-/// Prints the JSON envelope or the error line, and returns the exit code.
-fn finish(args: &RunArgs, envelope: &Envelope, exit: Exit, error: &str) -> anyhow::Result<Exit> {
+/// Prints the JSON envelope or the error line (redacted, escaped), and returns the exit code.
+fn finish(
+    args: &RunArgs,
+    output: &Output,
+    envelope: &Envelope,
+    exit: Exit,
+    error: &str,
+) -> anyhow::Result<Exit> {
     if args.json {
-        println!("{}", serde_json::to_string(envelope)?);
+        println!("{}", output.json_line(envelope)?);
     } else if exit != Exit::Success {
-        eprintln!("error: {error}");
+        eprintln!("error: {}", output.stderr_text(error));
     }
     Ok(exit)
 }
@@ -163,6 +173,8 @@ struct Prepared {
     mcp: McpServers,
     /// The agent's sandbox, closed (Daytona: deleted) when the run ends.
     sandbox: OpenSandbox,
+    /// Prints through the harness's redactor.
+    output: Output,
 }
 
 /// Loads the workspace and opens the conversation: everything that can fail before a model
@@ -238,6 +250,8 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             return Err(err.into());
         }
     };
+    // Every value read as a secret so far: `.env`, provider keys, MCP `${VAR}`s, Daytona's key.
+    let secrets = env.secrets();
     let opened = async {
         let harness = Harness::builder(config)
             .with_instance_id(id.clone())
@@ -247,18 +261,19 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             .with_workspace_context(workspace.context.clone())
             .with_workspace_skills(workspace.harness_skills())
             .with_roles(workspace.harness_roles())
+            .with_secrets(secrets)
             .build()
             .await?;
         let session = harness.session(DEFAULT_SESSION).await?;
         if let Some(role) = &args.role {
             session.set_role(Some(role))?;
         }
-        Ok::<_, FlueError>(session)
+        Ok::<_, FlueError>((session, Output::new(harness.redactor().clone())))
     }
     .await;
     // Once the sandbox and MCP servers are open, every failure must close them.
-    let session = match opened {
-        Ok(session) => session,
+    let (session, output) = match opened {
+        Ok(opened) => opened,
         Err(err) => {
             mcp.close().await;
             sandbox.close().await;
@@ -277,6 +292,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         session,
         mcp,
         sandbox,
+        output,
     })
 }
 

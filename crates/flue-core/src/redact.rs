@@ -151,6 +151,30 @@ impl Redactor {
         Cow::Owned(out)
     }
 
+    /// Redacts every string inside a JSON value in place (object keys are left alone).
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            serde_json::Value::String(text) => {
+                self.redact_in_place(text);
+            }
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    self.redact_json(item);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for item in map.values_mut() {
+                    self.redact_json(item);
+                }
+            }
+            serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+            }
+        }
+    }
+
     /// Redacts `text` in place; returns whether anything changed.
     pub fn redact_in_place(&self, text: &mut String) -> bool {
         match self.redact(text) {

@@ -179,3 +179,13 @@ fn debug_shows_the_count_never_a_value() {
     let shown = format!("{:?}", redactor());
     assert_eq!(shown, "Redactor { secrets: 1, .. }");
 }
+
+#[test]
+fn json_strings_are_redacted_wherever_they_nest() {
+    let mut value = serde_json::json!({"a": [KEY, 1, {"b": format!("x {KEY} y")}], "n": null});
+    redactor().redact_json(&mut value);
+    assert_eq!(
+        value,
+        serde_json::json!({"a": ["[redacted]", 1, {"b": "x [redacted] y"}], "n": null})
+    );
+}
