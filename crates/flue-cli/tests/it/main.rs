@@ -13,6 +13,7 @@ mod mcp;
 mod providers;
 mod run;
 mod sandbox;
+mod secrets;
 mod session_show;
 
 use std::path::{Path, PathBuf};
