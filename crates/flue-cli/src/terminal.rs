@@ -23,9 +23,8 @@ use std::io::IsTerminal as _;
 use std::path::Path;
 
 use flue_core::Redactor;
+use flue_host::Env;
 use serde::Serialize;
-
-use crate::dotenv::EnvVars;
 
 /// Redacts and escapes what the CLI prints.
 #[derive(Clone, Debug, Default)]
@@ -47,7 +46,9 @@ impl Output {
     /// of its `.env` file and the secret-named variables of the environment (an unreadable
     /// `.env` adds nothing).
     pub(crate) fn for_workspace(root: &Path) -> anyhow::Result<Self> {
-        let env = EnvVars::load(&root.join(".env"), false).unwrap_or_default();
+        let vars = std::env::vars_os()
+            .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+        let env = Env::for_root(vars, root, None).unwrap_or_else(|_| Env::new());
         Ok(Self::new(Redactor::new(env.secrets())?))
     }
 
