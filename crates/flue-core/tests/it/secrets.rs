@@ -231,3 +231,66 @@ async fn without_secrets_output_is_kept_as_printed() {
         .unwrap();
     assert_eq!(shell.stdout, KEY);
 }
+
+#[tokio::test]
+async fn a_subagents_tool_output_is_redacted_in_its_session_and_in_the_task_result() {
+    let script = r#"{"rules": [
+      {"when": {"tool_result": "leak"}, "reply": {"text": "child saw: {{tool_result}}"}},
+      {"when": {"tool_result": "task"}, "reply": {"text": "parent saw: {{tool_result}}"}},
+      {"when": {"user_contains": "leak it"}, "reply": {"tool_calls": [{"name": "leak", "input": {}}]}},
+      {"reply": {"tool_calls": [{"name": "task", "input": {"prompt": "leak it", "agent": "helper"}}]}}
+    ]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("script.json"), script).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let agent = AgentConfig::new()
+        .with_model("scripted/script.json")
+        .with_subagent(
+            flue_core::AgentProfile::new("helper")
+                .with_description("Leaks")
+                .with_tool(leak_tool()),
+        );
+    let harness = Harness::builder(agent)
+        .with_instance_id("i1")
+        .with_store(store.clone())
+        .with_providers(
+            ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path()))),
+        )
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .with_workspace_context(None)
+        .with_secrets([KEY])
+        .build()
+        .await
+        .unwrap();
+    let session = harness.session("default").await.unwrap();
+    let mut handle = session.prompt("delegate", PromptOptions::default());
+    let mut events = handle.take_events().unwrap();
+    let response = handle.await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = events.recv().await {
+        seen.push(event);
+    }
+    assert!(
+        response.text.starts_with("parent saw: "),
+        "{}",
+        response.text
+    );
+    assert!(response.text.contains("[redacted]"), "{}", response.text);
+    assert_no_leak("the reply", &response.text);
+    assert_no_leak("the events", &serde_json::to_string(&seen).unwrap());
+    // Every session of the conversation, the task's included.
+    let sessions = flue_core::SessionStore::list(store.as_ref(), "i1")
+        .await
+        .unwrap();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    for summary in sessions {
+        let key = flue_core::SessionKey::new("i1", summary.session.clone());
+        let log = flue_core::SessionStore::load(store.as_ref(), &key, 0)
+            .await
+            .unwrap()
+            .unwrap();
+        let text = serde_json::to_string(&log.records).unwrap();
+        assert!(text.contains("[redacted]"), "{}: {text}", summary.session);
+        assert_no_leak(&summary.session, &text);
+    }
+}
