@@ -160,6 +160,10 @@ struct Prepared {
 /// Loads the workspace and opens the conversation: everything that can fail before a model
 /// call.
 async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
+    // Before anything is loaded or created: a bad id is the caller's to fix.
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
     let (host, agent_name) = load(args)?;
     let agents = host.agents();
     agents.agent(&agent_name)?;

@@ -9,6 +9,7 @@
 mod audit_trash;
 mod build;
 mod delegation;
+mod hostile_inputs;
 mod mcp;
 mod providers;
 mod run;
