@@ -321,6 +321,9 @@ pub enum McpErrorReason {
     InvalidTools,
     /// The server answered a request with a JSON-RPC error. Usually fix the input.
     ServerError,
+    /// The server needs OAuth authorization that is missing, expired or was refused. Sign in
+    /// (`flue mcp login <server>`) or fix the server's `oauth` settings, then retry.
+    AuthRequired,
 }
 
 /// Sub-kinds of [`FlueError::Sandbox`], stable on the wire.
@@ -455,6 +458,7 @@ impl McpErrorReason {
             Self::MalformedResponse => "mcp_malformed_response",
             Self::InvalidTools => "mcp_invalid_tools",
             Self::ServerError => "mcp_server_error",
+            Self::AuthRequired => "mcp_auth_required",
         }
     }
 }
