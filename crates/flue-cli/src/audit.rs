@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::Exit;
 use crate::args::AuditArgs;
+use crate::terminal::Output;
 use crate::workspace::{DB_PATH, resolve_root};
 
 /// Runs `flue audit`.
@@ -20,9 +21,10 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
     let entries = store.list_audit(&args.id).await?;
+    let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", output.json_pretty(&out)?);
         return Ok(Exit::Success);
     }
     if entries.is_empty() {
@@ -33,7 +35,10 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
         .unwrap_or_else(|_| root.clone())
         .display()
         .to_string();
-    print!("{}", audit_text(&entries, &root_text, args.diff));
+    print!(
+        "{}",
+        output.stdout_text(&audit_text(&entries, &root_text, args.diff))
+    );
     Ok(Exit::Success)
 }
 

@@ -11,6 +11,8 @@ use flue_host::{
 };
 use serde_json::{Map, Value};
 
+use crate::terminal::escape_controls;
+
 /// The elicitor for this run: `--yes`, a terminal prompt, or a headless decline.
 pub(crate) fn elicitor(yes: bool) -> Arc<dyn McpElicitor> {
     if yes {
@@ -43,12 +45,13 @@ impl McpElicitor for Noticed {
                 ElicitationAnswer::Accept(values) => eprintln!(
                     "mcp server `{}` asked: {}; accepted with defaults (--yes): {}",
                     request.server,
-                    request.message,
+                    escape_controls(&request.message),
                     Value::Object(values.clone())
                 ),
                 ElicitationAnswer::Decline { reason } => eprintln!(
                     "mcp server `{}` asked: {}; declined: {reason}",
-                    request.server, request.message
+                    request.server,
+                    escape_controls(&request.message)
                 ),
                 _ => {}
             }
@@ -65,7 +68,8 @@ impl McpElicitor for Headless {
                 .to_owned();
             eprintln!(
                 "mcp server `{}` asked: {}; declined: {reason}",
-                request.server, request.message
+                request.server,
+                escape_controls(&request.message)
             );
             ElicitationAnswer::Decline { reason }
         })
@@ -104,7 +108,8 @@ fn ask(request: &ElicitationRequest) -> std::io::Result<ElicitationAnswer> {
     writeln!(
         err,
         "\nmcp server `{}` asks: {}",
-        request.server, request.message
+        request.server,
+        escape_controls(&request.message)
     )?;
     let required = request.required();
     let mut values = Map::new();
@@ -112,10 +117,11 @@ fn ask(request: &ElicitationRequest) -> std::io::Result<ElicitationAnswer> {
         let default = schema
             .get("default")
             .and_then(|default| field_value(schema, default));
-        let label = schema.get("title").and_then(Value::as_str).unwrap_or(name);
+        // The server wrote these: shown with control characters escaped.
+        let label = escape_controls(schema.get("title").and_then(Value::as_str).unwrap_or(name));
         let mut prompt = format!("  {label}");
         if let Some(description) = schema.get("description").and_then(Value::as_str) {
-            prompt.push_str(&format!(" ({description})"));
+            prompt.push_str(&format!(" ({})", escape_controls(description)));
         }
         let options = field_options(schema);
         if !options.is_empty() {

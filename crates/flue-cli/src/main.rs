@@ -11,6 +11,7 @@ mod mcp;
 mod render;
 mod run;
 mod session_show;
+mod terminal;
 mod trash;
 mod workspace;
 
@@ -106,7 +107,8 @@ fn main() -> ExitCode {
     let exit = match result {
         Ok(exit) => exit,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            let message = format!("{err:#}");
+            eprintln!("error: {}", terminal::escape_controls(&message));
             Exit::Failure
         }
     };

@@ -1,43 +1,66 @@
 //! Renders an operation's events as human-readable activity on stderr.
+//!
+//! Everything written goes through [`Output::stderr_text`]: known secrets are redacted and
+//! control characters escaped. Streamed text is held back until its line ends (or another
+//! event arrives), so a secret split over several deltas is still found whole.
 
 use std::io::Write;
 
 use flue_core::{CompactionReason, Event, EventStream, Outcome};
 
+use crate::terminal::Output;
+
 /// Longest tool output echoed to the terminal.
 const MAX_TOOL_OUTPUT_CHARS: usize = 400;
 
 /// Writes activity to stderr until the stream ends.
-pub(crate) async fn to_stderr(mut events: EventStream) {
-    let mut renderer = Renderer {
-        at_line_start: true,
-    };
+pub(crate) async fn to_stderr(mut events: EventStream, output: Output) {
+    let mut renderer = Renderer::new(output);
     while let Some(event) = events.recv().await {
         let mut stderr = std::io::stderr().lock();
         // A closed stderr leaves nothing to report to; the operation goes on regardless.
         let _ = renderer.render(&mut stderr, &event);
         let _ = stderr.flush();
     }
+    let mut stderr = std::io::stderr().lock();
+    let _ = renderer.flush_text(&mut stderr);
+    let _ = stderr.flush();
 }
 
 struct Renderer {
+    output: Output,
     at_line_start: bool,
+    /// Streamed text of the current line, not yet written.
+    pending_text: String,
 }
 
 impl Renderer {
+    fn new(output: Output) -> Self {
+        Self {
+            output,
+            at_line_start: true,
+            pending_text: String::new(),
+        }
+    }
+
     fn render(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
         match event {
             Event::TextDelta { text } => {
-                out.write_all(text.as_bytes())?;
-                self.at_line_start = text.ends_with('\n');
+                self.pending_text.push_str(text);
+                if let Some(end) = self.pending_text.rfind('\n') {
+                    let rest = self.pending_text.split_off(end + 1);
+                    let lines = std::mem::replace(&mut self.pending_text, rest);
+                    out.write_all(self.output.stderr_text(&lines).as_bytes())?;
+                    self.at_line_start = true;
+                }
             }
             Event::ThinkingDelta { text } => {
                 self.line_start(out)?;
-                writeln!(out, "(thinking) {}", text.trim_end())?;
+                self.line(out, &format!("(thinking) {}", text.trim_end()))?;
             }
             Event::ToolStart { name, input, .. } => {
                 self.line_start(out)?;
-                writeln!(out, "-> {name} {input}")?;
+                self.line(out, &format!("-> {name} {input}"))?;
             }
             Event::ToolEnd {
                 name,
@@ -47,7 +70,8 @@ impl Renderer {
             } => {
                 self.line_start(out)?;
                 let status = if *is_error { "failed" } else { "done" };
-                writeln!(out, "<- {name} {status}: {}", preview(output))?;
+                let output = preview(&self.output.stderr_text(output));
+                self.line(out, &format!("<- {name} {status}: {output}"))?;
             }
             Event::CompactionStart {
                 reason,
@@ -60,9 +84,9 @@ impl Renderer {
                     CompactionReason::Manual => "requested",
                     _ => "other",
                 };
-                writeln!(
+                self.line(
                     out,
-                    "compacting context ({reason}, ~{estimated_tokens} tokens)"
+                    &format!("compacting context ({reason}, ~{estimated_tokens} tokens)"),
                 )?;
             }
             Event::CompactionEnd {
@@ -75,14 +99,14 @@ impl Renderer {
                 ..
             } => {
                 self.line_start(out)?;
-                match error {
-                    Some(error) => writeln!(out, "compaction failed: {}", error.message)?,
-                    None => writeln!(
-                        out,
+                let line = match error {
+                    Some(error) => format!("compaction failed: {}", error.message),
+                    None => format!(
                         "compacted {messages_before} -> {messages_after} messages, \
                          ~{tokens_before} -> ~{tokens_after} tokens in {duration_ms} ms"
-                    )?,
-                }
+                    ),
+                };
+                self.line(out, &line)?;
             }
             Event::TaskStart {
                 session,
@@ -93,7 +117,7 @@ impl Renderer {
                 self.line_start(out)?;
                 let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
                 let agent = agent.as_deref().unwrap_or("(same agent)");
-                writeln!(out, "{indent}=> task {agent} in {session}")?;
+                self.line(out, &format!("{indent}=> task {agent} in {session}"))?;
             }
             Event::TaskEnd {
                 agent,
@@ -113,7 +137,7 @@ impl Renderer {
                         error.as_ref().map_or("", |error| error.message.as_str())
                     ),
                 };
-                writeln!(out, "{indent}<= task {agent} {outcome}")?;
+                self.line(out, &format!("{indent}<= task {agent} {outcome}"))?;
             }
             Event::OperationEnd { .. } => self.line_start(out)?,
             _ => {}
@@ -121,7 +145,24 @@ impl Renderer {
         Ok(())
     }
 
+    /// Writes streamed text held back so far (its line has not ended).
+    fn flush_text(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.pending_text.is_empty() {
+            return Ok(());
+        }
+        let text = std::mem::take(&mut self.pending_text);
+        out.write_all(self.output.stderr_text(&text).as_bytes())?;
+        self.at_line_start = text.ends_with('\n');
+        Ok(())
+    }
+
+    /// Writes one line of activity, redacted and escaped.
+    fn line(&self, out: &mut impl Write, line: &str) -> std::io::Result<()> {
+        writeln!(out, "{}", self.output.stderr_text(line))
+    }
+
     fn line_start(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        self.flush_text(out)?;
         if !self.at_line_start {
             writeln!(out)?;
             self.at_line_start = true;

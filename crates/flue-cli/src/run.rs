@@ -14,6 +14,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::Exit;
 use crate::args::RunArgs;
 use crate::render;
+use crate::terminal::Output;
 use crate::workspace::{current_dir, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
@@ -76,7 +77,8 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         interrupt = interrupts.next() => {
             envelope.outcome = "aborted";
             envelope.error = Some(FlueError::Aborted.to_info());
-            return finish(&args, &envelope, interrupt.exit(), "aborted");
+            let output = Output::new(flue_core::Redactor::default());
+            return finish(&args, &output, &envelope, interrupt.exit(), "aborted");
         }
     };
     let prepared = match prepared {
@@ -86,9 +88,12 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                 kind: err.kind().to_owned(),
                 message: err.to_string(),
             });
-            return finish(&args, &envelope, Exit::Failure, &err.to_string());
+            let output = Output::new(flue_core::Redactor::default());
+            return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
         }
     };
+    // Everything printed from here on goes through the harness's redactor.
+    let output = Output::new(prepared.opened.harness().redactor().clone());
     envelope.agent = prepared.agent;
     envelope.id = Some(prepared.id);
 
@@ -98,7 +103,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     // `--role` is the session's default role for this run (set in `prepare`): never stored.
     let renderer = handle
         .take_events()
-        .map(|events| tokio::spawn(render::to_stderr(events)));
+        .map(|events| tokio::spawn(render::to_stderr(events, output.clone())));
     let cancel = handle.cancel_token();
     // The first signal aborts the operation: running commands are killed, unanswered tool
     // calls answered `aborted`, and the log left consistent, whichever signal it was.
@@ -130,7 +135,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         );
     }
     for warning in prepared.opened.close().await {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", output.stderr_text(&warning));
     }
     match result {
         Ok(response) => {
@@ -138,21 +143,22 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             envelope.usage = Some(response.usage);
             if !args.json {
                 // Exactly one trailing newline, whatever the model ended its text with.
-                println!("{}", response.text.trim_end_matches(['\n', '\r']));
+                let reply = output.stdout_text(&response.text);
+                println!("{}", reply.trim_end_matches(['\n', '\r']));
             }
             envelope.message = Some(response.text);
-            finish(&args, &envelope, Exit::Success, "")
+            finish(&args, &output, &envelope, Exit::Success, "")
         }
         Err(FlueError::Aborted) => {
             envelope.outcome = "aborted";
             envelope.error = Some(FlueError::Aborted.to_info());
             let exit = interrupt.map_or(Exit::Interrupted, Interrupt::exit);
-            finish(&args, &envelope, exit, "aborted")
+            finish(&args, &output, &envelope, exit, "aborted")
         }
         Err(err) => {
             envelope.outcome = "failed";
             envelope.error = Some(err.to_info());
-            finish(&args, &envelope, Exit::Failure, &err.to_string())
+            finish(&args, &output, &envelope, Exit::Failure, &err.to_string())
         }
     }
 }
@@ -219,12 +225,18 @@ async fn next_of(signal: Option<&mut Signal>) {
     }
 }
 
-/// Prints the JSON envelope or the error line, and returns the exit code.
-fn finish(args: &RunArgs, envelope: &Envelope, exit: Exit, error: &str) -> anyhow::Result<Exit> {
+/// Prints the JSON envelope or the error line (redacted, escaped), and returns the exit code.
+fn finish(
+    args: &RunArgs,
+    output: &Output,
+    envelope: &Envelope,
+    exit: Exit,
+    error: &str,
+) -> anyhow::Result<Exit> {
     if args.json {
-        println!("{}", serde_json::to_string(envelope)?);
+        println!("{}", output.json_line(envelope)?);
     } else if exit != Exit::Success {
-        eprintln!("error: {error}");
+        eprintln!("error: {}", output.stderr_text(error));
     }
     Ok(exit)
 }
@@ -283,7 +295,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         }
     };
     for warning in opened.warnings() {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", crate::terminal::escape_controls(warning));
     }
     if args.id.is_none() {
         eprintln!("conversation id: {id}");

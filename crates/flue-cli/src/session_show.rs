@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::ShowArgs;
+use crate::terminal::Output;
 use crate::workspace::{DB_PATH, resolve_root};
 
 /// Runs `flue session show`.
@@ -32,6 +33,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         BTreeMap::new()
     };
     let shown = load(&store, &args.id, &args.session, &tasks).await?;
+    let output = Output::for_workspace(&root)?;
     if args.json {
         let mut out = shown.to_json()?;
         if let Value::Object(map) = &mut out {
@@ -40,11 +42,11 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
                 map.remove("tasks");
             }
         }
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", output.json_pretty(&out)?);
     } else {
         let mut text = String::new();
         shown.write_text(&mut text, 0, args.tree);
-        print!("{text}");
+        print!("{}", output.stdout_text(&text));
     }
     Ok(Exit::Success)
 }

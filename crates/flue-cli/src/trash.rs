@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
 use crate::audit::{format_time, open_existing_store, relative};
+use crate::terminal::Output;
 use crate::workspace::resolve_root;
 
 /// The session name recorded in the audit log for restores made from the command line.
@@ -20,9 +21,10 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
     let entries = store.list_trash(&args.id).await?;
+    let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", output.json_pretty(&out)?);
         return Ok(Exit::Success);
     }
     if entries.is_empty() {
@@ -33,7 +35,7 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
         .unwrap_or_else(|_| root.clone())
         .display()
         .to_string();
-    print!("{}", trash_text(&entries, &root_text));
+    print!("{}", output.stdout_text(&trash_text(&entries, &root_text)));
     Ok(Exit::Success)
 }
 
@@ -54,17 +56,19 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
         input["destination"] = json!(to);
     }
     let result = builtin_tool("restore_file")?.call(input, &ctx).await;
+    let output = Output::for_workspace(&root)?;
     match result {
         Ok(envelope) => {
             if args.json {
-                println!("{envelope}");
+                println!("{}", output.json_line(&envelope)?);
             } else {
                 let data = &envelope["data"];
-                println!(
+                let line = format!(
                     "restored {} (sha256 {})",
                     data["path"].as_str().unwrap_or_default(),
                     data["sha256"].as_str().unwrap_or_default()
                 );
+                println!("{}", output.stdout_text(&line));
             }
             Ok(Exit::Success)
         }
@@ -73,11 +77,14 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
                 let envelope: Value = serde_json::from_str(&err.model_text()).unwrap_or_else(
                     |_| json!({"ok": false, "error": {"kind": err.kind, "message": err.message}}),
                 );
-                println!("{envelope}");
+                println!("{}", output.json_line(&envelope)?);
             }
-            eprintln!("error: {}: {}", err.kind, err.message);
+            eprintln!(
+                "error: {}",
+                output.stderr_text(&format!("{}: {}", err.kind, err.message))
+            );
             if let Some(action) = &err.suggested_action {
-                eprintln!("hint: {action}");
+                eprintln!("hint: {}", output.stderr_text(action));
             }
             Ok(Exit::Failure)
         }

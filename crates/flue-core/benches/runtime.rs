@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use flue_core::{
     AgentConfig, AgentProfile, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry,
-    Record, ScriptedProvider, SessionKey, SessionStore, SqliteStore, StoredRecord, TaskOptions,
-    UserMessage,
+    Record, Redactor, ScriptedProvider, SessionKey, SessionStore, SqliteStore, StoredRecord,
+    TaskOptions, UserMessage,
 };
 
 const SCRIPT: &str = r#"{
@@ -46,6 +46,80 @@ fn main() {
         }
         task_overhead(200).await;
     });
+    redaction(30);
+}
+
+/// Redacting 1 MiB of tool output with 20 known secrets: building the redactor, output with
+/// no secret in it, and output with 200 of them in assorted transforms.
+fn redaction(n: u32) {
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let secrets: Vec<String> = (0..20)
+        .map(|idx| {
+            let body: String = (0..40)
+                .map(|_| char::from(ALPHABET[(next() % 62) as usize]))
+                .collect();
+            format!("sk-{idx:02}-{body}")
+        })
+        .collect();
+    let mut samples = Vec::with_capacity(n as usize);
+    let mut redactor = Redactor::default();
+    for _ in 0..n {
+        let started = Instant::now();
+        redactor = Redactor::new(&secrets).unwrap();
+        samples.push(started.elapsed());
+    }
+    report("redactor build, 20 secrets of 46 characters", &mut samples);
+
+    let mut clean = String::with_capacity(1 << 20);
+    let mut line_idx = 0u64;
+    while clean.len() < 1 << 20 {
+        line_idx += 1;
+        clean.push_str(&format!(
+            "2026-11-24T10:00:00Z INFO request id={:016x} GET /api/v1/items/{line_idx} \
+             status=200 bytes={} took {} ms\n",
+            next(),
+            next() % 100_000,
+            next() % 1000
+        ));
+    }
+    clean.truncate(1 << 20);
+    let mut leaky = clean.clone();
+    for idx in 0..200 {
+        let secret = &secrets[idx % secrets.len()];
+        let form = match idx % 4 {
+            0 => secret.clone(),
+            1 => secret.to_uppercase(),
+            2 => hex_of(secret),
+            _ => secret[..secret.len() / 2].to_owned(),
+        };
+        let at = (idx * (leaky.len() / 200)).min(leaky.len());
+        let at = (0..=at)
+            .rev()
+            .find(|&at| leaky.is_char_boundary(at))
+            .unwrap();
+        leaky.insert_str(at, &form);
+    }
+    for (label, text) in [("no secret in it", &clean), ("200 secrets in it", &leaky)] {
+        let mut samples = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let started = Instant::now();
+            let redacted = redactor.redact(text);
+            samples.push(started.elapsed());
+            std::hint::black_box(redacted);
+        }
+        report(&format!("redact 1 MiB of output, {label}"), &mut samples);
+    }
+}
+
+fn hex_of(text: &str) -> String {
+    text.bytes().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Mean wall time of one `session.task` (a child session created and run for one scripted

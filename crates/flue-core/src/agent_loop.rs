@@ -502,7 +502,7 @@ impl TurnLoop<'_> {
         call: &ToolCall,
         output: std::result::Result<Value, ToolError>,
     ) -> ToolResult {
-        let result = match output {
+        let mut result = match output {
             Ok(value) => ToolResult {
                 call_id: call.id.clone(),
                 tool_name: call.name.clone(),
@@ -512,6 +512,11 @@ impl TurnLoop<'_> {
             },
             Err(error) => error_result(call, &error),
         };
+        // The one place tool output enters the log, the events and the model's view.
+        self.shared
+            .harness
+            .redactor
+            .redact_in_place(&mut result.content);
         self.ctx.sink.send(Event::ToolEnd {
             call_id: call.id.clone(),
             name: call.name.clone(),

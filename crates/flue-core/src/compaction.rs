@@ -652,7 +652,14 @@ impl Compactor<'_> {
                 estimate_context(&state.records, self.system, &schemas),
                 None,
             ),
-            Err(err) => (messages_before, tokens_before, Some(err.to_info())),
+            Err(err) => (
+                messages_before,
+                tokens_before,
+                Some(crate::session::redacted_info(
+                    &self.shared.harness.redactor,
+                    err,
+                )),
+            ),
         };
         self.ctx.sink.send(Event::CompactionEnd {
             messages_before,

@@ -14,6 +14,7 @@ use crate::config::{
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
+use crate::redact::Redactor;
 use crate::role::{Role, Roles};
 use crate::sandbox::{
     ExecOptions, Sandbox, SandboxFactory, ShellResult, VirtualSandbox, normalize_path,
@@ -58,9 +59,25 @@ pub struct HarnessBuilder {
     audit: Option<Arc<dyn AuditStore>>,
     workspace_skills: Vec<Skill>,
     roles: Vec<Role>,
+    secrets: Vec<String>,
 }
 
 impl HarnessBuilder {
+    /// Adds secret values (API keys, `.env` values, tokens) to redact from everything tool
+    /// output becomes: tool results and errors, `session.shell` exchanges, and error messages in
+    /// events, before they are stored, sent to a model or emitted. Short values and plain
+    /// words are skipped; see [`Redactor`] for the rules and the transforms found. Can be
+    /// called more than once; the values add up.
+    #[must_use]
+    pub fn with_secrets<I, S>(mut self, secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.secrets.extend(secrets.into_iter().map(Into::into));
+        self
+    }
+
     /// Sets where the file tools keep their audit log and trash (default: the session store's,
     /// see [`SessionStore::audit_store`]; a store without one gets an in-memory log).
     #[must_use]
@@ -140,6 +157,7 @@ impl HarnessBuilder {
                 provider.check_model(&spec.model).await?;
             }
         }
+        let redactor = Redactor::new(&self.secrets)?;
         let instance_id = match self.instance_id {
             Some(id) => {
                 check_instance_id(&id)?;
@@ -194,6 +212,7 @@ impl HarnessBuilder {
                 sandbox,
                 cwd,
                 workspace_context,
+                redactor,
                 open_sessions: Mutex::new(HashMap::new()),
             }),
         })
@@ -219,6 +238,8 @@ pub(crate) struct HarnessShared {
     pub(crate) root_scope: Arc<AgentScope>,
     /// The roles calls may name.
     pub(crate) roles: Roles,
+    /// Known secret values, redacted from tool output before it is stored or emitted.
+    pub(crate) redactor: Redactor,
     /// Open sessions by name, so every handle to one session shares its busy flag.
     open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
 }
@@ -261,6 +282,7 @@ impl Harness {
             audit: None,
             workspace_skills: Vec::new(),
             roles: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 
@@ -305,6 +327,12 @@ impl Harness {
         Sessions { harness: self }
     }
 
+    /// The redactor built from [`HarnessBuilder::with_secrets`], for frontends that print or
+    /// forward text of their own (replies, transcripts).
+    pub fn redactor(&self) -> &Redactor {
+        &self.shared.redactor
+    }
+
     /// The audit log and trash of the file tools (see [`AuditStore`]).
     pub fn audit_store(&self) -> &Arc<dyn AuditStore> {
         &self.shared.audit
@@ -315,7 +343,9 @@ impl Harness {
         &self.shared.sandbox
     }
 
-    /// Runs a command in the sandbox without recording it in any conversation.
+    /// Runs a command in the sandbox without recording it in any conversation. Its output is
+    /// returned as the command printed it: nothing is redacted (use [`Harness::redactor`] before
+    /// showing or storing it).
     pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
         let sandbox = Arc::clone(&self.shared.sandbox);
         let cancel = options.cancel.clone().unwrap_or_default();

@@ -25,6 +25,7 @@ mod harness;
 mod model;
 mod overlay;
 mod record;
+mod redact;
 mod role;
 mod sandbox;
 mod scope;
@@ -58,6 +59,7 @@ pub use record::{
     Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
     UserMessage,
 };
+pub use redact::Redactor;
 pub use role::Role;
 pub use sandbox::{
     CommandLauncher, ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox,

@@ -17,13 +17,14 @@ use crate::call::CallHandle;
 use crate::compaction;
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, OperationKind, Outcome};
+use crate::event::{ErrorInfo, Event, OperationKind, Outcome};
 use crate::harness::HarnessShared;
 use crate::model::TurnSink;
 use crate::overlay::CallOverlay;
 use crate::record::{
     Image, ModelRef, Record, ShellExchange, StoredRecord, Usage, UserContent, UserMessage,
 };
+use crate::redact::Redactor;
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::scope::AgentScope;
 use crate::skill::{self, SkillOptions};
@@ -375,7 +376,9 @@ impl Session {
     }
 
     /// Runs a command in the sandbox and records the exchange in the conversation (the names
-    /// of supplied environment variables are recorded, never their values).
+    /// of supplied environment variables are recorded, never their values). Known secret values
+    /// are redacted from the output before it is recorded and returned (see
+    /// [`HarnessBuilder::with_secrets`](crate::HarnessBuilder::with_secrets)).
     pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
         let command = command.to_owned();
         let outer_cancel = options.cancel.clone();
@@ -393,7 +396,11 @@ impl Session {
                     cancel: Some(ctx.cancel.clone()),
                     ..options
                 };
-                let result = or_cancel(sandbox.exec(&command, exec_options), &ctx.cancel).await??;
+                let mut result =
+                    or_cancel(sandbox.exec(&command, exec_options), &ctx.cancel).await??;
+                let redactor = &shared.harness.redactor;
+                redactor.redact_in_place(&mut result.stdout);
+                redactor.redact_in_place(&mut result.stderr);
                 let exchange = ShellExchange {
                     command,
                     cwd,
@@ -460,11 +467,16 @@ impl Session {
                 session: shared.key.session.clone(),
                 operation: kind,
             });
+            let redactor = shared.harness.redactor.clone();
             let result = body(shared, ctx).await;
             let (outcome, usage, error) = match &result {
                 Ok((_, usage)) => (Outcome::Completed, *usage, None),
                 Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
-                Err(err) => (Outcome::Failed, Usage::default(), Some(err.to_info())),
+                Err(err) => (
+                    Outcome::Failed,
+                    Usage::default(),
+                    Some(redacted_info(&redactor, err)),
+                ),
             };
             sink.send(Event::OperationEnd {
                 outcome,
@@ -475,6 +487,13 @@ impl Session {
         };
         CallHandle::spawn(operation, cancel, events_rx)
     }
+}
+
+/// The wire shape of `err` with known secret values redacted from its message.
+pub(crate) fn redacted_info(redactor: &Redactor, err: &FlueError) -> ErrorInfo {
+    let mut info = err.to_info();
+    redactor.redact_in_place(&mut info.message);
+    info
 }
 
 /// What every operation body receives.

@@ -277,7 +277,11 @@ pub(crate) async fn run_task(
     let (outcome, usage, error) = match &result {
         Ok((_, usage)) => (Outcome::Completed, *usage, None),
         Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
-        Err(err) => (Outcome::Failed, Usage::default(), Some(err.to_info())),
+        Err(err) => (
+            Outcome::Failed,
+            Usage::default(),
+            Some(crate::session::redacted_info(&harness.redactor, err)),
+        ),
     };
     sink.send(Event::TaskEnd {
         session: name.clone(),

@@ -295,6 +295,8 @@ impl AgentSet {
             .with_workspace_context(self.workspace.context.clone())
             .with_workspace_skills(self.workspace.harness_skills())
             .with_roles(self.workspace.harness_roles())
+            // After the providers, sandbox and MCP servers read theirs from the env.
+            .with_secrets(self.env.secrets())
             .build()
             .await;
         // Once the sandbox and MCP servers are open, every failure must close them.

@@ -4,22 +4,45 @@
 //! Nothing here reads or changes the process environment: the caller hands the variables in
 //! (`Env::from_vars(std::env::vars())`), and every consumer (providers, sandboxes, MCP
 //! servers) asks the [`Env`] value.
+//!
+//! An [`Env`] also knows which values are secrets, for the harness's redactor
+//! ([`Env::secrets`]): every value of the env file, every given variable whose name says it
+//! holds one (it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`), and
+//! every value read with [`Env::secret`] (provider keys, `${VAR}` in MCP declarations,
+//! `DAYTONA_API_KEY`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use crate::HostError;
 
 #[cfg(test)]
 mod tests;
 
+/// Parts of a variable name that mark its value as a secret (compared upper-cased).
+const SECRET_NAME_PARTS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+
 /// Variables from the caller's environment, with an env file's values below them.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Env {
     /// Values that win (the process environment).
     vars: BTreeMap<String, String>,
     /// Values from the env file.
     file: BTreeMap<String, String>,
+    /// Values read with [`Env::secret`]; shared by clones, so a harness opened later redacts
+    /// what any of them read.
+    read_secrets: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: the values are keys.
+        f.debug_struct("Env")
+            .field("vars", &self.vars.keys().collect::<Vec<_>>())
+            .field("file", &self.file.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Env {
@@ -33,6 +56,7 @@ impl Env {
         Self {
             vars: vars.into_iter().collect(),
             file: BTreeMap::new(),
+            read_secrets: Arc::default(),
         }
     }
 
@@ -77,6 +101,38 @@ impl Env {
     pub fn get(&self, key: &str) -> Option<String> {
         self.vars.get(key).or_else(|| self.file.get(key)).cloned()
     }
+
+    /// The value of `key`, as [`Env::get`], remembered as a secret for [`Env::secrets`].
+    pub fn secret(&self, key: &str) -> Option<String> {
+        let value = self.get(key)?;
+        if let Ok(mut read) = self.read_secrets.lock() {
+            read.insert(value.clone());
+        }
+        Some(value)
+    }
+
+    /// Every value to redact from output (see the module docs), for
+    /// [`HarnessBuilder::with_secrets`](flue_core::HarnessBuilder::with_secrets), which drops
+    /// short values and plain words.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut secrets: BTreeSet<String> = self.file.values().cloned().collect();
+        secrets.extend(
+            self.vars
+                .iter()
+                .filter(|(name, _)| is_secret_name(name))
+                .map(|(_, value)| value.clone()),
+        );
+        if let Ok(read) = self.read_secrets.lock() {
+            secrets.extend(read.iter().cloned());
+        }
+        secrets.into_iter().collect()
+    }
+}
+
+/// Whether a variable's name says it holds a secret (`OPENAI_API_KEY`, `GITHUB_TOKEN`, ...).
+fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
 }
 
 /// The variables of an env file; the error names the line.

@@ -139,7 +139,7 @@ pub(crate) fn options(
     root: &Path,
     env: &Env,
 ) -> Result<McpServerOptions, FlueError> {
-    let lookup = |name: &str| env.get(name);
+    let lookup = |name: &str| env.secret(name);
     let mut oauth = McpOAuth::default();
     let endpoint: flue_connectors::McpEndpoint = match decl {
         McpServerDecl::Remote(remote) => {

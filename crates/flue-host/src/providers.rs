@@ -107,7 +107,7 @@ impl Providers {
         url_var: Option<&'static str>,
     ) {
         if let Some(key) = key_var
-            .and_then(|var| env.get(var))
+            .and_then(|var| env.secret(var))
             .filter(|key| !key.trim().is_empty())
         {
             config = config.with_api_key(ApiKey::new(key.trim()));

@@ -128,7 +128,7 @@ async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<Virt
 
 fn daytona_config(settings: &SandboxSettings, env: &Env) -> Result<DaytonaConfig> {
     let options = &settings.options;
-    let Some(key) = env.get("DAYTONA_API_KEY").filter(|key| !key.is_empty()) else {
+    let Some(key) = env.secret("DAYTONA_API_KEY").filter(|key| !key.is_empty()) else {
         return Err(FlueError::sandbox(
             SandboxErrorReason::Unavailable,
             "the daytona sandbox needs an API key: set DAYTONA_API_KEY in the environment or in \

@@ -17,6 +17,7 @@ mod providers;
 mod run;
 mod runaway;
 mod sandbox;
+mod secrets;
 mod session_show;
 mod signals;
 

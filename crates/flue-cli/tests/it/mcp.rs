@@ -86,7 +86,9 @@ fn flue_toml_servers_get_variables_from_the_env_file() {
     );
     let ws = Workspace::new(&[
         ("flue.toml", &flue_toml),
-        (".env", "GREETING=from-dotenv\n"),
+        // Every `.env` value is redacted from tool output unless it is too short to be a
+        // secret (docs/security.md): a short greeting shows the value arrived.
+        (".env", "GREETING=friend\n"),
         (
             "agents/helper.md",
             "---\nmodel: scripted/script.json\n---\nYou use MCP tools.\n",
@@ -104,7 +106,7 @@ fn flue_toml_servers_get_variables_from_the_env_file() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "Tool said: Structured content:\n{\n  \"result\": \"hi from-dotenv!\"\n}\n\nhi from-dotenv!\n"
+        "Tool said: Structured content:\n{\n  \"result\": \"hi friend!\"\n}\n\nhi friend!\n"
     );
 }
 

@@ -15,14 +15,14 @@ use crate::{Workspace, json, stderr, stdout};
 const KEY: &str = "fake-key-0123456789";
 
 /// The fake server, killed (by its pid) when dropped.
-struct FakeOpenAi {
+pub(crate) struct FakeOpenAi {
     child: Child,
     port: u16,
     dir: TempDir,
 }
 
 impl FakeOpenAi {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_openai.py");
         let port_file = dir.path().join("fake.port");
@@ -54,13 +54,13 @@ impl FakeOpenAi {
         Self { child, port, dir }
     }
 
-    fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
     /// Every request the server received: `{"path", "headers", "body", ...}`, header names
     /// lowercased.
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("requests.jsonl"))
             .unwrap_or_default()
             .lines()

@@ -184,7 +184,11 @@ impl ErrorContext {
             }
         }
         for secret in &self.secrets {
-            message = message.replace(secret.as_str(), "[redacted]");
+            message = message.replace(secret.as_str(), flue_core::Redactor::REPLACEMENT);
+        }
+        // Beyond exact copies: the values upper-cased, encoded or cut (long enough ones only).
+        if let Ok(redactor) = flue_core::Redactor::new(&self.secrets) {
+            message = redactor.redact(&message).into_owned();
         }
         FlueError::Mcp {
             server: self.server.clone(),

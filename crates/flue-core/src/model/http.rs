@@ -24,6 +24,7 @@ use crate::error::{BoxError, FlueError, Result};
 use crate::model::ModelTurn;
 use crate::model::provider_config::{ApiKey, ProviderConfig, RetryPolicy, StreamLimits};
 use crate::model::sse::{SseEvent, SseParser};
+use crate::redact::Redactor;
 
 /// How much of an error body is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -609,10 +610,17 @@ pub(crate) fn preview(text: &str) -> String {
     }
 }
 
-/// `text` with every occurrence of the key replaced.
+/// `text` with the key replaced: exact copies of any length, then the key's transforms
+/// (case, base64, pieces, ...) when it is long enough for [`Redactor`].
 fn redact(text: &str, key: Option<&ApiKey>) -> String {
     match key.map(ApiKey::expose) {
-        Some(secret) if !secret.is_empty() => text.replace(secret, "[redacted]"),
+        Some(secret) if !secret.is_empty() => {
+            let text = text.replace(secret, Redactor::REPLACEMENT);
+            match Redactor::new([secret]) {
+                Ok(redactor) => redactor.redact(&text).into_owned(),
+                Err(_) => text,
+            }
+        }
         _ => text.to_owned(),
     }
 }

@@ -23,6 +23,7 @@ mod sandbox_race;
 mod sandbox_virtual;
 mod sandboxes;
 mod scripted;
+mod secrets;
 mod session;
 mod skills;
 mod store_contract;

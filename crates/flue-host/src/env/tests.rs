@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use pretty_assertions::assert_eq;
 
-use super::{Env, parse};
+use super::{Env, is_secret_name, parse};
 
 #[test]
 fn parses_comments_quotes_and_export() {
@@ -41,4 +41,45 @@ fn given_variables_win_over_the_file_and_a_missing_optional_file_is_fine() {
         .with_file(&dir.path().join("nope"), true)
         .unwrap_err();
     assert_eq!(err.kind(), "invalid_env_file");
+}
+
+#[test]
+fn secret_names_are_recognised() {
+    for name in [
+        "OPENAI_API_KEY",
+        "github_token",
+        "AWS_SECRET_ACCESS_KEY",
+        "PGPASSWORD",
+    ] {
+        assert!(is_secret_name(name), "{name}");
+    }
+    for name in ["PATH", "HOME", "OPENAI_BASE_URL", "NODE_ENV"] {
+        assert!(!is_secret_name(name), "{name}");
+    }
+}
+
+#[test]
+fn secrets_are_file_values_secret_named_variables_and_values_read_as_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(".env");
+    std::fs::write(&file, "ANY_NAME=from-the-file\n").unwrap();
+    let env = Env::from_vars([
+        ("HOME".to_owned(), "/home/someone".to_owned()),
+        ("GH_TOKEN".to_owned(), "token-value".to_owned()),
+        ("MCP_HEADER".to_owned(), "header-value".to_owned()),
+    ])
+    .with_file(&file, true)
+    .unwrap();
+    let clone = env.clone();
+    assert_eq!(clone.secret("MCP_HEADER").as_deref(), Some("header-value"));
+    assert_eq!(
+        env.secrets(),
+        ["from-the-file", "header-value", "token-value"].map(String::from)
+    );
+    // Debug shows names, never values.
+    let shown = format!("{env:?}");
+    assert!(
+        shown.contains("GH_TOKEN") && !shown.contains("token-value"),
+        "{shown}"
+    );
 }

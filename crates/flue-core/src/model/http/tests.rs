@@ -114,3 +114,19 @@ fn errors_never_carry_the_key() {
         "model provider \"openai\" failed (HTTP 401): Incorrect API key provided: [redacted]."
     );
 }
+
+#[test]
+fn errors_never_carry_the_key_in_another_case_or_cut_short() {
+    let key = crate::model::provider_config::ApiKey::new("sk-live-abcdef0123456789");
+    let failure = Failure::reported(
+        Some(401),
+        "Key SK-LIVE-ABCDEF0123456789 rejected; did you mean sk-live-abcdef01...?",
+        "",
+    );
+    let error = failure.into_error("openai", Some(&key));
+    assert_eq!(
+        error.to_string(),
+        "model provider \"openai\" failed (HTTP 401): Key [redacted] rejected; did you mean \
+         [redacted]...?"
+    );
+}
