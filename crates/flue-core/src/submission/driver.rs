@@ -354,11 +354,20 @@ async fn supervise(
         tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut handle = std::future::IntoFuture::into_future(handle);
+    // Each one-shot branch is disabled once it fired, so the loop never spins on it.
+    let mut deadline_passed = false;
+    let mut stopping_seen = false;
     loop {
         tokio::select! {
             result = &mut handle => return result,
-            () = &mut deadline => stop(StopReason::Timeout),
-            () = inner.stopping.cancelled() => stop(StopReason::Shutdown),
+            () = &mut deadline, if !deadline_passed => {
+                deadline_passed = true;
+                stop(StopReason::Timeout);
+            }
+            () = inner.stopping.cancelled(), if !stopping_seen => {
+                stopping_seen = true;
+                stop(StopReason::Shutdown);
+            }
             _ = polls.tick() => {
                 if let Ok(Some(info)) = inner.store.submission(submission_id).await
                     && info.abort_requested
