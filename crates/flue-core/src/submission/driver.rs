@@ -196,12 +196,12 @@ async fn process(
             attempts: attempts - 1,
             max_attempts: durability.max_attempts,
         };
-        return settle(
-            inner,
-            fence,
-            settle_with(Outcome::Failed, None, Some(error.to_info())),
-        )
-        .await;
+        // This claim is not an attempt: it only found the budget spent.
+        let settlement = Settlement {
+            attempts: attempts - 1,
+            ..settle_with(Outcome::Failed, None, Some(error.to_info()))
+        };
+        return settle(inner, fence, settlement).await;
     }
     if now_ms() >= deadline_ms {
         let error = FlueError::SubmissionTimeout {
