@@ -24,6 +24,7 @@ mod scripted;
 mod session;
 mod skills;
 mod store_contract;
+mod submission_crash;
 mod submission_support;
 mod submissions;
 mod tasks;
