@@ -9,6 +9,7 @@
 mod apply_patch;
 mod audit_contract;
 mod compaction;
+mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod provider_anthropic;
