@@ -115,6 +115,10 @@ async fn crash_worker() {
 struct Report {
     admitted: usize,
     settled: usize,
+    /// Tool calls a kill left without a result, answered `interrupted` by recovery.
+    interrupted_calls: usize,
+    /// Submissions that needed more than one attempt.
+    resumed: usize,
 }
 
 /// Checks every invariant on a recovered database.
@@ -158,6 +162,9 @@ async fn check(store: &Arc<SqliteStore>, dir: &Path, acked: &BTreeSet<String>) -
                 _ => "echo: ",
             };
             assert!(text.starts_with(expected_prefix), "{text:?} for {info:?}");
+            if info.attempts > 1 {
+                report.resumed += 1;
+            }
             if acked.contains(id) {
                 seen_acked.insert(id.clone());
             }
@@ -184,6 +191,9 @@ async fn check(store: &Arc<SqliteStore>, dir: &Path, acked: &BTreeSet<String>) -
                 }
                 Record::ToolResult(result) => {
                     *answers.entry(result.call_id.clone()).or_default() += 1;
+                    if result.error_kind.as_deref() == Some("interrupted") {
+                        report.interrupted_calls += 1;
+                    }
                 }
                 _ => {}
             }
@@ -213,8 +223,9 @@ impl Rng {
 }
 
 /// One trial: dispatch in a child, SIGKILL it after `kill_after`, recover in another child.
-/// Returns whether the kill interrupted admitted work (something was still unsettled).
-fn trial(kill_after: Duration) -> bool {
+/// Returns whether the kill interrupted admitted work (something was still unsettled), and
+/// what recovery found.
+fn trial(kill_after: Duration) -> (bool, Report) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let child_args = [
@@ -268,7 +279,7 @@ fn trial(kill_after: Duration) -> bool {
         .unwrap();
     let report = runtime.block_on(check(&store, dir.path(), &acked));
     assert_eq!(report.admitted, report.settled);
-    interrupted
+    (interrupted, report)
 }
 
 #[test]
@@ -290,15 +301,24 @@ fn kill_9_at_random_instants_loses_nothing_and_repeats_no_tool_call() {
         .collect();
     let workers: Vec<_> = chunks
         .into_iter()
-        .map(|chunk| {
-            std::thread::spawn(move || chunk.into_iter().map(trial).filter(|hit| *hit).count())
-        })
+        .map(|chunk| std::thread::spawn(move || chunk.into_iter().map(trial).collect::<Vec<_>>()))
         .collect();
-    let interrupted: usize = workers
+    let outcomes: Vec<(bool, Report)> = workers
         .into_iter()
-        .map(|worker| worker.join().unwrap())
+        .flat_map(|worker| worker.join().unwrap())
+        .collect();
+    let interrupted = outcomes.iter().filter(|(hit, _)| *hit).count();
+    let admitted: usize = outcomes.iter().map(|(_, report)| report.admitted).sum();
+    let resumed: usize = outcomes.iter().map(|(_, report)| report.resumed).sum();
+    let interrupted_calls: usize = outcomes
+        .iter()
+        .map(|(_, report)| report.interrupted_calls)
         .sum();
-    println!("{interrupted} of {TRIALS} kills interrupted admitted work");
+    println!(
+        "{interrupted} of {TRIALS} kills interrupted admitted work; {admitted} submissions \
+         admitted, all settled once; {resumed} resumed by a later attempt; \
+         {interrupted_calls} tool calls answered `interrupted` (never re-run)"
+    );
     assert!(
         interrupted >= TRIALS / 3,
         "only {interrupted} of {TRIALS} kills hit running work; the trial timing needs tuning"
