@@ -228,9 +228,8 @@ impl RuntimeInner {
     /// the driver takes ownership only when the current owner is gone.
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
         for conversation in self.store.pending_conversations().await? {
-            if conversation.owner.as_deref() == Some(self.owner_id.as_str()) {
-                continue;
-            }
+            // Ours too: a driver of ours that stopped without releasing (a store failure)
+            // left it owned; a new driver takes it again under a new epoch.
             self.kick(&conversation.key);
         }
         Ok(())
