@@ -347,7 +347,10 @@ async fn supervise(
     let until_deadline = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
     let deadline = tokio::time::sleep(until_deadline);
     tokio::pin!(deadline);
-    let mut polls = tokio::time::interval(inner.poll_interval);
+    let mut polls = tokio::time::interval_at(
+        tokio::time::Instant::now() + inner.poll_interval,
+        inner.poll_interval,
+    );
     polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let renew_every = (inner.lease / 3).max(Duration::from_millis(10));
     let mut renewals =

@@ -330,10 +330,14 @@ impl AgentRuntime {
             if let Some(settlement) = info.settlement {
                 return Ok(settlement);
             }
-            let watch =
-                watch.get_or_insert_with(|| self.inner.store.watch_head(&info.conversation));
-            // Wakes at once for this process's writes, within a poll for other processes'.
-            let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
+            match &mut watch {
+                // Subscribe, then read again: a settlement between the two reads is not missed.
+                None => watch = Some(self.inner.store.watch_head(&info.conversation)),
+                // Wakes at once for this process's writes, within a poll for other processes'.
+                Some(watch) => {
+                    let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
+                }
+            }
         }
     }
 
