@@ -1,9 +1,9 @@
 //! Opening the sandbox an agent runs in, from its resolved settings.
 //!
-//! `flue run` picks the kind from `--sandbox`, then the agent's `sandbox:`, then flue.toml's
-//! `[sandbox]`, else virtual. A virtual sandbox starts as a copy of the workspace root (or of
+//! The kind comes from the caller's override (`--sandbox`), then the agent's `sandbox:`, then
+//! flue.toml's `[sandbox]`, else virtual. A virtual sandbox starts as a copy of the workspace root (or of
 //! its `seed`), without `.flue/` and `.env*` files; nothing is written back. A Daytona
-//! sandbox created for the run is deleted afterwards.
+//! sandbox created for a harness is deleted when the harness is closed.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -17,7 +17,7 @@ use flue_core::{
     Sandbox, SandboxErrorReason, ShellResult, VirtualLimits, VirtualSandbox,
 };
 
-use crate::dotenv::EnvVars;
+use crate::Env;
 
 /// Names never copied into a virtual sandbox: the conversation store and env files.
 const ALWAYS_EXCLUDED: &[&str] = &[".flue", ".env*"];
@@ -25,22 +25,23 @@ const ALWAYS_EXCLUDED: &[&str] = &[".flue", ".env*"];
 /// Names left out of the seed copy unless `exclude` says otherwise.
 const DEFAULT_EXCLUDED: &[&str] = &[".git", "node_modules", "target"];
 
-/// The sandbox of one run, and what must happen when the run is over.
+/// The sandbox of one harness, and what must happen when the harness is closed.
 pub(crate) struct OpenSandbox {
     pub(crate) sandbox: Arc<dyn Sandbox>,
     daytona: Option<Arc<DaytonaSandbox>>,
 }
 
 impl OpenSandbox {
-    /// Deletes a Daytona sandbox created for this run; a failure is reported, not fatal.
-    pub(crate) async fn close(self) {
-        if let Some(daytona) = self.daytona
-            && let Err(err) = daytona.cleanup().await
-        {
-            eprintln!(
-                "warning: could not delete Daytona sandbox {}: {err}",
+    /// Deletes a Daytona sandbox created for this harness; a failure is returned as a
+    /// warning, not an error.
+    pub(crate) async fn close(self) -> Option<String> {
+        let daytona = self.daytona?;
+        match daytona.cleanup().await {
+            Ok(()) => None,
+            Err(err) => Some(format!(
+                "could not delete Daytona sandbox {}: {err}",
                 daytona.id()
-            );
+            )),
         }
     }
 }
@@ -49,7 +50,7 @@ impl OpenSandbox {
 pub(crate) async fn open(
     settings: &SandboxSettings,
     root: &Path,
-    env: &EnvVars,
+    env: &Env,
 ) -> Result<OpenSandbox> {
     let options = &settings.options;
     let timeout = options.timeout_ms.map(Duration::from_millis);
@@ -110,7 +111,7 @@ async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<Virt
     builder.build().await
 }
 
-fn daytona_config(settings: &SandboxSettings, env: &EnvVars) -> Result<DaytonaConfig> {
+fn daytona_config(settings: &SandboxSettings, env: &Env) -> Result<DaytonaConfig> {
     let options = &settings.options;
     let Some(key) = env.get("DAYTONA_API_KEY").filter(|key| !key.is_empty()) else {
         return Err(FlueError::sandbox(

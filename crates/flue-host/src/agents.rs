@@ -1,0 +1,322 @@
+//! An agent set: a validated workspace (from a folder, one agent file, or a bundle) with its
+//! environment and model providers, loaded once; it opens a harness per conversation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
+use flue_core::{Harness, ScriptedProvider, SessionStore};
+
+use crate::mcp::McpServers;
+use crate::providers::Providers;
+use crate::sandbox::{self, OpenSandbox};
+use crate::{Env, HostError};
+
+/// The agents of one workspace or bundle, ready to open harnesses.
+///
+/// Loading validates everything (every problem at once, as [`HostError::Diagnostics`]) and
+/// builds the model providers from flue.toml and the [`Env`]; opening a harness then only
+/// opens what belongs to one conversation: its sandbox and MCP servers. An `AgentSet` is
+/// immutable; a server that reloads the workspace loads a new one and swaps it in
+/// ([`Host::replace_agents`](crate::Host::replace_agents)).
+pub struct AgentSet {
+    /// Where agents work (the sandbox seed, `local` sandboxes, MCP `cwd`) and where the store
+    /// lives.
+    root: PathBuf,
+    /// What error messages name as the agents' origin: the root, or the bundle file.
+    origin: PathBuf,
+    workspace: Workspace,
+    env: Env,
+    providers: Providers,
+}
+
+/// What the agent list shows about one agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgentInfo {
+    /// The agent's name (its file name without `.md`).
+    pub name: String,
+    /// The agent's `description`, if any.
+    pub description: Option<String>,
+    /// The agent's model, `<provider>/<model>` (its own, else flue.toml's default).
+    pub model: Option<String>,
+}
+
+/// Per-harness overrides of what the agent file says (the CLI's `--model`, `--sandbox`).
+#[derive(Clone, Debug, Default)]
+pub struct HarnessOptions {
+    model: Option<String>,
+    sandbox: Option<SandboxKind>,
+}
+
+impl HarnessOptions {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs the agent on `model` (`<provider>/<model>`) instead of its own.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Opens a sandbox of `kind` instead of the agent's and flue.toml's.
+    pub fn with_sandbox(mut self, kind: SandboxKind) -> Self {
+        self.sandbox = Some(kind);
+        self
+    }
+}
+
+impl AgentSet {
+    /// The agents of the workspace folder `root` (every `agents/*.md`).
+    pub fn from_workspace(root: &Path, env: Env) -> Result<Self, HostError> {
+        let workspace = Workspace::load(root).map_err(HostError::Diagnostics)?;
+        Self::assemble(root, root, workspace, env, &BTreeMap::new())
+    }
+
+    /// The workspace at `root` plus the agent file `file` (which may live outside
+    /// `agents/`); the agent is named after the file's stem (see [`agent_name_of_file`]).
+    pub fn from_agent_file(root: &Path, file: &Path, env: Env) -> Result<Self, HostError> {
+        let workspace =
+            Workspace::load_with_agent_file(root, file).map_err(HostError::Diagnostics)?;
+        Self::assemble(root, root, workspace, env, &BTreeMap::new())
+    }
+
+    /// The agents of the bundle file `bundle` (built by `flue build`); they work in `root`,
+    /// where conversations are kept too. The scripts the bundle carries join the scripted
+    /// provider.
+    pub fn from_bundle(bundle: &Path, root: &Path, env: Env) -> Result<Self, HostError> {
+        let read = Bundle::read(bundle).map_err(HostError::Diagnostics)?;
+        Self::assemble(root, bundle, read.workspace().clone(), env, read.scripts())
+    }
+
+    fn assemble(
+        root: &Path,
+        origin: &Path,
+        workspace: Workspace,
+        env: Env,
+        scripts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Self, HostError> {
+        let mut providers = Providers::load(root, &env, &workspace.config);
+        if !scripts.is_empty() {
+            let mut scripted = ScriptedProvider::new(root);
+            for (model, source) in scripts {
+                scripted = scripted.with_script(model, &String::from_utf8_lossy(source))?;
+            }
+            providers.registry.insert(Arc::new(scripted));
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            origin: origin.to_path_buf(),
+            workspace,
+            env,
+            providers,
+        })
+    }
+
+    /// Where the agents work and conversations are kept.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The validated workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The environment values the set was loaded with.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// Every agent, by name.
+    pub fn agents(&self) -> Vec<AgentInfo> {
+        self.workspace
+            .agents
+            .keys()
+            .filter_map(|name| self.agent(name).ok())
+            .collect()
+    }
+
+    /// One agent, or [`HostError::UnknownAgent`] listing the others.
+    pub fn agent(&self, name: &str) -> Result<AgentInfo, HostError> {
+        let file = self.agent_file(name)?;
+        Ok(AgentInfo {
+            name: name.to_owned(),
+            description: file.description.clone(),
+            model: file
+                .model
+                .clone()
+                .or_else(|| self.workspace.config.defaults.model.clone()),
+        })
+    }
+
+    fn agent_file(&self, name: &str) -> Result<&AgentFile, HostError> {
+        self.workspace
+            .agents
+            .get(name)
+            .ok_or_else(|| HostError::UnknownAgent {
+                name: name.to_owned(),
+                origin: self.origin.display().to_string(),
+                known: self
+                    .workspace
+                    .agents
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Opens agent `agent` for conversation `instance_id` on `store`: its sandbox, its MCP
+    /// servers (their tools join the agent and its subagents) and the harness. Fails before
+    /// any model call when the agent is unknown, its model or provider is unusable, or the
+    /// sandbox or a server cannot be opened; whatever was opened is closed again.
+    pub async fn open(
+        &self,
+        agent: &str,
+        instance_id: &str,
+        store: Arc<dyn SessionStore>,
+        options: &HarnessOptions,
+    ) -> Result<AgentHarness, HostError> {
+        let agent_file = self.agent_file(agent)?;
+        let mut sandbox_settings = SandboxSettings::resolve(
+            self.workspace.config.sandbox.as_ref(),
+            agent_file.sandbox,
+            &agent_file.sandbox_options,
+        );
+        if let Some(kind) = options.sandbox {
+            sandbox_settings = sandbox_settings.with_kind(kind);
+        }
+        let mut config = self.workspace.agent_config(agent)?;
+        if let Some(model) = &options.model {
+            config.model = Some(model.clone());
+        }
+        self.providers.check(config.model.as_deref())?;
+        let warnings: Vec<String> = config
+            .model
+            .as_deref()
+            .and_then(|model| self.providers.warning(model))
+            .into_iter()
+            .collect();
+
+        let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
+        let mcp = match McpServers::connect(&self.workspace, agent, &self.env, &mut config).await {
+            Ok(mcp) => mcp,
+            Err(err) => {
+                sandbox.close().await;
+                return Err(err.into());
+            }
+        };
+        let built = Harness::builder(config)
+            .with_instance_id(instance_id)
+            .with_store(store)
+            .with_providers(self.providers.registry.clone())
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
+            .with_workspace_context(self.workspace.context.clone())
+            .with_workspace_skills(self.workspace.harness_skills())
+            .with_roles(self.workspace.harness_roles())
+            .build()
+            .await;
+        // Once the sandbox and MCP servers are open, every failure must close them.
+        let harness = match built {
+            Ok(harness) => harness,
+            Err(err) => {
+                mcp.close().await;
+                sandbox.close().await;
+                return Err(err.into());
+            }
+        };
+        Ok(AgentHarness {
+            harness,
+            warnings,
+            resources: Some(Resources { sandbox, mcp }),
+        })
+    }
+}
+
+/// The agent name of an agent file given by path: its stem (`reviews/strict.md` -> `strict`).
+pub fn agent_name_of_file(file: &Path) -> String {
+    file.file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// An open harness and what it holds open: its sandbox and MCP servers.
+///
+/// Call [`close`](AgentHarness::close) when the conversation's work is done: it closes the MCP
+/// servers and deletes a Daytona sandbox created for it. Dropped without `close` inside a
+/// Tokio runtime, it closes them in a background task (warnings are then lost). Clones of
+/// [`harness`](AgentHarness::harness) outlive neither.
+pub struct AgentHarness {
+    harness: Harness,
+    warnings: Vec<String>,
+    resources: Option<Resources>,
+}
+
+struct Resources {
+    sandbox: OpenSandbox,
+    mcp: McpServers,
+}
+
+impl Resources {
+    async fn close(self) -> Vec<String> {
+        let mut warnings = self.mcp.close().await;
+        warnings.extend(self.sandbox.close().await);
+        warnings
+    }
+}
+
+impl AgentHarness {
+    /// The harness: open sessions on it.
+    pub fn harness(&self) -> &Harness {
+        &self.harness
+    }
+
+    /// Warnings about the agent worth showing the user (a model that runs on conservative
+    /// defaults because its provider's catalog does not know it).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Closes the MCP servers and the sandbox; returns the failures as warnings.
+    pub async fn close(mut self) -> Vec<String> {
+        match self.resources.take() {
+            Some(resources) => resources.close().await,
+            None => Vec::new(),
+        }
+    }
+}
+
+impl Drop for AgentHarness {
+    fn drop(&mut self) {
+        if let Some(resources) = self.resources.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = resources.close().await;
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for AgentHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHarness")
+            .field("harness", &self.harness)
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for AgentSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSet")
+            .field("root", &self.root)
+            .field("agents", &self.workspace.agents.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
