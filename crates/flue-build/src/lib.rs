@@ -61,12 +61,13 @@ mod skill_file;
 mod source;
 mod suggest;
 mod workspace;
+mod yaml_limits;
 
 pub use agent_file::{AgentFile, SandboxKind};
 pub use bundle::{BUNDLE_FILE_NAME, BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use flue_toml::{Defaults, WorkspaceConfig};
-pub use mcp::{McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+pub use mcp::{McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
 pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};

@@ -6,6 +6,8 @@
 mod args;
 mod audit;
 mod build;
+mod elicit;
+mod mcp;
 mod render;
 mod run;
 mod session_show;
@@ -17,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command, SessionCommand, TrashCommand};
+use crate::args::{Cli, Command, McpCommand, SessionCommand, TrashCommand};
 
 /// Exit codes, mapped in one place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +54,20 @@ impl From<Exit> for ExitCode {
 
 fn main() -> ExitCode {
     hide_own_environment();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` print to stdout and succeed; a usage error prints to
+        // stderr and exits 1 like every other setup error (clap's own default is 2).
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                Exit::Failure
+            } else {
+                Exit::Success
+            }
+            .into();
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -77,6 +92,12 @@ fn main() -> ExitCode {
             Command::Trash {
                 command: TrashCommand::Restore(restore_args),
             } => trash::restore(restore_args).await,
+            Command::Mcp {
+                command: McpCommand::Login(login_args),
+            } => mcp::login(&login_args).await,
+            Command::Mcp {
+                command: McpCommand::Logout(logout_args),
+            } => mcp::logout(&logout_args),
         }
     });
     let exit = match result {

@@ -100,6 +100,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
+    let sampled = prepared.opened.mcp_sampling_usage();
+    if sampled.input_tokens + sampled.output_tokens > 0 {
+        eprintln!(
+            "mcp sampling used the agent's model: {} input and {} output tokens",
+            sampled.input_tokens, sampled.output_tokens
+        );
+    }
     for warning in prepared.opened.close().await {
         eprintln!("warning: {warning}");
     }
@@ -149,6 +156,10 @@ struct Prepared {
 /// Loads the workspace and opens the conversation: everything that can fail before a model
 /// call.
 async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
+    // Before anything is loaded or created: a bad id is the caller's to fix.
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
     let (host, agent_name) = load(args)?;
     let agents = host.agents();
     agents.agent(&agent_name)?;
@@ -168,6 +179,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(kind) = args.sandbox {
         options = options.with_sandbox(kind);
     }
+    options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
     let opened = host.open_harness(&agent_name, &id, &options).await?;
     let session = async {
         let session = opened.harness().session(DEFAULT_SESSION).await?;

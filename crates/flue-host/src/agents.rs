@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
+use flue_connectors::McpElicitor;
 use flue_core::{Harness, ScriptedProvider, SessionStore};
 
 use crate::mcp::McpServers;
@@ -44,10 +45,21 @@ pub struct AgentInfo {
 }
 
 /// Per-harness overrides of what the agent file says (the CLI's `--model`, `--sandbox`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct HarnessOptions {
     model: Option<String>,
     sandbox: Option<SandboxKind>,
+    pub(crate) elicitor: Option<Arc<dyn McpElicitor>>,
+}
+
+impl std::fmt::Debug for HarnessOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarnessOptions")
+            .field("model", &self.model)
+            .field("sandbox", &self.sandbox)
+            .field("elicitor", &self.elicitor.is_some())
+            .finish()
+    }
 }
 
 impl HarnessOptions {
@@ -65,6 +77,14 @@ impl HarnessOptions {
     /// Opens a sandbox of `kind` instead of the agent's and flue.toml's.
     pub fn with_sandbox(mut self, kind: SandboxKind) -> Self {
         self.sandbox = Some(kind);
+        self
+    }
+
+    /// Answers the MCP servers' elicitation requests with `elicitor` (a terminal prompt,
+    /// [`AcceptDefaults`](flue_connectors::AcceptDefaults)); without one they are declined.
+    /// Pending actions that any process resolves plug in here as another elicitor.
+    pub fn with_mcp_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
+        self.elicitor = Some(elicitor);
         self
     }
 }
@@ -114,6 +134,45 @@ impl AgentSet {
             env,
             providers,
         })
+    }
+
+    /// Signs in to the remote MCP server `server` (declared in flue.toml or by an agent): runs
+    /// its OAuth authorization with a loopback redirect, calling `show_url` with the url the
+    /// person opens, and keeps the tokens in the workspace store for later runs. With
+    /// `grant: client_credentials` no person is involved.
+    pub async fn login_mcp_server(
+        &self,
+        server: &str,
+        show_url: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<(), HostError> {
+        let (url, oauth) = self.remote_server(server)?;
+        flue_connectors::login_mcp_server(server, &url, oauth, show_url).await?;
+        Ok(())
+    }
+
+    /// Forgets the stored OAuth tokens of MCP server `server`; how many sets were stored.
+    pub fn logout_mcp_server(&self, server: &str) -> Result<usize, HostError> {
+        self.remote_server(server)?;
+        Ok(crate::tokens::forget(&self.root, server)?)
+    }
+
+    /// The url and OAuth settings of remote server `server`.
+    fn remote_server(
+        &self,
+        server: &str,
+    ) -> Result<(String, flue_connectors::McpOAuth), HostError> {
+        let decl = crate::mcp::find_server(&self.workspace, server).ok_or_else(|| {
+            HostError::Core(flue_core::FlueError::config(format!(
+                "no mcp server `{server}` in flue.toml or any agent's `mcp` settings"
+            )))
+        })?;
+        let flue_build::McpServerDecl::Remote(remote) = decl else {
+            return Err(HostError::Core(flue_core::FlueError::config(format!(
+                "mcp server `{server}` is a local process (`command`): only `url` servers sign in"
+            ))));
+        };
+        let options = crate::mcp::options(server, decl, &self.root, &self.env)?;
+        Ok((remote.url.clone(), options.oauth))
     }
 
     /// Where the agents work and conversations are kept.
@@ -202,8 +261,26 @@ impl AgentSet {
             .into_iter()
             .collect();
 
+        let sampling_usage = Arc::new(std::sync::Mutex::new(flue_core::Usage::default()));
+        let sampler: Option<Arc<dyn flue_connectors::McpSampler>> =
+            config.model.clone().map(|model| {
+                Arc::new(crate::sampling::ModelSampler {
+                    providers: self.providers.registry.clone(),
+                    model,
+                    usage: Arc::clone(&sampling_usage),
+                }) as Arc<dyn flue_connectors::McpSampler>
+            });
         let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
-        let mcp = match McpServers::connect(&self.workspace, agent, &self.env, &mut config).await {
+        let connected = McpServers::connect(
+            &self.workspace,
+            agent,
+            &self.env,
+            options,
+            sampler,
+            &mut config,
+        )
+        .await;
+        let mcp = match connected {
             Ok(mcp) => mcp,
             Err(err) => {
                 sandbox.close().await;
@@ -233,6 +310,7 @@ impl AgentSet {
             harness,
             warnings,
             resources: Some(Resources { sandbox, mcp }),
+            sampling_usage,
         })
     }
 }
@@ -255,6 +333,7 @@ pub struct AgentHarness {
     harness: Harness,
     warnings: Vec<String>,
     resources: Option<Resources>,
+    sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
 }
 
 struct Resources {
@@ -280,6 +359,15 @@ impl AgentHarness {
     /// defaults because its provider's catalog does not know it).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Tokens the agent's model spent answering MCP servers' sampling requests (servers with
+    /// `sampling: true`) since the harness was opened; not part of any session's usage.
+    pub fn mcp_sampling_usage(&self) -> flue_core::Usage {
+        *self
+            .sampling_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Closes the MCP servers and the sandbox; returns the failures as warnings.

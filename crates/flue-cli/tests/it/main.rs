@@ -8,8 +8,11 @@
 
 mod audit_trash;
 mod build;
+mod conformance;
 mod delegation;
+mod hostile_inputs;
 mod mcp;
+mod mcp_oauth;
 mod providers;
 mod run;
 mod sandbox;
