@@ -9,6 +9,7 @@
 mod apply_patch;
 mod audit_contract;
 mod compaction;
+mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod instance_ids;
@@ -27,6 +28,9 @@ mod secrets;
 mod session;
 mod skills;
 mod store_contract;
+mod submission_crash;
+mod submission_support;
+mod submissions;
 mod tasks;
 mod tool_call_ids;
 mod tools_builtin;

@@ -1,0 +1,89 @@
+//! Durable submissions: admission, one-at-a-time processing, settlement and crash recovery.
+//!
+//! [`AgentRuntime::dispatch`] stores a message durably as a *submission* of a conversation
+//! (agent + id) and returns a [`DispatchReceipt`] without waiting for the model. Submissions of
+//! one conversation run one at a time, first in first out, each settled exactly once
+//! (`completed`, `failed` or `aborted`; the first terminal state wins). The runtime of some
+//! process owns a conversation while it works on it (fenced, leased ownership in the
+//! [`ConversationStore`]); when that process dies, the next runtime on the store resumes the
+//! work from the durable records alone.
+//!
+//! Harnesses come from an [`AgentRegistry`] (the assembly layer of a workspace or bundle, or an
+//! embedder's code): the runtime asks it for a [`HarnessBuilder`](crate::HarnessBuilder) per
+//! agent, then sets the conversation's instance id and a fenced view of its store.
+//!
+//! [`ConversationStore`]: crate::ConversationStore
+
+mod driver;
+mod fenced;
+mod registry;
+mod runtime;
+mod wire;
+
+pub use registry::{AgentRegistry, StaticAgents};
+pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
+pub use wire::{
+    BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,
+    DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo,
+    SubmissionState, WhenBusy,
+};
+
+use crate::error::{FlueError, Result};
+
+/// Checks a conversation id: the rule of every instance id ([`crate::check_instance_id`]: 1
+/// to 128 characters, no whitespace, control or invisible characters, no slash, not `.` or
+/// `..`), so CLIs, the HTTP server and dispatch accept the same ids. Refusals are
+/// [`FlueError::InvalidInstanceId`] (kind `invalid_id`).
+pub fn check_conversation_id(id: &str) -> Result<()> {
+    crate::harness::check_instance_id(id)
+}
+
+/// Checks what a message must satisfy before admission: a non-empty signal type, and tag and
+/// attribute names that are XML names (`^[A-Za-z_][A-Za-z0-9_.-]*$`), since they are rendered
+/// unescaped into the model's context.
+pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
+    let DeliveredMessage::Signal {
+        signal_type,
+        attributes,
+        tag_name,
+        ..
+    } = message
+    else {
+        return Ok(());
+    };
+    if signal_type.trim().is_empty() {
+        return Err(FlueError::InvalidRequest {
+            message: "a signal's `type` must not be empty".into(),
+        });
+    }
+    if let Some(tag_name) = tag_name
+        && !is_xml_name(tag_name)
+    {
+        return Err(FlueError::InvalidRequest {
+            message: format!(
+                "signal tag name {tag_name:?} is not allowed: use letters, digits, `_`, `.` and \
+                 `-`, starting with a letter or `_`"
+            ),
+        });
+    }
+    if let Some(name) = attributes
+        .keys()
+        .find(|name| !is_xml_name(name) || *name == "type")
+    {
+        return Err(FlueError::InvalidRequest {
+            message: format!(
+                "signal attribute name {name:?} is not allowed: use letters, digits, `_`, `.` \
+                 and `-`, starting with a letter or `_` (and not `type`)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn is_xml_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
