@@ -19,11 +19,18 @@
 //! The audit log and trash ([`AuditStore`](crate::AuditStore), migration v2) are implemented in
 //! `sqlite/audit.rs`; conversations, their streams and submissions
 //! ([`ConversationStore`](crate::ConversationStore), migration v3) in `sqlite/conversation.rs`.
-//! A file store keeps a second connection for reads of streams and submissions, so readers
-//! (an HTTP server's) never queue behind this process's writers.
+//! A file store keeps a second connection for reads (session loads and lists, streams,
+//! submissions), so readers (an HTTP server's) never queue behind this process's writers.
+//!
+//! The conversation store's writes go through group commit (`sqlite/writer.rs`): a writer
+//! thread runs every pending write in one transaction, each in its own savepoint, and syncs the
+//! file once per batch, so many conversations share one fsync while each write keeps its own
+//! checks and errors. The remaining writes (plain session appends, audit) take the connection's
+//! mutex for a transaction of their own, as described above.
 
 mod audit;
 mod conversation;
+mod writer;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -38,6 +45,7 @@ use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
 use crate::store::conversation::{HeadWatchers, LocalOwners};
 use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
 use crate::util::{BoxFuture, now_ms};
+use writer::Writer;
 
 /// Sessions in a SQLite file.
 ///
@@ -45,7 +53,10 @@ use crate::util::{BoxFuture, now_ms};
 /// SQLite's write lock and checked against the session version, so a racing writer gets
 /// [`FlueError::VersionConflict`] and writes nothing.
 pub struct SqliteStore {
-    connection: Mutex<Connection>,
+    /// The write connection, shared with [`Writer`]'s thread.
+    connection: Arc<Mutex<Connection>>,
+    /// Group commit for the conversation store's writes (`sqlite/writer.rs`).
+    writer: Writer,
     /// A second connection for stream and submission reads (file stores only).
     read_connection: Option<Mutex<Connection>>,
     path: Option<PathBuf>,
@@ -163,8 +174,10 @@ impl SqliteStore {
         let read_connection = Connection::open(path)
             .and_then(|read| read.busy_timeout(BUSY_TIMEOUT).map(|()| read))
             .map_err(|err| opening_failed(path, FlueError::store("cannot open the file", err)))?;
+        let connection = Arc::new(Mutex::new(connection));
         Ok(Self {
-            connection: Mutex::new(connection),
+            writer: Writer::start(Arc::clone(&connection))?,
+            connection,
             read_connection: Some(Mutex::new(read_connection)),
             path: Some(path.to_owned()),
             heads: HeadWatchers::default(),
@@ -177,8 +190,10 @@ impl SqliteStore {
         let mut connection =
             Connection::open_in_memory().map_err(store_error("cannot open in-memory database"))?;
         prepare(&mut connection)?;
+        let connection = Arc::new(Mutex::new(connection));
         Ok(Self {
-            connection: Mutex::new(connection),
+            writer: Writer::start(Arc::clone(&connection))?,
+            connection,
             read_connection: None,
             path: None,
             heads: HeadWatchers::default(),
@@ -227,7 +242,9 @@ impl SqliteStore {
     }
 
     fn load_now(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
-        let mut connection = self.connection();
+        // The read connection: a load never waits for a write batch's fsync. Every
+        // acknowledged write is committed, so its snapshot holds them all.
+        let mut connection = self.reader();
         // One read transaction, so the version and the records come from the same snapshot.
         let transaction = connection
             .transaction()
@@ -303,7 +320,7 @@ impl SqliteStore {
 
     fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
         // SQLite's default BINARY collation orders UTF-8 text bytewise, as `str`'s `Ord` does.
-        self.connection()
+        self.reader()
             .prepare_cached(
                 "SELECT session, version, created_at, updated_at FROM sessions
                  WHERE instance_id = ?1 ORDER BY session",

@@ -33,6 +33,7 @@ macro_rules! conversation_contract {
                 the_input_append_marks_the_submission,
                 watchers_see_the_head_move,
                 reads_of_unknown_conversations_and_past_the_head_fail,
+                concurrent_writes_of_many_conversations_fail_alone,
             );
         }
     };
@@ -578,4 +579,95 @@ async fn reads_of_unknown_conversations_and_past_the_head_fail(store: Arc<dyn Co
         .unwrap();
     assert!(page.batches.is_empty() && page.up_to_date);
     assert_eq!(page.next_offset, admitted.offset);
+}
+
+/// Writes of many conversations at once (which a store may commit together): a failing
+/// fencing or version check rejects that write alone and leaves the others whole.
+async fn concurrent_writes_of_many_conversations_fail_alone(store: Arc<dyn ConversationStore>) {
+    const CONVERSATIONS: usize = 40;
+    let owner = store.register_owner().await.unwrap();
+    let keys: Vec<ConversationKey> = (0..CONVERSATIONS)
+        .map(|n| ConversationKey::new("agent", format!("many-{n}")))
+        .collect();
+    let mut admissions = Vec::new();
+    for key in &keys {
+        let store = Arc::clone(&store);
+        let admission = Admission {
+            key: key.clone(),
+            ..admission("hello", DispatchOptions::default())
+        };
+        admissions.push(tokio::spawn(async move { store.admit(&admission).await }));
+    }
+    for admitted in admissions {
+        admitted.await.unwrap().unwrap();
+    }
+    let mut fences = Vec::new();
+    for key in &keys {
+        match store.acquire(key, owner.owner_id(), LEASE).await.unwrap() {
+            Acquire::Owned(fence) => fences.push(fence),
+            held => panic!("expected ownership, got {held:?}"),
+        }
+    }
+    let mut writes = Vec::new();
+    for fence in &fences {
+        // Two racing appends at the same session version, and one under a wrong epoch.
+        for (text, epoch) in [
+            ("a", fence.epoch),
+            ("b", fence.epoch),
+            ("stale", fence.epoch + 1),
+        ] {
+            let store = Arc::clone(&store);
+            let fence = Fence {
+                epoch,
+                ..fence.clone()
+            };
+            writes.push(tokio::spawn(async move {
+                let session = SessionKey::new(fence.key.instance_id(), "default");
+                let records = [user_record(text)];
+                let result = store
+                    .append_fenced(FencedAppend {
+                        fence: &fence,
+                        submission_id: None,
+                        applies_input: false,
+                        session: &session,
+                        expected_version: 0,
+                        records: &records,
+                    })
+                    .await;
+                (fence.key.clone(), text, result)
+            }));
+        }
+    }
+    let mut won = std::collections::HashMap::new();
+    for write in writes {
+        let (key, text, result) = write.await.unwrap();
+        match (text, result) {
+            ("stale", result) => assert_eq!(result.unwrap_err().kind(), "lease_lost"),
+            (_, Ok(version)) => {
+                assert_eq!(version, 1);
+                let first = won.insert(key.instance_id(), text);
+                assert!(first.is_none(), "two appends at version 0 won");
+            }
+            (_, Err(err)) => assert_eq!(err.kind(), "version_conflict"),
+        }
+    }
+    assert_eq!(won.len(), CONVERSATIONS);
+    for key in &keys {
+        let page = store.read_stream(key, Offset::START, 100).await.unwrap();
+        let appended: Vec<_> = page
+            .batches
+            .iter()
+            .filter_map(|batch| match &batch.body {
+                BatchBody::Records { records, .. } => Some(records.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(appended.len(), 1, "{key}: one append stored");
+        assert_eq!(appended[0].len(), 1);
+        assert_eq!(
+            appended[0][0].record,
+            user_record(won[&key.instance_id()]).record
+        );
+        assert!(page.up_to_date);
+    }
 }

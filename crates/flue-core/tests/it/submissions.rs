@@ -304,6 +304,11 @@ async fn send_conditions_reach_one_incarnation_and_store_nothing_when_they_fail(
         )
         .await
         .unwrap();
+    // Once the submission settled, nothing but a new admission moves the head.
+    assert_eq!(
+        runtime.read(&created.submission_id).await.unwrap(),
+        "echo: hi"
+    );
     let head = runtime.conversation(&key).await.unwrap().unwrap().head;
     let err = runtime
         .dispatch(

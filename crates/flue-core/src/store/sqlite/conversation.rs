@@ -1,8 +1,12 @@
 //! [`ConversationStore`] for [`SqliteStore`]: tables `conversations`, `stream` and
 //! `submissions` (migration v3), and owner liveness through OS file locks.
 //!
-//! Every method is one `BEGIN IMMEDIATE` transaction (or one read transaction), so processes
-//! sharing the file are serialised by SQLite's write lock. A conversation row carries the
+//! Every write runs in a `BEGIN IMMEDIATE` transaction (reads in one read transaction), so
+//! processes sharing the file are serialised by SQLite's write lock. Writes are closures
+//! handed to the store's writer thread (`writer.rs`), which runs those of many conversations
+//! in one transaction, each inside its own savepoint, and answers them after the commit; each
+//! `*_in` function here is one such write, with its checks in the same transaction as its
+//! changes. A conversation row carries the
 //! stream head, the owner and its fencing epoch; each write that touches the conversation
 //! checks the fence (when it is an owner's), bumps the head and inserts one `stream` row.
 //! A `records` stream row points at a range of the `records` table instead of copying it.
@@ -16,7 +20,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use crate::config::DurabilityConfig;
 use crate::error::{FlueError, Result};
@@ -129,13 +133,29 @@ impl SqliteStore {
         }
     }
 
-    fn admit_now(&self, admission: &Admission) -> Result<DispatchReceipt> {
-        let key = &admission.key;
-        let instance_id = key.instance_id();
+    async fn admit_batched(&self, admission: &Admission) -> Result<DispatchReceipt> {
+        let instance_id = admission.key.instance_id();
         let message_json = serde_json::to_string(&admission.message)
             .map_err(|err| FlueError::store("cannot serialise message", err))?;
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
+        let admission = admission.clone();
+        let (receipt, head) = self
+            .writer
+            .write(move |tx| Self::admit_in(tx, &admission, &message_json))
+            .await?;
+        if let Some(head) = head {
+            self.heads.notify(&instance_id, head);
+        }
+        Ok(receipt)
+    }
+
+    /// Admits inside the batch's transaction; the offset to announce once it committed.
+    fn admit_in(
+        tx: &Transaction<'_>,
+        admission: &Admission,
+        message_json: &str,
+    ) -> Result<(DispatchReceipt, Option<Offset>)> {
+        let key = &admission.key;
+        let instance_id = key.instance_id();
         let existing = tx
             .prepare_cached("SELECT uid, owner FROM conversations WHERE instance_id = ?1")
             .and_then(|mut select| {
@@ -190,19 +210,20 @@ impl SqliteStore {
                         submission_id,
                     });
                 }
-                return Ok(DispatchReceipt {
+                let receipt = DispatchReceipt {
                     submission_id,
                     accepted_at,
                     uid: uid.clone(),
                     offset: Offset(offset),
                     deduplicated: true,
-                });
+                };
+                return Ok((receipt, None));
             }
         }
         if admission.options.when_busy == WhenBusy::Fail
             && let Some((_, owner)) = &existing
         {
-            let unsettled = count_unsettled(&tx, &instance_id)?;
+            let unsettled = count_unsettled(tx, &instance_id)?;
             if unsettled > 0 {
                 return Err(FlueError::ConversationBusy {
                     agent: key.agent.clone(),
@@ -241,7 +262,7 @@ impl SqliteStore {
                 let created = BatchBody::Created {
                     uid: admission.new_uid.clone(),
                 };
-                push_batch(&tx, &instance_id, None, &created)?;
+                push_batch(tx, &instance_id, None, &created)?;
                 admission.new_uid.clone()
             }
         };
@@ -250,7 +271,7 @@ impl SqliteStore {
             message: admission.message.clone(),
             accepted_at: admission.accepted_at,
         };
-        let offset = push_batch(&tx, &instance_id, Some(&admission.submission_id), &admitted)?;
+        let offset = push_batch(tx, &instance_id, Some(&admission.submission_id), &admitted)?;
         let position: i64 = tx
             .prepare_cached(
                 "UPDATE conversations SET next_position = next_position + 1
@@ -277,17 +298,14 @@ impl SqliteStore {
             ])
         })
         .map_err(store_error("cannot insert submission"))?;
-        tx.commit()
-            .map_err(store_error("cannot commit admission"))?;
-        drop(connection);
-        self.heads.notify(&instance_id, offset);
-        Ok(DispatchReceipt {
+        let receipt = DispatchReceipt {
             submission_id: admission.submission_id.clone(),
             accepted_at: admission.accepted_at,
             uid,
             offset,
             deduplicated: false,
-        })
+        };
+        Ok((receipt, Some(offset)))
     }
 
     fn conversation_now(&self, key: &ConversationKey) -> Result<Option<ConversationInfo>> {
@@ -445,10 +463,23 @@ impl SqliteStore {
         })
     }
 
-    fn request_abort_now(&self, key: &ConversationKey) -> Result<AbortReport> {
+    async fn request_abort_batched(&self, key: &ConversationKey) -> Result<AbortReport> {
         let instance_id = key.instance_id();
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
+        let owned = instance_id.clone();
+        let (report, head) = self
+            .writer
+            .write(move |tx| Self::request_abort_in(tx, &owned))
+            .await?;
+        if let Some(head) = head {
+            self.heads.notify(&instance_id, head);
+        }
+        Ok(report)
+    }
+
+    fn request_abort_in(
+        tx: &Transaction<'_>,
+        instance_id: &str,
+    ) -> Result<(AbortReport, Option<Offset>)> {
         let unsettled: Vec<(String, String, u32)> = tx
             .prepare_cached(
                 "SELECT submission_id, state, attempts FROM submissions
@@ -463,7 +494,7 @@ impl SqliteStore {
             })
             .map_err(store_error("cannot read submissions"))?;
         if unsettled.is_empty() {
-            return Ok(AbortReport::default());
+            return Ok((AbortReport::default(), None));
         }
         tx.prepare_cached(
             "UPDATE submissions SET abort_requested = 1
@@ -473,8 +504,8 @@ impl SqliteStore {
         .map_err(store_error("cannot record abort request"))?;
         let requested: Vec<String> = unsettled.iter().map(|(id, _, _)| id.clone()).collect();
         let mut head = push_batch(
-            &tx,
-            &instance_id,
+            tx,
+            instance_id,
             None,
             &BatchBody::AbortRequested {
                 submission_ids: requested.clone(),
@@ -486,16 +517,13 @@ impl SqliteStore {
                 continue;
             }
             let settlement = aborted_settlement(&submission_id, attempts);
-            head = settle_in(&tx, &instance_id, &settlement)?.unwrap_or(head);
+            head = settle_in(tx, instance_id, &settlement)?.unwrap_or(head);
             settled.push(submission_id);
         }
-        tx.commit().map_err(store_error("cannot commit abort"))?;
-        drop(connection);
-        self.heads.notify(&instance_id, head);
-        Ok(AbortReport { requested, settled })
+        Ok((AbortReport { requested, settled }, Some(head)))
     }
 
-    fn acquire_now(
+    async fn acquire_batched(
         &self,
         key: &ConversationKey,
         owner_id: &str,
@@ -536,8 +564,40 @@ impl SqliteStore {
             });
         }
         let lease_until_new = sat(now_ms().saturating_add(duration_ms(lease)));
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
+        let owner = owner_id.to_owned();
+        let taken = self
+            .writer
+            .write(move |tx| {
+                Self::take_over_in(
+                    tx,
+                    &instance_id,
+                    &owner,
+                    lease_until_new,
+                    epoch,
+                    current_owner.as_deref(),
+                )
+            })
+            .await?;
+        Ok(match taken {
+            Ok(()) => Acquire::Owned(Fence {
+                key: key.clone(),
+                owner_id: owner_id.to_owned(),
+                epoch: epoch + 1,
+            }),
+            Err(owner_id) => Acquire::Held { owner_id },
+        })
+    }
+
+    /// Compare-and-set of the owner inside the batch's transaction; `Err` names the holder
+    /// when a racing contender got there first.
+    fn take_over_in(
+        tx: &Transaction<'_>,
+        instance_id: &str,
+        owner_id: &str,
+        lease_until_new: i64,
+        epoch: u64,
+        current_owner: Option<&str>,
+    ) -> Result<std::result::Result<(), String>> {
         // Compare-and-set on what we observed: a racing contender that got there first wins.
         let changed = tx
             .prepare_cached(
@@ -559,23 +619,21 @@ impl SqliteStore {
                 .prepare_cached("SELECT owner FROM conversations WHERE instance_id = ?1")
                 .and_then(|mut select| select.query_row(params![instance_id], |row| row.get(0)))
                 .map_err(store_error("cannot read conversation"))?;
-            return Ok(Acquire::Held {
-                owner_id: holder.unwrap_or_default(),
-            });
+            return Ok(Err(holder.unwrap_or_default()));
         }
-        tx.commit()
-            .map_err(store_error("cannot commit ownership"))?;
-        Ok(Acquire::Owned(Fence {
-            key: key.clone(),
-            owner_id: owner_id.to_owned(),
-            epoch: epoch + 1,
-        }))
+        Ok(Ok(()))
     }
 
-    fn renew_now(&self, fence: &Fence, lease: Duration) -> Result<()> {
+    async fn renew_batched(&self, fence: &Fence, lease: Duration) -> Result<()> {
         let lease_until = sat(now_ms().saturating_add(duration_ms(lease)));
-        let changed = self
-            .connection()
+        let fence = fence.clone();
+        self.writer
+            .write(move |tx| Self::renew_in(tx, &fence, lease_until))
+            .await
+    }
+
+    fn renew_in(tx: &Transaction<'_>, fence: &Fence, lease_until: i64) -> Result<()> {
+        let changed = tx
             .prepare_cached(
                 "UPDATE conversations SET lease_until = ?4
                  WHERE instance_id = ?1 AND owner = ?2 AND epoch = ?3",
@@ -595,12 +653,17 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn release_now(&self, fence: &Fence) -> Result<bool> {
+    async fn release_batched(&self, fence: &Fence) -> Result<bool> {
+        let fence = fence.clone();
+        self.writer
+            .write(move |tx| Self::release_in(tx, &fence))
+            .await
+    }
+
+    fn release_in(tx: &Transaction<'_>, fence: &Fence) -> Result<bool> {
         let instance_id = fence.key.instance_id();
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
-        check_fence(&tx, fence)?;
-        if count_unsettled(&tx, &instance_id)? > 0 {
+        check_fence(tx, fence)?;
+        if count_unsettled(tx, &instance_id)? > 0 {
             return Ok(false);
         }
         tx.prepare_cached(
@@ -608,21 +671,42 @@ impl SqliteStore {
         )
         .and_then(|mut update| update.execute(params![instance_id]))
         .map_err(store_error("cannot release ownership"))?;
-        tx.commit().map_err(store_error("cannot commit release"))?;
         Ok(true)
     }
 
-    fn claim_next_now(
+    async fn claim_next_batched(
         &self,
         fence: &Fence,
         durability: &DurabilityConfig,
     ) -> Result<Option<Claim>> {
-        let instance_id = fence.key.instance_id();
         let durability_json = serde_json::to_string(durability)
             .map_err(|err| FlueError::store("cannot serialise durability", err))?;
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
-        check_fence(&tx, fence)?;
+        let owned = fence.clone();
+        let claimed = self
+            .writer
+            .write(move |tx| Self::claim_next_in(tx, &owned, &durability_json))
+            .await?;
+        let Some((submission, head)) = claimed else {
+            return Ok(None);
+        };
+        self.heads.notify(&fence.key.instance_id(), head);
+        let durability = submission
+            .durability
+            .clone()
+            .unwrap_or_else(|| durability.clone());
+        Ok(Some(Claim {
+            submission,
+            durability,
+        }))
+    }
+
+    fn claim_next_in(
+        tx: &Transaction<'_>,
+        fence: &Fence,
+        durability_json: &str,
+    ) -> Result<Option<(SubmissionInfo, Offset)>> {
+        let instance_id = fence.key.instance_id();
+        check_fence(tx, fence)?;
         let next: Option<String> = tx
             .prepare_cached(
                 "SELECT submission_id FROM submissions
@@ -654,7 +738,7 @@ impl SqliteStore {
             .map_err(store_error("cannot claim submission"))?;
         let submission = raw.into_info()?;
         let head = push_batch(
-            &tx,
+            tx,
             &instance_id,
             Some(&submission_id),
             &BatchBody::Started {
@@ -662,35 +746,28 @@ impl SqliteStore {
                 attempt: submission.attempts,
             },
         )?;
-        tx.commit().map_err(store_error("cannot commit claim"))?;
-        drop(connection);
-        self.heads.notify(&instance_id, head);
-        let durability = submission
-            .durability
-            .clone()
-            .unwrap_or_else(|| durability.clone());
-        Ok(Some(Claim {
-            submission,
-            durability,
-        }))
+        Ok(Some((submission, head)))
     }
 
-    fn settle_now(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
+    async fn settle_batched(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
         let instance_id = fence.key.instance_id();
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
-        check_fence(&tx, fence)?;
-        let Some(head) = settle_in(&tx, &instance_id, settlement)? else {
+        let fence = fence.clone();
+        let settlement = settlement.clone();
+        let settled = self
+            .writer
+            .write(move |tx| {
+                check_fence(tx, &fence)?;
+                settle_in(tx, &fence.key.instance_id(), &settlement)
+            })
+            .await?;
+        let Some(head) = settled else {
             return Ok(false);
         };
-        tx.commit()
-            .map_err(store_error("cannot commit settlement"))?;
-        drop(connection);
         self.heads.notify(&instance_id, head);
         Ok(true)
     }
 
-    fn append_fenced_now(&self, append: FencedAppend<'_>) -> Result<u64> {
+    async fn append_fenced_batched(&self, append: FencedAppend<'_>) -> Result<u64> {
         let instance_id = append.fence.key.instance_id();
         if append.session.instance_id != instance_id {
             return Err(lease_lost(
@@ -704,14 +781,35 @@ impl SqliteStore {
             .map(serde_json::to_string)
             .collect::<Result<Vec<String>, _>>()
             .map_err(|err| FlueError::store("cannot serialise record", err))?;
-        let mut connection = self.connection();
-        let tx = begin_write(&mut connection)?;
-        check_fence(&tx, append.fence)?;
-        let version = insert_records(&tx, append.session, append.expected_version, &rows)?;
-        if rows.is_empty() {
-            return Ok(version);
+        let owned = OwnedAppend {
+            fence: append.fence.clone(),
+            session: append.session.clone(),
+            expected_version: append.expected_version,
+            submission_id: append.submission_id.map(str::to_owned),
+            applies_input: append.applies_input,
+        };
+        let (version, head) = self
+            .writer
+            .write(move |tx| Self::append_fenced_in(tx, &owned, &rows))
+            .await?;
+        if let Some(head) = head {
+            self.heads.notify(&instance_id, head);
         }
-        let head = next_seq(&tx, &instance_id)?;
+        Ok(version)
+    }
+
+    fn append_fenced_in(
+        tx: &Transaction<'_>,
+        append: &OwnedAppend,
+        rows: &[String],
+    ) -> Result<(u64, Option<Offset>)> {
+        let instance_id = append.fence.key.instance_id();
+        check_fence(tx, &append.fence)?;
+        let version = insert_records(tx, &append.session, append.expected_version, rows)?;
+        if rows.is_empty() {
+            return Ok((version, None));
+        }
+        let head = next_seq(tx, &instance_id)?;
         tx.prepare_cached(
             "INSERT INTO stream (instance_id, seq, at, submission_id, session, first_idx,
                                  n_records, body)
@@ -730,7 +828,7 @@ impl SqliteStore {
         })
         .map_err(store_error("cannot insert stream batch"))?;
         if append.applies_input
-            && let Some(submission_id) = append.submission_id
+            && let Some(submission_id) = &append.submission_id
         {
             tx.prepare_cached(
                 "UPDATE submissions SET input_applied = 1
@@ -739,16 +837,13 @@ impl SqliteStore {
             .and_then(|mut update| update.execute(params![submission_id]))
             .map_err(store_error("cannot mark input applied"))?;
         }
-        tx.commit().map_err(store_error("cannot commit append"))?;
-        drop(connection);
-        self.heads.notify(&instance_id, head);
-        Ok(version)
+        Ok((version, Some(head)))
     }
 }
 
 impl ConversationStore for SqliteStore {
     fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>> {
-        Box::pin(async move { self.admit_now(admission) })
+        Box::pin(self.admit_batched(admission))
     }
 
     fn conversation<'a>(
@@ -803,7 +898,7 @@ impl ConversationStore for SqliteStore {
     }
 
     fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
-        Box::pin(async move { self.request_abort_now(key) })
+        Box::pin(self.request_abort_batched(key))
     }
 
     fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>> {
@@ -820,15 +915,15 @@ impl ConversationStore for SqliteStore {
         owner_id: &'a str,
         lease: Duration,
     ) -> BoxFuture<'a, Result<Acquire>> {
-        Box::pin(async move { self.acquire_now(key, owner_id, lease) })
+        Box::pin(self.acquire_batched(key, owner_id, lease))
     }
 
     fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.renew_now(fence, lease) })
+        Box::pin(self.renew_batched(fence, lease))
     }
 
     fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { self.release_now(fence) })
+        Box::pin(self.release_batched(fence))
     }
 
     fn claim_next<'a>(
@@ -836,7 +931,7 @@ impl ConversationStore for SqliteStore {
         fence: &'a Fence,
         durability: &'a DurabilityConfig,
     ) -> BoxFuture<'a, Result<Option<Claim>>> {
-        Box::pin(async move { self.claim_next_now(fence, durability) })
+        Box::pin(self.claim_next_batched(fence, durability))
     }
 
     fn settle<'a>(
@@ -844,12 +939,21 @@ impl ConversationStore for SqliteStore {
         fence: &'a Fence,
         settlement: &'a Settlement,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { self.settle_now(fence, settlement) })
+        Box::pin(self.settle_batched(fence, settlement))
     }
 
     fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move { self.append_fenced_now(append) })
+        Box::pin(self.append_fenced_batched(append))
     }
+}
+
+/// A [`FencedAppend`] with owned parts, for the writer thread.
+struct OwnedAppend {
+    fence: Fence,
+    session: SessionKey,
+    expected_version: u64,
+    submission_id: Option<String>,
+    applies_input: bool,
 }
 
 /// Whether `instance_id` belongs to a conversation managed by the submission runtime.
@@ -976,12 +1080,6 @@ fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<ConversationInfo> {
         epoch: get_u64(row, 6)?,
         unsettled: get_u64(row, 7)?,
     })
-}
-
-fn begin_write(connection: &mut Connection) -> Result<Transaction<'_>> {
-    connection
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error("cannot begin write transaction"))
 }
 
 /// Fails with [`FlueError::LeaseLost`] unless `fence` is the conversation's current owner.

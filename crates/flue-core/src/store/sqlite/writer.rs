@@ -1,0 +1,213 @@
+//! Group commit: one writer thread runs the pending writes of every conversation in one
+//! transaction and syncs the file once for all of them.
+//!
+//! A write is a closure over a [`Transaction`]. [`Writer::write`] sends it to the thread and
+//! awaits the answer. The thread takes every request waiting in the channel (up to
+//! [`MAX_BATCH`]), opens one `BEGIN IMMEDIATE` transaction on the store's write connection and
+//! runs each request inside its own `SAVEPOINT`: a request that fails (a fencing or version
+//! check, a constraint) is rolled back to its savepoint alone and answered with its own error,
+//! while the others go on. Then the thread commits once — one WAL fsync under
+//! `synchronous=FULL` — and only after `COMMIT` returns does it answer the requests, so nothing
+//! is acknowledged that a crash could lose. When the commit fails, every request that had
+//! succeeded is answered with the commit's error instead.
+//!
+//! Requests run in the order they were sent, each seeing the writes of those before it, so a
+//! batch is equivalent to running them one after another as separate transactions; it only
+//! shares their fsync. While the thread waits for the disk, new requests queue up, so the batch
+//! size follows the load: one request alone is committed at once.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use tokio::sync::oneshot;
+
+use crate::error::{FlueError, Result};
+
+/// The most requests one transaction takes; bounds the wait of the first one in a batch.
+const MAX_BATCH: usize = 512;
+
+/// The handle to a store's writer thread; stops and joins it on drop.
+pub(super) struct Writer {
+    sender: Option<Sender<Box<dyn Request>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Starts the writer thread on `connection` (shared with the store's other writes, which
+    /// take the mutex for their own transactions).
+    pub(super) fn start(connection: Arc<Mutex<Connection>>) -> Result<Self> {
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("flue-sqlite-writer".to_owned())
+            .spawn(move || run(&connection, &receiver))
+            .map_err(|err| FlueError::store("cannot start the store's writer thread", err))?;
+        Ok(Self {
+            sender: Some(sender),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `op` in the next batch's transaction and returns its result once that transaction
+    /// committed. An `Err` from `op` rolls back only what `op` wrote.
+    pub(super) async fn write<R, F>(&self, op: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let sent = self
+            .sender
+            .as_ref()
+            .is_some_and(|sender| sender.send(Box::new(Op { op, reply })).is_ok());
+        if !sent {
+            return Err(writer_stopped());
+        }
+        answer.await.unwrap_or_else(|_| Err(writer_stopped()))
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop once it answered what it has.
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn writer_stopped() -> FlueError {
+    FlueError::Store {
+        message: "the store's writer thread stopped; reopen the store".to_owned(),
+        source: None,
+    }
+}
+
+/// A queued write, type-erased.
+trait Request: Send {
+    /// Runs the write inside the batch's transaction; the answer is held until the commit.
+    fn run(self: Box<Self>, tx: &Transaction<'_>) -> Box<dyn Answer>;
+    /// Answers without running (the batch's transaction could not be opened or was lost).
+    fn fail(self: Box<Self>, err: FlueError);
+}
+
+/// A write's result, waiting for its batch to commit.
+trait Answer: Send {
+    fn succeeded(&self) -> bool;
+    /// Sends the result, or `commit_error` in place of a success when the commit failed.
+    fn send(self: Box<Self>, commit_error: Option<&str>);
+}
+
+struct Op<F, R> {
+    op: F,
+    reply: oneshot::Sender<Result<R>>,
+}
+
+impl<F, R> Request for Op<F, R>
+where
+    R: Send + 'static,
+    F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+{
+    fn run(self: Box<Self>, tx: &Transaction<'_>) -> Box<dyn Answer> {
+        let Op { op, reply } = *self;
+        let result = catch_unwind(AssertUnwindSafe(|| op(tx))).unwrap_or_else(|_| {
+            Err(FlueError::Store {
+                message: "a store write panicked; it was rolled back".to_owned(),
+                source: None,
+            })
+        });
+        Box::new(Reply { result, reply })
+    }
+
+    fn fail(self: Box<Self>, err: FlueError) {
+        let _ = self.reply.send(Err(err));
+    }
+}
+
+struct Reply<R> {
+    result: Result<R>,
+    reply: oneshot::Sender<Result<R>>,
+}
+
+impl<R: Send> Answer for Reply<R> {
+    fn succeeded(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    fn send(self: Box<Self>, commit_error: Option<&str>) {
+        let result = match (self.result, commit_error) {
+            (Ok(_), Some(message)) => Err(FlueError::Store {
+                message: format!("cannot commit the write: {message}"),
+                source: None,
+            }),
+            (result, _) => result,
+        };
+        // The caller may have gone away (its future dropped); the write stands regardless.
+        let _ = self.reply.send(result);
+    }
+}
+
+/// The thread's loop: batch, run, commit, answer — until the store is dropped.
+fn run(connection: &Mutex<Connection>, receiver: &Receiver<Box<dyn Request>>) {
+    while let Ok(first) = receiver.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
+        run_batch(&mut connection, batch);
+    }
+}
+
+fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
+    let tx = match connection.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(err) => {
+            let message = err.to_string();
+            for request in batch {
+                request.fail(FlueError::Store {
+                    message: format!("cannot begin write transaction: {message}"),
+                    source: None,
+                });
+            }
+            return;
+        }
+    };
+    let mut answers = Vec::with_capacity(batch.len());
+    for request in batch {
+        // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction
+        // back; what follows would then run outside it, so it is failed instead.
+        if tx.is_autocommit() || tx.execute_batch("SAVEPOINT request").is_err() {
+            request.fail(FlueError::Store {
+                message: "the write transaction was rolled back by an earlier error; retry"
+                    .to_owned(),
+                source: None,
+            });
+            continue;
+        }
+        let answer = request.run(&tx);
+        let closed = if answer.succeeded() {
+            tx.execute_batch("RELEASE request")
+        } else {
+            tx.execute_batch("ROLLBACK TO request; RELEASE request")
+        };
+        if closed.is_err() && answer.succeeded() {
+            answer.send(Some("the request's savepoint could not be released"));
+            continue;
+        }
+        answers.push(answer);
+    }
+    let commit_error = tx.commit().err().map(|err| err.to_string());
+    for answer in answers {
+        answer.send(commit_error.as_deref());
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,105 @@
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+
+use super::Writer;
+use crate::error::FlueError;
+
+fn table() -> Arc<Mutex<Connection>> {
+    let connection = Connection::open_in_memory().unwrap();
+    connection
+        .execute_batch("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        .unwrap();
+    Arc::new(Mutex::new(connection))
+}
+
+fn stored(connection: &Mutex<Connection>) -> Vec<i64> {
+    let connection = connection.lock().unwrap();
+    let mut select = connection.prepare("SELECT n FROM t ORDER BY n").unwrap();
+    select
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_write_in_a_batch_rolls_back_alone() {
+    let connection = table();
+    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    // Holding the connection keeps the thread from committing, so the writes queue up and
+    // run in one transaction.
+    let held = connection.lock().unwrap();
+    let mut writes = Vec::new();
+    for n in 0..20_i64 {
+        let writer = Arc::clone(&writer);
+        writes.push(tokio::spawn(async move {
+            writer
+                .write(move |tx| {
+                    tx.execute("INSERT INTO t (n) VALUES (?1), (?2)", params![n, n + 100])
+                        .map_err(|err| FlueError::store("insert", err))?;
+                    if n % 2 == 1 {
+                        return Err(FlueError::Store {
+                            message: format!("write {n} refused"),
+                            source: None,
+                        });
+                    }
+                    Ok(n)
+                })
+                .await
+        }));
+    }
+    // Blocking this worker is fine: the writes run on the other one.
+    std::thread::sleep(Duration::from_millis(50));
+    drop(held);
+    for (n, write) in (0..20_i64).zip(writes) {
+        match write.await.unwrap() {
+            Ok(value) => assert_eq!((n % 2, value), (0, n)),
+            Err(err) => {
+                assert_eq!(n % 2, 1);
+                assert_eq!(err.to_string(), format!("store error: write {n} refused"));
+            }
+        }
+    }
+    let even: Vec<i64> = (0..20).filter(|n| n % 2 == 0).collect();
+    let expected: Vec<i64> = even
+        .iter()
+        .copied()
+        .chain(even.iter().map(|n| n + 100))
+        .collect();
+    assert_eq!(stored(&connection), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_in_one_batch_see_those_before_them() {
+    let connection = table();
+    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let held = connection.lock().unwrap();
+    let mut writes = Vec::new();
+    for _ in 0..10 {
+        let writer = Arc::clone(&writer);
+        writes.push(tokio::spawn(async move {
+            writer
+                .write(|tx| {
+                    tx.query_row(
+                        "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
+                        [],
+                        |row| row.get::<_, i64>(0),
+                    )
+                    .map_err(|err| FlueError::store("insert", err))
+                })
+                .await
+        }));
+    }
+    // Blocking this worker is fine: the writes run on the other one.
+    std::thread::sleep(Duration::from_millis(50));
+    drop(held);
+    let mut numbers = Vec::new();
+    for write in writes {
+        numbers.push(write.await.unwrap().unwrap());
+    }
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=10).collect::<Vec<i64>>());
+    assert_eq!(stored(&connection), (1..=10).collect::<Vec<i64>>());
+}
