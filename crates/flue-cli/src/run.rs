@@ -100,7 +100,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
-    for warning in prepared.opened.close().await {
+    let mut warnings = prepared.opened.close().await;
+    warnings.extend(prepared.host.close().await);
+    for warning in warnings {
         eprintln!("warning: {warning}");
     }
     match result {
@@ -142,8 +144,10 @@ struct Prepared {
     id: String,
     agent: String,
     session: Session,
-    /// The harness with its sandbox and MCP servers, closed when the run ends.
+    /// The harness with its sandbox, closed when the run ends.
     opened: AgentHarness,
+    /// The host, whose MCP servers are closed when the run ends.
+    host: Host,
 }
 
 /// Loads the workspace and opens the conversation: everything that can fail before a model
@@ -168,7 +172,13 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(kind) = args.sandbox {
         options = options.with_sandbox(kind);
     }
-    let opened = host.open_harness(&agent_name, &id, &options).await?;
+    let opened = match host.open_harness(&agent_name, &id, &options).await {
+        Ok(opened) => opened,
+        Err(err) => {
+            host.close().await;
+            return Err(err.into());
+        }
+    };
     let session = async {
         let session = opened.harness().session(DEFAULT_SESSION).await?;
         if let Some(role) = &args.role {
@@ -182,6 +192,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         Ok(session) => session,
         Err(err) => {
             opened.close().await;
+            host.close().await;
             return Err(err.into());
         }
     };
@@ -196,6 +207,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         agent: agent_name,
         session,
         opened,
+        host,
     })
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
-use flue_core::{Harness, ScriptedProvider, SessionStore};
+use flue_core::{AgentConfig, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore};
 
 use crate::mcp::McpServers;
 use crate::providers::Providers;
@@ -29,6 +29,16 @@ pub struct AgentSet {
     workspace: Workspace,
     env: Env,
     providers: Providers,
+    /// Per agent: its configuration with MCP tools, and the connections they use.
+    mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
+}
+
+/// What [`AgentSet::prepare`] hands over: a builder lacking only instance id and store, the
+/// sandbox it uses, and warnings for the user.
+pub(crate) struct Prepared {
+    pub(crate) builder: HarnessBuilder,
+    pub(crate) sandbox: OpenSandbox,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// What the agent list shows about one agent.
@@ -113,6 +123,7 @@ impl AgentSet {
             workspace,
             env,
             providers,
+            mcp: tokio::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -170,10 +181,11 @@ impl AgentSet {
             })
     }
 
-    /// Opens agent `agent` for conversation `instance_id` on `store`: its sandbox, its MCP
-    /// servers (their tools join the agent and its subagents) and the harness. Fails before
-    /// any model call when the agent is unknown, its model or provider is unusable, or the
-    /// sandbox or a server cannot be opened; whatever was opened is closed again.
+    /// Opens agent `agent` for conversation `instance_id` on `store`: its sandbox and the
+    /// harness, with the tools of its MCP servers (connected on the agent's first harness and
+    /// shared by the set's later ones, until [`AgentSet::close`]). Fails before any model call
+    /// when the agent is unknown, its model or provider is unusable, or the sandbox or a
+    /// server cannot be opened; whatever was opened for this harness is closed again.
     pub async fn open(
         &self,
         agent: &str,
@@ -181,6 +193,33 @@ impl AgentSet {
         store: Arc<dyn SessionStore>,
         options: &HarnessOptions,
     ) -> Result<AgentHarness, HostError> {
+        let prepared = self.prepare(agent, options).await?;
+        let built = prepared
+            .builder
+            .with_instance_id(instance_id)
+            .with_store(store)
+            .build()
+            .await;
+        match built {
+            Ok(harness) => Ok(AgentHarness {
+                harness,
+                warnings: prepared.warnings,
+                sandbox: Some(prepared.sandbox),
+            }),
+            Err(err) => {
+                prepared.sandbox.close().await;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Everything of a harness for `agent` but its instance id and store: the configuration
+    /// with overrides and MCP tools, providers, a freshly opened sandbox, skills and roles.
+    pub(crate) async fn prepare(
+        &self,
+        agent: &str,
+        options: &HarnessOptions,
+    ) -> Result<Prepared, HostError> {
         let agent_file = self.agent_file(agent)?;
         let mut sandbox_settings = SandboxSettings::resolve(
             self.workspace.config.sandbox.as_ref(),
@@ -190,50 +229,66 @@ impl AgentSet {
         if let Some(kind) = options.sandbox {
             sandbox_settings = sandbox_settings.with_kind(kind);
         }
-        let mut config = self.workspace.agent_config(agent)?;
-        if let Some(model) = &options.model {
-            config.model = Some(model.clone());
-        }
-        self.providers.check(config.model.as_deref())?;
-        let warnings: Vec<String> = config
-            .model
+        let base = self.workspace.agent_config(agent)?;
+        let model = options.model.clone().or_else(|| base.model.clone());
+        self.providers.check(model.as_deref())?;
+        let warnings: Vec<String> = model
             .as_deref()
             .and_then(|model| self.providers.warning(model))
             .into_iter()
             .collect();
 
         let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
-        let mcp = match McpServers::connect(&self.workspace, agent, &self.env, &mut config).await {
-            Ok(mcp) => mcp,
+        let mut config = match self.with_mcp_tools(agent, base).await {
+            Ok(config) => config,
             Err(err) => {
                 sandbox.close().await;
                 return Err(err.into());
             }
         };
-        let built = Harness::builder(config)
-            .with_instance_id(instance_id)
-            .with_store(store)
+        if let Some(model) = model {
+            config.model = Some(model);
+        }
+        let builder = Harness::builder(config)
             .with_providers(self.providers.registry.clone())
             .with_sandbox(Arc::clone(&sandbox.sandbox))
             .with_workspace_context(self.workspace.context.clone())
             .with_workspace_skills(self.workspace.harness_skills())
-            .with_roles(self.workspace.harness_roles())
-            .build()
-            .await;
-        // Once the sandbox and MCP servers are open, every failure must close them.
-        let harness = match built {
-            Ok(harness) => harness,
-            Err(err) => {
-                mcp.close().await;
-                sandbox.close().await;
-                return Err(err.into());
-            }
-        };
-        Ok(AgentHarness {
-            harness,
+            .with_roles(self.workspace.harness_roles());
+        Ok(Prepared {
+            builder,
+            sandbox,
             warnings,
-            resources: Some(Resources { sandbox, mcp }),
         })
+    }
+
+    /// The agent's configuration with the tools of its (and its subagents') MCP servers,
+    /// connecting them on the agent's first use; `base` is its configuration without them.
+    async fn with_mcp_tools(
+        &self,
+        agent: &str,
+        mut base: AgentConfig,
+    ) -> Result<AgentConfig, FlueError> {
+        // A tokio mutex: held while the first harness of an agent connects, so that two
+        // conversations starting at once connect each server once.
+        let mut connected = self.mcp.lock().await;
+        if let Some((config, _)) = connected.get(agent) {
+            return Ok(config.clone());
+        }
+        let servers = McpServers::connect(&self.workspace, agent, &self.env, &mut base).await?;
+        connected.insert(agent.to_owned(), (base.clone(), servers));
+        Ok(base)
+    }
+
+    /// Closes the MCP servers the set's harnesses connected; returns failures as warnings.
+    /// Harnesses still using them see their calls fail.
+    pub async fn close(&self) -> Vec<String> {
+        let connected = std::mem::take(&mut *self.mcp.lock().await);
+        let mut warnings = Vec::new();
+        for (_, (_, servers)) in connected {
+            warnings.extend(servers.close().await);
+        }
+        warnings
     }
 }
 
@@ -245,29 +300,16 @@ pub fn agent_name_of_file(file: &Path) -> String {
         .to_owned()
 }
 
-/// An open harness and what it holds open: its sandbox and MCP servers.
+/// An open harness and the sandbox it holds open.
 ///
-/// Call [`close`](AgentHarness::close) when the conversation's work is done: it closes the MCP
-/// servers and deletes a Daytona sandbox created for it. Dropped without `close` inside a
-/// Tokio runtime, it closes them in a background task (warnings are then lost). Clones of
-/// [`harness`](AgentHarness::harness) outlive neither.
+/// Call [`close`](AgentHarness::close) when the conversation's work is done: it deletes a
+/// Daytona sandbox created for it. Dropped without `close` inside a Tokio runtime, it closes
+/// the sandbox in a background task (warnings are then lost). The MCP servers its tools use
+/// belong to the [`AgentSet`] and close with it.
 pub struct AgentHarness {
     harness: Harness,
     warnings: Vec<String>,
-    resources: Option<Resources>,
-}
-
-struct Resources {
-    sandbox: OpenSandbox,
-    mcp: McpServers,
-}
-
-impl Resources {
-    async fn close(self) -> Vec<String> {
-        let mut warnings = self.mcp.close().await;
-        warnings.extend(self.sandbox.close().await);
-        warnings
-    }
+    sandbox: Option<OpenSandbox>,
 }
 
 impl AgentHarness {
@@ -282,10 +324,10 @@ impl AgentHarness {
         &self.warnings
     }
 
-    /// Closes the MCP servers and the sandbox; returns the failures as warnings.
+    /// Closes the sandbox; returns a failure as a warning.
     pub async fn close(mut self) -> Vec<String> {
-        match self.resources.take() {
-            Some(resources) => resources.close().await,
+        match self.sandbox.take() {
+            Some(sandbox) => sandbox.close().await.into_iter().collect(),
             None => Vec::new(),
         }
     }
@@ -293,11 +335,11 @@ impl AgentHarness {
 
 impl Drop for AgentHarness {
     fn drop(&mut self) {
-        if let Some(resources) = self.resources.take()
+        if let Some(sandbox) = self.sandbox.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move {
-                let _ = resources.close().await;
+                let _ = sandbox.close().await;
             });
         }
     }

@@ -50,6 +50,13 @@ impl Host {
         std::mem::replace(&mut *current, Arc::new(agents))
     }
 
+    /// Closes what the current agent set holds open (its MCP servers); returns failures as
+    /// warnings. A set replaced earlier is closed by whoever holds it
+    /// ([`replace_agents`](Host::replace_agents) returns it).
+    pub async fn close(&self) -> Vec<String> {
+        self.agents().close().await
+    }
+
     /// Opens agent `agent` for conversation `instance_id` from the current agent set, on the
     /// host's store. See [`AgentSet::open`].
     pub async fn open_harness(
