@@ -1,0 +1,1 @@
+//! The conversation driver: owns one conversation and runs its submissions one at a time.
