@@ -33,11 +33,11 @@ pub struct AgentSet {
     mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
 }
 
-/// What [`AgentSet::prepare`] hands over: a builder lacking only instance id and store, the
-/// sandbox it uses, and warnings for the user.
+/// What [`AgentSet::prepare`] hands over: a builder lacking only sandbox, instance id and
+/// store; the settings of its sandbox; and warnings for the user.
 pub(crate) struct Prepared {
     pub(crate) builder: HarnessBuilder,
-    pub(crate) sandbox: OpenSandbox,
+    pub(crate) sandbox: SandboxSettings,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -58,6 +58,7 @@ pub struct AgentInfo {
 pub struct HarnessOptions {
     model: Option<String>,
     sandbox: Option<SandboxKind>,
+    role: Option<String>,
 }
 
 impl HarnessOptions {
@@ -69,6 +70,13 @@ impl HarnessOptions {
     /// Runs the agent on `model` (`<provider>/<model>`) instead of its own.
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Runs every call in role `role` (from `.agents/roles/`) unless the call names another;
+    /// an unknown role fails the harness build with `unknown_role`.
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
         self
     }
 
@@ -194,8 +202,10 @@ impl AgentSet {
         options: &HarnessOptions,
     ) -> Result<AgentHarness, HostError> {
         let prepared = self.prepare(agent, options).await?;
+        let sandbox = self.open_sandbox(&prepared).await?;
         let built = prepared
             .builder
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
             .with_instance_id(instance_id)
             .with_store(store)
             .build()
@@ -204,30 +214,31 @@ impl AgentSet {
             Ok(harness) => Ok(AgentHarness {
                 harness,
                 warnings: prepared.warnings,
-                sandbox: Some(prepared.sandbox),
+                sandbox: Some(sandbox),
             }),
             Err(err) => {
-                prepared.sandbox.close().await;
+                sandbox.close().await;
                 Err(err.into())
             }
         }
     }
 
-    /// Everything of a harness for `agent` but its instance id and store: the configuration
-    /// with overrides and MCP tools, providers, a freshly opened sandbox, skills and roles.
+    /// Everything of a harness for `agent` but its sandbox, instance id and store: the
+    /// configuration with overrides and MCP tools, providers, skills and roles; and the
+    /// sandbox settings for [`AgentSet::open_sandbox`].
     pub(crate) async fn prepare(
         &self,
         agent: &str,
         options: &HarnessOptions,
     ) -> Result<Prepared, HostError> {
         let agent_file = self.agent_file(agent)?;
-        let mut sandbox_settings = SandboxSettings::resolve(
+        let mut sandbox = SandboxSettings::resolve(
             self.workspace.config.sandbox.as_ref(),
             agent_file.sandbox,
             &agent_file.sandbox_options,
         );
         if let Some(kind) = options.sandbox {
-            sandbox_settings = sandbox_settings.with_kind(kind);
+            sandbox = sandbox.with_kind(kind);
         }
         let base = self.workspace.agent_config(agent)?;
         let model = options.model.clone().or_else(|| base.model.clone());
@@ -237,21 +248,15 @@ impl AgentSet {
             .and_then(|model| self.providers.warning(model))
             .into_iter()
             .collect();
-
-        let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
-        let mut config = match self.with_mcp_tools(agent, base).await {
-            Ok(config) => config,
-            Err(err) => {
-                sandbox.close().await;
-                return Err(err.into());
-            }
-        };
+        let mut config = self.with_mcp_tools(agent, base).await?;
         if let Some(model) = model {
             config.model = Some(model);
         }
+        if let Some(role) = &options.role {
+            config.role = Some(role.clone());
+        }
         let builder = Harness::builder(config)
             .with_providers(self.providers.registry.clone())
-            .with_sandbox(Arc::clone(&sandbox.sandbox))
             .with_workspace_context(self.workspace.context.clone())
             .with_workspace_skills(self.workspace.harness_skills())
             .with_roles(self.workspace.harness_roles());
@@ -260,6 +265,11 @@ impl AgentSet {
             sandbox,
             warnings,
         })
+    }
+
+    /// Opens the sandbox of a prepared harness.
+    pub(crate) async fn open_sandbox(&self, prepared: &Prepared) -> Result<OpenSandbox, HostError> {
+        Ok(sandbox::open(&prepared.sandbox, &self.root, &self.env).await?)
     }
 
     /// The agent's configuration with the tools of its (and its subagents') MCP servers,
