@@ -28,14 +28,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::DurabilityConfig;
-use crate::error::Result;
+use crate::error::{FlueError, Result};
+use crate::event::Outcome;
 use crate::record::StoredRecord;
 use crate::store::{SessionKey, SessionStore};
 use crate::submission::{
     ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset,
     Settlement, StreamPage, SubmissionInfo,
 };
-use crate::util::BoxFuture;
+use crate::util::{BoxFuture, now_ms};
 
 /// A process's identity as a conversation owner. The owner counts as alive while this value
 /// (and its store-specific guard, e.g. an OS file lock) lives; drop it on clean exit.
@@ -273,3 +274,120 @@ pub trait ConversationStore: SessionStore {
     /// check of [`SessionStore::append`] plus the fence, and one `records` batch on the stream.
     fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>>;
 }
+
+/// Head watchers of one store value: one `watch` channel per conversation with subscribers.
+#[derive(Debug, Default)]
+pub(crate) struct HeadWatchers {
+    senders: std::sync::Mutex<std::collections::HashMap<String, watch::Sender<Offset>>>,
+}
+
+impl HeadWatchers {
+    /// A receiver for `instance_id`, starting at `Offset::START` (callers compare with the
+    /// head they read from the store).
+    pub(crate) fn watch(&self, instance_id: &str) -> HeadWatch {
+        let mut senders = self
+            .senders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        senders
+            .entry(instance_id.to_owned())
+            .or_insert_with(|| watch::channel(Offset::START).0)
+            .subscribe()
+    }
+
+    /// Tells the subscribers of `instance_id` that the head is now `head`.
+    pub(crate) fn notify(&self, instance_id: &str, head: Offset) {
+        let mut senders = self
+            .senders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(sender) = senders.get(instance_id) {
+            if sender.receiver_count() == 0 {
+                senders.remove(instance_id);
+            } else {
+                sender.send_if_modified(|current| {
+                    let grew = head > *current;
+                    if grew {
+                        *current = head;
+                    }
+                    grew
+                });
+            }
+        }
+    }
+}
+
+/// Owners registered in this process, for stores without an OS-level liveness signal (the
+/// memory store, in-memory SQLite): an owner is alive while its registration's token lives.
+#[derive(Debug, Default)]
+pub(crate) struct LocalOwners {
+    owners: std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<()>>>,
+}
+
+impl LocalOwners {
+    /// Registers a fresh owner.
+    pub(crate) fn register(&self) -> OwnerRegistration {
+        let owner_id = crate::util::new_ulid();
+        let token = std::sync::Arc::new(());
+        let mut owners = self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        owners.retain(|_, weak| weak.strong_count() > 0);
+        owners.insert(owner_id.clone(), std::sync::Arc::downgrade(&token));
+        OwnerRegistration::new(owner_id, token)
+    }
+
+    /// Whether the owner's registration still lives.
+    pub(crate) fn alive(&self, owner_id: &str) -> bool {
+        self.owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(owner_id)
+            .is_some_and(|weak| weak.strong_count() > 0)
+    }
+}
+
+/// The root session every conversation has; submissions run on it.
+pub(crate) const ROOT_SESSION: &str = "default";
+
+/// The settlement of a submission aborted before (or instead of) finishing.
+pub(crate) fn aborted_settlement(submission_id: &str, attempts: u32) -> Settlement {
+    Settlement {
+        submission_id: submission_id.to_owned(),
+        outcome: Outcome::Aborted,
+        text: None,
+        error: Some(
+            FlueError::SubmissionAborted {
+                submission_id: submission_id.to_owned(),
+            }
+            .to_info(),
+        ),
+        attempts,
+        settled_at: now_ms(),
+    }
+}
+
+/// The error for a missing conversation (or another incarnation than `uid`).
+pub(crate) fn instance_not_found(key: &ConversationKey, uid: Option<&String>) -> FlueError {
+    FlueError::AgentInstanceNotFound {
+        agent: key.agent.clone(),
+        id: key.id.clone(),
+        uid: uid.cloned(),
+    }
+}
+
+/// The error for a write whose fence is stale.
+pub(crate) fn lease_lost(fence: &Fence, message: &str) -> FlueError {
+    FlueError::LeaseLost {
+        conversation: fence.key.to_string(),
+        epoch: fence.epoch,
+        message: message.to_owned(),
+    }
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
