@@ -15,6 +15,7 @@
 //! [`ConversationStore`]: crate::ConversationStore
 
 mod driver;
+mod fenced;
 mod registry;
 mod runtime;
 mod wire;
@@ -48,4 +49,54 @@ pub fn check_conversation_id(id: &str) -> Result<()> {
         id: id.to_owned(),
         reason: reason.to_owned(),
     })
+}
+
+/// Checks what a message must satisfy before admission: a non-empty signal type, and tag and
+/// attribute names that are XML names (`^[A-Za-z_][A-Za-z0-9_.-]*$`), since they are rendered
+/// unescaped into the model's context.
+pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
+    let DeliveredMessage::Signal {
+        signal_type,
+        attributes,
+        tag_name,
+        ..
+    } = message
+    else {
+        return Ok(());
+    };
+    if signal_type.trim().is_empty() {
+        return Err(FlueError::InvalidRequest {
+            message: "a signal's `type` must not be empty".into(),
+        });
+    }
+    if let Some(tag_name) = tag_name
+        && !is_xml_name(tag_name)
+    {
+        return Err(FlueError::InvalidRequest {
+            message: format!(
+                "signal tag name {tag_name:?} is not allowed: use letters, digits, `_`, `.` and \
+                 `-`, starting with a letter or `_`"
+            ),
+        });
+    }
+    if let Some(name) = attributes
+        .keys()
+        .find(|name| !is_xml_name(name) || *name == "type")
+    {
+        return Err(FlueError::InvalidRequest {
+            message: format!(
+                "signal attribute name {name:?} is not allowed: use letters, digits, `_`, `.` \
+                 and `-`, starting with a letter or `_` (and not `type`)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn is_xml_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }

@@ -237,7 +237,7 @@ pub trait ConversationStore: SessionStore {
     fn acquire<'a>(
         &'a self,
         key: &'a ConversationKey,
-        owner: &'a OwnerRegistration,
+        owner_id: &'a str,
         lease: Duration,
     ) -> BoxFuture<'a, Result<Acquire>>;
 
@@ -390,4 +390,3 @@ pub(crate) fn lease_lost(fence: &Fence, message: &str) -> FlueError {
 pub(crate) fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
-

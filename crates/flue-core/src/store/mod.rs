@@ -6,7 +6,7 @@
 //! their cost does not grow with the conversation.
 
 mod audit;
-mod conversation;
+pub(crate) mod conversation;
 mod memory;
 mod sqlite;
 

@@ -1,7 +1,7 @@
 //! Submission wire types: messages, receipts, offsets, stream batches and settlements.
 //!
 //! Data only, like [`crate::record`] and [`crate::event`]: it imports nothing from the crate but
-//! those two modules, every enum is tagged (`type` or `kind`) in snake_case, and fields are never
+//! those two modules and `DurabilityConfig`, every enum is tagged (`type` or `kind`) in snake_case, and fields are never
 //! renamed without an alias. The stored stream batches use these types, so they are a durable
 //! format as well as an API.
 
@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::DurabilityConfig;
 use crate::event::{ErrorInfo, Outcome};
 use crate::record::{Image, StoredRecord};
 
@@ -285,6 +286,9 @@ pub struct SubmissionInfo {
     pub input_applied: bool,
     /// True once an abort was requested.
     pub abort_requested: bool,
+    /// The durability limits in force, stored at its first attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilityConfig>,
     /// The idempotency key it was admitted with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,

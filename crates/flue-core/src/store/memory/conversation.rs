@@ -59,7 +59,6 @@ enum MemoryBatch {
 #[derive(Debug)]
 struct MemorySubmission {
     info: SubmissionInfo,
-    durability: Option<DurabilityConfig>,
     admitted_offset: Offset,
     message_json: String,
 }
@@ -248,10 +247,10 @@ impl MemoryStore {
                     first_started_at: None,
                     input_applied: false,
                     abort_requested: false,
+                    durability: None,
                     idempotency_key: admission.options.idempotency_key.clone(),
                     settlement: None,
                 },
-                durability: None,
                 admitted_offset: offset,
                 message_json,
             },
@@ -387,7 +386,7 @@ impl MemoryStore {
     fn acquire_now(
         &self,
         key: &ConversationKey,
-        owner: &OwnerRegistration,
+        owner_id: &str,
         lease: Duration,
     ) -> Result<Acquire> {
         let mut all = self.conversations();
@@ -396,19 +395,19 @@ impl MemoryStore {
             .get_mut(&key.instance_id())
             .ok_or_else(|| instance_not_found(key, None))?;
         if let Some(current) = &conversation.owner
-            && (current == owner.owner_id()
+            && (current == owner_id
                 || (conversation.lease_until > now_ms() && self.local_owners.alive(current)))
         {
             return Ok(Acquire::Held {
                 owner_id: current.clone(),
             });
         }
-        conversation.owner = Some(owner.owner_id().to_owned());
+        conversation.owner = Some(owner_id.to_owned());
         conversation.epoch += 1;
         conversation.lease_until = now_ms().saturating_add(duration_ms(lease));
         Ok(Acquire::Owned(Fence {
             key: key.clone(),
-            owner_id: owner.owner_id().to_owned(),
+            owner_id: owner_id.to_owned(),
             epoch: conversation.epoch,
         }))
     }
@@ -450,6 +449,7 @@ impl MemoryStore {
             submission.info.attempts += 1;
             submission.info.first_started_at.get_or_insert_with(now_ms);
             let durability = submission
+                .info
                 .durability
                 .get_or_insert_with(|| durability.clone())
                 .clone();
@@ -619,10 +619,7 @@ impl ConversationStore for MemoryStore {
         self.heads.watch(&key.instance_id())
     }
 
-    fn request_abort<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<AbortReport>> {
+    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
         Box::pin(async move { self.request_abort_now(key) })
     }
 
@@ -637,10 +634,10 @@ impl ConversationStore for MemoryStore {
     fn acquire<'a>(
         &'a self,
         key: &'a ConversationKey,
-        owner: &'a OwnerRegistration,
+        owner_id: &'a str,
         lease: Duration,
     ) -> BoxFuture<'a, Result<Acquire>> {
-        Box::pin(async move { self.acquire_now(key, owner, lease) })
+        Box::pin(async move { self.acquire_now(key, owner_id, lease) })
     }
 
     fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {

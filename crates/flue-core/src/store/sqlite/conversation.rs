@@ -85,9 +85,8 @@ impl SqliteStore {
             .map_err(|err| {
                 FlueError::store(format!("cannot create {}", lock_path.display()), err)
             })?;
-        file.try_lock().map_err(|err| {
-            FlueError::store(format!("cannot lock {}", lock_path.display()), err)
-        })?;
+        file.try_lock()
+            .map_err(|err| FlueError::store(format!("cannot lock {}", lock_path.display()), err))?;
         Ok(OwnerRegistration::new(
             owner_id,
             OwnerLock {
@@ -278,7 +277,8 @@ impl SqliteStore {
             ])
         })
         .map_err(store_error("cannot insert submission"))?;
-        tx.commit().map_err(store_error("cannot commit admission"))?;
+        tx.commit()
+            .map_err(store_error("cannot commit admission"))?;
         drop(connection);
         self.heads.notify(&instance_id, offset);
         Ok(DispatchReceipt {
@@ -498,7 +498,7 @@ impl SqliteStore {
     fn acquire_now(
         &self,
         key: &ConversationKey,
-        owner: &OwnerRegistration,
+        owner_id: &str,
         lease: Duration,
     ) -> Result<Acquire> {
         let instance_id = key.instance_id();
@@ -524,7 +524,7 @@ impl SqliteStore {
         };
         let (current_owner, epoch, lease_until) = current;
         if let Some(current_owner) = &current_owner {
-            if current_owner == owner.owner_id() {
+            if current_owner == owner_id {
                 return Ok(Acquire::Held {
                     owner_id: current_owner.clone(),
                 });
@@ -548,7 +548,7 @@ impl SqliteStore {
             .and_then(|mut update| {
                 update.execute(params![
                     instance_id,
-                    owner.owner_id(),
+                    owner_id,
                     lease_until_new,
                     sat(epoch),
                     current_owner
@@ -564,10 +564,11 @@ impl SqliteStore {
                 owner_id: holder.unwrap_or_default(),
             });
         }
-        tx.commit().map_err(store_error("cannot commit ownership"))?;
+        tx.commit()
+            .map_err(store_error("cannot commit ownership"))?;
         Ok(Acquire::Owned(Fence {
             key: key.clone(),
-            owner_id: owner.owner_id().to_owned(),
+            owner_id: owner_id.to_owned(),
             epoch: epoch + 1,
         }))
     }
@@ -652,7 +653,6 @@ impl SqliteStore {
                 )
             })
             .map_err(store_error("cannot claim submission"))?;
-        let stored_durability = raw.durability.clone();
         let submission = raw.into_info()?;
         let head = push_batch(
             &tx,
@@ -666,11 +666,10 @@ impl SqliteStore {
         tx.commit().map_err(store_error("cannot commit claim"))?;
         drop(connection);
         self.heads.notify(&instance_id, head);
-        let durability = match stored_durability {
-            Some(json) => serde_json::from_str(&json)
-                .map_err(|err| FlueError::store("corrupt durability", err))?,
-            None => durability.clone(),
-        };
+        let durability = submission
+            .durability
+            .clone()
+            .unwrap_or_else(|| durability.clone());
         Ok(Some(Claim {
             submission,
             durability,
@@ -685,7 +684,8 @@ impl SqliteStore {
         let Some(head) = settle_in(&tx, &instance_id, settlement)? else {
             return Ok(false);
         };
-        tx.commit().map_err(store_error("cannot commit settlement"))?;
+        tx.commit()
+            .map_err(store_error("cannot commit settlement"))?;
         drop(connection);
         self.heads.notify(&instance_id, head);
         Ok(true)
@@ -803,10 +803,7 @@ impl ConversationStore for SqliteStore {
         self.heads.watch(&key.instance_id())
     }
 
-    fn request_abort<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<AbortReport>> {
+    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
         Box::pin(async move { self.request_abort_now(key) })
     }
 
@@ -821,10 +818,10 @@ impl ConversationStore for SqliteStore {
     fn acquire<'a>(
         &'a self,
         key: &'a ConversationKey,
-        owner: &'a OwnerRegistration,
+        owner_id: &'a str,
         lease: Duration,
     ) -> BoxFuture<'a, Result<Acquire>> {
-        Box::pin(async move { self.acquire_now(key, owner, lease) })
+        Box::pin(async move { self.acquire_now(key, owner_id, lease) })
     }
 
     fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {
@@ -911,16 +908,24 @@ impl RawSubmission {
 
     fn into_info(self) -> Result<SubmissionInfo> {
         let corrupt = |what: &str, err: serde_json::Error| {
-            FlueError::store(format!("corrupt {what} of submission {}", self.submission_id), err)
+            FlueError::store(
+                format!("corrupt {what} of submission {}", self.submission_id),
+                err,
+            )
         };
-        let message =
-            serde_json::from_str(&self.message).map_err(|err| corrupt("message", err))?;
+        let message = serde_json::from_str(&self.message).map_err(|err| corrupt("message", err))?;
         let settlement = self
             .settlement
             .as_deref()
             .map(serde_json::from_str::<Settlement>)
             .transpose()
             .map_err(|err| corrupt("settlement", err))?;
+        let durability = self
+            .durability
+            .as_deref()
+            .map(serde_json::from_str::<DurabilityConfig>)
+            .transpose()
+            .map_err(|err| corrupt("durability", err))?;
         let state = match self.state.as_str() {
             STATE_QUEUED => SubmissionState::Queued,
             STATE_RUNNING => SubmissionState::Running,
@@ -935,12 +940,13 @@ impl RawSubmission {
                 });
             }
         };
-        let conversation = ConversationKey::from_instance_id(&self.instance_id).ok_or_else(|| {
-            FlueError::Store {
-                message: format!("malformed instance id {:?}", self.instance_id),
-                source: None,
-            }
-        })?;
+        let conversation =
+            ConversationKey::from_instance_id(&self.instance_id).ok_or_else(|| {
+                FlueError::Store {
+                    message: format!("malformed instance id {:?}", self.instance_id),
+                    source: None,
+                }
+            })?;
         Ok(SubmissionInfo {
             submission_id: self.submission_id,
             conversation,
@@ -954,6 +960,7 @@ impl RawSubmission {
                 .and_then(|value| u64::try_from(value).ok()),
             input_applied: self.input_applied,
             abort_requested: self.abort_requested,
+            durability,
             idempotency_key: self.idempotency_key,
             settlement,
         })
@@ -1056,9 +1063,7 @@ fn settle_in(
             "UPDATE submissions SET state = 'settled', settlement = ?3
              WHERE submission_id = ?1 AND instance_id = ?2 AND state != 'settled'",
         )
-        .and_then(|mut update| {
-            update.execute(params![settlement.submission_id, instance_id, json])
-        })
+        .and_then(|mut update| update.execute(params![settlement.submission_id, instance_id, json]))
         .map_err(store_error("cannot settle submission"))?;
     if changed == 0 {
         return Ok(None);
