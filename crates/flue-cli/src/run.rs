@@ -212,6 +212,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     let started = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>)
         .with_poll_interval(POLL_INTERVAL)
         .with_reconcile_interval(Some(RECONCILE_INTERVAL))
+        .with_own_work_only()
         .start()
         .await;
     let runtime = match started {

@@ -253,6 +253,13 @@ impl AgentSet {
             config.model = Some(model);
         }
         if let Some(role) = &options.role {
+            if !self.workspace.roles.contains_key(role) {
+                return Err(FlueError::UnknownRole {
+                    role: role.clone(),
+                    known: self.workspace.roles.keys().cloned().collect(),
+                }
+                .into());
+            }
             config.role = Some(role.clone());
         }
         let builder = Harness::builder(config)

@@ -294,11 +294,11 @@ fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<Stri
     let stderr = child.stderr.take().unwrap();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        // Reads to the end even when nobody listens any more, so the child never writes
+        // into a closed pipe.
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            if sender.send(line).is_err() {
-                break;
-            }
+            let _ = sender.send(line);
         }
     });
     let deadline = Instant::now() + timeout;

@@ -103,6 +103,13 @@ pub(crate) async fn drive(
             return None;
         }
         let seen = slot.kicks.load(Ordering::Acquire);
+        if inner.own_work_only {
+            match inner.has_own_unsettled(key).await {
+                Ok(true) => {}
+                Ok(false) => return hand_over(inner, &fence, seen).await,
+                Err(_) => return None,
+            }
+        }
         let built = match &harness {
             Some(built) => built,
             None => harness.insert(build_harness(inner, key, &fenced).await),
@@ -128,6 +135,19 @@ pub(crate) async fn drive(
             Next::Continue => {}
             Next::Stop => return None,
         }
+    }
+}
+
+/// Ends a one-shot runtime's turn on a conversation: released when nothing is left, else
+/// its lease is dropped so that the process that admitted the remaining work takes over now.
+async fn hand_over(inner: &RuntimeInner, fence: &Fence, seen: u64) -> Option<u64> {
+    match inner.store.release(fence).await {
+        Ok(true) => Some(seen),
+        Ok(false) => {
+            let _ = inner.store.renew(fence, Duration::ZERO).await;
+            None
+        }
+        Err(_) => None,
     }
 }
 
@@ -354,11 +374,21 @@ async fn supervise(
         tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut handle = std::future::IntoFuture::into_future(handle);
+    // Each stop fires once: a branch that stays ready would spin this loop without ever
+    // yielding to the attempt it stopped.
+    let mut timed_out = false;
+    let mut shutting_down = false;
     loop {
         tokio::select! {
             result = &mut handle => return result,
-            () = &mut deadline => stop(StopReason::Timeout),
-            () = inner.stopping.cancelled() => stop(StopReason::Shutdown),
+            () = &mut deadline, if !timed_out => {
+                timed_out = true;
+                stop(StopReason::Timeout);
+            }
+            () = inner.stopping.cancelled(), if !shutting_down => {
+                shutting_down = true;
+                stop(StopReason::Shutdown);
+            }
             _ = polls.tick() => {
                 if let Ok(Some(info)) = inner.store.submission(submission_id).await
                     && info.abort_requested
