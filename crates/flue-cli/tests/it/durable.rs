@@ -287,6 +287,15 @@ fn runs_killed_at_random_instants_are_recovered_by_the_next_run() {
     }
     // Every acknowledged message was answered: recovery finished what the kills interrupted.
     assert!(stored.settlements.len() >= acknowledged_ids.len());
+    let n_interrupted = stored
+        .tool_results
+        .iter()
+        .filter(|(_, is_error)| *is_error)
+        .count();
+    eprintln!(
+        "{} tool calls answered, {n_interrupted} of them interrupted by a kill",
+        stored.tool_results.len()
+    );
 }
 
 /// Reads a child's stderr lines as they come, until `needle` shows up (or `timeout`).
