@@ -490,6 +490,13 @@ impl AgentConfig {
         self
     }
 
+    /// Sets the durable-submission limits (attempts, wall-clock timeout).
+    #[must_use]
+    pub fn with_durability(mut self, durability: DurabilityConfig) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+
     /// Sets the turn limit.
     #[must_use]
     pub fn with_max_turns(mut self, max_turns: u32) -> Self {

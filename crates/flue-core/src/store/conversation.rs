@@ -231,9 +231,10 @@ pub trait ConversationStore: SessionStore {
     /// Whether an owner is alive (its registration lives, in any process).
     fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>>;
 
-    /// Takes ownership when nobody holds the conversation, or when its owner is dead or its
-    /// lease expired; the epoch goes up, fencing off the previous owner. `lease` is how long
-    /// the ownership lasts without [`ConversationStore::renew`].
+    /// Takes ownership for `owner_id` when nobody holds the conversation, when its owner is
+    /// dead or its lease expired, or when `owner_id` itself holds it (a driver of its own
+    /// stopped without releasing); the epoch goes up, fencing off the previous holder. `lease`
+    /// is how long the ownership lasts without [`ConversationStore::renew`].
     fn acquire<'a>(
         &'a self,
         key: &'a ConversationKey,

@@ -216,12 +216,12 @@ async fn process(
             attempts: attempts - 1,
             max_attempts: durability.max_attempts,
         };
-        return settle(
-            inner,
-            fence,
-            settle_with(Outcome::Failed, None, Some(error.to_info())),
-        )
-        .await;
+        // This claim is not an attempt: it only found the budget spent.
+        let settlement = Settlement {
+            attempts: attempts - 1,
+            ..settle_with(Outcome::Failed, None, Some(error.to_info()))
+        };
+        return settle(inner, fence, settlement).await;
     }
     if now_ms() >= deadline_ms {
         let error = FlueError::SubmissionTimeout {
@@ -367,26 +367,28 @@ async fn supervise(
     let until_deadline = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
     let deadline = tokio::time::sleep(until_deadline);
     tokio::pin!(deadline);
-    let mut polls = tokio::time::interval(inner.poll_interval);
+    let mut polls = tokio::time::interval_at(
+        tokio::time::Instant::now() + inner.poll_interval,
+        inner.poll_interval,
+    );
     polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let renew_every = (inner.lease / 3).max(Duration::from_millis(10));
     let mut renewals =
         tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
     renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut handle = std::future::IntoFuture::into_future(handle);
-    // Each stop fires once: a branch that stays ready would spin this loop without ever
-    // yielding to the attempt it stopped.
-    let mut timed_out = false;
-    let mut shutting_down = false;
+    // Each one-shot branch is disabled once it fired, so the loop never spins on it.
+    let mut deadline_passed = false;
+    let mut stopping_seen = false;
     loop {
         tokio::select! {
             result = &mut handle => return result,
-            () = &mut deadline, if !timed_out => {
-                timed_out = true;
+            () = &mut deadline, if !deadline_passed => {
+                deadline_passed = true;
                 stop(StopReason::Timeout);
             }
-            () = inner.stopping.cancelled(), if !shutting_down => {
-                shutting_down = true;
+            () = inner.stopping.cancelled(), if !stopping_seen => {
+                stopping_seen = true;
                 stop(StopReason::Shutdown);
             }
             _ = polls.tick() => {

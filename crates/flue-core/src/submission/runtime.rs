@@ -293,9 +293,8 @@ impl RuntimeInner {
     /// the driver takes ownership only when the current owner is gone.
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
         for conversation in self.store.pending_conversations().await? {
-            if conversation.owner.as_deref() == Some(self.owner_id.as_str()) {
-                continue;
-            }
+            // Ours too: a driver of ours that stopped without releasing (a store failure)
+            // left it owned; a new driver takes it again under a new epoch.
             if self.own_work_only && !self.has_own_unsettled(&conversation.key).await? {
                 continue;
             }
@@ -412,10 +411,14 @@ impl AgentRuntime {
             if let Some(settlement) = info.settlement {
                 return Ok(settlement);
             }
-            let watch =
-                watch.get_or_insert_with(|| self.inner.store.watch_head(&info.conversation));
-            // Wakes at once for this process's writes, within a poll for other processes'.
-            let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
+            match &mut watch {
+                // Subscribe, then read again: a settlement between the two reads is not missed.
+                None => watch = Some(self.inner.store.watch_head(&info.conversation)),
+                // Wakes at once for this process's writes, within a poll for other processes'.
+                Some(watch) => {
+                    let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
+                }
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 mod apply_patch;
 mod audit_contract;
 mod compaction;
+mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod provider_anthropic;
@@ -24,5 +25,8 @@ mod scripted;
 mod session;
 mod skills;
 mod store_contract;
+mod submission_crash;
+mod submission_support;
+mod submissions;
 mod tasks;
 mod tools_builtin;

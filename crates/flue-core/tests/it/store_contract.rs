@@ -509,11 +509,20 @@ async fn sqlite_migration_sets_user_version_and_wal() {
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
         (
-            2,
+            3,
             "wal",
-            ["audit", "records", "sessions", "trash", "trash_blobs"]
-                .map(str::to_owned)
-                .to_vec()
+            [
+                "audit",
+                "conversations",
+                "records",
+                "sessions",
+                "stream",
+                "submissions",
+                "trash",
+                "trash_blobs"
+            ]
+            .map(str::to_owned)
+            .to_vec()
         )
     );
 }
@@ -533,7 +542,7 @@ async fn sqlite_newer_schema_is_refused() {
         (err.kind(), err.to_string()),
         (
             "store_error",
-            "store error: database schema version 99 is newer than this flue-core supports (2)"
+            "store error: database schema version 99 is newer than this flue-core supports (3)"
                 .to_owned()
         )
     );

@@ -395,8 +395,9 @@ impl MemoryStore {
             .get_mut(&key.instance_id())
             .ok_or_else(|| instance_not_found(key, None))?;
         if let Some(current) = &conversation.owner
-            && (current == owner_id
-                || (conversation.lease_until > now_ms() && self.local_owners.alive(current)))
+            && current != owner_id
+            && conversation.lease_until > now_ms()
+            && self.local_owners.alive(current)
         {
             return Ok(Acquire::Held {
                 owner_id: current.clone(),

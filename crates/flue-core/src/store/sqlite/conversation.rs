@@ -523,18 +523,17 @@ impl SqliteStore {
                 .ok_or_else(|| instance_not_found(key, None))?
         };
         let (current_owner, epoch, lease_until) = current;
-        if let Some(current_owner) = &current_owner {
-            if current_owner == owner_id {
-                return Ok(Acquire::Held {
-                    owner_id: current_owner.clone(),
-                });
-            }
-            // The liveness probe touches the file system: outside the connection lock.
-            if lease_until > now_ms() && self.owner_alive_now(current_owner)? {
-                return Ok(Acquire::Held {
-                    owner_id: current_owner.clone(),
-                });
-            }
+        // The same owner taking its conversation again (an earlier driver of its own stopped
+        // without releasing) gets a new epoch too, fencing off anything that driver left.
+        // The liveness probe touches the file system: outside the connection lock.
+        if let Some(current_owner) = &current_owner
+            && current_owner != owner_id
+            && lease_until > now_ms()
+            && self.owner_alive_now(current_owner)?
+        {
+            return Ok(Acquire::Held {
+                owner_id: current_owner.clone(),
+            });
         }
         let lease_until_new = sat(now_ms().saturating_add(duration_ms(lease)));
         let mut connection = self.connection();

@@ -1,0 +1,290 @@
+//! Durable-submission benchmarks on a SQLite file: dispatch-to-settled throughput over many
+//! conversations, admission latency, and restart-to-resumed time after kill -9.
+//!
+//! Run with `cargo bench -p flue-core --bench submissions` (or `cargo xtask bench`). Prints one
+//! line per figure; BENCHMARKS.md records them with the command that produced them. The
+//! restart figure runs this binary again as a child (`FLUE_BENCH_CHILD` set), SIGKILLs it while
+//! its submission runs, and times a fresh runtime on the same file until the submission runs
+//! again and until it settles.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly"
+)]
+#![allow(
+    missing_docs,
+    clippy::print_stdout,
+    reason = "a benchmark binary reports on stdout"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flue_core::{
+    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, ConversationKey,
+    ConversationStore, DeliveredMessage, DispatchOptions, Harness, ModelProvider, ModelRequest,
+    ModelTurn, Offset, ProviderRegistry, ScriptedProvider, SqliteStore, StaticAgents, StopReason,
+    SubmissionState, TurnSink, Usage,
+};
+
+const SCRIPT: &str = r#"{"rules": [{"reply": {"text": "You said: {{user}}"}}]}"#;
+
+fn main() {
+    if let Ok(dir) = std::env::var("FLUE_BENCH_CHILD") {
+        child(Path::new(&dir));
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        throughput(200, 20).await;
+        throughput(1000, 4).await;
+        admission_latency(2000).await;
+    });
+    restart_to_resumed(10);
+}
+
+fn scripted_agents(dir: &Path) -> Arc<StaticAgents> {
+    std::fs::write(dir.join("script.json"), SCRIPT).unwrap();
+    let dir = dir.to_owned();
+    Arc::new(StaticAgents::new().with_agent("bench", move || {
+        Harness::builder(AgentConfig::new().with_model("scripted/script.json"))
+            .with_providers(
+                ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(&dir))),
+            )
+            .with_workspace_context(None)
+    }))
+}
+
+async fn start(dir: &Path, agents: Arc<StaticAgents>) -> (AgentRuntime, Arc<SqliteStore>) {
+    let store = Arc::new(SqliteStore::open(&dir.join("flue.db")).unwrap());
+    let runtime = AgentRuntime::builder(store.clone(), agents)
+        .start()
+        .await
+        .unwrap();
+    (runtime, store)
+}
+
+/// `conversations` conversations receive `per_conversation` messages each, all dispatched at
+/// once (a client per conversation); timed from the first dispatch to the last settlement.
+async fn throughput(conversations: usize, per_conversation: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, _store) = start(dir.path(), scripted_agents(dir.path())).await;
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for conversation in 0..conversations {
+        let runtime = runtime.clone();
+        clients.push(tokio::spawn(async move {
+            let key = ConversationKey::new("bench", format!("c{conversation}"));
+            let mut ids = Vec::new();
+            for n in 0..per_conversation {
+                let receipt = runtime
+                    .dispatch(
+                        &key,
+                        DeliveredMessage::user(format!("m{n}")),
+                        DispatchOptions::default(),
+                    )
+                    .await
+                    .unwrap();
+                ids.push(receipt.submission_id);
+            }
+            for id in ids {
+                runtime.read(&id).await.unwrap();
+            }
+        }));
+    }
+    for client in clients {
+        client.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let total = conversations * per_conversation;
+    println!(
+        "throughput, {conversations} conversations x {per_conversation} messages: {total} \
+         submissions dispatched-to-settled in {:.2} s = {:.0} submissions/s",
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+    runtime.shutdown().await.unwrap();
+}
+
+/// Wall time of `dispatch` (durable admission, before any model work) while the runtime
+/// processes the earlier ones, over 100 conversations.
+async fn admission_latency(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, _store) = start(dir.path(), scripted_agents(dir.path())).await;
+    let mut latencies = Vec::with_capacity(n);
+    let mut ids = Vec::with_capacity(n);
+    for idx in 0..n {
+        let key = ConversationKey::new("bench", format!("c{}", idx % 100));
+        let before = Instant::now();
+        let receipt = runtime
+            .dispatch(
+                &key,
+                DeliveredMessage::user("hi"),
+                DispatchOptions::default(),
+            )
+            .await
+            .unwrap();
+        latencies.push(before.elapsed());
+        ids.push(receipt.submission_id);
+    }
+    for id in ids {
+        runtime.read(&id).await.unwrap();
+    }
+    latencies.sort();
+    let percentile = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
+    println!(
+        "admission latency ({n} dispatches under load): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        percentile(0.50).as_secs_f64() * 1000.0,
+        percentile(0.99).as_secs_f64() * 1000.0,
+        percentile(1.0).as_secs_f64() * 1000.0,
+    );
+    runtime.shutdown().await.unwrap();
+}
+
+/// A model that never answers `hang` (the child's) and answers anything else at once.
+struct HangModel {
+    hang: bool,
+}
+
+impl ModelProvider for HangModel {
+    fn id(&self) -> &str {
+        "hang"
+    }
+
+    fn stream_turn<'a>(
+        &'a self,
+        _request: ModelRequest<'a>,
+        _sink: &'a TurnSink,
+    ) -> BoxFuture<'a, flue_core::Result<ModelTurn>> {
+        let hang = self.hang;
+        Box::pin(async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            Ok(ModelTurn {
+                content: vec![AssistantContent::Text {
+                    text: "resumed".into(),
+                }],
+                usage: Usage::default(),
+                stop_reason: StopReason::EndTurn,
+            })
+        })
+    }
+}
+
+fn hang_agents(hang: bool) -> Arc<StaticAgents> {
+    Arc::new(StaticAgents::new().with_agent("bench", move || {
+        Harness::builder(AgentConfig::new().with_model("hang/any"))
+            .with_providers(ProviderRegistry::new().with_provider(Arc::new(HangModel { hang })))
+            .with_workspace_context(None)
+    }))
+}
+
+/// The child: dispatches one submission whose model hangs, says `RUNNING` once it runs, waits.
+fn child(dir: &Path) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (runtime, store) = start(dir, hang_agents(true)).await;
+        let key = ConversationKey::new("bench", "restart");
+        let receipt = runtime
+            .dispatch(
+                &key,
+                DeliveredMessage::user("hang"),
+                DispatchOptions::default(),
+            )
+            .await
+            .unwrap();
+        loop {
+            let info = store
+                .submission(&receipt.submission_id)
+                .await
+                .unwrap()
+                .unwrap();
+            if info.state == SubmissionState::Running && info.input_applied {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        println!("RUNNING {}", receipt.submission_id);
+        std::future::pending::<()>().await;
+    });
+}
+
+/// kill -9 a process mid-submission, then time a new runtime on the same file until the
+/// submission's next attempt starts (resumed) and until it settles.
+fn restart_to_resumed(runs: usize) {
+    let mut resumed = Vec::new();
+    let mut settled = Vec::new();
+    for _ in 0..runs {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("FLUE_BENCH_CHILD", dir.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let submission_id = line.trim().strip_prefix("RUNNING ").unwrap().to_owned();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let key = ConversationKey::new("bench", "restart");
+            let started = Instant::now();
+            let (runtime, store) = start(dir.path(), hang_agents(false)).await;
+            let mut watch = store.watch_head(&key);
+            let mut after = Offset::START;
+            let mut resumed_at = None;
+            let mut settled_at = None;
+            while settled_at.is_none() {
+                let page = store.read_stream(&key, after, 100).await.unwrap();
+                for batch in &page.batches {
+                    match &batch.body {
+                        BatchBody::Started { attempt: 2, .. } => {
+                            resumed_at.get_or_insert_with(|| started.elapsed());
+                        }
+                        BatchBody::Settled(settlement)
+                            if settlement.submission_id == submission_id =>
+                        {
+                            settled_at = Some(started.elapsed());
+                        }
+                        _ => {}
+                    }
+                }
+                after = page.next_offset;
+                let _ = tokio::time::timeout(Duration::from_millis(5), watch.changed()).await;
+            }
+            resumed.push(resumed_at.unwrap());
+            settled.extend(settled_at);
+            runtime.shutdown().await.unwrap();
+        });
+    }
+    resumed.sort();
+    settled.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "restart-to-resumed after kill -9 ({runs} runs): resumed median {:.1} ms (max {:.1} ms), \
+         settled median {:.1} ms (max {:.1} ms)",
+        ms(resumed[runs / 2]),
+        ms(resumed[runs - 1]),
+        ms(settled[runs / 2]),
+        ms(settled[runs - 1]),
+    );
+}

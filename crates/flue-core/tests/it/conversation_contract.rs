@@ -1,0 +1,581 @@
+//! The `ConversationStore` contract, run against every store.
+//!
+//! `conversation_contract!` instantiates each contract test once per backend; a contract test is
+//! a plain `async fn` taking the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flue_core::{
+    Acquire, Admission, BatchBody, ConversationKey, ConversationStore, DeliveredMessage,
+    DispatchOptions, DurabilityConfig, Fence, FencedAppend, FlueError, MemoryStore, Offset,
+    Outcome, Record, SendCondition, SessionKey, Settlement, SqliteStore, StoredRecord,
+    SubmissionState, UserMessage, WhenBusy, new_ulid, now_ms,
+};
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+
+macro_rules! conversation_contract {
+    ($backend:ident, $open:expr) => {
+        mod $backend {
+            use super::*;
+
+            conversation_contract!(@tests $open;
+                admission_numbers_batches_and_reads_are_exclusive,
+                idempotent_admission_replays_and_conflicts,
+                failed_send_conditions_store_nothing,
+                busy_policy_refuses_without_storing,
+                claims_are_fifo_and_settlement_is_written_once,
+                a_live_owner_holds_and_a_replaced_owner_writes_nothing,
+                release_is_refused_while_work_remains,
+                abort_settles_queued_work_and_marks_the_running_one,
+                plain_appends_to_a_managed_conversation_are_refused,
+                the_input_append_marks_the_submission,
+                watchers_see_the_head_move,
+                reads_of_unknown_conversations_and_past_the_head_fail,
+            );
+        }
+    };
+    (@tests $open:expr; $($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                let backend: Backend = ($open)();
+                super::$test(Arc::clone(&backend.store)).await;
+            }
+        )*
+    };
+}
+
+conversation_contract!(memory, Backend::memory);
+conversation_contract!(sqlite_file, Backend::sqlite_file);
+conversation_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
+
+struct Backend {
+    store: Arc<dyn ConversationStore>,
+    _dir: Option<TempDir>,
+}
+
+impl Backend {
+    fn memory() -> Self {
+        Self {
+            store: Arc::new(MemoryStore::new()),
+            _dir: None,
+        }
+    }
+
+    fn sqlite_file() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self {
+            store: Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap()),
+            _dir: Some(dir),
+        }
+    }
+
+    fn sqlite_in_memory() -> Self {
+        Self {
+            store: Arc::new(SqliteStore::open_in_memory().unwrap()),
+            _dir: None,
+        }
+    }
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn key() -> ConversationKey {
+    ConversationKey::new("agent", "conv-1")
+}
+
+fn admission(text: &str, options: DispatchOptions) -> Admission {
+    Admission {
+        key: key(),
+        submission_id: new_ulid(),
+        new_uid: new_ulid(),
+        message: DeliveredMessage::user(text),
+        accepted_at: now_ms(),
+        options,
+    }
+}
+
+async fn owned(store: &dyn ConversationStore, owner_id: &str) -> Fence {
+    match store.acquire(&key(), owner_id, LEASE).await.unwrap() {
+        Acquire::Owned(fence) => fence,
+        held => panic!("expected ownership, got {held:?}"),
+    }
+}
+
+fn settlement(submission_id: &str, outcome: Outcome) -> Settlement {
+    Settlement {
+        submission_id: submission_id.to_owned(),
+        outcome,
+        text: Some("ok".into()),
+        error: None,
+        attempts: 1,
+        settled_at: now_ms(),
+    }
+}
+
+fn user_record(text: &str) -> StoredRecord {
+    StoredRecord::new(Record::User(UserMessage::text(text)), now_ms())
+}
+
+async fn head(store: &dyn ConversationStore) -> Offset {
+    store.conversation(&key()).await.unwrap().unwrap().head
+}
+
+async fn admission_numbers_batches_and_reads_are_exclusive(store: Arc<dyn ConversationStore>) {
+    let first = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let second = store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!((first.offset, second.offset), (Offset(2), Offset(3)));
+    assert_eq!(first.uid, second.uid);
+    let page = store.read_stream(&key(), Offset::START, 10).await.unwrap();
+    assert!(page.up_to_date);
+    assert_eq!(page.next_offset, Offset(3));
+    let offsets: Vec<u64> = page.batches.iter().map(|batch| batch.offset.0).collect();
+    assert_eq!(offsets, vec![1, 2, 3]);
+    assert!(matches!(&page.batches[0].body, BatchBody::Created { uid } if *uid == first.uid));
+    assert!(matches!(
+        &page.batches[1].body,
+        BatchBody::Admitted { submission_id, .. } if *submission_id == first.submission_id
+    ));
+    let tail = store.read_stream(&key(), Offset(1), 1).await.unwrap();
+    assert_eq!(tail.batches.len(), 1);
+    assert_eq!(tail.batches[0].offset, Offset(2));
+    assert!(!tail.up_to_date);
+    assert_eq!(tail.next_offset, Offset(2));
+    let info = store.conversation(&key()).await.unwrap().unwrap();
+    assert_eq!(
+        (info.head, info.unsettled, info.owner),
+        (Offset(3), 2, None)
+    );
+    let found = store.conversations_with_id("conv-1").await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(store.pending_conversations().await.unwrap().len(), 1);
+    let unsettled = store.unsettled(&key()).await.unwrap();
+    let positions: Vec<u64> = unsettled.iter().map(|info| info.position).collect();
+    assert_eq!(positions, vec![1, 2]);
+}
+
+async fn idempotent_admission_replays_and_conflicts(store: Arc<dyn ConversationStore>) {
+    let options = DispatchOptions::default().with_idempotency_key("key");
+    let first = store
+        .admit(&admission("one", options.clone()))
+        .await
+        .unwrap();
+    let replay = store
+        .admit(&admission("one", options.clone()))
+        .await
+        .unwrap();
+    assert!(replay.deduplicated);
+    assert_eq!(replay.submission_id, first.submission_id);
+    assert_eq!(replay.offset, first.offset);
+    let err = store.admit(&admission("two", options)).await.unwrap_err();
+    assert_eq!(err.kind(), "submission_conflict");
+    assert_eq!(head(store.as_ref()).await, first.offset);
+}
+
+async fn failed_send_conditions_store_nothing(store: Arc<dyn ConversationStore>) {
+    let uid_condition =
+        DispatchOptions::default().with_condition(SendCondition::Uid("missing".into()));
+    let err = store
+        .admit(&admission("x", uid_condition.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "agent_instance_not_found");
+    assert_eq!(store.conversation(&key()).await.unwrap(), None);
+    let create = DispatchOptions::default().with_condition(SendCondition::Create);
+    let created = store.admit(&admission("x", create.clone())).await.unwrap();
+    let err = store.admit(&admission("y", create)).await.unwrap_err();
+    assert!(
+        matches!(&err, FlueError::AgentInstanceExists { uid, .. } if *uid == created.uid),
+        "{err:?}"
+    );
+    let err = store
+        .admit(&admission("y", uid_condition))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "agent_instance_not_found");
+    assert_eq!(head(store.as_ref()).await, created.offset);
+    let right = DispatchOptions::default().with_condition(SendCondition::Uid(created.uid.clone()));
+    store.admit(&admission("y", right)).await.unwrap();
+}
+
+async fn busy_policy_refuses_without_storing(store: Arc<dyn ConversationStore>) {
+    let fail = DispatchOptions::default().with_when_busy(WhenBusy::Fail);
+    // An idle (new) conversation accepts.
+    let first = store.admit(&admission("one", fail.clone())).await.unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    let err = store
+        .admit(&admission("two", fail.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, FlueError::ConversationBusy { owner: Some(owner_id), unsettled: 1, .. }
+            if owner_id == owner.owner_id()),
+        "{err:?}"
+    );
+    assert_eq!(err.kind(), "session_busy");
+    assert_eq!(head(store.as_ref()).await, first.offset);
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .settle(
+            &fence,
+            &settlement(&claim.submission.submission_id, Outcome::Completed),
+        )
+        .await
+        .unwrap();
+    store.admit(&admission("two", fail)).await.unwrap();
+}
+
+async fn claims_are_fifo_and_settlement_is_written_once(store: Arc<dyn ConversationStore>) {
+    let first = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let second = store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    let durability = DurabilityConfig {
+        max_attempts: 3,
+        timeout_ms: 1000,
+    };
+    let claim = store
+        .claim_next(&fence, &durability)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim.submission.submission_id, first.submission_id);
+    assert_eq!(claim.submission.state, SubmissionState::Running);
+    assert_eq!(claim.submission.attempts, 1);
+    assert_eq!(claim.durability, durability);
+    // Claiming again without settling resumes the same one (a new attempt).
+    let again = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.submission.submission_id, first.submission_id);
+    assert_eq!(again.submission.attempts, 2);
+    assert_eq!(
+        again.durability, durability,
+        "limits stored at the first attempt"
+    );
+    let done = settlement(&first.submission_id, Outcome::Completed);
+    assert!(store.settle(&fence, &done).await.unwrap());
+    let head_after = head(store.as_ref()).await;
+    let late = settlement(&first.submission_id, Outcome::Failed);
+    assert!(
+        !store.settle(&fence, &late).await.unwrap(),
+        "first terminal state wins"
+    );
+    assert_eq!(head(store.as_ref()).await, head_after);
+    let info = store
+        .submission(&first.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.state, SubmissionState::Settled);
+    assert_eq!(info.settlement, Some(done));
+    let next = store
+        .claim_next(&fence, &durability)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.submission.submission_id, second.submission_id);
+    store
+        .settle(
+            &fence,
+            &settlement(&second.submission_id, Outcome::Completed),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.claim_next(&fence, &durability).await.unwrap(), None);
+}
+
+async fn a_live_owner_holds_and_a_replaced_owner_writes_nothing(store: Arc<dyn ConversationStore>) {
+    let admitted = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let first = store.register_owner().await.unwrap();
+    let second = store.register_owner().await.unwrap();
+    assert!(store.owner_alive(first.owner_id()).await.unwrap());
+    let old_fence = owned(store.as_ref(), first.owner_id()).await;
+    let claim = store
+        .claim_next(&old_fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store
+            .acquire(&key(), second.owner_id(), LEASE)
+            .await
+            .unwrap(),
+        Acquire::Held {
+            owner_id: first.owner_id().to_owned()
+        }
+    );
+    // The first owner dies: the second takes over at once, without waiting for the lease.
+    let first_id = first.owner_id().to_owned();
+    drop(first);
+    assert!(!store.owner_alive(&first_id).await.unwrap());
+    let new_fence = owned(store.as_ref(), second.owner_id()).await;
+    assert!(new_fence.epoch > old_fence.epoch);
+    let before = head(store.as_ref()).await;
+    let session = SessionKey::new(key().instance_id(), "default");
+    let records = [user_record("late")];
+    let results = [
+        store
+            .append_fenced(FencedAppend {
+                fence: &old_fence,
+                submission_id: Some(&admitted.submission_id),
+                applies_input: true,
+                session: &session,
+                expected_version: 0,
+                records: &records,
+            })
+            .await
+            .map(|_| ()),
+        store
+            .settle(
+                &old_fence,
+                &settlement(&claim.submission.submission_id, Outcome::Completed),
+            )
+            .await
+            .map(|_| ()),
+        store
+            .claim_next(&old_fence, &DurabilityConfig::default())
+            .await
+            .map(|_| ()),
+        store.renew(&old_fence, LEASE).await,
+        store.release(&old_fence).await.map(|_| ()),
+    ];
+    for result in results {
+        assert_eq!(result.unwrap_err().kind(), "lease_lost");
+    }
+    assert_eq!(head(store.as_ref()).await, before);
+    assert_eq!(store.load(&session, 0).await.unwrap().unwrap().version, 0);
+    // The new owner resumes the interrupted submission as its next attempt.
+    let resumed = store
+        .claim_next(&new_fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resumed.submission.submission_id, admitted.submission_id);
+    assert_eq!(resumed.submission.attempts, 2);
+}
+
+async fn release_is_refused_while_work_remains(store: Arc<dyn ConversationStore>) {
+    let admitted = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    assert!(!store.release(&fence).await.unwrap());
+    store.renew(&fence, LEASE).await.unwrap();
+    store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap();
+    store
+        .settle(
+            &fence,
+            &settlement(&admitted.submission_id, Outcome::Completed),
+        )
+        .await
+        .unwrap();
+    assert!(store.release(&fence).await.unwrap());
+    assert_eq!(
+        store.conversation(&key()).await.unwrap().unwrap().owner,
+        None
+    );
+    // Anyone may take it now; the old fence is dead.
+    let other = store.register_owner().await.unwrap();
+    owned(store.as_ref(), other.owner_id()).await;
+    assert_eq!(
+        store.renew(&fence, LEASE).await.unwrap_err().kind(),
+        "lease_lost"
+    );
+}
+
+async fn abort_settles_queued_work_and_marks_the_running_one(store: Arc<dyn ConversationStore>) {
+    assert_eq!(
+        store.request_abort(&key()).await.unwrap(),
+        Default::default()
+    );
+    let running = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let queued = store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap();
+    let report = store.request_abort(&key()).await.unwrap();
+    assert_eq!(
+        report.requested,
+        vec![running.submission_id.clone(), queued.submission_id.clone()]
+    );
+    assert_eq!(report.settled, vec![queued.submission_id.clone()]);
+    let queued_info = store
+        .submission(&queued.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let queued_settlement = queued_info.settlement.unwrap();
+    assert_eq!(queued_settlement.outcome, Outcome::Aborted);
+    assert_eq!(
+        queued_settlement.error.map(|error| error.kind),
+        Some("submission_aborted".to_owned())
+    );
+    let running_info = store
+        .submission(&running.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(running_info.state, SubmissionState::Running);
+    assert!(running_info.abort_requested);
+    // The next claim (the owner's, or recovery's) sees the request.
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(claim.submission.abort_requested);
+}
+
+async fn plain_appends_to_a_managed_conversation_are_refused(store: Arc<dyn ConversationStore>) {
+    store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let session = SessionKey::new(key().instance_id(), "default");
+    let err = store
+        .append(&session, 0, &[user_record("sneaky")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "lease_lost");
+    assert_eq!(store.load(&session, 0).await.unwrap().unwrap().version, 0);
+    // Sessions of other instances are unaffected.
+    let other = SessionKey::new("plain", "default");
+    store.create(&other).await.unwrap();
+    store
+        .append(&other, 0, &[user_record("fine")])
+        .await
+        .unwrap();
+}
+
+async fn the_input_append_marks_the_submission(store: Arc<dyn ConversationStore>) {
+    let admitted = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap();
+    let session = SessionKey::new(key().instance_id(), "default");
+    let records = [user_record("one")];
+    let version = store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: Some(&admitted.submission_id),
+            applies_input: true,
+            session: &session,
+            expected_version: 0,
+            records: &records,
+        })
+        .await
+        .unwrap();
+    assert_eq!(version, 1);
+    let info = store
+        .submission(&admitted.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(info.input_applied);
+    let page = store.read_stream(&key(), Offset::START, 100).await.unwrap();
+    let last = page.batches.last().unwrap();
+    assert_eq!(
+        last.submission_id.as_deref(),
+        Some(admitted.submission_id.as_str())
+    );
+    assert!(matches!(
+        &last.body,
+        BatchBody::Records { session, first_index: 0, records } if session == "default" && records.len() == 1
+    ));
+    // A stale session version writes nothing, fence or not.
+    let err = store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: None,
+            applies_input: false,
+            session: &session,
+            expected_version: 0,
+            records: &records,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "version_conflict");
+    assert_eq!(head(store.as_ref()).await, last.offset);
+}
+
+async fn watchers_see_the_head_move(store: Arc<dyn ConversationStore>) {
+    let mut watch = store.watch_head(&key());
+    let admitted = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), watch.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(*watch.borrow(), admitted.offset);
+}
+
+async fn reads_of_unknown_conversations_and_past_the_head_fail(store: Arc<dyn ConversationStore>) {
+    let err = store
+        .read_stream(&key(), Offset::START, 10)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "agent_instance_not_found");
+    assert_eq!(store.submission("nope").await.unwrap(), None);
+    let admitted = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let err = store
+        .read_stream(&key(), Offset(admitted.offset.0 + 1), 10)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "offset_out_of_range");
+    let page = store
+        .read_stream(&key(), admitted.offset, 10)
+        .await
+        .unwrap();
+    assert!(page.batches.is_empty() && page.up_to_date);
+    assert_eq!(page.next_offset, admitted.offset);
+}
