@@ -56,6 +56,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn ci(root: &Path) -> anyhow::Result<()> {
+    install_test_peers(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"], &[])?;
     cargo(
         root,
@@ -76,6 +77,22 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     eprintln!("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// Installs what the tests talk to (bubblewrap, the MCP servers, ...) where it is missing, so
+/// that `cargo xtask ci` passes on a fresh machine; the script says what it installs.
+fn install_test_peers(root: &Path) -> anyhow::Result<()> {
+    let script = root.join("tests/peers/install.sh");
+    eprintln!("$ bash tests/peers/install.sh");
+    let status = Command::new("bash")
+        .arg(&script)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !status.success() {
+        bail!("tests/peers/install.sh failed: the tests need what it names");
+    }
     Ok(())
 }
 

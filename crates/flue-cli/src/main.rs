@@ -30,6 +30,16 @@ pub(crate) enum Exit {
     Interrupted,
 }
 
+/// Makes this process non-dumpable, so that commands of the `local` sandbox (our children,
+/// running as the same user) cannot read our environment (`/proc/$PPID/environ`, where API
+/// keys live) or our memory. A process of the same user with `CAP_SYS_PTRACE` (root) still
+/// can; the isolated sandbox's pid namespace hides us entirely. Also disables core dumps,
+/// which would hold the same keys. Commands themselves are dumpable again once they exec.
+fn hide_own_environment() {
+    // Only fails on kernels without prctl; nothing better to do there.
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
 impl From<Exit> for ExitCode {
     fn from(exit: Exit) -> Self {
         match exit {
@@ -41,6 +51,7 @@ impl From<Exit> for ExitCode {
 }
 
 fn main() -> ExitCode {
+    hide_own_environment();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -186,6 +186,16 @@ pub enum FlueError {
         /// The path as given.
         path: String,
     },
+    /// A sandbox path reaches something flue keeps from agents: its store (`.flue/`) or a
+    /// secrets file (a name starting with `.env`), directly or through a symlink. The
+    /// operation was refused in every sandbox. Not retryable: use another path.
+    #[error("path {path:?} is protected: {reason}")]
+    ProtectedPath {
+        /// The path as given.
+        path: String,
+        /// Why the path is off limits.
+        reason: String,
+    },
     /// A sandbox file operation or command failed.
     #[error("sandbox: {message}")]
     Sandbox {
@@ -499,6 +509,7 @@ impl FlueError {
             Self::ToolNameCollision { .. } => "tool_name_collision",
             Self::InvalidTool { .. } => "invalid_tool",
             Self::PathOutsideSandbox { .. } => "outside_workspace",
+            Self::ProtectedPath { .. } => "protected_path",
             Self::Sandbox { reason, .. } => reason.kind(),
             Self::Aborted => "aborted",
             Self::MaxTurnsExceeded { .. } => "max_turns_exceeded",

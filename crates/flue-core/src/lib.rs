@@ -62,7 +62,7 @@ pub use role::Role;
 pub use sandbox::{
     CommandLauncher, ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox,
     SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
-    VirtualSandboxBuilder, normalize_path,
+    VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
 };
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};

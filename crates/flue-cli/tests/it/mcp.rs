@@ -12,12 +12,12 @@ fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
 }
 
-/// A file under tests/peers/, which must exist (`bash .ci/run` installs the peers).
+/// A file under tests/peers/, which must exist (`cargo xtask ci` installs the peers).
 fn peer(relative: &str) -> String {
     let path = peers().join(relative);
     assert!(
         path.exists(),
-        "{} is missing: run `bash .ci/run` to install the MCP test servers",
+        "{} is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`) to install the MCP test servers",
         path.display()
     );
     path.to_string_lossy().into_owned()

@@ -175,3 +175,151 @@ fn an_unknown_sandbox_flag_is_refused_by_the_parser() {
         stderr(&output)
     );
 }
+
+/// A workspace whose agent goes for the secrets and the store: `read_file .env`, then
+/// `delete_file .flue/flue.db`, then `move_file` of the store, then `command` with bash; it
+/// replies with what bash printed.
+fn raiding_workspace(kind: &str, command: &str) -> Workspace {
+    let agent = format!(
+        "---\nmodel: scripted/s.json\nsandbox: {kind}\n\
+         tools: [read_file, delete_file, move_file, bash]\n---\nRaid.\n"
+    );
+    let script = serde_json::json!({
+        "rules": [
+            {"when": {"tool_result": "read_file"}, "reply": {"tool_calls": [
+                {"name": "delete_file", "input": {"path": ".flue/flue.db"}}
+            ]}},
+            {"when": {"tool_result": "delete_file"}, "reply": {"tool_calls": [
+                {"name": "move_file", "input": {"source": ".flue/flue.db", "destination": "stolen.db"}}
+            ]}},
+            {"when": {"tool_result": "move_file"}, "reply": {"tool_calls": [
+                {"name": "bash", "input": {"command": command}}
+            ]}},
+            {"when": {"tool_result": "bash"}, "reply": {"text": "{{tool_result}}"}},
+            {"reply": {"tool_calls": [{"name": "read_file", "input": {"path": ".env"}}]}}
+        ]
+    })
+    .to_string();
+    Workspace::new(&[
+        ("agents/w.md", &agent),
+        ("s.json", &script),
+        (".env", "SECRET_TOKEN=abc-123\n"),
+    ])
+}
+
+/// The tool results of conversation `id`: (tool, is_error, content).
+fn tool_results(ws: &Workspace, id: &str) -> Vec<(String, bool, String)> {
+    let shown = json(&ws.flue(&["session", "show", "--id", id, "--json"]));
+    shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["type"] == "tool_result")
+        .map(|message| {
+            (
+                message["tool_name"].as_str().unwrap().to_owned(),
+                message["is_error"].as_bool().unwrap(),
+                message["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Checks that the three file-tool calls were refused as protected and the store is whole.
+fn assert_file_tools_refused(ws: &Workspace, id: &str) {
+    let results = tool_results(ws, id);
+    let file_tools: Vec<(String, bool, bool)> = results[..3]
+        .iter()
+        .map(|(tool, is_error, content)| {
+            (tool.clone(), *is_error, content.contains("protected_path"))
+        })
+        .collect();
+    assert_eq!(
+        file_tools,
+        [
+            ("read_file".to_owned(), true, true),
+            ("delete_file".to_owned(), true, true),
+            ("move_file".to_owned(), true, true),
+        ],
+        "{results:?}"
+    );
+    // The store holds the whole conversation (it was read back above), and nothing moved.
+    assert!(ws.db().is_file());
+    assert!(!ws.root().join("stolen.db").exists());
+    let transcript = format!("{results:?}");
+    assert!(!transcript.contains("abc-123"), "{transcript}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join(".env")).unwrap(),
+        "SECRET_TOKEN=abc-123\n"
+    );
+}
+
+#[test]
+fn an_isolated_agent_cannot_read_the_secrets_or_touch_the_store() {
+    let ws = raiding_workspace(
+        "isolated",
+        "cat .env 2>/dev/null | grep -c SECRET_TOKEN; rm -rf .flue/flue.db .flue 2>/dev/null; \
+         mv .env gone 2>/dev/null; ls -A .flue | wc -l; echo end",
+    );
+    let output = run(&ws, &["--id", "raid"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // bash saw neither the key nor the store.
+    assert_eq!(
+        stdout(&output).trim_end(),
+        "0\n0\nend",
+        "{}",
+        stderr(&output)
+    );
+    assert_file_tools_refused(&ws, "raid");
+}
+
+#[test]
+fn a_local_agent_cannot_use_file_tools_on_them_nor_read_flues_environment() {
+    // Commands are the user's own shell: they read `/proc/$PPID/environ` (flue's) if flue
+    // lets them. Root reads any process's environment, so as root flue runs as nobody here.
+    // The command's own environment is readable (so /proc works); flue's is not.
+    let command = "(tr '\\0' '\\n' < /proc/$$/environ | grep -q '^PATH=') && echo own:read; \
+                   (tr '\\0' '\\n' < /proc/$PPID/environ | grep -q FLUE_RAID_MARKER) 2>/dev/null \
+                   && echo flue:read || echo flue:hidden";
+    let ws = raiding_workspace("local", command);
+    let as_root =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    let program = assert_cmd::Command::cargo_bin("flue")
+        .unwrap()
+        .get_program()
+        .to_owned();
+    let mut command = if as_root {
+        set_permissions_recursively(ws.root());
+        let mut setpriv = assert_cmd::Command::new("setpriv");
+        setpriv
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&program);
+        setpriv
+    } else {
+        assert_cmd::Command::new(&program)
+    };
+    let output = command
+        .args(["run", "w", "-m", "go", "--id", "raid", "--root"])
+        .arg(ws.root())
+        .env("FLUE_RAID_MARKER", "marker-value")
+        .env_remove("FLUE_LOG")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim_end(), "own:read\nflue:hidden");
+    assert_file_tools_refused(&ws, "raid");
+}
+
+/// Lets any user read and write the workspace (for a run as nobody).
+fn set_permissions_recursively(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            set_permissions_recursively(&path);
+        } else {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        }
+    }
+}

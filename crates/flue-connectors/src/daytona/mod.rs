@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use flue_core::{
     BoxError, BoxFuture, ExecOptions, FileStat, FlueError, MkdirOptions, Result, RmOptions,
-    Sandbox, SandboxErrorReason, ShellResult, TIMEOUT_EXIT_CODE, new_uuid, normalize_path,
-    or_cancel,
+    Sandbox, SandboxErrorReason, ShellResult, TIMEOUT_EXIT_CODE, check_protected, new_uuid,
+    normalize_path, or_cancel, protected_name,
 };
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -538,12 +538,16 @@ impl DaytonaSandbox {
                 path: path.to_owned(),
             });
         }
+        check_protected(&self.root, &lexical, path)?;
         let probe = self.probe(&lexical).await?;
         if !is_inside(&self.root, &probe.real) || !is_inside(&self.root, &probe.nofollow) {
             return Err(FlueError::PathOutsideSandbox {
                 path: path.to_owned(),
             });
         }
+        // Through a symlink too: where the path leads must not be protected.
+        check_protected(&self.root, &probe.real, path)?;
+        check_protected(&self.root, &probe.nofollow, path)?;
         Ok(Probe { lexical, ..probe })
     }
 
@@ -752,7 +756,11 @@ impl DaytonaSandbox {
             .toolbox_json(Method::GET, "/files", &[("path", &probe.real)], None)
             .await
             .map_err(|err| named(err, "list", path))?;
-        let mut names: Vec<String> = entries.into_iter().map(|entry| entry.name).collect();
+        let mut names: Vec<String> = entries
+            .into_iter()
+            .map(|entry| entry.name)
+            .filter(|name| protected_name(name).is_none())
+            .collect();
         names.sort();
         Ok(names)
     }
@@ -789,6 +797,34 @@ impl DaytonaSandbox {
         Ok(())
     }
 
+    /// Refuses removing the directory `dir` when its tree holds a protected entry (`.flue`,
+    /// `.env*`), as the local sandbox does.
+    async fn refuse_protected_below(&self, dir: &str, path: &str) -> Result<()> {
+        let command = format!(
+            "find -P {} \\( -name .flue -o -name '.env*' \\) -print -quit",
+            shell_quote(dir)
+        );
+        let found = self
+            .execute(command, None, Some(Duration::from_secs(60)))
+            .await?
+            .map(|response| response.result)
+            .unwrap_or_default();
+        let Some(name) = found
+            .lines()
+            .next()
+            .and_then(|line| line.rsplit('/').next())
+        else {
+            return Ok(());
+        };
+        match protected_name(name) {
+            Some(reason) => Err(FlueError::ProtectedPath {
+                path: path.to_owned(),
+                reason: reason.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
         let probe = self.resolve(path).await?;
         if probe.lexical == self.root || probe.nofollow == self.root {
@@ -807,6 +843,7 @@ impl DaytonaSandbox {
                     format!("remove {path}: is a directory (set recursive to remove it)"),
                 ));
             }
+            "dir" => self.refuse_protected_below(&probe.nofollow, path).await?,
             _ => {}
         }
         let recursive = if options.recursive { "true" } else { "false" };

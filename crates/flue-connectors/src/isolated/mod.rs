@@ -6,6 +6,12 @@
 //! read-only, only the workspace writable, a private `/tmp`, and a pid namespace whose end
 //! kills everything the command left running.
 //!
+//! flue's store and the workspace's secrets are masked from commands: the root's `.flue`
+//! directory is an empty read-only tmpfs inside the namespace and every `.env*` entry of the
+//! root is covered by `/dev/null`, so a command can neither read the keys nor read, change or
+//! delete the store, its audit log or its trash. The file tools refuse those paths too (see
+//! `LocalSandbox`).
+//!
 //! Two backends: bubblewrap (`bwrap`), preferred when it works, and util-linux `unshare`
 //! with a small mount script. Which one works is probed once, when the sandbox is built.
 
@@ -20,7 +26,7 @@ use std::time::Duration;
 
 use flue_core::{
     BoxFuture, CommandLauncher, ExecOptions, FileStat, FlueError, LocalSandbox, MkdirOptions,
-    Result, RmOptions, Sandbox, SandboxErrorReason, ShellResult,
+    Result, RmOptions, Sandbox, SandboxErrorReason, ShellResult, protected_name,
 };
 
 /// How long a backend probe may take before it counts as not working.
@@ -28,27 +34,38 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The mount script run by `unshare` as root of the new user namespace.
 ///
-/// Arguments: the workspace root, the working directory, the command. The shell's working
-/// directory pins the workspace while a tmpfs covers `/tmp` (the workspace may lie below it);
-/// the workspace is then bound back (from `.`, uncanonicalized, so the covered directory is
-/// the source) as its own writable mount, and every other mount point is remounted
-/// read-only.
+/// Arguments: the workspace root, the working directory, the command, the `unshare` program.
+/// The shell's working directory pins the workspace while a tmpfs covers `/tmp` (the workspace
+/// may lie below it); the workspace is then bound back (from `.`, uncanonicalized, so the
+/// covered directory is the source) as its own writable mount. The root's `.flue` and `.env*`
+/// entries are masked: a directory by an empty read-only tmpfs, anything else by `/dev/null`.
+/// Every other mount point but the namespace's own `/proc` is remounted read-only. The command
+/// then runs in a nested user and mount namespace: there every mount above is locked, so not
+/// even root of that namespace can unmount a mask or make the host writable again.
 const UNSHARE_SCRIPT: &str = r#"set -e
-root=$1; cwd=$2; cmd=$3
+root=$1; cwd=$2; cmd=$3; unshare_program=$4
 cd "$root"
 mount -t tmpfs -o mode=1777 flue-tmp /tmp
 mkdir -p "$root"
 mount --no-canonicalize --bind . "$root"
+for entry in "$root"/.flue "$root"/.env*; do
+  [ -e "$entry" ] || continue
+  if [ -d "$entry" ]; then
+    mount -t tmpfs -o ro,mode=0555 flue-masked "$entry"
+  else
+    mount --bind /dev/null "$entry"
+  fi
+done
 while read -r _ _ _ _ point _; do
   point=$(printf '%b' "$point")
   case "$point" in
-    "$root" | "$root"/* | /tmp) continue ;;
+    "$root" | "$root"/* | /tmp | /proc) continue ;;
   esac
   mount -o remount,bind,ro "$point" 2>/dev/null || true
 done < /proc/self/mountinfo
 cd "$cwd"
 set +e
-bash -c "$cmd"
+exec "$unshare_program" --user --map-root-user --mount bash -c "$cmd"
 "#;
 
 /// The namespace tool that isolates commands.
@@ -340,7 +357,15 @@ impl NamespaceLauncher {
     fn argv_for(&self, command: &str, cwd: &Path) -> Vec<OsString> {
         match self.backend {
             IsolationBackend::Bubblewrap => {
-                bwrap_argv(&self.program, &self.root, cwd, command, self.network)
+                let masks = masks(&self.root);
+                bwrap_argv(
+                    &self.program,
+                    &self.root,
+                    cwd,
+                    command,
+                    self.network,
+                    &masks,
+                )
             }
             IsolationBackend::Unshare => {
                 unshare_argv(&self.program, &self.root, cwd, command, self.network)
@@ -355,17 +380,52 @@ impl CommandLauncher for NamespaceLauncher {
     }
 }
 
-/// `bwrap` arguments: the host read-only, fresh /dev, /proc and /tmp, the workspace
-/// writable, every namespace new (the network one unless `network`).
+/// An entry of the workspace root hidden from commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Mask {
+    /// Host path (the same inside).
+    path: PathBuf,
+    /// A directory (covered by an empty read-only tmpfs); else covered by `/dev/null`.
+    is_dir: bool,
+}
+
+/// The protected entries (`.flue`, `.env*`) of the root that exist now, symlinks followed;
+/// one directory read per command.
+fn masks(root: &Path) -> Vec<Mask> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut masks: Vec<Mask> = entries
+        .filter_map(std::result::Result::ok)
+        .filter(|entry| protected_name(&entry.file_name().to_string_lossy()).is_some())
+        .filter_map(|entry| {
+            // A dangling symlink leads nowhere readable: nothing to cover.
+            let metadata = std::fs::metadata(entry.path()).ok()?;
+            Some(Mask {
+                path: entry.path(),
+                is_dir: metadata.is_dir(),
+            })
+        })
+        .collect();
+    masks.sort_by(|a, b| a.path.cmp(&b.path));
+    masks
+}
+
+/// `bwrap` arguments: no capabilities, the host read-only, fresh /dev, /proc and /tmp, the
+/// workspace writable with `masks` covered, every namespace new (the network one unless
+/// `network`).
 fn bwrap_argv(
     program: &Path,
     root: &Path,
     cwd: &Path,
     command: &str,
     network: bool,
+    masks: &[Mask],
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![program.into()];
-    let flags: &[&str] = &["--die-with-parent", "--unshare-all"];
+    // No capabilities, even when flue runs as root: a command must not be able to unmount
+    // the masks or remount the host writable.
+    let flags: &[&str] = &["--die-with-parent", "--unshare-all", "--cap-drop", "ALL"];
     argv.extend(flags.iter().map(OsString::from));
     if network {
         argv.push("--share-net".into());
@@ -383,6 +443,14 @@ fn bwrap_argv(
     ];
     argv.extend(mounts.iter().map(OsString::from));
     argv.extend(["--bind".into(), root.into(), root.into()]);
+    for mask in masks {
+        let path = OsString::from(&mask.path);
+        if mask.is_dir {
+            argv.extend(["--tmpfs".into(), path.clone(), "--remount-ro".into(), path]);
+        } else {
+            argv.extend(["--ro-bind".into(), "/dev/null".into(), path]);
+        }
+    }
     argv.extend(["--chdir".into(), cwd.into()]);
     argv.extend(["--".into(), "bash".into(), "-c".into(), command.into()]);
     argv
@@ -419,6 +487,7 @@ fn unshare_argv(
         root.into(),
         cwd.into(),
         command.into(),
+        program.into(),
     ]);
     argv
 }

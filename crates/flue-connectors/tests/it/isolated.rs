@@ -190,3 +190,116 @@ async fn no_working_backend_is_a_typed_error_that_says_how_to_fix_it() {
         assert!(message.contains(needle), "{needle:?} not in {message}");
     }
 }
+
+/// What an agent's commands try against the store and the secrets, each attempt reporting on
+/// a line of its own.
+const RAID: &str = r#"
+cat .env .env.local .envs/key 2>/dev/null | grep -o 'sk-[a-z0-9-]*' || echo secrets:unread
+cat .flue/flue.db 2>/dev/null | grep -q store-bytes && echo store:read || echo store:unread
+(echo rewritten > .flue/flue.db) 2>/dev/null && echo store:written || echo store:unwritable
+rm -rf .flue/* 2>/dev/null; rm -f .env .env.local 2>/dev/null
+mv .flue moved 2>/dev/null && echo store:moved || echo store:unmovable
+mv .env env.bak 2>/dev/null && echo env:moved || echo env:unmovable
+umount .flue 2>/dev/null && echo mask:removed || echo mask:kept
+umount -l .env 2>/dev/null && echo mask:removed || echo mask:kept
+mount -o remount,rw .flue 2>/dev/null && echo mask:writable || echo mask:read-only
+unshare -Urm sh -c 'umount .flue' 2>/dev/null && echo nested:removed || echo nested:kept
+cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -c CARGO_MANIFEST_DIR || true
+ln -s .flue/flue.db db_link && ln -s .env env_link && echo links:made
+"#;
+
+#[tokio::test]
+async fn commands_cannot_reach_the_store_or_the_secrets() {
+    for backend in [IsolationBackend::Bubblewrap, IsolationBackend::Unshare] {
+        let root = TempDir::new().unwrap();
+        let path = root.path();
+        std::fs::create_dir_all(path.join(".flue/trash")).unwrap();
+        std::fs::create_dir_all(path.join(".envs")).unwrap();
+        std::fs::write(path.join(".flue/flue.db"), "store-bytes").unwrap();
+        std::fs::write(path.join(".flue/trash/item"), "trashed").unwrap();
+        std::fs::write(path.join(".env"), "KEY=sk-live-123\n").unwrap();
+        std::fs::write(path.join(".env.local"), "KEY=sk-local-456\n").unwrap();
+        std::fs::write(path.join(".envs/key"), "sk-dir-789\n").unwrap();
+        let sandbox = IsolatedSandbox::builder(path)
+            .with_backend(backend)
+            .build()
+            .await
+            .unwrap();
+        let res = sandbox.exec(RAID, ExecOptions::new()).await.unwrap();
+        assert_eq!(
+            res.stdout.lines().collect::<Vec<_>>(),
+            [
+                "secrets:unread",
+                "store:unread",
+                "store:unwritable",
+                "store:unmovable",
+                "env:unmovable",
+                "mask:kept",
+                "mask:kept",
+                "mask:read-only",
+                "nested:kept",
+                "0",
+                "links:made",
+            ],
+            "{backend}: {res:?}"
+        );
+        // On the host everything is as it was.
+        let read = |rel: &str| std::fs::read_to_string(path.join(rel)).unwrap();
+        assert_eq!(read(".flue/flue.db"), "store-bytes", "{backend}");
+        assert_eq!(read(".flue/trash/item"), "trashed", "{backend}");
+        assert_eq!(read(".env"), "KEY=sk-live-123\n", "{backend}");
+        assert_eq!(read(".env.local"), "KEY=sk-local-456\n", "{backend}");
+        assert_eq!(read(".envs/key"), "sk-dir-789\n", "{backend}");
+        // The links the command made lead nowhere for the file operations.
+        for link in ["db_link", "env_link"] {
+            assert_eq!(
+                sandbox.read_file(link).await.unwrap_err().kind(),
+                "protected_path",
+                "{backend}: {link}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_own_bash_cannot_lead_a_file_tool_out() {
+    use crate::sandbox_race::{OUTSIDE_SECRET, hammer, prepare, racer_script};
+
+    for backend in [IsolationBackend::Bubblewrap, IsolationBackend::Unshare] {
+        let root = TempDir::new().unwrap();
+        let outside = TempDir::new().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
+        let sandbox: Arc<dyn Sandbox> = Arc::new(
+            IsolatedSandbox::builder(root.path())
+                .with_backend(backend)
+                .build()
+                .await
+                .unwrap(),
+        );
+        prepare(sandbox.as_ref()).await;
+        // The racer is a command of the sandbox itself, running while the file tools work,
+        // as when a model issues `bash` and file-tool calls in one turn.
+        let script = racer_script(&outside.path().display().to_string(), 3);
+        let racing = sandbox.exec(&script, ExecOptions::new());
+        let hammering = hammer(Arc::clone(&sandbox), 4, Duration::from_millis(2_500));
+        let (raced, report) = tokio::join!(racing, hammering);
+        let raced = raced.unwrap();
+        assert_eq!(raced.exit_code, 0, "{backend}: {raced:?}");
+        let rounds: usize = raced.stdout.trim().parse().unwrap();
+        eprintln!(
+            "isolated race ({backend}): {} calls ({} succeeded), {rounds} racer rounds, {} escapes",
+            report.calls,
+            report.succeeded,
+            report.escapes.len()
+        );
+        assert!(report.calls >= 500, "{backend}: {report:?}");
+        assert!(report.succeeded >= 50, "{backend}: {report:?}");
+        assert!(rounds >= 30, "{backend}: {rounds} racer rounds");
+        assert_eq!(report.escapes, Vec::<String>::new(), "{backend}");
+        assert_eq!(
+            host_state(outside.path()),
+            (vec!["secret.txt".to_owned()], OUTSIDE_SECRET.to_owned()),
+            "{backend}"
+        );
+    }
+}

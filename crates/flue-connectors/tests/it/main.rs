@@ -2,7 +2,7 @@
 //!
 //! The MCP tests run real servers: the official `@modelcontextprotocol/server-everything`
 //! (npm), a server built with the official Python SDK (`mcp` on PyPI), and a hand-written
-//! misbehaving one, all under tests/peers/ (installed by `.ci/run`). The sandbox tests run
+//! misbehaving one, all under tests/peers/ (installed by `tests/peers/install.sh`). The sandbox tests run
 //! bubblewrap, `unshare` and a fake Daytona server on loopback.
 #![allow(
     clippy::unwrap_used,
@@ -20,4 +20,7 @@ mod python;
 /// The sandbox contract suite, shared with flue-core's tests.
 #[path = "../../../flue-core/tests/it/sandbox_contract.rs"]
 mod sandbox_contract;
+/// The path race, shared with flue-core's tests.
+#[path = "../../../flue-core/tests/it/sandbox_race.rs"]
+mod sandbox_race;
 mod support;

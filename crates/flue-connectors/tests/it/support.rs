@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// tests/peers/, where `.ci/run` installs the servers.
+/// tests/peers/, where `tests/peers/install.sh` installs the servers.
 pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
 }
@@ -22,9 +22,8 @@ pub fn peers() -> PathBuf {
 fn require(path: &Path, what: &str) -> String {
     assert!(
         path.exists(),
-        "{what} is missing at {}: run `bash .ci/run`, or install the test peers by hand \
-         (`npm ci --prefix tests/peers`, `python3 -m venv tests/peers/.venv && \
-         tests/peers/.venv/bin/pip install -r tests/peers/requirements.txt`)",
+        "{what} is missing at {}: run `bash tests/peers/install.sh` \
+         (`cargo xtask ci` runs it first)",
         path.display()
     );
     path.to_string_lossy().into_owned()

@@ -2,7 +2,10 @@
 //!
 //! Agent code never knows which sandbox it runs in. Every implementation resolves paths
 //! against its root and refuses any path that would escape it (`..`, absolute paths outside the
-//! root, symlinks pointing out, NUL bytes) with [`FlueError::PathOutsideSandbox`].
+//! root, symlinks pointing out, NUL bytes) with [`FlueError::PathOutsideSandbox`], and any path
+//! that reaches flue's own store (`.flue`) or a secrets file (a name starting with `.env`), at
+//! any depth and through symlinks too, with [`FlueError::ProtectedPath`]; listings leave those
+//! names out.
 
 mod local;
 mod vfs;
@@ -19,6 +22,12 @@ use crate::util::BoxFuture;
 
 pub use local::{CommandLauncher, LocalSandbox};
 pub use vfs::{VIRTUAL_ROOT, VirtualLimits, VirtualSandbox, VirtualSandboxBuilder};
+
+/// The directory of flue's own files in a workspace: the store, its audit log and trash.
+pub(crate) const STORE_DIR_NAME: &str = ".flue";
+
+/// Names starting with this are secrets files (`.env`, `.env.local`, `.envrc`, ...).
+pub(crate) const SECRETS_NAME_PREFIX: &str = ".env";
 
 /// Exit code reported when a command hits its timeout.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
@@ -222,4 +231,40 @@ pub fn normalize_path(cwd: &str, path: &str) -> Result<String> {
         }
     }
     Ok(format!("/{}", parts.join("/")))
+}
+
+/// Why one path component is off limits to a sandbox's file operations, if it is.
+///
+/// `.flue` holds flue's conversation store, audit log and trash; a name starting with `.env`
+/// holds secrets such as API keys. Both are refused at any depth below the root, whether named
+/// directly or reached through a symlink, and left out of listings.
+pub fn protected_name(name: &str) -> Option<&'static str> {
+    if name == STORE_DIR_NAME {
+        Some("`.flue/` holds flue's conversation store, audit log and trash")
+    } else if name.starts_with(SECRETS_NAME_PREFIX) {
+        Some("`.env*` files hold secrets such as API keys")
+    } else {
+        None
+    }
+}
+
+/// Refuses `abs` (an absolute, normalized sandbox path) when a component of it below `root` is
+/// protected ([`protected_name`]), with [`FlueError::ProtectedPath`] naming `shown`.
+pub fn check_protected(root: &str, abs: &str, shown: &str) -> Result<()> {
+    let below = if root == "/" {
+        Some(abs)
+    } else {
+        abs.strip_prefix(root.trim_end_matches('/'))
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    let Some(below) = below else {
+        return Ok(());
+    };
+    match below.split('/').find_map(protected_name) {
+        Some(reason) => Err(FlueError::ProtectedPath {
+            path: shown.to_owned(),
+            reason: reason.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }

@@ -19,6 +19,7 @@ mod roles;
 mod rules;
 mod sandbox_contract;
 mod sandbox_local;
+mod sandbox_race;
 mod sandbox_virtual;
 mod sandboxes;
 mod scripted;

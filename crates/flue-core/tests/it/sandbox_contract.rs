@@ -4,7 +4,9 @@
 //! the suite with `sandbox_contract!(backend)`. The suite covers path confinement (the
 //! escape corpus), the file operations and their error kinds, `exec` (output, exit code,
 //! cwd, env, timeout, abort), and what sessions and harnesses do on top of a sandbox
-//! (`session.shell` records, `harness.shell` and `fs` do not). flue-connectors includes this
+//! (`session.shell` records, `harness.shell` and `fs` do not), and the protected paths (`.flue`,
+//! `.env*`: refused by every operation and every file tool, hidden from listings, glob and
+//! search). flue-connectors includes this
 //! file too, so the isolated and Daytona sandboxes run the same suite.
 
 use std::any::Any;
@@ -47,6 +49,11 @@ macro_rules! sandbox_contract {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn every_operation_refuses_paths_that_escape_the_root() {
             crate::sandbox_contract::escape_corpus($backend().await).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn the_store_and_secrets_files_are_refused_and_hidden() {
+            crate::sandbox_contract::protected_paths($backend().await).await;
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,6 +227,141 @@ pub async fn escape_corpus(backend: Backend) {
     for link in ["out_dir", "host_file", "dangling", "dangling_dir"] {
         assert!(names.iter().any(|name| name == link), "{link} was removed");
     }
+}
+
+/// The protected layout, made by a command: a store, secrets at the root and deeper, and
+/// symlinks leading to them.
+async fn protected_layout(sandbox: &dyn Sandbox) {
+    run_ok(
+        sandbox,
+        "mkdir -p .flue/trash sub && echo db > .flue/flue.db && echo KEY=sk-live-123 > .env && \
+         echo KEY=sk-local-456 > .env.local && echo KEY=sk-sub-789 > sub/.env && \
+         echo visible > sub/notes.txt && ln -s .env env_link && ln -s .flue flue_link && \
+         ln -s sub/.env sub_env_link",
+    )
+    .await;
+}
+
+pub async fn protected_paths(backend: Backend) {
+    let sandbox = backend.sandbox.as_ref();
+    protected_layout(sandbox).await;
+    let cwd = sandbox.cwd().to_owned();
+    let absolute = format!("{cwd}/.env");
+    let corpus = [
+        ".env",
+        ".env.local",
+        ".env.new",
+        ".flue",
+        ".flue/flue.db",
+        ".flue/trash",
+        ".flue/new.txt",
+        "sub/.env",
+        "./sub/../.env",
+        absolute.as_str(),
+        "env_link",
+        "flue_link",
+        "flue_link/flue.db",
+        "sub_env_link",
+    ];
+    let mut actual = Vec::new();
+    let mut expected = Vec::new();
+    for path in corpus {
+        let outcomes = probe(sandbox, path).await;
+        expected.extend(
+            outcomes
+                .iter()
+                .map(|(op, path, _)| (op.clone(), path.clone(), "protected_path".to_owned())),
+        );
+        actual.extend(outcomes);
+    }
+    assert_eq!(actual, expected);
+    let err = sandbox.read_file(".env").await.unwrap_err();
+    assert!(
+        matches!(&err, FlueError::ProtectedPath { path, .. } if path == ".env"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("secrets"), "{err}");
+
+    // Listings leave them out; the links stay (they are the agent's own files).
+    assert_eq!(
+        sandbox.readdir(".").await.unwrap(),
+        vec!["env_link", "flue_link", "sub", "sub_env_link"]
+    );
+    assert_eq!(sandbox.readdir("sub").await.unwrap(), vec!["notes.txt"]);
+
+    // The file tools refuse them with a tool error naming the path, and never show them.
+    let ctx = ToolContext::new(Arc::clone(&backend.sandbox))
+        .with_cancel(CancellationToken::new())
+        .with_instance_id("contract")
+        .with_session("default")
+        .with_cwd(backend.sandbox.cwd());
+    let tool_error = |tool: &'static str, input: Value| {
+        let ctx = ctx.clone();
+        async move {
+            let err = builtin_tool(tool)
+                .unwrap()
+                .call(input.clone(), &ctx)
+                .await
+                .unwrap_err();
+            (tool, err.kind)
+        }
+    };
+    let refusals = vec![
+        tool_error("read_file", json!({"path": ".env"})).await,
+        tool_error("read_file", json!({"path": "env_link"})).await,
+        tool_error("delete_file", json!({"path": ".flue/flue.db"})).await,
+        tool_error(
+            "move_file",
+            json!({"source": ".flue/flue.db", "destination": "db.bak"}),
+        )
+        .await,
+        tool_error(
+            "move_file",
+            json!({"source": "sub/notes.txt", "destination": ".env"}),
+        )
+        .await,
+        tool_error(
+            "create_file",
+            json!({"path": ".flue/x.txt", "content": "x"}),
+        )
+        .await,
+        tool_error("list_directory", json!({"path": ".flue"})).await,
+    ];
+    assert_eq!(
+        refusals,
+        vec![
+            ("read_file", "protected_path".to_owned()),
+            ("read_file", "protected_path".to_owned()),
+            ("delete_file", "protected_path".to_owned()),
+            ("move_file", "protected_path".to_owned()),
+            ("move_file", "protected_path".to_owned()),
+            ("create_file", "protected_path".to_owned()),
+            ("list_directory", "protected_path".to_owned()),
+        ]
+    );
+    let found = builtin_tool("search_files")
+        .unwrap()
+        .call(json!({"pattern": "sk-"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(found["data"]["matches"], json!([]), "{found}");
+    let globbed = builtin_tool("glob")
+        .unwrap()
+        .call(json!({"pattern": "**/.env*"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(globbed["data"]["matches"], json!([]), "{globbed}");
+    // A directory holding a protected entry is not removed.
+    let rm_all = RmOptions {
+        recursive: true,
+        force: false,
+    };
+    assert_eq!(kind_of(&sandbox.rm("sub", rm_all).await), "protected_path");
+    // Nothing was changed: the file under `sub` is still there and was not moved.
+    assert_eq!(
+        sandbox.read_file("sub/notes.txt").await.unwrap(),
+        "visible\n"
+    );
 }
 
 pub async fn error_names_the_path(backend: Backend) {

@@ -380,3 +380,129 @@ async fn a_launcher_wraps_each_command() {
         .unwrap();
     assert_eq!(res.exit_code, TIMEOUT_EXIT_CODE);
 }
+
+/// Swaps `a` and `b` atomically (both stay present), as a racer on the host would.
+fn exchange(a: &Path, b: &Path) -> bool {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a,
+        rustix::fs::CWD,
+        b,
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_never_leads_a_file_tool_out() {
+    use crate::sandbox_race::{OUTSIDE_SECRET, hammer, prepare};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let root = TempDir::new().unwrap();
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
+    let sandbox = Arc::new(LocalSandbox::new(root.path()).unwrap());
+    prepare(sandbox.as_ref()).await;
+    let dir = root.path().join("d");
+    let to_outside = root.path().join("l_out");
+    let to_proc = root.path().join("l_proc");
+    symlink(outside.path(), &to_outside).unwrap();
+    symlink("/proc/self", &to_proc).unwrap();
+
+    // The racer: a host thread that keeps `d` a directory half of the time and a symlink out
+    // of the root (to the outside directory, then to /proc/self) the other half.
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicUsize::new(0));
+    let racer = {
+        let (stop, swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for link in [&to_outside, &to_proc] {
+                    if exchange(&dir, link) {
+                        std::thread::yield_now();
+                        assert!(exchange(&dir, link), "swap back");
+                        swaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    let report = hammer(sandbox, 4, Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    racer.join().unwrap();
+
+    let swaps = swaps.load(Ordering::Relaxed);
+    eprintln!(
+        "local race: {} calls ({} succeeded), {swaps} swaps, {} escapes",
+        report.calls,
+        report.succeeded,
+        report.escapes.len()
+    );
+    assert!(report.calls >= 1_000, "{report:?}");
+    assert!(report.succeeded >= 100, "{report:?}");
+    assert!(swaps >= 100, "{swaps} swaps");
+    assert_eq!(report.escapes, Vec::<String>::new());
+    // Nothing was created, changed or removed outside.
+    assert_eq!(
+        host_state(outside.path()),
+        (vec!["secret.txt".to_owned()], OUTSIDE_SECRET.to_owned())
+    );
+}
+
+#[tokio::test]
+async fn symlinks_are_walked_by_hand_inside_the_root_only() {
+    let fx = fixture();
+    let root = fx.root.path().canonicalize().unwrap();
+    let link = |target: &str, name: &str| symlink(target, root.join(name)).unwrap();
+    // An absolute link into the root, a relative one with `..` that stays inside, a chain.
+    link(&root.join("a.txt").display().to_string(), "absolute");
+    link("sub/../a.txt", "climbs_back");
+    link("absolute", "chain");
+    link("..", "sub/up");
+    // Out: `..` past the root, through a link in a subdirectory; and a loop.
+    link("../../etc/passwd", "sub/out");
+    link("loop_b", "loop_a");
+    link("loop_a", "loop_b");
+    let read = |path: &'static str| {
+        let sandbox = fx.sandbox.clone();
+        async move {
+            match sandbox.read_file(path).await {
+                Ok(text) => text,
+                Err(err) => err.kind().to_owned(),
+            }
+        }
+    };
+    assert_eq!(
+        [
+            read("absolute").await,
+            read("climbs_back").await,
+            read("chain").await,
+            read("sub/up/a.txt").await,
+            read("sub/up/sub/up/a.txt").await,
+            read("sub/out").await,
+            read("sub/up/sub/out").await,
+            read("loop_a").await,
+        ],
+        [
+            "hello\n",
+            "hello\n",
+            "hello\n",
+            "hello\n",
+            "hello\n",
+            "outside_workspace",
+            "outside_workspace",
+            "sandbox_error",
+        ]
+    );
+    // A write through a chain lands inside, creating the missing parents there.
+    link("sub/new", "to_new");
+    fx.sandbox
+        .write_file("to_new/deep/f.txt", b"made")
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("sub/new/deep/f.txt")).unwrap(),
+        "made"
+    );
+}

@@ -1,16 +1,19 @@
 //! [`LocalSandbox`]: a host directory used as the sandbox.
 //!
 //! Sandbox paths are host paths. The canonical root is the working directory, relative paths
-//! resolve against it, and absolute paths must lie inside it. Every path is checked twice:
-//! lexically, then on the filesystem, so that no symlink (dangling ones included) leads out of
-//! the root. Commands run as `bash -c` in a process group of their own, with a cleared
-//! environment; the whole group is killed on timeout, on abort, and once the shell exits, so
-//! no process outlives the call.
+//! resolve against it, and absolute paths must lie inside it. Paths are checked lexically,
+//! then every file operation walks from a directory handle of the root held open for the
+//! sandbox's life (`beneath.rs`): one component at a time, never letting the kernel follow a
+//! symlink, so a directory swapped for a symlink between two steps (by the agent's own
+//! commands, running at the same time) cannot lead an operation out of the root. `.flue` and
+//! `.env*` entries are refused at any depth and left out of listings. Commands run as `bash
+//! -c` in a process group of their own, with a cleared environment; the whole group is killed
+//! on timeout, on abort, and once the shell exits, so no process outlives the call.
 //!
-//! Not defended: a race in which another process swaps a checked directory for a symlink
-//! between the check and the operation. The sandbox keeps an agent's paths in its root; it is
-//! not a security boundary against code running on the host.
+//! Commands are not confined: a local command is the user's own shell, which can read any
+//! file the user can (`.env` included). Confining commands is the isolated sandbox's job.
 
+mod beneath;
 #[cfg(test)]
 mod tests;
 
@@ -18,14 +21,14 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use rustix::fs::FileType;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -36,6 +39,7 @@ use crate::sandbox::{
     normalize_path,
 };
 use crate::util::BoxFuture;
+use beneath::{Failure, Tree};
 
 /// Host environment variables that commands see by default.
 const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
@@ -59,9 +63,6 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How often a terminating process group is checked for survivors.
 const KILL_POLL: Duration = Duration::from_millis(20);
 
-/// Symlinks followed while checking one path before giving up.
-const MAX_SYMLINK_HOPS: usize = 40;
-
 /// How a [`LocalSandbox`] starts the process of one command; the default is `bash -c COMMAND`.
 ///
 /// Connectors use it to wrap commands, for example in Linux namespaces. The sandbox keeps
@@ -80,7 +81,10 @@ pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
 /// The root is the working directory: [`Sandbox::cwd`] returns its canonical host path,
 /// relative paths resolve against it and absolute paths are accepted only inside it. A path
 /// that leads out of the root, lexically or through a symlink, is refused with
-/// [`FlueError::PathOutsideSandbox`].
+/// [`FlueError::PathOutsideSandbox`]; one that names or leads to `.flue` or a `.env*` file with
+/// [`FlueError::ProtectedPath`]. File operations are race-free: they walk from a handle of the
+/// root opened here, so nothing running at the same time (the agent's own commands included)
+/// can swap a checked directory for a symlink that leads them out.
 ///
 /// Commands run with `bash -c` in their own process group, with standard input closed and an
 /// environment made of an allow-list of host variables plus [`ExecOptions::env`]. Each output
@@ -99,6 +103,8 @@ pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
 #[derive(Clone, Debug)]
 pub struct LocalSandbox {
     root: PathBuf,
+    /// The root held open: every file operation walks from this handle.
+    tree: Arc<Tree>,
     root_text: String,
     env_allowlist: Vec<String>,
     output_limit: usize,
@@ -128,8 +134,11 @@ impl LocalSandbox {
                 format!("open sandbox root {shown}: the path is not valid UTF-8"),
             ));
         };
+        let tree =
+            Tree::open(&canonical).map_err(|err| io_error("open sandbox root", &shown, err))?;
         Ok(Self {
             root: canonical,
+            tree: Arc::new(tree),
             root_text,
             env_allowlist: DEFAULT_ENV_ALLOWLIST
                 .iter()
@@ -176,55 +185,38 @@ impl LocalSandbox {
         self
     }
 
-    /// Resolves `path` (relative to `base`) to a host path inside the root.
-    ///
-    /// The returned path is the lexical one, so a final symlink is not followed by callers
-    /// that use `symlink_metadata` or remove it.
-    async fn resolve(&self, base: &str, path: &str) -> Result<PathBuf> {
-        let outside = || FlueError::PathOutsideSandbox {
-            path: path.to_owned(),
+    /// The components of `path` below the root (relative paths start at the root), checked
+    /// lexically: `..` never climbs above the root and absolute paths lie inside it.
+    fn components(&self, path: &str) -> Result<Vec<OsString>> {
+        let lexical = PathBuf::from(normalize_path(&self.root_text, path)?);
+        let Ok(below) = lexical.strip_prefix(&self.root) else {
+            return Err(FlueError::PathOutsideSandbox {
+                path: path.to_owned(),
+            });
         };
-        let lexical = PathBuf::from(normalize_path(base, path)?);
-        if !lexical.starts_with(&self.root) {
-            return Err(outside());
-        }
-        match self.escapes(&lexical).await {
-            Ok(false) => Ok(lexical),
-            Ok(true) => Err(outside()),
-            Err(err) => Err(io_error("resolve", path, err)),
-        }
+        Ok(below
+            .components()
+            .map(|part| part.as_os_str().to_owned())
+            .collect())
     }
 
-    /// Whether the filesystem resolves `lexical` (absolute, normalized) to a place outside
-    /// the root: the deepest existing ancestor is canonicalized, and dangling symlinks are
-    /// followed by hand.
-    async fn escapes(&self, lexical: &Path) -> io::Result<bool> {
-        let mut current = lexical.to_path_buf();
-        for _ in 0..MAX_SYMLINK_HOPS {
-            let (existing, remainder) = deepest_existing(&current).await?;
-            // The missing part is created as written; `..` there could climb out after
-            // `create_dir_all` made the directories before it.
-            if remainder
-                .components()
-                .any(|part| !matches!(part, Component::Normal(_)))
-            {
-                return Ok(true);
-            }
-            match tokio::fs::canonicalize(&existing).await {
-                Ok(canonical) => return Ok(!canonical.starts_with(&self.root)),
-                Err(err) => {
-                    let metadata = tokio::fs::symlink_metadata(&existing).await?;
-                    if !metadata.file_type().is_symlink() {
-                        return Err(err);
-                    }
-                    // A dangling symlink (or chain): follow one hop and check again.
-                    let target = tokio::fs::read_link(&existing).await?;
-                    let parent = existing.parent().unwrap_or_else(|| Path::new("/"));
-                    current = parent.join(target).join(remainder);
-                }
-            }
-        }
-        Err(io::Error::from(Errno::ELOOP))
+    /// Runs `operation` on `path`'s components below the root on the blocking pool, and turns
+    /// its failure into a [`FlueError`] about `path`.
+    async fn beneath<T, F>(&self, verb: &'static str, path: &str, operation: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Tree, &[OsString]) -> beneath::Outcome<T> + Send + 'static,
+    {
+        let components = self.components(path)?;
+        let tree = Arc::clone(&self.tree);
+        let outcome = tokio::task::spawn_blocking(move || operation(&tree, &components))
+            .await
+            .map_err(|err| FlueError::Sandbox {
+                message: format!("{verb} {path}: the file operation did not finish"),
+                reason: SandboxErrorReason::Other,
+                source: Some(BoxError::from(err)),
+            })?;
+        outcome.map_err(|failure| failure_error(verb, path, failure))
     }
 
     /// The environment of a command: allow-listed host variables, then the options' ones.
@@ -245,121 +237,57 @@ impl LocalSandbox {
     }
 
     async fn read_bytes(&self, path: &str) -> Result<Vec<u8>> {
-        let host_path = self.resolve(&self.root_text, path).await?;
-        let metadata = tokio::fs::metadata(&host_path)
-            .await
-            .map_err(|err| io_error("read", path, err))?;
-        if metadata.is_dir() {
-            return Err(FlueError::sandbox(
-                SandboxErrorReason::IsDirectory,
-                format!("read {path}: is a directory"),
-            ));
-        }
-        tokio::fs::read(&host_path)
-            .await
-            .map_err(|err| io_error("read", path, err))
+        self.beneath("read", path, Tree::read).await
     }
 
     async fn write(&self, path: &str, content: &[u8]) -> Result<()> {
-        let host_path = self.resolve(&self.root_text, path).await?;
-        if let Some(parent) = host_path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|err| {
-                // `create_dir_all` reports a file in the way as "already exists".
-                if err.kind() == io::ErrorKind::AlreadyExists {
-                    return not_a_directory_in_the_way("write", path, err);
-                }
-                io_error("write", path, err)
-            })?;
-        }
-        tokio::fs::write(&host_path, content)
-            .await
-            .map_err(|err| io_error("write", path, err))
+        let content = content.to_vec();
+        self.beneath("write", path, move |tree, components| {
+            tree.write(components, &content)
+        })
+        .await
     }
 
     async fn stat_path(&self, path: &str) -> Result<FileStat> {
-        let host_path = self.resolve(&self.root_text, path).await?;
-        let metadata = tokio::fs::symlink_metadata(&host_path)
-            .await
-            .map_err(|err| io_error("stat", path, err))?;
-        let file_type = metadata.file_type();
-        let mtime_ms = metadata
-            .modified()
-            .ok()
-            .and_then(|modified| modified.duration_since(UNIX_EPOCH).ok())
-            .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+        let stat = self.beneath("stat", path, Tree::stat).await?;
         Ok(FileStat {
-            is_file: file_type.is_file(),
-            is_dir: file_type.is_dir(),
-            is_symlink: Some(file_type.is_symlink()),
-            size: Some(metadata.len()),
-            mtime_ms,
+            is_file: stat.file_type == FileType::RegularFile,
+            is_dir: stat.file_type == FileType::Directory,
+            is_symlink: Some(stat.file_type == FileType::Symlink),
+            size: Some(stat.size),
+            mtime_ms: stat.mtime_ms,
         })
     }
 
     async fn list(&self, path: &str) -> Result<Vec<String>> {
-        let host_path = self.resolve(&self.root_text, path).await?;
-        let mut entries = tokio::fs::read_dir(&host_path)
-            .await
-            .map_err(|err| io_error("list", path, err))?;
-        let mut names = Vec::new();
-        while let Some(entry) = entries
-            .next_entry()
-            .await
-            .map_err(|err| io_error("list", path, err))?
-        {
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
+        let names = self.beneath("list", path, Tree::list).await?;
+        let mut names: Vec<String> = names
+            .into_iter()
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
         names.sort();
         Ok(names)
     }
 
     async fn make_dir(&self, path: &str, options: MkdirOptions) -> Result<()> {
-        let host_path = self.resolve(&self.root_text, path).await?;
-        if !options.recursive {
-            return tokio::fs::create_dir(&host_path)
-                .await
-                .map_err(|err| io_error("create directory", path, err));
-        }
-        match tokio::fs::create_dir_all(&host_path).await {
-            Ok(()) => Ok(()),
-            // A file in the way: the path itself (it exists), or one of its parents.
-            Err(err)
-                if err.kind() == io::ErrorKind::AlreadyExists
-                    && tokio::fs::symlink_metadata(&host_path).await.is_err() =>
-            {
-                Err(not_a_directory_in_the_way("create directory", path, err))
-            }
-            Err(err) => Err(io_error("create directory", path, err)),
-        }
+        self.beneath("create directory", path, move |tree, components| {
+            tree.mkdir(components, options.recursive)
+        })
+        .await
     }
 
     async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
-        let host_path = self.resolve(&self.root_text, path).await?;
-        if host_path == self.root {
-            return Err(FlueError::sandbox(
-                SandboxErrorReason::PermissionDenied,
-                format!("remove {path}: refusing to remove the sandbox root"),
-            ));
-        }
-        let metadata = match tokio::fs::symlink_metadata(&host_path).await {
-            Ok(metadata) => metadata,
-            Err(err) if options.force && err.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(err) => return Err(io_error("remove", path, err)),
-        };
-        let res = if metadata.is_dir() {
-            if !options.recursive {
-                return Err(FlueError::sandbox(
-                    SandboxErrorReason::IsDirectory,
-                    format!("remove {path}: is a directory (set recursive to remove it)"),
-                ));
-            }
-            tokio::fs::remove_dir_all(&host_path).await
-        } else {
-            tokio::fs::remove_file(&host_path).await
-        };
+        let res = self
+            .beneath("remove", path, move |tree, components| {
+                tree.remove(components, options.recursive)
+            })
+            .await;
         match res {
-            Err(err) if options.force && err.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other.map_err(|err| io_error("remove", path, err)),
+            Err(FlueError::Sandbox {
+                reason: SandboxErrorReason::NotFound,
+                ..
+            }) if options.force => Ok(()),
+            other => other,
         }
     }
 
@@ -369,16 +297,15 @@ impl LocalSandbox {
             return Err(FlueError::Aborted);
         }
         let cwd_text = options.cwd.as_deref().unwrap_or(&self.root_text);
-        let cwd = self.resolve(&self.root_text, cwd_text).await?;
-        let metadata = tokio::fs::metadata(&cwd)
-            .await
-            .map_err(|err| io_error("run in", cwd_text, err))?;
-        if !metadata.is_dir() {
-            return Err(FlueError::sandbox(
-                SandboxErrorReason::NotADirectory,
-                format!("run in {cwd_text}: not a directory"),
-            ));
-        }
+        // Checked race-free; the command then starts in it by path. A local command is the
+        // user's own shell (it can `cd` anywhere); an isolated one enters it inside its
+        // namespace, where only the workspace is writable.
+        self.beneath("run in", cwd_text, |tree, components| {
+            tree.check_dir(components)
+        })
+        .await?;
+        let mut cwd = self.root.clone();
+        cwd.extend(self.components(cwd_text)?);
 
         let argv = match &self.launcher {
             Some(launcher) => launcher.argv(command, &cwd)?,
@@ -673,31 +600,47 @@ fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(-1)
 }
 
-/// The deepest ancestor of `path` (itself included) that exists, without following a final
-/// symlink, and the missing rest.
-async fn deepest_existing(path: &Path) -> io::Result<(PathBuf, PathBuf)> {
-    let mut existing = path.to_path_buf();
-    let mut missing = Vec::new();
-    loop {
-        match tokio::fs::symlink_metadata(&existing).await {
-            Ok(_) => break,
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                match existing.components().next_back() {
-                    None | Some(Component::RootDir | Component::Prefix(_)) => return Err(err),
-                    Some(last) => missing.push(last.as_os_str().to_owned()),
-                }
-                existing.pop();
-            }
-            Err(err) => return Err(err),
+/// The error of a failed operation below the root, about `path` (as the caller gave it).
+fn failure_error(verb: &str, path: &str, failure: Failure) -> FlueError {
+    let (reason, text) = match failure {
+        Failure::Outside => {
+            return FlueError::PathOutsideSandbox {
+                path: path.to_owned(),
+            };
         }
-    }
-    let remainder = missing.iter().rev().collect::<PathBuf>();
-    Ok((existing, remainder))
+        Failure::Protected(reason) => {
+            return FlueError::ProtectedPath {
+                path: path.to_owned(),
+                reason: reason.to_owned(),
+            };
+        }
+        Failure::Io(err) => return io_error(verb, path, err),
+        Failure::Unstable => (
+            SandboxErrorReason::Other,
+            "the path kept changing while it was resolved; retry",
+        ),
+        Failure::TooManyLinks => (
+            SandboxErrorReason::Other,
+            "too many levels of symbolic links",
+        ),
+        Failure::TooDeep => (
+            SandboxErrorReason::LimitExceeded,
+            "the tree is too deep to remove (more than 256 levels)",
+        ),
+        Failure::NotRegular => (
+            SandboxErrorReason::Unsupported,
+            "not a regular file or directory",
+        ),
+        Failure::IsRoot => (
+            SandboxErrorReason::PermissionDenied,
+            "refusing to remove the sandbox root",
+        ),
+        Failure::NeedsRecursive => (
+            SandboxErrorReason::IsDirectory,
+            "is a directory (set recursive to remove it)",
+        ),
+    };
+    FlueError::sandbox(reason, format!("{verb} {path}: {text}"))
 }
 
 /// A sandbox error for a failed I/O operation on `path` (as the caller gave it).
@@ -726,15 +669,6 @@ fn io_error(operation: &str, path: &str, err: io::Error) -> FlueError {
     FlueError::Sandbox {
         message: format!("{operation} {path}: {description}"),
         reason,
-        source: Some(BoxError::from(err)),
-    }
-}
-
-/// A sandbox error for a file standing where a parent directory of `path` should be.
-fn not_a_directory_in_the_way(operation: &str, path: &str, err: io::Error) -> FlueError {
-    FlueError::Sandbox {
-        message: format!("{operation} {path}: a parent is not a directory"),
-        reason: SandboxErrorReason::NotADirectory,
         source: Some(BoxError::from(err)),
     }
 }

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
 use crate::sandbox::{
     ExecOptions, FileStat, MkdirOptions, RmOptions, Sandbox, ShellResult, TIMEOUT_EXIT_CODE,
-    normalize_path,
+    check_protected, normalize_path, protected_name,
 };
 use crate::util::BoxFuture;
 
@@ -482,6 +482,7 @@ impl VirtualSandbox {
         if !self.is_inside(&lexical) {
             return Err(outside());
         }
+        check_protected(&self.shared.root, &lexical, path)?;
         let lexical = PathBuf::from(lexical);
         let (parent, name) = match (lexical.parent(), lexical.file_name()) {
             (Some(parent), Some(name)) if lexical != Path::new(&self.shared.root) => {
@@ -541,6 +542,13 @@ impl VirtualSandbox {
         todo.reverse();
         let mut hops = 0;
         while let Some(part) = todo.pop() {
+            // Reaching flue's store or a secrets file through a symlink is refused too.
+            if let Some(reason) = protected_name(&part) {
+                return Err(FlueError::ProtectedPath {
+                    path: shown.to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
             let candidate = done.join(&part);
             let Ok(metadata) = self.shared.fs.lstat(&candidate).await else {
                 todo.reverse();
@@ -687,7 +695,11 @@ impl VirtualSandbox {
             .read_dir(&resolved.path)
             .await
             .map_err(|err| vfs_error("list", path, err))?;
-        let mut names: Vec<String> = entries.into_iter().map(|entry| entry.name).collect();
+        let mut names: Vec<String> = entries
+            .into_iter()
+            .map(|entry| entry.name)
+            .filter(|name| protected_name(name).is_none())
+            .collect();
         names.sort();
         Ok(names)
     }
@@ -734,6 +746,30 @@ impl VirtualSandbox {
             .map_err(|err| vfs_error("create directory", path, err))
     }
 
+    /// Why the tree below the directory `dir` holds a protected entry, if it does (symlinks
+    /// are not followed).
+    async fn protected_below(&self, dir: &Path) -> Result<Option<&'static str>> {
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            let shown = dir.to_string_lossy();
+            let entries = self
+                .shared
+                .fs
+                .read_dir(&dir)
+                .await
+                .map_err(|err| vfs_error("remove", &shown, err))?;
+            for entry in entries {
+                if let Some(reason) = protected_name(&entry.name) {
+                    return Ok(Some(reason));
+                }
+                if entry.metadata.file_type == FileType::Directory {
+                    pending.push(dir.join(&entry.name));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     async fn remove(&self, path: &str, options: RmOptions) -> Result<()> {
         let resolved = self.resolve(path, Follow::NotFinal).await?;
         if resolved.path == Path::new(&self.shared.root) {
@@ -751,6 +787,15 @@ impl VirtualSandbox {
                     SandboxErrorReason::IsDirectory,
                     format!("remove {path}: is a directory (set recursive to remove it)"),
                 ));
+            }
+            Found::Entry(FileType::Directory) => {
+                // A tree holding a protected entry is refused whole, as in the local sandbox.
+                if let Some(reason) = self.protected_below(&resolved.path).await? {
+                    return Err(FlueError::ProtectedPath {
+                        path: path.to_owned(),
+                        reason: reason.to_owned(),
+                    });
+                }
             }
             Found::Entry(_) => {}
         }

@@ -139,6 +139,18 @@ impl FileError {
                 format!("{shown} is outside the workspace"),
                 default_action(kind),
             ),
+            "protected_path" => {
+                let reason = if let FlueError::ProtectedPath { reason, .. } = err {
+                    reason.as_str()
+                } else {
+                    "flue keeps it from agents"
+                };
+                Self::new(
+                    kind,
+                    format!("{shown} is protected and cannot be used by tools: {reason}"),
+                    default_action(kind),
+                )
+            }
             "not_a_directory" => Self::new(
                 kind,
                 format!("{shown}: a parent of this path is a file, not a directory"),
@@ -176,6 +188,10 @@ pub(crate) fn default_action(kind: &str) -> &'static str {
         "outside_workspace" => {
             "Use a path inside the workspace: relative to the working directory, or absolute \
              inside it."
+        }
+        "protected_path" => {
+            "Leave this path alone: flue's store (.flue/) and secrets files (.env*) are off \
+             limits; work on other files."
         }
         "patch_conflict" => "Re-read the file and rebuild the change from its current content.",
         "aborted" => "The operation was aborted; nothing more to do.",
