@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flue_core::{
-    BatchBody, ConversationKey, ConversationStore, Offset, Record, SessionKey, SessionStore,
-    SqliteStore,
+    BatchBody, ConversationKey, ConversationStore, DeliveredMessage, Offset, Record, SessionKey,
+    SessionStore, SqliteStore,
 };
 use pretty_assertions::assert_eq;
 
@@ -110,6 +110,8 @@ struct Stored {
     tool_results: Vec<(String, bool)>,
     /// Settlement count per admitted submission id.
     settlements: BTreeMap<String, usize>,
+    /// The admitted messages' texts, in admission order.
+    admitted: Vec<String>,
 }
 
 fn stored(ws: &Workspace, id: &str) -> Stored {
@@ -146,13 +148,21 @@ fn stored(ws: &Workspace, id: &str) -> Stored {
             }
         }
         let mut settlements = BTreeMap::new();
+        let mut admitted = Vec::new();
         let mut after = Offset::START;
         loop {
             let page = store.read_stream(&key, after, 1000).await.unwrap();
             for batch in &page.batches {
                 match &batch.body {
-                    BatchBody::Admitted { submission_id, .. } => {
+                    BatchBody::Admitted {
+                        submission_id,
+                        message,
+                        ..
+                    } => {
                         settlements.entry(submission_id.clone()).or_insert(0);
+                        if let DeliveredMessage::User { body, .. } = message {
+                            admitted.push(body.clone());
+                        }
                     }
                     BatchBody::Settled(settlement) => {
                         *settlements
@@ -171,6 +181,7 @@ fn stored(ws: &Workspace, id: &str) -> Stored {
             users,
             tool_results,
             settlements,
+            admitted,
         }
     })
 }
@@ -384,4 +395,47 @@ fn no_wait_fails_with_session_busy_naming_the_owner() {
     assert_eq!(json(&a)["message"], "done 0");
     // The refused message was not admitted.
     assert_eq!(stored(&ws, "n").users, vec!["step 0".to_owned()]);
+}
+
+#[test]
+fn three_runs_at_once_are_answered_in_admission_order() {
+    let ws = worker(6, "0.1");
+    let mut messages = Vec::new();
+    for round in 0..2u64 {
+        let first = 3 * round;
+        let mut a = spawn_run(&ws, "t", &format!("step {first}"), &[]);
+        let lines = wait_for_line(&mut a, "-> bash", Duration::from_secs(20));
+        assert!(lines.iter().any(|l| l.contains("-> bash")), "{lines:?}");
+        let others: Vec<Child> = [first + 1, first + 2]
+            .iter()
+            .map(|step| spawn_run(&ws, "t", &format!("step {step}"), &[]))
+            .collect();
+        let mut outputs = vec![a.wait_with_output().unwrap()];
+        outputs.extend(others.into_iter().map(|c| c.wait_with_output().unwrap()));
+        for (output, step) in outputs.iter().zip(first..) {
+            assert!(output.status.success(), "{}", stderr(output));
+            assert_eq!(json(output)["message"], format!("done {step}"));
+        }
+        messages.extend((first..first + 3).map(|step| format!("step {step}")));
+    }
+    let stored = stored(&ws, "t");
+    // One at a time, first in first out: the log holds the messages in admission order, each
+    // turn whole (no interrupted call), and every submission settled once.
+    assert_eq!(stored.users, stored.admitted);
+    let mut sorted = stored.users.clone();
+    sorted.sort();
+    let mut expected = messages.clone();
+    expected.sort();
+    assert_eq!(sorted, expected);
+    assert!(stored.tool_results.iter().all(|(_, is_error)| !is_error));
+    let expected_effects: Vec<String> = stored
+        .admitted
+        .iter()
+        .flat_map(|message| {
+            let step = message.trim_start_matches("step ");
+            [format!("{step}.a"), format!("{step}.b")]
+        })
+        .collect();
+    assert_eq!(effects(ws.root()), expected_effects);
+    check_invariants(&ws, "t", &BTreeSet::new(), &messages);
 }
