@@ -6,7 +6,9 @@
 //! random delay, then runs a second child that recovers until nothing is pending. Counted over
 //! all trials: every admitted submission settles exactly once, no acknowledged submission is
 //! lost, no tool call ran twice, completed replies are right, and every session loads
-//! well-formed.
+//! well-formed. A second test runs three such processes at once on one database: they share
+//! two conversations without interleaving, in admission order, and none takes over another's
+//! running work.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -87,9 +89,16 @@ async fn crash_worker() {
         (Some("dispatch"), Some(dir)) => {
             let dir = Path::new(&dir);
             let store = Arc::new(SqliteStore::open(&dir.join("flue.db")).unwrap());
-            let runtime = runtime(store, &settings(dir)).await;
+            let runtime = runtime(store.clone(), &settings(dir)).await;
             dispatch_all(&runtime).await;
             println!("ALL_SETTLED");
+            if std::env::var_os("FLUE_CRASH_WAIT_ALL").is_some() {
+                // Stay until the other processes' work is done too, so nobody's attempt is
+                // cut short by this one's shutdown.
+                while !store.pending_conversations().await.unwrap().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
             runtime.shutdown().await.unwrap();
         }
         (Some("recover"), Some(dir)) => {
@@ -323,4 +332,84 @@ fn kill_9_at_random_instants_loses_nothing_and_repeats_no_tool_call() {
         interrupted >= TRIALS / 3,
         "only {interrupted} of {TRIALS} kills hit running work; the trial timing needs tuning"
     );
+}
+
+#[test]
+fn concurrent_processes_on_one_conversation_keep_fifo_and_never_hijack() {
+    const PROCESSES: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "submission_crash::crash_worker",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                    "-q",
+                ])
+                .env("FLUE_CRASH_MODE", "dispatch")
+                .env("FLUE_CRASH_DIR", dir.path())
+                .env("FLUE_CRASH_WAIT_ALL", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut acked = BTreeSet::new();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success());
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert!(stdout.contains("ALL_SETTLED"));
+        acked.extend(
+            stdout
+                .lines()
+                .filter_map(|line| line.strip_prefix("ACK ").map(str::to_owned)),
+        );
+    }
+    assert_eq!(acked.len(), PROCESSES * MESSAGES.len());
+    let store = Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let report = check(&store, dir.path(), &acked).await;
+        assert_eq!(report.settled, acked.len());
+        // Live owners are never taken over: one attempt each, no call answered `interrupted`.
+        assert_eq!((report.resumed, report.interrupted_calls), (0, 0));
+        for key in conversations() {
+            let page = store
+                .read_stream(&key, Offset::START, 100_000)
+                .await
+                .unwrap();
+            let mut admitted = Vec::new();
+            let mut started = Vec::new();
+            let mut running: Option<String> = None;
+            for batch in &page.batches {
+                match &batch.body {
+                    BatchBody::Admitted { submission_id, .. } => {
+                        admitted.push(submission_id.clone());
+                    }
+                    BatchBody::Started { submission_id, .. } => {
+                        assert_eq!(running, None, "two submissions ran at once");
+                        running = Some(submission_id.clone());
+                        started.push(submission_id.clone());
+                    }
+                    BatchBody::Records { .. } => {
+                        assert_eq!(batch.submission_id, running, "records interleaved");
+                    }
+                    BatchBody::Settled(settlement) => {
+                        assert_eq!(running.as_deref(), Some(settlement.submission_id.as_str()));
+                        running = None;
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(started, admitted, "processing order is admission order");
+        }
+    });
 }
