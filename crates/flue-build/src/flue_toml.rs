@@ -17,7 +17,7 @@ use crate::diagnostic::Diagnostic;
 use crate::fields;
 use crate::mcp::{self, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
 use crate::providers::{self, ProviderSettings, RawProvider};
-use crate::sandbox::{SandboxOptions, SandboxSettings, SeedSetting, unsupported};
+use crate::sandbox::{self, SandboxOptions, SandboxSettings, SeedSetting, unsupported};
 use crate::suggest::did_you_mean;
 
 /// The workspace path of the settings file.
@@ -295,7 +295,17 @@ fn sandbox_settings(
         lines.push(("seed", line_of(text, &seed.span())));
         match seed.get_ref() {
             toml::Value::String(dir) if !dir.trim().is_empty() => {
-                options.seed = Some(SeedSetting::Dir(dir.clone()));
+                match sandbox::seed_dir("sandbox.seed", dir) {
+                    Ok(setting) => options.seed = Some(setting),
+                    Err(message) => {
+                        diagnostics.push(Diagnostic::at(
+                            PATH,
+                            line_of(text, &seed.span()),
+                            message,
+                        ));
+                        valid = false;
+                    }
+                }
             }
             toml::Value::Boolean(false) => options.seed = Some(SeedSetting::Empty),
             _ => {
@@ -309,8 +319,15 @@ fn sandbox_settings(
         }
     }
     if let Some(exclude) = raw.exclude {
-        lines.push(("exclude", line_of(text, &exclude.span())));
-        options.exclude = Some(exclude.into_inner());
+        let line = line_of(text, &exclude.span());
+        lines.push(("exclude", line));
+        match sandbox::check_exclude("sandbox.exclude", exclude.into_inner()) {
+            Ok(names) => options.exclude = Some(names),
+            Err(message) => {
+                diagnostics.push(Diagnostic::at(PATH, line, message));
+                valid = false;
+            }
+        }
     }
     if let Some(network) = raw.network {
         lines.push(("network", line_of(text, &network.span())));

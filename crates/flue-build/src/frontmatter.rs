@@ -4,11 +4,14 @@
 //! body is everything after it. gray_matter's YAML engine parses the frontmatter text as it
 //! stands in the file, so parser positions and key lines map straight to file lines.
 
+use std::collections::HashMap;
+
 use gray_matter::Pod;
 use gray_matter::engine::{Engine, YAML};
 
 use crate::diagnostic::Diagnostic;
 use crate::fields::describe;
+use crate::yaml_limits;
 
 /// File line of the first frontmatter line (line 1 is the opening `---`).
 pub(crate) const FIRST_LINE: usize = 2;
@@ -26,10 +29,14 @@ pub(crate) struct Document {
 /// Finds the file line of a (possibly nested) frontmatter key by scanning the raw text.
 pub(crate) struct KeyLines {
     lines: Vec<String>,
+    /// The line index of each top-level key, by the key as written: looking keys up one scan
+    /// at a time made a frontmatter of thousands of keys take seconds.
+    top_level: HashMap<String, usize>,
 }
 
 /// Splits and parses `text`, the content of the file at `path`. Structural problems (empty file,
-/// unclosed frontmatter, YAML syntax, non-mapping frontmatter) become diagnostics and `None`.
+/// unclosed frontmatter, YAML syntax, non-mapping frontmatter, frontmatter beyond the limits
+/// of [`yaml_limits`]) become diagnostics and `None`.
 ///
 /// A file that does not open with `---` has no frontmatter: it is all body.
 pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<Document> {
@@ -46,7 +53,7 @@ pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -
     if !opens {
         return Some(Document {
             fields: Vec::new(),
-            lines: KeyLines { lines: Vec::new() },
+            lines: KeyLines::new(Vec::new()),
             body: tidy_body(text),
         });
     }
@@ -68,13 +75,21 @@ pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -
         return None;
     }
     let body: String = lines.collect();
-    let key_lines = KeyLines {
-        lines: matter.lines().map(str::to_owned).collect(),
-    };
+    if let Err(exceeded) = yaml_limits::check(&matter) {
+        diagnostics.push(Diagnostic::at(
+            path,
+            exceeded.line + FIRST_LINE - 1,
+            exceeded.message,
+        ));
+        return None;
+    }
+    let key_lines = KeyLines::new(matter.lines().map(str::to_owned).collect());
     let fields = match YAML::parse(&matter) {
         Ok(Pod::Hash(map)) => {
             let mut fields: Vec<(String, Pod)> = map.into_iter().collect();
-            fields.sort_by(|(a, _), (b, _)| (key_lines.top(a), a).cmp(&(key_lines.top(b), b)));
+            // Each key's line is looked up once (a scan of the frontmatter): looking it up in
+            // every comparison made thousands of keys take minutes.
+            fields.sort_by_cached_key(|(key, _)| (key_lines.top(key), key.clone()));
             fields
         }
         Ok(Pod::Null) => Vec::new(),
@@ -107,6 +122,19 @@ pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -
 }
 
 impl KeyLines {
+    fn new(lines: Vec<String>) -> Self {
+        let mut top_level = HashMap::new();
+        for (idx, line) in lines.iter().enumerate() {
+            if line.starts_with([' ', '\t', '#']) {
+                continue;
+            }
+            if let Some(key) = written_key(line) {
+                top_level.entry(key.to_owned()).or_insert(idx);
+            }
+        }
+        Self { lines, top_level }
+    }
+
     /// The file line of top-level `key`, or of the frontmatter start when it is not found.
     pub(crate) fn top(&self, key: &str) -> usize {
         self.nested(&[key])
@@ -116,6 +144,11 @@ impl KeyLines {
     /// the indented block under the previous one. Falls back to the deepest key found, then to
     /// the frontmatter start (flow mappings like `{ url: ... }` resolve to their parent's line).
     pub(crate) fn nested(&self, path: &[&str]) -> usize {
+        if let [key] = path
+            && let Some(idx) = self.top_level.get(*key)
+        {
+            return idx + FIRST_LINE;
+        }
         let mut found = None;
         let mut start = 0;
         let mut parent_indent: Option<usize> = None;
@@ -145,6 +178,25 @@ impl KeyLines {
         }
         found.map_or(FIRST_LINE, |idx| idx + FIRST_LINE)
     }
+}
+
+/// The key a `key: value` line (without its indentation) starts with: a quoted key, or the
+/// text before the first `:` followed by whitespace or the end of the line.
+fn written_key(content: &str) -> Option<&str> {
+    for quote in ['"', '\''] {
+        if let Some(rest) = content.strip_prefix(quote) {
+            let end = rest.find(quote)?;
+            return rest[end + 1..]
+                .trim_start()
+                .starts_with(':')
+                .then(|| &rest[..end]);
+        }
+    }
+    content.match_indices(':').find_map(|(idx, _)| {
+        let after = &content[idx + 1..];
+        (after.is_empty() || after.starts_with(char::is_whitespace))
+            .then(|| content[..idx].trim_end())
+    })
 }
 
 /// Whether `content` (a line without its indentation) starts with `key:`, the key possibly

@@ -61,6 +61,7 @@ mod skill_file;
 mod source;
 mod suggest;
 mod workspace;
+mod yaml_limits;
 
 pub use agent_file::{AgentFile, SandboxKind};
 pub use bundle::{BUNDLE_FILE_NAME, BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};

@@ -5,6 +5,8 @@
 //! table with the same keys. Options that do not apply to the kind are errors, reported with
 //! the others. [`SandboxSettings::resolve`] layers the two: the agent wins.
 
+use std::path::{Component, Path};
+
 use gray_matter::Pod;
 
 use crate::agent_file::{SANDBOXES, SandboxKind};
@@ -26,7 +28,9 @@ pub(crate) const SANDBOX_KEYS: &[&str] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SeedSetting {
-    /// `seed: <dir>`: a copy of this directory (relative to the workspace root, or absolute).
+    /// `seed: <dir>`: a copy of this directory, relative to the workspace root. Loading
+    /// refuses absolute paths, `..` and NUL bytes, so a seed never names a directory outside
+    /// the workspace (symlinks on the way are refused when the sandbox is opened).
     Dir(String),
     /// `seed: false`: an empty workspace.
     Empty,
@@ -151,7 +155,11 @@ pub(crate) fn parse_frontmatter(
                 options.seed = report.check(&keys, seed(&dotted, value));
             }
             "exclude" => {
-                options.exclude = report.check(&keys, fields::name_list(&dotted, value));
+                options.exclude = report.check(
+                    &keys,
+                    fields::name_list(&dotted, value)
+                        .and_then(|names| check_exclude(&dotted, names)),
+                );
             }
             "network" => options.network = report.check(&keys, boolean(&dotted, value)),
             "timeout_ms" => {
@@ -226,10 +234,50 @@ pub(crate) fn unsupported(
     problems
 }
 
+/// A `seed` directory: relative to the workspace root and staying inside it.
+pub(crate) fn seed_dir(key: &str, dir: &str) -> Result<SeedSetting, String> {
+    let inside = "a directory inside the workspace, relative to its root (like `src`)";
+    if dir.contains('\0') {
+        return Err(format!(
+            "`{key}` must be {inside}, not a path with a NUL byte"
+        ));
+    }
+    let path = Path::new(dir);
+    if path.has_root() {
+        return Err(format!(
+            "`{key}` must be {inside}, not the absolute path {dir:?}: a sandbox never copies \
+             files from outside its workspace"
+        ));
+    }
+    if path
+        .components()
+        .any(|part| !matches!(part, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "`{key}` must be {inside}, without `..`: {dir:?} climbs out of it"
+        ));
+    }
+    Ok(SeedSetting::Dir(dir.to_owned()))
+}
+
+/// `exclude` names: matched against single entry names at any depth, so each must be one
+/// name (`target`, `.env*`), not a path.
+pub(crate) fn check_exclude(key: &str, names: Vec<String>) -> Result<Vec<String>, String> {
+    for name in &names {
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            return Err(format!(
+                "`{key}` lists {name:?}: each entry is one file or folder name matched at any \
+                 depth (like `target` or `.env*`), not a path"
+            ));
+        }
+    }
+    Ok(names)
+}
+
 /// `seed:` a directory path, or `false`.
 fn seed(key: &str, pod: &Pod) -> Result<SeedSetting, String> {
     match pod {
-        Pod::String(dir) if !dir.trim().is_empty() => Ok(SeedSetting::Dir(dir.clone())),
+        Pod::String(dir) if !dir.trim().is_empty() => seed_dir(key, dir),
         Pod::Boolean(false) => Ok(SeedSetting::Empty),
         other => Err(format!(
             "`{key}` must be a directory path or `false` (an empty workspace), got {}",

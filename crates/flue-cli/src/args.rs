@@ -43,7 +43,8 @@ pub(crate) struct RunArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
-    /// Conversation id: continue it, or create it (default: a fresh id).
+    /// Conversation id: continue it, or create it (default: a fresh id). 1 to 128 printable
+    /// characters without spaces or slashes (a ticket number, an email address, a user id).
     #[arg(long)]
     pub(crate) id: Option<String>,
     /// Fail if the conversation id already exists.

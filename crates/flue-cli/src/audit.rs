@@ -16,6 +16,7 @@ use crate::workspace::{DB_PATH, instance_id, resolve_root};
 
 /// Runs `flue audit`.
 pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
+    flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
     let entries = store

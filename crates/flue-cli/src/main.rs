@@ -52,7 +52,20 @@ impl From<Exit> for ExitCode {
 
 fn main() -> ExitCode {
     hide_own_environment();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` print to stdout and succeed; a usage error prints to
+        // stderr and exits 1 like every other setup error (clap's own default is 2).
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                Exit::Failure
+            } else {
+                Exit::Success
+            }
+            .into();
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

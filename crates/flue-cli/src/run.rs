@@ -171,6 +171,10 @@ struct Settled {
 /// Loads the workspace, checks the agent can run and starts the submission runtime:
 /// everything that can fail before the message is admitted.
 async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
+    // Before anything is loaded or created: a bad id is the caller's to fix.
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
     let (agents, agent_name) = load(args)?;
     agents.agent(&agent_name)?;
     let store = Arc::new(open_store(agents.root())?);

@@ -16,6 +16,7 @@ use crate::workspace::{DB_PATH, instance_id, resolve_root};
 
 /// Runs `flue session show`.
 pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
+    flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let db = root.join(DB_PATH);
     if !db.is_file() {

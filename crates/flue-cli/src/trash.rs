@@ -16,6 +16,7 @@ const CLI_SESSION: &str = "cli";
 
 /// Runs `flue trash list`.
 pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
+    flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
     let entries = store
@@ -41,6 +42,7 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
 /// Runs `flue trash restore`: the `restore_file` tool, run on the workspace directory with the
 /// workspace's store, so the restore is audited like the agent's own.
 pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
+    flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let store = Arc::new(open_existing_store(&root)?);
     let instance_id = instance_id(&store, &args.id).await?;

@@ -20,7 +20,9 @@ use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
 use crate::overlay::CallOverlay;
-use crate::record::{AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage};
+use crate::record::{
+    AssistantContent, AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage,
+};
 use crate::session::{
     OperationContext, PromptOptions, PromptResponse, SessionShared, SessionState,
 };
@@ -75,6 +77,59 @@ pub(crate) fn next_step(records: &[Record]) -> Step {
         }
     }
     Step::CallModel
+}
+
+/// Gives every tool call of a new turn an id that no other call or result of the session
+/// has, before the turn is stored.
+///
+/// Providers assign call ids, and not all keep them unique: OpenAI-compatible servers may
+/// number calls per turn (`call_0` in every turn), repeat one id within a turn, or send none.
+/// Two calls under one id would both run and their results could not be told apart, breaking
+/// "every call has exactly one result". We rename rather than refuse the turn: the turn is
+/// valid work that was paid for, a retry would likely bring the same ids again, and the ids
+/// mean nothing to the provider beyond the request we send back, whose tool calls and tool
+/// results are both built from the stored records, so the renamed pairs stay well-formed.
+/// The renaming is deterministic: an empty (or blank) id becomes `call_<n>`, a repeated one
+/// `<id>_<n>`, with the smallest `n` (from 1 for empty ids, from 2 for repeats) not yet used;
+/// the suffix keeps ids within the `[A-Za-z0-9_-]` alphabet providers accept.
+pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[Record]) {
+    let mut used: HashSet<String> = HashSet::new();
+    for record in records {
+        match record {
+            Record::Assistant(message) => {
+                used.extend(message.tool_calls().map(|call| call.id.clone()));
+            }
+            Record::ToolResult(result) => {
+                used.insert(result.call_id.clone());
+            }
+            _ => {}
+        }
+    }
+    for part in content {
+        let AssistantContent::ToolCall(call) = part else {
+            continue;
+        };
+        let blank = call.id.trim().is_empty();
+        if !blank && !used.contains(&call.id) {
+            used.insert(call.id.clone());
+            continue;
+        }
+        let (base, first) = if blank {
+            ("call", 1_u64)
+        } else {
+            (call.id.as_str(), 2)
+        };
+        let mut n = first;
+        let fresh = loop {
+            let candidate = format!("{base}_{n}");
+            if !used.contains(&candidate) {
+                break candidate;
+            }
+            n += 1;
+        };
+        used.insert(fresh.clone());
+        call.id = fresh;
+    }
 }
 
 /// The records the model sees: the latest compaction summary, then the records it kept.
@@ -334,8 +389,10 @@ impl TurnLoop<'_> {
             usage.cost_usd = info.price.map(|price| price.cost(&usage));
         }
         self.usage += usage;
+        let mut content = model_turn.content;
+        make_call_ids_unique(&mut content, &state.records);
         let message = AssistantMessage {
-            content: model_turn.content,
+            content,
             model: self.spec.to_ref(),
             usage,
             stop_reason: model_turn.stop_reason,

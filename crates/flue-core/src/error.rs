@@ -47,6 +47,23 @@ pub enum FlueError {
         /// Why it was rejected.
         reason: String,
     },
+    /// A conversation (agent instance) id breaks the rules of [`check_instance_id`]: empty,
+    /// too long, or holding whitespace, control or invisible characters or a slash. Not
+    /// retryable: the caller fixes the id. The message shows the id escaped and shortened.
+    ///
+    /// [`check_instance_id`]: crate::check_instance_id
+    #[error(
+        "invalid conversation id {}: {reason}; use 1 to {} printable characters without \
+         spaces or slashes, such as a ticket number, an email address or a user id",
+        shown_id(.id),
+        crate::harness::MAX_INSTANCE_ID_CHARS
+    )]
+    InvalidInstanceId {
+        /// The rejected id, as given.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Another writer appended to the session first; nothing was written. Reload and retry.
     #[error("session {session:?} changed underneath: expected version {expected}, found {actual}")]
     VersionConflict {
@@ -495,6 +512,7 @@ impl FlueError {
             Self::SessionAlreadyExists { .. } => "session_already_exists",
             Self::SessionBusy { .. } | Self::ConversationBusy { .. } => "session_busy",
             Self::InvalidSessionName { .. } => "invalid_session_name",
+            Self::InvalidInstanceId { .. } => "invalid_id",
             Self::VersionConflict { .. } => "version_conflict",
             Self::Store { .. } => "store_error",
             Self::CorruptRecord { .. } => "corrupt_record",
@@ -619,4 +637,16 @@ fn list_or_none(names: &[String]) -> String {
     } else {
         names.join(", ")
     }
+}
+
+/// An id for a message: escaped (control and invisible characters shown as escapes, never
+/// sent to a terminal raw) and cut to its first 40 characters, with its length when cut.
+fn shown_id(id: &str) -> String {
+    const SHOWN_CHARS: usize = 40;
+    let n_chars = id.chars().count();
+    if n_chars <= SHOWN_CHARS {
+        return format!("{id:?}");
+    }
+    let head: String = id.chars().take(SHOWN_CHARS).collect();
+    format!("{head:?}... ({n_chars} characters)")
 }

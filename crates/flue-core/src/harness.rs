@@ -140,7 +140,13 @@ impl HarnessBuilder {
                 provider.check_model(&spec.model).await?;
             }
         }
-        let instance_id = self.instance_id.unwrap_or_else(new_ulid);
+        let instance_id = match self.instance_id {
+            Some(id) => {
+                check_harness_instance_id(&id)?;
+                id
+            }
+            None => new_ulid(),
+        };
         let sandbox = match (self.sandbox, self.sandbox_factory) {
             (Some(sandbox), _) => sandbox,
             (None, Some(factory)) => factory.create(&instance_id).await?,
@@ -413,6 +419,85 @@ impl Sessions<'_> {
 }
 
 /// Rejects empty, overlong and reserved session names.
+/// The most characters a conversation (agent instance) id may have.
+pub const MAX_INSTANCE_ID_CHARS: usize = 128;
+
+/// Checks a conversation (agent instance) id, the CLI's `--id` and the HTTP server's
+/// `/agents/<agent>/<id>`: every frontend calls this before using an id a user gave.
+///
+/// An id is 1 to [`MAX_INSTANCE_ID_CHARS`] characters, none of them whitespace, a control
+/// character (terminal escapes), an invisible formatting character (bidirectional overrides,
+/// zero-width spaces) or a slash (`/`, `\`), and is not `.` or `..`. Ticket numbers
+/// (`PROJ-1234`, `#812`), email addresses, user ids, UUIDs and ULIDs all pass; ids name
+/// conversations in URLs, logs and terminals, where the refused characters would mislead.
+///
+/// Fails with [`FlueError::InvalidInstanceId`] (kind `invalid_id`) saying what is wrong.
+///
+/// ```
+/// assert!(flue_core::check_instance_id("alice@example.com").is_ok());
+/// assert!(flue_core::check_instance_id("PROJ-1234").is_ok());
+/// let err = flue_core::check_instance_id("two words").unwrap_err();
+/// assert_eq!(err.kind(), "invalid_id");
+/// ```
+pub fn check_instance_id(id: &str) -> Result<()> {
+    let n_chars = id.chars().count();
+    let reason = if id.is_empty() {
+        "it is empty".to_owned()
+    } else if n_chars > MAX_INSTANCE_ID_CHARS {
+        format!("it is {n_chars} characters long")
+    } else if id.chars().any(char::is_control) {
+        "it contains a control character (a newline or a terminal escape)".to_owned()
+    } else if id.chars().any(char::is_whitespace) {
+        "it contains whitespace".to_owned()
+    } else if id.chars().any(is_invisible) {
+        "it contains an invisible formatting character".to_owned()
+    } else if id.contains(['/', '\\']) {
+        "it contains a slash".to_owned()
+    } else if id == "." || id == ".." {
+        "it is a dot name".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(FlueError::InvalidInstanceId {
+        id: id.to_owned(),
+        reason,
+    })
+}
+
+/// A harness's instance id: a user's id ([`check_instance_id`]), or the submission runtime's
+/// `<agent>/<id>` form (`ConversationKey::instance_id`), whose id part follows the same rules
+/// and whose agent part is an agent name (`[a-z0-9_-]`, 1 to 64 characters).
+fn check_harness_instance_id(instance_id: &str) -> Result<()> {
+    if let Some((agent, id)) = instance_id.split_once('/') {
+        let agent_name = !agent.is_empty()
+            && agent.len() <= 64
+            && agent
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if agent_name {
+            return check_instance_id(id);
+        }
+    }
+    check_instance_id(instance_id)
+}
+
+/// Characters that change how text displays without showing: zero-width and bidirectional
+/// formatting characters, the word joiner family and the byte order mark.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+    )
+}
+
 pub(crate) fn check_session_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         "a session name must not be empty"

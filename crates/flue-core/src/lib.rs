@@ -46,7 +46,10 @@ pub use config::{
 };
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
-pub use harness::{DEFAULT_SESSION, Harness, HarnessBuilder, Sessions, TASK_SESSION_PREFIX};
+pub use harness::{
+    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, TASK_SESSION_PREFIX,
+    check_instance_id,
+};
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
     ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,

@@ -20,6 +20,13 @@ pub enum HostError {
         /// What was looked for, and where.
         message: String,
     },
+    /// The workspace root exists but cannot be listed: the user fixes its permissions or
+    /// passes another root.
+    #[error("{message}")]
+    RootUnreadable {
+        /// The root, the operating system's error and the fix.
+        message: String,
+    },
     /// The agent name matches no agent file: the caller fixes the name.
     #[error("unknown agent {name:?}: no agents/{name}.md in {origin} (agents: {known})")]
     UnknownAgent {
@@ -51,6 +58,7 @@ impl HostError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::RootNotFound { .. } => "workspace_not_found",
+            Self::RootUnreadable { .. } => "workspace_unreadable",
             Self::UnknownAgent { .. } => "unknown_agent",
             Self::EnvFile { .. } => "invalid_env_file",
             Self::Diagnostics(_) => "invalid_config",
@@ -83,6 +91,7 @@ impl From<HostError> for FlueError {
                     .collect(),
             },
             other @ (HostError::RootNotFound { .. }
+            | HostError::RootUnreadable { .. }
             | HostError::EnvFile { .. }
             | HostError::Diagnostics(_)) => FlueError::config(other.to_string()),
         }

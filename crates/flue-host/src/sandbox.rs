@@ -191,9 +191,12 @@ async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<Virt
         limits = limits.with_max_time(Duration::from_millis(timeout_ms));
     }
     let mut builder = VirtualSandbox::builder().with_limits(limits);
+    // The seed is always a directory below the root, opened without following symlinks, so
+    // a bundle's `sandbox.seed` cannot reach `~/.ssh` or `/etc` even through a symlink in the
+    // workspace (loading already refused absolute paths and `..`).
     let seed = match &options.seed {
-        None => Some(root.to_path_buf()),
-        Some(SeedSetting::Dir(dir)) => Some(root.join(dir)),
+        None => Some(""),
+        Some(SeedSetting::Dir(dir)) => Some(dir.as_str()),
         Some(SeedSetting::Empty) => None,
         Some(_) => {
             return Err(FlueError::config(
@@ -210,7 +213,19 @@ async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<Virt
             Some(names) => exclude.extend(names.iter().cloned()),
             None => exclude.extend(DEFAULT_EXCLUDED.iter().map(|name| (*name).to_owned())),
         }
-        builder = builder.with_seed(seed).with_seed_exclude(exclude);
+        builder = builder.with_seed_in(root, seed).with_seed_exclude(exclude);
+        return builder.build().await.map_err(|err| match err {
+            FlueError::Sandbox {
+                message,
+                reason,
+                source,
+            } if !seed.is_empty() => FlueError::Sandbox {
+                message: format!("`sandbox.seed: {seed}`: {message}"),
+                reason,
+                source,
+            },
+            other => other,
+        });
     }
     builder.build().await
 }

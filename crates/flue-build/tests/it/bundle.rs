@@ -334,3 +334,39 @@ fn building_leaves_earlier_output_out_of_the_next_bundle() {
     assert_eq!(first.as_bytes(), second.as_bytes());
     assert!(Path::new(&dir.path().join("dist").join(BUNDLE_FILE_NAME)).is_file());
 }
+
+/// A bundle is someone else's data: a forged one with a seed outside the workspace, or an
+/// alias bomb, is refused when read, naming the file, line and field.
+#[test]
+fn a_forged_bundle_with_a_hostile_agent_is_refused_when_read() {
+    let dir = make_workspace();
+    let bundle = Bundle::build(dir.path()).unwrap();
+    let seeded =
+        "---\nmodel: scripted/script.json\nsandbox: { kind: virtual, seed: /home }\n---\nA.";
+    let bomb = "---\nmodel: scripted/script.json\na: &a [x, x, x, x, x, x, x, x, x, x]\n\
+                b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n\
+                c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n\
+                d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n---\nA.";
+    for (text, line, needle) in [
+        (
+            seeded,
+            3,
+            "`sandbox.seed` must be a directory inside the workspace",
+        ),
+        (bomb, 6, "frontmatter expands to more than 10000 values"),
+    ] {
+        let forged = forge(&bundle, |value| {
+            value["files"]["agents/security.md"] = json!({
+                "sha256": hex::encode(Sha256::digest(text.as_bytes())),
+                "text": text,
+            });
+        });
+        let problems = errors(Bundle::from_slice(&forged, "b.json"));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            (problems[0].path.as_str(), problems[0].line),
+            ("agents/security.md", Some(line))
+        );
+        assert!(problems[0].message.starts_with(needle), "{problems:?}");
+    }
+}

@@ -20,3 +20,4 @@ mod roles;
 mod sandbox;
 mod skills;
 mod support;
+mod yaml_limits;

@@ -243,3 +243,72 @@ fn the_agent_wins_over_flue_toml() {
         SandboxSettings::default()
     );
 }
+
+#[test]
+fn a_seed_outside_the_workspace_is_refused_at_its_line() {
+    let inside = "a directory inside the workspace, relative to its root (like `src`)";
+    check_diagnostics(
+        &[
+            (
+                "flue.toml",
+                "[sandbox]\nseed = \"/home\"\nexclude = [\"a/b\"]\n",
+            ),
+            (
+                "agents/a.md",
+                "---\nmodel: x/y\nsandbox:\n  kind: virtual\n  seed: /etc\n---\nBody",
+            ),
+            (
+                "agents/b.md",
+                "---\nmodel: x/y\nsandbox: { kind: virtual, seed: ../.ssh }\n---\nBody",
+            ),
+            (
+                "agents/c.md",
+                "---\nmodel: x/y\nsandbox:\n  kind: virtual\n  seed: src/../../..\n  exclude: [.., ok]\n---\nBody",
+            ),
+        ],
+        &[
+            at(
+                "agents/a.md",
+                5,
+                &format!(
+                    "`sandbox.seed` must be {inside}, not the absolute path \"/etc\": a sandbox \
+                     never copies files from outside its workspace"
+                ),
+            ),
+            at(
+                "agents/b.md",
+                3,
+                &format!(
+                    "`sandbox.seed` must be {inside}, without `..`: \"../.ssh\" climbs out of it"
+                ),
+            ),
+            at(
+                "agents/c.md",
+                5,
+                &format!(
+                    "`sandbox.seed` must be {inside}, without `..`: \"src/../../..\" climbs out of it"
+                ),
+            ),
+            at(
+                "agents/c.md",
+                6,
+                "`sandbox.exclude` lists \"..\": each entry is one file or folder name matched \
+                 at any depth (like `target` or `.env*`), not a path",
+            ),
+            at(
+                "flue.toml",
+                2,
+                &format!(
+                    "`sandbox.seed` must be {inside}, not the absolute path \"/home\": a sandbox \
+                     never copies files from outside its workspace"
+                ),
+            ),
+            at(
+                "flue.toml",
+                3,
+                "`sandbox.exclude` lists \"a/b\": each entry is one file or folder name matched \
+                 at any depth (like `target` or `.env*`), not a path",
+            ),
+        ],
+    );
+}

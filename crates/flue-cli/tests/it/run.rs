@@ -392,6 +392,24 @@ fn help_version_and_unknown_flags() {
         .args(["run", "hello", "-m", "x", "--bogus"])
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(1));
     assert!(stderr(&bad).contains("--bogus"));
+    // Every usage error is exit 1, like other setup errors: no subcommand, a missing value.
+    for args in [&[][..], &["run", "hello"][..], &["session", "show"][..]] {
+        let usage = assert_cmd::Command::cargo_bin("flue")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(usage.status.code(), Some(1), "{args:?}: {}", stderr(&usage));
+        assert!(stderr(&usage).contains("Usage:"), "{}", stderr(&usage));
+        assert_eq!(stdout(&usage), "");
+    }
+    let sub_help = assert_cmd::Command::cargo_bin("flue")
+        .unwrap()
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(sub_help.status.code(), Some(0));
+    assert!(stdout(&sub_help).contains("--id"));
 }

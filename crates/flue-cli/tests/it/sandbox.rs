@@ -168,7 +168,7 @@ fn an_unreachable_daytona_is_a_typed_error_that_never_shows_the_key() {
 fn an_unknown_sandbox_flag_is_refused_by_the_parser() {
     let ws = workspace("");
     let output = run(&ws, &["--sandbox", "docker"], &[]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("invalid sandbox `docker`"),
         "{}",

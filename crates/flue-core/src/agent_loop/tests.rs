@@ -117,3 +117,43 @@ fn model_view_starts_at_the_latest_summary() {
     let plain = [user("1")];
     assert!(matches!(model_view(&plain), Cow::Borrowed(_)));
 }
+
+/// The call ids of a new turn with `ids` after the log `records`, once made unique.
+fn unique_ids(records: &[Record], ids: &[&str]) -> Vec<String> {
+    let Record::Assistant(message) = assistant("", ids) else {
+        unreachable!()
+    };
+    let mut content = message.content;
+    make_call_ids_unique(&mut content, records);
+    content
+        .iter()
+        .filter_map(|part| match part {
+            AssistantContent::ToolCall(call) => Some(call.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn repeated_and_empty_call_ids_are_renamed_deterministically() {
+    assert_eq!(unique_ids(&[], &["a", "b"]), ["a", "b"]);
+    assert_eq!(unique_ids(&[], &["a", "a", "a"]), ["a", "a_2", "a_3"]);
+    assert_eq!(
+        unique_ids(&[], &["", " ", ""]),
+        ["call_1", "call_2", "call_3"]
+    );
+    // A new name skips ids already taken, in the turn as in the log.
+    assert_eq!(unique_ids(&[], &["a_2", "a", "a"]), ["a_2", "a", "a_3"]);
+    // Ids of earlier turns (calls and results) are taken too: `call_0` in every turn.
+    let log = [
+        user("hi"),
+        assistant("", &["call_0", "call_1"]),
+        result("call_0"),
+        result("call_1"),
+        result("orphan"),
+    ];
+    assert_eq!(
+        unique_ids(&log, &["call_0", "orphan", "new"]),
+        ["call_0_2", "orphan_2", "new"]
+    );
+}

@@ -159,29 +159,16 @@ impl SqliteStore {
                 FlueError::store(format!("cannot create directory {}", parent.display()), err)
             })?;
         }
-        let mut connection = Connection::open(path).map_err(|err| {
-            FlueError::store(format!("cannot open database {}", path.display()), err)
-        })?;
-        connection
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(store_error("cannot set busy timeout"))?;
-        // Returns the resulting mode; a filesystem without WAL support keeps the rollback
-        // journal, which is slower but just as correct.
-        connection
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
-            .map_err(store_error("cannot set journal mode"))?;
-        // FULL syncs the WAL on every commit: an acknowledged append survives power loss, not
-        // only a process crash. Appends are one small transaction per step, so this stays cheap.
-        connection
-            .pragma_update(None, "synchronous", "FULL")
-            .map_err(store_error("cannot set synchronous mode"))?;
-        prepare(&mut connection)?;
-        let read_connection = Connection::open(path).map_err(|err| {
-            FlueError::store(format!("cannot open database {}", path.display()), err)
-        })?;
-        read_connection
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(store_error("cannot set busy timeout"))?;
+        let connection = open_file(path).map_err(|err| opening_failed(path, err))?;
+        let read_connection = Connection::open(path)
+            .map_err(store_error("cannot open the file"))
+            .and_then(|read_connection| {
+                read_connection
+                    .busy_timeout(BUSY_TIMEOUT)
+                    .map_err(store_error("cannot set the busy timeout"))?;
+                Ok(read_connection)
+            })
+            .map_err(|err| opening_failed(path, err))?;
         Ok(Self {
             connection: Mutex::new(connection),
             read_connection: Some(Mutex::new(read_connection)),
@@ -387,6 +374,68 @@ impl fmt::Debug for SqliteStore {
 }
 
 /// Settings every connection needs, then the schema migrations.
+/// Opens the database file and sets it up; errors name the step, not the file.
+fn open_file(path: &Path) -> Result<Connection> {
+    let mut connection = Connection::open(path).map_err(store_error("cannot open the file"))?;
+    connection
+        .busy_timeout(BUSY_TIMEOUT)
+        .map_err(store_error("cannot set the busy timeout"))?;
+    // Returns the resulting mode; a filesystem without WAL support keeps the rollback
+    // journal, which is slower but just as correct.
+    connection
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+        .map_err(store_error("cannot set the journal mode"))?;
+    // FULL syncs the WAL on every commit: an acknowledged append survives power loss, not
+    // only a process crash. Appends are one small transaction per step, so this stays cheap.
+    connection
+        .pragma_update(None, "synchronous", "FULL")
+        .map_err(store_error("cannot set the synchronous mode"))?;
+    prepare(&mut connection)?;
+    Ok(connection)
+}
+
+/// `err`, from opening the store at `path`, as one message naming the file, the cause and
+/// what to do about it (SQLite's own words say only which step failed).
+fn opening_failed(path: &Path, err: FlueError) -> FlueError {
+    let FlueError::Store { message, source } = err else {
+        return err;
+    };
+    let shown = path.display();
+    let sqlite = source
+        .as_deref()
+        .and_then(|source| source.downcast_ref::<rusqlite::Error>());
+    let cause = sqlite.map(|err| format!(": {err}")).unwrap_or_default();
+    let code = sqlite.and_then(rusqlite::Error::sqlite_error_code);
+    let move_aside = format!(
+        "move it aside (`mv {shown} {shown}.damaged`) and run again to start an empty store"
+    );
+    let fix = match code {
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
+            format!("the file is damaged or is not a flue store: {move_aside}")
+        }
+        Some(
+            rusqlite::ErrorCode::CannotOpen
+            | rusqlite::ErrorCode::PermissionDenied
+            | rusqlite::ErrorCode::ReadOnly,
+        ) => "check that this user can read and write the file and its folder (and that the \
+              folder is on a writable disk)"
+            .to_owned(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            "another process holds the store locked: let it finish or stop it, then run again"
+                .to_owned()
+        }
+        Some(rusqlite::ErrorCode::DiskFull) => "the disk is full: free some space".to_owned(),
+        _ if sqlite.is_none() => format!("upgrade flue to read it, or {move_aside}"),
+        _ => format!("if the file is damaged, {move_aside}"),
+    };
+    // The cause is in the message, so every frontend shows it once, whether it prints the
+    // source chain or not.
+    FlueError::Store {
+        message: format!("cannot open the conversation store {shown}: {message}{cause}; {fix}"),
+        source: None,
+    }
+}
+
 fn prepare(connection: &mut Connection) -> Result<()> {
     connection
         .pragma_update(None, "foreign_keys", true)

@@ -145,6 +145,31 @@ async fn text_streams_with_pings_and_cache_usage_is_priced() {
 }
 
 #[tokio::test]
+async fn repeated_and_empty_tool_use_ids_are_made_unique_before_anything_is_stored() {
+    let mut first = vec![message_start(40, 0, 0)];
+    first.extend(tool_block(0, "toolu_1", &["{\"query\": \"one\"}"]));
+    first.extend(tool_block(1, "toolu_1", &["{\"query\": \"two\"}"]));
+    first.extend(tool_block(2, "", &["{\"query\": \"three\"}"]));
+    first.extend(message_end("tool_use", 30));
+    let outcome = run(
+        ThinkingLevel::Off,
+        vec![Reply::sse(frames(&first)), text_reply(&["All three."])],
+    )
+    .await;
+    assert_eq!(outcome.result.as_ref().unwrap().text, "All three.");
+    crate::tool_call_ids::assert_one_result_per_call(&outcome.records);
+    let ids: Vec<String> = tool_results(&outcome.records)
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(ids, ["toolu_1", "toolu_1_2", "call_1"]);
+    assert_eq!(outcome.requests.len(), 2);
+    for request in &outcome.requests {
+        assert_anthropic_request(request);
+    }
+}
+
+#[tokio::test]
 async fn parallel_tool_uses_with_fragmented_input_round_trip() {
     let mut first = vec![message_start(40, 0, 0)];
     first.extend(text_block(0, &["Looking both up."]));

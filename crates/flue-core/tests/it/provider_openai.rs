@@ -248,6 +248,60 @@ async fn parallel_tool_calls_interleaved_by_index_all_run() {
 }
 
 #[tokio::test]
+async fn repeated_and_missing_call_ids_are_made_unique_before_anything_is_stored() {
+    // Two calls under one id and one without an id (named `call_2` by its index), then, in
+    // the next turn, the numbering such servers restart every turn.
+    let first = frames(&[
+        call_delta(0, Some("call_1"), Some("lookup"), r#"{"query":"one"}"#),
+        call_delta(1, Some("call_1"), Some("lookup"), r#"{"query":"two"}"#),
+        call_delta(2, None, Some("lookup"), r#"{"query":"three"}"#),
+        chunk(&json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".to_owned(),
+    ]);
+    let second = tool_stream(&[("call_1", r#"{"query":"four"}"#)], 100);
+    let outcome = run(vec![
+        Reply::sse(first),
+        Reply::sse(second),
+        Reply::sse(text_stream(&["All four."])),
+    ])
+    .await;
+    assert_eq!(outcome.result.as_ref().unwrap().text, "All four.");
+    crate::tool_call_ids::assert_one_result_per_call(&outcome.records);
+    let answered: Vec<(String, String)> = tool_results(&outcome.records)
+        .into_iter()
+        .map(|(id, content, _)| (id, content))
+        .collect();
+    let answer = |id: &str, query: &str| {
+        (
+            id.to_owned(),
+            format!(r#"{{"answer":42,"query":"{query}"}}"#),
+        )
+    };
+    assert_eq!(
+        answered,
+        [
+            answer("call_1", "one"),
+            answer("call_1_2", "two"),
+            answer("call_2", "three"),
+            answer("call_1_3", "four"),
+        ]
+    );
+    // Every request pairs each call with exactly one result, under ids that never repeat.
+    assert_eq!(outcome.requests.len(), 3);
+    for request in &outcome.requests {
+        assert_openai_request(request);
+    }
+    let last = &outcome.requests[2].body["messages"];
+    let ids: Vec<&str> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|message| message["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["call_1", "call_1_2", "call_2", "call_1_3"]);
+}
+
+#[tokio::test]
 async fn malformed_tool_arguments_become_a_tool_error_the_model_retries_from() {
     let outcome = run(vec![
         Reply::sse(tool_stream(

@@ -181,11 +181,17 @@ pub fn assert_openai_request(request: &Recorded) {
     let messages = request.body["messages"].as_array().unwrap();
     assert_eq!(messages[0]["role"], "system");
     let mut calls = Vec::new();
+    let mut answered = std::collections::HashSet::new();
     for message in messages {
         match message["role"].as_str().unwrap() {
             "assistant" => {
                 for call in message["tool_calls"].as_array().into_iter().flatten() {
-                    calls.push(call["id"].as_str().unwrap().to_owned());
+                    let id = call["id"].as_str().unwrap().to_owned();
+                    assert!(
+                        !id.is_empty() && !calls.contains(&id),
+                        "call id {id:?} is empty or repeated"
+                    );
+                    calls.push(id);
                 }
                 assert!(
                     !message["content"].is_null() || message.get("tool_calls").is_some(),
@@ -198,6 +204,7 @@ pub fn assert_openai_request(request: &Recorded) {
                     calls.iter().any(|call| call == id),
                     "tool result {id} answers no earlier call"
                 );
+                assert!(answered.insert(id.to_owned()), "call {id} answered twice");
             }
             "system" | "user" => {}
             other => panic!("unexpected role {other}"),
@@ -221,6 +228,8 @@ pub fn assert_anthropic_request(request: &Recorded) {
     assert_eq!(request.body["stream"], json!(true));
     let messages = request.body["messages"].as_array().unwrap();
     let mut previous_uses: Vec<String> = Vec::new();
+    let mut all_uses = std::collections::HashSet::new();
+    let mut answered = std::collections::HashSet::new();
     for (idx, message) in messages.iter().enumerate() {
         let role = message["role"].as_str().unwrap();
         assert_eq!(role, if idx % 2 == 0 { "user" } else { "assistant" });
@@ -229,12 +238,24 @@ pub fn assert_anthropic_request(request: &Recorded) {
         let mut uses = Vec::new();
         for block in blocks {
             match block["type"].as_str().unwrap() {
-                "tool_use" => uses.push(block["id"].as_str().unwrap().to_owned()),
+                "tool_use" => {
+                    let id = block["id"].as_str().unwrap().to_owned();
+                    // Messages refuses a request whose tool_use ids repeat anywhere in it.
+                    assert!(
+                        !id.is_empty() && all_uses.insert(id.clone()),
+                        "tool_use id {id:?} is empty or repeated"
+                    );
+                    uses.push(id);
+                }
                 "tool_result" => {
                     let id = block["tool_use_id"].as_str().unwrap();
                     assert!(
                         previous_uses.iter().any(|use_id| use_id == id),
                         "tool result {id} answers no tool_use of the previous message"
+                    );
+                    assert!(
+                        answered.insert(id.to_owned()),
+                        "tool_use {id} answered twice"
                     );
                 }
                 "text" => assert!(!block["text"].as_str().unwrap().is_empty()),

@@ -152,6 +152,114 @@ async fn seeding_reports_what_is_wrong() {
     assert!(too_big.to_string().contains("a file of"), "{too_big}");
 }
 
+/// A workspace `root/` with `root/data/notes.txt`, next to `outside/secret.txt`, plus symlinks
+/// inside the workspace that lead out: `root/link -> outside`, `root/data/deeper -> outside`.
+fn workspace_beside_a_secret() -> TempDir {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("data")).unwrap();
+    std::fs::write(root.join("data/notes.txt"), "notes").unwrap();
+    std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+    std::fs::write(dir.path().join("outside/secret.txt"), "SECRET").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside"), root.join("link")).unwrap();
+    std::os::unix::fs::symlink("../../outside", root.join("data/deeper")).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_seed_below_a_root_stays_below_it() {
+    let dir = workspace_beside_a_secret();
+    let root = dir.path().join("root");
+    let seeded = VirtualSandbox::builder()
+        .with_seed_in(&root, "./data")
+        .build()
+        .await
+        .unwrap();
+    // The copy holds the directory, and the symlink that leads out is left out.
+    assert_eq!(seeded.readdir(".").await.unwrap(), vec!["notes.txt"]);
+
+    let outside = dir.path().join("outside");
+    for relative in [
+        "../outside",
+        "data/../../outside",
+        outside.to_str().unwrap(),
+        "/etc",
+        "link",
+        "data/deeper",
+        "link/sub",
+    ] {
+        let err = VirtualSandbox::builder()
+            .with_seed_in(&root, relative)
+            .build()
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.kind(), "permission_denied", "{relative}: {err}");
+        assert!(
+            err.to_string()
+                .contains("a seed must be a directory inside the workspace"),
+            "{relative}: {err}"
+        );
+    }
+}
+
+/// While one thread keeps swapping a seeded directory for a symlink to a secret directory and
+/// back, seeding again and again never copies the secret: the copier opens every directory and
+/// file relative to its parent's handle without following symlinks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_a_directory_for_a_symlink_during_seeding_never_leaks() {
+    let dir = workspace_beside_a_secret();
+    let root = dir.path().join("root");
+    std::fs::remove_file(root.join("link")).unwrap();
+    std::fs::remove_file(root.join("data/deeper")).unwrap();
+    for idx in 0..20 {
+        std::fs::write(root.join(format!("data/file{idx}.txt")), "plain").unwrap();
+        std::fs::write(
+            dir.path().join(format!("outside/secret{idx}.txt")),
+            "SECRET",
+        )
+        .unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        let data = root.join("data");
+        let parked = root.join("parked");
+        let outside = dir.path().join("outside");
+        std::thread::spawn(move || {
+            let mut n_swaps = 0_u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::rename(&data, &parked).unwrap();
+                std::os::unix::fs::symlink(&outside, &data).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+                std::fs::remove_file(&data).unwrap();
+                std::fs::rename(&parked, &data).unwrap();
+                std::thread::sleep(Duration::from_micros(100));
+                n_swaps += 1;
+            }
+            n_swaps
+        })
+    };
+    let mut n_trials = 0_u64;
+    let mut n_copied = 0_u64;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        n_trials += 1;
+        let Ok(sandbox) = VirtualSandbox::builder().with_seed(&root).build().await else {
+            continue;
+        };
+        n_copied += 1;
+        let found = run_ok(&sandbox, "grep -rl SECRET . || true").await.stdout;
+        assert_eq!(found, "", "trial {n_trials} copied the secret");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let n_swaps = swapper.join().unwrap();
+    assert!(
+        n_trials >= 20 && n_copied >= 10 && n_swaps >= 100,
+        "too few trials to mean anything: {n_trials} seedings, {n_copied} copies, {n_swaps} swaps"
+    );
+}
+
 #[tokio::test]
 async fn limits_end_runaway_commands_with_a_typed_error() {
     let sandbox = VirtualSandbox::builder()

@@ -538,13 +538,88 @@ async fn sqlite_newer_schema_is_refused() {
         .unwrap();
 
     let err = SqliteStore::open(&path).unwrap_err();
+    let shown = path.display();
     assert_eq!(
         (err.kind(), err.to_string()),
         (
             "store_error",
-            "store error: database schema version 99 is newer than this flue-core supports (3)"
-                .to_owned()
+            format!(
+                "store error: cannot open the conversation store {shown}: database schema \
+                 version 99 is newer than this flue-core supports (3); upgrade flue to read it, \
+                 or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
+                 empty store"
+            )
         )
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_damaged_or_unusable_file_is_named_with_its_cause_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let shown = path.display();
+    std::fs::write(&path, "not a database, just text\n".repeat(200)).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert_eq!(
+        (err.kind(), err.to_string()),
+        (
+            "store_error",
+            format!(
+                "store error: cannot open the conversation store {shown}: cannot set the journal \
+                 mode: file is not a database; the file is damaged or is not a flue store: move \
+                 it aside (`mv {shown} {shown}.damaged`) and run again to start an empty store"
+            )
+        )
+    );
+
+    // A real store whose pages were cut off is damaged too.
+    std::fs::remove_file(&path).unwrap();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for idx in 0..50 {
+            let key = key(&format!("s{idx}"));
+            store.create(&key).await.unwrap();
+            store
+                .append(&key, 0, &[user(&"x".repeat(2000))])
+                .await
+                .unwrap();
+        }
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("flue.db-wal"));
+    let _ = std::fs::remove_file(dir.path().join("flue.db-shm"));
+    match SqliteStore::open(&path) {
+        Err(err) => {
+            assert!(
+                err.to_string().contains(&format!("{shown}: ")) && err.to_string().contains("mv "),
+                "{err}"
+            );
+        }
+        // SQLite only reads the pages it needs: opening may work, reading then fails.
+        Ok(store) => {
+            let mut failed = 0;
+            for idx in 0..50 {
+                failed += usize::from(store.load(&key(&format!("s{idx}")), 0).await.is_err());
+            }
+            assert!(failed > 0, "a store cut to a third still read back whole");
+        }
+    }
+
+    // A folder where the file should be.
+    let folder = dir.path().join("folder.db");
+    std::fs::create_dir(&folder).unwrap();
+    let err = SqliteStore::open(&folder).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "store error: cannot open the conversation store {}: ",
+            folder.display()
+        )) && message.ends_with(
+            "check that this user can read and write the file and its folder (and that the \
+             folder is on a writable disk)"
+        ),
+        "{message}"
     );
 }
 

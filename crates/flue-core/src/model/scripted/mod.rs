@@ -500,6 +500,9 @@ struct ReplyToolCall {
     name: String,
     #[serde(default = "empty_object")]
     input: Value,
+    /// The call id, as a provider would assign it (default `call_<turn>_<index>`); scripts set
+    /// it to play a provider that repeats ids or sends none.
+    id: Option<String>,
 }
 
 /// A simulated provider failure.
@@ -711,7 +714,10 @@ async fn play(
     let turn_number = conversation.n_assistant + 1;
     for (call_idx, call) in reply.tool_calls.iter().enumerate() {
         content.push(AssistantContent::ToolCall(ToolCall {
-            id: format!("call_{turn_number}_{call_idx}"),
+            id: call
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("call_{turn_number}_{call_idx}")),
             name: call.name.clone(),
             input: interpolate_value(&call.input, vars),
         }));

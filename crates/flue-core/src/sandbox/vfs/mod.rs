@@ -190,7 +190,7 @@ impl VirtualLimits {
 pub struct VirtualSandboxBuilder {
     root: String,
     limits: VirtualLimits,
-    seed: Option<PathBuf>,
+    seed: Option<seed::SeedSource>,
     seed_exclude: Vec<String>,
 }
 
@@ -216,7 +216,25 @@ impl VirtualSandboxBuilder {
     /// otherwise, like sockets and other special files.
     #[must_use]
     pub fn with_seed(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.seed = Some(dir.into());
+        self.seed = Some(seed::SeedSource {
+            base: dir.into(),
+            within: PathBuf::new(),
+        });
+        self
+    }
+
+    /// Copies the directory `relative` below the host directory `root` into the sandbox root,
+    /// like [`with_seed`](Self::with_seed), and only if it really lies inside `root`.
+    ///
+    /// `build` refuses (`permission_denied`) a `relative` that is absolute, climbs with `..`,
+    /// or passes through a symlink, so a seed taken from someone else's configuration cannot
+    /// copy a host directory outside `root` (`~/.ssh`, `/etc`) into the sandbox.
+    #[must_use]
+    pub fn with_seed_in(mut self, root: impl Into<PathBuf>, relative: impl Into<PathBuf>) -> Self {
+        self.seed = Some(seed::SeedSource {
+            base: root.into(),
+            within: relative.into(),
+        });
         self
     }
 
@@ -247,8 +265,8 @@ impl VirtualSandboxBuilder {
         fs.add_dir(&root, 0o755);
         fs.add_dir(format!("/home/{USER_NAME}"), 0o755);
         fs.add_dir("/tmp", 0o1777);
-        if let Some(seed_dir) = &self.seed {
-            let entries = seed::collect(seed_dir, &self.seed_exclude, &self.limits).await?;
+        if let Some(seed_source) = &self.seed {
+            let entries = seed::collect(seed_source, &self.seed_exclude, &self.limits).await?;
             seed::install(fs.as_ref(), &root, entries).await?;
         }
         let shared = Shared {

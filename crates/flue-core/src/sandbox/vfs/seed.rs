@@ -1,16 +1,43 @@
 //! Seeding a virtual sandbox: a one-time copy of a host directory into its root.
 //!
-//! The host side is only read (`symlink_metadata`, `read`, `read_link`), on a blocking
-//! thread. Everything is collected and checked against the limits first, so a seed that is
-//! too large fails before anything is written, with a message naming the limit.
+//! The host side is only read, on a blocking thread, and only through open directory
+//! handles: every directory and file is opened relative to its parent's handle without
+//! following symlinks (`openat` with `O_NOFOLLOW`), so swapping a directory for a symlink while
+//! the copy runs cannot lead it out of the seed, and a seed given below a root
+//! ([`SeedSource::within`]) cannot be reached through a symlink or `..`. Symlinks inside the
+//! seed are recreated, not followed. Everything is collected and checked against the limits
+//! first, so a seed that is too large fails before anything is written, with a message naming
+//! the limit.
 
-use std::io;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use bashkit::{FileSystem, InMemoryFs};
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, open, openat, readlinkat};
+use nix::sys::stat::{Mode, SFlag, fstat, fstatat};
 
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
 use crate::sandbox::vfs::{VirtualLimits, vfs_error};
+
+/// How a directory opens while seeding: never through a symlink.
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
+
+/// Where a seed is copied from: the directory `within` below `base`. `base` is trusted as
+/// given (symlinks followed); `within` must be relative, without `..`, and is walked without
+/// following any symlink.
+#[derive(Clone, Debug)]
+pub(super) struct SeedSource {
+    pub(super) base: PathBuf,
+    pub(super) within: PathBuf,
+}
 
 /// One entry to create, by its path relative to the seed directory.
 #[derive(Debug)]
@@ -29,16 +56,16 @@ pub(super) enum SymlinkTarget {
     InsideSeed(PathBuf),
 }
 
-/// Reads the tree under `dir`, leaving out `exclude`d names, within `limits`.
+/// Reads the tree of `source`, leaving out `exclude`d names, within `limits`.
 pub(super) async fn collect(
-    dir: &Path,
+    source: &SeedSource,
     exclude: &[String],
     limits: &VirtualLimits,
 ) -> Result<Vec<SeedEntry>> {
-    let dir = dir.to_path_buf();
+    let source = source.clone();
     let exclude = exclude.to_vec();
     let limits = limits.clone();
-    tokio::task::spawn_blocking(move || collect_blocking(&dir, &exclude, &limits))
+    tokio::task::spawn_blocking(move || collect_blocking(&source, &exclude, &limits))
         .await
         .map_err(|err| FlueError::Sandbox {
             message: "seed the virtual sandbox: the copying thread failed".into(),
@@ -80,19 +107,19 @@ pub(super) async fn install(fs: &InMemoryFs, root: &str, entries: Vec<SeedEntry>
 }
 
 fn collect_blocking(
-    dir: &Path,
+    source: &SeedSource,
     exclude: &[String],
     limits: &VirtualLimits,
 ) -> Result<Vec<SeedEntry>> {
-    let shown = dir.display().to_string();
-    let canonical = std::fs::canonicalize(dir).map_err(|err| seed_io_error(&shown, err))?;
-    let metadata = std::fs::metadata(&canonical).map_err(|err| seed_io_error(&shown, err))?;
-    if !metadata.is_dir() {
-        return Err(FlueError::sandbox(
-            SandboxErrorReason::NotADirectory,
-            format!("seed directory {shown}: not a directory"),
-        ));
-    }
+    let shown = source.base.join(&source.within).display().to_string();
+    let base_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let base = open(&source.base, base_flags, Mode::empty())
+        .map_err(|errno| seed_io_error(&shown, errno.into()))?;
+    let seed = open_beneath(&base, &source.within, &shown)?;
+    // Absolute symlink targets are compared against the seed's real path.
+    let canonical = std::fs::canonicalize(&source.base)
+        .map_err(|err| seed_io_error(&shown, err))?
+        .join(normalized(&source.within));
     let mut entries = Vec::new();
     let mut n_files: u64 = 0;
     let mut n_dirs: u64 = 0;
@@ -100,74 +127,164 @@ fn collect_blocking(
     // Directories still to read, relative to the seed directory.
     let mut pending = vec![PathBuf::new()];
     while let Some(rel_dir) = pending.pop() {
-        let host_dir = canonical.join(&rel_dir);
-        let mut children: Vec<_> = std::fs::read_dir(&host_dir)
-            .map_err(|err| seed_io_error(&host_dir.display().to_string(), err))?
+        let shown_dir = canonical.join(&rel_dir).display().to_string();
+        let dir_fd = open_beneath(&seed, &rel_dir, &shown)?;
+        let mut dir =
+            Dir::from_fd(dir_fd).map_err(|errno| seed_io_error(&shown_dir, errno.into()))?;
+        let mut names: Vec<OsString> = dir
+            .iter()
             .filter_map(std::result::Result::ok)
+            .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
+            .filter(|name| name != "." && name != "..")
             .collect();
-        children.sort_by_key(std::fs::DirEntry::file_name);
-        for child in children {
-            let name = child.file_name();
+        names.sort();
+        for name in names {
             if is_excluded(&name.to_string_lossy(), exclude) {
                 continue;
             }
             let rel = rel_dir.join(&name);
-            let host_path = canonical.join(&rel);
-            let Ok(metadata) = std::fs::symlink_metadata(&host_path) else {
+            // Gone since the listing: nothing to copy.
+            let Ok(stat) = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
                 continue;
             };
-            let file_type = metadata.file_type();
-            if file_type.is_dir() {
-                n_dirs += 1;
-                if n_dirs > limits.max_dirs {
-                    return Err(too_large(
-                        &shown,
-                        &format!("more than {} directories", limits.max_dirs),
-                    ));
+            match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
+                SFlag::S_IFDIR => {
+                    n_dirs += 1;
+                    if n_dirs > limits.max_dirs {
+                        return Err(too_large(
+                            &shown,
+                            &format!("more than {} directories", limits.max_dirs),
+                        ));
+                    }
+                    entries.push(SeedEntry::Dir(rel.clone()));
+                    pending.push(rel);
                 }
-                entries.push(SeedEntry::Dir(rel.clone()));
-                pending.push(rel);
-            } else if file_type.is_file() {
-                n_files += 1;
-                n_bytes = n_bytes.saturating_add(metadata.len());
-                if n_files > limits.max_files {
-                    return Err(too_large(
-                        &shown,
-                        &format!("more than {} files", limits.max_files),
-                    ));
+                SFlag::S_IFREG => {
+                    let Some(content) = read_file(&dir, &name, &rel, limits, &shown)? else {
+                        continue;
+                    };
+                    n_files += 1;
+                    n_bytes = n_bytes.saturating_add(content.len() as u64);
+                    if n_files > limits.max_files {
+                        return Err(too_large(
+                            &shown,
+                            &format!("more than {} files", limits.max_files),
+                        ));
+                    }
+                    if n_bytes > limits.max_fs_bytes {
+                        return Err(too_large(
+                            &shown,
+                            &format!("more than {} bytes of files", limits.max_fs_bytes),
+                        ));
+                    }
+                    entries.push(SeedEntry::File(rel, content));
                 }
-                if metadata.len() > limits.max_file_bytes {
-                    return Err(too_large(
-                        &shown,
-                        &format!(
-                            "{}, a file of {} bytes (the limit per file is {})",
-                            rel.display(),
-                            metadata.len(),
-                            limits.max_file_bytes
-                        ),
-                    ));
+                SFlag::S_IFLNK => {
+                    let Ok(target) = readlinkat(&dir, name.as_os_str()) else {
+                        continue;
+                    };
+                    if let Some(target) = symlink_target(&canonical, &rel_dir, Path::new(&target)) {
+                        entries.push(SeedEntry::Symlink(rel, target));
+                    }
                 }
-                if n_bytes > limits.max_fs_bytes {
-                    return Err(too_large(
-                        &shown,
-                        &format!("more than {} bytes of files", limits.max_fs_bytes),
-                    ));
-                }
-                let content = std::fs::read(&host_path)
-                    .map_err(|err| seed_io_error(&host_path.display().to_string(), err))?;
-                entries.push(SeedEntry::File(rel, content));
-            } else if file_type.is_symlink() {
-                let Ok(target) = std::fs::read_link(&host_path) else {
-                    continue;
-                };
-                if let Some(target) = symlink_target(&canonical, &rel_dir, &target) {
-                    entries.push(SeedEntry::Symlink(rel, target));
-                }
+                // Sockets, fifos and devices are left out.
+                _ => {}
             }
-            // Sockets, fifos and devices are left out.
         }
     }
     Ok(entries)
+}
+
+/// Opens the directory `relative` below the open directory `base`, one component at a time,
+/// never following a symlink: a `..`, an absolute path or a symlink on the way is refused.
+fn open_beneath(base: &OwnedFd, relative: &Path, shown: &str) -> Result<OwnedFd> {
+    let mut current = openat(base, ".", DIR_FLAGS, Mode::empty())
+        .map_err(|errno| seed_io_error(shown, errno.into()))?;
+    for part in relative.components() {
+        let name = match part {
+            Component::Normal(name) => name,
+            Component::CurDir => continue,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(outside(shown, "it climbs out with `..` or is absolute"));
+            }
+        };
+        current = match openat(&current, name, DIR_FLAGS, Mode::empty()) {
+            Ok(next) => next,
+            // Linux reports a symlink opened with `O_DIRECTORY | O_NOFOLLOW` as "not a
+            // directory"; look at the entry itself to tell the two apart.
+            Err(errno @ (Errno::ELOOP | Errno::ENOTDIR)) => {
+                let is_symlink =
+                    fstatat(&current, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|stat| {
+                        SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+                    });
+                if is_symlink {
+                    return Err(outside(
+                        shown,
+                        &format!("`{}` on the way is a symlink", name.to_string_lossy()),
+                    ));
+                }
+                return Err(seed_io_error(shown, errno.into()));
+            }
+            Err(errno) => return Err(seed_io_error(shown, errno.into())),
+        };
+    }
+    Ok(current)
+}
+
+/// The content of the regular file `name` in `dir`, opened without following a symlink;
+/// `None` when it is no longer a regular file (changed since it was listed).
+fn read_file(
+    dir: &Dir,
+    name: &OsStr,
+    rel: &Path,
+    limits: &VirtualLimits,
+    shown: &str,
+) -> Result<Option<Vec<u8>>> {
+    let flags = OFlag::O_RDONLY
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOCTTY;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else {
+        return Ok(None);
+    };
+    let Ok(stat) = fstat(&fd) else {
+        return Ok(None);
+    };
+    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Ok(None);
+    }
+    let too_big = |size: u64| {
+        too_large(
+            shown,
+            &format!(
+                "{}, a file of {size} bytes (the limit per file is {})",
+                rel.display(),
+                limits.max_file_bytes
+            ),
+        )
+    };
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    if size > limits.max_file_bytes {
+        return Err(too_big(size));
+    }
+    let mut content = Vec::new();
+    std::fs::File::from(fd)
+        .take(limits.max_file_bytes.saturating_add(1))
+        .read_to_end(&mut content)
+        .map_err(|err| seed_io_error(&rel.display().to_string(), err))?;
+    // The file grew after it was measured.
+    if content.len() as u64 > limits.max_file_bytes {
+        return Err(too_big(content.len() as u64));
+    }
+    Ok(Some(content))
+}
+
+/// `path` without `.` components.
+fn normalized(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|part| !matches!(part, Component::CurDir))
+        .collect()
 }
 
 /// Whether `name` matches one of the `exclude` patterns (exact, or a prefix ending in `*`).
@@ -218,6 +335,16 @@ fn too_large(shown: &str, what: &str) -> FlueError {
             "seed directory {shown} holds {what}, beyond the virtual sandbox's limits: leave \
              large directories out (seed exclude), seed a smaller directory, or use the local \
              sandbox"
+        ),
+    )
+}
+
+fn outside(shown: &str, why: &str) -> FlueError {
+    FlueError::sandbox(
+        SandboxErrorReason::PermissionDenied,
+        format!(
+            "seed directory {shown}: {why}; a seed must be a directory inside the workspace, \
+             reached without symlinks"
         ),
     )
 }
