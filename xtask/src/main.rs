@@ -2,7 +2,8 @@
 //!
 //! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
 //! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
-//!   the in-process benchmarks of flue-core and the per-command latency of each sandbox.
+//!   the in-process benchmarks of flue-core (the agent loop, durable submissions) and the
+//!   per-command latency of each sandbox.
 //! - `bench-providers`: `flue run` over HTTP against the fake OpenAI server, optionally side by
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
 
@@ -139,6 +140,11 @@ fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {
     cargo(
         root,
         &["bench", "-p", "flue-core", "--bench", "runtime"],
+        &[],
+    )?;
+    cargo(
+        root,
+        &["bench", "-p", "flue-core", "--bench", "submissions"],
         &[],
     )?;
     cargo(

@@ -88,6 +88,17 @@ pub(crate) fn string(key: &str, pod: &Pod) -> Result<String, String> {
     }
 }
 
+/// `true` or `false`.
+pub(crate) fn boolean(key: &str, pod: &Pod) -> Result<bool, String> {
+    match pod {
+        Pod::Boolean(flag) => Ok(*flag),
+        other => Err(format!(
+            "`{key}` must be true or false, got {}",
+            describe(other)
+        )),
+    }
+}
+
 /// A string, or an integer or boolean taken as its text (`8080`, `true`); for command
 /// arguments, environment variables and headers.
 pub(crate) fn scalar_string(key: &str, pod: &Pod) -> Result<String, String> {

@@ -15,7 +15,9 @@ use toml::Spanned;
 use crate::agent_file::{SANDBOXES, SandboxKind};
 use crate::diagnostic::Diagnostic;
 use crate::fields;
-use crate::mcp::{self, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+use crate::mcp::{
+    self, McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer,
+};
 use crate::providers::{self, ProviderSettings, RawProvider};
 use crate::sandbox::{self, SandboxOptions, SandboxSettings, SeedSetting, unsupported};
 use crate::suggest::did_you_mean;
@@ -91,10 +93,24 @@ struct RawMcpServer {
     url: Option<Spanned<String>>,
     transport: Option<Spanned<String>>,
     headers: Option<BTreeMap<String, String>>,
+    oauth: Option<Spanned<RawOAuth>>,
+    sampling: Option<bool>,
     command: Option<Spanned<String>>,
     args: Option<Vec<String>>,
     env: Option<BTreeMap<String, String>>,
     cwd: Option<Spanned<String>>,
+}
+
+/// `[mcp.<name>.oauth]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOAuth {
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    client_metadata_url: Option<String>,
+    scopes: Option<Vec<String>>,
+    grant: Option<String>,
+    redirect: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -138,6 +154,35 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
     }
 }
 
+/// `[mcp.<name>.oauth]` checked: known words, an https or http client metadata url, and the
+/// client credentials grant only with an id and a secret.
+fn oauth(name: &str, raw: RawOAuth) -> Result<McpOAuthDecl, String> {
+    let client_credentials = match raw.grant.as_deref() {
+        None => false,
+        Some(grant) => fields::one_of_str(grant, "oauth grant", mcp::GRANTS)?,
+    };
+    let follow_redirect = match raw.redirect.as_deref() {
+        None => false,
+        Some(redirect) => fields::one_of_str(redirect, "oauth redirect", mcp::REDIRECTS)?,
+    };
+    if let Some(url) = &raw.client_metadata_url {
+        mcp::check_url(&format!("mcp.{name}.oauth.client_metadata_url"), url)?;
+    }
+    if client_credentials && (raw.client_id.is_none() || raw.client_secret.is_none()) {
+        return Err(format!(
+            "mcp server `{name}`: `grant = \"client_credentials\"` needs `client_id` and `client_secret`"
+        ));
+    }
+    Ok(McpOAuthDecl {
+        client_id: raw.client_id,
+        client_secret: raw.client_secret,
+        client_metadata_url: raw.client_metadata_url,
+        scopes: raw.scopes.unwrap_or_default(),
+        client_credentials,
+        follow_redirect,
+    })
+}
+
 /// `[mcp.<name>]` tables as server declarations; bad ones are reported and left out.
 fn mcp_servers(
     text: &str,
@@ -162,6 +207,7 @@ fn mcp_servers(
             ("url", server.url.is_some()),
             ("transport", server.transport.is_some()),
             ("headers", server.headers.is_some()),
+            ("oauth", server.oauth.is_some()),
         ];
         let stdio_keys = [
             ("command", server.command.is_some()),
@@ -224,10 +270,25 @@ fn mcp_servers(
                         }
                     }
                 };
+                let oauth = match server.oauth {
+                    None => None,
+                    Some(raw) => {
+                        let oauth_line = line_of(text, &raw.span());
+                        match oauth(&name, raw.into_inner()) {
+                            Ok(oauth) => Some(oauth),
+                            Err(message) => {
+                                report(oauth_line, message);
+                                continue;
+                            }
+                        }
+                    }
+                };
                 McpServerDecl::Remote(RemoteMcpServer {
                     url,
                     transport,
                     headers: server.headers.unwrap_or_default(),
+                    oauth,
+                    sampling: server.sampling.unwrap_or(false),
                 })
             }
             (None, Some(command)) => {
@@ -264,6 +325,7 @@ fn mcp_servers(
                     args: server.args.unwrap_or_default(),
                     env: server.env.unwrap_or_default(),
                     cwd,
+                    sampling: server.sampling.unwrap_or(false),
                 })
             }
         };

@@ -28,6 +28,30 @@ pub struct RemoteMcpServer {
     pub transport: McpTransport,
     /// Extra HTTP headers sent with every request.
     pub headers: BTreeMap<String, String>,
+    /// OAuth settings (`oauth:`), when the server needs more than discovery gives.
+    pub oauth: Option<McpOAuthDecl>,
+    /// `sampling: true`: the server may ask the agent's model for completions.
+    pub sampling: bool,
+}
+
+/// A remote server's `oauth` settings; `${VAR}` in `client_secret` is expanded when the
+/// server is connected.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McpOAuthDecl {
+    /// A client id registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret (a confidential client).
+    pub client_secret: Option<String>,
+    /// The https url of a client ID metadata document to use as the client id.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for instead of the server's.
+    pub scopes: Vec<String>,
+    /// `client_credentials` for machine-to-machine tokens (needs `client_id` and
+    /// `client_secret`); the default is the authorization-code flow.
+    pub client_credentials: bool,
+    /// `redirect: follow`: fetch the authorization url and read the code from the redirect
+    /// (for authorization servers that approve without a person).
+    pub follow_redirect: bool,
 }
 
 /// An MCP server run as a local process.
@@ -41,6 +65,18 @@ pub struct StdioMcpServer {
     pub env: BTreeMap<String, String>,
     /// Working directory, when not the default.
     pub cwd: Option<String>,
+    /// `sampling: true`: the server may ask the agent's model for completions.
+    pub sampling: bool,
+}
+
+impl McpServerDecl {
+    /// Whether the server may ask the agent's model for completions (`sampling: true`).
+    pub fn sampling(&self) -> bool {
+        match self {
+            Self::Remote(remote) => remote.sampling,
+            Self::Stdio(stdio) => stdio.sampling,
+        }
+    }
 }
 
 /// How an HTTP MCP server is spoken to. May grow: match with a wildcard arm.
@@ -54,8 +90,21 @@ pub enum McpTransport {
     Sse,
 }
 
-const REMOTE_KEYS: &[&str] = &["url", "transport", "headers"];
-const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
+const REMOTE_KEYS: &[&str] = &["url", "transport", "headers", "oauth", "sampling"];
+pub(crate) const OAUTH_KEYS: &[&str] = &[
+    "client_id",
+    "client_secret",
+    "client_metadata_url",
+    "scopes",
+    "grant",
+    "redirect",
+];
+/// `grant` values: is it the client credentials grant?
+pub(crate) const GRANTS: &[(&str, bool)] =
+    &[("authorization_code", false), ("client_credentials", true)];
+/// `redirect` values: does flue follow the redirect itself?
+pub(crate) const REDIRECTS: &[(&str, bool)] = &[("browser", false), ("follow", true)];
+const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd", "sampling"];
 pub(crate) const TRANSPORTS: &[(&str, McpTransport)] = &[
     ("streamable-http", McpTransport::StreamableHttp),
     ("sse", McpTransport::Sse),
@@ -138,6 +187,8 @@ fn parse_remote(
         url: String::new(),
         transport: McpTransport::default(),
         headers: BTreeMap::new(),
+        oauth: None,
+        sampling: false,
     };
     let mut valid = true;
     for (key, value) in entries {
@@ -156,6 +207,10 @@ fn parse_remote(
             "headers" => report
                 .check(&keys, fields::string_map(&dotted, value))
                 .map(|headers| server.headers = headers),
+            "oauth" => parse_oauth(name, value, report).map(|oauth| server.oauth = Some(oauth)),
+            "sampling" => report
+                .check(&keys, fields::boolean(&dotted, value))
+                .map(|sampling| server.sampling = sampling),
             _ => {
                 let place = format!(" in mcp server `{name}` (a `url` server)");
                 report.unknown_key(&keys, &place, REMOTE_KEYS);
@@ -165,6 +220,61 @@ fn parse_remote(
         valid &= ok.is_some();
     }
     valid.then_some(server)
+}
+
+fn parse_oauth(name: &str, pod: &Pod, report: &mut Report<'_>) -> Option<McpOAuthDecl> {
+    let here = ["mcp", name, "oauth"];
+    let expected = "a mapping like `{ client_id: \"...\", scopes: [read] }`";
+    let entries = report.check(
+        &here,
+        fields::mapping(&format!("mcp.{name}.oauth"), pod, expected),
+    )?;
+    let mut oauth = McpOAuthDecl::default();
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["mcp", name, "oauth", key.as_str()];
+        let dotted = format!("mcp.{name}.oauth.{key}");
+        let ok = match key.as_str() {
+            "client_id" => report
+                .check(&keys, non_empty_string(&dotted, value))
+                .map(|id| oauth.client_id = Some(id)),
+            "client_secret" => report
+                .check(&keys, non_empty_string(&dotted, value))
+                .map(|secret| oauth.client_secret = Some(secret)),
+            "client_metadata_url" => report
+                .check(&keys, url(&dotted, value))
+                .map(|url| oauth.client_metadata_url = Some(url)),
+            "scopes" => report
+                .check(&keys, fields::string_list(&dotted, value))
+                .map(|scopes| oauth.scopes = scopes),
+            "grant" => report
+                .check(&keys, fields::one_of(&dotted, value, "oauth grant", GRANTS))
+                .map(|client_credentials| oauth.client_credentials = client_credentials),
+            "redirect" => report
+                .check(
+                    &keys,
+                    fields::one_of(&dotted, value, "oauth redirect", REDIRECTS),
+                )
+                .map(|follow| oauth.follow_redirect = follow),
+            _ => {
+                let place = format!(" in the oauth settings of mcp server `{name}`");
+                report.unknown_key(&keys, &place, OAUTH_KEYS);
+                None
+            }
+        };
+        valid &= ok.is_some();
+    }
+    if valid
+        && oauth.client_credentials
+        && (oauth.client_id.is_none() || oauth.client_secret.is_none())
+    {
+        report.error(
+            &here,
+            format!("mcp server `{name}`: `grant: client_credentials` needs `client_id` and `client_secret`"),
+        );
+        valid = false;
+    }
+    valid.then_some(oauth)
 }
 
 fn parse_stdio(
@@ -177,6 +287,7 @@ fn parse_stdio(
         args: Vec::new(),
         env: BTreeMap::new(),
         cwd: None,
+        sampling: false,
     };
     let mut valid = true;
     for (key, value) in entries {
@@ -195,6 +306,9 @@ fn parse_stdio(
             "cwd" => report
                 .check(&keys, non_empty_string(&dotted, value))
                 .map(|cwd| server.cwd = Some(cwd)),
+            "sampling" => report
+                .check(&keys, fields::boolean(&dotted, value))
+                .map(|sampling| server.sampling = sampling),
             _ => {
                 let place = format!(" in mcp server `{name}` (a `command` server)");
                 report.unknown_key(&keys, &place, STDIO_KEYS);

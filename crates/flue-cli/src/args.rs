@@ -31,6 +31,32 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: TrashCommand,
     },
+    /// Sign in to and out of remote MCP servers that use OAuth.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// Sign in to a remote MCP server (OAuth): prints the url to open, waits for the browser to
+    /// come back to a loopback address, and keeps the tokens in the workspace store.
+    Login(McpServerArgs),
+    /// Forget the stored OAuth tokens of a remote MCP server.
+    Logout(McpServerArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpServerArgs {
+    /// The server's name in flue.toml (`[mcp.NAME]`) or in an agent's `mcp` settings.
+    pub(crate) server: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Environment file to load instead of ROOT/.env.
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -74,6 +100,10 @@ pub(crate) struct RunArgs {
     /// (naming it) instead of waiting for its turn.
     #[arg(long)]
     pub(crate) no_wait: bool,
+    /// Accept MCP servers' requests for input (elicitation) with the defaults their schema
+    /// gives, without asking.
+    #[arg(long)]
+    pub(crate) yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,8 @@
 mod args;
 mod audit;
 mod build;
+mod elicit;
+mod mcp;
 mod render;
 mod run;
 mod session_show;
@@ -17,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command, SessionCommand, TrashCommand};
+use crate::args::{Cli, Command, McpCommand, SessionCommand, TrashCommand};
 
 /// Exit codes, mapped in one place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +92,12 @@ fn main() -> ExitCode {
             Command::Trash {
                 command: TrashCommand::Restore(restore_args),
             } => trash::restore(restore_args).await,
+            Command::Mcp {
+                command: McpCommand::Login(login_args),
+            } => mcp::login(&login_args).await,
+            Command::Mcp {
+                command: McpCommand::Logout(logout_args),
+            } => mcp::logout(&logout_args),
         }
     });
     let exit = match result {

@@ -98,6 +98,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Err(err) = runtime.shutdown().await {
         warnings.push(format!("stopping the runtime: {err}"));
     }
+    let sampled = host.agents().mcp_sampling_usage();
+    if sampled.input_tokens + sampled.output_tokens > 0 {
+        eprintln!(
+            "mcp sampling used the agent's model: {} input and {} output tokens",
+            sampled.input_tokens, sampled.output_tokens
+        );
+    }
     warnings.extend(host.close().await);
     for warning in warnings {
         eprintln!("warning: {warning}");
@@ -199,6 +206,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(role) = &args.role {
         options = options.with_role(role);
     }
+    options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
     let host = Arc::new(
         Host::with_store(agents, Arc::clone(&store) as Arc<dyn SessionStore>)
             .with_harness_options(options),

@@ -56,6 +56,9 @@ mod mcp;
 pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
 pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
 pub use mcp::{
-    DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerConnection, McpServerOptions,
-    McpStdioCommand, McpTransport, connect_mcp_server,
+    AcceptDefaults, DEFAULT_MCP_TIMEOUT, DeclineElicitation, ElicitationAnswer, ElicitationRequest,
+    MAX_AUTHORIZATIONS, McpElicitor, McpEndpoint, McpHttpEndpoint, McpOAuth, McpOAuthGrant,
+    McpOAuthRedirect, McpSampler, McpServerConnection, McpServerOptions, McpStdioCommand,
+    McpTokenStore, McpTransport, SamplingRequest, SamplingResponse, connect_mcp_server,
+    field_options, field_value, login_mcp_server,
 };

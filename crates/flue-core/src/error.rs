@@ -300,15 +300,6 @@ pub enum FlueError {
         /// The limit.
         max: u32,
     },
-    /// A conversation id is not allowed (empty, only whitespace, over 256 bytes, or with
-    /// control characters). Not retryable: fix the id.
-    #[error("invalid conversation id {id:?}: {reason}")]
-    InvalidConversationId {
-        /// The rejected id.
-        id: String,
-        /// Why it was rejected.
-        reason: String,
-    },
     /// A request is malformed (an empty signal type, a bad signal tag name, ...). Not
     /// retryable: fix the request as the message says.
     #[error("invalid request: {message}")]
@@ -471,6 +462,9 @@ pub enum McpErrorReason {
     InvalidTools,
     /// The server answered a request with a JSON-RPC error. Usually fix the input.
     ServerError,
+    /// The server needs OAuth authorization that is missing, expired or was refused. Sign in
+    /// (`flue mcp login <server>`) or fix the server's `oauth` settings, then retry.
+    AuthRequired,
 }
 
 /// Sub-kinds of [`FlueError::Sandbox`], stable on the wire.
@@ -538,7 +532,6 @@ impl FlueError {
             Self::UnknownRole { .. } => "unknown_role",
             Self::SubagentNotDeclared { .. } => "subagent_not_declared",
             Self::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
-            Self::InvalidConversationId { .. } => "invalid_conversation_id",
             Self::InvalidRequest { .. } => "invalid_request",
             Self::UnknownAgent { .. } => "agent_not_found",
             Self::AgentInstanceNotFound { .. } => "agent_instance_not_found",
@@ -619,6 +612,7 @@ impl McpErrorReason {
             Self::MalformedResponse => "mcp_malformed_response",
             Self::InvalidTools => "mcp_invalid_tools",
             Self::ServerError => "mcp_server_error",
+            Self::AuthRequired => "mcp_auth_required",
         }
     }
 }

@@ -30,25 +30,12 @@ pub use wire::{
 
 use crate::error::{FlueError, Result};
 
-/// Checks a conversation id: 1 to 256 bytes, not only whitespace, no control characters.
-///
-/// The one validation every entry point uses (dispatch, the CLI's `--id`, the HTTP route).
+/// Checks a conversation id: the rule of every instance id ([`crate::check_instance_id`]: 1
+/// to 128 characters, no whitespace, control or invisible characters, no slash, not `.` or
+/// `..`), so CLIs, the HTTP server and dispatch accept the same ids. Refusals are
+/// [`FlueError::InvalidInstanceId`] (kind `invalid_id`).
 pub fn check_conversation_id(id: &str) -> Result<()> {
-    let reason = if id.is_empty() {
-        "a conversation id must not be empty"
-    } else if id.len() > 256 {
-        "a conversation id must be at most 256 bytes"
-    } else if id.trim().is_empty() {
-        "a conversation id must not be only whitespace"
-    } else if id.chars().any(char::is_control) {
-        "a conversation id must not contain control characters"
-    } else {
-        return Ok(());
-    };
-    Err(FlueError::InvalidConversationId {
-        id: id.to_owned(),
-        reason: reason.to_owned(),
-    })
+    crate::harness::check_instance_id(id)
 }
 
 /// Checks what a message must satisfy before admission: a non-empty signal type, and tag and

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
+use flue_connectors::McpElicitor;
 use flue_core::{AgentConfig, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore};
 
 use crate::mcp::McpServers;
@@ -31,6 +32,8 @@ pub struct AgentSet {
     providers: Providers,
     /// Per agent: its configuration with MCP tools, and the connections they use.
     mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
+    /// Tokens the agents' models spent answering MCP sampling requests.
+    sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
 }
 
 /// What [`AgentSet::prepare`] hands over: a builder lacking only sandbox, instance id and
@@ -54,11 +57,23 @@ pub struct AgentInfo {
 }
 
 /// Per-harness overrides of what the agent file says (the CLI's `--model`, `--sandbox`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct HarnessOptions {
     model: Option<String>,
     sandbox: Option<SandboxKind>,
     role: Option<String>,
+    pub(crate) elicitor: Option<Arc<dyn McpElicitor>>,
+}
+
+impl std::fmt::Debug for HarnessOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarnessOptions")
+            .field("model", &self.model)
+            .field("sandbox", &self.sandbox)
+            .field("role", &self.role)
+            .field("elicitor", &self.elicitor.is_some())
+            .finish()
+    }
 }
 
 impl HarnessOptions {
@@ -83,6 +98,14 @@ impl HarnessOptions {
     /// Opens a sandbox of `kind` instead of the agent's and flue.toml's.
     pub fn with_sandbox(mut self, kind: SandboxKind) -> Self {
         self.sandbox = Some(kind);
+        self
+    }
+
+    /// Answers the MCP servers' elicitation requests with `elicitor` (a terminal prompt,
+    /// [`AcceptDefaults`](flue_connectors::AcceptDefaults)); without one they are declined.
+    /// Pending actions that any process resolves plug in here as another elicitor.
+    pub fn with_mcp_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
+        self.elicitor = Some(elicitor);
         self
     }
 }
@@ -132,7 +155,47 @@ impl AgentSet {
             env,
             providers,
             mcp: tokio::sync::Mutex::new(BTreeMap::new()),
+            sampling_usage: Arc::new(std::sync::Mutex::new(flue_core::Usage::default())),
         })
+    }
+
+    /// Signs in to the remote MCP server `server` (declared in flue.toml or by an agent): runs
+    /// its OAuth authorization with a loopback redirect, calling `show_url` with the url the
+    /// person opens, and keeps the tokens in the workspace store for later runs. With
+    /// `grant: client_credentials` no person is involved.
+    pub async fn login_mcp_server(
+        &self,
+        server: &str,
+        show_url: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<(), HostError> {
+        let (url, oauth) = self.remote_server(server)?;
+        flue_connectors::login_mcp_server(server, &url, oauth, show_url).await?;
+        Ok(())
+    }
+
+    /// Forgets the stored OAuth tokens of MCP server `server`; how many sets were stored.
+    pub fn logout_mcp_server(&self, server: &str) -> Result<usize, HostError> {
+        self.remote_server(server)?;
+        Ok(crate::tokens::forget(&self.root, server)?)
+    }
+
+    /// The url and OAuth settings of remote server `server`.
+    fn remote_server(
+        &self,
+        server: &str,
+    ) -> Result<(String, flue_connectors::McpOAuth), HostError> {
+        let decl = crate::mcp::find_server(&self.workspace, server).ok_or_else(|| {
+            HostError::Core(flue_core::FlueError::config(format!(
+                "no mcp server `{server}` in flue.toml or any agent's `mcp` settings"
+            )))
+        })?;
+        let flue_build::McpServerDecl::Remote(remote) = decl else {
+            return Err(HostError::Core(flue_core::FlueError::config(format!(
+                "mcp server `{server}` is a local process (`command`): only `url` servers sign in"
+            ))));
+        };
+        let options = crate::mcp::options(server, decl, &self.root, &self.env)?;
+        Ok((remote.url.clone(), options.oauth))
     }
 
     /// Where the agents work and conversations are kept.
@@ -215,6 +278,7 @@ impl AgentSet {
                 harness,
                 warnings: prepared.warnings,
                 sandbox: Some(sandbox),
+                sampling_usage: Arc::clone(&self.sampling_usage),
             }),
             Err(err) => {
                 sandbox.close().await;
@@ -248,7 +312,9 @@ impl AgentSet {
             .and_then(|model| self.providers.warning(model))
             .into_iter()
             .collect();
-        let mut config = self.with_mcp_tools(agent, base).await?;
+        let mut config = self
+            .with_mcp_tools(agent, base, model.as_deref(), options)
+            .await?;
         if let Some(model) = model {
             config.model = Some(model);
         }
@@ -285,6 +351,8 @@ impl AgentSet {
         &self,
         agent: &str,
         mut base: AgentConfig,
+        model: Option<&str>,
+        options: &HarnessOptions,
     ) -> Result<AgentConfig, FlueError> {
         // A tokio mutex: held while the first harness of an agent connects, so that two
         // conversations starting at once connect each server once.
@@ -292,9 +360,34 @@ impl AgentSet {
         if let Some((config, _)) = connected.get(agent) {
             return Ok(config.clone());
         }
-        let servers = McpServers::connect(&self.workspace, agent, &self.env, &mut base).await?;
+        // Sampling requests run on the agent's model; their usage is the set's.
+        let sampler: Option<Arc<dyn flue_connectors::McpSampler>> = model.map(|model| {
+            Arc::new(crate::sampling::ModelSampler {
+                providers: self.providers.registry.clone(),
+                model: model.to_owned(),
+                usage: Arc::clone(&self.sampling_usage),
+            }) as Arc<dyn flue_connectors::McpSampler>
+        });
+        let servers = McpServers::connect(
+            &self.workspace,
+            agent,
+            &self.env,
+            options,
+            sampler,
+            &mut base,
+        )
+        .await?;
         connected.insert(agent.to_owned(), (base.clone(), servers));
         Ok(base)
+    }
+
+    /// Tokens the agents' models spent answering MCP servers' sampling requests (servers with
+    /// `sampling: true`) through this set's connections; not part of any session's usage.
+    pub fn mcp_sampling_usage(&self) -> flue_core::Usage {
+        *self
+            .sampling_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Closes the MCP servers the set's harnesses connected; returns failures as warnings.
@@ -327,6 +420,7 @@ pub struct AgentHarness {
     harness: Harness,
     warnings: Vec<String>,
     sandbox: Option<OpenSandbox>,
+    sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
 }
 
 impl AgentHarness {
@@ -339,6 +433,16 @@ impl AgentHarness {
     /// defaults because its provider's catalog does not know it).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Tokens the agent's model spent answering MCP servers' sampling requests (servers with
+    /// `sampling: true`) by the agent set it came from (its MCP connections are shared); not part of any
+    /// session's usage.
+    pub fn mcp_sampling_usage(&self) -> flue_core::Usage {
+        *self
+            .sampling_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Closes the sandbox; returns a failure as a warning.

@@ -45,10 +45,16 @@ mod host;
 mod mcp;
 mod providers;
 mod root;
+mod sampling;
 mod sandbox;
+mod tokens;
 
 pub use agents::{AgentHarness, AgentInfo, AgentSet, HarnessOptions, agent_name_of_file};
 pub use env::Env;
 pub use error::HostError;
+pub use flue_connectors::{
+    AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
+    field_options, field_value,
+};
 pub use host::Host;
 pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};

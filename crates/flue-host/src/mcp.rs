@@ -4,16 +4,28 @@
 use std::path::Path;
 
 use flue_build::{McpServerDecl, McpTransport, Workspace};
+use std::sync::Arc;
+
 use flue_connectors::{
-    McpHttpEndpoint, McpServerConnection, McpServerOptions, McpStdioCommand,
-    McpTransport as WireTransport, connect_mcp_server,
+    McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpSampler, McpServerConnection,
+    McpServerOptions, McpStdioCommand, McpTransport as WireTransport, connect_mcp_server,
 };
 use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
 
-use crate::Env;
+use crate::tokens::SqliteTokenStore;
+use crate::{Env, HarnessOptions};
 
 #[cfg(test)]
 mod tests;
+
+/// What connecting a server needs besides its declaration.
+#[derive(Clone, Copy)]
+struct Context<'a> {
+    workspace: &'a Workspace,
+    env: &'a Env,
+    options: &'a HarnessOptions,
+    sampler: Option<&'a Arc<dyn McpSampler>>,
+}
 
 /// The open MCP connections of one harness.
 #[derive(Debug, Default)]
@@ -30,16 +42,22 @@ impl McpServers {
         workspace: &Workspace,
         agent: &str,
         env: &Env,
+        options: &HarnessOptions,
+        sampler: Option<Arc<dyn McpSampler>>,
         config: &mut AgentConfig,
     ) -> Result<Self, FlueError> {
+        let context = Context {
+            workspace,
+            env,
+            options,
+            sampler: sampler.as_ref(),
+        };
         let mut servers = Self::default();
-        let attached = servers
-            .attach(workspace, agent, env, &mut config.tools)
-            .await;
+        let attached = servers.attach(context, agent, &mut config.tools).await;
         let attached = match attached {
             Ok(()) => {
                 servers
-                    .attach_subagents(workspace, env, &mut config.subagents)
+                    .attach_subagents(context, &mut config.subagents)
                     .await
             }
             Err(err) => Err(err),
@@ -66,16 +84,14 @@ impl McpServers {
 
     async fn attach_subagents(
         &mut self,
-        workspace: &Workspace,
-        env: &Env,
+        context: Context<'_>,
         profiles: &mut [AgentProfile],
     ) -> Result<(), FlueError> {
         for profile in profiles {
             if let Some(name) = profile.name.clone() {
-                self.attach(workspace, &name, env, &mut profile.tools)
-                    .await?;
+                self.attach(context, &name, &mut profile.tools).await?;
             }
-            Box::pin(self.attach_subagents(workspace, env, &mut profile.subagents)).await?;
+            Box::pin(self.attach_subagents(context, &mut profile.subagents)).await?;
         }
         Ok(())
     }
@@ -83,12 +99,11 @@ impl McpServers {
     /// Adds the tools of agent `agent`'s servers to `tools`, connecting servers not open yet.
     async fn attach(
         &mut self,
-        workspace: &Workspace,
+        context: Context<'_>,
         agent: &str,
-        env: &Env,
         tools: &mut Vec<ToolDefinition>,
     ) -> Result<(), FlueError> {
-        for (name, decl) in workspace.mcp_servers(agent)? {
+        for (name, decl) in context.workspace.mcp_servers(agent)? {
             let open = self
                 .connections
                 .iter()
@@ -96,7 +111,13 @@ impl McpServers {
             let idx = match open {
                 Some(idx) => idx,
                 None => {
-                    let options = options(&name, &decl, &workspace.root, env)?;
+                    let mut options = options(&name, &decl, &context.workspace.root, context.env)?;
+                    if let Some(elicitor) = &context.options.elicitor {
+                        options = options.with_elicitor(elicitor.clone());
+                    }
+                    if let Some(sampler) = context.sampler.filter(|_| decl.sampling()) {
+                        options = options.with_sampler(Arc::clone(sampler));
+                    }
                     let connection = connect_mcp_server(&name, options).await?;
                     self.connections.push((decl, connection));
                     self.connections.len() - 1
@@ -119,6 +140,7 @@ pub(crate) fn options(
     env: &Env,
 ) -> Result<McpServerOptions, FlueError> {
     let lookup = |name: &str| env.get(name);
+    let mut oauth = McpOAuth::default();
     let endpoint: flue_connectors::McpEndpoint = match decl {
         McpServerDecl::Remote(remote) => {
             let transport = match remote.transport {
@@ -136,6 +158,26 @@ pub(crate) fn options(
                     FlueError::config(format!("mcp server `{server}`, header `{name}`: {problem}"))
                 })?;
                 endpoint = endpoint.with_header(name, value);
+            }
+            oauth.store = Some(Arc::new(SqliteTokenStore::new(root, server, &remote.url)));
+            if let Some(decl) = &remote.oauth {
+                oauth.client_id = decl.client_id.clone();
+                oauth.client_secret = match &decl.client_secret {
+                    Some(secret) => Some(expand(secret, lookup).map_err(|problem| {
+                        FlueError::config(format!(
+                            "mcp server `{server}`, oauth client_secret: {problem}"
+                        ))
+                    })?),
+                    None => None,
+                };
+                oauth.client_metadata_url = decl.client_metadata_url.clone();
+                oauth.scopes = decl.scopes.clone();
+                if decl.client_credentials {
+                    oauth.grant = McpOAuthGrant::ClientCredentials;
+                }
+                if decl.follow_redirect {
+                    oauth.redirect = McpOAuthRedirect::Follow;
+                }
             }
             endpoint.into()
         }
@@ -158,7 +200,17 @@ pub(crate) fn options(
             command.into()
         }
     };
-    Ok(McpServerOptions::new(endpoint))
+    Ok(McpServerOptions::new(endpoint).with_oauth(oauth))
+}
+
+/// The declaration of server `server`: flue.toml's, else the first agent's that declares it.
+pub(crate) fn find_server<'w>(workspace: &'w Workspace, server: &str) -> Option<&'w McpServerDecl> {
+    workspace.config.mcp.get(server).or_else(|| {
+        workspace
+            .agents
+            .values()
+            .find_map(|agent| agent.mcp.get(server))
+    })
 }
 
 /// `text` with every `${NAME}` replaced by `lookup(NAME)`. Other `$` are kept. The error says

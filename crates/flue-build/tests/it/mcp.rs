@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use flue_build::{AgentFile, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
+use flue_build::{
+    AgentFile, McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer,
+};
 
 use crate::support::{MODEL, agent, at, check_agent, check_diagnostics, load};
 
@@ -33,6 +35,8 @@ fn remote_and_stdio_servers_are_read() {
                     url: "http://127.0.0.1:8931/mcp".to_owned(),
                     transport: McpTransport::StreamableHttp,
                     headers: BTreeMap::new(),
+                    oauth: None,
+                    sampling: false,
                 }),
             ),
             (
@@ -46,6 +50,7 @@ fn remote_and_stdio_servers_are_read() {
                     ],
                     env: BTreeMap::from([("DEBUG".to_owned(), "true".to_owned())]),
                     cwd: Some("/srv".to_owned()),
+                    sampling: false,
                 }),
             ),
             (
@@ -57,6 +62,8 @@ fn remote_and_stdio_servers_are_read() {
                         ("Authorization".to_owned(), "Bearer token".to_owned()),
                         ("X-Retries".to_owned(), "3".to_owned()),
                     ]),
+                    oauth: None,
+                    sampling: false,
                 }),
             ),
         ]),
@@ -105,7 +112,7 @@ fn bad_server_shapes_are_reported_at_their_lines() {
             at(
                 "agents/a.md",
                 9,
-                "unknown key `args` in mcp server `remote` (a `url` server) (known keys: url, transport, headers)",
+                "unknown key `args` in mcp server `remote` (a `url` server) (known keys: url, transport, headers, oauth, sampling)",
             ),
             at("agents/a.md", 11, "`mcp.local.command` must not be empty"),
             at(
@@ -171,12 +178,15 @@ cwd = "tools"
             "Authorization".to_owned(),
             "Bearer ${DOCS_TOKEN}".to_owned(),
         )]),
+        oauth: None,
+        sampling: false,
     });
     let files = McpServerDecl::Stdio(StdioMcpServer {
         command: "npx".to_owned(),
         args: vec!["-y".to_owned(), "server-filesystem".to_owned()],
         env: BTreeMap::from([("ROOT".to_owned(), "${HOME}/src".to_owned())]),
         cwd: Some("tools".to_owned()),
+        sampling: false,
     });
     assert_eq!(
         workspace.config.mcp,
@@ -189,6 +199,8 @@ cwd = "tools"
         url: "http://127.0.0.1:9000/mcp".to_owned(),
         transport: McpTransport::StreamableHttp,
         headers: BTreeMap::new(),
+        oauth: None,
+        sampling: false,
     });
     assert_eq!(
         workspace.mcp_servers("a").unwrap(),
@@ -280,5 +292,99 @@ fn an_unknown_key_in_a_flue_toml_server_is_reported_with_a_suggestion() {
             3,
             "unknown key `header` (did you mean `headers`?)",
         )],
+    );
+}
+
+#[test]
+fn oauth_and_sampling_settings_are_read_from_agent_files_and_flue_toml() {
+    let mcp = r#"  tracker:
+    url: https://mcp.tracker.example/mcp
+    sampling: true
+    oauth:
+      client_id: flue
+      client_secret: "${SECRET}"
+      client_metadata_url: https://acme.example/client.json
+      scopes: [read, write]
+      grant: client_credentials
+      redirect: follow
+"#;
+    let flue_toml = "[mcp.m2m]\nurl = \"https://m2m.example/mcp\"\n[mcp.m2m.oauth]\nclient_id = \"a\"\nscopes = [\"x\"]\nredirect = \"browser\"\n[mcp.local]\ncommand = \"srv\"\nsampling = true\n";
+    let workspace = load(&[
+        ("flue.toml", flue_toml),
+        ("agents/a.md", file_with(mcp).as_str()),
+    ]);
+    let servers = workspace.mcp_servers("a").unwrap();
+    let McpServerDecl::Remote(tracker) = &servers["tracker"] else {
+        panic!("{servers:?}");
+    };
+    assert_eq!(
+        tracker.oauth,
+        Some(McpOAuthDecl {
+            client_id: Some("flue".to_owned()),
+            client_secret: Some("${SECRET}".to_owned()),
+            client_metadata_url: Some("https://acme.example/client.json".to_owned()),
+            scopes: vec!["read".to_owned(), "write".to_owned()],
+            client_credentials: true,
+            follow_redirect: true,
+        })
+    );
+    assert!(servers["tracker"].sampling());
+    let McpServerDecl::Remote(m2m) = &servers["m2m"] else {
+        panic!("{servers:?}");
+    };
+    assert_eq!(
+        m2m.oauth,
+        Some(McpOAuthDecl {
+            client_id: Some("a".to_owned()),
+            scopes: vec!["x".to_owned()],
+            ..McpOAuthDecl::default()
+        })
+    );
+    assert!(!servers["m2m"].sampling());
+    assert!(servers["local"].sampling());
+}
+
+#[test]
+fn bad_oauth_settings_are_reported_at_their_lines() {
+    let mcp = r#"  a:
+    url: https://a.example/mcp
+    sampling: yes
+    oauth:
+      grant: implicit
+      redirect: popup
+      tenant: x
+  b:
+    url: https://b.example/mcp
+    oauth: { grant: client_credentials, client_id: only }
+"#;
+    check_diagnostics(
+        &[("agents/a.md", file_with(mcp).as_str())],
+        &[
+            at(
+                "agents/a.md",
+                6,
+                "`mcp.a.sampling` must be true or false, got \"yes\"",
+            ),
+            at(
+                "agents/a.md",
+                8,
+                "invalid oauth grant `implicit`: expected one of authorization_code, client_credentials",
+            ),
+            at(
+                "agents/a.md",
+                9,
+                "invalid oauth redirect `popup`: expected one of browser, follow",
+            ),
+            at(
+                "agents/a.md",
+                10,
+                "unknown key `tenant` in the oauth settings of mcp server `a` (known keys: client_id, client_secret, client_metadata_url, scopes, grant, redirect)",
+            ),
+            at(
+                "agents/a.md",
+                13,
+                "mcp server `b`: `grant: client_credentials` needs `client_id` and `client_secret`",
+            ),
+        ],
     );
 }

@@ -8,10 +8,12 @@
 
 mod audit_trash;
 mod build;
+mod conformance;
 mod delegation;
 mod durable;
 mod hostile_inputs;
 mod mcp;
+mod mcp_oauth;
 mod providers;
 mod run;
 mod sandbox;

@@ -13,7 +13,7 @@ fn peers() -> PathBuf {
 }
 
 /// A file under tests/peers/, which must exist (`cargo xtask ci` installs the peers).
-fn peer(relative: &str) -> String {
+pub fn peer(relative: &str) -> String {
     let path = peers().join(relative);
     assert!(
         path.exists(),
@@ -224,5 +224,45 @@ fn a_subagents_servers_are_connected_too() {
             "kind": "mcp_start_failed",
             "message": "mcp server \"broken\": the server closed the connection during the MCP handshake; its stderr ends with:\nfixture: cannot start, token  rejected"
         })
+    );
+}
+
+#[test]
+fn a_server_with_sampling_enabled_gets_answers_from_the_agents_model() {
+    let everything = peer("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mcp = format!(
+        "  everything:\n    command: node\n    args: [\"{everything}\", stdio]\n    sampling: true\n"
+    );
+    let script = json!({"rules": [
+        {"when": {"user_contains": "context: hi"}, "reply": {"text": "sampled answer"}},
+        {"when": {"user_contains": "please"}, "reply": {"tool_calls": [
+            {"name": "mcp__everything__trigger-sampling-request", "input": {"prompt": "hi"}}
+        ]}},
+        {"when": {"tool_result": "mcp__everything__trigger-sampling-request"}, "reply": {"text": "Tool said: {{tool_result}}"}},
+        {"reply": {"text": "ok"}}
+    ]});
+    let ws = Workspace::new(&[
+        ("agents/helper.md", &agent(&mcp)),
+        ("script.json", &script.to_string()),
+    ]);
+    let output = ws.flue(&["run", "helper", "-m", "please sample"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("\"text\": \"sampled answer\""), "{out}");
+    assert!(out.contains("\"model\": \"scripted/script.json\""), "{out}");
+    assert!(
+        stderr(&output).contains("mcp sampling used the agent's model"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Without `sampling: true` the server is not told flue can sample, so it offers no such tool.
+    let off = agent(&mcp.replace("    sampling: true\n", ""));
+    std::fs::write(ws.root().join("agents/helper.md"), off).unwrap();
+    let output = ws.flue(&["run", "helper", "-m", "please sample"]);
+    assert!(
+        !stdout(&output).contains("sampled answer"),
+        "{}",
+        stdout(&output)
     );
 }

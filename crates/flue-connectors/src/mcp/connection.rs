@@ -11,9 +11,8 @@ use flue_core::{
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ListToolsRequest, PaginatedRequestParams,
-    ProtocolVersion, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    ListToolsRequest, PaginatedRequestParams, ServerResult,
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -22,7 +21,9 @@ use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::handler::Handler;
 use super::naming::adapted_name;
+use super::oauth::{Authorizer, OAuthHttpClient};
 use super::options::{McpEndpoint, McpServerOptions, McpTransport};
 use super::render::{EMPTY_RESULT, render_result};
 use super::sse::{SseTransport, error_chain};
@@ -49,7 +50,7 @@ const MAX_REPORTED_PROBLEMS: usize = 8;
 pub struct McpServerConnection {
     name: String,
     tools: Vec<ToolDefinition>,
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Handler>,
 }
 
 /// Connects to the MCP server `name` and adapts every tool it lists.
@@ -76,8 +77,9 @@ pub async fn connect_mcp_server(
         server: name.to_owned(),
         secrets: options.secret_values(),
         stderr: None,
+        authorizer: None,
     };
-    let service = start(&options, &mut context).await?;
+    let service = start(name, &options, &mut context).await?;
     let client = Arc::new(Client {
         context,
         peer: service.peer().clone(),
@@ -135,12 +137,14 @@ impl fmt::Debug for McpServerConnection {
     }
 }
 
-/// What an error about one server needs: its name, values to hide, and its stderr.
-#[derive(Clone, Debug)]
+/// What an error about one server needs: its name, values to hide, its stderr, and why
+/// authorization failed.
+#[derive(Clone)]
 struct ErrorContext {
     server: String,
     secrets: Vec<String>,
     stderr: Option<StderrTail>,
+    authorizer: Option<Arc<Authorizer>>,
 }
 
 impl ErrorContext {
@@ -166,6 +170,11 @@ impl ErrorContext {
     /// the end of its stderr.
     fn error(&self, reason: McpErrorReason, message: String) -> FlueError {
         let mut message = message;
+        let mut reason = reason;
+        if let Some(failure) = self.authorizer.as_ref().and_then(|auth| auth.failure()) {
+            reason = McpErrorReason::AuthRequired;
+            message = failure;
+        }
         let died = matches!(reason, McpErrorReason::StartFailed | McpErrorReason::Closed);
         if let Some(stderr) = self.stderr.as_ref().filter(|_| died) {
             let text = stderr.text();
@@ -270,14 +279,11 @@ impl Client {
 /// Opens the transport of `options` and runs the MCP handshake; a stdio server's stderr tail
 /// joins `context` for later errors.
 async fn start(
+    name: &str,
     options: &McpServerOptions,
     context: &mut ErrorContext,
-) -> Result<RunningService<RoleClient, ClientConfig>> {
-    let info = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("flue", env!("CARGO_PKG_VERSION")),
-    )
-    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+) -> Result<RunningService<RoleClient, Handler>> {
+    let info = Handler::new(name, options.elicitor.clone(), options.sampler.clone());
     let timeout = options.timeout;
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {
@@ -291,8 +297,23 @@ async fn start(
                                 .map(|(name, value)| (name.clone(), value.clone()))
                                 .collect(),
                         );
-                    let transport = StreamableHttpClientTransport::from_config(config);
-                    handshake(info, transport, timeout, &http.url, context).await?
+                    if headers.contains_key(reqwest::header::AUTHORIZATION) {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        handshake(info, transport, timeout, &http.url, context).await?
+                    } else {
+                        let authorizer = Authorizer::new(
+                            name,
+                            &http.url,
+                            options.oauth.clone(),
+                            &reqwest::Client::new(),
+                        )
+                        .await
+                        .map_err(|message| context.error(McpErrorReason::StartFailed, message))?;
+                        context.authorizer = Some(Arc::clone(&authorizer));
+                        let client = OAuthHttpClient { authorizer };
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        handshake(info, transport, timeout, &http.url, context).await?
+                    }
                 }
                 McpTransport::Sse => {
                     let transport = SseTransport::connect(&http.url, headers, timeout)
@@ -333,12 +354,12 @@ async fn start(
 
 /// Runs the MCP handshake over `transport` to `target` (a url or a command), within `timeout`.
 async fn handshake<T, E, A>(
-    info: ClientConfig,
+    info: Handler,
     transport: T,
     timeout: Duration,
     target: &str,
     context: &ErrorContext,
-) -> Result<RunningService<RoleClient, ClientConfig>>
+) -> Result<RunningService<RoleClient, Handler>>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,

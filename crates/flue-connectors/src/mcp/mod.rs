@@ -5,14 +5,26 @@
 //! (`sse.rs`). The rest of the code is shared by all three.
 
 mod connection;
+mod elicitation;
+mod handler;
 mod naming;
+mod oauth;
 mod options;
 mod render;
+mod sampling;
 mod sse;
 mod stdio;
 
 pub use connection::{McpServerConnection, connect_mcp_server};
+pub use elicitation::{
+    AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
+    field_options, field_value,
+};
+pub use oauth::{
+    MAX_AUTHORIZATIONS, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpTokenStore, login_mcp_server,
+};
 pub use options::{
     DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerOptions, McpStdioCommand,
     McpTransport,
 };
+pub use sampling::{McpSampler, SamplingRequest, SamplingResponse};

@@ -3,7 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::elicitation::McpElicitor;
+use super::oauth::McpOAuth;
+use super::sampling::McpSampler;
 
 /// Default per-request timeout: 60 seconds.
 pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,7 +36,7 @@ pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
 /// ```
 ///
 /// `Debug` shows header names and environment variable names, never their values.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct McpServerOptions {
     /// Where the server is.
     pub endpoint: McpEndpoint,
@@ -39,6 +44,15 @@ pub struct McpServerOptions {
     pub timeout: Duration,
     /// Restart the timeout whenever the server reports progress on the request.
     pub reset_timeout_on_progress: bool,
+    /// Who answers the server's elicitation requests; without one, flue does not announce
+    /// elicitation and declines any request.
+    pub elicitor: Option<Arc<dyn McpElicitor>>,
+    /// OAuth for a streamable-HTTP server (used when it answers 401). A server given an
+    /// `Authorization` header does not use OAuth.
+    pub oauth: McpOAuth,
+    /// Who completes the server's sampling requests; without one (the default) sampling is
+    /// not announced and requests fail.
+    pub sampler: Option<Arc<dyn McpSampler>>,
 }
 
 /// Where an MCP server is. May grow: match with a wildcard arm.
@@ -99,7 +113,31 @@ impl McpServerOptions {
             endpoint: endpoint.into(),
             timeout: DEFAULT_MCP_TIMEOUT,
             reset_timeout_on_progress: false,
+            elicitor: None,
+            oauth: McpOAuth::default(),
+            sampler: None,
         }
+    }
+
+    /// Lets the server sample: `sampler` completes its requests.
+    #[must_use]
+    pub fn with_sampler(mut self, sampler: Arc<dyn McpSampler>) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// Sets the OAuth settings of a remote server.
+    #[must_use]
+    pub fn with_oauth(mut self, oauth: McpOAuth) -> Self {
+        self.oauth = oauth;
+        self
+    }
+
+    /// Sets who answers the server's elicitation requests.
+    #[must_use]
+    pub fn with_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
+        self.elicitor = Some(elicitor);
+        self
     }
 
     /// Sets the per-request timeout.
@@ -124,6 +162,7 @@ impl McpServerOptions {
             McpEndpoint::Stdio(stdio) => stdio.env.values(),
         };
         values
+            .chain(self.oauth.client_secret.iter())
             .filter(|value| value.trim().len() >= MIN_REDACTED_LEN)
             .cloned()
             .collect()
@@ -204,6 +243,19 @@ impl From<McpHttpEndpoint> for McpEndpoint {
 impl From<McpStdioCommand> for McpEndpoint {
     fn from(command: McpStdioCommand) -> Self {
         Self::Stdio(command)
+    }
+}
+
+impl fmt::Debug for McpServerOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpServerOptions")
+            .field("endpoint", &self.endpoint)
+            .field("timeout", &self.timeout)
+            .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
+            .field("elicitor", &self.elicitor.is_some())
+            .field("oauth", &self.oauth)
+            .field("sampler", &self.sampler.is_some())
+            .finish_non_exhaustive()
     }
 }
 

@@ -161,14 +161,8 @@ impl SqliteStore {
         }
         let connection = open_file(path).map_err(|err| opening_failed(path, err))?;
         let read_connection = Connection::open(path)
-            .map_err(store_error("cannot open the file"))
-            .and_then(|read_connection| {
-                read_connection
-                    .busy_timeout(BUSY_TIMEOUT)
-                    .map_err(store_error("cannot set the busy timeout"))?;
-                Ok(read_connection)
-            })
-            .map_err(|err| opening_failed(path, err))?;
+            .and_then(|read| read.busy_timeout(BUSY_TIMEOUT).map(|()| read))
+            .map_err(|err| opening_failed(path, FlueError::store("cannot open the file", err)))?;
         Ok(Self {
             connection: Mutex::new(connection),
             read_connection: Some(Mutex::new(read_connection)),

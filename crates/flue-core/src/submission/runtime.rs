@@ -348,7 +348,7 @@ impl AgentRuntime {
     /// (in any process) already does, in which case that owner picks the submission up.
     ///
     /// Errors (nothing admitted): [`FlueError::UnknownAgent`],
-    /// [`FlueError::InvalidConversationId`], [`FlueError::InvalidRequest`] (an empty signal
+    /// [`FlueError::InvalidInstanceId`] (the id, or `<agent>:<id>`, breaks the id rule), [`FlueError::InvalidRequest`] (an empty signal
     /// type, a bad tag name), [`FlueError::RuntimeStopped`] after shutdown, and the store's
     /// admission errors ([`ConversationStore::admit`]).
     pub async fn dispatch(
@@ -363,6 +363,8 @@ impl AgentRuntime {
             });
         }
         check_conversation_id(&key.id)?;
+        // The conversation's instance id must pass the same rule (it adds the agent name).
+        check_conversation_id(&key.instance_id())?;
         if !self.inner.agents.contains(&key.agent) {
             return Err(FlueError::UnknownAgent {
                 agent: key.agent.clone(),

@@ -17,7 +17,7 @@ use crate::record::{Image, StoredRecord};
 /// Identifies one conversation: an agent name and a caller-chosen id.
 ///
 /// A conversation's sessions live under the harness instance id [`ConversationKey::instance_id`]
-/// (`"<agent>/<id>"`), so two agents may use the same id without sharing anything.
+/// (`"<agent>:<id>"`), so two agents may use the same id without sharing anything.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ConversationKey {
     /// The agent's name (`[a-z0-9_-]`, 1 to 64 characters).
@@ -35,15 +35,15 @@ impl ConversationKey {
         }
     }
 
-    /// The harness instance id whose sessions make up this conversation: `"<agent>/<id>"`.
-    /// Agent names contain no `/`, so the first `/` separates the two parts.
+    /// The harness instance id whose sessions make up this conversation: `"<agent>:<id>"`.
+    /// Agent names contain no `:`, so the first `:` separates the two parts.
     pub fn instance_id(&self) -> String {
-        format!("{}/{}", self.agent, self.id)
+        format!("{}:{}", self.agent, self.id)
     }
 
     /// The key of an instance id made by [`ConversationKey::instance_id`], or `None`.
     pub fn from_instance_id(instance_id: &str) -> Option<Self> {
-        let (agent, id) = instance_id.split_once('/')?;
+        let (agent, id) = instance_id.split_once(':')?;
         Some(Self::new(agent, id))
     }
 }

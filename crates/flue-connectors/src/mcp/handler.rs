@@ -1,0 +1,151 @@
+//! The client side of a connection: what flue announces in the handshake and how it answers
+//! the requests a server sends back (elicitation, sampling).
+#![allow(
+    deprecated,
+    reason = "rmcp marks sampling deprecated for a future MCP draft; it is part of the 2025-11-25 spec flue speaks"
+)]
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, MetaObject, ProtocolVersion, Role,
+    SamplingCapability, SamplingMessage,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::Value;
+
+use super::elicitation::{ElicitationAnswer, ElicitationRequest, McpElicitor};
+use super::sampling::{McpSampler, SamplingRequest, content_text};
+
+/// Answers a server's requests for one connection.
+pub(crate) struct Handler {
+    info: ClientConfig,
+    server: String,
+    elicitor: Option<Arc<dyn McpElicitor>>,
+    sampler: Option<Arc<dyn McpSampler>>,
+}
+
+impl Handler {
+    /// The handler for server `server`; elicitation and sampling are announced only when
+    /// someone answers them.
+    pub(crate) fn new(
+        server: &str,
+        elicitor: Option<Arc<dyn McpElicitor>>,
+        sampler: Option<Arc<dyn McpSampler>>,
+    ) -> Self {
+        let mut capabilities = ClientCapabilities::default();
+        if sampler.is_some() {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        if elicitor.is_some() {
+            let mut elicitation = ElicitationCapability::new();
+            elicitation.form = Some(FormElicitationCapability::new());
+            capabilities.elicitation = Some(elicitation);
+        }
+        let info = ClientConfig::new(
+            capabilities,
+            Implementation::new("flue", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        Self {
+            info,
+            server: server.to_owned(),
+            elicitor,
+            sampler,
+        }
+    }
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        {
+            let Some(sampler) = &self.sampler else {
+                return Err(ErrorData::invalid_request(
+                    "sampling is not enabled for this server: set `sampling: true` in its mcp settings",
+                    None,
+                ));
+            };
+            let messages = params
+                .messages
+                .iter()
+                .map(|message| {
+                    let json = serde_json::to_value(message).unwrap_or(Value::Null);
+                    let is_user = json.get("role").and_then(Value::as_str) != Some("assistant");
+                    (
+                        is_user,
+                        content_text(json.get("content").unwrap_or(&Value::Null)),
+                    )
+                })
+                .collect();
+            let request = SamplingRequest {
+                server: self.server.clone(),
+                system_prompt: params.system_prompt.clone(),
+                messages,
+                max_tokens: params.max_tokens,
+            };
+            let response = sampler
+                .sample(&request)
+                .await
+                .map_err(|message| ErrorData::internal_error(message, None))?;
+            let stop_reason = if response.hit_max_tokens {
+                CreateMessageResult::STOP_REASON_END_MAX_TOKEN
+            } else {
+                CreateMessageResult::STOP_REASON_END_TURN
+            };
+            Ok(CreateMessageResult::new(
+                SamplingMessage::new(Role::Assistant, response.text),
+                response.model,
+            )
+            .with_stop_reason(stop_reason))
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        {
+            let decline = |reason: String| {
+                let mut meta = serde_json::Map::new();
+                meta.insert("reason".to_owned(), Value::String(reason));
+                ElicitResult::new(ElicitationAction::Decline).with_meta(MetaObject(meta))
+            };
+            let Some(elicitor) = &self.elicitor else {
+                return Ok(decline("this client has no one to ask".to_owned()));
+            };
+            let (message, schema) = match request {
+                ElicitRequestParams::FormElicitationParams {
+                    message,
+                    requested_schema,
+                    ..
+                } => (
+                    message,
+                    serde_json::to_value(&requested_schema).unwrap_or(Value::Null),
+                ),
+                _ => {
+                    return Ok(decline("flue answers form elicitation only".to_owned()));
+                }
+            };
+            let request = ElicitationRequest::new(&self.server, message, schema);
+            Ok(match elicitor.elicit(&request).await {
+                ElicitationAnswer::Accept(values) => {
+                    ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(values))
+                }
+                ElicitationAnswer::Decline { reason } => decline(reason),
+                ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+            })
+        }
+    }
+}
