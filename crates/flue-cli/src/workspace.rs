@@ -27,7 +27,7 @@ pub(crate) fn current_dir() -> Result<PathBuf, HostError> {
 }
 
 /// The harness instance id a command-line `--id` names. `flue run` keeps a conversation's
-/// sessions under `<agent>/<id>`; an id with sessions of its own (or already of that form) is
+/// sessions under `<agent>:<id>`; an id with sessions of its own (or already of that form) is
 /// taken as it is. Several agents with that conversation id are an error listing them.
 pub(crate) async fn instance_id(store: &SqliteStore, id: &str) -> Result<String, FlueError> {
     if !store.list(id).await?.is_empty() {
@@ -38,7 +38,7 @@ pub(crate) async fn instance_id(store: &SqliteStore, id: &str) -> Result<String,
         0 => Ok(id.to_owned()),
         1 => Ok(found.remove(0).key.instance_id()),
         _ => Err(FlueError::config(format!(
-            "several agents have a conversation {id:?}: pass --id AGENT/{id}, one of {}",
+            "several agents have a conversation {id:?}: pass --id AGENT:{id}, one of {}",
             found
                 .iter()
                 .map(|info| info.key.instance_id())

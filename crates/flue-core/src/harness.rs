@@ -142,7 +142,7 @@ impl HarnessBuilder {
         }
         let instance_id = match self.instance_id {
             Some(id) => {
-                check_harness_instance_id(&id)?;
+                check_instance_id(&id)?;
                 id
             }
             None => new_ulid(),
@@ -462,23 +462,6 @@ pub fn check_instance_id(id: &str) -> Result<()> {
         id: id.to_owned(),
         reason,
     })
-}
-
-/// A harness's instance id: a user's id ([`check_instance_id`]), or the submission runtime's
-/// `<agent>/<id>` form (`ConversationKey::instance_id`), whose id part follows the same rules
-/// and whose agent part is an agent name (`[a-z0-9_-]`, 1 to 64 characters).
-fn check_harness_instance_id(instance_id: &str) -> Result<()> {
-    if let Some((agent, id)) = instance_id.split_once('/') {
-        let agent_name = !agent.is_empty()
-            && agent.len() <= 64
-            && agent
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-        if agent_name {
-            return check_instance_id(id);
-        }
-    }
-    check_instance_id(instance_id)
 }
 
 /// Characters that change how text displays without showing: zero-width and bidirectional

@@ -247,18 +247,33 @@ fn check_invariants(
 
 #[test]
 fn runs_killed_at_random_instants_are_recovered_by_the_next_run() {
-    let ws = worker(KILL_TRIALS + 1, "0.03");
+    let ws = worker(KILL_TRIALS + 2, "0.1");
     let mut rng = Rng::from_time();
-    let started = Instant::now();
     let mut acknowledged_ids = BTreeSet::new();
     let mut acknowledged_messages = Vec::new();
     let mut messages = Vec::new();
     let mut n_killed_after_ack = 0;
+    // Calibration: how long this machine, now, takes from spawn to admission. Kills land at
+    // random within that time plus the run's work, so they hit every phase however loaded
+    // the machine is.
+    let calibration = format!("step {}", KILL_TRIALS + 1);
+    messages.push(calibration.clone());
+    let spawned = Instant::now();
+    let mut child = spawn_run(&ws, "k", &calibration, &[]);
+    let lines = wait_for_line(&mut child, "submission: ", Duration::from_secs(30));
+    let ack_ms = u64::try_from(spawned.elapsed().as_millis()).unwrap();
+    assert!(child.wait().unwrap().success(), "{lines:?}");
+    if let Some(line) = lines.iter().find_map(|l| l.strip_prefix("submission: ")) {
+        acknowledged_ids.insert(line.to_owned());
+        acknowledged_messages.push(calibration);
+    }
+    let window_ms = ack_ms + 400;
+    let started = Instant::now();
     for step in 0..KILL_TRIALS {
         let message = format!("step {step}");
         messages.push(message.clone());
         let mut child = spawn_run(&ws, "k", &message, &[]);
-        std::thread::sleep(Duration::from_millis(rng.below(400)));
+        std::thread::sleep(Duration::from_millis(rng.below(window_ms)));
         let _ = child.kill();
         let output = child.wait_with_output().unwrap();
         if let Some(submission_id) = acknowledged(&output) {
@@ -278,8 +293,8 @@ fn runs_killed_at_random_instants_are_recovered_by_the_next_run() {
     assert!(last.status.success(), "{}", stderr(&last));
     assert_eq!(json(&last)["message"], format!("done {KILL_TRIALS}"));
     eprintln!(
-        "{KILL_TRIALS} kill trials in {:?}: {} acknowledged, {n_killed_after_ack} killed after \
-         acknowledging",
+        "{KILL_TRIALS} kill trials in {:?} (admission after {ack_ms} ms): {} acknowledged, \
+         {n_killed_after_ack} killed after acknowledging",
         started.elapsed(),
         acknowledged_ids.len()
     );
