@@ -13,14 +13,16 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::AuditArgs;
 use crate::terminal::Output;
-use crate::workspace::{DB_PATH, resolve_root};
+use crate::workspace::{DB_PATH, instance_id, resolve_root};
 
 /// Runs `flue audit`.
 pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
-    let entries = store.list_audit(&args.id).await?;
+    let entries = store
+        .list_audit(&instance_id(&store, &args.id).await?)
+        .await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
