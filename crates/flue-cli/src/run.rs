@@ -338,7 +338,7 @@ fn load_bundle(args: &RunArgs, bundle: &Path) -> Result<Loaded, SetupError> {
     })
 }
 
-fn current_dir() -> Result<PathBuf, SetupError> {
+pub(crate) fn current_dir() -> Result<PathBuf, SetupError> {
     #[allow(
         clippy::disallowed_methods,
         reason = "the CLI is where the process cwd is read"
@@ -349,7 +349,7 @@ fn current_dir() -> Result<PathBuf, SetupError> {
 }
 
 /// Gives the scripted provider the scripts a bundle carries (a source tree has none).
-fn bundle_scripts(
+pub(crate) fn bundle_scripts(
     providers: &mut Providers,
     root: &Path,
     scripts: &BTreeMap<String, Vec<u8>>,
