@@ -72,6 +72,10 @@ pub(crate) struct RunArgs {
     /// Role for this message (a persona from .agents/roles/).
     #[arg(long)]
     pub(crate) role: Option<String>,
+    /// When another process is working on the conversation, fail with `session_busy`
+    /// (naming it) instead of waiting for its turn.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
 }
 
 #[derive(Debug, Args)]

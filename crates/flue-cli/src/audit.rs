@@ -12,13 +12,15 @@ use serde_json::json;
 
 use crate::Exit;
 use crate::args::AuditArgs;
-use crate::workspace::{DB_PATH, resolve_root};
+use crate::workspace::{DB_PATH, instance_id, resolve_root};
 
 /// Runs `flue audit`.
 pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
-    let entries = store.list_audit(&args.id).await?;
+    let entries = store
+        .list_audit(&instance_id(&store, &args.id).await?)
+        .await?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -6,12 +6,8 @@
 mod args;
 mod audit;
 mod build;
-mod dotenv;
-mod mcp;
-mod providers;
 mod render;
 mod run;
-mod sandbox;
 mod serve;
 mod session_show;
 mod trash;

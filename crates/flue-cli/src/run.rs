@@ -1,61 +1,52 @@
-//! `flue run`: one message through an agent, in process.
+//! `flue run`: one message through an agent, in process, as a durable submission.
+//!
+//! The message is admitted to the conversation (agent + `--id`) through the same submission
+//! runtime a server uses, then this process runs the conversation's work until its own
+//! submission settles. A conversation another process is working on is waited for (or
+//! refused with `--no-wait`); work a killed run left unsettled is recovered first.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use flue_build::{Bundle, Diagnostics, SandboxSettings, Workspace};
 use flue_core::{
-    DEFAULT_SESSION, ErrorInfo, FlueError, Harness, PromptOptions, PromptResponse,
-    ScriptedProvider, Session, SessionStore, Usage, new_ulid,
+    AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore, DEFAULT_SESSION,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, ErrorInfo, FlueError, Outcome, Record,
+    SessionStore, Settlement, SqliteStore, Usage, WhenBusy, check_conversation_id, new_ulid,
+};
+use flue_host::{
+    AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
 };
 use serde::Serialize;
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::Exit;
 use crate::args::RunArgs;
-use crate::dotenv::EnvVars;
-use crate::mcp::McpServers;
-use crate::providers::Providers;
 use crate::render;
-use crate::sandbox::{self, OpenSandbox};
-use crate::workspace::{open_store, resolve_root};
+use crate::workspace::{current_dir, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SetupError {
-    /// No workspace root.
-    #[error("{message}")]
-    RootNotFound { message: String },
-    /// The agent name matches no agent file.
-    #[error("unknown agent {name:?}: no agents/{name}.md in {root} (agents: {known})")]
-    UnknownAgent {
-        name: String,
-        root: String,
-        known: String,
-    },
+enum SetupError {
+    /// Loading the workspace or opening the agent failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
     /// `--new` with an id that exists.
     #[error("conversation {id:?} already exists; drop --new to continue it")]
     ConversationExists { id: String },
-    /// The env file is unreadable or malformed.
-    #[error("{0:#}")]
-    EnvFile(anyhow::Error),
-    /// Workspace validation failed.
-    #[error("{0}")]
-    Diagnostics(Diagnostics),
-    /// A runtime error.
-    #[error(transparent)]
-    Core(#[from] FlueError),
+}
+
+impl From<FlueError> for SetupError {
+    fn from(err: FlueError) -> Self {
+        Self::Host(err.into())
+    }
 }
 
 impl SetupError {
     fn kind(&self) -> &'static str {
         match self {
-            Self::RootNotFound { .. } => "workspace_not_found",
-            Self::UnknownAgent { .. } => "unknown_agent",
+            Self::Host(err) => err.kind(),
             Self::ConversationExists { .. } => "conversation_exists",
-            Self::EnvFile(_) => "invalid_env_file",
-            Self::Diagnostics(_) => "invalid_config",
-            Self::Core(err) => err.kind(),
         }
     }
 }
@@ -66,6 +57,8 @@ struct Envelope {
     id: Option<String>,
     agent: String,
     session: &'static str,
+    #[serde(rename = "submissionId", skip_serializing_if = "Option::is_none")]
+    submission_id: Option<String>,
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
@@ -81,6 +74,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         id: args.id.clone(),
         agent: args.agent.clone(),
         session: DEFAULT_SESSION,
+        submission_id: None,
         outcome: "error",
         message: None,
         error: None,
@@ -96,50 +90,57 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             return finish(&args, &envelope, Exit::Failure, &err.to_string());
         }
     };
-    envelope.agent = prepared.agent;
-    envelope.id = Some(prepared.id);
-
-    let mut handle = prepared
-        .session
-        .prompt(&args.message, PromptOptions::default());
-    // `--role` is the session's default role for this run (set in `prepare`): never stored.
-    let renderer = handle
-        .take_events()
-        .map(|events| tokio::spawn(render::to_stderr(events)));
-    let cancel = handle.cancel_token();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: aborting (the conversation is kept)");
-            cancel.cancel();
-        }
-    });
-    let result: Result<PromptResponse, FlueError> = handle.await;
-    ctrl_c.abort();
-    prepared.mcp.close().await;
-    if let Some(renderer) = renderer {
-        let _ = renderer.await;
+    envelope.agent = prepared.key.agent.clone();
+    envelope.id = Some(prepared.key.id.clone());
+    let result = submit(&args, &prepared).await;
+    let Prepared { host, runtime, .. } = prepared;
+    let mut warnings = Vec::new();
+    if let Err(err) = runtime.shutdown().await {
+        warnings.push(format!("stopping the runtime: {err}"));
     }
-    prepared.sandbox.close().await;
-    match result {
-        Ok(response) => {
+    warnings.extend(host.close().await);
+    for warning in warnings {
+        eprintln!("warning: {warning}");
+    }
+    let (receipt, settled) = match result {
+        Ok(done) => done,
+        Err(err) => {
+            envelope.error = Some(err.to_info());
+            return finish(&args, &envelope, Exit::Failure, &err.to_string());
+        }
+    };
+    envelope.submission_id = Some(receipt.submission_id);
+    let Settled { settlement, usage } = settled;
+    envelope.usage = Some(usage);
+    match settlement.outcome {
+        Outcome::Completed => {
+            let text = settlement.text.unwrap_or_default();
             envelope.outcome = "completed";
-            envelope.usage = Some(response.usage);
             if !args.json {
                 // Exactly one trailing newline, whatever the model ended its text with.
-                println!("{}", response.text.trim_end_matches(['\n', '\r']));
+                println!("{}", text.trim_end_matches(['\n', '\r']));
             }
-            envelope.message = Some(response.text);
+            envelope.message = Some(text);
             finish(&args, &envelope, Exit::Success, "")
         }
-        Err(FlueError::Aborted) => {
+        Outcome::Aborted => {
             envelope.outcome = "aborted";
-            envelope.error = Some(FlueError::Aborted.to_info());
+            envelope.error = Some(
+                settlement
+                    .error
+                    .unwrap_or_else(|| FlueError::Aborted.to_info()),
+            );
             finish(&args, &envelope, Exit::Interrupted, "aborted")
         }
-        Err(err) => {
+        _ => {
             envelope.outcome = "failed";
-            envelope.error = Some(err.to_info());
-            finish(&args, &envelope, Exit::Failure, &err.to_string())
+            let error = settlement.error.unwrap_or_else(|| ErrorInfo {
+                kind: "submission_failed".to_owned(),
+                message: "the submission failed".to_owned(),
+            });
+            let message = error.message.clone();
+            envelope.error = Some(error);
+            finish(&args, &envelope, Exit::Failure, &message)
         }
     }
 }
@@ -154,215 +155,234 @@ fn finish(args: &RunArgs, envelope: &Envelope, exit: Exit, error: &str) -> anyho
     Ok(exit)
 }
 
-/// An opened conversation, ready for the message.
+/// A conversation ready for the message: the host serving its agent and a running runtime.
 struct Prepared {
-    id: String,
-    agent: String,
-    session: Session,
-    /// The agent's MCP servers, open until the run ends.
-    mcp: McpServers,
-    /// The agent's sandbox, closed (Daytona: deleted) when the run ends.
-    sandbox: OpenSandbox,
+    key: ConversationKey,
+    host: Arc<Host>,
+    runtime: AgentRuntime,
 }
 
-/// Loads the workspace and opens the conversation: everything that can fail before a model
-/// call.
-async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
-    let loaded = match &args.bundle {
-        Some(bundle) => load_bundle(args, bundle)?,
-        None => load_source(args)?,
-    };
-    let Loaded {
-        root,
-        workspace,
-        agent_name,
-        scripts,
-    } = loaded;
-    let env = match &args.env_file {
-        Some(path) => EnvVars::load(path, true),
-        None => EnvVars::load(&root.join(".env"), false),
-    }
-    .map_err(SetupError::EnvFile)?;
-    let Some(agent_file) = workspace.agents.get(&agent_name) else {
-        return Err(SetupError::UnknownAgent {
-            known: workspace
-                .agents
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-            name: agent_name,
-            root: args
-                .bundle
-                .as_deref()
-                .unwrap_or(&root)
-                .display()
-                .to_string(),
-        });
-    };
-    let mut sandbox_settings = SandboxSettings::resolve(
-        workspace.config.sandbox.as_ref(),
-        agent_file.sandbox,
-        &agent_file.sandbox_options,
-    );
-    if let Some(kind) = args.sandbox {
-        sandbox_settings = sandbox_settings.with_kind(kind);
-    }
-    let mut config = workspace.agent_config(&agent_name)?;
-    if let Some(model) = &args.model {
-        config.model = Some(model.clone());
-    }
-    let mut providers = Providers::load(&root, &env, &workspace.config);
-    bundle_scripts(&mut providers, &root, &scripts)?;
-    providers.check(config.model.as_deref())?;
-    let warning = config
-        .model
-        .as_deref()
-        .and_then(|model| providers.warning(model));
+/// A settled submission and the usage of its model turns.
+struct Settled {
+    settlement: Settlement,
+    usage: Usage,
+}
 
-    let store = Arc::new(open_store(&root)?);
+/// Loads the workspace, checks the agent can run and starts the submission runtime:
+/// everything that can fail before the message is admitted.
+async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
+    let (agents, agent_name) = load(args)?;
+    agents.agent(&agent_name)?;
+    let store = Arc::new(open_store(agents.root())?);
     let id = match &args.id {
         Some(id) => {
-            if args.new && !store.list(id).await?.is_empty() {
-                return Err(SetupError::ConversationExists { id: id.clone() });
-            }
+            check_conversation_id(id)?;
             id.clone()
         }
         None => new_ulid(),
     };
-    let sandbox = sandbox::open(&sandbox_settings, &root, &env).await?;
-    let mcp = match McpServers::connect(&workspace, &agent_name, &env, &mut config).await {
-        Ok(mcp) => mcp,
-        Err(err) => {
-            sandbox.close().await;
-            return Err(err.into());
-        }
-    };
-    let opened = async {
-        let harness = Harness::builder(config)
-            .with_instance_id(id.clone())
-            .with_store(store)
-            .with_providers(providers.registry)
-            .with_sandbox(Arc::clone(&sandbox.sandbox))
-            .with_workspace_context(workspace.context.clone())
-            .with_workspace_skills(workspace.harness_skills())
-            .with_roles(workspace.harness_roles())
-            .build()
-            .await?;
-        let session = harness.session(DEFAULT_SESSION).await?;
-        if let Some(role) = &args.role {
-            session.set_role(Some(role))?;
-        }
-        Ok::<_, FlueError>(session)
+    let key = ConversationKey::new(&agent_name, &id);
+    if args.new && conversation_exists(store.as_ref(), &key).await? {
+        return Err(SetupError::ConversationExists { id });
     }
-    .await;
-    // Once the sandbox and MCP servers are open, every failure must close them.
-    let session = match opened {
-        Ok(session) => session,
+    let mut options = HarnessOptions::new();
+    if let Some(model) = &args.model {
+        options = options.with_model(model);
+    }
+    if let Some(kind) = args.sandbox {
+        options = options.with_sandbox(kind);
+    }
+    if let Some(role) = &args.role {
+        options = options.with_role(role);
+    }
+    let host = Arc::new(
+        Host::with_store(agents, Arc::clone(&store) as Arc<dyn SessionStore>)
+            .with_harness_options(options),
+    );
+    let warnings = match host.preflight(&agent_name).await {
+        Ok(warnings) => warnings,
         Err(err) => {
-            mcp.close().await;
-            sandbox.close().await;
+            host.close().await;
             return Err(err.into());
         }
     };
-    if let Some(warning) = warning {
+    for warning in warnings {
         eprintln!("warning: {warning}");
     }
+    let started = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>)
+        .with_poll_interval(POLL_INTERVAL)
+        .with_reconcile_interval(Some(RECONCILE_INTERVAL))
+        .start()
+        .await;
+    let runtime = match started {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            host.close().await;
+            return Err(err.into());
+        }
+    };
     if args.id.is_none() {
         eprintln!("conversation id: {id}");
     }
-    Ok(Prepared {
-        id,
-        agent: agent_name,
-        session,
-        mcp,
-        sandbox,
-    })
+    Ok(Prepared { key, host, runtime })
 }
 
-/// A validated workspace, where the agent works, and the scripts a bundle carries.
-struct Loaded {
-    root: PathBuf,
-    workspace: Workspace,
-    agent_name: String,
-    scripts: BTreeMap<String, Vec<u8>>,
+/// How often the CLI's runtime looks at other processes' writes.
+const POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// How often it looks for conversations whose owner died (the one it waits on, in practice).
+const RECONCILE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Whether the conversation exists, as a managed conversation or as plain sessions under its
+/// id.
+async fn conversation_exists(
+    store: &SqliteStore,
+    key: &ConversationKey,
+) -> Result<bool, FlueError> {
+    Ok(store.conversation(key).await?.is_some() || !store.list(&key.id).await?.is_empty())
 }
 
-/// The workspace from the source tree (the agent may be given as a file).
-fn load_source(args: &RunArgs) -> Result<Loaded, SetupError> {
+/// Admits the message, renders its activity, forwards Ctrl-C as an abort, and waits for the
+/// settlement.
+async fn submit(
+    args: &RunArgs,
+    prepared: &Prepared,
+) -> Result<(DispatchReceipt, Settled), FlueError> {
+    let runtime = &prepared.runtime;
+    let key = &prepared.key;
+    let mut events = runtime.subscribe();
+    let when_busy = if args.no_wait {
+        WhenBusy::Fail
+    } else {
+        WhenBusy::Queue
+    };
+    let receipt = runtime
+        .dispatch(
+            key,
+            DeliveredMessage::user(&args.message),
+            DispatchOptions::default().with_when_busy(when_busy),
+        )
+        .await?;
+    // The message is durable from here: a crash leaves it to the next run to finish.
+    eprintln!("submission: {}", receipt.submission_id);
+    if let Some(info) = runtime.conversation(key).await?
+        && let Some(owner) = info.owner
+        && owner != runtime.owner_id()
+    {
+        eprintln!(
+            "conversation {:?} is busy: owner {owner} is working on it; waiting for its turn \
+             (--no-wait fails instead)",
+            key.id
+        );
+    }
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let submission_id = receipt.submission_id.clone();
+    let forward = tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) if event.submission_id.as_deref() == Some(&submission_id) => {
+                    if sender.send(event.event).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            }
+        }
+    });
+    let renderer = tokio::spawn(render::to_stderr(receiver));
+    let ctrl_c = {
+        let runtime = runtime.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupted: aborting (the conversation is kept)");
+                let _ = runtime.abort(&key).await;
+            }
+        })
+    };
+    let settled = runtime.wait(&receipt.submission_id).await;
+    ctrl_c.abort();
+    forward.abort();
+    let _ = renderer.await;
+    let settlement = settled?;
+    let usage = submission_usage(runtime, key, &receipt).await?;
+    Ok((receipt, Settled { settlement, usage }))
+}
+
+/// The usage of the submission's model turns, summed from the stream (whichever process ran
+/// them).
+async fn submission_usage(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+    receipt: &DispatchReceipt,
+) -> Result<Usage, FlueError> {
+    let mut usage = Usage::default();
+    let mut after = receipt.offset;
+    loop {
+        let page = runtime.read_stream(key, after, 256).await?;
+        for batch in &page.batches {
+            if batch.submission_id.as_deref() != Some(&receipt.submission_id) {
+                continue;
+            }
+            if let BatchBody::Records { records, .. } = &batch.body {
+                for stored in records {
+                    if let Record::Assistant(message) = &stored.record {
+                        usage += message.usage;
+                    }
+                }
+            }
+        }
+        if page.up_to_date || page.next_offset <= after {
+            break;
+        }
+        after = page.next_offset;
+    }
+    Ok(usage)
+}
+
+/// The agents for `args`: a source tree (the agent may be given as a file) or `--bundle`, with
+/// the environment and `.env`; and the agent's name.
+fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
+    if let Some(bundle) = &args.bundle {
+        // The agent works in `--root` or the current directory.
+        let root = match &args.root {
+            Some(root) => resolve_root(Some(root))?,
+            None => current_dir()?,
+        };
+        let agents = AgentSet::from_bundle(bundle, &root, env(args, &root)?)?;
+        return Ok((agents, args.agent.clone()));
+    }
     let agent_file = agent_file_path(&args.agent);
     let root = match (&args.root, &agent_file) {
         (Some(root), _) => resolve_root(Some(root))?,
         (None, Some(file)) => file
             .parent()
-            .and_then(crate::workspace::find_root)
+            .and_then(find_root)
             .or_else(|| file.parent().map(Path::to_path_buf))
-            .ok_or_else(|| SetupError::RootNotFound {
+            .ok_or_else(|| HostError::RootNotFound {
                 message: format!("cannot find a workspace for {}", file.display()),
             })?,
         (None, None) => resolve_root(None)?,
     };
-    let workspace = match &agent_file {
-        Some(file) => Workspace::load_with_agent_file(&root, file),
-        None => Workspace::load(&root),
-    }
-    .map_err(SetupError::Diagnostics)?;
-    let agent_name = match &agent_file {
-        Some(file) => file
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_default()
-            .to_owned(),
-        None => args.agent.clone(),
+    let (agents, agent_name) = match &agent_file {
+        Some(file) => (
+            AgentSet::from_agent_file(&root, file, env(args, &root)?)?,
+            agent_name_of_file(file),
+        ),
+        None => (
+            AgentSet::from_workspace(&root, env(args, &root)?)?,
+            args.agent.clone(),
+        ),
     };
-    Ok(Loaded {
-        root,
-        workspace,
-        agent_name,
-        scripts: BTreeMap::new(),
-    })
+    Ok((agents, agent_name))
 }
 
-/// The workspace from a bundle; the agent works in `--root` or the current directory.
-fn load_bundle(args: &RunArgs, bundle: &Path) -> Result<Loaded, SetupError> {
-    let root = match &args.root {
-        Some(root) => resolve_root(Some(root))?,
-        None => current_dir()?,
-    };
-    let bundle = Bundle::read(bundle).map_err(SetupError::Diagnostics)?;
-    Ok(Loaded {
-        root,
-        workspace: bundle.workspace().clone(),
-        agent_name: args.agent.clone(),
-        scripts: bundle.scripts().clone(),
-    })
-}
-
-pub(crate) fn current_dir() -> Result<PathBuf, SetupError> {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the CLI is where the process cwd is read"
-    )]
-    std::env::current_dir().map_err(|err| SetupError::RootNotFound {
-        message: format!("cannot read the current directory: {err}"),
-    })
-}
-
-/// Gives the scripted provider the scripts a bundle carries (a source tree has none).
-pub(crate) fn bundle_scripts(
-    providers: &mut Providers,
-    root: &Path,
-    scripts: &BTreeMap<String, Vec<u8>>,
-) -> Result<(), FlueError> {
-    if scripts.is_empty() {
-        return Ok(());
-    }
-    let mut scripted = ScriptedProvider::new(root);
-    for (model, source) in scripts {
-        scripted = scripted.with_script(model, &String::from_utf8_lossy(source))?;
-    }
-    providers.registry.insert(Arc::new(scripted));
-    Ok(())
+/// The process environment over `--env FILE` or the workspace's `.env`.
+fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
+    // Variables that are not UTF-8 cannot be keys or URLs: left out rather than a panic.
+    let vars = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    Env::for_root(vars, root, args.env_file.as_deref())
 }
 
 /// `Some(path)` when the agent argument names a file rather than an agent.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
 use crate::audit::{format_time, open_existing_store, relative};
-use crate::workspace::resolve_root;
+use crate::workspace::{instance_id, resolve_root};
 
 /// The session name recorded in the audit log for restores made from the command line.
 const CLI_SESSION: &str = "cli";
@@ -18,7 +18,9 @@ const CLI_SESSION: &str = "cli";
 pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
-    let entries = store.list_trash(&args.id).await?;
+    let entries = store
+        .list_trash(&instance_id(&store, &args.id).await?)
+        .await?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -41,10 +43,11 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
 pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let store = Arc::new(open_existing_store(&root)?);
+    let instance_id = instance_id(&store, &args.id).await?;
     let sandbox = Arc::new(LocalSandbox::new(&root)?);
     let ctx = ToolContext::new(sandbox)
         .with_audit(store)
-        .with_instance_id(args.id.clone())
+        .with_instance_id(instance_id)
         .with_session(CLI_SESSION)
         .with_agent("flue-cli");
     let mut input = json!({"trashId": args.trash_id});

@@ -129,9 +129,14 @@ pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
 
 /// Runs a model operation (`prompt`, `skill`, or a task's) to its end, as the session's agent
 /// with the call's `overlay` (role, skill) on top.
+///
+/// With `message`, unanswered calls an earlier operation left behind are answered
+/// `interrupted` and the message is appended before the first model call. Without one (a
+/// submission resumed after a crash), the same repair happens and the loop continues from the
+/// log alone: a stored final answer is returned at once, without a model call.
 pub(crate) async fn run(
     shared: Arc<SessionShared>,
-    message: UserMessage,
+    message: Option<UserMessage>,
     options: PromptOptions,
     overlay: CallOverlay,
     ctx: OperationContext,
@@ -182,7 +187,7 @@ pub(crate) async fn run(
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
     let mut opening = interrupted_results(&state.records);
-    opening.push(Record::User(message));
+    opening.extend(message.map(Record::User));
     shared.append(&mut state, opening).await?;
 
     let mut turn = TurnLoop {

@@ -273,6 +273,156 @@ pub enum FlueError {
         /// The limit.
         max: u32,
     },
+    /// A conversation id is not allowed (empty, only whitespace, over 256 bytes, or with
+    /// control characters). Not retryable: fix the id.
+    #[error("invalid conversation id {id:?}: {reason}")]
+    InvalidConversationId {
+        /// The rejected id.
+        id: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A request is malformed (an empty signal type, a bad signal tag name, ...). Not
+    /// retryable: fix the request as the message says.
+    #[error("invalid request: {message}")]
+    InvalidRequest {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// A dispatch named an agent the runtime does not serve. Not retryable: fix the name.
+    #[error("agent {agent:?} not found (agents: {})", list_or_none(.known))]
+    UnknownAgent {
+        /// The requested agent.
+        agent: String,
+        /// The agents served, sorted.
+        known: Vec<String>,
+    },
+    /// The conversation does not exist, or (with a `uid` send condition) is another
+    /// incarnation. Nothing was stored. Fix the id or drop the condition.
+    #[error(
+        "conversation {agent}/{id} not found{}",
+        .uid.as_deref().map(|uid| format!(" with uid {uid}")).unwrap_or_default()
+    )]
+    AgentInstanceNotFound {
+        /// Agent name.
+        agent: String,
+        /// Conversation id.
+        id: String,
+        /// The uid the caller required, if any.
+        uid: Option<String>,
+    },
+    /// A create-only dispatch found the conversation already there. Nothing was stored.
+    /// Continue it by passing its `uid`, or use another id.
+    #[error("conversation {agent}/{id} already exists (uid {uid})")]
+    AgentInstanceExists {
+        /// Agent name.
+        agent: String,
+        /// Conversation id.
+        id: String,
+        /// The existing incarnation's uid.
+        uid: String,
+    },
+    /// The conversation has unsettled work and the caller asked not to queue behind it.
+    /// Nothing was stored. Retry later, or dispatch with queueing. Kind `session_busy`.
+    #[error(
+        "conversation {agent}/{id} is busy with {unsettled} unsettled submission(s){}",
+        .owner.as_deref().map(|owner| format!(" (owner {owner})")).unwrap_or_default()
+    )]
+    ConversationBusy {
+        /// Agent name.
+        agent: String,
+        /// Conversation id.
+        id: String,
+        /// The owner processing it, when one holds it.
+        owner: Option<String>,
+        /// How many submissions are unsettled.
+        unsettled: u64,
+    },
+    /// An idempotency key was reused with another message. Nothing was stored. Not
+    /// retryable: use a new key for a new message.
+    #[error(
+        "idempotency key {key:?} was already used for submission {submission_id} with another message"
+    )]
+    SubmissionConflict {
+        /// The key.
+        key: String,
+        /// The submission admitted with it first.
+        submission_id: String,
+    },
+    /// No submission has this id. Fix the id.
+    #[error("submission {submission_id} not found")]
+    SubmissionNotFound {
+        /// The id.
+        submission_id: String,
+    },
+    /// The submission ran past its wall-clock budget (`durability.timeout_ms`, counted from
+    /// its first attempt) and was settled failed. Not retried; send a new message to go on.
+    #[error("submission {submission_id} timed out after {timeout_ms} ms")]
+    SubmissionTimeout {
+        /// The submission.
+        submission_id: String,
+        /// The budget.
+        timeout_ms: u64,
+    },
+    /// The submission was interrupted more often than `durability.max_attempts` allows and
+    /// was settled failed. Send a new message to go on.
+    #[error(
+        "submission {submission_id} was interrupted {attempts} times (max_attempts {max_attempts})"
+    )]
+    SubmissionRetryExhausted {
+        /// The submission.
+        submission_id: String,
+        /// Attempts used.
+        attempts: u32,
+        /// The budget.
+        max_attempts: u32,
+    },
+    /// The submission was interrupted and cannot be resumed (its agent is no longer served,
+    /// or its session was deleted); settled failed. Send a new message to go on.
+    #[error("submission {submission_id} was interrupted and cannot resume: {reason}")]
+    SubmissionInterrupted {
+        /// The submission.
+        submission_id: String,
+        /// Why it cannot resume.
+        reason: String,
+    },
+    /// The submission was aborted (by an abort of its conversation). Nothing to fix.
+    #[error("submission {submission_id} was aborted")]
+    SubmissionAborted {
+        /// The submission.
+        submission_id: String,
+    },
+    /// The submission settled failed with the error of its operation (`error.kind` says
+    /// which: a provider error, max turns, ...); see that kind for what to do.
+    #[error("submission {submission_id} failed: {}: {}", .error.kind, .error.message)]
+    SubmissionFailed {
+        /// The submission.
+        submission_id: String,
+        /// The operation's error.
+        error: ErrorInfo,
+    },
+    /// This process no longer owns the conversation (another took over after its lease
+    /// expired or it was presumed dead), or a write bypassed the runtime on a conversation it
+    /// manages; nothing was written. The new owner carries on; do not retry the write.
+    #[error("not the owner of conversation {conversation} (epoch {epoch}): {message}")]
+    LeaseLost {
+        /// `agent/id`.
+        conversation: String,
+        /// The epoch the writer held (0 when it held none).
+        epoch: u64,
+        /// What happened.
+        message: String,
+    },
+    /// A stream read started past the head. Fix the offset (take it from a response).
+    #[error("offset {offset} is past the head {head} of conversation {conversation}")]
+    OffsetOutOfRange {
+        /// `agent/id`.
+        conversation: String,
+        /// The requested offset.
+        offset: u64,
+        /// The head.
+        head: u64,
+    },
 }
 
 /// Sub-kinds of [`FlueError::Mcp`], stable on the wire. May grow: match with a wildcard arm.
@@ -333,7 +483,7 @@ impl FlueError {
         match self {
             Self::SessionNotFound { .. } => "session_not_found",
             Self::SessionAlreadyExists { .. } => "session_already_exists",
-            Self::SessionBusy { .. } => "session_busy",
+            Self::SessionBusy { .. } | Self::ConversationBusy { .. } => "session_busy",
             Self::InvalidSessionName { .. } => "invalid_session_name",
             Self::VersionConflict { .. } => "version_conflict",
             Self::Store { .. } => "store_error",
@@ -359,6 +509,20 @@ impl FlueError {
             Self::UnknownRole { .. } => "unknown_role",
             Self::SubagentNotDeclared { .. } => "subagent_not_declared",
             Self::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
+            Self::InvalidConversationId { .. } => "invalid_conversation_id",
+            Self::InvalidRequest { .. } => "invalid_request",
+            Self::UnknownAgent { .. } => "agent_not_found",
+            Self::AgentInstanceNotFound { .. } => "agent_instance_not_found",
+            Self::AgentInstanceExists { .. } => "agent_instance_exists",
+            Self::SubmissionConflict { .. } => "submission_conflict",
+            Self::SubmissionNotFound { .. } => "submission_not_found",
+            Self::SubmissionTimeout { .. } => "submission_timeout",
+            Self::SubmissionRetryExhausted { .. } => "submission_retry_exhausted",
+            Self::SubmissionInterrupted { .. } => "submission_interrupted",
+            Self::SubmissionAborted { .. } => "submission_aborted",
+            Self::SubmissionFailed { .. } => "submission_failed",
+            Self::LeaseLost { .. } => "lease_lost",
+            Self::OffsetOutOfRange { .. } => "offset_out_of_range",
         }
     }
 

@@ -115,6 +115,28 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
     },
+    /// A submission was admitted durably (emitted by the admitting process; at least once).
+    SubmissionQueued {
+        /// The submission.
+        submission_id: String,
+    },
+    /// An attempt started processing a submission (again on every recovery attempt).
+    SubmissionRunning {
+        /// The submission.
+        submission_id: String,
+        /// Attempt number, 1-based, counted across restarts.
+        attempt: u32,
+    },
+    /// A submission settled. Emitted only after its settlement record is durable.
+    SubmissionSettled {
+        /// The submission.
+        submission_id: String,
+        /// How it ended.
+        outcome: Outcome,
+        /// The error when `outcome` is not `completed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorInfo>,
+    },
     /// The operation ended. Emitted only after its records are durable.
     OperationEnd {
         /// How it ended.

@@ -13,6 +13,8 @@
 //! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SandboxFactory`],
 //!   [`SessionStore`], [`AuditStore`] (the file tools' audit log and trash)
 //! - sandboxes: [`VirtualSandbox`] (the default: in memory, no processes), [`LocalSandbox`]
+//! - durable submissions: [`AgentRuntime`] (`dispatch`, `wait`, `read`, `abort`, stream reads),
+//!   [`AgentRegistry`], [`ConversationStore`], [`DispatchReceipt`], [`StreamBatch`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 
 mod agent_loop;
@@ -31,6 +33,7 @@ mod scope;
 mod session;
 mod skill;
 mod store;
+mod submission;
 mod task;
 mod tool;
 mod util;
@@ -64,8 +67,15 @@ pub use sandbox::{
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
 pub use store::{
-    AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, MemoryStore, SessionKey, SessionLog, SessionStore,
-    SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
+    AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
+    ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,
+    SessionLog, SessionStore, SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
+};
+pub use submission::{
+    AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, RuntimeEvent, SendCondition,
+    Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+    check_conversation_id,
 };
 pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;

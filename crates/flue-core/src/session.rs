@@ -305,7 +305,25 @@ impl Session {
             options.cancel.clone(),
             move |shared, ctx| async move {
                 let overlay = shared.overlay(options.role.as_deref(), None)?;
-                agent_loop::run(shared, message, options, overlay, ctx).await
+                agent_loop::run(shared, Some(message), options, overlay, ctx).await
+            },
+        )
+    }
+
+    /// Runs one attempt of a durable submission on this (root) session: with `message`, as
+    /// [`Session::prompt`] does; without one, resumes from the log alone (see
+    /// `agent_loop::run`). `cancel` aborts the attempt.
+    pub(crate) fn run_submission(
+        &self,
+        message: Option<UserMessage>,
+        cancel: CancellationToken,
+    ) -> CallHandle<PromptResponse> {
+        self.spawn_operation(
+            OperationKind::Prompt,
+            Some(cancel),
+            move |shared, ctx| async move {
+                let overlay = shared.overlay(None, None)?;
+                agent_loop::run(shared, message, PromptOptions::default(), overlay, ctx).await
             },
         )
     }
@@ -324,7 +342,7 @@ impl Session {
                 let (args, options) = options.into_parts();
                 let message = skill::skill_message(&found, &args, &options.images);
                 let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
-                agent_loop::run(shared, message, options, overlay, ctx).await
+                agent_loop::run(shared, Some(message), options, overlay, ctx).await
             },
         )
     }

@@ -265,7 +265,7 @@ pub(crate) async fn run_task(
     };
     let result = agent_loop::run(
         Arc::clone(&child),
-        UserMessage { content },
+        Some(UserMessage { content }),
         prompt_options,
         overlay,
         ctx,

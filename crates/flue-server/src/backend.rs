@@ -123,7 +123,8 @@ pub struct Batch {
 pub struct Page {
     /// The batches after the requested offset, at most the requested number.
     pub batches: Vec<Arc<Batch>>,
-    /// The durable head when the read ran.
+    /// The durable head when the read ran; when more batches are waiting than were returned,
+    /// it may be a lower bound (at least one past the last batch returned).
     pub head: Offset,
     /// The stream's incarnation: changes when the stream was rebuilt (offsets do not carry
     /// over).
@@ -209,6 +210,9 @@ pub trait Backend: Send + Sync + 'static {
         after: Offset,
         max_batches: usize,
     ) -> BoxFuture<'a, Result<Page, BackendError>>;
+
+    /// The durable head (`StreamNotFound` for a conversation that never received a message).
+    fn head<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<Offset, BackendError>>;
 
     /// Resolves once the head passes `after` (maybe spuriously; callers re-read). Callers
     /// bound the wait with their own timeout; dropping the future unsubscribes.

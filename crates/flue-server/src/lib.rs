@@ -24,6 +24,8 @@
 //! [`AgentHost`]; the wire shapes in [`wire`].
 
 mod backend;
+mod chunks;
+mod durable;
 mod error;
 mod live;
 mod local;
@@ -37,6 +39,7 @@ pub use backend::{
     Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Delivered,
     Delivery, Page, SendCondition, SubmissionStatus,
 };
+pub use durable::DurableRuntime;
 pub use error::ApiError;
 pub use local::{AgentHost, LocalRuntime};
 pub use router::{ROUTES, ServerConfig, router};

@@ -22,7 +22,8 @@ use crate::backend::{
     Admitted, AgentInfo, Backend, BackendError, Batch, ConversationKey, Delivered, Delivery, Page,
     SendCondition, SubmissionStatus,
 };
-use crate::wire::{ChunkBody, Message, Offset};
+use crate::chunks::{settlement_chunks, timestamp, user_message};
+use crate::wire::{ChunkBody, Offset};
 
 /// Opens agents for the runtime: implemented by the assembly layer (workspace or bundle) and
 /// by embedders that define agents in code.
@@ -252,6 +253,14 @@ impl Backend for LocalRuntime {
         })
     }
 
+    fn head<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<Offset, BackendError>> {
+        Box::pin(async move {
+            let conversation = self.conversation(key)?;
+            let state = lock(&conversation.state);
+            Ok(Offset(state.batches.len() as u64))
+        })
+    }
+
     fn changed<'a>(&'a self, key: &'a ConversationKey, after: Offset) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Ok(conversation) = self.conversation(key) else {
@@ -312,35 +321,7 @@ impl Conversation {
 
     /// Records a submission's settlement (and the advisory of a failed or aborted one).
     fn settle(&self, state: &mut State, submission_id: &str, outcome: &str, error: Option<Value>) {
-        let mut chunks = Vec::with_capacity(2);
-        if outcome != "completed" {
-            let text = error
-                .as_ref()
-                .and_then(|error| error.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or(outcome)
-                .to_owned();
-            chunks.push(ChunkBody::MessageAppended {
-                message: Message {
-                    id: format!("msg_{}", new_ulid()),
-                    role: "system".to_owned(),
-                    purpose: "advisory".to_owned(),
-                    display: "diagnostic".to_owned(),
-                    submission_id: Some(submission_id.to_owned()),
-                    turn_id: None,
-                    signal: None,
-                    settlement: Some(json!({ "outcome": outcome })),
-                    parts: vec![json!({"type": "text", "text": text, "state": "done"})],
-                },
-            });
-        }
-        chunks.push(ChunkBody::SubmissionSettled {
-            submission_id: submission_id.to_owned(),
-            outcome: outcome.to_owned(),
-            error: error.clone(),
-            answered_by_submission_id: Some(submission_id.to_owned()),
-            timestamp: Some(timestamp()),
-        });
+        let chunks = settlement_chunks(submission_id, outcome, error.clone(), now_ms());
         self.append(state, chunks);
         state.statuses.insert(
             submission_id.to_owned(),
@@ -647,65 +628,6 @@ fn task_part_name(session: &str) -> String {
     format!("task-{suffix}")
 }
 
-/// The admitted message as the conversation shows it.
-fn user_message(submission_id: &str, message: &Delivered) -> Message {
-    let id = format!("msg_{}", new_ulid());
-    match message {
-        Delivered::User { text, images } => {
-            let mut parts = vec![json!({"type": "text", "text": text, "state": "done"})];
-            for image in images {
-                let mut part = json!({
-                    "type": "file",
-                    "mediaType": image.mime_type,
-                    "size": image.data.len() / 4 * 3,
-                });
-                if let Some(filename) = &image.filename {
-                    part["filename"] = filename.clone().into();
-                }
-                parts.push(part);
-            }
-            Message {
-                id,
-                role: "user".to_owned(),
-                purpose: "user".to_owned(),
-                display: "visible".to_owned(),
-                submission_id: Some(submission_id.to_owned()),
-                turn_id: None,
-                signal: None,
-                settlement: None,
-                parts,
-            }
-        }
-        Delivered::Signal {
-            signal_type,
-            body,
-            attributes,
-            tag_name,
-        } => {
-            let mut attrs: serde_json::Map<String, Value> = attributes
-                .iter()
-                .map(|(name, value)| (name.clone(), Value::String(value.clone())))
-                .collect();
-            attrs.insert("type".to_owned(), signal_type.clone().into());
-            let mut signal = json!({ "attributes": attrs });
-            if let Some(tag) = tag_name {
-                signal["tagName"] = tag.clone().into();
-            }
-            Message {
-                id,
-                role: "system".to_owned(),
-                purpose: "dispatch".to_owned(),
-                display: "diagnostic".to_owned(),
-                submission_id: Some(submission_id.to_owned()),
-                turn_id: None,
-                signal: Some(signal),
-                settlement: None,
-                parts: vec![json!({"type": "text", "text": body, "state": "done"})],
-            }
-        }
-    }
-}
-
 /// What the model sees of a delivered message.
 fn prompt_input(message: &Delivered) -> (String, Vec<Image>) {
     match message {
@@ -754,31 +676,6 @@ fn aborted_error() -> Value {
         "message": "The submission was aborted.",
         "details": "The conversation's work was aborted (POST .../abort).",
     })
-}
-
-/// The current time as ISO 8601 (UTC, milliseconds).
-fn timestamp() -> String {
-    let ms = now_ms();
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
 }
 
 /// Locks a mutex; a poisoned lock (a panic elsewhere) still yields the data.

@@ -144,15 +144,15 @@ pub(crate) async fn head(
     Path((agent, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id).map_err(ApiError::without_body)?;
-    let page = state
+    let head = state
         .backend
-        .read(&key, Offset::START, 0)
+        .head(&key)
         .await
         .map_err(|err| ApiError::from(err).without_body())?;
     let mut response = StatusCode::OK.into_response();
     let headers = response.headers_mut();
     json_no_store(headers);
-    insert(headers, NEXT_OFFSET, &page.head.to_string());
+    insert(headers, NEXT_OFFSET, &head.to_string());
     insert(headers, UP_TO_DATE, "true");
     Ok(response)
 }
@@ -196,7 +196,7 @@ pub(crate) async fn attachment(
     Path((agent, id, attachment)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    state.backend.read(&key, Offset::START, 0).await?;
+    state.backend.head(&key).await?;
     Err(ApiError::attachment_not_found(&attachment))
 }
 

@@ -9,6 +9,7 @@
 mod audit_trash;
 mod build;
 mod delegation;
+mod durable;
 mod mcp;
 mod providers;
 mod run;

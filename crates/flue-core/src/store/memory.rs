@@ -6,12 +6,14 @@
 //! ([`AuditStore`](crate::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`.
 
 mod audit;
+mod conversation;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{FlueError, Result};
 use crate::record::StoredRecord;
+use crate::store::conversation::{HeadWatchers, LocalOwners};
 use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
 use crate::util::{BoxFuture, now_ms};
 
@@ -23,6 +25,10 @@ use crate::util::{BoxFuture, now_ms};
 pub struct MemoryStore {
     sessions: Mutex<BTreeMap<SessionKey, MemorySession>>,
     audit: audit::MemoryAudit,
+    /// Locked before `sessions` when both are needed.
+    conversations: Mutex<conversation::MemoryConversations>,
+    heads: HeadWatchers,
+    local_owners: LocalOwners,
 }
 
 #[derive(Debug)]
@@ -44,6 +50,41 @@ impl MemoryStore {
         // thread panicked while holding the lock.
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn conversations(&self) -> MutexGuard<'_, conversation::MemoryConversations> {
+        // As for `sessions`: every critical section leaves the maps consistent.
+        self.conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Appends `records` to the session `key` if it is at `expected_version`.
+fn append_records(
+    sessions: &mut BTreeMap<SessionKey, MemorySession>,
+    key: &SessionKey,
+    expected_version: u64,
+    records: &[StoredRecord],
+) -> Result<u64> {
+    let Some(session) = sessions.get_mut(key) else {
+        return Err(FlueError::SessionNotFound {
+            session: key.session.clone(),
+        });
+    };
+    let actual = session.version();
+    if actual != expected_version {
+        return Err(FlueError::VersionConflict {
+            session: key.session.clone(),
+            expected: expected_version,
+            actual,
+        });
+    }
+    if records.is_empty() {
+        return Ok(actual);
+    }
+    session.records.extend_from_slice(records);
+    session.updated_at = now_ms();
+    Ok(session.version())
 }
 
 impl SessionStore for MemoryStore {
@@ -101,26 +142,16 @@ impl SessionStore for MemoryStore {
         records: &'a [StoredRecord],
     ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
-            let mut sessions = self.sessions();
-            let Some(session) = sessions.get_mut(key) else {
-                return Err(FlueError::SessionNotFound {
-                    session: key.session.clone(),
-                });
-            };
-            let actual = session.version();
-            if actual != expected_version {
-                return Err(FlueError::VersionConflict {
-                    session: key.session.clone(),
-                    expected: expected_version,
-                    actual,
+            if self.is_managed(&key.instance_id) {
+                return Err(FlueError::LeaseLost {
+                    conversation: key.instance_id.clone(),
+                    epoch: 0,
+                    message: "this conversation is managed by the submission runtime; send \
+                              messages with dispatch"
+                        .to_owned(),
                 });
             }
-            if records.is_empty() {
-                return Ok(actual);
-            }
-            session.records.extend_from_slice(records);
-            session.updated_at = now_ms();
-            Ok(session.version())
+            append_records(&mut self.sessions(), key, expected_version, records)
         })
     }
 

@@ -6,6 +6,7 @@
 //! their cost does not grow with the conversation.
 
 mod audit;
+pub(crate) mod conversation;
 mod memory;
 mod sqlite;
 
@@ -18,6 +19,10 @@ use crate::record::StoredRecord;
 use crate::util::BoxFuture;
 
 pub use audit::{AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, TrashEntry, TrashReason, TrashedFile};
+pub use conversation::{
+    AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
+    OwnerRegistration,
+};
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 

@@ -17,9 +17,13 @@
 //! can stall the calling thread for up to [`BUSY_TIMEOUT`].
 //!
 //! The audit log and trash ([`AuditStore`](crate::AuditStore), migration v2) are implemented in
-//! `sqlite/audit.rs`.
+//! `sqlite/audit.rs`; conversations, their streams and submissions
+//! ([`ConversationStore`](crate::ConversationStore), migration v3) in `sqlite/conversation.rs`.
+//! A file store keeps a second connection for reads of streams and submissions, so readers
+//! (an HTTP server's) never queue behind this process's writers.
 
 mod audit;
+mod conversation;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -27,10 +31,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::Type;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
 use crate::error::{FlueError, Result};
 use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
+use crate::store::conversation::{HeadWatchers, LocalOwners};
 use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
 use crate::util::{BoxFuture, now_ms};
 
@@ -41,7 +46,11 @@ use crate::util::{BoxFuture, now_ms};
 /// [`FlueError::VersionConflict`] and writes nothing.
 pub struct SqliteStore {
     connection: Mutex<Connection>,
+    /// A second connection for stream and submission reads (file stores only).
+    read_connection: Option<Mutex<Connection>>,
     path: Option<PathBuf>,
+    heads: HeadWatchers,
+    local_owners: LocalOwners,
 }
 
 /// How long a statement waits for another connection's lock before failing.
@@ -88,6 +97,51 @@ const MIGRATIONS: &[&str] = &[
         entry TEXT NOT NULL,
         PRIMARY KEY (instance_id, id)
     ) WITHOUT ROWID;",
+    // v3: conversations (stream head, owner, fencing epoch), their streams, submissions.
+    "CREATE TABLE conversations (
+        instance_id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        id TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        head INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        owner TEXT,
+        epoch INTEGER NOT NULL,
+        lease_until INTEGER NOT NULL,
+        next_position INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX conversations_by_id ON conversations (id);
+    CREATE TABLE stream (
+        instance_id TEXT NOT NULL REFERENCES conversations (instance_id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        submission_id TEXT,
+        session TEXT,
+        first_idx INTEGER,
+        n_records INTEGER,
+        body TEXT,
+        PRIMARY KEY (instance_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE submissions (
+        submission_id TEXT PRIMARY KEY,
+        instance_id TEXT NOT NULL REFERENCES conversations (instance_id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        message TEXT NOT NULL,
+        accepted_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        first_started_at INTEGER,
+        input_applied INTEGER NOT NULL,
+        abort_requested INTEGER NOT NULL,
+        idempotency_key TEXT,
+        settlement TEXT,
+        durability TEXT,
+        admitted_offset INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX submissions_unsettled ON submissions (instance_id, position)
+        WHERE state != 'settled';
+    CREATE UNIQUE INDEX submissions_by_key ON submissions (instance_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;",
 ];
 
 impl SqliteStore {
@@ -122,9 +176,18 @@ impl SqliteStore {
             .pragma_update(None, "synchronous", "FULL")
             .map_err(store_error("cannot set synchronous mode"))?;
         prepare(&mut connection)?;
+        let read_connection = Connection::open(path).map_err(|err| {
+            FlueError::store(format!("cannot open database {}", path.display()), err)
+        })?;
+        read_connection
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(store_error("cannot set busy timeout"))?;
         Ok(Self {
             connection: Mutex::new(connection),
+            read_connection: Some(Mutex::new(read_connection)),
             path: Some(path.to_owned()),
+            heads: HeadWatchers::default(),
+            local_owners: LocalOwners::default(),
         })
     }
 
@@ -135,7 +198,10 @@ impl SqliteStore {
         prepare(&mut connection)?;
         Ok(Self {
             connection: Mutex::new(connection),
+            read_connection: None,
             path: None,
+            heads: HeadWatchers::default(),
+            local_owners: LocalOwners::default(),
         })
     }
 
@@ -148,6 +214,15 @@ impl SqliteStore {
         // A panic while the lock was held unwound through any open rusqlite transaction, whose
         // drop rolled it back, so the connection is still usable.
         self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The connection for stream and submission reads: the second one of a file store.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        self.read_connection
+            .as_ref()
+            .unwrap_or(&self.connection)
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -220,61 +295,16 @@ impl SqliteStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(store_error("cannot begin append transaction"))?;
-        let actual = transaction
-            .prepare_cached("SELECT version FROM sessions WHERE instance_id = ?1 AND session = ?2")
-            .and_then(|mut select| {
-                select
-                    .query_row(params![key.instance_id, key.session], |row| get_u64(row, 0))
-                    .optional()
-            })
-            .map_err(store_error("cannot read session version"))?;
-        // Returning early drops the transaction, which rolls it back.
-        let Some(actual) = actual else {
-            return Err(FlueError::SessionNotFound {
-                session: key.session.clone(),
-            });
-        };
-        if actual != expected_version {
-            return Err(FlueError::VersionConflict {
-                session: key.session.clone(),
-                expected: expected_version,
-                actual,
+        if conversation::is_managed(&transaction, &key.instance_id)? {
+            return Err(FlueError::LeaseLost {
+                conversation: key.instance_id.clone(),
+                epoch: 0,
+                message: "this conversation is managed by the submission runtime; send \
+                          messages with dispatch"
+                    .to_owned(),
             });
         }
-        if rows.is_empty() {
-            return Ok(actual);
-        }
-        let mut new_version = expected_version;
-        {
-            let mut insert = transaction
-                .prepare_cached(
-                    "INSERT INTO records (instance_id, session, idx, record)
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(store_error("cannot prepare record insert"))?;
-            for row in &rows {
-                insert
-                    .execute(params![
-                        key.instance_id,
-                        key.session,
-                        sql_int(new_version)?,
-                        row
-                    ])
-                    .map_err(store_error("cannot insert record"))?;
-                new_version += 1;
-            }
-        }
-        let version = sql_int(new_version)?;
-        let now = sql_int(now_ms())?;
-        transaction
-            .prepare_cached(
-                "UPDATE sessions SET version = ?3, updated_at = ?4
-                 WHERE instance_id = ?1 AND session = ?2",
-            )
-            .and_then(|mut update| {
-                update.execute(params![key.instance_id, key.session, version, now])
-            })
-            .map_err(store_error("cannot update session version"))?;
+        let new_version = insert_records(&transaction, key, expected_version, &rows)?;
         transaction
             .commit()
             .map_err(store_error("cannot commit append"))?;
@@ -406,17 +436,92 @@ fn schema_version(connection: &Connection) -> Result<usize> {
     usize::try_from(version).map_err(|err| FlueError::store("negative schema version", err))
 }
 
+/// Checks the session version and inserts `rows` (serialised records) after it, inside the
+/// caller's write transaction; returns the new version.
+fn insert_records(
+    transaction: &Transaction<'_>,
+    key: &SessionKey,
+    expected_version: u64,
+    rows: &[String],
+) -> Result<u64> {
+    let actual = transaction
+        .prepare_cached("SELECT version FROM sessions WHERE instance_id = ?1 AND session = ?2")
+        .and_then(|mut select| {
+            select
+                .query_row(params![key.instance_id, key.session], |row| get_u64(row, 0))
+                .optional()
+        })
+        .map_err(store_error("cannot read session version"))?;
+    // Returning early drops the transaction, which rolls it back.
+    let Some(actual) = actual else {
+        return Err(FlueError::SessionNotFound {
+            session: key.session.clone(),
+        });
+    };
+    if actual != expected_version {
+        return Err(FlueError::VersionConflict {
+            session: key.session.clone(),
+            expected: expected_version,
+            actual,
+        });
+    }
+    if rows.is_empty() {
+        return Ok(actual);
+    }
+    let mut new_version = expected_version;
+    {
+        let mut insert = transaction
+            .prepare_cached(
+                "INSERT INTO records (instance_id, session, idx, record)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(store_error("cannot prepare record insert"))?;
+        for row in rows {
+            insert
+                .execute(params![
+                    key.instance_id,
+                    key.session,
+                    sql_int(new_version)?,
+                    row
+                ])
+                .map_err(store_error("cannot insert record"))?;
+            new_version += 1;
+        }
+    }
+    let version = sql_int(new_version)?;
+    let now = sql_int(now_ms())?;
+    transaction
+        .prepare_cached(
+            "UPDATE sessions SET version = ?3, updated_at = ?4
+             WHERE instance_id = ?1 AND session = ?2",
+        )
+        .and_then(|mut update| update.execute(params![key.instance_id, key.session, version, now]))
+        .map_err(store_error("cannot update session version"))?;
+    Ok(new_version)
+}
+
 /// Reads the records of `key` with index `from` and later, in order.
 fn read_records(connection: &Connection, key: &SessionKey, from: u64) -> Result<Vec<StoredRecord>> {
+    read_record_range(connection, key, from, u64::MAX)
+}
+
+/// Reads the records of `key` with index in `from..until`, in order.
+fn read_record_range(
+    connection: &Connection,
+    key: &SessionKey,
+    from: u64,
+    until: u64,
+) -> Result<Vec<StoredRecord>> {
     let from = i64::try_from(from).unwrap_or(i64::MAX);
+    let until = i64::try_from(until).unwrap_or(i64::MAX);
     let mut select = connection
         .prepare_cached(
             "SELECT idx, record FROM records
-             WHERE instance_id = ?1 AND session = ?2 AND idx >= ?3 ORDER BY idx",
+             WHERE instance_id = ?1 AND session = ?2 AND idx >= ?3 AND idx < ?4 ORDER BY idx",
         )
         .map_err(store_error("cannot prepare record query"))?;
     let mut rows = select
-        .query(params![key.instance_id, key.session, from])
+        .query(params![key.instance_id, key.session, from, until])
         .map_err(store_error("cannot read records"))?;
     let mut records = Vec::new();
     while let Some(row) = rows.next().map_err(store_error("cannot read records"))? {

@@ -1,4 +1,4 @@
-//! The model providers `flue run` offers: the scripted provider, the built-in remote providers
+//! The model providers a workspace offers: the scripted provider, the built-in remote providers
 //! (adjusted by flue.toml) and flue.toml's own `[providers.<id>]`, with keys and base URLs read
 //! from the environment and `.env`.
 //!
@@ -18,17 +18,20 @@ use flue_core::{
     ScriptedProvider,
 };
 
-use crate::dotenv::EnvVars;
+use crate::Env;
 
 /// The registry, and the providers that could not be built.
+#[derive(Clone)]
 pub(crate) struct Providers {
     pub(crate) registry: ProviderRegistry,
-    broken: BTreeMap<String, FlueError>,
+    /// Configurations whose build failed, with the variable their URL came from; rebuilt to
+    /// report the error when an agent uses them.
+    broken: BTreeMap<String, (ProviderConfig, Option<&'static str>)>,
 }
 
 impl Providers {
     /// Every provider the workspace can use.
-    pub(crate) fn load(root: &Path, env: &EnvVars, workspace: &WorkspaceConfig) -> Self {
+    pub(crate) fn load(root: &Path, env: &Env, workspace: &WorkspaceConfig) -> Self {
         let mut providers = Self {
             registry: ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(root))),
             broken: BTreeMap::new(),
@@ -63,12 +66,15 @@ impl Providers {
     }
 
     /// The configuration error of the provider `model` names, if it is broken.
-    pub(crate) fn check(&mut self, model: Option<&str>) -> Result<(), FlueError> {
+    pub(crate) fn check(&self, model: Option<&str>) -> Result<(), FlueError> {
         let Some(spec) = model.and_then(|model| ModelSpec::parse(model).ok()) else {
             return Ok(());
         };
-        match self.broken.remove(&spec.provider) {
-            Some(err) => Err(err),
+        match self.broken.get(&spec.provider) {
+            Some((config, url_var)) => match config.clone().build() {
+                Ok(_) => Ok(()),
+                Err(err) => Err(with_url_var(err, *url_var)),
+            },
             None => Ok(()),
         }
     }
@@ -97,8 +103,8 @@ impl Providers {
         &mut self,
         mut config: ProviderConfig,
         key_var: Option<&str>,
-        env: &EnvVars,
-        url_var: Option<&str>,
+        env: &Env,
+        url_var: Option<&'static str>,
     ) {
         if let Some(key) = key_var
             .and_then(|var| env.get(var))
@@ -107,15 +113,19 @@ impl Providers {
             config = config.with_api_key(ApiKey::new(key.trim()));
         }
         let id = config.id.clone();
-        match config.build() {
+        match config.clone().build() {
             Ok(provider) => self.registry.insert(provider),
-            Err(err) => {
-                let err = match url_var {
-                    Some(var) => FlueError::config(format!("{err} (the URL comes from {var})")),
-                    None => err,
-                };
-                self.broken.insert(id, err);
+            Err(_) => {
+                self.broken.insert(id, (config, url_var));
             }
         }
+    }
+}
+
+/// A provider's build error, naming the variable its URL came from.
+fn with_url_var(err: FlueError, url_var: Option<&str>) -> FlueError {
+    match url_var {
+        Some(var) => FlueError::config(format!("{err} (the URL comes from {var})")),
+        None => err,
     }
 }

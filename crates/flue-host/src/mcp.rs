@@ -1,5 +1,5 @@
-//! The MCP servers of `flue run`: declarations to options (`${VAR}` expanded), one connection
-//! per server, tools attached to the agent and its subagents, closing when the run ends.
+//! The MCP servers of one harness: declarations to options (`${VAR}` expanded), one connection
+//! per server, tools attached to the agent and its subagents, closing when the harness is closed.
 
 use std::path::Path;
 
@@ -10,7 +10,7 @@ use flue_connectors::{
 };
 use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
 
-use crate::dotenv::EnvVars;
+use crate::Env;
 
 #[cfg(test)]
 mod tests;
@@ -29,7 +29,7 @@ impl McpServers {
     pub(crate) async fn connect(
         workspace: &Workspace,
         agent: &str,
-        env: &EnvVars,
+        env: &Env,
         config: &mut AgentConfig,
     ) -> Result<Self, FlueError> {
         let mut servers = Self::default();
@@ -53,19 +53,21 @@ impl McpServers {
         }
     }
 
-    /// Closes every connection; a failure is reported on stderr and otherwise ignored.
-    pub(crate) async fn close(self) {
+    /// Closes every connection; failures are returned as warnings.
+    pub(crate) async fn close(self) -> Vec<String> {
+        let mut warnings = Vec::new();
         for (_, connection) in self.connections {
             if let Err(err) = connection.close().await {
-                eprintln!("warning: {err}");
+                warnings.push(err.to_string());
             }
         }
+        warnings
     }
 
     async fn attach_subagents(
         &mut self,
         workspace: &Workspace,
-        env: &EnvVars,
+        env: &Env,
         profiles: &mut [AgentProfile],
     ) -> Result<(), FlueError> {
         for profile in profiles {
@@ -83,7 +85,7 @@ impl McpServers {
         &mut self,
         workspace: &Workspace,
         agent: &str,
-        env: &EnvVars,
+        env: &Env,
         tools: &mut Vec<ToolDefinition>,
     ) -> Result<(), FlueError> {
         for (name, decl) in workspace.mcp_servers(agent)? {
@@ -114,7 +116,7 @@ pub(crate) fn options(
     server: &str,
     decl: &McpServerDecl,
     root: &Path,
-    env: &EnvVars,
+    env: &Env,
 ) -> Result<McpServerOptions, FlueError> {
     let lookup = |name: &str| env.get(name);
     let endpoint: flue_connectors::McpEndpoint = match decl {

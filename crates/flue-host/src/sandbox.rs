@@ -1,9 +1,9 @@
 //! Opening the sandbox an agent runs in, from its resolved settings.
 //!
-//! `flue run` picks the kind from `--sandbox`, then the agent's `sandbox:`, then flue.toml's
-//! `[sandbox]`, else virtual. A virtual sandbox starts as a copy of the workspace root (or of
+//! The kind comes from the caller's override (`--sandbox`), then the agent's `sandbox:`, then
+//! flue.toml's `[sandbox]`, else virtual. A virtual sandbox starts as a copy of the workspace root (or of
 //! its `seed`), without `.flue/` and `.env*` files; nothing is written back. A Daytona
-//! sandbox created for the run is deleted afterwards.
+//! sandbox created for a harness is deleted when the harness is closed.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -17,7 +17,7 @@ use flue_core::{
     Sandbox, SandboxErrorReason, ShellResult, VirtualLimits, VirtualSandbox,
 };
 
-use crate::dotenv::EnvVars;
+use crate::Env;
 
 /// Names never copied into a virtual sandbox: the conversation store and env files.
 const ALWAYS_EXCLUDED: &[&str] = &[".flue", ".env*"];
@@ -25,23 +25,128 @@ const ALWAYS_EXCLUDED: &[&str] = &[".flue", ".env*"];
 /// Names left out of the seed copy unless `exclude` says otherwise.
 const DEFAULT_EXCLUDED: &[&str] = &[".git", "node_modules", "target"];
 
-/// The sandbox of one run, and what must happen when the run is over.
+/// The sandbox of one harness, and what must happen when the harness is closed.
 pub(crate) struct OpenSandbox {
     pub(crate) sandbox: Arc<dyn Sandbox>,
     daytona: Option<Arc<DaytonaSandbox>>,
 }
 
 impl OpenSandbox {
-    /// Deletes a Daytona sandbox created for this run; a failure is reported, not fatal.
-    pub(crate) async fn close(self) {
-        if let Some(daytona) = self.daytona
-            && let Err(err) = daytona.cleanup().await
-        {
-            eprintln!(
-                "warning: could not delete Daytona sandbox {}: {err}",
+    /// Deletes a Daytona sandbox created for this harness; a failure is returned as a
+    /// warning, not an error.
+    pub(crate) async fn close(self) -> Option<String> {
+        let daytona = self.daytona?;
+        match daytona.cleanup().await {
+            Ok(()) => None,
+            Err(err) => Some(format!(
+                "could not delete Daytona sandbox {}: {err}",
                 daytona.id()
-            );
+            )),
         }
+    }
+}
+
+impl OpenSandbox {
+    /// The sandbox as a harness holds it: one that deletes a Daytona sandbox when the last
+    /// holder drops it, with the deletion's task pushed to `cleanups` so that a host can
+    /// await it before the process exits.
+    pub(crate) fn into_owned(self, cleanups: &Cleanups) -> Arc<dyn Sandbox> {
+        match self.daytona {
+            None => self.sandbox,
+            Some(daytona) => Arc::new(DeleteOnDrop {
+                inner: self.sandbox,
+                daytona: Some(daytona),
+                cleanups: cleanups.clone(),
+            }),
+        }
+    }
+}
+
+/// Background deletions of sandboxes, awaited by [`Cleanups::wait`].
+#[derive(Clone, Default)]
+pub(crate) struct Cleanups {
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<Option<String>>>>>,
+}
+
+impl Cleanups {
+    fn push(&self, task: tokio::task::JoinHandle<Option<String>>) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.push(task);
+        }
+    }
+
+    /// Waits for every deletion started so far; returns failures as warnings.
+    pub(crate) async fn wait(&self) -> Vec<String> {
+        let tasks = match self.tasks.lock() {
+            Ok(mut tasks) => std::mem::take(&mut *tasks),
+            Err(_) => Vec::new(),
+        };
+        let mut warnings = Vec::new();
+        for task in tasks {
+            if let Ok(Some(warning)) = task.await {
+                warnings.push(warning);
+            }
+        }
+        warnings
+    }
+}
+
+/// A Daytona sandbox deleted when its last holder (a harness) drops it.
+struct DeleteOnDrop {
+    inner: Arc<dyn Sandbox>,
+    daytona: Option<Arc<DaytonaSandbox>>,
+    cleanups: Cleanups,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        if let Some(daytona) = self.daytona.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let sandbox = OpenSandbox {
+                sandbox: Arc::clone(&self.inner),
+                daytona: Some(daytona),
+            };
+            self.cleanups.push(runtime.spawn(sandbox.close()));
+        }
+    }
+}
+
+impl Sandbox for DeleteOnDrop {
+    fn cwd(&self) -> &str {
+        self.inner.cwd()
+    }
+
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        options: ExecOptions,
+    ) -> BoxFuture<'a, Result<ShellResult>> {
+        self.inner.exec(command, options)
+    }
+
+    fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
+        self.inner.read_file_bytes(path)
+    }
+
+    fn write_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        self.inner.write_file(path, content)
+    }
+
+    fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {
+        self.inner.stat(path)
+    }
+
+    fn readdir<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        self.inner.readdir(path)
+    }
+
+    fn mkdir<'a>(&'a self, path: &'a str, options: MkdirOptions) -> BoxFuture<'a, Result<()>> {
+        self.inner.mkdir(path, options)
+    }
+
+    fn rm<'a>(&'a self, path: &'a str, options: RmOptions) -> BoxFuture<'a, Result<()>> {
+        self.inner.rm(path, options)
     }
 }
 
@@ -49,7 +154,7 @@ impl OpenSandbox {
 pub(crate) async fn open(
     settings: &SandboxSettings,
     root: &Path,
-    env: &EnvVars,
+    env: &Env,
 ) -> Result<OpenSandbox> {
     let options = &settings.options;
     let timeout = options.timeout_ms.map(Duration::from_millis);
@@ -110,7 +215,7 @@ async fn virtual_sandbox(settings: &SandboxSettings, root: &Path) -> Result<Virt
     builder.build().await
 }
 
-fn daytona_config(settings: &SandboxSettings, env: &EnvVars) -> Result<DaytonaConfig> {
+fn daytona_config(settings: &SandboxSettings, env: &Env) -> Result<DaytonaConfig> {
     let options = &settings.options;
     let Some(key) = env.get("DAYTONA_API_KEY").filter(|key| !key.is_empty()) else {
         return Err(FlueError::sandbox(

@@ -1,0 +1,428 @@
+//! The conversation driver: owns one conversation and runs its submissions one at a time.
+//!
+//! A driver takes ownership ([`ConversationStore::acquire`]; it gives up at once when a live
+//! owner holds the conversation), builds the conversation's harness on a fenced view of the
+//! store, then loops: claim the oldest unsettled submission, decide from its durable state
+//! what to do (settle an abort, refuse an exhausted or expired one, start it with its message,
+//! or resume it from the log), run the attempt under its deadline and the owner's lease, and
+//! settle it. With nothing left it releases ownership (refused while work remains, which closes
+//! the race with a concurrent dispatch).
+//!
+//! [`ConversationStore::acquire`]: crate::ConversationStore::acquire
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{FlueError, Result};
+use crate::event::{ErrorInfo, Event, Outcome};
+use crate::harness::Harness;
+use crate::record::{UserContent, UserMessage};
+use crate::store::conversation::ROOT_SESSION;
+use crate::store::{Acquire, Claim, Fence};
+use crate::submission::fenced::FencedSessions;
+use crate::submission::runtime::{DriverSlot, RuntimeInner};
+use crate::submission::wire::{ConversationKey, DeliveredMessage, Settlement};
+use crate::util::now_ms;
+
+/// Why a running attempt was stopped from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum StopReason {
+    None = 0,
+    /// An abort of the conversation.
+    Abort = 1,
+    /// The submission's wall-clock budget ran out.
+    Timeout = 2,
+    /// Another owner took the conversation.
+    LeaseLost = 3,
+    /// The runtime is shutting down.
+    Shutdown = 4,
+}
+
+/// Stops one running attempt.
+pub(crate) struct AttemptControl {
+    pub(crate) submission_id: String,
+    cancel: CancellationToken,
+    reason: Arc<AtomicU8>,
+}
+
+impl AttemptControl {
+    /// Records why (the first reason wins) and cancels the attempt.
+    pub(crate) fn stop(&self, reason: StopReason) {
+        let _ = self.reason.compare_exchange(
+            StopReason::None as u8,
+            reason as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        self.cancel.cancel();
+    }
+}
+
+fn stop_reason(value: u8) -> StopReason {
+    match value {
+        1 => StopReason::Abort,
+        2 => StopReason::Timeout,
+        3 => StopReason::LeaseLost,
+        4 => StopReason::Shutdown,
+        _ => StopReason::None,
+    }
+}
+
+/// What one processed claim led to.
+enum Next {
+    /// Claim the next submission.
+    Continue,
+    /// Stop driving without releasing (lost ownership, shutdown, store failure).
+    Stop,
+}
+
+/// Drives `key` until it is idle and released, or ownership is lost. Returns the kick count
+/// seen just before a successful release (`None` when it did not release), so the caller can
+/// tell whether a dispatch raced with the release.
+pub(crate) async fn drive(
+    inner: &Arc<RuntimeInner>,
+    key: &ConversationKey,
+    slot: &DriverSlot,
+) -> Option<u64> {
+    let fence = match inner.store.acquire(key, &inner.owner_id, inner.lease).await {
+        Ok(Acquire::Owned(fence)) => fence,
+        Ok(Acquire::Held { .. }) | Err(_) => return None,
+    };
+    let fenced = Arc::new(FencedSessions::new(
+        Arc::clone(&inner.store),
+        fence.clone(),
+        ROOT_SESSION,
+    ));
+    let mut harness: Option<Result<Harness>> = None;
+    loop {
+        if inner.stopping.is_cancelled() {
+            return None;
+        }
+        let seen = slot.kicks.load(Ordering::Acquire);
+        let built = match &harness {
+            Some(built) => built,
+            None => harness.insert(build_harness(inner, key, &fenced).await),
+        };
+        let durability = match built {
+            Ok(harness) => harness.agent().durability.clone(),
+            Err(_) => crate::config::DurabilityConfig::default(),
+        };
+        let claim = match inner.store.claim_next(&fence, &durability).await {
+            Ok(Some(claim)) => claim,
+            Ok(None) => match inner.store.release(&fence).await {
+                Ok(true) => return Some(seen),
+                Ok(false) => continue,
+                Err(_) => return None,
+            },
+            Err(_) => return None,
+        };
+        let harness = match built {
+            Ok(harness) => Ok(harness.clone()),
+            Err(err) => Err(err.to_info()),
+        };
+        match process(inner, &fence, &fenced, slot, harness, claim).await {
+            Next::Continue => {}
+            Next::Stop => return None,
+        }
+    }
+}
+
+async fn build_harness(
+    inner: &RuntimeInner,
+    key: &ConversationKey,
+    fenced: &Arc<FencedSessions>,
+) -> Result<Harness> {
+    inner
+        .agents
+        .harness_builder(&key.agent)
+        .await?
+        .with_instance_id(key.instance_id())
+        .with_store(Arc::clone(fenced) as Arc<dyn crate::store::SessionStore>)
+        .build()
+        .await
+}
+
+/// Runs one claimed submission to its settlement (or leaves it to recovery).
+async fn process(
+    inner: &Arc<RuntimeInner>,
+    fence: &Fence,
+    fenced: &Arc<FencedSessions>,
+    slot: &DriverSlot,
+    harness: Result<Harness, ErrorInfo>,
+    claim: Claim,
+) -> Next {
+    let submission = &claim.submission;
+    let submission_id = submission.submission_id.as_str();
+    let key = &fence.key;
+    let attempts = submission.attempts;
+    inner.emit(
+        key,
+        Some(submission_id),
+        Event::SubmissionRunning {
+            submission_id: submission_id.to_owned(),
+            attempt: attempts,
+        },
+    );
+    let durability = &claim.durability;
+    let first_started_at = submission.first_started_at.unwrap_or_else(now_ms);
+    let deadline_ms = first_started_at.saturating_add(durability.timeout_ms);
+    let settle_with =
+        |outcome: Outcome, text: Option<String>, error: Option<ErrorInfo>| Settlement {
+            submission_id: submission_id.to_owned(),
+            outcome,
+            text,
+            error,
+            attempts,
+            settled_at: now_ms(),
+        };
+    if submission.abort_requested {
+        let error = FlueError::SubmissionAborted {
+            submission_id: submission_id.to_owned(),
+        };
+        return settle(
+            inner,
+            fence,
+            settle_with(Outcome::Aborted, None, Some(error.to_info())),
+        )
+        .await;
+    }
+    if attempts > durability.max_attempts {
+        let error = FlueError::SubmissionRetryExhausted {
+            submission_id: submission_id.to_owned(),
+            attempts: attempts - 1,
+            max_attempts: durability.max_attempts,
+        };
+        return settle(
+            inner,
+            fence,
+            settle_with(Outcome::Failed, None, Some(error.to_info())),
+        )
+        .await;
+    }
+    if now_ms() >= deadline_ms {
+        let error = FlueError::SubmissionTimeout {
+            submission_id: submission_id.to_owned(),
+            timeout_ms: durability.timeout_ms,
+        };
+        return settle(
+            inner,
+            fence,
+            settle_with(Outcome::Failed, None, Some(error.to_info())),
+        )
+        .await;
+    }
+    let harness = match harness {
+        Ok(harness) => harness,
+        Err(error) if error.kind == "agent_not_found" => {
+            let error = FlueError::SubmissionInterrupted {
+                submission_id: submission_id.to_owned(),
+                reason: error.message,
+            };
+            return settle(
+                inner,
+                fence,
+                settle_with(Outcome::Failed, None, Some(error.to_info())),
+            )
+            .await;
+        }
+        Err(error) => {
+            return settle(
+                inner,
+                fence,
+                settle_with(Outcome::Failed, None, Some(error)),
+            )
+            .await;
+        }
+    };
+    let session = match harness.session(ROOT_SESSION).await {
+        Ok(session) => session,
+        Err(err) => {
+            return settle(
+                inner,
+                fence,
+                settle_with(Outcome::Failed, None, Some(err.to_info())),
+            )
+            .await;
+        }
+    };
+    let message = (!submission.input_applied).then(|| user_message(&submission.message));
+    fenced.begin_submission(submission_id, message.is_some());
+    let cancel = CancellationToken::new();
+    let reason = Arc::new(AtomicU8::new(StopReason::None as u8));
+    let control = AttemptControl {
+        submission_id: submission_id.to_owned(),
+        cancel: cancel.clone(),
+        reason: Arc::clone(&reason),
+    };
+    *slot.attempt() = Some(control);
+    let mut handle = session.run_submission(message, cancel.clone());
+    let forwarder = handle.take_events().map(|mut events| {
+        let inner = Arc::clone(inner);
+        let key = key.clone();
+        let submission_id = submission_id.to_owned();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                inner.emit(&key, Some(&submission_id), event);
+            }
+        })
+    });
+    let result = supervise(inner, fence, slot, submission_id, deadline_ms, handle).await;
+    if let Some(forwarder) = forwarder {
+        let _ = forwarder.await;
+    }
+    *slot.attempt() = None;
+    fenced.end_submission();
+    let reason = stop_reason(reason.load(Ordering::Acquire));
+    match result {
+        // Finished work is never discarded, whatever stopped the attempt meanwhile.
+        Ok(response) => {
+            settle(
+                inner,
+                fence,
+                settle_with(Outcome::Completed, Some(response.text), None),
+            )
+            .await
+        }
+        Err(FlueError::LeaseLost { .. }) => Next::Stop,
+        Err(err) => match reason {
+            StopReason::LeaseLost | StopReason::Shutdown => Next::Stop,
+            StopReason::Abort => {
+                let error = FlueError::SubmissionAborted {
+                    submission_id: submission_id.to_owned(),
+                };
+                settle(
+                    inner,
+                    fence,
+                    settle_with(Outcome::Aborted, None, Some(error.to_info())),
+                )
+                .await
+            }
+            StopReason::Timeout => {
+                let error = FlueError::SubmissionTimeout {
+                    submission_id: submission_id.to_owned(),
+                    timeout_ms: durability.timeout_ms,
+                };
+                settle(
+                    inner,
+                    fence,
+                    settle_with(Outcome::Failed, None, Some(error.to_info())),
+                )
+                .await
+            }
+            StopReason::None => match err {
+                // A store failure is not the submission's fault: leave it to the next attempt.
+                FlueError::Store { .. } | FlueError::RuntimeStopped { .. } => Next::Stop,
+                err => {
+                    settle(
+                        inner,
+                        fence,
+                        settle_with(Outcome::Failed, None, Some(err.to_info())),
+                    )
+                    .await
+                }
+            },
+        },
+    }
+}
+
+/// Awaits the attempt while enforcing its deadline, watching for abort requests of other
+/// processes, renewing the lease and honouring shutdown.
+async fn supervise(
+    inner: &RuntimeInner,
+    fence: &Fence,
+    slot: &DriverSlot,
+    submission_id: &str,
+    deadline_ms: u64,
+    handle: crate::call::CallHandle<crate::session::PromptResponse>,
+) -> Result<crate::session::PromptResponse> {
+    let stop = |reason| {
+        if let Some(attempt) = slot.attempt().as_ref() {
+            attempt.stop(reason);
+        }
+    };
+    let until_deadline = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
+    let deadline = tokio::time::sleep(until_deadline);
+    tokio::pin!(deadline);
+    let mut polls = tokio::time::interval(inner.poll_interval);
+    polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let renew_every = (inner.lease / 3).max(Duration::from_millis(10));
+    let mut renewals =
+        tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut handle = std::future::IntoFuture::into_future(handle);
+    loop {
+        tokio::select! {
+            result = &mut handle => return result,
+            () = &mut deadline => stop(StopReason::Timeout),
+            () = inner.stopping.cancelled() => stop(StopReason::Shutdown),
+            _ = polls.tick() => {
+                if let Ok(Some(info)) = inner.store.submission(submission_id).await
+                    && info.abort_requested
+                {
+                    stop(StopReason::Abort);
+                }
+            }
+            _ = renewals.tick() => {
+                if let Err(FlueError::LeaseLost { .. }) = inner.store.renew(fence, inner.lease).await {
+                    stop(StopReason::LeaseLost);
+                }
+            }
+        }
+    }
+}
+
+/// Settles and emits the event once the settlement is durable.
+async fn settle(inner: &RuntimeInner, fence: &Fence, settlement: Settlement) -> Next {
+    match inner.store.settle(fence, &settlement).await {
+        Ok(true) => {
+            inner.emit(
+                &fence.key,
+                Some(&settlement.submission_id),
+                Event::SubmissionSettled {
+                    submission_id: settlement.submission_id.clone(),
+                    outcome: settlement.outcome,
+                    error: settlement.error.clone(),
+                },
+            );
+            Next::Continue
+        }
+        Ok(false) => Next::Continue,
+        Err(_) => Next::Stop,
+    }
+}
+
+/// The session record of a delivered message: user text and images, or a signal's envelope.
+pub(crate) fn user_message(message: &DeliveredMessage) -> UserMessage {
+    match message {
+        DeliveredMessage::User { body, images } => {
+            let mut content = vec![UserContent::Text { text: body.clone() }];
+            content.extend(images.iter().cloned().map(UserContent::Image));
+            UserMessage { content }
+        }
+        DeliveredMessage::Signal {
+            signal_type,
+            body,
+            attributes,
+            tag_name,
+        } => {
+            let tag = tag_name.as_deref().unwrap_or("signal");
+            let mut open = format!("<{tag} type=\"{}\"", escape_attribute(signal_type));
+            for (name, value) in attributes {
+                open.push_str(&format!(" {name}=\"{}\"", escape_attribute(value)));
+            }
+            UserMessage::text(format!("{open}>\n{body}\n</{tag}>"))
+        }
+    }
+}
+
+fn escape_attribute(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

@@ -1,0 +1,98 @@
+//! Agent registries: how the runtime gets a harness for a conversation's agent.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{FlueError, Result};
+use crate::harness::HarnessBuilder;
+use crate::util::BoxFuture;
+
+/// The agents a runtime serves, by name.
+///
+/// Implemented by the assembly layer (a workspace or bundle: providers, sandboxes, MCP servers)
+/// and by embedders in code ([`StaticAgents`]). The runtime calls
+/// [`AgentRegistry::harness_builder`] each time it starts working on a conversation of that
+/// agent, then sets the conversation's instance id and store on the builder (overriding any the
+/// registry set) and builds it; it calls [`AgentRegistry::contains`] on every dispatch.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an agent registry",
+    label = "implement `flue_core::AgentRegistry` for this type"
+)]
+pub trait AgentRegistry: Send + Sync {
+    /// The agent names, sorted.
+    fn agent_names(&self) -> Vec<String>;
+
+    /// Whether `agent` is served. The default looks it up in [`AgentRegistry::agent_names`].
+    fn contains(&self, agent: &str) -> bool {
+        self.agent_names().iter().any(|name| name == agent)
+    }
+
+    /// A harness builder for `agent`, fully configured except for instance id and store.
+    /// [`FlueError::UnknownAgent`] when the agent is not served.
+    fn harness_builder<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<HarnessBuilder>>;
+}
+
+type BuilderFn = dyn Fn() -> HarnessBuilder + Send + Sync;
+
+/// A registry of agents defined in code: a name and a function making its harness builder.
+///
+/// ```
+/// use flue_core::{AgentConfig, Harness, StaticAgents};
+/// let agents = StaticAgents::new()
+///     .with_agent("hello", || Harness::builder(AgentConfig::new().with_model("scripted/s.json")));
+/// assert_eq!(flue_core::AgentRegistry::agent_names(&agents), vec!["hello".to_owned()]);
+/// ```
+#[derive(Clone, Default)]
+pub struct StaticAgents {
+    agents: BTreeMap<String, Arc<BuilderFn>>,
+}
+
+impl StaticAgents {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) an agent.
+    #[must_use]
+    pub fn with_agent(
+        mut self,
+        name: impl Into<String>,
+        builder: impl Fn() -> HarnessBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.agents.insert(name.into(), Arc::new(builder));
+        self
+    }
+}
+
+impl fmt::Debug for StaticAgents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StaticAgents")
+            .field("agents", &self.agents.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl AgentRegistry for StaticAgents {
+    fn agent_names(&self) -> Vec<String> {
+        self.agents.keys().cloned().collect()
+    }
+
+    fn contains(&self, agent: &str) -> bool {
+        self.agents.contains_key(agent)
+    }
+
+    fn harness_builder<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<HarnessBuilder>> {
+        Box::pin(async move {
+            let builder = self
+                .agents
+                .get(agent)
+                .ok_or_else(|| FlueError::UnknownAgent {
+                    agent: agent.to_owned(),
+                    known: self.agent_names(),
+                })?;
+            Ok(builder())
+        })
+    }
+}

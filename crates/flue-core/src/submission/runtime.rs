@@ -1,0 +1,514 @@
+//! The submission runtime: dispatch, wait, status, abort, stream reads and recovery scans.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{FlueError, Result};
+use crate::event::{Event, Outcome};
+use crate::store::{Admission, ConversationStore, OwnerRegistration};
+use crate::submission::driver::{self, AttemptControl, StopReason};
+use crate::submission::registry::AgentRegistry;
+use crate::submission::wire::{
+    ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset,
+    Settlement, StreamPage, SubmissionInfo,
+};
+use crate::submission::{check_conversation_id, check_message};
+use crate::util::{new_ulid, now_ms};
+
+/// Default ownership lease: how long a conversation stays owned without renewal.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default interval of cross-process polls (settlement waits, abort requests, stream growth).
+const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Default interval of recovery scans for conversations whose owner died.
+const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(2);
+/// Capacity of the in-process event broadcast; slower subscribers miss events.
+const EVENT_CAPACITY: usize = 4096;
+
+/// Builds an [`AgentRuntime`].
+pub struct AgentRuntimeBuilder {
+    store: Arc<dyn ConversationStore>,
+    agents: Arc<dyn AgentRegistry>,
+    lease: Duration,
+    poll_interval: Duration,
+    reconcile_interval: Option<Duration>,
+}
+
+impl AgentRuntimeBuilder {
+    /// Sets the ownership lease (default 30 s; renewed every third of it while working).
+    #[must_use]
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets the interval of cross-process polls (default 50 ms).
+    #[must_use]
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets the interval of recovery scans for conversations whose owner died (default 2 s;
+    /// `None` scans only at start).
+    #[must_use]
+    pub fn with_reconcile_interval(mut self, interval: Option<Duration>) -> Self {
+        self.reconcile_interval = interval;
+        self
+    }
+
+    /// Registers this process as an owner, resumes the unsettled work of dead owners, and
+    /// starts the periodic recovery scan. Must run inside a tokio runtime.
+    pub async fn start(self) -> Result<AgentRuntime> {
+        let registration = self.store.register_owner().await?;
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let inner = Arc::new(RuntimeInner {
+            owner_id: registration.owner_id().to_owned(),
+            registration: Mutex::new(Some(registration)),
+            store: self.store,
+            agents: self.agents,
+            lease: self.lease,
+            poll_interval: self.poll_interval,
+            events,
+            drivers: Mutex::new(HashMap::new()),
+            stopping: CancellationToken::new(),
+            active: AtomicUsize::new(0),
+            idle: Notify::new(),
+        });
+        inner.reconcile().await?;
+        if let Some(interval) = self.reconcile_interval {
+            let weak = Arc::downgrade(&inner);
+            let stopping = inner.stopping.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = stopping.cancelled() => return,
+                        () = tokio::time::sleep(interval) => {}
+                    }
+                    let Some(inner) = weak.upgrade() else { return };
+                    // A failed scan is retried on the next tick; the work stays durable.
+                    let _ = inner.reconcile().await;
+                }
+            });
+        }
+        Ok(AgentRuntime { inner })
+    }
+}
+
+/// One event of the runtime's in-process event stream: a submission lifecycle event, or an
+/// event of the operation running a submission, with its conversation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeEvent {
+    /// The conversation.
+    pub conversation: ConversationKey,
+    /// The submission being processed, when there is one.
+    pub submission_id: Option<String>,
+    /// The event.
+    pub event: Event,
+}
+
+/// Processes durable submissions of many conversations; one per process and store.
+///
+/// ```no_run
+/// # async fn demo() -> flue_core::Result<()> {
+/// use std::sync::Arc;
+/// use flue_core::{
+///     AgentConfig, AgentRuntime, ConversationKey, DeliveredMessage, Harness, SqliteStore,
+///     StaticAgents,
+/// };
+/// let store = Arc::new(SqliteStore::open(std::path::Path::new(".flue/flue.db"))?);
+/// let agents = StaticAgents::new()
+///     .with_agent("hello", || Harness::builder(AgentConfig::new().with_model("scripted/s.json")));
+/// let runtime = AgentRuntime::builder(store, Arc::new(agents)).start().await?;
+/// let key = ConversationKey::new("hello", "ticket-42");
+/// let receipt = runtime
+///     .dispatch(&key, DeliveredMessage::user("hi"), Default::default())
+///     .await?;
+/// let reply = runtime.read(&receipt.submission_id).await?;
+/// println!("{reply}");
+/// runtime.shutdown().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AgentRuntime {
+    inner: Arc<RuntimeInner>,
+}
+
+/// What the runtime's tasks share.
+pub(crate) struct RuntimeInner {
+    pub(crate) owner_id: String,
+    /// Keeps this process visible as a live owner; taken (dropped) at shutdown.
+    registration: Mutex<Option<OwnerRegistration>>,
+    pub(crate) store: Arc<dyn ConversationStore>,
+    pub(crate) agents: Arc<dyn AgentRegistry>,
+    pub(crate) lease: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) events: broadcast::Sender<RuntimeEvent>,
+    /// The conversations this runtime is driving (owns, or is trying to own).
+    drivers: Mutex<HashMap<ConversationKey, Arc<DriverSlot>>>,
+    pub(crate) stopping: CancellationToken,
+    /// Driver tasks alive; `idle` fires when it drops to zero.
+    active: AtomicUsize,
+    idle: Notify,
+}
+
+/// One conversation's driver, as the rest of the runtime sees it.
+#[derive(Default)]
+pub(crate) struct DriverSlot {
+    /// Bumped by every dispatch that finds the driver running: new work may exist.
+    pub(crate) kicks: AtomicU64,
+    /// The attempt running now, so an abort in this process can stop it at once.
+    pub(crate) attempt: Mutex<Option<AttemptControl>>,
+}
+
+impl DriverSlot {
+    pub(crate) fn attempt(&self) -> MutexGuard<'_, Option<AttemptControl>> {
+        self.attempt.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl RuntimeInner {
+    fn drivers(&self) -> MutexGuard<'_, HashMap<ConversationKey, Arc<DriverSlot>>> {
+        self.drivers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn emit(&self, key: &ConversationKey, submission_id: Option<&str>, event: Event) {
+        // No subscriber is fine: events are live-only.
+        let _ = self.events.send(RuntimeEvent {
+            conversation: key.clone(),
+            submission_id: submission_id.map(str::to_owned),
+            event,
+        });
+    }
+
+    /// Makes sure a driver works on `key`: tells the running one, or starts one.
+    fn kick(self: &Arc<Self>, key: &ConversationKey) {
+        let mut drivers = self.drivers();
+        self.kick_locked(&mut drivers, key);
+    }
+
+    fn kick_locked(
+        self: &Arc<Self>,
+        drivers: &mut HashMap<ConversationKey, Arc<DriverSlot>>,
+        key: &ConversationKey,
+    ) {
+        if let Some(slot) = drivers.get(key) {
+            slot.kicks.fetch_add(1, Ordering::AcqRel);
+            return;
+        }
+        if self.stopping.is_cancelled() {
+            return;
+        }
+        let slot = Arc::new(DriverSlot::default());
+        drivers.insert(key.clone(), Arc::clone(&slot));
+        self.active.fetch_add(1, Ordering::AcqRel);
+        let inner = Arc::clone(self);
+        let key = key.clone();
+        tokio::spawn(async move {
+            let seen = driver::drive(&inner, &key, &slot).await;
+            {
+                let mut drivers = inner.drivers();
+                drivers.remove(&key);
+                // A dispatch that raced with the release: its work needs a new driver.
+                if seen.is_some_and(|seen| slot.kicks.load(Ordering::Acquire) != seen) {
+                    inner.kick_locked(&mut drivers, &key);
+                }
+            }
+            if inner.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+                inner.idle.notify_waiters();
+            }
+        });
+    }
+
+    /// Starts a driver for every conversation with unsettled work that none of ours drives;
+    /// the driver takes ownership only when the current owner is gone.
+    async fn reconcile(self: &Arc<Self>) -> Result<()> {
+        for conversation in self.store.pending_conversations().await? {
+            if conversation.owner.as_deref() == Some(self.owner_id.as_str()) {
+                continue;
+            }
+            self.kick(&conversation.key);
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime")
+            .field("owner_id", &self.inner.owner_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentRuntime {
+    /// Starts building a runtime on `store` serving `agents`.
+    pub fn builder(
+        store: Arc<dyn ConversationStore>,
+        agents: Arc<dyn AgentRegistry>,
+    ) -> AgentRuntimeBuilder {
+        AgentRuntimeBuilder {
+            store,
+            agents,
+            lease: DEFAULT_LEASE,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            reconcile_interval: Some(DEFAULT_RECONCILE_INTERVAL),
+        }
+    }
+
+    /// This runtime's owner id (as stored on the conversations it owns).
+    pub fn owner_id(&self) -> &str {
+        &self.inner.owner_id
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ConversationStore> {
+        &self.inner.store
+    }
+
+    /// The agents served.
+    pub fn agents(&self) -> &Arc<dyn AgentRegistry> {
+        &self.inner.agents
+    }
+
+    /// Admits `message` to the conversation `key` and returns once it is durable, without
+    /// waiting for the model. This runtime then processes the conversation unless a live owner
+    /// (in any process) already does, in which case that owner picks the submission up.
+    ///
+    /// Errors (nothing admitted): [`FlueError::UnknownAgent`],
+    /// [`FlueError::InvalidConversationId`], [`FlueError::InvalidRequest`] (an empty signal
+    /// type, a bad tag name), [`FlueError::RuntimeStopped`] after shutdown, and the store's
+    /// admission errors ([`ConversationStore::admit`]).
+    pub async fn dispatch(
+        &self,
+        key: &ConversationKey,
+        message: DeliveredMessage,
+        options: DispatchOptions,
+    ) -> Result<DispatchReceipt> {
+        if self.inner.stopping.is_cancelled() {
+            return Err(FlueError::RuntimeStopped {
+                message: "the submission runtime was shut down".into(),
+            });
+        }
+        check_conversation_id(&key.id)?;
+        if !self.inner.agents.contains(&key.agent) {
+            return Err(FlueError::UnknownAgent {
+                agent: key.agent.clone(),
+                known: self.inner.agents.agent_names(),
+            });
+        }
+        check_message(&message)?;
+        let admission = Admission {
+            key: key.clone(),
+            submission_id: new_ulid(),
+            new_uid: new_ulid(),
+            message,
+            accepted_at: now_ms(),
+            options,
+        };
+        let receipt = self.inner.store.admit(&admission).await?;
+        self.inner.emit(
+            key,
+            Some(&receipt.submission_id),
+            Event::SubmissionQueued {
+                submission_id: receipt.submission_id.clone(),
+            },
+        );
+        self.inner.kick(key);
+        Ok(receipt)
+    }
+
+    /// Waits until the submission settles and returns its settlement, whichever process runs
+    /// it. [`FlueError::SubmissionNotFound`] for an unknown id.
+    pub async fn wait(&self, submission_id: &str) -> Result<Settlement> {
+        let mut watch = None;
+        loop {
+            let info = self.status(submission_id).await?;
+            if let Some(settlement) = info.settlement {
+                return Ok(settlement);
+            }
+            let watch =
+                watch.get_or_insert_with(|| self.inner.store.watch_head(&info.conversation));
+            // Wakes at once for this process's writes, within a poll for other processes'.
+            let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
+        }
+    }
+
+    /// Waits for the submission's reply: the final text when it completed, else its error
+    /// ([`FlueError::SubmissionAborted`], [`FlueError::SubmissionTimeout`],
+    /// [`FlueError::SubmissionRetryExhausted`], [`FlueError::SubmissionInterrupted`] or
+    /// [`FlueError::SubmissionFailed`] carrying the operation's error).
+    pub async fn read(&self, submission_id: &str) -> Result<String> {
+        let settlement = self.wait(submission_id).await?;
+        if settlement.outcome == Outcome::Completed {
+            return Ok(settlement.text.unwrap_or_default());
+        }
+        let info = self.status(submission_id).await?;
+        Err(settlement_error(&info, &settlement))
+    }
+
+    /// The submission's current state; [`FlueError::SubmissionNotFound`] for an unknown id.
+    pub async fn status(&self, submission_id: &str) -> Result<SubmissionInfo> {
+        self.inner
+            .store
+            .submission(submission_id)
+            .await?
+            .ok_or_else(|| FlueError::SubmissionNotFound {
+                submission_id: submission_id.to_owned(),
+            })
+    }
+
+    /// Aborts the conversation's running submission and every queued one, whichever process
+    /// runs them. Returns `true` when there was unsettled work. Queued submissions settle
+    /// `aborted` at once; the running one settles `aborted` as soon as its owner sees the
+    /// request (at once in this process, within one poll interval in another), or at recovery
+    /// when its owner is gone.
+    pub async fn abort(&self, key: &ConversationKey) -> Result<bool> {
+        let report = self.inner.store.request_abort(key).await?;
+        for submission_id in &report.settled {
+            self.inner.emit(
+                key,
+                Some(submission_id),
+                Event::SubmissionSettled {
+                    submission_id: submission_id.clone(),
+                    outcome: Outcome::Aborted,
+                    error: Some(
+                        FlueError::SubmissionAborted {
+                            submission_id: submission_id.clone(),
+                        }
+                        .to_info(),
+                    ),
+                },
+            );
+        }
+        let slot = self.inner.drivers().get(key).cloned();
+        if let Some(slot) = slot
+            && let Some(attempt) = slot.attempt().as_ref()
+            && report.requested.contains(&attempt.submission_id)
+        {
+            attempt.stop(StopReason::Abort);
+        }
+        if report.requested.len() > report.settled.len() {
+            // The running one may belong to a dead owner: recovery settles it.
+            self.inner.kick(key);
+        }
+        Ok(!report.requested.is_empty())
+    }
+
+    /// The conversation's head and ownership, or `None` when it does not exist.
+    pub async fn conversation(&self, key: &ConversationKey) -> Result<Option<ConversationInfo>> {
+        self.inner.store.conversation(key).await
+    }
+
+    /// Up to `limit` stream batches after `after` (see [`ConversationStore::read_stream`]).
+    pub async fn read_stream(
+        &self,
+        key: &ConversationKey,
+        after: Offset,
+        limit: usize,
+    ) -> Result<StreamPage> {
+        self.inner.store.read_stream(key, after, limit).await
+    }
+
+    /// Waits until the conversation's head passes `after`, or `timeout` elapses; returns the
+    /// head. Wakes at once for writes of this process and within one poll interval for writes
+    /// of other processes. [`FlueError::AgentInstanceNotFound`] when it does not exist.
+    pub async fn wait_for_growth(
+        &self,
+        key: &ConversationKey,
+        after: Offset,
+        timeout: Duration,
+    ) -> Result<Offset> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut watch = self.inner.store.watch_head(key);
+        loop {
+            let head = self
+                .inner
+                .store
+                .conversation(key)
+                .await?
+                .ok_or_else(|| FlueError::AgentInstanceNotFound {
+                    agent: key.agent.clone(),
+                    id: key.id.clone(),
+                    uid: None,
+                })?
+                .head;
+            let now = tokio::time::Instant::now();
+            if head > after || now >= deadline {
+                return Ok(head);
+            }
+            let wait = self.inner.poll_interval.min(deadline - now);
+            let _ = tokio::time::timeout(wait, watch.changed()).await;
+        }
+    }
+
+    /// Subscribes to this process's runtime events (lifecycle and operation events of the
+    /// submissions this runtime runs). Slow subscribers miss events (they are live-only); the
+    /// durable truth is the stream.
+    pub fn subscribe(&self) -> broadcast::Receiver<RuntimeEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Stops taking work, aborts running attempts at their next await, waits for them to stop,
+    /// and gives up this process's owner registration, so another runtime can resume the
+    /// interrupted submissions at once (they stay unsettled; the attempt counts).
+    pub async fn shutdown(self) -> Result<()> {
+        self.inner.stopping.cancel();
+        let slots: Vec<Arc<DriverSlot>> = self.inner.drivers().values().cloned().collect();
+        for slot in slots {
+            if let Some(attempt) = slot.attempt().as_ref() {
+                attempt.stop(StopReason::Shutdown);
+            }
+        }
+        loop {
+            let idle = self.inner.idle.notified();
+            if self.inner.active.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            let _ = tokio::time::timeout(self.inner.poll_interval, idle).await;
+        }
+        drop(
+            self.inner
+                .registration
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        Ok(())
+    }
+}
+
+/// The typed error of a settlement that did not complete.
+fn settlement_error(info: &SubmissionInfo, settlement: &Settlement) -> FlueError {
+    let submission_id = settlement.submission_id.clone();
+    let durability = info.durability.clone().unwrap_or_default();
+    let Some(error) = settlement.error.clone() else {
+        return FlueError::SubmissionAborted { submission_id };
+    };
+    match (settlement.outcome, error.kind.as_str()) {
+        (Outcome::Aborted, _) | (_, "submission_aborted") => {
+            FlueError::SubmissionAborted { submission_id }
+        }
+        (_, "submission_timeout") => FlueError::SubmissionTimeout {
+            submission_id,
+            timeout_ms: durability.timeout_ms,
+        },
+        (_, "submission_retry_exhausted") => FlueError::SubmissionRetryExhausted {
+            submission_id,
+            attempts: settlement.attempts,
+            max_attempts: durability.max_attempts,
+        },
+        (_, "submission_interrupted") => FlueError::SubmissionInterrupted {
+            submission_id,
+            reason: error.message,
+        },
+        _ => FlueError::SubmissionFailed {
+            submission_id,
+            error,
+        },
+    }
+}

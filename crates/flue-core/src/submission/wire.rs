@@ -1,0 +1,387 @@
+//! Submission wire types: messages, receipts, offsets, stream batches and settlements.
+//!
+//! Data only, like [`crate::record`] and [`crate::event`]: it imports nothing from the crate but
+//! those two modules and `DurabilityConfig`, every enum is tagged (`type` or `kind`) in snake_case, and fields are never
+//! renamed without an alias. The stored stream batches use these types, so they are a durable
+//! format as well as an API.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::DurabilityConfig;
+use crate::event::{ErrorInfo, Outcome};
+use crate::record::{Image, StoredRecord};
+
+/// Identifies one conversation: an agent name and a caller-chosen id.
+///
+/// A conversation's sessions live under the harness instance id [`ConversationKey::instance_id`]
+/// (`"<agent>/<id>"`), so two agents may use the same id without sharing anything.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ConversationKey {
+    /// The agent's name (`[a-z0-9_-]`, 1 to 64 characters).
+    pub agent: String,
+    /// The conversation id chosen by the caller.
+    pub id: String,
+}
+
+impl ConversationKey {
+    /// A key. Validate with [`crate::check_conversation_id`] (the runtime does it on dispatch).
+    pub fn new(agent: impl Into<String>, id: impl Into<String>) -> Self {
+        Self {
+            agent: agent.into(),
+            id: id.into(),
+        }
+    }
+
+    /// The harness instance id whose sessions make up this conversation: `"<agent>/<id>"`.
+    /// Agent names contain no `/`, so the first `/` separates the two parts.
+    pub fn instance_id(&self) -> String {
+        format!("{}/{}", self.agent, self.id)
+    }
+
+    /// The key of an instance id made by [`ConversationKey::instance_id`], or `None`.
+    pub fn from_instance_id(instance_id: &str) -> Option<Self> {
+        let (agent, id) = instance_id.split_once('/')?;
+        Some(Self::new(agent, id))
+    }
+}
+
+impl fmt::Display for ConversationKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.agent, self.id)
+    }
+}
+
+/// One message delivered to a conversation: what [`crate::AgentRuntime::dispatch`] admits.
+///
+/// Serialised with `kind` (`user` | `signal`), like the TypeScript Flue's `DeliveredMessage`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DeliveredMessage {
+    /// A user chat turn: text and optional images.
+    User {
+        /// The text.
+        body: String,
+        /// Images, in order after the text.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
+    },
+    /// A structured event for the agent (a webhook, a schedule, another system).
+    Signal {
+        /// What happened, e.g. `github.issue_opened`. Must not be empty.
+        #[serde(rename = "type")]
+        signal_type: String,
+        /// The payload as text (JSON-encode structured payloads yourself).
+        body: String,
+        /// Extra attributes shown to the model on the signal's envelope.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        attributes: BTreeMap<String, String>,
+        /// The envelope's tag name in the model's context (default `signal`); must match
+        /// `^[A-Za-z_][A-Za-z0-9_.-]*$`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tag_name: Option<String>,
+    },
+}
+
+impl DeliveredMessage {
+    /// A user message of text only.
+    pub fn user(body: impl Into<String>) -> Self {
+        Self::User {
+            body: body.into(),
+            images: Vec::new(),
+        }
+    }
+
+    /// A signal without attributes or tag name.
+    pub fn signal(signal_type: impl Into<String>, body: impl Into<String>) -> Self {
+        Self::Signal {
+            signal_type: signal_type.into(),
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            tag_name: None,
+        }
+    }
+}
+
+/// Which incarnation of a conversation a dispatch may reach (the HTTP `uid` send condition).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SendCondition {
+    /// Deliver to whatever exists, creating the conversation when absent (the default).
+    #[default]
+    Any,
+    /// Deliver only to the incarnation with this uid; a missing conversation or another uid
+    /// fails with [`crate::FlueError::AgentInstanceNotFound`].
+    Uid(String),
+    /// Create only: an existing conversation fails with
+    /// [`crate::FlueError::AgentInstanceExists`], which names its uid.
+    Create,
+}
+
+/// What happens when the conversation already has unsettled work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WhenBusy {
+    /// Queue behind it (the default): submissions run one at a time, first in first out.
+    #[default]
+    Queue,
+    /// Admit nothing and fail with [`crate::FlueError::ConversationBusy`], which names the
+    /// running owner.
+    Fail,
+}
+
+/// Options of one dispatch. Builder-lite: start from `DispatchOptions::default()`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DispatchOptions {
+    /// Idempotency key: the same key with the same message returns the first receipt (marked
+    /// `deduplicated`); the same key with another message is [`crate::FlueError::SubmissionConflict`].
+    /// Scoped to the conversation.
+    pub idempotency_key: Option<String>,
+    /// Which incarnation may receive the message.
+    pub condition: SendCondition,
+    /// What to do when the conversation is busy.
+    pub when_busy: WhenBusy,
+}
+
+impl DispatchOptions {
+    /// Sets the idempotency key.
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the send condition.
+    #[must_use]
+    pub fn with_condition(mut self, condition: SendCondition) -> Self {
+        self.condition = condition;
+        self
+    }
+
+    /// Sets what happens when the conversation is busy.
+    #[must_use]
+    pub fn with_when_busy(mut self, when_busy: WhenBusy) -> Self {
+        self.when_busy = when_busy;
+        self
+    }
+}
+
+/// A position in a conversation's stream: the sequence number of the last batch it includes.
+///
+/// [`Offset::START`] (0) is "before the first batch"; the first batch is 1, and every append to
+/// the conversation (session records, submission lifecycle) takes the next number. Reads are
+/// exclusive: reading from an offset returns the batches after it.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Offset(pub u64);
+
+impl Offset {
+    /// Before the first batch.
+    pub const START: Offset = Offset(0);
+
+    /// The wire form of the TypeScript Flue protocol: `0000000000000000_<16-digit sequence>`.
+    pub fn to_wire(self) -> String {
+        format!("{:016}_{:016}", 0, self.0)
+    }
+
+    /// Parses the wire form; `-1` is [`Offset::START`]. `None` for anything else.
+    pub fn parse_wire(text: &str) -> Option<Self> {
+        if text == "-1" {
+            return Some(Self::START);
+        }
+        let (high, low) = text.split_once('_')?;
+        let all_digits = |part: &str| part.len() == 16 && part.bytes().all(|b| b.is_ascii_digit());
+        if !all_digits(high) || !all_digits(low) || high.bytes().any(|b| b != b'0') {
+            return None;
+        }
+        low.parse().ok().map(Offset)
+    }
+}
+
+impl fmt::Display for Offset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// What [`crate::AgentRuntime::dispatch`] returns once the message is durable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchReceipt {
+    /// The submission's id: await it, read its status, match its settlement.
+    pub submission_id: String,
+    /// When it was admitted, ms since the epoch (the first admission's, when deduplicated).
+    pub accepted_at: u64,
+    /// The conversation incarnation's uid (minted with the conversation's first message).
+    pub uid: String,
+    /// The stream head right after the admission was recorded: reading from here observes
+    /// everything the agent does in response, without the history or the admitted message.
+    /// For a deduplicated receipt, the offset of the original admission.
+    pub offset: Offset,
+    /// True when an idempotency key matched an earlier admission of the same message.
+    pub deduplicated: bool,
+}
+
+/// Where a submission is in its lifecycle.
+///
+/// `queued -> running -> settled`; `waiting` is reserved for pauses (a tool awaiting
+/// confirmation) and not produced yet. Grows over time: match with a wildcard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SubmissionState {
+    /// Admitted, waiting for its turn (or for an owner after a crash).
+    Queued,
+    /// An attempt is running it.
+    Running,
+    /// Paused (reserved).
+    Waiting,
+    /// Terminal: see its [`Settlement`].
+    Settled,
+}
+
+/// A submission's terminal outcome, written once (the first terminal state wins).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settlement {
+    /// The submission.
+    pub submission_id: String,
+    /// `completed`, `failed` or `aborted`.
+    pub outcome: Outcome,
+    /// The final answer's text, when completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Why it failed or was aborted (`submission_timeout`, `submission_retry_exhausted`,
+    /// `submission_interrupted`, `submission_aborted`, or the operation's own error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    /// Attempts used, across restarts.
+    pub attempts: u32,
+    /// When it settled, ms since the epoch.
+    pub settled_at: u64,
+}
+
+/// Everything known about one submission, from any process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmissionInfo {
+    /// The submission id.
+    pub submission_id: String,
+    /// Its conversation.
+    pub conversation: ConversationKey,
+    /// Lifecycle state.
+    pub state: SubmissionState,
+    /// The admitted message.
+    pub message: DeliveredMessage,
+    /// Admission time, ms since the epoch.
+    pub accepted_at: u64,
+    /// Admission order within the conversation (1-based).
+    pub position: u64,
+    /// Attempts started so far (0 while first queued).
+    pub attempts: u32,
+    /// Start of the first attempt, ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_started_at: Option<u64>,
+    /// True once its message was appended to the session log (durable input).
+    pub input_applied: bool,
+    /// True once an abort was requested.
+    pub abort_requested: bool,
+    /// The durability limits in force, stored at its first attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilityConfig>,
+    /// The idempotency key it was admitted with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The settlement, once settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement: Option<Settlement>,
+}
+
+/// A conversation's head and ownership, from any process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationInfo {
+    /// The conversation.
+    pub key: ConversationKey,
+    /// The incarnation's uid.
+    pub uid: String,
+    /// The stream head (the last batch's offset).
+    pub head: Offset,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+    /// The current owner id, while one holds it (it may be dead: see the store's liveness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The fencing epoch: bumped every time ownership is taken.
+    pub epoch: u64,
+    /// Submissions not settled yet.
+    pub unsettled: u64,
+}
+
+/// One batch of a conversation's stream: everything one append wrote, under one offset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamBatch {
+    /// This batch's offset (its sequence number).
+    pub offset: Offset,
+    /// When it was written, ms since the epoch.
+    pub at: u64,
+    /// The submission being processed when it was written, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submission_id: Option<String>,
+    /// What it holds.
+    pub body: BatchBody,
+}
+
+/// What a stream batch holds. Grows over time: match with a wildcard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BatchBody {
+    /// The conversation was created (its first batch).
+    Created {
+        /// The new incarnation's uid.
+        uid: String,
+    },
+    /// A message was admitted as a submission (the message is not in any session log yet).
+    Admitted {
+        /// The submission.
+        submission_id: String,
+        /// The message.
+        message: DeliveredMessage,
+        /// Admission time, ms since the epoch.
+        accepted_at: u64,
+    },
+    /// An attempt started running a submission.
+    Started {
+        /// The submission.
+        submission_id: String,
+        /// Attempt number, 1-based, counted across restarts.
+        attempt: u32,
+    },
+    /// Records appended to one of the conversation's sessions (the root session or a task's).
+    Records {
+        /// Session name.
+        session: String,
+        /// Index of the first record in its session log.
+        first_index: u64,
+        /// The records.
+        records: Vec<StoredRecord>,
+    },
+    /// An abort was requested for these unsettled submissions.
+    AbortRequested {
+        /// The submissions that will settle `aborted`.
+        submission_ids: Vec<String>,
+    },
+    /// A submission settled.
+    Settled(Settlement),
+}
+
+/// A page of a conversation's stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamPage {
+    /// Batches after the requested offset, in order (at most the requested limit).
+    pub batches: Vec<StreamBatch>,
+    /// The offset to read from next (the last batch's, or the requested one when empty).
+    pub next_offset: Offset,
+    /// True when the page reached the head at the time it was read.
+    pub up_to_date: bool,
+}

@@ -1,0 +1,374 @@
+//! An agent set: a validated workspace (from a folder, one agent file, or a bundle) with its
+//! environment and model providers, loaded once; it opens a harness per conversation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
+use flue_core::{AgentConfig, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore};
+
+use crate::mcp::McpServers;
+use crate::providers::Providers;
+use crate::sandbox::{self, OpenSandbox};
+use crate::{Env, HostError};
+
+/// The agents of one workspace or bundle, ready to open harnesses.
+///
+/// Loading validates everything (every problem at once, as [`HostError::Diagnostics`]) and
+/// builds the model providers from flue.toml and the [`Env`]; opening a harness then only
+/// opens what belongs to one conversation: its sandbox and MCP servers. An `AgentSet` is
+/// immutable; a server that reloads the workspace loads a new one and swaps it in
+/// ([`Host::replace_agents`](crate::Host::replace_agents)).
+pub struct AgentSet {
+    /// Where agents work (the sandbox seed, `local` sandboxes, MCP `cwd`) and where the store
+    /// lives.
+    root: PathBuf,
+    /// What error messages name as the agents' origin: the root, or the bundle file.
+    origin: PathBuf,
+    workspace: Workspace,
+    env: Env,
+    providers: Providers,
+    /// Per agent: its configuration with MCP tools, and the connections they use.
+    mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
+}
+
+/// What [`AgentSet::prepare`] hands over: a builder lacking only sandbox, instance id and
+/// store; the settings of its sandbox; and warnings for the user.
+pub(crate) struct Prepared {
+    pub(crate) builder: HarnessBuilder,
+    pub(crate) sandbox: SandboxSettings,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// What the agent list shows about one agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgentInfo {
+    /// The agent's name (its file name without `.md`).
+    pub name: String,
+    /// The agent's `description`, if any.
+    pub description: Option<String>,
+    /// The agent's model, `<provider>/<model>` (its own, else flue.toml's default).
+    pub model: Option<String>,
+}
+
+/// Per-harness overrides of what the agent file says (the CLI's `--model`, `--sandbox`).
+#[derive(Clone, Debug, Default)]
+pub struct HarnessOptions {
+    model: Option<String>,
+    sandbox: Option<SandboxKind>,
+    role: Option<String>,
+}
+
+impl HarnessOptions {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs the agent on `model` (`<provider>/<model>`) instead of its own.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Runs every call in role `role` (from `.agents/roles/`) unless the call names another;
+    /// an unknown role fails the harness build with `unknown_role`.
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+
+    /// Opens a sandbox of `kind` instead of the agent's and flue.toml's.
+    pub fn with_sandbox(mut self, kind: SandboxKind) -> Self {
+        self.sandbox = Some(kind);
+        self
+    }
+}
+
+impl AgentSet {
+    /// The agents of the workspace folder `root` (every `agents/*.md`).
+    pub fn from_workspace(root: &Path, env: Env) -> Result<Self, HostError> {
+        let workspace = Workspace::load(root).map_err(HostError::Diagnostics)?;
+        Self::assemble(root, root, workspace, env, &BTreeMap::new())
+    }
+
+    /// The workspace at `root` plus the agent file `file` (which may live outside
+    /// `agents/`); the agent is named after the file's stem (see [`agent_name_of_file`]).
+    pub fn from_agent_file(root: &Path, file: &Path, env: Env) -> Result<Self, HostError> {
+        let workspace =
+            Workspace::load_with_agent_file(root, file).map_err(HostError::Diagnostics)?;
+        Self::assemble(root, root, workspace, env, &BTreeMap::new())
+    }
+
+    /// The agents of the bundle file `bundle` (built by `flue build`); they work in `root`,
+    /// where conversations are kept too. The scripts the bundle carries join the scripted
+    /// provider.
+    pub fn from_bundle(bundle: &Path, root: &Path, env: Env) -> Result<Self, HostError> {
+        let read = Bundle::read(bundle).map_err(HostError::Diagnostics)?;
+        Self::assemble(root, bundle, read.workspace().clone(), env, read.scripts())
+    }
+
+    fn assemble(
+        root: &Path,
+        origin: &Path,
+        workspace: Workspace,
+        env: Env,
+        scripts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Self, HostError> {
+        let mut providers = Providers::load(root, &env, &workspace.config);
+        if !scripts.is_empty() {
+            let mut scripted = ScriptedProvider::new(root);
+            for (model, source) in scripts {
+                scripted = scripted.with_script(model, &String::from_utf8_lossy(source))?;
+            }
+            providers.registry.insert(Arc::new(scripted));
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            origin: origin.to_path_buf(),
+            workspace,
+            env,
+            providers,
+            mcp: tokio::sync::Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Where the agents work and conversations are kept.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The validated workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The environment values the set was loaded with.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// Every agent, by name.
+    pub fn agents(&self) -> Vec<AgentInfo> {
+        self.workspace
+            .agents
+            .keys()
+            .filter_map(|name| self.agent(name).ok())
+            .collect()
+    }
+
+    /// One agent, or [`HostError::UnknownAgent`] listing the others.
+    pub fn agent(&self, name: &str) -> Result<AgentInfo, HostError> {
+        let file = self.agent_file(name)?;
+        Ok(AgentInfo {
+            name: name.to_owned(),
+            description: file.description.clone(),
+            model: file
+                .model
+                .clone()
+                .or_else(|| self.workspace.config.defaults.model.clone()),
+        })
+    }
+
+    fn agent_file(&self, name: &str) -> Result<&AgentFile, HostError> {
+        self.workspace
+            .agents
+            .get(name)
+            .ok_or_else(|| HostError::UnknownAgent {
+                name: name.to_owned(),
+                origin: self.origin.display().to_string(),
+                known: self
+                    .workspace
+                    .agents
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Opens agent `agent` for conversation `instance_id` on `store`: its sandbox and the
+    /// harness, with the tools of its MCP servers (connected on the agent's first harness and
+    /// shared by the set's later ones, until [`AgentSet::close`]). Fails before any model call
+    /// when the agent is unknown, its model or provider is unusable, or the sandbox or a
+    /// server cannot be opened; whatever was opened for this harness is closed again.
+    pub async fn open(
+        &self,
+        agent: &str,
+        instance_id: &str,
+        store: Arc<dyn SessionStore>,
+        options: &HarnessOptions,
+    ) -> Result<AgentHarness, HostError> {
+        let prepared = self.prepare(agent, options).await?;
+        let sandbox = self.open_sandbox(&prepared).await?;
+        let built = prepared
+            .builder
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
+            .with_instance_id(instance_id)
+            .with_store(store)
+            .build()
+            .await;
+        match built {
+            Ok(harness) => Ok(AgentHarness {
+                harness,
+                warnings: prepared.warnings,
+                sandbox: Some(sandbox),
+            }),
+            Err(err) => {
+                sandbox.close().await;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Everything of a harness for `agent` but its sandbox, instance id and store: the
+    /// configuration with overrides and MCP tools, providers, skills and roles; and the
+    /// sandbox settings for [`AgentSet::open_sandbox`].
+    pub(crate) async fn prepare(
+        &self,
+        agent: &str,
+        options: &HarnessOptions,
+    ) -> Result<Prepared, HostError> {
+        let agent_file = self.agent_file(agent)?;
+        let mut sandbox = SandboxSettings::resolve(
+            self.workspace.config.sandbox.as_ref(),
+            agent_file.sandbox,
+            &agent_file.sandbox_options,
+        );
+        if let Some(kind) = options.sandbox {
+            sandbox = sandbox.with_kind(kind);
+        }
+        let base = self.workspace.agent_config(agent)?;
+        let model = options.model.clone().or_else(|| base.model.clone());
+        self.providers.check(model.as_deref())?;
+        let warnings: Vec<String> = model
+            .as_deref()
+            .and_then(|model| self.providers.warning(model))
+            .into_iter()
+            .collect();
+        let mut config = self.with_mcp_tools(agent, base).await?;
+        if let Some(model) = model {
+            config.model = Some(model);
+        }
+        if let Some(role) = &options.role {
+            config.role = Some(role.clone());
+        }
+        let builder = Harness::builder(config)
+            .with_providers(self.providers.registry.clone())
+            .with_workspace_context(self.workspace.context.clone())
+            .with_workspace_skills(self.workspace.harness_skills())
+            .with_roles(self.workspace.harness_roles());
+        Ok(Prepared {
+            builder,
+            sandbox,
+            warnings,
+        })
+    }
+
+    /// Opens the sandbox of a prepared harness.
+    pub(crate) async fn open_sandbox(&self, prepared: &Prepared) -> Result<OpenSandbox, HostError> {
+        Ok(sandbox::open(&prepared.sandbox, &self.root, &self.env).await?)
+    }
+
+    /// The agent's configuration with the tools of its (and its subagents') MCP servers,
+    /// connecting them on the agent's first use; `base` is its configuration without them.
+    async fn with_mcp_tools(
+        &self,
+        agent: &str,
+        mut base: AgentConfig,
+    ) -> Result<AgentConfig, FlueError> {
+        // A tokio mutex: held while the first harness of an agent connects, so that two
+        // conversations starting at once connect each server once.
+        let mut connected = self.mcp.lock().await;
+        if let Some((config, _)) = connected.get(agent) {
+            return Ok(config.clone());
+        }
+        let servers = McpServers::connect(&self.workspace, agent, &self.env, &mut base).await?;
+        connected.insert(agent.to_owned(), (base.clone(), servers));
+        Ok(base)
+    }
+
+    /// Closes the MCP servers the set's harnesses connected; returns failures as warnings.
+    /// Harnesses still using them see their calls fail.
+    pub async fn close(&self) -> Vec<String> {
+        let connected = std::mem::take(&mut *self.mcp.lock().await);
+        let mut warnings = Vec::new();
+        for (_, (_, servers)) in connected {
+            warnings.extend(servers.close().await);
+        }
+        warnings
+    }
+}
+
+/// The agent name of an agent file given by path: its stem (`reviews/strict.md` -> `strict`).
+pub fn agent_name_of_file(file: &Path) -> String {
+    file.file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// An open harness and the sandbox it holds open.
+///
+/// Call [`close`](AgentHarness::close) when the conversation's work is done: it deletes a
+/// Daytona sandbox created for it. Dropped without `close` inside a Tokio runtime, it closes
+/// the sandbox in a background task (warnings are then lost). The MCP servers its tools use
+/// belong to the [`AgentSet`] and close with it.
+pub struct AgentHarness {
+    harness: Harness,
+    warnings: Vec<String>,
+    sandbox: Option<OpenSandbox>,
+}
+
+impl AgentHarness {
+    /// The harness: open sessions on it.
+    pub fn harness(&self) -> &Harness {
+        &self.harness
+    }
+
+    /// Warnings about the agent worth showing the user (a model that runs on conservative
+    /// defaults because its provider's catalog does not know it).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Closes the sandbox; returns a failure as a warning.
+    pub async fn close(mut self) -> Vec<String> {
+        match self.sandbox.take() {
+            Some(sandbox) => sandbox.close().await.into_iter().collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl Drop for AgentHarness {
+    fn drop(&mut self) {
+        if let Some(sandbox) = self.sandbox.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = sandbox.close().await;
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for AgentHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHarness")
+            .field("harness", &self.harness)
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for AgentSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSet")
+            .field("root", &self.root)
+            .field("agents", &self.workspace.agents.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,51 @@
+//! Turns a Flue workspace or bundle into runnable agents.
+//!
+//! flue-host is the assembly layer `flue run`, `flue serve`, `flue dev` and embedders share:
+//! it finds the workspace root, reads `.env` (without touching the process environment),
+//! builds the model providers from flue.toml and the environment, and per conversation opens
+//! the agent's sandbox and MCP servers and builds its [`Harness`](flue_core::Harness) on the
+//! workspace's store (`.flue/flue.db`). It closes what it opened on every path.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), flue_host::HostError> {
+//! use std::path::Path;
+//! use flue_host::{AgentSet, Env, HarnessOptions, Host};
+//!
+//! let root = Path::new("my-agents");
+//! let env = Env::for_root(std::env::vars(), root, None)?;
+//! let host = Host::open(AgentSet::from_workspace(root, env)?)?;
+//! for agent in host.agents().agents() {
+//!     println!("{}: {:?}", agent.name, agent.description);
+//! }
+//! let opened = host.open_harness("hello", "conversation-1", &HarnessOptions::new()).await?;
+//! let session = opened.harness().session("default").await?;
+//! let reply = session.prompt("hi", Default::default()).await?;
+//! println!("{}", reply.text);
+//! drop(session);
+//! opened.close().await; // MCP servers closed, a Daytona sandbox deleted
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The main types:
+//! - [`Env`]: the caller's variables over a `.env` file.
+//! - [`AgentSet`]: one validated workspace or bundle with its providers; lists agents
+//!   ([`AgentInfo`]) and opens an [`AgentHarness`] per (agent, conversation id).
+//! - [`Host`]: the store plus the current agent set, swappable when a server reloads.
+//! - [`HostError`]: what can go wrong before the first model call, with stable kinds.
+//! - [`find_root`], [`resolve_root`], [`open_store`], [`DB_PATH`]: the workspace's layout.
+
+mod agents;
+mod env;
+mod error;
+mod host;
+mod mcp;
+mod providers;
+mod root;
+mod sandbox;
+
+pub use agents::{AgentHarness, AgentInfo, AgentSet, HarnessOptions, agent_name_of_file};
+pub use env::Env;
+pub use error::HostError;
+pub use host::Host;
+pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};
