@@ -64,6 +64,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         .start()
         .await
         .context("cannot start the submission runtime")?;
+    tokio::spawn(log_settlements(core.subscribe()));
     let runtime = DurableRuntime::new(core, infos);
     let config = ServerConfig {
         token,
@@ -148,4 +149,34 @@ fn load(args: &ServeArgs) -> anyhow::Result<AgentSet> {
             AgentSet::from_workspace(&root, env(&root)?)?
         }
     })
+}
+
+/// One log line per settlement this process made.
+async fn log_settlements(mut events: tokio::sync::broadcast::Receiver<flue_core::RuntimeEvent>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match events.recv().await {
+            Ok(event) => {
+                if let flue_core::Event::SubmissionSettled {
+                    submission_id,
+                    outcome,
+                    error,
+                } = &event.event
+                {
+                    tracing::info!(
+                        target: "flue_server::settlement",
+                        conversation = %event.conversation.instance_id(),
+                        submission = %submission_id,
+                        outcome = ?outcome,
+                        error = error.as_ref().map(|error| error.kind.as_str()),
+                        "settled"
+                    );
+                }
+            }
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "settlement log fell behind");
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
 }

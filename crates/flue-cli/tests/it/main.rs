@@ -14,6 +14,7 @@ mod mcp;
 mod providers;
 mod run;
 mod sandbox;
+mod serve;
 mod session_show;
 
 use std::path::{Path, PathBuf};
