@@ -8,10 +8,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response};
 use flue_core::{
-    AgentConfig, BoxFuture, FlueError, Harness, LocalSandbox, MemoryStore, ProviderRegistry,
-    ScriptedProvider, Session, ToolDefinition, ToolError,
+    AgentConfig, AgentRuntime, BoxFuture, FlueError, Harness, HarnessBuilder, LocalSandbox,
+    MemoryStore, ProviderRegistry, ScriptedProvider, Session, StaticAgents, ToolDefinition,
+    ToolError,
 };
-use flue_server::{AgentHost, AgentInfo, LocalRuntime, ServerConfig};
+use flue_server::{AgentHost, AgentInfo, DurableRuntime, LocalRuntime, ServerConfig};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -41,6 +42,46 @@ impl TestHost {
     }
 }
 
+impl TestHost {
+    /// A harness builder factory for `agent`.
+    fn builder(
+        &self,
+        agent: &str,
+    ) -> Result<Arc<dyn Fn() -> HarnessBuilder + Send + Sync>, FlueError> {
+        let script = if agent == "plain" { PLAIN } else { TOOL };
+        let lookup = lookup_tool(agent == "slow-tool")?;
+        let config = AgentConfig::new()
+            .with_name(agent)
+            .with_model("scripted/test.json")
+            .with_instructions("Test agent.")
+            .with_tool(lookup);
+        let scripted = ScriptedProvider::new(self.dir.path()).with_script("test.json", script)?;
+        let providers = ProviderRegistry::new().with_provider(Arc::new(scripted));
+        let sandbox: Arc<dyn flue_core::Sandbox> = Arc::new(LocalSandbox::new(self.dir.path())?);
+        Ok(Arc::new(move || {
+            Harness::builder(config.clone())
+                .with_providers(providers.clone())
+                .with_sandbox(Arc::clone(&sandbox))
+        }))
+    }
+}
+
+fn lookup_tool(slow: bool) -> Result<ToolDefinition, FlueError> {
+    ToolDefinition::from_fn(
+        "lookup",
+        "Looks a query up.",
+        move |input: Query, ctx| async move {
+            if slow {
+                tokio::select! {
+                    () = ctx.cancel.cancelled() => return Err(ToolError::new("aborted", "cancelled")),
+                    () = tokio::time::sleep(Duration::from_secs(30)) => {}
+                }
+            }
+            Ok::<_, ToolError>(json!({"query": input.query, "answer": 42}))
+        },
+    )
+}
+
 impl AgentHost for TestHost {
     fn agents(&self) -> Vec<AgentInfo> {
         ["plain", "tool", "slow-tool"]
@@ -59,33 +100,9 @@ impl AgentHost for TestHost {
         instance_id: &'a str,
     ) -> BoxFuture<'a, Result<Session, FlueError>> {
         Box::pin(async move {
-            let script = if agent == "plain" { PLAIN } else { TOOL };
-            let slow = agent == "slow-tool";
-            let lookup = ToolDefinition::from_fn(
-                "lookup",
-                "Looks a query up.",
-                move |input: Query, ctx| async move {
-                    if slow {
-                        tokio::select! {
-                            () = ctx.cancel.cancelled() => return Err(ToolError::new("aborted", "cancelled")),
-                            () = tokio::time::sleep(Duration::from_secs(30)) => {}
-                        }
-                    }
-                    Ok::<_, ToolError>(json!({"query": input.query, "answer": 42}))
-                },
-            )?;
-            let config = AgentConfig::new()
-                .with_name(agent)
-                .with_model("scripted/test.json")
-                .with_instructions("Test agent.")
-                .with_tool(lookup);
-            let scripted =
-                ScriptedProvider::new(self.dir.path()).with_script("test.json", script)?;
-            let harness = Harness::builder(config)
+            let harness = (self.builder(agent)?)()
                 .with_instance_id(instance_id)
                 .with_store(Arc::clone(&self.store) as _)
-                .with_providers(ProviderRegistry::new().with_provider(Arc::new(scripted)))
-                .with_sandbox(Arc::new(LocalSandbox::new(self.dir.path())?))
                 .build()
                 .await?;
             harness.session("default").await
@@ -93,10 +110,41 @@ impl AgentHost for TestHost {
     }
 }
 
-/// A router over a fresh runtime.
-pub(crate) fn app(config: ServerConfig) -> Router {
-    let runtime = LocalRuntime::new(Arc::new(TestHost::new()));
-    flue_server::router(Arc::new(runtime), config)
+/// Which backend a test runs against.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    /// `LocalRuntime` over a `TestHost`.
+    Local,
+    /// `DurableRuntime` over flue-core's `AgentRuntime` and an in-memory store.
+    Durable,
+}
+
+/// A router over a fresh runtime of `kind`.
+pub(crate) async fn app(kind: Kind, config: ServerConfig) -> Router {
+    match kind {
+        Kind::Local => {
+            let runtime = LocalRuntime::new(Arc::new(TestHost::new()));
+            flue_server::router(Arc::new(runtime), config)
+        }
+        Kind::Durable => {
+            let host = TestHost::new();
+            let infos = host.agents();
+            let mut agents = StaticAgents::new();
+            for name in ["plain", "tool", "slow-tool"] {
+                let builder = host.builder(name).unwrap();
+                agents = agents.with_agent(name, move || builder.clone()());
+            }
+            let store = Arc::new(MemoryStore::new());
+            let runtime = AgentRuntime::builder(store, Arc::new(agents))
+                .with_poll_interval(Duration::from_millis(10))
+                .start()
+                .await
+                .unwrap();
+            // The temporary directory lives as long as the test process.
+            std::mem::forget(host);
+            flue_server::router(Arc::new(DurableRuntime::new(runtime, infos)), config)
+        }
+    }
 }
 
 /// Quick timings for tests.
