@@ -34,6 +34,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
              every request must then carry `Authorization: Bearer <token>`"
         );
     }
+    raise_fd_limit(args.max_connections as u64 + 1_024);
     let agents = load(&args)?;
     let infos: Vec<AgentInfo> = agents
         .agents()
@@ -177,6 +178,24 @@ async fn log_settlements(mut events: tokio::sync::broadcast::Receiver<flue_core:
                 tracing::warn!(missed, "settlement log fell behind");
             }
             Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Raises the open-file limit toward `wanted` (each connection is a descriptor); the hard
+/// limit caps it, and a failure only leaves the limit as it was.
+fn raise_fd_limit(wanted: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let target = wanted.min(hard);
+        if target > soft && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_err() {
+            tracing::warn!(soft, target, "cannot raise the open-file limit");
+        }
+        if target < wanted {
+            tracing::warn!(
+                limit = target,
+                "the open-file limit caps concurrent connections"
+            );
         }
     }
 }

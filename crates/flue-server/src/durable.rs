@@ -24,6 +24,10 @@ use crate::backend::{
 use crate::chunks::{iso8601, settlement_chunks, user_message};
 use crate::wire::{ChunkBody, Offset};
 
+/// How often an idle reader looks at the store for writes made by other processes (writes of
+/// this process wake it at once).
+const CROSS_PROCESS_POLL: Duration = Duration::from_secs(5);
+
 /// The durable backend. Cheap to clone.
 #[derive(Clone)]
 pub struct DurableRuntime {
@@ -231,20 +235,31 @@ impl Backend for DurableRuntime {
             let Ok(core_key) = self.check_agent(key) else {
                 return std::future::pending().await;
             };
+            // Subscribe first, then look at the store once: a write that landed in between is
+            // seen either way. Writes of this process wake the watch at once; writes of other
+            // processes are seen by the slow poll.
+            let mut watch = self.inner.runtime.store().watch_head(&core_key);
+            let mut poll = true;
             loop {
-                match self
-                    .inner
-                    .runtime
-                    .wait_for_growth(
-                        &core_key,
-                        flue_core::Offset(after.0),
-                        Duration::from_secs(60),
-                    )
-                    .await
-                {
-                    Ok(head) if head.0 > after.0 => return,
-                    Ok(_) => {}
-                    Err(_) => return std::future::pending().await,
+                if poll {
+                    if let Ok(Some(info)) = self.inner.runtime.conversation(&core_key).await
+                        && info.head.0 > after.0
+                    {
+                        return;
+                    }
+                    poll = false;
+                }
+                match tokio::time::timeout(CROSS_PROCESS_POLL, watch.changed()).await {
+                    Ok(Ok(())) => {
+                        if watch.borrow_and_update().0 > after.0 {
+                            return;
+                        }
+                    }
+                    Ok(Err(_)) => {
+                        tokio::time::sleep(CROSS_PROCESS_POLL).await;
+                        poll = true;
+                    }
+                    Err(_) => poll = true,
                 }
             }
         })

@@ -522,3 +522,86 @@ fn a_thousand_messages_over_a_hundred_conversations_with_readers_attached() {
         .sum();
     assert_eq!(total, conversations * per_conversation);
 }
+
+#[test]
+fn ten_thousand_idle_sse_streams_stay_open_and_a_new_message_reaches_them() {
+    let streams = 10_000;
+    raise_fd_limit(streams + 2_000);
+    let workspace = workspace();
+    let server = Server::start(workspace.root(), &[], &[]);
+    let addr = server.addr().to_owned();
+    let conversations = 10;
+    let mut heads = Vec::new();
+    for conv in 0..conversations {
+        let path = format!("/agents/plain/idle{conv}");
+        let admission = post_message(&addr, &path, "hi");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let snapshot = loop {
+            let snapshot = snapshot(&addr, &path);
+            if !snapshot["settlements"].as_array().unwrap().is_empty() {
+                break snapshot;
+            }
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(
+            snapshot["settlements"][0]["submissionId"],
+            admission["submissionId"]
+        );
+        heads.push(snapshot["offset"].as_str().unwrap().to_owned());
+    }
+    let mut open = Vec::with_capacity(streams);
+    for idx in 0..streams {
+        let conv = idx % conversations;
+        let mut stream = TcpStream::connect(&addr).unwrap();
+        let request = format!(
+            "GET /agents/plain/idle{conv}?view=updates&offset={}&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n",
+            heads[conv]
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        open.push((conv, stream));
+    }
+    // Every stream is answered: headers and a first control event.
+    for (_, stream) in &mut open {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let mut text = String::new();
+        while !text.contains("event: control") {
+            let read = stream.read(&mut buf).unwrap();
+            assert!(read > 0, "stream closed: {text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..read]));
+        }
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    }
+    // A new message on conversation 0 reaches its readers.
+    let admission = post_message(&addr, "/agents/plain/idle0", "still there?");
+    let needle = format!(
+        "\"submissionId\":\"{}\",\"outcome\"",
+        admission["submissionId"].as_str().unwrap()
+    );
+    for (_, stream) in open.iter_mut().filter(|(conv, _)| *conv == 0).take(50) {
+        let mut buf = [0u8; 4096];
+        let mut text = String::new();
+        while !text.contains(&needle) {
+            let read = stream.read(&mut buf).unwrap();
+            assert!(read > 0);
+            text.push_str(&String::from_utf8_lossy(&buf[..read]));
+        }
+    }
+    let (status, _) = http(&addr, "GET", "/_flue/health", &[], "");
+    assert_eq!(status, 200);
+}
+
+/// Raises this process's open-file limit (the server inherits it).
+fn raise_fd_limit(wanted: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    let target = wanted.min(hard).max(soft);
+    setrlimit(Resource::RLIMIT_NOFILE, target, hard).unwrap();
+    assert!(
+        target >= wanted,
+        "the hard open-file limit {hard} is below {wanted}"
+    );
+}
