@@ -525,8 +525,8 @@ fn a_thousand_messages_over_a_hundred_conversations_with_readers_attached() {
 
 #[test]
 fn ten_thousand_idle_sse_streams_stay_open_and_a_new_message_reaches_them() {
-    let streams = 10_000;
-    raise_fd_limit(streams + 2_000);
+    let streams: usize = 10_000;
+    raise_fd_limit(streams as u64 + 2_000);
     let workspace = workspace();
     let server = Server::start(workspace.root(), &[], &[]);
     let addr = server.addr().to_owned();
