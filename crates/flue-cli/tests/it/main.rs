@@ -19,6 +19,7 @@ mod run;
 mod runaway;
 mod sandbox;
 mod secrets;
+mod serve;
 mod session_show;
 mod signals;
 
