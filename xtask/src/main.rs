@@ -6,8 +6,11 @@
 //!   per-command latency of each sandbox.
 //! - `bench-providers`: `flue run` over HTTP against the fake OpenAI server, optionally side by
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
+//! - `bench-serve`: `flue serve` over loopback HTTP: admission latency, settled submissions per
+//!   second, first streamed content, memory per idle SSE stream (see `bench_serve.rs`).
 
 mod bench_providers;
+mod bench_serve;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str =
-    "usage: cargo xtask <ci|bench|bench-providers> [--runs N] [--peer DIR (bench-providers)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N (bench-serve)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -50,6 +52,16 @@ fn main() -> anyhow::Result<()> {
                 None => None,
             };
             bench_providers::bench_providers(&root, runs, peer.as_deref())
+        }
+        Some("bench-serve") => {
+            let streams = match args.iter().position(|arg| arg == "--streams") {
+                Some(idx) => args
+                    .get(idx + 1)
+                    .context("--streams needs a number")?
+                    .parse()?,
+                None => 10_000,
+            };
+            bench_serve::bench_serve(&root, streams)
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),

@@ -26,6 +26,9 @@ pub(crate) enum Command {
     },
     /// Show the audit log of the file tools: every change an agent made, or tried to make.
     Audit(AuditArgs),
+    /// Serve every agent of the workspace (or bundle) over HTTP, speaking the Flue
+    /// conversation protocol.
+    Serve(ServeArgs),
     /// List and restore files the file tools deleted or overwrote.
     Trash {
         #[command(subcommand)]
@@ -96,6 +99,10 @@ pub(crate) struct RunArgs {
     /// Role for this message (a persona from .agents/roles/).
     #[arg(long)]
     pub(crate) role: Option<String>,
+    /// When another process is working on the conversation, fail with `session_busy`
+    /// (naming it) instead of waiting for its turn.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
     /// Accept MCP servers' requests for input (elicitation) with the defaults their schema
     /// gives, without asking.
     #[arg(long)]
@@ -190,4 +197,36 @@ pub(crate) struct TrashRestoreArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml); with
+    /// --bundle, where agents work and conversations are kept (default: the current directory).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Serve the agents of a bundle built by `flue build`.
+    #[arg(long)]
+    pub(crate) bundle: Option<PathBuf>,
+    /// Address to bind. Anything but loopback requires a token.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: String,
+    /// Port to bind (0 picks a free one; the address is printed on stderr).
+    #[arg(long, default_value_t = 3000)]
+    pub(crate) port: u16,
+    /// Bearer token every request must carry (default: $FLUE_TOKEN).
+    #[arg(long)]
+    pub(crate) token: Option<String>,
+    /// Environment file to load instead of ROOT/.env.
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Most open connections at once (SSE streams included).
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) max_connections: usize,
+    /// Seconds running turns get to finish at shutdown.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) grace: u64,
+    /// Origin allowed to call cross-origin (repeatable); none = no CORS headers.
+    #[arg(long = "cors-origin")]
+    pub(crate) cors_origins: Vec<String>,
 }

@@ -10,6 +10,7 @@ mod elicit;
 mod mcp;
 mod render;
 mod run;
+mod serve;
 mod session_show;
 mod terminal;
 mod trash;
@@ -72,10 +73,17 @@ fn main() -> ExitCode {
             .into();
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // `flue serve` serves many conversations: all cores. Everything else: one thread.
+    let serving = matches!(cli.command, Command::Serve(_));
+    if serving {
+        init_tracing();
+    }
+    let mut builder = if serving {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -90,6 +98,7 @@ fn main() -> ExitCode {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
             Command::Audit(audit_args) => audit::show(audit_args).await,
+            Command::Serve(serve_args) => serve::serve(serve_args).await,
             Command::Trash {
                 command: TrashCommand::List(list_args),
             } => trash::list(list_args).await,
@@ -112,7 +121,20 @@ fn main() -> ExitCode {
             Exit::Failure
         }
     };
+    // Tasks still running (open streams, blocking store calls) get a moment, not forever.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     // A closed stdout (e.g. `| head`) is not an error worth reporting.
     let _ = std::io::stdout().flush();
     exit.into()
+}
+
+/// Logs on stderr, filtered by `FLUE_LOG` (default `info`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
 }

@@ -1,15 +1,25 @@
-//! `flue run`: one message through an agent, in process.
+//! `flue run`: one message through an agent, in process, as a durable submission.
+//!
+//! The message is admitted to the conversation (agent + `--id`) through the same submission
+//! runtime a server uses, then this process runs the conversation's work until its own
+//! submission settles. A conversation another process is working on is waited for (or
+//! refused with `--no-wait`); work a killed run left unsettled is recovered first.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use flue_core::{
-    DEFAULT_SESSION, ErrorInfo, FlueError, PromptOptions, PromptResponse, Session, Usage, new_ulid,
+    AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore, DEFAULT_SESSION,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, ErrorInfo, FlueError, Outcome, Record,
+    SessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
 };
 use flue_host::{
-    AgentHarness, AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root,
+    AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
 };
 use serde::Serialize;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::Exit;
 use crate::args::RunArgs;
@@ -49,6 +59,8 @@ struct Envelope {
     id: Option<String>,
     agent: String,
     session: &'static str,
+    #[serde(rename = "submissionId", skip_serializing_if = "Option::is_none")]
+    submission_id: Option<String>,
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
@@ -64,6 +76,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         id: args.id.clone(),
         agent: args.agent.clone(),
         session: DEFAULT_SESSION,
+        submission_id: None,
         outcome: "error",
         message: None,
         error: None,
@@ -92,73 +105,70 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
         }
     };
-    // Everything printed from here on goes through the harness's redactor.
-    let output = Output::new(prepared.opened.harness().redactor().clone());
-    envelope.agent = prepared.agent;
-    envelope.id = Some(prepared.id);
-
-    let mut handle = prepared
-        .session
-        .prompt(&args.message, PromptOptions::default());
-    // `--role` is the session's default role for this run (set in `prepare`): never stored.
-    let renderer = handle
-        .take_events()
-        .map(|events| tokio::spawn(render::to_stderr(events, output.clone())));
-    let cancel = handle.cancel_token();
-    // The first signal aborts the operation: running commands are killed, unanswered tool
-    // calls answered `aborted`, and the log left consistent, whichever signal it was.
-    let abort_on_signal = tokio::spawn(async move {
-        let interrupt = interrupts.next().await;
-        eprintln!(
-            "\n{}: aborting (the conversation is kept)",
-            interrupt.describe()
-        );
-        cancel.cancel();
-        interrupt
-    });
-    let result: Result<PromptResponse, FlueError> = handle.await;
-    let interrupt = if abort_on_signal.is_finished() {
-        abort_on_signal.await.ok()
-    } else {
-        abort_on_signal.abort();
-        None
-    };
-    drop(prepared.session);
-    if let Some(renderer) = renderer {
-        let _ = renderer.await;
+    envelope.agent = prepared.key.agent.clone();
+    envelope.id = Some(prepared.key.id.clone());
+    // Everything printed from here on is redacted of the secrets the environment holds.
+    let output = Output::new(
+        flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
+    );
+    let result = submit(&args, &prepared, &output, &mut interrupts).await;
+    let Prepared { host, runtime, .. } = prepared;
+    let mut warnings = Vec::new();
+    if let Err(err) = runtime.shutdown().await {
+        warnings.push(format!("stopping the runtime: {err}"));
     }
-    let sampled = prepared.opened.mcp_sampling_usage();
+    let sampled = host.agents().mcp_sampling_usage();
     if sampled.input_tokens + sampled.output_tokens > 0 {
         eprintln!(
             "mcp sampling used the agent's model: {} input and {} output tokens",
             sampled.input_tokens, sampled.output_tokens
         );
     }
-    for warning in prepared.opened.close().await {
+    warnings.extend(host.close().await);
+    for warning in warnings {
         eprintln!("warning: {}", output.stderr_text(&warning));
     }
-    match result {
-        Ok(response) => {
+    let (receipt, settled, interrupt) = match result {
+        Ok(done) => done,
+        Err(err) => {
+            envelope.error = Some(err.to_info());
+            return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
+        }
+    };
+    envelope.submission_id = Some(receipt.submission_id);
+    let Settled { settlement, usage } = settled;
+    envelope.usage = Some(usage);
+    match settlement.outcome {
+        Outcome::Completed => {
+            let text = settlement.text.unwrap_or_default();
             envelope.outcome = "completed";
-            envelope.usage = Some(response.usage);
             if !args.json {
                 // Exactly one trailing newline, whatever the model ended its text with.
-                let reply = output.stdout_text(&response.text);
+                let reply = output.stdout_text(&text);
                 println!("{}", reply.trim_end_matches(['\n', '\r']));
             }
-            envelope.message = Some(response.text);
+            envelope.message = Some(text);
             finish(&args, &output, &envelope, Exit::Success, "")
         }
-        Err(FlueError::Aborted) => {
+        Outcome::Aborted => {
             envelope.outcome = "aborted";
-            envelope.error = Some(FlueError::Aborted.to_info());
+            envelope.error = Some(
+                settlement
+                    .error
+                    .unwrap_or_else(|| FlueError::Aborted.to_info()),
+            );
             let exit = interrupt.map_or(Exit::Interrupted, Interrupt::exit);
             finish(&args, &output, &envelope, exit, "aborted")
         }
-        Err(err) => {
+        _ => {
             envelope.outcome = "failed";
-            envelope.error = Some(err.to_info());
-            finish(&args, &output, &envelope, Exit::Failure, &err.to_string())
+            let error = settlement.error.unwrap_or_else(|| ErrorInfo {
+                kind: "submission_failed".to_owned(),
+                message: "the submission failed".to_owned(),
+            });
+            let message = error.message.clone();
+            envelope.error = Some(error);
+            finish(&args, &output, &envelope, Exit::Failure, &message)
         }
     }
 }
@@ -241,34 +251,37 @@ fn finish(
     Ok(exit)
 }
 
-/// An opened conversation, ready for the message.
+/// A conversation ready for the message: the host serving its agent and a running runtime.
 struct Prepared {
-    id: String,
-    agent: String,
-    session: Session,
-    /// The harness with its sandbox and MCP servers, closed when the run ends.
-    opened: AgentHarness,
+    key: ConversationKey,
+    host: Arc<Host>,
+    runtime: AgentRuntime,
 }
 
-/// Loads the workspace and opens the conversation: everything that can fail before a model
-/// call.
+/// A settled submission and the usage of its model turns.
+struct Settled {
+    settlement: Settlement,
+    usage: Usage,
+}
+
+/// Loads the workspace, checks the agent can run and starts the submission runtime:
+/// everything that can fail before the message is admitted.
 async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     // Before anything is loaded or created: a bad id is the caller's to fix.
     if let Some(id) = &args.id {
         flue_core::check_instance_id(id)?;
     }
-    let (host, agent_name) = load(args)?;
-    let agents = host.agents();
+    let (agents, agent_name) = load(args)?;
     agents.agent(&agent_name)?;
+    let store = Arc::new(open_store(agents.root())?);
     let id = match &args.id {
-        Some(id) => {
-            if args.new && !host.store().list(id).await?.is_empty() {
-                return Err(SetupError::ConversationExists { id: id.clone() });
-            }
-            id.clone()
-        }
+        Some(id) => id.clone(),
         None => new_ulid(),
     };
+    let key = ConversationKey::new(&agent_name, &id);
+    if args.new && conversation_exists(store.as_ref(), &key).await? {
+        return Err(SetupError::ConversationExists { id });
+    }
     let mut options = HarnessOptions::new();
     if let Some(model) = &args.model {
         options = options.with_model(model);
@@ -276,41 +289,167 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     if let Some(kind) = args.sandbox {
         options = options.with_sandbox(kind);
     }
-    options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
-    let opened = host.open_harness(&agent_name, &id, &options).await?;
-    let session = async {
-        let session = opened.harness().session(DEFAULT_SESSION).await?;
-        if let Some(role) = &args.role {
-            session.set_role(Some(role))?;
-        }
-        Ok::<_, FlueError>(session)
+    if let Some(role) = &args.role {
+        options = options.with_role(role);
     }
-    .await;
-    // Once the harness is open, every failure must close it.
-    let session = match session {
-        Ok(session) => session,
+    options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
+    let host = Arc::new(
+        Host::with_store(agents, Arc::clone(&store) as Arc<dyn SessionStore>)
+            .with_harness_options(options),
+    );
+    let warnings = match host.preflight(&agent_name).await {
+        Ok(warnings) => warnings,
         Err(err) => {
-            opened.close().await;
+            host.close().await;
             return Err(err.into());
         }
     };
-    for warning in opened.warnings() {
-        eprintln!("warning: {}", crate::terminal::escape_controls(warning));
+    for warning in warnings {
+        eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
     }
+    let started = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>)
+        .with_poll_interval(POLL_INTERVAL)
+        .with_reconcile_interval(Some(RECONCILE_INTERVAL))
+        .with_own_work_only()
+        .start()
+        .await;
+    let runtime = match started {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            host.close().await;
+            return Err(err.into());
+        }
+    };
     if args.id.is_none() {
         eprintln!("conversation id: {id}");
     }
-    Ok(Prepared {
-        id,
-        agent: agent_name,
-        session,
-        opened,
-    })
+    Ok(Prepared { key, host, runtime })
 }
 
-/// The host for `args`: a source tree (the agent may be given as a file) or `--bundle`, with
+/// How often the CLI's runtime looks at other processes' writes.
+const POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// How often it looks for conversations whose owner died (the one it waits on, in practice).
+const RECONCILE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Whether the conversation exists, as a managed conversation or as plain sessions under its
+/// id.
+async fn conversation_exists(
+    store: &SqliteStore,
+    key: &ConversationKey,
+) -> Result<bool, FlueError> {
+    Ok(store.conversation(key).await?.is_some() || !store.list(&key.id).await?.is_empty())
+}
+
+/// Admits the message, renders its activity, turns Ctrl-C or SIGTERM into an abort of the
+/// conversation, and waits for the settlement; also says which signal, if any, aborted it.
+async fn submit(
+    args: &RunArgs,
+    prepared: &Prepared,
+    output: &Output,
+    interrupts: &mut Interrupts,
+) -> Result<(DispatchReceipt, Settled, Option<Interrupt>), FlueError> {
+    let runtime = &prepared.runtime;
+    let key = &prepared.key;
+    let mut events = runtime.subscribe();
+    let when_busy = if args.no_wait {
+        WhenBusy::Fail
+    } else {
+        WhenBusy::Queue
+    };
+    let receipt = runtime
+        .dispatch(
+            key,
+            DeliveredMessage::user(&args.message),
+            DispatchOptions::default().with_when_busy(when_busy),
+        )
+        .await?;
+    // The message is durable from here: a crash leaves it to the next run to finish.
+    eprintln!("submission: {}", receipt.submission_id);
+    if let Some(info) = runtime.conversation(key).await?
+        && let Some(owner) = info.owner
+        && owner != runtime.owner_id()
+    {
+        eprintln!(
+            "conversation {:?} is busy: owner {owner} is working on it; waiting for its turn \
+             (--no-wait fails instead)",
+            key.id
+        );
+    }
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let submission_id = receipt.submission_id.clone();
+    let forward = tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) if event.submission_id.as_deref() == Some(&submission_id) => {
+                    if sender.send(event.event).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            }
+        }
+    });
+    let renderer = tokio::spawn(render::to_stderr(receiver, output.clone()));
+    // The first signal aborts the conversation's work: running commands are killed, unanswered
+    // tool calls answered `aborted`, and the log left consistent, whichever signal it was.
+    let waited_for = receipt.submission_id.clone();
+    let wait = runtime.wait(&waited_for);
+    tokio::pin!(wait);
+    let mut interrupt = None;
+    let settled = loop {
+        tokio::select! {
+            settled = &mut wait => break settled,
+            signalled = interrupts.next(), if interrupt.is_none() => {
+                eprintln!("\n{}: aborting (the conversation is kept)", signalled.describe());
+                interrupt = Some(signalled);
+                if let Err(err) = runtime.abort(key).await {
+                    eprintln!("warning: {}", output.stderr_text(&format!("aborting: {err}")));
+                }
+            }
+        }
+    };
+    forward.abort();
+    let _ = renderer.await;
+    let settlement = settled?;
+    let usage = submission_usage(runtime, key, &receipt).await?;
+    Ok((receipt, Settled { settlement, usage }, interrupt))
+}
+
+/// The usage of the submission's model turns, summed from the stream (whichever process ran
+/// them).
+async fn submission_usage(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+    receipt: &DispatchReceipt,
+) -> Result<Usage, FlueError> {
+    let mut usage = Usage::default();
+    let mut after = receipt.offset;
+    loop {
+        let page = runtime.read_stream(key, after, 256).await?;
+        for batch in &page.batches {
+            if batch.submission_id.as_deref() != Some(&receipt.submission_id) {
+                continue;
+            }
+            if let BatchBody::Records { records, .. } = &batch.body {
+                for stored in records {
+                    if let Record::Assistant(message) = &stored.record {
+                        usage += message.usage;
+                    }
+                }
+            }
+        }
+        if page.up_to_date || page.next_offset <= after {
+            break;
+        }
+        after = page.next_offset;
+    }
+    Ok(usage)
+}
+
+/// The agents for `args`: a source tree (the agent may be given as a file) or `--bundle`, with
 /// the environment and `.env`; and the agent's name.
-fn load(args: &RunArgs) -> Result<(Host, String), SetupError> {
+fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
     if let Some(bundle) = &args.bundle {
         // The agent works in `--root` or the current directory.
         let root = match &args.root {
@@ -318,7 +457,7 @@ fn load(args: &RunArgs) -> Result<(Host, String), SetupError> {
             None => current_dir()?,
         };
         let agents = AgentSet::from_bundle(bundle, &root, env(args, &root)?)?;
-        return Ok((Host::open(agents)?, args.agent.clone()));
+        return Ok((agents, args.agent.clone()));
     }
     let agent_file = agent_file_path(&args.agent);
     let root = match (&args.root, &agent_file) {
@@ -342,7 +481,7 @@ fn load(args: &RunArgs) -> Result<(Host, String), SetupError> {
             args.agent.clone(),
         ),
     };
-    Ok((Host::open(agents)?, agent_name))
+    Ok((agents, agent_name))
 }
 
 /// The process environment over `--env FILE` or the workspace's `.env`.

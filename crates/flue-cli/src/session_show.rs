@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::Exit;
 use crate::args::ShowArgs;
 use crate::terminal::Output;
-use crate::workspace::{DB_PATH, resolve_root};
+use crate::workspace::{DB_PATH, instance_id, resolve_root};
 
 /// Runs `flue session show`.
 pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
@@ -27,12 +27,13 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         );
     }
     let store = flue_core::SqliteStore::open(&db)?;
+    let instance_id = instance_id(&store, &args.id).await?;
     let tasks = if args.tree {
-        task_tree(&store, &args.id).await?
+        task_tree(&store, &instance_id).await?
     } else {
         BTreeMap::new()
     };
-    let shown = load(&store, &args.id, &args.session, &tasks).await?;
+    let shown = load(&store, &instance_id, &args.session, &tasks).await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
         let mut out = shown.to_json()?;

@@ -10,7 +10,7 @@ use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
 use crate::audit::{format_time, open_existing_store, relative};
 use crate::terminal::Output;
-use crate::workspace::resolve_root;
+use crate::workspace::{instance_id, resolve_root};
 
 /// The session name recorded in the audit log for restores made from the command line.
 const CLI_SESSION: &str = "cli";
@@ -20,7 +20,9 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
-    let entries = store.list_trash(&args.id).await?;
+    let entries = store
+        .list_trash(&instance_id(&store, &args.id).await?)
+        .await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
@@ -45,10 +47,11 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
     let root = resolve_root(args.root.as_deref())?;
     let store = Arc::new(open_existing_store(&root)?);
+    let instance_id = instance_id(&store, &args.id).await?;
     let sandbox = Arc::new(LocalSandbox::new(&root)?);
     let ctx = ToolContext::new(sandbox)
         .with_audit(store)
-        .with_instance_id(args.id.clone())
+        .with_instance_id(instance_id)
         .with_session(CLI_SESSION)
         .with_agent("flue-cli");
     let mut input = json!({"trashId": args.trash_id});

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use flue_core::{ConversationStore, FlueError, SessionStore, SqliteStore};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
 
@@ -23,4 +24,26 @@ pub(crate) fn current_dir() -> Result<PathBuf, HostError> {
     std::env::current_dir().map_err(|err| HostError::RootNotFound {
         message: format!("cannot read the current directory: {err}"),
     })
+}
+
+/// The harness instance id a command-line `--id` names. `flue run` keeps a conversation's
+/// sessions under `<agent>:<id>`; an id with sessions of its own (or already of that form) is
+/// taken as it is. Several agents with that conversation id are an error listing them.
+pub(crate) async fn instance_id(store: &SqliteStore, id: &str) -> Result<String, FlueError> {
+    if !store.list(id).await?.is_empty() {
+        return Ok(id.to_owned());
+    }
+    let mut found = store.conversations_with_id(id).await?;
+    match found.len() {
+        0 => Ok(id.to_owned()),
+        1 => Ok(found.remove(0).key.instance_id()),
+        _ => Err(FlueError::config(format!(
+            "several agents have a conversation {id:?}: pass --id AGENT:{id}, one of {}",
+            found
+                .iter()
+                .map(|info| info.key.instance_id())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
-use flue_core::{Harness, ScriptedProvider, SessionStore};
+use flue_core::{AgentConfig, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore};
 
 use crate::mcp::McpServers;
 use crate::providers::Providers;
@@ -30,6 +30,18 @@ pub struct AgentSet {
     workspace: Workspace,
     env: Env,
     providers: Providers,
+    /// Per agent: its configuration with MCP tools, and the connections they use.
+    mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
+    /// Tokens the agents' models spent answering MCP sampling requests.
+    sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
+}
+
+/// What [`AgentSet::prepare`] hands over: a builder lacking only sandbox, instance id and
+/// store; the settings of its sandbox; and warnings for the user.
+pub(crate) struct Prepared {
+    pub(crate) builder: HarnessBuilder,
+    pub(crate) sandbox: SandboxSettings,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// What the agent list shows about one agent.
@@ -49,6 +61,7 @@ pub struct AgentInfo {
 pub struct HarnessOptions {
     model: Option<String>,
     sandbox: Option<SandboxKind>,
+    role: Option<String>,
     pub(crate) elicitor: Option<Arc<dyn McpElicitor>>,
 }
 
@@ -57,6 +70,7 @@ impl std::fmt::Debug for HarnessOptions {
         f.debug_struct("HarnessOptions")
             .field("model", &self.model)
             .field("sandbox", &self.sandbox)
+            .field("role", &self.role)
             .field("elicitor", &self.elicitor.is_some())
             .finish()
     }
@@ -71,6 +85,13 @@ impl HarnessOptions {
     /// Runs the agent on `model` (`<provider>/<model>`) instead of its own.
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Runs every call in role `role` (from `.agents/roles/`) unless the call names another;
+    /// an unknown role fails the harness build with `unknown_role`.
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
         self
     }
 
@@ -133,6 +154,8 @@ impl AgentSet {
             workspace,
             env,
             providers,
+            mcp: tokio::sync::Mutex::new(BTreeMap::new()),
+            sampling_usage: Arc::new(std::sync::Mutex::new(flue_core::Usage::default())),
         })
     }
 
@@ -229,10 +252,11 @@ impl AgentSet {
             })
     }
 
-    /// Opens agent `agent` for conversation `instance_id` on `store`: its sandbox, its MCP
-    /// servers (their tools join the agent and its subagents) and the harness. Fails before
-    /// any model call when the agent is unknown, its model or provider is unusable, or the
-    /// sandbox or a server cannot be opened; whatever was opened is closed again.
+    /// Opens agent `agent` for conversation `instance_id` on `store`: its sandbox and the
+    /// harness, with the tools of its MCP servers (connected on the agent's first harness and
+    /// shared by the set's later ones, until [`AgentSet::close`]). Fails before any model call
+    /// when the agent is unknown, its model or provider is unusable, or the sandbox or a
+    /// server cannot be opened; whatever was opened for this harness is closed again.
     pub async fn open(
         &self,
         agent: &str,
@@ -240,80 +264,143 @@ impl AgentSet {
         store: Arc<dyn SessionStore>,
         options: &HarnessOptions,
     ) -> Result<AgentHarness, HostError> {
+        let prepared = self.prepare(agent, options).await?;
+        let sandbox = self.open_sandbox(&prepared).await?;
+        let built = prepared
+            .builder
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
+            .with_instance_id(instance_id)
+            .with_store(store)
+            .build()
+            .await;
+        match built {
+            Ok(harness) => Ok(AgentHarness {
+                harness,
+                warnings: prepared.warnings,
+                sandbox: Some(sandbox),
+                sampling_usage: Arc::clone(&self.sampling_usage),
+            }),
+            Err(err) => {
+                sandbox.close().await;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Everything of a harness for `agent` but its sandbox, instance id and store: the
+    /// configuration with overrides and MCP tools, providers, skills and roles; and the
+    /// sandbox settings for [`AgentSet::open_sandbox`].
+    pub(crate) async fn prepare(
+        &self,
+        agent: &str,
+        options: &HarnessOptions,
+    ) -> Result<Prepared, HostError> {
         let agent_file = self.agent_file(agent)?;
-        let mut sandbox_settings = SandboxSettings::resolve(
+        let mut sandbox = SandboxSettings::resolve(
             self.workspace.config.sandbox.as_ref(),
             agent_file.sandbox,
             &agent_file.sandbox_options,
         );
         if let Some(kind) = options.sandbox {
-            sandbox_settings = sandbox_settings.with_kind(kind);
+            sandbox = sandbox.with_kind(kind);
         }
-        let mut config = self.workspace.agent_config(agent)?;
-        if let Some(model) = &options.model {
-            config.model = Some(model.clone());
-        }
-        self.providers.check(config.model.as_deref())?;
-        let warnings: Vec<String> = config
-            .model
+        let base = self.workspace.agent_config(agent)?;
+        let model = options.model.clone().or_else(|| base.model.clone());
+        self.providers.check(model.as_deref())?;
+        let warnings: Vec<String> = model
             .as_deref()
             .and_then(|model| self.providers.warning(model))
             .into_iter()
             .collect();
+        let mut config = self
+            .with_mcp_tools(agent, base, model.as_deref(), options)
+            .await?;
+        if let Some(model) = model {
+            config.model = Some(model);
+        }
+        if let Some(role) = &options.role {
+            if !self.workspace.roles.contains_key(role) {
+                return Err(FlueError::UnknownRole {
+                    role: role.clone(),
+                    known: self.workspace.roles.keys().cloned().collect(),
+                }
+                .into());
+            }
+            config.role = Some(role.clone());
+        }
+        let builder = Harness::builder(config)
+            .with_providers(self.providers.registry.clone())
+            .with_workspace_context(self.workspace.context.clone())
+            .with_workspace_skills(self.workspace.harness_skills())
+            .with_roles(self.workspace.harness_roles())
+            // Every value the env knows as a secret is redacted from tool output and events.
+            .with_secrets(self.env.secrets());
+        Ok(Prepared {
+            builder,
+            sandbox,
+            warnings,
+        })
+    }
 
-        let sampling_usage = Arc::new(std::sync::Mutex::new(flue_core::Usage::default()));
-        let sampler: Option<Arc<dyn flue_connectors::McpSampler>> =
-            config.model.clone().map(|model| {
-                Arc::new(crate::sampling::ModelSampler {
-                    providers: self.providers.registry.clone(),
-                    model,
-                    usage: Arc::clone(&sampling_usage),
-                }) as Arc<dyn flue_connectors::McpSampler>
-            });
-        let sandbox = sandbox::open(&sandbox_settings, &self.root, &self.env).await?;
-        let connected = McpServers::connect(
+    /// Opens the sandbox of a prepared harness.
+    pub(crate) async fn open_sandbox(&self, prepared: &Prepared) -> Result<OpenSandbox, HostError> {
+        Ok(sandbox::open(&prepared.sandbox, &self.root, &self.env).await?)
+    }
+
+    /// The agent's configuration with the tools of its (and its subagents') MCP servers,
+    /// connecting them on the agent's first use; `base` is its configuration without them.
+    async fn with_mcp_tools(
+        &self,
+        agent: &str,
+        mut base: AgentConfig,
+        model: Option<&str>,
+        options: &HarnessOptions,
+    ) -> Result<AgentConfig, FlueError> {
+        // A tokio mutex: held while the first harness of an agent connects, so that two
+        // conversations starting at once connect each server once.
+        let mut connected = self.mcp.lock().await;
+        if let Some((config, _)) = connected.get(agent) {
+            return Ok(config.clone());
+        }
+        // Sampling requests run on the agent's model; their usage is the set's.
+        let sampler: Option<Arc<dyn flue_connectors::McpSampler>> = model.map(|model| {
+            Arc::new(crate::sampling::ModelSampler {
+                providers: self.providers.registry.clone(),
+                model: model.to_owned(),
+                usage: Arc::clone(&self.sampling_usage),
+            }) as Arc<dyn flue_connectors::McpSampler>
+        });
+        let servers = McpServers::connect(
             &self.workspace,
             agent,
             &self.env,
             options,
             sampler,
-            &mut config,
+            &mut base,
         )
-        .await;
-        let mcp = match connected {
-            Ok(mcp) => mcp,
-            Err(err) => {
-                sandbox.close().await;
-                return Err(err.into());
-            }
-        };
-        let built = Harness::builder(config)
-            .with_instance_id(instance_id)
-            .with_store(store)
-            .with_providers(self.providers.registry.clone())
-            .with_sandbox(Arc::clone(&sandbox.sandbox))
-            .with_workspace_context(self.workspace.context.clone())
-            .with_workspace_skills(self.workspace.harness_skills())
-            .with_roles(self.workspace.harness_roles())
-            // After the providers, sandbox and MCP servers read theirs from the env.
-            .with_secrets(self.env.secrets())
-            .build()
-            .await;
-        // Once the sandbox and MCP servers are open, every failure must close them.
-        let harness = match built {
-            Ok(harness) => harness,
-            Err(err) => {
-                mcp.close().await;
-                sandbox.close().await;
-                return Err(err.into());
-            }
-        };
-        Ok(AgentHarness {
-            harness,
-            warnings,
-            resources: Some(Resources { sandbox, mcp }),
-            sampling_usage,
-        })
+        .await?;
+        connected.insert(agent.to_owned(), (base.clone(), servers));
+        Ok(base)
+    }
+
+    /// Tokens the agents' models spent answering MCP servers' sampling requests (servers with
+    /// `sampling: true`) through this set's connections; not part of any session's usage.
+    pub fn mcp_sampling_usage(&self) -> flue_core::Usage {
+        *self
+            .sampling_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Closes the MCP servers the set's harnesses connected; returns failures as warnings.
+    /// Harnesses still using them see their calls fail.
+    pub async fn close(&self) -> Vec<String> {
+        let connected = std::mem::take(&mut *self.mcp.lock().await);
+        let mut warnings = Vec::new();
+        for (_, (_, servers)) in connected {
+            warnings.extend(servers.close().await);
+        }
+        warnings
     }
 }
 
@@ -325,30 +412,17 @@ pub fn agent_name_of_file(file: &Path) -> String {
         .to_owned()
 }
 
-/// An open harness and what it holds open: its sandbox and MCP servers.
+/// An open harness and the sandbox it holds open.
 ///
-/// Call [`close`](AgentHarness::close) when the conversation's work is done: it closes the MCP
-/// servers and deletes a Daytona sandbox created for it. Dropped without `close` inside a
-/// Tokio runtime, it closes them in a background task (warnings are then lost). Clones of
-/// [`harness`](AgentHarness::harness) outlive neither.
+/// Call [`close`](AgentHarness::close) when the conversation's work is done: it deletes a
+/// Daytona sandbox created for it. Dropped without `close` inside a Tokio runtime, it closes
+/// the sandbox in a background task (warnings are then lost). The MCP servers its tools use
+/// belong to the [`AgentSet`] and close with it.
 pub struct AgentHarness {
     harness: Harness,
     warnings: Vec<String>,
-    resources: Option<Resources>,
+    sandbox: Option<OpenSandbox>,
     sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
-}
-
-struct Resources {
-    sandbox: OpenSandbox,
-    mcp: McpServers,
-}
-
-impl Resources {
-    async fn close(self) -> Vec<String> {
-        let mut warnings = self.mcp.close().await;
-        warnings.extend(self.sandbox.close().await);
-        warnings
-    }
 }
 
 impl AgentHarness {
@@ -364,7 +438,8 @@ impl AgentHarness {
     }
 
     /// Tokens the agent's model spent answering MCP servers' sampling requests (servers with
-    /// `sampling: true`) since the harness was opened; not part of any session's usage.
+    /// `sampling: true`) by the agent set it came from (its MCP connections are shared); not part of any
+    /// session's usage.
     pub fn mcp_sampling_usage(&self) -> flue_core::Usage {
         *self
             .sampling_usage
@@ -372,10 +447,10 @@ impl AgentHarness {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Closes the MCP servers and the sandbox; returns the failures as warnings.
+    /// Closes the sandbox; returns a failure as a warning.
     pub async fn close(mut self) -> Vec<String> {
-        match self.resources.take() {
-            Some(resources) => resources.close().await,
+        match self.sandbox.take() {
+            Some(sandbox) => sandbox.close().await.into_iter().collect(),
             None => Vec::new(),
         }
     }
@@ -383,11 +458,11 @@ impl AgentHarness {
 
 impl Drop for AgentHarness {
     fn drop(&mut self) {
-        if let Some(resources) = self.resources.take()
+        if let Some(sandbox) = self.sandbox.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move {
-                let _ = resources.close().await;
+                let _ = sandbox.close().await;
             });
         }
     }

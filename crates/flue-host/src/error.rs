@@ -74,3 +74,26 @@ impl HostError {
         }
     }
 }
+
+impl From<HostError> for FlueError {
+    /// The runtime's view of an assembly error (an agent registry returns `FlueError`): an
+    /// unknown agent becomes [`FlueError::UnknownAgent`], the others configuration errors
+    /// with the same message.
+    fn from(err: HostError) -> Self {
+        match err {
+            HostError::Core(err) => err,
+            HostError::UnknownAgent { name, known, .. } => FlueError::UnknownAgent {
+                agent: name,
+                known: known
+                    .split(", ")
+                    .filter(|name| !name.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            },
+            other @ (HostError::RootNotFound { .. }
+            | HostError::RootUnreadable { .. }
+            | HostError::EnvFile { .. }
+            | HostError::Diagnostics(_)) => FlueError::config(other.to_string()),
+        }
+    }
+}

@@ -1,9 +1,11 @@
 //! A host: one store and the agent set currently served, swappable on reload.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use flue_core::SessionStore;
+use flue_core::{AgentRegistry, BoxFuture, FlueError, HarnessBuilder, MemoryStore, SessionStore};
 
+use crate::sandbox::{Cleanups, OpenSandbox};
 use crate::{AgentHarness, AgentSet, HarnessOptions, HostError, open_store};
 
 /// What `flue run`, `flue serve` and `flue dev` hold: the conversation store and the current
@@ -12,9 +14,18 @@ use crate::{AgentHarness, AgentSet, HarnessOptions, HostError, open_store};
 /// Cheap to share (`Arc<Host>`). Harnesses opened from it use its store;
 /// [`replace_agents`](Host::replace_agents) swaps the agent set for harnesses opened later,
 /// while harnesses already open keep the configuration they were opened with.
+///
+/// A `Host` is also the [`AgentRegistry`] of a submission runtime
+/// ([`AgentRuntime`](flue_core::AgentRuntime)): each harness the runtime builds gets its own
+/// sandbox, deleted (Daytona) when the runtime drops the harness; [`Host::close`] awaits those
+/// deletions and closes the MCP servers.
 pub struct Host {
     store: Arc<dyn SessionStore>,
     agents: RwLock<Arc<AgentSet>>,
+    options: HarnessOptions,
+    /// Sandboxes [`Host::preflight`] opened, handed to the next harness of their agent.
+    preopened: Mutex<BTreeMap<String, OpenSandbox>>,
+    cleanups: Cleanups,
 }
 
 impl Host {
@@ -30,7 +41,47 @@ impl Host {
         Self {
             store,
             agents: RwLock::new(Arc::new(agents)),
+            options: HarnessOptions::new(),
+            preopened: Mutex::new(BTreeMap::new()),
+            cleanups: Cleanups::default(),
         }
+    }
+
+    /// Overrides (`--model`, `--sandbox`) for every harness built through the
+    /// [`AgentRegistry`] interface.
+    #[must_use]
+    pub fn with_harness_options(mut self, options: HarnessOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Checks that agent `agent` can run, before any message is admitted: everything a
+    /// harness build checks (configuration, roles, models and keys), with its sandbox opened
+    /// and its MCP servers connected. The sandbox is kept for the next harness of the agent
+    /// that the [`AgentRegistry`] interface builds. Returns warnings for the user.
+    pub async fn preflight(&self, agent: &str) -> Result<Vec<String>, HostError> {
+        let agents = self.agents();
+        let prepared = agents.prepare(agent, &self.options).await?;
+        let sandbox = agents.open_sandbox(&prepared).await?;
+        let built = prepared
+            .builder
+            .with_sandbox(Arc::clone(&sandbox.sandbox))
+            .with_store(Arc::new(MemoryStore::new()))
+            .build()
+            .await;
+        if let Err(err) = built {
+            sandbox.close().await;
+            return Err(err.into());
+        }
+        let replaced = self
+            .preopened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.to_owned(), sandbox);
+        if let Some(replaced) = replaced {
+            replaced.close().await;
+        }
+        Ok(prepared.warnings)
     }
 
     /// The conversation store.
@@ -48,6 +99,42 @@ impl Host {
     pub fn replace_agents(&self, agents: AgentSet) -> Arc<AgentSet> {
         let mut current = self.agents.write().unwrap_or_else(PoisonError::into_inner);
         std::mem::replace(&mut *current, Arc::new(agents))
+    }
+
+    /// Closes what the current agent set holds open (its MCP servers); returns failures as
+    /// warnings. A set replaced earlier is closed by whoever holds it
+    /// ([`replace_agents`](Host::replace_agents) returns it).
+    pub async fn close(&self) -> Vec<String> {
+        let preopened = std::mem::take(
+            &mut *self
+                .preopened
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let mut warnings = Vec::new();
+        for (_, sandbox) in preopened {
+            warnings.extend(sandbox.close().await);
+        }
+        warnings.extend(self.cleanups.wait().await);
+        warnings.extend(self.agents().close().await);
+        warnings
+    }
+
+    async fn registry_builder(&self, agent: &str) -> Result<HarnessBuilder, HostError> {
+        let agents = self.agents();
+        let prepared = agents.prepare(agent, &self.options).await?;
+        let preopened = self
+            .preopened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(agent);
+        let sandbox = match preopened {
+            Some(sandbox) => sandbox,
+            None => agents.open_sandbox(&prepared).await?,
+        };
+        Ok(prepared
+            .builder
+            .with_sandbox(sandbox.into_owned(&self.cleanups)))
     }
 
     /// Opens agent `agent` for conversation `instance_id` from the current agent set, on the
@@ -70,5 +157,22 @@ impl std::fmt::Debug for Host {
         f.debug_struct("Host")
             .field("agents", &self.agents())
             .finish_non_exhaustive()
+    }
+}
+
+impl AgentRegistry for Host {
+    fn agent_names(&self) -> Vec<String> {
+        self.agents().workspace().agents.keys().cloned().collect()
+    }
+
+    fn contains(&self, agent: &str) -> bool {
+        self.agents().workspace().agents.contains_key(agent)
+    }
+
+    fn harness_builder<'a>(
+        &'a self,
+        agent: &'a str,
+    ) -> BoxFuture<'a, flue_core::Result<HarnessBuilder>> {
+        Box::pin(async move { self.registry_builder(agent).await.map_err(FlueError::from) })
     }
 }

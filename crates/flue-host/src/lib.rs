@@ -31,7 +31,10 @@
 //! - [`Env`]: the caller's variables over a `.env` file.
 //! - [`AgentSet`]: one validated workspace or bundle with its providers; lists agents
 //!   ([`AgentInfo`]) and opens an [`AgentHarness`] per (agent, conversation id).
-//! - [`Host`]: the store plus the current agent set, swappable when a server reloads.
+//! - [`Host`]: the store plus the current agent set, swappable when a server reloads; the
+//!   [`AgentRegistry`](flue_core::AgentRegistry) of a submission runtime
+//!   ([`AgentRuntime`](flue_core::AgentRuntime)), with [`Host::preflight`] to check an agent
+//!   before anything is admitted.
 //! - [`HostError`]: what can go wrong before the first model call, with stable kinds.
 //! - [`find_root`], [`resolve_root`], [`open_store`], [`DB_PATH`]: the workspace's layout.
 

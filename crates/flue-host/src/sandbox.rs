@@ -46,6 +46,110 @@ impl OpenSandbox {
     }
 }
 
+impl OpenSandbox {
+    /// The sandbox as a harness holds it: one that deletes a Daytona sandbox when the last
+    /// holder drops it, with the deletion's task pushed to `cleanups` so that a host can
+    /// await it before the process exits.
+    pub(crate) fn into_owned(self, cleanups: &Cleanups) -> Arc<dyn Sandbox> {
+        match self.daytona {
+            None => self.sandbox,
+            Some(daytona) => Arc::new(DeleteOnDrop {
+                inner: self.sandbox,
+                daytona: Some(daytona),
+                cleanups: cleanups.clone(),
+            }),
+        }
+    }
+}
+
+/// Background deletions of sandboxes, awaited by [`Cleanups::wait`].
+#[derive(Clone, Default)]
+pub(crate) struct Cleanups {
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<Option<String>>>>>,
+}
+
+impl Cleanups {
+    fn push(&self, task: tokio::task::JoinHandle<Option<String>>) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.push(task);
+        }
+    }
+
+    /// Waits for every deletion started so far; returns failures as warnings.
+    pub(crate) async fn wait(&self) -> Vec<String> {
+        let tasks = match self.tasks.lock() {
+            Ok(mut tasks) => std::mem::take(&mut *tasks),
+            Err(_) => Vec::new(),
+        };
+        let mut warnings = Vec::new();
+        for task in tasks {
+            if let Ok(Some(warning)) = task.await {
+                warnings.push(warning);
+            }
+        }
+        warnings
+    }
+}
+
+/// A Daytona sandbox deleted when its last holder (a harness) drops it.
+struct DeleteOnDrop {
+    inner: Arc<dyn Sandbox>,
+    daytona: Option<Arc<DaytonaSandbox>>,
+    cleanups: Cleanups,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        if let Some(daytona) = self.daytona.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let sandbox = OpenSandbox {
+                sandbox: Arc::clone(&self.inner),
+                daytona: Some(daytona),
+            };
+            self.cleanups.push(runtime.spawn(sandbox.close()));
+        }
+    }
+}
+
+impl Sandbox for DeleteOnDrop {
+    fn cwd(&self) -> &str {
+        self.inner.cwd()
+    }
+
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        options: ExecOptions,
+    ) -> BoxFuture<'a, Result<ShellResult>> {
+        self.inner.exec(command, options)
+    }
+
+    fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
+        self.inner.read_file_bytes(path)
+    }
+
+    fn write_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        self.inner.write_file(path, content)
+    }
+
+    fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {
+        self.inner.stat(path)
+    }
+
+    fn readdir<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        self.inner.readdir(path)
+    }
+
+    fn mkdir<'a>(&'a self, path: &'a str, options: MkdirOptions) -> BoxFuture<'a, Result<()>> {
+        self.inner.mkdir(path, options)
+    }
+
+    fn rm<'a>(&'a self, path: &'a str, options: RmOptions) -> BoxFuture<'a, Result<()>> {
+        self.inner.rm(path, options)
+    }
+}
+
 /// Opens the sandbox `settings` describe for the workspace at `root`.
 pub(crate) async fn open(
     settings: &SandboxSettings,

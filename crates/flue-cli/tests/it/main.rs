@@ -10,6 +10,7 @@ mod audit_trash;
 mod build;
 mod conformance;
 mod delegation;
+mod durable;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
@@ -18,6 +19,7 @@ mod run;
 mod runaway;
 mod sandbox;
 mod secrets;
+mod serve;
 mod session_show;
 mod signals;
 

@@ -138,6 +138,12 @@ fn a_tool_round_trip_through_a_flue_toml_provider() {
     let mut envelope = json(&output);
     let usage = envelope.as_object_mut().unwrap().remove("usage").unwrap();
     let message = envelope.as_object_mut().unwrap().remove("message").unwrap();
+    let submission_id = envelope
+        .as_object_mut()
+        .unwrap()
+        .remove("submissionId")
+        .unwrap();
+    assert!(submission_id.as_str().is_some_and(|id| !id.is_empty()));
     assert_eq!(
         envelope,
         json!({"id": "e2e", "agent": "tool-agent", "session": "default", "outcome": "completed"})

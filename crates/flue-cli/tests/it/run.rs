@@ -37,6 +37,17 @@ fn json_prints_exactly_one_envelope() {
     assert!(output.status.success(), "{}", stderr(&output));
     let mut envelope = json(&output);
     let usage = envelope.as_object_mut().unwrap().remove("usage").unwrap();
+    // The submission id is the one the run printed on stderr when the message was admitted.
+    let submission_id = envelope
+        .as_object_mut()
+        .unwrap()
+        .remove("submissionId")
+        .unwrap();
+    assert!(
+        stderr(&output).contains(&format!("submission: {}", submission_id.as_str().unwrap())),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(
         envelope,
         json!({"id": "conv-1", "agent": "hello", "session": "default", "outcome": "completed", "message": REPLY})

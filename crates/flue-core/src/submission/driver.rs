@@ -103,6 +103,13 @@ pub(crate) async fn drive(
             return None;
         }
         let seen = slot.kicks.load(Ordering::Acquire);
+        if inner.own_work_only {
+            match inner.has_own_unsettled(key).await {
+                Ok(true) => {}
+                Ok(false) => return hand_over(inner, &fence, seen).await,
+                Err(_) => return None,
+            }
+        }
         let built = match &harness {
             Some(built) => built,
             None => harness.insert(build_harness(inner, key, &fenced).await),
@@ -128,6 +135,19 @@ pub(crate) async fn drive(
             Next::Continue => {}
             Next::Stop => return None,
         }
+    }
+}
+
+/// Ends a one-shot runtime's turn on a conversation: released when nothing is left, else
+/// its lease is dropped so that the process that admitted the remaining work takes over now.
+async fn hand_over(inner: &RuntimeInner, fence: &Fence, seen: u64) -> Option<u64> {
+    match inner.store.release(fence).await {
+        Ok(true) => Some(seen),
+        Ok(false) => {
+            let _ = inner.store.renew(fence, Duration::ZERO).await;
+            None
+        }
+        Err(_) => None,
     }
 }
 

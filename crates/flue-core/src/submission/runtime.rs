@@ -36,9 +36,22 @@ pub struct AgentRuntimeBuilder {
     lease: Duration,
     poll_interval: Duration,
     reconcile_interval: Option<Duration>,
+    own_work_only: bool,
 }
 
 impl AgentRuntimeBuilder {
+    /// Makes this a runtime for one-shot processes such as `flue run`: it works only on
+    /// conversations it dispatched to, and only until the submissions it dispatched there
+    /// settled (the work queued before them included, first in first out). Then it hands the
+    /// conversation over: released when idle, else its lease is dropped so that the process
+    /// that admitted the remaining work takes it at once. Recovery scans likewise only look
+    /// at conversations with submissions of this runtime.
+    #[must_use]
+    pub fn with_own_work_only(mut self) -> Self {
+        self.own_work_only = true;
+        self
+    }
+
     /// Sets the ownership lease (default 30 s; renewed every third of it while working).
     #[must_use]
     pub fn with_lease(mut self, lease: Duration) -> Self {
@@ -78,6 +91,8 @@ impl AgentRuntimeBuilder {
             stopping: CancellationToken::new(),
             active: AtomicUsize::new(0),
             idle: Notify::new(),
+            own_work_only: self.own_work_only,
+            own: Mutex::new(HashMap::new()),
         });
         inner.reconcile().await?;
         if let Some(interval) = self.reconcile_interval {
@@ -154,6 +169,10 @@ pub(crate) struct RuntimeInner {
     /// Driver tasks alive; `idle` fires when it drops to zero.
     active: AtomicUsize,
     idle: Notify,
+    /// See [`AgentRuntimeBuilder::with_own_work_only`].
+    pub(crate) own_work_only: bool,
+    /// With `own_work_only`: the submissions this runtime dispatched and has not seen settled.
+    own: Mutex<HashMap<ConversationKey, Vec<String>>>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.
@@ -224,12 +243,61 @@ impl RuntimeInner {
         });
     }
 
+    /// With `own_work_only`: whether a submission this runtime dispatched to `key` is not
+    /// settled yet (forgetting the settled ones).
+    pub(crate) async fn has_own_unsettled(&self, key: &ConversationKey) -> Result<bool> {
+        let ids = self
+            .own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+            .unwrap_or_default();
+        let mut any = false;
+        let mut settled = Vec::new();
+        for id in ids {
+            match self.store.submission(&id).await? {
+                Some(info) if info.settlement.is_some() => settled.push(id),
+                // Unsettled, or being admitted right now.
+                _ => any = true,
+            }
+        }
+        let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(current) = own.get_mut(key) {
+            current.retain(|id| !settled.contains(id));
+        }
+        Ok(any)
+    }
+
+    fn forget_own(&self, key: &ConversationKey, submission_id: &str) {
+        if let Some(ids) = self
+            .own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(key)
+        {
+            ids.retain(|id| id != submission_id);
+        }
+    }
+
+    fn remember_own(&self, key: &ConversationKey, submission_id: &str) {
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default()
+            .push(submission_id.to_owned());
+    }
+
     /// Starts a driver for every conversation with unsettled work that none of ours drives;
     /// the driver takes ownership only when the current owner is gone.
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
         for conversation in self.store.pending_conversations().await? {
             // Ours too: a driver of ours that stopped without releasing (a store failure)
             // left it owned; a new driver takes it again under a new epoch.
+            if self.own_work_only && !self.has_own_unsettled(&conversation.key).await? {
+                continue;
+            }
             self.kick(&conversation.key);
         }
         Ok(())
@@ -256,6 +324,7 @@ impl AgentRuntime {
             lease: DEFAULT_LEASE,
             poll_interval: DEFAULT_POLL_INTERVAL,
             reconcile_interval: Some(DEFAULT_RECONCILE_INTERVAL),
+            own_work_only: false,
         }
     }
 
@@ -311,7 +380,19 @@ impl AgentRuntime {
             accepted_at: now_ms(),
             options,
         };
-        let receipt = self.inner.store.admit(&admission).await?;
+        if self.inner.own_work_only {
+            self.inner.remember_own(key, &admission.submission_id);
+        }
+        let receipt = match self.inner.store.admit(&admission).await {
+            Ok(receipt) => receipt,
+            Err(err) => {
+                self.inner.forget_own(key, &admission.submission_id);
+                return Err(err);
+            }
+        };
+        if self.inner.own_work_only && receipt.submission_id != admission.submission_id {
+            self.inner.remember_own(key, &receipt.submission_id);
+        }
         self.inner.emit(
             key,
             Some(&receipt.submission_id),

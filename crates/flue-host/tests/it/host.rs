@@ -182,3 +182,55 @@ async fn a_provider_key_comes_from_the_env_not_the_process() {
         .unwrap();
     opened.close().await;
 }
+
+#[tokio::test]
+async fn a_host_is_the_agent_registry_of_a_submission_runtime() {
+    let root = hello_world();
+    let store = Arc::new(flue_core::SqliteStore::open(&root.path().join("db.sqlite")).unwrap());
+    let host = Arc::new(Host::with_store(
+        AgentSet::from_workspace(root.path(), Env::new()).unwrap(),
+        Arc::clone(&store) as Arc<dyn flue_core::SessionStore>,
+    ));
+    assert_eq!(host.preflight("hello").await.unwrap(), Vec::<String>::new());
+    assert_eq!(
+        flue_core::AgentRegistry::agent_names(host.as_ref()),
+        vec!["hello".to_owned()]
+    );
+    let runtime = flue_core::AgentRuntime::builder(
+        store,
+        Arc::clone(&host) as Arc<dyn flue_core::AgentRegistry>,
+    )
+    .start()
+    .await
+    .unwrap();
+    let mut replies = Vec::new();
+    for id in ["one", "two"] {
+        let key = flue_core::ConversationKey::new("hello", id);
+        let receipt = runtime
+            .dispatch(
+                &key,
+                flue_core::DeliveredMessage::user("hello"),
+                Default::default(),
+            )
+            .await
+            .unwrap();
+        replies.push(runtime.read(&receipt.submission_id).await.unwrap());
+    }
+    assert!(
+        replies
+            .iter()
+            .all(|reply| reply.starts_with("The greeting file says:")),
+        "{replies:?}"
+    );
+    let unknown = runtime
+        .dispatch(
+            &flue_core::ConversationKey::new("nobody", "x"),
+            flue_core::DeliveredMessage::user("hi"),
+            Default::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.kind(), "agent_not_found");
+    runtime.shutdown().await.unwrap();
+    assert_eq!(host.close().await, Vec::<String>::new());
+}

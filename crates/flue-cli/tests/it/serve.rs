@@ -1,0 +1,607 @@
+//! `flue serve` as a real process on loopback: the official client (`@flue/sdk`, under
+//! tests/peers) drives it from Node; bind and token rules; SIGTERM; kill -9 during tool calls
+//! and restart; many conversations with readers attached.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::Workspace;
+
+/// The serve test workspace: agents `plain`, `tool` (bash `echo 42`) and `slow-tool` (a slow
+/// command on the local sandbox that counts its runs in runs.log).
+fn workspace() -> Workspace {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve-workspace");
+    let workspace = Workspace::new(&[]);
+    for relative in [
+        "flue.toml",
+        "agents/plain.md",
+        "agents/tool.md",
+        "agents/slow-tool.md",
+        "scripts/plain.json",
+        "scripts/tool.json",
+        "scripts/slow.json",
+    ] {
+        let dest = workspace.root().join(relative);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(fixture.join(relative), dest).unwrap();
+    }
+    workspace
+}
+
+/// Makes the slow tool sleep `secs` seconds.
+fn slow_secs(workspace: &Workspace, secs: u32) {
+    std::fs::write(workspace.root().join("slow-secs"), secs.to_string()).unwrap();
+}
+
+/// A running `flue serve`; killed (SIGKILL) when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command
+            .args(["serve", "--root"])
+            .arg(root)
+            .args(["--port", "0"])
+            .args(extra)
+            .env_remove("FLUE_TOKEN")
+            .env("FLUE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        let log = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("flue serve: listening on ") {
+                    let _ = tx.send(addr.to_owned());
+                }
+                log.lock().unwrap().push_str(&line);
+                log.lock().unwrap().push('\n');
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("server did not start: {}", stderr.lock().unwrap()));
+        Self {
+            child,
+            base,
+            stderr,
+        }
+    }
+
+    fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn post_message(addr: &str, path: &str, text: &str) -> Value {
+    let (status, body) = http(
+        addr,
+        "POST",
+        path,
+        &[("content-type", "application/json")],
+        &json!({"kind": "user", "body": text}).to_string(),
+    );
+    assert_eq!(status, 202, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn snapshot(addr: &str, path: &str) -> Value {
+    let (status, body) = http(addr, "GET", path, &[], "");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn peers() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
+}
+
+#[test]
+fn the_official_client_drives_flue_serve_end_to_end() {
+    assert!(
+        peers().join("node_modules/@flue/sdk").is_dir(),
+        "tests/peers is not installed: npm ci --prefix tests/peers"
+    );
+    let workspace = workspace();
+    slow_secs(&workspace, 20);
+    let server = Server::start(workspace.root(), &[], &[]);
+    let output = Command::new("node")
+        .current_dir(peers())
+        .arg("flue_sdk_client.mjs")
+        .arg(&server.base)
+        .args([
+            "roundtrip",
+            "sse",
+            "reattach",
+            "reconnect",
+            "abort",
+            "uid",
+            "errors",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let results: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let by_name = |name: &str| -> Value {
+        let found = results
+            .iter()
+            .find(|result| result["scenario"] == name)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {name} result: {stdout}\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+            .clone();
+        assert_eq!(
+            found["ok"],
+            true,
+            "{name}: {found}\nserver log:\n{}",
+            server.log()
+        );
+        found
+    };
+
+    let roundtrip = by_name("roundtrip");
+    assert_eq!(
+        roundtrip["admissionKeys"],
+        json!(["offset", "streamUrl", "submissionId", "uid"])
+    );
+    assert_eq!(
+        roundtrip["reply"],
+        "Looking it up.\n\nFinal answer: the lookup said 42\n"
+    );
+    assert_eq!(roundtrip["toolState"], "output-available");
+    assert_eq!(roundtrip["settlements"], json!(["completed", "completed"]));
+    assert_eq!(roundtrip["sameUid"], true);
+    assert_eq!(
+        roundtrip["events"],
+        json!([
+            "message-started",
+            "message-delta",
+            "tool-input",
+            "message-completed",
+            "tool-output",
+            "message-started",
+            "message-delta",
+            "message-completed",
+            "submission-settled"
+        ])
+    );
+
+    let sse = by_name("sse");
+    assert_eq!(sse["reply"], "Hello from the fake model.");
+    assert_eq!(sse["laterReply"], "Hello from the fake model.");
+    assert_eq!(sse["messages"], 4);
+
+    let reattach = by_name("reattach");
+    assert_eq!(
+        reattach["reply"],
+        "Looking it up.\n\nFinal answer: the lookup said 42\n"
+    );
+    assert_eq!(reattach["submissionId"], true);
+
+    let reconnect = by_name("reconnect");
+    assert_eq!(reconnect["dropped"], 1);
+    assert_eq!(reconnect["rawSettled"], true);
+    assert_eq!(reconnect["rawChunks"], reconnect["rawUnique"]);
+    assert!(
+        reconnect["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|phase| *phase == "connecting")
+            .count()
+            >= 2
+    );
+
+    let abort = by_name("abort");
+    assert_eq!(abort["aborted"], true);
+    assert_eq!(
+        abort["outcomes"],
+        json!(["aborted:submission_aborted", "aborted:submission_aborted"])
+    );
+    assert_eq!(abort["idle"], false);
+
+    let uid = by_name("uid");
+    assert_eq!(uid["exists"], "409:agent_instance_exists:true");
+    assert_eq!(uid["wrong"], "404:agent_instance_not_found:false");
+    assert_eq!(uid["right"], "ok");
+    assert_eq!(uid["missing"], "404:agent_instance_not_found:false");
+
+    let errors = by_name("errors");
+    assert_eq!(
+        errors,
+        json!({
+            "scenario": "errors", "ok": true,
+            "historyMissing": "404:stream_not_found",
+            "wrongType": "415:unsupported_media_type",
+            "badJson": "400:invalid_json",
+            "bareString": "400:invalid_request",
+            "tooLarge": "413:payload_too_large",
+            "wrongMethod": "405:method_not_allowed:GET, HEAD, POST",
+            "unknownAgent": "agent_not_found",
+            "badOffset": "400:invalid_request",
+            "missingOffset": "400:invalid_request",
+            "pastHead": "500:conversation_stream_store_failure",
+        })
+    );
+    // One log line per request and per settlement.
+    let log = server.log();
+    assert!(log.contains("flue_server::request"), "{log}");
+    assert!(
+        log.contains("flue_server::settlement") || log.contains("settled"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
+    let workspace = workspace();
+    let refused = workspace.flue(&["serve", "--host", "0.0.0.0", "--port", "0"]);
+    assert!(!refused.status.success());
+    assert!(
+        crate::stderr(&refused).contains("needs a token"),
+        "{}",
+        crate::stderr(&refused)
+    );
+
+    let server = Server::start(workspace.root(), &["--token", "t0ps3cret"], &[]);
+    let (status, body) = http(server.addr(), "GET", "/_flue/health", &[], "");
+    assert_eq!(status, 401);
+    assert!(body.contains("\"unauthorized\""));
+    let (status, _) = http(
+        server.addr(),
+        "GET",
+        "/_flue/agents",
+        &[("authorization", "Bearer wrong")],
+        "",
+    );
+    assert_eq!(status, 401);
+    let (status, body) = http(
+        server.addr(),
+        "GET",
+        "/_flue/agents",
+        &[("authorization", "Bearer t0ps3cret")],
+        "",
+    );
+    assert_eq!(status, 200);
+    let agents: Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|agent| agent["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["plain", "slow-tool", "tool"]);
+    assert!(!server.log().contains("t0ps3cret"));
+}
+
+#[test]
+fn sigterm_lets_the_running_turn_finish_then_exits_0() {
+    let workspace = workspace();
+    slow_secs(&workspace, 1);
+    let mut server = Server::start(workspace.root(), &["--grace", "10"], &[]);
+    let addr = server.addr().to_owned();
+    let admission = post_message(&addr, "/agents/slow-tool/term", "work");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // New work is refused while draining (or the socket is already closed).
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}\n{}", server.log());
+    assert!(
+        server.log().contains("flue_server::settlement"),
+        "{}",
+        server.log()
+    );
+    // The running turn reached its end before the exit: settled completed.
+    let restarted = Server::start(workspace.root(), &[], &[]);
+    let snapshot = snapshot(restarted.addr(), "/agents/slow-tool/term");
+    let settlements = snapshot["settlements"].as_array().unwrap();
+    assert_eq!(settlements.len(), 1, "{snapshot}");
+    assert_eq!(settlements[0]["submissionId"], admission["submissionId"]);
+    assert_eq!(settlements[0]["outcome"], "completed");
+}
+
+#[test]
+fn kill_9_during_tool_calls_then_restart_settles_every_submission_once_and_runs_no_tool_twice() {
+    let workspace = workspace();
+    slow_secs(&workspace, 1);
+    let env = [];
+    let mut admitted: Vec<(String, String)> = Vec::new();
+    let mut seed = 0x9e37_79b9_u64 ^ u64::from(std::process::id());
+    for trial in 0..4 {
+        let mut server = Server::start(workspace.root(), &[], &env);
+        let path = format!("/agents/slow-tool/crash{trial}");
+        let admission = post_message(server.addr(), &path, "work");
+        admitted.push((path, admission["submissionId"].as_str().unwrap().to_owned()));
+        // A random instant within the tool call (the command sleeps 1 s).
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        std::thread::sleep(Duration::from_millis(100 + (seed >> 33) % 900));
+        server.kill9();
+    }
+    let server = Server::start(workspace.root(), &[], &env);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut tool_parts = 0;
+    for (path, submission) in &admitted {
+        let snapshot = loop {
+            let snapshot = snapshot(server.addr(), path);
+            if !snapshot["settlements"].as_array().unwrap().is_empty() {
+                break snapshot;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} never settled:\n{}",
+                server.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let settlements = snapshot["settlements"].as_array().unwrap();
+        assert_eq!(settlements.len(), 1, "{snapshot}");
+        assert_eq!(settlements[0]["submissionId"], submission.as_str());
+        tool_parts += snapshot["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|message| message["parts"].as_array().unwrap().iter())
+            .filter(|part| part["type"] == "dynamic-tool")
+            .count();
+    }
+    // Every command run is one recorded tool call; an interrupted call is never run again.
+    let runs = std::fs::read_to_string(workspace.root().join("runs.log")).unwrap_or_default();
+    assert!(
+        runs.lines().count() <= tool_parts,
+        "runs {runs:?} vs {tool_parts} tool calls"
+    );
+    assert!(
+        tool_parts <= admitted.len(),
+        "{tool_parts} tool calls for {} submissions",
+        admitted.len()
+    );
+}
+
+#[test]
+fn a_thousand_messages_over_a_hundred_conversations_with_readers_attached() {
+    let workspace = workspace();
+    let server = Server::start(workspace.root(), &[], &[]);
+    let addr = server.addr().to_owned();
+    let conversations = 100;
+    let per_conversation = 10;
+    // A long-poll reader per conversation, following until it sees every settlement.
+    let readers: Vec<_> = (0..conversations)
+        .map(|conv| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let path = format!("/agents/plain/load{conv}");
+                // Wait for the conversation to exist.
+                let mut offset = loop {
+                    let (status, _) = http(&addr, "HEAD", &path, &[], "");
+                    if status == 200 {
+                        break "-1".to_owned();
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let mut settled = std::collections::HashSet::new();
+                while settled.len() < per_conversation {
+                    let mut stream = TcpStream::connect(&addr).unwrap();
+                    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                    let request = format!(
+                        "GET {path}?view=updates&offset={offset}&live=long-poll HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+                    );
+                    stream.write_all(request.as_bytes()).unwrap();
+                    let mut response = String::new();
+                    stream.read_to_string(&mut response).unwrap();
+                    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+                    offset = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("stream-next-offset: "))
+                        .unwrap()
+                        .to_owned();
+                    let chunks: Value = serde_json::from_str(body).unwrap();
+                    for chunk in chunks.as_array().unwrap() {
+                        if chunk["type"] == "submission-settled" {
+                            assert!(settled.insert(chunk["submissionId"].as_str().unwrap().to_owned()));
+                        }
+                        if chunk["type"] == "conversation-reset" {
+                            for settlement in chunk["snapshot"]["settlements"].as_array().unwrap() {
+                                settled.insert(settlement["submissionId"].as_str().unwrap().to_owned());
+                            }
+                        }
+                    }
+                }
+                settled.len()
+            })
+        })
+        .collect();
+    let senders: Vec<_> = (0..4)
+        .map(|worker| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                for round in 0..per_conversation {
+                    for conv in (worker..conversations).step_by(4) {
+                        post_message(
+                            &addr,
+                            &format!("/agents/plain/load{conv}"),
+                            &format!("m{round}"),
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    let total: usize = readers
+        .into_iter()
+        .map(|reader| reader.join().unwrap())
+        .sum();
+    assert_eq!(total, conversations * per_conversation);
+}
+
+#[test]
+fn ten_thousand_idle_sse_streams_stay_open_and_a_new_message_reaches_them() {
+    let streams: usize = 10_000;
+    raise_fd_limit(streams as u64 + 2_000);
+    let workspace = workspace();
+    let server = Server::start(workspace.root(), &[], &[]);
+    let addr = server.addr().to_owned();
+    let conversations = 10;
+    let mut heads = Vec::new();
+    for conv in 0..conversations {
+        let path = format!("/agents/plain/idle{conv}");
+        let admission = post_message(&addr, &path, "hi");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let snapshot = loop {
+            let snapshot = snapshot(&addr, &path);
+            if !snapshot["settlements"].as_array().unwrap().is_empty() {
+                break snapshot;
+            }
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(
+            snapshot["settlements"][0]["submissionId"],
+            admission["submissionId"]
+        );
+        heads.push(snapshot["offset"].as_str().unwrap().to_owned());
+    }
+    let mut open = Vec::with_capacity(streams);
+    for idx in 0..streams {
+        let conv = idx % conversations;
+        let mut stream = TcpStream::connect(&addr).unwrap();
+        let request = format!(
+            "GET /agents/plain/idle{conv}?view=updates&offset={}&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n",
+            heads[conv]
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        open.push((conv, stream));
+    }
+    // Every stream is answered: headers and a first control event.
+    for (_, stream) in &mut open {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let mut text = String::new();
+        while !text.contains("event: control") {
+            let read = stream.read(&mut buf).unwrap();
+            assert!(read > 0, "stream closed: {text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..read]));
+        }
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    }
+    // A new message on conversation 0 reaches its readers.
+    let admission = post_message(&addr, "/agents/plain/idle0", "still there?");
+    let needle = format!(
+        "\"submissionId\":\"{}\",\"outcome\"",
+        admission["submissionId"].as_str().unwrap()
+    );
+    for (_, stream) in open.iter_mut().filter(|(conv, _)| *conv == 0).take(50) {
+        let mut buf = [0u8; 4096];
+        let mut text = String::new();
+        while !text.contains(&needle) {
+            let read = stream.read(&mut buf).unwrap();
+            assert!(read > 0);
+            text.push_str(&String::from_utf8_lossy(&buf[..read]));
+        }
+    }
+    let (status, _) = http(&addr, "GET", "/_flue/health", &[], "");
+    assert_eq!(status, 200);
+}
+
+/// Raises this process's open-file limit (the server inherits it).
+fn raise_fd_limit(wanted: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    let target = wanted.min(hard).max(soft);
+    setrlimit(Resource::RLIMIT_NOFILE, target, hard).unwrap();
+    assert!(
+        target >= wanted,
+        "the hard open-file limit {hard} is below {wanted}"
+    );
+}

@@ -1,0 +1,117 @@
+//! Chunks both runtimes write the same way: the admitted message, a settlement (with the
+//! advisory of a failed or aborted one), timestamps.
+
+use flue_core::now_ms;
+use serde_json::{Value, json};
+
+use crate::backend::Delivered;
+use crate::wire::{ChunkBody, Message};
+
+/// The current time as ISO 8601.
+pub(crate) fn timestamp() -> String {
+    iso8601(now_ms())
+}
+
+/// A settlement's chunks: the advisory message of a failed or aborted submission, then
+/// `submission-settled`.
+pub(crate) fn settlement_chunks(
+    submission_id: &str,
+    outcome: &str,
+    error: Option<Value>,
+    at_ms: u64,
+) -> Vec<ChunkBody> {
+    let mut chunks = Vec::with_capacity(2);
+    if outcome != "completed" {
+        let text = error
+            .as_ref()
+            .and_then(|error| error.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or(outcome)
+            .to_owned();
+        chunks.push(ChunkBody::MessageAppended {
+            message: Message {
+                id: format!("advisory_{submission_id}"),
+                role: "system".to_owned(),
+                purpose: "advisory".to_owned(),
+                display: "diagnostic".to_owned(),
+                submission_id: Some(submission_id.to_owned()),
+                turn_id: None,
+                signal: None,
+                settlement: Some(json!({ "outcome": outcome })),
+                parts: vec![json!({"type": "text", "text": text, "state": "done"})],
+            },
+        });
+    }
+    chunks.push(ChunkBody::SubmissionSettled {
+        submission_id: submission_id.to_owned(),
+        outcome: outcome.to_owned(),
+        error,
+        answered_by_submission_id: Some(submission_id.to_owned()),
+        timestamp: Some(iso8601(at_ms)),
+    });
+    chunks
+}
+
+/// The admitted message as the conversation shows it.
+pub(crate) fn user_message(submission_id: &str, message: &Delivered) -> Message {
+    let id = format!("entry_{submission_id}");
+    match message {
+        Delivered::User { text, images } => {
+            let mut parts = vec![json!({"type": "text", "text": text, "state": "done"})];
+            for image in images {
+                let mut part = json!({
+                    "type": "file",
+                    "mediaType": image.mime_type,
+                    "size": image.data.len() / 4 * 3,
+                });
+                if let Some(filename) = &image.filename {
+                    part["filename"] = filename.clone().into();
+                }
+                parts.push(part);
+            }
+            Message {
+                id,
+                role: "user".to_owned(),
+                purpose: "user".to_owned(),
+                display: "visible".to_owned(),
+                submission_id: Some(submission_id.to_owned()),
+                turn_id: None,
+                signal: None,
+                settlement: None,
+                parts,
+            }
+        }
+        Delivered::Signal {
+            signal_type,
+            body,
+            attributes,
+            tag_name,
+        } => {
+            let mut attrs: serde_json::Map<String, Value> = attributes
+                .iter()
+                .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+                .collect();
+            attrs.insert("type".to_owned(), signal_type.clone().into());
+            let mut signal = json!({ "attributes": attrs });
+            if let Some(tag) = tag_name {
+                signal["tagName"] = tag.clone().into();
+            }
+            Message {
+                id,
+                role: "system".to_owned(),
+                purpose: "dispatch".to_owned(),
+                display: "diagnostic".to_owned(),
+                submission_id: Some(submission_id.to_owned()),
+                turn_id: None,
+                signal: Some(signal),
+                settlement: None,
+                parts: vec![json!({"type": "text", "text": body, "state": "done"})],
+            }
+        }
+    }
+}
+
+/// `ms` since the epoch as ISO 8601 (UTC, milliseconds).
+pub(crate) fn iso8601(ms: u64) -> String {
+    flue_core::iso8601_ms(ms)
+}

@@ -1,0 +1,508 @@
+//! [`DurableRuntime`]: a [`Backend`] over flue-core's durable submissions runtime
+//! ([`AgentRuntime`]). Admission, the per-conversation stream, abort and status are the
+//! runtime's; this module only projects its durable batches into protocol chunks.
+//!
+//! The projection is a pure function of one batch (ids are derived from the submission and
+//! the batch offset), so any reader at any offset, in any process, after any restart, sees the
+//! same chunks at the same positions.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flue_core::{
+    AgentRuntime, AssistantContent, BatchBody, BoxFuture, DEFAULT_SESSION, DeliveredMessage,
+    DispatchOptions, FlueError, Record, StreamBatch, SubmissionState,
+};
+use serde_json::{Value, json};
+
+use crate::backend::{
+    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Delivered,
+    Delivery, Page, SendCondition, SubmissionStatus,
+};
+use crate::chunks::{iso8601, settlement_chunks, user_message};
+use crate::wire::{ChunkBody, Offset};
+
+/// How often an idle reader looks at the store for writes made by other processes (writes of
+/// this process wake it at once).
+const CROSS_PROCESS_POLL: Duration = Duration::from_secs(5);
+
+/// The durable backend. Cheap to clone.
+#[derive(Clone)]
+pub struct DurableRuntime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: AgentRuntime,
+    agents: Vec<AgentInfo>,
+    names: HashSet<String>,
+    stopping: AtomicBool,
+    /// Submissions this process admitted and has not seen settle (for graceful shutdown).
+    admitted: Mutex<HashSet<String>>,
+}
+
+impl DurableRuntime {
+    /// Serves `agents` (their names must be the runtime registry's) through `runtime`.
+    pub fn new(runtime: AgentRuntime, agents: Vec<AgentInfo>) -> Self {
+        let names = agents.iter().map(|agent| agent.name.clone()).collect();
+        Self {
+            inner: Arc::new(Inner {
+                runtime,
+                agents,
+                names,
+                stopping: AtomicBool::new(false),
+                admitted: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// How many agents are served.
+    pub fn agents_len(&self) -> usize {
+        self.inner.agents.len()
+    }
+
+    /// The runtime underneath.
+    pub fn runtime(&self) -> &AgentRuntime {
+        &self.inner.runtime
+    }
+
+    /// Stops admitting (503 from then on), waits up to `grace` for the submissions this
+    /// process admitted to settle, then shuts the runtime down: unfinished attempts stop at a
+    /// boundary and are left to recovery. Returns how many were still unsettled.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut unsettled = self.unsettled().await;
+        while unsettled > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            unsettled = self.unsettled().await;
+        }
+        if let Err(err) = self.inner.runtime.clone().shutdown().await {
+            tracing::warn!(error = %err, "runtime shutdown");
+        }
+        unsettled
+    }
+
+    async fn unsettled(&self) -> usize {
+        let ids: Vec<String> = lock(&self.inner.admitted).iter().cloned().collect();
+        for id in ids {
+            let settled = match self.inner.runtime.status(&id).await {
+                Ok(info) => info.state == SubmissionState::Settled,
+                Err(_) => true,
+            };
+            if settled {
+                lock(&self.inner.admitted).remove(&id);
+            }
+        }
+        lock(&self.inner.admitted).len()
+    }
+
+    fn check_agent(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<flue_core::ConversationKey, BackendError> {
+        if !self.inner.names.contains(&key.agent) {
+            return Err(BackendError::UnknownAgent(key.agent.clone()));
+        }
+        Ok(flue_core::ConversationKey::new(&key.agent, &key.id))
+    }
+}
+
+impl Backend for DurableRuntime {
+    fn agents(&self) -> Vec<AgentInfo> {
+        self.inner.agents.clone()
+    }
+
+    fn has_agent(&self, agent: &str) -> bool {
+        self.inner.names.contains(agent)
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        delivery: Delivery,
+    ) -> BoxFuture<'a, Result<Admitted, BackendError>> {
+        Box::pin(async move {
+            if self.inner.stopping.load(Ordering::SeqCst) {
+                return Err(BackendError::ShuttingDown);
+            }
+            let core_key = self.check_agent(key)?;
+            let condition = match delivery.condition {
+                SendCondition::Any => flue_core::SendCondition::Any,
+                SendCondition::CreateOnly => flue_core::SendCondition::Create,
+                SendCondition::Uid(uid) => flue_core::SendCondition::Uid(uid),
+            };
+            let message = match delivery.message {
+                Delivered::User { text, images } => DeliveredMessage::User {
+                    body: text,
+                    images: images
+                        .into_iter()
+                        .map(|image| flue_core::Image {
+                            data: image.data,
+                            mime_type: image.mime_type,
+                        })
+                        .collect(),
+                },
+                Delivered::Signal {
+                    signal_type,
+                    body,
+                    attributes,
+                    tag_name,
+                } => DeliveredMessage::Signal {
+                    signal_type,
+                    body,
+                    attributes: attributes.into_iter().collect(),
+                    tag_name,
+                },
+            };
+            let options = DispatchOptions {
+                condition,
+                ..DispatchOptions::default()
+            };
+            let receipt = self
+                .inner
+                .runtime
+                .dispatch(&core_key, message, options)
+                .await
+                .map_err(backend_error)?;
+            lock(&self.inner.admitted).insert(receipt.submission_id.clone());
+            Ok(Admitted {
+                submission_id: receipt.submission_id,
+                uid: receipt.uid,
+                offset: Offset(receipt.offset.0),
+            })
+        })
+    }
+
+    fn read<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        after: Offset,
+        max_batches: usize,
+    ) -> BoxFuture<'a, Result<Page, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            let page = self
+                .inner
+                .runtime
+                .read_stream(&core_key, flue_core::Offset(after.0), max_batches)
+                .await
+                .map_err(backend_error)?;
+            let next = page.batches.last().map_or(after.0, |batch| batch.offset.0);
+            let head = if page.up_to_date {
+                Offset(page.next_offset.0.max(next))
+            } else {
+                Offset(page.next_offset.0.max(next) + 1)
+            };
+            let batches = page
+                .batches
+                .iter()
+                .map(|batch| {
+                    Arc::new(Batch {
+                        offset: Offset(batch.offset.0),
+                        chunks: project(batch),
+                    })
+                })
+                .collect();
+            Ok(Page {
+                batches,
+                head,
+                incarnation: Arc::from(format!("inc_{}", key.conversation_id())),
+            })
+        })
+    }
+
+    fn head<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<Offset, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            match self
+                .inner
+                .runtime
+                .conversation(&core_key)
+                .await
+                .map_err(backend_error)?
+            {
+                Some(info) => Ok(Offset(info.head.0)),
+                None => Err(BackendError::StreamNotFound(key.conversation_id())),
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, key: &'a ConversationKey, after: Offset) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Ok(core_key) = self.check_agent(key) else {
+                return std::future::pending().await;
+            };
+            // Subscribe first, then look at the store once: a write that landed in between is
+            // seen either way. Writes of this process wake the watch at once; writes of other
+            // processes are seen by the slow poll.
+            let mut watch = self.inner.runtime.store().watch_head(&core_key);
+            let mut poll = true;
+            loop {
+                if poll {
+                    if let Ok(Some(info)) = self.inner.runtime.conversation(&core_key).await
+                        && info.head.0 > after.0
+                    {
+                        return;
+                    }
+                    poll = false;
+                }
+                match tokio::time::timeout(CROSS_PROCESS_POLL, watch.changed()).await {
+                    Ok(Ok(())) => {
+                        if watch.borrow_and_update().0 > after.0 {
+                            return;
+                        }
+                    }
+                    Ok(Err(_)) => {
+                        tokio::time::sleep(CROSS_PROCESS_POLL).await;
+                        poll = true;
+                    }
+                    Err(_) => poll = true,
+                }
+            }
+        })
+    }
+
+    fn abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            match self.inner.runtime.abort(&core_key).await {
+                Ok(aborted) => Ok(aborted),
+                Err(FlueError::AgentInstanceNotFound { .. }) => Ok(false),
+                Err(err) => Err(backend_error(err)),
+            }
+        })
+    }
+
+    fn submission<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SubmissionStatus>, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            let info = match self.inner.runtime.status(submission_id).await {
+                Ok(info) => info,
+                Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
+                Err(err) => return Err(backend_error(err)),
+            };
+            if info.conversation != core_key {
+                return Ok(None);
+            }
+            let state = match info.state {
+                SubmissionState::Queued => "queued",
+                SubmissionState::Running => "running",
+                SubmissionState::Waiting => "waiting",
+                SubmissionState::Settled => "settled",
+                _ => "unknown",
+            };
+            Ok(Some(SubmissionStatus {
+                submission_id: info.submission_id,
+                state,
+                outcome: info
+                    .settlement
+                    .as_ref()
+                    .map(|settlement| outcome_name(settlement.outcome).to_owned()),
+                error: info
+                    .settlement
+                    .and_then(|settlement| settlement.error)
+                    .map(|error| error_value(&error)),
+            }))
+        })
+    }
+}
+
+/// One durable batch as chunks.
+fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
+    let at = Some(iso8601(batch.at));
+    match &batch.body {
+        BatchBody::Admitted {
+            submission_id,
+            message,
+            ..
+        } => vec![ChunkBody::MessageAppended {
+            message: user_message(submission_id, &delivered(message)),
+        }],
+        BatchBody::Records {
+            session, records, ..
+        } if session == DEFAULT_SESSION => {
+            let mut chunks = Vec::new();
+            for (idx, stored) in records.iter().enumerate() {
+                let reply_id = match &batch.submission_id {
+                    Some(submission_id) => format!("reply_{submission_id}"),
+                    None => format!("reply_{}_{idx}", batch.offset.0),
+                };
+                match &stored.record {
+                    // A submission's input is shown once, at its admission.
+                    Record::User(message) if batch.submission_id.is_none() => {
+                        chunks.push(ChunkBody::MessageAppended {
+                            message: user_message(
+                                &format!("{}_{idx}", batch.offset.0),
+                                &Delivered::User {
+                                    text: message.joined_text(),
+                                    images: Vec::new(),
+                                },
+                            ),
+                        });
+                    }
+                    Record::Assistant(message) => {
+                        chunks.push(ChunkBody::MessageStarted {
+                            message_id: reply_id.clone(),
+                            submission_id: batch.submission_id.clone(),
+                            turn_id: Some(format!("turn_{}_{idx}", batch.offset.0)),
+                            timestamp: at.clone(),
+                        });
+                        for content in &message.content {
+                            match content {
+                                AssistantContent::Text { text } if !text.is_empty() => {
+                                    chunks.push(ChunkBody::MessageDelta {
+                                        message_id: reply_id.clone(),
+                                        kind: "text".to_owned(),
+                                        delta: text.clone(),
+                                    });
+                                }
+                                AssistantContent::Thinking { text, .. } if !text.is_empty() => {
+                                    chunks.push(ChunkBody::MessageDelta {
+                                        message_id: reply_id.clone(),
+                                        kind: "reasoning".to_owned(),
+                                        delta: text.clone(),
+                                    });
+                                }
+                                AssistantContent::ToolCall(call) => {
+                                    chunks.push(ChunkBody::ToolInput {
+                                        message_id: reply_id.clone(),
+                                        tool_call_id: call.id.clone(),
+                                        tool_name: call.name.clone(),
+                                        input: call.input.clone(),
+                                        timestamp: at.clone(),
+                                    });
+                                }
+                                _ => {}
+                            }
+                        }
+                        chunks.push(ChunkBody::MessageCompleted {
+                            message_id: reply_id,
+                            timestamp: at.clone(),
+                        });
+                    }
+                    Record::ToolResult(result) => {
+                        if result.is_error {
+                            chunks.push(ChunkBody::ToolOutputError {
+                                tool_call_id: result.call_id.clone(),
+                                error_text: result.content.clone(),
+                                duration_ms: None,
+                                timestamp: at.clone(),
+                            });
+                        } else {
+                            chunks.push(ChunkBody::ToolOutput {
+                                tool_call_id: result.call_id.clone(),
+                                output: serde_json::from_str(&result.content)
+                                    .unwrap_or_else(|_| Value::String(result.content.clone())),
+                                duration_ms: None,
+                                timestamp: at.clone(),
+                            });
+                        }
+                    }
+                    Record::Compaction(summary) if batch.submission_id.is_some() => {
+                        chunks.push(ChunkBody::DataPart {
+                            message_id: reply_id,
+                            name: "compaction".to_owned(),
+                            data: json!({"state": "done", "tokensBefore": summary.tokens_before}),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            chunks
+        }
+        BatchBody::Settled(settlement) => settlement_chunks(
+            &settlement.submission_id,
+            outcome_name(settlement.outcome),
+            settlement.error.as_ref().map(error_value),
+            settlement.settled_at,
+        ),
+        _ => Vec::new(),
+    }
+}
+
+fn delivered(message: &DeliveredMessage) -> Delivered {
+    match message {
+        DeliveredMessage::User { body, images } => Delivered::User {
+            text: body.clone(),
+            images: images
+                .iter()
+                .map(|image| Attachment {
+                    data: image.data.clone(),
+                    mime_type: image.mime_type.clone(),
+                    filename: None,
+                })
+                .collect(),
+        },
+        DeliveredMessage::Signal {
+            signal_type,
+            body,
+            attributes,
+            tag_name,
+        } => Delivered::Signal {
+            signal_type: signal_type.clone(),
+            body: body.clone(),
+            attributes: attributes
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            tag_name: tag_name.clone(),
+        },
+        _ => Delivered::User {
+            text: String::new(),
+            images: Vec::new(),
+        },
+    }
+}
+
+fn outcome_name(outcome: flue_core::Outcome) -> &'static str {
+    match outcome {
+        flue_core::Outcome::Completed => "completed",
+        flue_core::Outcome::Aborted => "aborted",
+        _ => "failed",
+    }
+}
+
+/// A settlement error on the wire: `{name, type, message}`.
+fn error_value(error: &flue_core::ErrorInfo) -> Value {
+    json!({"name": "FlueError", "type": error.kind, "message": error.message})
+}
+
+/// Maps the runtime's errors onto the protocol's.
+fn backend_error(err: FlueError) -> BackendError {
+    match err {
+        FlueError::UnknownAgent { agent, .. } => BackendError::UnknownAgent(agent),
+        FlueError::AgentInstanceNotFound {
+            agent,
+            id,
+            uid: None,
+        } => BackendError::StreamNotFound(format!("{agent}/{id}")),
+        FlueError::AgentInstanceNotFound { agent, id, .. } => {
+            BackendError::InstanceNotFound(format!("{agent}/{id}"))
+        }
+        FlueError::AgentInstanceExists { agent, id, uid } => BackendError::InstanceExists {
+            id: format!("{agent}/{id}"),
+            uid,
+        },
+        FlueError::OffsetOutOfRange { offset, head, .. } => BackendError::OffsetBeyondHead {
+            offset: Offset(offset),
+            head: Offset(head),
+        },
+        FlueError::InvalidRequest { message } => BackendError::InvalidRequest(message),
+        FlueError::InvalidInstanceId { reason, .. } => BackendError::InvalidRequest(reason),
+        FlueError::RuntimeStopped { .. } => BackendError::ShuttingDown,
+        other => BackendError::Internal(other),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,279 @@
+//! Protocol errors: the `{error:{type,message,details}}` envelope with Flue's type codes and
+//! statuses. Every refusal of the router is one [`ApiError`], rendered in one place
+//! ([`ApiError::into_response`]).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::backend::BackendError;
+use crate::wire::{ErrorBody, ErrorEnvelope};
+
+/// A refused request.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+    details: String,
+    meta: Option<Value>,
+    allow: Option<&'static str>,
+    body: bool,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            kind,
+            message: message.into(),
+            details: String::new(),
+            meta: None,
+            allow: None,
+            body: true,
+        }
+    }
+
+    /// `invalid_request` (400): `details` names the field and the fix.
+    pub fn invalid_request(details: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "The request is invalid.",
+        )
+        .with_details(details)
+    }
+
+    /// `invalid_json` (400) with the parser's report.
+    pub fn invalid_json(report: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            "The request body is not valid JSON.",
+        )
+        .with_details(report)
+    }
+
+    /// `unsupported_media_type` (415).
+    pub fn unsupported_media_type() -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "The request body must be JSON.",
+        )
+        .with_details("Send the body with `Content-Type: application/json`.")
+    }
+
+    /// `payload_too_large` (413).
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "The request body is too large.",
+        )
+        .with_details(format!(
+            "The server accepts request bodies of at most {limit} bytes."
+        ))
+    }
+
+    /// `method_not_allowed` (405) with `Allow`.
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        let mut err = Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "The method is not allowed on this route.",
+        )
+        .with_details(format!("This route accepts: {allow}."));
+        err.allow = Some(allow);
+        err
+    }
+
+    /// `route_not_found` (404).
+    pub fn route_not_found() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "route_not_found",
+            "No route matches the request.",
+        )
+    }
+
+    /// `agent_not_found` (404): the URL names no served agent.
+    pub fn agent_not_found(agent: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "agent_not_found",
+            format!("Agent {agent:?} was not found."),
+        )
+        .with_details("GET /_flue/agents lists the agents this server serves.")
+    }
+
+    /// `stream_not_found` (404).
+    pub fn stream_not_found(conversation: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "stream_not_found",
+            format!("Event stream {conversation:?} was not found."),
+        )
+        .with_details("Streams are created when their agent instance receives its first prompt.")
+    }
+
+    /// `submission_not_found` (404).
+    pub fn submission_not_found(submission: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "submission_not_found",
+            format!("Submission {submission:?} was not found in this conversation."),
+        )
+    }
+
+    /// `attachment_not_found` (404).
+    pub fn attachment_not_found(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "attachment_not_found",
+            format!("Attachment {id:?} was not found."),
+        )
+    }
+
+    /// `unauthorized` (401): a missing or wrong bearer token.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "A valid bearer token is required.",
+        )
+        .with_details("Send `Authorization: Bearer <token>` with the server's token.")
+    }
+
+    /// `request_timeout` (408).
+    pub fn request_timeout() -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "The request took too long.",
+        )
+    }
+
+    /// `runtime_unavailable` (503), with `Retry-After: 1`.
+    pub fn unavailable(details: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "runtime_unavailable",
+            "The runtime is not accepting work.",
+        )
+        .with_details(details)
+    }
+
+    /// `internal_error` (500): nothing of the cause reaches the wire.
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "An internal error occurred.",
+        )
+    }
+
+    /// Sets `details`.
+    #[must_use]
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        self.details = details.into();
+        self
+    }
+
+    /// Renders status and headers only (HEAD).
+    #[must_use]
+    pub fn without_body(mut self) -> Self {
+        self.body = false;
+        self
+    }
+
+    /// The type code.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+}
+
+impl From<BackendError> for ApiError {
+    fn from(err: BackendError) -> Self {
+        match err {
+            BackendError::UnknownAgent(agent) => Self::agent_not_found(&agent),
+            BackendError::StreamNotFound(id) => Self::stream_not_found(&id),
+            BackendError::InstanceNotFound(id) => Self::new(
+                StatusCode::NOT_FOUND,
+                "agent_instance_not_found",
+                format!("Agent instance {id:?} was not found."),
+            )
+            .with_details(
+                "The uid condition names no live incarnation of this conversation; send without \
+                 `uid` to deliver unconditionally.",
+            ),
+            BackendError::InstanceExists { id, uid } => {
+                let mut err = Self::new(
+                    StatusCode::CONFLICT,
+                    "agent_instance_exists",
+                    format!("Agent instance {id:?} already exists."),
+                )
+                .with_details(format!(
+                    "The instance exists with uid {uid:?}; pass it as `uid` to continue it."
+                ));
+                err.meta = Some(serde_json::json!({ "uid": uid }));
+                err
+            }
+            BackendError::OffsetBeyondHead { offset, head } => {
+                let mut err = Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "conversation_stream_store_failure",
+                    "The conversation stream read was rejected.",
+                )
+                .with_details(format!(
+                    "Offset {offset} is past the stream's head {head}; read from an offset a \
+                     response returned."
+                ));
+                err.meta = Some(serde_json::json!({
+                    "operation": "read",
+                    "reason": "offset_beyond_head",
+                }));
+                err
+            }
+            BackendError::InvalidRequest(details) => Self::invalid_request(details),
+            BackendError::ShuttingDown => {
+                Self::unavailable("The server is shutting down; retry against another instance.")
+            }
+            BackendError::Internal(err) => {
+                tracing::error!(error = %err, kind = err.kind(), "internal error");
+                Self::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = if self.body {
+            let envelope = ErrorEnvelope {
+                error: ErrorBody {
+                    kind: self.kind.to_owned(),
+                    message: self.message,
+                    details: self.details,
+                    meta: self.meta,
+                },
+            };
+            let bytes = serde_json::to_vec(&envelope).unwrap_or_default();
+            (self.status, bytes).into_response()
+        } else {
+            self.status.into_response()
+        };
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(allow) = self.allow {
+            headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

@@ -1,0 +1,209 @@
+//! The router: routes, the one shared state, and the tower layers (auth, body limit, timeout,
+//! fixed headers, CORS, panics, one log line per request), declared once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::timeout::TimeoutLayer;
+
+use crate::backend::Backend;
+use crate::error::ApiError;
+use crate::routes;
+
+/// Limits and options of the router. `Default` is what `flue serve` uses.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Largest accepted request body, bytes (a 14 MiB base64 image fits the default).
+    pub body_limit: usize,
+    /// Bound on one request's handling (long-polls included; streams only until their
+    /// headers).
+    pub request_timeout: Duration,
+    /// How long a long-poll waits for data before answering `[]`.
+    pub long_poll_timeout: Duration,
+    /// SSE heartbeat comment interval.
+    pub heartbeat_interval: Duration,
+    /// SSE control event interval when nothing happens.
+    pub control_interval: Duration,
+    /// Batches per updates response (the protocol fixes 100).
+    pub page_size: usize,
+    /// Bearer token every request must carry, when set. Never logged.
+    pub token: Option<String>,
+    /// Origins allowed cross-origin; empty = no CORS headers at all.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            body_limit: 20 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+            long_poll_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(15),
+            control_interval: Duration::from_secs(30),
+            page_size: 100,
+            token: None,
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+/// The router's shared state: the runtime and the configuration, behind one `Arc`.
+pub(crate) struct AppState {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) config: ServerConfig,
+}
+
+/// Every route the router serves, as `METHOD path` lines (the test that keeps
+/// docs/http-api.md equal to the router reads this list).
+pub const ROUTES: &[&str] = &[
+    "GET /_flue/health",
+    "GET /_flue/agents",
+    "POST /agents/{agent}/{id}",
+    "GET /agents/{agent}/{id}",
+    "HEAD /agents/{agent}/{id}",
+    "POST /agents/{agent}/{id}/abort",
+    "GET /agents/{agent}/{id}/attachments/{attachment}",
+    "GET /agents/{agent}/{id}/submissions/{submission}",
+];
+
+/// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
+/// serve it with [`serve`](crate::serve).
+pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
+    let state = Arc::new(AppState { backend, config });
+    let config = &state.config;
+    let conversation: MethodRouter<Arc<AppState>> = get(routes::read)
+        .head(routes::head)
+        .post(routes::send)
+        .fallback(|| async { ApiError::method_not_allowed("GET, HEAD, POST") });
+    let mut app = Router::new()
+        .route(
+            "/_flue/health",
+            get(routes::health).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/_flue/agents",
+            get(routes::agents).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route("/agents/{agent}/{id}", conversation)
+        .route(
+            "/agents/{agent}/",
+            axum::routing::any(|| async {
+                ApiError::invalid_request("The conversation id segment is empty.")
+            }),
+        )
+        .route(
+            "/agents/{agent}/{id}/abort",
+            post(routes::abort).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/attachments/{attachment}",
+            get(routes::attachment).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/submissions/{submission}",
+            get(routes::submission).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .fallback(|| async { ApiError::route_not_found() })
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authenticate,
+        ))
+        .layer(middleware::from_fn(fixed_headers))
+        .layer(CatchPanicLayer::custom(|_panic| {
+            tracing::error!("a request handler panicked");
+            ApiError::internal().into_response()
+        }));
+    if !config.cors_origins.is_empty() {
+        let origins: Vec<HeaderValue> = config
+            .cors_origins
+            .iter()
+            .filter_map(|origin| HeaderValue::from_str(origin).ok())
+            .collect();
+        app = app.layer(
+            CorsLayer::new()
+                .allow_origin(AllowOrigin::list(origins))
+                .allow_methods([Method::GET, Method::HEAD, Method::POST])
+                .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+                .expose_headers([
+                    HeaderName::from_static("stream-next-offset"),
+                    HeaderName::from_static("stream-up-to-date"),
+                    header::LOCATION,
+                ]),
+        );
+    }
+    app.layer(middleware::from_fn(log_request))
+        .with_state(state)
+}
+
+/// Refuses requests without the bearer token (when one is configured).
+async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &state.config.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The two browser security headers every response carries.
+async fn fixed_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("cross-origin"),
+    );
+    response
+}
+
+/// One log line per request: method, path (no query, no headers: tokens stay out), status,
+/// time to the response head.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        target: "flue_server::request",
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}

@@ -1,0 +1,624 @@
+//! The route handlers: parse and check a request completely (nothing is stored for a refused
+//! request), call the [`Backend`](crate::Backend), render the protocol's response.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{OriginalUri, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::backend::{Attachment, ConversationKey, Delivered, Delivery, Page, SendCondition};
+use crate::error::ApiError;
+use crate::live;
+use crate::project::Conversation;
+use crate::router::AppState;
+use crate::wire::{
+    AbortResponse, AdmissionResponse, Checkpoint, Chunk, ChunkBody, Offset, Position, PromptBody,
+};
+
+/// Longest base64 image data accepted (14 MiB of characters).
+const MAX_ATTACHMENT_CHARS: usize = 14 * 1024 * 1024;
+
+pub(crate) const NEXT_OFFSET: &str = "stream-next-offset";
+pub(crate) const UP_TO_DATE: &str = "stream-up-to-date";
+
+type Shared = State<Arc<AppState>>;
+
+/// `GET /_flue/health`.
+pub(crate) async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /_flue/agents`.
+pub(crate) async fn agents(State(state): Shared) -> Json<Value> {
+    Json(json!({"agents": state.backend.agents()}))
+}
+
+/// `POST /agents/<agent>/<id>`: admits one message.
+pub(crate) async fn send(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    if query.iter().any(|(name, _)| name == "wait") {
+        return Err(ApiError::invalid_request(
+            "There is no synchronous wait mode: drop `?wait` and read the outcome from the \
+             conversation stream.",
+        ));
+    }
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(state.config.body_limit)
+        } else {
+            ApiError::invalid_request(rejection.body_text())
+        }
+    })?;
+    let delivery = parse_delivery(&headers, &body)?;
+    let admitted = state.backend.dispatch(&key, delivery).await?;
+    let stream_url = stream_url(&headers, uri.path());
+    let offset = admitted.offset.to_string();
+    tracing::info!(
+        target: "flue_server::admission",
+        conversation = %key.conversation_id(),
+        submission = %admitted.submission_id,
+        "admitted"
+    );
+    let response = AdmissionResponse {
+        stream_url: stream_url.clone(),
+        offset: offset.clone(),
+        submission_id: admitted.submission_id,
+        uid: admitted.uid,
+    };
+    let mut response = (StatusCode::ACCEPTED, Json(response)).into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&stream_url) {
+        headers.insert(header::LOCATION, value);
+    }
+    insert(headers, NEXT_OFFSET, &offset);
+    Ok(response)
+}
+
+/// `GET /agents/<agent>/<id>`: a snapshot or updates.
+pub(crate) async fn read(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let params = ReadParams::parse(&query)?;
+    match params.view {
+        View::History => {
+            if params.offset.is_some() || params.live.is_some() || params.tail {
+                return Err(ApiError::invalid_request(
+                    "view=history takes no `offset`, `tail` or `live`; use view=updates.",
+                ));
+            }
+            snapshot(&state, &key).await
+        }
+        View::Updates => {
+            if params.tail {
+                return Err(ApiError::invalid_request(
+                    "`tail` is not supported: a stream suffix cannot be projected safely; \
+                     read from an offset.",
+                ));
+            }
+            let Some(offset) = params.offset else {
+                return Err(ApiError::invalid_request(
+                    "view=updates needs `offset` exactly once: -1 or an offset a response \
+                     returned.",
+                ));
+            };
+            let from_origin = offset.1;
+            let mut offset = offset.0;
+            match params.live {
+                None => updates(&state, &key, offset, from_origin, false).await,
+                Some(Live::LongPoll) => updates(&state, &key, offset, from_origin, true).await,
+                Some(Live::Sse) => {
+                    // A reconnecting EventSource names where it stopped.
+                    if let Some(last) = headers
+                        .get("last-event-id")
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(Offset::parse)
+                    {
+                        offset = last;
+                    }
+                    live::sse(state, key, offset, from_origin).await
+                }
+            }
+        }
+    }
+}
+
+/// `HEAD /agents/<agent>/<id>`.
+pub(crate) async fn head(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id).map_err(ApiError::without_body)?;
+    let head = state
+        .backend
+        .head(&key)
+        .await
+        .map_err(|err| ApiError::from(err).without_body())?;
+    let mut response = StatusCode::OK.into_response();
+    let headers = response.headers_mut();
+    json_no_store(headers);
+    insert(headers, NEXT_OFFSET, &head.to_string());
+    insert(headers, UP_TO_DATE, "true");
+    Ok(response)
+}
+
+/// `POST /agents/<agent>/<id>/abort`.
+pub(crate) async fn abort(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Json<AbortResponse>, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let aborted = state.backend.abort(&key).await?;
+    tracing::info!(
+        target: "flue_server::abort",
+        conversation = %key.conversation_id(),
+        aborted,
+        "abort"
+    );
+    Ok(Json(AbortResponse { aborted }))
+}
+
+/// `GET /agents/<agent>/<id>/submissions/<submission>`: where one submission is.
+pub(crate) async fn submission(
+    State(state): Shared,
+    Path((agent, id, submission)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    match state.backend.submission(&key, &submission).await? {
+        Some(status) => {
+            let mut response = Json(status).into_response();
+            json_no_store(response.headers_mut());
+            Ok(response)
+        }
+        None => Err(ApiError::submission_not_found(&submission)),
+    }
+}
+
+/// `GET /agents/<agent>/<id>/attachments/<attachment>`: no attachment bytes are kept apart
+/// from the conversation, so an existing conversation answers `attachment_not_found`.
+pub(crate) async fn attachment(
+    State(state): Shared,
+    Path((agent, id, attachment)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    state.backend.head(&key).await?;
+    Err(ApiError::attachment_not_found(&attachment))
+}
+
+/// The snapshot response.
+async fn snapshot(state: &AppState, key: &ConversationKey) -> Result<Response, ApiError> {
+    let mut conversation = Conversation::default();
+    let mut after = Offset::START;
+    let incarnation = loop {
+        let page = state.backend.read(key, after, usize::MAX).await?;
+        for batch in &page.batches {
+            for chunk in &batch.chunks {
+                conversation.apply(chunk);
+            }
+            after = batch.offset;
+        }
+        if after >= page.head || page.batches.is_empty() {
+            break page.incarnation;
+        }
+    };
+    let offset = after.to_string();
+    let snapshot = conversation.snapshot(&key.conversation_id(), offset.clone(), &incarnation);
+    let mut response = Json(snapshot).into_response();
+    let headers = response.headers_mut();
+    json_no_store(headers);
+    insert(headers, NEXT_OFFSET, &offset);
+    insert(headers, UP_TO_DATE, "true");
+    Ok(response)
+}
+
+/// A plain or long-poll updates response.
+async fn updates(
+    state: &AppState,
+    key: &ConversationKey,
+    offset: Offset,
+    from_origin: bool,
+    long_poll: bool,
+) -> Result<Response, ApiError> {
+    let mut page = state
+        .backend
+        .read(key, offset, state.config.page_size)
+        .await?;
+    if long_poll && page.batches.is_empty() {
+        let wait = state.backend.changed(key, offset);
+        if tokio::time::timeout(state.config.long_poll_timeout, wait)
+            .await
+            .is_ok()
+        {
+            page = state
+                .backend
+                .read(key, offset, state.config.page_size)
+                .await?;
+        }
+    }
+    let (body, next) = render_page(&key.conversation_id(), &page, offset, from_origin);
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    json_no_store(headers);
+    insert(headers, NEXT_OFFSET, &next.to_string());
+    if next >= page.head {
+        insert(headers, UP_TO_DATE, "true");
+    }
+    Ok(response)
+}
+
+/// Renders a page as the JSON chunk array; returns it and the next offset. Reading from the
+/// origin (`-1`) folds the first batch into a leading `conversation-reset`.
+pub(crate) fn render_page(
+    conversation_id: &str,
+    page: &Page,
+    offset: Offset,
+    from_origin: bool,
+) -> (Vec<u8>, Offset) {
+    let mut next = offset;
+    let mut out = Vec::with_capacity(256);
+    out.push(b'[');
+    let mut first = true;
+    let mut push = |out: &mut Vec<u8>, value: &dyn erased::Json| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        value.write(out);
+    };
+    let any_chunks = page.batches.iter().any(|batch| !batch.chunks.is_empty());
+    if any_chunks {
+        push(
+            &mut out,
+            &Checkpoint {
+                kind: "stream-checkpoint",
+                incarnation: &page.incarnation,
+            },
+        );
+    }
+    for (batch_idx, batch) in page.batches.iter().enumerate() {
+        next = batch.offset;
+        if from_origin && batch_idx == 0 && offset == Offset::START {
+            let mut conversation = Conversation::default();
+            for chunk in &batch.chunks {
+                conversation.apply(chunk);
+            }
+            let reset = ChunkBody::ConversationReset {
+                snapshot: Box::new(conversation.snapshot(
+                    conversation_id,
+                    batch.offset.to_string(),
+                    &page.incarnation,
+                )),
+            };
+            push(
+                &mut out,
+                &Chunk {
+                    body: &reset,
+                    conversation_id,
+                    position: Position {
+                        batch: batch.offset.0,
+                        index: 0,
+                    },
+                },
+            );
+            continue;
+        }
+        for (index, chunk) in batch.chunks.iter().enumerate() {
+            push(
+                &mut out,
+                &Chunk {
+                    body: chunk,
+                    conversation_id,
+                    position: Position {
+                        batch: batch.offset.0,
+                        index: u32::try_from(index).unwrap_or(u32::MAX),
+                    },
+                },
+            );
+        }
+    }
+    out.push(b']');
+    (out, next)
+}
+
+/// Serializing values of different types through one closure.
+mod erased {
+    /// A value that writes itself as JSON.
+    pub(crate) trait Json {
+        fn write(&self, out: &mut Vec<u8>);
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn write(&self, out: &mut Vec<u8>) {
+            // Our wire types always serialize; a failure would leave `null`, never a panic.
+            if serde_json::to_writer(&mut *out, self).is_err() {
+                out.extend_from_slice(b"null");
+            }
+        }
+    }
+}
+
+/// The key, after checking the agent and the id.
+fn conversation_key(
+    state: &AppState,
+    agent: String,
+    id: String,
+) -> Result<ConversationKey, ApiError> {
+    if !state.backend.has_agent(&agent) {
+        return Err(ApiError::agent_not_found(&agent));
+    }
+    if id.trim().is_empty() {
+        return Err(ApiError::invalid_request(
+            "The conversation id segment is empty.",
+        ));
+    }
+    if id.len() > 256 || id.chars().any(char::is_control) {
+        return Err(ApiError::invalid_request(
+            "The conversation id must be at most 256 characters without control characters.",
+        ));
+    }
+    Ok(ConversationKey { agent, id })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum View {
+    History,
+    Updates,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Live {
+    LongPoll,
+    Sse,
+}
+
+/// The query of a conversation read.
+struct ReadParams {
+    view: View,
+    /// The offset and whether it was the origin sentinel `-1`.
+    offset: Option<(Offset, bool)>,
+    live: Option<Live>,
+    tail: bool,
+}
+
+impl ReadParams {
+    fn parse(query: &[(String, String)]) -> Result<Self, ApiError> {
+        let values = |name: &str| {
+            query
+                .iter()
+                .filter(|(key, _)| key == name)
+                .map(|(_, value)| value.as_str())
+                .collect::<Vec<_>>()
+        };
+        let view = match values("view").as_slice() {
+            [] | ["history"] => View::History,
+            ["updates"] => View::Updates,
+            [other] => {
+                return Err(ApiError::invalid_request(format!(
+                    "view={other:?} is not a view: use `history` or `updates`."
+                )));
+            }
+            _ => return Err(ApiError::invalid_request("`view` is given more than once.")),
+        };
+        let offset = match values("offset").as_slice() {
+            [] => None,
+            [text] => match Offset::parse(text) {
+                Some(offset) => Some((offset, *text == "-1")),
+                None => {
+                    return Err(ApiError::invalid_request(format!(
+                        "offset={text:?} is malformed: use -1 or an offset a response returned \
+                         (like 0000000000000000_0000000000000003)."
+                    )));
+                }
+            },
+            _ => {
+                return Err(ApiError::invalid_request(
+                    "`offset` is given more than once.",
+                ));
+            }
+        };
+        let live = match values("live").as_slice() {
+            [] => None,
+            ["long-poll"] => Some(Live::LongPoll),
+            ["sse"] => Some(Live::Sse),
+            [other] => {
+                return Err(ApiError::invalid_request(format!(
+                    "live={other:?} is not a live mode: use `long-poll` or `sse`."
+                )));
+            }
+            _ => return Err(ApiError::invalid_request("`live` is given more than once.")),
+        };
+        let tail = !values("tail").is_empty();
+        Ok(Self {
+            view,
+            offset,
+            live,
+            tail,
+        })
+    }
+}
+
+/// Checks the content type, parses and validates the body: everything before admission.
+fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError> {
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
+    if !value.is_object() {
+        return Err(ApiError::invalid_request(
+            "The body must be a message object like {\"kind\":\"user\",\"body\":\"...\"}.",
+        ));
+    }
+    let prompt: PromptBody = serde_json::from_value(value)
+        .map_err(|err| ApiError::invalid_request(format!("The body is not a message: {err}.")))?;
+    let condition = match &prompt.uid {
+        None => SendCondition::Any,
+        Some(Value::Null) => SendCondition::CreateOnly,
+        Some(Value::String(uid)) if !uid.is_empty() => SendCondition::Uid(uid.clone()),
+        Some(_) => {
+            return Err(ApiError::invalid_request(
+                "`uid` must be a non-empty string or null.",
+            ));
+        }
+    };
+    if matches!(condition, SendCondition::Uid(_)) && prompt.initial_data.is_some() {
+        return Err(ApiError::invalid_request(
+            "A `uid` condition forbids creation, so it cannot be combined with `initialData`.",
+        ));
+    }
+    let text = |field: &str, value: &Option<Value>| match value {
+        Some(Value::String(text)) => Ok(text.clone()),
+        _ => Err(ApiError::invalid_request(format!(
+            "`{field}` must be a string."
+        ))),
+    };
+    let message = match prompt.kind.as_str() {
+        "user" => Delivered::User {
+            text: text("body", &prompt.body)?,
+            images: parse_attachments(prompt.attachments.as_deref().unwrap_or_default())?,
+        },
+        "signal" => {
+            let signal_type = text("type", &prompt.signal_type)?;
+            if signal_type.is_empty() {
+                return Err(ApiError::invalid_request(
+                    "A signal's `type` must be non-empty.",
+                ));
+            }
+            let attributes = match &prompt.attributes {
+                None => Vec::new(),
+                Some(Value::Object(map)) => map
+                    .iter()
+                    .map(|(name, value)| match value {
+                        Value::String(value) => Ok((name.clone(), value.clone())),
+                        _ => Err(ApiError::invalid_request(format!(
+                            "Signal attribute {name:?} must be a string."
+                        ))),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => {
+                    return Err(ApiError::invalid_request(
+                        "A signal's `attributes` must be an object of strings.",
+                    ));
+                }
+            };
+            let tag_name = match &prompt.tag_name {
+                None => None,
+                Some(Value::String(tag)) if valid_tag(tag) => Some(tag.clone()),
+                Some(_) => {
+                    return Err(ApiError::invalid_request(
+                        "`tagName` must be a valid XML tag name (^[A-Za-z_][A-Za-z0-9_.-]*$).",
+                    ));
+                }
+            };
+            Delivered::Signal {
+                signal_type,
+                body: text("body", &prompt.body)?,
+                attributes,
+                tag_name,
+            }
+        }
+        other => {
+            return Err(ApiError::invalid_request(format!(
+                "kind={other:?} is not a message kind: use `user` or `signal`."
+            )));
+        }
+    };
+    Ok(Delivery {
+        message,
+        condition,
+        initial_data: prompt.initial_data,
+    })
+}
+
+fn parse_attachments(values: &[Value]) -> Result<Vec<Attachment>, ApiError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(idx, value)| {
+            let field = |name: &str| value.get(name).and_then(Value::as_str);
+            if field("type") != Some("image") {
+                return Err(ApiError::invalid_request(format!(
+                    "attachments[{idx}].type must be \"image\" (only images are accepted)."
+                )));
+            }
+            let (Some(data), Some(mime_type)) = (field("data"), field("mimeType")) else {
+                return Err(ApiError::invalid_request(format!(
+                    "attachments[{idx}] needs string `data` (base64) and `mimeType`."
+                )));
+            };
+            if data.len() > MAX_ATTACHMENT_CHARS {
+                return Err(ApiError::invalid_request(format!(
+                    "attachments[{idx}].data is longer than {MAX_ATTACHMENT_CHARS} characters."
+                )));
+            }
+            let base64 = data
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+            if !base64 || !mime_type.starts_with("image/") {
+                return Err(ApiError::invalid_request(format!(
+                    "attachments[{idx}] must be base64 `data` with an image/* `mimeType`."
+                )));
+            }
+            Ok(Attachment {
+                data: data.to_owned(),
+                mime_type: mime_type.to_owned(),
+                filename: field("filename").map(str::to_owned),
+            })
+        })
+        .collect()
+}
+
+fn valid_tag(tag: &str) -> bool {
+    let mut bytes = tag.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The request URL without its query: `http://<host><path>`.
+fn stream_url(headers: &HeaderMap, path: &str) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("localhost");
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .filter(|proto| *proto == "https")
+        .unwrap_or("http");
+    format!("{scheme}://{host}{path}")
+}
+
+pub(crate) fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}
+
+fn json_no_store(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}

@@ -1,0 +1,13 @@
+//! Integration tests of flue-server: the protocol in process (`tower::ServiceExt::oneshot`
+//! against the router over a real `LocalRuntime` with the scripted model), and the route list
+//! against docs/http-api.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly by design"
+)]
+#![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
+
+mod docs;
+mod host;
+mod protocol;
