@@ -166,6 +166,11 @@ fn run(connection: &Mutex<Connection>, receiver: &Receiver<Box<dyn Request>>) {
 }
 
 fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
+    if !connection.is_autocommit() {
+        // A rollback that failed on an earlier batch left a transaction open; end it, or no
+        // batch could begin again.
+        let _ = connection.execute_batch("ROLLBACK");
+    }
     let tx = match connection.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
@@ -180,10 +185,13 @@ fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
         }
     };
     let mut answers = Vec::with_capacity(batch.len());
+    // Set when a savepoint could not be closed: what that request wrote (or failed to undo)
+    // is unknown, so the whole batch is rolled back and fails.
+    let mut broken = false;
     for request in batch {
         // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction
         // back; what follows would then run outside it, so it is failed instead.
-        if tx.is_autocommit() || tx.execute_batch("SAVEPOINT request").is_err() {
+        if broken || tx.is_autocommit() || tx.execute_batch("SAVEPOINT request").is_err() {
             request.fail(FlueError::Store {
                 message: "the write transaction was rolled back by an earlier error; retry"
                     .to_owned(),
@@ -197,13 +205,16 @@ fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
         } else {
             tx.execute_batch("ROLLBACK TO request; RELEASE request")
         };
-        if closed.is_err() && answer.succeeded() {
-            answer.send(Some("the request's savepoint could not be released"));
-            continue;
-        }
+        broken |= closed.is_err();
         answers.push(answer);
     }
-    let commit_error = tx.commit().err().map(|err| err.to_string());
+    let commit_error = if broken {
+        // Dropping the transaction rolls it back.
+        drop(tx);
+        Some("a savepoint could not be closed, so the batch was rolled back".to_owned())
+    } else {
+        tx.commit().err().map(|err| err.to_string())
+    };
     for answer in answers {
         answer.send(commit_error.as_deref());
     }
