@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N (bench-serve)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -61,7 +61,20 @@ fn main() -> anyhow::Result<()> {
                     .parse()?,
                 None => 10_000,
             };
-            bench_serve::bench_serve(&root, streams)
+            let seconds = match args.iter().position(|arg| arg == "--seconds") {
+                Some(idx) => args
+                    .get(idx + 1)
+                    .context("--seconds needs a number")?
+                    .parse()?,
+                None => 10,
+            };
+            let flue = match args.iter().position(|arg| arg == "--flue") {
+                Some(idx) => Some(PathBuf::from(
+                    args.get(idx + 1).context("--flue needs a binary")?,
+                )),
+                None => None,
+            };
+            bench_serve::bench_serve(&root, streams, seconds, flue.as_deref())
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),
