@@ -118,25 +118,7 @@ pub(crate) fn relative(path: &str, root: &str) -> String {
         .to_owned()
 }
 
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC): to the second.
 pub(crate) fn format_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    flue_core::iso8601_ms(ms - ms % 1000).replace(".000Z", "Z")
 }

@@ -88,4 +88,4 @@ pub use tool::{
     BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,
     ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,
 };
-pub use util::{BoxFuture, new_ulid, new_uuid, now_ms, or_cancel};
+pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

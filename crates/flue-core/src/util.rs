@@ -23,6 +23,35 @@ pub fn now_ms() -> u64 {
         })
 }
 
+/// `ms` since the Unix epoch as an ISO 8601 / RFC 3339 UTC timestamp with milliseconds:
+/// `2023-11-14T22:13:20.123Z`.
+///
+/// ```
+/// assert_eq!(flue_core::iso8601_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+/// ```
+pub fn iso8601_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
 /// A new ULID: 48 bits of milliseconds, then 80 random bits, in Crockford base32.
 ///
 /// Randomness comes from std's per-process random hasher keys mixed with a counter, which is

@@ -23,7 +23,8 @@ pub struct ConversationKey {
 }
 
 impl ConversationKey {
-    /// `<agent>/<id>`: the conversation id on the wire and the store's instance id.
+    /// `<agent>/<id>`: how the conversation is named on the wire and in logs (the store's
+    /// instance id is flue-core's `ConversationKey::instance_id`).
     pub fn conversation_id(&self) -> String {
         format!("{}/{}", self.agent, self.id)
     }

@@ -396,7 +396,10 @@ async fn run_one(
     let session = match session {
         Some(session) => session,
         None => {
-            let instance_id = conversation.key.conversation_id();
+            // The same instance id the durable runtime gives the conversation's sessions.
+            let instance_id =
+                flue_core::ConversationKey::new(&conversation.key.agent, &conversation.key.id)
+                    .instance_id();
             let opening = inner.host.open(&conversation.key.agent, &instance_id);
             let opened = flue_core::or_cancel(opening, &cancel).await??;
             lock(&conversation.state).session = Some(opened.clone());
