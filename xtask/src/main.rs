@@ -245,7 +245,27 @@ fn ms(duration: Duration) -> f64 {
 
 fn cargo(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    // `cargo run` gives this process the xtask package's metadata variables; build scripts
+    // that watch them (ring's does) would see them change and rebuild the whole tree in the
+    // nested cargo, so they are removed (the nested cargo sets each package's own).
+    for (key, _) in std::env::vars_os() {
+        let nested = key.to_str().is_some_and(|key| {
+            key.starts_with("CARGO_PKG_")
+                || matches!(
+                    key,
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                )
+        });
+        if nested {
+            command.env_remove(&key);
+        }
+    }
+    let status = command
         .args(args)
         .envs(envs.iter().copied())
         .current_dir(root)
