@@ -1,15 +1,21 @@
-//! `cargo xtask bench-serve [--streams N]`: `flue serve` (release build) on the serve test
+//! `cargo xtask bench-serve [--streams N] [--seconds S] [--flue BIN]`: `flue serve` (release build) on the serve test
 //! workspace (crates/flue-cli/tests/fixtures/serve-workspace, scripted model), driven over
 //! loopback HTTP/1.1 by plain threads:
 //!
-//! - admission latency: 500 sequential `POST`s (new conversations, one keep-alive connection),
-//!   request sent -> 202 body read; p50 / p99;
+//! - admission latency: 500 sequential `POST`s (new conversations, one keep-alive connection,
+//!   each settled before the next), request sent -> 202 body read; p50 / p99; then 200 `POST`s
+//!   back to back (turns piling up behind them);
 //! - settled submissions per second: 8 clients for 10 s, each `POST` then long-poll until its
 //!   `submission-settled` chunk (agents `plain` and `tool`);
 //! - first streamed content: an SSE reader attached before the `POST`; `POST` sent -> first
 //!   `message-delta` chunk read;
 //! - resident memory with N idle SSE streams (default 10,000; the fd limit is raised first):
 //!   VmRSS before and after, per stream.
+//!
+//! Every wait is bounded: sockets carry connect/read/write timeouts, each phase has a
+//! deadline, the server's readiness line is awaited with a timeout (its stderr is drained by a
+//! thread for the whole run), the server is stopped with SIGTERM then SIGKILL, and a watchdog
+//! kills the server and exits if the whole run overstays its budget.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -17,13 +23,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use crate::cargo;
 
-/// The server, killed by pid when dropped.
+/// How long the server gets to print its address.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Connect, read and write timeout of every client socket.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one submission may take to settle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long opening all idle SSE streams may take.
+const STREAMS_TIMEOUT: Duration = Duration::from_secs(90);
+/// The whole run after the build; past it the watchdog kills the server and exits.
+const RUN_BUDGET: Duration = Duration::from_secs(600);
+
+/// The server: SIGTERM, then SIGKILL after a few seconds, when dropped.
 struct Server {
     child: Child,
     addr: String,
@@ -31,15 +49,69 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child, Duration::from_secs(5));
     }
 }
 
-pub(crate) fn bench_serve(root: &Path, streams: usize) -> anyhow::Result<()> {
-    cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
+/// Asks `child` to stop, waits at most `grace`, then kills it; never blocks longer.
+fn stop_child(child: &mut Child, grace: Duration) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGKILL cannot be ignored, so the wait that follows returns.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Kills the server and ends this process if the run outlives `budget`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the watchdog ends a stuck benchmark from its own thread; nothing else can"
+)]
+fn watchdog(pid: u32, budget: Duration) -> mpsc::Sender<()> {
+    let (done, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(budget) {
+            eprintln!(
+                "bench-serve: still running after {budget:?}; killing the server and exiting"
+            );
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            std::process::exit(3);
+        }
+    });
+    done
+}
+
+/// With `flue` given, that binary is measured and nothing is built.
+pub(crate) fn bench_serve(
+    root: &Path,
+    streams: usize,
+    seconds: u64,
+    flue: Option<&Path>,
+) -> anyhow::Result<()> {
+    let flue = match flue {
+        Some(flue) => flue.to_path_buf(),
+        None => {
+            cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
+            target_dir(root).join("release/flue")
+        }
+    };
     raise_fd_limit(streams + 1_000)?;
-    let flue = target_dir(root).join("release/flue");
+    println!("load average: {}", load_average());
     let scratch = std::env::temp_dir().join(format!("flue-bench-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     copy_dir(
@@ -48,6 +120,7 @@ pub(crate) fn bench_serve(root: &Path, streams: usize) -> anyhow::Result<()> {
     )?;
     let server = start(&flue, &scratch)?;
     let pid = server.child.id();
+    let _watchdog = watchdog(pid, RUN_BUDGET);
     let idle_rss = rss_kib(pid)?;
     println!("flue serve: {}  idle RSS {} KiB", server.addr, idle_rss);
 
@@ -65,21 +138,40 @@ pub(crate) fn bench_serve(root: &Path, streams: usize) -> anyhow::Result<()> {
         )?;
     }
 
+    // Idle server: each submission settles before the next POST (untimed wait).
     let mut conn = connect(&server.addr)?;
     let mut admissions = Vec::new();
     for idx in 0..500 {
+        let path = format!("/agents/plain/adm{idx}");
         let started = Instant::now();
-        post(&mut conn, &server.addr, &format!("/agents/plain/adm{idx}"))?;
+        let admission = post(&mut conn, &server.addr, &path)?;
         admissions.push(started.elapsed());
+        wait_settled_on(&mut conn, &server.addr, &path, &admission)?;
     }
     report("admission (sequential, idle server)", &mut admissions);
+
+    // Backlog: POSTs back to back, the agent turns piling up behind them.
+    let mut backlog = Vec::new();
+    for idx in 0..200 {
+        let started = Instant::now();
+        post(
+            &mut conn,
+            &server.addr,
+            &format!("/agents/plain/burst{idx}"),
+        )?;
+        backlog.push(started.elapsed());
+    }
+    report(
+        "admission (200 back to back, turns piling up)",
+        &mut backlog,
+    );
     // Let that work drain before measuring throughput.
-    wait_settled(&server.addr, "/agents/plain/adm499", &Admission::any())?;
+    wait_settled(&server.addr, "/agents/plain/burst199", &Admission::any())?;
 
     for agent in ["plain", "tool"] {
         let (settled, per_s, mut latencies) =
-            throughput(&server.addr, agent, 8, Duration::from_secs(10))?;
-        println!("throughput {agent}: {settled} settled in 10 s = {per_s:.0}/s (8 clients)");
+            throughput(&server.addr, agent, 8, Duration::from_secs(seconds))?;
+        println!("throughput {agent}: {settled} settled in {seconds} s = {per_s:.0}/s (8 clients)");
         report(
             &format!("POST -> settled ({agent}, under load)"),
             &mut latencies,
@@ -100,7 +192,7 @@ pub(crate) fn bench_serve(root: &Path, streams: usize) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_millis(500));
     let after = rss_kib(pid)?;
     println!(
-        "{} idle SSE streams: RSS {} KiB -> {} KiB = {:.1} KiB per stream (peak {} KiB)",
+        "{} of {streams} idle SSE streams: RSS {} KiB -> {} KiB = {:.1} KiB per stream (peak {} KiB)",
         opened.len(),
         before,
         after,
@@ -108,8 +200,21 @@ pub(crate) fn bench_serve(root: &Path, streams: usize) -> anyhow::Result<()> {
         peak_kib(pid)?
     );
     drop(opened);
+    println!("load average: {}", load_average());
+    drop(server);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|line| {
+            line.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// Settled count, settled per second, and POST -> settled latencies.
@@ -207,7 +312,11 @@ fn wait_settled_on(
         Some(id) => format!("\"type\":\"submission-settled\",\"submissionId\":\"{id}\""),
         None => "\"type\":\"submission-settled\"".to_owned(),
     };
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
     loop {
+        if Instant::now() >= deadline {
+            bail!("{path}: not settled within {SETTLE_TIMEOUT:?}");
+        }
         let request = format!(
             "GET {path}?view=updates&offset={offset}&live=long-poll HTTP/1.1\r\nhost: {addr}\r\n\r\n"
         );
@@ -249,13 +358,20 @@ fn first_delta(addr: &str, path: &str) -> anyhow::Result<Duration> {
         format!("GET {path}?view=updates&offset={head}&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n")
             .as_bytes(),
     )?;
-    // Headers, then the first control event.
+    // Headers, then the first control event (each read is bounded by the socket timeout,
+    // the whole wait by a deadline).
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
     let mut line = String::new();
     loop {
         line.clear();
-        sse.read_line(&mut line)?;
+        if sse.read_line(&mut line)? == 0 {
+            bail!("SSE stream ended before its first control event");
+        }
         if line.starts_with("data:{\"streamNextOffset\"") {
             break;
+        }
+        if Instant::now() >= deadline {
+            bail!("{path}: no control event within {SETTLE_TIMEOUT:?}");
         }
     }
     let started = Instant::now();
@@ -265,48 +381,82 @@ fn first_delta(addr: &str, path: &str) -> anyhow::Result<Duration> {
         if sse.read_line(&mut line)? == 0 {
             bail!("SSE stream ended");
         }
+        if Instant::now() >= deadline {
+            bail!("{path}: no message-delta within {SETTLE_TIMEOUT:?}");
+        }
         if line.contains("\"type\":\"message-delta\"") {
             return Ok(started.elapsed());
         }
     }
 }
 
-/// Opens `n` SSE streams over 100 conversations and reads each one's first control event.
+/// Opens up to `n` SSE streams over 100 conversations and reads each one's first bytes;
+/// stops early (and says why) at the phase deadline or the first failure.
 fn open_streams(addr: &str, n: usize) -> anyhow::Result<Vec<TcpStream>> {
     for conv in 0..100 {
         let path = format!("/agents/plain/idle{conv}");
         let admission = post(&mut connect(addr)?, addr, &path)?;
         wait_settled(addr, &path, &admission)?;
     }
+    let deadline = Instant::now() + STREAMS_TIMEOUT;
+    let socket: std::net::SocketAddr = addr.parse()?;
     let mut streams = Vec::with_capacity(n);
     for idx in 0..n {
-        let mut stream = TcpStream::connect(addr)?;
-        let path = format!("/agents/plain/idle{}", idx % 100);
-        stream.write_all(
-            format!("GET {path}?view=updates&offset=-1&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n")
+        if Instant::now() >= deadline {
+            eprintln!("bench-serve: stopped opening streams at {idx}: phase deadline");
+            break;
+        }
+        let opened = TcpStream::connect_timeout(&socket, IO_TIMEOUT).and_then(|mut stream| {
+            stream.set_write_timeout(Some(IO_TIMEOUT))?;
+            let path = format!("/agents/plain/idle{}", idx % 100);
+            stream.write_all(
+                format!(
+                    "GET {path}?view=updates&offset=-1&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n"
+                )
                 .as_bytes(),
-        )?;
-        streams.push(stream);
+            )?;
+            Ok(stream)
+        });
+        match opened {
+            Ok(stream) => streams.push(stream),
+            Err(err) => {
+                eprintln!("bench-serve: stopped opening streams at {idx}: {err}");
+                break;
+            }
+        }
     }
     // Every stream got its headers and first events (reading a little from each).
+    let mut answered = 0;
     for stream in &mut streams {
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        stream.set_read_timeout(Some(left.min(IO_TIMEOUT)))?;
         let mut buf = [0u8; 512];
-        let read = stream.read(&mut buf)?;
+        let read = match stream.read(&mut buf) {
+            Ok(read) => read,
+            Err(err) => {
+                eprintln!("bench-serve: stream {answered} unanswered: {err}");
+                break;
+            }
+        };
         if !buf[..read].starts_with(b"HTTP/1.1 200") {
             bail!(
                 "SSE stream refused: {}",
                 String::from_utf8_lossy(&buf[..read])
             );
         }
+        answered += 1;
     }
+    streams.truncate(answered);
     Ok(streams)
 }
 
 fn connect(addr: &str) -> anyhow::Result<BufReader<TcpStream>> {
-    let stream = TcpStream::connect(addr)?;
+    let stream = TcpStream::connect_timeout(&addr.parse()?, IO_TIMEOUT)?;
     stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
     Ok(BufReader::new(stream))
 }
 
@@ -320,7 +470,9 @@ fn read_response(conn: &mut BufReader<TcpStream>) -> anyhow::Result<(u16, String
 
 fn read_head_only(conn: &mut BufReader<TcpStream>) -> anyhow::Result<(u16, String, usize)> {
     let mut status_line = String::new();
-    conn.read_line(&mut status_line)?;
+    if conn.read_line(&mut status_line)? == 0 {
+        bail!("connection closed before a response");
+    }
     let status = status_line.get(9..12).context("no status line")?.parse()?;
     let mut headers = String::new();
     let mut length = 0;
@@ -346,29 +498,42 @@ fn field(body: &str, name: &str) -> Option<String> {
     Some(body[start..end].to_owned())
 }
 
+/// Starts `flue serve` on a free port and waits (bounded) for the address it prints on
+/// stderr; a thread drains stderr for the server's whole life so it never blocks writing.
 fn start(flue: &Path, root: &Path) -> anyhow::Result<Server> {
     let mut child = Command::new(flue)
         .args(["serve", "--root"])
         .arg(root)
         .args(["--port", "0"])
         .env("FLUE_LOG", "warn")
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .context("starting flue serve")?;
     let stderr = child.stderr.take().context("no stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .context("flue serve exited before listening")??;
-        if let Some(addr) = line.strip_prefix("flue serve: listening on http://") {
-            break addr.to_owned();
+    let (ready, listening) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut ready = Some(ready);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            match line.strip_prefix("flue serve: listening on http://") {
+                Some(addr) => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(addr.to_owned());
+                    }
+                }
+                None => eprintln!("[flue serve] {line}"),
+            }
         }
-    };
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || for _ in lines {});
-    Ok(Server { child, addr })
+    });
+    match listening.recv_timeout(READY_TIMEOUT) {
+        Ok(addr) => Ok(Server { child, addr }),
+        Err(err) => {
+            stop_child(&mut child, Duration::from_secs(2));
+            bail!("flue serve did not print its address within {READY_TIMEOUT:?} ({err})")
+        }
+    }
 }
 
 fn report(name: &str, samples: &mut [Duration]) {

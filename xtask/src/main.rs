@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N (bench-serve)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -61,7 +61,20 @@ fn main() -> anyhow::Result<()> {
                     .parse()?,
                 None => 10_000,
             };
-            bench_serve::bench_serve(&root, streams)
+            let seconds = match args.iter().position(|arg| arg == "--seconds") {
+                Some(idx) => args
+                    .get(idx + 1)
+                    .context("--seconds needs a number")?
+                    .parse()?,
+                None => 10,
+            };
+            let flue = match args.iter().position(|arg| arg == "--flue") {
+                Some(idx) => Some(PathBuf::from(
+                    args.get(idx + 1).context("--flue needs a binary")?,
+                )),
+                None => None,
+            };
+            bench_serve::bench_serve(&root, streams, seconds, flue.as_deref())
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),
@@ -232,7 +245,27 @@ fn ms(duration: Duration) -> f64 {
 
 fn cargo(root: &Path, args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    // `cargo run` gives this process the xtask package's metadata variables; build scripts
+    // that watch them (ring's does) would see them change and rebuild the whole tree in the
+    // nested cargo, so they are removed (the nested cargo sets each package's own).
+    for (key, _) in std::env::vars_os() {
+        let nested = key.to_str().is_some_and(|key| {
+            key.starts_with("CARGO_PKG_")
+                || matches!(
+                    key,
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                )
+        });
+        if nested {
+            command.env_remove(&key);
+        }
+    }
+    let status = command
         .args(args)
         .envs(envs.iter().copied())
         .current_dir(root)
