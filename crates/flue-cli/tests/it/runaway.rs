@@ -2,6 +2,7 @@
 //! stops at the sandbox's `timeout_ms` and on SIGINT or SIGTERM, and recursion the interpreter
 //! does not count ends as a tool error, not a crashed process.
 
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -50,7 +51,7 @@ fn a_signal_stops_a_cpu_bound_loop() {
     let ws = workspace("while true; do :; done", 600_000);
     let mut outcomes = Vec::new();
     for signal in ["INT", "TERM"] {
-        let child = Command::new(env!("CARGO_BIN_EXE_flue"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flue"))
             .args(["run", "w", "-m", "go", "--json", "--root"])
             .arg(ws.root())
             .env_remove("FLUE_LOG")
@@ -58,7 +59,17 @@ fn a_signal_stops_a_cpu_bound_loop() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(1_500));
+        // Signal as soon as the command is running: the loop also ends by itself once it
+        // reaches the sandbox's command-count limit, which a fast machine reaches in about a
+        // second, so a fixed sleep would race it.
+        let mut stderr_lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        for line in stderr_lines.by_ref() {
+            if line.unwrap().starts_with("-> bash") {
+                break;
+            }
+        }
+        let drain = std::thread::spawn(move || stderr_lines.count());
+        std::thread::sleep(Duration::from_millis(100));
         let sent = Command::new("kill")
             .args([format!("-{signal}"), child.id().to_string()])
             .status()
@@ -66,6 +77,7 @@ fn a_signal_stops_a_cpu_bound_loop() {
         assert!(sent.success());
         let signalled = Instant::now();
         let output = child.wait_with_output().unwrap();
+        drain.join().unwrap();
         let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         outcomes.push((
             signal,
