@@ -1,3 +1,5 @@
+//! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a batch see earlier ones.
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
