@@ -1,13 +1,15 @@
 //! The agent loop: model turn, tool calls, results, repeat — driven by the stored log.
 //!
-//! Each iteration asks [`next_step`] what the log needs next: a model turn (the log ends with
-//! user input or answered tool calls), tool runs (the last assistant message has unanswered
-//! calls) or nothing (the model answered). Because the decision reads only the log, an
-//! operation that stopped mid-turn — a crash, or later a pause for a tool confirmation — can
-//! be picked up from the store alone.
+//! Each iteration asks `steps::next_step` what the log needs next: a model turn (the log ends
+//! with user input or answered tool calls), tool runs (the last assistant message has
+//! unanswered calls) or nothing (the model answered). Because the decision reads only the log,
+//! an operation that stopped mid-turn (a crash, a pause for a tool confirmation) can be picked
+//! up from the store alone.
+//!
+//! Layering: the loop sits below the session API and tasks, and calls compaction as a step.
+//! It knows nothing of tasks: a caller that lets the model delegate passes the `task` tool in
+//! as a [`Delegation`].
 
-use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,21 +18,23 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::compaction::{Compactor, LoopCompaction};
+use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
+use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
-use crate::record::{
-    AssistantContent, AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage,
-};
-use crate::session::{
-    OperationContext, PromptOptions, PromptResponse, SessionShared, SessionState,
+use crate::record::{AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage};
+use crate::scope::AgentScope;
+use crate::shared::{SessionShared, SessionState};
+use crate::skill;
+use crate::steps::{
+    Step, error_result, interrupted_results, make_call_ids_unique, model_view, next_step,
 };
 use crate::tool::{
     Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
 };
 use crate::util::or_cancel;
-use crate::{skill, task};
 
 /// Name of the tool that delivers a structured result.
 pub const FINISH_TOOL: &str = "finish";
@@ -41,145 +45,38 @@ const MAX_RESULT_FOLLOW_UPS: u32 = 3;
 /// How long aborted tools get to stop on their own before their tasks are dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
 
-/// What the log needs next.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Step {
-    /// Ask the model for a turn.
-    CallModel,
-    /// Run these unanswered calls of the last assistant message.
-    RunTools(Vec<ToolCall>),
-    /// The last assistant message answered without tool calls.
-    Answered,
+/// The `task` tool of one call and the usage of the tasks it runs (counted in the response).
+pub(crate) struct Delegation {
+    pub(crate) tool: ToolDefinition,
+    pub(crate) usage: Arc<Mutex<Usage>>,
 }
 
-/// Decides the next step from the log alone.
-pub(crate) fn next_step(records: &[Record]) -> Step {
-    let mut answered = HashSet::new();
-    for record in records.iter().rev() {
-        match record {
-            Record::ToolResult(result) => {
-                answered.insert(result.call_id.as_str());
-            }
-            Record::Assistant(message) => {
-                let pending: Vec<ToolCall> = message
-                    .tool_calls()
-                    .filter(|call| !answered.contains(call.id.as_str()))
-                    .cloned()
-                    .collect();
-                let has_calls = message.tool_calls().next().is_some();
-                return match (has_calls, pending.is_empty()) {
-                    (false, _) if answered.is_empty() => Step::Answered,
-                    (_, false) => Step::RunTools(pending),
-                    _ => Step::CallModel,
-                };
-            }
-            _ => return Step::CallModel,
-        }
-    }
-    Step::CallModel
+/// The model of a call. Precedence: the call's, then the role's, then the agent's.
+pub(crate) fn call_model(
+    options: &PromptOptions,
+    overlay: &CallOverlay,
+    scope: &AgentScope,
+) -> Result<String> {
+    options
+        .model
+        .clone()
+        .or_else(|| overlay.model())
+        .or_else(|| scope.model.clone())
+        .ok_or_else(|| FlueError::ModelNotConfigured {
+            hint: Some("set `model` on the agent or pass a model for this call".into()),
+        })
 }
 
-/// Gives every tool call of a new turn an id that no other call or result of the session
-/// has, before the turn is stored.
-///
-/// Providers assign call ids, and not all keep them unique: OpenAI-compatible servers may
-/// number calls per turn (`call_0` in every turn), repeat one id within a turn, or send none.
-/// Two calls under one id would both run and their results could not be told apart, breaking
-/// "every call has exactly one result". We rename rather than refuse the turn: the turn is
-/// valid work that was paid for, a retry would likely bring the same ids again, and the ids
-/// mean nothing to the provider beyond the request we send back, whose tool calls and tool
-/// results are both built from the stored records, so the renamed pairs stay well-formed.
-/// The renaming is deterministic: an empty (or blank) id becomes `call_<n>`, a repeated one
-/// `<id>_<n>`, with the smallest `n` (from 1 for empty ids, from 2 for repeats) not yet used;
-/// the suffix keeps ids within the `[A-Za-z0-9_-]` alphabet providers accept.
-pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[Record]) {
-    let mut used: HashSet<String> = HashSet::new();
-    for record in records {
-        match record {
-            Record::Assistant(message) => {
-                used.extend(message.tool_calls().map(|call| call.id.clone()));
-            }
-            Record::ToolResult(result) => {
-                used.insert(result.call_id.clone());
-            }
-            _ => {}
-        }
-    }
-    for part in content {
-        let AssistantContent::ToolCall(call) = part else {
-            continue;
-        };
-        let blank = call.id.trim().is_empty();
-        if !blank && !used.contains(&call.id) {
-            used.insert(call.id.clone());
-            continue;
-        }
-        let (base, first) = if blank {
-            ("call", 1_u64)
-        } else {
-            (call.id.as_str(), 2)
-        };
-        let mut n = first;
-        let fresh = loop {
-            let candidate = format!("{base}_{n}");
-            if !used.contains(&candidate) {
-                break candidate;
-            }
-            n += 1;
-        };
-        used.insert(fresh.clone());
-        call.id = fresh;
-    }
-}
-
-/// The records the model sees: the latest compaction summary, then the records it kept.
-pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
-    let latest = records
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(idx, record)| match record {
-            Record::Compaction(summary) => Some((idx, summary)),
-            _ => None,
-        });
-    let Some((summary_idx, summary)) = latest else {
-        return Cow::Borrowed(records);
-    };
-    let first_kept = usize::try_from(summary.first_kept)
-        .unwrap_or(usize::MAX)
-        .min(records.len());
-    let mut view = Vec::with_capacity(records.len().saturating_sub(first_kept) + 1);
-    view.push(Record::Compaction(summary.clone()));
-    view.extend(
-        records
-            .iter()
-            .enumerate()
-            .skip(first_kept)
-            .filter(|(idx, record)| *idx != summary_idx && !matches!(record, Record::Compaction(_)))
-            .map(|(_, record)| record.clone()),
-    );
-    Cow::Owned(view)
-}
-
-/// Results for calls an earlier operation left unanswered (crash or abort), so the log stays
-/// well-formed before new input is appended.
-pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
-    match next_step(records) {
-        Step::RunTools(calls) => calls
-            .into_iter()
-            .map(|call| {
-                Record::ToolResult(error_result(
-                    &call,
-                    &ToolError::new(
-                        "interrupted",
-                        "this tool call was interrupted before it finished; it may or may not \
-                         have taken effect",
-                    ),
-                ))
-            })
-            .collect(),
-        Step::CallModel | Step::Answered => Vec::new(),
-    }
+/// The thinking level of a call, with the same precedence as [`call_model`].
+pub(crate) fn call_thinking(
+    options: &PromptOptions,
+    overlay: &CallOverlay,
+    scope: &AgentScope,
+) -> ThinkingLevel {
+    options
+        .thinking
+        .or_else(|| overlay.thinking())
+        .unwrap_or(scope.thinking)
 }
 
 /// Runs a model operation (`prompt`, `skill`, or a task's) to its end, as the session's agent
@@ -195,45 +92,29 @@ pub(crate) async fn run(
     options: PromptOptions,
     overlay: CallOverlay,
     ctx: OperationContext,
+    delegation: Option<Delegation>,
 ) -> Result<(PromptResponse, Usage)> {
     let harness = Arc::clone(&shared.harness);
     let scope = Arc::clone(&shared.scope);
-    // Model precedence: the call's, then the role's, then the agent's.
-    let model_spec = options
-        .model
-        .clone()
-        .or_else(|| overlay.model())
-        .or_else(|| scope.model.clone())
-        .ok_or_else(|| FlueError::ModelNotConfigured {
-            hint: Some("set `model` on the agent or pass a model for this call".into()),
-        })?;
+    let model_spec = call_model(&options, &overlay, &scope)?;
     let (provider, spec) = harness.providers.resolve(&model_spec)?;
     if harness.agent.model.as_deref() != Some(model_spec.as_str()) {
         provider.check_model(&spec.model).await?;
     }
-    let thinking = options
-        .thinking
-        .or_else(|| overlay.thinking())
-        .unwrap_or(scope.thinking);
+    let thinking = call_thinking(&options, &overlay, &scope);
     let result_slot = Arc::new(Mutex::new(None));
-    let delegated_usage = Arc::new(Mutex::new(Usage::default()));
     let mut tools: Vec<ToolDefinition> = scope.tools.clone();
     tools.extend(options.tools.iter().cloned());
     if !scope.skills.is_empty() {
         tools.push(skill::load_skill_tool(scope.skills.clone())?);
     }
-    if !scope.subagents.is_empty() {
-        let inherited = task::Inherited {
-            model: Some(model_spec.clone()),
-            thinking,
-        };
-        tools.push(task::task_tool(
-            &shared,
-            inherited,
-            &ctx.sink,
-            &delegated_usage,
-        )?);
-    }
+    let delegated_usage = match delegation {
+        Some(delegation) => {
+            tools.push(delegation.tool);
+            delegation.usage
+        }
+        None => Arc::new(Mutex::new(Usage::default())),
+    };
     if let Some(schema) = &options.result {
         tools.extend(result_tools(schema, &result_slot)?);
     }
@@ -269,7 +150,7 @@ struct TurnLoop<'a> {
     spec: &'a ModelSpec,
     tools: &'a ToolSet,
     system: String,
-    thinking: crate::config::ThinkingLevel,
+    thinking: ThinkingLevel,
     ctx: &'a OperationContext,
     usage: Usage,
     result_slot: Arc<Mutex<Option<ResultOutcome>>>,
@@ -589,16 +470,6 @@ fn unparsed_arguments(call: &ToolCall) -> Option<ToolError> {
     )))
 }
 
-fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
-    ToolResult {
-        call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: error.model_text(),
-        is_error: true,
-        error_kind: Some(error.kind.clone()),
-    }
-}
-
 /// How a structured-result operation ended from the model's side.
 enum ResultOutcome {
     Finished(Value),
@@ -689,6 +560,3 @@ where
         })
     }
 }
-
-#[cfg(test)]
-mod tests;

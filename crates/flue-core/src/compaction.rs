@@ -12,7 +12,7 @@
 //!   later compaction updates the previous summary instead of summarising it blindly. The
 //!   files read and modified are listed by the runtime from the tool calls, not by the model.
 //! - **Storage**: one [`Record::Compaction`] appended to the log. The full history stays in the
-//!   store; `agent_loop::model_view` shows the model the summary plus the kept records.
+//!   store; `steps::model_view` shows the model the summary plus the kept records.
 //!
 //! [`Compactor`] runs compaction for the agent loop (the threshold check before each model
 //! call, and once after a context overflow) and for `session.compact()` ([`run_manual`]).
@@ -27,13 +27,14 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::model_view;
 use crate::config::{Compaction, CompactionConfig, ThinkingLevel};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};
+use crate::operation::{OperationContext, redacted_info};
 use crate::record::{AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage};
-use crate::session::{OperationContext, SessionShared, SessionState};
+use crate::shared::{SessionShared, SessionState};
+use crate::steps::model_view;
 use crate::tool::ToolSet;
 use crate::util::or_cancel;
 
@@ -655,10 +656,7 @@ impl Compactor<'_> {
             Err(err) => (
                 messages_before,
                 tokens_before,
-                Some(crate::session::redacted_info(
-                    &self.shared.harness.redactor,
-                    err,
-                )),
+                Some(redacted_info(&self.shared.harness.redactor, err)),
             ),
         };
         self.ctx.sink.send(Event::CompactionEnd {

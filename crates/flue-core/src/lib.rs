@@ -25,6 +25,7 @@ mod error;
 mod event;
 mod harness;
 mod model;
+mod operation;
 mod overlay;
 mod record;
 mod redact;
@@ -32,7 +33,9 @@ mod role;
 mod sandbox;
 mod scope;
 mod session;
+mod shared;
 mod skill;
+mod steps;
 mod store;
 mod submission;
 mod task;
@@ -48,8 +51,7 @@ pub use config::{
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{
-    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, TASK_SESSION_PREFIX,
-    check_instance_id,
+    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, check_instance_id,
 };
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
@@ -57,6 +59,7 @@ pub use model::{
     ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, StreamLimits,
     ToolSchema, TurnSink, WireApi,
 };
+pub use operation::{PromptOptions, PromptResponse};
 pub use record::{
     AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, RECORD_FORMAT_VERSION,
     Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
@@ -69,7 +72,7 @@ pub use sandbox::{
     SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
     VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
 };
-pub use session::{PromptOptions, PromptResponse, Session};
+pub use session::Session;
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
@@ -82,7 +85,7 @@ pub use submission::{
     Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
     check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
+pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,

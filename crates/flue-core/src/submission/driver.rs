@@ -357,8 +357,8 @@ async fn supervise(
     slot: &DriverSlot,
     submission_id: &str,
     deadline_ms: u64,
-    handle: crate::call::CallHandle<crate::session::PromptResponse>,
-) -> Result<crate::session::PromptResponse> {
+    handle: crate::call::CallHandle<crate::operation::PromptResponse>,
+) -> Result<crate::operation::PromptResponse> {
     let stop = |reason| {
         if let Some(attempt) = slot.attempt().as_ref() {
             attempt.stop(reason);
