@@ -24,15 +24,20 @@ use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
 use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
-use crate::record::{AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage};
+use crate::permission::PermissionSource;
+use crate::record::{
+    ActionKind, ActionResolution, ActionStarted, AssistantMessage, PendingAction, Record, ToolCall,
+    ToolResult, Usage, UserMessage,
+};
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
 use crate::skill;
 use crate::steps::{
-    Step, error_result, interrupted_results, make_call_ids_unique, model_view, next_step,
+    Step, action_id, check_decision, error_result, interrupted_results, make_call_ids_unique,
+    model_view, next_step, pending_actions, results_before_input,
 };
 use crate::tool::{
-    Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
+    Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
 };
 use crate::util::or_cancel;
 
@@ -44,6 +49,61 @@ pub const GIVE_UP_TOOL: &str = "give_up";
 const MAX_RESULT_FOLLOW_UPS: u32 = 3;
 /// How long aborted tools get to stop on their own before their tasks are dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// What an operation brings before its loop runs.
+#[derive(Debug, Default)]
+pub(crate) struct Opening {
+    /// New input. Refused with [`FlueError::ActionsPending`] while actions wait for a decision
+    /// (unless `decisions` answer them all, as an interrupt does).
+    pub(crate) message: Option<UserMessage>,
+    /// Decisions on pending actions, checked against the log and stored first.
+    pub(crate) decisions: Vec<ActionResolution>,
+    /// End after the opening writes, without a model call (an interrupt without a message).
+    pub(crate) stop: bool,
+}
+
+impl Opening {
+    /// An opening with new input only.
+    pub(crate) fn message(message: Option<UserMessage>) -> Self {
+        Self {
+            message,
+            ..Self::default()
+        }
+    }
+}
+
+/// Checks `decisions` against the log and stores them in one append, then emits them.
+async fn apply_decisions(
+    shared: &SessionShared,
+    state: &mut SessionState,
+    decisions: &[ActionResolution],
+    ctx: &OperationContext,
+) -> Result<()> {
+    if decisions.is_empty() {
+        return Ok(());
+    }
+    for decision in decisions {
+        check_decision(
+            &state.records,
+            &shared.key.session,
+            &decision.action_id,
+            &decision.decision,
+        )?;
+    }
+    let records = decisions
+        .iter()
+        .cloned()
+        .map(Record::ActionResolved)
+        .collect();
+    shared.append(state, records).await?;
+    for decision in decisions {
+        ctx.sink.send(Event::ActionResolved {
+            action_id: decision.action_id.clone(),
+            decision: decision.decision.clone(),
+        });
+    }
+    Ok(())
+}
 
 /// The `task` tool of one call and the usage of the tasks it runs (counted in the response).
 pub(crate) struct Delegation {
@@ -88,7 +148,7 @@ pub(crate) fn call_thinking(
 /// log alone: a stored final answer is returned at once, without a model call.
 pub(crate) async fn run(
     shared: Arc<SessionShared>,
-    message: Option<UserMessage>,
+    opening: Opening,
     options: PromptOptions,
     overlay: CallOverlay,
     ctx: OperationContext,
@@ -122,9 +182,33 @@ pub(crate) async fn run(
 
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
-    let mut opening = interrupted_results(&state.records);
-    opening.extend(message.map(Record::User));
-    shared.append(&mut state, opening).await?;
+    apply_decisions(&shared, &mut state, &opening.decisions, &ctx).await?;
+    let pending = pending_actions(&state.records);
+    let mut records: Vec<Record> = match &opening.message {
+        Some(_) if !pending.is_empty() => {
+            return Err(FlueError::ActionsPending {
+                session: shared.key.session.clone(),
+                actions: pending.into_iter().map(|action| action.action_id).collect(),
+            });
+        }
+        Some(_) => results_before_input(&state.records)
+            .into_iter()
+            .map(Record::ToolResult)
+            .collect(),
+        None => interrupted_results(&state.records),
+    };
+    records.extend(opening.message.map(Record::User));
+    shared.append(&mut state, records).await?;
+    if opening.stop {
+        let response = PromptResponse {
+            text: String::new(),
+            data: None,
+            usage: Usage::default(),
+            model: spec.to_ref(),
+            pending_actions: Vec::new(),
+        };
+        return Ok((response, Usage::default()));
+    }
 
     let mut turn = TurnLoop {
         shared: &shared,
@@ -175,10 +259,24 @@ impl TurnLoop<'_> {
                     self.compacting_model_turn(state, &mut compaction).await?;
                 }
                 Step::RunTools(calls) => {
-                    self.run_tools(state, calls).await?;
+                    self.run_tools(state, calls, RunMode::Classify).await?;
                     if let Some(outcome) = self.take_result() {
                         return self.finish_structured(state, outcome);
                     }
+                }
+                Step::RunConfirmed(confirmed) => {
+                    let (calls, action_ids) = confirmed.into_iter().unzip();
+                    self.run_tools(state, calls, RunMode::Confirmed(action_ids))
+                        .await?;
+                    if let Some(outcome) = self.take_result() {
+                        return self.finish_structured(state, outcome);
+                    }
+                }
+                Step::Answer(results) => self.answer(state, results).await?,
+                Step::Paused(actions) => {
+                    let mut response = self.response(state, None);
+                    response.pending_actions = actions;
+                    return Ok(response);
                 }
                 Step::Answered => {
                     if !self.structured {
@@ -289,9 +387,30 @@ impl TurnLoop<'_> {
         Ok(())
     }
 
-    /// Runs calls concurrently and appends their results in call order. On abort, calls that
-    /// did not finish get an `aborted` result so the log stays well-formed.
-    async fn run_tools(&mut self, state: &mut SessionState, calls: Vec<ToolCall>) -> Result<()> {
+    /// Runs calls concurrently and appends their results in call order. With
+    /// [`RunMode::Classify`] (calls of a new turn) each call's policy is read first: a call
+    /// that must wait for a decision (an `always_ask` tool, a custom tool) does not run; its
+    /// pending action is stored with the other calls' results, in the same append. With
+    /// [`RunMode::Confirmed`] the calls were allowed: their starts are stored before they
+    /// run, so a crash mid-run answers them `interrupted` instead of running them twice. On
+    /// abort, calls that did not finish get an `aborted` result so the log stays well-formed.
+    async fn run_tools(
+        &mut self,
+        state: &mut SessionState,
+        calls: Vec<ToolCall>,
+        mode: RunMode,
+    ) -> Result<()> {
+        if let RunMode::Confirmed(action_ids) = &mode {
+            let starts = action_ids
+                .iter()
+                .map(|action_id| {
+                    Record::ActionStarted(ActionStarted {
+                        action_id: action_id.clone(),
+                    })
+                })
+                .collect();
+            self.shared.append(state, starts).await?;
+        }
         let harness = &self.shared.harness;
         let tool_ctx = ToolContext {
             sandbox: Arc::clone(&harness.sandbox),
@@ -303,14 +422,11 @@ impl TurnLoop<'_> {
             audit: Arc::clone(&harness.audit),
         };
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         let mut running = JoinSet::new();
         for (call_idx, call) in calls.iter().enumerate() {
-            self.ctx.sink.send(Event::ToolStart {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-            });
             let Some(tool) = self.tools.get(&call.name).cloned() else {
+                self.send_tool_start(call);
                 let error = ToolError::new(
                     "unknown_tool",
                     format!(
@@ -323,9 +439,25 @@ impl TurnLoop<'_> {
                 continue;
             };
             if let Some(error) = unparsed_arguments(call) {
+                self.send_tool_start(call);
                 results[call_idx] = Some(self.finish_call(call, Err(error)));
                 continue;
             }
+            if matches!(mode, RunMode::Classify) {
+                match self.gate(call, &tool) {
+                    Gate::Run => {}
+                    Gate::Wait(action) => {
+                        waiting[call_idx] = Some(action);
+                        continue;
+                    }
+                    Gate::Refuse(error) => {
+                        self.send_tool_start(call);
+                        results[call_idx] = Some(self.finish_call(call, Err(error)));
+                        continue;
+                    }
+                }
+            }
+            self.send_tool_start(call);
             let input = call.input.clone();
             let ctx = tool_ctx.clone();
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
@@ -356,11 +488,14 @@ impl TurnLoop<'_> {
             .await;
             running.abort_all();
         }
-        let records = calls
-            .iter()
-            .zip(results)
-            .map(|(call, result)| {
-                Record::ToolResult(result.unwrap_or_else(|| {
+        let mut records: Vec<Record> = Vec::with_capacity(calls.len());
+        let mut pending: Vec<PendingAction> = Vec::new();
+        for ((call, result), wait) in calls.iter().zip(results).zip(waiting) {
+            match (result, wait) {
+                (Some(result), _) => records.push(Record::ToolResult(result)),
+                // After an abort nothing waits: the call is answered like any unfinished one.
+                (None, Some(action)) if !aborted => pending.push(action),
+                (None, _) => {
                     let error = if aborted {
                         ToolError::new(
                             "aborted",
@@ -372,15 +507,103 @@ impl TurnLoop<'_> {
                             "the tool failed unexpectedly (it panicked)",
                         )
                     };
-                    error_result(call, &error)
-                }))
-            })
-            .collect();
+                    records.push(Record::ToolResult(error_result(call, &error)));
+                }
+            }
+        }
+        records.extend(pending.iter().cloned().map(Record::ActionRequired));
         self.shared.append(state, records).await?;
+        for action in pending {
+            if action.kind == ActionKind::CustomTool {
+                self.ctx.sink.send(Event::CustomToolUse {
+                    action_id: action.action_id.clone(),
+                    call_id: action.call_id.clone(),
+                    name: action.tool_name.clone(),
+                    input: action.input.clone(),
+                });
+            }
+            self.ctx.sink.send(Event::ActionRequired { action });
+        }
         if aborted {
             return Err(FlueError::Aborted);
         }
         Ok(())
+    }
+
+    fn send_tool_start(&self, call: &ToolCall) {
+        self.ctx.sink.send(Event::ToolStart {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+        });
+    }
+
+    /// Whether a call of a new turn runs now, waits for a decision, or is refused (a call
+    /// that would wait in a task session, which cannot pause).
+    fn gate(&self, call: &ToolCall, tool: &ToolDefinition) -> Gate {
+        let meta = tool.meta();
+        let (kind, reason) = if tool.is_external() {
+            (
+                ActionKind::CustomTool,
+                format!("`{}` is a custom tool: the application runs it", call.name),
+            )
+        } else {
+            let (permission, rule) = self
+                .shared
+                .harness
+                .permissions
+                .decide(&call.name, meta.permission);
+            if permission == Permission::AlwaysAllow {
+                return Gate::Run;
+            }
+            let reason = match rule {
+                Some(rule) => format!(
+                    "`{}` needs confirmation (rule `{}: always_ask` from {})",
+                    call.name,
+                    rule.pattern,
+                    source_name(rule.source)
+                ),
+                None => format!("`{}` needs confirmation (the tool's own policy)", call.name),
+            };
+            (ActionKind::Confirmation, reason)
+        };
+        if self.shared.depth > 0 {
+            return Gate::Refuse(ToolError::new(
+                "permission_required",
+                format!(
+                    "{reason}, and a task cannot pause to ask; do the work without this tool \
+                     or report back so the parent conversation can run it"
+                ),
+            ));
+        }
+        Gate::Wait(PendingAction {
+            action_id: action_id(&call.id),
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            input: call.input.clone(),
+            kind,
+            reason,
+        })
+    }
+
+    /// Appends results that decisions (or a crash) settled, as a tool run would: redacted,
+    /// with their end events.
+    async fn answer(&mut self, state: &mut SessionState, results: Vec<ToolResult>) -> Result<()> {
+        let mut records = Vec::with_capacity(results.len());
+        for mut result in results {
+            self.shared
+                .harness
+                .redactor
+                .redact_in_place(&mut result.content);
+            self.ctx.sink.send(Event::ToolEnd {
+                call_id: result.call_id.clone(),
+                name: result.tool_name.clone(),
+                is_error: result.is_error,
+                output: result.content.clone(),
+            });
+            records.push(Record::ToolResult(result));
+        }
+        self.shared.append(state, records).await
     }
 
     fn finish_call(
@@ -451,7 +674,31 @@ impl TurnLoop<'_> {
             data,
             usage,
             model: self.spec.to_ref(),
+            pending_actions: Vec::new(),
         }
+    }
+}
+
+/// How [`TurnLoop::run_tools`] treats its calls.
+enum RunMode {
+    /// Calls of a new turn: read each one's policy first.
+    Classify,
+    /// Calls allowed by a decision, with their action ids.
+    Confirmed(Vec<String>),
+}
+
+/// What a call's policy says.
+enum Gate {
+    Run,
+    Wait(PendingAction),
+    Refuse(ToolError),
+}
+
+fn source_name(source: PermissionSource) -> &'static str {
+    match source {
+        PermissionSource::Defaults => "the workspace defaults",
+        PermissionSource::AgentFile => "the agent file",
+        PermissionSource::Code => "the agent's configuration",
     }
 }
 

@@ -153,6 +153,8 @@ pub(crate) fn record_tokens(record: &Record) -> u64 {
             n_chars = message.content.iter().map(content_chars).sum();
         }
         Record::ToolResult(result) => n_chars = char_count(&result.content),
+        // Pause bookkeeping: the model never sees it.
+        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_) => {}
         Record::Shell(shell) => {
             n_chars =
                 char_count(&shell.command) + char_count(&shell.stdout) + char_count(&shell.stderr);
@@ -299,7 +301,11 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
     for (idx, record) in records.iter().enumerate().skip(start) {
         let kind_allows = match record {
             Record::User(_) | Record::Assistant(_) | Record::Shell(_) => true,
-            Record::ToolResult(_) | Record::Compaction(_) => false,
+            Record::ToolResult(_)
+            | Record::Compaction(_)
+            | Record::ActionRequired(_)
+            | Record::ActionResolved(_)
+            | Record::ActionStarted(_) => false,
         };
         if idx > start && kind_allows && open_calls.is_empty() {
             cuts.push(idx);
@@ -311,7 +317,12 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
             Record::ToolResult(result) => {
                 open_calls.remove(result.call_id.as_str());
             }
-            Record::User(_) | Record::Shell(_) | Record::Compaction(_) => {}
+            Record::User(_)
+            | Record::Shell(_)
+            | Record::Compaction(_)
+            | Record::ActionRequired(_)
+            | Record::ActionResolved(_)
+            | Record::ActionStarted(_) => {}
         }
     }
     cuts
@@ -321,7 +332,12 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
 fn is_turn_start(record: &Record) -> bool {
     match record {
         Record::User(_) | Record::Shell(_) => true,
-        Record::Assistant(_) | Record::ToolResult(_) | Record::Compaction(_) => false,
+        Record::Assistant(_)
+        | Record::ToolResult(_)
+        | Record::Compaction(_)
+        | Record::ActionRequired(_)
+        | Record::ActionResolved(_)
+        | Record::ActionStarted(_) => false,
     }
 }
 
@@ -432,7 +448,10 @@ fn render_record(record: &Record) -> Option<String> {
             ))
         }
         // The latest summary is passed separately; older ones are part of it.
-        Record::Compaction(_) => None,
+        Record::Compaction(_)
+        | Record::ActionRequired(_)
+        | Record::ActionResolved(_)
+        | Record::ActionStarted(_) => None,
     }
 }
 
@@ -474,7 +493,12 @@ impl FileLists {
                     };
                     target.extend(call_paths(input));
                 }
-                Record::User(_) | Record::Shell(_) | Record::Compaction(_) => {}
+                Record::User(_)
+                | Record::Shell(_)
+                | Record::Compaction(_)
+                | Record::ActionRequired(_)
+                | Record::ActionResolved(_)
+                | Record::ActionStarted(_) => {}
             }
         }
     }

@@ -13,6 +13,7 @@ use crate::config::{
 };
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::ProviderRegistry;
+use crate::permission::PermissionPolicy;
 use crate::redact::Redactor;
 use crate::role::{Role, Roles};
 use crate::sandbox::{
@@ -156,6 +157,7 @@ impl HarnessBuilder {
             }
         }
         let redactor = Redactor::new(&self.secrets)?;
+        let permissions = PermissionPolicy::new(&agent.permissions)?;
         let instance_id = match self.instance_id {
             Some(id) => {
                 check_instance_id(&id)?;
@@ -211,6 +213,7 @@ impl HarnessBuilder {
                 cwd,
                 workspace_context,
                 redactor,
+                permissions,
                 open_sessions: Mutex::new(HashMap::new()),
             }),
         })

@@ -27,6 +27,7 @@ mod harness;
 mod model;
 mod operation;
 mod overlay;
+mod permission;
 mod record;
 mod redact;
 mod role;
@@ -60,8 +61,10 @@ pub use model::{
     ToolSchema, TurnSink, WireApi,
 };
 pub use operation::{PromptOptions, PromptResponse};
+pub use permission::{PermissionRule, PermissionSource, check_permission_pattern};
 pub use record::{
-    AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, RECORD_FORMAT_VERSION,
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
+    AssistantMessage, CompactionSummary, Image, ModelRef, PendingAction, RECORD_FORMAT_VERSION,
     Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
     UserMessage,
 };
@@ -88,7 +91,8 @@ pub use submission::{
 pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,
-    ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,
+    BUILTIN_TOOL_NAMES, Effects, InterruptBehavior, Ownership, Permission, READ_ONLY_TOOL_NAMES,
+    Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools,
+    render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

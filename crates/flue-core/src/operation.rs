@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ThinkingLevel;
 use crate::error::FlueError;
-use crate::event::ErrorInfo;
+use crate::event::{ErrorInfo, Outcome};
 use crate::model::TurnSink;
-use crate::record::{Image, ModelRef, Usage};
+use crate::record::{Image, ModelRef, PendingAction, Usage};
 use crate::redact::Redactor;
 use crate::tool::ToolDefinition;
 
@@ -95,7 +95,40 @@ pub struct PromptResponse {
     pub usage: Usage,
     /// The model of the operation's primary turns.
     pub model: ModelRef,
+    /// Tool calls waiting for a decision: non-empty when the operation paused (its outcome is
+    /// `requires_action`). Resolve them with
+    /// [`Session::resolve`](crate::Session::resolve) to go on.
+    pub pending_actions: Vec<PendingAction>,
 }
+
+impl PromptResponse {
+    /// Whether the operation paused on pending actions.
+    pub fn requires_action(&self) -> bool {
+        !self.pending_actions.is_empty()
+    }
+}
+
+/// How the value of a finished operation reads as an [`Outcome`] (completed unless it says
+/// otherwise, as a paused prompt does).
+pub(crate) trait OperationOutput {
+    fn outcome(&self) -> Outcome {
+        Outcome::Completed
+    }
+}
+
+impl OperationOutput for PromptResponse {
+    fn outcome(&self) -> Outcome {
+        if self.requires_action() {
+            Outcome::RequiresAction
+        } else {
+            Outcome::Completed
+        }
+    }
+}
+
+impl OperationOutput for () {}
+
+impl OperationOutput for crate::sandbox::ShellResult {}
 
 /// The wire shape of `err` with known secret values redacted from its message.
 pub(crate) fn redacted_info(redactor: &Redactor, err: &FlueError) -> ErrorInfo {

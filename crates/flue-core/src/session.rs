@@ -11,16 +11,21 @@ use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_loop::Opening;
 use crate::call::CallHandle;
 use crate::compaction;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, OperationKind, Outcome};
 use crate::model::TurnSink;
-use crate::operation::{OperationContext, PromptOptions, PromptResponse, redacted_info};
+use crate::operation::{
+    OperationContext, OperationOutput, PromptOptions, PromptResponse, redacted_info,
+};
+use crate::record::{ActionDecision, ActionInfo, ActionResolution, PendingAction};
 use crate::record::{Record, ShellExchange, Usage, UserContent, UserMessage};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::shared::SessionShared;
 use crate::skill::{self, SkillOptions};
+use crate::steps;
 use crate::task::{self, Inherited, TaskOptions};
 use crate::util::or_cancel;
 
@@ -75,7 +80,14 @@ impl Session {
             options.cancel.clone(),
             move |shared, ctx| async move {
                 let overlay = shared.overlay(options.role.as_deref(), None)?;
-                task::run_agent(shared, Some(message), options, overlay, ctx).await
+                task::run_agent(
+                    shared,
+                    Opening::message(Some(message)),
+                    options,
+                    overlay,
+                    ctx,
+                )
+                .await
             },
         )
     }
@@ -93,9 +105,73 @@ impl Session {
             Some(cancel),
             move |shared, ctx| async move {
                 let overlay = shared.overlay(None, None)?;
-                task::run_agent(shared, message, PromptOptions::default(), overlay, ctx).await
+                let opening = Opening::message(message);
+                task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
             },
         )
+    }
+
+    /// The tool calls waiting for a decision, as stored (other processes' writes included).
+    pub async fn pending_actions(&self) -> Result<Vec<PendingAction>> {
+        let mut state = self.shared.state.lock().await;
+        self.shared.sync(&mut state).await?;
+        Ok(steps::pending_actions(&state.records))
+    }
+
+    /// Every action of the session, pending and decided, in order, as stored.
+    pub async fn actions(&self) -> Result<Vec<ActionInfo>> {
+        let mut state = self.shared.state.lock().await;
+        self.shared.sync(&mut state).await?;
+        Ok(steps::actions(&state.records))
+    }
+
+    /// Decides one pending action and resumes the paused operation from the stored log:
+    /// [`ActionDecision::Allow`] runs the confirmed call (once: its start is stored first),
+    /// [`ActionDecision::Deny`] answers it as an error the model sees, and
+    /// [`ActionDecision::Result`] gives a custom tool's output. The loop then goes on, and may
+    /// pause again (the response's `pending_actions`). Works in any process sharing the store.
+    ///
+    /// Errors: [`FlueError::ActionNotFound`], [`FlueError::ActionAlreadyResolved`] (the first
+    /// decision wins), [`FlueError::InvalidDecision`], [`FlueError::SessionBusy`].
+    pub fn resolve(&self, action_id: &str, decision: ActionDecision) -> CallHandle<PromptResponse> {
+        let opening = Opening {
+            decisions: vec![ActionResolution {
+                action_id: action_id.to_owned(),
+                decision,
+            }],
+            ..Opening::default()
+        };
+        self.spawn_operation(OperationKind::Prompt, None, move |shared, ctx| async move {
+            let overlay = shared.overlay(None, None)?;
+            task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
+        })
+    }
+
+    /// Interrupts a paused operation: answers every pending action as interrupted, then, with
+    /// `message`, sends it as [`Session::prompt`] does; without one, stops there (no model
+    /// call). The one way to send new input while actions are pending.
+    pub fn interrupt(&self, message: Option<&str>) -> CallHandle<PromptResponse> {
+        let message = message.map(UserMessage::text);
+        self.spawn_operation(OperationKind::Prompt, None, move |shared, ctx| async move {
+            let decisions = {
+                let mut state = shared.state.lock().await;
+                shared.sync(&mut state).await?;
+                steps::pending_actions(&state.records)
+                    .into_iter()
+                    .map(|action| ActionResolution {
+                        action_id: action.action_id,
+                        decision: ActionDecision::Interrupted,
+                    })
+                    .collect()
+            };
+            let opening = Opening {
+                stop: message.is_none(),
+                message,
+                decisions,
+            };
+            let overlay = shared.overlay(None, None)?;
+            task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
+        })
     }
 
     /// Runs the skill `name`: records a user message naming it and its arguments, and puts the
@@ -112,7 +188,14 @@ impl Session {
                 let (args, options) = options.into_parts();
                 let message = skill::skill_message(&found, &args, &options.images);
                 let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
-                task::run_agent(shared, Some(message), options, overlay, ctx).await
+                task::run_agent(
+                    shared,
+                    Opening::message(Some(message)),
+                    options,
+                    overlay,
+                    ctx,
+                )
+                .await
             },
         )
     }
@@ -232,7 +315,7 @@ impl Session {
         body: F,
     ) -> CallHandle<T>
     where
-        T: Send + 'static,
+        T: OperationOutput + Send + 'static,
         F: FnOnce(Arc<SessionShared>, OperationContext) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<(T, Usage)>> + Send + 'static,
     {
@@ -257,7 +340,7 @@ impl Session {
             let redactor = shared.harness.redactor.clone();
             let result = body(shared, ctx).await;
             let (outcome, usage, error) = match &result {
-                Ok((_, usage)) => (Outcome::Completed, *usage, None),
+                Ok((value, usage)) => (value.outcome(), *usage, None),
                 Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
                 Err(err) => (
                     Outcome::Failed,

@@ -13,6 +13,7 @@ use crate::config::ResolvedAgent;
 use crate::error::{FlueError, Result};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
+use crate::permission::PermissionPolicy;
 use crate::record::{Record, StoredRecord};
 use crate::redact::Redactor;
 use crate::role::Roles;
@@ -36,6 +37,8 @@ pub(crate) struct HarnessShared {
     pub(crate) roles: Roles,
     /// Known secret values, redacted from tool output before it is stored or emitted.
     pub(crate) redactor: Redactor,
+    /// Which tool calls wait for a confirmation (the agent's rules over each tool's default).
+    pub(crate) permissions: PermissionPolicy,
     /// Open sessions by name, so every handle to one session shares its busy flag.
     pub(crate) open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
 }

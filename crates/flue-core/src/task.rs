@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::{self, Delegation};
+use crate::agent_loop::{self, Delegation, Opening};
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
@@ -182,7 +182,7 @@ fn is_task_of(name: &str, ancestor: &str) -> bool {
 /// submission, a task's own) starts here, so delegation nests to any depth the limit allows.
 pub(crate) async fn run_agent(
     shared: Arc<SessionShared>,
-    message: Option<UserMessage>,
+    opening: Opening,
     options: PromptOptions,
     overlay: CallOverlay,
     ctx: OperationContext,
@@ -198,7 +198,7 @@ pub(crate) async fn run_agent(
         let tool = task_tool(&shared, inherited, &ctx.sink, &usage)?;
         Some(Delegation { tool, usage })
     };
-    agent_loop::run(shared, message, options, overlay, ctx, delegation).await
+    agent_loop::run(shared, opening, options, overlay, ctx, delegation).await
 }
 
 /// What a task inherits from the call that starts it.
@@ -292,7 +292,7 @@ pub(crate) async fn run_task(
     };
     let result = run_agent(
         Arc::clone(&child),
-        Some(UserMessage { content }),
+        Opening::message(Some(UserMessage { content })),
         prompt_options,
         overlay,
         ctx,

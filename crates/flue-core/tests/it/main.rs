@@ -13,6 +13,7 @@ mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod instance_ids;
+mod pauses;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;
