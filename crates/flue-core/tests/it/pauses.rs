@@ -141,7 +141,7 @@ async fn an_always_ask_call_pauses_before_its_side_effect_and_runs_once_when_all
         .unwrap_err();
     match &err {
         FlueError::ActionsPending { actions, .. } => {
-            assert_eq!(actions, &[action.action_id.clone()])
+            assert_eq!(actions, std::slice::from_ref(&action.action_id));
         }
         other => panic!("expected actions_pending, got {other:?}"),
     }
@@ -319,7 +319,7 @@ async fn another_harness_on_the_same_store_resolves_from_the_log_alone() {
         .unwrap();
     assert_eq!(done.text, "after: danger done");
     assert_eq!(tools.danger.load(Ordering::SeqCst), 1);
-    let value: Value = serde_json::to_value(&session.actions().await.unwrap()).unwrap();
+    let value: Value = serde_json::to_value(session.actions().await.unwrap()).unwrap();
     assert_eq!(value[0]["decision"], json!({"decision": "allow"}));
     assert_eq!(value[0]["tool_name"], json!("danger"));
 }
