@@ -84,9 +84,9 @@ pub use store::{
 };
 pub use submission::{
     AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, RuntimeEvent, SendCondition,
-    Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
-    check_conversation_id,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset, ResolveReceipt,
+    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
+    SubmissionState, WhenBusy, check_conversation_id,
 };
 pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;

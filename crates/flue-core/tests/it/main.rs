@@ -30,6 +30,7 @@ mod session;
 mod skills;
 mod store_contract;
 mod submission_crash;
+mod submission_pauses;
 mod submission_support;
 mod submissions;
 mod tasks;
