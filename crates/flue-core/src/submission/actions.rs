@@ -299,6 +299,20 @@ impl AgentRuntime {
         let deadline = tokio::time::Instant::now() + OWNER_WAIT;
         loop {
             check(&self.root_log(key).await?)?;
+            // Our own driver still holds it (it just paused, or runs an earlier decision):
+            // taking it under the same owner id would fence that driver off mid-write.
+            if self.inner.is_driving(key) {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(FlueError::ConversationBusy {
+                        agent: key.agent.clone(),
+                        id: key.id.clone(),
+                        owner: Some(self.inner.owner_id.clone()),
+                        unsettled: 1,
+                    });
+                }
+                tokio::time::sleep(self.inner.poll_interval).await;
+                continue;
+            }
             match self
                 .inner
                 .store

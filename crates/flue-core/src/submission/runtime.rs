@@ -208,6 +208,11 @@ impl RuntimeInner {
         });
     }
 
+    /// Whether a driver of this runtime works on `key` now.
+    pub(crate) fn is_driving(&self, key: &ConversationKey) -> bool {
+        self.drivers().contains_key(key)
+    }
+
     /// Makes sure a driver works on `key`: tells the running one, or starts one.
     pub(crate) fn kick(self: &Arc<Self>, key: &ConversationKey) {
         let mut drivers = self.drivers();
