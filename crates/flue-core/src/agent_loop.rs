@@ -82,19 +82,19 @@ async fn apply_decisions(
     if decisions.is_empty() {
         return Ok(());
     }
+    let mut records = Vec::with_capacity(decisions.len());
     for decision in decisions {
-        check_decision(
+        let action = check_decision(
             &state.records,
             &shared.key.session,
             &decision.action_id,
             &decision.decision,
         )?;
+        records.push(Record::ActionResolved(ActionResolution::of(
+            &action,
+            decision.decision.clone(),
+        )));
     }
-    let records = decisions
-        .iter()
-        .cloned()
-        .map(Record::ActionResolved)
-        .collect();
     shared.append(state, records).await?;
     for decision in decisions {
         ctx.sink.send(Event::ActionResolved {

@@ -93,6 +93,34 @@ pub struct ActionResolution {
     pub action_id: String,
     /// The decision.
     pub decision: ActionDecision,
+    /// The decided call's tool (filled in by the runtime when it stores the decision).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tool_name: String,
+    /// The decided call's id (likewise).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub call_id: String,
+}
+
+impl ActionResolution {
+    /// A decision on `action_id`; the runtime fills in the tool and call when storing it.
+    pub fn new(action_id: impl Into<String>, decision: ActionDecision) -> Self {
+        Self {
+            action_id: action_id.into(),
+            decision,
+            tool_name: String::new(),
+            call_id: String::new(),
+        }
+    }
+
+    /// This decision on `action`, naming its tool and call.
+    pub fn of(action: &PendingAction, decision: ActionDecision) -> Self {
+        Self {
+            action_id: action.action_id.clone(),
+            decision,
+            tool_name: action.tool_name.clone(),
+            call_id: action.call_id.clone(),
+        }
+    }
 }
 
 /// A decision on a pending action.

@@ -135,10 +135,7 @@ impl Session {
     /// decision wins), [`FlueError::InvalidDecision`], [`FlueError::SessionBusy`].
     pub fn resolve(&self, action_id: &str, decision: ActionDecision) -> CallHandle<PromptResponse> {
         let opening = Opening {
-            decisions: vec![ActionResolution {
-                action_id: action_id.to_owned(),
-                decision,
-            }],
+            decisions: vec![ActionResolution::new(action_id, decision)],
             ..Opening::default()
         };
         self.spawn_operation(OperationKind::Prompt, None, move |shared, ctx| async move {
@@ -158,10 +155,7 @@ impl Session {
                 shared.sync(&mut state).await?;
                 steps::pending_actions(&state.records)
                     .into_iter()
-                    .map(|action| ActionResolution {
-                        action_id: action.action_id,
-                        decision: ActionDecision::Interrupted,
-                    })
+                    .map(|action| ActionResolution::of(&action, ActionDecision::Interrupted))
                     .collect()
             };
             let opening = Opening {

@@ -354,7 +354,7 @@ pub(crate) fn check_decision(
     session: &str,
     action_id: &str,
     decision: &ActionDecision,
-) -> crate::error::Result<()> {
+) -> crate::error::Result<PendingAction> {
     let list = actions(records);
     let Some(state) = list
         .iter()
@@ -389,7 +389,7 @@ pub(crate) fn check_decision(
             action_id: action_id.to_owned(),
             message: message.to_owned(),
         }),
-        None => Ok(()),
+        None => Ok(state.action.clone()),
     }
 }
 

@@ -75,19 +75,26 @@ impl AgentRuntime {
     ) -> Result<ResolveReceipt> {
         let conversation = key.to_string();
         let check = |log: &SessionLog| {
-            let records: Vec<Record> = log
-                .records
-                .iter()
-                .map(|stored| stored.record.clone())
-                .collect();
-            steps::check_decision(&records, &conversation, action_id, &decision)
+            steps::check_decision(
+                &records_of(log.clone()),
+                &conversation,
+                action_id,
+                &decision,
+            )
+            .map(|_| ())
         };
         let _serial = self.inner.resolving.lock().await;
         let (fence, log) = self.own_checked(key, check).await?;
-        let resolution = ActionResolution {
-            action_id: action_id.to_owned(),
-            decision: decision.clone(),
+        let action = match steps::check_decision(
+            &records_of(log.clone()),
+            &conversation,
+            action_id,
+            &decision,
+        ) {
+            Ok(action) => action,
+            Err(err) => return Err(self.give_back(&fence, err).await),
         };
+        let resolution = ActionResolution::of(&action, decision.clone());
         let waiting = match self.waiting_submission(key).await {
             Ok(waiting) => waiting,
             Err(err) => return Err(self.give_back(&fence, err).await),
@@ -154,10 +161,7 @@ impl AgentRuntime {
         let decisions: Vec<Record> = steps::pending_actions(&records)
             .into_iter()
             .map(|action| {
-                Record::ActionResolved(ActionResolution {
-                    action_id: action.action_id,
-                    decision: ActionDecision::Interrupted,
-                })
+                Record::ActionResolved(ActionResolution::of(&action, ActionDecision::Interrupted))
             })
             .collect();
         let interrupted: Vec<String> = decisions
