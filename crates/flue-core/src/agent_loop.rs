@@ -41,6 +41,8 @@ use crate::tool::{
 };
 use crate::util::or_cancel;
 
+/// Name of the read-only preflight tool that tells which tools wait for a decision.
+pub const PERMISSIONS_CHECK_TOOL: &str = "permissions_check";
 /// Name of the tool that delivers a structured result.
 pub const FINISH_TOOL: &str = "finish";
 /// Name of the tool the model calls when it cannot produce a structured result.
@@ -177,6 +179,9 @@ pub(crate) async fn run(
     };
     if let Some(schema) = &options.result {
         tools.extend(result_tools(schema, &result_slot)?);
+    }
+    if let Some(check) = permissions_check_tool(&tools, &harness.permissions, shared.depth)? {
+        tools.push(check);
     }
     let tools = ToolSet::assemble(tools)?;
 
@@ -677,6 +682,73 @@ impl TurnLoop<'_> {
             pending_actions: Vec::new(),
         }
     }
+}
+
+/// The `permissions_check` tool of a call whose tools include some that wait for a decision
+/// (none otherwise, and none in tasks, which cannot pause): a read-only preflight that tells
+/// the model which tools will pause for a confirmation or the application before it calls
+/// them.
+fn permissions_check_tool(
+    tools: &[ToolDefinition],
+    policy: &crate::permission::PermissionPolicy,
+    depth: u32,
+) -> Result<Option<ToolDefinition>> {
+    #[derive(Deserialize, schemars::JsonSchema)]
+    struct Input {
+        /// Tool names to check; omit to list every tool that pauses.
+        tools: Option<Vec<String>>,
+    }
+    let verdicts: Vec<(String, &'static str, String)> = tools
+        .iter()
+        .map(|tool| {
+            if tool.is_external() {
+                return (
+                    tool.name().to_owned(),
+                    "application",
+                    "a custom tool: the application runs it and supplies the result".to_owned(),
+                );
+            }
+            let (permission, rule) = policy.decide(tool.name(), tool.meta().permission);
+            let why = match rule {
+                Some(rule) => format!("rule `{}` from {}", rule.pattern, source_name(rule.source)),
+                None => "the tool's own default".to_owned(),
+            };
+            let verdict = match permission {
+                Permission::AlwaysAsk => "confirmation",
+                Permission::AlwaysAllow => "runs",
+            };
+            (tool.name().to_owned(), verdict, why)
+        })
+        .collect();
+    if depth > 0 || verdicts.iter().all(|(_, verdict, _)| *verdict == "runs") {
+        return Ok(None);
+    }
+    let verdicts = Arc::new(verdicts);
+    let tool = ToolDefinition::from_fn(
+        PERMISSIONS_CHECK_TOOL,
+        "Tell which of your tools pause before running: `confirmation` (a person must allow \
+         the call first; the conversation waits) or `application` (the application runs it \
+         and answers later). Use it before a call you would rather not leave waiting.",
+        move |input: Input, _ctx: ToolContext| {
+            let verdicts = Arc::clone(&verdicts);
+            async move {
+                let listed: Vec<Value> = verdicts
+                    .iter()
+                    .filter(|(name, verdict, _)| match &input.tools {
+                        Some(names) => names.iter().any(|wanted| wanted == name),
+                        None => *verdict != "runs",
+                    })
+                    .map(|(name, verdict, why)| json!({"tool": name, "when_called": verdict, "why": why}))
+                    .collect();
+                Ok::<_, ToolError>(json!({ "tools": listed }))
+            }
+        },
+    )?;
+    Ok(Some(tool.with_meta(ToolMeta {
+        ownership: Ownership::Managed,
+        read_only: true,
+        ..ToolMeta::default()
+    })))
 }
 
 /// How [`TurnLoop::run_tools`] treats its calls.

@@ -43,7 +43,7 @@ mod task;
 mod tool;
 mod util;
 
-pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL};
+pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,

@@ -673,7 +673,10 @@ async fn a_lone_waiting_submission_leaves_the_conversation_free(store: Arc<dyn C
     assert!(store.release(&fence).await.unwrap());
     // An abort settles it at once, like a queued one.
     let report = store.request_abort(&key()).await.unwrap();
-    assert_eq!(report.settled, std::slice::from_ref(&admitted.submission_id));
+    assert_eq!(
+        report.settled,
+        std::slice::from_ref(&admitted.submission_id)
+    );
 }
 
 async fn watchers_see_the_head_move(store: Arc<dyn ConversationStore>) {

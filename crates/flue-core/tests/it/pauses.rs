@@ -46,6 +46,7 @@ fn model() -> Arc<RuleProvider> {
                     ("danger", json!({"path": "/etc/x"})),
                 ]),
                 "custom" => Reply::Calls(vec![("lookup", json!({"id": "42"}))]),
+                "check" => Reply::Calls(vec![("permissions_check", json!({}))]),
                 other => Reply::Text(format!("echo: {other}")),
             },
             _ => Reply::Text("?".into()),
@@ -322,4 +323,59 @@ async fn another_harness_on_the_same_store_resolves_from_the_log_alone() {
     let value: Value = serde_json::to_value(session.actions().await.unwrap()).unwrap();
     assert_eq!(value[0]["decision"], json!({"decision": "allow"}));
     assert_eq!(value[0]["tool_name"], json!("danger"));
+}
+
+#[tokio::test]
+async fn the_preflight_tool_tells_which_tools_pause() {
+    let tools = tools();
+    let provider = model();
+    let f = fixture(agent(&tools), provider.clone(), |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let done = session
+        .prompt("check", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        provider.seen()[0]
+            .tool_names()
+            .contains(&"permissions_check")
+    );
+    let listed: Value = serde_json::from_str(done.text.strip_prefix("after: ").unwrap()).unwrap();
+    let verdicts: Vec<(&str, &str)> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            (
+                tool["tool"].as_str().unwrap(),
+                tool["when_called"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [("danger", "confirmation"), ("lookup", "application")]
+    );
+
+    // An agent whose tools never pause does not get the tool.
+    let plain = fixture(
+        AgentConfig::new().with_model("test/model"),
+        provider.clone(),
+        |builder| builder,
+    )
+    .await;
+    let n_seen = provider.seen().len();
+    plain
+        .harness
+        .session("default")
+        .await
+        .unwrap()
+        .prompt("hello", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        !provider.seen()[n_seen]
+            .tool_names()
+            .contains(&"permissions_check")
+    );
 }
