@@ -3,16 +3,113 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_core::{ConversationStore, FlueError, SessionStore, SqliteStore};
+use flue_core::{
+    ConversationInfo, ConversationStore, DEFAULT_SESSION, FlueError, SessionStore, SqliteStore,
+};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
 
-/// The root given with `--root`, or the one found from the current directory.
+/// The root given with `--root`, or the one found from the current directory. A root that
+/// holds no workspace but sits next to one (the `agents/` folder itself, or a parent of the
+/// workspace) is an error naming the folder to pass instead.
 pub(crate) fn resolve_root(explicit: Option<&Path>) -> Result<PathBuf, HostError> {
     if let Some(root) = explicit {
-        return flue_host::resolve_root(Some(root), root);
+        let root = flue_host::resolve_root(Some(root), root)?;
+        if !holds_workspace(&root)
+            && !root.join(DB_PATH).is_file()
+            && let Some(hint) = nearby_workspace(&root)
+        {
+            return Err(HostError::RootNotFound {
+                message: format!(
+                    "--root {} holds no agents/ or flue.toml; {hint}",
+                    root.display()
+                ),
+            });
+        }
+        return Ok(root);
     }
-    flue_host::resolve_root(None, &current_dir()?)
+    let cwd = current_dir()?;
+    flue_host::resolve_root(None, &cwd).map_err(|err| match nearby_workspace(&cwd) {
+        Some(hint) => HostError::RootNotFound {
+            message: format!("{err}; {hint}"),
+        },
+        None => err,
+    })
+}
+
+/// The root of commands that read stored conversations (`session`, `audit`, `trash`): as
+/// [`resolve_root`], except that without `--root` the nearest ancestor of the current directory
+/// holding `.flue/flue.db` also counts (where a `--bundle` run keeps its conversations).
+pub(crate) fn resolve_store_root(explicit: Option<&Path>) -> Result<PathBuf, HostError> {
+    if explicit.is_some() {
+        return resolve_root(explicit);
+    }
+    let cwd = current_dir()?;
+    match cwd
+        .ancestors()
+        .find(|dir| holds_workspace(dir) || dir.join(DB_PATH).is_file())
+    {
+        Some(root) => flue_host::resolve_root(Some(root), root),
+        None => resolve_root(None),
+    }
+}
+
+fn holds_workspace(dir: &Path) -> bool {
+    dir.join("agents").is_dir() || dir.join("flue.toml").is_file()
+}
+
+/// A hint naming the workspace next to `dir`: its parent when `dir` is an `agents/` folder, or
+/// a folder below it (two levels at most) holding `agents/`.
+fn nearby_workspace(dir: &Path) -> Option<String> {
+    if dir.file_name().is_some_and(|name| name == "agents")
+        && let Some(parent) = dir.parent()
+    {
+        return Some(format!(
+            "it is the agents folder itself: pass the folder that holds it, --root {}",
+            parent.display()
+        ));
+    }
+    let mut found = Vec::new();
+    let children = |dir: &Path| -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.is_dir()
+                    && !path
+                        .file_name()
+                        .is_some_and(|name| name.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        dirs.sort();
+        dirs
+    };
+    for child in children(dir) {
+        if holds_workspace(&child) {
+            found.push(child);
+            continue;
+        }
+        found.extend(children(&child).into_iter().filter(|c| holds_workspace(c)));
+    }
+    match found.as_slice() {
+        [] => None,
+        [one] => Some(format!(
+            "the workspace is {}: pass --root {}",
+            one.display(),
+            one.display()
+        )),
+        many => Some(format!(
+            "workspaces below it: {}; pass one as --root",
+            many.iter()
+                .take(5)
+                .map(|path| path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }
 
 /// The process's current directory.
@@ -46,4 +143,75 @@ pub(crate) async fn instance_id(store: &SqliteStore, id: &str) -> Result<String,
                 .join(", ")
         ))),
     }
+}
+
+/// One stored conversation as `flue session list` shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct ConversationSummary {
+    /// The conversation id (`--id`).
+    pub(crate) id: String,
+    /// Its agent.
+    pub(crate) agent: String,
+    /// When it was created, ms since the epoch.
+    #[serde(rename = "createdAt")]
+    pub(crate) created_at: u64,
+    /// The last write to any of its sessions, ms since the epoch.
+    #[serde(rename = "lastActivity")]
+    pub(crate) last_activity: u64,
+    /// Records in its default session (messages, tool results, summaries).
+    pub(crate) messages: u64,
+    /// Its sessions (the default one and task sessions).
+    pub(crate) sessions: usize,
+    /// Submissions admitted but not settled yet (queued, running, or left by a killed run).
+    pub(crate) pending: u64,
+}
+
+/// Every conversation of the store, least recently active first.
+pub(crate) async fn conversations(
+    store: &SqliteStore,
+) -> Result<Vec<ConversationSummary>, FlueError> {
+    let mut out = Vec::new();
+    for info in store.all_conversations().await? {
+        out.push(summarize(store, info).await?);
+    }
+    out.sort_by(|a, b| (a.last_activity, &a.id).cmp(&(b.last_activity, &b.id)));
+    Ok(out)
+}
+
+async fn summarize(
+    store: &SqliteStore,
+    info: ConversationInfo,
+) -> Result<ConversationSummary, FlueError> {
+    let sessions = store.list(&info.key.instance_id()).await?;
+    let last_activity = sessions
+        .iter()
+        .map(|session| session.updated_at)
+        .max()
+        .unwrap_or(info.created_at)
+        .max(info.created_at);
+    let messages = sessions
+        .iter()
+        .find(|session| session.session == DEFAULT_SESSION)
+        .map_or(0, |session| session.version);
+    Ok(ConversationSummary {
+        id: info.key.id.clone(),
+        agent: info.key.agent.clone(),
+        created_at: info.created_at,
+        last_activity,
+        messages,
+        sessions: sessions.len(),
+        pending: info.unsettled,
+    })
+}
+
+/// The id of agent `agent`'s most recently active conversation, if it has any.
+pub(crate) async fn latest_conversation(
+    store: &SqliteStore,
+    agent: &str,
+) -> Result<Option<String>, FlueError> {
+    Ok(conversations(store)
+        .await?
+        .into_iter()
+        .rfind(|summary| summary.agent == agent)
+        .map(|summary| summary.id))
 }
