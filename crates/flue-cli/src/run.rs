@@ -115,7 +115,11 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
                 message: err.to_string(),
             });
             let output = Output::new(flue_core::Redactor::default());
-            return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
+            let mut message = err.to_string();
+            if let Some(hint) = model_hint(&args, &err) {
+                message = format!("{message}\nhint: {hint}");
+            }
+            return finish(&args, &output, &envelope, Exit::Failure, &message);
         }
     };
     envelope.agent = prepared.key.agent.clone();
@@ -188,7 +192,10 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
                 kind: "submission_failed".to_owned(),
                 message: "the submission failed".to_owned(),
             });
-            let message = error.message.clone();
+            let mut message = error.message.clone();
+            if let Some(hint) = connection_hint(&host.agents(), &message) {
+                message = format!("{message}\nhint: {hint}");
+            }
             envelope.error = Some(error);
             finish(&args, &output, &envelope, Exit::Failure, &message)
         }
@@ -511,10 +518,14 @@ pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
             AgentSet::from_agent_file(&root, file, env(args, &root)?)?,
             agent_name_of_file(file),
         ),
-        None => (
-            AgentSet::from_workspace(&root, env(args, &root)?)?,
-            args.agent.clone(),
-        ),
+        None => {
+            let (agents, warnings) =
+                AgentSet::from_workspace_for_agent(&root, &args.agent, env(args, &root)?)?;
+            for warning in warnings {
+                eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
+            }
+            (agents, args.agent.clone())
+        }
     };
     Ok((agents, agent_name))
 }
@@ -585,4 +596,91 @@ pub(crate) async fn discarded_edits_notice(
         changed.len(),
         key.id
     );
+}
+
+/// For a model specifier without a known provider (`--model gpt-4o`, `opnai/gpt-4o`): the one
+/// it most likely meant.
+fn model_hint(args: &RunArgs, err: &SetupError) -> Option<String> {
+    let message = err.to_string();
+    if !(message.contains("invalid model specifier") || message.contains("unknown provider")) {
+        return None;
+    }
+    // The specifier is quoted in the message: `--model`'s, or the agent's own.
+    let spec = args
+        .model
+        .clone()
+        .filter(|model| message.contains(&format!("{model:?}")))
+        .or_else(|| message.split('"').nth(1).map(str::to_owned))
+        .or_else(|| args.model.clone())?;
+    let known: Vec<String> = match message.split_once("known providers: ") {
+        Some((_, rest)) => rest
+            .trim_end_matches(')')
+            .split(", ")
+            .map(str::to_owned)
+            .collect(),
+        None => flue_build::WorkspaceConfig::default().provider_ids(),
+    };
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    let suggested = flue_build::suggest_model(&spec, &known)?;
+    Some(format!(
+        "did you mean `{suggested}`? Models are named PROVIDER/MODEL"
+    ))
+}
+
+/// For a failure to reach a provider: where its URL was configured (the flue.toml line, or the
+/// variable), so the fix is one edit away.
+fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
+    if !(message.contains("cannot reach ") || message.contains("no answer from ")) {
+        return None;
+    }
+    let config = &agents.workspace().config;
+    let toml_path = agents.root().join("flue.toml");
+    let toml_text = std::fs::read_to_string(&toml_path).unwrap_or_default();
+    for (id, settings) in &config.providers {
+        let Some(base_url) = &settings.base_url else {
+            continue;
+        };
+        if !message.contains(base_url.trim_end_matches('/')) {
+            continue;
+        }
+        let header = format!("[providers.{id}]");
+        let line = toml_text
+            .lines()
+            .position(|line| line.trim() == header)
+            .and_then(|start| {
+                toml_text
+                    .lines()
+                    .enumerate()
+                    .skip(start + 1)
+                    .take_while(|(_, line)| !line.trim_start().starts_with('['))
+                    .find(|(_, line)| line.trim_start().starts_with("base_url"))
+                    .map(|(idx, _)| idx + 1)
+                    .or(Some(start + 1))
+            });
+        return Some(match line {
+            Some(line) => format!(
+                "provider `{id}`'s URL is set at {}:{line} (`base_url`); check that the server \
+                 is running there, or fix the URL",
+                toml_path.display()
+            ),
+            None => format!(
+                "provider `{id}`'s URL comes from [providers.{id}] in flue.toml; check that the \
+                 server is running there, or fix `base_url`"
+            ),
+        });
+    }
+    for builtin in flue_core::BuiltinProvider::ALL {
+        if let Some(var) = builtin.base_url_env
+            && let Some(url) = agents.env().get(var)
+            && !url.trim().is_empty()
+            && message.contains(url.trim().trim_end_matches('/'))
+        {
+            return Some(format!(
+                "provider `{}`'s URL comes from the variable {var}; check that the server is \
+                 running there, or fix {var} (or set `base_url` under [providers.{}] in flue.toml)",
+                builtin.id, builtin.id
+            ));
+        }
+    }
+    None
 }
