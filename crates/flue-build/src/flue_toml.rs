@@ -159,6 +159,9 @@ const MAX_TOML_PROBLEMS: usize = 50;
 pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceConfig {
     let mut current = text.to_owned();
     let mut n_problems = 0;
+    // Header lines of tables that had a line set aside: their table-level checks (a required
+    // key missing) may only be echoes of that line, so they are not reported this time.
+    let mut touched_headers: Vec<usize> = Vec::new();
     let raw: RawConfig = loop {
         let error = match toml::from_str(&current) {
             Ok(raw) => break raw,
@@ -175,19 +178,44 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
             _ => None,
         };
         match set_aside {
-            Some(next) => current = next,
+            Some(next) => {
+                touched_headers.extend(header_line_above(&current, line));
+                current = next;
+            }
             None => return WorkspaceConfig::default(),
         }
     };
     let text = current.as_str();
-    WorkspaceConfig {
+    let first_checked = diagnostics.len();
+    let config = WorkspaceConfig {
         defaults: defaults(text, raw.defaults, diagnostics),
         sandbox: raw
             .sandbox
             .and_then(|sandbox| sandbox_settings(text, sandbox, diagnostics)),
         mcp: mcp_servers(text, raw.mcp, diagnostics),
         providers: providers::check(text, raw.providers, diagnostics),
+    };
+    let mut idx = first_checked;
+    while idx < diagnostics.len() {
+        if diagnostics[idx]
+            .line
+            .is_some_and(|line| touched_headers.contains(&line))
+        {
+            diagnostics.remove(idx);
+        } else {
+            idx += 1;
+        }
     }
+    config
+}
+
+/// The 1-based line of the table header above `line` (or on it), if any.
+fn header_line_above(text: &str, line: usize) -> Option<usize> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    (0..line.min(lines.len()))
+        .rev()
+        .find(|idx| lines[*idx].trim_start().starts_with('['))
+        .map(|idx| idx + 1)
 }
 
 /// `[mcp.<name>.oauth]` checked: known words, an https or http client metadata url, and the

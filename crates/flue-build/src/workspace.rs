@@ -64,14 +64,45 @@ impl Workspace {
             let mut loader = Loader::new(root, &disk);
             loader.discover_agents();
             for name in &set_aside {
+                // Still known as broken: references to it are not reported again here, but
+                // checked below.
                 loader.agents.remove(name);
-                loader.broken.remove(name);
+                loader.broken.insert(name.clone());
             }
             loader.diagnostics.retain(|diagnostic| {
                 !agent_of_file(&diagnostic.path).is_some_and(|name| set_aside.contains(name))
             });
             let diagnostics = match loader.finish() {
-                Ok(workspace) => return Ok((workspace, warnings)),
+                Ok(mut workspace) => {
+                    // Agents that need a set-aside agent as a subagent go too, and so on.
+                    loop {
+                        let needing: Vec<(String, String, String)> = workspace
+                            .agents
+                            .iter()
+                            .filter_map(|(name, file)| {
+                                let missing =
+                                    file.subagents.iter().find(|sub| set_aside.contains(*sub))?;
+                                Some((name.clone(), file.path.clone(), missing.clone()))
+                            })
+                            .collect();
+                        if needing.is_empty() {
+                            return Ok((workspace, warnings));
+                        }
+                        for (name, path, missing) in needing {
+                            warnings.push(Diagnostic::file(
+                                path,
+                                format!("subagent `{missing}` cannot be loaded (see its problems)"),
+                            ));
+                            if name == agent {
+                                return Err(Diagnostics::check(warnings).err().unwrap_or_else(
+                                    || Diagnostics::one(Diagnostic::file(AGENTS_DIR, "")),
+                                ));
+                            }
+                            workspace.agents.remove(&name);
+                            set_aside.insert(name);
+                        }
+                    }
+                }
                 Err(diagnostics) => diagnostics,
             };
             let others: Option<BTreeSet<String>> = diagnostics
