@@ -119,8 +119,10 @@ Docs: docs/cli.md#flue-mcp, docs/mcp.md";
 pub(crate) enum McpCommand {
     /// Sign in to a remote MCP server (OAuth): prints the url to open, waits for the browser to
     /// come back to a loopback address, and keeps the tokens in the workspace store.
+    #[command(after_help = MCP_HELP)]
     Login(McpServerArgs),
     /// Forget the stored OAuth tokens of a remote MCP server.
+    #[command(after_help = MCP_HELP)]
     Logout(McpServerArgs),
 }
 
@@ -267,8 +269,10 @@ pub(crate) struct BuildArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum SessionCommand {
     /// List the conversations of the workspace, most recent activity last.
+    #[command(after_help = SESSION_HELP)]
     List(ListArgs),
     /// Print a stored transcript.
+    #[command(after_help = SESSION_HELP)]
     Show(ShowArgs),
 }
 
@@ -324,8 +328,10 @@ pub(crate) struct AuditArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum TrashCommand {
     /// List what is in the trash, oldest first.
+    #[command(after_help = TRASH_HELP)]
     List(TrashListArgs),
     /// Restore a trashed file to its original path (or `--to PATH`); never overwrites.
+    #[command(after_help = TRASH_HELP)]
     Restore(TrashRestoreArgs),
 }
 

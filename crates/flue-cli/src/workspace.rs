@@ -131,6 +131,24 @@ pub(crate) async fn instance_id(store: &SqliteStore, id: &str) -> Result<String,
         return Ok(id.to_owned());
     }
     let mut found = store.conversations_with_id(id).await?;
+    if found.is_empty() {
+        // Written without the runtime (`flue run --skill`): sessions under `AGENT:ID` only.
+        let suffix = format!(":{id}");
+        let mut direct: Vec<String> = store
+            .instance_ids()
+            .await?
+            .into_iter()
+            .filter(|instance| instance.ends_with(&suffix))
+            .collect();
+        return match direct.len() {
+            0 => Ok(id.to_owned()),
+            1 => Ok(direct.remove(0)),
+            _ => Err(FlueError::config(format!(
+                "several agents have a conversation {id:?}: pass --id AGENT:{id}, one of {}",
+                direct.join(", ")
+            ))),
+        };
+    }
     match found.len() {
         0 => Ok(id.to_owned()),
         1 => Ok(found.remove(0).key.instance_id()),
@@ -171,8 +189,38 @@ pub(crate) async fn conversations(
     store: &SqliteStore,
 ) -> Result<Vec<ConversationSummary>, FlueError> {
     let mut out = Vec::new();
-    for info in store.all_conversations().await? {
+    let managed = store.all_conversations().await?;
+    let known: std::collections::BTreeSet<String> =
+        managed.iter().map(|info| info.key.instance_id()).collect();
+    for info in managed {
         out.push(summarize(store, info).await?);
+    }
+    // Conversations written without the runtime (`flue run --skill`), named `AGENT:ID`.
+    for instance in store.instance_ids().await? {
+        if known.contains(&instance) {
+            continue;
+        }
+        let Some((agent, id)) = instance.split_once(':') else {
+            continue;
+        };
+        let info = ConversationInfo {
+            key: flue_core::ConversationKey::new(agent, id),
+            uid: String::new(),
+            head: Default::default(),
+            created_at: 0,
+            owner: None,
+            epoch: 0,
+            unsettled: 0,
+        };
+        let mut summary = summarize(store, info).await?;
+        summary.created_at = store
+            .list(&instance)
+            .await?
+            .iter()
+            .map(|session| session.created_at)
+            .min()
+            .unwrap_or(summary.last_activity);
+        out.push(summary);
     }
     out.sort_by(|a, b| (a.last_activity, &a.id).cmp(&(b.last_activity, &b.id)));
     Ok(out)
