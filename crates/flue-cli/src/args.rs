@@ -295,7 +295,7 @@ pub(crate) struct ShowArgs {
     /// Conversation id.
     #[arg(long)]
     pub(crate) id: String,
-    /// Session of the conversation (its task sessions are `task-...`).
+    /// Session of the conversation: `default`, or one of its task sessions (`task:...`).
     #[arg(long, default_value = "default")]
     pub(crate) session: String,
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).

@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use crate::Exit;
 use crate::args::{ChatArgs, RunArgs};
 use crate::run::{
-    Interrupt, Interrupts, Prepared, Settled, discarded_edits_notice, prepare, submit,
+    Interrupt, Interrupts, Prepared, Settled, connection_hint, discarded_edits_notice, prepare,
+    submit,
 };
 use crate::terminal::Output;
 
@@ -127,6 +128,9 @@ async fn turn(
                 .error
                 .map_or_else(|| "the message failed".to_owned(), |error| error.message);
             eprintln!("error: {}", output.stderr_text(&message));
+            if let Some(hint) = connection_hint(&prepared.host.agents(), &message) {
+                eprintln!("hint: {}", output.stderr_text(&hint));
+            }
         }
     }
     match interrupt {

@@ -629,7 +629,7 @@ fn model_hint(args: &RunArgs, err: &SetupError) -> Option<String> {
 
 /// For a failure to reach a provider: where its URL was configured (the flue.toml line, or the
 /// variable), so the fix is one edit away.
-fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
+pub(crate) fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
     if !(message.contains("cannot reach ") || message.contains("no answer from ")) {
         return None;
     }

@@ -729,3 +729,45 @@ fn conversations_of_a_bundle_run_are_found_from_the_current_directory() {
     let listed = flue_in(work.path(), &["session", "list"]);
     assert!(stdout(&listed).contains("b1  hello"), "{}", stdout(&listed));
 }
+
+#[test]
+fn the_built_in_tools_inputs_are_documented() {
+    let tools = "[read_file, list_directory, search_files, glob, create_file, write_file, \
+                 edit_file, delete_file, restore_file, move_file, apply_patch, bash]";
+    let ws = Workspace::new(&[
+        (
+            "agents/all.md",
+            &format!("---\nmodel: scripted/script.json\ntools: {tools}\n---\nAll.\n"),
+        ),
+        ("script.json", ECHO_SCRIPT),
+    ]);
+    let listed = json(&ws.flue(&["tools", "all", "--json"]));
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/file-tools.md"),
+    )
+    .unwrap();
+    let inputs = doc
+        .split("## Inputs of every built-in tool")
+        .nth(1)
+        .unwrap();
+    for tool in listed["tools"].as_array().unwrap() {
+        let name = tool["name"].as_str().unwrap();
+        let section = inputs
+            .split(&format!("### `{name}`\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("docs/file-tools.md has no inputs of `{name}`"))
+            .split("### ")
+            .next()
+            .unwrap();
+        for property in tool["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+        {
+            assert!(
+                section.contains(&format!("| `{property}` |")),
+                "docs/file-tools.md: `{name}` lacks input `{property}`"
+            );
+        }
+    }
+}
