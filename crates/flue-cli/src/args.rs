@@ -66,7 +66,7 @@ const RUN_HELP: &str = "Examples:
   flue run hello -m \"What does the greeting file say?\"
   git diff | flue run reviewer -m - --id pr-42
   flue run reviewer --continue -m \"And the tests?\"
-  flue run reviewer --skill review --arg file=src/login.py
+  flue run reviewer --skill code-review --arg file=src/login.py
   flue run hello --dry-run
 
 Docs: docs/cli.md#flue-run";
