@@ -352,8 +352,10 @@ fn origin(name: &str) -> &'static str {
         "subagents"
     } else if BUILTIN_TOOL_NAMES.contains(&name) {
         "built-in"
+    } else if name.starts_with("mcp__") {
+        "mcp"
     } else {
-        "agent"
+        "custom"
     }
 }
 
