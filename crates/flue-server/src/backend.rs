@@ -77,6 +77,15 @@ pub struct Attachment {
     pub filename: Option<String>,
 }
 
+/// One stored attachment, as `GET .../attachments/<id>` serves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttachmentBytes {
+    /// The MIME type the uploader gave.
+    pub mime_type: String,
+    /// The decoded bytes.
+    pub bytes: Vec<u8>,
+}
+
 /// The send condition.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SendCondition {
@@ -221,6 +230,15 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Aborts the running submission and everything queued. True when there was work.
     fn abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool, BackendError>>;
+
+    /// One attachment of a message admitted to this conversation (its id is the `file` part's
+    /// `id`); `None` when the conversation has no such attachment. Callers check that the
+    /// conversation exists first.
+    fn attachment<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        attachment_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>>;
 
     /// A submission's state, `None` when the conversation has no such submission.
     fn submission<'a>(

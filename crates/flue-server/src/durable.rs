@@ -18,10 +18,10 @@ use flue_core::{
 use serde_json::{Value, json};
 
 use crate::backend::{
-    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Delivered,
-    Delivery, Page, SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
+    ConversationKey, Delivered, Delivery, Page, SendCondition, SubmissionStatus,
 };
-use crate::chunks::{iso8601, settlement_chunks, user_message};
+use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunks, user_message};
 use crate::wire::{ChunkBody, Offset};
 
 /// How often an idle reader looks at the store for writes made by other processes (writes of
@@ -273,6 +273,46 @@ impl Backend for DurableRuntime {
                 Err(FlueError::AgentInstanceNotFound { .. }) => Ok(false),
                 Err(err) => Err(backend_error(err)),
             }
+        })
+    }
+
+    fn attachment<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        attachment_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            // The id names the submission and the image's index: its bytes are those of the
+            // admitted message, stored once with the submission.
+            let Some((submission_id, idx)) = parse_attachment_id(attachment_id) else {
+                return Ok(None);
+            };
+            let info = match self.inner.runtime.status(submission_id).await {
+                Ok(info) => info,
+                Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
+                Err(err) => return Err(backend_error(err)),
+            };
+            if info.conversation != core_key {
+                return Ok(None);
+            }
+            let DeliveredMessage::User { images, .. } = &info.message else {
+                return Ok(None);
+            };
+            let Some(image) = images.get(idx) else {
+                return Ok(None);
+            };
+            let Some(bytes) = decode_image(&image.data) else {
+                return Err(BackendError::Internal(FlueError::InvalidRequest {
+                    message: format!(
+                        "attachment {attachment_id:?} is not valid base64 in the store"
+                    ),
+                }));
+            };
+            Ok(Some(AttachmentBytes {
+                mime_type: image.mime_type.clone(),
+                bytes,
+            }))
         })
     }
 

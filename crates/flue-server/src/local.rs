@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::backend::{
-    Admitted, AgentInfo, Backend, BackendError, Batch, ConversationKey, Delivered, Delivery, Page,
-    SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, AttachmentBytes, Backend, BackendError, Batch, ConversationKey, Delivered,
+    Delivery, Page, SendCondition, SubmissionStatus,
 };
-use crate::chunks::{settlement_chunks, timestamp, user_message};
+use crate::chunks::{attachment_id, decode_image, settlement_chunks, timestamp, user_message};
 use crate::wire::{ChunkBody, Offset};
 
 /// Opens agents for the runtime: implemented by the assembly layer (workspace or bundle) and
@@ -72,6 +72,8 @@ struct State {
     running: Option<(String, CancellationToken)>,
     worker: bool,
     statuses: HashMap<String, SubmissionStatus>,
+    /// Images of admitted messages by attachment id (in memory, like the stream).
+    attachments: HashMap<String, AttachmentBytes>,
     session: Option<Session>,
 }
 
@@ -193,6 +195,18 @@ impl Backend for LocalRuntime {
                 let mut state = lock(&conversation.state);
                 let offset =
                     conversation.append(&mut state, vec![ChunkBody::MessageAppended { message }]);
+                if let Delivered::User { images, .. } = &delivery.message {
+                    for (idx, image) in images.iter().enumerate() {
+                        let bytes = decode_image(&image.data).unwrap_or_default();
+                        state.attachments.insert(
+                            attachment_id(&submission_id, idx),
+                            AttachmentBytes {
+                                mime_type: image.mime_type.clone(),
+                                bytes,
+                            },
+                        );
+                    }
+                }
                 state.queue.push_back(Queued {
                     submission_id: submission_id.clone(),
                     message: delivery.message,
@@ -294,6 +308,18 @@ impl Backend for LocalRuntime {
                 conversation.settle(&mut state, &item.submission_id, "aborted", Some(error));
             }
             Ok(had_work)
+        })
+    }
+
+    fn attachment<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        attachment_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>> {
+        Box::pin(async move {
+            let conversation = self.conversation(key)?;
+            let state = lock(&conversation.state);
+            Ok(state.attachments.get(attachment_id).cloned())
         })
     }
 

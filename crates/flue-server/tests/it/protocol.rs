@@ -563,9 +563,105 @@ async fn signals_and_images_are_admitted_as_their_messages(kind: Kind) {
     let parts = &snapshot["messages"][0]["parts"];
     assert_eq!(parts[1]["type"], "file");
     assert_eq!(parts[1]["mediaType"], "image/png");
+    assert_eq!(parts[1]["size"], 8);
     if matches!(kind, Kind::Local) {
         assert_eq!(parts[1]["filename"], "a.png");
     }
+
+    // The part's id serves the image's bytes, with the headers of the protocol.
+    let id = parts[1]["id"].as_str().unwrap();
+    let bytes = get(&app, &format!("/agents/plain/img/attachments/{id}")).await;
+    assert_eq!(bytes.status, 200);
+    assert_eq!(bytes.body, b"\x89PNG\r\n\x1a\n");
+    assert_eq!(bytes.header("content-type"), Some("image/png"));
+    assert_eq!(bytes.header("content-length"), Some("8"));
+    assert_eq!(bytes.header("content-disposition"), Some("inline"));
+    assert_eq!(
+        bytes.header("cache-control"),
+        Some("private, max-age=31536000, immutable")
+    );
+    assert_eq!(bytes.header("content-security-policy"), Some("sandbox"));
+    assert_eq!(bytes.header("x-content-type-options"), Some("nosniff"));
+    // Only within its conversation, and only ids that exist.
+    let other = post_json(&app, "/agents/plain/img2", r#"{"kind":"user","body":"x"}"#).await;
+    assert_eq!(other.status, 202);
+    for uri in [
+        format!("/agents/plain/img2/attachments/{id}"),
+        "/agents/plain/img/attachments/att_nope_0".to_owned(),
+        format!("/agents/plain/img/attachments/{}9", &id[..id.len() - 1]),
+    ] {
+        let missing = get(&app, &uri).await;
+        assert_eq!(
+            (missing.status, missing.error_type()),
+            (404, "attachment_not_found".to_owned()),
+            "{uri}"
+        );
+    }
+    let none = get(&app, &format!("/agents/plain/nobody/attachments/{id}")).await;
+    assert_eq!(none.error_type(), "stream_not_found");
+    // Data that is not base64, and too many images, are refused before anything is stored.
+    let image = |data: &str| json!({"type": "image", "data": data, "mimeType": "image/png"});
+    for attachments in [vec![image("not base64!")], vec![image("iVBORw0KGgo="); 17]] {
+        let body = json!({"kind": "user", "body": "x", "attachments": attachments});
+        let refused = post_json(&app, "/agents/plain/img3", &body.to_string()).await;
+        assert_eq!(
+            (refused.status, refused.error_type()),
+            (400, "invalid_request".to_owned())
+        );
+    }
+    assert_eq!(
+        get(&app, "/agents/plain/img3").await.error_type(),
+        "stream_not_found"
+    );
+}
+
+async fn a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope(kind: Kind) {
+    let app = app(
+        kind,
+        ServerConfig {
+            request_timeout: Duration::from_millis(100),
+            long_poll_timeout: Duration::from_secs(10),
+            ..fast_config()
+        },
+    )
+    .await;
+    let admission = send(&app, "/agents/plain/t1", "hi").await;
+    settled(
+        &app,
+        "/agents/plain/t1",
+        admission["submissionId"].as_str().unwrap(),
+    )
+    .await;
+    let head = get(&app, "/agents/plain/t1").await;
+    let offset = head.header("stream-next-offset").unwrap().to_owned();
+    // A long-poll at the head waits longer than the request timeout allows.
+    let parked = get(
+        &app,
+        &format!("/agents/plain/t1?view=updates&offset={offset}&live=long-poll"),
+    )
+    .await;
+    assert_eq!(
+        (parked.status, parked.error_type()),
+        (408, "request_timeout".to_owned())
+    );
+    assert_eq!(parked.header("content-type"), Some("application/json"));
+    assert!(
+        !parked.json()["error"]["details"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+    // A path segment that is not UTF-8 once decoded is axum's rejection, in the envelope.
+    let undecodable = get(&app, "/agents/plain/%FF%FE").await;
+    assert_eq!(
+        (undecodable.status, undecodable.error_type()),
+        (400, "invalid_request".to_owned())
+    );
+    assert_eq!(undecodable.header("content-type"), Some("application/json"));
+    assert_eq!(
+        undecodable.header("x-content-type-options"),
+        Some("nosniff")
+    );
 }
 
 /// (method, uri, content type, body, status, type)
@@ -965,6 +1061,7 @@ both!(
     abort_settles_the_running_and_every_queued_submission_aborted,
     uid_conditions_create_only_continue_only_and_store_nothing_when_they_fail,
     signals_and_images_are_admitted_as_their_messages,
+    a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope,
     every_refusal_has_its_status_envelope_and_stores_nothing,
     offsets_past_the_head_and_large_bodies_are_refused,
     a_token_is_required_on_every_route_when_configured,
