@@ -19,9 +19,11 @@ use serde_json::{Value, json};
 
 use crate::backend::{
     Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
-    ConversationKey, Delivered, Delivery, Page, SendCondition, SubmissionStatus,
+    ConversationKey, Delivered, Delivery, LiveChunks, LiveCursor, Page, SendCondition,
+    SubmissionStatus,
 };
 use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunks, user_message};
+use crate::turns::{LiveTurns, spawn_follower};
 use crate::wire::{ChunkBody, Offset};
 
 /// How often an idle reader looks at the store for writes made by other processes (writes of
@@ -41,12 +43,19 @@ struct Inner {
     stopping: AtomicBool,
     /// Submissions this process admitted and has not seen settle (for graceful shutdown).
     admitted: Mutex<HashSet<String>>,
+    /// Model output of turns in progress, ahead of their durable records.
+    turns: Arc<LiveTurns>,
 }
 
 impl DurableRuntime {
     /// Serves `agents` (their names must be the runtime registry's) through `runtime`.
+    ///
+    /// Called within a tokio runtime, it streams model output live to SSE readers (see
+    /// `turns.rs`); elsewhere every chunk comes from a durable batch.
     pub fn new(runtime: AgentRuntime, agents: Vec<AgentInfo>) -> Self {
         let names = agents.iter().map(|agent| agent.name.clone()).collect();
+        let turns = Arc::new(LiveTurns::default());
+        spawn_follower(&turns, runtime.subscribe());
         Self {
             inner: Arc::new(Inner {
                 runtime,
@@ -54,6 +63,7 @@ impl DurableRuntime {
                 names,
                 stopping: AtomicBool::new(false),
                 admitted: Mutex::new(HashSet::new()),
+                turns,
             }),
         }
     }
@@ -200,9 +210,15 @@ impl Backend for DurableRuntime {
                 .batches
                 .iter()
                 .map(|batch| {
+                    let ends_live_turn = live_turn_of(batch);
+                    let replaces_live = ends_live_turn
+                        .as_deref()
+                        .is_some_and(|submission_id| self.inner.turns.streamed(submission_id));
                     Arc::new(Batch {
                         offset: Offset(batch.offset.0),
                         chunks: project(batch),
+                        ends_live_turn,
+                        replaces_live,
                     })
                 })
                 .collect();
@@ -316,6 +332,23 @@ impl Backend for DurableRuntime {
         })
     }
 
+    fn live(&self, key: &ConversationKey, cursor: LiveCursor) -> Option<LiveChunks> {
+        self.inner.turns.read(&key.conversation_id(), cursor)
+    }
+
+    fn live_changed<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut watch = self.inner.turns.watch(&key.conversation_id());
+            if watch.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    fn mark_streamed(&self, submission_id: &str) {
+        self.inner.turns.mark_streamed(submission_id);
+    }
+
     fn submission<'a>(
         &'a self,
         key: &'a ConversationKey,
@@ -351,6 +384,28 @@ impl Backend for DurableRuntime {
                     .map(|error| error_value(&error)),
             }))
         })
+    }
+}
+
+/// The submission whose model turn with text or reasoning this batch records.
+fn live_turn_of(batch: &StreamBatch) -> Option<String> {
+    let BatchBody::Records {
+        session, records, ..
+    } = &batch.body
+    else {
+        return None;
+    };
+    let streams = session == DEFAULT_SESSION
+        && records.iter().any(|stored| match &stored.record {
+            Record::Assistant(message) => message.content.iter().any(|content| {
+                matches!(content, AssistantContent::Text { text } | AssistantContent::Thinking { text, .. } if !text.is_empty())
+            }),
+            _ => false,
+        });
+    if streams {
+        batch.submission_id.clone()
+    } else {
+        None
     }
 }
 

@@ -33,11 +33,13 @@ mod project;
 mod router;
 mod routes;
 mod serve;
+mod turns;
 pub mod wire;
 
 pub use backend::{
     Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
-    ConversationKey, Delivered, Delivery, Page, SendCondition, SubmissionStatus,
+    ConversationKey, Delivered, Delivery, LiveChunks, LiveCursor, Page, SendCondition,
+    SubmissionStatus,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;

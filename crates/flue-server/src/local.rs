@@ -340,7 +340,7 @@ impl Conversation {
     /// Appends one batch and wakes readers; returns the new head.
     fn append(&self, state: &mut State, chunks: Vec<ChunkBody>) -> Offset {
         let offset = Offset(state.batches.len() as u64 + 1);
-        state.batches.push(Arc::new(Batch { offset, chunks }));
+        state.batches.push(Arc::new(Batch::new(offset, chunks)));
         self.head.send_replace(offset.0);
         offset
     }

@@ -11,7 +11,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::backend::{Attachment, ConversationKey, Delivered, Delivery, Page, SendCondition};
+use crate::backend::{
+    Attachment, Batch, ConversationKey, Delivered, Delivery, Page, SendCondition,
+};
 use crate::error::ApiError;
 use crate::live;
 use crate::project::Conversation;
@@ -274,6 +276,7 @@ async fn updates(
                 .await?;
         }
     }
+    let page = with_live_resets(state, key, page).await?;
     let (body, next) = render_page(&key.conversation_id(), &page, offset, from_origin);
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
@@ -283,6 +286,55 @@ async fn updates(
         insert(headers, UP_TO_DATE, "true");
     }
     Ok(response)
+}
+
+/// Sends each batch that records a turn whose text went out live ([`Batch::replaces_live`]) as
+/// a `conversation-reset` with the snapshot through it: a reader that saw the live deltas, or
+/// resumes from an offset after seeing them, replaces them instead of appending them again.
+pub(crate) async fn with_live_resets(
+    state: &AppState,
+    key: &ConversationKey,
+    mut page: Page,
+) -> Result<Page, ApiError> {
+    if !page.batches.iter().any(|batch| batch.replaces_live) {
+        return Ok(page);
+    }
+    let conversation_id = key.conversation_id();
+    let mut conversation = Conversation::default();
+    let mut after = Offset::START;
+    for batch in &mut page.batches {
+        if !batch.replaces_live {
+            continue;
+        }
+        // The state through this batch, read incrementally from where the last reset ended.
+        while after < batch.offset {
+            let wanted = usize::try_from(batch.offset.0 - after.0).unwrap_or(usize::MAX);
+            let prefix = state.backend.read(key, after, wanted).await?;
+            let Some(last) = prefix.batches.last() else {
+                break;
+            };
+            for earlier in &prefix.batches {
+                for chunk in &earlier.chunks {
+                    conversation.apply(chunk);
+                }
+            }
+            after = last.offset;
+        }
+        let snapshot = conversation.snapshot(
+            &conversation_id,
+            batch.offset.to_string(),
+            &page.incarnation,
+        );
+        *batch = Arc::new(Batch {
+            offset: batch.offset,
+            chunks: vec![ChunkBody::ConversationReset {
+                snapshot: Box::new(snapshot),
+            }],
+            ends_live_turn: batch.ends_live_turn.clone(),
+            replaces_live: false,
+        });
+    }
+    Ok(page)
 }
 
 /// Renders a page as the JSON chunk array; returns it and the next offset. Reading from the
