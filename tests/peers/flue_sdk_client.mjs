@@ -81,18 +81,21 @@ const run = {
     const first = await client.send({ message: user('warm up') });
     await client.wait(first);
     const observation = client.observe({ live: 'sse' });
-    await waitFor(() => observation.getSnapshot().phase === 'live');
-    const sentAt = Date.now();
-    const admission = await client.send({ message: user('hello') });
     const partials = new Set();
+    let admission = null;
+    let sentAt = null;
     let firstTextMs = null;
     observation.subscribe(() => {
+      if (!admission) return;
       const text = textOf(observation.getSnapshot().conversation ?? { messages: [] }, admission.submissionId);
       if (text) {
         firstTextMs ??= Date.now() - sentAt;
         partials.add(text);
       }
     });
+    await waitFor(() => observation.getSnapshot().phase === 'live');
+    sentAt = Date.now();
+    admission = await client.send({ message: user('hello') });
     const done = await waitFor(() => {
       const s = observation.getSnapshot();
       return s.conversation?.settlements.some((x) => x.submissionId === admission.submissionId) ? s : null;

@@ -246,7 +246,10 @@ fn the_official_client_drives_flue_serve_end_to_end() {
 
     // Live SSE shows the reply piece by piece, and it ends up there once.
     let streaming = by_name("streaming");
-    assert_eq!(streaming["reply"], "Hello from the slowly streaming fake model.");
+    assert_eq!(
+        streaming["reply"],
+        "Hello from the slowly streaming fake model."
+    );
     assert_eq!(streaming["historyReply"], streaming["reply"]);
     assert!(
         streaming["partials"].as_u64().unwrap() >= 3,
