@@ -40,6 +40,9 @@ struct State {
     open: HashMap<String, Turn>,
     /// A wake-up per conversation with live readers: its value grows with every change.
     watchers: HashMap<String, watch::Sender<u64>>,
+    /// When `watchers` reaches this size, entries without receivers are dropped (doubling, so
+    /// the sweep costs O(1) per subscription amortized).
+    prune_at: usize,
     /// The last turn number handed out.
     last_turn: u64,
     /// Submissions whose live chunks reached a reader, oldest first.
@@ -125,6 +128,10 @@ impl LiveTurns {
     /// A receiver that changes with every live change of `conversation`.
     pub(crate) fn watch(&self, conversation: &str) -> watch::Receiver<u64> {
         let mut state = self.lock();
+        if state.watchers.len() >= state.prune_at {
+            state.watchers.retain(|_, sender| sender.receiver_count() > 0);
+            state.prune_at = (state.watchers.len() * 2).max(1024);
+        }
         state
             .watchers
             .entry(conversation.to_owned())
