@@ -369,7 +369,7 @@ fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
         .iter()
         .map(|agent| agent["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["plain", "slow-tool", "tool"]);
+    assert_eq!(names, ["plain", "slow-tool", "stream", "tool"]);
     assert!(!server.log().contains("t0ps3cret"));
 }
 
