@@ -129,7 +129,9 @@ impl LiveTurns {
     pub(crate) fn watch(&self, conversation: &str) -> watch::Receiver<u64> {
         let mut state = self.lock();
         if state.watchers.len() >= state.prune_at {
-            state.watchers.retain(|_, sender| sender.receiver_count() > 0);
+            state
+                .watchers
+                .retain(|_, sender| sender.receiver_count() > 0);
             state.prune_at = (state.watchers.len() * 2).max(1024);
         }
         state
