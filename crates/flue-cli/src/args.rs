@@ -29,6 +29,11 @@ pub(crate) enum Command {
     /// Serve every agent of the workspace (or bundle) over HTTP, speaking the Flue
     /// conversation protocol.
     Serve(ServeArgs),
+    /// Serve the workspace's agents with hot reload and a console in the browser.
+    Dev(DevArgs),
+    /// Create a new workspace (an agent on the scripted model, its script, a skill) that
+    /// `flue dev` and `flue run` serve at once, offline.
+    Init(InitArgs),
     /// List and restore files the file tools deleted or overwrote.
     Trash {
         #[command(subcommand)]
@@ -229,4 +234,30 @@ pub(crate) struct ServeArgs {
     /// Origin allowed to call cross-origin (repeatable); none = no CORS headers.
     #[arg(long = "cors-origin")]
     pub(crate) cors_origins: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Loopback address to bind (the console has no authentication).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: String,
+    /// Port to bind (0 picks a free one; the console url is printed on stderr).
+    #[arg(long, default_value_t = 3583)]
+    pub(crate) port: u16,
+    /// Environment file to load instead of ROOT/.env (watched like .env).
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Milliseconds of quiet after a file change before the workspace is rebuilt.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) debounce_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// Folder to create the workspace in (default: the current directory); created when
+    /// missing. Existing files are never overwritten.
+    pub(crate) dir: Option<PathBuf>,
 }
