@@ -23,8 +23,9 @@ const CONSOLE_JS: &str = include_str!("console/console.js");
 /// How long `GET /_flue/dev/state?after=N` waits for a rebuild before answering unchanged.
 const LONG_POLL: Duration = Duration::from_secs(25);
 
-/// Every route the console adds, as `METHOD path` lines (docs/dev.md lists them).
-pub(super) const DEV_ROUTES: &[&str] = &[
+/// Every route [`routes`] adds, as `METHOD path` lines (a test keeps docs/dev.md equal).
+#[cfg(test)]
+const DEV_ROUTES: &[&str] = &[
     "GET /",
     "GET /_flue/dev/console.css",
     "GET /_flue/dev/console.js",
@@ -132,3 +133,6 @@ fn no_store(mut response: Response) -> Response {
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
+
+#[cfg(test)]
+mod tests;

@@ -82,7 +82,7 @@ function pretty(value) {
 
 function lines(value) {
   if (typeof value === 'string') {
-    if (!value.includes('\n')) return [/^\s|\s$|^$|^[-[{"'|>#]|: /.test(value) ? JSON.stringify(value) : value];
+    if (!value.includes('\n')) return [/^\s|\s$|^$/.test(value) ? JSON.stringify(value) : value];
     return ['|', ...value.replace(/\n$/, '').split('\n').map((line) => `  ${line}`)];
   }
   if (value === null || typeof value !== 'object') return [JSON.stringify(value)];
@@ -332,6 +332,8 @@ function apply(chunk) {
     case 'tool-output': {
       const part = findToolPart(chunk.toolCallId);
       if (part) Object.assign(part, { state: 'output-available', output: chunk.output, durationMs: chunk.durationMs });
+      // A finished task's child session is in the store now: show it under the call.
+      if (part && part.toolName === 'task') refreshTranscript();
       break;
     }
     case 'tool-output-error': {
@@ -453,11 +455,40 @@ function renderTool(part) {
   const io = h('div', { class: 'io' }, h('h4', {}, 'Input'), h('pre', {}, pretty(part.input)));
   if (stateName === 'ok') io.append(h('h4', {}, 'Output'), h('pre', {}, pretty(part.output)));
   if (stateName === 'error') io.append(h('h4', {}, 'Error'), h('pre', { class: 'error' }, part.errorText));
-  return collapsible(`tool:${part.toolCallId}`, `tool tool-${stateName}`, [
+  const block = collapsible(`tool:${part.toolCallId}`, `tool tool-${stateName}`, [
     h('span', { class: 'tool-name' }, part.toolName),
     h('span', { class: 'tool-hint' }, brief(part.input)),
     h('span', { class: `state ${stateName}` }, label + duration),
   ], io);
+  if (part.toolName !== 'task') return block;
+  return h('div', { class: 'tool-with-task' }, block, renderTaskCall(part, stateName));
+}
+
+// A `task` call's child session, nested under the call: running while the call runs, then the
+// child's stored records (and its own tasks) from the transcript.
+function renderTaskCall(part, stateName) {
+  const input = part.input || {};
+  const output = part.output && typeof part.output === 'object' ? part.output : {};
+  const session = output.session && findSession(state.transcript, output.session);
+  const outcome = { ok: 'completed', error: 'failed', running: 'running' }[stateName];
+  return h('div', { class: 'task' },
+    h('div', { class: 'task-head' },
+      h('strong', {}, `task → ${input.agent || output.agent || state.agent}`),
+      input.role ? h('span', { class: 'badge' }, `role ${input.role}`) : null,
+      h('span', { class: `state ${stateName}` }, outcome),
+      session ? h('span', { class: 'muted-note' }, `${session.messages.length} records`) : null),
+    session ? h('div', { class: 'task-records' }, session.messages.map(recordRow),
+      (session.tasks || []).map((child) => renderSession(child, false))) : null);
+}
+
+function findSession(tree, name) {
+  if (!tree) return null;
+  if (tree.session === name) return tree;
+  for (const task of tree.tasks || []) {
+    const found = findSession(task, name);
+    if (found) return found;
+  }
+  return null;
 }
 
 function renderTask(data) {
