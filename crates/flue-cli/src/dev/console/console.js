@@ -225,6 +225,16 @@ function savedConversation(agent) {
   return localStorage.getItem(`flue-dev:conversation:${agent}`) || freshId();
 }
 
+// The last conversation ids used with each agent, offered by the id field.
+function rememberConversation(agent, conversation) {
+  const key = `flue-dev:recent:${agent}`;
+  let recent = [];
+  try { recent = JSON.parse(localStorage.getItem(key) || '[]'); } catch { recent = []; }
+  recent = [conversation, ...recent.filter((id) => id !== conversation)].slice(0, 12);
+  localStorage.setItem(key, JSON.stringify(recent));
+  $('recent-conversations').replaceChildren(...recent.map((id) => h('option', { value: id })));
+}
+
 function freshId() {
   return `dev-${Math.random().toString(36).slice(2, 8)}`;
 }
@@ -234,6 +244,7 @@ function selectAgent(agent, conversation) {
   state.agent = agent;
   state.conversation = conversation;
   localStorage.setItem(`flue-dev:conversation:${agent}`, conversation);
+  rememberConversation(agent, conversation);
   history.replaceState(null, '', `#${encode(agent)}/${encode(conversation)}`);
   state.messages = [];
   state.running.clear();
