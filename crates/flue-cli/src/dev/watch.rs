@@ -126,8 +126,11 @@ pub(super) async fn next_batch(
 /// True for the events that change a file: reads (open, close after reading) are not.
 fn is_write(kind: EventKind) -> bool {
     match kind {
-        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any => true,
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Create(_)
+        | EventKind::Modify(_)
+        | EventKind::Remove(_)
+        | EventKind::Any
+        | EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) | EventKind::Other => false,
     }
 }
