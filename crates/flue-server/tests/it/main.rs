@@ -11,3 +11,4 @@
 mod docs;
 mod host;
 mod protocol;
+mod reload;
