@@ -1,14 +1,18 @@
 //! The dev console: a page at `/` whose HTML, CSS and JavaScript are compiled into the binary
-//! (no build step, nothing fetched from the network), and the dev-only JSON routes it reads
-//! besides the conversation protocol: the build status with the agents and diagnostics
-//! (long-polled), and a conversation's stored transcript with its task sessions.
+//! (no build step, nothing fetched from the network), and the dev-only routes it reads besides
+//! the conversation protocol: the build status with the agents and diagnostics (long-polled),
+//! a conversation's stored transcript with its task sessions, and the live events of its
+//! running turn (text as the model streams it, task start and end), which the durable stream
+//! only carries once a turn is stored.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -31,6 +35,7 @@ const DEV_ROUTES: &[&str] = &[
     "GET /_flue/dev/console.js",
     "GET /_flue/dev/state",
     "GET /_flue/dev/transcript/{agent}/{id}",
+    "GET /_flue/dev/live/{agent}/{id}",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
@@ -50,6 +55,7 @@ pub(super) fn routes(state: Arc<DevState>) -> Router {
         )
         .route("/_flue/dev/state", get(status))
         .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
+        .route("/_flue/dev/live/{agent}/{id}", get(live))
         .with_state(state)
 }
 
@@ -125,6 +131,62 @@ async fn transcript(
                 .into_response()
         }
     }
+}
+
+/// `GET /_flue/dev/live/{agent}/{id}`: server-sent events, one per live event of the
+/// conversation's running work in this process, `{"submissionId", "event"}` with `event` in
+/// flue-core's event format: text and reasoning deltas, model turn ends, task start and end,
+/// compaction start and end. Nothing is stored or replayed: a reader sees what happens while it
+/// is connected, and a `lagged` event when it fell behind (the durable stream has the rest).
+async fn live(
+    State(state): State<Arc<DevState>>,
+    Path((agent, id)): Path<(String, String)>,
+) -> Response {
+    let key = flue_core::ConversationKey::new(&agent, &id);
+    let receiver = state.runtime.runtime().subscribe();
+    let events = futures::stream::unfold((receiver, key), |(mut receiver, key)| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match receiver.recv().await {
+                Ok(event) if event.conversation == key => {
+                    if let Some(sse) = live_event(&event) {
+                        return Some((Ok::<_, Infallible>(sse), (receiver, key)));
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {
+                    let lagged = SseEvent::default().event("lagged").data("{}");
+                    return Some((Ok(lagged), (receiver, key)));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    no_store(
+        Sse::new(events)
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+    )
+}
+
+/// The events the console shows live; the rest reach it through the durable stream.
+fn live_event(event: &flue_core::RuntimeEvent) -> Option<SseEvent> {
+    use flue_core::Event;
+    let shown = matches!(
+        event.event,
+        Event::TextDelta { .. }
+            | Event::ThinkingDelta { .. }
+            | Event::TurnEnd { .. }
+            | Event::TaskStart { .. }
+            | Event::TaskEnd { .. }
+            | Event::CompactionStart { .. }
+            | Event::CompactionEnd { .. }
+    );
+    if !shown {
+        return None;
+    }
+    let data = json!({"submissionId": event.submission_id, "event": event.event});
+    Some(SseEvent::default().data(data.to_string()))
 }
 
 fn no_store(mut response: Response) -> Response {

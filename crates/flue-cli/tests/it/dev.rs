@@ -495,3 +495,47 @@ fn the_console_in_headless_chromium() {
         );
     }
 }
+
+#[test]
+fn the_live_route_streams_the_running_turn_of_its_conversation_only() {
+    let (_dir, root) = init_workspace();
+    let dev = Dev::start(&root);
+    let mut stream = TcpStream::connect(&dev.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /_flue/dev/live/assistant/live HTTP/1.1\r\nhost: {}\r\n\r\n",
+        dev.addr
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    reader.read_line(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Work on another conversation is not shown; then this one's text arrives as deltas.
+    let other = dev.send("assistant/other", "something else");
+    dev.settled("assistant/other", &other);
+    let submission = dev.send("assistant/live", "read the notes");
+    let mut text = String::new();
+    let mut types = Vec::new();
+    for line in reader.lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let event: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(event["submissionId"], submission.as_str(), "{event}");
+        let kind = event["event"]["type"].as_str().unwrap().to_owned();
+        if kind == "text_delta" {
+            text.push_str(event["event"]["text"].as_str().unwrap());
+        }
+        types.push(kind);
+        if text.contains("notes.md says:") {
+            break;
+        }
+    }
+    assert!(text.starts_with("Let me read notes.md."), "{text}");
+    assert!(types.contains(&"turn_end".to_owned()), "{types:?}");
+}

@@ -4,6 +4,7 @@
 // over SSE from an offset) plus the dev-only routes of `flue dev`:
 //   GET /_flue/dev/state?after=N              build status, agents, diagnostics (long-poll)
 //   GET /_flue/dev/transcript/<agent>/<id>    the stored sessions with task sessions nested
+//   GET /_flue/dev/live/<agent>/<id>          live events of the running turn (SSE)
 'use strict';
 
 const state = {
@@ -21,7 +22,15 @@ const state = {
   actions: [],
   pending: null,         // the agent and conversation named in the url, until the first status
   stick: true,           // keep the chat scrolled to the newest message (until the user scrolls)
+  liveSource: null,      // the EventSource of the live route
+  live: emptyLive(),     // what the running turn has produced that is not stored yet
 };
+
+// The model's text of the turn in progress, and the tasks running now. A stored turn
+// replaces the text (the durable stream has it from then on).
+function emptyLive() {
+  return { submissionId: null, text: '', reasoning: '', tasks: new Map() };
+}
 
 const $ = (id) => document.getElementById(id);
 
@@ -241,6 +250,8 @@ function freshId() {
 
 function selectAgent(agent, conversation) {
   if (state.source) { state.source.close(); state.source = null; }
+  if (state.liveSource) { state.liveSource.close(); state.liveSource = null; }
+  state.live = emptyLive();
   state.agent = agent;
   state.conversation = conversation;
   localStorage.setItem(`flue-dev:conversation:${agent}`, conversation);
@@ -258,6 +269,7 @@ function selectAgent(agent, conversation) {
   renderAgentDetail();
   renderMessages();
   renderRunState();
+  followLive();
   refreshTranscript().then(() => {
     // A conversation with stored sessions has a stream: follow it from the start.
     if (state.transcript && state.transcript.version > 0) follow();
@@ -282,6 +294,41 @@ function follow() {
     for (const chunk of chunks) apply(chunk);
     renderMessages();
     renderRunState();
+  });
+  followLive();
+}
+
+// Live events of this conversation's running work (text as it is generated, tasks).
+function followLive() {
+  if (state.liveSource) return;
+  const agent = state.agent;
+  const conversation = state.conversation;
+  const source = new EventSource(`/_flue/dev/live/${encode(agent)}/${encode(conversation)}`);
+  state.liveSource = source;
+  source.addEventListener('message', (message) => {
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    let data;
+    try { data = JSON.parse(message.data); } catch { return; }
+    const live = state.live;
+    if (data.submissionId && live.submissionId !== data.submissionId) {
+      state.live = emptyLive();
+      state.live.submissionId = data.submissionId;
+    }
+    const event = data.event || {};
+    switch (event.type) {
+      case 'text_delta': state.live.text += event.text; break;
+      case 'thinking_delta': state.live.reasoning += event.text; break;
+      case 'task_start':
+        state.live.tasks.set(event.session, { agent: event.agent, depth: event.depth, state: 'running' });
+        break;
+      case 'task_end': {
+        const task = state.live.tasks.get(event.session);
+        if (task) task.state = event.outcome;
+        break;
+      }
+      default: return;
+    }
+    renderMessages();
   });
 }
 
@@ -326,6 +373,9 @@ function apply(chunk) {
       break;
     case 'message-started':
       assistantMessage(chunk.messageId, chunk.submissionId);
+      // The turn is stored: its text comes from the durable stream from now on.
+      state.live.text = '';
+      state.live.reasoning = '';
       break;
     case 'message-delta': {
       const message = assistantMessage(chunk.messageId);
@@ -366,6 +416,7 @@ function apply(chunk) {
       break;
     }
     case 'submission-settled':
+      if (state.live.submissionId === chunk.submissionId) state.live = emptyLive();
       state.settled.add(chunk.submissionId);
       state.running.delete(chunk.submissionId);
       refreshTranscript();
@@ -389,15 +440,26 @@ function renderMessages() {
       'Messages and everything the agent does show up here as it happens.'));
   }
   let replyIndex = 0;
+  const live = state.live;
+  const liveParts = [];
+  if (live.reasoning) liveParts.push({ type: 'reasoning', text: live.reasoning, state: 'streaming' });
+  if (live.text) liveParts.push({ type: 'text', text: live.text, state: 'streaming' });
+  let liveShown = false;
   for (const message of state.messages) {
     if (message.role === 'user') inner.append(renderUser(message));
-    else if (message.role === 'assistant') inner.append(renderAssistant(message, state.usage[replyIndex++]));
-    else inner.append(renderSystem(message));
+    else if (message.role === 'assistant') {
+      const extra = message.submissionId && message.submissionId === live.submissionId ? liveParts : [];
+      if (extra.length) liveShown = true;
+      inner.append(renderAssistant({ ...message, parts: [...message.parts, ...extra] }, state.usage[replyIndex++]));
+    } else inner.append(renderSystem(message));
   }
   const answering = new Set(state.messages.filter((message) => message.role === 'assistant').map((message) => message.submissionId));
   if ([...state.running].some((id) => !answering.has(id))) {
-    inner.append(h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
-      h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i'))));
+    const streaming = !liveShown && liveParts.length
+      ? renderAssistant({ id: 'live', role: 'assistant', submissionId: live.submissionId, parts: liveParts })
+      : h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
+        h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')));
+    inner.append(streaming);
   }
   container.replaceChildren(inner);
   if (stick) container.scrollTop = container.scrollHeight;
@@ -482,12 +544,20 @@ function renderTaskCall(part, stateName) {
   const output = part.output && typeof part.output === 'object' ? part.output : {};
   const session = output.session && findSession(state.transcript, output.session);
   const outcome = { ok: 'completed', error: 'failed', running: 'running' }[stateName];
+  // While the call runs, the tasks the live route reports (this call's, and theirs).
+  const running = stateName === 'running'
+    ? [...state.live.tasks.entries()].map(([name, task]) => h('div', { class: 'task-head' },
+      h('span', { class: 'badge' }, `depth ${task.depth}`),
+      h('span', {}, `${task.agent || 'self'} · ${name.split(':').slice(-1)[0].slice(0, 8)}`),
+      h('span', { class: `state ${task.state === 'running' ? 'running' : task.state === 'completed' ? 'ok' : 'error'}` }, task.state)))
+    : [];
   return h('div', { class: 'task' },
     h('div', { class: 'task-head' },
       h('strong', {}, `task → ${input.agent || output.agent || state.agent}`),
       input.role ? h('span', { class: 'badge' }, `role ${input.role}`) : null,
       h('span', { class: `state ${stateName}` }, outcome),
       session ? h('span', { class: 'muted-note' }, `${session.messages.length} records`) : null),
+    running.length ? h('div', { class: 'task-records' }, running) : null,
     session ? h('div', { class: 'task-records' }, session.messages.map(recordRow),
       (session.tasks || []).map((child) => renderSession(child, false))) : null);
 }
