@@ -7,6 +7,7 @@
 //   3-edited   editing the agent file changes the next reply, without reloading the page
 //   4-broken   a broken edit shows the diagnostics banner (file and line); the old build answers
 //   5-fixed    fixing the file clears the banner
+//   6-approval a tool call that needs approval waits in the chat; Allow runs it
 // Prints one JSON line {ok, steps, consoleErrors} and exits 0 only when every step passed.
 'use strict';
 
@@ -33,6 +34,17 @@ tools: [read_file
 ---
 Broken.
 `;
+const AGENT_BASH = `---
+description: Runs commands, each after your approval
+model: scripted/scripts/bash.json
+tools: [bash]
+---
+You run commands.
+`;
+const SCRIPT_BASH = JSON.stringify({ rules: [
+  { when: { tool_result: 'bash' }, reply: { text: 'The command printed: {{tool_result}}' } },
+  { reply: { text: 'Let me run it.', tool_calls: [{ name: 'bash', input: { command: 'echo approved run' } }] } },
+] });
 const SCRIPT_V2 = JSON.stringify({ rules: [{ reply: { text: 'Version two answers: {{user}}' } }] });
 
 async function main() {
@@ -116,6 +128,19 @@ async function main() {
     await banner.waitFor({ state: 'hidden' });
     await page.locator('#build.ok').waitFor();
     await shot('5-fixed');
+
+    // 6. A tool call that needs approval pauses in the chat until Allow.
+    fs.writeFileSync(path.join(root, 'scripts/bash.json'), SCRIPT_BASH);
+    fs.appendFileSync(path.join(root, 'flue.toml'), '\n[defaults.permissions]\nbash = "always_ask"\n');
+    fs.writeFileSync(path.join(root, 'agents/assistant.md'), AGENT_BASH);
+    await page.locator('#tab-agent', { hasText: 'scripted/scripts/bash.json' }).waitFor();
+    await send('run something');
+    const action = page.locator('.messages .action.pending', { hasText: 'bash' });
+    await action.waitFor();
+    await page.locator('#actions-count', { hasText: '1' }).waitFor();
+    await action.locator('button', { hasText: 'Allow' }).click();
+    await page.locator('.assistant-body', { hasText: 'The command printed: approved run' }).waitFor();
+    await shot('6-approval');
 
     if (consoleErrors.length) throw new Error(`console errors: ${consoleErrors.join(' | ')}`);
     console.log(JSON.stringify({ ok: true, steps, consoleErrors }));

@@ -263,6 +263,7 @@ function selectAgent(agent, conversation) {
   state.usage = [];
   state.transcript = null;
   state.actions = [];
+  state.actionsRendered = false;
   $('chat-agent').textContent = agent;
   $('conversation').value = conversation;
   renderAgents();
@@ -406,8 +407,10 @@ function apply(chunk) {
       const message = assistantMessage(chunk.messageId);
       const type = `data-${chunk.name}`;
       const existing = message.parts.find((part) => part.type === type);
-      if (existing) existing.data = chunk.data;
+      // A later batch may carry only what changed (an action's decision): merge it.
+      if (existing) existing.data = { ...(existing.data || {}), ...(chunk.data || {}) };
       else message.parts.push({ type, data: chunk.data });
+      if (chunk.name.startsWith('action-')) refreshActions();
       break;
     }
     case 'message-completed': {
@@ -518,6 +521,7 @@ function renderPart(message, part) {
     return h('div', { class: 'compaction' }, `Context compacted${tokens}`);
   }
   if (part.type.startsWith('data-task-')) return renderTask(part.data || {});
+  if (part.type.startsWith('data-action-')) return renderAction(part.data || {}, 'chat');
   return null;
 }
 
@@ -597,7 +601,10 @@ function renderRunState() {
   $('abort').hidden = !running;
   const runState = $('run-state');
   runState.className = 'run-state';
-  runState.textContent = running ? 'The agent is working…' : '';
+  const waiting = state.actions.length;
+  runState.textContent = waiting
+    ? `Waiting for your decision on ${waiting} action${waiting === 1 ? '' : 's'}`
+    : running ? 'The agent is working…' : '';
 }
 
 // ---------------------------------------------------------------- transcript and usage
@@ -717,52 +724,110 @@ function renderTranscript() {
 
 // ---------------------------------------------------------------- pending actions
 //
-// Tool calls that need a person's approval wait as pending actions of their conversation:
-// GET /agents/<agent>/<id>/actions lists them, POST /agents/<agent>/<id>/actions/<action>
-// resolves one. The server says whether it serves these routes (status.features.actions);
-// until it does, this tab says so and asks for nothing.
+// A tool call that needs a person waits as a pending action of its conversation (the
+// submission is `waiting`): GET /agents/<agent>/<id>/actions lists them, POST
+// /agents/<agent>/<id>/actions/<actionId> decides one ({decision: allow | deny | result}).
+// The chat shows each where the reply paused; the Actions tab lists the pending ones. The
+// server says whether it serves these routes (status.features.actions).
+
+function actionsSupported() {
+  return Boolean(state.status && state.status.features && state.status.features.actions);
+}
 
 async function refreshActions() {
-  const supported = state.status && state.status.features && state.status.features.actions;
-  if (!supported || !state.agent) { renderActions(supported); return; }
+  // A conversation that never received a message has no actions (and answers 404).
+  const exists = state.running.size > 0 || (state.transcript && state.transcript.version > 0) || state.messages.length > 0;
+  if (!actionsSupported() || !state.agent || !exists) { setActions([]); return; }
+  const agent = state.agent;
+  const conversation = state.conversation;
   try {
     const response = await fetch(`${conversationUrl()}/actions`, { cache: 'no-store' });
-    state.actions = response.ok ? ((await response.json()).actions || []) : [];
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    const body = response.ok ? await response.json() : {};
+    setActions((body.actions || []).filter((action) => action.state === 'pending'));
   } catch {
-    state.actions = [];
+    setActions([]);
   }
-  renderActions(true);
+}
+
+// Re-renders only when the pending set changed, so an answer being typed is kept.
+function setActions(actions) {
+  const ids = actions.map((action) => action.actionId).join(',');
+  const changed = ids !== state.actions.map((action) => action.actionId).join(',');
+  state.actions = actions;
+  if (changed || !state.actionsRendered) { renderActions(); renderRunState(); }
 }
 
 async function resolveAction(action, decision) {
-  await fetch(`${conversationUrl()}/actions/${encode(action.id)}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ decision }),
-  });
+  const runState = $('run-state');
+  try {
+    const response = await fetch(`${conversationUrl()}/actions/${encode(action.actionId)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(decision),
+    });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      runState.className = 'run-state error';
+      runState.textContent = (body.error && body.error.message) || `The server answered ${response.status}.`;
+    }
+  } catch (err) {
+    runState.className = 'run-state error';
+    runState.textContent = `Cannot reach flue dev: ${err.message}`;
+  }
   refreshActions();
 }
 
-function renderActions(supported) {
+// One action: what the tool wants to do, why it asks, and (pending) the decision buttons.
+// In the chat, a custom tool's answer is typed in the Actions tab (the chat re-renders).
+function renderAction(action, where) {
+  const pending = action.state === 'pending';
+  const stateClass = pending ? 'running' : action.state === 'denied' || action.state === 'interrupted' ? 'error' : 'ok';
+  let controls = null;
+  if (pending && action.kind === 'custom_tool' && where === 'chat') {
+    controls = h('button', { class: 'link', type: 'button', onclick: () => showTab('actions') }, 'Answer it in the Actions tab');
+  } else if (pending && action.kind === 'custom_tool') {
+    const value = h('textarea', { class: 'action-value', rows: 3, placeholder: 'The tool\'s result: JSON, or plain text' });
+    controls = h('div', { class: 'action-buttons column' }, value,
+      h('div', { class: 'action-buttons' },
+        h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'result', value: parseValue(value.value) }) }, 'Send result'),
+        h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'result', value: parseValue(value.value), isError: true }) }, 'Send as error')));
+  } else if (pending) {
+    controls = h('div', { class: 'action-buttons' },
+      h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'allow' }) }, 'Allow'),
+      h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'deny' }) }, 'Deny'));
+  }
+  return h('div', { class: `action${pending ? ' pending' : ''}` },
+    h('div', { class: 'action-head' },
+      h('span', { class: 'tool-name' }, action.toolName || 'tool'),
+      h('span', { class: 'badge' }, action.kind === 'custom_tool' ? 'needs your answer' : 'needs your approval'),
+      h('span', { class: `state ${stateClass}` }, pending ? 'waiting for you' : action.state)),
+    action.reason ? h('div', { class: 'action-reason' }, action.reason) : null,
+    action.input !== undefined && action.input !== null ? h('pre', {}, pretty(action.input)) : null,
+    action.message ? h('div', { class: 'action-reason' }, action.message) : null,
+    controls);
+}
+
+function parseValue(text) {
+  try { return JSON.parse(text); } catch { return text; }
+}
+
+function renderActions() {
+  state.actionsRendered = true;
   const panel = $('tab-actions');
   const count = $('actions-count');
   count.hidden = !state.actions.length;
   count.textContent = String(state.actions.length);
-  if (!supported) {
+  if (!actionsSupported()) {
     panel.replaceChildren(h('p', { class: 'none' },
-      'Tool calls that need your approval will wait here, with Approve and Deny. This server does not pause for approvals yet.'));
+      'Tool calls that need your approval wait here, with Allow and Deny. This server does not pause for approvals.'));
     return;
   }
   if (!state.actions.length) {
-    panel.replaceChildren(h('p', { class: 'none' }, 'No pending actions.'));
+    panel.replaceChildren(h('p', { class: 'none' }, 'No pending actions. Tool calls that need your approval (see docs/permissions.md) wait here.'));
     return;
   }
-  panel.replaceChildren(...state.actions.map((action) => h('div', { class: 'action' },
-    h('strong', {}, action.toolName || action.kind || 'action'),
-    action.input !== undefined ? h('pre', {}, pretty(action.input)) : null,
-    h('div', { class: 'action-buttons' },
-      h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, 'approve') }, 'Approve'),
-      h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, 'deny') }, 'Deny')))));
+  panel.replaceChildren(...state.actions.map((action) => renderAction(action, 'tab')));
 }
 
 // ---------------------------------------------------------------- sending
@@ -838,10 +903,10 @@ function init() {
   });
   for (const button of document.querySelectorAll('.tab-button')) button.addEventListener('click', () => showTab(button.dataset.tab));
   renderMessages();
-  renderActions(false);
+  renderActions();
   // While the agent works, pending actions may appear (when the server has them).
   setInterval(() => {
-    if (state.running.size && state.status && state.status.features && state.status.features.actions) refreshActions();
+    if (state.running.size && actionsSupported()) refreshActions();
   }, 1500);
   pollStatus();
 }
