@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use flue_core::{
@@ -38,13 +38,26 @@ pub struct DurableRuntime {
 
 struct Inner {
     runtime: AgentRuntime,
-    agents: Vec<AgentInfo>,
-    names: HashSet<String>,
+    /// The agents served and their names; replaced whole by [`DurableRuntime::set_agents`].
+    agents: RwLock<Arc<Served>>,
     stopping: AtomicBool,
     /// Submissions this process admitted and has not seen settle (for graceful shutdown).
     admitted: Mutex<HashSet<String>>,
     /// Model output of turns in progress, ahead of their durable records.
     turns: Arc<LiveTurns>,
+}
+
+/// The agents served at one time.
+struct Served {
+    agents: Vec<AgentInfo>,
+    names: HashSet<String>,
+}
+
+impl Served {
+    fn new(agents: Vec<AgentInfo>) -> Self {
+        let names = agents.iter().map(|agent| agent.name.clone()).collect();
+        Self { agents, names }
+    }
 }
 
 impl DurableRuntime {
@@ -53,14 +66,12 @@ impl DurableRuntime {
     /// Called within a tokio runtime, it streams model output live to SSE readers (see
     /// `turns.rs`); elsewhere every chunk comes from a durable batch.
     pub fn new(runtime: AgentRuntime, agents: Vec<AgentInfo>) -> Self {
-        let names = agents.iter().map(|agent| agent.name.clone()).collect();
         let turns = Arc::new(LiveTurns::default());
         spawn_follower(&turns, runtime.subscribe());
         Self {
             inner: Arc::new(Inner {
                 runtime,
-                agents,
-                names,
+                agents: RwLock::new(Arc::new(Served::new(agents))),
                 stopping: AtomicBool::new(false),
                 admitted: Mutex::new(HashSet::new()),
                 turns,
@@ -70,7 +81,33 @@ impl DurableRuntime {
 
     /// How many agents are served.
     pub fn agents_len(&self) -> usize {
-        self.inner.agents.len()
+        self.served().agents.len()
+    }
+
+    /// Serves `agents` from now on (a reloaded workspace; the runtime registry must serve the
+    /// same names). Requests already past their agent check finish as they began.
+    pub fn set_agents(&self, agents: Vec<AgentInfo>) {
+        let served = Arc::new(Served::new(agents));
+        *self
+            .inner
+            .agents
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = served;
+    }
+
+    /// How many submissions this process admitted are not settled yet.
+    pub async fn unsettled_submissions(&self) -> usize {
+        self.unsettled().await
+    }
+
+    fn served(&self) -> Arc<Served> {
+        Arc::clone(
+            &self
+                .inner
+                .agents
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// The runtime underneath.
@@ -113,7 +150,7 @@ impl DurableRuntime {
         &self,
         key: &ConversationKey,
     ) -> Result<flue_core::ConversationKey, BackendError> {
-        if !self.inner.names.contains(&key.agent) {
+        if !self.served().names.contains(&key.agent) {
             return Err(BackendError::UnknownAgent(key.agent.clone()));
         }
         Ok(flue_core::ConversationKey::new(&key.agent, &key.id))
@@ -122,11 +159,11 @@ impl DurableRuntime {
 
 impl Backend for DurableRuntime {
     fn agents(&self) -> Vec<AgentInfo> {
-        self.inner.agents.clone()
+        self.served().agents.clone()
     }
 
     fn has_agent(&self, agent: &str) -> bool {
-        self.inner.names.contains(agent)
+        self.served().names.contains(agent)
     }
 
     fn dispatch<'a>(

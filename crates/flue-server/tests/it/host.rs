@@ -136,25 +136,29 @@ pub(crate) async fn app(kind: Kind, config: ServerConfig) -> Router {
             let runtime = LocalRuntime::new(Arc::new(TestHost::new()));
             flue_server::router(Arc::new(runtime), config)
         }
-        Kind::Durable => {
-            let host = TestHost::new();
-            let infos = host.agents();
-            let mut agents = StaticAgents::new();
-            for name in ["plain", "tool", "slow-tool", "stream"] {
-                let builder = host.builder(name).unwrap();
-                agents = agents.with_agent(name, move || builder.clone()());
-            }
-            let store = Arc::new(MemoryStore::new());
-            let runtime = AgentRuntime::builder(store, Arc::new(agents))
-                .with_poll_interval(Duration::from_millis(10))
-                .start()
-                .await
-                .unwrap();
-            // The temporary directory lives as long as the test process.
-            std::mem::forget(host);
-            flue_server::router(Arc::new(DurableRuntime::new(runtime, infos)), config)
-        }
+        Kind::Durable => flue_server::router(Arc::new(durable_runtime().await), config),
     }
+}
+
+/// A `DurableRuntime` over flue-core's `AgentRuntime` and an in-memory store, serving the
+/// test agents.
+pub(crate) async fn durable_runtime() -> DurableRuntime {
+    let host = TestHost::new();
+    let infos = host.agents();
+    let mut agents = StaticAgents::new();
+    for name in ["plain", "tool", "slow-tool", "stream"] {
+        let builder = host.builder(name).unwrap();
+        agents = agents.with_agent(name, move || builder.clone()());
+    }
+    let store = Arc::new(MemoryStore::new());
+    let runtime = AgentRuntime::builder(store, Arc::new(agents))
+        .with_poll_interval(Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    // The temporary directory lives as long as the test process.
+    std::mem::forget(host);
+    DurableRuntime::new(runtime, infos)
 }
 
 /// A durable router serving `careful`: the `tool` agent whose `lookup` asks first.
