@@ -75,9 +75,7 @@ fn main() -> ExitCode {
     };
     // `flue serve` serves many conversations: all cores. Everything else: one thread.
     let serving = matches!(cli.command, Command::Serve(_));
-    if serving {
-        init_tracing();
-    }
+    let telemetry = init_telemetry(if serving { "info" } else { "off" });
     let mut builder = if serving {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -123,18 +121,19 @@ fn main() -> ExitCode {
     };
     // Tasks still running (open streams, blocking store calls) get a moment, not forever.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // Spans and metrics still buffered go out before the process ends.
+    telemetry.shutdown();
     // A closed stdout (e.g. `| head`) is not an error worth reporting.
     let _ = std::io::stdout().flush();
     exit.into()
 }
 
-/// Logs on stderr, filtered by `FLUE_LOG` (default `info`).
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+/// Logs on stderr filtered by `FLUE_LOG` (`default_filter` when unset), and OpenTelemetry
+/// export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Every command calls it once, at start.
+pub(crate) fn init_telemetry(default_filter: &str) -> flue_telemetry::Telemetry {
+    let telemetry = flue_telemetry::Telemetry::init(default_filter);
+    for warning in telemetry.warnings() {
+        eprintln!("warning: {}", terminal::escape_controls(warning));
+    }
+    telemetry
 }

@@ -33,6 +33,7 @@ mod sandbox;
 mod scope;
 mod session;
 mod skill;
+mod spans;
 mod store;
 mod submission;
 mod task;
@@ -71,6 +72,7 @@ pub use sandbox::{
 };
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
+pub use spans::SPAN_TARGET;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
     ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,

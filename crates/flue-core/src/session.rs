@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::agent_loop;
 use crate::call::CallHandle;
@@ -28,6 +29,7 @@ use crate::redact::Redactor;
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::scope::AgentScope;
 use crate::skill::{self, SkillOptions};
+use crate::spans;
 use crate::store::{SessionKey, SessionLog};
 use crate::task::{self, Inherited, TaskOptions};
 use crate::tool::ToolDefinition;
@@ -479,6 +481,14 @@ impl Session {
             cancel: cancel.clone(),
             sink: sink.clone(),
         };
+        let span = spans::operation(
+            kind,
+            &shared.harness.agent.name,
+            &shared.harness.instance_id,
+            &shared.key.session,
+            shared.depth,
+        );
+        let operation_span = span.clone();
         let operation = async move {
             let _guard = guard;
             sink.send(Event::OperationStart {
@@ -496,6 +506,12 @@ impl Session {
                     Some(redacted_info(&redactor, err)),
                 ),
             };
+            spans::record_usage(&operation_span, &usage);
+            spans::record_outcome(
+                &operation_span,
+                outcome,
+                error.as_ref().map(|info| info.kind.as_str()),
+            );
             sink.send(Event::OperationEnd {
                 outcome,
                 usage,
@@ -503,7 +519,7 @@ impl Session {
             });
             result.map(|(value, _)| value)
         };
-        CallHandle::spawn(operation, cancel, events_rx)
+        CallHandle::spawn(operation.instrument(span), cancel, events_rx)
     }
 }
 

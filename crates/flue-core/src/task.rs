@@ -21,11 +21,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::agent_loop;
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, Outcome};
+use crate::event::{Event, OperationKind, Outcome};
 use crate::harness::{HarnessShared, TASK_SESSION_PREFIX};
 use crate::model::TurnSink;
 use crate::overlay::CallOverlay;
@@ -34,6 +35,7 @@ use crate::sandbox::normalize_path;
 use crate::scope::AgentScope;
 use crate::session::{OperationContext, PromptOptions, PromptResponse, SessionShared};
 use crate::skill::SkillCatalog;
+use crate::spans;
 use crate::store::{SessionKey, SessionLog};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
 use crate::util::new_uuid;
@@ -263,6 +265,13 @@ pub(crate) async fn run_task(
         cancel: cancel.child_token(),
         sink: child_sink,
     };
+    let span = spans::operation(
+        OperationKind::Task,
+        agent.as_deref().unwrap_or(&harness.agent.name),
+        &harness.instance_id,
+        &name,
+        depth,
+    );
     let result = agent_loop::run(
         Arc::clone(&child),
         Some(UserMessage { content }),
@@ -270,6 +279,7 @@ pub(crate) async fn run_task(
         overlay,
         ctx,
     )
+    .instrument(span.clone())
     .await;
     // The child's sink is gone with its context: let the forwarder drain nested task events
     // before this task's own end.
@@ -283,6 +293,13 @@ pub(crate) async fn run_task(
             Some(crate::session::redacted_info(&harness.redactor, err)),
         ),
     };
+    spans::record_usage(&span, &usage);
+    spans::record_outcome(
+        &span,
+        outcome,
+        error.as_ref().map(|info| info.kind.as_str()),
+    );
+    drop(span);
     sink.send(Event::TaskEnd {
         session: name.clone(),
         agent,

@@ -36,6 +36,8 @@ struct Reader {
     next_control: Instant,
     /// True when the reader is at the head and must wait for data.
     caught_up: bool,
+    /// Open while the stream is: counts active streams (disabled, and free, without telemetry).
+    _stream_span: tracing::Span,
 }
 
 /// Starts an SSE response; a missing conversation or a bad offset fails before the headers.
@@ -60,6 +62,7 @@ pub(crate) async fn sse(
         from_origin,
         pending: Some(page),
         caught_up: false,
+        _stream_span: tracing::info_span!(target: flue_core::SPAN_TARGET, parent: None, "flue.sse"),
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_event().await?;

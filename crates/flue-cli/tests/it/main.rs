@@ -14,6 +14,7 @@ mod durable;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
+mod otel;
 mod providers;
 mod run;
 mod runaway;

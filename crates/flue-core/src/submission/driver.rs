@@ -20,6 +20,7 @@ use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
 use crate::record::{UserContent, UserMessage};
+use crate::spans;
 use crate::store::conversation::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
 use crate::submission::fenced::FencedSessions;
@@ -179,6 +180,11 @@ async fn process(
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
     let attempts = submission.attempts;
+    let attempt_span = spans::attempt(
+        inner.submission_span(submission_id).as_ref(),
+        submission_id,
+        attempts,
+    );
     inner.emit(
         key,
         Some(submission_id),
@@ -279,7 +285,8 @@ async fn process(
         reason: Arc::clone(&reason),
     };
     *slot.attempt() = Some(control);
-    let mut handle = session.run_submission(message, cancel.clone());
+    // The operation's span (and everything under it) nests under the attempt's.
+    let mut handle = attempt_span.in_scope(|| session.run_submission(message, cancel.clone()));
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);
         let key = key.clone();
