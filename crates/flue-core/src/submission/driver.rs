@@ -180,6 +180,13 @@ async fn process(
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
     let attempts = submission.attempts;
+    tracing::debug!(
+        target: "flue_core::submission",
+        conversation = %key.instance_id(),
+        submission = submission_id,
+        attempt = attempts,
+        "attempt"
+    );
     let attempt_span = spans::attempt(
         inner.submission_span(submission_id).as_ref(),
         submission_id,
@@ -430,7 +437,15 @@ async fn settle(inner: &RuntimeInner, fence: &Fence, settlement: Settlement) -> 
             Next::Continue
         }
         Ok(false) => Next::Continue,
-        Err(_) => Next::Stop,
+        Err(err) => {
+            tracing::warn!(
+                target: "flue_core::submission",
+                submission = %settlement.submission_id,
+                error = %err,
+                "cannot record the settlement; the next owner settles it"
+            );
+            Next::Stop
+        }
     }
 }
 
