@@ -6,13 +6,16 @@
 mod args;
 mod audit;
 mod build;
+mod chat;
 mod elicit;
 mod mcp;
 mod render;
 mod run;
 mod serve;
+mod session_list;
 mod session_show;
 mod terminal;
+mod tools;
 mod trash;
 mod workspace;
 
@@ -75,7 +78,7 @@ fn main() -> ExitCode {
     };
     // `flue serve` serves many conversations: all cores. Everything else: one thread.
     let serving = matches!(cli.command, Command::Serve(_));
-    let telemetry = init_telemetry(if serving { "info" } else { "off" });
+    let telemetry = init_telemetry(&cli.command);
     let mut builder = if serving {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -91,7 +94,12 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(run_args) => run::run(run_args).await,
+            Command::Chat(chat_args) => chat::chat(chat_args).await,
+            Command::Tools(tools_args) => tools::list(tools_args).await,
             Command::Build(build_args) => build::build(&build_args),
+            Command::Session {
+                command: SessionCommand::List(list_args),
+            } => session_list::list(list_args).await,
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
@@ -128,10 +136,24 @@ fn main() -> ExitCode {
     exit.into()
 }
 
-/// Logs on stderr filtered by `FLUE_LOG` (`default_filter` when unset), and OpenTelemetry
-/// export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Every command calls it once, at start.
-pub(crate) fn init_telemetry(default_filter: &str) -> flue_telemetry::Telemetry {
-    let telemetry = flue_telemetry::Telemetry::init(default_filter);
+/// Logs on stderr filtered by `FLUE_LOG`, and OpenTelemetry export when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Every command calls it once, at start: `serve` logs
+/// at `info`; `-v` (run, chat) shows the model providers' retries as bare lines (timings come
+/// from the event renderer); everything else logs nothing unless `FLUE_LOG` says so.
+pub(crate) fn init_telemetry(command: &Command) -> flue_telemetry::Telemetry {
+    let verbose = match command {
+        Command::Run(args) => args.verbose,
+        Command::Chat(args) => args.verbose,
+        _ => false,
+    };
+    let options = if matches!(command, Command::Serve(_)) {
+        flue_telemetry::LogOptions::new("info")
+    } else if verbose {
+        flue_telemetry::LogOptions::new("flue::retry=info").with_bare_lines()
+    } else {
+        flue_telemetry::LogOptions::new("off")
+    };
+    let telemetry = flue_telemetry::Telemetry::init(&options);
     for warning in telemetry.warnings() {
         eprintln!("warning: {}", terminal::escape_controls(warning));
     }

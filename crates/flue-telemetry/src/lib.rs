@@ -12,7 +12,7 @@
 //! disabled. [`Telemetry::shutdown`] flushes what is buffered; call it before the process exits.
 //!
 //! ```no_run
-//! let telemetry = flue_telemetry::Telemetry::init("info");
+//! let telemetry = flue_telemetry::Telemetry::init(&flue_telemetry::LogOptions::new("info"));
 //! for warning in telemetry.warnings() {
 //!     eprintln!("warning: {warning}");
 //! }
@@ -45,6 +45,31 @@ pub use layer::GenAiLayer;
 pub const LOG_ENV: &str = "FLUE_LOG";
 /// The environment variable that turns on recording message contents in spans.
 pub const CAPTURE_CONTENT_ENV: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+
+/// How log lines look and what they show by default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogOptions {
+    default_filter: String,
+    bare: bool,
+}
+
+impl LogOptions {
+    /// Lines with time, level and target, filtered by `FLUE_LOG`, else by `default_filter`
+    /// (an `EnvFilter` directive: `info`, `off`, `flue::retry=info`).
+    pub fn new(default_filter: &str) -> Self {
+        Self {
+            default_filter: default_filter.to_owned(),
+            bare: false,
+        }
+    }
+
+    /// Lines with the message and its fields only (for a terminal user, e.g. `flue run -v`).
+    #[must_use]
+    pub fn with_bare_lines(mut self) -> Self {
+        self.bare = true;
+        self
+    }
+}
 
 /// The process's logging and telemetry; flush it with [`Telemetry::shutdown`] before exit.
 #[derive(Debug, Default)]
@@ -88,10 +113,12 @@ impl ExportSettings {
 
 impl Telemetry {
     /// Installs the global `tracing` subscriber: log lines on stderr filtered by `FLUE_LOG`
-    /// (`default_filter` when unset or invalid), plus OTLP export when the `OTEL_*` variables
-    /// ask for it. Call once, at start; a second call installs nothing. Never fails: problems
-    /// (an invalid `FLUE_LOG`, an exporter that cannot be built) are returned as warnings.
-    pub fn init(default_filter: &str) -> Self {
+    /// (the options' default filter when unset or invalid), plus OTLP export when the `OTEL_*`
+    /// variables ask for it. Call once, at start; a second call installs nothing. Never fails:
+    /// problems (an invalid `FLUE_LOG`, an exporter that cannot be built) are returned as
+    /// warnings.
+    pub fn init(options: &LogOptions) -> Self {
+        let default_filter = options.default_filter.as_str();
         let settings = ExportSettings::from_vars(|name| std::env::var(name).ok());
         let mut warnings = Vec::new();
         let filter = match std::env::var(LOG_ENV) {
@@ -104,10 +131,22 @@ impl Telemetry {
             }),
             Err(_) => EnvFilter::new(default_filter),
         };
-        let fmt_layer = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .with_filter(filter);
+        let fmt_layer = if options.bare {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .without_time()
+                .with_target(false)
+                .with_level(false)
+                .with_filter(filter)
+                .boxed()
+        } else {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_filter(filter)
+                .boxed()
+        };
         let mut telemetry = Self::default();
         if settings.traces || settings.metrics {
             // reqwest's rustls needs a process-wide crypto provider for https endpoints; an
