@@ -26,7 +26,9 @@ use flue_core::{
 use flue_telemetry::GenAiLayer;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::{SdkMeterProvider, Temporality};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use tracing::Dispatch;
 use tracing_subscriber::filter::{EnvFilter, filter_fn};
@@ -48,6 +50,25 @@ impl SpanExporter for DropExporter {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         drop(batch);
         Ok(())
+    }
+}
+
+impl PushMetricExporter for DropExporter {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let _ = metrics;
+        Ok(())
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        Ok(())
+    }
+
+    fn temporality(&self) -> Temporality {
+        Temporality::Cumulative
     }
 }
 
@@ -74,16 +95,18 @@ fn main() {
             .unwrap()
     });
 
-    let off = Dispatch::new(Registry::default().with(
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::sink)
-            .with_filter(EnvFilter::new("off")),
-    ));
+    let off = Dispatch::new(
+        Registry::default().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::sink)
+                .with_filter(EnvFilter::new("off")),
+        ),
+    );
     let tracer_provider = SdkTracerProvider::builder()
         .with_batch_exporter(DropExporter)
         .build();
     let meter_provider = SdkMeterProvider::builder()
-        .with_reader(ManualReader::builder().build())
+        .with_periodic_exporter(DropExporter)
         .build();
     let on = Dispatch::new(
         Registry::default()
@@ -146,4 +169,5 @@ fn main() {
         );
     }
     let _ = tracer_provider.shutdown();
+    let _ = meter_provider.shutdown();
 }
