@@ -131,6 +131,12 @@ impl Telemetry {
             }),
             Err(_) => EnvFilter::new(default_filter),
         };
+        // Telemetry spans never reach log lines: their fields (contents among them) would be
+        // formatted into every line logged inside them, and cost time when nothing exports.
+        let filter = match format!("{}=off", flue_core::SPAN_TARGET).parse() {
+            Ok(directive) => filter.add_directive(directive),
+            Err(_) => filter,
+        };
         let fmt_layer = if options.bare {
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
