@@ -194,6 +194,7 @@ pub(crate) fn outcome_str(outcome: Outcome) -> &'static str {
         Outcome::Completed => "completed",
         Outcome::Failed => "failed",
         Outcome::Aborted => "aborted",
+        Outcome::RequiresAction => "requires_action",
     }
 }
 

@@ -96,6 +96,7 @@ impl AgentRuntimeBuilder {
             own_work_only: self.own_work_only,
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
+            resolving: tokio::sync::Mutex::new(()),
         });
         inner.reconcile().await?;
         if let Some(interval) = self.reconcile_interval {
@@ -153,7 +154,7 @@ pub struct RuntimeEvent {
 /// ```
 #[derive(Clone)]
 pub struct AgentRuntime {
-    inner: Arc<RuntimeInner>,
+    pub(crate) inner: Arc<RuntimeInner>,
 }
 
 /// What the runtime's tasks share.
@@ -179,6 +180,9 @@ pub(crate) struct RuntimeInner {
     /// The telemetry spans of the submissions this runtime admitted, until they settle (only
     /// while a subscriber records them): their attempts nest under them.
     submission_spans: Mutex<HashMap<String, tracing::Span>>,
+    /// Serializes this runtime's decisions on pending actions (they share one owner id, so
+    /// two at once would fence each other off).
+    pub(crate) resolving: tokio::sync::Mutex<()>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.
@@ -234,8 +238,13 @@ impl RuntimeInner {
         });
     }
 
+    /// Whether a driver of this runtime works on `key` now.
+    pub(crate) fn is_driving(&self, key: &ConversationKey) -> bool {
+        self.drivers().contains_key(key)
+    }
+
     /// Makes sure a driver works on `key`: tells the running one, or starts one.
-    fn kick(self: &Arc<Self>, key: &ConversationKey) {
+    pub(crate) fn kick(self: &Arc<Self>, key: &ConversationKey) {
         let mut drivers = self.drivers();
         self.kick_locked(&mut drivers, key);
     }
@@ -310,7 +319,7 @@ impl RuntimeInner {
         }
     }
 
-    fn remember_own(&self, key: &ConversationKey, submission_id: &str) {
+    pub(crate) fn remember_own(&self, key: &ConversationKey, submission_id: &str) {
         self.own
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -402,6 +411,13 @@ impl AgentRuntime {
             });
         }
         check_message(&message)?;
+        let blocking = self.blocking_actions(key).await?;
+        if !blocking.is_empty() {
+            return Err(FlueError::ActionsPending {
+                session: key.to_string(),
+                actions: blocking,
+            });
+        }
         let admission = Admission {
             key: key.clone(),
             submission_id: new_ulid(),
