@@ -53,6 +53,8 @@ struct Reader {
     live_floor: u64,
     /// The stream's incarnation, as the last page said.
     incarnation: Arc<str>,
+    /// Open while the stream is: counts active streams (disabled, and free, without telemetry).
+    _stream_span: tracing::Span,
 }
 
 /// Starts an SSE response; a missing conversation or a bad offset fails before the headers.
@@ -82,6 +84,7 @@ pub(crate) async fn sse(
         live: LiveCursor::default(),
         live_submission: None,
         live_floor: 0,
+        _stream_span: tracing::info_span!(target: flue_core::SPAN_TARGET, parent: None, "flue.sse"),
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_event().await?;

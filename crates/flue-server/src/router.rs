@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
+use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::error::ApiError;
@@ -146,7 +147,11 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(origins))
                 .allow_methods([Method::GET, Method::HEAD, Method::POST])
-                .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+                .allow_headers([
+                    header::CONTENT_TYPE,
+                    header::AUTHORIZATION,
+                    HeaderName::from_static("traceparent"),
+                ])
                 .expose_headers([
                     HeaderName::from_static("stream-next-offset"),
                     HeaderName::from_static("stream-up-to-date"),
@@ -241,12 +246,32 @@ async fn fixed_headers(request: Request, next: Next) -> Response {
 }
 
 /// One log line per request: method, path (no query, no headers: tokens stay out), status,
-/// time to the response head.
+/// time to the response head. Also the request's telemetry span (a server span until the
+/// response head), which joins the caller's trace when it sends a W3C `traceparent`: the
+/// submissions it admits, and their attempts, nest under it.
 async fn log_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let trace_parent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok());
+    let span = tracing::info_span!(
+        target: flue_core::SPAN_TARGET,
+        "flue.request",
+        otel.name = %method,
+        otel.kind = "server",
+        flue.trace_parent = trace_parent,
+        http.request.method = %method,
+        url.path = path,
+        http.response.status_code = tracing::field::Empty,
+        flue.end = tracing::field::Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    // The span ends with the response head, even while what it admitted runs on.
+    span.record("flue.end", true);
     tracing::info!(
         target: "flue_server::request",
         %method,

@@ -17,6 +17,7 @@ mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
 mod on_terminal;
+mod otel;
 mod pauses;
 mod providers;
 mod run;

@@ -15,7 +15,7 @@ use crate::Workspace;
 
 /// The serve test workspace: agents `plain`, `tool` (bash `echo 42`) and `slow-tool` (a slow
 /// command on the local sandbox that counts its runs in runs.log).
-fn workspace() -> Workspace {
+pub(crate) fn workspace() -> Workspace {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve-workspace");
     let workspace = Workspace::new(&[]);
     for relative in [
@@ -42,14 +42,14 @@ fn slow_secs(workspace: &Workspace, secs: u32) {
 }
 
 /// A running `flue serve`; killed (SIGKILL) when dropped.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     base: String,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Server {
-    fn start(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
         command
             .args(["serve", "--root"])
@@ -87,7 +87,7 @@ impl Server {
         }
     }
 
-    fn addr(&self) -> &str {
+    pub(crate) fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
     }
 
@@ -96,7 +96,7 @@ impl Server {
         let _ = self.child.wait();
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 }
@@ -108,7 +108,7 @@ impl Drop for Server {
 }
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
-fn http(
+pub(crate) fn http(
     addr: &str,
     method: &str,
     path: &str,
