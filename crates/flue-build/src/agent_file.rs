@@ -37,6 +37,9 @@ pub struct AgentFile {
     pub subagents: Vec<String>,
     /// `tools`: names of built-in tools, all known.
     pub tools: Vec<String>,
+    /// `tools`: the command tools declared inline, in order, each checked
+    /// ([`flue_core::CommandToolSpec::to_tool`] succeeds).
+    pub command_tools: Vec<flue_core::CommandToolSpec>,
     /// `mcp`: MCP servers by name, checked for shape only.
     pub mcp: BTreeMap<String, McpServerDecl>,
     /// `sandbox`: where the agent's commands run.
@@ -178,7 +181,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
                 .check(&keys, fields::name_list(key, value))
                 .unwrap_or_default();
         }
-        "tools" => file.tools = report.check(&keys, tools(value)).unwrap_or_default(),
+        "tools" => (file.tools, file.command_tools) = crate::tools::parse(value, report),
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {
             (file.sandbox, file.sandbox_options) = sandbox::parse_frontmatter(value, report);
@@ -189,34 +192,6 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "role" => file.role = report.check(&keys, fields::string(key, value)),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
-}
-
-/// Built-in tool names, each one known to flue-core.
-fn tools(value: &Pod) -> Result<Vec<String>, String> {
-    let names = fields::name_list("tools", value)?;
-    let unknown: Vec<&String> = names
-        .iter()
-        .filter(|name| !flue_core::BUILTIN_TOOL_NAMES.contains(&name.as_str()))
-        .collect();
-    let Some(first) = unknown.first() else {
-        return Ok(names);
-    };
-    let listed: Vec<String> = unknown.iter().map(|name| format!("`{name}`")).collect();
-    let noun = if unknown.len() == 1 { "tool" } else { "tools" };
-    let known = if flue_core::BUILTIN_TOOL_NAMES.is_empty() {
-        "there are no built-in tools yet".to_owned()
-    } else {
-        format!("known tools: {}", flue_core::BUILTIN_TOOL_NAMES.join(", "))
-    };
-    let suggestion = if unknown.len() == 1 {
-        crate::suggest::did_you_mean(first, flue_core::BUILTIN_TOOL_NAMES.iter().copied())
-    } else {
-        String::new()
-    };
-    Err(format!(
-        "unknown built-in {noun} {}{suggestion}; {known}",
-        listed.join(", ")
-    ))
 }
 
 fn compaction(value: &Pod, report: &mut Report<'_>) -> Option<Compaction> {

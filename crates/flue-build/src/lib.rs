@@ -60,6 +60,7 @@ mod sandbox;
 mod skill_file;
 mod source;
 mod suggest;
+mod tools;
 mod workspace;
 mod yaml_limits;
 

@@ -13,7 +13,7 @@ impl Workspace {
     /// - model and thinking: the agent's, else the flue.toml defaults;
     /// - instructions: the file's body (`None` when empty); the workspace context
     ///   ([`Workspace::context`]) is not included;
-    /// - tools: the built-in tools named in `tools`;
+    /// - tools: the built-in tools named in `tools`, then its command tools;
     /// - subagents: a profile per name, built recursively from their files (see below);
     /// - compaction, durability, max_turns, role: the agent's;
     /// - skills: none registered. A root agent runs with every workspace skill, which the
@@ -33,7 +33,7 @@ impl Workspace {
         let defaults = &self.config.defaults;
         let mut config = AgentConfig::new()
             .with_name(&agent.name)
-            .with_tools(flue_core::builtin_tools(&agent.tools)?);
+            .with_tools(tools(agent)?);
         config.description.clone_from(&agent.description);
         config.model = agent.model.clone().or_else(|| defaults.model.clone());
         config.instructions = instructions(agent);
@@ -64,7 +64,7 @@ impl Workspace {
         }
         let agent = self.agent_file(name)?;
         let mut profile = AgentProfile::new(&agent.name);
-        profile.tools = flue_core::builtin_tools(&agent.tools)?;
+        profile.tools = tools(agent)?;
         chain.push(agent.name.clone());
         for subagent in &agent.subagents {
             profile
@@ -113,6 +113,15 @@ impl Workspace {
             ))
         })
     }
+}
+
+/// The built-in tools an agent file names, then its command tools.
+fn tools(agent: &AgentFile) -> Result<Vec<flue_core::ToolDefinition>, FlueError> {
+    let mut tools = flue_core::builtin_tools(&agent.tools)?;
+    for spec in &agent.command_tools {
+        tools.push(spec.to_tool()?);
+    }
+    Ok(tools)
 }
 
 fn instructions(agent: &AgentFile) -> Option<String> {

@@ -85,7 +85,9 @@ pub use submission::{
 pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,
-    ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,
+    BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
+    DEFAULT_COMMAND_TIMEOUT_MS, MAX_COMMAND_TIMEOUT_MS, Ownership, Permission,
+    READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet,
+    builtin_tool, builtin_tools, check_variable_name, render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

@@ -8,6 +8,7 @@
 
 mod agent_config;
 mod bundle;
+mod command_tools;
 mod diagnostics;
 mod fields;
 mod flue_toml;

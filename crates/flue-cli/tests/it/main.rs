@@ -8,6 +8,7 @@
 
 mod audit_trash;
 mod build;
+mod command_tools;
 mod conformance;
 mod delegation;
 mod durable;

@@ -6,6 +6,7 @@
 //! one operation's tool list and rejects name collisions.
 
 mod builtin;
+mod command;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -25,6 +26,10 @@ use crate::store::{AuditStore, MemoryStore};
 use crate::util::BoxFuture;
 
 pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
+pub use command::{
+    COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS, DEFAULT_COMMAND_TIMEOUT_MS,
+    MAX_COMMAND_TIMEOUT_MS, check_variable_name,
+};
 
 /// The suggested action of an input that does not match a built-in tool's schema.
 const FIX_ARGUMENTS: &str = "Fix the arguments to match the tool's input schema and retry.";
