@@ -72,5 +72,5 @@ pub use mcp::{McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioM
 pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};
-pub use skill_file::SkillFile;
+pub use skill_file::{SkillFile, VENDOR_KEYS};
 pub use workspace::Workspace;

@@ -20,5 +20,6 @@ mod references;
 mod roles;
 mod sandbox;
 mod skills;
+mod skills_vendor;
 mod support;
 mod yaml_limits;
