@@ -29,6 +29,9 @@ pub struct AgentFile {
     pub description: Option<String>,
     /// `model`: `<provider>/<model>`, checked for shape.
     pub model: Option<String>,
+    /// `model: false`: no model of its own and no flue.toml default; every call chooses one
+    /// (`flue run --model`).
+    pub model_per_call: bool,
     /// `thinking`: reasoning effort.
     pub thinking: Option<ThinkingLevel>,
     /// `skills`: names of skills under `.agents/skills/`, all present.
@@ -165,7 +168,15 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
     let keys = [key];
     match key {
         "description" => file.description = report.check(&keys, fields::string(key, value)),
-        "model" => file.model = report.check(&keys, fields::model(key, value)),
+        "model" => match value {
+            Pod::Boolean(false) => file.model_per_call = true,
+            Pod::Boolean(true) => report.error(
+                &keys,
+                "`model` must be `<provider>/<model>`, or `false` to choose the model per call \
+                 (`flue run --model`), got true",
+            ),
+            _ => file.model = report.check(&keys, fields::model(key, value)),
+        },
         "thinking" => {
             let levels = fields::thinking_levels();
             file.thinking =

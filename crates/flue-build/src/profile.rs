@@ -10,7 +10,8 @@ use crate::workspace::Workspace;
 impl Workspace {
     /// The flue-core configuration of the agent `name`.
     ///
-    /// - model and thinking: the agent's, else the flue.toml defaults;
+    /// - model and thinking: the agent's, else the flue.toml defaults (`model: false`: no
+    ///   model, every call chooses one);
     /// - instructions: the file's body (`None` when empty); the workspace context
     ///   ([`Workspace::context`]) is not included;
     /// - tools: the built-in tools named in `tools`, then its command tools;
@@ -35,7 +36,11 @@ impl Workspace {
             .with_name(&agent.name)
             .with_tools(tools(agent)?);
         config.description.clone_from(&agent.description);
-        config.model = agent.model.clone().or_else(|| defaults.model.clone());
+        if agent.model_per_call {
+            config = config.with_model_per_call();
+        } else {
+            config.model = agent.model.clone().or_else(|| defaults.model.clone());
+        }
         config.instructions = instructions(agent);
         config.thinking = agent.thinking.or(defaults.thinking);
         config.compaction.clone_from(&agent.compaction);
@@ -74,6 +79,7 @@ impl Workspace {
         chain.pop();
         profile.description.clone_from(&agent.description);
         profile.model.clone_from(&agent.model);
+        profile.model_per_call = agent.model_per_call;
         profile.instructions = instructions(agent);
         profile.thinking = agent.thinking;
         profile.compaction.clone_from(&agent.compaction);

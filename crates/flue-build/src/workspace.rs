@@ -247,7 +247,7 @@ impl<'s> Loader<'s> {
             if agent.model.is_none() && !parsed.declares_model && !default_model {
                 self.diagnostics.push(Diagnostic::file(
                     &agent.path,
-                    "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml",
+                    "no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)",
                 ));
             }
             if let Some(role) = &agent.role

@@ -324,7 +324,11 @@ fn child_scope(
         })?;
     Ok(AgentScope {
         instructions: profile.instructions.clone().unwrap_or_default(),
-        model: profile.model.clone().or_else(|| inherited.model.clone()),
+        model: if profile.model_per_call {
+            profile.model.clone()
+        } else {
+            profile.model.clone().or_else(|| inherited.model.clone())
+        },
         thinking: profile.thinking.unwrap_or(inherited.thinking),
         compaction: profile
             .compaction

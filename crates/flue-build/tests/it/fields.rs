@@ -40,7 +40,7 @@ fn an_unknown_key_suggests_the_closest_known_one() {
         &[
             flue_build::Diagnostic::file(
                 "agents/a.md",
-                "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml",
+                "no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)",
             ),
             at(
                 "agents/a.md",

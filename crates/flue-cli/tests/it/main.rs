@@ -15,6 +15,7 @@ mod durable;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
+mod model_per_call;
 mod providers;
 mod run;
 mod runaway;

@@ -14,6 +14,7 @@ mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod instance_ids;
+mod model_per_call;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;
