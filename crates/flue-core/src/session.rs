@@ -135,6 +135,9 @@ pub(crate) struct SessionShared {
     pub(crate) key: SessionKey,
     busy: AtomicBool,
     deleted: AtomicBool,
+    /// Set once the session's deletion has succeeded; concurrent `delete` calls wait on the
+    /// one running deletion instead of failing busy.
+    deletion: tokio::sync::OnceCell<()>,
     /// Held by the running operation for its whole duration; uncontended thanks to `busy`.
     pub(crate) state: tokio::sync::Mutex<SessionState>,
     /// The agent this session runs as.
@@ -181,6 +184,7 @@ impl SessionShared {
             key,
             busy: AtomicBool::new(false),
             deleted: AtomicBool::new(false),
+            deletion: tokio::sync::OnceCell::new(),
             state: tokio::sync::Mutex::new(SessionState {
                 version: log.version,
                 records: log
@@ -445,13 +449,23 @@ impl Session {
     }
 
     /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs;
-    /// afterwards this handle is unusable.
+    /// afterwards this handle is unusable. Calls made while a deletion runs (from any handle
+    /// to the session) wait for it and share its outcome; once it succeeded, `delete` resolves
+    /// at once. A failed deletion can be retried.
     pub async fn delete(&self) -> Result<()> {
-        let _guard = self.shared.begin()?;
-        self.shared.deleted.store(true, Ordering::Release);
-        self.shared.harness.forget_session(&self.shared.key.session);
-        task::delete_task_sessions(&self.shared.harness, &self.shared.key.session).await?;
-        self.shared.harness.store.delete(&self.shared.key).await
+        let shared = &self.shared;
+        shared
+            .deletion
+            .get_or_try_init(|| async {
+                let _guard = shared.begin()?;
+                task::delete_task_sessions(&shared.harness, &shared.key.session).await?;
+                shared.harness.store.delete(&shared.key).await?;
+                shared.deleted.store(true, Ordering::Release);
+                shared.harness.forget_session(&shared.key.session);
+                Ok::<(), FlueError>(())
+            })
+            .await?;
+        Ok(())
     }
 
     /// Spawns one operation: claims the session, wires cancellation and events, and emits the

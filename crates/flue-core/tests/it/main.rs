@@ -28,6 +28,7 @@ mod sandboxes;
 mod scripted;
 mod secrets;
 mod session;
+mod session_delete;
 mod skills;
 mod store_contract;
 mod submission_crash;
