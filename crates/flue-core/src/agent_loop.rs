@@ -211,6 +211,11 @@ pub(crate) async fn run(
     if harness.agent.model.as_deref() != Some(model_spec.as_str()) {
         provider.check_model(&spec.model).await?;
     }
+    if message.as_ref().is_some_and(crate::model::has_images)
+        && !provider.model_info(&spec.model).image_input
+    {
+        return Err(FlueError::ImageInputUnsupported { model: model_spec });
+    }
     let thinking = options
         .thinking
         .or_else(|| overlay.thinking())

@@ -13,6 +13,7 @@ mod compaction;
 mod conversation_contract;
 mod fake_http;
 mod file_tools;
+mod images;
 mod instance_ids;
 mod model_per_call;
 mod provider_anthropic;
