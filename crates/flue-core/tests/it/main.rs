@@ -16,6 +16,7 @@ mod file_tools;
 mod images;
 mod instance_ids;
 mod model_per_call;
+mod output_schema;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;
