@@ -57,6 +57,9 @@ pub struct AgentFile {
     pub max_turns: Option<u32>,
     /// `role`: the default role of the agent's calls (a role under `.agents/roles/`).
     pub role: Option<String>,
+    /// `cwd`: the working directory inside the sandbox where the agent's relative paths and
+    /// commands start (relative to the sandbox's own), for root sessions.
+    pub cwd: Option<String>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -125,6 +128,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "durability",
     "max_turns",
     "role",
+    "cwd",
 ];
 
 pub(crate) const SANDBOXES: &[(&str, SandboxKind)] = &[
@@ -201,8 +205,23 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "durability" => file.durability = durability(value, report),
         "max_turns" => file.max_turns = report.check(&keys, fields::positive_u32(key, value)),
         "role" => file.role = report.check(&keys, fields::string(key, value)),
+        "cwd" => file.cwd = report.check(&keys, cwd(value)),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
+}
+
+/// A working directory: a non-empty path without NUL that does not climb out with `..`.
+fn cwd(value: &Pod) -> Result<String, String> {
+    let path = fields::string("cwd", value)?;
+    if path.trim().is_empty() || path.contains('\0') {
+        return Err("`cwd` must be a directory path like `src` or `packages/app`".to_owned());
+    }
+    if path.split('/').any(|part| part == "..") {
+        return Err(format!(
+            "`cwd` must not climb with `..`, got {path:?}: name a directory inside the workspace"
+        ));
+    }
+    Ok(path)
 }
 
 fn compaction(value: &Pod, report: &mut Report<'_>) -> Option<Compaction> {

@@ -16,7 +16,7 @@ impl Workspace {
     ///   ([`Workspace::context`]) is not included;
     /// - tools: the built-in tools named in `tools`, then its command tools;
     /// - subagents: a profile per name, built recursively from their files (see below);
-    /// - compaction, durability, max_turns, role: the agent's;
+    /// - compaction, durability, max_turns, role, cwd: the agent's;
     /// - skills: none registered. A root agent runs with every workspace skill, which the
     ///   caller passes to the harness ([`Workspace::harness_skills`]); its `skills` list is
     ///   checked to exist at load.
@@ -47,6 +47,7 @@ impl Workspace {
         config.durability.clone_from(&agent.durability);
         config.max_turns = agent.max_turns;
         config.role.clone_from(&agent.role);
+        config.cwd.clone_from(&agent.cwd);
         let mut chain = vec![agent.name.clone()];
         for subagent in &agent.subagents {
             config = config.with_subagent(self.subagent_profile(subagent, &mut chain)?);

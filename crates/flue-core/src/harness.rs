@@ -209,8 +209,8 @@ impl HarnessBuilder {
                 store,
                 audit,
                 providers: self.providers,
+                fs: crate::sandbox::in_cwd(&sandbox, &cwd),
                 sandbox,
-                cwd,
                 workspace_context,
                 redactor,
                 open_sessions: Mutex::new(HashMap::new()),
@@ -232,7 +232,8 @@ pub(crate) struct HarnessShared {
     pub(crate) audit: Arc<dyn AuditStore>,
     pub(crate) providers: ProviderRegistry,
     pub(crate) sandbox: Arc<dyn Sandbox>,
-    pub(crate) cwd: String,
+    /// The sandbox seen from the agent's `cwd` (relative paths and commands start there).
+    pub(crate) fs: Arc<dyn Sandbox>,
     pub(crate) workspace_context: Option<String>,
     /// What root sessions run as: the agent plus the workspace skills.
     pub(crate) root_scope: Arc<AgentScope>,
@@ -338,16 +339,18 @@ impl Harness {
         &self.shared.audit
     }
 
-    /// The sandbox, for file operations that are not recorded in any conversation.
+    /// The sandbox, for file operations that are not recorded in any conversation. Relative
+    /// paths resolve against the agent's configured `cwd` (else the sandbox's own).
     pub fn fs(&self) -> &Arc<dyn Sandbox> {
-        &self.shared.sandbox
+        &self.shared.fs
     }
 
     /// Runs a command in the sandbox without recording it in any conversation. Its output is
     /// returned as the command printed it: nothing is redacted (use [`Harness::redactor`] before
-    /// showing or storing it).
+    /// showing or storing it). It runs in the agent's configured `cwd` unless `options` name
+    /// another (a relative one resolves against it).
     pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
-        let sandbox = Arc::clone(&self.shared.sandbox);
+        let sandbox = Arc::clone(&self.shared.fs);
         let cancel = options.cancel.clone().unwrap_or_default();
         let options = ExecOptions {
             cancel: Some(cancel.clone()),

@@ -142,6 +142,8 @@ pub(crate) struct SessionShared {
     pub(crate) state: tokio::sync::Mutex<SessionState>,
     /// The agent this session runs as.
     pub(crate) scope: Arc<AgentScope>,
+    /// The sandbox seen from the scope's `cwd`.
+    fs: Arc<dyn crate::sandbox::Sandbox>,
     /// Levels below the root session: 0 for sessions opened by name, 1 for their tasks, ...
     pub(crate) depth: u32,
     /// The role of calls that name none; in memory only, never persisted.
@@ -180,6 +182,7 @@ impl SessionShared {
         depth: u32,
     ) -> Self {
         Self {
+            fs: crate::sandbox::in_cwd(&harness.sandbox, &scope.cwd),
             harness,
             key,
             busy: AtomicBool::new(false),
@@ -283,9 +286,10 @@ impl Session {
         &self.shared.key.session
     }
 
-    /// The sandbox, for file operations that are not recorded in the conversation.
+    /// The sandbox, for file operations that are not recorded in the conversation. Relative
+    /// paths resolve against the session's working directory (the agent's `cwd`, or a task's).
     pub fn fs(&self) -> &Arc<dyn Sandbox> {
-        &self.shared.harness.sandbox
+        &self.shared.fs
     }
 
     /// The session's records as last loaded or written by this process.
@@ -410,11 +414,11 @@ impl Session {
             move |shared, ctx| async move {
                 let mut state = shared.state.lock().await;
                 shared.sync(&mut state).await?;
-                let sandbox = Arc::clone(&shared.harness.sandbox);
+                let sandbox = Arc::clone(&shared.fs);
                 let cwd = options.cwd.clone();
                 let env_keys: Vec<String> = options.env.keys().cloned().collect();
                 let exec_options = ExecOptions {
-                    cwd: Some(cwd.clone().unwrap_or_else(|| shared.harness.cwd.clone())),
+                    cwd: Some(cwd.clone().unwrap_or_else(|| shared.scope.cwd.clone())),
                     cancel: Some(ctx.cancel.clone()),
                     ..options
                 };

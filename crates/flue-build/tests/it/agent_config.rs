@@ -353,3 +353,24 @@ fn model_true_is_refused() {
         )],
     );
 }
+
+#[test]
+fn cwd_sets_the_agents_working_directory() {
+    let workspace = crate::support::load(&[(
+        "agents/a.md",
+        "---\nmodel: openai/gpt-5\ncwd: packages/app\n---\nA.",
+    )]);
+    let config = workspace.agent_config("a").unwrap();
+    assert_eq!(config.cwd.as_deref(), Some("packages/app"));
+    crate::support::check_diagnostics(
+        &[(
+            "agents/b.md",
+            "---\nmodel: openai/gpt-5\ncwd: ../up\n---\nB.",
+        )],
+        &[crate::support::at(
+            "agents/b.md",
+            3,
+            "`cwd` must not climb with `..`, got \"../up\": name a directory inside the workspace",
+        )],
+    );
+}

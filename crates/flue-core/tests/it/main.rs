@@ -11,6 +11,7 @@ mod audit_contract;
 mod command_tools;
 mod compaction;
 mod conversation_contract;
+mod cwd;
 mod fake_http;
 mod file_tools;
 mod images;
