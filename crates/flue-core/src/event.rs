@@ -115,6 +115,18 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
     },
+    /// Something a task did, forwarded to the stream of the operation that started it as it
+    /// happens: the task's text and thinking deltas, tool starts and ends, turn ends and
+    /// compaction. Tasks nested in a task arrive wrapped once, labelled with their own
+    /// session. A task's turn usage is counted in its `task_end`, not again here.
+    TaskActivity {
+        /// The task session the event belongs to, `task:<parent>:<uuid>`.
+        session: String,
+        /// Levels below the root session.
+        depth: u32,
+        /// The task's event.
+        event: Box<Event>,
+    },
     /// A submission was admitted durably (emitted by the admitting process; at least once).
     SubmissionQueued {
         /// The submission.

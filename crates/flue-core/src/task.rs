@@ -245,7 +245,7 @@ pub(crate) async fn run_task(
         agent: agent.clone(),
         depth,
     });
-    let (child_sink, forwarder) = forward_task_events(sink);
+    let (child_sink, forwarder) = forward_task_events(sink, &name, depth);
     let mut content = vec![UserContent::Text {
         text: text.to_owned(),
     }];
@@ -352,15 +352,40 @@ fn empty_log() -> SessionLog {
     }
 }
 
-/// A sink for a child operation that passes its task events (and only those) on to `parent`,
-/// and the forwarding task, which ends once the child's sink is dropped.
-fn forward_task_events(parent: &TurnSink) -> (TurnSink, tokio::task::JoinHandle<()>) {
+/// A sink for a child operation that passes its events on to `parent` as they happen, and the
+/// forwarding task, which ends once the child's sink is dropped. Task starts and ends, and the
+/// activity of nested tasks (already labelled), pass as they are; the child's own activity is
+/// wrapped in [`Event::TaskActivity`] labelled with `session` (the child) and `depth`.
+fn forward_task_events(
+    parent: &TurnSink,
+    session: &str,
+    depth: u32,
+) -> (TurnSink, tokio::task::JoinHandle<()>) {
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let parent = parent.clone();
+    let session = session.to_owned();
     let forwarder = tokio::spawn(async move {
         while let Some(event) = events_rx.recv().await {
-            if matches!(event, Event::TaskStart { .. } | Event::TaskEnd { .. }) {
-                parent.send(event);
+            match event {
+                Event::TaskStart { .. } | Event::TaskEnd { .. } | Event::TaskActivity { .. } => {
+                    parent.send(event);
+                }
+                Event::TextDelta { .. }
+                | Event::ThinkingDelta { .. }
+                | Event::ToolStart { .. }
+                | Event::ToolEnd { .. }
+                | Event::TurnEnd { .. }
+                | Event::CompactionStart { .. }
+                | Event::CompactionEnd { .. } => parent.send(Event::TaskActivity {
+                    session: session.clone(),
+                    depth,
+                    event: Box::new(event),
+                }),
+                Event::OperationStart { .. }
+                | Event::OperationEnd { .. }
+                | Event::SubmissionQueued { .. }
+                | Event::SubmissionRunning { .. }
+                | Event::SubmissionSettled { .. } => {}
             }
         }
     });

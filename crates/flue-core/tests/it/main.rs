@@ -37,6 +37,7 @@ mod store_contract;
 mod submission_crash;
 mod submission_support;
 mod submissions;
+mod task_activity;
 mod tasks;
 mod tool_call_ids;
 mod tools_builtin;
