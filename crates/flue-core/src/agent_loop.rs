@@ -417,16 +417,16 @@ impl TurnLoop<'_> {
     /// did not finish get an `aborted` result so the log stays well-formed.
     async fn run_tools(&mut self, state: &mut SessionState, calls: Vec<ToolCall>) -> Result<()> {
         let harness = &self.shared.harness;
-        let tool_ctx = ToolContext {
-            sandbox: Arc::clone(&harness.sandbox),
-            cancel: self.ctx.cancel.child_token(),
-            instance_id: harness.instance_id.clone(),
-            session: self.shared.key.session.clone(),
-            cwd: self.shared.scope.cwd.clone(),
-            agent: harness.agent.name.clone(),
-            audit: Arc::clone(&harness.audit),
-        };
+        let tool_ctx = ToolContext::new(Arc::clone(&harness.sandbox))
+            .with_cancel(self.ctx.cancel.child_token())
+            .with_instance_id(harness.instance_id.clone())
+            .with_session(self.shared.key.session.clone())
+            .with_cwd(self.shared.scope.cwd.clone())
+            .with_agent(harness.agent.name.clone())
+            .with_audit(Arc::clone(&harness.audit));
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        // What each call emits with `emit_data`, stored with its result.
+        let mut emitted = Vec::with_capacity(calls.len());
         let mut running = JoinSet::new();
         for (call_idx, call) in calls.iter().enumerate() {
             self.ctx.sink.send(Event::ToolStart {
@@ -451,7 +451,8 @@ impl TurnLoop<'_> {
                 continue;
             }
             let input = call.input.clone();
-            let ctx = tool_ctx.clone();
+            let (ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
+            emitted.push((call_idx, emitter));
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
         }
         let aborted = loop {
@@ -499,7 +500,8 @@ impl TurnLoop<'_> {
                     error_result(call, &error)
                 }))
             })
-            .collect();
+            .collect::<Vec<Record>>();
+        let records = crate::tool::attach_emitted(records, &emitted);
         self.shared.append(state, records).await?;
         if aborted {
             return Err(FlueError::Aborted);
@@ -519,6 +521,7 @@ impl TurnLoop<'_> {
                 content: render_output(&value),
                 is_error: false,
                 error_kind: None,
+                data: Vec::new(),
             },
             Err(error) => error_result(call, &error),
         };
@@ -601,6 +604,7 @@ fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
         content: error.model_text(),
         is_error: true,
         error_kind: Some(error.kind.clone()),
+        data: Vec::new(),
     }
 }
 

@@ -58,9 +58,9 @@ pub use model::{
     ToolSchema, TurnSink, WireApi,
 };
 pub use record::{
-    AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, RECORD_FORMAT_VERSION,
-    Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
-    UserMessage,
+    AssistantContent, AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef,
+    RECORD_FORMAT_VERSION, Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult,
+    Usage, UserContent, UserMessage,
 };
 pub use redact::Redactor;
 pub use role::Role;
@@ -86,7 +86,7 @@ pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
-    DEFAULT_COMMAND_TIMEOUT_MS, MAX_COMMAND_TIMEOUT_MS, Ownership, Permission,
+    DEFAULT_COMMAND_TIMEOUT_MS, FlueLogger, MAX_COMMAND_TIMEOUT_MS, Ownership, Permission,
     READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet,
     builtin_tool, builtin_tools, check_variable_name, render_output,
 };

@@ -374,6 +374,7 @@ fn forward_task_events(
                 | Event::ThinkingDelta { .. }
                 | Event::ToolStart { .. }
                 | Event::ToolEnd { .. }
+                | Event::Data { .. }
                 | Event::TurnEnd { .. }
                 | Event::CompactionStart { .. }
                 | Event::CompactionEnd { .. } => parent.send(Event::TaskActivity {

@@ -12,6 +12,7 @@ mod command_tools;
 mod compaction;
 mod conversation_contract;
 mod cwd;
+mod emit_data;
 mod fake_http;
 mod file_tools;
 mod images;
