@@ -73,4 +73,5 @@ pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};
 pub use skill_file::{SkillFile, VENDOR_KEYS};
+pub use suggest::suggest_model;
 pub use workspace::Workspace;

@@ -6,13 +6,16 @@
 mod args;
 mod audit;
 mod build;
+mod chat;
 mod elicit;
 mod mcp;
 mod render;
 mod run;
 mod serve;
+mod session_list;
 mod session_show;
 mod terminal;
+mod tools;
 mod trash;
 mod workspace;
 
@@ -93,7 +96,12 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(run_args) => run::run(run_args).await,
+            Command::Chat(chat_args) => chat::chat(chat_args).await,
+            Command::Tools(tools_args) => tools::list(tools_args).await,
             Command::Build(build_args) => build::build(&build_args),
+            Command::Session {
+                command: SessionCommand::List(list_args),
+            } => session_list::list(list_args).await,
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
@@ -126,6 +134,20 @@ fn main() -> ExitCode {
     // A closed stdout (e.g. `| head`) is not an error worth reporting.
     let _ = std::io::stdout().flush();
     exit.into()
+}
+
+/// `-v`: the model providers' retries on stderr (timings come from the event renderer).
+pub(crate) fn init_verbose_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("flue::retry=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .with_level(false)
+        .try_init();
 }
 
 /// Logs on stderr, filtered by `FLUE_LOG` (default `info`).

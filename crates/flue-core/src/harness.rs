@@ -12,7 +12,7 @@ use crate::config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
 };
 use crate::error::{FlueError, Result, SandboxErrorReason};
-use crate::model::ProviderRegistry;
+use crate::model::{ProviderRegistry, ToolSchema};
 use crate::overlay::CallOverlay;
 use crate::redact::Redactor;
 use crate::role::{Role, Roles};
@@ -22,6 +22,7 @@ use crate::sandbox::{
 use crate::scope::AgentScope;
 use crate::session::{Session, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
+use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
 
 /// Prefix of framework-owned task session names.
@@ -300,6 +301,21 @@ impl Harness {
     /// The system prompt sessions start from (a call's role or skill adds to it).
     pub fn system_prompt(&self) -> String {
         self.shared.system_prompt()
+    }
+
+    /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
+    /// custom, command and MCP tools), then `load_skill` when there are skills and `task` when
+    /// there are subagents. A call's extra tools and result tools come on top.
+    pub fn tool_schemas(&self) -> Result<Vec<ToolSchema>> {
+        let scope = &self.shared.root_scope;
+        let mut schemas: Vec<ToolSchema> = scope.tools.iter().map(ToolDefinition::schema).collect();
+        if !scope.skills.is_empty() {
+            schemas.push(crate::skill::load_skill_tool(scope.skills.clone())?.schema());
+        }
+        if !scope.subagents.is_empty() {
+            schemas.push(crate::task::task_tool_schema(scope, &self.shared)?);
+        }
+        Ok(schemas)
     }
 
     /// The names of the skills root sessions can run: the agent's and the workspace's, sorted.

@@ -459,6 +459,25 @@ pub(crate) fn task_tool(
     }))
 }
 
+/// The `task` tool as the model of a session with `scope` sees it (for listings; the tool
+/// itself is built per call by [`task_tool`]).
+pub(crate) fn task_tool_schema(
+    scope: &AgentScope,
+    harness: &HarnessShared,
+) -> Result<crate::model::ToolSchema> {
+    let input_schema = serde_json::to_value(schemars::schema_for!(TaskInput)).map_err(|err| {
+        FlueError::InvalidTool {
+            name: TASK_TOOL.into(),
+            message: err.to_string(),
+        }
+    })?;
+    Ok(crate::model::ToolSchema {
+        name: TASK_TOOL.to_owned(),
+        description: task_tool_description(scope, harness),
+        input_schema,
+    })
+}
+
 fn task_tool_description(scope: &AgentScope, harness: &HarnessShared) -> String {
     let mut text = String::from(
         "Delegate a self-contained piece of work to a subagent. It runs in a fresh conversation \

@@ -265,10 +265,10 @@ fn an_unknown_agent_is_an_invalid_config_error() {
 #[test]
 fn skills_and_roles_reach_the_runtime() {
     let workspace = load(&[
-        ("flue.toml", "[defaults]\nmodel = \"x/y\"\n"),
+        ("flue.toml", "[defaults]\nmodel = \"openai/y\"\n"),
         (
             "agents/lead.md",
-            "---\nmodel: x/y\nrole: editor\nskills: [triage]\nsubagents: [security]\n---\nLead.",
+            "---\nmodel: openai/y\nrole: editor\nskills: [triage]\nsubagents: [security]\n---\nLead.",
         ),
         (
             "agents/security.md",

@@ -368,7 +368,7 @@ fn invalid_agent_names_are_reported_and_the_file_still_checked() {
     check_diagnostics(
         &[(
             "agents/Code Reviewer.md",
-            "---\nmodel: x/y\nthinkng: low\n---\nBody",
+            "---\nmodel: openai/y\nthinkng: low\n---\nBody",
         )],
         &[
             flue_build::Diagnostic::file(
@@ -384,7 +384,7 @@ fn invalid_agent_names_are_reported_and_the_file_still_checked() {
     );
     let long = format!("agents/{}.md", "a".repeat(65));
     check_diagnostics(
-        &[(&long, "---\nmodel: x/y\n---\nBody")],
+        &[(&long, "---\nmodel: openai/y\n---\nBody")],
         &[flue_build::Diagnostic::file(
             &long,
             format!(

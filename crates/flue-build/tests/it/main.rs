@@ -18,6 +18,7 @@ mod mcp;
 mod providers;
 mod references;
 mod roles;
+mod run_checks;
 mod sandbox;
 mod skills;
 mod skills_vendor;

@@ -318,6 +318,15 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Every instance id with at least one session, sorted (conversations `flue run --skill`
+    /// or an embedder wrote directly, without the submission runtime, included).
+    pub async fn instance_ids(&self) -> Result<Vec<String>> {
+        self.reader()
+            .prepare_cached("SELECT DISTINCT instance_id FROM sessions ORDER BY instance_id")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot list sessions"))
+    }
+
     fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
         // SQLite's default BINARY collation orders UTF-8 text bytewise, as `str`'s `Ord` does.
         self.reader()

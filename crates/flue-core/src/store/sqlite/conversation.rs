@@ -322,6 +322,12 @@ impl SqliteStore {
             .map_err(store_error("cannot read conversation"))
     }
 
+    /// Every managed conversation of the store, oldest first (what `flue session list`
+    /// shows).
+    pub async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
+        self.conversations_where("1 = 1", None)
+    }
+
     fn conversations_where(
         &self,
         filter: &str,

@@ -475,7 +475,9 @@ pub(crate) async fn trash(
         session: ctx.session.clone(),
         agent: ctx.agent.clone(),
         tool: tool.to_owned(),
-        path: path.abs.clone(),
+        // Relative to the working directory when inside it, so the entry restores wherever
+        // the workspace is next (a virtual run's `/workspace/...` on the real folder).
+        path: shown_path(&ctx.cwd, &path.abs),
         sha256: sha256_hex(content),
         size: content.len() as u64,
         trashed_at: now_ms(),
