@@ -61,9 +61,21 @@ pub struct HarnessBuilder {
     workspace_skills: Vec<Skill>,
     roles: Vec<Role>,
     secrets: Vec<String>,
+    /// Computes the agent's configuration per instance, replacing `agent`.
+    initializer: Option<crate::initializer::Initializer>,
+    /// Platform bindings handed to the initializer.
+    env: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl HarnessBuilder {
+    /// Sets the platform bindings an initializer reads through
+    /// [`AgentInitializerContext::env`](crate::AgentInitializerContext::env).
+    #[must_use]
+    pub fn with_env(mut self, env: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.env = Some(env);
+        self
+    }
+
     /// Adds secret values (API keys, `.env` values, tokens) to redact from everything tool
     /// output becomes: tool results and errors, `session.shell` exchanges, and error messages in
     /// events, before they are stored, sent to a model or emitted. Short values and plain
@@ -149,7 +161,21 @@ impl HarnessBuilder {
 
     /// Resolves and checks the configuration and returns the harness.
     pub async fn build(self) -> Result<Harness> {
-        let agent = self.agent.resolve()?;
+        let instance_id = match self.instance_id {
+            Some(id) => {
+                check_instance_id(&id)?;
+                id
+            }
+            None => new_ulid(),
+        };
+        let config = match &self.initializer {
+            Some(initialize) => initialize(&crate::initializer::AgentInitializerContext::new(
+                &instance_id,
+                self.env.clone(),
+            ))?,
+            None => self.agent,
+        };
+        let agent = config.resolve()?;
         let roles = Roles::new(self.roles)?;
         check_role_references(&agent, &roles)?;
         for role in roles.iter() {
@@ -159,13 +185,6 @@ impl HarnessBuilder {
             }
         }
         let redactor = Redactor::new(&self.secrets)?;
-        let instance_id = match self.instance_id {
-            Some(id) => {
-                check_instance_id(&id)?;
-                id
-            }
-            None => new_ulid(),
-        };
         let sandbox = match (self.sandbox, self.sandbox_factory) {
             (Some(sandbox), _) => sandbox,
             (None, Some(factory)) => factory.create(&instance_id).await?,
@@ -285,7 +304,23 @@ impl Harness {
             workspace_skills: Vec::new(),
             roles: Vec::new(),
             secrets: Vec::new(),
+            initializer: None,
+            env: None,
         }
+    }
+
+    /// A builder whose agent configuration `initialize` computes each time a harness is built,
+    /// from the instance id and the bindings of [`HarnessBuilder::with_env`] (the counterpart
+    /// of `defineAgent(initialize)`). An error it returns fails the build.
+    pub fn initialized_by(
+        initialize: impl Fn(&crate::AgentInitializerContext) -> Result<AgentConfig>
+        + Send
+        + Sync
+        + 'static,
+    ) -> HarnessBuilder {
+        let mut builder = Self::builder(AgentConfig::new());
+        builder.initializer = Some(Arc::new(initialize));
+        builder
     }
 
     /// The agent instance id.

@@ -24,6 +24,7 @@ mod config;
 mod error;
 mod event;
 mod harness;
+mod initializer;
 mod model;
 mod overlay;
 mod record;
@@ -51,6 +52,7 @@ pub use harness::{
     DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, TASK_SESSION_PREFIX,
     check_instance_id,
 };
+pub use initializer::AgentInitializerContext;
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
     ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,

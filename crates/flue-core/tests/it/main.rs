@@ -16,6 +16,7 @@ mod emit_data;
 mod fake_http;
 mod file_tools;
 mod images;
+mod initializers;
 mod instance_ids;
 mod model_per_call;
 mod output_schema;
