@@ -34,6 +34,7 @@ mod sandbox;
 mod scope;
 mod session;
 mod skill;
+mod skill_ref;
 mod store;
 mod submission;
 mod task;
@@ -73,6 +74,7 @@ pub use sandbox::{
 };
 pub use session::{PromptOptions, PromptResponse, Session};
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
+pub use skill_ref::SkillRef;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
     ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,

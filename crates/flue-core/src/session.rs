@@ -337,17 +337,25 @@ impl Session {
         )
     }
 
-    /// Runs the skill `name`: records a user message naming it and its arguments, and puts the
-    /// skill's instructions into the system prompt of this call only. An unknown name fails
-    /// with [`FlueError::SkillNotRegistered`], listing the session's skills.
-    pub fn skill(&self, name: &str, options: SkillOptions) -> CallHandle<PromptResponse> {
-        let name = name.to_owned();
+    /// Runs a skill, named (`"triage"`) or packaged (`&skill`, see [`crate::SkillRef`]): records
+    /// a user message naming it and its arguments, and puts the skill's instructions into the
+    /// system prompt of this call only. An unknown name fails with
+    /// [`FlueError::SkillNotRegistered`], listing the session's skills; a packaged skill whose
+    /// name belongs to a different registered or workspace skill is
+    /// [`FlueError::InvalidConfig`].
+    pub fn skill<'a>(
+        &self,
+        skill: impl Into<crate::SkillRef<'a>>,
+        options: SkillOptions,
+    ) -> CallHandle<PromptResponse> {
+        let skill = skill.into();
+        let resolved = skill.resolve(&self.shared.scope.skills);
         let outer_cancel = options.cancel.clone();
         self.spawn_operation(
             OperationKind::Skill,
             outer_cancel,
             move |shared, ctx| async move {
-                let found = shared.scope.skills.get(&name)?;
+                let found = resolved?;
                 let (args, options) = options.into_parts();
                 let message = skill::skill_message(&found, &args, &options.images);
                 let overlay = shared.overlay(options.role.as_deref(), Some(found))?;

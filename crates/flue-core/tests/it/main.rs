@@ -34,6 +34,7 @@ mod scripted;
 mod secrets;
 mod session;
 mod session_delete;
+mod skill_refs;
 mod skills;
 mod store_contract;
 mod submission_crash;
