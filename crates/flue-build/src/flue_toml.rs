@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use flue_core::ThinkingLevel;
+use flue_core::{Permission, ThinkingLevel};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::agent_file::{SANDBOXES, SandboxKind};
+use crate::agent_file::{PERMISSIONS, SANDBOXES, SandboxKind};
 use crate::diagnostic::Diagnostic;
 use crate::fields;
 use crate::mcp::{
@@ -26,7 +26,7 @@ use crate::suggest::did_you_mean;
 pub(crate) const PATH: &str = "flue.toml";
 
 /// The keys of `[defaults]`.
-const DEFAULTS_KEYS: &[&str] = &["model", "thinking"];
+const DEFAULTS_KEYS: &[&str] = &["model", "thinking", "permissions"];
 
 /// Workspace-wide settings from flue.toml; all defaults when there is no file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,6 +81,10 @@ impl WorkspaceConfig {
 /// [defaults]
 /// model = "anthropic/claude-sonnet-4-6"
 /// thinking = "low"
+///
+/// [defaults.permissions]
+/// "mcp__*" = "always_ask"
+/// bash = "always_ask"
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Defaults {
@@ -88,6 +92,9 @@ pub struct Defaults {
     pub model: Option<String>,
     /// Thinking level for agents without `thinking`.
     pub thinking: Option<ThinkingLevel>,
+    /// `[defaults.permissions]`: tool permission rules every agent starts from; an agent
+    /// file's `permissions:` override them (see `flue_core::PermissionSource`).
+    pub permissions: Vec<(String, Permission)>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +156,8 @@ struct RawSandbox {
 struct RawDefaults {
     model: Option<Spanned<String>>,
     thinking: Option<Spanned<String>>,
+    #[serde(default)]
+    permissions: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 /// Most problems of the unknown-key and wrong-type sort reported from one flue.toml.
@@ -517,6 +526,27 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
             Err(message) => {
                 diagnostics.push(Diagnostic::at(PATH, line_of(text, &model.span()), message));
             }
+        }
+    }
+    for (pattern, permission) in raw.permissions {
+        let line = line_of(text, &pattern.span());
+        if let Err(problem) = flue_core::check_permission_pattern(pattern.get_ref()) {
+            diagnostics.push(Diagnostic::at(
+                PATH,
+                line,
+                format!("[defaults.permissions]: {problem}"),
+            ));
+            continue;
+        }
+        match fields::one_of_str(permission.get_ref(), "permission", PERMISSIONS) {
+            Ok(permission) => defaults
+                .permissions
+                .push((pattern.into_inner(), permission)),
+            Err(message) => diagnostics.push(Diagnostic::at(
+                PATH,
+                line_of(text, &permission.span()),
+                format!("[defaults.permissions] {message}"),
+            )),
         }
     }
     if let Some(thinking) = raw.thinking {

@@ -143,8 +143,13 @@ pub(crate) struct RunArgs {
     /// Agent name (a file under ROOT/agents/) or path to an agent file.
     pub(crate) agent: String,
     /// The message to send; `-` reads it from stdin (for messages too long for the command
-    /// line).
-    #[arg(short = 'm', long = "message", required_unless_present_any = ["skill", "dry_run"])]
+    /// line). Not with --confirm or --tool-result, which resume a paused conversation instead.
+    #[arg(
+        short = 'm',
+        long = "message",
+        required_unless_present_any = ["skill", "dry_run", "confirm", "tool_result"],
+        conflicts_with_all = ["confirm", "tool_result"]
+    )]
     pub(crate) message: Option<String>,
     /// Run this skill of the agent (like `session.skill()`), with `--arg`s; `-m` then adds
     /// nothing but may be omitted.
@@ -164,6 +169,24 @@ pub(crate) struct RunArgs {
     /// Continue the agent's most recent conversation (the one with the latest activity).
     #[arg(long = "continue", visible_alias = "last", conflicts_with_all = ["id", "new"])]
     pub(crate) continue_last: bool,
+    /// Confirm the pending action ACTION_ID of the conversation (or deny it with --deny) and
+    /// resume it.
+    #[arg(
+        long,
+        value_name = "ACTION_ID",
+        requires = "id",
+        conflicts_with = "tool_result"
+    )]
+    pub(crate) confirm: Option<String>,
+    /// With --confirm: deny the action instead, with MESSAGE for the model.
+    #[arg(long, value_name = "MESSAGE", requires = "confirm")]
+    pub(crate) deny: Option<String>,
+    /// Supply the result of the custom tool call ACTION_ID (with --value) and resume.
+    #[arg(long, value_name = "ACTION_ID", requires_all = ["id", "value"])]
+    pub(crate) tool_result: Option<String>,
+    /// With --tool-result: the result, as JSON (a JSON string is shown to the model as is).
+    #[arg(long, value_name = "JSON", requires = "tool_result")]
+    pub(crate) value: Option<String>,
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
@@ -198,8 +221,8 @@ pub(crate) struct RunArgs {
     /// (naming it) instead of waiting for its turn.
     #[arg(long)]
     pub(crate) no_wait: bool,
-    /// Accept MCP servers' requests for input (elicitation) with the defaults their schema
-    /// gives, without asking.
+    /// Approve every tool call that asks for confirmation, and accept MCP servers' requests
+    /// for input (elicitation) with the defaults their schema gives, without asking.
     #[arg(long)]
     pub(crate) yes: bool,
 }

@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 use crate::Exit;
 use crate::args::{ChatArgs, RunArgs};
 use crate::run::{
-    Interrupt, Interrupts, Prepared, Settled, connection_hint, discarded_edits_notice, prepare,
-    submit,
+    Finished, Interrupt, Interrupts, Prepared, Settled, connection_hint, discarded_edits_notice,
+    prepare, submit,
 };
 use crate::terminal::Output;
 
@@ -96,7 +96,7 @@ async fn turn(
     interrupts: &mut Interrupts,
 ) -> Option<Exit> {
     let started_at = flue_core::now_ms();
-    let (_, settled, interrupt, streamed) =
+    let (_, finished, interrupt, streamed) =
         match submit(run_args, prepared, output, interrupts).await {
             Ok(done) => done,
             Err(err) => {
@@ -104,7 +104,14 @@ async fn turn(
                 return None;
             }
         };
-    let Settled { settlement, .. } = settled;
+    let settlement = match finished {
+        Finished::Settled(Settled { settlement, .. }) => settlement,
+        Finished::Waiting { pending, .. } => {
+            let hint = crate::pauses::resume_hint(&prepared.key.agent, &prepared.key.id, &pending);
+            eprintln!("{}", output.stderr_text(&hint));
+            return None;
+        }
+    };
     match settlement.outcome {
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();

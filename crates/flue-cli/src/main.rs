@@ -9,6 +9,7 @@ mod build;
 mod chat;
 mod elicit;
 mod mcp;
+mod pauses;
 mod render;
 mod run;
 mod serve;
@@ -37,6 +38,9 @@ pub(crate) enum Exit {
     Interrupted,
     /// SIGTERM aborted the operation cleanly.
     Terminated,
+    /// The operation paused on tool calls that wait for a decision, and nobody could answer
+    /// here (no terminal, no `--yes`): resume with `--confirm` or `--tool-result`.
+    ActionRequired,
 }
 
 /// Makes this process non-dumpable, so that commands of the `local` sandbox (our children,
@@ -56,6 +60,7 @@ impl From<Exit> for ExitCode {
             Exit::Failure => ExitCode::from(1),
             Exit::Interrupted => ExitCode::from(130),
             Exit::Terminated => ExitCode::from(143),
+            Exit::ActionRequired => ExitCode::from(3),
         }
     }
 }

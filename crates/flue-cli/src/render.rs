@@ -224,6 +224,29 @@ impl Renderer {
                     self.line(out, &line)?;
                 }
             }
+            Event::ActionRequired { action } => {
+                self.line_start(out)?;
+                self.line(
+                    out,
+                    &format!(
+                        "!! {} waits ({}): {}",
+                        action.tool_name, action.action_id, action.reason
+                    ),
+                )?;
+            }
+            Event::ActionResolved {
+                action_id,
+                decision,
+            } => {
+                self.line_start(out)?;
+                let decided = match decision {
+                    flue_core::ActionDecision::Allow => "allowed",
+                    flue_core::ActionDecision::Deny { .. } => "denied",
+                    flue_core::ActionDecision::Result { .. } => "answered",
+                    _ => "interrupted",
+                };
+                self.line(out, &format!("!! {action_id} {decided}"))?;
+            }
             Event::OperationEnd { .. } => self.line_start(out)?,
             _ => {}
         }

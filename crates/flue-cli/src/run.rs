@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use flue_build::SandboxKind;
 use flue_core::{
-    AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore, DEFAULT_SESSION,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, ErrorInfo, FlueError, Outcome, Record,
-    SessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
+    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore,
+    DEFAULT_SESSION, DeliveredMessage, DispatchOptions, ErrorInfo, FlueError, Offset, Outcome,
+    PendingAction, Record, SessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
 };
 use flue_host::{
     AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
@@ -24,6 +24,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::Exit;
 use crate::args::RunArgs;
+use crate::pauses::Answerer;
 use crate::render;
 use crate::terminal::Output;
 use crate::workspace::{current_dir, resolve_root};
@@ -69,6 +70,9 @@ struct Envelope {
     error: Option<ErrorInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<Usage>,
+    /// With the outcome `requires_action`: the tool calls that wait for a decision.
+    #[serde(rename = "pendingActions", skip_serializing_if = "Vec::is_empty")]
+    pending_actions: Vec<PendingAction>,
 }
 
 /// Runs `flue run`.
@@ -94,6 +98,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         message: None,
         error: None,
         usage: None,
+        pending_actions: Vec::new(),
     };
     // Ctrl-C and SIGTERM (what `timeout`, systemd and containers send) are watched from the
     // start: one arriving during setup ends the run before the message is sent.
@@ -150,15 +155,31 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     for warning in warnings {
         eprintln!("warning: {}", output.stderr_text(&warning));
     }
-    let (receipt, settled, interrupt, streamed) = match result {
+    let (started, finished, interrupt, streamed) = match result {
         Ok(done) => done,
         Err(err) => {
             envelope.error = Some(err.to_info());
             return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
         }
     };
-    envelope.submission_id = Some(receipt.submission_id);
-    let Settled { settlement, usage } = settled;
+    envelope.submission_id = Some(started.submission_id);
+    let (settlement, usage) = match finished {
+        Finished::Settled(Settled { settlement, usage }) => (settlement, usage),
+        Finished::Waiting { pending, usage } => {
+            envelope.outcome = "requires_action";
+            envelope.usage = Some(usage);
+            let hint = crate::pauses::resume_hint(
+                &prepared_agent(&envelope),
+                envelope.id.as_deref().unwrap_or_default(),
+                &pending,
+            );
+            envelope.pending_actions = pending;
+            if !args.json {
+                eprintln!("{}", output.stderr_text(&hint));
+            }
+            return finish(&args, &output, &envelope, Exit::ActionRequired, "");
+        }
+    };
     envelope.usage = Some(usage);
     match settlement.outcome {
         Outcome::Completed => {
@@ -264,6 +285,11 @@ async fn next_of(signal: Option<&mut Signal>) {
     }
 }
 
+/// The agent argument to repeat in a resume command.
+fn prepared_agent(envelope: &Envelope) -> String {
+    envelope.agent.clone()
+}
+
 /// Prints the JSON envelope or the error line (redacted, escaped), and returns the exit code.
 fn finish(
     args: &RunArgs,
@@ -274,7 +300,7 @@ fn finish(
 ) -> anyhow::Result<Exit> {
     if args.json {
         println!("{}", output.json_line(envelope)?);
-    } else if exit != Exit::Success {
+    } else if exit != Exit::Success && exit != Exit::ActionRequired {
         eprintln!("error: {}", output.stderr_text(error));
     }
     Ok(exit)
@@ -291,6 +317,22 @@ pub(crate) struct Prepared {
 pub(crate) struct Settled {
     pub(crate) settlement: Settlement,
     pub(crate) usage: Usage,
+}
+
+/// How the run's submission ended up: settled, or waiting for decisions nobody here gave.
+pub(crate) enum Finished {
+    Settled(Settled),
+    Waiting {
+        pending: Vec<PendingAction>,
+        usage: Usage,
+    },
+}
+
+/// The submission this run works on: the one it dispatched, or the one it resumed.
+pub(crate) struct Started {
+    submission_id: String,
+    /// Where its batches start (for summing usage).
+    offset: Offset,
 }
 
 /// Loads the workspace, checks the agent can run and starts the submission runtime:
@@ -381,32 +423,61 @@ async fn conversation_exists(
     Ok(store.conversation(key).await?.is_some() || !store.list(&key.id).await?.is_empty())
 }
 
-/// Admits the message, renders its activity, turns Ctrl-C or SIGTERM into an abort of the
-/// conversation, and waits for the settlement; also says which signal, if any, aborted it,
-/// and what the last model turn streamed.
+/// Admits the message (or resumes a paused conversation with `--confirm` / `--tool-result`),
+/// renders its activity, answers the actions it pauses on when someone can (`--yes`, a
+/// terminal), turns Ctrl-C or SIGTERM into an abort of the conversation, and waits until the
+/// submission settles or waits on actions nobody here answers; also says which signal, if
+/// any, aborted it, and what the last model turn streamed.
 pub(crate) async fn submit(
     args: &RunArgs,
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
-) -> Result<(DispatchReceipt, Settled, Option<Interrupt>, String), FlueError> {
+) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
     let runtime = &prepared.runtime;
     let key = &prepared.key;
     let mut events = runtime.subscribe();
-    let when_busy = if args.no_wait {
-        WhenBusy::Fail
-    } else {
-        WhenBusy::Queue
+    let started = match resume_decision(args)? {
+        Some((action_id, decision)) => {
+            let receipt = runtime.resolve(key, &action_id, decision).await?;
+            let Some(submission_id) = receipt.submission_id else {
+                return Err(FlueError::InvalidRequest {
+                    message: format!(
+                        "action {action_id} was decided, but no submission of conversation {:?} \
+                         was waiting on it",
+                        key.id
+                    ),
+                });
+            };
+            eprintln!("submission: {submission_id}");
+            // Its usage counts from its admission, before the pause too.
+            Started {
+                submission_id,
+                offset: Offset::START,
+            }
+        }
+        None => {
+            let message = args.message.as_deref().unwrap_or_default();
+            let when_busy = if args.no_wait {
+                WhenBusy::Fail
+            } else {
+                WhenBusy::Queue
+            };
+            let receipt = runtime
+                .dispatch(
+                    key,
+                    DeliveredMessage::user(message),
+                    DispatchOptions::default().with_when_busy(when_busy),
+                )
+                .await?;
+            // The message is durable from here: a crash leaves it to the next run to finish.
+            eprintln!("submission: {}", receipt.submission_id);
+            Started {
+                submission_id: receipt.submission_id,
+                offset: receipt.offset,
+            }
+        }
     };
-    let receipt = runtime
-        .dispatch(
-            key,
-            DeliveredMessage::user(args.message.as_deref().unwrap_or_default()),
-            DispatchOptions::default().with_when_busy(when_busy),
-        )
-        .await?;
-    // The message is durable from here: a crash leaves it to the next run to finish.
-    eprintln!("submission: {}", receipt.submission_id);
     if let Some(info) = runtime.conversation(key).await?
         && let Some(owner) = info.owner
         && owner != runtime.owner_id()
@@ -418,7 +489,7 @@ pub(crate) async fn submit(
         );
     }
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let submission_id = receipt.submission_id.clone();
+    let submission_id = started.submission_id.clone();
     let forward = tokio::spawn(async move {
         loop {
             match events.recv().await {
@@ -433,29 +504,96 @@ pub(crate) async fn submit(
         }
     });
     let renderer = tokio::spawn(render::to_stderr(receiver, output.clone(), args.verbose));
-    // The first signal aborts the conversation's work: running commands are killed, unanswered
-    // tool calls answered `aborted`, and the log left consistent, whichever signal it was.
-    let waited_for = receipt.submission_id.clone();
-    let wait = runtime.wait(&waited_for);
-    tokio::pin!(wait);
+    let answerer = Answerer::for_run(args.yes);
     let mut interrupt = None;
-    let settled = loop {
-        tokio::select! {
-            settled = &mut wait => break settled,
-            signalled = interrupts.next(), if interrupt.is_none() => {
-                eprintln!("\n{}: aborting (the conversation is kept)", signalled.describe());
-                interrupt = Some(signalled);
-                if let Err(err) = runtime.abort(key).await {
-                    eprintln!("warning: {}", output.stderr_text(&format!("aborting: {err}")));
+    let outcome = loop {
+        // The first signal aborts the conversation's work: running commands are killed,
+        // unanswered tool calls answered `aborted`, and the log left consistent.
+        let idle = {
+            let wait = runtime.wait_idle(&started.submission_id);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    idle = &mut wait => break idle,
+                    signalled = interrupts.next(), if interrupt.is_none() => {
+                        eprintln!("\n{}: aborting (the conversation is kept)", signalled.describe());
+                        interrupt = Some(signalled);
+                        if let Err(err) = runtime.abort(key).await {
+                            eprintln!("warning: {}", output.stderr_text(&format!("aborting: {err}")));
+                        }
+                    }
                 }
+            }
+        };
+        let info = match idle {
+            Ok(info) => info,
+            Err(err) => break Err(err),
+        };
+        if let Some(settlement) = info.settlement {
+            break Ok(Ok(settlement));
+        }
+        let pending: Vec<PendingAction> = runtime
+            .actions(key)
+            .await?
+            .into_iter()
+            .filter(|info| info.decision.is_none())
+            .map(|info| info.action)
+            .collect();
+        let Some(action) = pending.first() else {
+            break Ok(Err(pending));
+        };
+        // Let the activity of the paused attempt reach stderr before the question.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        match answerer.answer(action, output).await {
+            Ok(Some(decision)) => match runtime.resolve(key, &action.action_id, decision).await {
+                Ok(_) | Err(FlueError::ActionAlreadyResolved { .. }) => {}
+                Err(err) => break Err(err),
+            },
+            Ok(None) => break Ok(Err(pending)),
+            Err(err) => {
+                break Err(FlueError::InvalidRequest {
+                    message: format!("cannot read the answer from the terminal: {err}"),
+                });
             }
         }
     };
     forward.abort();
     let streamed = renderer.await.unwrap_or_default();
-    let settlement = settled?;
-    let usage = submission_usage(runtime, key, &receipt).await?;
-    Ok((receipt, Settled { settlement, usage }, interrupt, streamed))
+    let usage = submission_usage(runtime, key, &started).await?;
+    let finished = match outcome? {
+        Ok(settlement) => Finished::Settled(Settled { settlement, usage }),
+        Err(pending) => Finished::Waiting { pending, usage },
+    };
+    Ok((started, finished, interrupt, streamed))
+}
+
+/// The decision `--confirm [--deny]` or `--tool-result --value` asks for, if any.
+fn resume_decision(args: &RunArgs) -> Result<Option<(String, ActionDecision)>, FlueError> {
+    if let Some(action_id) = &args.confirm {
+        let decision = match &args.deny {
+            Some(message) => ActionDecision::Deny {
+                message: Some(message.clone()),
+            },
+            None => ActionDecision::Allow,
+        };
+        return Ok(Some((action_id.clone(), decision)));
+    }
+    if let Some(action_id) = &args.tool_result {
+        let text = args.value.as_deref().unwrap_or_default();
+        let value = serde_json::from_str(text).map_err(|err| FlueError::InvalidRequest {
+            message: format!(
+                "--value is not JSON ({err}); quote text as a JSON string, e.g. --value '\"shipped\"'"
+            ),
+        })?;
+        return Ok(Some((
+            action_id.clone(),
+            ActionDecision::Result {
+                value,
+                is_error: false,
+            },
+        )));
+    }
+    Ok(None)
 }
 
 /// The usage of the submission's model turns, summed from the stream (whichever process ran
@@ -463,7 +601,7 @@ pub(crate) async fn submit(
 async fn submission_usage(
     runtime: &AgentRuntime,
     key: &ConversationKey,
-    receipt: &DispatchReceipt,
+    receipt: &Started,
 ) -> Result<Usage, FlueError> {
     let mut usage = Usage::default();
     let mut after = receipt.offset;

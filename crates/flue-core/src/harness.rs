@@ -13,20 +13,19 @@ use crate::config::{
 };
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::model::{ProviderRegistry, ToolSchema};
-use crate::overlay::CallOverlay;
+use crate::permission::PermissionPolicy;
 use crate::redact::Redactor;
 use crate::role::{Role, Roles};
 use crate::sandbox::{
     ExecOptions, Sandbox, SandboxFactory, ShellResult, VirtualSandbox, normalize_path,
 };
 use crate::scope::AgentScope;
-use crate::session::{Session, SessionShared};
+use crate::session::Session;
+use crate::shared::{HarnessShared, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
+use crate::task::TASK_SESSION_PREFIX;
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
-
-/// Prefix of framework-owned task session names.
-pub const TASK_SESSION_PREFIX: &str = "task:";
 
 /// The session used when no name is given.
 pub const DEFAULT_SESSION: &str = "default";
@@ -185,6 +184,7 @@ impl HarnessBuilder {
             }
         }
         let redactor = Redactor::new(&self.secrets)?;
+        let permissions = PermissionPolicy::new(&agent.permissions)?;
         let sandbox = match (self.sandbox, self.sandbox_factory) {
             (Some(sandbox), _) => sandbox,
             (None, Some(factory)) => factory.create(&instance_id).await?,
@@ -233,6 +233,7 @@ impl HarnessBuilder {
                 sandbox,
                 workspace_context,
                 redactor,
+                permissions,
                 open_sessions: Mutex::new(HashMap::new()),
             }),
         })
@@ -243,41 +244,6 @@ impl HarnessBuilder {
 #[derive(Clone)]
 pub struct Harness {
     shared: Arc<HarnessShared>,
-}
-
-pub(crate) struct HarnessShared {
-    pub(crate) instance_id: String,
-    pub(crate) agent: ResolvedAgent,
-    pub(crate) store: Arc<dyn SessionStore>,
-    pub(crate) audit: Arc<dyn AuditStore>,
-    pub(crate) providers: ProviderRegistry,
-    pub(crate) sandbox: Arc<dyn Sandbox>,
-    /// The sandbox seen from the agent's `cwd` (relative paths and commands start there).
-    pub(crate) fs: Arc<dyn Sandbox>,
-    pub(crate) workspace_context: Option<String>,
-    /// What root sessions run as: the agent plus the workspace skills.
-    pub(crate) root_scope: Arc<AgentScope>,
-    /// The roles calls may name.
-    pub(crate) roles: Roles,
-    /// Known secret values, redacted from tool output before it is stored or emitted.
-    pub(crate) redactor: Redactor,
-    /// Open sessions by name, so every handle to one session shares its busy flag.
-    open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
-}
-
-impl HarnessShared {
-    /// Drops a deleted session from the registry so the next open starts fresh.
-    pub(crate) fn forget_session(&self, name: &str) {
-        if let Ok(mut open) = self.open_sessions.lock() {
-            open.remove(name);
-        }
-    }
-
-    /// The system prompt of a root session's call without role or skill: the agent's
-    /// instructions, the workspace context, then the list of skills.
-    pub(crate) fn system_prompt(&self) -> String {
-        CallOverlay::default().system_prompt(&self.root_scope, self.workspace_context.as_deref())
-    }
 }
 
 impl std::fmt::Debug for Harness {

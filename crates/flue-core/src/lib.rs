@@ -26,22 +26,26 @@ mod event;
 mod harness;
 mod initializer;
 mod model;
+mod operation;
 mod overlay;
+mod permission;
 mod record;
 mod redact;
 mod role;
 mod sandbox;
 mod scope;
 mod session;
+mod shared;
 mod skill;
 mod skill_ref;
+mod steps;
 mod store;
 mod submission;
 mod task;
 mod tool;
 mod util;
 
-pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL};
+pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
@@ -50,8 +54,7 @@ pub use config::{
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{
-    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, TASK_SESSION_PREFIX,
-    check_instance_id,
+    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, check_instance_id,
 };
 pub use initializer::AgentInitializerContext;
 pub use model::{
@@ -60,8 +63,11 @@ pub use model::{
     ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, StreamLimits,
     ToolSchema, TurnSink, WireApi,
 };
+pub use operation::{PromptOptions, PromptResponse};
+pub use permission::{PermissionRule, PermissionSource, check_permission_pattern};
 pub use record::{
-    AssistantContent, AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef,
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
+    AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,
     RECORD_FORMAT_VERSION, Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult,
     Usage, UserContent, UserMessage,
 };
@@ -72,7 +78,7 @@ pub use sandbox::{
     SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
     VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
 };
-pub use session::{PromptOptions, PromptResponse, Session};
+pub use session::Session;
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
 pub use skill_ref::SkillRef;
 pub use store::{
@@ -82,16 +88,16 @@ pub use store::{
 };
 pub use submission::{
     AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, RuntimeEvent, SendCondition,
-    Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
-    check_conversation_id,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset, ResolveReceipt,
+    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
+    SubmissionState, WhenBusy, check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
+pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
-    DEFAULT_COMMAND_TIMEOUT_MS, FlueLogger, MAX_COMMAND_TIMEOUT_MS, Ownership, Permission,
-    READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet,
-    builtin_tool, builtin_tools, check_variable_name, render_output,
+    DEFAULT_COMMAND_TIMEOUT_MS, Effects, FlueLogger, InterruptBehavior, MAX_COMMAND_TIMEOUT_MS,
+    Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError,
+    ToolMeta, ToolSet, builtin_tool, builtin_tools, check_variable_name, render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

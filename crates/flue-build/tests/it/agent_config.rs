@@ -374,3 +374,30 @@ fn cwd_sets_the_agents_working_directory() {
         )],
     );
 }
+
+#[test]
+fn permission_rules_carry_their_source_defaults_first() {
+    use flue_core::{Permission, PermissionRule, PermissionSource};
+    let workspace = crate::support::load(&[
+        (
+            "flue.toml",
+            "[defaults]\nmodel = \"anthropic/claude-sonnet-4-6\"\n[defaults.permissions]\n\"mcp__*\" = \"always_ask\"\n",
+        ),
+        (
+            "agents/a.md",
+            "---\npermissions:\n  \"mcp__docs__*\": always_allow\n---\nBody\n",
+        ),
+    ]);
+    let config = workspace.agent_config("a").unwrap();
+    assert_eq!(
+        config.permissions,
+        [
+            PermissionRule::new("mcp__*", Permission::AlwaysAsk, PermissionSource::Defaults),
+            PermissionRule::new(
+                "mcp__docs__*",
+                Permission::AlwaysAllow,
+                PermissionSource::AgentFile
+            ),
+        ]
+    );
+}

@@ -18,6 +18,7 @@ mod mcp;
 mod mcp_oauth;
 mod model_per_call;
 mod on_terminal;
+mod pauses;
 mod providers;
 mod run;
 mod runaway;

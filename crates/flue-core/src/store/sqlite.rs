@@ -153,6 +153,8 @@ const MIGRATIONS: &[&str] = &[
         WHERE state != 'settled';
     CREATE UNIQUE INDEX submissions_by_key ON submissions (instance_id, idempotency_key)
         WHERE idempotency_key IS NOT NULL;",
+    // v4: submissions paused on pending actions remember since when (`waiting` state).
+    "ALTER TABLE submissions ADD COLUMN waiting_since INTEGER;",
 ];
 
 impl SqliteStore {

@@ -89,18 +89,18 @@ impl DataEmitter {
     }
 }
 
-/// `records` (one tool result per call, in call order) with each call's emitted data attached;
-/// `emitters` pairs a call index with the emitter of that call.
-pub(crate) fn attach_emitted(
-    mut records: Vec<crate::record::Record>,
-    emitters: &[(usize, DataEmitter)],
-) -> Vec<crate::record::Record> {
-    for (call_idx, emitter) in emitters {
-        if let Some(crate::record::Record::ToolResult(result)) = records.get_mut(*call_idx) {
+/// Attaches to each tool result in `records` the data its call emitted (`emitters`: one per
+/// call that ran).
+pub(crate) fn attach_emitted(records: &mut [crate::record::Record], emitters: &[DataEmitter]) {
+    for record in records {
+        if let crate::record::Record::ToolResult(result) = record
+            && let Some(emitter) = emitters
+                .iter()
+                .find(|emitter| emitter.call_id == result.call_id)
+        {
             result.data = emitter.take();
         }
     }
-    records
 }
 
 /// A structured logger for tools and actions (the seed's `FlueLogger`): each line is a

@@ -20,7 +20,10 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{FlueError, Result};
 use crate::sandbox::ExecOptions;
-use crate::tool::{Ownership, Permission, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta};
+use crate::tool::{
+    Effects, InterruptBehavior, Ownership, Permission, Tool, ToolContext, ToolDefinition,
+    ToolError, ToolMeta,
+};
 use crate::util::BoxFuture;
 
 /// Time limit of a command tool that sets none.
@@ -188,6 +191,8 @@ impl CommandToolSpec {
             permission: Permission::AlwaysAllow,
             read_only: false,
             destructive: true,
+            effects: Effects::SHELL.with(Effects::FILES),
+            interrupt: InterruptBehavior::Cancel,
         }))
     }
 }

@@ -36,7 +36,10 @@ use sha2::{Digest, Sha256};
 use crate::error::{FlueError, Result};
 use crate::sandbox::normalize_path;
 use crate::store::{AUDIT_DIFF_LIMIT, AuditEntry, TrashEntry, TrashReason};
-use crate::tool::{Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta};
+use crate::tool::{
+    Effects, InterruptBehavior, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
+    ToolMeta,
+};
 use crate::util::{new_ulid, now_ms};
 
 pub(super) use create::create_file_tool;
@@ -526,6 +529,8 @@ pub(crate) const READ_ONLY: ToolMeta = ToolMeta {
     permission: Permission::AlwaysAllow,
     read_only: true,
     destructive: false,
+    effects: Effects::FILES,
+    interrupt: InterruptBehavior::Cancel,
 };
 
 /// Metadata of a tool that changes files (recoverably: replaced content goes to the trash).
@@ -534,6 +539,8 @@ pub(crate) const MODIFYING: ToolMeta = ToolMeta {
     permission: Permission::AlwaysAllow,
     read_only: false,
     destructive: false,
+    effects: Effects::FILES,
+    interrupt: InterruptBehavior::Complete,
 };
 
 /// Metadata of a tool that deletes or overwrites files (recoverable from the trash).
@@ -542,4 +549,6 @@ pub(crate) const DESTRUCTIVE: ToolMeta = ToolMeta {
     permission: Permission::AlwaysAllow,
     read_only: false,
     destructive: true,
+    effects: Effects::FILES,
+    interrupt: InterruptBehavior::Complete,
 };
