@@ -29,6 +29,9 @@ pub struct AgentFile {
     pub description: Option<String>,
     /// `model`: `<provider>/<model>`, checked for shape.
     pub model: Option<String>,
+    /// `model: false`: no model of its own and no flue.toml default; every call chooses one
+    /// (`flue run --model`).
+    pub model_per_call: bool,
     /// `thinking`: reasoning effort.
     pub thinking: Option<ThinkingLevel>,
     /// `skills`: names of skills under `.agents/skills/`, all present.
@@ -37,6 +40,9 @@ pub struct AgentFile {
     pub subagents: Vec<String>,
     /// `tools`: names of built-in tools, all known.
     pub tools: Vec<String>,
+    /// `tools`: the command tools declared inline, in order, each checked
+    /// ([`flue_core::CommandToolSpec::to_tool`] succeeds).
+    pub command_tools: Vec<flue_core::CommandToolSpec>,
     /// `mcp`: MCP servers by name, checked for shape only.
     pub mcp: BTreeMap<String, McpServerDecl>,
     /// `sandbox`: where the agent's commands run.
@@ -54,6 +60,9 @@ pub struct AgentFile {
     /// `permissions`: tool names or globs (`mcp__*`, `bash`) mapped to `always_allow` or
     /// `always_ask`, sorted by pattern.
     pub permissions: Vec<(String, Permission)>,
+    /// `cwd`: the working directory inside the sandbox where the agent's relative paths and
+    /// commands start (relative to the sandbox's own), for root sessions.
+    pub cwd: Option<String>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -123,6 +132,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "max_turns",
     "role",
     "permissions",
+    "cwd",
 ];
 
 pub(crate) const SANDBOXES: &[(&str, SandboxKind)] = &[
@@ -166,7 +176,15 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
     let keys = [key];
     match key {
         "description" => file.description = report.check(&keys, fields::string(key, value)),
-        "model" => file.model = report.check(&keys, fields::model(key, value)),
+        "model" => match value {
+            Pod::Boolean(false) => file.model_per_call = true,
+            Pod::Boolean(true) => report.error(
+                &keys,
+                "`model` must be `<provider>/<model>`, or `false` to choose the model per call \
+                 (`flue run --model`), got true",
+            ),
+            _ => file.model = report.check(&keys, fields::model(key, value)),
+        },
         "thinking" => {
             let levels = fields::thinking_levels();
             file.thinking =
@@ -182,7 +200,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
                 .check(&keys, fields::name_list(key, value))
                 .unwrap_or_default();
         }
-        "tools" => file.tools = report.check(&keys, tools(value)).unwrap_or_default(),
+        "tools" => (file.tools, file.command_tools) = crate::tools::parse(value, report),
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {
             (file.sandbox, file.sandbox_options) = sandbox::parse_frontmatter(value, report);
@@ -192,36 +210,23 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "max_turns" => file.max_turns = report.check(&keys, fields::positive_u32(key, value)),
         "role" => file.role = report.check(&keys, fields::string(key, value)),
         "permissions" => file.permissions = permissions(value, report),
+        "cwd" => file.cwd = report.check(&keys, cwd(value)),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
 }
 
-/// Built-in tool names, each one known to flue-core.
-fn tools(value: &Pod) -> Result<Vec<String>, String> {
-    let names = fields::name_list("tools", value)?;
-    let unknown: Vec<&String> = names
-        .iter()
-        .filter(|name| !flue_core::BUILTIN_TOOL_NAMES.contains(&name.as_str()))
-        .collect();
-    let Some(first) = unknown.first() else {
-        return Ok(names);
-    };
-    let listed: Vec<String> = unknown.iter().map(|name| format!("`{name}`")).collect();
-    let noun = if unknown.len() == 1 { "tool" } else { "tools" };
-    let known = if flue_core::BUILTIN_TOOL_NAMES.is_empty() {
-        "there are no built-in tools yet".to_owned()
-    } else {
-        format!("known tools: {}", flue_core::BUILTIN_TOOL_NAMES.join(", "))
-    };
-    let suggestion = if unknown.len() == 1 {
-        crate::suggest::did_you_mean(first, flue_core::BUILTIN_TOOL_NAMES.iter().copied())
-    } else {
-        String::new()
-    };
-    Err(format!(
-        "unknown built-in {noun} {}{suggestion}; {known}",
-        listed.join(", ")
-    ))
+/// A working directory: a non-empty path without NUL that does not climb out with `..`.
+fn cwd(value: &Pod) -> Result<String, String> {
+    let path = fields::string("cwd", value)?;
+    if path.trim().is_empty() || path.contains('\0') {
+        return Err("`cwd` must be a directory path like `src` or `packages/app`".to_owned());
+    }
+    if path.split('/').any(|part| part == "..") {
+        return Err(format!(
+            "`cwd` must not climb with `..`, got {path:?}: name a directory inside the workspace"
+        ));
+    }
+    Ok(path)
 }
 
 fn compaction(value: &Pod, report: &mut Report<'_>) -> Option<Compaction> {

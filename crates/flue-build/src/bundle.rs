@@ -354,7 +354,11 @@ fn set_index(wire: &mut Wire, workspace: &Workspace) {
             insert_some(
                 &mut entry,
                 "model",
-                agent.model.as_deref().or(defaults.model.as_deref()),
+                agent.model.as_deref().or(if agent.model_per_call {
+                    None
+                } else {
+                    defaults.model.as_deref()
+                }),
             );
             insert_some(
                 &mut entry,

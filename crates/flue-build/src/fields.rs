@@ -39,6 +39,20 @@ impl<'a> Report<'a> {
             .push(Diagnostic::at(self.path, line, message));
     }
 
+    /// Records `message` at entry `item_idx` of the list under top-level `top` (at `key` in
+    /// that entry when given).
+    pub(crate) fn error_at_item(
+        &mut self,
+        top: &str,
+        item_idx: usize,
+        key: Option<&str>,
+        message: impl Into<String>,
+    ) {
+        let line = self.lines.item(top, item_idx, key);
+        self.diagnostics
+            .push(Diagnostic::at(self.path, line, message));
+    }
+
     /// The value, or `None` after recording the message at the key's line.
     pub(crate) fn check<T>(&mut self, keys: &[&str], result: Result<T, String>) -> Option<T> {
         match result {

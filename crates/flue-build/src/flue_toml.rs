@@ -118,6 +118,8 @@ struct RawMcpServer {
     headers: Option<BTreeMap<String, String>>,
     oauth: Option<Spanned<RawOAuth>>,
     sampling: Option<bool>,
+    timeout_ms: Option<Spanned<u64>>,
+    reset_timeout_on_progress: Option<bool>,
     command: Option<Spanned<String>>,
     args: Option<Vec<String>>,
     env: Option<BTreeMap<String, String>>,
@@ -294,6 +296,17 @@ fn mcp_servers(
                 .map(|(key, _)| *key)
                 .collect()
         };
+        let timeout_ms = match server.timeout_ms {
+            Some(timeout) if *timeout.get_ref() == 0 => {
+                report(
+                    line_of(text, &timeout.span()),
+                    format!("`mcp.{name}.timeout_ms` must be a whole number of at least 1, got 0"),
+                );
+                continue;
+            }
+            timeout => timeout.map(Spanned::into_inner),
+        };
+        let reset_timeout_on_progress = server.reset_timeout_on_progress.unwrap_or(false);
         let decl = match (server.url, server.command) {
             (Some(_), Some(_)) => {
                 report(
@@ -362,6 +375,8 @@ fn mcp_servers(
                     headers: server.headers.unwrap_or_default(),
                     oauth,
                     sampling: server.sampling.unwrap_or(false),
+                    timeout_ms,
+                    reset_timeout_on_progress,
                 })
             }
             (None, Some(command)) => {
@@ -399,6 +414,8 @@ fn mcp_servers(
                     env: server.env.unwrap_or_default(),
                     cwd,
                     sampling: server.sampling.unwrap_or(false),
+                    timeout_ms,
+                    reset_timeout_on_progress,
                 })
             }
         };

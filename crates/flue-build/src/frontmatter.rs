@@ -184,6 +184,55 @@ impl KeyLines {
     }
 }
 
+impl KeyLines {
+    /// The file line of entry `item_idx` of the block list under top-level `top`, or of `key`
+    /// inside that entry when given and found there. Falls back to the entry's line, then to
+    /// `top`'s line (a flow list like `[a, b]` resolves to its key's line).
+    pub(crate) fn item(&self, top: &str, item_idx: usize, key: Option<&str>) -> usize {
+        let top_line = self.top(top);
+        let Some(start) = self.top_level.get(top).map(|idx| idx + 1) else {
+            return top_line;
+        };
+        let mut item_indent = None;
+        let mut n_items = 0;
+        let mut found: Option<usize> = None;
+        for (idx, line) in self.lines.iter().enumerate().skip(start) {
+            let content = line.trim_start();
+            if content.is_empty() || content.starts_with('#') {
+                continue;
+            }
+            let indent = line.len() - content.len();
+            let is_dash = content == "-" || content.starts_with("- ");
+            if indent == 0 && !is_dash {
+                break;
+            }
+            if is_dash && *item_indent.get_or_insert(indent) == indent {
+                if found.is_some() {
+                    break;
+                }
+                if n_items == item_idx {
+                    found = Some(idx);
+                    if key.is_none() {
+                        break;
+                    }
+                }
+                n_items += 1;
+            }
+            if let (Some(item_line), Some(key)) = (found, key) {
+                let inner = if idx == item_line {
+                    content[1..].trim_start()
+                } else {
+                    content
+                };
+                if starts_with_key(inner, key) {
+                    return idx + FIRST_LINE;
+                }
+            }
+        }
+        found.map_or(top_line, |idx| idx + FIRST_LINE)
+    }
+}
+
 /// The key a `key: value` line (without its indentation) starts with: a quoted key, or the
 /// text before the first `:` followed by whitespace or the end of the line.
 fn written_key(content: &str) -> Option<&str> {

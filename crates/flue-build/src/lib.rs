@@ -60,6 +60,7 @@ mod sandbox;
 mod skill_file;
 mod source;
 mod suggest;
+mod tools;
 mod workspace;
 mod yaml_limits;
 
@@ -71,6 +72,6 @@ pub use mcp::{McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioM
 pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};
-pub use skill_file::SkillFile;
+pub use skill_file::{SkillFile, VENDOR_KEYS};
 pub use suggest::suggest_model;
 pub use workspace::Workspace;

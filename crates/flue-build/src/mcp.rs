@@ -32,6 +32,10 @@ pub struct RemoteMcpServer {
     pub oauth: Option<McpOAuthDecl>,
     /// `sampling: true`: the server may ask the agent's model for completions.
     pub sampling: bool,
+    /// `timeout_ms`: per-request timeout (flue-connectors' default when unset).
+    pub timeout_ms: Option<u64>,
+    /// `reset_timeout_on_progress: true`: a progress notification restarts the timeout.
+    pub reset_timeout_on_progress: bool,
 }
 
 /// A remote server's `oauth` settings; `${VAR}` in `client_secret` is expanded when the
@@ -67,6 +71,10 @@ pub struct StdioMcpServer {
     pub cwd: Option<String>,
     /// `sampling: true`: the server may ask the agent's model for completions.
     pub sampling: bool,
+    /// `timeout_ms`: per-request timeout (flue-connectors' default when unset).
+    pub timeout_ms: Option<u64>,
+    /// `reset_timeout_on_progress: true`: a progress notification restarts the timeout.
+    pub reset_timeout_on_progress: bool,
 }
 
 impl McpServerDecl {
@@ -75,6 +83,23 @@ impl McpServerDecl {
         match self {
             Self::Remote(remote) => remote.sampling,
             Self::Stdio(stdio) => stdio.sampling,
+        }
+    }
+
+    /// The per-request timeout in milliseconds (`timeout_ms`), when set.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        match self {
+            Self::Remote(remote) => remote.timeout_ms,
+            Self::Stdio(stdio) => stdio.timeout_ms,
+        }
+    }
+
+    /// Whether progress notifications restart a request's timeout
+    /// (`reset_timeout_on_progress`).
+    pub fn reset_timeout_on_progress(&self) -> bool {
+        match self {
+            Self::Remote(remote) => remote.reset_timeout_on_progress,
+            Self::Stdio(stdio) => stdio.reset_timeout_on_progress,
         }
     }
 }
@@ -90,7 +115,15 @@ pub enum McpTransport {
     Sse,
 }
 
-const REMOTE_KEYS: &[&str] = &["url", "transport", "headers", "oauth", "sampling"];
+const REMOTE_KEYS: &[&str] = &[
+    "url",
+    "transport",
+    "headers",
+    "oauth",
+    "sampling",
+    "timeout_ms",
+    "reset_timeout_on_progress",
+];
 pub(crate) const OAUTH_KEYS: &[&str] = &[
     "client_id",
     "client_secret",
@@ -104,7 +137,15 @@ pub(crate) const GRANTS: &[(&str, bool)] =
     &[("authorization_code", false), ("client_credentials", true)];
 /// `redirect` values: does flue follow the redirect itself?
 pub(crate) const REDIRECTS: &[(&str, bool)] = &[("browser", false), ("follow", true)];
-const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd", "sampling"];
+const STDIO_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "sampling",
+    "timeout_ms",
+    "reset_timeout_on_progress",
+];
 pub(crate) const TRANSPORTS: &[(&str, McpTransport)] = &[
     ("streamable-http", McpTransport::StreamableHttp),
     ("sse", McpTransport::Sse),
@@ -189,6 +230,8 @@ fn parse_remote(
         headers: BTreeMap::new(),
         oauth: None,
         sampling: false,
+        timeout_ms: None,
+        reset_timeout_on_progress: false,
     };
     let mut valid = true;
     for (key, value) in entries {
@@ -211,6 +254,12 @@ fn parse_remote(
             "sampling" => report
                 .check(&keys, fields::boolean(&dotted, value))
                 .map(|sampling| server.sampling = sampling),
+            "timeout_ms" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 1))
+                .map(|timeout| server.timeout_ms = Some(timeout)),
+            "reset_timeout_on_progress" => report
+                .check(&keys, fields::boolean(&dotted, value))
+                .map(|reset| server.reset_timeout_on_progress = reset),
             _ => {
                 let place = format!(" in mcp server `{name}` (a `url` server)");
                 report.unknown_key(&keys, &place, REMOTE_KEYS);
@@ -288,6 +337,8 @@ fn parse_stdio(
         env: BTreeMap::new(),
         cwd: None,
         sampling: false,
+        timeout_ms: None,
+        reset_timeout_on_progress: false,
     };
     let mut valid = true;
     for (key, value) in entries {
@@ -309,6 +360,12 @@ fn parse_stdio(
             "sampling" => report
                 .check(&keys, fields::boolean(&dotted, value))
                 .map(|sampling| server.sampling = sampling),
+            "timeout_ms" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 1))
+                .map(|timeout| server.timeout_ms = Some(timeout)),
+            "reset_timeout_on_progress" => report
+                .check(&keys, fields::boolean(&dotted, value))
+                .map(|reset| server.reset_timeout_on_progress = reset),
             _ => {
                 let place = format!(" in mcp server `{name}` (a `command` server)");
                 report.unknown_key(&keys, &place, STDIO_KEYS);

@@ -12,12 +12,13 @@ use crate::workspace::Workspace;
 impl Workspace {
     /// The flue-core configuration of the agent `name`.
     ///
-    /// - model and thinking: the agent's, else the flue.toml defaults;
+    /// - model and thinking: the agent's, else the flue.toml defaults (`model: false`: no
+    ///   model, every call chooses one);
     /// - instructions: the file's body (`None` when empty); the workspace context
     ///   ([`Workspace::context`]) is not included;
-    /// - tools: the built-in tools named in `tools`;
+    /// - tools: the built-in tools named in `tools`, then its command tools;
     /// - subagents: a profile per name, built recursively from their files (see below);
-    /// - compaction, durability, max_turns, role: the agent's;
+    /// - compaction, durability, max_turns, role, cwd: the agent's;
     /// - permissions: the flue.toml `[defaults.permissions]`, then the agent's `permissions:`
     ///   (which win where both match; subagents run under the root agent's rules);
     /// - skills: none registered. A root agent runs with every workspace skill, which the
@@ -37,15 +38,20 @@ impl Workspace {
         let defaults = &self.config.defaults;
         let mut config = AgentConfig::new()
             .with_name(&agent.name)
-            .with_tools(flue_core::builtin_tools(&agent.tools)?);
+            .with_tools(tools(agent)?);
         config.description.clone_from(&agent.description);
-        config.model = agent.model.clone().or_else(|| defaults.model.clone());
+        if agent.model_per_call {
+            config = config.with_model_per_call();
+        } else {
+            config.model = agent.model.clone().or_else(|| defaults.model.clone());
+        }
         config.instructions = instructions(agent);
         config.thinking = agent.thinking.or(defaults.thinking);
         config.compaction.clone_from(&agent.compaction);
         config.durability.clone_from(&agent.durability);
         config.max_turns = agent.max_turns;
         config.role.clone_from(&agent.role);
+        config.cwd.clone_from(&agent.cwd);
         let rules =
             defaults
                 .permissions
@@ -79,7 +85,7 @@ impl Workspace {
         }
         let agent = self.agent_file(name)?;
         let mut profile = AgentProfile::new(&agent.name);
-        profile.tools = flue_core::builtin_tools(&agent.tools)?;
+        profile.tools = tools(agent)?;
         chain.push(agent.name.clone());
         for subagent in &agent.subagents {
             profile
@@ -89,6 +95,7 @@ impl Workspace {
         chain.pop();
         profile.description.clone_from(&agent.description);
         profile.model.clone_from(&agent.model);
+        profile.model_per_call = agent.model_per_call;
         profile.instructions = instructions(agent);
         profile.thinking = agent.thinking;
         profile.compaction.clone_from(&agent.compaction);
@@ -128,6 +135,15 @@ impl Workspace {
             ))
         })
     }
+}
+
+/// The built-in tools an agent file names, then its command tools.
+fn tools(agent: &AgentFile) -> Result<Vec<flue_core::ToolDefinition>, FlueError> {
+    let mut tools = flue_core::builtin_tools(&agent.tools)?;
+    for spec in &agent.command_tools {
+        tools.push(spec.to_tool()?);
+    }
+    Ok(tools)
 }
 
 fn instructions(agent: &AgentFile) -> Option<String> {

@@ -5,7 +5,10 @@
 //! convention: `name` (required, at most 64 characters of `a-z`, `0-9` and `-`, no leading,
 //! trailing or double hyphen, equal to the folder name or file stem), `description` (required,
 //! at most 1024 characters), and optional `license`, `compatibility` (at most 500 characters),
-//! `metadata` (a map of strings) and `allowed-tools`. Resource files are read with the skill;
+//! `metadata` (a map of strings) and `allowed-tools`. Keys other agents add to the format
+//! (Claude Code's `argument-hint`, `disable-model-invocation`, `user-invocable`, `model`, ...;
+//! [`VENDOR_KEYS`]) are accepted and ignored, each with a note, so skills written for those
+//! agents load unchanged; any other key is an error. Resource files are read with the skill;
 //! symbolic links and sensitive files (private keys, `.env` files, credentials) are refused.
 
 use std::collections::BTreeMap;
@@ -38,6 +41,9 @@ pub struct SkillFile {
     pub body: String,
     /// Resource files of a folder skill, by path relative to the folder (`/` separators).
     pub resources: BTreeMap<String, Vec<u8>>,
+    /// One note per frontmatter key of another agent's extension of the format
+    /// ([`VENDOR_KEYS`]), which Flue accepts and ignores; shown by `flue build`.
+    pub notes: Vec<Diagnostic>,
 }
 
 impl SkillFile {
@@ -60,6 +66,21 @@ pub(crate) const SKILL_KEYS: &[&str] = &[
     "compatibility",
     "metadata",
     "allowed-tools",
+];
+
+/// Frontmatter keys other agents add to the Agent Skills format, with the agent that reads
+/// each: accepted in a skill and ignored (with a note), since they configure that agent's user
+/// interface or runtime rather than the skill's instructions.
+pub const VENDOR_KEYS: &[(&str, &str)] = &[
+    ("argument-hint", "Claude Code"),
+    ("disable-model-invocation", "Claude Code"),
+    ("user-invocable", "Claude Code"),
+    ("model", "Claude Code"),
+    ("effort", "Claude Code"),
+    ("context", "Claude Code"),
+    ("agent", "Claude Code"),
+    ("hooks", "Claude Code"),
+    ("version", "several agents"),
 ];
 
 const MAX_NAME_CHARS: usize = 64;
@@ -159,6 +180,7 @@ fn parse(
     let mut report = Report::new(path, &document.lines, diagnostics);
     let mut declared_name = None;
     let mut description = None;
+    let mut ignored: Vec<(String, &str)> = Vec::new();
     for (key, value) in &document.fields {
         let keys = [key.as_str()];
         match key.as_str() {
@@ -181,8 +203,35 @@ fn parse(
                     .check(&keys, allowed_tools(value))
                     .unwrap_or_default();
             }
-            _ => report.unknown_key(&keys, "", SKILL_KEYS),
+            _ => {
+                if let Some((_, agent)) = VENDOR_KEYS.iter().find(|(vendor, _)| vendor == key) {
+                    ignored.push((key.clone(), *agent));
+                } else {
+                    // A near miss of an ignored key is suggested too; the list of known
+                    // keys names only the format's own.
+                    let with_vendor: Vec<&str> = SKILL_KEYS
+                        .iter()
+                        .copied()
+                        .chain(VENDOR_KEYS.iter().map(|(vendor, _)| *vendor))
+                        .collect();
+                    let near_miss =
+                        !crate::suggest::did_you_mean(key, with_vendor.iter().copied()).is_empty();
+                    let known = if near_miss {
+                        &with_vendor[..]
+                    } else {
+                        SKILL_KEYS
+                    };
+                    report.unknown_key(&keys, "", known);
+                }
+            }
         }
+    }
+    for (key, agent) in ignored {
+        skill.notes.push(Diagnostic::at(
+            path,
+            document.lines.top(&key),
+            format!("`{key}` is an extension of the skill format read by {agent}; Flue ignores it"),
+        ));
     }
     if let Some(declared) = declared_name
         && declared != name

@@ -38,6 +38,18 @@ pub(crate) const ROLES_DIR: &str = ".agents/roles";
 const CONTEXT_FILE: &str = "AGENTS.md";
 
 impl Workspace {
+    /// Notes that are not problems, sorted by file and line: the keys of other agents'
+    /// extensions of the skill format that the skills use and Flue ignores.
+    pub fn notes(&self) -> Vec<Diagnostic> {
+        let mut notes: Vec<Diagnostic> = self
+            .skills
+            .values()
+            .flat_map(|skill| skill.notes.iter().cloned())
+            .collect();
+        notes.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+        notes
+    }
+
     /// Loads the workspace at `root`: flue.toml, AGENTS.md, every `agents/*.md` (not
     /// recursive; other files and hidden files are ignored) and the names of the skills under
     /// `.agents/skills/`. Validates every file and the references between them, and returns
@@ -334,7 +346,7 @@ impl<'s> Loader<'s> {
             if agent.model.is_none() && !parsed.declares_model && !default_model {
                 self.diagnostics.push(Diagnostic::file(
                     &agent.path,
-                    "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml",
+                    "no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)",
                 ));
             }
             if let Some(role) = &agent.role

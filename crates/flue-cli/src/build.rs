@@ -25,6 +25,9 @@ pub(crate) fn build(args: &BuildArgs) -> anyhow::Result<Exit> {
         .write(&out)
         .with_context(|| format!("cannot write the bundle to {}", out.display()))?;
     let workspace = bundle.workspace();
+    for note in workspace.notes() {
+        eprintln!("note: {note}");
+    }
     eprintln!(
         "built {} agent(s), {} skill(s), {} role(s); {}",
         workspace.agents.len(),

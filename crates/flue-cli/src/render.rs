@@ -198,6 +198,32 @@ impl Renderer {
                 };
                 self.line(out, &format!("{indent}<= task {agent} {outcome}"))?;
             }
+            Event::TaskActivity { depth, event, .. } => {
+                let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0) + 1);
+                let line = match event.as_ref() {
+                    Event::ToolStart { name, input, .. } => {
+                        Some(format!("{indent}-> {name} {input}"))
+                    }
+                    Event::ToolEnd {
+                        name,
+                        is_error,
+                        output,
+                        ..
+                    } => {
+                        let status = if *is_error { "failed" } else { "done" };
+                        let output = preview(&self.output.stderr_text(output));
+                        Some(format!("{indent}<- {name} {status}: {output}"))
+                    }
+                    Event::CompactionStart { .. } => Some(format!("{indent}compacting context")),
+                    // The task's text is its answer, which its parent receives; its deltas,
+                    // turns and compaction ends add nothing here.
+                    _ => None,
+                };
+                if let Some(line) = line {
+                    self.line_start(out)?;
+                    self.line(out, &line)?;
+                }
+            }
             Event::ActionRequired { action } => {
                 self.line_start(out)?;
                 self.line(

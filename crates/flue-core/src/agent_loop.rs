@@ -166,6 +166,14 @@ pub(crate) async fn run(
     if harness.agent.model.as_deref() != Some(model_spec.as_str()) {
         provider.check_model(&spec.model).await?;
     }
+    if opening
+        .message
+        .as_ref()
+        .is_some_and(crate::model::has_images)
+        && !provider.model_info(&spec.model).image_input
+    {
+        return Err(FlueError::ImageInputUnsupported { model: model_spec });
+    }
     let thinking = call_thinking(&options, &overlay, &scope);
     let result_slot = Arc::new(Mutex::new(None));
     let mut tools: Vec<ToolDefinition> = scope.tools.clone();
@@ -460,17 +468,17 @@ impl TurnLoop<'_> {
             self.shared.append(state, starts).await?;
         }
         let harness = &self.shared.harness;
-        let tool_ctx = ToolContext {
-            sandbox: Arc::clone(&harness.sandbox),
-            cancel: self.ctx.cancel.child_token(),
-            instance_id: harness.instance_id.clone(),
-            session: self.shared.key.session.clone(),
-            cwd: self.shared.scope.cwd.clone(),
-            agent: harness.agent.name.clone(),
-            audit: Arc::clone(&harness.audit),
-        };
+        let tool_ctx = ToolContext::new(Arc::clone(&harness.sandbox))
+            .with_cancel(self.ctx.cancel.child_token())
+            .with_instance_id(harness.instance_id.clone())
+            .with_session(self.shared.key.session.clone())
+            .with_cwd(self.shared.scope.cwd.clone())
+            .with_agent(harness.agent.name.clone())
+            .with_audit(Arc::clone(&harness.audit));
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
+        // What each call emits with `emit_data`, stored with its result.
+        let mut emitted = Vec::with_capacity(calls.len());
         let mut running = JoinSet::new();
         let redactor = &harness.redactor;
         let tool_spans: Vec<Span> = calls
@@ -523,7 +531,8 @@ impl TurnLoop<'_> {
             }
             self.send_tool_start(call);
             let input = call.input.clone();
-            let ctx = tool_ctx.clone();
+            let (ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
+            emitted.push(emitter);
             running.spawn(
                 async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span.clone()),
             );
@@ -586,6 +595,7 @@ impl TurnLoop<'_> {
                 }
             }
         }
+        crate::tool::attach_emitted(&mut records, &emitted);
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         self.shared.append(state, records).await?;
         for action in pending {
@@ -694,6 +704,7 @@ impl TurnLoop<'_> {
                 content: render_output(&value),
                 is_error: false,
                 error_kind: None,
+                data: Vec::new(),
             },
             Err(error) => error_result(call, &error),
         };

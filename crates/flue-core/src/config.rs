@@ -207,6 +207,9 @@ pub struct AgentProfile {
     pub description: Option<String>,
     /// Default model specifier `<provider>/<model>`.
     pub model: Option<String>,
+    /// `model: false`: no default model, and none inherited from a parent agent; every call
+    /// must choose one, or fails with [`FlueError::ModelNotConfigured`]. Excludes `model`.
+    pub model_per_call: bool,
     /// Instructions, placed before the discovered workspace context.
     pub instructions: Option<String>,
     /// Registered skills.
@@ -245,6 +248,14 @@ impl AgentProfile {
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// `model: false`: every call must choose a model (see [`AgentProfile::model_per_call`]).
+    #[must_use]
+    pub fn with_model_per_call(mut self) -> Self {
+        self.model = None;
+        self.model_per_call = true;
         self
     }
 
@@ -321,6 +332,11 @@ impl AgentProfile {
         {
             problems.push(format!("{label}: {err}"));
         }
+        if self.model_per_call && self.model.is_some() {
+            problems.push(format!(
+                "{label}: sets both a model and `model: false` (a model chosen per call); keep one"
+            ));
+        }
         check_duplicates(
             label,
             "skill",
@@ -386,6 +402,10 @@ pub struct AgentConfig {
     pub description: Option<String>,
     /// Overrides the profile model.
     pub model: Option<String>,
+    /// `model: false`: overrides the profile's model with none, so that every call must choose
+    /// one ([`FlueError::ModelNotConfigured`] otherwise). A `model` set here wins over it, so a
+    /// frontend's model override (`flue run --model`) supplies the model.
+    pub model_per_call: bool,
     /// Overrides the profile instructions.
     pub instructions: Option<String>,
     /// Skills added to the profile's.
@@ -465,6 +485,14 @@ impl AgentConfig {
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// `model: false`: every call must choose a model (see [`AgentConfig::model_per_call`]).
+    #[must_use]
+    pub fn with_model_per_call(mut self) -> Self {
+        self.model = None;
+        self.model_per_call = true;
         self
     }
 
@@ -557,7 +585,11 @@ impl AgentConfig {
         let merged = AgentProfile {
             name: self.name.or(profile.name),
             description: self.description.or(profile.description),
-            model: self.model.or(profile.model),
+            model_per_call: self.model.is_none()
+                && (self.model_per_call || (profile.model_per_call && profile.model.is_none())),
+            model: self
+                .model
+                .or_else(|| (!self.model_per_call).then_some(profile.model).flatten()),
             instructions: self.instructions.or(profile.instructions),
             skills,
             tools,

@@ -110,6 +110,17 @@ pub enum FlueError {
         /// Where a model could be set.
         hint: Option<String>,
     },
+    /// The message has images but the call's model does not accept image input. Raised before
+    /// anything is stored or sent. Not retryable as is: choose a vision-capable model for the
+    /// call, or send the message without images.
+    #[error(
+        "model {model:?} does not accept image input: choose a vision-capable model for this \
+         call, or send the message without images"
+    )]
+    ImageInputUnsupported {
+        /// The call's model specifier.
+        model: String,
+    },
     /// A model specifier is not `<provider>/<model>`. Fix the specifier.
     #[error("invalid model specifier {spec:?}: expected \"<provider>/<model>\"")]
     InvalidModelSpec {
@@ -551,6 +562,7 @@ impl FlueError {
             Self::CorruptRecord { .. } => "corrupt_record",
             Self::InvalidConfig { .. } => "invalid_config",
             Self::ModelNotConfigured { .. } => "model_not_configured",
+            Self::ImageInputUnsupported { .. } => "image_input_unsupported",
             Self::InvalidModelSpec { .. } => "invalid_model_spec",
             Self::UnknownProvider { .. } => "unknown_provider",
             Self::Provider { .. } => "provider_error",

@@ -51,6 +51,19 @@ pub enum Event {
         /// What the model will see (possibly truncated for display by renderers).
         output: String,
     },
+    /// A running tool emitted structured data for UI readers (`ToolContext::emit_data`). The
+    /// model never sees it; it is stored with the call's tool result.
+    Data {
+        /// The tool call that emitted it.
+        call_id: String,
+        /// What the data is.
+        name: String,
+        /// The data.
+        data: Value,
+        /// The tool's id for it, when given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+    },
     /// One model turn finished and was stored.
     TurnEnd {
         /// The model of this turn.
@@ -114,6 +127,18 @@ pub enum Event {
         /// The error when `outcome` is not `completed`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
+    },
+    /// Something a task did, forwarded to the stream of the operation that started it as it
+    /// happens: the task's text and thinking deltas, tool starts and ends, emitted data, turn
+    /// ends and compaction. Tasks nested in a task arrive wrapped once, labelled with their own
+    /// session. A task's turn usage is counted in its `task_end`, not again here.
+    TaskActivity {
+        /// The task session the event belongs to, `task:<parent>:<uuid>`.
+        session: String,
+        /// Levels below the root session.
+        depth: u32,
+        /// The task's event.
+        event: Box<Event>,
     },
     /// A tool call waits for a decision: the operation pauses before its side effect and
     /// ends with the outcome `requires_action`. Emitted once the pending action is durable.

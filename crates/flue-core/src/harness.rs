@@ -60,9 +60,21 @@ pub struct HarnessBuilder {
     workspace_skills: Vec<Skill>,
     roles: Vec<Role>,
     secrets: Vec<String>,
+    /// Computes the agent's configuration per instance, replacing `agent`.
+    initializer: Option<crate::initializer::Initializer>,
+    /// Platform bindings handed to the initializer.
+    env: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl HarnessBuilder {
+    /// Sets the platform bindings an initializer reads through
+    /// [`AgentInitializerContext::env`](crate::AgentInitializerContext::env).
+    #[must_use]
+    pub fn with_env(mut self, env: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.env = Some(env);
+        self
+    }
+
     /// Adds secret values (API keys, `.env` values, tokens) to redact from everything tool
     /// output becomes: tool results and errors, `session.shell` exchanges, and error messages in
     /// events, before they are stored, sent to a model or emitted. Short values and plain
@@ -148,7 +160,21 @@ impl HarnessBuilder {
 
     /// Resolves and checks the configuration and returns the harness.
     pub async fn build(self) -> Result<Harness> {
-        let agent = self.agent.resolve()?;
+        let instance_id = match self.instance_id {
+            Some(id) => {
+                check_instance_id(&id)?;
+                id
+            }
+            None => new_ulid(),
+        };
+        let config = match &self.initializer {
+            Some(initialize) => initialize(&crate::initializer::AgentInitializerContext::new(
+                &instance_id,
+                self.env.clone(),
+            ))?,
+            None => self.agent,
+        };
+        let agent = config.resolve()?;
         let roles = Roles::new(self.roles)?;
         check_role_references(&agent, &roles)?;
         for role in roles.iter() {
@@ -159,13 +185,6 @@ impl HarnessBuilder {
         }
         let redactor = Redactor::new(&self.secrets)?;
         let permissions = PermissionPolicy::new(&agent.permissions)?;
-        let instance_id = match self.instance_id {
-            Some(id) => {
-                check_instance_id(&id)?;
-                id
-            }
-            None => new_ulid(),
-        };
         let sandbox = match (self.sandbox, self.sandbox_factory) {
             (Some(sandbox), _) => sandbox,
             (None, Some(factory)) => factory.create(&instance_id).await?,
@@ -210,8 +229,8 @@ impl HarnessBuilder {
                 store,
                 audit,
                 providers: self.providers,
+                fs: crate::sandbox::in_cwd(&sandbox, &cwd),
                 sandbox,
-                cwd,
                 workspace_context,
                 redactor,
                 permissions,
@@ -251,7 +270,23 @@ impl Harness {
             workspace_skills: Vec::new(),
             roles: Vec::new(),
             secrets: Vec::new(),
+            initializer: None,
+            env: None,
         }
+    }
+
+    /// A builder whose agent configuration `initialize` computes each time a harness is built,
+    /// from the instance id and the bindings of [`HarnessBuilder::with_env`] (the counterpart
+    /// of `defineAgent(initialize)`). An error it returns fails the build.
+    pub fn initialized_by(
+        initialize: impl Fn(&crate::AgentInitializerContext) -> Result<AgentConfig>
+        + Send
+        + Sync
+        + 'static,
+    ) -> HarnessBuilder {
+        let mut builder = Self::builder(AgentConfig::new());
+        builder.initializer = Some(Arc::new(initialize));
+        builder
     }
 
     /// The agent instance id.
@@ -321,16 +356,18 @@ impl Harness {
         &self.shared.audit
     }
 
-    /// The sandbox, for file operations that are not recorded in any conversation.
+    /// The sandbox, for file operations that are not recorded in any conversation. Relative
+    /// paths resolve against the agent's configured `cwd` (else the sandbox's own).
     pub fn fs(&self) -> &Arc<dyn Sandbox> {
-        &self.shared.sandbox
+        &self.shared.fs
     }
 
     /// Runs a command in the sandbox without recording it in any conversation. Its output is
     /// returned as the command printed it: nothing is redacted (use [`Harness::redactor`] before
-    /// showing or storing it).
+    /// showing or storing it). It runs in the agent's configured `cwd` unless `options` name
+    /// another (a relative one resolves against it).
     pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
-        let sandbox = Arc::clone(&self.shared.sandbox);
+        let sandbox = Arc::clone(&self.shared.fs);
         let cancel = options.cancel.clone().unwrap_or_default();
         let options = ExecOptions {
             cancel: Some(cancel.clone()),

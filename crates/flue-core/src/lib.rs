@@ -24,6 +24,7 @@ mod config;
 mod error;
 mod event;
 mod harness;
+mod initializer;
 mod model;
 mod operation;
 mod overlay;
@@ -36,6 +37,7 @@ mod scope;
 mod session;
 mod shared;
 mod skill;
+mod skill_ref;
 mod spans;
 mod steps;
 mod store;
@@ -55,6 +57,7 @@ pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{
     DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, check_instance_id,
 };
+pub use initializer::AgentInitializerContext;
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
     ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,
@@ -65,9 +68,9 @@ pub use operation::{PromptOptions, PromptResponse};
 pub use permission::{PermissionRule, PermissionSource, check_permission_pattern};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, Image, ModelRef, PendingAction, RECORD_FORMAT_VERSION,
-    Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
-    UserMessage,
+    AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,
+    RECORD_FORMAT_VERSION, Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult,
+    Usage, UserContent, UserMessage,
 };
 pub use redact::Redactor;
 pub use role::Role;
@@ -78,6 +81,7 @@ pub use sandbox::{
 };
 pub use session::Session;
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
+pub use skill_ref::SkillRef;
 pub use spans::SPAN_TARGET;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
@@ -93,8 +97,9 @@ pub use submission::{
 pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    BUILTIN_TOOL_NAMES, Effects, InterruptBehavior, Ownership, Permission, READ_ONLY_TOOL_NAMES,
-    Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools,
-    render_output,
+    BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
+    DEFAULT_COMMAND_TIMEOUT_MS, Effects, FlueLogger, InterruptBehavior, MAX_COMMAND_TIMEOUT_MS,
+    Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError,
+    ToolMeta, ToolSet, builtin_tool, builtin_tools, check_variable_name, render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

@@ -373,6 +373,22 @@ pub struct ToolResult {
     /// The stable error kind when `is_error` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<String>,
+    /// Structured data the tool emitted for UI readers while it ran (`emit_data`), in order.
+    /// Never part of what the model sees.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<EmittedData>,
+}
+
+/// One piece of structured data a tool emitted (`ToolContext::emit_data`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmittedData {
+    /// What the data is (`progress`, `chart`, ...): readers pick parts by name.
+    pub name: String,
+    /// The data, as JSON.
+    pub data: Value,
+    /// An id the tool gave it, so a reader can replace an earlier part with the same id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// A shell command run through `session.shell`, as the model will see it.

@@ -55,9 +55,10 @@ impl Session {
         &self.shared.key.session
     }
 
-    /// The sandbox, for file operations that are not recorded in the conversation.
+    /// The sandbox, for file operations that are not recorded in the conversation. Relative
+    /// paths resolve against the session's working directory (the agent's `cwd`, or a task's).
     pub fn fs(&self) -> &Arc<dyn Sandbox> {
-        &self.shared.harness.sandbox
+        &self.shared.fs
     }
 
     /// The session's records as last loaded or written by this process.
@@ -170,17 +171,24 @@ impl Session {
         })
     }
 
-    /// Runs the skill `name`: records a user message naming it and its arguments, and puts the
-    /// skill's instructions into the system prompt of this call only. An unknown name fails
-    /// with [`FlueError::SkillNotRegistered`], listing the session's skills.
-    pub fn skill(&self, name: &str, options: SkillOptions) -> CallHandle<PromptResponse> {
-        let name = name.to_owned();
+    /// Runs a skill, named (`"triage"`) or packaged (`&skill`, see [`crate::SkillRef`]): records
+    /// a user message naming it and its arguments, and puts the skill's instructions into the
+    /// system prompt of this call only. An unknown name fails with
+    /// [`FlueError::SkillNotRegistered`], listing the session's skills; a packaged skill whose
+    /// name belongs to a different registered or workspace skill is
+    /// [`FlueError::InvalidConfig`].
+    pub fn skill<'a>(
+        &self,
+        skill: impl Into<crate::SkillRef<'a>>,
+        options: SkillOptions,
+    ) -> CallHandle<PromptResponse> {
+        let resolved = skill.into().resolve(&self.shared.scope.skills);
         let outer_cancel = options.cancel.clone();
         self.spawn_operation(
             OperationKind::Skill,
             outer_cancel,
             move |shared, ctx| async move {
-                let found = shared.scope.skills.get(&name)?;
+                let found = resolved?;
                 let (args, options) = options.into_parts();
                 let message = skill::skill_message(&found, &args, &options.images);
                 let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
@@ -254,11 +262,11 @@ impl Session {
             move |shared, ctx| async move {
                 let mut state = shared.state.lock().await;
                 shared.sync(&mut state).await?;
-                let sandbox = Arc::clone(&shared.harness.sandbox);
+                let sandbox = Arc::clone(&shared.fs);
                 let cwd = options.cwd.clone();
                 let env_keys: Vec<String> = options.env.keys().cloned().collect();
                 let exec_options = ExecOptions {
-                    cwd: Some(cwd.clone().unwrap_or_else(|| shared.harness.cwd.clone())),
+                    cwd: Some(cwd.clone().unwrap_or_else(|| shared.scope.cwd.clone())),
                     cancel: Some(ctx.cancel.clone()),
                     ..options
                 };
@@ -293,13 +301,23 @@ impl Session {
     }
 
     /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs;
-    /// afterwards this handle is unusable.
+    /// afterwards this handle is unusable. Calls made while a deletion runs (from any handle
+    /// to the session) wait for it and share its outcome; once it succeeded, `delete` resolves
+    /// at once. A failed deletion can be retried.
     pub async fn delete(&self) -> Result<()> {
-        let _guard = self.shared.begin()?;
-        self.shared.deleted.store(true, Ordering::Release);
-        self.shared.harness.forget_session(&self.shared.key.session);
-        task::delete_task_sessions(&self.shared.harness, &self.shared.key.session).await?;
-        self.shared.harness.store.delete(&self.shared.key).await
+        let shared = &self.shared;
+        shared
+            .deletion
+            .get_or_try_init(|| async {
+                let _guard = shared.begin()?;
+                task::delete_task_sessions(&shared.harness, &shared.key.session).await?;
+                shared.harness.store.delete(&shared.key).await?;
+                shared.deleted.store(true, Ordering::Release);
+                shared.harness.forget_session(&shared.key.session);
+                Ok::<(), FlueError>(())
+            })
+            .await?;
+        Ok(())
     }
 
     /// Spawns one operation: claims the session, wires cancellation and events, and emits the

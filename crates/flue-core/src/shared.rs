@@ -29,7 +29,8 @@ pub(crate) struct HarnessShared {
     pub(crate) audit: Arc<dyn AuditStore>,
     pub(crate) providers: ProviderRegistry,
     pub(crate) sandbox: Arc<dyn Sandbox>,
-    pub(crate) cwd: String,
+    /// The sandbox seen from the agent's `cwd` (relative paths and commands start there).
+    pub(crate) fs: Arc<dyn Sandbox>,
     pub(crate) workspace_context: Option<String>,
     /// What root sessions run as: the agent plus the workspace skills.
     pub(crate) root_scope: Arc<AgentScope>,
@@ -63,6 +64,11 @@ pub(crate) struct SessionShared {
     pub(crate) key: SessionKey,
     busy: AtomicBool,
     pub(crate) deleted: AtomicBool,
+    /// Set once the session's deletion has succeeded; concurrent `delete` calls wait on the
+    /// one running deletion instead of failing busy.
+    pub(crate) deletion: tokio::sync::OnceCell<()>,
+    /// The sandbox seen from the scope's `cwd`.
+    pub(crate) fs: Arc<dyn Sandbox>,
     /// Held by the running operation for its whole duration; uncontended thanks to `busy`.
     pub(crate) state: tokio::sync::Mutex<SessionState>,
     /// The agent this session runs as.
@@ -105,10 +111,12 @@ impl SessionShared {
         depth: u32,
     ) -> Self {
         Self {
+            fs: crate::sandbox::in_cwd(&harness.sandbox, &scope.cwd),
             harness,
             key,
             busy: AtomicBool::new(false),
             deleted: AtomicBool::new(false),
+            deletion: tokio::sync::OnceCell::new(),
             state: tokio::sync::Mutex::new(SessionState {
                 version: log.version,
                 records: log

@@ -164,6 +164,7 @@ fn decided_result(
             content: render_output(value),
             is_error: *is_error,
             error_kind: is_error.then(|| "custom_tool_error".to_owned()),
+            data: Vec::new(),
         },
         ActionDecision::Deny { message } => {
             let what = match action.kind {
@@ -400,6 +401,7 @@ pub(crate) fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
         content: error.model_text(),
         is_error: true,
         error_kind: Some(error.kind.clone()),
+        data: Vec::new(),
     }
 }
 

@@ -274,7 +274,7 @@ pub(crate) async fn run_task(
         agent: agent.clone(),
         depth,
     });
-    let (child_sink, forwarder) = forward_task_events(sink);
+    let (child_sink, forwarder) = forward_task_events(sink, &name, depth);
     let mut content = vec![UserContent::Text {
         text: text.to_owned(),
     }];
@@ -368,7 +368,11 @@ fn child_scope(
         })?;
     Ok(AgentScope {
         instructions: profile.instructions.clone().unwrap_or_default(),
-        model: profile.model.clone().or_else(|| inherited.model.clone()),
+        model: if profile.model_per_call {
+            profile.model.clone()
+        } else {
+            profile.model.clone().or_else(|| inherited.model.clone())
+        },
         thinking: profile.thinking.unwrap_or(inherited.thinking),
         compaction: profile
             .compaction
@@ -392,15 +396,45 @@ fn empty_log() -> SessionLog {
     }
 }
 
-/// A sink for a child operation that passes its task events (and only those) on to `parent`,
-/// and the forwarding task, which ends once the child's sink is dropped.
-fn forward_task_events(parent: &TurnSink) -> (TurnSink, tokio::task::JoinHandle<()>) {
+/// A sink for a child operation that passes its events on to `parent` as they happen, and the
+/// forwarding task, which ends once the child's sink is dropped. Task starts and ends, and the
+/// activity of nested tasks (already labelled), pass as they are; the child's own activity is
+/// wrapped in [`Event::TaskActivity`] labelled with `session` (the child) and `depth`.
+fn forward_task_events(
+    parent: &TurnSink,
+    session: &str,
+    depth: u32,
+) -> (TurnSink, tokio::task::JoinHandle<()>) {
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let parent = parent.clone();
+    let session = session.to_owned();
     let forwarder = tokio::spawn(async move {
         while let Some(event) = events_rx.recv().await {
-            if matches!(event, Event::TaskStart { .. } | Event::TaskEnd { .. }) {
-                parent.send(event);
+            match event {
+                Event::TaskStart { .. } | Event::TaskEnd { .. } | Event::TaskActivity { .. } => {
+                    parent.send(event);
+                }
+                Event::TextDelta { .. }
+                | Event::ThinkingDelta { .. }
+                | Event::ToolStart { .. }
+                | Event::ToolEnd { .. }
+                | Event::Data { .. }
+                | Event::TurnEnd { .. }
+                | Event::CompactionStart { .. }
+                | Event::CompactionEnd { .. } => parent.send(Event::TaskActivity {
+                    session: session.clone(),
+                    depth,
+                    event: Box::new(event),
+                }),
+                Event::OperationStart { .. }
+                | Event::OperationEnd { .. }
+                | Event::ActionRequired { .. }
+                | Event::CustomToolUse { .. }
+                | Event::ActionResolved { .. }
+                | Event::SubmissionWaiting { .. }
+                | Event::SubmissionQueued { .. }
+                | Event::SubmissionRunning { .. }
+                | Event::SubmissionSettled { .. } => {}
             }
         }
     });

@@ -248,10 +248,11 @@ impl AgentSet {
         Ok(AgentInfo {
             name: name.to_owned(),
             description: file.description.clone(),
-            model: file
-                .model
-                .clone()
-                .or_else(|| self.workspace.config.defaults.model.clone()),
+            model: file.model.clone().or_else(|| {
+                (!file.model_per_call)
+                    .then(|| self.workspace.config.defaults.model.clone())
+                    .flatten()
+            }),
         })
     }
 

@@ -200,7 +200,14 @@ pub(crate) fn options(
             command.into()
         }
     };
-    Ok(McpServerOptions::new(endpoint).with_oauth(oauth))
+    let mut options = McpServerOptions::new(endpoint).with_oauth(oauth);
+    if let Some(timeout_ms) = decl.timeout_ms() {
+        options = options.with_timeout(std::time::Duration::from_millis(timeout_ms));
+    }
+    if decl.reset_timeout_on_progress() {
+        options = options.with_reset_timeout_on_progress();
+    }
+    Ok(options)
 }
 
 /// The declaration of server `server`: flue.toml's, else the first agent's that declares it.

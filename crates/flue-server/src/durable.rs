@@ -6,6 +6,9 @@
 //! the batch offset), so any reader at any offset, in any process, after any restart, sees the
 //! same chunks at the same positions.
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -575,6 +578,14 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
                                     .unwrap_or_else(|_| Value::String(result.content.clone())),
                                 duration_ms: None,
                                 timestamp: at.clone(),
+                            });
+                        }
+                        // What the tool emitted for UI readers: one `data-<name>` part each.
+                        for emitted in &result.data {
+                            chunks.push(ChunkBody::DataPart {
+                                message_id: reply_id.clone(),
+                                name: emitted.name.clone(),
+                                data: emitted.data.clone(),
                             });
                         }
                     }

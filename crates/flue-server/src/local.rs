@@ -556,6 +556,14 @@ impl Projector {
                     });
                 }
             }
+            Event::Data { name, data, .. } => {
+                let message_id = self.message(out);
+                out.push(ChunkBody::DataPart {
+                    message_id,
+                    name,
+                    data,
+                });
+            }
             Event::TurnEnd { .. } => {
                 self.close(out);
                 self.turn_id = format!("turn_{}", new_ulid());

@@ -1,6 +1,8 @@
-//! Embedding flue-core: an agent with a custom Rust tool, driven by a scripted model.
+//! Embedding flue-core: an agent configured per instance by an initializer, with a custom Rust
+//! tool that emits structured data for UI readers, driven by a scripted model.
 //!
-//! Run it with `cargo run -p flue-example-library`. It needs no network and no API key.
+//! Run it with `cargo run -p flue-example-library`. It needs no network and no API key. It
+//! prints the reply on stdout, and on stderr the tool calls and the data the tool emitted.
 
 use std::sync::Arc;
 
@@ -17,6 +19,12 @@ struct WeatherInput {
     city: String,
 }
 
+/// The platform bindings this program hands its initializer: the desk of each instance.
+struct Desks {
+    /// (instance id, the desk's home city)
+    homes: Vec<(&'static str, &'static str)>,
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The example's own folder holds the script; the sandbox is a scratch directory.
@@ -24,34 +32,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scratch = std::env::temp_dir().join(format!("flue-library-example-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
 
-    let weather = ToolDefinition::from_fn(
-        "weather",
-        "Current weather for a city.",
-        |input: WeatherInput, _ctx| async move {
-            Ok::<_, ToolError>(json!({"city": input.city, "sky": "clear", "celsius": 21}))
-        },
-    )?;
-    let agent = AgentConfig::new()
-        .with_name("forecaster")
-        .with_model("scripted/script.json")
-        .with_instructions("You answer weather questions with the weather tool.")
-        .with_tool(weather);
     let providers =
         ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(example_dir)));
-    let harness = Harness::builder(agent)
-        .with_store(Arc::new(MemoryStore::new()))
-        .with_providers(providers)
-        .with_sandbox(Arc::new(LocalSandbox::new(&scratch)?))
-        .build()
-        .await?;
+    // The initializer runs whenever a harness is built for an instance: the configuration
+    // can depend on the instance id and on the bindings.
+    let harness = Harness::initialized_by(|ctx| {
+        let home = ctx
+            .env::<Desks>()
+            .and_then(|desks| desks.homes.iter().find(|(id, _)| *id == ctx.id))
+            .map_or("anywhere", |(_, city)| *city);
+        Ok(AgentConfig::new()
+            .with_name("forecaster")
+            .with_model("scripted/script.json")
+            .with_instructions(format!(
+                "You answer weather questions with the weather tool. Your desk is in {home}."
+            ))
+            .with_tool(weather_tool(home)?))
+    })
+    .with_env(Arc::new(Desks {
+        homes: vec![("lisbon-desk", "Lisbon")],
+    }))
+    .with_instance_id("lisbon-desk")
+    .with_store(Arc::new(MemoryStore::new()))
+    .with_providers(providers)
+    .with_sandbox(Arc::new(LocalSandbox::new(&scratch)?))
+    .build()
+    .await?;
 
     let session = harness.session("default").await?;
     let mut handle = session.prompt("What's the weather in Lisbon?", PromptOptions::default());
     if let Some(mut events) = handle.take_events() {
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
-                if let Event::ToolStart { name, input, .. } = event {
-                    eprintln!("tool call: {name} {input}");
+                match event {
+                    Event::ToolStart { name, input, .. } => eprintln!("tool call: {name} {input}"),
+                    Event::Data { name, data, .. } => eprintln!("data: {name} {data}"),
+                    _ => {}
                 }
             }
         });
@@ -65,4 +81,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     std::fs::remove_dir_all(&scratch)?;
     Ok(())
+}
+
+/// A custom tool: answers the model (naming the desk the initializer chose), emits a forecast
+/// card for UI readers (never shown to the model) and logs through the tool logger.
+fn weather_tool(desk: &'static str) -> flue_core::Result<ToolDefinition> {
+    ToolDefinition::from_fn(
+        "weather",
+        "Current weather for a city.",
+        move |input: WeatherInput, ctx| async move {
+            ctx.logger().info(&format!("looking up {}", input.city));
+            ctx.emit_data(
+                "forecast",
+                &json!({"city": input.city, "icon": "sun", "next_hours": [21, 22, 20]}),
+            )?;
+            Ok::<_, ToolError>(
+                json!({"city": input.city, "sky": "clear", "celsius": 21, "desk": desk}),
+            )
+        },
+    )
 }

@@ -324,6 +324,58 @@ fn skills_and_roles_reach_the_runtime() {
 }
 
 #[test]
+fn model_false_leaves_the_model_to_each_call_and_skips_the_default() {
+    let workspace = crate::support::load(&[
+        ("flue.toml", "[defaults]\nmodel = \"openai/gpt-5\"\n"),
+        ("agents/a.md", "---\nmodel: false\nsubagents: [b]\n---\nA."),
+        ("agents/b.md", "---\nmodel: false\n---\nB."),
+    ]);
+    assert!(workspace.agents["a"].model_per_call);
+    let config = workspace.agent_config("a").unwrap();
+    assert_eq!(
+        (config.model.as_deref(), config.model_per_call),
+        (None, true)
+    );
+    assert!(config.subagents[0].model_per_call);
+    let resolved = config.with_model("openai/gpt-5-mini").resolve().unwrap();
+    assert_eq!(resolved.model.as_deref(), Some("openai/gpt-5-mini"));
+}
+
+#[test]
+fn model_true_is_refused() {
+    crate::support::check_diagnostics(
+        &[("agents/a.md", "---\nmodel: true\n---\nA.")],
+        &[crate::support::at(
+            "agents/a.md",
+            2,
+            "`model` must be `<provider>/<model>`, or `false` to choose the model per call \
+             (`flue run --model`), got true",
+        )],
+    );
+}
+
+#[test]
+fn cwd_sets_the_agents_working_directory() {
+    let workspace = crate::support::load(&[(
+        "agents/a.md",
+        "---\nmodel: openai/gpt-5\ncwd: packages/app\n---\nA.",
+    )]);
+    let config = workspace.agent_config("a").unwrap();
+    assert_eq!(config.cwd.as_deref(), Some("packages/app"));
+    crate::support::check_diagnostics(
+        &[(
+            "agents/b.md",
+            "---\nmodel: openai/gpt-5\ncwd: ../up\n---\nB.",
+        )],
+        &[crate::support::at(
+            "agents/b.md",
+            3,
+            "`cwd` must not climb with `..`, got \"../up\": name a directory inside the workspace",
+        )],
+    );
+}
+
+#[test]
 fn permission_rules_carry_their_source_defaults_first() {
     use flue_core::{Permission, PermissionRule, PermissionSource};
     let workspace = crate::support::load(&[

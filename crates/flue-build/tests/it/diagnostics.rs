@@ -19,7 +19,7 @@ fn diagnostics_display_one_per_line() {
     assert_eq!(
         two_problems().to_string(),
         "agents/a.md:3: unknown key `modle` (did you mean `model`?)\n\
-         agents/b.md: no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml"
+         agents/b.md: no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)"
     );
 }
 
@@ -44,7 +44,7 @@ fn diagnostics_become_an_invalid_config_error_that_reads_the_same() {
             Some("agents/a.md"),
             Some(3),
             "unknown key `modle` (did you mean `model`?)\n\
-             agents/b.md: no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml"
+             agents/b.md: no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)"
         )
     );
 }

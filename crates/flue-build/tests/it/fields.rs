@@ -40,7 +40,7 @@ fn an_unknown_key_suggests_the_closest_known_one() {
         &[
             flue_build::Diagnostic::file(
                 "agents/a.md",
-                "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml",
+                "no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)",
             ),
             at(
                 "agents/a.md",
@@ -57,7 +57,7 @@ fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
         "colour: blue\n",
         &[(
             3,
-            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role, permissions)",
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role, permissions, cwd)",
         )],
     );
 }
@@ -177,7 +177,7 @@ fn wrong_value_types_are_reported() {
             (5, "`subagents` must be a list of names, got 1 in it"),
             (
                 6,
-                "`tools` must be a list of names like `tools: [a, b]`, got a mapping",
+                "`tools` must be a list of built-in tool names and command tools, got a mapping",
             ),
             (
                 7,
@@ -326,21 +326,25 @@ fn bad_durability_settings_are_reported() {
 
 #[test]
 fn an_unknown_built_in_tool_lists_the_known_ones() {
-    let known = if flue_core::BUILTIN_TOOL_NAMES.is_empty() {
-        "there are no built-in tools yet".to_owned()
-    } else {
-        format!("known tools: {}", flue_core::BUILTIN_TOOL_NAMES.join(", "))
-    };
+    let known = format!(
+        "known tools: {}; or declare a command tool as a mapping with name, description, input \
+         and command",
+        flue_core::BUILTIN_TOOL_NAMES.join(", ")
+    );
     check_field_errors(
         "tools: [teleport]\n",
         &[(3, &format!("unknown built-in tool `teleport`; {known}"))],
     );
     check_field_errors(
-        "tools: [teleport, levitate]\n",
-        &[(
-            3,
-            &format!("unknown built-in tools `teleport`, `levitate`; {known}"),
-        )],
+        "tools:\n  - read_file\n  - teleport\n  - levitate\n  - bsah\n",
+        &[
+            (5, &format!("unknown built-in tool `teleport`; {known}")),
+            (6, &format!("unknown built-in tool `levitate`; {known}")),
+            (
+                7,
+                &format!("unknown built-in tool `bsah` (did you mean `bash`?); {known}"),
+            ),
+        ],
     );
 }
 

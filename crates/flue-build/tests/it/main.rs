@@ -8,6 +8,7 @@
 
 mod agent_config;
 mod bundle;
+mod command_tools;
 mod diagnostics;
 mod fields;
 mod flue_toml;
@@ -20,5 +21,6 @@ mod roles;
 mod run_checks;
 mod sandbox;
 mod skills;
+mod skills_vendor;
 mod support;
 mod yaml_limits;

@@ -24,6 +24,8 @@ fn remote_and_stdio_servers_are_read() {
     args: [-y, server-filesystem, 8080]
     env: { DEBUG: true }
     cwd: /srv
+    timeout_ms: 5000
+    reset_timeout_on_progress: true
 "#;
     let expected = AgentFile {
         model: Some(MODEL.to_owned()),
@@ -37,6 +39,8 @@ fn remote_and_stdio_servers_are_read() {
                     headers: BTreeMap::new(),
                     oauth: None,
                     sampling: false,
+                    timeout_ms: None,
+                    reset_timeout_on_progress: false,
                 }),
             ),
             (
@@ -51,6 +55,8 @@ fn remote_and_stdio_servers_are_read() {
                     env: BTreeMap::from([("DEBUG".to_owned(), "true".to_owned())]),
                     cwd: Some("/srv".to_owned()),
                     sampling: false,
+                    timeout_ms: Some(5000),
+                    reset_timeout_on_progress: true,
                 }),
             ),
             (
@@ -64,6 +70,8 @@ fn remote_and_stdio_servers_are_read() {
                     ]),
                     oauth: None,
                     sampling: false,
+                    timeout_ms: None,
+                    reset_timeout_on_progress: false,
                 }),
             ),
         ]),
@@ -112,7 +120,7 @@ fn bad_server_shapes_are_reported_at_their_lines() {
             at(
                 "agents/a.md",
                 9,
-                "unknown key `args` in mcp server `remote` (a `url` server) (known keys: url, transport, headers, oauth, sampling)",
+                "unknown key `args` in mcp server `remote` (a `url` server) (known keys: url, transport, headers, oauth, sampling, timeout_ms, reset_timeout_on_progress)",
             ),
             at("agents/a.md", 11, "`mcp.local.command` must not be empty"),
             at(
@@ -156,6 +164,8 @@ fn flue_toml_servers_are_read_and_agents_add_or_replace_them() {
 url = "http://127.0.0.1:8931/mcp"
 transport = "sse"
 headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+timeout_ms = 90000
+reset_timeout_on_progress = true
 
 [mcp.files]
 command = "npx"
@@ -180,6 +190,8 @@ cwd = "tools"
         )]),
         oauth: None,
         sampling: false,
+        timeout_ms: Some(90_000),
+        reset_timeout_on_progress: true,
     });
     let files = McpServerDecl::Stdio(StdioMcpServer {
         command: "npx".to_owned(),
@@ -187,6 +199,8 @@ cwd = "tools"
         env: BTreeMap::from([("ROOT".to_owned(), "${HOME}/src".to_owned())]),
         cwd: Some("tools".to_owned()),
         sampling: false,
+        timeout_ms: None,
+        reset_timeout_on_progress: false,
     });
     assert_eq!(
         workspace.config.mcp,
@@ -201,6 +215,8 @@ cwd = "tools"
         headers: BTreeMap::new(),
         oauth: None,
         sampling: false,
+        timeout_ms: None,
+        reset_timeout_on_progress: false,
     });
     assert_eq!(
         workspace.mcp_servers("a").unwrap(),

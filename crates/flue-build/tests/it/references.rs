@@ -4,7 +4,7 @@ use flue_build::Diagnostic;
 
 use crate::support::{at, check_diagnostics, load, skill_md};
 
-const NO_MODEL: &str = "no model for this agent: set `model: <provider>/<model>` in its frontmatter, or `model` under [defaults] in flue.toml";
+const NO_MODEL: &str = "no model for this agent: set `model: <provider>/<model>` in its frontmatter, `model` under [defaults] in flue.toml, or `model: false` to choose it per call (`flue run --model`)";
 
 #[test]
 fn a_dangling_subagent_is_reported_with_a_suggestion() {

@@ -69,7 +69,7 @@ fn every_flue_toml_problem_is_reported_in_one_go() {
             at(
                 "flue.toml",
                 10,
-                "unknown key `timeout` (known keys here: url, transport, headers, oauth, sampling, command, args, env, cwd)",
+                "unknown key `timeout` (did you mean `timeout_ms`?)",
             ),
             at(
                 "flue.toml",

@@ -58,6 +58,7 @@ fn flat_and_folder_skills_load_with_every_field_and_their_resources() {
                             b"pdftotext in.pdf out.txt".to_vec()
                         ),
                     ]),
+                    notes: Vec::new(),
                 },
             ),
             (
@@ -186,7 +187,7 @@ fn lengths_types_and_unknown_keys_are_checked() {
     let compatibility = "c".repeat(501);
     let text = format!(
         "---\nname: big\ndescription: {description}\ncompatibility: {compatibility}\n\
-         metadata: [a]\nallowed-tools: 3\nlicence: MIT\nversion: 2\n---\nX."
+         metadata: [a]\nallowed-tools: 3\nlicence: MIT\ncolour: 2\n---\nX."
     );
     check_diagnostics(
         &[
@@ -226,7 +227,7 @@ fn lengths_types_and_unknown_keys_are_checked() {
             at(
                 ".agents/skills/big.md",
                 8,
-                "unknown key `version` (known keys: name, description, license, compatibility, \
+                "unknown key `colour` (known keys: name, description, license, compatibility, \
                  metadata, allowed-tools)",
             ),
             at(

@@ -145,3 +145,28 @@ fn a_changed_or_missing_bundle_is_refused() {
         stderr(&missing)
     );
 }
+
+#[test]
+fn build_notes_the_skill_keys_of_other_agents_it_ignores() {
+    let ws = Workspace::example("code-review");
+    let skill = std::fs::read_dir(ws.root().join(".agents/skills"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.is_dir())
+        .unwrap()
+        .join("SKILL.md");
+    let text = std::fs::read_to_string(&skill).unwrap();
+    std::fs::write(
+        &skill,
+        text.replacen("---\n", "---\nargument-hint: <path>\n", 1),
+    )
+    .unwrap();
+    let output = ws.flue(&["build"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(":2: `argument-hint` is an extension of the skill format read by Claude Code; Flue ignores it"),
+        "{err}"
+    );
+    assert!(err.starts_with("note: .agents/skills/"), "{err}");
+}

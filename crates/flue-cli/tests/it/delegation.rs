@@ -40,6 +40,9 @@ fn the_reviewer_delegates_to_the_security_subagent() {
         "-> task {\"agent\":\"security\",\"prompt\":\"Audit src/login.py for security \
          vulnerabilities.\",\"role\":\"security-engineer\"}",
         &format!("  => task security in {child}"),
+        // What the subagent does shows as it happens, under its task.
+        "    -> read_file {\"path\":\"src/login.py\"}",
+        "    <- read_file done: {\"data\":{\"content\":\"import sqlite3",
         "  <= task security done",
     ] {
         assert!(err.contains(line), "missing {line:?} in:\n{err}");

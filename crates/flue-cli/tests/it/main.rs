@@ -8,6 +8,7 @@
 
 mod audit_trash;
 mod build;
+mod command_tools;
 mod conformance;
 mod delegation;
 mod dev;
@@ -16,6 +17,7 @@ mod everyday;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
+mod model_per_call;
 mod on_terminal;
 mod otel;
 mod pauses;

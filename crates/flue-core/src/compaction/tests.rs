@@ -57,6 +57,7 @@ fn result(id: &str, n_tokens: usize) -> Record {
         content: "r".repeat(n_tokens * 4),
         is_error: false,
         error_kind: None,
+        data: Vec::new(),
     })
 }
 
@@ -333,6 +334,7 @@ fn the_conversation_shows_calls_and_truncates_long_outputs() {
             content: "x".repeat(MAX_OUTPUT_CHARS + 10),
             is_error: true,
             error_kind: Some("boom".into()),
+            data: Vec::new(),
         }),
         summary("not shown", 0),
     ];
@@ -392,6 +394,7 @@ fn outcome(id: &str, is_error: bool) -> Record {
         content: String::new(),
         is_error,
         error_kind: None,
+        data: Vec::new(),
     })
 }
 

@@ -67,6 +67,14 @@ impl ModelSpec {
     }
 }
 
+/// Whether `message` carries an image (which needs a model with [`ModelInfo::image_input`]).
+pub(crate) fn has_images(message: &crate::record::UserMessage) -> bool {
+    message
+        .content
+        .iter()
+        .any(|part| matches!(part, crate::record::UserContent::Image(_)))
+}
+
 /// What the runtime knows about a model: limits, capabilities and price.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelInfo {

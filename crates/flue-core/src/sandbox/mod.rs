@@ -7,6 +7,7 @@
 //! any depth and through symlinks too, with [`FlueError::ProtectedPath`]; listings leave those
 //! names out.
 
+mod in_cwd;
 mod local;
 mod vfs;
 
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::util::BoxFuture;
 
+pub(crate) use in_cwd::in_cwd;
 pub use local::{CommandLauncher, LocalSandbox};
 pub use vfs::{VIRTUAL_ROOT, VirtualLimits, VirtualSandbox, VirtualSandboxBuilder};
 

@@ -42,6 +42,7 @@ fn result(id: &str) -> Record {
         content: "ok".into(),
         is_error: false,
         error_kind: None,
+        data: Vec::new(),
     })
 }
 

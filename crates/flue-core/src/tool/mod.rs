@@ -6,6 +6,8 @@
 //! one operation's tool list and rejects name collisions.
 
 mod builtin;
+mod command;
+mod emit;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -25,6 +27,12 @@ use crate::store::{AuditStore, MemoryStore};
 use crate::util::BoxFuture;
 
 pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
+pub use command::{
+    COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS, DEFAULT_COMMAND_TIMEOUT_MS,
+    MAX_COMMAND_TIMEOUT_MS, check_variable_name,
+};
+pub use emit::FlueLogger;
+pub(crate) use emit::attach_emitted;
 
 /// The suggested action of an input that does not match a built-in tool's schema.
 const FIX_ARGUMENTS: &str = "Fix the arguments to match the tool's input schema and retry.";
@@ -176,6 +184,10 @@ pub struct ToolContext {
     /// Where the file tools append audit entries and keep the trash: the runtime's store,
     /// out of the sandbox's (and so the agent's) reach.
     pub audit: Arc<dyn AuditStore>,
+    /// The call's data emitter; none outside a session's tool call.
+    emitter: Option<emit::DataEmitter>,
+    /// The id of the call this context runs (empty outside a session).
+    call_id: String,
 }
 
 impl ToolContext {
@@ -192,7 +204,62 @@ impl ToolContext {
             cwd,
             agent: String::new(),
             audit: Arc::new(MemoryStore::new()),
+            emitter: None,
+            call_id: String::new(),
         }
+    }
+
+    /// The context of one call inside a session: the same context with the call's id and a
+    /// data emitter that streams on `sink` and collects for the call's tool result.
+    pub(crate) fn for_call(
+        &self,
+        call_id: &str,
+        sink: &crate::model::TurnSink,
+        redactor: &crate::redact::Redactor,
+    ) -> (Self, emit::DataEmitter) {
+        let emitter = emit::DataEmitter::new(call_id, sink, redactor);
+        let mut ctx = self.clone();
+        ctx.emitter = Some(emitter.clone());
+        ctx.call_id = call_id.to_owned();
+        (ctx, emitter)
+    }
+
+    /// Emits trusted structured data for UI readers (the seed's `emitData`): streamed at once
+    /// as [`crate::Event::Data`], stored with the call's tool result, served over HTTP as a
+    /// `data-<name>` part, and never shown to the model. `name` is 1 to 64 letters, digits,
+    /// `_`, `-` or `.`; `data` must serialize to JSON. Known secrets are redacted from it, but
+    /// it is stored verbatim otherwise: keep raw images and personal data out. Outside a
+    /// session's tool call (a context from [`ToolContext::new`]) the data goes nowhere.
+    pub fn emit_data(&self, name: &str, data: &impl Serialize) -> Result<(), ToolError> {
+        self.emit(name, data, None)
+    }
+
+    /// [`ToolContext::emit_data`] with an id, so a reader can replace an earlier part of the
+    /// same name and id (a progress bar, a growing table).
+    pub fn emit_data_with_id(
+        &self,
+        name: &str,
+        data: &impl Serialize,
+        id: &str,
+    ) -> Result<(), ToolError> {
+        self.emit(name, data, Some(id))
+    }
+
+    fn emit(&self, name: &str, data: &impl Serialize, id: Option<&str>) -> Result<(), ToolError> {
+        match &self.emitter {
+            Some(emitter) => emitter.emit(name, data, id),
+            None => emit::DataEmitter::new(
+                "",
+                &crate::model::TurnSink::default(),
+                &crate::redact::Redactor::default(),
+            )
+            .emit(name, data, id),
+        }
+    }
+
+    /// A logger whose lines carry this call's instance, session and tool call id.
+    pub fn logger(&self) -> FlueLogger {
+        FlueLogger::new(&self.instance_id, &self.session, &self.call_id)
     }
 
     /// Sets the audit store.

@@ -80,6 +80,14 @@ impl ModelProvider for RuleProvider {
         "test"
     }
 
+    /// Models whose name contains `vision` accept images; the others do not.
+    fn model_info(&self, model: &str) -> flue_core::ModelInfo {
+        flue_core::ModelInfo {
+            image_input: model.contains("vision"),
+            ..flue_core::ModelInfo::default()
+        }
+    }
+
     fn stream_turn<'a>(
         &'a self,
         request: ModelRequest<'a>,

@@ -125,6 +125,7 @@ fn tool_result(call_id: &str, tool_name: &str, content: &str) -> Record {
         content: content.to_owned(),
         is_error: false,
         error_kind: None,
+        data: Vec::new(),
     })
 }
 

@@ -757,6 +757,7 @@ fn every_record_kind() -> Vec<StoredRecord> {
             content: "fn main() {}\n".to_owned(),
             is_error: false,
             error_kind: None,
+            data: Vec::new(),
         }),
         Record::ToolResult(ToolResult {
             call_id: "call-2".to_owned(),
@@ -764,6 +765,7 @@ fn every_record_kind() -> Vec<StoredRecord> {
             content: "path \"/etc\" is outside the sandbox".to_owned(),
             is_error: true,
             error_kind: Some("outside_workspace".to_owned()),
+            data: Vec::new(),
         }),
         Record::Assistant(AssistantMessage {
             content: vec![AssistantContent::Thinking {

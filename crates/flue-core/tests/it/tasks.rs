@@ -125,6 +125,18 @@ async fn a_task_runs_in_a_detached_child_session_with_a_fresh_history() {
                 agent: None,
                 depth: 1,
             },
+            Event::TaskActivity {
+                session: child.clone(),
+                depth: 1,
+                event: Box::new(Event::TurnEnd {
+                    model: flue_core::ModelRef {
+                        provider: "test".into(),
+                        id: "model".into(),
+                    },
+                    usage,
+                    stop_reason: flue_core::StopReason::EndTurn,
+                }),
+            },
             Event::TaskEnd {
                 session: child,
                 agent: None,

@@ -1,8 +1,8 @@
-//! Unit tests of `${VAR}` expansion.
+//! Unit tests of `${VAR}` expansion and of declarations turned into connection options.
 
 use pretty_assertions::assert_eq;
 
-use super::expand;
+use super::{expand, options};
 
 fn lookup(name: &str) -> Option<String> {
     match name {
@@ -40,4 +40,35 @@ fn problems_name_the_variable_and_never_a_value() {
         expand("${1X}", lookup),
         Err("`${1X}` is not a variable name: use letters, digits and `_`".to_owned())
     );
+}
+
+#[test]
+fn timeout_settings_reach_the_connection_options() {
+    let decl = flue_build::McpServerDecl::Stdio(flue_build::StdioMcpServer {
+        command: "server".to_owned(),
+        args: Vec::new(),
+        env: std::collections::BTreeMap::new(),
+        cwd: None,
+        sampling: false,
+        timeout_ms: Some(2_500),
+        reset_timeout_on_progress: true,
+    });
+    let root = std::path::Path::new("/workspace");
+    let built = options("files", &decl, root, &crate::Env::new()).unwrap();
+    assert_eq!(built.timeout, std::time::Duration::from_millis(2_500));
+    assert!(built.reset_timeout_on_progress);
+    let flue_build::McpServerDecl::Stdio(mut plain) = decl else {
+        unreachable!()
+    };
+    plain.timeout_ms = None;
+    plain.reset_timeout_on_progress = false;
+    let built = options(
+        "files",
+        &flue_build::McpServerDecl::Stdio(plain),
+        root,
+        &crate::Env::new(),
+    )
+    .unwrap();
+    assert_eq!(built.timeout, flue_connectors::DEFAULT_MCP_TIMEOUT);
+    assert!(!built.reset_timeout_on_progress);
 }

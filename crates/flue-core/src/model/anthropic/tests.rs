@@ -76,6 +76,7 @@ fn conversation(model: &str) -> Vec<Record> {
             content: content.into(),
             is_error,
             error_kind: None,
+            data: Vec::new(),
         })
     };
     vec![

@@ -38,6 +38,7 @@ fn result(id: &str) -> ToolResult {
         content: "42".into(),
         is_error: false,
         error_kind: None,
+        data: Vec::new(),
     }
 }
 

@@ -78,6 +78,7 @@ fn conversation() -> Vec<Record> {
             content: "42".into(),
             is_error: false,
             error_kind: None,
+            data: Vec::new(),
         }),
         Record::ToolResult(ToolResult {
             call_id: "call_2".into(),
@@ -85,6 +86,7 @@ fn conversation() -> Vec<Record> {
             content: "bad arguments".into(),
             is_error: true,
             error_kind: Some("invalid_input".into()),
+            data: Vec::new(),
         }),
     ]
 }

@@ -34,6 +34,7 @@ fn tool_result(tool_name: &str, content: &str) -> Record {
         content: content.to_owned(),
         is_error: false,
         error_kind: None,
+        data: Vec::new(),
     })
 }
 
