@@ -425,6 +425,9 @@ impl TurnLoop<'_> {
             cwd: self.shared.scope.cwd.clone(),
             agent: harness.agent.name.clone(),
             audit: Arc::clone(&harness.audit),
+            usage: Arc::clone(&self.delegated_usage),
+            call_id: String::new(),
+            sampling: Arc::new(Mutex::new(Vec::new())),
         };
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
@@ -464,7 +467,8 @@ impl TurnLoop<'_> {
             }
             self.send_tool_start(call);
             let input = call.input.clone();
-            let ctx = tool_ctx.clone();
+            let mut ctx = tool_ctx.clone();
+            ctx.call_id.clone_from(&call.id);
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
         }
         let aborted = loop {
@@ -516,6 +520,28 @@ impl TurnLoop<'_> {
                 }
             }
         }
+        let sampled = std::mem::take(
+            &mut *tool_ctx
+                .sampling
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let redactor = &self.shared.harness.redactor;
+        records.extend(sampled.into_iter().map(|mut exchange| {
+            if let Some(system) = &mut exchange.system {
+                redactor.redact_in_place(system);
+            }
+            for message in &mut exchange.messages {
+                redactor.redact_in_place(&mut message.text);
+            }
+            if let Some(response) = &mut exchange.response {
+                redactor.redact_in_place(response);
+            }
+            if let Some(error) = &mut exchange.error {
+                redactor.redact_in_place(error);
+            }
+            Record::Sampling(exchange)
+        }));
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         self.shared.append(state, records).await?;
         for action in pending {

@@ -10,7 +10,7 @@ mod builtin;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::model::ToolSchema;
+use crate::record::{SamplingExchange, Usage};
 use crate::sandbox::Sandbox;
 use crate::store::{AuditStore, MemoryStore};
 use crate::util::BoxFuture;
@@ -176,6 +177,14 @@ pub struct ToolContext {
     /// Where the file tools append audit entries and keep the trash: the runtime's store,
     /// out of the sandbox's (and so the agent's) reach.
     pub audit: Arc<dyn AuditStore>,
+    /// Model usage the call spends on the agent's behalf (an MCP server's sampling requests);
+    /// the runtime adds it to the operation's usage when the operation ends.
+    pub usage: Arc<Mutex<Usage>>,
+    /// The id of the call being run (empty outside a session).
+    pub call_id: String,
+    /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
+    /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
+    pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
 }
 
 impl ToolContext {
@@ -192,6 +201,9 @@ impl ToolContext {
             cwd,
             agent: String::new(),
             audit: Arc::new(MemoryStore::new()),
+            usage: Arc::new(Mutex::new(Usage::default())),
+            call_id: String::new(),
+            sampling: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
