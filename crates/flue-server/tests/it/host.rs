@@ -1,5 +1,6 @@
 //! A test host: agents `plain` (answers), `tool` (calls `lookup`), `slow-tool` (calls a tool
-//! that sleeps until cancelled or 30 s), all on the scripted model and an in-memory store.
+//! that sleeps until cancelled or 30 s), `stream` (answers a piece every 80 ms), all on the
+//! scripted model and an in-memory store.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,8 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 const PLAIN: &str = r#"{"rules":[{"reply":{"text":"Hello from the fake model."}}]}"#;
+/// Streams slowly: a piece of reasoning or text every 80 ms.
+const STREAM: &str = r#"{"rules":[{"reply":{"thinking":"Thinking it over.","text":"Hello from the slow fake model.","chunk_delay_ms":80}}]}"#;
 const TOOL: &str = r#"{"rules":[
   {"when":{"tool_result":"lookup"},"reply":{"text":"Final answer: {{tool_result}}"}},
   {"reply":{"text":"Looking up.","tool_calls":[{"name":"lookup","input":{"query":"{{user}}"}}]}}
@@ -48,7 +51,11 @@ impl TestHost {
         &self,
         agent: &str,
     ) -> Result<Arc<dyn Fn() -> HarnessBuilder + Send + Sync>, FlueError> {
-        let script = if agent == "plain" { PLAIN } else { TOOL };
+        let script = match agent {
+            "plain" => PLAIN,
+            "stream" => STREAM,
+            _ => TOOL,
+        };
         let lookup = lookup_tool(agent == "slow-tool")?;
         let mut config = AgentConfig::new()
             .with_name(agent)
@@ -87,7 +94,7 @@ fn lookup_tool(slow: bool) -> Result<ToolDefinition, FlueError> {
 
 impl AgentHost for TestHost {
     fn agents(&self) -> Vec<AgentInfo> {
-        ["plain", "tool", "slow-tool"]
+        ["plain", "tool", "slow-tool", "stream"]
             .into_iter()
             .map(|name| AgentInfo {
                 name: name.to_owned(),
@@ -133,7 +140,7 @@ pub(crate) async fn app(kind: Kind, config: ServerConfig) -> Router {
             let host = TestHost::new();
             let infos = host.agents();
             let mut agents = StaticAgents::new();
-            for name in ["plain", "tool", "slow-tool"] {
+            for name in ["plain", "tool", "slow-tool", "stream"] {
                 let builder = host.builder(name).unwrap();
                 agents = agents.with_agent(name, move || builder.clone()());
             }
