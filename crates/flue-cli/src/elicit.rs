@@ -1,17 +1,22 @@
-//! Answering MCP servers' requests for input (elicitation) in `flue run`: `--yes` accepts the
-//! schema's defaults, a terminal asks the person field by field, and a headless run declines
-//! with a notice saying how to answer instead.
+//! Answering MCP servers' requests in `flue run`. Elicitation: `--yes` accepts the schema's
+//! defaults, a terminal asks the person field by field, and a headless run declines with a
+//! notice saying how to answer instead. Sampling under `always_ask`: `--yes` approves, a
+//! terminal asks y/n, and a headless run refuses with the reason.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use flue_core::BoxFuture;
 use flue_host::{
-    AcceptDefaults, ElicitationAnswer, ElicitationRequest, McpElicitor, field_options, field_value,
+    AcceptDefaults, ElicitationAnswer, ElicitationRequest, McpElicitor, McpSamplingApprover,
+    SamplingRequest, field_options, field_value,
 };
 use serde_json::{Map, Value};
 
 use crate::terminal::escape_controls;
+
+/// One question on the terminal at a time (elicitations and sampling approvals).
+static PROMPT: Mutex<()> = Mutex::new(());
 
 /// The elicitor for this run: `--yes`, a terminal prompt, or a headless decline.
 pub(crate) fn elicitor(yes: bool) -> Arc<dyn McpElicitor> {
@@ -19,9 +24,19 @@ pub(crate) fn elicitor(yes: bool) -> Arc<dyn McpElicitor> {
         return Arc::new(Noticed(AcceptDefaults));
     }
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        return Arc::new(Terminal {
-            lock: Arc::new(Mutex::new(())),
-        });
+        return Arc::new(Terminal);
+    }
+    Arc::new(Headless)
+}
+
+/// The approver of sampling requests under `always_ask` for this run: `--yes`, a terminal
+/// prompt, or a headless refusal.
+pub(crate) fn sampling_approver(yes: bool) -> Arc<dyn McpSamplingApprover> {
+    if yes {
+        return Arc::new(Noticed(AcceptDefaults));
+    }
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        return Arc::new(Terminal);
     }
     Arc::new(Headless)
 }
@@ -33,8 +48,51 @@ struct Noticed(AcceptDefaults);
 struct Headless;
 
 /// Ask the person at the terminal; one question at a time.
-struct Terminal {
-    lock: Arc<Mutex<()>>,
+struct Terminal;
+
+impl McpSamplingApprover for Noticed {
+    fn approve<'a>(&'a self, request: &'a SamplingRequest) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            eprintln!(
+                "mcp server `{}` asked the agent's model for a completion; approved (--yes)",
+                request.server
+            );
+            Ok(())
+        })
+    }
+}
+
+impl McpSamplingApprover for Headless {
+    fn approve<'a>(&'a self, request: &'a SamplingRequest) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let reason = format!(
+                "sampling by mcp server `{}` needs approval (`mcp__{}__sampling` is always_ask) \
+                 and there is no terminal to ask on; run `flue run` on a terminal, or pass --yes",
+                request.server, request.server
+            );
+            eprintln!("{reason}");
+            Err(reason)
+        })
+    }
+}
+
+impl McpSamplingApprover for Terminal {
+    fn approve<'a>(&'a self, request: &'a SamplingRequest) -> BoxFuture<'a, Result<(), String>> {
+        let request = request.clone();
+        Box::pin(async move {
+            let asked = tokio::task::spawn_blocking(move || {
+                let _one_at_a_time = PROMPT.lock().unwrap_or_else(PoisonError::into_inner);
+                ask_sampling(&request)
+            })
+            .await;
+            match asked {
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) => Err("the person refused the sampling request".to_owned()),
+                Ok(Err(err)) => Err(format!("cannot ask on the terminal: {err}")),
+                Err(err) => Err(format!("cannot ask on the terminal: {err}")),
+            }
+        })
+    }
 }
 
 impl McpElicitor for Noticed {
@@ -79,10 +137,9 @@ impl McpElicitor for Headless {
 impl McpElicitor for Terminal {
     fn elicit<'a>(&'a self, request: &'a ElicitationRequest) -> BoxFuture<'a, ElicitationAnswer> {
         let request = request.clone();
-        let lock = Arc::clone(&self.lock);
         Box::pin(async move {
             let asked = tokio::task::spawn_blocking(move || {
-                let _one_at_a_time = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                let _one_at_a_time = PROMPT.lock().unwrap_or_else(PoisonError::into_inner);
                 ask(&request)
             })
             .await;
@@ -174,4 +231,28 @@ fn ask(request: &ElicitationRequest) -> std::io::Result<ElicitationAnswer> {
             _ => {}
         }
     }
+}
+
+/// The sampling prompt: what the server sends to the model, then allow? [y/N].
+fn ask_sampling(request: &SamplingRequest) -> std::io::Result<bool> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "\nmcp server `{}` asks the agent's model for a completion (at most {} tokens):",
+        request.server, request.max_tokens
+    )?;
+    if let Some(system) = &request.system_prompt {
+        writeln!(err, "  system: {}", escape_controls(system))?;
+    }
+    for (is_user, text) in &request.messages {
+        let role = if *is_user { "user" } else { "assistant" };
+        writeln!(err, "  {role}: {}", escape_controls(text))?;
+    }
+    write!(err, "allow? [y/N]: ")?;
+    err.flush()?;
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "yes"))
 }

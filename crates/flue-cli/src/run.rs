@@ -373,6 +373,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         options = options.with_role(role);
     }
     options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
+    options = options.with_mcp_sampling_approver(crate::elicit::sampling_approver(args.yes));
     let host = Arc::new(
         Host::with_store(agents, Arc::clone(&store) as Arc<dyn SessionStore>)
             .with_harness_options(options),
@@ -593,7 +594,7 @@ fn resume_decision(args: &RunArgs) -> Result<Option<(String, ActionDecision)>, F
     Ok(None)
 }
 
-/// The usage of the submission's model turns, summed from the stream (whichever process ran
+/// The usage of the submission's model turns and MCP sampling, summed from the stream (whichever process ran
 /// them).
 async fn submission_usage(
     runtime: &AgentRuntime,
@@ -610,8 +611,11 @@ async fn submission_usage(
             }
             if let BatchBody::Records { records, .. } = &batch.body {
                 for stored in records {
-                    if let Record::Assistant(message) = &stored.record {
-                        usage += message.usage;
+                    match &stored.record {
+                        Record::Assistant(message) => usage += message.usage,
+                        // An MCP server's sampling during a tool call ran on the agent's model.
+                        Record::Sampling(exchange) => usage += exchange.usage,
+                        _ => {}
                     }
                 }
             }

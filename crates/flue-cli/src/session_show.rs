@@ -179,6 +179,7 @@ fn message_json(stored: &StoredRecord) -> serde_json::Result<Value> {
     let role = match &stored.record {
         Record::Assistant(_) => "assistant",
         Record::ToolResult(_) => "tool",
+        Record::Sampling(_) => "sampling",
         _ => "user",
     };
     let mut value = serde_json::to_value(stored)?;
@@ -235,6 +236,17 @@ fn transcript_text(records: &[Record]) -> String {
                 exchange.command, exchange.exit_code, exchange.stdout, exchange.stderr
             ),
             Record::Compaction(summary) => writeln!(out, "summary: {}", summary.summary),
+            Record::Sampling(exchange) => writeln!(
+                out,
+                "sampling by mcp server `{}` ({}): {}",
+                exchange.server,
+                exchange.model,
+                exchange
+                    .response
+                    .as_deref()
+                    .or(exchange.error.as_deref())
+                    .unwrap_or_default()
+            ),
             _ => Ok(()),
         };
     }

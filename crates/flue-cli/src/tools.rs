@@ -322,7 +322,9 @@ fn harness_options(args: &RunArgs) -> HarnessOptions {
     if let Some(role) = &args.role {
         options = options.with_role(role);
     }
-    options.with_mcp_elicitor(crate::elicit::elicitor(args.yes))
+    options
+        .with_mcp_elicitor(crate::elicit::elicitor(args.yes))
+        .with_mcp_sampling_approver(crate::elicit::sampling_approver(args.yes))
 }
 
 /// The sandbox kind the agent runs in: `--sandbox`, else the agent's, else flue.toml's.

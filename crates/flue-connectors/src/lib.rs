@@ -58,7 +58,7 @@ pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
 pub use mcp::{
     AcceptDefaults, DEFAULT_MCP_TIMEOUT, DeclineElicitation, ElicitationAnswer, ElicitationRequest,
     MAX_AUTHORIZATIONS, McpElicitor, McpEndpoint, McpHttpEndpoint, McpOAuth, McpOAuthGrant,
-    McpOAuthRedirect, McpSampler, McpServerConnection, McpServerOptions, McpStdioCommand,
-    McpTokenStore, McpTransport, SamplingRequest, SamplingResponse, connect_mcp_server,
-    field_options, field_value, login_mcp_server,
+    McpOAuthRedirect, McpSampler, McpSamplingApprover, McpServerConnection, McpServerOptions,
+    McpStdioCommand, McpTokenStore, McpTransport, SamplingRequest, SamplingResponse,
+    connect_mcp_server, field_options, field_value, login_mcp_server,
 };

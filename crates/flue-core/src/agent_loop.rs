@@ -468,13 +468,14 @@ impl TurnLoop<'_> {
             self.shared.append(state, starts).await?;
         }
         let harness = &self.shared.harness;
-        let tool_ctx = ToolContext::new(Arc::clone(&harness.sandbox))
+        let mut tool_ctx = ToolContext::new(Arc::clone(&harness.sandbox))
             .with_cancel(self.ctx.cancel.child_token())
             .with_instance_id(harness.instance_id.clone())
             .with_session(self.shared.key.session.clone())
             .with_cwd(self.shared.scope.cwd.clone())
             .with_agent(harness.agent.name.clone())
             .with_audit(Arc::clone(&harness.audit));
+        tool_ctx.usage = Arc::clone(&self.delegated_usage);
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         // What each call emits with `emit_data`, stored with its result.
@@ -596,6 +597,28 @@ impl TurnLoop<'_> {
             }
         }
         crate::tool::attach_emitted(&mut records, &emitted);
+        let sampled = std::mem::take(
+            &mut *tool_ctx
+                .sampling
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let redactor = &self.shared.harness.redactor;
+        records.extend(sampled.into_iter().map(|mut exchange| {
+            if let Some(system) = &mut exchange.system {
+                redactor.redact_in_place(system);
+            }
+            for message in &mut exchange.messages {
+                redactor.redact_in_place(&mut message.text);
+            }
+            if let Some(response) = &mut exchange.response {
+                redactor.redact_in_place(response);
+            }
+            if let Some(error) = &mut exchange.error {
+                redactor.redact_in_place(error);
+            }
+            Record::Sampling(exchange)
+        }));
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         self.shared.append(state, records).await?;
         for action in pending {

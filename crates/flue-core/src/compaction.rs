@@ -154,7 +154,10 @@ pub(crate) fn record_tokens(record: &Record) -> u64 {
         }
         Record::ToolResult(result) => n_chars = char_count(&result.content),
         // Pause bookkeeping: the model never sees it.
-        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_) => {}
+        Record::ActionRequired(_)
+        | Record::ActionResolved(_)
+        | Record::ActionStarted(_)
+        | Record::Sampling(_) => {}
         Record::Shell(shell) => {
             n_chars =
                 char_count(&shell.command) + char_count(&shell.stdout) + char_count(&shell.stderr);
@@ -305,7 +308,8 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
             | Record::Compaction(_)
             | Record::ActionRequired(_)
             | Record::ActionResolved(_)
-            | Record::ActionStarted(_) => false,
+            | Record::ActionStarted(_)
+            | Record::Sampling(_) => false,
         };
         if idx > start && kind_allows && open_calls.is_empty() {
             cuts.push(idx);
@@ -322,7 +326,8 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
             | Record::Compaction(_)
             | Record::ActionRequired(_)
             | Record::ActionResolved(_)
-            | Record::ActionStarted(_) => {}
+            | Record::ActionStarted(_)
+            | Record::Sampling(_) => {}
         }
     }
     cuts
@@ -337,7 +342,8 @@ fn is_turn_start(record: &Record) -> bool {
         | Record::Compaction(_)
         | Record::ActionRequired(_)
         | Record::ActionResolved(_)
-        | Record::ActionStarted(_) => false,
+        | Record::ActionStarted(_)
+        | Record::Sampling(_) => false,
     }
 }
 
@@ -451,7 +457,8 @@ fn render_record(record: &Record) -> Option<String> {
         Record::Compaction(_)
         | Record::ActionRequired(_)
         | Record::ActionResolved(_)
-        | Record::ActionStarted(_) => None,
+        | Record::ActionStarted(_)
+        | Record::Sampling(_) => None,
     }
 }
 
@@ -498,7 +505,8 @@ impl FileLists {
                 | Record::Compaction(_)
                 | Record::ActionRequired(_)
                 | Record::ActionResolved(_)
-                | Record::ActionStarted(_) => {}
+                | Record::ActionStarted(_)
+                | Record::Sampling(_) => {}
             }
         }
     }

@@ -65,12 +65,14 @@ pub use model::{
     ToolSchema, TurnSink, WireApi,
 };
 pub use operation::{PromptOptions, PromptResponse};
-pub use permission::{PermissionRule, PermissionSource, check_permission_pattern};
+pub use permission::{
+    PermissionRule, PermissionSource, check_permission_pattern, decide_permission,
+};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
     AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,
-    RECORD_FORMAT_VERSION, Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult,
-    Usage, UserContent, UserMessage,
+    RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
+    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
 pub use redact::Redactor;
 pub use role::Role;

@@ -76,6 +76,22 @@ pub fn check_permission_pattern(pattern: &str) -> std::result::Result<(), String
     Ok(())
 }
 
+/// The permission `rules` give `name` (a tool, or a capability named like one such as an MCP
+/// server's `mcp__<server>__sampling`), whose own default is `default`; the same order as
+/// for tool calls. Rules with an invalid pattern are skipped (`AgentConfig::resolve` reports
+/// them).
+pub fn decide_permission(rules: &[PermissionRule], name: &str, default: Permission) -> Permission {
+    let valid: Vec<PermissionRule> = rules
+        .iter()
+        .filter(|rule| check_permission_pattern(&rule.pattern).is_ok())
+        .cloned()
+        .collect();
+    match PermissionPolicy::new(&valid) {
+        Ok(policy) => policy.decide(name, default).0,
+        Err(_) => default,
+    }
+}
+
 /// Compiled rules, deciding one tool's permission.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PermissionPolicy {

@@ -56,6 +56,10 @@ pub enum Record {
     /// A confirmed call started running. A call with this record and no result was cut short
     /// (a crash): it is answered `interrupted`, never run again.
     ActionStarted(ActionStarted),
+    /// An MCP server's sampling request during a tool call of the preceding assistant message,
+    /// run (or refused) with the agent's model, as that model saw it, secrets redacted. Not
+    /// part of the agent's own conversation: the model never sees it in later turns.
+    Sampling(SamplingExchange),
 }
 
 /// A tool call waiting for a person or the application (see [`Record::ActionRequired`]).
@@ -165,6 +169,59 @@ pub struct ActionInfo {
 pub struct ActionStarted {
     /// The action.
     pub action_id: String,
+}
+
+/// One sampling request and its answer (see [`Record::Sampling`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SamplingExchange {
+    /// The tool call during which the server asked.
+    pub call_id: String,
+    /// The MCP server that asked.
+    pub server: String,
+    /// The model that answered (`provider/model`).
+    pub model: String,
+    /// The server's system prompt, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The conversation the server sent, oldest first.
+    pub messages: Vec<SampledMessage>,
+    /// The most tokens the answer could have.
+    pub max_tokens: u32,
+    /// The model's answer; `None` when the request was refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// Why the request was refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the answer cost; counted in the operation's usage.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// One message of a [`SamplingExchange`]'s conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampledMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    /// The text (images and audio as placeholders).
+    pub text: String,
+}
+
+impl SamplingExchange {
+    /// An exchange with `server` during call `call_id`, on `model`; fill in the rest.
+    pub fn new(
+        call_id: impl Into<String>,
+        server: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Self {
+        Self {
+            call_id: call_id.into(),
+            server: server.into(),
+            model: model.into(),
+            ..Self::default()
+        }
+    }
 }
 
 /// A user message.

@@ -91,6 +91,7 @@ pub(crate) fn next_step(records: &[Record]) -> Step {
             Record::ActionStarted(start) => {
                 started.insert(start.action_id.as_str());
             }
+            Record::Sampling(_) => {}
             Record::Assistant(message) => {
                 let unanswered: Vec<&ToolCall> = message
                     .tool_calls()
@@ -250,7 +251,10 @@ pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[
 fn seen_by_model(record: &Record) -> bool {
     !matches!(
         record,
-        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_)
+        Record::ActionRequired(_)
+            | Record::ActionResolved(_)
+            | Record::ActionStarted(_)
+            | Record::Sampling(_)
     )
 }
 

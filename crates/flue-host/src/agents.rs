@@ -63,6 +63,7 @@ pub struct HarnessOptions {
     sandbox: Option<SandboxKind>,
     role: Option<String>,
     pub(crate) elicitor: Option<Arc<dyn McpElicitor>>,
+    sampling_approver: Option<Arc<dyn flue_connectors::McpSamplingApprover>>,
 }
 
 impl std::fmt::Debug for HarnessOptions {
@@ -72,6 +73,7 @@ impl std::fmt::Debug for HarnessOptions {
             .field("sandbox", &self.sandbox)
             .field("role", &self.role)
             .field("elicitor", &self.elicitor.is_some())
+            .field("sampling_approver", &self.sampling_approver.is_some())
             .finish()
     }
 }
@@ -106,6 +108,17 @@ impl HarnessOptions {
     /// Pending actions that any process resolves plug in here as another elicitor.
     pub fn with_mcp_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
         self.elicitor = Some(elicitor);
+        self
+    }
+
+    /// Asks `approver` before running a sampling request whose permission
+    /// (`mcp__<server>__sampling`) is `always_ask`; without one such requests are refused with
+    /// a reason naming the rule.
+    pub fn with_mcp_sampling_approver(
+        mut self,
+        approver: Arc<dyn flue_connectors::McpSamplingApprover>,
+    ) -> Self {
+        self.sampling_approver = Some(approver);
         self
     }
 }
@@ -389,6 +402,8 @@ impl AgentSet {
                 providers: self.providers.registry.clone(),
                 model: model.to_owned(),
                 usage: Arc::clone(&self.sampling_usage),
+                permissions: base.permissions.clone(),
+                approver: options.sampling_approver.clone(),
             }) as Arc<dyn flue_connectors::McpSampler>
         });
         let servers = McpServers::connect(

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{Workspace, json, stderr, stdout};
 
@@ -273,6 +273,55 @@ fn a_server_with_sampling_enabled_gets_answers_from_the_agents_model() {
         stderr(&output)
     );
 
+    // The exchange is in the session log, as the model saw it, and counted in the operation.
+    let output = ws.flue(&[
+        "run",
+        "helper",
+        "-m",
+        "please sample",
+        "--json",
+        "--id",
+        "s1",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let usage = json(&output)["usage"].clone();
+    let messages = json(&ws.flue(&["session", "show", "--id", "s1", "--json"]))["messages"].clone();
+    let messages = messages.as_array().unwrap();
+    let sampled: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["type"] == "sampling")
+        .collect();
+    assert_eq!(sampled.len(), 1, "{messages:?}");
+    let exchange = sampled[0];
+    assert_eq!(exchange["server"], "everything");
+    assert_eq!(exchange["model"], "scripted/script.json");
+    assert_eq!(exchange["response"], "sampled answer");
+    assert!(
+        exchange["messages"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hi"),
+        "{exchange}"
+    );
+    let tool_call_id = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["call_id"].clone())
+        .unwrap();
+    assert_eq!(exchange["call_id"], tool_call_id);
+    let sampling_input = exchange["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(sampling_input > 0, "{exchange}");
+    let turns_input: u64 = messages
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| m["usage"]["input_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        usage["input_tokens"].as_u64().unwrap(),
+        turns_input + sampling_input,
+        "{usage} turns {turns_input} sampling {sampling_input}"
+    );
+
     // Without `sampling: true` the server is not told flue can sample, so it offers no such tool.
     let off = agent(&mcp.replace("    sampling: true\n", ""));
     std::fs::write(ws.root().join("agents/helper.md"), off).unwrap();
@@ -281,5 +330,72 @@ fn a_server_with_sampling_enabled_gets_answers_from_the_agents_model() {
         !stdout(&output).contains("sampled answer"),
         "{}",
         stdout(&output)
+    );
+}
+
+#[test]
+fn sampling_under_always_ask_is_refused_headless_and_approved_with_yes() {
+    let everything = peer("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let agent_file = format!(
+        "---\nmodel: scripted/script.json\nmcp:\n  everything:\n    command: node\n    \
+         args: [\"{everything}\", stdio]\n    sampling: true\npermissions:\n  \
+         mcp__everything__sampling: always_ask\n---\nYou use MCP tools.\n"
+    );
+    let script = json!({"rules": [
+        {"when": {"user_contains": "context: hi"}, "reply": {"text": "sampled answer"}},
+        {"when": {"user_contains": "please"}, "reply": {"tool_calls": [
+            {"name": "mcp__everything__trigger-sampling-request", "input": {"prompt": "hi"}}
+        ]}},
+        {"when": {"tool_result": "mcp__everything__trigger-sampling-request"}, "reply": {"text": "Tool said: {{tool_result}}"}},
+        {"reply": {"text": "ok"}}
+    ]});
+    let ws = Workspace::new(&[
+        ("agents/helper.md", &agent_file),
+        ("script.json", &script.to_string()),
+    ]);
+
+    // No terminal and no --yes: nothing reaches the model, the server gets the reason.
+    let output = ws.flue(&["run", "helper", "-m", "please sample", "--id", "a1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("`mcp__everything__sampling` is always_ask"),
+        "{err}"
+    );
+    assert!(
+        !stdout(&output).contains("sampled answer"),
+        "{}",
+        stdout(&output)
+    );
+    let messages = json(&ws.flue(&["session", "show", "--id", "a1", "--json"]))["messages"].clone();
+    let exchange = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["type"] == "sampling")
+        .cloned()
+        .unwrap_or_else(|| panic!("{messages}"));
+    assert!(exchange["response"].is_null(), "{exchange}");
+    assert!(
+        exchange["error"]
+            .as_str()
+            .unwrap()
+            .contains("needs approval"),
+        "{exchange}"
+    );
+    assert_eq!(exchange["usage"]["input_tokens"], 0, "{exchange}");
+
+    // --yes approves.
+    let output = ws.flue(&["run", "helper", "-m", "please sample", "--yes"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("sampled answer"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("approved (--yes)"),
+        "{}",
+        stderr(&output)
     );
 }

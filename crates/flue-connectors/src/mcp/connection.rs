@@ -26,6 +26,7 @@ use super::naming::adapted_name;
 use super::oauth::{Authorizer, OAuthHttpClient};
 use super::options::{McpEndpoint, McpServerOptions, McpTransport};
 use super::render::{EMPTY_RESULT, render_result};
+use super::sampling::RunningCalls;
 use super::sse::{SseTransport, error_chain};
 use super::stdio::{self, StderrTail};
 
@@ -79,8 +80,10 @@ pub async fn connect_mcp_server(
         stderr: None,
         authorizer: None,
     };
-    let service = start(name, &options, &mut context).await?;
+    let running = RunningCalls::default();
+    let service = start(name, &options, &mut context, running.clone()).await?;
     let client = Arc::new(Client {
+        running,
         context,
         peer: service.peer().clone(),
         timeout: options.timeout,
@@ -237,6 +240,8 @@ impl ErrorContext {
 
 /// What every tool of one server shares: the peer to send requests through and the settings.
 struct Client {
+    /// The calls in flight, to which sampling requests are attributed.
+    running: RunningCalls,
     context: ErrorContext,
     peer: Peer<RoleClient>,
     timeout: Duration,
@@ -286,8 +291,14 @@ async fn start(
     name: &str,
     options: &McpServerOptions,
     context: &mut ErrorContext,
+    running: RunningCalls,
 ) -> Result<RunningService<RoleClient, Handler>> {
-    let info = Handler::new(name, options.elicitor.clone(), options.sampler.clone());
+    let info = Handler::new(
+        name,
+        options.elicitor.clone(),
+        options.sampler.clone(),
+        running,
+    );
     let timeout = options.timeout;
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {
@@ -611,7 +622,10 @@ impl Tool for McpTool {
             params.arguments = arguments;
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let what = format!("tools/call `{}`", self.original);
-            let answer = self.client.request(request, &what, &ctx.cancel).await?;
+            let running = self.client.running.start(ctx);
+            let answer = self.client.request(request, &what, &ctx.cancel).await;
+            drop(running);
+            let answer = answer?;
             let result = match answer {
                 ServerResult::CallToolResult(result) => result,
                 ServerResult::EmptyResult(_) => return Ok(Value::String(EMPTY_RESULT.to_owned())),

@@ -18,7 +18,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::elicitation::{ElicitationAnswer, ElicitationRequest, McpElicitor};
-use super::sampling::{McpSampler, SamplingRequest, content_text};
+use super::sampling::{McpSampler, RunningCalls, SamplingRequest, content_text};
 
 /// Answers a server's requests for one connection.
 pub(crate) struct Handler {
@@ -26,6 +26,7 @@ pub(crate) struct Handler {
     server: String,
     elicitor: Option<Arc<dyn McpElicitor>>,
     sampler: Option<Arc<dyn McpSampler>>,
+    running: RunningCalls,
 }
 
 impl Handler {
@@ -35,6 +36,7 @@ impl Handler {
         server: &str,
         elicitor: Option<Arc<dyn McpElicitor>>,
         sampler: Option<Arc<dyn McpSampler>>,
+        running: RunningCalls,
     ) -> Self {
         let mut capabilities = ClientCapabilities::default();
         if sampler.is_some() {
@@ -55,6 +57,7 @@ impl Handler {
             server: server.to_owned(),
             elicitor,
             sampler,
+            running,
         }
     }
 }
@@ -93,6 +96,7 @@ impl ClientHandler for Handler {
                 system_prompt: params.system_prompt.clone(),
                 messages,
                 max_tokens: params.max_tokens,
+                caller: self.running.newest(),
             };
             let response = sampler
                 .sample(&request)

@@ -27,4 +27,4 @@ pub use options::{
     DEFAULT_MCP_TIMEOUT, McpEndpoint, McpHttpEndpoint, McpServerOptions, McpStdioCommand,
     McpTransport,
 };
-pub use sampling::{McpSampler, SamplingRequest, SamplingResponse};
+pub use sampling::{McpSampler, McpSamplingApprover, SamplingRequest, SamplingResponse};

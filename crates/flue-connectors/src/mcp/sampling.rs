@@ -1,11 +1,13 @@
 //! Sampling: an MCP server asks the client's model for a completion. Off unless a server is
 //! given an [`McpSampler`]; flue-host's runs it with the agent's own model.
 
-use flue_core::BoxFuture;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use flue_core::{BoxFuture, ToolContext};
 use serde_json::Value;
 
 /// One completion a server asks for, as text.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SamplingRequest {
     /// The server that asks.
@@ -16,6 +18,11 @@ pub struct SamplingRequest {
     pub messages: Vec<(bool, String)>,
     /// The most tokens the answer may have.
     pub max_tokens: u32,
+    /// The tool call of this server that was running when the request came (the latest one
+    /// when several run at once): the sampler adds its usage to
+    /// [`ToolContext::usage`], so the operation counts it, and names its session. `None`
+    /// when the server asked between calls.
+    pub caller: Option<ToolContext>,
 }
 
 /// The completion.
@@ -58,6 +65,14 @@ pub trait McpSampler: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<SamplingResponse, String>>;
 }
 
+/// Who approves a sampling request whose permission (`mcp__<server>__sampling`) is
+/// `always_ask`: a person at a terminal, `--yes`, or an application. Called while the tool call
+/// that caused the request waits; nothing reaches the model before it says yes.
+pub trait McpSamplingApprover: Send + Sync + 'static {
+    /// `Ok(())` lets the request run; `Err(reason)` refuses it, and the server gets `reason`.
+    fn approve<'a>(&'a self, request: &'a SamplingRequest) -> BoxFuture<'a, Result<(), String>>;
+}
+
 /// The text of one sampling message's content (a block or a list of blocks).
 pub(crate) fn content_text(content: &Value) -> String {
     let blocks: Vec<&Value> = match content {
@@ -77,4 +92,57 @@ pub(crate) fn content_text(content: &Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The tool calls running on one connection, newest last: a server's sampling request is
+/// attributed to the newest (MCP does not say which call a server-initiated request serves
+/// on every transport).
+#[derive(Clone, Default)]
+pub(crate) struct RunningCalls {
+    calls: Arc<Mutex<Vec<(u64, ToolContext)>>>,
+    next_id: Arc<Mutex<u64>>,
+}
+
+/// Removes its call from [`RunningCalls`] when dropped (the call ended or was abandoned).
+pub(crate) struct RunningCall {
+    calls: RunningCalls,
+    id: u64,
+}
+
+impl RunningCalls {
+    /// Registers a call with `ctx` until the guard drops.
+    pub(crate) fn start(&self, ctx: &ToolContext) -> RunningCall {
+        let id = {
+            let mut next_id = self.next_id.lock().unwrap_or_else(PoisonError::into_inner);
+            *next_id += 1;
+            *next_id
+        };
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, ctx.clone()));
+        RunningCall {
+            calls: self.clone(),
+            id,
+        }
+    }
+
+    /// The newest running call's context.
+    pub(crate) fn newest(&self) -> Option<ToolContext> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last()
+            .map(|(_, ctx)| ctx.clone())
+    }
+}
+
+impl Drop for RunningCall {
+    fn drop(&mut self) {
+        self.calls
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.id);
+    }
 }

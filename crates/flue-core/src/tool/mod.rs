@@ -12,7 +12,7 @@ mod emit;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::model::ToolSchema;
+use crate::record::{SamplingExchange, Usage};
 use crate::sandbox::Sandbox;
 use crate::store::{AuditStore, MemoryStore};
 use crate::util::BoxFuture;
@@ -186,8 +187,14 @@ pub struct ToolContext {
     pub audit: Arc<dyn AuditStore>,
     /// The call's data emitter; none outside a session's tool call.
     emitter: Option<emit::DataEmitter>,
-    /// The id of the call this context runs (empty outside a session).
-    call_id: String,
+    /// Model usage the call spends on the agent's behalf (an MCP server's sampling requests);
+    /// the runtime adds it to the operation's usage when the operation ends.
+    pub usage: Arc<Mutex<Usage>>,
+    /// The id of the call being run (empty outside a session).
+    pub call_id: String,
+    /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
+    /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
+    pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
 }
 
 impl ToolContext {
@@ -205,7 +212,9 @@ impl ToolContext {
             agent: String::new(),
             audit: Arc::new(MemoryStore::new()),
             emitter: None,
+            usage: Arc::new(Mutex::new(Usage::default())),
             call_id: String::new(),
+            sampling: Arc::new(Mutex::new(Vec::new())),
         }
     }
 

@@ -1,5 +1,5 @@
-//! Known secret values never leave a tool: tool results and errors, bash output and
-//! `session.shell` exchanges reach the store, the events and the next model request redacted,
+//! Known secret values never leave a tool: tool results and errors, bash output,
+//! `session.shell` exchanges and MCP sampling exchanges reach the store, the events and the next model request redacted,
 //! in every common transform.
 
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use flue_core::{
     AgentConfig, BoxFuture, Event, ExecOptions, Harness, LocalSandbox, MemoryStore, ModelInfo,
     ModelProvider, ModelRequest, ModelTurn, PromptOptions, ProviderRegistry, Record,
-    ScriptedProvider, ToolDefinition, ToolError, TurnSink,
+    SampledMessage, SamplingExchange, ScriptedProvider, ToolDefinition, ToolError, TurnSink, Usage,
 };
 use serde_json::json;
 
@@ -293,4 +293,102 @@ async fn a_subagents_tool_output_is_redacted_in_its_session_and_in_the_task_resu
         assert!(text.contains("[redacted]"), "{}: {text}", summary.session);
         assert_no_leak(&summary.session, &text);
     }
+}
+
+/// A tool whose (MCP) server sampled the agent's model with the key in the conversation.
+fn sampling_tool() -> ToolDefinition {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {}
+    ToolDefinition::from_fn("sampled", "Samples.", |_input: Input, ctx| async move {
+        let mut exchange = SamplingExchange::new(ctx.call_id.clone(), "docs", "scripted/x");
+        exchange.system = Some(format!("you hold {KEY}"));
+        exchange.messages = vec![SampledMessage {
+            role: "user".to_owned(),
+            text: format!("repeat {}", KEY.to_uppercase()),
+        }];
+        exchange.response = Some(format!("it is {KEY}"));
+        exchange.usage = Usage {
+            input_tokens: 1000,
+            output_tokens: 100,
+            ..Usage::default()
+        };
+        *ctx.usage.lock().unwrap() += exchange.usage;
+        ctx.sampling.lock().unwrap().push(exchange);
+        Ok(json!("done"))
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn sampling_exchanges_are_recorded_redacted_and_counted_in_the_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"{"rules": [
+          {"when": {"tool_result": "sampled"}, "reply": {"text": "finished"}},
+          {"reply": {"tool_calls": [{"name": "sampled", "input": {}}]}}
+        ]}"#,
+    )
+    .unwrap();
+    let agent = AgentConfig::new()
+        .with_model("scripted/script.json")
+        .with_tool(sampling_tool());
+    let harness = Harness::builder(agent)
+        .with_store(Arc::new(MemoryStore::new()))
+        .with_providers(
+            ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path()))),
+        )
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .with_workspace_context(None)
+        .with_secrets([KEY])
+        .build()
+        .await
+        .unwrap();
+    let session = harness.session("default").await.unwrap();
+    let response = session
+        .prompt("go", PromptOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(response.text, "finished");
+
+    let records = session.records().await;
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|record| match record {
+            Record::User(_) => "user",
+            Record::Assistant(_) => "assistant",
+            Record::ToolResult(_) => "tool",
+            Record::Sampling(_) => "sampling",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user", "assistant", "tool", "sampling", "assistant"]
+    );
+    let Some(Record::Sampling(exchange)) = records.get(3) else {
+        panic!("{records:?}");
+    };
+    let Some(Record::ToolResult(result)) = records.get(2) else {
+        panic!("{records:?}");
+    };
+    assert_eq!(exchange.call_id, result.call_id);
+    assert_eq!(exchange.server, "docs");
+    assert!(
+        exchange.response.as_deref().unwrap().contains("[redacted]"),
+        "{exchange:?}"
+    );
+    assert_no_leak(
+        "the sampling record",
+        &serde_json::to_string(&records).unwrap(),
+    );
+
+    let turns: u64 = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Assistant(message) => Some(message.usage.input_tokens),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(response.usage.input_tokens, turns + 1000);
 }

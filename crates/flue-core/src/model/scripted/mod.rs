@@ -266,7 +266,8 @@ impl<'a> Conversation<'a> {
                 | Record::Compaction(_)
                 | Record::ActionRequired(_)
                 | Record::ActionResolved(_)
-                | Record::ActionStarted(_),
+                | Record::ActionStarted(_)
+                | Record::Sampling(_),
             )
             | None => State::User,
         };
@@ -855,7 +856,10 @@ fn record_chars(record: &Record) -> usize {
             n_chars(&shell.command) + n_chars(&shell.stdout) + n_chars(&shell.stderr)
         }
         Record::Compaction(compaction) => n_chars(&compaction.summary),
-        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_) => 0,
+        Record::ActionRequired(_)
+        | Record::ActionResolved(_)
+        | Record::ActionStarted(_)
+        | Record::Sampling(_) => 0,
     }
 }
 
