@@ -804,7 +804,11 @@ pub(crate) async fn decide_in(
 
 /// Answers every pending action of the task session `session`, and of the tasks it waits
 /// for, as interrupted.
-async fn interrupt_task(store: &dyn SessionStore, instance: &str, session: &str) -> Result<()> {
+pub(crate) async fn interrupt_task(
+    store: &dyn SessionStore,
+    instance: &str,
+    session: &str,
+) -> Result<()> {
     let mut frontier = vec![session.to_owned()];
     while let Some(name) = frontier.pop() {
         let key = SessionKey::new(instance.to_owned(), name);

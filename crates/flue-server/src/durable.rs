@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::backend::{
     Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Decision,
-    Delivered, Delivery, Page, Resolved, SendCondition, SubmissionStatus,
+    Delivered, Delivery, Interrupted, Page, Resolved, SendCondition, SubmissionStatus,
 };
 use crate::chunks::{iso8601, settlement_chunks, user_message};
 use crate::wire::{ChunkBody, Offset};
@@ -302,6 +302,36 @@ impl Backend for DurableRuntime {
             Ok(Resolved {
                 submission_id: receipt.submission_id,
                 offset: Offset(receipt.offset.0),
+            })
+        })
+    }
+
+    fn interrupt<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        message: Option<String>,
+    ) -> BoxFuture<'a, Result<Interrupted, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            if self.inner.stopping.load(Ordering::Acquire) {
+                return Err(BackendError::ShuttingDown);
+            }
+            let receipt = self
+                .inner
+                .runtime
+                .interrupt(&core_key, message.map(DeliveredMessage::user))
+                .await
+                .map_err(backend_error)?;
+            let submission_id = receipt
+                .dispatched
+                .map(|dispatched| dispatched.submission_id);
+            if let Some(submission_id) = &submission_id {
+                lock(&self.inner.admitted).insert(submission_id.clone());
+            }
+            Ok(Interrupted {
+                interrupted: receipt.interrupted,
+                settled: receipt.settled,
+                submission_id,
             })
         })
     }

@@ -37,7 +37,7 @@ pub mod wire;
 
 pub use backend::{
     Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Decision,
-    Delivered, Delivery, Page, Resolved, SendCondition, SubmissionStatus,
+    Delivered, Delivery, Interrupted, Page, Resolved, SendCondition, SubmissionStatus,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
-use crate::record::{ActionDecision, ActionInfo, ActionResolution, Record, StoredRecord};
+use crate::record::{
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, Record, StoredRecord,
+};
 use crate::steps;
 use crate::store::conversation::ROOT_SESSION;
 use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog};
@@ -183,6 +185,17 @@ impl AgentRuntime {
         let serial = self.inner.resolving.lock().await;
         let (fence, log) = self.own_checked(key, |_| Ok(())).await?;
         let mut records = records_of(log.clone());
+        // A waiting `task` call's subagent actions are interrupted with it.
+        for action in steps::pending_actions(&records) {
+            if let (ActionKind::Task, Some(session)) = (action.kind, &action.session) {
+                let interrupted =
+                    task::interrupt_task(self.inner.store.as_ref(), &key.instance_id(), session)
+                        .await;
+                if let Err(err) = interrupted {
+                    return Err(self.give_back(&fence, err).await);
+                }
+            }
+        }
         let decisions: Vec<Record> = steps::pending_actions(&records)
             .into_iter()
             .map(|action| {
