@@ -37,7 +37,8 @@ use crate::steps::{
     model_view, next_step, pending_actions, results_before_input,
 };
 use crate::tool::{
-    Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
+    InterruptBehavior, Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta,
+    ToolSet, render_output,
 };
 use crate::util::{BoxFuture, or_cancel};
 use tokio_util::sync::CancellationToken;
@@ -438,7 +439,9 @@ impl TurnLoop<'_> {
     /// pending action is stored with the other calls' results, in the same append. With
     /// [`RunMode::Confirmed`] the calls were allowed: their starts are stored before they
     /// run, so a crash mid-run answers them `interrupted` instead of running them twice. On
-    /// abort, calls that did not finish get an `aborted` result so the log stays well-formed.
+    /// abort, calls see the cancellation, except those whose interrupt behaviour is
+    /// `complete`, which finish within [`ABORT_GRACE`] with their real result; calls that did
+    /// not finish get an `aborted` result so the log stays well-formed.
     async fn run_tools(
         &mut self,
         state: &mut SessionState,
@@ -504,7 +507,12 @@ impl TurnLoop<'_> {
             }
             self.send_tool_start(call);
             let input = call.input.clone();
-            let ctx = tool_ctx.clone();
+            let mut ctx = tool_ctx.clone();
+            if tool.meta().interrupt == InterruptBehavior::Complete {
+                // A short all-or-nothing call does not see the abort: it finishes within the
+                // grace period below and its real result is stored.
+                ctx.cancel = CancellationToken::new();
+            }
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
         }
         let aborted = loop {
