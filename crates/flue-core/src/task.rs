@@ -13,6 +13,11 @@
 //!
 //! Child sessions are linked to their parent by name: [`task_session_parent`] recovers the
 //! parent from a child's name, and deleting a session deletes its task sessions.
+//!
+//! A task the model started can pause: its pending action stays in its own log, the parent's
+//! `task` call waits as an [`ActionKind::Task`] action naming the child, decisions made
+//! through the root are routed to the child's log, and the parent's loop resumes the child
+//! from that log alone (see ARCHITECTURE.md, "Pauses inside tasks").
 
 use std::sync::{Arc, Mutex};
 
@@ -208,7 +213,37 @@ pub(crate) async fn run_agent(
             resume,
         })
     };
-    agent_loop::run(shared, opening, options, overlay, ctx, delegation).await
+    let result = agent_loop::run(
+        Arc::clone(&shared),
+        opening,
+        options,
+        overlay,
+        ctx,
+        delegation,
+    )
+    .await;
+    match result {
+        // Name what the user decides: a waiting `task` call's subagent actions.
+        Err(FlueError::ActionsPending { session, actions }) => {
+            let list = {
+                let state = shared.state.lock().await;
+                steps::actions(&state.records)
+            };
+            let harness = &shared.harness;
+            let named: Vec<String> =
+                with_task_actions(harness.store.as_ref(), &harness.instance_id, list)
+                    .await?
+                    .into_iter()
+                    .filter(|info| info.decision.is_none())
+                    .map(|info| info.action.action_id)
+                    .collect();
+            Err(FlueError::ActionsPending {
+                session,
+                actions: if named.is_empty() { actions } else { named },
+            })
+        }
+        other => other,
+    }
 }
 
 /// What a task inherits from the call that starts it.

@@ -115,6 +115,7 @@ async fn a_subagents_always_ask_call_pauses_the_conversation_and_runs_once_when_
         .await
         .unwrap_err();
     assert_eq!(refused.kind(), "actions_pending");
+    assert!(refused.to_string().contains(&action.action_id), "{refused}");
     // A `task` call's own action is not decided directly.
     let task_action = f
         .records("default")
