@@ -8,8 +8,11 @@
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
 //! - `bench-serve`: `flue serve` over loopback HTTP: admission latency, settled submissions per
 //!   second, first streamed content, memory per idle SSE stream (see `bench_serve.rs`).
+//! - `bench-reload`: `flue dev` reload latency, file write to new build serving, on 50 agents
+//!   and 50 skills (see `bench_reload.rs`).
 
 mod bench_providers;
+mod bench_reload;
 mod bench_serve;
 
 use std::path::{Path, PathBuf};
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -75,6 +78,26 @@ fn main() -> anyhow::Result<()> {
                 None => None,
             };
             bench_serve::bench_serve(&root, streams, seconds, flue.as_deref())
+        }
+        Some("bench-reload") => {
+            let number = |flag: &str, default: u64| -> anyhow::Result<u64> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(args
+                        .get(idx + 1)
+                        .with_context(|| format!("{flag} needs a number"))?
+                        .parse()?),
+                    None => Ok(default),
+                }
+            };
+            let runs = usize::try_from(number("--runs", 30)?)?;
+            let debounce_ms = number("--debounce-ms", 100)?;
+            let flue = match args.iter().position(|arg| arg == "--flue") {
+                Some(idx) => Some(PathBuf::from(
+                    args.get(idx + 1).context("--flue needs a binary")?,
+                )),
+                None => None,
+            };
+            bench_reload::bench_reload(&root, runs, debounce_ms, flue.as_deref())
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),

@@ -7,7 +7,9 @@ mod args;
 mod audit;
 mod build;
 mod chat;
+mod dev;
 mod elicit;
+mod init;
 mod mcp;
 mod pauses;
 mod render;
@@ -81,10 +83,16 @@ fn main() -> ExitCode {
             .into();
         }
     };
-    // `flue serve` serves many conversations: all cores. Everything else: one thread.
-    let serving = matches!(cli.command, Command::Serve(_));
+    // `flue serve` and `flue dev` serve many conversations: all cores. Everything else: one
+    // thread.
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Dev(_));
     if serving {
-        init_tracing();
+        // `flue dev` keeps the terminal for reloads and diagnostics: warnings only by default.
+        init_tracing(if matches!(cli.command, Command::Dev(_)) {
+            "warn"
+        } else {
+            "info"
+        });
     }
     let mut builder = if serving {
         tokio::runtime::Builder::new_multi_thread()
@@ -112,6 +120,8 @@ fn main() -> ExitCode {
             } => session_show::show(show_args).await,
             Command::Audit(audit_args) => audit::show(audit_args).await,
             Command::Serve(serve_args) => serve::serve(serve_args).await,
+            Command::Dev(dev_args) => dev::dev(dev_args).await,
+            Command::Init(init_args) => init::init(&init_args),
             Command::Trash {
                 command: TrashCommand::List(list_args),
             } => trash::list(list_args).await,
@@ -155,10 +165,10 @@ pub(crate) fn init_verbose_logging() {
         .try_init();
 }
 
-/// Logs on stderr, filtered by `FLUE_LOG` (default `info`).
-fn init_tracing() {
+/// Logs on stderr, filtered by `FLUE_LOG` (else `default`).
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

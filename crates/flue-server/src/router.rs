@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::timeout::TimeoutLayer;
 
 use crate::backend::Backend;
 use crate::error::ApiError;
@@ -128,14 +127,15 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))
-        .layer(TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
-            config.request_timeout,
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            time_limit,
         ))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             authenticate,
         ))
+        .layer(middleware::from_fn(envelope))
         .layer(middleware::from_fn(fixed_headers))
         .layer(CatchPanicLayer::custom(|_panic| {
             tracing::error!("a request handler panicked");
@@ -180,6 +180,46 @@ async fn authenticate(
         }
     }
     next.run(request).await
+}
+
+/// Answers 408 with the envelope when the handler has not produced a response head within
+/// the request timeout (a stream's body is not bounded).
+async fn time_limit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(state.config.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::request_timeout().into_response(),
+    }
+}
+
+/// Gives every error status the `{error:{type,message,details}}` envelope: responses of the
+/// handlers have it already; an extractor's plain-text rejection (a path that does not decode,
+/// a query that does not parse) is rewritten, its text kept as `details`.
+async fn envelope(request: Request, next: Next) -> Response {
+    let head_request = request.method() == Method::HEAD;
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    // Rejection bodies are short plain text; anything longer is cut, never buffered whole.
+    let reason = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let mut err = ApiError::for_status(status, reason);
+    if head_request {
+        err = err.without_body();
+    }
+    let mut response = err.into_response();
+    if let Some(allow) = allow {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
 }
 
 /// Compares without an early exit on the first differing byte.

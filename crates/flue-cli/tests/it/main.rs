@@ -10,6 +10,7 @@ mod audit_trash;
 mod build;
 mod conformance;
 mod delegation;
+mod dev;
 mod durable;
 mod everyday;
 mod hostile_inputs;

@@ -23,7 +23,9 @@ fn workspace() -> Workspace {
         "agents/plain.md",
         "agents/tool.md",
         "agents/slow-tool.md",
+        "agents/stream.md",
         "scripts/plain.json",
+        "scripts/stream.json",
         "scripts/tool.json",
         "scripts/slow.json",
     ] {
@@ -175,6 +177,8 @@ fn the_official_client_drives_flue_serve_end_to_end() {
         .args([
             "roundtrip",
             "sse",
+            "streaming",
+            "attachments",
             "reattach",
             "reconnect",
             "abort",
@@ -239,6 +243,32 @@ fn the_official_client_drives_flue_serve_end_to_end() {
     assert_eq!(sse["reply"], "Hello from the fake model.");
     assert_eq!(sse["laterReply"], "Hello from the fake model.");
     assert_eq!(sse["messages"], 4);
+
+    // Live SSE shows the reply piece by piece, and it ends up there once.
+    let streaming = by_name("streaming");
+    assert_eq!(
+        streaming["reply"],
+        "Hello from the slowly streaming fake model."
+    );
+    assert_eq!(streaming["historyReply"], streaming["reply"]);
+    assert!(
+        streaming["partials"].as_u64().unwrap() >= 3,
+        "the reply grew piece by piece: {streaming}"
+    );
+
+    // An image comes back from the store at the URL the client resolves for its part.
+    let attachments = by_name("attachments");
+    assert_eq!(
+        attachments,
+        json!({
+            "scenario": "attachments", "ok": true,
+            "part": {"mediaType": "image/png", "size": 33, "hasId": true, "urlIsClients": true},
+            "status": 200,
+            "same": true,
+            "headers": ["image/png", "33", "inline", "private, max-age=31536000, immutable", "sandbox"],
+            "missing": "404:attachment_not_found",
+        })
+    );
 
     let reattach = by_name("reattach");
     assert_eq!(
@@ -339,7 +369,7 @@ fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
         .iter()
         .map(|agent| agent["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["plain", "slow-tool", "tool"]);
+    assert_eq!(names, ["plain", "slow-tool", "stream", "tool"]);
     assert!(!server.log().contains("t0ps3cret"));
 }
 
