@@ -28,8 +28,8 @@ use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionSource;
 use crate::record::{
-    ActionKind, ActionResolution, ActionStarted, AssistantMessage, PendingAction, Record, ToolCall,
-    ToolResult, Usage, UserMessage,
+    ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantMessage, PendingAction,
+    Record, ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
@@ -40,9 +40,11 @@ use crate::steps::{
     model_view, next_step, pending_actions, results_before_input,
 };
 use crate::tool::{
-    Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
+    InterruptBehavior, Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta,
+    ToolSet, render_output,
 };
-use crate::util::or_cancel;
+use crate::util::{BoxFuture, or_cancel};
+use tokio_util::sync::CancellationToken;
 
 /// Name of the read-only preflight tool that tells which tools wait for a decision.
 pub const PERMISSIONS_CHECK_TOOL: &str = "permissions_check";
@@ -65,6 +67,10 @@ pub(crate) struct Opening {
     pub(crate) decisions: Vec<ActionResolution>,
     /// End after the opening writes, without a model call (an interrupt without a message).
     pub(crate) stop: bool,
+    /// A task session run by a parent's `task` call: its calls may pause like the root's
+    /// (the parent's call waits with them). Other task sessions (`session.task` from code)
+    /// answer such calls `permission_required`.
+    pub(crate) pausable_task: bool,
 }
 
 impl Opening {
@@ -110,10 +116,32 @@ async fn apply_decisions(
     Ok(())
 }
 
-/// The `task` tool of one call and the usage of the tasks it runs (counted in the response).
+/// The `task` tool of one call, the usage of the tasks it runs (counted in the response) and
+/// how to resume a task that paused.
 pub(crate) struct Delegation {
     pub(crate) tool: ToolDefinition,
     pub(crate) usage: Arc<Mutex<Usage>>,
+    pub(crate) resume: ResumeTask,
+}
+
+/// The error kind with which the delegation tool reports that its task paused; the message is
+/// the task session's name. The call then waits as an [`ActionKind::Task`] action.
+pub(crate) const TASK_PAUSED: &str = "task_paused";
+
+/// Resumes the paused task of a waiting `task` call (its [`ActionKind::Task`] action) from
+/// the task session's log.
+pub(crate) type ResumeTask = Arc<
+    dyn Fn(PendingAction, CancellationToken) -> BoxFuture<'static, Result<TaskResumed>>
+        + Send
+        + Sync,
+>;
+
+/// Where a resumed task stands.
+pub(crate) enum TaskResumed {
+    /// It waits again, for these actions (of its session or of tasks below it).
+    Waiting(Vec<PendingAction>),
+    /// It ended: the `task` call's output.
+    Answered(std::result::Result<Value, ToolError>),
 }
 
 /// The model of a call. Precedence: the call's, then the role's, then the agent's.
@@ -181,17 +209,19 @@ pub(crate) async fn run(
     if !scope.skills.is_empty() {
         tools.push(skill::load_skill_tool(scope.skills.clone())?);
     }
-    let delegated_usage = match delegation {
+    let (delegated_usage, resume_task) = match delegation {
         Some(delegation) => {
+            let name = delegation.tool.name().to_owned();
             tools.push(delegation.tool);
-            delegation.usage
+            (delegation.usage, Some((name, delegation.resume)))
         }
-        None => Arc::new(Mutex::new(Usage::default())),
+        None => (Arc::new(Mutex::new(Usage::default())), None),
     };
+    let pausable = shared.depth == 0 || opening.pausable_task;
     if let Some(schema) = &options.result {
         tools.extend(result_tools(schema, &result_slot)?);
     }
-    if let Some(check) = permissions_check_tool(&tools, &harness.permissions, shared.depth)? {
+    if let Some(check) = permissions_check_tool(&tools, &harness.permissions, pausable)? {
         tools.push(check);
     }
     let tools = ToolSet::assemble(tools)?;
@@ -238,6 +268,8 @@ pub(crate) async fn run(
         result_slot,
         structured: options.result.is_some(),
         delegated_usage,
+        resume_task,
+        pausable,
     };
     let response = turn.drive(&mut state).await?;
     let usage = response.usage;
@@ -257,6 +289,11 @@ struct TurnLoop<'a> {
     structured: bool,
     /// Usage of the tasks this call's `task` tool ran, counted in the response.
     delegated_usage: Arc<Mutex<Usage>>,
+    /// The delegation tool's name and how to resume its paused tasks (when the model may
+    /// delegate).
+    resume_task: Option<(String, ResumeTask)>,
+    /// Whether calls may pause here (the root, or a task run by a `task` call).
+    pausable: bool,
 }
 
 impl TurnLoop<'_> {
@@ -290,8 +327,12 @@ impl TurnLoop<'_> {
                 }
                 Step::Answer(results) => self.answer(state, results).await?,
                 Step::Paused(actions) => {
+                    let (waiting, settled) = self.resume_tasks(state, actions).await?;
+                    if settled {
+                        continue;
+                    }
                     let mut response = self.response(state, None);
-                    response.pending_actions = actions;
+                    response.pending_actions = waiting;
                     return Ok(response);
                 }
                 Step::Answered => {
@@ -449,7 +490,9 @@ impl TurnLoop<'_> {
     /// pending action is stored with the other calls' results, in the same append. With
     /// [`RunMode::Confirmed`] the calls were allowed: their starts are stored before they
     /// run, so a crash mid-run answers them `interrupted` instead of running them twice. On
-    /// abort, calls that did not finish get an `aborted` result so the log stays well-formed.
+    /// abort, calls see the cancellation, except those whose interrupt behaviour is
+    /// `complete`, which finish within [`ABORT_GRACE`] with their real result; calls that did
+    /// not finish get an `aborted` result so the log stays well-formed.
     async fn run_tools(
         &mut self,
         state: &mut SessionState,
@@ -532,8 +575,14 @@ impl TurnLoop<'_> {
             }
             self.send_tool_start(call);
             let input = call.input.clone();
-            let (ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
+            let (mut ctx, emitter) =
+                tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
             emitted.push(emitter);
+            if tool.meta().interrupt == InterruptBehavior::Complete {
+                // A short all-or-nothing call does not see the abort: it finishes within the
+                // grace period below and its real result is stored.
+                ctx.cancel = CancellationToken::new();
+            }
             running.spawn(
                 async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span.clone()),
             );
@@ -545,7 +594,11 @@ impl TurnLoop<'_> {
                 joined = running.join_next() => match joined {
                     None => break false,
                     Some(Ok((call_idx, output))) => {
-                        results[call_idx] = Some(self.finish_call(&calls[call_idx], output, &tool_spans[call_idx]));
+                        let call = &calls[call_idx];
+                        match self.paused_task(call, &output) {
+                            Some(session) => waiting[call_idx] = Some(self.task_action(call, session)),
+                            None => results[call_idx] = Some(self.finish_call(call, output, &tool_spans[call_idx])),
+                        }
                     }
                     // A panicking tool keeps no result; it is answered with `tool_panicked` below.
                     Some(Err(_panicked)) => {}
@@ -622,6 +675,10 @@ impl TurnLoop<'_> {
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         self.shared.append(state, records).await?;
         for action in pending {
+            if action.kind == ActionKind::Task {
+                // The task's own actions were announced as it paused.
+                continue;
+            }
             if action.kind == ActionKind::CustomTool {
                 self.ctx.sink.send(Event::CustomToolUse {
                     action_id: action.action_id.clone(),
@@ -636,6 +693,74 @@ impl TurnLoop<'_> {
             return Err(FlueError::Aborted);
         }
         Ok(())
+    }
+
+    /// Resumes the paused tasks among `actions` from their logs. A task that waits again
+    /// lists its own actions in place of its `task` call; one that ended answers its call (an
+    /// [`ActionDecision::Result`] stored in this log). Returns what still waits and whether
+    /// any task ended (then the loop goes on).
+    async fn resume_tasks(
+        &mut self,
+        state: &mut SessionState,
+        actions: Vec<PendingAction>,
+    ) -> Result<(Vec<PendingAction>, bool)> {
+        let mut waiting = Vec::new();
+        let mut answers = Vec::new();
+        for action in actions {
+            let (ActionKind::Task, Some((_, resume))) = (action.kind, &self.resume_task) else {
+                waiting.push(action);
+                continue;
+            };
+            match resume(action.clone(), self.ctx.cancel.clone()).await? {
+                TaskResumed::Waiting(nested) => waiting.extend(nested),
+                TaskResumed::Answered(output) => {
+                    let (value, is_error) = match output {
+                        Ok(value) => (value, false),
+                        Err(error) => (Value::String(error.model_text()), true),
+                    };
+                    answers.push(Record::ActionResolved(ActionResolution::of(
+                        &action,
+                        ActionDecision::Result { value, is_error },
+                    )));
+                }
+            }
+        }
+        let settled = !answers.is_empty();
+        self.shared.append(state, answers).await?;
+        Ok((waiting, settled))
+    }
+
+    /// The action of a `task` call whose task paused in `session`.
+    fn task_action(&self, call: &ToolCall, session: String) -> PendingAction {
+        PendingAction {
+            action_id: action_id(&call.id),
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            input: call.input.clone(),
+            kind: ActionKind::Task,
+            reason: format!("the task in session `{session}` waits for decisions"),
+            session: Some(session),
+        }
+    }
+
+    /// Whether a finished call is the delegation tool reporting that its task paused.
+    fn paused_task(
+        &self,
+        call: &ToolCall,
+        output: &std::result::Result<Value, ToolError>,
+    ) -> Option<String> {
+        match output {
+            Err(error)
+                if error.kind == TASK_PAUSED
+                    && self
+                        .resume_task
+                        .as_ref()
+                        .is_some_and(|(name, _)| *name == call.name) =>
+            {
+                Some(error.message.clone())
+            }
+            _ => None,
+        }
     }
 
     fn send_tool_start(&self, call: &ToolCall) {
@@ -675,7 +800,7 @@ impl TurnLoop<'_> {
             };
             (ActionKind::Confirmation, reason)
         };
-        if self.shared.depth > 0 {
+        if !self.pausable {
             return Gate::Refuse(ToolError::new(
                 "permission_required",
                 format!(
@@ -684,13 +809,26 @@ impl TurnLoop<'_> {
                 ),
             ));
         }
+        // In a task session the id also names the session: ids stay unique across the
+        // conversation, where the root lists them all.
+        let action_id = match self.shared.depth {
+            0 => action_id(&call.id),
+            _ => {
+                let session = &self.shared.key.session;
+                let tail = session
+                    .get(session.len().saturating_sub(8)..)
+                    .unwrap_or(session);
+                format!("{}_{tail}", action_id(&call.id))
+            }
+        };
         Gate::Wait(PendingAction {
-            action_id: action_id(&call.id),
+            action_id,
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             input: call.input.clone(),
             kind,
             reason,
+            session: (self.shared.depth > 0).then(|| self.shared.key.session.clone()),
         })
     }
 
@@ -805,7 +943,7 @@ impl TurnLoop<'_> {
 fn permissions_check_tool(
     tools: &[ToolDefinition],
     policy: &crate::permission::PermissionPolicy,
-    depth: u32,
+    pausable: bool,
 ) -> Result<Option<ToolDefinition>> {
     #[derive(Deserialize, schemars::JsonSchema)]
     struct Input {
@@ -834,7 +972,7 @@ fn permissions_check_tool(
             (tool.name().to_owned(), verdict, why)
         })
         .collect();
-    if depth > 0 || verdicts.iter().all(|(_, verdict, _)| *verdict == "runs") {
+    if !pausable || verdicts.iter().all(|(_, verdict, _)| *verdict == "runs") {
         return Ok(None);
     }
     let verdicts = Arc::new(verdicts);

@@ -77,6 +77,10 @@ pub struct PendingAction {
     pub kind: ActionKind,
     /// Why the call waits, for the person deciding.
     pub reason: String,
+    /// The task session that holds the action, when a subagent's call waits (`None`: the
+    /// session it is listed in). Decide it through the root session all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// What a pending action waits for.
@@ -88,6 +92,9 @@ pub enum ActionKind {
     Confirmation,
     /// The result of a custom tool the application runs (or a denial).
     CustomTool,
+    /// A `task` call whose subagent session (`session`) waits for decisions on its own
+    /// actions. Nobody decides it directly: it is answered when the task ends (or interrupted).
+    Task,
 }
 
 /// The decision on one pending action (see [`Record::ActionResolved`]).

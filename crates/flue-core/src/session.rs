@@ -118,14 +118,26 @@ impl Session {
     pub async fn pending_actions(&self) -> Result<Vec<PendingAction>> {
         let mut state = self.shared.state.lock().await;
         self.shared.sync(&mut state).await?;
-        Ok(steps::pending_actions(&state.records))
+        let list = steps::actions(&state.records);
+        drop(state);
+        let harness = &self.shared.harness;
+        let list =
+            task::with_task_actions(harness.store.as_ref(), &harness.instance_id, list).await?;
+        Ok(list
+            .into_iter()
+            .filter(|info| info.decision.is_none())
+            .map(|info| info.action)
+            .collect())
     }
 
     /// Every action of the session, pending and decided, in order, as stored.
     pub async fn actions(&self) -> Result<Vec<ActionInfo>> {
         let mut state = self.shared.state.lock().await;
         self.shared.sync(&mut state).await?;
-        Ok(steps::actions(&state.records))
+        let list = steps::actions(&state.records);
+        drop(state);
+        let harness = &self.shared.harness;
+        task::with_task_actions(harness.store.as_ref(), &harness.instance_id, list).await
     }
 
     /// Decides one pending action and resumes the paused operation from the stored log:
@@ -165,6 +177,7 @@ impl Session {
                 stop: message.is_none(),
                 message,
                 decisions,
+                ..Opening::default()
             };
             let overlay = shared.overlay(None, None)?;
             task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
@@ -218,9 +231,16 @@ impl Session {
             outer_cancel,
             move |shared, ctx| async move {
                 let inherited = Inherited::from_scope(&shared.scope);
-                let outcome =
-                    task::run_task(&shared, &text, options, &inherited, &ctx.cancel, &ctx.sink)
-                        .await?;
+                let outcome = task::run_task(
+                    &shared,
+                    &text,
+                    options,
+                    &inherited,
+                    &ctx.cancel,
+                    &ctx.sink,
+                    false,
+                )
+                .await?;
                 Ok((outcome.response, outcome.usage))
             },
         )

@@ -170,7 +170,9 @@ fn decided_result(
         ActionDecision::Deny { message } => {
             let what = match action.kind {
                 ActionKind::Confirmation => "the user denied permission to run this tool call",
-                ActionKind::CustomTool => "the application declined this tool call",
+                ActionKind::CustomTool | ActionKind::Task => {
+                    "the application declined this tool call"
+                }
             };
             let text = match message.as_deref().map(str::trim) {
                 Some(message) if !message.is_empty() => format!("{what}: {message}"),
@@ -384,6 +386,10 @@ pub(crate) fn check_decision(
         (ActionKind::Confirmation, ActionDecision::Result { .. }) => {
             Some("a confirmation is answered with allow or deny, not a result")
         }
+        (ActionKind::Task, decision) if *decision != ActionDecision::Interrupted => Some(
+            "this `task` call waits for its subagent: decide the subagent's own pending actions \
+             (listed with their session) instead",
+        ),
         (ActionKind::CustomTool, ActionDecision::Allow) => Some(
             "a custom tool is answered with its result (or a denial); the runtime cannot run it",
         ),

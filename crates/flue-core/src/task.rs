@@ -13,6 +13,11 @@
 //!
 //! Child sessions are linked to their parent by name: [`task_session_parent`] recovers the
 //! parent from a child's name, and deleting a session deletes its task sessions.
+//!
+//! A task the model started can pause: its pending action stays in its own log, the parent's
+//! `task` call waits as an [`ActionKind::Task`] action naming the child, decisions made
+//! through the root are routed to the child's log, and the parent's loop resumes the child
+//! from that log alone (see ARCHITECTURE.md, "Pauses inside tasks").
 
 use std::sync::{Arc, Mutex};
 
@@ -23,22 +28,26 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::agent_loop::{self, Delegation, Opening};
+use crate::agent_loop::{self, Delegation, Opening, ResumeTask, TASK_PAUSED, TaskResumed};
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, OperationKind, Outcome};
 use crate::model::TurnSink;
 use crate::operation::{OperationContext, PromptOptions, PromptResponse, redacted_info};
 use crate::overlay::CallOverlay;
-use crate::record::{Image, Usage, UserContent, UserMessage};
+use crate::record::{
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, Image, PendingAction, Record,
+    StoredRecord, Usage, UserContent, UserMessage,
+};
 use crate::sandbox::normalize_path;
 use crate::scope::AgentScope;
 use crate::shared::{HarnessShared, SessionShared};
 use crate::skill::SkillCatalog;
 use crate::spans;
-use crate::store::{SessionKey, SessionLog};
+use crate::steps;
+use crate::store::{SessionKey, SessionLog, SessionStore};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
-use crate::util::new_uuid;
+use crate::util::{new_uuid, now_ms};
 
 /// How many levels below the root session tasks may nest: a root session's task is at depth
 /// 1, and a task at depth 4 cannot delegate further.
@@ -189,6 +198,7 @@ pub(crate) async fn run_agent(
     overlay: CallOverlay,
     ctx: OperationContext,
 ) -> Result<(PromptResponse, Usage)> {
+    let opening = route_to_tasks(&shared, opening, &ctx).await?;
     let delegation = if shared.scope.subagents.is_empty() {
         None
     } else {
@@ -197,10 +207,45 @@ pub(crate) async fn run_agent(
             thinking: agent_loop::call_thinking(&options, &overlay, &shared.scope),
         };
         let usage = Arc::new(Mutex::new(Usage::default()));
-        let tool = task_tool(&shared, inherited, &ctx.sink, &usage)?;
-        Some(Delegation { tool, usage })
+        let tool = task_tool(&shared, inherited.clone(), &ctx.sink, &usage)?;
+        let resume = resume_tool(&shared, inherited, &ctx.sink, &usage);
+        Some(Delegation {
+            tool,
+            usage,
+            resume,
+        })
     };
-    agent_loop::run(shared, opening, options, overlay, ctx, delegation).await
+    let result = agent_loop::run(
+        Arc::clone(&shared),
+        opening,
+        options,
+        overlay,
+        ctx,
+        delegation,
+    )
+    .await;
+    match result {
+        // Name what the user decides: a waiting `task` call's subagent actions.
+        Err(FlueError::ActionsPending { session, actions }) => {
+            let list = {
+                let state = shared.state.lock().await;
+                steps::actions(&state.records)
+            };
+            let harness = &shared.harness;
+            let named: Vec<String> =
+                with_task_actions(harness.store.as_ref(), &harness.instance_id, list)
+                    .await?
+                    .into_iter()
+                    .filter(|info| info.decision.is_none())
+                    .map(|info| info.action.action_id)
+                    .collect();
+            Err(FlueError::ActionsPending {
+                session,
+                actions: if named.is_empty() { actions } else { named },
+            })
+        }
+        other => other,
+    }
 }
 
 /// What a task inherits from the call that starts it.
@@ -238,6 +283,7 @@ pub(crate) async fn run_task(
     inherited: &Inherited,
     cancel: &CancellationToken,
     sink: &TurnSink,
+    pausable: bool,
 ) -> Result<TaskOutcome> {
     let harness = Arc::clone(&parent.harness);
     let cwd = match &options.cwd {
@@ -265,16 +311,6 @@ pub(crate) async fn run_task(
         Arc::new(scope),
         depth,
     ));
-    let _guard = child.begin()?;
-
-    let agent = options.agent.clone();
-    sink.send(Event::TaskStart {
-        session: name.clone(),
-        parent: parent.key.session.clone(),
-        agent: agent.clone(),
-        depth,
-    });
-    let (child_sink, forwarder) = forward_task_events(sink, &name, depth);
     let mut content = vec![UserContent::Text {
         text: text.to_owned(),
     }];
@@ -288,59 +324,107 @@ pub(crate) async fn run_task(
         role: options.role,
         ..PromptOptions::default()
     };
-    let ctx = OperationContext {
-        cancel: cancel.child_token(),
-        sink: child_sink,
+    let opening = Opening {
+        pausable_task: pausable,
+        ..Opening::message(Some(UserMessage { content }))
     };
-    let span = spans::operation(
-        OperationKind::Task,
-        agent.as_deref().unwrap_or(&harness.agent.name),
-        &harness.instance_id,
-        &name,
-        depth,
-    );
-    let result = run_agent(
-        Arc::clone(&child),
-        Opening::message(Some(UserMessage { content })),
-        prompt_options,
-        overlay,
-        ctx,
-    )
-    .instrument(span.clone())
-    .await;
-    // The child's sink is gone with its context: let the forwarder drain nested task events
-    // before this task's own end.
-    let _ = forwarder.await;
-    let (outcome, usage, error) = match &result {
-        Ok((_, usage)) => (Outcome::Completed, *usage, None),
-        Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
-        Err(err) => (
-            Outcome::Failed,
-            Usage::default(),
-            Some(redacted_info(&harness.redactor, err)),
-        ),
+    let run = ChildRun {
+        parent,
+        child,
+        agent: options.agent,
+        cancel,
+        sink,
     };
-    spans::record_usage(&span, &usage);
-    spans::record_outcome(
-        &span,
-        outcome,
-        error.as_ref().map(|info| info.kind.as_str()),
-    );
-    drop(span);
-    sink.send(Event::TaskEnd {
-        session: name.clone(),
-        agent,
-        depth,
-        outcome,
-        usage,
-        error,
-    });
-    let (response, usage) = result?;
+    let (response, usage) = run.run(opening, prompt_options, overlay).await?;
     Ok(TaskOutcome {
         session: name,
         response,
         usage,
     })
+}
+
+/// One run of a task session: from a new message or resumed from its log.
+struct ChildRun<'a> {
+    parent: &'a SessionShared,
+    child: Arc<SessionShared>,
+    agent: Option<String>,
+    cancel: &'a CancellationToken,
+    sink: &'a TurnSink,
+}
+
+impl ChildRun<'_> {
+    /// Runs the model operation in the child session and reports start and end on the
+    /// parent's sink (a paused task ends with [`Outcome::RequiresAction`]).
+    async fn run(
+        self,
+        opening: Opening,
+        prompt_options: PromptOptions,
+        overlay: CallOverlay,
+    ) -> Result<(PromptResponse, Usage)> {
+        let Self {
+            parent,
+            child,
+            agent,
+            cancel,
+            sink,
+        } = self;
+        let _guard = child.begin()?;
+        let name = child.key.session.clone();
+        let depth = child.depth;
+        let harness = Arc::clone(&child.harness);
+        sink.send(Event::TaskStart {
+            session: name.clone(),
+            parent: parent.key.session.clone(),
+            agent: agent.clone(),
+            depth,
+        });
+        let (child_sink, forwarder) = forward_task_events(sink, &name, depth);
+        let ctx = OperationContext {
+            cancel: cancel.child_token(),
+            sink: child_sink,
+        };
+        let span = spans::operation(
+            OperationKind::Task,
+            agent.as_deref().unwrap_or(&harness.agent.name),
+            &harness.instance_id,
+            &name,
+            depth,
+        );
+        let result = run_agent(Arc::clone(&child), opening, prompt_options, overlay, ctx)
+            .instrument(span.clone())
+            .await;
+        // The child's sink is gone with its context: let the forwarder drain nested task events
+        // before this task's own end.
+        let _ = forwarder.await;
+        let (outcome, usage, error) = match &result {
+            Ok((response, usage)) if !response.pending_actions.is_empty() => {
+                (Outcome::RequiresAction, *usage, None)
+            }
+            Ok((_, usage)) => (Outcome::Completed, *usage, None),
+            Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
+            Err(err) => (
+                Outcome::Failed,
+                Usage::default(),
+                Some(redacted_info(&harness.redactor, err)),
+            ),
+        };
+        spans::record_usage(&span, &usage);
+        spans::record_outcome(
+            &span,
+            outcome,
+            error.as_ref().map(|info| info.kind.as_str()),
+        );
+        drop(span);
+        sink.send(Event::TaskEnd {
+            session: name.clone(),
+            agent,
+            depth,
+            outcome,
+            usage,
+            error,
+        });
+        result
+    }
 }
 
 /// The scope of a child of `parent`: the subagent `agent`'s, or the parent's own.
@@ -411,7 +495,13 @@ fn forward_task_events(
     let forwarder = tokio::spawn(async move {
         while let Some(event) = events_rx.recv().await {
             match event {
-                Event::TaskStart { .. } | Event::TaskEnd { .. } | Event::TaskActivity { .. } => {
+                // Pauses pass as they are: the root's reply lists a task's pending actions.
+                Event::TaskStart { .. }
+                | Event::TaskEnd { .. }
+                | Event::TaskActivity { .. }
+                | Event::ActionRequired { .. }
+                | Event::CustomToolUse { .. }
+                | Event::ActionResolved { .. } => {
                     parent.send(event);
                 }
                 Event::TextDelta { .. }
@@ -428,9 +518,6 @@ fn forward_task_events(
                 }),
                 Event::OperationStart { .. }
                 | Event::OperationEnd { .. }
-                | Event::ActionRequired { .. }
-                | Event::CustomToolUse { .. }
-                | Event::ActionResolved { .. }
                 | Event::SubmissionWaiting { .. }
                 | Event::SubmissionQueued { .. }
                 | Event::SubmissionRunning { .. }
@@ -487,11 +574,16 @@ pub(crate) fn task_tool(
                     &inherited,
                     &ctx.cancel,
                     &sink,
+                    true,
                 )
                 .await
                 .map_err(ToolError::from)?;
                 if let Ok(mut total) = usage.lock() {
                     *total += outcome.usage;
+                }
+                if !outcome.response.pending_actions.is_empty() {
+                    // The loop holds this call as a waiting `task` action.
+                    return Err(ToolError::new(TASK_PAUSED, outcome.session));
                 }
                 Ok(json!({
                     "session": outcome.session,
@@ -558,6 +650,298 @@ fn task_tool_description(scope: &AgentScope, harness: &HarnessShared) -> String 
         text.push_str(&roles.concat());
     }
     text
+}
+
+/// How the parent of one call resumes its paused tasks (see [`ResumeTask`]).
+fn resume_tool(
+    parent: &Arc<SessionShared>,
+    inherited: Inherited,
+    sink: &TurnSink,
+    usage: &Arc<Mutex<Usage>>,
+) -> ResumeTask {
+    let parent = Arc::clone(parent);
+    let sink = sink.clone();
+    let usage = Arc::clone(usage);
+    Arc::new(move |action: PendingAction, cancel: CancellationToken| {
+        let parent = Arc::clone(&parent);
+        let inherited = inherited.clone();
+        let sink = sink.clone();
+        let usage = Arc::clone(&usage);
+        Box::pin(
+            async move { resume_task(&parent, &inherited, action, &cancel, &sink, &usage).await },
+        )
+    })
+}
+
+/// Resumes the task session of a waiting `task` call from its log alone: the subagent's
+/// scope is rebuilt from the call's input (`agent`, `role`) as the call first built it, and
+/// the child's loop takes over where its log stands (decided actions first).
+async fn resume_task(
+    parent: &Arc<SessionShared>,
+    inherited: &Inherited,
+    action: PendingAction,
+    cancel: &CancellationToken,
+    sink: &TurnSink,
+    usage: &Mutex<Usage>,
+) -> Result<TaskResumed> {
+    let Some(name) = action.session.clone() else {
+        return Ok(TaskResumed::Answered(Err(ToolError::new(
+            "task_lost",
+            "the task's session is not recorded; run the task again",
+        ))));
+    };
+    let input: TaskInput = match serde_json::from_value(action.input.clone()) {
+        Ok(input) => input,
+        Err(err) => {
+            return Ok(TaskResumed::Answered(Err(ToolError::invalid_input(
+                format!("the stored `task` input does not parse: {err}"),
+            ))));
+        }
+    };
+    let harness = Arc::clone(&parent.harness);
+    let scope = child_scope(
+        &parent.scope,
+        input.agent.as_deref(),
+        inherited,
+        parent.scope.cwd.clone(),
+    )?;
+    let role = input.role.clone().or_else(|| scope.role.clone());
+    let overlay = CallOverlay::resolve(&harness.roles, role, None)?;
+    let key = SessionKey::new(harness.instance_id.clone(), name.clone());
+    let child = Arc::new(SessionShared::new_task(
+        harness,
+        key,
+        empty_log(),
+        Arc::new(scope),
+        parent.depth + 1,
+    ));
+    let prompt_options = PromptOptions {
+        role: input.role,
+        ..PromptOptions::default()
+    };
+    let opening = Opening {
+        pausable_task: true,
+        ..Opening::default()
+    };
+    let agent = input.agent;
+    let run = ChildRun {
+        parent,
+        child,
+        agent: agent.clone(),
+        cancel,
+        sink,
+    };
+    match run.run(opening, prompt_options, overlay).await {
+        Err(FlueError::Aborted) => Err(FlueError::Aborted),
+        Err(err) => Ok(TaskResumed::Answered(Err(ToolError::from(err)))),
+        Ok((response, used)) => {
+            if let Ok(mut total) = usage.lock() {
+                *total += used;
+            }
+            if response.pending_actions.is_empty() {
+                Ok(TaskResumed::Answered(Ok(json!({
+                    "session": name,
+                    "agent": agent,
+                    "text": response.text,
+                }))))
+            } else {
+                Ok(TaskResumed::Waiting(response.pending_actions))
+            }
+        }
+    }
+}
+
+/// Stores the decisions of `opening` that concern actions of task sessions below `shared`
+/// in those sessions' logs (checked there: the first decision wins), and keeps the rest for
+/// the loop. Interrupting a waiting `task` call also interrupts its task's pending actions.
+async fn route_to_tasks(
+    shared: &SessionShared,
+    mut opening: Opening,
+    ctx: &OperationContext,
+) -> Result<Opening> {
+    if opening.decisions.is_empty() {
+        return Ok(opening);
+    }
+    let records = {
+        let mut state = shared.state.lock().await;
+        shared.sync(&mut state).await?;
+        state.records.clone()
+    };
+    let store = shared.harness.store.as_ref();
+    let instance = shared.harness.instance_id.as_str();
+    let own = steps::actions(&records);
+    let mut kept = Vec::with_capacity(opening.decisions.len());
+    for decision in std::mem::take(&mut opening.decisions) {
+        let mine = own
+            .iter()
+            .find(|state| state.action.action_id == decision.action_id);
+        if let Some(state) = mine {
+            if state.action.kind == ActionKind::Task
+                && decision.decision == ActionDecision::Interrupted
+                && let Some(session) = &state.action.session
+            {
+                interrupt_task(store, instance, session).await?;
+            }
+            kept.push(decision);
+            continue;
+        }
+        match locate_action(store, instance, &records, &decision.action_id).await? {
+            Some(key) => {
+                decide_in(store, &key, &decision).await?;
+                ctx.sink.send(Event::ActionResolved {
+                    action_id: decision.action_id.clone(),
+                    decision: decision.decision.clone(),
+                });
+            }
+            None => kept.push(decision),
+        }
+    }
+    opening.decisions = kept;
+    Ok(opening)
+}
+
+fn records_of(log: SessionLog) -> Vec<Record> {
+    log.records
+        .into_iter()
+        .map(|stored| stored.record)
+        .collect()
+}
+
+/// The task sessions whose `task` calls wait in `records`.
+fn waiting_tasks(records: &[Record]) -> Vec<String> {
+    steps::pending_actions(records)
+        .into_iter()
+        .filter(|action| action.kind == ActionKind::Task)
+        .filter_map(|action| action.session)
+        .collect()
+}
+
+/// The task session (below the session holding `records`, through its `task` calls, waiting
+/// or answered: a late second decision then finds the first) that holds the action
+/// `action_id`.
+pub(crate) async fn locate_action(
+    store: &dyn SessionStore,
+    instance: &str,
+    records: &[Record],
+    action_id: &str,
+) -> Result<Option<SessionKey>> {
+    let task_sessions = |records: &[Record]| -> Vec<String> {
+        steps::actions(records)
+            .into_iter()
+            .filter(|state| state.action.kind == ActionKind::Task)
+            .filter_map(|state| state.action.session)
+            .collect()
+    };
+    let mut frontier = task_sessions(records);
+    while let Some(name) = frontier.pop() {
+        let key = SessionKey::new(instance.to_owned(), name);
+        let Some(log) = store.load(&key, 0).await? else {
+            continue;
+        };
+        let records = records_of(log);
+        if steps::actions(&records)
+            .iter()
+            .any(|state| state.action.action_id == action_id)
+        {
+            return Ok(Some(key));
+        }
+        frontier.extend(task_sessions(&records));
+    }
+    Ok(None)
+}
+
+/// Checks `decision` against the log of `key` and appends it there. A writer that raced us
+/// is seen on the retry: a decision already stored is [`FlueError::ActionAlreadyResolved`].
+pub(crate) async fn decide_in(
+    store: &dyn SessionStore,
+    key: &SessionKey,
+    decision: &ActionResolution,
+) -> Result<()> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let log = store
+            .load(key, 0)
+            .await?
+            .ok_or_else(|| FlueError::SessionNotFound {
+                session: key.session.clone(),
+            })?;
+        let version = log.version;
+        let action = steps::check_decision(
+            &records_of(log),
+            &key.session,
+            &decision.action_id,
+            &decision.decision,
+        )?;
+        let stored = [StoredRecord::new(
+            Record::ActionResolved(ActionResolution::of(&action, decision.decision.clone())),
+            now_ms(),
+        )];
+        match store.append(key, version, &stored).await {
+            Ok(_) => return Ok(()),
+            Err(err) if tries >= 3 => return Err(err),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Answers every pending action of the task session `session`, and of the tasks it waits
+/// for, as interrupted.
+pub(crate) async fn interrupt_task(
+    store: &dyn SessionStore,
+    instance: &str,
+    session: &str,
+) -> Result<()> {
+    let mut frontier = vec![session.to_owned()];
+    while let Some(name) = frontier.pop() {
+        let key = SessionKey::new(instance.to_owned(), name);
+        let Some(log) = store.load(&key, 0).await? else {
+            continue;
+        };
+        let version = log.version;
+        let records = records_of(log);
+        frontier.extend(waiting_tasks(&records));
+        let at = now_ms();
+        let stored: Vec<StoredRecord> = steps::pending_actions(&records)
+            .iter()
+            .map(|action| {
+                let resolution = ActionResolution::of(action, ActionDecision::Interrupted);
+                StoredRecord::new(Record::ActionResolved(resolution), at)
+            })
+            .collect();
+        if !stored.is_empty() {
+            store.append(&key, version, &stored).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `list` with every `task` call's action replaced by the actions of its task session (and
+/// theirs, to any depth). The task's pending actions are listed only while its call waits.
+pub(crate) async fn with_task_actions(
+    store: &dyn SessionStore,
+    instance: &str,
+    list: Vec<ActionInfo>,
+) -> Result<Vec<ActionInfo>> {
+    let mut out = Vec::with_capacity(list.len());
+    // (entry, whether the task call above it still waits)
+    let mut stack: Vec<(ActionInfo, bool)> = list.into_iter().rev().map(|i| (i, true)).collect();
+    while let Some((info, live)) = stack.pop() {
+        if !live && info.decision.is_none() {
+            continue;
+        }
+        let (ActionKind::Task, Some(session)) = (info.action.kind, &info.action.session) else {
+            out.push(info);
+            continue;
+        };
+        let key = SessionKey::new(instance.to_owned(), session.clone());
+        if let Some(log) = store.load(&key, 0).await? {
+            let live = live && info.decision.is_none();
+            let nested = steps::actions(&records_of(log));
+            stack.extend(nested.into_iter().rev().map(|i| (i, live)));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

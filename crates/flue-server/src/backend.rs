@@ -263,6 +263,17 @@ pub struct Resolved {
     pub offset: Offset,
 }
 
+/// What an interrupt did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Interrupted {
+    /// The actions answered as interrupted.
+    pub interrupted: Vec<String>,
+    /// The waiting submission it settled as aborted, if any.
+    pub settled: Option<String>,
+    /// The submission of the new message, when one came with the interrupt.
+    pub submission_id: Option<String>,
+}
+
 /// A runtime the router serves. Implementations must answer reads without waiting for the
 /// agent (reads never block writers and writers never wait for readers).
 pub trait Backend: Send + Sync + 'static {
@@ -344,6 +355,38 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async move {
             self.head(key).await?;
             Ok(Vec::new())
+        })
+    }
+
+    /// Answers every pending action as interrupted (settling a waiting submission as
+    /// aborted), then admits `message` as a new user message when there is one; returns once
+    /// both are durable. The default is for backends without pauses: nothing to interrupt;
+    /// the message is dispatched as any other.
+    fn interrupt<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        message: Option<String>,
+    ) -> BoxFuture<'a, Result<Interrupted, BackendError>> {
+        Box::pin(async move {
+            self.head(key).await?;
+            let submission_id = match message {
+                Some(text) => {
+                    let delivery = Delivery {
+                        message: Delivered::User {
+                            text,
+                            images: Vec::new(),
+                        },
+                        condition: SendCondition::Any,
+                        initial_data: None,
+                    };
+                    Some(self.dispatch(key, delivery).await?.submission_id)
+                }
+                None => None,
+            };
+            Ok(Interrupted {
+                submission_id,
+                ..Interrupted::default()
+            })
         })
     }
 

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use crate::backend::{
     Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
-    ConversationKey, Decision, Delivered, Delivery, LiveChunks, LiveCursor, Page, Resolved,
-    SendCondition, SubmissionStatus,
+    ConversationKey, Decision, Delivered, Delivery, Interrupted, LiveChunks, LiveCursor, Page,
+    Resolved, SendCondition, SubmissionStatus,
 };
 use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunks, user_message};
 use crate::turns::{LiveTurns, spawn_follower};
@@ -358,6 +358,36 @@ impl Backend for DurableRuntime {
             Ok(Resolved {
                 submission_id: receipt.submission_id,
                 offset: Offset(receipt.offset.0),
+            })
+        })
+    }
+
+    fn interrupt<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        message: Option<String>,
+    ) -> BoxFuture<'a, Result<Interrupted, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            if self.inner.stopping.load(Ordering::Acquire) {
+                return Err(BackendError::ShuttingDown);
+            }
+            let receipt = self
+                .inner
+                .runtime
+                .interrupt(&core_key, message.map(DeliveredMessage::user))
+                .await
+                .map_err(backend_error)?;
+            let submission_id = receipt
+                .dispatched
+                .map(|dispatched| dispatched.submission_id);
+            if let Some(submission_id) = &submission_id {
+                lock(&self.inner.admitted).insert(submission_id.clone());
+            }
+            Ok(Interrupted {
+                interrupted: receipt.interrupted,
+                settled: receipt.settled,
+                submission_id,
             })
         })
     }

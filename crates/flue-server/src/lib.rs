@@ -38,8 +38,8 @@ pub mod wire;
 
 pub use backend::{
     Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
-    ConversationKey, Decision, Delivered, Delivery, LiveChunks, LiveCursor, Page, Resolved,
-    SendCondition, SubmissionStatus,
+    ConversationKey, Decision, Delivered, Delivery, Interrupted, LiveChunks, LiveCursor, Page,
+    Resolved, SendCondition, SubmissionStatus,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;

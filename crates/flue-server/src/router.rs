@@ -74,6 +74,7 @@ pub const ROUTES: &[&str] = &[
     "GET /agents/{agent}/{id}/submissions/{submission}",
     "GET /agents/{agent}/{id}/actions",
     "POST /agents/{agent}/{id}/actions/{action}",
+    "POST /agents/{agent}/{id}/interrupt",
 ];
 
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
@@ -120,6 +121,10 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/actions/{action}",
             post(routes::resolve).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/interrupt",
+            post(routes::interrupt).fallback(|| async { ApiError::method_not_allowed("POST") }),
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))

@@ -246,6 +246,69 @@ pub(crate) async fn resolve(
     Ok(response)
 }
 
+/// `POST /agents/<agent>/<id>/interrupt`: answers every pending action as interrupted and,
+/// with a body `{"message": "..."}`, sends that message next. An empty body interrupts only.
+pub(crate) async fn interrupt(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(state.config.body_limit)
+        } else {
+            ApiError::invalid_request(rejection.body_text())
+        }
+    })?;
+    let message = parse_interrupt(&headers, &body)?;
+    let done = state.backend.interrupt(&key, message).await?;
+    tracing::info!(
+        target: "flue_server::action",
+        conversation = %key.conversation_id(),
+        interrupted = done.interrupted.len(),
+        "interrupted"
+    );
+    let mut response = Json(json!({
+        "interrupted": done.interrupted,
+        "settledSubmissionId": done.settled,
+        "submissionId": done.submission_id,
+    }))
+    .into_response();
+    json_no_store(response.headers_mut());
+    Ok(response)
+}
+
+/// The body of an interrupt: empty, `{}` or `{"message": "..."}`.
+fn parse_interrupt(headers: &HeaderMap, body: &[u8]) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
+    let shape = "The body must be empty, {} or {\"message\": \"...\"} with a non-empty message.";
+    let Some(object) = value.as_object() else {
+        return Err(ApiError::invalid_request(shape));
+    };
+    if object.keys().any(|name| name != "message") {
+        return Err(ApiError::invalid_request(shape));
+    }
+    match object.get("message") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if !text.trim().is_empty() => Ok(Some(text.clone())),
+        Some(_) => Err(ApiError::invalid_request(shape)),
+    }
+}
+
 /// One action on the wire (camelCase, `state` naming the decision or `pending`).
 pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     let action = &info.action;
@@ -258,6 +321,9 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
         "reason": action.reason,
         "state": action_state(info.decision.as_ref()),
     });
+    if let Some(session) = &action.session {
+        value["session"] = json!(session);
+    }
     match &info.decision {
         Some(flue_core::ActionDecision::Deny {
             message: Some(message),

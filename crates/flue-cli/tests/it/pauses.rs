@@ -172,3 +172,57 @@ fn on_a_terminal_the_person_answers_y_or_n() {
     assert_eq!((code, out.as_str()), (Some(0), "done\n"), "{shown}");
     assert!(workspace.root().join("made.txt").exists());
 }
+
+/// A lead agent that delegates `go` to the `cleaner` subagent, whose `bash` asks first.
+fn delegating() -> Workspace {
+    let script = serde_json::json!({"rules": [
+        {"when": {"user_matches": "^clean$", "tool_result": "bash"},
+         "reply": {"text": "cleaned"}},
+        {"when": {"user_matches": "^clean$"},
+         "reply": {"tool_calls": [{"name": "bash", "input": {"command": "echo made > made.txt"}}]}},
+        {"when": {"user_matches": "^go$", "tool_result": "task"},
+         "reply": {"text": "lead done"}},
+        {"when": {"user_matches": "^go$"},
+         "reply": {"tool_calls": [{"name": "task", "input": {"prompt": "clean", "agent": "cleaner"}}]}}
+    ]})
+    .to_string();
+    Workspace::new(&[
+        (
+            "agents/lead.md",
+            "---\nmodel: scripted/s.json\nsandbox: local\nsubagents: [cleaner]\npermissions:\n  bash: always_ask\n---\nLead.\n",
+        ),
+        (
+            "agents/cleaner.md",
+            "---\ndescription: Cleans up\nmodel: scripted/s.json\ntools: [bash]\n---\nClean.\n",
+        ),
+        ("s.json", &script),
+    ])
+}
+
+#[test]
+fn a_subagents_confirmation_stops_the_run_and_another_run_confirms_it() {
+    let workspace = delegating();
+    let paused = workspace.flue(&["run", "lead", "-m", "go", "--id", "c1", "--json"]);
+    assert_eq!(
+        paused.status.code(),
+        Some(3),
+        "{}\n{}",
+        stderr(&paused),
+        stdout(&paused)
+    );
+    let envelope = json(&paused);
+    assert_eq!(envelope["outcome"], "requires_action");
+    let action = &envelope["pendingActions"][0];
+    assert_eq!(action["tool_name"], "bash");
+    assert!(
+        action["session"].as_str().unwrap().starts_with("task:"),
+        "{action}"
+    );
+    assert!(!workspace.root().join("made.txt").exists());
+    let action_id = action["action_id"].as_str().unwrap().to_owned();
+
+    let resumed = workspace.flue(&["run", "lead", "--id", "c1", "--confirm", &action_id]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(stdout(&resumed), "lead done\n");
+    assert!(workspace.root().join("made.txt").exists());
+}

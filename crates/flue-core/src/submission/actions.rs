@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
-use crate::record::{ActionDecision, ActionInfo, ActionResolution, Record, StoredRecord};
+use crate::record::{
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, Record, StoredRecord,
+};
 use crate::steps;
 use crate::store::conversation::ROOT_SESSION;
 use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog};
@@ -22,6 +24,7 @@ use crate::submission::wire::{
     ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, Settlement,
     SubmissionInfo, SubmissionState,
 };
+use crate::task;
 use crate::util::now_ms;
 
 /// How long a decision waits for a live owner to let the conversation go (it is running the
@@ -53,7 +56,8 @@ impl AgentRuntime {
     /// from the store. [`FlueError::AgentInstanceNotFound`] for an unknown conversation.
     pub async fn actions(&self, key: &ConversationKey) -> Result<Vec<ActionInfo>> {
         let log = self.root_log(key).await?;
-        Ok(steps::actions(&records_of(log)))
+        let list = steps::actions(&records_of(log));
+        task::with_task_actions(self.inner.store.as_ref(), &key.instance_id(), list).await
     }
 
     /// Decides one pending action of the conversation and resumes its waiting submission, in
@@ -74,6 +78,29 @@ impl AgentRuntime {
         decision: ActionDecision,
     ) -> Result<ResolveReceipt> {
         let conversation = key.to_string();
+        // An action of a subagent (a task session below a waiting `task` call) is decided in
+        // that session's log, under the same ownership.
+        let root_records = records_of(self.root_log(key).await?);
+        let in_root = steps::actions(&root_records)
+            .iter()
+            .any(|state| state.action.action_id == action_id);
+        let nested = match in_root {
+            true => None,
+            false => {
+                task::locate_action(
+                    self.inner.store.as_ref(),
+                    &key.instance_id(),
+                    &root_records,
+                    action_id,
+                )
+                .await?
+            }
+        };
+        if let Some(session) = nested {
+            return self
+                .resolve_nested(key, &session, action_id, decision)
+                .await;
+        }
         let check = |log: &SessionLog| {
             steps::check_decision(
                 &records_of(log.clone()),
@@ -158,6 +185,17 @@ impl AgentRuntime {
         let serial = self.inner.resolving.lock().await;
         let (fence, log) = self.own_checked(key, |_| Ok(())).await?;
         let mut records = records_of(log.clone());
+        // A waiting `task` call's subagent actions are interrupted with it.
+        for action in steps::pending_actions(&records) {
+            if let (ActionKind::Task, Some(session)) = (action.kind, &action.session) {
+                let interrupted =
+                    task::interrupt_task(self.inner.store.as_ref(), &key.instance_id(), session)
+                        .await;
+                if let Err(err) = interrupted {
+                    return Err(self.give_back(&fence, err).await);
+                }
+            }
+        }
         let decisions: Vec<Record> = steps::pending_actions(&records)
             .into_iter()
             .map(|action| {
@@ -276,6 +314,78 @@ impl AgentRuntime {
 
     /// The pending actions of the conversation when a submission of it waits on them (for
     /// refusing new messages); empty otherwise.
+    /// [`AgentRuntime::resolve`] for an action of the task session `session`.
+    async fn resolve_nested(
+        &self,
+        key: &ConversationKey,
+        session: &SessionKey,
+        action_id: &str,
+        decision: ActionDecision,
+    ) -> Result<ResolveReceipt> {
+        let _serial = self.inner.resolving.lock().await;
+        let (fence, _) = self.own_checked(key, |_| Ok(())).await?;
+        let checked = async {
+            let log = self.inner.store.load(session, 0).await?.ok_or_else(|| {
+                FlueError::SessionNotFound {
+                    session: session.session.clone(),
+                }
+            })?;
+            let version = log.version;
+            let action =
+                steps::check_decision(&records_of(log), &session.session, action_id, &decision)?;
+            let waiting = self.waiting_submission(key).await?;
+            Ok::<_, FlueError>((version, action, waiting))
+        }
+        .await;
+        let (version, action, waiting) = match checked {
+            Ok(checked) => checked,
+            Err(err) => return Err(self.give_back(&fence, err).await),
+        };
+        let stored = [StoredRecord::new(
+            Record::ActionResolved(ActionResolution::of(&action, decision.clone())),
+            now_ms(),
+        )];
+        let appended = self
+            .inner
+            .store
+            .append_fenced(FencedAppend {
+                fence: &fence,
+                submission_id: waiting.as_ref().map(|info| info.submission_id.as_str()),
+                applies_input: false,
+                resumes_waiting: true,
+                session,
+                expected_version: version,
+                records: &stored,
+            })
+            .await;
+        if let Err(err) = appended {
+            return Err(self.give_back(&fence, err).await);
+        }
+        self.inner.emit(
+            key,
+            waiting.as_ref().map(|info| info.submission_id.as_str()),
+            Event::ActionResolved {
+                action_id: action_id.to_owned(),
+                decision,
+            },
+        );
+        match &waiting {
+            Some(info) => {
+                if self.inner.own_work_only {
+                    self.inner.remember_own(key, &info.submission_id);
+                }
+                self.inner.kick(key);
+            }
+            None => {
+                let _ = self.inner.store.release(&fence).await;
+            }
+        }
+        Ok(ResolveReceipt {
+            submission_id: waiting.map(|info| info.submission_id),
+            offset: self.head(key).await?,
+        })
+    }
+
     pub(crate) async fn blocking_actions(&self, key: &ConversationKey) -> Result<Vec<String>> {
         if self.waiting_submission(key).await?.is_none() {
             return Ok(Vec::new());

@@ -43,6 +43,7 @@ mod submission_pauses;
 mod submission_support;
 mod submissions;
 mod task_activity;
+mod task_pauses;
 mod tasks;
 mod tool_call_ids;
 mod tools_builtin;

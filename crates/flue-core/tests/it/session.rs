@@ -520,6 +520,71 @@ async fn a_second_operation_on_a_busy_session_fails_at_once() {
     assert!(same.shell("true", ExecOptions::new()).await.is_ok());
 }
 
+/// A short all-or-nothing tool (interrupt behaviour `complete`): signals `started`, then
+/// takes `millis` and counts its runs; it ignores cancellation by design.
+fn complete_tool(
+    started: Arc<Notify>,
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+) -> ToolDefinition {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {}
+    ToolDefinition::from_fn("write", "Writes.", move |_input: Input, ctx| {
+        let started = started.clone();
+        let runs = runs.clone();
+        async move {
+            started.notify_one();
+            // Wait long enough for the abort to land, unless the call saw it.
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                () = ctx.cancel.cancelled() => {
+                    return Err(ToolError::new("aborted", "stopped half-way"));
+                }
+            }
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(json!("written"))
+        }
+    })
+    .unwrap()
+    .with_meta(flue_core::ToolMeta {
+        interrupt: flue_core::InterruptBehavior::Complete,
+        ..flue_core::ToolMeta::default()
+    })
+}
+
+#[tokio::test]
+async fn an_abort_lets_a_complete_call_finish_and_cancels_the_others() {
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let write_started = Arc::new(Notify::new());
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let f = fixture(
+        vec![
+            Turn::Calls(vec![("gate", json!({})), ("write", json!({}))]),
+            Turn::Text("after"),
+        ],
+        AgentConfig::new()
+            .with_tool(gate_tool("gate", started.clone(), release))
+            .with_tool(complete_tool(write_started.clone(), runs.clone())),
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let handle = session.prompt("go", PromptOptions::default());
+    started.notified().await;
+    write_started.notified().await;
+    handle.abort();
+    assert!(matches!(handle.await, Err(FlueError::Aborted)));
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let records = session.records().await;
+    assert_eq!(
+        kinds(&records),
+        vec!["user", "assistant", "tool_error", "tool"]
+    );
+    let (Record::ToolResult(gate), Record::ToolResult(write)) = (&records[2], &records[3]) else {
+        panic!("expected tool results")
+    };
+    assert_eq!(gate.error_kind.as_deref(), Some("aborted"));
+    assert_eq!(write.content, "written");
+}
+
 #[tokio::test]
 async fn aborting_during_a_tool_leaves_every_call_answered() {
     let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));

@@ -19,7 +19,17 @@ use crate::submission_support::{AGENT, AgentSettings, runtime, side_effect_count
 fn asking(dir: &Path) -> AgentSettings {
     let mut settings = AgentSettings::new(dir);
     settings.ask = true;
+    settings.delegate = std::env::var_os("FLUE_PAUSE_DELEGATE").is_some();
     settings
+}
+
+/// What the pausing process sends: `tools 1`, or `delegate 1` (the `helper` subagent's call
+/// pauses) with `FLUE_PAUSE_DELEGATE` set.
+fn pausing_prompt() -> &'static str {
+    match std::env::var_os("FLUE_PAUSE_DELEGATE") {
+        Some(_) => "delegate 1",
+        None => "tools 1",
+    }
 }
 
 fn key() -> ConversationKey {
@@ -193,7 +203,7 @@ async fn pause_worker() {
             let receipt = runtime
                 .dispatch(
                     &key(),
-                    DeliveredMessage::user("tools 1"),
+                    DeliveredMessage::user(pausing_prompt()),
                     DispatchOptions::default(),
                 )
                 .await
@@ -275,6 +285,40 @@ fn after_kill_9_another_process_resolves_and_the_tool_runs_exactly_once() {
             .output()
             .unwrap();
         assert!(output.status.success());
+        assert_eq!(marker_lines(&output), ["DONE done (1 results)"]);
+        let counts = side_effect_counts(&dir.path().join("side_effects.txt"));
+        assert_eq!(counts.values().copied().collect::<Vec<_>>(), [1]);
+    }
+}
+
+#[test]
+fn after_kill_9_another_process_resolves_a_subagents_action_and_the_parent_finishes() {
+    const TRIALS: usize = 2;
+    for _ in 0..TRIALS {
+        let dir = tempfile::tempdir().unwrap();
+        let pause = || {
+            let mut child = worker(dir.path(), "pause", None)
+                .env("FLUE_PAUSE_DELEGATE", "1")
+                .spawn()
+                .unwrap();
+            let stdout = child.stdout.take().unwrap();
+            let action = BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .find_map(|line| line.strip_prefix("PAUSED ").map(str::to_owned))
+                .expect("the pausing process did not pause");
+            child.kill().unwrap();
+            child.wait().unwrap();
+            action
+        };
+        let action = pause();
+        assert!(side_effect_counts(&dir.path().join("side_effects.txt")).is_empty());
+        let output = worker(dir.path(), "resolve", Some(&action))
+            .env("FLUE_PAUSE_DELEGATE", "1")
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        // The subagent's call ran and the parent's model got the task's answer.
         assert_eq!(marker_lines(&output), ["DONE done (1 results)"]);
         let counts = side_effect_counts(&dir.path().join("side_effects.txt"));
         assert_eq!(counts.values().copied().collect::<Vec<_>>(), [1]);

@@ -20,6 +20,7 @@ pub const AGENT: &str = "worker";
 /// continues exactly as an uninterrupted one would:
 ///
 /// - user `tools N` -> N parallel `side_effect` calls;
+/// - user `delegate N` -> a `task` call giving the `helper` subagent `tools N`;
 /// - user `hang` -> never answers (until aborted);
 /// - user `fail` -> a non-retryable provider error;
 /// - tool results -> `done (N results)`;
@@ -64,6 +65,18 @@ impl ModelProvider for RuleModel {
                             _ => None,
                         })
                         .collect();
+                    if let Some(n) = body.strip_prefix("delegate ") {
+                        let call = ToolCall {
+                            id: format!("call_{n_messages}_task"),
+                            name: "task".into(),
+                            input: json!({ "prompt": format!("tools {n}"), "agent": "helper" }),
+                        };
+                        return Ok(ModelTurn {
+                            content: vec![AssistantContent::ToolCall(call)],
+                            usage: Usage::default(),
+                            stop_reason: StopReason::ToolUse,
+                        });
+                    }
                     if let Some(n) = body.strip_prefix("tools ") {
                         let n: usize = n.trim().parse().unwrap_or(1);
                         let calls = (0..n)
@@ -160,6 +173,8 @@ pub struct AgentSettings {
     pub durability: DurabilityConfig,
     /// Whether `side_effect` calls wait for a confirmation (`always_ask`).
     pub ask: bool,
+    /// Whether the agent declares the `helper` subagent (which has the side-effect tool).
+    pub delegate: bool,
 }
 
 impl AgentSettings {
@@ -170,6 +185,7 @@ impl AgentSettings {
             tool_delay: Duration::ZERO,
             durability: DurabilityConfig::default(),
             ask: false,
+            delegate: false,
         }
     }
 }
@@ -188,6 +204,11 @@ pub fn agents(settings: &AgentSettings) -> Arc<StaticAgents> {
                 settings.tool_delay,
             ))
             .with_durability(settings.durability.clone());
+        if settings.delegate {
+            agent = agent.with_subagent(flue_core::AgentProfile::new("helper").with_tool(
+                side_effect_tool(&settings.side_effects, settings.tool_delay),
+            ));
+        }
         if settings.ask {
             agent = agent.with_permission("side_effect", flue_core::Permission::AlwaysAsk);
         }

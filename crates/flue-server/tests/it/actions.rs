@@ -159,3 +159,65 @@ async fn a_denial_carries_its_message_and_actions_of_unknown_conversations_are_4
         (&json!("denied"), &json!("not this one"))
     );
 }
+
+#[tokio::test]
+async fn an_interrupt_answers_the_pending_actions_and_sends_the_new_message() {
+    let app = careful_app().await;
+    let missing = post_json(&app, "/agents/careful/nobody/interrupt", "{}").await;
+    assert_eq!(
+        (missing.status, missing.error_type()),
+        (404, "stream_not_found".to_owned())
+    );
+    let admitted = send(&app, URI, "find z").await;
+    let paused = admitted["submissionId"].as_str().unwrap().to_owned();
+    let action_id = pending(&app).await[0]["actionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bad = post_json(&app, &format!("{URI}/interrupt"), r#"{"message": 3}"#).await;
+    assert_eq!(
+        (bad.status, bad.error_type()),
+        (400, "invalid_request".to_owned())
+    );
+
+    let done = post_json(
+        &app,
+        &format!("{URI}/interrupt"),
+        r#"{"message":"never mind"}"#,
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", String::from_utf8_lossy(&done.body));
+    let body = done.json();
+    assert_eq!(body["interrupted"], json!([action_id]));
+    assert_eq!(body["settledSubmissionId"], paused.as_str());
+    let next = body["submissionId"].as_str().unwrap().to_owned();
+    assert_ne!(next, paused);
+    let snapshot = settled(&app, URI, &paused).await;
+    assert_eq!(snapshot["settlements"][0]["outcome"], "aborted");
+    // The new message went on (and, this model being what it is, asks again).
+    let listed = pending(&app).await;
+    assert_eq!(
+        (
+            &listed[0]["state"],
+            &listed[1]["state"],
+            &listed[1]["input"]
+        ),
+        (
+            &json!("interrupted"),
+            &json!("pending"),
+            &json!({"query": "never mind"})
+        )
+    );
+    let status = get(&app, &format!("{URI}/submissions/{next}")).await.json();
+    assert_eq!(status["state"], "waiting");
+    let again = post_json(&app, &format!("{URI}/interrupt"), "").await;
+    assert_eq!(again.json()["settledSubmissionId"], next.as_str());
+
+    // Nothing pending: an empty interrupt answers nothing and sends nothing.
+    let quiet = post_json(&app, &format!("{URI}/interrupt"), "").await;
+    assert_eq!(quiet.status, 200);
+    assert_eq!(
+        quiet.json(),
+        json!({"interrupted": [], "settledSubmissionId": null, "submissionId": null})
+    );
+}
