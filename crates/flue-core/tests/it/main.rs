@@ -13,6 +13,8 @@ mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod instance_ids;
+#[path = "../../../flue-connectors/tests/it/pg_server.rs"]
+mod pg_server;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;
