@@ -100,6 +100,38 @@ impl PostgresStore {
         rows.iter().map(conversation_from_row).collect()
     }
 
+    /// Pending conversations that are unowned, owned by `owner_id`, out of lease, or whose
+    /// owner's liveness lock is gone: one query, however many conversations live owners hold.
+    async fn orphaned_now(&self, owner_id: &str) -> Result<Vec<ConversationInfo>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "WITH live AS (
+                 SELECT objid::TEXT::BIGINT AS key FROM pg_locks
+                 WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                   AND classid::TEXT::BIGINT = {namespace}
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             )
+             SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c
+             WHERE EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id
+                           AND s.state <> 'settled')
+               AND (c.owner IS NULL OR c.owner = $1 OR c.lease_until <= now()
+                    OR NOT EXISTS (SELECT 1 FROM live
+                                   WHERE live.key::TEXT = split_part(c.owner, '-', 2)))
+             ORDER BY c.created_at, c.instance_id COLLATE \"C\"",
+            namespace = i64::from(LOCK_NAMESPACE)
+        );
+        query_all(
+            &client,
+            &sql,
+            &[&owner_id],
+            "cannot list orphaned conversations",
+        )
+        .await?
+        .iter()
+        .map(conversation_from_row)
+        .collect()
+    }
+
     async fn read_stream_now(
         &self,
         key: &ConversationKey,
@@ -586,6 +618,13 @@ impl ConversationStore for PostgresStore {
              AND s.state <> 'settled')",
             None,
         ))
+    }
+
+    fn orphaned_conversations<'a>(
+        &'a self,
+        owner_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        Box::pin(self.orphaned_now(owner_id))
     }
 
     fn submission<'a>(

@@ -192,6 +192,20 @@ pub trait ConversationStore: SessionStore {
     /// Conversations with unsettled submissions, oldest first (for recovery scans).
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
 
+    /// The conversations with unsettled submissions that `owner_id` could take now, oldest
+    /// first: for the periodic recovery scan, which runs often on a shared database.
+    ///
+    /// The default is [`ConversationStore::pending_conversations`] (every such conversation;
+    /// `acquire` then leaves the held ones alone). A store may leave out those a live owner
+    /// other than `owner_id` holds under an unexpired lease, so that a scan costs one query.
+    fn orphaned_conversations<'a>(
+        &'a self,
+        owner_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        let _ = owner_id;
+        self.pending_conversations()
+    }
+
     /// One submission, or `None` when the id is unknown.
     fn submission<'a>(
         &'a self,
