@@ -1,6 +1,7 @@
 //! Project automation, in plain Rust: `cargo xtask ci` and `cargo xtask bench`.
 //!
-//! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
+//! - `ci`: fmt check, clippy with warnings as errors, all tests (with a throwaway Postgres server
+//!   named by `FLUE_TEST_POSTGRES_URL`), rustdoc with warnings as errors.
 //! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
 //!   the in-process benchmarks of flue-core (the agent loop, durable submissions) and the
 //!   per-command latency of each sandbox.
@@ -83,6 +84,8 @@ fn main() -> anyhow::Result<()> {
 
 fn ci(root: &Path) -> anyhow::Result<()> {
     install_test_peers(root)?;
+    // One Postgres server for every test binary (each test makes its own database in it).
+    let postgres = TestPostgres::start(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"], &[])?;
     cargo(
         root,
@@ -96,7 +99,12 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         ],
         &[],
     )?;
-    cargo(root, &["test", "--workspace"], &[])?;
+    cargo(
+        root,
+        &["test", "--workspace"],
+        &[("FLUE_TEST_POSTGRES_URL", postgres.url.as_str())],
+    )?;
+    drop(postgres);
     cargo(
         root,
         &["doc", "--workspace", "--no-deps"],
@@ -120,6 +128,52 @@ fn install_test_peers(root: &Path) -> anyhow::Result<()> {
         bail!("tests/peers/install.sh failed: the tests need what it names");
     }
     Ok(())
+}
+
+/// A throwaway Postgres server for the tests (tests/peers/postgres.sh), stopped and deleted
+/// on drop.
+struct TestPostgres {
+    url: String,
+    dir: PathBuf,
+    script: PathBuf,
+}
+
+impl TestPostgres {
+    fn start(root: &Path) -> anyhow::Result<Self> {
+        let script = root.join("tests/peers/postgres.sh");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let dir = std::env::temp_dir().join(format!("flue-ci-postgres-{}", std::process::id()));
+        eprintln!(
+            "$ bash tests/peers/postgres.sh start {} {port}",
+            dir.display()
+        );
+        let output = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(&dir)
+            .arg(port.to_string())
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running tests/peers/postgres.sh")?;
+        if !output.status.success() {
+            bail!("tests/peers/postgres.sh could not start Postgres");
+        }
+        let url = String::from_utf8(output.stdout)?.trim().to_owned();
+        Ok(Self { url, dir, script })
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.script)
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {

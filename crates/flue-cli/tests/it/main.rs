@@ -14,6 +14,9 @@ mod durable;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
+mod multi_node;
+#[path = "../../../flue-connectors/tests/it/pg_server.rs"]
+mod pg_server;
 mod providers;
 mod run;
 mod runaway;

@@ -40,14 +40,14 @@ fn slow_secs(workspace: &Workspace, secs: u32) {
 }
 
 /// A running `flue serve`; killed (SIGKILL) when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     base: String,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Server {
-    fn start(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
         command
             .args(["serve", "--root"])
@@ -85,16 +85,16 @@ impl Server {
         }
     }
 
-    fn addr(&self) -> &str {
+    pub(crate) fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
     }
 
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 }
