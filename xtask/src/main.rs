@@ -9,7 +9,11 @@
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
 //! - `bench-serve`: `flue serve` over loopback HTTP: admission latency, settled submissions per
 //!   second, first streamed content, memory per idle SSE stream (see `bench_serve.rs`).
+//! - `bench-postgres`: several `flue serve` nodes on one Postgres database: settled/s on 1, 2
+//!   and 4 nodes, admission latency, takeover after SIGKILL / SIGSTOP, cross-node stream
+//!   latency (see `bench_postgres.rs`).
 
+mod bench_postgres;
 mod bench_providers;
 mod bench_serve;
 
@@ -19,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-postgres> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -76,6 +80,21 @@ fn main() -> anyhow::Result<()> {
                 None => None,
             };
             bench_serve::bench_serve(&root, streams, seconds, flue.as_deref())
+        }
+        Some("bench-postgres") => {
+            let value = |flag: &str| -> anyhow::Result<Option<&String>> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(Some(
+                        args.get(idx + 1)
+                            .with_context(|| format!("{flag} needs a value"))?,
+                    )),
+                    None => Ok(None),
+                }
+            };
+            let seconds = value("--seconds")?.map_or(Ok(10), |value| value.parse())?;
+            let flue = value("--flue")?.map(PathBuf::from);
+            let postgres = value("--postgres")?.cloned();
+            bench_postgres::bench_postgres(&root, seconds, flue.as_deref(), postgres.as_deref())
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),

@@ -424,3 +424,67 @@ fn wait_for(mut condition: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn flue_toml_names_the_store_and_a_missing_password_variable_is_named_not_printed() {
+    let workspace = workspace();
+    let database = fresh_database();
+    let url = store_arg(&database);
+    std::fs::write(
+        workspace.root().join("flue.toml"),
+        format!(
+            "[defaults]\nmodel = \"scripted/scripts/plain.json\"\n\n[store]\nurl = \"{url}\"\n"
+        ),
+    )
+    .unwrap();
+    // Without the variable the server refuses to start, naming the variable.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["serve", "--port", "0", "--root"])
+        .arg(workspace.root())
+        .env_remove(PASSWORD_VAR)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("flue serve started without its store password");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains(PASSWORD_VAR), "{stderr}");
+    assert!(stderr.contains("flue.toml [store] url"), "{stderr}");
+
+    // With it, conversations go to the database named in flue.toml.
+    let server = Server::start(workspace.root(), &[], &[(PASSWORD_VAR, PASSWORD)]);
+    let (status, body) = try_http(
+        server.addr(),
+        "POST",
+        "/agents/plain/from-toml",
+        &json!({"kind": "user", "body": "hi"}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        psql(
+            &database,
+            "SELECT COUNT(*) FROM flue_conversations WHERE instance_id = 'plain:from-toml'"
+        ),
+        "1"
+    );
+    assert!(!workspace.root().join(".flue/flue.db").exists());
+    assert!(!server.log().contains(PASSWORD));
+}

@@ -97,18 +97,13 @@ pub(crate) async fn listen(
                     session = Some(running);
                 }
                 Err(err) => {
-                    tracing_warn(&err);
+                    tracing::warn!(error = %err, "postgres listener: reconnecting");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
         }
     });
     Ok(())
-}
-
-fn tracing_warn(err: &FlueError) {
-    // flue-connectors does not depend on tracing; stderr is where serve's logs go anyway.
-    eprintln!("flue: postgres listener: {err}; retrying");
 }
 
 /// One listener session: resolves when its connection ends.

@@ -92,7 +92,7 @@ pub fn psql(url: &str, sql: &str) -> String {
 fn psql_binary() -> PathBuf {
     if let Ok(entries) = std::fs::read_dir("/usr/lib/postgresql") {
         let mut found: Vec<PathBuf> = entries
-            .filter_map(|entry| entry.ok())
+            .filter_map(Result::ok)
             .map(|entry| entry.path().join("bin/psql"))
             .filter(|path| path.exists())
             .collect();
