@@ -164,6 +164,9 @@ pub struct PostgresStore {
     pool: Pool,
     config: tokio_postgres::Config,
     heads: Arc<HeadWatchers>,
+    /// Owners whose registration this process dropped (dead, even before the database saw
+    /// their connection close).
+    released_owners: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Stops the listener task when the store is dropped.
     stop: CancellationToken,
     /// Where the database is, without the password (for messages).
@@ -219,6 +222,7 @@ impl PostgresStore {
             pool,
             config,
             heads: Arc::new(HeadWatchers::default()),
+            released_owners: Arc::default(),
             stop: CancellationToken::new(),
             shown,
         };

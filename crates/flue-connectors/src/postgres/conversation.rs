@@ -12,6 +12,8 @@
 //! compared with `now()`, so the nodes' clocks never matter. Writes that move the head send
 //! `pg_notify` in the same transaction (see `heads.rs`).
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Transaction};
@@ -305,23 +307,38 @@ impl PostgresStore {
                 err,
             )
         })?;
-        let driver = tokio::spawn(async move {
+        // Ends (closing the socket, which releases the lock) once the client is dropped.
+        tokio::spawn(async move {
             let _ = connection.await;
         });
         client
             .execute("SELECT pg_advisory_lock($1, $2)", &[&LOCK_NAMESPACE, &key])
             .await
             .map_err(pg_error("cannot take the owner lock"))?;
+        let owner_id = format!("{}-{key}", new_ulid());
         Ok(OwnerRegistration::new(
-            format!("{}-{key}", new_ulid()),
+            owner_id.clone(),
             OwnerGuard {
                 _client: client,
-                driver,
+                owner_id,
+                released: Arc::clone(&self.released_owners),
             },
         ))
     }
 
+    /// Whether this process dropped the registration of `owner_id` (its connection may still
+    /// be closing; the database will see it dead in a moment).
+    fn released_here(&self, owner_id: &str) -> bool {
+        self.released_owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(owner_id)
+    }
+
     async fn owner_alive_now(&self, owner_id: &str) -> Result<bool> {
+        if self.released_here(owner_id) {
+            return Ok(false);
+        }
         let client = self.client().await?;
         owner_alive_in(&client, owner_id).await
     }
@@ -343,6 +360,7 @@ impl PostgresStore {
         if let Some(holder) = &current.owner
             && holder != owner_id
             && current.leased
+            && !self.released_here(holder)
             && owner_alive_in(&tx, holder).await?
         {
             return Ok(Acquire::Held {
@@ -566,15 +584,20 @@ impl PostgresStore {
     }
 }
 
-/// Keeps an owner's advisory lock: dropping it closes the connection, which releases the lock.
+/// Keeps an owner's advisory lock: dropping it closes the connection, which releases the
+/// lock, and marks the owner dead for this process at once.
 struct OwnerGuard {
     _client: tokio_postgres::Client,
-    driver: tokio::task::JoinHandle<()>,
+    owner_id: String,
+    released: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Drop for OwnerGuard {
     fn drop(&mut self) {
-        self.driver.abort();
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(std::mem::take(&mut self.owner_id));
     }
 }
 
