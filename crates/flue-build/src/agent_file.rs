@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use flue_core::{Compaction, CompactionConfig, DurabilityConfig, ThinkingLevel};
+use flue_core::{Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel};
 use gray_matter::Pod;
 
 use crate::diagnostic::Diagnostic;
@@ -51,6 +51,9 @@ pub struct AgentFile {
     pub max_turns: Option<u32>,
     /// `role`: the default role of the agent's calls (a role under `.agents/roles/`).
     pub role: Option<String>,
+    /// `permissions`: tool names or globs (`mcp__*`, `bash`) mapped to `always_allow` or
+    /// `always_ask`, sorted by pattern.
+    pub permissions: Vec<(String, Permission)>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -119,6 +122,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "durability",
     "max_turns",
     "role",
+    "permissions",
 ];
 
 pub(crate) const SANDBOXES: &[(&str, SandboxKind)] = &[
@@ -187,6 +191,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "durability" => file.durability = durability(value, report),
         "max_turns" => file.max_turns = report.check(&keys, fields::positive_u32(key, value)),
         "role" => file.role = report.check(&keys, fields::string(key, value)),
+        "permissions" => file.permissions = permissions(value, report),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
 }
@@ -255,6 +260,41 @@ fn compaction(value: &Pod, report: &mut Report<'_>) -> Option<Compaction> {
     }
     valid.then_some(Compaction::Enabled(config))
 }
+
+/// `permissions:`: every entry checked, the valid ones kept.
+fn permissions(value: &Pod, report: &mut Report<'_>) -> Vec<(String, Permission)> {
+    let expected = "a mapping of tool names or globs (such as `mcp__*`) to always_allow or \
+                    always_ask";
+    let Some(entries) = report.check(
+        &["permissions"],
+        fields::mapping("permissions", value, expected),
+    ) else {
+        return Vec::new();
+    };
+    let mut rules = Vec::new();
+    for (pattern, value) in entries {
+        let keys = ["permissions", pattern.as_str()];
+        let dotted = format!("permissions.{pattern}");
+        let checked = flue_core::check_permission_pattern(pattern)
+            .map_err(|problem| format!("`permissions`: {problem}"));
+        let Some(()) = report.check(&keys, checked) else {
+            continue;
+        };
+        if let Some(permission) = report.check(
+            &keys,
+            fields::one_of(&dotted, value, "permission", PERMISSIONS),
+        ) {
+            rules.push((pattern.clone(), permission));
+        }
+    }
+    rules
+}
+
+/// The permission words, as the agent file and flue.toml spell them.
+pub(crate) const PERMISSIONS: &[(&str, Permission)] = &[
+    ("always_allow", Permission::AlwaysAllow),
+    ("always_ask", Permission::AlwaysAsk),
+];
 
 fn durability(value: &Pod, report: &mut Report<'_>) -> Option<DurabilityConfig> {
     let expected = "a mapping with max_attempts and timeout_ms";

@@ -55,7 +55,7 @@ pub const BUNDLE_FILE_NAME: &str = "flue-bundle.json";
 ///
 /// let dir = tempfile::tempdir()?;
 /// std::fs::create_dir(dir.path().join("agents"))?;
-/// std::fs::write(dir.path().join("agents/greeter.md"), "---\nmodel: a/b\n---\nSay hello.\n")?;
+/// std::fs::write(dir.path().join("agents/greeter.md"), "---\nmodel: openai/b\n---\nSay hello.\n")?;
 ///
 /// let bundle = Bundle::build(dir.path())?;
 /// let again = Bundle::from_slice(bundle.as_bytes(), "flue-bundle.json")?;

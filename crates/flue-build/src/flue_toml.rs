@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use flue_core::ThinkingLevel;
+use flue_core::{Permission, ThinkingLevel};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::agent_file::{SANDBOXES, SandboxKind};
+use crate::agent_file::{PERMISSIONS, SANDBOXES, SandboxKind};
 use crate::diagnostic::Diagnostic;
 use crate::fields;
 use crate::mcp::{
@@ -26,7 +26,7 @@ use crate::suggest::did_you_mean;
 pub(crate) const PATH: &str = "flue.toml";
 
 /// The keys of `[defaults]`.
-const DEFAULTS_KEYS: &[&str] = &["model", "thinking"];
+const DEFAULTS_KEYS: &[&str] = &["model", "thinking", "permissions"];
 
 /// Workspace-wide settings from flue.toml; all defaults when there is no file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -78,12 +78,32 @@ pub struct StoreSettings {
     pub lease_ms: Option<u64>,
 }
 
+impl WorkspaceConfig {
+    /// The ids of every provider a model may name: the built-in ones, `scripted`, and the
+    /// `[providers.<id>]` tables, sorted.
+    pub fn provider_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = flue_core::BuiltinProvider::ALL
+            .iter()
+            .map(|builtin| builtin.id.to_owned())
+            .chain(["scripted".to_owned()])
+            .chain(self.providers.keys().cloned())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+}
+
 /// `[defaults]` in flue.toml.
 ///
 /// ```toml
 /// [defaults]
 /// model = "anthropic/claude-sonnet-4-6"
 /// thinking = "low"
+///
+/// [defaults.permissions]
+/// "mcp__*" = "always_ask"
+/// bash = "always_ask"
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Defaults {
@@ -91,6 +111,9 @@ pub struct Defaults {
     pub model: Option<String>,
     /// Thinking level for agents without `thinking`.
     pub thinking: Option<ThinkingLevel>,
+    /// `[defaults.permissions]`: tool permission rules every agent starts from; an agent
+    /// file's `permissions:` override them (see `flue_core::PermissionSource`).
+    pub permissions: Vec<(String, Permission)>,
 }
 
 #[derive(Deserialize)]
@@ -158,20 +181,49 @@ struct RawSandbox {
 struct RawDefaults {
     model: Option<Spanned<String>>,
     thinking: Option<Spanned<String>>,
+    #[serde(default)]
+    permissions: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
-/// Parses and checks the text of flue.toml, reporting every problem found. Unknown keys and
-/// syntax errors stop deserialisation, so only the first of those is reported.
+/// Most problems of the unknown-key and wrong-type sort reported from one flue.toml.
+const MAX_TOML_PROBLEMS: usize = 50;
+
+/// Parses and checks the text of flue.toml, reporting every problem found. A syntax error
+/// stops there (the rest cannot be read reliably); an unknown key or a value of the wrong type
+/// is reported, its line set aside (a table header's whole table), and the rest read again, so
+/// that every such problem is reported in one go.
 pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceConfig {
-    let raw: RawConfig = match toml::from_str(text) {
-        Ok(raw) => raw,
-        Err(error) => {
-            let line = error.span().map_or(1, |span| line_of(text, &span));
-            diagnostics.push(Diagnostic::at(PATH, line, toml_message(error.message())));
-            return WorkspaceConfig::default();
+    let mut current = text.to_owned();
+    let mut n_problems = 0;
+    // Header lines of tables that had a line set aside: their table-level checks (a required
+    // key missing) may only be echoes of that line, so they are not reported this time.
+    let mut touched_headers: Vec<usize> = Vec::new();
+    let raw: RawConfig = loop {
+        let error = match toml::from_str(&current) {
+            Ok(raw) => break raw,
+            Err(error) => error,
+        };
+        let line = error.span().map_or(1, |span| line_of(&current, &span));
+        diagnostics.push(Diagnostic::at(PATH, line, toml_message(error.message())));
+        n_problems += 1;
+        let is_syntax_error = current.parse::<toml::Table>().is_err();
+        let set_aside = match error.span() {
+            Some(span) if !is_syntax_error && n_problems < MAX_TOML_PROBLEMS => {
+                blank_lines(&current, &span)
+            }
+            _ => None,
+        };
+        match set_aside {
+            Some(next) => {
+                touched_headers.extend(header_line_above(&current, line));
+                current = next;
+            }
+            None => return WorkspaceConfig::default(),
         }
     };
-    WorkspaceConfig {
+    let text = current.as_str();
+    let first_checked = diagnostics.len();
+    let config = WorkspaceConfig {
         defaults: defaults(text, raw.defaults, diagnostics),
         sandbox: raw
             .sandbox
@@ -181,7 +233,28 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
         store: raw
             .store
             .and_then(|store| store_settings(text, store, diagnostics)),
+    };
+    let mut idx = first_checked;
+    while idx < diagnostics.len() {
+        if diagnostics[idx]
+            .line
+            .is_some_and(|line| touched_headers.contains(&line))
+        {
+            diagnostics.remove(idx);
+        } else {
+            idx += 1;
+        }
     }
+    config
+}
+
+/// The 1-based line of the table header above `line` (or on it), if any.
+fn header_line_above(text: &str, line: usize) -> Option<usize> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    (0..line.min(lines.len()))
+        .rev()
+        .find(|idx| lines[*idx].trim_start().starts_with('['))
+        .map(|idx| idx + 1)
 }
 
 /// `[store]` checked: a Postgres URL, and a lease of at least 500 ms.
@@ -494,7 +567,7 @@ fn sandbox_settings(
             *slot = Some(value.into_inner());
         }
     }
-    for (key, message) in unsupported(kind, &options) {
+    for (key, message) in unsupported(kind, &options, sandbox::Syntax::Toml) {
         let line = lines
             .iter()
             .find(|(name, _)| *name == key)
@@ -515,6 +588,27 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
             }
         }
     }
+    for (pattern, permission) in raw.permissions {
+        let line = line_of(text, &pattern.span());
+        if let Err(problem) = flue_core::check_permission_pattern(pattern.get_ref()) {
+            diagnostics.push(Diagnostic::at(
+                PATH,
+                line,
+                format!("[defaults.permissions]: {problem}"),
+            ));
+            continue;
+        }
+        match fields::one_of_str(permission.get_ref(), "permission", PERMISSIONS) {
+            Ok(permission) => defaults
+                .permissions
+                .push((pattern.into_inner(), permission)),
+            Err(message) => diagnostics.push(Diagnostic::at(
+                PATH,
+                line_of(text, &permission.span()),
+                format!("[defaults.permissions] {message}"),
+            )),
+        }
+    }
     if let Some(thinking) = raw.thinking {
         let levels = fields::thinking_levels();
         match fields::one_of_str(thinking.get_ref(), "thinking level", &levels) {
@@ -532,6 +626,41 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
 }
 
 /// The 1-based line holding the start of `span`.
+/// `text` with the lines `span` touches emptied (their newlines kept, so line numbers stay), and
+/// a table header's whole table with it; `None` when nothing would change.
+fn blank_lines(text: &str, span: &Range<usize>) -> Option<String> {
+    let first = line_of(text, span) - 1;
+    let last = line_of(
+        text,
+        &(span.end.saturating_sub(1).max(span.start)..span.end),
+    ) - 1;
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut end = last;
+    if lines
+        .get(first)
+        .is_some_and(|line| line.trim_start().starts_with('['))
+    {
+        while end + 1 < lines.len() && !lines[end + 1].trim_start().starts_with('[') {
+            end += 1;
+        }
+    }
+    if (first..=end).all(|idx| lines.get(idx).is_none_or(|line| line.trim().is_empty())) {
+        return None;
+    }
+    let blanked: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .map(|(idx, line)| {
+            if (first..=end).contains(&idx) {
+                ""
+            } else {
+                line
+            }
+        })
+        .collect();
+    Some(blanked.join("\n"))
+}
+
 pub(crate) fn line_of(text: &str, span: &Range<usize>) -> usize {
     let start = span.start.min(text.len());
     text.as_bytes()[..start]

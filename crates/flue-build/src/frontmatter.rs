@@ -106,9 +106,13 @@ pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -
         }
         Err(error) => {
             let (message, line) = yaml_error(&error.to_string());
+            // An error found at the end of the input (an unclosed `[`, `{` or quote) is
+            // reported past the last line; the closing `---` is not yaml, so name the last
+            // frontmatter line instead.
+            let last_line = FIRST_LINE + matter.lines().count().max(1) - 1;
             diagnostics.push(Diagnostic::at(
                 path,
-                line.map_or(FIRST_LINE, |line| line + FIRST_LINE - 1),
+                line.map_or(FIRST_LINE, |line| (line + FIRST_LINE - 1).min(last_line)),
                 format!("invalid yaml in frontmatter: {message}"),
             ));
             return None;

@@ -72,4 +72,5 @@ pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxOptions, SandboxSettings, SeedSetting};
 pub use skill_file::SkillFile;
+pub use suggest::suggest_model;
 pub use workspace::Workspace;

@@ -1,6 +1,8 @@
 //! Turning a loaded workspace's agents into flue-core configuration.
 
-use flue_core::{AgentConfig, AgentProfile, FlueError, Role, Skill};
+use flue_core::{
+    AgentConfig, AgentProfile, FlueError, PermissionRule, PermissionSource, Role, Skill,
+};
 
 use crate::agent_file::AgentFile;
 use crate::role_file::RoleFile;
@@ -16,6 +18,8 @@ impl Workspace {
     /// - tools: the built-in tools named in `tools`;
     /// - subagents: a profile per name, built recursively from their files (see below);
     /// - compaction, durability, max_turns, role: the agent's;
+    /// - permissions: the flue.toml `[defaults.permissions]`, then the agent's `permissions:`
+    ///   (which win where both match; subagents run under the root agent's rules);
     /// - skills: none registered. A root agent runs with every workspace skill, which the
     ///   caller passes to the harness ([`Workspace::harness_skills`]); its `skills` list is
     ///   checked to exist at load.
@@ -42,6 +46,17 @@ impl Workspace {
         config.durability.clone_from(&agent.durability);
         config.max_turns = agent.max_turns;
         config.role.clone_from(&agent.role);
+        let rules =
+            defaults
+                .permissions
+                .iter()
+                .map(|(pattern, permission)| (pattern, permission, PermissionSource::Defaults))
+                .chain(agent.permissions.iter().map(|(pattern, permission)| {
+                    (pattern, permission, PermissionSource::AgentFile)
+                }));
+        for (pattern, permission, source) in rules {
+            config = config.with_permission_rule(PermissionRule::new(pattern, *permission, source));
+        }
         let mut chain = vec![agent.name.clone()];
         for subagent in &agent.subagents {
             config = config.with_subagent(self.subagent_profile(subagent, &mut chain)?);

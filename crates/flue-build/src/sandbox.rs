@@ -181,18 +181,37 @@ pub(crate) fn parse_frontmatter(
         return (None, options);
     }
     if let Some(kind) = kind {
-        for (key, message) in unsupported(kind, &options) {
+        for (key, message) in unsupported(kind, &options, Syntax::Yaml) {
             report.error(&["sandbox", key], message);
         }
     }
     (kind, options)
 }
 
-/// The options set in `options` that `kind` does not support, with a message for each.
+/// Which file a hint is for: its examples are written in that file's syntax.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Syntax {
+    /// An agent file's frontmatter (`kind: isolated`).
+    Yaml,
+    /// flue.toml (`kind = "isolated"`).
+    Toml,
+}
+
+/// The options set in `options` that `kind` does not support, with a message for each, its
+/// hints written in `syntax`.
 pub(crate) fn unsupported(
     kind: SandboxKind,
     options: &SandboxOptions,
+    syntax: Syntax,
 ) -> Vec<(&'static str, String)> {
+    let (isolated, daytona, network) = match syntax {
+        Syntax::Yaml => ("`kind: isolated`", "`kind: daytona`", "`network: true`"),
+        Syntax::Toml => (
+            "`kind = \"isolated\"`",
+            "`kind = \"daytona\"`",
+            "`network = true`",
+        ),
+    };
     let only = |key: &'static str, kinds: &str| {
         (
             key,
@@ -219,15 +238,11 @@ pub(crate) fn unsupported(
     match (kind, options.network) {
         (SandboxKind::Virtual, Some(true)) => problems.push((
             "network",
-            "the virtual sandbox has no network: use `kind: isolated` or `kind: daytona` with \
-             `network: true`"
-                .to_owned(),
+            format!("the virtual sandbox has no network: use {isolated} or {daytona} with {network}"),
         )),
         (SandboxKind::Local, Some(false)) => problems.push((
             "network",
-            "the local sandbox cannot take the network away: use `kind: isolated` (no network \
-             by default)"
-                .to_owned(),
+            format!("the local sandbox cannot take the network away: use {isolated} (no network by default)"),
         )),
         _ => {}
     }

@@ -12,6 +12,49 @@ pub(crate) fn did_you_mean<'a>(
     }
 }
 
+/// The model specifier `spec` most likely meant, among providers `known`: a bare model id
+/// gets the provider its name suggests (`gpt-4o` -> `openai/gpt-4o`), a misspelt provider the
+/// closest known one (`opnai/gpt-4o` -> `openai/gpt-4o`). `None` when nothing fits.
+///
+/// ```
+/// let known = ["anthropic", "openai", "scripted"];
+/// assert_eq!(flue_build::suggest_model("gpt-4o", &known).as_deref(), Some("openai/gpt-4o"));
+/// assert_eq!(flue_build::suggest_model("opnai/gpt-4o", &known).as_deref(), Some("openai/gpt-4o"));
+/// assert_eq!(flue_build::suggest_model("claude-sonnet-4-6", &known).as_deref(), Some("anthropic/claude-sonnet-4-6"));
+/// assert_eq!(flue_build::suggest_model("mystery", &known), None);
+/// ```
+pub fn suggest_model(spec: &str, known: &[&str]) -> Option<String> {
+    match spec.split_once('/') {
+        Some((provider, model)) if !model.is_empty() => {
+            let provider = closest(provider, known.iter().copied())?;
+            Some(format!("{provider}/{model}"))
+        }
+        Some(_) => None,
+        None => {
+            let model = spec.trim();
+            let by_prefix: &[(&str, &str)] = &[
+                ("gpt", "openai"),
+                ("chatgpt", "openai"),
+                ("o1", "openai"),
+                ("o3", "openai"),
+                ("o4", "openai"),
+                ("claude", "anthropic"),
+                ("mistral", "mistral"),
+                ("codestral", "mistral"),
+                ("grok", "xai"),
+                ("deepseek", "deepseek"),
+            ];
+            let provider = by_prefix
+                .iter()
+                .find(|(prefix, provider)| {
+                    model.to_ascii_lowercase().starts_with(prefix) && known.contains(provider)
+                })
+                .map(|(_, provider)| *provider)?;
+            Some(format!("{provider}/{model}"))
+        }
+    }
+}
+
 /// The candidate with the smallest edit distance to `word`, if that distance is small for the
 /// candidate's length (one edit per three characters, at least one). Ties go to the first.
 pub(crate) fn closest<'a>(

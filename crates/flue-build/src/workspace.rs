@@ -49,6 +49,87 @@ impl Workspace {
         loader.finish()
     }
 
+    /// [`Workspace::load`] for running agent `agent` alone: problems confined to other agents'
+    /// files (`agents/<other>.md`) set those agents aside instead of failing, and come back as
+    /// warnings with the workspace. Problems in `agent`'s file, in shared files (flue.toml,
+    /// skills, roles) or in an agent it depends on still fail, with every problem found.
+    pub fn load_for_agent(
+        root: &Path,
+        agent: &str,
+    ) -> Result<(Self, Vec<Diagnostic>), Diagnostics> {
+        let disk = Disk::new(root);
+        let mut set_aside: BTreeSet<String> = BTreeSet::new();
+        let mut warnings: Vec<Diagnostic> = Vec::new();
+        loop {
+            let mut loader = Loader::new(root, &disk);
+            loader.discover_agents();
+            for name in &set_aside {
+                // Still known as broken: references to it are not reported again here, but
+                // checked below.
+                loader.agents.remove(name);
+                loader.broken.insert(name.clone());
+            }
+            loader.diagnostics.retain(|diagnostic| {
+                !agent_of_file(&diagnostic.path).is_some_and(|name| set_aside.contains(name))
+            });
+            let diagnostics = match loader.finish() {
+                Ok(mut workspace) => {
+                    // Agents that need a set-aside agent as a subagent go too, and so on.
+                    loop {
+                        let needing: Vec<(String, String, String)> = workspace
+                            .agents
+                            .iter()
+                            .filter_map(|(name, file)| {
+                                let missing =
+                                    file.subagents.iter().find(|sub| set_aside.contains(*sub))?;
+                                Some((name.clone(), file.path.clone(), missing.clone()))
+                            })
+                            .collect();
+                        if needing.is_empty() {
+                            return Ok((workspace, warnings));
+                        }
+                        for (name, path, missing) in needing {
+                            warnings.push(Diagnostic::file(
+                                path,
+                                format!("subagent `{missing}` cannot be loaded (see its problems)"),
+                            ));
+                            if name == agent {
+                                return Err(Diagnostics::check(warnings).err().unwrap_or_else(
+                                    || Diagnostics::one(Diagnostic::file(AGENTS_DIR, "")),
+                                ));
+                            }
+                            workspace.agents.remove(&name);
+                            set_aside.insert(name);
+                        }
+                    }
+                }
+                Err(diagnostics) => diagnostics,
+            };
+            let others: Option<BTreeSet<String>> = diagnostics
+                .as_slice()
+                .iter()
+                .map(|diagnostic| {
+                    agent_of_file(&diagnostic.path)
+                        .filter(|name| *name != agent && !set_aside.contains(*name))
+                        .map(str::to_owned)
+                })
+                .collect();
+            match others {
+                Some(names) if !names.is_empty() => {
+                    warnings.extend(diagnostics.into_vec());
+                    set_aside.extend(names);
+                }
+                _ => {
+                    let mut all = warnings;
+                    all.extend(diagnostics.into_vec());
+                    return Err(Diagnostics::check(all).err().unwrap_or_else(|| {
+                        Diagnostics::one(Diagnostic::file(AGENTS_DIR, "cannot load the agents"))
+                    }));
+                }
+            }
+        }
+    }
+
     /// [`Workspace::load`], also returning every file it read, by path relative to the root.
     pub(crate) fn load_recording(
         root: &Path,
@@ -230,8 +311,26 @@ impl<'s> Loader<'s> {
     /// Every agent has a model, and its skills, role and subagents exist.
     fn check_references(&mut self) {
         let default_model = self.config.defaults.model.is_some();
+        let providers = self.config.provider_ids();
+        if let Some(model) = &self.config.defaults.model
+            && let Some(message) = unknown_provider(model, &providers)
+        {
+            self.diagnostics.push(Diagnostic::file(
+                flue_toml::PATH,
+                format!("[defaults] {message}"),
+            ));
+        }
         for parsed in self.agents.values() {
             let agent = &parsed.file;
+            if let Some(model) = &agent.model
+                && let Some(message) = unknown_provider(model, &providers)
+            {
+                self.diagnostics.push(Diagnostic::at(
+                    &agent.path,
+                    parsed.lines.top("model"),
+                    message,
+                ));
+            }
             if agent.model.is_none() && !parsed.declares_model && !default_model {
                 self.diagnostics.push(Diagnostic::file(
                     &agent.path,
@@ -530,6 +629,29 @@ fn utf8(
 }
 
 /// An agent name is 1 to 64 characters of `[a-z0-9_-]`.
+/// The agent an `agents/<name>.md` path belongs to.
+fn agent_of_file(path: &str) -> Option<&str> {
+    let name = path.strip_prefix("agents/")?.strip_suffix(".md")?;
+    (!name.contains('/')).then_some(name)
+}
+
+/// The problem with `model` when its provider is none of `providers`.
+fn unknown_provider(model: &str, providers: &[String]) -> Option<String> {
+    let (provider, _) = model.split_once('/')?;
+    if providers.iter().any(|known| known == provider) {
+        return None;
+    }
+    let known: Vec<&str> = providers.iter().map(String::as_str).collect();
+    let suggestion = crate::suggest::suggest_model(model, &known)
+        .map(|spec| format!(" (did you mean `{spec}`?)"))
+        .unwrap_or_default();
+    Some(format!(
+        "unknown provider `{provider}` in model `{model}`{suggestion}: use one of {}, or declare \
+         it under [providers.{provider}] in flue.toml",
+        known.join(", ")
+    ))
+}
+
 fn is_agent_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64

@@ -7,7 +7,15 @@ use flue_build::SandboxKind;
 
 /// Flue: an agent harness. Agents are markdown files; `flue` runs them.
 #[derive(Debug, Parser)]
-#[command(name = "flue", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "flue",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Examples:\n  flue run hello -m \"What does the greeting file say?\"\n  flue chat hello\n  \
+                  flue session list\n\nDocs: docs/cli.md"
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -15,38 +23,106 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run one message through an agent and print its reply.
+    /// Run one message (or a skill) through an agent and print its reply.
+    #[command(after_help = RUN_HELP)]
     Run(RunArgs),
+    /// Talk to an agent on the terminal: one conversation, message after message.
+    #[command(after_help = CHAT_HELP)]
+    Chat(ChatArgs),
+    /// List every tool an agent gets, with its input schema.
+    #[command(after_help = TOOLS_HELP)]
+    Tools(ToolsArgs),
     /// Validate the workspace and write a self-contained bundle.
+    #[command(after_help = BUILD_HELP)]
     Build(BuildArgs),
-    /// Inspect stored conversations.
+    /// List and show stored conversations.
+    #[command(visible_alias = "conversation", after_help = SESSION_HELP)]
     Session {
         #[command(subcommand)]
         command: SessionCommand,
     },
     /// Show the audit log of the file tools: every change an agent made, or tried to make.
+    #[command(after_help = AUDIT_HELP)]
     Audit(AuditArgs),
     /// Serve every agent of the workspace (or bundle) over HTTP, speaking the Flue
     /// conversation protocol.
+    #[command(after_help = SERVE_HELP)]
     Serve(ServeArgs),
     /// List and restore files the file tools deleted or overwrote.
+    #[command(after_help = TRASH_HELP)]
     Trash {
         #[command(subcommand)]
         command: TrashCommand,
     },
     /// Sign in to and out of remote MCP servers that use OAuth.
+    #[command(after_help = MCP_HELP)]
     Mcp {
         #[command(subcommand)]
         command: McpCommand,
     },
 }
 
+const RUN_HELP: &str = "Examples:
+  flue run hello -m \"What does the greeting file say?\"
+  git diff | flue run reviewer -m - --id pr-42
+  flue run reviewer --continue -m \"And the tests?\"
+  flue run reviewer --skill code-review --arg file=src/login.py
+  flue run hello --dry-run
+
+Docs: docs/cli.md#flue-run";
+const CHAT_HELP: &str = "Examples:
+  flue chat hello
+  flue chat hello --id support-7     (continue or start conversation support-7)
+  flue chat hello --continue         (the agent's most recent conversation)
+
+Type a message and press Enter; Ctrl-C aborts the reply being written, Ctrl-D or /exit ends
+the chat.
+
+Docs: docs/cli.md#flue-chat";
+const TOOLS_HELP: &str = "Examples:
+  flue tools hello
+  flue tools hello --json | jq '.tools[].name'
+
+Docs: docs/cli.md#flue-tools (built-in tools: docs/file-tools.md)";
+const BUILD_HELP: &str = "Examples:
+  flue build                 (check everything a run would reject, and write dist/)
+  flue build --out /tmp/bundle
+
+Docs: docs/cli.md#flue-build, docs/bundle-format.md";
+const SESSION_HELP: &str = "Examples:
+  flue session list
+  flue session show --id demo --tree
+
+Docs: docs/cli.md#flue-session";
+const AUDIT_HELP: &str = "Examples:
+  flue audit                  (every conversation of the workspace)
+  flue audit --id demo --diff
+
+Docs: docs/cli.md#flue-audit, docs/file-tools.md";
+const SERVE_HELP: &str = "Examples:
+  flue serve
+  flue serve --port 8080 --token \"$FLUE_TOKEN\" --host 0.0.0.0
+
+Docs: docs/cli.md#flue-serve, docs/http-api.md";
+const TRASH_HELP: &str = "Examples:
+  flue trash list
+  flue trash restore 01J9Z... --id demo --to notes-restored.md
+
+Docs: docs/cli.md#flue-trash, docs/file-tools.md";
+const MCP_HELP: &str = "Examples:
+  flue mcp login github
+  flue mcp logout github
+
+Docs: docs/cli.md#flue-mcp, docs/mcp.md";
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum McpCommand {
     /// Sign in to a remote MCP server (OAuth): prints the url to open, waits for the browser to
     /// come back to a loopback address, and keeps the tokens in the workspace store.
+    #[command(after_help = MCP_HELP)]
     Login(McpServerArgs),
     /// Forget the stored OAuth tokens of a remote MCP server.
+    #[command(after_help = MCP_HELP)]
     Logout(McpServerArgs),
 }
 
@@ -62,13 +138,55 @@ pub(crate) struct McpServerArgs {
     pub(crate) env_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub(crate) struct RunArgs {
     /// Agent name (a file under ROOT/agents/) or path to an agent file.
     pub(crate) agent: String,
-    /// The message to send.
-    #[arg(short = 'm', long = "message")]
-    pub(crate) message: String,
+    /// The message to send; `-` reads it from stdin (for messages too long for the command
+    /// line). Not with --confirm or --tool-result, which resume a paused conversation instead.
+    #[arg(
+        short = 'm',
+        long = "message",
+        required_unless_present_any = ["skill", "dry_run", "confirm", "tool_result"],
+        conflicts_with_all = ["confirm", "tool_result"]
+    )]
+    pub(crate) message: Option<String>,
+    /// Run this skill of the agent (like `session.skill()`), with `--arg`s; `-m` then adds
+    /// nothing but may be omitted.
+    #[arg(long, value_name = "NAME", conflicts_with = "message")]
+    pub(crate) skill: Option<String>,
+    /// An argument of the skill, `KEY=VALUE` (repeatable; a VALUE that parses as JSON is passed
+    /// as that JSON value, anything else as a string).
+    #[arg(long = "arg", value_name = "KEY=VALUE", requires = "skill")]
+    pub(crate) skill_args: Vec<String>,
+    /// Print the assembled system prompt, tools and model, and stop: no model is called and
+    /// nothing is stored.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Also show each model turn's and tool call's time, and the provider's retries.
+    #[arg(short = 'v', long)]
+    pub(crate) verbose: bool,
+    /// Continue the agent's most recent conversation (the one with the latest activity).
+    #[arg(long = "continue", visible_alias = "last", conflicts_with_all = ["id", "new"])]
+    pub(crate) continue_last: bool,
+    /// Confirm the pending action ACTION_ID of the conversation (or deny it with --deny) and
+    /// resume it.
+    #[arg(
+        long,
+        value_name = "ACTION_ID",
+        requires = "id",
+        conflicts_with = "tool_result"
+    )]
+    pub(crate) confirm: Option<String>,
+    /// With --confirm: deny the action instead, with MESSAGE for the model.
+    #[arg(long, value_name = "MESSAGE", requires = "confirm")]
+    pub(crate) deny: Option<String>,
+    /// Supply the result of the custom tool call ACTION_ID (with --value) and resume.
+    #[arg(long, value_name = "ACTION_ID", requires_all = ["id", "value"])]
+    pub(crate) tool_result: Option<String>,
+    /// With --tool-result: the result, as JSON (a JSON string is shown to the model as is).
+    #[arg(long, value_name = "JSON", requires = "tool_result")]
+    pub(crate) value: Option<String>,
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
@@ -103,10 +221,62 @@ pub(crate) struct RunArgs {
     /// (naming it) instead of waiting for its turn.
     #[arg(long)]
     pub(crate) no_wait: bool,
-    /// Accept MCP servers' requests for input (elicitation) with the defaults their schema
-    /// gives, without asking.
+    /// Approve every tool call that asks for confirmation, and accept MCP servers' requests
+    /// for input (elicitation) with the defaults their schema gives, without asking.
     #[arg(long)]
     pub(crate) yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    /// Agent name (a file under ROOT/agents/) or path to an agent file.
+    pub(crate) agent: String,
+    /// Conversation id: continue it, or create it (default: a fresh id).
+    #[arg(long)]
+    pub(crate) id: Option<String>,
+    /// Continue the agent's most recent conversation.
+    #[arg(long = "continue", visible_alias = "last", conflicts_with = "id")]
+    pub(crate) continue_last: bool,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Model override, PROVIDER/MODEL.
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Environment file to load instead of ROOT/.env.
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Sandbox kind, overriding the agent's and flue.toml's: virtual, local, isolated or
+    /// daytona.
+    #[arg(long, value_name = "KIND")]
+    pub(crate) sandbox: Option<SandboxKind>,
+    /// Chat with an agent of a bundle built by `flue build`.
+    #[arg(long)]
+    pub(crate) bundle: Option<PathBuf>,
+    /// Role for every message (a persona from .agents/roles/).
+    #[arg(long)]
+    pub(crate) role: Option<String>,
+    /// Also show each model turn's and tool call's time, and the provider's retries.
+    #[arg(short = 'v', long)]
+    pub(crate) verbose: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ToolsArgs {
+    /// Agent name (a file under ROOT/agents/) or path to an agent file.
+    pub(crate) agent: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Environment file to load instead of ROOT/.env.
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// List the tools of an agent of a bundle built by `flue build`.
+    #[arg(long)]
+    pub(crate) bundle: Option<PathBuf>,
+    /// Print JSON: `{"agent", "tools": [{"name", "description", "inputSchema"}]}`.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -121,8 +291,26 @@ pub(crate) struct BuildArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SessionCommand {
+    /// List the conversations of the workspace, most recent activity last.
+    #[command(after_help = SESSION_HELP)]
+    List(ListArgs),
     /// Print a stored transcript.
+    #[command(after_help = SESSION_HELP)]
     Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml, else the
+    /// current directory when it holds .flue/).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Only this agent's conversations.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -130,7 +318,7 @@ pub(crate) struct ShowArgs {
     /// Conversation id.
     #[arg(long)]
     pub(crate) id: String,
-    /// Session name.
+    /// Session of the conversation: `default`, or one of its task sessions (`task:...`).
     #[arg(long, default_value = "default")]
     pub(crate) session: String,
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
@@ -146,9 +334,9 @@ pub(crate) struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct AuditArgs {
-    /// Conversation id (agent instance id).
+    /// Conversation id (default: every conversation of the workspace).
     #[arg(long)]
-    pub(crate) id: String,
+    pub(crate) id: Option<String>,
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
@@ -163,16 +351,18 @@ pub(crate) struct AuditArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum TrashCommand {
     /// List what is in the trash, oldest first.
+    #[command(after_help = TRASH_HELP)]
     List(TrashListArgs),
     /// Restore a trashed file to its original path (or `--to PATH`); never overwrites.
+    #[command(after_help = TRASH_HELP)]
     Restore(TrashRestoreArgs),
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct TrashListArgs {
-    /// Conversation id (agent instance id).
+    /// Conversation id (default: every conversation of the workspace).
     #[arg(long)]
-    pub(crate) id: String,
+    pub(crate) id: Option<String>,
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
@@ -185,7 +375,7 @@ pub(crate) struct TrashListArgs {
 pub(crate) struct TrashRestoreArgs {
     /// The trash id (from `flue trash list`).
     pub(crate) trash_id: String,
-    /// Conversation id (agent instance id).
+    /// Conversation id.
     #[arg(long)]
     pub(crate) id: String,
     /// Restore to this path (relative to the workspace root) instead of the original one.

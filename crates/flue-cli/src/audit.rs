@@ -13,16 +13,19 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::AuditArgs;
 use crate::terminal::Output;
-use crate::workspace::{DB_PATH, instance_id, resolve_root};
+use crate::workspace::{DB_PATH, instance_id, resolve_store_root};
 
 /// Runs `flue audit`.
 pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
-    flue_core::check_instance_id(&args.id)?;
-    let root = resolve_root(args.root.as_deref())?;
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
+    let root = resolve_store_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
-    let entries = store
-        .list_audit(&instance_id(&store, &args.id).await?)
-        .await?;
+    let entries = match &args.id {
+        Some(id) => store.list_audit(&instance_id(&store, id).await?).await?,
+        None => store.list_all_audit().await?,
+    };
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
@@ -30,7 +33,10 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     if entries.is_empty() {
-        eprintln!("conversation {:?} has no audit entries", args.id);
+        match &args.id {
+            Some(id) => eprintln!("conversation {id:?} has no audit entries"),
+            None => eprintln!("no conversation of this workspace has audit entries"),
+        }
     }
     let root_text = root
         .canonicalize()
@@ -56,7 +62,8 @@ pub(crate) fn open_existing_store(root: &Path) -> anyhow::Result<SqliteStore> {
     Ok(SqliteStore::open(&db)?)
 }
 
-/// One line per entry: time, outcome, tool, operation, path(s), hashes, session and agent.
+/// One line per entry: time, outcome, tool, operation, path(s), hashes, conversation, session
+/// and agent.
 fn audit_text(entries: &[AuditEntry], root: &str, with_diff: bool) -> String {
     let mut out = String::new();
     for entry in entries {
@@ -87,12 +94,13 @@ fn audit_text(entries: &[AuditEntry], root: &str, with_diff: bool) -> String {
         // Writing to a String cannot fail.
         let _ = writeln!(
             out,
-            "{}  {} {}  {}  {}  (session {}, agent {})",
+            "{}  {} {}  {}  {}  (conversation {}, session {}, agent {})",
             format_time(entry.at),
             entry.tool,
             entry.operation,
             paths,
             outcome,
+            conversation_of(&entry.instance_id),
             entry.session,
             if entry.agent.is_empty() {
                 "-"
@@ -108,6 +116,14 @@ fn audit_text(entries: &[AuditEntry], root: &str, with_diff: bool) -> String {
         }
     }
     out
+}
+
+/// The conversation id of a harness instance id (`agent:id` for conversations `flue run` and
+/// `flue serve` keep).
+pub(crate) fn conversation_of(instance_id: &str) -> &str {
+    instance_id
+        .split_once(':')
+        .map_or(instance_id, |(_, id)| id)
 }
 
 /// `path` relative to the workspace root when inside it.

@@ -6,13 +6,17 @@
 mod args;
 mod audit;
 mod build;
+mod chat;
 mod elicit;
 mod mcp;
+mod pauses;
 mod render;
 mod run;
 mod serve;
+mod session_list;
 mod session_show;
 mod terminal;
+mod tools;
 mod trash;
 mod workspace;
 
@@ -34,6 +38,9 @@ pub(crate) enum Exit {
     Interrupted,
     /// SIGTERM aborted the operation cleanly.
     Terminated,
+    /// The operation paused on tool calls that wait for a decision, and nobody could answer
+    /// here (no terminal, no `--yes`): resume with `--confirm` or `--tool-result`.
+    ActionRequired,
 }
 
 /// Makes this process non-dumpable, so that commands of the `local` sandbox (our children,
@@ -53,6 +60,7 @@ impl From<Exit> for ExitCode {
             Exit::Failure => ExitCode::from(1),
             Exit::Interrupted => ExitCode::from(130),
             Exit::Terminated => ExitCode::from(143),
+            Exit::ActionRequired => ExitCode::from(3),
         }
     }
 }
@@ -93,7 +101,12 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(run_args) => run::run(run_args).await,
+            Command::Chat(chat_args) => chat::chat(chat_args).await,
+            Command::Tools(tools_args) => tools::list(tools_args).await,
             Command::Build(build_args) => build::build(&build_args),
+            Command::Session {
+                command: SessionCommand::List(list_args),
+            } => session_list::list(list_args).await,
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
@@ -126,6 +139,20 @@ fn main() -> ExitCode {
     // A closed stdout (e.g. `| head`) is not an error worth reporting.
     let _ = std::io::stdout().flush();
     exit.into()
+}
+
+/// `-v`: the model providers' retries on stderr (timings come from the event renderer).
+pub(crate) fn init_verbose_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("flue::retry=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .with_level(false)
+        .try_init();
 }
 
 /// Logs on stderr, filtered by `FLUE_LOG` (default `info`).

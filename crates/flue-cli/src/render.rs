@@ -2,9 +2,12 @@
 //!
 //! Everything written goes through [`Output::stderr_text`]: known secrets are redacted and
 //! control characters escaped. Streamed text is held back until its line ends (or another
-//! event arrives), so a secret split over several deltas is still found whole.
+//! event arrives), so a secret split over several deltas is still found whole. With `-v`
+//! each model turn and tool call also shows how long it took.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::time::Instant;
 
 use flue_core::{CompactionReason, Event, EventStream, Outcome};
 
@@ -13,9 +16,11 @@ use crate::terminal::Output;
 /// Longest tool output echoed to the terminal.
 const MAX_TOOL_OUTPUT_CHARS: usize = 400;
 
-/// Writes activity to stderr until the stream ends.
-pub(crate) async fn to_stderr(mut events: EventStream, output: Output) {
+/// Writes activity to stderr until the stream ends; returns the text of the last model turn
+/// that streamed any (the reply, when the operation completed), as shown.
+pub(crate) async fn to_stderr(mut events: EventStream, output: Output, verbose: bool) -> String {
     let mut renderer = Renderer::new(output);
+    renderer.verbose = verbose;
     while let Some(event) = events.recv().await {
         let mut stderr = std::io::stderr().lock();
         // A closed stderr leaves nothing to report to; the operation goes on regardless.
@@ -25,6 +30,7 @@ pub(crate) async fn to_stderr(mut events: EventStream, output: Output) {
     let mut stderr = std::io::stderr().lock();
     let _ = renderer.flush_text(&mut stderr);
     let _ = stderr.flush();
+    renderer.last_text
 }
 
 struct Renderer {
@@ -32,6 +38,16 @@ struct Renderer {
     at_line_start: bool,
     /// Streamed text of the current line, not yet written.
     pending_text: String,
+    /// All text the current (or last) model turn streamed.
+    last_text: String,
+    /// The next text delta starts a new turn's text.
+    text_ended: bool,
+    /// Show timings (`-v`).
+    verbose: bool,
+    /// When the current model turn started (the operation's start, or the last turn's end).
+    turn_started: Instant,
+    /// When each running tool call started, by call id.
+    tool_started: HashMap<String, Instant>,
 }
 
 impl Renderer {
@@ -40,12 +56,41 @@ impl Renderer {
             output,
             at_line_start: true,
             pending_text: String::new(),
+            last_text: String::new(),
+            text_ended: false,
+            verbose: false,
+            turn_started: Instant::now(),
+            tool_started: HashMap::new(),
         }
     }
 
     fn render(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
         match event {
+            Event::OperationStart { .. } => self.turn_started = Instant::now(),
+            Event::TurnEnd {
+                model,
+                usage,
+                stop_reason,
+            } => {
+                self.text_ended = true;
+                if self.verbose {
+                    self.line_start(out)?;
+                    let line = format!(
+                        "[model turn: {model}, {} ms, {} input + {} output tokens, stop {stop_reason:?}]",
+                        self.turn_started.elapsed().as_millis(),
+                        usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+                        usage.output_tokens,
+                    );
+                    self.line(out, &line)?;
+                }
+                self.turn_started = Instant::now();
+            }
             Event::TextDelta { text } => {
+                if self.text_ended {
+                    self.last_text.clear();
+                    self.text_ended = false;
+                }
+                self.last_text.push_str(text);
                 self.pending_text.push_str(text);
                 if let Some(end) = self.pending_text.rfind('\n') {
                     let rest = self.pending_text.split_off(end + 1);
@@ -58,20 +103,34 @@ impl Renderer {
                 self.line_start(out)?;
                 self.line(out, &format!("(thinking) {}", text.trim_end()))?;
             }
-            Event::ToolStart { name, input, .. } => {
+            Event::ToolStart {
+                call_id,
+                name,
+                input,
+            } => {
+                self.text_ended = true;
+                self.tool_started.insert(call_id.clone(), Instant::now());
                 self.line_start(out)?;
                 self.line(out, &format!("-> {name} {input}"))?;
             }
             Event::ToolEnd {
+                call_id,
                 name,
                 is_error,
                 output,
-                ..
             } => {
                 self.line_start(out)?;
                 let status = if *is_error { "failed" } else { "done" };
+                let started = self.tool_started.remove(call_id);
+                let status = match started {
+                    Some(started) if self.verbose => {
+                        format!("{status} in {} ms", started.elapsed().as_millis())
+                    }
+                    _ => status.to_owned(),
+                };
                 let output = preview(&self.output.stderr_text(output));
                 self.line(out, &format!("<- {name} {status}: {output}"))?;
+                self.turn_started = Instant::now();
             }
             Event::CompactionStart {
                 reason,
@@ -138,6 +197,29 @@ impl Renderer {
                     ),
                 };
                 self.line(out, &format!("{indent}<= task {agent} {outcome}"))?;
+            }
+            Event::ActionRequired { action } => {
+                self.line_start(out)?;
+                self.line(
+                    out,
+                    &format!(
+                        "!! {} waits ({}): {}",
+                        action.tool_name, action.action_id, action.reason
+                    ),
+                )?;
+            }
+            Event::ActionResolved {
+                action_id,
+                decision,
+            } => {
+                self.line_start(out)?;
+                let decided = match decision {
+                    flue_core::ActionDecision::Allow => "allowed",
+                    flue_core::ActionDecision::Deny { .. } => "denied",
+                    flue_core::ActionDecision::Result { .. } => "answered",
+                    _ => "interrupted",
+                };
+                self.line(out, &format!("!! {action_id} {decided}"))?;
             }
             Event::OperationEnd { .. } => self.line_start(out)?,
             _ => {}

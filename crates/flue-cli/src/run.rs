@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use flue_build::SandboxKind;
 use flue_core::{
-    AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore, DEFAULT_SESSION,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, ErrorInfo, FlueError, Outcome, Record,
-    SessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
+    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore,
+    DEFAULT_SESSION, DeliveredMessage, DispatchOptions, ErrorInfo, FlueError, Offset, Outcome,
+    PendingAction, Record, SessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
 };
 use flue_host::{
     AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
@@ -23,13 +24,14 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::Exit;
 use crate::args::RunArgs;
+use crate::pauses::Answerer;
 use crate::render;
 use crate::terminal::Output;
 use crate::workspace::{current_dir, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
 #[derive(Debug, thiserror::Error)]
-enum SetupError {
+pub(crate) enum SetupError {
     /// Loading the workspace or opening the agent failed.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -68,10 +70,25 @@ struct Envelope {
     error: Option<ErrorInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<Usage>,
+    /// With the outcome `requires_action`: the tool calls that wait for a decision.
+    #[serde(rename = "pendingActions", skip_serializing_if = "Vec::is_empty")]
+    pending_actions: Vec<PendingAction>,
 }
 
 /// Runs `flue run`.
-pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
+pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
+    if args.message.as_deref() == Some("-") {
+        args.message = Some(read_stdin_message()?);
+    }
+    if args.verbose {
+        crate::init_verbose_logging();
+    }
+    if args.dry_run {
+        return crate::tools::dry_run(&args).await;
+    }
+    if args.skill.is_some() {
+        return crate::tools::run_skill(&args).await;
+    }
     let mut envelope = Envelope {
         id: args.id.clone(),
         agent: args.agent.clone(),
@@ -81,6 +98,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         message: None,
         error: None,
         usage: None,
+        pending_actions: Vec::new(),
     };
     // Ctrl-C and SIGTERM (what `timeout`, systemd and containers send) are watched from the
     // start: one arriving during setup ends the run before the message is sent.
@@ -102,7 +120,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                 message: err.to_string(),
             });
             let output = Output::new(flue_core::Redactor::default());
-            return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
+            let mut message = err.to_string();
+            if let Some(hint) = model_hint(&args, &err) {
+                message = format!("{message}\nhint: {hint}");
+            }
+            return finish(&args, &output, &envelope, Exit::Failure, &message);
         }
     };
     envelope.agent = prepared.key.agent.clone();
@@ -111,8 +133,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let output = Output::new(
         flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
     );
+    let started_at = flue_core::now_ms();
     let result = submit(&args, &prepared, &output, &mut interrupts).await;
-    let Prepared { host, runtime, .. } = prepared;
+    let Prepared {
+        host,
+        runtime,
+        key: prepared_key,
+    } = prepared;
     let mut warnings = Vec::new();
     if let Err(err) = runtime.shutdown().await {
         warnings.push(format!("stopping the runtime: {err}"));
@@ -128,26 +155,46 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     for warning in warnings {
         eprintln!("warning: {}", output.stderr_text(&warning));
     }
-    let (receipt, settled, interrupt) = match result {
+    let (started, finished, interrupt, streamed) = match result {
         Ok(done) => done,
         Err(err) => {
             envelope.error = Some(err.to_info());
             return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
         }
     };
-    envelope.submission_id = Some(receipt.submission_id);
-    let Settled { settlement, usage } = settled;
+    envelope.submission_id = Some(started.submission_id);
+    let (settlement, usage) = match finished {
+        Finished::Settled(Settled { settlement, usage }) => (settlement, usage),
+        Finished::Waiting { pending, usage } => {
+            envelope.outcome = "requires_action";
+            envelope.usage = Some(usage);
+            let hint = crate::pauses::resume_hint(
+                &prepared_agent(&envelope),
+                envelope.id.as_deref().unwrap_or_default(),
+                &pending,
+            );
+            envelope.pending_actions = pending;
+            if !args.json {
+                eprintln!("{}", output.stderr_text(&hint));
+            }
+            return finish(&args, &output, &envelope, Exit::ActionRequired, "");
+        }
+    };
     envelope.usage = Some(usage);
     match settlement.outcome {
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();
             envelope.outcome = "completed";
-            if !args.json {
+            // On a terminal that shows stderr and stdout alike, the streamed reply was the reply.
+            let shown_already =
+                crate::terminal::stdout_is_stderr_terminal() && streamed.trim() == text.trim();
+            if !args.json && !shown_already {
                 // Exactly one trailing newline, whatever the model ended its text with.
                 let reply = output.stdout_text(&text);
                 println!("{}", reply.trim_end_matches(['\n', '\r']));
             }
             envelope.message = Some(text);
+            discarded_edits_notice(&host, &prepared_key, args.sandbox, started_at).await;
             finish(&args, &output, &envelope, Exit::Success, "")
         }
         Outcome::Aborted => {
@@ -166,7 +213,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                 kind: "submission_failed".to_owned(),
                 message: "the submission failed".to_owned(),
             });
-            let message = error.message.clone();
+            let mut message = error.message.clone();
+            if let Some(hint) = connection_hint(&host.agents(), &message) {
+                message = format!("{message}\nhint: {hint}");
+            }
             envelope.error = Some(error);
             finish(&args, &output, &envelope, Exit::Failure, &message)
         }
@@ -175,7 +225,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<Exit> {
 
 /// A signal that ends the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Interrupt {
+pub(crate) enum Interrupt {
     /// SIGINT (Ctrl-C): exit code 130.
     CtrlC,
     /// SIGTERM: exit code 143.
@@ -183,7 +233,7 @@ enum Interrupt {
 }
 
 impl Interrupt {
-    fn exit(self) -> Exit {
+    pub(crate) fn exit(self) -> Exit {
         match self {
             Self::CtrlC => Exit::Interrupted,
             Self::Terminate => Exit::Terminated,
@@ -200,13 +250,13 @@ impl Interrupt {
 
 /// Listens for Ctrl-C (SIGINT) and SIGTERM; once created, neither ends the process by itself,
 /// and a signal arriving between two calls of [`Interrupts::next`] is kept for the next one.
-struct Interrupts {
+pub(crate) struct Interrupts {
     ctrl_c: Option<Signal>,
     terminate: Option<Signal>,
 }
 
 impl Interrupts {
-    fn watch() -> Self {
+    pub(crate) fn watch() -> Self {
         // A handler that cannot be installed leaves that signal its default action.
         Self {
             ctrl_c: signal(SignalKind::interrupt()).ok(),
@@ -215,7 +265,7 @@ impl Interrupts {
     }
 
     /// The next signal; pending forever if none can be received.
-    async fn next(&mut self) -> Interrupt {
+    pub(crate) async fn next(&mut self) -> Interrupt {
         tokio::select! {
             () = next_of(self.ctrl_c.as_mut()) => Interrupt::CtrlC,
             () = next_of(self.terminate.as_mut()) => Interrupt::Terminate,
@@ -235,6 +285,11 @@ async fn next_of(signal: Option<&mut Signal>) {
     }
 }
 
+/// The agent argument to repeat in a resume command.
+fn prepared_agent(envelope: &Envelope) -> String {
+    envelope.agent.clone()
+}
+
 /// Prints the JSON envelope or the error line (redacted, escaped), and returns the exit code.
 fn finish(
     args: &RunArgs,
@@ -245,28 +300,44 @@ fn finish(
 ) -> anyhow::Result<Exit> {
     if args.json {
         println!("{}", output.json_line(envelope)?);
-    } else if exit != Exit::Success {
+    } else if exit != Exit::Success && exit != Exit::ActionRequired {
         eprintln!("error: {}", output.stderr_text(error));
     }
     Ok(exit)
 }
 
 /// A conversation ready for the message: the host serving its agent and a running runtime.
-struct Prepared {
-    key: ConversationKey,
-    host: Arc<Host>,
-    runtime: AgentRuntime,
+pub(crate) struct Prepared {
+    pub(crate) key: ConversationKey,
+    pub(crate) host: Arc<Host>,
+    pub(crate) runtime: AgentRuntime,
 }
 
 /// A settled submission and the usage of its model turns.
-struct Settled {
-    settlement: Settlement,
-    usage: Usage,
+pub(crate) struct Settled {
+    pub(crate) settlement: Settlement,
+    pub(crate) usage: Usage,
+}
+
+/// How the run's submission ended up: settled, or waiting for decisions nobody here gave.
+pub(crate) enum Finished {
+    Settled(Settled),
+    Waiting {
+        pending: Vec<PendingAction>,
+        usage: Usage,
+    },
+}
+
+/// The submission this run works on: the one it dispatched, or the one it resumed.
+pub(crate) struct Started {
+    submission_id: String,
+    /// Where its batches start (for summing usage).
+    offset: Offset,
 }
 
 /// Loads the workspace, checks the agent can run and starts the submission runtime:
 /// everything that can fail before the message is admitted.
-async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
+pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     // Before anything is loaded or created: a bad id is the caller's to fix.
     if let Some(id) = &args.id {
         flue_core::check_instance_id(id)?;
@@ -276,6 +347,18 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     let store = Arc::new(open_store(agents.root())?);
     let id = match &args.id {
         Some(id) => id.clone(),
+        None if args.continue_last => {
+            let id = crate::workspace::latest_conversation(&store, &agent_name)
+                .await?
+                .ok_or_else(|| {
+                    HostError::from(FlueError::config(format!(
+                        "agent `{agent_name}` has no conversation to continue yet; drop \
+                         --continue to start one"
+                    )))
+                })?;
+            eprintln!("continuing conversation {id}");
+            id
+        }
         None => new_ulid(),
     };
     let key = ConversationKey::new(&agent_name, &id);
@@ -320,7 +403,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             return Err(err.into());
         }
     };
-    if args.id.is_none() {
+    if args.id.is_none() && !args.continue_last {
         eprintln!("conversation id: {id}");
     }
     Ok(Prepared { key, host, runtime })
@@ -340,31 +423,61 @@ async fn conversation_exists(
     Ok(store.conversation(key).await?.is_some() || !store.list(&key.id).await?.is_empty())
 }
 
-/// Admits the message, renders its activity, turns Ctrl-C or SIGTERM into an abort of the
-/// conversation, and waits for the settlement; also says which signal, if any, aborted it.
-async fn submit(
+/// Admits the message (or resumes a paused conversation with `--confirm` / `--tool-result`),
+/// renders its activity, answers the actions it pauses on when someone can (`--yes`, a
+/// terminal), turns Ctrl-C or SIGTERM into an abort of the conversation, and waits until the
+/// submission settles or waits on actions nobody here answers; also says which signal, if
+/// any, aborted it, and what the last model turn streamed.
+pub(crate) async fn submit(
     args: &RunArgs,
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
-) -> Result<(DispatchReceipt, Settled, Option<Interrupt>), FlueError> {
+) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
     let runtime = &prepared.runtime;
     let key = &prepared.key;
     let mut events = runtime.subscribe();
-    let when_busy = if args.no_wait {
-        WhenBusy::Fail
-    } else {
-        WhenBusy::Queue
+    let started = match resume_decision(args)? {
+        Some((action_id, decision)) => {
+            let receipt = runtime.resolve(key, &action_id, decision).await?;
+            let Some(submission_id) = receipt.submission_id else {
+                return Err(FlueError::InvalidRequest {
+                    message: format!(
+                        "action {action_id} was decided, but no submission of conversation {:?} \
+                         was waiting on it",
+                        key.id
+                    ),
+                });
+            };
+            eprintln!("submission: {submission_id}");
+            // Its usage counts from its admission, before the pause too.
+            Started {
+                submission_id,
+                offset: Offset::START,
+            }
+        }
+        None => {
+            let message = args.message.as_deref().unwrap_or_default();
+            let when_busy = if args.no_wait {
+                WhenBusy::Fail
+            } else {
+                WhenBusy::Queue
+            };
+            let receipt = runtime
+                .dispatch(
+                    key,
+                    DeliveredMessage::user(message),
+                    DispatchOptions::default().with_when_busy(when_busy),
+                )
+                .await?;
+            // The message is durable from here: a crash leaves it to the next run to finish.
+            eprintln!("submission: {}", receipt.submission_id);
+            Started {
+                submission_id: receipt.submission_id,
+                offset: receipt.offset,
+            }
+        }
     };
-    let receipt = runtime
-        .dispatch(
-            key,
-            DeliveredMessage::user(&args.message),
-            DispatchOptions::default().with_when_busy(when_busy),
-        )
-        .await?;
-    // The message is durable from here: a crash leaves it to the next run to finish.
-    eprintln!("submission: {}", receipt.submission_id);
     if let Some(info) = runtime.conversation(key).await?
         && let Some(owner) = info.owner
         && owner != runtime.owner_id()
@@ -376,7 +489,7 @@ async fn submit(
         );
     }
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let submission_id = receipt.submission_id.clone();
+    let submission_id = started.submission_id.clone();
     let forward = tokio::spawn(async move {
         loop {
             match events.recv().await {
@@ -390,30 +503,97 @@ async fn submit(
             }
         }
     });
-    let renderer = tokio::spawn(render::to_stderr(receiver, output.clone()));
-    // The first signal aborts the conversation's work: running commands are killed, unanswered
-    // tool calls answered `aborted`, and the log left consistent, whichever signal it was.
-    let waited_for = receipt.submission_id.clone();
-    let wait = runtime.wait(&waited_for);
-    tokio::pin!(wait);
+    let renderer = tokio::spawn(render::to_stderr(receiver, output.clone(), args.verbose));
+    let answerer = Answerer::for_run(args.yes);
     let mut interrupt = None;
-    let settled = loop {
-        tokio::select! {
-            settled = &mut wait => break settled,
-            signalled = interrupts.next(), if interrupt.is_none() => {
-                eprintln!("\n{}: aborting (the conversation is kept)", signalled.describe());
-                interrupt = Some(signalled);
-                if let Err(err) = runtime.abort(key).await {
-                    eprintln!("warning: {}", output.stderr_text(&format!("aborting: {err}")));
+    let outcome = loop {
+        // The first signal aborts the conversation's work: running commands are killed,
+        // unanswered tool calls answered `aborted`, and the log left consistent.
+        let idle = {
+            let wait = runtime.wait_idle(&started.submission_id);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    idle = &mut wait => break idle,
+                    signalled = interrupts.next(), if interrupt.is_none() => {
+                        eprintln!("\n{}: aborting (the conversation is kept)", signalled.describe());
+                        interrupt = Some(signalled);
+                        if let Err(err) = runtime.abort(key).await {
+                            eprintln!("warning: {}", output.stderr_text(&format!("aborting: {err}")));
+                        }
+                    }
                 }
+            }
+        };
+        let info = match idle {
+            Ok(info) => info,
+            Err(err) => break Err(err),
+        };
+        if let Some(settlement) = info.settlement {
+            break Ok(Ok(settlement));
+        }
+        let pending: Vec<PendingAction> = runtime
+            .actions(key)
+            .await?
+            .into_iter()
+            .filter(|info| info.decision.is_none())
+            .map(|info| info.action)
+            .collect();
+        let Some(action) = pending.first() else {
+            break Ok(Err(pending));
+        };
+        // Let the activity of the paused attempt reach stderr before the question.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        match answerer.answer(action, output).await {
+            Ok(Some(decision)) => match runtime.resolve(key, &action.action_id, decision).await {
+                Ok(_) | Err(FlueError::ActionAlreadyResolved { .. }) => {}
+                Err(err) => break Err(err),
+            },
+            Ok(None) => break Ok(Err(pending)),
+            Err(err) => {
+                break Err(FlueError::InvalidRequest {
+                    message: format!("cannot read the answer from the terminal: {err}"),
+                });
             }
         }
     };
     forward.abort();
-    let _ = renderer.await;
-    let settlement = settled?;
-    let usage = submission_usage(runtime, key, &receipt).await?;
-    Ok((receipt, Settled { settlement, usage }, interrupt))
+    let streamed = renderer.await.unwrap_or_default();
+    let usage = submission_usage(runtime, key, &started).await?;
+    let finished = match outcome? {
+        Ok(settlement) => Finished::Settled(Settled { settlement, usage }),
+        Err(pending) => Finished::Waiting { pending, usage },
+    };
+    Ok((started, finished, interrupt, streamed))
+}
+
+/// The decision `--confirm [--deny]` or `--tool-result --value` asks for, if any.
+fn resume_decision(args: &RunArgs) -> Result<Option<(String, ActionDecision)>, FlueError> {
+    if let Some(action_id) = &args.confirm {
+        let decision = match &args.deny {
+            Some(message) => ActionDecision::Deny {
+                message: Some(message.clone()),
+            },
+            None => ActionDecision::Allow,
+        };
+        return Ok(Some((action_id.clone(), decision)));
+    }
+    if let Some(action_id) = &args.tool_result {
+        let text = args.value.as_deref().unwrap_or_default();
+        let value = serde_json::from_str(text).map_err(|err| FlueError::InvalidRequest {
+            message: format!(
+                "--value is not JSON ({err}); quote text as a JSON string, e.g. --value '\"shipped\"'"
+            ),
+        })?;
+        return Ok(Some((
+            action_id.clone(),
+            ActionDecision::Result {
+                value,
+                is_error: false,
+            },
+        )));
+    }
+    Ok(None)
 }
 
 /// The usage of the submission's model turns, summed from the stream (whichever process ran
@@ -421,7 +601,7 @@ async fn submit(
 async fn submission_usage(
     runtime: &AgentRuntime,
     key: &ConversationKey,
-    receipt: &DispatchReceipt,
+    receipt: &Started,
 ) -> Result<Usage, FlueError> {
     let mut usage = Usage::default();
     let mut after = receipt.offset;
@@ -449,7 +629,7 @@ async fn submission_usage(
 
 /// The agents for `args`: a source tree (the agent may be given as a file) or `--bundle`, with
 /// the environment and `.env`; and the agent's name.
-fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
+pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
     if let Some(bundle) = &args.bundle {
         // The agent works in `--root` or the current directory.
         let root = match &args.root {
@@ -476,10 +656,14 @@ fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
             AgentSet::from_agent_file(&root, file, env(args, &root)?)?,
             agent_name_of_file(file),
         ),
-        None => (
-            AgentSet::from_workspace(&root, env(args, &root)?)?,
-            args.agent.clone(),
-        ),
+        None => {
+            let (agents, warnings) =
+                AgentSet::from_workspace_for_agent(&root, &args.agent, env(args, &root)?)?;
+            for warning in warnings {
+                eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
+            }
+            (agents, args.agent.clone())
+        }
     };
     Ok((agents, agent_name))
 }
@@ -496,4 +680,145 @@ fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
 fn agent_file_path(agent: &str) -> Option<PathBuf> {
     let looks_like_path = agent.contains('/') || agent.ends_with(".md");
     looks_like_path.then(|| PathBuf::from(agent))
+}
+
+/// The message of `-m -`: all of stdin (a message may be longer than one argument can be).
+pub(crate) fn read_stdin_message() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut message = String::new();
+    std::io::stdin()
+        .read_to_string(&mut message)
+        .map_err(|err| anyhow::anyhow!("cannot read the message from stdin (-m -): {err}"))?;
+    if message.trim().is_empty() {
+        anyhow::bail!("the message read from stdin (-m -) is empty");
+    }
+    // The newline `echo` or an editor leaves at the end is not part of the message.
+    message.truncate(message.trim_end_matches(['\n', '\r']).len());
+    Ok(message)
+}
+
+/// After a run in the virtual sandbox, says how many files the agent changed there (they are
+/// gone with the sandbox) and how to keep such edits.
+pub(crate) async fn discarded_edits_notice(
+    host: &Host,
+    key: &ConversationKey,
+    sandbox: Option<SandboxKind>,
+    since_ms: u64,
+) {
+    let kind = crate::tools::sandbox_kind(&host.agents(), &key.agent, sandbox);
+    if kind != SandboxKind::Virtual {
+        return;
+    }
+    let Some(audit) = Arc::clone(host.store()).audit_store() else {
+        return;
+    };
+    let Ok(entries) = audit.list_audit(&key.instance_id()).await else {
+        return;
+    };
+    let changed: std::collections::BTreeSet<String> = entries
+        .into_iter()
+        .filter(|entry| {
+            entry.at >= since_ms && entry.ok && entry.sha256_before != entry.sha256_after
+        })
+        .flat_map(|entry| entry.path.into_iter().chain(entry.destination_path))
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    let noun = if changed.len() == 1 { "file" } else { "files" };
+    eprintln!(
+        "note: the agent changed {} {noun} in the virtual sandbox, an in-memory copy of the \
+         workspace discarded when flue exits; the workspace's own files are unchanged. \
+         Run with --sandbox local to let the agent edit them, or see the changes with \
+         `flue audit --id {} --diff`",
+        changed.len(),
+        key.id
+    );
+}
+
+/// For a model specifier without a known provider (`--model gpt-4o`, `opnai/gpt-4o`): the one
+/// it most likely meant.
+fn model_hint(args: &RunArgs, err: &SetupError) -> Option<String> {
+    let message = err.to_string();
+    if !(message.contains("invalid model specifier") || message.contains("unknown provider")) {
+        return None;
+    }
+    // The specifier is quoted in the message: `--model`'s, or the agent's own.
+    let spec = args
+        .model
+        .clone()
+        .filter(|model| message.contains(&format!("{model:?}")))
+        .or_else(|| message.split('"').nth(1).map(str::to_owned))
+        .or_else(|| args.model.clone())?;
+    let known: Vec<String> = match message.split_once("known providers: ") {
+        Some((_, rest)) => rest
+            .trim_end_matches(')')
+            .split(", ")
+            .map(str::to_owned)
+            .collect(),
+        None => flue_build::WorkspaceConfig::default().provider_ids(),
+    };
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    let suggested = flue_build::suggest_model(&spec, &known)?;
+    Some(format!(
+        "did you mean `{suggested}`? Models are named PROVIDER/MODEL"
+    ))
+}
+
+/// For a failure to reach a provider: where its URL was configured (the flue.toml line, or the
+/// variable), so the fix is one edit away.
+pub(crate) fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
+    if !(message.contains("cannot reach ") || message.contains("no answer from ")) {
+        return None;
+    }
+    let config = &agents.workspace().config;
+    let toml_path = agents.root().join("flue.toml");
+    let toml_text = std::fs::read_to_string(&toml_path).unwrap_or_default();
+    for (id, settings) in &config.providers {
+        let Some(base_url) = &settings.base_url else {
+            continue;
+        };
+        if !message.contains(base_url.trim_end_matches('/')) {
+            continue;
+        }
+        let header = format!("[providers.{id}]");
+        let line = toml_text
+            .lines()
+            .position(|line| line.trim() == header)
+            .and_then(|start| {
+                toml_text
+                    .lines()
+                    .enumerate()
+                    .skip(start + 1)
+                    .take_while(|(_, line)| !line.trim_start().starts_with('['))
+                    .find(|(_, line)| line.trim_start().starts_with("base_url"))
+                    .map(|(idx, _)| idx + 1)
+                    .or(Some(start + 1))
+            });
+        return Some(match line {
+            Some(line) => format!(
+                "provider `{id}`'s URL is set at {}:{line} (`base_url`); check that the server \
+                 is running there, or fix the URL",
+                toml_path.display()
+            ),
+            None => format!(
+                "provider `{id}`'s URL comes from [providers.{id}] in flue.toml; check that the \
+                 server is running there, or fix `base_url`"
+            ),
+        });
+    }
+    for builtin in flue_core::BuiltinProvider::ALL {
+        if let Some(var) = builtin.base_url_env
+            && let Some(url) = agents.env().get(var)
+            && !url.trim().is_empty()
+            && message.contains(url.trim().trim_end_matches('/'))
+        {
+            return Some(format!(
+                "provider `{}`'s URL comes from the variable {var}; check that the server is \
+                 running there, or fix {var} (or set `base_url` under [providers.{}] in flue.toml)",
+                builtin.id, builtin.id
+            ));
+        }
+    }
+    None
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use flue_core::{
     AssistantContent, Record, SessionKey, SessionStore, StoredRecord, UserContent,
     task_session_parent,
@@ -13,12 +13,12 @@ use serde_json::{Value, json};
 use crate::Exit;
 use crate::args::ShowArgs;
 use crate::terminal::Output;
-use crate::workspace::{DB_PATH, instance_id, resolve_root};
+use crate::workspace::{DB_PATH, instance_id, resolve_store_root};
 
 /// Runs `flue session show`.
 pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
-    let root = resolve_root(args.root.as_deref())?;
+    let root = resolve_store_root(args.root.as_deref())?;
     let db = root.join(DB_PATH);
     if !db.is_file() {
         bail!(
@@ -113,10 +113,21 @@ fn load<'a>(
 ) -> flue_core::BoxFuture<'a, anyhow::Result<Shown>> {
     Box::pin(async move {
         let key = SessionKey::new(id, session);
-        let log = store
-            .load(&key, 0)
-            .await?
-            .with_context(|| format!("conversation {id:?} has no session {session:?}"))?;
+        let Some(log) = store.load(&key, 0).await? else {
+            let sessions = store.list(id).await?;
+            if sessions.is_empty() {
+                bail!(
+                    "conversation {:?} does not exist; `flue session list` shows the stored ones",
+                    crate::audit::conversation_of(id)
+                );
+            }
+            let names: Vec<&str> = sessions.iter().map(|s| s.session.as_str()).collect();
+            bail!(
+                "conversation {:?} has no session {session:?}; its sessions: {}",
+                crate::audit::conversation_of(id),
+                names.join(", ")
+            );
+        };
         let mut children = Vec::new();
         for child in tasks.get(session).into_iter().flatten() {
             children.push(load(store, id, child, tasks).await?);

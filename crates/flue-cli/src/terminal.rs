@@ -91,6 +91,23 @@ impl Output {
     }
 }
 
+/// Whether stdout and stderr are the same terminal: then the reply, streamed on stderr as it is
+/// written, is not printed a second time on stdout.
+pub(crate) fn stdout_is_stderr_terminal() -> bool {
+    use std::os::fd::AsFd as _;
+    if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
+        return false;
+    }
+    let device = |stat: nix::sys::stat::FileStat| (stat.st_dev, stat.st_rdev, stat.st_ino);
+    match (
+        nix::sys::stat::fstat(std::io::stdout().as_fd()),
+        nix::sys::stat::fstat(std::io::stderr().as_fd()),
+    ) {
+        (Ok(out), Ok(err)) => device(out) == device(err),
+        _ => false,
+    }
+}
+
 /// `text` with control characters written as visible escapes (see the module rules).
 pub(crate) fn escape_controls(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {

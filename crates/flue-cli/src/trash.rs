@@ -8,21 +8,24 @@ use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
-use crate::audit::{format_time, open_existing_store, relative};
+use crate::audit::{conversation_of, format_time, open_existing_store, relative};
 use crate::terminal::Output;
-use crate::workspace::{instance_id, resolve_root};
+use crate::workspace::{instance_id, resolve_store_root};
 
 /// The session name recorded in the audit log for restores made from the command line.
 const CLI_SESSION: &str = "cli";
 
 /// Runs `flue trash list`.
 pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
-    flue_core::check_instance_id(&args.id)?;
-    let root = resolve_root(args.root.as_deref())?;
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
+    let root = resolve_store_root(args.root.as_deref())?;
     let store = open_existing_store(&root)?;
-    let entries = store
-        .list_trash(&instance_id(&store, &args.id).await?)
-        .await?;
+    let entries = match &args.id {
+        Some(id) => store.list_trash(&instance_id(&store, id).await?).await?,
+        None => store.list_all_trash().await?,
+    };
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
@@ -30,7 +33,10 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     if entries.is_empty() {
-        eprintln!("the trash of conversation {:?} is empty", args.id);
+        match &args.id {
+            Some(id) => eprintln!("the trash of conversation {id:?} is empty"),
+            None => eprintln!("the trash of every conversation of this workspace is empty"),
+        }
     }
     let root_text = root
         .canonicalize()
@@ -45,7 +51,7 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
 /// workspace's store, so the restore is audited like the agent's own.
 pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
-    let root = resolve_root(args.root.as_deref())?;
+    let root = resolve_store_root(args.root.as_deref())?;
     let store = Arc::new(open_existing_store(&root)?);
     let instance_id = instance_id(&store, &args.id).await?;
     let sandbox = Arc::new(LocalSandbox::new(&root)?);
@@ -87,14 +93,17 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
                 output.stderr_text(&format!("{}: {}", err.kind, err.message))
             );
             if let Some(action) = &err.suggested_action {
-                eprintln!("hint: {}", output.stderr_text(action));
+                // The tool's hint speaks to a model (`destination`); here it is `--to`.
+                let action = action.replace("`destination`", "--to PATH");
+                eprintln!("hint: {}", output.stderr_text(&action));
             }
             Ok(Exit::Failure)
         }
     }
 }
 
-/// One line per trashed file: id, time, reason, path, size, hash, tool and session.
+/// One line per trashed file: id, time, reason, path, size, hash, tool, conversation and
+/// session.
 fn trash_text(entries: &[TrashEntry], root: &str) -> String {
     let mut out = String::new();
     for entry in entries {
@@ -106,7 +115,7 @@ fn trash_text(entries: &[TrashEntry], root: &str) -> String {
         // Writing to a String cannot fail.
         let _ = writeln!(
             out,
-            "{}  {}  {:<11}  {}  {} bytes  sha256 {}  ({}, session {})",
+            "{}  {}  {:<11}  {}  {} bytes  sha256 {}  ({}, conversation {}, session {})",
             entry.id,
             format_time(entry.trashed_at),
             reason,
@@ -114,6 +123,7 @@ fn trash_text(entries: &[TrashEntry], root: &str) -> String {
             entry.size,
             entry.sha256.chars().take(12).collect::<String>(),
             entry.tool,
+            conversation_of(&entry.instance_id),
             entry.session,
         );
     }

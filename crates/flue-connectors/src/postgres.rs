@@ -129,7 +129,8 @@ const MIGRATIONS: &[(&str, &str)] = &[(
         idempotency_key TEXT,
         settlement TEXT,
         durability TEXT,
-        admitted_offset BIGINT NOT NULL
+        admitted_offset BIGINT NOT NULL,
+        waiting_since BIGINT
     );
     CREATE INDEX flue_submissions_unsettled ON flue_submissions (instance_id, position)
         WHERE state <> 'settled';

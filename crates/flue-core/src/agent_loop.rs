@@ -1,13 +1,15 @@
 //! The agent loop: model turn, tool calls, results, repeat — driven by the stored log.
 //!
-//! Each iteration asks [`next_step`] what the log needs next: a model turn (the log ends with
-//! user input or answered tool calls), tool runs (the last assistant message has unanswered
-//! calls) or nothing (the model answered). Because the decision reads only the log, an
-//! operation that stopped mid-turn — a crash, or later a pause for a tool confirmation — can
-//! be picked up from the store alone.
+//! Each iteration asks `steps::next_step` what the log needs next: a model turn (the log ends
+//! with user input or answered tool calls), tool runs (the last assistant message has
+//! unanswered calls) or nothing (the model answered). Because the decision reads only the log,
+//! an operation that stopped mid-turn (a crash, a pause for a tool confirmation) can be picked
+//! up from the store alone.
+//!
+//! Layering: the loop sits below the session API and tasks, and calls compaction as a step.
+//! It knows nothing of tasks: a caller that lets the model delegate passes the `task` tool in
+//! as a [`Delegation`].
 
-use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,22 +18,31 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::compaction::{Compactor, LoopCompaction};
+use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
+use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
+use crate::permission::PermissionSource;
 use crate::record::{
-    AssistantContent, AssistantMessage, Record, ToolCall, ToolResult, Usage, UserMessage,
+    ActionKind, ActionResolution, ActionStarted, AssistantMessage, PendingAction, Record, ToolCall,
+    ToolResult, Usage, UserMessage,
 };
-use crate::session::{
-    OperationContext, PromptOptions, PromptResponse, SessionShared, SessionState,
+use crate::scope::AgentScope;
+use crate::shared::{SessionShared, SessionState};
+use crate::skill;
+use crate::steps::{
+    Step, action_id, check_decision, error_result, interrupted_results, make_call_ids_unique,
+    model_view, next_step, pending_actions, results_before_input,
 };
 use crate::tool::{
-    Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
+    Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, render_output,
 };
 use crate::util::or_cancel;
-use crate::{skill, task};
 
+/// Name of the read-only preflight tool that tells which tools wait for a decision.
+pub const PERMISSIONS_CHECK_TOOL: &str = "permissions_check";
 /// Name of the tool that delivers a structured result.
 pub const FINISH_TOOL: &str = "finish";
 /// Name of the tool the model calls when it cannot produce a structured result.
@@ -41,145 +52,93 @@ const MAX_RESULT_FOLLOW_UPS: u32 = 3;
 /// How long aborted tools get to stop on their own before their tasks are dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
 
-/// What the log needs next.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Step {
-    /// Ask the model for a turn.
-    CallModel,
-    /// Run these unanswered calls of the last assistant message.
-    RunTools(Vec<ToolCall>),
-    /// The last assistant message answered without tool calls.
-    Answered,
+/// What an operation brings before its loop runs.
+#[derive(Debug, Default)]
+pub(crate) struct Opening {
+    /// New input. Refused with [`FlueError::ActionsPending`] while actions wait for a decision
+    /// (unless `decisions` answer them all, as an interrupt does).
+    pub(crate) message: Option<UserMessage>,
+    /// Decisions on pending actions, checked against the log and stored first.
+    pub(crate) decisions: Vec<ActionResolution>,
+    /// End after the opening writes, without a model call (an interrupt without a message).
+    pub(crate) stop: bool,
 }
 
-/// Decides the next step from the log alone.
-pub(crate) fn next_step(records: &[Record]) -> Step {
-    let mut answered = HashSet::new();
-    for record in records.iter().rev() {
-        match record {
-            Record::ToolResult(result) => {
-                answered.insert(result.call_id.as_str());
-            }
-            Record::Assistant(message) => {
-                let pending: Vec<ToolCall> = message
-                    .tool_calls()
-                    .filter(|call| !answered.contains(call.id.as_str()))
-                    .cloned()
-                    .collect();
-                let has_calls = message.tool_calls().next().is_some();
-                return match (has_calls, pending.is_empty()) {
-                    (false, _) if answered.is_empty() => Step::Answered,
-                    (_, false) => Step::RunTools(pending),
-                    _ => Step::CallModel,
-                };
-            }
-            _ => return Step::CallModel,
+impl Opening {
+    /// An opening with new input only.
+    pub(crate) fn message(message: Option<UserMessage>) -> Self {
+        Self {
+            message,
+            ..Self::default()
         }
-    }
-    Step::CallModel
-}
-
-/// Gives every tool call of a new turn an id that no other call or result of the session
-/// has, before the turn is stored.
-///
-/// Providers assign call ids, and not all keep them unique: OpenAI-compatible servers may
-/// number calls per turn (`call_0` in every turn), repeat one id within a turn, or send none.
-/// Two calls under one id would both run and their results could not be told apart, breaking
-/// "every call has exactly one result". We rename rather than refuse the turn: the turn is
-/// valid work that was paid for, a retry would likely bring the same ids again, and the ids
-/// mean nothing to the provider beyond the request we send back, whose tool calls and tool
-/// results are both built from the stored records, so the renamed pairs stay well-formed.
-/// The renaming is deterministic: an empty (or blank) id becomes `call_<n>`, a repeated one
-/// `<id>_<n>`, with the smallest `n` (from 1 for empty ids, from 2 for repeats) not yet used;
-/// the suffix keeps ids within the `[A-Za-z0-9_-]` alphabet providers accept.
-pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[Record]) {
-    let mut used: HashSet<String> = HashSet::new();
-    for record in records {
-        match record {
-            Record::Assistant(message) => {
-                used.extend(message.tool_calls().map(|call| call.id.clone()));
-            }
-            Record::ToolResult(result) => {
-                used.insert(result.call_id.clone());
-            }
-            _ => {}
-        }
-    }
-    for part in content {
-        let AssistantContent::ToolCall(call) = part else {
-            continue;
-        };
-        let blank = call.id.trim().is_empty();
-        if !blank && !used.contains(&call.id) {
-            used.insert(call.id.clone());
-            continue;
-        }
-        let (base, first) = if blank {
-            ("call", 1_u64)
-        } else {
-            (call.id.as_str(), 2)
-        };
-        let mut n = first;
-        let fresh = loop {
-            let candidate = format!("{base}_{n}");
-            if !used.contains(&candidate) {
-                break candidate;
-            }
-            n += 1;
-        };
-        used.insert(fresh.clone());
-        call.id = fresh;
     }
 }
 
-/// The records the model sees: the latest compaction summary, then the records it kept.
-pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
-    let latest = records
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(idx, record)| match record {
-            Record::Compaction(summary) => Some((idx, summary)),
-            _ => None,
+/// Checks `decisions` against the log and stores them in one append, then emits them.
+async fn apply_decisions(
+    shared: &SessionShared,
+    state: &mut SessionState,
+    decisions: &[ActionResolution],
+    ctx: &OperationContext,
+) -> Result<()> {
+    if decisions.is_empty() {
+        return Ok(());
+    }
+    let mut records = Vec::with_capacity(decisions.len());
+    for decision in decisions {
+        let action = check_decision(
+            &state.records,
+            &shared.key.session,
+            &decision.action_id,
+            &decision.decision,
+        )?;
+        records.push(Record::ActionResolved(ActionResolution::of(
+            &action,
+            decision.decision.clone(),
+        )));
+    }
+    shared.append(state, records).await?;
+    for decision in decisions {
+        ctx.sink.send(Event::ActionResolved {
+            action_id: decision.action_id.clone(),
+            decision: decision.decision.clone(),
         });
-    let Some((summary_idx, summary)) = latest else {
-        return Cow::Borrowed(records);
-    };
-    let first_kept = usize::try_from(summary.first_kept)
-        .unwrap_or(usize::MAX)
-        .min(records.len());
-    let mut view = Vec::with_capacity(records.len().saturating_sub(first_kept) + 1);
-    view.push(Record::Compaction(summary.clone()));
-    view.extend(
-        records
-            .iter()
-            .enumerate()
-            .skip(first_kept)
-            .filter(|(idx, record)| *idx != summary_idx && !matches!(record, Record::Compaction(_)))
-            .map(|(_, record)| record.clone()),
-    );
-    Cow::Owned(view)
+    }
+    Ok(())
 }
 
-/// Results for calls an earlier operation left unanswered (crash or abort), so the log stays
-/// well-formed before new input is appended.
-pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
-    match next_step(records) {
-        Step::RunTools(calls) => calls
-            .into_iter()
-            .map(|call| {
-                Record::ToolResult(error_result(
-                    &call,
-                    &ToolError::new(
-                        "interrupted",
-                        "this tool call was interrupted before it finished; it may or may not \
-                         have taken effect",
-                    ),
-                ))
-            })
-            .collect(),
-        Step::CallModel | Step::Answered => Vec::new(),
-    }
+/// The `task` tool of one call and the usage of the tasks it runs (counted in the response).
+pub(crate) struct Delegation {
+    pub(crate) tool: ToolDefinition,
+    pub(crate) usage: Arc<Mutex<Usage>>,
+}
+
+/// The model of a call. Precedence: the call's, then the role's, then the agent's.
+pub(crate) fn call_model(
+    options: &PromptOptions,
+    overlay: &CallOverlay,
+    scope: &AgentScope,
+) -> Result<String> {
+    options
+        .model
+        .clone()
+        .or_else(|| overlay.model())
+        .or_else(|| scope.model.clone())
+        .ok_or_else(|| FlueError::ModelNotConfigured {
+            hint: Some("set `model` on the agent or pass a model for this call".into()),
+        })
+}
+
+/// The thinking level of a call, with the same precedence as [`call_model`].
+pub(crate) fn call_thinking(
+    options: &PromptOptions,
+    overlay: &CallOverlay,
+    scope: &AgentScope,
+) -> ThinkingLevel {
+    options
+        .thinking
+        .or_else(|| overlay.thinking())
+        .unwrap_or(scope.thinking)
 }
 
 /// Runs a model operation (`prompt`, `skill`, or a task's) to its end, as the session's agent
@@ -191,59 +150,70 @@ pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
 /// log alone: a stored final answer is returned at once, without a model call.
 pub(crate) async fn run(
     shared: Arc<SessionShared>,
-    message: Option<UserMessage>,
+    opening: Opening,
     options: PromptOptions,
     overlay: CallOverlay,
     ctx: OperationContext,
+    delegation: Option<Delegation>,
 ) -> Result<(PromptResponse, Usage)> {
     let harness = Arc::clone(&shared.harness);
     let scope = Arc::clone(&shared.scope);
-    // Model precedence: the call's, then the role's, then the agent's.
-    let model_spec = options
-        .model
-        .clone()
-        .or_else(|| overlay.model())
-        .or_else(|| scope.model.clone())
-        .ok_or_else(|| FlueError::ModelNotConfigured {
-            hint: Some("set `model` on the agent or pass a model for this call".into()),
-        })?;
+    let model_spec = call_model(&options, &overlay, &scope)?;
     let (provider, spec) = harness.providers.resolve(&model_spec)?;
     if harness.agent.model.as_deref() != Some(model_spec.as_str()) {
         provider.check_model(&spec.model).await?;
     }
-    let thinking = options
-        .thinking
-        .or_else(|| overlay.thinking())
-        .unwrap_or(scope.thinking);
+    let thinking = call_thinking(&options, &overlay, &scope);
     let result_slot = Arc::new(Mutex::new(None));
-    let delegated_usage = Arc::new(Mutex::new(Usage::default()));
     let mut tools: Vec<ToolDefinition> = scope.tools.clone();
     tools.extend(options.tools.iter().cloned());
     if !scope.skills.is_empty() {
         tools.push(skill::load_skill_tool(scope.skills.clone())?);
     }
-    if !scope.subagents.is_empty() {
-        let inherited = task::Inherited {
-            model: Some(model_spec.clone()),
-            thinking,
-        };
-        tools.push(task::task_tool(
-            &shared,
-            inherited,
-            &ctx.sink,
-            &delegated_usage,
-        )?);
-    }
+    let delegated_usage = match delegation {
+        Some(delegation) => {
+            tools.push(delegation.tool);
+            delegation.usage
+        }
+        None => Arc::new(Mutex::new(Usage::default())),
+    };
     if let Some(schema) = &options.result {
         tools.extend(result_tools(schema, &result_slot)?);
+    }
+    if let Some(check) = permissions_check_tool(&tools, &harness.permissions, shared.depth)? {
+        tools.push(check);
     }
     let tools = ToolSet::assemble(tools)?;
 
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
-    let mut opening = interrupted_results(&state.records);
-    opening.extend(message.map(Record::User));
-    shared.append(&mut state, opening).await?;
+    apply_decisions(&shared, &mut state, &opening.decisions, &ctx).await?;
+    let pending = pending_actions(&state.records);
+    let mut records: Vec<Record> = match &opening.message {
+        Some(_) if !pending.is_empty() => {
+            return Err(FlueError::ActionsPending {
+                session: shared.key.session.clone(),
+                actions: pending.into_iter().map(|action| action.action_id).collect(),
+            });
+        }
+        Some(_) => results_before_input(&state.records)
+            .into_iter()
+            .map(Record::ToolResult)
+            .collect(),
+        None => interrupted_results(&state.records),
+    };
+    records.extend(opening.message.map(Record::User));
+    shared.append(&mut state, records).await?;
+    if opening.stop {
+        let response = PromptResponse {
+            text: String::new(),
+            data: None,
+            usage: Usage::default(),
+            model: spec.to_ref(),
+            pending_actions: Vec::new(),
+        };
+        return Ok((response, Usage::default()));
+    }
 
     let mut turn = TurnLoop {
         shared: &shared,
@@ -269,7 +239,7 @@ struct TurnLoop<'a> {
     spec: &'a ModelSpec,
     tools: &'a ToolSet,
     system: String,
-    thinking: crate::config::ThinkingLevel,
+    thinking: ThinkingLevel,
     ctx: &'a OperationContext,
     usage: Usage,
     result_slot: Arc<Mutex<Option<ResultOutcome>>>,
@@ -294,10 +264,24 @@ impl TurnLoop<'_> {
                     self.compacting_model_turn(state, &mut compaction).await?;
                 }
                 Step::RunTools(calls) => {
-                    self.run_tools(state, calls).await?;
+                    self.run_tools(state, calls, RunMode::Classify).await?;
                     if let Some(outcome) = self.take_result() {
                         return self.finish_structured(state, outcome);
                     }
+                }
+                Step::RunConfirmed(confirmed) => {
+                    let (calls, action_ids) = confirmed.into_iter().unzip();
+                    self.run_tools(state, calls, RunMode::Confirmed(action_ids))
+                        .await?;
+                    if let Some(outcome) = self.take_result() {
+                        return self.finish_structured(state, outcome);
+                    }
+                }
+                Step::Answer(results) => self.answer(state, results).await?,
+                Step::Paused(actions) => {
+                    let mut response = self.response(state, None);
+                    response.pending_actions = actions;
+                    return Ok(response);
                 }
                 Step::Answered => {
                     if !self.structured {
@@ -408,9 +392,30 @@ impl TurnLoop<'_> {
         Ok(())
     }
 
-    /// Runs calls concurrently and appends their results in call order. On abort, calls that
-    /// did not finish get an `aborted` result so the log stays well-formed.
-    async fn run_tools(&mut self, state: &mut SessionState, calls: Vec<ToolCall>) -> Result<()> {
+    /// Runs calls concurrently and appends their results in call order. With
+    /// [`RunMode::Classify`] (calls of a new turn) each call's policy is read first: a call
+    /// that must wait for a decision (an `always_ask` tool, a custom tool) does not run; its
+    /// pending action is stored with the other calls' results, in the same append. With
+    /// [`RunMode::Confirmed`] the calls were allowed: their starts are stored before they
+    /// run, so a crash mid-run answers them `interrupted` instead of running them twice. On
+    /// abort, calls that did not finish get an `aborted` result so the log stays well-formed.
+    async fn run_tools(
+        &mut self,
+        state: &mut SessionState,
+        calls: Vec<ToolCall>,
+        mode: RunMode,
+    ) -> Result<()> {
+        if let RunMode::Confirmed(action_ids) = &mode {
+            let starts = action_ids
+                .iter()
+                .map(|action_id| {
+                    Record::ActionStarted(ActionStarted {
+                        action_id: action_id.clone(),
+                    })
+                })
+                .collect();
+            self.shared.append(state, starts).await?;
+        }
         let harness = &self.shared.harness;
         let tool_ctx = ToolContext {
             sandbox: Arc::clone(&harness.sandbox),
@@ -422,14 +427,11 @@ impl TurnLoop<'_> {
             audit: Arc::clone(&harness.audit),
         };
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         let mut running = JoinSet::new();
         for (call_idx, call) in calls.iter().enumerate() {
-            self.ctx.sink.send(Event::ToolStart {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-            });
             let Some(tool) = self.tools.get(&call.name).cloned() else {
+                self.send_tool_start(call);
                 let error = ToolError::new(
                     "unknown_tool",
                     format!(
@@ -442,9 +444,25 @@ impl TurnLoop<'_> {
                 continue;
             };
             if let Some(error) = unparsed_arguments(call) {
+                self.send_tool_start(call);
                 results[call_idx] = Some(self.finish_call(call, Err(error)));
                 continue;
             }
+            if matches!(mode, RunMode::Classify) {
+                match self.gate(call, &tool) {
+                    Gate::Run => {}
+                    Gate::Wait(action) => {
+                        waiting[call_idx] = Some(action);
+                        continue;
+                    }
+                    Gate::Refuse(error) => {
+                        self.send_tool_start(call);
+                        results[call_idx] = Some(self.finish_call(call, Err(error)));
+                        continue;
+                    }
+                }
+            }
+            self.send_tool_start(call);
             let input = call.input.clone();
             let ctx = tool_ctx.clone();
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
@@ -475,11 +493,14 @@ impl TurnLoop<'_> {
             .await;
             running.abort_all();
         }
-        let records = calls
-            .iter()
-            .zip(results)
-            .map(|(call, result)| {
-                Record::ToolResult(result.unwrap_or_else(|| {
+        let mut records: Vec<Record> = Vec::with_capacity(calls.len());
+        let mut pending: Vec<PendingAction> = Vec::new();
+        for ((call, result), wait) in calls.iter().zip(results).zip(waiting) {
+            match (result, wait) {
+                (Some(result), _) => records.push(Record::ToolResult(result)),
+                // After an abort nothing waits: the call is answered like any unfinished one.
+                (None, Some(action)) if !aborted => pending.push(action),
+                (None, _) => {
                     let error = if aborted {
                         ToolError::new(
                             "aborted",
@@ -491,15 +512,103 @@ impl TurnLoop<'_> {
                             "the tool failed unexpectedly (it panicked)",
                         )
                     };
-                    error_result(call, &error)
-                }))
-            })
-            .collect();
+                    records.push(Record::ToolResult(error_result(call, &error)));
+                }
+            }
+        }
+        records.extend(pending.iter().cloned().map(Record::ActionRequired));
         self.shared.append(state, records).await?;
+        for action in pending {
+            if action.kind == ActionKind::CustomTool {
+                self.ctx.sink.send(Event::CustomToolUse {
+                    action_id: action.action_id.clone(),
+                    call_id: action.call_id.clone(),
+                    name: action.tool_name.clone(),
+                    input: action.input.clone(),
+                });
+            }
+            self.ctx.sink.send(Event::ActionRequired { action });
+        }
         if aborted {
             return Err(FlueError::Aborted);
         }
         Ok(())
+    }
+
+    fn send_tool_start(&self, call: &ToolCall) {
+        self.ctx.sink.send(Event::ToolStart {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.clone(),
+        });
+    }
+
+    /// Whether a call of a new turn runs now, waits for a decision, or is refused (a call
+    /// that would wait in a task session, which cannot pause).
+    fn gate(&self, call: &ToolCall, tool: &ToolDefinition) -> Gate {
+        let meta = tool.meta();
+        let (kind, reason) = if tool.is_external() {
+            (
+                ActionKind::CustomTool,
+                format!("`{}` is a custom tool: the application runs it", call.name),
+            )
+        } else {
+            let (permission, rule) = self
+                .shared
+                .harness
+                .permissions
+                .decide(&call.name, meta.permission);
+            if permission == Permission::AlwaysAllow {
+                return Gate::Run;
+            }
+            let reason = match rule {
+                Some(rule) => format!(
+                    "`{}` needs confirmation (rule `{}: always_ask` from {})",
+                    call.name,
+                    rule.pattern,
+                    source_name(rule.source)
+                ),
+                None => format!("`{}` needs confirmation (the tool's own policy)", call.name),
+            };
+            (ActionKind::Confirmation, reason)
+        };
+        if self.shared.depth > 0 {
+            return Gate::Refuse(ToolError::new(
+                "permission_required",
+                format!(
+                    "{reason}, and a task cannot pause to ask; do the work without this tool \
+                     or report back so the parent conversation can run it"
+                ),
+            ));
+        }
+        Gate::Wait(PendingAction {
+            action_id: action_id(&call.id),
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            input: call.input.clone(),
+            kind,
+            reason,
+        })
+    }
+
+    /// Appends results that decisions (or a crash) settled, as a tool run would: redacted,
+    /// with their end events.
+    async fn answer(&mut self, state: &mut SessionState, results: Vec<ToolResult>) -> Result<()> {
+        let mut records = Vec::with_capacity(results.len());
+        for mut result in results {
+            self.shared
+                .harness
+                .redactor
+                .redact_in_place(&mut result.content);
+            self.ctx.sink.send(Event::ToolEnd {
+                call_id: result.call_id.clone(),
+                name: result.tool_name.clone(),
+                is_error: result.is_error,
+                output: result.content.clone(),
+            });
+            records.push(Record::ToolResult(result));
+        }
+        self.shared.append(state, records).await
     }
 
     fn finish_call(
@@ -570,7 +679,98 @@ impl TurnLoop<'_> {
             data,
             usage,
             model: self.spec.to_ref(),
+            pending_actions: Vec::new(),
         }
+    }
+}
+
+/// The `permissions_check` tool of a call whose tools include some that wait for a decision
+/// (none otherwise, and none in tasks, which cannot pause): a read-only preflight that tells
+/// the model which tools will pause for a confirmation or the application before it calls
+/// them.
+fn permissions_check_tool(
+    tools: &[ToolDefinition],
+    policy: &crate::permission::PermissionPolicy,
+    depth: u32,
+) -> Result<Option<ToolDefinition>> {
+    #[derive(Deserialize, schemars::JsonSchema)]
+    struct Input {
+        /// Tool names to check; omit to list every tool that pauses.
+        tools: Option<Vec<String>>,
+    }
+    let verdicts: Vec<(String, &'static str, String)> = tools
+        .iter()
+        .map(|tool| {
+            if tool.is_external() {
+                return (
+                    tool.name().to_owned(),
+                    "application",
+                    "a custom tool: the application runs it and supplies the result".to_owned(),
+                );
+            }
+            let (permission, rule) = policy.decide(tool.name(), tool.meta().permission);
+            let why = match rule {
+                Some(rule) => format!("rule `{}` from {}", rule.pattern, source_name(rule.source)),
+                None => "the tool's own default".to_owned(),
+            };
+            let verdict = match permission {
+                Permission::AlwaysAsk => "confirmation",
+                Permission::AlwaysAllow => "runs",
+            };
+            (tool.name().to_owned(), verdict, why)
+        })
+        .collect();
+    if depth > 0 || verdicts.iter().all(|(_, verdict, _)| *verdict == "runs") {
+        return Ok(None);
+    }
+    let verdicts = Arc::new(verdicts);
+    let tool = ToolDefinition::from_fn(
+        PERMISSIONS_CHECK_TOOL,
+        "Tell which of your tools pause before running: `confirmation` (a person must allow \
+         the call first; the conversation waits) or `application` (the application runs it \
+         and answers later). Use it before a call you would rather not leave waiting.",
+        move |input: Input, _ctx: ToolContext| {
+            let verdicts = Arc::clone(&verdicts);
+            async move {
+                let listed: Vec<Value> = verdicts
+                    .iter()
+                    .filter(|(name, verdict, _)| match &input.tools {
+                        Some(names) => names.iter().any(|wanted| wanted == name),
+                        None => *verdict != "runs",
+                    })
+                    .map(|(name, verdict, why)| json!({"tool": name, "when_called": verdict, "why": why}))
+                    .collect();
+                Ok::<_, ToolError>(json!({ "tools": listed }))
+            }
+        },
+    )?;
+    Ok(Some(tool.with_meta(ToolMeta {
+        ownership: Ownership::Managed,
+        read_only: true,
+        ..ToolMeta::default()
+    })))
+}
+
+/// How [`TurnLoop::run_tools`] treats its calls.
+enum RunMode {
+    /// Calls of a new turn: read each one's policy first.
+    Classify,
+    /// Calls allowed by a decision, with their action ids.
+    Confirmed(Vec<String>),
+}
+
+/// What a call's policy says.
+enum Gate {
+    Run,
+    Wait(PendingAction),
+    Refuse(ToolError),
+}
+
+fn source_name(source: PermissionSource) -> &'static str {
+    match source {
+        PermissionSource::Defaults => "the workspace defaults",
+        PermissionSource::AgentFile => "the agent file",
+        PermissionSource::Code => "the agent's configuration",
     }
 }
 
@@ -587,16 +787,6 @@ fn unparsed_arguments(call: &ToolCall) -> Option<ToolError> {
          object that matches the tool's schema and retry.",
         call.name
     )))
-}
-
-fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
-    ToolResult {
-        call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: error.model_text(),
-        is_error: true,
-        error_kind: Some(error.kind.clone()),
-    }
 }
 
 /// How a structured-result operation ended from the model's side.
@@ -689,6 +879,3 @@ where
         })
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -12,7 +12,7 @@
 //!   later compaction updates the previous summary instead of summarising it blindly. The
 //!   files read and modified are listed by the runtime from the tool calls, not by the model.
 //! - **Storage**: one [`Record::Compaction`] appended to the log. The full history stays in the
-//!   store; `agent_loop::model_view` shows the model the summary plus the kept records.
+//!   store; `steps::model_view` shows the model the summary plus the kept records.
 //!
 //! [`Compactor`] runs compaction for the agent loop (the threshold check before each model
 //! call, and once after a context overflow) and for `session.compact()` ([`run_manual`]).
@@ -27,13 +27,14 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::model_view;
 use crate::config::{Compaction, CompactionConfig, ThinkingLevel};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};
+use crate::operation::{OperationContext, redacted_info};
 use crate::record::{AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage};
-use crate::session::{OperationContext, SessionShared, SessionState};
+use crate::shared::{SessionShared, SessionState};
+use crate::steps::model_view;
 use crate::tool::ToolSet;
 use crate::util::or_cancel;
 
@@ -152,6 +153,8 @@ pub(crate) fn record_tokens(record: &Record) -> u64 {
             n_chars = message.content.iter().map(content_chars).sum();
         }
         Record::ToolResult(result) => n_chars = char_count(&result.content),
+        // Pause bookkeeping: the model never sees it.
+        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_) => {}
         Record::Shell(shell) => {
             n_chars =
                 char_count(&shell.command) + char_count(&shell.stdout) + char_count(&shell.stderr);
@@ -298,7 +301,11 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
     for (idx, record) in records.iter().enumerate().skip(start) {
         let kind_allows = match record {
             Record::User(_) | Record::Assistant(_) | Record::Shell(_) => true,
-            Record::ToolResult(_) | Record::Compaction(_) => false,
+            Record::ToolResult(_)
+            | Record::Compaction(_)
+            | Record::ActionRequired(_)
+            | Record::ActionResolved(_)
+            | Record::ActionStarted(_) => false,
         };
         if idx > start && kind_allows && open_calls.is_empty() {
             cuts.push(idx);
@@ -310,7 +317,12 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
             Record::ToolResult(result) => {
                 open_calls.remove(result.call_id.as_str());
             }
-            Record::User(_) | Record::Shell(_) | Record::Compaction(_) => {}
+            Record::User(_)
+            | Record::Shell(_)
+            | Record::Compaction(_)
+            | Record::ActionRequired(_)
+            | Record::ActionResolved(_)
+            | Record::ActionStarted(_) => {}
         }
     }
     cuts
@@ -320,7 +332,12 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
 fn is_turn_start(record: &Record) -> bool {
     match record {
         Record::User(_) | Record::Shell(_) => true,
-        Record::Assistant(_) | Record::ToolResult(_) | Record::Compaction(_) => false,
+        Record::Assistant(_)
+        | Record::ToolResult(_)
+        | Record::Compaction(_)
+        | Record::ActionRequired(_)
+        | Record::ActionResolved(_)
+        | Record::ActionStarted(_) => false,
     }
 }
 
@@ -431,7 +448,10 @@ fn render_record(record: &Record) -> Option<String> {
             ))
         }
         // The latest summary is passed separately; older ones are part of it.
-        Record::Compaction(_) => None,
+        Record::Compaction(_)
+        | Record::ActionRequired(_)
+        | Record::ActionResolved(_)
+        | Record::ActionStarted(_) => None,
     }
 }
 
@@ -473,7 +493,12 @@ impl FileLists {
                     };
                     target.extend(call_paths(input));
                 }
-                Record::User(_) | Record::Shell(_) | Record::Compaction(_) => {}
+                Record::User(_)
+                | Record::Shell(_)
+                | Record::Compaction(_)
+                | Record::ActionRequired(_)
+                | Record::ActionResolved(_)
+                | Record::ActionStarted(_) => {}
             }
         }
     }
@@ -655,10 +680,7 @@ impl Compactor<'_> {
             Err(err) => (
                 messages_before,
                 tokens_before,
-                Some(crate::session::redacted_info(
-                    &self.shared.harness.redactor,
-                    err,
-                )),
+                Some(redacted_info(&self.shared.harness.redactor, err)),
             ),
         };
         self.ctx.sink.send(Event::CompactionEnd {

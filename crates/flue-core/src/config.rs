@@ -12,7 +12,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
-use crate::tool::ToolDefinition;
+use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
+use crate::tool::{Permission, ToolDefinition};
 
 /// Default limit on model turns in one operation.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -405,9 +406,42 @@ pub struct AgentConfig {
     pub max_turns: Option<u32>,
     /// Overrides the profile's default role.
     pub role: Option<String>,
+    /// Tool permission rules, over each tool's own default (see [`AgentConfig::with_permission`]).
+    pub permissions: Vec<PermissionRule>,
 }
 
 impl AgentConfig {
+    /// Sets the permission of the tools matching `pattern` (a tool name, or a glob with `*`
+    /// and `?` such as `mcp__*`): [`Permission::AlwaysAsk`] pauses each call until it is
+    /// confirmed. Rules set here win over the agent file's and the workspace defaults; within
+    /// one source an exact name beats a glob and a longer glob a shorter one. A bad pattern
+    /// fails `resolve` with [`FlueError::InvalidConfig`].
+    ///
+    /// ```
+    /// use flue_core::{AgentConfig, Permission};
+    /// let agent = AgentConfig::new()
+    ///     .with_permission("mcp__*", Permission::AlwaysAsk)
+    ///     .with_permission("bash", Permission::AlwaysAsk);
+    /// assert_eq!(agent.resolve().unwrap().permissions.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn with_permission(mut self, pattern: impl Into<String>, permission: Permission) -> Self {
+        self.permissions.push(PermissionRule::new(
+            pattern,
+            permission,
+            PermissionSource::Code,
+        ));
+        self
+    }
+
+    /// Adds a permission rule from any source (flue-build adds the workspace defaults and the
+    /// agent file's rules this way).
+    #[must_use]
+    pub fn with_permission_rule(mut self, rule: PermissionRule) -> Self {
+        self.permissions.push(rule);
+        self
+    }
+
     /// An empty configuration.
     pub fn new() -> Self {
         Self::default()
@@ -538,6 +572,11 @@ impl AgentConfig {
         if self.max_turns == Some(0) {
             problems.push("max_turns must be at least 1".to_owned());
         }
+        for rule in &self.permissions {
+            if let Err(problem) = check_permission_pattern(&rule.pattern) {
+                problems.push(format!("permissions: {problem}"));
+            }
+        }
         problems_to_result(&problems)?;
         Ok(ResolvedAgent {
             name: merged.name.unwrap_or_else(|| "agent".to_owned()),
@@ -553,6 +592,7 @@ impl AgentConfig {
             cwd: self.cwd,
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             role: merged.role,
+            permissions: self.permissions,
         })
     }
 }
@@ -586,6 +626,8 @@ pub struct ResolvedAgent {
     pub max_turns: u32,
     /// Default role of the agent's sessions.
     pub role: Option<String>,
+    /// Tool permission rules (checked by `resolve`).
+    pub permissions: Vec<PermissionRule>,
 }
 
 /// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.

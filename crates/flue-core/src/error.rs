@@ -431,6 +431,45 @@ pub enum FlueError {
         /// What happened.
         message: String,
     },
+    /// The session (or conversation) waits for decisions on tool calls, so it takes no new
+    /// message. Resolve the listed actions first (confirm, deny, or supply a custom tool's
+    /// result), or interrupt, which answers them all and may carry the new message.
+    #[error(
+        "session {session:?} is waiting for decisions on {}; resolve them or interrupt first",
+        .actions.join(", ")
+    )]
+    ActionsPending {
+        /// The session (or conversation, `agent/id`).
+        session: String,
+        /// The pending action ids.
+        actions: Vec<String>,
+    },
+    /// The action was decided already (the first decision wins); nothing was changed. Read
+    /// the actions to see the decision that was taken.
+    #[error("action {action_id} was already resolved")]
+    ActionAlreadyResolved {
+        /// The action.
+        action_id: String,
+    },
+    /// No action with this id exists in the session. Fix the id (list the actions).
+    #[error("no action {action_id} in session {session:?}; pending: {}", list_or_none(.pending))]
+    ActionNotFound {
+        /// The action id asked for.
+        action_id: String,
+        /// The session.
+        session: String,
+        /// The actions still pending there.
+        pending: Vec<String>,
+    },
+    /// The decision does not fit the action: `allow` is for confirmations, a result for
+    /// custom tools. Fix the request.
+    #[error("invalid decision for action {action_id}: {message}")]
+    InvalidDecision {
+        /// The action.
+        action_id: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A stream read started past the head. Fix the offset (take it from a response).
     #[error("offset {offset} is past the head {head} of conversation {conversation}")]
     OffsetOutOfRange {
@@ -545,6 +584,10 @@ impl FlueError {
             Self::SubmissionFailed { .. } => "submission_failed",
             Self::LeaseLost { .. } => "lease_lost",
             Self::OffsetOutOfRange { .. } => "offset_out_of_range",
+            Self::ActionsPending { .. } => "actions_pending",
+            Self::ActionAlreadyResolved { .. } => "action_already_resolved",
+            Self::ActionNotFound { .. } => "action_not_found",
+            Self::InvalidDecision { .. } => "invalid_decision",
         }
     }
 

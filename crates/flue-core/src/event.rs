@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::record::{ModelRef, StopReason, Usage};
+use crate::record::{ActionDecision, ModelRef, PendingAction, StopReason, Usage};
 
 /// One thing that happened during an operation. Grows over time: match with a wildcard.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,6 +115,39 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
     },
+    /// A tool call waits for a decision: the operation pauses before its side effect and
+    /// ends with the outcome `requires_action`. Emitted once the pending action is durable.
+    ActionRequired {
+        /// The pending action.
+        action: PendingAction,
+    },
+    /// A custom tool was called: the application runs it and supplies the result (emitted
+    /// with its [`Event::ActionRequired`]).
+    CustomToolUse {
+        /// The action to resolve with the result.
+        action_id: String,
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// Input as the model sent it.
+        input: Value,
+    },
+    /// A pending action was decided (once the decision is durable).
+    ActionResolved {
+        /// The action.
+        action_id: String,
+        /// The decision.
+        decision: ActionDecision,
+    },
+    /// A submission paused on pending actions: it is `waiting`, nobody owns the conversation,
+    /// and any process resolves it. Emitted once the state is durable.
+    SubmissionWaiting {
+        /// The submission.
+        submission_id: String,
+        /// The pending action ids.
+        actions: Vec<String>,
+    },
     /// A submission was admitted durably (emitted by the admitting process; at least once).
     SubmissionQueued {
         /// The submission.
@@ -190,6 +223,9 @@ pub enum Outcome {
     Failed,
     /// Its caller aborted it.
     Aborted,
+    /// It paused on tool calls that wait for a decision (a confirmation or a custom tool's
+    /// result); resolving them resumes it. Never the outcome of a settled submission.
+    RequiresAction,
 }
 
 /// The wire shape of an error: `{"kind": ..., "message": ...}`.

@@ -12,20 +12,20 @@ use crate::config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
 };
 use crate::error::{FlueError, Result, SandboxErrorReason};
-use crate::model::ProviderRegistry;
-use crate::overlay::CallOverlay;
+use crate::model::{ProviderRegistry, ToolSchema};
+use crate::permission::PermissionPolicy;
 use crate::redact::Redactor;
 use crate::role::{Role, Roles};
 use crate::sandbox::{
     ExecOptions, Sandbox, SandboxFactory, ShellResult, VirtualSandbox, normalize_path,
 };
 use crate::scope::AgentScope;
-use crate::session::{Session, SessionShared};
+use crate::session::Session;
+use crate::shared::{HarnessShared, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
+use crate::task::TASK_SESSION_PREFIX;
+use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
-
-/// Prefix of framework-owned task session names.
-pub const TASK_SESSION_PREFIX: &str = "task:";
 
 /// The session used when no name is given.
 pub const DEFAULT_SESSION: &str = "default";
@@ -158,6 +158,7 @@ impl HarnessBuilder {
             }
         }
         let redactor = Redactor::new(&self.secrets)?;
+        let permissions = PermissionPolicy::new(&agent.permissions)?;
         let instance_id = match self.instance_id {
             Some(id) => {
                 check_instance_id(&id)?;
@@ -213,6 +214,7 @@ impl HarnessBuilder {
                 cwd,
                 workspace_context,
                 redactor,
+                permissions,
                 open_sessions: Mutex::new(HashMap::new()),
             }),
         })
@@ -223,40 +225,6 @@ impl HarnessBuilder {
 #[derive(Clone)]
 pub struct Harness {
     shared: Arc<HarnessShared>,
-}
-
-pub(crate) struct HarnessShared {
-    pub(crate) instance_id: String,
-    pub(crate) agent: ResolvedAgent,
-    pub(crate) store: Arc<dyn SessionStore>,
-    pub(crate) audit: Arc<dyn AuditStore>,
-    pub(crate) providers: ProviderRegistry,
-    pub(crate) sandbox: Arc<dyn Sandbox>,
-    pub(crate) cwd: String,
-    pub(crate) workspace_context: Option<String>,
-    /// What root sessions run as: the agent plus the workspace skills.
-    pub(crate) root_scope: Arc<AgentScope>,
-    /// The roles calls may name.
-    pub(crate) roles: Roles,
-    /// Known secret values, redacted from tool output before it is stored or emitted.
-    pub(crate) redactor: Redactor,
-    /// Open sessions by name, so every handle to one session shares its busy flag.
-    open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
-}
-
-impl HarnessShared {
-    /// Drops a deleted session from the registry so the next open starts fresh.
-    pub(crate) fn forget_session(&self, name: &str) {
-        if let Ok(mut open) = self.open_sessions.lock() {
-            open.remove(name);
-        }
-    }
-
-    /// The system prompt of a root session's call without role or skill: the agent's
-    /// instructions, the workspace context, then the list of skills.
-    pub(crate) fn system_prompt(&self) -> String {
-        CallOverlay::default().system_prompt(&self.root_scope, self.workspace_context.as_deref())
-    }
 }
 
 impl std::fmt::Debug for Harness {
@@ -299,6 +267,21 @@ impl Harness {
     /// The system prompt sessions start from (a call's role or skill adds to it).
     pub fn system_prompt(&self) -> String {
         self.shared.system_prompt()
+    }
+
+    /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
+    /// custom, command and MCP tools), then `load_skill` when there are skills and `task` when
+    /// there are subagents. A call's extra tools and result tools come on top.
+    pub fn tool_schemas(&self) -> Result<Vec<ToolSchema>> {
+        let scope = &self.shared.root_scope;
+        let mut schemas: Vec<ToolSchema> = scope.tools.iter().map(ToolDefinition::schema).collect();
+        if !scope.skills.is_empty() {
+            schemas.push(crate::skill::load_skill_tool(scope.skills.clone())?.schema());
+        }
+        if !scope.subagents.is_empty() {
+            schemas.push(crate::task::task_tool_schema(scope, &self.shared)?);
+        }
+        Ok(schemas)
     }
 
     /// The names of the skills root sessions can run: the agent's and the workspace's, sorted.

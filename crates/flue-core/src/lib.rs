@@ -25,21 +25,25 @@ mod error;
 mod event;
 mod harness;
 mod model;
+mod operation;
 mod overlay;
+mod permission;
 mod record;
 mod redact;
 mod role;
 mod sandbox;
 mod scope;
 mod session;
+mod shared;
 mod skill;
+mod steps;
 mod store;
 mod submission;
 mod task;
 mod tool;
 mod util;
 
-pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL};
+pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
@@ -48,8 +52,7 @@ pub use config::{
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use harness::{
-    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, TASK_SESSION_PREFIX,
-    check_instance_id,
+    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, check_instance_id,
 };
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
@@ -57,8 +60,11 @@ pub use model::{
     ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, StreamLimits,
     ToolSchema, TurnSink, WireApi,
 };
+pub use operation::{PromptOptions, PromptResponse};
+pub use permission::{PermissionRule, PermissionSource, check_permission_pattern};
 pub use record::{
-    AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, RECORD_FORMAT_VERSION,
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
+    AssistantMessage, CompactionSummary, Image, ModelRef, PendingAction, RECORD_FORMAT_VERSION,
     Record, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
     UserMessage,
 };
@@ -69,7 +75,7 @@ pub use sandbox::{
     SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
     VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
 };
-pub use session::{PromptOptions, PromptResponse, Session};
+pub use session::Session;
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
@@ -78,14 +84,15 @@ pub use store::{
 };
 pub use submission::{
     AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, RuntimeEvent, SendCondition,
-    Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
-    check_conversation_id,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset, ResolveReceipt,
+    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
+    SubmissionState, WhenBusy, check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_TOOL, TaskOptions, task_session_parent};
+pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    BUILTIN_TOOL_NAMES, Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext,
-    ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools, render_output,
+    BUILTIN_TOOL_NAMES, Effects, InterruptBehavior, Ownership, Permission, READ_ONLY_TOOL_NAMES,
+    Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, builtin_tool, builtin_tools,
+    render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

@@ -48,6 +48,123 @@ pub enum Record {
     Shell(ShellExchange),
     /// A summary that replaces the records before `first_kept` in the model's view.
     Compaction(CompactionSummary),
+    /// A tool call of the preceding assistant message that waits for a decision (a
+    /// confirmation, or a custom tool's result) before it runs: the operation paused here.
+    ActionRequired(PendingAction),
+    /// The decision on a pending action. The first one stored wins.
+    ActionResolved(ActionResolution),
+    /// A confirmed call started running. A call with this record and no result was cut short
+    /// (a crash): it is answered `interrupted`, never run again.
+    ActionStarted(ActionStarted),
+}
+
+/// A tool call waiting for a person or the application (see [`Record::ActionRequired`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingAction {
+    /// The action's id, unique in the session (`act_<call id>`).
+    pub action_id: String,
+    /// The tool call it holds back.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's input.
+    pub input: Value,
+    /// Confirmation or custom tool.
+    pub kind: ActionKind,
+    /// Why the call waits, for the person deciding.
+    pub reason: String,
+}
+
+/// What a pending action waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ActionKind {
+    /// Permission to run a tool whose policy is `always_ask`: allow or deny.
+    Confirmation,
+    /// The result of a custom tool the application runs (or a denial).
+    CustomTool,
+}
+
+/// The decision on one pending action (see [`Record::ActionResolved`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActionResolution {
+    /// The action decided.
+    pub action_id: String,
+    /// The decision.
+    pub decision: ActionDecision,
+    /// The decided call's tool (filled in by the runtime when it stores the decision).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tool_name: String,
+    /// The decided call's id (likewise).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub call_id: String,
+}
+
+impl ActionResolution {
+    /// A decision on `action_id`; the runtime fills in the tool and call when storing it.
+    pub fn new(action_id: impl Into<String>, decision: ActionDecision) -> Self {
+        Self {
+            action_id: action_id.into(),
+            decision,
+            tool_name: String::new(),
+            call_id: String::new(),
+        }
+    }
+
+    /// This decision on `action`, naming its tool and call.
+    pub fn of(action: &PendingAction, decision: ActionDecision) -> Self {
+        Self {
+            action_id: action.action_id.clone(),
+            decision,
+            tool_name: action.tool_name.clone(),
+            call_id: action.call_id.clone(),
+        }
+    }
+}
+
+/// A decision on a pending action.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ActionDecision {
+    /// Run the call (confirmations only).
+    Allow,
+    /// Don't run it; the model sees the denial (with `message`) as the call's error.
+    Deny {
+        /// Why, for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// The custom tool's result, supplied by the application.
+    Result {
+        /// The output the model sees (a string is shown as is, anything else as JSON).
+        value: Value,
+        /// Whether the output is an error.
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// Answered as interrupted by an interrupt of the conversation.
+    Interrupted,
+}
+
+/// One action of a session and its decision (`None` while it waits), as listed by
+/// [`Session::actions`](crate::Session::actions).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActionInfo {
+    /// The action.
+    #[serde(flatten)]
+    pub action: PendingAction,
+    /// The decision, once taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<ActionDecision>,
+}
+
+/// A confirmed call started (see [`Record::ActionStarted`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionStarted {
+    /// The action.
+    pub action_id: String,
 }
 
 /// A user message.

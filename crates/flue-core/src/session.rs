@@ -2,119 +2,32 @@
 //!
 //! One operation runs at a time per session; a second one fails at once with
 //! [`FlueError::SessionBusy`]. That rule is enforced in exactly one place,
-//! [`SessionShared::begin`]. Across processes, appends carry the expected version, so a
+//! `SessionShared::begin` (in `shared.rs`). Across processes, appends carry the expected version, so a
 //! concurrent writer gets [`FlueError::VersionConflict`] instead of interleaving.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop;
+use crate::agent_loop::Opening;
 use crate::call::CallHandle;
 use crate::compaction;
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
-use crate::event::{ErrorInfo, Event, OperationKind, Outcome};
-use crate::harness::HarnessShared;
+use crate::event::{Event, OperationKind, Outcome};
 use crate::model::TurnSink;
-use crate::overlay::CallOverlay;
-use crate::record::{
-    Image, ModelRef, Record, ShellExchange, StoredRecord, Usage, UserContent, UserMessage,
+use crate::operation::{
+    OperationContext, OperationOutput, PromptOptions, PromptResponse, redacted_info,
 };
-use crate::redact::Redactor;
+use crate::record::{ActionDecision, ActionInfo, ActionResolution, PendingAction};
+use crate::record::{Record, ShellExchange, Usage, UserContent, UserMessage};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
-use crate::scope::AgentScope;
+use crate::shared::SessionShared;
 use crate::skill::{self, SkillOptions};
-use crate::store::{SessionKey, SessionLog};
+use crate::steps;
 use crate::task::{self, Inherited, TaskOptions};
-use crate::tool::ToolDefinition;
-use crate::util::{now_ms, or_cancel};
-
-/// Options of a model operation (`prompt`). Builder-lite: start from `default()`.
-#[derive(Clone, Debug, Default)]
-pub struct PromptOptions {
-    /// Model specifier override for this operation.
-    pub model: Option<String>,
-    /// Reasoning effort override for this operation.
-    pub thinking: Option<ThinkingLevel>,
-    /// Extra tools for this operation.
-    pub tools: Vec<ToolDefinition>,
-    /// JSON Schema of a structured result: the operation then returns validated `data`.
-    pub result: Option<Value>,
-    /// Images attached to the user message.
-    pub images: Vec<Image>,
-    /// An outside cancellation signal, merged with the handle's own.
-    pub cancel: Option<CancellationToken>,
-    /// Role for this operation (instead of the session's default role).
-    pub role: Option<String>,
-}
-
-impl PromptOptions {
-    /// Sets the model override.
-    #[must_use]
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Sets the thinking level override.
-    #[must_use]
-    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// Adds a tool for this operation.
-    #[must_use]
-    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Requires a structured result matching `schema`.
-    #[must_use]
-    pub fn with_result(mut self, schema: Value) -> Self {
-        self.result = Some(schema);
-        self
-    }
-
-    /// Attaches an image.
-    #[must_use]
-    pub fn with_image(mut self, image: Image) -> Self {
-        self.images.push(image);
-        self
-    }
-
-    /// Merges an outside cancellation signal.
-    #[must_use]
-    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
-        self.cancel = Some(cancel);
-        self
-    }
-
-    /// Runs this operation in `role`: a persona overlay for this call only.
-    #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
-        self
-    }
-}
-
-/// What a model operation returns.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PromptResponse {
-    /// The final assistant text.
-    pub text: String,
-    /// Validated structured data, when a result schema was given.
-    pub data: Option<Value>,
-    /// Usage summed over every model turn of the operation.
-    pub usage: Usage,
-    /// The model of the operation's primary turns.
-    pub model: ModelRef,
-}
+use crate::util::or_cancel;
 
 /// A named conversation inside a harness. Cheap to clone; clones share state.
 #[derive(Clone)]
@@ -127,145 +40,6 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("key", &self.shared.key)
             .finish_non_exhaustive()
-    }
-}
-
-pub(crate) struct SessionShared {
-    pub(crate) harness: Arc<HarnessShared>,
-    pub(crate) key: SessionKey,
-    busy: AtomicBool,
-    deleted: AtomicBool,
-    /// Held by the running operation for its whole duration; uncontended thanks to `busy`.
-    pub(crate) state: tokio::sync::Mutex<SessionState>,
-    /// The agent this session runs as.
-    pub(crate) scope: Arc<AgentScope>,
-    /// Levels below the root session: 0 for sessions opened by name, 1 for their tasks, ...
-    pub(crate) depth: u32,
-    /// The role of calls that name none; in memory only, never persisted.
-    default_role: std::sync::Mutex<Option<String>>,
-}
-
-/// The in-memory copy of a session log.
-pub(crate) struct SessionState {
-    pub(crate) version: u64,
-    pub(crate) records: Vec<Record>,
-}
-
-/// Proof that an operation owns its session; releases it on drop (including on panic).
-pub(crate) struct OperationGuard {
-    shared: Arc<SessionShared>,
-}
-
-impl Drop for OperationGuard {
-    fn drop(&mut self) {
-        self.shared.busy.store(false, Ordering::Release);
-    }
-}
-
-impl SessionShared {
-    pub(crate) fn new(harness: Arc<HarnessShared>, key: SessionKey, log: SessionLog) -> Self {
-        let scope = Arc::clone(&harness.root_scope);
-        Self::new_task(harness, key, log, scope, 0)
-    }
-
-    /// A session running as `scope` at `depth` below the root (a task session when above 0).
-    pub(crate) fn new_task(
-        harness: Arc<HarnessShared>,
-        key: SessionKey,
-        log: SessionLog,
-        scope: Arc<AgentScope>,
-        depth: u32,
-    ) -> Self {
-        Self {
-            harness,
-            key,
-            busy: AtomicBool::new(false),
-            deleted: AtomicBool::new(false),
-            state: tokio::sync::Mutex::new(SessionState {
-                version: log.version,
-                records: log
-                    .records
-                    .into_iter()
-                    .map(|stored| stored.record)
-                    .collect(),
-            }),
-            default_role: std::sync::Mutex::new(scope.role.clone()),
-            scope,
-            depth,
-        }
-    }
-
-    /// The role of calls that name none.
-    pub(crate) fn default_role(&self) -> Option<String> {
-        self.default_role.lock().map_or(None, |role| role.clone())
-    }
-
-    /// The overlay of a model call naming `call_role` (or none) and running `skill` (or none).
-    fn overlay(
-        &self,
-        call_role: Option<&str>,
-        skill: Option<Arc<crate::config::Skill>>,
-    ) -> Result<CallOverlay> {
-        let role = call_role.map(str::to_owned).or_else(|| self.default_role());
-        CallOverlay::resolve(&self.harness.roles, role, skill)
-    }
-
-    /// Claims the session for one operation: the single place that enforces exclusivity.
-    pub(crate) fn begin(self: &Arc<Self>) -> Result<OperationGuard> {
-        if self.deleted.load(Ordering::Acquire) {
-            return Err(FlueError::SessionNotFound {
-                session: self.key.session.clone(),
-            });
-        }
-        self.busy
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| FlueError::SessionBusy {
-                session: self.key.session.clone(),
-            })?;
-        Ok(OperationGuard {
-            shared: Arc::clone(self),
-        })
-    }
-
-    /// Brings `state` up to date with records other writers appended.
-    pub(crate) async fn sync(&self, state: &mut SessionState) -> Result<()> {
-        let log = self
-            .harness
-            .store
-            .load(&self.key, state.version)
-            .await?
-            .ok_or_else(|| FlueError::SessionNotFound {
-                session: self.key.session.clone(),
-            })?;
-        state
-            .records
-            .extend(log.records.into_iter().map(|stored| stored.record));
-        state.version = log.version;
-        Ok(())
-    }
-
-    /// Appends records durably, then to the in-memory copy.
-    pub(crate) async fn append(
-        &self,
-        state: &mut SessionState,
-        records: Vec<Record>,
-    ) -> Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let at = now_ms();
-        let stored: Vec<StoredRecord> = records
-            .iter()
-            .cloned()
-            .map(|record| StoredRecord::new(record, at))
-            .collect();
-        state.version = self
-            .harness
-            .store
-            .append(&self.key, state.version, &stored)
-            .await?;
-        state.records.extend(records);
-        Ok(())
     }
 }
 
@@ -306,7 +80,14 @@ impl Session {
             options.cancel.clone(),
             move |shared, ctx| async move {
                 let overlay = shared.overlay(options.role.as_deref(), None)?;
-                agent_loop::run(shared, Some(message), options, overlay, ctx).await
+                task::run_agent(
+                    shared,
+                    Opening::message(Some(message)),
+                    options,
+                    overlay,
+                    ctx,
+                )
+                .await
             },
         )
     }
@@ -324,9 +105,67 @@ impl Session {
             Some(cancel),
             move |shared, ctx| async move {
                 let overlay = shared.overlay(None, None)?;
-                agent_loop::run(shared, message, PromptOptions::default(), overlay, ctx).await
+                let opening = Opening::message(message);
+                task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
             },
         )
+    }
+
+    /// The tool calls waiting for a decision, as stored (other processes' writes included).
+    pub async fn pending_actions(&self) -> Result<Vec<PendingAction>> {
+        let mut state = self.shared.state.lock().await;
+        self.shared.sync(&mut state).await?;
+        Ok(steps::pending_actions(&state.records))
+    }
+
+    /// Every action of the session, pending and decided, in order, as stored.
+    pub async fn actions(&self) -> Result<Vec<ActionInfo>> {
+        let mut state = self.shared.state.lock().await;
+        self.shared.sync(&mut state).await?;
+        Ok(steps::actions(&state.records))
+    }
+
+    /// Decides one pending action and resumes the paused operation from the stored log:
+    /// [`ActionDecision::Allow`] runs the confirmed call (once: its start is stored first),
+    /// [`ActionDecision::Deny`] answers it as an error the model sees, and
+    /// [`ActionDecision::Result`] gives a custom tool's output. The loop then goes on, and may
+    /// pause again (the response's `pending_actions`). Works in any process sharing the store.
+    ///
+    /// Errors: [`FlueError::ActionNotFound`], [`FlueError::ActionAlreadyResolved`] (the first
+    /// decision wins), [`FlueError::InvalidDecision`], [`FlueError::SessionBusy`].
+    pub fn resolve(&self, action_id: &str, decision: ActionDecision) -> CallHandle<PromptResponse> {
+        let opening = Opening {
+            decisions: vec![ActionResolution::new(action_id, decision)],
+            ..Opening::default()
+        };
+        self.spawn_operation(OperationKind::Prompt, None, move |shared, ctx| async move {
+            let overlay = shared.overlay(None, None)?;
+            task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
+        })
+    }
+
+    /// Interrupts a paused operation: answers every pending action as interrupted, then, with
+    /// `message`, sends it as [`Session::prompt`] does; without one, stops there (no model
+    /// call). The one way to send new input while actions are pending.
+    pub fn interrupt(&self, message: Option<&str>) -> CallHandle<PromptResponse> {
+        let message = message.map(UserMessage::text);
+        self.spawn_operation(OperationKind::Prompt, None, move |shared, ctx| async move {
+            let decisions = {
+                let mut state = shared.state.lock().await;
+                shared.sync(&mut state).await?;
+                steps::pending_actions(&state.records)
+                    .into_iter()
+                    .map(|action| ActionResolution::of(&action, ActionDecision::Interrupted))
+                    .collect()
+            };
+            let opening = Opening {
+                stop: message.is_none(),
+                message,
+                decisions,
+            };
+            let overlay = shared.overlay(None, None)?;
+            task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
+        })
     }
 
     /// Runs the skill `name`: records a user message naming it and its arguments, and puts the
@@ -343,7 +182,14 @@ impl Session {
                 let (args, options) = options.into_parts();
                 let message = skill::skill_message(&found, &args, &options.images);
                 let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
-                agent_loop::run(shared, Some(message), options, overlay, ctx).await
+                task::run_agent(
+                    shared,
+                    Opening::message(Some(message)),
+                    options,
+                    overlay,
+                    ctx,
+                )
+                .await
             },
         )
     }
@@ -463,7 +309,7 @@ impl Session {
         body: F,
     ) -> CallHandle<T>
     where
-        T: Send + 'static,
+        T: OperationOutput + Send + 'static,
         F: FnOnce(Arc<SessionShared>, OperationContext) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<(T, Usage)>> + Send + 'static,
     {
@@ -488,7 +334,7 @@ impl Session {
             let redactor = shared.harness.redactor.clone();
             let result = body(shared, ctx).await;
             let (outcome, usage, error) = match &result {
-                Ok((_, usage)) => (Outcome::Completed, *usage, None),
+                Ok((value, usage)) => (value.outcome(), *usage, None),
                 Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
                 Err(err) => (
                     Outcome::Failed,
@@ -505,17 +351,4 @@ impl Session {
         };
         CallHandle::spawn(operation, cancel, events_rx)
     }
-}
-
-/// The wire shape of `err` with known secret values redacted from its message.
-pub(crate) fn redacted_info(redactor: &Redactor, err: &FlueError) -> ErrorInfo {
-    let mut info = err.to_info();
-    redactor.redact_in_place(&mut info.message);
-    info
-}
-
-/// What every operation body receives.
-pub(crate) struct OperationContext {
-    pub(crate) cancel: CancellationToken,
-    pub(crate) sink: TurnSink,
 }

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Skill, ThinkingLevel};
 use crate::error::{FlueError, Result};
+use crate::operation::PromptOptions;
 use crate::record::{Image, UserContent, UserMessage};
-use crate::session::PromptOptions;
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
 
 /// Name of the built-in tool that loads a skill's instructions or resource files.

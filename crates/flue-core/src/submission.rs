@@ -14,12 +14,14 @@
 //!
 //! [`ConversationStore`]: crate::ConversationStore
 
+mod actions;
 mod driver;
 mod fenced;
 mod registry;
 mod runtime;
 mod wire;
 
+pub use actions::{InterruptReceipt, ResolveReceipt};
 pub use registry::{AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{

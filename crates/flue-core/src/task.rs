@@ -22,17 +22,17 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop;
+use crate::agent_loop::{self, Delegation, Opening};
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
-use crate::harness::{HarnessShared, TASK_SESSION_PREFIX};
 use crate::model::TurnSink;
+use crate::operation::{OperationContext, PromptOptions, PromptResponse, redacted_info};
 use crate::overlay::CallOverlay;
 use crate::record::{Image, Usage, UserContent, UserMessage};
 use crate::sandbox::normalize_path;
 use crate::scope::AgentScope;
-use crate::session::{OperationContext, PromptOptions, PromptResponse, SessionShared};
+use crate::shared::{HarnessShared, SessionShared};
 use crate::skill::SkillCatalog;
 use crate::store::{SessionKey, SessionLog};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
@@ -150,6 +150,9 @@ pub fn task_session_parent(name: &str) -> Option<&str> {
     (is_uuid && !parent.is_empty()).then_some(parent)
 }
 
+/// Prefix of framework-owned task session names.
+pub const TASK_SESSION_PREFIX: &str = "task:";
+
 /// Deletes every task session below `session` (its tasks, their tasks, ...).
 pub(crate) async fn delete_task_sessions(harness: &HarnessShared, session: &str) -> Result<()> {
     let sessions = harness.store.list(&harness.instance_id).await?;
@@ -172,6 +175,30 @@ fn is_task_of(name: &str, ancestor: &str) -> bool {
         current = parent;
     }
     false
+}
+
+/// Runs a model operation on `shared` through the agent loop, giving the model the `task` tool
+/// when the session's agent declares subagents. Every model operation (`prompt`, `skill`, a
+/// submission, a task's own) starts here, so delegation nests to any depth the limit allows.
+pub(crate) async fn run_agent(
+    shared: Arc<SessionShared>,
+    opening: Opening,
+    options: PromptOptions,
+    overlay: CallOverlay,
+    ctx: OperationContext,
+) -> Result<(PromptResponse, Usage)> {
+    let delegation = if shared.scope.subagents.is_empty() {
+        None
+    } else {
+        let inherited = Inherited {
+            model: Some(agent_loop::call_model(&options, &overlay, &shared.scope)?),
+            thinking: agent_loop::call_thinking(&options, &overlay, &shared.scope),
+        };
+        let usage = Arc::new(Mutex::new(Usage::default()));
+        let tool = task_tool(&shared, inherited, &ctx.sink, &usage)?;
+        Some(Delegation { tool, usage })
+    };
+    agent_loop::run(shared, opening, options, overlay, ctx, delegation).await
 }
 
 /// What a task inherits from the call that starts it.
@@ -263,9 +290,9 @@ pub(crate) async fn run_task(
         cancel: cancel.child_token(),
         sink: child_sink,
     };
-    let result = agent_loop::run(
+    let result = run_agent(
         Arc::clone(&child),
-        Some(UserMessage { content }),
+        Opening::message(Some(UserMessage { content })),
         prompt_options,
         overlay,
         ctx,
@@ -280,7 +307,7 @@ pub(crate) async fn run_task(
         Err(err) => (
             Outcome::Failed,
             Usage::default(),
-            Some(crate::session::redacted_info(&harness.redactor, err)),
+            Some(redacted_info(&harness.redactor, err)),
         ),
     };
     sink.send(Event::TaskEnd {
@@ -427,6 +454,25 @@ pub(crate) fn task_tool(
         ownership: Ownership::Managed,
         ..ToolMeta::default()
     }))
+}
+
+/// The `task` tool as the model of a session with `scope` sees it (for listings; the tool
+/// itself is built per call by [`task_tool`]).
+pub(crate) fn task_tool_schema(
+    scope: &AgentScope,
+    harness: &HarnessShared,
+) -> Result<crate::model::ToolSchema> {
+    let input_schema = serde_json::to_value(schemars::schema_for!(TaskInput)).map_err(|err| {
+        FlueError::InvalidTool {
+            name: TASK_TOOL.into(),
+            message: err.to_string(),
+        }
+    })?;
+    Ok(crate::model::ToolSchema {
+        name: TASK_TOOL.to_owned(),
+        description: task_tool_description(scope, harness),
+        input_schema,
+    })
 }
 
 fn task_tool_description(scope: &AgentScope, harness: &HarnessShared) -> String {

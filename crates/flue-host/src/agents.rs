@@ -117,6 +117,26 @@ impl AgentSet {
         Self::assemble(root, root, workspace, env, &BTreeMap::new())
     }
 
+    /// The agents of the workspace folder `root` for running agent `agent`: other agents whose
+    /// files are broken are left out, each problem returned as a warning (`path:line: ...`);
+    /// see [`Workspace::load_for_agent`].
+    pub fn from_workspace_for_agent(
+        root: &Path,
+        agent: &str,
+        env: Env,
+    ) -> Result<(Self, Vec<String>), HostError> {
+        let (workspace, problems) =
+            Workspace::load_for_agent(root, agent).map_err(HostError::Diagnostics)?;
+        let warnings = problems
+            .iter()
+            .map(|problem| format!("{problem} (that agent is left out of this run)"))
+            .collect();
+        Ok((
+            Self::assemble(root, root, workspace, env, &BTreeMap::new())?,
+            warnings,
+        ))
+    }
+
     /// The workspace at `root` plus the agent file `file` (which may live outside
     /// `agents/`); the agent is named after the file's stem (see [`agent_name_of_file`]).
     pub fn from_agent_file(root: &Path, file: &Path, env: Env) -> Result<Self, HostError> {

@@ -183,9 +183,35 @@ pub enum BackendError {
     /// The runtime is shutting down and admits nothing.
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// No such action in the conversation.
+    #[error("no action {action_id:?} in conversation {conversation:?}")]
+    ActionNotFound {
+        /// The conversation.
+        conversation: String,
+        /// The action asked for.
+        action_id: String,
+    },
+    /// The action was decided already (the first decision wins).
+    #[error("action {0:?} was already resolved")]
+    ActionAlreadyResolved(String),
+    /// The conversation waits for decisions and takes no new message.
+    #[error("the conversation waits for decisions on {}", .0.join(", "))]
+    ActionsPending(Vec<String>),
     /// Anything else (logged, never sent).
     #[error(transparent)]
     Internal(#[from] flue_core::FlueError),
+}
+
+/// A decision on a pending action, as `POST /agents/<agent>/<id>/actions/<action>` takes it.
+pub type Decision = flue_core::ActionDecision;
+
+/// A stored decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    /// The submission it resumed, if one was waiting.
+    pub submission_id: Option<String>,
+    /// The head after the decision was recorded.
+    pub offset: Offset,
 }
 
 /// A runtime the router serves. Implementations must answer reads without waiting for the
@@ -228,4 +254,34 @@ pub trait Backend: Send + Sync + 'static {
         key: &'a ConversationKey,
         submission_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SubmissionStatus>, BackendError>>;
+
+    /// The conversation's tool calls that waited for a decision, pending and decided, in
+    /// order (`StreamNotFound` for a conversation that never received a message). The default
+    /// is for backends without pauses: none.
+    fn actions<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Vec<flue_core::ActionInfo>, BackendError>> {
+        Box::pin(async move {
+            self.head(key).await?;
+            Ok(Vec::new())
+        })
+    }
+
+    /// Decides one pending action and resumes the conversation; returns once the decision is
+    /// durable. The default is for backends without pauses: `ActionNotFound`.
+    fn resolve<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        action_id: &'a str,
+        _decision: Decision,
+    ) -> BoxFuture<'a, Result<Resolved, BackendError>> {
+        Box::pin(async move {
+            self.head(key).await?;
+            Err(BackendError::ActionNotFound {
+                conversation: key.conversation_id(),
+                action_id: action_id.to_owned(),
+            })
+        })
+    }
 }

@@ -18,8 +18,8 @@ use flue_core::{
 use serde_json::{Value, json};
 
 use crate::backend::{
-    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Delivered,
-    Delivery, Page, SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Decision,
+    Delivered, Delivery, Page, Resolved, SendCondition, SubmissionStatus,
 };
 use crate::chunks::{iso8601, settlement_chunks, user_message};
 use crate::wire::{ChunkBody, Offset};
@@ -265,6 +265,47 @@ impl Backend for DurableRuntime {
         })
     }
 
+    fn actions<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Vec<flue_core::ActionInfo>, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            self.inner
+                .runtime
+                .actions(&core_key)
+                .await
+                .map_err(backend_error)
+        })
+    }
+
+    fn resolve<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        action_id: &'a str,
+        decision: Decision,
+    ) -> BoxFuture<'a, Result<Resolved, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            if self.inner.stopping.load(Ordering::Acquire) {
+                return Err(BackendError::ShuttingDown);
+            }
+            let receipt = self
+                .inner
+                .runtime
+                .resolve(&core_key, action_id, decision)
+                .await
+                .map_err(backend_error)?;
+            if let Some(submission_id) = &receipt.submission_id {
+                lock(&self.inner.admitted).insert(submission_id.clone());
+            }
+            Ok(Resolved {
+                submission_id: receipt.submission_id,
+                offset: Offset(receipt.offset.0),
+            })
+        })
+    }
+
     fn abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool, BackendError>> {
         Box::pin(async move {
             let core_key = self.check_agent(key)?;
@@ -405,6 +446,40 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
                             });
                         }
                     }
+                    // Extension: pauses as data parts of the reply, `data-action-<id>`, whose
+                    // `state` goes from `pending` to the decision.
+                    Record::ActionRequired(action) => {
+                        chunks.push(ChunkBody::DataPart {
+                            message_id: reply_id,
+                            name: format!("action-{}", action.action_id),
+                            data: action_data(action, None),
+                        });
+                    }
+                    Record::ActionResolved(resolution) => {
+                        let required = records.iter().find_map(|stored| match &stored.record {
+                            Record::ActionRequired(action)
+                                if action.action_id == resolution.action_id =>
+                            {
+                                Some(action)
+                            }
+                            _ => None,
+                        });
+                        // Decided in a later batch: the part names the call, not its input.
+                        let data = match required {
+                            Some(action) => action_data(action, Some(&resolution.decision)),
+                            None => json!({
+                                "actionId": resolution.action_id,
+                                "toolCallId": resolution.call_id,
+                                "toolName": resolution.tool_name,
+                                "state": crate::routes::action_state(Some(&resolution.decision)),
+                            }),
+                        };
+                        chunks.push(ChunkBody::DataPart {
+                            message_id: reply_id,
+                            name: format!("action-{}", resolution.action_id),
+                            data,
+                        });
+                    }
                     Record::Compaction(summary) if batch.submission_id.is_some() => {
                         chunks.push(ChunkBody::DataPart {
                             message_id: reply_id,
@@ -425,6 +500,17 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
         ),
         _ => Vec::new(),
     }
+}
+
+/// The `data-action-<id>` part of a pending or decided action.
+fn action_data(
+    action: &flue_core::PendingAction,
+    decision: Option<&flue_core::ActionDecision>,
+) -> Value {
+    crate::routes::action_json(&flue_core::ActionInfo {
+        action: action.clone(),
+        decision: decision.cloned(),
+    })
 }
 
 fn delivered(message: &DeliveredMessage) -> Delivered {
@@ -494,9 +580,24 @@ fn backend_error(err: FlueError) -> BackendError {
             offset: Offset(offset),
             head: Offset(head),
         },
-        FlueError::InvalidRequest { message } => BackendError::InvalidRequest(message),
+        FlueError::InvalidRequest { message } | FlueError::InvalidDecision { message, .. } => {
+            BackendError::InvalidRequest(message)
+        }
         FlueError::InvalidInstanceId { reason, .. } => BackendError::InvalidRequest(reason),
         FlueError::RuntimeStopped { .. } => BackendError::ShuttingDown,
+        FlueError::ActionNotFound {
+            action_id, session, ..
+        } => BackendError::ActionNotFound {
+            conversation: session,
+            action_id,
+        },
+        FlueError::ActionAlreadyResolved { action_id } => {
+            BackendError::ActionAlreadyResolved(action_id)
+        }
+        FlueError::ActionsPending { actions, .. } => BackendError::ActionsPending(actions),
+        FlueError::ConversationBusy { .. } => BackendError::InvalidRequest(
+            "the conversation is busy with an earlier decision; retry shortly".to_owned(),
+        ),
         other => BackendError::Internal(other),
     }
 }

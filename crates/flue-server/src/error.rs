@@ -236,6 +236,36 @@ impl From<BackendError> for ApiError {
                 err
             }
             BackendError::InvalidRequest(details) => Self::invalid_request(details),
+            BackendError::ActionNotFound {
+                conversation,
+                action_id,
+            } => Self::new(
+                StatusCode::NOT_FOUND,
+                "action_not_found",
+                format!("Action {action_id:?} was not found in {conversation:?}."),
+            )
+            .with_details(format!(
+                "List the conversation's actions with GET /agents/{conversation}/actions."
+            )),
+            BackendError::ActionAlreadyResolved(action_id) => Self::new(
+                StatusCode::CONFLICT,
+                "action_already_resolved",
+                format!("Action {action_id:?} was already resolved."),
+            )
+            .with_details("The first decision wins; read the actions to see it."),
+            BackendError::ActionsPending(actions) => {
+                let mut err = Self::new(
+                    StatusCode::CONFLICT,
+                    "actions_pending",
+                    "The conversation waits for decisions on tool calls.",
+                )
+                .with_details(format!(
+                    "Resolve {} with POST .../actions/<action> before sending a new message.",
+                    actions.join(", ")
+                ));
+                err.meta = Some(serde_json::json!({ "actions": actions }));
+                err
+            }
             BackendError::ShuttingDown => {
                 Self::unavailable("The server is shutting down; retry against another instance.")
             }

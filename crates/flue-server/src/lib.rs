@@ -36,8 +36,8 @@ mod serve;
 pub mod wire;
 
 pub use backend::{
-    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Delivered,
-    Delivery, Page, SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Decision,
+    Delivered, Delivery, Page, Resolved, SendCondition, SubmissionStatus,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;

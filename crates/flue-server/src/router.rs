@@ -72,6 +72,8 @@ pub const ROUTES: &[&str] = &[
     "POST /agents/{agent}/{id}/abort",
     "GET /agents/{agent}/{id}/attachments/{attachment}",
     "GET /agents/{agent}/{id}/submissions/{submission}",
+    "GET /agents/{agent}/{id}/actions",
+    "POST /agents/{agent}/{id}/actions/{action}",
 ];
 
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
@@ -110,6 +112,14 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/submissions/{submission}",
             get(routes::submission).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/actions",
+            get(routes::actions).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/actions/{action}",
+            post(routes::resolve).fallback(|| async { ApiError::method_not_allowed("POST") }),
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))

@@ -189,6 +189,143 @@ pub(crate) async fn submission(
     }
 }
 
+/// `GET /agents/<agent>/<id>/actions`: the tool calls that waited for a decision, pending
+/// and decided, in order.
+pub(crate) async fn actions(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let actions: Vec<Value> = state
+        .backend
+        .actions(&key)
+        .await?
+        .iter()
+        .map(action_json)
+        .collect();
+    let mut response = Json(json!({ "actions": actions })).into_response();
+    json_no_store(response.headers_mut());
+    Ok(response)
+}
+
+/// `POST /agents/<agent>/<id>/actions/<action>`: decides one pending action.
+pub(crate) async fn resolve(
+    State(state): Shared,
+    Path((agent, id, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(state.config.body_limit)
+        } else {
+            ApiError::invalid_request(rejection.body_text())
+        }
+    })?;
+    let decision = parse_decision(&headers, &body)?;
+    let resolved = state.backend.resolve(&key, &action, decision).await?;
+    tracing::info!(
+        target: "flue_server::action",
+        conversation = %key.conversation_id(),
+        action = %action,
+        "resolved"
+    );
+    let offset = resolved.offset.to_string();
+    let mut response = (
+        StatusCode::ACCEPTED,
+        Json(json!({"offset": offset, "submissionId": resolved.submission_id})),
+    )
+        .into_response();
+    insert(response.headers_mut(), NEXT_OFFSET, &offset);
+    Ok(response)
+}
+
+/// One action on the wire (camelCase, `state` naming the decision or `pending`).
+pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
+    let action = &info.action;
+    let mut value = json!({
+        "actionId": action.action_id,
+        "toolCallId": action.call_id,
+        "toolName": action.tool_name,
+        "input": action.input,
+        "kind": action.kind,
+        "reason": action.reason,
+        "state": action_state(info.decision.as_ref()),
+    });
+    match &info.decision {
+        Some(flue_core::ActionDecision::Deny {
+            message: Some(message),
+        }) => value["message"] = json!(message),
+        Some(flue_core::ActionDecision::Result {
+            value: result,
+            is_error,
+        }) => {
+            value["value"] = result.clone();
+            value["isError"] = json!(is_error);
+        }
+        _ => {}
+    }
+    value
+}
+
+/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`.
+pub(crate) fn action_state(decision: Option<&flue_core::ActionDecision>) -> &'static str {
+    match decision {
+        None => "pending",
+        Some(flue_core::ActionDecision::Allow) => "allowed",
+        Some(flue_core::ActionDecision::Deny { .. }) => "denied",
+        Some(flue_core::ActionDecision::Result { .. }) => "answered",
+        Some(_) => "interrupted",
+    }
+}
+
+/// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}` or
+/// `{"decision": "result", "value", "isError"?}`.
+fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionDecision, ApiError> {
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
+    let shape = "The body must be {\"decision\": \"allow\"}, {\"decision\": \"deny\", \
+                 \"message\": \"...\"} or {\"decision\": \"result\", \"value\": ...}.";
+    let Some(object) = value.as_object() else {
+        return Err(ApiError::invalid_request(shape));
+    };
+    let message = match object.get("message") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(message)) => Some(message.clone()),
+        Some(_) => return Err(ApiError::invalid_request("`message` must be a string.")),
+    };
+    match object.get("decision").and_then(Value::as_str) {
+        Some("allow") => Ok(flue_core::ActionDecision::Allow),
+        Some("deny") => Ok(flue_core::ActionDecision::Deny { message }),
+        Some("result") => {
+            let Some(result) = object.get("value") else {
+                return Err(ApiError::invalid_request(
+                    "A `result` decision needs `value`: the custom tool's output.",
+                ));
+            };
+            let is_error = match object.get("isError") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(is_error)) => *is_error,
+                Some(_) => return Err(ApiError::invalid_request("`isError` must be a boolean.")),
+            };
+            Ok(flue_core::ActionDecision::Result {
+                value: result.clone(),
+                is_error,
+            })
+        }
+        _ => Err(ApiError::invalid_request(shape)),
+    }
+}
+
 /// `GET /agents/<agent>/<id>/attachments/<attachment>`: no attachment bytes are kept apart
 /// from the conversation, so an existing conversation answers `attachment_not_found`.
 pub(crate) async fn attachment(

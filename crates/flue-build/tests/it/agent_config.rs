@@ -265,10 +265,10 @@ fn an_unknown_agent_is_an_invalid_config_error() {
 #[test]
 fn skills_and_roles_reach_the_runtime() {
     let workspace = load(&[
-        ("flue.toml", "[defaults]\nmodel = \"x/y\"\n"),
+        ("flue.toml", "[defaults]\nmodel = \"openai/y\"\n"),
         (
             "agents/lead.md",
-            "---\nmodel: x/y\nrole: editor\nskills: [triage]\nsubagents: [security]\n---\nLead.",
+            "---\nmodel: openai/y\nrole: editor\nskills: [triage]\nsubagents: [security]\n---\nLead.",
         ),
         (
             "agents/security.md",
@@ -319,6 +319,33 @@ fn skills_and_roles_reach_the_runtime() {
         [
             ("critic".to_owned(), "Critique.".to_owned()),
             ("editor".to_owned(), "Edit.".to_owned())
+        ]
+    );
+}
+
+#[test]
+fn permission_rules_carry_their_source_defaults_first() {
+    use flue_core::{Permission, PermissionRule, PermissionSource};
+    let workspace = crate::support::load(&[
+        (
+            "flue.toml",
+            "[defaults]\nmodel = \"anthropic/claude-sonnet-4-6\"\n[defaults.permissions]\n\"mcp__*\" = \"always_ask\"\n",
+        ),
+        (
+            "agents/a.md",
+            "---\npermissions:\n  \"mcp__docs__*\": always_allow\n---\nBody\n",
+        ),
+    ]);
+    let config = workspace.agent_config("a").unwrap();
+    assert_eq!(
+        config.permissions,
+        [
+            PermissionRule::new("mcp__*", Permission::AlwaysAsk, PermissionSource::Defaults),
+            PermissionRule::new(
+                "mcp__docs__*",
+                Permission::AlwaysAllow,
+                PermissionSource::AgentFile
+            ),
         ]
     );
 }

@@ -79,7 +79,7 @@ fn the_same_inputs_give_identical_bytes() {
     assert_eq!(a.digest(), b.digest());
     write_files(
         second.path(),
-        &[("agents/security.md", "---\nmodel: a/b\n---\nChanged.")],
+        &[("agents/security.md", "---\nmodel: openai/b\n---\nChanged.")],
     );
     let changed = Bundle::build(second.path()).unwrap();
     assert!(changed.as_bytes() != a.as_bytes());
@@ -272,7 +272,7 @@ fn a_changed_bundle_is_refused() {
 fn a_packed_workspace_is_validated_again_when_read() {
     let dir = make_workspace();
     let bundle = Bundle::build(dir.path()).unwrap();
-    let bad = "---\nmodel: x/y\nskills: [ghost]\n---\nBad.";
+    let bad = "---\nmodel: openai/y\nskills: [ghost]\n---\nBad.";
     let forged = forge(&bundle, |value| {
         value["files"]["agents/security.md"] = json!({
             "sha256": hex::encode(Sha256::digest(bad.as_bytes())),
@@ -291,7 +291,10 @@ fn a_packed_workspace_is_validated_again_when_read() {
 
 #[test]
 fn invalid_workspaces_and_missing_scripts_do_not_build() {
-    let broken = workspace(&[("agents/a.md", "---\nmodel: x/y\nskills: [ghost]\n---\nA.")]);
+    let broken = workspace(&[(
+        "agents/a.md",
+        "---\nmodel: openai/y\nskills: [ghost]\n---\nA.",
+    )]);
     assert_eq!(
         errors(Bundle::build(broken.path())),
         [Diagnostic::at(

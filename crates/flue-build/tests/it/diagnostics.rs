@@ -8,7 +8,7 @@ use crate::support::workspace;
 
 fn two_problems() -> flue_build::Diagnostics {
     let dir = workspace(&[
-        ("agents/a.md", "---\nmodel: x/y\nmodle: x/y\n---\nA."),
+        ("agents/a.md", "---\nmodel: openai/y\nmodle: x/y\n---\nA."),
         ("agents/b.md", "---\ndescription: B\n---\nB."),
     ]);
     Workspace::load(dir.path()).unwrap_err()

@@ -1,7 +1,7 @@
 //! Agent frontmatter settings: each key's values, types and line numbers.
 
 use flue_build::AgentFile;
-use flue_core::{Compaction, CompactionConfig, DurabilityConfig, ThinkingLevel};
+use flue_core::{Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel};
 
 use crate::support::{MODEL, agent, at, check_agent, check_diagnostics};
 
@@ -57,7 +57,7 @@ fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
         "colour: blue\n",
         &[(
             3,
-            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role)",
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role, permissions)",
         )],
     );
 }
@@ -364,7 +364,7 @@ fn invalid_agent_names_are_reported_and_the_file_still_checked() {
     check_diagnostics(
         &[(
             "agents/Code Reviewer.md",
-            "---\nmodel: x/y\nthinkng: low\n---\nBody",
+            "---\nmodel: openai/y\nthinkng: low\n---\nBody",
         )],
         &[
             flue_build::Diagnostic::file(
@@ -380,7 +380,7 @@ fn invalid_agent_names_are_reported_and_the_file_still_checked() {
     );
     let long = format!("agents/{}.md", "a".repeat(65));
     check_diagnostics(
-        &[(&long, "---\nmodel: x/y\n---\nBody")],
+        &[(&long, "---\nmodel: openai/y\n---\nBody")],
         &[flue_build::Diagnostic::file(
             &long,
             format!(
@@ -402,6 +402,45 @@ fn a_key_inside_a_block_scalar_does_not_move_line_numbers() {
             "agents/a.md",
             5,
             "invalid model `nope`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`",
+        )],
+    );
+}
+
+#[test]
+fn permissions_map_tool_names_and_globs_to_a_policy() {
+    check_field(
+        "permissions:\n  bash: always_ask\n  \"mcp__*\": always_ask\n  read_file: always_allow\n",
+        &AgentFile {
+            permissions: vec![
+                ("bash".to_owned(), Permission::AlwaysAsk),
+                ("mcp__*".to_owned(), Permission::AlwaysAsk),
+                ("read_file".to_owned(), Permission::AlwaysAllow),
+            ],
+            ..base()
+        },
+    );
+}
+
+#[test]
+fn bad_permissions_are_reported_each_at_its_line() {
+    check_field_errors(
+        "permissions:\n  bash: sometimes\n  \"mcp/docs\": always_ask\n",
+        &[
+            (
+                4,
+                "invalid permission `sometimes`: expected one of always_allow, always_ask",
+            ),
+            (
+                5,
+                "`permissions`: the tool pattern \"mcp/docs\" contains '/'; use tool names with `*` and `?` wildcards, e.g. `mcp__*` or `bash`",
+            ),
+        ],
+    );
+    check_field_errors(
+        "permissions: [bash]\n",
+        &[(
+            3,
+            "`permissions` must be a mapping of tool names or globs (such as `mcp__*`) to always_allow or always_ask, got a list",
         )],
     );
 }

@@ -1,7 +1,7 @@
 //! flue.toml: defaults, unknown keys and syntax errors with lines.
 
 use flue_build::{Defaults, StoreSettings, WorkspaceConfig};
-use flue_core::ThinkingLevel;
+use flue_core::{Permission, ThinkingLevel};
 use pretty_assertions::assert_eq;
 
 use crate::support::{at, check_diagnostics, load};
@@ -16,6 +16,7 @@ fn defaults_are_read() {
         defaults: Defaults {
             model: Some("openai/gpt-5".to_owned()),
             thinking: Some(ThinkingLevel::Xhigh),
+            permissions: Vec::new(),
         },
         ..WorkspaceConfig::default()
     };
@@ -116,6 +117,39 @@ fn bad_default_values_are_all_reported() {
                 "flue.toml",
                 3,
                 "invalid thinking level `max`: expected one of off, minimal, low, medium, high, xhigh",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn default_permissions_are_read_and_checked_with_lines() {
+    let workspace = load(&[(
+        "flue.toml",
+        "[defaults.permissions]\n\"mcp__*\" = \"always_ask\"\nbash = \"always_allow\"\n",
+    )]);
+    assert_eq!(
+        workspace.config.defaults.permissions,
+        [
+            ("bash".to_owned(), Permission::AlwaysAllow),
+            ("mcp__*".to_owned(), Permission::AlwaysAsk),
+        ]
+    );
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[defaults.permissions]\nbash = \"never\"\n\"a b\" = \"always_ask\"\n",
+        )],
+        &[
+            at(
+                "flue.toml",
+                2,
+                "[defaults.permissions] invalid permission `never`: expected one of always_allow, always_ask",
+            ),
+            at(
+                "flue.toml",
+                3,
+                "[defaults.permissions]: the tool pattern \"a b\" contains ' '; use tool names with `*` and `?` wildcards, e.g. `mcp__*` or `bash`",
             ),
         ],
     );

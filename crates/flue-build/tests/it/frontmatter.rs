@@ -9,7 +9,7 @@ fn malformed_yaml_points_at_the_parser_position() {
     check_diagnostics(
         &[(
             "agents/a.md",
-            "---\nmodel: x/y\ndescription: a: b\n---\nBody",
+            "---\nmodel: openai/y\ndescription: a: b\n---\nBody",
         )],
         &[at(
             "agents/a.md",
@@ -20,12 +20,14 @@ fn malformed_yaml_points_at_the_parser_position() {
 }
 
 #[test]
-fn an_unclosed_flow_list_points_past_its_end() {
+fn an_unclosed_flow_list_points_at_the_last_frontmatter_line() {
+    // The parser notices at the end of the input; the closing `---` is not yaml, so the line
+    // named is the last one the user wrote.
     check_diagnostics(
-        &[("agents/a.md", "---\nmodel: x/y\ntools: [\n---\nBody")],
+        &[("agents/a.md", "---\nmodel: openai/y\ntools: [\n---\nBody")],
         &[at(
             "agents/a.md",
-            4,
+            3,
             "invalid yaml in frontmatter: while parsing a node, did not find expected node content",
         )],
     );
@@ -34,7 +36,10 @@ fn an_unclosed_flow_list_points_past_its_end() {
 #[test]
 fn a_duplicate_key_is_reported_at_its_second_occurrence() {
     check_diagnostics(
-        &[("agents/a.md", "---\nmodel: x/y\nmodel: a/b\n---\nBody")],
+        &[(
+            "agents/a.md",
+            "---\nmodel: openai/y\nmodel: openai/b\n---\nBody",
+        )],
         &[at(
             "agents/a.md",
             3,
@@ -46,7 +51,7 @@ fn a_duplicate_key_is_reported_at_its_second_occurrence() {
 #[test]
 fn a_missing_closing_delimiter_is_reported_at_the_opening_one() {
     check_diagnostics(
-        &[("agents/a.md", "---\nmodel: x/y\n\nYou are helpful.\n")],
+        &[("agents/a.md", "---\nmodel: openai/y\n\nYou are helpful.\n")],
         &[at(
             "agents/a.md",
             1,

@@ -63,6 +63,7 @@ fn a_valid_workspace_loads_every_file() {
             defaults: Defaults {
                 model: Some("openai/gpt-5".to_owned()),
                 thinking: Some(ThinkingLevel::Low),
+                permissions: Vec::new(),
             },
             ..WorkspaceConfig::default()
         },

@@ -17,6 +17,7 @@ mod mcp;
 mod providers;
 mod references;
 mod roles;
+mod run_checks;
 mod sandbox;
 mod skills;
 mod support;

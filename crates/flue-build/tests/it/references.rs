@@ -12,9 +12,9 @@ fn a_dangling_subagent_is_reported_with_a_suggestion() {
         &[
             (
                 "agents/lead.md",
-                "---\nmodel: x/y\nsubagents: [reviewr, ghost]\n---\nLead.",
+                "---\nmodel: openai/y\nsubagents: [reviewr, ghost]\n---\nLead.",
             ),
-            ("agents/reviewer.md", "---\nmodel: x/y\n---\nReview."),
+            ("agents/reviewer.md", "---\nmodel: openai/y\n---\nReview."),
         ],
         &[
             at(
@@ -35,13 +35,22 @@ fn a_dangling_subagent_is_reported_with_a_suggestion() {
 fn a_subagent_cycle_is_reported_once_naming_the_cycle() {
     check_diagnostics(
         &[
-            ("agents/a.md", "---\nmodel: x/y\nsubagents: [b]\n---\nA."),
+            (
+                "agents/a.md",
+                "---\nmodel: openai/y\nsubagents: [b]\n---\nA.",
+            ),
             (
                 "agents/b.md",
-                "---\nmodel: x/y\ndescription: B\nsubagents: [c]\n---\nB.",
+                "---\nmodel: openai/y\ndescription: B\nsubagents: [c]\n---\nB.",
             ),
-            ("agents/c.md", "---\nmodel: x/y\nsubagents: [a]\n---\nC."),
-            ("agents/d.md", "---\nmodel: x/y\nsubagents: [b]\n---\nD."),
+            (
+                "agents/c.md",
+                "---\nmodel: openai/y\nsubagents: [a]\n---\nC.",
+            ),
+            (
+                "agents/d.md",
+                "---\nmodel: openai/y\nsubagents: [b]\n---\nD.",
+            ),
         ],
         &[at(
             "agents/a.md",
@@ -56,7 +65,7 @@ fn an_agent_that_is_its_own_subagent_is_a_cycle() {
     check_diagnostics(
         &[(
             "agents/loop.md",
-            "---\nmodel: x/y\nsubagents: [loop]\n---\nLoop.",
+            "---\nmodel: openai/y\nsubagents: [loop]\n---\nLoop.",
         )],
         &[at(
             "agents/loop.md",
@@ -70,10 +79,22 @@ fn an_agent_that_is_its_own_subagent_is_a_cycle() {
 fn separate_cycles_are_each_reported() {
     check_diagnostics(
         &[
-            ("agents/a.md", "---\nmodel: x/y\nsubagents: [b]\n---\nA."),
-            ("agents/b.md", "---\nmodel: x/y\nsubagents: [a]\n---\nB."),
-            ("agents/x.md", "---\nmodel: x/y\nsubagents: [y]\n---\nX."),
-            ("agents/y.md", "---\nmodel: x/y\nsubagents: [x]\n---\nY."),
+            (
+                "agents/a.md",
+                "---\nmodel: openai/y\nsubagents: [b]\n---\nA.",
+            ),
+            (
+                "agents/b.md",
+                "---\nmodel: openai/y\nsubagents: [a]\n---\nB.",
+            ),
+            (
+                "agents/x.md",
+                "---\nmodel: openai/y\nsubagents: [y]\n---\nX.",
+            ),
+            (
+                "agents/y.md",
+                "---\nmodel: openai/y\nsubagents: [x]\n---\nY.",
+            ),
         ],
         &[
             at(
@@ -93,9 +114,15 @@ fn separate_cycles_are_each_reported() {
 #[test]
 fn a_shared_subagent_is_not_a_cycle() {
     let workspace = load(&[
-        ("agents/a.md", "---\nmodel: x/y\nsubagents: [b, c]\n---\nA."),
-        ("agents/b.md", "---\nmodel: x/y\nsubagents: [c]\n---\nB."),
-        ("agents/c.md", "---\nmodel: x/y\n---\nC."),
+        (
+            "agents/a.md",
+            "---\nmodel: openai/y\nsubagents: [b, c]\n---\nA.",
+        ),
+        (
+            "agents/b.md",
+            "---\nmodel: openai/y\nsubagents: [c]\n---\nB.",
+        ),
+        ("agents/c.md", "---\nmodel: openai/y\n---\nC."),
     ]);
     assert_eq!(workspace.agents.len(), 3);
 }
@@ -106,7 +133,7 @@ fn a_missing_skill_is_reported() {
         &[
             (
                 "agents/a.md",
-                "---\nmodel: x/y\nskills: [code-review, security-audit, triage]\n---\nA.",
+                "---\nmodel: openai/y\nskills: [code-review, security-audit, triage]\n---\nA.",
             ),
             (".agents/skills/code-review.md", &skill_md("code-review")),
             (
@@ -149,14 +176,14 @@ fn all_problems_in_all_files_are_reported_at_once() {
             ("flue.toml", "[defaults]\nthinking = \"extreme\"\n"),
             (
                 "agents/a.md",
-                "---\nmodel: x/y\nsubagents: [b, missing]\nthinking: hgih\n---\nA.",
+                "---\nmodel: openai/y\nsubagents: [b, missing]\nthinking: hgih\n---\nA.",
             ),
             (
                 "agents/b.md",
                 "---\ndescription: B\nsubagents: [a]\nsandbox: cloud\n---\nB.",
             ),
-            ("agents/c.md", "---\nmodel: x/y\ntools: [\n---\nC."),
-            ("agents/d.md", "---\nmodel: x/y\n"),
+            ("agents/c.md", "---\nmodel: openai/y\ntools: [\n---\nC."),
+            ("agents/d.md", "---\nmodel: openai/y\n"),
         ],
         &[
             at(
@@ -182,7 +209,7 @@ fn all_problems_in_all_files_are_reported_at_once() {
             ),
             at(
                 "agents/c.md",
-                4,
+                3,
                 "invalid yaml in frontmatter: while parsing a node, did not find expected node content",
             ),
             at(
@@ -204,9 +231,12 @@ fn a_broken_agent_still_exists_for_references() {
     // b and c are broken, but a's references to them are not reported as dangling on top.
     check_diagnostics(
         &[
-            ("agents/a.md", "---\nmodel: x/y\nsubagents: [b, c]\n---\nA."),
-            ("agents/b.md", "---\nmodel: x/y\nmax_turns: 0\n---\nB."),
-            ("agents/c.md", "---\nmodel: x/y\n"),
+            (
+                "agents/a.md",
+                "---\nmodel: openai/y\nsubagents: [b, c]\n---\nA.",
+            ),
+            ("agents/b.md", "---\nmodel: openai/y\nmax_turns: 0\n---\nB."),
+            ("agents/c.md", "---\nmodel: openai/y\n"),
         ],
         &[
             at(
@@ -229,20 +259,20 @@ fn durability_on_an_agent_used_as_a_subagent_is_rejected() {
         &[
             (
                 "agents/lead.md",
-                "---\nmodel: x/y\nsubagents: [worker]\n---\nLead.",
+                "---\nmodel: openai/y\nsubagents: [worker]\n---\nLead.",
             ),
             (
                 "agents/other.md",
-                "---\nmodel: x/y\nsubagents: [worker]\n---\nOther.",
+                "---\nmodel: openai/y\nsubagents: [worker]\n---\nOther.",
             ),
             (
                 "agents/worker.md",
-                "---\nmodel: x/y\ndurability: { max_attempts: 2 }\n---\nWork.",
+                "---\nmodel: openai/y\ndurability: { max_attempts: 2 }\n---\nWork.",
             ),
             // Durability on a root-only agent is fine.
             (
                 "agents/solo.md",
-                "---\nmodel: x/y\ndurability: { max_attempts: 2 }\n---\nSolo.",
+                "---\nmodel: openai/y\ndurability: { max_attempts: 2 }\n---\nSolo.",
             ),
         ],
         &[at(

@@ -13,7 +13,7 @@ fn a_role_loads_with_its_persona_and_optional_model_and_thinking() {
     let workspace = load(&[
         (
             "agents/a.md",
-            "---\nmodel: x/y\nrole: security-engineer\n---\nA.",
+            "---\nmodel: openai/y\nrole: security-engineer\n---\nA.",
         ),
         (
             ".agents/roles/security-engineer.md",
@@ -67,8 +67,8 @@ fn a_role_loads_with_its_persona_and_optional_model_and_thinking() {
 fn bad_role_files_and_unknown_roles_are_reported_together() {
     check_diagnostics(
         &[
-            ("agents/a.md", "---\nmodel: x/y\nrole: editr\n---\nA."),
-            ("agents/b.md", "---\nmodel: x/y\nrole: broken\n---\nB."),
+            ("agents/a.md", "---\nmodel: openai/y\nrole: editr\n---\nA."),
+            ("agents/b.md", "---\nmodel: openai/y\nrole: broken\n---\nB."),
             (
                 ".agents/roles/editor.md",
                 "---\ndescription: Edits\n---\nEdit.",

@@ -171,10 +171,11 @@ fn bad_flue_toml_sandbox_settings_are_reported_at_their_lines() {
                 3,
                 "`sandbox.seed` applies to the virtual sandbox only, not to `local`",
             ),
+            // flue.toml's hints are written in TOML.
             at(
                 "flue.toml",
                 4,
-                "the local sandbox cannot take the network away: use `kind: isolated` (no network by default)",
+                "the local sandbox cannot take the network away: use `kind = \"isolated\"` (no network by default)",
             ),
         ],
     );
@@ -255,15 +256,15 @@ fn a_seed_outside_the_workspace_is_refused_at_its_line() {
             ),
             (
                 "agents/a.md",
-                "---\nmodel: x/y\nsandbox:\n  kind: virtual\n  seed: /etc\n---\nBody",
+                "---\nmodel: openai/y\nsandbox:\n  kind: virtual\n  seed: /etc\n---\nBody",
             ),
             (
                 "agents/b.md",
-                "---\nmodel: x/y\nsandbox: { kind: virtual, seed: ../.ssh }\n---\nBody",
+                "---\nmodel: openai/y\nsandbox: { kind: virtual, seed: ../.ssh }\n---\nBody",
             ),
             (
                 "agents/c.md",
-                "---\nmodel: x/y\nsandbox:\n  kind: virtual\n  seed: src/../../..\n  exclude: [.., ok]\n---\nBody",
+                "---\nmodel: openai/y\nsandbox:\n  kind: virtual\n  seed: src/../../..\n  exclude: [.., ok]\n---\nBody",
             ),
         ],
         &[

@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 
 use crate::support::{at, check_diagnostics, file, load, skill_md, workspace};
 
-const AGENT: (&str, &str) = ("agents/a.md", "---\nmodel: x/y\n---\nA.");
+const AGENT: (&str, &str) = ("agents/a.md", "---\nmodel: openai/y\n---\nA.");
 
 #[test]
 fn flat_and_folder_skills_load_with_every_field_and_their_resources() {
@@ -244,7 +244,7 @@ fn a_skill_defined_twice_and_broken_frontmatter_are_reported_once() {
         &[
             (
                 "agents/a.md",
-                "---\nmodel: x/y\nskills: [review, broken, triage]\n---\nA.",
+                "---\nmodel: openai/y\nskills: [review, broken, triage]\n---\nA.",
             ),
             (".agents/skills/review.md", &skill_md("review")),
             (".agents/skills/review/SKILL.md", &skill_md("review")),
@@ -254,7 +254,7 @@ fn a_skill_defined_twice_and_broken_frontmatter_are_reported_once() {
         &[
             at(
                 ".agents/skills/broken.md",
-                3,
+                2,
                 "invalid yaml in frontmatter: while parsing a node, did not find expected node \
                  content",
             ),

@@ -20,7 +20,7 @@ fn aliased_list(items: usize, aliases: usize) -> String {
 #[test]
 fn aliases_expanding_past_the_node_limit_are_refused_where_they_do() {
     // 101 nodes per alias: the 99th alias takes the total past 10,000.
-    let text = format!("---\nmodel: x/y\n{}---\nBody", aliased_list(100, 100));
+    let text = format!("---\nmodel: openai/y\n{}---\nBody", aliased_list(100, 100));
     check_diagnostics(
         &[("agents/a.md", &text)],
         &[at("agents/a.md", 4, EXPANSION)],
@@ -31,7 +31,7 @@ fn aliases_expanding_past_the_node_limit_are_refused_where_they_do() {
 fn a_long_string_repeated_through_aliases_is_refused() {
     let long = "y".repeat(10_000);
     let refs = vec!["*s"; 110].join(", ");
-    let text = format!("---\nmodel: x/y\ns: &s {long}\nr: [{refs}]\n---\nBody");
+    let text = format!("---\nmodel: openai/y\ns: &s {long}\nr: [{refs}]\n---\nBody");
     check_diagnostics(
         &[("agents/a.md", &text)],
         &[at("agents/a.md", 4, EXPANSION)],
@@ -47,7 +47,7 @@ fn the_limits_apply_to_skills_and_roles_too() {
     let role_bomb = format!("---\ndescription: d\n{}---\nBody", aliased_list(100, 100));
     check_diagnostics(
         &[
-            ("agents/a.md", "---\nmodel: x/y\n---\nA."),
+            ("agents/a.md", "---\nmodel: openai/y\n---\nA."),
             (".agents/skills/s/SKILL.md", &bomb),
             (".agents/roles/r.md", &role_bomb),
         ],
@@ -62,20 +62,23 @@ fn the_limits_apply_to_skills_and_roles_too() {
 fn nesting_deeper_than_the_limit_is_refused() {
     let message = "frontmatter nests mappings and lists more than 64 levels deep: flatten it";
     let flow = format!(
-        "---\nmodel: x/y\nx: {}{}\n---\nBody",
+        "---\nmodel: openai/y\nx: {}{}\n---\nBody",
         "[".repeat(70),
         "]".repeat(70)
     );
     check_diagnostics(&[("agents/a.md", &flow)], &[at("agents/a.md", 3, message)]);
     // Block lists nest without brackets: `- - - ...` on one line.
-    let block = format!("---\nmodel: x/y\nx:\n  {}y\n---\nBody", "- ".repeat(70));
+    let block = format!(
+        "---\nmodel: openai/y\nx:\n  {}y\n---\nBody",
+        "- ".repeat(70)
+    );
     check_diagnostics(&[("agents/a.md", &block)], &[at("agents/a.md", 4, message)]);
 }
 
 #[test]
 fn oversized_frontmatter_is_refused_at_its_start() {
     let text = format!(
-        "---\nmodel: x/y\ndescription: {}\n---\nBody",
+        "---\nmodel: openai/y\ndescription: {}\n---\nBody",
         "z".repeat(70_000)
     );
     check_diagnostics(
@@ -83,7 +86,7 @@ fn oversized_frontmatter_is_refused_at_its_start() {
         &[at(
             "agents/a.md",
             2,
-            "frontmatter is 70025 bytes, more than the limit of 65536: keep the settings short \
+            "frontmatter is 70030 bytes, more than the limit of 65536: keep the settings short \
              and put long text in the body",
         )],
     );
@@ -93,7 +96,7 @@ fn oversized_frontmatter_is_refused_at_its_start() {
 fn ordinary_aliases_within_the_limits_still_work() {
     let skill = "---\nname: s\ndescription: &d Reviews code\nmetadata:\n  summary: *d\n---\nDo s.";
     let workspace = load(&[
-        ("agents/a.md", "---\nmodel: x/y\nskills: [s]\n---\nA."),
+        ("agents/a.md", "---\nmodel: openai/y\nskills: [s]\n---\nA."),
         (".agents/skills/s/SKILL.md", skill),
     ]);
     let loaded = &workspace.skills["s"];
@@ -108,7 +111,7 @@ fn ordinary_aliases_within_the_limits_still_work() {
 fn thousands_of_keys_are_each_reported_at_their_own_line() {
     // Within the limits, but a lookup per key that scanned the frontmatter made this quadratic.
     let keys: String = (0..4000).map(|idx| format!("k{idx}: 1\n")).collect();
-    let text = format!("---\nmodel: x/y\n{keys}\"quoted key\": 2\n---\nBody");
+    let text = format!("---\nmodel: openai/y\n{keys}\"quoted key\": 2\n---\nBody");
     let dir = crate::support::workspace(&[("agents/a.md", &text)]);
     let problems = flue_build::Workspace::load(dir.path())
         .unwrap_err()

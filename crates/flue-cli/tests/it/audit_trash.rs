@@ -125,7 +125,7 @@ fn audit_and_trash_follow_what_the_agent_did() {
     assert_eq!(
         rest,
         format!(
-            "create_file create  notes/todo.txt  - -> {sha_prefix}  (session default, agent keeper)"
+            "create_file create  notes/todo.txt  - -> {sha_prefix}  (conversation c1, session default, agent keeper)"
         )
     );
     assert!(
@@ -144,7 +144,13 @@ fn audit_and_trash_follow_what_the_agent_did() {
             listed["entries"][0]["reason"].clone(),
             listed["entries"][0]["size"].clone()
         ),
-        (json!(trash_id), json!(todo), json!("deleted"), json!(9))
+        // Workspace-relative: it restores wherever the workspace is.
+        (
+            json!(trash_id),
+            json!("notes/todo.txt"),
+            json!("deleted"),
+            json!(9)
+        )
     );
     let text = stdout(&ws.flue(&["trash", "list", "--id", "c1"]));
     assert!(text.starts_with(&format!("{trash_id}  ")), "{text}");

@@ -36,11 +36,11 @@ fn build_reports_every_problem_with_file_and_line_and_writes_nothing() {
     let ws = Workspace::new(&[
         (
             "agents/lead.md",
-            "---\nmodel: x/y\nskills: [review]\nsubagents: [helper]\nrole: boss\n---\nLead.",
+            "---\nmodel: openai/y\nskills: [review]\nsubagents: [helper]\nrole: boss\n---\nLead.",
         ),
         (
             "agents/helper.md",
-            "---\nmodel: x/y\nsubagents: [lead]\n---\nHelp.",
+            "---\nmodel: openai/y\nsubagents: [lead]\n---\nHelp.",
         ),
         (
             ".agents/skills/review.md",

@@ -66,7 +66,15 @@ fn alias_bombs_in_agents_skills_and_roles_fail_fast_with_file_and_line() {
         let ws = Workspace::hello_world();
         std::fs::create_dir_all(ws.root().join(path).parent().unwrap()).unwrap();
         std::fs::write(ws.root().join(path), text).unwrap();
-        for args in [&["build"][..], &["run", "hello", "-m", "hi"][..]] {
+        // Another agent's broken file only sets that agent aside (tested below).
+        let run_hello = &["run", "hello", "-m", "hi"][..];
+        let run_bomb = &["run", "bomb", "-m", "hi"][..];
+        let run = if path.starts_with("agents/") {
+            run_bomb
+        } else {
+            run_hello
+        };
+        for args in [&["build"][..], run] {
             let output = flue_capped(&ws, args);
             let err = stderr(&output);
             assert_eq!(output.status.code(), Some(1), "{path} {args:?}: {err}");
@@ -74,6 +82,15 @@ fn alias_bombs_in_agents_skills_and_roles_fail_fast_with_file_and_line() {
             assert!(
                 err.contains(&format!("{location}: {EXPANSION}")),
                 "{path} {args:?}: {err}"
+            );
+        }
+        if path.starts_with("agents/") {
+            let output = flue_capped(&ws, run_hello);
+            assert!(output.status.success(), "{}", stderr(&output));
+            assert!(
+                stderr(&output).contains(&format!("warning: {location}: {EXPANSION}")),
+                "{}",
+                stderr(&output)
             );
         }
     }

@@ -11,10 +11,13 @@ mod build;
 mod conformance;
 mod delegation;
 mod durable;
+mod everyday;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
 mod multi_node;
+mod on_terminal;
+mod pauses;
 #[path = "../../../flue-connectors/tests/it/pg_server.rs"]
 mod pg_server;
 mod providers;

@@ -75,6 +75,21 @@ fn an_agent_calls_a_tool_of_server_everything_over_stdio() {
         .cloned()
         .unwrap();
     assert_eq!(tool_result["content"], "Echo: echo this", "{tool_result}");
+
+    // `flue tools` lists the server's tools with their input schemas.
+    let listed = json(&ws.flue(&["tools", "helper", "--json"]));
+    let echo = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "mcp__everything__echo")
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(echo["origin"], "mcp");
+    assert_eq!(
+        echo["inputSchema"]["properties"]["message"]["type"],
+        "string"
+    );
 }
 
 #[test]

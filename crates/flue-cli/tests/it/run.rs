@@ -171,11 +171,23 @@ fn malformed_frontmatter_names_the_file_and_line() {
         "---\ndescription: fine\nmodle: scripted/script.json\n---\nbody\n",
     )
     .unwrap();
+    // Running that agent fails naming the file and line.
     check_setup_error(
         &ws,
-        &["hello", "-m", "hi"],
+        &["broken", "-m", "hi"],
         "invalid_config",
         "agents/broken.md:3",
+    );
+    // Another agent still runs, with a warning naming the broken file.
+    let other = ws.flue(&["run", "hello", "-m", "hi"]);
+    assert!(other.status.success(), "{}", stderr(&other));
+    assert!(
+        stderr(&other).starts_with(
+            "warning: agents/broken.md:3: unknown key `modle` (did you mean `model`?) (that \
+             agent is left out of this run)\n"
+        ),
+        "{}",
+        stderr(&other)
     );
 }
 

@@ -55,5 +55,9 @@ fn unknown_ids_and_sessions_are_errors() {
             .success()
     );
     let missing = ws.flue(&["session", "show", "--id", "nope"]);
-    assert!(stderr(&missing).contains("conversation \"nope\" has no session \"default\""));
+    assert!(
+        stderr(&missing).contains("conversation \"nope\" does not exist"),
+        "{}",
+        stderr(&missing)
+    );
 }

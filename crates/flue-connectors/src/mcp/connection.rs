@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    FlueError, McpErrorReason, Ownership, Result, Tool, ToolContext, ToolDefinition, ToolError,
-    ToolMeta,
+    Effects, FlueError, InterruptBehavior, McpErrorReason, Ownership, Result, Tool, ToolContext,
+    ToolDefinition, ToolError, ToolMeta,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
@@ -497,10 +497,20 @@ fn adapt_tools(
             && annotations
                 .and_then(|hints| hints.destructive_hint)
                 .unwrap_or(true);
+        // The MCP defaults: a tool is open-world (reaches outside services) unless it says not.
+        let open_world = annotations
+            .and_then(|hints| hints.open_world_hint)
+            .unwrap_or(true);
         let meta = ToolMeta {
             ownership: Ownership::Mcp,
             read_only,
             destructive,
+            effects: if open_world {
+                Effects::NETWORK
+            } else {
+                Effects::NONE
+            },
+            interrupt: InterruptBehavior::Cancel,
             ..ToolMeta::default()
         };
         let description = describe(server, &tool);

@@ -41,7 +41,7 @@ const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, m
 
 const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
      (SELECT COUNT(*) FROM flue_submissions s WHERE s.instance_id = c.instance_id \
-      AND s.state <> 'settled')";
+      AND s.state NOT IN ('settled', 'waiting'))";
 
 /// What a writer learnt by locking a conversation row.
 struct Locked {
@@ -115,7 +115,7 @@ impl PostgresStore {
              )
              SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c
              WHERE EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id
-                           AND s.state <> 'settled')
+                           AND s.state NOT IN ('settled', 'waiting'))
                AND (c.owner IS NULL OR c.owner = $1 OR c.lease_until <= now()
                     OR NOT EXISTS (SELECT 1 FROM live
                                    WHERE live.key::TEXT = split_part(c.owner, '-', 2)))
@@ -260,8 +260,9 @@ impl PostgresStore {
         .await?;
         let mut settled = Vec::new();
         for row in &unsettled {
+            // Queued and waiting ones settle now; the running one is its owner's to stop.
             let state: &str = row.get(1);
-            if state != "queued" {
+            if state == "running" {
                 continue;
             }
             let submission_id: String = row.get(0);
@@ -443,7 +444,7 @@ impl PostgresStore {
         check_fence(&tx, fence).await?;
         let next = query_opt(
             &tx,
-            "SELECT submission_id FROM flue_submissions
+            "SELECT submission_id, state FROM flue_submissions
              WHERE instance_id = $1 AND state <> 'settled' ORDER BY position LIMIT 1",
             &[&instance_id],
             "cannot read submissions",
@@ -452,6 +453,10 @@ impl PostgresStore {
         let Some(next) = next else {
             return Ok(None);
         };
+        // A waiting submission holds the line: nothing behind it runs before it is resumed.
+        if !matches!(next.get::<_, &str>(1), "queued" | "running") {
+            return Ok(None);
+        }
         let submission_id: String = next.get(0);
         let row = query_one(
             &tx,
@@ -556,6 +561,20 @@ impl PostgresStore {
             "cannot insert stream batch",
         )
         .await?;
+        if append.resumes_waiting {
+            execute(
+                &tx,
+                "UPDATE flue_submissions SET state = 'queued',
+                    attempts = GREATEST(attempts - 1, 0),
+                    first_started_at = first_started_at
+                        + GREATEST($2 - COALESCE(waiting_since, $2), 0),
+                    waiting_since = NULL
+                 WHERE instance_id = $1 AND state = 'waiting'",
+                &[&instance_id, &int(now_ms())],
+                "cannot resume the waiting submission",
+            )
+            .await?;
+        }
         if append.applies_input
             && let Some(submission_id) = append.submission_id
         {
@@ -581,6 +600,52 @@ impl PostgresStore {
             .map_err(pg_error("cannot commit append"))?;
         self.heads.notify(&instance_id, head);
         Ok(version)
+    }
+}
+
+impl PostgresStore {
+    async fn wait_now(
+        &self,
+        fence: &Fence,
+        submission_id: &str,
+        actions: &[String],
+    ) -> Result<bool> {
+        let instance_id = fence.key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        check_fence(&tx, fence).await?;
+        let changed = execute(
+            &tx,
+            "UPDATE flue_submissions SET state = 'waiting', waiting_since = $3
+             WHERE submission_id = $1 AND instance_id = $2 AND state = 'running'",
+            &[&submission_id, &instance_id, &int(now_ms())],
+            "cannot pause submission",
+        )
+        .await?;
+        if changed == 0 {
+            return Ok(false);
+        }
+        let head = push_batch(
+            &tx,
+            &instance_id,
+            Some(submission_id),
+            &BatchBody::Waiting {
+                submission_id: submission_id.to_owned(),
+                actions: actions.to_vec(),
+            },
+        )
+        .await?;
+        announce(
+            &tx,
+            &Moved {
+                instance_id: instance_id.clone(),
+                head,
+            },
+        )
+        .await?;
+        tx.commit().await.map_err(pg_error("cannot commit pause"))?;
+        self.heads.notify(&instance_id, head);
+        Ok(true)
     }
 }
 
@@ -638,7 +703,7 @@ impl ConversationStore for PostgresStore {
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
         Box::pin(self.conversations_where(
             "EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id \
-             AND s.state <> 'settled')",
+             AND s.state NOT IN ('settled', 'waiting'))",
             None,
         ))
     }
@@ -750,6 +815,15 @@ impl ConversationStore for PostgresStore {
 
     fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
         Box::pin(self.append_fenced_now(append))
+    }
+
+    fn wait<'a>(
+        &'a self,
+        fence: &'a Fence,
+        submission_id: &'a str,
+        actions: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.wait_now(fence, submission_id, actions))
     }
 }
 
@@ -972,7 +1046,8 @@ async fn count_unsettled(tx: &Transaction<'_>, instance_id: &str) -> Result<u64>
     Ok(uint(
         query_one(
             tx,
-            "SELECT COUNT(*) FROM flue_submissions WHERE instance_id = $1 AND state <> 'settled'",
+            "SELECT COUNT(*) FROM flue_submissions
+             WHERE instance_id = $1 AND state NOT IN ('settled', 'waiting')",
             &[&instance_id],
             "cannot count submissions",
         )

@@ -74,6 +74,8 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                 open_calls.clear();
                 items.push(Item::Text(Cow::Owned(shell_text(exchange))));
             }
+            // Pause bookkeeping; `steps::model_view` leaves it out before it gets here.
+            Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_) => {}
             Record::Compaction(summary) => {
                 open_calls.clear();
                 items.push(Item::Text(Cow::Owned(format!(

@@ -284,6 +284,16 @@ impl Endpoint {
                         && n_retries < self.retry.max_retries =>
                 {
                     n_retries += 1;
+                    // `flue run -v` shows these; embedders see them through their subscriber.
+                    tracing::info!(
+                        target: "flue::retry",
+                        "{}: attempt {} failed ({}); retrying in {} ms ({n_retries} of {})",
+                        self.provider,
+                        n_retries,
+                        redact(&failure.message, self.key.as_ref()),
+                        delay.as_millis(),
+                        self.retry.max_retries,
+                    );
                     tokio::time::sleep(delay).await;
                 }
                 _ => return Err(failure.into_error(&self.provider, self.key.as_ref())),
@@ -604,10 +614,44 @@ async fn read_limited(mut response: reqwest::Response) -> String {
 pub(crate) fn preview(text: &str) -> String {
     const PREVIEW_CHARS: usize = 200;
     let trimmed = text.trim();
+    // A proxy's or load balancer's error page says little beyond its title.
+    if let Some(cause) = html_page_cause(trimmed) {
+        return cause;
+    }
     match trimmed.char_indices().nth(PREVIEW_CHARS) {
         Some((idx, _)) => format!("{}...", trimmed.get(..idx).unwrap_or_default()),
         None => trimmed.to_owned(),
     }
+}
+
+/// A short cause for an HTML page (`an HTML error page: "502 Bad Gateway"`); `None` for
+/// anything else.
+fn html_page_cause(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    if !(lower.starts_with("<!doctype html")
+        || lower.starts_with("<html")
+        || lower.contains("<body"))
+    {
+        return None;
+    }
+    let title = ["title", "h1"].iter().find_map(|tag| {
+        let open = lower.find(&format!("<{tag}"))?;
+        let start = open + lower.get(open..)?.find('>')? + 1;
+        let end = start + lower.get(start..)?.find(&format!("</{tag}"))?;
+        let inner = text
+            .get(start..end)?
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        (!inner.is_empty()).then_some(inner)
+    });
+    Some(match title {
+        Some(title) => {
+            let short: String = title.chars().take(120).collect();
+            format!("an HTML error page: {short:?}")
+        }
+        None => "an HTML error page without a title".to_owned(),
+    })
 }
 
 /// `text` with the key replaced: exact copies of any length, then the key's transforms

@@ -90,7 +90,9 @@ pub struct TrashEntry {
     pub agent: String,
     /// Tool that trashed it.
     pub tool: String,
-    /// The file's path (absolute sandbox path).
+    /// The file's path: relative to the working directory of the tool call when inside it
+    /// (so a virtual run's entry restores onto the real workspace), else absolute. Entries
+    /// written before this rule hold the absolute sandbox path; both restore.
     pub path: String,
     /// sha256 of the content; the content is stored once per sha256.
     pub sha256: String,

@@ -138,6 +138,12 @@ pub struct FencedAppend<'a> {
     /// True for the append that carries the submission's input (marks it `input_applied` in the
     /// same transaction).
     pub applies_input: bool,
+    /// True for the append that carries a decision on a pending action: in the same
+    /// transaction, the conversation's `waiting` submission becomes `queued` again, its
+    /// waiting time is taken off its wall-clock budget (`first_started_at` moves forward by
+    /// it) and the attempt it paused in is given back (`attempts` goes down by one, so the
+    /// next claim counts the same attempt again).
+    pub resumes_waiting: bool,
     /// The session (one of the conversation's).
     pub session: &'a SessionKey,
     /// The session version the writer expects.
@@ -289,6 +295,26 @@ pub trait ConversationStore: SessionStore {
     /// Appends session records of a managed conversation under its fence: the session version
     /// check of [`SessionStore::append`] plus the fence, and one `records` batch on the stream.
     fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>>;
+
+    /// Pauses a `running` submission on pending actions: it becomes `waiting` (remembering
+    /// when), and a `waiting` batch naming `actions` is recorded. A waiting submission is
+    /// unsettled but needs no work: it is left out of [`ConversationInfo::unsettled`], of
+    /// [`ConversationStore::pending_conversations`] and of the check in
+    /// [`ConversationStore::release`]; [`ConversationStore::claim_next`] returns `None` while
+    /// it is the oldest unsettled one (the submissions behind it wait too);
+    /// [`ConversationStore::request_abort`] settles it `aborted` at once, like a queued one.
+    /// A fenced append with [`FencedAppend::resumes_waiting`] makes it `queued` again.
+    /// Returns `false` (writing nothing) when the submission is not `running`.
+    ///
+    /// Callers: the submission driver, when an attempt ends with `requires_action`.
+    ///
+    /// [`ConversationInfo::unsettled`]: crate::ConversationInfo::unsettled
+    fn wait<'a>(
+        &'a self,
+        fence: &'a Fence,
+        submission_id: &'a str,
+        actions: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>>;
 }
 
 /// Head watchers of one store value: one `watch` channel per conversation with subscribers.

@@ -153,6 +153,8 @@ const MIGRATIONS: &[&str] = &[
         WHERE state != 'settled';
     CREATE UNIQUE INDEX submissions_by_key ON submissions (instance_id, idempotency_key)
         WHERE idempotency_key IS NOT NULL;",
+    // v4: submissions paused on pending actions remember since when (`waiting` state).
+    "ALTER TABLE submissions ADD COLUMN waiting_since INTEGER;",
 ];
 
 impl SqliteStore {
@@ -316,6 +318,15 @@ impl SqliteStore {
             .and_then(|mut delete| delete.execute(params![key.instance_id, key.session]))
             .map_err(store_error("cannot delete session"))?;
         Ok(())
+    }
+
+    /// Every instance id with at least one session, sorted (conversations `flue run --skill`
+    /// or an embedder wrote directly, without the submission runtime, included).
+    pub async fn instance_ids(&self) -> Result<Vec<String>> {
+        self.reader()
+            .prepare_cached("SELECT DISTINCT instance_id FROM sessions ORDER BY instance_id")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot list sessions"))
     }
 
     fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {

@@ -298,6 +298,30 @@ async fn process(
     fenced.end_submission();
     let reason = stop_reason(reason.load(Ordering::Acquire));
     match result {
+        // Paused on pending actions: the submission waits, owned by nobody, until any process
+        // resolves one (which makes it `queued` again).
+        Ok(response) if response.requires_action() => {
+            let actions: Vec<String> = response
+                .pending_actions
+                .iter()
+                .map(|action| action.action_id.clone())
+                .collect();
+            match inner.store.wait(fence, submission_id, &actions).await {
+                Ok(true) => {
+                    inner.emit(
+                        key,
+                        Some(submission_id),
+                        Event::SubmissionWaiting {
+                            submission_id: submission_id.to_owned(),
+                            actions,
+                        },
+                    );
+                    Next::Continue
+                }
+                Ok(false) => Next::Continue,
+                Err(_) => Next::Stop,
+            }
+        }
         // Finished work is never discarded, whatever stopped the attempt meanwhile.
         Ok(response) => {
             settle(
@@ -357,8 +381,8 @@ async fn supervise(
     slot: &DriverSlot,
     submission_id: &str,
     deadline_ms: u64,
-    handle: crate::call::CallHandle<crate::session::PromptResponse>,
-) -> Result<crate::session::PromptResponse> {
+    handle: crate::call::CallHandle<crate::operation::PromptResponse>,
+) -> Result<crate::operation::PromptResponse> {
     let stop = |reason| {
         if let Some(attempt) = slot.attempt().as_ref() {
             attempt.stop(reason);

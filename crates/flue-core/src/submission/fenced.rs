@@ -96,6 +96,7 @@ impl SessionStore for FencedSessions {
                     fence: &self.fence,
                     submission_id: submission_id.as_deref(),
                     applies_input,
+                    resumes_waiting: false,
                     session: key,
                     expected_version,
                     records,

@@ -93,6 +93,7 @@ impl AgentRuntimeBuilder {
             idle: Notify::new(),
             own_work_only: self.own_work_only,
             own: Mutex::new(HashMap::new()),
+            resolving: tokio::sync::Mutex::new(()),
         });
         inner.reconcile().await?;
         if let Some(interval) = self.reconcile_interval {
@@ -150,7 +151,7 @@ pub struct RuntimeEvent {
 /// ```
 #[derive(Clone)]
 pub struct AgentRuntime {
-    inner: Arc<RuntimeInner>,
+    pub(crate) inner: Arc<RuntimeInner>,
 }
 
 /// What the runtime's tasks share.
@@ -173,6 +174,9 @@ pub(crate) struct RuntimeInner {
     pub(crate) own_work_only: bool,
     /// With `own_work_only`: the submissions this runtime dispatched and has not seen settled.
     own: Mutex<HashMap<ConversationKey, Vec<String>>>,
+    /// Serializes this runtime's decisions on pending actions (they share one owner id, so
+    /// two at once would fence each other off).
+    pub(crate) resolving: tokio::sync::Mutex<()>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.
@@ -204,8 +208,13 @@ impl RuntimeInner {
         });
     }
 
+    /// Whether a driver of this runtime works on `key` now.
+    pub(crate) fn is_driving(&self, key: &ConversationKey) -> bool {
+        self.drivers().contains_key(key)
+    }
+
     /// Makes sure a driver works on `key`: tells the running one, or starts one.
-    fn kick(self: &Arc<Self>, key: &ConversationKey) {
+    pub(crate) fn kick(self: &Arc<Self>, key: &ConversationKey) {
         let mut drivers = self.drivers();
         self.kick_locked(&mut drivers, key);
     }
@@ -280,7 +289,7 @@ impl RuntimeInner {
         }
     }
 
-    fn remember_own(&self, key: &ConversationKey, submission_id: &str) {
+    pub(crate) fn remember_own(&self, key: &ConversationKey, submission_id: &str) {
         self.own
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -372,6 +381,13 @@ impl AgentRuntime {
             });
         }
         check_message(&message)?;
+        let blocking = self.blocking_actions(key).await?;
+        if !blocking.is_empty() {
+            return Err(FlueError::ActionsPending {
+                session: key.to_string(),
+                actions: blocking,
+            });
+        }
         let admission = Admission {
             key: key.clone(),
             submission_id: new_ulid(),

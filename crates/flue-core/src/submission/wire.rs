@@ -236,7 +236,8 @@ pub enum SubmissionState {
     Queued,
     /// An attempt is running it.
     Running,
-    /// Paused (reserved).
+    /// Paused on tool calls that wait for a decision: no process owns it, waiting time does
+    /// not count against `timeout_ms`, and any process resumes it by resolving an action.
     Waiting,
     /// Terminal: see its [`Settlement`].
     Settled,
@@ -370,6 +371,13 @@ pub enum BatchBody {
     AbortRequested {
         /// The submissions that will settle `aborted`.
         submission_ids: Vec<String>,
+    },
+    /// A submission paused on pending actions (it is `waiting`).
+    Waiting {
+        /// The submission.
+        submission_id: String,
+        /// The pending action ids.
+        actions: Vec<String>,
     },
     /// A submission settled.
     Settled(Settlement),

@@ -53,17 +53,109 @@ pub enum Permission {
     AlwaysAsk,
 }
 
-/// Runtime metadata of a tool.
+/// Runtime metadata of a tool: who fulfils it, whether a call asks first, and what it
+/// touches. Built-in tools carry honest values; MCP tools take theirs from the server's
+/// annotations; tools built in code start from [`ToolMeta::default`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolMeta {
     /// Who fulfils calls.
     pub ownership: Ownership,
-    /// Confirmation policy.
+    /// Confirmation policy: the tool's own default, which the agent's `permissions`
+    /// override (see [`AgentConfig::with_permission`](crate::AgentConfig::with_permission)).
     pub permission: Permission,
     /// The tool changes nothing.
     pub read_only: bool,
     /// The tool may destroy data.
     pub destructive: bool,
+    /// What a call touches.
+    #[serde(default)]
+    pub effects: Effects,
+    /// What an abort does to a running call.
+    #[serde(default)]
+    pub interrupt: InterruptBehavior,
+}
+
+/// What a tool call touches: any of files, shell commands and the network. Serialized as a
+/// list such as `["files", "shell"]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Effects(u8);
+
+impl Effects {
+    /// Touches nothing outside the runtime.
+    pub const NONE: Self = Self(0);
+    /// Reads or writes files of the sandbox.
+    pub const FILES: Self = Self(1);
+    /// Runs shell commands.
+    pub const SHELL: Self = Self(2);
+    /// Reaches the network (or an outside service).
+    pub const NETWORK: Self = Self(4);
+
+    /// Both sets of effects.
+    #[must_use]
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether every effect of `other` is in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The effect names, in a fixed order.
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (Self::FILES, "files"),
+            (Self::SHELL, "shell"),
+            (Self::NETWORK, "network"),
+        ]
+        .into_iter()
+        .filter(|(effect, _)| self.contains(*effect))
+        .map(|(_, name)| name)
+        .collect()
+    }
+}
+
+impl Serialize for Effects {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        self.names().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Effects {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(deserializer)?;
+        names.iter().try_fold(Self::NONE, |effects, name| {
+            let effect = match name.as_str() {
+                "files" => Self::FILES,
+                "shell" => Self::SHELL,
+                "network" => Self::NETWORK,
+                other => {
+                    return Err(serde::de::Error::custom(format!(
+                        "unknown effect `{other}` (expected files, shell or network)"
+                    )));
+                }
+            };
+            Ok(effects.with(effect))
+        })
+    }
+}
+
+/// What an abort does to a running call of the tool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptBehavior {
+    /// The call sees the cancellation and stops (commands are killed); whatever it did so far
+    /// stays done, and its result is `aborted`.
+    #[default]
+    Cancel,
+    /// The call is short and all-or-nothing (a file write): it finishes or fails within the
+    /// abort grace period rather than stopping half-way.
+    Complete,
 }
 
 /// Everything a running tool may use.
@@ -257,6 +349,8 @@ struct ToolInner {
     output_validator: Option<Arc<jsonschema::Validator>>,
     meta: ToolMeta,
     tool: Arc<dyn Tool>,
+    /// Declared with [`ToolDefinition::custom`]: the application runs its calls.
+    external: bool,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -269,6 +363,45 @@ impl fmt::Debug for ToolDefinition {
 }
 
 impl ToolDefinition {
+    /// A custom tool the application fulfils: the model sees it like any other, but the
+    /// runtime does not run its calls. A call is recorded as a pending action, an
+    /// [`Event::CustomToolUse`](crate::Event::CustomToolUse) is emitted, the operation pauses
+    /// with the outcome `requires_action`, and the application supplies the result with
+    /// [`Session::resolve`](crate::Session::resolve) and
+    /// [`ActionDecision::Result`](crate::ActionDecision::Result).
+    ///
+    /// ```
+    /// use flue_core::{Ownership, ToolDefinition};
+    /// let lookup = ToolDefinition::custom(
+    ///     "lookup_order",
+    ///     "Looks an order up in the shop's back office.",
+    ///     serde_json::json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+    /// )
+    /// .unwrap();
+    /// assert!(lookup.is_external());
+    /// assert_eq!(lookup.meta().ownership, Ownership::Custom);
+    /// ```
+    pub fn custom(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Result<Self> {
+        let mut tool = Self::new(name, description, input_schema, Arc::new(ExternalTool))?;
+        let inner = Arc::make_mut(&mut tool.inner);
+        inner.external = true;
+        inner.meta = ToolMeta {
+            ownership: Ownership::Custom,
+            effects: Effects::NETWORK,
+            ..ToolMeta::default()
+        };
+        Ok(tool)
+    }
+
+    /// Whether the application fulfils this tool's calls (see [`ToolDefinition::custom`]).
+    pub fn is_external(&self) -> bool {
+        self.inner.external
+    }
+
     /// A tool from an implementation and a JSON Schema for its input object.
     pub fn new(
         name: impl Into<String>,
@@ -299,6 +432,7 @@ impl ToolDefinition {
                 input_validator,
                 output_validator: None,
                 meta: ToolMeta::default(),
+                external: false,
                 tool,
             }),
         })
@@ -491,6 +625,25 @@ where
             let typed: I = serde_json::from_value(input)
                 .map_err(|err| ToolError::invalid_input(err.to_string()))?;
             (self.run)(typed, ctx.clone()).await
+        })
+    }
+}
+
+/// The implementation of a custom tool: its calls never reach it (the loop pauses on them),
+/// but a direct [`ToolDefinition::call`] gets a clear error.
+struct ExternalTool;
+
+impl Tool for ExternalTool {
+    fn run<'a>(
+        &'a self,
+        _input: Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, std::result::Result<Value, ToolError>> {
+        Box::pin(async {
+            Err(ToolError::new(
+                "custom_tool",
+                "this custom tool is fulfilled by the application, not run by the runtime",
+            ))
         })
     }
 }

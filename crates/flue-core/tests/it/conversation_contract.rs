@@ -31,6 +31,8 @@ macro_rules! conversation_contract {
                 abort_settles_queued_work_and_marks_the_running_one,
                 plain_appends_to_a_managed_conversation_are_refused,
                 the_input_append_marks_the_submission,
+                a_waiting_submission_holds_the_line_until_a_decision_resumes_it,
+                a_lone_waiting_submission_leaves_the_conversation_free,
                 watchers_see_the_head_move,
                 reads_of_unknown_conversations_and_past_the_head_fail,
                 concurrent_writes_of_many_conversations_fail_alone,
@@ -362,6 +364,7 @@ async fn a_live_owner_holds_and_a_replaced_owner_writes_nothing(store: Arc<dyn C
                 fence: &old_fence,
                 submission_id: Some(&admitted.submission_id),
                 applies_input: true,
+                resumes_waiting: false,
                 session: &session,
                 expected_version: 0,
                 records: &records,
@@ -522,6 +525,7 @@ async fn the_input_append_marks_the_submission(store: Arc<dyn ConversationStore>
             fence: &fence,
             submission_id: Some(&admitted.submission_id),
             applies_input: true,
+            resumes_waiting: false,
             session: &session,
             expected_version: 0,
             records: &records,
@@ -551,6 +555,7 @@ async fn the_input_append_marks_the_submission(store: Arc<dyn ConversationStore>
             fence: &fence,
             submission_id: None,
             applies_input: false,
+            resumes_waiting: false,
             session: &session,
             expected_version: 0,
             records: &records,
@@ -559,6 +564,136 @@ async fn the_input_append_marks_the_submission(store: Arc<dyn ConversationStore>
         .unwrap_err();
     assert_eq!(err.kind(), "version_conflict");
     assert_eq!(head(store.as_ref()).await, last.offset);
+}
+
+async fn a_waiting_submission_holds_the_line_until_a_decision_resumes_it(
+    store: Arc<dyn ConversationStore>,
+) {
+    let first = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let started_at = claim.submission.first_started_at.unwrap();
+    let actions = ["act_1".to_owned()];
+    assert!(
+        store
+            .wait(&fence, &first.submission_id, &actions)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .wait(&fence, &first.submission_id, &actions)
+            .await
+            .unwrap(),
+        "only a running submission starts waiting"
+    );
+    let page = store.read_stream(&key(), Offset::START, 100).await.unwrap();
+    assert!(matches!(
+        &page.batches.last().unwrap().body,
+        BatchBody::Waiting { submission_id, actions } if submission_id == &first.submission_id && actions == &["act_1"]
+    ));
+    // Waiting needs no work: not pending, not counted, nothing behind it runs, release works.
+    store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(store.pending_conversations().await.unwrap().len(), 1);
+    let info = store
+        .submission(&first.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.state, SubmissionState::Waiting);
+    assert!(
+        store
+            .claim_next(&fence, &DurabilityConfig::default())
+            .await
+            .unwrap()
+            .is_none(),
+        "the submission behind a waiting one waits too"
+    );
+    assert_eq!(
+        store.conversation(&key()).await.unwrap().unwrap().unsettled,
+        1
+    );
+    tokio::time::sleep(Duration::from_millis(30)).await;
+
+    // A decision resumes it: queued again, the attempt given back, the waiting time off the clock.
+    let session = SessionKey::new(key().instance_id(), "default");
+    let records = [user_record("decision")];
+    store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: Some(&first.submission_id),
+            applies_input: false,
+            resumes_waiting: true,
+            session: &session,
+            expected_version: 0,
+            records: &records,
+        })
+        .await
+        .unwrap();
+    let resumed = store
+        .submission(&first.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (resumed.state, resumed.attempts),
+        (SubmissionState::Queued, 0)
+    );
+    assert!(resumed.first_started_at.unwrap() >= started_at + 30);
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            claim.submission.submission_id.as_str(),
+            claim.submission.attempts
+        ),
+        (first.submission_id.as_str(), 1)
+    );
+}
+
+async fn a_lone_waiting_submission_leaves_the_conversation_free(store: Arc<dyn ConversationStore>) {
+    let admitted = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap();
+    assert!(
+        store
+            .wait(&fence, &admitted.submission_id, &[])
+            .await
+            .unwrap()
+    );
+    assert!(store.pending_conversations().await.unwrap().is_empty());
+    assert_eq!(
+        store.conversation(&key()).await.unwrap().unwrap().unsettled,
+        0
+    );
+    assert!(store.release(&fence).await.unwrap());
+    // An abort settles it at once, like a queued one.
+    let report = store.request_abort(&key()).await.unwrap();
+    assert_eq!(
+        report.settled,
+        std::slice::from_ref(&admitted.submission_id)
+    );
 }
 
 async fn watchers_see_the_head_move(store: Arc<dyn ConversationStore>) {
@@ -646,6 +781,7 @@ async fn concurrent_writes_of_many_conversations_fail_alone(store: Arc<dyn Conve
                         fence: &fence,
                         submission_id: None,
                         applies_input: false,
+                        resumes_waiting: false,
                         session: &session,
                         expected_version: 0,
                         records: &records,

@@ -709,7 +709,8 @@ async fn delete_and_restore_round_trip_through_the_trash() {
                 .iter()
                 .map(|entry| (entry.path.clone(), entry.reason))
                 .collect::<Vec<_>>(),
-            vec![(format!("{}/src/lib.rs", fx.ctx.cwd), TrashReason::Deleted)]
+            // Relative to the working directory, whatever the sandbox's root is.
+            vec![("src/lib.rs".to_owned(), TrashReason::Deleted)]
         );
 
         let data = fx
@@ -778,6 +779,32 @@ async fn delete_and_restore_round_trip_through_the_trash() {
         )
         .await
         .unwrap();
+
+        // An entry stored before paths were relative (absolute in the sandbox) restores too,
+        // by id and by path.
+        let old = flue_core::TrashEntry {
+            id: "01OLDABSOLUTEENTRY00000000".to_owned(),
+            instance_id: "instance-1".to_owned(),
+            session: "default".to_owned(),
+            agent: "a".to_owned(),
+            tool: "delete_file".to_owned(),
+            path: format!("{}/old.txt", fx.ctx.cwd),
+            sha256: sha("old\n"),
+            size: 4,
+            trashed_at: 1,
+            reason: TrashReason::Deleted,
+        };
+        fx.store.put_trash(&old, b"old\n").await.unwrap();
+        let data = fx
+            .call("restore_file", json!({"path": "old.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (data["path"].clone(), data["originalPath"].clone()),
+            (json!("old.txt"), json!("old.txt")),
+            "{name}"
+        );
+        assert_eq!(show(&fx.snapshot().await)["old.txt"], "old\n", "{name}");
     }
 }
 

@@ -13,6 +13,7 @@ mod conversation_contract;
 mod fake_http;
 mod file_tools;
 mod instance_ids;
+mod pauses;
 #[path = "../../../flue-connectors/tests/it/pg_server.rs"]
 mod pg_server;
 mod provider_anthropic;
@@ -31,6 +32,7 @@ mod session;
 mod skills;
 mod store_contract;
 mod submission_crash;
+mod submission_pauses;
 mod submission_support;
 mod submissions;
 mod tasks;

@@ -201,6 +201,9 @@ pub fn kinds(records: &[Record]) -> Vec<String> {
                 format!("tool_error:{}", result.error_kind.as_deref().unwrap_or("?"))
             }
             Record::ToolResult(_) => "tool".to_owned(),
+            Record::ActionRequired(action) => format!("action_required:{}", action.tool_name),
+            Record::ActionResolved(_) => "action_resolved".to_owned(),
+            Record::ActionStarted(_) => "action_started".to_owned(),
             _ => "other".to_owned(),
         })
         .collect()

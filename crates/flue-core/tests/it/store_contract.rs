@@ -526,7 +526,7 @@ async fn sqlite_migration_sets_user_version_and_wal() {
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
         (
-            3,
+            4,
             "wal",
             [
                 "audit",
@@ -562,7 +562,7 @@ async fn sqlite_newer_schema_is_refused() {
             "store_error",
             format!(
                 "store error: cannot open the conversation store {shown}: database schema \
-                 version 99 is newer than this flue-core supports (3); upgrade flue to read it, \
+                 version 99 is newer than this flue-core supports (4); upgrade flue to read it, \
                  or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
                  empty store"
             )

@@ -158,6 +158,8 @@ pub struct AgentSettings {
     pub turn_delay: Duration,
     pub tool_delay: Duration,
     pub durability: DurabilityConfig,
+    /// Whether `side_effect` calls wait for a confirmation (`always_ask`).
+    pub ask: bool,
 }
 
 impl AgentSettings {
@@ -167,6 +169,7 @@ impl AgentSettings {
             turn_delay: Duration::ZERO,
             tool_delay: Duration::ZERO,
             durability: DurabilityConfig::default(),
+            ask: false,
         }
     }
 }
@@ -178,17 +181,19 @@ pub fn agents(settings: &AgentSettings) -> Arc<StaticAgents> {
         let model = Arc::new(RuleModel {
             turn_delay: settings.turn_delay,
         });
-        Harness::builder(
-            AgentConfig::new()
-                .with_model("rule/any")
-                .with_tool(side_effect_tool(
-                    &settings.side_effects,
-                    settings.tool_delay,
-                ))
-                .with_durability(settings.durability.clone()),
-        )
-        .with_providers(ProviderRegistry::new().with_provider(model))
-        .with_workspace_context(None)
+        let mut agent = AgentConfig::new()
+            .with_model("rule/any")
+            .with_tool(side_effect_tool(
+                &settings.side_effects,
+                settings.tool_delay,
+            ))
+            .with_durability(settings.durability.clone());
+        if settings.ask {
+            agent = agent.with_permission("side_effect", flue_core::Permission::AlwaysAsk);
+        }
+        Harness::builder(agent)
+            .with_providers(ProviderRegistry::new().with_provider(model))
+            .with_workspace_context(None)
     }))
 }
 

@@ -50,11 +50,14 @@ impl TestHost {
     ) -> Result<Arc<dyn Fn() -> HarnessBuilder + Send + Sync>, FlueError> {
         let script = if agent == "plain" { PLAIN } else { TOOL };
         let lookup = lookup_tool(agent == "slow-tool")?;
-        let config = AgentConfig::new()
+        let mut config = AgentConfig::new()
             .with_name(agent)
             .with_model("scripted/test.json")
             .with_instructions("Test agent.")
             .with_tool(lookup);
+        if agent == "careful" {
+            config = config.with_permission("look*", flue_core::Permission::AlwaysAsk);
+        }
         let scripted = ScriptedProvider::new(self.dir.path()).with_script("test.json", script)?;
         let providers = ProviderRegistry::new().with_provider(Arc::new(scripted));
         let sandbox: Arc<dyn flue_core::Sandbox> = Arc::new(LocalSandbox::new(self.dir.path())?);
@@ -145,6 +148,25 @@ pub(crate) async fn app(kind: Kind, config: ServerConfig) -> Router {
             flue_server::router(Arc::new(DurableRuntime::new(runtime, infos)), config)
         }
     }
+}
+
+/// A durable router serving `careful`: the `tool` agent whose `lookup` asks first.
+pub(crate) async fn careful_app() -> Router {
+    let host = TestHost::new();
+    let builder = host.builder("careful").unwrap();
+    let agents = StaticAgents::new().with_agent("careful", move || builder.clone()());
+    let runtime = AgentRuntime::builder(Arc::new(MemoryStore::new()), Arc::new(agents))
+        .with_poll_interval(Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    std::mem::forget(host);
+    let infos = vec![AgentInfo {
+        name: "careful".to_owned(),
+        description: None,
+        model: None,
+    }];
+    flue_server::router(Arc::new(DurableRuntime::new(runtime, infos)), fast_config())
 }
 
 /// Quick timings for tests.

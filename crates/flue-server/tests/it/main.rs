@@ -8,6 +8,7 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod actions;
 mod docs;
 mod host;
 mod protocol;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::{Failure, backoff, retry_after};
+use super::{Failure, backoff, preview, retry_after};
 use crate::model::provider_config::RetryPolicy;
 
 #[test]
@@ -129,4 +129,22 @@ fn errors_never_carry_the_key_in_another_case_or_cut_short() {
         "model provider \"openai\" failed (HTTP 401): Key [redacted] rejected; did you mean \
          [redacted]...?"
     );
+}
+
+#[test]
+fn an_html_error_page_is_reduced_to_its_title() {
+    let page = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head><body>\
+                <center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
+    assert_eq!(preview(page), "an HTML error page: \"502 Bad Gateway\"");
+    assert_eq!(
+        preview("<html><body><h1>Service\n   Unavailable</h1></body></html>"),
+        "an HTML error page: \"Service Unavailable\""
+    );
+    assert_eq!(
+        preview("<html><body>down</body></html>"),
+        "an HTML error page without a title"
+    );
+    // Anything else is cut, not rewritten.
+    assert_eq!(preview("  upstream timed out  "), "upstream timed out");
+    assert_eq!(preview("a < b and <tag> inline"), "a < b and <tag> inline");
 }

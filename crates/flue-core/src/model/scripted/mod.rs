@@ -260,7 +260,13 @@ impl<'a> Conversation<'a> {
                 tool_name: &result.tool_name,
             },
             Some(
-                Record::User(_) | Record::Assistant(_) | Record::Shell(_) | Record::Compaction(_),
+                Record::User(_)
+                | Record::Assistant(_)
+                | Record::Shell(_)
+                | Record::Compaction(_)
+                | Record::ActionRequired(_)
+                | Record::ActionResolved(_)
+                | Record::ActionStarted(_),
             )
             | None => State::User,
         };
@@ -842,6 +848,7 @@ fn record_chars(record: &Record) -> usize {
             n_chars(&shell.command) + n_chars(&shell.stdout) + n_chars(&shell.stderr)
         }
         Record::Compaction(compaction) => n_chars(&compaction.summary),
+        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_) => 0,
     }
 }
 

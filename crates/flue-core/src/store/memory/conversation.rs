@@ -59,6 +59,8 @@ enum MemoryBatch {
 #[derive(Debug)]
 struct MemorySubmission {
     info: SubmissionInfo,
+    /// When it became `waiting`.
+    waiting_since: Option<u64>,
     admitted_offset: Offset,
     message_json: String,
 }
@@ -99,6 +101,14 @@ impl MemoryConversations {
             .collect()
     }
 
+    /// Unsettled submissions that need work (a waiting one needs a decision first).
+    fn needing_work(&self, conversation: &MemoryConversation) -> usize {
+        self.unsettled(conversation)
+            .into_iter()
+            .filter(|info| info.state != SubmissionState::Waiting)
+            .count()
+    }
+
     fn info(&self, conversation: &MemoryConversation) -> ConversationInfo {
         ConversationInfo {
             key: conversation.key.clone(),
@@ -107,7 +117,7 @@ impl MemoryConversations {
             created_at: conversation.created_at,
             owner: conversation.owner.clone(),
             epoch: conversation.epoch,
-            unsettled: self.unsettled(conversation).len() as u64,
+            unsettled: self.needing_work(conversation) as u64,
         }
     }
 
@@ -182,7 +192,7 @@ impl MemoryStore {
         if admission.options.when_busy == WhenBusy::Fail
             && let Some(conversation) = existing
         {
-            let unsettled = all.unsettled(conversation).len() as u64;
+            let unsettled = all.needing_work(conversation) as u64;
             if unsettled > 0 {
                 return Err(FlueError::ConversationBusy {
                     agent: key.agent.clone(),
@@ -251,6 +261,7 @@ impl MemoryStore {
                     idempotency_key: admission.options.idempotency_key.clone(),
                     settlement: None,
                 },
+                waiting_since: None,
                 admitted_offset: offset,
                 message_json,
             },
@@ -369,7 +380,7 @@ impl MemoryStore {
         };
         let mut settled = Vec::new();
         for (submission_id, state, attempts) in unsettled {
-            if state != SubmissionState::Queued {
+            if state == SubmissionState::Running {
                 continue;
             }
             let settlement = aborted_settlement(&submission_id, attempts);
@@ -436,9 +447,11 @@ impl MemoryStore {
             let Some(conversation) = all.conversations.get(instance_id) else {
                 return Ok(None);
             };
+            // A waiting submission holds the line: nothing behind it runs before it resumes.
             let Some(next) = all
                 .unsettled(conversation)
                 .first()
+                .filter(|info| info.state != SubmissionState::Waiting)
                 .map(|info| info.submission_id.clone())
             else {
                 return Ok(None);
@@ -509,6 +522,24 @@ impl MemoryStore {
                 count: append.records.len() as u64,
             });
             let head = conversation.head();
+            if append.resumes_waiting {
+                let now = now_ms();
+                let order = conversation.order.clone();
+                for id in order {
+                    if let Some(submission) = all.submissions.get_mut(&id)
+                        && submission.info.state == SubmissionState::Waiting
+                    {
+                        let waited =
+                            now.saturating_sub(submission.waiting_since.take().unwrap_or(now));
+                        submission.info.state = SubmissionState::Queued;
+                        submission.info.attempts = submission.info.attempts.saturating_sub(1);
+                        submission.info.first_started_at = submission
+                            .info
+                            .first_started_at
+                            .map(|started| started.saturating_add(waited));
+                    }
+                }
+            }
             if append.applies_input
                 && let Some(submission) = append
                     .submission_id
@@ -661,7 +692,7 @@ impl ConversationStore for MemoryStore {
                 let Some(conversation) = all.conversations.get(instance_id) else {
                     return Ok(false);
                 };
-                if !all.unsettled(conversation).is_empty() {
+                if all.needing_work(conversation) > 0 {
                     return Ok(false);
                 }
                 if let Some(conversation) = all.conversations.get_mut(instance_id) {
@@ -699,5 +730,40 @@ impl ConversationStore for MemoryStore {
 
     fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move { self.append_fenced_now(append) })
+    }
+
+    fn wait<'a>(
+        &'a self,
+        fence: &'a Fence,
+        submission_id: &'a str,
+        actions: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let head = self.with_owned(fence, |all, instance_id| {
+                let Some(submission) = all.submissions.get_mut(submission_id) else {
+                    return Ok(None);
+                };
+                if submission.info.state != SubmissionState::Running
+                    || submission.info.conversation.instance_id() != instance_id
+                {
+                    return Ok(None);
+                }
+                submission.info.state = SubmissionState::Waiting;
+                submission.waiting_since = Some(now_ms());
+                Ok(all.conversations.get_mut(instance_id).map(|conversation| {
+                    conversation.push(
+                        Some(submission_id),
+                        BatchBody::Waiting {
+                            submission_id: submission_id.to_owned(),
+                            actions: actions.to_vec(),
+                        },
+                    )
+                }))
+            })?;
+            Ok(head.is_some_and(|head| {
+                self.heads.notify(&fence.key.instance_id(), head);
+                true
+            }))
+        })
     }
 }

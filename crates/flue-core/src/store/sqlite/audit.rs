@@ -14,6 +14,37 @@ use crate::util::BoxFuture;
 use super::{sql_int, store_error};
 
 impl SqliteStore {
+    /// Every conversation's audit entries, oldest first (what `flue audit` shows for a whole
+    /// workspace).
+    pub async fn list_all_audit(&self) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<String> = self
+            .connection()
+            .prepare_cached("SELECT entry FROM audit ORDER BY seq")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot read the audit log"))?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(row)
+                    .map_err(|err| FlueError::store("corrupt audit entry", err))
+            })
+            .collect()
+    }
+
+    /// Every conversation's trash entries, oldest first.
+    pub async fn list_all_trash(&self) -> Result<Vec<TrashEntry>> {
+        let rows: Vec<String> = self
+            .connection()
+            .prepare_cached("SELECT entry FROM trash ORDER BY trashed_at, id")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot list the trash"))?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(row)
+                    .map_err(|err| FlueError::store("corrupt trash entry", err))
+            })
+            .collect()
+    }
+
     fn append_audit_now(&self, entry: &AuditEntry) -> Result<()> {
         let json = serde_json::to_string(entry)
             .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;

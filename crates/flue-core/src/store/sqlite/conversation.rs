@@ -41,6 +41,7 @@ use super::{get_u64, insert_records, read_record_range, store_error};
 const STATE_QUEUED: &str = "queued";
 const STATE_RUNNING: &str = "running";
 const STATE_SETTLED: &str = "settled";
+const STATE_WAITING: &str = "waiting";
 
 const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, message, \
      accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
@@ -48,7 +49,7 @@ const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, m
 
 const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
      (SELECT COUNT(*) FROM submissions s WHERE s.instance_id = c.instance_id \
-      AND s.state != 'settled')";
+      AND s.state NOT IN ('settled', 'waiting'))";
 
 /// Holds an owner's lock file; unlocks and removes it on drop.
 struct OwnerLock {
@@ -322,6 +323,12 @@ impl SqliteStore {
             .map_err(store_error("cannot read conversation"))
     }
 
+    /// Every managed conversation of the store, oldest first (what `flue session list`
+    /// shows).
+    pub async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
+        self.conversations_where("1 = 1", None)
+    }
+
     fn conversations_where(
         &self,
         filter: &str,
@@ -513,7 +520,7 @@ impl SqliteStore {
         )?;
         let mut settled = Vec::new();
         for (submission_id, state, attempts) in unsettled {
-            if state != STATE_QUEUED {
+            if state == STATE_RUNNING {
                 continue;
             }
             let settlement = aborted_settlement(&submission_id, attempts);
@@ -707,18 +714,22 @@ impl SqliteStore {
     ) -> Result<Option<(SubmissionInfo, Offset)>> {
         let instance_id = fence.key.instance_id();
         check_fence(tx, fence)?;
-        let next: Option<String> = tx
+        let next: Option<(String, String)> = tx
             .prepare_cached(
-                "SELECT submission_id FROM submissions
+                "SELECT submission_id, state FROM submissions
                  WHERE instance_id = ?1 AND state != 'settled' ORDER BY position LIMIT 1",
             )
             .and_then(|mut select| {
                 select
-                    .query_row(params![instance_id], |row| row.get(0))
+                    .query_row(params![instance_id], |row| Ok((row.get(0)?, row.get(1)?)))
                     .optional()
             })
             .map_err(store_error("cannot read submissions"))?;
-        let Some(submission_id) = next else {
+        // A waiting submission holds the line: nothing behind it runs before it is resumed.
+        let Some((submission_id, STATE_QUEUED | STATE_RUNNING)) = next
+            .as_ref()
+            .map(|(id, state)| (id.clone(), state.as_str()))
+        else {
             return Ok(None);
         };
         let now = sat(now_ms());
@@ -787,6 +798,7 @@ impl SqliteStore {
             expected_version: append.expected_version,
             submission_id: append.submission_id.map(str::to_owned),
             applies_input: append.applies_input,
+            resumes_waiting: append.resumes_waiting,
         };
         let (version, head) = self
             .writer
@@ -796,6 +808,38 @@ impl SqliteStore {
             self.heads.notify(&instance_id, head);
         }
         Ok(version)
+    }
+
+    fn wait_in(
+        tx: &Transaction<'_>,
+        fence: &Fence,
+        submission_id: &str,
+        actions: Vec<String>,
+    ) -> Result<Option<Offset>> {
+        let instance_id = fence.key.instance_id();
+        check_fence(tx, fence)?;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE submissions SET state = 'waiting', waiting_since = ?3
+                 WHERE submission_id = ?1 AND instance_id = ?2 AND state = 'running'",
+            )
+            .and_then(|mut update| {
+                update.execute(params![submission_id, instance_id, sat(now_ms())])
+            })
+            .map_err(store_error("cannot pause submission"))?;
+        if changed == 0 {
+            return Ok(None);
+        }
+        push_batch(
+            tx,
+            &instance_id,
+            Some(submission_id),
+            &BatchBody::Waiting {
+                submission_id: submission_id.to_owned(),
+                actions,
+            },
+        )
+        .map(Some)
     }
 
     fn append_fenced_in(
@@ -827,6 +871,17 @@ impl SqliteStore {
             ])
         })
         .map_err(store_error("cannot insert stream batch"))?;
+        if append.resumes_waiting {
+            tx.prepare_cached(
+                "UPDATE submissions SET state = 'queued',
+                    attempts = MAX(attempts - 1, 0),
+                    first_started_at = first_started_at + MAX(?2 - COALESCE(waiting_since, ?2), 0),
+                    waiting_since = NULL
+                 WHERE instance_id = ?1 AND state = 'waiting'",
+            )
+            .and_then(|mut update| update.execute(params![instance_id, sat(now_ms())]))
+            .map_err(store_error("cannot resume the waiting submission"))?;
+        }
         if append.applies_input
             && let Some(submission_id) = &append.submission_id
         {
@@ -864,7 +919,7 @@ impl ConversationStore for SqliteStore {
         Box::pin(async move {
             self.conversations_where(
                 "EXISTS (SELECT 1 FROM submissions s WHERE s.instance_id = c.instance_id \
-                 AND s.state != 'settled')",
+                 AND s.state NOT IN ('settled', 'waiting'))",
                 None,
             )
         })
@@ -942,6 +997,28 @@ impl ConversationStore for SqliteStore {
         Box::pin(self.settle_batched(fence, settlement))
     }
 
+    fn wait<'a>(
+        &'a self,
+        fence: &'a Fence,
+        submission_id: &'a str,
+        actions: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let instance_id = fence.key.instance_id();
+            let owned_fence = fence.clone();
+            let owned_id = submission_id.to_owned();
+            let owned_actions = actions.to_vec();
+            let head = self
+                .writer
+                .write(move |tx| Self::wait_in(tx, &owned_fence, &owned_id, owned_actions))
+                .await?;
+            Ok(head.is_some_and(|head| {
+                self.heads.notify(&instance_id, head);
+                true
+            }))
+        })
+    }
+
     fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
         Box::pin(self.append_fenced_batched(append))
     }
@@ -954,6 +1031,7 @@ struct OwnedAppend {
     expected_version: u64,
     submission_id: Option<String>,
     applies_input: bool,
+    resumes_waiting: bool,
 }
 
 /// Whether `instance_id` belongs to a conversation managed by the submission runtime.
@@ -1033,6 +1111,7 @@ impl RawSubmission {
             STATE_QUEUED => SubmissionState::Queued,
             STATE_RUNNING => SubmissionState::Running,
             STATE_SETTLED => SubmissionState::Settled,
+            STATE_WAITING => SubmissionState::Waiting,
             other => {
                 return Err(FlueError::Store {
                     message: format!(
@@ -1101,9 +1180,11 @@ fn check_fence(tx: &Transaction<'_>, fence: &Fence) -> Result<()> {
     }
 }
 
+/// Unsettled submissions that need work (a waiting one needs a decision first).
 fn count_unsettled(tx: &Transaction<'_>, instance_id: &str) -> Result<u64> {
     tx.prepare_cached(
-        "SELECT COUNT(*) FROM submissions WHERE instance_id = ?1 AND state != 'settled'",
+        "SELECT COUNT(*) FROM submissions
+         WHERE instance_id = ?1 AND state NOT IN ('settled', 'waiting')",
     )
     .and_then(|mut select| select.query_row(params![instance_id], |row| get_u64(row, 0)))
     .map_err(store_error("cannot count submissions"))

@@ -20,7 +20,10 @@ use serde_json::Value;
 
 use crate::error::{FlueError, Result};
 use crate::sandbox::{ExecOptions, ShellResult};
-use crate::tool::{Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta};
+use crate::tool::{
+    Effects, InterruptBehavior, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
+    ToolMeta,
+};
 
 /// Names of the built-in tools, as accepted by [`builtin_tool`].
 pub const BUILTIN_TOOL_NAMES: &[&str] = &[
@@ -115,6 +118,8 @@ fn bash_tool() -> Result<ToolDefinition> {
         permission: Permission::AlwaysAllow,
         read_only: false,
         destructive: true,
+        effects: Effects::SHELL.with(Effects::FILES),
+        interrupt: InterruptBehavior::Cancel,
     }))
 }
 

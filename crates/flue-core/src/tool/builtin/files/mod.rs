@@ -36,7 +36,10 @@ use sha2::{Digest, Sha256};
 use crate::error::{FlueError, Result};
 use crate::sandbox::normalize_path;
 use crate::store::{AUDIT_DIFF_LIMIT, AuditEntry, TrashEntry, TrashReason};
-use crate::tool::{Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta};
+use crate::tool::{
+    Effects, InterruptBehavior, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
+    ToolMeta,
+};
 use crate::util::{new_ulid, now_ms};
 
 pub(super) use create::create_file_tool;
@@ -475,7 +478,9 @@ pub(crate) async fn trash(
         session: ctx.session.clone(),
         agent: ctx.agent.clone(),
         tool: tool.to_owned(),
-        path: path.abs.clone(),
+        // Relative to the working directory when inside it, so the entry restores wherever
+        // the workspace is next (a virtual run's `/workspace/...` on the real folder).
+        path: shown_path(&ctx.cwd, &path.abs),
         sha256: sha256_hex(content),
         size: content.len() as u64,
         trashed_at: now_ms(),
@@ -524,6 +529,8 @@ pub(crate) const READ_ONLY: ToolMeta = ToolMeta {
     permission: Permission::AlwaysAllow,
     read_only: true,
     destructive: false,
+    effects: Effects::FILES,
+    interrupt: InterruptBehavior::Cancel,
 };
 
 /// Metadata of a tool that changes files (recoverably: replaced content goes to the trash).
@@ -532,6 +539,8 @@ pub(crate) const MODIFYING: ToolMeta = ToolMeta {
     permission: Permission::AlwaysAllow,
     read_only: false,
     destructive: false,
+    effects: Effects::FILES,
+    interrupt: InterruptBehavior::Complete,
 };
 
 /// Metadata of a tool that deletes or overwrites files (recoverable from the trash).
@@ -540,4 +549,6 @@ pub(crate) const DESTRUCTIVE: ToolMeta = ToolMeta {
     permission: Permission::AlwaysAllow,
     read_only: false,
     destructive: true,
+    effects: Effects::FILES,
+    interrupt: InterruptBehavior::Complete,
 };

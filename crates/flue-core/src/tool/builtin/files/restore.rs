@@ -5,10 +5,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::Result;
+use crate::sandbox::normalize_path;
 use crate::store::TrashedFile;
 use crate::tool::builtin::files::{
-    Audit, Existing, FileError, FilePath, MODIFYING, file_tool, probe, resolve, sha256_hex,
-    shown_path,
+    Audit, Existing, FileError, MODIFYING, file_tool, probe, resolve, sha256_hex, shown_path,
 };
 use crate::tool::{ToolContext, ToolDefinition};
 
@@ -58,10 +58,8 @@ async fn restore_file(
             audit.raw_destination(destination);
             resolve(ctx, destination)?
         }
-        None => FilePath {
-            shown: shown_path(&ctx.cwd, &trashed.entry.path),
-            abs: trashed.entry.path.clone(),
-        },
+        // Relative (or, from older entries, absolute) to the working directory.
+        None => resolve(ctx, &trashed.entry.path)?,
     };
     audit.destination(&destination);
     if probe(ctx, &destination).await? != Existing::Missing {
@@ -81,7 +79,7 @@ async fn restore_file(
     audit.change(&destination.shown, None, Some(&trashed.content));
     Ok(json!({
         "path": destination.shown,
-        "originalPath": shown_path(&ctx.cwd, &trashed.entry.path),
+        "originalPath": original_path(ctx, &trashed.entry.path),
         "trashId": trashed.entry.id,
         "sha256": sha256_hex(&trashed.content),
     }))
@@ -108,11 +106,9 @@ async fn find_trashed(
                 .list_trash(&ctx.instance_id)
                 .await
                 .map_err(store_error)?;
-            let Some(newest) = entries
-                .into_iter()
-                .rev()
-                .find(|entry| entry.path == path.abs)
-            else {
+            let Some(newest) = entries.into_iter().rev().find(|entry| {
+                normalize_path(&ctx.cwd, &entry.path).is_ok_and(|abs| abs == path.abs)
+            }) else {
                 return Err(FileError::new(
                     "not_found",
                     format!("nothing from {} is in the trash", path.shown),
@@ -139,4 +135,12 @@ async fn find_trashed(
                 "Pass a `trashId` returned by delete_file, write_file, edit_file or apply_patch.",
             )
         })
+}
+
+/// A trash entry's path as results name it: relative to the working directory when inside.
+fn original_path(ctx: &ToolContext, stored: &str) -> String {
+    match normalize_path(&ctx.cwd, stored) {
+        Ok(abs) => shown_path(&ctx.cwd, &abs),
+        Err(_) => stored.to_owned(),
+    }
 }

@@ -1,10 +1,12 @@
-//! Unit tests of the log-driven step decision and the model view.
+//! Unit tests of reading the log: next steps, interrupted calls, the model view, call ids.
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::record::{AssistantContent, CompactionSummary, ModelRef, StopReason};
+use crate::record::{
+    AssistantContent, AssistantMessage, CompactionSummary, ModelRef, StopReason, Usage, UserMessage,
+};
 
 fn user(text: &str) -> Record {
     Record::User(UserMessage::text(text))

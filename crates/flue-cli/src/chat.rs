@@ -1,0 +1,170 @@
+//! `flue chat`: an interactive loop over one conversation.
+//!
+//! Each line typed is one message, admitted through the same submission runtime as `flue run`
+//! (so the history is the conversation's, in the workspace store, and `flue run --id` or
+//! `flue session show` see it). The reply streams on stderr as it is written; Ctrl-C aborts the
+//! reply being written and returns to the prompt, the conversation kept. Ctrl-D (end of input),
+//! `/exit` or SIGTERM end the chat.
+
+use std::io::{BufRead as _, Write as _};
+
+use flue_core::Outcome;
+use tokio::sync::mpsc;
+
+use crate::Exit;
+use crate::args::{ChatArgs, RunArgs};
+use crate::run::{
+    Finished, Interrupt, Interrupts, Prepared, Settled, connection_hint, discarded_edits_notice,
+    prepare, submit,
+};
+use crate::terminal::Output;
+
+/// Runs `flue chat`.
+pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
+    if args.verbose {
+        crate::init_verbose_logging();
+    }
+    let mut run_args = RunArgs {
+        agent: args.agent.clone(),
+        root: args.root.clone(),
+        id: args.id.clone(),
+        continue_last: args.continue_last,
+        model: args.model.clone(),
+        env_file: args.env_file.clone(),
+        sandbox: args.sandbox,
+        bundle: args.bundle.clone(),
+        role: args.role.clone(),
+        verbose: args.verbose,
+        ..RunArgs::default()
+    };
+    let mut interrupts = Interrupts::watch();
+    let prepared = prepare(&run_args).await?;
+    let output = Output::new(
+        flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
+    );
+    eprintln!(
+        "chatting with {} in conversation {} (Ctrl-C aborts a reply; Ctrl-D or /exit ends the \
+         chat; continue it later with `flue chat {} --id {}`)",
+        prepared.key.agent, prepared.key.id, prepared.key.agent, prepared.key.id
+    );
+    let mut lines = read_lines();
+    let exit = loop {
+        prompt();
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            signalled = interrupts.next() => match signalled {
+                Interrupt::CtrlC => {
+                    eprintln!("\n(Ctrl-D or /exit ends the chat)");
+                    continue;
+                }
+                Interrupt::Terminate => break Exit::Terminated,
+            },
+        };
+        let Some(line) = line else {
+            eprintln!();
+            break Exit::Success;
+        };
+        let message = line.trim();
+        if message.is_empty() {
+            continue;
+        }
+        if matches!(message, "/exit" | "/quit") {
+            break Exit::Success;
+        }
+        run_args.message = Some(message.to_owned());
+        if let Some(exit) = turn(&run_args, &prepared, &output, &mut interrupts).await {
+            break exit;
+        }
+    };
+    let Prepared { host, runtime, .. } = prepared;
+    let mut warnings = Vec::new();
+    if let Err(err) = runtime.shutdown().await {
+        warnings.push(format!("stopping the runtime: {err}"));
+    }
+    warnings.extend(host.close().await);
+    for warning in warnings {
+        eprintln!("warning: {}", output.stderr_text(&warning));
+    }
+    Ok(exit)
+}
+
+/// One message and its reply; `Some(exit)` when the chat should end (SIGTERM).
+async fn turn(
+    run_args: &RunArgs,
+    prepared: &Prepared,
+    output: &Output,
+    interrupts: &mut Interrupts,
+) -> Option<Exit> {
+    let started_at = flue_core::now_ms();
+    let (_, finished, interrupt, streamed) =
+        match submit(run_args, prepared, output, interrupts).await {
+            Ok(done) => done,
+            Err(err) => {
+                eprintln!("error: {}", output.stderr_text(&err.to_string()));
+                return None;
+            }
+        };
+    let settlement = match finished {
+        Finished::Settled(Settled { settlement, .. }) => settlement,
+        Finished::Waiting { pending, .. } => {
+            let hint = crate::pauses::resume_hint(&prepared.key.agent, &prepared.key.id, &pending);
+            eprintln!("{}", output.stderr_text(&hint));
+            return None;
+        }
+    };
+    match settlement.outcome {
+        Outcome::Completed => {
+            let text = settlement.text.unwrap_or_default();
+            let shown_already =
+                crate::terminal::stdout_is_stderr_terminal() && streamed.trim() == text.trim();
+            if !shown_already {
+                println!(
+                    "{}",
+                    output.stdout_text(&text).trim_end_matches(['\n', '\r'])
+                );
+                let _ = std::io::stdout().flush();
+            }
+            discarded_edits_notice(&prepared.host, &prepared.key, run_args.sandbox, started_at)
+                .await;
+        }
+        Outcome::Aborted => {
+            eprintln!("(reply aborted; the conversation goes on)");
+        }
+        _ => {
+            let message = settlement
+                .error
+                .map_or_else(|| "the message failed".to_owned(), |error| error.message);
+            eprintln!("error: {}", output.stderr_text(&message));
+            if let Some(hint) = connection_hint(&prepared.host.agents(), &message) {
+                eprintln!("hint: {}", output.stderr_text(&hint));
+            }
+        }
+    }
+    match interrupt {
+        Some(Interrupt::Terminate) => Some(Exit::Terminated),
+        _ => None,
+    }
+}
+
+/// The prompt, on stderr (stdout carries only replies).
+fn prompt() {
+    let mut stderr = std::io::stderr().lock();
+    let _ = write!(stderr, "> ");
+    let _ = stderr.flush();
+}
+
+/// Lines of stdin, read on their own thread (a blocking read cannot be cancelled); the channel
+/// closes at end of input.
+fn read_lines() -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel(1);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if sender.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}

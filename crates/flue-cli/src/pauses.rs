@@ -1,0 +1,130 @@
+//! Answering pending actions in `flue run`: `--yes` approves confirmations, a terminal asks
+//! the person (y/n per confirmation, a JSON result per custom tool), and a headless run leaves
+//! them pending and says how to resume.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use flue_core::{ActionDecision, ActionKind, PendingAction};
+use serde_json::Value;
+
+use crate::terminal::Output;
+
+/// Who answers the pending actions of this run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answerer {
+    /// `--yes`: every confirmation is allowed; custom tools stay pending.
+    Yes,
+    /// A person at the terminal (stdin and stderr are terminals).
+    Terminal,
+    /// Nobody: the run ends with `requires_action`.
+    Nobody,
+}
+
+impl Answerer {
+    /// The answerer for this run.
+    pub(crate) fn for_run(yes: bool) -> Self {
+        if yes {
+            Self::Yes
+        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            Self::Terminal
+        } else {
+            Self::Nobody
+        }
+    }
+
+    /// The decision on `action`, or `None` when it stays pending.
+    pub(crate) async fn answer(
+        self,
+        action: &PendingAction,
+        output: &Output,
+    ) -> std::io::Result<Option<ActionDecision>> {
+        match (self, action.kind) {
+            (Self::Yes, ActionKind::Confirmation) => {
+                eprintln!(
+                    "{}",
+                    output.stderr_text(&format!(
+                        "allowing {} ({}) (--yes)",
+                        action.tool_name, action.action_id
+                    ))
+                );
+                Ok(Some(ActionDecision::Allow))
+            }
+            (Self::Terminal, _) => {
+                let question = question(action);
+                let reply = ask(output.stderr_text(&question)).await?;
+                Ok(Some(decision(action.kind, &reply)))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// What the terminal shows for one action.
+fn question(action: &PendingAction) -> String {
+    let input = serde_json::to_string(&action.input).unwrap_or_default();
+    let prompt = match action.kind {
+        ActionKind::CustomTool => "result as JSON (empty to decline): ",
+        _ => "allow? [y/N] ",
+    };
+    format!(
+        "\n{} wants to run: {}\n  input: {input}\n  reason: {}\n{prompt}",
+        action.action_id, action.tool_name, action.reason
+    )
+}
+
+/// The decision a typed reply means: `y`/`yes` allows a confirmation, anything else denies
+/// it; a custom tool takes the reply as JSON (text that is not JSON as a string), and an
+/// empty reply declines it.
+fn decision(kind: ActionKind, reply: &str) -> ActionDecision {
+    let reply = reply.trim();
+    let denied = ActionDecision::Deny {
+        message: Some("declined at the terminal".to_owned()),
+    };
+    match kind {
+        ActionKind::CustomTool if reply.is_empty() => denied,
+        ActionKind::CustomTool => ActionDecision::Result {
+            value: serde_json::from_str(reply).unwrap_or_else(|_| Value::String(reply.to_owned())),
+            is_error: false,
+        },
+        _ if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") => ActionDecision::Allow,
+        _ => denied,
+    }
+}
+
+/// Prints `question` on stderr and reads one line from stdin (an empty string at its end).
+async fn ask(question: String) -> std::io::Result<String> {
+    tokio::task::spawn_blocking(move || {
+        let mut stderr = std::io::stderr();
+        stderr.write_all(question.as_bytes())?;
+        stderr.flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        Ok(line)
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// The lines telling how to resume a run that stopped with pending actions.
+pub(crate) fn resume_hint(agent: &str, id: &str, pending: &[PendingAction]) -> String {
+    let mut text = String::from("the conversation waits for decisions:");
+    for action in pending {
+        let input = serde_json::to_string(&action.input).unwrap_or_default();
+        text.push_str(&format!(
+            "\n  {}: {} {input} ({})",
+            action.action_id, action.tool_name, action.reason
+        ));
+        let command = match action.kind {
+            ActionKind::CustomTool => format!(
+                "flue run {agent} --id {id} --tool-result {} --value JSON",
+                action.action_id
+            ),
+            _ => format!(
+                "flue run {agent} --id {id} --confirm {} [--deny MESSAGE]",
+                action.action_id
+            ),
+        };
+        text.push_str(&format!("\n    resume: {command}"));
+    }
+    text
+}

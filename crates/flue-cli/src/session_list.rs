@@ -1,0 +1,82 @@
+//! `flue session list`: the workspace's conversations, least recently active first, so the
+//! one to continue is at the bottom, next to the prompt.
+
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use crate::Exit;
+use crate::args::ListArgs;
+use crate::audit::{format_time, open_existing_store};
+use crate::terminal::Output;
+use crate::workspace::{ConversationSummary, conversations, resolve_store_root};
+
+/// Runs `flue session list`.
+pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
+    let root = resolve_store_root(args.root.as_deref())?;
+    let output = Output::for_workspace(&root)?;
+    let mut listed = match open_existing_store(&root) {
+        Ok(store) => conversations(&store).await?,
+        // A workspace nothing ran in yet has no store: no conversations, not an error.
+        Err(_) if !root.join(crate::workspace::DB_PATH).exists() => Vec::new(),
+        Err(err) => return Err(err),
+    };
+    if let Some(agent) = &args.agent {
+        listed.retain(|summary| &summary.agent == agent);
+    }
+    if args.json {
+        println!(
+            "{}",
+            output.json_pretty(&json!({ "conversations": listed }))?
+        );
+        return Ok(Exit::Success);
+    }
+    if listed.is_empty() {
+        eprintln!(
+            "no conversations under {} yet; start one with `flue run AGENT -m MESSAGE` or \
+             `flue chat AGENT`",
+            root.display()
+        );
+        return Ok(Exit::Success);
+    }
+    print!("{}", output.stdout_text(&table(&listed)));
+    Ok(Exit::Success)
+}
+
+/// One line per conversation under a header: id, agent, last activity, messages, pending.
+fn table(listed: &[ConversationSummary]) -> String {
+    let id_width = listed
+        .iter()
+        .map(|summary| summary.id.chars().count())
+        .chain([2])
+        .max()
+        .unwrap_or(2);
+    let agent_width = listed
+        .iter()
+        .map(|summary| summary.agent.chars().count())
+        .chain([5])
+        .max()
+        .unwrap_or(5);
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(
+        out,
+        "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  PENDING",
+        "ID", "AGENT", "LAST ACTIVITY", "MESSAGES"
+    );
+    for summary in listed {
+        let pending = match summary.pending {
+            0 => "-".to_owned(),
+            n => format!("{n} submission(s)"),
+        };
+        let _ = writeln!(
+            out,
+            "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {pending}",
+            summary.id,
+            summary.agent,
+            format_time(summary.last_activity),
+            summary.messages,
+        );
+    }
+    out
+}

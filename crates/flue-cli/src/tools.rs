@@ -1,0 +1,430 @@
+//! Seeing what an agent sees, and running its skills: `flue tools`, `flue run --dry-run` and
+//! `flue run --skill`.
+//!
+//! `tools` and `--dry-run` open the agent's harness exactly as a run does (sandbox, MCP servers,
+//! skills, roles, overrides) on a throwaway in-memory store, read what it assembled (the tools
+//! with their input schemas, the system prompt, the model) and close it again: no model is
+//! called and nothing is stored. `--skill` runs one of the agent's skills the way
+//! `session.skill()` does, in the conversation's default session.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use flue_build::SandboxKind;
+use flue_core::{
+    BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, FlueError, LOAD_SKILL_TOOL, MemoryStore,
+    SessionStore, SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
+};
+use flue_host::{AgentSet, HarnessOptions, open_store};
+use serde_json::{Value, json};
+
+use crate::Exit;
+use crate::args::{RunArgs, ToolsArgs};
+use crate::run::{Interrupts, load, read_stdin_message};
+use crate::terminal::Output;
+
+/// What a harness assembled for an agent.
+struct Assembled {
+    agent: String,
+    model: Option<String>,
+    sandbox: SandboxKind,
+    system_prompt: String,
+    tools: Vec<ToolSchema>,
+}
+
+/// Runs `flue tools`.
+pub(crate) async fn list(args: ToolsArgs) -> anyhow::Result<Exit> {
+    let run_args = RunArgs {
+        agent: args.agent.clone(),
+        root: args.root.clone(),
+        env_file: args.env_file.clone(),
+        bundle: args.bundle.clone(),
+        ..RunArgs::default()
+    };
+    let (agents, agent) = load(&run_args)?;
+    let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
+    let assembled = assemble(&agents, &agent, &run_args).await?;
+    if args.json {
+        let tools: Vec<Value> = assembled.tools.iter().map(tool_json).collect();
+        let out = json!({"agent": assembled.agent, "tools": tools});
+        println!("{}", output.json_pretty(&out)?);
+        return Ok(Exit::Success);
+    }
+    let mut text = String::new();
+    for tool in &assembled.tools {
+        write_tool(&mut text, tool);
+    }
+    print!("{}", output.stdout_text(&text));
+    eprintln!(
+        "{} tool(s); built-in tools are described in docs/file-tools.md",
+        assembled.tools.len()
+    );
+    Ok(Exit::Success)
+}
+
+/// Runs `flue run --dry-run`: prints what the model would get and stops.
+pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
+    let (agents, agent) = load(args)?;
+    let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
+    let assembled = assemble(&agents, &agent, args).await?;
+    if args.json {
+        let tools: Vec<Value> = assembled.tools.iter().map(tool_json).collect();
+        let out = json!({
+            "agent": assembled.agent,
+            "model": assembled.model,
+            "sandbox": assembled.sandbox.as_str(),
+            "systemPrompt": assembled.system_prompt,
+            "tools": tools,
+            "message": args.message,
+            "skill": args.skill,
+        });
+        println!("{}", output.json_line(&out)?);
+        return Ok(Exit::Success);
+    }
+    let mut text = String::new();
+    let _ = writeln!(text, "agent: {}", assembled.agent);
+    let _ = writeln!(
+        text,
+        "model: {}",
+        assembled.model.as_deref().unwrap_or("(none)")
+    );
+    let _ = writeln!(text, "sandbox: {}", assembled.sandbox.as_str());
+    let names: Vec<&str> = assembled.tools.iter().map(|t| t.name.as_str()).collect();
+    let _ = writeln!(
+        text,
+        "tools: {} (inputs: flue tools {})",
+        names.join(", "),
+        args.agent
+    );
+    if let Some(skill) = &args.skill {
+        let _ = writeln!(text, "skill: {skill}");
+    }
+    if let Some(message) = &args.message {
+        let _ = writeln!(text, "message: {message}");
+    }
+    let _ = writeln!(text, "--- system prompt ---");
+    text.push_str(assembled.system_prompt.trim_end());
+    text.push('\n');
+    print!("{}", output.stdout_text(&text));
+    eprintln!("dry run: no model was called and nothing was stored");
+    Ok(Exit::Success)
+}
+
+/// Opens `agent`'s harness on a throwaway store, reads what it assembled and closes it.
+async fn assemble(agents: &AgentSet, agent: &str, args: &RunArgs) -> anyhow::Result<Assembled> {
+    agents.agent(agent)?;
+    let options = harness_options(args);
+    let opened = agents
+        .open(agent, "dry-run", Arc::new(MemoryStore::new()), &options)
+        .await;
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(err) => {
+            agents.close().await;
+            return Err(err.into());
+        }
+    };
+    for warning in opened.warnings() {
+        eprintln!("warning: {}", crate::terminal::escape_controls(warning));
+    }
+    let harness = opened.harness();
+    let assembled = harness.tool_schemas().map(|tools| Assembled {
+        agent: agent.to_owned(),
+        model: harness.agent().model.clone(),
+        sandbox: sandbox_kind(agents, agent, args.sandbox),
+        system_prompt: harness.system_prompt(),
+        tools,
+    });
+    for warning in opened.close().await {
+        eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
+    }
+    agents.close().await;
+    Ok(assembled?)
+}
+
+/// Runs `flue run --skill NAME [--arg K=V]...`.
+pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
+    let Some(skill) = &args.skill else {
+        bail!("--skill is missing");
+    };
+    let skill_args = parse_skill_args(&args.skill_args)?;
+    if let Some(id) = &args.id {
+        flue_core::check_instance_id(id)?;
+    }
+    let (agents, agent) = load(args)?;
+    agents.agent(&agent)?;
+    let store = Arc::new(open_store(agents.root())?);
+    let id = match &args.id {
+        Some(id) => id.clone(),
+        None if args.continue_last => crate::workspace::latest_conversation(&store, &agent)
+            .await?
+            .with_context(|| {
+                format!("agent `{agent}` has no conversation to continue yet; drop --continue")
+            })?,
+        None => {
+            let id = new_ulid();
+            eprintln!("conversation id: {id}");
+            id
+        }
+    };
+    let key = ConversationKey::new(&agent, &id);
+    let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
+    let opened = agents
+        .open(
+            &agent,
+            &key.instance_id(),
+            store as Arc<dyn SessionStore>,
+            &harness_options(args),
+        )
+        .await;
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(err) => {
+            agents.close().await;
+            return Err(err.into());
+        }
+    };
+    for warning in opened.warnings() {
+        eprintln!("warning: {}", output.stderr_text(warning));
+    }
+    let result = run_skill_in(&opened, skill, skill_args, args, &output).await;
+    for warning in opened.close().await {
+        eprintln!("warning: {}", output.stderr_text(&warning));
+    }
+    agents.close().await;
+    let (response, exit) = match result {
+        Ok(done) => done,
+        Err(err) => {
+            if args.json {
+                let out = json!({"id": id, "agent": agent, "session": DEFAULT_SESSION,
+                    "skill": skill, "outcome": "error", "error": err.to_info()});
+                println!("{}", output.json_line(&out)?);
+                return Ok(Exit::Failure);
+            }
+            return Err(err.into());
+        }
+    };
+    if args.json {
+        let out = json!({"id": id, "agent": agent, "session": DEFAULT_SESSION, "skill": skill,
+            "outcome": "completed", "message": response.text, "data": response.data,
+            "usage": response.usage});
+        println!("{}", output.json_line(&out)?);
+    }
+    Ok(exit)
+}
+
+/// Runs the skill in the default session, rendering its activity; Ctrl-C or SIGTERM aborts it.
+async fn run_skill_in(
+    opened: &flue_host::AgentHarness,
+    skill: &str,
+    skill_args: BTreeMap<String, Value>,
+    args: &RunArgs,
+    output: &Output,
+) -> Result<(flue_core::PromptResponse, Exit), FlueError> {
+    let harness = opened.harness();
+    let known = harness.skill_names();
+    if !known.iter().any(|name| name == skill) {
+        return Err(FlueError::config(format!(
+            "agent `{}` has no skill `{skill}`; its skills: {}",
+            args.agent,
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    let session = harness.session(DEFAULT_SESSION).await?;
+    let options = SkillOptions {
+        args: skill_args,
+        model: args.model.clone(),
+        role: args.role.clone(),
+        ..SkillOptions::default()
+    };
+    let mut handle = session.skill(skill, options);
+    let renderer = handle.take_events().map(|events| {
+        tokio::spawn(crate::render::to_stderr(
+            events,
+            output.clone(),
+            args.verbose,
+        ))
+    });
+    let cancel = handle.cancel_token();
+    let mut interrupts = Interrupts::watch();
+    let result = handle.into_future();
+    tokio::pin!(result);
+    let mut interrupt = None;
+    let result = loop {
+        tokio::select! {
+            result = &mut result => break result,
+            signalled = interrupts.next(), if interrupt.is_none() => {
+                eprintln!("\naborting the skill (the conversation is kept)");
+                interrupt = Some(signalled);
+                cancel.cancel();
+            }
+        }
+    };
+    let streamed = match renderer {
+        Some(renderer) => renderer.await.unwrap_or_default(),
+        None => String::new(),
+    };
+    let response = match result {
+        Ok(response) => response,
+        Err(FlueError::Aborted) if interrupt.is_some() => {
+            eprintln!("error: aborted");
+            return Err(FlueError::Aborted);
+        }
+        Err(err) => return Err(err),
+    };
+    let shown_already =
+        crate::terminal::stdout_is_stderr_terminal() && streamed.trim() == response.text.trim();
+    if !args.json && !shown_already {
+        println!(
+            "{}",
+            output
+                .stdout_text(&response.text)
+                .trim_end_matches(['\n', '\r'])
+        );
+    }
+    Ok((response, Exit::Success))
+}
+
+/// `--arg KEY=VALUE`s: a VALUE that parses as JSON is that value, anything else a string.
+fn parse_skill_args(raw: &[String]) -> anyhow::Result<BTreeMap<String, Value>> {
+    let mut out = BTreeMap::new();
+    for arg in raw {
+        let Some((key, value)) = arg.split_once('=') else {
+            bail!("--arg {arg:?} is not KEY=VALUE (e.g. --arg file=src/login.py)");
+        };
+        if key.trim().is_empty() {
+            bail!("--arg {arg:?} has an empty KEY");
+        }
+        let value = if value == "-" {
+            Value::String(read_stdin_message()?)
+        } else {
+            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
+        };
+        out.insert(key.trim().to_owned(), value);
+    }
+    Ok(out)
+}
+
+fn harness_options(args: &RunArgs) -> HarnessOptions {
+    let mut options = HarnessOptions::new();
+    if let Some(model) = &args.model {
+        options = options.with_model(model);
+    }
+    if let Some(kind) = args.sandbox {
+        options = options.with_sandbox(kind);
+    }
+    if let Some(role) = &args.role {
+        options = options.with_role(role);
+    }
+    options.with_mcp_elicitor(crate::elicit::elicitor(args.yes))
+}
+
+/// The sandbox kind the agent runs in: `--sandbox`, else the agent's, else flue.toml's.
+pub(crate) fn sandbox_kind(
+    agents: &AgentSet,
+    agent: &str,
+    explicit: Option<SandboxKind>,
+) -> SandboxKind {
+    let workspace = agents.workspace();
+    explicit
+        .or_else(|| workspace.agents.get(agent).and_then(|file| file.sandbox))
+        .or_else(|| {
+            workspace
+                .config
+                .sandbox
+                .as_ref()
+                .map(|settings| settings.kind)
+        })
+        .unwrap_or_default()
+}
+
+/// Where a tool comes from, as `flue tools` says it.
+fn origin(name: &str) -> &'static str {
+    if name == LOAD_SKILL_TOOL {
+        "skills"
+    } else if name == TASK_TOOL {
+        "subagents"
+    } else if BUILTIN_TOOL_NAMES.contains(&name) {
+        "built-in"
+    } else if name.starts_with("mcp__") {
+        "mcp"
+    } else {
+        "custom"
+    }
+}
+
+fn tool_json(tool: &ToolSchema) -> Value {
+    json!({
+        "name": tool.name,
+        "origin": origin(&tool.name),
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    })
+}
+
+/// A tool as text: its name and origin, its description, then one line per input property.
+fn write_tool(out: &mut String, tool: &ToolSchema) {
+    let _ = writeln!(out, "{} ({})", tool.name, origin(&tool.name));
+    for line in tool.description.lines() {
+        let _ = writeln!(out, "    {line}");
+    }
+    let required: Vec<&str> = tool.input_schema["required"]
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = tool.input_schema["properties"].as_object();
+    match properties {
+        Some(properties) if !properties.is_empty() => {
+            let _ = writeln!(out, "  input:");
+            for (name, schema) in properties {
+                let kind = schema_type(schema);
+                let needed = if required.contains(&name.as_str()) {
+                    "required"
+                } else {
+                    "optional"
+                };
+                let description = schema["description"]
+                    .as_str()
+                    .map(|text| {
+                        format!(
+                            ": {}",
+                            text.split_whitespace().collect::<Vec<_>>().join(" ")
+                        )
+                    })
+                    .unwrap_or_default();
+                let _ = writeln!(out, "    {name} ({kind}, {needed}){description}");
+            }
+        }
+        _ => {
+            let _ = writeln!(out, "  input: none");
+        }
+    }
+    out.push('\n');
+}
+
+/// A property's JSON Schema type, short (`string`, `integer or null`, `array of string`).
+fn schema_type(schema: &Value) -> String {
+    match &schema["type"] {
+        Value::String(kind) if kind == "array" => match schema["items"]["type"].as_str() {
+            Some(item) => format!("array of {item}"),
+            None => "array".to_owned(),
+        },
+        Value::String(kind) => kind.clone(),
+        Value::Array(kinds) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ if schema.get("enum").is_some() => "one of the listed values".to_owned(),
+        _ => "any".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

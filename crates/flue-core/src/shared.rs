@@ -1,0 +1,198 @@
+//! The runtime state operations run against: one [`HarnessShared`] per harness and one
+//! [`SessionShared`] (with its in-memory log, [`SessionState`]) per open session.
+//!
+//! This module is below the agent loop, compaction, tasks and the public `Session`/`Harness`
+//! API: they all read and append the log through it, and it imports none of them. The
+//! one-operation-per-session rule lives here, in [`SessionShared::begin`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::config::ResolvedAgent;
+use crate::error::{FlueError, Result};
+use crate::model::ProviderRegistry;
+use crate::overlay::CallOverlay;
+use crate::permission::PermissionPolicy;
+use crate::record::{Record, StoredRecord};
+use crate::redact::Redactor;
+use crate::role::Roles;
+use crate::sandbox::Sandbox;
+use crate::scope::AgentScope;
+use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore};
+use crate::util::now_ms;
+
+pub(crate) struct HarnessShared {
+    pub(crate) instance_id: String,
+    pub(crate) agent: ResolvedAgent,
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) audit: Arc<dyn AuditStore>,
+    pub(crate) providers: ProviderRegistry,
+    pub(crate) sandbox: Arc<dyn Sandbox>,
+    pub(crate) cwd: String,
+    pub(crate) workspace_context: Option<String>,
+    /// What root sessions run as: the agent plus the workspace skills.
+    pub(crate) root_scope: Arc<AgentScope>,
+    /// The roles calls may name.
+    pub(crate) roles: Roles,
+    /// Known secret values, redacted from tool output before it is stored or emitted.
+    pub(crate) redactor: Redactor,
+    /// Which tool calls wait for a confirmation (the agent's rules over each tool's default).
+    pub(crate) permissions: PermissionPolicy,
+    /// Open sessions by name, so every handle to one session shares its busy flag.
+    pub(crate) open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
+}
+
+impl HarnessShared {
+    /// Drops a deleted session from the registry so the next open starts fresh.
+    pub(crate) fn forget_session(&self, name: &str) {
+        if let Ok(mut open) = self.open_sessions.lock() {
+            open.remove(name);
+        }
+    }
+
+    /// The system prompt of a root session's call without role or skill: the agent's
+    /// instructions, the workspace context, then the list of skills.
+    pub(crate) fn system_prompt(&self) -> String {
+        CallOverlay::default().system_prompt(&self.root_scope, self.workspace_context.as_deref())
+    }
+}
+
+pub(crate) struct SessionShared {
+    pub(crate) harness: Arc<HarnessShared>,
+    pub(crate) key: SessionKey,
+    busy: AtomicBool,
+    pub(crate) deleted: AtomicBool,
+    /// Held by the running operation for its whole duration; uncontended thanks to `busy`.
+    pub(crate) state: tokio::sync::Mutex<SessionState>,
+    /// The agent this session runs as.
+    pub(crate) scope: Arc<AgentScope>,
+    /// Levels below the root session: 0 for sessions opened by name, 1 for their tasks, ...
+    pub(crate) depth: u32,
+    /// The role of calls that name none; in memory only, never persisted.
+    pub(crate) default_role: std::sync::Mutex<Option<String>>,
+}
+
+/// The in-memory copy of a session log.
+pub(crate) struct SessionState {
+    pub(crate) version: u64,
+    pub(crate) records: Vec<Record>,
+}
+
+/// Proof that an operation owns its session; releases it on drop (including on panic).
+pub(crate) struct OperationGuard {
+    shared: Arc<SessionShared>,
+}
+
+impl Drop for OperationGuard {
+    fn drop(&mut self) {
+        self.shared.busy.store(false, Ordering::Release);
+    }
+}
+
+impl SessionShared {
+    pub(crate) fn new(harness: Arc<HarnessShared>, key: SessionKey, log: SessionLog) -> Self {
+        let scope = Arc::clone(&harness.root_scope);
+        Self::new_task(harness, key, log, scope, 0)
+    }
+
+    /// A session running as `scope` at `depth` below the root (a task session when above 0).
+    pub(crate) fn new_task(
+        harness: Arc<HarnessShared>,
+        key: SessionKey,
+        log: SessionLog,
+        scope: Arc<AgentScope>,
+        depth: u32,
+    ) -> Self {
+        Self {
+            harness,
+            key,
+            busy: AtomicBool::new(false),
+            deleted: AtomicBool::new(false),
+            state: tokio::sync::Mutex::new(SessionState {
+                version: log.version,
+                records: log
+                    .records
+                    .into_iter()
+                    .map(|stored| stored.record)
+                    .collect(),
+            }),
+            default_role: std::sync::Mutex::new(scope.role.clone()),
+            scope,
+            depth,
+        }
+    }
+
+    /// The role of calls that name none.
+    pub(crate) fn default_role(&self) -> Option<String> {
+        self.default_role.lock().map_or(None, |role| role.clone())
+    }
+
+    /// The overlay of a model call naming `call_role` (or none) and running `skill` (or none).
+    pub(crate) fn overlay(
+        &self,
+        call_role: Option<&str>,
+        skill: Option<Arc<crate::config::Skill>>,
+    ) -> Result<CallOverlay> {
+        let role = call_role.map(str::to_owned).or_else(|| self.default_role());
+        CallOverlay::resolve(&self.harness.roles, role, skill)
+    }
+
+    /// Claims the session for one operation: the single place that enforces exclusivity.
+    pub(crate) fn begin(self: &Arc<Self>) -> Result<OperationGuard> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(FlueError::SessionNotFound {
+                session: self.key.session.clone(),
+            });
+        }
+        self.busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(|_| FlueError::SessionBusy {
+                session: self.key.session.clone(),
+            })?;
+        Ok(OperationGuard {
+            shared: Arc::clone(self),
+        })
+    }
+
+    /// Brings `state` up to date with records other writers appended.
+    pub(crate) async fn sync(&self, state: &mut SessionState) -> Result<()> {
+        let log = self
+            .harness
+            .store
+            .load(&self.key, state.version)
+            .await?
+            .ok_or_else(|| FlueError::SessionNotFound {
+                session: self.key.session.clone(),
+            })?;
+        state
+            .records
+            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.version = log.version;
+        Ok(())
+    }
+
+    /// Appends records durably, then to the in-memory copy.
+    pub(crate) async fn append(
+        &self,
+        state: &mut SessionState,
+        records: Vec<Record>,
+    ) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let at = now_ms();
+        let stored: Vec<StoredRecord> = records
+            .iter()
+            .cloned()
+            .map(|record| StoredRecord::new(record, at))
+            .collect();
+        state.version = self
+            .harness
+            .store
+            .append(&self.key, state.version, &stored)
+            .await?;
+        state.records.extend(records);
+        Ok(())
+    }
+}

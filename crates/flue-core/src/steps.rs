@@ -1,0 +1,407 @@
+//! Reading the log: what an operation needs next, and what the model sees.
+//!
+//! Pure functions of the stored records, with no I/O: [`next_step`] decides between a model
+//! turn, tool runs and an answer; [`model_view`] cuts the log at the latest compaction
+//! summary. Because the decision reads only the log, an operation that stopped mid-turn (a
+//! crash, an abort, a pause for a tool confirmation) is picked up from the store alone.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use crate::error::FlueError;
+use crate::record::{
+    ActionDecision, ActionInfo, ActionKind, AssistantContent, PendingAction, Record, ToolCall,
+    ToolResult,
+};
+use crate::tool::{ToolError, render_output};
+
+/// What the log needs next.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Step {
+    /// Ask the model for a turn.
+    CallModel,
+    /// Classify and run these unanswered calls of the last assistant message: none of them
+    /// waited for a decision yet.
+    RunTools(Vec<ToolCall>),
+    /// Run these confirmed calls (allowed, not started yet), each with its action id.
+    RunConfirmed(Vec<(ToolCall, String)>),
+    /// Append these tool results, which decisions (or a crash) settled without running
+    /// anything more.
+    Answer(Vec<ToolResult>),
+    /// The operation waits for decisions on these actions.
+    Paused(Vec<PendingAction>),
+    /// The last assistant message answered without tool calls.
+    Answered,
+}
+
+/// Every action the log holds, in order, with its decision.
+pub(crate) fn actions(records: &[Record]) -> Vec<ActionInfo> {
+    let mut list: Vec<ActionInfo> = Vec::new();
+    for record in records {
+        match record {
+            Record::ActionRequired(action) => list.push(ActionInfo {
+                action: action.clone(),
+                decision: None,
+            }),
+            Record::ActionResolved(resolution) => {
+                if let Some(state) = list.iter_mut().find(|state| {
+                    state.action.action_id == resolution.action_id && state.decision.is_none()
+                }) {
+                    state.decision = Some(resolution.decision.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    list
+}
+
+/// The actions still waiting for a decision.
+pub(crate) fn pending_actions(records: &[Record]) -> Vec<PendingAction> {
+    actions(records)
+        .into_iter()
+        .filter(|state| state.decision.is_none())
+        .map(|state| state.action)
+        .collect()
+}
+
+/// The action id of a call that waits for a decision.
+pub(crate) fn action_id(call_id: &str) -> String {
+    format!("act_{call_id}")
+}
+
+/// Decides the next step from the log alone.
+pub(crate) fn next_step(records: &[Record]) -> Step {
+    let mut answered = HashSet::new();
+    let mut required: HashMap<&str, &PendingAction> = HashMap::new();
+    let mut decided: HashMap<&str, &ActionDecision> = HashMap::new();
+    let mut started: HashSet<&str> = HashSet::new();
+    for record in records.iter().rev() {
+        match record {
+            Record::ToolResult(result) => {
+                answered.insert(result.call_id.as_str());
+            }
+            Record::ActionRequired(action) => {
+                required.insert(action.call_id.as_str(), action);
+            }
+            Record::ActionResolved(resolution) => {
+                // Walking backwards: the earliest decision is seen last and wins.
+                decided.insert(resolution.action_id.as_str(), &resolution.decision);
+            }
+            Record::ActionStarted(start) => {
+                started.insert(start.action_id.as_str());
+            }
+            Record::Assistant(message) => {
+                let unanswered: Vec<&ToolCall> = message
+                    .tool_calls()
+                    .filter(|call| !answered.contains(call.id.as_str()))
+                    .collect();
+                let has_calls = message.tool_calls().next().is_some();
+                if !unanswered.is_empty() {
+                    return unanswered_step(&unanswered, &required, &decided, &started);
+                }
+                return if !has_calls && answered.is_empty() {
+                    Step::Answered
+                } else {
+                    Step::CallModel
+                };
+            }
+            Record::User(_) | Record::Shell(_) | Record::Compaction(_) => return Step::CallModel,
+        }
+    }
+    Step::CallModel
+}
+
+/// The step for the unanswered calls of the last turn: answers first (decisions that need no
+/// run, confirmed calls a crash cut short), then confirmed runs, then calls never classified,
+/// then the wait.
+fn unanswered_step(
+    unanswered: &[&ToolCall],
+    required: &HashMap<&str, &PendingAction>,
+    decided: &HashMap<&str, &ActionDecision>,
+    started: &HashSet<&str>,
+) -> Step {
+    let mut answers = Vec::new();
+    let mut confirmed = Vec::new();
+    let mut unclassified = Vec::new();
+    let mut waiting = Vec::new();
+    for call in unanswered {
+        let Some(action) = required.get(call.id.as_str()) else {
+            unclassified.push((*call).clone());
+            continue;
+        };
+        let id = action.action_id.as_str();
+        match decided.get(id) {
+            None => waiting.push((*action).clone()),
+            Some(ActionDecision::Allow) if started.contains(id) => {
+                answers.push(interrupted_result(call));
+            }
+            Some(ActionDecision::Allow) => confirmed.push(((*call).clone(), id.to_owned())),
+            Some(decision) => answers.push(decided_result(call, action, decision)),
+        }
+    }
+    if !answers.is_empty() {
+        Step::Answer(answers)
+    } else if !confirmed.is_empty() {
+        Step::RunConfirmed(confirmed)
+    } else if !unclassified.is_empty() {
+        Step::RunTools(unclassified)
+    } else {
+        Step::Paused(waiting)
+    }
+}
+
+/// The tool result a decision other than `allow` gives its call.
+fn decided_result(
+    call: &ToolCall,
+    action: &PendingAction,
+    decision: &ActionDecision,
+) -> ToolResult {
+    match decision {
+        ActionDecision::Result { value, is_error } => ToolResult {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: render_output(value),
+            is_error: *is_error,
+            error_kind: is_error.then(|| "custom_tool_error".to_owned()),
+        },
+        ActionDecision::Deny { message } => {
+            let what = match action.kind {
+                ActionKind::Confirmation => "the user denied permission to run this tool call",
+                ActionKind::CustomTool => "the application declined this tool call",
+            };
+            let text = match message.as_deref().map(str::trim) {
+                Some(message) if !message.is_empty() => format!("{what}: {message}"),
+                _ => format!("{what}; do not retry it unchanged"),
+            };
+            error_result(call, &ToolError::new("permission_denied", text))
+        }
+        ActionDecision::Allow | ActionDecision::Interrupted => interrupted_result(call),
+    }
+}
+
+fn interrupted_result(call: &ToolCall) -> ToolResult {
+    error_result(
+        call,
+        &ToolError::new(
+            "interrupted",
+            "this tool call was interrupted before it finished; it may or may not have taken \
+             effect",
+        ),
+    )
+}
+
+/// Gives every tool call of a new turn an id that no other call or result of the session
+/// has, before the turn is stored.
+///
+/// Providers assign call ids, and not all keep them unique: OpenAI-compatible servers may
+/// number calls per turn (`call_0` in every turn), repeat one id within a turn, or send none.
+/// Two calls under one id would both run and their results could not be told apart, breaking
+/// "every call has exactly one result". We rename rather than refuse the turn: the turn is
+/// valid work that was paid for, a retry would likely bring the same ids again, and the ids
+/// mean nothing to the provider beyond the request we send back, whose tool calls and tool
+/// results are both built from the stored records, so the renamed pairs stay well-formed.
+/// The renaming is deterministic: an empty (or blank) id becomes `call_<n>`, a repeated one
+/// `<id>_<n>`, with the smallest `n` (from 1 for empty ids, from 2 for repeats) not yet used;
+/// the suffix keeps ids within the `[A-Za-z0-9_-]` alphabet providers accept.
+pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[Record]) {
+    let mut used: HashSet<String> = HashSet::new();
+    for record in records {
+        match record {
+            Record::Assistant(message) => {
+                used.extend(message.tool_calls().map(|call| call.id.clone()));
+            }
+            Record::ToolResult(result) => {
+                used.insert(result.call_id.clone());
+            }
+            _ => {}
+        }
+    }
+    for part in content {
+        let AssistantContent::ToolCall(call) = part else {
+            continue;
+        };
+        let blank = call.id.trim().is_empty();
+        if !blank && !used.contains(&call.id) {
+            used.insert(call.id.clone());
+            continue;
+        }
+        let (base, first) = if blank {
+            ("call", 1_u64)
+        } else {
+            (call.id.as_str(), 2)
+        };
+        let mut n = first;
+        let fresh = loop {
+            let candidate = format!("{base}_{n}");
+            if !used.contains(&candidate) {
+                break candidate;
+            }
+            n += 1;
+        };
+        used.insert(fresh.clone());
+        call.id = fresh;
+    }
+}
+
+/// Whether the model sees a record at all: pause bookkeeping (pending actions, decisions,
+/// starts) is for the runtime; the model sees the tool results they lead to.
+fn seen_by_model(record: &Record) -> bool {
+    !matches!(
+        record,
+        Record::ActionRequired(_) | Record::ActionResolved(_) | Record::ActionStarted(_)
+    )
+}
+
+/// The records the model sees: the latest compaction summary, then the records it kept,
+/// without pause bookkeeping.
+pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
+    let latest = records
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(idx, record)| match record {
+            Record::Compaction(summary) => Some((idx, summary)),
+            _ => None,
+        });
+    let Some((summary_idx, summary)) = latest else {
+        if records.iter().all(seen_by_model) {
+            return Cow::Borrowed(records);
+        }
+        return Cow::Owned(
+            records
+                .iter()
+                .filter(|record| seen_by_model(record))
+                .cloned()
+                .collect(),
+        );
+    };
+    let first_kept = usize::try_from(summary.first_kept)
+        .unwrap_or(usize::MAX)
+        .min(records.len());
+    let mut view = Vec::with_capacity(records.len().saturating_sub(first_kept) + 1);
+    view.push(Record::Compaction(summary.clone()));
+    view.extend(
+        records
+            .iter()
+            .enumerate()
+            .skip(first_kept)
+            .filter(|(idx, record)| {
+                *idx != summary_idx
+                    && !matches!(record, Record::Compaction(_))
+                    && seen_by_model(record)
+            })
+            .map(|(_, record)| record.clone()),
+    );
+    Cow::Owned(view)
+}
+
+/// Results for calls an earlier operation left unanswered (a crash or an abort), so the log
+/// stays well-formed before new input is appended. Calls that wait for a decision, or were
+/// allowed and not started, are left alone: they are not unanswered, they are pending.
+pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
+    match next_step(records) {
+        Step::RunTools(calls) => calls
+            .iter()
+            .map(|call| Record::ToolResult(interrupted_result(call)))
+            .collect(),
+        Step::Answer(results) => results.into_iter().map(Record::ToolResult).collect(),
+        Step::CallModel | Step::Answered | Step::RunConfirmed(_) | Step::Paused(_) => Vec::new(),
+    }
+}
+
+/// Results that close the last turn before new input is appended: decided actions get their
+/// answers, and every other unanswered call (never classified, or allowed and not run) is
+/// answered `interrupted`: the conversation moves on, so it will not run any more.
+pub(crate) fn results_before_input(records: &[Record]) -> Vec<ToolResult> {
+    let Some(message) = records.iter().rev().find_map(|record| match record {
+        Record::Assistant(message) => Some(message),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let answered: HashSet<&str> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::ToolResult(result) => Some(result.call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let list = actions(records);
+    message
+        .tool_calls()
+        .filter(|call| !answered.contains(call.id.as_str()))
+        .map(|call| {
+            let decided = list.iter().find_map(|state| {
+                (state.action.call_id == call.id)
+                    .then_some(state)
+                    .and_then(|state| Some((&state.action, state.decision.as_ref()?)))
+            });
+            match decided {
+                Some((action, decision)) if *decision != ActionDecision::Allow => {
+                    decided_result(call, action, decision)
+                }
+                _ => interrupted_result(call),
+            }
+        })
+        .collect()
+}
+
+/// Checks a decision on `action_id` against the log: the action must exist and wait, and
+/// the decision must fit its kind.
+pub(crate) fn check_decision(
+    records: &[Record],
+    session: &str,
+    action_id: &str,
+    decision: &ActionDecision,
+) -> crate::error::Result<PendingAction> {
+    let list = actions(records);
+    let Some(state) = list
+        .iter()
+        .find(|state| state.action.action_id == action_id)
+    else {
+        return Err(FlueError::ActionNotFound {
+            action_id: action_id.to_owned(),
+            session: session.to_owned(),
+            pending: list
+                .iter()
+                .filter(|state| state.decision.is_none())
+                .map(|state| state.action.action_id.clone())
+                .collect(),
+        });
+    };
+    if state.decision.is_some() {
+        return Err(FlueError::ActionAlreadyResolved {
+            action_id: action_id.to_owned(),
+        });
+    }
+    let misfit = match (state.action.kind, decision) {
+        (ActionKind::Confirmation, ActionDecision::Result { .. }) => {
+            Some("a confirmation is answered with allow or deny, not a result")
+        }
+        (ActionKind::CustomTool, ActionDecision::Allow) => Some(
+            "a custom tool is answered with its result (or a denial); the runtime cannot run it",
+        ),
+        _ => None,
+    };
+    match misfit {
+        Some(message) => Err(FlueError::InvalidDecision {
+            action_id: action_id.to_owned(),
+            message: message.to_owned(),
+        }),
+        None => Ok(state.action.clone()),
+    }
+}
+
+pub(crate) fn error_result(call: &ToolCall, error: &ToolError) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: error.model_text(),
+        is_error: true,
+        error_kind: Some(error.kind.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,401 @@
+//! Pending actions of durable conversations: list them, resolve one, interrupt them all.
+//!
+//! A submission whose attempt paused on tool calls is `waiting`: the pending actions are
+//! records in the conversation's root session log and nobody owns the conversation. Any
+//! process resolves one: it takes ownership (waiting while a live owner holds it), checks the
+//! decision against the stored log, and appends the [`Record::ActionResolved`] under its fence
+//! in the same transaction that makes the submission `queued` again. Its own driver then
+//! resumes the submission from the log alone. The version-checked, fenced append is what makes
+//! the first decision win: a second one finds the decision in the log and gets
+//! [`FlueError::ActionAlreadyResolved`].
+
+use std::time::Duration;
+
+use crate::error::{FlueError, Result};
+use crate::event::{Event, Outcome};
+use crate::record::{ActionDecision, ActionInfo, ActionResolution, Record, StoredRecord};
+use crate::steps;
+use crate::store::conversation::ROOT_SESSION;
+use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog};
+use crate::submission::runtime::AgentRuntime;
+use crate::submission::wire::{
+    ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, Settlement,
+    SubmissionInfo, SubmissionState,
+};
+use crate::util::now_ms;
+
+/// How long a decision waits for a live owner to let the conversation go (it is running the
+/// consequence of an earlier decision) before it gives up with `session_busy`.
+const OWNER_WAIT: Duration = Duration::from_secs(60);
+
+/// What a decision on a pending action did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolveReceipt {
+    /// The waiting submission it resumed, if one was waiting.
+    pub submission_id: Option<String>,
+    /// The conversation's stream head after the decision was stored.
+    pub offset: Offset,
+}
+
+/// What an interrupt did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterruptReceipt {
+    /// The actions it answered as interrupted.
+    pub interrupted: Vec<String>,
+    /// The waiting submission it settled `aborted`, if one was waiting.
+    pub settled: Option<String>,
+    /// The receipt of the new message, when one was given.
+    pub dispatched: Option<DispatchReceipt>,
+}
+
+impl AgentRuntime {
+    /// Every action of the conversation's root session, pending and decided, in order, read
+    /// from the store. [`FlueError::AgentInstanceNotFound`] for an unknown conversation.
+    pub async fn actions(&self, key: &ConversationKey) -> Result<Vec<ActionInfo>> {
+        let log = self.root_log(key).await?;
+        Ok(steps::actions(&records_of(log)))
+    }
+
+    /// Decides one pending action of the conversation and resumes its waiting submission, in
+    /// whichever process calls it: [`ActionDecision::Allow`] (the confirmed call runs once),
+    /// [`ActionDecision::Deny`] (the model sees the denial), [`ActionDecision::Result`] (a
+    /// custom tool's output). Returns once the decision is durable; this runtime then runs the
+    /// submission (wait for it with [`AgentRuntime::wait_idle`]).
+    ///
+    /// Errors (nothing stored): [`FlueError::AgentInstanceNotFound`],
+    /// [`FlueError::ActionNotFound`], [`FlueError::ActionAlreadyResolved`] (the first decision
+    /// wins, in any process), [`FlueError::InvalidDecision`], [`FlueError::ConversationBusy`]
+    /// when a live owner keeps the conversation longer than a minute, and
+    /// [`FlueError::RuntimeStopped`] after shutdown.
+    pub async fn resolve(
+        &self,
+        key: &ConversationKey,
+        action_id: &str,
+        decision: ActionDecision,
+    ) -> Result<ResolveReceipt> {
+        let conversation = key.to_string();
+        let check = |log: &SessionLog| {
+            steps::check_decision(
+                &records_of(log.clone()),
+                &conversation,
+                action_id,
+                &decision,
+            )
+            .map(|_| ())
+        };
+        let _serial = self.inner.resolving.lock().await;
+        let (fence, log) = self.own_checked(key, check).await?;
+        let action = match steps::check_decision(
+            &records_of(log.clone()),
+            &conversation,
+            action_id,
+            &decision,
+        ) {
+            Ok(action) => action,
+            Err(err) => return Err(self.give_back(&fence, err).await),
+        };
+        let resolution = ActionResolution::of(&action, decision.clone());
+        let waiting = match self.waiting_submission(key).await {
+            Ok(waiting) => waiting,
+            Err(err) => return Err(self.give_back(&fence, err).await),
+        };
+        let stored = [StoredRecord::new(
+            Record::ActionResolved(resolution),
+            now_ms(),
+        )];
+        let session = root_session(key);
+        let appended = self
+            .inner
+            .store
+            .append_fenced(FencedAppend {
+                fence: &fence,
+                submission_id: waiting.as_ref().map(|info| info.submission_id.as_str()),
+                applies_input: false,
+                resumes_waiting: true,
+                session: &session,
+                expected_version: log.version,
+                records: &stored,
+            })
+            .await;
+        if let Err(err) = appended {
+            return Err(self.give_back(&fence, err).await);
+        }
+        self.inner.emit(
+            key,
+            waiting.as_ref().map(|info| info.submission_id.as_str()),
+            Event::ActionResolved {
+                action_id: action_id.to_owned(),
+                decision,
+            },
+        );
+        match &waiting {
+            Some(info) => {
+                if self.inner.own_work_only {
+                    self.inner.remember_own(key, &info.submission_id);
+                }
+                // Our driver takes the conversation over (same owner) and resumes it.
+                self.inner.kick(key);
+            }
+            None => {
+                let _ = self.inner.store.release(&fence).await;
+            }
+        }
+        Ok(ResolveReceipt {
+            submission_id: waiting.map(|info| info.submission_id),
+            offset: self.head(key).await?,
+        })
+    }
+
+    /// Interrupts a paused conversation: answers every pending action as interrupted (in the
+    /// log, where the model will see it), settles the waiting submission `aborted`, then
+    /// dispatches `message` when one is given. The one way to send new input while actions
+    /// are pending; with nothing pending it only dispatches.
+    pub async fn interrupt(
+        &self,
+        key: &ConversationKey,
+        message: Option<DeliveredMessage>,
+    ) -> Result<InterruptReceipt> {
+        let serial = self.inner.resolving.lock().await;
+        let (fence, log) = self.own_checked(key, |_| Ok(())).await?;
+        let mut records = records_of(log.clone());
+        let decisions: Vec<Record> = steps::pending_actions(&records)
+            .into_iter()
+            .map(|action| {
+                Record::ActionResolved(ActionResolution::of(&action, ActionDecision::Interrupted))
+            })
+            .collect();
+        let interrupted: Vec<String> = decisions
+            .iter()
+            .filter_map(|record| match record {
+                Record::ActionResolved(resolution) => Some(resolution.action_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let waiting = match self.waiting_submission(key).await {
+            Ok(waiting) => waiting,
+            Err(err) => return Err(self.give_back(&fence, err).await),
+        };
+        if !decisions.is_empty() {
+            records.extend(decisions.iter().cloned());
+            let mut written = decisions;
+            written.extend(
+                steps::results_before_input(&records)
+                    .into_iter()
+                    .map(Record::ToolResult),
+            );
+            let at = now_ms();
+            let stored: Vec<StoredRecord> = written
+                .into_iter()
+                .map(|record| StoredRecord::new(record, at))
+                .collect();
+            let session = root_session(key);
+            let appended = self
+                .inner
+                .store
+                .append_fenced(FencedAppend {
+                    fence: &fence,
+                    submission_id: waiting.as_ref().map(|info| info.submission_id.as_str()),
+                    applies_input: false,
+                    resumes_waiting: false,
+                    session: &session,
+                    expected_version: log.version,
+                    records: &stored,
+                })
+                .await;
+            if let Err(err) = appended {
+                return Err(self.give_back(&fence, err).await);
+            }
+        }
+        let mut settled = None;
+        if let Some(info) = &waiting {
+            let error = FlueError::SubmissionAborted {
+                submission_id: info.submission_id.clone(),
+            };
+            let settlement = Settlement {
+                submission_id: info.submission_id.clone(),
+                outcome: Outcome::Aborted,
+                text: None,
+                error: Some(error.to_info()),
+                attempts: info.attempts,
+                settled_at: now_ms(),
+            };
+            match self.inner.store.settle(&fence, &settlement).await {
+                Ok(true) => {
+                    self.inner.emit(
+                        key,
+                        Some(&info.submission_id),
+                        Event::SubmissionSettled {
+                            submission_id: info.submission_id.clone(),
+                            outcome: Outcome::Aborted,
+                            error: settlement.error.clone(),
+                        },
+                    );
+                    settled = Some(info.submission_id.clone());
+                }
+                Ok(false) => {}
+                Err(err) => return Err(self.give_back(&fence, err).await),
+            }
+        }
+        if !self.inner.store.release(&fence).await? {
+            // Other work queued behind the waiting submission: our driver runs it.
+            self.inner.kick(key);
+        }
+        drop(serial);
+        let dispatched = match message {
+            Some(message) => Some(
+                self.dispatch(key, message, DispatchOptions::default())
+                    .await?,
+            ),
+            None => None,
+        };
+        Ok(InterruptReceipt {
+            interrupted,
+            settled,
+            dispatched,
+        })
+    }
+
+    /// Waits until the submission settles or pauses on pending actions (`waiting`), whichever
+    /// process runs it, and returns its state then. [`FlueError::SubmissionNotFound`] for an
+    /// unknown id.
+    pub async fn wait_idle(&self, submission_id: &str) -> Result<SubmissionInfo> {
+        let mut watch = None;
+        loop {
+            let info = self.status(submission_id).await?;
+            if info.settlement.is_some() || info.state == SubmissionState::Waiting {
+                return Ok(info);
+            }
+            match &mut watch {
+                None => watch = Some(self.inner.store.watch_head(&info.conversation)),
+                Some(watch) => {
+                    let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
+                }
+            }
+        }
+    }
+
+    /// The pending actions of the conversation when a submission of it waits on them (for
+    /// refusing new messages); empty otherwise.
+    pub(crate) async fn blocking_actions(&self, key: &ConversationKey) -> Result<Vec<String>> {
+        if self.waiting_submission(key).await?.is_none() {
+            return Ok(Vec::new());
+        }
+        let log = self.root_log(key).await?;
+        Ok(steps::pending_actions(&records_of(log))
+            .into_iter()
+            .map(|action| action.action_id)
+            .collect())
+    }
+
+    /// Takes ownership of the conversation once `check` passes on its stored log, checking
+    /// again under ownership. While a live owner holds it, re-reads the log (a decision it
+    /// stores meanwhile fails `check` at once) and retries until [`OWNER_WAIT`] passes.
+    async fn own_checked(
+        &self,
+        key: &ConversationKey,
+        check: impl Fn(&SessionLog) -> Result<()>,
+    ) -> Result<(Fence, SessionLog)> {
+        if self.inner.stopping.is_cancelled() {
+            return Err(FlueError::RuntimeStopped {
+                message: "the submission runtime was shut down".into(),
+            });
+        }
+        let deadline = tokio::time::Instant::now() + OWNER_WAIT;
+        loop {
+            check(&self.root_log(key).await?)?;
+            // Our own driver still holds it (it just paused, or runs an earlier decision):
+            // taking it under the same owner id would fence that driver off mid-write.
+            if self.inner.is_driving(key) {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(FlueError::ConversationBusy {
+                        agent: key.agent.clone(),
+                        id: key.id.clone(),
+                        owner: Some(self.inner.owner_id.clone()),
+                        unsettled: 1,
+                    });
+                }
+                tokio::time::sleep(self.inner.poll_interval).await;
+                continue;
+            }
+            match self
+                .inner
+                .store
+                .acquire(key, &self.inner.owner_id, self.inner.lease)
+                .await?
+            {
+                Acquire::Owned(fence) => {
+                    let log = match self.root_log(key).await {
+                        Ok(log) => log,
+                        Err(err) => return Err(self.give_back(&fence, err).await),
+                    };
+                    if let Err(err) = check(&log) {
+                        return Err(self.give_back(&fence, err).await);
+                    }
+                    return Ok((fence, log));
+                }
+                Acquire::Held { owner_id } => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(FlueError::ConversationBusy {
+                            agent: key.agent.clone(),
+                            id: key.id.clone(),
+                            owner: Some(owner_id),
+                            unsettled: 1,
+                        });
+                    }
+                    tokio::time::sleep(self.inner.poll_interval).await;
+                }
+            }
+        }
+    }
+
+    /// Releases ownership taken for a decision that failed, and returns the failure.
+    async fn give_back(&self, fence: &Fence, err: FlueError) -> FlueError {
+        if let Ok(false) = self.inner.store.release(fence).await {
+            // Work remains (queued behind): run it rather than sit on the conversation.
+            self.inner.kick(&fence.key);
+        }
+        err
+    }
+
+    async fn waiting_submission(&self, key: &ConversationKey) -> Result<Option<SubmissionInfo>> {
+        Ok(self
+            .inner
+            .store
+            .unsettled(key)
+            .await?
+            .into_iter()
+            .find(|info| info.state == SubmissionState::Waiting))
+    }
+
+    async fn root_log(&self, key: &ConversationKey) -> Result<SessionLog> {
+        self.inner
+            .store
+            .load(&root_session(key), 0)
+            .await?
+            .ok_or_else(|| FlueError::AgentInstanceNotFound {
+                agent: key.agent.clone(),
+                id: key.id.clone(),
+                uid: None,
+            })
+    }
+
+    async fn head(&self, key: &ConversationKey) -> Result<Offset> {
+        Ok(self
+            .inner
+            .store
+            .conversation(key)
+            .await?
+            .map_or(Offset::START, |info| info.head))
+    }
+}
+
+fn root_session(key: &ConversationKey) -> SessionKey {
+    SessionKey::new(key.instance_id(), ROOT_SESSION)
+}
+
+fn records_of(log: SessionLog) -> Vec<Record> {
+    log.records
+        .into_iter()
+        .map(|stored| stored.record)
+        .collect()
+}
