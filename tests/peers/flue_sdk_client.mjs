@@ -2,7 +2,7 @@
 // per scenario: {"scenario": ..., "ok": true|false, ...facts}. Used by flue-cli's serve tests.
 //
 // usage: node flue_sdk_client.mjs <base url, e.g. http://127.0.0.1:3000> <scenario>...
-// scenarios: roundtrip sse reattach reconnect abort uid errors
+// scenarios: roundtrip sse streaming attachments reattach reconnect abort uid errors
 
 import { createFlueClient, FlueApiError, FlueExecutionError } from '@flue/sdk';
 
@@ -71,6 +71,64 @@ const run = {
       reply: textOf(snapshot.conversation, admission.submissionId),
       laterReply: textOf(later.conversation, next.submissionId),
       messages: later.conversation.messages.length,
+    };
+  },
+
+  // observe() over live SSE sees the reply grow piece by piece (the `stream` agent answers a
+  // piece every 100 ms), and ends with it exactly once.
+  async streaming() {
+    const client = createFlueClient({ url: url('stream', 'live') });
+    const first = await client.send({ message: user('warm up') });
+    await client.wait(first);
+    const observation = client.observe({ live: 'sse' });
+    const partials = new Set();
+    let admission = null;
+    let sentAt = null;
+    let firstTextMs = null;
+    observation.subscribe(() => {
+      if (!admission) return;
+      const text = textOf(observation.getSnapshot().conversation ?? { messages: [] }, admission.submissionId);
+      if (text) {
+        firstTextMs ??= Date.now() - sentAt;
+        partials.add(text);
+      }
+    });
+    await waitFor(() => observation.getSnapshot().phase === 'live');
+    sentAt = Date.now();
+    admission = await client.send({ message: user('hello') });
+    const done = await waitFor(() => {
+      const s = observation.getSnapshot();
+      return s.conversation?.settlements.some((x) => x.submissionId === admission.submissionId) ? s : null;
+    });
+    observation.close();
+    const history = await client.history();
+    return {
+      partials: partials.size,
+      firstTextMs,
+      reply: textOf(done.conversation, admission.submissionId),
+      historyReply: textOf(history, admission.submissionId),
+    };
+  },
+
+  // An image sent with a message is served back at the URL the client resolves for its part.
+  async attachments() {
+    const client = createFlueClient({ url: url('plain', 'att') });
+    const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489', 'hex');
+    const admission = await client.send({
+      message: { kind: 'user', body: 'look', attachments: [{ type: 'image', data: png.toString('base64'), mimeType: 'image/png', filename: 'dot.png' }] },
+    });
+    await client.wait(admission);
+    const history = await client.history();
+    const part = history.messages[0].parts.find((p) => p.type === 'file');
+    const response = await fetch(part.url);
+    const bytes = Buffer.from(await response.arrayBuffer());
+    const missing = await fetch(client.attachmentUrl('att_nothing_0'));
+    return {
+      part: { mediaType: part.mediaType, size: part.size, hasId: typeof part.id === 'string', urlIsClients: part.url === client.attachmentUrl(part.id) },
+      status: response.status,
+      same: bytes.equals(png),
+      headers: ['content-type', 'content-length', 'content-disposition', 'cache-control', 'content-security-policy'].map((name) => response.headers.get(name)),
+      missing: `${missing.status}:${(await missing.json()).error?.type}`,
     };
   },
 

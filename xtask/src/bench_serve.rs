@@ -8,7 +8,8 @@
 //! - settled submissions per second: 8 clients for 10 s, each `POST` then long-poll until its
 //!   `submission-settled` chunk (agents `plain` and `tool`);
 //! - first streamed content: an SSE reader attached before the `POST`; `POST` sent -> first
-//!   `message-delta` chunk read;
+//!   `message-delta` chunk read (agent `plain`, and agent `stream`, whose model produces a
+//!   piece every 100 ms: its first delta is live, ahead of the turn's durable record);
 //! - resident memory with N idle SSE streams (default 10,000; the fd limit is raised first):
 //!   VmRSS before and after, per stream.
 //!
@@ -186,6 +187,19 @@ pub(crate) fn bench_serve(
         )?);
     }
     report("POST -> first message-delta over SSE", &mut first);
+    // The `stream` agent's model produces a piece every 100 ms: the first delta arrives as
+    // the model produces it, not when the turn is stored (about 700 ms later).
+    let mut live = Vec::new();
+    for idx in 0..10 {
+        live.push(first_delta(
+            &server.addr,
+            &format!("/agents/stream/first{idx}"),
+        )?);
+    }
+    report(
+        "POST -> first message-delta over SSE (`stream`, 100 ms per piece)",
+        &mut live,
+    );
 
     let before = rss_kib(pid)?;
     let opened = open_streams(&server.addr, streams)?;

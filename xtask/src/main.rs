@@ -12,9 +12,12 @@
 //! - `bench-postgres`: several `flue serve` nodes on one Postgres database: settled/s on 1, 2
 //!   and 4 nodes, admission latency, takeover after SIGKILL / SIGSTOP, cross-node stream
 //!   latency (see `bench_postgres.rs`).
+//! - `bench-reload`: `flue dev` reload latency, file write to new build serving, on 50 agents
+//!   and 50 skills (see `bench_reload.rs`).
 
 mod bench_postgres;
 mod bench_providers;
+mod bench_reload;
 mod bench_serve;
 
 use std::path::{Path, PathBuf};
@@ -23,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-postgres> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -95,6 +98,26 @@ fn main() -> anyhow::Result<()> {
             let flue = value("--flue")?.map(PathBuf::from);
             let postgres = value("--postgres")?.cloned();
             bench_postgres::bench_postgres(&root, seconds, flue.as_deref(), postgres.as_deref())
+        }
+        Some("bench-reload") => {
+            let number = |flag: &str, default: u64| -> anyhow::Result<u64> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(args
+                        .get(idx + 1)
+                        .with_context(|| format!("{flag} needs a number"))?
+                        .parse()?),
+                    None => Ok(default),
+                }
+            };
+            let runs = usize::try_from(number("--runs", 30)?)?;
+            let debounce_ms = number("--debounce-ms", 100)?;
+            let flue = match args.iter().position(|arg| arg == "--flue") {
+                Some(idx) => Some(PathBuf::from(
+                    args.get(idx + 1).context("--flue needs a binary")?,
+                )),
+                None => None,
+            };
+            bench_reload::bench_reload(&root, runs, debounce_ms, flue.as_deref())
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),

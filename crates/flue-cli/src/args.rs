@@ -48,6 +48,13 @@ pub(crate) enum Command {
     /// conversation protocol.
     #[command(after_help = SERVE_HELP)]
     Serve(ServeArgs),
+    /// Serve the workspace's agents with hot reload and a console in the browser.
+    #[command(after_help = DEV_HELP)]
+    Dev(DevArgs),
+    /// Create a new workspace (an agent on the scripted model, its script, a skill) that
+    /// `flue dev` and `flue run` serve at once, offline.
+    #[command(after_help = INIT_HELP)]
+    Init(InitArgs),
     /// List and restore files the file tools deleted or overwrote.
     #[command(after_help = TRASH_HELP)]
     Trash {
@@ -104,6 +111,16 @@ const SERVE_HELP: &str = "Examples:
   flue serve --port 8080 --token \"$FLUE_TOKEN\" --host 0.0.0.0
 
 Docs: docs/cli.md#flue-serve, docs/http-api.md";
+const DEV_HELP: &str = "Examples:
+  flue dev
+  flue dev --root my-agents --port 0
+
+Docs: docs/dev.md, docs/cli.md#flue-dev";
+const INIT_HELP: &str = "Examples:
+  flue init my-agents
+  flue init
+
+Docs: docs/dev.md, docs/cli.md#flue-init";
 const TRASH_HELP: &str = "Examples:
   flue trash list
   flue trash restore 01J9Z... --id demo --to notes-restored.md
@@ -429,4 +446,30 @@ pub(crate) struct ServeArgs {
     /// Postgres and 30000 with SQLite.
     #[arg(long, value_name = "MS")]
     pub(crate) lease_ms: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Loopback address to bind (the console has no authentication).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: String,
+    /// Port to bind (0 picks a free one; the console url is printed on stderr).
+    #[arg(long, default_value_t = 3583)]
+    pub(crate) port: u16,
+    /// Environment file to load instead of ROOT/.env (watched like .env).
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Milliseconds of quiet after a file change before the workspace is rebuilt.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) debounce_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// Folder to create the workspace in (default: the current directory); created when
+    /// missing. Existing files are never overwritten.
+    pub(crate) dir: Option<PathBuf>,
 }

@@ -21,9 +21,6 @@ use crate::terminal::Output;
 
 /// Runs `flue chat`.
 pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
-    if args.verbose {
-        crate::init_verbose_logging();
-    }
     let mut run_args = RunArgs {
         agent: args.agent.clone(),
         root: args.root.clone(),

@@ -7,7 +7,9 @@ mod args;
 mod audit;
 mod build;
 mod chat;
+mod dev;
 mod elicit;
+mod init;
 mod mcp;
 mod pauses;
 mod render;
@@ -81,11 +83,10 @@ fn main() -> ExitCode {
             .into();
         }
     };
-    // `flue serve` serves many conversations: all cores. Everything else: one thread.
-    let serving = matches!(cli.command, Command::Serve(_));
-    if serving {
-        init_tracing();
-    }
+    // `flue serve` and `flue dev` serve many conversations: all cores. Everything else: one
+    // thread.
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Dev(_));
+    let telemetry = init_telemetry(&cli.command);
     let mut builder = if serving {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -112,6 +113,8 @@ fn main() -> ExitCode {
             } => session_show::show(show_args).await,
             Command::Audit(audit_args) => audit::show(audit_args).await,
             Command::Serve(serve_args) => serve::serve(serve_args).await,
+            Command::Dev(dev_args) => dev::dev(dev_args).await,
+            Command::Init(init_args) => init::init(&init_args),
             Command::Trash {
                 command: TrashCommand::List(list_args),
             } => trash::list(list_args).await,
@@ -136,32 +139,36 @@ fn main() -> ExitCode {
     };
     // Tasks still running (open streams, blocking store calls) get a moment, not forever.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // Spans and metrics still buffered go out before the process ends.
+    telemetry.shutdown();
     // A closed stdout (e.g. `| head`) is not an error worth reporting.
     let _ = std::io::stdout().flush();
     exit.into()
 }
 
-/// `-v`: the model providers' retries on stderr (timings come from the event renderer).
-pub(crate) fn init_verbose_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("flue::retry=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .with_level(false)
-        .try_init();
-}
-
-/// Logs on stderr, filtered by `FLUE_LOG` (default `info`).
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+/// Logs on stderr filtered by `FLUE_LOG`, and OpenTelemetry export when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Every command calls it once, at start: `serve` logs
+/// at `info`, `dev` at `warn`; `-v` (run, chat) shows the model providers' retries as bare lines (timings come
+/// from the event renderer); everything else logs nothing unless `FLUE_LOG` says so.
+pub(crate) fn init_telemetry(command: &Command) -> flue_telemetry::Telemetry {
+    let verbose = match command {
+        Command::Run(args) => args.verbose,
+        Command::Chat(args) => args.verbose,
+        _ => false,
+    };
+    let options = if matches!(command, Command::Serve(_)) {
+        flue_telemetry::LogOptions::new("info")
+    } else if matches!(command, Command::Dev(_)) {
+        // `flue dev` keeps the terminal for reloads and diagnostics: warnings only by default.
+        flue_telemetry::LogOptions::new("warn")
+    } else if verbose {
+        flue_telemetry::LogOptions::new("flue::retry=info").with_bare_lines()
+    } else {
+        flue_telemetry::LogOptions::new("off")
+    };
+    let telemetry = flue_telemetry::Telemetry::init(&options);
+    for warning in telemetry.warnings() {
+        eprintln!("warning: {}", terminal::escape_controls(warning));
+    }
+    telemetry
 }

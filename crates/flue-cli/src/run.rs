@@ -80,9 +80,6 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     if args.message.as_deref() == Some("-") {
         args.message = Some(read_stdin_message()?);
     }
-    if args.verbose {
-        crate::init_verbose_logging();
-    }
     if args.dry_run {
         return crate::tools::dry_run(&args).await;
     }

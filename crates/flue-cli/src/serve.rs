@@ -136,7 +136,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -52,6 +52,21 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// The stored transcript of conversation `instance_id`: its root session with the task
+/// sessions nested, as `session show --json --tree` prints it (the dev console reads it).
+/// `None` when the conversation has no sessions.
+pub(crate) async fn transcript_tree(
+    store: &flue_core::SqliteStore,
+    instance_id: &str,
+) -> anyhow::Result<Option<Value>> {
+    if store.list(instance_id).await?.is_empty() {
+        return Ok(None);
+    }
+    let tasks = task_tree(store, instance_id).await?;
+    let shown = load(store, instance_id, flue_core::DEFAULT_SESSION, &tasks).await?;
+    Ok(Some(shown.to_json()?))
+}
+
 /// A session's stored records and its task sessions (when the tree was asked for).
 struct Shown {
     session: String,

@@ -10,12 +10,14 @@
 //! It knows nothing of tasks: a caller that lets the model delegate passes the `task` tool in
 //! as a [`Delegation`].
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
+use tracing::{Instrument, Span};
 
 use crate::compaction::{Compactor, LoopCompaction};
 use crate::config::ThinkingLevel;
@@ -32,6 +34,7 @@ use crate::record::{
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
 use crate::skill;
+use crate::spans;
 use crate::steps::{
     Step, action_id, check_decision, error_result, interrupted_results, make_call_ids_unique,
     model_view, next_step, pending_actions, results_before_input,
@@ -363,15 +366,55 @@ impl TurnLoop<'_> {
             thinking: self.thinking,
             max_output_tokens: info.max_output_tokens,
         };
-        let model_turn = or_cancel(
-            self.provider.stream_turn(request, &self.ctx.sink),
+        let span = spans::chat(&self.spec.provider, &self.spec.model);
+        let started = Instant::now();
+        let (sink, first_delta) = if span.is_disabled() {
+            (Cow::Borrowed(&self.ctx.sink), None)
+        } else {
+            let (sink, first_delta) = self.ctx.sink.noting_first_delta();
+            (Cow::Owned(sink), Some(first_delta))
+        };
+        let streamed = or_cancel(
+            self.provider
+                .stream_turn(request, &sink)
+                .instrument(span.clone()),
             &self.ctx.cancel,
         )
-        .await??;
+        .await
+        .and_then(|turn| turn);
+        if let Some(first) = first_delta.as_ref().and_then(|first| first.get()) {
+            span.record(
+                "gen_ai.response.time_to_first_chunk",
+                first.duration_since(started).as_secs_f64(),
+            );
+        }
+        let model_turn = match streamed {
+            Ok(model_turn) => model_turn,
+            Err(err) => {
+                span.record("error.type", err.kind());
+                return Err(err);
+            }
+        };
         let mut usage = model_turn.usage;
         if usage.cost_usd.is_none() {
             usage.cost_usd = info.price.map(|price| price.cost(&usage));
         }
+        if !span.is_disabled() {
+            span.record("gen_ai.response.model", self.spec.model.as_str());
+            span.record(
+                "gen_ai.response.finish_reasons",
+                spans::finish_reason(model_turn.stop_reason),
+            );
+            spans::record_usage(&span, &usage);
+            span.record(
+                "gen_ai.output.messages",
+                tracing::field::display(spans::RedactedReply {
+                    redactor: &self.shared.harness.redactor,
+                    content: &model_turn.content,
+                }),
+            );
+        }
+        drop(span);
         self.usage += usage;
         let mut content = model_turn.content;
         make_call_ids_unique(&mut content, &state.records);
@@ -429,7 +472,23 @@ impl TurnLoop<'_> {
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         let mut running = JoinSet::new();
+        let redactor = &harness.redactor;
+        let tool_spans: Vec<Span> = calls
+            .iter()
+            .map(|call| {
+                let span = spans::execute_tool(&call.name, &call.id);
+                span.record(
+                    "gen_ai.tool.call.arguments",
+                    tracing::field::display(spans::RedactedJson {
+                        redactor,
+                        value: &call.input,
+                    }),
+                );
+                span
+            })
+            .collect();
         for (call_idx, call) in calls.iter().enumerate() {
+            let span = &tool_spans[call_idx];
             let Some(tool) = self.tools.get(&call.name).cloned() else {
                 self.send_tool_start(call);
                 let error = ToolError::new(
@@ -440,12 +499,12 @@ impl TurnLoop<'_> {
                         self.tools.names().join(", ")
                     ),
                 );
-                results[call_idx] = Some(self.finish_call(call, Err(error)));
+                results[call_idx] = Some(self.finish_call(call, Err(error), span));
                 continue;
             };
             if let Some(error) = unparsed_arguments(call) {
                 self.send_tool_start(call);
-                results[call_idx] = Some(self.finish_call(call, Err(error)));
+                results[call_idx] = Some(self.finish_call(call, Err(error), span));
                 continue;
             }
             if matches!(mode, RunMode::Classify) {
@@ -457,7 +516,7 @@ impl TurnLoop<'_> {
                     }
                     Gate::Refuse(error) => {
                         self.send_tool_start(call);
-                        results[call_idx] = Some(self.finish_call(call, Err(error)));
+                        results[call_idx] = Some(self.finish_call(call, Err(error), span));
                         continue;
                     }
                 }
@@ -465,7 +524,9 @@ impl TurnLoop<'_> {
             self.send_tool_start(call);
             let input = call.input.clone();
             let ctx = tool_ctx.clone();
-            running.spawn(async move { (call_idx, tool.call(input, &ctx).await) });
+            running.spawn(
+                async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span.clone()),
+            );
         }
         let aborted = loop {
             tokio::select! {
@@ -474,7 +535,7 @@ impl TurnLoop<'_> {
                 joined = running.join_next() => match joined {
                     None => break false,
                     Some(Ok((call_idx, output))) => {
-                        results[call_idx] = Some(self.finish_call(&calls[call_idx], output));
+                        results[call_idx] = Some(self.finish_call(&calls[call_idx], output, &tool_spans[call_idx]));
                     }
                     // A panicking tool keeps no result; it is answered with `tool_panicked` below.
                     Some(Err(_panicked)) => {}
@@ -486,12 +547,21 @@ impl TurnLoop<'_> {
             let _ = tokio::time::timeout(ABORT_GRACE, async {
                 while let Some(joined) = running.join_next().await {
                     if let Ok((call_idx, output)) = joined {
-                        results[call_idx] = Some(self.finish_call(&calls[call_idx], output));
+                        results[call_idx] =
+                            Some(self.finish_call(&calls[call_idx], output, &tool_spans[call_idx]));
                     }
                 }
             })
             .await;
             running.abort_all();
+        }
+        for (span, result) in tool_spans.iter().zip(&results) {
+            if result.is_none() {
+                span.record(
+                    "error.type",
+                    if aborted { "aborted" } else { "tool_panicked" },
+                );
+            }
         }
         let mut records: Vec<Record> = Vec::with_capacity(calls.len());
         let mut pending: Vec<PendingAction> = Vec::new();
@@ -615,6 +685,7 @@ impl TurnLoop<'_> {
         &self,
         call: &ToolCall,
         output: std::result::Result<Value, ToolError>,
+        span: &Span,
     ) -> ToolResult {
         let mut result = match output {
             Ok(value) => ToolResult {
@@ -631,6 +702,15 @@ impl TurnLoop<'_> {
             .harness
             .redactor
             .redact_in_place(&mut result.content);
+        if !span.is_disabled() {
+            if result.is_error {
+                span.record(
+                    "error.type",
+                    result.error_kind.as_deref().unwrap_or("tool_error"),
+                );
+            }
+            span.record("gen_ai.tool.call.result", result.content.as_str());
+        }
         self.ctx.sink.send(Event::ToolEnd {
             call_id: call.id.clone(),
             name: call.name.clone(),

@@ -36,6 +36,7 @@ mod scope;
 mod session;
 mod shared;
 mod skill;
+mod spans;
 mod steps;
 mod store;
 mod submission;
@@ -77,6 +78,7 @@ pub use sandbox::{
 };
 pub use session::Session;
 pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
+pub use spans::SPAN_TARGET;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
     ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,

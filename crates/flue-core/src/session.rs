@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::agent_loop::Opening;
 use crate::call::CallHandle;
@@ -25,6 +26,7 @@ use crate::record::{Record, ShellExchange, Usage, UserContent, UserMessage};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::shared::SessionShared;
 use crate::skill::{self, SkillOptions};
+use crate::spans;
 use crate::steps;
 use crate::task::{self, Inherited, TaskOptions};
 use crate::util::or_cancel;
@@ -325,6 +327,14 @@ impl Session {
             cancel: cancel.clone(),
             sink: sink.clone(),
         };
+        let span = spans::operation(
+            kind,
+            &shared.harness.agent.name,
+            &shared.harness.instance_id,
+            &shared.key.session,
+            shared.depth,
+        );
+        let operation_span = span.clone();
         let operation = async move {
             let _guard = guard;
             sink.send(Event::OperationStart {
@@ -342,6 +352,12 @@ impl Session {
                     Some(redacted_info(&redactor, err)),
                 ),
             };
+            spans::record_usage(&operation_span, &usage);
+            spans::record_outcome(
+                &operation_span,
+                outcome,
+                error.as_ref().map(|info| info.kind.as_str()),
+            );
             sink.send(Event::OperationEnd {
                 outcome,
                 usage,
@@ -349,6 +365,6 @@ impl Session {
             });
             result.map(|(value, _)| value)
         };
-        CallHandle::spawn(operation, cancel, events_rx)
+        CallHandle::spawn(operation.instrument(span), cancel, events_rx)
     }
 }

@@ -21,11 +21,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::agent_loop::{self, Delegation, Opening};
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, Outcome};
+use crate::event::{Event, OperationKind, Outcome};
 use crate::model::TurnSink;
 use crate::operation::{OperationContext, PromptOptions, PromptResponse, redacted_info};
 use crate::overlay::CallOverlay;
@@ -34,6 +35,7 @@ use crate::sandbox::normalize_path;
 use crate::scope::AgentScope;
 use crate::shared::{HarnessShared, SessionShared};
 use crate::skill::SkillCatalog;
+use crate::spans;
 use crate::store::{SessionKey, SessionLog};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
 use crate::util::new_uuid;
@@ -290,6 +292,13 @@ pub(crate) async fn run_task(
         cancel: cancel.child_token(),
         sink: child_sink,
     };
+    let span = spans::operation(
+        OperationKind::Task,
+        agent.as_deref().unwrap_or(&harness.agent.name),
+        &harness.instance_id,
+        &name,
+        depth,
+    );
     let result = run_agent(
         Arc::clone(&child),
         Opening::message(Some(UserMessage { content })),
@@ -297,6 +306,7 @@ pub(crate) async fn run_task(
         overlay,
         ctx,
     )
+    .instrument(span.clone())
     .await;
     // The child's sink is gone with its context: let the forwarder drain nested task events
     // before this task's own end.
@@ -310,6 +320,13 @@ pub(crate) async fn run_task(
             Some(redacted_info(&harness.redactor, err)),
         ),
     };
+    spans::record_usage(&span, &usage);
+    spans::record_outcome(
+        &span,
+        outcome,
+        error.as_ref().map(|info| info.kind.as_str()),
+    );
+    drop(span);
     sink.send(Event::TaskEnd {
         session: name.clone(),
         agent,

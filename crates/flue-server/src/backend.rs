@@ -77,6 +77,15 @@ pub struct Attachment {
     pub filename: Option<String>,
 }
 
+/// One stored attachment, as `GET .../attachments/<id>` serves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttachmentBytes {
+    /// The MIME type the uploader gave.
+    pub mime_type: String,
+    /// The decoded bytes.
+    pub bytes: Vec<u8>,
+}
+
 /// The send condition.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SendCondition {
@@ -116,6 +125,46 @@ pub struct Batch {
     /// This batch's ordinal: reading after `offset - 1` returns it.
     pub offset: Offset,
     /// What it says, in order. May be empty (an internal batch).
+    pub chunks: Vec<ChunkBody>,
+    /// The submission whose model turn (text or reasoning) this batch records, when it does:
+    /// a reader that reads it sends no more live chunks of that turn.
+    pub ends_live_turn: Option<String>,
+    /// True when live chunks of that turn may have reached a reader: updates then send the
+    /// batch as a `conversation-reset` (the snapshot through it), never its deltas again.
+    pub replaces_live: bool,
+}
+
+impl Batch {
+    /// A batch of chunks with no live turn.
+    pub fn new(offset: Offset, chunks: Vec<ChunkBody>) -> Self {
+        Self {
+            offset,
+            chunks,
+            ends_live_turn: None,
+            replaces_live: false,
+        }
+    }
+}
+
+/// Where an SSE reader is in the live output: the turn and how many of its chunks it sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveCursor {
+    /// The turn's number (0: none yet).
+    pub turn: u64,
+    /// Chunks of that turn already sent.
+    pub index: usize,
+}
+
+/// Chunks of the model turn in progress, not yet durable (see [`Backend::live`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveChunks {
+    /// The turn's number (grows; a new number is a new turn).
+    pub turn: u64,
+    /// Its submission.
+    pub submission_id: String,
+    /// The index of `chunks[0]` within the turn.
+    pub first_index: usize,
+    /// `message-started` then `message-delta`s, in order.
     pub chunks: Vec<ChunkBody>,
 }
 
@@ -247,6 +296,36 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Aborts the running submission and everything queued. True when there was work.
     fn abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool, BackendError>>;
+
+    /// One attachment of a message admitted to this conversation (its id is the `file` part's
+    /// `id`); `None` when the conversation has no such attachment. Callers check that the
+    /// conversation exists first.
+    fn attachment<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        attachment_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>>;
+
+    /// The live chunks after `cursor` of the model turn in progress, when the runtime streams
+    /// model output ahead of its durable records; `None` when there is none. The default
+    /// streams nothing live (every chunk comes from a durable batch).
+    fn live(&self, key: &ConversationKey, cursor: LiveCursor) -> Option<LiveChunks> {
+        let _ = (key, cursor);
+        None
+    }
+
+    /// Resolves when the live output of `key` may have changed (callers re-read). The
+    /// default never resolves.
+    fn live_changed<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, ()> {
+        let _ = key;
+        Box::pin(std::future::pending())
+    }
+
+    /// Called before live chunks of `submission_id` are sent to a reader, so that its durable
+    /// turns are sent as resets from then on ([`Batch::replaces_live`]).
+    fn mark_streamed(&self, submission_id: &str) {
+        let _ = submission_id;
+    }
 
     /// A submission's state, `None` when the conversation has no such submission.
     fn submission<'a>(

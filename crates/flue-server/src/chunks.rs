@@ -58,11 +58,12 @@ pub(crate) fn user_message(submission_id: &str, message: &Delivered) -> Message 
     match message {
         Delivered::User { text, images } => {
             let mut parts = vec![json!({"type": "text", "text": text, "state": "done"})];
-            for image in images {
+            for (idx, image) in images.iter().enumerate() {
                 let mut part = json!({
                     "type": "file",
                     "mediaType": image.mime_type,
-                    "size": image.data.len() / 4 * 3,
+                    "id": attachment_id(submission_id, idx),
+                    "size": decoded_len(&image.data),
                 });
                 if let Some(filename) = &image.filename {
                     part["filename"] = filename.clone().into();
@@ -109,6 +110,34 @@ pub(crate) fn user_message(submission_id: &str, message: &Delivered) -> Message 
             }
         }
     }
+}
+
+/// The id of the `idx`-th image of a submission's message: the `file` part's `id` and the
+/// last segment of `GET .../attachments/<id>`.
+pub(crate) fn attachment_id(submission_id: &str, idx: usize) -> String {
+    format!("att_{submission_id}_{idx}")
+}
+
+/// The submission and image index an [`attachment_id`] names, or `None`.
+pub(crate) fn parse_attachment_id(id: &str) -> Option<(&str, usize)> {
+    let (submission_id, idx) = id.strip_prefix("att_")?.rsplit_once('_')?;
+    if submission_id.is_empty() || !idx.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((submission_id, idx.parse().ok()?))
+}
+
+/// The byte length of padded standard base64 `data`.
+pub(crate) fn decoded_len(data: &str) -> usize {
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+    (data.len() / 4 * 3).saturating_sub(padding)
+}
+
+/// Decodes an image's base64 data (checked at admission, so a failure means a corrupt
+/// store).
+pub(crate) fn decode_image(data: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(data).ok()
 }
 
 /// `ms` since the epoch as ISO 8601 (UTC, milliseconds).

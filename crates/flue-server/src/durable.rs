@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use flue_core::{
@@ -18,10 +18,12 @@ use flue_core::{
 use serde_json::{Value, json};
 
 use crate::backend::{
-    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Decision,
-    Delivered, Delivery, Page, Resolved, SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
+    ConversationKey, Decision, Delivered, Delivery, LiveChunks, LiveCursor, Page, Resolved,
+    SendCondition, SubmissionStatus,
 };
-use crate::chunks::{iso8601, settlement_chunks, user_message};
+use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunks, user_message};
+use crate::turns::{LiveTurns, spawn_follower};
 use crate::wire::{ChunkBody, Offset};
 
 /// How often an idle reader looks at the store for writes made by other processes (writes of
@@ -36,31 +38,76 @@ pub struct DurableRuntime {
 
 struct Inner {
     runtime: AgentRuntime,
-    agents: Vec<AgentInfo>,
-    names: HashSet<String>,
+    /// The agents served and their names; replaced whole by [`DurableRuntime::set_agents`].
+    agents: RwLock<Arc<Served>>,
     stopping: AtomicBool,
     /// Submissions this process admitted and has not seen settle (for graceful shutdown).
     admitted: Mutex<HashSet<String>>,
+    /// Model output of turns in progress, ahead of their durable records.
+    turns: Arc<LiveTurns>,
+}
+
+/// The agents served at one time.
+struct Served {
+    agents: Vec<AgentInfo>,
+    names: HashSet<String>,
+}
+
+impl Served {
+    fn new(agents: Vec<AgentInfo>) -> Self {
+        let names = agents.iter().map(|agent| agent.name.clone()).collect();
+        Self { agents, names }
+    }
 }
 
 impl DurableRuntime {
     /// Serves `agents` (their names must be the runtime registry's) through `runtime`.
+    ///
+    /// Called within a tokio runtime, it streams model output live to SSE readers (see
+    /// `turns.rs`); elsewhere every chunk comes from a durable batch.
     pub fn new(runtime: AgentRuntime, agents: Vec<AgentInfo>) -> Self {
-        let names = agents.iter().map(|agent| agent.name.clone()).collect();
+        let turns = Arc::new(LiveTurns::default());
+        spawn_follower(&turns, runtime.subscribe());
         Self {
             inner: Arc::new(Inner {
                 runtime,
-                agents,
-                names,
+                agents: RwLock::new(Arc::new(Served::new(agents))),
                 stopping: AtomicBool::new(false),
                 admitted: Mutex::new(HashSet::new()),
+                turns,
             }),
         }
     }
 
     /// How many agents are served.
     pub fn agents_len(&self) -> usize {
-        self.inner.agents.len()
+        self.served().agents.len()
+    }
+
+    /// Serves `agents` from now on (a reloaded workspace; the runtime registry must serve the
+    /// same names). Requests already past their agent check finish as they began.
+    pub fn set_agents(&self, agents: Vec<AgentInfo>) {
+        let served = Arc::new(Served::new(agents));
+        *self
+            .inner
+            .agents
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = served;
+    }
+
+    /// How many submissions this process admitted are not settled yet.
+    pub async fn unsettled_submissions(&self) -> usize {
+        self.unsettled().await
+    }
+
+    fn served(&self) -> Arc<Served> {
+        Arc::clone(
+            &self
+                .inner
+                .agents
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// The runtime underneath.
@@ -103,7 +150,7 @@ impl DurableRuntime {
         &self,
         key: &ConversationKey,
     ) -> Result<flue_core::ConversationKey, BackendError> {
-        if !self.inner.names.contains(&key.agent) {
+        if !self.served().names.contains(&key.agent) {
             return Err(BackendError::UnknownAgent(key.agent.clone()));
         }
         Ok(flue_core::ConversationKey::new(&key.agent, &key.id))
@@ -112,11 +159,11 @@ impl DurableRuntime {
 
 impl Backend for DurableRuntime {
     fn agents(&self) -> Vec<AgentInfo> {
-        self.inner.agents.clone()
+        self.served().agents.clone()
     }
 
     fn has_agent(&self, agent: &str) -> bool {
-        self.inner.names.contains(agent)
+        self.served().names.contains(agent)
     }
 
     fn dispatch<'a>(
@@ -200,9 +247,15 @@ impl Backend for DurableRuntime {
                 .batches
                 .iter()
                 .map(|batch| {
+                    let ends_live_turn = live_turn_of(batch);
+                    let replaces_live = ends_live_turn
+                        .as_deref()
+                        .is_some_and(|submission_id| self.inner.turns.streamed(submission_id));
                     Arc::new(Batch {
                         offset: Offset(batch.offset.0),
                         chunks: project(batch),
+                        ends_live_turn,
+                        replaces_live,
                     })
                 })
                 .collect();
@@ -317,6 +370,63 @@ impl Backend for DurableRuntime {
         })
     }
 
+    fn attachment<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        attachment_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>> {
+        Box::pin(async move {
+            let core_key = self.check_agent(key)?;
+            // The id names the submission and the image's index: its bytes are those of the
+            // admitted message, stored once with the submission.
+            let Some((submission_id, idx)) = parse_attachment_id(attachment_id) else {
+                return Ok(None);
+            };
+            let info = match self.inner.runtime.status(submission_id).await {
+                Ok(info) => info,
+                Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
+                Err(err) => return Err(backend_error(err)),
+            };
+            if info.conversation != core_key {
+                return Ok(None);
+            }
+            let DeliveredMessage::User { images, .. } = &info.message else {
+                return Ok(None);
+            };
+            let Some(image) = images.get(idx) else {
+                return Ok(None);
+            };
+            let Some(bytes) = decode_image(&image.data) else {
+                return Err(BackendError::Internal(FlueError::InvalidRequest {
+                    message: format!(
+                        "attachment {attachment_id:?} is not valid base64 in the store"
+                    ),
+                }));
+            };
+            Ok(Some(AttachmentBytes {
+                mime_type: image.mime_type.clone(),
+                bytes,
+            }))
+        })
+    }
+
+    fn live(&self, key: &ConversationKey, cursor: LiveCursor) -> Option<LiveChunks> {
+        self.inner.turns.read(&key.conversation_id(), cursor)
+    }
+
+    fn live_changed<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut watch = self.inner.turns.watch(&key.conversation_id());
+            if watch.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    fn mark_streamed(&self, submission_id: &str) {
+        self.inner.turns.mark_streamed(submission_id);
+    }
+
     fn submission<'a>(
         &'a self,
         key: &'a ConversationKey,
@@ -352,6 +462,28 @@ impl Backend for DurableRuntime {
                     .map(|error| error_value(&error)),
             }))
         })
+    }
+}
+
+/// The submission whose model turn with text or reasoning this batch records.
+fn live_turn_of(batch: &StreamBatch) -> Option<String> {
+    let BatchBody::Records {
+        session, records, ..
+    } = &batch.body
+    else {
+        return None;
+    };
+    let streams = session == DEFAULT_SESSION
+        && records.iter().any(|stored| match &stored.record {
+            Record::Assistant(message) => message.content.iter().any(|content| {
+                matches!(content, AssistantContent::Text { text } | AssistantContent::Thinking { text, .. } if !text.is_empty())
+            }),
+            _ => false,
+        });
+    if streams {
+        batch.submission_id.clone()
+    } else {
+        None
     }
 }
 

@@ -152,6 +152,10 @@ impl ApiError {
             "request_timeout",
             "The request took too long.",
         )
+        .with_details(
+            "The server bounds the time to answer a request; retry, or read the outcome from \
+             the conversation stream.",
+        )
     }
 
     /// `runtime_unavailable` (503), with `Retry-After: 1`.
@@ -171,6 +175,38 @@ impl ApiError {
             "internal_error",
             "An internal error occurred.",
         )
+    }
+
+    /// The envelope for an error status produced outside the route handlers (an extractor's
+    /// rejection, a layer): the status's own type code, `details` from the plain-text reason.
+    pub(crate) fn for_status(status: StatusCode, reason: String) -> Self {
+        let err = match status {
+            StatusCode::BAD_REQUEST => return Self::invalid_request(reason),
+            StatusCode::NOT_FOUND => Self::route_not_found(),
+            StatusCode::REQUEST_TIMEOUT => Self::request_timeout(),
+            StatusCode::PAYLOAD_TOO_LARGE => Self::new(
+                status,
+                "payload_too_large",
+                "The request body is too large.",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => Self::unsupported_media_type(),
+            StatusCode::UNAUTHORIZED => Self::unauthorized(),
+            status if status.is_server_error() => Self::new(
+                status,
+                if status == StatusCode::SERVICE_UNAVAILABLE {
+                    "runtime_unavailable"
+                } else {
+                    "internal_error"
+                },
+                "An internal error occurred.",
+            ),
+            status => Self::new(status, "invalid_request", "The request is invalid."),
+        };
+        if reason.is_empty() || status.is_server_error() {
+            err
+        } else {
+            err.with_details(reason)
+        }
     }
 
     /// Sets `details`.

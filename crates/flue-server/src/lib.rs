@@ -33,11 +33,13 @@ mod project;
 mod router;
 mod routes;
 mod serve;
+mod turns;
 pub mod wire;
 
 pub use backend::{
-    Admitted, AgentInfo, Attachment, Backend, BackendError, Batch, ConversationKey, Decision,
-    Delivered, Delivery, Page, Resolved, SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
+    ConversationKey, Decision, Delivered, Delivery, LiveChunks, LiveCursor, Page, Resolved,
+    SendCondition, SubmissionStatus,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;

@@ -6,6 +6,12 @@
 //! `event: control` with `{"streamNextOffset", "upToDate"}` after every read cycle (carrying
 //! an `id:` line with the offset, for `Last-Event-ID` resume), a `: heartbeat` comment every
 //! heartbeat interval, and a control event at least every control interval.
+//!
+//! Live output: a reader at the durable head also sends the model turn in progress
+//! ([`Backend::live`](crate::Backend::live)) as it grows, a `data` event per wake-up. Live
+//! chunks are positioned after the reader's offset (`{batch: offset, index: 2^20 + i}`) and do
+//! not advance it; the turn's durable batch later arrives as a `conversation-reset`
+//! (`routes::with_live_resets`), and a reader that has read it sends no more of that turn.
 
 use std::sync::Arc;
 
@@ -15,11 +21,14 @@ use axum::response::{IntoResponse, Response};
 use futures::stream;
 use tokio::time::Instant;
 
-use crate::backend::{ConversationKey, Page};
+use crate::backend::{ConversationKey, LiveChunks, LiveCursor, Page};
 use crate::error::ApiError;
 use crate::router::AppState;
-use crate::routes::render_page;
-use crate::wire::{Control, Offset};
+use crate::routes::{render_page, with_live_resets};
+use crate::wire::{Checkpoint, Chunk, Control, Offset, Position};
+
+/// Index of the first live chunk within its position's batch: above any durable chunk index.
+const LIVE_INDEX_BASE: u32 = 1 << 20;
 
 /// Where one SSE reader is.
 struct Reader {
@@ -36,6 +45,16 @@ struct Reader {
     next_control: Instant,
     /// True when the reader is at the head and must wait for data.
     caught_up: bool,
+    /// How far the live output was sent.
+    live: LiveCursor,
+    /// The submission of `live.turn`.
+    live_submission: Option<String>,
+    /// Turns up to this number are durable for this reader: never sent live again.
+    live_floor: u64,
+    /// The stream's incarnation, as the last page said.
+    incarnation: Arc<str>,
+    /// Open while the stream is: counts active streams (disabled, and free, without telemetry).
+    _stream_span: tracing::Span,
 }
 
 /// Starts an SSE response; a missing conversation or a bad offset fails before the headers.
@@ -49,6 +68,7 @@ pub(crate) async fn sse(
         .backend
         .read(&key, offset, state.config.page_size)
         .await?;
+    let page = with_live_resets(&state, &key, page).await?;
     let now = Instant::now();
     let reader = Reader {
         conversation_id: key.conversation_id(),
@@ -58,8 +78,13 @@ pub(crate) async fn sse(
         key,
         offset,
         from_origin,
+        incarnation: Arc::clone(&page.incarnation),
         pending: Some(page),
         caught_up: false,
+        live: LiveCursor::default(),
+        live_submission: None,
+        live_floor: 0,
+        _stream_span: tracing::info_span!(target: flue_core::SPAN_TARGET, parent: None, "flue.sse"),
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_event().await?;
@@ -90,7 +115,17 @@ impl Reader {
                     .read(&self.key, self.offset, self.state.config.page_size)
                     .await
                     .ok()?;
+                let page = with_live_resets(&self.state, &self.key, page).await.ok()?;
                 return Some(self.render(&page));
+            }
+            // Subscribe before looking, so that output arriving in between wakes the wait.
+            let state = Arc::clone(&self.state);
+            let key = self.key.clone();
+            let live_changed = state.backend.live_changed(&key);
+            if let Some(live) = state.backend.live(&key, self.live)
+                && let Some(bytes) = self.render_live(live)
+            {
+                return Some(bytes);
             }
             let now = Instant::now();
             if now >= self.next_control {
@@ -102,15 +137,75 @@ impl Reader {
                 return Some(Bytes::from_static(b": heartbeat\n\n"));
             }
             let deadline = self.next_heartbeat.min(self.next_control);
-            let changed = self.state.backend.changed(&self.key, self.offset);
-            if tokio::time::timeout_at(deadline, changed).await.is_ok() {
-                self.caught_up = false;
+            let changed = state.backend.changed(&key, self.offset);
+            tokio::select! {
+                () = changed => self.caught_up = false,
+                () = live_changed => {}
+                () = tokio::time::sleep_until(deadline) => {}
             }
         }
     }
 
+    /// The live chunks not sent yet as a data event (plus the control event), or `None`.
+    fn render_live(&mut self, live: LiveChunks) -> Option<Bytes> {
+        if live.turn <= self.live_floor || live.chunks.is_empty() {
+            return None;
+        }
+        // Marked before anything is sent: from now on the turn's durable batch is a reset.
+        self.state.backend.mark_streamed(&live.submission_id);
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"event: data\ndata:[");
+        let checkpoint = Checkpoint {
+            kind: "stream-checkpoint",
+            incarnation: &self.incarnation,
+        };
+        if serde_json::to_writer(&mut out, &checkpoint).is_err() {
+            out.extend_from_slice(b"null");
+        }
+        for (idx, body) in live.chunks.iter().enumerate() {
+            out.push(b',');
+            let index = u32::try_from(live.first_index + idx)
+                .unwrap_or(u32::MAX - LIVE_INDEX_BASE)
+                .saturating_add(LIVE_INDEX_BASE);
+            let chunk = Chunk {
+                body,
+                conversation_id: &self.conversation_id,
+                position: Position {
+                    batch: self.offset.0,
+                    index,
+                },
+            };
+            if serde_json::to_writer(&mut out, &chunk).is_err() {
+                out.extend_from_slice(b"null");
+            }
+        }
+        out.extend_from_slice(b"]\n\n");
+        self.live = LiveCursor {
+            turn: live.turn,
+            index: live.first_index + live.chunks.len(),
+        };
+        self.live_submission = Some(live.submission_id);
+        self.control(&mut out, self.offset, true);
+        Some(Bytes::from(out))
+    }
+
     /// One read cycle: a data event when there are chunks, then the control event.
     fn render(&mut self, page: &Page) -> Bytes {
+        self.incarnation = Arc::clone(&page.incarnation);
+        // A durable turn ends its live output for this reader.
+        for batch in &page.batches {
+            let Some(submission_id) = &batch.ends_live_turn else {
+                continue;
+            };
+            if self.live_submission.as_ref() == Some(submission_id) {
+                self.live_floor = self.live_floor.max(self.live.turn);
+            }
+            if let Some(live) = self.state.backend.live(&self.key, LiveCursor::default())
+                && live.submission_id == *submission_id
+            {
+                self.live_floor = self.live_floor.max(live.turn);
+            }
+        }
         let (chunks, next) =
             render_page(&self.conversation_id, page, self.offset, self.from_origin);
         self.from_origin = false;
@@ -123,6 +218,12 @@ impl Reader {
         self.offset = next;
         let up_to_date = next >= page.head;
         self.caught_up = up_to_date;
+        self.control(&mut out, next, up_to_date);
+        Bytes::from(out)
+    }
+
+    /// Appends the control event for `next` and resets the control and heartbeat timers.
+    fn control(&mut self, out: &mut Vec<u8>, next: Offset, up_to_date: bool) {
         let control = Control {
             stream_next_offset: next.to_string(),
             up_to_date: up_to_date.then_some(true),
@@ -130,7 +231,7 @@ impl Reader {
         out.extend_from_slice(b"event: control\nid: ");
         out.extend_from_slice(control.stream_next_offset.as_bytes());
         out.extend_from_slice(b"\ndata:");
-        if serde_json::to_writer(&mut out, &control).is_err() {
+        if serde_json::to_writer(&mut *out, &control).is_err() {
             out.extend_from_slice(b"{}");
         }
         out.extend_from_slice(b"\n\n");
@@ -139,6 +240,5 @@ impl Reader {
         if self.next_heartbeat <= now {
             self.next_heartbeat = now + self.state.config.heartbeat_interval;
         }
-        Bytes::from(out)
     }
 }

@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::backend::{
-    Admitted, AgentInfo, Backend, BackendError, Batch, ConversationKey, Delivered, Delivery, Page,
-    SendCondition, SubmissionStatus,
+    Admitted, AgentInfo, AttachmentBytes, Backend, BackendError, Batch, ConversationKey, Delivered,
+    Delivery, Page, SendCondition, SubmissionStatus,
 };
-use crate::chunks::{settlement_chunks, timestamp, user_message};
+use crate::chunks::{attachment_id, decode_image, settlement_chunks, timestamp, user_message};
 use crate::wire::{ChunkBody, Offset};
 
 /// Opens agents for the runtime: implemented by the assembly layer (workspace or bundle) and
@@ -72,6 +72,8 @@ struct State {
     running: Option<(String, CancellationToken)>,
     worker: bool,
     statuses: HashMap<String, SubmissionStatus>,
+    /// Images of admitted messages by attachment id (in memory, like the stream).
+    attachments: HashMap<String, AttachmentBytes>,
     session: Option<Session>,
 }
 
@@ -193,6 +195,18 @@ impl Backend for LocalRuntime {
                 let mut state = lock(&conversation.state);
                 let offset =
                     conversation.append(&mut state, vec![ChunkBody::MessageAppended { message }]);
+                if let Delivered::User { images, .. } = &delivery.message {
+                    for (idx, image) in images.iter().enumerate() {
+                        let bytes = decode_image(&image.data).unwrap_or_default();
+                        state.attachments.insert(
+                            attachment_id(&submission_id, idx),
+                            AttachmentBytes {
+                                mime_type: image.mime_type.clone(),
+                                bytes,
+                            },
+                        );
+                    }
+                }
                 state.queue.push_back(Queued {
                     submission_id: submission_id.clone(),
                     message: delivery.message,
@@ -297,6 +311,18 @@ impl Backend for LocalRuntime {
         })
     }
 
+    fn attachment<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        attachment_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>> {
+        Box::pin(async move {
+            let conversation = self.conversation(key)?;
+            let state = lock(&conversation.state);
+            Ok(state.attachments.get(attachment_id).cloned())
+        })
+    }
+
     fn submission<'a>(
         &'a self,
         key: &'a ConversationKey,
@@ -314,7 +340,7 @@ impl Conversation {
     /// Appends one batch and wakes readers; returns the new head.
     fn append(&self, state: &mut State, chunks: Vec<ChunkBody>) -> Offset {
         let offset = Offset(state.batches.len() as u64 + 1);
-        state.batches.push(Arc::new(Batch { offset, chunks }));
+        state.batches.push(Arc::new(Batch::new(offset, chunks)));
         self.head.send_replace(offset.0);
         offset
     }

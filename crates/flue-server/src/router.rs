@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::timeout::TimeoutLayer;
+use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::error::ApiError;
@@ -123,14 +123,15 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))
-        .layer(TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
-            config.request_timeout,
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            time_limit,
         ))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             authenticate,
         ))
+        .layer(middleware::from_fn(envelope))
         .layer(middleware::from_fn(fixed_headers))
         .layer(CatchPanicLayer::custom(|_panic| {
             tracing::error!("a request handler panicked");
@@ -146,7 +147,11 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(origins))
                 .allow_methods([Method::GET, Method::HEAD, Method::POST])
-                .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+                .allow_headers([
+                    header::CONTENT_TYPE,
+                    header::AUTHORIZATION,
+                    HeaderName::from_static("traceparent"),
+                ])
                 .expose_headers([
                     HeaderName::from_static("stream-next-offset"),
                     HeaderName::from_static("stream-up-to-date"),
@@ -177,6 +182,46 @@ async fn authenticate(
     next.run(request).await
 }
 
+/// Answers 408 with the envelope when the handler has not produced a response head within
+/// the request timeout (a stream's body is not bounded).
+async fn time_limit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(state.config.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::request_timeout().into_response(),
+    }
+}
+
+/// Gives every error status the `{error:{type,message,details}}` envelope: responses of the
+/// handlers have it already; an extractor's plain-text rejection (a path that does not decode,
+/// a query that does not parse) is rewritten, its text kept as `details`.
+async fn envelope(request: Request, next: Next) -> Response {
+    let head_request = request.method() == Method::HEAD;
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    // Rejection bodies are short plain text; anything longer is cut, never buffered whole.
+    let reason = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let mut err = ApiError::for_status(status, reason);
+    if head_request {
+        err = err.without_body();
+    }
+    let mut response = err.into_response();
+    if let Some(allow) = allow {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
+}
+
 /// Compares without an early exit on the first differing byte.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -201,12 +246,32 @@ async fn fixed_headers(request: Request, next: Next) -> Response {
 }
 
 /// One log line per request: method, path (no query, no headers: tokens stay out), status,
-/// time to the response head.
+/// time to the response head. Also the request's telemetry span (a server span until the
+/// response head), which joins the caller's trace when it sends a W3C `traceparent`: the
+/// submissions it admits, and their attempts, nest under it.
 async fn log_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let trace_parent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok());
+    let span = tracing::info_span!(
+        target: flue_core::SPAN_TARGET,
+        "flue.request",
+        otel.name = %method,
+        otel.kind = "server",
+        flue.trace_parent = trace_parent,
+        http.request.method = %method,
+        url.path = path,
+        http.response.status_code = tracing::field::Empty,
+        flue.end = tracing::field::Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    // The span ends with the response head, even while what it admitted runs on.
+    span.record("flue.end", true);
     tracing::info!(
         target: "flue_server::request",
         %method,

@@ -11,7 +11,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::backend::{Attachment, ConversationKey, Delivered, Delivery, Page, SendCondition};
+use crate::backend::{
+    Attachment, Batch, ConversationKey, Delivered, Delivery, Page, SendCondition,
+};
 use crate::error::ApiError;
 use crate::live;
 use crate::project::Conversation;
@@ -22,6 +24,9 @@ use crate::wire::{
 
 /// Longest base64 image data accepted (14 MiB of characters).
 const MAX_ATTACHMENT_CHARS: usize = 14 * 1024 * 1024;
+
+/// Most images one message may carry (each is stored with the message and served by id).
+const MAX_ATTACHMENTS: usize = 16;
 
 pub(crate) const NEXT_OFFSET: &str = "stream-next-offset";
 pub(crate) const UP_TO_DATE: &str = "stream-up-to-date";
@@ -326,15 +331,36 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
     }
 }
 
-/// `GET /agents/<agent>/<id>/attachments/<attachment>`: no attachment bytes are kept apart
-/// from the conversation, so an existing conversation answers `attachment_not_found`.
+/// `GET /agents/<agent>/<id>/attachments/<attachment>`: the bytes of one image of a message
+/// admitted to this conversation (the `id` of its `file` part).
 pub(crate) async fn attachment(
     State(state): Shared,
     Path((agent, id, attachment)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
     state.backend.head(&key).await?;
-    Err(ApiError::attachment_not_found(&attachment))
+    let Some(stored) = state.backend.attachment(&key, &attachment).await? else {
+        return Err(ApiError::attachment_not_found(&attachment));
+    };
+    let mut response = (StatusCode::OK, stored.bytes).into_response();
+    let headers = response.headers_mut();
+    // The MIME type is the uploader's: `sandbox` keeps a direct navigation from running it.
+    let content_type = HeaderValue::from_str(&stored.mime_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    headers.insert(header::CONTENT_TYPE, content_type);
+    headers.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("inline"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, max-age=31536000, immutable"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+    Ok(response)
 }
 
 /// The snapshot response.
@@ -387,6 +413,7 @@ async fn updates(
                 .await?;
         }
     }
+    let page = with_live_resets(state, key, page).await?;
     let (body, next) = render_page(&key.conversation_id(), &page, offset, from_origin);
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
@@ -396,6 +423,55 @@ async fn updates(
         insert(headers, UP_TO_DATE, "true");
     }
     Ok(response)
+}
+
+/// Sends each batch that records a turn whose text went out live ([`Batch::replaces_live`]) as
+/// a `conversation-reset` with the snapshot through it: a reader that saw the live deltas, or
+/// resumes from an offset after seeing them, replaces them instead of appending them again.
+pub(crate) async fn with_live_resets(
+    state: &AppState,
+    key: &ConversationKey,
+    mut page: Page,
+) -> Result<Page, ApiError> {
+    if !page.batches.iter().any(|batch| batch.replaces_live) {
+        return Ok(page);
+    }
+    let conversation_id = key.conversation_id();
+    let mut conversation = Conversation::default();
+    let mut after = Offset::START;
+    for batch in &mut page.batches {
+        if !batch.replaces_live {
+            continue;
+        }
+        // The state through this batch, read incrementally from where the last reset ended.
+        while after < batch.offset {
+            let wanted = usize::try_from(batch.offset.0 - after.0).unwrap_or(usize::MAX);
+            let prefix = state.backend.read(key, after, wanted).await?;
+            let Some(last) = prefix.batches.last() else {
+                break;
+            };
+            for earlier in &prefix.batches {
+                for chunk in &earlier.chunks {
+                    conversation.apply(chunk);
+                }
+            }
+            after = last.offset;
+        }
+        let snapshot = conversation.snapshot(
+            &conversation_id,
+            batch.offset.to_string(),
+            &page.incarnation,
+        );
+        *batch = Arc::new(Batch {
+            offset: batch.offset,
+            chunks: vec![ChunkBody::ConversationReset {
+                snapshot: Box::new(snapshot),
+            }],
+            ends_live_turn: batch.ends_live_turn.clone(),
+            replaces_live: false,
+        });
+    }
+    Ok(page)
 }
 
 /// Renders a page as the JSON chunk array; returns it and the next offset. Reading from the
@@ -687,6 +763,12 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
 }
 
 fn parse_attachments(values: &[Value]) -> Result<Vec<Attachment>, ApiError> {
+    if values.len() > MAX_ATTACHMENTS {
+        return Err(ApiError::invalid_request(format!(
+            "A message carries at most {MAX_ATTACHMENTS} attachments; this one has {}.",
+            values.len()
+        )));
+    }
     values
         .iter()
         .enumerate()
@@ -707,12 +789,14 @@ fn parse_attachments(values: &[Value]) -> Result<Vec<Attachment>, ApiError> {
                     "attachments[{idx}].data is longer than {MAX_ATTACHMENT_CHARS} characters."
                 )));
             }
-            let base64 = data
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
-            if !base64 || !mime_type.starts_with("image/") {
+            let base64 = crate::chunks::decode_image(data).is_some();
+            let mime_ok = mime_type.starts_with("image/")
+                && HeaderValue::from_str(mime_type).is_ok()
+                && mime_type.len() <= 255;
+            if !base64 || !mime_ok {
                 return Err(ApiError::invalid_request(format!(
-                    "attachments[{idx}] must be base64 `data` with an image/* `mimeType`."
+                    "attachments[{idx}] must be padded standard base64 `data` with an image/* \
+                     `mimeType`."
                 )));
             }
             Ok(Attachment {

@@ -47,7 +47,8 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
     assert_eq!(
         listed,
         vec![
-            "run", "chat", "tools", "build", "session", "audit", "serve", "trash", "mcp", "help"
+            "run", "chat", "tools", "build", "session", "audit", "serve", "dev", "init", "trash",
+            "mcp", "help"
         ]
     );
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -61,6 +62,8 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
         &["session", "show"],
         &["audit"],
         &["serve"],
+        &["dev"],
+        &["init"],
         &["trash"],
         &["trash", "list"],
         &["trash", "restore"],

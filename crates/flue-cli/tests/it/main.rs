@@ -10,6 +10,7 @@ mod audit_trash;
 mod build;
 mod conformance;
 mod delegation;
+mod dev;
 mod durable;
 mod everyday;
 mod hostile_inputs;
@@ -17,6 +18,7 @@ mod mcp;
 mod mcp_oauth;
 mod multi_node;
 mod on_terminal;
+mod otel;
 mod pauses;
 #[path = "../../../flue-connectors/tests/it/pg_server.rs"]
 mod pg_server;

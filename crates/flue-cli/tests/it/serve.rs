@@ -15,7 +15,7 @@ use crate::Workspace;
 
 /// The serve test workspace: agents `plain`, `tool` (bash `echo 42`) and `slow-tool` (a slow
 /// command on the local sandbox that counts its runs in runs.log).
-fn workspace() -> Workspace {
+pub(crate) fn workspace() -> Workspace {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve-workspace");
     let workspace = Workspace::new(&[]);
     for relative in [
@@ -23,7 +23,9 @@ fn workspace() -> Workspace {
         "agents/plain.md",
         "agents/tool.md",
         "agents/slow-tool.md",
+        "agents/stream.md",
         "scripts/plain.json",
+        "scripts/stream.json",
         "scripts/tool.json",
         "scripts/slow.json",
     ] {
@@ -41,7 +43,7 @@ fn slow_secs(workspace: &Workspace, secs: u32) {
 
 /// A running `flue serve`; killed (SIGKILL) when dropped.
 pub(crate) struct Server {
-    child: Child,
+    pub(crate) child: Child,
     base: String,
     stderr: Arc<Mutex<String>>,
 }
@@ -106,7 +108,7 @@ impl Drop for Server {
 }
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
-fn http(
+pub(crate) fn http(
     addr: &str,
     method: &str,
     path: &str,
@@ -175,6 +177,8 @@ fn the_official_client_drives_flue_serve_end_to_end() {
         .args([
             "roundtrip",
             "sse",
+            "streaming",
+            "attachments",
             "reattach",
             "reconnect",
             "abort",
@@ -239,6 +243,32 @@ fn the_official_client_drives_flue_serve_end_to_end() {
     assert_eq!(sse["reply"], "Hello from the fake model.");
     assert_eq!(sse["laterReply"], "Hello from the fake model.");
     assert_eq!(sse["messages"], 4);
+
+    // Live SSE shows the reply piece by piece, and it ends up there once.
+    let streaming = by_name("streaming");
+    assert_eq!(
+        streaming["reply"],
+        "Hello from the slowly streaming fake model."
+    );
+    assert_eq!(streaming["historyReply"], streaming["reply"]);
+    assert!(
+        streaming["partials"].as_u64().unwrap() >= 3,
+        "the reply grew piece by piece: {streaming}"
+    );
+
+    // An image comes back from the store at the URL the client resolves for its part.
+    let attachments = by_name("attachments");
+    assert_eq!(
+        attachments,
+        json!({
+            "scenario": "attachments", "ok": true,
+            "part": {"mediaType": "image/png", "size": 33, "hasId": true, "urlIsClients": true},
+            "status": 200,
+            "same": true,
+            "headers": ["image/png", "33", "inline", "private, max-age=31536000, immutable", "sandbox"],
+            "missing": "404:attachment_not_found",
+        })
+    );
 
     let reattach = by_name("reattach");
     assert_eq!(
@@ -339,7 +369,7 @@ fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
         .iter()
         .map(|agent| agent["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["plain", "slow-tool", "tool"]);
+    assert_eq!(names, ["plain", "slow-tool", "stream", "tool"]);
     assert!(!server.log().contains("t0ps3cret"));
 }
 

@@ -166,6 +166,8 @@ pub struct ModelTurn {
 #[derive(Clone, Debug, Default)]
 pub struct TurnSink {
     events: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+    /// When set: the instant of the first delta of the turn (time to first chunk).
+    first_delta: Option<std::sync::Arc<std::sync::OnceLock<std::time::Instant>>>,
 }
 
 impl TurnSink {
@@ -173,12 +175,31 @@ impl TurnSink {
     pub fn new(events: tokio::sync::mpsc::UnboundedSender<Event>) -> Self {
         Self {
             events: Some(events),
+            first_delta: None,
         }
     }
 
     /// A sink that drops everything.
     pub fn discard() -> Self {
-        Self { events: None }
+        Self {
+            events: None,
+            first_delta: None,
+        }
+    }
+
+    /// This sink, also noting the instant of the first delta sent through it.
+    pub(crate) fn noting_first_delta(
+        &self,
+    ) -> (
+        Self,
+        std::sync::Arc<std::sync::OnceLock<std::time::Instant>>,
+    ) {
+        let first_delta = std::sync::Arc::new(std::sync::OnceLock::new());
+        let sink = Self {
+            events: self.events.clone(),
+            first_delta: Some(std::sync::Arc::clone(&first_delta)),
+        };
+        (sink, first_delta)
     }
 
     /// Reports visible text.
@@ -196,6 +217,11 @@ impl TurnSink {
     }
 
     pub(crate) fn send(&self, event: Event) {
+        if let Some(first_delta) = &self.first_delta
+            && matches!(event, Event::TextDelta { .. } | Event::ThinkingDelta { .. })
+        {
+            first_delta.get_or_init(std::time::Instant::now);
+        }
         if let Some(events) = &self.events {
             // A closed channel means nobody is listening; the operation goes on regardless.
             let _ = events.send(event);

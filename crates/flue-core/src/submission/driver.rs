@@ -20,6 +20,7 @@ use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
 use crate::record::{UserContent, UserMessage};
+use crate::spans;
 use crate::store::conversation::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
 use crate::submission::fenced::FencedSessions;
@@ -179,6 +180,18 @@ async fn process(
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
     let attempts = submission.attempts;
+    tracing::debug!(
+        target: "flue_core::submission",
+        conversation = %key.instance_id(),
+        submission = submission_id,
+        attempt = attempts,
+        "attempt"
+    );
+    let attempt_span = spans::attempt(
+        inner.submission_span(submission_id).as_ref(),
+        submission_id,
+        attempts,
+    );
     inner.emit(
         key,
         Some(submission_id),
@@ -279,7 +292,8 @@ async fn process(
         reason: Arc::clone(&reason),
     };
     *slot.attempt() = Some(control);
-    let mut handle = session.run_submission(message, cancel.clone());
+    // The operation's span (and everything under it) nests under the attempt's.
+    let mut handle = attempt_span.in_scope(|| session.run_submission(message, cancel.clone()));
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);
         let key = key.clone();
@@ -447,7 +461,15 @@ async fn settle(inner: &RuntimeInner, fence: &Fence, settlement: Settlement) -> 
             Next::Continue
         }
         Ok(false) => Next::Continue,
-        Err(_) => Next::Stop,
+        Err(err) => {
+            tracing::warn!(
+                target: "flue_core::submission",
+                submission = %settlement.submission_id,
+                error = %err,
+                "cannot record the settlement; the next owner settles it"
+            );
+            Next::Stop
+        }
     }
 }
 

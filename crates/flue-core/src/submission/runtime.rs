@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
+use crate::spans;
 use crate::store::{Admission, ConversationStore, OwnerRegistration};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
@@ -93,6 +95,7 @@ impl AgentRuntimeBuilder {
             idle: Notify::new(),
             own_work_only: self.own_work_only,
             own: Mutex::new(HashMap::new()),
+            submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
         });
         inner.reconcile().await?;
@@ -174,6 +177,9 @@ pub(crate) struct RuntimeInner {
     pub(crate) own_work_only: bool,
     /// With `own_work_only`: the submissions this runtime dispatched and has not seen settled.
     own: Mutex<HashMap<ConversationKey, Vec<String>>>,
+    /// The telemetry spans of the submissions this runtime admitted, until they settle (only
+    /// while a subscriber records them): their attempts nest under them.
+    submission_spans: Mutex<HashMap<String, tracing::Span>>,
     /// Serializes this runtime's decisions on pending actions (they share one owner id, so
     /// two at once would fence each other off).
     pub(crate) resolving: tokio::sync::Mutex<()>,
@@ -199,7 +205,31 @@ impl RuntimeInner {
         self.drivers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The span of a submission this runtime admitted, while it is unsettled.
+    pub(crate) fn submission_span(&self, submission_id: &str) -> Option<tracing::Span> {
+        self.submission_spans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(submission_id)
+            .cloned()
+    }
+
     pub(crate) fn emit(&self, key: &ConversationKey, submission_id: Option<&str>, event: Event) {
+        if let Event::SubmissionSettled {
+            submission_id,
+            outcome,
+            error,
+        } = &event
+        {
+            let span = self
+                .submission_spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(submission_id);
+            if let Some(span) = span {
+                spans::record_outcome(&span, *outcome, error.as_ref().map(|e| e.kind.as_str()));
+            }
+        }
         // No subscriber is fine: events are live-only.
         let _ = self.events.send(RuntimeEvent {
             conversation: key.clone(),
@@ -399,7 +429,24 @@ impl AgentRuntime {
         if self.inner.own_work_only {
             self.inner.remember_own(key, &admission.submission_id);
         }
-        let receipt = match self.inner.store.admit(&admission).await {
+        let span = spans::submission(&key.agent, &key.instance_id(), &admission.submission_id);
+        let admitted = self
+            .inner
+            .store
+            .admit(&admission)
+            .instrument(span.clone())
+            .await;
+        if !span.is_disabled()
+            && let Ok(receipt) = &admitted
+            && receipt.submission_id == admission.submission_id
+        {
+            self.inner
+                .submission_spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(receipt.submission_id.clone(), span);
+        }
+        let receipt = match admitted {
             Ok(receipt) => receipt,
             Err(err) => {
                 self.inner.forget_own(key, &admission.submission_id);

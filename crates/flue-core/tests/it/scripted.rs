@@ -668,7 +668,8 @@ async fn unknown_fields_are_rejected_with_their_location() {
     assert_eq!(
         check_model_error(&scripted, SCRIPT).await,
         "script_error: script scripts/test.json: line 2, column 18: unknown field `txt`, expected \
-         one of `text`, `thinking`, `tool_calls`, `error`, `stop`, `delay_ms`"
+         one of `text`, `thinking`, `tool_calls`, `error`, `stop`, `delay_ms`, \
+         `chunk_delay_ms`"
     );
 }
 

@@ -1,5 +1,6 @@
 //! A test host: agents `plain` (answers), `tool` (calls `lookup`), `slow-tool` (calls a tool
-//! that sleeps until cancelled or 30 s), all on the scripted model and an in-memory store.
+//! that sleeps until cancelled or 30 s), `stream` (answers a piece every 80 ms), all on the
+//! scripted model and an in-memory store.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,8 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 const PLAIN: &str = r#"{"rules":[{"reply":{"text":"Hello from the fake model."}}]}"#;
+/// Streams slowly: a piece of reasoning or text every 80 ms.
+const STREAM: &str = r#"{"rules":[{"reply":{"thinking":"Thinking it over.","text":"Hello from the slow fake model.","chunk_delay_ms":80}}]}"#;
 const TOOL: &str = r#"{"rules":[
   {"when":{"tool_result":"lookup"},"reply":{"text":"Final answer: {{tool_result}}"}},
   {"reply":{"text":"Looking up.","tool_calls":[{"name":"lookup","input":{"query":"{{user}}"}}]}}
@@ -48,7 +51,11 @@ impl TestHost {
         &self,
         agent: &str,
     ) -> Result<Arc<dyn Fn() -> HarnessBuilder + Send + Sync>, FlueError> {
-        let script = if agent == "plain" { PLAIN } else { TOOL };
+        let script = match agent {
+            "plain" => PLAIN,
+            "stream" => STREAM,
+            _ => TOOL,
+        };
         let lookup = lookup_tool(agent == "slow-tool")?;
         let mut config = AgentConfig::new()
             .with_name(agent)
@@ -87,7 +94,7 @@ fn lookup_tool(slow: bool) -> Result<ToolDefinition, FlueError> {
 
 impl AgentHost for TestHost {
     fn agents(&self) -> Vec<AgentInfo> {
-        ["plain", "tool", "slow-tool"]
+        ["plain", "tool", "slow-tool", "stream"]
             .into_iter()
             .map(|name| AgentInfo {
                 name: name.to_owned(),
@@ -129,25 +136,29 @@ pub(crate) async fn app(kind: Kind, config: ServerConfig) -> Router {
             let runtime = LocalRuntime::new(Arc::new(TestHost::new()));
             flue_server::router(Arc::new(runtime), config)
         }
-        Kind::Durable => {
-            let host = TestHost::new();
-            let infos = host.agents();
-            let mut agents = StaticAgents::new();
-            for name in ["plain", "tool", "slow-tool"] {
-                let builder = host.builder(name).unwrap();
-                agents = agents.with_agent(name, move || builder.clone()());
-            }
-            let store = Arc::new(MemoryStore::new());
-            let runtime = AgentRuntime::builder(store, Arc::new(agents))
-                .with_poll_interval(Duration::from_millis(10))
-                .start()
-                .await
-                .unwrap();
-            // The temporary directory lives as long as the test process.
-            std::mem::forget(host);
-            flue_server::router(Arc::new(DurableRuntime::new(runtime, infos)), config)
-        }
+        Kind::Durable => flue_server::router(Arc::new(durable_runtime().await), config),
     }
+}
+
+/// A `DurableRuntime` over flue-core's `AgentRuntime` and an in-memory store, serving the
+/// test agents.
+pub(crate) async fn durable_runtime() -> DurableRuntime {
+    let host = TestHost::new();
+    let infos = host.agents();
+    let mut agents = StaticAgents::new();
+    for name in ["plain", "tool", "slow-tool", "stream"] {
+        let builder = host.builder(name).unwrap();
+        agents = agents.with_agent(name, move || builder.clone()());
+    }
+    let store = Arc::new(MemoryStore::new());
+    let runtime = AgentRuntime::builder(store, Arc::new(agents))
+        .with_poll_interval(Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    // The temporary directory lives as long as the test process.
+    std::mem::forget(host);
+    DurableRuntime::new(runtime, infos)
 }
 
 /// A durable router serving `careful`: the `tool` agent whose `lookup` asks first.

@@ -12,3 +12,4 @@ mod actions;
 mod docs;
 mod host;
 mod protocol;
+mod reload;

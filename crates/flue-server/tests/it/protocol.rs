@@ -379,6 +379,201 @@ async fn sse_frames_data_then_control_with_ids_and_resumes_from_last_event_id(ki
     );
 }
 
+/// Reads SSE frames until `done` holds for the chunks seen; returns every chunk in order, with
+/// the instant each data event arrived.
+async fn sse_chunks(
+    body: &mut (impl futures::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<(tokio::time::Instant, Value)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut buffer = String::new();
+    let mut chunks = Vec::new();
+    loop {
+        while let Some((event, rest)) = buffer.split_once("\n\n") {
+            if let Some(data) = event.strip_prefix("event: data\ndata:") {
+                let now = tokio::time::Instant::now();
+                let batch: Vec<Value> = serde_json::from_str(data).unwrap();
+                assert_eq!(batch[0]["type"], "stream-checkpoint", "{data}");
+                chunks.extend(batch.into_iter().skip(1).map(|chunk| (now, chunk)));
+            }
+            buffer = rest.to_owned();
+        }
+        let seen: Vec<Value> = chunks.iter().map(|(_, chunk)| chunk.clone()).collect();
+        if done(&seen) {
+            return chunks;
+        }
+        let frame = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("the SSE stream went quiet")
+            .unwrap()
+            .unwrap();
+        buffer.push_str(std::str::from_utf8(&frame).unwrap());
+    }
+}
+
+/// What the official client holds of one submission's reply: it skips chunks at or before the
+/// last applied position, appends deltas to the messages the submission started, replaces
+/// everything on a reset.
+#[derive(Clone, Debug, Default)]
+struct ClientReply {
+    last: Option<(u64, u64)>,
+    replies: Vec<String>,
+    text: String,
+}
+
+impl ClientReply {
+    fn apply(&mut self, chunks: &[Value], submission: &str) -> &str {
+        for chunk in chunks {
+            let position = (
+                chunk["position"]["batch"].as_u64().unwrap(),
+                chunk["position"]["index"].as_u64().unwrap(),
+            );
+            if self.last.is_some_and(|last| position <= last) {
+                continue;
+            }
+            self.last = Some(position);
+            match chunk["type"].as_str().unwrap() {
+                "conversation-reset" => {
+                    let messages = chunk["snapshot"]["messages"].as_array().unwrap();
+                    let mine = messages.iter().filter(|message| {
+                        message["role"] == "assistant" && message["submissionId"] == submission
+                    });
+                    self.replies = mine
+                        .clone()
+                        .map(|message| message["id"].as_str().unwrap().to_owned())
+                        .collect();
+                    self.text = mine
+                        .flat_map(|message| message["parts"].as_array().unwrap().clone())
+                        .filter(|part| part["type"] == "text")
+                        .map(|part| part["text"].as_str().unwrap().to_owned())
+                        .collect();
+                }
+                "message-started" if chunk["submissionId"] == submission => {
+                    self.replies
+                        .push(chunk["messageId"].as_str().unwrap().to_owned());
+                }
+                "message-delta"
+                    if chunk["kind"] == "text"
+                        && self
+                            .replies
+                            .iter()
+                            .any(|id| chunk["messageId"] == id.as_str()) =>
+                {
+                    self.text.push_str(chunk["delta"].as_str().unwrap());
+                }
+                _ => {}
+            }
+        }
+        &self.text
+    }
+}
+
+async fn sse_streams_text_as_the_model_produces_it_and_a_resumed_reader_sees_it_once(kind: Kind) {
+    let app = app(kind, fast_config()).await;
+    let first = send(&app, "/agents/stream/d1", "hi").await;
+    settled(
+        &app,
+        "/agents/stream/d1",
+        first["submissionId"].as_str().unwrap(),
+    )
+    .await;
+    let admission = send(&app, "/agents/stream/d1", "again").await;
+    let submission = admission["submissionId"].as_str().unwrap().to_owned();
+    let offset = admission["offset"].as_str().unwrap();
+    let open = |offset: String| {
+        let app = app.clone();
+        async move {
+            let response = app
+                .oneshot(
+                    Request::get(format!(
+                        "/agents/stream/d1?view=updates&offset={offset}&live=sse"
+                    ))
+                    .body(Body::empty())
+                    .unwrap(),
+                )
+                .await
+                .unwrap();
+            response.into_body().into_data_stream()
+        }
+    };
+    let mut body = open(offset.to_owned()).await;
+    // The first piece of text arrives while the turn is still being produced: the snapshot
+    // does not have the reply's text yet.
+    let early = sse_chunks(&mut body, |chunks| {
+        chunks
+            .iter()
+            .any(|chunk| chunk["type"] == "message-delta" && chunk["kind"] == "text")
+    })
+    .await;
+    let snapshot = get(&app, "/agents/stream/d1").await.json();
+    let reply = snapshot["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "assistant" && message["submissionId"] == submission)
+        .flat_map(|message| message["parts"].as_array().unwrap().clone())
+        .filter(|part| part["type"] == "text")
+        .map(|part| part["text"].as_str().unwrap().to_owned())
+        .collect::<String>();
+    assert_ne!(
+        reply, "Hello from the slow fake model.",
+        "the reply is not complete yet"
+    );
+    let reasoning = early
+        .iter()
+        .any(|(_, chunk)| chunk["type"] == "message-delta" && chunk["kind"] == "reasoning");
+    assert!(reasoning, "reasoning streams too: {early:?}");
+    let control_offset = get(&app, "/agents/stream/d1")
+        .await
+        .header("stream-next-offset")
+        .unwrap()
+        .to_owned();
+
+    // Follow to the settlement: the text deltas came one by one, and the client's text is
+    // the reply exactly once.
+    let settled_marker = format!("\"submissionId\":\"{submission}\"");
+    let rest = sse_chunks(&mut body, |chunks| {
+        chunks.iter().any(|chunk| {
+            chunk["type"] == "submission-settled" && chunk.to_string().contains(&settled_marker)
+        })
+    })
+    .await;
+    let all: Vec<Value> = early
+        .iter()
+        .chain(rest.iter())
+        .map(|(_, chunk)| chunk.clone())
+        .collect();
+    let text_deltas = all
+        .iter()
+        .filter(|chunk| chunk["type"] == "message-delta" && chunk["kind"] == "text")
+        .count();
+    assert!(text_deltas >= 5, "one delta per piece: {all:?}");
+    assert_eq!(
+        ClientReply::default().apply(&all, &submission),
+        "Hello from the slow fake model.",
+        "{all:?}"
+    );
+
+    // A reader that saw the live text and resumes from the offset it held then (the
+    // durable head during the turn) ends with the reply once, not twice.
+    let seen_live: Vec<Value> = early.iter().map(|(_, chunk)| chunk.clone()).collect();
+    let mut held = ClientReply::default();
+    held.apply(&seen_live, &submission);
+    let mut resumed = open(control_offset).await;
+    let replay = sse_chunks(&mut resumed, |chunks| {
+        chunks.iter().any(|chunk| {
+            chunk["type"] == "submission-settled" && chunk.to_string().contains(&settled_marker)
+        })
+    })
+    .await;
+    let replay: Vec<Value> = replay.into_iter().map(|(_, chunk)| chunk).collect();
+    assert_eq!(
+        held.apply(&replay, &submission),
+        "Hello from the slow fake model.",
+        "{replay:?}"
+    );
+}
+
 async fn an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers(kind: Kind) {
     let app = app(kind, fast_config()).await;
     let admission = send(&app, "/agents/plain/slow", "first").await;
@@ -563,9 +758,105 @@ async fn signals_and_images_are_admitted_as_their_messages(kind: Kind) {
     let parts = &snapshot["messages"][0]["parts"];
     assert_eq!(parts[1]["type"], "file");
     assert_eq!(parts[1]["mediaType"], "image/png");
+    assert_eq!(parts[1]["size"], 8);
     if matches!(kind, Kind::Local) {
         assert_eq!(parts[1]["filename"], "a.png");
     }
+
+    // The part's id serves the image's bytes, with the headers of the protocol.
+    let id = parts[1]["id"].as_str().unwrap();
+    let bytes = get(&app, &format!("/agents/plain/img/attachments/{id}")).await;
+    assert_eq!(bytes.status, 200);
+    assert_eq!(bytes.body, b"\x89PNG\r\n\x1a\n");
+    assert_eq!(bytes.header("content-type"), Some("image/png"));
+    assert_eq!(bytes.header("content-length"), Some("8"));
+    assert_eq!(bytes.header("content-disposition"), Some("inline"));
+    assert_eq!(
+        bytes.header("cache-control"),
+        Some("private, max-age=31536000, immutable")
+    );
+    assert_eq!(bytes.header("content-security-policy"), Some("sandbox"));
+    assert_eq!(bytes.header("x-content-type-options"), Some("nosniff"));
+    // Only within its conversation, and only ids that exist.
+    let other = post_json(&app, "/agents/plain/img2", r#"{"kind":"user","body":"x"}"#).await;
+    assert_eq!(other.status, 202);
+    for uri in [
+        format!("/agents/plain/img2/attachments/{id}"),
+        "/agents/plain/img/attachments/att_nope_0".to_owned(),
+        format!("/agents/plain/img/attachments/{}9", &id[..id.len() - 1]),
+    ] {
+        let missing = get(&app, &uri).await;
+        assert_eq!(
+            (missing.status, missing.error_type()),
+            (404, "attachment_not_found".to_owned()),
+            "{uri}"
+        );
+    }
+    let none = get(&app, &format!("/agents/plain/nobody/attachments/{id}")).await;
+    assert_eq!(none.error_type(), "stream_not_found");
+    // Data that is not base64, and too many images, are refused before anything is stored.
+    let image = |data: &str| json!({"type": "image", "data": data, "mimeType": "image/png"});
+    for attachments in [vec![image("not base64!")], vec![image("iVBORw0KGgo="); 17]] {
+        let body = json!({"kind": "user", "body": "x", "attachments": attachments});
+        let refused = post_json(&app, "/agents/plain/img3", &body.to_string()).await;
+        assert_eq!(
+            (refused.status, refused.error_type()),
+            (400, "invalid_request".to_owned())
+        );
+    }
+    assert_eq!(
+        get(&app, "/agents/plain/img3").await.error_type(),
+        "stream_not_found"
+    );
+}
+
+async fn a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope(kind: Kind) {
+    let app = app(
+        kind,
+        ServerConfig {
+            request_timeout: Duration::from_millis(100),
+            long_poll_timeout: Duration::from_secs(10),
+            ..fast_config()
+        },
+    )
+    .await;
+    let admission = send(&app, "/agents/plain/t1", "hi").await;
+    settled(
+        &app,
+        "/agents/plain/t1",
+        admission["submissionId"].as_str().unwrap(),
+    )
+    .await;
+    let head = get(&app, "/agents/plain/t1").await;
+    let offset = head.header("stream-next-offset").unwrap().to_owned();
+    // A long-poll at the head waits longer than the request timeout allows.
+    let parked = get(
+        &app,
+        &format!("/agents/plain/t1?view=updates&offset={offset}&live=long-poll"),
+    )
+    .await;
+    assert_eq!(
+        (parked.status, parked.error_type()),
+        (408, "request_timeout".to_owned())
+    );
+    assert_eq!(parked.header("content-type"), Some("application/json"));
+    assert!(
+        !parked.json()["error"]["details"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+    // A path segment that is not UTF-8 once decoded is axum's rejection, in the envelope.
+    let undecodable = get(&app, "/agents/plain/%FF%FE").await;
+    assert_eq!(
+        (undecodable.status, undecodable.error_type()),
+        (400, "invalid_request".to_owned())
+    );
+    assert_eq!(undecodable.header("content-type"), Some("application/json"));
+    assert_eq!(
+        undecodable.header("x-content-type-options"),
+        Some("nosniff")
+    );
 }
 
 /// (method, uri, content type, body, status, type)
@@ -897,7 +1188,7 @@ async fn health_and_agents_describe_the_server(kind: Kind) {
         agents["agents"][0],
         json!({"name": "plain", "description": "the plain agent", "model": "scripted/test.json"})
     );
-    assert_eq!(agents["agents"].as_array().unwrap().len(), 3);
+    assert_eq!(agents["agents"].as_array().unwrap().len(), 4);
 }
 
 async fn cors_is_off_unless_origins_are_configured(kind: Kind) {
@@ -961,10 +1252,12 @@ both!(
     a_parked_long_poll_returns_as_soon_as_the_next_message_lands,
     pages_hold_at_most_100_batches_and_say_when_more_is_waiting,
     sse_frames_data_then_control_with_ids_and_resumes_from_last_event_id,
+    sse_streams_text_as_the_model_produces_it_and_a_resumed_reader_sees_it_once,
     an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers,
     abort_settles_the_running_and_every_queued_submission_aborted,
     uid_conditions_create_only_continue_only_and_store_nothing_when_they_fail,
     signals_and_images_are_admitted_as_their_messages,
+    a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope,
     every_refusal_has_its_status_envelope_and_stores_nothing,
     offsets_past_the_head_and_large_bodies_are_refused,
     a_token_is_required_on_every_route_when_configured,

@@ -453,6 +453,7 @@ struct Reply {
     error: Option<ReplyError>,
     stop: Option<ReplyStop>,
     delay_ms: Option<u64>,
+    chunk_delay_ms: Option<u64>,
 }
 
 impl Reply {
@@ -681,13 +682,19 @@ async fn play(
         .as_deref()
         .map(|text| interpolate(text, vars))
         .unwrap_or_default();
+    let pause = || async {
+        match reply.chunk_delay_ms {
+            Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            None => tokio::task::yield_now().await,
+        }
+    };
     for chunk in chunks(&thinking) {
         sink.thinking_delta(chunk);
-        tokio::task::yield_now().await;
+        pause().await;
     }
     for chunk in chunks(&text) {
         sink.text_delta(chunk);
-        tokio::task::yield_now().await;
+        pause().await;
     }
     if let Some(error) = &reply.error {
         let message = interpolate(&error.message, vars);

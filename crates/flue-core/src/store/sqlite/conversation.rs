@@ -141,7 +141,7 @@ impl SqliteStore {
         let admission = admission.clone();
         let (receipt, head) = self
             .writer
-            .write(move |tx| Self::admit_in(tx, &admission, &message_json))
+            .write_first(move |tx| Self::admit_in(tx, &admission, &message_json))
             .await?;
         if let Some(head) = head {
             self.heads.notify(&instance_id, head);

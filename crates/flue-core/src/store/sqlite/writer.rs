@@ -15,6 +15,11 @@
 //! batch is equivalent to running them one after another as separate transactions; it only
 //! shares their fsync. While the thread waits for the disk, new requests queue up, so the batch
 //! size follows the load: one request alone is committed at once.
+//!
+//! Requests sent with [`Writer::write_first`] (admissions: a caller waits for them) run before
+//! the others of their batch, so an admission never waits for the work of a batch of appends
+//! before its commit. Requests that share a batch were all waiting at once, none answered, so
+//! any order of them is one a caller could have seen.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
@@ -57,11 +62,28 @@ impl Writer {
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
+        self.send(op, false).await
+    }
+
+    /// Like [`Writer::write`], but runs `op` before the other requests of its batch.
+    pub(super) async fn write_first<R, F>(&self, op: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
+        self.send(op, true).await
+    }
+
+    async fn send<R, F>(&self, op: F, first: bool) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let sent = self
             .sender
             .as_ref()
-            .is_some_and(|sender| sender.send(Box::new(Op { op, reply })).is_ok());
+            .is_some_and(|sender| sender.send(Box::new(Op { op, reply, first })).is_ok());
         if !sent {
             return Err(writer_stopped());
         }
@@ -88,6 +110,8 @@ fn writer_stopped() -> FlueError {
 
 /// A queued write, type-erased.
 trait Request: Send {
+    /// True when it runs before the others of its batch.
+    fn first(&self) -> bool;
     /// Runs the write inside the batch's transaction; the answer is held until the commit.
     fn run(self: Box<Self>, tx: &Transaction<'_>) -> Box<dyn Answer>;
     /// Answers without running (the batch's transaction could not be opened or was lost).
@@ -104,6 +128,7 @@ trait Answer: Send {
 struct Op<F, R> {
     op: F,
     reply: oneshot::Sender<Result<R>>,
+    first: bool,
 }
 
 impl<F, R> Request for Op<F, R>
@@ -111,8 +136,12 @@ where
     R: Send + 'static,
     F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
 {
+    fn first(&self) -> bool {
+        self.first
+    }
+
     fn run(self: Box<Self>, tx: &Transaction<'_>) -> Box<dyn Answer> {
-        let Op { op, reply } = *self;
+        let Op { op, reply, .. } = *self;
         let result = catch_unwind(AssertUnwindSafe(|| op(tx))).unwrap_or_else(|_| {
             Err(FlueError::Store {
                 message: "a store write panicked; it was rolled back".to_owned(),
@@ -160,6 +189,8 @@ fn run(connection: &Mutex<Connection>, receiver: &Receiver<Box<dyn Request>>) {
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
+        // Stable: the first requests keep their order, and so do the others.
+        batch.sort_by_key(|request| !request.first());
         let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
         run_batch(&mut connection, batch);
     }

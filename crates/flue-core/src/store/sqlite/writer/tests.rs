@@ -1,4 +1,5 @@
-//! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a batch see earlier ones.
+//! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a
+//! batch see earlier ones, first writes run before the others of their batch.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -104,4 +105,45 @@ async fn writes_in_one_batch_see_those_before_them() {
     numbers.sort_unstable();
     assert_eq!(numbers, (1..=10).collect::<Vec<i64>>());
     assert_eq!(stored(&connection), (1..=10).collect::<Vec<i64>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_write_runs_before_the_others_of_its_batch() {
+    let connection = table();
+    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let next = |tx: &rusqlite::Transaction<'_>| {
+        tx.query_row(
+            "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_err(|err| FlueError::store("insert", err))
+    };
+    let held = connection.lock().unwrap();
+    // The thread takes this one alone and waits for the connection; the next three queue
+    // behind it and make up the second batch.
+    let spawn = |first: bool| {
+        let writer = Arc::clone(&writer);
+        tokio::spawn(async move {
+            if first {
+                writer.write_first(next).await
+            } else {
+                writer.write(next).await
+            }
+        })
+    };
+    let alone = spawn(false);
+    std::thread::sleep(Duration::from_millis(50));
+    let ordinary = [spawn(false), spawn(false)];
+    std::thread::sleep(Duration::from_millis(20));
+    let first = spawn(true);
+    std::thread::sleep(Duration::from_millis(50));
+    drop(held);
+    assert_eq!(alone.await.unwrap().unwrap(), 1);
+    assert_eq!(first.await.unwrap().unwrap(), 2);
+    let mut others = Vec::new();
+    for write in ordinary {
+        others.push(write.await.unwrap().unwrap());
+    }
+    assert_eq!(others, [3, 4]);
 }

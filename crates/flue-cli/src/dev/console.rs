@@ -1,0 +1,200 @@
+//! The dev console: a page at `/` whose HTML, CSS and JavaScript are compiled into the binary
+//! (no build step, nothing fetched from the network), and the dev-only routes it reads besides
+//! the conversation protocol: the build status with the agents and diagnostics (long-polled),
+//! a conversation's stored transcript with its task sessions, and the live events of its
+//! running turn (text as the model streams it, task start and end), which the durable stream
+//! only carries once a turn is stored.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::DevState;
+
+const INDEX_HTML: &str = include_str!("console/index.html");
+const CONSOLE_CSS: &str = include_str!("console/console.css");
+const CONSOLE_JS: &str = include_str!("console/console.js");
+
+/// How long `GET /_flue/dev/state?after=N` waits for a rebuild before answering unchanged.
+const LONG_POLL: Duration = Duration::from_secs(25);
+
+/// Every route [`routes`] adds, as `METHOD path` lines (a test keeps docs/dev.md equal).
+#[cfg(test)]
+const DEV_ROUTES: &[&str] = &[
+    "GET /",
+    "GET /_flue/dev/console.css",
+    "GET /_flue/dev/console.js",
+    "GET /_flue/dev/state",
+    "GET /_flue/dev/transcript/{agent}/{id}",
+    "GET /_flue/dev/live/{agent}/{id}",
+];
+
+/// The console's routes, to merge into the protocol router (they add no fallback).
+pub(super) fn routes(state: Arc<DevState>) -> Router {
+    Router::new()
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/_flue/dev/console.css",
+            get(|| async { asset("text/css; charset=utf-8", CONSOLE_CSS) }),
+        )
+        .route(
+            "/_flue/dev/console.js",
+            get(|| async { asset("text/javascript; charset=utf-8", CONSOLE_JS) }),
+        )
+        .route("/_flue/dev/state", get(status))
+        .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
+        .route("/_flue/dev/live/{agent}/{id}", get(live))
+        .with_state(state)
+}
+
+/// An embedded file. The page runs only its own script and style (CSP), and is never cached,
+/// so a new `flue` binary serves its new console at once.
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; \
+             frame-ancestors 'none'",
+        ),
+    );
+    response
+}
+
+#[derive(Deserialize)]
+struct StatusQuery {
+    /// Answer once the generation is past this one (or after the long-poll timeout).
+    after: Option<u64>,
+}
+
+/// `GET /_flue/dev/state[?after=N]`: the build status; with `after`, waits for a newer one.
+async fn status(State(state): State<Arc<DevState>>, Query(query): Query<StatusQuery>) -> Response {
+    let mut receiver = state.status.subscribe();
+    if let Some(after) = query.after {
+        let newer = receiver.wait_for(|status| status.generation > after);
+        // Timing out answers the current status unchanged; the console asks again.
+        let _ = tokio::time::timeout(LONG_POLL, newer).await;
+    }
+    let current = receiver.borrow().clone();
+    let mut body = serde_json::to_value(current.as_ref()).unwrap_or_default();
+    if let serde_json::Value::Object(map) = &mut body {
+        // What the protocol router offers beyond conversations, so the console shows only
+        // what works: pending actions (tool confirmations) once the router serves them.
+        map.insert(
+            "features".to_owned(),
+            json!({ "actions": flue_server::ROUTES.contains(&ACTIONS_ROUTE) }),
+        );
+    }
+    no_store(axum::Json(body).into_response())
+}
+
+/// The protocol route listing a conversation's pending actions.
+const ACTIONS_ROUTE: &str = "GET /agents/{agent}/{id}/actions";
+
+/// `GET /_flue/dev/transcript/{agent}/{id}`: the conversation's stored sessions, the root one
+/// with its task sessions nested (the shape of `flue session show --json --tree`); an empty
+/// root session for a conversation that has none yet.
+async fn transcript(
+    State(state): State<Arc<DevState>>,
+    Path((agent, id)): Path<(String, String)>,
+) -> Response {
+    let instance_id = flue_core::ConversationKey::new(&agent, &id).instance_id();
+    match crate::session_show::transcript_tree(&state.store, &instance_id).await {
+        Ok(Some(tree)) => no_store(axum::Json(tree).into_response()),
+        Ok(None) => no_store(
+            axum::Json(json!({"session": flue_core::DEFAULT_SESSION, "version": 0,
+                "messages": [], "tasks": []}))
+            .into_response(),
+        ),
+        Err(err) => {
+            tracing::warn!(error = %format!("{err:#}"), "cannot read a transcript");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({"error": {"type": "internal_error",
+                    "message": "the transcript cannot be read; see the terminal"}})),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// `GET /_flue/dev/live/{agent}/{id}`: server-sent events, one per live event of the
+/// conversation's running work in this process, `{"submissionId", "event"}` with `event` in
+/// flue-core's event format: text and reasoning deltas, model turn ends, task start and end,
+/// compaction start and end. Nothing is stored or replayed: a reader sees what happens while it
+/// is connected, and a `lagged` event when it fell behind (the durable stream has the rest).
+async fn live(
+    State(state): State<Arc<DevState>>,
+    Path((agent, id)): Path<(String, String)>,
+) -> Response {
+    let key = flue_core::ConversationKey::new(&agent, &id);
+    let receiver = state.runtime.runtime().subscribe();
+    let events = futures::stream::unfold((receiver, key), |(mut receiver, key)| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match receiver.recv().await {
+                Ok(event) if event.conversation == key => {
+                    if let Some(sse) = live_event(&event) {
+                        return Some((Ok::<_, Infallible>(sse), (receiver, key)));
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {
+                    let lagged = SseEvent::default().event("lagged").data("{}");
+                    return Some((Ok(lagged), (receiver, key)));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    no_store(
+        Sse::new(events)
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+    )
+}
+
+/// The events the console shows live; the rest reach it through the durable stream.
+fn live_event(event: &flue_core::RuntimeEvent) -> Option<SseEvent> {
+    use flue_core::Event;
+    let shown = matches!(
+        event.event,
+        Event::TextDelta { .. }
+            | Event::ThinkingDelta { .. }
+            | Event::TurnEnd { .. }
+            | Event::TaskStart { .. }
+            | Event::TaskEnd { .. }
+            | Event::CompactionStart { .. }
+            | Event::CompactionEnd { .. }
+    );
+    if !shown {
+        return None;
+    }
+    let data = json!({"submissionId": event.submission_id, "event": event.event});
+    Some(SseEvent::default().data(data.to_string()))
+}
+
+fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+#[cfg(test)]
+mod tests;

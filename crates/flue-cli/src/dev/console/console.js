@@ -1,0 +1,914 @@
+// The flue dev console. Vanilla JavaScript, no build step, no network beyond this server.
+//
+// It speaks the same conversation protocol as any client (POST a message, read the updates
+// over SSE from an offset) plus the dev-only routes of `flue dev`:
+//   GET /_flue/dev/state?after=N              build status, agents, diagnostics (long-poll)
+//   GET /_flue/dev/transcript/<agent>/<id>    the stored sessions with task sessions nested
+//   GET /_flue/dev/live/<agent>/<id>          live events of the running turn (SSE)
+'use strict';
+
+const state = {
+  status: null,          // the last /_flue/dev/state answer
+  agent: null,           // selected agent name
+  conversation: null,    // selected conversation id
+  source: null,          // the EventSource of the selected conversation
+  messages: [],          // the conversation's messages, in order (protocol snapshot shape)
+  running: new Set(),    // submissions admitted and not settled
+  settled: new Set(),    // submissions seen settling (the stream can beat the POST's answer)
+  openBlocks: new Set(), // keys of tool/reasoning blocks the user opened
+  usage: [],             // per reply: usage summed from the stored transcript
+  transcript: null,
+  tab: 'agent',
+  actions: [],
+  pending: null,         // the agent and conversation named in the url, until the first status
+  stick: true,           // keep the chat scrolled to the newest message (until the user scrolls)
+  liveSource: null,      // the EventSource of the live route
+  live: emptyLive(),     // what the running turn has produced that is not stored yet
+};
+
+// The model's text of the turn in progress, and the tasks running now. A stored turn
+// replaces the text (the durable stream has it from then on).
+function emptyLive() {
+  return { submissionId: null, text: '', reasoning: '', tasks: new Map() };
+}
+
+const $ = (id) => document.getElementById(id);
+
+// Builds an element: h('div', {class: 'x', onclick: f}, child, 'text', ...). Text is never
+// parsed as HTML.
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+    else if (key === 'class') el.className = value;
+    else if (key === 'dataset') Object.assign(el.dataset, value);
+    else el.setAttribute(key, value === true ? '' : value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+// Text with `code`, ```blocks``` and **bold**, everything else literal.
+function richText(text) {
+  const out = h('div', { class: 'text' });
+  const fence = /```[a-zA-Z0-9_-]*\n?([\s\S]*?)```/g;
+  let last = 0;
+  let match;
+  while ((match = fence.exec(text)) !== null) {
+    out.append(...inline(text.slice(last, match.index)), h('pre', {}, match[1]));
+    last = fence.lastIndex;
+  }
+  out.append(...inline(text.slice(last)));
+  return out;
+}
+
+function inline(text) {
+  const nodes = [];
+  const pattern = /`([^`\n]+)`|\*\*([^*\n]+)\*\*/g;
+  let last = 0;
+  let match;
+  while ((match = pattern.exec(text)) !== null) {
+    if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
+    nodes.push(match[1] !== undefined ? h('code', {}, match[1]) : h('strong', {}, match[2]));
+    last = pattern.lastIndex;
+  }
+  if (last < text.length) nodes.push(document.createTextNode(text.slice(last)));
+  return nodes;
+}
+
+// A value as readable lines: keys and list items like YAML, multi-line strings as blocks
+// (a file's content reads as the file, not as one escaped line).
+function pretty(value) {
+  if (typeof value === 'string') {
+    try { value = JSON.parse(value); } catch { return value; }
+  }
+  return lines(value).join('\n');
+}
+
+function lines(value) {
+  if (typeof value === 'string') {
+    if (!value.includes('\n')) return [/^\s|\s$|^$/.test(value) ? JSON.stringify(value) : value];
+    return ['|', ...value.replace(/\n$/, '').split('\n').map((line) => `  ${line}`)];
+  }
+  if (value === null || typeof value !== 'object') return [JSON.stringify(value)];
+  if (Array.isArray(value)) {
+    if (!value.length) return ['[]'];
+    return value.flatMap((item) => lines(item).map((line, idx) => (idx === 0 ? `- ${line}` : `  ${line}`)));
+  }
+  const entries = Object.entries(value);
+  if (!entries.length) return ['{}'];
+  return entries.flatMap(([key, item]) => {
+    const inner = lines(item);
+    const nested = item !== null && typeof item === 'object' && inner[0] !== '[]' && inner[0] !== '{}';
+    if (nested) return [`${key}:`, ...inner.map((line) => `  ${line}`)];
+    return [`${key}: ${inner[0]}`, ...inner.slice(1)];
+  });
+}
+
+function brief(value) {
+  if (value === undefined || value === null) return '';
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return text.length > 90 ? `${text.slice(0, 90)}…` : text;
+}
+
+function encode(segment) { return encodeURIComponent(segment); }
+function conversationUrl() { return `/agents/${encode(state.agent)}/${encode(state.conversation)}`; }
+
+// ---------------------------------------------------------------- build status and agents
+
+async function pollStatus() {
+  let after = null;
+  for (;;) {
+    try {
+      const query = after === null ? '' : `?after=${after}`;
+      const response = await fetch(`/_flue/dev/state${query}`, { cache: 'no-store' });
+      if (!response.ok) throw new Error(`status ${response.status}`);
+      const status = await response.json();
+      const reloaded = state.status && status.build !== state.status.build;
+      state.status = status;
+      after = status.generation;
+      renderStatus(reloaded);
+    } catch {
+      $('build').className = 'build off';
+      $('build').textContent = 'disconnected, retrying…';
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      after = null;
+    }
+  }
+}
+
+function renderStatus(reloaded) {
+  const status = state.status;
+  $('root').textContent = status.root;
+  const build = $('build');
+  if (status.ok) {
+    build.className = 'build ok';
+    const changed = status.changed.length ? ` · ${status.changed.join(', ')}` : '';
+    build.textContent = `build ${status.build} · ${Math.round(status.buildMs)} ms${changed}`;
+    if (reloaded) {
+      build.classList.add('flash');
+      setTimeout(() => build.classList.remove('flash'), 900);
+    }
+  } else {
+    build.className = 'build bad';
+    const n = status.diagnostics.length;
+    build.textContent = `${n} problem${n === 1 ? '' : 's'} · serving build ${status.build}`;
+  }
+  renderDiagnostics();
+  renderAgents();
+  const pending = state.pending;
+  state.pending = null;
+  if (pending && status.agents.some((agent) => agent.name === pending.agent)) {
+    selectAgent(pending.agent, pending.conversation);
+  } else if (!state.agent || !status.agents.some((agent) => agent.name === state.agent)) {
+    const first = status.agents[0];
+    if (first) selectAgent(first.name, savedConversation(first.name));
+  } else {
+    renderAgentDetail();
+  }
+}
+
+function renderDiagnostics() {
+  const status = state.status;
+  const banner = $('diagnostics');
+  banner.hidden = status.ok;
+  $('diagnostic-list').replaceChildren(...status.diagnostics.map((diagnostic) => {
+    const where = diagnostic.path
+      ? `${diagnostic.path}${diagnostic.line ? `:${diagnostic.line}` : ''}`
+      : '';
+    return h('li', {}, where ? h('span', { class: 'where' }, where) : null,
+      where ? `: ${diagnostic.message}` : diagnostic.message);
+  }));
+}
+
+function renderAgents() {
+  const status = state.status;
+  $('agents').replaceChildren(...status.agents.map((agent) => h('li', {},
+    h('button', {
+      class: `agent${agent.name === state.agent ? ' selected' : ''}`,
+      type: 'button',
+      onclick: () => selectAgent(agent.name, savedConversation(agent.name)),
+    },
+    h('div', { class: 'agent-name' }, agent.name),
+    agent.description ? h('div', { class: 'agent-desc' }, agent.description) : null,
+    agent.model ? h('span', { class: 'badge model' }, agent.model) : null))));
+  if (!status.agents.length) $('agents').append(h('li', { class: 'empty-note' }, 'No agents: add agents/NAME.md'));
+  const named = (items) => items.map((item) => h('li', {},
+    h('div', { class: 'name' }, item.name), h('div', { class: 'desc' }, item.description)));
+  $('skills').replaceChildren(...named(status.skills));
+  if (!status.skills.length) $('skills').append(h('li', { class: 'empty-note' }, 'None yet: .agents/skills/NAME/SKILL.md'));
+  $('roles').replaceChildren(...named(status.roles));
+  $('roles-title').hidden = !status.roles.length;
+}
+
+function chips(items, empty) {
+  if (!items || !items.length) return h('span', { class: 'none' }, empty);
+  return h('div', { class: 'chips' }, items.map((item) => h('span', { class: 'badge' }, item)));
+}
+
+function renderAgentDetail() {
+  const agent = state.status && state.status.agents.find((candidate) => candidate.name === state.agent);
+  const panel = $('tab-agent');
+  if (!agent) { panel.replaceChildren(h('p', { class: 'none' }, 'No agent selected.')); return; }
+  panel.replaceChildren(
+    h('h3', { class: 'detail-title' }, agent.name),
+    h('p', { class: 'detail-desc' }, agent.description || 'No description.'),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Model'), h('dd', {}, agent.model ? h('span', { class: 'badge model' }, agent.model) : h('span', { class: 'none' }, 'none')),
+      h('dt', {}, 'File'), h('dd', {}, h('code', {}, agent.path)),
+      h('dt', {}, 'Tools'), h('dd', {}, chips(agent.tools, 'none')),
+      h('dt', {}, 'Skills'), h('dd', {}, chips(agent.skills, 'none')),
+      h('dt', {}, 'Subagents'), h('dd', {}, chips(agent.subagents, 'none')),
+      agent.mcp.length ? [h('dt', {}, 'MCP'), h('dd', {}, chips(agent.mcp, 'none'))] : null,
+      h('dt', {}, 'Sandbox'), h('dd', {}, agent.sandbox || 'workspace default'),
+      agent.role ? [h('dt', {}, 'Role'), h('dd', {}, agent.role)] : null));
+}
+
+// ---------------------------------------------------------------- selecting a conversation
+
+function savedConversation(agent) {
+  return localStorage.getItem(`flue-dev:conversation:${agent}`) || freshId();
+}
+
+// The last conversation ids used with each agent, offered by the id field.
+function rememberConversation(agent, conversation) {
+  const key = `flue-dev:recent:${agent}`;
+  let recent = [];
+  try { recent = JSON.parse(localStorage.getItem(key) || '[]'); } catch { recent = []; }
+  recent = [conversation, ...recent.filter((id) => id !== conversation)].slice(0, 12);
+  localStorage.setItem(key, JSON.stringify(recent));
+  $('recent-conversations').replaceChildren(...recent.map((id) => h('option', { value: id })));
+}
+
+function freshId() {
+  return `dev-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+function selectAgent(agent, conversation) {
+  if (state.source) { state.source.close(); state.source = null; }
+  if (state.liveSource) { state.liveSource.close(); state.liveSource = null; }
+  state.live = emptyLive();
+  state.agent = agent;
+  state.conversation = conversation;
+  localStorage.setItem(`flue-dev:conversation:${agent}`, conversation);
+  rememberConversation(agent, conversation);
+  history.replaceState(null, '', `#${encode(agent)}/${encode(conversation)}`);
+  state.messages = [];
+  state.running.clear();
+  state.settled.clear();
+  state.usage = [];
+  state.transcript = null;
+  state.actions = [];
+  state.actionsRendered = false;
+  $('chat-agent').textContent = agent;
+  $('conversation').value = conversation;
+  renderAgents();
+  renderAgentDetail();
+  renderMessages();
+  renderRunState();
+  followLive();
+  refreshTranscript().then(() => {
+    // A conversation with stored sessions has a stream: follow it from the start.
+    if (state.transcript && state.transcript.version > 0) follow();
+  });
+  refreshActions();
+}
+
+// ---------------------------------------------------------------- the conversation stream
+
+// Follows the conversation's updates over SSE from the beginning (a read from -1 starts
+// with a conversation-reset chunk carrying the snapshot).
+function follow() {
+  if (state.source) return;
+  const agent = state.agent;
+  const conversation = state.conversation;
+  const source = new EventSource(`${conversationUrl()}?view=updates&offset=-1&live=sse`);
+  state.source = source;
+  source.addEventListener('data', (event) => {
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    let chunks;
+    try { chunks = JSON.parse(event.data); } catch { return; }
+    for (const chunk of chunks) apply(chunk);
+    renderMessages();
+    renderRunState();
+  });
+  followLive();
+}
+
+// Live events of this conversation's running work (text as it is generated, tasks).
+function followLive() {
+  if (state.liveSource) return;
+  const agent = state.agent;
+  const conversation = state.conversation;
+  const source = new EventSource(`/_flue/dev/live/${encode(agent)}/${encode(conversation)}`);
+  state.liveSource = source;
+  source.addEventListener('message', (message) => {
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    let data;
+    try { data = JSON.parse(message.data); } catch { return; }
+    const live = state.live;
+    if (data.submissionId && live.submissionId !== data.submissionId) {
+      state.live = emptyLive();
+      state.live.submissionId = data.submissionId;
+    }
+    const event = data.event || {};
+    switch (event.type) {
+      case 'text_delta': state.live.text += event.text; break;
+      case 'thinking_delta': state.live.reasoning += event.text; break;
+      case 'task_start':
+        state.live.tasks.set(event.session, { agent: event.agent, depth: event.depth, state: 'running' });
+        break;
+      case 'task_end': {
+        const task = state.live.tasks.get(event.session);
+        if (task) task.state = event.outcome;
+        break;
+      }
+      default: return;
+    }
+    renderMessages();
+  });
+}
+
+function findMessage(id) { return state.messages.find((message) => message.id === id); }
+
+function assistantMessage(id, submissionId) {
+  let message = findMessage(id);
+  if (!message) {
+    message = { id, role: 'assistant', purpose: 'assistant', display: 'visible', submissionId, parts: [] };
+    state.messages.push(message);
+  }
+  return message;
+}
+
+function findToolPart(toolCallId) {
+  for (const message of state.messages) {
+    for (const part of message.parts) {
+      if (part.type === 'dynamic-tool' && part.toolCallId === toolCallId) return part;
+    }
+  }
+  return null;
+}
+
+function markRunning(submissionId) {
+  if (!state.settled.has(submissionId)) state.running.add(submissionId);
+}
+
+// The client's reduction rules for one chunk.
+function apply(chunk) {
+  switch (chunk.type) {
+    case 'conversation-reset':
+      state.messages = (chunk.snapshot.messages || []).map((message) => ({ ...message, parts: [...message.parts] }));
+      state.running.clear();
+      for (const settlement of chunk.snapshot.settlements || []) state.settled.add(settlement.submissionId);
+      for (const message of state.messages) {
+        if (message.role === 'user' && message.submissionId) markRunning(message.submissionId);
+      }
+      break;
+    case 'message-appended':
+      if (!findMessage(chunk.message.id)) state.messages.push({ ...chunk.message, parts: [...chunk.message.parts] });
+      if (chunk.message.role === 'user' && chunk.message.submissionId) markRunning(chunk.message.submissionId);
+      break;
+    case 'message-started':
+      assistantMessage(chunk.messageId, chunk.submissionId);
+      // The turn is stored: its text comes from the durable stream from now on.
+      state.live.text = '';
+      state.live.reasoning = '';
+      break;
+    case 'message-delta': {
+      const message = assistantMessage(chunk.messageId);
+      const last = message.parts[message.parts.length - 1];
+      if (last && last.type === chunk.kind && last.state === 'streaming') last.text += chunk.delta;
+      else message.parts.push({ type: chunk.kind, text: chunk.delta, state: 'streaming' });
+      break;
+    }
+    case 'tool-input':
+      assistantMessage(chunk.messageId).parts.push({
+        type: 'dynamic-tool', toolName: chunk.toolName, toolCallId: chunk.toolCallId,
+        state: 'input-available', input: chunk.input,
+      });
+      break;
+    case 'tool-output': {
+      const part = findToolPart(chunk.toolCallId);
+      if (part) Object.assign(part, { state: 'output-available', output: chunk.output, durationMs: chunk.durationMs });
+      // A finished task's child session is in the store now: show it under the call.
+      if (part && part.toolName === 'task') refreshTranscript();
+      break;
+    }
+    case 'tool-output-error': {
+      const part = findToolPart(chunk.toolCallId);
+      if (part) Object.assign(part, { state: 'output-error', errorText: chunk.errorText, durationMs: chunk.durationMs });
+      break;
+    }
+    case 'data-part': {
+      const message = assistantMessage(chunk.messageId);
+      const type = `data-${chunk.name}`;
+      const existing = message.parts.find((part) => part.type === type);
+      // A later batch may carry only what changed (an action's decision): merge it.
+      if (existing) existing.data = { ...(existing.data || {}), ...(chunk.data || {}) };
+      else message.parts.push({ type, data: chunk.data });
+      if (chunk.name.startsWith('action-')) refreshActions();
+      break;
+    }
+    case 'message-completed': {
+      const message = findMessage(chunk.messageId);
+      if (message) for (const part of message.parts) if (part.state === 'streaming') part.state = 'done';
+      break;
+    }
+    case 'submission-settled':
+      if (state.live.submissionId === chunk.submissionId) state.live = emptyLive();
+      state.settled.add(chunk.submissionId);
+      state.running.delete(chunk.submissionId);
+      refreshTranscript();
+      refreshActions();
+      break;
+    default:
+      break;
+  }
+}
+
+// ---------------------------------------------------------------- rendering the chat
+
+function renderMessages() {
+  const container = $('messages');
+  const nearBottom = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
+  const stick = state.stick || nearBottom;
+  const inner = h('div', { class: 'inner' });
+  if (!state.messages.length) {
+    inner.append(h('div', { class: 'placeholder' },
+      h('strong', {}, state.agent ? `Talk to ${state.agent}` : 'No agent'),
+      'Messages and everything the agent does show up here as it happens.'));
+  }
+  let replyIndex = 0;
+  const live = state.live;
+  const liveParts = [];
+  if (live.reasoning) liveParts.push({ type: 'reasoning', text: live.reasoning, state: 'streaming' });
+  if (live.text) liveParts.push({ type: 'text', text: live.text, state: 'streaming' });
+  let liveShown = false;
+  for (const message of state.messages) {
+    if (message.role === 'user') inner.append(renderUser(message));
+    else if (message.role === 'assistant') {
+      const extra = message.submissionId && message.submissionId === live.submissionId ? liveParts : [];
+      if (extra.length) liveShown = true;
+      inner.append(renderAssistant({ ...message, parts: [...message.parts, ...extra] }, state.usage[replyIndex++]));
+    } else inner.append(renderSystem(message));
+  }
+  const answering = new Set(state.messages.filter((message) => message.role === 'assistant').map((message) => message.submissionId));
+  if ([...state.running].some((id) => !answering.has(id))) {
+    const streaming = !liveShown && liveParts.length
+      ? renderAssistant({ id: 'live', role: 'assistant', submissionId: live.submissionId, parts: liveParts })
+      : h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
+        h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')));
+    inner.append(streaming);
+  }
+  container.replaceChildren(inner);
+  if (stick) container.scrollTop = container.scrollHeight;
+}
+
+function partText(message) {
+  return message.parts.filter((part) => part.type === 'text').map((part) => part.text).join('');
+}
+
+function renderUser(message) {
+  return h('div', { class: 'message user' }, h('div', { class: 'bubble' }, partText(message)));
+}
+
+function renderSystem(message) {
+  if (message.purpose === 'advisory') {
+    const outcome = message.settlement && message.settlement.outcome;
+    return h('div', { class: `advisory${outcome === 'aborted' ? ' aborted' : ''}` },
+      h('strong', {}, outcome === 'aborted' ? 'Aborted: ' : 'Failed: '), partText(message));
+  }
+  const type = message.signal && message.signal.attributes && message.signal.attributes.type;
+  return h('div', { class: 'signal' }, type ? `signal ${type}: ` : '', partText(message));
+}
+
+function renderAssistant(message, usage) {
+  const body = h('div', { class: 'assistant-body' });
+  for (const part of message.parts) {
+    const rendered = renderPart(message, part);
+    if (rendered) body.append(rendered);
+  }
+  if (state.running.has(message.submissionId)) {
+    body.append(h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')));
+  }
+  if (usage) body.append(renderUsage(usage));
+  return h('div', { class: 'message assistant' }, h('div', { class: 'who' }, state.agent), body);
+}
+
+function collapsible(key, className, summary, content) {
+  const details = h('details', { class: `block ${className}`, dataset: { key } }, h('summary', {}, summary), content);
+  if (state.openBlocks.has(key)) details.open = true;
+  details.addEventListener('toggle', () => {
+    if (details.open) state.openBlocks.add(key); else state.openBlocks.delete(key);
+  });
+  return details;
+}
+
+function renderPart(message, part) {
+  if (part.type === 'text') return part.text ? richText(part.text) : null;
+  if (part.type === 'reasoning') {
+    return collapsible(`reasoning:${message.id}:${message.parts.indexOf(part)}`, 'reasoning',
+      'Thinking', richText(part.text));
+  }
+  if (part.type === 'dynamic-tool') return renderTool(part);
+  if (part.type === 'data-compaction') {
+    const data = part.data || {};
+    const tokens = data.tokensBefore ? ` (${data.tokensBefore} tokens before)` : '';
+    return h('div', { class: 'compaction' }, `Context compacted${tokens}`);
+  }
+  if (part.type.startsWith('data-task-')) return renderTask(part.data || {});
+  if (part.type.startsWith('data-action-')) return renderAction(part.data || {}, 'chat');
+  return null;
+}
+
+function renderTool(part) {
+  const stateName = part.state === 'output-available' ? 'ok' : part.state === 'output-error' ? 'error' : 'running';
+  const label = { ok: 'done', error: 'error', running: 'running' }[stateName];
+  const duration = part.durationMs !== undefined && part.durationMs !== null ? ` · ${part.durationMs} ms` : '';
+  const io = h('div', { class: 'io' }, h('h4', {}, 'Input'), h('pre', {}, pretty(part.input)));
+  if (stateName === 'ok') io.append(h('h4', {}, 'Output'), h('pre', {}, pretty(part.output)));
+  if (stateName === 'error') io.append(h('h4', {}, 'Error'), h('pre', { class: 'error' }, part.errorText));
+  const block = collapsible(`tool:${part.toolCallId}`, `tool tool-${stateName}`, [
+    h('span', { class: 'tool-name' }, part.toolName),
+    h('span', { class: 'tool-hint' }, brief(part.input)),
+    h('span', { class: `state ${stateName}` }, label + duration),
+  ], io);
+  if (part.toolName !== 'task') return block;
+  return h('div', { class: 'tool-with-task' }, block, renderTaskCall(part, stateName));
+}
+
+// A `task` call's child session, nested under the call: running while the call runs, then the
+// child's stored records (and its own tasks) from the transcript.
+function renderTaskCall(part, stateName) {
+  const input = part.input || {};
+  const output = part.output && typeof part.output === 'object' ? part.output : {};
+  const session = output.session && findSession(state.transcript, output.session);
+  const outcome = { ok: 'completed', error: 'failed', running: 'running' }[stateName];
+  // While the call runs, the tasks the live route reports (this call's, and theirs).
+  const running = stateName === 'running'
+    ? [...state.live.tasks.entries()].map(([name, task]) => h('div', { class: 'task-head' },
+      h('span', { class: 'badge' }, `depth ${task.depth}`),
+      h('span', {}, `${task.agent || 'self'} · ${name.split(':').slice(-1)[0].slice(0, 8)}`),
+      h('span', { class: `state ${task.state === 'running' ? 'running' : task.state === 'completed' ? 'ok' : 'error'}` }, task.state)))
+    : [];
+  return h('div', { class: 'task' },
+    h('div', { class: 'task-head' },
+      h('strong', {}, `task → ${input.agent || output.agent || state.agent}`),
+      input.role ? h('span', { class: 'badge' }, `role ${input.role}`) : null,
+      h('span', { class: `state ${stateName}` }, outcome),
+      session ? h('span', { class: 'muted-note' }, `${session.messages.length} records`) : null),
+    running.length ? h('div', { class: 'task-records' }, running) : null,
+    session ? h('div', { class: 'task-records' }, session.messages.map(recordRow),
+      (session.tasks || []).map((child) => renderSession(child, false))) : null);
+}
+
+function findSession(tree, name) {
+  if (!tree) return null;
+  if (tree.session === name) return tree;
+  for (const task of tree.tasks || []) {
+    const found = findSession(task, name);
+    if (found) return found;
+  }
+  return null;
+}
+
+function renderTask(data) {
+  const outcome = data.state || 'running';
+  const stateName = outcome === 'running' ? 'running' : outcome === 'completed' ? 'ok' : 'error';
+  return h('div', { class: 'task' }, h('div', { class: 'task-head' },
+    h('strong', {}, `task → ${data.agent || 'self'}`),
+    data.depth ? h('span', { class: 'badge' }, `depth ${data.depth}`) : null,
+    h('span', { class: `state ${stateName}` }, outcome),
+    data.session ? h('button', { class: 'link', type: 'button', onclick: () => showTab('transcript') }, 'transcript') : null));
+}
+
+function renderUsage(usage) {
+  const cost = usage.costUsd !== null ? h('span', {}, 'cost ', h('b', {}, `$${usage.costUsd.toFixed(usage.costUsd < 0.01 ? 5 : 3)}`)) : null;
+  return h('div', { class: 'usage', title: 'Tokens and cost of this reply (tasks included)' },
+    h('span', {}, 'in ', h('b', {}, usage.input.toLocaleString())),
+    h('span', {}, 'out ', h('b', {}, usage.output.toLocaleString())),
+    usage.cached ? h('span', {}, 'cached ', h('b', {}, usage.cached.toLocaleString())) : null,
+    h('span', {}, `${usage.turns} model call${usage.turns === 1 ? '' : 's'}`),
+    cost);
+}
+
+function renderRunState() {
+  const running = state.running.size > 0;
+  $('abort').hidden = !running;
+  const runState = $('run-state');
+  runState.className = 'run-state';
+  const waiting = state.actions.length;
+  runState.textContent = waiting
+    ? `Waiting for your decision on ${waiting} action${waiting === 1 ? '' : 's'}`
+    : running ? 'The agent is working…' : '';
+}
+
+// ---------------------------------------------------------------- transcript and usage
+
+function emptyUsage() { return { input: 0, output: 0, cached: 0, turns: 0, costUsd: null }; }
+
+function addUsage(total, usage) {
+  if (!usage) return;
+  total.input += usage.input_tokens || 0;
+  total.output += usage.output_tokens || 0;
+  total.cached += (usage.cache_read_tokens || 0) + (usage.cache_write_tokens || 0);
+  if (typeof usage.cost_usd === 'number') total.costUsd = (total.costUsd || 0) + usage.cost_usd;
+}
+
+function sessionUsage(session, total) {
+  for (const record of session.messages) {
+    if (record.type === 'assistant') { addUsage(total, record.usage); total.turns += 1; }
+  }
+  for (const task of session.tasks || []) sessionUsage(task, total);
+  return total;
+}
+
+// Usage per reply: the assistant turns after each user message of the root session, plus
+// the task sessions that started during that reply.
+function replyUsage(transcript) {
+  const replies = [];
+  let current = null;
+  const records = transcript.messages;
+  for (const record of records) {
+    if (record.type === 'user') {
+      current = { from: record.at, usage: emptyUsage(), answered: false };
+      replies.push(current);
+    } else if (record.type === 'assistant' && current) {
+      addUsage(current.usage, record.usage);
+      current.usage.turns += 1;
+      current.answered = true;
+    }
+  }
+  for (const task of transcript.tasks || []) {
+    const started = task.messages.length ? task.messages[0].at : 0;
+    const owner = [...replies].reverse().find((reply) => reply.from <= started);
+    if (owner) sessionUsage(task, owner.usage);
+  }
+  return replies.filter((reply) => reply.answered).map((reply) => reply.usage);
+}
+
+async function refreshTranscript() {
+  if (!state.agent) return;
+  const agent = state.agent;
+  const conversation = state.conversation;
+  try {
+    const response = await fetch(`/_flue/dev/transcript/${encode(agent)}/${encode(conversation)}`, { cache: 'no-store' });
+    if (!response.ok) return;
+    const transcript = await response.json();
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    state.transcript = transcript;
+    state.usage = replyUsage(transcript);
+    renderTranscript();
+    renderMessages();
+  } catch {
+    // The status poll shows a lost server; the next settlement refreshes.
+  }
+}
+
+function recordRow(record) {
+  let kind = record.type;
+  let body = '';
+  let error = false;
+  if (record.type === 'user') {
+    body = (record.content || []).filter((part) => part.type === 'text').map((part) => part.text).join('');
+  } else if (record.type === 'assistant') {
+    kind = 'agent';
+    body = (record.content || []).map((part) => {
+      if (part.type === 'text') return part.text;
+      if (part.type === 'thinking') return `(thinking) ${part.text}`;
+      if (part.type === 'tool_call') return `→ ${part.name} ${brief(part.input)}`;
+      return '';
+    }).filter(Boolean).join('\n');
+  } else if (record.type === 'tool_result') {
+    kind = 'result';
+    body = `${record.tool_name}: ${brief(record.content)}`;
+    error = record.is_error;
+  } else if (record.type === 'compaction') {
+    body = 'context compacted';
+  } else if (record.type === 'shell') {
+    body = `$ ${record.command}`;
+  }
+  return h('div', { class: `record${error ? ' error' : ''}` }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body));
+}
+
+function renderSession(session, root) {
+  const usage = sessionUsage(session, emptyUsage());
+  const label = root ? session.session : session.session.split(':').slice(-1)[0];
+  const node = h('div', { class: `tree-session${root ? ' root' : ''}` },
+    h('div', { class: 'tree-head' },
+      h('span', { class: 'name' }, root ? label : `task ${label.slice(0, 8)}`),
+      h('span', {}, `${session.messages.length} records`),
+      h('span', {}, `${usage.input + usage.output} tokens`)),
+    session.messages.map(recordRow),
+    (session.tasks || []).map((task) => renderSession(task, false)));
+  return node;
+}
+
+function renderTranscript() {
+  const panel = $('tab-transcript');
+  const transcript = state.transcript;
+  if (!transcript || !transcript.messages.length) {
+    panel.replaceChildren(h('p', { class: 'none' }, 'Nothing stored yet. Send a message.'));
+    return;
+  }
+  const total = sessionUsage(transcript, emptyUsage());
+  const cost = total.costUsd !== null ? ` · $${total.costUsd.toFixed(4)}` : '';
+  panel.replaceChildren(
+    h('p', { class: 'totals' }, `${total.turns} model calls · ${total.input.toLocaleString()} in · ${total.output.toLocaleString()} out${cost}`),
+    renderSession(transcript, true));
+}
+
+// ---------------------------------------------------------------- pending actions
+//
+// A tool call that needs a person waits as a pending action of its conversation (the
+// submission is `waiting`): GET /agents/<agent>/<id>/actions lists them, POST
+// /agents/<agent>/<id>/actions/<actionId> decides one ({decision: allow | deny | result}).
+// The chat shows each where the reply paused; the Actions tab lists the pending ones. The
+// server says whether it serves these routes (status.features.actions).
+
+function actionsSupported() {
+  return Boolean(state.status && state.status.features && state.status.features.actions);
+}
+
+async function refreshActions() {
+  // A conversation that never received a message has no actions (and answers 404).
+  const exists = state.running.size > 0 || (state.transcript && state.transcript.version > 0) || state.messages.length > 0;
+  if (!actionsSupported() || !state.agent || !exists) { setActions([]); return; }
+  const agent = state.agent;
+  const conversation = state.conversation;
+  try {
+    const response = await fetch(`${conversationUrl()}/actions`, { cache: 'no-store' });
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    const body = response.ok ? await response.json() : {};
+    setActions((body.actions || []).filter((action) => action.state === 'pending'));
+  } catch {
+    setActions([]);
+  }
+}
+
+// Re-renders only when the pending set changed, so an answer being typed is kept.
+function setActions(actions) {
+  const ids = actions.map((action) => action.actionId).join(',');
+  const changed = ids !== state.actions.map((action) => action.actionId).join(',');
+  state.actions = actions;
+  if (changed || !state.actionsRendered) { renderActions(); renderRunState(); }
+}
+
+async function resolveAction(action, decision) {
+  const runState = $('run-state');
+  try {
+    const response = await fetch(`${conversationUrl()}/actions/${encode(action.actionId)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(decision),
+    });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      runState.className = 'run-state error';
+      runState.textContent = (body.error && body.error.message) || `The server answered ${response.status}.`;
+    }
+  } catch (err) {
+    runState.className = 'run-state error';
+    runState.textContent = `Cannot reach flue dev: ${err.message}`;
+  }
+  refreshActions();
+}
+
+// One action: what the tool wants to do, why it asks, and (pending) the decision buttons.
+// In the chat, a custom tool's answer is typed in the Actions tab (the chat re-renders).
+function renderAction(action, where) {
+  const pending = action.state === 'pending';
+  const stateClass = pending ? 'running' : action.state === 'denied' || action.state === 'interrupted' ? 'error' : 'ok';
+  let controls = null;
+  if (pending && action.kind === 'custom_tool' && where === 'chat') {
+    controls = h('button', { class: 'link', type: 'button', onclick: () => showTab('actions') }, 'Answer it in the Actions tab');
+  } else if (pending && action.kind === 'custom_tool') {
+    const value = h('textarea', { class: 'action-value', rows: 3, placeholder: 'The tool\'s result: JSON, or plain text' });
+    controls = h('div', { class: 'action-buttons column' }, value,
+      h('div', { class: 'action-buttons' },
+        h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'result', value: parseValue(value.value) }) }, 'Send result'),
+        h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'result', value: parseValue(value.value), isError: true }) }, 'Send as error')));
+  } else if (pending) {
+    controls = h('div', { class: 'action-buttons' },
+      h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'allow' }) }, 'Allow'),
+      h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'deny' }) }, 'Deny'));
+  }
+  return h('div', { class: `action${pending ? ' pending' : ''}` },
+    h('div', { class: 'action-head' },
+      h('span', { class: 'tool-name' }, action.toolName || 'tool'),
+      h('span', { class: 'badge' }, action.kind === 'custom_tool' ? 'needs your answer' : 'needs your approval'),
+      h('span', { class: `state ${stateClass}` }, pending ? 'waiting for you' : action.state)),
+    action.reason ? h('div', { class: 'action-reason' }, action.reason) : null,
+    action.input !== undefined && action.input !== null ? h('pre', {}, pretty(action.input)) : null,
+    action.message ? h('div', { class: 'action-reason' }, action.message) : null,
+    controls);
+}
+
+function parseValue(text) {
+  try { return JSON.parse(text); } catch { return text; }
+}
+
+function renderActions() {
+  state.actionsRendered = true;
+  const panel = $('tab-actions');
+  const count = $('actions-count');
+  count.hidden = !state.actions.length;
+  count.textContent = String(state.actions.length);
+  if (!actionsSupported()) {
+    panel.replaceChildren(h('p', { class: 'none' },
+      'Tool calls that need your approval wait here, with Allow and Deny. This server does not pause for approvals.'));
+    return;
+  }
+  if (!state.actions.length) {
+    panel.replaceChildren(h('p', { class: 'none' }, 'No pending actions. Tool calls that need your approval (see docs/permissions.md) wait here.'));
+    return;
+  }
+  panel.replaceChildren(...state.actions.map((action) => renderAction(action, 'tab')));
+}
+
+// ---------------------------------------------------------------- sending
+
+async function send(text) {
+  const runState = $('run-state');
+  const agent = state.agent;
+  const conversation = state.conversation;
+  $('send').disabled = true;
+  try {
+    const response = await fetch(conversationUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'user', body: text }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      runState.className = 'run-state error';
+      runState.textContent = (body.error && body.error.message) || `The server answered ${response.status}.`;
+      return false;
+    }
+    if (state.agent === agent && state.conversation === conversation) {
+      state.stick = true;
+      markRunning(body.submissionId);
+      renderRunState();
+      follow();
+      refreshActions();
+    }
+    return true;
+  } catch (err) {
+    runState.className = 'run-state error';
+    runState.textContent = `Cannot reach flue dev: ${err.message}`;
+    return false;
+  } finally {
+    $('send').disabled = false;
+  }
+}
+
+function showTab(name) {
+  state.tab = name;
+  for (const button of document.querySelectorAll('.tab-button')) button.classList.toggle('active', button.dataset.tab === name);
+  for (const tab of ['agent', 'transcript', 'actions']) $(`tab-${tab}`).hidden = tab !== name;
+  if (name === 'transcript') renderTranscript();
+}
+
+function init() {
+  const [agent, conversation] = location.hash.slice(1).split('/').map(decodeURIComponent);
+  // The first status answer selects the agent named in the url, else the first one.
+  if (agent && conversation) state.pending = { agent, conversation };
+  $('composer').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const input = $('input');
+    const text = input.value.trim();
+    if (!text || !state.agent) return;
+    if (await send(text)) input.value = '';
+  });
+  $('input').addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $('composer').requestSubmit();
+    }
+  });
+  // Scrolling up to read stops following the newest message; sending follows again.
+  $('messages').addEventListener('scroll', () => {
+    const container = $('messages');
+    state.stick = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
+  }, { passive: true });
+  $('abort').addEventListener('click', () => fetch(`${conversationUrl()}/abort`, { method: 'POST' }));
+  $('new-conversation').addEventListener('click', () => { if (state.agent) selectAgent(state.agent, freshId()); $('input').focus(); });
+  $('conversation').addEventListener('change', (event) => {
+    const id = event.target.value.trim();
+    if (state.agent && id) selectAgent(state.agent, id);
+  });
+  for (const button of document.querySelectorAll('.tab-button')) button.addEventListener('click', () => showTab(button.dataset.tab));
+  renderMessages();
+  renderActions();
+  // While the agent works, pending actions may appear (when the server has them).
+  setInterval(() => {
+    if (state.running.size && actionsSupported()) refreshActions();
+  }, 1500);
+  pollStatus();
+}
+
+document.addEventListener('DOMContentLoaded', init);

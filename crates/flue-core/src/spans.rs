@@ -1,0 +1,231 @@
+//! The `tracing` spans flue-core opens around its work, named and attributed after the
+//! OpenTelemetry GenAI semantic conventions.
+//!
+//! flue-core depends on no OpenTelemetry crate. It opens plain `tracing` spans at INFO under the
+//! target [`SPAN_TARGET`], each with an `otel.name` (`invoke_agent <agent>`, `chat <model>`,
+//! `execute_tool <tool>`, `flue.submission`, `flue.attempt`) and `gen_ai.*` / `flue.*` fields,
+//! and records results (usage, finish reason, outcome, `error.type`) on them as they become
+//! known. A subscriber (the flue-telemetry crate) turns them into OpenTelemetry spans and
+//! metrics. Nesting is `tracing`'s: operations run inside their submission's attempt, tool calls
+//! inside their operation, a task's operation inside its `task` tool call. With no subscriber
+//! interested in the target, every span here is disabled and costs a callsite check; nothing is
+//! formatted. Content (tool arguments and results, the model's reply) is recorded as lazy
+//! values, redacted when formatted, and only a subscriber that opts in formats them.
+
+use std::fmt;
+
+use serde_json::Value;
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::event::{OperationKind, Outcome};
+use crate::record::{AssistantContent, StopReason, Usage};
+use crate::redact::Redactor;
+
+/// The `tracing` target of every span flue-core (and flue-server) opens for telemetry.
+pub const SPAN_TARGET: &str = "flue::telemetry";
+
+/// The span of one operation on a session: `invoke_agent <agent>` for model operations
+/// (prompt, skill, task), `flue.operation <kind>` for shell and compact.
+pub(crate) fn operation(
+    kind: OperationKind,
+    agent: &str,
+    conversation: &str,
+    session: &str,
+    depth: u32,
+) -> Span {
+    let kind = match kind {
+        OperationKind::Prompt => "prompt",
+        OperationKind::Skill => "skill",
+        OperationKind::Task => "task",
+        OperationKind::Shell => "shell",
+        OperationKind::Compact => "compact",
+    };
+    let model_operation = matches!(kind, "prompt" | "skill" | "task");
+    let name = if model_operation {
+        format!("invoke_agent {agent}")
+    } else {
+        format!("flue.operation {kind}")
+    };
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "invoke_agent",
+        otel.name = name,
+        otel.kind = "internal",
+        gen_ai.operation.name = if model_operation { "invoke_agent" } else { "flue.operation" },
+        gen_ai.agent.name = agent,
+        gen_ai.conversation.id = conversation,
+        flue.session = session,
+        flue.operation = kind,
+        flue.task.depth = depth,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.usage.cache_read.input_tokens = Empty,
+        flue.usage.cost_usd = Empty,
+        flue.outcome = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records how an operation (or a submission) ended on its span.
+pub(crate) fn record_outcome(span: &Span, outcome: Outcome, error_kind: Option<&str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("flue.outcome", outcome_str(outcome));
+    if let Some(kind) = error_kind {
+        span.record("error.type", kind);
+    }
+}
+
+/// Records token usage and cost on an operation or model-call span.
+pub(crate) fn record_usage(span: &Span, usage: &Usage) {
+    if span.is_disabled() {
+        return;
+    }
+    // Input counts every input token, cached ones included (the GenAI convention).
+    span.record(
+        "gen_ai.usage.input_tokens",
+        usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+    );
+    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    span.record(
+        "gen_ai.usage.cache_read.input_tokens",
+        usage.cache_read_tokens,
+    );
+    if let Some(cost) = usage.cost_usd {
+        span.record("flue.usage.cost_usd", cost);
+    }
+}
+
+/// The span of one model call: `chat <model>`, a client span.
+pub(crate) fn chat(provider: &str, model: &str) -> Span {
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "chat",
+        otel.name = format!("chat {model}"),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = model,
+        gen_ai.response.model = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.response.time_to_first_chunk = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.usage.cache_read.input_tokens = Empty,
+        flue.usage.cost_usd = Empty,
+        gen_ai.output.messages = Empty,
+        error.type = Empty,
+    )
+}
+
+/// The GenAI finish reason of a stop reason.
+pub(crate) fn finish_reason(stop_reason: StopReason) -> &'static str {
+    match stop_reason {
+        StopReason::EndTurn => "stop",
+        StopReason::ToolUse => "tool_call",
+        StopReason::MaxTokens => "length",
+        StopReason::Aborted => "aborted",
+    }
+}
+
+/// The span of one tool call: `execute_tool <tool>`.
+pub(crate) fn execute_tool(name: &str, call_id: &str) -> Span {
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "execute_tool",
+        otel.name = format!("execute_tool {name}"),
+        otel.kind = "internal",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = name,
+        gen_ai.tool.call.id = call_id,
+        gen_ai.tool.type = "function",
+        gen_ai.tool.call.arguments = Empty,
+        gen_ai.tool.call.result = Empty,
+        error.type = Empty,
+    )
+}
+
+/// The span of one submission, from admission to settlement: `flue.submission`. Its attempts
+/// are its children; it nests under the caller's span (an HTTP request's) when there is one.
+pub(crate) fn submission(agent: &str, conversation: &str, submission_id: &str) -> Span {
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "flue.submission",
+        otel.name = "flue.submission",
+        otel.kind = "internal",
+        gen_ai.agent.name = agent,
+        gen_ai.conversation.id = conversation,
+        flue.submission.id = submission_id,
+        flue.outcome = Empty,
+        error.type = Empty,
+    )
+}
+
+/// The span of one attempt at a submission: `flue.attempt`, a child of the submission's span
+/// when this process admitted it (`parent`), a root otherwise (a recovered submission).
+pub(crate) fn attempt(parent: Option<&Span>, submission_id: &str, attempt: u32) -> Span {
+    match parent {
+        Some(parent) => tracing::info_span!(
+            target: SPAN_TARGET,
+            parent: parent,
+            "flue.attempt",
+            otel.name = "flue.attempt",
+            otel.kind = "internal",
+            flue.submission.id = submission_id,
+            flue.attempt = attempt,
+        ),
+        None => tracing::info_span!(
+            target: SPAN_TARGET,
+            parent: None,
+            "flue.attempt",
+            otel.name = "flue.attempt",
+            otel.kind = "internal",
+            flue.submission.id = submission_id,
+            flue.attempt = attempt,
+        ),
+    }
+}
+
+/// The wire name of an outcome.
+pub(crate) fn outcome_str(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Completed => "completed",
+        Outcome::Failed => "failed",
+        Outcome::Aborted => "aborted",
+        Outcome::RequiresAction => "requires_action",
+    }
+}
+
+/// A JSON value recorded on a span only when a subscriber formats it, redacted then.
+pub(crate) struct RedactedJson<'a> {
+    pub(crate) redactor: &'a Redactor,
+    pub(crate) value: &'a Value,
+}
+
+impl fmt::Display for RedactedJson<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.redactor.redact(&self.value.to_string()))
+    }
+}
+
+/// The visible text of a model reply, recorded only when a subscriber formats it, redacted then.
+pub(crate) struct RedactedReply<'a> {
+    pub(crate) redactor: &'a Redactor,
+    pub(crate) content: &'a [AssistantContent],
+}
+
+impl fmt::Display for RedactedReply<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text: String = self
+            .content
+            .iter()
+            .filter_map(|part| match part {
+                AssistantContent::Text { text } => Some(text.as_str()),
+                AssistantContent::Thinking { .. } | AssistantContent::ToolCall(_) => None,
+            })
+            .collect();
+        formatter.write_str(&self.redactor.redact(&text))
+    }
+}
