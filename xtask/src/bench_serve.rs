@@ -55,7 +55,7 @@ impl Drop for Server {
 }
 
 /// Asks `child` to stop, waits at most `grace`, then kills it; never blocks longer.
-fn stop_child(child: &mut Child, grace: Duration) {
+pub(crate) fn stop_child(child: &mut Child, grace: Duration) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     if let Ok(pid) = i32::try_from(child.id()) {
@@ -220,7 +220,7 @@ pub(crate) fn bench_serve(
     Ok(())
 }
 
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|line| {
             line.split_whitespace()
@@ -278,9 +278,9 @@ fn throughput(
 }
 
 /// An admission's submission id and offset.
-struct Admission {
+pub(crate) struct Admission {
     submission: Option<String>,
-    offset: String,
+    pub(crate) offset: String,
 }
 
 impl Admission {
@@ -293,7 +293,11 @@ impl Admission {
     }
 }
 
-fn post(conn: &mut BufReader<TcpStream>, addr: &str, path: &str) -> anyhow::Result<Admission> {
+pub(crate) fn post(
+    conn: &mut BufReader<TcpStream>,
+    addr: &str,
+    path: &str,
+) -> anyhow::Result<Admission> {
     let body = r#"{"kind":"user","body":"what is six times seven"}"#;
     let request = format!(
         "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -315,7 +319,7 @@ fn wait_settled(addr: &str, path: &str, admission: &Admission) -> anyhow::Result
 }
 
 /// Long-polls from the admission's offset until its settlement chunk.
-fn wait_settled_on(
+pub(crate) fn wait_settled_on(
     conn: &mut BufReader<TcpStream>,
     addr: &str,
     path: &str,
@@ -466,7 +470,7 @@ fn open_streams(addr: &str, n: usize) -> anyhow::Result<Vec<TcpStream>> {
     Ok(streams)
 }
 
-fn connect(addr: &str) -> anyhow::Result<BufReader<TcpStream>> {
+pub(crate) fn connect(addr: &str) -> anyhow::Result<BufReader<TcpStream>> {
     let stream = TcpStream::connect_timeout(&addr.parse()?, IO_TIMEOUT)?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
@@ -475,14 +479,18 @@ fn connect(addr: &str) -> anyhow::Result<BufReader<TcpStream>> {
 }
 
 /// Reads one response with a `content-length` body: (status, headers lowercased, body).
-fn read_response(conn: &mut BufReader<TcpStream>) -> anyhow::Result<(u16, String, String)> {
+pub(crate) fn read_response(
+    conn: &mut BufReader<TcpStream>,
+) -> anyhow::Result<(u16, String, String)> {
     let (status, headers, length) = read_head_only(conn)?;
     let mut body = vec![0u8; length];
     conn.read_exact(&mut body)?;
     Ok((status, headers, String::from_utf8_lossy(&body).into_owned()))
 }
 
-fn read_head_only(conn: &mut BufReader<TcpStream>) -> anyhow::Result<(u16, String, usize)> {
+pub(crate) fn read_head_only(
+    conn: &mut BufReader<TcpStream>,
+) -> anyhow::Result<(u16, String, usize)> {
     let mut status_line = String::new();
     if conn.read_line(&mut status_line)? == 0 {
         bail!("connection closed before a response");
@@ -550,7 +558,7 @@ fn start(flue: &Path, root: &Path) -> anyhow::Result<Server> {
     }
 }
 
-fn report(name: &str, samples: &mut [Duration]) {
+pub(crate) fn report(name: &str, samples: &mut [Duration]) {
     samples.sort();
     let pct = |p: f64| {
         let idx = ((samples.len() - 1) as f64 * p).round() as usize;
@@ -593,11 +601,11 @@ fn raise_fd_limit(wanted: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

@@ -1,6 +1,7 @@
 //! Project automation, in plain Rust: `cargo xtask ci` and `cargo xtask bench`.
 //!
-//! - `ci`: fmt check, clippy with warnings as errors, all tests, rustdoc with warnings as errors.
+//! - `ci`: fmt check, clippy with warnings as errors, all tests (with a throwaway Postgres server
+//!   named by `FLUE_TEST_POSTGRES_URL`), rustdoc with warnings as errors.
 //! - `bench`: `flue run` wall time and peak RSS on examples/hello-world (release build), then
 //!   the in-process benchmarks of flue-core (the agent loop, durable submissions) and the
 //!   per-command latency of each sandbox.
@@ -8,9 +9,13 @@
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
 //! - `bench-serve`: `flue serve` over loopback HTTP: admission latency, settled submissions per
 //!   second, first streamed content, memory per idle SSE stream (see `bench_serve.rs`).
+//! - `bench-postgres`: several `flue serve` nodes on one Postgres database: settled/s on 1, 2
+//!   and 4 nodes, admission latency, takeover after SIGKILL / SIGSTOP, cross-node stream
+//!   latency (see `bench_postgres.rs`).
 //! - `bench-reload`: `flue dev` reload latency, file write to new build serving, on 50 agents
 //!   and 50 skills (see `bench_reload.rs`).
 
+mod bench_postgres;
 mod bench_providers;
 mod bench_reload;
 mod bench_serve;
@@ -21,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -79,6 +84,21 @@ fn main() -> anyhow::Result<()> {
             };
             bench_serve::bench_serve(&root, streams, seconds, flue.as_deref())
         }
+        Some("bench-postgres") => {
+            let value = |flag: &str| -> anyhow::Result<Option<&String>> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(Some(
+                        args.get(idx + 1)
+                            .with_context(|| format!("{flag} needs a value"))?,
+                    )),
+                    None => Ok(None),
+                }
+            };
+            let seconds = value("--seconds")?.map_or(Ok(10), |value| value.parse())?;
+            let flue = value("--flue")?.map(PathBuf::from);
+            let postgres = value("--postgres")?.cloned();
+            bench_postgres::bench_postgres(&root, seconds, flue.as_deref(), postgres.as_deref())
+        }
         Some("bench-reload") => {
             let number = |flag: &str, default: u64| -> anyhow::Result<u64> {
                 match args.iter().position(|arg| arg == flag) {
@@ -106,6 +126,8 @@ fn main() -> anyhow::Result<()> {
 
 fn ci(root: &Path) -> anyhow::Result<()> {
     install_test_peers(root)?;
+    // One Postgres server for every test binary (each test makes its own database in it).
+    let postgres = TestPostgres::start(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"], &[])?;
     cargo(
         root,
@@ -119,7 +141,12 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         ],
         &[],
     )?;
-    cargo(root, &["test", "--workspace"], &[])?;
+    cargo(
+        root,
+        &["test", "--workspace"],
+        &[("FLUE_TEST_POSTGRES_URL", postgres.url.as_str())],
+    )?;
+    drop(postgres);
     cargo(
         root,
         &["doc", "--workspace", "--no-deps"],
@@ -143,6 +170,52 @@ fn install_test_peers(root: &Path) -> anyhow::Result<()> {
         bail!("tests/peers/install.sh failed: the tests need what it names");
     }
     Ok(())
+}
+
+/// A throwaway Postgres server for the tests (tests/peers/postgres.sh), stopped and deleted
+/// on drop.
+struct TestPostgres {
+    url: String,
+    dir: PathBuf,
+    script: PathBuf,
+}
+
+impl TestPostgres {
+    fn start(root: &Path) -> anyhow::Result<Self> {
+        let script = root.join("tests/peers/postgres.sh");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let dir = std::env::temp_dir().join(format!("flue-ci-postgres-{}", std::process::id()));
+        eprintln!(
+            "$ bash tests/peers/postgres.sh start {} {port}",
+            dir.display()
+        );
+        let output = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(&dir)
+            .arg(port.to_string())
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running tests/peers/postgres.sh")?;
+        if !output.status.success() {
+            bail!("tests/peers/postgres.sh could not start Postgres");
+        }
+        let url = String::from_utf8(output.stdout)?.trim().to_owned();
+        Ok(Self { url, dir, script })
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.script)
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn bench(root: &Path, runs: u32) -> anyhow::Result<()> {

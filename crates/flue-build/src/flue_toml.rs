@@ -57,6 +57,25 @@ pub struct WorkspaceConfig {
     pub sandbox: Option<SandboxSettings>,
     /// `[providers.<id>]`: model providers declared or adjusted by the workspace, by id.
     pub providers: BTreeMap<String, ProviderSettings>,
+    /// `[store]`: where `flue serve` keeps conversations when not in `.flue/flue.db`.
+    ///
+    /// ```toml
+    /// [store]
+    /// url = "postgres://flue:${PGPASSWORD}@db.internal:5432/flue"
+    /// lease_ms = 5000
+    /// ```
+    pub store: Option<StoreSettings>,
+}
+
+/// `[store]` in flue.toml: a shared database for many `flue serve` processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// `postgres://` (or `postgresql://`) URL, as written: `${VAR}` is expanded from the
+    /// environment when the store is opened, so the password stays out of the file.
+    pub url: String,
+    /// Ownership lease in milliseconds (how long a crashed-but-connected node keeps a
+    /// conversation); `None` for the default.
+    pub lease_ms: Option<u64>,
 }
 
 impl WorkspaceConfig {
@@ -107,6 +126,14 @@ struct RawConfig {
     mcp: BTreeMap<Spanned<String>, RawMcpServer>,
     #[serde(default)]
     providers: BTreeMap<Spanned<String>, Spanned<RawProvider>>,
+    store: Option<Spanned<RawStore>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    url: Option<Spanned<String>>,
+    lease_ms: Option<Spanned<u64>>,
 }
 
 /// One `[mcp.<name>]` table: the keys of both server kinds, sorted out after deserialising.
@@ -205,6 +232,9 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
             .and_then(|sandbox| sandbox_settings(text, sandbox, diagnostics)),
         mcp: mcp_servers(text, raw.mcp, diagnostics),
         providers: providers::check(text, raw.providers, diagnostics),
+        store: raw
+            .store
+            .and_then(|store| store_settings(text, store, diagnostics)),
     };
     let mut idx = first_checked;
     while idx < diagnostics.len() {
@@ -227,6 +257,53 @@ fn header_line_above(text: &str, line: usize) -> Option<usize> {
         .rev()
         .find(|idx| lines[*idx].trim_start().starts_with('['))
         .map(|idx| idx + 1)
+}
+
+/// `[store]` checked: a Postgres URL, and a lease of at least 500 ms.
+fn store_settings(
+    text: &str,
+    raw: Spanned<RawStore>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<StoreSettings> {
+    let line = line_of(text, &raw.span());
+    let raw = raw.into_inner();
+    let Some(url) = raw.url else {
+        diagnostics.push(Diagnostic::at(
+            PATH,
+            line,
+            "`[store]` needs `url = \"postgres://user:${PASSWORD_VAR}@host:5432/database\"`"
+                .to_owned(),
+        ));
+        return None;
+    };
+    let url_line = line_of(text, &url.span());
+    let url = url.into_inner();
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        diagnostics.push(Diagnostic::at(
+            PATH,
+            url_line,
+            "`store.url` must be a postgres:// URL (the default store, .flue/flue.db, needs no \
+             [store] section)"
+                .to_owned(),
+        ));
+        return None;
+    }
+    let lease_ms = match raw.lease_ms {
+        Some(lease) if *lease.get_ref() < 500 => {
+            diagnostics.push(Diagnostic::at(
+                PATH,
+                line_of(text, &lease.span()),
+                format!(
+                    "`store.lease_ms = {}` is too short: use at least 500 (renewals run every \
+                     third of it)",
+                    lease.get_ref()
+                ),
+            ));
+            return None;
+        }
+        lease => lease.map(Spanned::into_inner),
+    };
+    Some(StoreSettings { url, lease_ms })
 }
 
 /// `[mcp.<name>.oauth]` checked: known words, an https or http client metadata url, and the

@@ -436,6 +436,16 @@ pub(crate) struct ServeArgs {
     /// Origin allowed to call cross-origin (repeatable); none = no CORS headers.
     #[arg(long = "cors-origin")]
     pub(crate) cors_origins: Vec<String>,
+    /// Keep conversations in this Postgres database, shared with other `flue serve`
+    /// processes (`postgres://user:${PGPASSWORD}@host:5432/db`; `${VAR}` comes from the
+    /// environment). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Ownership lease in milliseconds: how long a node that stopped renewing (hung, or cut
+    /// off) keeps its conversations. Default: flue.toml's `[store] lease_ms`, else 5000 with
+    /// Postgres and 30000 with SQLite.
+    #[arg(long, value_name = "MS")]
+    pub(crate) lease_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]

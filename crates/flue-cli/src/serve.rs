@@ -9,13 +9,22 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use flue_core::{AgentRegistry, AgentRuntime, SessionStore};
-use flue_host::{AgentSet, Env, Host, open_store};
+use flue_host::{AgentSet, Env, Host, open_serve_store};
 use flue_server::{AgentInfo, DurableRuntime, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
 use crate::args::ServeArgs;
 use crate::workspace::{current_dir, resolve_root};
+
+/// Ownership lease on a shared (Postgres) store.
+const SHARED_LEASE: Duration = Duration::from_secs(5);
+/// The shortest lease accepted (renewals run every third of it).
+const MIN_LEASE: Duration = Duration::from_millis(500);
+/// Fallback poll of a shared store (notifications wake waiters at once).
+const SHARED_POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// How often a node on a shared store looks for conversations whose owner died.
+const SHARED_RECONCILE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Runs `flue serve` until SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -45,7 +54,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
             model: agent.model,
         })
         .collect();
-    let store = Arc::new(open_store(agents.root())?);
+    let opened = open_serve_store(&agents, args.store.as_deref())
+        .await
+        .context("cannot open the conversation store")?;
+    tracing::info!(store = %opened.description, shared = opened.shared, "conversation store");
+    let store = opened.store;
     let host = Arc::new(Host::with_store(
         agents,
         Arc::clone(&store) as Arc<dyn SessionStore>,
@@ -61,7 +74,23 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         }
     }
     // Starting the runtime resumes the work a killed server left unsettled.
-    let core = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>)
+    let mut builder = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>);
+    let lease = args
+        .lease_ms
+        .map(Duration::from_millis)
+        .or(opened.lease)
+        .or(opened.shared.then_some(SHARED_LEASE));
+    if let Some(lease) = lease {
+        builder = builder.with_lease(lease.max(MIN_LEASE));
+    }
+    if opened.shared {
+        // Other nodes' writes arrive as notifications; polls are only the fallback. Orphaned
+        // work (a dead node's) is looked for often, so takeover follows death closely.
+        builder = builder
+            .with_poll_interval(SHARED_POLL_INTERVAL)
+            .with_reconcile_interval(Some(SHARED_RECONCILE_INTERVAL));
+    }
+    let core = builder
         .start()
         .await
         .context("cannot start the submission runtime")?;

@@ -10,7 +10,11 @@
 //! - [`DaytonaSandbox`]: a remote Daytona sandbox, driven through its REST API.
 //!
 //! Both sandboxes implement [`flue_core::Sandbox`], so agent code never knows which one it
-//! runs in. The Postgres store will live here too, arriving with its own issue.
+//! runs in.
+//!
+//! - [`PostgresStore`]: sessions, the audit log and trash, and durable submissions in a Postgres
+//!   database that many `flue serve` processes share (leases on the database clock, fencing
+//!   epochs, `LISTEN/NOTIFY` wake-ups; see `docs/postgres.md`).
 //!
 //! ```no_run
 //! use flue_connectors::{McpHttpEndpoint, McpServerOptions, connect_mcp_server};
@@ -52,6 +56,7 @@
 mod daytona;
 mod isolated;
 mod mcp;
+mod postgres;
 
 pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
 pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
@@ -62,3 +67,4 @@ pub use mcp::{
     McpStdioCommand, McpTokenStore, McpTransport, SamplingRequest, SamplingResponse,
     connect_mcp_server, field_options, field_value, login_mcp_server,
 };
+pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};

@@ -47,6 +47,7 @@ mod providers;
 mod root;
 mod sampling;
 mod sandbox;
+mod store;
 mod tokens;
 
 pub use agents::{AgentHarness, AgentInfo, AgentSet, HarnessOptions, agent_name_of_file};
@@ -58,3 +59,4 @@ pub use flue_connectors::{
 };
 pub use host::Host;
 pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};
+pub use store::{ServeStore, open_serve_store};

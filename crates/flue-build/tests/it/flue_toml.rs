@@ -1,6 +1,6 @@
 //! flue.toml: defaults, unknown keys and syntax errors with lines.
 
-use flue_build::{Defaults, WorkspaceConfig};
+use flue_build::{Defaults, StoreSettings, WorkspaceConfig};
 use flue_core::{Permission, ThinkingLevel};
 use pretty_assertions::assert_eq;
 
@@ -56,7 +56,7 @@ fn an_unknown_section_is_reported() {
         &[at(
             "flue.toml",
             4,
-            "unknown key `telemetry` (known keys here: defaults, sandbox, mcp, providers)",
+            "unknown key `telemetry` (known keys here: defaults, sandbox, mcp, providers, store)",
         )],
     );
 }
@@ -152,5 +152,51 @@ fn default_permissions_are_read_and_checked_with_lines() {
                 "[defaults.permissions]: the tool pattern \"a b\" contains ' '; use tool names with `*` and `?` wildcards, e.g. `mcp__*` or `bash`",
             ),
         ],
+    );
+}
+
+#[test]
+fn the_store_section_keeps_the_url_unexpanded() {
+    let workspace = load(&[(
+        "flue.toml",
+        "[store]\nurl = \"postgres://flue:${PGPASSWORD}@db:5432/flue\"\nlease_ms = 4000\n",
+    )]);
+    assert_eq!(
+        workspace.config.store,
+        Some(StoreSettings {
+            url: "postgres://flue:${PGPASSWORD}@db:5432/flue".to_owned(),
+            lease_ms: Some(4000),
+        })
+    );
+}
+
+#[test]
+fn a_store_that_is_not_postgres_or_has_a_tiny_lease_is_reported() {
+    check_diagnostics(
+        &[("flue.toml", "[store]\nurl = \"mysql://db/flue\"\n")],
+        &[at(
+            "flue.toml",
+            2,
+            "`store.url` must be a postgres:// URL (the default store, .flue/flue.db, needs no [store] section)",
+        )],
+    );
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[store]\nurl = \"postgres://db/flue\"\nlease_ms = 100\n",
+        )],
+        &[at(
+            "flue.toml",
+            3,
+            "`store.lease_ms = 100` is too short: use at least 500 (renewals run every third of it)",
+        )],
+    );
+    check_diagnostics(
+        &[("flue.toml", "[store]\nlease_ms = 1000\n")],
+        &[at(
+            "flue.toml",
+            1,
+            "`[store]` needs `url = \"postgres://user:${PASSWORD_VAR}@host:5432/database\"`",
+        )],
     );
 }

@@ -18,9 +18,12 @@ mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;
 mod model_per_call;
+mod multi_node;
 mod on_terminal;
 mod otel;
 mod pauses;
+#[path = "../../../flue-connectors/tests/it/pg_server.rs"]
+mod pg_server;
 mod providers;
 mod run;
 mod runaway;

@@ -91,7 +91,7 @@ impl Server {
         self.base.trim_start_matches("http://")
     }
 
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -16,6 +16,8 @@ mod daytona_fake;
 mod everything;
 mod failures;
 mod isolated;
+mod pg_server;
+mod postgres;
 mod python;
 /// The sandbox contract suite, shared with flue-core's tests.
 #[path = "../../../flue-core/tests/it/sandbox_contract.rs"]

@@ -1,7 +1,7 @@
 //! Conversation stores: durable submissions, one ordered stream per conversation, ownership.
 //!
 //! [`ConversationStore`] extends [`SessionStore`] with what the submission runtime needs, in a
-//! shape that suits many processes on one database (SQLite today, Postgres later):
+//! shape that suits many processes on one database (SQLite here; Postgres in flue-connectors):
 //!
 //! - **One sequence per conversation.** Every write that touches a conversation (the session
 //!   records of its root and task sessions, and the admission, start, abort and settlement of
@@ -17,7 +17,8 @@
 //!   owner that lost its ownership writes nothing ([`FlueError::LeaseLost`]).
 //! - **Liveness behind the trait.** Whether an owner is still alive is the store's business: the
 //!   SQLite store holds an OS lock per owner next to the database (released by the kernel when
-//!   the process dies), a Postgres store would use session advisory locks. A lease, renewed
+//!   the process dies), the Postgres store a session advisory lock on a dedicated connection
+//!   (released by the database when that connection closes). A lease, renewed
 //!   while working, covers owners that hang without dying.
 //!
 //! [`FlueError::LeaseLost`]: crate::FlueError::LeaseLost
@@ -154,8 +155,8 @@ pub struct FencedAppend<'a> {
 /// Notifications of a conversation's stream head, from writers sharing this store value.
 ///
 /// In-process only: the SQLite store cannot see other processes' writes without polling, so
-/// waiters combine this with a periodic read (see `AgentRuntime::wait_for_growth`). A Postgres
-/// store would feed it from LISTEN/NOTIFY.
+/// waiters combine this with a periodic read (see `AgentRuntime::wait_for_growth`). The Postgres
+/// store feeds it from LISTEN/NOTIFY, so it also carries other processes' writes.
 pub type HeadWatch = watch::Receiver<Offset>;
 
 /// Durable submissions, conversation streams and ownership, on top of session storage.
@@ -197,6 +198,20 @@ pub trait ConversationStore: SessionStore {
 
     /// Conversations with unsettled submissions, oldest first (for recovery scans).
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+
+    /// The conversations with unsettled submissions that `owner_id` could take now, oldest
+    /// first: for the periodic recovery scan, which runs often on a shared database.
+    ///
+    /// The default is [`ConversationStore::pending_conversations`] (every such conversation;
+    /// `acquire` then leaves the held ones alone). A store may leave out those a live owner
+    /// other than `owner_id` holds under an unexpired lease, so that a scan costs one query.
+    fn orphaned_conversations<'a>(
+        &'a self,
+        owner_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        let _ = owner_id;
+        self.pending_conversations()
+    }
 
     /// One submission, or `None` when the id is unknown.
     fn submission<'a>(

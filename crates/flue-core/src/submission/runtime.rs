@@ -331,7 +331,7 @@ impl RuntimeInner {
     /// Starts a driver for every conversation with unsettled work that none of ours drives;
     /// the driver takes ownership only when the current owner is gone.
     async fn reconcile(self: &Arc<Self>) -> Result<()> {
-        for conversation in self.store.pending_conversations().await? {
+        for conversation in self.store.orphaned_conversations(&self.owner_id).await? {
             // Ours too: a driver of ours that stopped without releasing (a store failure)
             // left it owned; a new driver takes it again under a new epoch.
             if self.own_work_only && !self.has_own_unsettled(&conversation.key).await? {

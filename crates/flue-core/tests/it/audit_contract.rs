@@ -28,7 +28,7 @@ macro_rules! audit_contract {
     };
     (@tests $open:expr; $($test:ident),* $(,)?) => {
         $(
-            #[tokio::test]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
                 let backend: Backend = ($open)();
                 super::$test(Arc::clone(&backend.store)).await;
@@ -40,6 +40,7 @@ macro_rules! audit_contract {
 audit_contract!(memory, Backend::memory);
 audit_contract!(sqlite_file, Backend::sqlite_file);
 audit_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
+audit_contract!(postgres, Backend::postgres);
 
 struct Backend {
     store: Arc<dyn AuditStore>,
@@ -66,6 +67,22 @@ impl Backend {
     fn sqlite_in_memory() -> Self {
         Self {
             store: Arc::new(SqliteStore::open_in_memory().unwrap()),
+            _dir: None,
+        }
+    }
+
+    /// A fresh database on the test Postgres server.
+    fn postgres() -> Self {
+        let url = crate::pg_server::fresh_database();
+        let store = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(flue_connectors::PostgresStore::connect(
+                &url,
+                flue_connectors::PostgresOptions::default(),
+            ))
+        })
+        .unwrap();
+        Self {
+            store: Arc::new(store),
             _dir: None,
         }
     }

@@ -53,6 +53,7 @@ macro_rules! conversation_contract {
 conversation_contract!(memory, Backend::memory);
 conversation_contract!(sqlite_file, Backend::sqlite_file);
 conversation_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
+conversation_contract!(postgres, Backend::postgres);
 
 struct Backend {
     store: Arc<dyn ConversationStore>,
@@ -78,6 +79,22 @@ impl Backend {
     fn sqlite_in_memory() -> Self {
         Self {
             store: Arc::new(SqliteStore::open_in_memory().unwrap()),
+            _dir: None,
+        }
+    }
+
+    /// A fresh database on the test Postgres server.
+    fn postgres() -> Self {
+        let url = crate::pg_server::fresh_database();
+        let store = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(flue_connectors::PostgresStore::connect(
+                &url,
+                flue_connectors::PostgresOptions::default(),
+            ))
+        })
+        .unwrap();
+        Self {
+            store: Arc::new(store),
             _dir: None,
         }
     }

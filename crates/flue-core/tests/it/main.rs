@@ -21,6 +21,8 @@ mod instance_ids;
 mod model_per_call;
 mod output_schema;
 mod pauses;
+#[path = "../../../flue-connectors/tests/it/pg_server.rs"]
+mod pg_server;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;

@@ -58,6 +58,7 @@ macro_rules! store_contract {
 store_contract!(memory, Backend::memory);
 store_contract!(sqlite_file, Backend::sqlite_file);
 store_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
+store_contract!(postgres, Backend::postgres);
 
 /// A store under test, with the directory that holds its files.
 struct Backend {
@@ -85,6 +86,22 @@ impl Backend {
     fn sqlite_in_memory() -> Self {
         Self {
             store: Arc::new(SqliteStore::open_in_memory().unwrap()),
+            _dir: None,
+        }
+    }
+
+    /// A fresh database on the test Postgres server.
+    fn postgres() -> Self {
+        let url = crate::pg_server::fresh_database();
+        let store = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(flue_connectors::PostgresStore::connect(
+                &url,
+                flue_connectors::PostgresOptions::default(),
+            ))
+        })
+        .unwrap();
+        Self {
+            store: Arc::new(store),
             _dir: None,
         }
     }

@@ -1,0 +1,147 @@
+//! [`AuditStore`] for [`PostgresStore`]: tables `flue_audit`, `flue_trash` and
+//! `flue_trash_blobs` (content stored once per sha256), as in the SQLite store.
+
+use flue_core::{AuditEntry, AuditStore, BoxFuture, FlueError, Result, TrashEntry, TrashedFile};
+
+use super::{PostgresStore, execute, int, pg_error, query_all, query_opt};
+
+impl PostgresStore {
+    async fn append_audit_now(&self, entry: &AuditEntry) -> Result<()> {
+        let json = serde_json::to_string(entry)
+            .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
+        let client = self.client().await?;
+        execute(
+            &client,
+            "INSERT INTO flue_audit (instance_id, at, entry) VALUES ($1, $2, $3)",
+            &[&entry.instance_id, &int(entry.at), &json],
+            "cannot append audit entry",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list_audit_now(&self, instance_id: &str) -> Result<Vec<AuditEntry>> {
+        let client = self.client().await?;
+        query_all(
+            &client,
+            "SELECT entry FROM flue_audit WHERE instance_id = $1 ORDER BY seq",
+            &[&instance_id],
+            "cannot read the audit log",
+        )
+        .await?
+        .iter()
+        .map(|row| {
+            serde_json::from_str(row.get(0))
+                .map_err(|err| FlueError::store("corrupt audit entry", err))
+        })
+        .collect()
+    }
+
+    async fn put_trash_now(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
+        let json = serde_json::to_string(entry)
+            .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(pg_error("cannot begin trash transaction"))?;
+        execute(
+            &tx,
+            "INSERT INTO flue_trash_blobs (sha256, content) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&entry.sha256, &content],
+            "cannot store trashed content",
+        )
+        .await?;
+        execute(
+            &tx,
+            "INSERT INTO flue_trash (instance_id, id, trashed_at, sha256, entry)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &entry.instance_id,
+                &entry.id,
+                &int(entry.trashed_at),
+                &entry.sha256,
+                &json,
+            ],
+            "cannot store trash entry",
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit trash entry"))
+    }
+
+    async fn get_trash_now(
+        &self,
+        instance_id: &str,
+        trash_id: &str,
+    ) -> Result<Option<TrashedFile>> {
+        let client = self.client().await?;
+        let Some(row) = query_opt(
+            &client,
+            "SELECT t.entry, b.content FROM flue_trash t
+             JOIN flue_trash_blobs b ON b.sha256 = t.sha256
+             WHERE t.instance_id = $1 AND t.id = $2",
+            &[&instance_id, &trash_id],
+            "cannot read trash entry",
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        let entry = serde_json::from_str(row.get(0))
+            .map_err(|err| FlueError::store("corrupt trash entry", err))?;
+        Ok(Some(TrashedFile {
+            entry,
+            content: row.get(1),
+        }))
+    }
+
+    async fn list_trash_now(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
+        let client = self.client().await?;
+        query_all(
+            &client,
+            "SELECT entry FROM flue_trash WHERE instance_id = $1
+             ORDER BY trashed_at, id COLLATE \"C\"",
+            &[&instance_id],
+            "cannot list the trash",
+        )
+        .await?
+        .iter()
+        .map(|row| {
+            serde_json::from_str(row.get(0))
+                .map_err(|err| FlueError::store("corrupt trash entry", err))
+        })
+        .collect()
+    }
+}
+
+impl AuditStore for PostgresStore {
+    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.append_audit_now(entry))
+    }
+
+    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>> {
+        Box::pin(self.list_audit_now(instance_id))
+    }
+
+    fn put_trash<'a>(
+        &'a self,
+        entry: &'a TrashEntry,
+        content: &'a [u8],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.put_trash_now(entry, content))
+    }
+
+    fn get_trash<'a>(
+        &'a self,
+        instance_id: &'a str,
+        trash_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TrashedFile>>> {
+        Box::pin(self.get_trash_now(instance_id, trash_id))
+    }
+
+    fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
+        Box::pin(self.list_trash_now(instance_id))
+    }
+}

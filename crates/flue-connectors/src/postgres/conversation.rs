@@ -1,0 +1,1244 @@
+//! [`ConversationStore`] for [`PostgresStore`]: conversations, their streams and submissions,
+//! ownership with fencing, and owner liveness through advisory locks.
+//!
+//! Every write is one `READ COMMITTED` transaction that starts by locking the conversation row
+//! (`SELECT ... FOR UPDATE`). Writes of one conversation therefore run one at a time across all
+//! nodes, and each sees the latest committed row after its lock is granted: the fence check
+//! (owner and epoch equal to the writer's [`Fence`]) and the head bump cannot race with a
+//! takeover. A takeover ([`ConversationStore::acquire`]) takes the same lock, so it cannot
+//! double-claim: two contenders queue on the row and the second sees the first's owner.
+//!
+//! Leases are on the database clock: `lease_until` is a `timestamptz` set from `now()` and
+//! compared with `now()`, so the nodes' clocks never matter. Writes that move the head send
+//! `pg_notify` in the same transaction (see `heads.rs`).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Transaction};
+use flue_core::{
+    AbortReport, Acquire, Admission, BatchBody, BoxFuture, Claim, ConversationInfo,
+    ConversationKey, ConversationStore, DispatchReceipt, DurabilityConfig, ErrorInfo, Fence,
+    FencedAppend, FlueError, HeadWatch, Offset, Outcome, OwnerRegistration, Result, SendCondition,
+    SessionKey, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+    new_ulid, now_ms,
+};
+use tokio_postgres::{NoTls, Row};
+
+use super::heads::payload;
+use super::{
+    LOCK_NAMESPACE, NOTIFY_CHANNEL, PostgresStore, execute, insert_records, int, pg_error,
+    query_all, query_one, query_opt, read_record_range, serialise_records, uint,
+};
+
+/// The root session every conversation has (as in flue-core's stores).
+const ROOT_SESSION: &str = "default";
+
+const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, message, \
+     accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
+     settlement, durability";
+
+const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
+     (SELECT COUNT(*) FROM flue_submissions s WHERE s.instance_id = c.instance_id \
+      AND s.state NOT IN ('settled', 'waiting'))";
+
+/// What a writer learnt by locking a conversation row.
+struct Locked {
+    uid: String,
+    owner: Option<String>,
+    epoch: u64,
+    /// `lease_until > now()`.
+    leased: bool,
+}
+
+/// A pending head notification, sent in the transaction so it is delivered on commit.
+struct Moved {
+    instance_id: String,
+    head: Offset,
+}
+
+impl PostgresStore {
+    async fn begin<'a>(
+        &self,
+        client: &'a mut deadpool_postgres::Object,
+    ) -> Result<Transaction<'a>> {
+        client
+            .transaction()
+            .await
+            .map_err(pg_error("cannot begin transaction"))
+    }
+
+    async fn admit_now(&self, admission: &Admission) -> Result<DispatchReceipt> {
+        let message_json = serde_json::to_string(&admission.message)
+            .map_err(|err| FlueError::store("cannot serialise message", err))?;
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        let receipt = admit_in(&tx, admission, &message_json).await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit admission"))?;
+        if !receipt.deduplicated {
+            self.heads
+                .notify(&admission.key.instance_id(), receipt.offset);
+        }
+        Ok(receipt)
+    }
+
+    async fn conversations_where(
+        &self,
+        filter: &str,
+        param: Option<&str>,
+    ) -> Result<Vec<ConversationInfo>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c WHERE {filter}
+             ORDER BY c.created_at, c.instance_id COLLATE \"C\""
+        );
+        let rows = match &param {
+            Some(param) => query_all(&client, &sql, &[param], "cannot list conversations").await,
+            None => query_all(&client, &sql, &[], "cannot list conversations").await,
+        }?;
+        rows.iter().map(conversation_from_row).collect()
+    }
+
+    /// Pending conversations that are unowned, owned by `owner_id`, out of lease, or whose
+    /// owner's liveness lock is gone: one query, however many conversations live owners hold.
+    async fn orphaned_now(&self, owner_id: &str) -> Result<Vec<ConversationInfo>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "WITH live AS (
+                 SELECT objid::TEXT::BIGINT AS key FROM pg_locks
+                 WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                   AND classid::TEXT::BIGINT = {namespace}
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             )
+             SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c
+             WHERE EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id
+                           AND s.state NOT IN ('settled', 'waiting'))
+               AND (c.owner IS NULL OR c.owner = $1 OR c.lease_until <= now()
+                    OR NOT EXISTS (SELECT 1 FROM live
+                                   WHERE live.key::TEXT = split_part(c.owner, '-', 2)))
+             ORDER BY c.created_at, c.instance_id COLLATE \"C\"",
+            namespace = i64::from(LOCK_NAMESPACE)
+        );
+        query_all(
+            &client,
+            &sql,
+            &[&owner_id],
+            "cannot list orphaned conversations",
+        )
+        .await?
+        .iter()
+        .map(conversation_from_row)
+        .collect()
+    }
+
+    async fn read_stream_now(
+        &self,
+        key: &ConversationKey,
+        after: Offset,
+        limit: usize,
+    ) -> Result<StreamPage> {
+        let instance_id = key.instance_id();
+        let mut client = self.client().await?;
+        // One snapshot: the head and the batches agree.
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(pg_error("cannot begin stream read"))?;
+        let head = query_opt(
+            &tx,
+            "SELECT head FROM flue_conversations WHERE instance_id = $1",
+            &[&instance_id],
+            "cannot read conversation",
+        )
+        .await?
+        .map(|row| uint(row.get(0)))
+        .ok_or_else(|| instance_not_found(key, None))?;
+        if after.0 > head {
+            return Err(FlueError::OffsetOutOfRange {
+                conversation: key.to_string(),
+                offset: after.0,
+                head,
+            });
+        }
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let rows = query_all(
+            &tx,
+            "SELECT seq, at, submission_id, session, first_idx, n_records, body FROM flue_stream
+             WHERE instance_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            &[&instance_id, &int(after.0), &limit],
+            "cannot read stream",
+        )
+        .await?;
+        let mut batches = Vec::with_capacity(rows.len());
+        for row in rows {
+            let seq = uint(row.get(0));
+            let session: Option<String> = row.get(3);
+            let first_idx: Option<i64> = row.get(4);
+            let n_records: Option<i64> = row.get(5);
+            let body: Option<String> = row.get(6);
+            let body = match (session, first_idx, n_records, body) {
+                (Some(session), Some(first), Some(count), _) => {
+                    let first = uint(first);
+                    let count = uint(count);
+                    let session_key = SessionKey::new(instance_id.clone(), session.clone());
+                    let records =
+                        read_record_range(&tx, &session_key, first, first + count).await?;
+                    BatchBody::Records {
+                        session,
+                        first_index: first,
+                        records,
+                    }
+                }
+                (_, _, _, Some(body)) => serde_json::from_str(&body)
+                    .map_err(|err| FlueError::store("corrupt stream batch", err))?,
+                _ => {
+                    return Err(FlueError::Store {
+                        message: format!("stream batch {seq} of {key} is empty"),
+                        source: None,
+                    });
+                }
+            };
+            batches.push(StreamBatch {
+                offset: Offset(seq),
+                at: uint(row.get(1)),
+                submission_id: row.get(2),
+                body,
+            });
+        }
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot end stream read"))?;
+        let next_offset = batches.last().map_or(after, |batch| batch.offset);
+        Ok(StreamPage {
+            up_to_date: next_offset.0 == head,
+            next_offset,
+            batches,
+        })
+    }
+
+    async fn request_abort_now(&self, key: &ConversationKey) -> Result<AbortReport> {
+        let instance_id = key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        if lock(&tx, &instance_id).await?.is_none() {
+            return Ok(AbortReport::default());
+        }
+        let unsettled = query_all(
+            &tx,
+            "SELECT submission_id, state, attempts FROM flue_submissions
+             WHERE instance_id = $1 AND state <> 'settled' ORDER BY position",
+            &[&instance_id],
+            "cannot read submissions",
+        )
+        .await?;
+        if unsettled.is_empty() {
+            return Ok(AbortReport::default());
+        }
+        execute(
+            &tx,
+            "UPDATE flue_submissions SET abort_requested = TRUE
+             WHERE instance_id = $1 AND state <> 'settled'",
+            &[&instance_id],
+            "cannot record abort request",
+        )
+        .await?;
+        let requested: Vec<String> = unsettled.iter().map(|row| row.get(0)).collect();
+        let mut head = push_batch(
+            &tx,
+            &instance_id,
+            None,
+            &BatchBody::AbortRequested {
+                submission_ids: requested.clone(),
+            },
+        )
+        .await?;
+        let mut settled = Vec::new();
+        for row in &unsettled {
+            // Queued and waiting ones settle now; the running one is its owner's to stop.
+            let state: &str = row.get(1);
+            if state == "running" {
+                continue;
+            }
+            let submission_id: String = row.get(0);
+            let attempts = u32::try_from(row.get::<_, i64>(2)).unwrap_or(0);
+            let settlement = aborted_settlement(&submission_id, attempts);
+            head = settle_in(&tx, &instance_id, &settlement)
+                .await?
+                .unwrap_or(head);
+            settled.push(submission_id);
+        }
+        announce(
+            &tx,
+            &Moved {
+                instance_id: instance_id.clone(),
+                head,
+            },
+        )
+        .await?;
+        tx.commit().await.map_err(pg_error("cannot commit abort"))?;
+        self.heads.notify(&instance_id, head);
+        Ok(AbortReport { requested, settled })
+    }
+
+    async fn register_owner_now(&self) -> Result<OwnerRegistration> {
+        let key: i32 = {
+            let client = self.client().await?;
+            query_one(
+                &client,
+                "SELECT nextval('flue_owner_keys')::INT",
+                &[],
+                "cannot number the owner",
+            )
+            .await?
+            .get(0)
+        };
+        // A dedicated connection: the lock lives exactly as long as it does.
+        let (client, connection) = self.config.connect(NoTls).await.map_err(|err| {
+            FlueError::store(
+                format!(
+                    "cannot open the owner connection to {}: {err}",
+                    self.database()
+                ),
+                err,
+            )
+        })?;
+        // Ends (closing the socket, which releases the lock) once the client is dropped.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client
+            .execute("SELECT pg_advisory_lock($1, $2)", &[&LOCK_NAMESPACE, &key])
+            .await
+            .map_err(pg_error("cannot take the owner lock"))?;
+        let owner_id = format!("{}-{key}", new_ulid());
+        Ok(OwnerRegistration::new(
+            owner_id.clone(),
+            OwnerGuard {
+                _client: client,
+                owner_id,
+                released: Arc::clone(&self.released_owners),
+            },
+        ))
+    }
+
+    /// Whether this process dropped the registration of `owner_id` (its connection may still
+    /// be closing; the database will see it dead in a moment).
+    fn released_here(&self, owner_id: &str) -> bool {
+        self.released_owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(owner_id)
+    }
+
+    async fn owner_alive_now(&self, owner_id: &str) -> Result<bool> {
+        if self.released_here(owner_id) {
+            return Ok(false);
+        }
+        let client = self.client().await?;
+        owner_alive_in(&client, owner_id).await
+    }
+
+    async fn acquire_now(
+        &self,
+        key: &ConversationKey,
+        owner_id: &str,
+        lease: Duration,
+    ) -> Result<Acquire> {
+        let instance_id = key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        let current = lock(&tx, &instance_id)
+            .await?
+            .ok_or_else(|| instance_not_found(key, None))?;
+        // The same owner taking its conversation again (a driver of its own stopped without
+        // releasing) gets a new epoch too, fencing off anything that driver left.
+        if let Some(holder) = &current.owner
+            && holder != owner_id
+            && current.leased
+            && !self.released_here(holder)
+            && owner_alive_in(&tx, holder).await?
+        {
+            return Ok(Acquire::Held {
+                owner_id: holder.clone(),
+            });
+        }
+        let row = query_one(
+            &tx,
+            "UPDATE flue_conversations
+             SET owner = $2, epoch = epoch + 1, lease_until = now() + $3 * INTERVAL '1 millisecond'
+             WHERE instance_id = $1 RETURNING epoch",
+            &[&instance_id, &owner_id, &lease_ms(lease)],
+            "cannot take ownership",
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit ownership"))?;
+        Ok(Acquire::Owned(Fence {
+            key: key.clone(),
+            owner_id: owner_id.to_owned(),
+            epoch: uint(row.get(0)),
+        }))
+    }
+
+    async fn renew_now(&self, fence: &Fence, lease: Duration) -> Result<()> {
+        let client = self.client().await?;
+        let changed = execute(
+            &client,
+            "UPDATE flue_conversations
+             SET lease_until = now() + $4 * INTERVAL '1 millisecond'
+             WHERE instance_id = $1 AND owner = $2 AND epoch = $3",
+            &[
+                &fence.key.instance_id(),
+                &fence.owner_id,
+                &int(fence.epoch),
+                &lease_ms(lease),
+            ],
+            "cannot renew lease",
+        )
+        .await?;
+        if changed == 0 {
+            return Err(lease_lost(fence, "another owner took the conversation"));
+        }
+        Ok(())
+    }
+
+    async fn release_now(&self, fence: &Fence) -> Result<bool> {
+        let instance_id = fence.key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        check_fence(&tx, fence).await?;
+        if count_unsettled(&tx, &instance_id).await? > 0 {
+            return Ok(false);
+        }
+        execute(
+            &tx,
+            "UPDATE flue_conversations SET owner = NULL, lease_until = '-infinity'
+             WHERE instance_id = $1",
+            &[&instance_id],
+            "cannot release ownership",
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit release"))?;
+        Ok(true)
+    }
+
+    async fn claim_next_now(
+        &self,
+        fence: &Fence,
+        durability: &DurabilityConfig,
+    ) -> Result<Option<Claim>> {
+        let durability_json = serde_json::to_string(durability)
+            .map_err(|err| FlueError::store("cannot serialise durability", err))?;
+        let instance_id = fence.key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        check_fence(&tx, fence).await?;
+        let next = query_opt(
+            &tx,
+            "SELECT submission_id, state FROM flue_submissions
+             WHERE instance_id = $1 AND state <> 'settled' ORDER BY position LIMIT 1",
+            &[&instance_id],
+            "cannot read submissions",
+        )
+        .await?;
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        // A waiting submission holds the line: nothing behind it runs before it is resumed.
+        if !matches!(next.get::<_, &str>(1), "queued" | "running") {
+            return Ok(None);
+        }
+        let submission_id: String = next.get(0);
+        let row = query_one(
+            &tx,
+            &format!(
+                "UPDATE flue_submissions SET state = 'running', attempts = attempts + 1,
+                    first_started_at = COALESCE(first_started_at, $2),
+                    durability = COALESCE(durability, $3)
+                 WHERE submission_id = $1 RETURNING {SUBMISSION_COLUMNS}"
+            ),
+            &[&submission_id, &int(now_ms()), &durability_json],
+            "cannot claim submission",
+        )
+        .await?;
+        let submission = submission_from_row(&row)?;
+        let head = push_batch(
+            &tx,
+            &instance_id,
+            Some(&submission_id),
+            &BatchBody::Started {
+                submission_id: submission_id.clone(),
+                attempt: submission.attempts,
+            },
+        )
+        .await?;
+        announce(
+            &tx,
+            &Moved {
+                instance_id: instance_id.clone(),
+                head,
+            },
+        )
+        .await?;
+        tx.commit().await.map_err(pg_error("cannot commit claim"))?;
+        self.heads.notify(&instance_id, head);
+        let durability = submission
+            .durability
+            .clone()
+            .unwrap_or_else(|| durability.clone());
+        Ok(Some(Claim {
+            submission,
+            durability,
+        }))
+    }
+
+    async fn settle_now(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
+        let instance_id = fence.key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        check_fence(&tx, fence).await?;
+        let Some(head) = settle_in(&tx, &instance_id, settlement).await? else {
+            return Ok(false);
+        };
+        announce(
+            &tx,
+            &Moved {
+                instance_id: instance_id.clone(),
+                head,
+            },
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit settlement"))?;
+        self.heads.notify(&instance_id, head);
+        Ok(true)
+    }
+
+    async fn append_fenced_now(&self, append: FencedAppend<'_>) -> Result<u64> {
+        let instance_id = append.fence.key.instance_id();
+        if append.session.instance_id != instance_id {
+            return Err(lease_lost(
+                append.fence,
+                "the session belongs to another conversation",
+            ));
+        }
+        let rows = serialise_records(append.records)?;
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        check_fence(&tx, append.fence).await?;
+        let version = insert_records(&tx, append.session, append.expected_version, &rows).await?;
+        if rows.is_empty() {
+            tx.commit()
+                .await
+                .map_err(pg_error("cannot commit append"))?;
+            return Ok(version);
+        }
+        let head = next_seq(&tx, &instance_id).await?;
+        execute(
+            &tx,
+            "INSERT INTO flue_stream (instance_id, seq, at, submission_id, session, first_idx,
+                                      n_records, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
+            &[
+                &instance_id,
+                &int(head.0),
+                &int(now_ms()),
+                &append.submission_id,
+                &append.session.session,
+                &int(append.expected_version),
+                &int(rows.len() as u64),
+            ],
+            "cannot insert stream batch",
+        )
+        .await?;
+        if append.resumes_waiting {
+            execute(
+                &tx,
+                "UPDATE flue_submissions SET state = 'queued',
+                    attempts = GREATEST(attempts - 1, 0),
+                    first_started_at = first_started_at
+                        + GREATEST($2 - COALESCE(waiting_since, $2), 0),
+                    waiting_since = NULL
+                 WHERE instance_id = $1 AND state = 'waiting'",
+                &[&instance_id, &int(now_ms())],
+                "cannot resume the waiting submission",
+            )
+            .await?;
+        }
+        if append.applies_input
+            && let Some(submission_id) = append.submission_id
+        {
+            execute(
+                &tx,
+                "UPDATE flue_submissions SET input_applied = TRUE
+                 WHERE submission_id = $1 AND state = 'running'",
+                &[&submission_id],
+                "cannot mark input applied",
+            )
+            .await?;
+        }
+        announce(
+            &tx,
+            &Moved {
+                instance_id: instance_id.clone(),
+                head,
+            },
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit append"))?;
+        self.heads.notify(&instance_id, head);
+        Ok(version)
+    }
+}
+
+impl PostgresStore {
+    async fn wait_now(
+        &self,
+        fence: &Fence,
+        submission_id: &str,
+        actions: &[String],
+    ) -> Result<bool> {
+        let instance_id = fence.key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        check_fence(&tx, fence).await?;
+        let changed = execute(
+            &tx,
+            "UPDATE flue_submissions SET state = 'waiting', waiting_since = $3
+             WHERE submission_id = $1 AND instance_id = $2 AND state = 'running'",
+            &[&submission_id, &instance_id, &int(now_ms())],
+            "cannot pause submission",
+        )
+        .await?;
+        if changed == 0 {
+            return Ok(false);
+        }
+        let head = push_batch(
+            &tx,
+            &instance_id,
+            Some(submission_id),
+            &BatchBody::Waiting {
+                submission_id: submission_id.to_owned(),
+                actions: actions.to_vec(),
+            },
+        )
+        .await?;
+        announce(
+            &tx,
+            &Moved {
+                instance_id: instance_id.clone(),
+                head,
+            },
+        )
+        .await?;
+        tx.commit().await.map_err(pg_error("cannot commit pause"))?;
+        self.heads.notify(&instance_id, head);
+        Ok(true)
+    }
+}
+
+/// Keeps an owner's advisory lock: dropping it closes the connection, which releases the
+/// lock, and marks the owner dead for this process at once.
+struct OwnerGuard {
+    _client: tokio_postgres::Client,
+    owner_id: String,
+    released: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Drop for OwnerGuard {
+    fn drop(&mut self) {
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(std::mem::take(&mut self.owner_id));
+    }
+}
+
+impl ConversationStore for PostgresStore {
+    fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>> {
+        Box::pin(self.admit_now(admission))
+    }
+
+    fn conversation<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c WHERE c.instance_id = $1"
+            );
+            query_opt(
+                &client,
+                &sql,
+                &[&key.instance_id()],
+                "cannot read conversation",
+            )
+            .await?
+            .as_ref()
+            .map(conversation_from_row)
+            .transpose()
+        })
+    }
+
+    fn conversations_with_id<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        Box::pin(self.conversations_where("c.id = $1", Some(id)))
+    }
+
+    fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(self.conversations_where(
+            "EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id \
+             AND s.state NOT IN ('settled', 'waiting'))",
+            None,
+        ))
+    }
+
+    fn orphaned_conversations<'a>(
+        &'a self,
+        owner_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        Box::pin(self.orphaned_now(owner_id))
+    }
+
+    fn submission<'a>(
+        &'a self,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {SUBMISSION_COLUMNS} FROM flue_submissions WHERE submission_id = $1"
+            );
+            query_opt(&client, &sql, &[&submission_id], "cannot read submission")
+                .await?
+                .as_ref()
+                .map(submission_from_row)
+                .transpose()
+        })
+    }
+
+    fn unsettled<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Vec<SubmissionInfo>>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {SUBMISSION_COLUMNS} FROM flue_submissions
+                 WHERE instance_id = $1 AND state <> 'settled' ORDER BY position"
+            );
+            query_all(
+                &client,
+                &sql,
+                &[&key.instance_id()],
+                "cannot read submissions",
+            )
+            .await?
+            .iter()
+            .map(submission_from_row)
+            .collect()
+        })
+    }
+
+    fn read_stream<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        after: Offset,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<StreamPage>> {
+        Box::pin(self.read_stream_now(key, after, limit))
+    }
+
+    fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
+        self.heads.watch(&key.instance_id())
+    }
+
+    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
+        Box::pin(self.request_abort_now(key))
+    }
+
+    fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>> {
+        Box::pin(self.register_owner_now())
+    }
+
+    fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.owner_alive_now(owner_id))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        owner_id: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Acquire>> {
+        Box::pin(self.acquire_now(key, owner_id, lease))
+    }
+
+    fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.renew_now(fence, lease))
+    }
+
+    fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.release_now(fence))
+    }
+
+    fn claim_next<'a>(
+        &'a self,
+        fence: &'a Fence,
+        durability: &'a DurabilityConfig,
+    ) -> BoxFuture<'a, Result<Option<Claim>>> {
+        Box::pin(self.claim_next_now(fence, durability))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        fence: &'a Fence,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.settle_now(fence, settlement))
+    }
+
+    fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.append_fenced_now(append))
+    }
+
+    fn wait<'a>(
+        &'a self,
+        fence: &'a Fence,
+        submission_id: &'a str,
+        actions: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.wait_now(fence, submission_id, actions))
+    }
+}
+
+/// Admits inside the caller's transaction (see [`ConversationStore::admit`]).
+async fn admit_in(
+    tx: &Transaction<'_>,
+    admission: &Admission,
+    message_json: &str,
+) -> Result<DispatchReceipt> {
+    let key = &admission.key;
+    let instance_id = key.instance_id();
+    let mut existing = lock(tx, &instance_id).await?;
+    let mut created = false;
+    if existing.is_none() && !matches!(admission.options.condition, SendCondition::Uid(_)) {
+        // A racing admission may create it first: then ours inserts nothing and we lock theirs.
+        let now = int(now_ms());
+        let inserted = execute(
+            tx,
+            "INSERT INTO flue_conversations
+             (instance_id, agent, id, uid, head, created_at, owner, epoch, next_position)
+             VALUES ($1, $2, $3, $4, 0, $5, NULL, 0, 1) ON CONFLICT DO NOTHING",
+            &[&instance_id, &key.agent, &key.id, &admission.new_uid, &now],
+            "cannot create conversation",
+        )
+        .await?;
+        existing = lock(tx, &instance_id).await?;
+        created = inserted == 1;
+    }
+    match (&admission.options.condition, &existing) {
+        (SendCondition::Uid(wanted), Some(current)) if *wanted != current.uid => {
+            return Err(instance_not_found(key, Some(wanted)));
+        }
+        (SendCondition::Uid(wanted), None) => {
+            return Err(instance_not_found(key, Some(wanted)));
+        }
+        (SendCondition::Create, Some(current)) if !created => {
+            return Err(FlueError::AgentInstanceExists {
+                agent: key.agent.clone(),
+                id: key.id.clone(),
+                uid: current.uid.clone(),
+            });
+        }
+        _ => {}
+    }
+    let Some(current) = existing else {
+        return Err(instance_not_found(key, None));
+    };
+    if let Some(idempotency_key) = &admission.options.idempotency_key
+        && !created
+    {
+        let earlier = query_opt(
+            tx,
+            "SELECT submission_id, message, accepted_at, admitted_offset FROM flue_submissions
+             WHERE instance_id = $1 AND idempotency_key = $2",
+            &[&instance_id, idempotency_key],
+            "cannot read submission",
+        )
+        .await?;
+        if let Some(earlier) = earlier {
+            let submission_id: String = earlier.get(0);
+            let message: &str = earlier.get(1);
+            if message != message_json {
+                return Err(FlueError::SubmissionConflict {
+                    key: idempotency_key.clone(),
+                    submission_id,
+                });
+            }
+            return Ok(DispatchReceipt {
+                submission_id,
+                accepted_at: uint(earlier.get(2)),
+                uid: current.uid,
+                offset: Offset(uint(earlier.get(3))),
+                deduplicated: true,
+            });
+        }
+    }
+    if admission.options.when_busy == WhenBusy::Fail && !created {
+        let unsettled = count_unsettled(tx, &instance_id).await?;
+        if unsettled > 0 {
+            return Err(FlueError::ConversationBusy {
+                agent: key.agent.clone(),
+                id: key.id.clone(),
+                owner: current.owner.clone(),
+                unsettled,
+            });
+        }
+    }
+    if created {
+        let now = int(now_ms());
+        execute(
+            tx,
+            "INSERT INTO flue_sessions (instance_id, session, version, created_at, updated_at)
+             VALUES ($1, $2, 0, $3, $3) ON CONFLICT DO NOTHING",
+            &[&instance_id, &ROOT_SESSION, &now],
+            "cannot create the root session",
+        )
+        .await?;
+        push_batch(
+            tx,
+            &instance_id,
+            None,
+            &BatchBody::Created {
+                uid: admission.new_uid.clone(),
+            },
+        )
+        .await?;
+    }
+    let offset = push_batch(
+        tx,
+        &instance_id,
+        Some(&admission.submission_id),
+        &BatchBody::Admitted {
+            submission_id: admission.submission_id.clone(),
+            message: admission.message.clone(),
+            accepted_at: admission.accepted_at,
+        },
+    )
+    .await?;
+    let position: i64 = query_one(
+        tx,
+        "UPDATE flue_conversations SET next_position = next_position + 1
+         WHERE instance_id = $1 RETURNING next_position - 1",
+        &[&instance_id],
+        "cannot number submission",
+    )
+    .await?
+    .get(0);
+    execute(
+        tx,
+        "INSERT INTO flue_submissions
+         (submission_id, instance_id, position, state, message, accepted_at, attempts,
+          first_started_at, input_applied, abort_requested, idempotency_key, settlement,
+          durability, admitted_offset)
+         VALUES ($1, $2, $3, 'queued', $4, $5, 0, NULL, FALSE, FALSE, $6, NULL, NULL, $7)",
+        &[
+            &admission.submission_id,
+            &instance_id,
+            &position,
+            &message_json,
+            &int(admission.accepted_at),
+            &admission.options.idempotency_key,
+            &int(offset.0),
+        ],
+        "cannot insert submission",
+    )
+    .await?;
+    announce(
+        tx,
+        &Moved {
+            instance_id: instance_id.clone(),
+            head: offset,
+        },
+    )
+    .await?;
+    Ok(DispatchReceipt {
+        submission_id: admission.submission_id.clone(),
+        accepted_at: admission.accepted_at,
+        uid: current.uid,
+        offset,
+        deduplicated: false,
+    })
+}
+
+/// Locks the conversation row for the rest of the transaction; `None` when it does not exist.
+async fn lock(tx: &Transaction<'_>, instance_id: &str) -> Result<Option<Locked>> {
+    Ok(query_opt(
+        tx,
+        "SELECT uid, owner, epoch, lease_until > now() FROM flue_conversations
+         WHERE instance_id = $1 FOR UPDATE",
+        &[&instance_id],
+        "cannot lock conversation",
+    )
+    .await?
+    .map(|row| Locked {
+        uid: row.get(0),
+        owner: row.get(1),
+        epoch: uint(row.get(2)),
+        leased: row.get(3),
+    }))
+}
+
+/// Locks the conversation row and fails with [`FlueError::LeaseLost`] unless `fence` is its
+/// current owner.
+async fn check_fence(tx: &Transaction<'_>, fence: &Fence) -> Result<()> {
+    match lock(tx, &fence.key.instance_id()).await? {
+        None => Err(instance_not_found(&fence.key, None)),
+        Some(Locked {
+            owner: Some(owner),
+            epoch,
+            ..
+        }) if owner == fence.owner_id && epoch == fence.epoch => Ok(()),
+        Some(_) => Err(lease_lost(fence, "another owner took the conversation")),
+    }
+}
+
+/// Whether the owner's advisory lock is held (by its live connection), on any node.
+async fn owner_alive_in<C: GenericClient + Sync>(client: &C, owner_id: &str) -> Result<bool> {
+    let Some(key) = owner_id
+        .rsplit_once('-')
+        .and_then(|(_, key)| key.parse::<i32>().ok())
+    else {
+        return Ok(false);
+    };
+    let key = i64::from(key);
+    let namespace = i64::from(LOCK_NAMESPACE);
+    Ok(query_one(
+        client,
+        "SELECT EXISTS (SELECT 1 FROM pg_locks
+             WHERE locktype = 'advisory' AND granted AND objsubid = 2
+               AND classid::TEXT::BIGINT = $1 AND objid::TEXT::BIGINT = $2
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+        &[&namespace, &key],
+        "cannot probe owner liveness",
+    )
+    .await?
+    .get(0))
+}
+
+async fn count_unsettled(tx: &Transaction<'_>, instance_id: &str) -> Result<u64> {
+    Ok(uint(
+        query_one(
+            tx,
+            "SELECT COUNT(*) FROM flue_submissions
+             WHERE instance_id = $1 AND state NOT IN ('settled', 'waiting')",
+            &[&instance_id],
+            "cannot count submissions",
+        )
+        .await?
+        .get(0),
+    ))
+}
+
+/// Takes the conversation's next sequence number (the row is locked already).
+async fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
+    Ok(Offset(uint(
+        query_one(
+            tx,
+            "UPDATE flue_conversations SET head = head + 1 WHERE instance_id = $1 RETURNING head",
+            &[&instance_id],
+            "cannot advance the stream head",
+        )
+        .await?
+        .get(0),
+    )))
+}
+
+/// Records a non-record batch under the next sequence number; returns its offset.
+async fn push_batch(
+    tx: &Transaction<'_>,
+    instance_id: &str,
+    submission_id: Option<&str>,
+    body: &BatchBody,
+) -> Result<Offset> {
+    let json = serde_json::to_string(body)
+        .map_err(|err| FlueError::store("cannot serialise stream batch", err))?;
+    let offset = next_seq(tx, instance_id).await?;
+    execute(
+        tx,
+        "INSERT INTO flue_stream (instance_id, seq, at, submission_id, session, first_idx,
+                                  n_records, body)
+         VALUES ($1, $2, $3, $4, NULL, NULL, NULL, $5)",
+        &[
+            &instance_id,
+            &int(offset.0),
+            &int(now_ms()),
+            &submission_id,
+            &json,
+        ],
+        "cannot insert stream batch",
+    )
+    .await?;
+    Ok(offset)
+}
+
+/// Queues the head notification; Postgres sends it when the transaction commits.
+async fn announce(tx: &Transaction<'_>, moved: &Moved) -> Result<()> {
+    execute(
+        tx,
+        "SELECT pg_notify($1, $2)",
+        &[&NOTIFY_CHANNEL, &payload(&moved.instance_id, moved.head)],
+        "cannot notify the stream head",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Settles an unsettled submission and records the batch; `None` when already settled.
+async fn settle_in(
+    tx: &Transaction<'_>,
+    instance_id: &str,
+    settlement: &Settlement,
+) -> Result<Option<Offset>> {
+    let json = serde_json::to_string(settlement)
+        .map_err(|err| FlueError::store("cannot serialise settlement", err))?;
+    let changed = execute(
+        tx,
+        "UPDATE flue_submissions SET state = 'settled', settlement = $3
+         WHERE submission_id = $1 AND instance_id = $2 AND state <> 'settled'",
+        &[&settlement.submission_id, &instance_id, &json],
+        "cannot settle submission",
+    )
+    .await?;
+    if changed == 0 {
+        return Ok(None);
+    }
+    push_batch(
+        tx,
+        instance_id,
+        Some(&settlement.submission_id),
+        &BatchBody::Settled(settlement.clone()),
+    )
+    .await
+    .map(Some)
+}
+
+fn submission_from_row(row: &Row) -> Result<SubmissionInfo> {
+    let submission_id: String = row.get(0);
+    let corrupt = |what: &str, err: serde_json::Error| {
+        FlueError::store(format!("corrupt {what} of submission {submission_id}"), err)
+    };
+    let instance_id: String = row.get(1);
+    let state: &str = row.get(3);
+    let message_json: &str = row.get(4);
+    let settlement: Option<&str> = row.get(11);
+    let durability: Option<&str> = row.get(12);
+    let message = serde_json::from_str(message_json).map_err(|err| corrupt("message", err))?;
+    let settlement = settlement
+        .map(serde_json::from_str::<Settlement>)
+        .transpose()
+        .map_err(|err| corrupt("settlement", err))?;
+    let durability = durability
+        .map(serde_json::from_str::<DurabilityConfig>)
+        .transpose()
+        .map_err(|err| corrupt("durability", err))?;
+    let state = match state {
+        "queued" => SubmissionState::Queued,
+        "running" => SubmissionState::Running,
+        "waiting" => SubmissionState::Waiting,
+        "settled" => SubmissionState::Settled,
+        other => {
+            return Err(FlueError::Store {
+                message: format!("unknown state {other:?} of submission {submission_id}"),
+                source: None,
+            });
+        }
+    };
+    let conversation =
+        ConversationKey::from_instance_id(&instance_id).ok_or_else(|| FlueError::Store {
+            message: format!("malformed instance id {instance_id:?}"),
+            source: None,
+        })?;
+    Ok(SubmissionInfo {
+        conversation,
+        state,
+        message,
+        accepted_at: uint(row.get(5)),
+        position: uint(row.get(2)),
+        attempts: u32::try_from(row.get::<_, i64>(6)).unwrap_or(u32::MAX),
+        first_started_at: row.get::<_, Option<i64>>(7).map(uint),
+        input_applied: row.get(8),
+        abort_requested: row.get(9),
+        durability,
+        idempotency_key: row.get(10),
+        settlement,
+        submission_id,
+    })
+}
+
+fn conversation_from_row(row: &Row) -> Result<ConversationInfo> {
+    Ok(ConversationInfo {
+        key: ConversationKey::new(row.get::<_, String>(0), row.get::<_, String>(1)),
+        uid: row.get(2),
+        head: Offset(uint(row.get(3))),
+        created_at: uint(row.get(4)),
+        owner: row.get(5),
+        epoch: uint(row.get(6)),
+        unsettled: uint(row.get(7)),
+    })
+}
+
+/// The settlement of a submission aborted before it ran.
+fn aborted_settlement(submission_id: &str, attempts: u32) -> Settlement {
+    Settlement {
+        submission_id: submission_id.to_owned(),
+        outcome: Outcome::Aborted,
+        text: None,
+        error: Some(aborted_info(submission_id)),
+        attempts,
+        settled_at: now_ms(),
+    }
+}
+
+fn aborted_info(submission_id: &str) -> ErrorInfo {
+    FlueError::SubmissionAborted {
+        submission_id: submission_id.to_owned(),
+    }
+    .to_info()
+}
+
+fn instance_not_found(key: &ConversationKey, uid: Option<&String>) -> FlueError {
+    FlueError::AgentInstanceNotFound {
+        agent: key.agent.clone(),
+        id: key.id.clone(),
+        uid: uid.cloned(),
+    }
+}
+
+fn lease_lost(fence: &Fence, message: &str) -> FlueError {
+    FlueError::LeaseLost {
+        conversation: fence.key.to_string(),
+        epoch: fence.epoch,
+        message: message.to_owned(),
+    }
+}
+
+fn lease_ms(lease: Duration) -> f64 {
+    lease.as_secs_f64() * 1000.0
+}
