@@ -575,8 +575,7 @@ impl TurnLoop<'_> {
             }
             self.send_tool_start(call);
             let input = call.input.clone();
-            let (mut ctx, emitter) =
-                tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
+            let (mut ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
             emitted.push(emitter);
             if tool.meta().interrupt == InterruptBehavior::Complete {
                 // A short all-or-nothing call does not see the abort: it finishes within the
