@@ -2,9 +2,10 @@
 //! whenever its files change, plus a console in the browser at `/`.
 //!
 //! A reload builds a new [`AgentSet`] off the async runtime and swaps it into the [`Host`]
-//! (the submission runtime's registry) and the [`DurableRuntime`] (the router's agent list) in
-//! one step each, so every request sees a complete build: harnesses opened before the swap
-//! keep the configuration they were opened with, so a running submission finishes on the old
+//! (the submission runtime's registry) and the
+//! [`DurableRuntime`](flue_server::DurableRuntime) (the router's agent list) in one step each,
+//! so every request sees a complete build: harnesses opened before the swap keep the
+//! configuration they were opened with, so a running submission finishes on the old
 //! build. A build that fails keeps the last good one serving; its diagnostics go to stderr
 //! (the text of `flue build`) and to the console. Conversations live in `.flue/dev.db`, kept
 //! across reloads and restarts.
