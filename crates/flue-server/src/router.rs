@@ -10,6 +10,7 @@ use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
+use futures::StreamExt;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tracing::Instrument;
@@ -130,6 +131,10 @@ pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
         .layer(DefaultBodyLimit::max(config.body_limit))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
+            refuse_oversized,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
             time_limit,
         ))
         .layer(middleware::from_fn_with_state(
@@ -185,6 +190,39 @@ async fn authenticate(
         }
     }
     next.run(request).await
+}
+
+/// The most bytes of an oversized body read and dropped before answering 413, and for how
+/// long at most.
+const DRAIN_LIMIT: u64 = 64 * 1024 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// Answers 413 to a body whose declared length is over the limit, after reading and dropping
+/// what the client sends (up to [`DRAIN_LIMIT`] and [`DRAIN_TIME`]): closing a connection with
+/// unread data resets it, and a client still sending would see a network error instead of
+/// the 413. Bodies without a declared length are bounded by the extractors' limit.
+async fn refuse_oversized(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    let limit = u64::try_from(state.config.body_limit).unwrap_or(u64::MAX);
+    match declared {
+        Some(length) if length > limit => {
+            if length <= DRAIN_LIMIT {
+                let mut body = request.into_body().into_data_stream();
+                let drain = async { while let Some(Ok(_)) = body.next().await {} };
+                let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+            }
+            ApiError::payload_too_large(state.config.body_limit).into_response()
+        }
+        _ => next.run(request).await,
+    }
 }
 
 /// Answers 408 with the envelope when the handler has not produced a response head within
