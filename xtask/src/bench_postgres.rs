@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::bench_serve::{
-    connect, copy_dir, load_average, post, read_head_only, read_response, report, stop_child,
-    target_dir, wait_settled_on,
+    connect, copy_dir, head_offset, load_average, next_offset, post, read_response, report,
+    stop_child, target_dir, wait_settled_on,
 };
 use crate::cargo;
 
@@ -285,17 +285,7 @@ fn throughput(
 /// Opens an SSE reader of `path` at its head on `addr`; returns once its first control
 /// event arrived.
 fn attach(addr: &str, path: &str) -> anyhow::Result<std::io::BufReader<std::net::TcpStream>> {
-    let mut head_conn = connect(addr)?;
-    head_conn
-        .get_mut()
-        .write_all(format!("HEAD {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes())?;
-    let (_, headers, _) = read_head_only(&mut head_conn)?;
-    let head = headers
-        .lines()
-        .find_map(|line| line.strip_prefix("stream-next-offset: "))
-        .context("no head")?
-        .trim()
-        .to_owned();
+    let head = head_offset(addr, path)?;
     let mut sse = connect(addr)?;
     sse.get_mut().write_all(
         format!("GET {path}?view=updates&offset={head}&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n")
@@ -394,12 +384,7 @@ fn wait_for(addr: &str, path: &str, offset: &str, needle: Option<&str>) -> anyho
         if status != 200 {
             bail!("GET {path}: {status} {body}");
         }
-        let next = headers
-            .lines()
-            .find_map(|line| line.strip_prefix("stream-next-offset: "))
-            .context("no stream-next-offset")?
-            .trim()
-            .to_owned();
+        let next = next_offset(&headers)?;
         let grew = next != offset;
         offset = next;
         match needle {

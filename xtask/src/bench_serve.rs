@@ -346,12 +346,7 @@ pub(crate) fn wait_settled_on(
         if body.contains(&needle) {
             return Ok(());
         }
-        offset = headers
-            .lines()
-            .find_map(|line| line.strip_prefix("stream-next-offset: "))
-            .context("no stream-next-offset")?
-            .trim()
-            .to_owned();
+        offset = next_offset(&headers)?;
     }
 }
 
@@ -360,17 +355,7 @@ fn first_delta(addr: &str, path: &str) -> anyhow::Result<Duration> {
     // Create the conversation, then attach at its head.
     let first = post(&mut connect(addr)?, addr, path)?;
     wait_settled(addr, path, &first)?;
-    let mut head_conn = connect(addr)?;
-    head_conn
-        .get_mut()
-        .write_all(format!("HEAD {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes())?;
-    let (_, headers, _) = read_head_only(&mut head_conn)?;
-    let head = headers
-        .lines()
-        .find_map(|line| line.strip_prefix("stream-next-offset: "))
-        .context("no head")?
-        .trim()
-        .to_owned();
+    let head = head_offset(addr, path)?;
     let mut sse = connect(addr)?;
     sse.get_mut().write_all(
         format!("GET {path}?view=updates&offset={head}&live=sse HTTP/1.1\r\nhost: {addr}\r\n\r\n")
@@ -617,4 +602,23 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `Stream-Next-Offset` of a response's headers (as read by `read_response`).
+pub(crate) fn next_offset(headers: &str) -> anyhow::Result<String> {
+    Ok(headers
+        .lines()
+        .find_map(|line| line.strip_prefix("stream-next-offset: "))
+        .context("no stream-next-offset")?
+        .trim()
+        .to_owned())
+}
+
+/// The head offset of the conversation at `path`, from a `HEAD` request.
+pub(crate) fn head_offset(addr: &str, path: &str) -> anyhow::Result<String> {
+    let mut conn = connect(addr)?;
+    conn.get_mut()
+        .write_all(format!("HEAD {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes())?;
+    let (_, headers, _) = read_head_only(&mut conn)?;
+    next_offset(&headers)
 }
