@@ -26,10 +26,10 @@
 //!     McpServerOptions::new(McpHttpEndpoint::new("http://127.0.0.1:8931/mcp")),
 //! )
 //! .await?;
-//! // The tools are named `mcp__docs__<tool>`.
+//! // The tools are named `mcp__docs__<tool>`; the agent follows changes to the server's list.
 //! let config = AgentConfig::new()
 //!     .with_model("anthropic/claude-sonnet-4-6")
-//!     .with_tools(docs.tools().iter().cloned());
+//!     .with_tool_source(docs.tool_source());
 //! // ... build a harness from `config` and run sessions; the connection must stay open ...
 //! # let _ = config;
 //! docs.close().await?;
@@ -45,9 +45,19 @@
 //! than 64 characters (the most models accept) keep their first 55 characters and end in `_`
 //! and eight hex digits of a hash of the full name.
 //!
+//! ## A changing tool list
+//!
+//! A server may change its tools while it runs and say so with
+//! `notifications/tools/list_changed`. The connection notes it, and lists the tools again the
+//! next time its [`flue_core::ToolSource`] is refreshed: the agent loop does that before each
+//! model turn, so the model sees added, changed and removed tools from its next turn on. In a
+//! changed list, a tool that cannot be adapted (a name clash, an invalid schema) is left out
+//! with a warning; if listing fails, the previous list stays.
+//!
 //! ## Map of the main types
 //!
-//! - [`connect_mcp_server`] and [`McpServerConnection`] (its tools and `close`)
+//! - [`connect_mcp_server`] and [`McpServerConnection`] (its tools, its live
+//!   [`flue_core::ToolSource`] and `close`)
 //! - [`McpServerOptions`]: an [`McpEndpoint`] ([`McpHttpEndpoint`] with its [`McpTransport`], or
 //!   [`McpStdioCommand`]), the per-request timeout and whether progress resets it
 //! - failures are [`flue_core::FlueError::Mcp`] with a [`flue_core::McpErrorReason`]

@@ -11,6 +11,7 @@
 //! as a [`Delegation`].
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,8 +41,8 @@ use crate::steps::{
     model_view, next_step, pending_actions, results_before_input,
 };
 use crate::tool::{
-    InterruptBehavior, Ownership, Permission, ToolContext, ToolDefinition, ToolError, ToolMeta,
-    ToolSet, render_output,
+    InterruptBehavior, LiveTools, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
+    ToolMeta, ToolSet, render_output,
 };
 use crate::util::{BoxFuture, or_cancel};
 use tokio_util::sync::CancellationToken;
@@ -204,8 +205,8 @@ pub(crate) async fn run(
     }
     let thinking = call_thinking(&options, &overlay, &scope);
     let result_slot = Arc::new(Mutex::new(None));
-    let mut tools: Vec<ToolDefinition> = scope.tools.clone();
-    tools.extend(options.tools.iter().cloned());
+    // The call's tools and the runtime's come after the agent's and its sources'.
+    let mut tools: Vec<ToolDefinition> = options.tools.clone();
     if !scope.skills.is_empty() {
         tools.push(skill::load_skill_tool(scope.skills.clone())?);
     }
@@ -221,10 +222,13 @@ pub(crate) async fn run(
     if let Some(schema) = &options.result {
         tools.extend(result_tools(schema, &result_slot)?);
     }
-    if let Some(check) = permissions_check_tool(&tools, &harness.permissions, pausable)? {
-        tools.push(check);
-    }
-    let tools = ToolSet::assemble(tools)?;
+    let mut live_tools = LiveTools::new(
+        scope.tools.clone(),
+        scope.tool_sources.clone(),
+        tools,
+        &[PERMISSIONS_CHECK_TOOL],
+    );
+    let tools = turn_tool_set(live_tools.merged(), &harness.permissions, pausable)?;
 
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
@@ -260,7 +264,9 @@ pub(crate) async fn run(
         shared: &shared,
         provider: provider.as_ref(),
         spec: &spec,
-        tools: &tools,
+        tools,
+        live_tools,
+        removed_tools: BTreeSet::new(),
         system: overlay.system_prompt(&scope, harness.workspace_context.as_deref()),
         thinking,
         ctx: &ctx,
@@ -280,7 +286,12 @@ struct TurnLoop<'a> {
     shared: &'a SessionShared,
     provider: &'a dyn ModelProvider,
     spec: &'a ModelSpec,
-    tools: &'a ToolSet,
+    /// The tools of the current turn.
+    tools: ToolSet,
+    /// Where the tools come from, read again before each model turn.
+    live_tools: LiveTools,
+    /// Tools offered earlier in this operation that their source has removed since.
+    removed_tools: BTreeSet<String>,
     system: String,
     thinking: ThinkingLevel,
     ctx: &'a OperationContext,
@@ -309,6 +320,7 @@ impl TurnLoop<'_> {
                         return Err(FlueError::MaxTurnsExceeded { max_turns });
                     }
                     n_turns += 1;
+                    self.refresh_tools().await?;
                     self.compacting_model_turn(state, &mut compaction).await?;
                 }
                 Step::RunTools(calls) => {
@@ -392,6 +404,30 @@ impl TurnLoop<'_> {
         }
     }
 
+    /// Reads the tool sources again before a model turn, so the model sees their current
+    /// tools from this turn on. Tools that went away are remembered: a later call to one gets
+    /// an error that says so.
+    async fn refresh_tools(&mut self) -> Result<()> {
+        if !self.live_tools.is_live() {
+            return Ok(());
+        }
+        or_cancel(self.live_tools.refresh(), &self.ctx.cancel).await?;
+        let Some(tools) = self.live_tools.changed() else {
+            return Ok(());
+        };
+        let tools = turn_tool_set(tools, &self.shared.harness.permissions, self.pausable)?;
+        for name in self.tools.names() {
+            if tools.get(name).is_none() {
+                self.removed_tools.insert(name.clone());
+            }
+        }
+        for name in tools.names() {
+            self.removed_tools.remove(name);
+        }
+        self.tools = tools;
+        Ok(())
+    }
+
     fn compactor(&self) -> Compactor<'_> {
         Compactor {
             shared: self.shared,
@@ -399,7 +435,7 @@ impl TurnLoop<'_> {
             provider: self.provider,
             spec: self.spec,
             system: &self.system,
-            tools: self.tools,
+            tools: &self.tools,
         }
     }
 
@@ -543,11 +579,19 @@ impl TurnLoop<'_> {
             let span = &tool_spans[call_idx];
             let Some(tool) = self.tools.get(&call.name).cloned() else {
                 self.send_tool_start(call);
+                let missing = if self.removed_tools.contains(&call.name) {
+                    format!(
+                        "the tool {:?} is no longer available: its source (such as an MCP \
+                         server) removed it after offering it",
+                        call.name
+                    )
+                } else {
+                    format!("there is no tool named {:?}", call.name)
+                };
                 let error = ToolError::new(
                     "unknown_tool",
                     format!(
-                        "there is no tool named {:?}; available tools: {}",
-                        call.name,
+                        "{missing}; available tools: {}",
                         self.tools.names().join(", ")
                     ),
                 );
@@ -933,6 +977,16 @@ impl TurnLoop<'_> {
             pending_actions: Vec::new(),
         }
     }
+}
+
+/// The tool set of a turn: `tools`, and `permissions_check` when some of them pause.
+fn turn_tool_set(
+    tools: Vec<ToolDefinition>,
+    policy: &crate::permission::PermissionPolicy,
+    pausable: bool,
+) -> Result<ToolSet> {
+    let check = permissions_check_tool(&tools, policy, pausable)?;
+    ToolSet::assemble(tools.into_iter().chain(check))
 }
 
 /// The `permissions_check` tool of a call whose tools include some that wait for a decision

@@ -891,7 +891,15 @@ pub(crate) async fn run_manual(
                 hint: Some("set `model` or `compaction.model` on the agent to compact".into()),
             })?;
     let (provider, spec) = harness.providers.resolve(&model)?;
-    let tools = ToolSet::assemble(agent.tools.iter().cloned())?;
+    let tools = ToolSet::assemble(
+        crate::tool::LiveTools::new(
+            agent.tools.clone(),
+            agent.tool_sources.clone(),
+            Vec::new(),
+            &[],
+        )
+        .merged(),
+    )?;
     let system = harness.system_prompt();
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;

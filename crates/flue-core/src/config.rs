@@ -8,12 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
-use crate::tool::{Permission, ToolDefinition};
+use crate::tool::{Permission, ToolDefinition, ToolSource};
 
 /// Default limit on model turns in one operation.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -216,6 +217,8 @@ pub struct AgentProfile {
     pub skills: Vec<Skill>,
     /// Model-callable tools.
     pub tools: Vec<ToolDefinition>,
+    /// Tool lists that may change between turns (an MCP server's), offered after `tools`.
+    pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
     /// Default reasoning effort.
@@ -270,6 +273,13 @@ impl AgentProfile {
     #[must_use]
     pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
         self.tools.push(tool);
+        self
+    }
+
+    /// Adds a tool source: tools read again before each model turn (see [`ToolSource`]).
+    #[must_use]
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.tool_sources.push(source);
         self
     }
 
@@ -412,6 +422,8 @@ pub struct AgentConfig {
     pub skills: Vec<Skill>,
     /// Tools added to the profile's.
     pub tools: Vec<ToolDefinition>,
+    /// Tool sources added to the profile's (see [`ToolSource`]).
+    pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
     /// Overrides the profile thinking level.
@@ -510,6 +522,13 @@ impl AgentConfig {
         self
     }
 
+    /// Adds a tool source: tools read again before each model turn (see [`ToolSource`]).
+    #[must_use]
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.tool_sources.push(source);
+        self
+    }
+
     /// Adds tools.
     #[must_use]
     pub fn with_tools(mut self, tools: impl IntoIterator<Item = ToolDefinition>) -> Self {
@@ -580,6 +599,8 @@ impl AgentConfig {
         skills.extend(self.skills);
         let mut tools = profile.tools;
         tools.extend(self.tools);
+        let mut tool_sources = profile.tool_sources;
+        tool_sources.extend(self.tool_sources);
         let mut subagents = profile.subagents;
         subagents.extend(self.subagents);
         let merged = AgentProfile {
@@ -593,6 +614,7 @@ impl AgentConfig {
             instructions: self.instructions.or(profile.instructions),
             skills,
             tools,
+            tool_sources,
             subagents,
             thinking: self.thinking.or(profile.thinking),
             compaction: self.compaction.or(profile.compaction),
@@ -617,6 +639,7 @@ impl AgentConfig {
             instructions: merged.instructions.unwrap_or_default(),
             skills: merged.skills,
             tools: merged.tools,
+            tool_sources: merged.tool_sources,
             subagents: merged.subagents,
             thinking: merged.thinking.unwrap_or_default(),
             compaction: merged.compaction.unwrap_or_default(),
@@ -644,6 +667,8 @@ pub struct ResolvedAgent {
     pub skills: Vec<Skill>,
     /// Tools.
     pub tools: Vec<ToolDefinition>,
+    /// Tool sources, whose tools are read before each model turn (see [`ToolSource`]).
+    pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
     /// Thinking level.

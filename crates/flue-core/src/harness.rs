@@ -305,11 +305,19 @@ impl Harness {
     }
 
     /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
-    /// custom, command and MCP tools), then `load_skill` when there are skills and `task` when
+    /// custom and command tools), the current tools of its tool sources (MCP servers), then
+    /// `load_skill` when there are skills and `task` when
     /// there are subagents. A call's extra tools and result tools come on top.
     pub fn tool_schemas(&self) -> Result<Vec<ToolSchema>> {
         let scope = &self.shared.root_scope;
-        let mut schemas: Vec<ToolSchema> = scope.tools.iter().map(ToolDefinition::schema).collect();
+        let tools = crate::tool::LiveTools::new(
+            scope.tools.clone(),
+            scope.tool_sources.clone(),
+            Vec::new(),
+            &[],
+        )
+        .merged();
+        let mut schemas: Vec<ToolSchema> = tools.iter().map(ToolDefinition::schema).collect();
         if !scope.skills.is_empty() {
             schemas.push(crate::skill::load_skill_tool(scope.skills.clone())?.schema());
         }

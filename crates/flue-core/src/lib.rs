@@ -102,6 +102,6 @@ pub use tool::{
     BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
     DEFAULT_COMMAND_TIMEOUT_MS, Effects, FlueLogger, InterruptBehavior, MAX_COMMAND_TIMEOUT_MS,
     Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError,
-    ToolMeta, ToolSet, builtin_tool, builtin_tools, check_variable_name, render_output,
+    ToolMeta, ToolSet, ToolSource, builtin_tool, builtin_tools, check_variable_name, render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};

@@ -6,10 +6,12 @@
 //! compaction and the turn limit from the scope, never from the harness, so a task runs with
 //! its own configuration inside the shared harness.
 
+use std::sync::Arc;
+
 use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill, ThinkingLevel};
 use crate::error::{FlueError, Result};
 use crate::skill::SkillCatalog;
-use crate::tool::ToolDefinition;
+use crate::tool::{ToolDefinition, ToolSource};
 
 /// The configuration one session runs with.
 #[derive(Clone, Debug)]
@@ -24,6 +26,8 @@ pub(crate) struct AgentScope {
     pub(crate) compaction: Compaction,
     /// Model-callable tools of the agent (built-in session tools are added per call).
     pub(crate) tools: Vec<ToolDefinition>,
+    /// Tool lists read again before each model turn, offered after `tools`.
+    pub(crate) tool_sources: Vec<Arc<dyn ToolSource>>,
     /// The skills this session can run and load.
     pub(crate) skills: SkillCatalog,
     /// Profiles available to tasks.
@@ -68,6 +72,7 @@ impl AgentScope {
             thinking: agent.thinking,
             compaction: agent.compaction.clone(),
             tools: agent.tools.clone(),
+            tool_sources: agent.tool_sources.clone(),
             skills: SkillCatalog::new(all)?,
             subagents: agent.subagents.clone(),
             max_turns: agent.max_turns,

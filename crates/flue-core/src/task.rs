@@ -463,6 +463,7 @@ fn child_scope(
             .clone()
             .unwrap_or_else(|| parent.compaction.clone()),
         tools: profile.tools.clone(),
+        tool_sources: profile.tool_sources.clone(),
         skills: SkillCatalog::new(profile.skills.iter().cloned())?,
         subagents: profile.subagents.clone(),
         max_turns: parent.max_turns,

@@ -1,5 +1,6 @@
 //! The MCP servers of one harness: declarations to options (`${VAR}` expanded), one connection
-//! per server, tools attached to the agent and its subagents, closing when the harness is closed.
+//! per server, its live tool list attached to the agent and its subagents as a tool source,
+//! closing when the harness is closed.
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use flue_connectors::{
     McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpSampler, McpServerConnection,
     McpServerOptions, McpStdioCommand, McpTransport as WireTransport, connect_mcp_server,
 };
-use flue_core::{AgentConfig, AgentProfile, FlueError, ToolDefinition};
+use flue_core::{AgentConfig, AgentProfile, FlueError, ToolSource};
 
 use crate::tokens::SqliteTokenStore;
 use crate::{Env, HarnessOptions};
@@ -36,7 +37,8 @@ pub(crate) struct McpServers {
 
 impl McpServers {
     /// Connects every MCP server agent `agent` and its subagents use (each distinct server
-    /// once) and adds their tools to `config` and to the subagent profiles in it. On failure
+    /// once) and adds their tool lists to `config` and to the subagent profiles in it, as
+    /// tool sources (a server's list changes when it says so). On failure
     /// the servers already open are closed and the error names the failing server.
     pub(crate) async fn connect(
         workspace: &Workspace,
@@ -53,7 +55,9 @@ impl McpServers {
             sampler: sampler.as_ref(),
         };
         let mut servers = Self::default();
-        let attached = servers.attach(context, agent, &mut config.tools).await;
+        let attached = servers
+            .attach(context, agent, &mut config.tool_sources)
+            .await;
         let attached = match attached {
             Ok(()) => {
                 servers
@@ -89,19 +93,21 @@ impl McpServers {
     ) -> Result<(), FlueError> {
         for profile in profiles {
             if let Some(name) = profile.name.clone() {
-                self.attach(context, &name, &mut profile.tools).await?;
+                self.attach(context, &name, &mut profile.tool_sources)
+                    .await?;
             }
             Box::pin(self.attach_subagents(context, &mut profile.subagents)).await?;
         }
         Ok(())
     }
 
-    /// Adds the tools of agent `agent`'s servers to `tools`, connecting servers not open yet.
+    /// Adds the tool lists of agent `agent`'s servers to `sources`, connecting servers not
+    /// open yet.
     async fn attach(
         &mut self,
         context: Context<'_>,
         agent: &str,
-        tools: &mut Vec<ToolDefinition>,
+        sources: &mut Vec<Arc<dyn ToolSource>>,
     ) -> Result<(), FlueError> {
         for (name, decl) in context.workspace.mcp_servers(agent)? {
             let open = self
@@ -124,7 +130,7 @@ impl McpServers {
                 }
             };
             if let Some((_, connection)) = self.connections.get(idx) {
-                tools.extend(connection.tools().iter().cloned());
+                sources.push(connection.tool_source());
             }
         }
         Ok(())

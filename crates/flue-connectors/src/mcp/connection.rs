@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use flue_core::{
     Effects, FlueError, InterruptBehavior, McpErrorReason, Ownership, Result, Tool, ToolContext,
-    ToolDefinition, ToolError, ToolMeta,
+    ToolDefinition, ToolError, ToolMeta, ToolSource,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use super::live::{McpTools, ToolListChanges};
 use super::naming::adapted_name;
 use super::oauth::{Authorizer, OAuthHttpClient};
 use super::options::{McpEndpoint, McpServerOptions, McpTransport};
@@ -45,12 +46,17 @@ const MAX_REPORTED_PROBLEMS: usize = 8;
 
 /// A connected MCP server: its tools, ready for an agent, and the connection behind them.
 ///
+/// The tools are a live list: when the server sends `notifications/tools/list_changed`, the
+/// list is fetched again (`tools/list`) the next time the agent loop refreshes its tool
+/// sources, before a model turn. Give an agent [`McpServerConnection::tool_source`] to follow
+/// such changes; [`McpServerConnection::tools`] is the list as it stands.
+///
 /// Tools keep working as long as the connection is open; after [`McpServerConnection::close`]
 /// (or dropping the connection, which closes it in the background) their calls fail with a
 /// `mcp_server_closed` tool error.
 pub struct McpServerConnection {
     name: String,
-    tools: Vec<ToolDefinition>,
+    tools: Arc<McpTools>,
     service: RunningService<RoleClient, Handler>,
 }
 
@@ -69,7 +75,8 @@ pub struct McpServerConnection {
 /// Fails with [`FlueError::Mcp`] naming the server when it cannot be started or reached, does
 /// not complete the handshake within the timeout, or lists tools that cannot be adapted (two
 /// tools with the same adapted name, a pagination cursor seen twice, an invalid schema). Error
-/// messages never contain header or environment values.
+/// messages never contain header or environment values. (A list fetched again after a change
+/// notification leaves such tools out with a warning instead.)
 pub async fn connect_mcp_server(
     name: &str,
     options: McpServerOptions,
@@ -81,7 +88,15 @@ pub async fn connect_mcp_server(
         authorizer: None,
     };
     let running = RunningCalls::default();
-    let service = start(name, &options, &mut context, running.clone()).await?;
+    let changes = Arc::new(ToolListChanges::default());
+    let handler = Handler::new(
+        name,
+        options.elicitor.clone(),
+        options.sampler.clone(),
+        running.clone(),
+        Arc::clone(&changes),
+    );
+    let service = start(name, handler, &options, &mut context).await?;
     let client = Arc::new(Client {
         running,
         context,
@@ -89,12 +104,16 @@ pub async fn connect_mcp_server(
         timeout: options.timeout,
         reset_timeout_on_progress: options.reset_timeout_on_progress,
     });
-    let listed = list_tools(&client).await;
-    let tools = listed.and_then(|listed| adapt_tools(&client, listed));
+    // A change announced while the first list is fetched is reflected in it, or in the next.
+    let seen = changes.count();
+    let tools = list_tools(&client).await.and_then(|listed| {
+        let (tools, problems) = adapt_tools(&client, listed);
+        problems.into_iter().next().map_or(Ok(tools), Err)
+    });
     match tools {
         Ok(tools) => Ok(McpServerConnection {
             name: name.to_owned(),
-            tools,
+            tools: Arc::new(McpTools::new(name, client, changes, (seen, tools))),
             service,
         }),
         Err(err) => {
@@ -111,9 +130,16 @@ impl McpServerConnection {
         &self.name
     }
 
-    /// The server's tools, in the order it listed them.
-    pub fn tools(&self) -> &[ToolDefinition] {
-        &self.tools
+    /// The server's tools as last listed, in the order it listed them.
+    pub fn tools(&self) -> Vec<ToolDefinition> {
+        self.tools.tools()
+    }
+
+    /// The server's tools as a [`ToolSource`] for an agent
+    /// ([`AgentConfig::with_tool_source`](flue_core::AgentConfig::with_tool_source)): listed
+    /// again before the model's next turn whenever the server announced that they changed.
+    pub fn tool_source(&self) -> Arc<dyn ToolSource> {
+        Arc::clone(&self.tools) as Arc<dyn ToolSource>
     }
 
     /// Closes the connection and waits (up to ten seconds) for it to shut down; a stdio server
@@ -135,7 +161,7 @@ impl fmt::Debug for McpServerConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpServerConnection")
             .field("name", &self.name)
-            .field("tools", &self.tools)
+            .field("tools", &self.tools.tools())
             .finish_non_exhaustive()
     }
 }
@@ -239,7 +265,7 @@ impl ErrorContext {
 }
 
 /// What every tool of one server shares: the peer to send requests through and the settings.
-struct Client {
+pub(super) struct Client {
     /// The calls in flight, to which sampling requests are attributed.
     running: RunningCalls,
     context: ErrorContext,
@@ -289,16 +315,10 @@ impl Client {
 /// joins `context` for later errors.
 async fn start(
     name: &str,
+    info: Handler,
     options: &McpServerOptions,
     context: &mut ErrorContext,
-    running: RunningCalls,
 ) -> Result<RunningService<RoleClient, Handler>> {
-    let info = Handler::new(
-        name,
-        options.elicitor.clone(),
-        options.sampler.clone(),
-        running,
-    );
     let timeout = options.timeout;
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {
@@ -430,7 +450,7 @@ where
 }
 
 /// Every tool the server lists, following pagination.
-async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>> {
+pub(super) async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>> {
     let never = CancellationToken::new();
     let mut tools = Vec::new();
     let mut seen_cursors = HashSet::new();
@@ -468,79 +488,97 @@ async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>> {
     ))
 }
 
-/// The listed tools as tool definitions; duplicate adapted names are an error.
-fn adapt_tools(
+/// The listed tools as tool definitions, and one error for each tool left out: one whose
+/// adapted name an earlier tool already has, or whose definition is invalid. Connecting fails
+/// on the first error; a refreshed list leaves such tools out with a warning.
+pub(super) fn adapt_tools(
     client: &Arc<Client>,
     listed: Vec<rmcp::model::Tool>,
-) -> Result<Vec<ToolDefinition>> {
+) -> (Vec<ToolDefinition>, Vec<FlueError>) {
     let server = client.context.server.as_str();
     let mut originals: BTreeMap<String, String> = BTreeMap::new();
     let mut tools = Vec::with_capacity(listed.len());
+    let mut problems = Vec::new();
     for tool in listed {
         let original = tool.name.to_string();
         let name = adapted_name(server, &original);
-        if let Some(first) = originals.insert(name.clone(), original.clone()) {
-            return Err(client.context.error(
+        if let Some(first) = originals.get(&name) {
+            problems.push(client.context.error(
                 McpErrorReason::InvalidTools,
                 format!(
                     "tools `{first}` and `{original}` both become `{name}`; rename one of them on the server"
                 ),
             ));
+            continue;
         }
-        let invalid = |message: String| {
-            client.context.error(
-                McpErrorReason::InvalidTools,
-                format!("tool `{original}`: {message}"),
-            )
-        };
-        let output_validator = match &tool.output_schema {
-            Some(schema) => Some(
-                jsonschema::validator_for(&Value::Object((**schema).clone()))
-                    .map_err(|err| invalid(format!("invalid output schema: {err}")))?,
-            ),
-            None => None,
-        };
-        let annotations = tool.annotations.as_ref();
-        let read_only = annotations
-            .and_then(|hints| hints.read_only_hint)
-            .unwrap_or(false);
-        let destructive = !read_only
-            && annotations
-                .and_then(|hints| hints.destructive_hint)
-                .unwrap_or(true);
-        // The MCP defaults: a tool is open-world (reaches outside services) unless it says not.
-        let open_world = annotations
-            .and_then(|hints| hints.open_world_hint)
-            .unwrap_or(true);
-        let meta = ToolMeta {
-            ownership: Ownership::Mcp,
-            read_only,
-            destructive,
-            effects: if open_world {
-                Effects::NETWORK
-            } else {
-                Effects::NONE
-            },
-            interrupt: InterruptBehavior::Cancel,
-            ..ToolMeta::default()
-        };
-        let description = describe(server, &tool);
-        let input_schema = normalize_input_schema(&tool.input_schema);
-        let implementation = McpTool {
-            client: Arc::clone(client),
-            original: original.clone(),
-            output_validator,
-        };
-        let definition =
-            ToolDefinition::new(&name, description, input_schema, Arc::new(implementation))
-                .map_err(|err| match err {
-                    FlueError::InvalidTool { message, .. } => invalid(message),
-                    other => invalid(other.to_string()),
-                })?
-                .with_meta(meta);
-        tools.push(definition);
+        originals.insert(name.clone(), original.clone());
+        match adapt_tool(client, tool, &name, &original) {
+            Ok(definition) => tools.push(definition),
+            Err(err) => problems.push(err),
+        }
     }
-    Ok(tools)
+    (tools, problems)
+}
+
+/// One listed tool as the tool definition `name`.
+fn adapt_tool(
+    client: &Arc<Client>,
+    tool: rmcp::model::Tool,
+    name: &str,
+    original: &str,
+) -> Result<ToolDefinition> {
+    let server = client.context.server.as_str();
+    let invalid = |message: String| {
+        client.context.error(
+            McpErrorReason::InvalidTools,
+            format!("tool `{original}`: {message}"),
+        )
+    };
+    let output_validator = match &tool.output_schema {
+        Some(schema) => Some(
+            jsonschema::validator_for(&Value::Object((**schema).clone()))
+                .map_err(|err| invalid(format!("invalid output schema: {err}")))?,
+        ),
+        None => None,
+    };
+    let annotations = tool.annotations.as_ref();
+    let read_only = annotations
+        .and_then(|hints| hints.read_only_hint)
+        .unwrap_or(false);
+    let destructive = !read_only
+        && annotations
+            .and_then(|hints| hints.destructive_hint)
+            .unwrap_or(true);
+    // The MCP defaults: a tool is open-world (reaches outside services) unless it says not.
+    let open_world = annotations
+        .and_then(|hints| hints.open_world_hint)
+        .unwrap_or(true);
+    let meta = ToolMeta {
+        ownership: Ownership::Mcp,
+        read_only,
+        destructive,
+        effects: if open_world {
+            Effects::NETWORK
+        } else {
+            Effects::NONE
+        },
+        interrupt: InterruptBehavior::Cancel,
+        ..ToolMeta::default()
+    };
+    let description = describe(server, &tool);
+    let input_schema = normalize_input_schema(&tool.input_schema);
+    let implementation = McpTool {
+        client: Arc::clone(client),
+        original: original.to_owned(),
+        output_validator,
+    };
+    let definition = ToolDefinition::new(name, description, input_schema, Arc::new(implementation))
+        .map_err(|err| match err {
+            FlueError::InvalidTool { message, .. } => invalid(message),
+            other => invalid(other.to_string()),
+        })?
+        .with_meta(meta);
+    Ok(definition)
 }
 
 /// `MCP tool "x" from server "s". Title: T. <description>`

@@ -1,5 +1,6 @@
-//! The client side of a connection: what flue announces in the handshake and how it answers
-//! the requests a server sends back (elicitation, sampling).
+//! The client side of a connection: what flue announces in the handshake, how it answers the
+//! requests a server sends back (elicitation, sampling) and which notifications it notes (a
+//! changed tool list).
 #![allow(
     deprecated,
     reason = "rmcp marks sampling deprecated for a future MCP draft; it is part of the 2025-11-25 spec flue speaks"
@@ -13,11 +14,12 @@ use rmcp::model::{
     FormElicitationCapability, Implementation, MetaObject, ProtocolVersion, Role,
     SamplingCapability, SamplingMessage,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::elicitation::{ElicitationAnswer, ElicitationRequest, McpElicitor};
+use super::live::ToolListChanges;
 use super::sampling::{McpSampler, RunningCalls, SamplingRequest, content_text};
 
 /// Answers a server's requests for one connection.
@@ -27,6 +29,7 @@ pub(crate) struct Handler {
     elicitor: Option<Arc<dyn McpElicitor>>,
     sampler: Option<Arc<dyn McpSampler>>,
     running: RunningCalls,
+    tool_list_changes: Arc<ToolListChanges>,
 }
 
 impl Handler {
@@ -37,6 +40,7 @@ impl Handler {
         elicitor: Option<Arc<dyn McpElicitor>>,
         sampler: Option<Arc<dyn McpSampler>>,
         running: RunningCalls,
+        tool_list_changes: Arc<ToolListChanges>,
     ) -> Self {
         let mut capabilities = ClientCapabilities::default();
         if sampler.is_some() {
@@ -58,6 +62,7 @@ impl Handler {
             elicitor,
             sampler,
             running,
+            tool_list_changes,
         }
     }
 }
@@ -65,6 +70,11 @@ impl Handler {
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(target: "flue::mcp", server = %self.server, "the tool list changed");
+        self.tool_list_changes.note();
     }
 
     async fn create_message(

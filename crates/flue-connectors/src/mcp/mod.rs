@@ -7,6 +7,7 @@
 mod connection;
 mod elicitation;
 mod handler;
+mod live;
 mod naming;
 mod oauth;
 mod options;

@@ -46,8 +46,8 @@ async fn lists_every_tool_with_its_hints(wire: Wire) {
     let server = Everything::start(wire).await;
     let connection = server.connect().await;
     assert_eq!(connection.name(), "everything");
-    let listed: Vec<(&str, bool, bool)> = connection
-        .tools()
+    let tools = connection.tools();
+    let listed: Vec<(&str, bool, bool)> = tools
         .iter()
         .map(|tool| (tool.name(), tool.meta().read_only, tool.meta().destructive))
         .collect();
@@ -202,7 +202,7 @@ async fn progress_resets_the_timeout_and_a_timeout_leaves_the_server_usable(wire
 async fn closing_the_connection_stops_its_tools(wire: Wire) {
     let server = Everything::start(wire).await;
     let connection = server.connect().await;
-    let echo = tool(&connection, "mcp__everything__echo").clone();
+    let echo = tool(&connection, "mcp__everything__echo");
     connection.close().await.unwrap();
     let err = echo
         .call(json!({"message": "anyone?"}), &crate::support::context())

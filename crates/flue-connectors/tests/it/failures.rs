@@ -51,11 +51,8 @@ async fn pagination_is_followed_and_a_repeated_cursor_is_an_error() {
     let connection = flue_connectors::connect_mcp_server("raw", raw_server("pages"))
         .await
         .unwrap();
-    let names: Vec<&str> = connection
-        .tools()
-        .iter()
-        .map(flue_core::ToolDefinition::name)
-        .collect();
+    let tools = connection.tools();
+    let names: Vec<&str> = tools.iter().map(flue_core::ToolDefinition::name).collect();
     assert_eq!(names, ["mcp__raw__one", "mcp__raw__two", "mcp__raw__three"]);
     connection.close().await.unwrap();
 

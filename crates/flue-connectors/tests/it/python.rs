@@ -36,8 +36,8 @@ async fn names_are_sanitised_and_hints_follow_the_mcp_defaults(wire: Wire) {
     let connection = flue_connectors::connect_mcp_server("py.fixture", server.options.clone())
         .await
         .unwrap();
-    let listed: Vec<(&str, bool, bool)> = connection
-        .tools()
+    let tools = connection.tools();
+    let listed: Vec<(&str, bool, bool)> = tools
         .iter()
         .map(|tool| (tool.name(), tool.meta().read_only, tool.meta().destructive))
         .collect();

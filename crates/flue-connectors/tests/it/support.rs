@@ -155,19 +155,13 @@ pub fn context() -> ToolContext {
 }
 
 /// The tool called `name` of `connection`.
-pub fn tool<'a>(connection: &'a McpServerConnection, name: &str) -> &'a ToolDefinition {
-    connection
-        .tools()
-        .iter()
-        .find(|tool| tool.name() == name)
-        .unwrap_or_else(|| {
-            let names: Vec<&str> = connection
-                .tools()
-                .iter()
-                .map(ToolDefinition::name)
-                .collect();
-            panic!("no tool {name}; tools: {names:?}")
-        })
+pub fn tool(connection: &McpServerConnection, name: &str) -> ToolDefinition {
+    let tools = connection.tools();
+    let found = tools.iter().find(|tool| tool.name() == name).cloned();
+    found.unwrap_or_else(|| {
+        let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
+        panic!("no tool {name}; tools: {names:?}")
+    })
 }
 
 /// Calls the tool `name` with `input` as the runtime would (input validated first).

@@ -8,6 +8,7 @@
 mod builtin;
 mod command;
 mod emit;
+mod source;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,6 +35,8 @@ pub use command::{
 };
 pub use emit::FlueLogger;
 pub(crate) use emit::attach_emitted;
+pub(crate) use source::LiveTools;
+pub use source::ToolSource;
 
 /// The suggested action of an input that does not match a built-in tool's schema.
 const FIX_ARGUMENTS: &str = "Fix the arguments to match the tool's input schema and retry.";
@@ -577,6 +580,11 @@ impl ToolDefinition {
     /// The runtime metadata.
     pub fn meta(&self) -> ToolMeta {
         self.inner.meta
+    }
+
+    /// Whether `a` and `b` are the very same definition (clones of one another).
+    pub(crate) fn same(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.inner, &b.inner)
     }
 
     /// The tool as the model sees it.

@@ -48,4 +48,5 @@ mod task_activity;
 mod task_pauses;
 mod tasks;
 mod tool_call_ids;
+mod tool_sources;
 mod tools_builtin;

@@ -1,0 +1,194 @@
+//! Tool sources: a list that changes between turns is read again before each model turn.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use flue_core::{
+    AgentConfig, BoxFuture, Harness, LocalSandbox, ModelInfo, ModelProvider, ModelRequest,
+    ModelTurn, PromptOptions, ProviderRegistry, Record, ScriptedProvider, ToolDefinition,
+    ToolSource, TurnSink,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+/// The scripted model, recording the tool names offered at each turn.
+struct Recording {
+    scripted: ScriptedProvider,
+    offered: Mutex<Vec<Vec<String>>>,
+}
+
+impl ModelProvider for Recording {
+    fn id(&self) -> &str {
+        "scripted"
+    }
+
+    fn model_info(&self, model: &str) -> ModelInfo {
+        self.scripted.model_info(model)
+    }
+
+    fn check_model<'a>(&'a self, model: &'a str) -> BoxFuture<'a, flue_core::Result<()>> {
+        self.scripted.check_model(model)
+    }
+
+    fn stream_turn<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        sink: &'a TurnSink,
+    ) -> BoxFuture<'a, flue_core::Result<ModelTurn>> {
+        let names = request.tools.iter().map(|tool| tool.name.clone()).collect();
+        self.offered.lock().unwrap().push(names);
+        self.scripted.stream_turn(request, sink)
+    }
+}
+
+/// A source whose list its own tools replace, counting its refreshes.
+#[derive(Default)]
+struct Swappable {
+    tools: Mutex<Vec<ToolDefinition>>,
+    refreshes: AtomicUsize,
+}
+
+impl Swappable {
+    fn set(&self, tools: Vec<ToolDefinition>) {
+        *self.tools.lock().unwrap() = tools;
+    }
+}
+
+impl ToolSource for Swappable {
+    fn label(&self) -> String {
+        "the swappable source".to_owned()
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        self.tools.lock().unwrap().clone()
+    }
+
+    fn refresh(&self) -> BoxFuture<'_, ()> {
+        self.refreshes.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoInput {}
+
+/// A tool that answers `answer`.
+fn answering(name: &str, answer: &'static str) -> ToolDefinition {
+    ToolDefinition::from_fn(
+        name,
+        format!("Answers {answer}."),
+        move |_: NoInput, _| async move { Ok(json!(answer)) },
+    )
+    .unwrap()
+}
+
+/// `swap`: replaces the source's list with `second` (and a tool named like a fixed one).
+fn swap_tool(source: &Arc<Swappable>) -> ToolDefinition {
+    let source = Arc::clone(source);
+    ToolDefinition::from_fn("swap", "Swaps the source's tools.", move |_: NoInput, _| {
+        let source = Arc::clone(&source);
+        async move {
+            source.set(vec![
+                answering("second", "from second"),
+                answering("fixed", "from the source"),
+            ]);
+            Ok(json!("swapped"))
+        }
+    })
+    .unwrap()
+}
+
+/// The tool results of `records`, as (tool, error kind, content).
+fn results(records: &[Record]) -> Vec<(String, Option<String>, String)> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            Record::ToolResult(result) => Some((
+                result.tool_name.clone(),
+                result.error_kind.clone(),
+                result.content.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_changed_source_is_offered_from_the_next_turn_and_its_removed_tools_answer_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"rules": [
+        {"when": {"user_contains": "go"},
+         "reply": {"tool_calls": [{"name": "first"}, {"name": "swap"}]}},
+        {"when": {"turn": 2},
+         "reply": {"tool_calls": [{"name": "second"}, {"name": "fixed"}, {"name": "first"}]}},
+        {"when": {"turn": 3}, "reply": {"text": "done"}}
+    ]});
+    let provider = Arc::new(Recording {
+        scripted: ScriptedProvider::new(dir.path())
+            .with_script("tools.json", &script.to_string())
+            .unwrap(),
+        offered: Mutex::default(),
+    });
+    let source = Arc::new(Swappable::default());
+    source.set(vec![answering("first", "from first")]);
+    let agent = AgentConfig::new()
+        .with_model("scripted/tools.json")
+        .with_tool(answering("fixed", "from the agent"))
+        .with_tool(swap_tool(&source))
+        .with_tool_source(Arc::clone(&source) as Arc<dyn ToolSource>);
+    let harness = Harness::builder(agent)
+        .with_providers(ProviderRegistry::new().with_provider(provider.clone()))
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .build()
+        .await
+        .unwrap();
+    let listed: Vec<String> = harness
+        .tool_schemas()
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect();
+    assert_eq!(listed, ["fixed", "swap", "first"]);
+
+    let session = harness.session("default").await.unwrap();
+    let response = session
+        .prompt("go", PromptOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(response.text, "done");
+    assert_eq!(
+        *provider.offered.lock().unwrap(),
+        [
+            vec!["fixed", "swap", "first"],
+            // `second` is new; the source's `fixed` is left out, the agent's own stays.
+            vec!["fixed", "swap", "second"],
+            vec!["fixed", "swap", "second"],
+        ]
+    );
+    assert_eq!(source.refreshes.load(Ordering::Relaxed), 3, "once per turn");
+    let some = |kind: &str| Some(kind.to_owned());
+    assert_eq!(
+        results(&session.records().await),
+        [
+            ("first".to_owned(), None, "from first".to_owned()),
+            ("swap".to_owned(), None, "swapped".to_owned()),
+            ("second".to_owned(), None, "from second".to_owned()),
+            ("fixed".to_owned(), None, "from the agent".to_owned()),
+            (
+                "first".to_owned(),
+                some("unknown_tool"),
+                "the tool \"first\" is no longer available: its source (such as \
+                 an MCP server) removed it after offering it; available tools: fixed, swap, \
+                 second"
+                    .to_owned()
+            ),
+        ]
+    );
+    let listed: Vec<String> = harness
+        .tool_schemas()
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect();
+    assert_eq!(listed, ["fixed", "swap", "second"]);
+}
