@@ -1,5 +1,6 @@
 //! `flue run` with MCP servers: an agent calling MCP tools end to end (scripted model), servers
-//! from flue.toml with `${VAR}` from .env, and servers that fail to start or die mid-call.
+//! from flue.toml with `${VAR}` from .env, servers that fail to start or die mid-call, and a
+//! server whose tool list changes during the run.
 
 use std::path::{Path, PathBuf};
 
@@ -214,6 +215,66 @@ fn a_server_that_dies_mid_call_leaves_the_conversation_usable() {
         [
             (json!("mcp__raw__crash"), json!("mcp_server_closed")),
             (json!("mcp__raw__ok"), serde_json::Value::Null)
+        ]
+    );
+}
+
+#[test]
+fn a_tool_the_server_adds_mid_run_is_offered_at_the_next_turn_and_a_removed_one_is_gone() {
+    let mcp = format!(
+        "  changing:\n    command: {}\n    args: [\"{}\"]\n",
+        python(),
+        peer("changing_server.py")
+    );
+    // `grow` adds `echo` and `shrink` removes it, each announcing the change.
+    let call = |tool: &str, input: serde_json::Value| json!({"tool_calls": [{"name": format!("mcp__changing__{tool}"), "input": input}]});
+    let script = json!({
+        "rules": [
+            {"when": {"user_contains": "go"}, "reply": call("grow", json!({}))},
+            {"when": {"turn": 2}, "reply": call("echo", json!({"text": "hi"}))},
+            {"when": {"turn": 3}, "reply": call("shrink", json!({}))},
+            {"when": {"turn": 4}, "reply": call("echo", json!({"text": "again"}))},
+            {"when": {"turn": 5}, "reply": {"text": "done"}}
+        ]
+    })
+    .to_string();
+    let ws = Workspace::new(&[("agents/helper.md", &agent(&mcp)), ("script.json", &script)]);
+    let output = ws.flue(&["run", "helper", "-m", "go", "--id", "c"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "done\n");
+    let show = ws.flue(&["session", "show", "--id", "c", "--json"]);
+    let results: Vec<(Value, Value)> = json(&show)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| (message["tool_name"].clone(), message["error_kind"].clone()))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (json!("mcp__changing__grow"), Value::Null),
+            (json!("mcp__changing__echo"), Value::Null),
+            (json!("mcp__changing__shrink"), Value::Null),
+            (json!("mcp__changing__echo"), json!("unknown_tool")),
+        ]
+    );
+    // A new run connects again and lists the server's tools as they are at its start.
+    let listed = json(&ws.flue(&["tools", "helper", "--json"]));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .filter(|name| name.starts_with("mcp__"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "mcp__changing__grow",
+            "mcp__changing__reshape",
+            "mcp__changing__shrink",
+            "mcp__changing__clash"
         ]
     );
 }

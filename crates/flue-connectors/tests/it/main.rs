@@ -1,7 +1,8 @@
 //! flue-connectors integration tests: one binary, one module per area.
 //!
 //! The MCP tests run real servers: the official `@modelcontextprotocol/server-everything`
-//! (npm), a server built with the official Python SDK (`mcp` on PyPI), and a hand-written
+//! (npm), servers built with the official Python SDK (`mcp` on PyPI), one of which changes
+//! its tool list as it runs, and a hand-written
 //! misbehaving one, all under tests/peers/ (installed by `tests/peers/install.sh`). The sandbox tests run
 //! bubblewrap, `unshare` and a fake Daytona server on loopback.
 #![allow(
@@ -16,6 +17,7 @@ mod daytona_fake;
 mod everything;
 mod failures;
 mod isolated;
+mod list_changed;
 mod pg_server;
 mod postgres;
 mod python;

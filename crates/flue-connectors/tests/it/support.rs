@@ -222,6 +222,11 @@ pub fn raw_server(scenario: &str) -> McpServerOptions {
     )
 }
 
+/// Options for the stdio server whose tool list changes (tests/peers/changing_server.py).
+pub fn changing_server() -> McpServerOptions {
+    McpServerOptions::new(McpStdioCommand::new(python()).with_args([script("changing_server.py")]))
+}
+
 /// The error of a connection that must fail.
 pub async fn connect_error(name: &str, options: McpServerOptions) -> flue_core::FlueError {
     match connect_mcp_server(name, options).await {
