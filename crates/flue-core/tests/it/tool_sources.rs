@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    AgentConfig, BoxFuture, Harness, LocalSandbox, ModelInfo, ModelProvider, ModelRequest,
-    ModelTurn, PromptOptions, ProviderRegistry, Record, ScriptedProvider, ToolDefinition,
-    ToolSource, TurnSink,
+    ActionKind, AgentConfig, BoxFuture, Harness, LocalSandbox, ModelInfo, ModelProvider,
+    ModelRequest, ModelTurn, Permission, PromptOptions, ProviderRegistry, Record, ScriptedProvider,
+    ToolDefinition, ToolSource, TurnSink,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -98,6 +98,33 @@ fn swap_tool(source: &Arc<Swappable>) -> ToolDefinition {
     .unwrap()
 }
 
+/// A harness for `agent` whose model plays `script`, and the recording provider.
+async fn harness(
+    agent: AgentConfig,
+    script: &serde_json::Value,
+) -> (Harness, Arc<Recording>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Arc::new(Recording {
+        scripted: ScriptedProvider::new(dir.path())
+            .with_script("tools.json", &script.to_string())
+            .unwrap(),
+        offered: Mutex::default(),
+    });
+    let harness = Harness::builder(agent.with_model("scripted/tools.json"))
+        .with_providers(ProviderRegistry::new().with_provider(provider.clone()))
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .build()
+        .await
+        .unwrap();
+    (harness, provider, dir)
+}
+
+/// The names `harness` lists for its root sessions.
+fn listed(harness: &Harness) -> Vec<String> {
+    let tools = harness.tool_schemas().unwrap();
+    tools.into_iter().map(|tool| tool.name).collect()
+}
+
 /// The tool results of `records`, as (tool, error kind, content).
 fn results(records: &[Record]) -> Vec<(String, Option<String>, String)> {
     records
@@ -115,7 +142,6 @@ fn results(records: &[Record]) -> Vec<(String, Option<String>, String)> {
 
 #[tokio::test]
 async fn a_changed_source_is_offered_from_the_next_turn_and_its_removed_tools_answer_an_error() {
-    let dir = tempfile::tempdir().unwrap();
     let script = json!({"rules": [
         {"when": {"user_contains": "go"},
          "reply": {"tool_calls": [{"name": "first"}, {"name": "swap"}]}},
@@ -123,32 +149,14 @@ async fn a_changed_source_is_offered_from_the_next_turn_and_its_removed_tools_an
          "reply": {"tool_calls": [{"name": "second"}, {"name": "fixed"}, {"name": "first"}]}},
         {"when": {"turn": 3}, "reply": {"text": "done"}}
     ]});
-    let provider = Arc::new(Recording {
-        scripted: ScriptedProvider::new(dir.path())
-            .with_script("tools.json", &script.to_string())
-            .unwrap(),
-        offered: Mutex::default(),
-    });
     let source = Arc::new(Swappable::default());
     source.set(vec![answering("first", "from first")]);
     let agent = AgentConfig::new()
-        .with_model("scripted/tools.json")
         .with_tool(answering("fixed", "from the agent"))
         .with_tool(swap_tool(&source))
         .with_tool_source(Arc::clone(&source) as Arc<dyn ToolSource>);
-    let harness = Harness::builder(agent)
-        .with_providers(ProviderRegistry::new().with_provider(provider.clone()))
-        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
-        .build()
-        .await
-        .unwrap();
-    let listed: Vec<String> = harness
-        .tool_schemas()
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name)
-        .collect();
-    assert_eq!(listed, ["fixed", "swap", "first"]);
+    let (harness, provider, _dir) = harness(agent, &script).await;
+    assert_eq!(listed(&harness), ["fixed", "swap", "first"]);
 
     let session = harness.session("default").await.unwrap();
     let response = session
@@ -184,11 +192,38 @@ async fn a_changed_source_is_offered_from_the_next_turn_and_its_removed_tools_an
             ),
         ]
     );
-    let listed: Vec<String> = harness
-        .tool_schemas()
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name)
+    assert_eq!(listed(&harness), ["fixed", "swap", "second"]);
+}
+
+#[tokio::test]
+async fn permission_rules_apply_to_tools_a_source_adds() {
+    let script = json!({"rules": [
+        {"when": {"user_contains": "go"}, "reply": {"tool_calls": [{"name": "swap"}]}},
+        {"when": {"turn": 2}, "reply": {"tool_calls": [{"name": "second"}]}}
+    ]});
+    let source = Arc::new(Swappable::default());
+    let agent = AgentConfig::new()
+        .with_tool(swap_tool(&source))
+        .with_tool_source(Arc::clone(&source) as Arc<dyn ToolSource>)
+        .with_permission("second", Permission::AlwaysAsk);
+    let (harness, provider, _dir) = harness(agent, &script).await;
+    let session = harness.session("default").await.unwrap();
+    let response = session
+        .prompt("go", PromptOptions::default())
+        .await
+        .unwrap();
+    // Once `second` exists, a tool pauses: the preflight tool joins the list.
+    assert_eq!(
+        *provider.offered.lock().unwrap(),
+        [
+            vec!["swap"],
+            vec!["swap", "second", "fixed", "permissions_check"]
+        ]
+    );
+    let waiting: Vec<(&str, ActionKind)> = response
+        .pending_actions
+        .iter()
+        .map(|action| (action.tool_name.as_str(), action.kind))
         .collect();
-    assert_eq!(listed, ["fixed", "swap", "second"]);
+    assert_eq!(waiting, [("second", ActionKind::Confirmation)]);
 }
