@@ -1,3 +1,5 @@
+//! Unit tests of tool sources: where their tools go, which are left out, when the list is new.
+
 use std::sync::{Arc, Mutex};
 
 use pretty_assertions::assert_eq;
