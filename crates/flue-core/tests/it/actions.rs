@@ -345,3 +345,116 @@ async fn actions_calling_actions_stop_at_the_depth_limit() {
     // The root session and one session per level.
     assert_eq!(f.session_names().await.len(), depth + 1);
 }
+
+#[tokio::test]
+async fn an_action_runs_inside_a_durable_submission_and_its_writes_are_fenced() {
+    use flue_core::{
+        AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage,
+        DispatchOptions, Harness, Offset, ProviderRegistry, SessionStore, SqliteStore,
+        StaticAgents,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap());
+    let agents = Arc::new(StaticAgents::new().with_agent("researcher", || {
+        let observed = Arc::new(Mutex::new(Observed::default()));
+        Harness::builder(
+            AgentConfig::new()
+                .with_model("test/m")
+                .with_action(research(observed)),
+        )
+        .with_providers(
+            ProviderRegistry::new().with_provider(research_model(json!({"topic": "tides"}))),
+        )
+        .with_workspace_context(None)
+    }));
+    let runtime = AgentRuntime::builder(store.clone(), agents)
+        .with_poll_interval(std::time::Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    let key = ConversationKey::new("researcher", "c1");
+    let receipt = runtime
+        .dispatch(
+            &key,
+            DeliveredMessage::user("look into tides"),
+            DispatchOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        runtime.read(&receipt.submission_id).await.unwrap(),
+        r#"model saw: {"summary":"notes on tides"}"#
+    );
+    // The action's session lives in the conversation beside the root session ...
+    let names: Vec<String> = store
+        .list(&key.instance_id())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|summary| summary.session)
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("action:"), "{names:?}");
+    // ... and its records went through the owner's fence, tagged with the submission.
+    let page = store.read_stream(&key, Offset::START, 100).await.unwrap();
+    let action_batches: Vec<_> = page
+        .batches
+        .iter()
+        .filter(|batch| {
+            matches!(&batch.body, BatchBody::Records { session, .. } if *session == names[0])
+        })
+        .collect();
+    assert!(!action_batches.is_empty());
+    assert!(
+        action_batches
+            .iter()
+            .all(|batch| batch.submission_id.as_deref() == Some(receipt.submission_id.as_str()))
+    );
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn aborting_the_caller_aborts_what_the_action_runs() {
+    let provider = RuleProvider::new(|seen: &Seen| match seen.first_user_text().as_str() {
+        "slow" => Reply::Hang,
+        _ => Reply::Calls(vec![("wait", json!({}))]),
+    });
+    let child_error: Arc<Mutex<Option<String>>> = Arc::default();
+    let recorded = Arc::clone(&child_error);
+    let wait = ActionDefinition::from_fn("wait", "Waits.", move |_input: Empty, ctx| {
+        let recorded = Arc::clone(&recorded);
+        async move {
+            let session = ctx.harness().session("default").await?;
+            ctx.emit_data("started", &json!(true))?;
+            let result = session.prompt("slow", PromptOptions::default()).await;
+            *recorded.lock().unwrap() = result.as_ref().err().map(|err| err.kind().to_owned());
+            Ok::<_, ToolError>(result?.text)
+        }
+    })
+    .unwrap();
+    let f = fixture(
+        AgentConfig::new().with_model("test/m").with_action(wait),
+        provider,
+        |builder| builder,
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let mut handle = session.prompt("go", PromptOptions::default());
+    let mut events = handle.take_events().unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event, Event::Data { .. }) {
+            break;
+        }
+    }
+    handle.abort();
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        std::future::IntoFuture::into_future(handle),
+    )
+    .await
+    .expect("the aborted call did not finish");
+    assert_eq!(outcome.unwrap_err().kind(), "aborted");
+    // The operation the action started on its own session was cancelled with the caller.
+    assert_eq!(child_error.lock().unwrap().as_deref(), Some("aborted"));
+}
