@@ -357,10 +357,7 @@ impl Session {
             Ok(guard) => guard,
             Err(err) => return CallHandle::failed(err),
         };
-        let cancel = operation_cancel(
-            outer_cancel.as_ref(),
-            self.shared.harness.scope_cancel.as_ref(),
-        );
+        let cancel = operation_cancel(outer_cancel, self.shared.harness.scope_cancel.as_ref());
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let sink = TurnSink::new(events_tx);
         let shared = Arc::clone(&self.shared);
@@ -413,15 +410,16 @@ impl Session {
 /// An operation's token: a child of the caller's, and inside an action scope also cancelled
 /// with the action (a small task links the two until either fires).
 fn operation_cancel(
-    outer: Option<&CancellationToken>,
+    outer: Option<CancellationToken>,
     scope: Option<&CancellationToken>,
 ) -> CancellationToken {
     match (outer, scope) {
         (None, None) => CancellationToken::new(),
-        (Some(only), None) | (None, Some(only)) => only.child_token(),
+        (Some(outer), None) => outer.child_token(),
+        (None, Some(scope)) => scope.child_token(),
         (Some(outer), Some(scope)) => {
             let cancel = scope.child_token();
-            let (outer, linked) = (outer.clone(), cancel.clone());
+            let linked = cancel.clone();
             tokio::spawn(async move {
                 tokio::select! {
                     () = outer.cancelled() => linked.cancel(),
