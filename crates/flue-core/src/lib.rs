@@ -109,3 +109,8 @@ pub use tool::{
     ToolMeta, ToolSet, builtin_tool, builtin_tools, check_variable_name, render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};
+
+/// The examples of docs/library.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+struct LibraryGuide;
