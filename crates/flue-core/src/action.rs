@@ -26,6 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::harness::Harness;
+use crate::scope::AgentScope;
+use crate::shared::HarnessShared;
 use crate::tool::{
     Effects, FlueLogger, Ownership, Permission, Tool, ToolContext, ToolDefinition, ToolError,
     ToolMeta, compile_schema, describe_errors,
@@ -38,6 +40,13 @@ pub const ACTION_SCOPE_PREFIX: &str = "action:";
 
 /// How many action scopes may nest (an action whose session calls an action, ...).
 pub const MAX_ACTION_DEPTH: u32 = 4;
+
+/// Who runs a tool call: the harness and the scope (root agent or subagent) of its session.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    pub(crate) harness: Arc<HarnessShared>,
+    pub(crate) scope: Arc<AgentScope>,
+}
 
 /// A reusable action the model can call like a tool.
 ///
@@ -242,7 +251,11 @@ impl ActionDefinition {
             }
             .into());
         }
-        let Some(parent) = &tool_ctx.harness else {
+        let Some(Caller {
+            harness: parent,
+            scope,
+        }) = &tool_ctx.caller
+        else {
             return Err(ToolError::new(
                 "action_outside_session",
                 format!("action {action:?} runs only as a tool call of a session"),
@@ -258,7 +271,9 @@ impl ActionDefinition {
         // Everything the scope started stops when the action returns (or its call is aborted).
         let scope_cancel = tool_ctx.cancel.child_token();
         let _stop_scope = scope_cancel.clone().drop_guard();
-        let harness = Harness::from_shared(Arc::new(parent.action_scope(scope_cancel.clone())));
+        let harness = Harness::from_shared(Arc::new(
+            parent.action_scope(Arc::clone(scope), scope_cancel.clone()),
+        ));
         let ctx = ActionContext {
             harness,
             logger: tool_ctx.logger(),

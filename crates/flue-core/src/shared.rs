@@ -63,9 +63,14 @@ impl HarnessShared {
     }
 
     /// The isolated scope an action invoked from this harness runs in: the same agent,
-    /// sandbox, store, providers, roles, secrets and permissions, a fresh registry of open
-    /// sessions under a new session prefix, and operations cancelled by `cancel`.
-    pub(crate) fn action_scope(&self, cancel: tokio_util::sync::CancellationToken) -> Self {
+    /// sandbox, store, providers, roles, secrets and permissions, sessions that run as `scope`
+    /// (the caller's: the root agent, or the subagent of a task) in its `cwd`, a fresh registry
+    /// of open sessions under a new session prefix, and operations cancelled by `cancel`.
+    pub(crate) fn action_scope(
+        &self,
+        scope: Arc<AgentScope>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Self {
         Self {
             instance_id: self.instance_id.clone(),
             agent: self.agent.clone(),
@@ -73,9 +78,9 @@ impl HarnessShared {
             audit: Arc::clone(&self.audit),
             providers: self.providers.clone(),
             sandbox: Arc::clone(&self.sandbox),
-            fs: Arc::clone(&self.fs),
+            fs: crate::sandbox::in_cwd(&self.sandbox, &scope.cwd),
             workspace_context: self.workspace_context.clone(),
-            root_scope: Arc::clone(&self.root_scope),
+            root_scope: scope,
             roles: self.roles.clone(),
             redactor: self.redactor.clone(),
             permissions: self.permissions.clone(),

@@ -458,3 +458,59 @@ async fn aborting_the_caller_aborts_what_the_action_runs() {
     // The operation the action started on its own session was cancelled with the caller.
     assert_eq!(child_error.lock().unwrap().as_deref(), Some("aborted"));
 }
+
+#[tokio::test]
+async fn a_subagents_action_runs_as_that_subagent() {
+    let provider = RuleProvider::new(|seen: &Seen| {
+        match (seen.first_user_text().as_str(), seen.last_tool_result()) {
+            ("inside", _) => Reply::Text("noted".into()),
+            ("use note", None) => Reply::Calls(vec![("note", json!({}))]),
+            ("lead", None) => Reply::Calls(vec![(
+                "task",
+                json!({"prompt": "use note", "agent": "helper"}),
+            )]),
+            (_, Some(result)) => Reply::Text(format!("[{}]", result.content)),
+            (_, None) => Reply::Text("?".into()),
+        }
+    });
+    let note =
+        ActionDefinition::from_fn("note", "Takes a note.", |_input: Empty, ctx| async move {
+            let session = ctx.harness().session("notes").await?;
+            let reply = session.prompt("inside", PromptOptions::default()).await?;
+            Ok::<_, ToolError>(reply.text)
+        })
+        .unwrap();
+    let f = fixture(
+        AgentConfig::new().with_model("test/m").with_subagent(
+            flue_core::AgentProfile::new("helper")
+                .with_instructions("You are the helper.")
+                .with_action(note),
+        ),
+        provider.clone(),
+        |builder| builder,
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let reply = session
+        .prompt("lead", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(reply.text.contains("[noted]"), "{}", reply.text);
+    let seen = provider.seen();
+    let tools_of = |first: &str| {
+        seen.iter()
+            .find(|seen| seen.first_user_text() == first)
+            .map(|seen| (seen.tool_names().join(","), seen.system.clone()))
+            .unwrap()
+    };
+    // The root offers `task` only; the helper's task and the action's own session run as the
+    // helper: its action, its instructions.
+    assert_eq!(tools_of("lead").0, "task");
+    assert_eq!(tools_of("use note").0, "note");
+    let (inside_tools, inside_system) = tools_of("inside");
+    assert_eq!(inside_tools, "note");
+    assert!(
+        inside_system.contains("You are the helper."),
+        "{inside_system}"
+    );
+}
