@@ -514,3 +514,33 @@ async fn a_subagents_action_runs_as_that_subagent() {
         "{inside_system}"
     );
 }
+
+#[tokio::test]
+async fn an_always_ask_rule_pauses_an_action_before_it_runs() {
+    let observed = Arc::new(Mutex::new(Observed::default()));
+    let f = fixture(
+        AgentConfig::new()
+            .with_model("test/m")
+            .with_action(research(Arc::clone(&observed)))
+            .with_permission("research", flue_core::Permission::AlwaysAsk),
+        research_model(json!({"topic": "tides"})),
+        |builder| builder,
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let paused = session
+        .prompt("look into tides", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(paused.requires_action());
+    let pending = paused.pending_actions[0].clone();
+    assert_eq!(pending.tool_name, "research");
+    // Nothing ran yet: no session of the action's own.
+    assert_eq!(f.session_names().await, ["default"]);
+    let done = session
+        .resolve(&pending.action_id, flue_core::ActionDecision::Allow)
+        .await
+        .unwrap();
+    assert_eq!(done.text, r#"model saw: {"summary":"notes on tides"}"#);
+    assert_eq!(f.session_names().await.len(), 2);
+}
