@@ -236,7 +236,8 @@ impl ActionDefinition {
             .validated_by_implementation())
     }
 
-    /// Validates the input, runs the action in a child scope of `parent` and checks its output.
+    /// Validates the input, runs the action in a child scope of the calling harness and checks
+    /// its output.
     async fn invoke(
         &self,
         input: Value,
