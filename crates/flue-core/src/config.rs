@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::action::ActionDefinition;
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition, ToolSource};
@@ -219,6 +220,9 @@ pub struct AgentProfile {
     pub tools: Vec<ToolDefinition>,
     /// Tool lists that may change between turns (an MCP server's), offered after `tools`.
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
+    /// Actions: Rust behaviour offered to the model as framework-managed tools, each run in
+    /// an isolated child scope (see [`ActionDefinition`]).
+    pub actions: Vec<ActionDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
     /// Default reasoning effort.
@@ -280,6 +284,13 @@ impl AgentProfile {
     #[must_use]
     pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
         self.tool_sources.push(source);
+        self
+    }
+
+    /// Adds an action.
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action);
         self
     }
 
@@ -359,6 +370,21 @@ impl AgentProfile {
             self.tools.iter().map(ToolDefinition::name),
             problems,
         );
+        check_duplicates(
+            label,
+            "action",
+            self.actions.iter().map(ActionDefinition::name),
+            problems,
+        );
+        for action in &self.actions {
+            if self.tools.iter().any(|tool| tool.name() == action.name()) {
+                problems.push(format!(
+                    "{label}: action {:?} has the name of a tool; the model calls both by name, \
+                     rename one",
+                    action.name()
+                ));
+            }
+        }
         let subagent_names = self.subagents.iter().filter_map(|p| p.name.as_deref());
         check_duplicates(label, "subagent", subagent_names, problems);
         for skill in &self.skills {
@@ -424,6 +450,8 @@ pub struct AgentConfig {
     pub tools: Vec<ToolDefinition>,
     /// Tool sources added to the profile's (see [`ToolSource`]).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
+    /// Actions added to the profile's.
+    pub actions: Vec<ActionDefinition>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
     /// Overrides the profile thinking level.
@@ -536,6 +564,13 @@ impl AgentConfig {
         self
     }
 
+    /// Adds an action.
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action);
+        self
+    }
+
     /// Adds a skill.
     #[must_use]
     pub fn with_skill(mut self, skill: Skill) -> Self {
@@ -601,6 +636,8 @@ impl AgentConfig {
         tools.extend(self.tools);
         let mut tool_sources = profile.tool_sources;
         tool_sources.extend(self.tool_sources);
+        let mut actions = profile.actions;
+        actions.extend(self.actions);
         let mut subagents = profile.subagents;
         subagents.extend(self.subagents);
         let merged = AgentProfile {
@@ -615,6 +652,7 @@ impl AgentConfig {
             skills,
             tools,
             tool_sources,
+            actions,
             subagents,
             thinking: self.thinking.or(profile.thinking),
             compaction: self.compaction.or(profile.compaction),
@@ -640,6 +678,7 @@ impl AgentConfig {
             skills: merged.skills,
             tools: merged.tools,
             tool_sources: merged.tool_sources,
+            actions: merged.actions,
             subagents: merged.subagents,
             thinking: merged.thinking.unwrap_or_default(),
             compaction: merged.compaction.unwrap_or_default(),
@@ -669,6 +708,8 @@ pub struct ResolvedAgent {
     pub tools: Vec<ToolDefinition>,
     /// Tool sources, whose tools are read before each model turn (see [`ToolSource`]).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
+    /// Actions (offered to the model after the tools).
+    pub actions: Vec<ActionDefinition>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
     /// Thinking level.

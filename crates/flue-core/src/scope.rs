@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use crate::action::ActionDefinition;
 use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill, ThinkingLevel};
 use crate::error::{FlueError, Result};
 use crate::skill::SkillCatalog;
@@ -66,12 +67,13 @@ impl AgentScope {
             return Err(FlueError::config(problems.join("; ")));
         }
         let all = agent.skills.iter().chain(workspace_skills).cloned();
+        let tools = tools_and_actions(&agent.tools, &agent.actions)?;
         Ok(Self {
             instructions: agent.instructions.clone(),
             model: agent.model.clone(),
             thinking: agent.thinking,
             compaction: agent.compaction.clone(),
-            tools: agent.tools.clone(),
+            tools,
             tool_sources: agent.tool_sources.clone(),
             skills: SkillCatalog::new(all)?,
             subagents: agent.subagents.clone(),
@@ -88,4 +90,16 @@ impl AgentScope {
             .filter_map(|profile| profile.name.clone())
             .collect()
     }
+}
+
+/// A scope's tools: the declared tools, then each action as the tool the model calls.
+pub(crate) fn tools_and_actions(
+    tools: &[ToolDefinition],
+    actions: &[ActionDefinition],
+) -> Result<Vec<ToolDefinition>> {
+    let mut all = tools.to_vec();
+    for action in actions {
+        all.push(action.tool()?);
+    }
+    Ok(all)
 }
