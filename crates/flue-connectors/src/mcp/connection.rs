@@ -512,7 +512,7 @@ pub(super) fn adapt_tools(
             continue;
         }
         originals.insert(name.clone(), original.clone());
-        match adapt_tool(client, tool, &name, &original) {
+        match adapt_tool(client, &tool, &name, &original) {
             Ok(definition) => tools.push(definition),
             Err(err) => problems.push(err),
         }
@@ -523,7 +523,7 @@ pub(super) fn adapt_tools(
 /// One listed tool as the tool definition `name`.
 fn adapt_tool(
     client: &Arc<Client>,
-    tool: rmcp::model::Tool,
+    tool: &rmcp::model::Tool,
     name: &str,
     original: &str,
 ) -> Result<ToolDefinition> {
@@ -565,7 +565,7 @@ fn adapt_tool(
         interrupt: InterruptBehavior::Cancel,
         ..ToolMeta::default()
     };
-    let description = describe(server, &tool);
+    let description = describe(server, tool);
     let input_schema = normalize_input_schema(&tool.input_schema);
     let implementation = McpTool {
         client: Arc::clone(client),
