@@ -79,3 +79,40 @@ fn without_a_subagent_the_parents_scope_is_kept_with_the_callers_model() {
         )
     );
 }
+
+/// A tool source known by its label alone.
+struct Labelled(&'static str);
+
+impl crate::tool::ToolSource for Labelled {
+    fn label(&self) -> String {
+        self.0.to_owned()
+    }
+
+    fn tools(&self) -> Vec<crate::tool::ToolDefinition> {
+        Vec::new()
+    }
+}
+
+#[test]
+fn a_subagent_gets_its_own_tool_sources_and_a_same_agent_task_the_parents() {
+    let agent = AgentConfig::new()
+        .with_tool_source(std::sync::Arc::new(Labelled("parent's server")))
+        .with_subagent(
+            AgentProfile::new("worker")
+                .with_tool_source(std::sync::Arc::new(Labelled("worker's server"))),
+        )
+        .resolve()
+        .unwrap();
+    let parent = AgentScope::root(&agent, &[], "/w".into()).unwrap();
+    let labels = |scope: &AgentScope| -> Vec<String> {
+        scope
+            .tool_sources
+            .iter()
+            .map(|source| source.label())
+            .collect()
+    };
+    let worker = child_scope(&parent, Some("worker"), &inherited(), "/w".into()).unwrap();
+    assert_eq!(labels(&worker), ["worker's server"]);
+    let same = child_scope(&parent, None, &inherited(), "/w".into()).unwrap();
+    assert_eq!(labels(&same), ["parent's server"]);
+}
