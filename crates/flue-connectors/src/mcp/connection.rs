@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use flue_core::{
     Effects, FlueError, InterruptBehavior, McpErrorReason, Ownership, Result, Tool, ToolContext,
@@ -40,6 +40,10 @@ const MAX_PAGES: usize = 1000;
 
 /// How long an error about a dead stdio server waits for the end of its stderr.
 const STDERR_SETTLE: Duration = Duration::from_secs(2);
+
+/// How long after a `tools/call` answer a streamable-HTTP server's change notification may
+/// still be on its way (it travels on another stream than the answer).
+const CHANGE_NOTICE_GRACE: Duration = Duration::from_millis(150);
 
 /// Cap on the `invalid output` problems reported for one result.
 const MAX_REPORTED_PROBLEMS: usize = 8;
@@ -97,12 +101,23 @@ pub async fn connect_mcp_server(
         Arc::clone(&changes),
     );
     let service = start(name, handler, &options, &mut context).await?;
+    // Over streamable HTTP a server may announce a change on its standalone stream, which
+    // is not ordered with the answer of the call that made the change.
+    let unordered = matches!(
+        &options.endpoint,
+        McpEndpoint::Http(http) if http.transport == McpTransport::StreamableHttp
+    );
+    let announces_changes = service
+        .peer_info()
+        .and_then(|info| info.capabilities.tools.as_ref()?.list_changed)
+        == Some(true);
     let client = Arc::new(Client {
         running,
         context,
         peer: service.peer().clone(),
         timeout: options.timeout,
         reset_timeout_on_progress: options.reset_timeout_on_progress,
+        last_answer: (unordered && announces_changes).then(Mutex::default),
     });
     // A change announced while the first list is fetched is reflected in it, or in the next.
     let seen = changes.count();
@@ -272,9 +287,33 @@ pub(super) struct Client {
     peer: Peer<RoleClient>,
     timeout: Duration,
     reset_timeout_on_progress: bool,
+    /// When the last `tools/call` answer arrived, kept for a server whose change notifications
+    /// may trail that answer (see [`Client::change_notice_due`]); `None` for other servers.
+    last_answer: Option<Mutex<Option<Instant>>>,
 }
 
 impl Client {
+    /// How long to wait before trusting that every change a call announced has been noted:
+    /// zero unless the server says it sends `notifications/tools/list_changed` and may send
+    /// them on a stream other than the call's (streamable HTTP), and a call answered less than
+    /// [`CHANGE_NOTICE_GRACE`] ago.
+    pub(super) fn change_notice_due(&self) -> Duration {
+        let Some(last_answer) = &self.last_answer else {
+            return Duration::ZERO;
+        };
+        let answered = *last_answer.lock().unwrap_or_else(PoisonError::into_inner);
+        answered.map_or(Duration::ZERO, |answered| {
+            CHANGE_NOTICE_GRACE.saturating_sub(answered.elapsed())
+        })
+    }
+
+    /// Notes that a `tools/call` was answered (for [`Client::change_notice_due`]).
+    fn note_answer(&self) {
+        if let Some(last_answer) = &self.last_answer {
+            *last_answer.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        }
+    }
+
     /// Sends `request` and waits for its answer, the timeout or `cancel`.
     async fn request(
         &self,
@@ -663,6 +702,7 @@ impl Tool for McpTool {
             let running = self.client.running.start(ctx);
             let answer = self.client.request(request, &what, &ctx.cancel).await;
             drop(running);
+            self.client.note_answer();
             let answer = answer?;
             let result = match answer {
                 ServerResult::CallToolResult(result) => result,

@@ -70,8 +70,14 @@ impl McpTools {
     /// Lists the tools again when the server announced a change since the last listing.
     async fn refresh_now(&self) {
         // The server sends the notification before the answer of the call that changed the
-        // list, but the handler counts it on a task of its own: let that task run first.
-        tokio::task::yield_now().await;
+        // list, but the handler counts it on a task of its own: let that task run first. Over
+        // streamable HTTP it may come on another stream, after the answer: give it a moment.
+        let due = self.client.change_notice_due();
+        if due.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(due).await;
+        }
         let _one_at_a_time = self.refreshing.lock().await;
         let wanted = self.changes.count();
         if self.listed().seen == wanted {
@@ -83,8 +89,7 @@ impl McpTools {
                 for problem in problems {
                     tracing::warn!(
                         target: "flue::mcp",
-                        "{}: a tool of the changed list is left out: {problem}",
-                        self.label
+                        "a tool of the changed list is left out: {problem}"
                     );
                 }
                 Some(tools)

@@ -10,7 +10,7 @@ use flue_core::{
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{call, changing_server, tool};
+use crate::support::{PyServer, Wire, call, tool};
 
 /// The names of `tools`.
 fn names(tools: &[ToolDefinition]) -> Vec<&str> {
@@ -29,9 +29,37 @@ const FIRST: [&str; 4] = [
     "mcp__changing__clash",
 ];
 
-#[tokio::test]
-async fn a_refresh_lists_the_tools_again_after_the_server_announced_a_change() {
-    let connection = flue_connectors::connect_mcp_server("changing", changing_server())
+/// The server whose tool list changes (tests/peers/changing_server.py), over `wire`.
+async fn changing_server(wire: Wire) -> PyServer {
+    PyServer::start_script("changing_server.py", wire, &[]).await
+}
+
+mod a_refresh_lists_the_tools_again_after_the_server_announced_a_change {
+    use crate::support::Wire;
+
+    #[tokio::test]
+    async fn stdio() {
+        super::a_refresh_lists_the_tools_again_after_the_server_announced_a_change(Wire::Stdio)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn streamable_http() {
+        super::a_refresh_lists_the_tools_again_after_the_server_announced_a_change(
+            Wire::StreamableHttp,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn sse() {
+        super::a_refresh_lists_the_tools_again_after_the_server_announced_a_change(Wire::Sse).await;
+    }
+}
+
+async fn a_refresh_lists_the_tools_again_after_the_server_announced_a_change(wire: Wire) {
+    let server = changing_server(wire).await;
+    let connection = flue_connectors::connect_mcp_server("changing", server.options.clone())
         .await
         .unwrap();
     let source = connection.tool_source();
@@ -136,9 +164,27 @@ impl ModelProvider for Recording {
 }
 
 // On the multi-threaded runtime `flue run` and `flue serve` use: the notification is counted on
-// a task of its own while the tool call's answer travels on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones() {
+// a task of its own while the tool call's answer travels on (over streamable HTTP, on another
+// stream).
+mod an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones {
+    use crate::support::Wire;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stdio() {
+        super::an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones(Wire::Stdio)
+            .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streamable_http() {
+        super::an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones(
+            Wire::StreamableHttp,
+        )
+        .await;
+    }
+}
+
+async fn an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones(wire: Wire) {
     let dir = tempfile::tempdir().unwrap();
     let call_tool = |name: &str, input: Value| json!({"tool_calls": [{"name": format!("mcp__changing__{name}"), "input": input}]});
     let script = json!({"rules": [
@@ -154,7 +200,8 @@ async fn an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones
             .unwrap(),
         offered: Mutex::default(),
     });
-    let connection = flue_connectors::connect_mcp_server("changing", changing_server())
+    let server = changing_server(wire).await;
+    let connection = flue_connectors::connect_mcp_server("changing", server.options.clone())
         .await
         .unwrap();
     let agent = AgentConfig::new()

@@ -183,7 +183,12 @@ pub struct PyServer {
 impl PyServer {
     /// Starts the server for `wire`; `envs` go to the server process.
     pub async fn start(wire: Wire, envs: &[(&str, &str)]) -> Self {
-        let script = script("py_server.py");
+        Self::start_script("py_server.py", wire, envs).await
+    }
+
+    /// Starts the Python SDK server `name` (under tests/peers/) for `wire`.
+    pub async fn start_script(name: &str, wire: Wire, envs: &[(&str, &str)]) -> Self {
+        let script = script(name);
         match wire {
             Wire::Stdio => {
                 let mut command =
@@ -220,11 +225,6 @@ pub fn raw_server(scenario: &str) -> McpServerOptions {
     McpServerOptions::new(
         McpStdioCommand::new(python()).with_args([script("raw_server.py").as_str(), scenario]),
     )
-}
-
-/// Options for the stdio server whose tool list changes (tests/peers/changing_server.py).
-pub fn changing_server() -> McpServerOptions {
-    McpServerOptions::new(McpStdioCommand::new(python()).with_args([script("changing_server.py")]))
 }
 
 /// The error of a connection that must fail.
