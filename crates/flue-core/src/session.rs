@@ -16,19 +16,20 @@ use crate::agent_loop::Opening;
 use crate::call::CallHandle;
 use crate::compaction;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, OperationKind, Outcome};
+use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
 use crate::operation::{
-    OperationContext, OperationOutput, PromptOptions, PromptResponse, redacted_info,
+    OperationContext, OperationOutput, PromptOptions, PromptResponse, SkillExtra, SkillOptions,
+    TaskOptions, settle, user_message,
 };
 use crate::record::{ActionDecision, ActionInfo, ActionResolution, PendingAction};
-use crate::record::{Record, ShellExchange, Usage, UserContent, UserMessage};
+use crate::record::{Record, ShellExchange, Usage, UserMessage};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::shared::SessionShared;
-use crate::skill::{self, SkillOptions};
+use crate::skill;
 use crate::spans;
 use crate::steps;
-use crate::task::{self, Inherited, TaskOptions};
+use crate::task::{self, Inherited};
 use crate::util::or_cancel;
 
 /// A named conversation inside a harness. Cheap to clone; clones share state.
@@ -73,11 +74,7 @@ impl Session {
 
     /// Sends `text` to the model and runs the agent loop until it answers.
     pub fn prompt(&self, text: &str, options: PromptOptions) -> CallHandle<PromptResponse> {
-        let mut content = vec![UserContent::Text {
-            text: text.to_owned(),
-        }];
-        content.extend(options.images.iter().cloned().map(UserContent::Image));
-        let message = UserMessage { content };
+        let message = user_message(text.to_owned(), &options.images);
         self.spawn_operation(
             OperationKind::Prompt,
             options.cancel.clone(),
@@ -202,7 +199,7 @@ impl Session {
             outer_cancel,
             move |shared, ctx| async move {
                 let found = resolved?;
-                let (args, options) = options.into_parts();
+                let (options, SkillExtra { args }) = options.split();
                 let message = skill::skill_message(&found, &args, &options.images);
                 let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
                 task::run_agent(
@@ -381,21 +378,7 @@ impl Session {
             });
             let redactor = shared.harness.redactor.clone();
             let result = body(shared, ctx).await;
-            let (outcome, usage, error) = match &result {
-                Ok((value, usage)) => (value.outcome(), *usage, None),
-                Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
-                Err(err) => (
-                    Outcome::Failed,
-                    Usage::default(),
-                    Some(redacted_info(&redactor, err)),
-                ),
-            };
-            spans::record_usage(&operation_span, &usage);
-            spans::record_outcome(
-                &operation_span,
-                outcome,
-                error.as_ref().map(|info| info.kind.as_str()),
-            );
+            let (outcome, usage, error) = settle(&result, &redactor, &operation_span);
             sink.send(Event::OperationEnd {
                 outcome,
                 usage,

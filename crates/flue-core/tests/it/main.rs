@@ -8,6 +8,7 @@
 
 mod apply_patch;
 mod audit_contract;
+mod call_options;
 mod command_tools;
 mod compaction;
 mod conversation_contract;
