@@ -144,27 +144,17 @@ impl<Extra> CallOptions<Extra> {
     /// Splits into the options every model call hands to the agent loop and what this kind
     /// of call adds.
     pub(crate) fn split(self) -> (PromptOptions, Extra) {
-        let Self {
-            model,
-            thinking,
-            tools,
-            result,
-            images,
-            cancel,
-            role,
-            extra,
-        } = self;
         let shared = CallOptions {
-            model,
-            thinking,
-            tools,
-            result,
-            images,
-            cancel,
-            role,
+            model: self.model,
+            thinking: self.thinking,
+            tools: self.tools,
+            result: self.result,
+            images: self.images,
+            cancel: self.cancel,
+            role: self.role,
             extra: (),
         };
-        (shared, extra)
+        (shared, self.extra)
     }
 }
 

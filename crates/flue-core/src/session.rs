@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::agent_loop::Opening;
 use crate::call::CallHandle;
 use crate::compaction;
+use crate::config::Skill;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
@@ -74,22 +75,10 @@ impl Session {
 
     /// Sends `text` to the model and runs the agent loop until it answers.
     pub fn prompt(&self, text: &str, options: PromptOptions) -> CallHandle<PromptResponse> {
-        let message = user_message(text.to_owned(), &options.images);
-        self.spawn_operation(
-            OperationKind::Prompt,
-            options.cancel.clone(),
-            move |shared, ctx| async move {
-                let overlay = shared.overlay(options.role.as_deref(), None)?;
-                task::run_agent(
-                    shared,
-                    Opening::message(Some(message)),
-                    options,
-                    overlay,
-                    ctx,
-                )
-                .await
-            },
-        )
+        let text = text.to_owned();
+        self.model_call(OperationKind::Prompt, options, move |options| {
+            Ok((user_message(text, &options.images), None))
+        })
     }
 
     /// Runs one attempt of a durable submission on this (root) session: with `message`, as
@@ -193,25 +182,12 @@ impl Session {
         options: SkillOptions,
     ) -> CallHandle<PromptResponse> {
         let resolved = skill.into().resolve(&self.shared.scope.skills);
-        let outer_cancel = options.cancel.clone();
-        self.spawn_operation(
-            OperationKind::Skill,
-            outer_cancel,
-            move |shared, ctx| async move {
-                let found = resolved?;
-                let (options, SkillExtra { args }) = options.split();
-                let message = skill::skill_message(&found, &args, &options.images);
-                let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
-                task::run_agent(
-                    shared,
-                    Opening::message(Some(message)),
-                    options,
-                    overlay,
-                    ctx,
-                )
-                .await
-            },
-        )
+        let (options, SkillExtra { args }) = options.split();
+        self.model_call(OperationKind::Skill, options, move |options| {
+            let found = resolved?;
+            let message = skill::skill_message(&found, &args, &options.images);
+            Ok((message, Some(found)))
+        })
     }
 
     /// Delegates `text` to a detached child session `task:<name>:<uuid>` with a fresh history
@@ -335,6 +311,27 @@ impl Session {
             })
             .await?;
         Ok(())
+    }
+
+    /// Spawns a model call on this session (`prompt`, `skill`): `opening` gives its user
+    /// message and the skill it runs, if any; the call runs in its own role, else the
+    /// session's.
+    fn model_call<F>(
+        &self,
+        kind: OperationKind,
+        options: PromptOptions,
+        opening: F,
+    ) -> CallHandle<PromptResponse>
+    where
+        F: FnOnce(&PromptOptions) -> Result<(UserMessage, Option<Arc<Skill>>)> + Send + 'static,
+    {
+        let outer_cancel = options.cancel.clone();
+        self.spawn_operation(kind, outer_cancel, move |shared, ctx| async move {
+            let (message, skill) = opening(&options)?;
+            let overlay = shared.overlay(options.role.as_deref(), skill)?;
+            let opening = Opening::message(Some(message));
+            task::run_agent(shared, opening, options, overlay, ctx).await
+        })
     }
 
     /// Spawns one operation: claims the session, wires cancellation and events, and emits the
