@@ -519,6 +519,10 @@ impl TurnLoop<'_> {
             .with_agent(harness.agent.name.clone())
             .with_audit(Arc::clone(&harness.audit));
         tool_ctx.usage = Arc::clone(&self.delegated_usage);
+        tool_ctx.caller = Some(crate::action::Caller {
+            harness: Arc::clone(harness),
+            scope: Arc::clone(&self.shared.scope),
+        });
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         // What each call emits with `emit_data`, stored with its result.

@@ -195,6 +195,9 @@ pub struct ToolContext {
     /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
     /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
     pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
+    /// The harness and scope of the session running the call, from which an action opens its
+    /// child scope; none outside a session's tool call.
+    pub(crate) caller: Option<crate::action::Caller>,
 }
 
 impl ToolContext {
@@ -215,6 +218,7 @@ impl ToolContext {
             usage: Arc::new(Mutex::new(Usage::default())),
             call_id: String::new(),
             sampling: Arc::new(Mutex::new(Vec::new())),
+            caller: None,
         }
     }
 
@@ -427,6 +431,9 @@ struct ToolInner {
     tool: Arc<dyn Tool>,
     /// Declared with [`ToolDefinition::custom`]: the application runs its calls.
     external: bool,
+    /// The implementation validates its input itself and reports its own error kinds (an
+    /// action's `action_input_validation`); `call` does not check the input schema first.
+    validates_itself: bool,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -473,6 +480,12 @@ impl ToolDefinition {
         Ok(tool)
     }
 
+    /// Marks the implementation as validating its own input (see `ToolInner::validates_itself`).
+    pub(crate) fn validated_by_implementation(mut self) -> Self {
+        Arc::make_mut(&mut self.inner).validates_itself = true;
+        self
+    }
+
     /// Whether the application fulfils this tool's calls (see [`ToolDefinition::custom`]).
     pub fn is_external(&self) -> bool {
         self.inner.external
@@ -509,6 +522,7 @@ impl ToolDefinition {
                 output_validator: None,
                 meta: ToolMeta::default(),
                 external: false,
+                validates_itself: false,
                 tool,
             }),
         })
@@ -594,7 +608,11 @@ impl ToolDefinition {
         input: Value,
         ctx: &ToolContext,
     ) -> std::result::Result<Value, ToolError> {
-        let input_problems = describe_errors(&self.inner.input_validator, &input);
+        let input_problems = if self.inner.validates_itself {
+            Vec::new()
+        } else {
+            describe_errors(&self.inner.input_validator, &input)
+        };
         if !input_problems.is_empty() {
             let error = ToolError::invalid_input(format!(
                 "invalid input for {}: {}. Fix the arguments to match the tool's schema and retry.",
@@ -724,7 +742,7 @@ impl Tool for ExternalTool {
     }
 }
 
-fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
+pub(crate) fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
     jsonschema::validator_for(schema)
         .map(Arc::new)
         .map_err(|err| FlueError::InvalidTool {
@@ -733,7 +751,7 @@ fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validato
         })
 }
 
-fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+pub(crate) fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
     validator
         .iter_errors(value)
         .take(8)
