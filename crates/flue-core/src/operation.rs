@@ -86,8 +86,8 @@ pub struct SkillExtra {
 pub struct TaskExtra {
     /// Named subagent profile to run the task as (one the agent declares).
     pub agent: Option<String>,
-    /// Working directory of the task inside the sandbox, relative to the parent's (default:
-    /// the parent's).
+    /// Working directory of the task inside the sandbox; a relative one resolves against the
+    /// parent's (default: the parent's).
     pub cwd: Option<String>,
 }
 
