@@ -10,10 +10,9 @@
 //! It knows nothing of tasks: a caller that lets the model delegate passes the `task` tool in
 //! as a [`Delegation`].
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -451,55 +450,16 @@ impl TurnLoop<'_> {
             thinking: self.thinking,
             max_output_tokens: info.max_output_tokens,
         };
-        let span = spans::chat(&self.spec.provider, &self.spec.model);
-        let started = Instant::now();
-        let (sink, first_delta) = if span.is_disabled() {
-            (Cow::Borrowed(&self.ctx.sink), None)
-        } else {
-            let (sink, first_delta) = self.ctx.sink.noting_first_delta();
-            (Cow::Owned(sink), Some(first_delta))
-        };
-        let streamed = or_cancel(
-            self.provider
-                .stream_turn(request, &sink)
-                .instrument(span.clone()),
+        let model_turn = spans::traced_turn(
+            self.provider,
+            self.spec,
+            request,
+            &self.ctx.sink,
             &self.ctx.cancel,
+            &self.shared.harness.redactor,
         )
-        .await
-        .and_then(|turn| turn);
-        if let Some(first) = first_delta.as_ref().and_then(|first| first.get()) {
-            span.record(
-                "gen_ai.response.time_to_first_chunk",
-                first.duration_since(started).as_secs_f64(),
-            );
-        }
-        let model_turn = match streamed {
-            Ok(model_turn) => model_turn,
-            Err(err) => {
-                span.record("error.type", err.kind());
-                return Err(err);
-            }
-        };
-        let mut usage = model_turn.usage;
-        if usage.cost_usd.is_none() {
-            usage.cost_usd = info.price.map(|price| price.cost(&usage));
-        }
-        if !span.is_disabled() {
-            span.record("gen_ai.response.model", self.spec.model.as_str());
-            span.record(
-                "gen_ai.response.finish_reasons",
-                spans::finish_reason(model_turn.stop_reason),
-            );
-            spans::record_usage(&span, &usage);
-            span.record(
-                "gen_ai.output.messages",
-                tracing::field::display(spans::RedactedReply {
-                    redactor: &self.shared.harness.redactor,
-                    content: &model_turn.content,
-                }),
-            );
-        }
-        drop(span);
+        .await?;
+        let usage = model_turn.usage;
         self.usage += usage;
         let mut content = model_turn.content;
         make_call_ids_unique(&mut content, &state.records);

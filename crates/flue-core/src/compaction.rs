@@ -33,10 +33,11 @@ use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};
 use crate::operation::{OperationContext, redacted_info};
 use crate::record::{AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage};
+use crate::redact::Redactor;
 use crate::shared::{SessionShared, SessionState};
+use crate::spans;
 use crate::steps::model_view;
 use crate::tool::ToolSet;
-use crate::util::or_cancel;
 
 /// The default reserve never exceeds this many tokens.
 const MAX_DEFAULT_RESERVE_TOKENS: u64 = 20_000;
@@ -727,6 +728,7 @@ impl Compactor<'_> {
             spec,
             info: provider.model_info(&spec.model),
             cancel: &self.ctx.cancel,
+            redactor: &self.shared.harness.redactor,
         };
 
         let records = &state.records;
@@ -810,6 +812,7 @@ struct Summariser<'a> {
     spec: &'a ModelSpec,
     info: ModelInfo,
     cancel: &'a CancellationToken,
+    redactor: &'a Redactor,
 }
 
 impl Summariser<'_> {
@@ -839,11 +842,16 @@ impl Summariser<'_> {
         };
         // The summary is not part of the conversation, so its deltas are not streamed.
         let sink = TurnSink::discard();
-        let turn = or_cancel(self.provider.stream_turn(request, &sink), self.cancel).await??;
-        let mut usage = turn.usage;
-        if usage.cost_usd.is_none() {
-            usage.cost_usd = self.info.price.map(|price| price.cost(&usage));
-        }
+        let turn = spans::traced_turn(
+            self.provider,
+            self.spec,
+            request,
+            &sink,
+            self.cancel,
+            self.redactor,
+        )
+        .await?;
+        let usage = turn.usage;
         let text: String = turn
             .content
             .iter()

@@ -92,7 +92,7 @@ pub use sandbox::{
 pub use session::Session;
 pub use skill::LOAD_SKILL_TOOL;
 pub use skill_ref::SkillRef;
-pub use spans::SPAN_TARGET;
+pub use spans::{SPAN_TARGET, traced_turn};
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
     ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,

@@ -13,14 +13,19 @@
 //! values, redacted when formatted, and only a subscriber that opts in formats them.
 
 use std::fmt;
+use std::time::Instant;
 
 use serde_json::Value;
-use tracing::Span;
+use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
+use crate::error::Result;
 use crate::event::{OperationKind, Outcome};
+use crate::model::{ModelProvider, ModelRequest, ModelSpec, ModelTurn, TurnSink};
 use crate::record::{AssistantContent, StopReason, Usage};
 use crate::redact::Redactor;
+use crate::util::or_cancel;
 
 /// The `tracing` target of every span flue-core (and flue-server) opens for telemetry.
 pub const SPAN_TARGET: &str = "flue::telemetry";
@@ -118,6 +123,74 @@ pub(crate) fn chat(provider: &str, model: &str) -> Span {
         gen_ai.output.messages = Empty,
         error.type = Empty,
     )
+}
+
+/// Runs one model call inside its `chat <model>` span, the way every caller (the agent loop,
+/// compaction's summaries, MCP sampling) should: the time to the first chunk, finish reason,
+/// usage and (for a subscriber that opts in) the redacted reply are recorded on the span, and a
+/// usage without a cost gets the catalog price's. `cancel` ends the call as `aborted`.
+///
+/// # Errors
+///
+/// The provider's error, or [`FlueError::Aborted`](crate::FlueError::Aborted) on `cancel`; its
+/// kind is recorded as the span's `error.type`.
+pub async fn traced_turn(
+    provider: &dyn ModelProvider,
+    spec: &ModelSpec,
+    request: ModelRequest<'_>,
+    sink: &TurnSink,
+    cancel: &CancellationToken,
+    redactor: &Redactor,
+) -> Result<ModelTurn> {
+    let span = chat(&spec.provider, &spec.model);
+    let started = Instant::now();
+    let noting;
+    let (sink, first_delta) = if span.is_disabled() {
+        (sink, None)
+    } else {
+        let (with_first_delta, first_delta) = sink.noting_first_delta();
+        noting = with_first_delta;
+        (&noting, Some(first_delta))
+    };
+    let streamed = or_cancel(
+        provider.stream_turn(request, sink).instrument(span.clone()),
+        cancel,
+    )
+    .await
+    .and_then(|turn| turn);
+    if let Some(first) = first_delta.as_ref().and_then(|first| first.get()) {
+        span.record(
+            "gen_ai.response.time_to_first_chunk",
+            first.duration_since(started).as_secs_f64(),
+        );
+    }
+    let mut turn = match streamed {
+        Ok(turn) => turn,
+        Err(err) => {
+            span.record("error.type", err.kind());
+            return Err(err);
+        }
+    };
+    if turn.usage.cost_usd.is_none() {
+        let price = provider.model_info(&spec.model).price;
+        turn.usage.cost_usd = price.map(|price| price.cost(&turn.usage));
+    }
+    if !span.is_disabled() {
+        span.record("gen_ai.response.model", spec.model.as_str());
+        span.record(
+            "gen_ai.response.finish_reasons",
+            finish_reason(turn.stop_reason),
+        );
+        record_usage(&span, &turn.usage);
+        span.record(
+            "gen_ai.output.messages",
+            tracing::field::display(RedactedReply {
+                redactor,
+                content: &turn.content,
+            }),
+        );
+    }
+    Ok(turn)
 }
 
 /// The GenAI finish reason of a stop reason.

@@ -397,10 +397,12 @@ impl AgentSet {
             return Ok(config.clone());
         }
         // Sampling requests run on the agent's model; their usage is the set's.
+        let redactor = flue_core::Redactor::new(self.env.secrets())?;
         let sampler: Option<Arc<dyn flue_connectors::McpSampler>> = model.map(|model| {
             Arc::new(crate::sampling::ModelSampler {
                 providers: self.providers.registry.clone(),
                 model: model.to_owned(),
+                redactor,
                 usage: Arc::clone(&self.sampling_usage),
                 permissions: base.permissions.clone(),
                 approver: options.sampling_approver.clone(),

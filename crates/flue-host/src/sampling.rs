@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use flue_connectors::{McpSampler, McpSamplingApprover, SamplingRequest, SamplingResponse};
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, ModelRef, ModelRequest, Permission,
-    PermissionRule, ProviderRegistry, Record, SampledMessage, SamplingExchange, StopReason,
-    ThinkingLevel, TurnSink, Usage, UserMessage, decide_permission,
+    AssistantContent, AssistantMessage, BoxFuture, CancellationToken, ModelRef, ModelRequest,
+    Permission, PermissionRule, ProviderRegistry, Record, Redactor, SampledMessage,
+    SamplingExchange, StopReason, ThinkingLevel, TurnSink, Usage, UserMessage, decide_permission,
+    traced_turn,
 };
 
 /// Answers sampling requests with one model.
@@ -19,6 +20,8 @@ pub(crate) struct ModelSampler {
     pub(crate) providers: ProviderRegistry,
     /// `provider/model`.
     pub(crate) model: String,
+    /// The workspace's secrets, redacted from the reply a telemetry subscriber may record.
+    pub(crate) redactor: Redactor,
     pub(crate) usage: Arc<Mutex<Usage>>,
     /// The agent's permission rules.
     pub(crate) permissions: Vec<PermissionRule>,
@@ -102,20 +105,24 @@ impl ModelSampler {
                     }
                 })
                 .collect();
-            let turn = provider
-                .stream_turn(
-                    ModelRequest {
-                        model: &spec.model,
-                        system: request.system_prompt.as_deref().unwrap_or_default(),
-                        messages: &messages,
-                        tools: &[],
-                        thinking: ThinkingLevel::Off,
-                        max_output_tokens: u64::from(request.max_tokens.max(1)),
-                    },
-                    &TurnSink::default(),
-                )
-                .await
-                .map_err(|err| format!("sampling with {} failed: {err}", self.model))?;
+            let request = ModelRequest {
+                model: &spec.model,
+                system: request.system_prompt.as_deref().unwrap_or_default(),
+                messages: &messages,
+                tools: &[],
+                thinking: ThinkingLevel::Off,
+                max_output_tokens: u64::from(request.max_tokens.max(1)),
+            };
+            let turn = traced_turn(
+                provider.as_ref(),
+                &spec,
+                request,
+                &TurnSink::default(),
+                &CancellationToken::new(),
+                &self.redactor,
+            )
+            .await
+            .map_err(|err| format!("sampling with {} failed: {err}", self.model))?;
             let usage = turn.usage;
             *self.usage.lock().unwrap_or_else(PoisonError::into_inner) += usage;
             let text: Vec<&str> = turn

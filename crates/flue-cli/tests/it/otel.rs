@@ -372,6 +372,52 @@ fn message_contents_are_exported_only_when_turned_on_and_secrets_never() {
 }
 
 #[test]
+fn a_compaction_summary_is_a_chat_span_of_its_operation() {
+    // The window of run.rs's compaction test: the second run compacts before its turn.
+    let collector = Collector::start();
+    let ws = Workspace::new(&[
+        (
+            "agents/a.md",
+            "---\nmodel: scripted/s.json\ncompaction: { keep_recent_tokens: 10 }\n---\nHi.\n",
+        ),
+        (
+            "s.json",
+            r###"{"model": {"context_window": 600}, "rules": [
+                {"when": {"user_contains": "<conversation>"}, "reply": {"text": "## Goal\nSay ok."}},
+                {"reply": {"text": "ok"}}]}"###,
+        ),
+    ]);
+    let first = ws.flue(&["run", "a", "-m", &"word ".repeat(360), "--id", "c"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["run", "a", "-m", "again", "--id", "c", "--root"])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .output()
+        .unwrap();
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert!(stderr(&second).contains("compacting context"));
+    let tree = Tree {
+        spans: collector.spans(),
+    };
+    let chats = tree.named("chat s.json");
+    let replies: Vec<String> = chats
+        .iter()
+        .map(|chat| {
+            assert_eq!(tree.parent(chat).unwrap().name, "invoke_agent a");
+            assert!(
+                attr(chat, "gen_ai.usage.input_tokens").is_some(),
+                "{chat:?}"
+            );
+            attr(chat, "gen_ai.output.messages").unwrap()
+        })
+        .collect();
+    assert_eq!(replies, ["## Goal\nSay ok.", "ok"]);
+}
+
+#[test]
 fn a_flue_serve_request_with_a_traceparent_joins_the_callers_trace() {
     let collector = Collector::start();
     let ws = crate::serve::workspace();
