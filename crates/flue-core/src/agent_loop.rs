@@ -228,6 +228,9 @@ pub(crate) async fn run(
 
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
+    // Live actions (MCP servers' questions) left pending by a call that no longer runs.
+    let orphaned = crate::elicitation::orphaned_live_actions(&state.records);
+    shared.append(&mut state, orphaned).await?;
     apply_decisions(&shared, &mut state, &opening.decisions, &ctx).await?;
     let pending = pending_actions(&state.records);
     let mut records: Vec<Record> = match &opening.message {
@@ -576,6 +579,13 @@ impl TurnLoop<'_> {
             self.send_tool_start(call);
             let input = call.input.clone();
             let (mut ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
+            ctx.live = Some(crate::elicitation::LiveLog {
+                store: Arc::clone(&harness.store),
+                key: self.shared.key.clone(),
+                tool_name: call.name.clone(),
+                redactor: harness.redactor.clone(),
+                wake: harness.live_wake.subscribe(),
+            });
             emitted.push(emitter);
             if tool.meta().interrupt == InterruptBehavior::Complete {
                 // A short all-or-nothing call does not see the abort: it finishes within the

@@ -235,6 +235,7 @@ impl HarnessBuilder {
                 redactor,
                 permissions,
                 open_sessions: Mutex::new(HashMap::new()),
+                live_wake: tokio::sync::watch::channel(0).0,
             }),
         })
     }

@@ -159,6 +159,54 @@ impl Session {
         })
     }
 
+    /// Answers a live action of this session (an MCP server's question while a call runs, kind
+    /// [`ActionKind::Elicitation`](crate::ActionKind::Elicitation)) with
+    /// [`ActionDecision::Accept`] (content checked against the requested schema, defaults
+    /// filled in), [`ActionDecision::Decline`] or [`ActionDecision::Cancel`]. The call waiting
+    /// for it, in this process or another sharing the store, goes on with the answer; no
+    /// operation starts. Returns once the decision is stored.
+    ///
+    /// Errors: [`FlueError::ActionNotFound`], [`FlueError::ActionAlreadyResolved`] (the first
+    /// decision wins, the call's own timeout included), [`FlueError::InvalidDecision`] (a bad
+    /// answer, or an action that is not a live one: use [`Session::resolve`]).
+    pub async fn answer(&self, action_id: &str, decision: ActionDecision) -> Result<()> {
+        let shared = &self.shared;
+        let store = &shared.harness.store;
+        for _ in 0..64 {
+            let log = store
+                .load(&shared.key, 0)
+                .await?
+                .ok_or_else(|| FlueError::SessionNotFound {
+                    session: shared.key.session.clone(),
+                })?;
+            let records: Vec<crate::Record> = log.records.into_iter().map(|s| s.record).collect();
+            let action =
+                steps::check_decision(&records, &shared.key.session, action_id, &decision)?;
+            if action.kind != crate::ActionKind::Elicitation {
+                return Err(FlueError::InvalidDecision {
+                    action_id: action_id.to_owned(),
+                    message: "this action pauses the operation: decide it with `resolve`".into(),
+                });
+            }
+            let decision = steps::normalize_decision(&action, decision.clone())?;
+            let stored = [crate::StoredRecord::new(
+                crate::Record::ActionResolved(ActionResolution::of(&action, decision)),
+                crate::now_ms(),
+            )];
+            match store.append(&shared.key, log.version, &stored).await {
+                Ok(_) => {
+                    shared.wake_live();
+                    return Ok(());
+                }
+                Err(FlueError::VersionConflict { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Err(FlueError::SessionBusy {
+            session: shared.key.session.clone(),
+        })
+    }
+
     /// Interrupts a paused operation: answers every pending action as interrupted, then, with
     /// `message`, sends it as [`Session::prompt`] does; without one, stops there (no model
     /// call). The one way to send new input while actions are pending.

@@ -335,24 +335,34 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
             value["value"] = result.clone();
             value["isError"] = json!(is_error);
         }
+        Some(flue_core::ActionDecision::Accept { content }) => value["content"] = content.clone(),
+        Some(flue_core::ActionDecision::Decline {
+            message: Some(message),
+        }) => value["message"] = json!(message),
         _ => {}
     }
     value
 }
 
-/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`.
+/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`, and
+/// for an MCP server's question `accepted`, `declined`, `cancelled`.
 pub(crate) fn action_state(decision: Option<&flue_core::ActionDecision>) -> &'static str {
     match decision {
         None => "pending",
         Some(flue_core::ActionDecision::Allow) => "allowed",
         Some(flue_core::ActionDecision::Deny { .. }) => "denied",
         Some(flue_core::ActionDecision::Result { .. }) => "answered",
+        Some(flue_core::ActionDecision::Accept { .. }) => "accepted",
+        Some(flue_core::ActionDecision::Decline { .. }) => "declined",
+        Some(flue_core::ActionDecision::Cancel) => "cancelled",
         Some(_) => "interrupted",
     }
 }
 
-/// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}` or
-/// `{"decision": "result", "value", "isError"?}`.
+/// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}`,
+/// `{"decision": "result", "value", "isError"?}`, and for an MCP server's question
+/// `{"decision": "accept", "content": {...}}`, `{"decision": "decline", "message"?}` or
+/// `{"decision": "cancel"}`.
 fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionDecision, ApiError> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
@@ -365,7 +375,9 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
     let value: Value = serde_json::from_slice(body)
         .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
     let shape = "The body must be {\"decision\": \"allow\"}, {\"decision\": \"deny\", \
-                 \"message\": \"...\"} or {\"decision\": \"result\", \"value\": ...}.";
+                 \"message\": \"...\"} or {\"decision\": \"result\", \"value\": ...}; an MCP \
+                 server's question takes {\"decision\": \"accept\", \"content\": {...}}, \
+                 {\"decision\": \"decline\"} or {\"decision\": \"cancel\"}.";
     let Some(object) = value.as_object() else {
         return Err(ApiError::invalid_request(shape));
     };
@@ -393,6 +405,19 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
                 is_error,
             })
         }
+        Some("accept") => match object.get("content") {
+            Some(content @ Value::Object(_)) => Ok(flue_core::ActionDecision::Accept {
+                content: content.clone(),
+            }),
+            None | Some(Value::Null) => Ok(flue_core::ActionDecision::Accept {
+                content: json!({}),
+            }),
+            Some(_) => Err(ApiError::invalid_request(
+                "`content` must be a JSON object of the requested fields.",
+            )),
+        },
+        Some("decline") => Ok(flue_core::ActionDecision::Decline { message }),
+        Some("cancel") => Ok(flue_core::ActionDecision::Cancel),
         _ => Err(ApiError::invalid_request(shape)),
     }
 }

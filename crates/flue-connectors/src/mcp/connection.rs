@@ -88,6 +88,7 @@ pub async fn connect_mcp_server(
         peer: service.peer().clone(),
         timeout: options.timeout,
         reset_timeout_on_progress: options.reset_timeout_on_progress,
+        asks: options.elicitor.is_some(),
     });
     let listed = list_tools(&client).await;
     let tools = listed.and_then(|listed| adapt_tools(&client, listed));
@@ -246,6 +247,9 @@ struct Client {
     peer: Peer<RoleClient>,
     timeout: Duration,
     reset_timeout_on_progress: bool,
+    /// The server may ask questions (an elicitor answers them): requests keep their own idle
+    /// clock, which stands still while a question waits.
+    asks: bool,
 }
 
 impl Client {
@@ -260,6 +264,17 @@ impl Client {
         if self.reset_timeout_on_progress {
             request_options = request_options.reset_timeout_on_progress();
         }
+        if self.asks {
+            // Our own clock below: a person answering a question takes longer than a request.
+            request_options = PeerRequestOptions::no_options();
+        }
+        let idle = async {
+            if self.asks {
+                self.running.idle_for(self.timeout).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
         let handle = match self
             .peer
             .send_request_with_option(request, request_options)
@@ -277,6 +292,13 @@ impl Client {
                 let _ = tokio::time::timeout(Duration::from_secs(1), notice).await;
                 Err(FlueError::Aborted)
             }
+            () = idle => {
+                let reason = Some("the request timed out".to_owned());
+                let notice = self.peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
+                let _ = tokio::time::timeout(Duration::from_secs(1), notice).await;
+                let err = rmcp::service::ServiceError::Timeout { timeout: self.timeout };
+                Err(self.context.request_error(&err, what).await)
+            }
             answer = handle.await_response() => match answer {
                 Ok(answer) => Ok(answer),
                 Err(err) => Err(self.context.request_error(&err, what).await),
@@ -293,12 +315,7 @@ async fn start(
     context: &mut ErrorContext,
     running: RunningCalls,
 ) -> Result<RunningService<RoleClient, Handler>> {
-    let info = Handler::new(
-        name,
-        options.elicitor.clone(),
-        options.sampler.clone(),
-        running,
-    );
+    let info = Handler::new(name, options, running);
     let timeout = options.timeout;
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {

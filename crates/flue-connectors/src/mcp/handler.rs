@@ -6,18 +6,20 @@
 )]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     FormElicitationCapability, Implementation, MetaObject, ProtocolVersion, Role,
-    SamplingCapability, SamplingMessage,
+    ProgressNotificationParam, SamplingCapability, SamplingMessage,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::elicitation::{ElicitationAnswer, ElicitationRequest, McpElicitor};
+use super::options::McpServerOptions;
 use super::sampling::{McpSampler, RunningCalls, SamplingRequest, content_text};
 
 /// Answers a server's requests for one connection.
@@ -25,19 +27,19 @@ pub(crate) struct Handler {
     info: ClientConfig,
     server: String,
     elicitor: Option<Arc<dyn McpElicitor>>,
+    elicitation_timeout: Duration,
     sampler: Option<Arc<dyn McpSampler>>,
     running: RunningCalls,
+    /// Progress notifications restart the running calls' timeouts.
+    reset_timeout_on_progress: bool,
 }
 
 impl Handler {
     /// The handler for server `server`; elicitation and sampling are announced only when
     /// someone answers them.
-    pub(crate) fn new(
-        server: &str,
-        elicitor: Option<Arc<dyn McpElicitor>>,
-        sampler: Option<Arc<dyn McpSampler>>,
-        running: RunningCalls,
-    ) -> Self {
+    pub(crate) fn new(server: &str, options: &McpServerOptions, running: RunningCalls) -> Self {
+        let elicitor = options.elicitor.clone();
+        let sampler = options.sampler.clone();
         let mut capabilities = ClientCapabilities::default();
         if sampler.is_some() {
             capabilities.sampling = Some(SamplingCapability::default());
@@ -56,8 +58,10 @@ impl Handler {
             info,
             server: server.to_owned(),
             elicitor,
+            elicitation_timeout: options.elicitation_timeout,
             sampler,
             running,
+            reset_timeout_on_progress: options.reset_timeout_on_progress,
         }
     }
 }
@@ -65,6 +69,16 @@ impl Handler {
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
+    }
+
+    async fn on_progress(
+        &self,
+        _params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if self.reset_timeout_on_progress {
+            self.running.touch();
+        }
     }
 
     async fn create_message(
@@ -142,7 +156,11 @@ impl ClientHandler for Handler {
                     return Ok(decline("flue answers form elicitation only".to_owned()));
                 }
             };
-            let request = ElicitationRequest::new(&self.server, message, schema);
+            let mut request = ElicitationRequest::new(&self.server, message, schema);
+            request.caller = self.running.newest();
+            request.timeout = self.elicitation_timeout;
+            // The calls' own timeouts stand still while a person is asked.
+            let _asking = self.running.question();
             Ok(match elicitor.elicit(&request).await {
                 ElicitationAnswer::Accept(values) => {
                     ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(values))

@@ -195,6 +195,9 @@ pub struct ToolContext {
     /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
     /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
     pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
+    /// Where the call holds live actions (an MCP server's questions); none outside a
+    /// session's tool call.
+    pub(crate) live: Option<crate::elicitation::LiveLog>,
 }
 
 impl ToolContext {
@@ -215,6 +218,7 @@ impl ToolContext {
             usage: Arc::new(Mutex::new(Usage::default())),
             call_id: String::new(),
             sampling: Arc::new(Mutex::new(Vec::new())),
+            live: None,
         }
     }
 
