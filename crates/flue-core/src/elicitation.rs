@@ -20,7 +20,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::error::{FlueError, Result};
-use crate::record::{ActionDecision, ActionKind, ActionResolution, PendingAction, Record, StoredRecord};
+use crate::record::{
+    ActionDecision, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
+};
 use crate::redact::Redactor;
 use crate::store::{HeadWatch, SessionKey, SessionStore};
 use crate::tool::ToolContext;
@@ -180,10 +182,16 @@ pub fn check_elicitation_content(
 fn field_problem(name: &str, field: &Value, value: &Value) -> String {
     let options = field_options(field);
     if !options.is_empty() {
-        return format!("`{name}` must be one of {}, not {value}", options.join(", "));
+        return format!(
+            "`{name}` must be one of {}, not {value}",
+            options.join(", ")
+        );
     }
-    let kind = field.get("type").and_then(Value::as_str).unwrap_or("string");
-    format!("`{name}` must be a {kind}, not {value}")
+    let kind = field
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("string");
+    format!("`{name}` must be of type {kind}, not {value}")
 }
 
 /// One server's question, as [`ToolContext::ask_elicitation`] stores it.
@@ -272,7 +280,9 @@ impl ToolContext {
                 .into_owned(),
             session: None,
         };
-        let mut seen = live.append_retrying(&[Record::ActionRequired(action.clone())]).await?;
+        let mut seen = live
+            .append_retrying(&[Record::ActionRequired(action.clone())])
+            .await?;
         let mut guard = Unanswered {
             live: Some((live.clone(), action.clone())),
         };
@@ -286,9 +296,12 @@ impl ToolContext {
                     "no answer within {}; the question was declined",
                     humanize(timeout)
                 );
-                live.decide_first(&action, ActionDecision::Decline {
-                    message: Some(message),
-                })
+                live.decide_first(
+                    &action,
+                    ActionDecision::Decline {
+                        message: Some(message),
+                    },
+                )
                 .await?
             }
             Waited::Aborted => live.decide_first(&action, ActionDecision::Cancel).await?,
@@ -310,7 +323,9 @@ impl Drop for Unanswered {
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
             handle.spawn(async move {
-                let _ = live.decide_first(&action, ActionDecision::Interrupted).await;
+                let _ = live
+                    .decide_first(&action, ActionDecision::Interrupted)
+                    .await;
             });
         }
     }
@@ -357,12 +372,15 @@ impl LiveLog {
     async fn decided(&self, action_id: &str, seen: &mut u64) -> Result<Option<ActionDecision>> {
         let log = self.load(*seen).await?;
         *seen = log.version;
-        Ok(log.records.into_iter().find_map(|stored| match stored.record {
-            Record::ActionResolved(resolution) if resolution.action_id == action_id => {
-                Some(resolution.decision)
-            }
-            _ => None,
-        }))
+        Ok(log
+            .records
+            .into_iter()
+            .find_map(|stored| match stored.record {
+                Record::ActionResolved(resolution) if resolution.action_id == action_id => {
+                    Some(resolution.decision)
+                }
+                _ => None,
+            }))
     }
 
     async fn wait_for(
@@ -444,9 +462,12 @@ impl LiveLog {
     }
 }
 
-/// `10m`, `90s`, `1m30s`.
+/// `10m`, `90s`, `1m30s`, `400ms`.
 fn humanize(duration: Duration) -> String {
     let secs = duration.as_secs();
+    if secs == 0 {
+        return format!("{}ms", duration.as_millis());
+    }
     match (secs / 60, secs % 60) {
         (0, secs) => format!("{secs}s"),
         (mins, 0) => format!("{mins}m"),

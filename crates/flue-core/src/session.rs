@@ -173,12 +173,13 @@ impl Session {
         let shared = &self.shared;
         let store = &shared.harness.store;
         for _ in 0..64 {
-            let log = store
-                .load(&shared.key, 0)
-                .await?
-                .ok_or_else(|| FlueError::SessionNotFound {
-                    session: shared.key.session.clone(),
-                })?;
+            let log =
+                store
+                    .load(&shared.key, 0)
+                    .await?
+                    .ok_or_else(|| FlueError::SessionNotFound {
+                        session: shared.key.session.clone(),
+                    })?;
             let records: Vec<crate::Record> = log.records.into_iter().map(|s| s.record).collect();
             let action =
                 steps::check_decision(&records, &shared.key.session, action_id, &decision)?;

@@ -409,9 +409,9 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
             Some(content @ Value::Object(_)) => Ok(flue_core::ActionDecision::Accept {
                 content: content.clone(),
             }),
-            None | Some(Value::Null) => Ok(flue_core::ActionDecision::Accept {
-                content: json!({}),
-            }),
+            None | Some(Value::Null) => {
+                Ok(flue_core::ActionDecision::Accept { content: json!({}) })
+            }
             Some(_) => Err(ApiError::invalid_request(
                 "`content` must be a JSON object of the requested fields.",
             )),

@@ -11,8 +11,8 @@ use std::time::Duration;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
-    FormElicitationCapability, Implementation, MetaObject, ProtocolVersion, Role,
-    ProgressNotificationParam, SamplingCapability, SamplingMessage,
+    FormElicitationCapability, Implementation, MetaObject, ProgressNotificationParam,
+    ProtocolVersion, Role, SamplingCapability, SamplingMessage,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};

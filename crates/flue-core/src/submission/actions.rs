@@ -339,8 +339,12 @@ impl AgentRuntime {
         let mut last = None;
         for _ in 0..64 {
             let log = self.root_log(key).await?;
-            let action =
-                steps::check_decision(&records_of(log.clone()), &conversation, action_id, &decision)?;
+            let action = steps::check_decision(
+                &records_of(log.clone()),
+                &conversation,
+                action_id,
+                &decision,
+            )?;
             let decision = steps::normalize_decision(&action, decision.clone())?;
             let info = self.inner.store.conversation(key).await?;
             let Some((owner_id, epoch)) = info.and_then(|info| Some((info.owner?, info.epoch)))

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::Result;
 use crate::record::{Record, StoredRecord};
 use crate::store::{
-    AuditStore, ConversationStore, Fence, FencedAppend, HeadWatch, SessionKey, SessionLog, SessionStore,
-    SessionSummary,
+    AuditStore, ConversationStore, Fence, FencedAppend, HeadWatch, SessionKey, SessionLog,
+    SessionStore, SessionSummary,
 };
 use crate::util::BoxFuture;
 
