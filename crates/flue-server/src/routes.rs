@@ -325,9 +325,14 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
         value["session"] = json!(session);
     }
     match &info.decision {
-        Some(flue_core::ActionDecision::Deny {
-            message: Some(message),
-        }) => value["message"] = json!(message),
+        Some(
+            flue_core::ActionDecision::Deny {
+                message: Some(message),
+            }
+            | flue_core::ActionDecision::Decline {
+                message: Some(message),
+            },
+        ) => value["message"] = json!(message),
         Some(flue_core::ActionDecision::Result {
             value: result,
             is_error,
@@ -336,9 +341,6 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
             value["isError"] = json!(is_error);
         }
         Some(flue_core::ActionDecision::Accept { content }) => value["content"] = content.clone(),
-        Some(flue_core::ActionDecision::Decline {
-            message: Some(message),
-        }) => value["message"] = json!(message),
         _ => {}
     }
     value
