@@ -522,6 +522,15 @@ impl TurnLoop<'_> {
             .with_agent(harness.agent.name.clone())
             .with_audit(Arc::clone(&harness.audit));
         tool_ctx.usage = Arc::clone(&self.delegated_usage);
+        // Live actions (MCP servers' questions) are listed and answered in the root session,
+        // where a subagent's call's question names its task session.
+        let mut root = self.shared.key.session.as_str();
+        while let Some(parent) = crate::task::task_session_parent(root) {
+            root = parent;
+        }
+        let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);
+        let task_session =
+            (root != self.shared.key.session).then(|| self.shared.key.session.clone());
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         // What each call emits with `emit_data`, stored with its result.
@@ -581,7 +590,8 @@ impl TurnLoop<'_> {
             let (mut ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
             ctx.live = Some(crate::elicitation::LiveLog {
                 store: Arc::clone(&harness.store),
-                key: self.shared.key.clone(),
+                key: live_key.clone(),
+                task_session: task_session.clone(),
                 tool_name: call.name.clone(),
                 redactor: harness.redactor.clone(),
                 wake: harness.live_wake.subscribe(),

@@ -5,8 +5,8 @@
 //! [`check_elicitation_content`]) apply the requested schema's defaults as the MCP spec says and
 //! check an answer against it; every frontend (a terminal prompt, `--yes`, an HTTP decision)
 //! uses them. The live wait ([`ToolContext::ask_elicitation`]) stores the question as a
-//! [`Record::ActionRequired`] of kind [`ActionKind::Elicitation`] in the session log of the
-//! running call, and waits, in the process holding the MCP connection, for the first
+//! [`Record::ActionRequired`] of kind [`ActionKind::Elicitation`] in the log of the running
+//! call's root session (a subagent's question names its task session), and waits, in the process holding the MCP connection, for the first
 //! [`Record::ActionResolved`] of it: stored by this process or any other (the store's head watch
 //! wakes it, a slow poll covers stores that cannot notify). No answer within the timeout
 //! declines it; an abort of the call cancels it; a restart answers it `interrupted` (the agent
@@ -222,7 +222,10 @@ impl ElicitationQuestion {
 #[derive(Clone)]
 pub(crate) struct LiveLog {
     pub(crate) store: Arc<dyn SessionStore>,
+    /// The root session of the call's session: questions are listed and answered there.
     pub(crate) key: SessionKey,
+    /// The task session whose call asks, when a subagent's call asks.
+    pub(crate) task_session: Option<String>,
     pub(crate) tool_name: String,
     pub(crate) redactor: Redactor,
     /// Bumped by decisions stored in this process through the harness.
@@ -238,7 +241,8 @@ enum Waited {
 
 impl ToolContext {
     /// Stores `question` as a live pending action of kind [`ActionKind::Elicitation`] in the
-    /// call's session log (secrets redacted), and waits up to `timeout` for its decision, taken
+    /// log of the call's root session (with [`PendingAction::session`] naming the task session
+    /// when a subagent's call asks; secrets redacted), and waits up to `timeout` for its decision, taken
     /// in this process or any other ([`AgentRuntime::resolve`], `Session::resolve`, `POST
     /// .../actions/<id>`): [`ActionDecision::Accept`], [`ActionDecision::Decline`] or
     /// [`ActionDecision::Cancel`]. No decision in time stores and returns a `Decline` saying
@@ -278,7 +282,7 @@ impl ToolContext {
                     question.server, question.message
                 ))
                 .into_owned(),
-            session: None,
+            session: live.task_session.clone(),
         };
         let mut seen = live
             .append_retrying(&[Record::ActionRequired(action.clone())])

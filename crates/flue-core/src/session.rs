@@ -116,10 +116,7 @@ impl Session {
 
     /// The tool calls waiting for a decision, as stored (other processes' writes included).
     pub async fn pending_actions(&self) -> Result<Vec<PendingAction>> {
-        let mut state = self.shared.state.lock().await;
-        self.shared.sync(&mut state).await?;
-        let list = steps::actions(&state.records);
-        drop(state);
+        let list = steps::actions(&self.stored_records().await?);
         let harness = &self.shared.harness;
         let list =
             task::with_task_actions(harness.store.as_ref(), &harness.instance_id, list).await?;
@@ -132,12 +129,28 @@ impl Session {
 
     /// Every action of the session, pending and decided, in order, as stored.
     pub async fn actions(&self) -> Result<Vec<ActionInfo>> {
-        let mut state = self.shared.state.lock().await;
-        self.shared.sync(&mut state).await?;
-        let list = steps::actions(&state.records);
-        drop(state);
+        let list = steps::actions(&self.stored_records().await?);
         let harness = &self.shared.harness;
         task::with_task_actions(harness.store.as_ref(), &harness.instance_id, list).await
+    }
+
+    /// The session's log as stored: read without waiting for a running operation, so the
+    /// live actions of its calls (an MCP server's question) are seen while they wait.
+    async fn stored_records(&self) -> Result<Vec<crate::Record>> {
+        let shared = &self.shared;
+        let log = shared
+            .harness
+            .store
+            .load(&shared.key, 0)
+            .await?
+            .ok_or_else(|| FlueError::SessionNotFound {
+                session: shared.key.session.clone(),
+            })?;
+        Ok(log
+            .records
+            .into_iter()
+            .map(|stored| stored.record)
+            .collect())
     }
 
     /// Decides one pending action and resumes the paused operation from the stored log:

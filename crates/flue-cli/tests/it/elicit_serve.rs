@@ -280,4 +280,12 @@ fn a_question_pending_when_the_server_dies_is_interrupted_on_restart() {
         shown.contains("Which version should be released?") && shown.contains("interrupted"),
         "{shown}"
     );
+    let shown = workspace.flue(&["session", "show", "--id", "crash"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!(
+            "question ({id}): mcp server `py` asks: Which version should be released?\nanswer ({id}): interrupted\n"
+        )),
+        "{shown}"
+    );
 }
