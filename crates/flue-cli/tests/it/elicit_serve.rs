@@ -16,7 +16,8 @@ use crate::Workspace;
 
 const TOOL: &str = "mcp__py__release";
 
-/// Agents `asker` (the default question timeout) and `hasty` (400 ms), both calling `release`.
+/// Agents `asker` (the default question timeout), `hasty` (400 ms) and `patient` (a 2 s
+/// request timeout), all calling `release`.
 fn workspace() -> Workspace {
     let script = json!({"rules": [
         {"when": {"user_contains": "release"}, "reply": {"tool_calls": [{"name": TOOL, "input": {}}]}},
@@ -36,6 +37,7 @@ fn workspace() -> Workspace {
             "agents/hasty.md",
             &agent("    elicitation_timeout_ms: 400\n"),
         ),
+        ("agents/patient.md", &agent("    timeout_ms: 2000\n")),
         ("script.json", &script.to_string()),
     ])
 }
@@ -225,6 +227,27 @@ fn a_servers_question_is_answered_over_http_once_and_checked_against_its_schema(
             &actions(&addr, path)[0]["message"]
         ),
         (&json!("declined"), &json!("not today"))
+    );
+
+    // The call's own timeout stands still while its question waits.
+    let path = "/agents/patient/slow";
+    post_message(&addr, path, "release it");
+    let id = pending_question(&server, path)["actionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::thread::sleep(Duration::from_millis(2600));
+    let (status, body) = decide(
+        &addr,
+        path,
+        &id,
+        &json!({"decision": "accept", "content": {"version": "9", "channel": "beta"}}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let done = settled(&server, path);
+    assert!(
+        reply_text(&done).ends_with("released 9 on beta (notify: yes)"),
+        "{done}"
     );
 
     // Nobody answers: declined after the server's timeout, saying so.

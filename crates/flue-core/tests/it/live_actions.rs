@@ -310,7 +310,7 @@ async fn a_subagents_question_is_listed_and_answered_in_the_root_session() {
     assert!(
         reply
             .text
-            .contains(r#"got: {"content":{"channel":"stable","version":"3"},"decision":"accept"}"#),
+            .contains(r#"got: {\"content\":{\"channel\":\"stable\",\"version\":\"3\"},\"decision\":\"accept\"}"#),
         "{}",
         reply.text
     );
