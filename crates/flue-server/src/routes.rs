@@ -324,26 +324,32 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     if let Some(session) = &action.session {
         value["session"] = json!(session);
     }
-    match &info.decision {
-        Some(
-            flue_core::ActionDecision::Deny {
-                message: Some(message),
-            }
-            | flue_core::ActionDecision::Decline {
-                message: Some(message),
-            },
-        ) => value["message"] = json!(message),
-        Some(flue_core::ActionDecision::Result {
+    if let Some(decision) = &info.decision {
+        decision_fields(&mut value, decision);
+    }
+    value
+}
+
+/// Adds what a decision carries to an action's wire form: a denial's or decline's `message`, a
+/// result's `value` and `isError`, an accepted question's `content`.
+pub(crate) fn decision_fields(value: &mut Value, decision: &flue_core::ActionDecision) {
+    match decision {
+        flue_core::ActionDecision::Deny {
+            message: Some(message),
+        }
+        | flue_core::ActionDecision::Decline {
+            message: Some(message),
+        } => value["message"] = json!(message),
+        flue_core::ActionDecision::Result {
             value: result,
             is_error,
-        }) => {
+        } => {
             value["value"] = result.clone();
             value["isError"] = json!(is_error);
         }
-        Some(flue_core::ActionDecision::Accept { content }) => value["content"] = content.clone(),
+        flue_core::ActionDecision::Accept { content } => value["content"] = content.clone(),
         _ => {}
     }
-    value
 }
 
 /// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`, and

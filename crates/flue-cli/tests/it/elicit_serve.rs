@@ -200,7 +200,10 @@ fn a_servers_question_is_answered_over_http_once_and_checked_against_its_schema(
         .find(|part| part["type"] == format!("data-action-{id}").as_str())
         .unwrap_or_else(|| panic!("no data-action part in {done}"))
         .clone();
-    assert_eq!(part["data"]["state"], "accepted");
+    assert_eq!(
+        (&part["data"]["state"], &part["data"]["content"]["version"]),
+        (&json!("accepted"), &json!("1.2.3"))
+    );
 
     // Decline.
     let path = "/agents/asker/decline";

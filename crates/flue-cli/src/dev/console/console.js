@@ -367,6 +367,14 @@ function apply(chunk) {
       for (const message of state.messages) {
         if (message.role === 'user' && message.submissionId) markRunning(message.submissionId);
       }
+      // The live text of a turn the snapshot already holds (a batch arrived while a tool runs,
+      // such as a server's question) is shown once, from the snapshot.
+      if (state.live.text && state.messages.some((message) => message.role === 'assistant'
+        && message.submissionId === state.live.submissionId
+        && message.parts.some((part) => part.type === 'text' && part.text === state.live.text))) {
+        state.live.text = '';
+        state.live.reasoning = '';
+      }
       break;
     case 'message-appended':
       if (!findMessage(chunk.message.id)) state.messages.push({ ...chunk.message, parts: [...chunk.message.parts] });
