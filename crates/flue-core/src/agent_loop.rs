@@ -531,6 +531,10 @@ impl TurnLoop<'_> {
         let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);
         let task_session =
             (root != self.shared.key.session).then(|| self.shared.key.session.clone());
+        tool_ctx.caller = Some(crate::action::Caller {
+            harness: Arc::clone(harness),
+            scope: Arc::clone(&self.shared.scope),
+        });
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         // What each call emits with `emit_data`, stored with its result.

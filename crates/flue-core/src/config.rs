@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::action::ActionDefinition;
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition};
@@ -216,6 +217,9 @@ pub struct AgentProfile {
     pub skills: Vec<Skill>,
     /// Model-callable tools.
     pub tools: Vec<ToolDefinition>,
+    /// Actions: Rust behaviour offered to the model as framework-managed tools, each run in
+    /// an isolated child scope (see [`ActionDefinition`]).
+    pub actions: Vec<ActionDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
     /// Default reasoning effort.
@@ -270,6 +274,13 @@ impl AgentProfile {
     #[must_use]
     pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
         self.tools.push(tool);
+        self
+    }
+
+    /// Adds an action.
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action);
         self
     }
 
@@ -349,6 +360,21 @@ impl AgentProfile {
             self.tools.iter().map(ToolDefinition::name),
             problems,
         );
+        check_duplicates(
+            label,
+            "action",
+            self.actions.iter().map(ActionDefinition::name),
+            problems,
+        );
+        for action in &self.actions {
+            if self.tools.iter().any(|tool| tool.name() == action.name()) {
+                problems.push(format!(
+                    "{label}: action {:?} has the name of a tool; the model calls both by name, \
+                     rename one",
+                    action.name()
+                ));
+            }
+        }
         let subagent_names = self.subagents.iter().filter_map(|p| p.name.as_deref());
         check_duplicates(label, "subagent", subagent_names, problems);
         for skill in &self.skills {
@@ -412,6 +438,8 @@ pub struct AgentConfig {
     pub skills: Vec<Skill>,
     /// Tools added to the profile's.
     pub tools: Vec<ToolDefinition>,
+    /// Actions added to the profile's.
+    pub actions: Vec<ActionDefinition>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
     /// Overrides the profile thinking level.
@@ -517,6 +545,13 @@ impl AgentConfig {
         self
     }
 
+    /// Adds an action.
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action);
+        self
+    }
+
     /// Adds a skill.
     #[must_use]
     pub fn with_skill(mut self, skill: Skill) -> Self {
@@ -580,6 +615,8 @@ impl AgentConfig {
         skills.extend(self.skills);
         let mut tools = profile.tools;
         tools.extend(self.tools);
+        let mut actions = profile.actions;
+        actions.extend(self.actions);
         let mut subagents = profile.subagents;
         subagents.extend(self.subagents);
         let merged = AgentProfile {
@@ -593,6 +630,7 @@ impl AgentConfig {
             instructions: self.instructions.or(profile.instructions),
             skills,
             tools,
+            actions,
             subagents,
             thinking: self.thinking.or(profile.thinking),
             compaction: self.compaction.or(profile.compaction),
@@ -617,6 +655,7 @@ impl AgentConfig {
             instructions: merged.instructions.unwrap_or_default(),
             skills: merged.skills,
             tools: merged.tools,
+            actions: merged.actions,
             subagents: merged.subagents,
             thinking: merged.thinking.unwrap_or_default(),
             compaction: merged.compaction.unwrap_or_default(),
@@ -644,6 +683,8 @@ pub struct ResolvedAgent {
     pub skills: Vec<Skill>,
     /// Tools.
     pub tools: Vec<ToolDefinition>,
+    /// Actions (offered to the model after the tools).
+    pub actions: Vec<ActionDefinition>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
     /// Thinking level.

@@ -311,6 +311,48 @@ pub enum FlueError {
         /// The limit.
         max: u32,
     },
+    /// The model called an action (an [`ActionDefinition`](crate::ActionDefinition)) with
+    /// input that does not match its input schema. Returned to the model as a tool error it
+    /// can retry from with fixed arguments; the operation goes on.
+    #[error("invalid input for action {action:?}: {}", .issues.join("; "))]
+    ActionInputValidation {
+        /// The action.
+        action: String,
+        /// Each problem, with the path of the field (`/count: "x" is not of type "integer"`).
+        issues: Vec<String>,
+    },
+    /// An action returned output that does not match its declared output schema. A bug in
+    /// the action, not in the model's call: fix the action or its schema. Returned to the
+    /// model as a tool error.
+    #[error("action {action:?} returned output that does not match its output schema: {}", .issues.join("; "))]
+    ActionOutputValidation {
+        /// The action.
+        action: String,
+        /// Each problem, with the path of the field.
+        issues: Vec<String>,
+    },
+    /// An action's output could not be turned into JSON (a map with non-string keys, a
+    /// `Serialize` impl that fails). A bug in the action: return JSON-representable data.
+    /// Returned to the model as a tool error.
+    #[error("action {action:?} returned output that is not JSON-serializable: {message}")]
+    ActionOutputSerialization {
+        /// The action.
+        action: String,
+        /// What serde reported.
+        message: String,
+    },
+    /// An action called from inside an action's scope would nest deeper than the limit. Not
+    /// retryable: do the work in the current action instead of calling another.
+    #[error(
+        "cannot run action {action:?}: actions nest at most {max} levels deep; do this work \
+         here instead of calling another action"
+    )]
+    ActionDepthExceeded {
+        /// The refused action.
+        action: String,
+        /// The limit.
+        max: u32,
+    },
     /// A request is malformed (an empty signal type, a bad signal tag name, ...). Not
     /// retryable: fix the request as the message says.
     #[error("invalid request: {message}")]
@@ -583,6 +625,10 @@ impl FlueError {
             Self::UnknownRole { .. } => "unknown_role",
             Self::SubagentNotDeclared { .. } => "subagent_not_declared",
             Self::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
+            Self::ActionInputValidation { .. } => "action_input_validation",
+            Self::ActionOutputValidation { .. } => "action_output_validation",
+            Self::ActionOutputSerialization { .. } => "action_output_serialization",
+            Self::ActionDepthExceeded { .. } => "action_depth_exceeded",
             Self::InvalidRequest { .. } => "invalid_request",
             Self::UnknownAgent { .. } => "agent_not_found",
             Self::AgentInstanceNotFound { .. } => "agent_instance_not_found",

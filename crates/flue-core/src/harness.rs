@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::call::CallHandle;
 use crate::config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
@@ -236,6 +238,9 @@ impl HarnessBuilder {
                 permissions,
                 open_sessions: Mutex::new(HashMap::new()),
                 live_wake: tokio::sync::watch::channel(0).0,
+                session_prefix: String::new(),
+                scope_cancel: None,
+                action_depth: 0,
             }),
         })
     }
@@ -330,7 +335,13 @@ impl Harness {
         self.shared.roles.names()
     }
 
-    /// Gets or creates the session `name`. Names starting with `task:` are reserved.
+    /// The harness of an action scope (see [`crate::ActionContext::harness`]).
+    pub(crate) fn from_shared(shared: Arc<HarnessShared>) -> Self {
+        Self { shared }
+    }
+
+    /// Gets or creates the session `name`. Names starting with `task:` or `action:` are
+    /// reserved.
     pub async fn session(&self, name: &str) -> Result<Session> {
         check_session_name(name)?;
         let key = self.key(name);
@@ -369,7 +380,12 @@ impl Harness {
     /// another (a relative one resolves against it).
     pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
         let sandbox = Arc::clone(&self.shared.fs);
-        let cancel = options.cancel.clone().unwrap_or_default();
+        let cancel = options.cancel.clone().unwrap_or_else(|| {
+            self.shared
+                .scope_cancel
+                .as_ref()
+                .map_or_else(CancellationToken::new, CancellationToken::child_token)
+        });
         let options = ExecOptions {
             cancel: Some(cancel.clone()),
             ..options
@@ -384,8 +400,12 @@ impl Harness {
         )
     }
 
+    /// The stored key of the session `name`: inside an action scope, under its prefix.
     fn key(&self, name: &str) -> SessionKey {
-        SessionKey::new(self.shared.instance_id.clone(), name)
+        SessionKey::new(
+            self.shared.instance_id.clone(),
+            format!("{}{name}", self.shared.session_prefix),
+        )
     }
 
     /// Opens an existing session, sharing its in-memory state with other open handles.
@@ -394,6 +414,7 @@ impl Harness {
             return Ok(existing);
         }
         let key = self.key(name);
+        let stored_name = key.session.clone();
         let log =
             self.shared
                 .store
@@ -405,17 +426,17 @@ impl Harness {
         let fresh = Arc::new(SessionShared::new(Arc::clone(&self.shared), key, log));
         let mut open = self.shared.open_sessions.lock().map_err(|_| poisoned())?;
         // Another caller may have opened it while we loaded; keep theirs.
-        if let Some(existing) = open.get(name).and_then(Weak::upgrade) {
+        if let Some(existing) = open.get(&stored_name).and_then(Weak::upgrade) {
             return Ok(Session::from_shared(existing));
         }
         open.retain(|_, weak| weak.strong_count() > 0);
-        open.insert(name.to_owned(), Arc::downgrade(&fresh));
+        open.insert(stored_name, Arc::downgrade(&fresh));
         Ok(Session::from_shared(fresh))
     }
 
     fn lookup_open(&self, name: &str) -> Option<Session> {
         let open = self.shared.open_sessions.lock().ok()?;
-        open.get(name)
+        open.get(&self.key(name).session)
             .and_then(Weak::upgrade)
             .map(Session::from_shared)
     }
@@ -453,19 +474,36 @@ impl Sessions<'_> {
             Some(session) => session.delete().await,
             None => {
                 let shared = &self.harness.shared;
-                crate::task::delete_task_sessions(shared, name).await?;
-                shared.store.delete(&self.harness.key(name)).await
+                let key = self.harness.key(name);
+                crate::task::delete_task_sessions(shared, &key.session).await?;
+                shared.store.delete(&key).await
             }
         }
     }
 
-    /// The stored sessions of this agent instance.
+    /// The stored sessions of this agent instance: at the root every one (task sessions and
+    /// the sessions of action scopes included); inside an action scope only the sessions it
+    /// opened, named as it named them.
     pub async fn list(&self) -> Result<Vec<SessionSummary>> {
-        self.harness
-            .shared
-            .store
-            .list(&self.harness.shared.instance_id)
-            .await
+        let shared = &self.harness.shared;
+        let sessions = shared.store.list(&shared.instance_id).await?;
+        if shared.session_prefix.is_empty() {
+            return Ok(sessions);
+        }
+        Ok(sessions
+            .into_iter()
+            .filter_map(|summary| {
+                let name = summary.session.strip_prefix(&shared.session_prefix)?;
+                // Sessions of action scopes nested below this one stay out.
+                if name.starts_with(crate::action::ACTION_SCOPE_PREFIX) {
+                    return None;
+                }
+                Some(SessionSummary {
+                    session: name.to_owned(),
+                    ..summary
+                })
+            })
+            .collect())
     }
 }
 
@@ -539,6 +577,8 @@ pub(crate) fn check_session_name(name: &str) -> Result<()> {
         "a session name is at most 256 bytes"
     } else if name.starts_with(TASK_SESSION_PREFIX) {
         "names starting with \"task:\" are reserved for task sessions"
+    } else if name.starts_with(crate::action::ACTION_SCOPE_PREFIX) {
+        "names starting with \"action:\" are reserved for the sessions of action scopes"
     } else if name.chars().any(char::is_control) {
         "a session name must not contain control characters"
     } else {

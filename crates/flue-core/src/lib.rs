@@ -9,6 +9,8 @@
 //! - configuration: [`AgentConfig`], [`AgentProfile`], [`ResolvedAgent`]
 //! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptOptions`], [`PromptResponse`]
 //! - skills, roles and tasks: [`Skill`], [`SkillOptions`], [`Role`], [`TaskOptions`]
+//! - actions (Rust behaviour the model calls as a tool, run in an isolated child scope):
+//!   [`ActionDefinition`], [`ActionContext`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
 //! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SandboxFactory`],
 //!   [`SessionStore`], [`AuditStore`] (the file tools' audit log and trash)
@@ -17,6 +19,7 @@
 //!   [`AgentRegistry`], [`ConversationStore`], [`DispatchReceipt`], [`StreamBatch`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 
+mod action;
 mod agent_loop;
 mod call;
 mod compaction;
@@ -47,6 +50,7 @@ mod task;
 mod tool;
 mod util;
 
+pub use action::{ACTION_SCOPE_PREFIX, ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
 pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
@@ -110,3 +114,8 @@ pub use tool::{
     ToolMeta, ToolSet, builtin_tool, builtin_tools, check_variable_name, render_output,
 };
 pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};
+
+/// The examples of docs/library.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+struct LibraryGuide;

@@ -6,6 +6,7 @@
 //! compaction and the turn limit from the scope, never from the harness, so a task runs with
 //! its own configuration inside the shared harness.
 
+use crate::action::ActionDefinition;
 use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill, ThinkingLevel};
 use crate::error::{FlueError, Result};
 use crate::skill::SkillCatalog;
@@ -62,12 +63,13 @@ impl AgentScope {
             return Err(FlueError::config(problems.join("; ")));
         }
         let all = agent.skills.iter().chain(workspace_skills).cloned();
+        let tools = tools_and_actions(&agent.tools, &agent.actions)?;
         Ok(Self {
             instructions: agent.instructions.clone(),
             model: agent.model.clone(),
             thinking: agent.thinking,
             compaction: agent.compaction.clone(),
-            tools: agent.tools.clone(),
+            tools,
             skills: SkillCatalog::new(all)?,
             subagents: agent.subagents.clone(),
             max_turns: agent.max_turns,
@@ -83,4 +85,16 @@ impl AgentScope {
             .filter_map(|profile| profile.name.clone())
             .collect()
     }
+}
+
+/// A scope's tools: the declared tools, then each action as the tool the model calls.
+pub(crate) fn tools_and_actions(
+    tools: &[ToolDefinition],
+    actions: &[ActionDefinition],
+) -> Result<Vec<ToolDefinition>> {
+    let mut all = tools.to_vec();
+    for action in actions {
+        all.push(action.tool()?);
+    }
+    Ok(all)
 }

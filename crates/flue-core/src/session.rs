@@ -419,7 +419,7 @@ impl Session {
             Ok(guard) => guard,
             Err(err) => return CallHandle::failed(err),
         };
-        let cancel = outer_cancel.map_or_else(CancellationToken::new, |outer| outer.child_token());
+        let cancel = operation_cancel(outer_cancel, self.shared.harness.scope_cancel.as_ref());
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let sink = TurnSink::new(events_tx);
         let shared = Arc::clone(&self.shared);
@@ -466,5 +466,29 @@ impl Session {
             result.map(|(value, _)| value)
         };
         CallHandle::spawn(operation.instrument(span), cancel, events_rx)
+    }
+}
+
+/// An operation's token: a child of the caller's, and inside an action scope also cancelled
+/// with the action (a small task links the two until either fires).
+fn operation_cancel(
+    outer: Option<CancellationToken>,
+    scope: Option<&CancellationToken>,
+) -> CancellationToken {
+    match (outer, scope) {
+        (None, None) => CancellationToken::new(),
+        (Some(outer), None) => outer.child_token(),
+        (None, Some(scope)) => scope.child_token(),
+        (Some(outer), Some(scope)) => {
+            let cancel = scope.child_token();
+            let linked = cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = outer.cancelled() => linked.cancel(),
+                    () = linked.cancelled() => {}
+                }
+            });
+            cancel
+        }
     }
 }

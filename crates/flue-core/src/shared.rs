@@ -40,11 +40,21 @@ pub(crate) struct HarnessShared {
     pub(crate) redactor: Redactor,
     /// Which tool calls wait for a confirmation (the agent's rules over each tool's default).
     pub(crate) permissions: PermissionPolicy,
-    /// Open sessions by name, so every handle to one session shares its busy flag.
+    /// Open sessions by stored name, so every handle to one session shares its busy flag.
     pub(crate) open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
     /// Bumped when a decision on a live action is stored through this harness, waking the
     /// calls that wait for one (decisions of other processes arrive through the store).
     pub(crate) live_wake: tokio::sync::watch::Sender<u64>,
+    /// Prepended to every session name this harness opens: empty for a harness built by
+    /// [`crate::HarnessBuilder`], `action:<invocation>:` (nested: one such part per level) for
+    /// the child scope an action runs in. No name a caller passes can leave the prefix, so an
+    /// action cannot reach the sessions of its caller.
+    pub(crate) session_prefix: String,
+    /// Cancels every operation of this harness's sessions: the running action's token in an
+    /// action scope; none at the root.
+    pub(crate) scope_cancel: Option<tokio_util::sync::CancellationToken>,
+    /// Levels of action scopes above this harness: 0 at the root.
+    pub(crate) action_depth: u32,
 }
 
 impl HarnessShared {
@@ -52,6 +62,41 @@ impl HarnessShared {
     pub(crate) fn forget_session(&self, name: &str) {
         if let Ok(mut open) = self.open_sessions.lock() {
             open.remove(name);
+        }
+    }
+
+    /// The isolated scope an action invoked from this harness runs in: the same agent,
+    /// sandbox, store, providers, roles, secrets and permissions, sessions that run as `scope`
+    /// (the caller's: the root agent, or the subagent of a task) in its `cwd`, a fresh registry
+    /// of open sessions under a new session prefix, and operations cancelled by `cancel`.
+    pub(crate) fn action_scope(
+        &self,
+        scope: Arc<AgentScope>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        Self {
+            instance_id: self.instance_id.clone(),
+            agent: self.agent.clone(),
+            store: Arc::clone(&self.store),
+            audit: Arc::clone(&self.audit),
+            providers: self.providers.clone(),
+            sandbox: Arc::clone(&self.sandbox),
+            fs: crate::sandbox::in_cwd(&self.sandbox, &scope.cwd),
+            workspace_context: self.workspace_context.clone(),
+            root_scope: scope,
+            roles: self.roles.clone(),
+            redactor: self.redactor.clone(),
+            permissions: self.permissions.clone(),
+            open_sessions: Mutex::new(HashMap::new()),
+            session_prefix: format!(
+                "{}{}{}:",
+                self.session_prefix,
+                crate::action::ACTION_SCOPE_PREFIX,
+                crate::util::new_ulid()
+            ),
+            scope_cancel: Some(cancel),
+            action_depth: self.action_depth + 1,
+            live_wake: tokio::sync::watch::channel(0).0,
         }
     }
 

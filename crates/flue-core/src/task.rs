@@ -462,7 +462,7 @@ fn child_scope(
             .compaction
             .clone()
             .unwrap_or_else(|| parent.compaction.clone()),
-        tools: profile.tools.clone(),
+        tools: crate::scope::tools_and_actions(&profile.tools, &profile.actions)?,
         skills: SkillCatalog::new(profile.skills.iter().cloned())?,
         subagents: profile.subagents.clone(),
         max_turns: parent.max_turns,

@@ -1,14 +1,16 @@
 //! Embedding flue-core: an agent configured per instance by an initializer, with a custom Rust
-//! tool that emits structured data for UI readers, driven by a scripted model.
+//! tool that emits structured data for UI readers and an action that writes a brief in a
+//! session of its own, driven by a scripted model.
 //!
 //! Run it with `cargo run -p flue-example-library`. It needs no network and no API key. It
-//! prints the reply on stdout, and on stderr the tool calls and the data the tool emitted.
+//! prints the reply on stdout, and on stderr the tool calls, the data the tool and the action
+//! emitted, and the sessions stored (the action's lives apart from the caller's).
 
 use std::sync::Arc;
 
 use flue_core::{
-    AgentConfig, Event, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry,
-    ScriptedProvider, ToolDefinition, ToolError,
+    ActionDefinition, AgentConfig, Event, Harness, LocalSandbox, MemoryStore, PromptOptions,
+    ProviderRegistry, ScriptedProvider, ToolDefinition, ToolError,
 };
 use serde_json::json;
 
@@ -17,6 +19,17 @@ use serde_json::json;
 struct WeatherInput {
     /// City name.
     city: String,
+}
+
+/// Input of the `brief` action: what the weather tool reported.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct BriefInput {
+    /// City name.
+    city: String,
+    /// The sky, in a word.
+    sky: String,
+    /// Temperature in degrees Celsius.
+    celsius: i64,
 }
 
 /// The platform bindings this program hands its initializer: the desk of each instance.
@@ -47,7 +60,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_instructions(format!(
                 "You answer weather questions with the weather tool. Your desk is in {home}."
             ))
-            .with_tool(weather_tool(home)?))
+            .with_tool(weather_tool(home)?)
+            .with_action(brief_action()?))
     })
     .with_env(Arc::new(Desks {
         homes: vec![("lisbon-desk", "Lisbon")],
@@ -79,6 +93,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         session.records().await.len(),
         response.usage
     );
+    let sessions: Vec<String> = harness
+        .sessions()
+        .list()
+        .await?
+        .into_iter()
+        .map(|summary| summary.session)
+        .collect();
+    eprintln!("sessions: {}", sessions.join(", "));
     std::fs::remove_dir_all(&scratch)?;
     Ok(())
 }
@@ -100,4 +122,38 @@ fn weather_tool(desk: &'static str) -> flue_core::Result<ToolDefinition> {
             )
         },
     )
+}
+
+/// An action: reusable behaviour the model calls like a tool. It runs in a child scope of the
+/// calling harness, opens a session of its own there (stored apart from the caller's), prompts
+/// it, and returns the brief; its output is checked against the declared output schema.
+fn brief_action() -> flue_core::Result<ActionDefinition> {
+    ActionDefinition::from_fn(
+        "brief",
+        "Writes a one-line forecast brief from a weather report.",
+        |input: BriefInput, ctx| async move {
+            ctx.logger()
+                .info(&format!("writing a brief for {}", input.city));
+            let session = ctx.harness().session("brief").await?;
+            let reply = session
+                .prompt(
+                    &format!(
+                        "Write a one-line forecast brief: {}, {} sky, {} °C.",
+                        input.city, input.sky, input.celsius
+                    ),
+                    PromptOptions::default(),
+                )
+                .await?;
+            ctx.emit_data(
+                "brief",
+                &json!({"city": input.city, "words": reply.text.split_whitespace().count()}),
+            )?;
+            Ok::<_, ToolError>(json!({"brief": reply.text}))
+        },
+    )?
+    .with_output_schema(json!({
+        "type": "object",
+        "properties": {"brief": {"type": "string"}},
+        "required": ["brief"]
+    }))
 }

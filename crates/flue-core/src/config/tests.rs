@@ -180,3 +180,43 @@ fn thinking_levels_parse_and_print() {
         "invalid thinking level \"extreme\": expected one of off, minimal, low, medium, high, xhigh"
     );
 }
+
+fn action(name: &str) -> ActionDefinition {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {}
+    ActionDefinition::from_fn(name, "An action.", |_input: Input, _ctx| async {
+        Ok::<_, crate::ToolError>(json!(null))
+    })
+    .unwrap()
+}
+
+#[test]
+fn actions_concatenate_and_collide_with_tools_and_each_other_at_every_level() {
+    let resolved = AgentConfig::new()
+        .with_profile(AgentProfile::new("base").with_action(action("a")))
+        .with_action(action("b"))
+        .resolve()
+        .unwrap();
+    let names: Vec<&str> = resolved
+        .actions
+        .iter()
+        .map(ActionDefinition::name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+
+    let helper = AgentProfile::new("helper")
+        .with_tool(tool("x"))
+        .with_action(action("x"));
+    let err = message(
+        AgentConfig::new()
+            .with_profile(AgentProfile::new("base").with_action(action("a")))
+            .with_action(action("a"))
+            .with_subagent(helper)
+            .resolve(),
+    );
+    assert_eq!(
+        err,
+        "agent: duplicate action \"a\"; subagent \"helper\": action \"x\" \
+         has the name of a tool; the model calls both by name, rename one"
+    );
+}

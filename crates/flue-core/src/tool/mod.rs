@@ -198,6 +198,9 @@ pub struct ToolContext {
     /// Where the call holds live actions (an MCP server's questions); none outside a
     /// session's tool call.
     pub(crate) live: Option<crate::elicitation::LiveLog>,
+    /// The harness and scope of the session running the call, from which an action opens its
+    /// child scope; none outside a session's tool call.
+    pub(crate) caller: Option<crate::action::Caller>,
 }
 
 impl ToolContext {
@@ -219,6 +222,7 @@ impl ToolContext {
             call_id: String::new(),
             sampling: Arc::new(Mutex::new(Vec::new())),
             live: None,
+            caller: None,
         }
     }
 
@@ -431,6 +435,9 @@ struct ToolInner {
     tool: Arc<dyn Tool>,
     /// Declared with [`ToolDefinition::custom`]: the application runs its calls.
     external: bool,
+    /// The implementation validates its input itself and reports its own error kinds (an
+    /// action's `action_input_validation`); `call` does not check the input schema first.
+    validates_itself: bool,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -477,6 +484,12 @@ impl ToolDefinition {
         Ok(tool)
     }
 
+    /// Marks the implementation as validating its own input (see `ToolInner::validates_itself`).
+    pub(crate) fn validated_by_implementation(mut self) -> Self {
+        Arc::make_mut(&mut self.inner).validates_itself = true;
+        self
+    }
+
     /// Whether the application fulfils this tool's calls (see [`ToolDefinition::custom`]).
     pub fn is_external(&self) -> bool {
         self.inner.external
@@ -513,6 +526,7 @@ impl ToolDefinition {
                 output_validator: None,
                 meta: ToolMeta::default(),
                 external: false,
+                validates_itself: false,
                 tool,
             }),
         })
@@ -598,7 +612,11 @@ impl ToolDefinition {
         input: Value,
         ctx: &ToolContext,
     ) -> std::result::Result<Value, ToolError> {
-        let input_problems = describe_errors(&self.inner.input_validator, &input);
+        let input_problems = if self.inner.validates_itself {
+            Vec::new()
+        } else {
+            describe_errors(&self.inner.input_validator, &input)
+        };
         if !input_problems.is_empty() {
             let error = ToolError::invalid_input(format!(
                 "invalid input for {}: {}. Fix the arguments to match the tool's schema and retry.",
@@ -728,7 +746,7 @@ impl Tool for ExternalTool {
     }
 }
 
-fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
+pub(crate) fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
     jsonschema::validator_for(schema)
         .map(Arc::new)
         .map_err(|err| FlueError::InvalidTool {
@@ -737,7 +755,7 @@ fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validato
         })
 }
 
-fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+pub(crate) fn describe_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
     validator
         .iter_errors(value)
         .take(8)

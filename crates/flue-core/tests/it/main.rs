@@ -6,6 +6,7 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod actions;
 mod apply_patch;
 mod audit_contract;
 mod command_tools;
