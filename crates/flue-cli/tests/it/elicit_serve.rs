@@ -315,3 +315,37 @@ fn a_question_pending_when_the_server_dies_is_interrupted_on_restart() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_question_held_by_one_node_is_answered_through_another_on_postgres() {
+    let workspace = workspace();
+    let database = crate::pg_server::fresh_database();
+    let start = || Server::start(workspace.root(), &["--store", &database], &[]);
+    let nodes = [start(), start()];
+    let path = "/agents/asker/shared";
+    post_message(nodes[0].addr(), path, "release it");
+    let id = pending_question(&nodes[1], path)["actionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The node running the conversation opened a second connection to the MCP server (the
+    // first was its start-up check); the answer goes through the other one.
+    let connections = |node: &Server| node.log().matches("Service initialized").count();
+    let holder = nodes
+        .iter()
+        .position(|node| connections(node) >= 2)
+        .unwrap_or_else(|| panic!("no node runs it:\n{}", nodes[0].log()));
+    let other = &nodes[1 - holder];
+    let (status, body) = decide(
+        other.addr(),
+        path,
+        &id,
+        &json!({"decision": "accept", "content": {"version": "5.1"}}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let done = settled(other, path);
+    assert!(
+        reply_text(&done).ends_with("released 5.1 on stable (notify: yes)"),
+        "{done}"
+    );
+}
