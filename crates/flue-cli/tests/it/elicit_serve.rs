@@ -2,8 +2,10 @@
 //! question is a pending action listed over HTTP with its schema and defaults; a POST answers
 //! it (accept with values checked against the schema, decline, cancel; the first answer wins),
 //! the tool result carries the answer and the submission settles. Unanswered, it is declined
-//! after the server's `elicitation_timeout_ms`; a restart answers it `interrupted`. The server
-//! is the Python SDK peer (tests/peers/py_server.py, tool `release`), over stdio.
+//! after the server's `elicitation_timeout_ms`; a restart answers it `interrupted`; the call's
+//! own timeout stands still meanwhile; on Postgres another node's answer reaches the node
+//! holding the call. The server is the Python SDK peer (tests/peers/py_server.py, tool
+//! `release`), over stdio.
 
 use std::time::{Duration, Instant};
 
