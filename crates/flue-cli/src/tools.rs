@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 use flue_build::SandboxKind;
 use flue_core::{
     BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, FlueError, LOAD_SKILL_TOOL, MemoryStore,
-    SessionStore, SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
+    SessionStore, SkillExtra, SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
 };
 use flue_host::{AgentSet, HarnessOptions, open_store};
 use serde_json::{Value, json};
@@ -238,9 +238,9 @@ async fn run_skill_in(
     }
     let session = harness.session(DEFAULT_SESSION).await?;
     let options = SkillOptions {
-        args: skill_args,
         model: args.model.clone(),
         role: args.role.clone(),
+        extra: SkillExtra { args: skill_args },
         ..SkillOptions::default()
     };
     let mut handle = session.skill(skill, options);

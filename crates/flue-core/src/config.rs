@@ -191,6 +191,84 @@ impl Skill {
     }
 }
 
+/// The setters [`AgentProfile`] and [`AgentConfig`] share, written once: each sets the field of
+/// the same name, which both types declare (`model_per_call` also clears `model`).
+macro_rules! agent_setters {
+    () => {
+        /// Sets the model specifier.
+        #[must_use]
+        pub fn with_model(mut self, model: impl Into<String>) -> Self {
+            self.model = Some(model.into());
+            self
+        }
+
+        /// `model: false`: every call must choose a model (see
+        /// [`model_per_call`](Self::model_per_call)).
+        #[must_use]
+        pub fn with_model_per_call(mut self) -> Self {
+            self.model = None;
+            self.model_per_call = true;
+            self
+        }
+
+        /// Sets the instructions.
+        #[must_use]
+        pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+            self.instructions = Some(instructions.into());
+            self
+        }
+
+        /// Adds a tool.
+        #[must_use]
+        pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
+            self.tools.push(tool);
+            self
+        }
+
+        /// Adds an action.
+        #[must_use]
+        pub fn with_action(mut self, action: ActionDefinition) -> Self {
+            self.actions.push(action);
+            self
+        }
+
+        /// Adds a skill.
+        #[must_use]
+        pub fn with_skill(mut self, skill: Skill) -> Self {
+            self.skills.push(skill);
+            self
+        }
+
+        /// Adds a subagent profile.
+        #[must_use]
+        pub fn with_subagent(mut self, subagent: AgentProfile) -> Self {
+            self.subagents.push(subagent);
+            self
+        }
+
+        /// Sets the thinking level.
+        #[must_use]
+        pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
+            self.thinking = Some(thinking);
+            self
+        }
+
+        /// Sets compaction.
+        #[must_use]
+        pub fn with_compaction(mut self, compaction: Compaction) -> Self {
+            self.compaction = Some(compaction);
+            self
+        }
+
+        /// Sets the default role.
+        #[must_use]
+        pub fn with_role(mut self, role: impl Into<String>) -> Self {
+            self.role = Some(role.into());
+            self
+        }
+    };
+}
+
 /// A reusable agent profile: a baseline for agents and a named subagent for tasks.
 ///
 /// ```
@@ -248,76 +326,7 @@ impl AgentProfile {
         self
     }
 
-    /// Sets the model specifier.
-    #[must_use]
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// `model: false`: every call must choose a model (see [`AgentProfile::model_per_call`]).
-    #[must_use]
-    pub fn with_model_per_call(mut self) -> Self {
-        self.model = None;
-        self.model_per_call = true;
-        self
-    }
-
-    /// Sets the instructions.
-    #[must_use]
-    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
-        self.instructions = Some(instructions.into());
-        self
-    }
-
-    /// Adds a tool.
-    #[must_use]
-    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Adds an action.
-    #[must_use]
-    pub fn with_action(mut self, action: ActionDefinition) -> Self {
-        self.actions.push(action);
-        self
-    }
-
-    /// Adds a skill.
-    #[must_use]
-    pub fn with_skill(mut self, skill: Skill) -> Self {
-        self.skills.push(skill);
-        self
-    }
-
-    /// Adds a subagent profile.
-    #[must_use]
-    pub fn with_subagent(mut self, subagent: AgentProfile) -> Self {
-        self.subagents.push(subagent);
-        self
-    }
-
-    /// Sets the thinking level.
-    #[must_use]
-    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// Sets compaction.
-    #[must_use]
-    pub fn with_compaction(mut self, compaction: Compaction) -> Self {
-        self.compaction = Some(compaction);
-        self
-    }
-
-    /// Sets the default role.
-    #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
-        self
-    }
+    agent_setters!();
 
     /// Validates names, duplicates, subagent cycles and subagent restrictions, reporting every
     /// problem at once in one [`FlueError::InvalidConfig`].
@@ -509,74 +518,12 @@ impl AgentConfig {
         self
     }
 
-    /// Sets the model specifier.
-    #[must_use]
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// `model: false`: every call must choose a model (see [`AgentConfig::model_per_call`]).
-    #[must_use]
-    pub fn with_model_per_call(mut self) -> Self {
-        self.model = None;
-        self.model_per_call = true;
-        self
-    }
-
-    /// Sets the instructions.
-    #[must_use]
-    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
-        self.instructions = Some(instructions.into());
-        self
-    }
-
-    /// Adds a tool.
-    #[must_use]
-    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
-        self.tools.push(tool);
-        self
-    }
+    agent_setters!();
 
     /// Adds tools.
     #[must_use]
     pub fn with_tools(mut self, tools: impl IntoIterator<Item = ToolDefinition>) -> Self {
         self.tools.extend(tools);
-        self
-    }
-
-    /// Adds an action.
-    #[must_use]
-    pub fn with_action(mut self, action: ActionDefinition) -> Self {
-        self.actions.push(action);
-        self
-    }
-
-    /// Adds a skill.
-    #[must_use]
-    pub fn with_skill(mut self, skill: Skill) -> Self {
-        self.skills.push(skill);
-        self
-    }
-
-    /// Adds a subagent profile.
-    #[must_use]
-    pub fn with_subagent(mut self, subagent: AgentProfile) -> Self {
-        self.subagents.push(subagent);
-        self
-    }
-
-    /// Sets the thinking level.
-    #[must_use]
-    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// Sets compaction.
-    #[must_use]
-    pub fn with_compaction(mut self, compaction: Compaction) -> Self {
-        self.compaction = Some(compaction);
         self
     }
 
@@ -598,13 +545,6 @@ impl AgentConfig {
     #[must_use]
     pub fn with_max_turns(mut self, max_turns: u32) -> Self {
         self.max_turns = Some(max_turns);
-        self
-    }
-
-    /// Sets the default role.
-    #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
         self
     }
 

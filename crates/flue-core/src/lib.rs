@@ -7,8 +7,10 @@
 //!
 //! Map of the main types:
 //! - configuration: [`AgentConfig`], [`AgentProfile`], [`ResolvedAgent`]
-//! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptOptions`], [`PromptResponse`]
-//! - skills, roles and tasks: [`Skill`], [`SkillOptions`], [`Role`], [`TaskOptions`]
+//! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptResponse`]
+//! - call options: [`CallOptions`], shared by [`PromptOptions`], [`SkillOptions`] and
+//!   [`TaskOptions`]
+//! - skills, roles and tasks: [`Skill`], [`Role`]
 //! - actions (Rust behaviour the model calls as a tool, run in an isolated child scope):
 //!   [`ActionDefinition`], [`ActionContext`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
@@ -73,7 +75,9 @@ pub use model::{
     ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, StreamLimits,
     ToolSchema, TurnSink, WireApi,
 };
-pub use operation::{PromptOptions, PromptResponse};
+pub use operation::{
+    CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,
+};
 pub use permission::{
     PermissionRule, PermissionSource, check_permission_pattern, decide_permission,
 };
@@ -91,7 +95,7 @@ pub use sandbox::{
     VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
 };
 pub use session::Session;
-pub use skill::{LOAD_SKILL_TOOL, SkillOptions};
+pub use skill::LOAD_SKILL_TOOL;
 pub use skill_ref::SkillRef;
 pub use spans::SPAN_TARGET;
 pub use store::{
@@ -105,7 +109,7 @@ pub use submission::{
     RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
     SubmissionState, WhenBusy, check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, TaskOptions, task_session_parent};
+pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, task_session_parent};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,

@@ -1,39 +1,97 @@
-//! The vocabulary of one model operation: its options, its response and what its body gets.
+//! The vocabulary of one model operation: its options (the [`CallOptions`] that `prompt`,
+//! `skill` and `task` share, and what each adds), its response and what its body gets.
 //!
 //! Sits below every module that runs operations (the agent loop, tasks, compaction, sessions)
 //! and above the wire types, so each of them can name these without importing another.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Span;
 
 use crate::config::ThinkingLevel;
-use crate::error::FlueError;
+use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Outcome};
 use crate::model::TurnSink;
-use crate::record::{Image, ModelRef, PendingAction, Usage};
+use crate::record::{Image, ModelRef, PendingAction, Usage, UserContent, UserMessage};
 use crate::redact::Redactor;
+use crate::spans;
 use crate::tool::ToolDefinition;
 
-/// Options of a model operation (`prompt`). Builder-lite: start from `default()`.
+/// Options of a model call, shared by `prompt`, `skill` and `task`. Builder-lite: start from
+/// `default()`.
+///
+/// The three calls take the same options and differ only in what `Extra` adds:
+/// [`PromptOptions`] adds nothing, [`SkillOptions`] the skill's arguments ([`SkillExtra`]) and
+/// [`TaskOptions`] the subagent and working directory ([`TaskExtra`]). An option every call
+/// takes is a field and a setter here, once.
+///
+/// ```
+/// use flue_core::{PromptOptions, SkillOptions, TaskOptions, ThinkingLevel};
+/// use serde_json::json;
+///
+/// let prompt = PromptOptions::default()
+///     .with_model("anthropic/claude-sonnet-4-6")
+///     .with_thinking(ThinkingLevel::High);
+/// let skill = SkillOptions::default()
+///     .with_arg("file", json!("src/lib.rs"))
+///     .with_role("reviewer");
+/// let task = TaskOptions::default().with_agent("security").with_role("reviewer");
+/// assert_eq!(prompt.thinking, Some(ThinkingLevel::High));
+/// assert_eq!(skill.role, task.role);
+/// assert_eq!(task.extra.agent.as_deref(), Some("security"));
+/// ```
 #[derive(Clone, Debug, Default)]
-pub struct PromptOptions {
-    /// Model specifier override for this operation.
+pub struct CallOptions<Extra = ()> {
+    /// Model specifier override for this call (precedence: the call's, the role's, the
+    /// agent's).
     pub model: Option<String>,
-    /// Reasoning effort override for this operation.
+    /// Reasoning effort override for this call (same precedence as `model`).
     pub thinking: Option<ThinkingLevel>,
-    /// Extra tools for this operation.
+    /// Extra tools for this call.
     pub tools: Vec<ToolDefinition>,
-    /// JSON Schema of a structured result: the operation then returns validated `data`.
+    /// JSON Schema of a structured result: the call then returns validated `data`.
     pub result: Option<Value>,
-    /// Images attached to the user message.
+    /// Images attached to the call's user message (a task's first message).
     pub images: Vec<Image>,
     /// An outside cancellation signal, merged with the handle's own.
     pub cancel: Option<CancellationToken>,
-    /// Role for this operation (instead of the session's default role).
+    /// Role for this call, instead of the default role (the session's; a task's subagent's).
     pub role: Option<String>,
+    /// What this kind of call adds: nothing for `prompt`, [`SkillExtra`] for `skill`,
+    /// [`TaskExtra`] for `task`.
+    pub extra: Extra,
 }
 
-impl PromptOptions {
+/// Options of `session.prompt`: the shared [`CallOptions`] alone.
+pub type PromptOptions = CallOptions;
+
+/// Options of `session.skill`: the shared [`CallOptions`] and the skill's arguments.
+pub type SkillOptions = CallOptions<SkillExtra>;
+
+/// Options of `session.task`: the shared [`CallOptions`], the subagent and the working
+/// directory.
+pub type TaskOptions = CallOptions<TaskExtra>;
+
+/// What `session.skill` adds to the shared [`CallOptions`].
+#[derive(Clone, Debug, Default)]
+pub struct SkillExtra {
+    /// Arguments included with the skill instruction, by name.
+    pub args: BTreeMap<String, Value>,
+}
+
+/// What `session.task` adds to the shared [`CallOptions`].
+#[derive(Clone, Debug, Default)]
+pub struct TaskExtra {
+    /// Named subagent profile to run the task as (one the agent declares).
+    pub agent: Option<String>,
+    /// Working directory of the task inside the sandbox; a relative one resolves against the
+    /// parent's (default: the parent's).
+    pub cwd: Option<String>,
+}
+
+impl<Extra> CallOptions<Extra> {
     /// Sets the model override.
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
@@ -48,7 +106,7 @@ impl PromptOptions {
         self
     }
 
-    /// Adds a tool for this operation.
+    /// Adds a tool for this call.
     #[must_use]
     pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
         self.tools.push(tool);
@@ -76,10 +134,51 @@ impl PromptOptions {
         self
     }
 
-    /// Runs this operation in `role`: a persona overlay for this call only.
+    /// Runs this call in `role`: a persona overlay for this call only.
     #[must_use]
     pub fn with_role(mut self, role: impl Into<String>) -> Self {
         self.role = Some(role.into());
+        self
+    }
+
+    /// Splits into the options every model call hands to the agent loop and what this kind
+    /// of call adds.
+    pub(crate) fn split(self) -> (PromptOptions, Extra) {
+        let shared = CallOptions {
+            model: self.model,
+            thinking: self.thinking,
+            tools: self.tools,
+            result: self.result,
+            images: self.images,
+            cancel: self.cancel,
+            role: self.role,
+            extra: (),
+        };
+        (shared, self.extra)
+    }
+}
+
+impl SkillOptions {
+    /// Adds an argument.
+    #[must_use]
+    pub fn with_arg(mut self, name: impl Into<String>, value: Value) -> Self {
+        self.extra.args.insert(name.into(), value);
+        self
+    }
+}
+
+impl TaskOptions {
+    /// Runs the task as the subagent `agent`.
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.extra.agent = Some(agent.into());
+        self
+    }
+
+    /// Sets the task's working directory.
+    #[must_use]
+    pub fn with_cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.extra.cwd = Some(cwd.into());
         self
     }
 }
@@ -129,6 +228,34 @@ impl OperationOutput for PromptResponse {
 impl OperationOutput for () {}
 
 impl OperationOutput for crate::sandbox::ShellResult {}
+
+/// How a finished operation ends, as its end event and its span report it: its outcome, its
+/// usage, and its redacted error when it failed. Records the outcome and usage on `span`.
+pub(crate) fn settle<T: OperationOutput>(
+    result: &Result<(T, Usage)>,
+    redactor: &Redactor,
+    span: &Span,
+) -> (Outcome, Usage, Option<ErrorInfo>) {
+    let (outcome, usage, error) = match result {
+        Ok((value, usage)) => (value.outcome(), *usage, None),
+        Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
+        Err(err) => (
+            Outcome::Failed,
+            Usage::default(),
+            Some(redacted_info(redactor, err)),
+        ),
+    };
+    spans::record_usage(span, &usage);
+    spans::record_outcome(span, outcome, error.as_ref().map(|info| info.kind.as_str()));
+    (outcome, usage, error)
+}
+
+/// The user message of a model call: `text`, then the call's images.
+pub(crate) fn user_message(text: String, images: &[Image]) -> UserMessage {
+    let mut content = vec![UserContent::Text { text }];
+    content.extend(images.iter().cloned().map(UserContent::Image));
+    UserMessage { content }
+}
 
 /// The wire shape of `err` with known secret values redacted from its message.
 pub(crate) fn redacted_info(redactor: &Redactor, err: &FlueError) -> ErrorInfo {

@@ -15,20 +15,22 @@ use tracing::Instrument;
 use crate::agent_loop::Opening;
 use crate::call::CallHandle;
 use crate::compaction;
+use crate::config::Skill;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, OperationKind, Outcome};
+use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
 use crate::operation::{
-    OperationContext, OperationOutput, PromptOptions, PromptResponse, redacted_info,
+    OperationContext, OperationOutput, PromptOptions, PromptResponse, SkillExtra, SkillOptions,
+    TaskOptions, settle, user_message,
 };
 use crate::record::{ActionDecision, ActionInfo, ActionResolution, PendingAction};
-use crate::record::{Record, ShellExchange, Usage, UserContent, UserMessage};
+use crate::record::{Record, ShellExchange, Usage, UserMessage};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::shared::SessionShared;
-use crate::skill::{self, SkillOptions};
+use crate::skill;
 use crate::spans;
 use crate::steps;
-use crate::task::{self, Inherited, TaskOptions};
+use crate::task::{self, Inherited};
 use crate::util::or_cancel;
 
 /// A named conversation inside a harness. Cheap to clone; clones share state.
@@ -73,26 +75,10 @@ impl Session {
 
     /// Sends `text` to the model and runs the agent loop until it answers.
     pub fn prompt(&self, text: &str, options: PromptOptions) -> CallHandle<PromptResponse> {
-        let mut content = vec![UserContent::Text {
-            text: text.to_owned(),
-        }];
-        content.extend(options.images.iter().cloned().map(UserContent::Image));
-        let message = UserMessage { content };
-        self.spawn_operation(
-            OperationKind::Prompt,
-            options.cancel.clone(),
-            move |shared, ctx| async move {
-                let overlay = shared.overlay(options.role.as_deref(), None)?;
-                task::run_agent(
-                    shared,
-                    Opening::message(Some(message)),
-                    options,
-                    overlay,
-                    ctx,
-                )
-                .await
-            },
-        )
+        let text = text.to_owned();
+        self.model_call(OperationKind::Prompt, options, move |options| {
+            Ok((user_message(text, &options.images), None))
+        })
     }
 
     /// Runs one attempt of a durable submission on this (root) session: with `message`, as
@@ -258,25 +244,12 @@ impl Session {
         options: SkillOptions,
     ) -> CallHandle<PromptResponse> {
         let resolved = skill.into().resolve(&self.shared.scope.skills);
-        let outer_cancel = options.cancel.clone();
-        self.spawn_operation(
-            OperationKind::Skill,
-            outer_cancel,
-            move |shared, ctx| async move {
-                let found = resolved?;
-                let (args, options) = options.into_parts();
-                let message = skill::skill_message(&found, &args, &options.images);
-                let overlay = shared.overlay(options.role.as_deref(), Some(found))?;
-                task::run_agent(
-                    shared,
-                    Opening::message(Some(message)),
-                    options,
-                    overlay,
-                    ctx,
-                )
-                .await
-            },
-        )
+        let (options, SkillExtra { args }) = options.split();
+        self.model_call(OperationKind::Skill, options, move |options| {
+            let found = resolved?;
+            let message = skill::skill_message(&found, &args, &options.images);
+            Ok((message, Some(found)))
+        })
     }
 
     /// Delegates `text` to a detached child session `task:<name>:<uuid>` with a fresh history
@@ -402,6 +375,27 @@ impl Session {
         Ok(())
     }
 
+    /// Spawns a model call on this session (`prompt`, `skill`): `opening` gives its user
+    /// message and the skill it runs, if any; the call runs in its own role, else the
+    /// session's.
+    fn model_call<F>(
+        &self,
+        kind: OperationKind,
+        options: PromptOptions,
+        opening: F,
+    ) -> CallHandle<PromptResponse>
+    where
+        F: FnOnce(&PromptOptions) -> Result<(UserMessage, Option<Arc<Skill>>)> + Send + 'static,
+    {
+        let outer_cancel = options.cancel.clone();
+        self.spawn_operation(kind, outer_cancel, move |shared, ctx| async move {
+            let (message, skill) = opening(&options)?;
+            let overlay = shared.overlay(options.role.as_deref(), skill)?;
+            let opening = Opening::message(Some(message));
+            task::run_agent(shared, opening, options, overlay, ctx).await
+        })
+    }
+
     /// Spawns one operation: claims the session, wires cancellation and events, and emits the
     /// start and end events around `body`.
     fn spawn_operation<T, F, Fut>(
@@ -443,21 +437,7 @@ impl Session {
             });
             let redactor = shared.harness.redactor.clone();
             let result = body(shared, ctx).await;
-            let (outcome, usage, error) = match &result {
-                Ok((value, usage)) => (value.outcome(), *usage, None),
-                Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
-                Err(err) => (
-                    Outcome::Failed,
-                    Usage::default(),
-                    Some(redacted_info(&redactor, err)),
-                ),
-            };
-            spans::record_usage(&operation_span, &usage);
-            spans::record_outcome(
-                &operation_span,
-                outcome,
-                error.as_ref().map(|info| info.kind.as_str()),
-            );
+            let (outcome, usage, error) = settle(&result, &redactor, &operation_span);
             sink.send(Event::OperationEnd {
                 outcome,
                 usage,

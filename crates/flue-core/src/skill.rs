@@ -1,5 +1,5 @@
-//! Skills at run time: the catalog, `session.skill` options, the prompt text a skill adds, and
-//! the built-in `load_skill` tool.
+//! Skills at run time: the catalog, the prompt text a skill adds, and the built-in `load_skill`
+//! tool. (`session.skill`'s options, [`crate::SkillOptions`], are the shared call options.)
 //!
 //! A session's skills form a [`SkillCatalog`]. The system prompt lists them (name and
 //! description). `session.skill(name, ...)` records a short user message naming the skill and
@@ -14,110 +14,15 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
-use crate::config::{Skill, ThinkingLevel};
+use crate::config::Skill;
 use crate::error::{FlueError, Result};
-use crate::operation::PromptOptions;
-use crate::record::{Image, UserContent, UserMessage};
+use crate::operation::user_message;
+use crate::record::{Image, UserMessage};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
 
 /// Name of the built-in tool that loads a skill's instructions or resource files.
 pub const LOAD_SKILL_TOOL: &str = "load_skill";
-
-/// Options of `session.skill`. Builder-lite: start from `default()`.
-#[derive(Clone, Debug, Default)]
-pub struct SkillOptions {
-    /// Arguments included with the skill instruction, by name.
-    pub args: BTreeMap<String, Value>,
-    /// JSON Schema of a structured result: the operation then returns validated `data`.
-    pub result: Option<Value>,
-    /// Extra tools for this operation.
-    pub tools: Vec<ToolDefinition>,
-    /// Model specifier override for this operation.
-    pub model: Option<String>,
-    /// Reasoning effort override for this operation.
-    pub thinking: Option<ThinkingLevel>,
-    /// Role for this operation (instead of the session's default).
-    pub role: Option<String>,
-    /// Images attached to the skill's user message.
-    pub images: Vec<Image>,
-    /// An outside cancellation signal, merged with the handle's own.
-    pub cancel: Option<CancellationToken>,
-}
-
-impl SkillOptions {
-    /// Adds an argument.
-    #[must_use]
-    pub fn with_arg(mut self, name: impl Into<String>, value: Value) -> Self {
-        self.args.insert(name.into(), value);
-        self
-    }
-
-    /// Requires a structured result matching `schema`.
-    #[must_use]
-    pub fn with_result(mut self, schema: Value) -> Self {
-        self.result = Some(schema);
-        self
-    }
-
-    /// Adds a tool for this operation.
-    #[must_use]
-    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Sets the model override.
-    #[must_use]
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Sets the thinking level override.
-    #[must_use]
-    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// Runs this operation in `role`.
-    #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
-        self
-    }
-
-    /// Attaches an image.
-    #[must_use]
-    pub fn with_image(mut self, image: Image) -> Self {
-        self.images.push(image);
-        self
-    }
-
-    /// Merges an outside cancellation signal.
-    #[must_use]
-    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
-        self.cancel = Some(cancel);
-        self
-    }
-
-    /// Splits into the arguments and the options every model operation shares.
-    pub(crate) fn into_parts(self) -> (BTreeMap<String, Value>, PromptOptions) {
-        // The operation takes its cancellation from `cancel` before this split.
-        let options = PromptOptions {
-            model: self.model,
-            thinking: self.thinking,
-            tools: self.tools,
-            result: self.result,
-            images: self.images,
-            role: self.role,
-            ..PromptOptions::default()
-        };
-        (self.args, options)
-    }
-}
 
 /// The skills one session can run, by name.
 #[derive(Clone, Debug, Default)]
@@ -183,9 +88,7 @@ pub(crate) fn skill_message(
         // Writing to a String cannot fail.
         let _ = write!(text, " with these arguments:\n{rendered}");
     }
-    let mut content = vec![UserContent::Text { text }];
-    content.extend(images.iter().cloned().map(UserContent::Image));
-    UserMessage { content }
+    user_message(text, images)
 }
 
 /// The system-prompt section listing the available skills, when there are any.

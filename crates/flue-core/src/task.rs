@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -31,13 +31,15 @@ use tracing::Instrument;
 use crate::agent_loop::{self, Delegation, Opening, ResumeTask, TASK_PAUSED, TaskResumed};
 use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, OperationKind, Outcome};
+use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
-use crate::operation::{OperationContext, PromptOptions, PromptResponse, redacted_info};
+use crate::operation::{
+    OperationContext, PromptOptions, PromptResponse, TaskExtra, TaskOptions, settle, user_message,
+};
 use crate::overlay::CallOverlay;
 use crate::record::{
-    ActionDecision, ActionInfo, ActionKind, ActionResolution, Image, PendingAction, Record,
-    StoredRecord, Usage, UserContent, UserMessage,
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
+    Usage,
 };
 use crate::sandbox::normalize_path;
 use crate::scope::AgentScope;
@@ -55,94 +57,6 @@ pub const MAX_TASK_DEPTH: u32 = 4;
 
 /// Name of the built-in tool through which the model delegates.
 pub const TASK_TOOL: &str = "task";
-
-/// Options of `session.task`. Builder-lite: start from `default()`.
-#[derive(Clone, Debug, Default)]
-pub struct TaskOptions {
-    /// Named subagent profile to run the task as (one the agent declares).
-    pub agent: Option<String>,
-    /// JSON Schema of a structured result: the task then returns validated `data`.
-    pub result: Option<Value>,
-    /// Extra tools for the task.
-    pub tools: Vec<ToolDefinition>,
-    /// Model specifier override for the task.
-    pub model: Option<String>,
-    /// Reasoning effort override for the task.
-    pub thinking: Option<ThinkingLevel>,
-    /// Working directory of the task inside the sandbox (default: the parent's).
-    pub cwd: Option<String>,
-    /// Role for the task's call (default: the subagent's own default role).
-    pub role: Option<String>,
-    /// Images attached to the task's first user message.
-    pub images: Vec<Image>,
-    /// An outside cancellation signal, merged with the handle's own.
-    pub cancel: Option<CancellationToken>,
-}
-
-impl TaskOptions {
-    /// Runs the task as the subagent `agent`.
-    #[must_use]
-    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
-        self.agent = Some(agent.into());
-        self
-    }
-
-    /// Requires a structured result matching `schema`.
-    #[must_use]
-    pub fn with_result(mut self, schema: Value) -> Self {
-        self.result = Some(schema);
-        self
-    }
-
-    /// Adds a tool for the task.
-    #[must_use]
-    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Sets the model override.
-    #[must_use]
-    pub fn with_model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Sets the thinking level override.
-    #[must_use]
-    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
-        self.thinking = Some(thinking);
-        self
-    }
-
-    /// Sets the task's working directory.
-    #[must_use]
-    pub fn with_cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// Runs the task's call in `role`.
-    #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
-        self
-    }
-
-    /// Attaches an image.
-    #[must_use]
-    pub fn with_image(mut self, image: Image) -> Self {
-        self.images.push(image);
-        self
-    }
-
-    /// Merges an outside cancellation signal.
-    #[must_use]
-    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
-        self.cancel = Some(cancel);
-        self
-    }
-}
 
 /// The parent of a task session, read from its name (`task:<parent>:<uuid>`); `None` for a
 /// session that is not a task.
@@ -286,11 +200,12 @@ pub(crate) async fn run_task(
     pausable: bool,
 ) -> Result<TaskOutcome> {
     let harness = Arc::clone(&parent.harness);
-    let cwd = match &options.cwd {
+    let (prompt_options, TaskExtra { agent, cwd }) = options.split();
+    let cwd = match &cwd {
         Some(cwd) => normalize_path(&parent.scope.cwd, cwd)?,
         None => parent.scope.cwd.clone(),
     };
-    let scope = child_scope(&parent.scope, options.agent.as_deref(), inherited, cwd)?;
+    let scope = child_scope(&parent.scope, agent.as_deref(), inherited, cwd)?;
     let depth = parent.depth + 1;
     if depth > MAX_TASK_DEPTH {
         return Err(FlueError::DelegationDepthExceeded {
@@ -298,7 +213,7 @@ pub(crate) async fn run_task(
             max: MAX_TASK_DEPTH,
         });
     }
-    let role = options.role.clone().or_else(|| scope.role.clone());
+    let role = prompt_options.role.clone().or_else(|| scope.role.clone());
     let overlay = CallOverlay::resolve(&harness.roles, role, None)?;
 
     let name = format!("{TASK_SESSION_PREFIX}{}:{}", parent.key.session, new_uuid());
@@ -311,27 +226,16 @@ pub(crate) async fn run_task(
         Arc::new(scope),
         depth,
     ));
-    let mut content = vec![UserContent::Text {
-        text: text.to_owned(),
-    }];
-    content.extend(options.images.iter().cloned().map(UserContent::Image));
-    // Images are already in the message; cancellation comes from the parent's token.
-    let prompt_options = PromptOptions {
-        model: options.model,
-        thinking: options.thinking,
-        tools: options.tools,
-        result: options.result,
-        role: options.role,
-        ..PromptOptions::default()
-    };
+    // Cancellation comes from the parent's token (`cancel`), not the options' own.
+    let message = user_message(text.to_owned(), &prompt_options.images);
     let opening = Opening {
         pausable_task: pausable,
-        ..Opening::message(Some(UserMessage { content }))
+        ..Opening::message(Some(message))
     };
     let run = ChildRun {
         parent,
         child,
-        agent: options.agent,
+        agent,
         cancel,
         sink,
     };
@@ -354,7 +258,7 @@ struct ChildRun<'a> {
 
 impl ChildRun<'_> {
     /// Runs the model operation in the child session and reports start and end on the
-    /// parent's sink (a paused task ends with [`Outcome::RequiresAction`]).
+    /// parent's sink (a paused task ends with [`crate::Outcome::RequiresAction`]).
     async fn run(
         self,
         opening: Opening,
@@ -396,24 +300,7 @@ impl ChildRun<'_> {
         // The child's sink is gone with its context: let the forwarder drain nested task events
         // before this task's own end.
         let _ = forwarder.await;
-        let (outcome, usage, error) = match &result {
-            Ok((response, usage)) if !response.pending_actions.is_empty() => {
-                (Outcome::RequiresAction, *usage, None)
-            }
-            Ok((_, usage)) => (Outcome::Completed, *usage, None),
-            Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
-            Err(err) => (
-                Outcome::Failed,
-                Usage::default(),
-                Some(redacted_info(&harness.redactor, err)),
-            ),
-        };
-        spans::record_usage(&span, &usage);
-        spans::record_outcome(
-            &span,
-            outcome,
-            error.as_ref().map(|info| info.kind.as_str()),
-        );
+        let (outcome, usage, error) = settle(&result, &harness.redactor, &span);
         drop(span);
         sink.send(Event::TaskEnd {
             session: name.clone(),
@@ -563,8 +450,11 @@ pub(crate) fn task_tool(
             async move {
                 let agent = input.agent.clone();
                 let options = TaskOptions {
-                    agent: input.agent,
                     role: input.role,
+                    extra: TaskExtra {
+                        agent: input.agent,
+                        cwd: None,
+                    },
                     ..TaskOptions::default()
                 };
                 let outcome = run_task(

@@ -4,6 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use crate::record::UserContent;
 
 #[test]
 fn a_skill_message_names_the_skill_then_its_arguments_then_images() {

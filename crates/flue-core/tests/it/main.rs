@@ -9,6 +9,7 @@
 mod actions;
 mod apply_patch;
 mod audit_contract;
+mod call_options;
 mod command_tools;
 mod compaction;
 mod conversation_contract;
