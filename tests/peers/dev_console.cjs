@@ -8,6 +8,8 @@
 //   4-broken   a broken edit shows the diagnostics banner (file and line); the old build answers
 //   5-fixed    fixing the file clears the banner
 //   6-approval a tool call that needs approval waits in the chat; Allow runs it
+//   7-question an MCP server's question (the Python peer's `release` tool) waits in the chat;
+//              its form in the Actions tab (defaults filled in) answers it
 // Prints one JSON line {ok, steps, consoleErrors} and exits 0 only when every step passed.
 'use strict';
 
@@ -44,6 +46,20 @@ You run commands.
 const SCRIPT_BASH = JSON.stringify({ rules: [
   { when: { tool_result: 'bash' }, reply: { text: 'The command printed: {{tool_result}}' } },
   { reply: { text: 'Let me run it.', tool_calls: [{ name: 'bash', input: { command: 'echo approved run' } }] } },
+] });
+const AGENT_RELEASE = `---
+description: Releases, after the MCP server asks which version
+model: scripted/scripts/release.json
+mcp:
+  py:
+    command: ${JSON.stringify(path.join(__dirname, '.venv/bin/python'))}
+    args: [${JSON.stringify(path.join(__dirname, 'py_server.py'))}, stdio]
+---
+You release.
+`;
+const SCRIPT_RELEASE = JSON.stringify({ rules: [
+  { when: { tool_result: 'mcp__py__release' }, reply: { text: 'The server said: {{tool_result}}' } },
+  { reply: { text: 'Releasing.', tool_calls: [{ name: 'mcp__py__release', input: {} }] } },
 ] });
 const SCRIPT_V2 = JSON.stringify({ rules: [{ reply: { text: 'Version two answers: {{user}}' } }] });
 
@@ -141,6 +157,24 @@ async function main() {
     await action.locator('button', { hasText: 'Allow' }).click();
     await page.locator('.assistant-body', { hasText: 'The command printed: approved run' }).waitFor();
     await shot('6-approval');
+
+    // 7. An MCP server's question waits in the chat; the form in the Actions tab answers it.
+    fs.writeFileSync(path.join(root, 'scripts/release.json'), SCRIPT_RELEASE);
+    fs.writeFileSync(path.join(root, 'agents/assistant.md'), AGENT_RELEASE);
+    await page.locator('#tab-agent', { hasText: 'scripted/scripts/release.json' }).waitFor();
+    await send('release it');
+    const question = page.locator('.messages .action.pending', { hasText: 'Which version should be released?' });
+    await question.waitFor();
+    await question.locator('button', { hasText: 'Answer it in the Actions tab' }).click();
+    const form = page.locator('#tab-actions .action.pending');
+    await form.locator('label', { hasText: 'channel' }).locator('select').waitFor();
+    const channel = await form.locator('label', { hasText: 'channel' }).locator('select').inputValue();
+    if (channel !== 'stable') throw new Error(`the channel default was not filled in: ${channel}`);
+    await form.locator('label', { hasText: 'version' }).locator('input').fill('4.0');
+    await form.locator('label', { hasText: 'channel' }).locator('select').selectOption('beta');
+    await shot('7-question');
+    await form.locator('button', { hasText: 'Accept' }).click();
+    await page.locator('.assistant-body', { hasText: 'released 4.0 on beta (notify: yes)' }).waitFor();
 
     if (consoleErrors.length) throw new Error(`console errors: ${consoleErrors.join(' | ')}`);
     console.log(JSON.stringify({ ok: true, steps, consoleErrors }));

@@ -11,10 +11,13 @@ import os
 import socket
 import sys
 
+from typing import Literal
+
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 server = MCPServer("py-fixture")
 
@@ -53,6 +56,23 @@ def nameless() -> str:
 def env_value(name: str) -> str:
     """Returns an environment variable of the server process."""
     return os.environ.get(name, "<unset>")
+
+
+class Release(BaseModel):
+    version: str = Field(description="The version to release")
+    channel: Literal["stable", "beta"] = "stable"
+    notify: bool = True
+
+
+@server.tool()
+async def release(ctx: Context) -> str:
+    """Asks which version to release (an elicitation), then pretends to release it."""
+    result = await ctx.elicit("Which version should be released?", Release)
+    if result.action == "accept":
+        data = result.data
+        notify = "yes" if data.notify else "no"
+        return f"released {data.version} on {data.channel} (notify: {notify})"
+    return f"not released: {result.action}"
 
 
 def require_token(app, token):

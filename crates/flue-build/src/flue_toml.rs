@@ -146,6 +146,7 @@ struct RawMcpServer {
     oauth: Option<Spanned<RawOAuth>>,
     sampling: Option<bool>,
     timeout_ms: Option<Spanned<u64>>,
+    elicitation_timeout_ms: Option<Spanned<u64>>,
     reset_timeout_on_progress: Option<bool>,
     command: Option<Spanned<String>>,
     args: Option<Vec<String>>,
@@ -383,6 +384,18 @@ fn mcp_servers(
             }
             timeout => timeout.map(Spanned::into_inner),
         };
+        let elicitation_timeout_ms = match server.elicitation_timeout_ms {
+            Some(timeout) if *timeout.get_ref() == 0 => {
+                report(
+                    line_of(text, &timeout.span()),
+                    format!(
+                        "`mcp.{name}.elicitation_timeout_ms` must be a whole number of at least 1, got 0"
+                    ),
+                );
+                continue;
+            }
+            timeout => timeout.map(Spanned::into_inner),
+        };
         let reset_timeout_on_progress = server.reset_timeout_on_progress.unwrap_or(false);
         let decl = match (server.url, server.command) {
             (Some(_), Some(_)) => {
@@ -453,6 +466,7 @@ fn mcp_servers(
                     oauth,
                     sampling: server.sampling.unwrap_or(false),
                     timeout_ms,
+                    elicitation_timeout_ms,
                     reset_timeout_on_progress,
                 })
             }
@@ -492,6 +506,7 @@ fn mcp_servers(
                     cwd,
                     sampling: server.sampling.unwrap_or(false),
                     timeout_ms,
+                    elicitation_timeout_ms,
                     reset_timeout_on_progress,
                 })
             }

@@ -34,6 +34,9 @@ pub struct RemoteMcpServer {
     pub sampling: bool,
     /// `timeout_ms`: per-request timeout (flue-connectors' default when unset).
     pub timeout_ms: Option<u64>,
+    /// `elicitation_timeout_ms`: how long a question of the server waits for an answer before
+    /// it is declined (flue-connectors' default, 10 minutes, when unset).
+    pub elicitation_timeout_ms: Option<u64>,
     /// `reset_timeout_on_progress: true`: a progress notification restarts the timeout.
     pub reset_timeout_on_progress: bool,
 }
@@ -73,6 +76,9 @@ pub struct StdioMcpServer {
     pub sampling: bool,
     /// `timeout_ms`: per-request timeout (flue-connectors' default when unset).
     pub timeout_ms: Option<u64>,
+    /// `elicitation_timeout_ms`: how long a question of the server waits for an answer before
+    /// it is declined (flue-connectors' default, 10 minutes, when unset).
+    pub elicitation_timeout_ms: Option<u64>,
     /// `reset_timeout_on_progress: true`: a progress notification restarts the timeout.
     pub reset_timeout_on_progress: bool,
 }
@@ -91,6 +97,15 @@ impl McpServerDecl {
         match self {
             Self::Remote(remote) => remote.timeout_ms,
             Self::Stdio(stdio) => stdio.timeout_ms,
+        }
+    }
+
+    /// How long a question of the server waits for an answer, in milliseconds
+    /// (`elicitation_timeout_ms`), when set.
+    pub fn elicitation_timeout_ms(&self) -> Option<u64> {
+        match self {
+            Self::Remote(remote) => remote.elicitation_timeout_ms,
+            Self::Stdio(stdio) => stdio.elicitation_timeout_ms,
         }
     }
 
@@ -122,6 +137,7 @@ const REMOTE_KEYS: &[&str] = &[
     "oauth",
     "sampling",
     "timeout_ms",
+    "elicitation_timeout_ms",
     "reset_timeout_on_progress",
 ];
 pub(crate) const OAUTH_KEYS: &[&str] = &[
@@ -144,6 +160,7 @@ const STDIO_KEYS: &[&str] = &[
     "cwd",
     "sampling",
     "timeout_ms",
+    "elicitation_timeout_ms",
     "reset_timeout_on_progress",
 ];
 pub(crate) const TRANSPORTS: &[(&str, McpTransport)] = &[
@@ -231,6 +248,7 @@ fn parse_remote(
         oauth: None,
         sampling: false,
         timeout_ms: None,
+        elicitation_timeout_ms: None,
         reset_timeout_on_progress: false,
     };
     let mut valid = true;
@@ -257,6 +275,9 @@ fn parse_remote(
             "timeout_ms" => report
                 .check(&keys, fields::u64_at_least(&dotted, value, 1))
                 .map(|timeout| server.timeout_ms = Some(timeout)),
+            "elicitation_timeout_ms" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 1))
+                .map(|timeout| server.elicitation_timeout_ms = Some(timeout)),
             "reset_timeout_on_progress" => report
                 .check(&keys, fields::boolean(&dotted, value))
                 .map(|reset| server.reset_timeout_on_progress = reset),
@@ -338,6 +359,7 @@ fn parse_stdio(
         cwd: None,
         sampling: false,
         timeout_ms: None,
+        elicitation_timeout_ms: None,
         reset_timeout_on_progress: false,
     };
     let mut valid = true;
@@ -363,6 +385,9 @@ fn parse_stdio(
             "timeout_ms" => report
                 .check(&keys, fields::u64_at_least(&dotted, value, 1))
                 .map(|timeout| server.timeout_ms = Some(timeout)),
+            "elicitation_timeout_ms" => report
+                .check(&keys, fields::u64_at_least(&dotted, value, 1))
+                .map(|timeout| server.elicitation_timeout_ms = Some(timeout)),
             "reset_timeout_on_progress" => report
                 .check(&keys, fields::boolean(&dotted, value))
                 .map(|reset| server.reset_timeout_on_progress = reset),

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use anyhow::bail;
 use flue_core::{
-    AssistantContent, Record, SessionKey, SessionStore, StoredRecord, UserContent,
-    task_session_parent,
+    ActionDecision, ActionKind, AssistantContent, Record, SessionKey, SessionStore, StoredRecord,
+    UserContent, task_session_parent,
 };
 use serde_json::{Value, json};
 
@@ -189,8 +189,23 @@ fn message_json(stored: &StoredRecord) -> serde_json::Result<Value> {
     Ok(value)
 }
 
+/// A question's answer in one line.
+fn answer_text(decision: &ActionDecision) -> String {
+    match decision {
+        ActionDecision::Accept { content } => format!("accepted {content}"),
+        ActionDecision::Decline {
+            message: Some(message),
+        } => format!("declined: {message}"),
+        ActionDecision::Decline { message: None } => "declined".to_owned(),
+        ActionDecision::Cancel => "cancelled".to_owned(),
+        _ => "interrupted".to_owned(),
+    }
+}
+
 fn transcript_text(records: &[Record]) -> String {
     let mut out = String::new();
+    // MCP servers' questions (live actions), shown with their answers.
+    let mut questions = std::collections::HashSet::new();
     for record in records {
         // Writing to a String cannot fail.
         let _ = match record {
@@ -236,6 +251,18 @@ fn transcript_text(records: &[Record]) -> String {
                 exchange.command, exchange.exit_code, exchange.stdout, exchange.stderr
             ),
             Record::Compaction(summary) => writeln!(out, "summary: {}", summary.summary),
+            Record::ActionRequired(action) if action.kind == ActionKind::Elicitation => {
+                questions.insert(action.action_id.clone());
+                writeln!(out, "question ({}): {}", action.action_id, action.reason)
+            }
+            Record::ActionResolved(resolution) if questions.contains(&resolution.action_id) => {
+                writeln!(
+                    out,
+                    "answer ({}): {}",
+                    resolution.action_id,
+                    answer_text(&resolution.decision)
+                )
+            }
             Record::Sampling(exchange) => writeln!(
                 out,
                 "sampling by mcp server `{}` ({}): {}",

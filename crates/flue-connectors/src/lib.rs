@@ -71,10 +71,11 @@ mod postgres;
 pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
 pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
 pub use mcp::{
-    AcceptDefaults, DEFAULT_MCP_TIMEOUT, DeclineElicitation, ElicitationAnswer, ElicitationRequest,
-    MAX_AUTHORIZATIONS, McpElicitor, McpEndpoint, McpHttpEndpoint, McpOAuth, McpOAuthGrant,
-    McpOAuthRedirect, McpSampler, McpSamplingApprover, McpServerConnection, McpServerOptions,
-    McpStdioCommand, McpTokenStore, McpTransport, SamplingRequest, SamplingResponse,
-    connect_mcp_server, field_options, field_value, login_mcp_server,
+    AcceptDefaults, DEFAULT_ELICITATION_TIMEOUT, DEFAULT_MCP_TIMEOUT, DeclineElicitation,
+    ElicitationAnswer, ElicitationRequest, MAX_AUTHORIZATIONS, McpElicitor, McpEndpoint,
+    McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpSampler, McpSamplingApprover,
+    McpServerConnection, McpServerOptions, McpStdioCommand, McpTokenStore, McpTransport,
+    PendingActionElicitor, SamplingRequest, SamplingResponse, connect_mcp_server, field_options,
+    field_value, login_mcp_server,
 };
 pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};

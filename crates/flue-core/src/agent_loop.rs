@@ -231,6 +231,9 @@ pub(crate) async fn run(
 
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
+    // Live actions (MCP servers' questions) left pending by a call that no longer runs.
+    let orphaned = crate::elicitation::orphaned_live_actions(&state.records);
+    shared.append(&mut state, orphaned).await?;
     apply_decisions(&shared, &mut state, &opening.decisions, &ctx).await?;
     let pending = pending_actions(&state.records);
     let mut records: Vec<Record> = match &opening.message {
@@ -515,6 +518,15 @@ impl TurnLoop<'_> {
             .with_agent(harness.agent.name.clone())
             .with_audit(Arc::clone(&harness.audit));
         tool_ctx.usage = Arc::clone(&self.delegated_usage);
+        // Live actions (MCP servers' questions) are listed and answered in the root session,
+        // where a subagent's call's question names its task session.
+        let mut root = self.shared.key.session.as_str();
+        while let Some(parent) = crate::task::task_session_parent(root) {
+            root = parent;
+        }
+        let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);
+        let task_session =
+            (root != self.shared.key.session).then(|| self.shared.key.session.clone());
         tool_ctx.caller = Some(crate::action::Caller {
             harness: Arc::clone(harness),
             scope: Arc::clone(&self.shared.scope),
@@ -584,6 +596,14 @@ impl TurnLoop<'_> {
             self.send_tool_start(call);
             let input = call.input.clone();
             let (mut ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
+            ctx.live = Some(crate::elicitation::LiveLog {
+                store: Arc::clone(&harness.store),
+                key: live_key.clone(),
+                task_session: task_session.clone(),
+                tool_name: call.name.clone(),
+                redactor: harness.redactor.clone(),
+                wake: harness.live_wake.subscribe(),
+            });
             emitted.push(emitter);
             if tool.meta().interrupt == InterruptBehavior::Complete {
                 // A short all-or-nothing call does not see the abort: it finishes within the

@@ -237,6 +237,7 @@ impl HarnessBuilder {
                 redactor,
                 permissions,
                 open_sessions: Mutex::new(HashMap::new()),
+                live_wake: tokio::sync::watch::channel(0).0,
                 session_prefix: String::new(),
                 scope_cancel: None,
                 action_depth: 0,

@@ -26,6 +26,7 @@ mod agent_loop;
 mod call;
 mod compaction;
 mod config;
+mod elicitation;
 mod error;
 mod event;
 mod harness;
@@ -57,6 +58,10 @@ pub use call::{CallHandle, EventStream};
 pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
     ResolvedAgent, Skill, ThinkingLevel,
+};
+pub use elicitation::{
+    ElicitationQuestion, check_elicitation_content, elicitation_defaults, elicitation_fields,
+    elicitation_required, field_options, field_value,
 };
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};

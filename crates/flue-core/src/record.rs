@@ -95,6 +95,11 @@ pub enum ActionKind {
     /// A `task` call whose subagent session (`session`) waits for decisions on its own
     /// actions. Nobody decides it directly: it is answered when the task ends (or interrupted).
     Task,
+    /// An MCP server's question (elicitation) during a running tool call: answered with
+    /// `accept` (values fitting the requested schema), `decline` or `cancel`. A live action: the
+    /// call waits for it in the process that holds the connection, never across a restart
+    /// (a restart answers it `interrupted`); it does not pause the operation.
+    Elicitation,
 }
 
 /// The decision on one pending action (see [`Record::ActionResolved`]).
@@ -155,8 +160,23 @@ pub enum ActionDecision {
         #[serde(default)]
         is_error: bool,
     },
-    /// Answered as interrupted by an interrupt of the conversation.
+    /// Answered as interrupted by an interrupt of the conversation, or (an elicitation) because
+    /// the process holding the call stopped.
     Interrupted,
+    /// An elicitation's answer: the values, checked against the requested schema, with its
+    /// defaults filled in.
+    Accept {
+        /// The values (a JSON object).
+        content: Value,
+    },
+    /// An elicitation declined (by a person, or by its timeout); the server is told `message`.
+    Decline {
+        /// Why, for the server and the log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// An elicitation dismissed without a choice.
+    Cancel,
 }
 
 /// One action of a session and its decision (`None` while it waits), as listed by

@@ -102,10 +102,7 @@ impl Session {
 
     /// The tool calls waiting for a decision, as stored (other processes' writes included).
     pub async fn pending_actions(&self) -> Result<Vec<PendingAction>> {
-        let mut state = self.shared.state.lock().await;
-        self.shared.sync(&mut state).await?;
-        let list = steps::actions(&state.records);
-        drop(state);
+        let list = steps::actions(&self.stored_records().await?);
         let harness = &self.shared.harness;
         let list =
             task::with_task_actions(harness.store.as_ref(), &harness.instance_id, list).await?;
@@ -118,12 +115,28 @@ impl Session {
 
     /// Every action of the session, pending and decided, in order, as stored.
     pub async fn actions(&self) -> Result<Vec<ActionInfo>> {
-        let mut state = self.shared.state.lock().await;
-        self.shared.sync(&mut state).await?;
-        let list = steps::actions(&state.records);
-        drop(state);
+        let list = steps::actions(&self.stored_records().await?);
         let harness = &self.shared.harness;
         task::with_task_actions(harness.store.as_ref(), &harness.instance_id, list).await
+    }
+
+    /// The session's log as stored: read without waiting for a running operation, so the
+    /// live actions of its calls (an MCP server's question) are seen while they wait.
+    async fn stored_records(&self) -> Result<Vec<crate::Record>> {
+        let shared = &self.shared;
+        let log = shared
+            .harness
+            .store
+            .load(&shared.key, 0)
+            .await?
+            .ok_or_else(|| FlueError::SessionNotFound {
+                session: shared.key.session.clone(),
+            })?;
+        Ok(log
+            .records
+            .into_iter()
+            .map(|stored| stored.record)
+            .collect())
     }
 
     /// Decides one pending action and resumes the paused operation from the stored log:
@@ -142,6 +155,55 @@ impl Session {
         self.spawn_operation(OperationKind::Prompt, None, move |shared, ctx| async move {
             let overlay = shared.overlay(None, None)?;
             task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
+        })
+    }
+
+    /// Answers a live action of this session (an MCP server's question while a call runs, kind
+    /// [`ActionKind::Elicitation`](crate::ActionKind::Elicitation)) with
+    /// [`ActionDecision::Accept`] (content checked against the requested schema, defaults
+    /// filled in), [`ActionDecision::Decline`] or [`ActionDecision::Cancel`]. The call waiting
+    /// for it, in this process or another sharing the store, goes on with the answer; no
+    /// operation starts. Returns once the decision is stored.
+    ///
+    /// Errors: [`FlueError::ActionNotFound`], [`FlueError::ActionAlreadyResolved`] (the first
+    /// decision wins, the call's own timeout included), [`FlueError::InvalidDecision`] (a bad
+    /// answer, or an action that is not a live one: use [`Session::resolve`]).
+    pub async fn answer(&self, action_id: &str, decision: ActionDecision) -> Result<()> {
+        let shared = &self.shared;
+        let store = &shared.harness.store;
+        for _ in 0..64 {
+            let log =
+                store
+                    .load(&shared.key, 0)
+                    .await?
+                    .ok_or_else(|| FlueError::SessionNotFound {
+                        session: shared.key.session.clone(),
+                    })?;
+            let records: Vec<crate::Record> = log.records.into_iter().map(|s| s.record).collect();
+            let action =
+                steps::check_decision(&records, &shared.key.session, action_id, &decision)?;
+            if action.kind != crate::ActionKind::Elicitation {
+                return Err(FlueError::InvalidDecision {
+                    action_id: action_id.to_owned(),
+                    message: "this action pauses the operation: decide it with `resolve`".into(),
+                });
+            }
+            let decision = steps::normalize_decision(&action, decision.clone())?;
+            let stored = [crate::StoredRecord::new(
+                crate::Record::ActionResolved(ActionResolution::of(&action, decision)),
+                crate::now_ms(),
+            )];
+            match store.append(&shared.key, log.version, &stored).await {
+                Ok(_) => {
+                    shared.wake_live();
+                    return Ok(());
+                }
+                Err(FlueError::VersionConflict { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Err(FlueError::SessionBusy {
+            session: shared.key.session.clone(),
         })
     }
 

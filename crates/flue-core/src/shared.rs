@@ -42,6 +42,9 @@ pub(crate) struct HarnessShared {
     pub(crate) permissions: PermissionPolicy,
     /// Open sessions by stored name, so every handle to one session shares its busy flag.
     pub(crate) open_sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
+    /// Bumped when a decision on a live action is stored through this harness, waking the
+    /// calls that wait for one (decisions of other processes arrive through the store).
+    pub(crate) live_wake: tokio::sync::watch::Sender<u64>,
     /// Prepended to every session name this harness opens: empty for a harness built by
     /// [`crate::HarnessBuilder`], `action:<invocation>:` (nested: one such part per level) for
     /// the child scope an action runs in. No name a caller passes can leave the prefix, so an
@@ -93,6 +96,7 @@ impl HarnessShared {
             ),
             scope_cancel: Some(cancel),
             action_depth: self.action_depth + 1,
+            live_wake: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -239,12 +243,56 @@ impl SessionShared {
             .cloned()
             .map(|record| StoredRecord::new(record, at))
             .collect();
-        state.version = self
-            .harness
-            .store
-            .append(&self.key, state.version, &stored)
-            .await?;
-        state.records.extend(records);
-        Ok(())
+        loop {
+            match self
+                .harness
+                .store
+                .append(&self.key, state.version, &stored)
+                .await
+            {
+                Ok(version) => {
+                    state.version = version;
+                    state.records.extend(records);
+                    return Ok(());
+                }
+                // A running call stored a live action (an MCP server's question) or its
+                // decision meanwhile: take those in and append after them. Anything else is a
+                // real conflict.
+                Err(err @ FlueError::VersionConflict { .. }) => {
+                    if !self.take_in_live_records(state).await? {
+                        return Err(err);
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Reads what other writers appended after `state`; when all of it belongs to live actions
+    /// ([`crate::elicitation::is_live_record`]), adds it to `state` and returns `true`.
+    async fn take_in_live_records(&self, state: &mut SessionState) -> Result<bool> {
+        let Some(log) = self.harness.store.load(&self.key, state.version).await? else {
+            return Ok(false);
+        };
+        if log.records.is_empty() {
+            return Ok(false);
+        }
+        let mut seen = state.records.clone();
+        for stored in &log.records {
+            if !crate::elicitation::is_live_record(&stored.record, &seen) {
+                return Ok(false);
+            }
+            seen.push(stored.record.clone());
+        }
+        state
+            .records
+            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.version = log.version;
+        Ok(true)
+    }
+
+    /// Wakes the calls of this harness that wait for a live action's decision.
+    pub(crate) fn wake_live(&self) {
+        self.harness.live_wake.send_modify(|count| *count += 1);
     }
 }

@@ -81,6 +81,8 @@ pub(crate) fn next_step(records: &[Record]) -> Step {
             Record::ToolResult(result) => {
                 answered.insert(result.call_id.as_str());
             }
+            // A live action (an MCP server's question during a call) never holds the call.
+            Record::ActionRequired(action) if action.kind == ActionKind::Elicitation => {}
             Record::ActionRequired(action) => {
                 required.insert(action.call_id.as_str(), action);
             }
@@ -170,7 +172,7 @@ fn decided_result(
         ActionDecision::Deny { message } => {
             let what = match action.kind {
                 ActionKind::Confirmation => "the user denied permission to run this tool call",
-                ActionKind::CustomTool | ActionKind::Task => {
+                ActionKind::CustomTool | ActionKind::Task | ActionKind::Elicitation => {
                     "the application declined this tool call"
                 }
             };
@@ -180,7 +182,11 @@ fn decided_result(
             };
             error_result(call, &ToolError::new("permission_denied", text))
         }
-        ActionDecision::Allow | ActionDecision::Interrupted => interrupted_result(call),
+        ActionDecision::Allow
+        | ActionDecision::Interrupted
+        | ActionDecision::Accept { .. }
+        | ActionDecision::Decline { .. }
+        | ActionDecision::Cancel => interrupted_result(call),
     }
 }
 
@@ -382,7 +388,26 @@ pub(crate) fn check_decision(
             action_id: action_id.to_owned(),
         });
     }
+    let elicitation_answer = matches!(
+        decision,
+        ActionDecision::Accept { .. } | ActionDecision::Decline { .. } | ActionDecision::Cancel
+    );
     let misfit = match (state.action.kind, decision) {
+        (
+            ActionKind::Elicitation,
+            ActionDecision::Accept { .. }
+            | ActionDecision::Decline { .. }
+            | ActionDecision::Cancel
+            | ActionDecision::Interrupted,
+        ) => None,
+        (ActionKind::Elicitation, _) => Some(
+            "an MCP server's question is answered with accept (and its content), decline or \
+             cancel",
+        ),
+        (_, _) if elicitation_answer => Some(
+            "accept, decline and cancel answer an MCP server's question; a tool call is \
+             answered with allow, deny or a result",
+        ),
         (ActionKind::Confirmation, ActionDecision::Result { .. }) => {
             Some("a confirmation is answered with allow or deny, not a result")
         }
@@ -401,6 +426,36 @@ pub(crate) fn check_decision(
             message: message.to_owned(),
         }),
         None => Ok(state.action.clone()),
+    }
+}
+
+/// `decision` as it is stored for `action`: an elicitation's accepted content checked against
+/// the requested schema, with its defaults filled in ([`FlueError::InvalidDecision`] naming
+/// the fields when it does not fit); anything else unchanged.
+pub(crate) fn normalize_decision(
+    action: &PendingAction,
+    decision: ActionDecision,
+) -> crate::error::Result<ActionDecision> {
+    match (action.kind, decision) {
+        (ActionKind::Elicitation, ActionDecision::Accept { content }) => {
+            let schema = action
+                .input
+                .get("requestedSchema")
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            crate::elicitation::check_elicitation_content(&schema, &content)
+                .map(|values| ActionDecision::Accept {
+                    content: serde_json::Value::Object(values),
+                })
+                .map_err(|problem| FlueError::InvalidDecision {
+                    action_id: action.action_id.clone(),
+                    message: format!(
+                        "the content does not fit the requested schema: {problem}; the question \
+                         is still pending"
+                    ),
+                })
+        }
+        (_, decision) => Ok(decision),
     }
 }
 

@@ -105,7 +105,8 @@ impl HarnessOptions {
 
     /// Answers the MCP servers' elicitation requests with `elicitor` (a terminal prompt,
     /// [`AcceptDefaults`](flue_connectors::AcceptDefaults)); without one they are declined.
-    /// Pending actions that any process resolves plug in here as another elicitor.
+    /// [`PendingActionElicitor`](flue_connectors::PendingActionElicitor) makes each question a
+    /// live pending action any process answers (the default of a [`Host`](crate::Host)).
     pub fn with_mcp_elicitor(mut self, elicitor: Arc<dyn McpElicitor>) -> Self {
         self.elicitor = Some(elicitor);
         self

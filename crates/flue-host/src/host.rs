@@ -36,19 +36,24 @@ impl Host {
         Ok(Self::with_store(agents, store))
     }
 
-    /// A host on another store (an embedder's, a test's memory store).
+    /// A host on another store (an embedder's, a test's memory store). Its harnesses answer
+    /// MCP servers' questions with live pending actions
+    /// ([`PendingActionElicitor`](flue_connectors::PendingActionElicitor)): listed with the
+    /// conversation's actions and answered by any process, declined after the server's
+    /// `elicitation_timeout_ms`.
     pub fn with_store(agents: AgentSet, store: Arc<dyn SessionStore>) -> Self {
         Self {
             store,
             agents: RwLock::new(Arc::new(agents)),
-            options: HarnessOptions::new(),
+            options: HarnessOptions::new()
+                .with_mcp_elicitor(Arc::new(flue_connectors::PendingActionElicitor)),
             preopened: Mutex::new(BTreeMap::new()),
             cleanups: Cleanups::default(),
         }
     }
 
-    /// Overrides (`--model`, `--sandbox`) for every harness built through the
-    /// [`AgentRegistry`] interface.
+    /// Overrides (`--model`, `--sandbox`, who answers MCP servers' questions) for every
+    /// harness built through the [`AgentRegistry`] interface; they replace the defaults whole.
     #[must_use]
     pub fn with_harness_options(mut self, options: HarnessOptions) -> Self {
         self.options = options;

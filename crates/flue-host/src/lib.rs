@@ -55,7 +55,7 @@ pub use env::Env;
 pub use error::HostError;
 pub use flue_connectors::{
     AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
-    McpSamplingApprover, SamplingRequest, field_options, field_value,
+    McpSamplingApprover, PendingActionElicitor, SamplingRequest, field_options, field_value,
 };
 pub use host::Host;
 pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};

@@ -210,6 +210,9 @@ pub(crate) fn options(
     if let Some(timeout_ms) = decl.timeout_ms() {
         options = options.with_timeout(std::time::Duration::from_millis(timeout_ms));
     }
+    if let Some(ms) = decl.elicitation_timeout_ms() {
+        options = options.with_elicitation_timeout(std::time::Duration::from_millis(ms));
+    }
     if decl.reset_timeout_on_progress() {
         options = options.with_reset_timeout_on_progress();
     }

@@ -637,15 +637,20 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
                             }
                             _ => None,
                         });
-                        // Decided in a later batch: the part names the call, not its input.
+                        // Decided in a later batch: the part names the call and the decision,
+                        // not the input.
                         let data = match required {
                             Some(action) => action_data(action, Some(&resolution.decision)),
-                            None => json!({
-                                "actionId": resolution.action_id,
-                                "toolCallId": resolution.call_id,
-                                "toolName": resolution.tool_name,
-                                "state": crate::routes::action_state(Some(&resolution.decision)),
-                            }),
+                            None => {
+                                let mut data = json!({
+                                    "actionId": resolution.action_id,
+                                    "toolCallId": resolution.call_id,
+                                    "toolName": resolution.tool_name,
+                                    "state": crate::routes::action_state(Some(&resolution.decision)),
+                                });
+                                crate::routes::decision_fields(&mut data, &resolution.decision);
+                                data
+                            }
                         };
                         chunks.push(ChunkBody::DataPart {
                             message_id: reply_id,

@@ -324,35 +324,53 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     if let Some(session) = &action.session {
         value["session"] = json!(session);
     }
-    match &info.decision {
-        Some(flue_core::ActionDecision::Deny {
-            message: Some(message),
-        }) => value["message"] = json!(message),
-        Some(flue_core::ActionDecision::Result {
-            value: result,
-            is_error,
-        }) => {
-            value["value"] = result.clone();
-            value["isError"] = json!(is_error);
-        }
-        _ => {}
+    if let Some(decision) = &info.decision {
+        decision_fields(&mut value, decision);
     }
     value
 }
 
-/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`.
+/// Adds what a decision carries to an action's wire form: a denial's or decline's `message`, a
+/// result's `value` and `isError`, an accepted question's `content`.
+pub(crate) fn decision_fields(value: &mut Value, decision: &flue_core::ActionDecision) {
+    match decision {
+        flue_core::ActionDecision::Deny {
+            message: Some(message),
+        }
+        | flue_core::ActionDecision::Decline {
+            message: Some(message),
+        } => value["message"] = json!(message),
+        flue_core::ActionDecision::Result {
+            value: result,
+            is_error,
+        } => {
+            value["value"] = result.clone();
+            value["isError"] = json!(is_error);
+        }
+        flue_core::ActionDecision::Accept { content } => value["content"] = content.clone(),
+        _ => {}
+    }
+}
+
+/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`, and
+/// for an MCP server's question `accepted`, `declined`, `cancelled`.
 pub(crate) fn action_state(decision: Option<&flue_core::ActionDecision>) -> &'static str {
     match decision {
         None => "pending",
         Some(flue_core::ActionDecision::Allow) => "allowed",
         Some(flue_core::ActionDecision::Deny { .. }) => "denied",
         Some(flue_core::ActionDecision::Result { .. }) => "answered",
+        Some(flue_core::ActionDecision::Accept { .. }) => "accepted",
+        Some(flue_core::ActionDecision::Decline { .. }) => "declined",
+        Some(flue_core::ActionDecision::Cancel) => "cancelled",
         Some(_) => "interrupted",
     }
 }
 
-/// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}` or
-/// `{"decision": "result", "value", "isError"?}`.
+/// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}`,
+/// `{"decision": "result", "value", "isError"?}`, and for an MCP server's question
+/// `{"decision": "accept", "content": {...}}`, `{"decision": "decline", "message"?}` or
+/// `{"decision": "cancel"}`.
 fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionDecision, ApiError> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
@@ -365,7 +383,9 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
     let value: Value = serde_json::from_slice(body)
         .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
     let shape = "The body must be {\"decision\": \"allow\"}, {\"decision\": \"deny\", \
-                 \"message\": \"...\"} or {\"decision\": \"result\", \"value\": ...}.";
+                 \"message\": \"...\"} or {\"decision\": \"result\", \"value\": ...}; an MCP \
+                 server's question takes {\"decision\": \"accept\", \"content\": {...}}, \
+                 {\"decision\": \"decline\"} or {\"decision\": \"cancel\"}.";
     let Some(object) = value.as_object() else {
         return Err(ApiError::invalid_request(shape));
     };
@@ -393,6 +413,19 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
                 is_error,
             })
         }
+        Some("accept") => match object.get("content") {
+            Some(content @ Value::Object(_)) => Ok(flue_core::ActionDecision::Accept {
+                content: content.clone(),
+            }),
+            None | Some(Value::Null) => {
+                Ok(flue_core::ActionDecision::Accept { content: json!({}) })
+            }
+            Some(_) => Err(ApiError::invalid_request(
+                "`content` must be a JSON object of the requested fields.",
+            )),
+        },
+        Some("decline") => Ok(flue_core::ActionDecision::Decline { message }),
+        Some("cancel") => Ok(flue_core::ActionDecision::Cancel),
         _ => Err(ApiError::invalid_request(shape)),
     }
 }

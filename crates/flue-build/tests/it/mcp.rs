@@ -25,6 +25,7 @@ fn remote_and_stdio_servers_are_read() {
     env: { DEBUG: true }
     cwd: /srv
     timeout_ms: 5000
+    elicitation_timeout_ms: 120000
     reset_timeout_on_progress: true
 "#;
     let expected = AgentFile {
@@ -40,6 +41,7 @@ fn remote_and_stdio_servers_are_read() {
                     oauth: None,
                     sampling: false,
                     timeout_ms: None,
+                    elicitation_timeout_ms: None,
                     reset_timeout_on_progress: false,
                 }),
             ),
@@ -56,6 +58,7 @@ fn remote_and_stdio_servers_are_read() {
                     cwd: Some("/srv".to_owned()),
                     sampling: false,
                     timeout_ms: Some(5000),
+                    elicitation_timeout_ms: Some(120_000),
                     reset_timeout_on_progress: true,
                 }),
             ),
@@ -71,6 +74,7 @@ fn remote_and_stdio_servers_are_read() {
                     oauth: None,
                     sampling: false,
                     timeout_ms: None,
+                    elicitation_timeout_ms: None,
                     reset_timeout_on_progress: false,
                 }),
             ),
@@ -120,7 +124,7 @@ fn bad_server_shapes_are_reported_at_their_lines() {
             at(
                 "agents/a.md",
                 9,
-                "unknown key `args` in mcp server `remote` (a `url` server) (known keys: url, transport, headers, oauth, sampling, timeout_ms, reset_timeout_on_progress)",
+                "unknown key `args` in mcp server `remote` (a `url` server) (known keys: url, transport, headers, oauth, sampling, timeout_ms, elicitation_timeout_ms, reset_timeout_on_progress)",
             ),
             at("agents/a.md", 11, "`mcp.local.command` must not be empty"),
             at(
@@ -165,6 +169,7 @@ url = "http://127.0.0.1:8931/mcp"
 transport = "sse"
 headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
 timeout_ms = 90000
+elicitation_timeout_ms = 300000
 reset_timeout_on_progress = true
 
 [mcp.files]
@@ -191,6 +196,7 @@ cwd = "tools"
         oauth: None,
         sampling: false,
         timeout_ms: Some(90_000),
+        elicitation_timeout_ms: Some(300_000),
         reset_timeout_on_progress: true,
     });
     let files = McpServerDecl::Stdio(StdioMcpServer {
@@ -200,6 +206,7 @@ cwd = "tools"
         cwd: Some("tools".to_owned()),
         sampling: false,
         timeout_ms: None,
+        elicitation_timeout_ms: None,
         reset_timeout_on_progress: false,
     });
     assert_eq!(
@@ -216,6 +223,7 @@ cwd = "tools"
         oauth: None,
         sampling: false,
         timeout_ms: None,
+        elicitation_timeout_ms: None,
         reset_timeout_on_progress: false,
     });
     assert_eq!(

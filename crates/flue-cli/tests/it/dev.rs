@@ -512,7 +512,8 @@ fn the_console_in_headless_chromium() {
             "3-edited",
             "4-broken",
             "5-fixed",
-            "6-approval"
+            "6-approval",
+            "7-question"
         ])
     );
     assert_eq!(result["consoleErrors"], json!([]));
@@ -523,6 +524,7 @@ fn the_console_in_headless_chromium() {
         "4-broken",
         "5-fixed",
         "6-approval",
+        "7-question",
     ] {
         let shot = shots.join(format!("{step}.png"));
         assert!(

@@ -13,6 +13,7 @@ mod conformance;
 mod delegation;
 mod dev;
 mod durable;
+mod elicit_serve;
 mod everyday;
 mod hostile_inputs;
 mod mcp;

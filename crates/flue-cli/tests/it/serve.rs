@@ -139,7 +139,7 @@ pub(crate) fn http(
     (status, body)
 }
 
-fn post_message(addr: &str, path: &str, text: &str) -> Value {
+pub(crate) fn post_message(addr: &str, path: &str, text: &str) -> Value {
     let (status, body) = http(
         addr,
         "POST",
@@ -151,7 +151,7 @@ fn post_message(addr: &str, path: &str, text: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-fn snapshot(addr: &str, path: &str) -> Value {
+pub(crate) fn snapshot(addr: &str, path: &str) -> Value {
     let (status, body) = http(addr, "GET", path, &[], "");
     assert_eq!(status, 200, "{body}");
     serde_json::from_str(&body).unwrap()

@@ -93,13 +93,7 @@ pub async fn connect_mcp_server(
     };
     let running = RunningCalls::default();
     let changes = Arc::new(ToolListChanges::default());
-    let handler = Handler::new(
-        name,
-        options.elicitor.clone(),
-        options.sampler.clone(),
-        running.clone(),
-        Arc::clone(&changes),
-    );
+    let handler = Handler::new(name, &options, running.clone(), Arc::clone(&changes));
     let service = start(name, handler, &options, &mut context).await?;
     // Over streamable HTTP a server may announce a change on its standalone stream, which
     // is not ordered with the answer of the call that made the change.
@@ -117,6 +111,7 @@ pub async fn connect_mcp_server(
         peer: service.peer().clone(),
         timeout: options.timeout,
         reset_timeout_on_progress: options.reset_timeout_on_progress,
+        asks: options.elicitor.is_some(),
         last_answer: (unordered && announces_changes).then(Mutex::default),
     });
     // A change announced while the first list is fetched is reflected in it, or in the next.
@@ -290,6 +285,9 @@ pub(super) struct Client {
     /// When the last `tools/call` answer arrived, kept for a server whose change notifications
     /// may trail that answer (see [`Client::change_notice_due`]); `None` for other servers.
     last_answer: Option<Mutex<Option<Instant>>>,
+    /// The server may ask questions (an elicitor answers them): requests keep their own idle
+    /// clock, which stands still while a question waits.
+    asks: bool,
 }
 
 impl Client {
@@ -325,6 +323,17 @@ impl Client {
         if self.reset_timeout_on_progress {
             request_options = request_options.reset_timeout_on_progress();
         }
+        if self.asks {
+            // Our own clock below: a person answering a question takes longer than a request.
+            request_options = PeerRequestOptions::no_options();
+        }
+        let idle = async {
+            if self.asks {
+                self.running.idle_for(self.timeout).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
         let handle = match self
             .peer
             .send_request_with_option(request, request_options)
@@ -341,6 +350,13 @@ impl Client {
                 let notice = self.peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
                 let _ = tokio::time::timeout(Duration::from_secs(1), notice).await;
                 Err(FlueError::Aborted)
+            }
+            () = idle => {
+                let reason = Some("the request timed out".to_owned());
+                let notice = self.peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
+                let _ = tokio::time::timeout(Duration::from_secs(1), notice).await;
+                let err = rmcp::service::ServiceError::Timeout { timeout: self.timeout };
+                Err(self.context.request_error(&err, what).await)
             }
             answer = handle.await_response() => match answer {
                 Ok(answer) => Ok(answer),

@@ -1,17 +1,26 @@
 //! Elicitation: an MCP server asks, in the middle of a call, for structured input from the
-//! person using the agent. [`McpElicitor`] is who answers; the schema's defaults are applied
-//! here, as the spec says.
+//! person using the agent. [`McpElicitor`] is who answers: a terminal prompt (flue-cli),
+//! [`AcceptDefaults`], [`DeclineElicitation`], or [`PendingActionElicitor`], which makes the
+//! question a live pending action of the call's session that any process answers. The schema's
+//! defaults are applied as the spec says (flue-core's [`flue_core::elicitation_defaults`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use flue_core::BoxFuture;
+use flue_core::{
+    ActionDecision, BoxFuture, ElicitationQuestion, ToolContext, elicitation_defaults,
+    elicitation_fields, elicitation_required,
+};
 use serde_json::{Map, Value};
+
+/// How long a question waits for an answer by default before it is declined.
+pub const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[cfg(test)]
 mod tests;
 
 /// One question from a server: a message and the flat object schema of the answer.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ElicitationRequest {
     /// The server that asks (its name in the agent's `mcp` settings).
@@ -21,6 +30,19 @@ pub struct ElicitationRequest {
     /// The requested schema: `{"type": "object", "properties": {...}, "required": [...]}`,
     /// each property a string (possibly with `enum`), number, integer or boolean.
     pub schema: Value,
+    /// The tool call of this server that was running when the question came (the latest one
+    /// when several run at once); `None` when the server asked between calls.
+    pub caller: Option<ToolContext>,
+    /// How long the question may wait for an answer (the server's `elicitation_timeout_ms`,
+    /// default [`DEFAULT_ELICITATION_TIMEOUT`]).
+    pub timeout: Duration,
+}
+
+impl PartialEq for ElicitationRequest {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.server, &self.message, &self.schema, self.timeout)
+            == (&other.server, &other.message, &other.schema, other.timeout)
+    }
 }
 
 /// The answer to an [`ElicitationRequest`].
@@ -42,7 +64,8 @@ pub enum ElicitationAnswer {
 ///
 /// Called once per request, while the tool call that caused it waits. Implementations: a
 /// terminal prompt (flue-cli), [`AcceptDefaults`] (`flue run --yes`), [`DeclineElicitation`]
-/// (headless, the default), and later a pending action any process can resolve.
+/// (headless, the default), and [`PendingActionElicitor`] (`flue serve` and `flue dev`: a live
+/// pending action any process resolves).
 pub trait McpElicitor: Send + Sync + 'static {
     /// Answers `request`. Never fails: a problem asking is a `Decline` with its reason.
     fn elicit<'a>(&'a self, request: &'a ElicitationRequest) -> BoxFuture<'a, ElicitationAnswer>;
@@ -66,43 +89,26 @@ impl ElicitationRequest {
             server: server.into(),
             message: message.into(),
             schema,
+            caller: None,
+            timeout: DEFAULT_ELICITATION_TIMEOUT,
         }
     }
 
     /// The schema's properties, in order: name and schema.
     pub fn fields(&self) -> Vec<(&str, &Value)> {
-        self.schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|properties| {
-                properties
-                    .iter()
-                    .map(|(name, schema)| (name.as_str(), schema))
-                    .collect()
-            })
-            .unwrap_or_default()
+        elicitation_fields(&self.schema)
     }
 
     /// The names the schema marks `required`.
     pub fn required(&self) -> Vec<&str> {
-        self.schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|names| names.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default()
+        elicitation_required(&self.schema)
     }
 
     /// The values of every field whose schema has a `default` of the field's type (strings,
     /// enum members, integers, numbers, booleans); fields without a usable default are left
     /// out.
     pub fn defaults(&self) -> Map<String, Value> {
-        self.fields()
-            .into_iter()
-            .filter_map(|(name, schema)| {
-                let default = schema.get("default")?;
-                field_value(schema, default).map(|value| (name.to_owned(), value))
-            })
-            .collect()
+        elicitation_defaults(&self.schema)
     }
 
     /// The answer [`AcceptDefaults`] gives: the defaults, or a decline naming the required
@@ -124,66 +130,6 @@ impl ElicitationRequest {
             ),
         }
     }
-}
-
-/// `value` as a value of the field `schema` describes, converting text a person typed
-/// (`"30"` for an integer, `"yes"` for a boolean); `None` when it does not fit.
-pub fn field_value(schema: &Value, value: &Value) -> Option<Value> {
-    let kind = schema
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("string");
-    let text = value.as_str().map(str::trim);
-    let converted = match kind {
-        "integer" => match (value.as_i64(), text) {
-            (Some(number), _) => Some(Value::from(number)),
-            (None, Some(text)) => text.parse::<i64>().ok().map(Value::from),
-            (None, None) => value
-                .as_f64()
-                .filter(|number| number.fract() == 0.0)
-                .and_then(|number| format!("{number:.0}").parse::<i64>().ok())
-                .map(Value::from),
-        },
-        "number" => match (value.as_f64(), text) {
-            (Some(number), _) => Some(Value::from(number)),
-            (None, Some(text)) => text.parse::<f64>().ok().map(Value::from),
-            (None, None) => None,
-        },
-        "boolean" => match (value.as_bool(), text) {
-            (Some(flag), _) => Some(Value::Bool(flag)),
-            (None, Some("true" | "yes" | "y")) => Some(Value::Bool(true)),
-            (None, Some("false" | "no" | "n")) => Some(Value::Bool(false)),
-            _ => None,
-        },
-        _ => text.map(|text| Value::String(text.to_owned())),
-    }?;
-    let options = field_options(schema);
-    if !options.is_empty()
-        && !options
-            .iter()
-            .any(|option| Some(option.as_str()) == converted.as_str())
-    {
-        return None;
-    }
-    Some(converted)
-}
-
-/// The allowed values of an enum field (`enum`, or the `const`s of `oneOf`/`anyOf`).
-pub fn field_options(schema: &Value) -> Vec<String> {
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        return values
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect();
-    }
-    ["oneOf", "anyOf"]
-        .iter()
-        .filter_map(|key| schema.get(*key).and_then(Value::as_array))
-        .flatten()
-        .filter_map(|option| option.get("const").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect()
 }
 
 impl McpElicitor for AcceptDefaults {
@@ -211,6 +157,51 @@ impl McpElicitor for DeclineElicitation {
     fn elicit<'a>(&'a self, _request: &'a ElicitationRequest) -> BoxFuture<'a, ElicitationAnswer> {
         let reason = self.reason.clone();
         Box::pin(async move { ElicitationAnswer::Decline { reason } })
+    }
+}
+
+/// Makes each question a live pending action of the session whose tool call caused it
+/// ([`ToolContext::ask_elicitation`]): listed with the session's actions (`GET
+/// .../actions`), answered by any process (`POST .../actions/<id>`, `AgentRuntime::resolve`,
+/// `Session::answer`) with accept, decline or cancel, declined when nobody answers within the
+/// request's timeout. The answer is recorded in the log with the question. A question outside
+/// a tool call is declined.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PendingActionElicitor;
+
+impl McpElicitor for PendingActionElicitor {
+    fn elicit<'a>(&'a self, request: &'a ElicitationRequest) -> BoxFuture<'a, ElicitationAnswer> {
+        Box::pin(async move {
+            let Some(caller) = &request.caller else {
+                return ElicitationAnswer::Decline {
+                    reason: "the server asked outside a tool call; there is no conversation to \
+                             hold the question"
+                        .to_owned(),
+                };
+            };
+            let question = ElicitationQuestion::new(
+                request.server.clone(),
+                request.message.clone(),
+                request.schema.clone(),
+            );
+            match caller.ask_elicitation(&question, request.timeout).await {
+                Ok(ActionDecision::Accept { content }) => match content {
+                    Value::Object(values) => ElicitationAnswer::Accept(values),
+                    _ => ElicitationAnswer::Cancel,
+                },
+                Ok(ActionDecision::Decline { message }) => ElicitationAnswer::Decline {
+                    reason: message.unwrap_or_else(|| "declined".to_owned()),
+                },
+                Ok(ActionDecision::Interrupted) => ElicitationAnswer::Decline {
+                    reason: "the conversation was interrupted before the question was answered"
+                        .to_owned(),
+                },
+                Ok(_) => ElicitationAnswer::Cancel,
+                Err(err) => ElicitationAnswer::Decline {
+                    reason: format!("the question could not be recorded: {err}"),
+                },
+            }
+        })
     }
 }
 

@@ -7,12 +7,13 @@
 )]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
-    FormElicitationCapability, Implementation, MetaObject, ProtocolVersion, Role,
-    SamplingCapability, SamplingMessage,
+    FormElicitationCapability, Implementation, MetaObject, ProgressNotificationParam,
+    ProtocolVersion, Role, SamplingCapability, SamplingMessage,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 use super::elicitation::{ElicitationAnswer, ElicitationRequest, McpElicitor};
 use super::live::ToolListChanges;
+use super::options::McpServerOptions;
 use super::sampling::{McpSampler, RunningCalls, SamplingRequest, content_text};
 
 /// Answers a server's requests for one connection.
@@ -27,9 +29,12 @@ pub(crate) struct Handler {
     info: ClientConfig,
     server: String,
     elicitor: Option<Arc<dyn McpElicitor>>,
+    elicitation_timeout: Duration,
     sampler: Option<Arc<dyn McpSampler>>,
     running: RunningCalls,
     tool_list_changes: Arc<ToolListChanges>,
+    /// Progress notifications restart the running calls' timeouts.
+    reset_timeout_on_progress: bool,
 }
 
 impl Handler {
@@ -37,11 +42,12 @@ impl Handler {
     /// someone answers them.
     pub(crate) fn new(
         server: &str,
-        elicitor: Option<Arc<dyn McpElicitor>>,
-        sampler: Option<Arc<dyn McpSampler>>,
+        options: &McpServerOptions,
         running: RunningCalls,
         tool_list_changes: Arc<ToolListChanges>,
     ) -> Self {
+        let elicitor = options.elicitor.clone();
+        let sampler = options.sampler.clone();
         let mut capabilities = ClientCapabilities::default();
         if sampler.is_some() {
             capabilities.sampling = Some(SamplingCapability::default());
@@ -60,9 +66,11 @@ impl Handler {
             info,
             server: server.to_owned(),
             elicitor,
+            elicitation_timeout: options.elicitation_timeout,
             sampler,
             running,
             tool_list_changes,
+            reset_timeout_on_progress: options.reset_timeout_on_progress,
         }
     }
 }
@@ -75,6 +83,16 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(target: "flue::mcp", server = %self.server, "the tool list changed");
         self.tool_list_changes.note();
+    }
+
+    async fn on_progress(
+        &self,
+        _params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if self.reset_timeout_on_progress {
+            self.running.touch();
+        }
     }
 
     async fn create_message(
@@ -152,7 +170,11 @@ impl ClientHandler for Handler {
                     return Ok(decline("flue answers form elicitation only".to_owned()));
                 }
             };
-            let request = ElicitationRequest::new(&self.server, message, schema);
+            let mut request = ElicitationRequest::new(&self.server, message, schema);
+            request.caller = self.running.newest();
+            request.timeout = self.elicitation_timeout;
+            // The calls' own timeouts stand still while a person is asked.
+            let _asking = self.running.question();
             Ok(match elicitor.elicit(&request).await {
                 ElicitationAnswer::Accept(values) => {
                     ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(values))

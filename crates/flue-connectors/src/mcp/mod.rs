@@ -18,9 +18,10 @@ mod stdio;
 
 pub use connection::{McpServerConnection, connect_mcp_server};
 pub use elicitation::{
-    AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
-    field_options, field_value,
+    AcceptDefaults, DEFAULT_ELICITATION_TIMEOUT, DeclineElicitation, ElicitationAnswer,
+    ElicitationRequest, McpElicitor, PendingActionElicitor,
 };
+pub use flue_core::{field_options, field_value};
 pub use oauth::{
     MAX_AUTHORIZATIONS, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpTokenStore, login_mcp_server,
 };

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::elicitation::McpElicitor;
+use super::elicitation::{DEFAULT_ELICITATION_TIMEOUT, McpElicitor};
 use super::oauth::McpOAuth;
 use super::sampling::McpSampler;
 
@@ -47,6 +47,10 @@ pub struct McpServerOptions {
     /// Who answers the server's elicitation requests; without one, flue does not announce
     /// elicitation and declines any request.
     pub elicitor: Option<Arc<dyn McpElicitor>>,
+    /// How long one of the server's questions may wait for an answer before it is declined
+    /// (default [`DEFAULT_ELICITATION_TIMEOUT`]). While a question waits, the timeout of the
+    /// call that caused it stands still.
+    pub elicitation_timeout: Duration,
     /// OAuth for a streamable-HTTP server (used when it answers 401). A server given an
     /// `Authorization` header does not use OAuth.
     pub oauth: McpOAuth,
@@ -114,6 +118,7 @@ impl McpServerOptions {
             timeout: DEFAULT_MCP_TIMEOUT,
             reset_timeout_on_progress: false,
             elicitor: None,
+            elicitation_timeout: DEFAULT_ELICITATION_TIMEOUT,
             oauth: McpOAuth::default(),
             sampler: None,
         }
@@ -130,6 +135,13 @@ impl McpServerOptions {
     #[must_use]
     pub fn with_oauth(mut self, oauth: McpOAuth) -> Self {
         self.oauth = oauth;
+        self
+    }
+
+    /// Sets how long a question of the server waits for an answer.
+    #[must_use]
+    pub fn with_elicitation_timeout(mut self, timeout: Duration) -> Self {
+        self.elicitation_timeout = timeout;
         self
     }
 

@@ -1,7 +1,10 @@
 //! Sampling: an MCP server asks the client's model for a completion. Off unless a server is
 //! given an [`McpSampler`]; flue-host's runs it with the agent's own model.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::watch;
 
 use flue_core::{BoxFuture, ToolContext};
 use serde_json::Value;
@@ -97,10 +100,40 @@ pub(crate) fn content_text(content: &Value) -> String {
 /// The tool calls running on one connection, newest last: a server's sampling request is
 /// attributed to the newest (MCP does not say which call a server-initiated request serves
 /// on every transport).
-#[derive(Clone, Default)]
+///
+/// It also keeps the calls' idle clock: the number of the server's questions waiting for a
+/// person, and a tick that moves whenever one starts or ends (or progress arrives, when the
+/// server's settings say so), which restarts the calls' timeouts.
+#[derive(Clone)]
 pub(crate) struct RunningCalls {
     calls: Arc<Mutex<Vec<(u64, ToolContext)>>>,
     next_id: Arc<Mutex<u64>>,
+    questions: Arc<AtomicUsize>,
+    activity: Arc<watch::Sender<u64>>,
+}
+
+impl Default for RunningCalls {
+    fn default() -> Self {
+        Self {
+            calls: Arc::default(),
+            next_id: Arc::default(),
+            questions: Arc::default(),
+            activity: Arc::new(watch::channel(0).0),
+        }
+    }
+}
+
+/// A question of the server waiting for an answer; the calls' clocks stand still until it
+/// drops.
+pub(crate) struct Asking {
+    calls: RunningCalls,
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        self.calls.questions.fetch_sub(1, Ordering::AcqRel);
+        self.calls.touch();
+    }
 }
 
 /// Removes its call from [`RunningCalls`] when dropped (the call ended or was abandoned).
@@ -124,6 +157,41 @@ impl RunningCalls {
         RunningCall {
             calls: self.clone(),
             id,
+        }
+    }
+
+    /// Marks a question waiting until the guard drops.
+    pub(crate) fn question(&self) -> Asking {
+        self.questions.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        Asking {
+            calls: self.clone(),
+        }
+    }
+
+    /// Restarts the running calls' timeouts.
+    pub(crate) fn touch(&self) {
+        self.activity.send_modify(|tick| *tick += 1);
+    }
+
+    /// Returns when `timeout` passed without activity and with no question waiting.
+    pub(crate) async fn idle_for(&self, timeout: std::time::Duration) {
+        let mut activity = self.activity.subscribe();
+        loop {
+            if self.questions.load(Ordering::Acquire) > 0 {
+                if activity.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+                continue;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(timeout) => return,
+                changed = activity.changed() => {
+                    if changed.is_err() {
+                        return std::future::pending().await;
+                    }
+                }
+            }
         }
     }
 

@@ -199,6 +199,38 @@ async fn progress_resets_the_timeout_and_a_timeout_leaves_the_server_usable(wire
     patient.close().await.unwrap();
 }
 
+/// A connection whose server may ask questions (an elicitor is set) times its requests itself,
+/// so that a question waiting for a person stops the clock: the same timeout, the same error,
+/// and progress still restarts it.
+#[tokio::test]
+async fn a_connection_that_answers_questions_keeps_its_timeouts() {
+    let work = json!({"duration": 3, "steps": 10});
+    let long = "mcp__everything__trigger-long-running-operation";
+    let mut server = Everything::start(Wire::StreamableHttp).await;
+    server.options = server
+        .options
+        .with_timeout(Duration::from_millis(1500))
+        .with_elicitor(std::sync::Arc::new(flue_connectors::AcceptDefaults));
+    let strict = server.connect().await;
+    let timed_out = call(&strict, long, work.clone()).await.unwrap_err();
+    assert_eq!(
+        (timed_out.kind.as_str(), timed_out.message.as_str()),
+        (
+            "mcp_timeout",
+            "mcp server \"everything\": tools/call `trigger-long-running-operation` got no \
+             answer within 1.5 s; the server may be overloaded, or raise the timeout"
+        )
+    );
+    strict.close().await.unwrap();
+    server.options = server.options.with_reset_timeout_on_progress();
+    let patient = server.connect().await;
+    assert_eq!(
+        call(&patient, long, work).await,
+        Ok("Long running operation completed. Duration: 3 seconds, Steps: 10.".to_owned())
+    );
+    patient.close().await.unwrap();
+}
+
 async fn closing_the_connection_stops_its_tools(wire: Wire) {
     let server = Everything::start(wire).await;
     let connection = server.connect().await;

@@ -51,6 +51,7 @@ async fn names_are_sanitised_and_hints_follow_the_mcp_defaults(wire: Wire) {
             ("mcp__py_fixture__weird_name_v2", false, true),
             ("mcp__py_fixture__unnamed", false, true),
             ("mcp__py_fixture__env_value", false, true),
+            ("mcp__py_fixture__release", false, true),
         ]
     );
     // The SDK declares an output schema for every tool; results are checked against it.

@@ -113,6 +113,14 @@ pub trait SessionStore: Send + Sync {
     /// Lists the sessions of an agent instance, by name.
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>>;
 
+    /// A wake-up when the session `key` may have grown, when the store can give one (a
+    /// conversation store's head watch, which on Postgres also carries other processes'
+    /// writes). `None` (the default): readers poll. Live actions wait on it.
+    fn watch_appends(&self, key: &SessionKey) -> Option<HeadWatch> {
+        let _ = key;
+        None
+    }
+
     /// This store's audit log and trash, when it keeps them.
     ///
     /// Called once by `HarnessBuilder::build`, which hands the result to the file tools. The

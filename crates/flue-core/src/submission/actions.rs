@@ -84,6 +84,12 @@ impl AgentRuntime {
         let in_root = steps::actions(&root_records)
             .iter()
             .any(|state| state.action.action_id == action_id);
+        let live = steps::actions(&root_records).iter().any(|state| {
+            state.action.action_id == action_id && state.action.kind == ActionKind::Elicitation
+        });
+        if live {
+            return self.resolve_live(key, action_id, decision).await;
+        }
         let nested = match in_root {
             true => None,
             false => {
@@ -312,8 +318,103 @@ impl AgentRuntime {
         }
     }
 
-    /// The pending actions of the conversation when a submission of it waits on them (for
-    /// refusing new messages); empty otherwise.
+    /// [`AgentRuntime::resolve`] for a live action (an MCP server's question while a call runs).
+    /// The call waits in the process that owns the conversation, so the decision is appended
+    /// under that owner's current fence (read from the store; the version check makes the
+    /// first decision win, the call's own timeout included) and reaches the call through the
+    /// store's head watch. Nothing is resumed: the submission is running all along.
+    async fn resolve_live(
+        &self,
+        key: &ConversationKey,
+        action_id: &str,
+        decision: ActionDecision,
+    ) -> Result<ResolveReceipt> {
+        if self.inner.stopping.is_cancelled() {
+            return Err(FlueError::RuntimeStopped {
+                message: "the submission runtime was shut down".into(),
+            });
+        }
+        let conversation = key.to_string();
+        let session = root_session(key);
+        let mut last = None;
+        for _ in 0..64 {
+            let log = self.root_log(key).await?;
+            let action = steps::check_decision(
+                &records_of(log.clone()),
+                &conversation,
+                action_id,
+                &decision,
+            )?;
+            let decision = steps::normalize_decision(&action, decision.clone())?;
+            let info = self.inner.store.conversation(key).await?;
+            let Some((owner_id, epoch)) = info.and_then(|info| Some((info.owner?, info.epoch)))
+            else {
+                return Err(FlueError::InvalidDecision {
+                    action_id: action_id.to_owned(),
+                    message: "the tool call that asked is no longer running; nothing waits for \
+                              this answer"
+                        .into(),
+                });
+            };
+            let fence = Fence {
+                key: key.clone(),
+                owner_id,
+                epoch,
+            };
+            let running = self
+                .inner
+                .store
+                .unsettled(key)
+                .await?
+                .into_iter()
+                .find(|info| info.state == SubmissionState::Running)
+                .map(|info| info.submission_id);
+            let stored = [StoredRecord::new(
+                Record::ActionResolved(ActionResolution::of(&action, decision.clone())),
+                now_ms(),
+            )];
+            let appended = self
+                .inner
+                .store
+                .append_fenced(FencedAppend {
+                    fence: &fence,
+                    submission_id: running.as_deref(),
+                    applies_input: false,
+                    resumes_waiting: false,
+                    session: &session,
+                    expected_version: log.version,
+                    records: &stored,
+                })
+                .await;
+            match appended {
+                Ok(_) => {
+                    self.inner.emit(
+                        key,
+                        running.as_deref(),
+                        Event::ActionResolved {
+                            action_id: action_id.to_owned(),
+                            decision,
+                        },
+                    );
+                    return Ok(ResolveReceipt {
+                        submission_id: running,
+                        offset: self.head(key).await?,
+                    });
+                }
+                // The running loop (or the call's timeout) wrote first, or the owner changed:
+                // read again; a decision stored meanwhile is `action_already_resolved`.
+                Err(err @ (FlueError::VersionConflict { .. } | FlueError::LeaseLost { .. })) => {
+                    last = Some(err);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| FlueError::Store {
+            message: "the conversation kept changing underneath".into(),
+            source: None,
+        }))
+    }
+
     /// [`AgentRuntime::resolve`] for an action of the task session `session`.
     async fn resolve_nested(
         &self,

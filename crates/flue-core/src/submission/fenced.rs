@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::Result;
 use crate::record::{Record, StoredRecord};
 use crate::store::{
-    AuditStore, ConversationStore, Fence, FencedAppend, SessionKey, SessionLog, SessionStore,
-    SessionSummary,
+    AuditStore, ConversationStore, Fence, FencedAppend, HeadWatch, SessionKey, SessionLog,
+    SessionStore, SessionSummary,
 };
 use crate::util::BoxFuture;
 
@@ -111,6 +111,11 @@ impl SessionStore for FencedSessions {
 
     fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
         self.store.delete(key)
+    }
+
+    fn watch_appends(&self, _key: &SessionKey) -> Option<HeadWatch> {
+        // Every session of the conversation writes to its one stream.
+        Some(self.store.watch_head(&self.fence.key))
     }
 
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {

@@ -198,6 +198,9 @@ pub struct ToolContext {
     /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
     /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
     pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
+    /// Where the call holds live actions (an MCP server's questions); none outside a
+    /// session's tool call.
+    pub(crate) live: Option<crate::elicitation::LiveLog>,
     /// The harness and scope of the session running the call, from which an action opens its
     /// child scope; none outside a session's tool call.
     pub(crate) caller: Option<crate::action::Caller>,
@@ -221,6 +224,7 @@ impl ToolContext {
             usage: Arc::new(Mutex::new(Usage::default())),
             call_id: String::new(),
             sampling: Arc::new(Mutex::new(Vec::new())),
+            live: None,
             caller: None,
         }
     }

@@ -20,6 +20,7 @@ mod file_tools;
 mod images;
 mod initializers;
 mod instance_ids;
+mod live_actions;
 mod model_per_call;
 mod output_schema;
 mod pauses;

@@ -51,16 +51,22 @@ fn timeout_settings_reach_the_connection_options() {
         cwd: None,
         sampling: false,
         timeout_ms: Some(2_500),
+        elicitation_timeout_ms: Some(90_000),
         reset_timeout_on_progress: true,
     });
     let root = std::path::Path::new("/workspace");
     let built = options("files", &decl, root, &crate::Env::new()).unwrap();
     assert_eq!(built.timeout, std::time::Duration::from_millis(2_500));
     assert!(built.reset_timeout_on_progress);
+    assert_eq!(
+        built.elicitation_timeout,
+        std::time::Duration::from_secs(90)
+    );
     let flue_build::McpServerDecl::Stdio(mut plain) = decl else {
         unreachable!()
     };
     plain.timeout_ms = None;
+    plain.elicitation_timeout_ms = None;
     plain.reset_timeout_on_progress = false;
     let built = options(
         "files",
@@ -70,5 +76,9 @@ fn timeout_settings_reach_the_connection_options() {
     )
     .unwrap();
     assert_eq!(built.timeout, flue_connectors::DEFAULT_MCP_TIMEOUT);
+    assert_eq!(
+        built.elicitation_timeout,
+        flue_connectors::DEFAULT_ELICITATION_TIMEOUT
+    );
     assert!(!built.reset_timeout_on_progress);
 }

@@ -367,6 +367,14 @@ function apply(chunk) {
       for (const message of state.messages) {
         if (message.role === 'user' && message.submissionId) markRunning(message.submissionId);
       }
+      // The live text of a turn the snapshot already holds (a batch arrived while a tool runs,
+      // such as a server's question) is shown once, from the snapshot.
+      if (state.live.text && state.messages.some((message) => message.role === 'assistant'
+        && message.submissionId === state.live.submissionId
+        && message.parts.some((part) => part.type === 'text' && part.text === state.live.text))) {
+        state.live.text = '';
+        state.live.reasoning = '';
+      }
       break;
     case 'message-appended':
       if (!findMessage(chunk.message.id)) state.messages.push({ ...chunk.message, parts: [...chunk.message.parts] });
@@ -727,6 +735,8 @@ function renderTranscript() {
 // A tool call that needs a person waits as a pending action of its conversation (the
 // submission is `waiting`): GET /agents/<agent>/<id>/actions lists them, POST
 // /agents/<agent>/<id>/actions/<actionId> decides one ({decision: allow | deny | result}).
+// An MCP server's question during a running call (kind `elicitation`) is listed the same way
+// and answered with a form ({decision: accept, content} | decline | cancel).
 // The chat shows each where the reply paused; the Actions tab lists the pending ones. The
 // server says whether it serves these routes (status.features.actions).
 
@@ -769,7 +779,8 @@ async function resolveAction(action, decision) {
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
       runState.className = 'run-state error';
-      runState.textContent = (body.error && body.error.message) || `The server answered ${response.status}.`;
+      const error = body.error || {};
+      runState.textContent = [error.message, error.details].filter(Boolean).join(' ') || `The server answered ${response.status}.`;
     }
   } catch (err) {
     runState.className = 'run-state error';
@@ -782,10 +793,13 @@ async function resolveAction(action, decision) {
 // In the chat, a custom tool's answer is typed in the Actions tab (the chat re-renders).
 function renderAction(action, where) {
   const pending = action.state === 'pending';
-  const stateClass = pending ? 'running' : action.state === 'denied' || action.state === 'interrupted' ? 'error' : 'ok';
+  const stateClass = pending ? 'running' : ['denied', 'interrupted', 'declined', 'cancelled'].includes(action.state) ? 'error' : 'ok';
   let controls = null;
-  if (pending && action.kind === 'custom_tool' && where === 'chat') {
+  const elicitation = action.kind === 'elicitation';
+  if (pending && (action.kind === 'custom_tool' || elicitation) && where === 'chat') {
     controls = h('button', { class: 'link', type: 'button', onclick: () => showTab('actions') }, 'Answer it in the Actions tab');
+  } else if (pending && elicitation) {
+    controls = elicitationForm(action);
   } else if (pending && action.kind === 'custom_tool') {
     const value = h('textarea', { class: 'action-value', rows: 3, placeholder: 'The tool\'s result: JSON, or plain text' });
     controls = h('div', { class: 'action-buttons column' }, value,
@@ -800,12 +814,52 @@ function renderAction(action, where) {
   return h('div', { class: `action${pending ? ' pending' : ''}` },
     h('div', { class: 'action-head' },
       h('span', { class: 'tool-name' }, action.toolName || 'tool'),
-      h('span', { class: 'badge' }, action.kind === 'custom_tool' ? 'needs your answer' : 'needs your approval'),
+      h('span', { class: 'badge' }, elicitation ? 'a server asks you' : action.kind === 'custom_tool' ? 'needs your answer' : 'needs your approval'),
       h('span', { class: `state ${stateClass}` }, pending ? 'waiting for you' : action.state)),
     action.reason ? h('div', { class: 'action-reason' }, action.reason) : null,
-    action.input !== undefined && action.input !== null ? h('pre', {}, pretty(action.input)) : null,
+    !elicitation && action.input !== undefined && action.input !== null ? h('pre', {}, pretty(action.input)) : null,
+    elicitation && action.content ? h('pre', {}, pretty(action.content)) : null,
     action.message ? h('div', { class: 'action-reason' }, action.message) : null,
     controls);
+}
+
+// The form of a server's question: one input per field of the requested schema (a choice, a
+// checkbox, or text), filled with the schema's defaults; Accept sends the values (the server
+// checks them against the schema: a wrong one is refused and the question stays pending).
+function elicitationForm(action) {
+  const schema = (action.input && action.input.requestedSchema) || {};
+  const defaults = (action.input && action.input.defaults) || {};
+  const required = schema.required || [];
+  const fields = Object.entries(schema.properties || {}).map(([name, field]) => {
+    const options = field.enum || (field.oneOf || field.anyOf || []).map((option) => option.const).filter((value) => value !== undefined);
+    let input;
+    if (field.type === 'boolean') {
+      input = h('input', { type: 'checkbox' });
+      input.checked = defaults[name] === true;
+    } else if (options.length) {
+      input = h('select', {}, (required.includes(name) ? [] : [h('option', { value: '' }, '')]).concat(options.map((option) => h('option', { value: option }, option))));
+      input.value = defaults[name] !== undefined ? String(defaults[name]) : '';
+    } else {
+      input = h('input', { type: field.type === 'integer' || field.type === 'number' ? 'number' : 'text', class: 'action-field' });
+      input.value = defaults[name] !== undefined ? String(defaults[name]) : '';
+    }
+    const label = `${field.title || name}${required.includes(name) ? ' *' : ''}`;
+    return { name, field, input, row: h('label', { class: 'action-form-row' }, h('span', {}, label), input, field.description ? h('small', {}, field.description) : null) };
+  });
+  const content = () => {
+    const values = {};
+    for (const { name, field, input } of fields) {
+      if (field.type === 'boolean') { values[name] = input.checked; continue; }
+      if (input.value === '') continue;
+      values[name] = field.type === 'integer' || field.type === 'number' ? Number(input.value) : input.value;
+    }
+    return values;
+  };
+  return h('div', { class: 'action-buttons column' }, fields.map((field) => field.row),
+    h('div', { class: 'action-buttons' },
+      h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'accept', content: content() }) }, 'Accept'),
+      h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'decline' }) }, 'Decline'),
+      h('button', { class: 'button small', type: 'button', onclick: () => resolveAction(action, { decision: 'cancel' }) }, 'Cancel')));
 }
 
 function parseValue(text) {

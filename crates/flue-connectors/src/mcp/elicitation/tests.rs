@@ -4,6 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use flue_core::field_value;
 
 fn request(schema: Value) -> ElicitationRequest {
     ElicitationRequest::new("s", "please", schema)
@@ -61,4 +62,28 @@ fn typed_text_becomes_the_field_type() {
     assert_eq!(field_value(&boolean, &json!("yes")), Some(json!(true)));
     assert_eq!(field_value(&choice, &json!("y")), Some(json!("y")));
     assert_eq!(field_value(&choice, &json!("z")), None);
+}
+
+#[tokio::test]
+async fn a_question_outside_a_call_or_a_session_is_declined_with_the_reason() {
+    let mut asked = request(json!({"type": "object", "properties": {}}));
+    assert_eq!(
+        PendingActionElicitor.elicit(&asked).await,
+        ElicitationAnswer::Decline {
+            reason: "the server asked outside a tool call; there is no conversation to hold the \
+                     question"
+                .to_owned()
+        }
+    );
+    // A context from `ToolContext::new` is not a session's call: nothing can hold the question.
+    asked.caller = Some(ToolContext::new(std::sync::Arc::new(
+        flue_core::VirtualSandbox::new(),
+    )));
+    let ElicitationAnswer::Decline { reason } = PendingActionElicitor.elicit(&asked).await else {
+        panic!("not declined");
+    };
+    assert!(
+        reason.starts_with("the question could not be recorded: "),
+        "{reason}"
+    );
 }
