@@ -366,6 +366,9 @@ impl Client {
     }
 }
 
+/// The least time the connection and handshake get, whatever the per-request timeout.
+const MIN_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Opens the transport of `options` and runs the MCP handshake; a stdio server's stderr tail
 /// joins `context` for later errors.
 async fn start(
@@ -374,7 +377,9 @@ async fn start(
     options: &McpServerOptions,
     context: &mut ErrorContext,
 ) -> Result<RunningService<RoleClient, Handler>> {
-    let timeout = options.timeout;
+    // Starting a server (a Python or `npx` process, a cold hosted endpoint) can take longer
+    // than a short per-request timeout meant for tool calls.
+    let timeout = options.timeout.max(MIN_HANDSHAKE_TIMEOUT);
     let service = match &options.endpoint {
         McpEndpoint::Http(http) => {
             let headers = header_map(&http.headers, context)?;
