@@ -24,7 +24,7 @@ use flue_core::{
     SessionKey, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
     new_ulid, now_ms,
 };
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use super::heads::payload;
 use super::{
@@ -299,14 +299,14 @@ impl PostgresStore {
             .get(0)
         };
         // A dedicated connection: the lock lives exactly as long as it does.
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|err| {
-            FlueError::store(
-                format!(
-                    "cannot open the owner connection to {}: {err}",
-                    self.database()
-                ),
-                err,
-            )
+        let (client, connection) = self.config.connect(self.tls.clone()).await.map_err(|err| {
+            let message = super::tls::connect_failure(
+                "cannot open the owner connection to",
+                self.database(),
+                &self.tls_settings,
+                &err,
+            );
+            FlueError::store(message, err)
         })?;
         // Ends (closing the socket, which releases the lock) once the client is dropped.
         tokio::spawn(async move {
