@@ -163,7 +163,7 @@ impl TlsSettings {
                     Some(path) => {
                         let mut roots = RootCertStore::empty();
                         let certs = CertificateDer::pem_file_iter(path)
-                            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
                             .map_err(|err| {
                                 setup(
                                     format!(
