@@ -459,6 +459,18 @@ impl PostgresStore {
         Ok(())
     }
 
+    async fn instance_ids_now(&self) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT DISTINCT instance_id COLLATE \"C\" AS id FROM flue_sessions ORDER BY id",
+                &[],
+            )
+            .await
+            .map_err(pg_error("cannot list sessions"))?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     async fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
         let client = self.client().await?;
         // `COLLATE "C"` orders bytewise, as `str`'s `Ord` does.
@@ -514,6 +526,10 @@ impl SessionStore for PostgresStore {
 
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
         Box::pin(self.list_now(instance_id))
+    }
+
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(self.instance_ids_now())
     }
 }
 

@@ -700,6 +700,10 @@ impl ConversationStore for PostgresStore {
         Box::pin(self.conversations_where("c.id = $1", Some(id)))
     }
 
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(self.conversations_where("TRUE", None))
+    }
+
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
         Box::pin(self.conversations_where(
             "EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id \
