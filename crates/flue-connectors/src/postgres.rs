@@ -279,7 +279,7 @@ impl PostgresStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|err| {
-            let message = match &err {
+            match &err {
                 // The driver's error itself, without the pool's wrapping words.
                 deadpool_postgres::PoolError::Backend(inner) => tls::connect_failure(
                     "cannot connect to",
@@ -293,8 +293,7 @@ impl PostgresStore {
                     &self.tls_settings,
                     other,
                 ),
-            };
-            FlueError::store(message, err)
+            }
         })
     }
 

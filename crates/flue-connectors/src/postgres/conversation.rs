@@ -300,13 +300,12 @@ impl PostgresStore {
         };
         // A dedicated connection: the lock lives exactly as long as it does.
         let (client, connection) = self.config.connect(self.tls.clone()).await.map_err(|err| {
-            let message = super::tls::connect_failure(
+            super::tls::connect_failure(
                 "cannot open the owner connection to",
                 self.database(),
                 &self.tls_settings,
                 &err,
-            );
-            FlueError::store(message, err)
+            )
         })?;
         // Ends (closing the socket, which releases the lock) once the client is dropped.
         tokio::spawn(async move {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use flue_core::{FlueError, HeadWatch, Offset, Result};
+use flue_core::{HeadWatch, Offset, Result};
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_postgres::AsyncMessage;
@@ -118,13 +118,12 @@ async fn connect(
     shown: &str,
 ) -> Result<futures::future::BoxFuture<'static, ()>> {
     let (client, mut connection) = config.connect(tls.clone()).await.map_err(|err| {
-        let message = connect_failure(
+        connect_failure(
             "cannot connect the Postgres listener to",
             shown,
             tls_settings,
             &err,
-        );
-        FlueError::store(message, err)
+        )
     })?;
     let heads = Arc::clone(heads);
     let driver = tokio::spawn(async move {

@@ -251,14 +251,15 @@ fn percent_decode(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Why connecting to `shown` (`user@host:port/db`) failed, with the fix for TLS problems: the
-/// whole cause chain of `err` (tokio-postgres's own message leaves its cause out).
+/// Why connecting to `shown` (`user@host:port/db`) failed, with the fix for TLS problems. The
+/// message spells out the whole cause chain of `err` (tokio-postgres's own message leaves its
+/// cause out), so the error carries no separate source that printing would repeat.
 pub(crate) fn connect_failure(
     what: &str,
     shown: &str,
     settings: &TlsSettings,
     err: &(dyn StdError + 'static),
-) -> String {
+) -> FlueError {
     let mut chain = Vec::<String>::new();
     let mut cause: Option<&(dyn StdError + 'static)> = Some(err);
     while let Some(current) = cause {
@@ -279,7 +280,10 @@ pub(crate) fn connect_failure(
             settings.mode.as_str()
         ));
     }
-    message
+    FlueError::Store {
+        message,
+        source: None,
+    }
 }
 
 /// Makes a TLS connector per connection, for the host being connected to.
