@@ -165,6 +165,15 @@ async fn verify_full_with_a_wrong_ca_fails_naming_the_fix_and_not_the_password()
         );
         assert!(!format!("{err:?}").contains("pa55-w0rd"), "{err:?}");
     }
+    // Without sslrootcert the platform's roots are trusted, and the test CA is not one of them.
+    let message = connect(&format!("{url}?sslmode=verify-full"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("certificate not trusted: no chain to the system's roots"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
