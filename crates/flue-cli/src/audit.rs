@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use flue_core::{AuditEntry, AuditStore, ConversationStore};
 use serde_json::json;
 
@@ -62,9 +62,8 @@ pub(crate) async fn open_inspected_store(
     let vars = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let env = flue_host::Env::for_root(vars, root, None)?;
-    let opened = flue_host::open_inspect_store(root, url, &env)
-        .await
-        .context("cannot open the conversation store")?;
+    // Its errors name the file or `user@host:port/database` already.
+    let opened = flue_host::open_inspect_store(root, url, &env).await?;
     Ok(opened.map(|opened| opened.store))
 }
 
