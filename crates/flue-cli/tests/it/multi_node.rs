@@ -547,6 +547,12 @@ fn inspection_commands_read_the_postgres_store_and_name_an_unreachable_one() {
         ),
     )
     .unwrap();
+    // Only flue.toml is read: a broken agent file does not hide the conversations.
+    std::fs::write(
+        workspace.root().join("agents/broken.md"),
+        "---\nmodel: [unclosed\n---\n",
+    )
+    .unwrap();
     let (ok, out, err) = flue(&["session", "list"]);
     assert!(ok, "{err}");
     assert!(out.contains("inspect-me"), "{out}");
