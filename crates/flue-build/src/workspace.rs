@@ -61,6 +61,23 @@ impl Workspace {
         loader.finish()
     }
 
+    /// flue.toml of the workspace at `root` alone (the defaults when there is none), checked as
+    /// [`Workspace::load`] checks it: for commands that need the settings but not the agents
+    /// (the inspection commands finding the configured store).
+    pub fn load_config(root: &Path) -> Result<WorkspaceConfig, Diagnostics> {
+        let disk = Disk::new(root);
+        let mut diagnostics = Vec::new();
+        let config = if disk.exists(flue_toml::PATH) {
+            read_text(&disk, flue_toml::PATH, &mut diagnostics)
+                .map(|text| flue_toml::parse(&text, &mut diagnostics))
+                .unwrap_or_default()
+        } else {
+            WorkspaceConfig::default()
+        };
+        Diagnostics::check(diagnostics)?;
+        Ok(config)
+    }
+
     /// [`Workspace::load`] for running agent `agent` alone: problems confined to other agents'
     /// files (`agents/<other>.md`) set those agents aside instead of failing, and come back as
     /// warnings with the workspace. Problems in `agent`'s file, in shared files (flue.toml,

@@ -322,6 +322,10 @@ pub(crate) struct ListArgs {
     /// current directory when it holds .flue/).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Read this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Only this agent's conversations.
     #[arg(long)]
     pub(crate) agent: Option<String>,
@@ -341,6 +345,10 @@ pub(crate) struct ShowArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Read this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -357,6 +365,10 @@ pub(crate) struct AuditArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Read this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -383,6 +395,10 @@ pub(crate) struct TrashListArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Read this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -401,6 +417,10 @@ pub(crate) struct TrashRestoreArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Read this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,

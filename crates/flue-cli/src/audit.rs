@@ -5,9 +5,10 @@ mod tests;
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::bail;
-use flue_core::{AuditEntry, AuditStore, SqliteStore};
+use flue_core::{AuditEntry, AuditStore, ConversationStore};
 use serde_json::json;
 
 use crate::Exit;
@@ -21,10 +22,11 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
         flue_core::check_instance_id(id)?;
     }
     let root = resolve_store_root(args.root.as_deref())?;
-    let store = open_existing_store(&root)?;
+    let store = open_existing_store(&root, args.store.as_deref()).await?;
+    let audit = audit_of(&store)?;
     let entries = match &args.id {
-        Some(id) => store.list_audit(&instance_id(&store, id).await?).await?,
-        None => store.list_all_audit().await?,
+        Some(id) => audit.list_audit(&instance_id(&*store, id).await?).await?,
+        None => audit.list_all_audit().await?,
     };
     let output = Output::for_workspace(&root)?;
     if args.json {
@@ -50,16 +52,42 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// Opens `.flue/flue.db` under `root`, failing when there is none.
-pub(crate) fn open_existing_store(root: &Path) -> anyhow::Result<SqliteStore> {
-    let db = root.join(DB_PATH);
-    if !db.is_file() {
-        bail!(
-            "no conversations are stored under {} (no {DB_PATH})",
+/// The store the inspection commands read, as `flue serve` picks it: `url` (`--store`), else
+/// flue.toml's `[store] url`, else `.flue/flue.db` under `root`. `None` when that file does
+/// not exist (nothing ran here yet). `${VAR}` in a URL comes from the environment and `.env`.
+pub(crate) async fn open_inspected_store(
+    root: &Path,
+    url: Option<&str>,
+) -> anyhow::Result<Option<Arc<dyn ConversationStore>>> {
+    let vars = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    let env = flue_host::Env::for_root(vars, root, None)?;
+    // Its errors name the file or `user@host:port/database` already.
+    let opened = flue_host::open_inspect_store(root, url, &env).await?;
+    Ok(opened.map(|opened| opened.store))
+}
+
+/// [`open_inspected_store`], failing when there is no store yet.
+pub(crate) async fn open_existing_store(
+    root: &Path,
+    url: Option<&str>,
+) -> anyhow::Result<Arc<dyn ConversationStore>> {
+    match open_inspected_store(root, url).await? {
+        Some(store) => Ok(store),
+        None => bail!(
+            "no conversations are stored under {} (no {DB_PATH}); pass --store URL to read a \
+             Postgres store",
             root.display()
-        );
+        ),
     }
-    Ok(SqliteStore::open(&db)?)
+}
+
+/// The audit log and trash of `store`.
+pub(crate) fn audit_of(store: &Arc<dyn ConversationStore>) -> anyhow::Result<Arc<dyn AuditStore>> {
+    match Arc::clone(store).audit_store() {
+        Some(audit) => Ok(audit),
+        None => bail!("this store keeps no audit log"),
+    }
 }
 
 /// One line per entry: time, outcome, tool, operation, path(s), hashes, conversation, session

@@ -345,7 +345,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     let id = match &args.id {
         Some(id) => id.clone(),
         None if args.continue_last => {
-            let id = crate::workspace::latest_conversation(&store, &agent_name)
+            let id = crate::workspace::latest_conversation(&*store, &agent_name)
                 .await?
                 .ok_or_else(|| {
                     HostError::from(FlueError::config(format!(

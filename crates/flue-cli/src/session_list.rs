@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::Exit;
 use crate::args::ListArgs;
-use crate::audit::{format_time, open_existing_store};
+use crate::audit::{format_time, open_inspected_store};
 use crate::terminal::Output;
 use crate::workspace::{ConversationSummary, conversations, resolve_store_root};
 
@@ -15,11 +15,10 @@ use crate::workspace::{ConversationSummary, conversations, resolve_store_root};
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
     let root = resolve_store_root(args.root.as_deref())?;
     let output = Output::for_workspace(&root)?;
-    let mut listed = match open_existing_store(&root) {
-        Ok(store) => conversations(&store).await?,
+    let mut listed = match open_inspected_store(&root, args.store.as_deref()).await? {
+        Some(store) => conversations(&*store).await?,
         // A workspace nothing ran in yet has no store: no conversations, not an error.
-        Err(_) if !root.join(crate::workspace::DB_PATH).exists() => Vec::new(),
-        Err(err) => return Err(err),
+        None => Vec::new(),
     };
     if let Some(agent) = &args.agent {
         listed.retain(|summary| &summary.agent == agent);

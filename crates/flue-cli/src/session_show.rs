@@ -5,35 +5,30 @@ use std::fmt::Write as _;
 
 use anyhow::bail;
 use flue_core::{
-    ActionDecision, ActionKind, AssistantContent, Record, SessionKey, SessionStore, StoredRecord,
-    UserContent, task_session_parent,
+    ActionDecision, ActionKind, AssistantContent, ConversationStore, Record, SessionKey,
+    StoredRecord, UserContent, task_session_parent,
 };
 use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::ShowArgs;
+use crate::audit::open_existing_store;
 use crate::terminal::Output;
-use crate::workspace::{DB_PATH, instance_id, resolve_store_root};
+use crate::workspace::{instance_id, resolve_store_root};
 
 /// Runs `flue session show`.
 pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
     let root = resolve_store_root(args.root.as_deref())?;
-    let db = root.join(DB_PATH);
-    if !db.is_file() {
-        bail!(
-            "no conversations are stored under {} (no {DB_PATH})",
-            root.display()
-        );
-    }
-    let store = flue_core::SqliteStore::open(&db)?;
-    let instance_id = instance_id(&store, &args.id).await?;
+    let store = open_existing_store(&root, args.store.as_deref()).await?;
+    let store = &*store;
+    let instance_id = instance_id(store, &args.id).await?;
     let tasks = if args.tree {
-        task_tree(&store, &instance_id).await?
+        task_tree(store, &instance_id).await?
     } else {
         BTreeMap::new()
     };
-    let shown = load(&store, &instance_id, &args.session, &tasks).await?;
+    let shown = load(store, &instance_id, &args.session, &tasks).await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
         let mut out = shown.to_json()?;
@@ -56,7 +51,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
 /// sessions nested, as `session show --json --tree` prints it (the dev console reads it).
 /// `None` when the conversation has no sessions.
 pub(crate) async fn transcript_tree(
-    store: &flue_core::SqliteStore,
+    store: &dyn ConversationStore,
     instance_id: &str,
 ) -> anyhow::Result<Option<Value>> {
     if store.list(instance_id).await?.is_empty() {
@@ -121,7 +116,7 @@ impl Shown {
 
 /// Loads `session` and, recursively, the task sessions `tasks` lists under it.
 fn load<'a>(
-    store: &'a flue_core::SqliteStore,
+    store: &'a dyn ConversationStore,
     id: &'a str,
     session: &'a str,
     tasks: &'a BTreeMap<String, Vec<String>>,
@@ -158,7 +153,7 @@ fn load<'a>(
 
 /// Task sessions by parent, each list in creation order.
 async fn task_tree(
-    store: &flue_core::SqliteStore,
+    store: &dyn ConversationStore,
     id: &str,
 ) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
     let mut sessions = store.list(id).await?;

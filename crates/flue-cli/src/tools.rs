@@ -158,7 +158,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
     let store = Arc::new(open_store(agents.root())?);
     let id = match &args.id {
         Some(id) => id.clone(),
-        None if args.continue_last => crate::workspace::latest_conversation(&store, &agent)
+        None if args.continue_last => crate::workspace::latest_conversation(&*store, &agent)
             .await?
             .with_context(|| {
                 format!("agent `{agent}` has no conversation to continue yet; drop --continue")

@@ -3,12 +3,12 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use flue_core::{AuditStore, LocalSandbox, ToolContext, TrashEntry, TrashReason, builtin_tool};
+use flue_core::{LocalSandbox, ToolContext, TrashEntry, TrashReason, builtin_tool};
 use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
-use crate::audit::{conversation_of, format_time, open_existing_store, relative};
+use crate::audit::{audit_of, conversation_of, format_time, open_existing_store, relative};
 use crate::terminal::Output;
 use crate::workspace::{instance_id, resolve_store_root};
 
@@ -21,10 +21,11 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
         flue_core::check_instance_id(id)?;
     }
     let root = resolve_store_root(args.root.as_deref())?;
-    let store = open_existing_store(&root)?;
+    let store = open_existing_store(&root, args.store.as_deref()).await?;
+    let audit = audit_of(&store)?;
     let entries = match &args.id {
-        Some(id) => store.list_trash(&instance_id(&store, id).await?).await?,
-        None => store.list_all_trash().await?,
+        Some(id) => audit.list_trash(&instance_id(&*store, id).await?).await?,
+        None => audit.list_all_trash().await?,
     };
     let output = Output::for_workspace(&root)?;
     if args.json {
@@ -52,11 +53,11 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
 pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
     flue_core::check_instance_id(&args.id)?;
     let root = resolve_store_root(args.root.as_deref())?;
-    let store = Arc::new(open_existing_store(&root)?);
-    let instance_id = instance_id(&store, &args.id).await?;
+    let store = open_existing_store(&root, args.store.as_deref()).await?;
+    let instance_id = instance_id(&*store, &args.id).await?;
     let sandbox = Arc::new(LocalSandbox::new(&root)?);
     let ctx = ToolContext::new(sandbox)
-        .with_audit(store)
+        .with_audit(audit_of(&store)?)
         .with_instance_id(instance_id)
         .with_session(CLI_SESSION)
         .with_agent("flue-cli");

@@ -26,6 +26,9 @@
 mod audit;
 mod conversation;
 mod heads;
+mod tls;
+
+use tls::TlsSettings;
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,8 +40,8 @@ use flue_core::{
     AuditStore, BoxFuture, FlueError, RECORD_FORMAT_VERSION, Result, SessionKey, SessionLog,
     SessionStore, SessionSummary, StoredRecord, now_ms,
 };
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
 use tokio_util::sync::CancellationToken;
 
 use heads::HeadWatchers;
@@ -172,6 +175,9 @@ pub struct PostgresStore {
     stop: CancellationToken,
     /// Where the database is, without the password (for messages).
     shown: String,
+    /// TLS for every connection (`sslmode`, `sslrootcert`).
+    tls: tls::RustlsConnect,
+    tls_settings: TlsSettings,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -196,7 +202,11 @@ impl PostgresStore {
     /// Fails with [`FlueError::Store`] when the URL is malformed, the server cannot be reached,
     /// or the database was migrated by a newer flue. Messages never contain the password.
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self> {
-        let config = tokio_postgres::Config::from_str(url).map_err(|err| FlueError::Store {
+        let (url, tls_settings) = TlsSettings::split(url).map_err(|message| FlueError::Store {
+            message: format!("Postgres URL: {message}"),
+            source: None,
+        })?;
+        let mut config = tokio_postgres::Config::from_str(&url).map_err(|err| FlueError::Store {
             // The parser's message may quote the URL; give only its kind.
             message: format!(
                 "malformed Postgres URL ({}); expected postgres://user:password@host:port/database",
@@ -204,10 +214,12 @@ impl PostgresStore {
             ),
             source: None,
         })?;
+        config.ssl_mode(tls_settings.mode.negotiation());
         let shown = describe(&config);
+        let tls = tls_settings.connector()?;
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -226,10 +238,14 @@ impl PostgresStore {
             released_owners: Arc::default(),
             stop: CancellationToken::new(),
             shown,
+            tls,
+            tls_settings,
         };
         store.migrate().await?;
         heads::listen(
             store.config.clone(),
+            store.tls.clone(),
+            store.tls_settings.clone(),
             Arc::clone(&store.heads),
             store.stop.clone(),
             store.shown.clone(),
@@ -263,7 +279,21 @@ impl PostgresStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|err| {
-            FlueError::store(format!("cannot get a connection to {}", self.shown), err)
+            match &err {
+                // The driver's error itself, without the pool's wrapping words.
+                deadpool_postgres::PoolError::Backend(inner) => tls::connect_failure(
+                    "cannot connect to",
+                    &self.shown,
+                    &self.tls_settings,
+                    inner,
+                ),
+                other => tls::connect_failure(
+                    "cannot get a connection to",
+                    &self.shown,
+                    &self.tls_settings,
+                    other,
+                ),
+            }
         })
     }
 
@@ -428,6 +458,18 @@ impl PostgresStore {
         Ok(())
     }
 
+    async fn instance_ids_now(&self) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT DISTINCT instance_id COLLATE \"C\" AS id FROM flue_sessions ORDER BY id",
+                &[],
+            )
+            .await
+            .map_err(pg_error("cannot list sessions"))?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     async fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
         let client = self.client().await?;
         // `COLLATE "C"` orders bytewise, as `str`'s `Ord` does.
@@ -483,6 +525,10 @@ impl SessionStore for PostgresStore {
 
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
         Box::pin(self.list_now(instance_id))
+    }
+
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(self.instance_ids_now())
     }
 }
 

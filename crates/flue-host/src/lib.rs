@@ -59,4 +59,4 @@ pub use flue_connectors::{
 };
 pub use host::Host;
 pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};
-pub use store::{ServeStore, open_serve_store};
+pub use store::{ServeStore, open_inspect_store, open_serve_store};

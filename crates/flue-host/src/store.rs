@@ -1,16 +1,18 @@
-//! Which conversation store `flue serve` uses: `.flue/flue.db` (SQLite) by default, or a
+//! Which conversation store `flue serve` (and the inspection commands) use: `.flue/flue.db` (SQLite) by default, or a
 //! Postgres database shared by many servers, chosen by `--store postgres://...` or flue.toml's
 //! `[store] url`. `${VAR}` in the URL is expanded from the environment (and the value marked a
 //! secret), so the password never sits in a file or a process listing; messages name the
 //! variable, never the URL.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use flue_build::{StoreSettings, Workspace};
 use flue_connectors::{PostgresOptions, PostgresStore};
 use flue_core::{ConversationStore, FlueError};
 
-use crate::{AgentSet, HostError, open_store, store_path};
+use crate::{AgentSet, Env, HostError, open_store, store_path};
 
 /// The store `flue serve` opened, with what the runtime needs to know about it.
 pub struct ServeStore {
@@ -42,19 +44,73 @@ pub async fn open_serve_store(
     url: Option<&str>,
 ) -> Result<ServeStore, HostError> {
     let settings = agents.workspace().config.store.as_ref();
-    let (template, origin) = match (url, settings) {
-        (Some(url), _) => (url.to_owned(), "--store"),
-        (None, Some(settings)) => (settings.url.clone(), "flue.toml [store] url"),
-        (None, None) => {
+    match configured_url(url, settings) {
+        Some((template, origin)) => open_postgres(&template, origin, settings, agents.env()).await,
+        None => {
             let root = agents.root();
-            return Ok(ServeStore {
+            Ok(ServeStore {
                 store: Arc::new(open_store(root)?),
                 shared: false,
                 lease: None,
                 description: store_path(root).display().to_string(),
-            });
+            })
         }
+    }
+}
+
+/// The store the inspection commands (`flue session list|show`, `flue audit`, `flue trash`)
+/// read, chosen as `flue serve` chooses it: `url` (their `--store`), else flue.toml's
+/// `[store] url` (flue.toml alone is read, so a broken agent file does not hide the
+/// conversations), else `.flue/flue.db`. `None` when that is the SQLite file and it does
+/// not exist yet (nothing ran in the workspace).
+pub async fn open_inspect_store(
+    root: &Path,
+    url: Option<&str>,
+    env: &Env,
+) -> Result<Option<ServeStore>, HostError> {
+    let config = match url {
+        // `--store` wins: flue.toml is not needed (nor may it break the command).
+        Some(_) => None,
+        None => Some(Workspace::load_config(root).map_err(HostError::Diagnostics)?),
     };
+    let settings = config.as_ref().and_then(|config| config.store.as_ref());
+    match configured_url(url, settings) {
+        Some((template, origin)) => open_postgres(&template, origin, settings, env)
+            .await
+            .map(Some),
+        None => {
+            let path = store_path(root);
+            if !path.is_file() {
+                return Ok(None);
+            }
+            Ok(Some(ServeStore {
+                store: Arc::new(open_store(root)?),
+                shared: false,
+                lease: None,
+                description: path.display().to_string(),
+            }))
+        }
+    }
+}
+
+/// The URL template to use and where it came from, when the store is not the SQLite file.
+fn configured_url(
+    url: Option<&str>,
+    settings: Option<&StoreSettings>,
+) -> Option<(String, &'static str)> {
+    match (url, settings) {
+        (Some(url), _) => Some((url.to_owned(), "--store")),
+        (None, Some(settings)) => Some((settings.url.clone(), "flue.toml [store] url")),
+        (None, None) => None,
+    }
+}
+
+async fn open_postgres(
+    template: &str,
+    origin: &str,
+    settings: Option<&StoreSettings>,
+    env: &Env,
+) -> Result<ServeStore, HostError> {
     let lease = settings
         .and_then(|settings| settings.lease_ms)
         .map(Duration::from_millis);
@@ -67,8 +123,7 @@ pub async fn open_serve_store(
             source: None,
         }));
     }
-    let env = agents.env();
-    let url = crate::mcp::expand(&template, |name| env.secret(name)).map_err(|message| {
+    let url = crate::mcp::expand(template, |name| env.secret(name)).map_err(|message| {
         HostError::Core(FlueError::Store {
             message: format!("{origin}: {message}"),
             source: None,

@@ -114,7 +114,7 @@ async fn transcript(
     Path((agent, id)): Path<(String, String)>,
 ) -> Response {
     let instance_id = flue_core::ConversationKey::new(&agent, &id).instance_id();
-    match crate::session_show::transcript_tree(&state.store, &instance_id).await {
+    match crate::session_show::transcript_tree(&*state.store, &instance_id).await {
         Ok(Some(tree)) => no_store(axum::Json(tree).into_response()),
         Ok(None) => no_store(
             axum::Json(json!({"session": flue_core::DEFAULT_SESSION, "version": 0,

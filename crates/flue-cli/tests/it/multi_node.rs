@@ -488,3 +488,96 @@ fn flue_toml_names_the_store_and_a_missing_password_variable_is_named_not_printe
     assert!(!workspace.root().join(".flue/flue.db").exists());
     assert!(!server.log().contains(PASSWORD));
 }
+
+#[test]
+fn inspection_commands_read_the_postgres_store_and_name_an_unreachable_one() {
+    let workspace = workspace();
+    let database = fresh_database();
+    let store = store_arg(&database);
+    let node = start_node(workspace.root(), &store);
+    let path = "/agents/plain/inspect-me";
+    crate::serve::post_message(node.addr(), path, "hello postgres");
+    wait_for(|| {
+        crate::serve::snapshot(node.addr(), path)["settlements"]
+            .as_array()
+            .is_some_and(|settled| settled.len() == 1)
+    });
+    drop(node);
+    // Whatever the node left on disk, the conversation is only in the database.
+    let _ = std::fs::remove_dir_all(workspace.root().join(".flue"));
+    let flue = |args: &[&str]| {
+        let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .args(args)
+            .arg("--root")
+            .arg(workspace.root())
+            .env(PASSWORD_VAR, PASSWORD)
+            .env_remove("FLUE_LOG")
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+
+    let (ok, out, err) = flue(&["session", "list", "--json", "--store", &store]);
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let conversations = listed["conversations"].as_array().unwrap();
+    assert_eq!(conversations.len(), 1, "{listed}");
+    assert_eq!(conversations[0]["id"], "inspect-me");
+    assert_eq!(conversations[0]["agent"], "plain");
+    assert!(
+        conversations[0]["messages"].as_u64().unwrap() >= 2,
+        "{listed}"
+    );
+    assert_eq!(conversations[0]["pending"], 0);
+
+    let (ok, out, err) = flue(&["session", "show", "--id", "inspect-me", "--store", &store]);
+    assert!(ok, "{err}");
+    assert!(out.contains("hello postgres"), "{out}");
+    assert!(out.contains("Hello from the fake model."), "{out}");
+
+    // flue.toml's [store] url is used without --store, as `flue serve` uses it.
+    std::fs::write(
+        workspace.root().join("flue.toml"),
+        format!(
+            "[defaults]\nmodel = \"scripted/scripts/plain.json\"\n\n[store]\nurl = \"{store}\"\n"
+        ),
+    )
+    .unwrap();
+    // Only flue.toml is read: a broken agent file does not hide the conversations.
+    std::fs::write(
+        workspace.root().join("agents/broken.md"),
+        "---\nmodel: [unclosed\n---\n",
+    )
+    .unwrap();
+    let (ok, out, err) = flue(&["session", "list"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("inspect-me"), "{out}");
+    for args in [
+        &["audit", "--id", "inspect-me", "--json"][..],
+        &["trash", "list", "--json"][..],
+    ] {
+        let (ok, out, err) = flue(args);
+        assert!(ok, "{args:?}: {err}");
+        let listed: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(listed["entries"], json!([]), "{args:?}: {listed}");
+    }
+
+    // An unreachable store is named (user@host:port/db), its password is not.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("postgres://flue:${{{PASSWORD_VAR}}}@127.0.0.1:{port}/nowhere");
+    let (ok, _, err) = flue(&["session", "list", "--store", &dead]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("flue@127.0.0.1:{port}/nowhere")),
+        "{err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+}

@@ -37,6 +37,23 @@ impl PostgresStore {
         .collect()
     }
 
+    /// The `entry` column of `sql`'s rows (no parameters) as JSON entries of type `T`.
+    async fn entries<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        failed: &'static str,
+        corrupt: &'static str,
+    ) -> Result<Vec<T>> {
+        let client = self.client().await?;
+        query_all(&client, sql, &[], failed)
+            .await?
+            .iter()
+            .map(|row| {
+                serde_json::from_str(row.get(0)).map_err(|err| FlueError::store(corrupt, err))
+            })
+            .collect()
+    }
+
     async fn put_trash_now(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
         let json = serde_json::to_string(entry)
             .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
@@ -139,6 +156,22 @@ impl AuditStore for PostgresStore {
         trash_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<TrashedFile>>> {
         Box::pin(self.get_trash_now(instance_id, trash_id))
+    }
+
+    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>> {
+        Box::pin(self.entries(
+            "SELECT entry FROM flue_audit ORDER BY seq",
+            "cannot read the audit log",
+            "corrupt audit entry",
+        ))
+    }
+
+    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>> {
+        Box::pin(self.entries(
+            "SELECT entry FROM flue_trash ORDER BY trashed_at, id COLLATE \"C\"",
+            "cannot list the trash",
+            "corrupt trash entry",
+        ))
     }
 
     fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {

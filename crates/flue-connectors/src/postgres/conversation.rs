@@ -24,7 +24,7 @@ use flue_core::{
     SessionKey, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
     new_ulid, now_ms,
 };
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use super::heads::payload;
 use super::{
@@ -299,13 +299,12 @@ impl PostgresStore {
             .get(0)
         };
         // A dedicated connection: the lock lives exactly as long as it does.
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|err| {
-            FlueError::store(
-                format!(
-                    "cannot open the owner connection to {}: {err}",
-                    self.database()
-                ),
-                err,
+        let (client, connection) = self.config.connect(self.tls.clone()).await.map_err(|err| {
+            super::tls::connect_failure(
+                "cannot open the owner connection to",
+                self.database(),
+                &self.tls_settings,
+                &err,
             )
         })?;
         // Ends (closing the socket, which releases the lock) once the client is dropped.
@@ -698,6 +697,10 @@ impl ConversationStore for PostgresStore {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
         Box::pin(self.conversations_where("c.id = $1", Some(id)))
+    }
+
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(self.conversations_where("TRUE", None))
     }
 
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {

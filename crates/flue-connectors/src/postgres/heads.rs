@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use flue_core::{FlueError, HeadWatch, Offset, Result};
+use flue_core::{HeadWatch, Offset, Result};
 use futures::StreamExt;
 use tokio::sync::watch;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
+use super::tls::{RustlsConnect, TlsSettings, connect_failure};
 use super::{NOTIFY_CHANNEL, pg_error};
 
 /// Head watchers of one store: one `watch` channel per conversation with subscribers.
@@ -72,11 +73,13 @@ pub(crate) fn payload(instance_id: &str, head: Offset) -> String {
 /// lost connection, until `stop` fires.
 pub(crate) async fn listen(
     config: tokio_postgres::Config,
+    tls: RustlsConnect,
+    tls_settings: TlsSettings,
     heads: Arc<HeadWatchers>,
     stop: CancellationToken,
     shown: String,
 ) -> Result<()> {
-    let first = connect(&config, &heads, &shown).await?;
+    let first = connect(&config, &tls, &tls_settings, &heads, &shown).await?;
     tokio::spawn(async move {
         let mut session = Some(first);
         let mut backoff = Duration::from_millis(100);
@@ -91,7 +94,7 @@ pub(crate) async fn listen(
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(backoff) => {}
             }
-            match connect(&config, &heads, &shown).await {
+            match connect(&config, &tls, &tls_settings, &heads, &shown).await {
                 Ok(running) => {
                     backoff = Duration::from_millis(100);
                     session = Some(running);
@@ -109,13 +112,17 @@ pub(crate) async fn listen(
 /// One listener session: resolves when its connection ends.
 async fn connect(
     config: &tokio_postgres::Config,
+    tls: &RustlsConnect,
+    tls_settings: &TlsSettings,
     heads: &Arc<HeadWatchers>,
     shown: &str,
 ) -> Result<futures::future::BoxFuture<'static, ()>> {
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|err| {
-        FlueError::store(
-            format!("cannot connect the Postgres listener to {shown}: {err}"),
-            err,
+    let (client, mut connection) = config.connect(tls.clone()).await.map_err(|err| {
+        connect_failure(
+            "cannot connect the Postgres listener to",
+            shown,
+            tls_settings,
+            &err,
         )
     })?;
     let heads = Arc::clone(heads);

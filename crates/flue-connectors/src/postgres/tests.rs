@@ -1,11 +1,12 @@
-//! Unit tests of the Postgres store's pure parts: what it shows of a URL, and the head
-//! notification payload.
+//! Unit tests of the Postgres store's pure parts: what it shows of a URL, the TLS settings
+//! taken from it, and the head notification payload.
 
 use std::str::FromStr;
 
 use flue_core::{ConversationKey, Offset};
 
 use super::heads::{HeadWatchers, payload};
+use super::tls::{SslMode, TlsSettings};
 use super::{PostgresOptions, PostgresStore, describe};
 
 #[test]
@@ -43,4 +44,41 @@ fn head_payloads_round_trip_and_only_grow_the_head() {
     heads.apply("garbage");
     heads.apply("12");
     assert_eq!(*watch.borrow(), Offset(7));
+}
+
+#[test]
+fn tls_settings_leave_the_url_and_default_to_prefer() {
+    let (rest, settings) = TlsSettings::split(
+        "postgres://flue:pw@db:5432/prod?application_name=flue&sslmode=verify-full&sslrootcert=/etc/ca%20dir/root.pem",
+    )
+    .unwrap();
+    assert_eq!(
+        rest,
+        "postgres://flue:pw@db:5432/prod?application_name=flue"
+    );
+    assert_eq!(settings.mode, SslMode::VerifyFull);
+    assert_eq!(
+        settings.root_cert.as_deref(),
+        Some(std::path::Path::new("/etc/ca dir/root.pem"))
+    );
+
+    let (rest, settings) = TlsSettings::split("postgres://flue@db/prod").unwrap();
+    assert_eq!(rest, "postgres://flue@db/prod");
+    assert_eq!(settings, TlsSettings::default());
+    assert_eq!(settings.mode, SslMode::Prefer);
+
+    let (rest, settings) =
+        TlsSettings::split("postgres://flue@db/prod?sslmode=require&sslrootcert=system").unwrap();
+    assert_eq!(rest, "postgres://flue@db/prod");
+    assert_eq!(settings.mode, SslMode::Require);
+    assert_eq!(settings.root_cert, None);
+
+    let (rest, settings) =
+        TlsSettings::split("host=db user=flue sslmode=verify-ca sslrootcert=/ca.pem").unwrap();
+    assert_eq!(rest, "host=db user=flue");
+    assert_eq!(settings.mode, SslMode::VerifyCa);
+
+    let err = TlsSettings::split("postgres://flue:s3cret@db/prod?sslmode=allow").unwrap_err();
+    assert!(err.contains("verify-full"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
 }

@@ -54,10 +54,60 @@ pub fn server_url() -> &'static str {
     })
 }
 
+/// A server of this test binary's own running with TLS (`postgres.sh serve-for ... tls`): a
+/// certificate for `localhost` signed by a CA made for it.
+pub struct TlsServer {
+    /// `postgres://flue@127.0.0.1:PORT/postgres` (the certificate is not for 127.0.0.1).
+    pub url: String,
+    /// The CA that signed the server's certificate (PEM).
+    pub ca: PathBuf,
+    /// A CA that signed nothing (PEM).
+    pub other_ca: PathBuf,
+}
+
+/// The TLS server, started on first use; it stops and is deleted when the test binary exits.
+pub fn tls_server() -> &'static TlsServer {
+    static SERVER: OnceLock<TlsServer> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free loopback port");
+        let dir = std::env::temp_dir().join(format!(
+            "flue-test-postgres-tls-{}-{port}",
+            std::process::id()
+        ));
+        let output = Command::new("bash")
+            .arg(script())
+            .arg("serve-for")
+            .arg(std::process::id().to_string())
+            .arg(&dir)
+            .arg(port.to_string())
+            .arg("tls")
+            .output()
+            .expect("run tests/peers/postgres.sh");
+        assert!(
+            output.status.success(),
+            "tests/peers/postgres.sh could not start Postgres with TLS (install postgresql and \
+             openssl with tests/peers/install.sh): {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        TlsServer {
+            url: String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+            ca: dir.join("tls/ca.crt"),
+            other_ca: dir.join("tls/other-ca.crt"),
+        }
+    })
+}
+
 /// The URL of a new, empty database on the test server.
 pub fn fresh_database() -> String {
+    fresh_database_on(server_url())
+}
+
+/// The URL of a new, empty database on the server at `server`.
+pub fn fresh_database_on(server: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let server = server_url();
     let name = format!(
         "flue_test_{}_{}_{}",
         std::process::id(),

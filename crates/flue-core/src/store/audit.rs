@@ -146,4 +146,10 @@ pub trait AuditStore: Send + Sync {
 
     /// The trash of an agent instance, oldest first.
     fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>>;
+
+    /// Every instance's audit entries, oldest first (`flue audit` over a whole store).
+    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>>;
+
+    /// Every instance's trash entries, by time trashed, then id (`flue trash list`).
+    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>>;
 }

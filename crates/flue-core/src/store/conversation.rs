@@ -199,6 +199,10 @@ pub trait ConversationStore: SessionStore {
     /// Conversations with unsettled submissions, oldest first (for recovery scans).
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
 
+    /// Every conversation, oldest first (by creation, then instance id): what
+    /// `flue session list` shows.
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+
     /// The conversations with unsettled submissions that `owner_id` could take now, oldest
     /// first: for the periodic recovery scan, which runs often on a shared database.
     ///

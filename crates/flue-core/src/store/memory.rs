@@ -162,6 +162,19 @@ impl SessionStore for MemoryStore {
         })
     }
 
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(async move {
+            // Keys order by instance id first, so equal ids are adjacent.
+            let mut ids: Vec<String> = self
+                .sessions()
+                .keys()
+                .map(|key| key.instance_id.clone())
+                .collect();
+            ids.dedup();
+            Ok(ids)
+        })
+    }
+
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
         Box::pin(async move {
             // Keys order by instance id, then session name, so the result is already sorted.

@@ -113,6 +113,10 @@ pub trait SessionStore: Send + Sync {
     /// Lists the sessions of an agent instance, by name.
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>>;
 
+    /// Every instance id with at least one session, sorted (what `flue session list` walks;
+    /// includes instances written without the submission runtime).
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+
     /// A wake-up when the session `key` may have grown, when the store can give one (a
     /// conversation store's head watch, which on Postgres also carries other processes'
     /// writes). `None` (the default): readers poll. Live actions wait on it.

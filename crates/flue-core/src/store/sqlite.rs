@@ -385,6 +385,10 @@ impl SessionStore for SqliteStore {
     fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
         Box::pin(async move { self.list_now(instance_id) })
     }
+
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(SqliteStore::instance_ids(self))
+    }
 }
 
 impl fmt::Debug for SqliteStore {

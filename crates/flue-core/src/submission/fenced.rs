@@ -122,6 +122,10 @@ impl SessionStore for FencedSessions {
         self.store.list(instance_id)
     }
 
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        self.store.instance_ids()
+    }
+
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
         let store: Arc<dyn SessionStore> = Arc::clone(&self.store) as Arc<dyn SessionStore>;
         store.audit_store()

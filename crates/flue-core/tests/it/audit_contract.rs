@@ -23,6 +23,7 @@ macro_rules! audit_contract {
                 audit_entries_round_trip_every_field,
                 trash_round_trips_content_per_instance,
                 identical_content_is_stored_once_and_listed_twice,
+                whole_store_listings_span_every_instance_in_order,
             );
         }
     };
@@ -194,6 +195,51 @@ async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn AuditS
             .unwrap()
             .map(|found| found.content),
         Some(content)
+    );
+}
+
+async fn whole_store_listings_span_every_instance_in_order(store: Arc<dyn AuditStore>) {
+    assert_eq!(store.list_all_audit().await.unwrap(), vec![]);
+    assert_eq!(store.list_all_trash().await.unwrap(), vec![]);
+    for (id, instance) in [("3", "i2"), ("1", "i1"), ("2", "i2")] {
+        store
+            .append_audit(&entry(id, instance, true))
+            .await
+            .unwrap();
+    }
+    let ids: Vec<(String, String)> = store
+        .list_all_audit()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|entry| (entry.id, entry.instance_id))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("3".to_owned(), "i2".to_owned()),
+            ("1".to_owned(), "i1".to_owned()),
+            ("2".to_owned(), "i2".to_owned())
+        ],
+        "insertion order across instances"
+    );
+    let later = TrashEntry {
+        trashed_at: 1_700_000_000_500,
+        ..trash_entry("a-later", "i1", b"one")
+    };
+    let earlier = trash_entry("b-earlier", "i2", b"two");
+    let tied = trash_entry("c-tied", "i1", b"three");
+    for (entry, content) in [
+        (&later, &b"one"[..]),
+        (&earlier, &b"two"[..]),
+        (&tied, &b"three"[..]),
+    ] {
+        store.put_trash(entry, content).await.unwrap();
+    }
+    assert_eq!(
+        store.list_all_trash().await.unwrap(),
+        vec![earlier, tied, later],
+        "by time trashed, then id"
     );
 }
 

@@ -36,6 +36,7 @@ macro_rules! conversation_contract {
                 watchers_see_the_head_move,
                 reads_of_unknown_conversations_and_past_the_head_fail,
                 concurrent_writes_of_many_conversations_fail_alone,
+                all_conversations_lists_every_agent_oldest_first,
             );
         }
     };
@@ -822,5 +823,49 @@ async fn concurrent_writes_of_many_conversations_fail_alone(store: Arc<dyn Conve
             user_record(won[&key.instance_id()]).record
         );
         assert!(page.up_to_date);
+    }
+}
+
+async fn all_conversations_lists_every_agent_oldest_first(store: Arc<dyn ConversationStore>) {
+    assert!(store.all_conversations().await.unwrap().is_empty());
+    let keys = [
+        ConversationKey::new("writer", "z-first"),
+        ConversationKey::new("agent", "second"),
+        ConversationKey::new("agent", "third"),
+    ];
+    for (idx, key) in keys.iter().enumerate() {
+        let accepted_at = 1_700_000_000_000 + u64::try_from(idx).unwrap();
+        for _ in 0..=idx {
+            store
+                .admit(&Admission {
+                    key: key.clone(),
+                    accepted_at,
+                    ..admission("hi", DispatchOptions::default())
+                })
+                .await
+                .unwrap();
+        }
+        // Distinct creation times on every backend (they come from the clock).
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let all = store.all_conversations().await.unwrap();
+    let listed: Vec<(ConversationKey, u64)> = all
+        .iter()
+        .map(|info| (info.key.clone(), info.unsettled))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (keys[0].clone(), 1),
+            (keys[1].clone(), 2),
+            (keys[2].clone(), 3)
+        ]
+    );
+    for info in &all {
+        assert_eq!(
+            Some(info),
+            store.conversation(&info.key).await.unwrap().as_ref(),
+            "the same view as conversation()"
+        );
     }
 }

@@ -40,6 +40,7 @@ macro_rules! store_contract {
                 delete_missing_session_is_ok,
                 delete_leaves_other_sessions_alone,
                 list_is_per_instance_and_sorted,
+                instance_ids_name_each_instance_once_sorted,
                 concurrent_appends_have_one_winner,
             );
         }
@@ -884,4 +885,29 @@ async fn race_at(
         outcomes.push(task.await.unwrap());
     }
     outcomes
+}
+
+async fn instance_ids_name_each_instance_once_sorted(store: Arc<dyn SessionStore>) {
+    assert_eq!(store.instance_ids().await.unwrap(), Vec::<String>::new());
+    for (instance, session) in [
+        ("coder:b", "default"),
+        ("coder:a", "default"),
+        ("coder:b", "task:1"),
+        ("Zed:x", "default"),
+    ] {
+        store
+            .create(&SessionKey::new(instance, session))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.instance_ids().await.unwrap(),
+        ["Zed:x", "coder:a", "coder:b"],
+        "bytewise order, each once"
+    );
+    store
+        .delete(&SessionKey::new("coder:a", "default"))
+        .await
+        .unwrap();
+    assert_eq!(store.instance_ids().await.unwrap(), ["Zed:x", "coder:b"]);
 }

@@ -88,6 +88,18 @@ impl AuditStore for MemoryStore {
         })
     }
 
+    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>> {
+        Box::pin(async move { Ok(self.audit.state().entries.clone()) })
+    }
+
+    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>> {
+        Box::pin(async move {
+            let mut all = self.audit.state().trash.clone();
+            all.sort_by(|a, b| (a.trashed_at, &a.id).cmp(&(b.trashed_at, &b.id)));
+            Ok(all)
+        })
+    }
+
     fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
         Box::pin(async move {
             Ok(self

@@ -580,6 +580,21 @@ impl ConversationStore for MemoryStore {
         })
     }
 
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(async move {
+            let all = self.conversations();
+            let mut found: Vec<ConversationInfo> = all
+                .conversations
+                .values()
+                .map(|conversation| all.info(conversation))
+                .collect();
+            found.sort_by(|a, b| {
+                (a.created_at, a.key.instance_id()).cmp(&(b.created_at, b.key.instance_id()))
+            });
+            Ok(found)
+        })
+    }
+
     fn conversations_with_id<'a>(
         &'a self,
         id: &'a str,

@@ -178,6 +178,14 @@ impl AuditStore for SqliteStore {
         Box::pin(async move { self.get_trash_now(instance_id, trash_id) })
     }
 
+    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>> {
+        Box::pin(SqliteStore::list_all_audit(self))
+    }
+
+    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>> {
+        Box::pin(SqliteStore::list_all_trash(self))
+    }
+
     fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
         Box::pin(async move { self.list_trash_now(instance_id) })
     }

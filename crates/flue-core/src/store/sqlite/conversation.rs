@@ -915,6 +915,10 @@ impl ConversationStore for SqliteStore {
         Box::pin(async move { self.conversations_where("c.id = ?1", Some(id)) })
     }
 
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(SqliteStore::all_conversations(self))
+    }
+
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
         Box::pin(async move {
             self.conversations_where(
