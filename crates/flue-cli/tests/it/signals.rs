@@ -70,6 +70,24 @@ fn send(child: &Child, signal: &str) {
     assert!(status.success());
 }
 
+/// Waits until `child` catches SIGTERM (bit 15 of `SigCgt` in its /proc status).
+fn wait_for_sigterm_handler(child: &Child) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let caught = status
+            .lines()
+            .find_map(|line| line.strip_prefix("SigCgt:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & (1 << (15 - 1)) != 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "flue never caught SIGTERM");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The pids the command wrote so far.
 fn pids(root: &Path) -> Vec<u32> {
     std::fs::read_to_string(root.join("pids"))
@@ -157,10 +175,13 @@ fn sigterm_at_random_instants_aborts_like_ctrl_c_and_leaves_nothing_running() {
         let _ = std::fs::remove_file(ws.root().join("pids"));
         let id = format!("term-{trial}");
         let mut child = spawn_run(&ws, &id);
-        // Half the trials strike at any instant (setup, model turn, the command's start);
-        // the other half once the command runs.
+        // Half the trials strike at any instant once flue catches SIGTERM (setup, model turn,
+        // the command's start); the other half once the command runs. Before the handler
+        // exists (exec, the first milliseconds of main) a signal ends any program outright.
         if trial % 2 == 1 {
             wait_for_command(ws.root());
+        } else {
+            wait_for_sigterm_handler(&child);
         }
         std::thread::sleep(Duration::from_millis(delays.next_ms(400)));
         let running = pids(ws.root()).len() == 2;
