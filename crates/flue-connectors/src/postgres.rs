@@ -56,9 +56,10 @@ const MIGRATION_LOCK: i32 = 0;
 
 /// Schema migrations, applied in order; `flue_schema_migrations` records each one applied.
 /// Append new entries; never edit a released one.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "sessions, audit, trash, conversations, stream, submissions, owner keys",
-    "CREATE TABLE flue_sessions (
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "sessions, audit, trash, conversations, stream, submissions, owner keys",
+        "CREATE TABLE flue_sessions (
         instance_id TEXT NOT NULL,
         session TEXT NOT NULL,
         version BIGINT NOT NULL,
@@ -140,7 +141,12 @@ const MIGRATIONS: &[(&str, &str)] = &[(
     CREATE UNIQUE INDEX flue_submissions_by_key ON flue_submissions (instance_id, idempotency_key)
         WHERE idempotency_key IS NOT NULL;
     CREATE SEQUENCE flue_owner_keys AS integer CYCLE;",
-)];
+    ),
+    (
+        "submissions: the caller's trace parent",
+        "ALTER TABLE flue_submissions ADD COLUMN trace_parent TEXT;",
+    ),
+];
 
 /// Settings of a [`PostgresStore`].
 #[derive(Clone, Debug)]

@@ -237,8 +237,16 @@ pub(crate) fn submission(agent: &str, conversation: &str, submission_id: &str) -
 }
 
 /// The span of one attempt at a submission: `flue.attempt`, a child of the submission's span
-/// when this process admitted it (`parent`), a root otherwise (a recovered submission).
-pub(crate) fn attempt(parent: Option<&Span>, submission_id: &str, attempt: u32) -> Span {
+/// when this process admitted it (`parent`). Otherwise (a recovered submission, or one another
+/// process admitted) it is a root carrying the caller's stored `traceparent` as
+/// `flue.trace_parent`, which a subscriber turns into its remote parent, so the attempt stays in
+/// the caller's trace; without one it starts a new trace.
+pub(crate) fn attempt(
+    parent: Option<&Span>,
+    trace_parent: Option<&str>,
+    submission_id: &str,
+    attempt: u32,
+) -> Span {
     match parent {
         Some(parent) => tracing::info_span!(
             target: SPAN_TARGET,
@@ -255,10 +263,38 @@ pub(crate) fn attempt(parent: Option<&Span>, submission_id: &str, attempt: u32) 
             "flue.attempt",
             otel.name = "flue.attempt",
             otel.kind = "internal",
+            flue.trace_parent = trace_parent,
             flue.submission.id = submission_id,
             flue.attempt = attempt,
         ),
     }
+}
+
+/// `value` as a W3C `traceparent` worth storing: `<version>-<trace id>-<parent id>-<flags>` in
+/// lowercase hex (2, 32, 16 and 2 digits), version not `ff`, neither id all zeros, and for
+/// version `00` nothing after the flags. A later version's extra fields are cut off (what a
+/// version-00 reader keeps). `None` when it is not one.
+pub(crate) fn trace_parent(value: &str) -> Option<String> {
+    let value = value.trim();
+    let mut parts = value.split('-');
+    let (version, trace_id, parent_id, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |part: &str, len: usize| {
+        part.len() == len
+            && part
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+    };
+    let zeros = |part: &str| part.bytes().all(|byte| byte == b'0');
+    let valid = hex(version, 2)
+        && version != "ff"
+        && hex(trace_id, 32)
+        && !zeros(trace_id)
+        && hex(parent_id, 16)
+        && !zeros(parent_id)
+        && hex(flags, 2)
+        && (version != "00" || parts.next().is_none());
+    valid.then(|| format!("{version}-{trace_id}-{parent_id}-{flags}"))
 }
 
 /// The wire name of an outcome.
@@ -302,3 +338,6 @@ impl fmt::Display for RedactedReply<'_> {
         formatter.write_str(&self.redactor.redact(&text))
     }
 }
+
+#[cfg(test)]
+mod tests;

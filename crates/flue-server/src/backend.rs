@@ -106,6 +106,9 @@ pub struct Delivery {
     pub condition: SendCondition,
     /// Creation data (consulted only when this send creates the conversation).
     pub initial_data: Option<Value>,
+    /// The request's W3C `traceparent` header, if any: a durable backend stores it (when
+    /// valid) so that an attempt another process runs joins the caller's trace.
+    pub trace_parent: Option<String>,
 }
 
 /// A durable admission.
@@ -378,6 +381,7 @@ pub trait Backend: Send + Sync + 'static {
                         },
                         condition: SendCondition::Any,
                         initial_data: None,
+                        trace_parent: None,
                     };
                     Some(self.dispatch(key, delivery).await?.submission_id)
                 }

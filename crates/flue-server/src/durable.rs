@@ -209,6 +209,7 @@ impl Backend for DurableRuntime {
             };
             let options = DispatchOptions {
                 condition,
+                trace_parent: delivery.trace_parent,
                 ..DispatchOptions::default()
             };
             let receipt = self

@@ -858,6 +858,10 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
         message,
         condition,
         initial_data: prompt.initial_data,
+        trace_parent: headers
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned),
     })
 }
 

@@ -20,7 +20,7 @@ use opentelemetry_proto::tonic::trace::v1::status::StatusCode as SpanStatus;
 use pretty_assertions::assert_eq;
 use prost::Message;
 
-use crate::serve::{Server, http};
+use crate::serve::{Server, http, slow_secs};
 use crate::{Workspace, stderr};
 
 /// What the receiver got.
@@ -170,6 +170,29 @@ impl Tree {
         edges.dedup();
         edges
     }
+}
+
+/// Waits for a settlement, then stops the server: SIGTERM drains and flushes.
+fn settle_then_stop(server: &mut Server) {
+    let started = Instant::now();
+    while !server.log().contains("flue_server::settlement") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let exited = server.child.wait().unwrap();
+    assert!(exited.success(), "{}", server.log());
 }
 
 fn flue_run(ws: &Workspace, collector: &Collector, extra_env: &[(&str, &str)]) {
@@ -439,26 +462,7 @@ fn a_flue_serve_request_with_a_traceparent_joins_the_callers_trace() {
         r#"{"kind":"user","body":"what is the answer?"}"#,
     );
     assert_eq!(status, 202, "{body}");
-    // Wait for the settlement, then stop the server: SIGTERM drains and flushes.
-    let started = Instant::now();
-    while !server.log().contains("flue_server::settlement") {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{}",
-            server.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let exited = server.child.wait().unwrap();
-    assert!(exited.success(), "{}", server.log());
+    settle_then_stop(&mut server);
 
     let tree = Tree {
         spans: collector.spans(),
@@ -497,4 +501,67 @@ fn a_flue_serve_request_with_a_traceparent_joins_the_callers_trace() {
     }
     // The request span ends with the response head, before the work it admitted.
     assert!(request.end_time_unix_nano <= submission.end_time_unix_nano);
+}
+
+#[test]
+fn a_submission_recovered_after_kill_9_stays_in_the_callers_trace() {
+    let ws = crate::serve::workspace();
+    slow_secs(&ws, 1);
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let caller_span = "b7ad6b7169203331";
+    // The admitting process dies (SIGKILL) inside the first attempt's tool call.
+    let mut admitting = Server::start(ws.root(), &[], &[]);
+    let (status, body) = http(
+        admitting.addr(),
+        "POST",
+        "/agents/slow-tool/recovered",
+        &[
+            ("content-type", "application/json"),
+            ("traceparent", &format!("00-{trace_id}-{caller_span}-01")),
+        ],
+        r#"{"kind":"user","body":"work"}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+    let started = Instant::now();
+    while !ws.root().join("runs.log").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            admitting.log()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    admitting.kill9();
+    assert!(!admitting.log().contains("flue_server::settlement"));
+
+    // A new process on the same store recovers it, exporting to the receiver.
+    let collector = Collector::start();
+    let mut recovering = Server::start(
+        ws.root(),
+        &[],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint())],
+    );
+    settle_then_stop(&mut recovering);
+
+    let tree = Tree {
+        spans: collector.spans(),
+    };
+    let attempt = tree.one("flue.attempt");
+    assert_eq!(attr(attempt, "flue.attempt").as_deref(), Some("2"));
+    assert_eq!(
+        attempt.trace_id,
+        hex::decode(trace_id).unwrap(),
+        "{:#?}",
+        tree.edges()
+    );
+    assert_eq!(attempt.parent_span_id, hex::decode(caller_span).unwrap());
+    assert!(
+        tree.named("flue.submission").is_empty(),
+        "{:#?}",
+        tree.edges()
+    );
+    // What the attempt runs nests under it, in the caller's trace.
+    let agent = tree.one("invoke_agent slow-tool");
+    assert_eq!(agent.parent_span_id, attempt.span_id);
+    assert_eq!(agent.trace_id, attempt.trace_id);
 }

@@ -37,7 +37,7 @@ pub(crate) fn workspace() -> Workspace {
 }
 
 /// Makes the slow tool sleep `secs` seconds.
-fn slow_secs(workspace: &Workspace, secs: u32) {
+pub(crate) fn slow_secs(workspace: &Workspace, secs: u32) {
     std::fs::write(workspace.root().join("slow-secs"), secs.to_string()).unwrap();
 }
 

@@ -37,7 +37,7 @@ const ROOT_SESSION: &str = "default";
 
 const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, message, \
      accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
-     settlement, durability";
+     settlement, durability, trace_parent";
 
 const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
      (SELECT COUNT(*) FROM flue_submissions s WHERE s.instance_id = c.instance_id \
@@ -959,8 +959,8 @@ async fn admit_in(
         "INSERT INTO flue_submissions
          (submission_id, instance_id, position, state, message, accepted_at, attempts,
           first_started_at, input_applied, abort_requested, idempotency_key, settlement,
-          durability, admitted_offset)
-         VALUES ($1, $2, $3, 'queued', $4, $5, 0, NULL, FALSE, FALSE, $6, NULL, NULL, $7)",
+          durability, admitted_offset, trace_parent)
+         VALUES ($1, $2, $3, 'queued', $4, $5, 0, NULL, FALSE, FALSE, $6, NULL, NULL, $7, $8)",
         &[
             &admission.submission_id,
             &instance_id,
@@ -969,6 +969,7 @@ async fn admit_in(
             &int(admission.accepted_at),
             &admission.options.idempotency_key,
             &int(offset.0),
+            &admission.options.trace_parent,
         ],
         "cannot insert submission",
     )
@@ -1190,6 +1191,7 @@ fn submission_from_row(row: &Row) -> Result<SubmissionInfo> {
         abort_requested: row.get(9),
         durability,
         idempotency_key: row.get(10),
+        trace_parent: row.get(13),
         settlement,
         submission_id,
     })

@@ -289,6 +289,31 @@ async fn a_database_migrated_by_a_newer_flue_is_refused() {
 }
 
 #[tokio::test]
+async fn a_version_1_database_keeps_its_submissions_with_no_trace_parent() {
+    let url = fresh_database();
+    let store = node(&url).await;
+    admit(&store, &key("old"), "from before").await;
+    drop(store);
+    // Back to the version-1 schema, as an older flue left it.
+    psql(
+        &url,
+        "ALTER TABLE flue_submissions DROP COLUMN trace_parent; \
+         DELETE FROM flue_schema_migrations WHERE version > 1",
+    );
+    let store = node(&url).await;
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        PostgresStore::supported_schema_version()
+    );
+    let unsettled = store.unsettled(&key("old")).await.unwrap();
+    let stored: Vec<(DeliveredMessage, Option<String>)> = unsettled
+        .into_iter()
+        .map(|info| (info.message, info.trace_parent))
+        .collect();
+    assert_eq!(stored, vec![(DeliveredMessage::user("from before"), None)]);
+}
+
+#[tokio::test]
 async fn an_unreachable_server_is_a_store_error_without_the_password() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -155,6 +155,8 @@ const MIGRATIONS: &[&str] = &[
         WHERE idempotency_key IS NOT NULL;",
     // v4: submissions paused on pending actions remember since when (`waiting` state).
     "ALTER TABLE submissions ADD COLUMN waiting_since INTEGER;",
+    // v5: the caller's W3C `traceparent` a submission was admitted with (older rows: none).
+    "ALTER TABLE submissions ADD COLUMN trace_parent TEXT;",
 ];
 
 impl SqliteStore {

@@ -189,6 +189,7 @@ async fn process(
     );
     let attempt_span = spans::attempt(
         inner.submission_span(submission_id).as_ref(),
+        submission.trace_parent.as_deref(),
         submission_id,
         attempts,
     );

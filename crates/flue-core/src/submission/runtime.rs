@@ -394,7 +394,7 @@ impl AgentRuntime {
         &self,
         key: &ConversationKey,
         message: DeliveredMessage,
-        options: DispatchOptions,
+        mut options: DispatchOptions,
     ) -> Result<DispatchReceipt> {
         if self.inner.stopping.is_cancelled() {
             return Err(FlueError::RuntimeStopped {
@@ -418,6 +418,11 @@ impl AgentRuntime {
                 actions: blocking,
             });
         }
+        // An invalid caller trace context is dropped, never stored.
+        options.trace_parent = options
+            .trace_parent
+            .as_deref()
+            .and_then(spans::trace_parent);
         let admission = Admission {
             key: key.clone(),
             submission_id: new_ulid(),

@@ -142,6 +142,10 @@ pub struct DispatchOptions {
     pub condition: SendCondition,
     /// What to do when the conversation is busy.
     pub when_busy: WhenBusy,
+    /// The caller's W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), stored with the
+    /// submission so that an attempt started by another process (after a restart, or on
+    /// another node) joins the caller's trace. An invalid value is dropped at admission.
+    pub trace_parent: Option<String>,
 }
 
 impl DispatchOptions {
@@ -163,6 +167,13 @@ impl DispatchOptions {
     #[must_use]
     pub fn with_when_busy(mut self, when_busy: WhenBusy) -> Self {
         self.when_busy = when_busy;
+        self
+    }
+
+    /// Sets the caller's W3C `traceparent` (see [`DispatchOptions::trace_parent`]).
+    #[must_use]
+    pub fn with_trace_parent(mut self, trace_parent: impl Into<String>) -> Self {
+        self.trace_parent = Some(trace_parent.into());
         self
     }
 }
@@ -293,6 +304,10 @@ pub struct SubmissionInfo {
     /// The idempotency key it was admitted with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The caller's W3C `traceparent` it was admitted with (validated), if any: attempts that
+    /// another process starts join that trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
     /// The settlement, once settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settlement: Option<Settlement>,

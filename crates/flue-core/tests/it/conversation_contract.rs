@@ -37,6 +37,7 @@ macro_rules! conversation_contract {
                 reads_of_unknown_conversations_and_past_the_head_fail,
                 concurrent_writes_of_many_conversations_fail_alone,
                 all_conversations_lists_every_agent_oldest_first,
+                the_callers_trace_parent_is_stored_with_the_submission,
             );
         }
     };
@@ -868,4 +869,62 @@ async fn all_conversations_lists_every_agent_oldest_first(store: Arc<dyn Convers
             "the same view as conversation()"
         );
     }
+}
+
+async fn the_callers_trace_parent_is_stored_with_the_submission(store: Arc<dyn ConversationStore>) {
+    let trace_parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced = store
+        .admit(&admission(
+            "one",
+            DispatchOptions::default().with_trace_parent(trace_parent),
+        ))
+        .await
+        .unwrap();
+    let untraced = store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let stored = |info: Option<flue_core::SubmissionInfo>| info.unwrap().trace_parent;
+    assert_eq!(
+        stored(store.submission(&traced.submission_id).await.unwrap()).as_deref(),
+        Some(trace_parent)
+    );
+    assert_eq!(
+        stored(store.submission(&untraced.submission_id).await.unwrap()),
+        None
+    );
+    let unsettled: Vec<Option<String>> = store
+        .unsettled(&key())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|info| info.trace_parent)
+        .collect();
+    assert_eq!(unsettled, vec![Some(trace_parent.to_owned()), None]);
+    // What an attempt, in whichever process, starts from.
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim.submission.submission_id, traced.submission_id);
+    assert_eq!(claim.submission.trace_parent.as_deref(), Some(trace_parent));
+    assert!(
+        store
+            .settle(
+                &fence,
+                &settlement(&traced.submission_id, Outcome::Completed)
+            )
+            .await
+            .unwrap()
+    );
+    let next = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.submission.submission_id, untraced.submission_id);
+    assert_eq!(next.submission.trace_parent, None);
 }

@@ -527,7 +527,7 @@ async fn sqlite_migration_sets_user_version_and_wal() {
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
         (
-            4,
+            5,
             "wal",
             [
                 "audit",
@@ -543,6 +543,49 @@ async fn sqlite_migration_sets_user_version_and_wal() {
             .to_vec()
         )
     );
+}
+
+#[tokio::test]
+async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let key = flue_core::ConversationKey::new("agent", "old");
+    let admitted = {
+        let store = SqliteStore::open(&path).unwrap();
+        flue_core::ConversationStore::admit(
+            &store,
+            &flue_core::Admission {
+                key: key.clone(),
+                submission_id: flue_core::new_ulid(),
+                new_uid: flue_core::new_ulid(),
+                message: flue_core::DeliveredMessage::user("from before"),
+                accepted_at: now_ms(),
+                options: flue_core::DispatchOptions::default(),
+            },
+        )
+        .await
+        .unwrap()
+    };
+    // Back to the version-4 schema, as an older flue left it.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("ALTER TABLE submissions DROP COLUMN trace_parent; PRAGMA user_version = 4;")
+        .unwrap();
+    drop(raw);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let info = flue_core::ConversationStore::submission(&store, &admitted.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (info.message, info.trace_parent),
+        (flue_core::DeliveredMessage::user("from before"), None)
+    );
+    let user_version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, 5);
 }
 
 #[tokio::test]
@@ -563,7 +606,7 @@ async fn sqlite_newer_schema_is_refused() {
             "store_error",
             format!(
                 "store error: cannot open the conversation store {shown}: database schema \
-                 version 99 is newer than this flue-core supports (4); upgrade flue to read it, \
+                 version 99 is newer than this flue-core supports (5); upgrade flue to read it, \
                  or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
                  empty store"
             )

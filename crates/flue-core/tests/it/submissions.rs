@@ -282,6 +282,40 @@ async fn idempotency_keys_deduplicate_and_conflict() {
 }
 
 #[tokio::test]
+async fn a_valid_caller_traceparent_is_stored_and_an_invalid_one_dropped() {
+    let setup = Setup::new();
+    let runtime = setup.runtime().await;
+    let key = key("traced");
+    let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut stored = Vec::new();
+    for sent in [
+        valid,
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;rm",
+        "not a traceparent",
+    ] {
+        let receipt = runtime
+            .dispatch(
+                &key,
+                user("hi"),
+                DispatchOptions::default().with_trace_parent(sent),
+            )
+            .await
+            .unwrap();
+        runtime.wait(&receipt.submission_id).await.unwrap();
+        stored.push(
+            runtime
+                .status(&receipt.submission_id)
+                .await
+                .unwrap()
+                .trace_parent,
+        );
+    }
+    assert_eq!(stored, vec![Some(valid.to_owned()), None, None, None]);
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn send_conditions_reach_one_incarnation_and_store_nothing_when_they_fail() {
     let setup = Setup::new();
     let runtime = setup.runtime().await;

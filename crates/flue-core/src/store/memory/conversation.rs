@@ -259,6 +259,7 @@ impl MemoryStore {
                     abort_requested: false,
                     durability: None,
                     idempotency_key: admission.options.idempotency_key.clone(),
+                    trace_parent: admission.options.trace_parent.clone(),
                     settlement: None,
                 },
                 waiting_since: None,

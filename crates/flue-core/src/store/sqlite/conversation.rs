@@ -45,7 +45,7 @@ const STATE_WAITING: &str = "waiting";
 
 const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, message, \
      accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
-     settlement, durability, admitted_offset";
+     settlement, durability, admitted_offset, trace_parent";
 
 const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
      (SELECT COUNT(*) FROM submissions s WHERE s.instance_id = c.instance_id \
@@ -284,8 +284,8 @@ impl SqliteStore {
             "INSERT INTO submissions
              (submission_id, instance_id, position, state, message, accepted_at, attempts,
               first_started_at, input_applied, abort_requested, idempotency_key, settlement,
-              durability, admitted_offset)
-             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, 0, NULL, 0, 0, ?6, NULL, NULL, ?7)",
+              durability, admitted_offset, trace_parent)
+             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, 0, NULL, 0, 0, ?6, NULL, NULL, ?7, ?8)",
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -296,6 +296,7 @@ impl SqliteStore {
                 sat(admission.accepted_at),
                 admission.options.idempotency_key,
                 sat(offset.0),
+                admission.options.trace_parent,
             ])
         })
         .map_err(store_error("cannot insert submission"))?;
@@ -1070,6 +1071,7 @@ struct RawSubmission {
     idempotency_key: Option<String>,
     settlement: Option<String>,
     durability: Option<String>,
+    trace_parent: Option<String>,
 }
 
 impl RawSubmission {
@@ -1088,6 +1090,7 @@ impl RawSubmission {
             idempotency_key: row.get(10)?,
             settlement: row.get(11)?,
             durability: row.get(12)?,
+            trace_parent: row.get(14)?,
         })
     }
 
@@ -1148,6 +1151,7 @@ impl RawSubmission {
             abort_requested: self.abort_requested,
             durability,
             idempotency_key: self.idempotency_key,
+            trace_parent: self.trace_parent,
             settlement,
         })
     }
