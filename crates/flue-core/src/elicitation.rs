@@ -339,12 +339,7 @@ impl LiveLog {
     /// Appends `records` at the session's current end, re-reading it after another writer;
     /// returns the version after the append.
     async fn append_retrying(&self, records: &[Record]) -> Result<u64> {
-        let at = now_ms();
-        let stored: Vec<StoredRecord> = records
-            .iter()
-            .cloned()
-            .map(|record| StoredRecord::new(record, at))
-            .collect();
+        let stored = StoredRecord::all_now(records.iter().cloned());
         let mut last = None;
         let mut version = self.load(0).await?.version;
         for _ in 0..APPEND_RETRIES {

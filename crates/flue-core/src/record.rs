@@ -31,6 +31,15 @@ impl StoredRecord {
             record,
         }
     }
+
+    /// Wraps records written together, all stamped now.
+    pub(crate) fn all_now(records: impl IntoIterator<Item = Record>) -> Vec<Self> {
+        let at = crate::util::now_ms();
+        records
+            .into_iter()
+            .map(|record| Self::new(record, at))
+            .collect()
+    }
 }
 
 /// What a session log holds. Grows over time: match with a wildcard outside flue-core.

@@ -20,7 +20,6 @@ use crate::role::Roles;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
 use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore};
-use crate::util::now_ms;
 
 pub(crate) struct HarnessShared {
     pub(crate) instance_id: String,
@@ -237,12 +236,7 @@ impl SessionShared {
         if records.is_empty() {
             return Ok(());
         }
-        let at = now_ms();
-        let stored: Vec<StoredRecord> = records
-            .iter()
-            .cloned()
-            .map(|record| StoredRecord::new(record, at))
-            .collect();
+        let stored = StoredRecord::all_now(records.iter().cloned());
         loop {
             match self
                 .harness

@@ -227,11 +227,7 @@ impl AgentRuntime {
                     .into_iter()
                     .map(Record::ToolResult),
             );
-            let at = now_ms();
-            let stored: Vec<StoredRecord> = written
-                .into_iter()
-                .map(|record| StoredRecord::new(record, at))
-                .collect();
+            let stored = StoredRecord::all_now(written);
             let session = root_session(key);
             let appended = self
                 .inner

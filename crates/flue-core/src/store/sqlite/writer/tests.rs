@@ -1,7 +1,9 @@
 //! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a
 //! batch see earlier ones, first writes run before the others of their batch.
 
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, mpsc};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
@@ -107,10 +109,18 @@ async fn writes_in_one_batch_see_those_before_them() {
     assert_eq!(stored(&connection), (1..=10).collect::<Vec<i64>>());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// `future` after its first poll: a write's request is in the writer's channel once polled.
+fn sent<F: Future>(future: F) -> Pin<Box<F>> {
+    let mut future = Box::pin(future);
+    let mut context = Context::from_waker(Waker::noop());
+    assert!(future.as_mut().poll(&mut context).is_pending());
+    future
+}
+
+#[tokio::test]
 async fn a_first_write_runs_before_the_others_of_its_batch() {
     let connection = table();
-    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let writer = Writer::start(Arc::clone(&connection)).unwrap();
     let next = |tx: &rusqlite::Transaction<'_>| {
         tx.query_row(
             "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
@@ -119,31 +129,24 @@ async fn a_first_write_runs_before_the_others_of_its_batch() {
         )
         .map_err(|err| FlueError::store("insert", err))
     };
-    let held = connection.lock().unwrap();
-    // The thread takes this one alone and waits for the connection; the next three queue
-    // behind it and make up the second batch.
-    let spawn = |first: bool| {
-        let writer = Arc::clone(&writer);
-        tokio::spawn(async move {
-            if first {
-                writer.write_first(next).await
-            } else {
-                writer.write(next).await
-            }
-        })
-    };
-    let alone = spawn(false);
-    std::thread::sleep(Duration::from_millis(50));
-    let ordinary = [spawn(false), spawn(false)];
-    std::thread::sleep(Duration::from_millis(20));
-    let first = spawn(true);
-    std::thread::sleep(Duration::from_millis(50));
-    drop(held);
-    assert_eq!(alone.await.unwrap().unwrap(), 1);
-    assert_eq!(first.await.unwrap().unwrap(), 2);
+    // The thread takes this one alone and holds its batch open until released; the next
+    // three queue behind it meanwhile and make up the second batch.
+    let (running, is_running) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let alone = sent(writer.write(move |tx| {
+        running.send(()).unwrap();
+        released.recv().unwrap();
+        next(tx)
+    }));
+    is_running.recv().unwrap();
+    let ordinary = [sent(writer.write(next)), sent(writer.write(next))];
+    let first = sent(writer.write_first(next));
+    release.send(()).unwrap();
+    assert_eq!(alone.await.unwrap(), 1);
+    assert_eq!(first.await.unwrap(), 2);
     let mut others = Vec::new();
     for write in ordinary {
-        others.push(write.await.unwrap().unwrap());
+        others.push(write.await.unwrap());
     }
     assert_eq!(others, [3, 4]);
 }
