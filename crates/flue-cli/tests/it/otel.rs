@@ -1,6 +1,7 @@
 //! OpenTelemetry export end to end: a real OTLP/HTTP receiver on loopback (axum, decoding the
 //! official protobuf messages) receives the spans and metrics of a real `flue run` (a task
-//! and tool calls) and of a `flue serve` request that carries a W3C `traceparent`.
+//! and tool calls), of a `flue serve` request that carries a W3C `traceparent`, and of that
+//! request's submission recovered by a new `flue serve` after the first was killed (SIGKILL).
 
 use std::net::SocketAddr;
 use std::process::Command;
