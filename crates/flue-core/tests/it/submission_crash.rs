@@ -231,10 +231,10 @@ impl Rng {
     }
 }
 
-/// One trial: dispatch in a child, SIGKILL it after `kill_after`, recover in another child.
-/// Returns whether the kill interrupted admitted work (something was still unsettled), and
-/// what recovery found.
-fn trial(kill_after: Duration) -> (bool, Report) {
+/// One trial: dispatch in a child, SIGKILL it `kill_after` after its start (or, with
+/// `from_first_ack`, after its first admission), recover in another child. Returns whether the
+/// kill interrupted admitted work (something was still unsettled), and what recovery found.
+fn trial((kill_after, from_first_ack): (Duration, bool)) -> (bool, Report) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let child_args = [
@@ -253,13 +253,22 @@ fn trial(kill_after: Duration) -> (bool, Report) {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let (first_ack, admitted) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
             .filter_map(|line| line.strip_prefix("ACK ").map(str::to_owned))
+            .inspect(|_| {
+                let _ = first_ack.send(());
+            })
             .collect::<BTreeSet<String>>()
     });
+    if from_first_ack {
+        // A loaded machine starts the child slowly: count from its first admission, so the
+        // kill lands among admissions, turns and tools rather than before them.
+        let _ = admitted.recv_timeout(Duration::from_secs(30));
+    }
     std::thread::sleep(kill_after);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -300,11 +309,16 @@ fn kill_9_at_random_instants_loses_nothing_and_repeats_no_tool_call() {
         | 1;
     println!("kill -9 trials, seed {seed}");
     let mut rng = Rng(seed);
-    // Spread the kills over the whole run: process start, admissions, turns and tools.
-    let delays: Vec<Duration> = (0..TRIALS)
-        .map(|_| Duration::from_millis(20 + rng.next() % 180))
+    // Spread the kills over the whole run: a third within 200 ms of the process start, the
+    // others within 60 ms of its first admission (about how long its work lasts on an idle
+    // machine: admissions, turns and tools).
+    let delays: Vec<(Duration, bool)> = (0..TRIALS)
+        .map(|n| match n % 3 {
+            0 => (Duration::from_millis(20 + rng.next() % 180), false),
+            _ => (Duration::from_millis(rng.next() % 60), true),
+        })
         .collect();
-    let chunks: Vec<Vec<Duration>> = delays
+    let chunks: Vec<Vec<(Duration, bool)>> = delays
         .chunks(TRIALS.div_ceil(PARALLEL))
         .map(<[_]>::to_vec)
         .collect();
