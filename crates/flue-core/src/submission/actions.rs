@@ -132,51 +132,9 @@ impl AgentRuntime {
             Ok(waiting) => waiting,
             Err(err) => return Err(self.give_back(&fence, err).await),
         };
-        let stored = [StoredRecord::new(
-            Record::ActionResolved(resolution),
-            now_ms(),
-        )];
         let session = root_session(key);
-        let appended = self
-            .inner
-            .store
-            .append_fenced(FencedAppend {
-                fence: &fence,
-                submission_id: waiting.as_ref().map(|info| info.submission_id.as_str()),
-                applies_input: false,
-                resumes_waiting: true,
-                session: &session,
-                expected_version: log.version,
-                records: &stored,
-            })
-            .await;
-        if let Err(err) = appended {
-            return Err(self.give_back(&fence, err).await);
-        }
-        self.inner.emit(
-            key,
-            waiting.as_ref().map(|info| info.submission_id.as_str()),
-            Event::ActionResolved {
-                action_id: action_id.to_owned(),
-                decision,
-            },
-        );
-        match &waiting {
-            Some(info) => {
-                if self.inner.own_work_only {
-                    self.inner.remember_own(key, &info.submission_id);
-                }
-                // Our driver takes the conversation over (same owner) and resumes it.
-                self.inner.kick(key);
-            }
-            None => {
-                let _ = self.inner.store.release(&fence).await;
-            }
-        }
-        Ok(ResolveReceipt {
-            submission_id: waiting.map(|info| info.submission_id),
-            offset: self.head(key).await?,
-        })
+        self.store_decision(key, &fence, waiting, &session, log.version, resolution)
+            .await
     }
 
     /// Interrupts a paused conversation: answers every pending action as interrupted (in the
@@ -438,31 +396,47 @@ impl AgentRuntime {
             Ok(checked) => checked,
             Err(err) => return Err(self.give_back(&fence, err).await),
         };
-        let stored = [StoredRecord::new(
-            Record::ActionResolved(ActionResolution::of(&action, decision.clone())),
-            now_ms(),
-        )];
+        let resolution = ActionResolution::of(&action, decision);
+        self.store_decision(key, &fence, waiting, session, version, resolution)
+            .await
+    }
+
+    /// Stores `resolution` in `session` under `fence` (owned by this runtime), tells the
+    /// runtime's listeners, and hands a waiting submission back to the driver (or releases the
+    /// conversation when none waits).
+    async fn store_decision(
+        &self,
+        key: &ConversationKey,
+        fence: &Fence,
+        waiting: Option<SubmissionInfo>,
+        session: &SessionKey,
+        expected_version: u64,
+        resolution: ActionResolution,
+    ) -> Result<ResolveReceipt> {
+        let action_id = resolution.action_id.clone();
+        let decision = resolution.decision.clone();
+        let stored = StoredRecord::all_now([Record::ActionResolved(resolution)]);
         let appended = self
             .inner
             .store
             .append_fenced(FencedAppend {
-                fence: &fence,
+                fence,
                 submission_id: waiting.as_ref().map(|info| info.submission_id.as_str()),
                 applies_input: false,
                 resumes_waiting: true,
                 session,
-                expected_version: version,
+                expected_version,
                 records: &stored,
             })
             .await;
         if let Err(err) = appended {
-            return Err(self.give_back(&fence, err).await);
+            return Err(self.give_back(fence, err).await);
         }
         self.inner.emit(
             key,
             waiting.as_ref().map(|info| info.submission_id.as_str()),
             Event::ActionResolved {
-                action_id: action_id.to_owned(),
+                action_id,
                 decision,
             },
         );
@@ -471,10 +445,11 @@ impl AgentRuntime {
                 if self.inner.own_work_only {
                     self.inner.remember_own(key, &info.submission_id);
                 }
+                // Our driver takes the conversation over (same owner) and resumes it.
                 self.inner.kick(key);
             }
             None => {
-                let _ = self.inner.store.release(&fence).await;
+                let _ = self.inner.store.release(fence).await;
             }
         }
         Ok(ResolveReceipt {
