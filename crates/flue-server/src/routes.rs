@@ -59,13 +59,7 @@ pub(crate) async fn send(
              conversation stream.",
         ));
     }
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::payload_too_large(state.config.body_limit)
-        } else {
-            ApiError::invalid_request(rejection.body_text())
-        }
-    })?;
+    let body = read_body(&state, body)?;
     let delivery = parse_delivery(&headers, &body)?;
     let admitted = state.backend.dispatch(&key, delivery).await?;
     let stream_url = stream_url(&headers, uri.path());
@@ -213,6 +207,18 @@ pub(crate) async fn actions(
     Ok(response)
 }
 
+/// The request body, or the error for the reason axum refused it: 413 over the body limit,
+/// 400 otherwise.
+fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(state.config.body_limit)
+        } else {
+            ApiError::invalid_request(rejection.body_text())
+        }
+    })
+}
+
 /// `POST /agents/<agent>/<id>/actions/<action>`: decides one pending action.
 pub(crate) async fn resolve(
     State(state): Shared,
@@ -221,13 +227,7 @@ pub(crate) async fn resolve(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::payload_too_large(state.config.body_limit)
-        } else {
-            ApiError::invalid_request(rejection.body_text())
-        }
-    })?;
+    let body = read_body(&state, body)?;
     let decision = parse_decision(&headers, &body)?;
     let resolved = state.backend.resolve(&key, &action, decision).await?;
     tracing::info!(
@@ -255,13 +255,7 @@ pub(crate) async fn interrupt(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::payload_too_large(state.config.body_limit)
-        } else {
-            ApiError::invalid_request(rejection.body_text())
-        }
-    })?;
+    let body = read_body(&state, body)?;
     let message = parse_interrupt(&headers, &body)?;
     let done = state.backend.interrupt(&key, message).await?;
     tracing::info!(
