@@ -52,13 +52,22 @@ struct Locked {
     leased: bool,
 }
 
-/// A pending head notification, sent in the transaction so it is delivered on commit.
-struct Moved {
-    instance_id: String,
-    head: Offset,
-}
-
 impl PostgresStore {
+    /// Announces the conversation's new `head` in `tx`, commits it (`what` names the write in
+    /// an error) and wakes this node's own readers; other nodes hear of it from the commit.
+    async fn commit_moved(
+        &self,
+        tx: Transaction<'_>,
+        instance_id: &str,
+        head: Offset,
+        what: &'static str,
+    ) -> Result<()> {
+        announce(&tx, instance_id, head).await?;
+        tx.commit().await.map_err(pg_error(what))?;
+        self.heads.notify(instance_id, head);
+        Ok(())
+    }
+
     async fn begin<'a>(
         &self,
         client: &'a mut deadpool_postgres::Object,
@@ -273,16 +282,8 @@ impl PostgresStore {
                 .unwrap_or(head);
             settled.push(submission_id);
         }
-        announce(
-            &tx,
-            &Moved {
-                instance_id: instance_id.clone(),
-                head,
-            },
-        )
-        .await?;
-        tx.commit().await.map_err(pg_error("cannot commit abort"))?;
-        self.heads.notify(&instance_id, head);
+        self.commit_moved(tx, &instance_id, head, "cannot commit abort")
+            .await?;
         Ok(AbortReport { requested, settled })
     }
 
@@ -480,16 +481,8 @@ impl PostgresStore {
             },
         )
         .await?;
-        announce(
-            &tx,
-            &Moved {
-                instance_id: instance_id.clone(),
-                head,
-            },
-        )
-        .await?;
-        tx.commit().await.map_err(pg_error("cannot commit claim"))?;
-        self.heads.notify(&instance_id, head);
+        self.commit_moved(tx, &instance_id, head, "cannot commit claim")
+            .await?;
         let durability = submission
             .durability
             .clone()
@@ -508,18 +501,8 @@ impl PostgresStore {
         let Some(head) = settle_in(&tx, &instance_id, settlement).await? else {
             return Ok(false);
         };
-        announce(
-            &tx,
-            &Moved {
-                instance_id: instance_id.clone(),
-                head,
-            },
-        )
-        .await?;
-        tx.commit()
-            .await
-            .map_err(pg_error("cannot commit settlement"))?;
-        self.heads.notify(&instance_id, head);
+        self.commit_moved(tx, &instance_id, head, "cannot commit settlement")
+            .await?;
         Ok(true)
     }
 
@@ -586,18 +569,8 @@ impl PostgresStore {
             )
             .await?;
         }
-        announce(
-            &tx,
-            &Moved {
-                instance_id: instance_id.clone(),
-                head,
-            },
-        )
-        .await?;
-        tx.commit()
-            .await
-            .map_err(pg_error("cannot commit append"))?;
-        self.heads.notify(&instance_id, head);
+        self.commit_moved(tx, &instance_id, head, "cannot commit append")
+            .await?;
         Ok(version)
     }
 }
@@ -634,16 +607,8 @@ impl PostgresStore {
             },
         )
         .await?;
-        announce(
-            &tx,
-            &Moved {
-                instance_id: instance_id.clone(),
-                head,
-            },
-        )
-        .await?;
-        tx.commit().await.map_err(pg_error("cannot commit pause"))?;
-        self.heads.notify(&instance_id, head);
+        self.commit_moved(tx, &instance_id, head, "cannot commit pause")
+            .await?;
         Ok(true)
     }
 }
@@ -974,14 +939,7 @@ async fn admit_in(
         "cannot insert submission",
     )
     .await?;
-    announce(
-        tx,
-        &Moved {
-            instance_id: instance_id.clone(),
-            head: offset,
-        },
-    )
-    .await?;
+    announce(tx, &instance_id, offset).await?;
     Ok(DispatchReceipt {
         submission_id: admission.submission_id.clone(),
         accepted_at: admission.accepted_at,
@@ -1103,11 +1061,11 @@ async fn push_batch(
 }
 
 /// Queues the head notification; Postgres sends it when the transaction commits.
-async fn announce(tx: &Transaction<'_>, moved: &Moved) -> Result<()> {
+async fn announce(tx: &Transaction<'_>, instance_id: &str, head: Offset) -> Result<()> {
     execute(
         tx,
         "SELECT pg_notify($1, $2)",
-        &[&NOTIFY_CHANNEL, &payload(&moved.instance_id, moved.head)],
+        &[&NOTIFY_CHANNEL, &payload(instance_id, head)],
         "cannot notify the stream head",
     )
     .await?;
