@@ -150,9 +150,11 @@ impl TlsSettings {
     /// a missing or unreadable file fails at start with its path, not at each connection.
     pub(crate) fn connector(&self) -> Result<RustlsConnect, FlueError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // The cause is spelled out in the message, as `connect_failure` does: a source as well
+        // would print it twice.
         let setup = |message: String, err: Box<dyn StdError + Send + Sync>| FlueError::Store {
             message: format!("{message}: {err}"),
-            source: Some(err),
+            source: None,
         };
         let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, &self.root_cert) {
             (SslMode::Disable | SslMode::Prefer, _) | (SslMode::Require, None) => {
@@ -269,17 +271,18 @@ pub(crate) fn connect_failure(
         }
         cause = current.source();
     }
-    let mut message = format!("{what} {shown}: {}", chain.join(": "));
-    if chain
+    let message = if chain
         .iter()
         .any(|text| text.contains("server does not support TLS"))
     {
-        message.push_str(&format!(
-            " (sslmode={}); the server does not support TLS: use sslmode=disable or prefer, or \
-             enable ssl on the server",
+        format!(
+            "{what} {shown}: the server does not support TLS (sslmode={}): use sslmode=disable \
+             or prefer, or enable ssl on the server",
             settings.mode.as_str()
-        ));
-    }
+        )
+    } else {
+        format!("{what} {shown}: {}", chain.join(": "))
+    };
     FlueError::Store {
         message,
         source: None,
