@@ -5,6 +5,7 @@
     reason = "tests fail loudly by design"
 )]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -89,5 +90,1023 @@ fn the_readme_test_command_is_what_ci_runs() {
     assert!(
         ci.lines().any(|line| line.trim() == "cargo xtask ci"),
         ".ci/run must run it"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layering: which crate of ours may depend on which, and no module cycles inside a crate.
+// ARCHITECTURE.md ("Crate dependencies") carries the same tables; a test keeps them equal.
+// ---------------------------------------------------------------------------------------------
+
+/// Every crate of ours, the crates of ours it may depend on (`[dependencies]` and
+/// `[build-dependencies]`), and the ones its tests may use besides (`[dev-dependencies]` reach
+/// further, so a contract suite can run against every backend).
+const ALLOWED: &[(&str, &[&str], &[&str])] = &[
+    ("flue-protocol", &[], &[]),
+    ("flue-core", &["flue-protocol"], &["flue-store"]),
+    ("flue-providers", &["flue-core", "flue-protocol"], &[]),
+    ("flue-store", &["flue-core", "flue-protocol"], &[]),
+    (
+        "flue-build",
+        &["flue-core", "flue-protocol", "flue-providers"],
+        &[],
+    ),
+    ("flue-connectors", &["flue-core", "flue-protocol"], &[]),
+    ("flue-server", &["flue-core", "flue-protocol"], &[]),
+    ("flue-telemetry", &["flue-protocol"], &[]),
+    (
+        "flue-host",
+        &[
+            "flue-build",
+            "flue-connectors",
+            "flue-core",
+            "flue-protocol",
+            "flue-providers",
+            "flue-server",
+            "flue-store",
+        ],
+        &[],
+    ),
+    (
+        "flue-cli",
+        &[
+            "flue-build",
+            "flue-core",
+            "flue-host",
+            "flue-protocol",
+            "flue-server",
+            "flue-telemetry",
+        ],
+        &[],
+    ),
+];
+
+/// Edges that must never appear in `[dependencies]` or `[build-dependencies]`, and why. `*`
+/// stands for every crate of ours. An entry of ALLOWED's first list must not match any of these.
+const NEVER: &[(&[&str], &[&str], &str)] = &[
+    (
+        &["flue-protocol"],
+        &["*"],
+        "the wire types are data only: every crate reads them, so they read no crate of ours",
+    ),
+    (
+        &["flue-core"],
+        &[
+            "flue-build",
+            "flue-connectors",
+            "flue-host",
+            "flue-providers",
+            "flue-server",
+            "flue-store",
+            "flue-telemetry",
+        ],
+        "the runtime reaches backends and frontends only through its own traits; they plug in from outside",
+    ),
+    (
+        &["flue-connectors", "flue-providers", "flue-store"],
+        &["flue-connectors", "flue-providers", "flue-store"],
+        "backends never import each other: what they share is a trait or a rule of flue-core",
+    ),
+    (
+        &["flue-connectors", "flue-providers", "flue-store"],
+        &["flue-build", "flue-host", "flue-server"],
+        "a backend knows no workspace file, assembly or route; it knows flue-core's traits",
+    ),
+    (
+        &["flue-telemetry"],
+        &[
+            "flue-build",
+            "flue-connectors",
+            "flue-core",
+            "flue-host",
+            "flue-providers",
+            "flue-server",
+            "flue-store",
+        ],
+        "telemetry needs the protocol's names, not the runtime with its SQLite, bashkit and HTTP clients",
+    ),
+    (
+        &["flue-server"],
+        &["flue-build", "flue-connectors", "flue-providers", "flue-store"],
+        "the HTTP protocol serves any runtime through flue-core's traits; which backends run is the assembly's choice",
+    ),
+    (
+        &["flue-build"],
+        &["flue-connectors", "flue-host", "flue-server", "flue-store"],
+        "discovery and validation read files and open nothing: no store, sandbox, server or assembly",
+    ),
+    (
+        &["flue-cli"],
+        &["flue-connectors", "flue-providers", "flue-store"],
+        "the binary parses arguments and renders events; it names no store, sandbox or tool type (flue-host assembles them)",
+    ),
+    (
+        &["*"],
+        &["flue-cli"],
+        "the binary is the top of the graph; what others need from it belongs in flue-host",
+    ),
+];
+
+/// Pairs of top-level modules of one crate that may import each other: (crate, module, module,
+/// why). ARCHITECTURE.md lists the same pairs. A cycle is allowed only when each of its edges
+/// belongs to a pair here.
+const NAMED_PAIRS: &[(&str, &str, &str, &str)] = &[];
+
+const ALLOWED_HEADER: [&str; 3] = ["crate", "may depend on", "tests may also use"];
+const NEVER_HEADER: [&str; 3] = ["crate", "never depends on", "why"];
+const PAIRS_HEADER: [&str; 3] = ["crate", "module pair", "why"];
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum DepKind {
+    /// `[dependencies]`, `[build-dependencies]` and their `[target.*]` forms.
+    Normal,
+    /// `[dev-dependencies]` and its `[target.*]` form.
+    Dev,
+}
+
+/// One dependency line of a Cargo.toml.
+#[derive(Debug)]
+struct Dependency {
+    name: String,
+    kind: DepKind,
+    line: usize,
+}
+
+/// A crate under crates/: its package name, folder and manifest's dependencies.
+struct Manifest {
+    name: String,
+    dir: PathBuf,
+    dependencies: Vec<Dependency>,
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+fn our_crates() -> Vec<Manifest> {
+    let mut manifests = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let manifest = dir.join("Cargo.toml");
+        if !manifest.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let name = package_name(&text)
+            .unwrap_or_else(|| panic!("{}: no `name` in [package]", relative(&manifest)));
+        manifests.push(Manifest {
+            name,
+            dependencies: dependencies(&text),
+            dir,
+        });
+    }
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    assert!(manifests.len() > 3, "the walk found too few crates");
+    manifests
+}
+
+fn unquote(text: &str) -> &str {
+    text.trim().trim_matches('"').trim_matches('\'')
+}
+
+/// The `name` of a manifest's `[package]` table.
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some((key, value)) = line.split_once('=') {
+            if key.trim() == "name" {
+                return Some(unquote(value).to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// The dependencies a manifest declares, read line by line: enough TOML for our manifests
+/// (`name.workspace = true`, `name = { ... }`, `[dependencies.name]`, `[target.*.dependencies]`,
+/// a `package = "..."` rename inside an inline table).
+fn dependencies(manifest: &str) -> Vec<Dependency> {
+    let mut found = Vec::new();
+    let mut section: Option<DepKind> = None;
+    // Open `[` of a value continued on the next lines (a multi-line array).
+    let mut open_brackets = 0i32;
+    for (idx, raw) in manifest.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if open_brackets > 0 {
+            open_brackets += bracket_balance(line);
+            continue;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with('[') {
+            let header = line.trim_matches(|c| c == '[' || c == ']').trim();
+            let (kind, table_name) = dependency_table(header);
+            section = kind.filter(|_| table_name.is_none());
+            if let (Some(kind), Some(name)) = (kind, table_name) {
+                found.push(Dependency {
+                    name: name.to_owned(),
+                    kind,
+                    line: idx + 1,
+                });
+            }
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        open_brackets = bracket_balance(value);
+        let Some(kind) = section else {
+            continue;
+        };
+        let key = unquote(key.split('.').next().unwrap_or(key));
+        let name = renamed_package(value).unwrap_or(key);
+        found.push(Dependency {
+            name: name.to_owned(),
+            kind,
+            line: idx + 1,
+        });
+    }
+    found
+}
+
+fn bracket_balance(text: &str) -> i32 {
+    let opened = text.matches('[').count() as i32;
+    let closed = text.matches(']').count() as i32;
+    opened - closed
+}
+
+/// Which kind of dependency table a header opens, and the dependency it names when it is the
+/// `[dependencies.name]` form.
+fn dependency_table(header: &str) -> (Option<DepKind>, Option<&str>) {
+    // `target.'cfg(unix)'.dependencies` reads like `dependencies`.
+    let header = match header.strip_prefix("target.") {
+        Some(rest) => match rest.rfind("dependencies") {
+            Some(at) => rest[..at]
+                .rfind('.')
+                .map_or(rest, |dot| &rest[dot + 1..]),
+            None => return (None, None),
+        },
+        None => header,
+    };
+    let (table, name) = match header.split_once('.') {
+        Some((table, name)) => (table, Some(unquote(name))),
+        None => (header, None),
+    };
+    let kind = match table {
+        "dependencies" | "build-dependencies" => Some(DepKind::Normal),
+        "dev-dependencies" => Some(DepKind::Dev),
+        _ => None,
+    };
+    (kind, name)
+}
+
+fn renamed_package(value: &str) -> Option<&str> {
+    let at = value.find("package")?;
+    let rest = value[at + "package".len()..].trim_start().strip_prefix('=')?;
+    let rest = rest.trim_start().strip_prefix('"')?;
+    rest.split('"').next()
+}
+
+fn matches(pattern: &str, name: &str) -> bool {
+    pattern == "*" || pattern == name
+}
+
+/// The NEVER entry forbidding `from -> to`, if any.
+fn never_reason(from: &str, to: &str) -> Option<&'static str> {
+    NEVER
+        .iter()
+        .find(|(froms, tos, _)| {
+            froms.iter().any(|pattern| matches(pattern, from))
+                && tos.iter().any(|pattern| matches(pattern, to))
+        })
+        .map(|(_, _, why)| *why)
+}
+
+#[test]
+fn crate_dependencies_follow_the_layering() {
+    const FIX_TABLE: &str = "ALLOWED in xtask/tests/tidy.rs and the table `crate | may depend on | tests may also use` in ARCHITECTURE.md";
+    let mut problems = Vec::new();
+
+    // The tables themselves: an allowed edge is never a forbidden one.
+    for (from, normal, _) in ALLOWED {
+        for to in *normal {
+            if let Some(why) = never_reason(from, to) {
+                problems.push(format!(
+                    "ALLOWED lets {from} -> {to}, which NEVER forbids ({why}): drop one of the two entries"
+                ));
+            }
+        }
+    }
+
+    let manifests = our_crates();
+    let ours: Vec<&str> = manifests.iter().map(|manifest| manifest.name.as_str()).collect();
+    for (name, _, _) in ALLOWED {
+        if !ours.contains(name) {
+            problems.push(format!(
+                "{name} is in the layering table but no crates/*/Cargo.toml names it: remove its row from {FIX_TABLE}"
+            ));
+        }
+    }
+    for manifest in &manifests {
+        let path = relative(&manifest.dir.join("Cargo.toml"));
+        let Some((_, normal, dev)) = ALLOWED.iter().find(|(name, _, _)| *name == manifest.name)
+        else {
+            problems.push(format!(
+                "{} ({path}) is not in the layering table: add a row for it (its one job decides what it may use) to {FIX_TABLE}, and describe it in ARCHITECTURE.md's crate map",
+                manifest.name
+            ));
+            continue;
+        };
+        for dependency in &manifest.dependencies {
+            let to = dependency.name.as_str();
+            if !ours.contains(&to) && !ALLOWED.iter().any(|(name, _, _)| *name == to) {
+                continue;
+            }
+            let from = manifest.name.as_str();
+            let at = format!("{path}:{}", dependency.line);
+            match dependency.kind {
+                DepKind::Normal => {
+                    if let Some(why) = never_reason(from, to) {
+                        problems.push(format!(
+                            "{from} -> {to} ({at}) must never exist: {why}. Fix: remove the dependency and reach what you need through a trait or type of a crate below"
+                        ));
+                    } else if !normal.contains(&to) {
+                        problems.push(format!(
+                            "{from} -> {to} ({at}) is not an allowed edge. Fix: remove the dependency, or, if the layering really changes, add {to} to {from}'s row in {FIX_TABLE}"
+                        ));
+                    }
+                }
+                DepKind::Dev => {
+                    if !normal.contains(&to) && !dev.contains(&to) {
+                        problems.push(format!(
+                            "{from} -> {to} in [dev-dependencies] ({at}) is not an allowed test edge. Fix: remove it, or add {to} to the tests column of {from}'s row in {FIX_TABLE}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "crate dependencies break the layering:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// A token of Rust source, enough to follow paths: identifiers (keywords and `$crate`
+/// included), `::`, and single punctuation characters. Comments, strings, chars and lifetimes
+/// are dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Token {
+    text: String,
+    line: usize,
+}
+
+fn tokenize(source: &str) -> Vec<Token> {
+    let chars: Vec<char> = source.chars().collect();
+    let mut tokens = Vec::new();
+    let mut line = 1;
+    let mut at = 0;
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    // Moves past chars[from..to], counting lines.
+    let skip = |from: usize, to: usize, line: &mut usize| {
+        *line += chars[from..to.min(chars.len())]
+            .iter()
+            .filter(|&&c| c == '\n')
+            .count();
+        to
+    };
+    while at < chars.len() {
+        let c = chars[at];
+        let next = chars.get(at + 1).copied();
+        if c == '\n' {
+            line += 1;
+            at += 1;
+        } else if c.is_whitespace() {
+            at += 1;
+        } else if c == '/' && next == Some('/') {
+            while at < chars.len() && chars[at] != '\n' {
+                at += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            let mut end = at;
+            while end < chars.len() {
+                if chars[end] == '/' && chars.get(end + 1) == Some(&'*') {
+                    depth += 1;
+                    end += 2;
+                } else if chars[end] == '*' && chars.get(end + 1) == Some(&'/') {
+                    depth -= 1;
+                    end += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    end += 1;
+                }
+            }
+            at = skip(at, end, &mut line);
+        } else if let Some(end) = raw_string_end(&chars, at) {
+            at = skip(at, end, &mut line);
+        } else if c == '"' || (c == 'b' && next == Some('"')) || (c == 'c' && next == Some('"')) {
+            let mut end = if c == '"' { at + 1 } else { at + 2 };
+            while end < chars.len() && chars[end] != '"' {
+                end += if chars[end] == '\\' { 2 } else { 1 };
+            }
+            at = skip(at, end + 1, &mut line);
+        } else if c == '\'' || (c == 'b' && next == Some('\'')) {
+            let start = if c == '\'' { at } else { at + 1 };
+            if chars.get(start + 1) == Some(&'\\') {
+                let mut end = start + 2;
+                while end < chars.len() && chars[end] != '\'' {
+                    end += 1;
+                }
+                at = end + 1;
+            } else if chars.get(start + 2) == Some(&'\'') {
+                at = start + 3;
+            } else {
+                // A lifetime or label: drop the quote, the name follows as an identifier.
+                at = start + 1;
+            }
+        } else if c == '$' || is_ident(c) {
+            let mut end = at + 1;
+            while end < chars.len() && is_ident(chars[end]) {
+                end += 1;
+            }
+            tokens.push(Token {
+                text: chars[at..end].iter().collect(),
+                line,
+            });
+            at = end;
+        } else if c == ':' && next == Some(':') {
+            tokens.push(Token {
+                text: "::".to_owned(),
+                line,
+            });
+            at += 2;
+        } else {
+            tokens.push(Token {
+                text: c.to_string(),
+                line,
+            });
+            at += 1;
+        }
+    }
+    tokens
+}
+
+/// Where a raw string (`r"..."`, `r#"..."#`, `br#"..."#`) starting at `at` ends.
+fn raw_string_end(chars: &[char], at: usize) -> Option<usize> {
+    if at > 0 && (chars[at - 1].is_alphanumeric() || chars[at - 1] == '_') {
+        return None;
+    }
+    let mut pos = at;
+    if matches!(chars.get(pos), Some('b' | 'c')) {
+        pos += 1;
+    }
+    if chars.get(pos) != Some(&'r') {
+        return None;
+    }
+    pos += 1;
+    let mut hashes = 0;
+    while chars.get(pos) == Some(&'#') {
+        hashes += 1;
+        pos += 1;
+    }
+    if chars.get(pos) != Some(&'"') {
+        return None;
+    }
+    pos += 1;
+    while pos < chars.len() {
+        if chars[pos] == '"' && (1..=hashes).all(|k| chars.get(pos + k) == Some(&'#')) {
+            return Some(pos + 1 + hashes);
+        }
+        pos += 1;
+    }
+    Some(chars.len())
+}
+
+/// The index just past the bracketed group opening at `open` (`(`, `[` or `{`).
+fn close_of(tokens: &[Token], open: usize) -> usize {
+    let mut depth = 0;
+    for (idx, token) in tokens.iter().enumerate().skip(open) {
+        match token.text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => {
+                depth -= 1;
+                if depth == 0 {
+                    return idx + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// The index just past the item starting at `start`: its `;` or its `{ ... }` body, or the
+/// `,` ending a field or variant; it stops before a bracket closing the enclosing item.
+fn item_end(tokens: &[Token], start: usize) -> usize {
+    let mut idx = start;
+    // Open `<` of generics, so `Vec<(A, B)>` and `Map<K, V>` are not taken for the end.
+    let mut angle = 0usize;
+    while idx < tokens.len() {
+        let previous = idx.checked_sub(1).map(|before| tokens[before].text.as_str());
+        match tokens[idx].text.as_str() {
+            ";" => return idx + 1,
+            "," if angle == 0 => return idx + 1,
+            "{" => return close_of(tokens, idx),
+            "(" | "[" => {
+                idx = close_of(tokens, idx);
+                continue;
+            }
+            "}" | ")" | "]" => return idx,
+            "<" => angle += 1,
+            ">" if !matches!(previous, Some("-" | "=")) => angle = angle.saturating_sub(1),
+            _ => {}
+        }
+        idx += 1;
+    }
+    tokens.len()
+}
+
+fn texts_at(tokens: &[Token], idx: usize, expected: &[&str]) -> bool {
+    expected
+        .iter()
+        .enumerate()
+        .all(|(k, text)| tokens.get(idx + k).is_some_and(|token| token.text == *text))
+}
+
+/// Whether an outer `#[cfg(test)]` attribute starts at `idx`.
+fn is_cfg_test(tokens: &[Token], idx: usize) -> bool {
+    texts_at(tokens, idx, &["#", "[", "cfg", "(", "test", ")", "]"])
+}
+
+/// One `crate::`/`super::`/`self::` path found in a file: the module path it starts from
+/// and the names its use tree opens with (several for a `{a, b::c}` group).
+struct PathUse {
+    base: Vec<String>,
+    heads: Vec<Token>,
+}
+
+/// What a source file says about modules: the paths it uses (outside `#[cfg(test)]` items),
+/// the `mod` items it declares (name, declared under `#[cfg(test)]`), and its `use`
+/// items at the file's top level (for the crate root's re-exports).
+#[derive(Default)]
+struct FileScan {
+    paths: Vec<PathUse>,
+    mods: Vec<(String, bool)>,
+    top_uses: Vec<Vec<Token>>,
+}
+
+/// Scans one file whose module path is `module` (empty for the crate root).
+fn scan_file(tokens: &[Token], module: &[String]) -> FileScan {
+    let mut scan = FileScan::default();
+    if texts_at(tokens, 0, &["#", "!", "[", "cfg", "(", "test", ")", "]"]) {
+        return scan;
+    }
+    // Inline modules we are inside: (name, index of the `}` closing it).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut idx = 0;
+    while idx < tokens.len() {
+        while inline.last().is_some_and(|(_, close)| idx >= *close) {
+            inline.pop();
+        }
+        let text = tokens[idx].text.as_str();
+        if is_cfg_test(tokens, idx) {
+            let mut item = idx + 7;
+            while texts_at(tokens, item, &["#", "["]) {
+                item = close_of(tokens, item + 1);
+            }
+            if inline.is_empty()
+                && let Some(name) = declared_mod(tokens, item)
+            {
+                scan.mods.push((name, true));
+            }
+            idx = item_end(tokens, item);
+            continue;
+        }
+        if text == "mod"
+            && let Some(name) = tokens.get(idx + 1)
+        {
+            match tokens.get(idx + 2).map(|token| token.text.as_str()) {
+                Some("{") => {
+                    if inline.is_empty() {
+                        scan.mods.push((name.text.clone(), false));
+                    }
+                    inline.push((name.text.clone(), close_of(tokens, idx + 2) - 1));
+                    idx += 3;
+                    continue;
+                }
+                Some(";") if inline.is_empty() => scan.mods.push((name.text.clone(), false)),
+                _ => {}
+            }
+        }
+        if text == "use" && inline.is_empty() && brace_depth_is_zero(tokens, idx) {
+            let end = item_end(tokens, idx);
+            scan.top_uses.push(tokens[idx + 1..end].to_vec());
+        }
+        let previous = idx
+            .checked_sub(1)
+            .map(|before| tokens[before].text.as_str());
+        let starts_path = previous != Some("::") && previous != Some("in");
+        if starts_path && matches!(text, "crate" | "super" | "self") {
+            let mut current: Vec<String> = module.to_vec();
+            current.extend(inline.iter().map(|(name, _)| name.clone()));
+            let mut base = match text {
+                "crate" => Vec::new(),
+                _ => current,
+            };
+            let mut at = idx;
+            let mut valid = true;
+            while texts_at(tokens, at, &["super", "::"]) || texts_at(tokens, at, &["self", "::"]) {
+                if tokens[at].text == "super" && base.pop().is_none() {
+                    valid = false;
+                }
+                at += 2;
+            }
+            if text == "crate" {
+                valid = texts_at(tokens, at, &["crate", "::"]);
+                at += 2;
+            } else if at == idx {
+                // `self` or `super` not followed by `::`.
+                valid = false;
+            }
+            if valid {
+                scan.paths.push(PathUse {
+                    base,
+                    heads: use_tree_heads(tokens, at),
+                });
+            }
+            idx = at.max(idx + 1);
+            continue;
+        }
+        idx += 1;
+    }
+    scan
+}
+
+/// Whether `idx` sits outside every `{ ... }` (a rough check for a file-level item).
+fn brace_depth_is_zero(tokens: &[Token], idx: usize) -> bool {
+    let mut depth = 0i32;
+    for token in &tokens[..idx] {
+        match token.text.as_str() {
+            "{" => depth += 1,
+            "}" => depth -= 1,
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
+/// The name of a `mod name;` or `mod name {` item starting at `idx` (after its visibility).
+fn declared_mod(tokens: &[Token], mut idx: usize) -> Option<String> {
+    if tokens.get(idx).is_some_and(|token| token.text == "pub") {
+        idx += 1;
+        if tokens.get(idx).is_some_and(|token| token.text == "(") {
+            idx = close_of(tokens, idx);
+        }
+    }
+    if tokens.get(idx)?.text != "mod" {
+        return None;
+    }
+    Some(tokens.get(idx + 1)?.text.clone())
+}
+
+/// The first segment of each path of the use tree starting at `idx`: `a` for `a::b`,
+/// `a` and `b` for `{a, b::c}`.
+fn use_tree_heads(tokens: &[Token], idx: usize) -> Vec<Token> {
+    let Some(first) = tokens.get(idx) else {
+        return Vec::new();
+    };
+    if first.text != "{" {
+        return vec![first.clone()];
+    }
+    let close = close_of(tokens, idx);
+    let mut heads = Vec::new();
+    let mut at = idx + 1;
+    let mut expect_head = true;
+    while at + 1 < close {
+        let token = &tokens[at];
+        match token.text.as_str() {
+            "," => {
+                expect_head = true;
+                at += 1;
+            }
+            "{" => {
+                if expect_head {
+                    heads.extend(use_tree_heads(tokens, at));
+                }
+                expect_head = false;
+                at = close_of(tokens, at);
+            }
+            _ => {
+                if expect_head && token.text != "self" && token.text != "*" {
+                    heads.push(token.clone());
+                }
+                expect_head = false;
+                at += 1;
+            }
+        }
+    }
+    heads
+}
+
+/// The names a crate root's `use` item brings in, each with the top-level module it comes
+/// from: `pub use a::{B, c::D as E};` gives B -> a and E -> a.
+fn reexports(use_item: &[Token], modules: &BTreeSet<String>) -> Vec<(String, String)> {
+    let mut start = 0;
+    if use_item
+        .first()
+        .is_some_and(|token| token.text == "crate" || token.text == "self")
+        && use_item.get(1).is_some_and(|token| token.text == "::")
+    {
+        start = 2;
+    }
+    let Some(module) = use_item.get(start).map(|token| token.text.clone()) else {
+        return Vec::new();
+    };
+    if !modules.contains(&module) {
+        return Vec::new();
+    }
+    use_item
+        .windows(2)
+        .filter(|pair| {
+            matches!(pair[1].text.as_str(), "," | "}" | ";")
+                && pair[0].text != "self"
+                && pair[0].text.starts_with(|c: char| c.is_alphabetic() || c == '_')
+        })
+        .map(|pair| (pair[0].text.clone(), module.clone()))
+        .collect()
+}
+
+/// An import of one top-level module by another: where it is written.
+type Edges = BTreeMap<(String, String), Vec<String>>;
+
+/// The module import graph of one crate: nodes are the top-level modules the crate root
+/// declares, an edge `a -> b` is a path in a's files (outside tests) reaching into b. The
+/// crate root itself is the table of contents, not a node: a path to a name the root
+/// re-exports counts as a path into the module it comes from.
+fn module_graph(crate_dir: &Path) -> (BTreeSet<String>, Edges) {
+    let src = crate_dir.join("src");
+    let roots: Vec<PathBuf> = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|name| src.join(name))
+        .filter(|path| path.is_file())
+        .collect();
+    let mut modules = BTreeSet::new();
+    let mut test_paths: Vec<PathBuf> = Vec::new();
+    let mut root_uses = Vec::new();
+    for root_file in &roots {
+        let tokens = tokenize(&std::fs::read_to_string(root_file).unwrap());
+        let scan = scan_file(&tokens, &[]);
+        for (name, is_test) in scan.mods {
+            if is_test {
+                test_paths.push(src.join(&name));
+                test_paths.push(src.join(format!("{name}.rs")));
+            } else {
+                modules.insert(name);
+            }
+        }
+        root_uses.extend(scan.top_uses);
+    }
+    let mut reexported: BTreeMap<String, String> = BTreeMap::new();
+    for use_item in &root_uses {
+        reexported.extend(reexports(use_item, &modules));
+    }
+
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut scans = Vec::new();
+    for file in files {
+        if roots.contains(&file) || file.file_name().unwrap() == "tests.rs" {
+            continue;
+        }
+        let module = module_path(&src, &file);
+        let tokens = tokenize(&std::fs::read_to_string(&file).unwrap());
+        let scan = scan_file(&tokens, &module);
+        let dir = if matches!(
+            file.file_name().unwrap().to_str(),
+            Some("mod.rs" | "lib.rs" | "main.rs")
+        ) {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for (name, is_test) in &scan.mods {
+            if *is_test {
+                test_paths.push(dir.join(name));
+                test_paths.push(dir.join(format!("{name}.rs")));
+            }
+        }
+        scans.push((file, module, scan));
+    }
+
+    let mut edges = Edges::new();
+    for (file, module, scan) in scans {
+        if test_paths.iter().any(|test| file.starts_with(test)) {
+            continue;
+        }
+        let from = module[0].clone();
+        for path_use in scan.paths {
+            let targets: Vec<(String, usize)> = match path_use.base.first() {
+                Some(top) => vec![(top.clone(), path_use.heads.first().map_or(0, |t| t.line))],
+                None => path_use
+                    .heads
+                    .iter()
+                    .filter_map(|head| {
+                        let target = if modules.contains(&head.text) {
+                            head.text.clone()
+                        } else {
+                            reexported.get(&head.text)?.clone()
+                        };
+                        Some((target, head.line))
+                    })
+                    .collect(),
+            };
+            for (to, line) in targets {
+                if to != from && modules.contains(&to) {
+                    edges
+                        .entry((from.clone(), to))
+                        .or_default()
+                        .push(format!("{}:{line}", relative(&file)));
+                }
+            }
+        }
+    }
+    (modules, edges)
+}
+
+/// The module path of a file under `src`: `a/b.rs` and `a/b/mod.rs` are `a::b`.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|part| part.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|last| last == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// Strongly connected components with more than one module (Tarjan).
+fn cycles(modules: &BTreeSet<String>, edges: &Edges) -> Vec<Vec<String>> {
+    struct Tarjan<'a> {
+        edges: &'a Edges,
+        next_index: usize,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        components: Vec<Vec<String>>,
+    }
+    impl<'a> Tarjan<'a> {
+        fn visit(&mut self, node: &'a str) {
+            self.index.insert(node, self.next_index);
+            self.low.insert(node, self.next_index);
+            self.next_index += 1;
+            self.stack.push(node);
+            let edges = self.edges;
+            for (from, to) in edges.keys() {
+                if from != node {
+                    continue;
+                }
+                if !self.index.contains_key(to.as_str()) {
+                    self.visit(to);
+                    let low = self.low[node].min(self.low[to.as_str()]);
+                    self.low.insert(node, low);
+                } else if self.stack.contains(&to.as_str()) {
+                    let low = self.low[node].min(self.index[to.as_str()]);
+                    self.low.insert(node, low);
+                }
+            }
+            if self.low[node] == self.index[node] {
+                let mut component = Vec::new();
+                while let Some(member) = self.stack.pop() {
+                    component.push(member.to_owned());
+                    if member == node {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.components.push(component);
+                }
+            }
+        }
+    }
+    let mut tarjan = Tarjan {
+        edges,
+        next_index: 0,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        components: Vec::new(),
+    };
+    for module in modules {
+        if !tarjan.index.contains_key(module.as_str()) {
+            tarjan.visit(module);
+        }
+    }
+    tarjan.components.sort();
+    tarjan.components
+}
+
+/// A shortest cycle through `start` inside `component` (breadth-first), to show one way round.
+fn one_cycle(start: &str, component: &[String], edges: &Edges) -> Vec<String> {
+    let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(node) = queue.pop_front() {
+        for (from, to) in edges.keys() {
+            if from != node || !component.contains(to) || came_from.contains_key(to.as_str()) {
+                continue;
+            }
+            came_from.insert(to, node);
+            if to == start {
+                let mut cycle = vec![start.to_owned()];
+                let mut at = came_from[start];
+                while at != start {
+                    cycle.push(at.to_owned());
+                    at = came_from[at];
+                }
+                cycle.push(start.to_owned());
+                cycle.reverse();
+                return cycle;
+            }
+            queue.push_back(to);
+        }
+    }
+    Vec::new()
+}
+
+fn named_pair(krate: &str, from: &str, to: &str) -> bool {
+    NAMED_PAIRS.iter().any(|(pair_crate, a, b, _)| {
+        *pair_crate == krate && ((*a == from && *b == to) || (*a == to && *b == from))
+    })
+}
+
+#[test]
+fn no_module_cycles_beyond_named_pairs() {
+    let mut problems = Vec::new();
+    let manifests = our_crates();
+    for (krate, a, b, _) in NAMED_PAIRS {
+        let Some(manifest) = manifests.iter().find(|manifest| manifest.name == *krate) else {
+            problems.push(format!(
+                "NAMED_PAIRS names {krate}, which is not a crate under crates/: remove ({a}, {b}) from NAMED_PAIRS and ARCHITECTURE.md"
+            ));
+            continue;
+        };
+        let (_, edges) = module_graph(&manifest.dir);
+        let has = |x: &str, y: &str| edges.contains_key(&(x.to_owned(), y.to_owned()));
+        if !(has(a, b) && has(b, a)) {
+            problems.push(format!(
+                "{krate}: {a} and {b} no longer import each other: remove the pair from NAMED_PAIRS and ARCHITECTURE.md"
+            ));
+        }
+    }
+    for manifest in &manifests {
+        let (modules, edges) = module_graph(&manifest.dir);
+        for component in cycles(&modules, &edges) {
+            let inside: Vec<_> = edges
+                .iter()
+                .filter(|((from, to), _)| component.contains(from) && component.contains(to))
+                .collect();
+            if inside
+                .iter()
+                .all(|((from, to), _)| named_pair(&manifest.name, from, to))
+            {
+                continue;
+            }
+            let mut report = format!(
+                "{}: {} top-level modules import each other in a cycle: {}\n    one way round: {}\n    the imports forming it (edges of named pairs left out):",
+                manifest.name,
+                component.len(),
+                component.join(", "),
+                one_cycle(&component[0], &component, &edges).join(" -> ")
+            );
+            for ((from, to), places) in inside {
+                if named_pair(&manifest.name, from, to) {
+                    continue;
+                }
+                report.push_str(&format!("\n      {from} -> {to}: {}", places.join(", ")));
+            }
+            report.push_str(
+                "\n    Fix: move what both sides need into the lower module (or a new one), or pass it in from above; a pair that must stay goes into NAMED_PAIRS with its reason and into ARCHITECTURE.md",
+            );
+            problems.push(report);
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "module import cycles:\n  {}",
+        problems.join("\n  ")
     );
 }
