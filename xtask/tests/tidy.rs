@@ -1110,3 +1110,173 @@ fn no_module_cycles_beyond_named_pairs() {
         problems.join("\n  ")
     );
 }
+
+/// The rows of the markdown table in `doc` whose header row is `header`: for each row, its
+/// line number and the `backticked` names of each cell (prose around them is free), and
+/// whether the last cell has text.
+fn markdown_table(doc: &str, header: [&str; 3]) -> Vec<(usize, Vec<Vec<String>>, bool)> {
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_start_matches('|')
+            .trim_end_matches('|')
+            .split('|')
+            .map(|cell| cell.trim().to_owned())
+            .collect()
+    };
+    let lines: Vec<&str> = doc.lines().collect();
+    let Some(start) = lines.iter().position(|line| {
+        line.trim_start().starts_with('|') && cells(line).iter().map(String::as_str).eq(header)
+    }) else {
+        panic!(
+            "ARCHITECTURE.md has no table with the header `| {} |`: write it (see xtask/tests/tidy.rs)",
+            header.join(" | ")
+        );
+    };
+    let mut rows = Vec::new();
+    for (idx, line) in lines.iter().enumerate().skip(start + 1) {
+        if !line.trim_start().starts_with('|') {
+            break;
+        }
+        let row = cells(line);
+        if row
+            .iter()
+            .all(|cell| !cell.is_empty() && cell.chars().all(|c| matches!(c, '-' | ':' | ' ')))
+        {
+            continue;
+        }
+        let names = row
+            .iter()
+            .map(|cell| {
+                cell.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .collect();
+        let has_reason = row.last().is_some_and(|cell| !cell.is_empty());
+        rows.push((idx + 1, names, has_reason));
+    }
+    rows
+}
+
+fn sorted(names: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn layering_tables_match_architecture_md() {
+    let doc = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut problems = Vec::new();
+
+    let mut documented = BTreeMap::new();
+    for (line, cells, _) in markdown_table(&doc, ALLOWED_HEADER) {
+        let [krate, normal, dev] = cells.as_slice() else {
+            problems.push(format!("ARCHITECTURE.md:{line}: a row of the allowed table needs three cells"));
+            continue;
+        };
+        let [krate] = krate.as_slice() else {
+            problems.push(format!("ARCHITECTURE.md:{line}: the first cell names one `crate`"));
+            continue;
+        };
+        let mut normal = normal.clone();
+        let mut dev = dev.clone();
+        normal.sort();
+        dev.sort();
+        documented.insert(krate.clone(), (line, normal, dev));
+    }
+    for (krate, normal, dev) in ALLOWED {
+        let expected = (sorted(normal), sorted(dev));
+        match documented.remove(*krate) {
+            None => problems.push(format!(
+                "{krate} is in ALLOWED but not in ARCHITECTURE.md's table: add `| `{krate}` | {} | {} |`",
+                expected.0.join(", "),
+                expected.1.join(", ")
+            )),
+            Some((line, normal, dev)) if (normal.clone(), dev.clone()) != expected => {
+                problems.push(format!(
+                    "{krate}: ARCHITECTURE.md:{line} allows {normal:?} (tests {dev:?}), the test allows {:?} (tests {:?}): make them equal",
+                    expected.0, expected.1
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for (krate, (line, _, _)) in documented {
+        problems.push(format!(
+            "ARCHITECTURE.md:{line} has a row for {krate}, which ALLOWED in xtask/tests/tidy.rs lacks: add it there or remove the row"
+        ));
+    }
+
+    let mut documented_never = BTreeSet::new();
+    for (line, cells, has_reason) in markdown_table(&doc, NEVER_HEADER) {
+        if cells.len() != 3 || !has_reason {
+            problems.push(format!(
+                "ARCHITECTURE.md:{line}: a row of the never table has three cells, the last one the reason"
+            ));
+            continue;
+        }
+        for from in &cells[0] {
+            for to in &cells[1] {
+                documented_never.insert((from.clone(), to.clone()));
+            }
+        }
+    }
+    let mut tested_never = BTreeSet::new();
+    for (froms, tos, _) in NEVER {
+        for from in *froms {
+            for to in *tos {
+                tested_never.insert(((*from).to_owned(), (*to).to_owned()));
+            }
+        }
+    }
+    for (from, to) in tested_never.difference(&documented_never) {
+        problems.push(format!(
+            "NEVER forbids {from} -> {to}, ARCHITECTURE.md's never table does not: add it there with its reason"
+        ));
+    }
+    for (from, to) in documented_never.difference(&tested_never) {
+        problems.push(format!(
+            "ARCHITECTURE.md's never table forbids {from} -> {to}, NEVER in xtask/tests/tidy.rs does not: add it there or drop it from the doc"
+        ));
+    }
+
+    let mut documented_pairs = BTreeSet::new();
+    for (line, cells, has_reason) in markdown_table(&doc, PAIRS_HEADER) {
+        match cells.as_slice() {
+            [krate, pair, _] if krate.len() == 1 && pair.len() == 2 && has_reason => {
+                let mut pair = pair.clone();
+                pair.sort();
+                documented_pairs.insert((krate[0].clone(), pair[0].clone(), pair[1].clone()));
+            }
+            _ => problems.push(format!(
+                "ARCHITECTURE.md:{line}: a named pair's row reads `| `crate` | `a`, `b` | why |`"
+            )),
+        }
+    }
+    let tested_pairs: BTreeSet<_> = NAMED_PAIRS
+        .iter()
+        .map(|(krate, a, b, _)| {
+            let pair = sorted(&[a, b]);
+            ((*krate).to_owned(), pair[0].clone(), pair[1].clone())
+        })
+        .collect();
+    for (krate, a, b) in tested_pairs.difference(&documented_pairs) {
+        problems.push(format!(
+            "NAMED_PAIRS names {krate}: {a} <-> {b}, ARCHITECTURE.md does not: add it to the table `crate | module pair | why`"
+        ));
+    }
+    for (krate, a, b) in documented_pairs.difference(&tested_pairs) {
+        problems.push(format!(
+            "ARCHITECTURE.md names the pair {krate}: {a} <-> {b}, NAMED_PAIRS in xtask/tests/tidy.rs does not: add it there or drop it from the doc"
+        ));
+    }
+
+    assert!(
+        problems.is_empty(),
+        "the layering tables of xtask/tests/tidy.rs and ARCHITECTURE.md differ:\n  {}",
+        problems.join("\n  ")
+    );
+}
