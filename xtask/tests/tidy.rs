@@ -797,6 +797,9 @@ fn use_tree_heads(tokens: &[Token], idx: usize) -> Vec<Token> {
     let Some(first) = tokens.get(idx) else {
         return Vec::new();
     };
+    if first.text == "*" {
+        return Vec::new();
+    }
     if first.text != "{" {
         return vec![first.clone()];
     }
@@ -1314,5 +1317,108 @@ fn layering_tables_match_architecture_md() {
         problems.is_empty(),
         "the layering tables of xtask/tests/tidy.rs and ARCHITECTURE.md differ:\n  {}",
         problems.join("\n  ")
+    );
+}
+
+#[test]
+fn the_manifest_reader_sees_every_dependency_form() {
+    let manifest = r#"
+[package]
+name = "flue-example"
+description = "not = a [dependency]"
+
+[dependencies]
+flue-core.workspace = true
+serde = { workspace = true, features = [
+    "derive",
+] }
+flue-old = { package = "flue-protocol", path = "../flue-protocol" }
+
+[dependencies.flue-store]
+workspace = true
+
+[target.'cfg(unix)'.dependencies]
+flue-connectors = { workspace = true }
+
+[build-dependencies]
+flue-build.workspace = true
+
+[dev-dependencies]
+"flue-host" = { workspace = true } # a comment
+
+[lints]
+workspace = true
+"#;
+    assert_eq!(package_name(manifest).as_deref(), Some("flue-example"));
+    let found: Vec<(String, DepKind, usize)> = dependencies(manifest)
+        .into_iter()
+        .map(|dependency| (dependency.name, dependency.kind, dependency.line))
+        .collect();
+    let expected = [
+        ("flue-core", DepKind::Normal, 7),
+        ("serde", DepKind::Normal, 8),
+        ("flue-protocol", DepKind::Normal, 11),
+        ("flue-store", DepKind::Normal, 13),
+        ("flue-connectors", DepKind::Normal, 17),
+        ("flue-build", DepKind::Normal, 20),
+        ("flue-host", DepKind::Dev, 23),
+    ]
+    .map(|(name, kind, line)| (name.to_owned(), kind, line));
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn the_module_scanner_follows_paths_and_skips_tests() {
+    let source = r##"
+use crate::{alpha, beta::{One, Two}, gamma::Three as Four};
+use super::delta::Five;
+use super::*;
+pub(crate) fn f() -> crate::epsilon::Six {
+    let _ = "crate::zeta::Seven";
+    // crate::eta
+    let _ = 'x';
+    let _: &'static str = r#"crate::theta"#;
+    crate::iota::eight();
+    pub(in crate::kappa) struct Nine;
+}
+#[cfg(test)]
+#[allow(unused)]
+fn only_in_tests() { crate::lambda::ten(); }
+#[cfg(test)]
+mod tests;
+mod inner {
+    use super::super::mu::Eleven;
+}
+"##;
+    let scan = scan_file(&tokenize(source), &["here".to_owned(), "below".to_owned()]);
+    let found: Vec<(Vec<String>, Vec<String>)> = scan
+        .paths
+        .iter()
+        .map(|path_use| {
+            let heads = path_use
+                .heads
+                .iter()
+                .map(|head| head.text.clone())
+                .collect();
+            (path_use.base.clone(), heads)
+        })
+        .collect();
+    let here = || vec!["here".to_owned()];
+    let expected = vec![
+        (vec![], vec!["alpha", "beta", "gamma"]),
+        (here(), vec!["delta"]),
+        (here(), vec![]),
+        (vec![], vec!["epsilon"]),
+        (vec![], vec!["iota"]),
+        (here(), vec!["mu"]),
+    ];
+    let expected: Vec<(Vec<String>, Vec<String>)> = expected
+        .into_iter()
+        .map(|(base, heads)| (base, heads.into_iter().map(str::to_owned).collect()))
+        .collect();
+    assert_eq!(found, expected);
+    assert_eq!(
+        scan.mods,
+        vec![("tests".to_owned(), true), ("inner".to_owned(), false)]
     );
 }
