@@ -12,7 +12,7 @@ use crate::diagnostic::Diagnostic;
 use crate::fields::{self, Report};
 use crate::frontmatter::{self, KeyLines};
 use crate::mcp::{self, McpServerDecl};
-use crate::sandbox::{self, SandboxOptions};
+use crate::sandbox::{self, SandboxKind, SandboxOptions};
 
 /// An agent as declared by its file: the frontmatter settings and the instructions body.
 ///
@@ -67,46 +67,6 @@ pub struct AgentFile {
     pub instructions: String,
 }
 
-/// Where an agent's commands and file operations run. May grow: match with a wildcard arm.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SandboxKind {
-    /// `virtual`: an in-memory filesystem and bash interpreter (the default).
-    #[default]
-    Virtual,
-    /// `local`: a host directory and real processes.
-    Local,
-    /// `isolated`: Linux namespaces around the workspace.
-    Isolated,
-    /// `daytona`: a Daytona remote sandbox.
-    Daytona,
-}
-
-impl SandboxKind {
-    /// The frontmatter spelling (`virtual`, `local`, ...).
-    pub fn as_str(self) -> &'static str {
-        SANDBOXES
-            .iter()
-            .find(|(_, kind)| *kind == self)
-            .map_or("virtual", |(name, _)| name)
-    }
-}
-
-impl std::str::FromStr for SandboxKind {
-    type Err = String;
-
-    /// Parses the frontmatter spelling; the error lists the kinds.
-    fn from_str(word: &str) -> Result<Self, Self::Err> {
-        fields::one_of_str(word, "sandbox", SANDBOXES)
-    }
-}
-
-impl std::fmt::Display for SandboxKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// An agent file as parsed, with what the workspace checks need beyond the public fields.
 pub(crate) struct ParsedAgent {
     /// The agent.
@@ -135,12 +95,6 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "cwd",
 ];
 
-pub(crate) const SANDBOXES: &[(&str, SandboxKind)] = &[
-    ("virtual", SandboxKind::Virtual),
-    ("local", SandboxKind::Local),
-    ("isolated", SandboxKind::Isolated),
-    ("daytona", SandboxKind::Daytona),
-];
 const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
 const DURABILITY_KEYS: &[&str] = &["max_attempts", "timeout_ms"];
 

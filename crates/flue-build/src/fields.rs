@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use gray_matter::Pod;
 
 use crate::diagnostic::Diagnostic;
-use crate::frontmatter::KeyLines;
+use crate::frontmatter::{KeyLines, describe};
 use crate::suggest::did_you_mean;
 
 /// Collects diagnostics for one file, locating each by its key path.
@@ -78,19 +78,6 @@ impl<'a> Report<'a> {
             format!("unknown key `{key}`{place}{suggestion}")
         };
         self.error(keys, message);
-    }
-}
-
-/// A short description of a value for messages: `a list`, `a mapping`, `"text"`, `3`.
-pub(crate) fn describe(pod: &Pod) -> String {
-    match pod {
-        Pod::Null => "nothing".to_owned(),
-        Pod::String(text) => format!("{text:?}"),
-        Pod::Integer(number) => number.to_string(),
-        Pod::Float(number) => number.to_string(),
-        Pod::Boolean(flag) => flag.to_string(),
-        Pod::Array(_) => "a list".to_owned(),
-        Pod::Hash(_) => "a mapping".to_owned(),
     }
 }
 

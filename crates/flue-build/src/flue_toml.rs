@@ -12,18 +12,18 @@ use flue_core::{Permission, ThinkingLevel};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::agent_file::{PERMISSIONS, SANDBOXES, SandboxKind};
+use crate::agent_file::PERMISSIONS;
 use crate::diagnostic::Diagnostic;
 use crate::fields;
 use crate::mcp::{
     self, McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer,
 };
 use crate::providers::{self, ProviderSettings, RawProvider};
-use crate::sandbox::{self, SandboxOptions, SandboxSettings, SeedSetting, unsupported};
+use crate::sandbox::{
+    self, SANDBOXES, SandboxKind, SandboxOptions, SandboxSettings, SeedSetting, unsupported,
+};
 use crate::suggest::did_you_mean;
-
-/// The workspace path of the settings file.
-pub(crate) const PATH: &str = "flue.toml";
+use crate::toml_span::{PATH, line_of};
 
 /// The keys of `[defaults]`.
 const DEFAULTS_KEYS: &[&str] = &["model", "thinking", "permissions"];
@@ -657,7 +657,6 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
     defaults
 }
 
-/// The 1-based line holding the start of `span`.
 /// `text` with the lines `span` touches emptied (their newlines kept, so line numbers stay), and
 /// a table header's whole table with it; `None` when nothing would change.
 fn blank_lines(text: &str, span: &Range<usize>) -> Option<String> {
@@ -691,15 +690,6 @@ fn blank_lines(text: &str, span: &Range<usize>) -> Option<String> {
         })
         .collect();
     Some(blanked.join("\n"))
-}
-
-pub(crate) fn line_of(text: &str, span: &Range<usize>) -> usize {
-    let start = span.start.min(text.len());
-    text.as_bytes()[..start]
-        .iter()
-        .filter(|byte| **byte == b'\n')
-        .count()
-        + 1
 }
 
 /// Our wording for a toml/serde message: unknown fields become unknown keys with a suggestion,

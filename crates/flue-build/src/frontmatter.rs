@@ -1,4 +1,5 @@
-//! Splitting a markdown file into its YAML frontmatter and body, and finding keys' lines.
+//! Splitting a markdown file into its YAML frontmatter and body, finding keys' lines, and
+//! describing values for messages.
 //!
 //! The file must open with a `---` line; the frontmatter runs to the next `---` line and the
 //! body is everything after it. gray_matter's YAML engine parses the frontmatter text as it
@@ -10,7 +11,6 @@ use gray_matter::Pod;
 use gray_matter::engine::{Engine, YAML};
 
 use crate::diagnostic::Diagnostic;
-use crate::fields::describe;
 use crate::yaml_limits;
 
 /// File line of the first frontmatter line (line 1 is the opening `---`).
@@ -123,6 +123,19 @@ pub(crate) fn parse(path: &str, text: &str, diagnostics: &mut Vec<Diagnostic>) -
         lines: key_lines,
         body: tidy_body(&body),
     })
+}
+
+/// A short description of a value for messages: `a list`, `a mapping`, `"text"`, `3`.
+pub(crate) fn describe(pod: &Pod) -> String {
+    match pod {
+        Pod::Null => "nothing".to_owned(),
+        Pod::String(text) => format!("{text:?}"),
+        Pod::Integer(number) => number.to_string(),
+        Pod::Float(number) => number.to_string(),
+        Pod::Boolean(flag) => flag.to_string(),
+        Pod::Array(_) => "a list".to_owned(),
+        Pod::Hash(_) => "a mapping".to_owned(),
+    }
 }
 
 impl KeyLines {

@@ -4,11 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use flue_core::FlueError;
 use gray_matter::Pod;
 
 use crate::fields::{self, Report};
-use crate::workspace::Workspace;
 
 /// One MCP server an agent declares; its tools become `mcp__<server>__<tool>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,23 +165,6 @@ pub(crate) const TRANSPORTS: &[(&str, McpTransport)] = &[
     ("streamable-http", McpTransport::StreamableHttp),
     ("sse", McpTransport::Sse),
 ];
-
-impl Workspace {
-    /// The MCP servers of agent `name` by server name: the `[mcp.*]` servers of flue.toml, plus
-    /// the agent's own `mcp` entries, which replace a flue.toml server of the same name.
-    ///
-    /// Fails with [`FlueError::InvalidConfig`] when there is no such agent.
-    pub fn mcp_servers(&self, name: &str) -> Result<BTreeMap<String, McpServerDecl>, FlueError> {
-        let Some(agent) = self.agents.get(name) else {
-            return Err(FlueError::config(format!(
-                "unknown agent `{name}`: there is no agents/{name}.md"
-            )));
-        };
-        let mut servers = self.config.mcp.clone();
-        servers.extend(agent.mcp.clone());
-        Ok(servers)
-    }
-}
 
 /// The servers declared by the `mcp` value; bad entries are reported and left out.
 pub(crate) fn parse(pod: &Pod, report: &mut Report<'_>) -> BTreeMap<String, McpServerDecl> {

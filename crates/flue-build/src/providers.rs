@@ -35,7 +35,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diagnostic::Diagnostic;
-use crate::flue_toml::{PATH, line_of};
+use crate::toml_span::{PATH, line_of};
 
 /// The longest timeout accepted (a day), in milliseconds.
 const MAX_TIMEOUT_MS: u64 = 86_400_000;

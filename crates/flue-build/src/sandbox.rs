@@ -9,8 +9,8 @@ use std::path::{Component, Path};
 
 use gray_matter::Pod;
 
-use crate::agent_file::{SANDBOXES, SandboxKind};
 use crate::fields::{self, Report};
+use crate::frontmatter::describe;
 
 /// The keys a sandbox mapping may use.
 pub(crate) const SANDBOX_KEYS: &[&str] = &[
@@ -23,6 +23,54 @@ pub(crate) const SANDBOX_KEYS: &[&str] = &[
     "sandbox_id",
     "api_url",
 ];
+
+/// The sandbox kinds by their spelling.
+pub(crate) const SANDBOXES: &[(&str, SandboxKind)] = &[
+    ("virtual", SandboxKind::Virtual),
+    ("local", SandboxKind::Local),
+    ("isolated", SandboxKind::Isolated),
+    ("daytona", SandboxKind::Daytona),
+];
+
+/// Where an agent's commands and file operations run. May grow: match with a wildcard arm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SandboxKind {
+    /// `virtual`: an in-memory filesystem and bash interpreter (the default).
+    #[default]
+    Virtual,
+    /// `local`: a host directory and real processes.
+    Local,
+    /// `isolated`: Linux namespaces around the workspace.
+    Isolated,
+    /// `daytona`: a Daytona remote sandbox.
+    Daytona,
+}
+
+impl SandboxKind {
+    /// The frontmatter spelling (`virtual`, `local`, ...).
+    pub fn as_str(self) -> &'static str {
+        SANDBOXES
+            .iter()
+            .find(|(_, kind)| *kind == self)
+            .map_or("virtual", |(name, _)| name)
+    }
+}
+
+impl std::str::FromStr for SandboxKind {
+    type Err = String;
+
+    /// Parses the frontmatter spelling; the error lists the kinds.
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        fields::one_of_str(word, "sandbox", SANDBOXES)
+    }
+}
+
+impl std::fmt::Display for SandboxKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What a virtual sandbox starts with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -296,7 +344,7 @@ fn seed(key: &str, pod: &Pod) -> Result<SeedSetting, String> {
         Pod::Boolean(false) => Ok(SeedSetting::Empty),
         other => Err(format!(
             "`{key}` must be a directory path or `false` (an empty workspace), got {}",
-            fields::describe(other)
+            describe(other)
         )),
     }
 }
@@ -306,7 +354,7 @@ fn boolean(key: &str, pod: &Pod) -> Result<bool, String> {
         Pod::Boolean(flag) => Ok(*flag),
         other => Err(format!(
             "`{key}` must be true or false, got {}",
-            fields::describe(other)
+            describe(other)
         )),
     }
 }

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use gray_matter::Pod;
 
 use crate::diagnostic::Diagnostic;
-use crate::fields::{self, Report, describe};
-use crate::frontmatter;
-use crate::source::{Source, join};
+use crate::fields::{self, Report};
+use crate::frontmatter::{self, describe};
+use crate::source::{Source, join, read_text};
 
 /// A skill as declared by its files.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -137,7 +137,7 @@ pub(crate) fn load(
             format!("invalid skill name `{name}`: it {problem}; rename the {what}"),
         ));
     }
-    let text = crate::workspace::read_text(source, path, diagnostics)?;
+    let text = read_text(source, path, diagnostics)?;
     let resources = match form {
         Form::Flat => BTreeMap::new(),
         Form::Folder => {

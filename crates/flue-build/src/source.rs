@@ -3,12 +3,15 @@
 //! Loading reads every file through a [`Source`], by its path relative to the workspace root
 //! with `/` separators (`""` is the root itself). The same loader therefore validates a source
 //! tree and a bundle, and a bundle can never hold a workspace the loader would reject.
+//! [`read_text`] reads one file as UTF-8, reporting a failure as a diagnostic against it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use crate::diagnostic::Diagnostic;
 
 /// Read access to a workspace's files.
 pub(crate) trait Source {
@@ -164,5 +167,49 @@ impl Source for Memory {
             .get(relative)
             .cloned()
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+}
+
+/// Reads the UTF-8 file `relative` from `source`, reporting failures against it.
+pub(crate) fn read_text(
+    source: &dyn Source,
+    relative: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    utf8(source.read(relative), relative, diagnostics)
+}
+
+/// Reads the UTF-8 file at `path`, reporting failures against `relative`.
+pub(crate) fn read_path(
+    path: &Path,
+    relative: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    utf8(fs::read(path), relative, diagnostics)
+}
+
+fn utf8(
+    read: std::io::Result<Vec<u8>>,
+    relative: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    match read {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                diagnostics.push(Diagnostic::file(
+                    relative,
+                    "file is not valid utf-8: save it as utf-8",
+                ));
+                None
+            }
+        },
+        Err(error) => {
+            diagnostics.push(Diagnostic::file(
+                relative,
+                format!("cannot read file: {error}"),
+            ));
+            None
+        }
     }
 }

@@ -12,7 +12,8 @@ use flue_core::CommandToolSpec;
 use gray_matter::Pod;
 use serde_json::{Map, Number, Value};
 
-use crate::fields::{self, Report, describe};
+use crate::fields::{self, Report};
+use crate::frontmatter::describe;
 
 /// The keys of a command tool entry.
 const COMMAND_TOOL_KEYS: &[&str] = &[

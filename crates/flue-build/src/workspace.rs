@@ -4,13 +4,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use flue_core::FlueError;
+
 use crate::agent_file::{self, AgentFile, ParsedAgent};
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::flue_toml::{self, WorkspaceConfig};
+use crate::mcp::McpServerDecl;
 use crate::role_file::{self, RoleFile};
 use crate::skill_file::{self, Form, SkillFile};
-use crate::source::{Disk, Source, join};
+use crate::source::{Disk, Source, join, read_path, read_text};
 use crate::suggest::did_you_mean;
+use crate::toml_span;
 
 /// A loaded and validated agent workspace.
 ///
@@ -50,6 +54,21 @@ impl Workspace {
         notes
     }
 
+    /// The MCP servers of agent `name` by server name: the `[mcp.*]` servers of flue.toml, plus
+    /// the agent's own `mcp` entries, which replace a flue.toml server of the same name.
+    ///
+    /// Fails with [`FlueError::InvalidConfig`] when there is no such agent.
+    pub fn mcp_servers(&self, name: &str) -> Result<BTreeMap<String, McpServerDecl>, FlueError> {
+        let Some(agent) = self.agents.get(name) else {
+            return Err(FlueError::config(format!(
+                "unknown agent `{name}`: there is no agents/{name}.md"
+            )));
+        };
+        let mut servers = self.config.mcp.clone();
+        servers.extend(agent.mcp.clone());
+        Ok(servers)
+    }
+
     /// Loads the workspace at `root`: flue.toml, AGENTS.md, every `agents/*.md` (not
     /// recursive; other files and hidden files are ignored) and the names of the skills under
     /// `.agents/skills/`. Validates every file and the references between them, and returns
@@ -67,8 +86,8 @@ impl Workspace {
     pub fn load_config(root: &Path) -> Result<WorkspaceConfig, Diagnostics> {
         let disk = Disk::new(root);
         let mut diagnostics = Vec::new();
-        let config = if disk.exists(flue_toml::PATH) {
-            read_text(&disk, flue_toml::PATH, &mut diagnostics)
+        let config = if disk.exists(toml_span::PATH) {
+            read_text(&disk, toml_span::PATH, &mut diagnostics)
                 .map(|text| flue_toml::parse(&text, &mut diagnostics))
                 .unwrap_or_default()
         } else {
@@ -243,7 +262,7 @@ impl<'s> Loader<'s> {
             ));
             return loader;
         }
-        if let Some(text) = loader.read_optional(flue_toml::PATH) {
+        if let Some(text) = loader.read_optional(toml_span::PATH) {
             loader.config = flue_toml::parse(&text, &mut loader.diagnostics);
         }
         loader.context = loader
@@ -345,7 +364,7 @@ impl<'s> Loader<'s> {
             && let Some(message) = unknown_provider(model, &providers)
         {
             self.diagnostics.push(Diagnostic::file(
-                flue_toml::PATH,
+                toml_span::PATH,
                 format!("[defaults] {message}"),
             ));
         }
@@ -613,46 +632,6 @@ fn list_dir(source: &dyn Source, relative: &str, diagnostics: &mut Vec<Diagnosti
                 format!("cannot read folder: {error}"),
             ));
             Vec::new()
-        }
-    }
-}
-
-/// Reads the UTF-8 file `relative` from `source`, reporting failures against it.
-pub(crate) fn read_text(
-    source: &dyn Source,
-    relative: &str,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<String> {
-    utf8(source.read(relative), relative, diagnostics)
-}
-
-/// Reads the UTF-8 file at `path`, reporting failures against `relative`.
-fn read_path(path: &Path, relative: &str, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
-    utf8(fs::read(path), relative, diagnostics)
-}
-
-fn utf8(
-    read: std::io::Result<Vec<u8>>,
-    relative: &str,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<String> {
-    match read {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => Some(text),
-            Err(_) => {
-                diagnostics.push(Diagnostic::file(
-                    relative,
-                    "file is not valid utf-8: save it as utf-8",
-                ));
-                None
-            }
-        },
-        Err(error) => {
-            diagnostics.push(Diagnostic::file(
-                relative,
-                format!("cannot read file: {error}"),
-            ));
-            None
         }
     }
 }
