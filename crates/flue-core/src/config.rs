@@ -6,8 +6,6 @@
 //! the profile's, lists concatenate, and then a duplicate name is an error.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -17,69 +15,11 @@ use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition, ToolSource};
 
+// Settings defined with the wire types, used here and by the model providers.
+pub(crate) use flue_protocol::{DurabilityConfig, ThinkingLevel};
+
 /// Default limit on model turns in one operation.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
-
-/// Reasoning effort requested from the model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ThinkingLevel {
-    /// No reasoning.
-    #[default]
-    Off,
-    /// The least reasoning the model offers.
-    Minimal,
-    /// Low effort.
-    Low,
-    /// Medium effort.
-    Medium,
-    /// High effort.
-    High,
-    /// The most the model offers.
-    Xhigh,
-}
-
-impl ThinkingLevel {
-    /// All levels, in increasing effort.
-    pub const ALL: [Self; 6] = [
-        Self::Off,
-        Self::Minimal,
-        Self::Low,
-        Self::Medium,
-        Self::High,
-        Self::Xhigh,
-    ];
-
-    /// The wire name (`off`, `minimal`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::Minimal => "minimal",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-            Self::Xhigh => "xhigh",
-        }
-    }
-}
-
-impl fmt::Display for ThinkingLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ThinkingLevel {
-    type Err = FlueError;
-
-    fn from_str(text: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|level| level.as_str() == text).ok_or_else(|| {
-            FlueError::config(format!(
-                "invalid thinking level {text:?}: expected one of off, minimal, low, medium, high, xhigh"
-            ))
-        })
-    }
-}
 
 /// Automatic compaction settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,35 +50,6 @@ impl Default for Compaction {
     fn default() -> Self {
         Self::Enabled(CompactionConfig::default())
     }
-}
-
-/// Limits for durable submissions.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DurabilityConfig {
-    /// Total attempts before the submission fails (default 10).
-    #[serde(default = "default_max_attempts")]
-    pub max_attempts: u32,
-    /// Wall-clock limit of one submission in milliseconds (default one hour).
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-}
-
-impl Default for DurabilityConfig {
-    fn default() -> Self {
-        Self {
-            max_attempts: default_max_attempts(),
-            timeout_ms: default_timeout_ms(),
-        }
-    }
-}
-
-fn default_max_attempts() -> u32 {
-    10
-}
-
-fn default_timeout_ms() -> u64 {
-    3_600_000
 }
 
 /// A skill: a catalog entry and, optionally, its instruction body and resource files.

@@ -28,14 +28,12 @@ mod compaction;
 mod config;
 mod elicitation;
 mod error;
-mod event;
 mod harness;
 mod initializer;
 mod model;
 mod operation;
 mod overlay;
 mod permission;
-mod record;
 mod redact;
 mod role;
 mod sandbox;
@@ -52,12 +50,16 @@ mod task;
 mod tool;
 mod util;
 
+// The wire types live in flue-protocol; these aliases keep `crate::record::X` and
+// `crate::event::X` paths working inside the runtime.
+use flue_protocol::{event, record};
+
 pub use action::{ACTION_SCOPE_PREFIX, ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
 pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
-    AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
-    ResolvedAgent, Skill, ThinkingLevel,
+    AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, ResolvedAgent,
+    Skill,
 };
 pub use elicitation::{
     ElicitationQuestion, check_elicitation_content, elicitation_defaults, elicitation_fields,
@@ -65,9 +67,11 @@ pub use elicitation::{
 };
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
-pub use harness::{
-    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, check_instance_id,
+pub use flue_protocol::{
+    DEFAULT_SESSION, DurabilityConfig, MAX_INSTANCE_ID_CHARS, ProtocolError, SPAN_TARGET,
+    ThinkingLevel,
 };
+pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
@@ -97,7 +101,7 @@ pub use sandbox::{
 pub use session::Session;
 pub use skill::LOAD_SKILL_TOOL;
 pub use skill_ref::SkillRef;
-pub use spans::{SPAN_TARGET, traced_turn};
+pub use spans::traced_turn;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
     ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,

@@ -14,12 +14,13 @@ use crate::error::{FlueError, Result};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionPolicy;
-use crate::record::{Record, StoredRecord};
+use crate::record::Record;
 use crate::redact::Redactor;
 use crate::role::Roles;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
 use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore};
+use crate::util::stamp_now;
 
 pub(crate) struct HarnessShared {
     pub(crate) instance_id: String,
@@ -236,7 +237,7 @@ impl SessionShared {
         if records.is_empty() {
             return Ok(());
         }
-        let stored = StoredRecord::all_now(records.iter().cloned());
+        let stored = stamp_now(records.iter().cloned());
         loop {
             match self
                 .harness

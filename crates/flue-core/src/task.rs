@@ -404,12 +404,8 @@ fn forward_task_events(
                     depth,
                     event: Box::new(event),
                 }),
-                Event::OperationStart { .. }
-                | Event::OperationEnd { .. }
-                | Event::SubmissionWaiting { .. }
-                | Event::SubmissionQueued { .. }
-                | Event::SubmissionRunning { .. }
-                | Event::SubmissionSettled { .. } => {}
+                // The task's own operation and submission lifecycle stay with the task.
+                _ => {}
             }
         }
     });

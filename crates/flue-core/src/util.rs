@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
+use crate::record::{Record, StoredRecord};
 
 /// A boxed, sendable future: the return type of the object-safe extension traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -21,6 +22,15 @@ pub fn now_ms() -> u64 {
         .map_or(0, |elapsed| {
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// Wraps records written together, all stamped now.
+pub(crate) fn stamp_now(records: impl IntoIterator<Item = Record>) -> Vec<StoredRecord> {
+    let at = now_ms();
+    records
+        .into_iter()
+        .map(|record| StoredRecord::new(record, at))
+        .collect()
 }
 
 /// `ms` since the Unix epoch as an ISO 8601 / RFC 3339 UTC timestamp with milliseconds:

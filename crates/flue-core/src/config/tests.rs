@@ -171,12 +171,11 @@ fn max_turns_must_be_positive() {
 }
 
 #[test]
-fn thinking_levels_parse_and_print() {
-    for level in ThinkingLevel::ALL {
-        assert_eq!(level.as_str().parse::<ThinkingLevel>().unwrap(), level);
-    }
+fn a_bad_thinking_level_is_a_config_error_with_the_protocol_message() {
+    let err = FlueError::from("extreme".parse::<ThinkingLevel>().unwrap_err());
+    assert_eq!(err.kind(), "invalid_config");
     assert_eq!(
-        message("extreme".parse::<ThinkingLevel>()),
+        message(Err::<(), _>(err)),
         "invalid thinking level \"extreme\": expected one of off, minimal, low, medium, high, xhigh"
     );
 }

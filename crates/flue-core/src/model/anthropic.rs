@@ -309,6 +309,7 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 // tool result tells the model what was wrong.
                 "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
             })),
+            _ => None,
         })
         .collect()
 }

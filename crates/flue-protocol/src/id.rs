@@ -1,0 +1,78 @@
+//! The id rules every frontend shares: conversation (agent instance) ids and the default
+//! session name.
+//!
+//! Ids name conversations in URLs, logs, terminals and store keys, so the CLI, the HTTP server
+//! and the runtime check them with the same function, [`check_instance_id`].
+
+use crate::error::ProtocolError;
+
+/// The session used when no name is given.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// The most characters a conversation (agent instance) id may have.
+pub const MAX_INSTANCE_ID_CHARS: usize = 128;
+
+/// Checks a conversation (agent instance) id, the CLI's `--id` and the HTTP server's
+/// `/agents/<agent>/<id>`: every frontend calls this before using an id a user gave.
+///
+/// An id is 1 to [`MAX_INSTANCE_ID_CHARS`] characters, none of them whitespace, a control
+/// character (terminal escapes), an invisible formatting character (bidirectional overrides,
+/// zero-width spaces) or a slash (`/`, `\`), and is not `.` or `..`. Ticket numbers
+/// (`PROJ-1234`, `#812`), email addresses, user ids, UUIDs and ULIDs all pass; ids name
+/// conversations in URLs, logs and terminals, where the refused characters would mislead.
+///
+/// Fails with [`ProtocolError::InvalidId`] saying what is wrong.
+///
+/// ```
+/// assert!(flue_protocol::check_instance_id("alice@example.com").is_ok());
+/// assert!(flue_protocol::check_instance_id("PROJ-1234").is_ok());
+/// assert!(flue_protocol::check_instance_id("two words").is_err());
+/// ```
+pub fn check_instance_id(id: &str) -> Result<(), ProtocolError> {
+    let n_chars = id.chars().count();
+    let reason = if id.is_empty() {
+        "it is empty".to_owned()
+    } else if n_chars > MAX_INSTANCE_ID_CHARS {
+        format!("it is {n_chars} characters long")
+    } else if id.chars().any(char::is_control) {
+        "it contains a control character (a newline or a terminal escape)".to_owned()
+    } else if id.chars().any(char::is_whitespace) {
+        "it contains whitespace".to_owned()
+    } else if id.chars().any(is_invisible) {
+        "it contains an invisible formatting character".to_owned()
+    } else if id.contains(['/', '\\']) {
+        "it contains a slash".to_owned()
+    } else if id == "." || id == ".." {
+        "it is a dot name".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(ProtocolError::InvalidId {
+        id: id.to_owned(),
+        reason,
+    })
+}
+
+/// Checks a conversation id: the rule of every instance id ([`check_instance_id`]: 1 to 128
+/// characters, no whitespace, control or invisible characters, no slash, not `.` or `..`), so
+/// CLIs, the HTTP server and dispatch accept the same ids.
+pub fn check_conversation_id(id: &str) -> Result<(), ProtocolError> {
+    check_instance_id(id)
+}
+
+/// Characters that change how text displays without showing: zero-width and bidirectional
+/// formatting characters, the word joiner family and the byte order mark.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+    )
+}
