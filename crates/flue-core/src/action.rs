@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::{AgentConfig, AgentProfile};
 use crate::error::{FlueError, Result};
 use crate::harness::Harness;
 use crate::scope::AgentScope;
@@ -221,19 +222,20 @@ impl ActionDefinition {
         self.inner.output_schema.as_ref()
     }
 
-    /// The tool the model sees and calls.
-    pub(crate) fn tool(&self) -> Result<ToolDefinition> {
-        let tool = ToolDefinition::new(
+    /// The tool the model sees and calls. The name and input schema were checked when the
+    /// action was made.
+    pub(crate) fn tool(&self) -> ToolDefinition {
+        ToolDefinition::from_checked(
             self.inner.name.clone(),
             self.inner.description.clone(),
             self.inner.input_schema.clone(),
+            Arc::clone(&self.inner.input_validator),
             Arc::new(ActionTool {
                 action: self.clone(),
             }),
-        )?;
-        Ok(tool
-            .with_meta(self.inner.meta)
-            .validated_by_implementation())
+        )
+        .with_meta(self.inner.meta)
+        .validated_by_implementation()
     }
 
     /// Validates the input, runs the action in a child scope of the calling harness and checks
@@ -255,7 +257,7 @@ impl ActionDefinition {
         let Some(Caller {
             harness: parent,
             scope,
-        }) = &tool_ctx.caller
+        }) = tool_ctx.extension::<Caller>()
         else {
             return Err(ToolError::new(
                 "action_outside_session",
@@ -309,6 +311,26 @@ impl ActionDefinition {
             }
         }
         Ok(output)
+    }
+}
+
+impl AgentProfile {
+    /// Adds an action (stored as the tool the model calls, in
+    /// [`AgentProfile::actions`](AgentProfile::actions)).
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action.tool());
+        self
+    }
+}
+
+impl AgentConfig {
+    /// Adds an action (stored as the tool the model calls, in
+    /// [`AgentConfig::actions`](AgentConfig::actions)).
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action.tool());
+        self
     }
 }
 

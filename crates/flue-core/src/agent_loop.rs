@@ -527,7 +527,7 @@ impl TurnLoop<'_> {
         let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);
         let task_session =
             (root != self.shared.key.session).then(|| self.shared.key.session.clone());
-        tool_ctx.caller = Some(crate::action::Caller {
+        tool_ctx.insert_extension(crate::action::Caller {
             harness: Arc::clone(harness),
             scope: Arc::clone(&self.shared.scope),
         });
@@ -596,7 +596,7 @@ impl TurnLoop<'_> {
             self.send_tool_start(call);
             let input = call.input.clone();
             let (mut ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
-            ctx.live = Some(crate::elicitation::LiveLog {
+            ctx.insert_extension(crate::elicitation::LiveLog {
                 store: Arc::clone(&harness.store),
                 key: live_key.clone(),
                 task_session: task_session.clone(),

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::ActionDefinition;
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition, ToolSource};
@@ -144,13 +143,6 @@ macro_rules! agent_setters {
             self
         }
 
-        /// Adds an action.
-        #[must_use]
-        pub fn with_action(mut self, action: ActionDefinition) -> Self {
-            self.actions.push(action);
-            self
-        }
-
         /// Adds a skill.
         #[must_use]
         pub fn with_skill(mut self, skill: Skill) -> Self {
@@ -217,8 +209,9 @@ pub struct AgentProfile {
     /// Tool lists that may change between turns (an MCP server's), offered after `tools`.
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Actions: Rust behaviour offered to the model as framework-managed tools, each run in
-    /// an isolated child scope (see [`ActionDefinition`]).
-    pub actions: Vec<ActionDefinition>,
+    /// an isolated child scope, as the tools the model calls (added with `with_action`, see
+    /// [`ActionDefinition`](crate::ActionDefinition)).
+    pub actions: Vec<ToolDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
     /// Default reasoning effort.
@@ -293,7 +286,7 @@ impl AgentProfile {
         check_duplicates(
             label,
             "action",
-            self.actions.iter().map(ActionDefinition::name),
+            self.actions.iter().map(ToolDefinition::name),
             problems,
         );
         for action in &self.actions {
@@ -370,8 +363,8 @@ pub struct AgentConfig {
     pub tools: Vec<ToolDefinition>,
     /// Tool sources added to the profile's (see [`ToolSource`]).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
-    /// Actions added to the profile's.
-    pub actions: Vec<ActionDefinition>,
+    /// Actions added to the profile's, as the tools the model calls (added with `with_action`).
+    pub actions: Vec<ToolDefinition>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
     /// Overrides the profile thinking level.
@@ -552,8 +545,8 @@ pub struct ResolvedAgent {
     pub tools: Vec<ToolDefinition>,
     /// Tool sources, whose tools are read before each model turn (see [`ToolSource`]).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
-    /// Actions (offered to the model after the tools).
-    pub actions: Vec<ActionDefinition>,
+    /// Actions, as the tools the model calls (offered to the model after the tools).
+    pub actions: Vec<ToolDefinition>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
     /// Thinking level.

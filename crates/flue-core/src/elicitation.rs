@@ -257,7 +257,7 @@ impl ToolContext {
         question: &ElicitationQuestion,
         timeout: Duration,
     ) -> Result<ActionDecision> {
-        let Some(live) = self.live.clone() else {
+        let Some(live) = self.extension::<LiveLog>().cloned() else {
             return Err(FlueError::InvalidRequest {
                 message: "a live question needs a session's running tool call".into(),
             });

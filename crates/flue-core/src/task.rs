@@ -349,7 +349,7 @@ fn child_scope(
             .compaction
             .clone()
             .unwrap_or_else(|| parent.compaction.clone()),
-        tools: crate::scope::tools_and_actions(&profile.tools, &profile.actions)?,
+        tools: crate::scope::tools_and_actions(&profile.tools, &profile.actions),
         tool_sources: profile.tool_sources.clone(),
         skills: SkillCatalog::new(profile.skills.iter().cloned())?,
         subagents: profile.subagents.clone(),

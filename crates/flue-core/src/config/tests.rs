@@ -4,6 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use crate::ActionDefinition;
 
 fn tool(name: &str) -> ToolDefinition {
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -199,7 +200,7 @@ fn actions_concatenate_and_collide_with_tools_and_each_other_at_every_level() {
     let names: Vec<&str> = resolved
         .actions
         .iter()
-        .map(ActionDefinition::name)
+        .map(ToolDefinition::name)
         .collect();
     assert_eq!(names, ["a", "b"]);
 
