@@ -35,10 +35,6 @@ use crate::tool::{
 };
 use crate::util::BoxFuture;
 
-/// The first part of the stored name of every session an action scope opens
-/// (`action:<invocation>:<name>`); reserved, so callers cannot open such names themselves.
-pub const ACTION_SCOPE_PREFIX: &str = "action:";
-
 /// How many action scopes may nest (an action whose session calls an action, ...).
 pub const MAX_ACTION_DEPTH: u32 = 4;
 
@@ -122,7 +118,7 @@ impl ActionDefinition {
         Fut: Future<Output = std::result::Result<O, ToolError>> + Send + 'static,
     {
         let name = name.into();
-        if let Err(reason) = crate::config::check_name(&name) {
+        if let Err(reason) = crate::util::check_name(&name) {
             return Err(FlueError::InvalidTool {
                 name,
                 message: format!("action name {reason}"),

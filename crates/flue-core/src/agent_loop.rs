@@ -14,13 +14,13 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flue_protocol::{ThinkingLevel, task_session_parent};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
 
 use crate::compaction::{Compactor, LoopCompaction};
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
@@ -521,7 +521,7 @@ impl TurnLoop<'_> {
         // Live actions (MCP servers' questions) are listed and answered in the root session,
         // where a subagent's call's question names its task session.
         let mut root = self.shared.key.session.as_str();
-        while let Some(parent) = crate::task::task_session_parent(root) {
+        while let Some(parent) = task_session_parent(root) {
             root = parent;
         }
         let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);

@@ -24,10 +24,11 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use flue_protocol::ThinkingLevel;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Compaction, CompactionConfig, ThinkingLevel};
+use crate::config::{Compaction, CompactionConfig};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};

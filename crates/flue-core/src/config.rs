@@ -8,14 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use flue_protocol::{DurabilityConfig, ThinkingLevel};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition, ToolSource};
-
-// Settings defined with the wire types, used here and by the model providers.
-pub(crate) use flue_protocol::{DurabilityConfig, ThinkingLevel};
+use crate::util::check_name;
 
 /// Default limit on model turns in one operation.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
@@ -563,23 +562,6 @@ pub struct ResolvedAgent {
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).
     pub permissions: Vec<PermissionRule>,
-}
-
-/// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.
-pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("is empty");
-    }
-    if name.len() > 64 {
-        return Err("is longer than 64 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err("may only contain letters, digits, '_' and '-'");
-    }
-    Ok(())
 }
 
 fn check_duplicates<'a>(

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use flue_protocol::{ACTION_SCOPE_PREFIX, TASK_SESSION_PREFIX};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::CallHandle;
@@ -25,7 +26,6 @@ use crate::scope::AgentScope;
 use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
-use crate::task::TASK_SESSION_PREFIX;
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
 
@@ -500,7 +500,7 @@ impl Sessions<'_> {
             .filter_map(|summary| {
                 let name = summary.session.strip_prefix(&shared.session_prefix)?;
                 // Sessions of action scopes nested below this one stay out.
-                if name.starts_with(crate::action::ACTION_SCOPE_PREFIX) {
+                if name.starts_with(ACTION_SCOPE_PREFIX) {
                     return None;
                 }
                 Some(SessionSummary {
@@ -542,7 +542,7 @@ pub(crate) fn check_session_name(name: &str) -> Result<()> {
         "a session name is at most 256 bytes"
     } else if name.starts_with(TASK_SESSION_PREFIX) {
         "names starting with \"task:\" are reserved for task sessions"
-    } else if name.starts_with(crate::action::ACTION_SCOPE_PREFIX) {
+    } else if name.starts_with(ACTION_SCOPE_PREFIX) {
         "names starting with \"action:\" are reserved for the sessions of action scopes"
     } else if name.chars().any(char::is_control) {
         "a session name must not contain control characters"

@@ -54,7 +54,7 @@ mod util;
 // `crate::event::X` paths working inside the runtime.
 use flue_protocol::{event, record};
 
-pub use action::{ACTION_SCOPE_PREFIX, ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
+pub use action::{ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
 pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
@@ -68,8 +68,8 @@ pub use elicitation::{
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use flue_protocol::{
-    DEFAULT_SESSION, DurabilityConfig, MAX_INSTANCE_ID_CHARS, ProtocolError, SPAN_TARGET,
-    ThinkingLevel,
+    ACTION_SCOPE_PREFIX, DEFAULT_SESSION, DurabilityConfig, MAX_INSTANCE_ID_CHARS, ProtocolError,
+    SPAN_TARGET, TASK_SESSION_PREFIX, ThinkingLevel, task_session_parent,
 };
 pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;
@@ -113,7 +113,7 @@ pub use submission::{
     RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
     SubmissionState, WhenBusy, check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, task_session_parent};
+pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,

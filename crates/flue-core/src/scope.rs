@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill, ThinkingLevel};
+use flue_protocol::ThinkingLevel;
+
+use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill};
 use crate::error::{FlueError, Result};
 use crate::skill::SkillCatalog;
 use crate::tool::{ToolDefinition, ToolSource};

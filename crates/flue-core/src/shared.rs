@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use flue_protocol::ACTION_SCOPE_PREFIX;
+
 use crate::config::ResolvedAgent;
 use crate::error::{FlueError, Result};
 use crate::model::ProviderRegistry;
@@ -91,7 +93,7 @@ impl HarnessShared {
             session_prefix: format!(
                 "{}{}{}:",
                 self.session_prefix,
-                crate::action::ACTION_SCOPE_PREFIX,
+                ACTION_SCOPE_PREFIX,
                 crate::util::new_ulid()
             ),
             scope_cancel: Some(cancel),

@@ -1,4 +1,4 @@
-//! Small shared helpers: boxed futures, clocks, ids and cancellation.
+//! Small shared helpers: boxed futures, clocks, ids, the name rule and cancellation.
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
@@ -22,6 +22,23 @@ pub fn now_ms() -> u64 {
         .map_or(0, |elapsed| {
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.
+pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > 64 {
+        return Err("is longer than 64 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err("may only contain letters, digits, '_' and '-'");
+    }
+    Ok(())
 }
 
 /// Wraps records written together, all stamped now.

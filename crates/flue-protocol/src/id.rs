@@ -1,5 +1,5 @@
-//! The id rules every frontend shares: conversation (agent instance) ids and the default
-//! session name.
+//! The id rules every frontend shares: conversation (agent instance) ids and the names of
+//! sessions (the default one, and the reserved prefixes of task and action sessions).
 //!
 //! Ids name conversations in URLs, logs, terminals and store keys, so the CLI, the HTTP server
 //! and the runtime check them with the same function, [`check_instance_id`].
@@ -8,6 +8,30 @@ use crate::error::ProtocolError;
 
 /// The session used when no name is given.
 pub const DEFAULT_SESSION: &str = "default";
+
+/// Prefix of framework-owned task session names.
+pub const TASK_SESSION_PREFIX: &str = "task:";
+
+/// The first part of the stored name of every session an action scope opens
+/// (`action:<invocation>:<name>`); reserved, so callers cannot open such names themselves.
+pub const ACTION_SCOPE_PREFIX: &str = "action:";
+
+/// The parent of a task session, read from its name (`task:<parent>:<uuid>`); `None` for a
+/// session that is not a task.
+///
+/// ```
+/// let child = "task:default:0b0e6b4c-3c1e-4d5e-9f1a-2b3c4d5e6f70";
+/// assert_eq!(flue_protocol::task_session_parent(child), Some("default"));
+/// let grandchild = format!("task:{child}:1c1e6b4c-3c1e-4d5e-9f1a-2b3c4d5e6f71");
+/// assert_eq!(flue_protocol::task_session_parent(&grandchild), Some(child));
+/// assert_eq!(flue_protocol::task_session_parent("default"), None);
+/// ```
+pub fn task_session_parent(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(TASK_SESSION_PREFIX)?;
+    let (parent, id) = rest.rsplit_once(':')?;
+    let is_uuid = id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    (is_uuid && !parent.is_empty()).then_some(parent)
+}
 
 /// The most characters a conversation (agent instance) id may have.
 pub const MAX_INSTANCE_ID_CHARS: usize = 128;

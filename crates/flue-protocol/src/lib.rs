@@ -39,7 +39,10 @@ pub mod submission;
 pub use config::{DurabilityConfig, ThinkingLevel};
 pub use error::ProtocolError;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
-pub use id::{DEFAULT_SESSION, MAX_INSTANCE_ID_CHARS, check_conversation_id, check_instance_id};
+pub use id::{
+    ACTION_SCOPE_PREFIX, DEFAULT_SESSION, MAX_INSTANCE_ID_CHARS, TASK_SESSION_PREFIX,
+    check_conversation_id, check_instance_id, task_session_parent,
+};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
     AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,

@@ -197,11 +197,7 @@ fn actions_concatenate_and_collide_with_tools_and_each_other_at_every_level() {
         .with_action(action("b"))
         .resolve()
         .unwrap();
-    let names: Vec<&str> = resolved
-        .actions
-        .iter()
-        .map(ToolDefinition::name)
-        .collect();
+    let names: Vec<&str> = resolved.actions.iter().map(ToolDefinition::name).collect();
     assert_eq!(names, ["a", "b"]);
 
     let helper = AgentProfile::new("helper")

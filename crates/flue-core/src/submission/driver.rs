@@ -116,7 +116,7 @@ pub(crate) async fn drive(
         };
         let durability = match built {
             Ok(harness) => harness.agent().durability.clone(),
-            Err(_) => crate::config::DurabilityConfig::default(),
+            Err(_) => flue_protocol::DurabilityConfig::default(),
         };
         let claim = match inner.store.claim_next(&fence, &durability).await {
             Ok(Some(claim)) => claim,

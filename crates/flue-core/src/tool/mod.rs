@@ -517,7 +517,7 @@ impl ToolDefinition {
         tool: Arc<dyn Tool>,
     ) -> Result<Self> {
         let name = name.into();
-        if let Err(reason) = crate::config::check_name(&name) {
+        if let Err(reason) = crate::util::check_name(&name) {
             return Err(FlueError::InvalidTool {
                 name,
                 message: format!("name {reason}"),

@@ -4,7 +4,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::OpenAiProvider;
-use crate::config::ThinkingLevel;
+use flue_protocol::ThinkingLevel;
+
 use crate::model::provider_config::{ApiKey, ProviderConfig, WireApi};
 use crate::model::{ModelInfo, ModelRequest, ToolSchema};
 use crate::record::{
