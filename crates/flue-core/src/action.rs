@@ -220,17 +220,16 @@ impl ActionDefinition {
 
     /// The tool the model sees and calls. The name and input schema were checked when the
     /// action was made.
-    pub(crate) fn tool(&self) -> ToolDefinition {
+    pub(crate) fn into_tool(self) -> ToolDefinition {
+        let meta = self.inner.meta;
         ToolDefinition::from_checked(
             self.inner.name.clone(),
             self.inner.description.clone(),
             self.inner.input_schema.clone(),
             Arc::clone(&self.inner.input_validator),
-            Arc::new(ActionTool {
-                action: self.clone(),
-            }),
+            Arc::new(ActionTool { action: self }),
         )
-        .with_meta(self.inner.meta)
+        .with_meta(meta)
         .validated_by_implementation()
     }
 
@@ -315,7 +314,7 @@ impl AgentProfile {
     /// [`AgentProfile::actions`](AgentProfile::actions)).
     #[must_use]
     pub fn with_action(mut self, action: ActionDefinition) -> Self {
-        self.actions.push(action.tool());
+        self.actions.push(action.into_tool());
         self
     }
 }
@@ -325,7 +324,7 @@ impl AgentConfig {
     /// [`AgentConfig::actions`](AgentConfig::actions)).
     #[must_use]
     pub fn with_action(mut self, action: ActionDefinition) -> Self {
-        self.actions.push(action.tool());
+        self.actions.push(action.into_tool());
         self
     }
 }

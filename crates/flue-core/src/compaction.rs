@@ -388,11 +388,8 @@ fn render_record(record: &Record) -> Option<String> {
         Record::User(message) => {
             let mut text = format!("[User]: {}", message.joined_text());
             for part in &message.content {
-                match part {
-                    UserContent::Image(image) => {
-                        text.push_str(&format!(" [image {}]", image.mime_type));
-                    }
-                    _ => {}
+                if let UserContent::Image(image) = part {
+                    text.push_str(&format!(" [image {}]", image.mime_type));
                 }
             }
             Some(text)

@@ -298,7 +298,6 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 "thinking": text,
                 "signature": signature,
             })),
-            AssistantContent::Thinking { .. } => None,
             AssistantContent::Text { text } if text.is_empty() => None,
             AssistantContent::Text { text } => Some(json!({"type": "text", "text": text})),
             AssistantContent::ToolCall(call) => Some(json!({

@@ -547,7 +547,7 @@ impl ToolDefinition {
     }
 
     /// A tool from parts already checked: a valid name and an object input schema compiled
-    /// into `input_validator` (an action's, see `ActionDefinition::tool`).
+    /// into `input_validator` (an action's, see `ActionDefinition::into_tool`).
     pub(crate) fn from_checked(
         name: String,
         description: String,
