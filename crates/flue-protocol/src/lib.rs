@@ -8,9 +8,10 @@
 //! of the HTTP protocol: enums are tagged in snake_case and fields are never renamed without an
 //! alias.
 //!
-//! This crate depends on serde and serde_json only; flue-core (the runtime), the stores, the
-//! HTTP server and telemetry all take these types from it. flue-core re-exports every name at
-//! its root, so `flue_core::Record` and `flue_protocol::Record` are the same type.
+//! This crate depends on serde and serde_json only and imports nothing else of Flue's. The
+//! runtime (flue-core) re-exports every name at its root, so `flue_core::Record` and
+//! `flue_protocol::Record` are the same type; crates that need only the data (telemetry, a
+//! client) depend on this crate alone.
 //!
 //! ```
 //! use flue_protocol::{Record, StoredRecord, UserMessage};
@@ -26,8 +27,10 @@
 //! - [`record`]: the session log ([`Record`], [`StoredRecord`], [`RECORD_FORMAT_VERSION`])
 //! - [`event`]: the operation stream ([`Event`], [`Outcome`], [`ErrorInfo`])
 //! - [`submission`]: conversations, messages, receipts, offsets, stream batches, settlements
-//! - ids ([`check_instance_id`], [`DEFAULT_SESSION`]), settings ([`ThinkingLevel`],
-//!   [`DurabilityConfig`]) and the one error, [`ProtocolError`]
+//! - ids and session names ([`check_instance_id`], [`DEFAULT_SESSION`],
+//!   [`TASK_SESSION_PREFIX`], [`task_session_parent`]), settings ([`ThinkingLevel`],
+//!   [`DurabilityConfig`]), the span target ([`SPAN_TARGET`]) and the one error,
+//!   [`ProtocolError`]
 
 mod config;
 mod error;
