@@ -7,9 +7,8 @@
 
 use std::error::Error as StdError;
 
-use serde::{Deserialize, Serialize};
-
 use flue_protocol::ProtocolError;
+use serde::{Deserialize, Serialize};
 
 use crate::event::ErrorInfo;
 
