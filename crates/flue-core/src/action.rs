@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::{AgentConfig, AgentProfile};
 use crate::error::{FlueError, Result};
 use crate::harness::Harness;
 use crate::scope::AgentScope;
@@ -33,10 +34,6 @@ use crate::tool::{
     ToolMeta, compile_schema, describe_errors,
 };
 use crate::util::BoxFuture;
-
-/// The first part of the stored name of every session an action scope opens
-/// (`action:<invocation>:<name>`); reserved, so callers cannot open such names themselves.
-pub const ACTION_SCOPE_PREFIX: &str = "action:";
 
 /// How many action scopes may nest (an action whose session calls an action, ...).
 pub const MAX_ACTION_DEPTH: u32 = 4;
@@ -121,7 +118,7 @@ impl ActionDefinition {
         Fut: Future<Output = std::result::Result<O, ToolError>> + Send + 'static,
     {
         let name = name.into();
-        if let Err(reason) = crate::config::check_name(&name) {
+        if let Err(reason) = crate::util::check_name(&name) {
             return Err(FlueError::InvalidTool {
                 name,
                 message: format!("action name {reason}"),
@@ -221,19 +218,19 @@ impl ActionDefinition {
         self.inner.output_schema.as_ref()
     }
 
-    /// The tool the model sees and calls.
-    pub(crate) fn tool(&self) -> Result<ToolDefinition> {
-        let tool = ToolDefinition::new(
+    /// The tool the model sees and calls. The name and input schema were checked when the
+    /// action was made.
+    pub(crate) fn into_tool(self) -> ToolDefinition {
+        let meta = self.inner.meta;
+        ToolDefinition::from_checked(
             self.inner.name.clone(),
             self.inner.description.clone(),
             self.inner.input_schema.clone(),
-            Arc::new(ActionTool {
-                action: self.clone(),
-            }),
-        )?;
-        Ok(tool
-            .with_meta(self.inner.meta)
-            .validated_by_implementation())
+            Arc::clone(&self.inner.input_validator),
+            Arc::new(ActionTool { action: self }),
+        )
+        .with_meta(meta)
+        .validated_by_implementation()
     }
 
     /// Validates the input, runs the action in a child scope of the calling harness and checks
@@ -255,7 +252,7 @@ impl ActionDefinition {
         let Some(Caller {
             harness: parent,
             scope,
-        }) = &tool_ctx.caller
+        }) = tool_ctx.extension::<Caller>()
         else {
             return Err(ToolError::new(
                 "action_outside_session",
@@ -309,6 +306,26 @@ impl ActionDefinition {
             }
         }
         Ok(output)
+    }
+}
+
+impl AgentProfile {
+    /// Adds an action (stored as the tool the model calls, in
+    /// [`AgentProfile::actions`](AgentProfile::actions)).
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action.into_tool());
+        self
+    }
+}
+
+impl AgentConfig {
+    /// Adds an action (stored as the tool the model calls, in
+    /// [`AgentConfig::actions`](AgentConfig::actions)).
+    #[must_use]
+    pub fn with_action(mut self, action: ActionDefinition) -> Self {
+        self.actions.push(action.into_tool());
+        self
     }
 }
 

@@ -14,13 +14,13 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flue_protocol::{ThinkingLevel, task_session_parent};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
 
 use crate::compaction::{Compactor, LoopCompaction};
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
@@ -521,13 +521,13 @@ impl TurnLoop<'_> {
         // Live actions (MCP servers' questions) are listed and answered in the root session,
         // where a subagent's call's question names its task session.
         let mut root = self.shared.key.session.as_str();
-        while let Some(parent) = crate::task::task_session_parent(root) {
+        while let Some(parent) = task_session_parent(root) {
             root = parent;
         }
         let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);
         let task_session =
             (root != self.shared.key.session).then(|| self.shared.key.session.clone());
-        tool_ctx.caller = Some(crate::action::Caller {
+        tool_ctx.insert_extension(crate::action::Caller {
             harness: Arc::clone(harness),
             scope: Arc::clone(&self.shared.scope),
         });
@@ -596,7 +596,7 @@ impl TurnLoop<'_> {
             self.send_tool_start(call);
             let input = call.input.clone();
             let (mut ctx, emitter) = tool_ctx.for_call(&call.id, &self.ctx.sink, &harness.redactor);
-            ctx.live = Some(crate::elicitation::LiveLog {
+            ctx.insert_extension(crate::elicitation::LiveLog {
                 store: Arc::clone(&harness.store),
                 key: live_key.clone(),
                 task_session: task_session.clone(),

@@ -24,10 +24,11 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use flue_protocol::ThinkingLevel;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Compaction, CompactionConfig, ThinkingLevel};
+use crate::config::{Compaction, CompactionConfig};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};
@@ -147,6 +148,7 @@ pub(crate) fn record_tokens(record: &Record) -> u64 {
                 match part {
                     UserContent::Text { text } => n_chars += char_count(text),
                     UserContent::Image(_) => n_images += 1,
+                    _ => {}
                 }
             }
         }
@@ -154,16 +156,14 @@ pub(crate) fn record_tokens(record: &Record) -> u64 {
             n_chars = message.content.iter().map(content_chars).sum();
         }
         Record::ToolResult(result) => n_chars = char_count(&result.content),
-        // Pause bookkeeping: the model never sees it.
-        Record::ActionRequired(_)
-        | Record::ActionResolved(_)
-        | Record::ActionStarted(_)
-        | Record::Sampling(_) => {}
         Record::Shell(shell) => {
             n_chars =
                 char_count(&shell.command) + char_count(&shell.stdout) + char_count(&shell.stderr);
         }
         Record::Compaction(summary) => n_chars = char_count(&summary.summary),
+        // Pause bookkeeping (action required, resolved, started) and sampling: the model never
+        // sees it.
+        _ => {}
     }
     chars_to_tokens(n_chars).saturating_add(IMAGE_TOKENS.saturating_mul(n_images))
 }
@@ -303,15 +303,10 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
     let mut open_calls: HashSet<&str> = HashSet::new();
     let mut cuts = Vec::new();
     for (idx, record) in records.iter().enumerate().skip(start) {
-        let kind_allows = match record {
-            Record::User(_) | Record::Assistant(_) | Record::Shell(_) => true,
-            Record::ToolResult(_)
-            | Record::Compaction(_)
-            | Record::ActionRequired(_)
-            | Record::ActionResolved(_)
-            | Record::ActionStarted(_)
-            | Record::Sampling(_) => false,
-        };
+        let kind_allows = matches!(
+            record,
+            Record::User(_) | Record::Assistant(_) | Record::Shell(_)
+        );
         if idx > start && kind_allows && open_calls.is_empty() {
             cuts.push(idx);
         }
@@ -322,13 +317,7 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
             Record::ToolResult(result) => {
                 open_calls.remove(result.call_id.as_str());
             }
-            Record::User(_)
-            | Record::Shell(_)
-            | Record::Compaction(_)
-            | Record::ActionRequired(_)
-            | Record::ActionResolved(_)
-            | Record::ActionStarted(_)
-            | Record::Sampling(_) => {}
+            _ => {}
         }
     }
     cuts
@@ -336,16 +325,7 @@ fn cut_points(records: &[Record], start: usize) -> Vec<usize> {
 
 /// A user message or a shell exchange begins a turn.
 fn is_turn_start(record: &Record) -> bool {
-    match record {
-        Record::User(_) | Record::Shell(_) => true,
-        Record::Assistant(_)
-        | Record::ToolResult(_)
-        | Record::Compaction(_)
-        | Record::ActionRequired(_)
-        | Record::ActionResolved(_)
-        | Record::ActionStarted(_)
-        | Record::Sampling(_) => false,
-    }
+    matches!(record, Record::User(_) | Record::Shell(_))
 }
 
 /// The prompt asking for a history summary, updating `previous` when there is one.
@@ -408,11 +388,8 @@ fn render_record(record: &Record) -> Option<String> {
         Record::User(message) => {
             let mut text = format!("[User]: {}", message.joined_text());
             for part in &message.content {
-                match part {
-                    UserContent::Image(image) => {
-                        text.push_str(&format!(" [image {}]", image.mime_type));
-                    }
-                    UserContent::Text { .. } => {}
+                if let UserContent::Image(image) = part {
+                    text.push_str(&format!(" [image {}]", image.mime_type));
                 }
             }
             Some(text)
@@ -421,14 +398,16 @@ fn render_record(record: &Record) -> Option<String> {
             let parts: Vec<String> = message
                 .content
                 .iter()
-                .map(|part| match part {
-                    AssistantContent::Text { text } => format!("[Assistant]: {text}"),
+                .filter_map(|part| match part {
+                    AssistantContent::Text { text } => Some(format!("[Assistant]: {text}")),
                     AssistantContent::Thinking { text, .. } => {
-                        format!("[Assistant thinking]: {text}")
+                        Some(format!("[Assistant thinking]: {text}"))
                     }
-                    AssistantContent::ToolCall(call) => {
-                        format!("[Assistant tool call]: {} {}", call.name, call.input)
-                    }
+                    AssistantContent::ToolCall(call) => Some(format!(
+                        "[Assistant tool call]: {} {}",
+                        call.name, call.input
+                    )),
+                    _ => None,
                 })
                 .collect();
             Some(parts.join("\n"))
@@ -454,12 +433,9 @@ fn render_record(record: &Record) -> Option<String> {
                 shell.exit_code
             ))
         }
-        // The latest summary is passed separately; older ones are part of it.
-        Record::Compaction(_)
-        | Record::ActionRequired(_)
-        | Record::ActionResolved(_)
-        | Record::ActionStarted(_)
-        | Record::Sampling(_) => None,
+        // The latest summary is passed separately; older ones are part of it. Pause
+        // bookkeeping and sampling are not part of the conversation.
+        _ => None,
     }
 }
 
@@ -501,13 +477,7 @@ impl FileLists {
                     };
                     target.extend(call_paths(input));
                 }
-                Record::User(_)
-                | Record::Shell(_)
-                | Record::Compaction(_)
-                | Record::ActionRequired(_)
-                | Record::ActionResolved(_)
-                | Record::ActionStarted(_)
-                | Record::Sampling(_) => {}
+                _ => {}
             }
         }
     }
@@ -857,7 +827,7 @@ impl Summariser<'_> {
             .iter()
             .filter_map(|part| match part {
                 AssistantContent::Text { text } => Some(text.as_str()),
-                AssistantContent::Thinking { .. } | AssistantContent::ToolCall(_) => None,
+                _ => None,
             })
             .collect();
         let text = text.trim();
@@ -934,6 +904,7 @@ fn content_chars(part: &AssistantContent) -> usize {
         AssistantContent::ToolCall(call) => {
             char_count(&call.name) + char_count(&call.input.to_string())
         }
+        _ => 0,
     }
 }
 

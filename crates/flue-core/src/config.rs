@@ -6,80 +6,18 @@
 //! the profile's, lists concatenate, and then a duplicate name is an error.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
+use flue_protocol::{DurabilityConfig, ThinkingLevel};
 use serde::{Deserialize, Serialize};
 
-use crate::action::ActionDefinition;
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition, ToolSource};
+use crate::util::check_name;
 
 /// Default limit on model turns in one operation.
 pub const DEFAULT_MAX_TURNS: u32 = 100;
-
-/// Reasoning effort requested from the model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ThinkingLevel {
-    /// No reasoning.
-    #[default]
-    Off,
-    /// The least reasoning the model offers.
-    Minimal,
-    /// Low effort.
-    Low,
-    /// Medium effort.
-    Medium,
-    /// High effort.
-    High,
-    /// The most the model offers.
-    Xhigh,
-}
-
-impl ThinkingLevel {
-    /// All levels, in increasing effort.
-    pub const ALL: [Self; 6] = [
-        Self::Off,
-        Self::Minimal,
-        Self::Low,
-        Self::Medium,
-        Self::High,
-        Self::Xhigh,
-    ];
-
-    /// The wire name (`off`, `minimal`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::Minimal => "minimal",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-            Self::Xhigh => "xhigh",
-        }
-    }
-}
-
-impl fmt::Display for ThinkingLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ThinkingLevel {
-    type Err = FlueError;
-
-    fn from_str(text: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|level| level.as_str() == text).ok_or_else(|| {
-            FlueError::config(format!(
-                "invalid thinking level {text:?}: expected one of off, minimal, low, medium, high, xhigh"
-            ))
-        })
-    }
-}
 
 /// Automatic compaction settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,35 +48,6 @@ impl Default for Compaction {
     fn default() -> Self {
         Self::Enabled(CompactionConfig::default())
     }
-}
-
-/// Limits for durable submissions.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DurabilityConfig {
-    /// Total attempts before the submission fails (default 10).
-    #[serde(default = "default_max_attempts")]
-    pub max_attempts: u32,
-    /// Wall-clock limit of one submission in milliseconds (default one hour).
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-}
-
-impl Default for DurabilityConfig {
-    fn default() -> Self {
-        Self {
-            max_attempts: default_max_attempts(),
-            timeout_ms: default_timeout_ms(),
-        }
-    }
-}
-
-fn default_max_attempts() -> u32 {
-    10
-}
-
-fn default_timeout_ms() -> u64 {
-    3_600_000
 }
 
 /// A skill: a catalog entry and, optionally, its instruction body and resource files.
@@ -233,13 +142,6 @@ macro_rules! agent_setters {
             self
         }
 
-        /// Adds an action.
-        #[must_use]
-        pub fn with_action(mut self, action: ActionDefinition) -> Self {
-            self.actions.push(action);
-            self
-        }
-
         /// Adds a skill.
         #[must_use]
         pub fn with_skill(mut self, skill: Skill) -> Self {
@@ -306,8 +208,9 @@ pub struct AgentProfile {
     /// Tool lists that may change between turns (an MCP server's), offered after `tools`.
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Actions: Rust behaviour offered to the model as framework-managed tools, each run in
-    /// an isolated child scope (see [`ActionDefinition`]).
-    pub actions: Vec<ActionDefinition>,
+    /// an isolated child scope, as the tools the model calls (added with `with_action`, see
+    /// [`ActionDefinition`](crate::ActionDefinition)).
+    pub actions: Vec<ToolDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
     /// Default reasoning effort.
@@ -382,7 +285,7 @@ impl AgentProfile {
         check_duplicates(
             label,
             "action",
-            self.actions.iter().map(ActionDefinition::name),
+            self.actions.iter().map(ToolDefinition::name),
             problems,
         );
         for action in &self.actions {
@@ -459,8 +362,8 @@ pub struct AgentConfig {
     pub tools: Vec<ToolDefinition>,
     /// Tool sources added to the profile's (see [`ToolSource`]).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
-    /// Actions added to the profile's.
-    pub actions: Vec<ActionDefinition>,
+    /// Actions added to the profile's, as the tools the model calls (added with `with_action`).
+    pub actions: Vec<ToolDefinition>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
     /// Overrides the profile thinking level.
@@ -641,8 +544,8 @@ pub struct ResolvedAgent {
     pub tools: Vec<ToolDefinition>,
     /// Tool sources, whose tools are read before each model turn (see [`ToolSource`]).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
-    /// Actions (offered to the model after the tools).
-    pub actions: Vec<ActionDefinition>,
+    /// Actions, as the tools the model calls (offered to the model after the tools).
+    pub actions: Vec<ToolDefinition>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
     /// Thinking level.
@@ -659,23 +562,6 @@ pub struct ResolvedAgent {
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).
     pub permissions: Vec<PermissionRule>,
-}
-
-/// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.
-pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("is empty");
-    }
-    if name.len() > 64 {
-        return Err("is longer than 64 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err("may only contain letters, digits, '_' and '-'");
-    }
-    Ok(())
 }
 
 fn check_duplicates<'a>(

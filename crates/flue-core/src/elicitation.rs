@@ -26,7 +26,7 @@ use crate::record::{
 use crate::redact::Redactor;
 use crate::store::{HeadWatch, SessionKey, SessionStore};
 use crate::tool::ToolContext;
-use crate::util::{new_ulid, now_ms};
+use crate::util::{new_ulid, now_ms, stamp_now};
 
 #[cfg(test)]
 mod tests;
@@ -257,7 +257,7 @@ impl ToolContext {
         question: &ElicitationQuestion,
         timeout: Duration,
     ) -> Result<ActionDecision> {
-        let Some(live) = self.live.clone() else {
+        let Some(live) = self.extension::<LiveLog>().cloned() else {
             return Err(FlueError::InvalidRequest {
                 message: "a live question needs a session's running tool call".into(),
             });
@@ -339,7 +339,7 @@ impl LiveLog {
     /// Appends `records` at the session's current end, re-reading it after another writer;
     /// returns the version after the append.
     async fn append_retrying(&self, records: &[Record]) -> Result<u64> {
-        let stored = StoredRecord::all_now(records.iter().cloned());
+        let stored = stamp_now(records.iter().cloned());
         let mut last = None;
         let mut version = self.load(0).await?.version;
         for _ in 0..APPEND_RETRIES {

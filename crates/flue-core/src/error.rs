@@ -7,6 +7,7 @@
 
 use std::error::Error as StdError;
 
+use flue_protocol::ProtocolError;
 use serde::{Deserialize, Serialize};
 
 use crate::event::ErrorInfo;
@@ -52,12 +53,7 @@ pub enum FlueError {
     /// retryable: the caller fixes the id. The message shows the id escaped and shortened.
     ///
     /// [`check_instance_id`]: crate::check_instance_id
-    #[error(
-        "invalid conversation id {}: {reason}; use 1 to {} printable characters without \
-         spaces or slashes, such as a ticket number, an email address or a user id",
-        shown_id(.id),
-        crate::harness::MAX_INSTANCE_ID_CHARS
-    )]
+    #[error("{}", ProtocolError::invalid_id_message(.id, .reason))]
     InvalidInstanceId {
         /// The rejected id, as given.
         id: String,
@@ -684,6 +680,18 @@ impl FlueError {
     }
 }
 
+impl From<ProtocolError> for FlueError {
+    /// An id that breaks the id rule becomes [`FlueError::InvalidInstanceId`]; any other value
+    /// that breaks a wire rule (a thinking level) becomes [`FlueError::InvalidConfig`]. The
+    /// message stays the same.
+    fn from(err: ProtocolError) -> Self {
+        match err {
+            ProtocolError::InvalidId { id, reason } => Self::InvalidInstanceId { id, reason },
+            other => Self::config(other.to_string()),
+        }
+    }
+}
+
 impl SandboxErrorReason {
     /// The stable kind string.
     pub fn kind(self) -> &'static str {
@@ -732,16 +740,4 @@ fn list_or_none(names: &[String]) -> String {
     } else {
         names.join(", ")
     }
-}
-
-/// An id for a message: escaped (control and invisible characters shown as escapes, never
-/// sent to a terminal raw) and cut to its first 40 characters, with its length when cut.
-fn shown_id(id: &str) -> String {
-    const SHOWN_CHARS: usize = 40;
-    let n_chars = id.chars().count();
-    if n_chars <= SHOWN_CHARS {
-        return format!("{id:?}");
-    }
-    let head: String = id.chars().take(SHOWN_CHARS).collect();
-    format!("{head:?}... ({n_chars} characters)")
 }

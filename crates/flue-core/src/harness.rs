@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use flue_protocol::{ACTION_SCOPE_PREFIX, TASK_SESSION_PREFIX};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::CallHandle;
@@ -25,12 +26,8 @@ use crate::scope::AgentScope;
 use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
 use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
-use crate::task::TASK_SESSION_PREFIX;
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
-
-/// The session used when no name is given.
-pub const DEFAULT_SESSION: &str = "default";
 
 /// Builds a [`Harness`]; `build` validates everything that can be checked before a model call.
 ///
@@ -503,7 +500,7 @@ impl Sessions<'_> {
             .filter_map(|summary| {
                 let name = summary.session.strip_prefix(&shared.session_prefix)?;
                 // Sessions of action scopes nested below this one stay out.
-                if name.starts_with(crate::action::ACTION_SCOPE_PREFIX) {
+                if name.starts_with(ACTION_SCOPE_PREFIX) {
                     return None;
                 }
                 Some(SessionSummary {
@@ -515,18 +512,15 @@ impl Sessions<'_> {
     }
 }
 
-/// Rejects empty, overlong and reserved session names.
-/// The most characters a conversation (agent instance) id may have.
-pub const MAX_INSTANCE_ID_CHARS: usize = 128;
-
 /// Checks a conversation (agent instance) id, the CLI's `--id` and the HTTP server's
 /// `/agents/<agent>/<id>`: every frontend calls this before using an id a user gave.
 ///
-/// An id is 1 to [`MAX_INSTANCE_ID_CHARS`] characters, none of them whitespace, a control
-/// character (terminal escapes), an invisible formatting character (bidirectional overrides,
-/// zero-width spaces) or a slash (`/`, `\`), and is not `.` or `..`. Ticket numbers
-/// (`PROJ-1234`, `#812`), email addresses, user ids, UUIDs and ULIDs all pass; ids name
-/// conversations in URLs, logs and terminals, where the refused characters would mislead.
+/// An id is 1 to [`MAX_INSTANCE_ID_CHARS`](crate::MAX_INSTANCE_ID_CHARS) characters, none of
+/// them whitespace, a control character (terminal escapes), an invisible formatting character
+/// (bidirectional overrides, zero-width spaces) or a slash (`/`, `\`), and is not `.` or `..`.
+/// Ticket numbers (`PROJ-1234`, `#812`), email addresses, user ids, UUIDs and ULIDs all pass;
+/// ids name conversations in URLs, logs and terminals, where the refused characters would
+/// mislead. The rule is flue-protocol's [`check_instance_id`](flue_protocol::check_instance_id).
 ///
 /// Fails with [`FlueError::InvalidInstanceId`] (kind `invalid_id`) saying what is wrong.
 ///
@@ -537,47 +531,10 @@ pub const MAX_INSTANCE_ID_CHARS: usize = 128;
 /// assert_eq!(err.kind(), "invalid_id");
 /// ```
 pub fn check_instance_id(id: &str) -> Result<()> {
-    let n_chars = id.chars().count();
-    let reason = if id.is_empty() {
-        "it is empty".to_owned()
-    } else if n_chars > MAX_INSTANCE_ID_CHARS {
-        format!("it is {n_chars} characters long")
-    } else if id.chars().any(char::is_control) {
-        "it contains a control character (a newline or a terminal escape)".to_owned()
-    } else if id.chars().any(char::is_whitespace) {
-        "it contains whitespace".to_owned()
-    } else if id.chars().any(is_invisible) {
-        "it contains an invisible formatting character".to_owned()
-    } else if id.contains(['/', '\\']) {
-        "it contains a slash".to_owned()
-    } else if id == "." || id == ".." {
-        "it is a dot name".to_owned()
-    } else {
-        return Ok(());
-    };
-    Err(FlueError::InvalidInstanceId {
-        id: id.to_owned(),
-        reason,
-    })
+    flue_protocol::check_instance_id(id).map_err(FlueError::from)
 }
 
-/// Characters that change how text displays without showing: zero-width and bidirectional
-/// formatting characters, the word joiner family and the byte order mark.
-fn is_invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00AD}'
-            | '\u{061C}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{206F}'
-            | '\u{FE00}'..='\u{FE0F}'
-            | '\u{FEFF}'
-            | '\u{FFF9}'..='\u{FFFB}'
-    )
-}
-
+/// Rejects empty, overlong and reserved session names.
 pub(crate) fn check_session_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         "a session name must not be empty"
@@ -585,7 +542,7 @@ pub(crate) fn check_session_name(name: &str) -> Result<()> {
         "a session name is at most 256 bytes"
     } else if name.starts_with(TASK_SESSION_PREFIX) {
         "names starting with \"task:\" are reserved for task sessions"
-    } else if name.starts_with(crate::action::ACTION_SCOPE_PREFIX) {
+    } else if name.starts_with(ACTION_SCOPE_PREFIX) {
         "names starting with \"action:\" are reserved for the sessions of action scopes"
     } else if name.chars().any(char::is_control) {
         "a session name must not contain control characters"

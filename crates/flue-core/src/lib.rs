@@ -28,14 +28,12 @@ mod compaction;
 mod config;
 mod elicitation;
 mod error;
-mod event;
 mod harness;
 mod initializer;
 mod model;
 mod operation;
 mod overlay;
 mod permission;
-mod record;
 mod redact;
 mod role;
 mod sandbox;
@@ -52,12 +50,16 @@ mod task;
 mod tool;
 mod util;
 
-pub use action::{ACTION_SCOPE_PREFIX, ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
+// The wire types live in flue-protocol; these aliases keep `crate::record::X` and
+// `crate::event::X` paths working inside the runtime.
+use flue_protocol::{event, record};
+
+pub use action::{ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
 pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use call::{CallHandle, EventStream};
 pub use config::{
-    AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, DurabilityConfig,
-    ResolvedAgent, Skill, ThinkingLevel,
+    AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, ResolvedAgent,
+    Skill,
 };
 pub use elicitation::{
     ElicitationQuestion, check_elicitation_content, elicitation_defaults, elicitation_fields,
@@ -65,9 +67,11 @@ pub use elicitation::{
 };
 pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
-pub use harness::{
-    DEFAULT_SESSION, Harness, HarnessBuilder, MAX_INSTANCE_ID_CHARS, Sessions, check_instance_id,
+pub use flue_protocol::{
+    ACTION_SCOPE_PREFIX, DEFAULT_SESSION, DurabilityConfig, MAX_INSTANCE_ID_CHARS, ProtocolError,
+    SPAN_TARGET, TASK_SESSION_PREFIX, ThinkingLevel, task_session_parent,
 };
+pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;
 pub use model::{
     AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
@@ -97,7 +101,7 @@ pub use sandbox::{
 pub use session::Session;
 pub use skill::LOAD_SKILL_TOOL;
 pub use skill_ref::SkillRef;
-pub use spans::{SPAN_TARGET, traced_turn};
+pub use spans::traced_turn;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
     ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,
@@ -109,7 +113,7 @@ pub use submission::{
     RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
     SubmissionState, WhenBusy, check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, task_session_parent};
+pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,

@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use flue_protocol::ThinkingLevel;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Outcome};
 use crate::model::TurnSink;

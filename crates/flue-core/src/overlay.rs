@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::config::{Skill, ThinkingLevel};
+use flue_protocol::ThinkingLevel;
+
+use crate::config::Skill;
 use crate::error::Result;
 use crate::role::{Role, Roles};
 use crate::scope::AgentScope;

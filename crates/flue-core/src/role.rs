@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::ThinkingLevel;
+use flue_protocol::ThinkingLevel;
+
 use crate::error::{FlueError, Result};
 
 /// A persona overlay: who the model is for one call, and optionally which model it runs on.
@@ -78,7 +79,7 @@ impl Roles {
         let mut problems = Vec::new();
         let mut by_name = BTreeMap::new();
         for role in roles {
-            if let Err(reason) = crate::config::check_name(&role.name) {
+            if let Err(reason) = crate::util::check_name(&role.name) {
                 problems.push(format!("role name {:?} {reason}", role.name));
             }
             if let Some(model) = &role.model

@@ -8,8 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::action::ActionDefinition;
-use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill, ThinkingLevel};
+use flue_protocol::ThinkingLevel;
+
+use crate::config::{AgentProfile, Compaction, ResolvedAgent, Skill};
 use crate::error::{FlueError, Result};
 use crate::skill::SkillCatalog;
 use crate::tool::{ToolDefinition, ToolSource};
@@ -67,7 +68,7 @@ impl AgentScope {
             return Err(FlueError::config(problems.join("; ")));
         }
         let all = agent.skills.iter().chain(workspace_skills).cloned();
-        let tools = tools_and_actions(&agent.tools, &agent.actions)?;
+        let tools = tools_and_actions(&agent.tools, &agent.actions);
         Ok(Self {
             instructions: agent.instructions.clone(),
             model: agent.model.clone(),
@@ -95,11 +96,7 @@ impl AgentScope {
 /// A scope's tools: the declared tools, then each action as the tool the model calls.
 pub(crate) fn tools_and_actions(
     tools: &[ToolDefinition],
-    actions: &[ActionDefinition],
-) -> Result<Vec<ToolDefinition>> {
-    let mut all = tools.to_vec();
-    for action in actions {
-        all.push(action.tool()?);
-    }
-    Ok(all)
+    actions: &[ToolDefinition],
+) -> Vec<ToolDefinition> {
+    tools.iter().chain(actions).cloned().collect()
 }

@@ -9,17 +9,20 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use flue_protocol::ACTION_SCOPE_PREFIX;
+
 use crate::config::ResolvedAgent;
 use crate::error::{FlueError, Result};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionPolicy;
-use crate::record::{Record, StoredRecord};
+use crate::record::Record;
 use crate::redact::Redactor;
 use crate::role::Roles;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
 use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore};
+use crate::util::stamp_now;
 
 pub(crate) struct HarnessShared {
     pub(crate) instance_id: String,
@@ -90,7 +93,7 @@ impl HarnessShared {
             session_prefix: format!(
                 "{}{}{}:",
                 self.session_prefix,
-                crate::action::ACTION_SCOPE_PREFIX,
+                ACTION_SCOPE_PREFIX,
                 crate::util::new_ulid()
             ),
             scope_cancel: Some(cancel),
@@ -236,7 +239,7 @@ impl SessionShared {
         if records.is_empty() {
             return Ok(());
         }
-        let stored = StoredRecord::all_now(records.iter().cloned());
+        let stored = stamp_now(records.iter().cloned());
         loop {
             match self
                 .harness

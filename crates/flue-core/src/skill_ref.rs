@@ -64,7 +64,7 @@ impl SkillRef<'_> {
                     skill.name
                 ))),
                 Err(_) => {
-                    if let Err(reason) = crate::config::check_name(&skill.name) {
+                    if let Err(reason) = crate::util::check_name(&skill.name) {
                         return Err(FlueError::config(format!(
                             "packaged skill name {:?} {reason}",
                             skill.name

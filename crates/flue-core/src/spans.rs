@@ -15,6 +15,7 @@
 use std::fmt;
 use std::time::Instant;
 
+use flue_protocol::SPAN_TARGET;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
@@ -27,9 +28,6 @@ use crate::record::{AssistantContent, StopReason, Usage};
 use crate::redact::Redactor;
 use crate::util::or_cancel;
 
-/// The `tracing` target of every span flue-core (and flue-server) opens for telemetry.
-pub const SPAN_TARGET: &str = "flue::telemetry";
-
 /// The span of one operation on a session: `invoke_agent <agent>` for model operations
 /// (prompt, skill, task), `flue.operation <kind>` for shell and compact.
 pub(crate) fn operation(
@@ -39,13 +37,7 @@ pub(crate) fn operation(
     session: &str,
     depth: u32,
 ) -> Span {
-    let kind = match kind {
-        OperationKind::Prompt => "prompt",
-        OperationKind::Skill => "skill",
-        OperationKind::Task => "task",
-        OperationKind::Shell => "shell",
-        OperationKind::Compact => "compact",
-    };
+    let kind = kind.as_str();
     let model_operation = matches!(kind, "prompt" | "skill" | "task");
     let name = if model_operation {
         format!("invoke_agent {agent}")
@@ -77,7 +69,7 @@ pub(crate) fn record_outcome(span: &Span, outcome: Outcome, error_kind: Option<&
     if span.is_disabled() {
         return;
     }
-    span.record("flue.outcome", outcome_str(outcome));
+    span.record("flue.outcome", outcome.as_str());
     if let Some(kind) = error_kind {
         span.record("error.type", kind);
     }
@@ -200,6 +192,8 @@ pub(crate) fn finish_reason(stop_reason: StopReason) -> &'static str {
         StopReason::ToolUse => "tool_call",
         StopReason::MaxTokens => "length",
         StopReason::Aborted => "aborted",
+        // A stop reason added later: GenAI's catch-all.
+        _ => "other",
     }
 }
 
@@ -297,16 +291,6 @@ pub(crate) fn trace_parent(value: &str) -> Option<String> {
     valid.then(|| format!("{version}-{trace_id}-{parent_id}-{flags}"))
 }
 
-/// The wire name of an outcome.
-pub(crate) fn outcome_str(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Completed => "completed",
-        Outcome::Failed => "failed",
-        Outcome::Aborted => "aborted",
-        Outcome::RequiresAction => "requires_action",
-    }
-}
-
 /// A JSON value recorded on a span only when a subscriber formats it, redacted then.
 pub(crate) struct RedactedJson<'a> {
     pub(crate) redactor: &'a Redactor,
@@ -332,7 +316,7 @@ impl fmt::Display for RedactedReply<'_> {
             .iter()
             .filter_map(|part| match part {
                 AssistantContent::Text { text } => Some(text.as_str()),
-                AssistantContent::Thinking { .. } | AssistantContent::ToolCall(_) => None,
+                _ => None,
             })
             .collect();
         formatter.write_str(&self.redactor.redact(&text))

@@ -93,7 +93,6 @@ pub(crate) fn next_step(records: &[Record]) -> Step {
             Record::ActionStarted(start) => {
                 started.insert(start.action_id.as_str());
             }
-            Record::Sampling(_) => {}
             Record::Assistant(message) => {
                 let unanswered: Vec<&ToolCall> = message
                     .tool_calls()
@@ -110,6 +109,8 @@ pub(crate) fn next_step(records: &[Record]) -> Step {
                 };
             }
             Record::User(_) | Record::Shell(_) | Record::Compaction(_) => return Step::CallModel,
+            // Sampling: an exchange during a call, never holding it.
+            _ => {}
         }
     }
     Step::CallModel
@@ -172,9 +173,8 @@ fn decided_result(
         ActionDecision::Deny { message } => {
             let what = match action.kind {
                 ActionKind::Confirmation => "the user denied permission to run this tool call",
-                ActionKind::CustomTool | ActionKind::Task | ActionKind::Elicitation => {
-                    "the application declined this tool call"
-                }
+                // A custom tool, a task or an elicitation.
+                _ => "the application declined this tool call",
             };
             let text = match message.as_deref().map(str::trim) {
                 Some(message) if !message.is_empty() => format!("{what}: {message}"),
@@ -182,11 +182,8 @@ fn decided_result(
             };
             error_result(call, &ToolError::new("permission_denied", text))
         }
-        ActionDecision::Allow
-        | ActionDecision::Interrupted
-        | ActionDecision::Accept { .. }
-        | ActionDecision::Decline { .. }
-        | ActionDecision::Cancel => interrupted_result(call),
+        // Allow, interrupted, and an elicitation's accept, decline or cancel.
+        _ => interrupted_result(call),
     }
 }
 

@@ -19,7 +19,9 @@ mod driver;
 mod fenced;
 mod registry;
 mod runtime;
-mod wire;
+
+// The wire types live in flue-protocol; the alias keeps `crate::submission::wire::X` working.
+use flue_protocol::submission as wire;
 
 pub use actions::{InterruptReceipt, ResolveReceipt};
 pub use registry::{AgentRegistry, StaticAgents};
@@ -37,7 +39,7 @@ use crate::error::{FlueError, Result};
 /// `..`), so CLIs, the HTTP server and dispatch accept the same ids. Refusals are
 /// [`FlueError::InvalidInstanceId`] (kind `invalid_id`).
 pub fn check_conversation_id(id: &str) -> Result<()> {
-    crate::harness::check_instance_id(id)
+    flue_protocol::check_conversation_id(id).map_err(FlueError::from)
 }
 
 /// Checks what a message must satisfy before admission: a non-empty signal type, and tag and

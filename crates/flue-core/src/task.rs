@@ -11,7 +11,7 @@
 //! parent's, so aborting the parent aborts its tasks. The parent's event stream gets
 //! [`Event::TaskStart`] and [`Event::TaskEnd`] for the task and for every task nested in it.
 //!
-//! Child sessions are linked to their parent by name: [`task_session_parent`] recovers the
+//! Child sessions are linked to their parent by name: [`task_session_parent`](flue_protocol::task_session_parent) recovers the
 //! parent from a child's name, and deleting a session deletes its task sessions.
 //!
 //! A task the model started can pause: its pending action stays in its own log, the parent's
@@ -21,6 +21,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use flue_protocol::{TASK_SESSION_PREFIX, ThinkingLevel, task_session_parent};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -29,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::agent_loop::{self, Delegation, Opening, ResumeTask, TASK_PAUSED, TaskResumed};
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
@@ -57,26 +57,6 @@ pub const MAX_TASK_DEPTH: u32 = 4;
 
 /// Name of the built-in tool through which the model delegates.
 pub const TASK_TOOL: &str = "task";
-
-/// The parent of a task session, read from its name (`task:<parent>:<uuid>`); `None` for a
-/// session that is not a task.
-///
-/// ```
-/// let child = "task:default:0b0e6b4c-3c1e-4d5e-9f1a-2b3c4d5e6f70";
-/// assert_eq!(flue_core::task_session_parent(child), Some("default"));
-/// let grandchild = format!("task:{child}:1c1e6b4c-3c1e-4d5e-9f1a-2b3c4d5e6f71");
-/// assert_eq!(flue_core::task_session_parent(&grandchild), Some(child));
-/// assert_eq!(flue_core::task_session_parent("default"), None);
-/// ```
-pub fn task_session_parent(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix(TASK_SESSION_PREFIX)?;
-    let (parent, id) = rest.rsplit_once(':')?;
-    let is_uuid = id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    (is_uuid && !parent.is_empty()).then_some(parent)
-}
-
-/// Prefix of framework-owned task session names.
-pub const TASK_SESSION_PREFIX: &str = "task:";
 
 /// Deletes every task session below `session` (its tasks, their tasks, ...).
 pub(crate) async fn delete_task_sessions(harness: &HarnessShared, session: &str) -> Result<()> {
@@ -349,7 +329,7 @@ fn child_scope(
             .compaction
             .clone()
             .unwrap_or_else(|| parent.compaction.clone()),
-        tools: crate::scope::tools_and_actions(&profile.tools, &profile.actions)?,
+        tools: crate::scope::tools_and_actions(&profile.tools, &profile.actions),
         tool_sources: profile.tool_sources.clone(),
         skills: SkillCatalog::new(profile.skills.iter().cloned())?,
         subagents: profile.subagents.clone(),
@@ -404,12 +384,8 @@ fn forward_task_events(
                     depth,
                     event: Box::new(event),
                 }),
-                Event::OperationStart { .. }
-                | Event::OperationEnd { .. }
-                | Event::SubmissionWaiting { .. }
-                | Event::SubmissionQueued { .. }
-                | Event::SubmissionRunning { .. }
-                | Event::SubmissionSettled { .. } => {}
+                // The task's own operation and submission lifecycle stay with the task.
+                _ => {}
             }
         }
     });

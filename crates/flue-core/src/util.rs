@@ -1,4 +1,4 @@
-//! Small shared helpers: boxed futures, clocks, ids and cancellation.
+//! Small shared helpers: boxed futures, clocks, ids, the name rule and cancellation.
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
+use crate::record::{Record, StoredRecord};
 
 /// A boxed, sendable future: the return type of the object-safe extension traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -21,6 +22,32 @@ pub fn now_ms() -> u64 {
         .map_or(0, |elapsed| {
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.
+pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > 64 {
+        return Err("is longer than 64 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err("may only contain letters, digits, '_' and '-'");
+    }
+    Ok(())
+}
+
+/// Wraps records written together, all stamped now.
+pub(crate) fn stamp_now(records: impl IntoIterator<Item = Record>) -> Vec<StoredRecord> {
+    let at = now_ms();
+    records
+        .into_iter()
+        .map(|record| StoredRecord::new(record, at))
+        .collect()
 }
 
 /// `ms` since the Unix epoch as an ISO 8601 / RFC 3339 UTC timestamp with milliseconds:

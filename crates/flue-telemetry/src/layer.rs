@@ -38,7 +38,7 @@ const CONTENT_FIELDS: &[&str] = &[
 ];
 
 /// Turns flue's telemetry spans into OpenTelemetry spans and metrics. Install it filtered to
-/// [`flue_core::SPAN_TARGET`] ([`crate::Telemetry::init`] does).
+/// [`flue_protocol::SPAN_TARGET`] ([`crate::Telemetry::init`] does).
 pub struct GenAiLayer {
     tracer: Option<SdkTracer>,
     instruments: Option<Instruments>,

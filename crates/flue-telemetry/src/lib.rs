@@ -5,7 +5,7 @@
 //! `flue_server=debug`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or a signal's own
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`) is set, a
 //! [`GenAiLayer`] that turns the spans flue-core and flue-server open (target
-//! [`flue_core::SPAN_TARGET`]) into OpenTelemetry spans and metrics, exported over OTLP/HTTP
+//! [`flue_protocol::SPAN_TARGET`]) into OpenTelemetry spans and metrics, exported over OTLP/HTTP
 //! with protobuf bodies. The standard `OTEL_*` variables (headers, timeout, service name,
 //! resource attributes, batch and export intervals, `OTEL_SDK_DISABLED`) apply. With no
 //! endpoint, nothing is exported and the layer is not installed: flue-core's spans stay
@@ -133,7 +133,7 @@ impl Telemetry {
         };
         // Telemetry spans never reach log lines: their fields (contents among them) would be
         // formatted into every line logged inside them, and cost time when nothing exports.
-        let filter = match format!("{}=off", flue_core::SPAN_TARGET).parse() {
+        let filter = match format!("{}=off", flue_protocol::SPAN_TARGET).parse() {
             Ok(directive) => filter.add_directive(directive),
             Err(_) => filter,
         };
@@ -213,7 +213,7 @@ impl Telemetry {
                 settings.capture_content,
             )
             .with_filter(filter_fn(|metadata| {
-                metadata.target() == flue_core::SPAN_TARGET
+                metadata.target() == flue_protocol::SPAN_TARGET
             }))
         });
         let _ = Registry::default()

@@ -4,6 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use crate::ActionDefinition;
 
 fn tool(name: &str) -> ToolDefinition {
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -171,12 +172,11 @@ fn max_turns_must_be_positive() {
 }
 
 #[test]
-fn thinking_levels_parse_and_print() {
-    for level in ThinkingLevel::ALL {
-        assert_eq!(level.as_str().parse::<ThinkingLevel>().unwrap(), level);
-    }
+fn a_bad_thinking_level_is_a_config_error_with_the_protocol_message() {
+    let err = FlueError::from("extreme".parse::<ThinkingLevel>().unwrap_err());
+    assert_eq!(err.kind(), "invalid_config");
     assert_eq!(
-        message("extreme".parse::<ThinkingLevel>()),
+        message(Err::<(), _>(err)),
         "invalid thinking level \"extreme\": expected one of off, minimal, low, medium, high, xhigh"
     );
 }
@@ -197,11 +197,7 @@ fn actions_concatenate_and_collide_with_tools_and_each_other_at_every_level() {
         .with_action(action("b"))
         .resolve()
         .unwrap();
-    let names: Vec<&str> = resolved
-        .actions
-        .iter()
-        .map(ActionDefinition::name)
-        .collect();
+    let names: Vec<&str> = resolved.actions.iter().map(ToolDefinition::name).collect();
     assert_eq!(names, ["a", "b"]);
 
     let helper = AgentProfile::new("helper")

@@ -15,10 +15,10 @@ mod tests;
 
 use std::collections::BTreeMap;
 
+use flue_protocol::ThinkingLevel;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::model::catalog::Thinking;
 use crate::model::convert::{self, Item};
@@ -298,7 +298,6 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 "thinking": text,
                 "signature": signature,
             })),
-            AssistantContent::Thinking { .. } => None,
             AssistantContent::Text { text } if text.is_empty() => None,
             AssistantContent::Text { text } => Some(json!({"type": "text", "text": text})),
             AssistantContent::ToolCall(call) => Some(json!({
@@ -309,6 +308,7 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 // tool result tells the model what was wrong.
                 "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
             })),
+            _ => None,
         })
         .collect()
 }

@@ -51,6 +51,7 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                         UserContent::Image(_) => {
                             items.push(Item::Text(Cow::Borrowed(IMAGE_PLACEHOLDER)));
                         }
+                        _ => {}
                     }
                 }
             }
@@ -74,11 +75,6 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                 open_calls.clear();
                 items.push(Item::Text(Cow::Owned(shell_text(exchange))));
             }
-            // Pause bookkeeping; `steps::model_view` leaves it out before it gets here.
-            Record::ActionRequired(_)
-            | Record::ActionResolved(_)
-            | Record::ActionStarted(_)
-            | Record::Sampling(_) => {}
             Record::Compaction(summary) => {
                 open_calls.clear();
                 items.push(Item::Text(Cow::Owned(format!(
@@ -86,6 +82,9 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                     summary.summary
                 ))));
             }
+            // Pause bookkeeping and sampling; `steps::model_view` leaves them out before they
+            // get here.
+            _ => {}
         }
     }
     items
@@ -136,6 +135,7 @@ pub(crate) fn estimate_tokens(request: &ModelRequest<'_>, items: &[Item<'_>]) ->
                     AssistantContent::ToolCall(call) => {
                         call.name.len() + arguments_text(call).len()
                     }
+                    _ => 0,
                 })
                 .sum(),
         };

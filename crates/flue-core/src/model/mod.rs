@@ -19,9 +19,9 @@ mod sse;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use flue_protocol::ThinkingLevel;
 use serde_json::Value;
 
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::event::Event;
 use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};

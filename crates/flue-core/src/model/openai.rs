@@ -13,10 +13,10 @@ mod tests;
 
 use std::collections::HashMap;
 
+use flue_protocol::ThinkingLevel;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::ThinkingLevel;
 use crate::error::{FlueError, Result};
 use crate::model::catalog::Thinking;
 use crate::model::convert::{self, Item};

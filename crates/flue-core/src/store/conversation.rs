@@ -26,17 +26,16 @@
 use std::fmt;
 use std::time::Duration;
 
+use flue_protocol::{
+    ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt,
+    DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo,
+};
 use tokio::sync::watch;
 
-use crate::config::DurabilityConfig;
 use crate::error::{FlueError, Result};
 use crate::event::Outcome;
 use crate::record::StoredRecord;
 use crate::store::{SessionKey, SessionStore};
-use crate::submission::{
-    ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset,
-    Settlement, StreamPage, SubmissionInfo,
-};
 use crate::util::{BoxFuture, now_ms};
 
 /// A process's identity as a conversation owner. The owner counts as alive while this value

@@ -25,7 +25,7 @@ use crate::submission::wire::{
     SubmissionInfo, SubmissionState,
 };
 use crate::task;
-use crate::util::now_ms;
+use crate::util::{now_ms, stamp_now};
 
 /// How long a decision waits for a live owner to let the conversation go (it is running the
 /// consequence of an earlier decision) before it gives up with `session_busy`.
@@ -185,7 +185,7 @@ impl AgentRuntime {
                     .into_iter()
                     .map(Record::ToolResult),
             );
-            let stored = StoredRecord::all_now(written);
+            let stored = stamp_now(written);
             let session = root_session(key);
             let appended = self
                 .inner
@@ -415,7 +415,7 @@ impl AgentRuntime {
     ) -> Result<ResolveReceipt> {
         let action_id = resolution.action_id.clone();
         let decision = resolution.decision.clone();
-        let stored = StoredRecord::all_now([Record::ActionResolved(resolution)]);
+        let stored = stamp_now([Record::ActionResolved(resolution)]);
         let appended = self
             .inner
             .store

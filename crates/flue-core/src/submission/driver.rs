@@ -19,13 +19,12 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
-use crate::record::{UserContent, UserMessage};
 use crate::spans;
 use crate::store::conversation::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
 use crate::submission::fenced::FencedSessions;
 use crate::submission::runtime::{DriverSlot, RuntimeInner};
-use crate::submission::wire::{ConversationKey, DeliveredMessage, Settlement};
+use crate::submission::wire::{ConversationKey, Settlement};
 use crate::util::now_ms;
 
 /// Why a running attempt was stopped from outside.
@@ -117,7 +116,7 @@ pub(crate) async fn drive(
         };
         let durability = match built {
             Ok(harness) => harness.agent().durability.clone(),
-            Err(_) => crate::config::DurabilityConfig::default(),
+            Err(_) => flue_protocol::DurabilityConfig::default(),
         };
         let claim = match inner.store.claim_next(&fence, &durability).await {
             Ok(Some(claim)) => claim,
@@ -283,7 +282,7 @@ async fn process(
             .await;
         }
     };
-    let message = (!submission.input_applied).then(|| user_message(&submission.message));
+    let message = (!submission.input_applied).then(|| submission.message.to_user_message());
     fenced.begin_submission(submission_id, message.is_some());
     let cancel = CancellationToken::new();
     let reason = Arc::new(AtomicU8::new(StopReason::None as u8));
@@ -472,36 +471,4 @@ async fn settle(inner: &RuntimeInner, fence: &Fence, settlement: Settlement) -> 
             Next::Stop
         }
     }
-}
-
-/// The session record of a delivered message: user text and images, or a signal's envelope.
-pub(crate) fn user_message(message: &DeliveredMessage) -> UserMessage {
-    match message {
-        DeliveredMessage::User { body, images } => {
-            let mut content = vec![UserContent::Text { text: body.clone() }];
-            content.extend(images.iter().cloned().map(UserContent::Image));
-            UserMessage { content }
-        }
-        DeliveredMessage::Signal {
-            signal_type,
-            body,
-            attributes,
-            tag_name,
-        } => {
-            let tag = tag_name.as_deref().unwrap_or("signal");
-            let mut open = format!("<{tag} type=\"{}\"", escape_attribute(signal_type));
-            for (name, value) in attributes {
-                open.push_str(&format!(" {name}=\"{}\"", escape_attribute(value)));
-            }
-            UserMessage::text(format!("{open}>\n{body}\n</{tag}>"))
-        }
-    }
-}
-
-fn escape_attribute(value: &str) -> String {
-    value
-        .replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -8,6 +8,7 @@
 mod builtin;
 mod command;
 mod emit;
+mod extensions;
 mod source;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,8 @@ use crate::record::{SamplingExchange, Usage};
 use crate::sandbox::Sandbox;
 use crate::store::{AuditStore, MemoryStore};
 use crate::util::BoxFuture;
+
+use extensions::Extensions;
 
 pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
 pub use command::{
@@ -198,12 +201,10 @@ pub struct ToolContext {
     /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
     /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
     pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
-    /// Where the call holds live actions (an MCP server's questions); none outside a
-    /// session's tool call.
-    pub(crate) live: Option<crate::elicitation::LiveLog>,
-    /// The harness and scope of the session running the call, from which an action opens its
-    /// child scope; none outside a session's tool call.
-    pub(crate) caller: Option<crate::action::Caller>,
+    /// What the runtime attaches to a session's tool call for its own tools (the log that
+    /// holds live actions, the harness and scope an action opens its child scope from); empty
+    /// outside a session's tool call.
+    extensions: Extensions,
 }
 
 impl ToolContext {
@@ -224,8 +225,7 @@ impl ToolContext {
             usage: Arc::new(Mutex::new(Usage::default())),
             call_id: String::new(),
             sampling: Arc::new(Mutex::new(Vec::new())),
-            live: None,
-            caller: None,
+            extensions: Extensions::default(),
         }
     }
 
@@ -242,6 +242,17 @@ impl ToolContext {
         ctx.emitter = Some(emitter.clone());
         ctx.call_id = call_id.to_owned();
         (ctx, emitter)
+    }
+
+    /// Attaches a value of the runtime's to this context (see [`ToolContext::extension`]),
+    /// replacing an earlier value of the same type.
+    pub(crate) fn insert_extension<T: std::any::Any + Send + Sync>(&mut self, value: T) {
+        self.extensions.insert(value);
+    }
+
+    /// The value of type `T` the runtime attached, when it did.
+    pub(crate) fn extension<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.extensions.get::<T>()
     }
 
     /// Emits trusted structured data for UI readers (the seed's `emitData`): streamed at once
@@ -506,7 +517,7 @@ impl ToolDefinition {
         tool: Arc<dyn Tool>,
     ) -> Result<Self> {
         let name = name.into();
-        if let Err(reason) = crate::config::check_name(&name) {
+        if let Err(reason) = crate::util::check_name(&name) {
             return Err(FlueError::InvalidTool {
                 name,
                 message: format!("name {reason}"),
@@ -533,6 +544,31 @@ impl ToolDefinition {
                 tool,
             }),
         })
+    }
+
+    /// A tool from parts already checked: a valid name and an object input schema compiled
+    /// into `input_validator` (an action's, see `ActionDefinition::into_tool`).
+    pub(crate) fn from_checked(
+        name: String,
+        description: String,
+        input_schema: Value,
+        input_validator: Arc<jsonschema::Validator>,
+        tool: Arc<dyn Tool>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(ToolInner {
+                name,
+                description,
+                input_schema,
+                output_schema: None,
+                input_validator,
+                output_validator: None,
+                meta: ToolMeta::default(),
+                external: false,
+                validates_itself: false,
+                tool,
+            }),
+        }
     }
 
     /// A tool whose input schema is derived from `I` and whose body is an async closure.

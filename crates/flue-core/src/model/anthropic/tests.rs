@@ -1,10 +1,11 @@
 //! Unit tests of the Messages request body.
 
+use flue_protocol::ThinkingLevel;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::{AnthropicProvider, tool_id};
-use crate::config::ThinkingLevel;
+
 use crate::model::provider_config::{ApiKey, ProviderConfig};
 use crate::model::{ModelRequest, ToolSchema};
 use crate::record::{

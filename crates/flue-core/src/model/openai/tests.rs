@@ -1,10 +1,11 @@
 //! Unit tests of the Chat Completions request body.
 
+use flue_protocol::ThinkingLevel;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::OpenAiProvider;
-use crate::config::ThinkingLevel;
+
 use crate::model::provider_config::{ApiKey, ProviderConfig, WireApi};
 use crate::model::{ModelInfo, ModelRequest, ToolSchema};
 use crate::record::{

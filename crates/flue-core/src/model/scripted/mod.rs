@@ -259,17 +259,7 @@ impl<'a> Conversation<'a> {
             Some(Record::ToolResult(result)) => State::ToolResult {
                 tool_name: &result.tool_name,
             },
-            Some(
-                Record::User(_)
-                | Record::Assistant(_)
-                | Record::Shell(_)
-                | Record::Compaction(_)
-                | Record::ActionRequired(_)
-                | Record::ActionResolved(_)
-                | Record::ActionStarted(_)
-                | Record::Sampling(_),
-            )
-            | None => State::User,
+            _ => State::User,
         };
         let user_text = messages
             .iter()
@@ -856,10 +846,7 @@ fn record_chars(record: &Record) -> usize {
             n_chars(&shell.command) + n_chars(&shell.stdout) + n_chars(&shell.stderr)
         }
         Record::Compaction(compaction) => n_chars(&compaction.summary),
-        Record::ActionRequired(_)
-        | Record::ActionResolved(_)
-        | Record::ActionStarted(_)
-        | Record::Sampling(_) => 0,
+        _ => 0,
     }
 }
 
@@ -867,6 +854,7 @@ fn content_chars(part: &AssistantContent) -> usize {
     match part {
         AssistantContent::Text { text } | AssistantContent::Thinking { text, .. } => n_chars(text),
         AssistantContent::ToolCall(call) => n_chars(&call.name) + n_chars(&call.input.to_string()),
+        _ => 0,
     }
 }
 

@@ -7,7 +7,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::config::DurabilityConfig;
+use flue_protocol::{
+    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
+    SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+};
+
 use crate::error::{FlueError, Result};
 use crate::record::StoredRecord;
 use crate::store::conversation::{
@@ -16,10 +20,6 @@ use crate::store::conversation::{
     lease_lost,
 };
 use crate::store::{MemoryStore, SessionKey};
-use crate::submission::{
-    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, Offset, SendCondition,
-    Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
-};
 use crate::util::{BoxFuture, now_ms};
 
 use super::MemorySession;

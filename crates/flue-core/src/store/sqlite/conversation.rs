@@ -20,9 +20,12 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use flue_protocol::{
+    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
+    SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
-use crate::config::DurabilityConfig;
 use crate::error::{FlueError, Result};
 use crate::store::conversation::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -30,10 +33,6 @@ use crate::store::conversation::{
     lease_lost,
 };
 use crate::store::{SessionKey, SqliteStore};
-use crate::submission::{
-    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, Offset, SendCondition,
-    Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
-};
 use crate::util::{BoxFuture, new_ulid, now_ms};
 
 use super::{get_u64, insert_records, read_record_range, store_error};

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The record format written by this version of flue-core.
+/// The record format written by this version of Flue.
 pub const RECORD_FORMAT_VERSION: u32 = 1;
 
 /// One entry of a session log, as stored.
@@ -31,18 +31,9 @@ impl StoredRecord {
             record,
         }
     }
-
-    /// Wraps records written together, all stamped now.
-    pub(crate) fn all_now(records: impl IntoIterator<Item = Record>) -> Vec<Self> {
-        let at = crate::util::now_ms();
-        records
-            .into_iter()
-            .map(|record| Self::new(record, at))
-            .collect()
-    }
 }
 
-/// What a session log holds. Grows over time: match with a wildcard outside flue-core.
+/// What a session log holds. Grows over time: match with a wildcard.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -189,7 +180,7 @@ pub enum ActionDecision {
 }
 
 /// One action of a session and its decision (`None` while it waits), as listed by
-/// [`Session::actions`](crate::Session::actions).
+/// flue-core's `Session::actions`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ActionInfo {
     /// The action.

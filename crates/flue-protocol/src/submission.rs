@@ -1,9 +1,9 @@
 //! Submission wire types: messages, receipts, offsets, stream batches and settlements.
 //!
 //! Data only, like [`crate::record`] and [`crate::event`]: it imports nothing from the crate but
-//! those two modules and `DurabilityConfig`, every enum is tagged (`type` or `kind`) in snake_case, and fields are never
-//! renamed without an alias. The stored stream batches use these types, so they are a durable
-//! format as well as an API.
+//! those two modules and [`DurabilityConfig`], every enum is tagged (`type` or `kind`) in
+//! snake_case, and fields are never renamed without an alias. The stored stream batches use
+//! these types, so they are a durable format as well as an API.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::DurabilityConfig;
 use crate::event::{ErrorInfo, Outcome};
-use crate::record::{Image, StoredRecord};
+use crate::record::{Image, StoredRecord, UserContent, UserMessage};
 
 /// Identifies one conversation: an agent name and a caller-chosen id.
 ///
@@ -54,7 +54,7 @@ impl fmt::Display for ConversationKey {
     }
 }
 
-/// One message delivered to a conversation: what [`crate::AgentRuntime::dispatch`] admits.
+/// One message delivered to a conversation: what flue-core's `AgentRuntime::dispatch` admits.
 ///
 /// Serialised with `kind` (`user` | `signal`), like the TypeScript Flue's `DeliveredMessage`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -104,6 +104,32 @@ impl DeliveredMessage {
             tag_name: None,
         }
     }
+
+    /// The session record of this message: user text and images, or a signal's envelope (an
+    /// element named by its tag name, `signal` by default, with its type and attributes, values
+    /// escaped, around the body).
+    pub fn to_user_message(&self) -> UserMessage {
+        match self {
+            Self::User { body, images } => {
+                let mut content = vec![UserContent::Text { text: body.clone() }];
+                content.extend(images.iter().cloned().map(UserContent::Image));
+                UserMessage { content }
+            }
+            Self::Signal {
+                signal_type,
+                body,
+                attributes,
+                tag_name,
+            } => {
+                let tag = tag_name.as_deref().unwrap_or("signal");
+                let mut open = format!("<{tag} type=\"{}\"", escape_attribute(signal_type));
+                for (name, value) in attributes {
+                    open.push_str(&format!(" {name}=\"{}\"", escape_attribute(value)));
+                }
+                UserMessage::text(format!("{open}>\n{body}\n</{tag}>"))
+            }
+        }
+    }
 }
 
 /// Which incarnation of a conversation a dispatch may reach (the HTTP `uid` send condition).
@@ -113,10 +139,10 @@ pub enum SendCondition {
     #[default]
     Any,
     /// Deliver only to the incarnation with this uid; a missing conversation or another uid
-    /// fails with [`crate::FlueError::AgentInstanceNotFound`].
+    /// fails with `FlueError::AgentInstanceNotFound`.
     Uid(String),
     /// Create only: an existing conversation fails with
-    /// [`crate::FlueError::AgentInstanceExists`], which names its uid.
+    /// `FlueError::AgentInstanceExists`, which names its uid.
     Create,
 }
 
@@ -126,7 +152,7 @@ pub enum WhenBusy {
     /// Queue behind it (the default): submissions run one at a time, first in first out.
     #[default]
     Queue,
-    /// Admit nothing and fail with [`crate::FlueError::ConversationBusy`], which names the
+    /// Admit nothing and fail with `FlueError::ConversationBusy`, which names the
     /// running owner.
     Fail,
 }
@@ -135,7 +161,7 @@ pub enum WhenBusy {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DispatchOptions {
     /// Idempotency key: the same key with the same message returns the first receipt (marked
-    /// `deduplicated`); the same key with another message is [`crate::FlueError::SubmissionConflict`].
+    /// `deduplicated`); the same key with another message is `FlueError::SubmissionConflict`.
     /// Scoped to the conversation.
     pub idempotency_key: Option<String>,
     /// Which incarnation may receive the message.
@@ -218,7 +244,7 @@ impl fmt::Display for Offset {
     }
 }
 
-/// What [`crate::AgentRuntime::dispatch`] returns once the message is durable.
+/// What flue-core's `AgentRuntime::dispatch` returns once the message is durable.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DispatchReceipt {
     /// The submission's id: await it, read its status, match its settlement.
@@ -407,4 +433,12 @@ pub struct StreamPage {
     pub next_offset: Offset,
     /// True when the page reached the head at the time it was read.
     pub up_to_date: bool,
+}
+
+fn escape_attribute(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

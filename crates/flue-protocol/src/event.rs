@@ -224,6 +224,19 @@ pub enum OperationKind {
     Compact,
 }
 
+impl OperationKind {
+    /// The wire name (`prompt`, `skill`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prompt => "prompt",
+            Self::Skill => "skill",
+            Self::Task => "task",
+            Self::Shell => "shell",
+            Self::Compact => "compact",
+        }
+    }
+}
+
 /// What triggered a compaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -253,6 +266,18 @@ pub enum Outcome {
     RequiresAction,
 }
 
+impl Outcome {
+    /// The wire name (`completed`, `failed`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Aborted => "aborted",
+            Self::RequiresAction => "requires_action",
+        }
+    }
+}
+
 /// The wire shape of an error: `{"kind": ..., "message": ...}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
@@ -261,3 +286,6 @@ pub struct ErrorInfo {
     /// Human-readable message.
     pub message: String,
 }
+
+#[cfg(test)]
+mod tests;
