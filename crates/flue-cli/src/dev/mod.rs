@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use flue_core::{AgentRegistry, AgentRuntime, SessionStore, SqliteStore};
+use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore, SqliteStore};
 use flue_host::{AgentSet, Env, Host, HostError};
 use serde::Serialize;
 use tokio::sync::watch as channel;
@@ -74,7 +74,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     let n_agents = infos.len();
     let host = Arc::new(Host::with_store(
         agents,
-        Arc::clone(&store) as Arc<dyn SessionStore>,
+        Arc::clone(&store) as Arc<dyn DynSessionStore>,
     ));
     // Starting the runtime resumes the work a stopped `flue dev` left unsettled.
     let core = AgentRuntime::builder(

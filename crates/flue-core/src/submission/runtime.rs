@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
 use crate::spans;
-use crate::store::{Admission, ConversationStore, OwnerRegistration};
+use crate::store::{Admission, DynConversationStore, OwnerRegistration};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
 use crate::submission::wire::{
@@ -33,7 +33,7 @@ const EVENT_CAPACITY: usize = 4096;
 
 /// Builds an [`AgentRuntime`].
 pub struct AgentRuntimeBuilder {
-    store: Arc<dyn ConversationStore>,
+    store: Arc<dyn DynConversationStore>,
     agents: Arc<dyn AgentRegistry>,
     lease: Duration,
     poll_interval: Duration,
@@ -162,7 +162,7 @@ pub(crate) struct RuntimeInner {
     pub(crate) owner_id: String,
     /// Keeps this process visible as a live owner; taken (dropped) at shutdown.
     registration: Mutex<Option<OwnerRegistration>>,
-    pub(crate) store: Arc<dyn ConversationStore>,
+    pub(crate) store: Arc<dyn DynConversationStore>,
     pub(crate) agents: Arc<dyn AgentRegistry>,
     pub(crate) lease: Duration,
     pub(crate) poll_interval: Duration,
@@ -354,7 +354,7 @@ impl std::fmt::Debug for AgentRuntime {
 impl AgentRuntime {
     /// Starts building a runtime on `store` serving `agents`.
     pub fn builder(
-        store: Arc<dyn ConversationStore>,
+        store: Arc<dyn DynConversationStore>,
         agents: Arc<dyn AgentRegistry>,
     ) -> AgentRuntimeBuilder {
         AgentRuntimeBuilder {
@@ -373,7 +373,7 @@ impl AgentRuntime {
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<dyn ConversationStore> {
+    pub fn store(&self) -> &Arc<dyn DynConversationStore> {
         &self.inner.store
     }
 

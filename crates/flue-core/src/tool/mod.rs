@@ -25,7 +25,7 @@ use crate::error::{FlueError, Result};
 use crate::model::ToolSchema;
 use crate::record::{SamplingExchange, Usage};
 use crate::sandbox::Sandbox;
-use crate::store::{AuditStore, MemoryStore};
+use crate::store::{DynAuditStore, MemoryStore};
 use crate::util::BoxFuture;
 
 pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
@@ -187,7 +187,7 @@ pub struct ToolContext {
     pub agent: String,
     /// Where the file tools append audit entries and keep the trash: the runtime's store,
     /// out of the sandbox's (and so the agent's) reach.
-    pub audit: Arc<dyn AuditStore>,
+    pub audit: Arc<dyn DynAuditStore>,
     /// The call's data emitter; none outside a session's tool call.
     emitter: Option<emit::DataEmitter>,
     /// Model usage the call spends on the agent's behalf (an MCP server's sampling requests);
@@ -284,7 +284,7 @@ impl ToolContext {
 
     /// Sets the audit store.
     #[must_use]
-    pub fn with_audit(mut self, audit: Arc<dyn AuditStore>) -> Self {
+    pub fn with_audit(mut self, audit: Arc<dyn DynAuditStore>) -> Self {
         self.audit = audit;
         self
     }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use flue_core::{
-    AgentConfig, AuditEntry, AuditStore, Harness, LocalSandbox, MemoryStore, SessionStore,
+    AgentConfig, AuditEntry, DynAuditStore, Harness, LocalSandbox, MemoryStore, DynSessionStore,
     SqliteStore, TrashEntry, TrashReason, TrashedFile,
 };
 use pretty_assertions::assert_eq;
@@ -44,7 +44,7 @@ audit_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
 audit_contract!(postgres, Backend::postgres);
 
 struct Backend {
-    store: Arc<dyn AuditStore>,
+    store: Arc<dyn DynAuditStore>,
     _dir: Option<TempDir>,
 }
 
@@ -120,7 +120,7 @@ fn trash_entry(id: &str, instance_id: &str, content: &[u8]) -> TrashEntry {
     }
 }
 
-async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
+async fn audit_entries_list_in_order_per_instance(store: Arc<dyn DynAuditStore>) {
     assert_eq!(store.list_audit("i1").await.unwrap(), vec![]);
     for (id, instance) in [("3", "i1"), ("1", "i2"), ("2", "i1")] {
         store
@@ -142,7 +142,7 @@ async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
     );
 }
 
-async fn audit_entries_round_trip_every_field(store: Arc<dyn AuditStore>) {
+async fn audit_entries_round_trip_every_field(store: Arc<dyn DynAuditStore>) {
     let full = AuditEntry {
         destination_path: Some("/workspace/b.txt".into()),
         sha256_before: Some("aa".into()),
@@ -157,7 +157,7 @@ async fn audit_entries_round_trip_every_field(store: Arc<dyn AuditStore>) {
     assert_eq!(store.list_audit("i1").await.unwrap(), vec![full]);
 }
 
-async fn trash_round_trips_content_per_instance(store: Arc<dyn AuditStore>) {
+async fn trash_round_trips_content_per_instance(store: Arc<dyn DynAuditStore>) {
     let content = b"old content\n\xff binary is fine".to_vec();
     let first = trash_entry("t1", "i1", &content);
     store.put_trash(&first, &content).await.unwrap();
@@ -174,7 +174,7 @@ async fn trash_round_trips_content_per_instance(store: Arc<dyn AuditStore>) {
     assert_eq!(store.list_trash("i2").await.unwrap(), vec![]);
 }
 
-async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn AuditStore>) {
+async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn DynAuditStore>) {
     let content = b"same".to_vec();
     let first = trash_entry("t1", "i1", &content);
     let second = TrashEntry {
@@ -198,7 +198,7 @@ async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn AuditS
     );
 }
 
-async fn whole_store_listings_span_every_instance_in_order(store: Arc<dyn AuditStore>) {
+async fn whole_store_listings_span_every_instance_in_order(store: Arc<dyn DynAuditStore>) {
     assert_eq!(store.list_all_audit().await.unwrap(), vec![]);
     assert_eq!(store.list_all_trash().await.unwrap(), vec![]);
     for (id, instance) in [("3", "i2"), ("1", "i1"), ("2", "i2")] {
@@ -313,7 +313,7 @@ async fn the_harness_hands_the_session_store_to_the_file_tools() {
     let work = tempfile::tempdir().unwrap();
     let harness = Harness::builder(AgentConfig::new().with_name("coder"))
         .with_sandbox(Arc::new(LocalSandbox::new(work.path()).unwrap()))
-        .with_store(sqlite.clone() as Arc<dyn SessionStore>)
+        .with_store(sqlite.clone() as Arc<dyn DynSessionStore>)
         .with_instance_id("i1")
         .build()
         .await

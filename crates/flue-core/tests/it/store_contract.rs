@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use flue_core::{
     AssistantContent, AssistantMessage, CompactionSummary, FlueError, Image, MemoryStore, ModelRef,
-    Record, Result, SessionKey, SessionLog, SessionStore, SessionSummary, ShellExchange,
+    Record, Result, SessionKey, SessionLog, DynSessionStore, SessionSummary, ShellExchange,
     SqliteStore, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
     now_ms,
 };
@@ -63,7 +63,7 @@ store_contract!(postgres, Backend::postgres);
 
 /// A store under test, with the directory that holds its files.
 struct Backend {
-    store: Arc<dyn SessionStore>,
+    store: Arc<dyn DynSessionStore>,
     _dir: Option<TempDir>,
 }
 
@@ -111,7 +111,7 @@ impl Backend {
 // ---------------------------------------------------------------------------------------------
 // The contract.
 
-async fn create_makes_an_empty_session(store: Arc<dyn SessionStore>) {
+async fn create_makes_an_empty_session(store: Arc<dyn DynSessionStore>) {
     let before = now_ms();
     store.create(&key("chat")).await.unwrap();
     let after = now_ms();
@@ -130,7 +130,7 @@ async fn create_makes_an_empty_session(store: Arc<dyn SessionStore>) {
     assert_eq!(log, expected);
 }
 
-async fn create_twice_fails(store: Arc<dyn SessionStore>) {
+async fn create_twice_fails(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store.append(&key("chat"), 0, &[user("hi")]).await.unwrap();
 
@@ -144,7 +144,7 @@ async fn create_twice_fails(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn same_name_in_another_instance_is_another_session(store: Arc<dyn SessionStore>) {
+async fn same_name_in_another_instance_is_another_session(store: Arc<dyn DynSessionStore>) {
     let other = SessionKey::new("agent-2", "chat");
     store.create(&key("chat")).await.unwrap();
     store.create(&other).await.unwrap();
@@ -160,7 +160,7 @@ async fn same_name_in_another_instance_is_another_session(store: Arc<dyn Session
     );
 }
 
-async fn load_missing_session_is_none(store: Arc<dyn SessionStore>) {
+async fn load_missing_session_is_none(store: Arc<dyn DynSessionStore>) {
     assert_eq!(store.load(&key("nope"), 0).await.unwrap(), None);
     store
         .create(&SessionKey::new("agent-2", "nope"))
@@ -169,7 +169,7 @@ async fn load_missing_session_is_none(store: Arc<dyn SessionStore>) {
     assert_eq!(store.load(&key("nope"), 0).await.unwrap(), None);
 }
 
-async fn append_and_load_round_trip_every_record_kind(store: Arc<dyn SessionStore>) {
+async fn append_and_load_round_trip_every_record_kind(store: Arc<dyn DynSessionStore>) {
     let all = every_record_kind();
     store.create(&key("chat")).await.unwrap();
 
@@ -177,7 +177,7 @@ async fn append_and_load_round_trip_every_record_kind(store: Arc<dyn SessionStor
     assert_eq!(records(&*store, &key("chat")).await, Some((7, all)));
 }
 
-async fn appends_continue_at_the_new_version(store: Arc<dyn SessionStore>) {
+async fn appends_continue_at_the_new_version(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
 
     assert_eq!(
@@ -196,7 +196,7 @@ async fn appends_continue_at_the_new_version(store: Arc<dyn SessionStore>) {
     assert_eq!(records(&*store, &key("chat")).await, Some((5, expected)));
 }
 
-async fn load_from_returns_the_tail(store: Arc<dyn SessionStore>) {
+async fn load_from_returns_the_tail(store: Arc<dyn DynSessionStore>) {
     let all = every_record_kind();
     store.create(&key("chat")).await.unwrap();
     store.append(&key("chat"), 0, &all[..4]).await.unwrap();
@@ -217,7 +217,7 @@ async fn load_from_returns_the_tail(store: Arc<dyn SessionStore>) {
     assert_eq!(tail(u64::MAX).await, (7, vec![]));
 }
 
-async fn version_conflict_writes_nothing(store: Arc<dyn SessionStore>) {
+async fn version_conflict_writes_nothing(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store
         .append(&key("chat"), 0, &[user("1"), user("2")])
@@ -247,7 +247,7 @@ async fn version_conflict_writes_nothing(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn empty_append_is_a_no_op(store: Arc<dyn SessionStore>) {
+async fn empty_append_is_a_no_op(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store.append(&key("chat"), 0, &[user("1")]).await.unwrap();
     let before = store.load(&key("chat"), 0).await.unwrap();
@@ -265,7 +265,7 @@ async fn empty_append_is_a_no_op(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn append_to_missing_session_fails(store: Arc<dyn SessionStore>) {
+async fn append_to_missing_session_fails(store: Arc<dyn DynSessionStore>) {
     assert_eq!(
         outcome(store.append(&key("ghost"), 0, &[user("1")]).await),
         "session_not_found ghost"
@@ -274,7 +274,7 @@ async fn append_to_missing_session_fails(store: Arc<dyn SessionStore>) {
     assert_eq!(store.list(AGENT).await.unwrap(), vec![]);
 }
 
-async fn append_moves_updated_at_only(store: Arc<dyn SessionStore>) {
+async fn append_moves_updated_at_only(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     let created = store.load(&key("chat"), 0).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -291,7 +291,7 @@ async fn append_moves_updated_at_only(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn delete_removes_the_session_and_its_records(store: Arc<dyn SessionStore>) {
+async fn delete_removes_the_session_and_its_records(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store
         .append(&key("chat"), 0, &every_record_kind())
@@ -318,7 +318,7 @@ async fn delete_removes_the_session_and_its_records(store: Arc<dyn SessionStore>
     );
 }
 
-async fn delete_missing_session_is_ok(store: Arc<dyn SessionStore>) {
+async fn delete_missing_session_is_ok(store: Arc<dyn DynSessionStore>) {
     store.delete(&key("ghost")).await.unwrap();
     store.create(&key("chat")).await.unwrap();
     store.delete(&key("chat")).await.unwrap();
@@ -326,7 +326,7 @@ async fn delete_missing_session_is_ok(store: Arc<dyn SessionStore>) {
     assert_eq!(store.load(&key("chat"), 0).await.unwrap(), None);
 }
 
-async fn delete_leaves_other_sessions_alone(store: Arc<dyn SessionStore>) {
+async fn delete_leaves_other_sessions_alone(store: Arc<dyn DynSessionStore>) {
     let keys = [key("a"), key("b"), SessionKey::new("agent-2", "a")];
     for (idx, session_key) in keys.iter().enumerate() {
         store.create(session_key).await.unwrap();
@@ -348,7 +348,7 @@ async fn delete_leaves_other_sessions_alone(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn list_is_per_instance_and_sorted(store: Arc<dyn SessionStore>) {
+async fn list_is_per_instance_and_sorted(store: Arc<dyn DynSessionStore>) {
     for name in ["charlie", "alpha", "Bravo", "bravo", "task:1"] {
         store.create(&key(name)).await.unwrap();
     }
@@ -388,7 +388,7 @@ async fn list_is_per_instance_and_sorted(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn concurrent_appends_have_one_winner(store: Arc<dyn SessionStore>) {
+async fn concurrent_appends_have_one_winner(store: Arc<dyn DynSessionStore>) {
     const N_WRITERS: usize = 8;
     store.create(&key("chat")).await.unwrap();
     store
@@ -466,7 +466,7 @@ async fn sqlite_two_stores_on_one_file_never_interleave() {
     const N_WRITERS: usize = 6;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("flue.db");
-    let stores: [Arc<dyn SessionStore>; 2] = [
+    let stores: [Arc<dyn DynSessionStore>; 2] = [
         Arc::new(SqliteStore::open(&path).unwrap()),
         Arc::new(SqliteStore::open(&path).unwrap()),
     ];
@@ -862,7 +862,7 @@ fn every_record_kind() -> Vec<StoredRecord> {
 }
 
 /// The version and records of a session, without its timestamps.
-async fn records(store: &dyn SessionStore, key: &SessionKey) -> Option<(u64, Vec<StoredRecord>)> {
+async fn records(store: &dyn DynSessionStore, key: &SessionKey) -> Option<(u64, Vec<StoredRecord>)> {
     let log = store.load(key, 0).await.unwrap()?;
     Some((log.version, log.records))
 }
@@ -899,7 +899,7 @@ fn conflict(session: &str, expected: u64, actual: u64) -> String {
 
 /// Spawns `n_writers` tasks that, released together, each append two records to `chat` at the
 /// session's current version; returns each writer's outcome.
-async fn race(n_writers: usize, store_of: impl Fn(usize) -> Arc<dyn SessionStore>) -> Vec<String> {
+async fn race(n_writers: usize, store_of: impl Fn(usize) -> Arc<dyn DynSessionStore>) -> Vec<String> {
     let store = store_of(0);
     let version = store.load(&key("chat"), 0).await.unwrap().unwrap().version;
     race_at(n_writers, version, store_of).await
@@ -909,7 +909,7 @@ async fn race(n_writers: usize, store_of: impl Fn(usize) -> Arc<dyn SessionStore
 async fn race_at(
     n_writers: usize,
     version: u64,
-    store_of: impl Fn(usize) -> Arc<dyn SessionStore>,
+    store_of: impl Fn(usize) -> Arc<dyn DynSessionStore>,
 ) -> Vec<String> {
     let barrier = Arc::new(Barrier::new(n_writers));
     let tasks: Vec<_> = (0..n_writers)
@@ -930,7 +930,7 @@ async fn race_at(
     outcomes
 }
 
-async fn instance_ids_name_each_instance_once_sorted(store: Arc<dyn SessionStore>) {
+async fn instance_ids_name_each_instance_once_sorted(store: Arc<dyn DynSessionStore>) {
     assert_eq!(store.instance_ids().await.unwrap(), Vec::<String>::new());
     for (instance, session) in [
         ("coder:b", "default"),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
+    AgentRuntime, BatchBody, ConversationKey, DynConversationStore, DeliveredMessage, DispatchOptions,
     DurabilityConfig, FlueError, Offset, Outcome, Record, SendCondition, SessionKey, SqliteStore,
     SubmissionState, WhenBusy,
 };
@@ -48,7 +48,7 @@ fn user(text: &str) -> DeliveredMessage {
 }
 
 /// The stream of a conversation, summarised: one word per batch.
-async fn stream_shape(store: &dyn ConversationStore, key: &ConversationKey) -> Vec<String> {
+async fn stream_shape(store: &dyn DynConversationStore, key: &ConversationKey) -> Vec<String> {
     let page = store.read_stream(key, Offset::START, 1000).await.unwrap();
     page.batches
         .iter()
