@@ -360,6 +360,24 @@ pub fn state_name(state: SubmissionState) -> &'static str {
     }
 }
 
+/// A state read back from its [`state_name`]; `None` for a name no flue writes.
+pub fn parse_state(name: &str) -> Option<SubmissionState> {
+    match name {
+        "queued" => Some(SubmissionState::Queued),
+        "running" => Some(SubmissionState::Running),
+        "settled" => Some(SubmissionState::Settled),
+        "waiting" => Some(SubmissionState::Waiting),
+        _ => None,
+    }
+}
+
+/// A state read back where a wrong name must not stop the write (claims, aborts): a name no
+/// flue writes reads as [`SubmissionState::Waiting`], which is never claimed and which an
+/// abort settles.
+pub fn stored_state(name: &str) -> SubmissionState {
+    parse_state(name).unwrap_or(SubmissionState::Waiting)
+}
+
 /// A submission as a durable store keeps it: plain columns, JSON for the rest.
 #[derive(Clone, Debug)]
 pub struct SubmissionRow<'a> {
@@ -411,17 +429,14 @@ impl SubmissionRow<'_> {
             .map(serde_json::from_str::<DurabilityConfig>)
             .transpose()
             .map_err(|err| corrupt("durability", err))?;
-        let state = match self.state {
-            "queued" => SubmissionState::Queued,
-            "running" => SubmissionState::Running,
-            "settled" => SubmissionState::Settled,
-            "waiting" => SubmissionState::Waiting,
-            other => {
-                return Err(FlueError::Store {
-                    message: format!("unknown state {other:?} of submission {submission_id}"),
-                    source: None,
-                });
-            }
+        let Some(state) = parse_state(self.state) else {
+            return Err(FlueError::Store {
+                message: format!(
+                    "unknown state {:?} of submission {submission_id}",
+                    self.state
+                ),
+                source: None,
+            });
         };
         let conversation =
             ConversationKey::from_instance_id(self.instance_id).ok_or_else(|| {

@@ -6,46 +6,12 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use crate::error::{FlueError, Result};
-use crate::store::SqliteStore;
-use crate::store::audit::{AuditEntry, AuditStore, TrashEntry, TrashedFile};
-use crate::util::BoxFuture;
+use flue_core::{AuditEntry, AuditStore, FlueError, Result, TrashEntry, TrashedFile};
 
-use super::{sql_int, store_error};
+use super::{SqliteStore, sql_int, store_error};
 
-impl SqliteStore {
-    /// Every conversation's audit entries, oldest first (what `flue audit` shows for a whole
-    /// workspace).
-    pub async fn list_all_audit(&self) -> Result<Vec<AuditEntry>> {
-        let rows: Vec<String> = self
-            .connection()
-            .prepare_cached("SELECT entry FROM audit ORDER BY seq")
-            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
-            .map_err(store_error("cannot read the audit log"))?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str(row)
-                    .map_err(|err| FlueError::store("corrupt audit entry", err))
-            })
-            .collect()
-    }
-
-    /// Every conversation's trash entries, oldest first.
-    pub async fn list_all_trash(&self) -> Result<Vec<TrashEntry>> {
-        let rows: Vec<String> = self
-            .connection()
-            .prepare_cached("SELECT entry FROM trash ORDER BY trashed_at, id")
-            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
-            .map_err(store_error("cannot list the trash"))?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str(row)
-                    .map_err(|err| FlueError::store("corrupt trash entry", err))
-            })
-            .collect()
-    }
-
-    fn append_audit_now(&self, entry: &AuditEntry) -> Result<()> {
+impl AuditStore for SqliteStore {
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<()> {
         let json = serde_json::to_string(entry)
             .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
         let at = sql_int(entry.at)?;
@@ -56,7 +22,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn list_audit_now(&self, instance_id: &str) -> Result<Vec<AuditEntry>> {
+    async fn list_audit(&self, instance_id: &str) -> Result<Vec<AuditEntry>> {
         let rows: Vec<String> = self
             .connection()
             .prepare_cached("SELECT entry FROM audit WHERE instance_id = ?1 ORDER BY seq")
@@ -74,7 +40,11 @@ impl SqliteStore {
             .collect()
     }
 
-    fn put_trash_now(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
+    async fn put_trash(
+        &self,
+        entry: &TrashEntry,
+        content: &[u8],
+    ) -> Result<()> {
         let json = serde_json::to_string(entry)
             .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
         let trashed_at = sql_int(entry.trashed_at)?;
@@ -108,7 +78,11 @@ impl SqliteStore {
             .map_err(store_error("cannot commit trash entry"))
     }
 
-    fn get_trash_now(&self, instance_id: &str, trash_id: &str) -> Result<Option<TrashedFile>> {
+    async fn get_trash(
+        &self,
+        instance_id: &str,
+        trash_id: &str,
+    ) -> Result<Option<TrashedFile>> {
         let row: Option<(String, Vec<u8>)> = self
             .connection()
             .prepare_cached(
@@ -132,7 +106,35 @@ impl SqliteStore {
         Ok(Some(TrashedFile { entry, content }))
     }
 
-    fn list_trash_now(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
+    async fn list_all_audit(&self) -> Result<Vec<AuditEntry>> {
+    let rows: Vec<String> = self
+        .connection()
+        .prepare_cached("SELECT entry FROM audit ORDER BY seq")
+        .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+        .map_err(store_error("cannot read the audit log"))?;
+    rows.iter()
+        .map(|row| {
+            serde_json::from_str(row)
+                .map_err(|err| FlueError::store("corrupt audit entry", err))
+        })
+        .collect()
+    }
+
+    async fn list_all_trash(&self) -> Result<Vec<TrashEntry>> {
+    let rows: Vec<String> = self
+        .connection()
+        .prepare_cached("SELECT entry FROM trash ORDER BY trashed_at, id")
+        .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+        .map_err(store_error("cannot list the trash"))?;
+    rows.iter()
+        .map(|row| {
+            serde_json::from_str(row)
+                .map_err(|err| FlueError::store("corrupt trash entry", err))
+        })
+        .collect()
+    }
+
+    async fn list_trash(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
         let rows: Vec<String> = self
             .connection()
             .prepare_cached(
@@ -150,43 +152,5 @@ impl SqliteStore {
                     .map_err(|err| FlueError::store("corrupt trash entry", err))
             })
             .collect()
-    }
-}
-
-impl AuditStore for SqliteStore {
-    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.append_audit_now(entry) })
-    }
-
-    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>> {
-        Box::pin(async move { self.list_audit_now(instance_id) })
-    }
-
-    fn put_trash<'a>(
-        &'a self,
-        entry: &'a TrashEntry,
-        content: &'a [u8],
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.put_trash_now(entry, content) })
-    }
-
-    fn get_trash<'a>(
-        &'a self,
-        instance_id: &'a str,
-        trash_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TrashedFile>>> {
-        Box::pin(async move { self.get_trash_now(instance_id, trash_id) })
-    }
-
-    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>> {
-        Box::pin(SqliteStore::list_all_audit(self))
-    }
-
-    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>> {
-        Box::pin(SqliteStore::list_all_trash(self))
-    }
-
-    fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
-        Box::pin(async move { self.list_trash_now(instance_id) })
     }
 }
