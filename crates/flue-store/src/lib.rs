@@ -29,8 +29,8 @@
 //! # }
 //! ```
 
-// mod postgres;
+mod postgres;
 mod sqlite;
 
-// pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};
+pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;

@@ -43,8 +43,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use flue_core::store::rules::{self, check_version, managed_conversation};
 use flue_core::store::{
-    DynAuditStore, HeadWatchers, LocalOwners, SessionKey, SessionLog, SessionStore,
-    SessionSummary,
+    DynAuditStore, HeadWatchers, LocalOwners, SessionKey, SessionLog, SessionStore, SessionSummary,
 };
 use flue_core::{FlueError, Result, StoredRecord, now_ms};
 use writer::Writer;
@@ -253,11 +252,7 @@ impl SessionStore for SqliteStore {
         Ok(())
     }
 
-    async fn load(
-        &self,
-        key: &SessionKey,
-        from: u64,
-    ) -> Result<Option<SessionLog>> {
+    async fn load(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
         // The read connection: a load never waits for a write batch's fsync. Every
         // acknowledged write is committed, so its snapshot holds them all.
         let mut connection = self.reader();

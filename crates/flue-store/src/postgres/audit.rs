@@ -1,42 +1,11 @@
 //! [`AuditStore`] for [`PostgresStore`]: tables `flue_audit`, `flue_trash` and
 //! `flue_trash_blobs` (content stored once per sha256), as in the SQLite store.
 
-use flue_core::{AuditEntry, AuditStore, BoxFuture, FlueError, Result, TrashEntry, TrashedFile};
+use flue_core::{AuditEntry, AuditStore, FlueError, Result, TrashEntry, TrashedFile};
 
 use super::{PostgresStore, execute, int, pg_error, query_all, query_opt};
 
 impl PostgresStore {
-    async fn append_audit_now(&self, entry: &AuditEntry) -> Result<()> {
-        let json = serde_json::to_string(entry)
-            .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
-        let client = self.client().await?;
-        execute(
-            &client,
-            "INSERT INTO flue_audit (instance_id, at, entry) VALUES ($1, $2, $3)",
-            &[&entry.instance_id, &int(entry.at), &json],
-            "cannot append audit entry",
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn list_audit_now(&self, instance_id: &str) -> Result<Vec<AuditEntry>> {
-        let client = self.client().await?;
-        query_all(
-            &client,
-            "SELECT entry FROM flue_audit WHERE instance_id = $1 ORDER BY seq",
-            &[&instance_id],
-            "cannot read the audit log",
-        )
-        .await?
-        .iter()
-        .map(|row| {
-            serde_json::from_str(row.get(0))
-                .map_err(|err| FlueError::store("corrupt audit entry", err))
-        })
-        .collect()
-    }
-
     /// The `entry` column of `sql`'s rows (no parameters) as JSON entries of type `T`.
     async fn entries<T: serde::de::DeserializeOwned>(
         &self,
@@ -53,8 +22,41 @@ impl PostgresStore {
             })
             .collect()
     }
+}
 
-    async fn put_trash_now(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
+impl AuditStore for PostgresStore {
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<()> {
+        let json = serde_json::to_string(entry)
+            .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
+        let client = self.client().await?;
+        execute(
+            &client,
+            "INSERT INTO flue_audit (instance_id, at, entry) VALUES ($1, $2, $3)",
+            &[&entry.instance_id, &int(entry.at), &json],
+            "cannot append audit entry",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list_audit(&self, instance_id: &str) -> Result<Vec<AuditEntry>> {
+        let client = self.client().await?;
+        query_all(
+            &client,
+            "SELECT entry FROM flue_audit WHERE instance_id = $1 ORDER BY seq",
+            &[&instance_id],
+            "cannot read the audit log",
+        )
+        .await?
+        .iter()
+        .map(|row| {
+            serde_json::from_str(row.get(0))
+                .map_err(|err| FlueError::store("corrupt audit entry", err))
+        })
+        .collect()
+    }
+
+    async fn put_trash(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
         let json = serde_json::to_string(entry)
             .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
         let mut client = self.client().await?;
@@ -88,11 +90,7 @@ impl PostgresStore {
             .map_err(pg_error("cannot commit trash entry"))
     }
 
-    async fn get_trash_now(
-        &self,
-        instance_id: &str,
-        trash_id: &str,
-    ) -> Result<Option<TrashedFile>> {
+    async fn get_trash(&self, instance_id: &str, trash_id: &str) -> Result<Option<TrashedFile>> {
         let client = self.client().await?;
         let Some(row) = query_opt(
             &client,
@@ -114,7 +112,25 @@ impl PostgresStore {
         }))
     }
 
-    async fn list_trash_now(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
+    async fn list_all_audit(&self) -> Result<Vec<AuditEntry>> {
+        self.entries(
+            "SELECT entry FROM flue_audit ORDER BY seq",
+            "cannot read the audit log",
+            "corrupt audit entry",
+        )
+        .await
+    }
+
+    async fn list_all_trash(&self) -> Result<Vec<TrashEntry>> {
+        self.entries(
+            "SELECT entry FROM flue_trash ORDER BY trashed_at, id COLLATE \"C\"",
+            "cannot list the trash",
+            "corrupt trash entry",
+        )
+        .await
+    }
+
+    async fn list_trash(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
         let client = self.client().await?;
         query_all(
             &client,
@@ -130,51 +146,5 @@ impl PostgresStore {
                 .map_err(|err| FlueError::store("corrupt trash entry", err))
         })
         .collect()
-    }
-}
-
-impl AuditStore for PostgresStore {
-    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.append_audit_now(entry))
-    }
-
-    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>> {
-        Box::pin(self.list_audit_now(instance_id))
-    }
-
-    fn put_trash<'a>(
-        &'a self,
-        entry: &'a TrashEntry,
-        content: &'a [u8],
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.put_trash_now(entry, content))
-    }
-
-    fn get_trash<'a>(
-        &'a self,
-        instance_id: &'a str,
-        trash_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TrashedFile>>> {
-        Box::pin(self.get_trash_now(instance_id, trash_id))
-    }
-
-    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>> {
-        Box::pin(self.entries(
-            "SELECT entry FROM flue_audit ORDER BY seq",
-            "cannot read the audit log",
-            "corrupt audit entry",
-        ))
-    }
-
-    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>> {
-        Box::pin(self.entries(
-            "SELECT entry FROM flue_trash ORDER BY trashed_at, id COLLATE \"C\"",
-            "cannot list the trash",
-            "corrupt trash entry",
-        ))
-    }
-
-    fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
-        Box::pin(self.list_trash_now(instance_id))
     }
 }

@@ -40,11 +40,7 @@ impl AuditStore for SqliteStore {
             .collect()
     }
 
-    async fn put_trash(
-        &self,
-        entry: &TrashEntry,
-        content: &[u8],
-    ) -> Result<()> {
+    async fn put_trash(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
         let json = serde_json::to_string(entry)
             .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
         let trashed_at = sql_int(entry.trashed_at)?;
@@ -78,11 +74,7 @@ impl AuditStore for SqliteStore {
             .map_err(store_error("cannot commit trash entry"))
     }
 
-    async fn get_trash(
-        &self,
-        instance_id: &str,
-        trash_id: &str,
-    ) -> Result<Option<TrashedFile>> {
+    async fn get_trash(&self, instance_id: &str, trash_id: &str) -> Result<Option<TrashedFile>> {
         let row: Option<(String, Vec<u8>)> = self
             .connection()
             .prepare_cached(
@@ -107,31 +99,31 @@ impl AuditStore for SqliteStore {
     }
 
     async fn list_all_audit(&self) -> Result<Vec<AuditEntry>> {
-    let rows: Vec<String> = self
-        .connection()
-        .prepare_cached("SELECT entry FROM audit ORDER BY seq")
-        .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
-        .map_err(store_error("cannot read the audit log"))?;
-    rows.iter()
-        .map(|row| {
-            serde_json::from_str(row)
-                .map_err(|err| FlueError::store("corrupt audit entry", err))
-        })
-        .collect()
+        let rows: Vec<String> = self
+            .connection()
+            .prepare_cached("SELECT entry FROM audit ORDER BY seq")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot read the audit log"))?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(row)
+                    .map_err(|err| FlueError::store("corrupt audit entry", err))
+            })
+            .collect()
     }
 
     async fn list_all_trash(&self) -> Result<Vec<TrashEntry>> {
-    let rows: Vec<String> = self
-        .connection()
-        .prepare_cached("SELECT entry FROM trash ORDER BY trashed_at, id")
-        .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
-        .map_err(store_error("cannot list the trash"))?;
-    rows.iter()
-        .map(|row| {
-            serde_json::from_str(row)
-                .map_err(|err| FlueError::store("corrupt trash entry", err))
-        })
-        .collect()
+        let rows: Vec<String> = self
+            .connection()
+            .prepare_cached("SELECT entry FROM trash ORDER BY trashed_at, id")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot list the trash"))?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(row)
+                    .map_err(|err| FlueError::store("corrupt trash entry", err))
+            })
+            .collect()
     }
 
     async fn list_trash(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {

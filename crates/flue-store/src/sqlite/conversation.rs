@@ -32,8 +32,7 @@ use flue_core::store::{
 };
 use flue_core::{
     BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, FlueError,
-    Offset, Result, Settlement, StreamBatch, StreamPage, SubmissionInfo,
-    new_ulid, now_ms,
+    Offset, Result, Settlement, StreamBatch, StreamPage, SubmissionInfo, new_ulid, now_ms,
 };
 
 use super::{SqliteStore, get_u64, insert_records, read_record_range, store_error};
@@ -248,9 +247,11 @@ impl SqliteStore {
                     .collect()
             })
             .map_err(store_error("cannot read submissions"))?;
-        let Some(plan) = rules::plan_abort(unsettled.into_iter().map(|(id, state, attempts)| {
-            (id, rules::stored_state(&state), attempts)
-        })) else {
+        let Some(plan) = rules::plan_abort(
+            unsettled
+                .into_iter()
+                .map(|(id, state, attempts)| (id, rules::stored_state(&state), attempts)),
+        ) else {
             return Ok((AbortReport::default(), None));
         };
         tx.prepare_cached(
@@ -490,10 +491,7 @@ impl ConversationStore for SqliteStore {
         Ok(receipt)
     }
 
-    async fn conversation(
-        &self,
-        key: &ConversationKey,
-    ) -> Result<Option<ConversationInfo>> {
+    async fn conversation(&self, key: &ConversationKey) -> Result<Option<ConversationInfo>> {
         let connection = self.reader();
         connection
             .prepare_cached(&format!(
@@ -507,11 +505,8 @@ impl ConversationStore for SqliteStore {
             .map_err(store_error("cannot read conversation"))
     }
 
-    async fn conversations_with_id(
-        &self,
-        id: &str,
-    ) -> Result<Vec<ConversationInfo>> {
- self.conversations_where("c.id = ?1", Some(id))
+    async fn conversations_with_id(&self, id: &str) -> Result<Vec<ConversationInfo>> {
+        self.conversations_where("c.id = ?1", Some(id))
     }
 
     async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
@@ -526,10 +521,7 @@ impl ConversationStore for SqliteStore {
         )
     }
 
-    async fn submission(
-        &self,
-        submission_id: &str,
-    ) -> Result<Option<SubmissionInfo>> {
+    async fn submission(&self, submission_id: &str) -> Result<Option<SubmissionInfo>> {
         let connection = self.reader();
         let row = connection
             .prepare_cached(&format!(
@@ -544,10 +536,7 @@ impl ConversationStore for SqliteStore {
         row.map(RawSubmission::into_info).transpose()
     }
 
-    async fn unsettled(
-        &self,
-        key: &ConversationKey,
-    ) -> Result<Vec<SubmissionInfo>> {
+    async fn unsettled(&self, key: &ConversationKey) -> Result<Vec<SubmissionInfo>> {
         let connection = self.reader();
         let rows = connection
             .prepare_cached(&format!(
@@ -792,11 +781,7 @@ impl ConversationStore for SqliteStore {
         Ok(Some(rules::claim(submission, durability)))
     }
 
-    async fn settle(
-        &self,
-        fence: &Fence,
-        settlement: &Settlement,
-    ) -> Result<bool> {
+    async fn settle(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let fence = fence.clone();
         let settlement = settlement.clone();
@@ -814,12 +799,7 @@ impl ConversationStore for SqliteStore {
         Ok(true)
     }
 
-    async fn wait(
-        &self,
-        fence: &Fence,
-        submission_id: &str,
-        actions: &[String],
-    ) -> Result<bool> {
+    async fn wait(&self, fence: &Fence, submission_id: &str, actions: &[String]) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let owned_fence = fence.clone();
         let owned_id = submission_id.to_owned();
