@@ -83,7 +83,9 @@ pub(crate) async fn open_existing_store(
 }
 
 /// The audit log and trash of `store`.
-pub(crate) fn audit_of(store: &Arc<dyn DynConversationStore>) -> anyhow::Result<Arc<dyn DynAuditStore>> {
+pub(crate) fn audit_of(
+    store: &Arc<dyn DynConversationStore>,
+) -> anyhow::Result<Arc<dyn DynAuditStore>> {
     match Arc::clone(store).audit_store() {
         Some(audit) => Ok(audit),
         None => bail!("this store keeps no audit log"),

@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use flue_build::SandboxKind;
 use flue_core::{
-    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, DynConversationStore,
-    DEFAULT_SESSION, DeliveredMessage, DispatchOptions, ErrorInfo, FlueError, Offset, Outcome,
-    PendingAction, Record, DynSessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
+    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION,
+    DeliveredMessage, DispatchOptions, DynConversationStore, DynSessionStore, ErrorInfo, FlueError,
+    Offset, Outcome, PendingAction, Record, Settlement, Usage, WhenBusy, new_ulid,
 };
 use flue_host::{
     AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
 };
+use flue_store::SqliteStore;
 use serde::Serialize;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::broadcast::error::RecvError;

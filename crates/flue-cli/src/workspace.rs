@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_core::{ConversationInfo, DynConversationStore, DEFAULT_SESSION, FlueError};
+use flue_core::{ConversationInfo, DEFAULT_SESSION, DynConversationStore, FlueError};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
 

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use flue_core::{
     AgentConfig, AgentProfile, DynSessionStore, Harness, LocalSandbox, MemoryStore, PromptOptions,
-    ProviderRegistry, Record, Redactor, ScriptedProvider, SessionKey, SqliteStore, StoredRecord,
-    TaskOptions, UserMessage,
+    ProviderRegistry, Record, Redactor, ScriptedProvider, SessionKey, StoredRecord, TaskOptions,
+    UserMessage,
 };
+use flue_store::SqliteStore;
 
 const SCRIPT: &str = r#"{
   "rules": [

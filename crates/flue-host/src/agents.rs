@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
-use flue_core::{AgentConfig, FlueError, Harness, HarnessBuilder, ScriptedProvider, DynSessionStore};
+use flue_core::{
+    AgentConfig, DynSessionStore, FlueError, Harness, HarnessBuilder, ScriptedProvider,
+};
 
 use crate::mcp::McpServers;
 use crate::providers::Providers;

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use flue_core::{AgentRegistry, BoxFuture, FlueError, HarnessBuilder, MemoryStore, DynSessionStore};
+use flue_core::{
+    AgentRegistry, BoxFuture, DynSessionStore, FlueError, HarnessBuilder, MemoryStore,
+};
 
 use crate::sandbox::{Cleanups, OpenSandbox};
 use crate::{AgentHarness, AgentSet, HarnessOptions, HostError, open_store};

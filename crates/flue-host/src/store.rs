@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_build::{StoreSettings, Workspace};
-use flue_connectors::{PostgresOptions, PostgresStore};
 use flue_core::{DynConversationStore, FlueError};
+use flue_store::{PostgresOptions, PostgresStore};
 
 use crate::{AgentSet, Env, HostError, open_store, store_path};
 

@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore, SqliteStore};
+use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore};
 use flue_host::{AgentSet, Env, Host, HostError};
+use flue_store::SqliteStore;
 use serde::Serialize;
 use tokio::sync::watch as channel;
 use tokio_util::sync::CancellationToken;
@@ -78,7 +79,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     ));
     // Starting the runtime resumes the work a stopped `flue dev` left unsettled.
     let core = AgentRuntime::builder(
-        Arc::clone(&store) as Arc<dyn flue_core::ConversationStore>,
+        Arc::clone(&store) as Arc<dyn flue_core::DynConversationStore>,
         Arc::clone(&host) as Arc<dyn AgentRegistry>,
     )
     .start()

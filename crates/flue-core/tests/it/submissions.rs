@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AgentRuntime, BatchBody, ConversationKey, DynConversationStore, DeliveredMessage, DispatchOptions,
-    DurabilityConfig, FlueError, Offset, Outcome, Record, SendCondition, SessionKey, SqliteStore,
+    AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig,
+    DynConversationStore, FlueError, Offset, Outcome, Record, SendCondition, SessionKey,
     SubmissionState, WhenBusy,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 
 use crate::submission_support::{AGENT, AgentSettings, runtime, side_effect_counts};
