@@ -136,9 +136,9 @@ pub struct RuntimeEvent {
 /// # async fn demo() -> flue_core::Result<()> {
 /// use std::sync::Arc;
 /// use flue_core::{
-///     AgentConfig, AgentRuntime, ConversationKey, DeliveredMessage, Harness, SqliteStore,
-///     StaticAgents,
+///     AgentConfig, AgentRuntime, ConversationKey, DeliveredMessage, Harness, StaticAgents,
 /// };
+/// use flue_store::SqliteStore;
 /// let store = Arc::new(SqliteStore::open(std::path::Path::new(".flue/flue.db"))?);
 /// let agents = StaticAgents::new()
 ///     .with_agent("hello", || Harness::builder(AgentConfig::new().with_model("scripted/s.json")));
