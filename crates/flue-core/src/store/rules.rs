@@ -26,7 +26,9 @@ use crate::config::DurabilityConfig;
 use crate::error::{FlueError, Result};
 use crate::event::Outcome;
 use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
-use crate::store::{AbortReport, Admission, Claim, Fence, FencedAppend, SessionKey};
+use crate::store::{
+    AbortReport, Admission, AuditEntry, Claim, Fence, FencedAppend, SessionKey, TrashEntry,
+};
 use crate::submission::{
     BatchBody, ConversationKey, DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch,
     StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
@@ -129,6 +131,16 @@ pub fn corrupt_record(key: &SessionKey, index: u64, message: String) -> FlueErro
         index,
         message,
     }
+}
+
+/// An audit entry read back from its JSON.
+pub fn audit_entry(json: &str) -> Result<AuditEntry> {
+    serde_json::from_str(json).map_err(|err| FlueError::store("corrupt audit entry", err))
+}
+
+/// A trash entry read back from its JSON.
+pub fn trash_entry(json: &str) -> Result<TrashEntry> {
+    serde_json::from_str(json).map_err(|err| FlueError::store("corrupt trash entry", err))
 }
 
 /// A duration in whole milliseconds, saturating.
@@ -593,6 +605,50 @@ pub enum StoredBatch {
     },
     /// Any other body.
     Body(BatchBody),
+}
+
+impl StoredBatch {
+    /// The session records a records batch points at, to read before [`StoredBatch::into_batch`]:
+    /// the session of conversation `instance_id` and the index range `from..until`.
+    pub fn record_range(&self, instance_id: &str) -> Option<(SessionKey, u64, u64)> {
+        match self {
+            Self::Records {
+                session,
+                first,
+                count,
+            } => Some((
+                SessionKey::new(instance_id, session.clone()),
+                *first,
+                first + count,
+            )),
+            Self::Body(_) => None,
+        }
+    }
+
+    /// The stream batch at `offset`, with `records` read from [`StoredBatch::record_range`]
+    /// (other bodies ignore them).
+    pub fn into_batch(
+        self,
+        offset: Offset,
+        at: u64,
+        submission_id: Option<String>,
+        records: Vec<StoredRecord>,
+    ) -> StreamBatch {
+        let body = match self {
+            Self::Records { session, first, .. } => BatchBody::Records {
+                session,
+                first_index: first,
+                records,
+            },
+            Self::Body(body) => body,
+        };
+        StreamBatch {
+            offset,
+            at,
+            submission_id,
+            body,
+        }
+    }
 }
 
 /// Reads back stream row `seq` of `key` from its columns: `session`, `first_idx` and

@@ -1,33 +1,31 @@
 //! [`AuditStore`] for [`PostgresStore`]: tables `flue_audit`, `flue_trash` and
 //! `flue_trash_blobs` (content stored once per sha256), as in the SQLite store.
 
-use flue_core::{AuditEntry, AuditStore, FlueError, Result, TrashEntry, TrashedFile};
+use flue_core::store::rules;
+use flue_core::{AuditEntry, AuditStore, Result, TrashEntry, TrashedFile};
 
 use super::{PostgresStore, execute, int, pg_error, query_all, query_opt};
 
 impl PostgresStore {
-    /// The `entry` column of `sql`'s rows (no parameters) as JSON entries of type `T`.
-    async fn entries<T: serde::de::DeserializeOwned>(
+    /// The `entry` column of `sql`'s rows (no parameters), each read by `parse`.
+    async fn entries<T>(
         &self,
         sql: &str,
         failed: &'static str,
-        corrupt: &'static str,
+        parse: fn(&str) -> Result<T>,
     ) -> Result<Vec<T>> {
         let client = self.client().await?;
         query_all(&client, sql, &[], failed)
             .await?
             .iter()
-            .map(|row| {
-                serde_json::from_str(row.get(0)).map_err(|err| FlueError::store(corrupt, err))
-            })
+            .map(|row| parse(row.get(0)))
             .collect()
     }
 }
 
 impl AuditStore for PostgresStore {
     async fn append_audit(&self, entry: &AuditEntry) -> Result<()> {
-        let json = serde_json::to_string(entry)
-            .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
+        let json = rules::to_json(entry, "audit entry")?;
         let client = self.client().await?;
         execute(
             &client,
@@ -49,16 +47,12 @@ impl AuditStore for PostgresStore {
         )
         .await?
         .iter()
-        .map(|row| {
-            serde_json::from_str(row.get(0))
-                .map_err(|err| FlueError::store("corrupt audit entry", err))
-        })
+        .map(|row| rules::audit_entry(row.get(0)))
         .collect()
     }
 
     async fn put_trash(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
-        let json = serde_json::to_string(entry)
-            .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
+        let json = rules::to_json(entry, "trash entry")?;
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -104,8 +98,7 @@ impl AuditStore for PostgresStore {
         else {
             return Ok(None);
         };
-        let entry = serde_json::from_str(row.get(0))
-            .map_err(|err| FlueError::store("corrupt trash entry", err))?;
+        let entry = rules::trash_entry(row.get(0))?;
         Ok(Some(TrashedFile {
             entry,
             content: row.get(1),
@@ -116,7 +109,7 @@ impl AuditStore for PostgresStore {
         self.entries(
             "SELECT entry FROM flue_audit ORDER BY seq",
             "cannot read the audit log",
-            "corrupt audit entry",
+            rules::audit_entry,
         )
         .await
     }
@@ -125,7 +118,7 @@ impl AuditStore for PostgresStore {
         self.entries(
             "SELECT entry FROM flue_trash ORDER BY trashed_at, id COLLATE \"C\"",
             "cannot list the trash",
-            "corrupt trash entry",
+            rules::trash_entry,
         )
         .await
     }
@@ -141,10 +134,7 @@ impl AuditStore for PostgresStore {
         )
         .await?
         .iter()
-        .map(|row| {
-            serde_json::from_str(row.get(0))
-                .map_err(|err| FlueError::store("corrupt trash entry", err))
-        })
+        .map(|row| rules::trash_entry(row.get(0)))
         .collect()
     }
 }

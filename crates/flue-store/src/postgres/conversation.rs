@@ -19,15 +19,15 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Transaction};
 use flue_core::store::rules::{
     self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    StoredBatch, SubmissionRow, instance_not_found, stale_fence,
+    SubmissionRow, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
-    OwnerRegistration, SessionKey,
+    OwnerRegistration,
 };
 use flue_core::{
     BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
-    Result, SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo, new_ulid, now_ms,
+    Result, SendCondition, Settlement, StreamPage, SubmissionInfo, new_ulid, now_ms,
 };
 use tokio_postgres::Row;
 
@@ -275,29 +275,13 @@ impl ConversationStore for PostgresStore {
             let seq = uint(row.get(0));
             let stored =
                 rules::stored_batch(key, seq, row.get(3), row.get(4), row.get(5), row.get(6))?;
-            let body = match stored {
-                StoredBatch::Records {
-                    session,
-                    first,
-                    count,
-                } => {
-                    let session_key = SessionKey::new(instance_id.clone(), session.clone());
-                    let records =
-                        read_record_range(&tx, &session_key, first, first + count).await?;
-                    BatchBody::Records {
-                        session,
-                        first_index: first,
-                        records,
-                    }
+            let records = match stored.record_range(&instance_id) {
+                Some((session_key, from, until)) => {
+                    read_record_range(&tx, &session_key, from, until).await?
                 }
-                StoredBatch::Body(body) => body,
+                None => Vec::new(),
             };
-            batches.push(StreamBatch {
-                offset: Offset(seq),
-                at: uint(row.get(1)),
-                submission_id: row.get(2),
-                body,
-            });
+            batches.push(stored.into_batch(Offset(seq), uint(row.get(1)), row.get(2), records));
         }
         tx.commit()
             .await

@@ -6,14 +6,14 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use flue_core::{AuditEntry, AuditStore, FlueError, Result, TrashEntry, TrashedFile};
+use flue_core::store::rules;
+use flue_core::{AuditEntry, AuditStore, Result, TrashEntry, TrashedFile};
 
 use super::{SqliteStore, sql_int, store_error};
 
 impl AuditStore for SqliteStore {
     async fn append_audit(&self, entry: &AuditEntry) -> Result<()> {
-        let json = serde_json::to_string(entry)
-            .map_err(|err| FlueError::store("cannot serialise audit entry", err))?;
+        let json = rules::to_json(entry, "audit entry")?;
         let at = sql_int(entry.at)?;
         self.connection()
             .prepare_cached("INSERT INTO audit (instance_id, at, entry) VALUES (?1, ?2, ?3)")
@@ -32,17 +32,11 @@ impl AuditStore for SqliteStore {
                     .collect()
             })
             .map_err(store_error("cannot read the audit log"))?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str(row)
-                    .map_err(|err| FlueError::store("corrupt audit entry", err))
-            })
-            .collect()
+        rows.iter().map(|row| rules::audit_entry(row)).collect()
     }
 
     async fn put_trash(&self, entry: &TrashEntry, content: &[u8]) -> Result<()> {
-        let json = serde_json::to_string(entry)
-            .map_err(|err| FlueError::store("cannot serialise trash entry", err))?;
+        let json = rules::to_json(entry, "trash entry")?;
         let trashed_at = sql_int(entry.trashed_at)?;
         let mut connection = self.connection();
         let transaction = connection
@@ -93,8 +87,7 @@ impl AuditStore for SqliteStore {
         let Some((json, content)) = row else {
             return Ok(None);
         };
-        let entry = serde_json::from_str(&json)
-            .map_err(|err| FlueError::store("corrupt trash entry", err))?;
+        let entry = rules::trash_entry(&json)?;
         Ok(Some(TrashedFile { entry, content }))
     }
 
@@ -104,12 +97,7 @@ impl AuditStore for SqliteStore {
             .prepare_cached("SELECT entry FROM audit ORDER BY seq")
             .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
             .map_err(store_error("cannot read the audit log"))?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str(row)
-                    .map_err(|err| FlueError::store("corrupt audit entry", err))
-            })
-            .collect()
+        rows.iter().map(|row| rules::audit_entry(row)).collect()
     }
 
     async fn list_all_trash(&self) -> Result<Vec<TrashEntry>> {
@@ -118,12 +106,7 @@ impl AuditStore for SqliteStore {
             .prepare_cached("SELECT entry FROM trash ORDER BY trashed_at, id")
             .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
             .map_err(store_error("cannot list the trash"))?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str(row)
-                    .map_err(|err| FlueError::store("corrupt trash entry", err))
-            })
-            .collect()
+        rows.iter().map(|row| rules::trash_entry(row)).collect()
     }
 
     async fn list_trash(&self, instance_id: &str) -> Result<Vec<TrashEntry>> {
@@ -138,11 +121,6 @@ impl AuditStore for SqliteStore {
                     .collect()
             })
             .map_err(store_error("cannot list the trash"))?;
-        rows.iter()
-            .map(|row| {
-                serde_json::from_str(row)
-                    .map_err(|err| FlueError::store("corrupt trash entry", err))
-            })
-            .collect()
+        rows.iter().map(|row| rules::trash_entry(row)).collect()
     }
 }

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use flue_core::store::rules::{
     self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    StoredBatch, SubmissionRow, duration_ms, instance_not_found, stale_fence,
+    SubmissionRow, duration_ms, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -32,7 +32,7 @@ use flue_core::store::{
 };
 use flue_core::{
     BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, FlueError,
-    Offset, Result, Settlement, StreamBatch, StreamPage, SubmissionInfo, new_ulid, now_ms,
+    Offset, Result, Settlement, StreamPage, SubmissionInfo, new_ulid, now_ms,
 };
 
 use super::{SqliteStore, get_u64, insert_records, read_record_range, store_error};
@@ -607,28 +607,13 @@ impl ConversationStore for SqliteStore {
                 row.n_records,
                 row.body.as_deref(),
             )?;
-            let body = match stored {
-                StoredBatch::Records {
-                    session,
-                    first,
-                    count,
-                } => {
-                    let session_key = SessionKey::new(instance_id.clone(), session.clone());
-                    let records = read_record_range(&tx, &session_key, first, first + count)?;
-                    BatchBody::Records {
-                        session,
-                        first_index: first,
-                        records,
-                    }
+            let records = match stored.record_range(&instance_id) {
+                Some((session_key, from, until)) => {
+                    read_record_range(&tx, &session_key, from, until)?
                 }
-                StoredBatch::Body(body) => body,
+                None => Vec::new(),
             };
-            batches.push(StreamBatch {
-                offset: Offset(row.seq),
-                at: row.at,
-                submission_id: row.submission_id,
-                body,
-            });
+            batches.push(stored.into_batch(Offset(row.seq), row.at, row.submission_id, records));
         }
         tx.commit().map_err(store_error("cannot end stream read"))?;
         Ok(rules::stream_page(after, head, batches))
