@@ -93,7 +93,7 @@ impl HarnessBuilder {
     }
 
     /// Sets where the file tools keep their audit log and trash (default: the session store's,
-    /// see [`SessionStore::audit_store`]; a store without one gets an in-memory log).
+    /// see [`SessionStore::audit_store`](crate::SessionStore::audit_store); a store without one gets an in-memory log).
     #[must_use]
     pub fn with_audit_store(mut self, audit: Arc<dyn DynAuditStore>) -> Self {
         self.audit = Some(audit);
@@ -371,7 +371,7 @@ impl Harness {
         &self.shared.redactor
     }
 
-    /// The audit log and trash of the file tools (see [`AuditStore`]).
+    /// The audit log and trash of the file tools (see [`AuditStore`](crate::AuditStore)).
     pub fn audit_store(&self) -> &Arc<dyn DynAuditStore> {
         &self.shared.audit
     }
