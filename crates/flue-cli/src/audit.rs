@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::bail;
-use flue_core::{AuditEntry, AuditStore, ConversationStore};
+use flue_core::{AuditEntry, DynAuditStore, DynConversationStore};
 use serde_json::json;
 
 use crate::Exit;
@@ -58,7 +58,7 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
 pub(crate) async fn open_inspected_store(
     root: &Path,
     url: Option<&str>,
-) -> anyhow::Result<Option<Arc<dyn ConversationStore>>> {
+) -> anyhow::Result<Option<Arc<dyn DynConversationStore>>> {
     let vars = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let env = flue_host::Env::for_root(vars, root, None)?;
@@ -71,7 +71,7 @@ pub(crate) async fn open_inspected_store(
 pub(crate) async fn open_existing_store(
     root: &Path,
     url: Option<&str>,
-) -> anyhow::Result<Arc<dyn ConversationStore>> {
+) -> anyhow::Result<Arc<dyn DynConversationStore>> {
     match open_inspected_store(root, url).await? {
         Some(store) => Ok(store),
         None => bail!(
@@ -83,7 +83,9 @@ pub(crate) async fn open_existing_store(
 }
 
 /// The audit log and trash of `store`.
-pub(crate) fn audit_of(store: &Arc<dyn ConversationStore>) -> anyhow::Result<Arc<dyn AuditStore>> {
+pub(crate) fn audit_of(
+    store: &Arc<dyn DynConversationStore>,
+) -> anyhow::Result<Arc<dyn DynAuditStore>> {
     match Arc::clone(store).audit_store() {
         Some(audit) => Ok(audit),
         None => bail!("this store keeps no audit log"),

@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use flue_build::SandboxKind;
 use flue_core::{
-    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, ConversationStore,
-    DEFAULT_SESSION, DeliveredMessage, DispatchOptions, ErrorInfo, FlueError, Offset, Outcome,
-    PendingAction, Record, SessionStore, Settlement, SqliteStore, Usage, WhenBusy, new_ulid,
+    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION,
+    DeliveredMessage, DispatchOptions, DynConversationStore, DynSessionStore, ErrorInfo, FlueError,
+    Offset, Outcome, PendingAction, Record, Settlement, Usage, WhenBusy, new_ulid,
 };
 use flue_host::{
     AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
 };
+use flue_store::SqliteStore;
 use serde::Serialize;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::broadcast::error::RecvError;
@@ -375,7 +376,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
     options = options.with_mcp_sampling_approver(crate::elicit::sampling_approver(args.yes));
     let host = Arc::new(
-        Host::with_store(agents, Arc::clone(&store) as Arc<dyn SessionStore>)
+        Host::with_store(agents, Arc::clone(&store) as Arc<dyn DynSessionStore>)
             .with_harness_options(options),
     );
     let warnings = match host.preflight(&agent_name).await {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use flue_core::{AgentRegistry, AgentRuntime, SessionStore};
+use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore};
 use flue_host::{AgentSet, Env, Host, open_serve_store};
 use flue_server::{AgentInfo, DurableRuntime, ServerConfig};
 use tokio_util::sync::CancellationToken;
@@ -61,7 +61,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     let store = opened.store;
     let host = Arc::new(Host::with_store(
         agents,
-        Arc::clone(&store) as Arc<dyn SessionStore>,
+        Arc::clone(&store) as Arc<dyn DynSessionStore>,
     ));
     for agent in &infos {
         match host.preflight(&agent.name).await {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use anyhow::bail;
 use flue_core::{
-    ActionDecision, ActionKind, AssistantContent, ConversationStore, Record, SessionKey,
+    ActionDecision, ActionKind, AssistantContent, DynConversationStore, Record, SessionKey,
     StoredRecord, UserContent, task_session_parent,
 };
 use serde_json::{Value, json};
@@ -51,7 +51,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
 /// sessions nested, as `session show --json --tree` prints it (the dev console reads it).
 /// `None` when the conversation has no sessions.
 pub(crate) async fn transcript_tree(
-    store: &dyn ConversationStore,
+    store: &dyn DynConversationStore,
     instance_id: &str,
 ) -> anyhow::Result<Option<Value>> {
     if store.list(instance_id).await?.is_empty() {
@@ -116,7 +116,7 @@ impl Shown {
 
 /// Loads `session` and, recursively, the task sessions `tasks` lists under it.
 fn load<'a>(
-    store: &'a dyn ConversationStore,
+    store: &'a dyn DynConversationStore,
     id: &'a str,
     session: &'a str,
     tasks: &'a BTreeMap<String, Vec<String>>,
@@ -153,7 +153,7 @@ fn load<'a>(
 
 /// Task sessions by parent, each list in creation order.
 async fn task_tree(
-    store: &dyn ConversationStore,
+    store: &dyn DynConversationStore,
     id: &str,
 ) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
     let mut sessions = store.list(id).await?;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use flue_build::SandboxKind;
 use flue_core::{
-    BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, FlueError, LOAD_SKILL_TOOL, MemoryStore,
-    SessionStore, SkillExtra, SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
+    BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, DynSessionStore, FlueError,
+    LOAD_SKILL_TOOL, MemoryStore, SkillExtra, SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
 };
 use flue_host::{AgentSet, HarnessOptions, open_store};
 use serde_json::{Value, json};
@@ -175,7 +175,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
         .open(
             &agent,
             &key.instance_id(),
-            store as Arc<dyn SessionStore>,
+            store as Arc<dyn DynSessionStore>,
             &harness_options(args),
         )
         .await;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_core::{ConversationInfo, ConversationStore, DEFAULT_SESSION, FlueError};
+use flue_core::{ConversationInfo, DEFAULT_SESSION, DynConversationStore, FlueError};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
 
@@ -125,7 +125,7 @@ pub(crate) fn current_dir() -> Result<PathBuf, HostError> {
 /// sessions under `<agent>:<id>`; an id with sessions of its own (or already of that form) is
 /// taken as it is. Several agents with that conversation id are an error listing them.
 pub(crate) async fn instance_id(
-    store: &dyn ConversationStore,
+    store: &dyn DynConversationStore,
     id: &str,
 ) -> Result<String, FlueError> {
     if !store.list(id).await?.is_empty() {
@@ -187,7 +187,7 @@ pub(crate) struct ConversationSummary {
 
 /// Every conversation of the store, least recently active first.
 pub(crate) async fn conversations(
-    store: &dyn ConversationStore,
+    store: &dyn DynConversationStore,
 ) -> Result<Vec<ConversationSummary>, FlueError> {
     let mut out = Vec::new();
     let managed = store.all_conversations().await?;
@@ -228,7 +228,7 @@ pub(crate) async fn conversations(
 }
 
 async fn summarize(
-    store: &dyn ConversationStore,
+    store: &dyn DynConversationStore,
     info: ConversationInfo,
 ) -> Result<ConversationSummary, FlueError> {
     let sessions = store.list(&info.key.instance_id()).await?;
@@ -255,7 +255,7 @@ async fn summarize(
 
 /// The id of agent `agent`'s most recently active conversation, if it has any.
 pub(crate) async fn latest_conversation(
-    store: &dyn ConversationStore,
+    store: &dyn DynConversationStore,
     agent: &str,
 ) -> Result<Option<String>, FlueError> {
     Ok(conversations(store)

@@ -12,9 +12,7 @@
 //! Both sandboxes implement [`flue_core::Sandbox`], so agent code never knows which one it
 //! runs in.
 //!
-//! - [`PostgresStore`]: sessions, the audit log and trash, and durable submissions in a Postgres
-//!   database that many `flue serve` processes share (leases on the database clock, fencing
-//!   epochs, `LISTEN/NOTIFY` wake-ups; see `docs/postgres.md`).
+//! The durable stores (SQLite, Postgres) live in flue-store.
 //!
 //! ```no_run
 //! use flue_connectors::{McpHttpEndpoint, McpServerOptions, connect_mcp_server};
@@ -66,7 +64,6 @@
 mod daytona;
 mod isolated;
 mod mcp;
-mod postgres;
 
 pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
 pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
@@ -78,4 +75,3 @@ pub use mcp::{
     PendingActionElicitor, SamplingRequest, SamplingResponse, connect_mcp_server, field_options,
     field_value, login_mcp_server,
 };
-pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};

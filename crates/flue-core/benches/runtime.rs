@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, AgentProfile, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry,
-    Record, Redactor, ScriptedProvider, SessionKey, SessionStore, SqliteStore, StoredRecord,
-    TaskOptions, UserMessage,
+    AgentConfig, AgentProfile, DynSessionStore, Harness, LocalSandbox, MemoryStore, PromptOptions,
+    ProviderRegistry, Record, Redactor, ScriptedProvider, SessionKey, StoredRecord, TaskOptions,
+    UserMessage,
 };
+use flue_store::SqliteStore;
 
 const SCRIPT: &str = r#"{
   "rules": [
@@ -184,7 +185,7 @@ async fn task_overhead(n: u32) {
 }
 
 /// Mean wall time of one prompt operation (scripted model, no network) on a fresh session.
-async fn turn_overhead(store_name: &str, store: Arc<dyn SessionStore>, message: &str, n: u32) {
+async fn turn_overhead(store_name: &str, store: Arc<dyn DynSessionStore>, message: &str, n: u32) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("script.json"), SCRIPT).unwrap();
     std::fs::write(dir.path().join("note.txt"), "benchmarks are data").unwrap();

@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 use flue_core::{
     AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, ConversationKey,
     ConversationStore, DeliveredMessage, DispatchOptions, Harness, ModelProvider, ModelRequest,
-    ModelTurn, Offset, ProviderRegistry, ScriptedProvider, SqliteStore, StaticAgents, StopReason,
+    ModelTurn, Offset, ProviderRegistry, ScriptedProvider, StaticAgents, StopReason,
     SubmissionState, TurnSink, Usage,
 };
+use flue_store::SqliteStore;
 
 const SCRIPT: &str = r#"{"rules": [{"reply": {"text": "You said: {{user}}"}}]}"#;
 

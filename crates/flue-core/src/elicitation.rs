@@ -24,7 +24,7 @@ use crate::record::{
     ActionDecision, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
 };
 use crate::redact::Redactor;
-use crate::store::{HeadWatch, SessionKey, SessionStore};
+use crate::store::{DynSessionStore, HeadWatch, SessionKey};
 use crate::tool::ToolContext;
 use crate::util::{new_ulid, now_ms, stamp_now};
 
@@ -221,7 +221,7 @@ impl ElicitationQuestion {
 /// notice decisions. Set by the agent loop on each call's context.
 #[derive(Clone)]
 pub(crate) struct LiveLog {
-    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) store: Arc<dyn DynSessionStore>,
     /// The root session of the call's session: questions are listed and answered there.
     pub(crate) key: SessionKey,
     /// The task session whose call asks, when a subagent's call asks.

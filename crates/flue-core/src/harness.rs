@@ -25,7 +25,7 @@ use crate::sandbox::{
 use crate::scope::AgentScope;
 use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
-use crate::store::{AuditStore, MemoryStore, SessionKey, SessionStore, SessionSummary};
+use crate::store::{DynAuditStore, DynSessionStore, MemoryStore, SessionKey, SessionSummary};
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
 
@@ -50,12 +50,12 @@ use crate::util::{new_ulid, or_cancel};
 pub struct HarnessBuilder {
     agent: AgentConfig,
     instance_id: Option<String>,
-    store: Option<Arc<dyn SessionStore>>,
+    store: Option<Arc<dyn DynSessionStore>>,
     providers: ProviderRegistry,
     sandbox: Option<Arc<dyn Sandbox>>,
     sandbox_factory: Option<Arc<dyn SandboxFactory>>,
     workspace_context: Option<Option<String>>,
-    audit: Option<Arc<dyn AuditStore>>,
+    audit: Option<Arc<dyn DynAuditStore>>,
     workspace_skills: Vec<Skill>,
     roles: Vec<Role>,
     secrets: Vec<String>,
@@ -90,9 +90,9 @@ impl HarnessBuilder {
     }
 
     /// Sets where the file tools keep their audit log and trash (default: the session store's,
-    /// see [`SessionStore::audit_store`]; a store without one gets an in-memory log).
+    /// see [`SessionStore::audit_store`](crate::SessionStore::audit_store); a store without one gets an in-memory log).
     #[must_use]
-    pub fn with_audit_store(mut self, audit: Arc<dyn AuditStore>) -> Self {
+    pub fn with_audit_store(mut self, audit: Arc<dyn DynAuditStore>) -> Self {
         self.audit = Some(audit);
         self
     }
@@ -106,7 +106,7 @@ impl HarnessBuilder {
 
     /// Sets the session store (default: a [`MemoryStore`]).
     #[must_use]
-    pub fn with_store(mut self, store: Arc<dyn SessionStore>) -> Self {
+    pub fn with_store(mut self, store: Arc<dyn DynSessionStore>) -> Self {
         self.store = Some(store);
         self
     }
@@ -208,7 +208,7 @@ impl HarnessBuilder {
             Some(context) => context,
             None => discover_workspace_context(sandbox.as_ref(), &cwd).await?,
         };
-        let store: Arc<dyn SessionStore> =
+        let store: Arc<dyn DynSessionStore> =
             self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let audit = self
             .audit
@@ -368,8 +368,8 @@ impl Harness {
         &self.shared.redactor
     }
 
-    /// The audit log and trash of the file tools (see [`AuditStore`]).
-    pub fn audit_store(&self) -> &Arc<dyn AuditStore> {
+    /// The audit log and trash of the file tools (see [`AuditStore`](crate::AuditStore)).
+    pub fn audit_store(&self) -> &Arc<dyn DynAuditStore> {
         &self.shared.audit
     }
 

@@ -44,7 +44,7 @@ mod skill;
 mod skill_ref;
 mod spans;
 mod steps;
-mod store;
+pub mod store;
 mod submission;
 mod task;
 mod tool;
@@ -104,8 +104,9 @@ pub use skill_ref::SkillRef;
 pub use spans::traced_turn;
 pub use store::{
     AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
-    ConversationStore, Fence, FencedAppend, HeadWatch, MemoryStore, OwnerRegistration, SessionKey,
-    SessionLog, SessionStore, SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
+    ConversationStore, DynAuditStore, DynConversationStore, DynSessionStore, Fence, FencedAppend,
+    HeadWatch, MemoryStore, OwnerRegistration, SessionKey, SessionLog, SessionStore,
+    SessionSummary, TrashEntry, TrashReason, TrashedFile,
 };
 pub use submission::{
     AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,

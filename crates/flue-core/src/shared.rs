@@ -21,14 +21,14 @@ use crate::redact::Redactor;
 use crate::role::Roles;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
-use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore};
+use crate::store::{DynAuditStore, DynSessionStore, SessionKey, SessionLog};
 use crate::util::stamp_now;
 
 pub(crate) struct HarnessShared {
     pub(crate) instance_id: String,
     pub(crate) agent: ResolvedAgent,
-    pub(crate) store: Arc<dyn SessionStore>,
-    pub(crate) audit: Arc<dyn AuditStore>,
+    pub(crate) store: Arc<dyn DynSessionStore>,
+    pub(crate) audit: Arc<dyn DynAuditStore>,
     pub(crate) providers: ProviderRegistry,
     pub(crate) sandbox: Arc<dyn Sandbox>,
     /// The sandbox seen from the agent's `cwd` (relative paths and commands start there).

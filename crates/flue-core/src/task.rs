@@ -47,7 +47,7 @@ use crate::shared::{HarnessShared, SessionShared};
 use crate::skill::SkillCatalog;
 use crate::spans;
 use crate::steps;
-use crate::store::{SessionKey, SessionLog, SessionStore};
+use crate::store::{DynSessionStore, SessionKey, SessionLog};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
 use crate::util::{new_uuid, now_ms};
 
@@ -687,7 +687,7 @@ fn waiting_tasks(records: &[Record]) -> Vec<String> {
 /// or answered: a late second decision then finds the first) that holds the action
 /// `action_id`.
 pub(crate) async fn locate_action(
-    store: &dyn SessionStore,
+    store: &dyn DynSessionStore,
     instance: &str,
     records: &[Record],
     action_id: &str,
@@ -720,7 +720,7 @@ pub(crate) async fn locate_action(
 /// Checks `decision` against the log of `key` and appends it there. A writer that raced us
 /// is seen on the retry: a decision already stored is [`FlueError::ActionAlreadyResolved`].
 pub(crate) async fn decide_in(
-    store: &dyn SessionStore,
+    store: &dyn DynSessionStore,
     key: &SessionKey,
     decision: &ActionResolution,
 ) -> Result<()> {
@@ -755,7 +755,7 @@ pub(crate) async fn decide_in(
 /// Answers every pending action of the task session `session`, and of the tasks it waits
 /// for, as interrupted.
 pub(crate) async fn interrupt_task(
-    store: &dyn SessionStore,
+    store: &dyn DynSessionStore,
     instance: &str,
     session: &str,
 ) -> Result<()> {
@@ -786,7 +786,7 @@ pub(crate) async fn interrupt_task(
 /// `list` with every `task` call's action replaced by the actions of its task session (and
 /// theirs, to any depth). The task's pending actions are listed only while its call waits.
 pub(crate) async fn with_task_actions(
-    store: &dyn SessionStore,
+    store: &dyn DynSessionStore,
     instance: &str,
     list: Vec<ActionInfo>,
 ) -> Result<Vec<ActionInfo>> {

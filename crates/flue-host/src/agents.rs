@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
-use flue_core::{AgentConfig, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore};
+use flue_core::{
+    AgentConfig, DynSessionStore, FlueError, Harness, HarnessBuilder, ScriptedProvider,
+};
 
 use crate::mcp::McpServers;
 use crate::providers::Providers;
@@ -296,7 +298,7 @@ impl AgentSet {
         &self,
         agent: &str,
         instance_id: &str,
-        store: Arc<dyn SessionStore>,
+        store: Arc<dyn DynSessionStore>,
         options: &HarnessOptions,
     ) -> Result<AgentHarness, HostError> {
         let prepared = self.prepare(agent, options).await?;

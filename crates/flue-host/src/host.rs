@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use flue_core::{AgentRegistry, BoxFuture, FlueError, HarnessBuilder, MemoryStore, SessionStore};
+use flue_core::{
+    AgentRegistry, BoxFuture, DynSessionStore, FlueError, HarnessBuilder, MemoryStore,
+};
 
 use crate::sandbox::{Cleanups, OpenSandbox};
 use crate::{AgentHarness, AgentSet, HarnessOptions, HostError, open_store};
@@ -20,7 +22,7 @@ use crate::{AgentHarness, AgentSet, HarnessOptions, HostError, open_store};
 /// sandbox, deleted (Daytona) when the runtime drops the harness; [`Host::close`] awaits those
 /// deletions and closes the MCP servers.
 pub struct Host {
-    store: Arc<dyn SessionStore>,
+    store: Arc<dyn DynSessionStore>,
     agents: RwLock<Arc<AgentSet>>,
     options: HarnessOptions,
     /// Sandboxes [`Host::preflight`] opened, handed to the next harness of their agent.
@@ -41,7 +43,7 @@ impl Host {
     /// ([`PendingActionElicitor`](flue_connectors::PendingActionElicitor)): listed with the
     /// conversation's actions and answered by any process, declined after the server's
     /// `elicitation_timeout_ms`.
-    pub fn with_store(agents: AgentSet, store: Arc<dyn SessionStore>) -> Self {
+    pub fn with_store(agents: AgentSet, store: Arc<dyn DynSessionStore>) -> Self {
         Self {
             store,
             agents: RwLock::new(Arc::new(agents)),
@@ -90,7 +92,7 @@ impl Host {
     }
 
     /// The conversation store.
-    pub fn store(&self) -> &Arc<dyn SessionStore> {
+    pub fn store(&self) -> &Arc<dyn DynSessionStore> {
         &self.store
     }
 

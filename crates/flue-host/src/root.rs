@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_core::SqliteStore;
+use flue_store::SqliteStore;
 
 use crate::HostError;
 

@@ -9,15 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_build::{StoreSettings, Workspace};
-use flue_connectors::{PostgresOptions, PostgresStore};
-use flue_core::{ConversationStore, FlueError};
+use flue_core::{DynConversationStore, FlueError};
+use flue_store::{PostgresOptions, PostgresStore};
 
 use crate::{AgentSet, Env, HostError, open_store, store_path};
 
 /// The store `flue serve` opened, with what the runtime needs to know about it.
 pub struct ServeStore {
     /// The store.
-    pub store: Arc<dyn ConversationStore>,
+    pub store: Arc<dyn DynConversationStore>,
     /// True when other processes may share it actively (a Postgres database): the runtime
     /// then scans for orphaned work more often and relies on its notifications.
     pub shared: bool,

@@ -280,6 +280,18 @@ pub enum SubmissionState {
     Settled,
 }
 
+impl SubmissionState {
+    /// The state's wire name (`queued`, `running`, `waiting`, `settled`), as stores keep it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Waiting => "waiting",
+            Self::Settled => "settled",
+        }
+    }
+}
+
 /// A submission's terminal outcome, written once (the first terminal state wins).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settlement {

@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use flue_core::{AgentRegistry, AgentRuntime, SessionStore, SqliteStore};
+use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore};
 use flue_host::{AgentSet, Env, Host, HostError};
+use flue_store::SqliteStore;
 use serde::Serialize;
 use tokio::sync::watch as channel;
 use tokio_util::sync::CancellationToken;
@@ -74,11 +75,11 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     let n_agents = infos.len();
     let host = Arc::new(Host::with_store(
         agents,
-        Arc::clone(&store) as Arc<dyn SessionStore>,
+        Arc::clone(&store) as Arc<dyn DynSessionStore>,
     ));
     // Starting the runtime resumes the work a stopped `flue dev` left unsettled.
     let core = AgentRuntime::builder(
-        Arc::clone(&store) as Arc<dyn flue_core::ConversationStore>,
+        Arc::clone(&store) as Arc<dyn flue_core::DynConversationStore>,
         Arc::clone(&host) as Arc<dyn AgentRegistry>,
     )
     .start()

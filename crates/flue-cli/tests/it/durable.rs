@@ -14,8 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flue_core::{
     BatchBody, ConversationKey, ConversationStore, DeliveredMessage, Offset, Record, SessionKey,
-    SessionStore, SqliteStore,
+    SessionStore,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 
 use crate::{Workspace, json, stderr, stdout};

@@ -23,7 +23,7 @@ mod multi_node;
 mod on_terminal;
 mod otel;
 mod pauses;
-#[path = "../../../flue-connectors/tests/it/pg_server.rs"]
+#[path = "../../../flue-store/tests/it/pg_server.rs"]
 mod pg_server;
 mod providers;
 mod run;

@@ -18,9 +18,6 @@ mod everything;
 mod failures;
 mod isolated;
 mod list_changed;
-mod pg_server;
-mod postgres;
-mod postgres_tls;
 mod python;
 /// The sandbox contract suite, shared with flue-core's tests.
 #[path = "../../../flue-core/tests/it/sandbox_contract.rs"]

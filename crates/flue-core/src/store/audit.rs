@@ -125,31 +125,99 @@ pub struct TrashedFile {
 )]
 pub trait AuditStore: Send + Sync {
     /// Appends one entry to the audit log.
-    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>>;
+    fn append_audit(&self, entry: &AuditEntry) -> impl Future<Output = Result<()>> + Send;
 
     /// The audit log of an agent instance, oldest first.
-    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>>;
+    fn list_audit(&self, instance_id: &str)
+    -> impl Future<Output = Result<Vec<AuditEntry>>> + Send;
 
     /// Stores `content` in the trash under `entry` (whose `sha256` must be that of `content`).
+    fn put_trash(
+        &self,
+        entry: &TrashEntry,
+        content: &[u8],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The trash entry `trash_id` of an agent instance with its content, or `None`.
+    fn get_trash(
+        &self,
+        instance_id: &str,
+        trash_id: &str,
+    ) -> impl Future<Output = Result<Option<TrashedFile>>> + Send;
+
+    /// The trash of an agent instance, oldest first.
+    fn list_trash(&self, instance_id: &str)
+    -> impl Future<Output = Result<Vec<TrashEntry>>> + Send;
+
+    /// Every instance's audit entries, oldest first (`flue audit` over a whole store).
+    fn list_all_audit(&self) -> impl Future<Output = Result<Vec<AuditEntry>>> + Send;
+
+    /// Every instance's trash entries, by time trashed, then id (`flue trash list`).
+    fn list_all_trash(&self) -> impl Future<Output = Result<Vec<TrashEntry>>> + Send;
+}
+
+/// [`AuditStore`] with boxed futures, so that it can be used as `Arc<dyn DynAuditStore>`.
+///
+/// Implemented for every [`AuditStore`]; implement that trait, not this one.
+pub trait DynAuditStore: Send + Sync {
+    /// See [`AuditStore::append_audit`].
+    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>>;
+    /// See [`AuditStore::list_audit`].
+    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>>;
+    /// See [`AuditStore::put_trash`].
     fn put_trash<'a>(
         &'a self,
         entry: &'a TrashEntry,
         content: &'a [u8],
     ) -> BoxFuture<'a, Result<()>>;
-
-    /// The trash entry `trash_id` of an agent instance with its content, or `None`.
+    /// See [`AuditStore::get_trash`].
     fn get_trash<'a>(
         &'a self,
         instance_id: &'a str,
         trash_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<TrashedFile>>>;
-
-    /// The trash of an agent instance, oldest first.
+    /// See [`AuditStore::list_trash`].
     fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>>;
-
-    /// Every instance's audit entries, oldest first (`flue audit` over a whole store).
+    /// See [`AuditStore::list_all_audit`].
     fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>>;
-
-    /// Every instance's trash entries, by time trashed, then id (`flue trash list`).
+    /// See [`AuditStore::list_all_trash`].
     fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>>;
+}
+
+impl<T: AuditStore> DynAuditStore for T {
+    fn append_audit<'a>(&'a self, entry: &'a AuditEntry) -> BoxFuture<'a, Result<()>> {
+        Box::pin(AuditStore::append_audit(self, entry))
+    }
+
+    fn list_audit<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<AuditEntry>>> {
+        Box::pin(AuditStore::list_audit(self, instance_id))
+    }
+
+    fn put_trash<'a>(
+        &'a self,
+        entry: &'a TrashEntry,
+        content: &'a [u8],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(AuditStore::put_trash(self, entry, content))
+    }
+
+    fn get_trash<'a>(
+        &'a self,
+        instance_id: &'a str,
+        trash_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TrashedFile>>> {
+        Box::pin(AuditStore::get_trash(self, instance_id, trash_id))
+    }
+
+    fn list_trash<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<TrashEntry>>> {
+        Box::pin(AuditStore::list_trash(self, instance_id))
+    }
+
+    fn list_all_audit(&self) -> BoxFuture<'_, Result<Vec<AuditEntry>>> {
+        Box::pin(AuditStore::list_all_audit(self))
+    }
+
+    fn list_all_trash(&self) -> BoxFuture<'_, Result<Vec<TrashEntry>>> {
+        Box::pin(AuditStore::list_all_trash(self))
+    }
 }

@@ -1,7 +1,7 @@
 //! Conversation stores: durable submissions, one ordered stream per conversation, ownership.
 //!
 //! [`ConversationStore`] extends [`SessionStore`] with what the submission runtime needs, in a
-//! shape that suits many processes on one database (SQLite here; Postgres in flue-connectors):
+//! shape that suits many processes on one database (SQLite and Postgres in flue-store):
 //!
 //! - **One sequence per conversation.** Every write that touches a conversation (the session
 //!   records of its root and task sessions, and the admission, start, abort and settlement of
@@ -32,11 +32,10 @@ use flue_protocol::{
 };
 use tokio::sync::watch;
 
-use crate::error::{FlueError, Result};
-use crate::event::Outcome;
+use crate::error::Result;
 use crate::record::StoredRecord;
-use crate::store::{SessionKey, SessionStore};
-use crate::util::{BoxFuture, now_ms};
+use crate::store::{DynSessionStore, SessionKey, SessionStore};
+use crate::util::BoxFuture;
 
 /// A process's identity as a conversation owner. The owner counts as alive while this value
 /// (and its store-specific guard, e.g. an OS file lock) lives; drop it on clean exit.
@@ -181,26 +180,26 @@ pub trait ConversationStore: SessionStore {
     /// [`FlueError::AgentInstanceExists`]: crate::FlueError::AgentInstanceExists
     /// [`FlueError::ConversationBusy`]: crate::FlueError::ConversationBusy
     /// [`FlueError::SubmissionConflict`]: crate::FlueError::SubmissionConflict
-    fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>>;
+    fn admit(&self, admission: &Admission) -> impl Future<Output = Result<DispatchReceipt>> + Send;
 
     /// A conversation's head and ownership, or `None` when it was never created.
-    fn conversation<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Option<ConversationInfo>>>;
+    fn conversation(
+        &self,
+        key: &ConversationKey,
+    ) -> impl Future<Output = Result<Option<ConversationInfo>>> + Send;
 
     /// Every conversation, of any agent, with this id (for CLIs that take `--id` alone).
-    fn conversations_with_id<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>>;
+    fn conversations_with_id(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<ConversationInfo>>> + Send;
 
     /// Conversations with unsettled submissions, oldest first (for recovery scans).
-    fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+    fn pending_conversations(&self) -> impl Future<Output = Result<Vec<ConversationInfo>>> + Send;
 
     /// Every conversation, oldest first (by creation, then instance id): what
     /// `flue session list` shows.
-    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+    fn all_conversations(&self) -> impl Future<Output = Result<Vec<ConversationInfo>>> + Send;
 
     /// The conversations with unsettled submissions that `owner_id` could take now, oldest
     /// first: for the periodic recovery scan, which runs often on a shared database.
@@ -208,37 +207,37 @@ pub trait ConversationStore: SessionStore {
     /// The default is [`ConversationStore::pending_conversations`] (every such conversation;
     /// `acquire` then leaves the held ones alone). A store may leave out those a live owner
     /// other than `owner_id` holds under an unexpired lease, so that a scan costs one query.
-    fn orphaned_conversations<'a>(
-        &'a self,
-        owner_id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+    fn orphaned_conversations(
+        &self,
+        owner_id: &str,
+    ) -> impl Future<Output = Result<Vec<ConversationInfo>>> + Send {
         let _ = owner_id;
         self.pending_conversations()
     }
 
     /// One submission, or `None` when the id is unknown.
-    fn submission<'a>(
-        &'a self,
-        submission_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>>;
+    fn submission(
+        &self,
+        submission_id: &str,
+    ) -> impl Future<Output = Result<Option<SubmissionInfo>>> + Send;
 
     /// The unsettled submissions of a conversation, in admission order.
-    fn unsettled<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Vec<SubmissionInfo>>>;
+    fn unsettled(
+        &self,
+        key: &ConversationKey,
+    ) -> impl Future<Output = Result<Vec<SubmissionInfo>>> + Send;
 
     /// Up to `limit` batches after `after`. [`FlueError::AgentInstanceNotFound`] for an unknown
     /// conversation, [`FlueError::OffsetOutOfRange`] past the head. Never blocks writers.
     ///
     /// [`FlueError::AgentInstanceNotFound`]: crate::FlueError::AgentInstanceNotFound
     /// [`FlueError::OffsetOutOfRange`]: crate::FlueError::OffsetOutOfRange
-    fn read_stream<'a>(
-        &'a self,
-        key: &'a ConversationKey,
+    fn read_stream(
+        &self,
+        key: &ConversationKey,
         after: Offset,
         limit: usize,
-    ) -> BoxFuture<'a, Result<StreamPage>>;
+    ) -> impl Future<Output = Result<StreamPage>> + Send;
 
     /// Watches the head of a conversation's stream (see [`HeadWatch`]).
     fn watch_head(&self, key: &ConversationKey) -> HeadWatch;
@@ -246,58 +245,61 @@ pub trait ConversationStore: SessionStore {
     /// Records an abort request on every unsettled submission of the conversation, settles the
     /// queued ones `aborted` at once, and leaves the running one to its owner (or to recovery,
     /// when the owner is gone). Idempotent.
-    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>>;
+    fn request_abort(
+        &self,
+        key: &ConversationKey,
+    ) -> impl Future<Output = Result<AbortReport>> + Send;
 
     /// Registers this process as a potential owner; it counts as alive while the registration
     /// lives.
-    fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>>;
+    fn register_owner(&self) -> impl Future<Output = Result<OwnerRegistration>> + Send;
 
     /// Whether an owner is alive (its registration lives, in any process).
-    fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    fn owner_alive(&self, owner_id: &str) -> impl Future<Output = Result<bool>> + Send;
 
     /// Takes ownership for `owner_id` when nobody holds the conversation, when its owner is
     /// dead or its lease expired, or when `owner_id` itself holds it (a driver of its own
     /// stopped without releasing); the epoch goes up, fencing off the previous holder. `lease`
     /// is how long the ownership lasts without [`ConversationStore::renew`].
-    fn acquire<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        owner_id: &'a str,
+    fn acquire(
+        &self,
+        key: &ConversationKey,
+        owner_id: &str,
         lease: Duration,
-    ) -> BoxFuture<'a, Result<Acquire>>;
+    ) -> impl Future<Output = Result<Acquire>> + Send;
 
     /// Extends the lease; [`FlueError::LeaseLost`] when another owner took over.
     ///
     /// [`FlueError::LeaseLost`]: crate::FlueError::LeaseLost
-    fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>>;
+    fn renew(&self, fence: &Fence, lease: Duration) -> impl Future<Output = Result<()>> + Send;
 
     /// Gives ownership up, unless unsettled submissions remain (then returns `false` and the
     /// caller stays the owner). [`FlueError::LeaseLost`] when another owner took over.
     ///
     /// [`FlueError::LeaseLost`]: crate::FlueError::LeaseLost
-    fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>>;
+    fn release(&self, fence: &Fence) -> impl Future<Output = Result<bool>> + Send;
 
     /// Starts the next attempt: the oldest unsettled submission (an interrupted `running` one
     /// before any `queued` one) becomes `running`, its attempt count goes up by one, a
     /// `started` batch is recorded, and `durability` is stored at its first attempt. `None`
     /// when nothing is unsettled.
-    fn claim_next<'a>(
-        &'a self,
-        fence: &'a Fence,
-        durability: &'a DurabilityConfig,
-    ) -> BoxFuture<'a, Result<Option<Claim>>>;
+    fn claim_next(
+        &self,
+        fence: &Fence,
+        durability: &DurabilityConfig,
+    ) -> impl Future<Output = Result<Option<Claim>>> + Send;
 
     /// Settles a submission and records its `settled` batch; `false` (writing nothing) when it
     /// was settled already: the first terminal state wins.
-    fn settle<'a>(
-        &'a self,
-        fence: &'a Fence,
-        settlement: &'a Settlement,
-    ) -> BoxFuture<'a, Result<bool>>;
+    fn settle(
+        &self,
+        fence: &Fence,
+        settlement: &Settlement,
+    ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Appends session records of a managed conversation under its fence: the session version
     /// check of [`SessionStore::append`] plus the fence, and one `records` batch on the stream.
-    fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>>;
+    fn append_fenced(&self, append: FencedAppend<'_>) -> impl Future<Output = Result<u64>> + Send;
 
     /// Pauses a `running` submission on pending actions: it becomes `waiting` (remembering
     /// when), and a `waiting` batch naming `actions` is recorded. A waiting submission is
@@ -312,6 +314,90 @@ pub trait ConversationStore: SessionStore {
     /// Callers: the submission driver, when an attempt ends with `requires_action`.
     ///
     /// [`ConversationInfo::unsettled`]: crate::ConversationInfo::unsettled
+    fn wait(
+        &self,
+        fence: &Fence,
+        submission_id: &str,
+        actions: &[String],
+    ) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// [`ConversationStore`] with boxed futures, so that it can be used as `Arc<dyn DynConversationStore>`.
+///
+/// Implemented for every [`ConversationStore`]; implement that trait, not this one.
+pub trait DynConversationStore: DynSessionStore {
+    /// See [`ConversationStore::admit`].
+    fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>>;
+    /// See [`ConversationStore::conversation`].
+    fn conversation<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>>>;
+    /// See [`ConversationStore::conversations_with_id`].
+    fn conversations_with_id<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>>;
+    /// See [`ConversationStore::pending_conversations`].
+    fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+    /// See [`ConversationStore::all_conversations`].
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+    /// See [`ConversationStore::orphaned_conversations`].
+    fn orphaned_conversations<'a>(
+        &'a self,
+        owner_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>>;
+    /// See [`ConversationStore::submission`].
+    fn submission<'a>(
+        &'a self,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>>;
+    /// See [`ConversationStore::unsettled`].
+    fn unsettled<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Vec<SubmissionInfo>>>;
+    /// See [`ConversationStore::read_stream`].
+    fn read_stream<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        after: Offset,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<StreamPage>>;
+    /// See [`ConversationStore::watch_head`].
+    fn watch_head(&self, key: &ConversationKey) -> HeadWatch;
+    /// See [`ConversationStore::request_abort`].
+    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>>;
+    /// See [`ConversationStore::register_owner`].
+    fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>>;
+    /// See [`ConversationStore::owner_alive`].
+    fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// See [`ConversationStore::acquire`].
+    fn acquire<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        owner_id: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Acquire>>;
+    /// See [`ConversationStore::renew`].
+    fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>>;
+    /// See [`ConversationStore::release`].
+    fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>>;
+    /// See [`ConversationStore::claim_next`].
+    fn claim_next<'a>(
+        &'a self,
+        fence: &'a Fence,
+        durability: &'a DurabilityConfig,
+    ) -> BoxFuture<'a, Result<Option<Claim>>>;
+    /// See [`ConversationStore::settle`].
+    fn settle<'a>(
+        &'a self,
+        fence: &'a Fence,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<bool>>;
+    /// See [`ConversationStore::append_fenced`].
+    fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>>;
+    /// See [`ConversationStore::wait`].
     fn wait<'a>(
         &'a self,
         fence: &'a Fence,
@@ -320,16 +406,140 @@ pub trait ConversationStore: SessionStore {
     ) -> BoxFuture<'a, Result<bool>>;
 }
 
+impl<T: ConversationStore> DynConversationStore for T {
+    fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>> {
+        Box::pin(ConversationStore::admit(self, admission))
+    }
+
+    fn conversation<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Option<ConversationInfo>>> {
+        Box::pin(ConversationStore::conversation(self, key))
+    }
+
+    fn conversations_with_id<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        Box::pin(ConversationStore::conversations_with_id(self, id))
+    }
+
+    fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(ConversationStore::pending_conversations(self))
+    }
+
+    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
+        Box::pin(ConversationStore::all_conversations(self))
+    }
+
+    fn orphaned_conversations<'a>(
+        &'a self,
+        owner_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
+        Box::pin(ConversationStore::orphaned_conversations(self, owner_id))
+    }
+
+    fn submission<'a>(
+        &'a self,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>> {
+        Box::pin(ConversationStore::submission(self, submission_id))
+    }
+
+    fn unsettled<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+    ) -> BoxFuture<'a, Result<Vec<SubmissionInfo>>> {
+        Box::pin(ConversationStore::unsettled(self, key))
+    }
+
+    fn read_stream<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        after: Offset,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<StreamPage>> {
+        Box::pin(ConversationStore::read_stream(self, key, after, limit))
+    }
+
+    fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
+        ConversationStore::watch_head(self, key)
+    }
+
+    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
+        Box::pin(ConversationStore::request_abort(self, key))
+    }
+
+    fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>> {
+        Box::pin(ConversationStore::register_owner(self))
+    }
+
+    fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(ConversationStore::owner_alive(self, owner_id))
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a ConversationKey,
+        owner_id: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Acquire>> {
+        Box::pin(ConversationStore::acquire(self, key, owner_id, lease))
+    }
+
+    fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {
+        Box::pin(ConversationStore::renew(self, fence, lease))
+    }
+
+    fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(ConversationStore::release(self, fence))
+    }
+
+    fn claim_next<'a>(
+        &'a self,
+        fence: &'a Fence,
+        durability: &'a DurabilityConfig,
+    ) -> BoxFuture<'a, Result<Option<Claim>>> {
+        Box::pin(ConversationStore::claim_next(self, fence, durability))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        fence: &'a Fence,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(ConversationStore::settle(self, fence, settlement))
+    }
+
+    fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(ConversationStore::append_fenced(self, append))
+    }
+
+    fn wait<'a>(
+        &'a self,
+        fence: &'a Fence,
+        submission_id: &'a str,
+        actions: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(ConversationStore::wait(self, fence, submission_id, actions))
+    }
+}
+
 /// Head watchers of one store value: one `watch` channel per conversation with subscribers.
+///
+/// For store implementations: [`ConversationStore::watch_head`] returns [`HeadWatchers::watch`],
+/// and every write that moves a conversation's head calls [`HeadWatchers::notify`] once it is
+/// durable.
 #[derive(Debug, Default)]
-pub(crate) struct HeadWatchers {
+pub struct HeadWatchers {
     senders: std::sync::Mutex<std::collections::HashMap<String, watch::Sender<Offset>>>,
 }
 
 impl HeadWatchers {
     /// A receiver for `instance_id`, starting at `Offset::START` (callers compare with the
     /// head they read from the store).
-    pub(crate) fn watch(&self, instance_id: &str) -> HeadWatch {
+    pub fn watch(&self, instance_id: &str) -> HeadWatch {
         let mut senders = self
             .senders
             .lock()
@@ -341,7 +551,7 @@ impl HeadWatchers {
     }
 
     /// Tells the subscribers of `instance_id` that the head is now `head`.
-    pub(crate) fn notify(&self, instance_id: &str, head: Offset) {
+    pub fn notify(&self, instance_id: &str, head: Offset) {
         let mut senders = self
             .senders
             .lock()
@@ -365,13 +575,13 @@ impl HeadWatchers {
 /// Owners registered in this process, for stores without an OS-level liveness signal (the
 /// memory store, in-memory SQLite): an owner is alive while its registration's token lives.
 #[derive(Debug, Default)]
-pub(crate) struct LocalOwners {
+pub struct LocalOwners {
     owners: std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<()>>>,
 }
 
 impl LocalOwners {
     /// Registers a fresh owner.
-    pub(crate) fn register(&self) -> OwnerRegistration {
+    pub fn register(&self) -> OwnerRegistration {
         let owner_id = crate::util::new_ulid();
         let token = std::sync::Arc::new(());
         let mut owners = self
@@ -384,54 +594,11 @@ impl LocalOwners {
     }
 
     /// Whether the owner's registration still lives.
-    pub(crate) fn alive(&self, owner_id: &str) -> bool {
+    pub fn alive(&self, owner_id: &str) -> bool {
         self.owners
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(owner_id)
             .is_some_and(|weak| weak.strong_count() > 0)
     }
-}
-
-/// The root session every conversation has; submissions run on it.
-pub(crate) const ROOT_SESSION: &str = "default";
-
-/// The settlement of a submission aborted before (or instead of) finishing.
-pub(crate) fn aborted_settlement(submission_id: &str, attempts: u32) -> Settlement {
-    Settlement {
-        submission_id: submission_id.to_owned(),
-        outcome: Outcome::Aborted,
-        text: None,
-        error: Some(
-            FlueError::SubmissionAborted {
-                submission_id: submission_id.to_owned(),
-            }
-            .to_info(),
-        ),
-        attempts,
-        settled_at: now_ms(),
-    }
-}
-
-/// The error for a missing conversation (or another incarnation than `uid`).
-pub(crate) fn instance_not_found(key: &ConversationKey, uid: Option<&String>) -> FlueError {
-    FlueError::AgentInstanceNotFound {
-        agent: key.agent.clone(),
-        id: key.id.clone(),
-        uid: uid.cloned(),
-    }
-}
-
-/// The error for a write whose fence is stale.
-pub(crate) fn lease_lost(fence: &Fence, message: &str) -> FlueError {
-    FlueError::LeaseLost {
-        conversation: fence.key.to_string(),
-        epoch: fence.epoch,
-        message: message.to_owned(),
-    }
-}
-
-/// A duration in whole milliseconds, saturating.
-pub(crate) fn duration_ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -13,14 +13,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{FlueError, Result};
 use crate::record::StoredRecord;
-use crate::store::conversation::{HeadWatchers, LocalOwners};
-use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
-use crate::util::{BoxFuture, now_ms};
+use crate::store::rules::{check_version, managed_conversation};
+use crate::store::{
+    DynAuditStore, HeadWatchers, LocalOwners, SessionKey, SessionLog, SessionStore, SessionSummary,
+};
+use crate::util::now_ms;
 
 /// Sessions kept in memory, lost when the value is dropped.
 ///
-/// Use it in tests and for throwaway harnesses; [`SqliteStore`](crate::SqliteStore) is the
-/// durable default.
+/// Use it in tests and for throwaway harnesses; flue-store's `SqliteStore` is the durable
+/// default.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     sessions: Mutex<BTreeMap<SessionKey, MemorySession>>,
@@ -66,131 +68,102 @@ fn append_records(
     expected_version: u64,
     records: &[StoredRecord],
 ) -> Result<u64> {
-    let Some(session) = sessions.get_mut(key) else {
-        return Err(FlueError::SessionNotFound {
-            session: key.session.clone(),
-        });
-    };
-    let actual = session.version();
-    if actual != expected_version {
-        return Err(FlueError::VersionConflict {
-            session: key.session.clone(),
-            expected: expected_version,
-            actual,
-        });
-    }
-    if records.is_empty() {
+    let session = sessions.get_mut(key);
+    let actual = check_version(
+        key,
+        expected_version,
+        session.as_ref().map(|session| session.version()),
+    )?;
+    let Some(session) = session.filter(|_| !records.is_empty()) else {
         return Ok(actual);
-    }
+    };
     session.records.extend_from_slice(records);
     session.updated_at = now_ms();
     Ok(session.version())
 }
 
 impl SessionStore for MemoryStore {
-    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
         Some(self)
     }
 
-    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let mut sessions = self.sessions();
-            if sessions.contains_key(key) {
-                return Err(FlueError::SessionAlreadyExists {
-                    session: key.session.clone(),
-                });
-            }
-            let now = now_ms();
-            sessions.insert(
-                key.clone(),
-                MemorySession {
-                    records: Vec::new(),
-                    created_at: now,
-                    updated_at: now,
-                },
-            );
-            Ok(())
-        })
+    async fn create(&self, key: &SessionKey) -> Result<()> {
+        let mut sessions = self.sessions();
+        if sessions.contains_key(key) {
+            return Err(FlueError::SessionAlreadyExists {
+                session: key.session.clone(),
+            });
+        }
+        let now = now_ms();
+        sessions.insert(
+            key.clone(),
+            MemorySession {
+                records: Vec::new(),
+                created_at: now,
+                updated_at: now,
+            },
+        );
+        Ok(())
     }
 
-    fn load<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        from: u64,
-    ) -> BoxFuture<'a, Result<Option<SessionLog>>> {
-        Box::pin(async move {
-            let sessions = self.sessions();
-            let Some(session) = sessions.get(key) else {
-                return Ok(None);
-            };
-            let start = usize::try_from(from)
-                .unwrap_or(usize::MAX)
-                .min(session.records.len());
-            Ok(Some(SessionLog {
+    async fn load(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
+        let sessions = self.sessions();
+        let Some(session) = sessions.get(key) else {
+            return Ok(None);
+        };
+        let start = usize::try_from(from)
+            .unwrap_or(usize::MAX)
+            .min(session.records.len());
+        Ok(Some(SessionLog {
+            version: session.version(),
+            records: session.records[start..].to_vec(),
+            created_at: session.created_at,
+            updated_at: session.updated_at,
+        }))
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        expected_version: u64,
+        records: &[StoredRecord],
+    ) -> Result<u64> {
+        if self.is_managed(&key.instance_id) {
+            return Err(managed_conversation(&key.instance_id));
+        }
+        append_records(&mut self.sessions(), key, expected_version, records)
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<()> {
+        self.sessions().remove(key);
+        Ok(())
+    }
+
+    async fn instance_ids(&self) -> Result<Vec<String>> {
+        // Keys order by instance id first, so equal ids are adjacent.
+        let mut ids: Vec<String> = self
+            .sessions()
+            .keys()
+            .map(|key| key.instance_id.clone())
+            .collect();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    async fn list(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
+        // Keys order by instance id, then session name, so the result is already sorted.
+        let summaries = self
+            .sessions()
+            .iter()
+            .filter(|(key, _)| key.instance_id == instance_id)
+            .map(|(key, session)| SessionSummary {
+                session: key.session.clone(),
                 version: session.version(),
-                records: session.records[start..].to_vec(),
                 created_at: session.created_at,
                 updated_at: session.updated_at,
-            }))
-        })
-    }
-
-    fn append<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        expected_version: u64,
-        records: &'a [StoredRecord],
-    ) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move {
-            if self.is_managed(&key.instance_id) {
-                return Err(FlueError::LeaseLost {
-                    conversation: key.instance_id.clone(),
-                    epoch: 0,
-                    message: "this conversation is managed by the submission runtime; send \
-                              messages with dispatch"
-                        .to_owned(),
-                });
-            }
-            append_records(&mut self.sessions(), key, expected_version, records)
-        })
-    }
-
-    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            self.sessions().remove(key);
-            Ok(())
-        })
-    }
-
-    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(async move {
-            // Keys order by instance id first, so equal ids are adjacent.
-            let mut ids: Vec<String> = self
-                .sessions()
-                .keys()
-                .map(|key| key.instance_id.clone())
-                .collect();
-            ids.dedup();
-            Ok(ids)
-        })
-    }
-
-    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
-        Box::pin(async move {
-            // Keys order by instance id, then session name, so the result is already sorted.
-            let summaries = self
-                .sessions()
-                .iter()
-                .filter(|(key, _)| key.instance_id == instance_id)
-                .map(|(key, session)| SessionSummary {
-                    session: key.session.clone(),
-                    version: session.version(),
-                    created_at: session.created_at,
-                    updated_at: session.updated_at,
-                })
-                .collect();
-            Ok(summaries)
-        })
+            })
+            .collect();
+        Ok(summaries)
     }
 }
 

@@ -1,14 +1,26 @@
-//! Session stores: durable, append-only session logs with optimistic concurrency.
+//! Stores, for their implementers: the traits, their data, the rules every backend follows,
+//! and the in-memory store.
 //!
-//! A session's version is the number of records it holds. [`SessionStore::append`] carries the
+//! Session stores keep durable, append-only session logs with optimistic concurrency. A
+//! session's version is the number of records it holds. [`SessionStore::append`] carries the
 //! version the writer last saw; if another writer got there first the append fails with
 //! [`FlueError::VersionConflict`] and writes nothing. Appends insert only the new records, so
-//! their cost does not grow with the conversation.
+//! their cost does not grow with the conversation. [`ConversationStore`] adds durable
+//! submissions, streams and ownership; [`AuditStore`] the file tools' audit log and trash.
+//!
+//! A backend implements the native traits ([`SessionStore`], [`ConversationStore`],
+//! [`AuditStore`], with `async fn`s) and decides what [`rules`] decides by asking it, so that
+//! every backend admits, fences and settles alike. The runtime holds stores as
+//! `Arc<dyn DynSessionStore>` (and [`DynConversationStore`], [`DynAuditStore`]): boxed
+//! companions implemented for every implementation of the native traits. [`MemoryStore`] lives
+//! here; the durable stores (SQLite, Postgres) in the flue-store crate.
+//!
+//! [`FlueError::VersionConflict`]: crate::FlueError::VersionConflict
 
 mod audit;
-pub(crate) mod conversation;
+mod conversation;
 mod memory;
-mod sqlite;
+pub mod rules;
 
 use std::sync::Arc;
 
@@ -18,13 +30,14 @@ use crate::error::Result;
 use crate::record::StoredRecord;
 use crate::util::BoxFuture;
 
-pub use audit::{AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, TrashEntry, TrashReason, TrashedFile};
+pub use audit::{
+    AUDIT_DIFF_LIMIT, AuditEntry, AuditStore, DynAuditStore, TrashEntry, TrashReason, TrashedFile,
+};
 pub use conversation::{
-    AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
-    OwnerRegistration,
+    AbortReport, Acquire, Admission, Claim, ConversationStore, DynConversationStore, Fence,
+    FencedAppend, HeadWatch, HeadWatchers, LocalOwners, OwnerRegistration,
 };
 pub use memory::MemoryStore;
-pub use sqlite::SqliteStore;
 
 /// Identifies one session: an agent instance id and a session name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -76,6 +89,9 @@ pub struct SessionSummary {
 /// Called by the harness: `create` when a session is created, `load` when it is opened and at
 /// the start of each operation (from the last version it saw, to pick up other writers),
 /// `append` after each step of an operation, `delete` and `list` on request.
+///
+/// Implement this trait (with `async fn`s); the runtime holds stores as
+/// `Arc<dyn DynSessionStore>`, which every implementation is through a blanket impl.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a session store",
     label = "implement `flue_core::SessionStore` for this type"
@@ -84,14 +100,14 @@ pub trait SessionStore: Send + Sync {
     /// Creates an empty session at version 0; [`FlueError::SessionAlreadyExists`] if present.
     ///
     /// [`FlueError::SessionAlreadyExists`]: crate::FlueError::SessionAlreadyExists
-    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>>;
+    fn create(&self, key: &SessionKey) -> impl Future<Output = Result<()>> + Send;
 
     /// Loads the records with index `from` and later, or `None` when the session does not exist.
-    fn load<'a>(
-        &'a self,
-        key: &'a SessionKey,
+    fn load(
+        &self,
+        key: &SessionKey,
         from: u64,
-    ) -> BoxFuture<'a, Result<Option<SessionLog>>>;
+    ) -> impl Future<Output = Result<Option<SessionLog>>> + Send;
 
     /// Appends `records` if the session is at `expected_version`; returns the new version.
     ///
@@ -100,22 +116,22 @@ pub trait SessionStore: Send + Sync {
     ///
     /// [`FlueError::SessionNotFound`]: crate::FlueError::SessionNotFound
     /// [`FlueError::VersionConflict`]: crate::FlueError::VersionConflict
-    fn append<'a>(
-        &'a self,
-        key: &'a SessionKey,
+    fn append(
+        &self,
+        key: &SessionKey,
         expected_version: u64,
-        records: &'a [StoredRecord],
-    ) -> BoxFuture<'a, Result<u64>>;
+        records: &[StoredRecord],
+    ) -> impl Future<Output = Result<u64>> + Send;
 
     /// Deletes a session and its records; a missing session is not an error.
-    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>>;
+    fn delete(&self, key: &SessionKey) -> impl Future<Output = Result<()>> + Send;
 
     /// Lists the sessions of an agent instance, by name.
-    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>>;
+    fn list(&self, instance_id: &str) -> impl Future<Output = Result<Vec<SessionSummary>>> + Send;
 
     /// Every instance id with at least one session, sorted (what `flue session list` walks;
     /// includes instances written without the submission runtime).
-    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+    fn instance_ids(&self) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// A wake-up when the session `key` may have grown, when the store can give one (a
     /// conversation store's head watch, which on Postgres also carries other processes'
@@ -130,7 +146,89 @@ pub trait SessionStore: Send + Sync {
     /// Called once by `HarnessBuilder::build`, which hands the result to the file tools. The
     /// default, `None`, makes the harness keep them in memory (lost with the process) unless
     /// `HarnessBuilder::with_audit_store` sets one.
-    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
         None
+    }
+}
+
+/// [`SessionStore`] with boxed futures, so that it can be used as `Arc<dyn DynSessionStore>`.
+///
+/// Implemented for every [`SessionStore`]; implement that trait, not this one. Each method
+/// means what the [`SessionStore`] method of the same name means.
+pub trait DynSessionStore: Send + Sync {
+    /// See [`SessionStore::create`].
+    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>>;
+
+    /// See [`SessionStore::load`].
+    fn load<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        from: u64,
+    ) -> BoxFuture<'a, Result<Option<SessionLog>>>;
+
+    /// See [`SessionStore::append`].
+    fn append<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        expected_version: u64,
+        records: &'a [StoredRecord],
+    ) -> BoxFuture<'a, Result<u64>>;
+
+    /// See [`SessionStore::delete`].
+    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>>;
+
+    /// See [`SessionStore::list`].
+    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>>;
+
+    /// See [`SessionStore::instance_ids`].
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+
+    /// See [`SessionStore::watch_appends`].
+    fn watch_appends(&self, key: &SessionKey) -> Option<HeadWatch>;
+
+    /// See [`SessionStore::audit_store`].
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>>;
+}
+
+impl<T: SessionStore> DynSessionStore for T {
+    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
+        Box::pin(SessionStore::create(self, key))
+    }
+
+    fn load<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        from: u64,
+    ) -> BoxFuture<'a, Result<Option<SessionLog>>> {
+        Box::pin(SessionStore::load(self, key, from))
+    }
+
+    fn append<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        expected_version: u64,
+        records: &'a [StoredRecord],
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(SessionStore::append(self, key, expected_version, records))
+    }
+
+    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
+        Box::pin(SessionStore::delete(self, key))
+    }
+
+    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
+        Box::pin(SessionStore::list(self, instance_id))
+    }
+
+    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(SessionStore::instance_ids(self))
+    }
+
+    fn watch_appends(&self, key: &SessionKey) -> Option<HeadWatch> {
+        SessionStore::watch_appends(self, key)
+    }
+
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        SessionStore::audit_store(self)
     }
 }

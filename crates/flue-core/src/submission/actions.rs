@@ -17,7 +17,7 @@ use crate::record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, Record, StoredRecord,
 };
 use crate::steps;
-use crate::store::conversation::ROOT_SESSION;
+use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog};
 use crate::submission::runtime::AgentRuntime;
 use crate::submission::wire::{

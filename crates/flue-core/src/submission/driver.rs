@@ -20,7 +20,7 @@ use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
 use crate::spans;
-use crate::store::conversation::ROOT_SESSION;
+use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
 use crate::submission::fenced::FencedSessions;
 use crate::submission::runtime::{DriverSlot, RuntimeInner};
@@ -161,7 +161,7 @@ async fn build_harness(
         .harness_builder(&key.agent)
         .await?
         .with_instance_id(key.instance_id())
-        .with_store(Arc::clone(fenced) as Arc<dyn crate::store::SessionStore>)
+        .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
         .build()
         .await
 }

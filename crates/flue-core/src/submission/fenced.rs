@@ -11,10 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::Result;
 use crate::record::{Record, StoredRecord};
 use crate::store::{
-    AuditStore, ConversationStore, Fence, FencedAppend, HeadWatch, SessionKey, SessionLog,
-    SessionStore, SessionSummary,
+    DynAuditStore, DynConversationStore, DynSessionStore, Fence, FencedAppend, HeadWatch,
+    SessionKey, SessionLog, SessionStore, SessionSummary,
 };
-use crate::util::BoxFuture;
 
 /// The submission an attempt is running, as the fenced store needs it.
 #[derive(Debug, Default)]
@@ -26,14 +25,18 @@ struct Current {
 
 /// A [`SessionStore`] view of a conversation store under one owner's fence.
 pub(crate) struct FencedSessions {
-    store: Arc<dyn ConversationStore>,
+    store: Arc<dyn DynConversationStore>,
     fence: Fence,
     root_session: String,
     current: Mutex<Current>,
 }
 
 impl FencedSessions {
-    pub(crate) fn new(store: Arc<dyn ConversationStore>, fence: Fence, root_session: &str) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn DynConversationStore>,
+        fence: Fence,
+        root_session: &str,
+    ) -> Self {
         Self {
             store,
             fence,
@@ -62,55 +65,49 @@ impl FencedSessions {
 }
 
 impl SessionStore for FencedSessions {
-    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        self.store.create(key)
+    async fn create(&self, key: &SessionKey) -> Result<()> {
+        self.store.create(key).await
     }
 
-    fn load<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        from: u64,
-    ) -> BoxFuture<'a, Result<Option<SessionLog>>> {
-        self.store.load(key, from)
+    async fn load(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
+        self.store.load(key, from).await
     }
 
-    fn append<'a>(
-        &'a self,
-        key: &'a SessionKey,
+    async fn append(
+        &self,
+        key: &SessionKey,
         expected_version: u64,
-        records: &'a [StoredRecord],
-    ) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move {
-            let (submission_id, applies_input) = {
-                let current = self.current();
-                let applies = current.input_pending
-                    && key.session == self.root_session
-                    && records
-                        .iter()
-                        .any(|stored| matches!(stored.record, Record::User(_)));
-                (current.submission_id.clone(), applies)
-            };
-            let version = self
-                .store
-                .append_fenced(FencedAppend {
-                    fence: &self.fence,
-                    submission_id: submission_id.as_deref(),
-                    applies_input,
-                    resumes_waiting: false,
-                    session: key,
-                    expected_version,
-                    records,
-                })
-                .await?;
-            if applies_input {
-                self.current().input_pending = false;
-            }
-            Ok(version)
-        })
+        records: &[StoredRecord],
+    ) -> Result<u64> {
+        let (submission_id, applies_input) = {
+            let current = self.current();
+            let applies = current.input_pending
+                && key.session == self.root_session
+                && records
+                    .iter()
+                    .any(|stored| matches!(stored.record, Record::User(_)));
+            (current.submission_id.clone(), applies)
+        };
+        let version = self
+            .store
+            .append_fenced(FencedAppend {
+                fence: &self.fence,
+                submission_id: submission_id.as_deref(),
+                applies_input,
+                resumes_waiting: false,
+                session: key,
+                expected_version,
+                records,
+            })
+            .await?;
+        if applies_input {
+            self.current().input_pending = false;
+        }
+        Ok(version)
     }
 
-    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        self.store.delete(key)
+    async fn delete(&self, key: &SessionKey) -> Result<()> {
+        self.store.delete(key).await
     }
 
     fn watch_appends(&self, _key: &SessionKey) -> Option<HeadWatch> {
@@ -118,16 +115,16 @@ impl SessionStore for FencedSessions {
         Some(self.store.watch_head(&self.fence.key))
     }
 
-    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
-        self.store.list(instance_id)
+    async fn list(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
+        self.store.list(instance_id).await
     }
 
-    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        self.store.instance_ids()
+    async fn instance_ids(&self) -> Result<Vec<String>> {
+        self.store.instance_ids().await
     }
 
-    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
-        let store: Arc<dyn SessionStore> = Arc::clone(&self.store) as Arc<dyn SessionStore>;
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        let store: Arc<dyn DynSessionStore> = Arc::clone(&self.store) as Arc<dyn DynSessionStore>;
         store.audit_store()
     }
 }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
 use crate::spans;
-use crate::store::{Admission, ConversationStore, OwnerRegistration};
+use crate::store::{Admission, DynConversationStore, OwnerRegistration};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
 use crate::submission::wire::{
@@ -33,7 +33,7 @@ const EVENT_CAPACITY: usize = 4096;
 
 /// Builds an [`AgentRuntime`].
 pub struct AgentRuntimeBuilder {
-    store: Arc<dyn ConversationStore>,
+    store: Arc<dyn DynConversationStore>,
     agents: Arc<dyn AgentRegistry>,
     lease: Duration,
     poll_interval: Duration,
@@ -136,9 +136,9 @@ pub struct RuntimeEvent {
 /// # async fn demo() -> flue_core::Result<()> {
 /// use std::sync::Arc;
 /// use flue_core::{
-///     AgentConfig, AgentRuntime, ConversationKey, DeliveredMessage, Harness, SqliteStore,
-///     StaticAgents,
+///     AgentConfig, AgentRuntime, ConversationKey, DeliveredMessage, Harness, StaticAgents,
 /// };
+/// use flue_store::SqliteStore;
 /// let store = Arc::new(SqliteStore::open(std::path::Path::new(".flue/flue.db"))?);
 /// let agents = StaticAgents::new()
 ///     .with_agent("hello", || Harness::builder(AgentConfig::new().with_model("scripted/s.json")));
@@ -162,7 +162,7 @@ pub(crate) struct RuntimeInner {
     pub(crate) owner_id: String,
     /// Keeps this process visible as a live owner; taken (dropped) at shutdown.
     registration: Mutex<Option<OwnerRegistration>>,
-    pub(crate) store: Arc<dyn ConversationStore>,
+    pub(crate) store: Arc<dyn DynConversationStore>,
     pub(crate) agents: Arc<dyn AgentRegistry>,
     pub(crate) lease: Duration,
     pub(crate) poll_interval: Duration,
@@ -354,7 +354,7 @@ impl std::fmt::Debug for AgentRuntime {
 impl AgentRuntime {
     /// Starts building a runtime on `store` serving `agents`.
     pub fn builder(
-        store: Arc<dyn ConversationStore>,
+        store: Arc<dyn DynConversationStore>,
         agents: Arc<dyn AgentRegistry>,
     ) -> AgentRuntimeBuilder {
         AgentRuntimeBuilder {
@@ -373,7 +373,7 @@ impl AgentRuntime {
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<dyn ConversationStore> {
+    pub fn store(&self) -> &Arc<dyn DynConversationStore> {
         &self.inner.store
     }
 
@@ -389,7 +389,7 @@ impl AgentRuntime {
     /// Errors (nothing admitted): [`FlueError::UnknownAgent`],
     /// [`FlueError::InvalidInstanceId`] (the id, or `<agent>:<id>`, breaks the id rule), [`FlueError::InvalidRequest`] (an empty signal
     /// type, a bad tag name), [`FlueError::RuntimeStopped`] after shutdown, and the store's
-    /// admission errors ([`ConversationStore::admit`]).
+    /// admission errors ([`ConversationStore::admit`](crate::ConversationStore::admit)).
     pub async fn dispatch(
         &self,
         key: &ConversationKey,
@@ -558,7 +558,7 @@ impl AgentRuntime {
         self.inner.store.conversation(key).await
     }
 
-    /// Up to `limit` stream batches after `after` (see [`ConversationStore::read_stream`]).
+    /// Up to `limit` stream batches after `after` (see [`ConversationStore::read_stream`](crate::ConversationStore::read_stream)).
     pub async fn read_stream(
         &self,
         key: &ConversationKey,

@@ -26,7 +26,7 @@ use crate::error::{FlueError, Result};
 use crate::model::ToolSchema;
 use crate::record::{SamplingExchange, Usage};
 use crate::sandbox::Sandbox;
-use crate::store::{AuditStore, MemoryStore};
+use crate::store::{DynAuditStore, MemoryStore};
 use crate::util::BoxFuture;
 
 use extensions::Extensions;
@@ -190,7 +190,7 @@ pub struct ToolContext {
     pub agent: String,
     /// Where the file tools append audit entries and keep the trash: the runtime's store,
     /// out of the sandbox's (and so the agent's) reach.
-    pub audit: Arc<dyn AuditStore>,
+    pub audit: Arc<dyn DynAuditStore>,
     /// The call's data emitter; none outside a session's tool call.
     emitter: Option<emit::DataEmitter>,
     /// Model usage the call spends on the agent's behalf (an MCP server's sampling requests);
@@ -295,7 +295,7 @@ impl ToolContext {
 
     /// Sets the audit store.
     #[must_use]
-    pub fn with_audit(mut self, audit: Arc<dyn AuditStore>) -> Self {
+    pub fn with_audit(mut self, audit: Arc<dyn DynAuditStore>) -> Self {
         self.audit = audit;
         self
     }

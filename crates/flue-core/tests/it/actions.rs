@@ -350,9 +350,9 @@ async fn actions_calling_actions_stop_at_the_depth_limit() {
 async fn an_action_runs_inside_a_durable_submission_and_its_writes_are_fenced() {
     use flue_core::{
         AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage,
-        DispatchOptions, Harness, Offset, ProviderRegistry, SessionStore, SqliteStore,
-        StaticAgents,
+        DispatchOptions, Harness, Offset, ProviderRegistry, SessionStore, StaticAgents,
     };
+    use flue_store::SqliteStore;
 
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap());

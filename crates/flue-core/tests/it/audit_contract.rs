@@ -1,24 +1,19 @@
-//! The `AuditStore` contract (audit log and trash), run against every store, plus SQLite's
-//! migration and durability, and the harness wiring that hands the store to the file tools.
+//! The `AuditStore` contract (audit log and trash), run against every store (flue-store's tests
+//! include this file and run it on SQLite and Postgres).
 //!
 //! `audit_contract!` instantiates each contract test once per backend, so adding a backend is
 //! one macro line.
 
 use std::sync::Arc;
 
-use flue_core::{
-    AgentConfig, AuditEntry, AuditStore, Harness, LocalSandbox, MemoryStore, SessionStore,
-    SqliteStore, TrashEntry, TrashReason, TrashedFile,
-};
+use flue_core::{AuditEntry, DynAuditStore, TrashEntry, TrashReason, TrashedFile};
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
 
 macro_rules! audit_contract {
     ($backend:ident, $open:expr) => {
         mod $backend {
-            use super::*;
-
-            audit_contract!(@tests $open;
+            $crate::audit_contract::audit_contract!(@tests $open;
                 audit_entries_list_in_order_per_instance,
                 audit_entries_round_trip_every_field,
                 trash_round_trips_content_per_instance,
@@ -31,65 +26,22 @@ macro_rules! audit_contract {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
-                let backend: Backend = ($open)();
-                super::$test(Arc::clone(&backend.store)).await;
+                let backend: $crate::audit_contract::Backend = ($open)();
+                $crate::audit_contract::$test(std::sync::Arc::clone(&backend.store)).await;
             }
         )*
     };
 }
 
-audit_contract!(memory, Backend::memory);
-audit_contract!(sqlite_file, Backend::sqlite_file);
-audit_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
-audit_contract!(postgres, Backend::postgres);
+pub(crate) use audit_contract;
 
-struct Backend {
-    store: Arc<dyn AuditStore>,
-    _dir: Option<TempDir>,
+/// A store under test, with the directory that holds its files.
+pub(crate) struct Backend {
+    pub(crate) store: Arc<dyn DynAuditStore>,
+    pub(crate) _dir: Option<TempDir>,
 }
 
-impl Backend {
-    fn memory() -> Self {
-        Self {
-            store: Arc::new(MemoryStore::new()),
-            _dir: None,
-        }
-    }
-
-    fn sqlite_file() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("flue.db")).unwrap();
-        Self {
-            store: Arc::new(store),
-            _dir: Some(dir),
-        }
-    }
-
-    fn sqlite_in_memory() -> Self {
-        Self {
-            store: Arc::new(SqliteStore::open_in_memory().unwrap()),
-            _dir: None,
-        }
-    }
-
-    /// A fresh database on the test Postgres server.
-    fn postgres() -> Self {
-        let url = crate::pg_server::fresh_database();
-        let store = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(flue_connectors::PostgresStore::connect(
-                &url,
-                flue_connectors::PostgresOptions::default(),
-            ))
-        })
-        .unwrap();
-        Self {
-            store: Arc::new(store),
-            _dir: None,
-        }
-    }
-}
-
-fn entry(id: &str, instance_id: &str, ok: bool) -> AuditEntry {
+pub(crate) fn entry(id: &str, instance_id: &str, ok: bool) -> AuditEntry {
     AuditEntry {
         id: id.into(),
         at: 1_700_000_000_000,
@@ -104,7 +56,7 @@ fn entry(id: &str, instance_id: &str, ok: bool) -> AuditEntry {
     }
 }
 
-fn trash_entry(id: &str, instance_id: &str, content: &[u8]) -> TrashEntry {
+pub(crate) fn trash_entry(id: &str, instance_id: &str, content: &[u8]) -> TrashEntry {
     use sha2::{Digest, Sha256};
     TrashEntry {
         id: id.into(),
@@ -120,7 +72,7 @@ fn trash_entry(id: &str, instance_id: &str, content: &[u8]) -> TrashEntry {
     }
 }
 
-async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
+pub(crate) async fn audit_entries_list_in_order_per_instance(store: Arc<dyn DynAuditStore>) {
     assert_eq!(store.list_audit("i1").await.unwrap(), vec![]);
     for (id, instance) in [("3", "i1"), ("1", "i2"), ("2", "i1")] {
         store
@@ -142,7 +94,7 @@ async fn audit_entries_list_in_order_per_instance(store: Arc<dyn AuditStore>) {
     );
 }
 
-async fn audit_entries_round_trip_every_field(store: Arc<dyn AuditStore>) {
+pub(crate) async fn audit_entries_round_trip_every_field(store: Arc<dyn DynAuditStore>) {
     let full = AuditEntry {
         destination_path: Some("/workspace/b.txt".into()),
         sha256_before: Some("aa".into()),
@@ -157,7 +109,7 @@ async fn audit_entries_round_trip_every_field(store: Arc<dyn AuditStore>) {
     assert_eq!(store.list_audit("i1").await.unwrap(), vec![full]);
 }
 
-async fn trash_round_trips_content_per_instance(store: Arc<dyn AuditStore>) {
+pub(crate) async fn trash_round_trips_content_per_instance(store: Arc<dyn DynAuditStore>) {
     let content = b"old content\n\xff binary is fine".to_vec();
     let first = trash_entry("t1", "i1", &content);
     store.put_trash(&first, &content).await.unwrap();
@@ -174,7 +126,9 @@ async fn trash_round_trips_content_per_instance(store: Arc<dyn AuditStore>) {
     assert_eq!(store.list_trash("i2").await.unwrap(), vec![]);
 }
 
-async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn AuditStore>) {
+pub(crate) async fn identical_content_is_stored_once_and_listed_twice(
+    store: Arc<dyn DynAuditStore>,
+) {
     let content = b"same".to_vec();
     let first = trash_entry("t1", "i1", &content);
     let second = TrashEntry {
@@ -198,7 +152,9 @@ async fn identical_content_is_stored_once_and_listed_twice(store: Arc<dyn AuditS
     );
 }
 
-async fn whole_store_listings_span_every_instance_in_order(store: Arc<dyn AuditStore>) {
+pub(crate) async fn whole_store_listings_span_every_instance_in_order(
+    store: Arc<dyn DynAuditStore>,
+) {
     assert_eq!(store.list_all_audit().await.unwrap(), vec![]);
     assert_eq!(store.list_all_trash().await.unwrap(), vec![]);
     for (id, instance) in [("3", "i2"), ("1", "i1"), ("2", "i2")] {
@@ -241,87 +197,4 @@ async fn whole_store_listings_span_every_instance_in_order(store: Arc<dyn AuditS
         vec![earlier, tied, later],
         "by time trashed, then id"
     );
-}
-
-#[tokio::test]
-async fn sqlite_keeps_the_audit_log_and_trash_across_reopens() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    {
-        let store = SqliteStore::open(&path).unwrap();
-        store.append_audit(&entry("a", "i1", true)).await.unwrap();
-        store
-            .put_trash(&trash_entry("t", "i1", b"x"), b"x")
-            .await
-            .unwrap();
-    }
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(
-        store.list_audit("i1").await.unwrap(),
-        vec![entry("a", "i1", true)]
-    );
-    assert_eq!(
-        store
-            .get_trash("i1", "t")
-            .await
-            .unwrap()
-            .map(|found| found.content),
-        Some(b"x".to_vec())
-    );
-}
-
-#[tokio::test]
-async fn a_version_1_database_is_migrated_without_losing_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    {
-        // The v1 schema, as a database written before the audit log existed.
-        let raw = rusqlite::Connection::open(&path).unwrap();
-        raw.execute_batch(
-            "CREATE TABLE sessions (instance_id TEXT NOT NULL, session TEXT NOT NULL,
-                version INTEGER NOT NULL, created_at INTEGER NOT NULL,
-                updated_at INTEGER NOT NULL, PRIMARY KEY (instance_id, session)) WITHOUT ROWID;
-             CREATE TABLE records (instance_id TEXT NOT NULL, session TEXT NOT NULL,
-                idx INTEGER NOT NULL, record TEXT NOT NULL,
-                PRIMARY KEY (instance_id, session, idx),
-                FOREIGN KEY (instance_id, session) REFERENCES sessions (instance_id, session)
-                    ON DELETE CASCADE) WITHOUT ROWID;
-             INSERT INTO sessions VALUES ('i1', 'chat', 0, 1, 1);
-             PRAGMA user_version = 1;",
-        )
-        .unwrap();
-    }
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(
-        store
-            .list("i1")
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|s| s.session)
-            .collect::<Vec<_>>(),
-        ["chat"]
-    );
-    store.append_audit(&entry("a", "i1", true)).await.unwrap();
-    assert_eq!(store.list_audit("i1").await.unwrap().len(), 1);
-}
-
-#[tokio::test]
-async fn the_harness_hands_the_session_store_to_the_file_tools() {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("db/flue.db")).unwrap());
-    let work = tempfile::tempdir().unwrap();
-    let harness = Harness::builder(AgentConfig::new().with_name("coder"))
-        .with_sandbox(Arc::new(LocalSandbox::new(work.path()).unwrap()))
-        .with_store(sqlite.clone() as Arc<dyn SessionStore>)
-        .with_instance_id("i1")
-        .build()
-        .await
-        .unwrap();
-    harness
-        .audit_store()
-        .append_audit(&entry("a", "i1", true))
-        .await
-        .unwrap();
-    assert_eq!(sqlite.list_audit("i1").await.unwrap().len(), 1);
 }

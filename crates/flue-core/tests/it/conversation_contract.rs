@@ -1,4 +1,5 @@
-//! The `ConversationStore` contract, run against every store.
+//! The `ConversationStore` contract, run against every store (flue-store's tests include this
+//! file and run it on SQLite and Postgres).
 //!
 //! `conversation_contract!` instantiates each contract test once per backend; a contract test is
 //! a plain `async fn` taking the store.
@@ -7,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    Acquire, Admission, BatchBody, ConversationKey, ConversationStore, DeliveredMessage,
-    DispatchOptions, DurabilityConfig, Fence, FencedAppend, FlueError, MemoryStore, Offset,
-    Outcome, Record, SendCondition, SessionKey, Settlement, SqliteStore, StoredRecord,
-    SubmissionState, UserMessage, WhenBusy, new_ulid, now_ms,
+    Acquire, Admission, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions,
+    DurabilityConfig, DynConversationStore, Fence, FencedAppend, FlueError, Offset, Outcome,
+    Record, SendCondition, SessionKey, Settlement, StoredRecord, SubmissionState, UserMessage,
+    WhenBusy, new_ulid, now_ms,
 };
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
@@ -18,9 +19,7 @@ use tempfile::TempDir;
 macro_rules! conversation_contract {
     ($backend:ident, $open:expr) => {
         mod $backend {
-            use super::*;
-
-            conversation_contract!(@tests $open;
+            $crate::conversation_contract::conversation_contract!(@tests $open;
                 admission_numbers_batches_and_reads_are_exclusive,
                 idempotent_admission_replays_and_conflicts,
                 failed_send_conditions_store_nothing,
@@ -45,61 +44,19 @@ macro_rules! conversation_contract {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() {
-                let backend: Backend = ($open)();
-                super::$test(Arc::clone(&backend.store)).await;
+                let backend: $crate::conversation_contract::Backend = ($open)();
+                $crate::conversation_contract::$test(std::sync::Arc::clone(&backend.store)).await;
             }
         )*
     };
 }
 
-conversation_contract!(memory, Backend::memory);
-conversation_contract!(sqlite_file, Backend::sqlite_file);
-conversation_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
-conversation_contract!(postgres, Backend::postgres);
+pub(crate) use conversation_contract;
 
-struct Backend {
-    store: Arc<dyn ConversationStore>,
-    _dir: Option<TempDir>,
-}
-
-impl Backend {
-    fn memory() -> Self {
-        Self {
-            store: Arc::new(MemoryStore::new()),
-            _dir: None,
-        }
-    }
-
-    fn sqlite_file() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        Self {
-            store: Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap()),
-            _dir: Some(dir),
-        }
-    }
-
-    fn sqlite_in_memory() -> Self {
-        Self {
-            store: Arc::new(SqliteStore::open_in_memory().unwrap()),
-            _dir: None,
-        }
-    }
-
-    /// A fresh database on the test Postgres server.
-    fn postgres() -> Self {
-        let url = crate::pg_server::fresh_database();
-        let store = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(flue_connectors::PostgresStore::connect(
-                &url,
-                flue_connectors::PostgresOptions::default(),
-            ))
-        })
-        .unwrap();
-        Self {
-            store: Arc::new(store),
-            _dir: None,
-        }
-    }
+/// A store under test, with the directory that holds its files.
+pub(crate) struct Backend {
+    pub(crate) store: Arc<dyn DynConversationStore>,
+    pub(crate) _dir: Option<TempDir>,
 }
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -119,7 +76,7 @@ fn admission(text: &str, options: DispatchOptions) -> Admission {
     }
 }
 
-async fn owned(store: &dyn ConversationStore, owner_id: &str) -> Fence {
+async fn owned(store: &dyn DynConversationStore, owner_id: &str) -> Fence {
     match store.acquire(&key(), owner_id, LEASE).await.unwrap() {
         Acquire::Owned(fence) => fence,
         held => panic!("expected ownership, got {held:?}"),
@@ -141,11 +98,13 @@ fn user_record(text: &str) -> StoredRecord {
     StoredRecord::new(Record::User(UserMessage::text(text)), now_ms())
 }
 
-async fn head(store: &dyn ConversationStore) -> Offset {
+async fn head(store: &dyn DynConversationStore) -> Offset {
     store.conversation(&key()).await.unwrap().unwrap().head
 }
 
-async fn admission_numbers_batches_and_reads_are_exclusive(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn admission_numbers_batches_and_reads_are_exclusive(
+    store: Arc<dyn DynConversationStore>,
+) {
     let first = store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -184,7 +143,9 @@ async fn admission_numbers_batches_and_reads_are_exclusive(store: Arc<dyn Conver
     assert_eq!(positions, vec![1, 2]);
 }
 
-async fn idempotent_admission_replays_and_conflicts(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn idempotent_admission_replays_and_conflicts(
+    store: Arc<dyn DynConversationStore>,
+) {
     let options = DispatchOptions::default().with_idempotency_key("key");
     let first = store
         .admit(&admission("one", options.clone()))
@@ -202,7 +163,7 @@ async fn idempotent_admission_replays_and_conflicts(store: Arc<dyn ConversationS
     assert_eq!(head(store.as_ref()).await, first.offset);
 }
 
-async fn failed_send_conditions_store_nothing(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn failed_send_conditions_store_nothing(store: Arc<dyn DynConversationStore>) {
     let uid_condition =
         DispatchOptions::default().with_condition(SendCondition::Uid("missing".into()));
     let err = store
@@ -228,7 +189,7 @@ async fn failed_send_conditions_store_nothing(store: Arc<dyn ConversationStore>)
     store.admit(&admission("y", right)).await.unwrap();
 }
 
-async fn busy_policy_refuses_without_storing(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn busy_policy_refuses_without_storing(store: Arc<dyn DynConversationStore>) {
     let fail = DispatchOptions::default().with_when_busy(WhenBusy::Fail);
     // An idle (new) conversation accepts.
     let first = store.admit(&admission("one", fail.clone())).await.unwrap();
@@ -260,7 +221,9 @@ async fn busy_policy_refuses_without_storing(store: Arc<dyn ConversationStore>) 
     store.admit(&admission("two", fail)).await.unwrap();
 }
 
-async fn claims_are_fifo_and_settlement_is_written_once(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn claims_are_fifo_and_settlement_is_written_once(
+    store: Arc<dyn DynConversationStore>,
+) {
     let first = store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -328,7 +291,9 @@ async fn claims_are_fifo_and_settlement_is_written_once(store: Arc<dyn Conversat
     assert_eq!(store.claim_next(&fence, &durability).await.unwrap(), None);
 }
 
-async fn a_live_owner_holds_and_a_replaced_owner_writes_nothing(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn a_live_owner_holds_and_a_replaced_owner_writes_nothing(
+    store: Arc<dyn DynConversationStore>,
+) {
     let admitted = store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -402,7 +367,7 @@ async fn a_live_owner_holds_and_a_replaced_owner_writes_nothing(store: Arc<dyn C
     assert_eq!(resumed.submission.attempts, 2);
 }
 
-async fn release_is_refused_while_work_remains(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn release_is_refused_while_work_remains(store: Arc<dyn DynConversationStore>) {
     let admitted = store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -436,7 +401,9 @@ async fn release_is_refused_while_work_remains(store: Arc<dyn ConversationStore>
     );
 }
 
-async fn abort_settles_queued_work_and_marks_the_running_one(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn abort_settles_queued_work_and_marks_the_running_one(
+    store: Arc<dyn DynConversationStore>,
+) {
     assert_eq!(
         store.request_abort(&key()).await.unwrap(),
         Default::default()
@@ -488,7 +455,9 @@ async fn abort_settles_queued_work_and_marks_the_running_one(store: Arc<dyn Conv
     assert!(claim.submission.abort_requested);
 }
 
-async fn plain_appends_to_a_managed_conversation_are_refused(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn plain_appends_to_a_managed_conversation_are_refused(
+    store: Arc<dyn DynConversationStore>,
+) {
     store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -509,7 +478,7 @@ async fn plain_appends_to_a_managed_conversation_are_refused(store: Arc<dyn Conv
         .unwrap();
 }
 
-async fn the_input_append_marks_the_submission(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn the_input_append_marks_the_submission(store: Arc<dyn DynConversationStore>) {
     let admitted = store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -568,8 +537,8 @@ async fn the_input_append_marks_the_submission(store: Arc<dyn ConversationStore>
     assert_eq!(head(store.as_ref()).await, last.offset);
 }
 
-async fn a_waiting_submission_holds_the_line_until_a_decision_resumes_it(
-    store: Arc<dyn ConversationStore>,
+pub(crate) async fn a_waiting_submission_holds_the_line_until_a_decision_resumes_it(
+    store: Arc<dyn DynConversationStore>,
 ) {
     let first = store
         .admit(&admission("one", DispatchOptions::default()))
@@ -667,7 +636,9 @@ async fn a_waiting_submission_holds_the_line_until_a_decision_resumes_it(
     );
 }
 
-async fn a_lone_waiting_submission_leaves_the_conversation_free(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn a_lone_waiting_submission_leaves_the_conversation_free(
+    store: Arc<dyn DynConversationStore>,
+) {
     let admitted = store
         .admit(&admission("one", DispatchOptions::default()))
         .await
@@ -698,7 +669,7 @@ async fn a_lone_waiting_submission_leaves_the_conversation_free(store: Arc<dyn C
     );
 }
 
-async fn watchers_see_the_head_move(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn watchers_see_the_head_move(store: Arc<dyn DynConversationStore>) {
     let mut watch = store.watch_head(&key());
     let admitted = store
         .admit(&admission("one", DispatchOptions::default()))
@@ -711,7 +682,9 @@ async fn watchers_see_the_head_move(store: Arc<dyn ConversationStore>) {
     assert_eq!(*watch.borrow(), admitted.offset);
 }
 
-async fn reads_of_unknown_conversations_and_past_the_head_fail(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn reads_of_unknown_conversations_and_past_the_head_fail(
+    store: Arc<dyn DynConversationStore>,
+) {
     let err = store
         .read_stream(&key(), Offset::START, 10)
         .await
@@ -737,7 +710,9 @@ async fn reads_of_unknown_conversations_and_past_the_head_fail(store: Arc<dyn Co
 
 /// Writes of many conversations at once (which a store may commit together): a failing
 /// fencing or version check rejects that write alone and leaves the others whole.
-async fn concurrent_writes_of_many_conversations_fail_alone(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn concurrent_writes_of_many_conversations_fail_alone(
+    store: Arc<dyn DynConversationStore>,
+) {
     const CONVERSATIONS: usize = 40;
     let owner = store.register_owner().await.unwrap();
     let keys: Vec<ConversationKey> = (0..CONVERSATIONS)
@@ -827,7 +802,9 @@ async fn concurrent_writes_of_many_conversations_fail_alone(store: Arc<dyn Conve
     }
 }
 
-async fn all_conversations_lists_every_agent_oldest_first(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn all_conversations_lists_every_agent_oldest_first(
+    store: Arc<dyn DynConversationStore>,
+) {
     assert!(store.all_conversations().await.unwrap().is_empty());
     let keys = [
         ConversationKey::new("writer", "z-first"),
@@ -871,7 +848,9 @@ async fn all_conversations_lists_every_agent_oldest_first(store: Arc<dyn Convers
     }
 }
 
-async fn the_callers_trace_parent_is_stored_with_the_submission(store: Arc<dyn ConversationStore>) {
+pub(crate) async fn the_callers_trace_parent_is_stored_with_the_submission(
+    store: Arc<dyn DynConversationStore>,
+) {
     let trace_parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let traced = store
         .admit(&admission(

@@ -10,9 +10,10 @@ use std::time::Duration;
 use flue_core::{
     ActionDecision, ActionKind, AgentConfig, AgentProfile, AgentRuntime, AssistantContent,
     BoxFuture, ConversationKey, DeliveredMessage, DispatchOptions, ElicitationQuestion, Harness,
-    MemoryStore, ModelProvider, ModelRequest, ModelTurn, ProviderRegistry, Record, SqliteStore,
-    StaticAgents, StopReason, ToolCall, ToolDefinition, ToolError, TurnSink, Usage,
+    MemoryStore, ModelProvider, ModelRequest, ModelTurn, ProviderRegistry, Record, StaticAgents,
+    StopReason, ToolCall, ToolDefinition, ToolError, TurnSink, Usage,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 

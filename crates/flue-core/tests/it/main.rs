@@ -24,8 +24,6 @@ mod live_actions;
 mod model_per_call;
 mod output_schema;
 mod pauses;
-#[path = "../../../flue-connectors/tests/it/pg_server.rs"]
-mod pg_server;
 mod provider_anthropic;
 mod provider_openai;
 mod providers;
@@ -43,6 +41,7 @@ mod session_delete;
 mod skill_refs;
 mod skills;
 mod store_contract;
+mod stores;
 mod submission_crash;
 mod submission_pauses;
 mod submission_support;

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flue_core::{
     ActionDecision, ActionKind, AgentConfig, Event, FlueError, Harness, Outcome, Permission,
-    PromptOptions, ProviderRegistry, Record, SqliteStore, ToolDefinition, VirtualSandbox,
+    PromptOptions, ProviderRegistry, Record, ToolDefinition, VirtualSandbox,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 

@@ -1,4 +1,5 @@
-//! The `SessionStore` contract, run against every store, plus SQLite-only durability tests.
+//! The `SessionStore` contract, run against every store (flue-store's tests include this file
+//! and run it on SQLite and Postgres).
 //!
 //! `store_contract!` instantiates each contract test once per backend; a contract test is a
 //! plain `async fn` taking the store, so adding a backend is one macro line.
@@ -8,10 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, CompactionSummary, FlueError, Image, MemoryStore, ModelRef,
-    Record, Result, SessionKey, SessionLog, SessionStore, SessionSummary, ShellExchange,
-    SqliteStore, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
-    now_ms,
+    AssistantContent, AssistantMessage, CompactionSummary, DynSessionStore, FlueError, Image,
+    ModelRef, Record, Result, SessionKey, SessionLog, SessionSummary, ShellExchange, StopReason,
+    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage, now_ms,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -22,9 +22,7 @@ use tokio::sync::Barrier;
 macro_rules! store_contract {
     ($backend:ident, $open:expr) => {
         mod $backend {
-            use super::*;
-
-            store_contract!(@tests $open;
+            $crate::store_contract::store_contract!(@tests $open;
                 create_makes_an_empty_session,
                 create_twice_fails,
                 same_name_in_another_instance_is_another_session,
@@ -49,69 +47,25 @@ macro_rules! store_contract {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $test() {
-                let backend: Backend = ($open)();
-                super::$test(Arc::clone(&backend.store)).await;
+                let backend: $crate::store_contract::Backend = ($open)();
+                $crate::store_contract::$test(std::sync::Arc::clone(&backend.store)).await;
             }
         )*
     };
 }
 
-store_contract!(memory, Backend::memory);
-store_contract!(sqlite_file, Backend::sqlite_file);
-store_contract!(sqlite_in_memory, Backend::sqlite_in_memory);
-store_contract!(postgres, Backend::postgres);
+pub(crate) use store_contract;
 
 /// A store under test, with the directory that holds its files.
-struct Backend {
-    store: Arc<dyn SessionStore>,
-    _dir: Option<TempDir>,
-}
-
-impl Backend {
-    fn memory() -> Self {
-        Self {
-            store: Arc::new(MemoryStore::new()),
-            _dir: None,
-        }
-    }
-
-    fn sqlite_file() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("flue.db")).unwrap();
-        Self {
-            store: Arc::new(store),
-            _dir: Some(dir),
-        }
-    }
-
-    fn sqlite_in_memory() -> Self {
-        Self {
-            store: Arc::new(SqliteStore::open_in_memory().unwrap()),
-            _dir: None,
-        }
-    }
-
-    /// A fresh database on the test Postgres server.
-    fn postgres() -> Self {
-        let url = crate::pg_server::fresh_database();
-        let store = tokio::task::block_in_place(|| {
-            tokio::runtime::Handle::current().block_on(flue_connectors::PostgresStore::connect(
-                &url,
-                flue_connectors::PostgresOptions::default(),
-            ))
-        })
-        .unwrap();
-        Self {
-            store: Arc::new(store),
-            _dir: None,
-        }
-    }
+pub(crate) struct Backend {
+    pub(crate) store: Arc<dyn DynSessionStore>,
+    pub(crate) _dir: Option<TempDir>,
 }
 
 // ---------------------------------------------------------------------------------------------
 // The contract.
 
-async fn create_makes_an_empty_session(store: Arc<dyn SessionStore>) {
+pub(crate) async fn create_makes_an_empty_session(store: Arc<dyn DynSessionStore>) {
     let before = now_ms();
     store.create(&key("chat")).await.unwrap();
     let after = now_ms();
@@ -130,7 +84,7 @@ async fn create_makes_an_empty_session(store: Arc<dyn SessionStore>) {
     assert_eq!(log, expected);
 }
 
-async fn create_twice_fails(store: Arc<dyn SessionStore>) {
+pub(crate) async fn create_twice_fails(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store.append(&key("chat"), 0, &[user("hi")]).await.unwrap();
 
@@ -144,7 +98,9 @@ async fn create_twice_fails(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn same_name_in_another_instance_is_another_session(store: Arc<dyn SessionStore>) {
+pub(crate) async fn same_name_in_another_instance_is_another_session(
+    store: Arc<dyn DynSessionStore>,
+) {
     let other = SessionKey::new("agent-2", "chat");
     store.create(&key("chat")).await.unwrap();
     store.create(&other).await.unwrap();
@@ -160,7 +116,7 @@ async fn same_name_in_another_instance_is_another_session(store: Arc<dyn Session
     );
 }
 
-async fn load_missing_session_is_none(store: Arc<dyn SessionStore>) {
+pub(crate) async fn load_missing_session_is_none(store: Arc<dyn DynSessionStore>) {
     assert_eq!(store.load(&key("nope"), 0).await.unwrap(), None);
     store
         .create(&SessionKey::new("agent-2", "nope"))
@@ -169,7 +125,7 @@ async fn load_missing_session_is_none(store: Arc<dyn SessionStore>) {
     assert_eq!(store.load(&key("nope"), 0).await.unwrap(), None);
 }
 
-async fn append_and_load_round_trip_every_record_kind(store: Arc<dyn SessionStore>) {
+pub(crate) async fn append_and_load_round_trip_every_record_kind(store: Arc<dyn DynSessionStore>) {
     let all = every_record_kind();
     store.create(&key("chat")).await.unwrap();
 
@@ -177,7 +133,7 @@ async fn append_and_load_round_trip_every_record_kind(store: Arc<dyn SessionStor
     assert_eq!(records(&*store, &key("chat")).await, Some((7, all)));
 }
 
-async fn appends_continue_at_the_new_version(store: Arc<dyn SessionStore>) {
+pub(crate) async fn appends_continue_at_the_new_version(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
 
     assert_eq!(
@@ -196,7 +152,7 @@ async fn appends_continue_at_the_new_version(store: Arc<dyn SessionStore>) {
     assert_eq!(records(&*store, &key("chat")).await, Some((5, expected)));
 }
 
-async fn load_from_returns_the_tail(store: Arc<dyn SessionStore>) {
+pub(crate) async fn load_from_returns_the_tail(store: Arc<dyn DynSessionStore>) {
     let all = every_record_kind();
     store.create(&key("chat")).await.unwrap();
     store.append(&key("chat"), 0, &all[..4]).await.unwrap();
@@ -217,7 +173,7 @@ async fn load_from_returns_the_tail(store: Arc<dyn SessionStore>) {
     assert_eq!(tail(u64::MAX).await, (7, vec![]));
 }
 
-async fn version_conflict_writes_nothing(store: Arc<dyn SessionStore>) {
+pub(crate) async fn version_conflict_writes_nothing(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store
         .append(&key("chat"), 0, &[user("1"), user("2")])
@@ -247,7 +203,7 @@ async fn version_conflict_writes_nothing(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn empty_append_is_a_no_op(store: Arc<dyn SessionStore>) {
+pub(crate) async fn empty_append_is_a_no_op(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store.append(&key("chat"), 0, &[user("1")]).await.unwrap();
     let before = store.load(&key("chat"), 0).await.unwrap();
@@ -265,7 +221,7 @@ async fn empty_append_is_a_no_op(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn append_to_missing_session_fails(store: Arc<dyn SessionStore>) {
+pub(crate) async fn append_to_missing_session_fails(store: Arc<dyn DynSessionStore>) {
     assert_eq!(
         outcome(store.append(&key("ghost"), 0, &[user("1")]).await),
         "session_not_found ghost"
@@ -274,7 +230,7 @@ async fn append_to_missing_session_fails(store: Arc<dyn SessionStore>) {
     assert_eq!(store.list(AGENT).await.unwrap(), vec![]);
 }
 
-async fn append_moves_updated_at_only(store: Arc<dyn SessionStore>) {
+pub(crate) async fn append_moves_updated_at_only(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     let created = store.load(&key("chat"), 0).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -291,7 +247,7 @@ async fn append_moves_updated_at_only(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn delete_removes_the_session_and_its_records(store: Arc<dyn SessionStore>) {
+pub(crate) async fn delete_removes_the_session_and_its_records(store: Arc<dyn DynSessionStore>) {
     store.create(&key("chat")).await.unwrap();
     store
         .append(&key("chat"), 0, &every_record_kind())
@@ -318,7 +274,7 @@ async fn delete_removes_the_session_and_its_records(store: Arc<dyn SessionStore>
     );
 }
 
-async fn delete_missing_session_is_ok(store: Arc<dyn SessionStore>) {
+pub(crate) async fn delete_missing_session_is_ok(store: Arc<dyn DynSessionStore>) {
     store.delete(&key("ghost")).await.unwrap();
     store.create(&key("chat")).await.unwrap();
     store.delete(&key("chat")).await.unwrap();
@@ -326,7 +282,7 @@ async fn delete_missing_session_is_ok(store: Arc<dyn SessionStore>) {
     assert_eq!(store.load(&key("chat"), 0).await.unwrap(), None);
 }
 
-async fn delete_leaves_other_sessions_alone(store: Arc<dyn SessionStore>) {
+pub(crate) async fn delete_leaves_other_sessions_alone(store: Arc<dyn DynSessionStore>) {
     let keys = [key("a"), key("b"), SessionKey::new("agent-2", "a")];
     for (idx, session_key) in keys.iter().enumerate() {
         store.create(session_key).await.unwrap();
@@ -348,7 +304,7 @@ async fn delete_leaves_other_sessions_alone(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn list_is_per_instance_and_sorted(store: Arc<dyn SessionStore>) {
+pub(crate) async fn list_is_per_instance_and_sorted(store: Arc<dyn DynSessionStore>) {
     for name in ["charlie", "alpha", "Bravo", "bravo", "task:1"] {
         store.create(&key(name)).await.unwrap();
     }
@@ -388,7 +344,7 @@ async fn list_is_per_instance_and_sorted(store: Arc<dyn SessionStore>) {
     );
 }
 
-async fn concurrent_appends_have_one_winner(store: Arc<dyn SessionStore>) {
+pub(crate) async fn concurrent_appends_have_one_winner(store: Arc<dyn DynSessionStore>) {
     const N_WRITERS: usize = 8;
     store.create(&key("chat")).await.unwrap();
     store
@@ -425,352 +381,20 @@ async fn concurrent_appends_have_one_winner(store: Arc<dyn SessionStore>) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// SQLite only.
-
-#[tokio::test]
-async fn sqlite_data_survives_reopening() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deep/er/flue.db");
-    let first_log = {
-        let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.path(), Some(path.as_path()));
-        store.create(&key("chat")).await.unwrap();
-        store.create(&key("empty")).await.unwrap();
-        store
-            .append(&key("chat"), 0, &every_record_kind())
-            .await
-            .unwrap();
-        store.load(&key("chat"), 0).await.unwrap()
-    };
-    assert!(path.is_file());
-
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.load(&key("chat"), 0).await.unwrap(), first_log);
-    let names: Vec<String> = store
-        .list(AGENT)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|summary| summary.session)
-        .collect();
-    assert_eq!(names, ["chat", "empty"]);
-    assert_eq!(
-        outcome(store.append(&key("chat"), 7, &[user("more")]).await),
-        "ok 8"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_two_stores_on_one_file_never_interleave() {
-    const N_ROUNDS: u64 = 100;
-    const N_WRITERS: usize = 6;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    let stores: [Arc<dyn SessionStore>; 2] = [
-        Arc::new(SqliteStore::open(&path).unwrap()),
-        Arc::new(SqliteStore::open(&path).unwrap()),
-    ];
-    stores[0].create(&key("chat")).await.unwrap();
-    assert_eq!(
-        outcome(stores[1].create(&key("chat")).await),
-        "session_already_exists chat"
-    );
-
-    // Each round every writer appends two records at the same version; one wins, the rest
-    // conflict, and the log grows by exactly the winner's two records.
-    let mut expected = Vec::new();
-    for round in 0..N_ROUNDS {
-        let version = round * 2;
-        let outcomes = race_at(N_WRITERS, version, |writer| Arc::clone(&stores[writer % 2])).await;
-        let winners: Vec<usize> = (0..N_WRITERS)
-            .filter(|&writer| outcomes[writer] == format!("ok {}", version + 2))
-            .collect();
-        assert_eq!(winners.len(), 1, "round {round}: {outcomes:#?}");
-        let expected_loser = conflict("chat", version, version + 2);
-        for (writer, outcome) in outcomes.iter().enumerate() {
-            if writer != winners[0] {
-                assert_eq!(*outcome, expected_loser, "round {round}, writer {writer}");
-            }
-        }
-        expected.extend([user(&format!("writer {}", winners[0])), user("again")]);
-    }
-
-    for store in &stores {
-        assert_eq!(
-            records(&**store, &key("chat")).await,
-            Some((N_ROUNDS * 2, expected.clone()))
-        );
-    }
-}
-
-#[tokio::test]
-async fn sqlite_migration_sets_user_version_and_wal() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    drop(SqliteStore::open(&path).unwrap());
-
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    let user_version: i64 = raw
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .unwrap();
-    let journal_mode: String = raw
-        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
-        .unwrap();
-    let mut select = raw
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap();
-    let tables: Vec<String> = select
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(
-        (user_version, journal_mode.as_str(), tables),
-        (
-            5,
-            "wal",
-            [
-                "audit",
-                "conversations",
-                "records",
-                "sessions",
-                "stream",
-                "submissions",
-                "trash",
-                "trash_blobs"
-            ]
-            .map(str::to_owned)
-            .to_vec()
-        )
-    );
-}
-
-#[tokio::test]
-async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    let key = flue_core::ConversationKey::new("agent", "old");
-    let admitted = {
-        let store = SqliteStore::open(&path).unwrap();
-        flue_core::ConversationStore::admit(
-            &store,
-            &flue_core::Admission {
-                key: key.clone(),
-                submission_id: flue_core::new_ulid(),
-                new_uid: flue_core::new_ulid(),
-                message: flue_core::DeliveredMessage::user("from before"),
-                accepted_at: now_ms(),
-                options: flue_core::DispatchOptions::default(),
-            },
-        )
-        .await
-        .unwrap()
-    };
-    // Back to the version-4 schema, as an older flue left it.
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute_batch("ALTER TABLE submissions DROP COLUMN trace_parent; PRAGMA user_version = 4;")
-        .unwrap();
-    drop(raw);
-
-    let store = SqliteStore::open(&path).unwrap();
-    let info = flue_core::ConversationStore::submission(&store, &admitted.submission_id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (info.message, info.trace_parent),
-        (flue_core::DeliveredMessage::user("from before"), None)
-    );
-    let user_version: i64 = rusqlite::Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(user_version, 5);
-}
-
-#[tokio::test]
-async fn sqlite_newer_schema_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    drop(SqliteStore::open(&path).unwrap());
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .pragma_update(None, "user_version", 99)
-        .unwrap();
-
-    let err = SqliteStore::open(&path).unwrap_err();
-    let shown = path.display();
-    assert_eq!(
-        (err.kind(), err.to_string()),
-        (
-            "store_error",
-            format!(
-                "store error: cannot open the conversation store {shown}: database schema \
-                 version 99 is newer than this flue-core supports (5); upgrade flue to read it, \
-                 or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
-                 empty store"
-            )
-        )
-    );
-}
-
-#[tokio::test]
-async fn sqlite_a_damaged_or_unusable_file_is_named_with_its_cause_and_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    let shown = path.display();
-    std::fs::write(&path, "not a database, just text\n".repeat(200)).unwrap();
-    let err = SqliteStore::open(&path).unwrap_err();
-    assert_eq!(
-        (err.kind(), err.to_string()),
-        (
-            "store_error",
-            format!(
-                "store error: cannot open the conversation store {shown}: cannot set the journal \
-                 mode: file is not a database; the file is damaged or is not a flue store: move \
-                 it aside (`mv {shown} {shown}.damaged`) and run again to start an empty store"
-            )
-        )
-    );
-
-    // A real store whose pages were cut off is damaged too.
-    std::fs::remove_file(&path).unwrap();
-    {
-        let store = SqliteStore::open(&path).unwrap();
-        for idx in 0..50 {
-            let key = key(&format!("s{idx}"));
-            store.create(&key).await.unwrap();
-            store
-                .append(&key, 0, &[user(&"x".repeat(2000))])
-                .await
-                .unwrap();
-        }
-    }
-    let bytes = std::fs::read(&path).unwrap();
-    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
-    let _ = std::fs::remove_file(dir.path().join("flue.db-wal"));
-    let _ = std::fs::remove_file(dir.path().join("flue.db-shm"));
-    match SqliteStore::open(&path) {
-        Err(err) => {
-            assert!(
-                err.to_string().contains(&format!("{shown}: ")) && err.to_string().contains("mv "),
-                "{err}"
-            );
-        }
-        // SQLite only reads the pages it needs: opening may work, reading then fails.
-        Ok(store) => {
-            let mut failed = 0;
-            for idx in 0..50 {
-                failed += usize::from(store.load(&key(&format!("s{idx}")), 0).await.is_err());
-            }
-            assert!(failed > 0, "a store cut to a third still read back whole");
-        }
-    }
-
-    // A folder where the file should be.
-    let folder = dir.path().join("folder.db");
-    std::fs::create_dir(&folder).unwrap();
-    let err = SqliteStore::open(&folder).unwrap_err();
-    let message = err.to_string();
-    assert!(
-        message.starts_with(&format!(
-            "store error: cannot open the conversation store {}: ",
-            folder.display()
-        )) && message.ends_with(
-            "check that this user can read and write the file and its folder (and that the \
-             folder is on a writable disk)"
-        ),
-        "{message}"
-    );
-}
-
-#[tokio::test]
-async fn sqlite_corrupt_record_is_reported_with_its_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("flue.db");
-    let store = SqliteStore::open(&path).unwrap();
-    store.create(&key("chat")).await.unwrap();
-    store
-        .append(&key("chat"), 0, &[user("1"), user("2")])
-        .await
-        .unwrap();
-
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute(
-        "INSERT INTO records (instance_id, session, idx, record) VALUES (?1, 'chat', 2, '{oops')",
-        [AGENT],
-    )
-    .unwrap();
-    raw.execute("UPDATE sessions SET version = 3 WHERE session = 'chat'", [])
-        .unwrap();
-
-    assert_eq!(
-        outcome(store.load(&key("chat"), 0).await),
-        "corrupt_record chat #2"
-    );
-    assert_eq!(
-        outcome(store.load(&key("chat"), 2).await),
-        "corrupt_record chat #2"
-    );
-    // Loading only what comes after the bad record still works.
-    let head = store.load(&key("chat"), 3).await.unwrap().unwrap();
-    assert_eq!((head.version, head.records), (3, vec![]));
-
-    // A record of an unknown type is corrupt too, not a panic.
-    raw.execute(
-        "UPDATE records SET record = ?1 WHERE idx = 2",
-        [json!({"v": 1, "at": 1, "type": "hologram"}).to_string()],
-    )
-    .unwrap();
-    assert_eq!(
-        outcome(store.load(&key("chat"), 1).await),
-        "corrupt_record chat #2"
-    );
-
-    // A record written by a newer format is refused rather than misread.
-    raw.execute(
-        "UPDATE records SET record = ?1 WHERE idx = 2",
-        [json!({"v": 99, "at": 1, "type": "user", "content": []}).to_string()],
-    )
-    .unwrap();
-    let err = store.load(&key("chat"), 2).await.unwrap_err();
-    assert!(
-        err.to_string().contains("newer than this flue supports"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn sqlite_in_memory_store_has_no_path() {
-    let store = SqliteStore::open_in_memory().unwrap();
-    assert_eq!(store.path(), None);
-    assert_eq!(format!("{store:?}"), "SqliteStore { path: None, .. }");
-    let dir = tempfile::tempdir().unwrap();
-    let on_disk = SqliteStore::open(&dir.path().join("x.db")).unwrap();
-    assert_eq!(
-        format!("{on_disk:?}"),
-        format!(
-            "SqliteStore {{ path: Some({:?}), .. }}",
-            dir.path().join("x.db")
-        )
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
 // Helpers.
 
-const AGENT: &str = "agent-1";
+pub(crate) const AGENT: &str = "agent-1";
 
-fn key(session: &str) -> SessionKey {
+pub(crate) fn key(session: &str) -> SessionKey {
     SessionKey::new(AGENT, session)
 }
 
-fn user(text: &str) -> StoredRecord {
+pub(crate) fn user(text: &str) -> StoredRecord {
     StoredRecord::new(Record::User(UserMessage::text(text)), 1_700_000_000_000)
 }
 
 /// One record of every kind, with the optional parts filled in.
-fn every_record_kind() -> Vec<StoredRecord> {
+pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
     let call = ToolCall {
         id: "call-1".to_owned(),
         name: "read".to_owned(),
@@ -862,13 +486,16 @@ fn every_record_kind() -> Vec<StoredRecord> {
 }
 
 /// The version and records of a session, without its timestamps.
-async fn records(store: &dyn SessionStore, key: &SessionKey) -> Option<(u64, Vec<StoredRecord>)> {
+pub(crate) async fn records(
+    store: &dyn DynSessionStore,
+    key: &SessionKey,
+) -> Option<(u64, Vec<StoredRecord>)> {
     let log = store.load(key, 0).await.unwrap()?;
     Some((log.version, log.records))
 }
 
 /// A store call's result as one comparable line.
-fn outcome<T: Debug>(result: Result<T>) -> String {
+pub(crate) fn outcome<T: Debug>(result: Result<T>) -> String {
     match result {
         Ok(value) => format!("ok {value:?}"),
         Err(FlueError::VersionConflict {
@@ -889,7 +516,7 @@ fn outcome<T: Debug>(result: Result<T>) -> String {
     }
 }
 
-fn conflict(session: &str, expected: u64, actual: u64) -> String {
+pub(crate) fn conflict(session: &str, expected: u64, actual: u64) -> String {
     outcome::<()>(Err(FlueError::VersionConflict {
         session: session.to_owned(),
         expected,
@@ -899,17 +526,20 @@ fn conflict(session: &str, expected: u64, actual: u64) -> String {
 
 /// Spawns `n_writers` tasks that, released together, each append two records to `chat` at the
 /// session's current version; returns each writer's outcome.
-async fn race(n_writers: usize, store_of: impl Fn(usize) -> Arc<dyn SessionStore>) -> Vec<String> {
+pub(crate) async fn race(
+    n_writers: usize,
+    store_of: impl Fn(usize) -> Arc<dyn DynSessionStore>,
+) -> Vec<String> {
     let store = store_of(0);
     let version = store.load(&key("chat"), 0).await.unwrap().unwrap().version;
     race_at(n_writers, version, store_of).await
 }
 
 /// Like [`race`], at a given version.
-async fn race_at(
+pub(crate) async fn race_at(
     n_writers: usize,
     version: u64,
-    store_of: impl Fn(usize) -> Arc<dyn SessionStore>,
+    store_of: impl Fn(usize) -> Arc<dyn DynSessionStore>,
 ) -> Vec<String> {
     let barrier = Arc::new(Barrier::new(n_writers));
     let tasks: Vec<_> = (0..n_writers)
@@ -930,7 +560,7 @@ async fn race_at(
     outcomes
 }
 
-async fn instance_ids_name_each_instance_once_sorted(store: Arc<dyn SessionStore>) {
+pub(crate) async fn instance_ids_name_each_instance_once_sorted(store: Arc<dyn DynSessionStore>) {
     assert_eq!(store.instance_ids().await.unwrap(), Vec::<String>::new());
     for (instance, session) in [
         ("coder:b", "default"),

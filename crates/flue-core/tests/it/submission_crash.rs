@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use flue_core::{
     AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
-    Offset, Outcome, Record, SessionKey, SessionStore, SqliteStore,
+    Offset, Outcome, Record, SessionKey, SessionStore,
 };
+use flue_store::SqliteStore;
 
 use crate::submission_support::{AGENT, AgentSettings, runtime, side_effect_counts};
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use flue_core::{
     ActionDecision, AgentRuntime, ConversationKey, ConversationStore, DeliveredMessage,
-    DispatchOptions, DurabilityConfig, MemoryStore, Outcome, SqliteStore, SubmissionState,
+    DispatchOptions, DurabilityConfig, MemoryStore, Outcome, SubmissionState,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 
 use crate::submission_support::{AGENT, AgentSettings, runtime, side_effect_counts};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AgentConfig, AgentRuntime, AssistantContent, BoxFuture, ConversationStore, DurabilityConfig,
+    AgentConfig, AgentRuntime, AssistantContent, BoxFuture, DurabilityConfig, DynConversationStore,
     FlueError, Harness, ModelProvider, ModelRequest, ModelTurn, ProviderRegistry, Record,
     StaticAgents, StopReason, ToolCall, ToolDefinition, ToolError, TurnSink, Usage, UserContent,
 };
@@ -219,7 +219,10 @@ pub fn agents(settings: &AgentSettings) -> Arc<StaticAgents> {
 }
 
 /// A started runtime on `store` with fast polls and scans.
-pub async fn runtime(store: Arc<dyn ConversationStore>, settings: &AgentSettings) -> AgentRuntime {
+pub async fn runtime(
+    store: Arc<dyn DynConversationStore>,
+    settings: &AgentSettings,
+) -> AgentRuntime {
     AgentRuntime::builder(store, agents(settings))
         .with_poll_interval(Duration::from_millis(10))
         .with_reconcile_interval(Some(Duration::from_millis(100)))

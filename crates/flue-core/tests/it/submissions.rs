@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
-    DurabilityConfig, FlueError, Offset, Outcome, Record, SendCondition, SessionKey, SqliteStore,
+    AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig,
+    DynConversationStore, FlueError, Offset, Outcome, Record, SendCondition, SessionKey,
     SubmissionState, WhenBusy,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 
 use crate::submission_support::{AGENT, AgentSettings, runtime, side_effect_counts};
@@ -48,7 +49,7 @@ fn user(text: &str) -> DeliveredMessage {
 }
 
 /// The stream of a conversation, summarised: one word per batch.
-async fn stream_shape(store: &dyn ConversationStore, key: &ConversationKey) -> Vec<String> {
+async fn stream_shape(store: &dyn DynConversationStore, key: &ConversationKey) -> Vec<String> {
     let page = store.read_stream(key, Offset::START, 1000).await.unwrap();
     page.batches
         .iter()

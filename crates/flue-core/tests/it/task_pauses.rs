@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flue_core::{
     ActionDecision, ActionKind, AgentConfig, AgentProfile, Event, Harness, Permission,
-    PromptOptions, ProviderRegistry, Record, SqliteStore, TaskOptions, ToolDefinition,
-    VirtualSandbox,
+    PromptOptions, ProviderRegistry, Record, TaskOptions, ToolDefinition, VirtualSandbox,
 };
+use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

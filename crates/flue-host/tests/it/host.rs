@@ -186,10 +186,10 @@ async fn a_provider_key_comes_from_the_env_not_the_process() {
 #[tokio::test]
 async fn a_host_is_the_agent_registry_of_a_submission_runtime() {
     let root = hello_world();
-    let store = Arc::new(flue_core::SqliteStore::open(&root.path().join("db.sqlite")).unwrap());
+    let store = Arc::new(flue_store::SqliteStore::open(&root.path().join("db.sqlite")).unwrap());
     let host = Arc::new(Host::with_store(
         AgentSet::from_workspace(root.path(), Env::new()).unwrap(),
-        Arc::clone(&store) as Arc<dyn flue_core::SessionStore>,
+        Arc::clone(&store) as Arc<dyn flue_core::DynSessionStore>,
     ));
     assert_eq!(host.preflight("hello").await.unwrap(), Vec::<String>::new());
     assert_eq!(

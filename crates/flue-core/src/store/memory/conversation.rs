@@ -9,18 +9,20 @@ use std::time::Duration;
 
 use flue_protocol::{
     BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
-    SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+    Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState,
 };
 
-use crate::error::{FlueError, Result};
+use crate::error::Result;
 use crate::record::StoredRecord;
-use crate::store::conversation::{
-    AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
-    OwnerRegistration, ROOT_SESSION, aborted_settlement, duration_ms, instance_not_found,
-    lease_lost,
+use crate::store::rules::{
+    self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
+    duration_ms, instance_not_found,
 };
-use crate::store::{MemoryStore, SessionKey};
-use crate::util::{BoxFuture, now_ms};
+use crate::store::{
+    AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
+    MemoryStore, OwnerRegistration, SessionKey,
+};
+use crate::util::now_ms;
 
 use super::MemorySession;
 
@@ -82,11 +84,13 @@ impl MemoryConversation {
     }
 
     fn check_fence(&self, fence: &Fence) -> Result<()> {
-        if self.owner.as_deref() == Some(fence.owner_id.as_str()) && self.epoch == fence.epoch {
-            Ok(())
-        } else {
-            Err(lease_lost(fence, "another owner took the conversation"))
-        }
+        rules::check_fence(
+            fence,
+            Some(Ownership {
+                owner: self.owner.as_deref(),
+                epoch: self.epoch,
+            }),
+        )
     }
 }
 
@@ -140,69 +144,62 @@ impl MemoryConversations {
 }
 
 impl MemoryStore {
-    fn admit_now(&self, admission: &Admission) -> Result<DispatchReceipt> {
+    fn with_owned<T>(
+        &self,
+        fence: &Fence,
+        body: impl FnOnce(&mut MemoryConversations, &str) -> Result<T>,
+    ) -> Result<T> {
+        let instance_id = fence.key.instance_id();
+        let mut all = self.conversations();
+        all.conversations
+            .get(&instance_id)
+            .ok_or_else(|| instance_not_found(&fence.key, None))?
+            .check_fence(fence)?;
+        body(&mut all, &instance_id)
+    }
+
+    /// Whether `instance_id` belongs to a managed conversation (plain appends are refused).
+    pub(super) fn is_managed(&self, instance_id: &str) -> bool {
+        self.conversations().conversations.contains_key(instance_id)
+    }
+}
+
+impl ConversationStore for MemoryStore {
+    async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
         let key = &admission.key;
         let instance_id = key.instance_id();
-        let message_json = serde_json::to_string(&admission.message)
-            .map_err(|err| FlueError::store("cannot serialise message", err))?;
+        let message_json = rules::message_json(admission)?;
         let mut all = self.conversations();
         let existing = all.conversations.get(&instance_id);
-        match (&admission.options.condition, existing) {
-            (SendCondition::Uid(wanted), Some(conversation)) if *wanted != conversation.uid => {
-                return Err(instance_not_found(key, Some(wanted)));
-            }
-            (SendCondition::Uid(wanted), None) => {
-                return Err(instance_not_found(key, Some(wanted)));
-            }
-            (SendCondition::Create, Some(conversation)) => {
-                return Err(FlueError::AgentInstanceExists {
-                    agent: key.agent.clone(),
-                    id: key.id.clone(),
-                    uid: conversation.uid.clone(),
-                });
-            }
-            _ => {}
-        }
-        if let (Some(idempotency_key), Some(conversation)) =
-            (&admission.options.idempotency_key, existing)
-        {
+        let found = existing.map(|conversation| FoundConversation {
+            uid: conversation.uid.clone(),
+            owner: conversation.owner.clone(),
+        });
+        let check = AdmissionCheck::new(admission, &message_json, found)?;
+        if let (Some(idempotency_key), Some(conversation)) = (check.idempotency_key(), existing) {
             let earlier = conversation
                 .order
                 .iter()
                 .filter_map(|id| all.submissions.get(id))
                 .find(|submission| {
                     submission.info.idempotency_key.as_deref() == Some(idempotency_key)
-                });
-            if let Some(earlier) = earlier {
-                if earlier.message_json != message_json {
-                    return Err(FlueError::SubmissionConflict {
-                        key: idempotency_key.clone(),
-                        submission_id: earlier.info.submission_id.clone(),
-                    });
-                }
-                return Ok(DispatchReceipt {
+                })
+                .map(|earlier| EarlierSubmission {
                     submission_id: earlier.info.submission_id.clone(),
+                    message_json: earlier.message_json.clone(),
                     accepted_at: earlier.info.accepted_at,
-                    uid: conversation.uid.clone(),
-                    offset: earlier.admitted_offset,
-                    deduplicated: true,
+                    admitted_offset: earlier.admitted_offset,
                 });
+            if let Some(receipt) = check.deduplicate(earlier)? {
+                return Ok(receipt);
             }
         }
-        if admission.options.when_busy == WhenBusy::Fail
+        if check.checks_busy()
             && let Some(conversation) = existing
         {
-            let unsettled = all.needing_work(conversation) as u64;
-            if unsettled > 0 {
-                return Err(FlueError::ConversationBusy {
-                    agent: key.agent.clone(),
-                    id: key.id.clone(),
-                    owner: conversation.owner.clone(),
-                    unsettled,
-                });
-            }
+            check.check_busy(all.needing_work(conversation) as u64)?;
         }
-        if !all.conversations.contains_key(&instance_id) {
+        if let Some(created) = check.created_batch() {
             let now = now_ms();
             let mut conversation = MemoryConversation {
                 key: key.clone(),
@@ -214,12 +211,7 @@ impl MemoryStore {
                 order: Vec::new(),
                 stream: Vec::new(),
             };
-            conversation.push(
-                None,
-                BatchBody::Created {
-                    uid: admission.new_uid.clone(),
-                },
-            );
+            conversation.push(None, created);
             all.conversations.insert(instance_id.clone(), conversation);
             self.sessions()
                 .entry(SessionKey::new(instance_id.clone(), ROOT_SESSION))
@@ -232,17 +224,9 @@ impl MemoryStore {
         let Some(conversation) = all.conversations.get_mut(&instance_id) else {
             return Err(instance_not_found(key, None));
         };
-        let offset = conversation.push(
-            Some(&admission.submission_id),
-            BatchBody::Admitted {
-                submission_id: admission.submission_id.clone(),
-                message: admission.message.clone(),
-                accepted_at: admission.accepted_at,
-            },
-        );
+        let offset = conversation.push(Some(&admission.submission_id), check.admitted_batch());
         conversation.order.push(admission.submission_id.clone());
         let position = conversation.order.len() as u64;
-        let uid = conversation.uid.clone();
         all.submissions.insert(
             admission.submission_id.clone(),
             MemorySubmission {
@@ -264,21 +248,77 @@ impl MemoryStore {
                 },
                 waiting_since: None,
                 admitted_offset: offset,
-                message_json,
+                message_json: message_json.clone(),
             },
         );
         drop(all);
         self.heads.notify(&instance_id, offset);
-        Ok(DispatchReceipt {
-            submission_id: admission.submission_id.clone(),
-            accepted_at: admission.accepted_at,
-            uid,
-            offset,
-            deduplicated: false,
-        })
+        Ok(check.receipt(offset))
     }
 
-    fn read_stream_now(
+    async fn conversation(&self, key: &ConversationKey) -> Result<Option<ConversationInfo>> {
+        let all = self.conversations();
+        Ok(all
+            .conversations
+            .get(&key.instance_id())
+            .map(|conversation| all.info(conversation)))
+    }
+
+    async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
+        let all = self.conversations();
+        let mut found: Vec<ConversationInfo> = all
+            .conversations
+            .values()
+            .map(|conversation| all.info(conversation))
+            .collect();
+        found.sort_by(|a, b| {
+            (a.created_at, a.key.instance_id()).cmp(&(b.created_at, b.key.instance_id()))
+        });
+        Ok(found)
+    }
+
+    async fn conversations_with_id(&self, id: &str) -> Result<Vec<ConversationInfo>> {
+        let all = self.conversations();
+        let mut found: Vec<ConversationInfo> = all
+            .conversations
+            .values()
+            .filter(|conversation| conversation.key.id == id)
+            .map(|conversation| all.info(conversation))
+            .collect();
+        found.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+        Ok(found)
+    }
+
+    async fn pending_conversations(&self) -> Result<Vec<ConversationInfo>> {
+        let all = self.conversations();
+        let mut found: Vec<ConversationInfo> = all
+            .conversations
+            .values()
+            .map(|conversation| all.info(conversation))
+            .filter(|info| info.unsettled > 0)
+            .collect();
+        found.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
+        Ok(found)
+    }
+
+    async fn submission(&self, submission_id: &str) -> Result<Option<SubmissionInfo>> {
+        Ok(self
+            .conversations()
+            .submissions
+            .get(submission_id)
+            .map(|submission| submission.info.clone()))
+    }
+
+    async fn unsettled(&self, key: &ConversationKey) -> Result<Vec<SubmissionInfo>> {
+        let all = self.conversations();
+        Ok(all
+            .conversations
+            .get(&key.instance_id())
+            .map(|conversation| all.unsettled(conversation).into_iter().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn read_stream(
         &self,
         key: &ConversationKey,
         after: Offset,
@@ -291,13 +331,7 @@ impl MemoryStore {
             .get(&instance_id)
             .ok_or_else(|| instance_not_found(key, None))?;
         let head = conversation.head();
-        if after > head {
-            return Err(FlueError::OffsetOutOfRange {
-                conversation: key.to_string(),
-                offset: after.0,
-                head: head.0,
-            });
-        }
+        rules::check_offset(key, after, head)?;
         let sessions = self.sessions();
         let start = usize::try_from(after.0).unwrap_or(usize::MAX);
         let mut batches = Vec::new();
@@ -342,15 +376,14 @@ impl MemoryStore {
                 }
             });
         }
-        let next_offset = batches.last().map_or(after, |batch| batch.offset);
-        Ok(StreamPage {
-            up_to_date: next_offset == head,
-            next_offset,
-            batches,
-        })
+        Ok(rules::stream_page(after, head, batches))
     }
 
-    fn request_abort_now(&self, key: &ConversationKey) -> Result<AbortReport> {
+    fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
+        self.heads.watch(&key.instance_id())
+    }
+
+    async fn request_abort(&self, key: &ConversationKey) -> Result<AbortReport> {
         let instance_id = key.instance_id();
         let mut all = self.conversations();
         let Some(conversation) = all.conversations.get(&instance_id) else {
@@ -361,41 +394,37 @@ impl MemoryStore {
             .into_iter()
             .map(|info| (info.submission_id.clone(), info.state, info.attempts))
             .collect();
-        if unsettled.is_empty() {
+        let Some(plan) = rules::plan_abort(unsettled) else {
             return Ok(AbortReport::default());
-        }
-        let requested: Vec<String> = unsettled.iter().map(|(id, _, _)| id.clone()).collect();
-        for id in &requested {
+        };
+        for id in &plan.requested {
             if let Some(submission) = all.submissions.get_mut(id) {
                 submission.info.abort_requested = true;
             }
         }
         let mut head = match all.conversations.get_mut(&instance_id) {
-            Some(conversation) => conversation.push(
-                None,
-                BatchBody::AbortRequested {
-                    submission_ids: requested.clone(),
-                },
-            ),
+            Some(conversation) => conversation.push(None, plan.requested_batch()),
             None => return Err(instance_not_found(key, None)),
         };
-        let mut settled = Vec::new();
-        for (submission_id, state, attempts) in unsettled {
-            if state == SubmissionState::Running {
-                continue;
-            }
-            let settlement = aborted_settlement(&submission_id, attempts);
-            if let Some(offset) = all.settle(&instance_id, &settlement) {
+        for settlement in &plan.settlements {
+            if let Some(offset) = all.settle(&instance_id, settlement) {
                 head = offset;
             }
-            settled.push(submission_id);
         }
         drop(all);
         self.heads.notify(&instance_id, head);
-        Ok(AbortReport { requested, settled })
+        Ok(plan.report())
     }
 
-    fn acquire_now(
+    async fn register_owner(&self) -> Result<OwnerRegistration> {
+        Ok(self.local_owners.register())
+    }
+
+    async fn owner_alive(&self, owner_id: &str) -> Result<bool> {
+        Ok(self.local_owners.alive(owner_id))
+    }
+
+    async fn acquire(
         &self,
         key: &ConversationKey,
         owner_id: &str,
@@ -406,13 +435,12 @@ impl MemoryStore {
             .conversations
             .get_mut(&key.instance_id())
             .ok_or_else(|| instance_not_found(key, None))?;
-        if let Some(current) = &conversation.owner
-            && current != owner_id
-            && conversation.lease_until > now_ms()
-            && self.local_owners.alive(current)
+        let leased = conversation.lease_until > now_ms();
+        if let Some(holder) = rules::contender(conversation.owner.as_deref(), owner_id, leased)
+            && self.local_owners.alive(holder)
         {
             return Ok(Acquire::Held {
-                owner_id: current.clone(),
+                owner_id: holder.to_owned(),
             });
         }
         conversation.owner = Some(owner_id.to_owned());
@@ -425,21 +453,35 @@ impl MemoryStore {
         }))
     }
 
-    fn with_owned<T>(
-        &self,
-        fence: &Fence,
-        body: impl FnOnce(&mut MemoryConversations, &str) -> Result<T>,
-    ) -> Result<T> {
+    async fn renew(&self, fence: &Fence, lease: Duration) -> Result<()> {
         let instance_id = fence.key.instance_id();
         let mut all = self.conversations();
-        all.conversations
-            .get(&instance_id)
-            .ok_or_else(|| instance_not_found(&fence.key, None))?
-            .check_fence(fence)?;
-        body(&mut all, &instance_id)
+        let conversation = all
+            .conversations
+            .get_mut(&instance_id)
+            .ok_or_else(|| instance_not_found(&fence.key, None))?;
+        conversation.check_fence(fence)?;
+        conversation.lease_until = now_ms().saturating_add(duration_ms(lease));
+        Ok(())
     }
 
-    fn claim_next_now(
+    async fn release(&self, fence: &Fence) -> Result<bool> {
+        self.with_owned(fence, |all, instance_id| {
+            let Some(conversation) = all.conversations.get(instance_id) else {
+                return Ok(false);
+            };
+            if all.needing_work(conversation) > 0 {
+                return Ok(false);
+            }
+            if let Some(conversation) = all.conversations.get_mut(instance_id) {
+                conversation.owner = None;
+                conversation.lease_until = 0;
+            }
+            Ok(true)
+        })
+    }
+
+    async fn claim_next(
         &self,
         fence: &Fence,
         durability: &DurabilityConfig,
@@ -448,11 +490,10 @@ impl MemoryStore {
             let Some(conversation) = all.conversations.get(instance_id) else {
                 return Ok(None);
             };
-            // A waiting submission holds the line: nothing behind it runs before it resumes.
             let Some(next) = all
                 .unsettled(conversation)
                 .first()
-                .filter(|info| info.state != SubmissionState::Waiting)
+                .filter(|info| rules::claimable(info.state))
                 .map(|info| info.submission_id.clone())
             else {
                 return Ok(None);
@@ -493,14 +534,19 @@ impl MemoryStore {
         }))
     }
 
-    fn append_fenced_now(&self, append: FencedAppend<'_>) -> Result<u64> {
+    async fn settle(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
+        let head = self.with_owned(fence, |all, instance_id| {
+            Ok(all.settle(instance_id, settlement))
+        })?;
+        Ok(head.is_some_and(|head| {
+            self.heads.notify(&fence.key.instance_id(), head);
+            true
+        }))
+    }
+
+    async fn append_fenced(&self, append: FencedAppend<'_>) -> Result<u64> {
+        rules::check_fenced_session(&append)?;
         let instance_id = append.fence.key.instance_id();
-        if append.session.instance_id != instance_id {
-            return Err(lease_lost(
-                append.fence,
-                "the session belongs to another conversation",
-            ));
-        }
         let (version, head) = self.with_owned(append.fence, |all, instance_id| {
             let mut sessions = self.sessions();
             let version = super::append_records(
@@ -557,229 +603,31 @@ impl MemoryStore {
         Ok(version)
     }
 
-    /// Whether `instance_id` belongs to a managed conversation (plain appends are refused).
-    pub(super) fn is_managed(&self, instance_id: &str) -> bool {
-        self.conversations().conversations.contains_key(instance_id)
-    }
-}
-
-impl ConversationStore for MemoryStore {
-    fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>> {
-        Box::pin(async move { self.admit_now(admission) })
-    }
-
-    fn conversation<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Option<ConversationInfo>>> {
-        Box::pin(async move {
-            let all = self.conversations();
-            Ok(all
-                .conversations
-                .get(&key.instance_id())
-                .map(|conversation| all.info(conversation)))
-        })
-    }
-
-    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
-        Box::pin(async move {
-            let all = self.conversations();
-            let mut found: Vec<ConversationInfo> = all
-                .conversations
-                .values()
-                .map(|conversation| all.info(conversation))
-                .collect();
-            found.sort_by(|a, b| {
-                (a.created_at, a.key.instance_id()).cmp(&(b.created_at, b.key.instance_id()))
-            });
-            Ok(found)
-        })
-    }
-
-    fn conversations_with_id<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
-        Box::pin(async move {
-            let all = self.conversations();
-            let mut found: Vec<ConversationInfo> = all
-                .conversations
-                .values()
-                .filter(|conversation| conversation.key.id == id)
-                .map(|conversation| all.info(conversation))
-                .collect();
-            found.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
-            Ok(found)
-        })
-    }
-
-    fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
-        Box::pin(async move {
-            let all = self.conversations();
-            let mut found: Vec<ConversationInfo> = all
-                .conversations
-                .values()
-                .map(|conversation| all.info(conversation))
-                .filter(|info| info.unsettled > 0)
-                .collect();
-            found.sort_by(|a, b| (a.created_at, &a.key).cmp(&(b.created_at, &b.key)));
-            Ok(found)
-        })
-    }
-
-    fn submission<'a>(
-        &'a self,
-        submission_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>> {
-        Box::pin(async move {
-            Ok(self
-                .conversations()
-                .submissions
-                .get(submission_id)
-                .map(|submission| submission.info.clone()))
-        })
-    }
-
-    fn unsettled<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Vec<SubmissionInfo>>> {
-        Box::pin(async move {
-            let all = self.conversations();
-            Ok(all
-                .conversations
-                .get(&key.instance_id())
-                .map(|conversation| all.unsettled(conversation).into_iter().cloned().collect())
-                .unwrap_or_default())
-        })
-    }
-
-    fn read_stream<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        after: Offset,
-        limit: usize,
-    ) -> BoxFuture<'a, Result<StreamPage>> {
-        Box::pin(async move { self.read_stream_now(key, after, limit) })
-    }
-
-    fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
-        self.heads.watch(&key.instance_id())
-    }
-
-    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
-        Box::pin(async move { self.request_abort_now(key) })
-    }
-
-    fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>> {
-        Box::pin(async move { Ok(self.local_owners.register()) })
-    }
-
-    fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { Ok(self.local_owners.alive(owner_id)) })
-    }
-
-    fn acquire<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        owner_id: &'a str,
-        lease: Duration,
-    ) -> BoxFuture<'a, Result<Acquire>> {
-        Box::pin(async move { self.acquire_now(key, owner_id, lease) })
-    }
-
-    fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let instance_id = fence.key.instance_id();
-            let mut all = self.conversations();
-            let conversation = all
-                .conversations
-                .get_mut(&instance_id)
-                .ok_or_else(|| instance_not_found(&fence.key, None))?;
-            conversation.check_fence(fence)?;
-            conversation.lease_until = now_ms().saturating_add(duration_ms(lease));
-            Ok(())
-        })
-    }
-
-    fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            self.with_owned(fence, |all, instance_id| {
-                let Some(conversation) = all.conversations.get(instance_id) else {
-                    return Ok(false);
-                };
-                if all.needing_work(conversation) > 0 {
-                    return Ok(false);
-                }
-                if let Some(conversation) = all.conversations.get_mut(instance_id) {
-                    conversation.owner = None;
-                    conversation.lease_until = 0;
-                }
-                Ok(true)
-            })
-        })
-    }
-
-    fn claim_next<'a>(
-        &'a self,
-        fence: &'a Fence,
-        durability: &'a DurabilityConfig,
-    ) -> BoxFuture<'a, Result<Option<Claim>>> {
-        Box::pin(async move { self.claim_next_now(fence, durability) })
-    }
-
-    fn settle<'a>(
-        &'a self,
-        fence: &'a Fence,
-        settlement: &'a Settlement,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let head = self.with_owned(fence, |all, instance_id| {
-                Ok(all.settle(instance_id, settlement))
-            })?;
-            Ok(head.is_some_and(|head| {
-                self.heads.notify(&fence.key.instance_id(), head);
-                true
+    async fn wait(&self, fence: &Fence, submission_id: &str, actions: &[String]) -> Result<bool> {
+        let head = self.with_owned(fence, |all, instance_id| {
+            let Some(submission) = all.submissions.get_mut(submission_id) else {
+                return Ok(None);
+            };
+            if submission.info.state != SubmissionState::Running
+                || submission.info.conversation.instance_id() != instance_id
+            {
+                return Ok(None);
+            }
+            submission.info.state = SubmissionState::Waiting;
+            submission.waiting_since = Some(now_ms());
+            Ok(all.conversations.get_mut(instance_id).map(|conversation| {
+                conversation.push(
+                    Some(submission_id),
+                    BatchBody::Waiting {
+                        submission_id: submission_id.to_owned(),
+                        actions: actions.to_vec(),
+                    },
+                )
             }))
-        })
-    }
-
-    fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move { self.append_fenced_now(append) })
-    }
-
-    fn wait<'a>(
-        &'a self,
-        fence: &'a Fence,
-        submission_id: &'a str,
-        actions: &'a [String],
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let head = self.with_owned(fence, |all, instance_id| {
-                let Some(submission) = all.submissions.get_mut(submission_id) else {
-                    return Ok(None);
-                };
-                if submission.info.state != SubmissionState::Running
-                    || submission.info.conversation.instance_id() != instance_id
-                {
-                    return Ok(None);
-                }
-                submission.info.state = SubmissionState::Waiting;
-                submission.waiting_since = Some(now_ms());
-                Ok(all.conversations.get_mut(instance_id).map(|conversation| {
-                    conversation.push(
-                        Some(submission_id),
-                        BatchBody::Waiting {
-                            submission_id: submission_id.to_owned(),
-                            actions: actions.to_vec(),
-                        },
-                    )
-                }))
-            })?;
-            Ok(head.is_some_and(|head| {
-                self.heads.notify(&fence.key.instance_id(), head);
-                true
-            }))
-        })
+        })?;
+        Ok(head.is_some_and(|head| {
+            self.heads.notify(&fence.key.instance_id(), head);
+            true
+        }))
     }
 }

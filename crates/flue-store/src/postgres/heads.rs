@@ -7,60 +7,25 @@
 //! stream from the store, and the runtime also polls, so a notification lost while the
 //! listener reconnects delays a reader by one poll interval at most.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use flue_core::{HeadWatch, Offset, Result};
+use flue_core::store::HeadWatchers;
+use flue_core::{Offset, Result};
 use futures::StreamExt;
-use tokio::sync::watch;
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
 use super::tls::{RustlsConnect, TlsSettings, connect_failure};
 use super::{NOTIFY_CHANNEL, pg_error};
 
-/// Head watchers of one store: one `watch` channel per conversation with subscribers.
-#[derive(Debug, Default)]
-pub(crate) struct HeadWatchers {
-    senders: Mutex<HashMap<String, watch::Sender<Offset>>>,
-}
-
-impl HeadWatchers {
-    /// A receiver for `instance_id`, starting at `Offset::START`.
-    pub(crate) fn watch(&self, instance_id: &str) -> HeadWatch {
-        let mut senders = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
-        senders
-            .entry(instance_id.to_owned())
-            .or_insert_with(|| watch::channel(Offset::START).0)
-            .subscribe()
-    }
-
-    /// Tells the subscribers of `instance_id` that the head is now `head`.
-    pub(crate) fn notify(&self, instance_id: &str, head: Offset) {
-        let mut senders = self.senders.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(sender) = senders.get(instance_id) {
-            if sender.receiver_count() == 0 {
-                senders.remove(instance_id);
-            } else {
-                sender.send_if_modified(|current| {
-                    let grew = head > *current;
-                    if grew {
-                        *current = head;
-                    }
-                    grew
-                });
-            }
-        }
-    }
-
-    /// Applies one notification payload, `<head> <instance id>`; ignores malformed ones.
-    pub(crate) fn apply(&self, payload: &str) {
-        if let Some((head, instance_id)) = payload.split_once(' ')
-            && let Ok(head) = head.parse::<u64>()
-        {
-            self.notify(instance_id, Offset(head));
-        }
+/// Applies one notification payload, `<head> <instance id>`, to `heads`; ignores malformed
+/// ones.
+pub(crate) fn apply(heads: &HeadWatchers, payload: &str) {
+    if let Some((head, instance_id)) = payload.split_once(' ')
+        && let Ok(head) = head.parse::<u64>()
+    {
+        heads.notify(instance_id, Offset(head));
     }
 }
 
@@ -130,7 +95,7 @@ async fn connect(
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx)).boxed();
         while let Some(message) = messages.next().await {
             match message {
-                Ok(AsyncMessage::Notification(note)) => heads.apply(note.payload()),
+                Ok(AsyncMessage::Notification(note)) => apply(&heads, note.payload()),
                 Ok(_) => {}
                 Err(_) => break,
             }

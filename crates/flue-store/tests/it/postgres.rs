@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_connectors::{PostgresOptions, PostgresStore};
 use flue_core::{
     Acquire, Admission, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
     DurabilityConfig, FencedAppend, FlueError, Offset, Record, SessionKey, SessionStore,
     StoredRecord, UserMessage, new_ulid, now_ms,
 };
+use flue_store::{PostgresOptions, PostgresStore};
 
 use crate::pg_server::{fresh_database, psql};
 

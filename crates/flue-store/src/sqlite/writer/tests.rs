@@ -9,7 +9,7 @@ use std::time::Duration;
 use rusqlite::{Connection, params};
 
 use super::Writer;
-use crate::error::FlueError;
+use flue_core::FlueError;
 
 fn table() -> Arc<Mutex<Connection>> {
     let connection = Connection::open_in_memory().unwrap();

@@ -17,23 +17,25 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Transaction};
+use flue_core::store::rules::{
+    self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
+    SubmissionRow, instance_not_found, stale_fence,
+};
+use flue_core::store::{
+    AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
+    OwnerRegistration,
+};
 use flue_core::{
-    AbortReport, Acquire, Admission, BatchBody, BoxFuture, Claim, ConversationInfo,
-    ConversationKey, ConversationStore, DispatchReceipt, DurabilityConfig, ErrorInfo, Fence,
-    FencedAppend, FlueError, HeadWatch, Offset, Outcome, OwnerRegistration, Result, SendCondition,
-    SessionKey, Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
-    new_ulid, now_ms,
+    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
+    Result, SendCondition, Settlement, StreamPage, SubmissionInfo, new_ulid, now_ms,
 };
 use tokio_postgres::Row;
 
 use super::heads::payload;
 use super::{
     LOCK_NAMESPACE, NOTIFY_CHANNEL, PostgresStore, execute, insert_records, int, pg_error,
-    query_all, query_one, query_opt, read_record_range, serialise_records, uint,
+    query_all, query_one, query_opt, read_record_range, uint,
 };
-
-/// The root session every conversation has (as in flue-core's stores).
-const ROOT_SESSION: &str = "default";
 
 const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, message, \
      accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
@@ -78,22 +80,6 @@ impl PostgresStore {
             .map_err(pg_error("cannot begin transaction"))
     }
 
-    async fn admit_now(&self, admission: &Admission) -> Result<DispatchReceipt> {
-        let message_json = serde_json::to_string(&admission.message)
-            .map_err(|err| FlueError::store("cannot serialise message", err))?;
-        let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
-        let receipt = admit_in(&tx, admission, &message_json).await?;
-        tx.commit()
-            .await
-            .map_err(pg_error("cannot commit admission"))?;
-        if !receipt.deduplicated {
-            self.heads
-                .notify(&admission.key.instance_id(), receipt.offset);
-        }
-        Ok(receipt)
-    }
-
     async fn conversations_where(
         &self,
         filter: &str,
@@ -111,9 +97,86 @@ impl PostgresStore {
         rows.iter().map(conversation_from_row).collect()
     }
 
-    /// Pending conversations that are unowned, owned by `owner_id`, out of lease, or whose
-    /// owner's liveness lock is gone: one query, however many conversations live owners hold.
-    async fn orphaned_now(&self, owner_id: &str) -> Result<Vec<ConversationInfo>> {
+    /// Whether this process dropped the registration of `owner_id` (its connection may still
+    /// be closing; the database will see it dead in a moment).
+    fn released_here(&self, owner_id: &str) -> bool {
+        self.released_owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(owner_id)
+    }
+}
+
+impl PostgresStore {}
+
+/// Keeps an owner's advisory lock: dropping it closes the connection, which releases the
+/// lock, and marks the owner dead for this process at once.
+struct OwnerGuard {
+    _client: tokio_postgres::Client,
+    owner_id: String,
+    released: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Drop for OwnerGuard {
+    fn drop(&mut self) {
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(std::mem::take(&mut self.owner_id));
+    }
+}
+
+impl ConversationStore for PostgresStore {
+    async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
+        let message_json = rules::message_json(admission)?;
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client).await?;
+        let receipt = admit_in(&tx, admission, &message_json).await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit admission"))?;
+        if !receipt.deduplicated {
+            self.heads
+                .notify(&admission.key.instance_id(), receipt.offset);
+        }
+        Ok(receipt)
+    }
+
+    async fn conversation(&self, key: &ConversationKey) -> Result<Option<ConversationInfo>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c WHERE c.instance_id = $1"
+        );
+        query_opt(
+            &client,
+            &sql,
+            &[&key.instance_id()],
+            "cannot read conversation",
+        )
+        .await?
+        .as_ref()
+        .map(conversation_from_row)
+        .transpose()
+    }
+
+    async fn conversations_with_id(&self, id: &str) -> Result<Vec<ConversationInfo>> {
+        self.conversations_where("c.id = $1", Some(id)).await
+    }
+
+    async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
+        self.conversations_where("TRUE", None).await
+    }
+
+    async fn pending_conversations(&self) -> Result<Vec<ConversationInfo>> {
+        self.conversations_where(
+            "EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id \
+             AND s.state NOT IN ('settled', 'waiting'))",
+            None,
+        )
+        .await
+    }
+
+    async fn orphaned_conversations(&self, owner_id: &str) -> Result<Vec<ConversationInfo>> {
         let client = self.client().await?;
         let sql = format!(
             "WITH live AS (
@@ -143,7 +206,36 @@ impl PostgresStore {
         .collect()
     }
 
-    async fn read_stream_now(
+    async fn submission(&self, submission_id: &str) -> Result<Option<SubmissionInfo>> {
+        let client = self.client().await?;
+        let sql =
+            format!("SELECT {SUBMISSION_COLUMNS} FROM flue_submissions WHERE submission_id = $1");
+        query_opt(&client, &sql, &[&submission_id], "cannot read submission")
+            .await?
+            .as_ref()
+            .map(submission_from_row)
+            .transpose()
+    }
+
+    async fn unsettled(&self, key: &ConversationKey) -> Result<Vec<SubmissionInfo>> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {SUBMISSION_COLUMNS} FROM flue_submissions
+             WHERE instance_id = $1 AND state <> 'settled' ORDER BY position"
+        );
+        query_all(
+            &client,
+            &sql,
+            &[&key.instance_id()],
+            "cannot read submissions",
+        )
+        .await?
+        .iter()
+        .map(submission_from_row)
+        .collect()
+    }
+
+    async fn read_stream(
         &self,
         key: &ConversationKey,
         after: Offset,
@@ -166,15 +258,9 @@ impl PostgresStore {
             "cannot read conversation",
         )
         .await?
-        .map(|row| uint(row.get(0)))
+        .map(|row| Offset(uint(row.get(0))))
         .ok_or_else(|| instance_not_found(key, None))?;
-        if after.0 > head {
-            return Err(FlueError::OffsetOutOfRange {
-                conversation: key.to_string(),
-                offset: after.0,
-                head,
-            });
-        }
+        rules::check_offset(key, after, head)?;
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
         let rows = query_all(
             &tx,
@@ -187,51 +273,27 @@ impl PostgresStore {
         let mut batches = Vec::with_capacity(rows.len());
         for row in rows {
             let seq = uint(row.get(0));
-            let session: Option<String> = row.get(3);
-            let first_idx: Option<i64> = row.get(4);
-            let n_records: Option<i64> = row.get(5);
-            let body: Option<String> = row.get(6);
-            let body = match (session, first_idx, n_records, body) {
-                (Some(session), Some(first), Some(count), _) => {
-                    let first = uint(first);
-                    let count = uint(count);
-                    let session_key = SessionKey::new(instance_id.clone(), session.clone());
-                    let records =
-                        read_record_range(&tx, &session_key, first, first + count).await?;
-                    BatchBody::Records {
-                        session,
-                        first_index: first,
-                        records,
-                    }
+            let stored =
+                rules::stored_batch(key, seq, row.get(3), row.get(4), row.get(5), row.get(6))?;
+            let records = match stored.record_range(&instance_id) {
+                Some((session_key, from, until)) => {
+                    read_record_range(&tx, &session_key, from, until).await?
                 }
-                (_, _, _, Some(body)) => serde_json::from_str(&body)
-                    .map_err(|err| FlueError::store("corrupt stream batch", err))?,
-                _ => {
-                    return Err(FlueError::Store {
-                        message: format!("stream batch {seq} of {key} is empty"),
-                        source: None,
-                    });
-                }
+                None => Vec::new(),
             };
-            batches.push(StreamBatch {
-                offset: Offset(seq),
-                at: uint(row.get(1)),
-                submission_id: row.get(2),
-                body,
-            });
+            batches.push(stored.into_batch(Offset(seq), uint(row.get(1)), row.get(2), records));
         }
         tx.commit()
             .await
             .map_err(pg_error("cannot end stream read"))?;
-        let next_offset = batches.last().map_or(after, |batch| batch.offset);
-        Ok(StreamPage {
-            up_to_date: next_offset.0 == head,
-            next_offset,
-            batches,
-        })
+        Ok(rules::stream_page(after, head, batches))
     }
 
-    async fn request_abort_now(&self, key: &ConversationKey) -> Result<AbortReport> {
+    fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
+        self.heads.watch(&key.instance_id())
+    }
+
+    async fn request_abort(&self, key: &ConversationKey) -> Result<AbortReport> {
         let instance_id = key.instance_id();
         let mut client = self.client().await?;
         let tx = self.begin(&mut client).await?;
@@ -246,9 +308,15 @@ impl PostgresStore {
             "cannot read submissions",
         )
         .await?;
-        if unsettled.is_empty() {
+        let Some(plan) = rules::plan_abort(unsettled.iter().map(|row| {
+            (
+                row.get::<_, String>(0),
+                rules::stored_state(row.get(1)),
+                u32::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+            )
+        })) else {
             return Ok(AbortReport::default());
-        }
+        };
         execute(
             &tx,
             "UPDATE flue_submissions SET abort_requested = TRUE
@@ -257,37 +325,18 @@ impl PostgresStore {
             "cannot record abort request",
         )
         .await?;
-        let requested: Vec<String> = unsettled.iter().map(|row| row.get(0)).collect();
-        let mut head = push_batch(
-            &tx,
-            &instance_id,
-            None,
-            &BatchBody::AbortRequested {
-                submission_ids: requested.clone(),
-            },
-        )
-        .await?;
-        let mut settled = Vec::new();
-        for row in &unsettled {
-            // Queued and waiting ones settle now; the running one is its owner's to stop.
-            let state: &str = row.get(1);
-            if state == "running" {
-                continue;
-            }
-            let submission_id: String = row.get(0);
-            let attempts = u32::try_from(row.get::<_, i64>(2)).unwrap_or(0);
-            let settlement = aborted_settlement(&submission_id, attempts);
-            head = settle_in(&tx, &instance_id, &settlement)
+        let mut head = push_batch(&tx, &instance_id, None, &plan.requested_batch()).await?;
+        for settlement in &plan.settlements {
+            head = settle_in(&tx, &instance_id, settlement)
                 .await?
                 .unwrap_or(head);
-            settled.push(submission_id);
         }
         self.commit_moved(tx, &instance_id, head, "cannot commit abort")
             .await?;
-        Ok(AbortReport { requested, settled })
+        Ok(plan.report())
     }
 
-    async fn register_owner_now(&self) -> Result<OwnerRegistration> {
+    async fn register_owner(&self) -> Result<OwnerRegistration> {
         let key: i32 = {
             let client = self.client().await?;
             query_one(
@@ -327,16 +376,7 @@ impl PostgresStore {
         ))
     }
 
-    /// Whether this process dropped the registration of `owner_id` (its connection may still
-    /// be closing; the database will see it dead in a moment).
-    fn released_here(&self, owner_id: &str) -> bool {
-        self.released_owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(owner_id)
-    }
-
-    async fn owner_alive_now(&self, owner_id: &str) -> Result<bool> {
+    async fn owner_alive(&self, owner_id: &str) -> Result<bool> {
         if self.released_here(owner_id) {
             return Ok(false);
         }
@@ -344,7 +384,7 @@ impl PostgresStore {
         owner_alive_in(&client, owner_id).await
     }
 
-    async fn acquire_now(
+    async fn acquire(
         &self,
         key: &ConversationKey,
         owner_id: &str,
@@ -358,14 +398,12 @@ impl PostgresStore {
             .ok_or_else(|| instance_not_found(key, None))?;
         // The same owner taking its conversation again (a driver of its own stopped without
         // releasing) gets a new epoch too, fencing off anything that driver left.
-        if let Some(holder) = &current.owner
-            && holder != owner_id
-            && current.leased
+        if let Some(holder) = rules::contender(current.owner.as_deref(), owner_id, current.leased)
             && !self.released_here(holder)
             && owner_alive_in(&tx, holder).await?
         {
             return Ok(Acquire::Held {
-                owner_id: holder.clone(),
+                owner_id: holder.to_owned(),
             });
         }
         let row = query_one(
@@ -387,7 +425,7 @@ impl PostgresStore {
         }))
     }
 
-    async fn renew_now(&self, fence: &Fence, lease: Duration) -> Result<()> {
+    async fn renew(&self, fence: &Fence, lease: Duration) -> Result<()> {
         let client = self.client().await?;
         let changed = execute(
             &client,
@@ -404,12 +442,12 @@ impl PostgresStore {
         )
         .await?;
         if changed == 0 {
-            return Err(lease_lost(fence, "another owner took the conversation"));
+            return Err(stale_fence(fence));
         }
         Ok(())
     }
 
-    async fn release_now(&self, fence: &Fence) -> Result<bool> {
+    async fn release(&self, fence: &Fence) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
         let tx = self.begin(&mut client).await?;
@@ -431,13 +469,12 @@ impl PostgresStore {
         Ok(true)
     }
 
-    async fn claim_next_now(
+    async fn claim_next(
         &self,
         fence: &Fence,
         durability: &DurabilityConfig,
     ) -> Result<Option<Claim>> {
-        let durability_json = serde_json::to_string(durability)
-            .map_err(|err| FlueError::store("cannot serialise durability", err))?;
+        let durability_json = rules::to_json(durability, "durability")?;
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
         let tx = self.begin(&mut client).await?;
@@ -453,8 +490,7 @@ impl PostgresStore {
         let Some(next) = next else {
             return Ok(None);
         };
-        // A waiting submission holds the line: nothing behind it runs before it is resumed.
-        if !matches!(next.get::<_, &str>(1), "queued" | "running") {
+        if !rules::claimable(rules::stored_state(next.get(1))) {
             return Ok(None);
         }
         let submission_id: String = next.get(0);
@@ -483,17 +519,10 @@ impl PostgresStore {
         .await?;
         self.commit_moved(tx, &instance_id, head, "cannot commit claim")
             .await?;
-        let durability = submission
-            .durability
-            .clone()
-            .unwrap_or_else(|| durability.clone());
-        Ok(Some(Claim {
-            submission,
-            durability,
-        }))
+        Ok(Some(rules::claim(submission, durability)))
     }
 
-    async fn settle_now(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
+    async fn settle(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
         let tx = self.begin(&mut client).await?;
@@ -506,15 +535,10 @@ impl PostgresStore {
         Ok(true)
     }
 
-    async fn append_fenced_now(&self, append: FencedAppend<'_>) -> Result<u64> {
+    async fn append_fenced(&self, append: FencedAppend<'_>) -> Result<u64> {
+        rules::check_fenced_session(&append)?;
         let instance_id = append.fence.key.instance_id();
-        if append.session.instance_id != instance_id {
-            return Err(lease_lost(
-                append.fence,
-                "the session belongs to another conversation",
-            ));
-        }
-        let rows = serialise_records(append.records)?;
+        let rows = rules::records_json(append.records)?;
         let mut client = self.client().await?;
         let tx = self.begin(&mut client).await?;
         check_fence(&tx, append.fence).await?;
@@ -573,15 +597,8 @@ impl PostgresStore {
             .await?;
         Ok(version)
     }
-}
 
-impl PostgresStore {
-    async fn wait_now(
-        &self,
-        fence: &Fence,
-        submission_id: &str,
-        actions: &[String],
-    ) -> Result<bool> {
+    async fn wait(&self, fence: &Fence, submission_id: &str, actions: &[String]) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
         let tx = self.begin(&mut client).await?;
@@ -613,188 +630,6 @@ impl PostgresStore {
     }
 }
 
-/// Keeps an owner's advisory lock: dropping it closes the connection, which releases the
-/// lock, and marks the owner dead for this process at once.
-struct OwnerGuard {
-    _client: tokio_postgres::Client,
-    owner_id: String,
-    released: Arc<Mutex<HashSet<String>>>,
-}
-
-impl Drop for OwnerGuard {
-    fn drop(&mut self) {
-        self.released
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(std::mem::take(&mut self.owner_id));
-    }
-}
-
-impl ConversationStore for PostgresStore {
-    fn admit<'a>(&'a self, admission: &'a Admission) -> BoxFuture<'a, Result<DispatchReceipt>> {
-        Box::pin(self.admit_now(admission))
-    }
-
-    fn conversation<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Option<ConversationInfo>>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c WHERE c.instance_id = $1"
-            );
-            query_opt(
-                &client,
-                &sql,
-                &[&key.instance_id()],
-                "cannot read conversation",
-            )
-            .await?
-            .as_ref()
-            .map(conversation_from_row)
-            .transpose()
-        })
-    }
-
-    fn conversations_with_id<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
-        Box::pin(self.conversations_where("c.id = $1", Some(id)))
-    }
-
-    fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
-        Box::pin(self.conversations_where("TRUE", None))
-    }
-
-    fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
-        Box::pin(self.conversations_where(
-            "EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id \
-             AND s.state NOT IN ('settled', 'waiting'))",
-            None,
-        ))
-    }
-
-    fn orphaned_conversations<'a>(
-        &'a self,
-        owner_id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<ConversationInfo>>> {
-        Box::pin(self.orphaned_now(owner_id))
-    }
-
-    fn submission<'a>(
-        &'a self,
-        submission_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {SUBMISSION_COLUMNS} FROM flue_submissions WHERE submission_id = $1"
-            );
-            query_opt(&client, &sql, &[&submission_id], "cannot read submission")
-                .await?
-                .as_ref()
-                .map(submission_from_row)
-                .transpose()
-        })
-    }
-
-    fn unsettled<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Vec<SubmissionInfo>>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {SUBMISSION_COLUMNS} FROM flue_submissions
-                 WHERE instance_id = $1 AND state <> 'settled' ORDER BY position"
-            );
-            query_all(
-                &client,
-                &sql,
-                &[&key.instance_id()],
-                "cannot read submissions",
-            )
-            .await?
-            .iter()
-            .map(submission_from_row)
-            .collect()
-        })
-    }
-
-    fn read_stream<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        after: Offset,
-        limit: usize,
-    ) -> BoxFuture<'a, Result<StreamPage>> {
-        Box::pin(self.read_stream_now(key, after, limit))
-    }
-
-    fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
-        self.heads.watch(&key.instance_id())
-    }
-
-    fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
-        Box::pin(self.request_abort_now(key))
-    }
-
-    fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>> {
-        Box::pin(self.register_owner_now())
-    }
-
-    fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.owner_alive_now(owner_id))
-    }
-
-    fn acquire<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        owner_id: &'a str,
-        lease: Duration,
-    ) -> BoxFuture<'a, Result<Acquire>> {
-        Box::pin(self.acquire_now(key, owner_id, lease))
-    }
-
-    fn renew<'a>(&'a self, fence: &'a Fence, lease: Duration) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.renew_now(fence, lease))
-    }
-
-    fn release<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.release_now(fence))
-    }
-
-    fn claim_next<'a>(
-        &'a self,
-        fence: &'a Fence,
-        durability: &'a DurabilityConfig,
-    ) -> BoxFuture<'a, Result<Option<Claim>>> {
-        Box::pin(self.claim_next_now(fence, durability))
-    }
-
-    fn settle<'a>(
-        &'a self,
-        fence: &'a Fence,
-        settlement: &'a Settlement,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.settle_now(fence, settlement))
-    }
-
-    fn append_fenced<'a>(&'a self, append: FencedAppend<'a>) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.append_fenced_now(append))
-    }
-
-    fn wait<'a>(
-        &'a self,
-        fence: &'a Fence,
-        submission_id: &'a str,
-        actions: &'a [String],
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.wait_now(fence, submission_id, actions))
-    }
-}
-
 /// Admits inside the caller's transaction (see [`ConversationStore::admit`]).
 async fn admit_in(
     tx: &Transaction<'_>,
@@ -820,66 +655,41 @@ async fn admit_in(
         existing = lock(tx, &instance_id).await?;
         created = inserted == 1;
     }
-    match (&admission.options.condition, &existing) {
-        (SendCondition::Uid(wanted), Some(current)) if *wanted != current.uid => {
-            return Err(instance_not_found(key, Some(wanted)));
-        }
-        (SendCondition::Uid(wanted), None) => {
-            return Err(instance_not_found(key, Some(wanted)));
-        }
-        (SendCondition::Create, Some(current)) if !created => {
-            return Err(FlueError::AgentInstanceExists {
-                agent: key.agent.clone(),
-                id: key.id.clone(),
-                uid: current.uid.clone(),
-            });
-        }
-        _ => {}
-    }
-    let Some(current) = existing else {
+    // Created here: the conversation as the admission found it is none.
+    let found = existing
+        .as_ref()
+        .filter(|_| !created)
+        .map(|current| FoundConversation {
+            uid: current.uid.clone(),
+            owner: current.owner.clone(),
+        });
+    let check = AdmissionCheck::new(admission, message_json, found)?;
+    if existing.is_none() {
         return Err(instance_not_found(key, None));
-    };
-    if let Some(idempotency_key) = &admission.options.idempotency_key
-        && !created
-    {
+    }
+    if let Some(idempotency_key) = check.idempotency_key() {
         let earlier = query_opt(
             tx,
             "SELECT submission_id, message, accepted_at, admitted_offset FROM flue_submissions
              WHERE instance_id = $1 AND idempotency_key = $2",
-            &[&instance_id, idempotency_key],
+            &[&instance_id, &idempotency_key],
             "cannot read submission",
         )
-        .await?;
-        if let Some(earlier) = earlier {
-            let submission_id: String = earlier.get(0);
-            let message: &str = earlier.get(1);
-            if message != message_json {
-                return Err(FlueError::SubmissionConflict {
-                    key: idempotency_key.clone(),
-                    submission_id,
-                });
-            }
-            return Ok(DispatchReceipt {
-                submission_id,
-                accepted_at: uint(earlier.get(2)),
-                uid: current.uid,
-                offset: Offset(uint(earlier.get(3))),
-                deduplicated: true,
-            });
+        .await?
+        .map(|earlier| EarlierSubmission {
+            submission_id: earlier.get(0),
+            message_json: earlier.get(1),
+            accepted_at: uint(earlier.get(2)),
+            admitted_offset: Offset(uint(earlier.get(3))),
+        });
+        if let Some(receipt) = check.deduplicate(earlier)? {
+            return Ok(receipt);
         }
     }
-    if admission.options.when_busy == WhenBusy::Fail && !created {
-        let unsettled = count_unsettled(tx, &instance_id).await?;
-        if unsettled > 0 {
-            return Err(FlueError::ConversationBusy {
-                agent: key.agent.clone(),
-                id: key.id.clone(),
-                owner: current.owner.clone(),
-                unsettled,
-            });
-        }
+    if check.checks_busy() {
+        check.check_busy(count_unsettled(tx, &instance_id).await?)?;
     }
-    if created {
+    if let Some(created) = check.created_batch() {
         let now = int(now_ms());
         execute(
             tx,
@@ -889,25 +699,13 @@ async fn admit_in(
             "cannot create the root session",
         )
         .await?;
-        push_batch(
-            tx,
-            &instance_id,
-            None,
-            &BatchBody::Created {
-                uid: admission.new_uid.clone(),
-            },
-        )
-        .await?;
+        push_batch(tx, &instance_id, None, &created).await?;
     }
     let offset = push_batch(
         tx,
         &instance_id,
         Some(&admission.submission_id),
-        &BatchBody::Admitted {
-            submission_id: admission.submission_id.clone(),
-            message: admission.message.clone(),
-            accepted_at: admission.accepted_at,
-        },
+        &check.admitted_batch(),
     )
     .await?;
     let position: i64 = query_one(
@@ -940,13 +738,7 @@ async fn admit_in(
     )
     .await?;
     announce(tx, &instance_id, offset).await?;
-    Ok(DispatchReceipt {
-        submission_id: admission.submission_id.clone(),
-        accepted_at: admission.accepted_at,
-        uid: current.uid,
-        offset,
-        deduplicated: false,
-    })
+    Ok(check.receipt(offset))
 }
 
 /// Locks the conversation row for the rest of the transaction; `None` when it does not exist.
@@ -970,15 +762,14 @@ async fn lock(tx: &Transaction<'_>, instance_id: &str) -> Result<Option<Locked>>
 /// Locks the conversation row and fails with [`FlueError::LeaseLost`] unless `fence` is its
 /// current owner.
 async fn check_fence(tx: &Transaction<'_>, fence: &Fence) -> Result<()> {
-    match lock(tx, &fence.key.instance_id()).await? {
-        None => Err(instance_not_found(&fence.key, None)),
-        Some(Locked {
-            owner: Some(owner),
-            epoch,
-            ..
-        }) if owner == fence.owner_id && epoch == fence.epoch => Ok(()),
-        Some(_) => Err(lease_lost(fence, "another owner took the conversation")),
-    }
+    let current = lock(tx, &fence.key.instance_id()).await?;
+    rules::check_fence(
+        fence,
+        current.as_ref().map(|locked| Ownership {
+            owner: locked.owner.as_deref(),
+            epoch: locked.epoch,
+        }),
+    )
 }
 
 /// Whether the owner's advisory lock is held (by its live connection), on any node.
@@ -1039,8 +830,7 @@ async fn push_batch(
     submission_id: Option<&str>,
     body: &BatchBody,
 ) -> Result<Offset> {
-    let json = serde_json::to_string(body)
-        .map_err(|err| FlueError::store("cannot serialise stream batch", err))?;
+    let json = rules::to_json(body, "stream batch")?;
     let offset = next_seq(tx, instance_id).await?;
     execute(
         tx,
@@ -1078,8 +868,7 @@ async fn settle_in(
     instance_id: &str,
     settlement: &Settlement,
 ) -> Result<Option<Offset>> {
-    let json = serde_json::to_string(settlement)
-        .map_err(|err| FlueError::store("cannot serialise settlement", err))?;
+    let json = rules::to_json(settlement, "settlement")?;
     let changed = execute(
         tx,
         "UPDATE flue_submissions SET state = 'settled', settlement = $3
@@ -1102,57 +891,23 @@ async fn settle_in(
 }
 
 fn submission_from_row(row: &Row) -> Result<SubmissionInfo> {
-    let submission_id: String = row.get(0);
-    let corrupt = |what: &str, err: serde_json::Error| {
-        FlueError::store(format!("corrupt {what} of submission {submission_id}"), err)
-    };
-    let instance_id: String = row.get(1);
-    let state: &str = row.get(3);
-    let message_json: &str = row.get(4);
-    let settlement: Option<&str> = row.get(11);
-    let durability: Option<&str> = row.get(12);
-    let message = serde_json::from_str(message_json).map_err(|err| corrupt("message", err))?;
-    let settlement = settlement
-        .map(serde_json::from_str::<Settlement>)
-        .transpose()
-        .map_err(|err| corrupt("settlement", err))?;
-    let durability = durability
-        .map(serde_json::from_str::<DurabilityConfig>)
-        .transpose()
-        .map_err(|err| corrupt("durability", err))?;
-    let state = match state {
-        "queued" => SubmissionState::Queued,
-        "running" => SubmissionState::Running,
-        "waiting" => SubmissionState::Waiting,
-        "settled" => SubmissionState::Settled,
-        other => {
-            return Err(FlueError::Store {
-                message: format!("unknown state {other:?} of submission {submission_id}"),
-                source: None,
-            });
-        }
-    };
-    let conversation =
-        ConversationKey::from_instance_id(&instance_id).ok_or_else(|| FlueError::Store {
-            message: format!("malformed instance id {instance_id:?}"),
-            source: None,
-        })?;
-    Ok(SubmissionInfo {
-        conversation,
-        state,
-        message,
-        accepted_at: uint(row.get(5)),
+    SubmissionRow {
+        submission_id: row.get(0),
+        instance_id: row.get(1),
         position: uint(row.get(2)),
+        state: row.get(3),
+        message: row.get(4),
+        accepted_at: uint(row.get(5)),
         attempts: u32::try_from(row.get::<_, i64>(6)).unwrap_or(u32::MAX),
         first_started_at: row.get::<_, Option<i64>>(7).map(uint),
         input_applied: row.get(8),
         abort_requested: row.get(9),
-        durability,
         idempotency_key: row.get(10),
+        settlement: row.get(11),
+        durability: row.get(12),
         trace_parent: row.get(13),
-        settlement,
-        submission_id,
-    })
+    }
+    .into_info()
 }
 
 fn conversation_from_row(row: &Row) -> Result<ConversationInfo> {
@@ -1165,41 +920,6 @@ fn conversation_from_row(row: &Row) -> Result<ConversationInfo> {
         epoch: uint(row.get(6)),
         unsettled: uint(row.get(7)),
     })
-}
-
-/// The settlement of a submission aborted before it ran.
-fn aborted_settlement(submission_id: &str, attempts: u32) -> Settlement {
-    Settlement {
-        submission_id: submission_id.to_owned(),
-        outcome: Outcome::Aborted,
-        text: None,
-        error: Some(aborted_info(submission_id)),
-        attempts,
-        settled_at: now_ms(),
-    }
-}
-
-fn aborted_info(submission_id: &str) -> ErrorInfo {
-    FlueError::SubmissionAborted {
-        submission_id: submission_id.to_owned(),
-    }
-    .to_info()
-}
-
-fn instance_not_found(key: &ConversationKey, uid: Option<&String>) -> FlueError {
-    FlueError::AgentInstanceNotFound {
-        agent: key.agent.clone(),
-        id: key.id.clone(),
-        uid: uid.cloned(),
-    }
-}
-
-fn lease_lost(fence: &Fence, message: &str) -> FlueError {
-    FlueError::LeaseLost {
-        conversation: fence.key.to_string(),
-        epoch: fence.epoch,
-        message: message.to_owned(),
-    }
 }
 
 fn lease_ms(lease: Duration) -> f64 {

@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use crate::error::{FlueError, Result};
+use flue_core::{FlueError, Result};
 
 /// The most requests one transaction takes; bounds the wait of the first one in a batch.
 const MAX_BATCH: usize = 512;

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_connectors::{PostgresOptions, PostgresStore};
 use flue_core::{
     Acquire, Admission, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
     FlueError, Offset, new_ulid, now_ms,
 };
+use flue_store::{PostgresOptions, PostgresStore};
 
 use crate::pg_server::{fresh_database, fresh_database_on, psql, server_url, tls_server};
 

@@ -16,9 +16,10 @@
 //! stretch (never across `.await`). The exception is lock contention with another process, which
 //! can stall the calling thread for up to [`BUSY_TIMEOUT`].
 //!
-//! The audit log and trash ([`AuditStore`](crate::AuditStore), migration v2) are implemented in
-//! `sqlite/audit.rs`; conversations, their streams and submissions
-//! ([`ConversationStore`](crate::ConversationStore), migration v3) in `sqlite/conversation.rs`.
+//! The audit log and trash ([`AuditStore`](flue_core::AuditStore), migration v2) are implemented
+//! in `sqlite/audit.rs`; conversations, their streams and submissions
+//! ([`ConversationStore`](flue_core::ConversationStore), migration v3) in
+//! `sqlite/conversation.rs`.
 //! A file store keeps a second connection for reads (session loads and lists, streams,
 //! submissions), so readers (an HTTP server's) never queue behind this process's writers.
 //!
@@ -40,11 +41,11 @@ use std::time::Duration;
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
-use crate::error::{FlueError, Result};
-use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
-use crate::store::conversation::{HeadWatchers, LocalOwners};
-use crate::store::{AuditStore, SessionKey, SessionLog, SessionStore, SessionSummary};
-use crate::util::{BoxFuture, now_ms};
+use flue_core::store::rules::{self, check_version, managed_conversation};
+use flue_core::store::{
+    DynAuditStore, HeadWatchers, LocalOwners, SessionKey, SessionLog, SessionStore, SessionSummary,
+};
+use flue_core::{FlueError, Result, StoredRecord, now_ms};
 use writer::Writer;
 
 /// Sessions in a SQLite file.
@@ -226,8 +227,14 @@ impl SqliteStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
 
-    fn create_now(&self, key: &SessionKey) -> Result<()> {
+impl SessionStore for SqliteStore {
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        Some(self)
+    }
+
+    async fn create(&self, key: &SessionKey) -> Result<()> {
         let connection = self.connection();
         let now = sql_int(now_ms())?;
         let inserted = connection
@@ -245,7 +252,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn load_now(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
+    async fn load(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
         // The read connection: a load never waits for a write batch's fsync. Every
         // acknowledged write is committed, so its snapshot holds them all.
         let mut connection = self.reader();
@@ -281,30 +288,20 @@ impl SqliteStore {
         }))
     }
 
-    fn append_now(
+    async fn append(
         &self,
         key: &SessionKey,
         expected_version: u64,
         records: &[StoredRecord],
     ) -> Result<u64> {
         // Serialise before taking any lock: a failure here writes nothing and blocks no one.
-        let rows = records
-            .iter()
-            .map(serde_json::to_string)
-            .collect::<Result<Vec<String>, _>>()
-            .map_err(|err| FlueError::store("cannot serialise record", err))?;
+        let rows = rules::records_json(records)?;
         let mut connection = self.connection();
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(store_error("cannot begin append transaction"))?;
         if conversation::is_managed(&transaction, &key.instance_id)? {
-            return Err(FlueError::LeaseLost {
-                conversation: key.instance_id.clone(),
-                epoch: 0,
-                message: "this conversation is managed by the submission runtime; send \
-                          messages with dispatch"
-                    .to_owned(),
-            });
+            return Err(managed_conversation(&key.instance_id));
         }
         let new_version = insert_records(&transaction, key, expected_version, &rows)?;
         transaction
@@ -313,7 +310,7 @@ impl SqliteStore {
         Ok(new_version)
     }
 
-    fn delete_now(&self, key: &SessionKey) -> Result<()> {
+    async fn delete(&self, key: &SessionKey) -> Result<()> {
         // The records go with the session through `ON DELETE CASCADE`.
         self.connection()
             .prepare_cached("DELETE FROM sessions WHERE instance_id = ?1 AND session = ?2")
@@ -322,16 +319,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Every instance id with at least one session, sorted (conversations `flue run --skill`
-    /// or an embedder wrote directly, without the submission runtime, included).
-    pub async fn instance_ids(&self) -> Result<Vec<String>> {
-        self.reader()
-            .prepare_cached("SELECT DISTINCT instance_id FROM sessions ORDER BY instance_id")
-            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
-            .map_err(store_error("cannot list sessions"))
-    }
-
-    fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
+    async fn list(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
         // SQLite's default BINARY collation orders UTF-8 text bytewise, as `str`'s `Ord` does.
         self.reader()
             .prepare_cached(
@@ -352,44 +340,12 @@ impl SqliteStore {
             })
             .map_err(store_error("cannot list sessions"))
     }
-}
 
-impl SessionStore for SqliteStore {
-    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
-        Some(self)
-    }
-
-    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.create_now(key) })
-    }
-
-    fn load<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        from: u64,
-    ) -> BoxFuture<'a, Result<Option<SessionLog>>> {
-        Box::pin(async move { self.load_now(key, from) })
-    }
-
-    fn append<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        expected_version: u64,
-        records: &'a [StoredRecord],
-    ) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move { self.append_now(key, expected_version, records) })
-    }
-
-    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.delete_now(key) })
-    }
-
-    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
-        Box::pin(async move { self.list_now(instance_id) })
-    }
-
-    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(SqliteStore::instance_ids(self))
+    async fn instance_ids(&self) -> Result<Vec<String>> {
+        self.reader()
+            .prepare_cached("SELECT DISTINCT instance_id FROM sessions ORDER BY instance_id")
+            .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
+            .map_err(store_error("cannot list sessions"))
     }
 }
 
@@ -530,18 +486,7 @@ fn insert_records(
         })
         .map_err(store_error("cannot read session version"))?;
     // Returning early drops the transaction, which rolls it back.
-    let Some(actual) = actual else {
-        return Err(FlueError::SessionNotFound {
-            session: key.session.clone(),
-        });
-    };
-    if actual != expected_version {
-        return Err(FlueError::VersionConflict {
-            session: key.session.clone(),
-            expected: expected_version,
-            actual,
-        });
-    }
+    let actual = check_version(key, expected_version, actual)?;
     if rows.is_empty() {
         return Ok(actual);
     }
@@ -603,26 +548,14 @@ fn read_record_range(
     let mut records = Vec::new();
     while let Some(row) = rows.next().map_err(store_error("cannot read records"))? {
         let index = get_u64(row, 0).map_err(store_error("cannot read record index"))?;
-        let corrupt = |message: String| FlueError::CorruptRecord {
-            session: key.session.clone(),
-            index,
-            message,
-        };
         let text = row
             .get_ref(1)
             .map_err(store_error("cannot read record"))?
             .as_str()
-            .map_err(|err| corrupt(format!("record is not text: {err}")))?;
-        let record: StoredRecord =
-            serde_json::from_str(text).map_err(|err| corrupt(err.to_string()))?;
-        if record.v > RECORD_FORMAT_VERSION {
-            return Err(corrupt(format!(
-                "record format {} is newer than this flue supports ({RECORD_FORMAT_VERSION}); \
-                 upgrade flue",
-                record.v
-            )));
-        }
-        records.push(record);
+            .map_err(|err| {
+                rules::corrupt_record(key, index, format!("record is not text: {err}"))
+            })?;
+        records.push(rules::parse_record(key, index, text)?);
     }
     Ok(records)
 }

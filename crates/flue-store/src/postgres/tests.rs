@@ -5,7 +5,9 @@ use std::str::FromStr;
 
 use flue_core::{ConversationKey, Offset};
 
-use super::heads::{HeadWatchers, payload};
+use flue_core::store::HeadWatchers;
+
+use super::heads::{apply, payload};
 use super::tls::{SslMode, TlsSettings};
 use super::{PostgresOptions, PostgresStore, describe};
 
@@ -37,12 +39,12 @@ fn head_payloads_round_trip_and_only_grow_the_head() {
     let heads = HeadWatchers::default();
     let key = ConversationKey::new("agent", "conversation one");
     let mut watch = heads.watch(&key.instance_id());
-    heads.apply(&payload(&key.instance_id(), Offset(7)));
+    apply(&heads, &payload(&key.instance_id(), Offset(7)));
     assert_eq!(*watch.borrow_and_update(), Offset(7));
-    heads.apply(&payload(&key.instance_id(), Offset(3)));
+    apply(&heads, &payload(&key.instance_id(), Offset(3)));
     assert!(!watch.has_changed().unwrap());
-    heads.apply("garbage");
-    heads.apply("12");
+    apply(&heads, "garbage");
+    apply(&heads, "12");
     assert_eq!(*watch.borrow(), Offset(7));
 }
 

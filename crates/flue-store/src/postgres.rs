@@ -36,15 +36,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
-use flue_core::{
-    AuditStore, BoxFuture, FlueError, RECORD_FORMAT_VERSION, Result, SessionKey, SessionLog,
-    SessionStore, SessionSummary, StoredRecord, now_ms,
+use flue_core::store::rules::{self, check_version, managed_conversation};
+use flue_core::store::{
+    DynAuditStore, HeadWatchers, SessionKey, SessionLog, SessionStore, SessionSummary,
 };
+use flue_core::{FlueError, Result, StoredRecord, now_ms};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;
-
-use heads::HeadWatchers;
 
 /// The channel every head notification goes to; the payload is `<head> <instance id>`.
 pub const NOTIFY_CHANNEL: &str = "flue_heads";
@@ -364,8 +363,14 @@ impl PostgresStore {
             .await
             .map_err(pg_error("cannot commit the schema migration"))
     }
+}
 
-    async fn create_now(&self, key: &SessionKey) -> Result<()> {
+impl SessionStore for PostgresStore {
+    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        Some(self)
+    }
+
+    async fn create(&self, key: &SessionKey) -> Result<()> {
         let client = self.client().await?;
         let now = int(now_ms());
         let inserted = client
@@ -384,7 +389,7 @@ impl PostgresStore {
         Ok(())
     }
 
-    async fn load_now(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
+    async fn load(&self, key: &SessionKey, from: u64) -> Result<Option<SessionLog>> {
         let mut client = self.client().await?;
         // One snapshot for the version and the records.
         let tx = client
@@ -417,13 +422,13 @@ impl PostgresStore {
         }))
     }
 
-    async fn append_now(
+    async fn append(
         &self,
         key: &SessionKey,
         expected_version: u64,
         records: &[StoredRecord],
     ) -> Result<u64> {
-        let rows = serialise_records(records)?;
+        let rows = rules::records_json(records)?;
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -437,13 +442,7 @@ impl PostgresStore {
         )
         .await?;
         if managed.is_some() {
-            return Err(FlueError::LeaseLost {
-                conversation: key.instance_id.clone(),
-                epoch: 0,
-                message: "this conversation is managed by the submission runtime; send \
-                          messages with dispatch"
-                    .to_owned(),
-            });
+            return Err(managed_conversation(&key.instance_id));
         }
         let version = insert_records(&tx, key, expected_version, &rows).await?;
         tx.commit()
@@ -452,7 +451,7 @@ impl PostgresStore {
         Ok(version)
     }
 
-    async fn delete_now(&self, key: &SessionKey) -> Result<()> {
+    async fn delete(&self, key: &SessionKey) -> Result<()> {
         let client = self.client().await?;
         client
             .execute(
@@ -464,19 +463,7 @@ impl PostgresStore {
         Ok(())
     }
 
-    async fn instance_ids_now(&self) -> Result<Vec<String>> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT DISTINCT instance_id COLLATE \"C\" AS id FROM flue_sessions ORDER BY id",
-                &[],
-            )
-            .await
-            .map_err(pg_error("cannot list sessions"))?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
-    }
-
-    async fn list_now(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
+    async fn list(&self, instance_id: &str) -> Result<Vec<SessionSummary>> {
         let client = self.client().await?;
         // `COLLATE "C"` orders bytewise, as `str`'s `Ord` does.
         let rows = client
@@ -497,44 +484,17 @@ impl PostgresStore {
             })
             .collect())
     }
-}
 
-impl SessionStore for PostgresStore {
-    fn audit_store(self: Arc<Self>) -> Option<Arc<dyn AuditStore>> {
-        Some(self)
-    }
-
-    fn create<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.create_now(key))
-    }
-
-    fn load<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        from: u64,
-    ) -> BoxFuture<'a, Result<Option<SessionLog>>> {
-        Box::pin(self.load_now(key, from))
-    }
-
-    fn append<'a>(
-        &'a self,
-        key: &'a SessionKey,
-        expected_version: u64,
-        records: &'a [StoredRecord],
-    ) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.append_now(key, expected_version, records))
-    }
-
-    fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.delete_now(key))
-    }
-
-    fn list<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Vec<SessionSummary>>> {
-        Box::pin(self.list_now(instance_id))
-    }
-
-    fn instance_ids(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(self.instance_ids_now())
+    async fn instance_ids(&self) -> Result<Vec<String>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT DISTINCT instance_id COLLATE \"C\" AS id FROM flue_sessions ORDER BY id",
+                &[],
+            )
+            .await
+            .map_err(pg_error("cannot list sessions"))?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 }
 
@@ -634,14 +594,6 @@ pub(crate) async fn execute<C: GenericClient + Sync>(
         .map_err(pg_error(what))
 }
 
-pub(crate) fn serialise_records(records: &[StoredRecord]) -> Result<Vec<String>> {
-    records
-        .iter()
-        .map(serde_json::to_string)
-        .collect::<Result<Vec<String>, _>>()
-        .map_err(|err| FlueError::store("cannot serialise record", err))
-}
-
 /// Checks the session version (locking the session row) and inserts `rows` after it, inside
 /// the caller's transaction; returns the new version.
 pub(crate) async fn insert_records<C: GenericClient + Sync>(
@@ -658,18 +610,7 @@ pub(crate) async fn insert_records<C: GenericClient + Sync>(
     )
     .await?
     .map(|row| uint(row.get(0)));
-    let Some(actual) = actual else {
-        return Err(FlueError::SessionNotFound {
-            session: key.session.clone(),
-        });
-    };
-    if actual != expected_version {
-        return Err(FlueError::VersionConflict {
-            session: key.session.clone(),
-            expected: expected_version,
-            actual,
-        });
-    }
+    let actual = check_version(key, expected_version, actual)?;
     if rows.is_empty() {
         return Ok(actual);
     }
@@ -718,23 +659,7 @@ pub(crate) async fn read_record_range<C: GenericClient + Sync>(
     .await?;
     let mut records = Vec::with_capacity(rows.len());
     for row in rows {
-        let index = uint(row.get(0));
-        let text: &str = row.get(1);
-        let corrupt = |message: String| FlueError::CorruptRecord {
-            session: key.session.clone(),
-            index,
-            message,
-        };
-        let record: StoredRecord =
-            serde_json::from_str(text).map_err(|err| corrupt(err.to_string()))?;
-        if record.v > RECORD_FORMAT_VERSION {
-            return Err(corrupt(format!(
-                "record format {} is newer than this flue supports ({RECORD_FORMAT_VERSION}); \
-                 upgrade flue",
-                record.v
-            )));
-        }
-        records.push(record);
+        records.push(rules::parse_record(key, uint(row.get(0)), row.get(1))?);
     }
     Ok(records)
 }

@@ -1,0 +1,406 @@
+//! SQLite only: durability across reopening, two stores on one file, migrations (from every
+//! released schema version, and a newer one refused), damaged files, corrupt records.
+
+use std::sync::Arc;
+
+use flue_core::{DynAuditStore, DynSessionStore, now_ms};
+use flue_store::SqliteStore;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::audit_contract::{entry, trash_entry};
+use crate::store_contract::{
+    AGENT, conflict, every_record_kind, key, outcome, race_at, records, user,
+};
+
+#[tokio::test]
+async fn sqlite_data_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep/er/flue.db");
+    let first_log = {
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.path(), Some(path.as_path()));
+        store.create(&key("chat")).await.unwrap();
+        store.create(&key("empty")).await.unwrap();
+        store
+            .append(&key("chat"), 0, &every_record_kind())
+            .await
+            .unwrap();
+        store.load(&key("chat"), 0).await.unwrap()
+    };
+    assert!(path.is_file());
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.load(&key("chat"), 0).await.unwrap(), first_log);
+    let names: Vec<String> = store
+        .list(AGENT)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|summary| summary.session)
+        .collect();
+    assert_eq!(names, ["chat", "empty"]);
+    assert_eq!(
+        outcome(store.append(&key("chat"), 7, &[user("more")]).await),
+        "ok 8"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_two_stores_on_one_file_never_interleave() {
+    const N_ROUNDS: u64 = 100;
+    const N_WRITERS: usize = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let stores: [Arc<dyn DynSessionStore>; 2] = [
+        Arc::new(SqliteStore::open(&path).unwrap()),
+        Arc::new(SqliteStore::open(&path).unwrap()),
+    ];
+    stores[0].create(&key("chat")).await.unwrap();
+    assert_eq!(
+        outcome(stores[1].create(&key("chat")).await),
+        "session_already_exists chat"
+    );
+
+    // Each round every writer appends two records at the same version; one wins, the rest
+    // conflict, and the log grows by exactly the winner's two records.
+    let mut expected = Vec::new();
+    for round in 0..N_ROUNDS {
+        let version = round * 2;
+        let outcomes = race_at(N_WRITERS, version, |writer| Arc::clone(&stores[writer % 2])).await;
+        let winners: Vec<usize> = (0..N_WRITERS)
+            .filter(|&writer| outcomes[writer] == format!("ok {}", version + 2))
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {outcomes:#?}");
+        let expected_loser = conflict("chat", version, version + 2);
+        for (writer, outcome) in outcomes.iter().enumerate() {
+            if writer != winners[0] {
+                assert_eq!(*outcome, expected_loser, "round {round}, writer {writer}");
+            }
+        }
+        expected.extend([user(&format!("writer {}", winners[0])), user("again")]);
+    }
+
+    for store in &stores {
+        assert_eq!(
+            records(&**store, &key("chat")).await,
+            Some((N_ROUNDS * 2, expected.clone()))
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_migration_sets_user_version_and_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    drop(SqliteStore::open(&path).unwrap());
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let user_version: i64 = raw
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    let journal_mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    let mut select = raw
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    let tables: Vec<String> = select
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        (user_version, journal_mode.as_str(), tables),
+        (
+            5,
+            "wal",
+            [
+                "audit",
+                "conversations",
+                "records",
+                "sessions",
+                "stream",
+                "submissions",
+                "trash",
+                "trash_blobs"
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let key = flue_core::ConversationKey::new("agent", "old");
+    let admitted = {
+        let store = SqliteStore::open(&path).unwrap();
+        flue_core::ConversationStore::admit(
+            &store,
+            &flue_core::Admission {
+                key: key.clone(),
+                submission_id: flue_core::new_ulid(),
+                new_uid: flue_core::new_ulid(),
+                message: flue_core::DeliveredMessage::user("from before"),
+                accepted_at: now_ms(),
+                options: flue_core::DispatchOptions::default(),
+            },
+        )
+        .await
+        .unwrap()
+    };
+    // Back to the version-4 schema, as an older flue left it.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("ALTER TABLE submissions DROP COLUMN trace_parent; PRAGMA user_version = 4;")
+        .unwrap();
+    drop(raw);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let info = flue_core::ConversationStore::submission(&store, &admitted.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (info.message, info.trace_parent),
+        (flue_core::DeliveredMessage::user("from before"), None)
+    );
+    let user_version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, 5);
+}
+
+#[tokio::test]
+async fn sqlite_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    drop(SqliteStore::open(&path).unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+
+    let err = SqliteStore::open(&path).unwrap_err();
+    let shown = path.display();
+    assert_eq!(
+        (err.kind(), err.to_string()),
+        (
+            "store_error",
+            format!(
+                "store error: cannot open the conversation store {shown}: database schema \
+                 version 99 is newer than this flue-core supports (5); upgrade flue to read it, \
+                 or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
+                 empty store"
+            )
+        )
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_damaged_or_unusable_file_is_named_with_its_cause_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let shown = path.display();
+    std::fs::write(&path, "not a database, just text\n".repeat(200)).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert_eq!(
+        (err.kind(), err.to_string()),
+        (
+            "store_error",
+            format!(
+                "store error: cannot open the conversation store {shown}: cannot set the journal \
+                 mode: file is not a database; the file is damaged or is not a flue store: move \
+                 it aside (`mv {shown} {shown}.damaged`) and run again to start an empty store"
+            )
+        )
+    );
+
+    // A real store whose pages were cut off is damaged too.
+    std::fs::remove_file(&path).unwrap();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for idx in 0..50 {
+            let key = key(&format!("s{idx}"));
+            store.create(&key).await.unwrap();
+            store
+                .append(&key, 0, &[user(&"x".repeat(2000))])
+                .await
+                .unwrap();
+        }
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("flue.db-wal"));
+    let _ = std::fs::remove_file(dir.path().join("flue.db-shm"));
+    match SqliteStore::open(&path) {
+        Err(err) => {
+            assert!(
+                err.to_string().contains(&format!("{shown}: ")) && err.to_string().contains("mv "),
+                "{err}"
+            );
+        }
+        // SQLite only reads the pages it needs: opening may work, reading then fails.
+        Ok(store) => {
+            let mut failed = 0;
+            for idx in 0..50 {
+                failed += usize::from(store.load(&key(&format!("s{idx}")), 0).await.is_err());
+            }
+            assert!(failed > 0, "a store cut to a third still read back whole");
+        }
+    }
+
+    // A folder where the file should be.
+    let folder = dir.path().join("folder.db");
+    std::fs::create_dir(&folder).unwrap();
+    let err = SqliteStore::open(&folder).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "store error: cannot open the conversation store {}: ",
+            folder.display()
+        )) && message.ends_with(
+            "check that this user can read and write the file and its folder (and that the \
+             folder is on a writable disk)"
+        ),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_corrupt_record_is_reported_with_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.create(&key("chat")).await.unwrap();
+    store
+        .append(&key("chat"), 0, &[user("1"), user("2")])
+        .await
+        .unwrap();
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute(
+        "INSERT INTO records (instance_id, session, idx, record) VALUES (?1, 'chat', 2, '{oops')",
+        [AGENT],
+    )
+    .unwrap();
+    raw.execute("UPDATE sessions SET version = 3 WHERE session = 'chat'", [])
+        .unwrap();
+
+    assert_eq!(
+        outcome(store.load(&key("chat"), 0).await),
+        "corrupt_record chat #2"
+    );
+    assert_eq!(
+        outcome(store.load(&key("chat"), 2).await),
+        "corrupt_record chat #2"
+    );
+    // Loading only what comes after the bad record still works.
+    let head = store.load(&key("chat"), 3).await.unwrap().unwrap();
+    assert_eq!((head.version, head.records), (3, vec![]));
+
+    // A record of an unknown type is corrupt too, not a panic.
+    raw.execute(
+        "UPDATE records SET record = ?1 WHERE idx = 2",
+        [json!({"v": 1, "at": 1, "type": "hologram"}).to_string()],
+    )
+    .unwrap();
+    assert_eq!(
+        outcome(store.load(&key("chat"), 1).await),
+        "corrupt_record chat #2"
+    );
+
+    // A record written by a newer format is refused rather than misread.
+    raw.execute(
+        "UPDATE records SET record = ?1 WHERE idx = 2",
+        [json!({"v": 99, "at": 1, "type": "user", "content": []}).to_string()],
+    )
+    .unwrap();
+    let err = store.load(&key("chat"), 2).await.unwrap_err();
+    assert!(
+        err.to_string().contains("newer than this flue supports"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_in_memory_store_has_no_path() {
+    let store = SqliteStore::open_in_memory().unwrap();
+    assert_eq!(store.path(), None);
+    assert_eq!(format!("{store:?}"), "SqliteStore { path: None, .. }");
+    let dir = tempfile::tempdir().unwrap();
+    let on_disk = SqliteStore::open(&dir.path().join("x.db")).unwrap();
+    assert_eq!(
+        format!("{on_disk:?}"),
+        format!(
+            "SqliteStore {{ path: Some({:?}), .. }}",
+            dir.path().join("x.db")
+        )
+    );
+}
+
+#[tokio::test]
+async fn sqlite_keeps_the_audit_log_and_trash_across_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.append_audit(&entry("a", "i1", true)).await.unwrap();
+        store
+            .put_trash(&trash_entry("t", "i1", b"x"), b"x")
+            .await
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.list_audit("i1").await.unwrap(),
+        vec![entry("a", "i1", true)]
+    );
+    assert_eq!(
+        store
+            .get_trash("i1", "t")
+            .await
+            .unwrap()
+            .map(|found| found.content),
+        Some(b"x".to_vec())
+    );
+}
+
+#[tokio::test]
+async fn a_version_1_database_is_migrated_without_losing_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    {
+        // The v1 schema, as a database written before the audit log existed.
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(
+            "CREATE TABLE sessions (instance_id TEXT NOT NULL, session TEXT NOT NULL,
+                version INTEGER NOT NULL, created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL, PRIMARY KEY (instance_id, session)) WITHOUT ROWID;
+             CREATE TABLE records (instance_id TEXT NOT NULL, session TEXT NOT NULL,
+                idx INTEGER NOT NULL, record TEXT NOT NULL,
+                PRIMARY KEY (instance_id, session, idx),
+                FOREIGN KEY (instance_id, session) REFERENCES sessions (instance_id, session)
+                    ON DELETE CASCADE) WITHOUT ROWID;
+             INSERT INTO sessions VALUES ('i1', 'chat', 0, 1, 1);
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store
+            .list("i1")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.session)
+            .collect::<Vec<_>>(),
+        ["chat"]
+    );
+    store.append_audit(&entry("a", "i1", true)).await.unwrap();
+    assert_eq!(store.list_audit("i1").await.unwrap().len(), 1);
+}
