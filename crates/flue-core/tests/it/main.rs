@@ -15,7 +15,6 @@ mod compaction;
 mod conversation_contract;
 mod cwd;
 mod emit_data;
-mod fake_http;
 mod file_tools;
 mod images;
 mod initializers;
@@ -26,9 +25,6 @@ mod output_schema;
 mod pauses;
 #[path = "../../../flue-connectors/tests/it/pg_server.rs"]
 mod pg_server;
-mod provider_anthropic;
-mod provider_openai;
-mod providers;
 mod roles;
 mod rules;
 mod sandbox_contract;

@@ -11,13 +11,11 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
-use crate::model::{ModelInfo, ModelRequest};
-use crate::record::{
-    AssistantContent, AssistantMessage, Image, Record, ShellExchange, ToolCall, ToolResult,
-    UserContent,
+use flue_core::{
+    AssistantContent, AssistantMessage, Image, ModelInfo, ModelRequest, Record, ShellExchange,
+    ToolCall, ToolResult, UserContent,
 };
+use serde_json::Value;
 
 /// Shown instead of an image to models that cannot see images.
 pub(crate) const IMAGE_PLACEHOLDER: &str =
@@ -51,6 +49,9 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                         UserContent::Image(_) => {
                             items.push(Item::Text(Cow::Borrowed(IMAGE_PLACEHOLDER)));
                         }
+                        // The enum is non-exhaustive: a part kind added later is not sent
+                        // until this crate learns it.
+                        _ => {}
                     }
                 }
             }
@@ -86,6 +87,9 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                     summary.summary
                 ))));
             }
+            // The enum is non-exhaustive: a record kind added later is not shown to the model
+            // until this crate learns it.
+            _ => {}
         }
     }
     items
@@ -136,6 +140,8 @@ pub(crate) fn estimate_tokens(request: &ModelRequest<'_>, items: &[Item<'_>]) ->
                     AssistantContent::ToolCall(call) => {
                         call.name.len() + arguments_text(call).len()
                     }
+                    // The enum is non-exhaustive: a part kind added later is not sent.
+                    _ => 0,
                 })
                 .sum(),
         };
