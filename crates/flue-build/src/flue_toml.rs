@@ -82,7 +82,7 @@ impl WorkspaceConfig {
     /// The ids of every provider a model may name: the built-in ones, `scripted`, and the
     /// `[providers.<id>]` tables, sorted.
     pub fn provider_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = flue_core::BuiltinProvider::ALL
+        let mut ids: Vec<String> = flue_providers::BuiltinProvider::ALL
             .iter()
             .map(|builtin| builtin.id.to_owned())
             .chain(["scripted".to_owned()])

@@ -30,7 +30,8 @@ use std::ops::Range;
 
 use std::time::Duration;
 
-use flue_core::{BuiltinProvider, ModelInfo, ModelPrice, ProviderConfig, WireApi};
+use flue_core::{ModelInfo, ModelPrice};
+use flue_providers::{BuiltinProvider, ProviderConfig, WireApi};
 use serde::Deserialize;
 use toml::Spanned;
 

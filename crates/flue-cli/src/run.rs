@@ -809,7 +809,7 @@ pub(crate) fn connection_hint(agents: &AgentSet, message: &str) -> Option<String
             ),
         });
     }
-    for builtin in flue_core::BuiltinProvider::ALL {
+    for builtin in flue_providers::BuiltinProvider::ALL {
         if let Some(var) = builtin.base_url_env
             && let Some(url) = agents.env().get(var)
             && !url.trim().is_empty()

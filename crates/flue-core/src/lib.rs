@@ -74,10 +74,8 @@ pub use flue_protocol::{
 pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;
 pub use model::{
-    AnthropicProvider, ApiKey, BuiltinProvider, MaxTokensField, ModelInfo, ModelPrice,
-    ModelProvider, ModelRequest, ModelSpec, ModelTurn, OpenAiCompat, OpenAiProvider,
-    ProviderConfig, ProviderRegistry, ReasoningParam, RetryPolicy, ScriptedProvider, StreamLimits,
-    ToolSchema, TurnSink, WireApi,
+    ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelSpec, ModelTurn, ProviderRegistry,
+    ScriptedProvider, ToolSchema, TurnSink,
 };
 pub use operation::{
     CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,

@@ -13,10 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use flue_build::{ProviderSettings, WorkspaceConfig};
-use flue_core::{
-    ApiKey, BuiltinProvider, FlueError, ModelSpec, ProviderConfig, ProviderRegistry,
-    ScriptedProvider,
-};
+use flue_core::{FlueError, ModelSpec, ProviderRegistry, ScriptedProvider};
+use flue_providers::{ApiKey, BuiltinProvider, ProviderConfig};
 
 use crate::Env;
 

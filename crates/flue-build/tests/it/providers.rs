@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flue_build::{ModelSettings, ProviderSettings};
-use flue_core::{ModelInfo, ModelPrice, StreamLimits, WireApi};
+use flue_core::{ModelInfo, ModelPrice};
+use flue_providers::{StreamLimits, WireApi};
 use pretty_assertions::assert_eq;
 
 use crate::support::{at, check_diagnostics, load};

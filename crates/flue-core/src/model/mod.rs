@@ -4,17 +4,12 @@
 //! [`TurnSink`] while it runs and returns the finished [`ModelTurn`]. Aborting a turn is done
 //! by dropping its future, so providers need no cancellation plumbing of their own.
 //!
-//! Remote providers ([`AnthropicProvider`], [`OpenAiProvider`]) are built from a
-//! [`ProviderConfig`]; [`BuiltinProvider::ALL`] lists the providers flue knows by name.
+//! The remote providers (Anthropic, OpenAI and compatible servers) live in the flue-providers
+//! crate and reach the runtime only through this trait and its data; flue-core itself carries
+//! just the offline [`ScriptedProvider`]. The runtime learns limits and prices of a model from
+//! its provider ([`ModelProvider::model_info`]), never from a catalog of its own.
 
-mod anthropic;
-mod catalog;
-mod convert;
-mod http;
-mod openai;
-mod provider_config;
 mod scripted;
-mod sse;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,12 +22,6 @@ use crate::event::Event;
 use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
 use crate::util::BoxFuture;
 
-pub use anthropic::AnthropicProvider;
-pub use openai::OpenAiProvider;
-pub use provider_config::{
-    ApiKey, BuiltinProvider, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam,
-    RetryPolicy, StreamLimits, WireApi,
-};
 pub use scripted::ScriptedProvider;
 
 /// A parsed `<provider>/<model>` specifier, split at the first `/`.

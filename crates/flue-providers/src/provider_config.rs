@@ -1,7 +1,7 @@
 //! Configuration of a remote model provider: where it is, how to authenticate, which models it
 //! serves, how to retry.
 //!
-//! flue-core never reads the environment, so a [`ProviderConfig`] carries the key itself; the
+//! Providers never read the environment, so a [`ProviderConfig`] carries the key itself; the
 //! CLI (or an embedding program) resolves it. When a key is expected but absent, the config
 //! still names the variable it should come from, and the provider refuses to run with
 //! [`FlueError::MissingApiKey`] before any request.
@@ -12,11 +12,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{FlueError, Result};
-use crate::model::anthropic::AnthropicProvider;
-use crate::model::catalog::{self, CatalogEntry};
-use crate::model::openai::OpenAiProvider;
-use crate::model::{ModelInfo, ModelProvider};
+use flue_core::{FlueError, ModelInfo, ModelProvider, Result};
+
+use crate::anthropic::AnthropicProvider;
+use crate::catalog::{self, CatalogEntry};
+use crate::openai::OpenAiProvider;
 
 /// The wire protocol a remote provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,7 +67,7 @@ impl FromStr for WireApi {
 /// an event or an error message by formatting.
 ///
 /// ```
-/// let key = flue_core::ApiKey::new("sk-secret");
+/// let key = flue_providers::ApiKey::new("sk-secret");
 /// assert_eq!(format!("{key} {key:?}"), "[redacted] ApiKey([redacted])");
 /// ```
 #[derive(Clone, PartialEq, Eq)]
@@ -133,7 +133,7 @@ impl Default for RetryPolicy {
 ///
 /// ```
 /// use std::time::Duration;
-/// let limits = flue_core::StreamLimits::default().with_idle_timeout(Duration::from_secs(60));
+/// let limits = flue_providers::StreamLimits::default().with_idle_timeout(Duration::from_secs(60));
 /// assert_eq!(limits.idle_timeout, Duration::from_secs(60));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,7 +269,8 @@ impl OpenAiCompat {
 /// [`ProviderConfig::build`].
 ///
 /// ```
-/// use flue_core::{ApiKey, ModelInfo, ProviderConfig, WireApi};
+/// use flue_core::ModelInfo;
+/// use flue_providers::{ApiKey, ProviderConfig, WireApi};
 /// let provider = ProviderConfig::new("local", WireApi::OpenAiCompletions, "http://127.0.0.1:8080/v1")
 ///     .with_api_key(ApiKey::new("secret"))
 ///     .with_header("x-team", "docs")

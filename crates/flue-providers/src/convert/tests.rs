@@ -2,14 +2,14 @@
 
 use std::borrow::Cow;
 
+use flue_core::{
+    AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, Record, ShellExchange,
+    StopReason, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::{IMAGE_PLACEHOLDER, Item, arguments_text, items};
-use crate::record::{
-    AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, Record, ShellExchange,
-    StopReason, ToolCall, ToolResult, Usage, UserContent, UserMessage,
-};
 
 fn call(id: &str) -> ToolCall {
     ToolCall {

@@ -15,18 +15,18 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use flue_protocol::ThinkingLevel;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{FlueError, Result};
-use crate::model::catalog::Thinking;
-use crate::model::convert::{self, Item};
-use crate::model::http::{self, Auth, Endpoint, EventReader, Failure};
-use crate::model::provider_config::ProviderConfig;
-use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelTurn, TurnSink};
-use crate::record::{AssistantContent, AssistantMessage, StopReason, ToolCall, Usage};
-use crate::util::BoxFuture;
+use flue_core::{
+    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelInfo, ModelProvider,
+    ModelRequest, ModelTurn, Result, StopReason, ThinkingLevel, ToolCall, TurnSink, Usage,
+};
+
+use crate::catalog::Thinking;
+use crate::convert::{self, Item};
+use crate::http::{self, Auth, Endpoint, EventReader, Failure};
+use crate::provider_config::ProviderConfig;
 
 /// The API version sent in `anthropic-version`.
 const API_VERSION: &str = "2023-06-01";
@@ -38,7 +38,8 @@ const MIN_THINKING_BUDGET: u64 = 1024;
 /// A provider speaking Anthropic Messages: Anthropic itself, or a compatible endpoint.
 ///
 /// ```
-/// use flue_core::{AnthropicProvider, ApiKey, ModelProvider, ProviderConfig};
+/// use flue_core::ModelProvider;
+/// use flue_providers::{AnthropicProvider, ApiKey, ProviderConfig};
 /// let config = ProviderConfig::builtin("anthropic").unwrap().with_api_key(ApiKey::new("sk-ant-..."));
 /// let provider = AnthropicProvider::new(config).unwrap();
 /// assert_eq!(provider.model_info("claude-haiku-4-5").context_window, 200_000);
@@ -285,6 +286,10 @@ impl Messages {
 
 /// The blocks of an assistant turn; thinking only when it goes back to the model that wrote
 /// it (its signature is checked) and thinking is on.
+#[allow(
+    clippy::match_same_arms,
+    reason = "the known kinds are named; the wildcard covers kinds added to the enum later"
+)]
 fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Value> {
     message
         .content
@@ -308,6 +313,7 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 // tool result tells the model what was wrong.
                 "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
             })),
+            // The enum is non-exhaustive: a part kind added later is not sent.
             _ => None,
         })
         .collect()

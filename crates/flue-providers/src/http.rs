@@ -8,8 +8,8 @@
 //!
 //! Each endpoint builds its own reqwest client on first use, so a registry of many providers
 //! costs nothing until one is called: HTTP/1.1, rustls with the ring provider and (for `https`)
-//! the platform's root certificates, and no proxy discovery, because flue-core does not read
-//! the environment.
+//! the platform's root certificates, and no proxy discovery, because flue-providers does not
+//! read the environment.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -17,14 +17,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use flue_core::{BoxError, FlueError, ModelTurn, Redactor, Result};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::error::{BoxError, FlueError, Result};
-use crate::model::ModelTurn;
-use crate::model::provider_config::{ApiKey, ProviderConfig, RetryPolicy, StreamLimits};
-use crate::model::sse::{SseEvent, SseParser};
-use crate::redact::Redactor;
+use crate::provider_config::{ApiKey, ProviderConfig, RetryPolicy, StreamLimits};
+use crate::sse::{SseEvent, SseParser};
 
 /// How much of an error body is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -502,7 +500,7 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// A random number in `[0, 1)` from the standard library's per-process hash keys.
 fn jitter() -> f64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(crate::util::now_ms());
+    hasher.write_u64(flue_core::now_ms());
     #[allow(
         clippy::cast_precision_loss,
         reason = "53 bits of randomness are plenty for jitter"

@@ -11,13 +11,11 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
-use crate::model::{ModelInfo, ModelRequest};
-use crate::record::{
-    AssistantContent, AssistantMessage, Image, Record, ShellExchange, ToolCall, ToolResult,
-    UserContent,
+use flue_core::{
+    AssistantContent, AssistantMessage, Image, ModelInfo, ModelRequest, Record, ShellExchange,
+    ToolCall, ToolResult, UserContent,
 };
+use serde_json::Value;
 
 /// Shown instead of an image to models that cannot see images.
 pub(crate) const IMAGE_PLACEHOLDER: &str =
@@ -37,6 +35,10 @@ pub(crate) enum Item<'a> {
 }
 
 /// The conversation in order; `image_input` says whether images are kept.
+#[allow(
+    clippy::match_same_arms,
+    reason = "the known kinds are named; the wildcard covers kinds added to the enum later"
+)]
 pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
     let mut items = Vec::with_capacity(records.len());
     let mut open_calls: HashSet<&str> = HashSet::new();
@@ -51,6 +53,8 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                         UserContent::Image(_) => {
                             items.push(Item::Text(Cow::Borrowed(IMAGE_PLACEHOLDER)));
                         }
+                        // The enum is non-exhaustive: a part kind added later is not sent
+                        // until this crate learns it.
                         _ => {}
                     }
                 }
@@ -82,8 +86,9 @@ pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
                     summary.summary
                 ))));
             }
-            // Pause bookkeeping and sampling; `steps::model_view` leaves them out before they
-            // get here.
+            // Pause bookkeeping and sampling (`steps::model_view` leaves them out before they
+            // get here), and, the enum being non-exhaustive, a record kind added later: not
+            // shown to the model until this crate learns it.
             _ => {}
         }
     }
@@ -135,6 +140,7 @@ pub(crate) fn estimate_tokens(request: &ModelRequest<'_>, items: &[Item<'_>]) ->
                     AssistantContent::ToolCall(call) => {
                         call.name.len() + arguments_text(call).len()
                     }
+                    // The enum is non-exhaustive: a part kind added later is not sent.
                     _ => 0,
                 })
                 .sum(),

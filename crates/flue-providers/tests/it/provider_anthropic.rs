@@ -157,7 +157,7 @@ async fn repeated_and_empty_tool_use_ids_are_made_unique_before_anything_is_stor
     )
     .await;
     assert_eq!(outcome.result.as_ref().unwrap().text, "All three.");
-    crate::tool_call_ids::assert_one_result_per_call(&outcome.records);
+    crate::providers::assert_one_result_per_call(&outcome.records);
     let ids: Vec<String> = tool_results(&outcome.records)
         .into_iter()
         .map(|(id, _, _)| id)
@@ -424,7 +424,8 @@ async fn a_stream_that_stalls_mid_answer_fails_and_stores_nothing() {
     partial.push(block_start(0, &json!({"type": "text", "text": ""})));
     partial.push(delta(0, &json!({"type": "text_delta", "text": "Half an"})));
     let config = builtin("anthropic").with_limits(
-        flue_core::StreamLimits::default().with_idle_timeout(std::time::Duration::from_millis(300)),
+        flue_providers::StreamLimits::default()
+            .with_idle_timeout(std::time::Duration::from_millis(300)),
     );
     let outcome = check(
         config,

@@ -1,17 +1,14 @@
 //! Unit tests of the Messages request body.
 
-use flue_protocol::ThinkingLevel;
+use flue_core::{
+    AssistantContent, AssistantMessage, Image, ModelRef, ModelRequest, Record, StopReason,
+    ThinkingLevel, ToolCall, ToolResult, ToolSchema, Usage, UserContent, UserMessage,
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::{AnthropicProvider, tool_id};
-
-use crate::model::provider_config::{ApiKey, ProviderConfig};
-use crate::model::{ModelRequest, ToolSchema};
-use crate::record::{
-    AssistantContent, AssistantMessage, Image, ModelRef, Record, StopReason, ToolCall, ToolResult,
-    Usage, UserContent, UserMessage,
-};
+use crate::provider_config::{ApiKey, ProviderConfig};
 
 fn provider() -> AnthropicProvider {
     AnthropicProvider::new(

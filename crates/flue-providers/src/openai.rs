@@ -13,24 +13,25 @@ mod tests;
 
 use std::collections::HashMap;
 
-use flue_protocol::ThinkingLevel;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{FlueError, Result};
-use crate::model::catalog::Thinking;
-use crate::model::convert::{self, Item};
-use crate::model::http::{self, Auth, Endpoint, EventReader, Failure};
-use crate::model::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam};
-use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelTurn, TurnSink};
-use crate::record::{AssistantContent, StopReason, ToolCall, Usage};
-use crate::util::BoxFuture;
+use flue_core::{
+    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelInfo, ModelProvider,
+    ModelRequest, ModelTurn, Result, StopReason, ThinkingLevel, ToolCall, TurnSink, Usage,
+};
+
+use crate::catalog::Thinking;
+use crate::convert::{self, Item};
+use crate::http::{self, Auth, Endpoint, EventReader, Failure};
+use crate::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam};
 
 /// A provider speaking OpenAI Chat Completions: OpenAI itself, or any compatible server
 /// (OpenRouter, Groq, DeepSeek, Together, Mistral, xAI, Ollama, vLLM, ...).
 ///
 /// ```
-/// use flue_core::{ApiKey, ModelProvider, OpenAiProvider, ProviderConfig};
+/// use flue_core::ModelProvider;
+/// use flue_providers::{ApiKey, OpenAiProvider, ProviderConfig};
 /// let config = ProviderConfig::builtin("openai").unwrap().with_api_key(ApiKey::new("sk-..."));
 /// let provider = OpenAiProvider::new(config).unwrap();
 /// assert_eq!(provider.id(), "openai");
@@ -218,7 +219,7 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
 }
 
 /// An assistant turn on the wire; thinking is not sent back. `None` for an empty turn.
-fn assistant_message(message: &crate::record::AssistantMessage) -> Option<Value> {
+fn assistant_message(message: &AssistantMessage) -> Option<Value> {
     let text = message.text();
     let calls: Vec<Value> = message
         .tool_calls()

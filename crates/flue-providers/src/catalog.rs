@@ -6,10 +6,11 @@
 //! modelled). A model missing here still works: it gets [`ModelInfo::default`] and the CLI
 //! warns; flue.toml (`[providers.<id>.models.<model>]`) adds or corrects entries.
 
-use crate::model::provider_config::{
+use flue_core::{ModelInfo, ModelPrice};
+
+use crate::provider_config::{
     BuiltinProvider, MaxTokensField, OpenAiCompat, ReasoningParam, WireApi,
 };
-use crate::model::{ModelInfo, ModelPrice};
 
 /// How a model takes a thinking level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

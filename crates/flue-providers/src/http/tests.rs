@@ -6,7 +6,7 @@ use pretty_assertions::assert_eq;
 use reqwest::header::{HeaderMap, HeaderValue};
 
 use super::{Failure, backoff, preview, retry_after};
-use crate::model::provider_config::RetryPolicy;
+use crate::provider_config::RetryPolicy;
 
 #[test]
 fn backoff_doubles_is_capped_and_jittered_into_the_upper_half() {
@@ -106,7 +106,7 @@ fn statuses_and_codes_decide_retries_and_overflow() {
 
 #[test]
 fn errors_never_carry_the_key() {
-    let key = crate::model::provider_config::ApiKey::new("sk-live-123456");
+    let key = crate::provider_config::ApiKey::new("sk-live-123456");
     let failure = Failure::reported(Some(401), "Incorrect API key provided: sk-live-123456.", "");
     let error = failure.into_error("openai", Some(&key));
     assert_eq!(
@@ -117,7 +117,7 @@ fn errors_never_carry_the_key() {
 
 #[test]
 fn errors_never_carry_the_key_in_another_case_or_cut_short() {
-    let key = crate::model::provider_config::ApiKey::new("sk-live-abcdef0123456789");
+    let key = crate::provider_config::ApiKey::new("sk-live-abcdef0123456789");
     let failure = Failure::reported(
         Some(401),
         "Key SK-LIVE-ABCDEF0123456789 rejected; did you mean sk-live-abcdef01...?",

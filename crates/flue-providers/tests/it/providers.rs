@@ -2,17 +2,41 @@
 //! loop, memory store, a `lookup` tool) whose provider talks to a scripted loopback server,
 //! and the protocol invariants every recorded request must satisfy.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AgentConfig, ApiKey, Event, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
-    ProviderConfig, ProviderRegistry, Record, RetryPolicy, ThinkingLevel, ToolDefinition,
-    ToolError, WireApi,
+    AgentConfig, Event, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
+    ProviderRegistry, Record, ThinkingLevel, ToolDefinition, ToolError,
 };
+use flue_providers::{ApiKey, ProviderConfig, RetryPolicy, WireApi};
 use serde_json::{Value, json};
 
 use crate::fake_http::{FakeServer, Recorded, Reply};
+
+/// Every call id is unique and answered by exactly one result (the same check as flue-core's
+/// tool-call-id tests).
+pub fn assert_one_result_per_call(records: &[Record]) {
+    let calls: Vec<&str> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Assistant(message) => Some(message.tool_calls().map(|call| call.id.as_str())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut answers: BTreeMap<&str, usize> = calls.iter().map(|id| (*id, 0)).collect();
+    assert_eq!(answers.len(), calls.len(), "repeated call ids: {calls:?}");
+    for record in records {
+        if let Record::ToolResult(result) = record {
+            *answers
+                .get_mut(result.call_id.as_str())
+                .unwrap_or_else(|| panic!("result {} answers no call", result.call_id)) += 1;
+        }
+    }
+    assert!(answers.values().all(|n| *n == 1), "{answers:?}");
+}
 
 /// The key every test provider sends; it must never show up outside the request header.
 pub const KEY: &str = "sk-test-SECRET-0123456789";

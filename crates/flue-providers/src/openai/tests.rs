@@ -1,17 +1,14 @@
 //! Unit tests of the Chat Completions request body.
 
-use flue_protocol::ThinkingLevel;
+use flue_core::{
+    AssistantContent, AssistantMessage, Image, ModelInfo, ModelRef, ModelRequest, Record,
+    StopReason, ThinkingLevel, ToolCall, ToolResult, ToolSchema, Usage, UserContent, UserMessage,
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::OpenAiProvider;
-
-use crate::model::provider_config::{ApiKey, ProviderConfig, WireApi};
-use crate::model::{ModelInfo, ModelRequest, ToolSchema};
-use crate::record::{
-    AssistantContent, AssistantMessage, Image, ModelRef, Record, StopReason, ToolCall, ToolResult,
-    Usage, UserContent, UserMessage,
-};
+use crate::provider_config::{ApiKey, ProviderConfig, WireApi};
 
 fn provider(config: ProviderConfig) -> OpenAiProvider {
     OpenAiProvider::new(config.with_api_key(ApiKey::new("k"))).unwrap()

@@ -4,9 +4,9 @@
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AssistantContent, FlueError, ModelRef, ProviderConfig, Record, StopReason, StreamLimits,
-    ThinkingLevel, ToolCall, Usage, WireApi,
+    AssistantContent, FlueError, ModelRef, Record, StopReason, ThinkingLevel, ToolCall, Usage,
 };
+use flue_providers::{ProviderConfig, StreamLimits, WireApi};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -268,7 +268,7 @@ async fn repeated_and_missing_call_ids_are_made_unique_before_anything_is_stored
     ])
     .await;
     assert_eq!(outcome.result.as_ref().unwrap().text, "All four.");
-    crate::tool_call_ids::assert_one_result_per_call(&outcome.records);
+    crate::providers::assert_one_result_per_call(&outcome.records);
     let answered: Vec<(String, String)> = tool_results(&outcome.records)
         .into_iter()
         .map(|(id, content, _)| (id, content))

@@ -1,0 +1,53 @@
+//! flue-providers: the remote model providers of Flue — Anthropic Messages, OpenAI Chat
+//! Completions and the OpenAI-compatible servers — and the catalog of built-in providers and
+//! models.
+//!
+//! Each provider implements [`flue_core::ModelProvider`] and reaches the runtime only through
+//! that trait and its data ([`flue_core::ModelRequest`], [`flue_core::ModelTurn`],
+//! [`flue_core::TurnSink`], [`flue_core::ModelInfo`]); it knows no session, task or store. A
+//! [`ProviderConfig`] says where a provider is, how it authenticates, which models it serves
+//! (limits, capabilities, prices) and how it retries; [`ProviderConfig::build`] turns it into a
+//! provider to register in a [`flue_core::ProviderRegistry`]. Like flue-core, this crate never
+//! reads the environment: the caller resolves keys and passes them in.
+//!
+//! ```
+//! use flue_core::{ModelProvider, ProviderRegistry};
+//! use flue_providers::{ApiKey, ProviderConfig};
+//!
+//! let provider = ProviderConfig::builtin("anthropic")
+//!     .unwrap()
+//!     .with_api_key(ApiKey::new("sk-ant-..."))
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(provider.model_info("claude-haiku-4-5").context_window, 200_000);
+//! let providers = ProviderRegistry::new().with_provider(provider);
+//! assert_eq!(providers.ids(), ["anthropic"]);
+//! ```
+//!
+//! Map of the main types:
+//! - configuration: [`ProviderConfig`], [`ApiKey`] (formats as `[redacted]`), [`WireApi`],
+//!   [`RetryPolicy`], [`StreamLimits`] (timeouts, turn size), [`OpenAiCompat`] with
+//!   [`MaxTokensField`] and [`ReasoningParam`] (dialects of compatible servers)
+//! - built-ins: [`BuiltinProvider::ALL`] (endpoints, key variables) and the model catalog behind
+//!   [`ProviderConfig::builtin`]
+//! - providers: [`AnthropicProvider`], [`OpenAiProvider`]
+
+mod anthropic;
+mod catalog;
+mod convert;
+mod http;
+mod openai;
+mod provider_config;
+mod sse;
+
+pub use anthropic::AnthropicProvider;
+pub use openai::OpenAiProvider;
+pub use provider_config::{
+    ApiKey, BuiltinProvider, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam,
+    RetryPolicy, StreamLimits, WireApi,
+};
+
+/// The examples of docs/providers.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/providers.md")]
+struct ProvidersGuide;
