@@ -104,7 +104,7 @@ pub use store::{
     SessionLog, SessionStore, SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
 };
 pub use submission::{
-    AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
+    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
     DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset, ResolveReceipt,
     RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
     SubmissionState, WhenBusy, check_conversation_id,

@@ -22,7 +22,7 @@ mod runtime;
 mod wire;
 
 pub use actions::{InterruptReceipt, ResolveReceipt};
-pub use registry::{AgentRegistry, StaticAgents};
+pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,

@@ -50,8 +50,9 @@ mod sandbox;
 mod store;
 mod tokens;
 
-pub use agents::{AgentHarness, AgentInfo, AgentSet, HarnessOptions, agent_name_of_file};
+pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
 pub use env::Env;
+pub use flue_core::AgentInfo;
 pub use error::HostError;
 pub use flue_connectors::{
     AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
