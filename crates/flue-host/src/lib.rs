@@ -39,6 +39,8 @@
 //! - [`find_root`], [`resolve_root`], [`open_store`], [`DB_PATH`]: the workspace's layout.
 
 mod agents;
+mod app;
+mod dev;
 mod env;
 mod error;
 mod host;
@@ -49,8 +51,10 @@ mod sampling;
 mod sandbox;
 mod store;
 mod tokens;
+mod trash;
 
 pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
+pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, watched_files};
 pub use env::Env;
 pub use flue_core::AgentInfo;
 pub use error::HostError;
@@ -59,5 +63,7 @@ pub use flue_connectors::{
     McpSamplingApprover, PendingActionElicitor, SamplingRequest, field_options, field_value,
 };
 pub use host::Host;
-pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};
-pub use store::{ServeStore, open_inspect_store, open_serve_store};
+pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
+pub use root::{DB_PATH, find_root, resolve_root, store_path};
+pub use trash::restore_from_trash;
+pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
