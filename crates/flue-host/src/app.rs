@@ -8,6 +8,7 @@
 //! conversation it waits on).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use flue_core::{AgentRegistry, AgentRuntime, SessionStore};
@@ -232,6 +233,7 @@ impl AppBuilder {
             server,
             store: opened,
             checks,
+            drained: AtomicBool::new(false),
         })
     }
 }
@@ -267,6 +269,8 @@ pub struct App {
     server: Option<DurableRuntime>,
     store: ServeStore,
     checks: Vec<AgentCheck>,
+    /// Set once [`App::drain`] stopped the runtime.
+    drained: AtomicBool,
 }
 
 impl std::fmt::Debug for App {
@@ -339,10 +343,14 @@ impl App {
     /// Stops admitting (a server answers 503 from then on), waits up to `grace` for the
     /// submissions this process admitted to settle, then stops the runtime: unfinished
     /// attempts stop at a boundary and are left to recovery. Returns how many were still
-    /// unsettled (always 0 for a command, whose caller waited already).
+    /// unsettled (always 0 for a command, whose caller waited already; its runtime stops in
+    /// [`App::close`]).
     pub async fn drain(&self, grace: Duration) -> usize {
         match &self.server {
-            Some(server) => server.shutdown(grace).await,
+            Some(server) => {
+                self.drained.store(true, Ordering::SeqCst);
+                server.shutdown(grace).await
+            }
             None => 0,
         }
     }
@@ -351,7 +359,7 @@ impl App {
     /// (sandboxes, MCP servers); returns failures as warnings.
     pub async fn close(self) -> Vec<String> {
         let mut warnings = Vec::new();
-        if self.server.is_none()
+        if !self.drained.load(Ordering::SeqCst)
             && let Err(err) = self.runtime.shutdown().await
         {
             warnings.push(format!("stopping the runtime: {err}"));

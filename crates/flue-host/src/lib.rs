@@ -1,10 +1,11 @@
 //! Turns a Flue workspace or bundle into runnable agents.
 //!
-//! flue-host is the assembly layer `flue run`, `flue serve`, `flue dev` and embedders share:
-//! it finds the workspace root, reads `.env` (without touching the process environment),
-//! builds the model providers from flue.toml and the environment, and per conversation opens
-//! the agent's sandbox and MCP servers and builds its [`Harness`](flue_core::Harness) on the
-//! workspace's store (`.flue/flue.db`). It closes what it opened on every path.
+//! flue-host is the assembly layer `flue run`, `flue chat`, `flue serve`, `flue dev` and
+//! embedders share: it finds the workspace root, reads `.env` (without touching the process
+//! environment), builds the model providers from flue.toml and the environment, and per
+//! conversation opens the agent's sandbox and MCP servers and builds its
+//! [`Harness`](flue_core::Harness) on the workspace's store (`.flue/flue.db`). An [`App`]
+//! assembles a whole serving process from that. It closes what it opened on every path.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), flue_host::HostError> {
@@ -35,6 +36,10 @@
 //!   [`AgentRegistry`](flue_core::AgentRegistry) of a submission runtime
 //!   ([`AgentRuntime`](flue_core::AgentRuntime)), with [`Host::preflight`] to check an agent
 //!   before anything is admitted.
+//! - [`App`] (built with [`AppBuilder`]): the serving assembly `flue run`, `flue chat`,
+//!   `flue serve` and `flue dev` share: store ([`StoreChoice`]), host, preflight, the durable
+//!   runtime with its recovery, the protocol's router, drain and close. [`DevApp`] adds
+//!   `flue dev`'s console status and reload swap.
 //! - [`HostError`]: what can go wrong before the first model call, with stable kinds.
 //! - [`find_root`], [`resolve_root`], [`open_store`], [`DB_PATH`]: the workspace's layout.
 

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use crate::durable::DurableRuntime;
 use crate::router::ROUTES;
 use crate::transcript::transcript_tree;
+use crate::turns::Shown;
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 const CONSOLE_CSS: &str = include_str!("console/console.css");
@@ -191,20 +192,19 @@ async fn live(
     Path((agent, id)): Path<(String, String)>,
 ) -> Response {
     let key = flue_core::ConversationKey::new(&agent, &id);
-    let receiver = state.runtime.runtime().subscribe();
+    let receiver = state.runtime.shown_events();
     let events = futures::stream::unfold((receiver, key), |(mut receiver, key)| async move {
         use tokio::sync::broadcast::error::RecvError;
+        let lagged = || SseEvent::default().event("lagged").data("{}");
         loop {
             match receiver.recv().await {
-                Ok(event) if event.conversation == key => {
-                    if let Some(sse) = live_event(&event) {
-                        return Some((Ok::<_, Infallible>(sse), (receiver, key)));
-                    }
+                Ok(Shown::Event(event)) if event.conversation == key => {
+                    let sse = live_event(&event);
+                    return Some((Ok::<_, Infallible>(sse), (receiver, key)));
                 }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => {
-                    let lagged = SseEvent::default().event("lagged").data("{}");
-                    return Some((Ok(lagged), (receiver, key)));
+                Ok(Shown::Event(_)) => {}
+                Ok(Shown::Lagged) | Err(RecvError::Lagged(_)) => {
+                    return Some((Ok(lagged()), (receiver, key)));
                 }
                 Err(RecvError::Closed) => return None,
             }
@@ -217,24 +217,10 @@ async fn live(
     )
 }
 
-/// The events the console shows live; the rest reach it through the durable stream.
-fn live_event(event: &flue_core::RuntimeEvent) -> Option<SseEvent> {
-    use flue_core::Event;
-    let shown = matches!(
-        event.event,
-        Event::TextDelta { .. }
-            | Event::ThinkingDelta { .. }
-            | Event::TurnEnd { .. }
-            | Event::TaskStart { .. }
-            | Event::TaskEnd { .. }
-            | Event::CompactionStart { .. }
-            | Event::CompactionEnd { .. }
-    );
-    if !shown {
-        return None;
-    }
+/// One shown event as the console reads it: `{"submissionId", "event"}`.
+fn live_event(event: &flue_core::RuntimeEvent) -> SseEvent {
     let data = json!({"submissionId": event.submission_id, "event": event.event});
-    Some(SseEvent::default().data(data.to_string()))
+    SseEvent::default().data(data.to_string())
 }
 
 fn no_store(mut response: Response) -> Response {

@@ -25,7 +25,7 @@ use crate::backend::{
     Interrupted, LiveChunks, LiveCursor, Page, Resolved, SubmissionStatus,
 };
 use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunks, user_message};
-use crate::turns::{LiveTurns, spawn_follower};
+use crate::turns::{LiveTurns, Shown, spawn_follower};
 use crate::wire::{ChunkBody, Offset};
 
 /// How often an idle reader looks at the store for writes made by other processes (writes of
@@ -425,6 +425,11 @@ impl DurableRuntime {
         if watch.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+
+    /// The runtime's events the dev console shows live, from the one follower of its events.
+    pub(crate) fn shown_events(&self) -> tokio::sync::broadcast::Receiver<Shown> {
+        self.inner.turns.subscribe_shown()
     }
 
     pub(crate) fn mark_streamed(&self, submission_id: &str) {

@@ -7,6 +7,7 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod app;
 mod host;
 
 use std::path::Path;
