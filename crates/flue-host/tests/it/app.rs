@@ -100,6 +100,10 @@ fn docs_library_md_shows_the_serving_example_compiled_here() {
         doc.contains(&fenced),
         "docs/library.md must show tests/it/library_example.rs verbatim in a rust,ignore block"
     );
-    // It is a function a program calls; referencing it keeps it compiled and used.
-    let _ = example::serve_workspace::<std::future::Pending<()>>;
+    // A function a program calls: made into a future (never polled) so it counts as used.
+    drop(example::serve_workspace(
+        std::path::Path::new("."),
+        "127.0.0.1:0",
+        std::future::pending::<()>(),
+    ));
 }
