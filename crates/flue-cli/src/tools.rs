@@ -172,12 +172,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
     let key = ConversationKey::new(&agent, &id);
     let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
     let opened = agents
-        .open(
-            &agent,
-            &key.instance_id(),
-            store,
-            &harness_options(args),
-        )
+        .open(&agent, &key.instance_id(), store, &harness_options(args))
         .await;
     let opened = match opened {
         Ok(opened) => opened,

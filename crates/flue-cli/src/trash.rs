@@ -1,8 +1,8 @@
 //! `flue trash list|restore`: the content the file tools deleted or overwrote.
 
-use std::fmt::Write as _;
 use flue_core::{TrashEntry, TrashReason};
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};

@@ -104,10 +104,10 @@ pub use store::{
     SessionLog, SessionStore, SessionSummary, SqliteStore, TrashEntry, TrashReason, TrashedFile,
 };
 pub use submission::{
-    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset, ResolveReceipt,
-    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
-    SubmissionState, WhenBusy, check_conversation_id,
+    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo,
+    ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset,
+    ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,
+    SubmissionInfo, SubmissionState, WhenBusy, check_conversation_id,
 };
 pub use task::{MAX_TASK_DEPTH, TASK_SESSION_PREFIX, TASK_TOOL, task_session_parent};
 pub use tokio_util::sync::CancellationToken;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
-use flue_core::{AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore};
+use flue_core::{
+    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ScriptedProvider, SessionStore,
+};
 
 use crate::mcp::McpServers;
 use crate::providers::Providers;

@@ -59,16 +59,16 @@ mod tokens;
 mod trash;
 
 pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
+pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
 pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, watched_files};
 pub use env::Env;
-pub use flue_core::AgentInfo;
 pub use error::HostError;
 pub use flue_connectors::{
     AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
     McpSamplingApprover, PendingActionElicitor, SamplingRequest, field_options, field_value,
 };
+pub use flue_core::AgentInfo;
 pub use host::Host;
-pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
 pub use root::{DB_PATH, find_root, resolve_root, store_path};
-pub use trash::restore_from_trash;
 pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
+pub use trash::restore_from_trash;

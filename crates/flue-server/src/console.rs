@@ -132,7 +132,10 @@ struct StatusQuery {
 }
 
 /// `GET /_flue/dev/state[?after=N]`: the build status; with `after`, waits for a newer one.
-async fn status(State(state): State<Arc<DevConsole>>, Query(query): Query<StatusQuery>) -> Response {
+async fn status(
+    State(state): State<Arc<DevConsole>>,
+    Query(query): Query<StatusQuery>,
+) -> Response {
     let mut receiver = state.status.clone();
     if let Some(after) = query.after {
         let newer = receiver.wait_for(|status| status.generation > after);

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use flue_core::{
-    AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
-    DispatchOptions, FlueError, Record, StreamBatch, SubmissionState,
+    AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION,
+    DeliveredMessage, DispatchOptions, FlueError, Record, StreamBatch, SubmissionState,
 };
 use serde_json::{Value, json};
 
@@ -309,11 +309,7 @@ impl DurableRuntime {
         key: &ConversationKey,
     ) -> Result<Vec<flue_core::ActionInfo>, BackendError> {
         self.check_agent(key)?;
-        self.inner
-            .runtime
-            .actions(key)
-            .await
-            .map_err(backend_error)
+        self.inner.runtime.actions(key).await.map_err(backend_error)
     }
 
     pub(crate) async fn resolve(
@@ -405,9 +401,7 @@ impl DurableRuntime {
         };
         let Some(bytes) = decode_image(&image.data) else {
             return Err(BackendError::Internal(FlueError::InvalidRequest {
-                message: format!(
-                    "attachment {attachment_id:?} is not valid base64 in the store"
-                ),
+                message: format!("attachment {attachment_id:?} is not valid base64 in the store"),
             }));
         };
         Ok(Some(AttachmentBytes {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::stream;
 use flue_core::ConversationKey;
+use futures::stream;
 use tokio::time::Instant;
 
 use crate::backend::{LiveChunks, LiveCursor, Page};

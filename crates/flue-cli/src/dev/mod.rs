@@ -140,11 +140,20 @@ async fn reload(
         let env_file = env_file.map(Path::to_path_buf);
         tokio::task::spawn_blocking(move || load(&root, env_file.as_deref()))
             .await
-            .unwrap_or_else(|err| Err(vec![BuildProblem::other(format!("the rebuild stopped: {err}"))]))
+            .unwrap_or_else(|err| {
+                Err(vec![BuildProblem::other(format!(
+                    "the rebuild stopped: {err}"
+                ))])
+            })
     };
     let changed: Vec<String> = changed
         .iter()
-        .map(|path| path.strip_prefix(root).unwrap_or(path).display().to_string())
+        .map(|path| {
+            path.strip_prefix(root)
+                .unwrap_or(path)
+                .display()
+                .to_string()
+        })
         .collect();
     match loaded {
         Ok(agents) => {

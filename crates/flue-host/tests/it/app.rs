@@ -29,7 +29,11 @@ async fn a_command_app_runs_a_message_on_the_workspace_store_and_closes() {
     let key = ConversationKey::new("hello", "c1");
     let receipt = app
         .runtime()
-        .dispatch(&key, DeliveredMessage::user("hi"), DispatchOptions::default())
+        .dispatch(
+            &key,
+            DeliveredMessage::user("hi"),
+            DispatchOptions::default(),
+        )
         .await
         .unwrap();
     let settlement = app.runtime().wait(&receipt.submission_id).await.unwrap();

@@ -217,12 +217,10 @@ async fn updates_from_the_head_are_empty_and_up_to_date_and_long_poll_times_out_
 }
 
 async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands() {
-    let app = app(
-        ServerConfig {
-            long_poll_timeout: Duration::from_secs(10),
-            ..fast_config()
-        },
-    )
+    let app = app(ServerConfig {
+        long_poll_timeout: Duration::from_secs(10),
+        ..fast_config()
+    })
     .await;
     let admission = send(&app, "/agents/plain/lp", "one").await;
     let snapshot = settled(
@@ -810,13 +808,11 @@ async fn signals_and_images_are_admitted_as_their_messages() {
 }
 
 async fn a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope() {
-    let app = app(
-        ServerConfig {
-            request_timeout: Duration::from_millis(100),
-            long_poll_timeout: Duration::from_secs(10),
-            ..fast_config()
-        },
-    )
+    let app = app(ServerConfig {
+        request_timeout: Duration::from_millis(100),
+        long_poll_timeout: Duration::from_secs(10),
+        ..fast_config()
+    })
     .await;
     let admission = send(&app, "/agents/plain/t1", "hi").await;
     settled(
@@ -1108,12 +1104,10 @@ async fn every_refusal_has_its_status_envelope_and_stores_nothing() {
 }
 
 async fn offsets_past_the_head_and_large_bodies_are_refused() {
-    let app = app(
-        ServerConfig {
-            body_limit: 1024,
-            ..fast_config()
-        },
-    )
+    let app = app(ServerConfig {
+        body_limit: 1024,
+        ..fast_config()
+    })
     .await;
     send(&app, "/agents/plain/b1", "hi").await;
     let past = get(
@@ -1138,12 +1132,10 @@ async fn offsets_past_the_head_and_large_bodies_are_refused() {
 }
 
 async fn a_token_is_required_on_every_route_when_configured() {
-    let app = app(
-        ServerConfig {
-            token: Some("s3cret".to_owned()),
-            ..fast_config()
-        },
-    )
+    let app = app(ServerConfig {
+        token: Some("s3cret".to_owned()),
+        ..fast_config()
+    })
     .await;
     for uri in ["/_flue/health", "/agents/plain/x", "/nowhere"] {
         let reply = get(&app, uri).await;
@@ -1194,18 +1186,12 @@ async fn cors_is_off_unless_origins_are_configured() {
             .body(Body::empty())
             .unwrap()
     };
-    let off = app(fast_config())
-        .await
-        .oneshot(request())
-        .await
-        .unwrap();
+    let off = app(fast_config()).await.oneshot(request()).await.unwrap();
     assert!(off.headers().get("access-control-allow-origin").is_none());
-    let on = app(
-        ServerConfig {
-            cors_origins: vec!["https://app.example.com".to_owned()],
-            ..fast_config()
-        },
-    )
+    let on = app(ServerConfig {
+        cors_origins: vec!["https://app.example.com".to_owned()],
+        ..fast_config()
+    })
     .await
     .oneshot(request())
     .await
