@@ -10,10 +10,6 @@ use pretty_assertions::assert_eq;
 
 use crate::{hello_world, workspace};
 
-mod example {
-    include!("library_example.rs");
-}
-
 #[tokio::test]
 async fn a_command_app_runs_a_message_on_the_workspace_store_and_closes() {
     let root = hello_world();
@@ -98,14 +94,15 @@ fn docs_library_md_shows_the_serving_example_compiled_here() {
         "/../../docs/library.md"
     ))
     .unwrap();
-    let example = include_str!("library_example.rs");
+    let file = include_str!("library_example.rs");
+    let (_header, example) = file.split_once("\n\n").unwrap();
     let fenced = format!("```rust,ignore\n{example}```\n");
     assert!(
         doc.contains(&fenced),
         "docs/library.md must show tests/it/library_example.rs verbatim in a rust,ignore block"
     );
     // A function a program calls: made into a future (never polled) so it counts as used.
-    drop(example::serve_workspace(
+    drop(crate::library_example::serve_workspace(
         std::path::Path::new("."),
         "127.0.0.1:0",
         std::future::pending::<()>(),

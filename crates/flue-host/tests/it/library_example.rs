@@ -1,3 +1,6 @@
+//! The serving example docs/library.md shows, compiled here (a test in `app.rs` keeps the
+//! page's copy equal to the code below this header).
+
 use std::path::Path;
 use std::time::Duration;
 

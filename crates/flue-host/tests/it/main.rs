@@ -9,6 +9,7 @@
 
 mod app;
 mod host;
+mod library_example;
 
 use std::path::Path;
 
