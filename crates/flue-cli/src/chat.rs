@@ -73,13 +73,8 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
             break exit;
         }
     };
-    let Prepared { host, runtime, .. } = prepared;
-    let mut warnings = Vec::new();
-    if let Err(err) = runtime.shutdown().await {
-        warnings.push(format!("stopping the runtime: {err}"));
-    }
-    warnings.extend(host.close().await);
-    for warning in warnings {
+    let Prepared { app, .. } = prepared;
+    for warning in app.close().await {
         eprintln!("warning: {}", output.stderr_text(&warning));
     }
     Ok(exit)

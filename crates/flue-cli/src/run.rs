@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use flue_build::SandboxKind;
 use flue_core::{
-    ActionDecision, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION,
-    DeliveredMessage, DispatchOptions, DynConversationStore, DynSessionStore, ErrorInfo, FlueError,
-    Offset, Outcome, PendingAction, Record, Settlement, Usage, WhenBusy, new_ulid,
+    ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
+    DispatchOptions, DynConversationStore, ErrorInfo, FlueError, Offset, Outcome, PendingAction,
+    Record, Settlement, Usage, WhenBusy, new_ulid,
 };
 use flue_host::{
-    AgentSet, Env, HarnessOptions, Host, HostError, agent_name_of_file, find_root, open_store,
+    AgentSet, App, Env, HarnessOptions, Host, HostError, Preflight, StoreChoice,
+    agent_name_of_file, find_root,
 };
-use flue_store::SqliteStore;
 use serde::Serialize;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::broadcast::error::RecvError;
@@ -135,13 +135,11 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     let result = submit(&args, &prepared, &output, &mut interrupts).await;
     let Prepared {
         host,
-        runtime,
+        app,
         key: prepared_key,
     } = prepared;
-    let mut warnings = Vec::new();
-    if let Err(err) = runtime.shutdown().await {
-        warnings.push(format!("stopping the runtime: {err}"));
-    }
+    // The runtime stopped, the sandboxes and MCP servers closed.
+    let warnings = app.close().await;
     let sampled = host.agents().mcp_sampling_usage();
     if sampled.input_tokens + sampled.output_tokens > 0 {
         eprintln!(
@@ -149,7 +147,6 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             sampled.input_tokens, sampled.output_tokens
         );
     }
-    warnings.extend(host.close().await);
     for warning in warnings {
         eprintln!("warning: {}", output.stderr_text(&warning));
     }
@@ -304,11 +301,12 @@ fn finish(
     Ok(exit)
 }
 
-/// A conversation ready for the message: the host serving its agent and a running runtime.
+/// A conversation ready for the message: the app (host, store, running runtime) serving its
+/// agent.
 pub(crate) struct Prepared {
     pub(crate) key: ConversationKey,
     pub(crate) host: Arc<Host>,
-    pub(crate) runtime: AgentRuntime,
+    pub(crate) app: App,
 }
 
 /// A settled submission and the usage of its model turns.
@@ -342,7 +340,8 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     }
     let (agents, agent_name) = load(args)?;
     agents.agent(&agent_name)?;
-    let store = Arc::new(open_store(agents.root())?);
+    let opened = StoreChoice::Workspace.open(&agents).await?;
+    let store = Arc::clone(&opened.store);
     let id = match &args.id {
         Some(id) => id.clone(),
         None if args.continue_last => {
@@ -375,48 +374,30 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     }
     options = options.with_mcp_elicitor(crate::elicit::elicitor(args.yes));
     options = options.with_mcp_sampling_approver(crate::elicit::sampling_approver(args.yes));
-    let host = Arc::new(
-        Host::with_store(agents, Arc::clone(&store) as Arc<dyn DynSessionStore>)
-            .with_harness_options(options),
-    );
-    let warnings = match host.preflight(&agent_name).await {
-        Ok(warnings) => warnings,
-        Err(err) => {
-            host.close().await;
-            return Err(err.into());
-        }
-    };
-    for warning in warnings {
-        eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
-    }
-    let started = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>)
-        .with_poll_interval(POLL_INTERVAL)
-        .with_reconcile_interval(Some(RECONCILE_INTERVAL))
-        .with_own_work_only()
+    // The agent is checked before anything is admitted; starting the runtime recovers work a
+    // killed run left unsettled.
+    let app = App::builder(agents)
+        .with_opened_store(opened)
+        .with_harness_options(options)
+        .with_preflight(Preflight::Agent(agent_name.clone()))
         .start()
-        .await;
-    let runtime = match started {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            host.close().await;
-            return Err(err.into());
+        .await?;
+    for check in app.checks() {
+        for warning in &check.warnings {
+            eprintln!("warning: {}", crate::terminal::escape_controls(warning));
         }
-    };
+    }
     if args.id.is_none() && !args.continue_last {
         eprintln!("conversation id: {id}");
     }
-    Ok(Prepared { key, host, runtime })
+    let host = Arc::clone(app.host());
+    Ok(Prepared { key, host, app })
 }
-
-/// How often the CLI's runtime looks at other processes' writes.
-const POLL_INTERVAL: Duration = Duration::from_millis(25);
-/// How often it looks for conversations whose owner died (the one it waits on, in practice).
-const RECONCILE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Whether the conversation exists, as a managed conversation or as plain sessions under its
 /// id.
 async fn conversation_exists(
-    store: &SqliteStore,
+    store: &dyn DynConversationStore,
     key: &ConversationKey,
 ) -> Result<bool, FlueError> {
     Ok(store.conversation(key).await?.is_some() || !store.list(&key.id).await?.is_empty())
@@ -433,7 +414,7 @@ pub(crate) async fn submit(
     output: &Output,
     interrupts: &mut Interrupts,
 ) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
-    let runtime = &prepared.runtime;
+    let runtime = prepared.app.runtime();
     let key = &prepared.key;
     let mut events = runtime.subscribe();
     let started = match resume_decision(args)? {
@@ -767,60 +748,8 @@ fn model_hint(args: &RunArgs, err: &SetupError) -> Option<String> {
     ))
 }
 
-/// For a failure to reach a provider: where its URL was configured (the flue.toml line, or the
-/// variable), so the fix is one edit away.
+/// For a failure to reach a provider: where its URL was configured (flue-host knows the
+/// provider settings).
 pub(crate) fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
-    if !(message.contains("cannot reach ") || message.contains("no answer from ")) {
-        return None;
-    }
-    let config = &agents.workspace().config;
-    let toml_path = agents.root().join("flue.toml");
-    let toml_text = std::fs::read_to_string(&toml_path).unwrap_or_default();
-    for (id, settings) in &config.providers {
-        let Some(base_url) = &settings.base_url else {
-            continue;
-        };
-        if !message.contains(base_url.trim_end_matches('/')) {
-            continue;
-        }
-        let header = format!("[providers.{id}]");
-        let line = toml_text
-            .lines()
-            .position(|line| line.trim() == header)
-            .and_then(|start| {
-                toml_text
-                    .lines()
-                    .enumerate()
-                    .skip(start + 1)
-                    .take_while(|(_, line)| !line.trim_start().starts_with('['))
-                    .find(|(_, line)| line.trim_start().starts_with("base_url"))
-                    .map(|(idx, _)| idx + 1)
-                    .or(Some(start + 1))
-            });
-        return Some(match line {
-            Some(line) => format!(
-                "provider `{id}`'s URL is set at {}:{line} (`base_url`); check that the server \
-                 is running there, or fix the URL",
-                toml_path.display()
-            ),
-            None => format!(
-                "provider `{id}`'s URL comes from [providers.{id}] in flue.toml; check that the \
-                 server is running there, or fix `base_url`"
-            ),
-        });
-    }
-    for builtin in flue_providers::BuiltinProvider::ALL {
-        if let Some(var) = builtin.base_url_env
-            && let Some(url) = agents.env().get(var)
-            && !url.trim().is_empty()
-            && message.contains(url.trim().trim_end_matches('/'))
-        {
-            return Some(format!(
-                "provider `{}`'s URL comes from the variable {var}; check that the server is \
-                 running there, or fix {var} (or set `base_url` under [providers.{}] in flue.toml)",
-                builtin.id, builtin.id
-            ));
-        }
-    }
-    None
+    flue_host::connection_hint(agents, message)
 }

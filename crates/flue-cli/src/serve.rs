@@ -1,30 +1,19 @@
-//! `flue serve`: every agent of a workspace or bundle over HTTP: flue-host assembles the
-//! agents, flue-core's submission runtime makes the work durable, flue-server speaks the
-//! protocol. Bind and token checks, tracing logs, recovery at start, graceful shutdown.
+//! `flue serve`: every agent of a workspace or bundle over HTTP. flue-host assembles the app
+//! (store, agents, the durable runtime and its recovery, the protocol's router); this module
+//! checks the bind and the token, binds, logs, and shuts down gracefully.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore};
-use flue_host::{AgentSet, Env, Host, open_serve_store};
-use flue_server::{AgentInfo, DurableRuntime, ServerConfig};
+use flue_host::{AgentSet, App, Env, Preflight, RuntimeMode, StoreChoice};
+use flue_server::ServerConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
 use crate::args::ServeArgs;
 use crate::workspace::{current_dir, resolve_root};
-
-/// Ownership lease on a shared (Postgres) store.
-const SHARED_LEASE: Duration = Duration::from_secs(5);
-/// The shortest lease accepted (renewals run every third of it).
-const MIN_LEASE: Duration = Duration::from_millis(500);
-/// Fallback poll of a shared store (notifications wake waiters at once).
-const SHARED_POLL_INTERVAL: Duration = Duration::from_millis(250);
-/// How often a node on a shared store looks for conversations whose owner died.
-const SHARED_RECONCILE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Runs `flue serve` until SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -45,81 +34,59 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     }
     raise_fd_limit(args.max_connections as u64 + 1_024);
     let agents = load(&args)?;
-    let infos: Vec<AgentInfo> = agents
-        .agents()
-        .into_iter()
-        .map(|agent| AgentInfo {
-            name: agent.name,
-            description: agent.description,
-            model: agent.model,
-        })
-        .collect();
-    let opened = open_serve_store(&agents, args.store.as_deref())
+    let opened = StoreChoice::Configured(args.store.clone())
+        .open(&agents)
         .await
         .context("cannot open the conversation store")?;
     tracing::info!(store = %opened.description, shared = opened.shared, "conversation store");
-    let store = opened.store;
-    let host = Arc::new(Host::with_store(
-        agents,
-        Arc::clone(&store) as Arc<dyn DynSessionStore>,
-    ));
-    for agent in &infos {
-        match host.preflight(&agent.name).await {
-            Ok(warnings) => {
-                for warning in warnings {
-                    tracing::warn!(agent = %agent.name, "{warning}");
-                }
-            }
-            Err(err) => tracing::warn!(agent = %agent.name, error = %err, "agent cannot run"),
-        }
+    // Every agent is checked first; starting the runtime resumes the work a killed server left
+    // unsettled.
+    let mut builder = App::builder(agents)
+        .with_opened_store(opened)
+        .with_mode(RuntimeMode::Server)
+        .with_preflight(Preflight::All)
+        .with_settlement_log();
+    if let Some(lease_ms) = args.lease_ms {
+        builder = builder.with_lease(Duration::from_millis(lease_ms));
     }
-    // Starting the runtime resumes the work a killed server left unsettled.
-    let mut builder = AgentRuntime::builder(store, Arc::clone(&host) as Arc<dyn AgentRegistry>);
-    let lease = args
-        .lease_ms
-        .map(Duration::from_millis)
-        .or(opened.lease)
-        .or(opened.shared.then_some(SHARED_LEASE));
-    if let Some(lease) = lease {
-        builder = builder.with_lease(lease.max(MIN_LEASE));
-    }
-    if opened.shared {
-        // Other nodes' writes arrive as notifications; polls are only the fallback. Orphaned
-        // work (a dead node's) is looked for often, so takeover follows death closely.
-        builder = builder
-            .with_poll_interval(SHARED_POLL_INTERVAL)
-            .with_reconcile_interval(Some(SHARED_RECONCILE_INTERVAL));
-    }
-    let core = builder
+    let app = builder
         .start()
         .await
         .context("cannot start the submission runtime")?;
-    tokio::spawn(log_settlements(core.subscribe()));
-    let runtime = DurableRuntime::new(core, infos);
+    for check in app.checks() {
+        for warning in &check.warnings {
+            tracing::warn!(agent = %check.agent, "{warning}");
+        }
+        if let Some(error) = &check.error {
+            tracing::warn!(agent = %check.agent, error = %error, "agent cannot run");
+        }
+    }
     let config = ServerConfig {
         token,
         cors_origins: args.cors_origins.clone(),
         ..ServerConfig::default()
     };
-    let app = flue_server::router(Arc::new(runtime.clone()), config);
+    let Some(router) = app.router(config) else {
+        bail!("the server was assembled without its router");
+    };
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
         .await
         .with_context(|| format!("cannot bind {ip}:{}", args.port))?;
     let addr = listener.local_addr()?;
     eprintln!("flue serve: listening on http://{addr}");
-    tracing::info!(%addr, agents = runtime.agents_len(), "listening");
+    tracing::info!(%addr, agents = app.host().agents().agents().len(), "listening");
 
     let stop = CancellationToken::new();
     let server = tokio::spawn(flue_server::serve(
         listener,
-        app,
+        router,
         args.max_connections,
         stop.clone().cancelled_owned(),
     ));
     shutdown_signal().await;
     tracing::info!("shutting down: admitting nothing more, letting running turns finish");
     stop.cancel();
-    let busy = runtime.shutdown(Duration::from_secs(args.grace)).await;
+    let busy = app.drain(Duration::from_secs(args.grace)).await;
     if busy > 0 {
         tracing::warn!(
             busy,
@@ -128,7 +95,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     }
     // Open SSE streams never end by themselves; give plain requests a moment, then stop.
     let _ = tokio::time::timeout(Duration::from_millis(500), server).await;
-    for warning in host.close().await {
+    for warning in app.close().await {
         tracing::warn!("{warning}");
     }
     tracing::info!("stopped");
@@ -179,36 +146,6 @@ fn load(args: &ServeArgs) -> anyhow::Result<AgentSet> {
             AgentSet::from_workspace(&root, env(&root)?)?
         }
     })
-}
-
-/// One log line per settlement this process made.
-async fn log_settlements(mut events: tokio::sync::broadcast::Receiver<flue_core::RuntimeEvent>) {
-    use tokio::sync::broadcast::error::RecvError;
-    loop {
-        match events.recv().await {
-            Ok(event) => {
-                if let flue_core::Event::SubmissionSettled {
-                    submission_id,
-                    outcome,
-                    error,
-                } = &event.event
-                {
-                    tracing::info!(
-                        target: "flue_server::settlement",
-                        conversation = %event.conversation.instance_id(),
-                        submission = %submission_id,
-                        outcome = ?outcome,
-                        error = error.as_ref().map(|error| error.kind.as_str()),
-                        "settled"
-                    );
-                }
-            }
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "settlement log fell behind");
-            }
-            Err(RecvError::Closed) => return,
-        }
-    }
 }
 
 /// Raises the open-file limit toward `wanted` (each connection is a descriptor); the hard

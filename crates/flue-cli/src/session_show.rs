@@ -1,14 +1,10 @@
 //! `flue session show`: print a stored transcript, and with `--tree` its task sessions.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::bail;
-use flue_core::{
-    ActionDecision, ActionKind, AssistantContent, DynConversationStore, Record, SessionKey,
-    StoredRecord, UserContent, task_session_parent,
-};
-use serde_json::{Value, json};
+use flue_core::{ActionDecision, ActionKind, AssistantContent, Record, UserContent};
+use flue_server::Transcript;
+use serde_json::Value;
 
 use crate::Exit;
 use crate::args::ShowArgs;
@@ -23,15 +19,10 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     let store = open_existing_store(&root, args.store.as_deref()).await?;
     let store = &*store;
     let instance_id = instance_id(store, &args.id).await?;
-    let tasks = if args.tree {
-        task_tree(store, &instance_id).await?
-    } else {
-        BTreeMap::new()
-    };
-    let shown = load(store, &instance_id, &args.session, &tasks).await?;
+    let shown = Transcript::load(store, &instance_id, &args.session, args.tree).await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
-        let mut out = shown.to_json()?;
+        let mut out = shown.to_json();
         if let Value::Object(map) = &mut out {
             map.insert("id".into(), Value::String(args.id.clone()));
             if !args.tree {
@@ -41,147 +32,35 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         println!("{}", output.json_pretty(&out)?);
     } else {
         let mut text = String::new();
-        shown.write_text(&mut text, 0, args.tree);
+        write_text(&shown, &mut text, 0, args.tree);
         print!("{}", output.stdout_text(&text));
     }
     Ok(Exit::Success)
 }
 
-/// The stored transcript of conversation `instance_id`: its root session with the task
-/// sessions nested, as `session show --json --tree` prints it (the dev console reads it).
-/// `None` when the conversation has no sessions.
-pub(crate) async fn transcript_tree(
-    store: &dyn DynConversationStore,
-    instance_id: &str,
-) -> anyhow::Result<Option<Value>> {
-    if store.list(instance_id).await?.is_empty() {
-        return Ok(None);
+/// A transcript as text: each session's records, with the task sessions indented below their
+/// parent (and a `== session` header each when `headers`).
+fn write_text(shown: &Transcript, out: &mut String, depth: usize, headers: bool) {
+    let indent = "  ".repeat(depth);
+    if headers {
+        let _ = writeln!(out, "{indent}== {}", shown.session);
     }
-    let tasks = task_tree(store, instance_id).await?;
-    let shown = load(store, instance_id, flue_core::DEFAULT_SESSION, &tasks).await?;
-    Ok(Some(shown.to_json()?))
-}
-
-/// A session's stored records and its task sessions (when the tree was asked for).
-struct Shown {
-    session: String,
-    version: u64,
-    records: Vec<StoredRecord>,
-    tasks: Vec<Shown>,
-}
-
-impl Shown {
-    fn to_json(&self) -> anyhow::Result<Value> {
-        let messages: Vec<Value> = self
-            .records
-            .iter()
-            .map(message_json)
-            .collect::<Result<_, _>>()?;
-        let tasks: Vec<Value> = self
-            .tasks
-            .iter()
-            .map(Shown::to_json)
-            .collect::<Result<_, _>>()?;
-        Ok(json!({
-            "session": self.session,
-            "version": self.version,
-            "messages": messages,
-            "tasks": tasks,
-        }))
-    }
-
-    fn write_text(&self, out: &mut String, depth: usize, headers: bool) {
-        let indent = "  ".repeat(depth);
-        if headers {
-            let _ = writeln!(out, "{indent}== {}", self.session);
-        }
-        let records: Vec<Record> = self
-            .records
-            .iter()
-            .map(|stored| stored.record.clone())
-            .collect();
-        let text = transcript_text(&records);
-        if depth == 0 {
-            out.push_str(&text);
-        } else {
-            for line in text.lines() {
-                let _ = writeln!(out, "{indent}{line}");
-            }
-        }
-        for task in &self.tasks {
-            task.write_text(out, depth + 1, headers);
+    let records: Vec<Record> = shown
+        .records
+        .iter()
+        .map(|stored| stored.record.clone())
+        .collect();
+    let text = transcript_text(&records);
+    if depth == 0 {
+        out.push_str(&text);
+    } else {
+        for line in text.lines() {
+            let _ = writeln!(out, "{indent}{line}");
         }
     }
-}
-
-/// Loads `session` and, recursively, the task sessions `tasks` lists under it.
-fn load<'a>(
-    store: &'a dyn DynConversationStore,
-    id: &'a str,
-    session: &'a str,
-    tasks: &'a BTreeMap<String, Vec<String>>,
-) -> flue_core::BoxFuture<'a, anyhow::Result<Shown>> {
-    Box::pin(async move {
-        let key = SessionKey::new(id, session);
-        let Some(log) = store.load(&key, 0).await? else {
-            let sessions = store.list(id).await?;
-            if sessions.is_empty() {
-                bail!(
-                    "conversation {:?} does not exist; `flue session list` shows the stored ones",
-                    crate::audit::conversation_of(id)
-                );
-            }
-            let names: Vec<&str> = sessions.iter().map(|s| s.session.as_str()).collect();
-            bail!(
-                "conversation {:?} has no session {session:?}; its sessions: {}",
-                crate::audit::conversation_of(id),
-                names.join(", ")
-            );
-        };
-        let mut children = Vec::new();
-        for child in tasks.get(session).into_iter().flatten() {
-            children.push(load(store, id, child, tasks).await?);
-        }
-        Ok(Shown {
-            session: session.to_owned(),
-            version: log.version,
-            records: log.records,
-            tasks: children,
-        })
-    })
-}
-
-/// Task sessions by parent, each list in creation order.
-async fn task_tree(
-    store: &dyn DynConversationStore,
-    id: &str,
-) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
-    let mut sessions = store.list(id).await?;
-    sessions.sort_by(|a, b| (a.created_at, &a.session).cmp(&(b.created_at, &b.session)));
-    let mut tree: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for summary in sessions {
-        if let Some(parent) = task_session_parent(&summary.session) {
-            tree.entry(parent.to_owned())
-                .or_default()
-                .push(summary.session.clone());
-        }
+    for task in &shown.tasks {
+        write_text(task, out, depth + 1, headers);
     }
-    Ok(tree)
-}
-
-/// One stored record as a transcript message: the record's own fields plus a `role`.
-fn message_json(stored: &StoredRecord) -> serde_json::Result<Value> {
-    let role = match &stored.record {
-        Record::Assistant(_) => "assistant",
-        Record::ToolResult(_) => "tool",
-        Record::Sampling(_) => "sampling",
-        _ => "user",
-    };
-    let mut value = serde_json::to_value(stored)?;
-    if let Value::Object(map) = &mut value {
-        map.insert("role".into(), Value::String(role.into()));
-    }
-    Ok(value)
 }
 
 /// A question's answer in one line.

@@ -9,15 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use flue_build::SandboxKind;
 use flue_core::{
-    BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, DynSessionStore, FlueError,
-    LOAD_SKILL_TOOL, MemoryStore, SkillExtra, SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
+    BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, FlueError, LOAD_SKILL_TOOL, SkillExtra,
+    SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
 };
-use flue_host::{AgentSet, HarnessOptions, open_store};
+use flue_host::{AgentSet, HarnessOptions, StoreChoice};
 use serde_json::{Value, json};
 
 use crate::Exit;
@@ -116,8 +115,9 @@ pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
 async fn assemble(agents: &AgentSet, agent: &str, args: &RunArgs) -> anyhow::Result<Assembled> {
     agents.agent(agent)?;
     let options = harness_options(args);
+    let throwaway = StoreChoice::Memory.open(agents).await?;
     let opened = agents
-        .open(agent, "dry-run", Arc::new(MemoryStore::new()), &options)
+        .open(agent, "dry-run", throwaway.store, &options)
         .await;
     let opened = match opened {
         Ok(opened) => opened,
@@ -155,7 +155,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
     }
     let (agents, agent) = load(args)?;
     agents.agent(&agent)?;
-    let store = Arc::new(open_store(agents.root())?);
+    let store = StoreChoice::Workspace.open(&agents).await?.store;
     let id = match &args.id {
         Some(id) => id.clone(),
         None if args.continue_last => crate::workspace::latest_conversation(&*store, &agent)
@@ -172,12 +172,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
     let key = ConversationKey::new(&agent, &id);
     let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
     let opened = agents
-        .open(
-            &agent,
-            &key.instance_id(),
-            store as Arc<dyn DynSessionStore>,
-            &harness_options(args),
-        )
+        .open(&agent, &key.instance_id(), store, &harness_options(args))
         .await;
     let opened = match opened {
         Ok(opened) => opened,

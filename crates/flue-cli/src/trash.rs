@@ -1,10 +1,8 @@
 //! `flue trash list|restore`: the content the file tools deleted or overwrote.
 
-use std::fmt::Write as _;
-use std::sync::Arc;
-
-use flue_core::{LocalSandbox, ToolContext, TrashEntry, TrashReason, builtin_tool};
+use flue_core::{TrashEntry, TrashReason};
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
@@ -55,17 +53,16 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
     let root = resolve_store_root(args.root.as_deref())?;
     let store = open_existing_store(&root, args.store.as_deref()).await?;
     let instance_id = instance_id(&*store, &args.id).await?;
-    let sandbox = Arc::new(LocalSandbox::new(&root)?);
-    let ctx = ToolContext::new(sandbox)
-        .with_audit(audit_of(&store)?)
-        .with_instance_id(instance_id)
-        .with_session(CLI_SESSION)
-        .with_agent("flue-cli");
-    let mut input = json!({"trashId": args.trash_id});
-    if let Some(to) = &args.to {
-        input["destination"] = json!(to);
-    }
-    let result = builtin_tool("restore_file")?.call(input, &ctx).await;
+    let result = flue_host::restore_from_trash(
+        &root,
+        audit_of(&store)?,
+        &instance_id,
+        &args.trash_id,
+        args.to.as_deref(),
+        CLI_SESSION,
+        "flue-cli",
+    )
+    .await?;
     let output = Output::for_workspace(&root)?;
     match result {
         Ok(envelope) => {

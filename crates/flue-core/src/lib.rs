@@ -107,10 +107,10 @@ pub use store::{
     SessionSummary, TrashEntry, TrashReason, TrashedFile,
 };
 pub use submission::{
-    AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo, ConversationKey,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset, ResolveReceipt,
-    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
-    SubmissionState, WhenBusy, check_conversation_id,
+    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo,
+    ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset,
+    ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,
+    SubmissionInfo, SubmissionState, WhenBusy, check_conversation_id,
 };
 pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
 pub use tokio_util::sync::CancellationToken;

@@ -24,7 +24,7 @@ mod runtime;
 use flue_protocol::submission as wire;
 
 pub use actions::{InterruptReceipt, ResolveReceipt};
-pub use registry::{AgentRegistry, StaticAgents};
+pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
 use flue_core::{
-    AgentConfig, DynSessionStore, FlueError, Harness, HarnessBuilder, ScriptedProvider,
+    AgentConfig, AgentInfo, DynSessionStore, FlueError, Harness, HarnessBuilder, ScriptedProvider,
 };
 
 use crate::mcp::McpServers;
@@ -44,18 +44,6 @@ pub(crate) struct Prepared {
     pub(crate) builder: HarnessBuilder,
     pub(crate) sandbox: SandboxSettings,
     pub(crate) warnings: Vec<String>,
-}
-
-/// What the agent list shows about one agent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AgentInfo {
-    /// The agent's name (its file name without `.md`).
-    pub name: String,
-    /// The agent's `description`, if any.
-    pub description: Option<String>,
-    /// The agent's model, `<provider>/<model>` (its own, else flue.toml's default).
-    pub model: Option<String>,
 }
 
 /// Per-harness overrides of what the agent file says (the CLI's `--model`, `--sandbox`).
@@ -261,15 +249,14 @@ impl AgentSet {
     /// One agent, or [`HostError::UnknownAgent`] listing the others.
     pub fn agent(&self, name: &str) -> Result<AgentInfo, HostError> {
         let file = self.agent_file(name)?;
-        Ok(AgentInfo {
-            name: name.to_owned(),
-            description: file.description.clone(),
-            model: file.model.clone().or_else(|| {
-                (!file.model_per_call)
-                    .then(|| self.workspace.config.defaults.model.clone())
-                    .flatten()
-            }),
-        })
+        let model = file.model.clone().or_else(|| {
+            (!file.model_per_call)
+                .then(|| self.workspace.config.defaults.model.clone())
+                .flatten()
+        });
+        Ok(AgentInfo::new(name)
+            .with_description(file.description.clone())
+            .with_model(model))
     }
 
     fn agent_file(&self, name: &str) -> Result<&AgentFile, HostError> {

@@ -1,10 +1,11 @@
 //! Turns a Flue workspace or bundle into runnable agents.
 //!
-//! flue-host is the assembly layer `flue run`, `flue serve`, `flue dev` and embedders share:
-//! it finds the workspace root, reads `.env` (without touching the process environment),
-//! builds the model providers from flue.toml and the environment, and per conversation opens
-//! the agent's sandbox and MCP servers and builds its [`Harness`](flue_core::Harness) on the
-//! workspace's store (`.flue/flue.db`). It closes what it opened on every path.
+//! flue-host is the assembly layer `flue run`, `flue chat`, `flue serve`, `flue dev` and
+//! embedders share: it finds the workspace root, reads `.env` (without touching the process
+//! environment), builds the model providers from flue.toml and the environment, and per
+//! conversation opens the agent's sandbox and MCP servers and builds its
+//! [`Harness`](flue_core::Harness) on the workspace's store (`.flue/flue.db`). An [`App`]
+//! assembles a whole serving process from that. It closes what it opened on every path.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), flue_host::HostError> {
@@ -35,10 +36,16 @@
 //!   [`AgentRegistry`](flue_core::AgentRegistry) of a submission runtime
 //!   ([`AgentRuntime`](flue_core::AgentRuntime)), with [`Host::preflight`] to check an agent
 //!   before anything is admitted.
+//! - [`App`] (built with [`AppBuilder`]): the serving assembly `flue run`, `flue chat`,
+//!   `flue serve` and `flue dev` share: store ([`StoreChoice`]), host, preflight, the durable
+//!   runtime with its recovery, the protocol's router, drain and close. [`DevApp`] adds
+//!   `flue dev`'s console status and reload swap.
 //! - [`HostError`]: what can go wrong before the first model call, with stable kinds.
 //! - [`find_root`], [`resolve_root`], [`open_store`], [`DB_PATH`]: the workspace's layout.
 
 mod agents;
+mod app;
+mod dev;
 mod env;
 mod error;
 mod host;
@@ -49,14 +56,20 @@ mod sampling;
 mod sandbox;
 mod store;
 mod tokens;
+mod trash;
 
-pub use agents::{AgentHarness, AgentInfo, AgentSet, HarnessOptions, agent_name_of_file};
+pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
+pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
+pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, watched_files};
 pub use env::Env;
 pub use error::HostError;
 pub use flue_connectors::{
     AcceptDefaults, DeclineElicitation, ElicitationAnswer, ElicitationRequest, McpElicitor,
     McpSamplingApprover, PendingActionElicitor, SamplingRequest, field_options, field_value,
 };
+pub use flue_core::AgentInfo;
 pub use host::Host;
-pub use root::{DB_PATH, find_root, open_store, resolve_root, store_path};
-pub use store::{ServeStore, open_inspect_store, open_serve_store};
+pub use providers::connection_hint;
+pub use root::{DB_PATH, find_root, resolve_root, store_path};
+pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
+pub use trash::restore_from_trash;

@@ -2,8 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_store::SqliteStore;
-
 use crate::HostError;
 
 /// Where conversations persist, relative to the workspace root.
@@ -57,9 +55,4 @@ fn find_or_take_root(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf, Hos
 /// The store file of the workspace at `root`.
 pub fn store_path(root: &Path) -> PathBuf {
     root.join(DB_PATH)
-}
-
-/// Opens the workspace's conversation store, creating it on first use.
-pub fn open_store(root: &Path) -> Result<SqliteStore, HostError> {
-    Ok(SqliteStore::open(&store_path(root))?)
 }

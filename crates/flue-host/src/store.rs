@@ -1,18 +1,58 @@
-//! Which conversation store `flue serve` (and the inspection commands) use: `.flue/flue.db` (SQLite) by default, or a
-//! Postgres database shared by many servers, chosen by `--store postgres://...` or flue.toml's
-//! `[store] url`. `${VAR}` in the URL is expanded from the environment (and the value marked a
+//! Which conversation store an app uses, and the one place stores are built: `.flue/flue.db`
+//! (SQLite) by default, `flue dev`'s own file, memory, or a Postgres database shared by many
+//! servers, chosen by `--store postgres://...` or flue.toml's `[store] url`. `${VAR}` in the URL is expanded from the environment (and the value marked a
 //! secret), so the password never sits in a file or a process listing; messages name the
 //! variable, never the URL.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flue_build::{StoreSettings, Workspace};
-use flue_core::{DynConversationStore, FlueError};
-use flue_store::{PostgresOptions, PostgresStore};
+use flue_core::{DynConversationStore, FlueError, MemoryStore};
+use flue_store::{PostgresOptions, PostgresStore, SqliteStore};
 
-use crate::{AgentSet, Env, HostError, open_store, store_path};
+use crate::{AgentSet, Env, HostError, store_path};
+
+/// Where an app keeps its conversations.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub enum StoreChoice {
+    /// The workspace's own SQLite file, `.flue/flue.db` under the root (created on first use).
+    #[default]
+    Workspace,
+    /// `flue serve`'s choice: this `postgres://` URL when given (`--store`), else flue.toml's
+    /// `[store] url`, else the workspace's SQLite file. `${VAR}` in a URL comes from the
+    /// agent set's environment.
+    Configured(Option<String>),
+    /// A SQLite file at this path, relative to the root unless absolute (`flue dev`'s
+    /// `.flue/dev.db`); its folder is created.
+    File(PathBuf),
+    /// A store in memory, gone with the process.
+    Memory,
+}
+
+impl StoreChoice {
+    /// Opens the store for `agents`' workspace.
+    pub async fn open(&self, agents: &AgentSet) -> Result<ServeStore, HostError> {
+        match self {
+            Self::Workspace => workspace_file(agents.root()),
+            Self::Configured(url) => open_serve_store(agents, url.as_deref()).await,
+            Self::File(path) => open_file(&agents.root().join(path)),
+            Self::Memory => Ok(ServeStore {
+                store: Arc::new(MemoryStore::new()),
+                shared: false,
+                lease: None,
+                description: "memory".to_owned(),
+            }),
+        }
+    }
+}
+
+/// Opens the workspace's conversation store, creating it on first use.
+pub fn open_store(root: &Path) -> Result<SqliteStore, HostError> {
+    Ok(SqliteStore::open(&store_path(root))?)
+}
 
 /// The store `flue serve` opened, with what the runtime needs to know about it.
 pub struct ServeStore {
@@ -135,5 +175,34 @@ async fn open_postgres(
         store: Arc::new(store),
         shared: true,
         lease,
+    })
+}
+
+/// The workspace's own SQLite file.
+fn workspace_file(root: &Path) -> Result<ServeStore, HostError> {
+    Ok(ServeStore {
+        store: Arc::new(open_store(root)?),
+        shared: false,
+        lease: None,
+        description: store_path(root).display().to_string(),
+    })
+}
+
+/// A SQLite file at `path`, its folder created.
+fn open_file(path: &Path) -> Result<ServeStore, HostError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|err| {
+            HostError::Core(flue_core::FlueError::store(
+                format!("cannot create {}", parent.display()),
+                err,
+            ))
+        })?;
+    }
+    let store = SqliteStore::open(path)?;
+    Ok(ServeStore {
+        store: Arc::new(store),
+        shared: false,
+        lease: None,
+        description: path.display().to_string(),
     })
 }

@@ -1,5 +1,5 @@
-//! Chunks both runtimes write the same way: the admitted message, a settlement (with the
-//! advisory of a failed or aborted one), timestamps.
+//! Chunks written the same way wherever they come from: the admitted message, a settlement
+//! (with the advisory of a failed or aborted one), timestamps.
 
 use flue_core::now_ms;
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
-//! [`DurableRuntime`]: a [`Backend`] over flue-core's durable submissions runtime
-//! ([`AgentRuntime`]). Admission, the per-conversation stream, abort and status are the
+//! [`DurableRuntime`]: the router's runtime, flue-core's durable submissions runtime
+//! ([`AgentRuntime`]) with the agents served and the live output of turns in progress. Admission, the per-conversation stream, abort and status are the
 //! runtime's; this module only projects its durable batches into protocol chunks.
 //!
 //! The projection is a pure function of one batch (ids are derived from the submission and
@@ -15,25 +15,25 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use flue_core::{
-    AgentRuntime, AssistantContent, BatchBody, BoxFuture, DEFAULT_SESSION, DeliveredMessage,
-    DispatchOptions, FlueError, Record, StreamBatch, SubmissionState,
+    AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION,
+    DeliveredMessage, DispatchOptions, FlueError, Record, StreamBatch, SubmissionState,
 };
 use serde_json::{Value, json};
 
 use crate::backend::{
-    Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
-    ConversationKey, Decision, Delivered, Delivery, Interrupted, LiveChunks, LiveCursor, Page,
-    Resolved, SendCondition, SubmissionStatus,
+    Admitted, Attachment, AttachmentBytes, BackendError, Batch, Decision, Delivered, Delivery,
+    Interrupted, LiveChunks, LiveCursor, Page, Resolved, SubmissionStatus,
 };
 use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunks, user_message};
-use crate::turns::{LiveTurns, spawn_follower};
+use crate::turns::{LiveTurns, Shown, spawn_follower};
 use crate::wire::{ChunkBody, Offset};
 
 /// How often an idle reader looks at the store for writes made by other processes (writes of
 /// this process wake it at once).
 const CROSS_PROCESS_POLL: Duration = Duration::from_secs(5);
 
-/// The durable backend. Cheap to clone.
+/// The runtime the router serves: flue-core's [`AgentRuntime`], the agents it lists and
+/// checks, and the live output of turns in progress. Cheap to clone.
 #[derive(Clone)]
 pub struct DurableRuntime {
     inner: Arc<Inner>,
@@ -149,353 +149,320 @@ impl DurableRuntime {
         lock(&self.inner.admitted).len()
     }
 
-    fn check_agent(
-        &self,
-        key: &ConversationKey,
-    ) -> Result<flue_core::ConversationKey, BackendError> {
+    fn check_agent(&self, key: &ConversationKey) -> Result<(), BackendError> {
         if !self.served().names.contains(&key.agent) {
             return Err(BackendError::UnknownAgent(key.agent.clone()));
         }
-        Ok(flue_core::ConversationKey::new(&key.agent, &key.id))
+        Ok(())
     }
-}
 
-impl Backend for DurableRuntime {
-    fn agents(&self) -> Vec<AgentInfo> {
+    pub(crate) fn agents(&self) -> Vec<AgentInfo> {
         self.served().agents.clone()
     }
 
-    fn has_agent(&self, agent: &str) -> bool {
+    pub(crate) fn has_agent(&self, agent: &str) -> bool {
         self.served().names.contains(agent)
     }
 
-    fn dispatch<'a>(
-        &'a self,
-        key: &'a ConversationKey,
+    pub(crate) async fn dispatch(
+        &self,
+        key: &ConversationKey,
         delivery: Delivery,
-    ) -> BoxFuture<'a, Result<Admitted, BackendError>> {
-        Box::pin(async move {
-            if self.inner.stopping.load(Ordering::SeqCst) {
-                return Err(BackendError::ShuttingDown);
-            }
-            let core_key = self.check_agent(key)?;
-            let condition = match delivery.condition {
-                SendCondition::Any => flue_core::SendCondition::Any,
-                SendCondition::CreateOnly => flue_core::SendCondition::Create,
-                SendCondition::Uid(uid) => flue_core::SendCondition::Uid(uid),
-            };
-            let message = match delivery.message {
-                Delivered::User { text, images } => DeliveredMessage::User {
-                    body: text,
-                    images: images
-                        .into_iter()
-                        .map(|image| flue_core::Image {
-                            data: image.data,
-                            mime_type: image.mime_type,
-                        })
-                        .collect(),
-                },
-                Delivered::Signal {
-                    signal_type,
-                    body,
-                    attributes,
-                    tag_name,
-                } => DeliveredMessage::Signal {
-                    signal_type,
-                    body,
-                    attributes: attributes.into_iter().collect(),
-                    tag_name,
-                },
-            };
-            let options = DispatchOptions {
-                condition,
-                trace_parent: delivery.trace_parent,
-                ..DispatchOptions::default()
-            };
-            let receipt = self
-                .inner
-                .runtime
-                .dispatch(&core_key, message, options)
-                .await
-                .map_err(backend_error)?;
-            lock(&self.inner.admitted).insert(receipt.submission_id.clone());
-            Ok(Admitted {
-                submission_id: receipt.submission_id,
-                uid: receipt.uid,
-                offset: Offset(receipt.offset.0),
-            })
+    ) -> Result<Admitted, BackendError> {
+        if self.inner.stopping.load(Ordering::SeqCst) {
+            return Err(BackendError::ShuttingDown);
+        }
+        self.check_agent(key)?;
+        let message = match delivery.message {
+            Delivered::User { text, images } => DeliveredMessage::User {
+                body: text,
+                images: images
+                    .into_iter()
+                    .map(|image| flue_core::Image {
+                        data: image.data,
+                        mime_type: image.mime_type,
+                    })
+                    .collect(),
+            },
+            Delivered::Signal {
+                signal_type,
+                body,
+                attributes,
+                tag_name,
+            } => DeliveredMessage::Signal {
+                signal_type,
+                body,
+                attributes: attributes.into_iter().collect(),
+                tag_name,
+            },
+        };
+        let options = DispatchOptions {
+            condition: delivery.condition,
+            trace_parent: delivery.trace_parent,
+            ..DispatchOptions::default()
+        };
+        let receipt = self
+            .inner
+            .runtime
+            .dispatch(key, message, options)
+            .await
+            .map_err(backend_error)?;
+        lock(&self.inner.admitted).insert(receipt.submission_id.clone());
+        Ok(Admitted {
+            submission_id: receipt.submission_id,
+            uid: receipt.uid,
+            offset: Offset(receipt.offset.0),
         })
     }
 
-    fn read<'a>(
-        &'a self,
-        key: &'a ConversationKey,
+    pub(crate) async fn read(
+        &self,
+        key: &ConversationKey,
         after: Offset,
         max_batches: usize,
-    ) -> BoxFuture<'a, Result<Page, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            let page = self
-                .inner
-                .runtime
-                .read_stream(&core_key, flue_core::Offset(after.0), max_batches)
-                .await
-                .map_err(backend_error)?;
-            let next = page.batches.last().map_or(after.0, |batch| batch.offset.0);
-            let head = if page.up_to_date {
-                Offset(page.next_offset.0.max(next))
-            } else {
-                Offset(page.next_offset.0.max(next) + 1)
-            };
-            let batches = page
-                .batches
-                .iter()
-                .map(|batch| {
-                    let ends_live_turn = live_turn_of(batch);
-                    let replaces_live = ends_live_turn
-                        .as_deref()
-                        .is_some_and(|submission_id| self.inner.turns.streamed(submission_id));
-                    Arc::new(Batch {
-                        offset: Offset(batch.offset.0),
-                        chunks: project(batch),
-                        ends_live_turn,
-                        replaces_live,
-                    })
+    ) -> Result<Page, BackendError> {
+        self.check_agent(key)?;
+        let page = self
+            .inner
+            .runtime
+            .read_stream(key, flue_core::Offset(after.0), max_batches)
+            .await
+            .map_err(backend_error)?;
+        let next = page.batches.last().map_or(after.0, |batch| batch.offset.0);
+        let head = if page.up_to_date {
+            Offset(page.next_offset.0.max(next))
+        } else {
+            Offset(page.next_offset.0.max(next) + 1)
+        };
+        let batches = page
+            .batches
+            .iter()
+            .map(|batch| {
+                let ends_live_turn = live_turn_of(batch);
+                let replaces_live = ends_live_turn
+                    .as_deref()
+                    .is_some_and(|submission_id| self.inner.turns.streamed(submission_id));
+                Arc::new(Batch {
+                    offset: Offset(batch.offset.0),
+                    chunks: project(batch),
+                    ends_live_turn,
+                    replaces_live,
                 })
-                .collect();
-            Ok(Page {
-                batches,
-                head,
-                incarnation: Arc::from(format!("inc_{}", key.conversation_id())),
             })
+            .collect();
+        Ok(Page {
+            batches,
+            head,
+            incarnation: Arc::from(format!("inc_{key}")),
         })
     }
 
-    fn head<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<Offset, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            match self
-                .inner
-                .runtime
-                .conversation(&core_key)
-                .await
-                .map_err(backend_error)?
-            {
-                Some(info) => Ok(Offset(info.head.0)),
-                None => Err(BackendError::StreamNotFound(key.conversation_id())),
+    pub(crate) async fn head(&self, key: &ConversationKey) -> Result<Offset, BackendError> {
+        self.check_agent(key)?;
+        match self
+            .inner
+            .runtime
+            .conversation(key)
+            .await
+            .map_err(backend_error)?
+        {
+            Some(info) => Ok(Offset(info.head.0)),
+            None => Err(BackendError::StreamNotFound(key.to_string())),
+        }
+    }
+
+    pub(crate) async fn changed(&self, key: &ConversationKey, after: Offset) {
+        if self.check_agent(key).is_err() {
+            return std::future::pending().await;
+        }
+        // Subscribe first, then look at the store once: a write that landed in between is
+        // seen either way. Writes of this process wake the watch at once; writes of other
+        // processes are seen by the slow poll.
+        let mut watch = self.inner.runtime.store().watch_head(key);
+        let mut poll = true;
+        loop {
+            if poll {
+                if let Ok(Some(info)) = self.inner.runtime.conversation(key).await
+                    && info.head.0 > after.0
+                {
+                    return;
+                }
+                poll = false;
             }
-        })
-    }
-
-    fn changed<'a>(&'a self, key: &'a ConversationKey, after: Offset) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let Ok(core_key) = self.check_agent(key) else {
-                return std::future::pending().await;
-            };
-            // Subscribe first, then look at the store once: a write that landed in between is
-            // seen either way. Writes of this process wake the watch at once; writes of other
-            // processes are seen by the slow poll.
-            let mut watch = self.inner.runtime.store().watch_head(&core_key);
-            let mut poll = true;
-            loop {
-                if poll {
-                    if let Ok(Some(info)) = self.inner.runtime.conversation(&core_key).await
-                        && info.head.0 > after.0
-                    {
+            match tokio::time::timeout(CROSS_PROCESS_POLL, watch.changed()).await {
+                Ok(Ok(())) => {
+                    if watch.borrow_and_update().0 > after.0 {
                         return;
                     }
-                    poll = false;
                 }
-                match tokio::time::timeout(CROSS_PROCESS_POLL, watch.changed()).await {
-                    Ok(Ok(())) => {
-                        if watch.borrow_and_update().0 > after.0 {
-                            return;
-                        }
-                    }
-                    Ok(Err(_)) => {
-                        tokio::time::sleep(CROSS_PROCESS_POLL).await;
-                        poll = true;
-                    }
-                    Err(_) => poll = true,
+                Ok(Err(_)) => {
+                    tokio::time::sleep(CROSS_PROCESS_POLL).await;
+                    poll = true;
                 }
+                Err(_) => poll = true,
             }
-        })
+        }
     }
 
-    fn actions<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-    ) -> BoxFuture<'a, Result<Vec<flue_core::ActionInfo>, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            self.inner
-                .runtime
-                .actions(&core_key)
-                .await
-                .map_err(backend_error)
-        })
+    pub(crate) async fn actions(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Vec<flue_core::ActionInfo>, BackendError> {
+        self.check_agent(key)?;
+        self.inner.runtime.actions(key).await.map_err(backend_error)
     }
 
-    fn resolve<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        action_id: &'a str,
+    pub(crate) async fn resolve(
+        &self,
+        key: &ConversationKey,
+        action_id: &str,
         decision: Decision,
-    ) -> BoxFuture<'a, Result<Resolved, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            if self.inner.stopping.load(Ordering::Acquire) {
-                return Err(BackendError::ShuttingDown);
-            }
-            let receipt = self
-                .inner
-                .runtime
-                .resolve(&core_key, action_id, decision)
-                .await
-                .map_err(backend_error)?;
-            if let Some(submission_id) = &receipt.submission_id {
-                lock(&self.inner.admitted).insert(submission_id.clone());
-            }
-            Ok(Resolved {
-                submission_id: receipt.submission_id,
-                offset: Offset(receipt.offset.0),
-            })
+    ) -> Result<Resolved, BackendError> {
+        self.check_agent(key)?;
+        if self.inner.stopping.load(Ordering::Acquire) {
+            return Err(BackendError::ShuttingDown);
+        }
+        let receipt = self
+            .inner
+            .runtime
+            .resolve(key, action_id, decision)
+            .await
+            .map_err(backend_error)?;
+        if let Some(submission_id) = &receipt.submission_id {
+            lock(&self.inner.admitted).insert(submission_id.clone());
+        }
+        Ok(Resolved {
+            submission_id: receipt.submission_id,
+            offset: Offset(receipt.offset.0),
         })
     }
 
-    fn interrupt<'a>(
-        &'a self,
-        key: &'a ConversationKey,
+    pub(crate) async fn interrupt(
+        &self,
+        key: &ConversationKey,
         message: Option<String>,
-    ) -> BoxFuture<'a, Result<Interrupted, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            if self.inner.stopping.load(Ordering::Acquire) {
-                return Err(BackendError::ShuttingDown);
-            }
-            let receipt = self
-                .inner
-                .runtime
-                .interrupt(&core_key, message.map(DeliveredMessage::user))
-                .await
-                .map_err(backend_error)?;
-            let submission_id = receipt
-                .dispatched
-                .map(|dispatched| dispatched.submission_id);
-            if let Some(submission_id) = &submission_id {
-                lock(&self.inner.admitted).insert(submission_id.clone());
-            }
-            Ok(Interrupted {
-                interrupted: receipt.interrupted,
-                settled: receipt.settled,
-                submission_id,
-            })
+    ) -> Result<Interrupted, BackendError> {
+        self.check_agent(key)?;
+        if self.inner.stopping.load(Ordering::Acquire) {
+            return Err(BackendError::ShuttingDown);
+        }
+        let receipt = self
+            .inner
+            .runtime
+            .interrupt(key, message.map(DeliveredMessage::user))
+            .await
+            .map_err(backend_error)?;
+        let submission_id = receipt
+            .dispatched
+            .map(|dispatched| dispatched.submission_id);
+        if let Some(submission_id) = &submission_id {
+            lock(&self.inner.admitted).insert(submission_id.clone());
+        }
+        Ok(Interrupted {
+            interrupted: receipt.interrupted,
+            settled: receipt.settled,
+            submission_id,
         })
     }
 
-    fn abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            match self.inner.runtime.abort(&core_key).await {
-                Ok(aborted) => Ok(aborted),
-                Err(FlueError::AgentInstanceNotFound { .. }) => Ok(false),
-                Err(err) => Err(backend_error(err)),
-            }
-        })
+    pub(crate) async fn abort(&self, key: &ConversationKey) -> Result<bool, BackendError> {
+        self.check_agent(key)?;
+        match self.inner.runtime.abort(key).await {
+            Ok(aborted) => Ok(aborted),
+            Err(FlueError::AgentInstanceNotFound { .. }) => Ok(false),
+            Err(err) => Err(backend_error(err)),
+        }
     }
 
-    fn attachment<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        attachment_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<AttachmentBytes>, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            // The id names the submission and the image's index: its bytes are those of the
-            // admitted message, stored once with the submission.
-            let Some((submission_id, idx)) = parse_attachment_id(attachment_id) else {
-                return Ok(None);
-            };
-            let info = match self.inner.runtime.status(submission_id).await {
-                Ok(info) => info,
-                Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
-                Err(err) => return Err(backend_error(err)),
-            };
-            if info.conversation != core_key {
-                return Ok(None);
-            }
-            let DeliveredMessage::User { images, .. } = &info.message else {
-                return Ok(None);
-            };
-            let Some(image) = images.get(idx) else {
-                return Ok(None);
-            };
-            let Some(bytes) = decode_image(&image.data) else {
-                return Err(BackendError::Internal(FlueError::InvalidRequest {
-                    message: format!(
-                        "attachment {attachment_id:?} is not valid base64 in the store"
-                    ),
-                }));
-            };
-            Ok(Some(AttachmentBytes {
-                mime_type: image.mime_type.clone(),
-                bytes,
-            }))
-        })
+    pub(crate) async fn attachment(
+        &self,
+        key: &ConversationKey,
+        attachment_id: &str,
+    ) -> Result<Option<AttachmentBytes>, BackendError> {
+        self.check_agent(key)?;
+        // The id names the submission and the image's index: its bytes are those of the
+        // admitted message, stored once with the submission.
+        let Some((submission_id, idx)) = parse_attachment_id(attachment_id) else {
+            return Ok(None);
+        };
+        let info = match self.inner.runtime.status(submission_id).await {
+            Ok(info) => info,
+            Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
+            Err(err) => return Err(backend_error(err)),
+        };
+        if info.conversation != *key {
+            return Ok(None);
+        }
+        let DeliveredMessage::User { images, .. } = &info.message else {
+            return Ok(None);
+        };
+        let Some(image) = images.get(idx) else {
+            return Ok(None);
+        };
+        let Some(bytes) = decode_image(&image.data) else {
+            return Err(BackendError::Internal(FlueError::InvalidRequest {
+                message: format!("attachment {attachment_id:?} is not valid base64 in the store"),
+            }));
+        };
+        Ok(Some(AttachmentBytes {
+            mime_type: image.mime_type.clone(),
+            bytes,
+        }))
     }
 
-    fn live(&self, key: &ConversationKey, cursor: LiveCursor) -> Option<LiveChunks> {
-        self.inner.turns.read(&key.conversation_id(), cursor)
+    pub(crate) fn live(&self, key: &ConversationKey, cursor: LiveCursor) -> Option<LiveChunks> {
+        self.inner.turns.read(&key.to_string(), cursor)
     }
 
-    fn live_changed<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let mut watch = self.inner.turns.watch(&key.conversation_id());
-            if watch.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        })
+    pub(crate) async fn live_changed(&self, key: &ConversationKey) {
+        let mut watch = self.inner.turns.watch(&key.to_string());
+        if watch.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
-    fn mark_streamed(&self, submission_id: &str) {
+    /// The runtime's events the dev console shows live, from the one follower of its events.
+    pub(crate) fn shown_events(&self) -> tokio::sync::broadcast::Receiver<Shown> {
+        self.inner.turns.subscribe_shown()
+    }
+
+    pub(crate) fn mark_streamed(&self, submission_id: &str) {
         self.inner.turns.mark_streamed(submission_id);
     }
 
-    fn submission<'a>(
-        &'a self,
-        key: &'a ConversationKey,
-        submission_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SubmissionStatus>, BackendError>> {
-        Box::pin(async move {
-            let core_key = self.check_agent(key)?;
-            let info = match self.inner.runtime.status(submission_id).await {
-                Ok(info) => info,
-                Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
-                Err(err) => return Err(backend_error(err)),
-            };
-            if info.conversation != core_key {
-                return Ok(None);
-            }
-            let state = match info.state {
-                SubmissionState::Queued => "queued",
-                SubmissionState::Running => "running",
-                SubmissionState::Waiting => "waiting",
-                SubmissionState::Settled => "settled",
-                _ => "unknown",
-            };
-            Ok(Some(SubmissionStatus {
-                submission_id: info.submission_id,
-                state,
-                outcome: info
-                    .settlement
-                    .as_ref()
-                    .map(|settlement| outcome_name(settlement.outcome).to_owned()),
-                error: info
-                    .settlement
-                    .and_then(|settlement| settlement.error)
-                    .map(|error| error_value(&error)),
-            }))
-        })
+    pub(crate) async fn submission(
+        &self,
+        key: &ConversationKey,
+        submission_id: &str,
+    ) -> Result<Option<SubmissionStatus>, BackendError> {
+        self.check_agent(key)?;
+        let info = match self.inner.runtime.status(submission_id).await {
+            Ok(info) => info,
+            Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
+            Err(err) => return Err(backend_error(err)),
+        };
+        if info.conversation != *key {
+            return Ok(None);
+        }
+        let state = match info.state {
+            SubmissionState::Queued => "queued",
+            SubmissionState::Running => "running",
+            SubmissionState::Waiting => "waiting",
+            SubmissionState::Settled => "settled",
+            _ => "unknown",
+        };
+        Ok(Some(SubmissionStatus {
+            submission_id: info.submission_id,
+            state,
+            outcome: info
+                .settlement
+                .as_ref()
+                .map(|settlement| outcome_name(settlement.outcome).to_owned()),
+            error: info
+                .settlement
+                .and_then(|settlement| settlement.error)
+                .map(|error| error_value(&error)),
+        }))
     }
 }
 

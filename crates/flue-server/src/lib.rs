@@ -3,49 +3,47 @@
 //!
 //! Every conversation is a URL, `/agents/<agent>/<id>`: `POST` admits a message (202 with a
 //! resume offset), `GET` reads a snapshot or the updates after an offset (plain, long-poll or
-//! SSE), `POST .../abort` stops its work. The router renders what a [`Backend`] hands it and
-//! never reaches into sessions; [`LocalRuntime`] is the in-process backend over flue-core
-//! sessions. The protocol and our additions are documented in `docs/http-api.md`.
+//! SSE), `POST .../abort` stops its work. The router renders what its one runtime, the
+//! [`DurableRuntime`] over flue-core's [`AgentRuntime`](flue_core::AgentRuntime), hands it and
+//! never reaches into sessions. The protocol and our additions are documented in
+//! `docs/http-api.md`; the dev console's routes ([`console_routes`]) in `docs/dev.md`.
 //!
 //! ```no_run
-//! # async fn demo(host: std::sync::Arc<dyn flue_server::AgentHost>) -> std::io::Result<()> {
-//! use std::sync::Arc;
-//! use flue_server::{LocalRuntime, ServerConfig, router, serve};
+//! # async fn demo(runtime: flue_core::AgentRuntime) -> std::io::Result<()> {
+//! use flue_core::AgentInfo;
+//! use flue_server::{DurableRuntime, ServerConfig, router, serve};
 //!
-//! let runtime = LocalRuntime::new(host);
-//! let app = axum::Router::new().merge(router(Arc::new(runtime), ServerConfig::default()));
+//! let runtime = DurableRuntime::new(runtime, vec![AgentInfo::new("hello")]);
+//! let app = axum::Router::new().merge(router(runtime, ServerConfig::default()));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //! serve(listener, app, 20_000, std::future::pending()).await
 //! # }
 //! ```
 //!
-//! Main types: [`router`] and [`ServerConfig`]; [`Backend`] (what a runtime provides) and its
-//! data ([`ConversationKey`], [`Delivery`], [`Batch`], [`Page`]); [`LocalRuntime`] and
-//! [`AgentHost`]; the wire shapes in [`wire`].
+//! Main types: [`router`] and [`ServerConfig`]; [`DurableRuntime`] (the runtime and the agents
+//! it lists); [`console_routes`] with [`DevConsole`] and [`BuildStatus`]; [`Transcript`] (a
+//! conversation's stored sessions); the wire shapes in [`wire`].
 
 mod backend;
 mod chunks;
+mod console;
 mod durable;
 mod error;
 mod live;
-mod local;
 mod project;
 mod router;
 mod routes;
 mod serve;
+mod transcript;
 mod turns;
 pub mod wire;
 
-pub use backend::{
-    Admitted, AgentInfo, Attachment, AttachmentBytes, Backend, BackendError, Batch,
-    ConversationKey, Decision, Delivered, Delivery, Interrupted, LiveChunks, LiveCursor, Page,
-    Resolved, SendCondition, SubmissionStatus,
-};
+pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, console_routes};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
-pub use local::{AgentHost, LocalRuntime};
 pub use router::{ROUTES, ServerConfig, router};
 pub use serve::{Connection, serve};
+pub use transcript::{Transcript, transcript_tree};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@
 //! heartbeat interval, and a control event at least every control interval.
 //!
 //! Live output: a reader at the durable head also sends the model turn in progress
-//! ([`Backend::live`](crate::Backend::live)) as it grows, a `data` event per wake-up. Live
+//! (`DurableRuntime::live`) as it grows, a `data` event per wake-up. Live
 //! chunks are positioned after the reader's offset (`{batch: offset, index: 2^20 + i}`) and do
 //! not advance it; the turn's durable batch later arrives as a `conversation-reset`
 //! (`routes::with_live_resets`), and a reader that has read it sends no more of that turn.
@@ -18,10 +18,11 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use flue_core::ConversationKey;
 use futures::stream;
 use tokio::time::Instant;
 
-use crate::backend::{ConversationKey, LiveChunks, LiveCursor, Page};
+use crate::backend::{LiveChunks, LiveCursor, Page};
 use crate::error::ApiError;
 use crate::router::AppState;
 use crate::routes::{render_page, with_live_resets};
@@ -65,13 +66,13 @@ pub(crate) async fn sse(
     from_origin: bool,
 ) -> Result<Response, ApiError> {
     let page = state
-        .backend
+        .runtime
         .read(&key, offset, state.config.page_size)
         .await?;
     let page = with_live_resets(&state, &key, page).await?;
     let now = Instant::now();
     let reader = Reader {
-        conversation_id: key.conversation_id(),
+        conversation_id: key.to_string(),
         next_heartbeat: now + state.config.heartbeat_interval,
         next_control: now + state.config.control_interval,
         state,
@@ -111,7 +112,7 @@ impl Reader {
             if !self.caught_up {
                 let page = self
                     .state
-                    .backend
+                    .runtime
                     .read(&self.key, self.offset, self.state.config.page_size)
                     .await
                     .ok()?;
@@ -121,8 +122,8 @@ impl Reader {
             // Subscribe before looking, so that output arriving in between wakes the wait.
             let state = Arc::clone(&self.state);
             let key = self.key.clone();
-            let live_changed = state.backend.live_changed(&key);
-            if let Some(live) = state.backend.live(&key, self.live)
+            let live_changed = state.runtime.live_changed(&key);
+            if let Some(live) = state.runtime.live(&key, self.live)
                 && let Some(bytes) = self.render_live(live)
             {
                 return Some(bytes);
@@ -137,7 +138,7 @@ impl Reader {
                 return Some(Bytes::from_static(b": heartbeat\n\n"));
             }
             let deadline = self.next_heartbeat.min(self.next_control);
-            let changed = state.backend.changed(&key, self.offset);
+            let changed = state.runtime.changed(&key, self.offset);
             tokio::select! {
                 () = changed => self.caught_up = false,
                 () = live_changed => {}
@@ -152,7 +153,7 @@ impl Reader {
             return None;
         }
         // Marked before anything is sent: from now on the turn's durable batch is a reset.
-        self.state.backend.mark_streamed(&live.submission_id);
+        self.state.runtime.mark_streamed(&live.submission_id);
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(b"event: data\ndata:[");
         let checkpoint = Checkpoint {
@@ -200,7 +201,7 @@ impl Reader {
             if self.live_submission.as_ref() == Some(submission_id) {
                 self.live_floor = self.live_floor.max(self.live.turn);
             }
-            if let Some(live) = self.state.backend.live(&self.key, LiveCursor::default())
+            if let Some(live) = self.state.runtime.live(&self.key, LiveCursor::default())
                 && live.submission_id == *submission_id
             {
                 self.live_floor = self.live_floor.max(live.turn);

@@ -15,7 +15,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
-use crate::backend::Backend;
+use crate::durable::DurableRuntime;
 use crate::error::ApiError;
 use crate::routes;
 
@@ -58,7 +58,7 @@ impl Default for ServerConfig {
 
 /// The router's shared state: the runtime and the configuration, behind one `Arc`.
 pub(crate) struct AppState {
-    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) runtime: DurableRuntime,
     pub(crate) config: ServerConfig,
 }
 
@@ -80,8 +80,8 @@ pub const ROUTES: &[&str] = &[
 
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
 /// serve it with [`serve`](crate::serve).
-pub fn router(backend: Arc<dyn Backend>, config: ServerConfig) -> Router {
-    let state = Arc::new(AppState { backend, config });
+pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
+    let state = Arc::new(AppState { runtime, config });
     let config = &state.config;
     let conversation: MethodRouter<Arc<AppState>> = get(routes::read)
         .head(routes::head)

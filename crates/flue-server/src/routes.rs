@@ -1,5 +1,5 @@
 //! The route handlers: parse and check a request completely (nothing is stored for a refused
-//! request), call the [`Backend`](crate::Backend), render the protocol's response.
+//! request), call the [`DurableRuntime`](crate::DurableRuntime), render the protocol's response.
 
 use std::sync::Arc;
 
@@ -9,11 +9,10 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{OriginalUri, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use flue_core::{ConversationKey, SendCondition};
 use serde_json::{Value, json};
 
-use crate::backend::{
-    Attachment, Batch, ConversationKey, Delivered, Delivery, Page, SendCondition,
-};
+use crate::backend::{Attachment, Batch, Delivered, Delivery, Page};
 use crate::error::ApiError;
 use crate::live;
 use crate::project::Conversation;
@@ -40,7 +39,7 @@ pub(crate) async fn health() -> Json<Value> {
 
 /// `GET /_flue/agents`.
 pub(crate) async fn agents(State(state): Shared) -> Json<Value> {
-    Json(json!({"agents": state.backend.agents()}))
+    Json(json!({"agents": state.runtime.agents()}))
 }
 
 /// `POST /agents/<agent>/<id>`: admits one message.
@@ -61,12 +60,12 @@ pub(crate) async fn send(
     }
     let body = read_body(&state, body)?;
     let delivery = parse_delivery(&headers, &body)?;
-    let admitted = state.backend.dispatch(&key, delivery).await?;
+    let admitted = state.runtime.dispatch(&key, delivery).await?;
     let stream_url = stream_url(&headers, uri.path());
     let offset = admitted.offset.to_string();
     tracing::info!(
         target: "flue_server::admission",
-        conversation = %key.conversation_id(),
+        conversation = %key.to_string(),
         submission = %admitted.submission_id,
         "admitted"
     );
@@ -144,7 +143,7 @@ pub(crate) async fn head(
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id).map_err(ApiError::without_body)?;
     let head = state
-        .backend
+        .runtime
         .head(&key)
         .await
         .map_err(|err| ApiError::from(err).without_body())?;
@@ -162,10 +161,10 @@ pub(crate) async fn abort(
     Path((agent, id)): Path<(String, String)>,
 ) -> Result<Json<AbortResponse>, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    let aborted = state.backend.abort(&key).await?;
+    let aborted = state.runtime.abort(&key).await?;
     tracing::info!(
         target: "flue_server::abort",
-        conversation = %key.conversation_id(),
+        conversation = %key.to_string(),
         aborted,
         "abort"
     );
@@ -178,7 +177,7 @@ pub(crate) async fn submission(
     Path((agent, id, submission)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    match state.backend.submission(&key, &submission).await? {
+    match state.runtime.submission(&key, &submission).await? {
         Some(status) => {
             let mut response = Json(status).into_response();
             json_no_store(response.headers_mut());
@@ -196,7 +195,7 @@ pub(crate) async fn actions(
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
     let actions: Vec<Value> = state
-        .backend
+        .runtime
         .actions(&key)
         .await?
         .iter()
@@ -229,10 +228,10 @@ pub(crate) async fn resolve(
     let key = conversation_key(&state, agent, id)?;
     let body = read_body(&state, body)?;
     let decision = parse_decision(&headers, &body)?;
-    let resolved = state.backend.resolve(&key, &action, decision).await?;
+    let resolved = state.runtime.resolve(&key, &action, decision).await?;
     tracing::info!(
         target: "flue_server::action",
-        conversation = %key.conversation_id(),
+        conversation = %key.to_string(),
         action = %action,
         "resolved"
     );
@@ -257,10 +256,10 @@ pub(crate) async fn interrupt(
     let key = conversation_key(&state, agent, id)?;
     let body = read_body(&state, body)?;
     let message = parse_interrupt(&headers, &body)?;
-    let done = state.backend.interrupt(&key, message).await?;
+    let done = state.runtime.interrupt(&key, message).await?;
     tracing::info!(
         target: "flue_server::action",
-        conversation = %key.conversation_id(),
+        conversation = %key.to_string(),
         interrupted = done.interrupted.len(),
         "interrupted"
     );
@@ -431,8 +430,8 @@ pub(crate) async fn attachment(
     Path((agent, id, attachment)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    state.backend.head(&key).await?;
-    let Some(stored) = state.backend.attachment(&key, &attachment).await? else {
+    state.runtime.head(&key).await?;
+    let Some(stored) = state.runtime.attachment(&key, &attachment).await? else {
         return Err(ApiError::attachment_not_found(&attachment));
     };
     let mut response = (StatusCode::OK, stored.bytes).into_response();
@@ -461,7 +460,7 @@ async fn snapshot(state: &AppState, key: &ConversationKey) -> Result<Response, A
     let mut conversation = Conversation::default();
     let mut after = Offset::START;
     let incarnation = loop {
-        let page = state.backend.read(key, after, usize::MAX).await?;
+        let page = state.runtime.read(key, after, usize::MAX).await?;
         for batch in &page.batches {
             for chunk in &batch.chunks {
                 conversation.apply(chunk);
@@ -473,7 +472,7 @@ async fn snapshot(state: &AppState, key: &ConversationKey) -> Result<Response, A
         }
     };
     let offset = after.to_string();
-    let snapshot = conversation.snapshot(&key.conversation_id(), offset.clone(), &incarnation);
+    let snapshot = conversation.snapshot(&key.to_string(), offset.clone(), &incarnation);
     let mut response = Json(snapshot).into_response();
     let headers = response.headers_mut();
     json_no_store(headers);
@@ -491,23 +490,23 @@ async fn updates(
     long_poll: bool,
 ) -> Result<Response, ApiError> {
     let mut page = state
-        .backend
+        .runtime
         .read(key, offset, state.config.page_size)
         .await?;
     if long_poll && page.batches.is_empty() {
-        let wait = state.backend.changed(key, offset);
+        let wait = state.runtime.changed(key, offset);
         if tokio::time::timeout(state.config.long_poll_timeout, wait)
             .await
             .is_ok()
         {
             page = state
-                .backend
+                .runtime
                 .read(key, offset, state.config.page_size)
                 .await?;
         }
     }
     let page = with_live_resets(state, key, page).await?;
-    let (body, next) = render_page(&key.conversation_id(), &page, offset, from_origin);
+    let (body, next) = render_page(&key.to_string(), &page, offset, from_origin);
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
     json_no_store(headers);
@@ -529,7 +528,7 @@ pub(crate) async fn with_live_resets(
     if !page.batches.iter().any(|batch| batch.replaces_live) {
         return Ok(page);
     }
-    let conversation_id = key.conversation_id();
+    let conversation_id = key.to_string();
     let mut conversation = Conversation::default();
     let mut after = Offset::START;
     for batch in &mut page.batches {
@@ -539,7 +538,7 @@ pub(crate) async fn with_live_resets(
         // The state through this batch, read incrementally from where the last reset ended.
         while after < batch.offset {
             let wanted = usize::try_from(batch.offset.0 - after.0).unwrap_or(usize::MAX);
-            let prefix = state.backend.read(key, after, wanted).await?;
+            let prefix = state.runtime.read(key, after, wanted).await?;
             let Some(last) = prefix.batches.last() else {
                 break;
             };
@@ -663,7 +662,7 @@ fn conversation_key(
     agent: String,
     id: String,
 ) -> Result<ConversationKey, ApiError> {
-    if !state.backend.has_agent(&agent) {
+    if !state.runtime.has_agent(&agent) {
         return Err(ApiError::agent_not_found(&agent));
     }
     if id.trim().is_empty() {
@@ -676,7 +675,7 @@ fn conversation_key(
             "The conversation id must be at most 256 characters without control characters.",
         ));
     }
-    Ok(ConversationKey { agent, id })
+    Ok(ConversationKey::new(agent, id))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -778,7 +777,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
         .map_err(|err| ApiError::invalid_request(format!("The body is not a message: {err}.")))?;
     let condition = match &prompt.uid {
         None => SendCondition::Any,
-        Some(Value::Null) => SendCondition::CreateOnly,
+        Some(Value::Null) => SendCondition::Create,
         Some(Value::String(uid)) if !uid.is_empty() => SendCondition::Uid(uid.clone()),
         Some(_) => {
             return Err(ApiError::invalid_request(

@@ -14,6 +14,11 @@
 //! instead of their deltas, so a reader that saw the live text, or resumes from an offset
 //! after seeing it, replaces it rather than appending it twice. The streamed set is bounded
 //! (oldest forgotten first) and lives as long as the process.
+//!
+//! The follower is the server's one consumer of the runtime's events: besides the protocol's
+//! live turns it hands the events the dev console shows live (deltas, turn ends, tasks,
+//! compaction; see `console.rs`) to the console's readers, so both SSE streams are fed from
+//! here.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -28,10 +33,32 @@ use crate::wire::ChunkBody;
 /// How many streamed submissions are remembered.
 const STREAMED_CAPACITY: usize = 65_536;
 
-/// Live turns of every conversation of one runtime.
-#[derive(Default)]
+/// How many shown events a console reader may fall behind before it misses some (the
+/// runtime's own broadcast holds as many).
+const SHOWN_CAPACITY: usize = 4096;
+
+/// Live turns of every conversation of one runtime, and the events the console shows live.
 pub(crate) struct LiveTurns {
     state: Mutex<State>,
+    shown: broadcast::Sender<Shown>,
+}
+
+impl Default for LiveTurns {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            shown: broadcast::channel(SHOWN_CAPACITY).0,
+        }
+    }
+}
+
+/// What a console reader receives.
+#[derive(Clone, Debug)]
+pub(crate) enum Shown {
+    /// One event the console shows live.
+    Event(Arc<RuntimeEvent>),
+    /// The follower fell behind the runtime: events were missed.
+    Lagged,
 }
 
 #[derive(Default)]
@@ -68,10 +95,18 @@ impl LiveTurns {
                 return;
             };
             match event {
-                Ok(event) => turns.apply(event),
+                Ok(event) => {
+                    if turns.shown.receiver_count() > 0 && console_shows(&event.event) {
+                        let _ = turns.shown.send(Shown::Event(Arc::new(event.clone())));
+                    }
+                    turns.apply(event);
+                }
                 // Missed events: the open turns are incomplete, so drop them; their durable
                 // records follow.
-                Err(broadcast::error::RecvError::Lagged(_)) => turns.clear(),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    turns.clear();
+                    let _ = turns.shown.send(Shown::Lagged);
+                }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
         }
@@ -123,6 +158,11 @@ impl LiveTurns {
             first_index,
             chunks: turn.chunks.get(first_index..).unwrap_or_default().to_vec(),
         })
+    }
+
+    /// The events the console shows live, from now on.
+    pub(crate) fn subscribe_shown(&self) -> broadcast::Receiver<Shown> {
+        self.shown.subscribe()
     }
 
     /// A receiver that changes with every live change of `conversation`.
@@ -218,6 +258,20 @@ impl State {
             }
         }
     }
+}
+
+/// The events the console shows live; the rest reach it through the durable stream.
+fn console_shows(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::TextDelta { .. }
+            | Event::ThinkingDelta { .. }
+            | Event::TurnEnd { .. }
+            | Event::TaskStart { .. }
+            | Event::TaskEnd { .. }
+            | Event::CompactionStart { .. }
+            | Event::CompactionEnd { .. }
+    )
 }
 
 /// Keeps `turns` following the runtime's events on the current tokio runtime, if any.

@@ -8,6 +8,46 @@ use crate::error::{FlueError, Result};
 use crate::harness::HarnessBuilder;
 use crate::util::BoxFuture;
 
+/// What an agent list shows about one agent: `GET /_flue/agents` on the wire, `flue serve`'s
+/// and `flue dev`'s agent list. Grows over time: build it with [`AgentInfo::new`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct AgentInfo {
+    /// The agent's name (its file name without `.md`; the URL segment).
+    pub name: String,
+    /// The agent's description, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The agent's model, `<provider>/<model>`, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl AgentInfo {
+    /// An agent with a name only.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: None,
+            model: None,
+        }
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn with_description(mut self, description: Option<String>) -> Self {
+        self.description = description;
+        self
+    }
+
+    /// Sets the model specifier.
+    #[must_use]
+    pub fn with_model(mut self, model: Option<String>) -> Self {
+        self.model = model;
+        self
+    }
+}
+
 /// The agents a runtime serves, by name.
 ///
 /// Implemented by the assembly layer (a workspace or bundle: providers, sandboxes, MCP servers)

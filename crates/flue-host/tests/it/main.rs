@@ -7,7 +7,9 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod app;
 mod host;
+mod library_example;
 
 use std::path::Path;
 

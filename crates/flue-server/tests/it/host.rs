@@ -1,6 +1,7 @@
 //! A test host: agents `plain` (answers), `tool` (calls `lookup`), `slow-tool` (calls a tool
 //! that sleeps until cancelled or 30 s), `stream` (answers a piece every 80 ms), all on the
-//! scripted model and an in-memory store.
+//! scripted model, served by the durable runtime (flue-core's `AgentRuntime`) over the memory
+//! store.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +10,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response};
 use flue_core::{
-    AgentConfig, AgentRuntime, BoxFuture, FlueError, Harness, HarnessBuilder, LocalSandbox,
-    MemoryStore, ProviderRegistry, ScriptedProvider, Session, StaticAgents, ToolDefinition,
-    ToolError,
+    AgentConfig, AgentInfo, AgentRuntime, FlueError, Harness, HarnessBuilder, LocalSandbox,
+    MemoryStore, ProviderRegistry, ScriptedProvider, StaticAgents, ToolDefinition, ToolError,
 };
-use flue_server::{AgentHost, AgentInfo, DurableRuntime, LocalRuntime, ServerConfig};
+use flue_server::{DurableRuntime, ServerConfig};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -33,14 +33,12 @@ struct Query {
 
 pub(crate) struct TestHost {
     dir: tempfile::TempDir,
-    store: Arc<MemoryStore>,
 }
 
 impl TestHost {
     pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
-            store: Arc::new(MemoryStore::new()),
         }
     }
 }
@@ -92,52 +90,23 @@ fn lookup_tool(slow: bool) -> Result<ToolDefinition, FlueError> {
     )
 }
 
-impl AgentHost for TestHost {
+impl TestHost {
+    /// The agents the test runtime serves.
     fn agents(&self) -> Vec<AgentInfo> {
         ["plain", "tool", "slow-tool", "stream"]
             .into_iter()
-            .map(|name| AgentInfo {
-                name: name.to_owned(),
-                description: Some(format!("the {name} agent")),
-                model: Some("scripted/test.json".to_owned()),
+            .map(|name| {
+                AgentInfo::new(name)
+                    .with_description(Some(format!("the {name} agent")))
+                    .with_model(Some("scripted/test.json".to_owned()))
             })
             .collect()
     }
-
-    fn open<'a>(
-        &'a self,
-        agent: &'a str,
-        instance_id: &'a str,
-    ) -> BoxFuture<'a, Result<Session, FlueError>> {
-        Box::pin(async move {
-            let harness = (self.builder(agent)?)()
-                .with_instance_id(instance_id)
-                .with_store(Arc::clone(&self.store) as _)
-                .build()
-                .await?;
-            harness.session("default").await
-        })
-    }
 }
 
-/// Which backend a test runs against.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Kind {
-    /// `LocalRuntime` over a `TestHost`.
-    Local,
-    /// `DurableRuntime` over flue-core's `AgentRuntime` and an in-memory store.
-    Durable,
-}
-
-/// A router over a fresh runtime of `kind`.
-pub(crate) async fn app(kind: Kind, config: ServerConfig) -> Router {
-    match kind {
-        Kind::Local => {
-            let runtime = LocalRuntime::new(Arc::new(TestHost::new()));
-            flue_server::router(Arc::new(runtime), config)
-        }
-        Kind::Durable => flue_server::router(Arc::new(durable_runtime().await), config),
-    }
+/// A router over a fresh runtime.
+pub(crate) async fn app(config: ServerConfig) -> Router {
+    flue_server::router(durable_runtime().await, config)
 }
 
 /// A `DurableRuntime` over flue-core's `AgentRuntime` and an in-memory store, serving the
@@ -172,12 +141,8 @@ pub(crate) async fn careful_app() -> Router {
         .await
         .unwrap();
     std::mem::forget(host);
-    let infos = vec![AgentInfo {
-        name: "careful".to_owned(),
-        description: None,
-        model: None,
-    }];
-    flue_server::router(Arc::new(DurableRuntime::new(runtime, infos)), fast_config())
+    let infos = vec![AgentInfo::new("careful")];
+    flue_server::router(DurableRuntime::new(runtime, infos), fast_config())
 }
 
 /// Quick timings for tests.

@@ -1,6 +1,6 @@
 //! Integration tests of flue-server: the protocol in process (`tower::ServiceExt::oneshot`
-//! against the router over a real `LocalRuntime` with the scripted model), and the route list
-//! against docs/http-api.md.
+//! against the router over the durable runtime, flue-core's `AgentRuntime` on the memory
+//! store, with the scripted model), and the route list against docs/http-api.md.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -11,12 +11,12 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::host::{Kind, app, call, fast_config, get, post_json, send, settled};
+use crate::host::{app, call, fast_config, get, post_json, send, settled};
 
 const ZERO: &str = "0000000000000000_0000000000000000";
 
-async fn admission_returns_202_with_coordinates_and_the_reply_lands_in_the_snapshot(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn admission_returns_202_with_coordinates_and_the_reply_lands_in_the_snapshot() {
+    let app = app(fast_config()).await;
     let reply = post_json(
         &app,
         "/agents/plain/c1?x=1",
@@ -88,8 +88,8 @@ async fn admission_returns_202_with_coordinates_and_the_reply_lands_in_the_snaps
     assert_eq!(head.header("stream-up-to-date"), Some("true"));
 }
 
-async fn tool_calls_appear_as_dynamic_tool_parts_and_chunks(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn tool_calls_appear_as_dynamic_tool_parts_and_chunks() {
+    let app = app(fast_config()).await;
     let admission = send(&app, "/agents/tool/t1", "six times seven").await;
     let submission = admission["submissionId"].as_str().unwrap();
     let snapshot = settled(&app, "/agents/tool/t1", submission).await;
@@ -161,8 +161,8 @@ async fn tool_calls_appear_as_dynamic_tool_parts_and_chunks(kind: Kind) {
     );
 }
 
-async fn reading_from_the_origin_begins_with_a_reset(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn reading_from_the_origin_begins_with_a_reset() {
+    let app = app(fast_config()).await;
     let admission = send(&app, "/agents/plain/o1", "hi").await;
     settled(
         &app,
@@ -185,8 +185,8 @@ async fn reading_from_the_origin_begins_with_a_reset(kind: Kind) {
     assert_eq!(snapshot["messages"].as_array().unwrap().len(), 2);
 }
 
-async fn updates_from_the_head_are_empty_and_up_to_date_and_long_poll_times_out_empty(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn updates_from_the_head_are_empty_and_up_to_date_and_long_poll_times_out_empty() {
+    let app = app(fast_config()).await;
     let admission = send(&app, "/agents/plain/h1", "hi").await;
     let snapshot = settled(
         &app,
@@ -216,14 +216,11 @@ async fn updates_from_the_head_are_empty_and_up_to_date_and_long_poll_times_out_
     assert_eq!(poll.header("stream-up-to-date"), Some("true"));
 }
 
-async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands(kind: Kind) {
-    let app = app(
-        kind,
-        ServerConfig {
-            long_poll_timeout: Duration::from_secs(10),
-            ..fast_config()
-        },
-    )
+async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands() {
+    let app = app(ServerConfig {
+        long_poll_timeout: Duration::from_secs(10),
+        ..fast_config()
+    })
     .await;
     let admission = send(&app, "/agents/plain/lp", "one").await;
     let snapshot = settled(
@@ -255,8 +252,8 @@ async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands(kind: Kind
 
 use flue_server::ServerConfig;
 
-async fn pages_hold_at_most_100_batches_and_say_when_more_is_waiting(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn pages_hold_at_most_100_batches_and_say_when_more_is_waiting() {
+    let app = app(fast_config()).await;
     let mut last = String::new();
     for idx in 0..30 {
         let admission = send(&app, "/agents/plain/p1", &format!("m{idx}")).await;
@@ -295,8 +292,8 @@ async fn pages_hold_at_most_100_batches_and_say_when_more_is_waiting(kind: Kind)
     assert_eq!(user_messages, 30);
 }
 
-async fn sse_frames_data_then_control_with_ids_and_resumes_from_last_event_id(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn sse_frames_data_then_control_with_ids_and_resumes_from_last_event_id() {
+    let app = app(fast_config()).await;
     let admission = send(&app, "/agents/plain/s1", "hi").await;
     let submission = admission["submissionId"].as_str().unwrap();
     let offset = admission["offset"].as_str().unwrap();
@@ -468,8 +465,8 @@ impl ClientReply {
     }
 }
 
-async fn sse_streams_text_as_the_model_produces_it_and_a_resumed_reader_sees_it_once(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn sse_streams_text_as_the_model_produces_it_and_a_resumed_reader_sees_it_once() {
+    let app = app(fast_config()).await;
     let first = send(&app, "/agents/stream/d1", "hi").await;
     settled(
         &app,
@@ -574,8 +571,8 @@ async fn sse_streams_text_as_the_model_produces_it_and_a_resumed_reader_sees_it_
     );
 }
 
-async fn an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers() {
+    let app = app(fast_config()).await;
     let admission = send(&app, "/agents/plain/slow", "first").await;
     // Open a stream and never read it.
     let _stalled = app
@@ -606,8 +603,8 @@ async fn an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers(kind: K
     assert_eq!(snapshot["settlements"].as_array().unwrap().len(), 21);
 }
 
-async fn abort_settles_the_running_and_every_queued_submission_aborted(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn abort_settles_the_running_and_every_queued_submission_aborted() {
+    let app = app(fast_config()).await;
     let running = send(&app, "/agents/slow-tool/a1", "wait").await;
     let queued = send(&app, "/agents/slow-tool/a1", "also wait").await;
     // Let the first reach its tool call.
@@ -660,8 +657,8 @@ async fn abort_settles_the_running_and_every_queued_submission_aborted(kind: Kin
     assert_eq!(next["uid"], running["uid"]);
 }
 
-async fn uid_conditions_create_only_continue_only_and_store_nothing_when_they_fail(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn uid_conditions_create_only_continue_only_and_store_nothing_when_they_fail() {
+    let app = app(fast_config()).await;
     let created = post_json(
         &app,
         "/agents/plain/u1",
@@ -721,8 +718,8 @@ async fn uid_conditions_create_only_continue_only_and_store_nothing_when_they_fa
     );
 }
 
-async fn signals_and_images_are_admitted_as_their_messages(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn signals_and_images_are_admitted_as_their_messages() {
+    let app = app(fast_config()).await;
     let signal = post_json(
         &app,
         "/agents/plain/sig",
@@ -759,9 +756,9 @@ async fn signals_and_images_are_admitted_as_their_messages(kind: Kind) {
     assert_eq!(parts[1]["type"], "file");
     assert_eq!(parts[1]["mediaType"], "image/png");
     assert_eq!(parts[1]["size"], 8);
-    if matches!(kind, Kind::Local) {
-        assert_eq!(parts[1]["filename"], "a.png");
-    }
+    // FIXME: the durable runtime does not store the uploader's filename (the in-process
+    // runtime that kept it, `a.png` here, is gone); the part has none.
+    assert_eq!(parts[1].get("filename"), None);
 
     // The part's id serves the image's bytes, with the headers of the protocol.
     let id = parts[1]["id"].as_str().unwrap();
@@ -810,15 +807,12 @@ async fn signals_and_images_are_admitted_as_their_messages(kind: Kind) {
     );
 }
 
-async fn a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope(kind: Kind) {
-    let app = app(
-        kind,
-        ServerConfig {
-            request_timeout: Duration::from_millis(100),
-            long_poll_timeout: Duration::from_secs(10),
-            ..fast_config()
-        },
-    )
+async fn a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope() {
+    let app = app(ServerConfig {
+        request_timeout: Duration::from_millis(100),
+        long_poll_timeout: Duration::from_secs(10),
+        ..fast_config()
+    })
     .await;
     let admission = send(&app, "/agents/plain/t1", "hi").await;
     settled(
@@ -1074,8 +1068,8 @@ const REFUSALS: &[Refusal] = &[
     ),
 ];
 
-async fn every_refusal_has_its_status_envelope_and_stores_nothing(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn every_refusal_has_its_status_envelope_and_stores_nothing() {
+    let app = app(fast_config()).await;
     for (method, uri, content_type, body, status, kind) in REFUSALS {
         let mut request = Request::builder().method(*method).uri(*uri);
         if let Some(content_type) = content_type {
@@ -1109,14 +1103,11 @@ async fn every_refusal_has_its_status_envelope_and_stores_nothing(kind: Kind) {
     assert!(head.body.is_empty());
 }
 
-async fn offsets_past_the_head_and_large_bodies_are_refused(kind: Kind) {
-    let app = app(
-        kind,
-        ServerConfig {
-            body_limit: 1024,
-            ..fast_config()
-        },
-    )
+async fn offsets_past_the_head_and_large_bodies_are_refused() {
+    let app = app(ServerConfig {
+        body_limit: 1024,
+        ..fast_config()
+    })
     .await;
     send(&app, "/agents/plain/b1", "hi").await;
     let past = get(
@@ -1140,14 +1131,11 @@ async fn offsets_past_the_head_and_large_bodies_are_refused(kind: Kind) {
     );
 }
 
-async fn a_token_is_required_on_every_route_when_configured(kind: Kind) {
-    let app = app(
-        kind,
-        ServerConfig {
-            token: Some("s3cret".to_owned()),
-            ..fast_config()
-        },
-    )
+async fn a_token_is_required_on_every_route_when_configured() {
+    let app = app(ServerConfig {
+        token: Some("s3cret".to_owned()),
+        ..fast_config()
+    })
     .await;
     for uri in ["/_flue/health", "/agents/plain/x", "/nowhere"] {
         let reply = get(&app, uri).await;
@@ -1177,8 +1165,8 @@ async fn a_token_is_required_on_every_route_when_configured(kind: Kind) {
     assert_eq!(right.status, 200);
 }
 
-async fn health_and_agents_describe_the_server(kind: Kind) {
-    let app = app(kind, fast_config()).await;
+async fn health_and_agents_describe_the_server() {
+    let app = app(fast_config()).await;
     assert_eq!(
         get(&app, "/_flue/health").await.json(),
         json!({"status": "ok"})
@@ -1191,26 +1179,19 @@ async fn health_and_agents_describe_the_server(kind: Kind) {
     assert_eq!(agents["agents"].as_array().unwrap().len(), 4);
 }
 
-async fn cors_is_off_unless_origins_are_configured(kind: Kind) {
+async fn cors_is_off_unless_origins_are_configured() {
     let request = || {
         Request::get("/_flue/health")
             .header("origin", "https://app.example.com")
             .body(Body::empty())
             .unwrap()
     };
-    let off = app(kind, fast_config())
-        .await
-        .oneshot(request())
-        .await
-        .unwrap();
+    let off = app(fast_config()).await.oneshot(request()).await.unwrap();
     assert!(off.headers().get("access-control-allow-origin").is_none());
-    let on = app(
-        kind,
-        ServerConfig {
-            cors_origins: vec!["https://app.example.com".to_owned()],
-            ..fast_config()
-        },
-    )
+    let on = app(ServerConfig {
+        cors_origins: vec!["https://app.example.com".to_owned()],
+        ..fast_config()
+    })
     .await
     .oneshot(request())
     .await
@@ -1228,23 +1209,20 @@ async fn cors_is_off_unless_origins_are_configured(kind: Kind) {
     let _ = on.into_body().collect().await;
 }
 
-/// Each test runs against both backends.
-macro_rules! both {
+/// Each test runs on a multi-threaded runtime (the durable runtime's follower and readers run
+/// beside the request).
+macro_rules! tests {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn local() {
-                super::$name(super::Kind::Local).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn durable() {
-                super::$name(super::Kind::Durable).await;
+                super::$name().await;
             }
         }
     )*};
 }
 
-both!(
+tests!(
     admission_returns_202_with_coordinates_and_the_reply_lands_in_the_snapshot,
     tool_calls_appear_as_dynamic_tool_parts_and_chunks,
     reading_from_the_origin_begins_with_a_reset,

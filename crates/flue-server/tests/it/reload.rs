@@ -1,16 +1,14 @@
 //! Swapping the agent list of a serving `DurableRuntime` (what `flue dev` does on reload): the
 //! router's list and its agent checks follow at once; conversations keep working.
 
-use std::sync::Arc;
-
-use flue_server::AgentInfo;
+use flue_core::AgentInfo;
 
 use crate::host::{durable_runtime, fast_config, get, post_json, send, settled};
 
 #[tokio::test]
 async fn set_agents_changes_what_the_router_serves_at_once() {
     let runtime = durable_runtime().await;
-    let app = flue_server::router(Arc::new(runtime.clone()), fast_config());
+    let app = flue_server::router(runtime.clone(), fast_config());
     let first = send(&app, "/agents/plain/c1", "before").await;
     settled(
         &app,
@@ -19,11 +17,9 @@ async fn set_agents_changes_what_the_router_serves_at_once() {
     )
     .await;
 
-    runtime.set_agents(vec![AgentInfo {
-        name: "plain".to_owned(),
-        description: Some("reloaded".to_owned()),
-        model: None,
-    }]);
+    runtime.set_agents(vec![
+        AgentInfo::new("plain").with_description(Some("reloaded".to_owned())),
+    ]);
     let listed = get(&app, "/_flue/agents").await.json();
     assert_eq!(
         listed,

@@ -1,9 +1,12 @@
-//! The dev console: a page at `/` whose HTML, CSS and JavaScript are compiled into the binary
-//! (no build step, nothing fetched from the network), and the dev-only routes it reads besides
-//! the conversation protocol: the build status with the agents and diagnostics (long-polled),
-//! a conversation's stored transcript with its task sessions, and the live events of its
-//! running turn (text as the model streams it, task start and end), which the durable stream
-//! only carries once a turn is stored.
+//! The dev console (`flue dev`): a page at `/` whose HTML, CSS and JavaScript are compiled into
+//! the binary (no build step, nothing fetched from the network), and the dev-only routes it
+//! reads besides the conversation protocol: the build status with the agents and diagnostics
+//! (long-polled), a conversation's stored transcript with its task sessions, and the live
+//! events of its running turn (text as the model streams it, task start and end), which the
+//! durable stream only carries once a turn is stored.
+//!
+//! The live events come from the same runtime events the protocol's `live=sse` stream follows
+//! (`turns.rs`); the build status is what the assembly layer publishes on every reload.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,21 +18,66 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use flue_core::{DEFAULT_SESSION, DynConversationStore};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
+use tokio::sync::watch;
 
-use super::DevState;
+use crate::durable::DurableRuntime;
+use crate::router::ROUTES;
+use crate::transcript::transcript_tree;
+use crate::turns::Shown;
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 const CONSOLE_CSS: &str = include_str!("console/console.css");
 const CONSOLE_JS: &str = include_str!("console/console.js");
 
+/// The log target of the console's warnings (the one `flue dev` always had).
+const LOG_TARGET: &str = "flue::dev::console";
+
 /// How long `GET /_flue/dev/state?after=N` waits for a rebuild before answering unchanged.
 const LONG_POLL: Duration = Duration::from_secs(25);
 
-/// Every route [`routes`] adds, as `METHOD path` lines (a test keeps docs/dev.md equal).
-#[cfg(test)]
-const DEV_ROUTES: &[&str] = &[
+/// What the console shows about the build: its JSON (the agents serving, and after a failed
+/// rebuild its diagnostics) and its generation, which grows with every rebuild, good or bad.
+#[derive(Clone, Debug, Default)]
+pub struct BuildStatus {
+    /// Grows by one with every rebuild; `GET /_flue/dev/state?after=N` waits for a larger one.
+    pub generation: u64,
+    /// The status as the console reads it (a JSON object).
+    pub body: Value,
+}
+
+/// What the console's routes read: the runtime (its store holds the transcripts, its events
+/// the live output) and the build status the reloads publish.
+#[derive(Clone)]
+pub struct DevConsole {
+    runtime: DurableRuntime,
+    status: watch::Receiver<Arc<BuildStatus>>,
+}
+
+impl DevConsole {
+    /// A console over `runtime`, showing the build status `status` carries.
+    pub fn new(runtime: DurableRuntime, status: watch::Receiver<Arc<BuildStatus>>) -> Self {
+        Self { runtime, status }
+    }
+
+    fn store(&self) -> &Arc<dyn DynConversationStore> {
+        self.runtime.runtime().store()
+    }
+}
+
+impl std::fmt::Debug for DevConsole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevConsole")
+            .field("generation", &self.status.borrow().generation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every route [`console_routes`] adds, as `METHOD path` lines (a test keeps docs/dev.md
+/// equal).
+pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /",
     "GET /_flue/dev/console.css",
     "GET /_flue/dev/console.js",
@@ -39,7 +87,8 @@ const DEV_ROUTES: &[&str] = &[
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
-pub(super) fn routes(state: Arc<DevState>) -> Router {
+pub fn console_routes(console: DevConsole) -> Router {
+    let state = Arc::new(console);
     Router::new()
         .route(
             "/",
@@ -83,21 +132,24 @@ struct StatusQuery {
 }
 
 /// `GET /_flue/dev/state[?after=N]`: the build status; with `after`, waits for a newer one.
-async fn status(State(state): State<Arc<DevState>>, Query(query): Query<StatusQuery>) -> Response {
-    let mut receiver = state.status.subscribe();
+async fn status(
+    State(state): State<Arc<DevConsole>>,
+    Query(query): Query<StatusQuery>,
+) -> Response {
+    let mut receiver = state.status.clone();
     if let Some(after) = query.after {
         let newer = receiver.wait_for(|status| status.generation > after);
         // Timing out answers the current status unchanged; the console asks again.
         let _ = tokio::time::timeout(LONG_POLL, newer).await;
     }
     let current = receiver.borrow().clone();
-    let mut body = serde_json::to_value(current.as_ref()).unwrap_or_default();
-    if let serde_json::Value::Object(map) = &mut body {
+    let mut body = current.body.clone();
+    if let Value::Object(map) = &mut body {
         // What the protocol router offers beyond conversations, so the console shows only
         // what works: pending actions (tool confirmations) once the router serves them.
         map.insert(
             "features".to_owned(),
-            json!({ "actions": flue_server::ROUTES.contains(&ACTIONS_ROUTE) }),
+            json!({ "actions": ROUTES.contains(&ACTIONS_ROUTE) }),
         );
     }
     no_store(axum::Json(body).into_response())
@@ -110,19 +162,19 @@ const ACTIONS_ROUTE: &str = "GET /agents/{agent}/{id}/actions";
 /// with its task sessions nested (the shape of `flue session show --json --tree`); an empty
 /// root session for a conversation that has none yet.
 async fn transcript(
-    State(state): State<Arc<DevState>>,
+    State(state): State<Arc<DevConsole>>,
     Path((agent, id)): Path<(String, String)>,
 ) -> Response {
     let instance_id = flue_core::ConversationKey::new(&agent, &id).instance_id();
-    match crate::session_show::transcript_tree(&*state.store, &instance_id).await {
+    match transcript_tree(state.store().as_ref(), &instance_id).await {
         Ok(Some(tree)) => no_store(axum::Json(tree).into_response()),
         Ok(None) => no_store(
-            axum::Json(json!({"session": flue_core::DEFAULT_SESSION, "version": 0,
+            axum::Json(json!({"session": DEFAULT_SESSION, "version": 0,
                 "messages": [], "tasks": []}))
             .into_response(),
         ),
         Err(err) => {
-            tracing::warn!(error = %format!("{err:#}"), "cannot read a transcript");
+            tracing::warn!(target: LOG_TARGET, error = %err, "cannot read a transcript");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 axum::Json(json!({"error": {"type": "internal_error",
@@ -139,24 +191,23 @@ async fn transcript(
 /// compaction start and end. Nothing is stored or replayed: a reader sees what happens while it
 /// is connected, and a `lagged` event when it fell behind (the durable stream has the rest).
 async fn live(
-    State(state): State<Arc<DevState>>,
+    State(state): State<Arc<DevConsole>>,
     Path((agent, id)): Path<(String, String)>,
 ) -> Response {
     let key = flue_core::ConversationKey::new(&agent, &id);
-    let receiver = state.runtime.runtime().subscribe();
+    let receiver = state.runtime.shown_events();
     let events = futures::stream::unfold((receiver, key), |(mut receiver, key)| async move {
         use tokio::sync::broadcast::error::RecvError;
+        let lagged = || SseEvent::default().event("lagged").data("{}");
         loop {
             match receiver.recv().await {
-                Ok(event) if event.conversation == key => {
-                    if let Some(sse) = live_event(&event) {
-                        return Some((Ok::<_, Infallible>(sse), (receiver, key)));
-                    }
+                Ok(Shown::Event(event)) if event.conversation == key => {
+                    let sse = live_event(&event);
+                    return Some((Ok::<_, Infallible>(sse), (receiver, key)));
                 }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => {
-                    let lagged = SseEvent::default().event("lagged").data("{}");
-                    return Some((Ok(lagged), (receiver, key)));
+                Ok(Shown::Event(_)) => {}
+                Ok(Shown::Lagged) | Err(RecvError::Lagged(_)) => {
+                    return Some((Ok(lagged()), (receiver, key)));
                 }
                 Err(RecvError::Closed) => return None,
             }
@@ -169,24 +220,10 @@ async fn live(
     )
 }
 
-/// The events the console shows live; the rest reach it through the durable stream.
-fn live_event(event: &flue_core::RuntimeEvent) -> Option<SseEvent> {
-    use flue_core::Event;
-    let shown = matches!(
-        event.event,
-        Event::TextDelta { .. }
-            | Event::ThinkingDelta { .. }
-            | Event::TurnEnd { .. }
-            | Event::TaskStart { .. }
-            | Event::TaskEnd { .. }
-            | Event::CompactionStart { .. }
-            | Event::CompactionEnd { .. }
-    );
-    if !shown {
-        return None;
-    }
+/// One shown event as the console reads it: `{"submissionId", "event"}`.
+fn live_event(event: &flue_core::RuntimeEvent) -> SseEvent {
     let data = json!({"submissionId": event.submission_id, "event": event.event});
-    Some(SseEvent::default().data(data.to_string()))
+    SseEvent::default().data(data.to_string())
 }
 
 fn no_store(mut response: Response) -> Response {

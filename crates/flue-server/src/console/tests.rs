@@ -1,6 +1,6 @@
 //! The console's routes as docs/dev.md lists them.
 
-use super::DEV_ROUTES;
+use super::CONSOLE_ROUTES;
 
 #[test]
 fn docs_dev_md_lists_every_console_route() {
@@ -11,5 +11,5 @@ fn docs_dev_md_lists_every_console_route() {
         .filter_map(|line| line.strip_prefix("### `"))
         .filter_map(|line| line.strip_suffix('`'))
         .collect();
-    pretty_assertions::assert_eq!(documented, DEV_ROUTES.to_vec());
+    pretty_assertions::assert_eq!(documented, CONSOLE_ROUTES.to_vec());
 }
