@@ -1422,3 +1422,89 @@ mod inner {
         vec![("tests".to_owned(), true), ("inner".to_owned(), false)]
     );
 }
+
+/// The backends that stay inside flue-core as modules, and the modules each may import: the
+/// error and helper modules, the wire types, and the extension trait it implements. Like a
+/// backend crate, such a module reaches the runtime only through a trait; it never names a
+/// session, harness, task or the agent loop. ARCHITECTURE.md lists the same rule.
+const IN_CORE_BACKENDS: &[(&str, &[&str])] = &[
+    (
+        "tool/builtin",
+        &[
+            "error", "util", "record", "event", "tool", "sandbox", "store",
+        ],
+    ),
+    (
+        "tool/command",
+        &["error", "util", "record", "tool", "sandbox"],
+    ),
+    ("sandbox", &["error", "util", "sandbox"]),
+    (
+        "store/memory",
+        &["error", "util", "record", "event", "store"],
+    ),
+    ("model/scripted", &["error", "util", "record", "model"]),
+];
+
+/// The `crate::<module>` roots a source text names outside comments, with their line numbers.
+fn crate_roots(source: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (idx, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            let tail = &rest[at + "crate::".len()..];
+            let name: String = tail
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.push((idx + 1, name));
+            }
+            rest = tail;
+        }
+    }
+    found
+}
+
+#[test]
+fn in_core_backends_reach_the_runtime_only_through_its_traits() {
+    let src = root().join("crates/flue-core/src");
+    let mut problems = Vec::new();
+    for (dir, allowed) in IN_CORE_BACKENDS {
+        let mut files = Vec::new();
+        let folder = src.join(dir);
+        assert!(
+            folder.is_dir(),
+            "{} is gone: update IN_CORE_BACKENDS",
+            folder.display()
+        );
+        rust_files(&folder, &mut files);
+        let file = src.join(format!("{dir}.rs"));
+        if file.is_file() {
+            files.push(file);
+        }
+        for path in files {
+            if path.file_name().unwrap() == "tests.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (line, name) in crate_roots(&text) {
+                if !allowed.contains(&name.as_str()) {
+                    problems.push(format!(
+                        "{}:{line} names crate::{name}; the backend module {dir} may only use {allowed:?}. Fix: reach the runtime through a trait (or move what it needs into one of those), or change IN_CORE_BACKENDS and ARCHITECTURE.md with a reason",
+                        relative(&path)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_crate_root_scanner_skips_comments() {
+    let found =
+        crate_roots("use crate::tool::Tool; // crate::session\nlet x = crate::util::now_ms();");
+    assert_eq!(found, vec![(1, "tool".to_owned()), (2, "util".to_owned())]);
+}
