@@ -27,8 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{AgentConfig, AgentProfile};
 use crate::error::{FlueError, Result};
 use crate::harness::Harness;
-use crate::scope::AgentScope;
-use crate::shared::HarnessShared;
+use crate::shared::Caller;
 use crate::tool::{
     Effects, FlueLogger, Ownership, Permission, Tool, ToolContext, ToolDefinition, ToolError,
     ToolMeta, compile_schema, describe_errors,
@@ -37,13 +36,6 @@ use crate::util::BoxFuture;
 
 /// How many action scopes may nest (an action whose session calls an action, ...).
 pub const MAX_ACTION_DEPTH: u32 = 4;
-
-/// Who runs a tool call: the harness and the scope (root agent or subagent) of its session.
-#[derive(Clone)]
-pub(crate) struct Caller {
-    pub(crate) harness: Arc<HarnessShared>,
-    pub(crate) scope: Arc<AgentScope>,
-}
 
 /// A reusable action the model can call like a tool.
 ///

@@ -232,7 +232,7 @@ pub(crate) async fn run(
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
     // Live actions (MCP servers' questions) left pending by a call that no longer runs.
-    let orphaned = crate::elicitation::orphaned_live_actions(&state.records);
+    let orphaned = crate::steps::orphaned_live_actions(&state.records);
     shared.append(&mut state, orphaned).await?;
     apply_decisions(&shared, &mut state, &opening.decisions, &ctx).await?;
     let pending = pending_actions(&state.records);
@@ -527,7 +527,7 @@ impl TurnLoop<'_> {
         let live_key = crate::store::SessionKey::new(self.shared.key.instance_id.clone(), root);
         let task_session =
             (root != self.shared.key.session).then(|| self.shared.key.session.clone());
-        tool_ctx.insert_extension(crate::action::Caller {
+        tool_ctx.insert_extension(crate::shared::Caller {
             harness: Arc::clone(harness),
             scope: Arc::clone(&self.shared.scope),
         });

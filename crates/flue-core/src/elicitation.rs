@@ -487,15 +487,3 @@ pub(crate) fn is_live_record(record: &Record, before: &[Record]) -> bool {
         _ => false,
     }
 }
-
-/// `interrupted` decisions for the live actions of `records` still pending: at the opening of
-/// an operation no call of the session runs, so nobody waits for them any more.
-pub(crate) fn orphaned_live_actions(records: &[Record]) -> Vec<Record> {
-    crate::steps::pending_actions(records)
-        .into_iter()
-        .filter(|action| action.kind == ActionKind::Elicitation)
-        .map(|action| {
-            Record::ActionResolved(ActionResolution::of(&action, ActionDecision::Interrupted))
-        })
-        .collect()
-}

@@ -24,6 +24,15 @@ use crate::scope::AgentScope;
 use crate::store::{DynAuditStore, DynSessionStore, SessionKey, SessionLog};
 use crate::util::stamp_now;
 
+/// Who runs a tool call: the harness and the scope (root agent or subagent) of its session.
+/// The agent loop puts it in every call's [`crate::ToolContext`] extension slot; an action
+/// reads it there to open its child scope, so the loop names no action type.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    pub(crate) harness: Arc<HarnessShared>,
+    pub(crate) scope: Arc<AgentScope>,
+}
+
 pub(crate) struct HarnessShared {
     pub(crate) instance_id: String,
     pub(crate) agent: ResolvedAgent,

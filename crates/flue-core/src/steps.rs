@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::error::FlueError;
 use crate::record::{
-    ActionDecision, ActionInfo, ActionKind, AssistantContent, PendingAction, Record, ToolCall,
-    ToolResult,
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, AssistantContent, PendingAction,
+    Record, ToolCall, ToolResult,
 };
 use crate::tool::{ToolError, render_output};
 
@@ -304,6 +304,18 @@ pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
             .map(|(_, record)| record.clone()),
     );
     Cow::Owned(view)
+}
+
+/// `interrupted` decisions for the live actions of `records` still pending: at the opening of
+/// an operation no call of the session runs, so nobody waits for them any more.
+pub(crate) fn orphaned_live_actions(records: &[Record]) -> Vec<Record> {
+    pending_actions(records)
+        .into_iter()
+        .filter(|action| action.kind == ActionKind::Elicitation)
+        .map(|action| {
+            Record::ActionResolved(ActionResolution::of(&action, ActionDecision::Interrupted))
+        })
+        .collect()
 }
 
 /// Results for calls an earlier operation left unanswered (a crash or an abort), so the log

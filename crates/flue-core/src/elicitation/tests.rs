@@ -5,6 +5,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use crate::steps::orphaned_live_actions;
 
 fn schema() -> Value {
     json!({

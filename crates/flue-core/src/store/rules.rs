@@ -21,6 +21,10 @@
 use std::time::Duration;
 
 use flue_protocol::DurabilityConfig;
+use flue_protocol::submission::{
+    BatchBody, ConversationKey, DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch,
+    StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+};
 use serde::Serialize;
 
 use crate::error::{FlueError, Result};
@@ -28,10 +32,6 @@ use crate::event::Outcome;
 use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
 use crate::store::{
     AbortReport, Admission, AuditEntry, Claim, Fence, FencedAppend, SessionKey, TrashEntry,
-};
-use crate::submission::{
-    BatchBody, ConversationKey, DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch,
-    StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
 };
 use crate::util::now_ms;
 
