@@ -113,7 +113,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     ),
     ("flue-connectors", &["flue-core", "flue-protocol"], &[]),
     ("flue-server", &["flue-core", "flue-protocol"], &[]),
-    ("flue-telemetry", &["flue-protocol"], &[]),
+    ("flue-telemetry", &["flue-protocol"], &["flue-core"]),
     (
         "flue-host",
         &[
@@ -137,7 +137,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
             "flue-server",
             "flue-telemetry",
         ],
-        &[],
+        &["flue-store"],
     ),
 ];
 

@@ -13,9 +13,9 @@ use tokio::sync::mpsc;
 
 use crate::Exit;
 use crate::args::{ChatArgs, RunArgs};
+use crate::interrupt::{Interrupt, Interrupts};
 use crate::run::{
-    Finished, Interrupt, Interrupts, Prepared, Settled, connection_hint, discarded_edits_notice,
-    prepare, submit,
+    Finished, Prepared, Settled, connection_hint, discarded_edits_notice, prepare, submit,
 };
 use crate::terminal::Output;
 

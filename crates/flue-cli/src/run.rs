@@ -5,7 +5,6 @@
 //! submission settles. A conversation another process is working on is waited for (or
 //! refused with `--no-wait`); work a killed run left unsettled is recovered first.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,46 +14,17 @@ use flue_core::{
     DispatchOptions, DynConversationStore, ErrorInfo, FlueError, Offset, Outcome, PendingAction,
     Record, Settlement, Usage, WhenBusy, new_ulid,
 };
-use flue_host::{
-    AgentSet, App, Env, HarnessOptions, Host, HostError, Preflight, StoreChoice,
-    agent_name_of_file, find_root,
-};
+use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::Exit;
 use crate::args::RunArgs;
+use crate::interrupt::{Interrupt, Interrupts};
 use crate::pauses::Answerer;
 use crate::render;
+use crate::setup::{SetupError, load, read_stdin_message};
 use crate::terminal::Output;
-use crate::workspace::{current_dir, resolve_root};
-
-/// Everything that can go wrong before the operation starts.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SetupError {
-    /// Loading the workspace or opening the agent failed.
-    #[error(transparent)]
-    Host(#[from] HostError),
-    /// `--new` with an id that exists.
-    #[error("conversation {id:?} already exists; drop --new to continue it")]
-    ConversationExists { id: String },
-}
-
-impl From<FlueError> for SetupError {
-    fn from(err: FlueError) -> Self {
-        Self::Host(err.into())
-    }
-}
-
-impl SetupError {
-    fn kind(&self) -> &'static str {
-        match self {
-            Self::Host(err) => err.kind(),
-            Self::ConversationExists { .. } => "conversation_exists",
-        }
-    }
-}
 
 /// The one JSON object `--json` prints.
 #[derive(Debug, Serialize)]
@@ -215,68 +185,6 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             envelope.error = Some(error);
             finish(&args, &output, &envelope, Exit::Failure, &message)
         }
-    }
-}
-
-/// A signal that ends the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Interrupt {
-    /// SIGINT (Ctrl-C): exit code 130.
-    CtrlC,
-    /// SIGTERM: exit code 143.
-    Terminate,
-}
-
-impl Interrupt {
-    pub(crate) fn exit(self) -> Exit {
-        match self {
-            Self::CtrlC => Exit::Interrupted,
-            Self::Terminate => Exit::Terminated,
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Self::CtrlC => "interrupted",
-            Self::Terminate => "terminated (SIGTERM)",
-        }
-    }
-}
-
-/// Listens for Ctrl-C (SIGINT) and SIGTERM; once created, neither ends the process by itself,
-/// and a signal arriving between two calls of [`Interrupts::next`] is kept for the next one.
-pub(crate) struct Interrupts {
-    ctrl_c: Option<Signal>,
-    terminate: Option<Signal>,
-}
-
-impl Interrupts {
-    pub(crate) fn watch() -> Self {
-        // A handler that cannot be installed leaves that signal its default action.
-        Self {
-            ctrl_c: signal(SignalKind::interrupt()).ok(),
-            terminate: signal(SignalKind::terminate()).ok(),
-        }
-    }
-
-    /// The next signal; pending forever if none can be received.
-    pub(crate) async fn next(&mut self) -> Interrupt {
-        tokio::select! {
-            () = next_of(self.ctrl_c.as_mut()) => Interrupt::CtrlC,
-            () = next_of(self.terminate.as_mut()) => Interrupt::Terminate,
-        }
-    }
-}
-
-/// Waits for the next delivery of `signal`; forever without one.
-async fn next_of(signal: Option<&mut Signal>) {
-    match signal {
-        Some(signal) => {
-            if signal.recv().await.is_none() {
-                std::future::pending::<()>().await;
-            }
-        }
-        None => std::future::pending::<()>().await,
     }
 }
 
@@ -608,76 +516,6 @@ async fn submission_usage(
         after = page.next_offset;
     }
     Ok(usage)
-}
-
-/// The agents for `args`: a source tree (the agent may be given as a file) or `--bundle`, with
-/// the environment and `.env`; and the agent's name.
-pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
-    if let Some(bundle) = &args.bundle {
-        // The agent works in `--root` or the current directory.
-        let root = match &args.root {
-            Some(root) => resolve_root(Some(root))?,
-            None => current_dir()?,
-        };
-        let agents = AgentSet::from_bundle(bundle, &root, env(args, &root)?)?;
-        return Ok((agents, args.agent.clone()));
-    }
-    let agent_file = agent_file_path(&args.agent);
-    let root = match (&args.root, &agent_file) {
-        (Some(root), _) => resolve_root(Some(root))?,
-        (None, Some(file)) => file
-            .parent()
-            .and_then(find_root)
-            .or_else(|| file.parent().map(Path::to_path_buf))
-            .ok_or_else(|| HostError::RootNotFound {
-                message: format!("cannot find a workspace for {}", file.display()),
-            })?,
-        (None, None) => resolve_root(None)?,
-    };
-    let (agents, agent_name) = match &agent_file {
-        Some(file) => (
-            AgentSet::from_agent_file(&root, file, env(args, &root)?)?,
-            agent_name_of_file(file),
-        ),
-        None => {
-            let (agents, warnings) =
-                AgentSet::from_workspace_for_agent(&root, &args.agent, env(args, &root)?)?;
-            for warning in warnings {
-                eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
-            }
-            (agents, args.agent.clone())
-        }
-    };
-    Ok((agents, agent_name))
-}
-
-/// The process environment over `--env FILE` or the workspace's `.env`.
-fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
-    // Variables that are not UTF-8 cannot be keys or URLs: left out rather than a panic.
-    let vars = std::env::vars_os()
-        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
-    Env::for_root(vars, root, args.env_file.as_deref())
-}
-
-/// `Some(path)` when the agent argument names a file rather than an agent.
-fn agent_file_path(agent: &str) -> Option<PathBuf> {
-    let looks_like_path = agent.contains('/') || agent.ends_with(".md");
-    looks_like_path.then(|| PathBuf::from(agent))
-}
-
-/// The message of `-m -`: all of stdin (a message may be longer than one argument can be).
-pub(crate) fn read_stdin_message() -> anyhow::Result<String> {
-    use std::io::Read as _;
-    let mut message = String::new();
-    std::io::stdin()
-        .read_to_string(&mut message)
-        .map_err(|err| anyhow::anyhow!("cannot read the message from stdin (-m -): {err}"))?;
-    if message.trim().is_empty() {
-        anyhow::bail!("the message read from stdin (-m -) is empty");
-    }
-    // The newline `echo` or an editor leaves at the end is not part of the message.
-    message.truncate(message.trim_end_matches(['\n', '\r']).len());
-    Ok(message)
 }
 
 /// After a run in the virtual sandbox, says how many files the agent changed there (they are

@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::{RunArgs, ToolsArgs};
-use crate::run::{Interrupts, load, read_stdin_message};
+use crate::interrupt::Interrupts;
+use crate::setup::{load, read_stdin_message};
 use crate::terminal::Output;
 
 /// What a harness assembled for an agent.

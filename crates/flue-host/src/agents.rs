@@ -402,7 +402,7 @@ impl AgentSet {
             &self.workspace,
             agent,
             &self.env,
-            options,
+            options.elicitor.as_ref(),
             sampler,
             &mut base,
         )

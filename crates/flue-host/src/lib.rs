@@ -48,6 +48,7 @@ mod app;
 mod dev;
 mod env;
 mod error;
+mod hints;
 mod host;
 mod mcp;
 mod providers;
@@ -68,8 +69,8 @@ pub use flue_connectors::{
     McpSamplingApprover, PendingActionElicitor, SamplingRequest, field_options, field_value,
 };
 pub use flue_core::AgentInfo;
+pub use hints::connection_hint;
 pub use host::Host;
-pub use providers::connection_hint;
 pub use root::{DB_PATH, find_root, resolve_root, store_path};
 pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
 pub use trash::restore_from_trash;

@@ -8,13 +8,14 @@ use flue_build::{McpServerDecl, McpTransport, Workspace};
 use std::sync::Arc;
 
 use flue_connectors::{
-    McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpSampler, McpServerConnection,
-    McpServerOptions, McpStdioCommand, McpTransport as WireTransport, connect_mcp_server,
+    McpElicitor, McpHttpEndpoint, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpSampler,
+    McpServerConnection, McpServerOptions, McpStdioCommand, McpTransport as WireTransport,
+    connect_mcp_server,
 };
 use flue_core::{AgentConfig, AgentProfile, FlueError, ToolSource};
 
+use crate::Env;
 use crate::tokens::SqliteTokenStore;
-use crate::{Env, HarnessOptions};
 
 #[cfg(test)]
 mod tests;
@@ -24,7 +25,7 @@ mod tests;
 struct Context<'a> {
     workspace: &'a Workspace,
     env: &'a Env,
-    options: &'a HarnessOptions,
+    elicitor: Option<&'a Arc<dyn McpElicitor>>,
     sampler: Option<&'a Arc<dyn McpSampler>>,
 }
 
@@ -44,14 +45,14 @@ impl McpServers {
         workspace: &Workspace,
         agent: &str,
         env: &Env,
-        options: &HarnessOptions,
+        elicitor: Option<&Arc<dyn McpElicitor>>,
         sampler: Option<Arc<dyn McpSampler>>,
         config: &mut AgentConfig,
     ) -> Result<Self, FlueError> {
         let context = Context {
             workspace,
             env,
-            options,
+            elicitor,
             sampler: sampler.as_ref(),
         };
         let mut servers = Self::default();
@@ -118,7 +119,7 @@ impl McpServers {
                 Some(idx) => idx,
                 None => {
                     let mut options = options(&name, &decl, &context.workspace.root, context.env)?;
-                    if let Some(elicitor) = &context.options.elicitor {
+                    if let Some(elicitor) = context.elicitor {
                         options = options.with_elicitor(elicitor.clone());
                     }
                     if let Some(sampler) = context.sampler.filter(|_| decl.sampling()) {

@@ -6,7 +6,11 @@
 
 use std::fmt;
 
-use crate::id::MAX_INSTANCE_ID_CHARS;
+/// The most characters a conversation (agent instance) id may have: the limit
+/// [`check_instance_id`](crate::check_instance_id) enforces and the message of
+/// [`ProtocolError::InvalidId`] states, kept here so the id rules raise this error without it
+/// reading them back.
+pub const MAX_INSTANCE_ID_CHARS: usize = 128;
 
 /// A value that breaks a rule of the protocol. Grows over time: match with a wildcard.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! Ids name conversations in URLs, logs, terminals and store keys, so the CLI, the HTTP server
 //! and the runtime check them with the same function, [`check_instance_id`].
 
-use crate::error::ProtocolError;
+use crate::error::{MAX_INSTANCE_ID_CHARS, ProtocolError};
 
 /// The session used when no name is given.
 pub const DEFAULT_SESSION: &str = "default";
@@ -32,9 +32,6 @@ pub fn task_session_parent(name: &str) -> Option<&str> {
     let is_uuid = id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
     (is_uuid && !parent.is_empty()).then_some(parent)
 }
-
-/// The most characters a conversation (agent instance) id may have.
-pub const MAX_INSTANCE_ID_CHARS: usize = 128;
 
 /// Checks a conversation (agent instance) id, the CLI's `--id` and the HTTP server's
 /// `/agents/<agent>/<id>`: every frontend calls this before using an id a user gave.

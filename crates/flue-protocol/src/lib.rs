@@ -40,11 +40,11 @@ pub mod record;
 pub mod submission;
 
 pub use config::{DurabilityConfig, ThinkingLevel};
-pub use error::ProtocolError;
+pub use error::{MAX_INSTANCE_ID_CHARS, ProtocolError};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use id::{
-    ACTION_SCOPE_PREFIX, DEFAULT_SESSION, MAX_INSTANCE_ID_CHARS, TASK_SESSION_PREFIX,
-    check_conversation_id, check_instance_id, task_session_parent,
+    ACTION_SCOPE_PREFIX, DEFAULT_SESSION, TASK_SESSION_PREFIX, check_conversation_id,
+    check_instance_id, task_session_parent,
 };
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,

@@ -23,10 +23,9 @@ use flue_core::{
     ModelRequest, ModelTurn, Result, StopReason, ThinkingLevel, ToolCall, TurnSink, Usage,
 };
 
-use crate::catalog::Thinking;
 use crate::convert::{self, Item};
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
-use crate::provider_config::ProviderConfig;
+use crate::provider_config::{ProviderConfig, Thinking};
 
 /// The API version sent in `anthropic-version`.
 const API_VERSION: &str = "2023-06-01";
@@ -173,10 +172,7 @@ impl AnthropicProvider {
         if !info.reasoning || level == ThinkingLevel::Off {
             return None;
         }
-        let style = self
-            .config
-            .catalog_entry(model)
-            .map_or(Thinking::Budget, |entry| entry.thinking);
+        let style = self.config.thinking_of(model).unwrap_or(Thinking::Budget);
         match style {
             Thinking::Budget => {
                 let budget = match level {

@@ -9,31 +9,58 @@
 use flue_core::{ModelInfo, ModelPrice};
 
 use crate::provider_config::{
-    BuiltinProvider, MaxTokensField, OpenAiCompat, ReasoningParam, WireApi,
+    MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam, Thinking, WireApi,
 };
 
-/// How a model takes a thinking level.
+/// A provider flue knows by name: its wire API, endpoint and key variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Thinking {
-    /// It does not reason; thinking levels are dropped.
-    None,
-    /// Anthropic `thinking: {type: "enabled", budget_tokens}`.
-    Budget,
-    /// Anthropic `thinking: {type: "adaptive"}` with `output_config.effort`; `xhigh` when the
-    /// model has that effort.
-    Adaptive {
-        /// The model accepts effort `xhigh`.
-        xhigh: bool,
-    },
-    /// OpenAI `reasoning_effort`: `low`, `medium`, `high` always, plus the optional levels.
-    Effort {
-        /// `off` is sent as `none` (otherwise the model reasons at its default).
-        none: bool,
-        /// `minimal` exists (otherwise `low`).
-        minimal: bool,
-        /// `xhigh` exists (otherwise `high`).
-        xhigh: bool,
-    },
+#[non_exhaustive]
+pub struct BuiltinProvider {
+    /// Provider id.
+    pub id: &'static str,
+    /// Wire protocol.
+    pub api: WireApi,
+    /// Default base URL.
+    pub base_url: &'static str,
+    /// Variable holding the key, when the provider takes one.
+    pub api_key_env: Option<&'static str>,
+    /// True when requests work without a key (the key is sent when present).
+    pub key_optional: bool,
+    /// Variable that overrides the base URL, when there is one.
+    pub base_url_env: Option<&'static str>,
+}
+
+impl BuiltinProvider {
+    /// Every built-in provider.
+    pub const ALL: &'static [Self] = BUILTIN_PROVIDERS;
+
+    /// The built-in provider `id`.
+    pub fn find(id: &str) -> Option<&'static Self> {
+        Self::ALL.iter().find(|builtin| builtin.id == id)
+    }
+
+    /// Its configuration with the model catalog and no key (`api_key_env` set when a key is
+    /// required).
+    pub fn config(&self) -> ProviderConfig {
+        let mut config = ProviderConfig::new(self.id, self.api, self.base_url);
+        if !self.key_optional {
+            config.api_key_env = self.api_key_env.map(str::to_owned);
+        }
+        config.openai_compat = compat_of(self.id);
+        for entry in models_of(self.id) {
+            config.models.insert(entry.id.to_owned(), entry.info());
+            config.thinking.insert(entry.id.to_owned(), entry.thinking);
+        }
+        config
+    }
+}
+
+impl ProviderConfig {
+    /// The built-in provider `id` (`anthropic`, `openai`, `openrouter`, ...; see
+    /// [`BuiltinProvider::ALL`]) with its base URL, key variable and model catalog, and no key.
+    pub fn builtin(id: &str) -> Option<Self> {
+        BuiltinProvider::find(id).map(BuiltinProvider::config)
+    }
 }
 
 /// One built-in model.
@@ -156,7 +183,7 @@ static OPENAI_MODELS: &[CatalogEntry] = &[
 ];
 
 /// Providers flue knows by name.
-pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
+const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
     builtin(
         "anthropic",
         WireApi::AnthropicMessages,
@@ -249,7 +276,7 @@ const fn builtin(
 }
 
 /// The catalog of built-in provider `id`.
-pub(crate) fn models_of(id: &str) -> &'static [CatalogEntry] {
+fn models_of(id: &str) -> &'static [CatalogEntry] {
     match id {
         "anthropic" => ANTHROPIC_MODELS,
         "openai" => OPENAI_MODELS,
@@ -258,7 +285,7 @@ pub(crate) fn models_of(id: &str) -> &'static [CatalogEntry] {
 }
 
 /// The dialect of built-in provider `id`.
-pub(crate) fn compat_of(id: &str) -> OpenAiCompat {
+fn compat_of(id: &str) -> OpenAiCompat {
     let compat = OpenAiCompat::default();
     match id {
         "openrouter" => compat.with_reasoning(ReasoningParam::OpenRouter),
@@ -273,41 +300,6 @@ pub(crate) fn compat_of(id: &str) -> OpenAiCompat {
         "ollama" | "vllm" => compat.with_max_tokens_field(MaxTokensField::MaxTokens),
         _ => compat,
     }
-}
-
-/// The ids to try for `model`, most specific first: itself, then without a `-latest`,
-/// `-YYYYMMDD` or `-YYYY-MM-DD` suffix.
-pub(crate) fn candidates(model: &str) -> Vec<&str> {
-    let mut ids = vec![model];
-    if let Some(base) = model.strip_suffix("-latest") {
-        ids.push(base);
-    }
-    if let Some((base, date)) = model.rsplit_once('-')
-        && date.len() == 8
-        && date.bytes().all(|byte| byte.is_ascii_digit())
-    {
-        ids.push(base);
-    }
-    let bytes = model.as_bytes();
-    if let Some(split) = model.len().checked_sub(11)
-        && bytes.get(split) == Some(&b'-')
-        && model
-            .get(split + 1..)
-            .is_some_and(|date| is_iso_date(date.as_bytes()))
-        && let Some(base) = model.get(..split)
-    {
-        ids.push(base);
-    }
-    ids
-}
-
-/// `YYYY-MM-DD`.
-fn is_iso_date(date: &[u8]) -> bool {
-    date.len() == 10
-        && date.iter().enumerate().all(|(idx, byte)| match idx {
-            4 | 7 => *byte == b'-',
-            _ => byte.is_ascii_digit(),
-        })
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@
 //! - providers: [`AnthropicProvider`], [`OpenAiProvider`]
 
 mod anthropic;
+mod build;
 mod catalog;
 mod convert;
 mod http;
@@ -41,10 +42,11 @@ mod provider_config;
 mod sse;
 
 pub use anthropic::AnthropicProvider;
+pub use catalog::BuiltinProvider;
 pub use openai::OpenAiProvider;
 pub use provider_config::{
-    ApiKey, BuiltinProvider, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam,
-    RetryPolicy, StreamLimits, WireApi,
+    ApiKey, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam, RetryPolicy,
+    StreamLimits, WireApi,
 };
 
 /// The examples of docs/providers.md, run as doctests.

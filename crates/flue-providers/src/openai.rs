@@ -21,10 +21,9 @@ use flue_core::{
     ModelRequest, ModelTurn, Result, StopReason, ThinkingLevel, ToolCall, TurnSink, Usage,
 };
 
-use crate::catalog::Thinking;
 use crate::convert::{self, Item};
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
-use crate::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam};
+use crate::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam, Thinking};
 
 /// A provider speaking OpenAI Chat Completions: OpenAI itself, or any compatible server
 /// (OpenRouter, Groq, DeepSeek, Together, Mistral, xAI, Ollama, vLLM, ...).
@@ -140,14 +139,11 @@ impl OpenAiProvider {
         if !info.reasoning {
             return None;
         }
-        let style = self.config.catalog_entry(model).map_or(
-            Thinking::Effort {
-                none: false,
-                minimal: false,
-                xhigh: false,
-            },
-            |entry| entry.thinking,
-        );
+        let style = self.config.thinking_of(model).unwrap_or(Thinking::Effort {
+            none: false,
+            minimal: false,
+            xhigh: false,
+        });
         let Thinking::Effort {
             none,
             minimal,

@@ -12,11 +12,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_core::{FlueError, ModelInfo, ModelProvider, Result};
-
-use crate::anthropic::AnthropicProvider;
-use crate::catalog::{self, CatalogEntry};
-use crate::openai::OpenAiProvider;
+use flue_core::{FlueError, ModelInfo, Result};
 
 /// The wire protocol a remote provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -264,6 +260,30 @@ impl OpenAiCompat {
     }
 }
 
+/// How a model takes a thinking level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Thinking {
+    /// It does not reason; thinking levels are dropped.
+    None,
+    /// Anthropic `thinking: {type: "enabled", budget_tokens}`.
+    Budget,
+    /// Anthropic `thinking: {type: "adaptive"}` with `output_config.effort`; `xhigh` when the
+    /// model has that effort.
+    Adaptive {
+        /// The model accepts effort `xhigh`.
+        xhigh: bool,
+    },
+    /// OpenAI `reasoning_effort`: `low`, `medium`, `high` always, plus the optional levels.
+    Effort {
+        /// `off` is sent as `none` (otherwise the model reasons at its default).
+        none: bool,
+        /// `minimal` exists (otherwise `low`).
+        minimal: bool,
+        /// `xhigh` exists (otherwise `high`).
+        xhigh: bool,
+    },
+}
+
 /// A remote provider: id, wire API, endpoint, credentials, models. Builder-lite: start from
 /// [`ProviderConfig::new`] or a built-in ([`ProviderConfig::builtin`]), then call
 /// [`ProviderConfig::build`].
@@ -307,8 +327,8 @@ pub struct ProviderConfig {
     pub limits: StreamLimits,
     /// Dialect details of OpenAI-compatible servers.
     pub openai_compat: OpenAiCompat,
-    /// Catalog details (thinking style) of built-in models, by id.
-    pub(crate) catalog: BTreeMap<String, &'static CatalogEntry>,
+    /// How built-in models take a thinking level, by id (from the catalog).
+    pub(crate) thinking: BTreeMap<String, Thinking>,
 }
 
 impl ProviderConfig {
@@ -325,14 +345,8 @@ impl ProviderConfig {
             retry: RetryPolicy::default(),
             limits: StreamLimits::default(),
             openai_compat: OpenAiCompat::default(),
-            catalog: BTreeMap::new(),
+            thinking: BTreeMap::new(),
         }
-    }
-
-    /// The built-in provider `id` (`anthropic`, `openai`, `openrouter`, ...; see
-    /// [`BuiltinProvider::ALL`]) with its base URL, key variable and model catalog, and no key.
-    pub fn builtin(id: &str) -> Option<Self> {
-        BuiltinProvider::find(id).map(BuiltinProvider::config)
     }
 
     /// Sets the key.
@@ -395,7 +409,7 @@ impl ProviderConfig {
     /// Dated ids (`claude-sonnet-4-5-20250929`, `gpt-4o-2024-08-06`) and `-latest` fall back
     /// to their undated entry.
     pub fn lookup_model(&self, model: &str) -> (ModelInfo, bool) {
-        catalog::candidates(model)
+        candidates(model)
             .into_iter()
             .find_map(|id| self.models.get(id))
             .map_or_else(
@@ -404,61 +418,48 @@ impl ProviderConfig {
             )
     }
 
-    /// The catalog entry behind `model`, when it is a built-in model.
-    pub(crate) fn catalog_entry(&self, model: &str) -> Option<&'static CatalogEntry> {
-        catalog::candidates(model)
+    /// How `model` takes a thinking level, when it is a built-in model.
+    pub(crate) fn thinking_of(&self, model: &str) -> Option<Thinking> {
+        candidates(model)
             .into_iter()
-            .find_map(|id| self.catalog.get(id).copied())
+            .find_map(|id| self.thinking.get(id).copied())
     }
+}
 
-    /// Builds the provider for this config's wire API. Fails on a malformed base URL or header.
-    pub fn build(self) -> Result<Arc<dyn ModelProvider>> {
-        Ok(match self.api {
-            WireApi::OpenAiCompletions => Arc::new(OpenAiProvider::new(self)?),
-            WireApi::AnthropicMessages => Arc::new(AnthropicProvider::new(self)?),
+/// The ids to try for `model`, most specific first: itself, then without a `-latest`,
+/// `-YYYYMMDD` or `-YYYY-MM-DD` suffix.
+fn candidates(model: &str) -> Vec<&str> {
+    let mut ids = vec![model];
+    if let Some(base) = model.strip_suffix("-latest") {
+        ids.push(base);
+    }
+    if let Some((base, date)) = model.rsplit_once('-')
+        && date.len() == 8
+        && date.bytes().all(|byte| byte.is_ascii_digit())
+    {
+        ids.push(base);
+    }
+    let bytes = model.as_bytes();
+    if let Some(split) = model.len().checked_sub(11)
+        && bytes.get(split) == Some(&b'-')
+        && model
+            .get(split + 1..)
+            .is_some_and(|date| is_iso_date(date.as_bytes()))
+        && let Some(base) = model.get(..split)
+    {
+        ids.push(base);
+    }
+    ids
+}
+
+/// `YYYY-MM-DD`.
+fn is_iso_date(date: &[u8]) -> bool {
+    date.len() == 10
+        && date.iter().enumerate().all(|(idx, byte)| match idx {
+            4 | 7 => *byte == b'-',
+            _ => byte.is_ascii_digit(),
         })
-    }
 }
 
-/// A provider flue knows by name: its wire API, endpoint and key variable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct BuiltinProvider {
-    /// Provider id.
-    pub id: &'static str,
-    /// Wire protocol.
-    pub api: WireApi,
-    /// Default base URL.
-    pub base_url: &'static str,
-    /// Variable holding the key, when the provider takes one.
-    pub api_key_env: Option<&'static str>,
-    /// True when requests work without a key (the key is sent when present).
-    pub key_optional: bool,
-    /// Variable that overrides the base URL, when there is one.
-    pub base_url_env: Option<&'static str>,
-}
-
-impl BuiltinProvider {
-    /// Every built-in provider.
-    pub const ALL: &'static [Self] = catalog::BUILTIN_PROVIDERS;
-
-    /// The built-in provider `id`.
-    pub fn find(id: &str) -> Option<&'static Self> {
-        Self::ALL.iter().find(|builtin| builtin.id == id)
-    }
-
-    /// Its configuration with the model catalog and no key (`api_key_env` set when a key is
-    /// required).
-    pub fn config(&self) -> ProviderConfig {
-        let mut config = ProviderConfig::new(self.id, self.api, self.base_url);
-        if !self.key_optional {
-            config.api_key_env = self.api_key_env.map(str::to_owned);
-        }
-        config.openai_compat = catalog::compat_of(self.id);
-        for entry in catalog::models_of(self.id) {
-            config.models.insert(entry.id.to_owned(), entry.info());
-            config.catalog.insert(entry.id.to_owned(), entry);
-        }
-        config
-    }
-}
+#[cfg(test)]
+mod tests;

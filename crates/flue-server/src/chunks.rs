@@ -1,5 +1,6 @@
 //! Chunks written the same way wherever they come from: the admitted message, a settlement
-//! (with the advisory of a failed or aborted one), timestamps.
+//! (with the advisory of a failed or aborted one), timestamps, and an action's wire form (the
+//! `actions` route lists it, the stream carries it as a `data-action-<id>` part).
 
 use flue_core::now_ms;
 use serde_json::{Value, json};
@@ -143,4 +144,62 @@ pub(crate) fn decode_image(data: &str) -> Option<Vec<u8>> {
 /// `ms` since the epoch as ISO 8601 (UTC, milliseconds).
 pub(crate) fn iso8601(ms: u64) -> String {
     flue_core::iso8601_ms(ms)
+}
+
+/// One action on the wire (camelCase, `state` naming the decision or `pending`).
+pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
+    let action = &info.action;
+    let mut value = json!({
+        "actionId": action.action_id,
+        "toolCallId": action.call_id,
+        "toolName": action.tool_name,
+        "input": action.input,
+        "kind": action.kind,
+        "reason": action.reason,
+        "state": action_state(info.decision.as_ref()),
+    });
+    if let Some(session) = &action.session {
+        value["session"] = json!(session);
+    }
+    if let Some(decision) = &info.decision {
+        decision_fields(&mut value, decision);
+    }
+    value
+}
+
+/// Adds what a decision carries to an action's wire form: a denial's or decline's `message`, a
+/// result's `value` and `isError`, an accepted question's `content`.
+pub(crate) fn decision_fields(value: &mut Value, decision: &flue_core::ActionDecision) {
+    match decision {
+        flue_core::ActionDecision::Deny {
+            message: Some(message),
+        }
+        | flue_core::ActionDecision::Decline {
+            message: Some(message),
+        } => value["message"] = json!(message),
+        flue_core::ActionDecision::Result {
+            value: result,
+            is_error,
+        } => {
+            value["value"] = result.clone();
+            value["isError"] = json!(is_error);
+        }
+        flue_core::ActionDecision::Accept { content } => value["content"] = content.clone(),
+        _ => {}
+    }
+}
+
+/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`, and
+/// for an MCP server's question `accepted`, `declined`, `cancelled`.
+pub(crate) fn action_state(decision: Option<&flue_core::ActionDecision>) -> &'static str {
+    match decision {
+        None => "pending",
+        Some(flue_core::ActionDecision::Allow) => "allowed",
+        Some(flue_core::ActionDecision::Deny { .. }) => "denied",
+        Some(flue_core::ActionDecision::Result { .. }) => "answered",
+        Some(flue_core::ActionDecision::Accept { .. }) => "accepted",
+        Some(flue_core::ActionDecision::Decline { .. }) => "declined",
+        Some(flue_core::ActionDecision::Cancel) => "cancelled",
+        Some(_) => "interrupted",
+    }
 }

@@ -614,9 +614,9 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
                                     "actionId": resolution.action_id,
                                     "toolCallId": resolution.call_id,
                                     "toolName": resolution.tool_name,
-                                    "state": crate::routes::action_state(Some(&resolution.decision)),
+                                    "state": crate::chunks::action_state(Some(&resolution.decision)),
                                 });
-                                crate::routes::decision_fields(&mut data, &resolution.decision);
+                                crate::chunks::decision_fields(&mut data, &resolution.decision);
                                 data
                             }
                         };
@@ -653,7 +653,7 @@ fn action_data(
     action: &flue_core::PendingAction,
     decision: Option<&flue_core::ActionDecision>,
 ) -> Value {
-    crate::routes::action_json(&flue_core::ActionInfo {
+    crate::chunks::action_json(&flue_core::ActionInfo {
         action: action.clone(),
         decision: decision.cloned(),
     })

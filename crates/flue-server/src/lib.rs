@@ -31,9 +31,11 @@ mod durable;
 mod error;
 mod live;
 mod project;
+mod render;
 mod router;
 mod routes;
 mod serve;
+mod state;
 mod transcript;
 mod turns;
 pub mod wire;
@@ -41,8 +43,9 @@ pub mod wire;
 pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, console_routes};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
-pub use router::{ROUTES, ServerConfig, router};
+pub use router::{ROUTES, router};
 pub use serve::{Connection, serve};
+pub use state::ServerConfig;
 pub use transcript::{Transcript, transcript_tree};
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! (`DurableRuntime::live`) as it grows, a `data` event per wake-up. Live
 //! chunks are positioned after the reader's offset (`{batch: offset, index: 2^20 + i}`) and do
 //! not advance it; the turn's durable batch later arrives as a `conversation-reset`
-//! (`routes::with_live_resets`), and a reader that has read it sends no more of that turn.
+//! (`render::with_live_resets`), and a reader that has read it sends no more of that turn.
 
 use std::sync::Arc;
 
@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 use crate::backend::{LiveChunks, LiveCursor, Page};
 use crate::error::ApiError;
-use crate::router::AppState;
-use crate::routes::{render_page, with_live_resets};
+use crate::render::{render_page, with_live_resets};
+use crate::state::AppState;
 use crate::wire::{Checkpoint, Chunk, Control, Offset, Position};
 
 /// Index of the first live chunk within its position's batch: above any durable chunk index.
@@ -69,7 +69,7 @@ pub(crate) async fn sse(
         .runtime
         .read(&key, offset, state.config.page_size)
         .await?;
-    let page = with_live_resets(&state, &key, page).await?;
+    let page = with_live_resets(&state.runtime, &key, page).await?;
     let now = Instant::now();
     let reader = Reader {
         conversation_id: key.to_string(),
@@ -116,7 +116,9 @@ impl Reader {
                     .read(&self.key, self.offset, self.state.config.page_size)
                     .await
                     .ok()?;
-                let page = with_live_resets(&self.state, &self.key, page).await.ok()?;
+                let page = with_live_resets(&self.state.runtime, &self.key, page)
+                    .await
+                    .ok()?;
                 return Some(self.render(&page));
             }
             // Subscribe before looking, so that output arriving in between wakes the wait.

@@ -1,4 +1,4 @@
-//! The router: routes, the one shared state, and the tower layers (auth, body limit, timeout,
+//! The router: the routes over the one shared state, and the tower layers (auth, body limit, timeout,
 //! fixed headers, CORS, panics, one log line per request), declared once.
 
 use std::sync::Arc;
@@ -18,49 +18,7 @@ use tracing::Instrument;
 use crate::durable::DurableRuntime;
 use crate::error::ApiError;
 use crate::routes;
-
-/// Limits and options of the router. `Default` is what `flue serve` uses.
-#[derive(Clone, Debug)]
-pub struct ServerConfig {
-    /// Largest accepted request body, bytes (a 14 MiB base64 image fits the default).
-    pub body_limit: usize,
-    /// Bound on one request's handling (long-polls included; streams only until their
-    /// headers).
-    pub request_timeout: Duration,
-    /// How long a long-poll waits for data before answering `[]`.
-    pub long_poll_timeout: Duration,
-    /// SSE heartbeat comment interval.
-    pub heartbeat_interval: Duration,
-    /// SSE control event interval when nothing happens.
-    pub control_interval: Duration,
-    /// Batches per updates response (the protocol fixes 100).
-    pub page_size: usize,
-    /// Bearer token every request must carry, when set. Never logged.
-    pub token: Option<String>,
-    /// Origins allowed cross-origin; empty = no CORS headers at all.
-    pub cors_origins: Vec<String>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            body_limit: 20 * 1024 * 1024,
-            request_timeout: Duration::from_secs(60),
-            long_poll_timeout: Duration::from_secs(30),
-            heartbeat_interval: Duration::from_secs(15),
-            control_interval: Duration::from_secs(30),
-            page_size: 100,
-            token: None,
-            cors_origins: Vec::new(),
-        }
-    }
-}
-
-/// The router's shared state: the runtime and the configuration, behind one `Arc`.
-pub(crate) struct AppState {
-    pub(crate) runtime: DurableRuntime,
-    pub(crate) config: ServerConfig,
-}
+use crate::state::{AppState, ServerConfig};
 
 /// Every route the router serves, as `METHOD path` lines (the test that keeps
 /// docs/http-api.md equal to the router reads this list).

@@ -12,14 +12,14 @@ use axum::response::{IntoResponse, Response};
 use flue_core::{ConversationKey, SendCondition};
 use serde_json::{Value, json};
 
-use crate::backend::{Attachment, Batch, Delivered, Delivery, Page};
+use crate::backend::{Attachment, Delivered, Delivery};
+use crate::chunks::action_json;
 use crate::error::ApiError;
 use crate::live;
 use crate::project::Conversation;
-use crate::router::AppState;
-use crate::wire::{
-    AbortResponse, AdmissionResponse, Checkpoint, Chunk, ChunkBody, Offset, Position, PromptBody,
-};
+use crate::render::{render_page, with_live_resets};
+use crate::state::AppState;
+use crate::wire::{AbortResponse, AdmissionResponse, Offset, PromptBody};
 
 /// Longest base64 image data accepted (14 MiB of characters).
 const MAX_ATTACHMENT_CHARS: usize = 14 * 1024 * 1024;
@@ -302,64 +302,6 @@ fn parse_interrupt(headers: &HeaderMap, body: &[u8]) -> Result<Option<String>, A
     }
 }
 
-/// One action on the wire (camelCase, `state` naming the decision or `pending`).
-pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
-    let action = &info.action;
-    let mut value = json!({
-        "actionId": action.action_id,
-        "toolCallId": action.call_id,
-        "toolName": action.tool_name,
-        "input": action.input,
-        "kind": action.kind,
-        "reason": action.reason,
-        "state": action_state(info.decision.as_ref()),
-    });
-    if let Some(session) = &action.session {
-        value["session"] = json!(session);
-    }
-    if let Some(decision) = &info.decision {
-        decision_fields(&mut value, decision);
-    }
-    value
-}
-
-/// Adds what a decision carries to an action's wire form: a denial's or decline's `message`, a
-/// result's `value` and `isError`, an accepted question's `content`.
-pub(crate) fn decision_fields(value: &mut Value, decision: &flue_core::ActionDecision) {
-    match decision {
-        flue_core::ActionDecision::Deny {
-            message: Some(message),
-        }
-        | flue_core::ActionDecision::Decline {
-            message: Some(message),
-        } => value["message"] = json!(message),
-        flue_core::ActionDecision::Result {
-            value: result,
-            is_error,
-        } => {
-            value["value"] = result.clone();
-            value["isError"] = json!(is_error);
-        }
-        flue_core::ActionDecision::Accept { content } => value["content"] = content.clone(),
-        _ => {}
-    }
-}
-
-/// `pending`, or what the decision was: `allowed`, `denied`, `answered`, `interrupted`, and
-/// for an MCP server's question `accepted`, `declined`, `cancelled`.
-pub(crate) fn action_state(decision: Option<&flue_core::ActionDecision>) -> &'static str {
-    match decision {
-        None => "pending",
-        Some(flue_core::ActionDecision::Allow) => "allowed",
-        Some(flue_core::ActionDecision::Deny { .. }) => "denied",
-        Some(flue_core::ActionDecision::Result { .. }) => "answered",
-        Some(flue_core::ActionDecision::Accept { .. }) => "accepted",
-        Some(flue_core::ActionDecision::Decline { .. }) => "declined",
-        Some(flue_core::ActionDecision::Cancel) => "cancelled",
-        Some(_) => "interrupted",
-    }
-}
-
 /// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}`,
 /// `{"decision": "result", "value", "isError"?}`, and for an MCP server's question
 /// `{"decision": "accept", "content": {...}}`, `{"decision": "decline", "message"?}` or
@@ -505,7 +447,7 @@ async fn updates(
                 .await?;
         }
     }
-    let page = with_live_resets(state, key, page).await?;
+    let page = with_live_resets(&state.runtime, key, page).await?;
     let (body, next) = render_page(&key.to_string(), &page, offset, from_origin);
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
@@ -515,145 +457,6 @@ async fn updates(
         insert(headers, UP_TO_DATE, "true");
     }
     Ok(response)
-}
-
-/// Sends each batch that records a turn whose text went out live ([`Batch::replaces_live`]) as
-/// a `conversation-reset` with the snapshot through it: a reader that saw the live deltas, or
-/// resumes from an offset after seeing them, replaces them instead of appending them again.
-pub(crate) async fn with_live_resets(
-    state: &AppState,
-    key: &ConversationKey,
-    mut page: Page,
-) -> Result<Page, ApiError> {
-    if !page.batches.iter().any(|batch| batch.replaces_live) {
-        return Ok(page);
-    }
-    let conversation_id = key.to_string();
-    let mut conversation = Conversation::default();
-    let mut after = Offset::START;
-    for batch in &mut page.batches {
-        if !batch.replaces_live {
-            continue;
-        }
-        // The state through this batch, read incrementally from where the last reset ended.
-        while after < batch.offset {
-            let wanted = usize::try_from(batch.offset.0 - after.0).unwrap_or(usize::MAX);
-            let prefix = state.runtime.read(key, after, wanted).await?;
-            let Some(last) = prefix.batches.last() else {
-                break;
-            };
-            for earlier in &prefix.batches {
-                for chunk in &earlier.chunks {
-                    conversation.apply(chunk);
-                }
-            }
-            after = last.offset;
-        }
-        let snapshot = conversation.snapshot(
-            &conversation_id,
-            batch.offset.to_string(),
-            &page.incarnation,
-        );
-        *batch = Arc::new(Batch {
-            offset: batch.offset,
-            chunks: vec![ChunkBody::ConversationReset {
-                snapshot: Box::new(snapshot),
-            }],
-            ends_live_turn: batch.ends_live_turn.clone(),
-            replaces_live: false,
-        });
-    }
-    Ok(page)
-}
-
-/// Renders a page as the JSON chunk array; returns it and the next offset. Reading from the
-/// origin (`-1`) folds the first batch into a leading `conversation-reset`.
-pub(crate) fn render_page(
-    conversation_id: &str,
-    page: &Page,
-    offset: Offset,
-    from_origin: bool,
-) -> (Vec<u8>, Offset) {
-    let mut next = offset;
-    let mut out = Vec::with_capacity(256);
-    out.push(b'[');
-    let mut first = true;
-    let mut push = |out: &mut Vec<u8>, value: &dyn erased::Json| {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        value.write(out);
-    };
-    let any_chunks = page.batches.iter().any(|batch| !batch.chunks.is_empty());
-    if any_chunks {
-        push(
-            &mut out,
-            &Checkpoint {
-                kind: "stream-checkpoint",
-                incarnation: &page.incarnation,
-            },
-        );
-    }
-    for (batch_idx, batch) in page.batches.iter().enumerate() {
-        next = batch.offset;
-        if from_origin && batch_idx == 0 && offset == Offset::START {
-            let mut conversation = Conversation::default();
-            for chunk in &batch.chunks {
-                conversation.apply(chunk);
-            }
-            let reset = ChunkBody::ConversationReset {
-                snapshot: Box::new(conversation.snapshot(
-                    conversation_id,
-                    batch.offset.to_string(),
-                    &page.incarnation,
-                )),
-            };
-            push(
-                &mut out,
-                &Chunk {
-                    body: &reset,
-                    conversation_id,
-                    position: Position {
-                        batch: batch.offset.0,
-                        index: 0,
-                    },
-                },
-            );
-            continue;
-        }
-        for (index, chunk) in batch.chunks.iter().enumerate() {
-            push(
-                &mut out,
-                &Chunk {
-                    body: chunk,
-                    conversation_id,
-                    position: Position {
-                        batch: batch.offset.0,
-                        index: u32::try_from(index).unwrap_or(u32::MAX),
-                    },
-                },
-            );
-        }
-    }
-    out.push(b']');
-    (out, next)
-}
-
-/// Serializing values of different types through one closure.
-mod erased {
-    /// A value that writes itself as JSON.
-    pub(crate) trait Json {
-        fn write(&self, out: &mut Vec<u8>);
-    }
-    impl<T: serde::Serialize> Json for T {
-        fn write(&self, out: &mut Vec<u8>) {
-            // Our wire types always serialize; a failure would leave `null`, never a panic.
-            if serde_json::to_writer(&mut *out, self).is_err() {
-                out.extend_from_slice(b"null");
-            }
-        }
-    }
 }
 
 /// The key, after checking the agent and the id.

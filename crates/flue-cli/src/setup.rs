@@ -1,0 +1,107 @@
+//! What a command that runs an agent reads before anything starts: the agents the command line
+//! names (a workspace, one agent file or a bundle, over the environment and `.env`), the
+//! message of `-m -` from stdin, and what can go wrong doing so.
+
+use std::path::{Path, PathBuf};
+
+use flue_core::FlueError;
+use flue_host::{AgentSet, Env, HostError, agent_name_of_file, find_root};
+
+use crate::args::RunArgs;
+use crate::workspace::{current_dir, resolve_root};
+
+/// Everything that can go wrong before the operation starts.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SetupError {
+    /// Loading the workspace or opening the agent failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// `--new` with an id that exists.
+    #[error("conversation {id:?} already exists; drop --new to continue it")]
+    ConversationExists { id: String },
+}
+
+impl From<FlueError> for SetupError {
+    fn from(err: FlueError) -> Self {
+        Self::Host(err.into())
+    }
+}
+
+impl SetupError {
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Host(err) => err.kind(),
+            Self::ConversationExists { .. } => "conversation_exists",
+        }
+    }
+}
+
+/// The agents for `args`: a source tree (the agent may be given as a file) or `--bundle`, with
+/// the environment and `.env`; and the agent's name.
+pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
+    if let Some(bundle) = &args.bundle {
+        // The agent works in `--root` or the current directory.
+        let root = match &args.root {
+            Some(root) => resolve_root(Some(root))?,
+            None => current_dir()?,
+        };
+        let agents = AgentSet::from_bundle(bundle, &root, env(args, &root)?)?;
+        return Ok((agents, args.agent.clone()));
+    }
+    let agent_file = agent_file_path(&args.agent);
+    let root = match (&args.root, &agent_file) {
+        (Some(root), _) => resolve_root(Some(root))?,
+        (None, Some(file)) => file
+            .parent()
+            .and_then(find_root)
+            .or_else(|| file.parent().map(Path::to_path_buf))
+            .ok_or_else(|| HostError::RootNotFound {
+                message: format!("cannot find a workspace for {}", file.display()),
+            })?,
+        (None, None) => resolve_root(None)?,
+    };
+    let (agents, agent_name) = match &agent_file {
+        Some(file) => (
+            AgentSet::from_agent_file(&root, file, env(args, &root)?)?,
+            agent_name_of_file(file),
+        ),
+        None => {
+            let (agents, warnings) =
+                AgentSet::from_workspace_for_agent(&root, &args.agent, env(args, &root)?)?;
+            for warning in warnings {
+                eprintln!("warning: {}", crate::terminal::escape_controls(&warning));
+            }
+            (agents, args.agent.clone())
+        }
+    };
+    Ok((agents, agent_name))
+}
+
+/// The process environment over `--env FILE` or the workspace's `.env`.
+fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
+    // Variables that are not UTF-8 cannot be keys or URLs: left out rather than a panic.
+    let vars = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    Env::for_root(vars, root, args.env_file.as_deref())
+}
+
+/// `Some(path)` when the agent argument names a file rather than an agent.
+fn agent_file_path(agent: &str) -> Option<PathBuf> {
+    let looks_like_path = agent.contains('/') || agent.ends_with(".md");
+    looks_like_path.then(|| PathBuf::from(agent))
+}
+
+/// The message of `-m -`: all of stdin (a message may be longer than one argument can be).
+pub(crate) fn read_stdin_message() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut message = String::new();
+    std::io::stdin()
+        .read_to_string(&mut message)
+        .map_err(|err| anyhow::anyhow!("cannot read the message from stdin (-m -): {err}"))?;
+    if message.trim().is_empty() {
+        anyhow::bail!("the message read from stdin (-m -) is empty");
+    }
+    // The newline `echo` or an editor leaves at the end is not part of the message.
+    message.truncate(message.trim_end_matches(['\n', '\r']).len());
+    Ok(message)
+}

@@ -1,0 +1,64 @@
+//! Hints for errors a user fixes in the workspace: where the URL of a provider that could not
+//! be reached was configured.
+
+use flue_providers::BuiltinProvider;
+
+use crate::AgentSet;
+
+/// For a failure to reach a provider: where its URL was configured (the flue.toml line, or the
+/// variable), so the fix is one edit away; `None` for other failures.
+pub fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
+    if !(message.contains("cannot reach ") || message.contains("no answer from ")) {
+        return None;
+    }
+    let config = &agents.workspace().config;
+    let toml_path = agents.root().join("flue.toml");
+    let toml_text = std::fs::read_to_string(&toml_path).unwrap_or_default();
+    for (id, settings) in &config.providers {
+        let Some(base_url) = &settings.base_url else {
+            continue;
+        };
+        if !message.contains(base_url.trim_end_matches('/')) {
+            continue;
+        }
+        let header = format!("[providers.{id}]");
+        let line = toml_text
+            .lines()
+            .position(|line| line.trim() == header)
+            .and_then(|start| {
+                toml_text
+                    .lines()
+                    .enumerate()
+                    .skip(start + 1)
+                    .take_while(|(_, line)| !line.trim_start().starts_with('['))
+                    .find(|(_, line)| line.trim_start().starts_with("base_url"))
+                    .map(|(idx, _)| idx + 1)
+                    .or(Some(start + 1))
+            });
+        return Some(match line {
+            Some(line) => format!(
+                "provider `{id}`'s URL is set at {}:{line} (`base_url`); check that the server \
+                 is running there, or fix the URL",
+                toml_path.display()
+            ),
+            None => format!(
+                "provider `{id}`'s URL comes from [providers.{id}] in flue.toml; check that the \
+                 server is running there, or fix `base_url`"
+            ),
+        });
+    }
+    for builtin in BuiltinProvider::ALL {
+        if let Some(var) = builtin.base_url_env
+            && let Some(url) = agents.env().get(var)
+            && !url.trim().is_empty()
+            && message.contains(url.trim().trim_end_matches('/'))
+        {
+            return Some(format!(
+                "provider `{}`'s URL comes from the variable {var}; check that the server is \
+                 running there, or fix {var} (or set `base_url` under [providers.{}] in flue.toml)",
+                builtin.id, builtin.id
+            ));
+        }
+    }
+    None
+}
