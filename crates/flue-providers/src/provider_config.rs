@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_core::{FlueError, ModelInfo, ModelProvider, Result};
+use flue_core::{FlueError, ModelProvider, Result, model::ModelInfo};
 
 use crate::anthropic::AnthropicProvider;
 use crate::catalog::{self, CatalogEntry};
@@ -269,7 +269,7 @@ impl OpenAiCompat {
 /// [`ProviderConfig::build`].
 ///
 /// ```
-/// use flue_core::ModelInfo;
+/// use flue_core::model::ModelInfo;
 /// use flue_providers::{ApiKey, ProviderConfig, WireApi};
 /// let provider = ProviderConfig::new("local", WireApi::OpenAiCompletions, "http://127.0.0.1:8080/v1")
 ///     .with_api_key(ApiKey::new("secret"))

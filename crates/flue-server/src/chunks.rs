@@ -1,7 +1,7 @@
 //! Chunks written the same way wherever they come from: the admitted message, a settlement
 //! (with the advisory of a failed or aborted one), timestamps.
 
-use flue_core::now_ms;
+use flue_core::util::now_ms;
 use serde_json::{Value, json};
 
 use crate::backend::Delivered;
@@ -142,5 +142,5 @@ pub(crate) fn decode_image(data: &str) -> Option<Vec<u8>> {
 
 /// `ms` since the epoch as ISO 8601 (UTC, milliseconds).
 pub(crate) fn iso8601(ms: u64) -> String {
-    flue_core::iso8601_ms(ms)
+    flue_core::util::iso8601_ms(ms)
 }
