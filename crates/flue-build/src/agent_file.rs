@@ -234,7 +234,7 @@ fn permissions(value: &Pod, report: &mut Report<'_>) -> Vec<(String, Permission)
     for (pattern, value) in entries {
         let keys = ["permissions", pattern.as_str()];
         let dotted = format!("permissions.{pattern}");
-        let checked = flue_core::check_permission_pattern(pattern)
+        let checked = flue_core::permission::check_permission_pattern(pattern)
             .map_err(|problem| format!("`permissions`: {problem}"));
         let Some(()) = report.check(&keys, checked) else {
             continue;

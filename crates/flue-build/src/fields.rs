@@ -218,7 +218,7 @@ pub(crate) fn model(key: &str, pod: &Pod) -> Result<String, String> {
 
 /// Checks a model specifier `<provider>/<model>`.
 pub(crate) fn model_spec(spec: &str) -> Result<(), String> {
-    match flue_core::ModelSpec::parse(spec) {
+    match flue_core::model::ModelSpec::parse(spec) {
         Ok(_) => Ok(()),
         Err(_) => Err(format!(
             "invalid model `{spec}`: expected `<provider>/<model>`, e.g. `anthropic/claude-sonnet-4-6`"

@@ -622,7 +622,7 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
     }
     for (pattern, permission) in raw.permissions {
         let line = line_of(text, &pattern.span());
-        if let Err(problem) = flue_core::check_permission_pattern(pattern.get_ref()) {
+        if let Err(problem) = flue_core::permission::check_permission_pattern(pattern.get_ref()) {
             diagnostics.push(Diagnostic::at(
                 PATH,
                 line,

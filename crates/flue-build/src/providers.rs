@@ -30,7 +30,7 @@ use std::ops::Range;
 
 use std::time::Duration;
 
-use flue_core::{ModelInfo, ModelPrice};
+use flue_core::model::{ModelInfo, ModelPrice};
 use flue_providers::{BuiltinProvider, ProviderConfig, WireApi};
 use serde::Deserialize;
 use toml::Spanned;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::bail;
-use flue_core::{AuditEntry, DynAuditStore, DynConversationStore};
+use flue_core::store::{AuditEntry, DynAuditStore, DynConversationStore};
 use serde_json::json;
 
 use crate::Exit;
@@ -166,5 +166,5 @@ pub(crate) fn relative(path: &str, root: &str) -> String {
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC): to the second.
 pub(crate) fn format_time(ms: u64) -> String {
-    flue_core::iso8601_ms(ms - ms % 1000).replace(".000Z", "Z")
+    flue_core::util::iso8601_ms(ms - ms % 1000).replace(".000Z", "Z")
 }

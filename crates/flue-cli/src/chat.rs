@@ -87,7 +87,7 @@ async fn turn(
     output: &Output,
     interrupts: &mut Interrupts,
 ) -> Option<Exit> {
-    let started_at = flue_core::now_ms();
+    let started_at = flue_core::util::now_ms();
     let (_, finished, interrupt, streamed) =
         match submit(run_args, prepared, output, interrupts).await {
             Ok(done) => done,

@@ -11,8 +11,8 @@ use std::time::Duration;
 use flue_build::SandboxKind;
 use flue_core::{
     ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
-    DispatchOptions, DynConversationStore, ErrorInfo, FlueError, Offset, Outcome, PendingAction,
-    Record, Settlement, Usage, WhenBusy, new_ulid,
+    DispatchOptions, ErrorInfo, FlueError, Offset, Outcome, PendingAction, Record, Settlement,
+    Usage, WhenBusy, store::DynConversationStore, util::new_ulid,
 };
 use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;
@@ -101,7 +101,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     let output = Output::new(
         flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
     );
-    let started_at = flue_core::now_ms();
+    let started_at = flue_core::util::now_ms();
     let result = submit(&args, &prepared, &output, &mut interrupts).await;
     let Prepared {
         host,

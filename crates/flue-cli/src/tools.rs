@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 use flue_build::SandboxKind;
 use flue_core::{
     BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, FlueError, LOAD_SKILL_TOOL, SkillExtra,
-    SkillOptions, TASK_TOOL, ToolSchema, new_ulid,
+    SkillOptions, TASK_TOOL, model::ToolSchema, util::new_ulid,
 };
 use flue_host::{AgentSet, HarnessOptions, StoreChoice};
 use serde_json::{Value, json};

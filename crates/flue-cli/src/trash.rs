@@ -1,6 +1,6 @@
 //! `flue trash list|restore`: the content the file tools deleted or overwrote.
 
-use flue_core::{TrashEntry, TrashReason};
+use flue_core::store::{TrashEntry, TrashReason};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 

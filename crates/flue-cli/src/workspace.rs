@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_core::{ConversationInfo, DEFAULT_SESSION, DynConversationStore, FlueError};
+use flue_core::{ConversationInfo, DEFAULT_SESSION, FlueError, store::DynConversationStore};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
 

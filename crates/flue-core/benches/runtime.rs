@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, AgentProfile, DynSessionStore, Harness, LocalSandbox, MemoryStore, PromptOptions,
-    ProviderRegistry, Record, Redactor, ScriptedProvider, SessionKey, StoredRecord, TaskOptions,
-    UserMessage,
+    AgentConfig, AgentProfile, Harness, LocalSandbox, MemoryStore, PromptOptions, ProviderRegistry,
+    Record, Redactor, ScriptedProvider, StoredRecord, TaskOptions, UserMessage,
+    store::{DynSessionStore, SessionKey},
 };
 use flue_store::SqliteStore;
 

@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use flue_core::{
     AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, ConversationKey,
-    ConversationStore, DeliveredMessage, DispatchOptions, Harness, ModelProvider, ModelRequest,
-    ModelTurn, Offset, ProviderRegistry, ScriptedProvider, StaticAgents, StopReason,
-    SubmissionState, TurnSink, Usage,
+    DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset, ProviderRegistry,
+    ScriptedProvider, StaticAgents, StopReason, SubmissionState, Usage,
+    model::{ModelRequest, ModelTurn, TurnSink},
+    store::ConversationStore,
 };
 use flue_store::SqliteStore;
 

@@ -90,7 +90,7 @@ impl HarnessBuilder {
     }
 
     /// Sets where the file tools keep their audit log and trash (default: the session store's,
-    /// see [`SessionStore::audit_store`](crate::SessionStore::audit_store); a store without one gets an in-memory log).
+    /// see [`SessionStore::audit_store`](crate::store::SessionStore::audit_store); a store without one gets an in-memory log).
     #[must_use]
     pub fn with_audit_store(mut self, audit: Arc<dyn DynAuditStore>) -> Self {
         self.audit = Some(audit);
@@ -368,7 +368,7 @@ impl Harness {
         &self.shared.redactor
     }
 
-    /// The audit log and trash of the file tools (see [`AuditStore`](crate::AuditStore)).
+    /// The audit log and trash of the file tools (see [`AuditStore`](crate::store::AuditStore)).
     pub fn audit_store(&self) -> &Arc<dyn DynAuditStore> {
         &self.shared.audit
     }
@@ -515,7 +515,7 @@ impl Sessions<'_> {
 /// Checks a conversation (agent instance) id, the CLI's `--id` and the HTTP server's
 /// `/agents/<agent>/<id>`: every frontend calls this before using an id a user gave.
 ///
-/// An id is 1 to [`MAX_INSTANCE_ID_CHARS`](crate::MAX_INSTANCE_ID_CHARS) characters, none of
+/// An id is 1 to [`MAX_INSTANCE_ID_CHARS`](flue_protocol::MAX_INSTANCE_ID_CHARS) characters, none of
 /// them whitespace, a control character (terminal escapes), an invisible formatting character
 /// (bidirectional overrides, zero-width spaces) or a slash (`/`, `\`), and is not `.` or `..`.
 /// Ticket numbers (`PROJ-1234`, `#812`), email addresses, user ids, UUIDs and ULIDs all pass;

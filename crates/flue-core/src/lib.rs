@@ -11,116 +11,134 @@
 //! - call options: [`CallOptions`], shared by [`PromptOptions`], [`SkillOptions`] and
 //!   [`TaskOptions`]
 //! - skills, roles and tasks: [`Skill`], [`Role`]
+//! - tools: [`ToolDefinition`] (a [`Tool`] with its schema), [`ToolContext`], [`ToolMeta`]
 //! - actions (Rust behaviour the model calls as a tool, run in an isolated child scope):
 //!   [`ActionDefinition`], [`ActionContext`]
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
-//! - extension traits: [`ModelProvider`], [`Tool`], [`Sandbox`], [`SandboxFactory`],
-//!   [`SessionStore`], [`AuditStore`] (the file tools' audit log and trash)
 //! - sandboxes: [`VirtualSandbox`] (the default: in memory, no processes), [`LocalSandbox`]
 //! - durable submissions: [`AgentRuntime`] (`dispatch`, `wait`, `read`, `abort`, stream reads),
-//!   [`AgentRegistry`], [`ConversationStore`], [`DispatchReceipt`], [`StreamBatch`]
+//!   [`AgentRegistry`], [`DispatchReceipt`], [`StreamBatch`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
+//!
+//! The root holds what an application embedding the runtime uses. Whoever implements a backend
+//! or a host finds the rest in named modules:
+//! - [`store`]: the store traits ([`store::SessionStore`], [`store::ConversationStore`],
+//!   [`store::AuditStore`]), their boxed companions the runtime holds
+//!   ([`store::DynSessionStore`], ...), the rules every backend follows and the fencing and
+//!   ownership protocol; [`MemoryStore`] (durable stores live in the flue-store crate)
+//! - [`model`]: the [`ModelProvider`] trait's data ([`model::ModelRequest`],
+//!   [`model::ModelTurn`], [`model::TurnSink`], [`model::ToolSchema`], [`model::ModelInfo`],
+//!   [`model::ModelPrice`], [`model::ModelSpec`]); remote providers live in flue-providers
+//! - [`sandbox`]: the [`Sandbox`] trait's data ([`sandbox::FileStat`],
+//!   [`sandbox::MkdirOptions`], ...), [`sandbox::CommandLauncher`] and the path rules
+//! - [`tool`]: everything about tools, including command tools' limits and output rendering
+//! - [`permission`]: the permission policy's rules and its decision
+//! - [`elicitation`]: the schema rules of an MCP elicitation
+//! - [`spans`]: the tracing spans, and [`spans::traced_turn`] for model turns run outside an
+//!   operation
+//! - [`util`]: clocks, ids and cancellation shared with the sibling crates
 
 mod action;
 mod agent_loop;
 mod call;
 mod compaction;
 mod config;
-mod elicitation;
+pub mod elicitation;
 mod error;
 mod harness;
 mod initializer;
-mod model;
+pub mod model;
 mod operation;
 mod overlay;
-mod permission;
+pub mod permission;
 mod redact;
 mod role;
-mod sandbox;
+pub mod sandbox;
 mod scope;
 mod session;
 mod shared;
 mod skill;
 mod skill_ref;
-mod spans;
+pub mod spans;
 mod steps;
 pub mod store;
 mod submission;
 mod task;
-mod tool;
-mod util;
+pub mod tool;
+pub mod util;
 
 // The wire types live in flue-protocol; these aliases keep `crate::record::X` and
 // `crate::event::X` paths working inside the runtime.
 use flue_protocol::{event, record};
+// Inside the crate, `crate::now_ms` stays a path (the public one is `util::now_ms`).
+use util::now_ms;
 
-pub use action::{ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
-pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
+// The embedder's API. Everything below also has a home in a module (or in flue-protocol);
+// the root re-exports what an application embedding the runtime names.
+
+// Harness, sessions and operations.
 pub use call::{CallHandle, EventStream};
+pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
+pub use initializer::AgentInitializerContext;
+pub use operation::{
+    CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,
+};
+pub use session::Session;
+
+// Configuration: agents, skills, roles.
 pub use config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, ResolvedAgent,
     Skill,
 };
-pub use elicitation::{
-    ElicitationQuestion, check_elicitation_content, elicitation_defaults, elicitation_fields,
-    elicitation_required, field_options, field_value,
-};
-pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
-pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use flue_protocol::{
-    ACTION_SCOPE_PREFIX, DEFAULT_SESSION, DurabilityConfig, MAX_INSTANCE_ID_CHARS, ProtocolError,
-    SPAN_TARGET, TASK_SESSION_PREFIX, ThinkingLevel, task_session_parent,
+    DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel, task_session_parent,
 };
-pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
-pub use initializer::AgentInitializerContext;
-pub use model::{
-    ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelSpec, ModelTurn, ProviderRegistry,
-    ScriptedProvider, ToolSchema, TurnSink,
+pub use permission::{PermissionRule, PermissionSource};
+pub use redact::Redactor;
+pub use role::Role;
+pub use skill_ref::SkillRef;
+
+// Tools and actions, and the names of the runtime's own tools.
+pub use action::{ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
+pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
+pub use skill::LOAD_SKILL_TOOL;
+pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
+pub use tool::{
+    BUILTIN_TOOL_NAMES, CommandToolSpec, Effects, InterruptBehavior, Ownership, Permission,
+    READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet,
+    ToolSource, builtin_tool, builtin_tools,
 };
-pub use operation::{
-    CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,
-};
-pub use permission::{
-    PermissionRule, PermissionSource, check_permission_pattern, decide_permission,
-};
+pub use util::BoxFuture;
+
+// Records and events (the wire formats, from flue-protocol).
+pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
     AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,
     RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
     StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
-pub use redact::Redactor;
-pub use role::Role;
-pub use sandbox::{
-    CommandLauncher, ExecOptions, FileStat, LocalSandbox, MkdirOptions, RmOptions, Sandbox,
-    SandboxFactory, ShellResult, TIMEOUT_EXIT_CODE, VIRTUAL_ROOT, VirtualLimits, VirtualSandbox,
-    VirtualSandboxBuilder, check_protected, normalize_path, protected_name,
-};
-pub use session::Session;
-pub use skill::LOAD_SKILL_TOOL;
-pub use skill_ref::SkillRef;
-pub use spans::traced_turn;
-pub use store::{
-    AUDIT_DIFF_LIMIT, AbortReport, Acquire, Admission, AuditEntry, AuditStore, Claim,
-    ConversationStore, DynAuditStore, DynConversationStore, DynSessionStore, Fence, FencedAppend,
-    HeadWatch, MemoryStore, OwnerRegistration, SessionKey, SessionLog, SessionStore,
-    SessionSummary, TrashEntry, TrashReason, TrashedFile,
-};
+
+// Errors.
+pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
+
+// Durable submissions.
 pub use submission::{
     AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo,
     ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset,
     ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,
     SubmissionInfo, SubmissionState, WhenBusy, check_conversation_id,
 };
-pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
-pub use tokio_util::sync::CancellationToken;
-pub use tool::{
-    BUILTIN_TOOL_NAMES, COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
-    DEFAULT_COMMAND_TIMEOUT_MS, Effects, FlueLogger, InterruptBehavior, MAX_COMMAND_TIMEOUT_MS,
-    Ownership, Permission, READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError,
-    ToolMeta, ToolSet, ToolSource, builtin_tool, builtin_tools, check_variable_name, render_output,
+
+// Models, sandboxes and the in-memory store.
+pub use model::{ModelProvider, ProviderRegistry, ScriptedProvider};
+pub use sandbox::{
+    ExecOptions, LocalSandbox, Sandbox, SandboxFactory, ShellResult, VirtualLimits, VirtualSandbox,
+    VirtualSandboxBuilder,
 };
-pub use util::{BoxFuture, iso8601_ms, new_ulid, new_uuid, now_ms, or_cancel};
+pub use store::MemoryStore;
+
+pub use tokio_util::sync::CancellationToken;
 
 /// The examples of docs/library.md, run as doctests.
 #[cfg(doctest)]

@@ -12,7 +12,7 @@
 //! embedder's code): the runtime asks it for a [`HarnessBuilder`](crate::HarnessBuilder) per
 //! agent, then sets the conversation's instance id and a fenced view of its store.
 //!
-//! [`ConversationStore`]: crate::ConversationStore
+//! [`ConversationStore`]: crate::store::ConversationStore
 
 mod actions;
 mod driver;

@@ -54,7 +54,7 @@ pub(crate) fn stamp_now(records: impl IntoIterator<Item = Record>) -> Vec<Stored
 /// `2023-11-14T22:13:20.123Z`.
 ///
 /// ```
-/// assert_eq!(flue_core::iso8601_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+/// assert_eq!(flue_core::util::iso8601_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
 /// ```
 pub fn iso8601_ms(ms: u64) -> String {
     let secs = ms / 1000;

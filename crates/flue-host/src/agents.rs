@@ -8,7 +8,8 @@ use std::sync::Arc;
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
 use flue_core::{
-    AgentConfig, AgentInfo, DynSessionStore, FlueError, Harness, HarnessBuilder, ScriptedProvider,
+    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ScriptedProvider,
+    store::DynSessionStore,
 };
 
 use crate::mcp::McpServers;

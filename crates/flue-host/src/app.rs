@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use flue_core::{AgentRegistry, AgentRuntime, DynSessionStore};
+use flue_core::{AgentRegistry, AgentRuntime, store::DynSessionStore};
 use flue_server::{DurableRuntime, ServerConfig};
 
 use crate::{AgentSet, HarnessOptions, Host, HostError, ServeStore, StoreChoice};

@@ -150,7 +150,7 @@ impl DevApp {
         current.ok = false;
         current.diagnostics = problems;
         current.changed = changed;
-        current.at = flue_core::iso8601_ms(flue_core::now_ms());
+        current.at = flue_core::util::iso8601_ms(flue_core::util::now_ms());
         self.status.send_replace(Arc::new(current.published()));
     }
 
@@ -220,7 +220,7 @@ impl Status {
             generation: build,
             build,
             ok: true,
-            at: flue_core::iso8601_ms(flue_core::now_ms()),
+            at: flue_core::util::iso8601_ms(flue_core::util::now_ms()),
             build_ms,
             changed,
             root: agents.root().display().to_string(),

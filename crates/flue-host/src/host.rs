@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use flue_core::{
-    AgentRegistry, BoxFuture, DynSessionStore, FlueError, HarnessBuilder, MemoryStore,
+    AgentRegistry, BoxFuture, FlueError, HarnessBuilder, MemoryStore, store::DynSessionStore,
 };
 
 use crate::sandbox::{Cleanups, OpenSandbox};

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use flue_build::{ProviderSettings, WorkspaceConfig};
-use flue_core::{FlueError, ModelSpec, ProviderRegistry, ScriptedProvider};
+use flue_core::{FlueError, ProviderRegistry, ScriptedProvider, model::ModelSpec};
 use flue_providers::{ApiKey, BuiltinProvider, ProviderConfig};
 
 use crate::Env;

@@ -9,10 +9,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use flue_connectors::{McpSampler, McpSamplingApprover, SamplingRequest, SamplingResponse};
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, CancellationToken, ModelRef, ModelRequest,
-    Permission, PermissionRule, ProviderRegistry, Record, Redactor, SampledMessage,
-    SamplingExchange, StopReason, ThinkingLevel, TurnSink, Usage, UserMessage, decide_permission,
-    traced_turn,
+    AssistantContent, AssistantMessage, BoxFuture, CancellationToken, ModelRef, Permission,
+    PermissionRule, ProviderRegistry, Record, Redactor, SampledMessage, SamplingExchange,
+    StopReason, ThinkingLevel, Usage, UserMessage,
+    model::{ModelRequest, TurnSink},
+    permission::decide_permission,
+    spans::traced_turn,
 };
 
 /// Answers sampling requests with one model.

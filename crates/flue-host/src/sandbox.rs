@@ -13,8 +13,9 @@ use std::time::Duration;
 use flue_build::{SandboxKind, SandboxSettings, SeedSetting};
 use flue_connectors::{DaytonaConfig, DaytonaSandbox, IsolatedSandbox};
 use flue_core::{
-    BoxFuture, ExecOptions, FileStat, FlueError, LocalSandbox, MkdirOptions, Result, RmOptions,
-    Sandbox, SandboxErrorReason, ShellResult, VirtualLimits, VirtualSandbox,
+    BoxFuture, ExecOptions, FlueError, LocalSandbox, Result, Sandbox, SandboxErrorReason,
+    ShellResult, VirtualLimits, VirtualSandbox,
+    sandbox::{FileStat, MkdirOptions, RmOptions},
 };
 
 use crate::Env;

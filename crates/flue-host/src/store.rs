@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_build::{StoreSettings, Workspace};
-use flue_core::{DynConversationStore, FlueError, MemoryStore};
+use flue_core::{FlueError, MemoryStore, store::DynConversationStore};
 use flue_store::{PostgresOptions, PostgresStore, SqliteStore};
 
 use crate::{AgentSet, Env, HostError, store_path};

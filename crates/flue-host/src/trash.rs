@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use flue_core::{DynAuditStore, LocalSandbox, ToolContext, ToolError, builtin_tool};
+use flue_core::{LocalSandbox, ToolContext, ToolError, builtin_tool, store::DynAuditStore};
 use serde_json::{Value, json};
 
 use crate::HostError;

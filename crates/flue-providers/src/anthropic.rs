@@ -19,8 +19,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelInfo, ModelProvider,
-    ModelRequest, ModelTurn, Result, StopReason, ThinkingLevel, ToolCall, TurnSink, Usage,
+    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelProvider, Result, StopReason,
+    ThinkingLevel, ToolCall, Usage,
+    model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 
 use crate::convert::{self, Item};

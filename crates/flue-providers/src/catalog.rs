@@ -6,7 +6,7 @@
 //! modelled). A model missing here still works: it gets [`ModelInfo::default`] and the CLI
 //! warns; flue.toml (`[providers.<id>.models.<model>]`) adds or corrects entries.
 
-use flue_core::{ModelInfo, ModelPrice};
+use flue_core::model::{ModelInfo, ModelPrice};
 
 use crate::provider_config::{
     MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam, Thinking, WireApi,

@@ -12,8 +12,9 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, Image, ModelInfo, ModelRequest, Record, ShellExchange,
-    ToolCall, ToolResult, UserContent,
+    AssistantContent, AssistantMessage, Image, Record, ShellExchange, ToolCall, ToolResult,
+    UserContent,
+    model::{ModelInfo, ModelRequest},
 };
 use serde_json::Value;
 

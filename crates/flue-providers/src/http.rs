@@ -17,7 +17,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use flue_core::{BoxError, FlueError, ModelTurn, Redactor, Result};
+use flue_core::{BoxError, FlueError, Redactor, Result, model::ModelTurn};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -500,7 +500,7 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// A random number in `[0, 1)` from the standard library's per-process hash keys.
 fn jitter() -> f64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(flue_core::now_ms());
+    hasher.write_u64(flue_core::util::now_ms());
     #[allow(
         clippy::cast_precision_loss,
         reason = "53 bits of randomness are plenty for jitter"

@@ -3,8 +3,8 @@
 //! models.
 //!
 //! Each provider implements [`flue_core::ModelProvider`] and reaches the runtime only through
-//! that trait and its data ([`flue_core::ModelRequest`], [`flue_core::ModelTurn`],
-//! [`flue_core::TurnSink`], [`flue_core::ModelInfo`]); it knows no session, task or store. A
+//! that trait and its data ([`flue_core::model::ModelRequest`], [`flue_core::model::ModelTurn`],
+//! [`flue_core::model::TurnSink`], [`flue_core::model::ModelInfo`]); it knows no session, task or store. A
 //! [`ProviderConfig`] says where a provider is, how it authenticates, which models it serves
 //! (limits, capabilities, prices) and how it retries; [`ProviderConfig::build`] turns it into a
 //! provider to register in a [`flue_core::ProviderRegistry`]. Like flue-core, this crate never

@@ -12,7 +12,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_core::{FlueError, ModelInfo, Result};
+use flue_core::model::ModelInfo;
+use flue_core::{FlueError, Result};
 
 /// The wire protocol a remote provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -289,7 +290,7 @@ pub(crate) enum Thinking {
 /// [`ProviderConfig::build`].
 ///
 /// ```
-/// use flue_core::ModelInfo;
+/// use flue_core::model::ModelInfo;
 /// use flue_providers::{ApiKey, ProviderConfig, WireApi};
 /// let provider = ProviderConfig::new("local", WireApi::OpenAiCompletions, "http://127.0.0.1:8080/v1")
 ///     .with_api_key(ApiKey::new("secret"))

@@ -2,7 +2,7 @@
 //! (with the advisory of a failed or aborted one), timestamps, and an action's wire form (the
 //! `actions` route lists it, the stream carries it as a `data-action-<id>` part).
 
-use flue_core::now_ms;
+use flue_core::util::now_ms;
 use serde_json::{Value, json};
 
 use crate::backend::Delivered;
@@ -143,7 +143,7 @@ pub(crate) fn decode_image(data: &str) -> Option<Vec<u8>> {
 
 /// `ms` since the epoch as ISO 8601 (UTC, milliseconds).
 pub(crate) fn iso8601(ms: u64) -> String {
-    flue_core::iso8601_ms(ms)
+    flue_core::util::iso8601_ms(ms)
 }
 
 /// One action on the wire (camelCase, `state` naming the decision or `pending`).

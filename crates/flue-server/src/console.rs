@@ -18,7 +18,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use flue_core::{DEFAULT_SESSION, DynConversationStore};
+use flue_core::{DEFAULT_SESSION, store::DynConversationStore};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use flue_core::{
-    BoxFuture, DEFAULT_SESSION, DynConversationStore, FlueError, Record, SessionKey, StoredRecord,
+    BoxFuture, DEFAULT_SESSION, FlueError, Record, StoredRecord,
+    store::{DynConversationStore, SessionKey},
     task_session_parent,
 };
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! flue-store: the durable stores of Flue, SQLite and Postgres.
 //!
-//! Both implement flue-core's store traits ([`flue_core::SessionStore`],
-//! [`flue_core::ConversationStore`], [`flue_core::AuditStore`]) and decide admission, fencing
+//! Both implement flue-core's store traits ([`flue_core::store::SessionStore`],
+//! [`flue_core::store::ConversationStore`], [`flue_core::store::AuditStore`]) and decide admission, fencing
 //! and settlement by asking [`flue_core::store::rules`], as the in-memory store does, so the
 //! three behave alike. This crate reaches the runtime only through that public API: it knows
 //! no session, harness or task.

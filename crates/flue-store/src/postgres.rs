@@ -40,7 +40,7 @@ use flue_core::store::rules::{self, check_version, managed_conversation};
 use flue_core::store::{
     DynAuditStore, HeadWatchers, SessionKey, SessionLog, SessionStore, SessionSummary,
 };
-use flue_core::{FlueError, Result, StoredRecord, now_ms};
+use flue_core::{FlueError, Result, StoredRecord, util::now_ms};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tokio_util::sync::CancellationToken;

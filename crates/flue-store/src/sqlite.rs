@@ -16,9 +16,9 @@
 //! stretch (never across `.await`). The exception is lock contention with another process, which
 //! can stall the calling thread for up to [`BUSY_TIMEOUT`].
 //!
-//! The audit log and trash ([`AuditStore`](flue_core::AuditStore), migration v2) are implemented
+//! The audit log and trash ([`AuditStore`](flue_core::store::AuditStore), migration v2) are implemented
 //! in `sqlite/audit.rs`; conversations, their streams and submissions
-//! ([`ConversationStore`](flue_core::ConversationStore), migration v3) in
+//! ([`ConversationStore`](flue_core::store::ConversationStore), migration v3) in
 //! `sqlite/conversation.rs`.
 //! A file store keeps a second connection for reads (session loads and lists, streams,
 //! submissions), so readers (an HTTP server's) never queue behind this process's writers.
@@ -45,7 +45,7 @@ use flue_core::store::rules::{self, check_version, managed_conversation};
 use flue_core::store::{
     DynAuditStore, HeadWatchers, LocalOwners, SessionKey, SessionLog, SessionStore, SessionSummary,
 };
-use flue_core::{FlueError, Result, StoredRecord, now_ms};
+use flue_core::{FlueError, Result, StoredRecord, util::now_ms};
 use writer::Writer;
 
 /// Sessions in a SQLite file.

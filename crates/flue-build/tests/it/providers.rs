@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flue_build::{ModelSettings, ProviderSettings};
-use flue_core::{ModelInfo, ModelPrice};
+use flue_core::model::{ModelInfo, ModelPrice};
 use flue_providers::{StreamLimits, WireApi};
 use pretty_assertions::assert_eq;
 

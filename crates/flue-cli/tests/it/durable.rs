@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flue_core::{
-    BatchBody, ConversationKey, ConversationStore, DeliveredMessage, Offset, Record, SessionKey,
-    SessionStore,
+    BatchBody, ConversationKey, DeliveredMessage, Offset, Record,
+    store::{ConversationStore, SessionKey, SessionStore},
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

@@ -20,9 +20,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flue_core::{
-    BoxError, BoxFuture, ExecOptions, FileStat, FlueError, MkdirOptions, Result, RmOptions,
-    Sandbox, SandboxErrorReason, ShellResult, TIMEOUT_EXIT_CODE, check_protected, new_uuid,
-    normalize_path, or_cancel, protected_name,
+    BoxError, BoxFuture, ExecOptions, FlueError, Result, Sandbox, SandboxErrorReason, ShellResult,
+    sandbox::{
+        FileStat, MkdirOptions, RmOptions, TIMEOUT_EXIT_CODE, check_protected, normalize_path,
+        protected_name,
+    },
+    util::{new_uuid, or_cancel},
 };
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;

@@ -25,8 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    BoxFuture, CommandLauncher, ExecOptions, FileStat, FlueError, LocalSandbox, MkdirOptions,
-    Result, RmOptions, Sandbox, SandboxErrorReason, ShellResult, protected_name,
+    BoxFuture, ExecOptions, FlueError, LocalSandbox, Result, Sandbox, SandboxErrorReason,
+    ShellResult,
+    sandbox::{CommandLauncher, FileStat, MkdirOptions, RmOptions, protected_name},
 };
 
 /// How long a backend probe may take before it counts as not working.

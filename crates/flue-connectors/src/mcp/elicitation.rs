@@ -2,14 +2,16 @@
 //! person using the agent. [`McpElicitor`] is who answers: a terminal prompt (flue-cli),
 //! [`AcceptDefaults`], [`DeclineElicitation`], or [`PendingActionElicitor`], which makes the
 //! question a live pending action of the call's session that any process answers. The schema's
-//! defaults are applied as the spec says (flue-core's [`flue_core::elicitation_defaults`]).
+//! defaults are applied as the spec says (flue-core's [`flue_core::elicitation::elicitation_defaults`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    ActionDecision, BoxFuture, ElicitationQuestion, ToolContext, elicitation_defaults,
-    elicitation_fields, elicitation_required,
+    ActionDecision, BoxFuture, ToolContext,
+    elicitation::{
+        ElicitationQuestion, elicitation_defaults, elicitation_fields, elicitation_required,
+    },
 };
 use serde_json::{Map, Value};
 

@@ -21,7 +21,7 @@ pub use elicitation::{
     AcceptDefaults, DEFAULT_ELICITATION_TIMEOUT, DeclineElicitation, ElicitationAnswer,
     ElicitationRequest, McpElicitor, PendingActionElicitor,
 };
-pub use flue_core::{field_options, field_value};
+pub use flue_core::elicitation::{field_options, field_value};
 pub use oauth::{
     MAX_AUTHORIZATIONS, McpOAuth, McpOAuthGrant, McpOAuthRedirect, McpTokenStore, login_mcp_server,
 };

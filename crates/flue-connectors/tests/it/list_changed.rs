@@ -4,8 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    AgentConfig, BoxFuture, Harness, LocalSandbox, ModelInfo, ModelProvider, ModelRequest,
-    ModelTurn, PromptOptions, ProviderRegistry, Record, ScriptedProvider, ToolDefinition, TurnSink,
+    AgentConfig, BoxFuture, Harness, LocalSandbox, ModelProvider, PromptOptions, ProviderRegistry,
+    Record, ScriptedProvider, ToolDefinition,
+    model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! All sessions live in one `BTreeMap` behind a `std::sync::Mutex`. Every method takes the lock,
 //! does its work without awaiting, and releases it, so the lock is never held across `.await`
 //! and each method is atomic with respect to the others. The audit log and trash
-//! ([`AuditStore`](crate::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`.
+//! ([`AuditStore`](crate::store::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`.
 
 mod audit;
 mod conversation;

@@ -61,7 +61,7 @@ pub fn stale_fence(fence: &Fence) -> FlueError {
     lease_lost(fence, "another owner took the conversation")
 }
 
-/// The error for a plain [`SessionStore::append`](crate::SessionStore::append) to a session
+/// The error for a plain [`SessionStore::append`](crate::store::SessionStore::append) to a session
 /// of a managed conversation: only fenced appends may write there.
 pub fn managed_conversation(instance_id: &str) -> FlueError {
     FlueError::LeaseLost {
@@ -508,7 +508,7 @@ pub fn aborted_settlement(submission_id: &str, attempts: u32) -> Settlement {
 }
 
 /// What an abort request writes (see
-/// [`ConversationStore::request_abort`](crate::ConversationStore::request_abort)).
+/// [`ConversationStore::request_abort`](crate::store::ConversationStore::request_abort)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AbortPlan {
     /// Every unsettled submission: each gets `abort_requested`, all in one `abort_requested`

@@ -8,7 +8,7 @@
 //! settle it. With nothing left it releases ownership (refused while work remains, which closes
 //! the race with a concurrent dispatch).
 //!
-//! [`ConversationStore::acquire`]: crate::ConversationStore::acquire
+//! [`ConversationStore::acquire`]: crate::store::ConversationStore::acquire
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -389,7 +389,7 @@ impl AgentRuntime {
     /// Errors (nothing admitted): [`FlueError::UnknownAgent`],
     /// [`FlueError::InvalidInstanceId`] (the id, or `<agent>:<id>`, breaks the id rule), [`FlueError::InvalidRequest`] (an empty signal
     /// type, a bad tag name), [`FlueError::RuntimeStopped`] after shutdown, and the store's
-    /// admission errors ([`ConversationStore::admit`](crate::ConversationStore::admit)).
+    /// admission errors ([`ConversationStore::admit`](crate::store::ConversationStore::admit)).
     pub async fn dispatch(
         &self,
         key: &ConversationKey,
@@ -558,7 +558,7 @@ impl AgentRuntime {
         self.inner.store.conversation(key).await
     }
 
-    /// Up to `limit` stream batches after `after` (see [`ConversationStore::read_stream`](crate::ConversationStore::read_stream)).
+    /// Up to `limit` stream batches after `after` (see [`ConversationStore::read_stream`](crate::store::ConversationStore::read_stream)).
     pub async fn read_stream(
         &self,
         key: &ConversationKey,

@@ -349,8 +349,9 @@ async fn actions_calling_actions_stop_at_the_depth_limit() {
 #[tokio::test]
 async fn an_action_runs_inside_a_durable_submission_and_its_writes_are_fenced() {
     use flue_core::{
-        AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage,
-        DispatchOptions, Harness, Offset, ProviderRegistry, SessionStore, StaticAgents,
+        AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, Harness,
+        Offset, ProviderRegistry, StaticAgents,
+        store::{ConversationStore, SessionStore},
     };
     use flue_store::SqliteStore;
 

@@ -5,7 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flue_core::{AuditStore, BoxFuture, Sandbox, TrashReason, VirtualLimits, VirtualSandbox};
+use flue_core::{
+    BoxFuture, Sandbox, VirtualLimits, VirtualSandbox,
+    store::{AuditStore, TrashReason},
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use flue_core::{AuditEntry, DynAuditStore, TrashEntry, TrashReason, TrashedFile};
+use flue_core::store::{AuditEntry, DynAuditStore, TrashEntry, TrashReason, TrashedFile};
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
 

@@ -148,6 +148,9 @@ async fn a_command_past_its_time_limit_is_killed_with_exit_code_124() {
     let fixture = Fixture::new(SANDBOXES[0].1, &[]).await;
     let started = Instant::now();
     let output = call(&fixture, &spec, json!({})).await.unwrap();
-    assert_eq!(output["exit_code"], json!(flue_core::TIMEOUT_EXIT_CODE));
+    assert_eq!(
+        output["exit_code"],
+        json!(flue_core::sandbox::TIMEOUT_EXIT_CODE)
+    );
     assert!(started.elapsed() < Duration::from_secs(20));
 }

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use flue_core::{
     AgentConfig, BoxFuture, Compaction, CompactionConfig, CompactionReason, Event, FlueError,
-    Harness, LocalSandbox, MemoryStore, ModelInfo, ModelProvider, ModelRequest, ModelTurn,
-    PromptOptions, PromptResponse, ProviderRegistry, Record, ScriptedProvider, Session,
-    ToolDefinition, TurnSink, Usage,
+    Harness, LocalSandbox, MemoryStore, ModelProvider, PromptOptions, PromptResponse,
+    ProviderRegistry, Record, ScriptedProvider, Session, ToolDefinition, Usage,
+    model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

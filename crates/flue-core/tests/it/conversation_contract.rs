@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    Acquire, Admission, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions,
-    DurabilityConfig, DynConversationStore, Fence, FencedAppend, FlueError, Offset, Outcome,
-    Record, SendCondition, SessionKey, Settlement, StoredRecord, SubmissionState, UserMessage,
-    WhenBusy, new_ulid, now_ms,
+    BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig, FlueError,
+    Offset, Outcome, Record, SendCondition, Settlement, StoredRecord, SubmissionState, UserMessage,
+    WhenBusy,
+    store::{Acquire, Admission, DynConversationStore, Fence, FencedAppend, SessionKey},
+    util::{new_ulid, now_ms},
 };
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;

@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
-use flue_core::{AuditEntry, AuditStore, TrashReason, builtin_tool};
+use flue_core::{
+    builtin_tool,
+    store::{AuditEntry, AuditStore, TrashReason},
+};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -782,7 +785,7 @@ async fn delete_and_restore_round_trip_through_the_trash() {
 
         // An entry stored before paths were relative (absolute in the sandbox) restores too,
         // by id and by path.
-        let old = flue_core::TrashEntry {
+        let old = flue_core::store::TrashEntry {
             id: "01OLDABSOLUTEENTRY00000000".to_owned(),
             instance_id: "instance-1".to_owned(),
             session: "default".to_owned(),

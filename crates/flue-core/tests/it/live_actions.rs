@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use flue_core::{
     ActionDecision, ActionKind, AgentConfig, AgentProfile, AgentRuntime, AssistantContent,
-    BoxFuture, ConversationKey, DeliveredMessage, DispatchOptions, ElicitationQuestion, Harness,
-    MemoryStore, ModelProvider, ModelRequest, ModelTurn, ProviderRegistry, Record, StaticAgents,
-    StopReason, ToolCall, ToolDefinition, ToolError, TurnSink, Usage,
+    BoxFuture, ConversationKey, DeliveredMessage, DispatchOptions, Harness, MemoryStore,
+    ModelProvider, ProviderRegistry, Record, StaticAgents, StopReason, ToolCall, ToolDefinition,
+    ToolError, Usage,
+    elicitation::ElicitationQuestion,
+    model::{ModelRequest, ModelTurn, TurnSink},
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

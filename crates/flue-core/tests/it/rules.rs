@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use flue_core::{
     AgentConfig, AssistantContent, BoxFuture, Harness, HarnessBuilder, LocalSandbox, MemoryStore,
-    ModelProvider, ModelRequest, ModelTurn, ProviderRegistry, Record, SessionKey, SessionStore,
-    StopReason, ThinkingLevel, ToolCall, TurnSink, Usage,
+    ModelProvider, ProviderRegistry, Record, StopReason, ThinkingLevel, ToolCall, Usage,
+    model::{ModelRequest, ModelTurn, TurnSink},
+    store::{SessionKey, SessionStore},
 };
 use serde_json::Value;
 
@@ -81,10 +82,10 @@ impl ModelProvider for RuleProvider {
     }
 
     /// Models whose name contains `vision` accept images; the others do not.
-    fn model_info(&self, model: &str) -> flue_core::ModelInfo {
-        flue_core::ModelInfo {
+    fn model_info(&self, model: &str) -> flue_core::model::ModelInfo {
+        flue_core::model::ModelInfo {
             image_input: model.contains("vision"),
-            ..flue_core::ModelInfo::default()
+            ..flue_core::model::ModelInfo::default()
         }
     }
 

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, ExecOptions, FileStat, FlueError, Harness, MkdirOptions, Record, RmOptions,
-    Sandbox, ShellResult, TIMEOUT_EXIT_CODE, ToolContext, builtin_tool,
+    AgentConfig, ExecOptions, FlueError, Harness, Record, Sandbox, ShellResult, ToolContext,
+    builtin_tool,
+    sandbox::{FileStat, MkdirOptions, RmOptions, TIMEOUT_EXIT_CODE},
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

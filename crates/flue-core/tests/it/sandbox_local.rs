@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    CommandLauncher, ExecOptions, FlueError, LocalSandbox, Sandbox, ShellResult, TIMEOUT_EXIT_CODE,
+    ExecOptions, FlueError, LocalSandbox, Sandbox, ShellResult,
+    sandbox::{CommandLauncher, TIMEOUT_EXIT_CODE},
 };
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;

@@ -11,7 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flue_core::{MemoryStore, MkdirOptions, RmOptions, Sandbox, ToolContext, builtin_tool};
+use flue_core::{
+    MemoryStore, Sandbox, ToolContext, builtin_tool,
+    sandbox::{MkdirOptions, RmOptions},
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

@@ -427,7 +427,7 @@ impl flue_core::SandboxFactory for CountingFactory {
 
 #[tokio::test]
 async fn a_harness_gets_one_sandbox_from_its_factory_or_a_virtual_one() {
-    use flue_core::{AgentConfig, Harness, VIRTUAL_ROOT};
+    use flue_core::{AgentConfig, Harness, sandbox::VIRTUAL_ROOT};
 
     let factory = Arc::new(CountingFactory::default());
     let harness = Harness::builder(AgentConfig::new())

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    BoxFuture, ExecOptions, FileStat, FlueError, LocalSandbox, MemoryStore, MkdirOptions, Result,
-    RmOptions, Sandbox, SandboxErrorReason, ShellResult, ToolContext, ToolError, VirtualSandbox,
-    builtin_tool,
+    BoxFuture, ExecOptions, FlueError, LocalSandbox, MemoryStore, Result, Sandbox,
+    SandboxErrorReason, ShellResult, ToolContext, ToolError, VirtualSandbox, builtin_tool,
+    sandbox::{FileStat, MkdirOptions, RmOptions},
 };
 use serde_json::Value;
 use tempfile::TempDir;

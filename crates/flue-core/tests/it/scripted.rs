@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, Event, FlueError, ModelInfo, ModelPrice, ModelProvider,
-    ModelRef, ModelRequest, ModelTurn, Record, ScriptedProvider, StopReason, ThinkingLevel,
-    ToolCall, ToolResult, ToolSchema, TurnSink, Usage, UserMessage,
+    AssistantContent, AssistantMessage, Event, FlueError, ModelProvider, ModelRef, Record,
+    ScriptedProvider, StopReason, ThinkingLevel, ToolCall, ToolResult, Usage, UserMessage,
+    model::{ModelInfo, ModelPrice, ModelRequest, ModelTurn, ToolSchema, TurnSink},
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use flue_core::{
-    AgentConfig, BoxFuture, Event, ExecOptions, Harness, LocalSandbox, MemoryStore, ModelInfo,
-    ModelProvider, ModelRequest, ModelTurn, PromptOptions, ProviderRegistry, Record,
-    SampledMessage, SamplingExchange, ScriptedProvider, ToolDefinition, ToolError, TurnSink, Usage,
+    AgentConfig, BoxFuture, Event, ExecOptions, Harness, LocalSandbox, MemoryStore, ModelProvider,
+    PromptOptions, ProviderRegistry, Record, SampledMessage, SamplingExchange, ScriptedProvider,
+    ToolDefinition, ToolError, Usage,
+    model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 use serde_json::json;
 
@@ -279,13 +280,13 @@ async fn a_subagents_tool_output_is_redacted_in_its_session_and_in_the_task_resu
     assert_no_leak("the reply", &response.text);
     assert_no_leak("the events", &serde_json::to_string(&seen).unwrap());
     // Every session of the conversation, the task's included.
-    let sessions = flue_core::SessionStore::list(store.as_ref(), "i1")
+    let sessions = flue_core::store::SessionStore::list(store.as_ref(), "i1")
         .await
         .unwrap();
     assert_eq!(sessions.len(), 2, "{sessions:?}");
     for summary in sessions {
-        let key = flue_core::SessionKey::new("i1", summary.session.clone());
-        let log = flue_core::SessionStore::load(store.as_ref(), &key, 0)
+        let key = flue_core::store::SessionKey::new("i1", summary.session.clone());
+        let log = flue_core::store::SessionStore::load(store.as_ref(), &key, 0)
             .await
             .unwrap()
             .unwrap();

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use flue_core::{
     AgentConfig, AssistantContent, AssistantMessage, BoxFuture, Event, ExecOptions, FlueError,
-    Harness, LocalSandbox, MemoryStore, ModelInfo, ModelPrice, ModelProvider, ModelRef,
-    ModelRequest, ModelTurn, PromptOptions, ProviderRegistry, Record, SessionKey, SessionStore,
-    StopReason, StoredRecord, ToolCall, ToolDefinition, ToolError, TurnSink, Usage, UserMessage,
+    Harness, LocalSandbox, MemoryStore, ModelProvider, ModelRef, PromptOptions, ProviderRegistry,
+    Record, StopReason, StoredRecord, ToolCall, ToolDefinition, ToolError, Usage, UserMessage,
+    model::{ModelInfo, ModelPrice, ModelRequest, ModelTurn, TurnSink},
+    store::{SessionKey, SessionStore},
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

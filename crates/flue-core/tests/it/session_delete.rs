@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use flue_core::{AgentConfig, Harness, LocalSandbox, MemoryStore, SessionStore};
+use flue_core::{AgentConfig, Harness, LocalSandbox, MemoryStore, store::SessionStore};
 
 const TRIALS: usize = 100;
 const CALLERS: usize = 4;

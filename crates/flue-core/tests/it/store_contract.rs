@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, CompactionSummary, DynSessionStore, FlueError, Image,
-    ModelRef, Record, Result, SessionKey, SessionLog, SessionSummary, ShellExchange, StopReason,
-    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage, now_ms,
+    AssistantContent, AssistantMessage, CompactionSummary, FlueError, Image, ModelRef, Record,
+    Result, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
+    UserMessage,
+    store::{DynSessionStore, SessionKey, SessionLog, SessionSummary},
+    util::now_ms,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

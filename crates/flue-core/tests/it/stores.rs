@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use flue_core::{AgentConfig, DynAuditStore, DynSessionStore, Harness, LocalSandbox};
+use flue_core::{
+    AgentConfig, Harness, LocalSandbox,
+    store::{DynAuditStore, DynSessionStore},
+};
 use flue_store::SqliteStore;
 
 use crate::audit_contract::entry;

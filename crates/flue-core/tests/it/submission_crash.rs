@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentRuntime, BatchBody, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
-    Offset, Outcome, Record, SessionKey, SessionStore,
+    AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, Offset, Outcome,
+    Record,
+    store::{ConversationStore, SessionKey, SessionStore},
 };
 use flue_store::SqliteStore;
 

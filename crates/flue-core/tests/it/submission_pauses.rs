@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    ActionDecision, AgentRuntime, ConversationKey, ConversationStore, DeliveredMessage,
-    DispatchOptions, DurabilityConfig, MemoryStore, Outcome, SubmissionState,
+    ActionDecision, AgentRuntime, ConversationKey, DeliveredMessage, DispatchOptions,
+    DurabilityConfig, MemoryStore, Outcome, SubmissionState, store::ConversationStore,
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

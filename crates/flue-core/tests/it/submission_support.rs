@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AgentConfig, AgentRuntime, AssistantContent, BoxFuture, DurabilityConfig, DynConversationStore,
-    FlueError, Harness, ModelProvider, ModelRequest, ModelTurn, ProviderRegistry, Record,
-    StaticAgents, StopReason, ToolCall, ToolDefinition, ToolError, TurnSink, Usage, UserContent,
+    AgentConfig, AgentRuntime, AssistantContent, BoxFuture, DurabilityConfig, FlueError, Harness,
+    ModelProvider, ProviderRegistry, Record, StaticAgents, StopReason, ToolCall, ToolDefinition,
+    ToolError, Usage, UserContent,
+    model::{ModelRequest, ModelTurn, TurnSink},
+    store::DynConversationStore,
 };
 use serde_json::json;
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use flue_core::{
     AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig,
-    DynConversationStore, FlueError, Offset, Outcome, Record, SendCondition, SessionKey,
-    SubmissionState, WhenBusy,
+    FlueError, Offset, Outcome, Record, SendCondition, SubmissionState, WhenBusy,
+    store::{DynConversationStore, SessionKey},
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

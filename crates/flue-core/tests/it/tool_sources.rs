@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    ActionKind, AgentConfig, BoxFuture, Harness, LocalSandbox, ModelInfo, ModelProvider,
-    ModelRequest, ModelTurn, Permission, PromptOptions, ProviderRegistry, Record, ScriptedProvider,
-    ToolDefinition, ToolSource, TurnSink,
+    ActionKind, AgentConfig, BoxFuture, Harness, LocalSandbox, ModelProvider, Permission,
+    PromptOptions, ProviderRegistry, Record, ScriptedProvider, ToolDefinition, ToolSource,
+    model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -189,7 +189,7 @@ async fn a_host_is_the_agent_registry_of_a_submission_runtime() {
     let store = Arc::new(flue_store::SqliteStore::open(&root.path().join("db.sqlite")).unwrap());
     let host = Arc::new(Host::with_store(
         AgentSet::from_workspace(root.path(), Env::new()).unwrap(),
-        Arc::clone(&store) as Arc<dyn flue_core::DynSessionStore>,
+        Arc::clone(&store) as Arc<dyn flue_core::store::DynSessionStore>,
     ));
     assert_eq!(host.preflight("hello").await.unwrap(), Vec::<String>::new());
     assert_eq!(

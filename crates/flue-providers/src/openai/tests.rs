@@ -1,8 +1,9 @@
 //! Unit tests of the Chat Completions request body.
 
 use flue_core::{
-    AssistantContent, AssistantMessage, Image, ModelInfo, ModelRef, ModelRequest, Record,
-    StopReason, ThinkingLevel, ToolCall, ToolResult, ToolSchema, Usage, UserContent, UserMessage,
+    AssistantContent, AssistantMessage, Image, ModelRef, Record, StopReason, ThinkingLevel,
+    ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    model::{ModelInfo, ModelRequest, ToolSchema},
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

@@ -737,7 +737,7 @@ async fn a_connection_that_is_never_accepted_times_out_retryable() {
     let started = Instant::now();
     let err = provider
         .stream_turn(
-            flue_core::ModelRequest {
+            flue_core::model::ModelRequest {
                 model: MODEL,
                 system: "You answer.",
                 messages: &[],
@@ -745,7 +745,7 @@ async fn a_connection_that_is_never_accepted_times_out_retryable() {
                 thinking: ThinkingLevel::Off,
                 max_output_tokens: 100,
             },
-            &flue_core::TurnSink::discard(),
+            &flue_core::model::TurnSink::discard(),
         )
         .await
         .unwrap_err();

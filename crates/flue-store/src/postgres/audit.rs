@@ -2,7 +2,10 @@
 //! `flue_trash_blobs` (content stored once per sha256), as in the SQLite store.
 
 use flue_core::store::rules;
-use flue_core::{AuditEntry, AuditStore, Result, TrashEntry, TrashedFile};
+use flue_core::{
+    Result,
+    store::{AuditEntry, AuditStore, TrashEntry, TrashedFile},
+};
 
 use super::{PostgresStore, execute, int, pg_error, query_all, query_opt};
 

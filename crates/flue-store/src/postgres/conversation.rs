@@ -27,7 +27,8 @@ use flue_core::store::{
 };
 use flue_core::{
     BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
-    Result, SendCondition, Settlement, StreamPage, SubmissionInfo, new_ulid, now_ms,
+    Result, SendCondition, Settlement, StreamPage, SubmissionInfo,
+    util::{new_ulid, now_ms},
 };
 use tokio_postgres::Row;
 

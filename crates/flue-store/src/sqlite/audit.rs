@@ -7,7 +7,10 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use flue_core::store::rules;
-use flue_core::{AuditEntry, AuditStore, Result, TrashEntry, TrashedFile};
+use flue_core::{
+    Result,
+    store::{AuditEntry, AuditStore, TrashEntry, TrashedFile},
+};
 
 use super::{SqliteStore, sql_int, store_error};
 

@@ -34,7 +34,10 @@ use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
     OwnerRegistration, SessionKey,
 };
-use flue_core::{FlueError, Result, new_ulid, now_ms};
+use flue_core::{
+    FlueError, Result,
+    util::{new_ulid, now_ms},
+};
 
 use super::{SqliteStore, get_u64, insert_records, read_record_range, store_error};
 

@@ -112,7 +112,7 @@ pub fn fresh_database_on(server: &str) -> String {
         "flue_test_{}_{}_{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed),
-        flue_core::new_ulid().to_lowercase()
+        flue_core::util::new_ulid().to_lowercase()
     );
     psql(server, &format!("CREATE DATABASE {name}"));
     with_database(server, &name)

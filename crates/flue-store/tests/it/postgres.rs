@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    Acquire, Admission, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
-    DurabilityConfig, FencedAppend, FlueError, Offset, Record, SessionKey, SessionStore,
-    StoredRecord, UserMessage, new_ulid, now_ms,
+    ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig, FlueError, Offset,
+    Record, StoredRecord, UserMessage,
+    store::{Acquire, Admission, ConversationStore, FencedAppend, SessionKey, SessionStore},
+    util::{new_ulid, now_ms},
 };
 use flue_store::{PostgresOptions, PostgresStore};
 

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    Acquire, Admission, ConversationKey, ConversationStore, DeliveredMessage, DispatchOptions,
-    FlueError, Offset, new_ulid, now_ms,
+    ConversationKey, DeliveredMessage, DispatchOptions, FlueError, Offset,
+    store::{Acquire, Admission, ConversationStore},
+    util::{new_ulid, now_ms},
 };
 use flue_store::{PostgresOptions, PostgresStore};
 

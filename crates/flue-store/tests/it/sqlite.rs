@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use flue_core::{DynAuditStore, DynSessionStore, now_ms};
+use flue_core::{
+    store::{DynAuditStore, DynSessionStore},
+    util::now_ms,
+};
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -138,12 +141,12 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
     let key = flue_core::ConversationKey::new("agent", "old");
     let admitted = {
         let store = SqliteStore::open(&path).unwrap();
-        flue_core::ConversationStore::admit(
+        flue_core::store::ConversationStore::admit(
             &store,
-            &flue_core::Admission {
+            &flue_core::store::Admission {
                 key: key.clone(),
-                submission_id: flue_core::new_ulid(),
-                new_uid: flue_core::new_ulid(),
+                submission_id: flue_core::util::new_ulid(),
+                new_uid: flue_core::util::new_ulid(),
                 message: flue_core::DeliveredMessage::user("from before"),
                 accepted_at: now_ms(),
                 options: flue_core::DispatchOptions::default(),
@@ -159,7 +162,7 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
     drop(raw);
 
     let store = SqliteStore::open(&path).unwrap();
-    let info = flue_core::ConversationStore::submission(&store, &admitted.submission_id)
+    let info = flue_core::store::ConversationStore::submission(&store, &admitted.submission_id)
         .await
         .unwrap()
         .unwrap();

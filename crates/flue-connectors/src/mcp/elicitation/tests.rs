@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use flue_core::field_value;
+use flue_core::elicitation::field_value;
 
 fn request(schema: Value) -> ElicitationRequest {
     ElicitationRequest::new("s", "please", schema)

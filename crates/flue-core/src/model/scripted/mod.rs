@@ -49,9 +49,8 @@ const PREVIEW_CHARS: usize = 80;
 /// # Example
 ///
 /// ```
-/// use flue_core::{
-///     ModelProvider, ModelRequest, Record, ScriptedProvider, ThinkingLevel, TurnSink, UserMessage,
-/// };
+/// use flue_core::model::{ModelRequest, TurnSink};
+/// use flue_core::{ModelProvider, Record, ScriptedProvider, ThinkingLevel, UserMessage};
 ///
 /// let root = tempfile::tempdir().unwrap();
 /// std::fs::write(
