@@ -530,20 +530,13 @@ impl ToolDefinition {
             });
         }
         let input_validator = compile_schema(&name, &input_schema)?;
-        Ok(Self {
-            inner: Arc::new(ToolInner {
-                name,
-                description: description.into(),
-                input_schema,
-                output_schema: None,
-                input_validator,
-                output_validator: None,
-                meta: ToolMeta::default(),
-                external: false,
-                validates_itself: false,
-                tool,
-            }),
-        })
+        Ok(Self::from_checked(
+            name,
+            description.into(),
+            input_schema,
+            input_validator,
+            tool,
+        ))
     }
 
     /// A tool from parts already checked: a valid name and an object input schema compiled
