@@ -470,7 +470,7 @@ impl TurnLoop<'_> {
             content,
             model: self.spec.to_ref(),
             usage,
-            stop_reason: model_turn.stop_reason,
+            stop_reason: model_turn.stop_reason.clone(),
         };
         self.shared
             .append(state, vec![Record::Assistant(message)])

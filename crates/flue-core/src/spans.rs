@@ -171,7 +171,7 @@ pub async fn traced_turn(
         span.record("gen_ai.response.model", spec.model.as_str());
         span.record(
             "gen_ai.response.finish_reasons",
-            finish_reason(turn.stop_reason),
+            finish_reason(&turn.stop_reason),
         );
         record_usage(&span, &turn.usage);
         span.record(
@@ -186,14 +186,14 @@ pub async fn traced_turn(
 }
 
 /// The GenAI finish reason of a stop reason.
-pub(crate) fn finish_reason(stop_reason: StopReason) -> &'static str {
+pub(crate) fn finish_reason(stop_reason: &StopReason) -> &str {
     match stop_reason {
         StopReason::EndTurn => "stop",
         StopReason::ToolUse => "tool_call",
         StopReason::MaxTokens => "length",
-        StopReason::Aborted => "aborted",
-        // A stop reason added later: GenAI's catch-all.
-        _ => "other",
+        StopReason::ContentFilter | StopReason::Refusal => "content_filter",
+        // Other reasons keep their own name (GenAI allows any string).
+        other => other.as_str(),
     }
 }
 

@@ -350,11 +350,27 @@ pub enum AssistantContent {
     },
     /// Reasoning the provider exposed; `signature` round-trips to providers that sign it.
     Thinking {
-        /// The reasoning text.
+        /// The reasoning text (a summary, where the provider shows only that).
         text: String,
-        /// Opaque provider signature, when given.
+        /// Opaque provider signature or encrypted reasoning, when given; sent back unchanged.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// The provider's id for this reasoning item, where the provider names them (the
+        /// OpenAI Responses API); sent back unchanged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+    },
+    /// Reasoning the provider withheld and sent encrypted (Anthropic `redacted_thinking`):
+    /// never shown, sent back unchanged to the model that wrote it.
+    RedactedThinking {
+        /// The opaque data, verbatim.
+        data: String,
+    },
+    /// The model's refusal to answer, in its own words (OpenAI `refusal`, Anthropic's
+    /// refusal explanation).
+    Refusal {
+        /// The refusal text.
+        text: String,
     },
     /// A request to run a tool.
     ToolCall(ToolCall),
@@ -388,8 +404,10 @@ impl std::fmt::Display for ModelRef {
 }
 
 /// Why a model turn ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// Stored and sent as a snake_case string. A reason this version does not know is kept as the
+/// provider sent it ([`StopReason::Other`]), never read as a normal end.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
     /// The model finished its answer.
@@ -400,6 +418,73 @@ pub enum StopReason {
     MaxTokens,
     /// The turn was aborted; the message holds what arrived before the abort.
     Aborted,
+    /// The model declined to answer; the turn holds an [`AssistantContent::Refusal`] when the
+    /// provider said why.
+    Refusal,
+    /// The provider's content filter withheld or cut the answer.
+    ContentFilter,
+    /// The provider paused a long turn; sending the conversation back continues it.
+    PauseTurn,
+    /// The conversation no longer fits the model's context window.
+    ContextWindowExceeded,
+    /// A reason this version does not know, as the provider spelled it.
+    Other(String),
+}
+
+impl StopReason {
+    /// The stored spelling: snake_case for known reasons, the provider's own for others.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::ToolUse => "tool_use",
+            Self::MaxTokens => "max_tokens",
+            Self::Aborted => "aborted",
+            Self::Refusal => "refusal",
+            Self::ContentFilter => "content_filter",
+            Self::PauseTurn => "pause_turn",
+            Self::ContextWindowExceeded => "context_window_exceeded",
+            Self::Other(reason) => reason,
+        }
+    }
+
+    /// The reason spelled `name` (the inverse of [`StopReason::as_str`]).
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "end_turn" => Self::EndTurn,
+            "tool_use" => Self::ToolUse,
+            "max_tokens" => Self::MaxTokens,
+            "aborted" => Self::Aborted,
+            "refusal" => Self::Refusal,
+            "content_filter" => Self::ContentFilter,
+            "pause_turn" => Self::PauseTurn,
+            "context_window_exceeded" => Self::ContextWindowExceeded,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// Whether the model ended its answer normally (finished, or handed over to tools).
+    pub fn is_normal(&self) -> bool {
+        matches!(self, Self::EndTurn | Self::ToolUse)
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for StopReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StopReason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(Self::from_name(&name))
+    }
 }
 
 /// Token counts and cost. Adds up with `+=`.
@@ -505,3 +590,6 @@ pub struct CompactionSummary {
     #[serde(default)]
     pub tokens_before: u64,
 }
+
+#[cfg(test)]
+mod tests;

@@ -295,6 +295,7 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
             AssistantContent::Thinking {
                 text,
                 signature: Some(signature),
+                ..
             } if keep_thinking => Some(json!({
                 "type": "thinking",
                 "thinking": text,
@@ -620,6 +621,7 @@ impl Assembler {
                 Block::Thinking { text, signature } => content.push(AssistantContent::Thinking {
                     text,
                     signature: (!signature.is_empty()).then_some(signature),
+                    id: None,
                 }),
                 Block::ToolUse {
                     id,

@@ -464,6 +464,7 @@ impl Assembler {
             content.push(AssistantContent::Thinking {
                 text: self.thinking,
                 signature: None,
+                id: None,
             });
         }
         if !self.text.is_empty() {

@@ -139,6 +139,7 @@ fn thinking(text: &str) -> AssistantContent {
     AssistantContent::Thinking {
         text: text.to_owned(),
         signature: None,
+        id: None,
     }
 }
 

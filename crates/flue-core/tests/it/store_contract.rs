@@ -419,6 +419,10 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
                 AssistantContent::Thinking {
                     text: "let me look".to_owned(),
                     signature: Some("sig==".to_owned()),
+                    id: None,
+                },
+                AssistantContent::RedactedThinking {
+                    data: "EmwKAhgBEgy3va3pzix/LafPsn4a".to_owned(),
                 },
                 AssistantContent::Text {
                     text: "Reading the file.".to_owned(),
@@ -458,6 +462,7 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
             content: vec![AssistantContent::Thinking {
                 text: "done".to_owned(),
                 signature: None,
+                id: None,
             }],
             model: ModelRef {
                 provider: "scripted".to_owned(),
@@ -465,6 +470,24 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
             },
             usage: Usage::default(),
             stop_reason: StopReason::EndTurn,
+        }),
+        Record::Assistant(AssistantMessage {
+            content: vec![
+                AssistantContent::Thinking {
+                    text: "summary".to_owned(),
+                    signature: Some("gAAAAB-encrypted".to_owned()),
+                    id: Some("rs_123".to_owned()),
+                },
+                AssistantContent::Refusal {
+                    text: "I can't help with that.".to_owned(),
+                },
+            ],
+            model: ModelRef {
+                provider: "openai".to_owned(),
+                id: "gpt-x".to_owned(),
+            },
+            usage: Usage::default(),
+            stop_reason: StopReason::Other("a_reason_from_the_future".to_owned()),
         }),
         Record::Shell(ShellExchange {
             command: "ls -la | wc -l".to_owned(),

@@ -43,6 +43,7 @@ fn assistant(model: &str) -> AssistantMessage {
             AssistantContent::Thinking {
                 text: "let me look".into(),
                 signature: Some("sig-1".into()),
+                id: None,
             },
             AssistantContent::Text {
                 text: "Looking.".into(),

@@ -55,6 +55,7 @@ fn conversation() -> Vec<Record> {
                 AssistantContent::Thinking {
                     text: "hmm".into(),
                     signature: None,
+                    id: None,
                 },
                 AssistantContent::ToolCall(ToolCall {
                     id: "call_1".into(),

@@ -260,6 +260,7 @@ async fn thinking_and_its_signature_are_stored_and_sent_back() {
         AssistantContent::Thinking {
             text: "I should look it up.".into(),
             signature: Some("EqQBCgIYAhIM".into()),
+            id: None,
         }
     );
     for request in &outcome.requests {

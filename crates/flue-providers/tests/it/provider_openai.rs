@@ -132,7 +132,11 @@ async fn text_streams_and_usage_is_priced() {
         panic!("no assistant record: {:?}", outcome.records);
     };
     assert_eq!(
-        (message.content.clone(), message.usage, message.stop_reason),
+        (
+            message.content.clone(),
+            message.usage,
+            message.stop_reason.clone()
+        ),
         (
             vec![AssistantContent::Text {
                 text: "The answer is 42.".into()
@@ -366,7 +370,8 @@ async fn reasoning_text_becomes_thinking_and_effort_is_sent() {
         vec![
             AssistantContent::Thinking {
                 text: "Let me think. Done.".into(),
-                signature: None
+                signature: None,
+                id: None,
             },
             AssistantContent::Text { text: "42".into() },
         ]

@@ -709,6 +709,7 @@ async fn play(
         content.push(AssistantContent::Thinking {
             text: thinking,
             signature: None,
+            id: None,
         });
     }
     if !text.is_empty() {
