@@ -6,6 +6,12 @@
 //! restart figure runs this binary again as a child (`FLUE_BENCH_CHILD` set), SIGKILLs it while
 //! its submission runs, and times a fresh runtime on the same file until the submission runs
 //! again and until it settles.
+//!
+//! `cargo bench -p flue-core --bench submissions -- scale [N ...]` instead measures a store
+//! that already holds N settled conversations (default 0, 100,000 and 1,000,000), written in
+//! bulk by SQL copies of one real settled conversation: start-up (open and recover), the
+//! periodic recovery scan, idle CPU over 30 s, admission latency and throughput. A store that
+//! has served for months must cost what an empty one does.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -44,11 +50,29 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|arg| arg == "scale") {
+        let sizes: Vec<u64> = args[at + 1..]
+            .iter()
+            .filter_map(|arg| arg.replace('_', "").parse().ok())
+            .collect();
+        let sizes = if sizes.is_empty() {
+            vec![0, 100_000, 1_000_000]
+        } else {
+            sizes
+        };
+        plain_fsync("before");
+        for settled in sizes {
+            runtime.block_on(scale(settled));
+        }
+        plain_fsync("after");
+        return;
+    }
     plain_fsync("before");
     runtime.block_on(async {
-        throughput(200, 20).await;
-        throughput(1000, 4).await;
-        admission_latency(2000).await;
+        throughput(tempfile::tempdir().unwrap().path(), 200, 20).await;
+        throughput(tempfile::tempdir().unwrap().path(), 1000, 4).await;
+        admission_latency(tempfile::tempdir().unwrap().path(), 2000).await;
     });
     restart_to_resumed(10);
     plain_fsync("after");
@@ -98,9 +122,8 @@ async fn start(dir: &Path, agents: Arc<StaticAgents>) -> (AgentRuntime, Arc<Sqli
 
 /// `conversations` conversations receive `per_conversation` messages each, all dispatched at
 /// once (a client per conversation); timed from the first dispatch to the last settlement.
-async fn throughput(conversations: usize, per_conversation: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let (runtime, _store) = start(dir.path(), scripted_agents(dir.path())).await;
+async fn throughput(dir: &Path, conversations: usize, per_conversation: usize) {
+    let (runtime, _store) = start(dir, scripted_agents(dir)).await;
     let started = Instant::now();
     let mut clients = Vec::new();
     for conversation in 0..conversations {
@@ -140,9 +163,8 @@ async fn throughput(conversations: usize, per_conversation: usize) {
 
 /// Wall time of `dispatch` (durable admission, before any model work) while the runtime
 /// processes the earlier ones, over 100 conversations.
-async fn admission_latency(n: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let (runtime, _store) = start(dir.path(), scripted_agents(dir.path())).await;
+async fn admission_latency(dir: &Path, n: usize) {
+    let (runtime, _store) = start(dir, scripted_agents(dir)).await;
     let mut latencies = Vec::with_capacity(n);
     let mut ids = Vec::with_capacity(n);
     for idx in 0..n {
@@ -171,6 +193,130 @@ async fn admission_latency(n: usize) {
         percentile(1.0).as_secs_f64() * 1000.0,
     );
     runtime.shutdown().await.unwrap();
+}
+
+/// The scale figures on a store holding `settled` settled conversations.
+async fn scale(settled: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let filled = Instant::now();
+    fill_settled(dir.path(), settled).await;
+    let size = std::fs::metadata(dir.path().join("flue.db")).unwrap().len();
+    println!(
+        "scale {settled} settled conversations: filled in {:.1} s, store {:.0} MiB",
+        filled.elapsed().as_secs_f64(),
+        size as f64 / 1_048_576.0
+    );
+
+    let mut starts = Vec::new();
+    for _ in 0..5 {
+        let before = Instant::now();
+        let (runtime, _store) = start(dir.path(), scripted_agents(dir.path())).await;
+        starts.push(before.elapsed());
+        runtime.shutdown().await.unwrap();
+    }
+    starts.sort();
+
+    let (runtime, store) = start(dir.path(), scripted_agents(dir.path())).await;
+    let mut scans = Vec::new();
+    for _ in 0..20 {
+        let before = Instant::now();
+        let pending = store.pending_conversations().await.unwrap();
+        scans.push(before.elapsed());
+        assert!(pending.is_empty());
+    }
+    scans.sort();
+    let cpu_before = cpu_time();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let idle_cpu = cpu_time() - cpu_before;
+    runtime.shutdown().await.unwrap();
+    println!(
+        "scale {settled}: start-up (open + recover) median {:.1} ms, max {:.1} ms; recovery \
+         scan median {:.3} ms; idle CPU over 30 s {:.0} ms",
+        starts[2].as_secs_f64() * 1000.0,
+        starts[4].as_secs_f64() * 1000.0,
+        scans[10].as_secs_f64() * 1000.0,
+        idle_cpu.as_secs_f64() * 1000.0,
+    );
+    print!("scale {settled}: ");
+    admission_latency(dir.path(), 2000).await;
+    print!("scale {settled}: ");
+    throughput(dir.path(), 200, 20).await;
+}
+
+/// Fills `dir`'s store with `n` settled conversations: one real conversation settles through
+/// the runtime, then SQL copies every row of it `n` times under new ids (conversation, its
+/// stream, session and records, submission).
+async fn fill_settled(dir: &Path, n: u64) {
+    let (runtime, store) = start(dir, scripted_agents(dir)).await;
+    let key = ConversationKey::new("bench", "template");
+    let receipt = runtime
+        .dispatch(
+            &key,
+            DeliveredMessage::user("hi"),
+            DispatchOptions::default(),
+        )
+        .await
+        .unwrap();
+    runtime.read(&receipt.submission_id).await.unwrap();
+    runtime.shutdown().await.unwrap();
+    drop(store);
+    if n == 0 {
+        return;
+    }
+    let db = rusqlite::Connection::open(dir.join("flue.db")).unwrap();
+    let template = key.instance_id();
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    db.execute_batch("BEGIN").unwrap();
+    for table in tables {
+        let columns: Vec<String> = db
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        if !columns.iter().any(|column| column == "instance_id") {
+            continue;
+        }
+        // The copy's ids: instance `bench:c<k>`, conversation `c<k>`, fresh uid and
+        // submission ids; everything else as the template wrote it.
+        let values: Vec<String> = columns
+            .iter()
+            .map(|column| match column.as_str() {
+                "instance_id" => "'bench:c' || k.n".to_owned(),
+                "id" if table == "conversations" => "'c' || k.n".to_owned(),
+                "uid" | "submission_id" => format!("{column} || '-' || k.n"),
+                other => format!("t.{other}"),
+            })
+            .collect();
+        db.execute(
+            &format!(
+                "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < ?2)
+                 INSERT INTO {table} ({}) SELECT {} FROM {table} t, k WHERE t.instance_id = ?1",
+                columns.join(", "),
+                values.join(", ")
+            ),
+            rusqlite::params![template, i64::try_from(n).unwrap()],
+        )
+        .unwrap();
+    }
+    db.execute_batch("COMMIT").unwrap();
+}
+
+/// CPU time this process has used (user + system), from `/proc/self/stat` in clock ticks.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the name.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
 }
 
 /// A model that never answers `hang` (the child's) and answers anything else at once.

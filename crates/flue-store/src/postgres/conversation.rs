@@ -42,9 +42,22 @@ const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, m
      accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
      settlement, durability, trace_parent";
 
-const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
-     (SELECT COUNT(*) FROM flue_submissions s WHERE s.instance_id = c.instance_id \
-      AND s.state NOT IN ('settled', 'waiting'))";
+// A submission needs work when it is neither settled nor waiting for a decision. The test is
+// spelled as two `!=` so the planner sees that it implies the partial index's
+// `state != 'settled'` and reads only unsettled rows (with `NOT IN`, SQLite scanned every
+// submission once per conversation).
+const CONVERSATION_COLUMNS: &str = concat!(
+    "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, ",
+    "(SELECT COUNT(*) FROM flue_submissions s WHERE s.instance_id = c.instance_id ",
+    "AND s.state != 'settled' AND s.state != 'waiting')"
+);
+
+/// Conversations with a submission that needs work, found from the unsettled rows alone, so
+/// the cost follows what is pending, not how many conversations the store holds.
+const PENDING: &str = concat!(
+    "c.instance_id IN (SELECT s.instance_id FROM flue_submissions s ",
+    "WHERE s.state != 'settled' AND s.state != 'waiting')"
+);
 
 /// What a writer learnt by locking a conversation row.
 struct Locked {
@@ -169,12 +182,7 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn pending_conversations(&self) -> Result<Vec<ConversationInfo>> {
-        self.conversations_where(
-            "EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id \
-             AND s.state NOT IN ('settled', 'waiting'))",
-            None,
-        )
-        .await
+        self.conversations_where(PENDING, None).await
     }
 
     async fn orphaned_conversations(&self, owner_id: &str) -> Result<Vec<ConversationInfo>> {
@@ -187,8 +195,7 @@ impl ConversationStore for PostgresStore {
                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
              )
              SELECT {CONVERSATION_COLUMNS} FROM flue_conversations c
-             WHERE EXISTS (SELECT 1 FROM flue_submissions s WHERE s.instance_id = c.instance_id
-                           AND s.state NOT IN ('settled', 'waiting'))
+             WHERE {PENDING}
                AND (c.owner IS NULL OR c.owner = $1 OR c.lease_until <= now()
                     OR NOT EXISTS (SELECT 1 FROM live
                                    WHERE live.key::TEXT = split_part(c.owner, '-', 2)))
@@ -801,7 +808,7 @@ async fn count_unsettled(tx: &Transaction<'_>, instance_id: &str) -> Result<u64>
         query_one(
             tx,
             "SELECT COUNT(*) FROM flue_submissions
-             WHERE instance_id = $1 AND state NOT IN ('settled', 'waiting')",
+             WHERE instance_id = $1 AND state != 'settled' AND state != 'waiting'",
             &[&instance_id],
             "cannot count submissions",
         )

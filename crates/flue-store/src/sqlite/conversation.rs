@@ -45,9 +45,22 @@ const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, m
      accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
      settlement, durability, admitted_offset, trace_parent";
 
-const CONVERSATION_COLUMNS: &str = "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, \
-     (SELECT COUNT(*) FROM submissions s WHERE s.instance_id = c.instance_id \
-      AND s.state NOT IN ('settled', 'waiting'))";
+// A submission needs work when it is neither settled nor waiting for a decision. The test is
+// spelled as two `!=` so the planner sees that it implies the partial index's
+// `state != 'settled'` and reads only unsettled rows (with `NOT IN`, SQLite scanned every
+// submission once per conversation).
+const CONVERSATION_COLUMNS: &str = concat!(
+    "c.agent, c.id, c.uid, c.head, c.created_at, c.owner, c.epoch, ",
+    "(SELECT COUNT(*) FROM submissions s WHERE s.instance_id = c.instance_id ",
+    "AND s.state != 'settled' AND s.state != 'waiting')"
+);
+
+/// Conversations with a submission that needs work, found from the unsettled rows alone, so
+/// the cost follows what is pending, not how many conversations the store holds.
+const PENDING: &str = concat!(
+    "c.instance_id IN (SELECT s.instance_id FROM submissions s ",
+    "WHERE s.state != 'settled' AND s.state != 'waiting')"
+);
 
 /// Holds an owner's lock file; unlocks and removes it on drop.
 struct OwnerLock {
@@ -518,11 +531,7 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn pending_conversations(&self) -> Result<Vec<ConversationInfo>> {
-        self.conversations_where(
-            "EXISTS (SELECT 1 FROM submissions s WHERE s.instance_id = c.instance_id \
-             AND s.state NOT IN ('settled', 'waiting'))",
-            None,
-        )
+        self.conversations_where(PENDING, None)
     }
 
     async fn submission(&self, submission_id: &str) -> Result<Option<SubmissionInfo>> {
@@ -951,7 +960,7 @@ fn check_fence(tx: &Transaction<'_>, fence: &Fence) -> Result<()> {
 fn count_unsettled(tx: &Transaction<'_>, instance_id: &str) -> Result<u64> {
     tx.prepare_cached(
         "SELECT COUNT(*) FROM submissions
-         WHERE instance_id = ?1 AND state NOT IN ('settled', 'waiting')",
+         WHERE instance_id = ?1 AND state != 'settled' AND state != 'waiting'",
     )
     .and_then(|mut select| select.query_row(params![instance_id], |row| get_u64(row, 0)))
     .map_err(store_error("cannot count submissions"))
@@ -1024,3 +1033,6 @@ fn settle_in(
 fn sat(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests;
