@@ -233,12 +233,12 @@ fn assistant_items(message: &AssistantMessage, input: &mut Vec<Value>) {
                 signature,
                 id: Some(id),
             } => {
+                // The summary goes back as the text it was stored as: one part (several parts
+                // were joined into it); the encrypted content carries the reasoning itself.
                 let summary: Vec<Value> = if text.is_empty() {
                     Vec::new()
                 } else {
-                    text.split(SUMMARY_SEPARATOR)
-                        .map(|part| json!({"type": "summary_text", "text": part}))
-                        .collect()
+                    vec![json!({"type": "summary_text", "text": text})]
                 };
                 let mut item = json!({"type": "reasoning", "id": id, "summary": summary});
                 if let Some(encrypted) = signature {
@@ -272,8 +272,7 @@ fn assistant_items(message: &AssistantMessage, input: &mut Vec<Value>) {
     }
 }
 
-/// Joins the summary parts of one reasoning item in its stored text (and splits them again
-/// when it goes back).
+/// Joins the summary parts of one reasoning item in its stored text.
 const SUMMARY_SEPARATOR: &str = "\n\n";
 
 /// One event of the stream; the fields each type uses.
@@ -415,8 +414,10 @@ impl Output {
         }
     }
 
-    /// Takes what the finished item says over what the deltas built.
-    fn close(&mut self, item: WireItem) {
+    /// Takes what the finished item says over what the deltas built. Returns the text and the
+    /// thinking the finished item holds that no delta showed (servers that send whole items).
+    fn close(&mut self, item: WireItem) -> (String, String) {
+        let mut unseen = (String::new(), String::new());
         match self {
             Self::Reasoning {
                 id,
@@ -438,6 +439,14 @@ impl Output {
                         .map(|(idx, text)| (u64::try_from(idx).unwrap_or(u64::MAX), text))
                         .collect();
                     if !parts.is_empty() {
+                        let join = |parts: &BTreeMap<u64, String>| {
+                            parts
+                                .values()
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join(SUMMARY_SEPARATOR)
+                        };
+                        unseen.1 = rest_of(&join(&parts), &join(summary));
                         *summary = parts;
                     }
                 }
@@ -453,6 +462,7 @@ impl Output {
                     }
                 }
                 if !done_text.is_empty() {
+                    unseen.0 = rest_of(&done_text, text);
                     *text = done_text;
                 }
                 if !done_refusal.is_empty() {
@@ -476,7 +486,14 @@ impl Output {
             }
             Self::Other => {}
         }
+        unseen
     }
+}
+
+/// What `done` holds beyond `shown`, when it continues it (else nothing: what was shown
+/// stays as it was).
+fn rest_of(done: &str, shown: &str) -> String {
+    done.strip_prefix(shown).unwrap_or_default().to_owned()
 }
 
 /// How the turn ended.
@@ -548,10 +565,23 @@ impl Assembler {
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item {
-                    self.outputs
+                    let (text, thinking) = self
+                        .outputs
                         .entry(index)
                         .or_insert_with(|| Output::opened(&item))
                         .close(item);
+                    if !thinking.is_empty() {
+                        sink.thinking_delta(&thinking);
+                        self.emitted = true;
+                    }
+                    if !text.is_empty() {
+                        sink.text_delta(&text);
+                        self.emitted = true;
+                    }
+                    self.turn_bytes = self
+                        .turn_bytes
+                        .saturating_add(text.len())
+                        .saturating_add(thinking.len());
                 }
             }
             "response.output_text.delta" => {

@@ -94,8 +94,7 @@ fn a_tool_loop_goes_back_as_items_with_reasoning_unchanged() {
                 {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"},
             ]},
             {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAA-opaque", "summary": [
-                {"type": "summary_text", "text": "First."},
-                {"type": "summary_text", "text": "Second."},
+                {"type": "summary_text", "text": "First.\n\nSecond."},
             ]},
             {"type": "message", "role": "assistant", "content": "Looking."},
             {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"q\":1}"},

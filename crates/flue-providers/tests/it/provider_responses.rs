@@ -218,8 +218,13 @@ async fn text_with_cached_input_is_priced_as_cached() {
     )
     .await;
     let response = outcome.result.as_ref().unwrap();
-    let first = "Got it — I’ll quickly check reliable, up-to-date sources for AI headlines from **today (Wednesday, February 25, 2026)** and share a concise roundup.";
+    let first = "Got it — I’ll quickly check reliable, up-to-date sources for AI headlines";
     assert!(response.text.starts_with(first), "{}", response.text);
+    assert!(
+        response.text.ends_with("investor-grade morning brief with timestamps."),
+        "{}",
+        response.text
+    );
     assert_eq!(streamed(&outcome.events).0, response.text);
     // 7112 input tokens of which 3072 cached, 463 output tokens (64 of them reasoning), at
     // gpt-5.1-codex's $1.25 / $10 / $0.125 per million.
@@ -257,11 +262,8 @@ async fn text_with_cached_input_is_priced_as_cached() {
             "max_output_tokens": 128_000,
         })
     );
-    // Off is the lowest effort this model takes.
-    assert_eq!(
-        request.body["reasoning"],
-        json!({"effort": "low", "summary": "auto"})
-    );
+    // This model cannot turn reasoning off: `off` leaves the effort to the model.
+    assert_eq!(request.body["reasoning"], json!({"summary": "auto"}));
 }
 
 #[tokio::test]
@@ -590,8 +592,34 @@ async fn context_length_errors_are_context_overflow_in_the_stream_and_before_it(
 }
 
 #[tokio::test]
-async fn a_cut_stream_fails_and_stores_nothing() {
-    // The recording ends after the text but before any terminal event.
+async fn a_cut_stream_is_retried_while_nothing_was_shown() {
+    // `function-call.2.sse` cut after `response.created`, twice, then whole.
+    let whole = std::fs::read_to_string(format!("{CORPUS}/function-call.2.sse")).unwrap();
+    let cut = whole[..whole.find("event: response.output_item.added").unwrap()].to_owned();
+    let pieces = |body: &str| Reply::Pieces {
+        body: body.as_bytes().to_vec(),
+        sizes: vec![3, 100, 7],
+    };
+    let outcome = run(
+        openai().with_api(WireApi::OpenAiResponses),
+        "gpt-4.1",
+        ThinkingLevel::Off,
+        Vec::new(),
+        vec![pieces(&cut), pieces(&cut), pieces(&whole)],
+    )
+    .await;
+    assert_eq!(
+        outcome.result.as_ref().unwrap().text,
+        "Verification code for issue-11239 is blue-42."
+    );
+    assert_eq!(outcome.requests.len(), 3);
+    assert_eq!(roles(&outcome.records), ["user", "assistant"]);
+}
+
+#[tokio::test]
+async fn a_recording_cut_before_its_terminal_event_fails_and_stores_nothing() {
+    // The recording ends after its finished items but before any terminal event. Its text
+    // was shown (from the finished item), so the turn is not repeated.
     let outcome = run(
         openai().with_api(WireApi::OpenAiResponses),
         "o3",
@@ -601,11 +629,72 @@ async fn a_cut_stream_fails_and_stores_nothing() {
     )
     .await;
     let (message, retryable) = provider_error(&outcome);
-    assert!(message.contains("ended before the model finished"), "{message}");
+    assert!(
+        message.contains("ended before the model finished"),
+        "{message}"
+    );
     assert!(retryable);
-    // Text had reached the caller, so the turn is not repeated.
     assert_eq!(outcome.requests.len(), 1);
     assert_eq!(roles(&outcome.records), ["user"]);
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_text_was_shown_is_not_repeated() {
+    // The same recording with its terminal event left out after deltas went out.
+    let mut body = std::fs::read_to_string(format!("{CORPUS}/function-call.2.sse")).unwrap();
+    let cut = body.find("event: response.completed").unwrap();
+    body.truncate(cut);
+    let outcome = run(
+        openai().with_api(WireApi::OpenAiResponses),
+        "gpt-4.1",
+        ThinkingLevel::Off,
+        Vec::new(),
+        vec![Reply::Pieces {
+            body: body.into_bytes(),
+            sizes: vec![5, 300, 11],
+        }],
+    )
+    .await;
+    let (message, _) = provider_error(&outcome);
+    assert!(
+        message.contains("ended before the model finished"),
+        "{message}"
+    );
+    assert_eq!(outcome.requests.len(), 1);
+    assert_eq!(roles(&outcome.records), ["user"]);
+    assert_eq!(
+        streamed(&outcome.events).0,
+        "Verification code for issue-11239 is blue-42."
+    );
+}
+
+#[tokio::test]
+async fn whole_items_without_deltas_still_reach_the_screen() {
+    // The cut recording's message came as a finished item only; with a terminal event added
+    // (the one of `function-call.2.sse`), its text is shown and stored.
+    let mut body = std::fs::read_to_string(format!("{CORPUS}/cut-after-text.sse")).unwrap();
+    let completed = std::fs::read_to_string(format!("{CORPUS}/function-call.2.sse")).unwrap();
+    let terminal = completed.find("event: response.completed").unwrap();
+    body.push_str(&completed[terminal..]);
+    let outcome = run(
+        openai().with_api(WireApi::OpenAiResponses),
+        "o3",
+        ThinkingLevel::Medium,
+        Vec::new(),
+        vec![Reply::Pieces {
+            body: body.into_bytes(),
+            sizes: vec![9, 2, 700],
+        }],
+    )
+    .await;
+    let text = outcome.result.as_ref().unwrap().text.clone();
+    assert!(text.starts_with("Rain doesn’t have to cancel your plans"), "{text}");
+    assert_eq!(streamed(&outcome.events).0, text);
+    let message = last_turn(&outcome);
+    assert!(matches!(
+        &message.content[0],
+        AssistantContent::Thinking { text, signature: Some(_), id: Some(_) } if text.is_empty()
+    ));
 }
 
 #[tokio::test]
@@ -629,4 +718,25 @@ async fn overload_before_any_output_is_retried() {
     );
     assert_eq!(outcome.requests.len(), 2);
     assert_eq!(outcome.requests[0].body, outcome.requests[1].body);
+}
+
+#[test]
+fn the_schema_refuses_bodies_openai_refuses() {
+    // The checks above can fail: OpenAI's schema rejects an image without `detail`, a call
+    // without its name, an unknown item type and a mistyped limit.
+    let valid = json!({"model": "gpt-4.1", "input": [
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}]},
+    ]});
+    assert!(schema().is_valid(&valid));
+    for bad in [
+        json!({"model": "gpt-4.1", "input": [{"type": "message", "role": "user", "content": [
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}]}),
+        json!({"model": "gpt-4.1", "input": [
+            {"type": "function_call", "call_id": "call_1", "arguments": "{}"}]}),
+        json!({"model": "gpt-4.1", "input": [{"type": "thinking", "text": "hmm"}]}),
+        json!({"model": "gpt-4.1", "input": "hi", "max_output_tokens": "many"}),
+    ] {
+        assert!(!schema().is_valid(&bad), "accepted: {bad}");
+    }
 }
