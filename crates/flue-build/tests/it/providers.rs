@@ -324,16 +324,24 @@ api = "openai-responses"
     assert_eq!(openai.wire_api_of("gpt-4.1"), WireApi::OpenAiResponses);
     assert!(openai.lookup_model("gpt-4.1").1);
     // Without the switch the built-in sends only its Responses-only models there.
-    let default = load(&[("flue.toml", "[providers.openai]\n")]).config.providers["openai"]
+    let default = load(&[("flue.toml", "[providers.openai]\n")])
+        .config
+        .providers["openai"]
         .to_config();
     assert_eq!(default.wire_api_of("gpt-4.1"), WireApi::OpenAiCompletions);
-    assert_eq!(default.wire_api_of("gpt-5.1-codex"), WireApi::OpenAiResponses);
+    assert_eq!(
+        default.wire_api_of("gpt-5.1-codex"),
+        WireApi::OpenAiResponses
+    );
 }
 
 #[test]
 fn anthropic_cannot_switch_to_an_openai_api() {
     check_diagnostics(
-        &[("flue.toml", "[providers.anthropic]\napi = \"openai-responses\"\n")],
+        &[(
+            "flue.toml",
+            "[providers.anthropic]\napi = \"openai-responses\"\n",
+        )],
         &[at(
             "flue.toml",
             2,

@@ -42,8 +42,16 @@ fn responses_only_models_are_routed_there_and_the_rest_stay_on_chat_completions(
             entry.id
         );
         let info = entry.info();
-        assert!(info.max_output_tokens <= info.context_window, "{}", entry.id);
-        assert!(info.price.is_some_and(|price| price.input > 0.0), "{}", entry.id);
+        assert!(
+            info.max_output_tokens <= info.context_window,
+            "{}",
+            entry.id
+        );
+        assert!(
+            info.price.is_some_and(|price| price.input > 0.0),
+            "{}",
+            entry.id
+        );
     }
     let openai = ProviderConfig::builtin("openai").unwrap();
     assert_eq!(openai.api, WireApi::OpenAiCompletions);
@@ -61,5 +69,8 @@ fn responses_only_models_are_routed_there_and_the_rest_stay_on_chat_completions(
     assert_eq!(all.wire_api_of("gpt-4.1"), WireApi::OpenAiResponses);
     // Other built-ins have no Responses-only models.
     let groq = ProviderConfig::builtin("groq").unwrap();
-    assert_eq!(groq.wire_api_of("gpt-5.1-codex"), WireApi::OpenAiCompletions);
+    assert_eq!(
+        groq.wire_api_of("gpt-5.1-codex"),
+        WireApi::OpenAiCompletions
+    );
 }

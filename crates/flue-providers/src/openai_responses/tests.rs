@@ -105,7 +105,10 @@ fn a_tool_loop_goes_back_as_items_with_reasoning_unchanged() {
     assert_eq!(body["store"], false);
     assert_eq!(body["stream"], true);
     assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
-    assert_eq!(body["reasoning"], json!({"effort": "high", "summary": "auto"}));
+    assert_eq!(
+        body["reasoning"],
+        json!({"effort": "high", "summary": "auto"})
+    );
     assert_eq!(body["max_output_tokens"], 1000);
     assert_eq!(
         body["tools"],

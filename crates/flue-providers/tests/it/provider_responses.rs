@@ -134,7 +134,8 @@ async fn run(
 fn schema() -> &'static jsonschema::Validator {
     static SCHEMA: OnceLock<jsonschema::Validator> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let text = std::fs::read_to_string(format!("{CORPUS}/create-response.schema.json")).unwrap();
+        let text =
+            std::fs::read_to_string(format!("{CORPUS}/create-response.schema.json")).unwrap();
         let schema: Value = serde_json::from_str(&text).unwrap();
         jsonschema::validator_for(&schema).unwrap()
     })
@@ -221,7 +222,9 @@ async fn text_with_cached_input_is_priced_as_cached() {
     let first = "Got it — I’ll quickly check reliable, up-to-date sources for AI headlines";
     assert!(response.text.starts_with(first), "{}", response.text);
     assert!(
-        response.text.ends_with("investor-grade morning brief with timestamps."),
+        response
+            .text
+            .ends_with("investor-grade morning brief with timestamps."),
         "{}",
         response.text
     );
@@ -393,7 +396,10 @@ async fn reasoning_without_a_summary_still_goes_back_with_its_call() {
     )
     .await;
     let response = outcome.result.as_ref().unwrap();
-    assert_eq!(response.text, "Verification code for issue-11239 is blue-42.");
+    assert_eq!(
+        response.text,
+        "Verification code for issue-11239 is blue-42."
+    );
     let reasoning = done_item("function-call.1.sse", "reasoning");
     let call_turn = assistants(&outcome.records)[0];
     assert_eq!(
@@ -447,8 +453,14 @@ async fn parallel_calls_all_run_and_go_back_paired() {
     assert_eq!(
         results,
         [
-            ("call_Q6pW65MUgW9vF59BmItYGos3".to_owned(), "57.0".to_owned()),
-            ("call_Zl5vIMnD7dVAjgU6FkhmiCZh".to_owned(), "570.0".to_owned()),
+            (
+                "call_Q6pW65MUgW9vF59BmItYGos3".to_owned(),
+                "57.0".to_owned()
+            ),
+            (
+                "call_Zl5vIMnD7dVAjgU6FkhmiCZh".to_owned(),
+                "570.0".to_owned()
+            ),
         ]
     );
     let second = outcome.requests[1].body["input"].as_array().unwrap();
@@ -464,8 +476,14 @@ async fn parallel_calls_all_run_and_go_back_paired() {
     assert_eq!(
         items,
         [
-            ("function_call".into(), "call_Q6pW65MUgW9vF59BmItYGos3".into()),
-            ("function_call".into(), "call_Zl5vIMnD7dVAjgU6FkhmiCZh".into()),
+            (
+                "function_call".into(),
+                "call_Q6pW65MUgW9vF59BmItYGos3".into()
+            ),
+            (
+                "function_call".into(),
+                "call_Zl5vIMnD7dVAjgU6FkhmiCZh".into()
+            ),
             (
                 "function_call_output".into(),
                 "call_Q6pW65MUgW9vF59BmItYGos3".into()
@@ -556,7 +574,11 @@ async fn error_events_and_failed_responses_fail_with_the_providers_message() {
         )
         .await;
         // A spent quota is not retried, and nothing of the turn is stored.
-        assert_eq!(provider_error(&outcome), (quota.to_owned(), false), "{file}");
+        assert_eq!(
+            provider_error(&outcome),
+            (quota.to_owned(), false),
+            "{file}"
+        );
         assert_eq!(outcome.requests.len(), 1, "{file}");
         assert_eq!(roles(&outcome.records), ["user"], "{file}");
     }
@@ -688,7 +710,10 @@ async fn whole_items_without_deltas_still_reach_the_screen() {
     )
     .await;
     let text = outcome.result.as_ref().unwrap().text.clone();
-    assert!(text.starts_with("Rain doesn’t have to cancel your plans"), "{text}");
+    assert!(
+        text.starts_with("Rain doesn’t have to cancel your plans"),
+        "{text}"
+    );
     assert_eq!(streamed(&outcome.events).0, text);
     let message = last_turn(&outcome);
     assert!(matches!(
