@@ -249,14 +249,14 @@ fn assistant_items(message: &AssistantMessage, input: &mut Vec<Value>) {
             // Reasoning of another provider, or of a turn that kept no item id: nothing this
             // API could verify.
             AssistantContent::Thinking { id: None, .. } => {}
-            AssistantContent::Text { text } | AssistantContent::Refusal { text } => {
-                if !text.is_empty() {
-                    input.push(json!({
-                        "type": "message",
-                        "role": "assistant",
-                        "content": text,
-                    }));
-                }
+            AssistantContent::Text { text } | AssistantContent::Refusal { text }
+                if !text.is_empty() =>
+            {
+                input.push(json!({
+                    "type": "message",
+                    "role": "assistant",
+                    "content": text,
+                }));
             }
             AssistantContent::ToolCall(call) => input.push(json!({
                 "type": "function_call",
