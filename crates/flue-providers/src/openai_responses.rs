@@ -65,7 +65,13 @@ impl OpenAiResponsesProvider {
     pub(crate) fn body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
         let (info, _) = self.config.lookup_model(request.model);
         let items = convert::items(request.messages, info.image_input);
-        let input = input_items(&items);
+        // Reasoning items go back only to the model that wrote them, and only when it reasons.
+        let keeps_reasoning = |message: &AssistantMessage| {
+            info.reasoning
+                && message.model.provider == self.config.id
+                && message.model.id == request.model
+        };
+        let input = input_items(&items, keeps_reasoning);
         let mut body = json!({
             "model": request.model,
             "input": input,
@@ -176,8 +182,12 @@ impl ModelProvider for OpenAiResponsesProvider {
     }
 }
 
-/// The conversation as `input` items.
-fn input_items(items: &[Item<'_>]) -> Vec<Value> {
+/// The conversation as `input` items; `keeps_reasoning` says which assistant turns send
+/// their reasoning items back.
+fn input_items(
+    items: &[Item<'_>],
+    keeps_reasoning: impl Fn(&AssistantMessage) -> bool,
+) -> Vec<Value> {
     let mut input = Vec::with_capacity(items.len());
     let mut user_parts: Vec<Value> = Vec::new();
     for item in items {
@@ -190,7 +200,7 @@ fn input_items(items: &[Item<'_>]) -> Vec<Value> {
             })),
             Item::Assistant(message) => {
                 flush_user(&mut input, &mut user_parts);
-                assistant_items(message, &mut input);
+                assistant_items(message, keeps_reasoning(message), &mut input);
             }
             Item::ToolResult(result) => {
                 flush_user(&mut input, &mut user_parts);
@@ -219,20 +229,20 @@ fn flush_user(input: &mut Vec<Value>, parts: &mut Vec<Value>) {
 }
 
 /// An assistant turn as items, in the order the model produced them: reasoning items as they
-/// came (only those this API made, which carry an id), text as assistant messages, tool calls
-/// as `function_call` items.
+/// came when `keep_reasoning` (only those this API made, which carry an id), text as assistant
+/// messages, tool calls as `function_call` items.
 #[allow(
     clippy::match_same_arms,
     reason = "the known kinds are named; the wildcard covers kinds added to the enum later"
 )]
-fn assistant_items(message: &AssistantMessage, input: &mut Vec<Value>) {
+fn assistant_items(message: &AssistantMessage, keep_reasoning: bool, input: &mut Vec<Value>) {
     for part in &message.content {
         match part {
             AssistantContent::Thinking {
                 text,
                 signature,
                 id: Some(id),
-            } => {
+            } if keep_reasoning => {
                 // The summary goes back as the text it was stored as: one part (several parts
                 // were joined into it); the encrypted content carries the reasoning itself.
                 let summary: Vec<Value> = if text.is_empty() {
@@ -246,9 +256,9 @@ fn assistant_items(message: &AssistantMessage, input: &mut Vec<Value>) {
                 }
                 input.push(item);
             }
-            // Reasoning of another provider, or of a turn that kept no item id: nothing this
-            // API could verify.
-            AssistantContent::Thinking { id: None, .. } => {}
+            // Reasoning of another model or provider, or of a turn that kept no item id:
+            // nothing this model could verify.
+            AssistantContent::Thinking { .. } => {}
             AssistantContent::Text { text } | AssistantContent::Refusal { text }
                 if !text.is_empty() =>
             {

@@ -36,7 +36,10 @@ fn body(model: &str, messages: &[Record], thinking: ThinkingLevel) -> Value {
 fn assistant(content: Vec<AssistantContent>) -> Record {
     Record::Assistant(AssistantMessage {
         content,
-        model: ModelRef::default(),
+        model: ModelRef {
+            provider: "openai".into(),
+            id: "o4-mini".into(),
+        },
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
     })
@@ -110,6 +113,23 @@ fn a_tool_loop_goes_back_as_items_with_reasoning_unchanged() {
         json!({"effort": "high", "summary": "auto"})
     );
     assert_eq!(body["max_output_tokens"], 1000);
+    // Another model gets the turn without its reasoning.
+    let other = self::body("o3", &messages, ThinkingLevel::High);
+    let kinds: Vec<&str> = other["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "message",
+            "function_call",
+            "function_call_output"
+        ]
+    );
     assert_eq!(
         body["tools"],
         json!([{"type": "function", "name": "lookup", "description": "Looks up.",
