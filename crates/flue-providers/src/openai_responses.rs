@@ -500,6 +500,14 @@ impl Output {
     }
 }
 
+/// A message item opened by its first delta (a server that skipped `output_item.added`).
+fn empty_message() -> Output {
+    Output::Message {
+        text: String::new(),
+        refusal: String::new(),
+    }
+}
+
 /// What `done` holds beyond `shown`, when it continues it (else nothing: what was shown
 /// stays as it was).
 fn rest_of(done: &str, shown: &str) -> String {
@@ -596,7 +604,8 @@ impl Assembler {
             }
             "response.output_text.delta" => {
                 let delta = event.delta.unwrap_or_default();
-                if let Some(Output::Message { text, .. }) = self.outputs.get_mut(&index)
+                if let Output::Message { text, .. } =
+                    self.outputs.entry(index).or_insert_with(empty_message)
                     && !delta.is_empty()
                 {
                     text.push_str(&delta);
@@ -607,7 +616,9 @@ impl Assembler {
             }
             "response.refusal.delta" => {
                 let delta = event.delta.unwrap_or_default();
-                if let Some(Output::Message { refusal, .. }) = self.outputs.get_mut(&index) {
+                if let Output::Message { refusal, .. } =
+                    self.outputs.entry(index).or_insert_with(empty_message)
+                {
                     self.turn_bytes = self.turn_bytes.saturating_add(delta.len());
                     refusal.push_str(&delta);
                 }
