@@ -1,13 +1,14 @@
 //! `[providers.<id>]` in flue.toml: model providers declared by the workspace.
 //!
 //! A table either adjusts a built-in provider (`anthropic`, `openai`, `openrouter`, ...: a new
-//! base URL, key variable, headers or models) or declares a new one, which then needs `api`
+//! base URL, key variable, headers or models; an OpenAI-compatible one may switch between
+//! `openai-completions` and `openai-responses`) or declares a new one, which then needs `api`
 //! and `base_url`. Keys are never written here: `api_key_env` names the environment variable
 //! that holds the key, and the CLI reads it.
 //!
 //! ```toml
 //! [providers.local]
-//! api = "openai-completions"            # or "anthropic-messages"
+//! api = "openai-completions"            # or "openai-responses", "anthropic-messages"
 //! base_url = "http://127.0.0.1:8080/v1"
 //! api_key_env = "LOCAL_API_KEY"         # omit for a keyless server
 //! headers = { "x-team" = "docs" }
@@ -106,6 +107,9 @@ impl ProviderSettings {
                 self.base_url.clone().unwrap_or_default(),
             ),
         };
+        if let Some(api) = self.api {
+            config.api = api;
+        }
         if let Some(base_url) = &self.base_url {
             config.base_url.clone_from(base_url);
         }
@@ -229,7 +233,7 @@ fn provider(
     if let Some(api) = raw.api {
         match api.get_ref().parse::<WireApi>() {
             Ok(parsed) => match builtin {
-                Some(builtin) if builtin.api != parsed => report(
+                Some(builtin) if !builtin.api.can_switch_to(parsed) => report(
                     &api.span(),
                     format!(
                         "the built-in provider `{id}` speaks {}; to use {parsed}, declare a \
@@ -242,7 +246,8 @@ fn provider(
             Err(_) => report(
                 &api.span(),
                 format!(
-                    "unknown api {:?}: expected \"openai-completions\" or \"anthropic-messages\"",
+                    "unknown api {:?}: expected \"openai-completions\", \"openai-responses\" \
+                     or \"anthropic-messages\"",
                     api.get_ref()
                 ),
             ),
@@ -274,8 +279,8 @@ fn provider(
         report(
             span,
             format!(
-                "provider `{id}` is not built in, so it needs {} (api = \"openai-completions\" \
-                 or \"anthropic-messages\"; built-in providers: {})",
+                "provider `{id}` is not built in, so it needs {} (api = \"openai-completions\", \
+                 \"openai-responses\" or \"anthropic-messages\"; built-in providers: {})",
                 missing.join(" and "),
                 builtin_ids()
             ),

@@ -51,6 +51,11 @@ impl BuiltinProvider {
             config.models.insert(entry.id.to_owned(), entry.info());
             config.thinking.insert(entry.id.to_owned(), entry.thinking);
         }
+        for entry in responses_models_of(self.id) {
+            config.models.insert(entry.id.to_owned(), entry.info());
+            config.thinking.insert(entry.id.to_owned(), entry.thinking);
+            config.responses_models.insert(entry.id.to_owned());
+        }
         config
     }
 }
@@ -139,6 +144,12 @@ const O_SERIES: Thinking = Thinking::Effort {
     minimal: false,
     xhigh: false,
 };
+/// Codex models from GPT-5.1-Codex-Max on: low..xhigh, cannot be turned off.
+const CODEX_XHIGH: Thinking = Thinking::Effort {
+    none: false,
+    minimal: false,
+    xhigh: true,
+};
 const NONE: Thinking = Thinking::None;
 
 /// Anthropic models (Messages API): id, context window, output limit, image input, price
@@ -180,6 +191,20 @@ static OPENAI_MODELS: &[CatalogEntry] = &[
     model("o3", 200_000, 100_000, true, [2.0, 8.0, 0.5, 0.0], O_SERIES),
     model("o3-mini", 200_000, 100_000, false, [1.1, 4.4, 0.55, 0.0], O_SERIES),
     model("o1", 200_000, 100_000, true, [15.0, 60.0, 7.5, 0.0], O_SERIES),
+];
+
+/// OpenAI models served only by the Responses API (OpenAI's model pages list no Chat
+/// Completions endpoint for them), in the same columns: the built-in `openai` provider sends
+/// their turns there and every other model's to Chat Completions.
+#[rustfmt::skip]
+static OPENAI_RESPONSES_MODELS: &[CatalogEntry] = &[
+    model("gpt-5.2-codex", 400_000, 128_000, true, [1.75, 14.0, 0.175, 0.0], CODEX_XHIGH),
+    model("gpt-5.1-codex-max", 400_000, 128_000, true, [1.25, 10.0, 0.125, 0.0], CODEX_XHIGH),
+    model("gpt-5.1-codex", 400_000, 128_000, true, [1.25, 10.0, 0.125, 0.0], O_SERIES),
+    model("gpt-5.1-codex-mini", 400_000, 128_000, true, [0.25, 2.0, 0.025, 0.0], O_SERIES),
+    model("gpt-5-codex", 400_000, 128_000, true, [1.25, 10.0, 0.125, 0.0], O_SERIES),
+    model("o3-pro", 200_000, 100_000, true, [20.0, 80.0, 20.0, 0.0], O_SERIES),
+    model("o1-pro", 200_000, 100_000, true, [150.0, 600.0, 150.0, 0.0], O_SERIES),
 ];
 
 /// Providers flue knows by name.
@@ -280,6 +305,14 @@ fn models_of(id: &str) -> &'static [CatalogEntry] {
     match id {
         "anthropic" => ANTHROPIC_MODELS,
         "openai" => OPENAI_MODELS,
+        _ => &[],
+    }
+}
+
+/// The Responses-only models of built-in provider `id`.
+fn responses_models_of(id: &str) -> &'static [CatalogEntry] {
+    match id {
+        "openai" => OPENAI_RESPONSES_MODELS,
         _ => &[],
     }
 }

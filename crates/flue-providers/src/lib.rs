@@ -1,5 +1,5 @@
 //! flue-providers: the remote model providers of Flue — Anthropic Messages, OpenAI Chat
-//! Completions and the OpenAI-compatible servers — and the catalog of built-in providers and
+//! Completions and the OpenAI-compatible servers, the OpenAI Responses API — and the catalog of built-in providers and
 //! models.
 //!
 //! Each provider implements [`flue_core::ModelProvider`] and reaches the runtime only through
@@ -30,7 +30,7 @@
 //!   [`MaxTokensField`] and [`ReasoningParam`] (dialects of compatible servers)
 //! - built-ins: [`BuiltinProvider::ALL`] (endpoints, key variables) and the model catalog behind
 //!   [`ProviderConfig::builtin`]
-//! - providers: [`AnthropicProvider`], [`OpenAiProvider`]
+//! - providers: [`AnthropicProvider`], [`OpenAiProvider`], [`OpenAiResponsesProvider`]
 
 mod anthropic;
 mod build;
@@ -38,12 +38,14 @@ mod catalog;
 mod convert;
 mod http;
 mod openai;
+mod openai_responses;
 mod provider_config;
 mod sse;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::BuiltinProvider;
 pub use openai::OpenAiProvider;
+pub use openai_responses::OpenAiResponsesProvider;
 pub use provider_config::{
     ApiKey, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam, RetryPolicy,
     StreamLimits, WireApi,

@@ -6,7 +6,7 @@
 //! still names the variable it should come from, and the provider refuses to run with
 //! [`FlueError::MissingApiKey`] before any request.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -24,18 +24,32 @@ pub enum WireApi {
     OpenAiCompletions,
     /// Anthropic Messages (`POST {base_url}/v1/messages`).
     AnthropicMessages,
+    /// The OpenAI Responses API (`POST {base_url}/responses`), used statelessly.
+    OpenAiResponses,
 }
 
 impl WireApi {
     /// Every wire API.
-    pub const ALL: [Self; 2] = [Self::OpenAiCompletions, Self::AnthropicMessages];
+    pub const ALL: [Self; 3] = [
+        Self::OpenAiCompletions,
+        Self::OpenAiResponses,
+        Self::AnthropicMessages,
+    ];
 
-    /// The name used in flue.toml (`openai-completions`, `anthropic-messages`).
+    /// The name used in flue.toml (`openai-completions`, `openai-responses`,
+    /// `anthropic-messages`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::OpenAiCompletions => "openai-completions",
+            Self::OpenAiResponses => "openai-responses",
             Self::AnthropicMessages => "anthropic-messages",
         }
+    }
+
+    /// Whether a provider speaking `self` may be switched to `other`: the two OpenAI APIs
+    /// share endpoints, keys and models; Anthropic's does not.
+    pub fn can_switch_to(self, other: Self) -> bool {
+        self == other || (self != Self::AnthropicMessages && other != Self::AnthropicMessages)
     }
 }
 
@@ -54,7 +68,8 @@ impl FromStr for WireApi {
             .find(|api| api.as_str() == text)
             .ok_or_else(|| {
                 FlueError::config(format!(
-                    "unknown api {text:?}: expected \"openai-completions\" or \"anthropic-messages\""
+                    "unknown api {text:?}: expected \"openai-completions\", \"openai-responses\" \
+                     or \"anthropic-messages\""
                 ))
             })
     }
@@ -330,6 +345,9 @@ pub struct ProviderConfig {
     pub openai_compat: OpenAiCompat,
     /// How built-in models take a thinking level, by id (from the catalog).
     pub(crate) thinking: BTreeMap<String, Thinking>,
+    /// Models served over [`WireApi::OpenAiResponses`] although `api` is
+    /// [`WireApi::OpenAiCompletions`] (from the catalog: models OpenAI serves only there).
+    pub(crate) responses_models: BTreeSet<String>,
 }
 
 impl ProviderConfig {
@@ -347,6 +365,7 @@ impl ProviderConfig {
             limits: StreamLimits::default(),
             openai_compat: OpenAiCompat::default(),
             thinking: BTreeMap::new(),
+            responses_models: BTreeSet::new(),
         }
     }
 
@@ -417,6 +436,25 @@ impl ProviderConfig {
                 || (ModelInfo::default(), false),
                 |info| (info.clone(), true),
             )
+    }
+
+    /// The wire API `model` is served over: the config's, except for the catalog's models that
+    /// OpenAI serves only over the Responses API.
+    pub fn wire_api_of(&self, model: &str) -> WireApi {
+        let responses_only = candidates(model)
+            .into_iter()
+            .any(|id| self.responses_models.contains(id));
+        match self.api {
+            WireApi::OpenAiCompletions if responses_only => WireApi::OpenAiResponses,
+            api => api,
+        }
+    }
+
+    /// Sets the wire API (see [`WireApi`]).
+    #[must_use]
+    pub fn with_api(mut self, api: WireApi) -> Self {
+        self.api = api;
+        self
     }
 
     /// How `model` takes a thinking level, when it is a built-in model.

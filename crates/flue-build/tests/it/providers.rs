@@ -224,20 +224,23 @@ api = "openai-completions"
                 "flue.toml",
                 1,
                 "provider `custom` is not built in, so it needs `api` and `base_url` (api = \
-                 \"openai-completions\" or \"anthropic-messages\"; built-in providers: anthropic, \
+                 \"openai-completions\", \"openai-responses\" or \"anthropic-messages\"; built-in \
+                 providers: anthropic, \
                  openai, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
             ),
             at(
                 "flue.toml",
                 4,
                 "provider `bad` is not built in, so it needs `api` and `base_url` (api = \
-                 \"openai-completions\" or \"anthropic-messages\"; built-in providers: anthropic, \
+                 \"openai-completions\", \"openai-responses\" or \"anthropic-messages\"; built-in \
+                 providers: anthropic, \
                  openai, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
             ),
             at(
                 "flue.toml",
                 5,
-                "unknown api \"openai-chat\": expected \"openai-completions\" or \"anthropic-messages\"",
+                "unknown api \"openai-chat\": expected \"openai-completions\", \"openai-responses\" \
+                 or \"anthropic-messages\"",
             ),
             at(
                 "flue.toml",
@@ -297,6 +300,53 @@ fn an_unknown_provider_key_is_named_with_a_suggestion() {
             "flue.toml",
             3,
             "unknown key `base_ur` (did you mean `base_url`?)",
+        )],
+    );
+}
+
+#[test]
+fn the_responses_api_is_chosen_per_provider_and_openai_may_switch_to_it() {
+    let text = r#"
+[providers.gateway]
+api = "openai-responses"
+base_url = "https://gateway.example.com/v1"
+
+[providers.openai]
+api = "openai-responses"
+"#;
+    let workspace = load(&[("flue.toml", text)]);
+    let gateway = workspace.config.providers["gateway"].to_config();
+    assert_eq!(gateway.api, WireApi::OpenAiResponses);
+    assert_eq!(gateway.wire_api_of("anything"), WireApi::OpenAiResponses);
+    let openai = workspace.config.providers["openai"].to_config();
+    assert_eq!(openai.api, WireApi::OpenAiResponses);
+    // Every model of the built-in now goes there, the catalog kept.
+    assert_eq!(openai.wire_api_of("gpt-4.1"), WireApi::OpenAiResponses);
+    assert!(openai.lookup_model("gpt-4.1").1);
+    // Without the switch the built-in sends only its Responses-only models there.
+    let default = load(&[("flue.toml", "[providers.openai]\n")])
+        .config
+        .providers["openai"]
+        .to_config();
+    assert_eq!(default.wire_api_of("gpt-4.1"), WireApi::OpenAiCompletions);
+    assert_eq!(
+        default.wire_api_of("gpt-5.1-codex"),
+        WireApi::OpenAiResponses
+    );
+}
+
+#[test]
+fn anthropic_cannot_switch_to_an_openai_api() {
+    check_diagnostics(
+        &[(
+            "flue.toml",
+            "[providers.anthropic]\napi = \"openai-responses\"\n",
+        )],
+        &[at(
+            "flue.toml",
+            2,
+            "the built-in provider `anthropic` speaks anthropic-messages; to use \
+             openai-responses, declare a provider with another name",
         )],
     );
 }

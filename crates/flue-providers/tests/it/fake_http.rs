@@ -39,6 +39,10 @@ pub enum Reply {
         frame: String,
         every: std::time::Duration,
     },
+    /// A 200 event stream (chunked) that sends `body` in pieces of the given sizes, in turn
+    /// and again from the first, each piece written and flushed on its own: recorded bytes
+    /// arriving in irregular, deterministic chunks.
+    Pieces { body: Vec<u8>, sizes: Vec<usize> },
     /// A 200 event stream (chunked) that sends `prefix`, then `frame` again and again,
     /// `total_bytes` in all, or until the client goes away; then ends the body properly.
     Endless {
@@ -205,6 +209,31 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
                     return;
                 }
                 sent += frame.len();
+            }
+            let _ = stream.write_all(b"0\r\n\r\n").await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        Reply::Pieces { body, sizes } => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                        transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            let mut rest = body.as_slice();
+            for size in sizes.iter().copied().filter(|size| *size > 0).cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, tail) = rest.split_at(size.min(rest.len()));
+                rest = tail;
+                let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+                chunk.extend_from_slice(piece);
+                chunk.extend_from_slice(b"\r\n");
+                if stream.write_all(&chunk).await.is_err() || stream.flush().await.is_err() {
+                    return;
+                }
+                tokio::task::yield_now().await;
             }
             let _ = stream.write_all(b"0\r\n\r\n").await;
             let _ = stream.shutdown().await;

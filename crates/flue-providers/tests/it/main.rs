@@ -10,4 +10,5 @@
 mod fake_http;
 mod provider_anthropic;
 mod provider_openai;
+mod provider_responses;
 mod providers;
