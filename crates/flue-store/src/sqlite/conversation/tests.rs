@@ -1,3 +1,5 @@
+//! The recovery scan's cost against the number of settled conversations.
+
 use rusqlite::{Connection, StatementStatus};
 
 use super::*;
