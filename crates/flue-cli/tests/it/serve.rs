@@ -447,6 +447,95 @@ fn the_official_clients_idempotency_key_converges_also_across_a_kill_9() {
     );
 }
 
+/// The `js` code blocks of docs/http-api.md's "Clients" section, in order, as one program.
+fn docs_client_program() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/http-api.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let (_, section) = doc.split_once("\n## Clients\n").expect("a Clients section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut program = String::new();
+    let mut inside = false;
+    for line in section.lines() {
+        match (inside, line) {
+            (false, "```js") => inside = true,
+            (true, "```") => inside = false,
+            (true, line) => {
+                program.push_str(line);
+                program.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(program.contains("createFlueClient"), "{program}");
+    program
+}
+
+/// docs/http-api.md's client examples (send, observe with SSE, answer a pause with fetch,
+/// abort) run unchanged with the official client against `flue serve`.
+#[test]
+fn the_http_api_docs_client_examples_run_against_flue_serve() {
+    assert!(
+        peers().join("node_modules/@flue/sdk").is_dir(),
+        "tests/peers is not installed: npm ci --prefix tests/peers"
+    );
+    let workspace = Workspace::new(&[
+        (
+            "agents/support.md",
+            "---\ndescription: Answers tickets\nmodel: scripted/scripts/support.json\n\
+             tools: [bash]\npermissions:\n  bash: always_ask\n---\nYou answer tickets.\n",
+        ),
+        (
+            "scripts/support.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "bash"}, "reply": {"text": "Cleaned up: {{tool_result}}"}},
+  {"when": {"user_contains": "Summarize"}, "reply": {"text": "The ticket asks for a refund of order 7.", "chunk_delay_ms": 40}},
+  {"when": {"user_contains": "Clean"}, "reply": {"tool_calls": [{"name": "bash", "input": {"command": "echo 3 files removed"}}]}},
+  {"when": {"user_contains": "slowly"}, "reply": {"text": "Still researching.", "delay_ms": 60000}}
+]}"#,
+        ),
+    ]);
+    let server = Server::start(workspace.root(), &[], &[]);
+    let mut child = Command::new("node")
+        .current_dir(peers())
+        .args(["--input-type=module", "-"])
+        .env("FLUE_URL", &server.base)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(docs_client_program().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        server.log()
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "The ticket asks for a refund of order 7.",
+            "The ticket asks for a refund of order 7.",
+            r#"bash wants to run with {"command":"echo 3 files removed"}"#,
+            "Cleaned up: 3 files removed",
+            "aborted: submission_aborted",
+        ],
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
     let workspace = workspace();
