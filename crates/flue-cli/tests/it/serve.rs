@@ -332,7 +332,7 @@ fn the_official_client_drives_flue_serve_end_to_end() {
 }
 
 /// Runs `flue_sdk_client.mjs` against `base` with `scenarios`; its results by scenario name.
-fn sdk_client(base: &str, scenarios: &[&str]) -> Vec<Value> {
+pub(crate) fn sdk_client(base: &str, scenarios: &[&str]) -> Vec<Value> {
     let output = Command::new("node")
         .current_dir(peers())
         .arg("flue_sdk_client.mjs")
