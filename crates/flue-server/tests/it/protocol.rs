@@ -1155,7 +1155,10 @@ async fn unknown_fields_and_initial_data_are_refused_by_name() {
     )
     .await;
     assert_eq!(unknown.status, 400);
-    let message = unknown.json()["error"]["details"].as_str().unwrap().to_owned();
+    let message = unknown.json()["error"]["details"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         message.contains("Unknown field `priority`")
             && message.contains("`kind`, `body`, `attachments`"),
@@ -1168,8 +1171,14 @@ async fn unknown_fields_and_initial_data_are_refused_by_name() {
     )
     .await;
     assert_eq!(initial.status, 400);
-    let message = initial.json()["error"]["details"].as_str().unwrap().to_owned();
-    assert!(message.starts_with("`initialData` is not supported"), "{message}");
+    let message = initial.json()["error"]["details"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.starts_with("`initialData` is not supported"),
+        "{message}"
+    );
     let too_long = json!({"kind": "user", "body": "hi", "idempotencyKey": "k".repeat(257)});
     let refused = post_json(&app, "/agents/plain/f", &too_long.to_string()).await;
     assert_eq!(refused.status, 400);
