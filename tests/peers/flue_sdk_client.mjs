@@ -2,7 +2,10 @@
 // per scenario: {"scenario": ..., "ok": true|false, ...facts}. Used by flue-cli's serve tests.
 //
 // usage: node flue_sdk_client.mjs <base url, e.g. http://127.0.0.1:3000> <scenario>...
-// scenarios: roundtrip sse streaming attachments reattach reconnect abort uid errors
+// scenarios: roundtrip sse streaming attachments reattach reconnect abort uid errors retry
+//            initialData, and with arguments (a fixed conversation, for checks across server
+//            restarts): send:<agent>:<id>:<idempotency key> (send only) and
+//            resend:<agent>:<id>:<idempotency key> (send again, then wait for the settlement)
 
 import { createFlueClient, FlueApiError, FlueExecutionError } from '@flue/sdk';
 
@@ -26,7 +29,70 @@ async function waitFor(predicate, ms = 15000) {
   throw new Error('timed out');
 }
 
+// What one conversation holds for one submission: its user messages and settlements.
+function tally(history, submissionId) {
+  return {
+    userMessages: history.messages.filter((m) => m.role === 'user').length,
+    replies: history.messages.filter((m) => m.role === 'assistant' && m.submissionId === submissionId).length,
+    settlements: history.settlements.filter((s) => s.submissionId === submissionId).map((s) => s.outcome),
+    allSettlements: history.settlements.length,
+  };
+}
+
+const errorOf = (err) => (err instanceof FlueApiError
+  ? { status: err.status, type: err.body?.error?.type, details: err.body?.error?.details, meta: err.body?.error?.meta ?? null }
+  : { thrown: String(err) });
+
 const run = {
+  // A retried send with the same idempotencyKey converges on the first submission: one
+  // submission id, one settlement, one reply; another message with that key is refused.
+  async retry() {
+    const client = createFlueClient({ url: url('plain', 'retry') });
+    const key = `retry-${stamp}`;
+    const first = await client.send({ message: user('pay the invoice'), idempotencyKey: key });
+    const second = await client.send({ message: user('pay the invoice'), idempotencyKey: key });
+    const reply = await client.read(second);
+    const third = await client.send({ message: user('pay the invoice'), idempotencyKey: key });
+    let conflict = null;
+    try {
+      await client.send({ message: user('pay it twice'), idempotencyKey: key });
+    } catch (err) {
+      conflict = errorOf(err);
+    }
+    const history = await client.history();
+    return {
+      firstKeys: Object.keys(first).sort(),
+      deduplicated: [first.deduplicated ?? null, second.deduplicated ?? null, third.deduplicated ?? null],
+      sameSubmission: second.submissionId === first.submissionId && third.submissionId === first.submissionId,
+      sameUid: second.uid === first.uid,
+      reply: reply.text,
+      conflict: conflict && { ...conflict, sameSubmission: conflict.meta?.submissionId === first.submissionId },
+      ...tally(history, first.submissionId),
+      submissionId: first.submissionId,
+      conversation: `${client.url.split('/agents/')[1]}`,
+    };
+  },
+
+  // initialData is refused (this server keeps no per-conversation data yet), naming the field;
+  // the refused send creates nothing.
+  async initialData() {
+    const client = createFlueClient({ url: url('plain', 'init') });
+    let refused = null;
+    try {
+      await client.send({ message: user('hello'), initialData: { issue: 7 } });
+    } catch (err) {
+      refused = errorOf(err);
+    }
+    let history = null;
+    try {
+      await client.history();
+      history = 'exists';
+    } catch (err) {
+      history = `${err.status}:${err.body?.error?.type}`;
+    }
+    return { refused, history };
+  },
+
   // send -> read (long-poll follow) -> history; a second turn with the uid condition.
   async roundtrip() {
     const client = createFlueClient({ url: url('tool', 'rt') });
@@ -301,9 +367,36 @@ const run = {
   },
 };
 
-for (const scenario of scenarios) {
+// send:<agent>:<id>:<key>: one send with the key (no wait).
+run.send = async (agent, id, key) => {
+  const client = createFlueClient({ url: `${base}/agents/${agent}/${id}` });
+  const admission = await client.send({ message: user('ship the order'), idempotencyKey: key });
+  return { submissionId: admission.submissionId, deduplicated: admission.deduplicated ?? null };
+};
+
+// resend:<agent>:<id>:<key>: the same send again, then its settlement and what is stored.
+run.resend = async (agent, id, key) => {
+  const client = createFlueClient({ url: `${base}/agents/${agent}/${id}` });
+  const admission = await client.send({ message: user('ship the order'), idempotencyKey: key });
+  let outcome = 'completed';
   try {
-    const facts = await run[scenario]();
+    await client.wait(admission);
+  } catch (err) {
+    outcome = err instanceof FlueExecutionError ? `${err.failure}:${err.error?.type}` : String(err);
+  }
+  const history = await client.history();
+  return {
+    submissionId: admission.submissionId,
+    deduplicated: admission.deduplicated ?? null,
+    outcome,
+    ...tally(history, admission.submissionId),
+  };
+};
+
+for (const argument of scenarios) {
+  const [scenario, ...args] = argument.split(':');
+  try {
+    const facts = await run[scenario](...args);
     console.log(JSON.stringify({ scenario, ok: true, ...facts }));
   } catch (err) {
     console.log(JSON.stringify({ scenario, ok: false, error: String(err?.stack ?? err) }));

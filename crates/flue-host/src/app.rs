@@ -223,7 +223,7 @@ impl AppBuilder {
             }
         };
         if self.settlement_log {
-            tokio::spawn(log_settlements(runtime.subscribe()));
+            tokio::spawn(log_settlements(runtime.subscribe(), Arc::downgrade(&host)));
         }
         let server = (self.mode == RuntimeMode::Server)
             .then(|| DurableRuntime::new(runtime.clone(), host.agents().agents()));
@@ -369,8 +369,12 @@ impl App {
     }
 }
 
-/// One log line per settlement this process made.
-async fn log_settlements(mut events: tokio::sync::broadcast::Receiver<flue_core::RuntimeEvent>) {
+/// One log line per settlement this process made; a failure's line carries the hint `flue run`
+/// prints for it (where an unreachable provider's URL is set), when there is one.
+async fn log_settlements(
+    mut events: tokio::sync::broadcast::Receiver<flue_core::RuntimeEvent>,
+    host: std::sync::Weak<Host>,
+) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match events.recv().await {
@@ -381,12 +385,17 @@ async fn log_settlements(mut events: tokio::sync::broadcast::Receiver<flue_core:
                     error,
                 } = &event.event
                 {
+                    let hint = error.as_ref().and_then(|error| {
+                        let host = host.upgrade()?;
+                        crate::hints::connection_hint(&host.agents(), &error.message)
+                    });
                     tracing::info!(
                         target: "flue_server::settlement",
                         conversation = %event.conversation.instance_id(),
                         submission = %submission_id,
                         outcome = ?outcome,
                         error = error.as_ref().map(|error| error.kind.as_str()),
+                        hint,
                         "settled"
                     );
                 }

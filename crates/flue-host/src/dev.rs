@@ -123,7 +123,12 @@ impl DevApp {
 
     /// The protocol's router (default limits, no token) with the console's routes.
     pub fn router(&self) -> axum::Router {
-        let console = DevConsole::new(self.server.clone(), self.status.subscribe());
+        // A failure in the console gets the hint `flue run` prints, from the agents serving.
+        let host = Arc::clone(self.app.host());
+        let hint: flue_server::ErrorHint =
+            Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
+        let console =
+            DevConsole::new(self.server.clone(), self.status.subscribe()).with_error_hint(hint);
         flue_server::router(self.server.clone(), ServerConfig::default())
             .merge(flue_server::console_routes(console))
     }

@@ -63,8 +63,8 @@ pub(crate) struct Delivery {
     pub(crate) message: Delivered,
     /// The condition.
     pub(crate) condition: SendCondition,
-    /// Creation data (consulted only when this send creates the conversation).
-    pub(crate) initial_data: Option<Value>,
+    /// The caller's idempotency key (scoped to the conversation).
+    pub(crate) idempotency_key: Option<String>,
     /// The request's W3C `traceparent` header, if any: a durable backend stores it (when
     /// valid) so that an attempt another process runs joins the caller's trace.
     pub(crate) trace_parent: Option<String>,
@@ -77,8 +77,11 @@ pub(crate) struct Admitted {
     pub(crate) submission_id: String,
     /// The incarnation's uid.
     pub(crate) uid: String,
-    /// The head after the admitted message was recorded.
+    /// The head after the admitted message was recorded (for a deduplicated send, after the
+    /// original one was).
     pub(crate) offset: Offset,
+    /// True when an idempotency key matched an earlier submission of the same message.
+    pub(crate) deduplicated: bool,
 }
 
 /// One appended batch: its offset (the head once it was written) and its chunks.
@@ -193,6 +196,14 @@ pub(crate) enum BackendError {
     /// The action was decided already (the first decision wins).
     #[error("action {0:?} was already resolved")]
     ActionAlreadyResolved(String),
+    /// An idempotency key was used before with another message.
+    #[error("idempotency key {key:?} was used for submission {submission_id} with another message")]
+    SubmissionConflict {
+        /// The key.
+        key: String,
+        /// The submission admitted with it.
+        submission_id: String,
+    },
     /// The conversation waits for decisions and takes no new message.
     #[error("the conversation waits for decisions on {}", .0.join(", "))]
     ActionsPending(Vec<String>),

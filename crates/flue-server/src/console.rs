@@ -1,12 +1,15 @@
 //! The dev console (`flue dev`): a page at `/` whose HTML, CSS and JavaScript are compiled into
 //! the binary (no build step, nothing fetched from the network), and the dev-only routes it
 //! reads besides the conversation protocol: the build status with the agents and diagnostics
-//! (long-polled), a conversation's stored transcript with its task sessions, and the live
-//! events of its running turn (text as the model streams it, task start and end), which the
-//! durable stream only carries once a turn is stored.
+//! (long-polled), a conversation's stored transcript with its task sessions, the live events
+//! of its running work (task start and end, which the protocol's stream does not carry), and
+//! the hint for a failed submission's error (what `flue run` prints after `hint:`).
 //!
-//! The live events come from the same runtime events the protocol's `live=sse` stream follows
-//! (`turns.rs`); the build status is what the assembly layer publishes on every reload.
+//! The page takes a reply's text from the protocol's `live=sse` stream only (live chunks, then
+//! the stored turn), never from the live route: one way in, so the text is shown once. The
+//! live events come from the same runtime events that stream follows (`turns.rs`); the build
+//! status is what the assembly layer publishes on every reload, and the hints come from the
+//! assembly layer too (it knows the workspace; this crate does not).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -48,18 +51,37 @@ pub struct BuildStatus {
     pub body: Value,
 }
 
+/// What to fix for a failed submission's error message, or `None`: the hint `flue run` prints
+/// (the assembly layer provides it; it reads the workspace).
+pub type ErrorHint = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Longest error message `GET /_flue/dev/hint` looks at (longer ones get no hint).
+const MAX_HINT_MESSAGE: usize = 16 * 1024;
+
 /// What the console's routes read: the runtime (its store holds the transcripts, its events
-/// the live output) and the build status the reloads publish.
+/// the live output), the build status the reloads publish and the hints for errors.
 #[derive(Clone)]
 pub struct DevConsole {
     runtime: DurableRuntime,
     status: watch::Receiver<Arc<BuildStatus>>,
+    hint: Option<ErrorHint>,
 }
 
 impl DevConsole {
     /// A console over `runtime`, showing the build status `status` carries.
     pub fn new(runtime: DurableRuntime, status: watch::Receiver<Arc<BuildStatus>>) -> Self {
-        Self { runtime, status }
+        Self {
+            runtime,
+            status,
+            hint: None,
+        }
+    }
+
+    /// Shows `hint`'s answer under a failed submission's error (without it, no hint).
+    #[must_use]
+    pub fn with_error_hint(mut self, hint: ErrorHint) -> Self {
+        self.hint = Some(hint);
+        self
     }
 
     fn store(&self) -> &Arc<dyn DynConversationStore> {
@@ -71,6 +93,7 @@ impl std::fmt::Debug for DevConsole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DevConsole")
             .field("generation", &self.status.borrow().generation)
+            .field("hint", &self.hint.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +107,7 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/state",
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
+    "GET /_flue/dev/hint",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
@@ -105,6 +129,7 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route("/_flue/dev/state", get(status))
         .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
         .route("/_flue/dev/live/{agent}/{id}", get(live))
+        .route("/_flue/dev/hint", get(hint))
         .with_state(state)
 }
 
@@ -153,6 +178,22 @@ async fn status(
         );
     }
     no_store(axum::Json(body).into_response())
+}
+
+#[derive(Deserialize)]
+struct HintQuery {
+    /// The error message of a failed submission (its advisory's text).
+    message: Option<String>,
+}
+
+/// `GET /_flue/dev/hint?message=...`: `{"hint": "..."}`, what to fix for that error (as
+/// `flue run` prints it after `hint:`), or `{"hint": null}`.
+async fn hint(State(state): State<Arc<DevConsole>>, Query(query): Query<HintQuery>) -> Response {
+    let hint = match (&state.hint, query.message) {
+        (Some(hint), Some(message)) if message.len() <= MAX_HINT_MESSAGE => hint(&message),
+        _ => None,
+    };
+    no_store(axum::Json(json!({ "hint": hint })).into_response())
 }
 
 /// The protocol route listing a conversation's pending actions.

@@ -199,6 +199,7 @@ impl DurableRuntime {
         let options = DispatchOptions {
             condition: delivery.condition,
             trace_parent: delivery.trace_parent,
+            idempotency_key: delivery.idempotency_key,
             ..DispatchOptions::default()
         };
         let receipt = self
@@ -212,6 +213,7 @@ impl DurableRuntime {
             submission_id: receipt.submission_id,
             uid: receipt.uid,
             offset: Offset(receipt.offset.0),
+            deduplicated: receipt.deduplicated,
         })
     }
 
@@ -741,6 +743,9 @@ fn backend_error(err: FlueError) -> BackendError {
             BackendError::ActionAlreadyResolved(action_id)
         }
         FlueError::ActionsPending { actions, .. } => BackendError::ActionsPending(actions),
+        FlueError::SubmissionConflict { key, submission_id } => {
+            BackendError::SubmissionConflict { key, submission_id }
+        }
         FlueError::ConversationBusy { .. } => BackendError::InvalidRequest(
             "the conversation is busy with an earlier decision; retry shortly".to_owned(),
         ),

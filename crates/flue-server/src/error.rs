@@ -302,6 +302,22 @@ impl From<BackendError> for ApiError {
                 err.meta = Some(serde_json::json!({ "actions": actions }));
                 err
             }
+            BackendError::SubmissionConflict { key, submission_id } => {
+                let mut err = Self::new(
+                    StatusCode::CONFLICT,
+                    "submission_conflict",
+                    format!(
+                        "The idempotency key {key:?} was already used for submission \
+                         {submission_id:?} with another message."
+                    ),
+                )
+                .with_details(
+                    "A key names one delivery: retry with the same message to get its receipt, \
+                     or use a fresh key to send another message.",
+                );
+                err.meta = Some(serde_json::json!({ "submissionId": submission_id }));
+                err
+            }
             BackendError::ShuttingDown => {
                 Self::unavailable("The server is shutting down; retry against another instance.")
             }

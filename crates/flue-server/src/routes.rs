@@ -27,6 +27,15 @@ const MAX_ATTACHMENT_CHARS: usize = 14 * 1024 * 1024;
 /// Most images one message may carry (each is stored with the message and served by id).
 const MAX_ATTACHMENTS: usize = 16;
 
+/// Longest `idempotencyKey`, in characters (the official client's limit).
+const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
+
+/// The fields of a message body: a user message's, a signal's, and the reserved siblings
+/// either may carry. Anything else is refused, naming the field.
+const USER_FIELDS: &[&str] = &["kind", "body", "attachments"];
+const SIGNAL_FIELDS: &[&str] = &["kind", "type", "body", "attributes", "tagName"];
+const SIBLING_FIELDS: &[&str] = &["uid", "idempotencyKey", "initialData"];
+
 pub(crate) const NEXT_OFFSET: &str = "stream-next-offset";
 pub(crate) const UP_TO_DATE: &str = "stream-up-to-date";
 
@@ -67,6 +76,7 @@ pub(crate) async fn send(
         target: "flue_server::admission",
         conversation = %key.to_string(),
         submission = %admitted.submission_id,
+        deduplicated = admitted.deduplicated,
         "admitted"
     );
     let response = AdmissionResponse {
@@ -74,6 +84,7 @@ pub(crate) async fn send(
         offset: offset.clone(),
         submission_id: admitted.submission_id,
         uid: admitted.uid,
+        deduplicated: admitted.deduplicated.then_some(true),
     };
     let mut response = (StatusCode::ACCEPTED, Json(response)).into_response();
     let headers = response.headers_mut();
@@ -571,13 +582,37 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
     }
     let value: Value = serde_json::from_slice(body)
         .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
-    if !value.is_object() {
+    let Some(object) = value.as_object() else {
         return Err(ApiError::invalid_request(
             "The body must be a message object like {\"kind\":\"user\",\"body\":\"...\"}.",
         ));
-    }
+    };
+    check_fields(object)?;
     let prompt: PromptBody = serde_json::from_value(value)
         .map_err(|err| ApiError::invalid_request(format!("The body is not a message: {err}.")))?;
+    if prompt.initial_data.is_some() {
+        return Err(ApiError::invalid_request(
+            "`initialData` is not supported: this server keeps no per-conversation data yet, \
+             so the agent could never read it. Send the message without `initialData` (put \
+             what the agent needs in the message itself).",
+        ));
+    }
+    let idempotency_key = match &prompt.idempotency_key {
+        None => None,
+        Some(Value::String(key))
+            if !key.is_empty()
+                && key.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS
+                && !key.chars().any(char::is_control) =>
+        {
+            Some(key.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_request(format!(
+                "`idempotencyKey` must be a string of 1 to {MAX_IDEMPOTENCY_KEY_CHARS} \
+                 characters without control characters."
+            )));
+        }
+    };
     let condition = match &prompt.uid {
         None => SendCondition::Any,
         Some(Value::Null) => SendCondition::Create,
@@ -588,11 +623,6 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             ));
         }
     };
-    if matches!(condition, SendCondition::Uid(_)) && prompt.initial_data.is_some() {
-        return Err(ApiError::invalid_request(
-            "A `uid` condition forbids creation, so it cannot be combined with `initialData`.",
-        ));
-    }
     let text = |field: &str, value: &Option<Value>| match value {
         Some(Value::String(text)) => Ok(text.clone()),
         _ => Err(ApiError::invalid_request(format!(
@@ -653,12 +683,37 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
     Ok(Delivery {
         message,
         condition,
-        initial_data: prompt.initial_data,
+        idempotency_key,
         trace_parent: headers
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
     })
+}
+
+/// Refuses a field the message's kind does not have (a known kind; an unknown one is refused
+/// by name afterwards), naming it and the fields there are.
+fn check_fields(object: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    let (what, fields) = match object.get("kind").and_then(Value::as_str) {
+        Some("user") => ("a user message", USER_FIELDS),
+        Some("signal") => ("a signal", SIGNAL_FIELDS),
+        _ => return Ok(()),
+    };
+    let Some(unknown) = object
+        .keys()
+        .find(|name| !fields.contains(&name.as_str()) && !SIBLING_FIELDS.contains(&name.as_str()))
+    else {
+        return Ok(());
+    };
+    Err(ApiError::invalid_request(format!(
+        "Unknown field `{unknown}` in the message body: {what} takes {}, beside `uid` and \
+         `idempotencyKey`. Remove the field (nothing is ignored silently).",
+        fields
+            .iter()
+            .map(|field| format!("`{field}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 fn parse_attachments(values: &[Value]) -> Result<Vec<Attachment>, ApiError> {

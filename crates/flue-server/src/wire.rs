@@ -57,12 +57,14 @@ pub struct PromptBody {
     pub attributes: Option<Value>,
     /// A signal's envelope tag.
     pub tag_name: Option<Value>,
-    /// Instance-creation data.
+    /// Instance-creation data (refused: no per-conversation data is kept yet).
     pub initial_data: Option<Value>,
     /// The send condition: absent (field missing), `null` (create only) or a uid.
     #[serde(default, deserialize_with = "present")]
     pub uid: Option<Value>,
-    /// Accepted and ignored (the official client may send it).
+    /// The caller's name for this delivery: a retried send with the same key and message gets
+    /// the first submission's receipt (`deduplicated`), with another message a 409
+    /// `submission_conflict`.
     pub idempotency_key: Option<Value>,
 }
 
@@ -83,6 +85,11 @@ pub struct AdmissionResponse {
     pub submission_id: String,
     /// The contacted incarnation's uid.
     pub uid: String,
+    /// `true` when the send's `idempotencyKey` matched an earlier submission of the same
+    /// message: the receipt is that submission's, and nothing new was admitted. Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deduplicated: Option<bool>,
 }
 
 /// `POST .../abort`'s answer.

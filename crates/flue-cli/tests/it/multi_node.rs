@@ -581,3 +581,65 @@ fn inspection_commands_read_the_postgres_store_and_name_an_unreachable_one() {
     );
     assert!(!err.contains(PASSWORD), "{err}");
 }
+
+/// An `idempotencyKey` holds across the nodes of one Postgres store: the official client's
+/// retry on another node gets the first node's submission, and two nodes racing the same key
+/// on a conversation that does not exist yet admit it once.
+#[test]
+fn an_idempotency_key_converges_across_nodes() {
+    let workspace = workspace();
+    let database = fresh_database();
+    let store = store_arg(&database);
+    let first = start_node(workspace.root(), &store);
+    let second = start_node(workspace.root(), &store);
+
+    let sent = crate::serve::sdk_client(
+        &format!("http://{}", first.addr()),
+        &["send:plain:pg-retry:order-5"],
+    );
+    let resent = crate::serve::sdk_client(
+        &format!("http://{}", second.addr()),
+        &["resend:plain:pg-retry:order-5"],
+    );
+    let (sent, resent) = (&sent[0], &resent[0]);
+    assert_eq!(resent["submissionId"], sent["submissionId"], "{resent}");
+    assert_eq!(resent["deduplicated"], true);
+    assert_eq!(resent["outcome"], "completed");
+    assert_eq!(resent["userMessages"], 1);
+    assert_eq!(resent["allSettlements"], 1);
+
+    // Racing: the same key sent to both nodes at once, on fresh conversations.
+    for round in 0..10 {
+        let path = format!("/agents/plain/race-{round}");
+        let body = json!({"kind": "user", "body": "once", "idempotencyKey": "k"}).to_string();
+        let senders: Vec<_> = [first.addr().to_owned(), second.addr().to_owned()]
+            .into_iter()
+            .map(|addr| {
+                let (path, body) = (path.clone(), body.clone());
+                std::thread::spawn(move || try_http(&addr, "POST", &path, &body))
+            })
+            .collect();
+        let receipts: Vec<Value> = senders
+            .into_iter()
+            .map(|sender| {
+                let (status, body) = sender.join().unwrap().expect("an answer");
+                assert_eq!(status, 202, "{body}");
+                serde_json::from_str(&body).unwrap()
+            })
+            .collect();
+        assert_eq!(
+            receipts[0]["submissionId"], receipts[1]["submissionId"],
+            "{receipts:?}"
+        );
+        let admitted: i64 = psql(
+            &database,
+            &format!(
+                "SELECT count(*) FROM flue_submissions WHERE instance_id = 'plain:race-{round}'"
+            ),
+        )
+        .trim()
+        .parse()
+        .unwrap();
+        assert_eq!(admitted, 1, "round {round}");
+    }
+}

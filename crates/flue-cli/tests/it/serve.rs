@@ -331,6 +331,211 @@ fn the_official_client_drives_flue_serve_end_to_end() {
     );
 }
 
+/// Runs `flue_sdk_client.mjs` against `base` with `scenarios`; its results by scenario name.
+pub(crate) fn sdk_client(base: &str, scenarios: &[&str]) -> Vec<Value> {
+    let output = Command::new("node")
+        .current_dir(peers())
+        .arg("flue_sdk_client.mjs")
+        .arg(base)
+        .args(scenarios)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let results: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        results.len(),
+        scenarios.len(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for result in &results {
+        assert_eq!(result["ok"], true, "{result}");
+    }
+    results
+}
+
+/// The stored records of conversation `id`, by type (`user`, `assistant`, `tool_result`, ...).
+fn record_types(workspace: &Workspace, id: &str) -> Vec<String> {
+    let output = workspace.flue(&["session", "show", "--id", id, "--json"]);
+    assert!(output.status.success(), "{}", crate::stderr(&output));
+    let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
+    shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| record["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The official client's `idempotencyKey`: a retried send converges on the first submission
+/// (one submission id, one settlement, one model call), also when the server was killed with
+/// SIGKILL between the two sends; another message with the key is 409 `submission_conflict`.
+/// `initialData` is refused with a 400 naming it, and creates nothing.
+#[test]
+fn the_official_clients_idempotency_key_converges_also_across_a_kill_9() {
+    assert!(
+        peers().join("node_modules/@flue/sdk").is_dir(),
+        "tests/peers is not installed: npm ci --prefix tests/peers"
+    );
+    let workspace = workspace();
+    slow_secs(&workspace, 20);
+    let mut server = Server::start(workspace.root(), &[], &[]);
+    let results = sdk_client(&server.base, &["retry", "initialData"]);
+
+    let retry = &results[0];
+    assert_eq!(
+        retry["firstKeys"],
+        json!(["offset", "streamUrl", "submissionId", "uid"])
+    );
+    assert_eq!(retry["deduplicated"], json!([null, true, true]));
+    assert_eq!(retry["sameSubmission"], true, "{retry}");
+    assert_eq!(retry["sameUid"], true);
+    assert_eq!(retry["reply"], "Hello from the fake model.");
+    assert_eq!(retry["userMessages"], 1, "{retry}");
+    assert_eq!(retry["replies"], 1);
+    assert_eq!(retry["settlements"], json!(["completed"]));
+    assert_eq!(retry["allSettlements"], 1);
+    assert_eq!(retry["conflict"]["status"], 409);
+    assert_eq!(retry["conflict"]["type"], "submission_conflict");
+    assert_eq!(retry["conflict"]["sameSubmission"], true);
+    // One model call: the store holds one user message and one assistant turn.
+    let conversation = retry["conversation"].as_str().unwrap();
+    let id = conversation.strip_prefix("plain/").unwrap();
+    assert_eq!(record_types(&workspace, id), ["user", "assistant"]);
+
+    let initial = &results[1];
+    assert_eq!(initial["refused"]["status"], 400);
+    assert_eq!(initial["refused"]["type"], "invalid_request");
+    assert!(
+        initial["refused"]["details"]
+            .as_str()
+            .unwrap()
+            .starts_with("`initialData` is not supported"),
+        "{initial}"
+    );
+    assert_eq!(initial["history"], "404:stream_not_found");
+
+    // The first send is admitted; the server dies (SIGKILL) while its tool runs; a new server
+    // on the same store gets the same send again.
+    let send = sdk_client(&server.base, &["send:slow-tool:k9:order-9"]);
+    let submission = send[0]["submissionId"].as_str().unwrap().to_owned();
+    assert_eq!(send[0]["deduplicated"], Value::Null);
+    let runs = workspace.root().join("runs.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !runs.exists() {
+        assert!(Instant::now() < deadline, "the tool never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill9();
+    let server = Server::start(workspace.root(), &[], &[]);
+    let resend = sdk_client(&server.base, &["resend:slow-tool:k9:order-9"]);
+    let resend = &resend[0];
+    assert_eq!(resend["submissionId"], submission.as_str(), "{resend}");
+    assert_eq!(resend["deduplicated"], true);
+    assert_eq!(resend["outcome"], "completed");
+    assert_eq!(resend["userMessages"], 1, "{resend}");
+    assert_eq!(resend["settlements"], json!(["completed"]));
+    assert_eq!(resend["allSettlements"], 1);
+    // The killed tool call was answered `interrupted`, never run again.
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1);
+    assert_eq!(
+        record_types(&workspace, "k9"),
+        ["user", "assistant", "tool_result", "assistant"]
+    );
+}
+
+/// The `js` code blocks of docs/http-api.md's "Clients" section, in order, as one program.
+fn docs_client_program() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/http-api.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let (_, section) = doc.split_once("\n## Clients\n").expect("a Clients section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut program = String::new();
+    let mut inside = false;
+    for line in section.lines() {
+        match (inside, line) {
+            (false, "```js") => inside = true,
+            (true, "```") => inside = false,
+            (true, line) => {
+                program.push_str(line);
+                program.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(program.contains("createFlueClient"), "{program}");
+    program
+}
+
+/// docs/http-api.md's client examples (send, observe with SSE, answer a pause with fetch,
+/// abort) run unchanged with the official client against `flue serve`.
+#[test]
+fn the_http_api_docs_client_examples_run_against_flue_serve() {
+    assert!(
+        peers().join("node_modules/@flue/sdk").is_dir(),
+        "tests/peers is not installed: npm ci --prefix tests/peers"
+    );
+    let workspace = Workspace::new(&[
+        (
+            "agents/support.md",
+            "---\ndescription: Answers tickets\nmodel: scripted/scripts/support.json\n\
+             tools: [bash]\npermissions:\n  bash: always_ask\n---\nYou answer tickets.\n",
+        ),
+        (
+            "scripts/support.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "bash"}, "reply": {"text": "Cleaned up: {{tool_result}}"}},
+  {"when": {"user_contains": "Summarize"}, "reply": {"text": "The ticket asks for a refund of order 7.", "chunk_delay_ms": 40}},
+  {"when": {"user_contains": "Clean"}, "reply": {"tool_calls": [{"name": "bash", "input": {"command": "echo 3 files removed"}}]}},
+  {"when": {"user_contains": "slowly"}, "reply": {"text": "Still researching.", "delay_ms": 60000}}
+]}"#,
+        ),
+    ]);
+    let server = Server::start(workspace.root(), &[], &[]);
+    let mut child = Command::new("node")
+        .current_dir(peers())
+        .args(["--input-type=module", "-"])
+        .env("FLUE_URL", &server.base)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(docs_client_program().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        server.log()
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "The ticket asks for a refund of order 7.",
+            "The ticket asks for a refund of order 7.",
+            r#"bash wants to run with {"command":"echo 3 files removed"}"#,
+            "Cleaned up: 3 files removed",
+            "aborted: submission_aborted",
+        ],
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
     let workspace = workspace();

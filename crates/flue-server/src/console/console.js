@@ -5,6 +5,11 @@
 //   GET /_flue/dev/state?after=N              build status, agents, diagnostics (long-poll)
 //   GET /_flue/dev/transcript/<agent>/<id>    the stored sessions with task sessions nested
 //   GET /_flue/dev/live/<agent>/<id>          live events of the running turn (SSE)
+//   GET /_flue/dev/hint?message=...           what to fix for a failed submission's error
+//
+// The chat has one way in: the conversation's update stream. The model's text and reasoning
+// arrive there as they are generated (live chunks, replaced by the stored turn), so the page
+// never adds text from anywhere else; the dev live route only says which tasks run now.
 'use strict';
 
 const state = {
@@ -23,13 +28,14 @@ const state = {
   pending: null,         // the agent and conversation named in the url, until the first status
   stick: true,           // keep the chat scrolled to the newest message (until the user scrolls)
   liveSource: null,      // the EventSource of the live route
-  live: emptyLive(),     // what the running turn has produced that is not stored yet
+  live: emptyLive(),     // the tasks running now (the live route)
+  liveTurn: null,        // {messageId, parts}: the reply as it was before the live turn began
+  hints: new Map(),      // error message -> what to fix (null: none), from /_flue/dev/hint
 };
 
-// The model's text of the turn in progress, and the tasks running now. A stored turn
-// replaces the text (the durable stream has it from then on).
+// The tasks running now, from the live route (the update stream does not carry them).
 function emptyLive() {
-  return { submissionId: null, text: '', reasoning: '', tasks: new Map() };
+  return { submissionId: null, tasks: new Map() };
 }
 
 const $ = (id) => document.getElementById(id);
@@ -299,7 +305,8 @@ function follow() {
   followLive();
 }
 
-// Live events of this conversation's running work (text as it is generated, tasks).
+// Live events of this conversation's running work: which tasks run now. (Text and reasoning
+// come from the update stream only.)
 function followLive() {
   if (state.liveSource) return;
   const agent = state.agent;
@@ -317,8 +324,6 @@ function followLive() {
     }
     const event = data.event || {};
     switch (event.type) {
-      case 'text_delta': state.live.text += event.text; break;
-      case 'thinking_delta': state.live.reasoning += event.text; break;
       case 'task_start':
         state.live.tasks.set(event.session, { agent: event.agent, depth: event.depth, state: 'running' });
         break;
@@ -357,35 +362,42 @@ function markRunning(submissionId) {
   if (!state.settled.has(submissionId)) state.running.add(submissionId);
 }
 
+// Live chunks (the turn in progress, not stored yet) sit at indexes from 2^20 within their
+// batch position; see docs/http-api.md.
+const LIVE_INDEX_BASE = 1 << 20;
+
+function isLive(chunk) {
+  return Boolean(chunk.position && chunk.position.index >= LIVE_INDEX_BASE);
+}
+
 // The client's reduction rules for one chunk.
 function apply(chunk) {
   switch (chunk.type) {
     case 'conversation-reset':
+      // The snapshot replaces everything, the live turn's text included.
+      state.liveTurn = null;
       state.messages = (chunk.snapshot.messages || []).map((message) => ({ ...message, parts: [...message.parts] }));
       state.running.clear();
       for (const settlement of chunk.snapshot.settlements || []) state.settled.add(settlement.submissionId);
       for (const message of state.messages) {
         if (message.role === 'user' && message.submissionId) markRunning(message.submissionId);
       }
-      // The live text of a turn the snapshot already holds (a batch arrived while a tool runs,
-      // such as a server's question) is shown once, from the snapshot.
-      if (state.live.text && state.messages.some((message) => message.role === 'assistant'
-        && message.submissionId === state.live.submissionId
-        && message.parts.some((part) => part.type === 'text' && part.text === state.live.text))) {
-        state.live.text = '';
-        state.live.reasoning = '';
-      }
       break;
     case 'message-appended':
       if (!findMessage(chunk.message.id)) state.messages.push({ ...chunk.message, parts: [...chunk.message.parts] });
       if (chunk.message.role === 'user' && chunk.message.submissionId) markRunning(chunk.message.submissionId);
       break;
-    case 'message-started':
-      assistantMessage(chunk.messageId, chunk.submissionId);
-      // The turn is stored: its text comes from the durable stream from now on.
-      state.live.text = '';
-      state.live.reasoning = '';
+    case 'message-started': {
+      const message = assistantMessage(chunk.messageId, chunk.submissionId);
+      if (!isLive(chunk)) { state.liveTurn = null; break; }
+      // A live turn begins. If one began before and nothing stored replaced it since (the
+      // stream reconnected and sends the open turn again), its text is dropped first, so it
+      // is shown once.
+      const turn = state.liveTurn;
+      if (turn && turn.messageId === chunk.messageId) message.parts = turn.parts.map((part) => ({ ...part }));
+      else state.liveTurn = { messageId: chunk.messageId, parts: message.parts.map((part) => ({ ...part })) };
       break;
+    }
     case 'message-delta': {
       const message = assistantMessage(chunk.messageId);
       const last = message.parts[message.parts.length - 1];
@@ -427,6 +439,7 @@ function apply(chunk) {
       break;
     }
     case 'submission-settled':
+      state.liveTurn = null;
       if (state.live.submissionId === chunk.submissionId) state.live = emptyLive();
       state.settled.add(chunk.submissionId);
       state.running.delete(chunk.submissionId);
@@ -451,29 +464,34 @@ function renderMessages() {
       'Messages and everything the agent does show up here as it happens.'));
   }
   let replyIndex = 0;
-  const live = state.live;
-  const liveParts = [];
-  if (live.reasoning) liveParts.push({ type: 'reasoning', text: live.reasoning, state: 'streaming' });
-  if (live.text) liveParts.push({ type: 'text', text: live.text, state: 'streaming' });
-  let liveShown = false;
   for (const message of state.messages) {
     if (message.role === 'user') inner.append(renderUser(message));
-    else if (message.role === 'assistant') {
-      const extra = message.submissionId && message.submissionId === live.submissionId ? liveParts : [];
-      if (extra.length) liveShown = true;
-      inner.append(renderAssistant({ ...message, parts: [...message.parts, ...extra] }, state.usage[replyIndex++]));
-    } else inner.append(renderSystem(message));
+    else if (message.role === 'assistant') inner.append(renderAssistant(message, state.usage[replyIndex++]));
+    else inner.append(renderSystem(message));
   }
   const answering = new Set(state.messages.filter((message) => message.role === 'assistant').map((message) => message.submissionId));
   if ([...state.running].some((id) => !answering.has(id))) {
-    const streaming = !liveShown && liveParts.length
-      ? renderAssistant({ id: 'live', role: 'assistant', submissionId: live.submissionId, parts: liveParts })
-      : h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
-        h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')));
-    inner.append(streaming);
+    inner.append(h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
+      h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i'))));
   }
   container.replaceChildren(inner);
   if (stick) container.scrollTop = container.scrollHeight;
+}
+
+// What to fix for a failed submission's error, as `flue run` prints it after `hint:` (asked
+// once per message; the chat re-renders when the answer comes).
+function hintFor(text) {
+  if (state.hints.has(text)) return state.hints.get(text);
+  state.hints.set(text, null);
+  fetch(`/_flue/dev/hint?message=${encodeURIComponent(text)}`, { cache: 'no-store' })
+    .then((response) => (response.ok ? response.json() : {}))
+    .then((body) => {
+      if (!body.hint) return;
+      state.hints.set(text, body.hint);
+      renderMessages();
+    })
+    .catch(() => {});
+  return null;
 }
 
 function partText(message) {
@@ -487,8 +505,11 @@ function renderUser(message) {
 function renderSystem(message) {
   if (message.purpose === 'advisory') {
     const outcome = message.settlement && message.settlement.outcome;
+    const text = partText(message);
+    const hint = outcome === 'aborted' ? null : hintFor(text);
     return h('div', { class: `advisory${outcome === 'aborted' ? ' aborted' : ''}` },
-      h('strong', {}, outcome === 'aborted' ? 'Aborted: ' : 'Failed: '), partText(message));
+      h('strong', {}, outcome === 'aborted' ? 'Aborted: ' : 'Failed: '), text,
+      hint ? h('div', { class: 'hint' }, h('strong', {}, 'hint: '), hint) : null);
   }
   const type = message.signal && message.signal.attributes && message.signal.attributes.type;
   return h('div', { class: 'signal' }, type ? `signal ${type}: ` : '', partText(message));

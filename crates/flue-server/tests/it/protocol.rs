@@ -928,6 +928,48 @@ const REFUSALS: &[Refusal] = &[
         400,
         "invalid_request",
     ),
+    // No per-conversation data is kept: `initialData` is refused rather than dropped.
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","initialData":{"issue":7}}"#,
+        400,
+        "invalid_request",
+    ),
+    // Unknown fields, and fields of the other kind, are refused by name.
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","priority":"high"}"#,
+        400,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"signal","type":"t","body":"b","attachments":[]}"#,
+        400,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","idempotencyKey":7}"#,
+        400,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","idempotencyKey":""}"#,
+        400,
+        "invalid_request",
+    ),
     (
         "POST",
         "/agents/plain/x",
@@ -1103,6 +1145,104 @@ async fn every_refusal_has_its_status_envelope_and_stores_nothing() {
     assert!(head.body.is_empty());
 }
 
+/// The refusals of unknown fields and `initialData` name the field.
+async fn unknown_fields_and_initial_data_are_refused_by_name() {
+    let app = app(fast_config()).await;
+    let unknown = post_json(
+        &app,
+        "/agents/plain/f",
+        r#"{"kind":"user","body":"hi","priority":"high"}"#,
+    )
+    .await;
+    assert_eq!(unknown.status, 400);
+    let message = unknown.json()["error"]["details"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("Unknown field `priority`")
+            && message.contains("`kind`, `body`, `attachments`"),
+        "{message}"
+    );
+    let initial = post_json(
+        &app,
+        "/agents/plain/f",
+        r#"{"kind":"user","body":"hi","initialData":{"issue":7}}"#,
+    )
+    .await;
+    assert_eq!(initial.status, 400);
+    let message = initial.json()["error"]["details"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.starts_with("`initialData` is not supported"),
+        "{message}"
+    );
+    let too_long = json!({"kind": "user", "body": "hi", "idempotencyKey": "k".repeat(257)});
+    let refused = post_json(&app, "/agents/plain/f", &too_long.to_string()).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        get(&app, "/agents/plain/f").await.error_type(),
+        "stream_not_found"
+    );
+}
+
+/// `idempotencyKey`: the same key and message give the first receipt again (`deduplicated`),
+/// nothing is admitted twice and the model runs once; the same key with another message is 409
+/// `submission_conflict` naming the submission; keys are per conversation.
+async fn an_idempotency_key_converges_on_the_first_submission() {
+    let app = app(fast_config()).await;
+    let body = r#"{"kind":"user","body":"hi","idempotencyKey":"order-17"}"#;
+    let first = post_json(&app, "/agents/plain/k", body).await;
+    assert_eq!(first.status, 202);
+    let first = first.json();
+    assert_eq!(first.get("deduplicated"), None);
+    let submission = first["submissionId"].as_str().unwrap().to_owned();
+    // Before and after the first one settles.
+    let again = post_json(&app, "/agents/plain/k", body).await;
+    assert_eq!(again.status, 202);
+    let again = again.json();
+    assert_eq!(again["submissionId"], submission.as_str());
+    assert_eq!(again["deduplicated"], true);
+    assert_eq!(again["uid"], first["uid"]);
+    assert_eq!(again["offset"], first["offset"]);
+    let snapshot = settled(&app, "/agents/plain/k", &submission).await;
+    let late = post_json(&app, "/agents/plain/k", body).await.json();
+    assert_eq!(late["submissionId"], submission.as_str());
+    assert_eq!(late["deduplicated"], true);
+    let after = get(&app, "/agents/plain/k").await.json();
+    assert_eq!(after["messages"], snapshot["messages"]);
+    let messages = after["messages"].as_array().unwrap();
+    assert_eq!(
+        messages
+            .iter()
+            .map(|message| message["role"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["user", "assistant"]
+    );
+    assert_eq!(after["settlements"].as_array().unwrap().len(), 1);
+
+    let conflict = post_json(
+        &app,
+        "/agents/plain/k",
+        r#"{"kind":"user","body":"something else","idempotencyKey":"order-17"}"#,
+    )
+    .await;
+    assert_eq!(
+        (conflict.status, conflict.error_type()),
+        (409, "submission_conflict".to_owned())
+    );
+    assert_eq!(
+        conflict.json()["error"]["meta"]["submissionId"],
+        submission.as_str()
+    );
+    // The same key in another conversation is another delivery.
+    let elsewhere = post_json(&app, "/agents/plain/k2", body).await.json();
+    assert_ne!(elsewhere["submissionId"], submission.as_str());
+    assert_eq!(elsewhere.get("deduplicated"), None);
+}
+
 async fn offsets_past_the_head_and_large_bodies_are_refused() {
     let app = app(ServerConfig {
         body_limit: 1024,
@@ -1237,6 +1377,8 @@ tests!(
     signals_and_images_are_admitted_as_their_messages,
     a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope,
     every_refusal_has_its_status_envelope_and_stores_nothing,
+    unknown_fields_and_initial_data_are_refused_by_name,
+    an_idempotency_key_converges_on_the_first_submission,
     offsets_past_the_head_and_large_bodies_are_refused,
     a_token_is_required_on_every_route_when_configured,
     health_and_agents_describe_the_server,
