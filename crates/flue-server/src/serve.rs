@@ -73,8 +73,7 @@ pub async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(options.header_timeout)
         .keep_alive(true);
-    let shutdown = std::pin::pin!(shutdown);
-    let mut shutdown = shutdown;
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => break,
