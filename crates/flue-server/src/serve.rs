@@ -4,7 +4,8 @@
 //! sending one byte a second, or idle between keep-alive requests (a response being written,
 //! an SSE stream, does not count: it is not waiting for a head); and when the slots are full,
 //! a new connection closes the connection that has been idle (no request in flight) the
-//! longest instead of waiting for it. The [`RequestGuard`] is applied to the whole app.
+//! longest, once it has been idle a moment (a quarter of the header timeout, at most 1 s),
+//! instead of waiting for it to time out. The [`RequestGuard`] is applied to the whole app.
 //! Graceful shutdown: stop accepting, close idle connections, let open requests finish.
 
 use std::collections::HashMap;
@@ -67,7 +68,8 @@ pub async fn serve(
         Some(guard) => guard.layer(router, port),
         None => router,
     };
-    let slots = Arc::new(Slots::new(options.max_connections.max(1)));
+    let min_idle = (options.header_timeout / 4).min(Duration::from_secs(1));
+    let slots = Arc::new(Slots::new(options.max_connections.max(1), min_idle));
     let stop = CancellationToken::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -147,6 +149,9 @@ async fn connection(
 /// The open connections.
 struct Slots {
     max: usize,
+    /// How long a connection must have been idle to be closed for a new one (a fresh
+    /// connection's request head may still be on the way).
+    min_idle: Duration,
     open: Mutex<Open>,
     changed: Notify,
 }
@@ -165,9 +170,10 @@ struct Slot {
 }
 
 impl Slots {
-    fn new(max: usize) -> Self {
+    fn new(max: usize, min_idle: Duration) -> Self {
         Self {
             max,
+            min_idle,
             open: Mutex::new(Open::default()),
             changed: Notify::new(),
         }
@@ -184,6 +190,7 @@ impl Slots {
             let notified = self.changed.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
+            let mut eligible = None;
             {
                 let mut open = self.lock();
                 if open.slots.len() < self.max {
@@ -207,18 +214,27 @@ impl Slots {
                     .filter(|slot| {
                         slot.busy.load(Ordering::Acquire) == 0 && !slot.evict.is_cancelled()
                     })
-                    .min_by_key(|slot| {
-                        *slot
-                            .idle_since
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                    });
-                if let Some(victim) = victim {
-                    tracing::debug!("connection slots full: closing the longest idle connection");
-                    victim.evict.cancel();
+                    .map(|slot| (slot.idle_since(), slot))
+                    .min_by_key(|(since, _)| *since);
+                match victim {
+                    Some((since, victim)) if since.elapsed() >= self.min_idle => {
+                        tracing::debug!(
+                            "connection slots full: closing the longest idle connection"
+                        );
+                        victim.evict.cancel();
+                    }
+                    // Its request head may be on the way: evict it once it has been idle long
+                    // enough, unless a slot frees first.
+                    Some((since, _)) => eligible = Some(since + self.min_idle),
+                    None => {}
                 }
             }
-            notified.await;
+            match eligible {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at.into(), notified).await;
+                }
+                None => notified.await,
+            }
         }
     }
 
@@ -233,6 +249,15 @@ impl Slots {
             }
             notified.await;
         }
+    }
+}
+
+impl Slot {
+    fn idle_since(&self) -> Instant {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
