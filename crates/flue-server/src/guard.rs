@@ -153,7 +153,7 @@ impl RequestGuard {
     /// Same-origin (the origin's authority is the `Host` the request names) or listed.
     fn origin_allowed(&self, origin: &str, host: Option<&str>) -> bool {
         let origin = origin.to_ascii_lowercase();
-        if self.origins.iter().any(|listed| *listed == origin) {
+        if self.origins.contains(&origin) {
             return true;
         }
         let Some(authority) = origin

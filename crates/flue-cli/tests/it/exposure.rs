@@ -311,10 +311,9 @@ fn server_settings_that_cannot_be_safe_are_refused_at_start_and_bearer_is_case_i
         assert_eq!(status, 200, "{scheme}: {body}");
     }
     // A token server serves any host (the page cannot add the token).
-    let head = format!(
-        "GET /_flue/agents HTTP/1.1\r\nhost: flue.internal\r\nauthorization: Bearer t0ps3cret"
-    );
-    assert_eq!(raw(addr, &head, "").0, 200);
+    let head =
+        "GET /_flue/agents HTTP/1.1\r\nhost: flue.internal\r\nauthorization: Bearer t0ps3cret";
+    assert_eq!(raw(addr, head, "").0, 200);
     // A long request target is refused with the envelope.
     let long = "a".repeat(10_000);
     let (status, body) = raw(

@@ -17,9 +17,9 @@ fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
     map
 }
 
-fn kind(guard: &RequestGuard, method: Method, pairs: &[(&str, &str)]) -> Option<&'static str> {
+fn kind(guard: &RequestGuard, method: &Method, pairs: &[(&str, &str)]) -> Option<&'static str> {
     guard
-        .refusal(3000, &method, 10, &headers(pairs))
+        .refusal(3000, method, 10, &headers(pairs))
         .map(|err| err.kind())
 }
 
@@ -35,7 +35,11 @@ fn loopback_names_on_the_bound_port_pass_and_other_hosts_do_not() {
         "flue.lan:9",
         "box:8080",
     ] {
-        assert_eq!(kind(&guard, Method::GET, &[("host", host)]), None, "{host}");
+        assert_eq!(
+            kind(&guard, &Method::GET, &[("host", host)]),
+            None,
+            "{host}"
+        );
     }
     for host in [
         "evil.example:3000",
@@ -47,16 +51,16 @@ fn loopback_names_on_the_bound_port_pass_and_other_hosts_do_not() {
         "10.0.0.1:3000",
     ] {
         assert_eq!(
-            kind(&guard, Method::GET, &[("host", host)]),
+            kind(&guard, &Method::GET, &[("host", host)]),
             Some("host_not_allowed"),
             "{host}"
         );
     }
-    assert_eq!(kind(&guard, Method::GET, &[]), Some("host_not_allowed"));
+    assert_eq!(kind(&guard, &Method::GET, &[]), Some("host_not_allowed"));
     assert_eq!(
         kind(
             &RequestGuard::any_host(),
-            Method::GET,
+            &Method::GET,
             &[("host", "evil.example")]
         ),
         None
@@ -70,7 +74,7 @@ fn origins_must_be_the_host_itself_or_listed() {
     assert_eq!(
         kind(
             &guard,
-            Method::GET,
+            &Method::GET,
             &[host, ("origin", "http://127.0.0.1:3000")]
         ),
         None
@@ -78,7 +82,7 @@ fn origins_must_be_the_host_itself_or_listed() {
     assert_eq!(
         kind(
             &guard,
-            Method::GET,
+            &Method::GET,
             &[host, ("origin", "https://APP.example.com")]
         ),
         None
@@ -91,7 +95,7 @@ fn origins_must_be_the_host_itself_or_listed() {
         "file://",
     ] {
         assert_eq!(
-            kind(&guard, Method::GET, &[host, ("origin", origin)]),
+            kind(&guard, &Method::GET, &[host, ("origin", origin)]),
             Some("origin_not_allowed"),
             "{origin}"
         );
@@ -113,7 +117,7 @@ fn state_changing_requests_need_json_or_nothing() {
         vec![host, ("content-type", "Application/JSON; charset=utf-8")],
         vec![host, ("content-type", "application/merge-patch+json")],
     ] {
-        assert_eq!(kind(&guard, Method::POST, &ok), None, "{ok:?}");
+        assert_eq!(kind(&guard, &Method::POST, &ok), None, "{ok:?}");
     }
     for refused in [
         vec![host, ("content-type", "text/plain")],
@@ -128,13 +132,17 @@ fn state_changing_requests_need_json_or_nothing() {
         vec![host, ("transfer-encoding", "chunked")],
     ] {
         assert_eq!(
-            kind(&guard, Method::POST, &refused),
+            kind(&guard, &Method::POST, &refused),
             Some("unsupported_media_type"),
             "{refused:?}"
         );
     }
     assert_eq!(
-        kind(&guard, Method::GET, &[host, ("content-type", "text/plain")]),
+        kind(
+            &guard,
+            &Method::GET,
+            &[host, ("content-type", "text/plain")]
+        ),
         None
     );
 }
@@ -206,11 +214,11 @@ fn head_and_options_are_not_state_changing() {
     assert_eq!(
         kind(
             &guard,
-            Method::HEAD,
+            &Method::HEAD,
             &[host, ("content-type", "text/plain")]
         ),
         None
     );
-    assert_eq!(kind(&guard, Method::OPTIONS, &[host]), None);
+    assert_eq!(kind(&guard, &Method::OPTIONS, &[host]), None);
     let _ = header::HOST;
 }
