@@ -453,9 +453,22 @@ pub(crate) struct ServeArgs {
     /// Seconds running turns get to finish at shutdown.
     #[arg(long, default_value_t = 10)]
     pub(crate) grace: u64,
-    /// Origin allowed to call cross-origin (repeatable); none = no CORS headers.
+    /// Origin allowed to call cross-origin (repeatable; `scheme://host[:port]`, no
+    /// wildcard); none = no CORS headers, and requests from other origins are refused.
     #[arg(long = "cors-origin")]
     pub(crate) cors_origins: Vec<String>,
+    /// Host name (`name` or `name:port`) requests may address besides localhost, 127.0.0.1
+    /// and [::1] on the bound port (repeatable). Without a token only these hosts are
+    /// served; with a token any host is, unless some are listed.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Milliseconds a connection may take to send a complete request head, counted from its
+    /// opening or its previous response (so also how long an idle keep-alive connection stays).
+    #[arg(long, default_value_t = 20_000, value_name = "MS")]
+    pub(crate) header_timeout_ms: u64,
+    /// Most bytes the request bodies in flight may hold together (MiB); more wait.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub(crate) inflight_body_mib: usize,
     /// Keep conversations in this Postgres database, shared with other `flue serve`
     /// processes (`postgres://user:${PGPASSWORD}@host:5432/db`; `${VAR}` comes from the
     /// environment). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
@@ -485,6 +498,17 @@ pub(crate) struct DevArgs {
     /// Milliseconds of quiet after a file change before the workspace is rebuilt.
     #[arg(long, default_value_t = 100)]
     pub(crate) debounce_ms: u64,
+    /// Host name (`name` or `name:port`) the console may be opened by besides localhost,
+    /// 127.0.0.1 and [::1] on the bound port (repeatable).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Most open connections at once (the console's streams included).
+    #[arg(long, default_value_t = 1_024)]
+    pub(crate) max_connections: usize,
+    /// Milliseconds a connection may take to send a complete request head, counted from its
+    /// opening or its previous response (so also how long an idle keep-alive connection stays).
+    #[arg(long, default_value_t = 20_000, value_name = "MS")]
+    pub(crate) header_timeout_ms: u64,
 }
 
 #[derive(Debug, Args)]

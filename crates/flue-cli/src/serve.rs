@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use flue_host::{AgentSet, App, Env, Preflight, RuntimeMode, StoreChoice};
-use flue_server::ServerConfig;
+use flue_server::{RequestGuard, ServeOptions, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
@@ -17,11 +17,12 @@ use crate::workspace::{current_dir, resolve_root};
 
 /// Runs `flue serve` until SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
-    let token = args
-        .token
-        .clone()
-        .or_else(|| std::env::var("FLUE_TOKEN").ok())
-        .filter(|token| !token.is_empty());
+    // An empty FLUE_TOKEN counts as unset; an explicit `--token ""` is refused below.
+    let token = args.token.clone().or_else(|| {
+        std::env::var("FLUE_TOKEN")
+            .ok()
+            .filter(|token| !token.is_empty())
+    });
     let ip: IpAddr = args
         .host
         .parse()
@@ -32,6 +33,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
              every request must then carry `Authorization: Bearer <token>`"
         );
     }
+    if let Some(token) = &token {
+        flue_server::check_token(token, ip)?;
+    }
+    flue_server::check_origins(&args.cors_origins)?;
+    flue_server::check_hosts(&args.allowed_hosts)?;
     raise_fd_limit(args.max_connections as u64 + 1_024);
     let agents = load(&args)?;
     let opened = StoreChoice::Configured(args.store.clone())
@@ -61,9 +67,19 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
             tracing::warn!(agent = %check.agent, error = %error, "agent cannot run");
         }
     }
+    // A token protects against DNS rebinding (a page cannot add it), so with one any Host is
+    // served unless hosts are listed; without one, only loopback names and the listed hosts.
+    let guard = if token.is_some() {
+        RequestGuard::any_host()
+    } else {
+        RequestGuard::loopback()
+    }
+    .with_hosts(&args.allowed_hosts)
+    .with_cors_origins(&args.cors_origins);
     let config = ServerConfig {
         token,
         cors_origins: args.cors_origins.clone(),
+        inflight_body_limit: args.inflight_body_mib.saturating_mul(1024 * 1024).max(1024),
         ..ServerConfig::default()
     };
     let Some(router) = app.router(config) else {
@@ -77,10 +93,15 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     tracing::info!(%addr, agents = app.host().agents().agents().len(), "listening");
 
     let stop = CancellationToken::new();
+    let options = ServeOptions {
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+        guard: Some(guard),
+    };
     let server = tokio::spawn(flue_server::serve(
         listener,
         router,
-        args.max_connections,
+        options,
         stop.clone().cancelled_owned(),
     ));
     shutdown_signal().await;

@@ -145,6 +145,70 @@ impl ApiError {
         .with_details("Send `Authorization: Bearer <token>` with the server's token.")
     }
 
+    /// A `Host` the server is not bound for (a DNS-rebinding page names its own host).
+    pub fn host_not_allowed(host: &str) -> Self {
+        Self::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            format!("This server does not serve the host {host:?}."),
+        )
+        .with_details(
+            "It answers loopback names (localhost, 127.0.0.1, [::1]) with its port; to reach it \
+             by another name, start it with `--allowed-host <name[:port]>`.",
+        )
+    }
+
+    /// An `Origin` that is neither the server's own nor listed.
+    pub fn origin_not_allowed(origin: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            format!("Requests from the origin {origin:?} are not allowed."),
+        )
+        .with_details(
+            "Pages of other sites cannot call this server; to let one, start `flue serve` with \
+             `--cors-origin <scheme://host[:port]>`.",
+        )
+    }
+
+    /// A state-changing request a page could send cross-site without asking first.
+    pub fn simple_request() -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "State-changing requests must carry a JSON body or no body at all.",
+        )
+        .with_details(
+            "Send the body with `Content-Type: application/json`, or send no body and no \
+             Content-Type (form and text/plain posts are refused: any web page can send them).",
+        )
+    }
+
+    /// A request target over the limit.
+    pub fn uri_too_long(limit: usize) -> Self {
+        Self::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            "The request target is too long.",
+        )
+        .with_details(format!(
+            "The server accepts paths with query strings of at most {limit} bytes."
+        ))
+    }
+
+    /// The bodies of requests in flight hold the whole budget for longer than a request may
+    /// wait.
+    pub fn busy(budget: usize) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_busy",
+            "The server is busy reading other request bodies.",
+        )
+        .with_details(format!(
+            "Request bodies in flight may hold at most {budget} bytes together; retry shortly."
+        ))
+    }
+
     /// `request_timeout` (408).
     pub fn request_timeout() -> Self {
         Self::new(

@@ -11,16 +11,17 @@
 //! ```no_run
 //! # async fn demo(runtime: flue_core::AgentRuntime) -> std::io::Result<()> {
 //! use flue_core::AgentInfo;
-//! use flue_server::{DurableRuntime, ServerConfig, router, serve};
+//! use flue_server::{DurableRuntime, ServeOptions, ServerConfig, router, serve};
 //!
 //! let runtime = DurableRuntime::new(runtime, vec![AgentInfo::new("hello")]);
 //! let app = axum::Router::new().merge(router(runtime, ServerConfig::default()));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//! serve(listener, app, 20_000, std::future::pending()).await
+//! serve(listener, app, ServeOptions::default(), std::future::pending()).await
 //! # }
 //! ```
 //!
-//! Main types: [`router`] and [`ServerConfig`]; [`DurableRuntime`] (the runtime and the agents
+//! Main types: [`router`] and [`ServerConfig`]; [`serve`] with [`ServeOptions`] and the
+//! [`RequestGuard`] (hosts, origins, request forms; `docs/security.md`); [`DurableRuntime`] (the runtime and the agents
 //! it lists); [`console_routes`] with [`DevConsole`] and [`BuildStatus`]; [`Transcript`] (a
 //! conversation's stored sessions); the wire shapes in [`wire`].
 
@@ -29,6 +30,7 @@ mod chunks;
 mod console;
 mod durable;
 mod error;
+mod guard;
 mod live;
 mod project;
 mod render;
@@ -43,8 +45,12 @@ pub mod wire;
 pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
+pub use guard::{
+    ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
+    check_token,
+};
 pub use router::{ROUTES, router};
-pub use serve::{Connection, serve};
+pub use serve::{ServeOptions, serve};
 pub use state::ServerConfig;
 pub use transcript::{Transcript, transcript_tree};
 

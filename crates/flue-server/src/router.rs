@@ -11,12 +11,14 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use futures::StreamExt;
+use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
 use crate::durable::DurableRuntime;
 use crate::error::ApiError;
+use crate::guard::check_origins;
 use crate::routes;
 use crate::state::{AppState, ServerConfig};
 
@@ -39,7 +41,13 @@ pub const ROUTES: &[&str] = &[
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
 /// serve it with [`serve`](crate::serve).
 pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
-    let state = Arc::new(AppState { runtime, config });
+    let budget_kib = (config.inflight_body_limit / 1024).clamp(1, Semaphore::MAX_PERMITS);
+    let bodies = Arc::new(Semaphore::new(budget_kib));
+    let state = Arc::new(AppState {
+        runtime,
+        config,
+        bodies,
+    });
     let config = &state.config;
     let conversation: MethodRouter<Arc<AppState>> = get(routes::read)
         .head(routes::head)
@@ -89,6 +97,10 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .layer(DefaultBodyLimit::max(config.body_limit))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
+            body_budget,
+        ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
             refuse_oversized,
         ))
         .layer(middleware::from_fn_with_state(
@@ -106,9 +118,12 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
             ApiError::internal().into_response()
         }));
     if !config.cors_origins.is_empty() {
+        // A wildcard or malformed origin would make tower-http's list panic: such values are
+        // left out here (`check_origins` refuses them where they are given).
         let origins: Vec<HeaderValue> = config
             .cors_origins
             .iter()
+            .filter(|origin| check_origins(std::slice::from_ref(*origin)).is_ok())
             .filter_map(|origin| HeaderValue::from_str(origin).ok())
             .collect();
         app = app.layer(
@@ -142,12 +157,52 @@ async fn authenticate(
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
+            .and_then(bearer);
         if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
             return ApiError::unauthorized().into_response();
         }
     }
     next.run(request).await
+}
+
+/// The credentials of `Bearer <token>`, the scheme in any case (RFC 9110 11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
+/// Holds room in the in-flight body budget for the request's declared body (all of
+/// `body_limit` for a body of unknown length) until its response head; waits at most half
+/// the request timeout for it, then answers 503.
+async fn body_budget(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<usize>().ok());
+    let bytes = match declared {
+        Some(length) => length.min(state.config.body_limit),
+        None if headers.contains_key(header::TRANSFER_ENCODING) => state.config.body_limit,
+        None => 0,
+    };
+    if bytes == 0 {
+        return next.run(request).await;
+    }
+    let total = (state.config.inflight_body_limit / 1024).clamp(1, Semaphore::MAX_PERMITS);
+    let kib = u32::try_from(bytes.div_ceil(1024).min(total)).unwrap_or(u32::MAX);
+    let wait = state.config.request_timeout / 2;
+    let permit =
+        tokio::time::timeout(wait, Arc::clone(&state.bodies).acquire_many_owned(kib)).await;
+    match permit {
+        Ok(Ok(permit)) => {
+            let response = next.run(request).await;
+            drop(permit);
+            response
+        }
+        _ => ApiError::busy(state.config.inflight_body_limit).into_response(),
+    }
 }
 
 /// The most bytes of an oversized body read and dropped before answering 413, and for how

@@ -1,107 +1,324 @@
-//! Serving the router on a TCP listener: a bound on open connections (each holds a permit
-//! until it closes) and graceful shutdown (stop accepting, let open requests finish).
+//! Serving the router on a TCP listener, so that a handful of sockets cannot deny service:
+//! every connection holds one of `max_connections` slots; hyper's header-read timer closes a
+//! connection that has not delivered a complete request head in time, whether it is new,
+//! sending one byte a second, or idle between keep-alive requests (a response being written,
+//! an SSE stream, does not count: it is not waiting for a head); and when the slots are full,
+//! a new connection closes the connection that has been idle (no request in flight) the
+//! longest, once it has been idle a moment (a quarter of the header timeout, at most 1 s),
+//! instead of waiting for it to time out. The [`RequestGuard`] is applied to the whole app.
+//! Graceful shutdown: stop accepting, close idle connections, let open requests finish.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::serve::Listener;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use axum::body::Body;
+use axum::body::Bytes;
+use axum::http::Request;
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
-/// Serves `router` on `listener` with at most `max_connections` open connections (more wait
-/// in the accept queue) until `shutdown` resolves; open streams are then closed.
+use crate::guard::RequestGuard;
+
+/// How [`serve`] holds connections.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Most open connections at once (SSE streams included); at the limit, the connection
+    /// idle the longest is closed for a new one, and with none idle new ones wait.
+    pub max_connections: usize,
+    /// How long a connection may take to deliver a complete request head, counted from its
+    /// opening or from the end of its previous response (so also the keep-alive idle time).
+    pub header_timeout: Duration,
+    /// The hosts, origins and request forms accepted; `None` serves the router as it is.
+    pub guard: Option<RequestGuard>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 20_000,
+            header_timeout: Duration::from_secs(20),
+            guard: Some(RequestGuard::loopback()),
+        }
+    }
+}
+
+/// Serves `router` on `listener` as `options` say until `shutdown` resolves; then closes idle
+/// connections and returns once the open requests have finished (an SSE stream never does:
+/// bound the wait with a timeout).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    max_connections: usize,
+    options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let listener = Bounded {
-        listener,
-        permits: Arc::new(Semaphore::new(max_connections.max(1))),
+    let port = listener.local_addr()?.port();
+    let router = match &options.guard {
+        Some(guard) => guard.layer(router, port),
+        None => router,
     };
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// A listener that holds a permit per accepted connection.
-struct Bounded {
-    listener: TcpListener,
-    permits: Arc<Semaphore>,
-}
-
-impl Listener for Bounded {
-    type Io = Connection;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await else {
-                // The semaphore is never closed; wait for the process to end.
-                std::future::pending::<()>().await;
+    let min_idle = (options.header_timeout / 4).min(Duration::from_secs(1));
+    let slots = Arc::new(Slots::new(options.max_connections.max(1), min_idle));
+    let stop = CancellationToken::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout)
+        .keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
-            };
-            match self.listener.accept().await {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    return (
-                        Connection {
-                            stream,
-                            _permit: permit,
-                        },
-                        addr,
-                    );
+            }
+        };
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = slots.admit() => slot,
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = connection(
+            TokioIo::new(stream),
+            router.clone(),
+            slot,
+            http.clone(),
+            stop.clone(),
+        );
+        tokio::spawn(connection);
+    }
+    stop.cancel();
+    slots.all_closed().await;
+    Ok(())
+}
+
+/// Serves one connection until it ends, is evicted, or (after shutdown) has finished its
+/// requests.
+async fn connection(
+    io: TokioIo<tokio::net::TcpStream>,
+    router: Router,
+    slot: SlotGuard,
+    http: hyper::server::conn::http1::Builder,
+    stop: CancellationToken,
+) {
+    let state = Arc::clone(&slot.slot);
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let busy = Busy::start(Arc::clone(&state));
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request).await?;
+            Ok::<_, std::convert::Infallible>(
+                response.map(|body| Body::new(Tracked { body, _busy: busy })),
+            )
+        }
+    });
+    let conn = http.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    let evicted = slot.slot.evict.clone();
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = evicted.cancelled() => {}
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = evicted.cancelled() => {}
+            }
+        }
+    }
+    drop(slot);
+}
+
+/// The open connections.
+struct Slots {
+    max: usize,
+    /// How long a connection must have been idle to be closed for a new one (a fresh
+    /// connection's request head may still be on the way).
+    min_idle: Duration,
+    open: Mutex<Open>,
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct Open {
+    next_id: u64,
+    slots: HashMap<u64, Arc<Slot>>,
+}
+
+/// One open connection: requests in flight, idle since when, and its eviction switch.
+struct Slot {
+    busy: AtomicUsize,
+    idle_since: Mutex<Instant>,
+    evict: CancellationToken,
+}
+
+impl Slots {
+    fn new(max: usize, min_idle: Duration) -> Self {
+        Self {
+            max,
+            min_idle,
+            open: Mutex::new(Open::default()),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A slot for a new connection: at once below the limit; else after closing the
+    /// connection idle the longest, or waiting for one to close.
+    async fn admit(self: &Arc<Self>) -> SlotGuard {
+        loop {
+            let notified = self.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let mut eligible = None;
+            {
+                let mut open = self.lock();
+                if open.slots.len() < self.max {
+                    open.next_id += 1;
+                    let id = open.next_id;
+                    let slot = Arc::new(Slot {
+                        busy: AtomicUsize::new(0),
+                        idle_since: Mutex::new(Instant::now()),
+                        evict: CancellationToken::new(),
+                    });
+                    open.slots.insert(id, Arc::clone(&slot));
+                    return SlotGuard {
+                        slots: Arc::clone(self),
+                        id,
+                        slot,
+                    };
                 }
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %err, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let victim = open
+                    .slots
+                    .values()
+                    .filter(|slot| {
+                        slot.busy.load(Ordering::Acquire) == 0 && !slot.evict.is_cancelled()
+                    })
+                    .map(|slot| (slot.idle_since(), slot))
+                    .min_by_key(|(since, _)| *since);
+                match victim {
+                    Some((since, victim)) if since.elapsed() >= self.min_idle => {
+                        tracing::debug!(
+                            "connection slots full: closing the longest idle connection"
+                        );
+                        victim.evict.cancel();
+                    }
+                    // Its request head may be on the way: evict it once it has been idle long
+                    // enough, unless a slot frees first.
+                    Some((since, _)) => eligible = Some(since + self.min_idle),
+                    None => {}
                 }
+            }
+            match eligible {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at.into(), notified).await;
+                }
+                None => notified.await,
             }
         }
     }
 
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.listener.local_addr()
+    /// Resolves once no connection is open.
+    async fn all_closed(&self) {
+        loop {
+            let notified = self.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.lock().slots.is_empty() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
-/// An accepted connection and its permit.
-pub struct Connection {
-    stream: TcpStream,
-    _permit: OwnedSemaphorePermit,
+impl Slot {
+    fn idle_since(&self) -> Instant {
+        *self
+            .idle_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
-impl AsyncRead for Connection {
-    fn poll_read(
+/// Frees its slot when the connection ends.
+struct SlotGuard {
+    slots: Arc<Slots>,
+    id: u64,
+    slot: Arc<Slot>,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.slots.lock().slots.remove(&self.id);
+        self.slots.changed.notify_waiters();
+    }
+}
+
+/// One request in flight on a connection, until its response body is written or dropped.
+struct Busy(Arc<Slot>);
+
+impl Busy {
+    fn start(slot: Arc<Slot>) -> Self {
+        slot.busy.fetch_add(1, Ordering::AcqRel);
+        Self(slot)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self
+                .0
+                .idle_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        }
+    }
+}
+
+/// A response body that keeps its request counted as in flight.
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Connection {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }

@@ -1,7 +1,10 @@
 //! What every handler shares: the router's options ([`ServerConfig`]) and its one state, the
 //! runtime and those options behind one `Arc`.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Semaphore;
 
 use crate::durable::DurableRuntime;
 
@@ -23,8 +26,13 @@ pub struct ServerConfig {
     pub page_size: usize,
     /// Bearer token every request must carry, when set. Never logged.
     pub token: Option<String>,
-    /// Origins allowed cross-origin; empty = no CORS headers at all.
+    /// Origins allowed cross-origin; empty = no CORS headers at all. Checked with
+    /// [`check_origins`](crate::check_origins); values that fail it are left out.
     pub cors_origins: Vec<String>,
+    /// Most bytes the bodies of all requests in flight may declare together (a body without a
+    /// declared length counts as `body_limit`); further requests wait for room, at most half
+    /// the request timeout, then get 503.
+    pub inflight_body_limit: usize,
 }
 
 impl Default for ServerConfig {
@@ -38,6 +46,7 @@ impl Default for ServerConfig {
             page_size: 100,
             token: None,
             cors_origins: Vec::new(),
+            inflight_body_limit: 64 * 1024 * 1024,
         }
     }
 }
@@ -46,4 +55,6 @@ impl Default for ServerConfig {
 pub(crate) struct AppState {
     pub(crate) runtime: DurableRuntime,
     pub(crate) config: ServerConfig,
+    /// The in-flight body budget, one permit per KiB.
+    pub(crate) bodies: Arc<Semaphore>,
 }

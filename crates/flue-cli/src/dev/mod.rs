@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use flue_host::{AgentSet, BuildProblem, DEV_DB_PATH, DevApp, Env, StoreChoice, watched_files};
+use flue_server::{RequestGuard, ServeOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
@@ -38,6 +39,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
              loopback only (127.0.0.1 or ::1); use `flue serve --token` to serve on a network"
         );
     }
+    flue_server::check_hosts(&args.allowed_hosts)?;
     let root = resolve_root(args.root.as_deref())?;
     let env_file = args.env_file.clone();
     let debounce = Duration::from_millis(args.debounce_ms);
@@ -91,10 +93,17 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     );
 
     let stop = CancellationToken::new();
+    // The console has no authentication: only loopback names (and the listed hosts) and the
+    // console's own origin are served.
+    let options = ServeOptions {
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
+        guard: Some(RequestGuard::loopback().with_hosts(&args.allowed_hosts)),
+    };
     let server = tokio::spawn(flue_server::serve(
         listener,
         app.router(),
-        1_024,
+        options,
         stop.clone().cancelled_owned(),
     ));
     let reloads = tokio::spawn({

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// A workspace made by `flue init` in a fresh temporary folder: (the folder, the workspace).
-fn init_workspace() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn init_workspace() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
         .args(["init", "ws"])
@@ -35,17 +35,23 @@ fn flue(args: &[&str]) -> std::process::Output {
 }
 
 /// A running `flue dev`; killed when dropped.
-struct Dev {
+pub(crate) struct Dev {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Dev {
     fn start(root: &Path) -> Self {
+        Self::start_with(root, &[])
+    }
+
+    /// `flue dev` with `extra` arguments.
+    pub(crate) fn start_with(root: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
             .args(["dev", "--port", "0", "--root"])
             .arg(root)
+            .args(extra)
             .env_remove("FLUE_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -75,7 +81,7 @@ impl Dev {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 

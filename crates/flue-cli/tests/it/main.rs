@@ -15,6 +15,7 @@ mod dev;
 mod durable;
 mod elicit_serve;
 mod everyday;
+mod exposure;
 mod hostile_inputs;
 mod mcp;
 mod mcp_oauth;

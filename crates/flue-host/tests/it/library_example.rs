@@ -26,7 +26,11 @@ pub async fn serve_workspace(
         return Err("a server app has a router".into());
     };
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    flue_server::serve(listener, router, 1_024, stop).await?;
+    let options = flue_server::ServeOptions {
+        max_connections: 1_024,
+        ..flue_server::ServeOptions::default()
+    };
+    flue_server::serve(listener, router, options, stop).await?;
     // Admit nothing more, give running work 10 s, then close sandboxes and MCP servers.
     app.drain(Duration::from_secs(10)).await;
     for warning in app.close().await {
