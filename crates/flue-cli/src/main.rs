@@ -10,6 +10,7 @@ mod chat;
 mod dev;
 mod elicit;
 mod init;
+mod input;
 mod interrupt;
 mod mcp;
 mod pauses;
