@@ -108,8 +108,7 @@ async fn turn(
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();
             // Streamed to stdout on a terminal already, unless what streamed was not this reply.
-            let shown_already =
-                std::io::stdout().is_terminal() && streamed.trim() == text.trim();
+            let shown_already = std::io::stdout().is_terminal() && streamed.trim() == text.trim();
             if !shown_already {
                 println!(
                     "{}",

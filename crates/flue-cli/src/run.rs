@@ -9,6 +9,7 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 
 use flue_build::SandboxKind;
+use flue_core::RuntimeEvent;
 use flue_core::{
     ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
     DispatchOptions, ErrorInfo, FlueError, Offset, Outcome, PendingAction, Record, Settlement,
@@ -16,14 +17,13 @@ use flue_core::{
 };
 use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;
-use flue_core::RuntimeEvent;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::Exit;
 use crate::args::RunArgs;
 use crate::interrupt::{Interrupt, Interrupts};
 use crate::pauses::Answerer;
-use crate::render::{Renderer, Target};
+use crate::render::{self, Renderer, Target};
 use crate::setup::{SetupError, load, read_stdin_message};
 use crate::terminal::Output;
 
@@ -146,6 +146,9 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             return finish(&args, &output, &envelope, Exit::ActionRequired, "");
         }
     };
+    if args.verbose && !args.json {
+        eprintln!("[submission: {}]", render::usage_text(&usage));
+    }
     envelope.usage = Some(usage);
     match settlement.outcome {
         Outcome::Completed => {
@@ -153,9 +156,8 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             envelope.outcome = "completed";
             // Streamed to stdout on a terminal already (see `submit`), unless what streamed was
             // not this reply (another process wrote it).
-            let shown_already = !args.json
-                && std::io::stdout().is_terminal()
-                && streamed.trim() == text.trim();
+            let shown_already =
+                !args.json && std::io::stdout().is_terminal() && streamed.trim() == text.trim();
             if !args.json && !shown_already {
                 // Exactly one trailing newline, whatever the model ended its text with.
                 let reply = output.stdout_text(&text);
