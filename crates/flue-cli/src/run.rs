@@ -454,7 +454,7 @@ pub(crate) async fn submit(
             answered = answerer.answer(action, output) => answered,
             signalled = interrupts.next() => {
                 interrupt = Some(signalled);
-                abort_on(runtime, key, output, signalled).await;
+                interrupt_pause(runtime, key, output, signalled).await;
                 continue;
             }
         };
@@ -495,6 +495,28 @@ async fn abort_on(
             "warning: {}",
             output.stderr_text(&format!("aborting: {err}"))
         );
+    }
+}
+
+/// Ends the pause the submission waits in after `signalled` at a question: its pending actions
+/// are answered `interrupted` (in the log, where the model will see them next time) and the
+/// submission settles `aborted`, so the conversation takes new messages.
+async fn interrupt_pause(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+    output: &Output,
+    signalled: Interrupt,
+) {
+    eprintln!(
+        "\n{}: aborting (the conversation is kept)",
+        signalled.describe()
+    );
+    if let Err(err) = runtime.interrupt(key, None).await {
+        eprintln!(
+            "warning: {}",
+            output.stderr_text(&format!("interrupting the pause: {err}"))
+        );
+        abort_on(runtime, key, output, signalled).await;
     }
 }
 

@@ -57,8 +57,9 @@ while True:
                 os.kill(pid, command["signal"])
     if not ready:
         # The program ended while something it started still holds the terminal open.
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, ended = os.waitpid(pid, os.WNOHANG)
         if done:
+            status = ended
             break
 if status is None:
     _, status = os.waitpid(pid, 0)
@@ -135,11 +136,6 @@ impl Terminal {
             screen,
             position: 0,
         }
-    }
-
-    /// Everything the terminal showed so far.
-    fn shown(&self) -> String {
-        String::from_utf8_lossy(&self.screen.0.lock().unwrap().bytes).into_owned()
     }
 
     /// Waits until `text` shows after the previous match.
