@@ -431,3 +431,55 @@ fn sigterm_at_a_question_ends_the_chat_and_the_run_with_143() {
         assert!(!ws.root().join("a.txt").exists(), "{shown}");
     }
 }
+
+#[test]
+fn a_chat_answers_an_mcp_servers_question_and_ctrl_c_withdraws_it() {
+    // The Python SDK peer's `release` tool asks which version to release (an elicitation).
+    let tool = "mcp__py__release";
+    let script = json!({"rules": [
+        {"when": {"tool_result": tool}, "reply": {"text": "Tool said: {{tool_result}}"}},
+        {"when": {"user_contains": "release"}, "reply": {"tool_calls": [{"name": tool, "input": {}}]}},
+        {"reply": {"text": "ok"}}
+    ]});
+    let python = super::mcp::peer(".venv/bin/python");
+    let server = super::mcp::peer("py_server.py");
+    let ws = Workspace::new(&[
+        (
+            "agents/asker.md",
+            &format!(
+                "---\nmodel: scripted/script.json\nmcp:\n  py:\n    command: {python}\n    \
+                 args: [\"{server}\", stdio]\n---\nYou release.\n"
+            ),
+        ),
+        ("script.json", &script.to_string()),
+    ]);
+    let root = ws.root().to_str().unwrap();
+    let mut terminal = Terminal::start(&["chat", "asker", "--id", "m1", "--root", root]);
+    terminal.expect("> ");
+    terminal.send("release please\r");
+    terminal.expect("Which version should be released?");
+    // The fields in the schema's (alphabetical) order; Enter keeps a default.
+    terminal.expect("Channel [stable/beta] default \"stable\": ");
+    terminal.send("\r");
+    terminal.expect("default true: ");
+    terminal.send("\r");
+    terminal.expect("(The version to release): ");
+    terminal.send("1.2.3\r");
+    terminal.expect("send this? [a]ccept, [d]ecline, [c]ancel: ");
+    terminal.send("a\r");
+    terminal.expect("Tool said: ");
+    terminal.expect("released 1.2.3 on stable (notify: yes)");
+    terminal.expect("> ");
+    terminal.send("release again\r");
+    terminal.expect("Channel [stable/beta] default \"stable\": ");
+    // Ctrl-C at the server's question: the reply is aborted, the chat goes on.
+    terminal.send("\x03");
+    terminal.expect("(reply aborted; the conversation goes on)");
+    terminal.expect("> ");
+    terminal.send("hello\r");
+    terminal.expect("ok");
+    terminal.expect("> ");
+    terminal.send("\x04");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+}
