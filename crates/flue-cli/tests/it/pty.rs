@@ -79,10 +79,11 @@ struct Screen {
     ended: bool,
 }
 
-/// A program on a pseudo-terminal.
+/// A program on a pseudo-terminal; killed (with its relay) when dropped before it ended, so a
+/// failing test leaves nothing running.
 struct Terminal {
-    relay: Child,
-    keys: ChildStdin,
+    relay: Option<Child>,
+    keys: Option<ChildStdin>,
     screen: Arc<(Mutex<Screen>, Condvar)>,
     /// Where the next `expect` starts looking.
     position: usize,
@@ -131,8 +132,8 @@ impl Terminal {
             }
         });
         Self {
-            relay,
-            keys,
+            relay: Some(relay),
+            keys: Some(keys),
             screen,
             position: 0,
         }
@@ -161,26 +162,26 @@ impl Terminal {
 
     /// Types `keys` on the terminal.
     fn send(&mut self, keys: &str) {
-        writeln!(self.keys, "{}", json!({ "type": keys })).unwrap();
-        self.keys.flush().unwrap();
+        self.command(&json!({ "type": keys }));
     }
 
     /// Sends `signal` to the program.
     fn signal(&mut self, signal: i32) {
-        writeln!(self.keys, "{}", json!({ "signal": signal })).unwrap();
-        self.keys.flush().unwrap();
+        self.command(&json!({ "signal": signal }));
+    }
+
+    fn command(&mut self, command: &serde_json::Value) {
+        let keys = self.keys.as_mut().unwrap();
+        writeln!(keys, "{command}").unwrap();
+        keys.flush().unwrap();
     }
 
     /// Waits for the program to end; its exit code (minus the signal number when a signal
     /// ended it) and everything the terminal showed.
-    fn wait(self) -> (i32, String) {
-        let Self {
-            relay,
-            keys,
-            screen,
-            ..
-        } = self;
-        drop(keys);
+    fn wait(mut self) -> (i32, String) {
+        let relay = self.relay.take().unwrap();
+        drop(self.keys.take());
+        let screen = Arc::clone(&self.screen);
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
             let _ = sender.send(relay.wait_with_output());
@@ -204,6 +205,25 @@ impl Terminal {
             shown = changed.wait_timeout(shown, DEADLINE).unwrap().0;
         }
         (code, String::from_utf8_lossy(&shown.bytes).into_owned())
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let Some(mut relay) = self.relay.take() else {
+            return;
+        };
+        if let Some(mut keys) = self.keys.take() {
+            // SIGKILL to the program (the relay knows its pid); the relay ends with it.
+            let _ = writeln!(keys, "{}", json!({ "signal": 9 }));
+            let _ = keys.flush();
+        }
+        let deadline = Instant::now() + DEADLINE;
+        while matches!(relay.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = relay.kill();
+        let _ = relay.wait();
     }
 }
 
