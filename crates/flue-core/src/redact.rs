@@ -173,8 +173,10 @@ impl Redactor {
     /// use flue_core::Redactor;
     /// let redactor = Redactor::new(["sk-test-0123456789abcdef"])?;
     /// let text = "the key is sk-te";
-    /// assert_eq!(&text[..redactor.releasable(text)], "the key is ");
-    /// assert_eq!(redactor.releasable("no key here"), "no key here".len());
+    /// let shown = &text[..redactor.releasable(text)];
+    /// assert!(shown.starts_with("the key is") && !shown.contains("sk"));
+    /// // Nothing here can begin a secret form: all of it goes.
+    /// assert_eq!(redactor.releasable("Why?"), 4);
     /// # Ok::<(), flue_core::FlueError>(())
     /// ```
     pub fn releasable(&self, text: &str) -> usize {
