@@ -2,14 +2,15 @@
 //!
 //! Each line typed is one message, admitted through the same submission runtime as `flue run`
 //! (so the history is the conversation's, in the workspace store, and `flue run --id` or
-//! `flue session show` see it). The reply streams on stderr as it is written; Ctrl-C aborts the
-//! reply being written and returns to the prompt, the conversation kept. Ctrl-D (end of input),
-//! `/exit` or SIGTERM end the chat.
+//! `flue session show` see it). The reply streams as it is written (to stdout on a terminal);
+//! Ctrl-C aborts the reply being written and returns to the prompt, the conversation kept.
+//! Ctrl-D (end of input), `/exit` or SIGTERM end the chat. The chat loop and the questions a
+//! reply asks (approvals, custom tool results, MCP servers' questions) take their lines from
+//! the one stdin reader ([`crate::input`]).
 
-use std::io::{BufRead as _, Write as _};
+use std::io::{IsTerminal as _, Write as _};
 
 use flue_core::Outcome;
-use tokio::sync::mpsc;
 
 use crate::Exit;
 use crate::args::{ChatArgs, RunArgs};
@@ -44,11 +45,10 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
          chat; continue it later with `flue chat {} --id {}`)",
         prepared.key.agent, prepared.key.id, prepared.key.agent, prepared.key.id
     );
-    let mut lines = read_lines();
     let exit = loop {
         prompt();
         let line = tokio::select! {
-            line = lines.recv() => line,
+            line = crate::input::line() => line,
             signalled = interrupts.next() => match signalled {
                 Interrupt::CtrlC => {
                     eprintln!("\n(Ctrl-D or /exit ends the chat)");
@@ -107,8 +107,8 @@ async fn turn(
     match settlement.outcome {
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();
-            let shown_already =
-                crate::terminal::stdout_is_stderr_terminal() && streamed.trim() == text.trim();
+            // Streamed to stdout on a terminal already, unless what streamed was not this reply.
+            let shown_already = std::io::stdout().is_terminal() && streamed.trim() == text.trim();
             if !shown_already {
                 println!(
                     "{}",
@@ -143,20 +143,4 @@ fn prompt() {
     let mut stderr = std::io::stderr().lock();
     let _ = write!(stderr, "> ");
     let _ = stderr.flush();
-}
-
-/// Lines of stdin, read on their own thread (a blocking read cannot be cancelled); the channel
-/// closes at end of input.
-fn read_lines() -> mpsc::Receiver<String> {
-    let (sender, receiver) = mpsc::channel(1);
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let Ok(line) = line else { break };
-            if sender.blocking_send(line).is_err() {
-                break;
-            }
-        }
-    });
-    receiver
 }

@@ -1,10 +1,12 @@
 //! Answering MCP servers' requests in `flue run`. Elicitation: `--yes` accepts the schema's
 //! defaults, a terminal asks the person field by field, and a headless run declines with a
 //! notice saying how to answer instead. Sampling under `always_ask`: `--yes` approves, a
-//! terminal asks y/n, and a headless run refuses with the reason.
+//! terminal asks y/n, and a headless run refuses with the reason. On a terminal the lines come
+//! from the command's one stdin reader ([`crate::input`]); the end of input cancels a question
+//! (refuses a sampling request), and so does Ctrl-C or SIGTERM aborting the work it belongs to.
 
-use std::io::{BufRead, IsTerminal, Write};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::io::IsTerminal;
+use std::sync::Arc;
 
 use flue_core::BoxFuture;
 use flue_host::{
@@ -13,10 +15,11 @@ use flue_host::{
 };
 use serde_json::{Map, Value};
 
+use crate::input::{self, Reply};
 use crate::terminal::escape_controls;
 
 /// One question on the terminal at a time (elicitations and sampling approvals).
-static PROMPT: Mutex<()> = Mutex::new(());
+static PROMPT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The elicitor for this run: `--yes`, a terminal prompt, or a headless decline.
 pub(crate) fn elicitor(yes: bool) -> Arc<dyn McpElicitor> {
@@ -78,18 +81,12 @@ impl McpSamplingApprover for Headless {
 
 impl McpSamplingApprover for Terminal {
     fn approve<'a>(&'a self, request: &'a SamplingRequest) -> BoxFuture<'a, Result<(), String>> {
-        let request = request.clone();
         Box::pin(async move {
-            let asked = tokio::task::spawn_blocking(move || {
-                let _one_at_a_time = PROMPT.lock().unwrap_or_else(PoisonError::into_inner);
-                ask_sampling(&request)
-            })
-            .await;
-            match asked {
-                Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) => Err("the person refused the sampling request".to_owned()),
-                Ok(Err(err)) => Err(format!("cannot ask on the terminal: {err}")),
-                Err(err) => Err(format!("cannot ask on the terminal: {err}")),
+            let _one_at_a_time = PROMPT.lock().await;
+            if ask_sampling(request).await {
+                Ok(())
+            } else {
+                Err("the person refused the sampling request".to_owned())
             }
         })
     }
@@ -136,38 +133,21 @@ impl McpElicitor for Headless {
 
 impl McpElicitor for Terminal {
     fn elicit<'a>(&'a self, request: &'a ElicitationRequest) -> BoxFuture<'a, ElicitationAnswer> {
-        let request = request.clone();
         Box::pin(async move {
-            let asked = tokio::task::spawn_blocking(move || {
-                let _one_at_a_time = PROMPT.lock().unwrap_or_else(PoisonError::into_inner);
-                ask(&request)
-            })
-            .await;
-            match asked {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(err)) => ElicitationAnswer::Decline {
-                    reason: format!("cannot ask on the terminal: {err}"),
-                },
-                Err(err) => ElicitationAnswer::Decline {
-                    reason: format!("cannot ask on the terminal: {err}"),
-                },
-            }
+            let _one_at_a_time = PROMPT.lock().await;
+            ask(request).await
         })
     }
 }
 
 /// The prompt: the message, each field (Enter keeps the default), then accept, decline or
 /// cancel.
-fn ask(request: &ElicitationRequest) -> std::io::Result<ElicitationAnswer> {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    let mut err = std::io::stderr().lock();
-    writeln!(
-        err,
+async fn ask(request: &ElicitationRequest) -> ElicitationAnswer {
+    eprintln!(
         "\nmcp server `{}` asks: {}",
         request.server,
         escape_controls(&request.message)
-    )?;
+    );
     let required = request.required();
     let mut values = Map::new();
     for (name, schema) in request.fields() {
@@ -188,18 +168,15 @@ fn ask(request: &ElicitationRequest) -> std::io::Result<ElicitationAnswer> {
             prompt.push_str(&format!(" default {default}"));
         }
         loop {
-            write!(err, "{prompt}: ")?;
-            err.flush()?;
-            let mut line = String::new();
-            if input.read_line(&mut line)? == 0 {
-                return Ok(ElicitationAnswer::Cancel);
-            }
+            let Reply::Line(line) = input::ask(&format!("{prompt}: ")).await else {
+                return cancelled();
+            };
             let line = line.trim();
             if line.is_empty() {
                 if let Some(default) = &default {
                     values.insert(name.to_owned(), default.clone());
                 } else if required.contains(&name) {
-                    writeln!(err, "  this field is required")?;
+                    eprintln!("  this field is required");
                     continue;
                 }
                 break;
@@ -209,50 +186,53 @@ fn ask(request: &ElicitationRequest) -> std::io::Result<ElicitationAnswer> {
                     values.insert(name.to_owned(), value);
                     break;
                 }
-                None => writeln!(err, "  not a valid value for this field, try again")?,
+                None => eprintln!("  not a valid value for this field, try again"),
             }
         }
     }
     loop {
-        write!(err, "send this? [a]ccept, [d]ecline, [c]ancel: ")?;
-        err.flush()?;
-        let mut line = String::new();
-        if input.read_line(&mut line)? == 0 {
-            return Ok(ElicitationAnswer::Cancel);
-        }
+        let Reply::Line(line) = input::ask("send this? [a]ccept, [d]ecline, [c]ancel: ").await
+        else {
+            return cancelled();
+        };
         match line.trim() {
-            "a" | "accept" | "y" | "yes" => return Ok(ElicitationAnswer::Accept(values)),
+            "a" | "accept" | "y" | "yes" => return ElicitationAnswer::Accept(values),
             "d" | "decline" | "n" | "no" => {
-                return Ok(ElicitationAnswer::Decline {
+                return ElicitationAnswer::Decline {
                     reason: "the person declined".to_owned(),
-                });
+                };
             }
-            "c" | "cancel" => return Ok(ElicitationAnswer::Cancel),
+            "c" | "cancel" => return ElicitationAnswer::Cancel,
             _ => {}
         }
     }
 }
 
+/// The answer when input ended or the question was withdrawn: cancel, on a line of its own.
+fn cancelled() -> ElicitationAnswer {
+    eprintln!();
+    ElicitationAnswer::Cancel
+}
+
 /// The sampling prompt: what the server sends to the model, then allow? [y/N].
-fn ask_sampling(request: &SamplingRequest) -> std::io::Result<bool> {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    let mut err = std::io::stderr().lock();
-    writeln!(
-        err,
-        "\nmcp server `{}` asks the agent's model for a completion (at most {} tokens):",
+async fn ask_sampling(request: &SamplingRequest) -> bool {
+    let mut question = format!(
+        "\nmcp server `{}` asks the agent's model for a completion (at most {} tokens):\n",
         request.server, request.max_tokens
-    )?;
+    );
     if let Some(system) = &request.system_prompt {
-        writeln!(err, "  system: {}", escape_controls(system))?;
+        question.push_str(&format!("  system: {}\n", escape_controls(system)));
     }
     for (is_user, text) in &request.messages {
         let role = if *is_user { "user" } else { "assistant" };
-        writeln!(err, "  {role}: {}", escape_controls(text))?;
+        question.push_str(&format!("  {role}: {}\n", escape_controls(text)));
     }
-    write!(err, "allow? [y/N]: ")?;
-    err.flush()?;
-    let mut line = String::new();
-    input.read_line(&mut line)?;
-    Ok(matches!(line.trim(), "y" | "yes"))
+    question.push_str("allow? [y/N]: ");
+    match input::ask(&question).await {
+        Reply::Line(line) => matches!(line.trim(), "y" | "yes"),
+        Reply::End | Reply::Cancelled => {
+            eprintln!();
+            false
+        }
+    }
 }

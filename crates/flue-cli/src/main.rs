@@ -10,6 +10,7 @@ mod chat;
 mod dev;
 mod elicit;
 mod init;
+mod input;
 mod interrupt;
 mod mcp;
 mod pauses;
@@ -150,21 +151,14 @@ fn main() -> ExitCode {
 
 /// Logs on stderr filtered by `FLUE_LOG`, and OpenTelemetry export when
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Every command calls it once, at start: `serve` logs
-/// at `info`, `dev` at `warn`; `-v` (run, chat) shows the model providers' retries as bare lines (timings come
-/// from the event renderer); everything else logs nothing unless `FLUE_LOG` says so.
+/// at `info`, `dev` at `warn`; everything else logs nothing unless `FLUE_LOG` says so (a
+/// provider's retries, timings, tokens and cost come from the event renderer).
 pub(crate) fn init_telemetry(command: &Command) -> flue_telemetry::Telemetry {
-    let verbose = match command {
-        Command::Run(args) => args.verbose,
-        Command::Chat(args) => args.verbose,
-        _ => false,
-    };
     let options = if matches!(command, Command::Serve(_)) {
         flue_telemetry::LogOptions::new("info")
     } else if matches!(command, Command::Dev(_)) {
         // `flue dev` keeps the terminal for reloads and diagnostics: warnings only by default.
         flue_telemetry::LogOptions::new("warn")
-    } else if verbose {
-        flue_telemetry::LogOptions::new("flue::retry=info").with_bare_lines()
     } else {
         flue_telemetry::LogOptions::new("off")
     };

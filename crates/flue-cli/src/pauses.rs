@@ -1,12 +1,13 @@
-//! Answering pending actions in `flue run`: `--yes` approves confirmations, a terminal asks
-//! the person (y/n per confirmation, a JSON result per custom tool), and a headless run leaves
-//! them pending and says how to resume.
+//! Answering pending actions in `flue run` and `flue chat`: `--yes` approves confirmations, a
+//! terminal asks the person (y/n per confirmation, a JSON result per custom tool; the end of
+//! input answers no), and a headless run leaves them pending and says how to resume.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 
 use flue_core::{ActionDecision, ActionKind, PendingAction};
 use serde_json::Value;
 
+use crate::input::Reply;
 use crate::terminal::Output;
 
 /// Who answers the pending actions of this run.
@@ -37,7 +38,7 @@ impl Answerer {
         self,
         action: &PendingAction,
         output: &Output,
-    ) -> std::io::Result<Option<ActionDecision>> {
+    ) -> Option<ActionDecision> {
         match (self, action.kind) {
             (Self::Yes, ActionKind::Confirmation) => {
                 eprintln!(
@@ -47,14 +48,21 @@ impl Answerer {
                         action.tool_name, action.action_id
                     ))
                 );
-                Ok(Some(ActionDecision::Allow))
+                Some(ActionDecision::Allow)
             }
             (Self::Terminal, _) => {
                 let question = question(action);
-                let reply = ask(output.stderr_text(&question)).await?;
-                Ok(Some(decision(action.kind, &reply)))
+                let reply = match crate::input::ask(&output.stderr_text(&question)).await {
+                    Reply::Line(line) => line,
+                    // Ctrl-D (or a withdrawn question): no.
+                    Reply::End | Reply::Cancelled => {
+                        eprintln!();
+                        String::new()
+                    }
+                };
+                Some(decision(action.kind, &reply))
             }
-            _ => Ok(None),
+            _ => None,
         }
     }
 }
@@ -89,20 +97,6 @@ fn decision(kind: ActionKind, reply: &str) -> ActionDecision {
         _ if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") => ActionDecision::Allow,
         _ => denied,
     }
-}
-
-/// Prints `question` on stderr and reads one line from stdin (an empty string at its end).
-async fn ask(question: String) -> std::io::Result<String> {
-    tokio::task::spawn_blocking(move || {
-        let mut stderr = std::io::stderr();
-        stderr.write_all(question.as_bytes())?;
-        stderr.flush()?;
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line)?;
-        Ok(line)
-    })
-    .await
-    .map_err(std::io::Error::other)?
 }
 
 /// The lines telling how to resume a run that stopped with pending actions.

@@ -1,48 +1,90 @@
-//! Renders an operation's events as human-readable activity on stderr.
+//! Renders an operation's events as human-readable activity, and streams the model's text.
 //!
 //! Everything written goes through [`Output::stderr_text`]: known secrets are redacted and
-//! control characters escaped. Streamed text is held back until its line ends (or another
-//! event arrives), so a secret split over several deltas is still found whole. With `-v`
-//! each model turn and tool call also shows how long it took.
+//! control characters escaped. Text and thinking are written as their deltas arrive; only a
+//! tail that could be the start of a secret (see [`flue_core::Redactor::releasable`]) is held
+//! back until more text comes, so a secret split over several deltas is still found whole.
+//! Thinking is one running block, `(thinking) ...`, ended by the next other output. The
+//! model's text goes to [`Target::Stdout`] when the caller says stdout is a terminal (the
+//! reply then is not printed again), else with the activity to stderr. With `-v` each model
+//! turn shows its time, tokens and cost, and each tool call its time; a provider's retry is
+//! shown always.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::time::Instant;
 
-use flue_core::{CompactionReason, Event, EventStream, Outcome};
+use flue_core::{CompactionReason, Event, EventStream, Outcome, Usage};
 
 use crate::terminal::Output;
 
 /// Longest tool output echoed to the terminal.
 const MAX_TOOL_OUTPUT_CHARS: usize = 400;
 
-/// Writes activity to stderr until the stream ends; returns the text of the last model turn
-/// that streamed any (the reply, when the operation completed), as shown.
-pub(crate) async fn to_stderr(mut events: EventStream, output: Output, verbose: bool) -> String {
-    let mut renderer = Renderer::new(output);
-    renderer.verbose = verbose;
-    while let Some(event) = events.recv().await {
-        let mut stderr = std::io::stderr().lock();
-        // A closed stderr leaves nothing to report to; the operation goes on regardless.
-        let _ = renderer.render(&mut stderr, &event);
-        let _ = stderr.flush();
+/// Where a piece of rendered output goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    Stdout,
+    Stderr,
+}
+
+impl Target {
+    /// Where the model's text streams: stdout when it is a terminal (a person reads it as it
+    /// is written, and the reply is not printed again), else stderr (stdout then gets exactly
+    /// the reply, or the `--json` object, once).
+    pub(crate) fn for_text(json: bool) -> Self {
+        if !json && std::io::stdout().is_terminal() {
+            Self::Stdout
+        } else {
+            Self::Stderr
+        }
     }
-    let mut stderr = std::io::stderr().lock();
-    let _ = renderer.flush_text(&mut stderr);
-    let _ = stderr.flush();
+}
+
+/// Renders `events` until the stream ends, the model's text to `text_target`; returns the text
+/// of the last model turn that streamed any (the reply, when the operation completed).
+pub(crate) async fn stream(
+    mut events: EventStream,
+    output: Output,
+    verbose: bool,
+    text_target: Target,
+) -> String {
+    let mut renderer = Renderer::new(output, verbose, text_target);
+    while let Some(event) = events.recv().await {
+        renderer.render(&event);
+        renderer.write_out();
+    }
+    renderer.finish();
+    renderer.write_out();
     renderer.last_text
 }
 
-struct Renderer {
+/// What is being streamed now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Streaming {
+    Nothing,
+    Text,
+    Thinking,
+}
+
+pub(crate) struct Renderer {
     output: Output,
+    /// Where the model's text goes.
+    text_target: Target,
+    /// Output rendered and not yet written.
+    written: Vec<(Target, String)>,
+    /// Where the last output went (a line ending goes there too).
+    last_target: Target,
     at_line_start: bool,
-    /// Streamed text of the current line, not yet written.
-    pending_text: String,
+    /// What the deltas now arriving belong to.
+    streaming: Streaming,
+    /// Streamed text or thinking held back (it may begin a secret).
+    pending: String,
     /// All text the current (or last) model turn streamed.
     last_text: String,
     /// The next text delta starts a new turn's text.
     text_ended: bool,
-    /// Show timings (`-v`).
+    /// Show timings, tokens and cost (`-v`).
     verbose: bool,
     /// When the current model turn started (the operation's start, or the last turn's end).
     turn_started: Instant,
@@ -51,58 +93,151 @@ struct Renderer {
 }
 
 impl Renderer {
-    fn new(output: Output) -> Self {
+    pub(crate) fn new(output: Output, verbose: bool, text_target: Target) -> Self {
         Self {
             output,
+            text_target,
+            written: Vec::new(),
+            last_target: Target::Stderr,
             at_line_start: true,
-            pending_text: String::new(),
+            streaming: Streaming::Nothing,
+            pending: String::new(),
             last_text: String::new(),
             text_ended: false,
-            verbose: false,
+            verbose,
             turn_started: Instant::now(),
             tool_started: HashMap::new(),
         }
     }
 
-    fn render(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
-        match event {
-            Event::OperationStart { .. } => self.turn_started = Instant::now(),
-            Event::TurnEnd {
-                model,
-                usage,
-                stop_reason,
-            } => {
-                self.text_ended = true;
-                if self.verbose {
-                    self.line_start(out)?;
-                    let line = format!(
-                        "[model turn: {model}, {} ms, {} input + {} output tokens, stop {stop_reason:?}]",
-                        self.turn_started.elapsed().as_millis(),
-                        usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-                        usage.output_tokens,
-                    );
-                    self.line(out, &line)?;
+    /// The text the last model turn streamed, as the model wrote it.
+    pub(crate) fn last_text(&self) -> &str {
+        &self.last_text
+    }
+
+    /// Writes what was rendered so far to stdout and stderr, and flushes them. A closed
+    /// stream leaves nothing to report to; the operation goes on regardless.
+    pub(crate) fn write_out(&mut self) {
+        for (target, text) in std::mem::take(&mut self.written) {
+            match target {
+                Target::Stdout => {
+                    let mut stdout = std::io::stdout().lock();
+                    let _ = stdout.write_all(text.as_bytes());
+                    let _ = stdout.flush();
                 }
-                self.turn_started = Instant::now();
+                Target::Stderr => {
+                    let mut stderr = std::io::stderr().lock();
+                    let _ = stderr.write_all(text.as_bytes());
+                    let _ = stderr.flush();
+                }
             }
+        }
+    }
+
+    /// Ends what streams (writes the text held back) and the current line.
+    pub(crate) fn finish(&mut self) {
+        self.line_start();
+    }
+
+    /// Renders one event.
+    pub(crate) fn render(&mut self, event: &Event) {
+        match event {
             Event::TextDelta { text } => {
                 if self.text_ended {
                     self.last_text.clear();
                     self.text_ended = false;
                 }
                 self.last_text.push_str(text);
-                self.pending_text.push_str(text);
-                if let Some(end) = self.pending_text.rfind('\n') {
-                    let rest = self.pending_text.split_off(end + 1);
-                    let lines = std::mem::replace(&mut self.pending_text, rest);
-                    out.write_all(self.output.stderr_text(&lines).as_bytes())?;
-                    self.at_line_start = true;
-                }
+                self.stream(Streaming::Text, text);
+                return;
             }
             Event::ThinkingDelta { text } => {
-                self.line_start(out)?;
-                self.line(out, &format!("(thinking) {}", text.trim_end()))?;
+                self.stream(Streaming::Thinking, text);
+                return;
             }
+            _ => {}
+        }
+        self.render_activity(event);
+    }
+
+    /// Streams a delta of text or thinking: writes what cannot begin a secret now.
+    fn stream(&mut self, kind: Streaming, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.streaming != kind {
+            self.line_start();
+            self.streaming = kind;
+            if kind == Streaming::Thinking {
+                self.push(Target::Stderr, "(thinking) ".to_owned());
+                self.at_line_start = false;
+            }
+        }
+        self.pending.push_str(text);
+        let mut release = self.output.releasable(&self.pending);
+        // CR stays only before LF: wait for the next character.
+        if self.pending[..release].ends_with('\r') {
+            release -= 1;
+        }
+        if release == 0 {
+            return;
+        }
+        let rest = self.pending.split_off(release);
+        let released = std::mem::replace(&mut self.pending, rest);
+        self.write_streamed(&released);
+    }
+
+    /// Writes streamed text or thinking where it goes.
+    fn write_streamed(&mut self, text: &str) {
+        let target = match self.streaming {
+            Streaming::Text => self.text_target,
+            _ => Target::Stderr,
+        };
+        self.at_line_start = text.ends_with('\n');
+        let shown = self.output.stderr_text(text);
+        self.push(target, shown);
+    }
+
+    fn push(&mut self, target: Target, text: String) {
+        if !text.is_empty() {
+            self.last_target = target;
+            self.written.push((target, text));
+        }
+    }
+
+    /// Renders an event that is not a delta: a line of activity on stderr.
+    fn render_activity(&mut self, event: &Event) {
+        let line = match event {
+            Event::OperationStart { .. } => {
+                self.turn_started = Instant::now();
+                None
+            }
+            Event::TurnEnd {
+                model,
+                usage,
+                stop_reason,
+            } => {
+                self.text_ended = true;
+                let line = self.verbose.then(|| {
+                    format!(
+                        "[model turn: {model}, {} ms, {}, stop {stop_reason:?}]",
+                        self.turn_started.elapsed().as_millis(),
+                        usage_text(usage),
+                    )
+                });
+                self.turn_started = Instant::now();
+                line
+            }
+            Event::ProviderRetry {
+                provider,
+                attempt,
+                max_retries,
+                delay_ms,
+                message,
+            } => Some(format!(
+                "{provider}: retrying {attempt} of {max_retries} in {}: {message}",
+                duration_text(*delay_ms)
+            )),
             Event::ToolStart {
                 call_id,
                 name,
@@ -110,8 +245,7 @@ impl Renderer {
             } => {
                 self.text_ended = true;
                 self.tool_started.insert(call_id.clone(), Instant::now());
-                self.line_start(out)?;
-                self.line(out, &format!("-> {name} {input}"))?;
+                Some(format!("-> {name} {input}"))
             }
             Event::ToolEnd {
                 call_id,
@@ -119,7 +253,6 @@ impl Renderer {
                 is_error,
                 output,
             } => {
-                self.line_start(out)?;
                 let status = if *is_error { "failed" } else { "done" };
                 let started = self.tool_started.remove(call_id);
                 let status = match started {
@@ -129,24 +262,22 @@ impl Renderer {
                     _ => status.to_owned(),
                 };
                 let output = preview(&self.output.stderr_text(output));
-                self.line(out, &format!("<- {name} {status}: {output}"))?;
                 self.turn_started = Instant::now();
+                Some(format!("<- {name} {status}: {output}"))
             }
             Event::CompactionStart {
                 reason,
                 estimated_tokens,
             } => {
-                self.line_start(out)?;
                 let reason = match reason {
                     CompactionReason::Threshold => "near the context window",
                     CompactionReason::Overflow => "context overflow",
                     CompactionReason::Manual => "requested",
                     _ => "other",
                 };
-                self.line(
-                    out,
-                    &format!("compacting context ({reason}, ~{estimated_tokens} tokens)"),
-                )?;
+                Some(format!(
+                    "compacting context ({reason}, ~{estimated_tokens} tokens)"
+                ))
             }
             Event::CompactionEnd {
                 messages_before,
@@ -156,27 +287,22 @@ impl Renderer {
                 duration_ms,
                 error,
                 ..
-            } => {
-                self.line_start(out)?;
-                let line = match error {
-                    Some(error) => format!("compaction failed: {}", error.message),
-                    None => format!(
-                        "compacted {messages_before} -> {messages_after} messages, \
-                         ~{tokens_before} -> ~{tokens_after} tokens in {duration_ms} ms"
-                    ),
-                };
-                self.line(out, &line)?;
-            }
+            } => Some(match error {
+                Some(error) => format!("compaction failed: {}", error.message),
+                None => format!(
+                    "compacted {messages_before} -> {messages_after} messages, \
+                     ~{tokens_before} -> ~{tokens_after} tokens in {duration_ms} ms"
+                ),
+            }),
             Event::TaskStart {
                 session,
                 agent,
                 depth,
                 ..
             } => {
-                self.line_start(out)?;
                 let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
                 let agent = agent.as_deref().unwrap_or("(same agent)");
-                self.line(out, &format!("{indent}=> task {agent} in {session}"))?;
+                Some(format!("{indent}=> task {agent} in {session}"))
             }
             Event::TaskEnd {
                 agent,
@@ -185,7 +311,6 @@ impl Renderer {
                 error,
                 ..
             } => {
-                self.line_start(out)?;
                 let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0));
                 let agent = agent.as_deref().unwrap_or("(same agent)");
                 let outcome = match outcome {
@@ -196,11 +321,11 @@ impl Renderer {
                         error.as_ref().map_or("", |error| error.message.as_str())
                     ),
                 };
-                self.line(out, &format!("{indent}<= task {agent} {outcome}"))?;
+                Some(format!("{indent}<= task {agent} {outcome}"))
             }
             Event::TaskActivity { depth, event, .. } => {
                 let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0) + 1);
-                let line = match event.as_ref() {
+                match event.as_ref() {
                     Event::ToolStart { name, input, .. } => {
                         Some(format!("{indent}-> {name} {input}"))
                     }
@@ -215,67 +340,88 @@ impl Renderer {
                         Some(format!("{indent}<- {name} {status}: {output}"))
                     }
                     Event::CompactionStart { .. } => Some(format!("{indent}compacting context")),
+                    Event::ProviderRetry {
+                        provider,
+                        attempt,
+                        max_retries,
+                        delay_ms,
+                        message,
+                    } => Some(format!(
+                        "{indent}{provider}: retrying {attempt} of {max_retries} in {}: {message}",
+                        duration_text(*delay_ms)
+                    )),
                     // The task's text is its answer, which its parent receives; its deltas,
                     // turns and compaction ends add nothing here.
                     _ => None,
-                };
-                if let Some(line) = line {
-                    self.line_start(out)?;
-                    self.line(out, &line)?;
                 }
             }
-            Event::ActionRequired { action } => {
-                self.line_start(out)?;
-                self.line(
-                    out,
-                    &format!(
-                        "!! {} waits ({}): {}",
-                        action.tool_name, action.action_id, action.reason
-                    ),
-                )?;
-            }
+            Event::ActionRequired { action } => Some(format!(
+                "!! {} waits ({}): {}",
+                action.tool_name, action.action_id, action.reason
+            )),
             Event::ActionResolved {
                 action_id,
                 decision,
             } => {
-                self.line_start(out)?;
                 let decided = match decision {
                     flue_core::ActionDecision::Allow => "allowed",
                     flue_core::ActionDecision::Deny { .. } => "denied",
                     flue_core::ActionDecision::Result { .. } => "answered",
                     _ => "interrupted",
                 };
-                self.line(out, &format!("!! {action_id} {decided}"))?;
+                Some(format!("!! {action_id} {decided}"))
             }
-            Event::OperationEnd { .. } => self.line_start(out)?,
-            _ => {}
+            Event::OperationEnd { .. } => {
+                self.line_start();
+                None
+            }
+            _ => None,
+        };
+        if let Some(line) = line {
+            self.line_start();
+            let line = format!("{}\n", self.output.stderr_text(&line));
+            self.push(Target::Stderr, line);
         }
-        Ok(())
     }
 
-    /// Writes streamed text held back so far (its line has not ended).
-    fn flush_text(&mut self, out: &mut impl Write) -> std::io::Result<()> {
-        if self.pending_text.is_empty() {
-            return Ok(());
+    /// Ends what streams (writing the text held back) and starts a new line if needed.
+    fn line_start(&mut self) {
+        if !self.pending.is_empty() {
+            let text = std::mem::take(&mut self.pending);
+            self.write_streamed(&text);
         }
-        let text = std::mem::take(&mut self.pending_text);
-        out.write_all(self.output.stderr_text(&text).as_bytes())?;
-        self.at_line_start = text.ends_with('\n');
-        Ok(())
-    }
-
-    /// Writes one line of activity, redacted and escaped.
-    fn line(&self, out: &mut impl Write, line: &str) -> std::io::Result<()> {
-        writeln!(out, "{}", self.output.stderr_text(line))
-    }
-
-    fn line_start(&mut self, out: &mut impl Write) -> std::io::Result<()> {
-        self.flush_text(out)?;
+        self.streaming = Streaming::Nothing;
         if !self.at_line_start {
-            writeln!(out)?;
+            self.push(self.last_target, "\n".to_owned());
             self.at_line_start = true;
         }
-        Ok(())
+    }
+}
+
+/// Tokens and, when the price is known, cost: `1200 input + 80 output tokens, $0.0042`
+/// (cached input counts as input).
+pub(crate) fn usage_text(usage: &Usage) -> String {
+    let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+    let mut text = format!("{input} input + {} output tokens", usage.output_tokens);
+    if let Some(cost) = usage.cost_usd {
+        text.push_str(&format!(", {}", cost_text(cost)));
+    }
+    text
+}
+
+/// A cost in US dollars with four decimals (`$0.0042`).
+pub(crate) fn cost_text(cost: f64) -> String {
+    format!("${cost:.4}")
+}
+
+/// A delay as people read it: `500 ms`, `2 s`, `1.5 s`.
+fn duration_text(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
     }
 }
 

@@ -5,10 +5,11 @@
 //! submission settles. A conversation another process is working on is waited for (or
 //! refused with `--no-wait`); work a killed run left unsettled is recovered first.
 
+use std::io::IsTerminal as _;
 use std::sync::Arc;
-use std::time::Duration;
 
 use flue_build::SandboxKind;
+use flue_core::RuntimeEvent;
 use flue_core::{
     ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
     DispatchOptions, ErrorInfo, FlueError, Offset, Outcome, PendingAction, Record, Settlement,
@@ -16,13 +17,13 @@ use flue_core::{
 };
 use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::Exit;
 use crate::args::RunArgs;
 use crate::interrupt::{Interrupt, Interrupts};
 use crate::pauses::Answerer;
-use crate::render;
+use crate::render::{self, Renderer, Target};
 use crate::setup::{SetupError, load, read_stdin_message};
 use crate::terminal::Output;
 
@@ -145,14 +146,18 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             return finish(&args, &output, &envelope, Exit::ActionRequired, "");
         }
     };
+    if args.verbose && !args.json {
+        eprintln!("[submission: {}]", render::usage_text(&usage));
+    }
     envelope.usage = Some(usage);
     match settlement.outcome {
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();
             envelope.outcome = "completed";
-            // On a terminal that shows stderr and stdout alike, the streamed reply was the reply.
+            // Streamed to stdout on a terminal already (see `submit`), unless what streamed was
+            // not this reply (another process wrote it).
             let shown_already =
-                crate::terminal::stdout_is_stderr_terminal() && streamed.trim() == text.trim();
+                !args.json && std::io::stdout().is_terminal() && streamed.trim() == text.trim();
             if !args.json && !shown_already {
                 // Exactly one trailing newline, whatever the model ended its text with.
                 let reply = output.stdout_text(&text);
@@ -376,43 +381,51 @@ pub(crate) async fn submit(
             key.id
         );
     }
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    // Rendered here, between the waits: everything the runtime emitted before the submission
+    // went idle is on the screen before a question is asked.
+    let mut renderer = Renderer::new(output.clone(), args.verbose, Target::for_text(args.json));
     let submission_id = started.submission_id.clone();
-    let forward = tokio::spawn(async move {
-        loop {
-            match events.recv().await {
-                Ok(event) if event.submission_id.as_deref() == Some(&submission_id) => {
-                    if sender.send(event.event).is_err() {
-                        break;
-                    }
-                }
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => break,
-            }
+    let show = |renderer: &mut Renderer, event: &RuntimeEvent| {
+        if event.submission_id.as_deref() == Some(&submission_id) {
+            renderer.render(&event.event);
+            renderer.write_out();
         }
-    });
-    let renderer = tokio::spawn(render::to_stderr(receiver, output.clone(), args.verbose));
+    };
+    let mut events_open = true;
     let answerer = Answerer::for_run(args.yes);
     let mut interrupt = None;
     let outcome = loop {
         // The first signal aborts the conversation's work: running commands are killed,
-        // unanswered tool calls answered `aborted`, and the log left consistent.
+        // unanswered tool calls answered `aborted`, questions withdrawn, and the log left
+        // consistent.
         let idle = {
             let wait = runtime.wait_idle(&started.submission_id);
             tokio::pin!(wait);
             loop {
                 tokio::select! {
                     idle = &mut wait => break idle,
+                    received = events.recv(), if events_open => match received {
+                        Ok(event) => show(&mut renderer, &event),
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => events_open = false,
+                    },
                     signalled = interrupts.next(), if interrupt.is_none() => {
-                        eprintln!("\n{}: aborting (the conversation is kept)", signalled.describe());
+                        renderer.finish();
+                        renderer.write_out();
                         interrupt = Some(signalled);
-                        if let Err(err) = runtime.abort(key).await {
-                            eprintln!("warning: {}", output.stderr_text(&format!("aborting: {err}")));
-                        }
+                        abort_on(runtime, key, output, signalled).await;
                     }
                 }
             }
         };
+        // What the runtime emitted before going idle is buffered already.
+        loop {
+            match events.try_recv() {
+                Ok(event) => show(&mut renderer, &event),
+                Err(TryRecvError::Lagged(_)) => {}
+                Err(_) => break,
+            }
+        }
         let info = match idle {
             Ok(info) => info,
             Err(err) => break Err(err),
@@ -430,29 +443,81 @@ pub(crate) async fn submit(
         let Some(action) = pending.first() else {
             break Ok(Err(pending));
         };
-        // Let the activity of the paused attempt reach stderr before the question.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        match answerer.answer(action, output).await {
-            Ok(Some(decision)) => match runtime.resolve(key, &action.action_id, decision).await {
+        if interrupt.is_some() {
+            // Aborted, yet still waiting (the abort did not reach it): ask nothing more.
+            break Ok(Err(pending));
+        }
+        renderer.finish();
+        renderer.write_out();
+        // Ctrl-C or SIGTERM at the question aborts like anywhere else.
+        let answered = tokio::select! {
+            answered = answerer.answer(action, output) => answered,
+            signalled = interrupts.next() => {
+                interrupt = Some(signalled);
+                interrupt_pause(runtime, key, output, signalled).await;
+                continue;
+            }
+        };
+        match answered {
+            Some(decision) => match runtime.resolve(key, &action.action_id, decision).await {
                 Ok(_) | Err(FlueError::ActionAlreadyResolved { .. }) => {}
                 Err(err) => break Err(err),
             },
-            Ok(None) => break Ok(Err(pending)),
-            Err(err) => {
-                break Err(FlueError::InvalidRequest {
-                    message: format!("cannot read the answer from the terminal: {err}"),
-                });
-            }
+            None => break Ok(Err(pending)),
         }
     };
-    forward.abort();
-    let streamed = renderer.await.unwrap_or_default();
+    renderer.finish();
+    renderer.write_out();
+    let streamed = renderer.last_text().to_owned();
     let usage = submission_usage(runtime, key, &started).await?;
     let finished = match outcome? {
         Ok(settlement) => Finished::Settled(Settled { settlement, usage }),
         Err(pending) => Finished::Waiting { pending, usage },
     };
     Ok((started, finished, interrupt, streamed))
+}
+
+/// Aborts the conversation's work after `signalled`, and withdraws the questions waiting on the
+/// terminal (an MCP server's question belongs to the work being aborted).
+async fn abort_on(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+    output: &Output,
+    signalled: Interrupt,
+) {
+    eprintln!(
+        "\n{}: aborting (the conversation is kept)",
+        signalled.describe()
+    );
+    crate::input::cancel_questions();
+    if let Err(err) = runtime.abort(key).await {
+        eprintln!(
+            "warning: {}",
+            output.stderr_text(&format!("aborting: {err}"))
+        );
+    }
+}
+
+/// Ends the pause the submission waits in after `signalled` at a question: its pending actions
+/// are answered `interrupted` (in the log, where the model will see them next time) and the
+/// submission settles `aborted`, so the conversation takes new messages.
+async fn interrupt_pause(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+    output: &Output,
+    signalled: Interrupt,
+) {
+    eprintln!(
+        "\n{}: aborting (the conversation is kept)",
+        signalled.describe()
+    );
+    if let Err(err) = runtime.interrupt(key, None).await {
+        eprintln!(
+            "warning: {}",
+            output.stderr_text(&format!("interrupting the pause: {err}"))
+        );
+        abort_on(runtime, key, output, signalled).await;
+    }
 }
 
 /// The decision `--confirm [--deny]` or `--tool-result --value` asks for, if any.

@@ -42,7 +42,8 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// One line per conversation under a header: id, agent, last activity, messages, pending.
+/// One line per conversation under a header: id, agent, last activity, messages, tokens (input
+/// with cached input, and output), cost, pending.
 fn table(listed: &[ConversationSummary]) -> String {
     let id_width = listed
         .iter()
@@ -58,19 +59,33 @@ fn table(listed: &[ConversationSummary]) -> String {
         .unwrap_or(5);
     let mut out = String::new();
     // Writing to a String cannot fail.
+    let tokens: Vec<String> = listed
+        .iter()
+        .map(|summary| {
+            let usage = &summary.usage;
+            let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+            format!("{input} in / {} out", usage.output_tokens)
+        })
+        .collect();
+    let tokens_width = tokens.iter().map(String::len).chain([6]).max().unwrap_or(6);
     let _ = writeln!(
         out,
-        "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  PENDING",
-        "ID", "AGENT", "LAST ACTIVITY", "MESSAGES"
+        "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {:>tokens_width$}  {:>9}  PENDING",
+        "ID", "AGENT", "LAST ACTIVITY", "MESSAGES", "TOKENS", "COST"
     );
-    for summary in listed {
+    for (summary, tokens) in listed.iter().zip(&tokens) {
+        let cost = summary
+            .usage
+            .cost_usd
+            .map_or_else(|| "-".to_owned(), crate::render::cost_text);
         let pending = match summary.pending {
             0 => "-".to_owned(),
             n => format!("{n} submission(s)"),
         };
         let _ = writeln!(
             out,
-            "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {pending}",
+            "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {tokens:>tokens_width$}  {cost:>9}  \
+             {pending}",
             summary.id,
             summary.agent,
             format_time(summary.last_activity),

@@ -1,4 +1,6 @@
-//! `flue session show`: print a stored transcript, and with `--tree` its task sessions.
+//! `flue session show`: print a stored transcript, and with `--tree` its task sessions. Each
+//! model turn is followed by its model, tokens and cost; the transcript ends with the
+//! conversation's (every session's) usage.
 
 use std::fmt::Write as _;
 
@@ -33,6 +35,15 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     } else {
         let mut text = String::new();
         write_text(&shown, &mut text, 0, args.tree);
+        let (usage, turns) = crate::workspace::conversation_usage(store, &instance_id).await?;
+        if turns > 0 {
+            let noun = if turns == 1 { "turn" } else { "turns" };
+            let _ = writeln!(
+                text,
+                "conversation usage: {turns} model {noun}, {}",
+                crate::render::usage_text(&usage)
+            );
+        }
         print!("{}", output.stdout_text(&text));
     }
     Ok(Exit::Success)
@@ -109,7 +120,12 @@ fn transcript_text(records: &[Record]) -> String {
                         _ => Ok(()),
                     };
                 }
-                Ok(())
+                writeln!(
+                    out,
+                    "  [{}: {}]",
+                    message.model,
+                    crate::render::usage_text(&message.usage)
+                )
             }
             Record::ToolResult(result) => {
                 let status = if result.is_error { "error" } else { "ok" };

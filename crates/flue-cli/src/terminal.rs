@@ -66,6 +66,12 @@ impl Output {
         escape_controls(&self.redactor.redact(text)).into_owned()
     }
 
+    /// How many leading bytes of streamed `text` can be shown now (the rest may begin a
+    /// secret that the next delta completes).
+    pub(crate) fn releasable(&self, text: &str) -> usize {
+        self.redactor.releasable(text)
+    }
+
     /// `text` as it may go to stdout: redacted, and escaped on a terminal.
     pub(crate) fn stdout_text(&self, text: &str) -> String {
         let redacted = self.redactor.redact(text);
@@ -88,23 +94,6 @@ impl Output {
         let mut value = serde_json::to_value(value)?;
         self.redactor.redact_json(&mut value);
         Ok(escape_json_controls(&serde_json::to_string_pretty(&value)?))
-    }
-}
-
-/// Whether stdout and stderr are the same terminal: then the reply, streamed on stderr as it is
-/// written, is not printed a second time on stdout.
-pub(crate) fn stdout_is_stderr_terminal() -> bool {
-    use std::os::fd::AsFd as _;
-    if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
-        return false;
-    }
-    let device = |stat: nix::sys::stat::FileStat| (stat.st_dev, stat.st_rdev, stat.st_ino);
-    match (
-        nix::sys::stat::fstat(std::io::stdout().as_fd()),
-        nix::sys::stat::fstat(std::io::stderr().as_fd()),
-    ) {
-        (Ok(out), Ok(err)) => device(out) == device(err),
-        _ => false,
     }
 }
 

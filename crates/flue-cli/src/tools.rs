@@ -241,10 +241,11 @@ async fn run_skill_in(
     };
     let mut handle = session.skill(skill, options);
     let renderer = handle.take_events().map(|events| {
-        tokio::spawn(crate::render::to_stderr(
+        tokio::spawn(crate::render::stream(
             events,
             output.clone(),
             args.verbose,
+            crate::render::Target::for_text(args.json),
         ))
     });
     let cancel = handle.cancel_token();
@@ -274,8 +275,8 @@ async fn run_skill_in(
         }
         Err(err) => return Err(err),
     };
-    let shown_already =
-        crate::terminal::stdout_is_stderr_terminal() && streamed.trim() == response.text.trim();
+    let shown_already = crate::render::Target::for_text(args.json) == crate::render::Target::Stdout
+        && streamed.trim() == response.text.trim();
     if !args.json && !shown_already {
         println!(
             "{}",

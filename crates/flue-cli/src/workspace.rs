@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use flue_core::{ConversationInfo, DEFAULT_SESSION, FlueError, store::DynConversationStore};
+use flue_core::{
+    ConversationInfo, DEFAULT_SESSION, FlueError, Record, Usage,
+    store::{DynConversationStore, SessionKey},
+};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
 
@@ -183,6 +186,43 @@ pub(crate) struct ConversationSummary {
     pub(crate) sessions: usize,
     /// Submissions admitted but not settled yet (queued, running, or left by a killed run).
     pub(crate) pending: u64,
+    /// Tokens and cost of its model turns, in every session (tasks and MCP sampling
+    /// included).
+    pub(crate) usage: Usage,
+    /// Its model turns, in every session.
+    #[serde(rename = "modelTurns")]
+    pub(crate) model_turns: u64,
+}
+
+/// The usage of a model turn or an MCP server's sampling stored in `record`.
+pub(crate) fn record_usage(record: &Record) -> Option<Usage> {
+    match record {
+        Record::Assistant(message) => Some(message.usage),
+        Record::Sampling(exchange) => Some(exchange.usage),
+        _ => None,
+    }
+}
+
+/// The usage summed over every session of conversation `instance_id`, and its model turns.
+pub(crate) async fn conversation_usage(
+    store: &dyn DynConversationStore,
+    instance_id: &str,
+) -> Result<(Usage, u64), FlueError> {
+    let mut usage = Usage::default();
+    let mut turns = 0;
+    for session in store.list(instance_id).await? {
+        let key = SessionKey::new(instance_id, &session.session);
+        let Some(log) = store.load(&key, 0).await? else {
+            continue;
+        };
+        for stored in &log.records {
+            if let Some(used) = record_usage(&stored.record) {
+                usage += used;
+                turns += u64::from(matches!(stored.record, Record::Assistant(_)));
+            }
+        }
+    }
+    Ok((usage, turns))
 }
 
 /// Every conversation of the store, least recently active first.
@@ -242,6 +282,7 @@ async fn summarize(
         .iter()
         .find(|session| session.session == DEFAULT_SESSION)
         .map_or(0, |session| session.version);
+    let (usage, model_turns) = conversation_usage(store, &info.key.instance_id()).await?;
     Ok(ConversationSummary {
         id: info.key.id.clone(),
         agent: info.key.agent.clone(),
@@ -250,6 +291,8 @@ async fn summarize(
         messages,
         sessions: sessions.len(),
         pending: info.unsettled,
+        usage,
+        model_turns,
     })
 }
 

@@ -52,6 +52,10 @@ pub struct Redactor {
 struct Matcher {
     automaton: AhoCorasick,
     n_secrets: usize,
+    /// The patterns, ASCII-lowercased and sorted (for [`Redactor::releasable`]).
+    lowercase: Vec<String>,
+    /// The longest pattern's length in bytes.
+    longest: usize,
 }
 
 impl Redactor {
@@ -99,10 +103,19 @@ impl Redactor {
                     values.len()
                 ))
             })?;
+        let mut lowercase: Vec<String> = patterns
+            .iter()
+            .map(|pattern| pattern.to_ascii_lowercase())
+            .collect();
+        lowercase.sort();
+        lowercase.dedup();
+        let longest = lowercase.iter().map(String::len).max().unwrap_or(0);
         Ok(Self {
             matcher: Some(Arc::new(Matcher {
                 automaton,
                 n_secrets: values.len(),
+                lowercase,
+                longest,
             })),
         })
     }
@@ -149,6 +162,64 @@ impl Redactor {
         }
         out.push_str(text.get(copied_to..).unwrap_or_default());
         Cow::Owned(out)
+    }
+
+    /// For text written as it streams: how many leading bytes of `text` can be redacted and
+    /// shown now, because no secret form that more text could complete starts in them. The
+    /// rest (a tail that begins a secret form, or a match that runs into that tail) is held
+    /// back until more text arrives or the stream ends. All of `text` when nothing is redacted.
+    ///
+    /// ```
+    /// use flue_core::Redactor;
+    /// let redactor = Redactor::new(["sk-test-0123456789abcdef"])?;
+    /// let text = "the key is sk-te";
+    /// let shown = &text[..redactor.releasable(text)];
+    /// assert!(shown.starts_with("the key is") && !shown.contains("sk"));
+    /// // Nothing here can begin a secret form: all of it goes.
+    /// assert_eq!(redactor.releasable("Why?"), 4);
+    /// # Ok::<(), flue_core::FlueError>(())
+    /// ```
+    pub fn releasable(&self, text: &str) -> usize {
+        let Some(matcher) = &self.matcher else {
+            return text.len();
+        };
+        // The earliest start of a tail that is a proper prefix of some pattern.
+        let mut cut = text.len();
+        for (start, _) in text.char_indices().rev() {
+            if text.len() - start >= matcher.longest {
+                break;
+            }
+            let tail = text.get(start..).unwrap_or_default().to_ascii_lowercase();
+            let first = matcher
+                .lowercase
+                .partition_point(|pattern| pattern.as_str() < tail.as_str());
+            let begins_a_pattern = matcher
+                .lowercase
+                .get(first..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|pattern| pattern.starts_with(tail.as_str()))
+                .any(|pattern| pattern.len() > tail.len());
+            if begins_a_pattern {
+                cut = start;
+            }
+        }
+        // A complete match that runs over the cut is held back whole.
+        if let Ok(found) = matcher.automaton.try_find_overlapping_iter(text) {
+            let spans: Vec<(usize, usize)> = found.map(|m| (m.start(), m.end())).collect();
+            loop {
+                let before = cut;
+                for &(start, end) in &spans {
+                    if start < cut && cut < end {
+                        cut = start;
+                    }
+                }
+                if cut == before {
+                    break;
+                }
+            }
+        }
+        cut
     }
 
     /// Redacts every string inside a JSON value in place (object keys are left alone).

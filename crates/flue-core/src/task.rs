@@ -379,7 +379,8 @@ fn forward_task_events(
                 | Event::Data { .. }
                 | Event::TurnEnd { .. }
                 | Event::CompactionStart { .. }
-                | Event::CompactionEnd { .. } => parent.send(Event::TaskActivity {
+                | Event::CompactionEnd { .. }
+                | Event::ProviderRetry { .. } => parent.send(Event::TaskActivity {
                     session: session.clone(),
                     depth,
                     event: Box::new(event),

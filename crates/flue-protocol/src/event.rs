@@ -99,6 +99,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
     },
+    /// A model call failed with a transient error (a dropped connection, 429, 5xx) before any
+    /// output, and the provider tries it again after `delay_ms`.
+    ProviderRetry {
+        /// The provider id.
+        provider: String,
+        /// Which retry this is, from 1.
+        attempt: u32,
+        /// How many retries the provider makes at most.
+        max_retries: u32,
+        /// How long it waits before the retry, in milliseconds.
+        delay_ms: u64,
+        /// Why the call failed (the provider's key redacted).
+        message: String,
+    },
     /// A task (a detached child session) was created and is about to run.
     TaskStart {
         /// The child session, `task:<parent>:<uuid>`.

@@ -230,7 +230,9 @@ impl ModelProvider for AnthropicProvider {
             self.endpoint.check_key()?;
             let body = self.body(&request)?;
             self.endpoint
-                .stream(body, http::classify_json, |reader| decode(reader, sink))
+                .stream(body, http::classify_json, sink, |reader| {
+                    decode(reader, sink)
+                })
                 .await
         })
     }

@@ -17,7 +17,10 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use flue_core::{BoxError, FlueError, Redactor, Result, model::ModelTurn};
+use flue_core::{
+    BoxError, FlueError, Redactor, Result,
+    model::{ModelTurn, TurnSink},
+};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -245,12 +248,13 @@ impl Endpoint {
         }
     }
 
-    /// POSTs `body` and decodes the answer with `decode`, retrying transient failures.
-    /// `classify` turns a non-2xx body into a failure.
+    /// POSTs `body` and decodes the answer with `decode`, retrying transient failures (each
+    /// retry reported to `sink`). `classify` turns a non-2xx body into a failure.
     pub(crate) async fn stream<D, Fut>(
         &self,
         body: Vec<u8>,
         classify: fn(Option<u16>, &str) -> Failure,
+        sink: &TurnSink,
         mut decode: D,
     ) -> Result<ModelTurn>
     where
@@ -282,15 +286,23 @@ impl Endpoint {
                         && n_retries < self.retry.max_retries =>
                 {
                     n_retries += 1;
-                    // `flue run -v` shows these; embedders see them through their subscriber.
+                    let cause = redact(&failure.message, self.key.as_ref());
+                    // `flue run -v` shows these; embedders see them through their subscriber,
+                    // and every event reader through the retry event.
                     tracing::info!(
                         target: "flue::retry",
-                        "{}: attempt {} failed ({}); retrying in {} ms ({n_retries} of {})",
+                        "{}: attempt {} failed ({cause}); retrying in {} ms ({n_retries} of {})",
                         self.provider,
                         n_retries,
-                        redact(&failure.message, self.key.as_ref()),
                         delay.as_millis(),
                         self.retry.max_retries,
+                    );
+                    sink.retry(
+                        &self.provider,
+                        n_retries,
+                        self.retry.max_retries,
+                        delay,
+                        &cause,
                     );
                     tokio::time::sleep(delay).await;
                 }

@@ -1,10 +1,10 @@
 //! Unit tests of the stderr renderer.
 
-use flue_core::{CompactionReason, ErrorInfo, Event, Redactor, Usage};
+use flue_core::{CompactionReason, ErrorInfo, Event, ModelRef, Redactor, StopReason, Usage};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::Renderer;
+use super::{Renderer, Target};
 use crate::terminal::Output;
 
 const KEY: &str = "ghp_R2d2C3po0123456789abcdefXYZ";
@@ -14,13 +14,20 @@ fn render(events: &[Event]) -> String {
 }
 
 fn render_with(output: Output, events: &[Event]) -> String {
-    let mut renderer = Renderer::new(output);
-    let mut out = Vec::new();
+    let mut renderer = Renderer::new(output, false, Target::Stderr);
     for event in events {
-        renderer.render(&mut out, event).unwrap();
+        renderer.render(event);
     }
-    renderer.flush_text(&mut out).unwrap();
-    String::from_utf8(out).unwrap()
+    renderer.finish();
+    shown(&mut renderer)
+}
+
+/// What the renderer wrote so far, stdout and stderr together (one terminal).
+fn shown(renderer: &mut Renderer) -> String {
+    std::mem::take(&mut renderer.written)
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
 }
 
 fn text(text: &str) -> Event {
@@ -115,5 +122,114 @@ fn a_secret_split_over_text_deltas_is_redacted_whole() {
     assert_eq!(
         render_with(output, &events),
         "the key is [redacted] ok\nnext line\n<- read_file failed: denied: [redacted]\n"
+    );
+}
+
+#[test]
+fn text_and_thinking_are_written_as_each_delta_arrives() {
+    let mut renderer = Renderer::new(Output::default(), false, Target::Stderr);
+    let mut seen = Vec::new();
+    for event in [
+        Event::ThinkingDelta { text: "Let".into() },
+        Event::ThinkingDelta {
+            text: " me think".into(),
+        },
+        text("Hel"),
+        text("lo, wor"),
+        text("ld"),
+    ] {
+        renderer.render(&event);
+        seen.push(shown(&mut renderer));
+    }
+    renderer.finish();
+    seen.push(shown(&mut renderer));
+    assert_eq!(
+        seen,
+        [
+            "(thinking) Let",
+            " me think",
+            "\nHel",
+            "lo, wor",
+            "ld",
+            "\n"
+        ]
+    );
+}
+
+#[test]
+fn the_text_goes_to_its_target_and_activity_to_stderr() {
+    let mut renderer = Renderer::new(Output::default(), false, Target::Stdout);
+    renderer.render(&Event::ThinkingDelta { text: "hm".into() });
+    renderer.render(&text("Checking."));
+    renderer.render(&Event::ToolStart {
+        call_id: "c1".into(),
+        name: "bash".into(),
+        input: json!({}),
+    });
+    renderer.render(&text("Done"));
+    renderer.finish();
+    assert_eq!(
+        renderer.written,
+        [
+            (Target::Stderr, "(thinking) ".to_owned()),
+            (Target::Stderr, "hm".to_owned()),
+            (Target::Stderr, "\n".to_owned()),
+            (Target::Stdout, "Checking.".to_owned()),
+            (Target::Stdout, "\n".to_owned()),
+            (Target::Stderr, "-> bash {}\n".to_owned()),
+            (Target::Stdout, "Done".to_owned()),
+            (Target::Stdout, "\n".to_owned()),
+        ]
+    );
+    assert_eq!(renderer.last_text(), "Done");
+}
+
+#[test]
+fn only_a_tail_that_may_begin_a_secret_is_held_back() {
+    let mut renderer = Renderer::new(
+        Output::new(Redactor::new([KEY]).unwrap()),
+        false,
+        Target::Stderr,
+    );
+    renderer.render(&text("the key is gh"));
+    assert_eq!(shown(&mut renderer), "the key is ");
+    renderer.render(&text("p_R2d2"));
+    assert_eq!(shown(&mut renderer), "");
+    renderer.render(&text("C3po0123456789abcdefXYZ and more"));
+    assert_eq!(shown(&mut renderer), "[redacted] and more");
+}
+
+#[test]
+fn a_retry_is_shown_and_verbose_turns_show_tokens_and_cost() {
+    let retry = Event::ProviderRetry {
+        provider: "openai".into(),
+        attempt: 1,
+        max_retries: 3,
+        delay_ms: 2000,
+        message: "HTTP 503: overloaded".into(),
+    };
+    assert_eq!(
+        render(std::slice::from_ref(&retry)),
+        "openai: retrying 1 of 3 in 2 s: HTTP 503: overloaded\n"
+    );
+    let mut renderer = Renderer::new(Output::default(), true, Target::Stderr);
+    renderer.render(&Event::TurnEnd {
+        model: ModelRef {
+            provider: "openai".into(),
+            id: "gpt-4o".into(),
+        },
+        usage: Usage {
+            input_tokens: 1000,
+            output_tokens: 80,
+            cache_read_tokens: 200,
+            cost_usd: Some(0.0042),
+            ..Usage::default()
+        },
+        stop_reason: StopReason::EndTurn,
+    });
+    let line = shown(&mut renderer);
+    assert!(
+        line.contains("1200 input + 80 output tokens, $0.0042"),
+        "{line}"
     );
 }

@@ -58,8 +58,21 @@ fn session_show_tree_nests_the_task_transcripts() {
             .success()
     );
     let child = task_session(&ws, "r");
-    let tree =
-        stdout(&ws.flue(&["session", "show", "--id", "r", "--tree"])).replace(&child, "<child>");
+    let shown = stdout(&ws.flue(&["session", "show", "--id", "r", "--tree"]));
+    // Usage lines follow each model turn (the task's indented with it); the last one sums the
+    // conversation, task sessions included.
+    let (usage, tree) = super::session_show::without_usage(&shown);
+    assert!(
+        usage.iter().any(|line| line.starts_with("    [")),
+        "{shown}"
+    );
+    assert!(
+        usage
+            .last()
+            .is_some_and(|line| line.starts_with("conversation usage: ")),
+        "{shown}"
+    );
+    let tree = tree.replace(&child, "<child>");
     let tail = tree
         .split_once("  == <child>\n")
         .map(|(_, tail)| tail)

@@ -565,8 +565,13 @@ fn a_server_error_page_is_a_short_cause_and_verbose_runs_show_the_retries() {
         4,
         "one try and three retries"
     );
-    assert_eq!(err.matches("; retrying in 0 ms (").count(), 3, "{err}");
-    assert!(err.contains("local: attempt 1 failed ("), "{err}");
+    // Each retry on a line of its own, with its cause (shown with or without -v).
+    assert_eq!(err.matches("local: retrying ").count(), 3, "{err}");
+    assert!(
+        err.contains("local: retrying 1 of 3 in 0 ms: an HTML error page: \"502 Bad Gateway\"\n"),
+        "{err}"
+    );
+    assert!(err.contains("local: retrying 3 of 3 in 0 ms: "), "{err}");
 }
 
 #[test]

@@ -27,6 +27,7 @@ mod pauses;
 #[path = "../../../flue-store/tests/it/pg_server.rs"]
 mod pg_server;
 mod providers;
+mod pty;
 mod run;
 mod runaway;
 mod sandbox;

@@ -12,10 +12,26 @@ fn shows_a_transcript_as_text_and_json() {
     assert!(run.status.success(), "{}", stderr(&run));
 
     let text = ws.flue(&["session", "show", "--id", "t"]);
+    let text = stdout(&text);
+    // Each model turn is followed by its tokens (cost too when the model's price is known),
+    // and the transcript ends with the conversation's.
+    let (usage, transcript) = without_usage(&text);
+    assert_eq!(usage.len(), 3, "{text}");
+    for turn in &usage[..2] {
+        assert!(
+            turn.starts_with("  [scripted/script.json: ") && turn.ends_with(" output tokens]"),
+            "{text}"
+        );
+    }
+    assert!(
+        usage[2].starts_with("conversation usage: 2 model turns, ")
+            && text.ends_with(&format!("{}\n", usage[2])),
+        "{text}"
+    );
     // The default sandbox is virtual: a copy of the workspace at /workspace.
     let root_name = "workspace";
     assert_eq!(
-        stdout(&text),
+        transcript,
         format!(
             "user: Run a command please\n\
              assistant: Let me run that.\n\
@@ -37,6 +53,25 @@ fn shows_a_transcript_as_text_and_json() {
             "is_error": false
         })
     );
+}
+
+/// The usage lines of a `session show` transcript (each model turn's, the conversation's), and
+/// the transcript without them.
+pub(crate) fn without_usage(text: &str) -> (Vec<String>, String) {
+    let mut usage = Vec::new();
+    let mut rest = String::new();
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches('\n');
+        let trimmed = bare.trim_start();
+        if (trimmed.starts_with('[') && trimmed.ends_with(" tokens]"))
+            || trimmed.starts_with("conversation usage: ")
+        {
+            usage.push(bare.to_owned());
+        } else {
+            rest.push_str(line);
+        }
+    }
+    (usage, rest)
 }
 
 #[test]

@@ -213,6 +213,25 @@ impl TurnSink {
         });
     }
 
+    /// Reports that the provider tries the call again after `delay` (`attempt` of
+    /// `max_retries`) because of `message`.
+    pub fn retry(
+        &self,
+        provider: &str,
+        attempt: u32,
+        max_retries: u32,
+        delay: std::time::Duration,
+        message: &str,
+    ) {
+        self.send(Event::ProviderRetry {
+            provider: provider.to_owned(),
+            attempt,
+            max_retries,
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            message: message.to_owned(),
+        });
+    }
+
     pub(crate) fn send(&self, event: Event) {
         if let Some(first_delta) = &self.first_delta
             && matches!(event, Event::TextDelta { .. } | Event::ThinkingDelta { .. })

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AssistantContent, FlueError, ModelRef, Record, StopReason, ThinkingLevel, ToolCall, Usage,
+    AssistantContent, Event, FlueError, ModelRef, Record, StopReason, ThinkingLevel, ToolCall,
+    Usage,
 };
 use flue_providers::{ProviderConfig, StreamLimits, WireApi};
 use pretty_assertions::assert_eq;
@@ -407,6 +408,22 @@ async fn rate_limits_are_retried_after_the_wait_the_server_asks() {
     assert_eq!(outcome.result.as_ref().unwrap().text, "ok");
     assert_eq!(outcome.requests.len(), 2);
     assert_eq!(outcome.requests[0].body, outcome.requests[1].body);
+    // Every event reader (the CLI, the console) hears of the retry, with its cause.
+    let retries: Vec<&Event> = outcome
+        .events
+        .iter()
+        .filter(|event| matches!(event, Event::ProviderRetry { .. }))
+        .collect();
+    assert_eq!(
+        retries,
+        [&Event::ProviderRetry {
+            provider: "openai".into(),
+            attempt: 1,
+            max_retries: 3,
+            delay_ms: 0,
+            message: "Rate limit reached".into(),
+        }]
+    );
 }
 
 #[tokio::test]
