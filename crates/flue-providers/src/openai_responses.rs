@@ -176,7 +176,9 @@ impl ModelProvider for OpenAiResponsesProvider {
             self.endpoint.check_key()?;
             let body = self.body(&request)?;
             self.endpoint
-                .stream(body, http::classify_json, |reader| decode(reader, sink))
+                .stream(body, http::classify_json, sink, |reader| {
+                    decode(reader, sink)
+                })
                 .await
         })
     }
