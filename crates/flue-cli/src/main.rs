@@ -55,14 +55,6 @@ pub(crate) enum Exit {
 fn hide_own_environment() {
     // Only fails on kernels without prctl; nothing better to do there.
     let _ = nix::sys::prctl::set_dumpable(false);
-    // A non-dumpable process's `/proc/<pid>/environ` and `mem` are closed to processes of the
-    // same user, except those holding CAP_SYS_PTRACE: root's commands do. Dropping it from the
-    // bounding set (before any thread or child exists, so every later one inherits it) means
-    // no command flue starts, root's included, ever holds it. Without CAP_SETPCAP (not root)
-    // this fails, and there is nothing to drop: such commands never hold it.
-    let _ = rustix::thread::remove_capability_from_bounding_set(
-        rustix::thread::CapabilitySet::SYS_PTRACE,
-    );
 }
 
 impl From<Exit> for ExitCode {

@@ -16,6 +16,7 @@ mod durable;
 mod elicit_serve;
 mod everyday;
 mod hostile_inputs;
+mod hostile_workspace;
 mod mcp;
 mod mcp_oauth;
 mod model_per_call;
