@@ -112,7 +112,7 @@ fn links_out_of_the_workspace_are_refused_for_every_kind_of_file() {
         ("AGENTS.md", |h| h.link("AGENTS.md", "@secret.md")),
         ("flue.toml", |h| h.link("flue.toml", "@secret.md")),
         ("agents/hello.md", |h| {
-            h.link("agents/hello.md", "@secret.md")
+            h.link("agents/hello.md", "@secret.md");
         }),
         ("agents", |h| h.link("agents", "@dir")),
         (".agents/skills/s.md", |h| {
@@ -181,7 +181,8 @@ fn huge_and_special_files_are_refused_with_their_limit_without_reading_them() {
 fn a_fifo_or_a_huge_env_file_or_script_fails_the_run_at_once() {
     let mut tried = 0;
     let mut refused = 0;
-    let cases: [(&str, &str, fn(&Hostile)); 4] = [
+    type Setup = fn(&Hostile);
+    let cases: [(&str, &str, Setup); 4] = [
         (".env", "not a regular file", |h| fifo(h, ".env")),
         (".env", "1 MiB", |h| sparse(h, ".env")),
         (".env", OUT, |h| h.link(".env", "@secret.md")),
