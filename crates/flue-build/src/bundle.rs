@@ -31,6 +31,9 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use flue_core::ThinkingLevel;
+use flue_core::util::workspace_file::{
+    MAX_BUNDLE_BYTES, MAX_SCRIPT_BYTES, WorkspaceFileError, WorkspaceFiles, read_file_at_most,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -136,7 +139,7 @@ impl Bundle {
 
     /// Reads and checks the bundle file at `path`.
     pub fn read(path: &Path) -> Result<Self, Diagnostics> {
-        let bytes = fs::read(path)
+        let bytes = read_file_at_most(path, MAX_BUNDLE_BYTES)
             .map_err(|err| bundle_error(path, format!("cannot read the bundle: {err}")))?;
         Self::from_slice(&bytes, &path.display().to_string())
     }
@@ -478,7 +481,10 @@ fn read_scripts(
             ));
             continue;
         }
-        match fs::read(root.join(id)) {
+        let read = WorkspaceFiles::open(root)
+            .map_err(WorkspaceFileError::Io)
+            .and_then(|files| files.read(id, MAX_SCRIPT_BYTES));
+        match read {
             Ok(bytes) => {
                 scripts.insert(id.to_owned(), bytes);
             }

@@ -13,7 +13,7 @@
 //! api_key_env = "LOCAL_API_KEY"         # omit for a keyless server
 //! headers = { "x-team" = "docs" }
 //! connect_timeout_ms = 30000            # these five: the defaults
-//! first_byte_timeout_ms = 120000        # until the response headers
+//! first_byte_timeout_ms = 30000         # until the response headers
 //! idle_timeout_ms = 300000              # the longest silence of the stream
 //! turn_timeout_ms = 3600000             # the longest one turn may stream
 //! max_turn_bytes = 33554432             # text + thinking + tool input of one turn

@@ -18,7 +18,8 @@ use gray_matter::Pod;
 use crate::diagnostic::Diagnostic;
 use crate::fields::{self, Report};
 use crate::frontmatter::{self, describe};
-use crate::source::{Source, join, read_text};
+use crate::source::{Source, join, read_text, unreadable};
+use flue_core::util::workspace_file::{MAX_MARKDOWN_BYTES, MAX_RESOURCE_BYTES};
 
 /// A skill as declared by its files.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -137,7 +138,7 @@ pub(crate) fn load(
             format!("invalid skill name `{name}`: it {problem}; rename the {what}"),
         ));
     }
-    let text = read_text(source, path, diagnostics)?;
+    let text = read_text(source, path, MAX_MARKDOWN_BYTES, diagnostics)?;
     let resources = match form {
         Form::Flat => BTreeMap::new(),
         Form::Folder => {
@@ -292,7 +293,9 @@ fn allowed_tools(pod: &Pod) -> Result<Vec<String>, String> {
 }
 
 /// Reads every file under the skill folder `folder` (except its `SKILL.md`) into `resources`,
-/// refusing symbolic links and sensitive files.
+/// refusing symbolic links and sensitive files. Stricter than the workspace file rule (which
+/// allows links inside the root): a resource is judged by its name (`.env`, keys), so a link
+/// named `notes.txt` must not bring in the workspace's `.env`.
 fn collect_resources(
     source: &dyn Source,
     folder: &str,
@@ -333,19 +336,14 @@ fn collect_resources(
             diagnostics.push(refused(&full, reason));
             continue;
         }
-        match source.read(&full) {
+        match source.read(&full, MAX_RESOURCE_BYTES) {
             Ok(bytes) if holds_private_key(&bytes) => {
                 diagnostics.push(refused(&full, "it holds a private key"));
             }
             Ok(bytes) => {
                 resources.insert(inner, bytes);
             }
-            Err(error) => {
-                diagnostics.push(Diagnostic::file(
-                    &full,
-                    format!("cannot read file: {error}"),
-                ));
-            }
+            Err(error) => diagnostics.push(unreadable(&full, &error)),
         }
     }
 }

@@ -3,30 +3,42 @@
 //! Loading reads every file through a [`Source`], by its path relative to the workspace root
 //! with `/` separators (`""` is the root itself). The same loader therefore validates a source
 //! tree and a bundle, and a bundle can never hold a workspace the loader would reject.
-//! [`read_text`] reads one file as UTF-8, reporting a failure as a diagnostic against it.
+//! [`read_text`] reads one file as UTF-8 within a size limit, reporting a failure as a
+//! diagnostic against it. On disk, every read follows the workspace file rule (links stay
+//! inside the root, regular files only, bounded): the one rule for every file the build reads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use flue_core::util::workspace_file::{
+    EntryKind, WorkspaceFileError, WorkspaceFiles, read_file_at_most,
+};
+
 use crate::diagnostic::Diagnostic;
 
 /// Read access to a workspace's files.
+///
+/// On disk every answer follows the workspace file rule of
+/// [`flue_core::util::workspace_file`]: symbolic links are followed only while they stay
+/// inside the root. A link that leads out answers `true` to [`Source::exists`],
+/// [`Source::is_dir`] and [`Source::is_file`] alike, so that whoever uses it reads or lists it
+/// and gets the refusal ([`WorkspaceFileError::Outside`]) reported against its path.
 pub(crate) trait Source {
-    /// Whether `relative` is a folder (following symlinks).
+    /// Whether `relative` is a folder (following symlinks inside the root).
     fn is_dir(&self, relative: &str) -> bool;
-    /// Whether `relative` is a file (following symlinks).
+    /// Whether `relative` is a file (following symlinks inside the root); FIFOs, sockets and
+    /// devices count as files, so that reading them reports them.
     fn is_file(&self, relative: &str) -> bool;
     /// Whether `relative` itself is a symbolic link.
     fn is_symlink(&self, relative: &str) -> bool;
     /// Whether anything is at `relative`.
     fn exists(&self, relative: &str) -> bool;
     /// The UTF-8 entry names of the folder `relative`, sorted.
-    fn list(&self, relative: &str) -> io::Result<Vec<String>>;
-    /// The bytes of the file `relative`.
-    fn read(&self, relative: &str) -> io::Result<Vec<u8>>;
+    fn list(&self, relative: &str) -> Result<Vec<String>, WorkspaceFileError>;
+    /// The bytes of the regular file `relative`, at most `limit` of them.
+    fn read(&self, relative: &str, limit: u64) -> Result<Vec<u8>, WorkspaceFileError>;
 }
 
 /// `base/name`, or `name` at the root.
@@ -42,6 +54,8 @@ pub(crate) fn join(base: &str, name: &str) -> String {
 /// can bundle exactly what loading looked at.
 pub(crate) struct Disk {
     root: PathBuf,
+    /// The root, opened; `None` when it is not a readable folder (loading reports that).
+    files: Option<WorkspaceFiles>,
     /// Every file read so far, when recording.
     read: Option<Mutex<BTreeMap<String, Vec<u8>>>>,
 }
@@ -51,6 +65,7 @@ impl Disk {
     pub(crate) fn new(root: &Path) -> Self {
         Self {
             root: root.to_path_buf(),
+            files: WorkspaceFiles::open(root).ok(),
             read: None,
         }
     }
@@ -58,8 +73,8 @@ impl Disk {
     /// The folder `root`, keeping a copy of every file read (for bundling).
     pub(crate) fn recording(root: &Path) -> Self {
         Self {
-            root: root.to_path_buf(),
             read: Some(Mutex::new(BTreeMap::new())),
+            ..Self::new(root)
         }
     }
 
@@ -67,6 +82,14 @@ impl Disk {
         let mut path = self.root.clone();
         path.extend(relative.split('/').filter(|part| !part.is_empty()));
         path
+    }
+
+    /// What `relative` leads to; `Err` for a link out of the root.
+    fn entry(&self, relative: &str) -> Result<Option<EntryKind>, WorkspaceFileError> {
+        match &self.files {
+            Some(files) => files.entry(relative),
+            None => Ok(None),
+        }
     }
 
     /// Every file read so far, by relative path.
@@ -80,11 +103,17 @@ impl Disk {
 
 impl Source for Disk {
     fn is_dir(&self, relative: &str) -> bool {
-        self.path(relative).is_dir()
+        match self.entry(relative) {
+            Ok(kind) => kind == Some(EntryKind::Dir),
+            Err(_) => true,
+        }
     }
 
     fn is_file(&self, relative: &str) -> bool {
-        self.path(relative).is_file()
+        match self.entry(relative) {
+            Ok(kind) => matches!(kind, Some(EntryKind::File | EntryKind::Other)),
+            Err(_) => true,
+        }
     }
 
     fn is_symlink(&self, relative: &str) -> bool {
@@ -92,20 +121,25 @@ impl Source for Disk {
     }
 
     fn exists(&self, relative: &str) -> bool {
-        self.path(relative).exists()
+        !matches!(self.entry(relative), Ok(None))
     }
 
-    fn list(&self, relative: &str) -> io::Result<Vec<String>> {
-        let mut names: Vec<String> = fs::read_dir(self.path(relative))?
-            .filter_map(Result::ok)
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        Ok(names)
+    fn list(&self, relative: &str) -> Result<Vec<String>, WorkspaceFileError> {
+        match &self.files {
+            Some(files) => files.list(relative),
+            None => Err(WorkspaceFileError::Io(io::Error::from(
+                io::ErrorKind::NotFound,
+            ))),
+        }
     }
 
-    fn read(&self, relative: &str) -> io::Result<Vec<u8>> {
-        let bytes = fs::read(self.path(relative))?;
+    fn read(&self, relative: &str, limit: u64) -> Result<Vec<u8>, WorkspaceFileError> {
+        let Some(files) = &self.files else {
+            return Err(WorkspaceFileError::Io(io::Error::from(
+                io::ErrorKind::NotFound,
+            )));
+        };
+        let bytes = files.read(relative, limit)?;
         if let Some(Ok(mut read)) = self.read.as_ref().map(Mutex::lock) {
             read.insert(relative.to_owned(), bytes.clone());
         }
@@ -144,9 +178,11 @@ impl Source for Memory {
         self.is_file(relative) || self.is_dir(relative)
     }
 
-    fn list(&self, relative: &str) -> io::Result<Vec<String>> {
+    fn list(&self, relative: &str) -> Result<Vec<String>, WorkspaceFileError> {
         if !self.is_dir(relative) {
-            return Err(io::Error::from(io::ErrorKind::NotFound));
+            return Err(WorkspaceFileError::Io(io::Error::from(
+                io::ErrorKind::NotFound,
+            )));
         }
         let prefix = if relative.is_empty() {
             String::new()
@@ -162,34 +198,47 @@ impl Source for Memory {
         Ok(names.into_iter().map(str::to_owned).collect())
     }
 
-    fn read(&self, relative: &str) -> io::Result<Vec<u8>> {
-        self.files
+    fn read(&self, relative: &str, limit: u64) -> Result<Vec<u8>, WorkspaceFileError> {
+        let bytes = self
+            .files
             .get(relative)
-            .cloned()
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+            .ok_or_else(|| WorkspaceFileError::Io(io::Error::from(io::ErrorKind::NotFound)))?;
+        if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+            return Err(WorkspaceFileError::TooLarge { limit });
+        }
+        Ok(bytes.clone())
     }
 }
 
-/// Reads the UTF-8 file `relative` from `source`, reporting failures against it.
+/// Reads the UTF-8 file `relative` (at most `limit` bytes) from `source`, reporting failures
+/// against it.
 pub(crate) fn read_text(
     source: &dyn Source,
     relative: &str,
+    limit: u64,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
-    utf8(source.read(relative), relative, diagnostics)
+    utf8(source.read(relative, limit), relative, diagnostics)
 }
 
-/// Reads the UTF-8 file at `path`, reporting failures against `relative`.
+/// Reads the UTF-8 file at `path`, which the user named outside the workspace (at most
+/// `limit` bytes), reporting failures against `relative`.
 pub(crate) fn read_path(
     path: &Path,
     relative: &str,
+    limit: u64,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
-    utf8(fs::read(path), relative, diagnostics)
+    utf8(read_file_at_most(path, limit), relative, diagnostics)
+}
+
+/// The diagnostic for a file that could not be read.
+pub(crate) fn unreadable(relative: &str, error: &WorkspaceFileError) -> Diagnostic {
+    Diagnostic::file(relative, format!("cannot read file: {error}"))
 }
 
 fn utf8(
-    read: std::io::Result<Vec<u8>>,
+    read: Result<Vec<u8>, WorkspaceFileError>,
     relative: &str,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
@@ -205,10 +254,7 @@ fn utf8(
             }
         },
         Err(error) => {
-            diagnostics.push(Diagnostic::file(
-                relative,
-                format!("cannot read file: {error}"),
-            ));
+            diagnostics.push(unreadable(relative, &error));
             None
         }
     }

@@ -15,6 +15,7 @@ use crate::skill_file::{self, Form, SkillFile};
 use crate::source::{Disk, Source, join, read_path, read_text};
 use crate::suggest::did_you_mean;
 use crate::toml_span;
+use flue_core::util::workspace_file::{MAX_CONFIG_BYTES, MAX_MARKDOWN_BYTES};
 
 /// A loaded and validated agent workspace.
 ///
@@ -87,7 +88,7 @@ impl Workspace {
         let disk = Disk::new(root);
         let mut diagnostics = Vec::new();
         let config = if disk.exists(toml_span::PATH) {
-            read_text(&disk, toml_span::PATH, &mut diagnostics)
+            read_text(&disk, toml_span::PATH, MAX_CONFIG_BYTES, &mut diagnostics)
                 .map(|text| flue_toml::parse(&text, &mut diagnostics))
                 .unwrap_or_default()
         } else {
@@ -262,11 +263,11 @@ impl<'s> Loader<'s> {
             ));
             return loader;
         }
-        if let Some(text) = loader.read_optional(toml_span::PATH) {
+        if let Some(text) = loader.read_optional(toml_span::PATH, MAX_CONFIG_BYTES) {
             loader.config = flue_toml::parse(&text, &mut loader.diagnostics);
         }
         loader.context = loader
-            .read_optional(CONTEXT_FILE)
+            .read_optional(CONTEXT_FILE, MAX_MARKDOWN_BYTES)
             .filter(|text| !text.trim().is_empty());
         loader.discover_skills();
         loader.discover_roles();
@@ -283,7 +284,12 @@ impl<'s> Loader<'s> {
             if file_name.starts_with('.') || !self.source.is_file(&relative) {
                 continue;
             }
-            let text = read_text(self.source, &relative, &mut self.diagnostics);
+            let text = read_text(
+                self.source,
+                &relative,
+                MAX_MARKDOWN_BYTES,
+                &mut self.diagnostics,
+            );
             self.add(stem, &relative, text);
         }
     }
@@ -304,7 +310,18 @@ impl<'s> Loader<'s> {
             // Already loaded by discovery (or already reported).
             return self.agents.contains_key(&name) || self.broken.contains(&name);
         }
-        let text = read_path(file, &relative, &mut self.diagnostics);
+        // Inside the root, the file is read like every workspace file (a link in it may not
+        // lead out); a file the user named outside the root is read as named.
+        let text = if self.is_inside(file) {
+            read_text(
+                self.source,
+                &relative,
+                MAX_MARKDOWN_BYTES,
+                &mut self.diagnostics,
+            )
+        } else {
+            read_path(file, &relative, MAX_MARKDOWN_BYTES, &mut self.diagnostics)
+        };
         self.add(&name, &relative, text)
     }
 
@@ -573,8 +590,13 @@ impl<'s> Loader<'s> {
                 ));
                 continue;
             }
-            let role = read_text(self.source, &relative, &mut self.diagnostics)
-                .and_then(|text| role_file::parse(name, &relative, &text, &mut self.diagnostics));
+            let role = read_text(
+                self.source,
+                &relative,
+                MAX_MARKDOWN_BYTES,
+                &mut self.diagnostics,
+            )
+            .and_then(|text| role_file::parse(name, &relative, &text, &mut self.diagnostics));
             match role {
                 Some(role) => {
                     self.roles.insert(name.to_owned(), role);
@@ -587,20 +609,40 @@ impl<'s> Loader<'s> {
     }
 
     /// The text of the optional file `relative` under the root.
-    fn read_optional(&mut self, relative: &str) -> Option<String> {
+    fn read_optional(&mut self, relative: &str, limit: u64) -> Option<String> {
         if !self.source.exists(relative) {
             return None;
         }
-        read_text(self.source, relative, &mut self.diagnostics)
+        read_text(self.source, relative, limit, &mut self.diagnostics)
+    }
+
+    /// Whether the folder of `file` lies inside the root (the file itself, when a link, is
+    /// not followed: reading it checks where it leads).
+    fn is_inside(&self, file: &Path) -> bool {
+        self.inside_part(file).is_some()
+    }
+
+    /// `file` below the root (when something is there): its folder resolved, its own name
+    /// kept.
+    fn inside_part(&self, file: &Path) -> Option<PathBuf> {
+        file.symlink_metadata().ok()?;
+        let root = fs::canonicalize(&self.root).ok()?;
+        let name = file.file_name()?;
+        let parent = match file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let folder = fs::canonicalize(parent).ok()?;
+        folder
+            .join(name)
+            .strip_prefix(&root)
+            .ok()
+            .map(Path::to_path_buf)
     }
 
     /// `file` relative to the root with `/` separators when it is inside, else as given.
     fn relative_path(&self, file: &Path) -> String {
-        let canonical_root = fs::canonicalize(&self.root);
-        let canonical_file = fs::canonicalize(file);
-        if let (Ok(root), Ok(file)) = (&canonical_root, &canonical_file)
-            && let Ok(inside) = file.strip_prefix(root)
-        {
+        if let Some(inside) = self.inside_part(file) {
             let parts: Vec<String> = inside
                 .components()
                 .map(|part| part.as_os_str().to_string_lossy().into_owned())

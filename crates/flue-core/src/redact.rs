@@ -246,6 +246,39 @@ impl Redactor {
         }
     }
 
+    /// Redacts every string inside a serializable value (a session record) in place, through
+    /// its JSON form; returns whether anything changed. A value with no secret in its JSON
+    /// text is left untouched (one scan, no copy).
+    pub fn redact_value<T>(&self, value: &mut T) -> bool
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        if self.is_empty() {
+            return false;
+        }
+        let Ok(text) = serde_json::to_string(value) else {
+            return false;
+        };
+        if matches!(self.redact(&text), Cow::Borrowed(_)) {
+            return false;
+        }
+        let Ok(mut json) = serde_json::from_str::<serde_json::Value>(&text) else {
+            return false;
+        };
+        let before = json.clone();
+        self.redact_json(&mut json);
+        if json == before {
+            return false;
+        }
+        match serde_json::from_value(json) {
+            Ok(redacted) => {
+                *value = redacted;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Redacts `text` in place; returns whether anything changed.
     pub fn redact_in_place(&self, text: &mut String) -> bool {
         match self.redact(text) {

@@ -239,14 +239,20 @@ impl SessionShared {
         Ok(())
     }
 
-    /// Appends records durably, then to the in-memory copy.
+    /// Appends records durably, then to the in-memory copy. Known secret values are redacted
+    /// from every record first: this is the one write path of model replies, tool results and
+    /// messages, so what is stored (and so served as a transcript, replayed as events or shown
+    /// in the console) never holds a secret, whoever quoted it.
     pub(crate) async fn append(
         &self,
         state: &mut SessionState,
-        records: Vec<Record>,
+        mut records: Vec<Record>,
     ) -> Result<()> {
         if records.is_empty() {
             return Ok(());
+        }
+        for record in &mut records {
+            self.harness.redactor.redact_value(record);
         }
         let stored = stamp_now(records.iter().cloned());
         loop {

@@ -1,5 +1,8 @@
 //! Small shared helpers: boxed futures, clocks, ids, the name rule and cancellation.
 
+pub(crate) mod beneath;
+pub mod workspace_file;
+
 use std::collections::hash_map::RandomState;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};

@@ -15,6 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use flue_core::util::workspace_file::{
+    MAX_CONFIG_BYTES, WorkspaceFileError, WorkspaceFiles, read_file_at_most,
+};
+
 use crate::HostError;
 
 #[cfg(test)]
@@ -62,19 +66,38 @@ impl Env {
 
     /// Adds the env file at `path` below the variables already given. A missing file is
     /// fine when `required` is false (the workspace's default `.env`); `--env FILE` passes
-    /// true.
-    pub fn with_file(mut self, path: &Path, required: bool) -> Result<Self, HostError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !required => {
-                return Ok(self);
-            }
+    /// true. The file must be a regular file of at most
+    /// [`MAX_CONFIG_BYTES`](flue_core::util::workspace_file::MAX_CONFIG_BYTES).
+    pub fn with_file(self, path: &Path, required: bool) -> Result<Self, HostError> {
+        let read = read_file_at_most(path, MAX_CONFIG_BYTES);
+        self.with_read(path, required, read)
+    }
+
+    /// Parses what reading the env file at `path` gave.
+    fn with_read(
+        mut self,
+        path: &Path,
+        required: bool,
+        read: Result<Vec<u8>, WorkspaceFileError>,
+    ) -> Result<Self, HostError> {
+        let bytes = match read {
+            Ok(bytes) => bytes,
+            Err(err) if err.is_not_found() && !required => return Ok(self),
             Err(err) => {
                 return Err(HostError::EnvFile {
                     path: path.to_path_buf(),
                     message: format!("cannot read env file {}: {err}", path.display()),
                 });
             }
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Err(HostError::EnvFile {
+                path: path.to_path_buf(),
+                message: format!(
+                    "cannot read env file {}: it is not valid UTF-8; save it as UTF-8",
+                    path.display()
+                ),
+            });
         };
         self.file = parse(&text).map_err(|problem| HostError::EnvFile {
             path: path.to_path_buf(),
@@ -83,8 +106,9 @@ impl Env {
         Ok(self)
     }
 
-    /// `vars` over the workspace's env file: `explicit` (`--env FILE`, which must exist) or
-    /// else `root/.env` (optional).
+    /// `vars` over the workspace's env file: `explicit` (`--env FILE`, which must exist; read
+    /// as named) or else `root/.env` (optional; read under the workspace file rule, so a
+    /// `.env` linking out of the workspace is refused).
     pub fn for_root(
         vars: impl IntoIterator<Item = (String, String)>,
         root: &Path,
@@ -93,7 +117,12 @@ impl Env {
         let env = Self::from_vars(vars);
         match explicit {
             Some(path) => env.with_file(path, true),
-            None => env.with_file(&root.join(".env"), false),
+            None => {
+                let read = WorkspaceFiles::open(root)
+                    .map_err(WorkspaceFileError::Io)
+                    .and_then(|files| files.read(".env", MAX_CONFIG_BYTES));
+                env.with_read(&root.join(".env"), false, read)
+            }
         }
     }
 

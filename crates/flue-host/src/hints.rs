@@ -1,6 +1,7 @@
 //! Hints for errors a user fixes in the workspace: where the URL of a provider that could not
 //! be reached was configured.
 
+use flue_core::util::workspace_file::{MAX_CONFIG_BYTES, WorkspaceFiles};
 use flue_providers::BuiltinProvider;
 
 use crate::AgentSet;
@@ -13,7 +14,11 @@ pub fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
     }
     let config = &agents.workspace().config;
     let toml_path = agents.root().join("flue.toml");
-    let toml_text = std::fs::read_to_string(&toml_path).unwrap_or_default();
+    let toml_text = WorkspaceFiles::open(agents.root())
+        .ok()
+        .and_then(|files| files.read("flue.toml", MAX_CONFIG_BYTES).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_default();
     for (id, settings) in &config.providers {
         let Some(base_url) = &settings.base_url else {
             continue;

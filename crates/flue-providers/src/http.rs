@@ -63,6 +63,8 @@ pub(crate) struct Failure {
     /// Deltas of this attempt already reached the caller, so it must not be repeated.
     pub(crate) after_output: bool,
     pub(crate) source: Option<BoxError>,
+    /// The `[providers.<id>]` setting whose timeout fired, if one did.
+    pub(crate) timeout: Option<&'static str>,
 }
 
 impl Failure {
@@ -76,6 +78,15 @@ impl Failure {
             retry_after: None,
             after_output: false,
             source: None,
+            timeout: None,
+        }
+    }
+
+    /// A timeout of the setting `setting` fired: retryable, and named when the turn gives up.
+    pub(crate) fn timed_out(setting: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            timeout: Some(setting),
+            ..Self::transient(message)
         }
     }
 
@@ -266,6 +277,7 @@ impl Endpoint {
             .client()
             .map_err(|failure| failure.into_error(&self.provider, None))?;
         let mut n_retries = 0;
+        let started = tokio::time::Instant::now();
         loop {
             let failure = match self.attempt(client, &body, classify).await {
                 Ok(reader) => match decode(reader).await {
@@ -306,9 +318,27 @@ impl Endpoint {
                     );
                     tokio::time::sleep(delay).await;
                 }
-                _ => return Err(failure.into_error(&self.provider, self.key.as_ref())),
+                _ => {
+                    let failure = self.explain_timeout(failure, n_retries + 1, started.elapsed());
+                    return Err(failure.into_error(&self.provider, self.key.as_ref()));
+                }
             }
         }
+    }
+
+    /// A final failure whose timeout fired says how long the turn waited in all and which
+    /// setting changes it.
+    fn explain_timeout(&self, mut failure: Failure, attempts: u32, waited: Duration) -> Failure {
+        if let Some(setting) = failure.timeout {
+            let tries = if attempts == 1 { "attempt" } else { "attempts" };
+            let _ = write!(
+                failure.message,
+                "; gave up after {attempts} {tries} in {} s. If the provider is only slow, raise                  `{setting}` under [providers.{}] in flue.toml",
+                waited.as_secs(),
+                self.provider
+            );
+        }
+        failure
     }
 
     /// The endpoint's client, built on first use.
@@ -336,11 +366,14 @@ impl Endpoint {
         let response = tokio::time::timeout(self.limits.first_byte_timeout, request)
             .await
             .map_err(|_| {
-                Failure::transient(format!(
-                    "no answer from {} within {} ms (the provider's first_byte_timeout_ms)",
-                    self.url,
-                    self.limits.first_byte_timeout.as_millis()
-                ))
+                Failure::timed_out(
+                    "first_byte_timeout_ms",
+                    format!(
+                        "no answer from {} within {} ms (the provider's first_byte_timeout_ms)",
+                        self.url,
+                        self.limits.first_byte_timeout.as_millis()
+                    ),
+                )
             })?
             .map_err(|err| network_failure(&format!("cannot reach {}", self.url), err))?;
         let status = response.status();
@@ -405,11 +438,14 @@ impl EventReader {
                 .await
                 .map_err(|_| {
                     if idle_deadline <= self.turn_deadline {
-                        Failure::transient(format!(
-                            "the response stream stalled: nothing for {} ms (the provider's \
-                             idle_timeout_ms)",
-                            self.idle_timeout.as_millis()
-                        ))
+                        Failure::timed_out(
+                            "idle_timeout_ms",
+                            format!(
+                                "the response stream stalled: nothing for {} ms (the provider's \
+                                 idle_timeout_ms)",
+                                self.idle_timeout.as_millis()
+                            ),
+                        )
                     } else {
                         Failure::fatal(format!(
                             "the model's turn was still streaming after {} ms (the provider's \

@@ -153,7 +153,9 @@ impl Default for RetryPolicy {
 pub struct StreamLimits {
     /// Establishing the connection (TCP, and TLS for `https`) (default 30 s).
     pub connect_timeout: Duration,
-    /// From sending the request to the response's status and headers (default 120 s).
+    /// From sending the request to the response's status and headers (default 30 s). With the
+    /// default three retries, a provider that accepts the connection and never answers is
+    /// given up on after about two minutes in all (4 attempts of 30 s, plus the backoff).
     pub first_byte_timeout: Duration,
     /// The longest silence of the response body, before its first bytes and between any two
     /// reads (default 300 s: reasoning models can think for minutes before their first token;
@@ -171,7 +173,7 @@ impl Default for StreamLimits {
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(30),
-            first_byte_timeout: Duration::from_secs(120),
+            first_byte_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
             turn_timeout: Duration::from_secs(3600),
             max_turn_bytes: 32 * 1024 * 1024,

@@ -17,6 +17,7 @@ mod elicit_serve;
 mod everyday;
 mod exposure;
 mod hostile_inputs;
+mod hostile_workspace;
 mod mcp;
 mod mcp_oauth;
 mod model_per_call;

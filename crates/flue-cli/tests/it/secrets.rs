@@ -224,6 +224,49 @@ fn a_key_read_from_a_file_is_not_sent_to_the_model_in_the_next_request() {
     );
 }
 
+#[test]
+fn a_provider_reply_quoting_the_key_is_stored_and_served_redacted() {
+    // The fake provider answers "quote your key" with the bearer key it received: a provider
+    // (or a model) repeating the key must not put it in the store, nor in what is served.
+    let server = FakeOpenAi::start();
+    let key = "fake-key-quoted-0123456789";
+    let flue_toml = format!(
+        "[providers.fake]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\
+         api_key_env = \"FLUE_TEST_FAKE_KEY\"\n",
+        server.base_url()
+    );
+    let ws = Workspace::new(&[
+        ("flue.toml", &flue_toml),
+        (".env", &format!("FLUE_TEST_FAKE_KEY={key}\n")),
+        (
+            "agents/talker.md",
+            "---\nmodel: fake/fake-model\n---\nTalk.\n",
+        ),
+    ]);
+    let output = flue(
+        &ws,
+        &[
+            "run",
+            "talker",
+            "-m",
+            "quote your key",
+            "--id",
+            "q1",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(server.requests().len(), 1);
+    let store = stored_bytes(&ws);
+    assert!(!store.contains(key), "the store holds the key");
+    assert!(store.contains("My key is [redacted] as sent."), "{store}");
+    // What is served from the store: the stored session as `flue session show --json` reads
+    // it (the HTTP transcript renders the same records).
+    let shown = flue(&ws, &["session", "show", "talker", "q1", "--json"], &[]);
+    assert!(!stdout(&shown).contains(key));
+}
+
 /// An agent whose bash prints screen-clearing sequences and whose reply writes the clipboard.
 fn hostile_workspace() -> Workspace {
     let script = serde_json::json!({

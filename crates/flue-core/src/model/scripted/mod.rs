@@ -24,6 +24,7 @@ use crate::model::{
 };
 use crate::record::{AssistantContent, Record, StopReason, ToolCall, Usage};
 use crate::util::BoxFuture;
+use crate::util::workspace_file::{MAX_SCRIPT_BYTES, WorkspaceFiles};
 
 /// The provider id, the part of `scripted/<path>` before the `/`.
 const PROVIDER_ID: &str = "scripted";
@@ -101,10 +102,11 @@ impl ScriptedProvider {
         if let Some(script) = self.cached(model) {
             return Ok(script);
         }
-        let path = self.resolve(model)?;
-        let source = tokio::fs::read_to_string(&path)
+        self.resolve(model)?;
+        let (root, owned) = (self.root.clone(), model.to_owned());
+        let source = tokio::task::spawn_blocking(move || read_script(&root, &owned))
             .await
-            .map_err(|err| unreadable(model, &path, &err))?;
+            .map_err(|err| script_error(model, format!("the reading thread failed: {err}")))??;
         Ok(self.remember(model, Script::parse(model, &source)?))
     }
 
@@ -113,9 +115,8 @@ impl ScriptedProvider {
         if let Some(script) = self.cached(model) {
             return Ok(script);
         }
-        let path = self.resolve(model)?;
-        let source =
-            std::fs::read_to_string(&path).map_err(|err| unreadable(model, &path, &err))?;
+        self.resolve(model)?;
+        let source = read_script(&self.root, model)?;
         Ok(self.remember(model, Script::parse(model, &source)?))
     }
 
@@ -881,8 +882,18 @@ fn script_error(model: &str, message: impl Into<String>) -> FlueError {
     }
 }
 
-fn unreadable(model: &str, path: &Path, err: &std::io::Error) -> FlueError {
-    script_error(model, format!("cannot read {}: {err}", path.display()))
+/// The text of the script `model` below `root`, read under the workspace file rule (links
+/// stay inside the root, a regular file of at most [`MAX_SCRIPT_BYTES`]).
+fn read_script(root: &Path, model: &str) -> Result<String> {
+    let path = root.join(model);
+    let unreadable = |err: &dyn std::fmt::Display| {
+        script_error(model, format!("cannot read {}: {err}", path.display()))
+    };
+    let files = WorkspaceFiles::open(root).map_err(|err| unreadable(&err))?;
+    let bytes = files
+        .read(model, MAX_SCRIPT_BYTES)
+        .map_err(|err| unreadable(&err))?;
+    String::from_utf8(bytes).map_err(|_| unreadable(&"the file is not valid UTF-8"))
 }
 
 /// A JSON error as `line L, column C: reason`, without serde's own location suffix.

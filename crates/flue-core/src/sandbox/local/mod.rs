@@ -3,7 +3,7 @@
 //! Sandbox paths are host paths. The canonical root is the working directory, relative paths
 //! resolve against it, and absolute paths must lie inside it. Paths are checked lexically,
 //! then every file operation walks from a directory handle of the root held open for the
-//! sandbox's life (`beneath.rs`): one component at a time, never letting the kernel follow a
+//! sandbox's life (`util/beneath.rs`): one component at a time, never letting the kernel follow a
 //! symlink, so a directory swapped for a symlink between two steps (by the agent's own
 //! commands, running at the same time) cannot lead an operation out of the root. `.flue` and
 //! `.env*` entries are refused at any depth and left out of listings. Commands run as `bash
@@ -15,7 +15,6 @@
 //! Commands are not confined: a local command is the user's own shell, which can read any
 //! file the user can (`.env` included). Confining commands is the isolated sandbox's job.
 
-mod beneath;
 #[cfg(test)]
 mod tests;
 
@@ -38,10 +37,10 @@ use tokio::time::Instant;
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
 use crate::sandbox::{
     ExecOptions, FileStat, MkdirOptions, RmOptions, Sandbox, ShellResult, TIMEOUT_EXIT_CODE,
-    normalize_path,
+    normalize_path, protected_name,
 };
 use crate::util::BoxFuture;
-use beneath::{Failure, Tree};
+use crate::util::beneath::{self, Failure, Tree};
 
 /// Host environment variables that commands see by default.
 const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
@@ -142,8 +141,8 @@ impl LocalSandbox {
                 format!("open sandbox root {shown}: the path is not valid UTF-8"),
             ));
         };
-        let tree =
-            Tree::open(&canonical).map_err(|err| io_error("open sandbox root", &shown, err))?;
+        let tree = Tree::open(&canonical, protected_name)
+            .map_err(|err| io_error("open sandbox root", &shown, err))?;
         Ok(Self {
             root: canonical,
             tree: Arc::new(tree),
@@ -673,6 +672,7 @@ fn failure_error(verb: &str, path: &str, failure: Failure) -> FlueError {
             SandboxErrorReason::Unsupported,
             "not a regular file or directory",
         ),
+        Failure::TooLarge(_) => (SandboxErrorReason::LimitExceeded, "the file is too large"),
         Failure::IsRoot => (
             SandboxErrorReason::PermissionDenied,
             "refusing to remove the sandbox root",

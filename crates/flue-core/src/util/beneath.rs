@@ -8,11 +8,13 @@
 //! refused. Whatever another process does to the tree meanwhile (swapping a directory for a
 //! symlink to `/`, say), an operation only ever reads, creates or removes entries of
 //! directories it holds open below the root; when an entry changes between two steps the walk
-//! starts again, a bounded number of times. A component that is protected
-//! ([`protected_name`]: `.flue`, `.env*`) is refused wherever it appears on the way, and left
-//! out of listings.
+//! starts again, a bounded number of times. A component that is protected (the tree's
+//! [`Protect`] rule: the local sandbox's `.flue` and `.env*`) is refused wherever it appears on
+//! the way, and left out of listings.
 //!
-//! Everything here blocks; `LocalSandbox` calls it on tokio's blocking pool.
+//! Two users: the local sandbox (with its protected names) and the workspace file reader
+//! ([`super::workspace_file`], nothing protected), so a file the build reads and a file a tool
+//! reads obey the same rule. Everything here blocks; callers run it on a blocking thread.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, Read, Write};
@@ -23,7 +25,13 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use crate::sandbox::protected_name;
+/// Why a name is protected, if it is: refused on every path and left out of listings.
+pub(crate) type Protect = fn(&str) -> Option<&'static str>;
+
+/// Nothing is protected.
+pub(crate) fn nothing_protected(_name: &str) -> Option<&'static str> {
+    None
+}
 
 /// Symlinks followed by one operation before it gives up.
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -39,7 +47,7 @@ const MAX_REMOVE_DEPTH: usize = 256;
 
 /// Why an operation below the root failed.
 #[derive(Debug)]
-pub(super) enum Failure {
+pub(crate) enum Failure {
     /// The path, or a symlink on the way, leads out of the root.
     Outside,
     /// A component on the way is protected; the reason says why.
@@ -52,6 +60,8 @@ pub(super) enum Failure {
     TooDeep,
     /// The entry is neither a regular file nor a directory (a FIFO, a socket, a device).
     NotRegular,
+    /// The file holds more than this many bytes.
+    TooLarge(u64),
     /// The path is the root itself, which cannot be removed.
     IsRoot,
     /// A directory to remove without `recursive`.
@@ -72,14 +82,16 @@ impl From<io::Error> for Failure {
     }
 }
 
-pub(super) type Outcome<T> = std::result::Result<T, Failure>;
+pub(crate) type Outcome<T> = std::result::Result<T, Failure>;
 
 /// The root directory, held open for the life of the sandbox.
 #[derive(Debug)]
-pub(super) struct Tree {
+pub(crate) struct Tree {
     root: OwnedFd,
     /// The canonical host path of the root, for absolute symlink targets.
     root_path: PathBuf,
+    /// Names refused on the way and left out of listings.
+    protect: Protect,
 }
 
 /// What a walk arrived at.
@@ -152,15 +164,16 @@ impl Budget {
 }
 
 /// Metadata of one entry, as `stat` reports it.
-pub(super) struct EntryStat {
-    pub(super) file_type: FileType,
-    pub(super) size: u64,
-    pub(super) mtime_ms: Option<u64>,
+pub(crate) struct EntryStat {
+    pub(crate) file_type: FileType,
+    pub(crate) size: u64,
+    pub(crate) mtime_ms: Option<u64>,
 }
 
 impl Tree {
-    /// Opens the directory `root` (a canonical host path).
-    pub(super) fn open(root: &Path) -> io::Result<Self> {
+    /// Opens the directory `root` (a canonical host path), refusing the names `protect`
+    /// names.
+    pub(crate) fn open(root: &Path, protect: Protect) -> io::Result<Self> {
         let fd = rustix::fs::open(
             root,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -169,11 +182,18 @@ impl Tree {
         Ok(Self {
             root: fd,
             root_path: root.to_path_buf(),
+            protect,
         })
     }
 
     /// The bytes of the file at `components`, following symlinks that stay inside.
-    pub(super) fn read(&self, components: &[OsString]) -> Outcome<Vec<u8>> {
+    pub(crate) fn read(&self, components: &[OsString]) -> Outcome<Vec<u8>> {
+        self.read_at_most(components, u64::MAX)
+    }
+
+    /// [`Tree::read`], reading at most `limit` + 1 bytes: a longer file fails with
+    /// [`Failure::TooLarge`] without being read whole (a sparse file or a growing one alike).
+    pub(crate) fn read_at_most(&self, components: &[OsString], limit: u64) -> Outcome<Vec<u8>> {
         let mut budget = Budget::default();
         loop {
             let Located::Entry { parent, name } = self.locate(components, FOLLOW, &mut budget)?
@@ -191,13 +211,18 @@ impl Tree {
                 _ => return Err(Failure::NotRegular),
             }
             let mut bytes = Vec::new();
-            std::fs::File::from(fd).read_to_end(&mut bytes)?;
+            std::fs::File::from(fd)
+                .take(limit.saturating_add(1))
+                .read_to_end(&mut bytes)?;
+            if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+                return Err(Failure::TooLarge(limit));
+            }
             return Ok(bytes);
         }
     }
 
     /// Writes `content` to the file at `components`, creating missing parent directories.
-    pub(super) fn write(&self, components: &[OsString], content: &[u8]) -> Outcome<()> {
+    pub(crate) fn write(&self, components: &[OsString], content: &[u8]) -> Outcome<()> {
         let mut budget = Budget::default();
         let walk = Walk {
             follow_final: true,
@@ -228,7 +253,7 @@ impl Tree {
 
     /// Metadata of `components`, not following a final symlink (whose target must still lie
     /// inside).
-    pub(super) fn stat(&self, components: &[OsString]) -> Outcome<EntryStat> {
+    pub(crate) fn stat(&self, components: &[OsString]) -> Outcome<EntryStat> {
         let mut budget = Budget::default();
         let stat = match self.locate(components, NO_FOLLOW, &mut budget)? {
             Located::Root => rustix::fs::fstat(&self.root)?,
@@ -239,19 +264,31 @@ impl Tree {
         Ok(entry_stat(&stat))
     }
 
+    /// Metadata of what `components` leads to, following symlinks that stay inside.
+    pub(crate) fn stat_following(&self, components: &[OsString]) -> Outcome<EntryStat> {
+        let mut budget = Budget::default();
+        let stat = match self.locate(components, FOLLOW, &mut budget)? {
+            Located::Root => rustix::fs::fstat(&self.root)?,
+            Located::Entry { parent, name } => {
+                rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)?
+            }
+        };
+        Ok(entry_stat(&stat))
+    }
+
     /// The names in the directory at `components`, protected ones left out, unsorted.
-    pub(super) fn list(&self, components: &[OsString]) -> Outcome<Vec<OsString>> {
+    pub(crate) fn list(&self, components: &[OsString]) -> Outcome<Vec<OsString>> {
         let mut budget = Budget::default();
         let fd = self.open_dir(components, OFlags::RDONLY, &mut budget)?;
         Ok(read_names(&fd)?
             .into_iter()
-            .filter(|name| protected_name(&name.to_string_lossy()).is_none())
+            .filter(|name| (self.protect)(&name.to_string_lossy()).is_none())
             .collect())
     }
 
     /// Checks that `components` is a directory inside the root (a command's working
     /// directory).
-    pub(super) fn check_dir(&self, components: &[OsString]) -> Outcome<()> {
+    pub(crate) fn check_dir(&self, components: &[OsString]) -> Outcome<()> {
         let mut budget = Budget::default();
         self.open_dir(components, OFlags::PATH, &mut budget)
             .map(drop)
@@ -259,7 +296,7 @@ impl Tree {
 
     /// Creates the directory `components`; with `recursive`, its missing parents too, and an
     /// existing directory is fine.
-    pub(super) fn mkdir(&self, components: &[OsString], recursive: bool) -> Outcome<()> {
+    pub(crate) fn mkdir(&self, components: &[OsString], recursive: bool) -> Outcome<()> {
         let mut budget = Budget::default();
         let walk = Walk {
             follow_final: recursive,
@@ -288,7 +325,7 @@ impl Tree {
 
     /// Removes the entry at `components` (a symlink itself, never its target); a directory
     /// only with `recursive`, its whole tree removed through handles held below it.
-    pub(super) fn remove(&self, components: &[OsString], recursive: bool) -> Outcome<()> {
+    pub(crate) fn remove(&self, components: &[OsString], recursive: bool) -> Outcome<()> {
         let mut budget = Budget::default();
         let Located::Entry { parent, name } = self.locate(components, NO_FOLLOW, &mut budget)?
         else {
@@ -299,10 +336,10 @@ impl Tree {
             Some(FileType::Directory) if !recursive => Err(Failure::NeedsRecursive),
             Some(FileType::Directory) => {
                 // Refuse before removing anything: a tree holding a protected entry stays whole.
-                if let Some(reason) = protected_below(&parent, &name, 0)? {
+                if let Some(reason) = protected_below(&parent, &name, self.protect, 0)? {
                     return Err(Failure::Protected(reason));
                 }
-                remove_tree(&parent, &name, 0)
+                remove_tree(&parent, &name, self.protect, 0)
             }
             Some(_) => Ok(rustix::fs::unlinkat(
                 &parent,
@@ -362,7 +399,7 @@ impl Tree {
             if name.is_empty() || name == "." {
                 continue;
             }
-            if let Some(reason) = protected_name(&name.to_string_lossy()) {
+            if let Some(reason) = (self.protect)(&name.to_string_lossy()) {
                 return Err(Failure::Protected(reason));
             }
             let Some(top) = stack.last() else {
@@ -534,7 +571,12 @@ fn read_names(dir: &OwnedFd) -> Outcome<Vec<OsString>> {
 
 /// Why the tree of the directory `name` of `parent` holds a protected entry, if it does
 /// (symlinks are not followed).
-fn protected_below(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<Option<&'static str>> {
+fn protected_below(
+    parent: &OwnedFd,
+    name: &OsStr,
+    protect: Protect,
+    depth: usize,
+) -> Outcome<Option<&'static str>> {
     if depth > MAX_REMOVE_DEPTH {
         return Err(Failure::TooDeep);
     }
@@ -543,11 +585,11 @@ fn protected_below(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<Opti
         return Ok(None);
     };
     for entry in read_names(&dir)? {
-        if let Some(reason) = protected_name(&entry.to_string_lossy()) {
+        if let Some(reason) = protect(&entry.to_string_lossy()) {
             return Ok(Some(reason));
         }
         if entry_type(&dir, &entry)? == Some(FileType::Directory)
-            && let Some(reason) = protected_below(&dir, &entry, depth + 1)?
+            && let Some(reason) = protected_below(&dir, &entry, protect, depth + 1)?
         {
             return Ok(Some(reason));
         }
@@ -557,7 +599,7 @@ fn protected_below(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<Opti
 
 /// Removes the directory `name` of `parent` and everything below it, through handles held
 /// below `parent`: a directory swapped for a symlink meanwhile is unlinked, never followed.
-fn remove_tree(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<()> {
+fn remove_tree(parent: &OwnedFd, name: &OsStr, protect: Protect, depth: usize) -> Outcome<()> {
     if depth > MAX_REMOVE_DEPTH {
         return Err(Failure::TooDeep);
     }
@@ -566,12 +608,12 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, depth: usize) -> Outcome<()> {
         return Ok(rustix::fs::unlinkat(parent, name, AtFlags::empty())?);
     };
     for entry in read_names(&dir)? {
-        if let Some(reason) = protected_name(&entry.to_string_lossy()) {
+        if let Some(reason) = protect(&entry.to_string_lossy()) {
             return Err(Failure::Protected(reason));
         }
         match entry_type(&dir, &entry)? {
             None => {}
-            Some(FileType::Directory) => remove_tree(&dir, &entry, depth + 1)?,
+            Some(FileType::Directory) => remove_tree(&dir, &entry, protect, depth + 1)?,
             Some(_) => match rustix::fs::unlinkat(&dir, entry.as_os_str(), AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => {}
                 Err(errno) => return Err(errno.into()),
