@@ -85,6 +85,23 @@ impl Renderer {
                 }
                 self.turn_started = Instant::now();
             }
+            Event::TurnStopped { stop_reason, .. } => {
+                // Refusals and other early ends fail the run, whose error line says why; an
+                // answer cut at the output limit or a paused turn only gets a note.
+                let note = match stop_reason {
+                    flue_core::StopReason::MaxTokens => {
+                        Some("note: the model's answer was cut off at its output token limit")
+                    }
+                    flue_core::StopReason::PauseTurn => {
+                        Some("note: the provider paused the model's turn; continuing it")
+                    }
+                    _ => None,
+                };
+                if let Some(note) = note {
+                    self.line_start(out)?;
+                    self.line(out, note)?;
+                }
+            }
             Event::TextDelta { text } => {
                 if self.text_ended {
                     self.last_text.clear();
