@@ -519,15 +519,15 @@ impl Assembler {
 
     fn delta(&mut self, delta: Delta, sink: &TurnSink) {
         for reasoning in [delta.reasoning_content, delta.reasoning] {
-            self.add_thinking(reasoning.unwrap_or_default(), sink);
+            self.add_thinking(reasoning.as_deref().unwrap_or_default(), sink);
         }
         match delta.content {
-            Some(DeltaContent::Text(text)) => self.add_text(text, sink),
+            Some(DeltaContent::Text(text)) => self.add_text(&text, sink),
             Some(DeltaContent::Parts(parts)) => {
                 for part in parts {
                     let (thinking, text) = part.texts();
-                    self.add_thinking(thinking, sink);
-                    self.add_text(text, sink);
+                    self.add_thinking(&thinking, sink);
+                    self.add_text(&text, sink);
                 }
             }
             None => {}
@@ -542,23 +542,23 @@ impl Assembler {
         }
     }
 
-    fn add_thinking(&mut self, reasoning: String, sink: &TurnSink) {
+    fn add_thinking(&mut self, reasoning: &str, sink: &TurnSink) {
         if reasoning.is_empty() {
             return;
         }
-        sink.thinking_delta(&reasoning);
+        sink.thinking_delta(reasoning);
         self.turn_bytes = self.turn_bytes.saturating_add(reasoning.len());
-        self.thinking.push_str(&reasoning);
+        self.thinking.push_str(reasoning);
         self.emitted = true;
     }
 
-    fn add_text(&mut self, text: String, sink: &TurnSink) {
+    fn add_text(&mut self, text: &str, sink: &TurnSink) {
         if text.is_empty() {
             return;
         }
-        sink.text_delta(&text);
+        sink.text_delta(text);
         self.turn_bytes = self.turn_bytes.saturating_add(text.len());
-        self.text.push_str(&text);
+        self.text.push_str(text);
         self.emitted = true;
     }
 
