@@ -217,6 +217,10 @@ impl ModelProvider for AnthropicProvider {
         self.config.lookup_model(model).1
     }
 
+    fn known_models(&self) -> Vec<String> {
+        self.config.models.keys().cloned().collect()
+    }
+
     fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move { self.endpoint.check_key() })
     }

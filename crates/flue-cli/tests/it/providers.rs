@@ -295,6 +295,28 @@ fn an_unknown_model_runs_on_defaults_with_a_warning() {
 }
 
 #[test]
+fn a_misspelt_model_gets_a_did_you_mean_from_the_catalog() {
+    let server = FakeOpenAi::start();
+    let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
+    let output = ws.flue(&[
+        "run",
+        "plain-agent",
+        "-m",
+        "hi",
+        "--model",
+        "fake/fake-modle",
+    ]);
+    assert!(
+        stderr(&output).contains(
+            "warning: model \"fake-modle\" is not in the catalog of provider \"fake\" (did you \
+             mean `fake/fake-model`?)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn a_provider_table_error_is_reported_with_its_line() {
     let ws = Workspace::new(&[
         (
