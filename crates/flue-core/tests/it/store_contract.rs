@@ -459,22 +459,9 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
             data: Vec::new(),
         }),
         Record::Assistant(AssistantMessage {
-            content: vec![AssistantContent::Thinking {
-                text: "done".to_owned(),
-                signature: None,
-                id: None,
-            }],
-            model: ModelRef {
-                provider: "scripted".to_owned(),
-                id: "s.json".to_owned(),
-            },
-            usage: Usage::default(),
-            stop_reason: StopReason::EndTurn,
-        }),
-        Record::Assistant(AssistantMessage {
             content: vec![
                 AssistantContent::Thinking {
-                    text: "summary".to_owned(),
+                    text: "done".to_owned(),
                     signature: Some("gAAAAB-encrypted".to_owned()),
                     id: Some("rs_123".to_owned()),
                 },
@@ -483,8 +470,8 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
                 },
             ],
             model: ModelRef {
-                provider: "openai".to_owned(),
-                id: "gpt-x".to_owned(),
+                provider: "scripted".to_owned(),
+                id: "s.json".to_owned(),
             },
             usage: Usage::default(),
             stop_reason: StopReason::Other("a_reason_from_the_future".to_owned()),
