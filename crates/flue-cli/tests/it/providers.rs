@@ -295,6 +295,35 @@ fn an_unknown_model_runs_on_defaults_with_a_warning() {
 }
 
 #[test]
+fn a_refusal_fails_the_run_with_exit_code_4_and_shows_in_json() {
+    let server = FakeOpenAi::start();
+    let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
+    let output = ws.flue(&["run", "plain-agent", "-m", "REFUSE please"]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "error: the model fake/fake-model refused to answer: I'm sorry, I can't help with that."
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert!(output.stdout.is_empty());
+
+    let output = ws.flue(&["run", "plain-agent", "-m", "REFUSE please", "--json"]);
+    assert_eq!(output.status.code(), Some(4));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["outcome"], "failed");
+    assert_eq!(json["error"]["kind"], "model_refusal");
+    assert_eq!(json["stopReason"], "refusal");
+    assert_eq!(json["refusal"], "I'm sorry, I can't help with that. ");
+
+    let output = ws.flue(&["run", "plain-agent", "-m", "hi", "--json"]);
+    assert!(output.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["stopReason"], "end_turn");
+}
+
+#[test]
 fn a_misspelt_model_gets_a_did_you_mean_from_the_catalog() {
     let server = FakeOpenAi::start();
     let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
