@@ -146,7 +146,8 @@ fn a_tool_round_trip_through_a_flue_toml_provider() {
     assert!(submission_id.as_str().is_some_and(|id| !id.is_empty()));
     assert_eq!(
         envelope,
-        json!({"id": "e2e", "agent": "tool-agent", "session": "default", "outcome": "completed"})
+        json!({"id": "e2e", "agent": "tool-agent", "session": "default", "outcome": "completed",
+               "stopReason": "end_turn"})
     );
     // The fake model quotes (the first 200 characters of) the tool result: read_file's JSON
     // envelope for facts.txt.
