@@ -1,3 +1,5 @@
+//! Unit tests of the session records: stop reason spellings and the new assistant content kinds.
+
 use super::*;
 
 #[test]
