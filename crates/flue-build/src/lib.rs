@@ -74,5 +74,5 @@ pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxKind, SandboxOptions, SandboxSettings, SeedSetting};
 pub use skill_file::{SkillFile, VENDOR_KEYS};
-pub use suggest::suggest_model;
+pub use suggest::{suggest_model, suggest_name};
 pub use workspace::Workspace;

@@ -32,7 +32,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use flue_core::model::{ModelInfo, ModelPrice};
-use flue_providers::{BuiltinProvider, ProviderConfig, WireApi};
+use flue_providers::{BuiltinProvider, MaxTokensField, ProviderConfig, ReasoningParam, WireApi};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -74,6 +74,18 @@ pub struct ProviderSettings {
     pub turn_timeout_ms: Option<u64>,
     /// `max_turn_bytes`; `None` keeps the default.
     pub max_turn_bytes: Option<u64>,
+    /// `max_tokens_field` (Chat Completions): the output-limit field; `None` keeps the
+    /// provider's.
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// `stream_options` (Chat Completions): whether to send `stream_options.include_usage`;
+    /// `None` keeps the provider's.
+    pub stream_options: Option<bool>,
+    /// `reasoning_effort` (Chat Completions): how a thinking level is sent; `None` keeps the
+    /// provider's.
+    pub reasoning_effort: Option<ReasoningParam>,
+    /// `reasoning_content_back` (Chat Completions): whether tool-call turns send their
+    /// reasoning back as `reasoning_content`; `None` keeps the provider's.
+    pub reasoning_content_back: Option<bool>,
 }
 
 /// One `[providers.<id>.models.<model>]` table; unset values come from the built-in catalog
@@ -139,6 +151,19 @@ impl ProviderSettings {
         if let Some(bytes) = self.max_turn_bytes {
             limits = limits.with_max_turn_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
         }
+        let compat = &mut config.openai_compat;
+        if let Some(field) = self.max_tokens_field {
+            compat.max_tokens_field = field;
+        }
+        if let Some(send) = self.stream_options {
+            compat.no_stream_options = !send;
+        }
+        if let Some(reasoning) = self.reasoning_effort {
+            compat.reasoning = reasoning;
+        }
+        if let Some(back) = self.reasoning_content_back {
+            compat.reasoning_content_back = back;
+        }
         config.with_limits(limits)
     }
 }
@@ -172,6 +197,10 @@ pub(crate) struct RawProvider {
     idle_timeout_ms: Option<Spanned<i64>>,
     turn_timeout_ms: Option<Spanned<i64>>,
     max_turn_bytes: Option<Spanned<i64>>,
+    max_tokens_field: Option<Spanned<String>>,
+    stream_options: Option<bool>,
+    reasoning_effort: Option<Spanned<String>>,
+    reasoning_content_back: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -365,6 +394,38 @@ fn provider(
         MAX_TURN_BYTES,
         "bytes",
     );
+    if let Some(field) = raw.max_tokens_field {
+        match field.get_ref().as_str() {
+            "max_tokens" => settings.max_tokens_field = Some(MaxTokensField::MaxTokens),
+            "max_completion_tokens" => {
+                settings.max_tokens_field = Some(MaxTokensField::MaxCompletionTokens);
+            }
+            other => report(
+                &field.span(),
+                format!(
+                    "max_tokens_field {other:?} is not known: expected \"max_completion_tokens\" \
+                     or \"max_tokens\""
+                ),
+            ),
+        }
+    }
+    settings.stream_options = raw.stream_options;
+    settings.reasoning_content_back = raw.reasoning_content_back;
+    if let Some(spelling) = raw.reasoning_effort {
+        match spelling.get_ref().as_str() {
+            "reasoning_effort" => settings.reasoning_effort = Some(ReasoningParam::Effort),
+            "reasoning" => settings.reasoning_effort = Some(ReasoningParam::OpenRouter),
+            "none" => settings.reasoning_effort = Some(ReasoningParam::Unsupported),
+            other => report(
+                &spelling.span(),
+                format!(
+                    "reasoning_effort {other:?} is not known: expected \"reasoning_effort\" \
+                     (`reasoning_effort: \"high\"`), \"reasoning\" (`reasoning: {{effort: \
+                     \"high\"}}`) or \"none\" (not sent)"
+                ),
+            ),
+        }
+    }
     for (model_id, model) in raw.models {
         let model_span = model.span();
         if let Some(model) = model_settings(&model_id, &model_span, model.into_inner(), report) {

@@ -55,6 +55,21 @@ pub fn suggest_model(spec: &str, known: &[&str]) -> Option<String> {
     }
 }
 
+/// The name among `candidates` that `word` most likely misspells (a small edit distance), if
+/// any; `word` itself is never suggested.
+///
+/// ```
+/// let models = ["claude-sonnet-4-5", "claude-haiku-4-5"];
+/// assert_eq!(flue_build::suggest_name("claude-sonet-4-5", models), Some("claude-sonnet-4-5"));
+/// assert_eq!(flue_build::suggest_name("gpt-9", models), None);
+/// ```
+pub fn suggest_name<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    closest(word, candidates)
+}
+
 /// The candidate with the smallest edit distance to `word`, if that distance is small for the
 /// candidate's length (one edit per three characters, at least one). Ties go to the first.
 pub(crate) fn closest<'a>(

@@ -46,6 +46,9 @@ pub(crate) enum Exit {
     /// The operation paused on tool calls that wait for a decision, and nobody could answer
     /// here (no terminal, no `--yes`): resume with `--confirm` or `--tool-result`.
     ActionRequired,
+    /// The model refused, or ended its answer early for a reason that is not a normal end
+    /// (content filter, full context window, a reason flue does not know).
+    ModelStopped,
 }
 
 /// Makes this process non-dumpable, so that commands of the `local` sandbox (our children,
@@ -66,6 +69,7 @@ impl From<Exit> for ExitCode {
             Exit::Interrupted => ExitCode::from(130),
             Exit::Terminated => ExitCode::from(143),
             Exit::ActionRequired => ExitCode::from(3),
+            Exit::ModelStopped => ExitCode::from(4),
         }
     }
 }

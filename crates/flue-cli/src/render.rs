@@ -220,7 +220,7 @@ impl Renderer {
                 self.text_ended = true;
                 let line = self.verbose.then(|| {
                     format!(
-                        "[model turn: {model}, {} ms, {}, stop {stop_reason:?}]",
+                        "[model turn: {model}, {} ms, {}, stop {stop_reason}]",
                         self.turn_started.elapsed().as_millis(),
                         usage_text(usage),
                     )
@@ -228,6 +228,17 @@ impl Renderer {
                 self.turn_started = Instant::now();
                 line
             }
+            // Refusals and other early ends fail the run, whose error line says why; an answer
+            // cut at the output limit or a paused turn only gets a note.
+            Event::TurnStopped { stop_reason, .. } => match stop_reason {
+                flue_core::StopReason::MaxTokens => Some(
+                    "note: the model's answer was cut off at its output token limit".to_owned(),
+                ),
+                flue_core::StopReason::PauseTurn => {
+                    Some("note: the provider paused the model's turn; continuing it".to_owned())
+                }
+                _ => None,
+            },
             Event::ProviderRetry {
                 provider,
                 attempt,

@@ -13,7 +13,7 @@ use flue_core::RuntimeEvent;
 use flue_core::{
     ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
     DispatchOptions, ErrorInfo, FlueError, Offset, Outcome, PendingAction, Record, Settlement,
-    Usage, WhenBusy, store::DynConversationStore, util::new_ulid,
+    StopReason, Usage, WhenBusy, store::DynConversationStore, util::new_ulid,
 };
 use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;
@@ -42,6 +42,12 @@ struct Envelope {
     error: Option<ErrorInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<Usage>,
+    /// Why the last model turn of the agent's session ended (`end_turn`, `refusal`, ...).
+    #[serde(rename = "stopReason", skip_serializing_if = "Option::is_none")]
+    stop_reason: Option<String>,
+    /// The model's refusal in its own words, when its last turn refused and said why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<String>,
     /// With the outcome `requires_action`: the tool calls that wait for a decision.
     #[serde(rename = "pendingActions", skip_serializing_if = "Vec::is_empty")]
     pending_actions: Vec<PendingAction>,
@@ -67,6 +73,8 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         message: None,
         error: None,
         usage: None,
+        stop_reason: None,
+        refusal: None,
         pending_actions: Vec::new(),
     };
     // Ctrl-C and SIGTERM (what `timeout`, systemd and containers send) are watched from the
@@ -130,7 +138,17 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     };
     envelope.submission_id = Some(started.submission_id);
     let (settlement, usage) = match finished {
-        Finished::Settled(Settled { settlement, usage }) => (settlement, usage),
+        Finished::Settled(Settled {
+            settlement,
+            usage,
+            last_stop,
+        }) => {
+            if let Some((reason, refusal)) = last_stop {
+                envelope.stop_reason = Some(reason.as_str().to_owned());
+                envelope.refusal = refusal;
+            }
+            (settlement, usage)
+        }
         Finished::Waiting { pending, usage } => {
             envelope.outcome = "requires_action";
             envelope.usage = Some(usage);
@@ -187,11 +205,26 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             if let Some(hint) = connection_hint(&host.agents(), &message) {
                 message = format!("{message}\nhint: {hint}");
             }
+            // The model refused or stopped early: its own exit code, so that scripts can tell
+            // it from a failure of flue or the provider.
+            let exit = if MODEL_STOP_KINDS.contains(&error.kind.as_str()) {
+                Exit::ModelStopped
+            } else {
+                Exit::Failure
+            };
             envelope.error = Some(error);
-            finish(&args, &output, &envelope, Exit::Failure, &message)
+            finish(&args, &output, &envelope, exit, &message)
         }
     }
 }
+
+/// The error kinds of an operation the model ended abnormally (`FlueError::ModelStopped`).
+const MODEL_STOP_KINDS: [&str; 4] = [
+    "model_refusal",
+    "content_filter",
+    "context_window_exceeded",
+    "model_stopped",
+];
 
 /// The agent argument to repeat in a resume command.
 fn prepared_agent(envelope: &Envelope) -> String {
@@ -226,6 +259,8 @@ pub(crate) struct Prepared {
 pub(crate) struct Settled {
     pub(crate) settlement: Settlement,
     pub(crate) usage: Usage,
+    /// Why the last model turn of the agent's session ended, and its refusal text.
+    pub(crate) last_stop: Option<(StopReason, Option<String>)>,
 }
 
 /// How the run's submission ended up: settled, or waiting for decisions nobody here gave.
@@ -469,9 +504,13 @@ pub(crate) async fn submit(
     renderer.finish();
     renderer.write_out();
     let streamed = renderer.last_text().to_owned();
-    let usage = submission_usage(runtime, key, &started).await?;
+    let (usage, last_stop) = submission_usage(runtime, key, &started).await?;
     let finished = match outcome? {
-        Ok(settlement) => Finished::Settled(Settled { settlement, usage }),
+        Ok(settlement) => Finished::Settled(Settled {
+            settlement,
+            usage,
+            last_stop,
+        }),
         Err(pending) => Finished::Waiting { pending, usage },
     };
     Ok((started, finished, interrupt, streamed))
@@ -555,8 +594,9 @@ async fn submission_usage(
     runtime: &AgentRuntime,
     key: &ConversationKey,
     receipt: &Started,
-) -> Result<Usage, FlueError> {
+) -> Result<(Usage, Option<(StopReason, Option<String>)>), FlueError> {
     let mut usage = Usage::default();
+    let mut last_stop = None;
     let mut after = receipt.offset;
     loop {
         let page = runtime.read_stream(key, after, 256).await?;
@@ -564,10 +604,19 @@ async fn submission_usage(
             if batch.submission_id.as_deref() != Some(&receipt.submission_id) {
                 continue;
             }
-            if let BatchBody::Records { records, .. } = &batch.body {
+            if let BatchBody::Records {
+                records, session, ..
+            } = &batch.body
+            {
                 for stored in records {
                     match &stored.record {
-                        Record::Assistant(message) => usage += message.usage,
+                        Record::Assistant(message) => {
+                            usage += message.usage;
+                            if session == DEFAULT_SESSION {
+                                last_stop =
+                                    Some((message.stop_reason.clone(), refusal_of(message)));
+                            }
+                        }
                         // An MCP server's sampling during a tool call ran on the agent's model.
                         Record::Sampling(exchange) => usage += exchange.usage,
                         _ => {}
@@ -580,7 +629,20 @@ async fn submission_usage(
         }
         after = page.next_offset;
     }
-    Ok(usage)
+    Ok((usage, last_stop))
+}
+
+/// The refusal parts of a turn as one text, when it has any.
+fn refusal_of(message: &flue_core::AssistantMessage) -> Option<String> {
+    let parts: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            flue_core::AssistantContent::Refusal { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
 /// After a run in the virtual sandbox, says how many files the agent changed there (they are

@@ -28,8 +28,8 @@ use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionSource;
 use crate::record::{
-    ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantMessage, PendingAction,
-    Record, ToolCall, ToolResult, Usage, UserMessage,
+    ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantContent,
+    AssistantMessage, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
@@ -54,6 +54,9 @@ pub const FINISH_TOOL: &str = "finish";
 pub const GIVE_UP_TOOL: &str = "give_up";
 /// How many times the model may end a structured-result operation without a valid `finish`.
 const MAX_RESULT_FOLLOW_UPS: u32 = 3;
+/// How many times in a row a paused turn (`pause_turn`) is continued before the operation
+/// stops and says so.
+const MAX_PAUSE_CONTINUATIONS: u32 = 5;
 /// How long aborted tools get to stop on their own before their tasks are dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
 
@@ -278,6 +281,7 @@ pub(crate) async fn run(
         delegated_usage,
         resume_task,
         pausable,
+        paused_turns: 0,
     };
     let response = turn.drive(&mut state).await?;
     let usage = response.usage;
@@ -307,6 +311,8 @@ struct TurnLoop<'a> {
     resume_task: Option<(String, ResumeTask)>,
     /// Whether calls may pause here (the root, or a task run by a `task` call).
     pausable: bool,
+    /// Paused turns (`pause_turn`) continued in a row; reset by any other turn.
+    paused_turns: u32,
 }
 
 impl TurnLoop<'_> {
@@ -350,6 +356,17 @@ impl TurnLoop<'_> {
                     return Ok(response);
                 }
                 Step::Answered => {
+                    if self.paused_turns > 0 && last_turn_paused(&state.records) {
+                        // The provider paused a long turn: sending the conversation back, the
+                        // paused turn last, lets the model go on where it stopped.
+                        if n_turns >= max_turns {
+                            return Err(FlueError::MaxTurnsExceeded { max_turns });
+                        }
+                        n_turns += 1;
+                        self.refresh_tools().await?;
+                        self.compacting_model_turn(state, &mut compaction).await?;
+                        continue;
+                    }
                     if !self.structured {
                         return Ok(self.response(state, None));
                     }
@@ -466,11 +483,16 @@ impl TurnLoop<'_> {
         self.usage += usage;
         let mut content = model_turn.content;
         make_call_ids_unique(&mut content, &state.records);
+        let has_calls = content
+            .iter()
+            .any(|part| matches!(part, AssistantContent::ToolCall(_)));
+        let refusal = refusal_text(&content);
+        let stop_reason = model_turn.stop_reason;
         let message = AssistantMessage {
             content,
             model: self.spec.to_ref(),
             usage,
-            stop_reason: model_turn.stop_reason.clone(),
+            stop_reason: stop_reason.clone(),
         };
         self.shared
             .append(state, vec![Record::Assistant(message)])
@@ -478,9 +500,39 @@ impl TurnLoop<'_> {
         self.ctx.sink.send(Event::TurnEnd {
             model: self.spec.to_ref(),
             usage,
-            stop_reason: model_turn.stop_reason,
+            stop_reason: stop_reason.clone(),
         });
-        Ok(())
+        if stop_reason.is_normal() || stop_reason == StopReason::Aborted {
+            self.paused_turns = 0;
+            return Ok(());
+        }
+        self.ctx.sink.send(Event::TurnStopped {
+            model: self.spec.to_ref(),
+            stop_reason: stop_reason.clone(),
+            refusal: refusal.clone(),
+        });
+        if has_calls {
+            // The calls run; the model sees their results and answers again.
+            self.paused_turns = 0;
+            return Ok(());
+        }
+        match stop_reason {
+            // A cut-off answer is still the answer asked for; the event and the stored turn
+            // say it was cut off.
+            StopReason::MaxTokens => {
+                self.paused_turns = 0;
+                Ok(())
+            }
+            StopReason::PauseTurn if self.paused_turns < MAX_PAUSE_CONTINUATIONS => {
+                self.paused_turns += 1;
+                Ok(())
+            }
+            reason => Err(FlueError::ModelStopped {
+                model: self.spec.to_ref().to_string(),
+                reason,
+                refusal,
+            }),
+        }
     }
 
     /// Runs calls concurrently and appends their results in call order. With
@@ -961,6 +1013,26 @@ impl TurnLoop<'_> {
             pending_actions: Vec::new(),
         }
     }
+}
+
+/// Whether the last record is an assistant turn the provider paused (`pause_turn`).
+fn last_turn_paused(records: &[Record]) -> bool {
+    matches!(
+        records.last(),
+        Some(Record::Assistant(message)) if message.stop_reason == StopReason::PauseTurn
+    )
+}
+
+/// The refusal parts of a turn as one text, when it has any.
+fn refusal_text(content: &[AssistantContent]) -> Option<String> {
+    let parts: Vec<&str> = content
+        .iter()
+        .filter_map(|part| match part {
+            AssistantContent::Refusal { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
 /// The tool set of a turn: `tools`, and `permissions_check` when some of them pause.

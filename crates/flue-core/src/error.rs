@@ -181,6 +181,20 @@ pub enum FlueError {
         /// The provider's message.
         message: String,
     },
+    /// The model ended its answer for a reason that is not a normal end: it refused, the
+    /// provider's content filter stopped it, the context window filled up, it kept pausing,
+    /// or the provider gave a reason this version does not know. The turn (with any refusal
+    /// text and partial answer) is stored with its stop reason; nothing was cut silently.
+    /// Fix: rephrase the request, or see `docs/providers.md` for what each reason means.
+    #[error("{}", model_stopped_message(model, reason, refusal.as_deref()))]
+    ModelStopped {
+        /// The model, as `provider/model`.
+        model: String,
+        /// Why the model stopped.
+        reason: crate::record::StopReason,
+        /// The model's refusal, in its own words, when it refused and said why.
+        refusal: Option<String>,
+    },
     /// A scripted model's script is unreadable, invalid, or has no rule for the situation.
     /// Fix the script file.
     #[error("script {path}: {message}")]
@@ -605,6 +619,12 @@ impl FlueError {
             Self::UnknownProvider { .. } => "unknown_provider",
             Self::Provider { .. } => "provider_error",
             Self::ContextOverflow { .. } => "context_overflow",
+            Self::ModelStopped { reason, .. } => match reason {
+                crate::record::StopReason::Refusal => "model_refusal",
+                crate::record::StopReason::ContentFilter => "content_filter",
+                crate::record::StopReason::ContextWindowExceeded => "context_window_exceeded",
+                _ => "model_stopped",
+            },
             Self::MissingApiKey { .. } => "missing_api_key",
             Self::Script { .. } => "script_error",
             Self::ToolNameCollision { .. } => "tool_name_collision",
@@ -723,6 +743,37 @@ impl McpErrorReason {
             Self::ServerError => "mcp_server_error",
             Self::AuthRequired => "mcp_auth_required",
         }
+    }
+}
+
+/// The message of [`FlueError::ModelStopped`].
+fn model_stopped_message(
+    model: &str,
+    reason: &crate::record::StopReason,
+    refusal: Option<&str>,
+) -> String {
+    use crate::record::StopReason;
+    match reason {
+        StopReason::Refusal => match refusal.map(str::trim).filter(|text| !text.is_empty()) {
+            Some(text) => format!("the model {model} refused to answer: {text}"),
+            None => format!("the model {model} refused to answer (it gave no reason)"),
+        },
+        StopReason::ContentFilter => format!(
+            "the provider's content filter stopped the answer of {model}; what arrived before \
+             is stored in the session, but the answer is incomplete"
+        ),
+        StopReason::ContextWindowExceeded => format!(
+            "the answer of {model} was cut off because the conversation filled the model's \
+             context window; compact the session or start a new conversation"
+        ),
+        StopReason::PauseTurn => format!(
+            "the model {model} paused its turn again and again without finishing; the paused \
+             turn is stored, send another message to let it go on"
+        ),
+        other => format!(
+            "the model {model} stopped for a reason flue does not know ({other}); the answer \
+             may be incomplete"
+        ),
     }
 }
 

@@ -84,10 +84,14 @@ impl Providers {
             return None;
         }
         let info = provider.model_info(&spec.model);
+        let known = provider.known_models();
+        let suggestion = flue_build::suggest_name(&spec.model, known.iter().map(String::as_str))
+            .map(|model| format!(" (did you mean `{}/{model}`?)", spec.provider))
+            .unwrap_or_default();
         Some(format!(
-            "model {:?} is not in the catalog of provider {:?}; using conservative defaults \
-             ({} tokens of context, {} output tokens, no reasoning, no images, no price); \
-             describe it under [providers.{}.models.\"{}\"] in flue.toml",
+            "model {:?} is not in the catalog of provider {:?}{suggestion}; using conservative \
+             defaults ({} tokens of context, {} output tokens, no reasoning, no images, no \
+             price); describe it under [providers.{}.models.\"{}\"] in flue.toml",
             spec.model,
             spec.provider,
             info.context_window,

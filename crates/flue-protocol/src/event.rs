@@ -73,6 +73,21 @@ pub enum Event {
         /// Why the model stopped.
         stop_reason: StopReason,
     },
+    /// A stored model turn ended without a normal end (after its `turn_end`): the model
+    /// refused, was cut off (`max_tokens`, `context_window_exceeded`), was stopped by a content
+    /// filter, paused, or stopped for a reason this version does not know. Unless the turn
+    /// paused (and is continued) or hit `max_tokens`, the operation then fails with the
+    /// matching error kind (`model_refusal`, `content_filter`, `context_window_exceeded`,
+    /// `model_stopped`).
+    TurnStopped {
+        /// The model of this turn.
+        model: ModelRef,
+        /// Why the model stopped.
+        stop_reason: StopReason,
+        /// The model's refusal in its own words, when it refused and said why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refusal: Option<String>,
+    },
     /// Compaction started: older history is being folded into a summary.
     CompactionStart {
         /// What triggered it.

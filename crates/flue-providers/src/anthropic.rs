@@ -217,6 +217,10 @@ impl ModelProvider for AnthropicProvider {
         self.config.lookup_model(model).1
     }
 
+    fn known_models(&self) -> Vec<String> {
+        self.config.models.keys().cloned().collect()
+    }
+
     fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move { self.endpoint.check_key() })
     }
@@ -303,6 +307,11 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 "thinking": text,
                 "signature": signature,
             })),
+            // Redacted thinking goes back verbatim, in its place among the thinking blocks.
+            AssistantContent::RedactedThinking { data } if keep_thinking => Some(json!({
+                "type": "redacted_thinking",
+                "data": data,
+            })),
             AssistantContent::Text { text } if text.is_empty() => None,
             AssistantContent::Text { text } => Some(json!({"type": "text", "text": text})),
             AssistantContent::ToolCall(call) => Some(json!({
@@ -336,6 +345,30 @@ fn tool_id(id: &str) -> String {
         "call".to_owned()
     } else {
         mapped
+    }
+}
+
+/// A stop reason as Anthropic spells it.
+fn stop_reason(reason: Option<&str>) -> StopReason {
+    match reason {
+        None | Some("end_turn" | "stop_sequence") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("refusal") => StopReason::Refusal,
+        Some("pause_turn") => StopReason::PauseTurn,
+        Some("model_context_window_exceeded") => StopReason::ContextWindowExceeded,
+        Some(other) => StopReason::Other(other.to_owned()),
+    }
+}
+
+/// What a refusal's `stop_details` say: the explanation, or at least the category.
+fn refusal_text(details: StopDetails) -> Option<String> {
+    let explanation = details.explanation.filter(|text| !text.trim().is_empty());
+    match (explanation, details.category) {
+        (Some(text), Some(category)) => Some(format!("{text} (category: {category})")),
+        (Some(text), None) => Some(text),
+        (None, Some(category)) => Some(format!("refused (category: {category})")),
+        (None, None) => None,
     }
 }
 
@@ -389,6 +422,10 @@ enum BlockStart {
         #[serde(default)]
         signature: Option<String>,
     },
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
+    },
     ToolUse {
         id: String,
         name: String,
@@ -422,6 +459,17 @@ enum BlockDelta {
 struct MessageDeltaBody {
     #[serde(default)]
     stop_reason: Option<String>,
+    /// With `refusal`: `{type, category, explanation}`.
+    #[serde(default)]
+    stop_details: Option<StopDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StopDetails {
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    explanation: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -444,13 +492,15 @@ enum Block {
         text: String,
         signature: String,
     },
+    /// Encrypted thinking, kept verbatim to go back with the turn.
+    RedactedThinking(String),
     ToolUse {
         id: String,
         name: String,
         start_input: Value,
         json: String,
     },
-    /// A block kind flue does not keep (server tools, redacted thinking, ...).
+    /// A block kind flue does not keep (server tools, ...).
     Ignored,
 }
 
@@ -460,6 +510,7 @@ struct Assembler {
     blocks: BTreeMap<u64, Block>,
     usage: Usage,
     stop_reason: Option<String>,
+    stop_details: Option<StopDetails>,
     emitted: bool,
     /// Bytes of text, thinking and tool input gathered so far (a block start counts whole).
     turn_bytes: usize,
@@ -517,6 +568,7 @@ impl Assembler {
                                 signature: signature.unwrap_or_default(),
                             }
                         }
+                        BlockStart::RedactedThinking { data } => Block::RedactedThinking(data),
                         BlockStart::ToolUse { id, name, input } => Block::ToolUse {
                             id,
                             name,
@@ -535,6 +587,9 @@ impl Assembler {
                 StreamEvent::MessageDelta { delta, usage } => {
                     if delta.stop_reason.is_some() {
                         self.stop_reason = delta.stop_reason;
+                    }
+                    if delta.stop_details.is_some() {
+                        self.stop_details = delta.stop_details;
                     }
                     if let Some(usage) = usage {
                         self.add_usage(&usage);
@@ -625,6 +680,9 @@ impl Assembler {
                     signature: (!signature.is_empty()).then_some(signature),
                     id: None,
                 }),
+                Block::RedactedThinking(data) => {
+                    content.push(AssistantContent::RedactedThinking { data });
+                }
                 Block::ToolUse {
                     id,
                     name,
@@ -641,14 +699,13 @@ impl Assembler {
                 Block::Ignored => {}
             }
         }
-        let has_calls = content
-            .iter()
-            .any(|part| matches!(part, AssistantContent::ToolCall(_)));
-        let stop_reason = match self.stop_reason.as_deref() {
-            _ if has_calls => StopReason::ToolUse,
-            Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
-            _ => StopReason::EndTurn,
-        };
+        let stop_reason = stop_reason(self.stop_reason.as_deref());
+        if stop_reason == StopReason::Refusal
+            && let Some(text) = self.stop_details.and_then(refusal_text)
+        {
+            content.push(AssistantContent::Refusal { text });
+        }
+        let stop_reason = convert::settle_calls(&mut content, stop_reason);
         ModelTurn {
             content,
             usage: self.usage,

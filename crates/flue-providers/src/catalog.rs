@@ -322,7 +322,13 @@ fn compat_of(id: &str) -> OpenAiCompat {
     let compat = OpenAiCompat::default();
     match id {
         "openrouter" => compat.with_reasoning(ReasoningParam::OpenRouter),
-        "deepseek" | "xai" => compat.with_reasoning(ReasoningParam::Unsupported),
+        // DeepSeek documents only `max_tokens`, and wants the reasoning of tool-call turns
+        // back.
+        "deepseek" => compat
+            .with_max_tokens_field(MaxTokensField::MaxTokens)
+            .with_reasoning(ReasoningParam::Unsupported)
+            .with_reasoning_content_back(),
+        "xai" => compat.with_reasoning(ReasoningParam::Unsupported),
         "together" => compat
             .with_max_tokens_field(MaxTokensField::MaxTokens)
             .with_reasoning(ReasoningParam::Unsupported),

@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, Image, Record, ShellExchange, ToolCall, ToolResult,
-    UserContent,
+    AssistantContent, AssistantMessage, Image, Record, ShellExchange, StopReason, ToolCall,
+    ToolResult, UserContent,
     model::{ModelInfo, ModelRequest},
 };
 use serde_json::Value;
@@ -159,6 +159,26 @@ pub(crate) fn clamp_output(max_output_tokens: u64, info: &ModelInfo, prompt_toke
         .context_window
         .saturating_sub(prompt_tokens.saturating_add(SAFETY_TOKENS));
     max_output_tokens.min(available.max(FLOOR_TOKENS)).max(1)
+}
+
+/// The stop reason of a turn given its content: a turn with tool calls hands over to its
+/// tools (`tool_use`) whatever the wire said (some servers say `stop`), except when the model
+/// refused or a content filter stopped it: then its calls, possibly cut off, are dropped so
+/// that nothing runs on behalf of a refused answer, and the reason stays.
+pub(crate) fn settle_calls(content: &mut Vec<AssistantContent>, reason: StopReason) -> StopReason {
+    let has_calls = content
+        .iter()
+        .any(|part| matches!(part, AssistantContent::ToolCall(_)));
+    if !has_calls {
+        return reason;
+    }
+    match reason {
+        StopReason::Refusal | StopReason::ContentFilter => {
+            content.retain(|part| !matches!(part, AssistantContent::ToolCall(_)));
+            reason
+        }
+        _ => StopReason::ToolUse,
+    }
 }
 
 /// A shell exchange as the model reads it.

@@ -69,7 +69,9 @@ impl OpenAiProvider {
                 })),
                 Item::Assistant(message) => {
                     flush_user(&mut messages, &mut user_parts);
-                    if let Some(message) = assistant_message(message) {
+                    let reasoning_back = self.config.openai_compat.reasoning_content_back
+                        && message.model.provider == self.config.id;
+                    if let Some(message) = assistant_message(message, reasoning_back) {
                         messages.push(message);
                     }
                 }
@@ -177,6 +179,10 @@ impl ModelProvider for OpenAiProvider {
         self.config.lookup_model(model).1
     }
 
+    fn known_models(&self) -> Vec<String> {
+        self.config.models.keys().cloned().collect()
+    }
+
     fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move { self.endpoint.check_key() })
     }
@@ -217,8 +223,10 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
     messages.push(json!({"role": "user", "content": content}));
 }
 
-/// An assistant turn on the wire; thinking is not sent back. `None` for an empty turn.
-fn assistant_message(message: &AssistantMessage) -> Option<Value> {
+/// An assistant turn on the wire. Its thinking goes back only as the `reasoning_content` of a
+/// turn with tool calls, when `reasoning_back` (DeepSeek); refusals are not sent. `None` for
+/// an empty turn.
+fn assistant_message(message: &AssistantMessage, reasoning_back: bool) -> Option<Value> {
     let text = message.text();
     let calls: Vec<Value> = message
         .tool_calls()
@@ -239,8 +247,33 @@ fn assistant_message(message: &AssistantMessage) -> Option<Value> {
     });
     if !calls.is_empty() {
         wire["tool_calls"] = Value::Array(calls);
+        if reasoning_back {
+            let reasoning: String = message
+                .content
+                .iter()
+                .filter_map(|part| match part {
+                    AssistantContent::Thinking { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            if !reasoning.is_empty() {
+                wire["reasoning_content"] = Value::String(reasoning);
+            }
+        }
     }
     Some(wire)
+}
+
+/// A `finish_reason` as OpenAI and compatible servers spell it.
+fn finish_reason(reason: Option<&str>) -> StopReason {
+    match reason {
+        None | Some("stop" | "end_turn" | "eos") => StopReason::EndTurn,
+        Some("tool_calls" | "function_call" | "tool_use") => StopReason::ToolUse,
+        Some("length" | "max_tokens") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::ContentFilter,
+        Some("model_context_window_exceeded") => StopReason::ContextWindowExceeded,
+        Some(other) => StopReason::Other(other.to_owned()),
+    }
 }
 
 /// One `data:` chunk.
@@ -264,8 +297,12 @@ struct Choice {
 
 #[derive(Debug, Default, Deserialize)]
 struct Delta {
+    /// A string, or (Mistral's reasoning models) a list of typed parts.
     #[serde(default)]
-    content: Option<String>,
+    content: Option<DeltaContent>,
+    /// OpenAI: the model's refusal, streamed instead of `content`.
+    #[serde(default)]
+    refusal: Option<String>,
     /// DeepSeek and others.
     #[serde(default)]
     reasoning_content: Option<String>,
@@ -274,6 +311,53 @@ struct Delta {
     reasoning: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DeltaContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One typed part of a list `content`: `text`, or `thinking` whose `thinking` is a list of
+/// text parts (Mistral) or a string.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+impl ContentPart {
+    /// The part as (thinking, text).
+    fn texts(self) -> (String, String) {
+        match self {
+            Self::Text { text } => (String::new(), text),
+            Self::Thinking { thinking } => (nested_text(&thinking), String::new()),
+            Self::Other => (String::new(), String::new()),
+        }
+    }
+}
+
+/// The text of a string, or of a list of `{type: "text", text}` parts.
+fn nested_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -301,13 +385,66 @@ struct WireUsage {
     #[serde(default)]
     completion_tokens: u64,
     #[serde(default)]
+    total_tokens: Option<u64>,
+    #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+    /// DeepSeek's own name for cached prompt tokens.
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
 struct PromptDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Usage as billed. Prompt tokens include the cached ones (OpenAI, DeepSeek, xAI), which
+    /// are counted apart. Completion tokens include reasoning for OpenAI and DeepSeek; xAI
+    /// reports reasoning beside them (its `total_tokens` is prompt + completion + reasoning),
+    /// and bills it as output, so it is added.
+    fn billed(&self) -> Usage {
+        let cached = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|details| details.cached_tokens)
+            .or(self.prompt_cache_hit_tokens)
+            .unwrap_or(0)
+            .min(self.prompt_tokens);
+        let reasoning = self
+            .completion_tokens_details
+            .as_ref()
+            .and_then(|details| details.reasoning_tokens)
+            .unwrap_or(0);
+        let reasoning_apart = reasoning > 0
+            && self.total_tokens
+                == Some(
+                    self.prompt_tokens
+                        .saturating_add(self.completion_tokens)
+                        .saturating_add(reasoning),
+                );
+        let output = if reasoning_apart {
+            self.completion_tokens.saturating_add(reasoning)
+        } else {
+            self.completion_tokens
+        };
+        Usage {
+            input_tokens: self.prompt_tokens - cached,
+            output_tokens: output,
+            cache_read_tokens: cached,
+            cache_write_tokens: 0,
+            cost_usd: None,
+        }
+    }
 }
 
 /// A tool call being assembled from fragments.
@@ -323,6 +460,7 @@ struct PartialCall {
 struct Assembler {
     text: String,
     thinking: String,
+    refusal: String,
     calls: Vec<PartialCall>,
     /// Wire `index` -> position in `calls`.
     by_index: HashMap<u64, usize>,
@@ -366,17 +504,7 @@ impl Assembler {
                 return Err(http::reported_json(None, error, data));
             }
             if let Some(usage) = chunk.usage {
-                let cached = usage
-                    .prompt_tokens_details
-                    .and_then(|details| details.cached_tokens)
-                    .unwrap_or(0);
-                self.usage = Usage {
-                    input_tokens: usage.prompt_tokens.saturating_sub(cached),
-                    output_tokens: usage.completion_tokens,
-                    cache_read_tokens: cached,
-                    cache_write_tokens: 0,
-                    cost_usd: None,
-                };
+                self.usage = usage.billed();
             }
             for choice in chunk.choices.into_iter().flatten() {
                 if let Some(delta) = choice.delta {
@@ -396,25 +524,48 @@ impl Assembler {
     }
 
     fn delta(&mut self, delta: Delta, sink: &TurnSink) {
-        for reasoning in [delta.reasoning_content, delta.reasoning]
-            .into_iter()
-            .flatten()
-            .filter(|text| !text.is_empty())
-        {
-            sink.thinking_delta(&reasoning);
-            self.turn_bytes = self.turn_bytes.saturating_add(reasoning.len());
-            self.thinking.push_str(&reasoning);
-            self.emitted = true;
+        for reasoning in [delta.reasoning_content, delta.reasoning] {
+            self.add_thinking(reasoning.as_deref().unwrap_or_default(), sink);
         }
-        if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
-            sink.text_delta(&text);
-            self.turn_bytes = self.turn_bytes.saturating_add(text.len());
-            self.text.push_str(&text);
-            self.emitted = true;
+        match delta.content {
+            Some(DeltaContent::Text(text)) => self.add_text(&text, sink),
+            Some(DeltaContent::Parts(parts)) => {
+                for part in parts {
+                    let (thinking, text) = part.texts();
+                    self.add_thinking(&thinking, sink);
+                    self.add_text(&text, sink);
+                }
+            }
+            None => {}
+        }
+        if let Some(refusal) = delta.refusal.filter(|text| !text.is_empty()) {
+            // Not model text: it is shown as the refusal it is once the turn ends.
+            self.turn_bytes = self.turn_bytes.saturating_add(refusal.len());
+            self.refusal.push_str(&refusal);
         }
         for call in delta.tool_calls.into_iter().flatten() {
             self.tool_call_delta(call);
         }
+    }
+
+    fn add_thinking(&mut self, reasoning: &str, sink: &TurnSink) {
+        if reasoning.is_empty() {
+            return;
+        }
+        sink.thinking_delta(reasoning);
+        self.turn_bytes = self.turn_bytes.saturating_add(reasoning.len());
+        self.thinking.push_str(reasoning);
+        self.emitted = true;
+    }
+
+    fn add_text(&mut self, text: &str, sink: &TurnSink) {
+        if text.is_empty() {
+            return;
+        }
+        sink.text_delta(text);
+        self.turn_bytes = self.turn_bytes.saturating_add(text.len());
+        self.text.push_str(text);
+        self.emitted = true;
     }
 
     /// Adds a fragment to its call: the same `index` continues a call unless it brings a
@@ -472,7 +623,11 @@ impl Assembler {
         if !self.text.is_empty() {
             content.push(AssistantContent::Text { text: self.text });
         }
-        let has_calls = !self.calls.is_empty();
+        if !self.refusal.is_empty() {
+            content.push(AssistantContent::Refusal {
+                text: self.refusal.clone(),
+            });
+        }
         for (call_idx, call) in self.calls.into_iter().enumerate() {
             let id = if call.id.is_empty() {
                 format!("call_{call_idx}")
@@ -485,11 +640,13 @@ impl Assembler {
                 input: convert::parse_arguments(call.arguments),
             }));
         }
-        let stop_reason = match self.finish_reason.as_deref() {
-            _ if has_calls => StopReason::ToolUse,
-            Some("length") => StopReason::MaxTokens,
-            _ => StopReason::EndTurn,
+        let stop_reason = if self.refusal.is_empty() {
+            finish_reason(self.finish_reason.as_deref())
+        } else {
+            // OpenAI ends a refusal with `stop`; the refusal is what the turn is.
+            StopReason::Refusal
         };
+        let stop_reason = convert::settle_calls(&mut content, stop_reason);
         ModelTurn {
             content,
             usage: self.usage,

@@ -253,6 +253,10 @@ pub struct OpenAiCompat {
     /// Whether to send `stream_options.include_usage` (servers that reject unknown fields
     /// report usage in their last chunk anyway).
     pub no_stream_options: bool,
+    /// Whether the reasoning of an assistant turn that called tools goes back to the model
+    /// as that message's `reasoning_content` in every later request (DeepSeek's thinking
+    /// mode requires it; turns without tool calls never send it back).
+    pub reasoning_content_back: bool,
 }
 
 impl OpenAiCompat {
@@ -267,6 +271,13 @@ impl OpenAiCompat {
     #[must_use]
     pub fn with_reasoning(mut self, reasoning: ReasoningParam) -> Self {
         self.reasoning = reasoning;
+        self
+    }
+
+    /// Sends the reasoning of tool-call turns back as `reasoning_content`.
+    #[must_use]
+    pub fn with_reasoning_content_back(mut self) -> Self {
+        self.reasoning_content_back = true;
         self
     }
 

@@ -490,6 +490,28 @@ fn live_turn_of(batch: &StreamBatch) -> Option<String> {
     }
 }
 
+/// The `data-stop` part of an assistant turn that did not end normally: `{stopReason,
+/// refusal?}`.
+fn stop_data(message: &flue_core::AssistantMessage) -> Option<Value> {
+    let reason = &message.stop_reason;
+    if reason.is_normal() || *reason == flue_core::StopReason::Aborted {
+        return None;
+    }
+    let mut data = json!({"stopReason": reason.as_str()});
+    let refusal: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            AssistantContent::Refusal { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !refusal.is_empty() {
+        data["refusal"] = json!(refusal.join("\n"));
+    }
+    Some(data)
+}
+
 /// One durable batch as chunks.
 fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
     let at = Some(iso8601(batch.at));
@@ -557,6 +579,16 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
                                 }
                                 _ => {}
                             }
+                        }
+                        // Extension: a turn that did not end normally says why (and the
+                        // refusal in the model's words), so a reader never takes a refused
+                        // or cut-off answer for a finished one.
+                        if let Some(data) = stop_data(message) {
+                            chunks.push(ChunkBody::DataPart {
+                                message_id: reply_id.clone(),
+                                name: "stop".to_owned(),
+                                data,
+                            });
                         }
                         chunks.push(ChunkBody::MessageCompleted {
                             message_id: reply_id,

@@ -147,6 +147,65 @@ idle_timeout_ms = 1000
 }
 
 #[test]
+fn chat_completions_dialects_are_set_per_provider_over_the_builtin_defaults() {
+    let text = r#"[providers.local]
+api = "openai-completions"
+base_url = "http://127.0.0.1:8080/v1"
+max_tokens_field = "max_tokens"
+stream_options = false
+reasoning_effort = "reasoning"
+reasoning_content_back = true
+
+[providers.deepseek]
+base_url = "https://proxy.example.com"
+"#;
+    let workspace = load(&[("flue.toml", text)]);
+    let local = workspace.config.providers["local"]
+        .to_config()
+        .openai_compat;
+    assert_eq!(
+        local,
+        flue_providers::OpenAiCompat::default()
+            .with_max_tokens_field(flue_providers::MaxTokensField::MaxTokens)
+            .without_stream_options()
+            .with_reasoning(flue_providers::ReasoningParam::OpenRouter)
+            .with_reasoning_content_back()
+    );
+    // A built-in provider keeps its documented dialect: DeepSeek documents only `max_tokens`.
+    let deepseek = workspace.config.providers["deepseek"]
+        .to_config()
+        .openai_compat;
+    assert_eq!(
+        deepseek.max_tokens_field,
+        flue_providers::MaxTokensField::MaxTokens
+    );
+    assert!(deepseek.reasoning_content_back);
+
+    let bad = r#"[providers.openai]
+max_tokens_field = "max_output_tokens"
+reasoning_effort = "effort"
+"#;
+    check_diagnostics(
+        &[("flue.toml", bad)],
+        &[
+            at(
+                "flue.toml",
+                2,
+                "max_tokens_field \"max_output_tokens\" is not known: expected \
+                 \"max_completion_tokens\" or \"max_tokens\"",
+            ),
+            at(
+                "flue.toml",
+                3,
+                "reasoning_effort \"effort\" is not known: expected \"reasoning_effort\" \
+                 (`reasoning_effort: \"high\"`), \"reasoning\" (`reasoning: {effort: \
+                 \"high\"}`) or \"none\" (not sent)",
+            ),
+        ],
+    );
+}
+
+#[test]
 fn bad_timeouts_and_turn_limits_are_reported_at_their_line() {
     let text = r#"[providers.openai]
 connect_timeout_ms = 0

@@ -146,7 +146,8 @@ fn a_tool_round_trip_through_a_flue_toml_provider() {
     assert!(submission_id.as_str().is_some_and(|id| !id.is_empty()));
     assert_eq!(
         envelope,
-        json!({"id": "e2e", "agent": "tool-agent", "session": "default", "outcome": "completed"})
+        json!({"id": "e2e", "agent": "tool-agent", "session": "default", "outcome": "completed",
+               "stopReason": "end_turn"})
     );
     // The fake model quotes (the first 200 characters of) the tool result: read_file's JSON
     // envelope for facts.txt.
@@ -292,6 +293,57 @@ fn an_unknown_model_runs_on_defaults_with_a_warning() {
         stderr(&output)
     );
     assert_eq!(server.requests()[0]["body"]["model"], "other-model");
+}
+
+#[test]
+fn a_refusal_fails_the_run_with_exit_code_4_and_shows_in_json() {
+    let server = FakeOpenAi::start();
+    let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
+    let output = ws.flue(&["run", "plain-agent", "-m", "REFUSE please"]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "error: the model fake/fake-model refused to answer: I'm sorry, I can't help with that."
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert!(output.stdout.is_empty());
+
+    let output = ws.flue(&["run", "plain-agent", "-m", "REFUSE please", "--json"]);
+    assert_eq!(output.status.code(), Some(4));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["outcome"], "failed");
+    assert_eq!(json["error"]["kind"], "model_refusal");
+    assert_eq!(json["stopReason"], "refusal");
+    assert_eq!(json["refusal"], "I'm sorry, I can't help with that. ");
+
+    let output = ws.flue(&["run", "plain-agent", "-m", "hi", "--json"]);
+    assert!(output.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["stopReason"], "end_turn");
+}
+
+#[test]
+fn a_misspelt_model_gets_a_did_you_mean_from_the_catalog() {
+    let server = FakeOpenAi::start();
+    let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
+    let output = ws.flue(&[
+        "run",
+        "plain-agent",
+        "-m",
+        "hi",
+        "--model",
+        "fake/fake-modle",
+    ]);
+    assert!(
+        stderr(&output).contains(
+            "warning: model \"fake-modle\" is not in the catalog of provider \"fake\" (did you \
+             mean `fake/fake-model`?)"
+        ),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -50,7 +50,8 @@ fn json_prints_exactly_one_envelope() {
     );
     assert_eq!(
         envelope,
-        json!({"id": "conv-1", "agent": "hello", "session": "default", "outcome": "completed", "message": REPLY})
+        json!({"id": "conv-1", "agent": "hello", "session": "default", "outcome": "completed",
+               "message": REPLY, "stopReason": "end_turn"})
     );
     assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
     assert_eq!(stdout(&output).lines().count(), 1);

@@ -271,6 +271,12 @@ pub trait ModelProvider: Send + Sync {
         true
     }
 
+    /// The model ids the provider knows (its catalog and configured models), for suggesting
+    /// the one a misspelt name meant. Empty when the provider does not list them.
+    fn known_models(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Fails when `model` cannot be used (unknown model, unreadable script, missing key).
     fn check_model<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<()>> {
         let _ = model;

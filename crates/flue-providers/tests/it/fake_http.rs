@@ -42,7 +42,11 @@ pub enum Reply {
     /// A 200 event stream (chunked) that sends `body` in pieces of the given sizes, in turn
     /// and again from the first, each piece written and flushed on its own: recorded bytes
     /// arriving in irregular, deterministic chunks.
-    Pieces { body: Vec<u8>, sizes: Vec<usize> },
+    PiecesOfSizes { body: Vec<u8>, sizes: Vec<usize> },
+    /// A 200 event stream (chunked) sending the bytes of `body` in pieces of irregular sizes
+    /// (1 to 97 bytes, drawn from `seed`; a piece may end inside a line or a UTF-8
+    /// character), each written on its own; cut off before the final chunk when `cut`.
+    Pieces { body: Vec<u8>, seed: u64, cut: bool },
     /// A 200 event stream (chunked) that sends `prefix`, then `frame` again and again,
     /// `total_bytes` in all, or until the client goes away; then ends the body properly.
     Endless {
@@ -189,6 +193,26 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
                 }
             }
         }
+        Reply::Pieces { body, seed, cut } => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                        transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            for piece in split(&body, seed) {
+                let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+                chunk.extend_from_slice(piece);
+                chunk.extend_from_slice(b"\r\n");
+                if stream.write_all(&chunk).await.is_err() || stream.flush().await.is_err() {
+                    return;
+                }
+            }
+            if !cut {
+                let _ = stream.write_all(b"0\r\n\r\n").await;
+            }
+            let _ = stream.shutdown().await;
+            return;
+        }
         Reply::Endless {
             prefix,
             frame,
@@ -214,7 +238,7 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
             let _ = stream.shutdown().await;
             return;
         }
-        Reply::Pieces { body, sizes } => {
+        Reply::PiecesOfSizes { body, sizes } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                         transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
             if stream.write_all(head.as_bytes()).await.is_err() {
@@ -310,4 +334,22 @@ async fn read_request(stream: &mut TcpStream) -> Option<Recorded> {
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     })
+}
+
+/// `body` cut into pieces of 1 to 97 bytes, the sizes drawn from `seed` (a xorshift
+/// generator: the same seed always gives the same pieces).
+pub fn split(body: &[u8], seed: u64) -> Vec<&[u8]> {
+    let mut state = seed | 1;
+    let mut pieces = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let size = usize::try_from(state % 97).unwrap() + 1;
+        let (piece, tail) = rest.split_at(size.min(rest.len()));
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces
 }

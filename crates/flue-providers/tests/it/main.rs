@@ -7,6 +7,7 @@
 )]
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
+mod corpus;
 mod fake_http;
 mod provider_anthropic;
 mod provider_openai;

@@ -25,7 +25,7 @@ const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/openai-r
 fn recorded(name: &str) -> Reply {
     let body = std::fs::read(format!("{CORPUS}/{name}"))
         .unwrap_or_else(|err| panic!("corpus file {name}: {err}"));
-    Reply::Pieces {
+    Reply::PiecesOfSizes {
         body,
         sizes: vec![1, 7, 3, 61, 2, 293, 13, 5, 1024, 17],
     }
@@ -618,7 +618,7 @@ async fn a_cut_stream_is_retried_while_nothing_was_shown() {
     // `function-call.2.sse` cut after `response.created`, twice, then whole.
     let whole = std::fs::read_to_string(format!("{CORPUS}/function-call.2.sse")).unwrap();
     let cut = whole[..whole.find("event: response.output_item.added").unwrap()].to_owned();
-    let pieces = |body: &str| Reply::Pieces {
+    let pieces = |body: &str| Reply::PiecesOfSizes {
         body: body.as_bytes().to_vec(),
         sizes: vec![3, 100, 7],
     };
@@ -671,7 +671,7 @@ async fn a_stream_cut_after_text_was_shown_is_not_repeated() {
         "gpt-4.1",
         ThinkingLevel::Off,
         Vec::new(),
-        vec![Reply::Pieces {
+        vec![Reply::PiecesOfSizes {
             body: body.into_bytes(),
             sizes: vec![5, 300, 11],
         }],
@@ -703,7 +703,7 @@ async fn whole_items_without_deltas_still_reach_the_screen() {
         "o3",
         ThinkingLevel::Medium,
         Vec::new(),
-        vec![Reply::Pieces {
+        vec![Reply::PiecesOfSizes {
             body: body.into_bytes(),
             sizes: vec![9, 2, 700],
         }],

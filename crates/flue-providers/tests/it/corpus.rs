@@ -1,0 +1,725 @@
+//! Recorded real streams replayed through the real HTTP path.
+//!
+//! Each file under `tests/corpus/<provider>/` holds the `data:` payloads of one stream a live
+//! API sent, one JSON object a line, as the project that recorded it stored them (see
+//! `tests/corpus/PROVENANCE.md`: repository, path, commit and license of every file, and the
+//! single edit of each derived file). The replay frames them as the API does (Anthropic:
+//! `event: <type>` + `data:`; Chat Completions: `data:`, then `data: [DONE]`), and a loopback
+//! server sends the bytes in irregular pieces drawn from a seed, so lines, frames and UTF-8
+//! characters are cut at arbitrary places. Each case runs one prompt through a real harness
+//! and checks the text, tool calls, thinking, usage, stop reason, what is stored, the error a
+//! refused or cut-off answer becomes, and the next request body of the tool loop, which must
+//! also pass the documented request rules (`validate_anthropic`, `assert_openai_request`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use flue_core::{
+    AgentConfig, AssistantContent, Event, Harness, LocalSandbox, PromptOptions, ProviderRegistry,
+    Record, StopReason, ThinkingLevel, ToolDefinition, ToolError, Usage,
+};
+use flue_providers::WireApi;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::fake_http::{FakeServer, Reply};
+use crate::providers::{Outcome, assert_openai_request, builtin, streamed};
+
+/// The seeds every case is replayed with: each cuts the stream differently.
+const SEEDS: [u64; 2] = [0x5eed, 0xc0ffee];
+
+/// The recorded payloads of `name` (`<provider>/<case>`).
+fn recording(name: &str) -> Vec<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(format!("{name}.jsonl"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The stream `name` as its API frames it; `done` adds Chat Completions' `[DONE]`.
+fn framed(name: &str, api: WireApi, done: bool) -> Vec<u8> {
+    let mut body = String::new();
+    for line in recording(name) {
+        if api == WireApi::AnthropicMessages {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            body.push_str(&format!("event: {}\n", value["type"].as_str().unwrap()));
+        }
+        body.push_str(&format!("data: {line}\n\n"));
+    }
+    if done && api != WireApi::AnthropicMessages {
+        body.push_str("data: [DONE]\n\n");
+    }
+    body.into_bytes()
+}
+
+/// A tool named `name` that takes any object and answers `{"answer": 42}`.
+fn any_tool(name: &str) -> ToolDefinition {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Any {
+        #[serde(flatten)]
+        #[allow(dead_code, reason = "the input is accepted, not read")]
+        rest: BTreeMap<String, Value>,
+    }
+    ToolDefinition::from_fn(
+        name,
+        "A tool of the recording.",
+        |_input: Any, _ctx| async move { Ok::<_, ToolError>(json!({"answer": 42})) },
+    )
+    .unwrap()
+}
+
+/// One case: the provider, model, thinking level and tool of the recording, and the streams
+/// the server sends to the successive requests.
+struct Case<'a> {
+    provider: &'a str,
+    model: &'a str,
+    thinking: ThinkingLevel,
+    tool: &'a str,
+    streams: &'a [&'a str],
+    /// The last stream is cut off (no final chunk, no `[DONE]`).
+    cut: bool,
+}
+
+impl Case<'_> {
+    fn new<'a>(provider: &'a str, model: &'a str, streams: &'a [&'a str]) -> Case<'a> {
+        Case {
+            provider,
+            model,
+            thinking: ThinkingLevel::Off,
+            tool: "lookup",
+            streams,
+            cut: false,
+        }
+    }
+
+    /// Replays the case with `seed`.
+    async fn replay(&self, seed: u64) -> Outcome {
+        let config = builtin(self.provider);
+        let api = config.api;
+        let replies = self
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(idx, name)| {
+                let last = idx + 1 == self.streams.len();
+                Reply::Pieces {
+                    body: framed(name, api, !(last && self.cut)),
+                    seed: seed.wrapping_add(idx as u64),
+                    cut: last && self.cut,
+                }
+            })
+            .collect();
+        let server = FakeServer::start(replies).await;
+        let base_url = match api {
+            WireApi::AnthropicMessages => server.url.clone(),
+            _ => format!("{}/v1", server.url),
+        };
+        let provider = config.with_base_url(base_url).build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let harness = Harness::builder(
+            AgentConfig::new()
+                .with_model(format!("{}/{}", self.provider, self.model))
+                .with_instructions("You answer questions.")
+                .with_thinking(self.thinking)
+                .with_tool(any_tool(self.tool)),
+        )
+        .with_providers(ProviderRegistry::new().with_provider(provider))
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .with_workspace_context(None)
+        .build()
+        .await
+        .unwrap();
+        let session = harness.session("default").await.unwrap();
+        let mut handle = session.prompt("What is the answer?", PromptOptions::default());
+        let mut stream = handle.take_events().unwrap();
+        let result = handle.await;
+        let mut events = Vec::new();
+        while let Some(event) = stream.recv().await {
+            events.push(event);
+        }
+        let outcome = Outcome {
+            result,
+            records: session.records().await,
+            events,
+            requests: server.requests(),
+        };
+        for request in &outcome.requests {
+            match api {
+                WireApi::AnthropicMessages => validate_anthropic(&request.body),
+                _ => assert_openai_request(request),
+            }
+        }
+        outcome
+    }
+}
+
+/// The stored assistant turns.
+fn turns(records: &[Record]) -> Vec<&flue_core::AssistantMessage> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Assistant(message) => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Input, output, cache-read and cache-write tokens.
+fn tokens(usage: &Usage) -> [u64; 4] {
+    [
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    ]
+}
+
+/// The `turn_stopped` events: (stop reason, refusal).
+fn stops(events: &[Event]) -> Vec<(StopReason, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Event::TurnStopped {
+                stop_reason,
+                refusal,
+                ..
+            } => Some((stop_reason.clone(), refusal.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Anthropic's documented request rules: roles alternate starting with the user; every
+/// `tool_use` is answered by a `tool_result` at the start of the next (user) message, and
+/// only there; with thinking on, the budget is at least 1024 and below `max_tokens`, and an
+/// assistant turn that called tools starts with its thinking (or redacted thinking) block;
+/// at most four cache breakpoints.
+fn validate_anthropic(body: &Value) {
+    let messages = body["messages"].as_array().unwrap();
+    assert!(!messages.is_empty());
+    let mut breakpoints = body["system"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|block| block.get("cache_control").is_some())
+        .count();
+    let thinking_on =
+        body["thinking"]["type"] == "enabled" || body["thinking"]["type"] == "adaptive";
+    if body["thinking"]["type"] == "enabled" {
+        let budget = body["thinking"]["budget_tokens"].as_u64().unwrap();
+        let max_tokens = body["max_tokens"].as_u64().unwrap();
+        assert!(
+            (1024..max_tokens).contains(&budget),
+            "thinking budget {budget} outside 1024..{max_tokens}"
+        );
+    }
+    for (idx, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().unwrap();
+        assert_eq!(role, if idx % 2 == 0 { "user" } else { "assistant" });
+        let blocks = message["content"].as_array().unwrap();
+        assert!(!blocks.is_empty(), "an empty message: {message}");
+        breakpoints += blocks
+            .iter()
+            .filter(|block| block.get("cache_control").is_some())
+            .count();
+        let uses: Vec<&str> = blocks
+            .iter()
+            .filter(|block| block["type"] == "tool_use")
+            .map(|block| block["id"].as_str().unwrap())
+            .collect();
+        if role == "user" {
+            let previous_uses: Vec<&str> = idx
+                .checked_sub(1)
+                .map(|prev| {
+                    messages[prev]["content"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|block| block["type"] == "tool_use")
+                        .map(|block| block["id"].as_str().unwrap())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let results: Vec<&str> = blocks
+                .iter()
+                .take_while(|block| block["type"] == "tool_result")
+                .map(|block| block["tool_use_id"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                results, previous_uses,
+                "the tool results must open the message, one per tool_use, in order"
+            );
+            assert_eq!(
+                blocks
+                    .iter()
+                    .filter(|block| block["type"] == "tool_result")
+                    .count(),
+                results.len(),
+                "a tool_result after other blocks: {message}"
+            );
+        }
+        if role == "assistant" && !uses.is_empty() {
+            assert!(
+                messages.get(idx + 1).is_some(),
+                "a tool_use left unanswered: {message}"
+            );
+            if thinking_on && idx + 2 == messages.len() {
+                let first = blocks[0]["type"].as_str().unwrap();
+                assert!(
+                    first == "thinking" || first == "redacted_thinking",
+                    "with thinking on, the tool loop's assistant turn must start with its \
+                     thinking: {message}"
+                );
+            }
+        }
+    }
+    assert!(breakpoints <= 4, "{breakpoints} cache breakpoints");
+}
+
+// ---- Anthropic ----
+
+#[tokio::test]
+async fn anthropic_text() {
+    for seed in SEEDS {
+        let out = Case::new("anthropic", "claude-sonnet-4-5", &["anthropic/text"])
+            .replay(seed)
+            .await;
+        let response = out.result.unwrap();
+        let expected = "Hello! I'm doing well, thank you for asking. How are you doing today? \
+                        Is there anything I can help you with?";
+        assert_eq!(response.text, expected);
+        assert_eq!(streamed(&out.events).0, expected);
+        assert_eq!(tokens(&response.usage), [12, 30, 0, 0]);
+        assert_eq!(turns(&out.records)[0].stop_reason, StopReason::EndTurn);
+        assert!(stops(&out.events).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn anthropic_refusal_fails_with_the_explanation_and_is_stored() {
+    for seed in SEEDS {
+        let out = Case::new("anthropic", "claude-sonnet-4-5", &["anthropic/refusal"])
+            .replay(seed)
+            .await;
+        let err = out.result.unwrap_err();
+        assert_eq!(err.kind(), "model_refusal");
+        assert!(err.to_string().contains("violative cyber content"), "{err}");
+        let turn = turns(&out.records)[0];
+        assert_eq!(turn.stop_reason, StopReason::Refusal);
+        assert_eq!(tokens(&turn.usage), [18, 5, 0, 0]);
+        let [AssistantContent::Refusal { text }] = turn.content.as_slice() else {
+            panic!("{:?}", turn.content);
+        };
+        assert!(text.contains("(category: cyber)"), "{text}");
+        assert_eq!(
+            stops(&out.events),
+            [(StopReason::Refusal, Some(text.clone()))]
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_thinking_with_signature() {
+    let mut case = Case::new("anthropic", "claude-sonnet-4-5", &["anthropic/thinking"]);
+    case.thinking = ThinkingLevel::Medium;
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        assert_eq!(out.result.unwrap().text, "925 ÷ 5 = 185");
+        let turn = turns(&out.records)[0];
+        let AssistantContent::Thinking {
+            text, signature, ..
+        } = &turn.content[0]
+        else {
+            panic!("{:?}", turn.content);
+        };
+        assert_eq!(
+            text,
+            "The previous result was 925. Now I need to divide that by 5.\n\n925 ÷ 5 = 185"
+        );
+        assert!(
+            signature
+                .as_deref()
+                .unwrap()
+                .starts_with("EvQBCkYICxgCKkAx")
+        );
+        assert_eq!(&streamed(&out.events).1, text);
+    }
+}
+
+#[tokio::test]
+async fn anthropic_thinking_goes_back_verbatim_in_the_tool_loop() {
+    let mut case = Case::new(
+        "anthropic",
+        "claude-sonnet-4-5",
+        &["anthropic/thinking-tool-use", "anthropic/text"],
+    );
+    case.thinking = ThinkingLevel::High;
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        out.result.unwrap();
+        let recorded = recording("anthropic/thinking");
+        let signature: String = recorded
+            .iter()
+            .filter_map(|line| {
+                let value: Value = serde_json::from_str(line).unwrap();
+                value["delta"]["signature"].as_str().map(str::to_owned)
+            })
+            .collect();
+        let second = &out.requests[1].body;
+        let assistant = &second["messages"][1]["content"];
+        assert_eq!(assistant[0]["type"], "thinking");
+        assert_eq!(assistant[0]["signature"], json!(signature));
+        assert_eq!(
+            assistant[1],
+            json!({"type": "tool_use", "id": "toolu_01KFbKqPYSuAKujiL6mTfzYA", "name": "lookup",
+                   "input": {"query": "925 ÷ 5"}})
+        );
+        assert_eq!(
+            second["messages"][2]["content"][0]["tool_use_id"],
+            "toolu_01KFbKqPYSuAKujiL6mTfzYA"
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_redacted_thinking_is_kept_and_sent_back_unchanged() {
+    let mut case = Case::new(
+        "anthropic",
+        "claude-sonnet-4-5",
+        &["anthropic/redacted-thinking-tool-use", "anthropic/text"],
+    );
+    case.thinking = ThinkingLevel::High;
+    case.tool = "json";
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        out.result.unwrap();
+        let first = recording("anthropic/redacted-thinking-tool-use");
+        let block: Value = serde_json::from_str(&first[1]).unwrap();
+        let data = block["content_block"]["data"].as_str().unwrap();
+        let turn = turns(&out.records)[0];
+        assert_eq!(
+            turn.content[0],
+            AssistantContent::RedactedThinking {
+                data: data.to_owned()
+            }
+        );
+        assert_eq!(turn.stop_reason, StopReason::ToolUse);
+        let assistant = &out.requests[1].body["messages"][1]["content"];
+        assert_eq!(
+            assistant[0],
+            json!({"type": "redacted_thinking", "data": data})
+        );
+        assert_eq!(assistant[1]["type"], "tool_use");
+        assert_eq!(
+            assistant[1]["input"],
+            json!({"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]})
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_text_then_a_tool_call_without_arguments() {
+    let mut case = Case::new(
+        "anthropic",
+        "claude-sonnet-4-5",
+        &["anthropic/text-and-tool-no-args", "anthropic/text"],
+    );
+    case.tool = "updateIssueList";
+    let out = case.replay(SEEDS[0]).await;
+    out.result.unwrap();
+    let turn = turns(&out.records)[0];
+    assert_eq!(turn.text(), "I'll update the issue list for you.");
+    let call = turn.tool_calls().next().unwrap();
+    assert_eq!(call.input, json!({}));
+    assert_eq!(tokens(&turn.usage), [565, 48, 0, 0]);
+}
+
+#[tokio::test]
+async fn anthropic_max_tokens_completes_but_says_it_was_cut() {
+    let out = Case::new("anthropic", "claude-sonnet-4-5", &["anthropic/max-tokens"])
+        .replay(SEEDS[1])
+        .await;
+    assert!(out.result.is_ok());
+    assert_eq!(turns(&out.records)[0].stop_reason, StopReason::MaxTokens);
+    assert_eq!(stops(&out.events), [(StopReason::MaxTokens, None)]);
+}
+
+#[tokio::test]
+async fn anthropic_paused_turn_is_sent_back_and_continued() {
+    let out = Case::new(
+        "anthropic",
+        "claude-sonnet-4-5",
+        &["anthropic/pause-turn", "anthropic/text"],
+    )
+    .replay(SEEDS[0])
+    .await;
+    out.result.unwrap();
+    let stored = turns(&out.records);
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[0].stop_reason, StopReason::PauseTurn);
+    assert_eq!(stored[1].stop_reason, StopReason::EndTurn);
+    // The continuation request ends with the paused turn, as Anthropic documents.
+    let messages = out.requests[1].body["messages"].as_array().unwrap().clone();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "assistant");
+    assert!(
+        last["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Hello!")
+    );
+}
+
+#[tokio::test]
+async fn anthropic_full_context_window_and_unknown_reasons_fail_as_themselves() {
+    for (stream, kind, reason) in [
+        (
+            "anthropic/context-window-exceeded",
+            "context_window_exceeded",
+            StopReason::ContextWindowExceeded,
+        ),
+        (
+            "anthropic/unknown-stop",
+            "model_stopped",
+            StopReason::Other("compaction".to_owned()),
+        ),
+    ] {
+        let out = Case::new("anthropic", "claude-sonnet-4-5", &[stream])
+            .replay(SEEDS[0])
+            .await;
+        assert_eq!(out.result.unwrap_err().kind(), kind);
+        assert_eq!(turns(&out.records)[0].stop_reason, reason);
+        assert_eq!(stops(&out.events), [(reason, None)]);
+    }
+}
+
+// ---- OpenAI Chat Completions ----
+
+#[tokio::test]
+async fn openai_text_with_usage() {
+    for seed in SEEDS {
+        let out = Case::new("openai", "gpt-4.1-nano", &["openai/text"])
+            .replay(seed)
+            .await;
+        let response = out.result.unwrap();
+        assert!(response.text.starts_with("**Holiday"), "{}", response.text);
+        assert!(response.text.ends_with("respect."));
+        assert_eq!(tokens(&response.usage), [16, 300, 0, 0]);
+        let body = &out.requests[0].body;
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert!(body.get("max_completion_tokens").is_some());
+    }
+}
+
+#[tokio::test]
+async fn openai_refusal_fails_and_is_stored_as_a_refusal() {
+    for seed in SEEDS {
+        let out = Case::new("openai", "gpt-4.1-nano", &["openai/refusal"])
+            .replay(seed)
+            .await;
+        let err = out.result.unwrap_err();
+        assert_eq!(err.kind(), "model_refusal");
+        assert!(
+            streamed(&out.events).0.is_empty(),
+            "a refusal is not answer text"
+        );
+        let turn = turns(&out.records)[0];
+        assert_eq!(turn.stop_reason, StopReason::Refusal);
+        let [AssistantContent::Refusal { text }] = turn.content.as_slice() else {
+            panic!("{:?}", turn.content);
+        };
+        assert!(text.starts_with("**Holiday") && text.ends_with("respect."));
+        assert!(err.to_string().contains(text.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn openai_content_filter_fails_as_content_filter() {
+    let out = Case::new("openai", "gpt-4.1-nano", &["openai/content-filter"])
+        .replay(SEEDS[0])
+        .await;
+    assert_eq!(out.result.unwrap_err().kind(), "content_filter");
+    let turn = turns(&out.records)[0];
+    assert_eq!(turn.stop_reason, StopReason::ContentFilter);
+    assert!(turn.text().starts_with("**Holiday"));
+}
+
+#[tokio::test]
+async fn openai_cut_stream_fails_after_its_text() {
+    let mut case = Case::new("openai", "gpt-4.1-nano", &["openai/cut"]);
+    case.cut = true;
+    let out = case.replay(SEEDS[0]).await;
+    let err = out.result.unwrap_err();
+    assert_eq!(err.kind(), "provider_error", "{err}");
+    // Text had reached the caller: the turn is not retried.
+    assert_eq!(out.requests.len(), 1);
+    assert!(turns(&out.records).is_empty());
+}
+
+#[tokio::test]
+async fn openai_reasoning_tokens_are_inside_completion_tokens() {
+    let out = Case::new("openai", "gpt-5-nano", &["openai/azure-filter-results"])
+        .replay(SEEDS[0])
+        .await;
+    let response = out.result.unwrap();
+    assert_eq!(response.text, "Capital of Denmark.");
+    assert_eq!(response.usage.output_tokens, 78);
+}
+
+// ---- DeepSeek ----
+
+#[tokio::test]
+async fn deepseek_tool_call_reasoning_goes_back_in_the_tool_loop() {
+    let mut case = Case::new(
+        "deepseek",
+        "deepseek-reasoner",
+        &["deepseek/reasoning-tool-call", "deepseek/text"],
+    );
+    case.tool = "weather";
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        // The second recording ends at its output limit (`length`): a completed, cut answer.
+        out.result.unwrap();
+        let stored = turns(&out.records);
+        assert_eq!(stored[1].stop_reason, StopReason::MaxTokens);
+        let first = stored[0];
+        assert_eq!(tokens(&first.usage), [19, 83, 320, 0]);
+        let call = first.tool_calls().next().unwrap();
+        assert_eq!(call.id, "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF");
+        assert_eq!(call.input, json!({"location": "San Francisco"}));
+        let thinking = streamed(&out.events).1;
+        assert!(thinking.starts_with("The user is asking for the weather"));
+        let body = &out.requests[1].body;
+        assert!(body.get("max_tokens").is_some() && body.get("max_completion_tokens").is_none());
+        let assistant = &body["messages"][2];
+        assert_eq!(assistant["role"], "assistant");
+        assert_eq!(assistant["reasoning_content"], json!(thinking));
+        assert_eq!(
+            assistant["tool_calls"][0]["function"]["arguments"],
+            "{\"location\":\"San Francisco\"}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn deepseek_reasoning_then_answer() {
+    let out = Case::new("deepseek", "deepseek-reasoner", &["deepseek/reasoning"])
+        .replay(SEEDS[1])
+        .await;
+    let response = out.result.unwrap();
+    let (text, thinking) = streamed(&out.events);
+    assert_eq!(response.text, text);
+    assert!(!thinking.is_empty() && !text.is_empty());
+}
+
+// ---- Mistral ----
+
+#[tokio::test]
+async fn mistral_reasoning_content_parts() {
+    for seed in SEEDS {
+        let out = Case::new(
+            "mistral",
+            "magistral-medium-2507",
+            &["mistral/reasoning-parts"],
+        )
+        .replay(seed)
+        .await;
+        let response = out.result.unwrap();
+        assert_eq!(response.text, "2 + 2 = 4");
+        assert_eq!(
+            streamed(&out.events).1,
+            "The user is asking for 2+2. This is basic arithmetic. 2+2=4."
+        );
+        assert_eq!(tokens(&response.usage), [10, 46, 0, 0]);
+        let body = &out.requests[0].body;
+        assert!(body.get("stream_options").is_none());
+        assert!(body.get("max_tokens").is_some());
+    }
+}
+
+#[tokio::test]
+async fn mistral_whole_and_incremental_tool_calls() {
+    let mut case = Case::new(
+        "mistral",
+        "mistral-small-latest",
+        &["mistral/tool-call", "mistral/text"],
+    );
+    case.tool = "weather";
+    let out = case.replay(SEEDS[0]).await;
+    out.result.unwrap();
+    let body = &out.requests[1].body;
+    assert_eq!(body["messages"][3]["role"], "tool");
+    assert_eq!(body["messages"][3]["tool_call_id"], "gSIMJiOkT");
+
+    let mut case = Case::new(
+        "mistral",
+        "mistral-small-latest",
+        &["mistral/incremental-tool-call", "mistral/text"],
+    );
+    case.tool = "webSearchTool";
+    let out = case.replay(SEEDS[1]).await;
+    out.result.unwrap();
+    let call = turns(&out.records)[0].tool_calls().next().unwrap().clone();
+    assert_eq!(call.name, "webSearchTool");
+    assert_eq!(call.input, json!({"query": "current Berlin weather"}));
+}
+
+// ---- xAI ----
+
+#[tokio::test]
+async fn xai_output_tokens_include_the_reasoning_it_bills() {
+    for seed in SEEDS {
+        let out = Case::new("xai", "grok-3-mini", &["xai/text"])
+            .replay(seed)
+            .await;
+        let response = out.result.unwrap();
+        // completion_tokens 2 + reasoning_tokens 340 (total_tokens 354 = 12 + 2 + 340).
+        assert_eq!(tokens(&response.usage), [1, 342, 11, 0]);
+    }
+}
+
+#[tokio::test]
+async fn xai_reasoning_tool_call_round_trip() {
+    let mut case = Case::new(
+        "xai",
+        "grok-3-mini",
+        &["xai/reasoning-tool-call", "xai/text"],
+    );
+    case.tool = "weather";
+    let out = case.replay(SEEDS[0]).await;
+    out.result.unwrap();
+    let first = turns(&out.records)[0];
+    assert_eq!(tokens(&first.usage), [1, 253, 306, 0]);
+    let assistant = &out.requests[1].body["messages"][2];
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_79382389");
+    assert!(
+        assistant.get("reasoning_content").is_none(),
+        "xAI takes no reasoning back"
+    );
+}
+
+// ---- Groq ----
+
+#[tokio::test]
+async fn groq_tool_call_round_trip() {
+    let mut case = Case::new(
+        "groq",
+        "llama-3.3-70b-versatile",
+        &["groq/tool-call", "groq/text"],
+    );
+    case.tool = "weather";
+    let out = case.replay(SEEDS[1]).await;
+    out.result.unwrap();
+    let first = turns(&out.records)[0];
+    assert_eq!(tokens(&first.usage), [210, 15, 0, 0]);
+    assert_eq!(
+        out.requests[1].body["messages"][3]["tool_call_id"],
+        "tk85n1k4m"
+    );
+}
