@@ -577,3 +577,27 @@ fn the_live_route_streams_the_running_turn_of_its_conversation_only() {
     assert!(text.starts_with("Let me read notes.md."), "{text}");
     assert!(types.contains(&"turn_end".to_owned()), "{types:?}");
 }
+
+#[test]
+fn a_busy_port_is_refused_with_the_flag_that_fixes_it() {
+    let (_dir, root) = init_workspace();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let root = root.display().to_string();
+    for command in ["dev", "serve"] {
+        let output = flue(&[command, "--root", &root, "--port", &port]);
+        assert!(!output.status.success());
+        let err = crate::stderr(&output);
+        assert!(
+            err.contains(&format!(
+                "cannot bind 127.0.0.1:{port}: another process uses that port"
+            )),
+            "{command}: {err}"
+        );
+        assert!(
+            err.contains("`--port 0` for any free one"),
+            "{command}: {err}"
+        );
+    }
+    drop(busy);
+}
