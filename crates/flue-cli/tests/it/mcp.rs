@@ -477,7 +477,7 @@ fn bundle_with_a_stdio_server() -> (Workspace, String, tempfile::TempDir) {
         ("agents/helper.md", &agent(&mcp)),
         (
             "script.json",
-            &script("add", "mcp__py__add", &json!({"a": 2, "b": 3})),
+            &script("add", "mcp__py__append_note", &json!({"note": "five"})),
         ),
     ]);
     let built = ws.flue(&["build"]);
@@ -515,7 +515,9 @@ fn a_bundle_runs_its_stdio_mcp_server_in_the_directory_it_works_in() {
         ),
     ] {
         assert!(output.status.success(), "{}", stderr(&output));
-        assert_eq!(stdout(&output), "Tool said: 5\n");
+        let reply = stdout(&output);
+        assert!(reply.starts_with("Tool said: "), "{reply}");
+        assert!(reply.ends_with("appended five\n"), "{reply}");
     }
 
     // Without the server's directory the error names the directory, not the program.
@@ -593,7 +595,10 @@ fn flue_serve_runs_a_bundle_with_a_stdio_mcp_server_and_refuses_one_that_cannot_
         log.push(line);
     }
     let state = snapshot(&addr, "/agents/helper/b1").to_string();
-    assert!(state.contains("Tool said: 5"), "{state}");
+    assert!(
+        state.contains("appended five\",\"type\":\"text\""),
+        "{state}"
+    );
     let _ = child.kill();
     let _ = child.wait();
     log.extend(lines.try_iter());
