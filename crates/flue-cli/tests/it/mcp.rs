@@ -570,9 +570,11 @@ fn serve_bundle(
     });
     let mut seen = Vec::new();
     loop {
-        let line = rx
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .unwrap_or_else(|_| panic!("flue serve did not start: {seen:?}"));
+        let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(120)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("flue serve did not start: {seen:?}");
+        };
         if let Some(addr) = line.strip_prefix("flue serve: listening on http://") {
             return (addr.to_owned(), child, rx);
         }
