@@ -7,7 +7,8 @@
 //   3-edited   editing the agent file changes the next reply, without reloading the page
 //   4-broken   a broken edit shows the diagnostics banner (file and line); the old build answers
 //   5-fixed    fixing the file clears the banner
-//   6-approval a tool call that needs approval waits in the chat; Allow runs it
+//   6-approval the Agent tab lists command tools and marks always_ask ones; a tool call that
+//              needs approval waits in the chat; Allow runs it
 //   7-question an MCP server's question (the Python peer's `release` tool) waits in the chat;
 //              its form in the Actions tab (defaults filled in) answers it
 // Prints one JSON line {ok, steps, consoleErrors} and exits 0 only when every step passed.
@@ -39,7 +40,11 @@ Broken.
 const AGENT_BASH = `---
 description: Runs commands, each after your approval
 model: scripted/scripts/bash.json
-tools: [bash]
+tools:
+  - bash
+  - name: count_lines
+    description: Count the lines of a file
+    command: wc -l < "$path"
 ---
 You run commands.
 `;
@@ -150,6 +155,10 @@ async function main() {
     fs.appendFileSync(path.join(root, 'flue.toml'), '\n[defaults.permissions]\nbash = "always_ask"\n');
     fs.writeFileSync(path.join(root, 'agents/assistant.md'), AGENT_BASH);
     await page.locator('#tab-agent', { hasText: 'scripted/scripts/bash.json' }).waitFor();
+    // The Agent tab lists the command tool and marks the tool that asks first.
+    await page.locator('#tab-agent [data-tool="bash"].ask', { hasText: 'asks first' }).waitFor();
+    await page.locator('#tab-agent [data-tool="count_lines"]', { hasText: 'command' }).waitFor();
+    if (await page.locator('#tab-agent [data-tool="count_lines"].ask').count()) throw new Error('count_lines is marked as asking');
     await send('run something');
     const action = page.locator('.messages .action.pending', { hasText: 'bash' });
     await action.waitFor();

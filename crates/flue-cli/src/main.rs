@@ -153,13 +153,19 @@ fn main() -> ExitCode {
     exit.into()
 }
 
+/// `flue serve`'s log filter when `FLUE_LOG` is unset: flue's targets (`flue_*`, `flue::*`)
+/// at info, every other crate at warn.
+const SERVE_LOG_DEFAULT: &str = "warn,flue=info";
+
 /// Logs on stderr filtered by `FLUE_LOG`, and OpenTelemetry export when
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Every command calls it once, at start: `serve` logs
 /// at `info`, `dev` at `warn`; everything else logs nothing unless `FLUE_LOG` says so (a
 /// provider's retries, timings, tokens and cost come from the event renderer).
 pub(crate) fn init_telemetry(command: &Command) -> flue_telemetry::Telemetry {
     let options = if matches!(command, Command::Serve(_)) {
-        flue_telemetry::LogOptions::new("info")
+        // flue's own lines (one per request, settlement and problem) at info; libraries only
+        // when something is wrong (the MCP library logs whole server greetings at info).
+        flue_telemetry::LogOptions::new(SERVE_LOG_DEFAULT)
     } else if matches!(command, Command::Dev(_)) {
         // `flue dev` keeps the terminal for reloads and diagnostics: warnings only by default.
         flue_telemetry::LogOptions::new("warn")

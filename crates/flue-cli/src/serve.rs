@@ -59,13 +59,30 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         .start()
         .await
         .context("cannot start the submission runtime")?;
+    let mut broken = Vec::new();
     for check in app.checks() {
         for warning in &check.warnings {
             tracing::warn!(agent = %check.agent, "{warning}");
         }
         if let Some(error) = &check.error {
-            tracing::warn!(agent = %check.agent, error = %error, "agent cannot run");
+            broken.push(format!("  agent `{}`: {error}", check.agent));
         }
+    }
+    // An agent that cannot run would be listed and then fail every message sent to it.
+    if !broken.is_empty() {
+        for warning in app.close().await {
+            tracing::warn!("{warning}");
+        }
+        bail!(
+            "refusing to serve: {} cannot run\n{}\nfix the cause above, or move the agent's \
+             file out of agents/ (for a bundle: rebuild it with `flue build`)",
+            if broken.len() == 1 {
+                "an agent".to_owned()
+            } else {
+                format!("{} agents", broken.len())
+            },
+            broken.join("\n")
+        );
     }
     // A token protects against DNS rebinding (a page cannot add it), so with one any Host is
     // served unless hosts are listed; without one, only loopback names and the listed hosts.
@@ -87,7 +104,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     };
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
         .await
-        .with_context(|| format!("cannot bind {ip}:{}", args.port))?;
+        .map_err(|err| cannot_bind(ip, args.port, &err))?;
     let addr = listener.local_addr()?;
     eprintln!("flue serve: listening on http://{addr}");
     tracing::info!(%addr, agents = app.host().agents().agents().len(), "listening");
@@ -169,6 +186,18 @@ fn load(args: &ServeArgs) -> anyhow::Result<AgentSet> {
     })
 }
 
+/// The error of a failed bind of `ip:port`; a port in use gets the fix (`--port`).
+pub(crate) fn cannot_bind(ip: IpAddr, port: u16, err: &std::io::Error) -> anyhow::Error {
+    if err.kind() == std::io::ErrorKind::AddrInUse {
+        anyhow::anyhow!(
+            "cannot bind {ip}:{port}: another process uses that port; pick another with \
+             `--port N`, or `--port 0` for any free one (the address is printed at start)"
+        )
+    } else {
+        anyhow::anyhow!("cannot bind {ip}:{port}: {err}")
+    }
+}
+
 /// Raises the open-file limit toward `wanted` (each connection is a descriptor); the hard
 /// limit caps it, and a failure only leaves the limit as it was.
 fn raise_fd_limit(wanted: u64) {
@@ -180,8 +209,9 @@ fn raise_fd_limit(wanted: u64) {
         }
         if target < wanted {
             tracing::warn!(
-                limit = target,
-                "the open-file limit caps concurrent connections"
+                "the open-file limit ({target}) caps concurrent connections below \
+                 --max-connections; raise the hard limit (`ulimit -Hn {wanted}` as root, or \
+                 LimitNOFILE= in a systemd unit) or lower --max-connections"
             );
         }
     }

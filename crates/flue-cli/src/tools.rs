@@ -131,12 +131,15 @@ async fn assemble(agents: &AgentSet, agent: &str, args: &RunArgs) -> anyhow::Res
         eprintln!("warning: {}", crate::terminal::escape_controls(warning));
     }
     let harness = opened.harness();
-    let assembled = harness.tool_schemas().map(|tools| Assembled {
-        agent: agent.to_owned(),
-        model: harness.agent().model.clone(),
-        sandbox: sandbox_kind(agents, agent, args.sandbox),
-        system_prompt: harness.system_prompt(),
-        tools,
+    // The prompt of the call the run would make: its role and skill included.
+    let assembled = harness.tool_schemas().and_then(|tools| {
+        Ok(Assembled {
+            agent: agent.to_owned(),
+            model: harness.agent().model.clone(),
+            sandbox: sandbox_kind(agents, agent, args.sandbox),
+            system_prompt: harness.call_system_prompt(None, args.skill.as_deref())?,
+            tools,
+        })
     });
     for warning in opened.close().await {
         eprintln!("warning: {}", crate::terminal::escape_controls(&warning));

@@ -307,6 +307,14 @@ impl Harness {
         self.shared.system_prompt()
     }
 
+    /// The system prompt a root session's call gets, exactly as its model does: the agent's
+    /// instructions, the workspace context, the call's `role` (else the agent's default role),
+    /// the skill list, and the skill `skill` when the call runs one. Fails with
+    /// `unknown_role` or `skill_not_registered` when a name does not exist.
+    pub fn call_system_prompt(&self, role: Option<&str>, skill: Option<&str>) -> Result<String> {
+        self.shared.call_system_prompt(role, skill)
+    }
+
     /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
     /// custom and command tools), the current tools of its tool sources (MCP servers), then
     /// `load_skill` when there are skills and `task` when

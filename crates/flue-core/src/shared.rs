@@ -116,6 +116,23 @@ impl HarnessShared {
     pub(crate) fn system_prompt(&self) -> String {
         CallOverlay::default().system_prompt(&self.root_scope, self.workspace_context.as_deref())
     }
+
+    /// The system prompt of a root session's call in `role` (else the agent's default role)
+    /// running `skill` (if any): exactly what its model gets.
+    pub(crate) fn call_system_prompt(
+        &self,
+        role: Option<&str>,
+        skill: Option<&str>,
+    ) -> Result<String> {
+        let role = role
+            .map(str::to_owned)
+            .or_else(|| self.root_scope.role.clone());
+        let skill = skill
+            .map(|name| self.root_scope.skills.get(name))
+            .transpose()?;
+        let overlay = CallOverlay::resolve(&self.roles, role, skill)?;
+        Ok(overlay.system_prompt(&self.root_scope, self.workspace_context.as_deref()))
+    }
 }
 
 pub(crate) struct SessionShared {

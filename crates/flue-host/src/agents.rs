@@ -401,6 +401,7 @@ impl AgentSet {
         });
         let servers = McpServers::connect(
             &self.workspace,
+            &self.root,
             agent,
             &self.env,
             options.elicitor.as_ref(),

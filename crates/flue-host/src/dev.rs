@@ -234,12 +234,19 @@ impl Status {
                 .into_iter()
                 .filter_map(|info| {
                     let file = workspace.agents.get(&info.name)?;
+                    let (tools, ask) = tool_views(workspace, &info.name);
                     Some(AgentView {
                         name: info.name,
                         description: info.description,
                         model: info.model,
                         path: file.path.clone(),
-                        tools: file.tools.clone(),
+                        tools,
+                        command_tools: file
+                            .command_tools
+                            .iter()
+                            .map(|spec| spec.name.clone())
+                            .collect(),
+                        ask,
                         skills: file.skills.clone(),
                         subagents: file.subagents.clone(),
                         mcp: file.mcp.keys().cloned().collect(),
@@ -277,15 +284,45 @@ impl Status {
     }
 }
 
+/// The names of agent `agent`'s own tools (built-in and command tools, as the model is offered
+/// them), and of those that ask before each call (`always_ask`, by the tool's default or a
+/// permission rule of flue.toml or the agent file).
+fn tool_views(workspace: &flue_build::Workspace, agent: &str) -> (Vec<String>, Vec<String>) {
+    let Ok(config) = workspace.agent_config(agent) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut tools = Vec::new();
+    let mut ask = Vec::new();
+    for tool in &config.tools {
+        let name = tool.name().to_owned();
+        let permission = flue_core::permission::decide_permission(
+            &config.permissions,
+            &name,
+            tool.meta().permission,
+        );
+        if permission == flue_core::Permission::AlwaysAsk {
+            ask.push(name.clone());
+        }
+        tools.push(name);
+    }
+    (tools, ask)
+}
+
 /// One agent as the console lists it.
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct AgentView {
     name: String,
     description: Option<String>,
     model: Option<String>,
     /// Its file, relative to the root.
     path: String,
+    /// Its own tools: built-in and command tools.
     tools: Vec<String>,
+    /// Which of `tools` are command tools.
+    command_tools: Vec<String>,
+    /// Which of `tools` ask before each call.
+    ask: Vec<String>,
     skills: Vec<String>,
     subagents: Vec<String>,
     /// Its MCP servers' names.

@@ -24,6 +24,9 @@ mod tests;
 #[derive(Clone, Copy)]
 struct Context<'a> {
     workspace: &'a Workspace,
+    /// Where the agents work: a server's `cwd` is resolved against it (a bundle's workspace
+    /// has no directory of its own).
+    root: &'a Path,
     env: &'a Env,
     elicitor: Option<&'a Arc<dyn McpElicitor>>,
     sampler: Option<&'a Arc<dyn McpSampler>>,
@@ -43,6 +46,7 @@ impl McpServers {
     /// the servers already open are closed and the error names the failing server.
     pub(crate) async fn connect(
         workspace: &Workspace,
+        root: &Path,
         agent: &str,
         env: &Env,
         elicitor: Option<&Arc<dyn McpElicitor>>,
@@ -51,6 +55,7 @@ impl McpServers {
     ) -> Result<Self, FlueError> {
         let context = Context {
             workspace,
+            root,
             env,
             elicitor,
             sampler: sampler.as_ref(),
@@ -118,7 +123,7 @@ impl McpServers {
             let idx = match open {
                 Some(idx) => idx,
                 None => {
-                    let mut options = options(&name, &decl, &context.workspace.root, context.env)?;
+                    let mut options = options(&name, &decl, context.root, context.env)?;
                     if let Some(elicitor) = context.elicitor {
                         options = options.with_elicitor(elicitor.clone());
                     }

@@ -333,7 +333,7 @@ async fn log_request(request: Request, next: Next) -> Response {
         %method,
         path,
         status = response.status().as_u16(),
-        ms = started.elapsed().as_secs_f64() * 1000.0,
+        ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "request"
     );
     response

@@ -80,7 +80,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     let app = Arc::new(app);
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
         .await
-        .with_context(|| format!("cannot bind {ip}:{}", args.port))?;
+        .map_err(|err| crate::serve::cannot_bind(ip, args.port, &err))?;
     let addr = listener.local_addr()?;
     eprintln!(
         "flue dev: serving {n_agents} agent(s) from {}",

@@ -717,3 +717,27 @@ fn the_console_shows_each_streamed_reply_once_and_a_failures_hint() {
     );
     assert_eq!(result["consoleErrors"], json!([]));
 }
+
+#[test]
+fn a_busy_port_is_refused_with_the_flag_that_fixes_it() {
+    let (_dir, root) = init_workspace();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let root = root.display().to_string();
+    for command in ["dev", "serve"] {
+        let output = flue(&[command, "--root", &root, "--port", &port]);
+        assert!(!output.status.success());
+        let err = crate::stderr(&output);
+        assert!(
+            err.contains(&format!(
+                "cannot bind 127.0.0.1:{port}: another process uses that port"
+            )),
+            "{command}: {err}"
+        );
+        assert!(
+            err.contains("`--port 0` for any free one"),
+            "{command}: {err}"
+        );
+    }
+    drop(busy);
+}

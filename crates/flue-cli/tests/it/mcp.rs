@@ -460,3 +460,183 @@ fn sampling_under_always_ask_is_refused_headless_and_approved_with_yes() {
         stderr(&output)
     );
 }
+
+/// A bundle whose agent starts the official Python SDK server by a path relative to its
+/// `cwd` (`servers/`, below the directory the bundle runs in), and a directory to run it in
+/// that holds the server.
+fn bundle_with_a_stdio_server() -> (Workspace, String, tempfile::TempDir) {
+    // server-everything too: it greets with long instructions and announces list changes,
+    // which the default log of `flue serve` must not quote.
+    let everything = peer("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mcp = format!(
+        "  py:\n    command: {}\n    args: [py_server.py, stdio]\n    cwd: servers\n  \
+         everything:\n    command: node\n    args: [\"{everything}\", stdio]\n",
+        python()
+    );
+    let ws = Workspace::new(&[
+        ("agents/helper.md", &agent(&mcp)),
+        (
+            "script.json",
+            &script("add", "mcp__py__append_note", &json!({"note": "five"})),
+        ),
+    ]);
+    let built = ws.flue(&["build"]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let bundle = stdout(&built).trim().to_owned();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("servers")).unwrap();
+    std::fs::copy(
+        peer("py_server.py"),
+        work.path().join("servers/py_server.py"),
+    )
+    .unwrap();
+    (ws, bundle, work)
+}
+
+#[test]
+fn a_bundle_runs_its_stdio_mcp_server_in_the_directory_it_works_in() {
+    let (_ws, bundle, work) = bundle_with_a_stdio_server();
+    let run = |dir: &Path, args: &[&str]| {
+        assert_cmd::Command::cargo_bin("flue")
+            .unwrap()
+            .current_dir(dir)
+            .args(["run", "helper", "--bundle", &bundle, "-m", "add them"])
+            .args(args)
+            .env_remove("FLUE_LOG")
+            .output()
+            .unwrap()
+    };
+    // From the directory itself, and from elsewhere with --root.
+    for output in [
+        run(work.path(), &[]),
+        run(
+            Path::new("/"),
+            &["--root", &work.path().display().to_string()],
+        ),
+    ] {
+        assert!(output.status.success(), "{}", stderr(&output));
+        let reply = stdout(&output);
+        assert!(reply.starts_with("Tool said: "), "{reply}");
+        assert!(reply.ends_with("appended five\n"), "{reply}");
+    }
+
+    // Without the server's directory the error names the directory, not the program.
+    std::fs::remove_dir_all(work.path().join("servers")).unwrap();
+    let output = run(work.path(), &[]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!(
+            "in {}: that working directory is not a directory",
+            work.path()
+                .canonicalize()
+                .unwrap()
+                .join("servers")
+                .display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("installed"), "{err}");
+}
+
+/// `flue serve --bundle BUNDLE --root ROOT --port 0` at its default log level; its address
+/// once listening, and the process (stderr piped, read by the caller).
+fn serve_bundle(
+    bundle: &str,
+    root: &Path,
+) -> (
+    String,
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["serve", "--bundle", bundle, "--port", "0", "--root"])
+        .arg(root)
+        .env_remove("FLUE_TOKEN")
+        .env_remove("FLUE_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    loop {
+        let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(120)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("flue serve did not start: {seen:?}");
+        };
+        if let Some(addr) = line.strip_prefix("flue serve: listening on http://") {
+            return (addr.to_owned(), child, rx);
+        }
+        seen.push(line);
+    }
+}
+
+#[test]
+fn flue_serve_runs_a_bundle_with_a_stdio_mcp_server_and_refuses_one_that_cannot_run() {
+    use crate::serve::{post_message, snapshot};
+    let (ws, bundle, work) = bundle_with_a_stdio_server();
+    let (addr, mut child, lines) = serve_bundle(&bundle, work.path());
+    post_message(&addr, "/agents/helper/b1", "add them");
+    // The log's settlement line says when the reply is there.
+    let mut log = Vec::new();
+    while !log.iter().any(|line: &String| line.contains(" settled")) {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("no settlement: {log:#?}"));
+        log.push(line);
+    }
+    let state = snapshot(&addr, "/agents/helper/b1").to_string();
+    assert!(
+        state.contains("appended five\",\"type\":\"text\""),
+        "{state}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    log.extend(lines.try_iter());
+    // Default logs: flue's short lines only; durations in whole milliseconds.
+    for line in &log {
+        assert!(line.len() < 400, "a long log line: {line}");
+        assert!(!line.contains("rmcp"), "a library's line: {line}");
+        if let Some((_, ms)) = line.split_once(" ms=") {
+            let ms = ms.split_whitespace().next().unwrap();
+            assert!(ms.parse::<u64>().is_ok(), "{line}");
+        }
+    }
+    assert!(log.iter().any(|line| line.contains("request")), "{log:#?}");
+
+    // Where the server's directory is missing the agent cannot run: serve refuses to start,
+    // naming the agent and the cause.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = assert_cmd::Command::cargo_bin("flue")
+        .unwrap()
+        .args(["serve", "--bundle", &bundle, "--port", "0", "--root"])
+        .arg(elsewhere.path())
+        .env_remove("FLUE_TOKEN")
+        .env_remove("FLUE_LOG")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(
+        err.contains("refusing to serve: an agent cannot run"),
+        "{err}"
+    );
+    assert!(err.contains("agent `helper`: "), "{err}");
+    assert!(
+        err.contains("that working directory is not a directory"),
+        "{err}"
+    );
+    drop(ws);
+}

@@ -387,3 +387,45 @@ fn a_broken_base_url_variable_is_reported_only_when_used() {
         "{message}"
     );
 }
+
+#[test]
+fn a_dry_run_prints_the_system_prompt_the_model_gets_role_included() {
+    let server = FakeOpenAi::start();
+    let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
+    for (relative, content) in [
+        (
+            "agents/roled.md",
+            "---\nmodel: fake/fake-model\nrole: terse\n---\nYou answer briefly.\n",
+        ),
+        (
+            ".agents/roles/terse.md",
+            "---\ndescription: Short answers\n---\nAnswer in five words at most.\n",
+        ),
+        (
+            ".agents/roles/loud.md",
+            "---\ndescription: Capitals\n---\nAnswer in capitals.\n",
+        ),
+    ] {
+        let path = ws.root().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    // The agent's default role, then one given for the run.
+    for (extra, role) in [(&[][..], "terse"), (&["--role", "loud"][..], "loud")] {
+        let mut dry = vec!["run", "roled", "--dry-run", "--json"];
+        dry.extend(extra);
+        let dry = ws.flue(&dry);
+        assert!(dry.status.success(), "{}", stderr(&dry));
+        let printed = json(&dry)["systemPrompt"].as_str().unwrap().to_owned();
+        assert!(printed.contains(&format!("# Role: {role}")), "{printed}");
+
+        let mut run = vec!["run", "roled", "-m", "hi"];
+        run.extend(extra);
+        let run = ws.flue(&run);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let requests = server.requests();
+        let sent = &requests.last().unwrap()["body"]["messages"][0];
+        assert_eq!(sent["role"], "system", "{sent}");
+        assert_eq!(sent["content"].as_str().unwrap(), printed);
+    }
+}

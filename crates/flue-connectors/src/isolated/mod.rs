@@ -379,6 +379,12 @@ impl CommandLauncher for NamespaceLauncher {
     fn argv(&self, command: &str, cwd: &Path) -> Result<Vec<OsString>> {
         Ok(self.argv_for(command, cwd))
     }
+
+    /// The command runs as (or under) init of its own pid namespace, which ignores SIGTERM
+    /// from outside: a stop is SIGKILL at once, which ends the namespace and everything in it.
+    fn graceful_stop(&self) -> bool {
+        false
+    }
 }
 
 /// An entry of the workspace root hidden from commands.

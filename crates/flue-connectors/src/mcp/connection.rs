@@ -427,13 +427,21 @@ async fn start(
         }
         McpEndpoint::Stdio(command) => {
             let (transport, stderr) = stdio::spawn(command).map_err(|err| {
-                let mut error = context.error(
-                    McpErrorReason::StartFailed,
-                    format!(
+                let message = match command.cwd.as_deref().filter(|cwd| !cwd.is_dir()) {
+                    // The kernel reports a missing working directory like a missing program.
+                    Some(cwd) => format!(
+                        "cannot start `{}` in {}: that working directory is not a directory \
+                         ({err}); fix the server's `cwd` (relative to the workspace root) or \
+                         create the directory",
+                        command.command,
+                        cwd.display()
+                    ),
+                    None => format!(
                         "cannot start `{}`: {err}; check the command and that it is installed",
                         command.command
                     ),
-                );
+                };
+                let mut error = context.error(McpErrorReason::StartFailed, message);
                 if let FlueError::Mcp { source, .. } = &mut error {
                     *source = Some(Box::new(err));
                 }

@@ -191,6 +191,27 @@ async fn a_missing_command_is_a_start_error() {
 }
 
 #[tokio::test]
+async fn a_working_directory_that_is_not_one_is_named_not_the_command() {
+    // As when an agent ran from a bundle file: the file is not a directory to start in.
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = dir.path().join("app.flue");
+    std::fs::write(&file, "bundle").unwrap();
+    for cwd in [file.clone(), dir.path().join("missing")] {
+        let options =
+            McpServerOptions::new(McpStdioCommand::new(crate::support::python()).with_cwd(&cwd));
+        let (kind, message) = kind_and_message(&connect_error("local", options).await);
+        assert_eq!(kind, "mcp_start_failed");
+        let expected = format!(
+            "in {}: that working directory is not a directory",
+            cwd.display()
+        );
+        assert!(message.contains(&expected), "{message}");
+        assert!(message.contains("fix the server's `cwd`"), "{message}");
+        assert!(!message.contains("installed"), "{message}");
+    }
+}
+
+#[tokio::test]
 async fn unreachable_and_non_mcp_http_servers_are_start_errors() {
     // A port nobody listens on.
     let closed_port = {

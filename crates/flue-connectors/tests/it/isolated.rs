@@ -133,6 +133,33 @@ async fn unshare_isolates_the_command() {
     );
 }
 
+/// Whether a process has its working directory in `dir` (compared by device and inode, so a
+/// process inside a mount namespace counts too: the workspace is bound there, the same inode).
+fn a_process_works_in(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let wanted = std::fs::metadata(dir).unwrap();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.filter_map(Result::ok).any(|entry| {
+        std::fs::metadata(entry.path().join("cwd"))
+            .is_ok_and(|cwd| cwd.dev() == wanted.dev() && cwd.ino() == wanted.ino())
+    })
+}
+
+/// Waits until no process works in `dir`; false when one still does after a minute (the
+/// last resort: every command here is killed at once).
+async fn until_nothing_works_in(dir: &Path) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while a_process_works_in(dir) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
 #[tokio::test]
 async fn nothing_outlives_the_command() {
     for backend in [IsolationBackend::Bubblewrap, IsolationBackend::Unshare] {
@@ -143,6 +170,16 @@ async fn nothing_outlives_the_command() {
             .await
             .unwrap();
         run_ok(&sandbox, "(sleep 1; touch late.txt) & echo started").await;
+        // Every process of the command works in the workspace until it dies: once none does,
+        // nothing is left that could still write there.
+        assert!(
+            until_nothing_works_in(root.path()).await,
+            "{backend}: a process survived"
+        );
+        assert!(!root.path().join("late.txt").exists(), "{backend}");
+
+        // A timeout stops the command at once, whatever it was doing when it fired (on a busy
+        // machine, often still setting up the namespace): it gets no grace to go on writing.
         let res = sandbox
             .exec(
                 "(sleep 1; touch late2.txt) & sleep 30",
@@ -151,8 +188,11 @@ async fn nothing_outlives_the_command() {
             .await
             .unwrap();
         assert_eq!(res.exit_code, 124, "{backend}: {res:?}");
-        tokio::time::sleep(Duration::from_millis(2_000)).await;
-        assert!(!root.path().join("late.txt").exists(), "{backend}");
+        assert_eq!(res.stderr, "[command timed out after 300 ms]", "{backend}");
+        assert!(
+            until_nothing_works_in(root.path()).await,
+            "{backend}: a process survived"
+        );
         assert!(!root.path().join("late2.txt").exists(), "{backend}");
     }
 }
@@ -263,7 +303,9 @@ async fn commands_cannot_reach_the_store_or_the_secrets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_own_bash_cannot_lead_a_file_tool_out() {
-    use crate::sandbox_race::{OUTSIDE_SECRET, hammer, prepare, racer_script};
+    use crate::sandbox_race::{
+        OUTSIDE_SECRET, RACER_ROUNDS, RACER_STOP, RaceGoal, hammer, prepare, racer_script,
+    };
 
     for backend in [IsolationBackend::Bubblewrap, IsolationBackend::Unshare] {
         let root = TempDir::new().unwrap();
@@ -279,9 +321,26 @@ async fn the_agents_own_bash_cannot_lead_a_file_tool_out() {
         prepare(sandbox.as_ref()).await;
         // The racer is a command of the sandbox itself, running while the file tools work,
         // as when a model issues `bash` and file-tool calls in one turn.
-        let script = racer_script(&outside.path().display().to_string(), 3);
+        // Both sides work until each has done enough; then the racer is told to stop.
+        let script = racer_script(&outside.path().display().to_string());
         let racing = sandbox.exec(&script, ExecOptions::new());
-        let hammering = hammer(Arc::clone(&sandbox), 4, Duration::from_millis(2_500));
+        let rounds_file = root.path().join(RACER_ROUNDS);
+        let goal = RaceGoal {
+            calls: 500,
+            succeeded: 50,
+            racer_done: Box::new(move || {
+                std::fs::read_to_string(&rounds_file)
+                    .ok()
+                    .and_then(|text| text.trim().parse::<usize>().ok())
+                    .is_some_and(|rounds| rounds >= 30)
+            }),
+        };
+        let stop_file = root.path().join(RACER_STOP);
+        let hammering = async {
+            let report = hammer(Arc::clone(&sandbox), 4, goal).await;
+            std::fs::write(&stop_file, "").unwrap();
+            report
+        };
         let (raced, report) = tokio::join!(racing, hammering);
         let raced = raced.unwrap();
         assert_eq!(raced.exit_code, 0, "{backend}: {raced:?}");

@@ -396,7 +396,7 @@ fn exchange(a: &Path, b: &Path) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_swapped_for_a_symlink_never_leads_a_file_tool_out() {
-    use crate::sandbox_race::{OUTSIDE_SECRET, hammer, prepare};
+    use crate::sandbox_race::{OUTSIDE_SECRET, RaceGoal, hammer, prepare};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     let root = TempDir::new().unwrap();
@@ -429,7 +429,15 @@ async fn a_directory_swapped_for_a_symlink_never_leads_a_file_tool_out() {
             }
         })
     };
-    let report = hammer(sandbox, 4, Duration::from_secs(3)).await;
+    let goal = RaceGoal {
+        calls: 1_000,
+        succeeded: 100,
+        racer_done: Box::new({
+            let swaps = Arc::clone(&swaps);
+            move || swaps.load(Ordering::Relaxed) >= 100
+        }),
+    };
+    let report = hammer(sandbox, 4, goal).await;
     stop.store(true, Ordering::Relaxed);
     racer.join().unwrap();
 

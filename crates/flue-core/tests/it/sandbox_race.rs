@@ -6,9 +6,12 @@
 //! sandbox calls on paths below [`RACE_DIR`] from several tasks at once and counts every
 //! success that could only come from outside the root. The racer is the caller's: a host
 //! thread for the local sandbox, the agent's own `bash` for the isolated one
-//! ([`racer_script`]). flue-connectors includes this file too.
+//! ([`racer_script`]). A race runs until it has done enough ([`RaceGoal`]), not for a fixed
+//! time, so a busy machine makes it slower, never weaker. flue-connectors includes this file
+//! too.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use flue_core::{
@@ -46,28 +49,50 @@ pub async fn prepare(sandbox: &dyn Sandbox) {
         .unwrap();
 }
 
-/// A bash loop for `seconds` that swaps `d` for a symlink to `outside`, then to `/proc/self`,
-/// and back; it prints how many rounds it made.
+/// The file the racer of [`racer_script`] reports its rounds in, and the one that stops it;
+/// both in the root, outside [`RACE_DIR`].
+pub const RACER_ROUNDS: &str = "racer-rounds";
 #[allow(dead_code, reason = "flue-connectors' isolated sandbox races with it")]
-pub fn racer_script(outside: &str, seconds: u64) -> String {
+pub const RACER_STOP: &str = "racer-stop";
+
+/// A bash loop that swaps `d` for a symlink to `outside`, then to `/proc/self`, and back,
+/// writing its round count to [`RACER_ROUNDS`] every ten rounds, until [`RACER_STOP`] exists
+/// (or, as a last resort, ten minutes have passed); it prints how many rounds it made.
+#[allow(dead_code, reason = "flue-connectors' isolated sandbox races with it")]
+pub fn racer_script(outside: &str) -> String {
     format!(
-        r#"n=0; end=$((SECONDS+{seconds}))
-while [ $SECONDS -lt $end ]; do
+        r#"n=0; end=$((SECONDS+600))
+while [ ! -e {RACER_STOP} ] && [ $SECONDS -lt $end ]; do
   mv -T d d_saved 2>/dev/null
   ln -sT '{outside}' d 2>/dev/null; rm -f d 2>/dev/null
   ln -sT /proc/self d 2>/dev/null; rm -f d 2>/dev/null
   mv -T d_saved d 2>/dev/null || rm -rf d_saved
   n=$((n+1))
+  [ $((n % 10)) -ne 0 ] || {{ echo $n > {RACER_ROUNDS}.new && mv {RACER_ROUNDS}.new {RACER_ROUNDS}; }}
 done
 [ -d d ] || mkdir -p d
 echo $n"#
     )
 }
 
-/// Runs file-tool and sandbox calls on paths below `d` from `workers` tasks until `duration`
-/// has passed, and reports what they reached.
-pub async fn hammer(sandbox: Arc<dyn Sandbox>, workers: usize, duration: Duration) -> RaceReport {
-    let deadline = Instant::now() + duration;
+/// How much a race must do before it ends: calls made and succeeded, and whatever else
+/// `racer_done` checks (the racer's own progress).
+pub struct RaceGoal {
+    pub calls: usize,
+    pub succeeded: usize,
+    pub racer_done: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// The last resort of a race that cannot reach its goal (the test then fails on the counts).
+const RACE_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs file-tool and sandbox calls on paths below `d` from `workers` tasks until `goal` is
+/// reached, and reports what they reached.
+pub async fn hammer(sandbox: Arc<dyn Sandbox>, workers: usize, goal: RaceGoal) -> RaceReport {
+    let deadline = Instant::now() + RACE_DEADLINE;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let succeeded = Arc::new(AtomicUsize::new(0));
+    let goal = Arc::new(goal);
     let mut tasks = Vec::new();
     for worker in 0..workers {
         let ctx = ToolContext::new(Arc::clone(&sandbox))
@@ -76,15 +101,27 @@ pub async fn hammer(sandbox: Arc<dyn Sandbox>, workers: usize, duration: Duratio
             .with_instance_id("race")
             .with_session("default")
             .with_cwd(sandbox.cwd());
+        let (calls, succeeded, goal) = (
+            Arc::clone(&calls),
+            Arc::clone(&succeeded),
+            Arc::clone(&goal),
+        );
         tasks.push(tokio::spawn(async move {
             let mut report = RaceReport::default();
             let mut round = 0usize;
-            while Instant::now() < deadline {
+            let reached = || {
+                calls.load(Ordering::Relaxed) >= goal.calls
+                    && succeeded.load(Ordering::Relaxed) >= goal.succeeded
+                    && (goal.racer_done)()
+            };
+            while !reached() && Instant::now() < deadline {
                 round += 1;
                 for (what, outcome) in one_round(&ctx, worker, round).await {
                     report.calls += 1;
+                    calls.fetch_add(1, Ordering::Relaxed);
                     if let Ok(value) = outcome {
                         report.succeeded += 1;
+                        succeeded.fetch_add(1, Ordering::Relaxed);
                         if let Some(why) = escaped(what, &value) {
                             report.escapes.push(format!("{what}: {why}: {value}"));
                         }

@@ -216,6 +216,19 @@ function chips(items, empty) {
   return h('div', { class: 'chips' }, items.map((item) => h('span', { class: 'badge' }, item)));
 }
 
+// The agent's own tools; command tools and those that ask before each call are marked.
+function toolChips(agent) {
+  const tools = agent.tools || [];
+  if (!tools.length) return h('span', { class: 'none' }, 'none');
+  const command = new Set(agent.commandTools || []);
+  const ask = new Set(agent.ask || []);
+  return h('div', { class: 'chips' }, tools.map((name) => h('span', {
+    class: ask.has(name) ? 'badge ask' : 'badge',
+    'data-tool': name,
+    title: ask.has(name) ? 'asks for approval before each call' : undefined,
+  }, name, command.has(name) ? ' · command' : '', ask.has(name) ? ' · asks first' : '')));
+}
+
 function renderAgentDetail() {
   const agent = state.status && state.status.agents.find((candidate) => candidate.name === state.agent);
   const panel = $('tab-agent');
@@ -226,7 +239,7 @@ function renderAgentDetail() {
     h('dl', { class: 'facts' },
       h('dt', {}, 'Model'), h('dd', {}, agent.model ? h('span', { class: 'badge model' }, agent.model) : h('span', { class: 'none' }, 'none')),
       h('dt', {}, 'File'), h('dd', {}, h('code', {}, agent.path)),
-      h('dt', {}, 'Tools'), h('dd', {}, chips(agent.tools, 'none')),
+      h('dt', {}, 'Tools'), h('dd', {}, toolChips(agent)),
       h('dt', {}, 'Skills'), h('dd', {}, chips(agent.skills, 'none')),
       h('dt', {}, 'Subagents'), h('dd', {}, chips(agent.subagents, 'none')),
       agent.mcp.length ? [h('dt', {}, 'MCP'), h('dd', {}, chips(agent.mcp, 'none'))] : null,

@@ -81,6 +81,15 @@ pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
     /// existing directory inside the sandbox root (canonical host path). The process starts
     /// in `cwd` already. An error is returned to the caller of `exec` unchanged.
     fn argv(&self, command: &str, cwd: &Path) -> Result<Vec<OsString>>;
+
+    /// Whether a timed-out or aborted command gets SIGTERM and [`KILL_GRACE`] to end before
+    /// SIGKILL (the default), or SIGKILL at once. A launcher whose command runs as init of a
+    /// new pid namespace answers false: init ignores a SIGTERM sent from outside its
+    /// namespace, so the command would go on running (and writing) through the whole grace,
+    /// while SIGKILL to init ends every process of the namespace at once.
+    fn graceful_stop(&self) -> bool {
+        true
+    }
 }
 
 /// A host directory as a sandbox.
@@ -361,6 +370,10 @@ impl LocalSandbox {
         let mut group = ProcessGroup {
             pgid: Pid::from_raw(pgid),
             armed: true,
+            graceful: self
+                .launcher
+                .as_ref()
+                .is_none_or(|launcher| launcher.graceful_stop()),
             watchdog: None,
         };
         group.watchdog = Some(self.spawn_watchdog(pgid)?);
@@ -497,6 +510,9 @@ enum Ending {
 struct ProcessGroup {
     pgid: Pid,
     armed: bool,
+    /// SIGTERM first and [`KILL_GRACE`] before SIGKILL; else SIGKILL at once (see
+    /// [`CommandLauncher::graceful_stop`]).
+    graceful: bool,
     /// The group's watchdog, a member of the group; reaped here, so that it stops counting as
     /// a member once killed.
     watchdog: Option<Child>,
@@ -520,10 +536,15 @@ impl ProcessGroup {
         killpg(self.pgid, None).is_ok()
     }
 
-    /// SIGTERM, then SIGKILL once [`KILL_GRACE`] has passed with members still alive; reaps
-    /// the shell.
+    /// SIGTERM, then SIGKILL once [`KILL_GRACE`] has passed with members still alive (SIGKILL
+    /// at once when not `graceful`); reaps the shell.
     async fn terminate(&mut self, child: &mut Child) {
-        if self.send(Signal::SIGTERM) {
+        let first = if self.graceful {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        if self.send(first) {
             let deadline = Instant::now() + KILL_GRACE;
             loop {
                 // Reap the shell and the watchdog as soon as they exit, so they stop counting
