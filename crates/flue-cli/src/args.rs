@@ -457,8 +457,8 @@ pub(crate) struct ServeArgs {
     /// wildcard); none = no CORS headers, and requests from other origins are refused.
     #[arg(long = "cors-origin")]
     pub(crate) cors_origins: Vec<String>,
-    /// Host name (`name` or `name:port`) requests may address besides localhost, 127.0.0.1
-    /// and [::1] on the bound port (repeatable). Without a token only these hosts are
+    /// Host name (`name` or `name:port`) requests may address besides `localhost`, `127.0.0.1`
+    /// and `[::1]` on the bound port (repeatable). Without a token only these hosts are
     /// served; with a token any host is, unless some are listed.
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub(crate) allowed_hosts: Vec<String>,
@@ -498,8 +498,8 @@ pub(crate) struct DevArgs {
     /// Milliseconds of quiet after a file change before the workspace is rebuilt.
     #[arg(long, default_value_t = 100)]
     pub(crate) debounce_ms: u64,
-    /// Host name (`name` or `name:port`) the console may be opened by besides localhost,
-    /// 127.0.0.1 and [::1] on the bound port (repeatable).
+    /// Host name (`name` or `name:port`) the console may be opened by besides `localhost`,
+    /// `127.0.0.1` and `[::1]` on the bound port (repeatable).
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub(crate) allowed_hosts: Vec<String>,
     /// Most open connections at once (the console's streams included).

@@ -82,7 +82,7 @@ pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
     /// in `cwd` already. An error is returned to the caller of `exec` unchanged.
     fn argv(&self, command: &str, cwd: &Path) -> Result<Vec<OsString>>;
 
-    /// Whether a timed-out or aborted command gets SIGTERM and [`KILL_GRACE`] to end before
+    /// Whether a timed-out or aborted command gets SIGTERM and a grace of 2 s to end before
     /// SIGKILL (the default), or SIGKILL at once. A launcher whose command runs as init of a
     /// new pid namespace answers false: init ignores a SIGTERM sent from outside its
     /// namespace, so the command would go on running (and writing) through the whole grace,
