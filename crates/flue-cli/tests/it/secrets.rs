@@ -440,7 +440,7 @@ fn a_key_streamed_in_pieces_reaches_a_live_sse_reader_redacted() {
     let mut settled = false;
     while !settled {
         read_line(&mut line);
-        let Some(data) = line.strip_prefix("data: ") else {
+        let Some(data) = line.strip_prefix("data:") else {
             continue;
         };
         let Ok(Value::Array(chunks)) = serde_json::from_str::<Value>(data) else {

@@ -10,6 +10,8 @@
 //! its provider ([`ModelProvider::model_info`]), never from a catalog of its own.
 
 mod scripted;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
