@@ -147,7 +147,9 @@ pub async fn traced_turn(
         (with_first_delta, Some(first_delta))
     };
     let streamed = or_cancel(
-        provider.stream_turn(request, &sink).instrument(span.clone()),
+        provider
+            .stream_turn(request, &sink)
+            .instrument(span.clone()),
         cancel,
     )
     .await

@@ -109,13 +109,7 @@ pub async fn serve(
             slot: Arc::clone(&slot.slot),
             replacement: None,
         };
-        let connection = connection(
-            io,
-            router.clone(),
-            slot,
-            http.clone(),
-            stop.clone(),
-        );
+        let connection = connection(io, router.clone(), slot, http.clone(), stop.clone());
         tokio::spawn(connection);
     }
     stop.cancel();
@@ -352,9 +346,7 @@ impl Enveloped {
         if let Some((bytes, written)) = &mut self.replacement {
             while *written < bytes.len() {
                 let rest = bytes.get(*written..).unwrap_or_default();
-                let n = std::task::ready!(
-                    Pin::new(&mut self.io).poll_write(cx, rest)
-                )?;
+                let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, rest))?;
                 if n == 0 {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
@@ -482,4 +474,3 @@ impl hyper::rt::Write for Enveloped {
         Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
-

@@ -580,7 +580,12 @@ fn heads_the_http_layer_cannot_parse_are_answered_with_the_envelope() {
             "GET /_flue/health?{} HTTP/1.1\r\nhost: {addr}",
             "a".repeat(len)
         );
-        tally.expect(&format!("target {len}"), raw(&addr, &head, ""), 414, "uri_too_long");
+        tally.expect(
+            &format!("target {len}"),
+            raw(&addr, &head, ""),
+            414,
+            "uri_too_long",
+        );
     }
     // Heads that do not parse.
     for head in [
@@ -588,7 +593,12 @@ fn heads_the_http_layer_cannot_parse_are_answered_with_the_envelope() {
         format!("G\u{1}T /_flue/health HTTP/1.1\r\nhost: {addr}"),
         format!("GET /_flue/health HTTP/1.1\r\nhost: {addr}\r\nno colon here"),
     ] {
-        tally.expect(&format!("{head:?}"), raw(&addr, &head, ""), 400, "invalid_request");
+        tally.expect(
+            &format!("{head:?}"),
+            raw(&addr, &head, ""),
+            400,
+            "invalid_request",
+        );
     }
     // On a keep-alive connection, after a served request.
     let mut stream = TcpStream::connect(&addr).unwrap();
@@ -622,16 +632,26 @@ fn heads_the_http_layer_cannot_parse_are_answered_with_the_envelope() {
     let mut second = Vec::new();
     stream.read_to_end(&mut second).unwrap();
     let second = String::from_utf8_lossy(&second).into_owned();
-    let status = second.get(9..12).and_then(|code| code.parse().ok()).unwrap_or(0);
+    let status = second
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
     let body = second
         .split_once("\r\n\r\n")
         .map(|(_, body)| body.to_owned())
         .unwrap_or_default();
     assert!(
-        second.to_lowercase().contains("content-type: application/json"),
+        second
+            .to_lowercase()
+            .contains("content-type: application/json"),
         "{second}"
     );
-    tally.expect("keep-alive target 70000", (status, body), 414, "uri_too_long");
+    tally.expect(
+        "keep-alive target 70000",
+        (status, body),
+        414,
+        "uri_too_long",
+    );
     eprintln!(
         "unparsable heads: {} tried, {} answered with the envelope",
         tally.tried, tally.refused
@@ -639,7 +659,12 @@ fn heads_the_http_layer_cannot_parse_are_answered_with_the_envelope() {
     tally.assert_all_refused();
     // The server still serves.
     assert_eq!(
-        raw(&addr, &format!("GET /_flue/health HTTP/1.1\r\nhost: {addr}"), "").0,
+        raw(
+            &addr,
+            &format!("GET /_flue/health HTTP/1.1\r\nhost: {addr}"),
+            ""
+        )
+        .0,
         200
     );
 }

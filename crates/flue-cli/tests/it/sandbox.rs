@@ -369,7 +369,11 @@ fn a_local_command_cannot_read_flues_environment_or_memory_even_as_root() {
     // elsewhere (the same-user rule). The secret sits in flue's own environment.
     let secret = "probe-secret-4f1c9a27d3b84e6b";
     let ws = workspace_running("sandbox: local\n", PROBE);
-    let output = run(&ws, &["--id", "probe"], &[("FLUE_PROBE_SECRET", Some(secret))]);
+    let output = run(
+        &ws,
+        &["--id", "probe"],
+        &[("FLUE_PROBE_SECRET", Some(secret))],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     let report = stdout(&output);
     let lines: Vec<&str> = report.lines().collect();
@@ -377,10 +381,20 @@ fn a_local_command_cannot_read_flues_environment_or_memory_even_as_root() {
     let (tried, read, leaked) = (count("tried:"), count("read:"), count("leak:"));
     eprintln!("{tried} probes of flue's environment and memory, {read} opened, {leaked} leaked");
     // The probes work: the command reads its own environment and memory, and found flue.
-    assert!(lines.contains(&"self:environ") && lines.contains(&"self:mem"), "{report}");
+    assert!(
+        lines.contains(&"self:environ") && lines.contains(&"self:mem"),
+        "{report}"
+    );
     let pids = lines.iter().find(|line| line.starts_with("pids:")).unwrap();
     let parent = pids.split(':').nth(1).unwrap();
-    assert!(pids.split(':').nth(2).unwrap().split_whitespace().any(|pid| pid == parent), "{report}");
+    assert!(
+        pids.split(':')
+            .nth(2)
+            .unwrap()
+            .split_whitespace()
+            .any(|pid| pid == parent),
+        "{report}"
+    );
     // environ of the process, of each of its threads and of the process found by name, and
     // mem: all tried, none opened.
     assert!(tried >= 5, "{report}");

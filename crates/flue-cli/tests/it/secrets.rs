@@ -419,14 +419,34 @@ fn a_key_streamed_in_pieces_reaches_a_live_sse_reader_redacted() {
     )
     .unwrap();
     let mut reader = std::io::BufReader::new(sse);
-    let mut line = String::new();
     let mut seen = String::new();
-    let mut read_line = |line: &mut String| {
-        line.clear();
-        let n = std::io::BufRead::read_line(&mut reader, line).unwrap();
-        assert!(n > 0, "the stream ended:\n{seen}");
-        seen.push_str(line);
+    // The response head, then the body's lines out of its chunked encoding.
+    loop {
+        let mut head_line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut head_line).unwrap();
+        seen.push_str(&head_line);
+        if head_line == "\r\n" || head_line.is_empty() {
+            break;
+        }
+    }
+    let mut body: Vec<u8> = Vec::new();
+    let mut read_line = |line: &mut String| loop {
+        if let Some(end) = body.iter().position(|byte| *byte == b'\n') {
+            let taken: Vec<u8> = body.drain(..=end).collect();
+            *line = String::from_utf8_lossy(&taken).into_owned();
+            return;
+        }
+        let mut size = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut size).unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        assert!(size > 0, "the stream ended:\n{seen}");
+        let mut chunk = vec![0u8; size + 2];
+        std::io::Read::read_exact(&mut reader, &mut chunk).unwrap();
+        chunk.truncate(size);
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        body.extend_from_slice(&chunk);
     };
+    let mut line = String::new();
     // The first control event: the reader is at the head, and the provider waits at the gate.
     loop {
         read_line(&mut line);
@@ -476,7 +496,13 @@ fn a_key_streamed_in_pieces_reaches_a_live_sse_reader_redacted() {
     assert_eq!(text, "My key is [redacted] as sent.", "{seen}");
     assert_eq!(reasoning, "Recalling my key [redacted] now.", "{seen}");
     let chars: Vec<char> = key.chars().collect();
-    for piece in chars.windows(flue_core::Redactor::FRAGMENT_CHARS).map(|w| w.iter().collect::<String>()) {
-        assert!(!seen.contains(&piece), "the stream holds {piece:?}:\n{seen}");
+    for piece in chars
+        .windows(flue_core::Redactor::FRAGMENT_CHARS)
+        .map(|w| w.iter().collect::<String>())
+    {
+        assert!(
+            !seen.contains(&piece),
+            "the stream holds {piece:?}:\n{seen}"
+        );
     }
 }

@@ -21,8 +21,8 @@ use serde_json::Value;
 
 use crate::error::{FlueError, Result};
 use crate::event::Event;
-use crate::redact::Redactor;
 use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
+use crate::redact::Redactor;
 use crate::util::BoxFuture;
 
 pub use scripted::ScriptedProvider;

@@ -55,8 +55,16 @@ fn a_key_split_over_deltas_goes_out_redacted_in_both_streams() {
             .collect();
         deltas.extend(text.iter().map(|p| (false, p.as_str())));
         let events = stream(&redactor, &deltas);
-        assert_eq!(joined(&events, true), "think [redacted] done", "size {size}");
-        assert_eq!(joined(&events, false), "My key is [redacted] as sent.", "size {size}");
+        assert_eq!(
+            joined(&events, true),
+            "think [redacted] done",
+            "size {size}"
+        );
+        assert_eq!(
+            joined(&events, false),
+            "My key is [redacted] as sent.",
+            "size {size}"
+        );
         // Thinking ends before text begins: the order of the streams is kept.
         let first_text = events
             .iter()

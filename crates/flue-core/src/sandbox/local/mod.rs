@@ -109,10 +109,14 @@ fn hide_this_process() {
 /// ordinary user had none of them anyway (there the drop fails for want of `CAP_SETPCAP`, and
 /// is not needed). The thread ends with the spawn, so no other work of flue loses anything.
 fn spawn_without_introspection(command: &mut Command) -> io::Result<Child> {
-    let runtime = tokio::runtime::Handle::current();
+    // Outside a tokio runtime the spawn fails as it would have anyway.
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return command.spawn();
+    };
     std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
+        std::thread::Builder::new()
+            .name("flue-spawn".into())
+            .spawn_scoped(scope, || {
                 let _entered = runtime.enter();
                 for capability in INTROSPECTION_CAPABILITIES.iter() {
                     let _ = rustix::thread::remove_capability_from_bounding_set(capability);
@@ -124,7 +128,7 @@ fn spawn_without_introspection(command: &mut Command) -> io::Result<Child> {
                     let _ = rustix::thread::set_capabilities(None, sets);
                 }
                 command.spawn()
-            })
+            })?
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the thread starting the command panicked")))
     })
