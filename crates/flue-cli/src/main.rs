@@ -51,11 +51,12 @@ pub(crate) enum Exit {
     ModelStopped,
 }
 
-/// Makes this process non-dumpable, so that commands of the `local` sandbox (our children,
-/// running as the same user) cannot read our environment (`/proc/$PPID/environ`, where API
-/// keys live) or our memory. A process of the same user with `CAP_SYS_PTRACE` (root) still
-/// can; the isolated sandbox's pid namespace hides us entirely. Also disables core dumps,
-/// which would hold the same keys. Commands themselves are dumpable again once they exec.
+/// Makes this process non-dumpable from its first instruction, so that nothing it starts
+/// (commands of the `local` sandbox, MCP stdio servers, command tools: our children, running as
+/// the same user) can read our environment (`/proc/$PPID/environ`, where API keys live) or our
+/// memory, and no core dump holds the keys. The local sandbox does the same when it is created
+/// (for embedders) and also starts its commands without the capabilities that would let root
+/// read a non-dumpable process anyway. Commands are dumpable again once they exec.
 fn hide_own_environment() {
     // Only fails on kernels without prctl; nothing better to do there.
     let _ = nix::sys::prctl::set_dumpable(false);

@@ -120,7 +120,9 @@ pub(crate) fn chat(provider: &str, model: &str) -> Span {
 /// Runs one model call inside its `chat <model>` span, the way every caller (the agent loop,
 /// compaction's summaries, MCP sampling) should: the time to the first chunk, finish reason,
 /// usage and (for a subscriber that opts in) the redacted reply are recorded on the span, and a
-/// usage without a cost gets the catalog price's. `cancel` ends the call as `aborted`.
+/// usage without a cost gets the catalog price's. Text and thinking deltas reach `sink`
+/// redacted of `redactor`'s secrets, a secret split across deltas included
+/// ([`TurnSink::redacting`]). `cancel` ends the call as `aborted`.
 ///
 /// # Errors
 ///
@@ -136,20 +138,23 @@ pub async fn traced_turn(
 ) -> Result<ModelTurn> {
     let span = chat(&spec.provider, &spec.model);
     let started = Instant::now();
-    let noting;
+    // Deltas are redacted before anyone sees them (terminal, HTTP streams, embedders).
+    let redacting = sink.redacting(redactor);
     let (sink, first_delta) = if span.is_disabled() {
-        (sink, None)
+        (redacting, None)
     } else {
-        let (with_first_delta, first_delta) = sink.noting_first_delta();
-        noting = with_first_delta;
-        (&noting, Some(first_delta))
+        let (with_first_delta, first_delta) = redacting.noting_first_delta();
+        (with_first_delta, Some(first_delta))
     };
     let streamed = or_cancel(
-        provider.stream_turn(request, sink).instrument(span.clone()),
+        provider
+            .stream_turn(request, &sink)
+            .instrument(span.clone()),
         cancel,
     )
     .await
     .and_then(|turn| turn);
+    sink.flush();
     if let Some(first) = first_delta.as_ref().and_then(|first| first.get()) {
         span.record(
             "gen_ai.response.time_to_first_chunk",

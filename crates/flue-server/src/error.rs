@@ -291,6 +291,24 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         self.kind
     }
+
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The `{error:{type,message,details}}` envelope as JSON bytes.
+    pub(crate) fn envelope_bytes(&self) -> Vec<u8> {
+        let envelope = ErrorEnvelope {
+            error: ErrorBody {
+                kind: self.kind.to_owned(),
+                message: self.message.clone(),
+                details: self.details.clone(),
+                meta: self.meta.clone(),
+            },
+        };
+        serde_json::to_vec(&envelope).unwrap_or_default()
+    }
 }
 
 impl From<BackendError> for ApiError {
@@ -396,16 +414,7 @@ impl From<BackendError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = if self.body {
-            let envelope = ErrorEnvelope {
-                error: ErrorBody {
-                    kind: self.kind.to_owned(),
-                    message: self.message,
-                    details: self.details,
-                    meta: self.meta,
-                },
-            };
-            let bytes = serde_json::to_vec(&envelope).unwrap_or_default();
-            (self.status, bytes).into_response()
+            (self.status, self.envelope_bytes()).into_response()
         } else {
             self.status.into_response()
         };

@@ -20,7 +20,7 @@ use crate::durable::DurableRuntime;
 use crate::error::ApiError;
 use crate::guard::check_origins;
 use crate::routes;
-use crate::state::{AppState, ServerConfig};
+use crate::state::{AppState, BudgetHold, HELD_BODY_BYTES, ServerConfig};
 
 /// Every route the router serves, as `METHOD path` lines (the test that keeps
 /// docs/http-api.md equal to the router reads this list).
@@ -174,8 +174,9 @@ fn bearer(value: &str) -> Option<&str> {
 }
 
 /// Holds room in the in-flight body budget for the request's declared body (all of
-/// `body_limit` for a body of unknown length) until its response head; waits at most half
-/// the request timeout for it, then answers 503.
+/// `body_limit` for a body of unknown length) until its response head, or for a message of
+/// [`HELD_BODY_BYTES`] or more until its submission settles or pauses (see [`BudgetHold`]);
+/// waits at most half the request timeout for it, then answers 503.
 async fn body_budget(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     let declared = headers
@@ -197,8 +198,13 @@ async fn body_budget(State(state): State<Arc<AppState>>, request: Request, next:
         tokio::time::timeout(wait, Arc::clone(&state.bodies).acquire_many_owned(kib)).await;
     match permit {
         Ok(Ok(permit)) => {
+            let mut request = request;
+            let hold = BudgetHold::new(permit);
+            if bytes >= HELD_BODY_BYTES {
+                request.extensions_mut().insert(hold.clone());
+            }
             let response = next.run(request).await;
-            drop(permit);
+            drop(hold);
             response
         }
         _ => ApiError::busy(state.config.inflight_body_limit).into_response(),

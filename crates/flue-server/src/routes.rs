@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{OriginalUri, Path, Query, State};
+use axum::extract::{Extension, OriginalUri, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use flue_core::{ConversationKey, SendCondition};
@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::live;
 use crate::project::Conversation;
 use crate::render::{render_page, with_live_resets};
-use crate::state::AppState;
+use crate::state::{AppState, BudgetHold};
 use crate::wire::{AbortResponse, AdmissionResponse, Offset, PromptBody};
 
 /// Longest base64 image data accepted (14 MiB of characters).
@@ -58,6 +58,7 @@ pub(crate) async fn send(
     Query(query): Query<Vec<(String, String)>>,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
+    hold: Option<Extension<BudgetHold>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let key = conversation_key(&state, agent, id)?;
@@ -69,7 +70,21 @@ pub(crate) async fn send(
     }
     let body = read_body(&state, body)?;
     let delivery = parse_delivery(&headers, &body)?;
+    // The message lives on in the delivery: the body's bytes need not be held while it is
+    // admitted.
+    drop(body);
     let admitted = state.runtime.dispatch(&key, delivery).await?;
+    // A large message keeps its share of the in-flight budget while it runs.
+    if let Some(permit) = hold.and_then(|Extension(hold)| hold.take())
+        && !admitted.deduplicated
+    {
+        let runtime = state.runtime.runtime().clone();
+        let submission = admitted.submission_id.clone();
+        tokio::spawn(async move {
+            let _ = runtime.wait_idle(&submission).await;
+            drop(permit);
+        });
+    }
     let stream_url = stream_url(&headers, uri.path());
     let offset = admitted.offset.to_string();
     tracing::info!(

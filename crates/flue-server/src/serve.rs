@@ -7,6 +7,13 @@
 //! longest, once it has been idle a moment (a quarter of the header timeout, at most 1 s),
 //! instead of waiting for it to time out. The [`RequestGuard`] is applied to the whole app.
 //! Graceful shutdown: stop accepting, close idle connections, let open requests finish.
+//!
+//! A request head hyper cannot parse never reaches the router: hyper answers it itself with a
+//! bare status (400 for a malformed head, 414 for a target over the `http` crate's 65,534
+//! bytes, 431 for headers over its read buffer) and closes the connection, and it has no
+//! setting for that answer. [`Enveloped`] recognizes such an answer on its way out (a response
+//! head written while no request is in flight on the connection, with no body and no
+//! content type) and sends the same status with the JSON error envelope instead.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,13 +30,15 @@ use axum::body::Bytes;
 use axum::http::Request;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
+use hyper::rt::Write as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::guard::RequestGuard;
+use crate::error::ApiError;
+use crate::guard::{MAX_URI_BYTES, RequestGuard};
 
 /// How [`serve`] holds connections.
 #[derive(Clone, Debug)]
@@ -95,13 +104,12 @@ pub async fn serve(
             slot = slots.admit() => slot,
         };
         let _ = stream.set_nodelay(true);
-        let connection = connection(
-            TokioIo::new(stream),
-            router.clone(),
-            slot,
-            http.clone(),
-            stop.clone(),
-        );
+        let io = Enveloped {
+            io: TokioIo::new(stream),
+            slot: Arc::clone(&slot.slot),
+            replacement: None,
+        };
+        let connection = connection(io, router.clone(), slot, http.clone(), stop.clone());
         tokio::spawn(connection);
     }
     stop.cancel();
@@ -112,7 +120,7 @@ pub async fn serve(
 /// Serves one connection until it ends, is evicted, or (after shutdown) has finished its
 /// requests.
 async fn connection(
-    io: TokioIo<tokio::net::TcpStream>,
+    io: Enveloped,
     router: Router,
     slot: SlotGuard,
     http: hyper::server::conn::http1::Builder,
@@ -320,5 +328,149 @@ impl http_body::Body for Tracked {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// A connection's socket, giving hyper's own error answers the JSON envelope (see the module
+/// docs).
+struct Enveloped {
+    io: TokioIo<tokio::net::TcpStream>,
+    slot: Arc<Slot>,
+    /// The enveloped answer being written in place of hyper's, and how much of it is out.
+    replacement: Option<(Vec<u8>, usize)>,
+}
+
+impl Enveloped {
+    /// Writes what is left of the replacement.
+    fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some((bytes, written)) = &mut self.replacement {
+            while *written < bytes.len() {
+                let rest = bytes.get(*written..).unwrap_or_default();
+                let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, rest))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                *written += n;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Takes over `head` when it is hyper's own error answer: it then counts as written, and
+    /// the enveloped answer goes out instead (the connection closes after it).
+    fn intercept(&mut self, cx: &mut Context<'_>, head: &[u8]) -> Option<io::Result<usize>> {
+        if self.replacement.is_some() {
+            // Nothing follows an error answer; swallow anything that would.
+            return Some(match self.poll_replacement(cx) {
+                Poll::Ready(Err(err)) => Err(err),
+                _ => Ok(head.len()),
+            });
+        }
+        if self.slot.busy.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let replacement = enveloped_answer(head)?;
+        self.replacement = Some((replacement, 0));
+        // What cannot go out now goes out on flush.
+        if let Poll::Ready(Err(err)) = self.poll_replacement(cx) {
+            return Some(Err(err));
+        }
+        Some(Ok(head.len()))
+    }
+}
+
+/// The enveloped answer for `head` when it is an error answer hyper wrote by itself: a
+/// complete response head with no body, no content type, and status 400, 414 or 431.
+fn enveloped_answer(head: &[u8]) -> Option<Vec<u8>> {
+    let rest = head
+        .strip_prefix(b"HTTP/1.1 ")
+        .or_else(|| head.strip_prefix(b"HTTP/1.0 "))?;
+    let end = head.windows(4).position(|window| window == b"\r\n\r\n")?;
+    if end + 4 != head.len() {
+        return None;
+    }
+    let lower = head.to_ascii_lowercase();
+    if lower.windows(13).any(|window| window == b"content-type:") {
+        return None;
+    }
+    let error = match rest.get(..4)? {
+        b"400 " => ApiError::invalid_request(
+            "The request head does not parse as HTTP/1.1 (its method, target, version or a \
+             header).",
+        ),
+        b"414 " => ApiError::uri_too_long(MAX_URI_BYTES),
+        b"431 " => ApiError::for_status(
+            axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "The request headers are too large: send at most about 400 KiB of headers.".into(),
+        ),
+        _ => return None,
+    };
+    let status = error.status();
+    let body = error.envelope_bytes();
+    let mut answer = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(&body);
+    Some(answer)
+}
+
+impl hyper::rt::Read for Enveloped {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Enveloped {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(done) = self.intercept(cx, buf) {
+            return Poll::Ready(done);
+        }
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // hyper's own answer is a head alone: one buffer.
+        let mut filled = bufs.iter().filter(|buf| !buf.is_empty());
+        if let (Some(only), None) = (filled.next(), filled.next())
+            && let Some(done) = self.intercept(cx, only)
+        {
+            return Poll::Ready(done);
+        }
+        if self.replacement.is_some() {
+            let total = bufs.iter().map(|buf| buf.len()).sum();
+            return Poll::Ready(Ok(total));
+        }
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_replacement(cx))?;
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_replacement(cx))?;
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }

@@ -58,3 +58,28 @@ pub(crate) struct AppState {
     /// The in-flight body budget, one permit per KiB.
     pub(crate) bodies: Arc<Semaphore>,
 }
+
+/// Bodies from this size on keep their share of the in-flight budget past admission, until
+/// their submission settles or pauses: the message they carry is held in memory (record,
+/// stream batch, model request) while it runs. Smaller ones release it at the response head.
+pub(crate) const HELD_BODY_BYTES: usize = 256 * 1024;
+
+/// The request's share of the in-flight body budget, put in its extensions by the budget layer;
+/// `POST /agents/<agent>/<id>` takes it to hold it until the submission settles or pauses.
+/// Released when the request ends unless taken.
+#[derive(Clone)]
+pub(crate) struct BudgetHold(Arc<std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>>);
+
+impl BudgetHold {
+    pub(crate) fn new(permit: tokio::sync::OwnedSemaphorePermit) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Some(permit))))
+    }
+
+    /// The permit, if nobody took it yet.
+    pub(crate) fn take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}

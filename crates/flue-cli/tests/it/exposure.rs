@@ -567,3 +567,104 @@ fn idle_sockets_beyond_the_limit_do_not_lock_out_the_console() {
     );
     assert_eq!(closed, 40);
 }
+
+#[test]
+fn heads_the_http_layer_cannot_parse_are_answered_with_the_envelope() {
+    let workspace = workspace();
+    let server = Server::start(workspace.root(), &[], &[]);
+    let addr = server.addr().to_owned();
+    let mut tally = Tally::default();
+    // Targets past the guard's 8 KiB and past what the HTTP layer parses at all (65,534 bytes).
+    for len in [10_000, 70_000, 200_000] {
+        let head = format!(
+            "GET /_flue/health?{} HTTP/1.1\r\nhost: {addr}",
+            "a".repeat(len)
+        );
+        tally.expect(
+            &format!("target {len}"),
+            raw(&addr, &head, ""),
+            414,
+            "uri_too_long",
+        );
+    }
+    // Heads that do not parse.
+    for head in [
+        format!("GET /_flue/health HTTP/9.9\r\nhost: {addr}"),
+        format!("G\u{1}T /_flue/health HTTP/1.1\r\nhost: {addr}"),
+        format!("GET /_flue/health HTTP/1.1\r\nhost: {addr}\r\nno colon here"),
+    ] {
+        tally.expect(
+            &format!("{head:?}"),
+            raw(&addr, &head, ""),
+            400,
+            "invalid_request",
+        );
+    }
+    // On a keep-alive connection, after a served request.
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(stream, "GET /_flue/health HTTP/1.1\r\nhost: {addr}\r\n\r\n").unwrap();
+    let mut first = Vec::new();
+    let mut byte = [0u8; 1];
+    while !first.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        first.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&first).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    write!(
+        stream,
+        "GET /_flue/health?{} HTTP/1.1\r\nhost: {addr}\r\n\r\n",
+        "b".repeat(70_000)
+    )
+    .unwrap();
+    let mut second = Vec::new();
+    stream.read_to_end(&mut second).unwrap();
+    let second = String::from_utf8_lossy(&second).into_owned();
+    let status = second
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = second
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    assert!(
+        second
+            .to_lowercase()
+            .contains("content-type: application/json"),
+        "{second}"
+    );
+    tally.expect(
+        "keep-alive target 70000",
+        (status, body),
+        414,
+        "uri_too_long",
+    );
+    eprintln!(
+        "unparsable heads: {} tried, {} answered with the envelope",
+        tally.tried, tally.refused
+    );
+    tally.assert_all_refused();
+    // The server still serves.
+    assert_eq!(
+        raw(
+            &addr,
+            &format!("GET /_flue/health HTTP/1.1\r\nhost: {addr}"),
+            ""
+        )
+        .0,
+        200
+    );
+}

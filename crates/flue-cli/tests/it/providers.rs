@@ -23,10 +23,19 @@ pub(crate) struct FakeOpenAi {
 
 impl FakeOpenAi {
     pub(crate) fn start() -> Self {
+        Self::start_gated(None)
+    }
+
+    /// The server with `FAKE_GATE` set to `gate` (see the script).
+    pub(crate) fn start_gated(gate: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_openai.py");
         let port_file = dir.path().join("fake.port");
-        let child = Command::new("python3")
+        let mut command = Command::new("python3");
+        if let Some(gate) = gate {
+            command.env("FAKE_GATE", gate);
+        }
+        let child = command
             .arg(&script)
             .env("FAKE_PORT", "0")
             .env("FAKE_PORT_FILE", &port_file)

@@ -323,3 +323,81 @@ fn set_permissions_recursively(dir: &std::path::Path) {
         }
     }
 }
+
+/// What a local command tries against flue's environment and memory: every `environ` of the
+/// flue process (`$PPID`, each of its threads, and the process found by name) and its `mem` at
+/// the environment's address. Each attempt prints `tried:<what>`, and `read:<what>` when it got
+/// through (`leak:<what>` when what it read holds the marker). The same probes against the
+/// command's own process show they work (`self:environ`, `self:mem`).
+const PROBE: &str = r#"
+found=""
+for stat in /proc/[0-9]*/stat; do
+  { read -r pid comm _ < "$stat"; } 2>/dev/null || continue
+  [ "$comm" = "(flue)" ] && [ "$pid" != "$$" ] && found="$found $pid"
+done
+probe_environ() {
+  echo "tried:environ:$1"
+  if content=$(tr '\0' '\n' 2>/dev/null < "$1"); then
+    echo "read:environ:$1"
+    case "$content" in *FLUE_PROBE_SECRET=*) echo "leak:environ:$1";; esac
+  fi
+}
+probe_mem() {
+  echo "tried:mem:$1"
+  { read -r -a fields < "/proc/$1/stat"; } 2>/dev/null
+  start=${fields[49]:-0}; end=${fields[50]:-0}
+  if [ "$start" = 0 ]; then read -r -a own < /proc/$$/stat; start=${own[49]}; end=${own[50]}; fi
+  if { : < "/proc/$1/mem"; } 2>/dev/null; then
+    echo "read:mem:$1"
+    if dd if="/proc/$1/mem" bs=1 skip="$start" count=$((end - start)) 2>/dev/null \
+        | tr '\0' '\n' | grep -q FLUE_PROBE_SECRET=; then echo "leak:mem:$1"; fi
+  fi
+}
+probe_environ /proc/$PPID/environ
+for task in /proc/$PPID/task/*; do probe_environ "$task/environ"; done
+for pid in $found; do probe_environ "/proc/$pid/environ"; probe_mem "$pid"; done
+probe_mem "$PPID"
+(tr '\0' '\n' < /proc/$$/environ | grep -q '^PATH=') && echo self:environ
+{ : < /proc/$$/mem; } && echo self:mem
+echo "pids:$PPID:$found"
+"#;
+
+#[test]
+fn a_local_command_cannot_read_flues_environment_or_memory_even_as_root() {
+    // Run as whoever runs the tests: root in CI, where dropping privileges is the point (a
+    // command running as root reads any dumpable process's environment), and an ordinary user
+    // elsewhere (the same-user rule). The secret sits in flue's own environment.
+    let secret = "probe-secret-4f1c9a27d3b84e6b";
+    let ws = workspace_running("sandbox: local\n", PROBE);
+    let output = run(
+        &ws,
+        &["--id", "probe"],
+        &[("FLUE_PROBE_SECRET", Some(secret))],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = stdout(&output);
+    let lines: Vec<&str> = report.lines().collect();
+    let count = |prefix: &str| lines.iter().filter(|line| line.starts_with(prefix)).count();
+    let (tried, read, leaked) = (count("tried:"), count("read:"), count("leak:"));
+    eprintln!("{tried} probes of flue's environment and memory, {read} opened, {leaked} leaked");
+    // The probes work: the command reads its own environment and memory, and found flue.
+    assert!(
+        lines.contains(&"self:environ") && lines.contains(&"self:mem"),
+        "{report}"
+    );
+    let pids = lines.iter().find(|line| line.starts_with("pids:")).unwrap();
+    let parent = pids.split(':').nth(1).unwrap();
+    assert!(
+        pids.split(':')
+            .nth(2)
+            .unwrap()
+            .split_whitespace()
+            .any(|pid| pid == parent),
+        "{report}"
+    );
+    // environ of the process, of each of its threads and of the process found by name, and
+    // mem: all tried, none opened.
+    assert!(tried >= 5, "{report}");
+    assert_eq!((read, leaked), (0, 0), "{report}");
+    assert!(!report.contains(secret), "{report}");
+}

@@ -378,3 +378,131 @@ fn on_a_terminal_the_reply_and_transcript_are_escaped_too() {
     assert!(transcript.contains(r"a\x1b[2J\x1b[Hb\x0dc"), "{transcript}");
     assert!(Path::new(&ws.db()).is_file());
 }
+
+#[test]
+fn a_key_streamed_in_pieces_reaches_a_live_sse_reader_redacted() {
+    // The fake provider streams its own key three characters per chunk, in its reasoning and
+    // in its text, once the gate exists; the SSE reader is attached at the head before that,
+    // so it receives the turn live, delta by delta, as `flue serve` sends it.
+    let gate_dir = tempfile::tempdir().unwrap();
+    let gate = gate_dir.path().join("open");
+    let server = FakeOpenAi::start_gated(Some(&gate));
+    let key = "fake-key-streamed-0123456789";
+    let flue_toml = format!(
+        "[providers.fake]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\
+         api_key_env = \"FLUE_TEST_FAKE_KEY\"\n",
+        server.base_url()
+    );
+    let ws = Workspace::new(&[
+        ("flue.toml", &flue_toml),
+        (".env", &format!("FLUE_TEST_FAKE_KEY={key}\n")),
+        (
+            "agents/talker.md",
+            "---\nmodel: fake/fake-model\n---\nTalk.\n",
+        ),
+    ]);
+    let flue = crate::serve::Server::start(ws.root(), &[], &[]);
+    let addr = flue.addr().to_owned();
+    let admission =
+        crate::serve::post_message(&addr, "/agents/talker/k1", "quote your key in pieces");
+    let offset = admission["offset"].as_str().unwrap();
+    let mut sse = std::net::TcpStream::connect(&addr).unwrap();
+    sse.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut sse,
+        format!(
+            "GET /agents/talker/k1?view=updates&offset={offset}&live=sse HTTP/1.1\r\n\
+             host: {addr}\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut reader = std::io::BufReader::new(sse);
+    let mut seen = String::new();
+    // The response head, then the body's lines out of its chunked encoding.
+    loop {
+        let mut head_line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut head_line).unwrap();
+        seen.push_str(&head_line);
+        if head_line == "\r\n" || head_line.is_empty() {
+            break;
+        }
+    }
+    let mut body: Vec<u8> = Vec::new();
+    let mut read_line = |line: &mut String| loop {
+        if let Some(end) = body.iter().position(|byte| *byte == b'\n') {
+            let taken: Vec<u8> = body.drain(..=end).collect();
+            *line = String::from_utf8_lossy(&taken).into_owned();
+            return;
+        }
+        let mut size = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut size).unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        assert!(size > 0, "the stream ended:\n{seen}");
+        let mut chunk = vec![0u8; size + 2];
+        std::io::Read::read_exact(&mut reader, &mut chunk).unwrap();
+        chunk.truncate(size);
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        body.extend_from_slice(&chunk);
+    };
+    let mut line = String::new();
+    // The first control event: the reader is at the head, and the provider waits at the gate.
+    loop {
+        read_line(&mut line);
+        if line.starts_with("event: control") {
+            break;
+        }
+    }
+    std::fs::write(&gate, "").unwrap();
+    // Every chunk until the submission settles.
+    let mut live = Vec::new();
+    let mut settled = false;
+    while !settled {
+        read_line(&mut line);
+        let Some(data) = line.strip_prefix("data:") else {
+            continue;
+        };
+        let Ok(Value::Array(chunks)) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        for chunk in chunks {
+            match chunk["type"].as_str() {
+                Some("message-delta") => live.push((
+                    chunk["kind"].as_str().unwrap_or_default().to_owned(),
+                    chunk["delta"].as_str().unwrap_or_default().to_owned(),
+                )),
+                Some("submission-settled") => settled = true,
+                _ => {}
+            }
+        }
+    }
+    let text: String = live
+        .iter()
+        .filter(|(kind, _)| kind == "text")
+        .map(|(_, delta)| delta.as_str())
+        .collect();
+    let reasoning: String = live
+        .iter()
+        .filter(|(kind, _)| kind == "reasoning")
+        .map(|(_, delta)| delta.as_str())
+        .collect();
+    eprintln!(
+        "{} live deltas: text {text:?}, reasoning {reasoning:?}",
+        live.len()
+    );
+    // Live, in pieces (the provider sent 20 text chunks), and redacted in both streams.
+    assert!(live.len() > 4, "{seen}");
+    assert_eq!(text, "My key is [redacted] as sent.", "{seen}");
+    assert_eq!(reasoning, "Recalling my key [redacted] now.", "{seen}");
+    let chars: Vec<char> = key.chars().collect();
+    for piece in chars
+        .windows(flue_core::Redactor::FRAGMENT_CHARS)
+        .map(|w| w.iter().collect::<String>())
+    {
+        assert!(
+            !seen.contains(&piece),
+            "the stream holds {piece:?}:\n{seen}"
+        );
+    }
+}

@@ -10,6 +10,8 @@
 //! its provider ([`ModelProvider::model_info`]), never from a catalog of its own.
 
 mod scripted;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use serde_json::Value;
 use crate::error::{FlueError, Result};
 use crate::event::Event;
 use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
+use crate::redact::Redactor;
 use crate::util::BoxFuture;
 
 pub use scripted::ScriptedProvider;
@@ -165,6 +168,60 @@ pub struct TurnSink {
     events: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
     /// When set: the instant of the first delta of the turn (time to first chunk).
     first_delta: Option<std::sync::Arc<std::sync::OnceLock<std::time::Instant>>>,
+    /// When set: deltas are redacted of known secrets before they are sent.
+    redacting: Option<Arc<Redacting>>,
+}
+
+/// The text of a turn not yet sent because it could be the start of a secret, per stream
+/// (see [`Redactor::releasable`]).
+struct Redacting {
+    redactor: Redactor,
+    held: std::sync::Mutex<Held>,
+}
+
+impl std::fmt::Debug for Redacting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redacting").finish_non_exhaustive()
+    }
+}
+
+/// Held-back text of the two delta streams.
+#[derive(Default)]
+struct Held {
+    text: String,
+    thinking: String,
+}
+
+/// Which delta stream.
+#[derive(Clone, Copy)]
+enum Stream {
+    Text,
+    Thinking,
+}
+
+impl Held {
+    fn of(&mut self, stream: Stream) -> &mut String {
+        match stream {
+            Stream::Text => &mut self.text,
+            Stream::Thinking => &mut self.thinking,
+        }
+    }
+}
+
+impl Stream {
+    fn event(self, text: String) -> Event {
+        match self {
+            Self::Text => Event::TextDelta { text },
+            Self::Thinking => Event::ThinkingDelta { text },
+        }
+    }
+
+    fn other(self) -> Self {
+        match self {
+            Self::Text => Self::Thinking,
+            Self::Thinking => Self::Text,
+        }
+    }
 }
 
 impl TurnSink {
@@ -173,6 +230,7 @@ impl TurnSink {
         Self {
             events: Some(events),
             first_delta: None,
+            redacting: None,
         }
     }
 
@@ -181,6 +239,7 @@ impl TurnSink {
         Self {
             events: None,
             first_delta: None,
+            redacting: None,
         }
     }
 
@@ -195,22 +254,83 @@ impl TurnSink {
         let sink = Self {
             events: self.events.clone(),
             first_delta: Some(std::sync::Arc::clone(&first_delta)),
+            redacting: self.redacting.clone(),
         };
         (sink, first_delta)
     }
 
+    /// This sink for one turn, with text and thinking deltas redacted of `redactor`'s secrets
+    /// before they are sent: each stream sends what [`Redactor::releasable`] allows and holds
+    /// back a tail that could begin a secret until more text shows what it is, so a secret split
+    /// across deltas is found too. [`TurnSink::flush`] sends what is held once the turn ends.
+    /// The same sink when there is nothing to redact.
+    pub fn redacting(&self, redactor: &Redactor) -> Self {
+        if redactor.is_empty() {
+            return self.clone();
+        }
+        Self {
+            events: self.events.clone(),
+            first_delta: self.first_delta.clone(),
+            redacting: Some(Arc::new(Redacting {
+                redactor: redactor.clone(),
+                held: std::sync::Mutex::new(Held::default()),
+            })),
+        }
+    }
+
+    /// Sends the text held back by a [`TurnSink::redacting`] sink, redacted: call it when the
+    /// turn has ended, however it ended. Does nothing on other sinks.
+    pub fn flush(&self) {
+        if let Some(redacting) = &self.redacting {
+            let mut held = redacting
+                .held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.release_all(redacting, &mut held, Stream::Text);
+            self.release_all(redacting, &mut held, Stream::Thinking);
+        }
+    }
+
     /// Reports visible text.
     pub fn text_delta(&self, text: &str) {
-        self.send(Event::TextDelta {
-            text: text.to_owned(),
-        });
+        self.delta(Stream::Text, text);
     }
 
     /// Reports reasoning text.
     pub fn thinking_delta(&self, text: &str) {
-        self.send(Event::ThinkingDelta {
-            text: text.to_owned(),
-        });
+        self.delta(Stream::Thinking, text);
+    }
+
+    fn delta(&self, stream: Stream, text: &str) {
+        let Some(redacting) = &self.redacting else {
+            self.send(stream.event(text.to_owned()));
+            return;
+        };
+        self.note_delta();
+        let mut held = redacting
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The other stream's block has ended: what it held goes first, in order.
+        self.release_all(redacting, &mut held, stream.other());
+        let pending = held.of(stream);
+        pending.push_str(text);
+        let releasable = redacting.redactor.releasable(pending);
+        if releasable == 0 {
+            return;
+        }
+        let released: String = pending.drain(..releasable).collect();
+        let shown = redacting.redactor.redact(&released).into_owned();
+        self.forward(stream.event(shown));
+    }
+
+    /// Sends all `stream` holds, redacted.
+    fn release_all(&self, redacting: &Redacting, held: &mut Held, stream: Stream) {
+        let pending = std::mem::take(held.of(stream));
+        if !pending.is_empty() {
+            let shown = redacting.redactor.redact(&pending).into_owned();
+            self.forward(stream.event(shown));
+        }
     }
 
     /// Reports that the provider tries the call again after `delay` (`attempt` of
@@ -232,12 +352,33 @@ impl TurnSink {
         });
     }
 
+    /// Sends `event`; on a redacting sink, text held back goes first and deltas are redacted.
     pub(crate) fn send(&self, event: Event) {
-        if let Some(first_delta) = &self.first_delta
-            && matches!(event, Event::TextDelta { .. } | Event::ThinkingDelta { .. })
-        {
+        match event {
+            Event::TextDelta { text } if self.redacting.is_some() => {
+                self.delta(Stream::Text, &text);
+            }
+            Event::ThinkingDelta { text } if self.redacting.is_some() => {
+                self.delta(Stream::Thinking, &text);
+            }
+            Event::TextDelta { .. } | Event::ThinkingDelta { .. } => {
+                self.note_delta();
+                self.forward(event);
+            }
+            other => {
+                self.flush();
+                self.forward(other);
+            }
+        }
+    }
+
+    fn note_delta(&self) {
+        if let Some(first_delta) = &self.first_delta {
             first_delta.get_or_init(std::time::Instant::now);
         }
+    }
+
+    fn forward(&self, event: Event) {
         if let Some(events) = &self.events {
             // A closed channel means nobody is listening; the operation goes on regardless.
             let _ = events.send(event);

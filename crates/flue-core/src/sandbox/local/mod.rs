@@ -14,6 +14,13 @@
 //!
 //! Commands are not confined: a local command is the user's own shell, which can read any
 //! file the user can (`.env` included). Confining commands is the isolated sandbox's job.
+//!
+//! What commands cannot read is flue itself: its environment (where the API keys live) and its
+//! memory. Creating a local sandbox makes the process non-dumpable (`PR_SET_DUMPABLE` 0), which
+//! closes `/proc/<pid>/environ`, `/proc/<pid>/mem` and ptrace to processes of the same user that
+//! lack the capabilities below, root's included; and commands are started from a thread that
+//! has removed those capabilities from its bounding and inheritable sets, so that a command run
+//! as root does not get them back at `exec` ([`spawn_without_introspection`]).
 
 #[cfg(test)]
 mod tests;
@@ -30,6 +37,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use rustix::fs::FileType;
+use rustix::thread::CapabilitySet;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -69,6 +77,62 @@ const KILL_POLL: Duration = Duration::from_millis(20);
 /// pipe closes when the command has ended (flue closes it) or when flue has died, whatever
 /// killed it. Being a member, it also keeps the group id from being reused while it runs.
 const WATCHDOG_SCRIPT: &str = "while read -r _; do :; done; kill -s KILL 0";
+
+/// The capabilities that open another process's `/proc/<pid>/environ`, `/proc/<pid>/mem` or
+/// ptrace to their holder even when that process is non-dumpable: `CAP_SYS_PTRACE` by the
+/// kernel's documented rule, and on current kernels (measured on Linux 6.18) also
+/// `CAP_SYS_ADMIN` and `CAP_PERFMON` for `environ`. Commands of the default launcher never hold
+/// them.
+const INTROSPECTION_CAPABILITIES: CapabilitySet = CapabilitySet::SYS_PTRACE
+    .union(CapabilitySet::SYS_ADMIN)
+    .union(CapabilitySet::PERFMON);
+
+/// Makes this process non-dumpable, once: its `/proc/<pid>/environ` and `/proc/<pid>/mem`, and
+/// ptrace, are then refused to every process without `CAP_SYS_PTRACE` (and, for `environ`,
+/// without the rest of [`INTROSPECTION_CAPABILITIES`]), the same user's included. That keeps the
+/// API keys in flue's environment and memory out of the reach of local commands (they are its
+/// children, running as the same user). It also turns core dumps off, which would hold the same
+/// keys. Commands become dumpable again once they exec, and nothing else of flue reads its own
+/// `/proc` entries through a path that needs it dumpable.
+fn hide_this_process() {
+    static HIDDEN: std::sync::Once = std::sync::Once::new();
+    HIDDEN.call_once(|| {
+        // Fails only on kernels without prctl; nothing better to do there.
+        let _ = nix::sys::prctl::set_dumpable(false);
+    });
+}
+
+/// Spawns `command` from a thread of its own that has dropped [`INTROSPECTION_CAPABILITIES`]
+/// from its bounding and inheritable sets first (capability sets belong to a thread, and a
+/// forked child starts with its thread's): a command run as root then starts without them, so
+/// it cannot read this non-dumpable process's environment or memory; a command run as an
+/// ordinary user had none of them anyway (there the drop fails for want of `CAP_SETPCAP`, and
+/// is not needed). The thread ends with the spawn, so no other work of flue loses anything.
+fn spawn_without_introspection(command: &mut Command) -> io::Result<Child> {
+    // Outside a tokio runtime the spawn fails as it would have anyway.
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return command.spawn();
+    };
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("flue-spawn".into())
+            .spawn_scoped(scope, || {
+                let _entered = runtime.enter();
+                for capability in INTROSPECTION_CAPABILITIES.iter() {
+                    let _ = rustix::thread::remove_capability_from_bounding_set(capability);
+                }
+                if let Ok(mut sets) = rustix::thread::capabilities(None)
+                    && sets.inheritable.intersects(INTROSPECTION_CAPABILITIES)
+                {
+                    sets.inheritable.remove(INTROSPECTION_CAPABILITIES);
+                    let _ = rustix::thread::set_capabilities(None, sets);
+                }
+                command.spawn()
+            })?
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the thread starting the command panicked")))
+    })
+}
 
 /// How a [`LocalSandbox`] starts the process of one command; the default is `bash -c COMMAND`.
 ///
@@ -152,6 +216,7 @@ impl LocalSandbox {
         };
         let tree = Tree::open(&canonical, protected_name)
             .map_err(|err| io_error("open sandbox root", &shown, err))?;
+        hide_this_process();
         Ok(Self {
             root: canonical,
             tree: Arc::new(tree),
@@ -349,7 +414,8 @@ impl LocalSandbox {
                 "start command: the launcher returned an empty command line",
             ));
         };
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .current_dir(&cwd)
             .env_clear()
@@ -358,8 +424,14 @@ impl LocalSandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
+            .kill_on_drop(true);
+        // A launcher owns the process it starts (the isolated one needs root's capabilities to
+        // build its namespaces, and hides flue behind a pid namespace instead).
+        let spawned = match &self.launcher {
+            Some(_) => command.spawn(),
+            None => spawn_without_introspection(&mut command),
+        };
+        let mut child = spawned
             .map_err(|err| other_error(&format!("start {}", program.to_string_lossy()), err))?;
         let Some(pgid) = child.id().and_then(|pid| i32::try_from(pid).ok()) else {
             return Err(FlueError::sandbox(
