@@ -10,6 +10,7 @@ use rusqlite::{Connection, params};
 
 use super::Writer;
 use flue_core::FlueError;
+use flue_core::store::rules::Commit;
 
 fn table() -> Arc<Mutex<Connection>> {
     let connection = Connection::open_in_memory().unwrap();
@@ -41,7 +42,7 @@ async fn a_failing_write_in_a_batch_rolls_back_alone() {
         let writer = Arc::clone(&writer);
         writes.push(tokio::spawn(async move {
             writer
-                .write(move |tx| {
+                .write(Commit::Sync, move |tx| {
                     tx.execute("INSERT INTO t (n) VALUES (?1), (?2)", params![n, n + 100])
                         .map_err(|err| FlueError::store("insert", err))?;
                     if n % 2 == 1 {
@@ -86,7 +87,7 @@ async fn writes_in_one_batch_see_those_before_them() {
         let writer = Arc::clone(&writer);
         writes.push(tokio::spawn(async move {
             writer
-                .write(|tx| {
+                .write(Commit::Sync, |tx| {
                     tx.query_row(
                         "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
                         [],
@@ -133,14 +134,17 @@ async fn a_first_write_runs_before_the_others_of_its_batch() {
     // three queue behind it meanwhile and make up the second batch.
     let (running, is_running) = mpsc::channel();
     let (release, released) = mpsc::channel::<()>();
-    let alone = sent(writer.write(move |tx| {
+    let alone = sent(writer.write(Commit::Sync, move |tx| {
         running.send(()).unwrap();
         released.recv().unwrap();
         next(tx)
     }));
     is_running.recv().unwrap();
-    let ordinary = [sent(writer.write(next)), sent(writer.write(next))];
-    let first = sent(writer.write_first(next));
+    let ordinary = [
+        sent(writer.write(Commit::Sync, next)),
+        sent(writer.write(Commit::Sync, next)),
+    ];
+    let first = sent(writer.write_first(Commit::Sync, next));
     release.send(()).unwrap();
     assert_eq!(alone.await.unwrap(), 1);
     assert_eq!(first.await.unwrap(), 2);
