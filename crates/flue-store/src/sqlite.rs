@@ -75,6 +75,10 @@ pub struct CommitStats {
     pub synced: u64,
     /// Commits that wrote without syncing; the next synced commit makes them durable.
     pub unsynced: u64,
+    /// The length of the WAL file (`<database>-wal`) right after the last synced commit: the
+    /// bytes up to there are on the disk, and what a power loss leaves is at least that
+    /// (0 before the first synced commit, and for an in-memory store).
+    pub synced_journal_len: u64,
 }
 
 /// The largest WAL file kept between checkpoints: twice what the automatic checkpoint lets it
@@ -198,8 +202,10 @@ impl SqliteStore {
             .and_then(|read| keep_journal_on_close(&read).map(|()| read))
             .map_err(|err| opening_failed(path, FlueError::store("cannot open the file", err)))?;
         let connection = Arc::new(Mutex::new(connection));
+        let mut journal = path.as_os_str().to_owned();
+        journal.push("-wal");
         Ok(Self {
-            writer: Writer::start(Arc::clone(&connection))?,
+            writer: Writer::start(Arc::clone(&connection), Some(journal.into()))?,
             connection,
             read_connection: Some(Mutex::new(read_connection)),
             path: Some(path.to_owned()),
@@ -215,7 +221,7 @@ impl SqliteStore {
         prepare(&mut connection)?;
         let connection = Arc::new(Mutex::new(connection));
         Ok(Self {
-            writer: Writer::start(Arc::clone(&connection))?,
+            writer: Writer::start(Arc::clone(&connection), None)?,
             connection,
             read_connection: None,
             path: None,
@@ -232,8 +238,12 @@ impl SqliteStore {
     /// How many group commits of conversation writes this store value made, by whether they
     /// synced the file; for tests and benchmarks of the commit schedule.
     pub fn commit_stats(&self) -> CommitStats {
-        let (synced, unsynced) = self.writer.counts();
-        CommitStats { synced, unsynced }
+        let (synced, unsynced, synced_journal_len) = self.writer.counts();
+        CommitStats {
+            synced,
+            unsynced,
+            synced_journal_len,
+        }
     }
 
     fn connection(&self) -> MutexGuard<'_, Connection> {

@@ -239,7 +239,8 @@ pub enum Write<'a> {
     Append(&'a FencedAppend<'a>),
 }
 
-/// How `write` is committed (see [`Commit`]).
+/// How `write` is committed in a store whose crash takes its writers down with it (an
+/// embedded database file: a power loss stops every process on the machine). See [`Commit`].
 ///
 /// - An admission and an abort request are answered to their caller, who then counts on them.
 /// - A settlement is reported (the `settled` batch and event, `flue run`'s reply), and a
@@ -270,6 +271,20 @@ pub fn commit_of(write: Write<'_>) -> Commit {
                 Commit::WithNext
             }
         }
+    }
+}
+
+/// How `write` is committed in a database server that can crash while its writers live on
+/// (Postgres): as [`commit_of`], except that claims and record appends sync too. A writer
+/// that outlived the crash goes on from what it remembers: had its claim been lost, its
+/// message would be marked unapplied under a stored `User` record; had a record been lost,
+/// its next append would meet an older version and fail the attempt. A lost acquire or
+/// release is harmless there as well: the writer's next fenced write fails (`lease_lost`), or
+/// the conversation stays its own until the lease runs out.
+pub fn commit_of_server(write: Write<'_>) -> Commit {
+    match write {
+        Write::Claim | Write::Append(_) => Commit::Sync,
+        write => commit_of(write),
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Transaction};
 use flue_core::store::rules::{
     self, AdmissionCheck, Commit, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, Write, commit_of, instance_not_found, stale_fence,
+    SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -155,7 +155,9 @@ impl ConversationStore for PostgresStore {
     async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
         let message_json = rules::message_json(admission)?;
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client, commit_of(Write::Admit)).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Admit))
+            .await?;
         let receipt = admit_in(&tx, admission, &message_json).await?;
         tx.commit()
             .await
@@ -316,7 +318,7 @@ impl ConversationStore for PostgresStore {
         let instance_id = key.instance_id();
         let mut client = self.client().await?;
         let tx = self
-            .begin(&mut client, commit_of(Write::RequestAbort))
+            .begin(&mut client, commit_of_server(Write::RequestAbort))
             .await?;
         if lock(&tx, &instance_id).await?.is_none() {
             return Ok(AbortReport::default());
@@ -413,7 +415,9 @@ impl ConversationStore for PostgresStore {
     ) -> Result<Acquire> {
         let instance_id = key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client, commit_of(Write::Acquire)).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Acquire))
+            .await?;
         let current = lock(&tx, &instance_id)
             .await?
             .ok_or_else(|| instance_not_found(key, None))?;
@@ -474,7 +478,9 @@ impl ConversationStore for PostgresStore {
     async fn release(&self, fence: &Fence) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client, commit_of(Write::Release)).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Release))
+            .await?;
         check_fence(&tx, fence).await?;
         if count_unsettled(&tx, &instance_id).await? > 0 {
             return Ok(false);
@@ -501,7 +507,9 @@ impl ConversationStore for PostgresStore {
         let durability_json = rules::to_json(durability, "durability")?;
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client, commit_of(Write::Claim)).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Claim))
+            .await?;
         check_fence(&tx, fence).await?;
         let next = query_opt(
             &tx,
@@ -549,7 +557,9 @@ impl ConversationStore for PostgresStore {
     async fn settle(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client, commit_of(Write::Settle)).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Settle))
+            .await?;
         check_fence(&tx, fence).await?;
         let Some(head) = settle_in(&tx, &instance_id, settlement).await? else {
             return Ok(false);
@@ -565,7 +575,7 @@ impl ConversationStore for PostgresStore {
         let rows = rules::records_json(append.records)?;
         let mut client = self.client().await?;
         let tx = self
-            .begin(&mut client, commit_of(Write::Append(&append)))
+            .begin(&mut client, commit_of_server(Write::Append(&append)))
             .await?;
         check_fence(&tx, append.fence).await?;
         let version = insert_records(&tx, append.session, append.expected_version, &rows).await?;
@@ -627,7 +637,9 @@ impl ConversationStore for PostgresStore {
     async fn wait(&self, fence: &Fence, submission_id: &str, actions: &[String]) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client, commit_of(Write::Wait)).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Wait))
+            .await?;
         check_fence(&tx, fence).await?;
         let changed = execute(
             &tx,

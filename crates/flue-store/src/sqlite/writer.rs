@@ -28,6 +28,7 @@
 //! any order of them is one a caller could have seen.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -54,18 +55,25 @@ pub(super) struct Writer {
 pub(super) struct CommitCounts {
     pub(super) synced: AtomicU64,
     pub(super) unsynced: AtomicU64,
+    /// The WAL file's length right after the last synced commit (0 before it).
+    pub(super) synced_journal_len: AtomicU64,
 }
 
 impl Writer {
     /// Starts the writer thread on `connection` (shared with the store's other writes, which
     /// take the mutex for their own transactions).
-    pub(super) fn start(connection: Arc<Mutex<Connection>>) -> Result<Self> {
+    /// `journal` is the WAL file of a file store, whose length is noted after each synced
+    /// commit.
+    pub(super) fn start(
+        connection: Arc<Mutex<Connection>>,
+        journal: Option<PathBuf>,
+    ) -> Result<Self> {
         let (sender, receiver) = mpsc::channel();
         let counts = Arc::new(CommitCounts::default());
         let thread_counts = Arc::clone(&counts);
         let thread = std::thread::Builder::new()
             .name("flue-sqlite-writer".to_owned())
-            .spawn(move || run(&connection, &receiver, &thread_counts))
+            .spawn(move || run(&connection, &receiver, &thread_counts, journal.as_deref()))
             .map_err(|err| FlueError::store("cannot start the store's writer thread", err))?;
         Ok(Self {
             sender: Some(sender),
@@ -74,11 +82,13 @@ impl Writer {
         })
     }
 
-    /// The batches committed so far: synced, and not synced on their own.
-    pub(super) fn counts(&self) -> (u64, u64) {
+    /// The batches committed so far: synced, and not synced on their own; and the WAL's
+    /// length after the last synced one.
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
         (
-            self.counts.synced.load(Ordering::Relaxed),
-            self.counts.unsynced.load(Ordering::Relaxed),
+            self.counts.synced.load(Ordering::Acquire),
+            self.counts.unsynced.load(Ordering::Acquire),
+            self.counts.synced_journal_len.load(Ordering::Acquire),
         )
     }
 
@@ -224,6 +234,7 @@ fn run(
     connection: &Mutex<Connection>,
     receiver: &Receiver<Box<dyn Request>>,
     counts: &CommitCounts,
+    journal: Option<&Path>,
 ) {
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
@@ -244,12 +255,22 @@ fn run(
             && connection
                 .pragma_update(None, "synchronous", "NORMAL")
                 .is_ok();
-        run_batch(&mut connection, batch);
+        run_batch(&mut connection, batch, || {
+            if relaxed {
+                counts.unsynced.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+            // Noted before any request is answered, so whoever learns of a synced write finds
+            // the stats counting it.
+            if let Some(len) = journal.and_then(|journal| std::fs::metadata(journal).ok()) {
+                counts
+                    .synced_journal_len
+                    .store(len.len(), Ordering::Release);
+            }
+            counts.synced.fetch_add(1, Ordering::AcqRel);
+        });
         if relaxed {
             restore_full(&connection);
-            counts.unsynced.fetch_add(1, Ordering::Relaxed);
-        } else {
-            counts.synced.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -267,7 +288,9 @@ fn restore_full(connection: &Connection) {
     }
 }
 
-fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
+/// Runs `batch` in one transaction and answers its requests; `committed` runs between a
+/// successful commit and the answers.
+fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>, committed: impl FnOnce()) {
     if !connection.is_autocommit() {
         // A rollback that failed on an earlier batch left a transaction open; end it, or no
         // batch could begin again.
@@ -317,6 +340,9 @@ fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
     } else {
         tx.commit().err().map(|err| err.to_string())
     };
+    if commit_error.is_none() {
+        committed();
+    }
     for answer in answers {
         answer.send(commit_error.as_deref());
     }

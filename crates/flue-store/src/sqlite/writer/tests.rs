@@ -33,7 +33,7 @@ fn stored(connection: &Mutex<Connection>) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_write_in_a_batch_rolls_back_alone() {
     let connection = table();
-    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let writer = Arc::new(Writer::start(Arc::clone(&connection), None).unwrap());
     // Holding the connection keeps the thread from committing, so the writes queue up and
     // run in one transaction.
     let held = connection.lock().unwrap();
@@ -80,7 +80,7 @@ async fn a_failing_write_in_a_batch_rolls_back_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_in_one_batch_see_those_before_them() {
     let connection = table();
-    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let writer = Arc::new(Writer::start(Arc::clone(&connection), None).unwrap());
     let held = connection.lock().unwrap();
     let mut writes = Vec::new();
     for _ in 0..10 {
@@ -121,7 +121,7 @@ fn sent<F: Future>(future: F) -> Pin<Box<F>> {
 #[tokio::test]
 async fn a_first_write_runs_before_the_others_of_its_batch() {
     let connection = table();
-    let writer = Writer::start(Arc::clone(&connection)).unwrap();
+    let writer = Writer::start(Arc::clone(&connection), None).unwrap();
     let next = |tx: &rusqlite::Transaction<'_>| {
         tx.query_row(
             "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
