@@ -1,5 +1,6 @@
 //! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a
-//! batch see earlier ones, first writes run before the others of their batch.
+//! batch see earlier ones, first writes run before the others of their batch, a batch of writes that ride along
+//! commits without a sync and leaves `synchronous=FULL` behind.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, mpsc};
@@ -153,4 +154,40 @@ async fn a_first_write_runs_before_the_others_of_its_batch() {
         others.push(write.await.unwrap());
     }
     assert_eq!(others, [3, 4]);
+}
+
+#[tokio::test]
+async fn a_batch_of_writes_that_ride_along_commits_unsynced_and_restores_full() {
+    let connection = table();
+    let synchronous = |connection: &Mutex<Connection>| -> i64 {
+        connection
+            .lock()
+            .unwrap()
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap()
+    };
+    // 2 is FULL, 1 NORMAL.
+    connection
+        .lock()
+        .unwrap()
+        .pragma_update(None, "synchronous", "FULL")
+        .unwrap();
+    let writer = Writer::start(Arc::clone(&connection), None).unwrap();
+    let insert = |n: i64| {
+        move |tx: &rusqlite::Transaction<'_>| {
+            // The level in force while the batch runs.
+            let level: i64 = tx
+                .pragma_query_value(None, "synchronous", |row| row.get(0))
+                .map_err(|err| FlueError::store("pragma", err))?;
+            tx.execute("INSERT INTO t (n) VALUES (?1)", params![n])
+                .map_err(|err| FlueError::store("insert", err))?;
+            Ok(level)
+        }
+    };
+    assert_eq!(writer.write(Commit::WithNext, insert(1)).await.unwrap(), 1);
+    assert_eq!(synchronous(&connection), 2);
+    assert_eq!(writer.write(Commit::Sync, insert(2)).await.unwrap(), 2);
+    assert_eq!(writer.counts().0, 1, "synced batches");
+    assert_eq!(writer.counts().1, 1, "unsynced batches");
+    assert_eq!(stored(&connection), [1, 2]);
 }
