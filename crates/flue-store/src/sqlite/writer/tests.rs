@@ -1,6 +1,6 @@
 //! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a
-//! batch see earlier ones, first writes run before the others of their batch, a batch of writes that ride along
-//! commits without a sync and leaves `synchronous=FULL` behind.
+//! batch see earlier ones, first writes run before the others of their batch, a batch of
+//! writes that ride along commits without a sync and leaves `synchronous=FULL` behind.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, mpsc};
