@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
@@ -64,6 +65,26 @@ pub struct SqliteStore {
     heads: HeadWatchers,
     local_owners: LocalOwners,
 }
+
+/// Group commits of a [`SqliteStore`]'s conversation writes (see
+/// [`flue_core::store::rules::Commit`]). Plain session appends and audit writes, which commit
+/// on their own and always sync, are not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Commits that synced the WAL before answering (one fsync each, when they wrote).
+    pub synced: u64,
+    /// Commits that wrote without syncing; the next synced commit makes them durable.
+    pub unsynced: u64,
+    /// The length of the WAL file (`<database>-wal`) right after the last synced commit: the
+    /// bytes up to there are on the disk, and what a power loss leaves is at least that
+    /// (0 before the first synced commit, and for an in-memory store).
+    pub synced_journal_len: u64,
+}
+
+/// The largest WAL file kept between checkpoints: twice what the automatic checkpoint lets it
+/// reach (1000 pages of 4 KiB), so that in ordinary use the file is reused, never truncated
+/// and grown again, while one very large transaction does not leave it large for good.
+const JOURNAL_SIZE_LIMIT: i64 = 8 * 1024 * 1024;
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -178,10 +199,13 @@ impl SqliteStore {
         let connection = open_file(path).map_err(|err| opening_failed(path, err))?;
         let read_connection = Connection::open(path)
             .and_then(|read| read.busy_timeout(BUSY_TIMEOUT).map(|()| read))
+            .and_then(|read| keep_journal_on_close(&read).map(|()| read))
             .map_err(|err| opening_failed(path, FlueError::store("cannot open the file", err)))?;
         let connection = Arc::new(Mutex::new(connection));
+        let mut journal = path.as_os_str().to_owned();
+        journal.push("-wal");
         Ok(Self {
-            writer: Writer::start(Arc::clone(&connection))?,
+            writer: Writer::start(Arc::clone(&connection), Some(journal.into()))?,
             connection,
             read_connection: Some(Mutex::new(read_connection)),
             path: Some(path.to_owned()),
@@ -197,7 +221,7 @@ impl SqliteStore {
         prepare(&mut connection)?;
         let connection = Arc::new(Mutex::new(connection));
         Ok(Self {
-            writer: Writer::start(Arc::clone(&connection))?,
+            writer: Writer::start(Arc::clone(&connection), None)?,
             connection,
             read_connection: None,
             path: None,
@@ -209,6 +233,17 @@ impl SqliteStore {
     /// The database file, or `None` for an in-memory store.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// How many group commits of conversation writes this store value made, by whether they
+    /// synced the file; for tests and benchmarks of the commit schedule.
+    pub fn commit_stats(&self) -> CommitStats {
+        let (synced, unsynced, synced_journal_len) = self.writer.counts();
+        CommitStats {
+            synced,
+            unsynced,
+            synced_journal_len,
+        }
     }
 
     fn connection(&self) -> MutexGuard<'_, Connection> {
@@ -370,12 +405,30 @@ fn open_file(path: &Path) -> Result<Connection> {
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
         .map_err(store_error("cannot set the journal mode"))?;
     // FULL syncs the WAL on every commit: an acknowledged append survives power loss, not
-    // only a process crash. Appends are one small transaction per step, so this stays cheap.
+    // only a process crash. The conversation writes that need no sync of their own lower it
+    // for their batch (`sqlite/writer.rs`, the commit schedule in the store rules).
     connection
         .pragma_update(None, "synchronous", "FULL")
         .map_err(store_error("cannot set the synchronous mode"))?;
+    // The WAL stays between runs: created once, reused after each checkpoint instead of
+    // truncated, and bounded.
+    connection
+        .pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)
+        .map_err(store_error("cannot set the journal size limit"))?;
+    keep_journal_on_close(&connection).map_err(store_error("cannot keep the journal on close"))?;
     prepare(&mut connection)?;
     Ok(connection)
+}
+
+/// Leaves the WAL as it is when the connection closes. By default the last connection to
+/// close checkpoints the WAL into the database and deletes it (three fsyncs), and the next
+/// process creates it again (two more). Committed transactions are as durable in the WAL as
+/// in the database file; SQLite's automatic checkpoint (every 1000 pages) moves them over,
+/// and the next process to open the file reads the WAL it finds.
+fn keep_journal_on_close(connection: &Connection) -> rusqlite::Result<()> {
+    connection
+        .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map(|_| ())
 }
 
 /// `err`, from opening the store at `path`, as one message naming the file, the cause and

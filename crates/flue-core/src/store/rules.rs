@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::error::{FlueError, Result};
 use crate::event::Outcome;
-use crate::record::{RECORD_FORMAT_VERSION, StoredRecord};
+use crate::record::{RECORD_FORMAT_VERSION, Record, StoredRecord};
 use crate::store::{
     AbortReport, Admission, AuditEntry, Claim, Fence, FencedAppend, SessionKey, TrashEntry,
 };
@@ -192,6 +192,100 @@ pub fn check_fenced_session(append: &FencedAppend<'_>) -> Result<()> {
 /// holder's liveness and answers [`Acquire::Held`](crate::store::Acquire::Held) if it lives.
 pub fn contender<'a>(holder: Option<&'a str>, owner_id: &str, leased: bool) -> Option<&'a str> {
     holder.filter(|holder| *holder != owner_id && leased)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The commit schedule.
+
+/// When a conversation store's write must reach the disk before it is answered.
+///
+/// Every write is committed before it is answered, so a process crash (kill -9) loses none
+/// of them. A [`Commit::Sync`] write is also synced (one fsync of the SQLite WAL, a flushed
+/// Postgres commit): it survives a power loss or an operating-system crash. A
+/// [`Commit::WithNext`] write is not synced on its own; the journal is append-only, so the
+/// next synced commit of the store makes it durable too, and a power loss before that takes
+/// a suffix of such writes, never one from the middle. Each write is `WithNext` when what a
+/// power loss could take from it is redone by recovery from what remains, and `Sync` when
+/// someone acts on it once it is answered: a caller holds a receipt, a tool runs, a decision
+/// was given, a settlement is reported. ARCHITECTURE.md ("The commit schedule") lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// Synced before it is answered.
+    Sync,
+    /// Committed, and synced by the next [`Commit::Sync`] commit of the store.
+    WithNext,
+}
+
+/// A conversation store's write, as the commit schedule sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum Write<'a> {
+    /// [`ConversationStore::admit`](crate::store::ConversationStore::admit).
+    Admit,
+    /// [`ConversationStore::request_abort`](crate::store::ConversationStore::request_abort).
+    RequestAbort,
+    /// [`ConversationStore::acquire`](crate::store::ConversationStore::acquire).
+    Acquire,
+    /// [`ConversationStore::renew`](crate::store::ConversationStore::renew).
+    Renew,
+    /// [`ConversationStore::release`](crate::store::ConversationStore::release).
+    Release,
+    /// [`ConversationStore::claim_next`](crate::store::ConversationStore::claim_next).
+    Claim,
+    /// [`ConversationStore::settle`](crate::store::ConversationStore::settle).
+    Settle,
+    /// [`ConversationStore::wait`](crate::store::ConversationStore::wait).
+    Wait,
+    /// [`ConversationStore::append_fenced`](crate::store::ConversationStore::append_fenced).
+    Append(&'a FencedAppend<'a>),
+}
+
+/// How `write` is committed in a store whose crash takes its writers down with it (an
+/// embedded database file: a power loss stops every process on the machine). See [`Commit`].
+///
+/// - An admission and an abort request are answered to their caller, who then counts on them.
+/// - A settlement is reported (the `settled` batch and event, `flue run`'s reply), and a
+///   pause (`wait`) hands the submission to whoever decides.
+/// - An append syncs when it holds what the runtime acts on next: an assistant turn with tool
+///   calls (the calls run next; after a power loss the stored call is answered `interrupted`
+///   instead of asked again and run twice), an `ActionStarted` (confirmed calls run next),
+///   an `ActionResolved` or a resumed pause (a decision someone gave, answered once).
+/// - Everything else rides with the next synced commit: taking, renewing and releasing
+///   ownership and claiming an attempt are redone by recovery; the message's `User` record is
+///   appended again from the submission row; a lost tool result leaves a call that is
+///   answered `interrupted`; a lost final turn is asked for again, because the settlement that
+///   reports it is synced after it.
+pub fn commit_of(write: Write<'_>) -> Commit {
+    match write {
+        Write::Admit | Write::RequestAbort | Write::Settle | Write::Wait => Commit::Sync,
+        Write::Acquire | Write::Renew | Write::Release | Write::Claim => Commit::WithNext,
+        Write::Append(append) => {
+            let acted_on = append.resumes_waiting
+                || append.records.iter().any(|stored| match &stored.record {
+                    Record::Assistant(message) => message.tool_calls().next().is_some(),
+                    Record::ActionStarted(_) | Record::ActionResolved(_) => true,
+                    _ => false,
+                });
+            if acted_on {
+                Commit::Sync
+            } else {
+                Commit::WithNext
+            }
+        }
+    }
+}
+
+/// How `write` is committed in a database server that can crash while its writers live on
+/// (Postgres): as [`commit_of`], except that claims and record appends sync too. A writer
+/// that outlived the crash goes on from what it remembers: had its claim been lost, its
+/// message would be marked unapplied under a stored `User` record; had a record been lost,
+/// its next append would meet an older version and fail the attempt. A lost acquire or
+/// release is harmless there as well: the writer's next fenced write fails (`lease_lost`), or
+/// the conversation stays its own until the lease runs out.
+pub fn commit_of_server(write: Write<'_>) -> Commit {
+    match write {
+        Write::Claim | Write::Append(_) => Commit::Sync,
+        write => commit_of(write),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -45,8 +45,9 @@ fn conversations() -> [ConversationKey; 2] {
     ]
 }
 
-/// Dispatches every message, printing `ACK <id>` after each, then waits for all to settle.
-async fn dispatch_all(runtime: &AgentRuntime) -> Vec<String> {
+/// Dispatches every message, printing `DURABLE <bytes>` (the store's synced WAL length) and
+/// `ACK <id>` after each, then waits for all to settle.
+async fn dispatch_all(runtime: &AgentRuntime, store: &SqliteStore) -> Vec<String> {
     let keys = conversations();
     let mut ids = Vec::new();
     for (idx, text) in MESSAGES.iter().enumerate() {
@@ -58,6 +59,7 @@ async fn dispatch_all(runtime: &AgentRuntime) -> Vec<String> {
             )
             .await
             .unwrap();
+        println!("DURABLE {}", store.commit_stats().synced_journal_len);
         println!("ACK {}", receipt.submission_id);
         ids.push(receipt.submission_id);
     }
@@ -91,8 +93,26 @@ async fn crash_worker() {
         (Some("dispatch"), Some(dir)) => {
             let dir = Path::new(&dir);
             let store = Arc::new(SqliteStore::open(&dir.join("flue.db")).unwrap());
-            let runtime = runtime(store.clone(), &settings(dir)).await;
-            dispatch_all(&runtime).await;
+            let mut settings = settings(dir);
+            // Before each side effect, note how much of the WAL is on the disk: a power loss
+            // from then on leaves at least that, so the turn that asked for the call must be
+            // in it.
+            let probed = store.clone();
+            let durable = dir.join("durable.txt");
+            settings.before_effect = Some(Arc::new(move || {
+                let line = format!("{}\n", probed.commit_stats().synced_journal_len);
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&durable)
+                    .and_then(|mut file| {
+                        std::io::Write::write_all(&mut file, line.as_bytes())?;
+                        file.sync_data()
+                    })
+                    .unwrap();
+            }));
+            let runtime = runtime(store.clone(), &settings).await;
+            dispatch_all(&runtime, &store).await;
             println!("ALL_SETTLED");
             if std::env::var_os("FLUE_CRASH_WAIT_ALL").is_some() {
                 // Stay until the other processes' work is done too, so nobody's attempt is
@@ -113,7 +133,8 @@ async fn crash_worker() {
             let temp = tempfile::tempdir().unwrap();
             let store = Arc::new(SqliteStore::open(&temp.path().join("flue.db")).unwrap());
             let runtime = runtime(store.clone(), &settings(temp.path())).await;
-            let acked: BTreeSet<String> = dispatch_all(&runtime).await.into_iter().collect();
+            let acked: BTreeSet<String> =
+                dispatch_all(&runtime, &store).await.into_iter().collect();
             runtime.shutdown().await.unwrap();
             let report = check(&store, temp.path(), &acked).await;
             assert_eq!(report.settled, MESSAGES.len());
@@ -233,10 +254,44 @@ impl Rng {
     }
 }
 
+/// What a simulated power loss took: the bytes of the WAL past its synced length.
+#[derive(Clone, Copy, Debug, Default)]
+struct Lost {
+    bytes: u64,
+}
+
+/// Leaves the store in `dir` as a power loss at this instant could: the WAL cut back to the
+/// longest length the killed process saw synced (the most a power loss may take: every
+/// commit not synced yet; SQLite's WAL checksums make any survivor a prefix).
+fn lose_power(dir: &Path, durable_from_acks: u64) -> Lost {
+    let durable_from_tools = std::fs::read_to_string(dir.join("durable.txt"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    let durable = durable_from_acks.max(durable_from_tools);
+    let journal = dir.join("flue.db-wal");
+    let len = std::fs::metadata(&journal).map_or(0, |meta| meta.len());
+    if len > durable {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&journal)
+            .and_then(|file| file.set_len(durable))
+            .unwrap();
+    }
+    // The shared-memory index describes the longer WAL; the next opener rebuilds it.
+    let _ = std::fs::remove_file(dir.join("flue.db-shm"));
+    Lost {
+        bytes: len.saturating_sub(durable),
+    }
+}
+
 /// One trial: dispatch in a child, SIGKILL it `kill_after` after its start (or, with
-/// `from_first_ack`, after its first admission), recover in another child. Returns whether the
-/// kill interrupted admitted work (something was still unsettled), and what recovery found.
-fn trial((kill_after, from_first_ack): (Duration, bool)) -> (bool, Report) {
+/// `from_first_ack`, after its first admission), with `power_loss` also lose what was not
+/// synced, then recover in another child. Returns whether the kill interrupted admitted work
+/// (something was still unsettled), what recovery found, and what the power loss took.
+fn trial((kill_after, from_first_ack): (Duration, bool), power_loss: bool) -> (bool, Report, Lost) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let child_args = [
@@ -257,14 +312,17 @@ fn trial((kill_after, from_first_ack): (Duration, bool)) -> (bool, Report) {
     let stdout = child.stdout.take().unwrap();
     let (first_ack, admitted) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|line| line.strip_prefix("ACK ").map(str::to_owned))
-            .inspect(|_| {
+        let mut acked = BTreeSet::new();
+        let mut durable = 0_u64;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(len) = line.strip_prefix("DURABLE ") {
+                durable = durable.max(len.parse().unwrap());
+            } else if let Some(id) = line.strip_prefix("ACK ") {
+                acked.insert(id.to_owned());
                 let _ = first_ack.send(());
-            })
-            .collect::<BTreeSet<String>>()
+            }
+        }
+        (acked, durable)
     });
     if from_first_ack {
         // A loaded machine starts the child slowly: count from its first admission, so the
@@ -274,7 +332,12 @@ fn trial((kill_after, from_first_ack): (Duration, bool)) -> (bool, Report) {
     std::thread::sleep(kill_after);
     child.kill().unwrap();
     child.wait().unwrap();
-    let acked = reader.join().unwrap();
+    let (acked, durable) = reader.join().unwrap();
+    let lost = if power_loss {
+        lose_power(dir.path(), durable)
+    } else {
+        Lost::default()
+    };
     let interrupted = {
         let store = SqliteStore::open(&dir.path().join("flue.db")).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -299,55 +362,90 @@ fn trial((kill_after, from_first_ack): (Duration, bool)) -> (bool, Report) {
         .unwrap();
     let report = runtime.block_on(check(&store, dir.path(), &acked));
     assert_eq!(report.admitted, report.settled);
-    (interrupted, report)
+    (interrupted, report, lost)
 }
 
 #[test]
 fn kill_9_at_random_instants_loses_nothing_and_repeats_no_tool_call() {
+    let interrupted = random_trials(TRIALS, false);
+    assert!(
+        interrupted >= TRIALS / 3,
+        "only {interrupted} of {TRIALS} kills hit running work; the trial timing needs tuning"
+    );
+}
+
+/// The commit schedule under a power loss: kill -9 at random instants, then cut the WAL back
+/// to what was synced. Every acknowledged message survives and no tool call runs twice,
+/// because the admission and the turn holding tool calls are synced before they are
+/// answered; what was not synced (claims, user records, tool results, final turns) is redone.
+#[test]
+fn power_loss_at_random_instants_loses_nothing_acknowledged_and_repeats_no_tool_call() {
+    let interrupted = random_trials(TRIALS / 2, true);
+    assert!(
+        interrupted >= TRIALS / 6,
+        "only {interrupted} of {} losses hit running work; the trial timing needs tuning",
+        TRIALS / 2
+    );
+}
+
+/// Runs `trials` trials at random instants, three at a time; returns how many interrupted
+/// admitted work.
+fn random_trials(trials: usize, power_loss: bool) -> usize {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
         | 1;
-    println!("kill -9 trials, seed {seed}");
+    println!("kill -9 trials (power loss: {power_loss}), seed {seed}");
     let mut rng = Rng(seed);
     // Spread the kills over the whole run: a third within 200 ms of the process start, the
     // others within 60 ms of its first admission (about how long its work lasts on an idle
     // machine: admissions, turns and tools).
-    let delays: Vec<(Duration, bool)> = (0..TRIALS)
+    let delays: Vec<(Duration, bool)> = (0..trials)
         .map(|n| match n % 3 {
             0 => (Duration::from_millis(20 + rng.next() % 180), false),
             _ => (Duration::from_millis(rng.next() % 60), true),
         })
         .collect();
     let chunks: Vec<Vec<(Duration, bool)>> = delays
-        .chunks(TRIALS.div_ceil(PARALLEL))
+        .chunks(trials.div_ceil(PARALLEL))
         .map(<[_]>::to_vec)
         .collect();
     let workers: Vec<_> = chunks
         .into_iter()
-        .map(|chunk| std::thread::spawn(move || chunk.into_iter().map(trial).collect::<Vec<_>>()))
+        .map(|chunk| {
+            std::thread::spawn(move || {
+                chunk
+                    .into_iter()
+                    .map(|delay| trial(delay, power_loss))
+                    .collect::<Vec<_>>()
+            })
+        })
         .collect();
-    let outcomes: Vec<(bool, Report)> = workers
+    let outcomes: Vec<(bool, Report, Lost)> = workers
         .into_iter()
         .flat_map(|worker| worker.join().unwrap())
         .collect();
-    let interrupted = outcomes.iter().filter(|(hit, _)| *hit).count();
-    let admitted: usize = outcomes.iter().map(|(_, report)| report.admitted).sum();
-    let resumed: usize = outcomes.iter().map(|(_, report)| report.resumed).sum();
+    let interrupted = outcomes.iter().filter(|(hit, _, _)| *hit).count();
+    let admitted: usize = outcomes.iter().map(|(_, report, _)| report.admitted).sum();
+    let resumed: usize = outcomes.iter().map(|(_, report, _)| report.resumed).sum();
     let interrupted_calls: usize = outcomes
         .iter()
-        .map(|(_, report)| report.interrupted_calls)
+        .map(|(_, report, _)| report.interrupted_calls)
         .sum();
+    let losses = outcomes
+        .iter()
+        .filter(|(_, _, lost)| lost.bytes > 0)
+        .count();
+    let lost_bytes: u64 = outcomes.iter().map(|(_, _, lost)| lost.bytes).sum();
     println!(
-        "{interrupted} of {TRIALS} kills interrupted admitted work; {admitted} submissions \
-         admitted, all settled once; {resumed} resumed by a later attempt; \
-         {interrupted_calls} tool calls answered `interrupted` (never re-run)"
+        "{interrupted} of {trials} kills interrupted admitted work; {admitted} submissions \
+         admitted, all settled once, no acknowledged one lost, no tool call run twice; \
+         {resumed} resumed by a later attempt; {interrupted_calls} tool calls answered \
+         `interrupted` (never re-run); power loss took unsynced commits in {losses} trials \
+         ({lost_bytes} bytes of WAL)"
     );
-    assert!(
-        interrupted >= TRIALS / 3,
-        "only {interrupted} of {TRIALS} kills hit running work; the trial timing needs tuning"
-    );
+    interrupted
 }
 
 #[test]
@@ -428,4 +526,36 @@ fn concurrent_processes_on_one_conversation_keep_fifo_and_never_hijack() {
             assert_eq!(started, admitted, "processing order is admission order");
         }
     });
+}
+
+/// The commit schedule on SQLite, counted: a message answered after one tool round costs three
+/// synced commits (the admission, the turn holding the tool call, the settlement), a plain
+/// reply two (the admission, the settlement); everything else rides with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_round_syncs_three_times_and_a_plain_reply_twice() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&temp.path().join("flue.db")).unwrap());
+    let runtime = runtime(store.clone(), &settings(temp.path())).await;
+    let key = ConversationKey::new(AGENT, "schedule");
+    for (message, expected) in [("tools 1", 3), ("hi", 2), ("tools 2", 3), ("hello", 2)] {
+        let before = store.commit_stats();
+        let receipt = runtime
+            .dispatch(
+                &key,
+                DeliveredMessage::user(message),
+                DispatchOptions::default(),
+            )
+            .await
+            .unwrap();
+        let settlement = runtime.wait(&receipt.submission_id).await.unwrap();
+        assert_eq!(settlement.outcome, Outcome::Completed, "{settlement:?}");
+        let after = store.commit_stats();
+        assert_eq!(
+            after.synced - before.synced,
+            expected,
+            "synced commits for {message:?} ({before:?} -> {after:?})"
+        );
+        assert!(after.synced_journal_len > before.synced_journal_len);
+    }
+    runtime.shutdown().await.unwrap();
 }

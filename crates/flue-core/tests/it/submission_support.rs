@@ -125,9 +125,21 @@ impl ModelProvider for RuleModel {
     }
 }
 
+/// Runs right before a side-effect tool records its effect.
+pub type BeforeEffect = Arc<dyn Fn() + Send + Sync>;
+
 /// A tool that appends `<instance id> <call>` to `path` (one line per run, flushed), then
 /// sleeps `delay` (abortable).
 pub fn side_effect_tool(path: &Path, delay: Duration) -> ToolDefinition {
+    side_effect_tool_with(path, delay, None)
+}
+
+/// [`side_effect_tool`], calling `before` first on each run.
+pub fn side_effect_tool_with(
+    path: &Path,
+    delay: Duration,
+    before: Option<BeforeEffect>,
+) -> ToolDefinition {
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct Input {
         call: String,
@@ -138,6 +150,9 @@ pub fn side_effect_tool(path: &Path, delay: Duration) -> ToolDefinition {
         "Records that it ran.",
         move |input: Input, ctx| {
             let path = path.clone();
+            if let Some(before) = &before {
+                before();
+            }
             async move {
                 let line = format!("{} {}\n", ctx.instance_id, input.call);
                 let written = std::fs::OpenOptions::new()
@@ -177,6 +192,8 @@ pub struct AgentSettings {
     pub ask: bool,
     /// Whether the agent declares the `helper` subagent (which has the side-effect tool).
     pub delegate: bool,
+    /// Called by the side-effect tool right before it records its effect.
+    pub before_effect: Option<BeforeEffect>,
 }
 
 impl AgentSettings {
@@ -188,6 +205,7 @@ impl AgentSettings {
             durability: DurabilityConfig::default(),
             ask: false,
             delegate: false,
+            before_effect: None,
         }
     }
 }
@@ -201,9 +219,10 @@ pub fn agents(settings: &AgentSettings) -> Arc<StaticAgents> {
         });
         let mut agent = AgentConfig::new()
             .with_model("rule/any")
-            .with_tool(side_effect_tool(
+            .with_tool(side_effect_tool_with(
                 &settings.side_effects,
                 settings.tool_delay,
+                settings.before_effect.clone(),
             ))
             .with_durability(settings.durability.clone());
         if settings.delegate {

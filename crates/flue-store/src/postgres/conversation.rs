@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Transaction};
 use flue_core::store::rules::{
-    self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, instance_not_found, stale_fence,
+    self, AdmissionCheck, Commit, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
+    SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -84,14 +84,25 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Begins a write committed as `commit` says: a [`Commit::WithNext`] one with
+    /// `synchronous_commit` off, so its commit does not wait for the WAL flush (it is visible
+    /// at once, and Postgres flushes its WAL in order, so the next synchronous commit on the
+    /// server makes it durable too).
     async fn begin<'a>(
         &self,
         client: &'a mut deadpool_postgres::Object,
+        commit: Commit,
     ) -> Result<Transaction<'a>> {
-        client
+        let tx = client
             .transaction()
             .await
-            .map_err(pg_error("cannot begin transaction"))
+            .map_err(pg_error("cannot begin transaction"))?;
+        if commit == Commit::WithNext {
+            tx.batch_execute("SET LOCAL synchronous_commit TO OFF")
+                .await
+                .map_err(pg_error("cannot set the commit mode"))?;
+        }
+        Ok(tx)
     }
 
     async fn conversations_where(
@@ -144,7 +155,9 @@ impl ConversationStore for PostgresStore {
     async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
         let message_json = rules::message_json(admission)?;
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Admit))
+            .await?;
         let receipt = admit_in(&tx, admission, &message_json).await?;
         tx.commit()
             .await
@@ -304,7 +317,9 @@ impl ConversationStore for PostgresStore {
     async fn request_abort(&self, key: &ConversationKey) -> Result<AbortReport> {
         let instance_id = key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::RequestAbort))
+            .await?;
         if lock(&tx, &instance_id).await?.is_none() {
             return Ok(AbortReport::default());
         }
@@ -400,7 +415,9 @@ impl ConversationStore for PostgresStore {
     ) -> Result<Acquire> {
         let instance_id = key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Acquire))
+            .await?;
         let current = lock(&tx, &instance_id)
             .await?
             .ok_or_else(|| instance_not_found(key, None))?;
@@ -434,6 +451,9 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn renew(&self, fence: &Fence, lease: Duration) -> Result<()> {
+        // The schedule lets a renewal ride with the next synced commit; it is one statement,
+        // sent every third of a lease, so it keeps its own commit rather than take three round
+        // trips for a transaction that could turn the flush off.
         let client = self.client().await?;
         let changed = execute(
             &client,
@@ -458,7 +478,9 @@ impl ConversationStore for PostgresStore {
     async fn release(&self, fence: &Fence) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Release))
+            .await?;
         check_fence(&tx, fence).await?;
         if count_unsettled(&tx, &instance_id).await? > 0 {
             return Ok(false);
@@ -485,7 +507,9 @@ impl ConversationStore for PostgresStore {
         let durability_json = rules::to_json(durability, "durability")?;
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Claim))
+            .await?;
         check_fence(&tx, fence).await?;
         let next = query_opt(
             &tx,
@@ -533,7 +557,9 @@ impl ConversationStore for PostgresStore {
     async fn settle(&self, fence: &Fence, settlement: &Settlement) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Settle))
+            .await?;
         check_fence(&tx, fence).await?;
         let Some(head) = settle_in(&tx, &instance_id, settlement).await? else {
             return Ok(false);
@@ -548,7 +574,9 @@ impl ConversationStore for PostgresStore {
         let instance_id = append.fence.key.instance_id();
         let rows = rules::records_json(append.records)?;
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Append(&append)))
+            .await?;
         check_fence(&tx, append.fence).await?;
         let version = insert_records(&tx, append.session, append.expected_version, &rows).await?;
         if rows.is_empty() {
@@ -609,7 +637,9 @@ impl ConversationStore for PostgresStore {
     async fn wait(&self, fence: &Fence, submission_id: &str, actions: &[String]) -> Result<bool> {
         let instance_id = fence.key.instance_id();
         let mut client = self.client().await?;
-        let tx = self.begin(&mut client).await?;
+        let tx = self
+            .begin(&mut client, commit_of_server(Write::Wait))
+            .await?;
         check_fence(&tx, fence).await?;
         let changed = execute(
             &tx,

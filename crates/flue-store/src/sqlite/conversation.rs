@@ -28,7 +28,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use flue_core::store::rules::{
     self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, duration_ms, instance_not_found, stale_fence,
+    SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -500,7 +500,9 @@ impl ConversationStore for SqliteStore {
         let admission = admission.clone();
         let (receipt, head) = self
             .writer
-            .write_first(move |tx| Self::admit_in(tx, &admission, &message_json))
+            .write_first(commit_of(Write::Admit), move |tx| {
+                Self::admit_in(tx, &admission, &message_json)
+            })
             .await?;
         if let Some(head) = head {
             self.heads.notify(&instance_id, head);
@@ -641,7 +643,9 @@ impl ConversationStore for SqliteStore {
         let owned = instance_id.clone();
         let (report, head) = self
             .writer
-            .write(move |tx| Self::request_abort_in(tx, &owned))
+            .write(commit_of(Write::RequestAbort), move |tx| {
+                Self::request_abort_in(tx, &owned)
+            })
             .await?;
         if let Some(head) = head {
             self.heads.notify(&instance_id, head);
@@ -725,7 +729,7 @@ impl ConversationStore for SqliteStore {
         let owner = owner_id.to_owned();
         let taken = self
             .writer
-            .write(move |tx| {
+            .write(commit_of(Write::Acquire), move |tx| {
                 Self::take_over_in(
                     tx,
                     &instance_id,
@@ -750,14 +754,18 @@ impl ConversationStore for SqliteStore {
         let lease_until = sat(now_ms().saturating_add(duration_ms(lease)));
         let fence = fence.clone();
         self.writer
-            .write(move |tx| Self::renew_in(tx, &fence, lease_until))
+            .write(commit_of(Write::Renew), move |tx| {
+                Self::renew_in(tx, &fence, lease_until)
+            })
             .await
     }
 
     async fn release(&self, fence: &Fence) -> Result<bool> {
         let fence = fence.clone();
         self.writer
-            .write(move |tx| Self::release_in(tx, &fence))
+            .write(commit_of(Write::Release), move |tx| {
+                Self::release_in(tx, &fence)
+            })
             .await
     }
 
@@ -770,7 +778,9 @@ impl ConversationStore for SqliteStore {
         let owned = fence.clone();
         let claimed = self
             .writer
-            .write(move |tx| Self::claim_next_in(tx, &owned, &durability_json))
+            .write(commit_of(Write::Claim), move |tx| {
+                Self::claim_next_in(tx, &owned, &durability_json)
+            })
             .await?;
         let Some((submission, head)) = claimed else {
             return Ok(None);
@@ -785,7 +795,7 @@ impl ConversationStore for SqliteStore {
         let settlement = settlement.clone();
         let settled = self
             .writer
-            .write(move |tx| {
+            .write(commit_of(Write::Settle), move |tx| {
                 check_fence(tx, &fence)?;
                 settle_in(tx, &fence.key.instance_id(), &settlement)
             })
@@ -804,7 +814,9 @@ impl ConversationStore for SqliteStore {
         let owned_actions = actions.to_vec();
         let head = self
             .writer
-            .write(move |tx| Self::wait_in(tx, &owned_fence, &owned_id, owned_actions))
+            .write(commit_of(Write::Wait), move |tx| {
+                Self::wait_in(tx, &owned_fence, &owned_id, owned_actions)
+            })
             .await?;
         Ok(head.is_some_and(|head| {
             self.heads.notify(&instance_id, head);
@@ -816,6 +828,7 @@ impl ConversationStore for SqliteStore {
         rules::check_fenced_session(&append)?;
         let instance_id = append.fence.key.instance_id();
         let rows = rules::records_json(append.records)?;
+        let commit = commit_of(Write::Append(&append));
         let owned = OwnedAppend {
             fence: append.fence.clone(),
             session: append.session.clone(),
@@ -826,7 +839,7 @@ impl ConversationStore for SqliteStore {
         };
         let (version, head) = self
             .writer
-            .write(move |tx| Self::append_fenced_in(tx, &owned, &rows))
+            .write(commit, move |tx| Self::append_fenced_in(tx, &owned, &rows))
             .await?;
         if let Some(head) = head {
             self.heads.notify(&instance_id, head);

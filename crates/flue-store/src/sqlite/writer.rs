@@ -16,12 +16,20 @@
 //! shares their fsync. While the thread waits for the disk, new requests queue up, so the batch
 //! size follows the load: one request alone is committed at once.
 //!
+//! Each request says how it is committed ([`Commit`], decided by the store rules). A batch
+//! with a [`Commit::Sync`] request commits under `synchronous=FULL` (the WAL is synced before
+//! any request is answered); a batch of [`Commit::WithNext`] requests alone commits under
+//! `synchronous=NORMAL`: committed and visible, safe from a process crash, and synced by the
+//! next FULL commit, which syncs the whole append-only WAL and so every frame before its own.
+//!
 //! Requests sent with [`Writer::write_first`] (admissions: a caller waits for them) run before
 //! the others of their batch, so an admission never waits for the work of a batch of appends
 //! before its commit. Requests that share a batch were all waiting at once, none answered, so
 //! any order of them is one a caller could have seen.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -29,6 +37,7 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use flue_core::store::rules::Commit;
 use flue_core::{FlueError, Result};
 
 /// The most requests one transaction takes; bounds the wait of the first one in a batch.
@@ -38,52 +47,86 @@ const MAX_BATCH: usize = 512;
 pub(super) struct Writer {
     sender: Option<Sender<Box<dyn Request>>>,
     thread: Option<JoinHandle<()>>,
+    counts: Arc<CommitCounts>,
+}
+
+/// How many batches the writer committed, by kind (see [`super::CommitStats`]).
+#[derive(Debug, Default)]
+pub(super) struct CommitCounts {
+    pub(super) synced: AtomicU64,
+    pub(super) unsynced: AtomicU64,
+    /// The WAL file's length right after the last synced commit (0 before it).
+    pub(super) synced_journal_len: AtomicU64,
 }
 
 impl Writer {
     /// Starts the writer thread on `connection` (shared with the store's other writes, which
     /// take the mutex for their own transactions).
-    pub(super) fn start(connection: Arc<Mutex<Connection>>) -> Result<Self> {
+    /// `journal` is the WAL file of a file store, whose length is noted after each synced
+    /// commit.
+    pub(super) fn start(
+        connection: Arc<Mutex<Connection>>,
+        journal: Option<PathBuf>,
+    ) -> Result<Self> {
         let (sender, receiver) = mpsc::channel();
+        let counts = Arc::new(CommitCounts::default());
+        let thread_counts = Arc::clone(&counts);
         let thread = std::thread::Builder::new()
             .name("flue-sqlite-writer".to_owned())
-            .spawn(move || run(&connection, &receiver))
+            .spawn(move || run(&connection, &receiver, &thread_counts, journal.as_deref()))
             .map_err(|err| FlueError::store("cannot start the store's writer thread", err))?;
         Ok(Self {
             sender: Some(sender),
             thread: Some(thread),
+            counts,
         })
     }
 
+    /// The batches committed so far: synced, and not synced on their own; and the WAL's
+    /// length after the last synced one.
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.counts.synced.load(Ordering::Acquire),
+            self.counts.unsynced.load(Ordering::Acquire),
+            self.counts.synced_journal_len.load(Ordering::Acquire),
+        )
+    }
+
     /// Runs `op` in the next batch's transaction and returns its result once that transaction
-    /// committed. An `Err` from `op` rolls back only what `op` wrote.
-    pub(super) async fn write<R, F>(&self, op: F) -> Result<R>
+    /// committed as `commit` says. An `Err` from `op` rolls back only what `op` wrote.
+    pub(super) async fn write<R, F>(&self, commit: Commit, op: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
-        self.send(op, false).await
+        self.send(op, commit, false).await
     }
 
     /// Like [`Writer::write`], but runs `op` before the other requests of its batch.
-    pub(super) async fn write_first<R, F>(&self, op: F) -> Result<R>
+    pub(super) async fn write_first<R, F>(&self, commit: Commit, op: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
-        self.send(op, true).await
+        self.send(op, commit, true).await
     }
 
-    async fn send<R, F>(&self, op: F, first: bool) -> Result<R>
+    async fn send<R, F>(&self, op: F, commit: Commit, first: bool) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<R> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
+        let request = Op {
+            op,
+            reply,
+            first,
+            commit,
+        };
         let sent = self
             .sender
             .as_ref()
-            .is_some_and(|sender| sender.send(Box::new(Op { op, reply, first })).is_ok());
+            .is_some_and(|sender| sender.send(Box::new(request)).is_ok());
         if !sent {
             return Err(writer_stopped());
         }
@@ -112,6 +155,8 @@ fn writer_stopped() -> FlueError {
 trait Request: Send {
     /// True when it runs before the others of its batch.
     fn first(&self) -> bool;
+    /// How it must be committed.
+    fn commit(&self) -> Commit;
     /// Runs the write inside the batch's transaction; the answer is held until the commit.
     fn run(self: Box<Self>, tx: &Transaction<'_>) -> Box<dyn Answer>;
     /// Answers without running (the batch's transaction could not be opened or was lost).
@@ -129,6 +174,7 @@ struct Op<F, R> {
     op: F,
     reply: oneshot::Sender<Result<R>>,
     first: bool,
+    commit: Commit,
 }
 
 impl<F, R> Request for Op<F, R>
@@ -138,6 +184,10 @@ where
 {
     fn first(&self) -> bool {
         self.first
+    }
+
+    fn commit(&self) -> Commit {
+        self.commit
     }
 
     fn run(self: Box<Self>, tx: &Transaction<'_>) -> Box<dyn Answer> {
@@ -180,7 +230,12 @@ impl<R: Send> Answer for Reply<R> {
 }
 
 /// The thread's loop: batch, run, commit, answer — until the store is dropped.
-fn run(connection: &Mutex<Connection>, receiver: &Receiver<Box<dyn Request>>) {
+fn run(
+    connection: &Mutex<Connection>,
+    receiver: &Receiver<Box<dyn Request>>,
+    counts: &CommitCounts,
+    journal: Option<&Path>,
+) {
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -191,12 +246,51 @@ fn run(connection: &Mutex<Connection>, receiver: &Receiver<Box<dyn Request>>) {
         }
         // Stable: the first requests keep their order, and so do the others.
         batch.sort_by_key(|request| !request.first());
+        let sync = batch.iter().any(|request| request.commit() == Commit::Sync);
         let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
-        run_batch(&mut connection, batch);
+        // The level cannot change inside a transaction, so it is set around the batch; the
+        // store's other writes (plain appends, audit) find FULL again afterwards. A level that
+        // cannot be lowered stays FULL: slower, never less durable.
+        let relaxed = !sync
+            && connection
+                .pragma_update(None, "synchronous", "NORMAL")
+                .is_ok();
+        run_batch(&mut connection, batch, || {
+            if relaxed {
+                counts.unsynced.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+            // Noted before any request is answered, so whoever learns of a synced write finds
+            // the stats counting it.
+            if let Some(len) = journal.and_then(|journal| std::fs::metadata(journal).ok()) {
+                counts
+                    .synced_journal_len
+                    .store(len.len(), Ordering::Release);
+            }
+            counts.synced.fetch_add(1, Ordering::AcqRel);
+        });
+        if relaxed {
+            restore_full(&connection);
+        }
     }
 }
 
-fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
+/// Puts the connection back to `synchronous=FULL` after a batch that did not sync.
+fn restore_full(connection: &Connection) {
+    if connection
+        .pragma_update(None, "synchronous", "FULL")
+        .is_err()
+    {
+        // Setting a pragma outside a transaction fails only if the connection is unusable;
+        // a rollback leaves it in autocommit, where a second try succeeds.
+        let _ = connection.execute_batch("ROLLBACK");
+        let _ = connection.pragma_update(None, "synchronous", "FULL");
+    }
+}
+
+/// Runs `batch` in one transaction and answers its requests; `committed` runs between a
+/// successful commit and the answers.
+fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>, committed: impl FnOnce()) {
     if !connection.is_autocommit() {
         // A rollback that failed on an earlier batch left a transaction open; end it, or no
         // batch could begin again.
@@ -246,6 +340,9 @@ fn run_batch(connection: &mut Connection, batch: Vec<Box<dyn Request>>) {
     } else {
         tx.commit().err().map(|err| err.to_string())
     };
+    if commit_error.is_none() {
+        committed();
+    }
     for answer in answers {
         answer.send(commit_error.as_deref());
     }

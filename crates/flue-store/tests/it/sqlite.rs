@@ -1,5 +1,6 @@
-//! SQLite only: durability across reopening, two stores on one file, migrations (from every
-//! released schema version, and a newer one refused), damaged files, corrupt records.
+//! SQLite only: durability across reopening, the WAL kept between opens, two stores on one
+//! file, migrations (from every released schema version, and a newer one refused), damaged
+//! files, corrupt records.
 
 use std::sync::Arc;
 
@@ -47,6 +48,31 @@ async fn sqlite_data_survives_reopening() {
         outcome(store.append(&key("chat"), 7, &[user("more")]).await),
         "ok 8"
     );
+}
+
+/// Closing the store leaves the WAL in place (no checkpoint, no delete: the five fsyncs of
+/// removing it and creating it again on the next run), and the next open reads it.
+#[tokio::test]
+async fn sqlite_keeps_its_journal_between_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let journal = dir.path().join("flue.db-wal");
+    let first_log = {
+        let store = SqliteStore::open(&path).unwrap();
+        store.create(&key("chat")).await.unwrap();
+        store
+            .append(&key("chat"), 0, &every_record_kind())
+            .await
+            .unwrap();
+        store.load(&key("chat"), 0).await.unwrap()
+    };
+    let kept = std::fs::metadata(&journal).map_or(0, |meta| meta.len());
+    assert!(kept > 0, "the WAL was removed at close");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.load(&key("chat"), 0).await.unwrap(), first_log);
+    drop(store);
+    // Reused, not truncated and grown again.
+    assert!(std::fs::metadata(&journal).unwrap().len() >= kept);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -235,6 +261,11 @@ async fn sqlite_a_damaged_or_unusable_file_is_named_with_its_cause_and_fix() {
                 .unwrap();
         }
     }
+    // The WAL stays after the store closes: move its pages into the file first.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
     let _ = std::fs::remove_file(dir.path().join("flue.db-wal"));

@@ -1,5 +1,6 @@
 //! Unit tests of the group-commit writer: a failing write rolls back alone, later writes in a
-//! batch see earlier ones, first writes run before the others of their batch.
+//! batch see earlier ones, first writes run before the others of their batch, a batch of
+//! writes that ride along commits without a sync and leaves `synchronous=FULL` behind.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, mpsc};
@@ -10,6 +11,7 @@ use rusqlite::{Connection, params};
 
 use super::Writer;
 use flue_core::FlueError;
+use flue_core::store::rules::Commit;
 
 fn table() -> Arc<Mutex<Connection>> {
     let connection = Connection::open_in_memory().unwrap();
@@ -32,7 +34,7 @@ fn stored(connection: &Mutex<Connection>) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_write_in_a_batch_rolls_back_alone() {
     let connection = table();
-    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let writer = Arc::new(Writer::start(Arc::clone(&connection), None).unwrap());
     // Holding the connection keeps the thread from committing, so the writes queue up and
     // run in one transaction.
     let held = connection.lock().unwrap();
@@ -41,7 +43,7 @@ async fn a_failing_write_in_a_batch_rolls_back_alone() {
         let writer = Arc::clone(&writer);
         writes.push(tokio::spawn(async move {
             writer
-                .write(move |tx| {
+                .write(Commit::Sync, move |tx| {
                     tx.execute("INSERT INTO t (n) VALUES (?1), (?2)", params![n, n + 100])
                         .map_err(|err| FlueError::store("insert", err))?;
                     if n % 2 == 1 {
@@ -79,14 +81,14 @@ async fn a_failing_write_in_a_batch_rolls_back_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_in_one_batch_see_those_before_them() {
     let connection = table();
-    let writer = Arc::new(Writer::start(Arc::clone(&connection)).unwrap());
+    let writer = Arc::new(Writer::start(Arc::clone(&connection), None).unwrap());
     let held = connection.lock().unwrap();
     let mut writes = Vec::new();
     for _ in 0..10 {
         let writer = Arc::clone(&writer);
         writes.push(tokio::spawn(async move {
             writer
-                .write(|tx| {
+                .write(Commit::Sync, |tx| {
                     tx.query_row(
                         "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
                         [],
@@ -120,7 +122,7 @@ fn sent<F: Future>(future: F) -> Pin<Box<F>> {
 #[tokio::test]
 async fn a_first_write_runs_before_the_others_of_its_batch() {
     let connection = table();
-    let writer = Writer::start(Arc::clone(&connection)).unwrap();
+    let writer = Writer::start(Arc::clone(&connection), None).unwrap();
     let next = |tx: &rusqlite::Transaction<'_>| {
         tx.query_row(
             "INSERT INTO t (n) SELECT COALESCE(MAX(n), 0) + 1 FROM t RETURNING n",
@@ -133,14 +135,17 @@ async fn a_first_write_runs_before_the_others_of_its_batch() {
     // three queue behind it meanwhile and make up the second batch.
     let (running, is_running) = mpsc::channel();
     let (release, released) = mpsc::channel::<()>();
-    let alone = sent(writer.write(move |tx| {
+    let alone = sent(writer.write(Commit::Sync, move |tx| {
         running.send(()).unwrap();
         released.recv().unwrap();
         next(tx)
     }));
     is_running.recv().unwrap();
-    let ordinary = [sent(writer.write(next)), sent(writer.write(next))];
-    let first = sent(writer.write_first(next));
+    let ordinary = [
+        sent(writer.write(Commit::Sync, next)),
+        sent(writer.write(Commit::Sync, next)),
+    ];
+    let first = sent(writer.write_first(Commit::Sync, next));
     release.send(()).unwrap();
     assert_eq!(alone.await.unwrap(), 1);
     assert_eq!(first.await.unwrap(), 2);
@@ -149,4 +154,40 @@ async fn a_first_write_runs_before_the_others_of_its_batch() {
         others.push(write.await.unwrap());
     }
     assert_eq!(others, [3, 4]);
+}
+
+#[tokio::test]
+async fn a_batch_of_writes_that_ride_along_commits_unsynced_and_restores_full() {
+    let connection = table();
+    let synchronous = |connection: &Mutex<Connection>| -> i64 {
+        connection
+            .lock()
+            .unwrap()
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap()
+    };
+    // 2 is FULL, 1 NORMAL.
+    connection
+        .lock()
+        .unwrap()
+        .pragma_update(None, "synchronous", "FULL")
+        .unwrap();
+    let writer = Writer::start(Arc::clone(&connection), None).unwrap();
+    let insert = |n: i64| {
+        move |tx: &rusqlite::Transaction<'_>| {
+            // The level in force while the batch runs.
+            let level: i64 = tx
+                .pragma_query_value(None, "synchronous", |row| row.get(0))
+                .map_err(|err| FlueError::store("pragma", err))?;
+            tx.execute("INSERT INTO t (n) VALUES (?1)", params![n])
+                .map_err(|err| FlueError::store("insert", err))?;
+            Ok(level)
+        }
+    };
+    assert_eq!(writer.write(Commit::WithNext, insert(1)).await.unwrap(), 1);
+    assert_eq!(synchronous(&connection), 2);
+    assert_eq!(writer.write(Commit::Sync, insert(2)).await.unwrap(), 2);
+    assert_eq!(writer.counts().0, 1, "synced batches");
+    assert_eq!(writer.counts().1, 1, "unsynced batches");
+    assert_eq!(stored(&connection), [1, 2]);
 }
