@@ -165,6 +165,8 @@ pub struct TurnSink {
     events: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
     /// When set: the instant of the first delta of the turn (time to first chunk).
     first_delta: Option<std::sync::Arc<std::sync::OnceLock<std::time::Instant>>>,
+    /// When set: the usage a failing turn reported ([`TurnSink::failed_turn_usage`]).
+    failed_usage: Option<std::sync::Arc<std::sync::Mutex<Usage>>>,
 }
 
 impl TurnSink {
@@ -173,6 +175,7 @@ impl TurnSink {
         Self {
             events: Some(events),
             first_delta: None,
+            failed_usage: None,
         }
     }
 
@@ -181,6 +184,7 @@ impl TurnSink {
         Self {
             events: None,
             first_delta: None,
+            failed_usage: None,
         }
     }
 
@@ -193,10 +197,34 @@ impl TurnSink {
     ) {
         let first_delta = std::sync::Arc::new(std::sync::OnceLock::new());
         let sink = Self {
-            events: self.events.clone(),
             first_delta: Some(std::sync::Arc::clone(&first_delta)),
+            ..self.clone()
         };
         (sink, first_delta)
+    }
+
+    /// This sink, also keeping what [`TurnSink::failed_turn_usage`] reports (summed).
+    pub(crate) fn noting_failed_usage(
+        &self,
+    ) -> (Self, std::sync::Arc<std::sync::Mutex<Usage>>) {
+        let failed_usage = std::sync::Arc::new(std::sync::Mutex::new(Usage::default()));
+        let sink = Self {
+            failed_usage: Some(std::sync::Arc::clone(&failed_usage)),
+            ..self.clone()
+        };
+        (sink, failed_usage)
+    }
+
+    /// Reports the tokens of a turn that is about to fail: what the provider reported before
+    /// the failure (attempts retried within the turn included). A provider calls it just before
+    /// it returns the error; the runtime counts the usage in the operation's and stores it with
+    /// a [`Record::FailedTurn`] (pricing it when it has no cost). Reports add up.
+    pub fn failed_turn_usage(&self, usage: Usage) {
+        if let Some(failed_usage) = &self.failed_usage {
+            *failed_usage
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) += usage;
+        }
     }
 
     /// Reports visible text.
