@@ -29,7 +29,8 @@ use crate::overlay::CallOverlay;
 use crate::permission::PermissionSource;
 use crate::record::{
     ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, FailedTurn, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage, UserMessage,
+    AssistantMessage, FailedTurn, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage,
+    UserMessage,
 };
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};

@@ -114,8 +114,8 @@ pub use util::BoxFuture;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,
-    FailedTurn, RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, Image, ModelRef, PendingAction,
+    RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
     StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
 

@@ -438,8 +438,7 @@ impl Session {
             let failed_usage = *failed_usage
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (outcome, usage, error) =
-                settle(&result, failed_usage, &redactor, &operation_span);
+            let (outcome, usage, error) = settle(&result, failed_usage, &redactor, &operation_span);
             sink.send(Event::OperationEnd {
                 outcome,
                 usage,

@@ -709,5 +709,4 @@ impl Assembler {
             self.usage.cache_read_tokens = tokens;
         }
     }
-
 }

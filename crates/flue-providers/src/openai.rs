@@ -650,5 +650,4 @@ impl Assembler {
             }
         }
     }
-
 }

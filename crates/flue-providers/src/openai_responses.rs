@@ -773,7 +773,6 @@ impl Assembler {
             cost_usd: None,
         };
     }
-
 }
 
 /// An error object of an `error` event or a failed response.

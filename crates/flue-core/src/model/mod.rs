@@ -204,9 +204,7 @@ impl TurnSink {
     }
 
     /// This sink, also keeping what [`TurnSink::failed_turn_usage`] reports (summed).
-    pub(crate) fn noting_failed_usage(
-        &self,
-    ) -> (Self, std::sync::Arc<std::sync::Mutex<Usage>>) {
+    pub(crate) fn noting_failed_usage(&self) -> (Self, std::sync::Arc<std::sync::Mutex<Usage>>) {
         let failed_usage = std::sync::Arc::new(std::sync::Mutex::new(Usage::default()));
         let sink = Self {
             failed_usage: Some(std::sync::Arc::clone(&failed_usage)),

@@ -114,7 +114,14 @@ impl Case<'_> {
             })
             .collect();
         let tools = self.tools.iter().map(|name| any_tool(name)).collect();
-        let outcome = run(builtin(self.provider), self.model, self.thinking, tools, replies).await;
+        let outcome = run(
+            builtin(self.provider),
+            self.model,
+            self.thinking,
+            tools,
+            replies,
+        )
+        .await;
         for request in &outcome.requests {
             match api {
                 WireApi::AnthropicMessages => validate_anthropic(&request.body),
@@ -740,7 +747,13 @@ async fn openai_parallel_tool_calls_both_run_and_go_back_in_order() {
         assert_eq!(tokens(&first.usage), [149, 60, 0, 0]);
         assert_eq!(
             crate::providers::roles(&out.records),
-            ["user", "assistant", "tool_result", "tool_result", "assistant"]
+            [
+                "user",
+                "assistant",
+                "tool_result",
+                "tool_result",
+                "assistant"
+            ]
         );
         // The next request: the assistant message with both calls, then both answers, in the
         // order the calls came.
@@ -897,7 +910,9 @@ async fn every_compatible_dialect_sends_bodies_openai_s_schema_accepts() {
     ] {
         let replies = ["openai/parallel-tool-calls", "openai/text"]
             .iter()
-            .map(|name| Reply::seeded_pieces(framed(name, WireApi::OpenAiCompletions, true), 7, false))
+            .map(|name| {
+                Reply::seeded_pieces(framed(name, WireApi::OpenAiCompletions, true), 7, false)
+            })
             .collect();
         let out = crate::providers::run_prompt(
             builtin(provider).with_model("vision-reasoner", info.clone()),

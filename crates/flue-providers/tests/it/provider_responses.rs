@@ -4,17 +4,15 @@
 //! and failed responses, errors, cut streams, usage and cost, and every request body checked
 //! against OpenAI's published schema for `POST /responses`.
 
-
 use flue_core::{
     AssistantContent, AssistantMessage, FlueError, Record, StopReason, ThinkingLevel,
-    ToolDefinition, ToolError,
-    Usage,
+    ToolDefinition, ToolError, Usage,
 };
 use flue_providers::{ApiKey, ProviderConfig, WireApi};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::fake_http::{FakeServer, Recorded, Reply};
+use crate::fake_http::{Recorded, Reply};
 use crate::providers::{
     self, KEY, Outcome, RESPONSES_SCHEMA, failed_turns, fast_retry, operation_usage, roles,
     streamed, tool_results,
@@ -745,6 +743,9 @@ fn the_schema_refuses_bodies_openai_refuses() {
         json!({"model": "gpt-4.1", "input": [{"type": "thinking", "text": "hmm"}]}),
         json!({"model": "gpt-4.1", "input": "hi", "max_output_tokens": "many"}),
     ] {
-        assert!(!RESPONSES_SCHEMA.validator().is_valid(&bad), "accepted: {bad}");
+        assert!(
+            !RESPONSES_SCHEMA.validator().is_valid(&bad),
+            "accepted: {bad}"
+        );
     }
 }

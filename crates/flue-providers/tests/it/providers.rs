@@ -92,7 +92,15 @@ pub async fn run(
     tools: Vec<ToolDefinition>,
     replies: Vec<Reply>,
 ) -> Outcome {
-    run_prompt(config, model, thinking, tools, PromptOptions::default(), replies).await
+    run_prompt(
+        config,
+        model,
+        thinking,
+        tools,
+        PromptOptions::default(),
+        replies,
+    )
+    .await
 }
 
 /// [`run`] with the prompt's `options` (images, ...).
