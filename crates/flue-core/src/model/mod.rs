@@ -310,7 +310,9 @@ pub trait ModelProvider: Send + Sync {
     }
 
     /// Streams one turn. Deltas go to `sink`; the finished turn is returned. Dropping the
-    /// future aborts the turn.
+    /// future aborts the turn. A turn that fails after the provider reported tokens it used
+    /// reports them with [`TurnSink::failed_turn_usage`] before returning the error, so they
+    /// are counted.
     fn stream_turn<'a>(
         &'a self,
         request: ModelRequest<'a>,
