@@ -66,8 +66,9 @@ pub(crate) struct Failure {
     /// The `[providers.<id>]` setting whose timeout fired, if one did.
     pub(crate) timeout: Option<&'static str>,
     /// The usage the provider reported in this attempt before it failed (`message_start`'s
-    /// input tokens, a usage chunk, a failed response's usage).
-    pub(crate) usage: Usage,
+    /// input tokens, a usage chunk, a failed response's usage), when it reported any. Boxed:
+    /// a failure stays small.
+    pub(crate) usage: Option<Box<Usage>>,
 }
 
 /// A turn being read from an event stream, one wire API's way. [`decode`] drives it.
@@ -99,10 +100,13 @@ pub(crate) async fn decode<A: Assembler>(
     let result = turn.read(&mut reader, sink).await;
     match result {
         Ok(()) => Ok(turn.finish()),
-        Err(failure) => Err(Failure {
-            usage: turn.usage(),
-            ..failure.with_output(turn.emitted())
-        }),
+        Err(failure) => {
+            let usage = turn.usage();
+            Err(Failure {
+                usage: (usage != Usage::default()).then(|| Box::new(usage)),
+                ..failure.with_output(turn.emitted())
+            })
+        }
     }
 }
 
@@ -118,7 +122,7 @@ impl Failure {
             after_output: false,
             source: None,
             timeout: None,
-            usage: Usage::default(),
+            usage: None,
         }
     }
 
@@ -335,7 +339,9 @@ impl Endpoint {
                 },
                 Err(failure) => failure,
             };
-            failed_usage += failure.usage;
+            if let Some(usage) = &failure.usage {
+                failed_usage += **usage;
+            }
             let delay = match failure.retry_after {
                 Some(delay) if delay > self.retry.max_retry_after => None,
                 Some(delay) => Some(delay),
