@@ -619,6 +619,8 @@ async fn submission_usage(
                         }
                         // An MCP server's sampling during a tool call ran on the agent's model.
                         Record::Sampling(exchange) => usage += exchange.usage,
+                        // A turn that failed after the provider reported what it used.
+                        Record::FailedTurn(failed) => usage += failed.usage,
                         _ => {}
                     }
                 }

@@ -164,6 +164,14 @@ fn transcript_text(records: &[Record]) -> String {
                     .or(exchange.error.as_deref())
                     .unwrap_or_default()
             ),
+            Record::FailedTurn(failed) => writeln!(
+                out,
+                "failed model turn ({}): {}\n  [{}: {}]",
+                failed.error_kind,
+                failed.message,
+                failed.model,
+                crate::render::usage_text(&failed.usage)
+            ),
             _ => Ok(()),
         };
     }

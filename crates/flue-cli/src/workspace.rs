@@ -194,10 +194,12 @@ pub(crate) struct ConversationSummary {
     pub(crate) model_turns: u64,
 }
 
-/// The usage of a model turn or an MCP server's sampling stored in `record`.
+/// The usage of a model turn (a failed one included) or an MCP server's sampling stored in
+/// `record`.
 pub(crate) fn record_usage(record: &Record) -> Option<Usage> {
     match record {
         Record::Assistant(message) => Some(message.usage),
+        Record::FailedTurn(failed) => Some(failed.usage),
         Record::Sampling(exchange) => Some(exchange.usage),
         _ => None,
     }
@@ -218,7 +220,10 @@ pub(crate) async fn conversation_usage(
         for stored in &log.records {
             if let Some(used) = record_usage(&stored.record) {
                 usage += used;
-                turns += u64::from(matches!(stored.record, Record::Assistant(_)));
+                turns += u64::from(matches!(
+                    stored.record,
+                    Record::Assistant(_) | Record::FailedTurn(_)
+                ));
             }
         }
     }

@@ -29,7 +29,8 @@ use crate::overlay::CallOverlay;
 use crate::permission::PermissionSource;
 use crate::record::{
     ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage, UserMessage,
+    AssistantMessage, FailedTurn, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage,
+    UserMessage,
 };
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
@@ -283,7 +284,16 @@ pub(crate) async fn run(
         pausable,
         paused_turns: 0,
     };
-    let response = turn.drive(&mut state).await?;
+    let response = match turn.drive(&mut state).await {
+        Ok(response) => response,
+        Err(err) => {
+            // A failed operation still reports what its turns and tasks used.
+            *ctx.failed_usage
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = turn.spent();
+            return Err(err);
+        }
+    };
     let usage = response.usage;
     Ok((response, usage))
 }
@@ -470,15 +480,29 @@ impl TurnLoop<'_> {
             thinking: self.thinking,
             max_output_tokens: info.max_output_tokens,
         };
-        let model_turn = spans::traced_turn(
+        let (sink, failed_usage) = self.ctx.sink.noting_failed_usage();
+        let traced = spans::traced_turn(
             self.provider,
             self.spec,
             request,
-            &self.ctx.sink,
+            &sink,
             &self.ctx.cancel,
             &self.shared.harness.redactor,
         )
-        .await?;
+        .await;
+        let model_turn = match traced {
+            Ok(model_turn) => model_turn,
+            Err(err) => {
+                let usage = *failed_usage
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Err(store_err) = self.count_failed_turn(state, usage, &err).await {
+                    // The turn's own failure is what the caller needs to see.
+                    tracing::warn!("cannot store the usage of a failed model turn: {store_err}");
+                }
+                return Err(err);
+            }
+        };
         let usage = model_turn.usage;
         self.usage += usage;
         let mut content = model_turn.content;
@@ -978,6 +1002,43 @@ impl TurnLoop<'_> {
             .and_then(|mut slot| slot.take())
     }
 
+    /// Counts and stores the usage a failed turn reported (a provider's `message_start`
+    /// before a mid-stream error, a cut stream, retried attempts): priced at the model's price
+    /// when it has no cost, added to the operation's usage, stored as a `failed_turn` record.
+    async fn count_failed_turn(
+        &mut self,
+        state: &mut SessionState,
+        mut usage: Usage,
+        err: &FlueError,
+    ) -> Result<()> {
+        if usage == Usage::default() {
+            return Ok(());
+        }
+        if usage.cost_usd.is_none() {
+            let price = self.provider.model_info(&self.spec.model).price;
+            usage.cost_usd = price.map(|price| price.cost(&usage));
+        }
+        self.usage += usage;
+        let failed = FailedTurn {
+            model: self.spec.to_ref(),
+            usage,
+            error_kind: err.kind().to_owned(),
+            message: err.to_string(),
+        };
+        self.shared
+            .append(state, vec![Record::FailedTurn(failed)])
+            .await
+    }
+
+    /// What the operation spent so far: its turns (failed ones included) and its tasks.
+    fn spent(&self) -> Usage {
+        let mut usage = self.usage;
+        if let Ok(delegated) = self.delegated_usage.lock() {
+            usage += *delegated;
+        }
+        usage
+    }
+
     fn finish_structured(
         &self,
         state: &SessionState,
@@ -1001,14 +1062,10 @@ impl TurnLoop<'_> {
                 _ => None,
             })
             .unwrap_or_default();
-        let mut usage = self.usage;
-        if let Ok(delegated) = self.delegated_usage.lock() {
-            usage += *delegated;
-        }
         PromptResponse {
             text,
             data,
-            usage,
+            usage: self.spent(),
             model: self.spec.to_ref(),
             pending_actions: Vec::new(),
         }

@@ -114,7 +114,7 @@ pub use util::BoxFuture;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, Image, ModelRef, PendingAction,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, Image, ModelRef, PendingAction,
     RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
     StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };

@@ -230,18 +230,20 @@ impl OperationOutput for () {}
 impl OperationOutput for crate::sandbox::ShellResult {}
 
 /// How a finished operation ends, as its end event and its span report it: its outcome, its
-/// usage, and its redacted error when it failed. Records the outcome and usage on `span`.
+/// usage (for a failure, `failed_usage`: what it spent before failing), and its redacted error
+/// when it failed. Records the outcome and usage on `span`.
 pub(crate) fn settle<T: OperationOutput>(
     result: &Result<(T, Usage)>,
+    failed_usage: Usage,
     redactor: &Redactor,
     span: &Span,
 ) -> (Outcome, Usage, Option<ErrorInfo>) {
     let (outcome, usage, error) = match result {
         Ok((value, usage)) => (value.outcome(), *usage, None),
-        Err(FlueError::Aborted) => (Outcome::Aborted, Usage::default(), None),
+        Err(FlueError::Aborted) => (Outcome::Aborted, failed_usage, None),
         Err(err) => (
             Outcome::Failed,
-            Usage::default(),
+            failed_usage,
             Some(redacted_info(redactor, err)),
         ),
     };
@@ -268,4 +270,18 @@ pub(crate) fn redacted_info(redactor: &Redactor, err: &FlueError) -> ErrorInfo {
 pub(crate) struct OperationContext {
     pub(crate) cancel: CancellationToken,
     pub(crate) sink: TurnSink,
+    /// What a failing operation spent before it failed (its model turns, failed turns
+    /// included, and tasks): set by the body, reported by [`settle`].
+    pub(crate) failed_usage: std::sync::Arc<std::sync::Mutex<Usage>>,
+}
+
+impl OperationContext {
+    /// A context for an operation on `sink`, cancelled by `cancel`.
+    pub(crate) fn new(cancel: CancellationToken, sink: TurnSink) -> Self {
+        Self {
+            cancel,
+            sink,
+            failed_usage: std::sync::Arc::default(),
+        }
+    }
 }

@@ -417,10 +417,8 @@ impl Session {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let sink = TurnSink::new(events_tx);
         let shared = Arc::clone(&self.shared);
-        let ctx = OperationContext {
-            cancel: cancel.clone(),
-            sink: sink.clone(),
-        };
+        let ctx = OperationContext::new(cancel.clone(), sink.clone());
+        let failed_usage = std::sync::Arc::clone(&ctx.failed_usage);
         let span = spans::operation(
             kind,
             &shared.harness.agent.name,
@@ -437,7 +435,10 @@ impl Session {
             });
             let redactor = shared.harness.redactor.clone();
             let result = body(shared, ctx).await;
-            let (outcome, usage, error) = settle(&result, &redactor, &operation_span);
+            let failed_usage = *failed_usage
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (outcome, usage, error) = settle(&result, failed_usage, &redactor, &operation_span);
             sink.send(Event::OperationEnd {
                 outcome,
                 usage,

@@ -260,6 +260,7 @@ fn seen_by_model(record: &Record) -> bool {
             | Record::ActionResolved(_)
             | Record::ActionStarted(_)
             | Record::Sampling(_)
+            | Record::FailedTurn(_)
     )
 }
 

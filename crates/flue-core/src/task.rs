@@ -263,10 +263,8 @@ impl ChildRun<'_> {
             depth,
         });
         let (child_sink, forwarder) = forward_task_events(sink, &name, depth);
-        let ctx = OperationContext {
-            cancel: cancel.child_token(),
-            sink: child_sink,
-        };
+        let ctx = OperationContext::new(cancel.child_token(), child_sink);
+        let failed_usage = std::sync::Arc::clone(&ctx.failed_usage);
         let span = spans::operation(
             OperationKind::Task,
             agent.as_deref().unwrap_or(&harness.agent.name),
@@ -280,7 +278,10 @@ impl ChildRun<'_> {
         // The child's sink is gone with its context: let the forwarder drain nested task events
         // before this task's own end.
         let _ = forwarder.await;
-        let (outcome, usage, error) = settle(&result, &harness.redactor, &span);
+        let failed_usage = *failed_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (outcome, usage, error) = settle(&result, failed_usage, &harness.redactor, &span);
         drop(span);
         sink.send(Event::TaskEnd {
             session: name.clone(),

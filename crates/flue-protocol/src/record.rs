@@ -60,6 +60,25 @@ pub enum Record {
     /// run (or refused) with the agent's model, as that model saw it, secrets redacted. Not
     /// part of the agent's own conversation: the model never sees it in later turns.
     Sampling(SamplingExchange),
+    /// A model turn that failed after the provider reported tokens it used (input read before
+    /// a mid-stream error, a cut stream, a retried attempt): its usage, counted like a turn's,
+    /// and why it failed. Nothing the model wrote in it is kept; the model never sees it.
+    FailedTurn(FailedTurn),
+}
+
+/// A model turn that failed, with the usage the provider reported before it did (see
+/// [`Record::FailedTurn`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedTurn {
+    /// The model the turn ran on.
+    pub model: ModelRef,
+    /// The tokens (and cost) the provider reported for the turn before it failed, retried
+    /// attempts of the turn included.
+    pub usage: Usage,
+    /// The error's stable kind (`provider_error`, ...).
+    pub error_kind: String,
+    /// The error message, secrets redacted.
+    pub message: String,
 }
 
 /// A tool call waiting for a person or the application (see [`Record::ActionRequired`]).

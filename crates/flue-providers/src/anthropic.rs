@@ -235,7 +235,7 @@ impl ModelProvider for AnthropicProvider {
             let body = self.body(&request)?;
             self.endpoint
                 .stream(body, http::classify_json, sink, |reader| {
-                    decode(reader, sink)
+                    http::decode::<Assembler>(reader, sink)
                 })
                 .await
         })
@@ -516,20 +516,7 @@ struct Assembler {
     turn_bytes: usize,
 }
 
-/// Reads a whole turn from the stream.
-async fn decode(
-    mut reader: EventReader,
-    sink: &TurnSink,
-) -> std::result::Result<ModelTurn, Failure> {
-    let mut turn = Assembler::default();
-    let result = turn.read(&mut reader, sink).await;
-    match result {
-        Ok(()) => Ok(turn.finish()),
-        Err(failure) => Err(failure.with_output(turn.emitted)),
-    }
-}
-
-impl Assembler {
+impl http::Assembler for Assembler {
     async fn read(
         &mut self,
         reader: &mut EventReader,
@@ -605,6 +592,60 @@ impl Assembler {
         Err(http::truncated())
     }
 
+    fn emitted(&self) -> bool {
+        self.emitted
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn finish(self) -> ModelTurn {
+        let mut content = Vec::new();
+        for block in self.blocks.into_values() {
+            match block {
+                Block::Text(text) if text.is_empty() => {}
+                Block::Text(text) => content.push(AssistantContent::Text { text }),
+                Block::Thinking { text, signature } => content.push(AssistantContent::Thinking {
+                    text,
+                    signature: (!signature.is_empty()).then_some(signature),
+                    id: None,
+                }),
+                Block::RedactedThinking(data) => {
+                    content.push(AssistantContent::RedactedThinking { data });
+                }
+                Block::ToolUse {
+                    id,
+                    name,
+                    start_input,
+                    json,
+                } => {
+                    let input = if json.trim().is_empty() && start_input.is_object() {
+                        start_input
+                    } else {
+                        convert::parse_arguments(json)
+                    };
+                    content.push(AssistantContent::ToolCall(ToolCall { id, name, input }));
+                }
+                Block::Ignored => {}
+            }
+        }
+        let stop_reason = stop_reason(self.stop_reason.as_deref());
+        if stop_reason == StopReason::Refusal
+            && let Some(text) = self.stop_details.and_then(refusal_text)
+        {
+            content.push(AssistantContent::Refusal { text });
+        }
+        let stop_reason = convert::settle_calls(&mut content, stop_reason);
+        ModelTurn {
+            content,
+            usage: self.usage,
+            stop_reason,
+        }
+    }
+}
+
+impl Assembler {
     fn delta(&mut self, index: u64, delta: BlockDelta, sink: &TurnSink) {
         let Some(block) = self.blocks.get_mut(&index) else {
             return;
@@ -666,50 +707,6 @@ impl Assembler {
         }
         if let Some(tokens) = usage.cache_read_input_tokens {
             self.usage.cache_read_tokens = tokens;
-        }
-    }
-
-    fn finish(self) -> ModelTurn {
-        let mut content = Vec::new();
-        for block in self.blocks.into_values() {
-            match block {
-                Block::Text(text) if text.is_empty() => {}
-                Block::Text(text) => content.push(AssistantContent::Text { text }),
-                Block::Thinking { text, signature } => content.push(AssistantContent::Thinking {
-                    text,
-                    signature: (!signature.is_empty()).then_some(signature),
-                    id: None,
-                }),
-                Block::RedactedThinking(data) => {
-                    content.push(AssistantContent::RedactedThinking { data });
-                }
-                Block::ToolUse {
-                    id,
-                    name,
-                    start_input,
-                    json,
-                } => {
-                    let input = if json.trim().is_empty() && start_input.is_object() {
-                        start_input
-                    } else {
-                        convert::parse_arguments(json)
-                    };
-                    content.push(AssistantContent::ToolCall(ToolCall { id, name, input }));
-                }
-                Block::Ignored => {}
-            }
-        }
-        let stop_reason = stop_reason(self.stop_reason.as_deref());
-        if stop_reason == StopReason::Refusal
-            && let Some(text) = self.stop_details.and_then(refusal_text)
-        {
-            content.push(AssistantContent::Refusal { text });
-        }
-        let stop_reason = convert::settle_calls(&mut content, stop_reason);
-        ModelTurn {
-            content,
-            usage: self.usage,
-            stop_reason,
         }
     }
 }

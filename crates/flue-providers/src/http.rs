@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use flue_core::{
-    BoxError, FlueError, Redactor, Result,
+    BoxError, FlueError, Redactor, Result, Usage,
     model::{ModelTurn, TurnSink},
 };
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -65,6 +65,49 @@ pub(crate) struct Failure {
     pub(crate) source: Option<BoxError>,
     /// The `[providers.<id>]` setting whose timeout fired, if one did.
     pub(crate) timeout: Option<&'static str>,
+    /// The usage the provider reported in this attempt before it failed (`message_start`'s
+    /// input tokens, a usage chunk, a failed response's usage), when it reported any. Boxed:
+    /// a failure stays small.
+    pub(crate) usage: Option<Box<Usage>>,
+}
+
+/// A turn being read from an event stream, one wire API's way. [`decode`] drives it.
+pub(crate) trait Assembler: Default + Send {
+    /// Reads events until the turn ends, sending deltas to `sink`.
+    fn read<'a>(
+        &'a mut self,
+        reader: &'a mut EventReader,
+        sink: &'a TurnSink,
+    ) -> impl Future<Output = std::result::Result<(), Failure>> + Send + 'a;
+
+    /// Whether deltas already reached the caller (a failure then cannot be retried).
+    fn emitted(&self) -> bool;
+
+    /// The usage the provider has reported so far.
+    fn usage(&self) -> Usage;
+
+    /// The finished turn.
+    fn finish(self) -> ModelTurn;
+}
+
+/// Reads a whole turn from the stream with the assembler `A`. A failure carries whether
+/// output went out and the usage reported before it.
+pub(crate) async fn decode<A: Assembler>(
+    mut reader: EventReader,
+    sink: &TurnSink,
+) -> std::result::Result<ModelTurn, Failure> {
+    let mut turn = A::default();
+    let result = turn.read(&mut reader, sink).await;
+    match result {
+        Ok(()) => Ok(turn.finish()),
+        Err(failure) => {
+            let usage = turn.usage();
+            Err(Failure {
+                usage: (usage != Usage::default()).then(|| Box::new(usage)),
+                ..failure.with_output(turn.emitted())
+            })
+        }
+    }
 }
 
 impl Failure {
@@ -79,6 +122,7 @@ impl Failure {
             after_output: false,
             source: None,
             timeout: None,
+            usage: None,
         }
     }
 
@@ -260,7 +304,9 @@ impl Endpoint {
     }
 
     /// POSTs `body` and decodes the answer with `decode`, retrying transient failures (each
-    /// retry reported to `sink`). `classify` turns a non-2xx body into a failure.
+    /// retry reported to `sink`). `classify` turns a non-2xx body into a failure. Usage the
+    /// provider reported in failed attempts counts: added to the turn's when a retry succeeds,
+    /// reported through [`TurnSink::failed_turn_usage`] when the turn fails.
     pub(crate) async fn stream<D, Fut>(
         &self,
         body: Vec<u8>,
@@ -278,14 +324,24 @@ impl Endpoint {
             .map_err(|failure| failure.into_error(&self.provider, None))?;
         let mut n_retries = 0;
         let started = tokio::time::Instant::now();
+        let mut failed_usage = Usage::default();
         loop {
             let failure = match self.attempt(client, &body, classify).await {
                 Ok(reader) => match decode(reader).await {
-                    Ok(turn) => return Ok(turn),
+                    Ok(mut turn) => {
+                        if failed_usage != Usage::default() {
+                            failed_usage += turn.usage;
+                            turn.usage = failed_usage;
+                        }
+                        return Ok(turn);
+                    }
                     Err(failure) => failure,
                 },
                 Err(failure) => failure,
             };
+            if let Some(usage) = &failure.usage {
+                failed_usage += **usage;
+            }
             let delay = match failure.retry_after {
                 Some(delay) if delay > self.retry.max_retry_after => None,
                 Some(delay) => Some(delay),
@@ -319,6 +375,9 @@ impl Endpoint {
                     tokio::time::sleep(delay).await;
                 }
                 _ => {
+                    if failed_usage != Usage::default() {
+                        sink.failed_turn_usage(failed_usage);
+                    }
                     let failure = self.explain_timeout(failure, n_retries + 1, started.elapsed());
                     return Err(failure.into_error(&self.provider, self.key.as_ref()));
                 }

@@ -197,7 +197,7 @@ impl ModelProvider for OpenAiProvider {
             let body = self.body(&request)?;
             self.endpoint
                 .stream(body, http::classify_json, sink, |reader| {
-                    decode(reader, sink)
+                    http::decode::<Assembler>(reader, sink)
                 })
                 .await
         })
@@ -471,20 +471,7 @@ struct Assembler {
     turn_bytes: usize,
 }
 
-/// Reads a whole turn from the stream.
-async fn decode(
-    mut reader: EventReader,
-    sink: &TurnSink,
-) -> std::result::Result<ModelTurn, Failure> {
-    let mut turn = Assembler::default();
-    let result = turn.read(&mut reader, sink).await;
-    match result {
-        Ok(()) => Ok(turn.finish()),
-        Err(failure) => Err(failure.with_output(turn.emitted)),
-    }
-}
-
-impl Assembler {
+impl http::Assembler for Assembler {
     async fn read(
         &mut self,
         reader: &mut EventReader,
@@ -523,6 +510,59 @@ impl Assembler {
         Err(http::truncated())
     }
 
+    fn emitted(&self) -> bool {
+        self.emitted
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn finish(self) -> ModelTurn {
+        let mut content = Vec::new();
+        if !self.thinking.is_empty() {
+            content.push(AssistantContent::Thinking {
+                text: self.thinking,
+                signature: None,
+                id: None,
+            });
+        }
+        if !self.text.is_empty() {
+            content.push(AssistantContent::Text { text: self.text });
+        }
+        if !self.refusal.is_empty() {
+            content.push(AssistantContent::Refusal {
+                text: self.refusal.clone(),
+            });
+        }
+        for (call_idx, call) in self.calls.into_iter().enumerate() {
+            let id = if call.id.is_empty() {
+                format!("call_{call_idx}")
+            } else {
+                call.id
+            };
+            content.push(AssistantContent::ToolCall(ToolCall {
+                id,
+                name: call.name,
+                input: convert::parse_arguments(call.arguments),
+            }));
+        }
+        let stop_reason = if self.refusal.is_empty() {
+            finish_reason(self.finish_reason.as_deref())
+        } else {
+            // OpenAI ends a refusal with `stop`; the refusal is what the turn is.
+            StopReason::Refusal
+        };
+        let stop_reason = convert::settle_calls(&mut content, stop_reason);
+        ModelTurn {
+            content,
+            usage: self.usage,
+            stop_reason,
+        }
+    }
+}
+
+impl Assembler {
     fn delta(&mut self, delta: Delta, sink: &TurnSink) {
         for reasoning in [delta.reasoning_content, delta.reasoning] {
             self.add_thinking(reasoning.as_deref().unwrap_or_default(), sink);
@@ -608,49 +648,6 @@ impl Assembler {
                 self.turn_bytes = self.turn_bytes.saturating_add(arguments.len());
                 call.arguments.push_str(&arguments);
             }
-        }
-    }
-
-    fn finish(self) -> ModelTurn {
-        let mut content = Vec::new();
-        if !self.thinking.is_empty() {
-            content.push(AssistantContent::Thinking {
-                text: self.thinking,
-                signature: None,
-                id: None,
-            });
-        }
-        if !self.text.is_empty() {
-            content.push(AssistantContent::Text { text: self.text });
-        }
-        if !self.refusal.is_empty() {
-            content.push(AssistantContent::Refusal {
-                text: self.refusal.clone(),
-            });
-        }
-        for (call_idx, call) in self.calls.into_iter().enumerate() {
-            let id = if call.id.is_empty() {
-                format!("call_{call_idx}")
-            } else {
-                call.id
-            };
-            content.push(AssistantContent::ToolCall(ToolCall {
-                id,
-                name: call.name,
-                input: convert::parse_arguments(call.arguments),
-            }));
-        }
-        let stop_reason = if self.refusal.is_empty() {
-            finish_reason(self.finish_reason.as_deref())
-        } else {
-            // OpenAI ends a refusal with `stop`; the refusal is what the turn is.
-            StopReason::Refusal
-        };
-        let stop_reason = convert::settle_calls(&mut content, stop_reason);
-        ModelTurn {
-            content,
-            usage: self.usage,
-            stop_reason,
         }
     }
 }

@@ -177,7 +177,7 @@ impl ModelProvider for OpenAiResponsesProvider {
             let body = self.body(&request)?;
             self.endpoint
                 .stream(body, http::classify_json, sink, |reader| {
-                    decode(reader, sink)
+                    http::decode::<Assembler>(reader, sink)
                 })
                 .await
         })
@@ -535,20 +535,7 @@ struct Assembler {
     turn_bytes: usize,
 }
 
-/// Reads a whole turn from the stream.
-async fn decode(
-    mut reader: EventReader,
-    sink: &TurnSink,
-) -> std::result::Result<ModelTurn, Failure> {
-    let mut turn = Assembler::default();
-    let result = turn.read(&mut reader, sink).await;
-    match result {
-        Ok(()) => Ok(turn.finish()),
-        Err(failure) => Err(failure.with_output(turn.emitted)),
-    }
-}
-
-impl Assembler {
+impl http::Assembler for Assembler {
     async fn read(
         &mut self,
         reader: &mut EventReader,
@@ -570,6 +557,86 @@ impl Assembler {
         Err(http::truncated())
     }
 
+    fn emitted(&self) -> bool {
+        self.emitted
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn finish(self) -> ModelTurn {
+        let mut content = Vec::new();
+        let mut has_calls = false;
+        let mut has_refusal = false;
+        for output in self.outputs.into_values() {
+            match output {
+                Output::Reasoning {
+                    id,
+                    summary,
+                    encrypted,
+                } => {
+                    let text = summary
+                        .into_values()
+                        .collect::<Vec<_>>()
+                        .join(SUMMARY_SEPARATOR);
+                    if id.is_some() || encrypted.is_some() || !text.is_empty() {
+                        content.push(AssistantContent::Thinking {
+                            text,
+                            signature: encrypted,
+                            id,
+                        });
+                    }
+                }
+                Output::Message { text, refusal } => {
+                    if !text.is_empty() {
+                        content.push(AssistantContent::Text { text });
+                    }
+                    if !refusal.is_empty() {
+                        has_refusal = true;
+                        content.push(AssistantContent::Refusal { text: refusal });
+                    }
+                }
+                Output::Call {
+                    call_id,
+                    name,
+                    arguments,
+                } => {
+                    has_calls = true;
+                    let idx = content.len();
+                    content.push(AssistantContent::ToolCall(ToolCall {
+                        id: if call_id.is_empty() {
+                            format!("call_{idx}")
+                        } else {
+                            call_id
+                        },
+                        name,
+                        input: convert::parse_arguments(arguments),
+                    }));
+                }
+                Output::Other => {}
+            }
+        }
+        let stop_reason = match self.end {
+            Some(End::Incomplete(reason)) => match reason.as_deref() {
+                Some("max_output_tokens") => StopReason::MaxTokens,
+                Some("content_filter") => StopReason::ContentFilter,
+                Some(other) => StopReason::Other(other.to_owned()),
+                None => StopReason::Other("incomplete".to_owned()),
+            },
+            _ if has_calls => StopReason::ToolUse,
+            _ if has_refusal => StopReason::Refusal,
+            _ => StopReason::EndTurn,
+        };
+        ModelTurn {
+            content,
+            usage: self.usage,
+            stop_reason,
+        }
+    }
+}
+
+impl Assembler {
     fn event(
         &mut self,
         event: Event,
@@ -705,76 +772,6 @@ impl Assembler {
             cache_write_tokens: 0,
             cost_usd: None,
         };
-    }
-
-    fn finish(self) -> ModelTurn {
-        let mut content = Vec::new();
-        let mut has_calls = false;
-        let mut has_refusal = false;
-        for output in self.outputs.into_values() {
-            match output {
-                Output::Reasoning {
-                    id,
-                    summary,
-                    encrypted,
-                } => {
-                    let text = summary
-                        .into_values()
-                        .collect::<Vec<_>>()
-                        .join(SUMMARY_SEPARATOR);
-                    if id.is_some() || encrypted.is_some() || !text.is_empty() {
-                        content.push(AssistantContent::Thinking {
-                            text,
-                            signature: encrypted,
-                            id,
-                        });
-                    }
-                }
-                Output::Message { text, refusal } => {
-                    if !text.is_empty() {
-                        content.push(AssistantContent::Text { text });
-                    }
-                    if !refusal.is_empty() {
-                        has_refusal = true;
-                        content.push(AssistantContent::Refusal { text: refusal });
-                    }
-                }
-                Output::Call {
-                    call_id,
-                    name,
-                    arguments,
-                } => {
-                    has_calls = true;
-                    let idx = content.len();
-                    content.push(AssistantContent::ToolCall(ToolCall {
-                        id: if call_id.is_empty() {
-                            format!("call_{idx}")
-                        } else {
-                            call_id
-                        },
-                        name,
-                        input: convert::parse_arguments(arguments),
-                    }));
-                }
-                Output::Other => {}
-            }
-        }
-        let stop_reason = match self.end {
-            Some(End::Incomplete(reason)) => match reason.as_deref() {
-                Some("max_output_tokens") => StopReason::MaxTokens,
-                Some("content_filter") => StopReason::ContentFilter,
-                Some(other) => StopReason::Other(other.to_owned()),
-                None => StopReason::Other("incomplete".to_owned()),
-            },
-            _ if has_calls => StopReason::ToolUse,
-            _ if has_refusal => StopReason::Refusal,
-            _ => StopReason::EndTurn,
-        };
-        ModelTurn {
-            content,
-            usage: self.usage,
-            stop_reason,
-        }
     }
 }
 

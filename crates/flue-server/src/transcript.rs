@@ -131,6 +131,7 @@ fn message_json(stored: &StoredRecord) -> Value {
         Record::Assistant(_) => "assistant",
         Record::ToolResult(_) => "tool",
         Record::Sampling(_) => "sampling",
+        Record::FailedTurn(_) => "failed_turn",
         _ => "user",
     };
     // Stored records always serialize (they were read from their JSON); `null` otherwise.

@@ -334,6 +334,50 @@ fn a_refusal_fails_the_run_with_exit_code_4_and_shows_in_json() {
 }
 
 #[test]
+fn a_turn_that_fails_after_reporting_usage_counts_it_in_json_and_session_show() {
+    // The server reports 10 + 5 tokens, streams "Partial", then an error object.
+    let server = FakeOpenAi::start();
+    let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));
+    let output = ws.flue(&[
+        "run",
+        "plain-agent",
+        "-m",
+        "FAIL_AFTER_USAGE please",
+        "--json",
+        "--id",
+        "failing",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let envelope = json(&output);
+    assert_eq!(envelope["outcome"], "failed");
+    assert_eq!(envelope["error"]["kind"], "provider_error");
+    // Text had been shown: one request, not retried.
+    assert_eq!(server.requests().len(), 1);
+    // $1 per million input tokens, $2 per million output tokens.
+    assert_eq!(
+        envelope["usage"],
+        json!({"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 0,
+               "cache_write_tokens": 0, "cost_usd": 2e-5})
+    );
+    let shown = stdout(&ws.flue(&["session", "show", "--id", "failing"]));
+    assert!(
+        shown.contains(
+            "failed model turn (provider_error): model provider \"fake\" failed: The server \
+             had an error while processing your request."
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  [fake/fake-model: 10 input + 5 output tokens, $0.0000]")
+            && shown.contains("conversation usage: 1 model turn, 10 input + 5 output tokens"),
+        "{shown}"
+    );
+    let records = json(&ws.flue(&["session", "show", "--id", "failing", "--json"]));
+    assert_eq!(records["messages"][1]["type"], "failed_turn");
+    assert_eq!(records["messages"][1]["usage"]["input_tokens"], 10);
+}
+
+#[test]
 fn a_misspelt_model_gets_a_did_you_mean_from_the_catalog() {
     let server = FakeOpenAi::start();
     let ws = workspace(&server, &format!("FLUE_TEST_FAKE_KEY={KEY}\n"));

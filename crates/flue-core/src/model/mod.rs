@@ -170,6 +170,8 @@ pub struct TurnSink {
     first_delta: Option<std::sync::Arc<std::sync::OnceLock<std::time::Instant>>>,
     /// When set: deltas are redacted of known secrets before they are sent.
     redacting: Option<Arc<Redacting>>,
+    /// When set: the usage a failing turn reported ([`TurnSink::failed_turn_usage`]).
+    failed_usage: Option<std::sync::Arc<std::sync::Mutex<Usage>>>,
 }
 
 /// The text of a turn not yet sent because it could be the start of a secret, per stream
@@ -231,6 +233,7 @@ impl TurnSink {
             events: Some(events),
             first_delta: None,
             redacting: None,
+            failed_usage: None,
         }
     }
 
@@ -240,6 +243,7 @@ impl TurnSink {
             events: None,
             first_delta: None,
             redacting: None,
+            failed_usage: None,
         }
     }
 
@@ -252,9 +256,8 @@ impl TurnSink {
     ) {
         let first_delta = std::sync::Arc::new(std::sync::OnceLock::new());
         let sink = Self {
-            events: self.events.clone(),
             first_delta: Some(std::sync::Arc::clone(&first_delta)),
-            redacting: self.redacting.clone(),
+            ..self.clone()
         };
         (sink, first_delta)
     }
@@ -269,12 +272,11 @@ impl TurnSink {
             return self.clone();
         }
         Self {
-            events: self.events.clone(),
-            first_delta: self.first_delta.clone(),
             redacting: Some(Arc::new(Redacting {
                 redactor: redactor.clone(),
                 held: std::sync::Mutex::new(Held::default()),
             })),
+            ..self.clone()
         }
     }
 
@@ -288,6 +290,28 @@ impl TurnSink {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             self.release_all(redacting, &mut held, Stream::Text);
             self.release_all(redacting, &mut held, Stream::Thinking);
+        }
+    }
+
+    /// This sink, also keeping what [`TurnSink::failed_turn_usage`] reports (summed).
+    pub(crate) fn noting_failed_usage(&self) -> (Self, std::sync::Arc<std::sync::Mutex<Usage>>) {
+        let failed_usage = std::sync::Arc::new(std::sync::Mutex::new(Usage::default()));
+        let sink = Self {
+            failed_usage: Some(std::sync::Arc::clone(&failed_usage)),
+            ..self.clone()
+        };
+        (sink, failed_usage)
+    }
+
+    /// Reports the tokens of a turn that is about to fail: what the provider reported before
+    /// the failure (attempts retried within the turn included). A provider calls it just before
+    /// it returns the error; the runtime counts the usage in the operation's and stores it with
+    /// a [`Record::FailedTurn`] (pricing it when it has no cost). Reports add up.
+    pub fn failed_turn_usage(&self, usage: Usage) {
+        if let Some(failed_usage) = &self.failed_usage {
+            *failed_usage
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) += usage;
         }
     }
 
@@ -425,7 +449,9 @@ pub trait ModelProvider: Send + Sync {
     }
 
     /// Streams one turn. Deltas go to `sink`; the finished turn is returned. Dropping the
-    /// future aborts the turn.
+    /// future aborts the turn. A turn that fails after the provider reported tokens it used
+    /// reports them with [`TurnSink::failed_turn_usage`] before returning the error, so they
+    /// are counted.
     fn stream_turn<'a>(
         &'a self,
         request: ModelRequest<'a>,

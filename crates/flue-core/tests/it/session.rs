@@ -21,6 +21,8 @@ enum Turn {
     Calls(Vec<(&'static str, Value)>),
     Hang,
     Fail,
+    /// Fails after the provider reported 7 input tokens (a mid-stream error).
+    FailAfterInput,
 }
 
 /// A provider that plays `turns` in order and records every request it receives.
@@ -114,6 +116,21 @@ impl ModelProvider for TestProvider {
                     stop_reason: StopReason::ToolUse,
                 }),
                 Turn::Hang => std::future::pending().await,
+                Turn::FailAfterInput => {
+                    sink.text_delta("partial");
+                    sink.failed_turn_usage(Usage {
+                        input_tokens: 7,
+                        ..Usage::default()
+                    });
+                    Err(FlueError::Provider {
+                        provider: "test".into(),
+                        message: "overloaded mid-stream".into(),
+                        status: None,
+                        retryable: true,
+                        retry_after_ms: None,
+                        source: None,
+                    })
+                }
                 Turn::Fail => Err(FlueError::Provider {
                     provider: "test".into(),
                     message: "overloaded".into(),
@@ -204,6 +221,7 @@ fn kinds(records: &[Record]) -> Vec<&'static str> {
             Record::ToolResult(_) => "tool",
             Record::Shell(_) => "shell",
             Record::Compaction(_) => "compaction",
+            Record::FailedTurn(_) => "failed_turn",
             _ => "other",
         })
         .collect()
@@ -682,6 +700,61 @@ async fn a_provider_failure_keeps_the_acknowledged_user_message() {
         .unwrap_err();
     assert_eq!(err.kind(), "provider_error");
     assert_eq!(kinds(&session.records().await), vec!["user"]);
+}
+
+#[tokio::test]
+async fn a_failed_turn_counts_what_it_used_and_the_model_never_sees_it() {
+    let f = fixture(
+        vec![
+            Turn::Calls(vec![("echo", json!({"text": "hi"}))]),
+            Turn::FailAfterInput,
+            Turn::Text("done"),
+        ],
+        AgentConfig::new().with_tool(echo_tool()),
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let mut handle = session.prompt("please echo", PromptOptions::default());
+    let mut events = handle.take_events().unwrap();
+    let err = handle.await.unwrap_err();
+    assert_eq!(err.kind(), "provider_error");
+    let records = session.records().await;
+    assert_eq!(
+        kinds(&records),
+        vec!["user", "assistant", "tool", "failed_turn"]
+    );
+    let Some(Record::FailedTurn(failed)) = records.last() else {
+        panic!("{records:?}");
+    };
+    // Priced like a turn; the message names the failure.
+    assert_eq!(failed.usage.input_tokens, 7);
+    assert_eq!(failed.usage.cost_usd, Some(7.0 / 1e6));
+    assert_eq!(failed.error_kind, "provider_error");
+    assert!(failed.message.contains("overloaded mid-stream"));
+    // The failed operation reports its turns, the failed one included.
+    let mut end_usage = None;
+    while let Some(event) = events.recv().await {
+        if let Event::OperationEnd { usage, .. } = event {
+            end_usage = Some(usage);
+        }
+    }
+    let end_usage = end_usage.unwrap();
+    assert_eq!((end_usage.input_tokens, end_usage.output_tokens), (17, 5));
+    let cost = end_usage.cost_usd.unwrap();
+    assert!((cost - (17.0 + 5.0 * 2.0) / 1e6).abs() < 1e-12, "{cost}");
+    // The next request leaves the failed turn out.
+    let response = session
+        .prompt("again", PromptOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(response.text, "done");
+    let last_request = f.provider.requests().pop().unwrap();
+    assert!(
+        !last_request
+            .iter()
+            .any(|record| matches!(record, Record::FailedTurn(_))),
+        "{last_request:?}"
+    );
 }
 
 #[tokio::test]

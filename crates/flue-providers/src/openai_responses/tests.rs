@@ -9,6 +9,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::{Assembler, OpenAiResponsesProvider};
+use crate::http::Assembler as _;
 use crate::provider_config::{ApiKey, ProviderConfig, WireApi};
 
 fn provider(config: ProviderConfig) -> OpenAiResponsesProvider {

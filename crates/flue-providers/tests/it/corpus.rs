@@ -13,18 +13,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use flue_core::{
-    AgentConfig, AssistantContent, Event, Harness, LocalSandbox, PromptOptions, ProviderRegistry,
-    Record, StopReason, ThinkingLevel, ToolDefinition, ToolError, Usage,
+    AssistantContent, Event, PromptOptions, Record, StopReason, ThinkingLevel, ToolDefinition,
+    ToolError, Usage,
 };
 use flue_providers::WireApi;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::fake_http::{FakeServer, Reply};
-use crate::providers::{Outcome, assert_openai_request, builtin, streamed};
+use crate::fake_http::Reply;
+use crate::providers::{Outcome, assert_openai_request, builtin, run, streamed};
 
 /// The seeds every case is replayed with: each cuts the stream differently.
 const SEEDS: [u64; 2] = [0x5eed, 0xc0ffee];
@@ -74,13 +73,13 @@ fn any_tool(name: &str) -> ToolDefinition {
     .unwrap()
 }
 
-/// One case: the provider, model, thinking level and tool of the recording, and the streams
+/// One case: the provider, model, thinking level and tools of the recording, and the streams
 /// the server sends to the successive requests.
 struct Case<'a> {
     provider: &'a str,
     model: &'a str,
     thinking: ThinkingLevel,
-    tool: &'a str,
+    tools: &'a [&'a str],
     streams: &'a [&'a str],
     /// The last stream is cut off (no final chunk, no `[DONE]`).
     cut: bool,
@@ -92,7 +91,7 @@ impl Case<'_> {
             provider,
             model,
             thinking: ThinkingLevel::Off,
-            tool: "lookup",
+            tools: &["lookup"],
             streams,
             cut: false,
         }
@@ -100,55 +99,29 @@ impl Case<'_> {
 
     /// Replays the case with `seed`.
     async fn replay(&self, seed: u64) -> Outcome {
-        let config = builtin(self.provider);
-        let api = config.api;
+        let api = builtin(self.provider).api;
         let replies = self
             .streams
             .iter()
             .enumerate()
             .map(|(idx, name)| {
                 let last = idx + 1 == self.streams.len();
-                Reply::Pieces {
-                    body: framed(name, api, !(last && self.cut)),
-                    seed: seed.wrapping_add(idx as u64),
-                    cut: last && self.cut,
-                }
+                Reply::seeded_pieces(
+                    framed(name, api, !(last && self.cut)),
+                    seed.wrapping_add(idx as u64),
+                    last && self.cut,
+                )
             })
             .collect();
-        let server = FakeServer::start(replies).await;
-        let base_url = match api {
-            WireApi::AnthropicMessages => server.url.clone(),
-            _ => format!("{}/v1", server.url),
-        };
-        let provider = config.with_base_url(base_url).build().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let harness = Harness::builder(
-            AgentConfig::new()
-                .with_model(format!("{}/{}", self.provider, self.model))
-                .with_instructions("You answer questions.")
-                .with_thinking(self.thinking)
-                .with_tool(any_tool(self.tool)),
+        let tools = self.tools.iter().map(|name| any_tool(name)).collect();
+        let outcome = run(
+            builtin(self.provider),
+            self.model,
+            self.thinking,
+            tools,
+            replies,
         )
-        .with_providers(ProviderRegistry::new().with_provider(provider))
-        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
-        .with_workspace_context(None)
-        .build()
-        .await
-        .unwrap();
-        let session = harness.session("default").await.unwrap();
-        let mut handle = session.prompt("What is the answer?", PromptOptions::default());
-        let mut stream = handle.take_events().unwrap();
-        let result = handle.await;
-        let mut events = Vec::new();
-        while let Some(event) = stream.recv().await {
-            events.push(event);
-        }
-        let outcome = Outcome {
-            result,
-            records: session.records().await,
-            events,
-            requests: server.requests(),
-        };
+        .await;
         for request in &outcome.requests {
             match api {
                 WireApi::AnthropicMessages => validate_anthropic(&request.body),
@@ -395,7 +368,7 @@ async fn anthropic_redacted_thinking_is_kept_and_sent_back_unchanged() {
         &["anthropic/redacted-thinking-tool-use", "anthropic/text"],
     );
     case.thinking = ThinkingLevel::High;
-    case.tool = "json";
+    case.tools = &["json"];
     for seed in SEEDS {
         let out = case.replay(seed).await;
         out.result.unwrap();
@@ -430,7 +403,7 @@ async fn anthropic_text_then_a_tool_call_without_arguments() {
         "claude-sonnet-4-5",
         &["anthropic/text-and-tool-no-args", "anthropic/text"],
     );
-    case.tool = "updateIssueList";
+    case.tools = &["updateIssueList"];
     let out = case.replay(SEEDS[0]).await;
     out.result.unwrap();
     let turn = turns(&out.records)[0];
@@ -581,7 +554,7 @@ async fn deepseek_tool_call_reasoning_goes_back_in_the_tool_loop() {
         "deepseek-reasoner",
         &["deepseek/reasoning-tool-call", "deepseek/text"],
     );
-    case.tool = "weather";
+    case.tools = &["weather"];
     for seed in SEEDS {
         let out = case.replay(seed).await;
         // The second recording ends at its output limit (`length`): a completed, cut answer.
@@ -650,7 +623,7 @@ async fn mistral_whole_and_incremental_tool_calls() {
         "mistral-small-latest",
         &["mistral/tool-call", "mistral/text"],
     );
-    case.tool = "weather";
+    case.tools = &["weather"];
     let out = case.replay(SEEDS[0]).await;
     out.result.unwrap();
     let body = &out.requests[1].body;
@@ -662,7 +635,7 @@ async fn mistral_whole_and_incremental_tool_calls() {
         "mistral-small-latest",
         &["mistral/incremental-tool-call", "mistral/text"],
     );
-    case.tool = "webSearchTool";
+    case.tools = &["webSearchTool"];
     let out = case.replay(SEEDS[1]).await;
     out.result.unwrap();
     let call = turns(&out.records)[0].tool_calls().next().unwrap().clone();
@@ -691,7 +664,7 @@ async fn xai_reasoning_tool_call_round_trip() {
         "grok-3-mini",
         &["xai/reasoning-tool-call", "xai/text"],
     );
-    case.tool = "weather";
+    case.tools = &["weather"];
     let out = case.replay(SEEDS[0]).await;
     out.result.unwrap();
     let first = turns(&out.records)[0];
@@ -713,7 +686,7 @@ async fn groq_tool_call_round_trip() {
         "llama-3.3-70b-versatile",
         &["groq/tool-call", "groq/text"],
     );
-    case.tool = "weather";
+    case.tools = &["weather"];
     let out = case.replay(SEEDS[1]).await;
     out.result.unwrap();
     let first = turns(&out.records)[0];
@@ -722,4 +695,278 @@ async fn groq_tool_call_round_trip() {
         out.requests[1].body["messages"][3]["tool_call_id"],
         "tk85n1k4m"
     );
+}
+
+/// The `provider_retry` events: (attempt, message).
+fn retries(events: &[Event]) -> Vec<(u32, String)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Event::ProviderRetry {
+                attempt, message, ..
+            } => Some((*attempt, message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn openai_parallel_tool_calls_both_run_and_go_back_in_order() {
+    let mut case = Case::new(
+        "openai",
+        "gpt-4o",
+        &["openai/parallel-tool-calls", "openai/text"],
+    );
+    case.tools = &["GetWeatherArgs", "get_stock_price"];
+    let weather = "call_JMW1whyEaYG438VE1OIflxA2";
+    let stock = "call_DNYTawLBoN8fj3KN6qU9N1Ou";
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        out.result.unwrap();
+        let first = turns(&out.records)[0];
+        assert_eq!(first.stop_reason, StopReason::ToolUse);
+        let calls: Vec<(&str, &str, &Value)> = first
+            .tool_calls()
+            .map(|call| (call.id.as_str(), call.name.as_str(), &call.input))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    weather,
+                    "GetWeatherArgs",
+                    &json!({"city": "Edinburgh", "country": "GB", "units": "c"})
+                ),
+                (
+                    stock,
+                    "get_stock_price",
+                    &json!({"ticker": "AAPL", "exchange": "NASDAQ"})
+                ),
+            ]
+        );
+        assert_eq!(tokens(&first.usage), [149, 60, 0, 0]);
+        assert_eq!(
+            crate::providers::roles(&out.records),
+            [
+                "user",
+                "assistant",
+                "tool_result",
+                "tool_result",
+                "assistant"
+            ]
+        );
+        // The next request: the assistant message with both calls, then both answers, in the
+        // order the calls came.
+        let messages = out.requests[1].body["messages"].as_array().unwrap();
+        let sent: Vec<&str> = messages[2]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|call| call["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(sent, [weather, stock]);
+        assert_eq!(
+            [&messages[3]["tool_call_id"], &messages[4]["tool_call_id"]],
+            [weather, stock]
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_overload_after_message_start_is_retried_and_its_input_counted() {
+    for seed in SEEDS {
+        let out = Case::new(
+            "anthropic",
+            "claude-sonnet-4-5",
+            &["anthropic/overloaded-after-start", "anthropic/text"],
+        )
+        .replay(seed)
+        .await;
+        let response = out.result.unwrap();
+        assert!(response.text.starts_with("Hello! I'm doing well"));
+        // Nothing was shown before the error: the same request again, announced once.
+        assert_eq!(out.requests.len(), 2);
+        assert_eq!(out.requests[0].body, out.requests[1].body);
+        assert_eq!(retries(&out.events), [(1, "Overloaded".to_owned())]);
+        // The failed attempt's `message_start` (12 in, 1 out) counts with the turn.
+        let turn = turns(&out.records)[0];
+        assert_eq!(tokens(&turn.usage), [24, 31, 0, 0]);
+        assert_eq!(tokens(&response.usage), [24, 31, 0, 0]);
+        assert!(crate::providers::failed_turns(&out.records).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn anthropic_overload_that_persists_fails_and_stores_the_tokens_it_used() {
+    let streams = ["anthropic/overloaded-after-start"; 4];
+    let out = Case::new("anthropic", "claude-sonnet-4-5", &streams)
+        .replay(SEEDS[0])
+        .await;
+    let err = out.result.unwrap_err();
+    assert_eq!(err.kind(), "provider_error");
+    assert!(err.to_string().contains("Overloaded"), "{err}");
+    // The first attempt and three retries, each after `message_start` reported 12 + 1.
+    assert_eq!(out.requests.len(), 4);
+    assert_eq!(retries(&out.events).len(), 3);
+    assert_eq!(
+        crate::providers::roles(&out.records),
+        ["user", "failed_turn"]
+    );
+    let failed = crate::providers::failed_turns(&out.records)[0];
+    assert_eq!(tokens(&failed.usage), [48, 4, 0, 0]);
+    assert!(failed.usage.cost_usd.is_some_and(|cost| cost > 0.0));
+    assert_eq!(failed.error_kind, "provider_error");
+    assert_eq!(crate::providers::operation_usage(&out.events), failed.usage);
+}
+
+#[tokio::test]
+async fn anthropic_overload_mid_answer_keeps_the_shown_text_out_of_the_log_but_counts_it() {
+    for seed in SEEDS {
+        let out = Case::new(
+            "anthropic",
+            "claude-sonnet-4-5",
+            &["anthropic/overloaded-mid-text"],
+        )
+        .replay(seed)
+        .await;
+        let err = out.result.unwrap_err();
+        assert_eq!(err.kind(), "provider_error");
+        // The user saw the start of the answer; it is not repeated and not stored as a turn.
+        assert_eq!(
+            streamed(&out.events).0,
+            "Hello! I'm doing well, thank you for asking"
+        );
+        assert_eq!(out.requests.len(), 1);
+        assert!(retries(&out.events).is_empty());
+        assert!(turns(&out.records).is_empty());
+        let failed = crate::providers::failed_turns(&out.records)[0];
+        assert_eq!(tokens(&failed.usage), [12, 1, 0, 0]);
+    }
+}
+
+#[tokio::test]
+async fn openai_error_object_mid_answer_fails_without_a_retry() {
+    for seed in SEEDS {
+        let out = Case::new("openai", "gpt-4.1-nano", &["openai/error-mid-stream"])
+            .replay(seed)
+            .await;
+        let err = out.result.unwrap_err();
+        assert_eq!(err.kind(), "provider_error");
+        assert!(
+            err.to_string()
+                .contains("The server had an error while processing your request"),
+            "{err}"
+        );
+        assert!(streamed(&out.events).0.starts_with("**Holiday"));
+        assert_eq!(out.requests.len(), 1);
+        assert!(retries(&out.events).is_empty());
+        // Chat Completions reports usage only at the end: nothing to count, nothing stored.
+        assert_eq!(crate::providers::roles(&out.records), ["user"]);
+    }
+}
+
+#[tokio::test]
+async fn openai_error_object_before_any_text_is_retried() {
+    for seed in SEEDS {
+        let out = Case::new(
+            "openai",
+            "gpt-4.1-nano",
+            &["openai/error-before-text", "openai/text"],
+        )
+        .replay(seed)
+        .await;
+        let response = out.result.unwrap();
+        assert!(response.text.starts_with("**Holiday"));
+        assert_eq!(out.requests.len(), 2);
+        assert_eq!(retries(&out.events).len(), 1);
+        assert_eq!(tokens(&response.usage), [16, 300, 0, 0]);
+        assert_eq!(crate::providers::roles(&out.records), ["user", "assistant"]);
+    }
+}
+
+#[tokio::test]
+async fn every_compatible_dialect_sends_bodies_openai_s_schema_accepts() {
+    // Text, an image, tools, a tool loop with two results and a thinking level, through each
+    // built-in Chat Completions provider (the shared `run` checks each body against OpenAI's
+    // `CreateChatCompletionRequest`).
+    let image = flue_core::Image {
+        data: "iVBORw0KGgo=".to_owned(),
+        mime_type: "image/png".to_owned(),
+    };
+    let info = flue_core::model::ModelInfo {
+        reasoning: true,
+        image_input: true,
+        ..flue_core::model::ModelInfo::default()
+    };
+    for provider in [
+        "openai",
+        "openrouter",
+        "groq",
+        "deepseek",
+        "together",
+        "mistral",
+        "xai",
+        "ollama",
+    ] {
+        let replies = ["openai/parallel-tool-calls", "openai/text"]
+            .iter()
+            .map(|name| {
+                Reply::seeded_pieces(framed(name, WireApi::OpenAiCompletions, true), 7, false)
+            })
+            .collect();
+        let out = crate::providers::run_prompt(
+            builtin(provider).with_model("vision-reasoner", info.clone()),
+            "vision-reasoner",
+            ThinkingLevel::High,
+            vec![any_tool("GetWeatherArgs"), any_tool("get_stock_price")],
+            PromptOptions::default().with_image(image.clone()),
+            replies,
+        )
+        .await;
+        out.result.unwrap();
+        assert_eq!(out.requests.len(), 2, "{provider}");
+        for request in &out.requests {
+            assert_openai_request(request);
+        }
+        let body = &out.requests[1].body;
+        let limit = ["max_tokens", "max_completion_tokens"]
+            .iter()
+            .filter(|field| body.get(**field).is_some())
+            .count();
+        assert_eq!(limit, 1, "{provider}: one output limit field: {body}");
+        assert_eq!(
+            body["messages"][1]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,iVBORw0KGgo=",
+            "{provider}"
+        );
+    }
+}
+
+#[test]
+fn the_chat_schema_refuses_bodies_openai_refuses() {
+    // The schema checks above can fail: OpenAI's schema rejects an image part without its
+    // URL, a tool message without the call it answers, a mistyped limit, a reasoning effort
+    // it does not know and stream options of the wrong type.
+    let schema = crate::providers::CHAT_COMPLETIONS_SCHEMA.validator();
+    let valid = json!({"model": "gpt-4o", "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "hi"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"}],
+        "stream": true, "stream_options": {"include_usage": true},
+        "max_completion_tokens": 100, "reasoning_effort": "low"});
+    assert!(schema.is_valid(&valid));
+    let user = json!({"role": "user", "content": "hi"});
+    for bad in [
+        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"detail": "auto"}}]}]}),
+        json!({"model": "gpt-4o", "messages": [user, {"role": "tool", "content": "42"}]}),
+        json!({"model": "gpt-4o", "messages": [user], "max_completion_tokens": "many"}),
+        json!({"model": "gpt-4o", "messages": [user], "reasoning_effort": "extreme"}),
+        json!({"model": "gpt-4o", "messages": [user], "stream_options": {"include_usage": "yes"}}),
+    ] {
+        assert!(!schema.is_valid(&bad), "accepted: {bad}");
+    }
 }

@@ -40,13 +40,15 @@ pub enum Reply {
         every: std::time::Duration,
     },
     /// A 200 event stream (chunked) that sends `body` in pieces of the given sizes, in turn
-    /// and again from the first, each piece written and flushed on its own: recorded bytes
-    /// arriving in irregular, deterministic chunks.
-    PiecesOfSizes { body: Vec<u8>, sizes: Vec<usize> },
-    /// A 200 event stream (chunked) sending the bytes of `body` in pieces of irregular sizes
-    /// (1 to 97 bytes, drawn from `seed`; a piece may end inside a line or a UTF-8
-    /// character), each written on its own; cut off before the final chunk when `cut`.
-    Pieces { body: Vec<u8>, seed: u64, cut: bool },
+    /// and again from the first, each piece written and flushed on its own (a piece may end
+    /// inside a line or a UTF-8 character): recorded bytes arriving in irregular,
+    /// deterministic chunks. Cut off before the final chunk when `cut`. See
+    /// [`Reply::pieces`] and [`Reply::seeded_pieces`].
+    Pieces {
+        body: Vec<u8>,
+        sizes: Vec<usize>,
+        cut: bool,
+    },
     /// A 200 event stream (chunked) that sends `prefix`, then `frame` again and again,
     /// `total_bytes` in all, or until the client goes away; then ends the body properly.
     Endless {
@@ -73,6 +75,22 @@ impl Reply {
             headers: vec![("content-type".into(), "application/json".into())],
             body: body.to_string(),
         }
+    }
+
+    /// `body` sent whole in pieces of `sizes` (see [`Reply::Pieces`]).
+    pub fn pieces(body: impl Into<Vec<u8>>, sizes: &[usize]) -> Self {
+        Self::Pieces {
+            body: body.into(),
+            sizes: sizes.to_vec(),
+            cut: false,
+        }
+    }
+
+    /// `body` in pieces of 1 to 97 bytes drawn from `seed` (the same seed always cuts the
+    /// same way); cut off before the final chunk when `cut`.
+    pub fn seeded_pieces(body: Vec<u8>, seed: u64, cut: bool) -> Self {
+        let sizes = split(&body, seed).iter().map(|piece| piece.len()).collect();
+        Self::Pieces { body, sizes, cut }
     }
 
     /// Adds a response header.
@@ -193,26 +211,6 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
                 }
             }
         }
-        Reply::Pieces { body, seed, cut } => {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                        transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
-            if stream.write_all(head.as_bytes()).await.is_err() {
-                return;
-            }
-            for piece in split(&body, seed) {
-                let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
-                chunk.extend_from_slice(piece);
-                chunk.extend_from_slice(b"\r\n");
-                if stream.write_all(&chunk).await.is_err() || stream.flush().await.is_err() {
-                    return;
-                }
-            }
-            if !cut {
-                let _ = stream.write_all(b"0\r\n\r\n").await;
-            }
-            let _ = stream.shutdown().await;
-            return;
-        }
         Reply::Endless {
             prefix,
             frame,
@@ -238,7 +236,7 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
             let _ = stream.shutdown().await;
             return;
         }
-        Reply::PiecesOfSizes { body, sizes } => {
+        Reply::Pieces { body, sizes, cut } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                         transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
             if stream.write_all(head.as_bytes()).await.is_err() {
@@ -259,7 +257,9 @@ async fn serve(mut stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &
                 }
                 tokio::task::yield_now().await;
             }
-            let _ = stream.write_all(b"0\r\n\r\n").await;
+            if !cut {
+                let _ = stream.write_all(b"0\r\n\r\n").await;
+            }
             let _ = stream.shutdown().await;
             return;
         }
@@ -338,7 +338,7 @@ async fn read_request(stream: &mut TcpStream) -> Option<Recorded> {
 
 /// `body` cut into pieces of 1 to 97 bytes, the sizes drawn from `seed` (a xorshift
 /// generator: the same seed always gives the same pieces).
-pub fn split(body: &[u8], seed: u64) -> Vec<&[u8]> {
+fn split(body: &[u8], seed: u64) -> Vec<&[u8]> {
     let mut state = seed | 1;
     let mut pieces = Vec::new();
     let mut rest = body;

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::fake_http::Reply;
 use crate::providers::{
-    Outcome, assert_anthropic_request, builtin, check, frames, roles, streamed, tool_results,
+    Outcome, assert_anthropic_request, builtin, check, failed_turns, frames, roles, streamed,
+    tool_results,
 };
 
 const MODEL: &str = "claude-sonnet-4-5";
@@ -277,7 +278,7 @@ async fn thinking_and_its_signature_are_stored_and_sent_back() {
 }
 
 #[tokio::test]
-async fn an_error_event_after_text_fails_the_turn_and_stores_nothing() {
+async fn an_error_event_after_text_fails_the_turn_and_stores_nothing_of_it() {
     let mut out = vec![message_start(10, 0, 0)];
     out.extend(text_block(0, &["Half an"]));
     out.push(event(
@@ -294,7 +295,9 @@ async fn an_error_event_after_text_fails_the_turn_and_stores_nothing() {
         other => panic!("expected a retryable provider error, got {other:?}"),
     }
     assert_eq!(outcome.requests.len(), 1);
-    assert_eq!(roles(&outcome.records), ["user"]);
+    // No half turn is stored; the input `message_start` reported is (a failed turn).
+    assert_eq!(roles(&outcome.records), ["user", "failed_turn"]);
+    assert_eq!(failed_input(&outcome), 10);
 }
 
 #[tokio::test]
@@ -365,7 +368,9 @@ async fn a_stream_without_message_stop_stores_no_half_message() {
     }
     // Text was shown, so the turn is not repeated.
     assert_eq!(outcome.requests.len(), 1);
-    assert_eq!(roles(&outcome.records), ["user"]);
+    // No half turn is stored; the input `message_start` reported is (a failed turn).
+    assert_eq!(roles(&outcome.records), ["user", "failed_turn"]);
+    assert_eq!(failed_input(&outcome), 10);
 }
 
 #[tokio::test]
@@ -392,7 +397,7 @@ async fn malformed_tool_input_becomes_a_tool_error() {
 }
 
 #[tokio::test]
-async fn a_200_mb_answer_is_refused_at_the_default_limit_and_stores_nothing() {
+async fn a_200_mb_answer_is_refused_at_the_default_limit_and_stores_nothing_of_it() {
     let piece = "x".repeat(64 * 1024);
     let prefix = frames(&[
         message_start(20, 0, 0),
@@ -416,11 +421,13 @@ async fn a_200_mb_answer_is_refused_at_the_default_limit_and_stores_nothing() {
     assert!(message.contains("max_turn_bytes"), "{message}");
     assert!(!retryable);
     assert_eq!(outcome.requests.len(), 1);
-    assert_eq!(roles(&outcome.records), ["user"]);
+    // No half turn is stored; the input `message_start` reported is (a failed turn).
+    assert_eq!(roles(&outcome.records), ["user", "failed_turn"]);
+    assert_eq!(failed_input(&outcome), 20);
 }
 
 #[tokio::test]
-async fn a_stream_that_stalls_mid_answer_fails_and_stores_nothing() {
+async fn a_stream_that_stalls_mid_answer_fails_and_stores_nothing_of_it() {
     let mut partial = vec![message_start(20, 0, 0)];
     partial.push(block_start(0, &json!({"type": "text", "text": ""})));
     partial.push(delta(0, &json!({"type": "text_delta", "text": "Half an"})));
@@ -446,5 +453,12 @@ async fn a_stream_that_stalls_mid_answer_fails_and_stores_nothing() {
     assert!(message.contains("idle_timeout_ms"), "{message}");
     assert!(retryable);
     assert_eq!(outcome.requests.len(), 1);
-    assert_eq!(roles(&outcome.records), ["user"]);
+    // No half turn is stored; the input `message_start` reported is (a failed turn).
+    assert_eq!(roles(&outcome.records), ["user", "failed_turn"]);
+    assert_eq!(failed_input(&outcome), 20);
+}
+
+/// The input tokens of the stored failed turn.
+fn failed_input(outcome: &Outcome) -> u64 {
+    failed_turns(&outcome.records)[0].usage.input_tokens
 }

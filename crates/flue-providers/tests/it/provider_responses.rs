@@ -4,19 +4,19 @@
 //! and failed responses, errors, cut streams, usage and cost, and every request body checked
 //! against OpenAI's published schema for `POST /responses`.
 
-use std::sync::{Arc, OnceLock};
-
 use flue_core::{
-    AgentConfig, AssistantContent, AssistantMessage, FlueError, Harness, LocalSandbox,
-    PromptOptions, ProviderRegistry, Record, StopReason, ThinkingLevel, ToolDefinition, ToolError,
-    Usage,
+    AssistantContent, AssistantMessage, FlueError, Record, StopReason, ThinkingLevel,
+    ToolDefinition, ToolError, Usage,
 };
 use flue_providers::{ApiKey, ProviderConfig, WireApi};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::fake_http::{FakeServer, Recorded, Reply};
-use crate::providers::{KEY, Outcome, fast_retry, roles, streamed, tool_results};
+use crate::fake_http::{Recorded, Reply};
+use crate::providers::{
+    self, KEY, Outcome, RESPONSES_SCHEMA, failed_turns, fast_retry, operation_usage, roles,
+    streamed, tool_results,
+};
 
 /// The corpus folder.
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/openai-responses");
@@ -25,10 +25,7 @@ const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/openai-r
 fn recorded(name: &str) -> Reply {
     let body = std::fs::read(format!("{CORPUS}/{name}"))
         .unwrap_or_else(|err| panic!("corpus file {name}: {err}"));
-    Reply::PiecesOfSizes {
-        body,
-        sizes: vec![1, 7, 3, 61, 2, 293, 13, 5, 1024, 17],
-    }
+    Reply::pieces(body, &[1, 7, 3, 61, 2, 293, 13, 5, 1024, 17])
 }
 
 /// The built-in `openai` provider with the test key and fast retries.
@@ -80,7 +77,7 @@ fn lookup_verification_code() -> ToolDefinition {
 }
 
 /// Sends one prompt to `model` of `config` with `tools`, pointed at a server playing
-/// `replies`; checks every request body against OpenAI's schema.
+/// `replies`; checks every request (OpenAI's schema among the checks).
 async fn run(
     config: ProviderConfig,
     model: &str,
@@ -88,75 +85,21 @@ async fn run(
     tools: Vec<ToolDefinition>,
     replies: Vec<Reply>,
 ) -> Outcome {
-    let server = FakeServer::start(replies).await;
-    let provider = config
-        .with_base_url(format!("{}/v1", server.url))
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut agent = AgentConfig::new()
-        .with_model(format!("openai/{model}"))
-        .with_instructions("You answer questions.")
-        .with_thinking(thinking);
-    for tool in tools {
-        agent = agent.with_tool(tool);
-    }
-    let harness = Harness::builder(agent)
-        .with_providers(ProviderRegistry::new().with_provider(provider))
-        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
-        .with_workspace_context(None)
-        .build()
-        .await
-        .unwrap();
-    let session = harness.session("default").await.unwrap();
-    let mut handle = session.prompt("What is the answer?", PromptOptions::default());
-    let mut stream = handle.take_events().unwrap();
-    let result = handle.await;
-    let mut events = Vec::new();
-    while let Some(event) = stream.recv().await {
-        events.push(event);
-    }
-    let outcome = Outcome {
-        result,
-        records: session.records().await,
-        events,
-        requests: server.requests(),
-    };
+    let outcome = providers::run(config, model, thinking, tools, replies).await;
     for request in &outcome.requests {
         assert_responses_request(request);
     }
-    let records = serde_json::to_string(&outcome.records).unwrap();
-    assert!(!records.contains(KEY), "the key leaked into the log");
     outcome
 }
 
-/// OpenAI's schema of the `POST /responses` body, compiled once.
-fn schema() -> &'static jsonschema::Validator {
-    static SCHEMA: OnceLock<jsonschema::Validator> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let text =
-            std::fs::read_to_string(format!("{CORPUS}/create-response.schema.json")).unwrap();
-        let schema: Value = serde_json::from_str(&text).unwrap();
-        jsonschema::validator_for(&schema).unwrap()
-    })
-}
-
-/// The request goes to `/v1/responses` with the key, is valid by OpenAI's schema, streams,
-/// stores nothing on OpenAI's side, and answers every `function_call` exactly once, after it.
+/// The request goes to `/v1/responses` with the key, streams, stores nothing on OpenAI's side,
+/// and answers every `function_call` exactly once, after it (the shared `run` checked it
+/// against OpenAI's schema).
 fn assert_responses_request(request: &Recorded) {
     assert_eq!(request.path, "/v1/responses");
     assert_eq!(
         request.headers.get("authorization").map(String::as_str),
         Some(format!("Bearer {KEY}").as_str())
-    );
-    let errors: Vec<String> = schema()
-        .iter_errors(&request.body)
-        .map(|err| format!("{} at {}", err, err.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "the request breaks OpenAI's schema: {errors:#?}\n{:#}",
-        request.body
     );
     assert_eq!(request.body["stream"], json!(true));
     assert_eq!(request.body["store"], json!(false));
@@ -606,6 +549,32 @@ async fn error_events_and_failed_responses_fail_with_the_providers_message() {
 }
 
 #[tokio::test]
+async fn the_usage_of_a_failed_response_is_counted_priced_and_stored() {
+    // `response.failed` with the usage OpenAI reported for the failed response.
+    let outcome = run(
+        openai().with_api(WireApi::OpenAiResponses),
+        "gpt-5-nano",
+        ThinkingLevel::Low,
+        Vec::new(),
+        vec![recorded("failed-with-usage.sse")],
+    )
+    .await;
+    assert!(!provider_error(&outcome).1);
+    assert_eq!(roles(&outcome.records), ["user", "failed_turn"]);
+    let failed = failed_turns(&outcome.records)[0];
+    assert_eq!(
+        (failed.usage.input_tokens, failed.usage.output_tokens),
+        (37, 0)
+    );
+    // gpt-5-nano: $0.05 per million input tokens.
+    let cost = failed.usage.cost_usd.unwrap();
+    assert!((cost - 37.0 * 0.05 / 1e6).abs() < 1e-12, "{cost}");
+    assert_eq!(failed.error_kind, "provider_error");
+    assert!(failed.message.contains("exceeded your current quota"));
+    assert_eq!(operation_usage(&outcome.events), failed.usage);
+}
+
+#[tokio::test]
 async fn context_length_errors_are_context_overflow_in_the_stream_and_before_it() {
     let message = "Your input exceeds the context window of this model. Please adjust your \
                    input and try again.";
@@ -639,10 +608,7 @@ async fn a_cut_stream_is_retried_while_nothing_was_shown() {
     // `function-call.2.sse` cut after `response.created`, twice, then whole.
     let whole = std::fs::read_to_string(format!("{CORPUS}/function-call.2.sse")).unwrap();
     let cut = whole[..whole.find("event: response.output_item.added").unwrap()].to_owned();
-    let pieces = |body: &str| Reply::PiecesOfSizes {
-        body: body.as_bytes().to_vec(),
-        sizes: vec![3, 100, 7],
-    };
+    let pieces = |body: &str| Reply::pieces(body.as_bytes(), &[3, 100, 7]);
     let outcome = run(
         openai().with_api(WireApi::OpenAiResponses),
         "gpt-4.1",
@@ -692,10 +658,7 @@ async fn a_stream_cut_after_text_was_shown_is_not_repeated() {
         "gpt-4.1",
         ThinkingLevel::Off,
         Vec::new(),
-        vec![Reply::PiecesOfSizes {
-            body: body.into_bytes(),
-            sizes: vec![5, 300, 11],
-        }],
+        vec![Reply::pieces(body, &[5, 300, 11])],
     )
     .await;
     let (message, _) = provider_error(&outcome);
@@ -724,10 +687,7 @@ async fn whole_items_without_deltas_still_reach_the_screen() {
         "o3",
         ThinkingLevel::Medium,
         Vec::new(),
-        vec![Reply::PiecesOfSizes {
-            body: body.into_bytes(),
-            sizes: vec![9, 2, 700],
-        }],
+        vec![Reply::pieces(body, &[9, 2, 700])],
     )
     .await;
     let text = outcome.result.as_ref().unwrap().text.clone();
@@ -774,7 +734,7 @@ fn the_schema_refuses_bodies_openai_refuses() {
         {"type": "message", "role": "user", "content": [
             {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}]},
     ]});
-    assert!(schema().is_valid(&valid));
+    assert!(RESPONSES_SCHEMA.validator().is_valid(&valid));
     for bad in [
         json!({"model": "gpt-4.1", "input": [{"type": "message", "role": "user", "content": [
             {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}]}),
@@ -783,6 +743,9 @@ fn the_schema_refuses_bodies_openai_refuses() {
         json!({"model": "gpt-4.1", "input": [{"type": "thinking", "text": "hmm"}]}),
         json!({"model": "gpt-4.1", "input": "hi", "max_output_tokens": "many"}),
     ] {
-        assert!(!schema().is_valid(&bad), "accepted: {bad}");
+        assert!(
+            !RESPONSES_SCHEMA.validator().is_valid(&bad),
+            "accepted: {bad}"
+        );
     }
 }

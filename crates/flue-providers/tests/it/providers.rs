@@ -1,14 +1,15 @@
 //! Shared helpers of the wire-level provider tests: one prompt through a real harness (agent
-//! loop, memory store, a `lookup` tool) whose provider talks to a scripted loopback server,
-//! and the protocol invariants every recorded request must satisfy.
+//! loop, memory store, the test's tools) whose provider talks to a scripted loopback server
+//! (`run`, used by every provider test file), OpenAI's published request schemas, and the
+//! protocol invariants every recorded request must satisfy.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use flue_core::{
-    AgentConfig, Event, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
-    ProviderRegistry, Record, ThinkingLevel, ToolDefinition, ToolError,
+    AgentConfig, Event, FailedTurn, FlueError, Harness, LocalSandbox, PromptOptions,
+    PromptResponse, ProviderRegistry, Record, ThinkingLevel, ToolDefinition, ToolError, Usage,
 };
 use flue_providers::{ApiKey, ProviderConfig, RetryPolicy, WireApi};
 use serde_json::{Value, json};
@@ -69,11 +70,46 @@ pub fn builtin(id: &str) -> ProviderConfig {
         .with_retry(fast_retry())
 }
 
-/// Sends "What is the answer?" to `model` of `config`, pointed at a server playing `replies`.
+/// Sends "What is the answer?" to `model` of `config` with the `lookup` tool, pointed at a
+/// server playing `replies`.
 pub async fn check(
     config: ProviderConfig,
     model: &str,
     thinking: ThinkingLevel,
+    replies: Vec<Reply>,
+) -> Outcome {
+    run(config, model, thinking, vec![lookup_tool()], replies).await
+}
+
+/// Sends "What is the answer?" to `model` of `config` with `tools`, pointed at a server
+/// playing `replies`, through a real harness: what it left behind. Every request body of an
+/// OpenAI API is checked against OpenAI's published schema, and the key must stay in the
+/// request headers.
+pub async fn run(
+    config: ProviderConfig,
+    model: &str,
+    thinking: ThinkingLevel,
+    tools: Vec<ToolDefinition>,
+    replies: Vec<Reply>,
+) -> Outcome {
+    run_prompt(
+        config,
+        model,
+        thinking,
+        tools,
+        PromptOptions::default(),
+        replies,
+    )
+    .await
+}
+
+/// [`run`] with the prompt's `options` (images, ...).
+pub async fn run_prompt(
+    config: ProviderConfig,
+    model: &str,
+    thinking: ThinkingLevel,
+    tools: Vec<ToolDefinition>,
+    options: PromptOptions,
     replies: Vec<Reply>,
 ) -> Outcome {
     let server = FakeServer::start(replies).await;
@@ -84,21 +120,22 @@ pub async fn check(
     let provider_id = config.id.clone();
     let provider = config.with_base_url(base_url).build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let harness = Harness::builder(
-        AgentConfig::new()
-            .with_model(format!("{provider_id}/{model}"))
-            .with_instructions("You answer questions.")
-            .with_thinking(thinking)
-            .with_tool(lookup_tool()),
-    )
-    .with_providers(ProviderRegistry::new().with_provider(provider))
-    .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
-    .with_workspace_context(None)
-    .build()
-    .await
-    .unwrap();
+    let mut agent = AgentConfig::new()
+        .with_model(format!("{provider_id}/{model}"))
+        .with_instructions("You answer questions.")
+        .with_thinking(thinking);
+    for tool in tools {
+        agent = agent.with_tool(tool);
+    }
+    let harness = Harness::builder(agent)
+        .with_providers(ProviderRegistry::new().with_provider(provider))
+        .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))
+        .with_workspace_context(None)
+        .build()
+        .await
+        .unwrap();
     let session = harness.session("default").await.unwrap();
-    let mut handle = session.prompt("What is the answer?", PromptOptions::default());
+    let mut handle = session.prompt("What is the answer?", options);
     let mut stream = handle.take_events().unwrap();
     let result = handle.await;
     let mut events = Vec::new();
@@ -112,7 +149,63 @@ pub async fn check(
         requests: server.requests(),
     };
     assert_key_stays_secret(&outcome);
+    for request in &outcome.requests {
+        match request.path.as_str() {
+            "/v1/chat/completions" => CHAT_COMPLETIONS_SCHEMA.assert_valid(&request.body),
+            "/v1/responses" => RESPONSES_SCHEMA.assert_valid(&request.body),
+            _ => {}
+        }
+    }
     outcome
+}
+
+/// One of OpenAI's published request schemas (`tests/corpus/openai*/`, see the PROVENANCE
+/// files there), compiled on first use.
+pub struct OpenAiSchema {
+    /// The file under `tests/corpus/`.
+    file: &'static str,
+    validator: OnceLock<jsonschema::Validator>,
+}
+
+/// The body of `POST /chat/completions` (`CreateChatCompletionRequest`).
+pub static CHAT_COMPLETIONS_SCHEMA: OpenAiSchema =
+    OpenAiSchema::new("openai/create-chat-completion.schema.json");
+
+/// The body of `POST /responses` (`CreateResponse`).
+pub static RESPONSES_SCHEMA: OpenAiSchema =
+    OpenAiSchema::new("openai-responses/create-response.schema.json");
+
+impl OpenAiSchema {
+    const fn new(file: &'static str) -> Self {
+        Self {
+            file,
+            validator: OnceLock::new(),
+        }
+    }
+
+    /// The compiled schema.
+    pub fn validator(&self) -> &jsonschema::Validator {
+        self.validator.get_or_init(|| {
+            let path = format!("{}/tests/corpus/{}", env!("CARGO_MANIFEST_DIR"), self.file);
+            let text = std::fs::read_to_string(&path).unwrap();
+            let schema: Value = serde_json::from_str(&text).unwrap();
+            jsonschema::validator_for(&schema).unwrap()
+        })
+    }
+
+    /// Fails, listing every violation, when `body` breaks the schema.
+    pub fn assert_valid(&self, body: &Value) {
+        let errors: Vec<String> = self
+            .validator()
+            .iter_errors(body)
+            .map(|err| format!("{} at {}", err, err.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "the request breaks OpenAI's schema ({}): {errors:#?}\n{body:#}",
+            self.file
+        );
+    }
 }
 
 /// `lookup({query})` answers `{"query": ..., "answer": 42}`.
@@ -155,9 +248,32 @@ pub fn roles(records: &[Record]) -> Vec<&'static str> {
             Record::User(_) => "user",
             Record::Assistant(_) => "assistant",
             Record::ToolResult(_) => "tool_result",
+            Record::FailedTurn(_) => "failed_turn",
             _ => "other",
         })
         .collect()
+}
+
+/// The stored failed turns (usage a provider reported before the turn failed).
+pub fn failed_turns(records: &[Record]) -> Vec<&FailedTurn> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            Record::FailedTurn(failed) => Some(failed),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The usage the operation's end event reports.
+pub fn operation_usage(events: &[Event]) -> Usage {
+    events
+        .iter()
+        .find_map(|event| match event {
+            Event::OperationEnd { usage, .. } => Some(*usage),
+            _ => None,
+        })
+        .unwrap()
 }
 
 /// The text and thinking deltas, concatenated by kind.

@@ -663,7 +663,8 @@ function addUsage(total, usage) {
 
 function sessionUsage(session, total) {
   for (const record of session.messages) {
-    if (record.type === 'assistant') { addUsage(total, record.usage); total.turns += 1; }
+    // A failed turn's tokens were used (and billed) all the same.
+    if (record.type === 'assistant' || record.type === 'failed_turn') { addUsage(total, record.usage); total.turns += 1; }
   }
   for (const task of session.tasks || []) sessionUsage(task, total);
   return total;
@@ -683,6 +684,9 @@ function replyUsage(transcript) {
       addUsage(current.usage, record.usage);
       current.usage.turns += 1;
       current.answered = true;
+    } else if (record.type === 'failed_turn' && current) {
+      addUsage(current.usage, record.usage);
+      current.usage.turns += 1;
     }
   }
   for (const task of transcript.tasks || []) {
