@@ -218,7 +218,7 @@ async fn updates_from_the_head_are_empty_and_up_to_date_and_long_poll_times_out_
 
 async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands() {
     let app = app(ServerConfig {
-        long_poll_timeout: Duration::from_secs(10),
+        long_poll_timeout: Duration::from_secs(120),
         ..fast_config()
     })
     .await;
@@ -244,7 +244,9 @@ async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands() {
     let started = std::time::Instant::now();
     send(&app, "/agents/plain/lp", "two").await;
     let reply = poller.await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // The poll answers on the message, not at its time limit (two minutes: a busy machine
+    // answers long before).
+    assert!(started.elapsed() < Duration::from_secs(60));
     let chunks = reply.json();
     assert_eq!(chunks[1]["type"], "message-appended");
     assert_eq!(chunks[1]["message"]["parts"][0]["text"], "two");
