@@ -678,14 +678,14 @@ async fn wait_for_growth_wakes_on_new_batches() {
         let key = key.clone();
         tokio::spawn(async move {
             runtime
-                .wait_for_growth(&key, head, Duration::from_secs(10))
+                .wait_for_growth(&key, head, Duration::from_secs(120))
                 .await
                 .unwrap()
         })
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     runtime.abort(&key).await.unwrap();
-    let grown = tokio::time::timeout(Duration::from_secs(5), waiter)
+    let grown = tokio::time::timeout(Duration::from_secs(120), waiter)
         .await
         .unwrap()
         .unwrap();

@@ -315,7 +315,7 @@ async fn sse_frames_data_then_control_with_ids_and_resumes_from_last_event_id() 
     assert_eq!(response.headers()["cache-control"], "no-cache");
     let mut body = response.into_body().into_data_stream();
     let mut text = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while !text.contains(&format!("\"submissionId\":\"{submission}\",\"outcome\""))
         || !text.ends_with("\n\n")
     {
@@ -597,7 +597,7 @@ async fn an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers() {
             .to_owned();
     }
     let snapshot = tokio::time::timeout(
-        Duration::from_secs(10),
+        Duration::from_secs(120),
         settled(&app, "/agents/plain/slow", &last),
     )
     .await
