@@ -554,9 +554,11 @@ async fn abort_from_another_runtime_settles_running_and_queued_work() {
 #[tokio::test]
 async fn a_submission_past_its_timeout_is_aborted_and_settles_failed() {
     let mut setup = Setup::new();
+    // Short, as the hanging message waits all of it; ten times what the next message needs on
+    // a busy machine, as that one runs under it too.
     setup.settings.durability = DurabilityConfig {
         max_attempts: 10,
-        timeout_ms: 150,
+        timeout_ms: 1_500,
     };
     let runtime = setup.runtime().await;
     let key = key("timeout");
@@ -569,7 +571,7 @@ async fn a_submission_past_its_timeout_is_aborted_and_settles_failed() {
         matches!(
             &err,
             FlueError::SubmissionTimeout {
-                timeout_ms: 150,
+                timeout_ms: 1_500,
                 ..
             }
         ),
