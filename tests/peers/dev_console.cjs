@@ -20,7 +20,9 @@ const { chromium } = require('playwright-core');
 
 const [url, root, shots] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-const TIMEOUT = 15000;
+// Every wait is for something the page shows; this deadline only ends a run that would hang
+// (generous: on a busy machine the MCP server behind the question takes a while to start).
+const TIMEOUT = 120000;
 
 const AGENT_V2 = `---
 description: The edited agent, answering from the second script

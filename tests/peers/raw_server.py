@@ -10,7 +10,7 @@ lists tools that misbehave when called:
 
 - ok: answers "fine"
 - crash: writes to stderr and exits without answering
-- hang: never answers
+- hang: never answers (first writing a file at FIXTURE_HANG_MARK, when set: the call arrived)
 - garbled: answers with a result that is not a tool result
 - bad_output / missing_output / good_output: declare an output schema and break it or not
 - fail: answers with isError
@@ -84,6 +84,9 @@ def call_tool(request_id, params):
         sys.stderr.flush()
         sys.exit(3)
     if name == "hang":
+        mark = __import__("os").environ.get("FIXTURE_HANG_MARK")
+        if mark:
+            open(mark, "w").close()
         return None
     if name == "garbled":
         return answer(request_id, {"content": "not a list of blocks"})

@@ -2,8 +2,9 @@
 //! the binary (no build step, nothing fetched from the network), and the dev-only routes it
 //! reads besides the conversation protocol: the build status with the agents and diagnostics
 //! (long-polled), a conversation's stored transcript with its task sessions, the live events
-//! of its running work (task start and end, which the protocol's stream does not carry), and
-//! the hint for a failed submission's error (what `flue run` prints after `hint:`).
+//! of its running work (task start and end and provider retries, which the protocol's stream
+//! does not carry), and the hint for a failed submission's error (what `flue run` prints after
+//! `hint:`).
 //!
 //! The page takes a reply's text from the protocol's `live=sse` stream only (live chunks, then
 //! the stored turn), never from the live route: one way in, so the text is shown once. The
@@ -229,7 +230,7 @@ async fn transcript(
 /// `GET /_flue/dev/live/{agent}/{id}`: server-sent events, one per live event of the
 /// conversation's running work in this process, `{"submissionId", "event"}` with `event` in
 /// flue-core's event format: text and reasoning deltas, model turn ends, task start and end,
-/// compaction start and end. Nothing is stored or replayed: a reader sees what happens while it
+/// compaction start and end, provider retries (a task's wrapped in its `task_activity`). Nothing is stored or replayed: a reader sees what happens while it
 /// is connected, and a `lagged` event when it fell behind (the durable stream has the rest).
 async fn live(
     State(state): State<Arc<DevConsole>>,

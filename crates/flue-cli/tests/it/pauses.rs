@@ -153,7 +153,10 @@ fn on_terminal(workspace: &Workspace, answer: &str) -> (Option<i32>, String, Str
     }
     master.write_all(format!("{answer}\n").as_bytes()).unwrap();
     let output = child.wait_with_output().unwrap();
-    while let Ok(chunk) = receiver.recv_timeout(Duration::from_millis(200)) {
+    // Everything the terminal still holds, until the reader sees it closed (the deadline only
+    // ends a test whose terminal stays open).
+    while let Ok(chunk) = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+    {
         shown.push_str(&String::from_utf8_lossy(&chunk));
     }
     (output.status.code(), stdout(&output), shown)

@@ -77,8 +77,11 @@ impl Server {
                 log.lock().unwrap().push('\n');
             }
         });
+        // Waits for the `listening on` line or the end of stderr (the server exited). The
+        // deadline is generous (starting MCP servers on a busy machine takes a while); it only
+        // ends a test whose server hangs while starting.
         let base = rx
-            .recv_timeout(Duration::from_secs(30))
+            .recv_timeout(Duration::from_secs(300))
             .unwrap_or_else(|_| panic!("server did not start: {}", stderr.lock().unwrap()));
         Self {
             child,
@@ -585,7 +588,16 @@ fn sigterm_lets_the_running_turn_finish_then_exits_0() {
     let mut server = Server::start(workspace.root(), &["--grace", "10"], &[]);
     let addr = server.addr().to_owned();
     let admission = post_message(&addr, "/agents/slow-tool/term", "work");
-    std::thread::sleep(Duration::from_millis(300));
+    // The turn runs once its command has started (it writes runs.log first).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !workspace.root().join("runs.log").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the command never started:\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let pid = server.child.id().to_string();
     assert!(
         Command::new("kill")
@@ -601,7 +613,7 @@ fn sigterm_lets_the_running_turn_finish_then_exits_0() {
             break status;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(120),
             "{}",
             server.log()
         );

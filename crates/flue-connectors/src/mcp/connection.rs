@@ -366,8 +366,10 @@ impl Client {
     }
 }
 
-/// The least time the connection and handshake get, whatever the per-request timeout.
-const MIN_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The least time the connection and handshake get, whatever the per-request timeout: the
+/// default request timeout, as a Python server importing its SDK on a busy machine can take
+/// more than half a minute to answer `initialize`.
+const MIN_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Opens the transport of `options` and runs the MCP handshake; a stdio server's stderr tail
 /// joins `context` for later errors.

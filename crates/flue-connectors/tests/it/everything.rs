@@ -8,7 +8,7 @@ use flue_core::{Ownership, ToolError};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::support::{Everything, Wire, call, tool};
+use crate::support::{Everything, Wire, call, call_until_answered, tool};
 
 /// Instantiates the async check `$check(wire)` once per wire, as a module of three tests.
 macro_rules! on_every_wire {
@@ -165,14 +165,17 @@ async fn an_error_result_is_a_tool_error_and_bad_input_never_reaches_the_server(
 }
 
 async fn progress_resets_the_timeout_and_a_timeout_leaves_the_server_usable(wire: Wire) {
-    // Three seconds of work reported in ten steps, against a 1.5 second timeout.
-    let work = json!({"duration": 3, "steps": 10});
+    // Against a 1.5 second timeout: twenty seconds of work (far past the timeout, however busy
+    // the machine), then three seconds reported in thirty steps, 0.1 s apart (a fifteenth of
+    // the timeout: a busy machine delays a step that much only rarely).
+    let endless = json!({"duration": 20, "steps": 1});
+    let work = json!({"duration": 3, "steps": 30});
     let long = "mcp__everything__trigger-long-running-operation";
     let mut server = Everything::start(wire).await;
     server.options = server.options.with_timeout(Duration::from_millis(1500));
 
     let strict = server.connect().await;
-    let timed_out = call(&strict, long, work.clone()).await.unwrap_err();
+    let timed_out = call(&strict, long, endless).await.unwrap_err();
     assert_eq!(timed_out.kind, "mcp_timeout");
     assert_eq!(
         timed_out.message,
@@ -180,7 +183,7 @@ async fn progress_resets_the_timeout_and_a_timeout_leaves_the_server_usable(wire
          within 1.5 s; the server may be overloaded, or raise the timeout"
     );
     assert_eq!(
-        call(
+        call_until_answered(
             &strict,
             "mcp__everything__echo",
             json!({"message": "after"})
@@ -194,7 +197,7 @@ async fn progress_resets_the_timeout_and_a_timeout_leaves_the_server_usable(wire
     let patient = server.connect().await;
     assert_eq!(
         call(&patient, long, work).await,
-        Ok("Long running operation completed. Duration: 3 seconds, Steps: 10.".to_owned())
+        Ok("Long running operation completed. Duration: 3 seconds, Steps: 30.".to_owned())
     );
     patient.close().await.unwrap();
 }
@@ -204,7 +207,9 @@ async fn progress_resets_the_timeout_and_a_timeout_leaves_the_server_usable(wire
 /// and progress still restarts it.
 #[tokio::test]
 async fn a_connection_that_answers_questions_keeps_its_timeouts() {
-    let work = json!({"duration": 3, "steps": 10});
+    // As above: work far past the timeout, then steps a fifteenth of it apart.
+    let endless = json!({"duration": 20, "steps": 1});
+    let work = json!({"duration": 3, "steps": 30});
     let long = "mcp__everything__trigger-long-running-operation";
     let mut server = Everything::start(Wire::StreamableHttp).await;
     server.options = server
@@ -212,7 +217,7 @@ async fn a_connection_that_answers_questions_keeps_its_timeouts() {
         .with_timeout(Duration::from_millis(1500))
         .with_elicitor(std::sync::Arc::new(flue_connectors::AcceptDefaults));
     let strict = server.connect().await;
-    let timed_out = call(&strict, long, work.clone()).await.unwrap_err();
+    let timed_out = call(&strict, long, endless).await.unwrap_err();
     assert_eq!(
         (timed_out.kind.as_str(), timed_out.message.as_str()),
         (
@@ -226,7 +231,7 @@ async fn a_connection_that_answers_questions_keeps_its_timeouts() {
     let patient = server.connect().await;
     assert_eq!(
         call(&patient, long, work).await,
-        Ok("Long running operation completed. Duration: 3 seconds, Steps: 10.".to_owned())
+        Ok("Long running operation completed. Duration: 3 seconds, Steps: 30.".to_owned())
     );
     patient.close().await.unwrap();
 }

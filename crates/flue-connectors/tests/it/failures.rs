@@ -9,7 +9,10 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{call, connect_error, context, kind_and_message, raw_server, tool};
+use crate::support::{
+    call, call_until_answered, connect_error, context, kind_and_message, python, raw_server,
+    script, tool,
+};
 
 #[tokio::test]
 async fn duplicate_adapted_names_are_an_error() {
@@ -110,6 +113,8 @@ async fn error_results_and_output_schemas_become_tool_errors() {
 
 #[tokio::test]
 async fn a_timeout_and_an_abort_leave_the_connection_usable() {
+    // The timeout is what is tested, so it is short; the answer after it is waited for, not
+    // assumed to come within the same 0.5 s on a busy machine.
     let options = raw_server("calls").with_timeout(Duration::from_millis(500));
     let connection = flue_connectors::connect_mcp_server("raw", options)
         .await
@@ -121,10 +126,31 @@ async fn a_timeout_and_an_abort_leave_the_connection_usable() {
             "mcp server \"raw\": tools/call `hang` got no answer within 0.5 s; the server may be overloaded, or raise the timeout"
         ))
     );
+    assert_eq!(
+        call_until_answered(&connection, "mcp__raw__ok", json!({})).await,
+        Ok("fine".to_owned())
+    );
+    connection.close().await.unwrap();
+
+    // The abort strikes once the server holds the call (it says so in a file), on a connection
+    // whose timeout (generous: it only ends a hung test) cannot fire first.
+    let dir = tempfile::TempDir::new().unwrap();
+    let mark = dir.path().join("hanging");
+    let options = McpServerOptions::new(
+        McpStdioCommand::new(python())
+            .with_args([script("raw_server.py").as_str(), "calls"])
+            .with_env("FIXTURE_HANG_MARK", mark.to_string_lossy()),
+    )
+    .with_timeout(Duration::from_secs(120));
+    let connection = flue_connectors::connect_mcp_server("raw", options)
+        .await
+        .unwrap();
     let ctx = context();
     let cancel = ctx.cancel.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        while !mark.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         cancel.cancel();
     });
     let aborted = tool(&connection, "mcp__raw__hang")

@@ -227,6 +227,28 @@ pub fn raw_server(scenario: &str) -> McpServerOptions {
     )
 }
 
+/// Calls `name` on `connection` until it gets an answer other than a timeout, at most 20 times.
+///
+/// For a check that a connection is still usable after a short per-request timeout fired: a
+/// machine busy with other work may take longer than that timeout to answer even this call,
+/// which says nothing about the connection. Any other error, or 20 timeouts, is returned.
+pub async fn call_until_answered(
+    connection: &McpServerConnection,
+    name: &str,
+    input: Value,
+) -> Result<String, ToolError> {
+    let mut result = call(connection, name, input.clone()).await;
+    for _ in 1..20 {
+        match &result {
+            Err(err) if err.kind == "mcp_timeout" => {
+                result = call(connection, name, input.clone()).await;
+            }
+            _ => break,
+        }
+    }
+    result
+}
+
 /// The error of a connection that must fail.
 pub async fn connect_error(name: &str, options: McpServerOptions) -> flue_core::FlueError {
     match connect_mcp_server(name, options).await {

@@ -676,7 +676,7 @@ pub(crate) async fn watchers_see_the_head_move(store: Arc<dyn DynConversationSto
         .admit(&admission("one", DispatchOptions::default()))
         .await
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(5), watch.changed())
+    tokio::time::timeout(Duration::from_secs(60), watch.changed())
         .await
         .unwrap()
         .unwrap();

@@ -427,7 +427,7 @@ async fn several_tool_calls_run_concurrently() {
     .await;
     let session = f.harness.session("default").await.unwrap();
     let handle = session.prompt("go", PromptOptions::default());
-    let response = tokio::time::timeout(Duration::from_secs(10), handle)
+    let response = tokio::time::timeout(Duration::from_secs(120), handle)
         .await
         .unwrap()
         .unwrap();

@@ -554,9 +554,11 @@ async fn abort_from_another_runtime_settles_running_and_queued_work() {
 #[tokio::test]
 async fn a_submission_past_its_timeout_is_aborted_and_settles_failed() {
     let mut setup = Setup::new();
+    // Short, as the hanging message waits all of it; ten times what the next message needs on
+    // a busy machine, as that one runs under it too.
     setup.settings.durability = DurabilityConfig {
         max_attempts: 10,
-        timeout_ms: 150,
+        timeout_ms: 1_500,
     };
     let runtime = setup.runtime().await;
     let key = key("timeout");
@@ -569,7 +571,7 @@ async fn a_submission_past_its_timeout_is_aborted_and_settles_failed() {
         matches!(
             &err,
             FlueError::SubmissionTimeout {
-                timeout_ms: 150,
+                timeout_ms: 1_500,
                 ..
             }
         ),
@@ -678,14 +680,14 @@ async fn wait_for_growth_wakes_on_new_batches() {
         let key = key.clone();
         tokio::spawn(async move {
             runtime
-                .wait_for_growth(&key, head, Duration::from_secs(10))
+                .wait_for_growth(&key, head, Duration::from_secs(120))
                 .await
                 .unwrap()
         })
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     runtime.abort(&key).await.unwrap();
-    let grown = tokio::time::timeout(Duration::from_secs(5), waiter)
+    let grown = tokio::time::timeout(Duration::from_secs(120), waiter)
         .await
         .unwrap()
         .unwrap();

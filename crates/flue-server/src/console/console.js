@@ -9,7 +9,8 @@
 //
 // The chat has one way in: the conversation's update stream. The model's text and reasoning
 // arrive there as they are generated (live chunks, replaced by the stored turn), so the page
-// never adds text from anywhere else; the dev live route only says which tasks run now.
+// never adds text from anywhere else; the dev live route only says which tasks run now and
+// when a provider call is retried.
 'use strict';
 
 const state = {
@@ -28,14 +29,15 @@ const state = {
   pending: null,         // the agent and conversation named in the url, until the first status
   stick: true,           // keep the chat scrolled to the newest message (until the user scrolls)
   liveSource: null,      // the EventSource of the live route
-  live: emptyLive(),     // the tasks running now (the live route)
+  live: emptyLive(),     // the tasks running now and a pending retry (the live route)
   liveTurn: null,        // {messageId, parts}: the reply as it was before the live turn began
   hints: new Map(),      // error message -> what to fix (null: none), from /_flue/dev/hint
 };
 
-// The tasks running now, from the live route (the update stream does not carry them).
+// The tasks running now and the provider retry being waited for, from the live route (the
+// update stream does not carry them).
 function emptyLive() {
-  return { submissionId: null, tasks: new Map() };
+  return { submissionId: null, tasks: new Map(), retry: null };
 }
 
 const $ = (id) => document.getElementById(id);
@@ -318,8 +320,9 @@ function follow() {
   followLive();
 }
 
-// Live events of this conversation's running work: which tasks run now. (Text and reasoning
-// come from the update stream only.)
+// Live events of this conversation's running work: which tasks run now, and a provider call
+// waiting to be retried (shown until the turn goes on). (Text and reasoning come from the
+// update stream only.)
 function followLive() {
   if (state.liveSource) return;
   const agent = state.agent;
@@ -336,6 +339,17 @@ function followLive() {
       state.live.submissionId = data.submissionId;
     }
     const event = data.event || {};
+    const retry = event.type === 'provider_retry' ? event
+      : event.type === 'task_activity' && event.event && event.event.type === 'provider_retry' ? event.event
+        : null;
+    if (retry) {
+      state.live.retry = retry;
+      renderMessages();
+      return;
+    }
+    // Anything else the turn does means the retried call went on.
+    const waited = state.live.retry !== null;
+    state.live.retry = null;
     switch (event.type) {
       case 'task_start':
         state.live.tasks.set(event.session, { agent: event.agent, depth: event.depth, state: 'running' });
@@ -345,7 +359,8 @@ function followLive() {
         if (task) task.state = event.outcome;
         break;
       }
-      default: return;
+      default:
+        if (!waited) return;
     }
     renderMessages();
   });
@@ -412,6 +427,7 @@ function apply(chunk) {
       break;
     }
     case 'message-delta': {
+      state.live.retry = null;
       const message = assistantMessage(chunk.messageId);
       const last = message.parts[message.parts.length - 1];
       if (last && last.type === chunk.kind && last.state === 'streaming') last.text += chunk.delta;
@@ -419,6 +435,7 @@ function apply(chunk) {
       break;
     }
     case 'tool-input':
+      state.live.retry = null;
       assistantMessage(chunk.messageId).parts.push({
         type: 'dynamic-tool', toolName: chunk.toolName, toolCallId: chunk.toolCallId,
         state: 'input-available', input: chunk.input,
@@ -483,8 +500,10 @@ function renderMessages() {
     else inner.append(renderSystem(message));
   }
   const answering = new Set(state.messages.filter((message) => message.role === 'assistant').map((message) => message.submissionId));
-  if ([...state.running].some((id) => !answering.has(id))) {
+  const waiting = [...state.running].find((id) => !answering.has(id));
+  if (waiting) {
     inner.append(h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
+      retryNote(waiting),
       h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i'))));
   }
   container.replaceChildren(inner);
@@ -505,6 +524,21 @@ function hintFor(text) {
     })
     .catch(() => {});
   return null;
+}
+
+// The provider retry `submissionId`'s turn waits for, as `flue run` prints it, or null.
+function retryNote(submissionId) {
+  const retry = state.live.retry;
+  if (!retry || state.live.submissionId !== submissionId) return null;
+  return h('div', { class: 'retry', role: 'status' },
+    `${retry.provider}: retrying ${retry.attempt} of ${retry.max_retries} in ${durationText(retry.delay_ms)}: ${retry.message}`);
+}
+
+// A duration as `flue run` writes it: `800 ms`, `2 s`, `1.5 s`.
+function durationText(ms) {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms % 1000 === 0) return `${ms / 1000} s`;
+  return `${(ms / 1000).toFixed(1)} s`;
 }
 
 function partText(message) {
@@ -535,6 +569,8 @@ function renderAssistant(message, usage) {
     if (rendered) body.append(rendered);
   }
   if (state.running.has(message.submissionId)) {
+    const note = retryNote(message.submissionId);
+    if (note) body.append(note);
     body.append(h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')));
   }
   if (usage) body.append(renderUsage(usage));

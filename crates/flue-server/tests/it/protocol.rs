@@ -218,7 +218,7 @@ async fn updates_from_the_head_are_empty_and_up_to_date_and_long_poll_times_out_
 
 async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands() {
     let app = app(ServerConfig {
-        long_poll_timeout: Duration::from_secs(10),
+        long_poll_timeout: Duration::from_secs(120),
         ..fast_config()
     })
     .await;
@@ -244,7 +244,9 @@ async fn a_parked_long_poll_returns_as_soon_as_the_next_message_lands() {
     let started = std::time::Instant::now();
     send(&app, "/agents/plain/lp", "two").await;
     let reply = poller.await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // The poll answers on the message, not at its time limit (two minutes: a busy machine
+    // answers long before).
+    assert!(started.elapsed() < Duration::from_secs(60));
     let chunks = reply.json();
     assert_eq!(chunks[1]["type"], "message-appended");
     assert_eq!(chunks[1]["message"]["parts"][0]["text"], "two");
@@ -313,7 +315,7 @@ async fn sse_frames_data_then_control_with_ids_and_resumes_from_last_event_id() 
     assert_eq!(response.headers()["cache-control"], "no-cache");
     let mut body = response.into_body().into_data_stream();
     let mut text = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while !text.contains(&format!("\"submissionId\":\"{submission}\",\"outcome\""))
         || !text.ends_with("\n\n")
     {
@@ -595,7 +597,7 @@ async fn an_unread_sse_stream_blocks_neither_the_agent_nor_other_readers() {
             .to_owned();
     }
     let snapshot = tokio::time::timeout(
-        Duration::from_secs(10),
+        Duration::from_secs(120),
         settled(&app, "/agents/plain/slow", &last),
     )
     .await
