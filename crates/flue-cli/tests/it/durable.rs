@@ -274,10 +274,34 @@ fn runs_killed_at_random_instants_are_recovered_by_the_next_run() {
         let message = format!("step {step}");
         messages.push(message.clone());
         let mut child = spawn_run(&ws, "k", &message, &[]);
-        std::thread::sleep(Duration::from_millis(rng.below(window_ms)));
+        // A third of the kills land anywhere (before admission too, as calibrated); a third
+        // after admission, before the tools' sleeps (200 ms of them) can be done; a third
+        // inside a bash call (its sleep lasts 100 ms after its line). Waiting for the line
+        // instead of guessing a time keeps the phases covered on a busy machine.
+        let needle = match step % 3 {
+            0 => None,
+            1 => Some(("submission: ", 200)),
+            _ => Some(("-> bash", 100)),
+        };
+        let seen = match needle {
+            None => {
+                std::thread::sleep(Duration::from_millis(rng.below(window_ms)));
+                Vec::new()
+            }
+            Some((needle, within_ms)) => {
+                let lines = wait_for_line(&mut child, needle, Duration::from_secs(120));
+                assert!(lines.iter().any(|l| l.contains(needle)), "{lines:?}");
+                std::thread::sleep(Duration::from_millis(rng.below(within_ms)));
+                lines
+            }
+        };
         let _ = child.kill();
         let output = child.wait_with_output().unwrap();
-        if let Some(submission_id) = acknowledged(&output) {
+        let submission_id = seen
+            .iter()
+            .find_map(|line| line.strip_prefix("submission: ").map(str::to_owned))
+            .or_else(|| acknowledged(&output));
+        if let Some(submission_id) = submission_id {
             acknowledged_ids.insert(submission_id);
             acknowledged_messages.push(message);
             if !output.status.success() {
