@@ -13,6 +13,7 @@ use flue_protocol::ACTION_SCOPE_PREFIX;
 
 use crate::config::ResolvedAgent;
 use crate::error::{FlueError, Result};
+use crate::log_cache::{CachedLog, LogCache};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionPolicy;
@@ -66,6 +67,9 @@ pub(crate) struct HarnessShared {
     pub(crate) scope_cancel: Option<tokio_util::sync::CancellationToken>,
     /// Levels of action scopes above this harness: 0 at the root.
     pub(crate) action_depth: u32,
+    /// Where the sessions this harness opens by name leave their logs when their last handle
+    /// goes, and find them again (a runtime's harnesses; see `log_cache.rs`).
+    pub(crate) log_cache: Option<Arc<LogCache>>,
 }
 
 impl HarnessShared {
@@ -108,6 +112,7 @@ impl HarnessShared {
             scope_cancel: Some(cancel),
             action_depth: self.action_depth + 1,
             live_wake: tokio::sync::watch::channel(0).0,
+            log_cache: None,
         }
     }
 
@@ -153,12 +158,40 @@ pub(crate) struct SessionShared {
     pub(crate) depth: u32,
     /// The role of calls that name none; in memory only, never persisted.
     pub(crate) default_role: std::sync::Mutex<Option<String>>,
+    /// When the session was created (ms since the epoch), as the store said when it was opened.
+    created_at: u64,
+    /// Whether the log goes to the harness's log cache when the last handle is dropped (the
+    /// sessions opened by name).
+    cached: bool,
 }
 
 /// The in-memory copy of a session log.
+#[derive(Default)]
 pub(crate) struct SessionState {
     pub(crate) version: u64,
     pub(crate) records: Vec<Record>,
+}
+
+impl Drop for SessionShared {
+    /// Leaves the log to the harness's log cache, so that the next harness of the runtime
+    /// opening this session reads only what was appended after it.
+    fn drop(&mut self) {
+        if !self.cached || self.deleted.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(cache) = &self.harness.log_cache else {
+            return;
+        };
+        let state = std::mem::take(self.state.get_mut());
+        cache.put(
+            self.key.clone(),
+            CachedLog {
+                version: state.version,
+                created_at: self.created_at,
+                records: state.records,
+            },
+        );
+    }
 }
 
 /// Proof that an operation owns its session; releases it on drop (including on panic).
@@ -173,9 +206,25 @@ impl Drop for OperationGuard {
 }
 
 impl SessionShared {
-    pub(crate) fn new(harness: Arc<HarnessShared>, key: SessionKey, log: SessionLog) -> Self {
+    /// A root session opened by name from a log already in memory; when its last handle goes,
+    /// the log goes to the harness's log cache, if it has one.
+    pub(crate) fn opened(harness: Arc<HarnessShared>, key: SessionKey, log: CachedLog) -> Self {
         let scope = Arc::clone(&harness.root_scope);
-        Self::new_task(harness, key, log, scope, 0)
+        let mut shared = Self::new_task(
+            harness,
+            key,
+            SessionLog {
+                version: log.version,
+                records: Vec::new(),
+                created_at: log.created_at,
+                updated_at: log.created_at,
+            },
+            scope,
+            0,
+        );
+        shared.state.get_mut().records = log.records;
+        shared.cached = shared.harness.log_cache.is_some();
+        shared
     }
 
     /// A session running as `scope` at `depth` below the root (a task session when above 0).
@@ -202,6 +251,8 @@ impl SessionShared {
                     .collect(),
             }),
             default_role: std::sync::Mutex::new(scope.role.clone()),
+            created_at: log.created_at,
+            cached: false,
             scope,
             depth,
         }
