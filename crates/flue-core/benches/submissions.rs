@@ -18,7 +18,9 @@
 //! 10, 1,000 and 10,000; written in bulk through the store's fenced appends): wall time from
 //! `dispatch` to settled and the process's CPU time per message, over messages sent one after
 //! the other (each one acquires, runs and releases the conversation, as a client waiting for
-//! each reply makes it do). Apart from what the model is sent, it must not grow with N.
+//! each reply makes it do). The conversation ends with a compaction summary keeping its last
+//! 10 records, as a long one does, so that what the model is sent stays the same; the cost
+//! must not grow with N.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -37,9 +39,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, ConversationKey,
-    DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset, ProviderRegistry,
-    ScriptedProvider, StaticAgents, StopReason, StoredRecord, SubmissionState, Usage,
+    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, CompactionSummary,
+    ConversationKey, DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset,
+    ProviderRegistry, Record, ScriptedProvider, StaticAgents, StopReason, StoredRecord,
+    SubmissionState, Usage,
     model::{ModelRequest, ModelTurn, TurnSink},
     store::{Acquire, ConversationStore, FencedAppend, SessionKey, SessionStore},
 };
@@ -317,7 +320,8 @@ async fn long_conversation(earlier: u64, n: usize) {
 
 /// Creates `key` with one message through the runtime, then appends `earlier - 1` more
 /// messages with their replies through fenced appends (1,000 pairs per append) as an owner
-/// would, so that the conversation holds `earlier` messages and replies.
+/// would, so that the conversation holds `earlier` messages and replies, and a compaction
+/// summary that keeps the last 10 records.
 async fn fill_conversation(dir: &Path, key: &ConversationKey, earlier: u64) {
     let (runtime, store) = start(dir, scripted_agents(dir)).await;
     let receipt = runtime
@@ -362,6 +366,28 @@ async fn fill_conversation(dir: &Path, key: &ConversationKey, earlier: u64) {
             .unwrap();
         left -= pairs;
     }
+    // A long conversation is compacted: the model sees a summary and the last messages (what
+    // it is sent is bounded; what the runtime keeps is the whole log).
+    let summary = StoredRecord::new(
+        Record::Compaction(CompactionSummary {
+            summary: "The user sent numbered messages; each was repeated back.".into(),
+            first_kept: version.saturating_sub(20),
+            tokens_before: version * 10,
+        }),
+        flue_core::util::now_ms(),
+    );
+    store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: None,
+            applies_input: false,
+            resumes_waiting: false,
+            session: &session,
+            expected_version: version,
+            records: &[summary],
+        })
+        .await
+        .unwrap();
     assert!(store.release(&fence).await.unwrap());
 }
 

@@ -26,6 +26,7 @@ use crate::sandbox::{
 use crate::scope::AgentScope;
 use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
+use crate::steps::LogIndex;
 use crate::store::{DynAuditStore, DynSessionStore, MemoryStore, SessionKey, SessionSummary};
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
@@ -470,27 +471,34 @@ impl Harness {
                 .load(key, cached.version)
                 .await?
                 .ok_or_else(not_found)?;
+            let tail_version = tail.version;
             let continues = tail.created_at == cached.created_at
                 && u64::try_from(tail.records.len())
-                    .is_ok_and(|n| cached.version.checked_add(n) == Some(tail.version));
+                    .is_ok_and(|n| cached.version.checked_add(n) == Some(tail_version));
             if continues {
-                cached
+                let tail: Vec<_> = tail
                     .records
-                    .extend(tail.records.into_iter().map(|stored| stored.record));
-                cached.version = tail.version;
+                    .into_iter()
+                    .map(|stored| stored.record)
+                    .collect();
+                cached.index.extend(&tail);
+                cached.records.extend(tail);
+                cached.version = tail_version;
                 return Ok(cached);
             }
             // The session was deleted and created again meanwhile: read it whole.
         }
         let log = store.load(key, 0).await?.ok_or_else(not_found)?;
+        let records: Vec<_> = log
+            .records
+            .into_iter()
+            .map(|stored| stored.record)
+            .collect();
         Ok(CachedLog {
             version: log.version,
             created_at: log.created_at,
-            records: log
-                .records
-                .into_iter()
-                .map(|stored| stored.record)
-                .collect(),
+            index: LogIndex::of(&records),
+            records,
         })
     }
 

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use crate::record::Record;
+use crate::steps::LogIndex;
 use crate::store::SessionKey;
 
 /// How many sessions a runtime keeps in memory at most.
@@ -35,6 +36,8 @@ pub(crate) struct CachedLog {
     pub(crate) created_at: u64,
     /// Every record, in order.
     pub(crate) records: Vec<Record>,
+    /// The index of `records`.
+    pub(crate) index: LogIndex,
 }
 
 /// Session logs kept between harnesses (see the module documentation).
@@ -132,6 +135,7 @@ mod tests {
             records: (0..n)
                 .map(|idx| Record::User(UserMessage::text(format!("m{idx}"))))
                 .collect(),
+            index: LogIndex::default(),
         }
     }
 

@@ -22,6 +22,7 @@ use crate::redact::Redactor;
 use crate::role::Roles;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
+use crate::steps::LogIndex;
 use crate::store::{DynAuditStore, DynSessionStore, SessionKey, SessionLog};
 use crate::util::stamp_now;
 
@@ -170,6 +171,16 @@ pub(crate) struct SessionShared {
 pub(crate) struct SessionState {
     pub(crate) version: u64,
     pub(crate) records: Vec<Record>,
+    /// What the loop asks about the whole log, kept up to date with `records`.
+    pub(crate) index: LogIndex,
+}
+
+impl SessionState {
+    /// Adds records appended to the log (the one way `records` grows).
+    pub(crate) fn extend(&mut self, records: Vec<Record>) {
+        self.index.extend(&records);
+        self.records.extend(records);
+    }
 }
 
 impl Drop for SessionShared {
@@ -189,6 +200,7 @@ impl Drop for SessionShared {
                 version: state.version,
                 created_at: self.created_at,
                 records: state.records,
+                index: state.index,
             },
         );
     }
@@ -222,7 +234,9 @@ impl SessionShared {
             scope,
             0,
         );
-        shared.state.get_mut().records = log.records;
+        let state = shared.state.get_mut();
+        state.records = log.records;
+        state.index = log.index;
         shared.cached = shared.harness.log_cache.is_some();
         shared
     }
@@ -242,13 +256,17 @@ impl SessionShared {
             busy: AtomicBool::new(false),
             deleted: AtomicBool::new(false),
             deletion: tokio::sync::OnceCell::new(),
-            state: tokio::sync::Mutex::new(SessionState {
-                version: log.version,
-                records: log
+            state: tokio::sync::Mutex::new({
+                let records: Vec<Record> = log
                     .records
                     .into_iter()
                     .map(|stored| stored.record)
-                    .collect(),
+                    .collect();
+                SessionState {
+                    version: log.version,
+                    index: LogIndex::of(&records),
+                    records,
+                }
             }),
             default_role: std::sync::Mutex::new(scope.role.clone()),
             created_at: log.created_at,
@@ -300,9 +318,12 @@ impl SessionShared {
             .ok_or_else(|| FlueError::SessionNotFound {
                 session: self.key.session.clone(),
             })?;
-        state
-            .records
-            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.extend(
+            log.records
+                .into_iter()
+                .map(|stored| stored.record)
+                .collect(),
+        );
         state.version = log.version;
         Ok(())
     }
@@ -332,7 +353,7 @@ impl SessionShared {
             {
                 Ok(version) => {
                     state.version = version;
-                    state.records.extend(records);
+                    state.extend(records);
                     return Ok(());
                 }
                 // A running call stored a live action (an MCP server's question) or its
@@ -364,9 +385,12 @@ impl SessionShared {
             }
             seen.push(stored.record.clone());
         }
-        state
-            .records
-            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.extend(
+            log.records
+                .into_iter()
+                .map(|stored| stored.record)
+                .collect(),
+        );
         state.version = log.version;
         Ok(true)
     }
