@@ -401,7 +401,8 @@ fn open_streams(addr: &str, n: usize) -> anyhow::Result<Vec<TcpStream>> {
         let admission = post(&mut connect(addr)?, addr, &path)?;
         wait_settled(addr, &path, &admission)?;
     }
-    let deadline = Instant::now() + STREAMS_TIMEOUT;
+    let started = Instant::now();
+    let deadline = started + STREAMS_TIMEOUT;
     let socket: std::net::SocketAddr = addr.parse()?;
     let mut streams = Vec::with_capacity(n);
     for idx in 0..n {
@@ -428,6 +429,7 @@ fn open_streams(addr: &str, n: usize) -> anyhow::Result<Vec<TcpStream>> {
             }
         }
     }
+    let connected = started.elapsed();
     // Every stream got its headers and first events (reading a little from each).
     let mut answered = 0;
     for stream in &mut streams {
@@ -452,6 +454,12 @@ fn open_streams(addr: &str, n: usize) -> anyhow::Result<Vec<TcpStream>> {
         answered += 1;
     }
     streams.truncate(answered);
+    println!(
+        "idle SSE streams: {} connected and asked in {:.2} s, all answered after {:.2} s",
+        streams.len(),
+        connected.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(streams)
 }
 

@@ -12,6 +12,15 @@
 //! bulk by SQL copies of one real settled conversation: start-up (open and recover), the
 //! periodic recovery scan, idle CPU over 30 s, admission latency and throughput. A store that
 //! has served for months must cost what an empty one does.
+//!
+//! `cargo bench -p flue-core --bench submissions -- long [N ...]` measures what one more
+//! message costs in a conversation that already holds N messages with their replies (default
+//! 10, 1,000 and 10,000; written in bulk through the store's fenced appends): wall time from
+//! `dispatch` to settled and the process's CPU time per message, over messages sent one after
+//! the other (each one acquires, runs and releases the conversation, as a client waiting for
+//! each reply makes it do). The conversation ends with a compaction summary keeping its last
+//! 10 records, as a long one does, so that what the model is sent stays the same; the cost
+//! must not grow with N.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -30,11 +39,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, ConversationKey,
-    DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset, ProviderRegistry,
-    ScriptedProvider, StaticAgents, StopReason, SubmissionState, Usage,
+    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, CompactionSummary,
+    ConversationKey, DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset,
+    ProviderRegistry, Record, ScriptedProvider, StaticAgents, StopReason, StoredRecord,
+    SubmissionState, Usage,
     model::{ModelRequest, ModelTurn, TurnSink},
-    store::ConversationStore,
+    store::{Acquire, ConversationStore, FencedAppend, SessionKey, SessionStore},
 };
 use flue_store::SqliteStore;
 
@@ -51,6 +61,23 @@ fn main() {
         .build()
         .unwrap();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|arg| arg == "long") {
+        let sizes: Vec<u64> = args[at + 1..]
+            .iter()
+            .filter_map(|arg| arg.replace('_', "").parse().ok())
+            .collect();
+        let sizes = if sizes.is_empty() {
+            vec![10, 1_000, 10_000]
+        } else {
+            sizes
+        };
+        plain_fsync("before");
+        for earlier in sizes {
+            runtime.block_on(long_conversation(earlier, 200));
+        }
+        plain_fsync("after");
+        return;
+    }
     if let Some(at) = args.iter().position(|arg| arg == "scale") {
         let sizes: Vec<u64> = args[at + 1..]
             .iter()
@@ -241,6 +268,143 @@ async fn scale(settled: u64) {
     admission_latency(dir.path(), 2000).await;
     print!("scale {settled}: ");
     throughput(dir.path(), 200, 20).await;
+}
+
+/// One more message in a conversation of `earlier` messages (and as many replies): `n`
+/// messages sent one after the other, each dispatched once the previous one settled.
+async fn long_conversation(earlier: u64, n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = ConversationKey::new("bench", "long");
+    fill_conversation(dir.path(), &key, earlier).await;
+    let (runtime, _store) = start(dir.path(), scripted_agents(dir.path())).await;
+    // Warm-up: the first message after start builds caches of its own.
+    for idx in 0..5 {
+        let receipt = runtime
+            .dispatch(
+                &key,
+                DeliveredMessage::user(format!("warm {idx}")),
+                DispatchOptions::default(),
+            )
+            .await
+            .unwrap();
+        runtime.read(&receipt.submission_id).await.unwrap();
+    }
+    let mut walls = Vec::with_capacity(n);
+    let cpu_before = thread_cpu_time();
+    for idx in 0..n {
+        let before = Instant::now();
+        let receipt = runtime
+            .dispatch(
+                &key,
+                DeliveredMessage::user(format!("message {idx}")),
+                DispatchOptions::default(),
+            )
+            .await
+            .unwrap();
+        let reply = runtime.read(&receipt.submission_id).await.unwrap();
+        walls.push(before.elapsed());
+        assert_eq!(reply, format!("You said: message {idx}"));
+    }
+    let cpu = thread_cpu_time() - cpu_before;
+    runtime.shutdown().await.unwrap();
+    walls.sort();
+    let percentile = |p: f64| walls[((walls.len() - 1) as f64 * p) as usize];
+    println!(
+        "long conversation, {earlier} earlier messages: {n} more, one after the other: \
+         dispatch-to-settled p50 {:.3} ms, p99 {:.3} ms; CPU {:.3} ms per message",
+        percentile(0.50).as_secs_f64() * 1000.0,
+        percentile(0.99).as_secs_f64() * 1000.0,
+        cpu.as_secs_f64() * 1000.0 / n as f64,
+    );
+}
+
+/// Creates `key` with one message through the runtime, then appends `earlier - 1` more
+/// messages with their replies through fenced appends (1,000 pairs per append) as an owner
+/// would, so that the conversation holds `earlier` messages and replies, and a compaction
+/// summary that keeps the last 10 records.
+async fn fill_conversation(dir: &Path, key: &ConversationKey, earlier: u64) {
+    let (runtime, store) = start(dir, scripted_agents(dir)).await;
+    let receipt = runtime
+        .dispatch(
+            key,
+            DeliveredMessage::user("message"),
+            DispatchOptions::default(),
+        )
+        .await
+        .unwrap();
+    runtime.read(&receipt.submission_id).await.unwrap();
+    runtime.shutdown().await.unwrap();
+    let owner = store.register_owner().await.unwrap();
+    let fence = match store
+        .acquire(key, owner.owner_id(), Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        Acquire::Owned(fence) => fence,
+        Acquire::Held { owner_id } => panic!("held by {owner_id}"),
+    };
+    let session = SessionKey::new(key.instance_id(), "default");
+    let log = store.load(&session, 0).await.unwrap().unwrap();
+    // The real message and reply the runtime stored, copied.
+    let pair = log.records.clone();
+    let mut version = log.version;
+    let mut left = earlier.saturating_sub(1);
+    while left > 0 {
+        let pairs = left.min(1_000);
+        let records: Vec<StoredRecord> = (0..pairs).flat_map(|_| pair.clone()).collect();
+        version = store
+            .append_fenced(FencedAppend {
+                fence: &fence,
+                submission_id: None,
+                applies_input: false,
+                resumes_waiting: false,
+                session: &session,
+                expected_version: version,
+                records: &records,
+            })
+            .await
+            .unwrap();
+        left -= pairs;
+    }
+    // A long conversation is compacted: the model sees a summary and the last messages (what
+    // it is sent is bounded; what the runtime keeps is the whole log).
+    let summary = StoredRecord::new(
+        Record::Compaction(CompactionSummary {
+            summary: "The user sent numbered messages; each was repeated back.".into(),
+            first_kept: version.saturating_sub(20),
+            tokens_before: version * 10,
+        }),
+        flue_core::util::now_ms(),
+    );
+    store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: None,
+            applies_input: false,
+            resumes_waiting: false,
+            session: &session,
+            expected_version: version,
+            records: &[summary],
+        })
+        .await
+        .unwrap();
+    assert!(store.release(&fence).await.unwrap());
+}
+
+/// CPU time of every thread of this process, in nanoseconds (`/proc/self/task/*/schedstat`).
+fn thread_cpu_time() -> Duration {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path().join("schedstat");
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            total += stat
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(total)
 }
 
 /// Fills `dir`'s store with `n` settled conversations: one real conversation settles through

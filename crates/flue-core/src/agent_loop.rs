@@ -37,8 +37,8 @@ use crate::shared::{SessionShared, SessionState};
 use crate::skill;
 use crate::spans;
 use crate::steps::{
-    Step, action_id, check_decision, error_result, interrupted_results, make_call_ids_unique,
-    model_view, next_step, pending_actions, results_before_input,
+    Step, action_id, check_decision, error_result, interrupted_results, model_view, next_step,
+    rename_repeated_calls, results_before_input_in,
 };
 use crate::tool::{
     InterruptBehavior, LiveTools, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
@@ -236,10 +236,10 @@ pub(crate) async fn run(
     let mut state = shared.state.lock().await;
     shared.sync(&mut state).await?;
     // Live actions (MCP servers' questions) left pending by a call that no longer runs.
-    let orphaned = crate::steps::orphaned_live_actions(&state.records);
+    let orphaned = crate::steps::orphaned_live_actions_in(&state.index);
     shared.append(&mut state, orphaned).await?;
     apply_decisions(&shared, &mut state, &opening.decisions, &ctx).await?;
-    let pending = pending_actions(&state.records);
+    let pending = state.index.pending_actions();
     let mut records: Vec<Record> = match &opening.message {
         Some(_) if !pending.is_empty() => {
             return Err(FlueError::ActionsPending {
@@ -247,7 +247,7 @@ pub(crate) async fn run(
                 actions: pending.into_iter().map(|action| action.action_id).collect(),
             });
         }
-        Some(_) => results_before_input(&state.records)
+        Some(_) => results_before_input_in(&state.records, &state.index)
             .into_iter()
             .map(Record::ToolResult)
             .collect(),
@@ -506,7 +506,7 @@ impl TurnLoop<'_> {
         let usage = model_turn.usage;
         self.usage += usage;
         let mut content = model_turn.content;
-        make_call_ids_unique(&mut content, &state.records);
+        rename_repeated_calls(&mut content, &state.index);
         let has_calls = content
             .iter()
             .any(|part| matches!(part, AssistantContent::ToolCall(_)));

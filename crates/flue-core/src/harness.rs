@@ -15,6 +15,7 @@ use crate::config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
 };
 use crate::error::{FlueError, Result, SandboxErrorReason};
+use crate::log_cache::{CachedLog, LogCache};
 use crate::model::{ProviderRegistry, ToolSchema};
 use crate::permission::PermissionPolicy;
 use crate::redact::Redactor;
@@ -25,6 +26,7 @@ use crate::sandbox::{
 use crate::scope::AgentScope;
 use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
+use crate::steps::LogIndex;
 use crate::store::{DynAuditStore, DynSessionStore, MemoryStore, SessionKey, SessionSummary};
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
@@ -63,9 +65,19 @@ pub struct HarnessBuilder {
     initializer: Option<crate::initializer::Initializer>,
     /// Platform bindings handed to the initializer.
     env: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The runtime's session logs kept between its harnesses of one conversation.
+    log_cache: Option<Arc<LogCache>>,
 }
 
 impl HarnessBuilder {
+    /// Keeps the logs of the sessions the harness opens by name in `cache` between harnesses
+    /// (the submission runtime's; see `log_cache.rs`).
+    #[must_use]
+    pub(crate) fn with_log_cache(mut self, cache: Arc<LogCache>) -> Self {
+        self.log_cache = Some(cache);
+        self
+    }
+
     /// Sets the platform bindings an initializer reads through
     /// [`AgentInitializerContext::env`](crate::AgentInitializerContext::env).
     #[must_use]
@@ -238,6 +250,7 @@ impl HarnessBuilder {
                 session_prefix: String::new(),
                 scope_cancel: None,
                 action_depth: 0,
+                log_cache: self.log_cache,
             }),
         })
     }
@@ -275,6 +288,7 @@ impl Harness {
             secrets: Vec::new(),
             initializer: None,
             env: None,
+            log_cache: None,
         }
     }
 
@@ -428,15 +442,8 @@ impl Harness {
         }
         let key = self.key(name);
         let stored_name = key.session.clone();
-        let log =
-            self.shared
-                .store
-                .load(&key, 0)
-                .await?
-                .ok_or_else(|| FlueError::SessionNotFound {
-                    session: name.to_owned(),
-                })?;
-        let fresh = Arc::new(SessionShared::new(Arc::clone(&self.shared), key, log));
+        let log = self.load(&key).await?;
+        let fresh = Arc::new(SessionShared::opened(Arc::clone(&self.shared), key, log));
         let mut open = self.shared.open_sessions.lock().map_err(|_| poisoned())?;
         // Another caller may have opened it while we loaded; keep theirs.
         if let Some(existing) = open.get(&stored_name).and_then(Weak::upgrade) {
@@ -445,6 +452,54 @@ impl Harness {
         open.retain(|_, weak| weak.strong_count() > 0);
         open.insert(stored_name, Arc::downgrade(&fresh));
         Ok(Session::from_shared(fresh))
+    }
+
+    /// The log of `key`: the runtime's cached copy brought up to date with the records
+    /// appended after it (nothing else is read), else the whole stored log.
+    async fn load(&self, key: &SessionKey) -> Result<CachedLog> {
+        let store = &self.shared.store;
+        let not_found = || FlueError::SessionNotFound {
+            session: key.session.clone(),
+        };
+        if let Some(mut cached) = self
+            .shared
+            .log_cache
+            .as_ref()
+            .and_then(|cache| cache.take(key))
+        {
+            let tail = store
+                .load(key, cached.version)
+                .await?
+                .ok_or_else(not_found)?;
+            let tail_version = tail.version;
+            let continues = tail.created_at == cached.created_at
+                && u64::try_from(tail.records.len())
+                    .is_ok_and(|n| cached.version.checked_add(n) == Some(tail_version));
+            if continues {
+                let tail: Vec<_> = tail
+                    .records
+                    .into_iter()
+                    .map(|stored| stored.record)
+                    .collect();
+                cached.index.extend(&tail);
+                cached.records.extend(tail);
+                cached.version = tail_version;
+                return Ok(cached);
+            }
+            // The session was deleted and created again meanwhile: read it whole.
+        }
+        let log = store.load(key, 0).await?.ok_or_else(not_found)?;
+        let records: Vec<_> = log
+            .records
+            .into_iter()
+            .map(|stored| stored.record)
+            .collect();
+        Ok(CachedLog {
+            version: log.version,
+            created_at: log.created_at,
+            index: LogIndex::of(&records),
+            records,
+        })
     }
 
     fn lookup_open(&self, name: &str) -> Option<Session> {
@@ -488,6 +543,9 @@ impl Sessions<'_> {
             None => {
                 let shared = &self.harness.shared;
                 let key = self.harness.key(name);
+                if let Some(cache) = &shared.log_cache {
+                    cache.forget(&key);
+                }
                 crate::task::delete_task_sessions(shared, &key.session).await?;
                 shared.store.delete(&key).await
             }

@@ -47,6 +47,7 @@ pub mod elicitation;
 mod error;
 mod harness;
 mod initializer;
+mod log_cache;
 pub mod model;
 mod operation;
 mod overlay;

@@ -216,7 +216,9 @@ impl Session {
             let decisions = {
                 let mut state = shared.state.lock().await;
                 shared.sync(&mut state).await?;
-                steps::pending_actions(&state.records)
+                state
+                    .index
+                    .pending_actions()
                     .into_iter()
                     .map(|action| ActionResolution::of(&action, ActionDecision::Interrupted))
                     .collect()

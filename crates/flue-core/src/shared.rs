@@ -13,6 +13,7 @@ use flue_protocol::ACTION_SCOPE_PREFIX;
 
 use crate::config::ResolvedAgent;
 use crate::error::{FlueError, Result};
+use crate::log_cache::{CachedLog, LogCache};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionPolicy;
@@ -21,6 +22,7 @@ use crate::redact::Redactor;
 use crate::role::Roles;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
+use crate::steps::LogIndex;
 use crate::store::{DynAuditStore, DynSessionStore, SessionKey, SessionLog};
 use crate::util::stamp_now;
 
@@ -66,6 +68,9 @@ pub(crate) struct HarnessShared {
     pub(crate) scope_cancel: Option<tokio_util::sync::CancellationToken>,
     /// Levels of action scopes above this harness: 0 at the root.
     pub(crate) action_depth: u32,
+    /// Where the sessions this harness opens by name leave their logs when their last handle
+    /// goes, and find them again (a runtime's harnesses; see `log_cache.rs`).
+    pub(crate) log_cache: Option<Arc<LogCache>>,
 }
 
 impl HarnessShared {
@@ -108,6 +113,7 @@ impl HarnessShared {
             scope_cancel: Some(cancel),
             action_depth: self.action_depth + 1,
             live_wake: tokio::sync::watch::channel(0).0,
+            log_cache: None,
         }
     }
 
@@ -153,12 +159,51 @@ pub(crate) struct SessionShared {
     pub(crate) depth: u32,
     /// The role of calls that name none; in memory only, never persisted.
     pub(crate) default_role: std::sync::Mutex<Option<String>>,
+    /// When the session was created (ms since the epoch), as the store said when it was opened.
+    created_at: u64,
+    /// Whether the log goes to the harness's log cache when the last handle is dropped (the
+    /// sessions opened by name).
+    cached: bool,
 }
 
 /// The in-memory copy of a session log.
+#[derive(Default)]
 pub(crate) struct SessionState {
     pub(crate) version: u64,
     pub(crate) records: Vec<Record>,
+    /// What the loop asks about the whole log, kept up to date with `records`.
+    pub(crate) index: LogIndex,
+}
+
+impl SessionState {
+    /// Adds records appended to the log (the one way `records` grows).
+    pub(crate) fn extend(&mut self, records: Vec<Record>) {
+        self.index.extend(&records);
+        self.records.extend(records);
+    }
+}
+
+impl Drop for SessionShared {
+    /// Leaves the log to the harness's log cache, so that the next harness of the runtime
+    /// opening this session reads only what was appended after it.
+    fn drop(&mut self) {
+        if !self.cached || self.deleted.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(cache) = &self.harness.log_cache else {
+            return;
+        };
+        let state = std::mem::take(self.state.get_mut());
+        cache.put(
+            self.key.clone(),
+            CachedLog {
+                version: state.version,
+                created_at: self.created_at,
+                records: state.records,
+                index: state.index,
+            },
+        );
+    }
 }
 
 /// Proof that an operation owns its session; releases it on drop (including on panic).
@@ -173,9 +218,27 @@ impl Drop for OperationGuard {
 }
 
 impl SessionShared {
-    pub(crate) fn new(harness: Arc<HarnessShared>, key: SessionKey, log: SessionLog) -> Self {
+    /// A root session opened by name from a log already in memory; when its last handle goes,
+    /// the log goes to the harness's log cache, if it has one.
+    pub(crate) fn opened(harness: Arc<HarnessShared>, key: SessionKey, log: CachedLog) -> Self {
         let scope = Arc::clone(&harness.root_scope);
-        Self::new_task(harness, key, log, scope, 0)
+        let mut shared = Self::new_task(
+            harness,
+            key,
+            SessionLog {
+                version: log.version,
+                records: Vec::new(),
+                created_at: log.created_at,
+                updated_at: log.created_at,
+            },
+            scope,
+            0,
+        );
+        let state = shared.state.get_mut();
+        state.records = log.records;
+        state.index = log.index;
+        shared.cached = shared.harness.log_cache.is_some();
+        shared
     }
 
     /// A session running as `scope` at `depth` below the root (a task session when above 0).
@@ -193,15 +256,21 @@ impl SessionShared {
             busy: AtomicBool::new(false),
             deleted: AtomicBool::new(false),
             deletion: tokio::sync::OnceCell::new(),
-            state: tokio::sync::Mutex::new(SessionState {
-                version: log.version,
-                records: log
+            state: tokio::sync::Mutex::new({
+                let records: Vec<Record> = log
                     .records
                     .into_iter()
                     .map(|stored| stored.record)
-                    .collect(),
+                    .collect();
+                SessionState {
+                    version: log.version,
+                    index: LogIndex::of(&records),
+                    records,
+                }
             }),
             default_role: std::sync::Mutex::new(scope.role.clone()),
+            created_at: log.created_at,
+            cached: false,
             scope,
             depth,
         }
@@ -249,9 +318,12 @@ impl SessionShared {
             .ok_or_else(|| FlueError::SessionNotFound {
                 session: self.key.session.clone(),
             })?;
-        state
-            .records
-            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.extend(
+            log.records
+                .into_iter()
+                .map(|stored| stored.record)
+                .collect(),
+        );
         state.version = log.version;
         Ok(())
     }
@@ -281,7 +353,7 @@ impl SessionShared {
             {
                 Ok(version) => {
                     state.version = version;
-                    state.records.extend(records);
+                    state.extend(records);
                     return Ok(());
                 }
                 // A running call stored a live action (an MCP server's question) or its
@@ -313,9 +385,12 @@ impl SessionShared {
             }
             seen.push(stored.record.clone());
         }
-        state
-            .records
-            .extend(log.records.into_iter().map(|stored| stored.record));
+        state.extend(
+            log.records
+                .into_iter()
+                .map(|stored| stored.record)
+                .collect(),
+        );
         state.version = log.version;
         Ok(true)
     }

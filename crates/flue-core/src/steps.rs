@@ -65,6 +65,94 @@ pub(crate) fn pending_actions(records: &[Record]) -> Vec<PendingAction> {
         .collect()
 }
 
+/// What the agent loop asks about the whole log, kept up to date record by record, so that
+/// opening an operation or taking a turn never reads the whole log: the tool call ids in use,
+/// the calls answered, and the actions with their decisions. Every answer equals the function
+/// of the records it stands for ([`actions`], [`pending_actions`], [`results_before_input`],
+/// [`make_call_ids_unique`]); the tests hold them together.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LogIndex {
+    /// Ids of the tool calls of assistant turns and of tool results.
+    call_ids: HashSet<String>,
+    /// Ids of the calls a tool result answers.
+    answered: HashSet<String>,
+    /// Every action, in order, with its decision (what [`actions`] returns).
+    actions: Vec<ActionInfo>,
+    /// Indices in `actions` of the actions without a decision, in order.
+    open: Vec<usize>,
+    /// Indices in `actions` of each call's actions, in order.
+    by_call: HashMap<String, Vec<usize>>,
+}
+
+impl LogIndex {
+    /// The index of `records`.
+    pub(crate) fn of(records: &[Record]) -> Self {
+        let mut index = Self::default();
+        index.extend(records);
+        index
+    }
+
+    /// Takes in records appended to the log.
+    pub(crate) fn extend<'a>(&mut self, records: impl IntoIterator<Item = &'a Record>) {
+        for record in records {
+            self.add(record);
+        }
+    }
+
+    fn add(&mut self, record: &Record) {
+        match record {
+            Record::Assistant(message) => {
+                self.call_ids
+                    .extend(message.tool_calls().map(|call| call.id.clone()));
+            }
+            Record::ToolResult(result) => {
+                self.call_ids.insert(result.call_id.clone());
+                self.answered.insert(result.call_id.clone());
+            }
+            Record::ActionRequired(action) => {
+                let idx = self.actions.len();
+                self.by_call
+                    .entry(action.call_id.clone())
+                    .or_default()
+                    .push(idx);
+                self.open.push(idx);
+                self.actions.push(ActionInfo {
+                    action: action.clone(),
+                    decision: None,
+                });
+            }
+            Record::ActionResolved(resolution) => {
+                // The first undecided action of that id takes the decision, as in `actions`.
+                if let Some(pos) = self
+                    .open
+                    .iter()
+                    .position(|&idx| self.actions[idx].action.action_id == resolution.action_id)
+                {
+                    let idx = self.open.remove(pos);
+                    self.actions[idx].decision = Some(resolution.decision.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The actions still waiting for a decision ([`pending_actions`] of the log).
+    pub(crate) fn pending_actions(&self) -> Vec<PendingAction> {
+        self.open
+            .iter()
+            .map(|&idx| self.actions[idx].action.clone())
+            .collect()
+    }
+
+    /// The first decided action of `call_id`, with its decision.
+    fn decided(&self, call_id: &str) -> Option<(&PendingAction, &ActionDecision)> {
+        self.by_call.get(call_id)?.iter().find_map(|&idx| {
+            let state = &self.actions[idx];
+            Some((&state.action, state.decision.as_ref()?))
+        })
+    }
+}
+
 /// The action id of a call that waits for a decision.
 pub(crate) fn action_id(call_id: &str) -> String {
     format!("act_{call_id}")
@@ -211,26 +299,24 @@ fn interrupted_result(call: &ToolCall) -> ToolResult {
 /// The renaming is deterministic: an empty (or blank) id becomes `call_<n>`, a repeated one
 /// `<id>_<n>`, with the smallest `n` (from 1 for empty ids, from 2 for repeats) not yet used;
 /// the suffix keeps ids within the `[A-Za-z0-9_-]` alphabet providers accept.
+#[cfg(test)]
 pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[Record]) {
-    let mut used: HashSet<String> = HashSet::new();
-    for record in records {
-        match record {
-            Record::Assistant(message) => {
-                used.extend(message.tool_calls().map(|call| call.id.clone()));
-            }
-            Record::ToolResult(result) => {
-                used.insert(result.call_id.clone());
-            }
-            _ => {}
-        }
-    }
+    rename_repeated_calls(content, &LogIndex::of(records));
+}
+
+/// [`make_call_ids_unique`] against the log's index.
+pub(crate) fn rename_repeated_calls(content: &mut [AssistantContent], index: &LogIndex) {
+    // Ids this turn took, beyond those of the log.
+    let mut taken: HashSet<String> = HashSet::new();
+    let used =
+        |id: &str, taken: &HashSet<String>| index.call_ids.contains(id) || taken.contains(id);
     for part in content {
         let AssistantContent::ToolCall(call) = part else {
             continue;
         };
         let blank = call.id.trim().is_empty();
-        if !blank && !used.contains(&call.id) {
-            used.insert(call.id.clone());
+        if !blank && !used(&call.id, &taken) {
+            taken.insert(call.id.clone());
             continue;
         }
         let (base, first) = if blank {
@@ -241,12 +327,12 @@ pub(crate) fn make_call_ids_unique(content: &mut [AssistantContent], records: &[
         let mut n = first;
         let fresh = loop {
             let candidate = format!("{base}_{n}");
-            if !used.contains(&candidate) {
+            if !used(&candidate, &taken) {
                 break candidate;
             }
             n += 1;
         };
-        used.insert(fresh.clone());
+        taken.insert(fresh.clone());
         call.id = fresh;
     }
 }
@@ -309,8 +395,15 @@ pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
 
 /// `interrupted` decisions for the live actions of `records` still pending: at the opening of
 /// an operation no call of the session runs, so nobody waits for them any more.
+#[cfg(test)]
 pub(crate) fn orphaned_live_actions(records: &[Record]) -> Vec<Record> {
-    pending_actions(records)
+    orphaned_live_actions_in(&LogIndex::of(records))
+}
+
+/// [`orphaned_live_actions`] of the log whose index is `index`.
+pub(crate) fn orphaned_live_actions_in(index: &LogIndex) -> Vec<Record> {
+    index
+        .pending_actions()
         .into_iter()
         .filter(|action| action.kind == ActionKind::Elicitation)
         .map(|action| {
@@ -337,35 +430,26 @@ pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
 /// answers, and every other unanswered call (never classified, or allowed and not run) is
 /// answered `interrupted`: the conversation moves on, so it will not run any more.
 pub(crate) fn results_before_input(records: &[Record]) -> Vec<ToolResult> {
+    results_before_input_in(records, &LogIndex::of(records))
+}
+
+/// [`results_before_input`] with the log's index: reads the log back to its last assistant
+/// turn only.
+pub(crate) fn results_before_input_in(records: &[Record], index: &LogIndex) -> Vec<ToolResult> {
     let Some(message) = records.iter().rev().find_map(|record| match record {
         Record::Assistant(message) => Some(message),
         _ => None,
     }) else {
         return Vec::new();
     };
-    let answered: HashSet<&str> = records
-        .iter()
-        .filter_map(|record| match record {
-            Record::ToolResult(result) => Some(result.call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let list = actions(records);
     message
         .tool_calls()
-        .filter(|call| !answered.contains(call.id.as_str()))
-        .map(|call| {
-            let decided = list.iter().find_map(|state| {
-                (state.action.call_id == call.id)
-                    .then_some(state)
-                    .and_then(|state| Some((&state.action, state.decision.as_ref()?)))
-            });
-            match decided {
-                Some((action, decision)) if *decision != ActionDecision::Allow => {
-                    decided_result(call, action, decision)
-                }
-                _ => interrupted_result(call),
+        .filter(|call| !index.answered.contains(call.id.as_str()))
+        .map(|call| match index.decided(&call.id) {
+            Some((action, decision)) if *decision != ActionDecision::Allow => {
+                decided_result(call, action, decision)
             }
+            _ => interrupted_result(call),
         })
         .collect()
 }

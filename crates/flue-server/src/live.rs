@@ -110,13 +110,15 @@ impl Reader {
                 return Some(self.render(&page));
             }
             if !self.caught_up {
-                let page = self
-                    .state
-                    .runtime
-                    .read(&self.key, self.offset, self.state.config.page_size)
-                    .await
-                    .ok()?;
-                let page = with_live_resets(&self.state.runtime, &self.key, page)
+                // Boxed: an idle reader's future stays the size of its wait, not of a read.
+                let page = Box::pin(self.state.runtime.read(
+                    &self.key,
+                    self.offset,
+                    self.state.config.page_size,
+                ))
+                .await
+                .ok()?;
+                let page = Box::pin(with_live_resets(&self.state.runtime, &self.key, page))
                     .await
                     .ok()?;
                 return Some(self.render(&page));

@@ -130,12 +130,15 @@ async fn connection(
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let busy = Busy::start(Arc::clone(&state));
         let router = router.clone();
-        async move {
+        // Boxed: hyper keeps a slot the size of this future for the connection's whole life,
+        // and an idle connection (an SSE stream, keep-alive) should hold a pointer there, not
+        // the router's future; the box lives only while a request is being answered.
+        Box::pin(async move {
             let response = router.oneshot(request).await?;
             Ok::<_, std::convert::Infallible>(
                 response.map(|body| Body::new(Tracked { body, _busy: busy })),
             )
-        }
+        })
     });
     let conn = http.serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);

@@ -160,3 +160,93 @@ fn repeated_and_empty_call_ids_are_renamed_deterministically() {
         ["call_0_2", "orphan_2", "new"]
     );
 }
+
+fn required(call: &str, kind: ActionKind) -> Record {
+    Record::ActionRequired(PendingAction {
+        action_id: action_id(call),
+        call_id: call.into(),
+        tool_name: "bash".into(),
+        input: json!({}),
+        kind,
+        reason: "asks".into(),
+        session: None,
+    })
+}
+
+fn resolved(call: &str, decision: ActionDecision) -> Record {
+    Record::ActionResolved(ActionResolution::new(action_id(call), decision))
+}
+
+/// The index answers what the functions of the whole log answer, after every record of a
+/// log with calls, results, confirmations (decided, repeated, pending) and live questions.
+#[test]
+fn the_log_index_answers_as_the_whole_log_does() {
+    let deny = ActionDecision::Deny {
+        message: Some("no".into()),
+    };
+    let log = vec![
+        user("1"),
+        assistant("a", &["c1", "c2"]),
+        result("c1"),
+        required("c2", ActionKind::Confirmation),
+        resolved("c2", deny.clone()),
+        result("c2"),
+        user("2"),
+        assistant("b", &["c3", "c4", "c5"]),
+        required("c3", ActionKind::Confirmation),
+        required("c4", ActionKind::CustomTool),
+        required("c5", ActionKind::Elicitation),
+        resolved("c3", ActionDecision::Allow),
+        resolved("c3", deny.clone()),
+        required("c3", ActionKind::Confirmation),
+        resolved("c3", deny),
+        resolved("c5", ActionDecision::Interrupted),
+        required("c5", ActionKind::Elicitation),
+        result("c4"),
+        user("3"),
+        assistant("c", &["c1", "", "c6"]),
+    ];
+    let mut index = LogIndex::default();
+    for end in 0..=log.len() {
+        let records = &log[..end];
+        if end > 0 {
+            index.extend(&log[end - 1..end]);
+        }
+        assert_eq!(
+            index.pending_actions(),
+            pending_actions(records),
+            "at {end}"
+        );
+        assert_eq!(
+            orphaned_live_actions_in(&index),
+            orphaned_live_actions(records),
+            "at {end}"
+        );
+        assert_eq!(
+            results_before_input_in(records, &index),
+            results_before_input(records),
+            "at {end}"
+        );
+        let mut by_index = vec![
+            AssistantContent::ToolCall(ToolCall {
+                id: "c1".into(),
+                name: "bash".into(),
+                input: json!({}),
+            }),
+            AssistantContent::ToolCall(ToolCall {
+                id: String::new(),
+                name: "bash".into(),
+                input: json!({}),
+            }),
+        ];
+        let mut by_log = by_index.clone();
+        rename_repeated_calls(&mut by_index, &index);
+        make_call_ids_unique(&mut by_log, records);
+        assert_eq!(by_index, by_log, "at {end}");
+    }
+    assert_eq!(
+        index.pending_actions().len(),
+        2,
+        "c4 (custom tool) and the second question of c5 wait"
+    );
+}

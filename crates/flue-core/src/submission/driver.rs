@@ -162,6 +162,7 @@ async fn build_harness(
         .await?
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
+        .with_log_cache(Arc::clone(&inner.logs))
         .build()
         .await
 }

@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
+use crate::log_cache::{LogCache, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
 use crate::spans;
 use crate::store::{Admission, DynConversationStore, OwnerRegistration};
 use crate::submission::driver::{self, AttemptControl, StopReason};
@@ -97,6 +98,7 @@ impl AgentRuntimeBuilder {
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
+            logs: Arc::new(LogCache::new(MAX_CACHED_SESSIONS, MAX_CACHED_RECORDS)),
         });
         inner.reconcile().await?;
         if let Some(interval) = self.reconcile_interval {
@@ -183,6 +185,9 @@ pub(crate) struct RuntimeInner {
     /// Serializes this runtime's decisions on pending actions (they share one owner id, so
     /// two at once would fence each other off).
     pub(crate) resolving: tokio::sync::Mutex<()>,
+    /// The root session logs of the conversations driven lately, kept between their
+    /// harnesses so that the next message reads only what was appended since.
+    pub(crate) logs: Arc<LogCache>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.

@@ -706,3 +706,45 @@ async fn wait_for_growth_wakes_on_new_batches() {
     );
     runtime.shutdown().await.unwrap();
 }
+
+/// A runtime keeps a conversation's log between its messages and reads only what was appended
+/// after its copy; a message another runtime processed in between is among that, so the model
+/// sees the whole conversation and no append conflicts.
+#[tokio::test]
+async fn a_runtime_continues_from_its_kept_log_and_what_others_appended() {
+    let setup = Setup::new();
+    let a = setup.runtime().await;
+    let b = setup.runtime().await;
+    let key = key("kept");
+    for (runtime, text) in [
+        (&a, "tools 1"),
+        (&b, "tools 1"),
+        (&a, "tools 1"),
+        (&a, "tools 1"),
+        (&b, "last"),
+    ] {
+        let receipt = runtime
+            .dispatch(&key, user(text), DispatchOptions::default())
+            .await
+            .unwrap();
+        let settlement = runtime.wait(&receipt.submission_id).await.unwrap();
+        assert_eq!(settlement.outcome, Outcome::Completed, "{settlement:?}");
+    }
+    let log = a
+        .store()
+        .load(&SessionKey::new(key.instance_id(), "default"), 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let call_ids: Vec<String> = log
+        .records
+        .iter()
+        .filter_map(|stored| match &stored.record {
+            Record::Assistant(message) => message.tool_calls().next().map(|call| call.id.clone()),
+            _ => None,
+        })
+        .collect();
+    // A call's id counts the records its model saw: each `tools 1` message adds four.
+    assert_eq!(call_ids, ["call_1_0", "call_5_0", "call_9_0", "call_13_0"]);
+    assert_eq!(log.version, 18);
+}
