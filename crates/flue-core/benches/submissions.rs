@@ -12,6 +12,10 @@
 //! bulk by SQL copies of one real settled conversation: start-up (open and recover), the
 //! periodic recovery scan, idle CPU over 30 s, admission latency and throughput. A store that
 //! has served for months must cost what an empty one does.
+//!
+//! `cargo bench -p flue-core --bench submissions -- fill DIR N` only writes such a store, to
+//! `DIR/flue.db` (for a workspace, `DIR` is its `.flue` folder), for timing other processes
+//! on it (`flue serve` start-up).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -51,6 +55,22 @@ fn main() {
         .build()
         .unwrap();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|arg| arg == "fill") {
+        let dir = Path::new(args.get(at + 1).expect("fill DIR N: the folder of flue.db"));
+        let settled: u64 = args
+            .get(at + 2)
+            .and_then(|n| n.replace('_', "").parse().ok())
+            .expect("fill DIR N: how many settled conversations");
+        std::fs::create_dir_all(dir).unwrap();
+        let filled = Instant::now();
+        runtime.block_on(fill_settled(dir, settled));
+        println!(
+            "fill {settled} settled conversations into {}: {:.1} s",
+            dir.join("flue.db").display(),
+            filled.elapsed().as_secs_f64()
+        );
+        return;
+    }
     if let Some(at) = args.iter().position(|arg| arg == "scale") {
         let sizes: Vec<u64> = args[at + 1..]
             .iter()
