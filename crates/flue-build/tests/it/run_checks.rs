@@ -168,7 +168,7 @@ fn a_run_reports_its_own_problems_as_the_whole_workspace_load_does() {
             "b",
             vec![thinking.to_owned()],
         ),
-        // A subagent it needs: the subagent's problem, then why the agent cannot run.
+        // A subagent it needs: why the agent cannot run, and the subagent's problem.
         (
             vec![
                 broken_b,
@@ -179,8 +179,8 @@ fn a_run_reports_its_own_problems_as_the_whole_workspace_load_does() {
             ],
             "a",
             vec![
-                thinking.to_owned(),
                 "agents/a.md: subagent `b` cannot be loaded (see its problems)".to_owned(),
+                thinking.to_owned(),
             ],
         ),
         // An unknown subagent, with a suggestion from the files there are (not read).
