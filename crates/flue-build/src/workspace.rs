@@ -98,20 +98,32 @@ impl Workspace {
         Ok(config)
     }
 
-    /// [`Workspace::load`] for running agent `agent` alone: problems confined to other agents'
-    /// files (`agents/<other>.md`) set those agents aside instead of failing, and come back as
-    /// warnings with the workspace. Problems in `agent`'s file, in shared files (flue.toml,
-    /// skills, roles) or in an agent it depends on still fail, with every problem found.
+    /// [`Workspace::load`] for running agent `agent` alone: reads flue.toml, AGENTS.md, the
+    /// skills and roles (every agent sees them all) and, of `agents/`, only `agent`'s file and
+    /// those of the subagents it reaches. Other agents' files are not read, so their problems
+    /// neither stop nor slow the run (`flue build` reports them). Problems in `agent`'s file,
+    /// in shared files or in a subagent it reaches fail, with every problem found, as
+    /// [`Workspace::load`] reports them.
+    ///
+    /// When `agent` has no file, every agent is read (the caller's unknown-agent error lists
+    /// them), and problems confined to other agents' files set those agents aside, coming back
+    /// as warnings with the workspace.
     pub fn load_for_agent(
         root: &Path,
         agent: &str,
     ) -> Result<(Self, Vec<Diagnostic>), Diagnostics> {
         let disk = Disk::new(root);
+        let own_file = join(AGENTS_DIR, &format!("{agent}.md"));
+        let targeted = is_agent_name(agent) && disk.is_file(&own_file);
         let mut set_aside: BTreeSet<String> = BTreeSet::new();
         let mut warnings: Vec<Diagnostic> = Vec::new();
         loop {
             let mut loader = Loader::new(root, &disk);
-            loader.discover_agents();
+            if targeted {
+                loader.discover_agents_reached_from(agent);
+            } else {
+                loader.discover_agents();
+            }
             for name in &set_aside {
                 // Still known as broken: references to it are not reported again here, but
                 // checked below.
@@ -237,6 +249,9 @@ struct Loader<'s> {
     broken: BTreeSet<String>,
     broken_skills: BTreeSet<String>,
     broken_roles: BTreeSet<String>,
+    /// Only some agents were read ([`Loader::discover_agents_reached_from`]): the names
+    /// suggested for an unknown subagent come from the folder's file names.
+    partial: bool,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -254,6 +269,7 @@ impl<'s> Loader<'s> {
             broken: BTreeSet::new(),
             broken_skills: BTreeSet::new(),
             broken_roles: BTreeSet::new(),
+            partial: false,
             diagnostics: Vec::new(),
         };
         if !source.is_dir("") {
@@ -292,6 +308,48 @@ impl<'s> Loader<'s> {
             );
             self.add(stem, &relative, text);
         }
+    }
+
+    /// Parses `agents/<agent>.md` and, following `subagents`, the files of every agent it
+    /// reaches; no other agent file is read. A subagent without a file is reported by
+    /// [`Loader::finish`] as unknown, as in a full load.
+    fn discover_agents_reached_from(&mut self, agent: &str) {
+        self.partial = true;
+        let mut queue = vec![agent.to_owned()];
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        while let Some(name) = queue.pop() {
+            if !seen.insert(name.clone()) || !is_agent_name(&name) {
+                continue;
+            }
+            let relative = join(AGENTS_DIR, &format!("{name}.md"));
+            if !self.source.is_file(&relative) {
+                continue;
+            }
+            let text = read_text(
+                self.source,
+                &relative,
+                MAX_MARKDOWN_BYTES,
+                &mut self.diagnostics,
+            );
+            if self.add(&name, &relative, text)
+                && let Some(parsed) = self.agents.get(&name)
+            {
+                queue.extend(parsed.file.subagents.iter().rev().cloned());
+            }
+        }
+    }
+
+    /// The names of the agent files under `agents/` (for suggestions, without reading them).
+    fn agent_file_names(&self) -> Vec<String> {
+        let mut ignored = Vec::new();
+        list_dir(self.source, AGENTS_DIR, &mut ignored)
+            .into_iter()
+            .filter_map(|file_name| {
+                let stem = file_name.strip_suffix(".md")?;
+                let relative = join(AGENTS_DIR, &file_name);
+                (is_agent_name(stem) && self.source.is_file(&relative)).then(|| stem.to_owned())
+            })
+            .collect()
     }
 
     /// Parses the agent file at `file`, which may live anywhere; true when it could be added.
@@ -377,6 +435,11 @@ impl<'s> Loader<'s> {
     fn check_references(&mut self) {
         let default_model = self.config.defaults.model.is_some();
         let providers = self.config.provider_ids();
+        let known_agents: Vec<String> = if self.partial {
+            self.agent_file_names()
+        } else {
+            self.agents.keys().cloned().collect()
+        };
         if let Some(model) = &self.config.defaults.model
             && let Some(message) = unknown_provider(model, &providers)
         {
@@ -427,7 +490,8 @@ impl<'s> Loader<'s> {
             }
             for subagent in &agent.subagents {
                 if !self.agents.contains_key(subagent) && !self.broken.contains(subagent) {
-                    let suggestion = did_you_mean(subagent, self.agents.keys().map(String::as_str));
+                    let suggestion =
+                        did_you_mean(subagent, known_agents.iter().map(String::as_str));
                     self.diagnostics.push(Diagnostic::at(
                         &agent.path,
                         parsed.lines.top("subagents"),

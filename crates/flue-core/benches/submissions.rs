@@ -21,6 +21,10 @@
 //! each reply makes it do). The conversation ends with a compaction summary keeping its last
 //! 10 records, as a long one does, so that what the model is sent stays the same; the cost
 //! must not grow with N.
+//!
+//! `cargo bench -p flue-core --bench submissions -- fill DIR N` only writes such a store, to
+//! `DIR/flue.db` (for a workspace, `DIR` is its `.flue` folder), for timing other processes
+//! on it (`flue serve` start-up).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -76,6 +80,22 @@ fn main() {
             runtime.block_on(long_conversation(earlier, 200));
         }
         plain_fsync("after");
+        return;
+    }
+    if let Some(at) = args.iter().position(|arg| arg == "fill") {
+        let dir = Path::new(args.get(at + 1).expect("fill DIR N: the folder of flue.db"));
+        let settled: u64 = args
+            .get(at + 2)
+            .and_then(|n| n.replace('_', "").parse().ok())
+            .expect("fill DIR N: how many settled conversations");
+        std::fs::create_dir_all(dir).unwrap();
+        let filled = Instant::now();
+        runtime.block_on(fill_settled(dir, settled));
+        println!(
+            "fill {settled} settled conversations into {}: {:.1} s",
+            dir.join("flue.db").display(),
+            filled.elapsed().as_secs_f64()
+        );
         return;
     }
     if let Some(at) = args.iter().position(|arg| arg == "scale") {

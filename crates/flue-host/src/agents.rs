@@ -122,9 +122,10 @@ impl AgentSet {
         Self::assemble(root, root, workspace, env, &BTreeMap::new())
     }
 
-    /// The agents of the workspace folder `root` for running agent `agent`: other agents whose
-    /// files are broken are left out, each problem returned as a warning (`path:line: ...`);
-    /// see [`Workspace::load_for_agent`].
+    /// The agents of the workspace folder `root` for running agent `agent`: `agent` and the
+    /// subagents it reaches, other agents' files unread. When `agent` has no file, every agent
+    /// is read and broken ones are left out, each problem returned as a warning
+    /// (`path:line: ...`); see [`Workspace::load_for_agent`].
     pub fn from_workspace_for_agent(
         root: &Path,
         agent: &str,

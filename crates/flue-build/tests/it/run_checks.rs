@@ -81,7 +81,48 @@ fn every_flue_toml_problem_is_reported_in_one_go() {
 }
 
 #[test]
-fn a_run_of_one_agent_sets_broken_other_agents_aside_with_their_problems() {
+fn a_run_of_one_agent_reads_only_its_file_and_its_subagents() {
+    let dir = workspace(&[
+        (
+            "agents/a.md",
+            "---\nmodel: scripted/x\nsubagents: [s]\n---\nA.",
+        ),
+        (
+            "agents/s.md",
+            "---\nmodel: scripted/x\nsubagents: [t]\n---\nS.",
+        ),
+        ("agents/t.md", "---\nmodel: scripted/x\n---\nT."),
+        (
+            "agents/b.md",
+            "---\nmodel: scripted/x\nthinking: hgih\n---\nB.",
+        ),
+        (
+            "agents/c.md",
+            "---\nmodel: scripted/x\nsubagents: [b]\n---\nC.",
+        ),
+        ("agents/d.md", "---\nmodel: scripted/x\n---\nD."),
+    ]);
+    // Not UTF-8: reading it would be an error.
+    std::fs::write(dir.path().join("agents/e.md"), [0xff, 0xfe, 0x00]).unwrap();
+    let (loaded, warnings) = Workspace::load_for_agent(dir.path(), "a").unwrap();
+    assert_eq!(
+        loaded.agents.keys().collect::<Vec<_>>(),
+        vec!["a", "s", "t"],
+        "a and the subagents it reaches; b, c, d and e are not read"
+    );
+    assert_eq!(warnings, Vec::<Diagnostic>::new());
+    // The whole workspace still has their problems.
+    let all = Workspace::load(dir.path()).unwrap_err();
+    let shown: Vec<String> = all.as_slice().iter().map(ToString::to_string).collect();
+    assert!(
+        shown.iter().any(|line| line.starts_with("agents/b.md:3: "))
+            && shown.iter().any(|line| line.starts_with("agents/e.md")),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn a_run_of_an_agent_without_a_file_reads_them_all_and_sets_broken_ones_aside() {
     let dir = workspace(&[
         ("agents/a.md", "---\nmodel: scripted/x\n---\nA."),
         (
@@ -93,7 +134,8 @@ fn a_run_of_one_agent_sets_broken_other_agents_aside_with_their_problems() {
             "---\nmodel: scripted/x\nsubagents: [b]\n---\nC.",
         ),
     ]);
-    let (loaded, warnings) = Workspace::load_for_agent(dir.path(), "a").unwrap();
+    // The caller reports the unknown agent with the agents there are.
+    let (loaded, warnings) = Workspace::load_for_agent(dir.path(), "nobody").unwrap();
     assert_eq!(
         loaded.agents.keys().collect::<Vec<_>>(),
         vec!["a"],
@@ -109,6 +151,66 @@ fn a_run_of_one_agent_sets_broken_other_agents_aside_with_their_problems() {
             "agents/c.md: subagent `b` cannot be loaded (see its problems)".to_owned(),
         ]
     );
+}
+
+#[test]
+fn a_run_reports_its_own_problems_as_the_whole_workspace_load_does() {
+    let broken_b = (
+        "agents/b.md",
+        "---\nmodel: scripted/x\nthinking: hgih\n---\nB.",
+    );
+    let thinking = "agents/b.md:3: invalid thinking level `hgih`: expected one of off, minimal, \
+                    low, medium, high, xhigh (did you mean `high`?)";
+    for (files, agent, expected) in [
+        // Its own file, at its line.
+        (
+            vec![broken_b, ("agents/a.md", "---\nmodel: scripted/x\n---\nA.")],
+            "b",
+            vec![thinking.to_owned()],
+        ),
+        // A subagent it needs: why the agent cannot run, and the subagent's problem.
+        (
+            vec![
+                broken_b,
+                (
+                    "agents/a.md",
+                    "---\nmodel: scripted/x\nsubagents: [b]\n---\nA.",
+                ),
+            ],
+            "a",
+            vec![
+                "agents/a.md: subagent `b` cannot be loaded (see its problems)".to_owned(),
+                thinking.to_owned(),
+            ],
+        ),
+        // An unknown subagent, with a suggestion from the files there are (not read).
+        (
+            vec![
+                ("agents/b.md", "---\nmodel: scripted/x\n---\nB."),
+                (
+                    "agents/a.md",
+                    "---\nmodel: scripted/x\nsubagents: [bb]\n---\nA.",
+                ),
+            ],
+            "a",
+            vec![
+                "agents/a.md:3: unknown subagent `bb` (did you mean `b`?): add agents/bb.md or \
+                 remove it from `subagents`"
+                    .to_owned(),
+            ],
+        ),
+    ] {
+        let dir = workspace(&files);
+        let shown: Vec<String> = match Workspace::load_for_agent(dir.path(), agent) {
+            Ok(loaded) => panic!("{agent}: {loaded:?}"),
+            Err(problems) => problems
+                .as_slice()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        };
+        assert_eq!(shown, expected, "{agent}");
+    }
 }
 
 #[test]

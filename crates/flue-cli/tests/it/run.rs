@@ -179,16 +179,17 @@ fn malformed_frontmatter_names_the_file_and_line() {
         "invalid_config",
         "agents/broken.md:3",
     );
-    // Another agent still runs, with a warning naming the broken file.
+    // Another agent still runs: the broken file is not read, so it is not mentioned.
     let other = ws.flue(&["run", "hello", "-m", "hi"]);
     assert!(other.status.success(), "{}", stderr(&other));
+    assert!(!stderr(&other).contains("broken.md"), "{}", stderr(&other));
+    // The build reports it, at its line.
+    let build = ws.flue(&["build"]);
+    assert_eq!(build.status.code(), Some(1));
     assert!(
-        stderr(&other).starts_with(
-            "warning: agents/broken.md:3: unknown key `modle` (did you mean `model`?) (that \
-             agent is left out of this run)\n"
-        ),
+        stderr(&build).contains("agents/broken.md:3: unknown key `modle` (did you mean `model`?)"),
         "{}",
-        stderr(&other)
+        stderr(&build)
     );
 }
 
