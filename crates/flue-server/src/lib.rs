@@ -23,7 +23,8 @@
 //! Main types: [`router`] and [`ServerConfig`]; [`serve`] with [`ServeOptions`] and the
 //! [`RequestGuard`] (hosts, origins, request forms; `docs/security.md`); [`DurableRuntime`] (the runtime and the agents
 //! it lists); [`console_routes`] with [`DevConsole`] and [`BuildStatus`]; [`Transcript`] (a
-//! conversation's stored sessions); the wire shapes in [`wire`].
+//! conversation's stored sessions); the wire shapes in [`wire`]; [`McpAgents`] (the agents as
+//! an MCP server over stdio or streamable HTTP, `docs/mcp.md`).
 
 mod backend;
 mod chunks;
@@ -32,6 +33,7 @@ mod durable;
 mod error;
 mod guard;
 mod live;
+mod mcp;
 mod project;
 mod render;
 mod router;
@@ -45,6 +47,7 @@ pub mod wire;
 pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
+pub use mcp::{MCP_PATH, McpAgents, McpServeError};
 pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
     check_token,
