@@ -1,0 +1,143 @@
+//! `flue mcp serve`: every agent of a workspace or bundle as an MCP tool, over stdio (a client
+//! such as Claude Desktop starts `flue` itself) or over streamable HTTP (`--http`, with the
+//! host, origin and token rules of `flue serve`). flue-host assembles the app as for
+//! `flue serve`; flue-server's `McpAgents` speaks the protocol. Over stdio, stdout carries the
+//! protocol and nothing else.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use flue_host::{App, Preflight, RuntimeMode, StoreChoice};
+use flue_server::{MCP_PATH, RequestGuard, ServeOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::Exit;
+use crate::args::McpServeArgs;
+use crate::serve::{broken_agents, cannot_bind, load_agents, shutdown_signal};
+
+/// Runs `flue mcp serve` until the client closes stdio (stdio), or SIGTERM or Ctrl-C.
+pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
+    let http = if args.http {
+        Some(Http::checked(&args)?)
+    } else {
+        None
+    };
+    let agents = load_agents(
+        args.root.as_deref(),
+        args.bundle.as_deref(),
+        args.env_file.as_deref(),
+    )?;
+    let opened = StoreChoice::Configured(args.store.clone())
+        .open(&agents)
+        .await
+        .context("cannot open the conversation store")?;
+    let app = App::builder(agents)
+        .with_opened_store(opened)
+        .with_mode(RuntimeMode::Server)
+        .with_preflight(Preflight::All)
+        .with_settlement_log()
+        .start()
+        .await
+        .context("cannot start the submission runtime")?;
+    if let Some(refusal) = broken_agents(&app) {
+        for warning in app.close().await {
+            tracing::warn!("{warning}");
+        }
+        return Err(refusal);
+    }
+    let Some(mcp) = app.mcp() else {
+        bail!("the server was assembled without its runtime");
+    };
+    let stop = CancellationToken::new();
+    let served = match http {
+        Some(http) => {
+            let listener = tokio::net::TcpListener::bind(SocketAddr::new(http.ip, args.port))
+                .await
+                .map_err(|err| cannot_bind(http.ip, args.port, &err))?;
+            let addr = listener.local_addr()?;
+            eprintln!("flue mcp serve: listening on http://{addr}{MCP_PATH}");
+            let options = ServeOptions {
+                max_connections: args.max_connections,
+                guard: Some(http.guard),
+                ..ServeOptions::default()
+            };
+            let router = mcp.http_router(http.token, stop.clone());
+            let server = tokio::spawn(flue_server::serve(
+                listener,
+                router,
+                options,
+                stop.clone().cancelled_owned(),
+            ));
+            shutdown_signal().await;
+            stop.cancel();
+            // Open SSE streams end with the sessions `stop` closed; plain requests get a moment.
+            let _ = tokio::time::timeout(Duration::from_millis(500), server).await;
+            Ok(())
+        }
+        None => {
+            let session = mcp.serve_stream(tokio::io::stdin(), tokio::io::stdout(), stop.clone());
+            tokio::select! {
+                ended = session => ended,
+                () = shutdown_signal() => {
+                    stop.cancel();
+                    Ok(())
+                }
+            }
+        }
+    };
+    tracing::info!("shutting down: admitting nothing more, letting running calls finish");
+    let busy = app.drain(Duration::from_secs(args.grace)).await;
+    if busy > 0 {
+        tracing::warn!(
+            busy,
+            "grace period over; unfinished work is left to recovery at the next start"
+        );
+    }
+    for warning in app.close().await {
+        tracing::warn!("{warning}");
+    }
+    served?;
+    Ok(Exit::Success)
+}
+
+/// The checked settings of `--http`.
+struct Http {
+    ip: IpAddr,
+    token: Option<String>,
+    guard: RequestGuard,
+}
+
+impl Http {
+    /// The same rules as `flue serve`: a non-loopback bind needs a token; with one, any host
+    /// is served unless some are listed; without one, only loopback names and the listed ones.
+    fn checked(args: &McpServeArgs) -> anyhow::Result<Self> {
+        // An empty FLUE_TOKEN counts as unset; an explicit `--token ""` is refused below.
+        let token = args.token.clone().or_else(|| {
+            std::env::var("FLUE_TOKEN")
+                .ok()
+                .filter(|token| !token.is_empty())
+        });
+        let ip: IpAddr = args
+            .host
+            .parse()
+            .with_context(|| format!("--host {:?} is not an IP address", args.host))?;
+        if !ip.is_loopback() && token.is_none() {
+            bail!(
+                "refusing to bind {ip}: a non-loopback address needs a token (--token or \
+                 FLUE_TOKEN); every request must then carry `Authorization: Bearer <token>`"
+            );
+        }
+        if let Some(token) = &token {
+            flue_server::check_token(token, ip)?;
+        }
+        flue_server::check_hosts(&args.allowed_hosts)?;
+        let guard = if token.is_some() {
+            RequestGuard::any_host()
+        } else {
+            RequestGuard::loopback()
+        }
+        .with_hosts(&args.allowed_hosts);
+        Ok(Self { ip, token, guard })
+    }
+}
