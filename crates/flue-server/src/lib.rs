@@ -47,11 +47,11 @@ pub mod wire;
 pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
-pub use mcp::{MCP_PATH, McpAgents, McpServeError};
 pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
     check_token,
 };
+pub use mcp::{MCP_PATH, McpAgents, McpServeError};
 pub use router::{ROUTES, router};
 pub use serve::{ServeOptions, serve};
 pub use state::ServerConfig;

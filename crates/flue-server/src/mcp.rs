@@ -13,6 +13,7 @@
 //! the HTTP protocol. `docs/mcp.md` describes both.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
@@ -49,8 +50,13 @@ pub const MCP_PATH: &str = "/mcp";
 #[derive(Clone)]
 pub struct McpAgents {
     runtime: DurableRuntime,
+    /// The calls running in this process, by conversation (shared by every session).
+    calls: Arc<Mutex<HashMap<String, Vec<Running>>>>,
     /// The least severe log level the client asked for (`logging/setLevel`); none: no logs.
-    #[expect(deprecated, reason = "MCP logging is deprecated by a future revision, not 2025-11-25")]
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+    )]
     level: Arc<Mutex<Option<rmcp::model::LoggingLevel>>>,
 }
 
@@ -77,6 +83,7 @@ impl McpAgents {
     pub fn new(runtime: DurableRuntime) -> Self {
         Self {
             runtime,
+            calls: Arc::default(),
             level: Arc::new(Mutex::new(None)),
         }
     }
@@ -138,13 +145,53 @@ impl McpAgents {
 
     /// A handler for a new client session: the same runtime, its own log level.
     fn session(&self) -> Self {
-        Self::new(self.runtime.clone())
+        Self {
+            runtime: self.runtime.clone(),
+            calls: Arc::clone(&self.calls),
+            level: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Registers a call on `key` once the calls on it that were cancelled already have
+    /// aborted their work: an abort reaches the whole conversation, so a message sent right
+    /// after a cancellation must be admitted after it, not swept away with it.
+    async fn register(&self, key: &ConversationKey, ct: &CancellationToken) -> CallGuard {
+        let instance = key.instance_id();
+        let aborting: Vec<CancellationToken> = lock(&self.calls)
+            .get(&instance)
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|call| call.ct.is_cancelled())
+                    .map(|call| call.done.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for done in aborting {
+            done.cancelled().await;
+        }
+        let done = CancellationToken::new();
+        lock(&self.calls)
+            .entry(instance.clone())
+            .or_default()
+            .push(Running {
+                ct: ct.clone(),
+                done: done.clone(),
+            });
+        CallGuard {
+            calls: Arc::clone(&self.calls),
+            instance,
+            done,
+        }
     }
 
     fn tool_of(info: &flue_core::AgentInfo) -> Tool {
         let description = match &info.description {
             Some(description) if !description.trim().is_empty() => description.clone(),
-            _ => format!("Send a message to the agent `{}` and get its reply.", info.name),
+            _ => format!(
+                "Send a message to the agent `{}` and get its reply.",
+                info.name
+            ),
         };
         Tool::new(info.name.clone(), description, object(input_schema()))
             .with_raw_output_schema(Arc::new(object(output_schema())))
@@ -183,6 +230,12 @@ impl McpAgents {
                 .as_ref()
                 .and_then(|meta| meta.get_progress_token())
         });
+        let _registered = self.register(&key, &context.ct).await;
+        if context.ct.is_cancelled() {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "cancelled before the message was admitted",
+            )]));
+        }
         // Subscribed before the admission, so that no event of the submission is missed.
         let mut events = self.runtime.runtime().subscribe();
         let delivery = Delivery {
@@ -262,7 +315,12 @@ impl McpAgents {
             .into_iter()
             .filter(|info| info.decision.is_none())
             .map(|info| info.action)
-            .filter(|action| matches!(action.kind, ActionKind::Confirmation | ActionKind::CustomTool))
+            .filter(|action| {
+                matches!(
+                    action.kind,
+                    ActionKind::Confirmation | ActionKind::CustomTool
+                )
+            })
             .collect();
         let Some(action) = pending.first() else {
             return Decided::No(error_result(
@@ -275,7 +333,11 @@ impl McpAgents {
             .supported_elicitation_modes()
             .contains(&ElicitationMode::Form);
         if !can_ask {
-            return Decided::No(paused(key, &pending, "this client cannot be asked (it did not declare the elicitation capability)"));
+            return Decided::No(paused(
+                key,
+                &pending,
+                "this client cannot be asked (it did not declare the elicitation capability)",
+            ));
         }
         let params = elicitation(key, action);
         let answer = tokio::select! {
@@ -312,7 +374,10 @@ impl McpAgents {
 
 impl ServerHandler for McpAgents {
     fn get_info(&self) -> ServerConfig {
-        #[expect(deprecated, reason = "MCP logging is deprecated by a future revision, not 2025-11-25")]
+        #[expect(
+            deprecated,
+            reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+        )]
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_logging()
@@ -354,10 +419,15 @@ impl ServerHandler for McpAgents {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(request, context).await.map(CallToolResponse::from)
+        self.call(request, context)
+            .await
+            .map(CallToolResponse::from)
     }
 
-    #[expect(deprecated, reason = "MCP logging is deprecated by a future revision, not 2025-11-25")]
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+    )]
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
@@ -383,7 +453,9 @@ impl CallInput {
             .find(|key| !matches!(key.as_str(), "message" | "conversation_id"))
         {
             return Err(McpError::invalid_params(
-                format!("unknown argument `{unknown}`: the arguments are `message` and `conversation_id`"),
+                format!(
+                    "unknown argument `{unknown}`: the arguments are `message` and `conversation_id`"
+                ),
                 None,
             ));
         }
@@ -424,6 +496,36 @@ impl CallInput {
     }
 }
 
+/// A call running on a conversation: its cancellation, and when it is over.
+struct Running {
+    ct: CancellationToken,
+    done: CancellationToken,
+}
+
+/// Removes a call from the running ones when it ends (its abort, if any, requested).
+struct CallGuard {
+    calls: Arc<Mutex<HashMap<String, Vec<Running>>>>,
+    instance: String,
+    done: CancellationToken,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.done.cancel();
+        let mut calls = lock(&self.calls);
+        if let Some(running) = calls.get_mut(&self.instance) {
+            running.retain(|call| !call.done.is_cancelled());
+            if running.is_empty() {
+                calls.remove(&self.instance);
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Whether a pause was decided.
 enum Decided {
     /// A decision was stored: wait again.
@@ -436,7 +538,10 @@ enum Decided {
 struct Reporter {
     peer: Peer<RoleServer>,
     token: Option<ProgressToken>,
-    #[expect(deprecated, reason = "MCP logging is deprecated by a future revision, not 2025-11-25")]
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+    )]
     level: Arc<Mutex<Option<rmcp::model::LoggingLevel>>>,
     key: ConversationKey,
     n: u32,
@@ -463,7 +568,10 @@ impl Reporter {
         self.log(event, &message).await;
     }
 
-    #[expect(deprecated, reason = "MCP logging is deprecated by a future revision, not 2025-11-25")]
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+    )]
     async fn log(&self, event: &Event, message: &str) {
         use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
         let Some(wanted) = *self.level.lock().unwrap_or_else(PoisonError::into_inner) else {
@@ -488,7 +596,10 @@ impl Reporter {
 }
 
 /// A log level's rank, debug lowest.
-#[expect(deprecated, reason = "MCP logging is deprecated by a future revision, not 2025-11-25")]
+#[expect(
+    deprecated,
+    reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+)]
 fn severity(level: rmcp::model::LoggingLevel) -> u8 {
     use rmcp::model::LoggingLevel;
     match level {

@@ -149,7 +149,10 @@ fn check_common(report: &Value) {
         plain["properties"],
         serde_json::json!(["conversation_id", "message"])
     );
-    assert_eq!(plain["output"], serde_json::json!(["conversation_id", "reply"]));
+    assert_eq!(
+        plain["output"],
+        serde_json::json!(["conversation_id", "reply"])
+    );
 
     // A fresh conversation per call without an id, its id in the result; the same one again.
     let first = &report["first"];
@@ -174,7 +177,10 @@ fn check_common(report: &Value) {
     // same conversation was answered (it would have waited ten minutes behind it).
     assert_ne!(report["cancelled"], "the call was not cancelled");
     assert_eq!(report["afterCancel"]["isError"], false, "{report}");
-    assert_eq!(report["afterCancel"]["structured"]["reply"], "Quick answer.");
+    assert_eq!(
+        report["afterCancel"]["structured"]["reply"],
+        "Quick answer."
+    );
 
     assert_ne!(report["badArguments"], "accepted");
     // Logs at the level the client set.
@@ -198,10 +204,7 @@ fn the_official_client_drives_the_agents_over_stdio_with_elicitation() {
     let asked = &report["asked"];
     assert_eq!(asked["isError"], false, "{asked}");
     assert!(
-        asked["text"]
-            .as_str()
-            .unwrap()
-            .contains("Final answer: 42"),
+        asked["text"].as_str().unwrap().contains("Final answer: 42"),
         "{asked}"
     );
     let questions = report["questions"].as_array().unwrap();
@@ -349,7 +352,14 @@ fn the_conformance_suites_server_scenarios_pass() {
         .map(|scenario| {
             let dir = out.path().join(scenario);
             let child = Command::new(&node)
-                .args([&suite, "server", "--url", &server.url, "--scenario", scenario])
+                .args([
+                    &suite,
+                    "server",
+                    "--url",
+                    &server.url,
+                    "--scenario",
+                    scenario,
+                ])
                 .arg("-o")
                 .arg(&dir)
                 .stdout(Stdio::piped())
@@ -379,7 +389,10 @@ fn the_conformance_suites_server_scenarios_pass() {
             }
         }
         if !output.status.success() {
-            failures.push(format!("{scenario}: the suite exited with {}", output.status));
+            failures.push(format!(
+                "{scenario}: the suite exited with {}",
+                output.status
+            ));
         }
     }
     assert_eq!(
