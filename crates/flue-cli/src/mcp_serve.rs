@@ -49,7 +49,10 @@ pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
     let Some(mcp) = app.mcp() else {
         bail!("the server was assembled without its runtime");
     };
+    // `stop` ends the MCP sessions, which cancels (aborts) the calls still running: it fires
+    // only after the drain let them finish.
     let stop = CancellationToken::new();
+    let grace = Duration::from_secs(args.grace);
     let served = match http {
         Some(http) => {
             let listener = tokio::net::TcpListener::bind(SocketAddr::new(http.ip, args.port))
@@ -63,42 +66,63 @@ pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
                 ..ServeOptions::default()
             };
             let router = mcp.http_router(http.token, stop.clone());
+            let accepting = CancellationToken::new();
             let server = tokio::spawn(flue_server::serve(
                 listener,
                 router,
                 options,
-                stop.clone().cancelled_owned(),
+                accepting.clone().cancelled_owned(),
             ));
             shutdown_signal().await;
+            accepting.cancel();
+            drain(&app, grace).await;
             stop.cancel();
-            // Open SSE streams end with the sessions `stop` closed; plain requests get a moment.
+            // The sessions' SSE streams end with them; plain requests get a moment.
             let _ = tokio::time::timeout(Duration::from_millis(500), server).await;
             Ok(())
         }
         None => {
-            let session = mcp.serve_stream(tokio::io::stdin(), tokio::io::stdout(), stop.clone());
-            tokio::select! {
-                ended = session => ended,
-                () = shutdown_signal() => {
-                    stop.cancel();
-                    Ok(())
+            let mut session = tokio::spawn(mcp.serve_stream(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                stop.clone(),
+            ));
+            // The client closing stdio ends the session (and its calls); a signal lets the
+            // running calls finish first.
+            let ended = tokio::select! {
+                ended = &mut session => {
+                    drain(&app, grace).await;
+                    ended
                 }
+                () = shutdown_signal() => {
+                    drain(&app, grace).await;
+                    stop.cancel();
+                    session.await
+                }
+            };
+            match ended {
+                Ok(ended) => ended.map_err(anyhow::Error::from),
+                Err(err) => Err(anyhow::anyhow!("the MCP session task failed: {err}")),
             }
         }
     };
+    for warning in app.close().await {
+        tracing::warn!("{warning}");
+    }
+    served?;
+    Ok(Exit::Success)
+}
+
+/// Stops admitting and gives the running calls `grace` to finish.
+async fn drain(app: &App, grace: Duration) {
     tracing::info!("shutting down: admitting nothing more, letting running calls finish");
-    let busy = app.drain(Duration::from_secs(args.grace)).await;
+    let busy = app.drain(grace).await;
     if busy > 0 {
         tracing::warn!(
             busy,
             "grace period over; unfinished work is left to recovery at the next start"
         );
     }
-    for warning in app.close().await {
-        tracing::warn!("{warning}");
-    }
-    served?;
-    Ok(Exit::Success)
 }
 
 /// The checked settings of `--http`.
