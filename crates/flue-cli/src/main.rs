@@ -180,12 +180,14 @@ pub(crate) fn init_telemetry(command: &Command) -> flue_telemetry::Telemetry {
         flue_telemetry::LogOptions::new(SERVE_LOG_DEFAULT)
     } else if matches!(
         command,
-        Command::Dev(_)
-            | Command::Mcp {
-                command: McpCommand::Serve(_)
-            }
+        Command::Mcp {
+            command: McpCommand::Serve(_)
+        }
     ) {
-        // `flue mcp serve` keeps stdout for the protocol; stderr (a client's log) gets warnings.
+        // `flue mcp serve` keeps stdout for the protocol; stderr (a client's log) gets flue's
+        // warnings (the MCP library's own warn about each refused call, which the client sees).
+        flue_telemetry::LogOptions::new("warn,rmcp=error")
+    } else if matches!(command, Command::Dev(_)) {
         // `flue dev` keeps the terminal for reloads and diagnostics: warnings only by default.
         flue_telemetry::LogOptions::new("warn")
     } else {

@@ -228,7 +228,7 @@ impl McpAgents {
             request
                 .meta
                 .as_ref()
-                .and_then(|meta| meta.get_progress_token())
+                .and_then(rmcp::model::RequestMetaObject::get_progress_token)
         });
         let _registered = self.register(&key, &context.ct).await;
         if context.ct.is_cancelled() {
@@ -710,8 +710,8 @@ fn elicitation(key: &ConversationKey, action: &PendingAction) -> ElicitRequestPa
     let (message, schema) = match action.kind {
         ActionKind::CustomTool => (
             format!(
-                "Agent `{}` (conversation `{}`) calls the tool `{}` with {}; its result comes \
-                 from you. {}",
+                "Agent `{}` (conversation `{}`) calls the tool `{}` with {} ({}); its result \
+                 comes from you.",
                 key.agent, key.id, action.tool_name, action.input, action.reason
             ),
             json!({
@@ -728,8 +728,8 @@ fn elicitation(key: &ConversationKey, action: &PendingAction) -> ElicitRequestPa
         ),
         _ => (
             format!(
-                "Agent `{}` (conversation `{}`) wants to run the tool `{}` with {}. {} Accept \
-                 to allow it, decline to deny it.",
+                "Agent `{}` (conversation `{}`) wants to run the tool `{}` with {} ({}). \
+                 Accept to allow it, decline to deny it.",
                 key.agent, key.id, action.tool_name, action.input, action.reason
             ),
             json!({
