@@ -199,7 +199,20 @@ fn the_official_client_drives_the_agents_over_stdio_with_elicitation() {
     let workspace = workspace();
     let root = workspace.root().to_string_lossy().into_owned();
     let report = client(&[("MODE", "stdio"), ("ROOT", &root), ("ELICIT", "1")]);
-    check_common(&report);
+    check_elicited(&report);
+}
+
+#[test]
+fn the_official_client_answers_a_pause_over_streamable_http() {
+    let workspace = workspace();
+    let server = McpServer::start(workspace.root(), &[]);
+    let report = client(&[("MODE", "http"), ("URL", &server.url), ("ELICIT", "1")]);
+    check_elicited(&report);
+}
+
+/// A client with the elicitation capability: everything, and the pause was a question.
+fn check_elicited(report: &Value) {
+    check_common(report);
     // The pause became a question; allowed, the call ran and the agent answered.
     let asked = &report["asked"];
     assert_eq!(asked["isError"], false, "{asked}");
