@@ -61,7 +61,8 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: TrashCommand,
     },
-    /// Sign in to and out of remote MCP servers that use OAuth.
+    /// Serve the workspace's agents to MCP clients (`serve`), and sign in to and out of remote
+    /// MCP servers that use OAuth (`login`, `logout`).
     #[command(after_help = MCP_HELP)]
     Mcp {
         #[command(subcommand)]
@@ -127,6 +128,8 @@ const TRASH_HELP: &str = "Examples:
 
 Docs: docs/cli.md#flue-trash, docs/file-tools.md";
 const MCP_HELP: &str = "Examples:
+  flue mcp serve                       (the agents as MCP tools over stdio)
+  flue mcp serve --http --port 3100    (over streamable HTTP at http://127.0.0.1:3100/mcp)
   flue mcp login github
   flue mcp logout github
 
@@ -134,6 +137,10 @@ Docs: docs/cli.md#flue-mcp, docs/mcp.md";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum McpCommand {
+    /// Serve every agent of the workspace (or bundle) as an MCP tool, over stdio (for a client
+    /// that starts `flue` itself) or over streamable HTTP (`--http`).
+    #[command(after_help = MCP_HELP)]
+    Serve(McpServeArgs),
     /// Sign in to a remote MCP server (OAuth): prints the url to open, waits for the browser to
     /// come back to a loopback address, and keeps the tokens in the workspace store.
     #[command(after_help = MCP_HELP)]
@@ -141,6 +148,46 @@ pub(crate) enum McpCommand {
     /// Forget the stored OAuth tokens of a remote MCP server.
     #[command(after_help = MCP_HELP)]
     Logout(McpServerArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpServeArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml); with
+    /// --bundle, where agents work and conversations are kept (default: the current directory).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Serve the agents of a bundle built by `flue build`.
+    #[arg(long)]
+    pub(crate) bundle: Option<PathBuf>,
+    /// Environment file to load instead of ROOT/.env.
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Keep conversations in this Postgres database (as `flue serve --store`). Default:
+    /// flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Serve streamable HTTP at `http://HOST:PORT/mcp` instead of stdio.
+    #[arg(long)]
+    pub(crate) http: bool,
+    /// With --http: the address to bind. Anything but loopback requires a token.
+    #[arg(long, default_value = "127.0.0.1", requires = "http")]
+    pub(crate) host: String,
+    /// With --http: the port to bind (0 picks a free one; the url is printed on stderr).
+    #[arg(long, default_value_t = 3100, requires = "http")]
+    pub(crate) port: u16,
+    /// With --http: the bearer token every request must carry (default: $FLUE_TOKEN).
+    #[arg(long, requires = "http")]
+    pub(crate) token: Option<String>,
+    /// With --http: a host name (`name` or `name:port`) requests may address besides
+    /// `localhost`, `127.0.0.1` and `[::1]` on the bound port (repeatable), as `flue serve`.
+    #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// With --http: most open connections at once (SSE streams included).
+    #[arg(long, default_value_t = 1_024, requires = "http")]
+    pub(crate) max_connections: usize,
+    /// Seconds running calls get to finish at shutdown.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) grace: u64,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@ mod init;
 mod input;
 mod interrupt;
 mod mcp;
+mod mcp_serve;
 mod pauses;
 mod render;
 mod run;
@@ -93,7 +94,14 @@ fn main() -> ExitCode {
     };
     // `flue serve` and `flue dev` serve many conversations: all cores. Everything else: one
     // thread.
-    let serving = matches!(cli.command, Command::Serve(_) | Command::Dev(_));
+    let serving = matches!(
+        cli.command,
+        Command::Serve(_)
+            | Command::Dev(_)
+            | Command::Mcp {
+                command: McpCommand::Serve(_)
+            }
+    );
     let telemetry = init_telemetry(&cli.command);
     let mut builder = if serving {
         tokio::runtime::Builder::new_multi_thread()
@@ -129,6 +137,9 @@ fn main() -> ExitCode {
             Command::Trash {
                 command: TrashCommand::Restore(restore_args),
             } => trash::restore(restore_args).await,
+            Command::Mcp {
+                command: McpCommand::Serve(serve_args),
+            } => mcp_serve::serve(serve_args).await,
             Command::Mcp {
                 command: McpCommand::Login(login_args),
             } => mcp::login(&login_args).await,
@@ -167,6 +178,15 @@ pub(crate) fn init_telemetry(command: &Command) -> flue_telemetry::Telemetry {
         // flue's own lines (one per request, settlement and problem) at info; libraries only
         // when something is wrong (the MCP library logs whole server greetings at info).
         flue_telemetry::LogOptions::new(SERVE_LOG_DEFAULT)
+    } else if matches!(
+        command,
+        Command::Mcp {
+            command: McpCommand::Serve(_)
+        }
+    ) {
+        // `flue mcp serve` keeps stdout for the protocol; stderr (a client's log) gets flue's
+        // warnings (the MCP library's own warn about each refused call, which the client sees).
+        flue_telemetry::LogOptions::new("warn,rmcp=error")
     } else if matches!(command, Command::Dev(_)) {
         // `flue dev` keeps the terminal for reloads and diagnostics: warnings only by default.
         flue_telemetry::LogOptions::new("warn")

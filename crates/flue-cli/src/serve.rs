@@ -59,30 +59,12 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         .start()
         .await
         .context("cannot start the submission runtime")?;
-    let mut broken = Vec::new();
-    for check in app.checks() {
-        for warning in &check.warnings {
-            tracing::warn!(agent = %check.agent, "{warning}");
-        }
-        if let Some(error) = &check.error {
-            broken.push(format!("  agent `{}`: {error}", check.agent));
-        }
-    }
     // An agent that cannot run would be listed and then fail every message sent to it.
-    if !broken.is_empty() {
+    if let Some(refusal) = broken_agents(&app) {
         for warning in app.close().await {
             tracing::warn!("{warning}");
         }
-        bail!(
-            "refusing to serve: {} cannot run\n{}\nfix the cause above, or move the agent's \
-             file out of agents/ (for a bundle: rebuild it with `flue build`)",
-            if broken.len() == 1 {
-                "an agent".to_owned()
-            } else {
-                format!("{} agents", broken.len())
-            },
-            broken.join("\n")
-        );
+        return Err(refusal);
     }
     // A token protects against DNS rebinding (a page cannot add it), so with one any Host is
     // served unless hosts are listed; without one, only loopback names and the listed hosts.
@@ -140,6 +122,32 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// Logs the preflight's warnings; the refusal to serve when an agent cannot run.
+pub(crate) fn broken_agents(app: &App) -> Option<anyhow::Error> {
+    let mut broken = Vec::new();
+    for check in app.checks() {
+        for warning in &check.warnings {
+            tracing::warn!(agent = %check.agent, "{warning}");
+        }
+        if let Some(error) = &check.error {
+            broken.push(format!("  agent `{}`: {error}", check.agent));
+        }
+    }
+    if broken.is_empty() {
+        return None;
+    }
+    Some(anyhow::anyhow!(
+        "refusing to serve: {} cannot run\n{}\nfix the cause above, or move the agent's \
+         file out of agents/ (for a bundle: rebuild it with `flue build`)",
+        if broken.len() == 1 {
+            "an agent".to_owned()
+        } else {
+            format!("{} agents", broken.len())
+        },
+        broken.join("\n")
+    ))
+}
+
 /// Resolves on SIGTERM or Ctrl-C.
 pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
@@ -165,22 +173,35 @@ pub(crate) async fn shutdown_signal() {
 
 /// The agents of the workspace or bundle.
 fn load(args: &ServeArgs) -> anyhow::Result<AgentSet> {
+    load_agents(
+        args.root.as_deref(),
+        args.bundle.as_deref(),
+        args.env_file.as_deref(),
+    )
+}
+
+/// The agents of the workspace at `root`, or of `bundle` working in `root`.
+pub(crate) fn load_agents(
+    root: Option<&Path>,
+    bundle: Option<&Path>,
+    env_file: Option<&Path>,
+) -> anyhow::Result<AgentSet> {
     let vars = || {
         // Variables that are not UTF-8 cannot be keys or URLs: left out rather than a panic.
         std::env::vars_os()
             .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)))
     };
-    let env = |root: &Path| Env::for_root(vars(), root, args.env_file.as_deref());
-    Ok(match &args.bundle {
+    let env = |root: &Path| Env::for_root(vars(), root, env_file);
+    Ok(match bundle {
         Some(bundle) => {
-            let root = match &args.root {
+            let root = match root {
                 Some(root) => resolve_root(Some(root))?,
                 None => current_dir()?,
             };
             AgentSet::from_bundle(bundle, &root, env(&root)?)?
         }
         None => {
-            let root = resolve_root(args.root.as_deref())?;
+            let root = resolve_root(root)?;
             AgentSet::from_workspace(&root, env(&root)?)?
         }
     })

@@ -1,6 +1,6 @@
 //! The serving assembly: from an agent set and a few settings, the store, the [`Host`], the
-//! submission runtime ([`AgentRuntime`]) with its recovery, and, when serving, the HTTP router,
-//! built in one place; and the drain and close that take them down. `flue run`, `flue chat`,
+//! submission runtime ([`AgentRuntime`]) with its recovery, and, when serving, the HTTP router
+//! and the MCP server, built in one place; and the drain and close that take them down. `flue run`, `flue chat`,
 //! `flue serve` and `flue dev` all start an [`App`]; so can embedders.
 //!
 //! Starting the runtime is the recovery: work a killed process left unsettled in the store is
@@ -326,6 +326,13 @@ impl App {
     pub fn router(&self, config: ServerConfig) -> Option<axum::Router> {
         let server = self.server.as_ref()?;
         Some(flue_server::router(server.clone(), config))
+    }
+
+    /// The agents of this app's runtime as an MCP server (`None` unless
+    /// [`RuntimeMode::Server`]): `flue mcp serve` over stdio or streamable HTTP.
+    pub fn mcp(&self) -> Option<flue_server::McpAgents> {
+        let server = self.server.as_ref()?;
+        Some(flue_server::McpAgents::new(server.clone()))
     }
 
     /// Serves `agents` from now on, in the host and in the router's agent list; returns the

@@ -23,7 +23,8 @@
 //! Main types: [`router`] and [`ServerConfig`]; [`serve`] with [`ServeOptions`] and the
 //! [`RequestGuard`] (hosts, origins, request forms; `docs/security.md`); [`DurableRuntime`] (the runtime and the agents
 //! it lists); [`console_routes`] with [`DevConsole`] and [`BuildStatus`]; [`Transcript`] (a
-//! conversation's stored sessions); the wire shapes in [`wire`].
+//! conversation's stored sessions); the wire shapes in [`wire`]; [`McpAgents`] (the agents as
+//! an MCP server over stdio or streamable HTTP, `docs/mcp.md`).
 
 mod backend;
 mod chunks;
@@ -32,6 +33,7 @@ mod durable;
 mod error;
 mod guard;
 mod live;
+mod mcp;
 mod project;
 mod render;
 mod router;
@@ -49,6 +51,7 @@ pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
     check_token,
 };
+pub use mcp::{MCP_PATH, McpAgents, McpServeError};
 pub use router::{ROUTES, router};
 pub use serve::{ServeOptions, serve};
 pub use state::ServerConfig;

@@ -166,7 +166,7 @@ async fn authenticate(
 }
 
 /// The credentials of `Bearer <token>`, the scheme in any case (RFC 9110 11.1).
-fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -285,7 +285,7 @@ async fn envelope(request: Request, next: Next) -> Response {
 }
 
 /// Compares without an early exit on the first differing byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

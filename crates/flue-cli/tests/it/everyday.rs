@@ -68,6 +68,7 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
         &["trash", "list"],
         &["trash", "restore"],
         &["mcp"],
+        &["mcp", "serve"],
         &["mcp", "login"],
         &["mcp", "logout"],
     ] {

@@ -20,6 +20,7 @@ mod hostile_inputs;
 mod hostile_workspace;
 mod mcp;
 mod mcp_oauth;
+mod mcp_serve;
 mod model_per_call;
 mod multi_node;
 mod on_terminal;

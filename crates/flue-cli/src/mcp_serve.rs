@@ -1,0 +1,167 @@
+//! `flue mcp serve`: every agent of a workspace or bundle as an MCP tool, over stdio (a client
+//! such as Claude Desktop starts `flue` itself) or over streamable HTTP (`--http`, with the
+//! host, origin and token rules of `flue serve`). flue-host assembles the app as for
+//! `flue serve`; flue-server's `McpAgents` speaks the protocol. Over stdio, stdout carries the
+//! protocol and nothing else.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use flue_host::{App, Preflight, RuntimeMode, StoreChoice};
+use flue_server::{MCP_PATH, RequestGuard, ServeOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::Exit;
+use crate::args::McpServeArgs;
+use crate::serve::{broken_agents, cannot_bind, load_agents, shutdown_signal};
+
+/// Runs `flue mcp serve` until the client closes stdio (stdio), or SIGTERM or Ctrl-C.
+pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
+    let http = if args.http {
+        Some(Http::checked(&args)?)
+    } else {
+        None
+    };
+    let agents = load_agents(
+        args.root.as_deref(),
+        args.bundle.as_deref(),
+        args.env_file.as_deref(),
+    )?;
+    let opened = StoreChoice::Configured(args.store.clone())
+        .open(&agents)
+        .await
+        .context("cannot open the conversation store")?;
+    let app = App::builder(agents)
+        .with_opened_store(opened)
+        .with_mode(RuntimeMode::Server)
+        .with_preflight(Preflight::All)
+        .with_settlement_log()
+        .start()
+        .await
+        .context("cannot start the submission runtime")?;
+    if let Some(refusal) = broken_agents(&app) {
+        for warning in app.close().await {
+            tracing::warn!("{warning}");
+        }
+        return Err(refusal);
+    }
+    let Some(mcp) = app.mcp() else {
+        bail!("the server was assembled without its runtime");
+    };
+    // `stop` ends the MCP sessions, which cancels (aborts) the calls still running: it fires
+    // only after the drain let them finish.
+    let stop = CancellationToken::new();
+    let grace = Duration::from_secs(args.grace);
+    let served = match http {
+        Some(http) => {
+            let listener = tokio::net::TcpListener::bind(SocketAddr::new(http.ip, args.port))
+                .await
+                .map_err(|err| cannot_bind(http.ip, args.port, &err))?;
+            let addr = listener.local_addr()?;
+            eprintln!("flue mcp serve: listening on http://{addr}{MCP_PATH}");
+            let options = ServeOptions {
+                max_connections: args.max_connections,
+                guard: Some(http.guard),
+                ..ServeOptions::default()
+            };
+            let router = mcp.http_router(http.token, stop.clone());
+            let accepting = CancellationToken::new();
+            let server = tokio::spawn(flue_server::serve(
+                listener,
+                router,
+                options,
+                accepting.clone().cancelled_owned(),
+            ));
+            shutdown_signal().await;
+            accepting.cancel();
+            drain(&app, grace).await;
+            stop.cancel();
+            // The sessions' SSE streams end with them; plain requests get a moment.
+            let _ = tokio::time::timeout(Duration::from_millis(500), server).await;
+            Ok(())
+        }
+        None => {
+            let mut session = tokio::spawn(mcp.serve_stream(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                stop.clone(),
+            ));
+            // The client closing stdio ends the session (and its calls); a signal lets the
+            // running calls finish first.
+            let ended = tokio::select! {
+                ended = &mut session => {
+                    drain(&app, grace).await;
+                    ended
+                }
+                () = shutdown_signal() => {
+                    drain(&app, grace).await;
+                    stop.cancel();
+                    session.await
+                }
+            };
+            match ended {
+                Ok(ended) => ended.map_err(anyhow::Error::from),
+                Err(err) => Err(anyhow::anyhow!("the MCP session task failed: {err}")),
+            }
+        }
+    };
+    for warning in app.close().await {
+        tracing::warn!("{warning}");
+    }
+    served?;
+    Ok(Exit::Success)
+}
+
+/// Stops admitting and gives the running calls `grace` to finish.
+async fn drain(app: &App, grace: Duration) {
+    tracing::info!("shutting down: admitting nothing more, letting running calls finish");
+    let busy = app.drain(grace).await;
+    if busy > 0 {
+        tracing::warn!(
+            busy,
+            "grace period over; unfinished work is left to recovery at the next start"
+        );
+    }
+}
+
+/// The checked settings of `--http`.
+struct Http {
+    ip: IpAddr,
+    token: Option<String>,
+    guard: RequestGuard,
+}
+
+impl Http {
+    /// The same rules as `flue serve`: a non-loopback bind needs a token; with one, any host
+    /// is served unless some are listed; without one, only loopback names and the listed ones.
+    fn checked(args: &McpServeArgs) -> anyhow::Result<Self> {
+        // An empty FLUE_TOKEN counts as unset; an explicit `--token ""` is refused below.
+        let token = args.token.clone().or_else(|| {
+            std::env::var("FLUE_TOKEN")
+                .ok()
+                .filter(|token| !token.is_empty())
+        });
+        let ip: IpAddr = args
+            .host
+            .parse()
+            .with_context(|| format!("--host {:?} is not an IP address", args.host))?;
+        if !ip.is_loopback() && token.is_none() {
+            bail!(
+                "refusing to bind {ip}: a non-loopback address needs a token (--token or \
+                 FLUE_TOKEN); every request must then carry `Authorization: Bearer <token>`"
+            );
+        }
+        if let Some(token) = &token {
+            flue_server::check_token(token, ip)?;
+        }
+        flue_server::check_hosts(&args.allowed_hosts)?;
+        let guard = if token.is_some() {
+            RequestGuard::any_host()
+        } else {
+            RequestGuard::loopback()
+        }
+        .with_hosts(&args.allowed_hosts);
+        Ok(Self { ip, token, guard })
+    }
+}

