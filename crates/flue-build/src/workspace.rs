@@ -43,6 +43,14 @@ pub(crate) const ROLES_DIR: &str = ".agents/roles";
 const CONTEXT_FILE: &str = "AGENTS.md";
 
 impl Workspace {
+    /// Every agent's schedules, by agent then name.
+    pub fn schedules(&self) -> Vec<&crate::Schedule> {
+        self.agents
+            .values()
+            .flat_map(|agent| &agent.schedules)
+            .collect()
+    }
+
     /// Notes that are not problems, sorted by file and line: the keys of other agents'
     /// extensions of the skill format that the skills use and Flue ignores.
     pub fn notes(&self) -> Vec<Diagnostic> {
@@ -415,6 +423,7 @@ impl<'s> Loader<'s> {
     fn finish(mut self) -> Result<Workspace, Diagnostics> {
         self.check_references();
         self.check_subagent_durability();
+        self.check_schedule_names();
         self.check_cycles();
         Diagnostics::check(self.diagnostics)?;
         Ok(Workspace {
@@ -499,6 +508,30 @@ impl<'s> Loader<'s> {
                             "unknown subagent `{subagent}`{suggestion}: add {AGENTS_DIR}/{subagent}.md or remove it from `subagents`"
                         ),
                     ));
+                }
+            }
+        }
+    }
+
+    /// Schedule names are unique in the workspace (a tick's origin and key name the schedule
+    /// alone); each repeat is reported at its line, naming the first.
+    fn check_schedule_names(&mut self) {
+        let mut first: BTreeMap<&str, &crate::Schedule> = BTreeMap::new();
+        for parsed in self.agents.values() {
+            for schedule in &parsed.file.schedules {
+                match first.get(schedule.name.as_str()) {
+                    Some(earlier) => self.diagnostics.push(Diagnostic::at(
+                        &schedule.path,
+                        schedule.line,
+                        format!(
+                            "schedule `{}` is declared already in {}:{}: schedule names are \
+                             unique in the workspace; rename one",
+                            schedule.name, earlier.path, earlier.line
+                        ),
+                    )),
+                    None => {
+                        first.insert(&schedule.name, schedule);
+                    }
                 }
             }
         }
