@@ -284,8 +284,10 @@ pub(crate) fn parse(
 ) -> Vec<Schedule> {
     let expected = "a mapping of schedule names to `{cron: \"0 9 * * *\", message: ...}` or \
                     `{every: 30s, signal: ...}`";
-    let Some(entries) = report.check(&["schedules"], fields::mapping("schedules", value, expected))
-    else {
+    let Some(entries) = report.check(
+        &["schedules"],
+        fields::mapping("schedules", value, expected),
+    ) else {
         return Vec::new();
     };
     let mut schedules = Vec::new();
@@ -328,13 +330,19 @@ fn one(
         let dotted = format!("schedules.{name}.{key}");
         let ok = match key.as_str() {
             "cron" => report
-                .check(&keys, fields::string(&dotted, value).and_then(|line| cron(&dotted, &line)))
+                .check(
+                    &keys,
+                    fields::string(&dotted, value).and_then(|line| cron(&dotted, &line)),
+                )
                 .map(|parsed| cron_line = Some(parsed)),
             "every" => report
                 .check(&keys, interval(&dotted, value))
                 .map(|interval_ms| every = Some(interval_ms)),
             "timezone" => report
-                .check(&keys, fields::string(&dotted, value).and_then(|zone| tz(&dotted, &zone)))
+                .check(
+                    &keys,
+                    fields::string(&dotted, value).and_then(|zone| tz(&dotted, &zone)),
+                )
                 .map(|zone| timezone = Some(zone)),
             "conversation" => report
                 .check(
@@ -592,12 +600,10 @@ fn signal(name: &str, value: &Pod, report: &mut Report<'_>) -> Option<ScheduleMe
         valid &= ok.is_some();
     }
     let Some(signal_type) = signal_type else {
-        if valid {
-            report.error(
-                &at,
-                format!("`schedules.{name}.signal` needs a `type`, e.g. `type: daily-report`"),
-            );
-        }
+        report.error(
+            &at,
+            format!("`schedules.{name}.signal` needs a `type`, e.g. `type: daily-report`"),
+        );
         return None;
     };
     valid.then_some(ScheduleMessage::Signal {
