@@ -29,7 +29,9 @@ pub(crate) fn list(args: &SchedulesArgs) -> anyhow::Result<Exit> {
     };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
     let schedules = workspace.schedules();
     let n_next = usize::from(args.next);
     if args.json {
@@ -37,10 +39,7 @@ pub(crate) fn list(args: &SchedulesArgs) -> anyhow::Result<Exit> {
             .iter()
             .map(|schedule| to_json(schedule, now, n_next))
             .collect();
-        println!(
-            "{}",
-            output.json_pretty(&json!({ "schedules": listed }))?
-        );
+        println!("{}", output.json_pretty(&json!({ "schedules": listed }))?);
         return Ok(Exit::Success);
     }
     if schedules.is_empty() {

@@ -328,9 +328,10 @@ async fn origin(
         .submission(&submission_id)
         .await?
         .and_then(|submission| submission.idempotency_key);
-    Ok(key.as_deref().and_then(flue_build::schedule_of_key).map(|name| {
-        format!("{}{name}", flue_build::SCHEDULE_ORIGIN_PREFIX)
-    }))
+    Ok(key
+        .as_deref()
+        .and_then(flue_build::schedule_of_key)
+        .map(|name| format!("{}{name}", flue_build::SCHEDULE_ORIGIN_PREFIX)))
 }
 
 /// The id of agent `agent`'s most recently active conversation, if it has any.
