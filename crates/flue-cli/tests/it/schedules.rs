@@ -61,11 +61,18 @@ fn ms(text: &str) -> u64 {
 /// Every stored submission as (idempotency key, message JSON).
 type Rows = Vec<(Option<String>, String)>;
 
+/// Fires per schedule and tick, and (stored key, expected key) per submission.
+type Fires = (
+    BTreeMap<&'static str, BTreeMap<u64, usize>>,
+    Vec<(Option<String>, String)>,
+);
+
 /// Fires per schedule and tick, read from the stored messages: a signal's `schedule` and
-/// `tick` attributes, a message's `Start the run of <tick>`. Also checks that each carries
-/// the key `schedule:<name>:<tick>`.
-fn fires(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<u64, usize>> {
+/// `tick` attributes, a message's `Start the run of <tick>`; with each submission's key and
+/// the key it should carry (`schedule:<name>:<tick>`).
+fn fires(rows: &Rows) -> Fires {
     let mut fires: BTreeMap<&'static str, BTreeMap<u64, usize>> = BTreeMap::new();
+    let mut keys = Vec::new();
     for (key, message) in rows {
         let message: Value = serde_json::from_str(message).unwrap();
         let (schedule, tick) = if let Some(tick) = message["attributes"]["tick"].as_str() {
@@ -78,17 +85,14 @@ fn fires(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<u64, usize>> {
                 .unwrap_or_else(|| panic!("not a tick: {message}"));
             ("fresh", tick.to_owned())
         };
-        assert_eq!(
-            key.as_deref(),
-            Some(format!("schedule:{schedule}:{tick}").as_str())
-        );
+        keys.push((key.clone(), format!("schedule:{schedule}:{tick}")));
         *fires
             .entry(schedule)
             .or_default()
             .entry(ms(&tick))
             .or_default() += 1;
     }
-    fires
+    (fires, keys)
 }
 
 fn sqlite_rows(db: &Path) -> Rows {
@@ -132,7 +136,7 @@ fn wait_for_tick(read: &dyn Fn() -> Rows, tick: u64, what: &str) {
     let started = Instant::now();
     loop {
         let rows = read();
-        let fires = fires(&rows);
+        let (fires, _) = fires(&rows);
         let reached = ["beat", "fresh"].iter().all(|schedule| {
             fires
                 .get(schedule)
@@ -155,7 +159,7 @@ fn wait_for_tick(read: &dyn Fn() -> Rows, tick: u64, what: &str) {
 /// `a < k < b + interval` (run i fired `a` before dying at `k`; the next run fired `b`, the
 /// latest tick at its start, as `catch_up = "once"` does). Returns the ticks per schedule.
 fn check_exactly_once(rows: &Rows, kills: &[u64]) -> BTreeMap<&'static str, Vec<u64>> {
-    let fires = fires(rows);
+    let (fires, keys) = fires(rows);
     let mut out = BTreeMap::new();
     for (schedule, ticks) in &fires {
         let twice: Vec<_> = ticks.iter().filter(|(_, count)| **count != 1).collect();
@@ -186,6 +190,9 @@ fn check_exactly_once(rows: &Rows, kills: &[u64]) -> BTreeMap<&'static str, Vec<
              (kills at {kills:?}; fired {ticks:?})"
         );
         out.insert(*schedule, ticks);
+    }
+    for (stored, expected) in keys {
+        assert_eq!(stored.as_deref(), Some(expected.as_str()));
     }
     out
 }
@@ -351,6 +358,93 @@ fn every_tick_fires_once_across_sigkills_and_restarts() {
             .any(|line| line.starts_with("ticks ") && line.ends_with("  schedule:beat")),
         "{table}"
     );
+}
+
+#[test]
+fn catch_up_once_fires_the_latest_missed_tick_once_and_skip_fires_none() {
+    // Hourly ticks: the latest is in the past when the server starts. The loop offers the
+    // schedules in name order, so `a-skip` is decided before `b-once` fires.
+    let ws = Workspace::new(&[
+        (
+            "agents/ticker.md",
+            "---\nmodel: scripted/script.json\nschedules:\n  a-skip:\n    every: 1h\n    \
+             catch_up: skip\n  b-once:\n    every: 1h\n---\nYou note ticks.\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+        ),
+    ]);
+    let db = ws.db();
+    let hour = 3_600_000;
+    let read_signals = || -> Vec<(String, u64)> {
+        sqlite_rows(&db)
+            .iter()
+            .map(|(_, message)| {
+                let message: Value = serde_json::from_str(message).unwrap();
+                let attributes = &message["attributes"];
+                (
+                    attributes["schedule"].as_str().unwrap().to_owned(),
+                    ms(attributes["tick"].as_str().unwrap()),
+                )
+            })
+            .collect()
+    };
+    // (tick, deduplicated) of the `b-once` offer in a server's log.
+    let offer = |log: &str| -> Option<(u64, bool)> {
+        let line = log
+            .lines()
+            .find(|line| line.contains("tick admitted") && line.contains("schedule=b-once"))?;
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|token| token.strip_prefix(name))
+                .unwrap()
+                .to_owned()
+        };
+        Some((ms(&field("tick=")), field("deduplicated=") == "true"))
+    };
+    let mut offered = Vec::new();
+    for run in 0..2 {
+        let started = now_ms();
+        let mut server = Server::start(ws.root(), &[], &[]);
+        let begun = Instant::now();
+        let (tick, deduplicated) = loop {
+            if let Some(found) = offer(&server.log()) {
+                break found;
+            }
+            assert!(begun.elapsed() < DEADLINE, "no offer in:\n{}", server.log());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let ended = now_ms();
+        server.kill9();
+        // The latest tick at the loop's start (the hour may have turned since `started`).
+        assert!(
+            started / hour * hour <= tick && tick <= ended / hour * hour,
+            "run {run}: {tick}"
+        );
+        // The second run offers the tick the first admitted: the store answers with the first
+        // admission (unless the hour turned in between).
+        let seen_before = offered.contains(&tick);
+        assert_eq!(deduplicated, seen_before, "run {run}: {tick}");
+        if !seen_before {
+            offered.push(tick);
+        }
+        let signals = read_signals();
+        let once: Vec<u64> = signals
+            .iter()
+            .filter(|(schedule, _)| schedule == "b-once")
+            .map(|(_, tick)| *tick)
+            .collect();
+        assert_eq!(once, offered, "run {run}: {signals:?}");
+        // `skip` fired nothing at start; only a tick that fell due while it ran (the test
+        // crossing the hour) could be there.
+        assert!(
+            signals
+                .iter()
+                .all(|(schedule, tick)| schedule != "a-skip" || *tick > started),
+            "run {run}: {signals:?}"
+        );
+    }
 }
 
 /// The store URL as an operator writes it: the password comes from the environment.
