@@ -240,7 +240,7 @@ async fn fire(server: &DurableRuntime, schedule: &Schedule, tick: u64) -> Fired 
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| millis(since))
+        .map_or(0, millis)
 }
 
 fn millis(duration: Duration) -> u64 {
