@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use flue_core::{
     AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, FlueError, Record, StreamBatch, SubmissionState,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, FlueError, Record, StreamBatch,
+    SubmissionState,
 };
 use serde_json::{Value, json};
 

@@ -919,7 +919,10 @@ fn a_schedules_tick_shows_in_the_console_with_its_schedule() {
         "{signal}"
     );
     assert!(
-        result["reply"].as_str().unwrap().contains("Mirrors synced."),
+        result["reply"]
+            .as_str()
+            .unwrap()
+            .contains("Mirrors synced."),
         "{result:#}"
     );
     assert_eq!(result["consoleErrors"], json!([]));

@@ -578,7 +578,10 @@ fn a_schedule_tick_is_a_span_carrying_the_schedule_with_its_submission_under_it(
             "---\nmodel: scripted/script.json\nschedules:\n  nightly-sync:\n    every: 1h\n\
              ---\nYou note ticks.\n",
         ),
-        ("script.json", r#"{"rules": [{"reply": {"text": "Noted."}}]}"#),
+        (
+            "script.json",
+            r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+        ),
     ]);
     let mut server = Server::start(
         ws.root(),
