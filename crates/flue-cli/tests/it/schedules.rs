@@ -1,9 +1,9 @@
 //! Schedules in real processes: `flue schedules` lists them (and a bad cron line fails with its
 //! file and line); `flue serve` fires every tick exactly once across SIGKILLs and restarts on
 //! SQLite, and across two nodes racing on one Postgres database (one killed and restarted
-//! meanwhile). Fires are counted in the
-//! store itself, per schedule and tick, from the stored messages (not from the keys the
-//! nodes chose), and every wait is for a condition in the store.
+//! meanwhile). Fires are counted in the store itself, per schedule and tick, from the stored
+//! messages (not from the keys the nodes chose), and every wait is for a condition in the
+//! store or a server's log.
 
 use std::collections::BTreeMap;
 use std::path::Path;
