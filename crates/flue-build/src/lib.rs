@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! flue.toml                       optional: [defaults] model, thinking; [providers.<id>];
-//!                                 [mcp.<name>] servers; [sandbox]
+//!                                 [mcp.<name>] servers; [sandbox]; [schedules.<name>]
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill
@@ -44,7 +44,7 @@
 //! - model providers declared in flue.toml: [`ProviderSettings`], [`ModelSettings`]
 //! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`] with
 //!   [`SandboxOptions`] (layered with flue.toml's `[sandbox]` by [`SandboxSettings::resolve`])
-//! - schedules declared in agent files: [`Schedule`] (when, where to, what; the tick
+//! - schedules declared in agent files and flue.toml: [`Schedule`] (when, where to, what; the tick
 //!   arithmetic every node agrees on)
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
 

@@ -18,8 +18,12 @@ use croner::Cron;
 use croner::parser::CronParser;
 use flue_core::DeliveredMessage;
 use gray_matter::Pod;
+use serde::Deserialize;
+use toml::Spanned;
 
+use crate::diagnostic::Diagnostic;
 use crate::fields::{self, Report};
+use crate::toml_span::{PATH, line_of};
 
 /// One declared schedule: when it fires, where to, and what it sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -460,6 +464,236 @@ fn one(
     })
 }
 
+/// One `[schedules.<name>]` table of flue.toml: the keys of an agent file's schedule plus
+/// `agent`, with their spans.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSchedule {
+    agent: Option<Spanned<String>>,
+    cron: Option<Spanned<String>>,
+    every: Option<Spanned<String>>,
+    timezone: Option<Spanned<String>>,
+    conversation: Option<Spanned<String>>,
+    message: Option<Spanned<String>>,
+    signal: Option<Spanned<RawSignal>>,
+    catch_up: Option<Spanned<String>>,
+}
+
+/// `signal = { type, body, tag, attributes }` in flue.toml.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSignal {
+    #[serde(rename = "type")]
+    signal_type: Option<Spanned<String>>,
+    body: Option<String>,
+    tag: Option<Spanned<String>>,
+    attributes: Option<Spanned<BTreeMap<String, String>>>,
+}
+
+/// `[schedules.<name>]` of flue.toml (`text`): checked like an agent file's, every problem at
+/// its line; whether the agent exists is checked with the workspace.
+pub(crate) fn from_toml(
+    text: &str,
+    name: &Spanned<String>,
+    raw: Spanned<RawSchedule>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Schedule> {
+    let line = line_of(text, &name.span());
+    let name = name.get_ref().as_str();
+    let raw = raw.into_inner();
+    let mut valid = true;
+    let mut check = |span: Option<std::ops::Range<usize>>, result: Result<(), String>| {
+        if let Err(message) = result {
+            let at = span.map_or(line, |span| line_of(text, &span));
+            diagnostics.push(Diagnostic::at(PATH, at, message));
+            valid = false;
+        }
+    };
+    check(None, check_name(name));
+    let agent = match &raw.agent {
+        Some(agent) => agent.get_ref().clone(),
+        None => {
+            check(
+                None,
+                Err(format!(
+                    "`[schedules.{name}]` needs `agent = \"<name>\"`: the agent of agents/<name>.md \
+                     it sends to"
+                )),
+            );
+            String::new()
+        }
+    };
+    let key = |field: &str| format!("schedules.{name}.{field}");
+    let mut timezone = None;
+    if let Some(zone) = &raw.timezone {
+        match tz(&key("timezone"), zone.get_ref()) {
+            Ok(zone) => timezone = Some(zone),
+            Err(message) => check(Some(zone.span()), Err(message)),
+        }
+    }
+    let mut timing = None;
+    match (&raw.cron, &raw.every) {
+        (Some(_), Some(every)) => check(
+            Some(every.span()),
+            Err(format!(
+                "schedule `{name}` has both `cron` and `every`: keep one"
+            )),
+        ),
+        (Some(line_text), None) => match cron(&key("cron"), line_text.get_ref()) {
+            Ok((expression, cron)) => {
+                timing = Some(Timing::Cron {
+                    expression,
+                    cron: Box::new(cron),
+                    timezone: timezone.unwrap_or(Tz::UTC),
+                });
+            }
+            Err(message) => check(Some(line_text.span()), Err(message)),
+        },
+        (None, Some(every)) => match interval_text(&key("every"), every.get_ref()) {
+            Ok(interval_ms) => {
+                if let Some(zone) = &raw.timezone {
+                    check(
+                        Some(zone.span()),
+                        Err(format!(
+                            "`schedules.{name}.timezone` applies to `cron` only: an `every` \
+                             interval counts from the Unix epoch; remove it"
+                        )),
+                    );
+                }
+                timing = Some(Timing::Every { interval_ms });
+            }
+            Err(message) => check(Some(every.span()), Err(message)),
+        },
+        (None, None) => check(
+            None,
+            Err(format!(
+                "schedule `{name}` needs `cron = \"<minute> <hour> <day> <month> <weekday>\"` \
+                 or `every = \"<n>s|m|h\"`"
+            )),
+        ),
+    }
+    let mut conversation = format!("schedule-{name}");
+    if let Some(template) = &raw.conversation {
+        match conversation_template(&key("conversation"), &agent, template.get_ref()) {
+            Ok(template) => conversation = template,
+            Err(message) => check(Some(template.span()), Err(message)),
+        }
+    }
+    let mut message = ScheduleMessage::Signal {
+        signal_type: "schedule".to_owned(),
+        body: String::new(),
+        attributes: BTreeMap::new(),
+        tag_name: None,
+    };
+    match (&raw.message, raw.signal) {
+        (Some(_), Some(signal)) => check(
+            Some(signal.span()),
+            Err(format!(
+                "`schedules.{name}` has both `message` and `signal`: keep one"
+            )),
+        ),
+        (Some(text_value), None) => {
+            if text_value.get_ref().trim().is_empty() {
+                check(
+                    Some(text_value.span()),
+                    Err(format!(
+                        "`{}` is empty: write the message to send",
+                        key("message")
+                    )),
+                );
+            }
+            message = ScheduleMessage::Text(text_value.get_ref().clone());
+        }
+        (None, Some(signal)) => {
+            let span = signal.span();
+            let signal = signal.into_inner();
+            let dotted = key("signal");
+            let signal_type = match signal.signal_type {
+                Some(kind) if !kind.get_ref().trim().is_empty() => kind.into_inner(),
+                Some(kind) => {
+                    check(
+                        Some(kind.span()),
+                        Err(format!(
+                            "`{dotted}.type` must not be empty, e.g. `daily-report`"
+                        )),
+                    );
+                    String::new()
+                }
+                None => {
+                    check(
+                        Some(span),
+                        Err(format!(
+                            "`{dotted}` needs a `type`, e.g. `type = \"daily-report\"`"
+                        )),
+                    );
+                    String::new()
+                }
+            };
+            let mut tag_name = None;
+            if let Some(tag) = signal.tag {
+                match xml_name(&format!("{dotted}.tag"), tag.get_ref().clone()) {
+                    Ok(tag) => tag_name = Some(tag),
+                    Err(message) => check(Some(tag.span()), Err(message)),
+                }
+            }
+            let mut attributes = BTreeMap::new();
+            if let Some(given) = signal.attributes {
+                let span = given.span();
+                match check_attributes(&format!("{dotted}.attributes"), given.into_inner()) {
+                    Ok(map) => attributes = map,
+                    Err(message) => check(Some(span), Err(message)),
+                }
+            }
+            message = ScheduleMessage::Signal {
+                signal_type,
+                body: signal.body.unwrap_or_default(),
+                attributes,
+                tag_name,
+            };
+        }
+        (None, None) => {}
+    }
+    let mut catch_up = CatchUp::default();
+    if let Some(policy) = &raw.catch_up {
+        match fields::one_of_str(
+            policy.get_ref(),
+            "catch-up policy",
+            &[("once", CatchUp::Once), ("skip", CatchUp::Skip)],
+        ) {
+            Ok(policy) => catch_up = policy,
+            Err(message) => check(Some(policy.span()), Err(message)),
+        }
+    }
+    let timing = timing?;
+    valid.then(|| Schedule {
+        name: name.to_owned(),
+        agent,
+        path: PATH.to_owned(),
+        line,
+        timing,
+        conversation,
+        message,
+        catch_up,
+    })
+}
+
+/// Signal attributes: XML names, without the ones each tick sets.
+fn check_attributes(
+    key: &str,
+    map: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    for attribute in map.keys() {
+        if RESERVED_ATTRIBUTES.contains(&attribute.as_str()) {
+            return Err(format!(
+                "`{key}.{attribute}` is set by each tick (the schedule's name and the tick): \
+                 remove it"
+            ));
+        }
+        xml_name(key, attribute.clone())?;
+    }
+    Ok(map)
+}
+
 /// A schedule name: 1 to 64 of `A-Z a-z 0-9 _ . -`.
 fn check_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
@@ -502,7 +736,11 @@ fn tz(key: &str, name: &str) -> Result<Tz, String> {
 
 /// `every`: `<n>s`, `<n>m` or `<n>h` (at least one second).
 fn interval(key: &str, value: &Pod) -> Result<u64, String> {
-    let text = fields::string(key, value)?;
+    interval_text(key, &fields::string(key, value)?)
+}
+
+/// [`interval`] of a string.
+fn interval_text(key: &str, text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !c.is_ascii_digit())
@@ -578,18 +816,8 @@ fn signal(name: &str, value: &Pod, report: &mut Report<'_>) -> Option<ScheduleMe
             "attributes" => report
                 .check(
                     &keys,
-                    fields::string_map(&dotted, value).and_then(|map| {
-                        for attribute in map.keys() {
-                            if RESERVED_ATTRIBUTES.contains(&attribute.as_str()) {
-                                return Err(format!(
-                                    "`{dotted}.{attribute}` is set by each tick (the schedule's \
-                                     name and the tick): remove it"
-                                ));
-                            }
-                            xml_name(&dotted, attribute.clone())?;
-                        }
-                        Ok(map)
-                    }),
+                    fields::string_map(&dotted, value)
+                        .and_then(|map| check_attributes(&dotted, map)),
                 )
                 .map(|map| attributes = map),
             _ => {

@@ -43,12 +43,16 @@ pub(crate) const ROLES_DIR: &str = ".agents/roles";
 const CONTEXT_FILE: &str = "AGENTS.md";
 
 impl Workspace {
-    /// Every agent's schedules, by agent then name.
+    /// Every schedule (agent files' and flue.toml's), by agent then name.
     pub fn schedules(&self) -> Vec<&crate::Schedule> {
-        self.agents
+        let mut schedules: Vec<&crate::Schedule> = self
+            .agents
             .values()
             .flat_map(|agent| &agent.schedules)
-            .collect()
+            .chain(&self.config.schedules)
+            .collect();
+        schedules.sort_by(|a, b| (&a.agent, &a.name).cmp(&(&b.agent, &b.name)));
+        schedules
     }
 
     /// Notes that are not problems, sorted by file and line: the keys of other agents'
@@ -517,21 +521,44 @@ impl<'s> Loader<'s> {
     /// alone); each repeat is reported at its line, naming the first.
     fn check_schedule_names(&mut self) {
         let mut first: BTreeMap<&str, &crate::Schedule> = BTreeMap::new();
-        for parsed in self.agents.values() {
-            for schedule in &parsed.file.schedules {
-                match first.get(schedule.name.as_str()) {
-                    Some(earlier) => self.diagnostics.push(Diagnostic::at(
-                        &schedule.path,
-                        schedule.line,
-                        format!(
-                            "schedule `{}` is declared already in {}:{}: schedule names are \
-                             unique in the workspace; rename one",
-                            schedule.name, earlier.path, earlier.line
-                        ),
-                    )),
-                    None => {
-                        first.insert(&schedule.name, schedule);
-                    }
+        let declared = self
+            .agents
+            .values()
+            .flat_map(|parsed| &parsed.file.schedules)
+            .chain(&self.config.schedules);
+        for schedule in &self.config.schedules {
+            if !schedule.agent.is_empty()
+                && !self.agents.contains_key(&schedule.agent)
+                && !self.broken.contains(&schedule.agent)
+            {
+                let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+                self.diagnostics.push(Diagnostic::at(
+                    &schedule.path,
+                    schedule.line,
+                    format!(
+                        "schedule `{}` names unknown agent `{}`{}: add {AGENTS_DIR}/{}.md or \
+                         fix `agent`",
+                        schedule.name,
+                        schedule.agent,
+                        did_you_mean(&schedule.agent, known.iter().copied()),
+                        schedule.agent
+                    ),
+                ));
+            }
+        }
+        for schedule in declared {
+            match first.get(schedule.name.as_str()) {
+                Some(earlier) => self.diagnostics.push(Diagnostic::at(
+                    &schedule.path,
+                    schedule.line,
+                    format!(
+                        "schedule `{}` is declared already in {}:{}: schedule names are \
+                         unique in the workspace; rename one",
+                        schedule.name, earlier.path, earlier.line
+                    ),
+                )),
+                None => {
+                    first.insert(&schedule.name, schedule);
                 }
             }
         }

@@ -324,3 +324,96 @@ fn schedule_names_are_unique_in_the_workspace() {
         )],
     );
 }
+
+#[test]
+fn flue_toml_declares_schedules_for_an_agent() {
+    let workspace = load(&[
+        ("agents/a.md", &agent_with("")),
+        (
+            "flue.toml",
+            "[schedules.weekly]\nagent = \"a\"\ncron = \"0 8 * * MON\"\ntimezone = \
+             \"America/New_York\"\nsignal = { type = \"weekly\", tag = \"cron\", attributes = \
+             { team = \"ops\" } }\n",
+        ),
+    ]);
+    let schedules = workspace.schedules();
+    assert_eq!(schedules.len(), 1);
+    let weekly = schedules[0];
+    assert_eq!(
+        (
+            weekly.name.as_str(),
+            weekly.agent.as_str(),
+            weekly.path.as_str(),
+            weekly.line,
+            weekly.timezone_name(),
+            weekly.conversation.as_str()
+        ),
+        (
+            "weekly",
+            "a",
+            "flue.toml",
+            1,
+            "America/New_York",
+            "schedule-weekly"
+        )
+    );
+    let tick = ms("2026-01-05T13:00:00Z");
+    assert_eq!(weekly.next_after(ms("2026-01-01T00:00:00Z")), Some(tick));
+    assert_eq!(
+        weekly.message_for(tick),
+        DeliveredMessage::Signal {
+            signal_type: "weekly".to_owned(),
+            body: String::new(),
+            attributes: BTreeMap::from([
+                ("schedule".to_owned(), "weekly".to_owned()),
+                ("team".to_owned(), "ops".to_owned()),
+                ("tick".to_owned(), "2026-01-05T13:00:00Z".to_owned()),
+            ]),
+            tag_name: Some("cron".to_owned()),
+        }
+    );
+}
+
+#[test]
+fn flue_toml_schedule_problems_are_reported_at_their_lines() {
+    check_diagnostics(
+        &[
+            (
+                "agents/a.md",
+                &agent_with("schedules:\n  dup:\n    every: 1m\n"),
+            ),
+            (
+                "flue.toml",
+                "[schedules.bad]\nagent = \"a\"\ncron = \"61 * * * *\"\n\n[schedules.lost]\n\
+                 agent = \"b\"\nevery = \"1m\"\n\n[schedules.dup]\nagent = \"a\"\nevery = \"1m\"\n\n\
+                 [schedules.late]\nagent = \"a\"\nevery = \"1m\"\ncatch_up = \"never\"\n",
+            ),
+        ],
+        &[
+            at(
+                "flue.toml",
+                3,
+                "`schedules.bad.cron`: invalid cron line \"61 * * * *\": Component error: Number \
+                 out of bounds.; expected five fields `<minute> <hour> <day of month> <month> \
+                 <day of week>`, e.g. \"0 9 * * 1-5\"",
+            ),
+            at(
+                "flue.toml",
+                5,
+                "schedule `lost` names unknown agent `b` (did you mean `a`?): add agents/b.md or \
+                 fix `agent`",
+            ),
+            at(
+                "flue.toml",
+                9,
+                "schedule `dup` is declared already in agents/a.md:4: schedule names are unique \
+                 in the workspace; rename one",
+            ),
+            at(
+                "flue.toml",
+                16,
+                "invalid catch-up policy `never`: expected one of once, skip",
+            ),
+        ],
+    );
+}
