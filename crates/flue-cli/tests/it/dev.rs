@@ -927,3 +927,60 @@ fn a_schedules_tick_shows_in_the_console_with_its_schedule() {
     );
     assert_eq!(result["consoleErrors"], json!([]));
 }
+
+#[test]
+fn a_schedule_added_while_flue_dev_runs_fires_after_the_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    let agent = |schedules: &str| {
+        format!("---\nmodel: scripted/script.json\n{schedules}---\nYou note ticks.\n")
+    };
+    std::fs::write(root.join("agents/ticker.md"), agent("")).unwrap();
+    std::fs::write(
+        root.join("script.json"),
+        r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+    )
+    .unwrap();
+    let dev = Dev::start(&root);
+    // Hourly, catching up once: the reloaded schedule fires its latest tick at once.
+    std::fs::write(
+        root.join("agents/ticker.md"),
+        agent("schedules:\n  added:\n    every: 1h\n"),
+    )
+    .unwrap();
+    let db = root.join(flue_host::DEV_DB_PATH);
+    let started = std::time::Instant::now();
+    let keys = loop {
+        let keys: Vec<String> =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .ok()
+                .and_then(|connection| {
+                    connection.busy_timeout(Duration::from_secs(10)).ok()?;
+                    let mut statement = connection
+                        .prepare("SELECT idempotency_key FROM submissions")
+                        .ok()?;
+                    let keys = statement
+                        .query_map([], |row| row.get::<_, String>(0))
+                        .ok()?
+                        .map(Result::unwrap)
+                        .collect();
+                    Some(keys)
+                })
+                .unwrap_or_default();
+        if !keys.is_empty() {
+            break keys;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the added schedule never fired:\n{}",
+            dev.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(
+        keys[0].starts_with("schedule:added:") && keys[0].ends_with(":00:00Z"),
+        "{keys:?}"
+    );
+}
