@@ -13,6 +13,7 @@ use crate::fields::{self, Report};
 use crate::frontmatter::{self, KeyLines};
 use crate::mcp::{self, McpServerDecl};
 use crate::sandbox::{self, SandboxKind, SandboxOptions};
+use crate::schedule::{self, Schedule};
 
 /// An agent as declared by its file: the frontmatter settings and the instructions body.
 ///
@@ -63,6 +64,9 @@ pub struct AgentFile {
     /// `cwd`: the working directory inside the sandbox where the agent's relative paths and
     /// commands start (relative to the sandbox's own), for root sessions.
     pub cwd: Option<String>,
+    /// `schedules`: messages or signals sent to the agent on a cron line or an interval, by
+    /// name.
+    pub schedules: Vec<Schedule>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -93,6 +97,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "role",
     "permissions",
     "cwd",
+    "schedules",
 ];
 
 const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
@@ -165,6 +170,10 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "role" => file.role = report.check(&keys, fields::string(key, value)),
         "permissions" => file.permissions = permissions(value, report),
         "cwd" => file.cwd = report.check(&keys, cwd(value)),
+        "schedules" => {
+            let (agent, path) = (file.name.clone(), file.path.clone());
+            file.schedules = schedule::parse(&agent, &path, value, report);
+        }
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
 }

@@ -32,6 +32,11 @@ impl<'a> Report<'a> {
         }
     }
 
+    /// The line of the key at `keys` (1-based).
+    pub(crate) fn line(&self, keys: &[&str]) -> usize {
+        self.lines.nested(keys)
+    }
+
     /// Records `message` at the line of the key at `keys`.
     pub(crate) fn error(&mut self, keys: &[&str], message: impl Into<String>) {
         let line = self.lines.nested(keys);

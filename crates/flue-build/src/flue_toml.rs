@@ -22,6 +22,7 @@ use crate::providers::{self, ProviderSettings, RawProvider};
 use crate::sandbox::{
     self, SANDBOXES, SandboxKind, SandboxOptions, SandboxSettings, SeedSetting, unsupported,
 };
+use crate::schedule::{self, RawSchedule, Schedule};
 use crate::suggest::did_you_mean;
 use crate::toml_span::{PATH, line_of};
 
@@ -65,6 +66,9 @@ pub struct WorkspaceConfig {
     /// lease_ms = 5000
     /// ```
     pub store: Option<StoreSettings>,
+    /// `[schedules.<name>]`: schedules with an `agent` key, the same keys as an agent file's
+    /// `schedules:` entries otherwise (docs/schedules.md), in name order.
+    pub schedules: Vec<Schedule>,
 }
 
 /// `[store]` in flue.toml: a shared database for many `flue serve` processes.
@@ -127,6 +131,8 @@ struct RawConfig {
     #[serde(default)]
     providers: BTreeMap<Spanned<String>, Spanned<RawProvider>>,
     store: Option<Spanned<RawStore>>,
+    #[serde(default)]
+    schedules: BTreeMap<Spanned<String>, Spanned<RawSchedule>>,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +242,11 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
         store: raw
             .store
             .and_then(|store| store_settings(text, store, diagnostics)),
+        schedules: raw
+            .schedules
+            .into_iter()
+            .filter_map(|(name, raw)| schedule::from_toml(text, &name, raw, diagnostics))
+            .collect(),
     };
     let mut idx = first_checked;
     while idx < diagnostics.len() {

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! flue.toml                       optional: [defaults] model, thinking; [providers.<id>];
-//!                                 [mcp.<name>] servers; [sandbox]
+//!                                 [mcp.<name>] servers; [sandbox]; [schedules.<name>]
 //! AGENTS.md                       optional: workspace context
 //! agents/<name>.md                one agent: YAML frontmatter + instructions body
 //! .agents/skills/<name>.md        a flat skill
@@ -44,6 +44,8 @@
 //! - model providers declared in flue.toml: [`ProviderSettings`], [`ModelSettings`]
 //! - agent settings kept for later stages: [`McpServerDecl`], [`SandboxKind`] with
 //!   [`SandboxOptions`] (layered with flue.toml's `[sandbox]` by [`SandboxSettings::resolve`])
+//! - schedules declared in agent files and flue.toml: [`Schedule`] (when, where to, what; the tick
+//!   arithmetic every node agrees on)
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
 
 mod agent_file;
@@ -57,6 +59,7 @@ mod profile;
 mod providers;
 mod role_file;
 mod sandbox;
+mod schedule;
 mod skill_file;
 mod source;
 mod suggest;
@@ -73,6 +76,9 @@ pub use mcp::{McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioM
 pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxKind, SandboxOptions, SandboxSettings, SeedSetting};
+pub use schedule::{
+    CatchUp, SCHEDULE_ORIGIN_PREFIX, Schedule, ScheduleMessage, Timing, schedule_of_key,
+};
 pub use skill_file::{SkillFile, VENDOR_KEYS};
 pub use suggest::{suggest_model, suggest_name};
 pub use workspace::Workspace;

@@ -43,6 +43,18 @@ pub(crate) const ROLES_DIR: &str = ".agents/roles";
 const CONTEXT_FILE: &str = "AGENTS.md";
 
 impl Workspace {
+    /// Every schedule (agent files' and flue.toml's), by agent then name.
+    pub fn schedules(&self) -> Vec<&crate::Schedule> {
+        let mut schedules: Vec<&crate::Schedule> = self
+            .agents
+            .values()
+            .flat_map(|agent| &agent.schedules)
+            .chain(&self.config.schedules)
+            .collect();
+        schedules.sort_by(|a, b| (&a.agent, &a.name).cmp(&(&b.agent, &b.name)));
+        schedules
+    }
+
     /// Notes that are not problems, sorted by file and line: the keys of other agents'
     /// extensions of the skill format that the skills use and Flue ignores.
     pub fn notes(&self) -> Vec<Diagnostic> {
@@ -415,6 +427,7 @@ impl<'s> Loader<'s> {
     fn finish(mut self) -> Result<Workspace, Diagnostics> {
         self.check_references();
         self.check_subagent_durability();
+        self.check_schedule_names();
         self.check_cycles();
         Diagnostics::check(self.diagnostics)?;
         Ok(Workspace {
@@ -499,6 +512,53 @@ impl<'s> Loader<'s> {
                             "unknown subagent `{subagent}`{suggestion}: add {AGENTS_DIR}/{subagent}.md or remove it from `subagents`"
                         ),
                     ));
+                }
+            }
+        }
+    }
+
+    /// Schedule names are unique in the workspace (a tick's origin and key name the schedule
+    /// alone); each repeat is reported at its line, naming the first.
+    fn check_schedule_names(&mut self) {
+        let mut first: BTreeMap<&str, &crate::Schedule> = BTreeMap::new();
+        let declared = self
+            .agents
+            .values()
+            .flat_map(|parsed| &parsed.file.schedules)
+            .chain(&self.config.schedules);
+        for schedule in &self.config.schedules {
+            if !schedule.agent.is_empty()
+                && !self.agents.contains_key(&schedule.agent)
+                && !self.broken.contains(&schedule.agent)
+            {
+                let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+                self.diagnostics.push(Diagnostic::at(
+                    &schedule.path,
+                    schedule.line,
+                    format!(
+                        "schedule `{}` names unknown agent `{}`{}: add {AGENTS_DIR}/{}.md or \
+                         fix `agent`",
+                        schedule.name,
+                        schedule.agent,
+                        did_you_mean(&schedule.agent, known.iter().copied()),
+                        schedule.agent
+                    ),
+                ));
+            }
+        }
+        for schedule in declared {
+            match first.get(schedule.name.as_str()) {
+                Some(earlier) => self.diagnostics.push(Diagnostic::at(
+                    &schedule.path,
+                    schedule.line,
+                    format!(
+                        "schedule `{}` is declared already in {}:{}: schedule names are \
+                         unique in the workspace; rename one",
+                        schedule.name, earlier.path, earlier.line
+                    ),
+                )),
+                None => {
+                    first.insert(&schedule.name, schedule);
                 }
             }
         }

@@ -35,6 +35,9 @@ pub(crate) enum Command {
     /// Validate the workspace and write a self-contained bundle.
     #[command(after_help = BUILD_HELP)]
     Build(BuildArgs),
+    /// List the workspace's schedules with their next fire times.
+    #[command(after_help = SCHEDULES_HELP)]
+    Schedules(SchedulesArgs),
     /// List and show stored conversations.
     #[command(visible_alias = "conversation", after_help = SESSION_HELP)]
     Session {
@@ -97,6 +100,11 @@ const BUILD_HELP: &str = "Examples:
   flue build --out /tmp/bundle
 
 Docs: docs/cli.md#flue-build, docs/bundle-format.md";
+const SCHEDULES_HELP: &str = "Examples:
+  flue schedules
+  flue schedules --json | jq '.schedules[].next'
+
+Schedules fire in `flue serve` and `flue dev`. Docs: docs/schedules.md, docs/cli.md#flue-schedules";
 const SESSION_HELP: &str = "Examples:
   flue session list
   flue session show --id demo --tree
@@ -351,6 +359,19 @@ pub(crate) struct BuildArgs {
     /// Output folder (default: ROOT/dist).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SchedulesArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// How many next fire times to list per schedule.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub(crate) next: u16,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,6 +17,7 @@ mod mcp_serve;
 mod pauses;
 mod render;
 mod run;
+mod schedules;
 mod serve;
 mod session_list;
 mod session_show;
@@ -121,6 +122,7 @@ fn main() -> ExitCode {
             Command::Chat(chat_args) => chat::chat(chat_args).await,
             Command::Tools(tools_args) => tools::list(tools_args).await,
             Command::Build(build_args) => build::build(&build_args),
+            Command::Schedules(schedules_args) => schedules::list(&schedules_args),
             Command::Session {
                 command: SessionCommand::List(list_args),
             } => session_list::list(list_args).await,

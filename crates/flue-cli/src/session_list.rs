@@ -43,7 +43,7 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
 }
 
 /// One line per conversation under a header: id, agent, last activity, messages, tokens (input
-/// with cached input, and output), cost, pending.
+/// with cached input, and output), cost, pending, origin (a schedule's, else `-`).
 fn table(listed: &[ConversationSummary]) -> String {
     let id_width = listed
         .iter()
@@ -68,24 +68,35 @@ fn table(listed: &[ConversationSummary]) -> String {
         })
         .collect();
     let tokens_width = tokens.iter().map(String::len).chain([6]).max().unwrap_or(6);
+    let pendings: Vec<String> = listed
+        .iter()
+        .map(|summary| match summary.pending {
+            0 => "-".to_owned(),
+            n => format!("{n} submission(s)"),
+        })
+        .collect();
+    let pending_width = pendings
+        .iter()
+        .map(String::len)
+        .chain([7])
+        .max()
+        .unwrap_or(7);
     let _ = writeln!(
         out,
-        "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {:>tokens_width$}  {:>9}  PENDING",
-        "ID", "AGENT", "LAST ACTIVITY", "MESSAGES", "TOKENS", "COST"
+        "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {:>tokens_width$}  {:>9}  \
+         {:<pending_width$}  ORIGIN",
+        "ID", "AGENT", "LAST ACTIVITY", "MESSAGES", "TOKENS", "COST", "PENDING"
     );
-    for (summary, tokens) in listed.iter().zip(&tokens) {
+    for ((summary, tokens), pending) in listed.iter().zip(&tokens).zip(&pendings) {
         let cost = summary
             .usage
             .cost_usd
             .map_or_else(|| "-".to_owned(), crate::render::cost_text);
-        let pending = match summary.pending {
-            0 => "-".to_owned(),
-            n => format!("{n} submission(s)"),
-        };
+        let origin = summary.origin.as_deref().unwrap_or("-");
         let _ = writeln!(
             out,
             "{:<id_width$}  {:<agent_width$}  {:<20}  {:>8}  {tokens:>tokens_width$}  {cost:>9}  \
-             {pending}",
+             {pending:<pending_width$}  {origin}",
             summary.id,
             summary.agent,
             format_time(summary.last_activity),

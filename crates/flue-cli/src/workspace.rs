@@ -192,6 +192,9 @@ pub(crate) struct ConversationSummary {
     /// Its model turns, in every session.
     #[serde(rename = "modelTurns")]
     pub(crate) model_turns: u64,
+    /// Where its first message came from, when a schedule sent it: `schedule:<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) origin: Option<String>,
 }
 
 /// The usage of a model turn (a failed one included) or an MCP server's sampling stored in
@@ -288,6 +291,11 @@ async fn summarize(
         .find(|session| session.session == DEFAULT_SESSION)
         .map_or(0, |session| session.version);
     let (usage, model_turns) = conversation_usage(store, &info.key.instance_id()).await?;
+    let origin = if info.uid.is_empty() {
+        None
+    } else {
+        origin(store, &info.key).await?
+    };
     Ok(ConversationSummary {
         id: info.key.id.clone(),
         agent: info.key.agent.clone(),
@@ -298,7 +306,32 @@ async fn summarize(
         pending: info.unsettled,
         usage,
         model_turns,
+        origin,
     })
+}
+
+/// `schedule:<name>` when the conversation's first submission was a schedule's tick (its
+/// idempotency key is the schedule's); `None` otherwise.
+async fn origin(
+    store: &dyn DynConversationStore,
+    key: &flue_core::ConversationKey,
+) -> Result<Option<String>, FlueError> {
+    // The first batches are the creation and the first admission.
+    let page = store.read_stream(key, flue_core::Offset(0), 4).await?;
+    let Some(submission_id) = page.batches.iter().find_map(|batch| match &batch.body {
+        flue_core::BatchBody::Admitted { submission_id, .. } => Some(submission_id.clone()),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let key = store
+        .submission(&submission_id)
+        .await?
+        .and_then(|submission| submission.idempotency_key);
+    Ok(key
+        .as_deref()
+        .and_then(flue_build::schedule_of_key)
+        .map(|name| format!("{}{name}", flue_build::SCHEDULE_ORIGIN_PREFIX)))
 }
 
 /// The id of agent `agent`'s most recently active conversation, if it has any.

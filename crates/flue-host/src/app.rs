@@ -7,13 +7,14 @@
 //! resumed (by this process, or, for a command that runs its own work only, when it is the
 //! conversation it waits on).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flue_core::{AgentRegistry, AgentRuntime, store::DynSessionStore};
 use flue_server::{DurableRuntime, ServerConfig};
 
+use crate::schedule::Scheduler;
 use crate::{AgentSet, HarnessOptions, Host, HostError, ServeStore, StoreChoice};
 
 /// Ownership lease on a shared (Postgres) store.
@@ -38,7 +39,8 @@ pub enum RuntimeMode {
     #[default]
     Command,
     /// A server (`flue serve`, `flue dev`): it works on every conversation of the store
-    /// (recovering what a killed server left) and builds the HTTP router.
+    /// (recovering what a killed server left), builds the HTTP router and fires the
+    /// workspace's schedules (docs/schedules.md).
     Server,
 }
 
@@ -227,10 +229,14 @@ impl AppBuilder {
         }
         let server = (self.mode == RuntimeMode::Server)
             .then(|| DurableRuntime::new(runtime.clone(), host.agents().agents()));
+        let scheduler = server
+            .as_ref()
+            .map(|server| Scheduler::start(server.clone(), Arc::clone(&host)));
         Ok(App {
             host,
             runtime,
             server,
+            scheduler: Mutex::new(scheduler),
             store: opened,
             checks,
             drained: AtomicBool::new(false),
@@ -267,6 +273,8 @@ pub struct App {
     host: Arc<Host>,
     runtime: AgentRuntime,
     server: Option<DurableRuntime>,
+    /// The firing loop of the schedules, in [`RuntimeMode::Server`] until drained.
+    scheduler: Mutex<Option<Scheduler>>,
     store: ServeStore,
     checks: Vec<AgentCheck>,
     /// Set once [`App::drain`] stopped the runtime.
@@ -344,15 +352,37 @@ impl App {
         if let Some(server) = &self.server {
             server.set_agents(infos);
         }
+        if let Some(scheduler) = self
+            .scheduler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            scheduler.reloaded();
+        }
         old
     }
 
-    /// Stops admitting (a server answers 503 from then on), waits up to `grace` for the
-    /// submissions this process admitted to settle, then stops the runtime: unfinished
+    /// Stops firing schedules (an admission in flight finishes first).
+    async fn stop_schedules(&self) {
+        let scheduler = self
+            .scheduler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(scheduler) = scheduler {
+            scheduler.stop().await;
+        }
+    }
+
+    /// Stops firing schedules and admitting (a server answers 503 from then on), waits up to
+    /// `grace` for the submissions this process admitted to settle, then stops the runtime:
+    /// unfinished
     /// attempts stop at a boundary and are left to recovery. Returns how many were still
     /// unsettled (always 0 for a command, whose caller waited already; its runtime stops in
     /// [`App::close`]).
     pub async fn drain(&self, grace: Duration) -> usize {
+        self.stop_schedules().await;
         match &self.server {
             Some(server) => {
                 self.drained.store(true, Ordering::SeqCst);
@@ -366,6 +396,7 @@ impl App {
     /// (sandboxes, MCP servers); returns failures as warnings.
     pub async fn close(self) -> Vec<String> {
         let mut warnings = Vec::new();
+        self.stop_schedules().await;
         if !self.drained.load(Ordering::SeqCst)
             && let Err(err) = self.runtime.shutdown().await
         {

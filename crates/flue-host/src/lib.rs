@@ -55,6 +55,7 @@ mod providers;
 mod root;
 mod sampling;
 mod sandbox;
+mod schedule;
 mod store;
 mod tokens;
 mod trash;

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use flue_core::{
     AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION,
-    DeliveredMessage, DispatchOptions, FlueError, Record, StreamBatch, SubmissionState,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, FlueError, Record, StreamBatch,
+    SubmissionState,
 };
 use serde_json::{Value, json};
 
@@ -169,10 +170,6 @@ impl DurableRuntime {
         key: &ConversationKey,
         delivery: Delivery,
     ) -> Result<Admitted, BackendError> {
-        if self.inner.stopping.load(Ordering::SeqCst) {
-            return Err(BackendError::ShuttingDown);
-        }
-        self.check_agent(key)?;
         let message = match delivery.message {
             Delivered::User { text, images } => DeliveredMessage::User {
                 body: text,
@@ -203,18 +200,46 @@ impl DurableRuntime {
             ..DispatchOptions::default()
         };
         let receipt = self
-            .inner
-            .runtime
-            .dispatch(key, message, options)
+            .admit(key, message, options)
             .await
             .map_err(backend_error)?;
-        lock(&self.inner.admitted).insert(receipt.submission_id.clone());
         Ok(Admitted {
             submission_id: receipt.submission_id,
             uid: receipt.uid,
             offset: Offset(receipt.offset.0),
             deduplicated: receipt.deduplicated,
         })
+    }
+
+    /// Admits `message` to conversation `key` by the path every HTTP send takes: the agent
+    /// must be served, nothing is admitted once [`DurableRuntime::shutdown`] began, and the
+    /// submission counts among those a graceful shutdown waits for. For senders inside the
+    /// process, such as schedules.
+    ///
+    /// Errors: [`FlueError::RuntimeStopped`] once shutting down, [`FlueError::UnknownAgent`],
+    /// and the runtime's admission errors ([`AgentRuntime::dispatch`]).
+    pub async fn admit(
+        &self,
+        key: &ConversationKey,
+        message: DeliveredMessage,
+        options: DispatchOptions,
+    ) -> Result<DispatchReceipt, FlueError> {
+        if self.inner.stopping.load(Ordering::SeqCst) {
+            return Err(FlueError::RuntimeStopped {
+                message: "the server is shutting down".to_owned(),
+            });
+        }
+        if !self.served().names.contains(&key.agent) {
+            let mut known: Vec<String> = self.served().names.iter().cloned().collect();
+            known.sort();
+            return Err(FlueError::UnknownAgent {
+                agent: key.agent.clone(),
+                known,
+            });
+        }
+        let receipt = self.inner.runtime.dispatch(key, message, options).await?;
+        lock(&self.inner.admitted).insert(receipt.submission_id.clone());
+        Ok(receipt)
     }
 
     pub(crate) async fn read(

@@ -20,6 +20,7 @@ mod references;
 mod roles;
 mod run_checks;
 mod sandbox;
+mod schedules;
 mod skills;
 mod skills_vendor;
 mod support;

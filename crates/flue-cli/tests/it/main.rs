@@ -33,6 +33,7 @@ mod pty;
 mod run;
 mod runaway;
 mod sandbox;
+mod schedules;
 mod secrets;
 mod serve;
 mod session_show;

@@ -1,7 +1,8 @@
 //! OpenTelemetry export end to end: a real OTLP/HTTP receiver on loopback (axum, decoding the
 //! official protobuf messages) receives the spans and metrics of a real `flue run` (a task
 //! and tool calls), of a `flue serve` request that carries a W3C `traceparent`, and of that
-//! request's submission recovered by a new `flue serve` after the first was killed (SIGKILL).
+//! request's submission recovered by a new `flue serve` after the first was killed (SIGKILL),
+//! and of a schedule's tick (its span carries the schedule; the submission nests under it).
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -565,4 +566,53 @@ fn a_submission_recovered_after_kill_9_stays_in_the_callers_trace() {
     let agent = tree.one("invoke_agent slow-tool");
     assert_eq!(agent.parent_span_id, attempt.span_id);
     assert_eq!(agent.trace_id, attempt.trace_id);
+}
+
+#[test]
+fn a_schedule_tick_is_a_span_carrying_the_schedule_with_its_submission_under_it() {
+    let collector = Collector::start();
+    // Hourly, catching up once: the server fires the latest tick as it starts.
+    let ws = Workspace::new(&[
+        (
+            "agents/ticker.md",
+            "---\nmodel: scripted/script.json\nschedules:\n  nightly-sync:\n    every: 1h\n\
+             ---\nYou note ticks.\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+        ),
+    ]);
+    let mut server = Server::start(
+        ws.root(),
+        &[],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint())],
+    );
+    settle_then_stop(&mut server);
+
+    let tree = Tree {
+        spans: collector.spans(),
+    };
+    let schedule = tree.one("flue.schedule nightly-sync");
+    assert_eq!(
+        attr(schedule, "flue.schedule.name").as_deref(),
+        Some("nightly-sync")
+    );
+    assert!(
+        attr(schedule, "flue.schedule.tick").is_some_and(|tick| tick.ends_with(":00:00Z")),
+        "{schedule:?}"
+    );
+    assert_eq!(
+        attr(schedule, "gen_ai.conversation.id").as_deref(),
+        Some("ticker:schedule-nightly-sync")
+    );
+    let submission = tree.one("flue.submission");
+    assert_eq!(submission.parent_span_id, schedule.span_id);
+    assert_eq!(submission.trace_id, schedule.trace_id);
+    assert_eq!(
+        attr(submission, "flue.outcome").as_deref(),
+        Some("completed")
+    );
+    let attempt = tree.one("flue.attempt");
+    assert_eq!(attempt.parent_span_id, submission.span_id);
 }

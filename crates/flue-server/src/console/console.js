@@ -558,8 +558,13 @@ function renderSystem(message) {
       h('strong', {}, outcome === 'aborted' ? 'Aborted: ' : 'Failed: '), text,
       hint ? h('div', { class: 'hint' }, h('strong', {}, 'hint: '), hint) : null);
   }
-  const type = message.signal && message.signal.attributes && message.signal.attributes.type;
-  return h('div', { class: 'signal' }, type ? `signal ${type}: ` : '', partText(message));
+  const attributes = (message.signal && message.signal.attributes) || {};
+  const type = attributes.type;
+  // A schedule's tick carries the schedule and the tick (docs/schedules.md).
+  const origin = attributes.schedule
+    ? h('span', { class: 'origin' }, `schedule ${attributes.schedule} · ${attributes.tick || ''} · `)
+    : null;
+  return h('div', { class: 'signal' }, origin, type ? `signal ${type}: ` : '', partText(message));
 }
 
 function renderAssistant(message, usage) {
