@@ -259,12 +259,13 @@ impl AgentRuntime {
     pub async fn wait_idle(&self, submission_id: &str) -> Result<SubmissionInfo> {
         let mut watch = None;
         loop {
-            let info = self.status(submission_id).await?;
-            if info.settlement.is_some() || info.state == SubmissionState::Waiting {
-                return Ok(info);
+            // The status alone while waiting: a large message is read back once, at the end.
+            let status = self.lifecycle(submission_id).await?;
+            if status.settlement.is_some() || status.state == SubmissionState::Waiting {
+                return self.status(submission_id).await;
             }
             match &mut watch {
-                None => watch = Some(self.inner.store.watch_head(&info.conversation)),
+                None => watch = Some(self.inner.store.watch_head(&status.conversation)),
                 Some(watch) => {
                     let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
                 }
