@@ -106,6 +106,15 @@ pub fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String> {
     String::from_utf8(json).map_err(|err| FlueError::store(format!("cannot serialise {what}"), err))
 }
 
+/// The length of `value`'s JSON, without writing it (0 when it cannot be serialised).
+pub fn json_length<T: Serialize + ?Sized>(value: &T) -> usize {
+    let mut length = JsonLength(0);
+    match serde_json::to_writer(&mut length, value) {
+        Ok(()) => length.0,
+        Err(_) => 0,
+    }
+}
+
 /// Counts the bytes written to it ([`to_json`]'s first pass).
 struct JsonLength(usize);
 
@@ -130,21 +139,37 @@ pub fn records_json(records: &[StoredRecord]) -> Result<Vec<String>> {
 
 /// A stored record of `key` at `index` read back from its JSON; refuses a record format newer
 /// than this build knows.
+///
+/// The header (`v`, `at`) and the record are read apart from the same text: read as one
+/// [`StoredRecord`], which flattens the record into the header, serde buffers the whole record
+/// and copies its text once more, which a large message pays at every read.
 pub fn parse_record(key: &SessionKey, index: u64, text: &str) -> Result<StoredRecord> {
-    let record: StoredRecord =
-        serde_json::from_str(text).map_err(|err| corrupt_record(key, index, err.to_string()))?;
-    if record.v > RECORD_FORMAT_VERSION {
+    let corrupt = |err: serde_json::Error| corrupt_record(key, index, err.to_string());
+    let header: RecordHeader = serde_json::from_str(text).map_err(corrupt)?;
+    if header.v > RECORD_FORMAT_VERSION {
         return Err(corrupt_record(
             key,
             index,
             format!(
                 "record format {} is newer than this flue supports ({RECORD_FORMAT_VERSION}); \
                  upgrade flue",
-                record.v
+                header.v
             ),
         ));
     }
-    Ok(record)
+    let record: Record = serde_json::from_str(text).map_err(corrupt)?;
+    Ok(StoredRecord {
+        v: header.v,
+        at: header.at,
+        record,
+    })
+}
+
+/// The header of a stored record ([`parse_record`]); the record's own fields are skipped.
+#[derive(Deserialize)]
+struct RecordHeader {
+    v: u32,
+    at: u64,
 }
 
 /// The error for a stored record of `key` at `index` that cannot be read.

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
-use crate::log_cache::{LogCache, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
+use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
 use crate::spans;
 use crate::store::{Admission, DynConversationStore, OwnerRegistration, SubmissionStatus};
 use crate::submission::driver::{self, AttemptControl, StopReason};
@@ -98,7 +98,11 @@ impl AgentRuntimeBuilder {
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
-            logs: Arc::new(LogCache::new(MAX_CACHED_SESSIONS, MAX_CACHED_RECORDS)),
+            logs: Arc::new(LogCache::new(
+                MAX_CACHED_SESSIONS,
+                MAX_CACHED_RECORDS,
+                MAX_CACHED_BYTES,
+            )),
         });
         inner.reconcile().await?;
         if let Some(interval) = self.reconcile_interval {
