@@ -72,11 +72,7 @@ fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget()
     let workspace = workspace();
     let db = workspace.root().join(".flue/flue.db");
     // The store exists once a first, small message went through.
-    let server = Server::start(
-        workspace.root(),
-        &["--inflight-body-mib", BUDGET_MIB],
-        &[],
-    );
+    let server = Server::start(workspace.root(), &["--inflight-body-mib", BUDGET_MIB], &[]);
     crate::serve::post_message(server.addr(), "/agents/plain/warm-up", "hello");
     let deadline = Instant::now() + Duration::from_secs(600);
     while snapshot(server.addr(), "/agents/plain/warm-up")["settlements"]
@@ -89,11 +85,7 @@ fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget()
     drop(server);
     let before = used_bytes(&db);
 
-    let server = Server::start(
-        workspace.root(),
-        &["--inflight-body-mib", BUDGET_MIB],
-        &[],
-    );
+    let server = Server::start(workspace.root(), &["--inflight-body-mib", BUDGET_MIB], &[]);
     let addr = server.addr().to_owned();
     let senders: Vec<_> = (0..MESSAGES)
         .map(|idx| {

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use flue_protocol::DurabilityConfig;
 use flue_protocol::submission::{
-    BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch,
-    StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+    BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition,
+    Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -628,7 +628,10 @@ pub fn submission_status(
         .map(serde_json::from_str::<Settlement>)
         .transpose()
         .map_err(|err| {
-            FlueError::store(format!("corrupt settlement of submission {submission_id}"), err)
+            FlueError::store(
+                format!("corrupt settlement of submission {submission_id}"),
+                err,
+            )
         })?;
     let Some(state) = parse_state(state) else {
         return Err(FlueError::Store {
@@ -636,12 +639,11 @@ pub fn submission_status(
             source: None,
         });
     };
-    let conversation = ConversationKey::from_instance_id(instance_id).ok_or_else(|| {
-        FlueError::Store {
+    let conversation =
+        ConversationKey::from_instance_id(instance_id).ok_or_else(|| FlueError::Store {
             message: format!("malformed instance id {instance_id:?}"),
             source: None,
-        }
-    })?;
+        })?;
     Ok(SubmissionStatus {
         conversation,
         state,
@@ -904,7 +906,10 @@ impl StoredBatch {
 /// A submission's message read back from its stored JSON ([`message_json`]).
 pub fn parse_message(submission_id: &str, json: &str) -> Result<DeliveredMessage> {
     serde_json::from_str(json).map_err(|err| {
-        FlueError::store(format!("corrupt message of submission {submission_id}"), err)
+        FlueError::store(
+            format!("corrupt message of submission {submission_id}"),
+            err,
+        )
     })
 }
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
 use flue_protocol::DeliveredMessage;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Transaction};
 use flue_core::store::rules::{
-    self, AdmissionCheck, BatchContent, Commit, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
+    self, AdmissionCheck, BatchContent, Commit, EarlierSubmission, FoundConversation, Ownership,
+    ROOT_SESSION, SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -319,15 +319,14 @@ impl ConversationStore for PostgresStore {
             let seq = uint(row.get(0));
             let stored =
                 rules::stored_batch(key, seq, row.get(3), row.get(4), row.get(5), row.get(6))?;
-            let content = if let Some((session_key, from, until)) =
-                stored.record_range(&instance_id)
-            {
-                BatchContent::Records(read_record_range(&tx, &session_key, from, until).await?)
-            } else if let Some(admitted) = stored.admitted_submission() {
-                BatchContent::Message(read_message(&tx, &instance_id, admitted).await?)
-            } else {
-                BatchContent::Nothing
-            };
+            let content =
+                if let Some((session_key, from, until)) = stored.record_range(&instance_id) {
+                    BatchContent::Records(read_record_range(&tx, &session_key, from, until).await?)
+                } else if let Some(admitted) = stored.admitted_submission() {
+                    BatchContent::Message(read_message(&tx, &instance_id, admitted).await?)
+                } else {
+                    BatchContent::Nothing
+                };
             batches.push(stored.into_batch(
                 key,
                 Offset(seq),

@@ -28,8 +28,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
 
 use flue_core::store::rules::{
-    self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
+    self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership,
+    ROOT_SESSION, SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
@@ -153,14 +153,12 @@ impl SqliteStore {
         let check = AdmissionCheck::new(admission, message_json, found)?;
         if let Some(idempotency_key) = check.idempotency_key() {
             let earlier = tx
-                .prepare_cached(
-                    concat!(
-                        "SELECT submission_id, ",
-                        message_column!(),
-                        ", accepted_at, admitted_offset FROM submissions
+                .prepare_cached(concat!(
+                    "SELECT submission_id, ",
+                    message_column!(),
+                    ", accepted_at, admitted_offset FROM submissions
                          WHERE instance_id = ?1 AND idempotency_key = ?2"
-                    ),
-                )
+                ))
                 .and_then(|mut select| {
                     select
                         .query_row(params![instance_id, idempotency_key], |row| {
@@ -239,9 +237,11 @@ impl SqliteStore {
             ])
         })
         .map_err(store_error("cannot insert submission"))?;
-        tx.prepare_cached("INSERT INTO submission_messages (submission_id, message) VALUES (?1, ?2)")
-            .and_then(|mut insert| insert.execute(params![admission.submission_id, message_json]))
-            .map_err(store_error("cannot insert the submission's message"))?;
+        tx.prepare_cached(
+            "INSERT INTO submission_messages (submission_id, message) VALUES (?1, ?2)",
+        )
+        .and_then(|mut insert| insert.execute(params![admission.submission_id, message_json]))
+        .map_err(store_error("cannot insert the submission's message"))?;
         Ok((check.receipt(offset), Some(offset)))
     }
 
@@ -685,15 +685,14 @@ impl ConversationStore for SqliteStore {
                 row.n_records,
                 row.body.as_deref(),
             )?;
-            let content = if let Some((session_key, from, until)) =
-                stored.record_range(&instance_id)
-            {
-                BatchContent::Records(read_record_range(&tx, &session_key, from, until)?)
-            } else if let Some(admitted) = stored.admitted_submission() {
-                BatchContent::Message(read_message(&tx, &instance_id, admitted)?)
-            } else {
-                BatchContent::Nothing
-            };
+            let content =
+                if let Some((session_key, from, until)) = stored.record_range(&instance_id) {
+                    BatchContent::Records(read_record_range(&tx, &session_key, from, until)?)
+                } else if let Some(admitted) = stored.admitted_submission() {
+                    BatchContent::Message(read_message(&tx, &instance_id, admitted)?)
+                } else {
+                    BatchContent::Nothing
+                };
             batches.push(stored.into_batch(
                 key,
                 Offset(row.seq),
@@ -1059,13 +1058,11 @@ fn read_message(
     submission_id: &str,
 ) -> Result<Option<DeliveredMessage>> {
     let json: Option<String> = tx
-        .prepare_cached(
-            concat!(
-                "SELECT ",
-                message_column!(),
-                " FROM submissions WHERE submission_id = ?1 AND instance_id = ?2"
-            ),
-        )
+        .prepare_cached(concat!(
+            "SELECT ",
+            message_column!(),
+            " FROM submissions WHERE submission_id = ?1 AND instance_id = ?2"
+        ))
         .and_then(|mut select| {
             select
                 .query_row(params![submission_id, instance_id], |row| row.get(0))

@@ -507,7 +507,11 @@ async fn an_admitted_message_is_stored_once_and_an_older_database_still_reads() 
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
-    assert_eq!(holding, ["submission_messages"], "where the message is stored");
+    assert_eq!(
+        holding,
+        ["submission_messages"],
+        "where the message is stored"
+    );
 
     // Back to version 5, as an older flue left it: the message in the submission row and in
     // the admitted batch.
