@@ -3,8 +3,9 @@
 
 usage: bench_large_messages.py FLUE_BINARY MESSAGES MIB [flue serve flags...]
 
-Starts FLUE_BINARY serve on a copy of crates/flue-cli/tests/fixtures/serve-workspace (the
-scripted model's `plain` agent), measures its resident size at rest, sends MESSAGES messages of
+Starts FLUE_BINARY serve on a copy of crates/flue-cli/tests/fixtures/serve-workspace with an
+agent `large` added (the scripted model with a context window large enough for the message, so
+that each message runs a model turn and completes), measures its resident size at rest, sends MESSAGES messages of
 MIB MiB of text at once (each to a conversation of its own; a 503 `server_busy` is sent again),
 follows each conversation's stream (long-poll) until its message settled, then prints one JSON
 line: the answers, how many 503s, the resident size at rest and the peak (VmHWM), the growth of
@@ -33,19 +34,25 @@ def main():
     extra = sys.argv[4:]
     root = tempfile.mkdtemp(prefix='flue-large-')
     shutil.copytree(FIXTURE, root, dirs_exist_ok=True)
+    with open(os.path.join(root, 'agents', 'large.md'), 'w') as agent:
+        agent.write('---\ndescription: Reads long messages\n'
+                    'model: scripted/scripts/large.json\n---\nYou read everything.\n')
+    with open(os.path.join(root, 'scripts', 'large.json'), 'w') as script:
+        json.dump({'model': {'context_window': 100_000_000},
+                   'rules': [{'reply': {'text': 'Read it all.'}}]}, script)
     wrap = os.environ.get('WRAP', '').split()
     server = subprocess.Popen([*wrap, flue, 'serve', '--root', root, '--port', '0', *extra],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, env={**os.environ, 'FLUE_LOG': 'warn'},
                               text=True)
     try:
-        run(server, root, count, size_mib, extra)
+        run(server, root, count, size_mib, extra, bool(wrap))
     finally:
         stop(server, bool(wrap))
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run(server, root, count, size_mib, extra):
+def run(server, root, count, size_mib, extra, wrapped):
     addr = None
     for line in server.stderr:
         if line.startswith('flue serve: listening on http://'):
@@ -69,7 +76,7 @@ def run(server, root, count, size_mib, extra):
         while True:
             connection = http.client.HTTPConnection(host, port, timeout=600)
             try:
-                connection.request('POST', f'/agents/plain/large-{idx}', body=payload,
+                connection.request('POST', f'/agents/large/m-{idx}', body=payload,
                                    headers={'content-type': 'application/json'})
             except OSError:
                 pass  # answered before the body was read: the answer is read below
@@ -92,13 +99,13 @@ def run(server, root, count, size_mib, extra):
         sender.start()
     for sender in senders:
         sender.join()
-    for idx, (code, receipt) in enumerate(results):
-        if code == 202:
-            wait_settled(host, port, f'/agents/plain/large-{idx}', receipt['offset'])
+    outcomes = [wait_settled(host, port, f'/agents/large/m-{idx}', receipt['offset'])
+                if code == 202 else None
+                for idx, (code, receipt) in enumerate(results)]
     seconds = time.time() - started
     peak = status(server.pid, 'VmHWM:')
     store_with_log = store_bytes(root) - store_before
-    stop(server, False)
+    stop(server, wrapped)
     database = sqlite3.connect(os.path.join(root, '.flue', 'flue.db'))
     database.execute('PRAGMA wal_checkpoint(TRUNCATE)')
     pages, free, page_size = (database.execute(f'PRAGMA {name}').fetchone()[0]
@@ -108,6 +115,7 @@ def run(server, root, count, size_mib, extra):
     print(json.dumps({
         'messages': count, 'mib': size_mib, 'flags': extra,
         'answers': [code for code, _ in results], 'busy_answers': sum(busy),
+        'outcomes': outcomes,
         'rest_mib': round(rest / 1024), 'peak_mib': round(peak / 1024),
         'store_growth_with_log_mib': round(store_with_log / mib),
         'store_used_mib': round((pages - free) * page_size / mib),
@@ -117,13 +125,17 @@ def run(server, root, count, size_mib, extra):
 
 
 def wait_settled(host, port, path, offset):
+    """Follows the stream until the settlement; its outcome."""
     connection = http.client.HTTPConnection(host, port, timeout=600)
     while True:
         connection.request('GET', f'{path}?view=updates&offset={offset}&live=long-poll')
         response = connection.getresponse()
         body = response.read().decode()
         if '"submission-settled"' in body:
-            return
+            for outcome in ('completed', 'failed', 'aborted'):
+                if f'"outcome":"{outcome}"' in body:
+                    return outcome
+            return 'settled'
         offset = response.getheader('stream-next-offset')
 
 

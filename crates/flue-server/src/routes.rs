@@ -81,7 +81,7 @@ pub(crate) async fn send(
         let runtime = state.runtime.runtime().clone();
         let submission = admitted.submission_id.clone();
         tokio::spawn(async move {
-            let _ = runtime.wait_idle(&submission).await;
+            let _ = runtime.wait_idle_lifecycle(&submission).await;
             drop(permit);
         });
     }

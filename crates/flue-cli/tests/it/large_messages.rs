@@ -67,15 +67,34 @@ fn used_bytes(db: &Path) -> u64 {
     (pragma("page_count") - pragma("freelist_count")) * pragma("page_size")
 }
 
+/// The serve workspace with an agent `large` whose model reads a 6 MiB message (the scripted
+/// model estimates a token per four characters; its default window is 128,000 tokens).
+fn large_workspace() -> crate::Workspace {
+    let workspace = workspace();
+    std::fs::write(
+        workspace.root().join("agents/large.md"),
+        "---\ndescription: Reads long messages\nmodel: scripted/scripts/large.json\n---\n\
+         You read everything.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.root().join("scripts/large.json"),
+        r#"{"model": {"context_window": 100000000},
+            "rules": [{"reply": {"text": "Read it all."}}]}"#,
+    )
+    .unwrap();
+    workspace
+}
+
 #[test]
 fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget() {
-    let workspace = workspace();
+    let workspace = large_workspace();
     let db = workspace.root().join(".flue/flue.db");
     // The store exists once a first, small message went through.
     let server = Server::start(workspace.root(), &["--inflight-body-mib", BUDGET_MIB], &[]);
-    crate::serve::post_message(server.addr(), "/agents/plain/warm-up", "hello");
+    crate::serve::post_message(server.addr(), "/agents/large/warm-up", "hello");
     let deadline = Instant::now() + Duration::from_secs(600);
-    while snapshot(server.addr(), "/agents/plain/warm-up")["settlements"]
+    while snapshot(server.addr(), "/agents/large/warm-up")["settlements"]
         .as_array()
         .is_none_or(Vec::is_empty)
     {
@@ -92,7 +111,7 @@ fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget()
             let addr = addr.clone();
             std::thread::spawn(move || {
                 let body = json!({"kind": "user", "body": text_of(idx)}).to_string();
-                let path = format!("/agents/plain/large-{idx}");
+                let path = format!("/agents/large/m-{idx}");
                 let mut busy = 0;
                 loop {
                     let (status, response) = post(&addr, &path, &body);
@@ -116,7 +135,7 @@ fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget()
 
     // Every message settles and reads back whole, in its own conversation.
     for idx in 0..MESSAGES {
-        let path = format!("/agents/plain/large-{idx}");
+        let path = format!("/agents/large/m-{idx}");
         let state = loop {
             let state = snapshot(&addr, &path);
             if state["settlements"]
@@ -132,7 +151,11 @@ fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget()
             );
             std::thread::sleep(Duration::from_millis(100));
         };
-        assert_eq!(state["settlements"][0]["outcome"], "completed", "{idx}");
+        assert_eq!(
+            state["settlements"][0]["outcome"], "completed",
+            "message {idx}: {}",
+            state["settlements"]
+        );
         let sent: Vec<&str> = state["messages"]
             .as_array()
             .unwrap()
@@ -156,7 +179,7 @@ fn large_messages_at_once_are_stored_twice_settle_whole_and_keep_to_the_budget()
     let mut spans: Vec<(i64, i64)> = store
         .prepare(
             "SELECT accepted_at, json_extract(settlement, '$.settled_at') FROM submissions
-             WHERE instance_id LIKE 'plain:large-%'",
+             WHERE instance_id LIKE 'large:m-%'",
         )
         .unwrap()
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
