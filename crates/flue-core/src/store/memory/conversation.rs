@@ -190,7 +190,7 @@ impl ConversationStore for MemoryStore {
                     submission.info.idempotency_key.as_deref() == Some(idempotency_key)
                 })
                 .map(|earlier| {
-                    Ok::<_, crate::FlueError>(EarlierSubmission {
+                    Ok::<_, crate::error::FlueError>(EarlierSubmission {
                         submission_id: earlier.info.submission_id.clone(),
                         message_json: rules::to_json(&earlier.info.message, "message")?,
                         accepted_at: earlier.info.accepted_at,
