@@ -13,7 +13,9 @@
 //! appended meanwhile arrives as the tail. A session deleted and created again is told apart
 //! by its creation time and its version (a tail that does not continue the cached version
 //! means the cached copy is discarded and the whole log is read). The cache is bounded by a
-//! number of sessions and of records, the least recently returned going first.
+//! number of sessions, of records and of bytes (the records' size as stored, so that a few
+//! conversations with large messages do not keep their logs in memory once settled), the least
+//! recently returned going first.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -26,6 +28,9 @@ use crate::store::SessionKey;
 pub(crate) const MAX_CACHED_SESSIONS: usize = 1_024;
 /// How many records (of all cached sessions together) a runtime keeps in memory at most.
 pub(crate) const MAX_CACHED_RECORDS: usize = 200_000;
+/// How many bytes of records (their size as stored, of all cached sessions together) a runtime
+/// keeps in memory at most.
+pub(crate) const MAX_CACHED_BYTES: usize = 64 * 1024 * 1024;
 
 /// A session's log as the last harness that had it open left it.
 #[derive(Debug, Default)]
@@ -45,6 +50,7 @@ pub(crate) struct CachedLog {
 pub(crate) struct LogCache {
     max_sessions: usize,
     max_records: usize,
+    max_bytes: usize,
     entries: Mutex<Entries>,
 }
 
@@ -53,6 +59,8 @@ struct Entries {
     logs: HashMap<SessionKey, Entry>,
     /// Records held by all entries.
     records: usize,
+    /// Bytes of the records held by all entries ([`LogIndex::bytes`]).
+    bytes: usize,
     /// Bumped by every `put`: an entry's `stamp` says how recently it was returned.
     clock: u64,
 }
@@ -64,11 +72,13 @@ struct Entry {
 }
 
 impl LogCache {
-    /// A cache of at most `max_sessions` sessions and `max_records` records.
-    pub(crate) fn new(max_sessions: usize, max_records: usize) -> Self {
+    /// A cache of at most `max_sessions` sessions, `max_records` records and `max_bytes`
+    /// bytes of records.
+    pub(crate) fn new(max_sessions: usize, max_records: usize, max_bytes: usize) -> Self {
         Self {
             max_sessions,
             max_records,
+            max_bytes,
             entries: Mutex::new(Entries::default()),
         }
     }
@@ -82,13 +92,17 @@ impl LogCache {
         let mut entries = self.entries();
         let entry = entries.logs.remove(key)?;
         entries.records -= entry.log.records.len();
+        entries.bytes -= entry.log.index.bytes();
         Some(entry.log)
     }
 
     /// Keeps `log` as the log of `key`, evicting the least recently returned logs beyond the
-    /// bounds. A log larger than the whole record budget is not kept.
+    /// bounds. A log larger than the whole record or byte budget is not kept.
     pub(crate) fn put(&self, key: SessionKey, log: CachedLog) {
-        if log.records.len() > self.max_records || self.max_sessions == 0 {
+        if log.records.len() > self.max_records
+            || log.index.bytes() > self.max_bytes
+            || self.max_sessions == 0
+        {
             self.forget(&key);
             return;
         }
@@ -96,10 +110,15 @@ impl LogCache {
         entries.clock += 1;
         let stamp = entries.clock;
         entries.records += log.records.len();
+        entries.bytes += log.index.bytes();
         if let Some(old) = entries.logs.insert(key, Entry { log, stamp }) {
             entries.records -= old.log.records.len();
+            entries.bytes -= old.log.index.bytes();
         }
-        while entries.logs.len() > self.max_sessions || entries.records > self.max_records {
+        while entries.logs.len() > self.max_sessions
+            || entries.records > self.max_records
+            || entries.bytes > self.max_bytes
+        {
             let Some(oldest) = entries
                 .logs
                 .iter()
@@ -110,6 +129,7 @@ impl LogCache {
             };
             if let Some(evicted) = entries.logs.remove(&oldest) {
                 entries.records -= evicted.log.records.len();
+                entries.bytes -= evicted.log.index.bytes();
             }
         }
     }
@@ -119,6 +139,7 @@ impl LogCache {
         let mut entries = self.entries();
         if let Some(entry) = entries.logs.remove(key) {
             entries.records -= entry.log.records.len();
+            entries.bytes -= entry.log.index.bytes();
         }
     }
 }
@@ -129,13 +150,19 @@ mod tests {
     use crate::record::UserMessage;
 
     fn log(n: usize) -> CachedLog {
+        sized_log(n, 2)
+    }
+
+    /// `n` records of `text_bytes` bytes of text each, indexed.
+    fn sized_log(n: usize, text_bytes: usize) -> CachedLog {
+        let records: Vec<Record> = (0..n)
+            .map(|_| Record::User(UserMessage::text("m".repeat(text_bytes))))
+            .collect();
         CachedLog {
             version: n as u64,
             created_at: 1,
-            records: (0..n)
-                .map(|idx| Record::User(UserMessage::text(format!("m{idx}"))))
-                .collect(),
-            index: LogIndex::default(),
+            index: LogIndex::of(&records),
+            records,
         }
     }
 
@@ -145,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_taken_log_is_gone_until_returned() {
-        let cache = LogCache::new(4, 100);
+        let cache = LogCache::new(4, 100, usize::MAX);
         cache.put(key("a"), log(3));
         assert_eq!(cache.take(&key("a")).map(|log| log.version), Some(3));
         assert!(cache.take(&key("a")).is_none());
@@ -153,7 +180,7 @@ mod tests {
 
     #[test]
     fn the_least_recently_returned_logs_go_first() {
-        let cache = LogCache::new(2, 10);
+        let cache = LogCache::new(2, 10, usize::MAX);
         cache.put(key("a"), log(4));
         cache.put(key("b"), log(4));
         cache.put(key("c"), log(1));
@@ -170,10 +197,30 @@ mod tests {
 
     #[test]
     fn a_log_over_the_whole_budget_is_not_kept() {
-        let cache = LogCache::new(2, 10);
+        let cache = LogCache::new(2, 10, usize::MAX);
         cache.put(key("a"), log(2));
         cache.put(key("a"), log(11));
         assert!(cache.take(&key("a")).is_none());
         assert_eq!(cache.entries().records, 0);
+    }
+
+    #[test]
+    fn logs_of_large_records_are_bounded_by_their_bytes() {
+        let record_bytes = LogIndex::of(&sized_log(1, 1000).records).bytes();
+        assert!(record_bytes > 1000, "{record_bytes}");
+        // Room for three such records; the record and session bounds are far away.
+        let cache = LogCache::new(100, 1000, 3 * record_bytes);
+        cache.put(key("a"), sized_log(2, 1000));
+        cache.put(key("b"), sized_log(1, 1000));
+        assert_eq!(cache.entries().bytes, 3 * record_bytes);
+        // A fourth record goes over: the least recently returned log, `a`, goes.
+        cache.put(key("c"), sized_log(1, 1000));
+        assert!(cache.take(&key("a")).is_none());
+        assert_eq!(cache.entries().bytes, 2 * record_bytes);
+        // A log over the whole byte budget is not kept, and takes its older copy with it.
+        cache.put(key("b"), sized_log(4, 1000));
+        assert!(cache.take(&key("b")).is_none());
+        assert_eq!(cache.take(&key("c")).map(|log| log.version), Some(1));
+        assert_eq!(cache.entries().bytes, 0);
     }
 }

@@ -343,7 +343,8 @@ impl SessionShared {
         for record in &mut records {
             self.harness.redactor.redact_value(record);
         }
-        let stored = stamp_now(records.iter().cloned());
+        // The records move into the stored form and back: a large message is not copied.
+        let stored = stamp_now(records);
         loop {
             match self
                 .harness
@@ -353,7 +354,7 @@ impl SessionShared {
             {
                 Ok(version) => {
                     state.version = version;
-                    state.extend(records);
+                    state.extend(stored.into_iter().map(|stored| stored.record).collect());
                     return Ok(());
                 }
                 // A running call stored a live action (an MCP server's question) or its

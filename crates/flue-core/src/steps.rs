@@ -82,6 +82,8 @@ pub(crate) struct LogIndex {
     open: Vec<usize>,
     /// Indices in `actions` of each call's actions, in order.
     by_call: HashMap<String, Vec<usize>>,
+    /// The size of the records as stored (their JSON), for the log cache's byte bound.
+    bytes: usize,
 }
 
 impl LogIndex {
@@ -99,7 +101,15 @@ impl LogIndex {
         }
     }
 
+    /// The size of the records taken in, as stored (their JSON): what a cached log holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     fn add(&mut self, record: &Record) {
+        self.bytes = self
+            .bytes
+            .saturating_add(crate::store::rules::json_length(record));
         match record {
             Record::Assistant(message) => {
                 self.call_ids

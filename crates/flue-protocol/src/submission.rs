@@ -109,10 +109,17 @@ impl DeliveredMessage {
     /// element named by its tag name, `signal` by default, with its type and attributes, values
     /// escaped, around the body).
     pub fn to_user_message(&self) -> UserMessage {
+        self.clone().into_user_message()
+    }
+
+    /// [`DeliveredMessage::to_user_message`], taking the message: a user message's text and
+    /// images move into the record instead of being copied.
+    pub fn into_user_message(self) -> UserMessage {
         match self {
             Self::User { body, images } => {
-                let mut content = vec![UserContent::Text { text: body.clone() }];
-                content.extend(images.iter().cloned().map(UserContent::Image));
+                let mut content = Vec::with_capacity(1 + images.len());
+                content.push(UserContent::Text { text: body });
+                content.extend(images.into_iter().map(UserContent::Image));
                 UserMessage { content }
             }
             Self::Signal {
@@ -122,8 +129,8 @@ impl DeliveredMessage {
                 tag_name,
             } => {
                 let tag = tag_name.as_deref().unwrap_or("signal");
-                let mut open = format!("<{tag} type=\"{}\"", escape_attribute(signal_type));
-                for (name, value) in attributes {
+                let mut open = format!("<{tag} type=\"{}\"", escape_attribute(&signal_type));
+                for (name, value) in &attributes {
                     open.push_str(&format!(" {name}=\"{}\"", escape_attribute(value)));
                 }
                 UserMessage::text(format!("{open}>\n{body}\n</{tag}>"))

@@ -139,8 +139,8 @@ impl DurableRuntime {
     async fn unsettled(&self) -> usize {
         let ids: Vec<String> = lock(&self.inner.admitted).iter().cloned().collect();
         for id in ids {
-            let settled = match self.inner.runtime.status(&id).await {
-                Ok(info) => info.state == SubmissionState::Settled,
+            let settled = match self.inner.runtime.lifecycle(&id).await {
+                Ok(status) => status.state == SubmissionState::Settled,
                 Err(_) => true,
             };
             if settled {
@@ -463,7 +463,7 @@ impl DurableRuntime {
         submission_id: &str,
     ) -> Result<Option<SubmissionStatus>, BackendError> {
         self.check_agent(key)?;
-        let info = match self.inner.runtime.status(submission_id).await {
+        let info = match self.inner.runtime.lifecycle(submission_id).await {
             Ok(info) => info,
             Err(FlueError::SubmissionNotFound { .. }) => return Ok(None),
             Err(err) => return Err(backend_error(err)),
@@ -479,7 +479,7 @@ impl DurableRuntime {
             _ => "unknown",
         };
         Ok(Some(SubmissionStatus {
-            submission_id: info.submission_id,
+            submission_id: submission_id.to_owned(),
             state,
             outcome: info
                 .settlement

@@ -81,7 +81,7 @@ pub(crate) async fn send(
         let runtime = state.runtime.runtime().clone();
         let submission = admitted.submission_id.clone();
         tokio::spawn(async move {
-            let _ = runtime.wait_idle(&submission).await;
+            let _ = runtime.wait_idle_lifecycle(&submission).await;
             drop(permit);
         });
     }
@@ -603,7 +603,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
         ));
     };
     check_fields(object)?;
-    let prompt: PromptBody = serde_json::from_value(value)
+    let mut prompt: PromptBody = serde_json::from_value(value)
         .map_err(|err| ApiError::invalid_request(format!("The body is not a message: {err}.")))?;
     if prompt.initial_data.is_some() {
         return Err(ApiError::invalid_request(
@@ -638,19 +638,20 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             ));
         }
     };
-    let text = |field: &str, value: &Option<Value>| match value {
-        Some(Value::String(text)) => Ok(text.clone()),
+    // The text moves out of the parsed body: a large message is not copied here.
+    let text = |field: &str, value: Option<Value>| match value {
+        Some(Value::String(text)) => Ok(text),
         _ => Err(ApiError::invalid_request(format!(
             "`{field}` must be a string."
         ))),
     };
     let message = match prompt.kind.as_str() {
         "user" => Delivered::User {
-            text: text("body", &prompt.body)?,
-            images: parse_attachments(prompt.attachments.as_deref().unwrap_or_default())?,
+            text: text("body", prompt.body.take())?,
+            images: parse_attachments(prompt.attachments.take().unwrap_or_default())?,
         },
         "signal" => {
-            let signal_type = text("type", &prompt.signal_type)?;
+            let signal_type = text("type", prompt.signal_type.take())?;
             if signal_type.is_empty() {
                 return Err(ApiError::invalid_request(
                     "A signal's `type` must be non-empty.",
@@ -684,7 +685,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             };
             Delivered::Signal {
                 signal_type,
-                body: text("body", &prompt.body)?,
+                body: text("body", prompt.body.take())?,
                 attributes,
                 tag_name,
             }
@@ -731,7 +732,7 @@ fn check_fields(object: &serde_json::Map<String, Value>) -> Result<(), ApiError>
     )))
 }
 
-fn parse_attachments(values: &[Value]) -> Result<Vec<Attachment>, ApiError> {
+fn parse_attachments(values: Vec<Value>) -> Result<Vec<Attachment>, ApiError> {
     if values.len() > MAX_ATTACHMENTS {
         return Err(ApiError::invalid_request(format!(
             "A message carries at most {MAX_ATTACHMENTS} attachments; this one has {}.",
@@ -739,42 +740,53 @@ fn parse_attachments(values: &[Value]) -> Result<Vec<Attachment>, ApiError> {
         )));
     }
     values
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(idx, value)| {
-            let field = |name: &str| value.get(name).and_then(Value::as_str);
-            if field("type") != Some("image") {
-                return Err(ApiError::invalid_request(format!(
-                    "attachments[{idx}].type must be \"image\" (only images are accepted)."
-                )));
-            }
-            let (Some(data), Some(mime_type)) = (field("data"), field("mimeType")) else {
-                return Err(ApiError::invalid_request(format!(
-                    "attachments[{idx}] needs string `data` (base64) and `mimeType`."
-                )));
+        .map(|(idx, mut value)| {
+            let (mime_type, filename) = check_attachment(idx, &value)?;
+            // The base64 text moves out of the parsed body instead of being copied.
+            let data = match value.get_mut("data") {
+                Some(Value::String(data)) => std::mem::take(data),
+                _ => String::new(),
             };
-            if data.len() > MAX_ATTACHMENT_CHARS {
-                return Err(ApiError::invalid_request(format!(
-                    "attachments[{idx}].data is longer than {MAX_ATTACHMENT_CHARS} characters."
-                )));
-            }
-            let base64 = crate::chunks::decode_image(data).is_some();
-            let mime_ok = mime_type.starts_with("image/")
-                && HeaderValue::from_str(mime_type).is_ok()
-                && mime_type.len() <= 255;
-            if !base64 || !mime_ok {
-                return Err(ApiError::invalid_request(format!(
-                    "attachments[{idx}] must be padded standard base64 `data` with an image/* \
-                     `mimeType`."
-                )));
-            }
             Ok(Attachment {
-                data: data.to_owned(),
-                mime_type: mime_type.to_owned(),
-                filename: field("filename").map(str::to_owned),
+                data,
+                mime_type,
+                filename,
             })
         })
         .collect()
+}
+
+/// Checks attachment `idx` of a message; its MIME type and file name.
+fn check_attachment(idx: usize, value: &Value) -> Result<(String, Option<String>), ApiError> {
+    let field = |name: &str| value.get(name).and_then(Value::as_str);
+    if field("type") != Some("image") {
+        return Err(ApiError::invalid_request(format!(
+            "attachments[{idx}].type must be \"image\" (only images are accepted)."
+        )));
+    }
+    let (Some(data), Some(mime_type)) = (field("data"), field("mimeType")) else {
+        return Err(ApiError::invalid_request(format!(
+            "attachments[{idx}] needs string `data` (base64) and `mimeType`."
+        )));
+    };
+    if data.len() > MAX_ATTACHMENT_CHARS {
+        return Err(ApiError::invalid_request(format!(
+            "attachments[{idx}].data is longer than {MAX_ATTACHMENT_CHARS} characters."
+        )));
+    }
+    let base64 = crate::chunks::decode_image(data).is_some();
+    let mime_ok = mime_type.starts_with("image/")
+        && HeaderValue::from_str(mime_type).is_ok()
+        && mime_type.len() <= 255;
+    if !base64 || !mime_ok {
+        return Err(ApiError::invalid_request(format!(
+            "attachments[{idx}] must be padded standard base64 `data` with an image/* \
+             `mimeType`."
+        )));
+    }
+    Ok((mime_type.to_owned(), field("filename").map(str::to_owned)))
 }
 
 fn valid_tag(tag: &str) -> bool {

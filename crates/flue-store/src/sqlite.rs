@@ -179,6 +179,14 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE submissions ADD COLUMN waiting_since INTEGER;",
     // v5: the caller's W3C `traceparent` a submission was admitted with (older rows: none).
     "ALTER TABLE submissions ADD COLUMN trace_parent TEXT;",
+    // v6: a submission's message in a row of its own, written once, so that the updates of
+    // the submission's state do not rewrite a large message each time; the submission row
+    // keeps an empty `message` then. Older rows keep their message where it is.
+    "CREATE TABLE submission_messages (
+        submission_id TEXT PRIMARY KEY
+            REFERENCES submissions (submission_id) ON DELETE CASCADE,
+        message TEXT NOT NULL
+    );",
 ];
 
 impl SqliteStore {

@@ -18,6 +18,7 @@ mod everyday;
 mod exposure;
 mod hostile_inputs;
 mod hostile_workspace;
+mod large_messages;
 mod mcp;
 mod mcp_oauth;
 mod mcp_serve;

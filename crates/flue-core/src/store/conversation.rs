@@ -7,9 +7,10 @@
 //!   records of its root and task sessions, and the admission, start, abort and settlement of
 //!   its submissions) takes the conversation's next sequence number in the same transaction.
 //!   Those numbers are the stream's [`Offset`]s.
-//! - **Admission outside the log.** An admitted message is kept in its submission row and in an
-//!   `admitted` batch, not in any session log, until an attempt starts it; the agent loop then
-//!   appends the `User` record. So admission never moves a session's version, and the running
+//! - **Admission outside the log.** An admitted message is kept in its submission row, not in
+//!   any session log, until an attempt starts it; the agent loop then appends the `User`
+//!   record. Its `admitted` batch refers to the submission (the durable stores keep the
+//!   message once), and a stream read puts the message back in the batch. So admission never moves a session's version, and the running
 //!   owner's optimistic-concurrency appends are unaffected by new messages.
 //! - **Ownership with fencing.** One owner processes a conversation at a time. Taking ownership
 //!   bumps the conversation's epoch; every lifecycle write and every session append of a
@@ -28,7 +29,7 @@ use std::time::Duration;
 
 use flue_protocol::{
     ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt,
-    DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo,
+    DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo, SubmissionState,
 };
 use tokio::sync::watch;
 
@@ -94,6 +95,31 @@ pub struct Admission {
     pub accepted_at: u64,
     /// Idempotency key, send condition, busy policy.
     pub options: DispatchOptions,
+}
+
+/// A submission's lifecycle without its message ([`ConversationStore::submission_status`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubmissionStatus {
+    /// Its conversation.
+    pub conversation: ConversationKey,
+    /// Lifecycle state.
+    pub state: SubmissionState,
+    /// True once an abort was requested.
+    pub abort_requested: bool,
+    /// The settlement, once settled.
+    pub settlement: Option<Settlement>,
+}
+
+impl SubmissionStatus {
+    /// The status of `info`.
+    pub fn of(info: &SubmissionInfo) -> Self {
+        Self {
+            conversation: info.conversation.clone(),
+            state: info.state,
+            abort_requested: info.abort_requested,
+            settlement: info.settlement.clone(),
+        }
+    }
 }
 
 /// What [`ConversationStore::acquire`] found.
@@ -220,6 +246,21 @@ pub trait ConversationStore: SessionStore {
         &self,
         submission_id: &str,
     ) -> impl Future<Output = Result<Option<SubmissionInfo>>> + Send;
+
+    /// One submission's lifecycle without its message, or `None` when the id is unknown:
+    /// what waits and polls read, so that they do not read a large message back each time.
+    /// The default reads the whole submission; the durable stores leave the message out.
+    fn submission_status(
+        &self,
+        submission_id: &str,
+    ) -> impl Future<Output = Result<Option<SubmissionStatus>>> + Send {
+        async move {
+            Ok(self
+                .submission(submission_id)
+                .await?
+                .map(|info| SubmissionStatus::of(&info)))
+        }
+    }
 
     /// The unsettled submissions of a conversation, in admission order.
     fn unsettled(
@@ -352,6 +393,11 @@ pub trait DynConversationStore: DynSessionStore {
         &'a self,
         submission_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>>;
+    /// See [`ConversationStore::submission_status`].
+    fn submission_status<'a>(
+        &'a self,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SubmissionStatus>>>;
     /// See [`ConversationStore::unsettled`].
     fn unsettled<'a>(
         &'a self,
@@ -445,6 +491,13 @@ impl<T: ConversationStore> DynConversationStore for T {
         submission_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SubmissionInfo>>> {
         Box::pin(ConversationStore::submission(self, submission_id))
+    }
+
+    fn submission_status<'a>(
+        &'a self,
+        submission_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SubmissionStatus>>> {
+        Box::pin(ConversationStore::submission_status(self, submission_id))
     }
 
     fn unsettled<'a>(

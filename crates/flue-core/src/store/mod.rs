@@ -35,7 +35,7 @@ pub use audit::{
 };
 pub use conversation::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, DynConversationStore, Fence,
-    FencedAppend, HeadWatch, HeadWatchers, LocalOwners, OwnerRegistration,
+    FencedAppend, HeadWatch, HeadWatchers, LocalOwners, OwnerRegistration, SubmissionStatus,
 };
 pub use memory::MemoryStore;
 

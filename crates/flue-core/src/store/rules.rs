@@ -22,16 +22,17 @@ use std::time::Duration;
 
 use flue_protocol::DurabilityConfig;
 use flue_protocol::submission::{
-    BatchBody, ConversationKey, DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch,
-    StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
+    BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition,
+    Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
 use crate::event::Outcome;
 use crate::record::{RECORD_FORMAT_VERSION, Record, StoredRecord};
 use crate::store::{
-    AbortReport, Admission, AuditEntry, Claim, Fence, FencedAppend, SessionKey, TrashEntry,
+    AbortReport, Admission, AuditEntry, Claim, Fence, FencedAppend, SessionKey, SubmissionStatus,
+    TrashEntry,
 };
 use crate::util::now_ms;
 
@@ -92,9 +93,40 @@ pub fn check_version(key: &SessionKey, expected_version: u64, actual: Option<u64
 }
 
 /// `value` as the JSON a durable store keeps; `what` names it in the error.
+///
+/// The text is measured first and written into a buffer of its exact size: a buffer grown as
+/// it is written would reach up to twice the size of a large message, and hold the old and the
+/// new buffer at once while it grows.
 pub fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String> {
-    serde_json::to_string(value)
-        .map_err(|err| FlueError::store(format!("cannot serialise {what}"), err))
+    let failed = |err: serde_json::Error| FlueError::store(format!("cannot serialise {what}"), err);
+    let mut length = JsonLength(0);
+    serde_json::to_writer(&mut length, value).map_err(failed)?;
+    let mut json = Vec::with_capacity(length.0);
+    serde_json::to_writer(&mut json, value).map_err(failed)?;
+    String::from_utf8(json).map_err(|err| FlueError::store(format!("cannot serialise {what}"), err))
+}
+
+/// The length of `value`'s JSON, without writing it (0 when it cannot be serialised).
+pub fn json_length<T: Serialize + ?Sized>(value: &T) -> usize {
+    let mut length = JsonLength(0);
+    match serde_json::to_writer(&mut length, value) {
+        Ok(()) => length.0,
+        Err(_) => 0,
+    }
+}
+
+/// Counts the bytes written to it ([`to_json`]'s first pass).
+struct JsonLength(usize);
+
+impl std::io::Write for JsonLength {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Records as the JSON rows a durable store keeps, one per record.
@@ -107,21 +139,37 @@ pub fn records_json(records: &[StoredRecord]) -> Result<Vec<String>> {
 
 /// A stored record of `key` at `index` read back from its JSON; refuses a record format newer
 /// than this build knows.
+///
+/// The header (`v`, `at`) and the record are read apart from the same text: read as one
+/// [`StoredRecord`], which flattens the record into the header, serde buffers the whole record
+/// and copies its text once more, which a large message pays at every read.
 pub fn parse_record(key: &SessionKey, index: u64, text: &str) -> Result<StoredRecord> {
-    let record: StoredRecord =
-        serde_json::from_str(text).map_err(|err| corrupt_record(key, index, err.to_string()))?;
-    if record.v > RECORD_FORMAT_VERSION {
+    let corrupt = |err: serde_json::Error| corrupt_record(key, index, err.to_string());
+    let header: RecordHeader = serde_json::from_str(text).map_err(corrupt)?;
+    if header.v > RECORD_FORMAT_VERSION {
         return Err(corrupt_record(
             key,
             index,
             format!(
                 "record format {} is newer than this flue supports ({RECORD_FORMAT_VERSION}); \
                  upgrade flue",
-                record.v
+                header.v
             ),
         ));
     }
-    Ok(record)
+    let record: Record = serde_json::from_str(text).map_err(corrupt)?;
+    Ok(StoredRecord {
+        v: header.v,
+        at: header.at,
+        record,
+    })
+}
+
+/// The header of a stored record ([`parse_record`]); the record's own fields are skipped.
+#[derive(Deserialize)]
+struct RecordHeader {
+    v: u32,
+    at: u64,
 }
 
 /// The error for a stored record of `key` at `index` that cannot be read.
@@ -428,11 +476,12 @@ impl<'a> AdmissionCheck<'a> {
         })
     }
 
-    /// The `admitted` batch to record.
-    pub fn admitted_batch(&self) -> BatchBody {
-        BatchBody::Admitted {
-            submission_id: self.admission.submission_id.clone(),
-            message: self.admission.message.clone(),
+    /// The `admitted` batch to record, as a durable store keeps it: without the message,
+    /// which its submission holds (see [`AdmittedRef`]).
+    pub fn admitted_batch(&self) -> AdmittedRef<'a> {
+        AdmittedRef {
+            kind: AdmittedTag::Admitted,
+            submission_id: &self.admission.submission_id,
             accepted_at: self.admission.accepted_at,
         }
     }
@@ -565,6 +614,44 @@ impl SubmissionRow<'_> {
     }
 }
 
+/// A submission's lifecycle read back from its columns (`instance_id`, `state`,
+/// `abort_requested`, `settlement` as JSON), for
+/// [`ConversationStore::submission_status`](crate::store::ConversationStore::submission_status).
+pub fn submission_status(
+    submission_id: &str,
+    instance_id: &str,
+    state: &str,
+    abort_requested: bool,
+    settlement: Option<&str>,
+) -> Result<SubmissionStatus> {
+    let settlement = settlement
+        .map(serde_json::from_str::<Settlement>)
+        .transpose()
+        .map_err(|err| {
+            FlueError::store(
+                format!("corrupt settlement of submission {submission_id}"),
+                err,
+            )
+        })?;
+    let Some(state) = parse_state(state) else {
+        return Err(FlueError::Store {
+            message: format!("unknown state {state:?} of submission {submission_id}"),
+            source: None,
+        });
+    };
+    let conversation =
+        ConversationKey::from_instance_id(instance_id).ok_or_else(|| FlueError::Store {
+            message: format!("malformed instance id {instance_id:?}"),
+            source: None,
+        })?;
+    Ok(SubmissionStatus {
+        conversation,
+        state,
+        abort_requested,
+        settlement,
+    })
+}
+
 /// Whether the oldest unsettled submission of a conversation (in `state`) may be claimed for
 /// an attempt: a waiting one holds the line, nothing behind it runs before it resumes.
 pub fn claimable(state: SubmissionState) -> bool {
@@ -679,8 +766,30 @@ pub fn stream_page(after: Offset, head: Offset, batches: Vec<StreamBatch>) -> St
     }
 }
 
+/// The `admitted` batch as a durable store writes it: `{"type": "admitted", "submission_id",
+/// "accepted_at"}`, the message left out. The submission's row holds the message already
+/// (as sent, for idempotency keys and for recovery); a stream read takes it from there
+/// ([`StoredBatch::Admitted`]), so readers see the same `admitted` batch as when the message
+/// was stored in the batch too, as stores written before did (those still read as they are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AdmittedRef<'a> {
+    #[serde(rename = "type")]
+    kind: AdmittedTag,
+    /// The submission whose row holds the message.
+    pub submission_id: &'a str,
+    /// Admission time, ms since the epoch.
+    pub accepted_at: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum AdmittedTag {
+    Admitted,
+}
+
 /// A stream batch as a durable store keeps it: a range of session records (read from the
-/// session when the batch is read), or any other body as JSON.
+/// session when the batch is read), an admission (its message read from its submission), or
+/// any other body as JSON.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StoredBatch {
     /// `count` records of `session` from index `first`.
@@ -692,8 +801,29 @@ pub enum StoredBatch {
         /// How many.
         count: u64,
     },
+    /// An admission whose message is in its submission's row ([`AdmittedRef`]).
+    Admitted {
+        /// The submission.
+        submission_id: String,
+        /// Admission time, ms since the epoch.
+        accepted_at: u64,
+    },
     /// Any other body.
     Body(BatchBody),
+}
+
+/// What a backend read for a [`StoredBatch`] before [`StoredBatch::into_batch`]: the records
+/// of [`StoredBatch::record_range`], the message of [`StoredBatch::admitted_submission`] (read
+/// with [`parse_message`]; `None` when there is no such submission), or nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum BatchContent {
+    /// A body batch needs nothing.
+    #[default]
+    Nothing,
+    /// The records of a records batch.
+    Records(Vec<StoredRecord>),
+    /// The message of an admission's submission.
+    Message(Option<DeliveredMessage>),
 }
 
 impl StoredBatch {
@@ -710,34 +840,94 @@ impl StoredBatch {
                 *first,
                 first + count,
             )),
-            Self::Body(_) => None,
+            Self::Admitted { .. } | Self::Body(_) => None,
         }
     }
 
-    /// The stream batch at `offset`, with `records` read from [`StoredBatch::record_range`]
-    /// (other bodies ignore them).
+    /// The submission whose message (its stored JSON) an admission batch needs, to read
+    /// before [`StoredBatch::into_batch`].
+    pub fn admitted_submission(&self) -> Option<&str> {
+        match self {
+            Self::Admitted { submission_id, .. } => Some(submission_id),
+            Self::Records { .. } | Self::Body(_) => None,
+        }
+    }
+
+    /// The stream batch at `offset` of `key`, with what `content` holds: the records of a
+    /// records batch, the message of an admission. [`FlueError::Store`] for an admission
+    /// whose submission is missing.
     pub fn into_batch(
         self,
+        key: &ConversationKey,
         offset: Offset,
         at: u64,
         submission_id: Option<String>,
-        records: Vec<StoredRecord>,
-    ) -> StreamBatch {
+        content: BatchContent,
+    ) -> Result<StreamBatch> {
         let body = match self {
             Self::Records { session, first, .. } => BatchBody::Records {
                 session,
                 first_index: first,
-                records,
+                records: match content {
+                    BatchContent::Records(records) => records,
+                    BatchContent::Nothing | BatchContent::Message(_) => Vec::new(),
+                },
             },
+            Self::Admitted {
+                submission_id: admitted,
+                accepted_at,
+            } => {
+                let BatchContent::Message(Some(message)) = content else {
+                    return Err(FlueError::Store {
+                        message: format!(
+                            "stream batch {offset} of {key} admits submission {admitted}, \
+                             which is missing"
+                        ),
+                        source: None,
+                    });
+                };
+                BatchBody::Admitted {
+                    submission_id: admitted,
+                    message,
+                    accepted_at,
+                }
+            }
             Self::Body(body) => body,
         };
-        StreamBatch {
+        Ok(StreamBatch {
             offset,
             at,
             submission_id,
             body,
-        }
+        })
     }
+}
+
+/// A submission's message read back from its stored JSON ([`message_json`]).
+pub fn parse_message(submission_id: &str, json: &str) -> Result<DeliveredMessage> {
+    serde_json::from_str(json).map_err(|err| {
+        FlueError::store(
+            format!("corrupt message of submission {submission_id}"),
+            err,
+        )
+    })
+}
+
+/// The fields of a stored `admitted` batch: without `message` when written as an
+/// [`AdmittedRef`], with it when written by a store of an earlier version.
+#[derive(Deserialize)]
+struct StoredAdmitted {
+    submission_id: String,
+    accepted_at: u64,
+    #[serde(default)]
+    message: Option<DeliveredMessage>,
+}
+
+/// Only the tag of a stored batch body: read first, without copying the rest.
+#[derive(Deserialize)]
+struct BodyTag<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
 }
 
 /// Reads back stream row `seq` of `key` from its columns: `session`, `first_idx` and
@@ -750,15 +940,33 @@ pub fn stored_batch(
     n_records: Option<i64>,
     body: Option<&str>,
 ) -> Result<StoredBatch> {
+    let corrupt = |err: serde_json::Error| FlueError::store("corrupt stream batch", err);
     match (session, first_idx, n_records, body) {
         (Some(session), Some(first), Some(count), _) => Ok(StoredBatch::Records {
             session,
             first: u64::try_from(first).unwrap_or_default(),
             count: u64::try_from(count).unwrap_or_default(),
         }),
-        (_, _, _, Some(body)) => serde_json::from_str(body)
-            .map(StoredBatch::Body)
-            .map_err(|err| FlueError::store("corrupt stream batch", err)),
+        (_, _, _, Some(body)) => {
+            let tag: BodyTag<'_> = serde_json::from_str(body).map_err(corrupt)?;
+            if tag.kind != "admitted" {
+                return serde_json::from_str(body)
+                    .map(StoredBatch::Body)
+                    .map_err(corrupt);
+            }
+            let admitted: StoredAdmitted = serde_json::from_str(body).map_err(corrupt)?;
+            Ok(match admitted.message {
+                Some(message) => StoredBatch::Body(BatchBody::Admitted {
+                    submission_id: admitted.submission_id,
+                    message,
+                    accepted_at: admitted.accepted_at,
+                }),
+                None => StoredBatch::Admitted {
+                    submission_id: admitted.submission_id,
+                    accepted_at: admitted.accepted_at,
+                },
+            })
+        }
         _ => Err(FlueError::Store {
             message: format!("stream batch {seq} of {key} is empty"),
             source: None,

@@ -18,7 +18,7 @@ use crate::record::{
 };
 use crate::steps;
 use crate::store::rules::ROOT_SESSION;
-use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog};
+use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog, SubmissionStatus};
 use crate::submission::runtime::AgentRuntime;
 use crate::submission::wire::{
     ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset, Settlement,
@@ -257,14 +257,21 @@ impl AgentRuntime {
     /// process runs it, and returns its state then. [`FlueError::SubmissionNotFound`] for an
     /// unknown id.
     pub async fn wait_idle(&self, submission_id: &str) -> Result<SubmissionInfo> {
+        self.wait_idle_lifecycle(submission_id).await?;
+        self.status(submission_id).await
+    }
+
+    /// [`AgentRuntime::wait_idle`] returning the submission's lifecycle only: a large message
+    /// is never read back while waiting.
+    pub async fn wait_idle_lifecycle(&self, submission_id: &str) -> Result<SubmissionStatus> {
         let mut watch = None;
         loop {
-            let info = self.status(submission_id).await?;
-            if info.settlement.is_some() || info.state == SubmissionState::Waiting {
-                return Ok(info);
+            let status = self.lifecycle(submission_id).await?;
+            if status.settlement.is_some() || status.state == SubmissionState::Waiting {
+                return Ok(status);
             }
             match &mut watch {
-                None => watch = Some(self.inner.store.watch_head(&info.conversation)),
+                None => watch = Some(self.inner.store.watch_head(&status.conversation)),
                 Some(watch) => {
                     let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
                 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
+use flue_protocol::DeliveredMessage;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
@@ -174,8 +175,14 @@ async fn process(
     fenced: &Arc<FencedSessions>,
     slot: &DriverSlot,
     harness: Result<Harness, ErrorInfo>,
-    claim: Claim,
+    mut claim: Claim,
 ) -> Next {
+    // The message moves into its `User` record (or is dropped, when a previous attempt
+    // applied it): the claim does not hold a copy of it while the attempt runs.
+    let delivered = std::mem::replace(
+        &mut claim.submission.message,
+        DeliveredMessage::user(String::new()),
+    );
     let submission = &claim.submission;
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
@@ -283,7 +290,7 @@ async fn process(
             .await;
         }
     };
-    let message = (!submission.input_applied).then(|| submission.message.to_user_message());
+    let message = (!submission.input_applied).then(|| delivered.into_user_message());
     fenced.begin_submission(submission_id, message.is_some());
     let cancel = CancellationToken::new();
     let reason = Arc::new(AtomicU8::new(StopReason::None as u8));
@@ -431,8 +438,8 @@ async fn supervise(
                 stop(StopReason::Shutdown);
             }
             _ = polls.tick() => {
-                if let Ok(Some(info)) = inner.store.submission(submission_id).await
-                    && info.abort_requested
+                if let Ok(Some(status)) = inner.store.submission_status(submission_id).await
+                    && status.abort_requested
                 {
                     stop(StopReason::Abort);
                 }

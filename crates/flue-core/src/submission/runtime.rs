@@ -11,9 +11,9 @@ use tracing::Instrument;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
-use crate::log_cache::{LogCache, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
+use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
 use crate::spans;
-use crate::store::{Admission, DynConversationStore, OwnerRegistration};
+use crate::store::{Admission, DynConversationStore, OwnerRegistration, SubmissionStatus};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
 use crate::submission::wire::{
@@ -98,7 +98,11 @@ impl AgentRuntimeBuilder {
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
-            logs: Arc::new(LogCache::new(MAX_CACHED_SESSIONS, MAX_CACHED_RECORDS)),
+            logs: Arc::new(LogCache::new(
+                MAX_CACHED_SESSIONS,
+                MAX_CACHED_RECORDS,
+                MAX_CACHED_BYTES,
+            )),
         });
         inner.reconcile().await?;
         if let Some(interval) = self.reconcile_interval {
@@ -300,8 +304,8 @@ impl RuntimeInner {
         let mut any = false;
         let mut settled = Vec::new();
         for id in ids {
-            match self.store.submission(&id).await? {
-                Some(info) if info.settlement.is_some() => settled.push(id),
+            match self.store.submission_status(&id).await? {
+                Some(status) if status.settlement.is_some() => settled.push(id),
                 // Unsettled, or being admitted right now.
                 _ => any = true,
             }
@@ -482,13 +486,14 @@ impl AgentRuntime {
     pub async fn wait(&self, submission_id: &str) -> Result<Settlement> {
         let mut watch = None;
         loop {
-            let info = self.status(submission_id).await?;
-            if let Some(settlement) = info.settlement {
+            // The status alone: a large message is not read back at every head move.
+            let status = self.lifecycle(submission_id).await?;
+            if let Some(settlement) = status.settlement {
                 return Ok(settlement);
             }
             match &mut watch {
                 // Subscribe, then read again: a settlement between the two reads is not missed.
-                None => watch = Some(self.inner.store.watch_head(&info.conversation)),
+                None => watch = Some(self.inner.store.watch_head(&status.conversation)),
                 // Wakes at once for this process's writes, within a poll for other processes'.
                 Some(watch) => {
                     let _ = tokio::time::timeout(self.inner.poll_interval, watch.changed()).await;
@@ -508,6 +513,19 @@ impl AgentRuntime {
         }
         let info = self.status(submission_id).await?;
         Err(settlement_error(&info, &settlement))
+    }
+
+    /// The submission's lifecycle without its message (cheaper than
+    /// [`AgentRuntime::status`] for a large message); [`FlueError::SubmissionNotFound`] for an
+    /// unknown id.
+    pub async fn lifecycle(&self, submission_id: &str) -> Result<SubmissionStatus> {
+        self.inner
+            .store
+            .submission_status(submission_id)
+            .await?
+            .ok_or_else(|| FlueError::SubmissionNotFound {
+                submission_id: submission_id.to_owned(),
+            })
     }
 
     /// The submission's current state; [`FlueError::SubmissionNotFound`] for an unknown id.

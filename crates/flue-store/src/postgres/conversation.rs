@@ -18,18 +18,19 @@ use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Transaction};
 use flue_core::store::rules::{
-    self, AdmissionCheck, Commit, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
+    self, AdmissionCheck, BatchContent, Commit, EarlierSubmission, FoundConversation, Ownership,
+    ROOT_SESSION, SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
-    OwnerRegistration,
+    OwnerRegistration, SubmissionStatus,
 };
 use flue_core::{
-    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
-    Result, SendCondition, Settlement, StreamPage, SubmissionInfo,
+    BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchReceipt,
+    DurabilityConfig, Offset, Result, SendCondition, Settlement, StreamPage, SubmissionInfo,
     util::{new_ulid, now_ms},
 };
+use serde::Serialize;
 use tokio_postgres::Row;
 
 use super::heads::payload;
@@ -238,6 +239,28 @@ impl ConversationStore for PostgresStore {
             .transpose()
     }
 
+    async fn submission_status(&self, submission_id: &str) -> Result<Option<SubmissionStatus>> {
+        let client = self.client().await?;
+        let row = query_opt(
+            &client,
+            "SELECT instance_id, state, abort_requested, settlement FROM flue_submissions
+             WHERE submission_id = $1",
+            &[&submission_id],
+            "cannot read submission",
+        )
+        .await?;
+        row.map(|row| {
+            rules::submission_status(
+                submission_id,
+                row.get(0),
+                row.get(1),
+                row.get(2),
+                row.get(3),
+            )
+        })
+        .transpose()
+    }
+
     async fn unsettled(&self, key: &ConversationKey) -> Result<Vec<SubmissionInfo>> {
         let client = self.client().await?;
         let sql = format!(
@@ -296,13 +319,21 @@ impl ConversationStore for PostgresStore {
             let seq = uint(row.get(0));
             let stored =
                 rules::stored_batch(key, seq, row.get(3), row.get(4), row.get(5), row.get(6))?;
-            let records = match stored.record_range(&instance_id) {
-                Some((session_key, from, until)) => {
-                    read_record_range(&tx, &session_key, from, until).await?
-                }
-                None => Vec::new(),
-            };
-            batches.push(stored.into_batch(Offset(seq), uint(row.get(1)), row.get(2), records));
+            let content =
+                if let Some((session_key, from, until)) = stored.record_range(&instance_id) {
+                    BatchContent::Records(read_record_range(&tx, &session_key, from, until).await?)
+                } else if let Some(admitted) = stored.admitted_submission() {
+                    BatchContent::Message(read_message(&tx, &instance_id, admitted).await?)
+                } else {
+                    BatchContent::Nothing
+                };
+            batches.push(stored.into_batch(
+                key,
+                Offset(seq),
+                uint(row.get(1)),
+                row.get(2),
+                content,
+            )?);
         }
         tx.commit()
             .await
@@ -866,7 +897,7 @@ async fn push_batch(
     tx: &Transaction<'_>,
     instance_id: &str,
     submission_id: Option<&str>,
-    body: &BatchBody,
+    body: &(impl Serialize + Sync + ?Sized),
 ) -> Result<Offset> {
     let json = rules::to_json(body, "stream batch")?;
     let offset = next_seq(tx, instance_id).await?;
@@ -886,6 +917,24 @@ async fn push_batch(
     )
     .await?;
     Ok(offset)
+}
+
+/// The message of submission `submission_id` of conversation `instance_id`, for its
+/// `admitted` batch; `None` when there is no such submission.
+async fn read_message(
+    tx: &Transaction<'_>,
+    instance_id: &str,
+    submission_id: &str,
+) -> Result<Option<DeliveredMessage>> {
+    let row = query_opt(
+        tx,
+        "SELECT message FROM flue_submissions WHERE submission_id = $1 AND instance_id = $2",
+        &[&submission_id, &instance_id],
+        "cannot read submission",
+    )
+    .await?;
+    row.map(|row| rules::parse_message(submission_id, row.get(0)))
+        .transpose()
 }
 
 /// Queues the head notification; Postgres sends it when the transaction commits.

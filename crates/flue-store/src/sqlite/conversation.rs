@@ -21,18 +21,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use flue_protocol::{
-    BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
-    Settlement, StreamPage, SubmissionInfo,
+    BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchReceipt,
+    DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo,
 };
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::Serialize;
 
 use flue_core::store::rules::{
-    self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
-    SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
+    self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership,
+    ROOT_SESSION, SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
 };
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
-    OwnerRegistration, SessionKey,
+    OwnerRegistration, SessionKey, SubmissionStatus,
 };
 use flue_core::{
     FlueError, Result,
@@ -41,9 +42,21 @@ use flue_core::{
 
 use super::{SqliteStore, get_u64, insert_records, read_record_range, store_error};
 
-const SUBMISSION_COLUMNS: &str = "submission_id, instance_id, position, state, message, \
-     accepted_at, attempts, first_started_at, input_applied, abort_requested, idempotency_key, \
-     settlement, durability, admitted_offset, trace_parent";
+/// A submission's message: in `submission_messages` (written once at admission), or in the
+/// submission row itself when an older flue admitted it.
+macro_rules! message_column {
+    () => {
+        "COALESCE((SELECT m.message FROM submission_messages m \
+         WHERE m.submission_id = submissions.submission_id), submissions.message)"
+    };
+}
+
+const SUBMISSION_COLUMNS: &str = concat!(
+    "submission_id, instance_id, position, state, ",
+    message_column!(),
+    ", accepted_at, attempts, first_started_at, input_applied, abort_requested, \
+     idempotency_key, settlement, durability, admitted_offset, trace_parent"
+);
 
 // A submission needs work when it is neither settled nor waiting for a decision. The test is
 // spelled as two `!=` so the planner sees that it implies the partial index's
@@ -140,10 +153,12 @@ impl SqliteStore {
         let check = AdmissionCheck::new(admission, message_json, found)?;
         if let Some(idempotency_key) = check.idempotency_key() {
             let earlier = tx
-                .prepare_cached(
-                    "SELECT submission_id, message, accepted_at, admitted_offset FROM submissions
-                     WHERE instance_id = ?1 AND idempotency_key = ?2",
-                )
+                .prepare_cached(concat!(
+                    "SELECT submission_id, ",
+                    message_column!(),
+                    ", accepted_at, admitted_offset FROM submissions
+                         WHERE instance_id = ?1 AND idempotency_key = ?2"
+                ))
                 .and_then(|mut select| {
                     select
                         .query_row(params![instance_id, idempotency_key], |row| {
@@ -208,14 +223,13 @@ impl SqliteStore {
              (submission_id, instance_id, position, state, message, accepted_at, attempts,
               first_started_at, input_applied, abort_requested, idempotency_key, settlement,
               durability, admitted_offset, trace_parent)
-             VALUES (?1, ?2, ?3, 'queued', ?4, ?5, 0, NULL, 0, 0, ?6, NULL, NULL, ?7, ?8)",
+             VALUES (?1, ?2, ?3, 'queued', '', ?4, 0, NULL, 0, 0, ?5, NULL, NULL, ?6, ?7)",
         )
         .and_then(|mut insert| {
             insert.execute(params![
                 admission.submission_id,
                 instance_id,
                 position,
-                message_json,
                 sat(admission.accepted_at),
                 admission.options.idempotency_key,
                 sat(offset.0),
@@ -223,6 +237,11 @@ impl SqliteStore {
             ])
         })
         .map_err(store_error("cannot insert submission"))?;
+        tx.prepare_cached(
+            "INSERT INTO submission_messages (submission_id, message) VALUES (?1, ?2)",
+        )
+        .and_then(|mut insert| insert.execute(params![admission.submission_id, message_json]))
+        .map_err(store_error("cannot insert the submission's message"))?;
         Ok((check.receipt(offset), Some(offset)))
     }
 
@@ -380,18 +399,20 @@ impl SqliteStore {
             return Ok(None);
         };
         let now = sat(now_ms());
+        tx.prepare_cached(
+            "UPDATE submissions SET state = 'running', attempts = attempts + 1,
+                first_started_at = COALESCE(first_started_at, ?2),
+                durability = COALESCE(durability, ?3)
+             WHERE submission_id = ?1",
+        )
+        .and_then(|mut update| update.execute(params![submission_id, now, durability_json]))
+        .map_err(store_error("cannot claim submission"))?;
         let raw = tx
             .prepare_cached(&format!(
-                "UPDATE submissions SET state = 'running', attempts = attempts + 1,
-                    first_started_at = COALESCE(first_started_at, ?2),
-                    durability = COALESCE(durability, ?3)
-                 WHERE submission_id = ?1 RETURNING {SUBMISSION_COLUMNS}"
+                "SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE submission_id = ?1"
             ))
-            .and_then(|mut update| {
-                update.query_row(
-                    params![submission_id, now, durability_json],
-                    RawSubmission::from_row,
-                )
+            .and_then(|mut select| {
+                select.query_row(params![submission_id], RawSubmission::from_row)
             })
             .map_err(store_error("cannot claim submission"))?;
         let submission = raw.into_info()?;
@@ -497,7 +518,17 @@ impl ConversationStore for SqliteStore {
     async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
         let instance_id = admission.key.instance_id();
         let message_json = rules::message_json(admission)?;
-        let admission = admission.clone();
+        // The writer thread needs its own admission. The message goes there as its JSON
+        // alone: the rules read an admission's message only through `message_json`, so the
+        // copy leaves it out rather than holding a second copy of a large message.
+        let admission = Admission {
+            key: admission.key.clone(),
+            submission_id: admission.submission_id.clone(),
+            new_uid: admission.new_uid.clone(),
+            message: DeliveredMessage::user(String::new()),
+            accepted_at: admission.accepted_at,
+            options: admission.options.clone(),
+        };
         let (receipt, head) = self
             .writer
             .write_first(commit_of(Write::Admit), move |tx| {
@@ -549,6 +580,38 @@ impl ConversationStore for SqliteStore {
             })
             .map_err(store_error("cannot read submission"))?;
         row.map(RawSubmission::into_info).transpose()
+    }
+
+    async fn submission_status(&self, submission_id: &str) -> Result<Option<SubmissionStatus>> {
+        let connection = self.reader();
+        let row = connection
+            .prepare_cached(
+                "SELECT instance_id, state, abort_requested, settlement FROM submissions
+                 WHERE submission_id = ?1",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_row(params![submission_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, bool>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                        ))
+                    })
+                    .optional()
+            })
+            .map_err(store_error("cannot read submission"))?;
+        row.map(|(instance_id, state, abort_requested, settlement)| {
+            rules::submission_status(
+                submission_id,
+                &instance_id,
+                &state,
+                abort_requested,
+                settlement.as_deref(),
+            )
+        })
+        .transpose()
     }
 
     async fn unsettled(&self, key: &ConversationKey) -> Result<Vec<SubmissionInfo>> {
@@ -622,13 +685,21 @@ impl ConversationStore for SqliteStore {
                 row.n_records,
                 row.body.as_deref(),
             )?;
-            let records = match stored.record_range(&instance_id) {
-                Some((session_key, from, until)) => {
-                    read_record_range(&tx, &session_key, from, until)?
-                }
-                None => Vec::new(),
-            };
-            batches.push(stored.into_batch(Offset(row.seq), row.at, row.submission_id, records));
+            let content =
+                if let Some((session_key, from, until)) = stored.record_range(&instance_id) {
+                    BatchContent::Records(read_record_range(&tx, &session_key, from, until)?)
+                } else if let Some(admitted) = stored.admitted_submission() {
+                    BatchContent::Message(read_message(&tx, &instance_id, admitted)?)
+                } else {
+                    BatchContent::Nothing
+                };
+            batches.push(stored.into_batch(
+                key,
+                Offset(row.seq),
+                row.at,
+                row.submission_id,
+                content,
+            )?);
         }
         tx.commit().map_err(store_error("cannot end stream read"))?;
         Ok(rules::stream_page(after, head, batches))
@@ -979,6 +1050,29 @@ fn count_unsettled(tx: &Transaction<'_>, instance_id: &str) -> Result<u64> {
     .map_err(store_error("cannot count submissions"))
 }
 
+/// The message of submission `submission_id` of conversation `instance_id`, for its
+/// `admitted` batch; `None` when there is no such submission.
+fn read_message(
+    tx: &Transaction<'_>,
+    instance_id: &str,
+    submission_id: &str,
+) -> Result<Option<DeliveredMessage>> {
+    let json: Option<String> = tx
+        .prepare_cached(concat!(
+            "SELECT ",
+            message_column!(),
+            " FROM submissions WHERE submission_id = ?1 AND instance_id = ?2"
+        ))
+        .and_then(|mut select| {
+            select
+                .query_row(params![submission_id, instance_id], |row| row.get(0))
+                .optional()
+        })
+        .map_err(store_error("cannot read submission"))?;
+    json.map(|json| rules::parse_message(submission_id, &json))
+        .transpose()
+}
+
 /// Takes the conversation's next sequence number.
 fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
     tx.prepare_cached(
@@ -994,7 +1088,7 @@ fn push_batch(
     tx: &Transaction<'_>,
     instance_id: &str,
     submission_id: Option<&str>,
-    body: &BatchBody,
+    body: &(impl Serialize + ?Sized),
 ) -> Result<Offset> {
     let json = rules::to_json(body, "stream batch")?;
     let offset = next_seq(tx, instance_id)?;

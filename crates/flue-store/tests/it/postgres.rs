@@ -335,3 +335,68 @@ async fn an_unreachable_server_is_a_store_error_without_the_password() {
     assert!(message.contains("flue@127.0.0.1"), "{message}");
     assert!(!message.contains("hunter2"), "{message}");
 }
+
+/// An admitted message is stored once, in its submission: the `admitted` batch refers to it,
+/// and a stream read puts the message back. A batch as stores before this one wrote it (the
+/// message inside) still reads the same.
+#[tokio::test]
+async fn an_admitted_batch_refers_to_its_submission_and_an_older_one_still_reads() {
+    use flue_core::BatchBody;
+
+    let url = fresh_database();
+    let store = node(&url).await;
+    let text = "a message stored once ".repeat(1000);
+    let offset = admit(&store, &key("once"), &text).await;
+    let page = store
+        .read_stream(&key("once"), Offset::START, 10)
+        .await
+        .unwrap();
+    let admitted = page
+        .batches
+        .iter()
+        .find(|batch| batch.offset == offset)
+        .unwrap()
+        .clone();
+    let BatchBody::Admitted {
+        message,
+        submission_id,
+        accepted_at,
+    } = &admitted.body
+    else {
+        panic!("not an admitted batch: {admitted:?}");
+    };
+    assert_eq!(message, &DeliveredMessage::user(text.clone()));
+    let copies = psql(
+        &url,
+        &format!(
+            "SELECT 'stream' FROM flue_stream WHERE strpos(body, '{text}') > 0 UNION ALL \
+             SELECT 'submissions' FROM flue_submissions WHERE strpos(message, '{text}') > 0"
+        ),
+    );
+    assert_eq!(copies, "submissions", "where the message is stored");
+
+    // The admitted batch as an older flue wrote it: the whole body, message included.
+    let old = serde_json::to_string(&BatchBody::Admitted {
+        submission_id: submission_id.clone(),
+        message: message.clone(),
+        accepted_at: *accepted_at,
+    })
+    .unwrap();
+    psql(
+        &url,
+        &format!(
+            "UPDATE flue_stream SET body = '{}' WHERE seq = {}",
+            old.replace('\'', "''"),
+            offset.0
+        ),
+    );
+    drop(store);
+    let store = node(&url).await;
+    assert_eq!(
+        store
+            .read_stream(&key("once"), Offset::START, 10)
+            .await
+            .unwrap(),
+        page
+    );
+}

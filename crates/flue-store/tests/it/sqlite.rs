@@ -142,7 +142,7 @@ async fn sqlite_migration_sets_user_version_and_wal() {
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
         (
-            5,
+            6,
             "wal",
             [
                 "audit",
@@ -150,6 +150,7 @@ async fn sqlite_migration_sets_user_version_and_wal() {
                 "records",
                 "sessions",
                 "stream",
+                "submission_messages",
                 "submissions",
                 "trash",
                 "trash_blobs"
@@ -183,8 +184,14 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
     };
     // Back to the version-4 schema, as an older flue left it.
     let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute_batch("ALTER TABLE submissions DROP COLUMN trace_parent; PRAGMA user_version = 4;")
-        .unwrap();
+    raw.execute_batch(
+        "UPDATE submissions SET message = (SELECT m.message FROM submission_messages m
+             WHERE m.submission_id = submissions.submission_id);
+         DROP TABLE submission_messages;
+         ALTER TABLE submissions DROP COLUMN trace_parent;
+         PRAGMA user_version = 4;",
+    )
+    .unwrap();
     drop(raw);
 
     let store = SqliteStore::open(&path).unwrap();
@@ -200,7 +207,7 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(user_version, 5);
+    assert_eq!(user_version, 6);
 }
 
 #[tokio::test]
@@ -221,7 +228,7 @@ async fn sqlite_newer_schema_is_refused() {
             "store_error",
             format!(
                 "store error: cannot open the conversation store {shown}: database schema \
-                 version 99 is newer than this flue-core supports (5); upgrade flue to read it, \
+                 version 99 is newer than this flue-core supports (6); upgrade flue to read it, \
                  or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
                  empty store"
             )
@@ -437,4 +444,104 @@ async fn a_version_1_database_is_migrated_without_losing_sessions() {
     );
     store.append_audit(&entry("a", "i1", true)).await.unwrap();
     assert_eq!(store.list_audit("i1").await.unwrap().len(), 1);
+}
+
+/// An admitted message is stored once, in a row of its own that is never rewritten: the
+/// `admitted` batch refers to its submission and the submission's updates leave the message
+/// alone; a stream read puts the message back. A version-5 database (the message in the
+/// submission row and in the batch, as an older flue wrote both) still reads the same.
+#[tokio::test]
+async fn an_admitted_message_is_stored_once_and_an_older_database_still_reads() {
+    use flue_core::store::{Admission, ConversationStore};
+    use flue_core::{BatchBody, DeliveredMessage, DispatchOptions, Offset};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let key = flue_core::ConversationKey::new("agent", "once");
+    let text = "a message stored once ".repeat(1000);
+    let message = DeliveredMessage::user(text.clone());
+    let store = SqliteStore::open(&path).unwrap();
+    let receipt = store
+        .admit(&Admission {
+            key: key.clone(),
+            submission_id: flue_core::util::new_ulid(),
+            new_uid: flue_core::util::new_ulid(),
+            message: message.clone(),
+            accepted_at: now_ms(),
+            options: DispatchOptions::default(),
+        })
+        .await
+        .unwrap();
+    let page = store.read_stream(&key, Offset::START, 10).await.unwrap();
+    let admitted = page
+        .batches
+        .iter()
+        .find(|batch| batch.offset == receipt.offset)
+        .unwrap()
+        .clone();
+    let BatchBody::Admitted {
+        message: read_back,
+        submission_id,
+        accepted_at,
+    } = &admitted.body
+    else {
+        panic!("not an admitted batch: {admitted:?}");
+    };
+    assert_eq!(
+        (read_back, submission_id),
+        (&message, &receipt.submission_id)
+    );
+    let info = store.submission(submission_id).await.unwrap().unwrap();
+    assert_eq!(info.message, message);
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let holding: Vec<String> = raw
+        .prepare(
+            "SELECT 'stream' FROM stream WHERE instr(body, ?1) > 0
+             UNION ALL SELECT 'submissions' FROM submissions WHERE instr(message, ?1) > 0
+             UNION ALL SELECT 'submission_messages' FROM submission_messages
+                 WHERE instr(message, ?1) > 0",
+        )
+        .unwrap()
+        .query_map([&text], |row| row.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(
+        holding,
+        ["submission_messages"],
+        "where the message is stored"
+    );
+
+    // Back to version 5, as an older flue left it: the message in the submission row and in
+    // the admitted batch.
+    let old_batch = serde_json::to_string(&BatchBody::Admitted {
+        submission_id: submission_id.clone(),
+        message: message.clone(),
+        accepted_at: *accepted_at,
+    })
+    .unwrap();
+    raw.execute(
+        "UPDATE stream SET body = ?1 WHERE seq = ?2",
+        rusqlite::params![old_batch, i64::try_from(receipt.offset.0).unwrap()],
+    )
+    .unwrap();
+    raw.execute(
+        "UPDATE submissions SET message = ?1",
+        [serde_json::to_string(&message).unwrap()],
+    )
+    .unwrap();
+    raw.execute_batch("DROP TABLE submission_messages; PRAGMA user_version = 5;")
+        .unwrap();
+    drop(raw);
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.read_stream(&key, Offset::START, 10).await.unwrap(),
+        page
+    );
+    assert_eq!(
+        store.submission(submission_id).await.unwrap().unwrap(),
+        info
+    );
 }

@@ -20,7 +20,7 @@ use crate::store::rules::{
 };
 use crate::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
-    MemoryStore, OwnerRegistration, SessionKey,
+    MemoryStore, OwnerRegistration, SessionKey, SubmissionStatus,
 };
 use crate::util::now_ms;
 
@@ -49,6 +49,12 @@ struct MemoryConversation {
 #[derive(Debug)]
 enum MemoryBatch {
     Body(StreamBatch),
+    /// An admission: its message is its submission's (as the durable stores keep it).
+    Admitted {
+        at: u64,
+        submission_id: String,
+        accepted_at: u64,
+    },
     Records {
         at: u64,
         submission_id: Option<String>,
@@ -64,7 +70,6 @@ struct MemorySubmission {
     /// When it became `waiting`.
     waiting_since: Option<u64>,
     admitted_offset: Offset,
-    message_json: String,
 }
 
 impl MemoryConversation {
@@ -184,12 +189,15 @@ impl ConversationStore for MemoryStore {
                 .find(|submission| {
                     submission.info.idempotency_key.as_deref() == Some(idempotency_key)
                 })
-                .map(|earlier| EarlierSubmission {
-                    submission_id: earlier.info.submission_id.clone(),
-                    message_json: earlier.message_json.clone(),
-                    accepted_at: earlier.info.accepted_at,
-                    admitted_offset: earlier.admitted_offset,
-                });
+                .map(|earlier| {
+                    Ok::<_, crate::error::FlueError>(EarlierSubmission {
+                        submission_id: earlier.info.submission_id.clone(),
+                        message_json: rules::to_json(&earlier.info.message, "message")?,
+                        accepted_at: earlier.info.accepted_at,
+                        admitted_offset: earlier.admitted_offset,
+                    })
+                })
+                .transpose()?;
             if let Some(receipt) = check.deduplicate(earlier)? {
                 return Ok(receipt);
             }
@@ -224,7 +232,13 @@ impl ConversationStore for MemoryStore {
         let Some(conversation) = all.conversations.get_mut(&instance_id) else {
             return Err(instance_not_found(key, None));
         };
-        let offset = conversation.push(Some(&admission.submission_id), check.admitted_batch());
+        let admitted = check.admitted_batch();
+        let offset = Offset(conversation.head().0 + 1);
+        conversation.stream.push(MemoryBatch::Admitted {
+            at: now_ms(),
+            submission_id: admitted.submission_id.to_owned(),
+            accepted_at: admitted.accepted_at,
+        });
         conversation.order.push(admission.submission_id.clone());
         let position = conversation.order.len() as u64;
         all.submissions.insert(
@@ -248,7 +262,6 @@ impl ConversationStore for MemoryStore {
                 },
                 waiting_since: None,
                 admitted_offset: offset,
-                message_json: message_json.clone(),
             },
         );
         drop(all);
@@ -309,6 +322,14 @@ impl ConversationStore for MemoryStore {
             .map(|submission| submission.info.clone()))
     }
 
+    async fn submission_status(&self, submission_id: &str) -> Result<Option<SubmissionStatus>> {
+        Ok(self
+            .conversations()
+            .submissions
+            .get(submission_id)
+            .map(|submission| SubmissionStatus::of(&submission.info)))
+    }
+
     async fn unsettled(&self, key: &ConversationKey) -> Result<Vec<SubmissionInfo>> {
         let all = self.conversations();
         Ok(all
@@ -345,6 +366,25 @@ impl ConversationStore for MemoryStore {
             let offset = Offset(idx as u64 + 1);
             batches.push(match batch {
                 MemoryBatch::Body(batch) => batch.clone(),
+                MemoryBatch::Admitted {
+                    at,
+                    submission_id,
+                    accepted_at,
+                } => rules::StoredBatch::Admitted {
+                    submission_id: submission_id.clone(),
+                    accepted_at: *accepted_at,
+                }
+                .into_batch(
+                    key,
+                    offset,
+                    *at,
+                    Some(submission_id.clone()),
+                    rules::BatchContent::Message(
+                        all.submissions
+                            .get(submission_id)
+                            .map(|submission| submission.info.message.clone()),
+                    ),
+                )?,
                 MemoryBatch::Records {
                     at,
                     submission_id,
