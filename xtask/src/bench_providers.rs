@@ -1,7 +1,8 @@
 //! `cargo xtask bench-providers [--runs N] [--peer DIR] [--flue BIN ...]`: `flue run` (release build) against
 //! the project's fake OpenAI server (`crates/flue-cli/tests/fixtures/fake_openai.py`) over
 //! real HTTP, for one request (a plain agent) and one tool round trip (two requests with a
-//! tool call between). Reports wall time and peak RSS per scenario. With `--peer DIR`, runs the
+//! tool call between), and `examples/hello-world` (the scripted model: no HTTP, `flue` only).
+//! Reports wall time, CPU time and peak RSS per scenario. With `--peer DIR`, runs the
 //! TypeScript Flue set up in DIR by its recipe (`node_modules/.bin/flue`, a node binary under
 //! `nodebin/`, agents `src/agents/plain-agent.ts` and `src/agents/tool-agent.ts` reading the
 //! server's port from `FAKE_PORT`) against the same server, and prints the ratio per pair.
@@ -37,6 +38,8 @@ struct Stats {
     min_wall: Duration,
     max_wall: Duration,
     median_rss_kib: u32,
+    /// CPU time (user + system) of the runs under `measure-rss`.
+    median_cpu: Duration,
 }
 
 /// The fake server, killed by pid when dropped.
@@ -91,8 +94,28 @@ pub(crate) fn bench_providers(
             format!("flue-rs {}", flue.display())
         }
     };
-    let mut groups: Vec<Vec<Scenario>> = vec![Vec::new(), Vec::new()];
+    // examples/hello-world (the scripted model, one tool round, no HTTP): `flue` only.
+    let hello = scratch.join("hello-world");
+    crate::copy_dir(&root.join("examples/hello-world"), &hello)?;
+    let _ = std::fs::remove_dir_all(hello.join(".flue"));
+    let mut groups: Vec<Vec<Scenario>> = vec![Vec::new(), Vec::new(), Vec::new()];
     for flue in &binaries {
+        groups[2].push(Scenario {
+            measurer: measurer.clone(),
+            name: format!("{}: hello-world", label(flue)),
+            program: flue.clone(),
+            args: vec![
+                "run".to_owned(),
+                "hello".to_owned(),
+                "--root".to_owned(),
+                hello.display().to_string(),
+                "-m".to_owned(),
+                "What does the greeting file say?".to_owned(),
+            ],
+            cwd: hello.clone(),
+            envs: Vec::new(),
+            expect: "The greeting file says",
+        });
         groups[0].push(Scenario {
             measurer: measurer.clone(),
             name: format!("{}: one request", label(flue)),
@@ -162,13 +185,15 @@ pub(crate) fn bench_providers(
         for (scenario, stats) in group.iter().zip(&stats) {
             report(&scenario.name, stats);
         }
-        if peer.is_some()
-            && let (Some(rust), Some(peer_stats)) = (stats.first(), stats.last())
-        {
+        let with_peer = group
+            .last()
+            .is_some_and(|scenario| scenario.name.starts_with("flue-ts"));
+        if with_peer && let (Some(rust), Some(peer_stats)) = (stats.first(), stats.last()) {
             println!(
-                "  ratio flue-ts / {}: wall {:.1}x, peak RSS {:.1}x",
+                "  ratio flue-ts / {}: wall {:.1}x, CPU {:.1}x, peak RSS {:.1}x",
                 group[0].name,
                 peer_stats.median_wall.as_secs_f64() / rust.median_wall.as_secs_f64(),
+                peer_stats.median_cpu.as_secs_f64() / rust.median_cpu.as_secs_f64().max(1e-6),
                 f64::from(peer_stats.median_rss_kib) / f64::from(rust.median_rss_kib)
             );
         }
@@ -180,10 +205,12 @@ pub(crate) fn bench_providers(
 
 fn report(name: &str, stats: &Stats) {
     println!(
-        "{name:28} median {:8.1} ms (min {:.1}, max {:.1}); peak RSS median {:.1} MiB",
+        "{name:28} median {:8.1} ms (min {:.1}, max {:.1}); CPU median {:.1} ms; peak RSS \
+         median {:.1} MiB",
         ms(stats.median_wall),
         ms(stats.min_wall),
         ms(stats.max_wall),
+        ms(stats.median_cpu),
         f64::from(stats.median_rss_kib) / 1024.0
     );
 }
@@ -193,6 +220,7 @@ fn report(name: &str, stats: &Stats) {
 fn measure(group: &[Scenario], runs: u32) -> anyhow::Result<Vec<Stats>> {
     let mut walls: Vec<Vec<Duration>> = vec![Vec::new(); group.len()];
     let mut rss: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
+    let mut cpu: Vec<Vec<Duration>> = vec![Vec::new(); group.len()];
     for run_idx in 0..=runs {
         for (idx, scenario) in group.iter().enumerate() {
             let started = Instant::now();
@@ -225,27 +253,29 @@ fn measure(group: &[Scenario], runs: u32) -> anyhow::Result<Vec<Stats>> {
                 .stderr(Stdio::null())
                 .output()?;
             let text = String::from_utf8_lossy(&output.stdout);
-            let kib: u32 = text
-                .lines()
-                .last()
-                .unwrap_or_default()
-                .trim()
-                .parse()
-                .with_context(|| format!("unexpected measure-rss output {text:?}"))?;
-            rss[idx].push(kib);
+            let last = text.lines().last().unwrap_or_default();
+            let mut fields = last.split_whitespace().map(str::parse::<u64>);
+            let (Some(Ok(kib)), Some(Ok(micros))) = (fields.next(), fields.next()) else {
+                bail!("unexpected measure-rss output {text:?}");
+            };
+            rss[idx].push(u32::try_from(kib)?);
+            cpu[idx].push(Duration::from_micros(micros));
         }
     }
     Ok(walls
         .into_iter()
         .zip(rss)
-        .map(|(mut walls, mut rss)| {
+        .zip(cpu)
+        .map(|((mut walls, mut rss), mut cpu)| {
             walls.sort();
             rss.sort_unstable();
+            cpu.sort();
             Stats {
                 median_wall: walls[walls.len() / 2],
                 min_wall: walls[0],
                 max_wall: walls[walls.len() - 1],
                 median_rss_kib: rss[rss.len() / 2],
+                median_cpu: cpu[cpu.len() / 2],
             }
         })
         .collect())

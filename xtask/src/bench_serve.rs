@@ -1,7 +1,11 @@
-//! `cargo xtask bench-serve [--streams N] [--seconds S] [--flue BIN]`: `flue serve` (release build) on the serve test
-//! workspace (crates/flue-cli/tests/fixtures/serve-workspace, scripted model), driven over
-//! loopback HTTP/1.1 by plain threads:
+//! `cargo xtask bench-serve [--streams N] [--seconds S] [--idle-seconds S] [--workspace DIR]
+//! [--flue BIN]`: `flue serve` (release build) on the serve test workspace
+//! (crates/flue-cli/tests/fixtures/serve-workspace, scripted model; or `DIR`, used in place: a
+//! copy of that workspace whose store was filled beforehand), driven over loopback HTTP/1.1 by
+//! plain threads:
 //!
+//! - start-up: process start -> the first answered `GET /_flue/health`; then the server's CPU
+//!   time (user + system) while idle for `--idle-seconds` (default 30);
 //! - admission latency: 500 sequential `POST`s (new conversations, one keep-alive connection,
 //!   each settled before the next), request sent -> 202 body read; p50 / p99; then 200 `POST`s
 //!   back to back (turns piling up behind them);
@@ -98,12 +102,28 @@ fn watchdog(pid: u32, budget: Duration) -> mpsc::Sender<()> {
 }
 
 /// With `flue` given, that binary is measured and nothing is built.
-pub(crate) fn bench_serve(
-    root: &Path,
-    streams: usize,
-    seconds: u64,
-    flue: Option<&Path>,
-) -> anyhow::Result<()> {
+/// What `bench-serve` runs and measures.
+pub(crate) struct ServeBench<'a> {
+    /// Idle SSE streams to open.
+    pub(crate) streams: usize,
+    /// Seconds of each throughput phase.
+    pub(crate) seconds: u64,
+    /// Seconds the idle server's CPU time is counted for.
+    pub(crate) idle_seconds: u64,
+    /// A prepared workspace, served in place (a copy of the fixture is used otherwise).
+    pub(crate) workspace: Option<&'a Path>,
+    /// The binary (a release build of this checkout otherwise).
+    pub(crate) flue: Option<&'a Path>,
+}
+
+pub(crate) fn bench_serve(root: &Path, bench: &ServeBench<'_>) -> anyhow::Result<()> {
+    let ServeBench {
+        streams,
+        seconds,
+        idle_seconds,
+        workspace,
+        flue,
+    } = *bench;
     let flue = match flue {
         Some(flue) => flue.to_path_buf(),
         None => {
@@ -113,17 +133,40 @@ pub(crate) fn bench_serve(
     };
     raise_fd_limit(streams + 1_000)?;
     println!("load average: {}", load_average());
-    let scratch = std::env::temp_dir().join(format!("flue-bench-serve-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    copy_dir(
-        &root.join("crates/flue-cli/tests/fixtures/serve-workspace"),
-        &scratch,
-    )?;
+    let scratch = match workspace {
+        Some(dir) => dir.to_path_buf(),
+        None => {
+            let scratch =
+                std::env::temp_dir().join(format!("flue-bench-serve-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&scratch);
+            copy_dir(
+                &root.join("crates/flue-cli/tests/fixtures/serve-workspace"),
+                &scratch,
+            )?;
+            scratch
+        }
+    };
+    let spawned = Instant::now();
     let server = start(&flue, &scratch)?;
     let pid = server.child.id();
-    let _watchdog = watchdog(pid, RUN_BUDGET);
+    let _watchdog = watchdog(pid, RUN_BUDGET + Duration::from_secs(idle_seconds));
+    health(&server.addr)?;
+    println!(
+        "start-up: {:.1} ms (process start -> first answered GET /_flue/health)",
+        spawned.elapsed().as_secs_f64() * 1000.0
+    );
     let idle_rss = rss_kib(pid)?;
     println!("flue serve: {}  idle RSS {} KiB", server.addr, idle_rss);
+    if idle_seconds > 0 {
+        let before = cpu_ticks(pid)?;
+        std::thread::sleep(Duration::from_secs(idle_seconds));
+        let used = cpu_ticks(pid)?.saturating_sub(before);
+        println!(
+            "idle CPU: {} ms over {idle_seconds} s (load average {})",
+            used * 1000 / clock_ticks_per_second(),
+            load_average()
+        );
+    }
 
     // Warm up.
     for idx in 0..20 {
@@ -216,8 +259,52 @@ pub(crate) fn bench_serve(
     drop(opened);
     println!("load average: {}", load_average());
     drop(server);
-    let _ = std::fs::remove_dir_all(&scratch);
+    if workspace.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
     Ok(())
+}
+
+/// Asks `GET /_flue/health` until it is answered 200 (bounded by the ready timeout).
+fn health(addr: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let answered = connect(addr).and_then(|mut conn| {
+            conn.get_mut().write_all(
+                format!("GET /_flue/health HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes(),
+            )?;
+            read_response(&mut conn)
+        });
+        match answered {
+            Ok((200, _, _)) => return Ok(()),
+            Ok(_) | Err(_) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok((status, _, body)) => bail!("GET /_flue/health: {status} {body}"),
+            Err(err) => return Err(err.context("GET /_flue/health")),
+        }
+    }
+}
+
+/// CPU time (user + system) of process `pid` so far, in clock ticks (`/proc/<pid>/stat`).
+fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name (in parentheses, which may hold spaces): utime and
+    // stime are the 12th and 13th of them.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("malformed /proc/<pid>/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |idx: usize| -> anyhow::Result<u64> {
+        Ok(fields.get(idx).context("short /proc/<pid>/stat")?.parse()?)
+    };
+    Ok(field(11)? + field(12)?)
+}
+
+/// The kernel's clock ticks per second (`USER_HZ`): 100 on Linux.
+fn clock_ticks_per_second() -> u64 {
+    100
 }
 
 pub(crate) fn load_average() -> String {

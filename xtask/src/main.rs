@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
-/// Internal: runs a command and prints its peak RSS in KiB (see `peak_rss_kib_of`).
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
+/// Internal: runs a command and prints its peak RSS in KiB and its CPU time (user + system)
+/// in microseconds, on one line (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
 
 fn main() -> anyhow::Result<()> {
@@ -83,13 +84,34 @@ fn main() -> anyhow::Result<()> {
                     .parse()?,
                 None => 10,
             };
-            let flue = match args.iter().position(|arg| arg == "--flue") {
-                Some(idx) => Some(PathBuf::from(
-                    args.get(idx + 1).context("--flue needs a binary")?,
-                )),
-                None => None,
+            let idle_seconds = match args.iter().position(|arg| arg == "--idle-seconds") {
+                Some(idx) => args
+                    .get(idx + 1)
+                    .context("--idle-seconds needs a number")?
+                    .parse()?,
+                None => 30,
             };
-            bench_serve::bench_serve(&root, streams, seconds, flue.as_deref())
+            let path_of = |flag: &str, what: &str| -> anyhow::Result<Option<PathBuf>> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(Some(PathBuf::from(
+                        args.get(idx + 1)
+                            .with_context(|| format!("{flag} needs {what}"))?,
+                    ))),
+                    None => Ok(None),
+                }
+            };
+            let flue = path_of("--flue", "a binary")?;
+            let workspace = path_of("--workspace", "a directory")?;
+            bench_serve::bench_serve(
+                &root,
+                &bench_serve::ServeBench {
+                    streams,
+                    seconds,
+                    idle_seconds,
+                    workspace: workspace.as_deref(),
+                    flue: flue.as_deref(),
+                },
+            )
         }
         Some("bench-postgres") => {
             let value = |flag: &str| -> anyhow::Result<Option<&String>> {
@@ -320,7 +342,9 @@ fn peak_rss_kib_of(flue: &Path, workspace: &Path) -> anyhow::Result<u32> {
         .output()?;
     let text = String::from_utf8_lossy(&output.stdout);
     let last = text.lines().last().unwrap_or_default();
-    last.trim()
+    last.split_whitespace()
+        .next()
+        .unwrap_or_default()
         .parse()
         .with_context(|| format!("unexpected measure-rss output {text:?}"))
 }
@@ -337,8 +361,13 @@ fn measure_rss(command: &[String]) -> anyhow::Result<()> {
         bail!("{program} failed");
     }
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)?;
+    let micros = |time: nix::sys::time::TimeVal| time.tv_sec() * 1_000_000 + time.tv_usec();
     // ru_maxrss is in KiB on Linux.
-    println!("{}", usage.max_rss());
+    println!(
+        "{} {}",
+        usage.max_rss(),
+        micros(usage.user_time()) + micros(usage.system_time())
+    );
     Ok(())
 }
 

@@ -65,6 +65,17 @@ mod daytona;
 mod isolated;
 mod mcp;
 
+/// Installs ring as the process's default rustls crypto provider, unless one is installed
+/// already (an embedder's choice is kept). reqwest is built without a provider of its own (one
+/// TLS library in the binary), so every HTTP client this crate builds (MCP over HTTP and SSE,
+/// OAuth, Daytona) calls this first; rmcp builds its own default client too.
+pub(crate) fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another thread installing one is fine: a provider is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 pub use daytona::{DEFAULT_DAYTONA_API_URL, DaytonaConfig, DaytonaSandbox};
 pub use isolated::{IsolatedSandbox, IsolatedSandboxBuilder, IsolationBackend};
 pub use mcp::{

@@ -9,17 +9,19 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
+use flue_core::store::HeadWatch;
 use flue_core::{
     AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION,
     DeliveredMessage, DispatchOptions, DispatchReceipt, FlueError, Record, StreamBatch,
     SubmissionState,
 };
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::backend::{
     Admitted, Attachment, AttachmentBytes, BackendError, Batch, Decision, Delivered, Delivery,
@@ -29,8 +31,9 @@ use crate::chunks::{decode_image, iso8601, parse_attachment_id, settlement_chunk
 use crate::turns::{LiveTurns, Shown, spawn_follower};
 use crate::wire::{ChunkBody, Offset};
 
-/// How often an idle reader looks at the store for writes made by other processes (writes of
-/// this process wake it at once).
+/// How often the store is looked at for writes other processes made to a conversation that
+/// readers wait on (writes of this process wake them at once): one look per conversation, for
+/// all its waiting readers.
 const CROSS_PROCESS_POLL: Duration = Duration::from_secs(5);
 
 /// The runtime the router serves: flue-core's [`AgentRuntime`], the agents it lists and
@@ -49,6 +52,8 @@ struct Inner {
     admitted: Mutex<HashSet<String>>,
     /// Model output of turns in progress, ahead of their durable records.
     turns: Arc<LiveTurns>,
+    /// The cross-process poll of each conversation with waiting readers: the head it last saw.
+    polls: Mutex<HashMap<String, Arc<watch::Sender<u64>>>>,
 }
 
 /// The agents served at one time.
@@ -79,6 +84,7 @@ impl DurableRuntime {
                 stopping: AtomicBool::new(false),
                 admitted: Mutex::new(HashSet::new()),
                 turns,
+                polls: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -298,39 +304,47 @@ impl DurableRuntime {
         }
     }
 
+    /// Returns once the conversation's head is past `after` (see [`HeadWaiter`]).
     pub(crate) async fn changed(&self, key: &ConversationKey, after: Offset) {
+        self.head_waiter(key).changed(after).await;
+    }
+
+    /// A waiter for the head of `key`, to keep across waits (an SSE reader holds one).
+    pub(crate) fn head_waiter(&self, key: &ConversationKey) -> HeadWaiter {
         if self.check_agent(key).is_err() {
-            return std::future::pending().await;
+            return HeadWaiter {
+                runtime: self.clone(),
+                key: key.clone(),
+                watches: None,
+                looked: true,
+            };
         }
-        // Subscribe first, then look at the store once: a write that landed in between is
-        // seen either way. Writes of this process wake the watch at once; writes of other
-        // processes are seen by the slow poll.
-        let mut watch = self.inner.runtime.store().watch_head(key);
-        let mut poll = true;
-        loop {
-            if poll {
-                if let Ok(Some(info)) = self.inner.runtime.conversation(key).await
-                    && info.head.0 > after.0
-                {
-                    return;
-                }
-                poll = false;
-            }
-            match tokio::time::timeout(CROSS_PROCESS_POLL, watch.changed()).await {
-                Ok(Ok(())) => {
-                    if watch.borrow_and_update().0 > after.0 {
-                        return;
-                    }
-                }
-                Ok(Err(_)) => {
-                    tokio::time::sleep(CROSS_PROCESS_POLL).await;
-                    poll = true;
-                }
-                Err(_) => poll = true,
-            }
+        // Subscribed before the waiter's one look at the store: a write that lands in
+        // between is seen either way.
+        let store = self.inner.runtime.store().watch_head(key);
+        let polled = self.poll(key);
+        HeadWaiter {
+            runtime: self.clone(),
+            key: key.clone(),
+            watches: Some((store, polled)),
+            looked: false,
         }
     }
 
+    /// A receiver of the cross-process poll of `key`, starting that poll if nobody waits on
+    /// the conversation yet.
+    fn poll(&self, key: &ConversationKey) -> watch::Receiver<u64> {
+        let id = key.to_string();
+        let mut polls = lock(&self.inner.polls);
+        if let Some(sender) = polls.get(&id) {
+            return sender.subscribe();
+        }
+        let (sender, receiver) = watch::channel(0);
+        let sender = Arc::new(sender);
+        polls.insert(id, Arc::clone(&sender));
+        tokio::spawn(poll_head(Arc::downgrade(&self.inner), key.clone(), sender));
+        receiver
+    }
     pub(crate) async fn actions(
         &self,
         key: &ConversationKey,
@@ -807,6 +821,87 @@ fn backend_error(err: FlueError) -> BackendError {
             "the conversation is busy with an earlier decision; retry shortly".to_owned(),
         ),
         other => BackendError::Internal(other),
+    }
+}
+
+/// Waits for a conversation's head to pass an offset: writes of this process through the
+/// store's head watch (at once), other processes' through the conversation's one shared
+/// cross-process poll (within [`CROSS_PROCESS_POLL`]). Holds no timer of its own, and looks at
+/// the store itself once, at its first wait (what landed before it subscribed).
+pub(crate) struct HeadWaiter {
+    runtime: DurableRuntime,
+    key: ConversationKey,
+    /// The store's head watch and the poll's; `None` for a conversation of an agent not served
+    /// (it never changes).
+    watches: Option<(HeadWatch, watch::Receiver<u64>)>,
+    /// Whether the one look at the store was made.
+    looked: bool,
+}
+
+impl HeadWaiter {
+    /// Returns once the head is past `after`.
+    pub(crate) async fn changed(&mut self, after: Offset) {
+        let Some((store, polled)) = &mut self.watches else {
+            return std::future::pending().await;
+        };
+        if !self.looked {
+            self.looked = true;
+            if let Ok(Some(info)) = self.runtime.inner.runtime.conversation(&self.key).await
+                && info.head.0 > after.0
+            {
+                return;
+            }
+        }
+        let mut store_open = true;
+        let mut poll_open = true;
+        loop {
+            if store.borrow_and_update().0 > after.0 || *polled.borrow_and_update() > after.0 {
+                return;
+            }
+            // A closed watch is never polled again (it would answer at once, forever).
+            tokio::select! {
+                changed = store.changed(), if store_open => store_open = changed.is_ok(),
+                changed = polled.changed(), if poll_open => poll_open = changed.is_ok(),
+                else => return std::future::pending().await,
+            }
+        }
+    }
+}
+
+/// The cross-process poll of one conversation: looks at its head now and every
+/// [`CROSS_PROCESS_POLL`] while anyone waits on it, and stops (forgetting itself) once nobody
+/// does or the runtime is gone.
+async fn poll_head(inner: Weak<Inner>, key: ConversationKey, sender: Arc<watch::Sender<u64>>) {
+    loop {
+        {
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            if sender.receiver_count() == 0 {
+                // Checked again under the lock that new subscribers take.
+                let mut polls = lock(&inner.polls);
+                if sender.receiver_count() == 0 {
+                    let id = key.to_string();
+                    if polls
+                        .get(&id)
+                        .is_some_and(|current| Arc::ptr_eq(current, &sender))
+                    {
+                        polls.remove(&id);
+                    }
+                    return;
+                }
+            }
+            if let Ok(Some(info)) = inner.runtime.conversation(&key).await {
+                sender.send_if_modified(|seen| {
+                    let grew = info.head.0 > *seen;
+                    if grew {
+                        *seen = info.head.0;
+                    }
+                    grew
+                });
+            }
+        }
+        tokio::time::sleep(CROSS_PROCESS_POLL).await;
     }
 }
 

@@ -23,6 +23,7 @@ use futures::stream;
 use tokio::time::Instant;
 
 use crate::backend::{LiveChunks, LiveCursor, Page};
+use crate::durable::HeadWaiter;
 use crate::error::ApiError;
 use crate::render::{render_page, with_live_resets};
 use crate::state::AppState;
@@ -54,6 +55,9 @@ struct Reader {
     live_floor: u64,
     /// The stream's incarnation, as the last page said.
     incarnation: Arc<str>,
+    /// Waits for the head to move; made at the first wait and kept (boxed: an idle reader
+    /// holds a pointer to it, and a reader that never waits holds nothing).
+    waiter: Option<Box<HeadWaiter>>,
     /// Open while the stream is: counts active streams (disabled, and free, without telemetry).
     _stream_span: tracing::Span,
 }
@@ -85,6 +89,7 @@ pub(crate) async fn sse(
         live: LiveCursor::default(),
         live_submission: None,
         live_floor: 0,
+        waiter: None,
         _stream_span: tracing::info_span!(target: flue_core::SPAN_TARGET, parent: None, "flue.sse"),
     };
     let events = stream::unfold(reader, |mut reader| async move {
@@ -142,12 +147,17 @@ impl Reader {
                 return Some(Bytes::from_static(b": heartbeat\n\n"));
             }
             let deadline = self.next_heartbeat.min(self.next_control);
-            let changed = state.runtime.changed(&key, self.offset);
+            let mut waiter = match self.waiter.take() {
+                Some(waiter) => waiter,
+                None => Box::new(state.runtime.head_waiter(&key)),
+            };
+            // The reader's one timer: its next heartbeat or control event.
             tokio::select! {
-                () = changed => self.caught_up = false,
+                () = waiter.changed(self.offset) => self.caught_up = false,
                 () = live_changed => {}
                 () = tokio::time::sleep_until(deadline) => {}
             }
+            self.waiter = Some(waiter);
         }
     }
 

@@ -852,3 +852,76 @@ fn raise_fd_limit(wanted: u64) {
         "the hard open-file limit {hard} is below {wanted}"
     );
 }
+
+/// Two `flue serve` processes on one SQLite store: a client following a conversation's stream
+/// on one process sees the messages the other process admits and runs (its process learns of
+/// them from its one cross-process look at the store per conversation, every few seconds).
+#[test]
+fn a_reader_on_one_process_sees_what_another_process_admits_and_runs() {
+    let workspace = workspace();
+    let reader = Server::start(workspace.root(), &[], &[]);
+    let runner = Server::start(workspace.root(), &[], &[]);
+    let path = "/agents/plain/shared";
+    post_message(runner.addr(), path, "first");
+    let mut rounds_run_by_the_runner = 0;
+    for round in 0..3 {
+        // The reader's process, once the previous message settled: follow from its head.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let head = loop {
+            let snapshot = snapshot(reader.addr(), path);
+            if snapshot["settlements"].as_array().unwrap().len() == round + 1 {
+                break snapshot["offset"].as_str().unwrap().to_owned();
+            }
+            assert!(Instant::now() < deadline, "round {round} never settled");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stream = TcpStream::connect(reader.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let request = format!(
+            "GET {path}?view=updates&offset={head}&live=sse HTTP/1.1\r\nhost: {}\r\n\r\n",
+            reader.addr()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        while !text.contains("event: control") {
+            let read = stream.read(&mut buf).unwrap();
+            assert!(read > 0, "stream closed: {text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..read]));
+        }
+        // The other process admits (and most likely runs) the next message.
+        let admission = post_message(runner.addr(), path, &format!("round {round}"));
+        let submission = admission["submissionId"].as_str().unwrap().to_owned();
+        let needle = format!("\"submissionId\":\"{submission}\",\"outcome\"");
+        // Heartbeats keep the stream talking, so the deadline is checked between reads.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !text.contains(&needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the reader never saw {submission}: {text}"
+            );
+            let read = stream.read(&mut buf).unwrap();
+            assert!(read > 0, "stream closed before the settlement: {text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..read]));
+        }
+        assert!(text.contains("Hello"), "{text}");
+        let settled_by = |log: &str| {
+            log.lines()
+                .any(|line| line.contains("settled") && line.contains(&submission))
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !settled_by(&runner.log()) && !settled_by(&reader.log()) {
+            assert!(Instant::now() < deadline, "no process logged {submission}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if settled_by(&runner.log()) {
+            rounds_run_by_the_runner += 1;
+        }
+    }
+    assert!(
+        rounds_run_by_the_runner >= 1,
+        "every round ran in the reader's process: nothing crossed processes"
+    );
+}

@@ -252,6 +252,7 @@ impl DaytonaSandbox {
     /// Fails with [`SandboxErrorReason::Unavailable`] when the API refuses (a bad key, no
     /// quota) or the sandbox does not start in time.
     pub async fn connect(config: DaytonaConfig) -> Result<Self> {
+        crate::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .build()

@@ -85,6 +85,7 @@ pub async fn connect_mcp_server(
     name: &str,
     options: McpServerOptions,
 ) -> Result<McpServerConnection> {
+    crate::install_crypto_provider();
     let mut context = ErrorContext {
         server: name.to_owned(),
         secrets: options.secret_values(),

@@ -128,6 +128,7 @@ pub async fn login_mcp_server(
     oauth: McpOAuth,
     show_url: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(), FlueError> {
+    crate::install_crypto_provider();
     let authorizer = Authorizer::new(server, url, oauth, &reqwest::Client::new())
         .await
         .map_err(|err| auth_error(server, &err))?;

@@ -60,6 +60,7 @@ impl SseTransport {
         headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Self, SseError> {
+        crate::install_crypto_provider();
         let sse_url =
             Url::parse(url).map_err(|err| SseError::setup(format!("invalid url: {err}")))?;
         let http = reqwest::Client::builder()
