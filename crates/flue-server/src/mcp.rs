@@ -268,7 +268,20 @@ impl McpAgents {
                         () = context.ct.cancelled() => {
                             return Ok(self.aborted(&key).await);
                         }
-                        info = &mut wait => break info,
+                        info = &mut wait => {
+                            // The events of a settled attempt were sent before it settled and
+                            // may still be queued here: report them before answering.
+                            loop {
+                                match events.try_recv() {
+                                    Ok(event) if event.submission_id.as_deref() == Some(&submission_id) => {
+                                        reporter.event(&event.event).await;
+                                    }
+                                    Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+                                    Err(_) => break,
+                                }
+                            }
+                            break info;
+                        }
                         event = events.recv() => match event {
                             Ok(event) if event.submission_id.as_deref() == Some(&submission_id) => {
                                 reporter.event(&event.event).await;

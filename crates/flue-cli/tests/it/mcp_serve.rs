@@ -161,14 +161,10 @@ fn check_common(report: &Value) {
     let id = first["structured"]["conversation_id"].as_str().unwrap();
     assert!(id.starts_with("mcp-"), "{id}");
     assert!(first["text"].as_str().unwrap().contains(id), "{first}");
-    assert!(
-        first["progress"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|message| message == "a model turn finished"),
-        "progress notifications: {first}"
-    );
+    // Progress is not asserted on this short call: the official client handles a response at
+    // once but each notification a microtask later, and drops a notification whose response
+    // came in the same read (a busy machine joins the last lines). The slow call below proves
+    // progress: the client cancels it when "running the tool" arrives, or it runs ten minutes.
     let second = &report["second"];
     assert_eq!(second["structured"]["reply"], "You said: and again");
     assert_eq!(second["structured"]["conversation_id"], id);

@@ -103,8 +103,11 @@ fn sqlite_rows(db: &Path) -> Rows {
         return Vec::new();
     };
     connection.busy_timeout(Duration::from_secs(10)).unwrap();
-    let Ok(mut statement) = connection.prepare("SELECT idempotency_key, message FROM submissions")
-    else {
+    // The message is in `submission_messages` since schema 6 (in the row before).
+    let Ok(mut statement) = connection.prepare(
+        "SELECT s.idempotency_key, COALESCE(m.message, s.message) FROM submissions s \
+         LEFT JOIN submission_messages m ON m.submission_id = s.submission_id",
+    ) else {
         // Not created yet.
         return Vec::new();
     };
