@@ -43,8 +43,15 @@ if (elicit) {
     return { action: "accept", content: { allow: true } };
   });
 }
+// Resolved when the server logs that a cancelled call's work was aborted.
+let abortLogged;
+const aborted = new Promise((resolve) => {
+  abortLogged = resolve;
+});
 client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-  report.logs.push(notification.params.data?.message ?? "");
+  const message = notification.params.data?.message ?? "";
+  report.logs.push(message);
+  if (message.includes("aborted after the client's cancellation")) abortLogged();
 });
 
 await client.connect(transport);
@@ -104,6 +111,9 @@ try {
 } catch (err) {
   report.cancelled = String(err?.name ?? err);
 }
+// Over HTTP the cancellation is a request of its own that the next call could overtake (and
+// be aborted with it): wait until the server says the abort is done.
+await aborted;
 report.afterCancel = await call("slow", { message: "quick one", conversation_id: "cancel-me" });
 
 // Arguments the schema refuses.

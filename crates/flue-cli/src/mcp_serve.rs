@@ -4,22 +4,26 @@
 //! `flue serve`; flue-server's `McpAgents` speaks the protocol. Over stdio, stdout carries the
 //! protocol and nothing else.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use flue_host::{App, Preflight, RuntimeMode, StoreChoice};
-use flue_server::{MCP_PATH, RequestGuard, ServeOptions};
+use flue_server::{MCP_PATH, ServeOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
 use crate::args::McpServeArgs;
-use crate::serve::{broken_agents, cannot_bind, load_agents, shutdown_signal};
+use crate::serve::{Exposure, broken_agents, cannot_bind, load_agents, shutdown_signal};
 
 /// Runs `flue mcp serve` until the client closes stdio (stdio), or SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
     let http = if args.http {
-        Some(Http::checked(&args)?)
+        Some(Exposure::checked(
+            &args.host,
+            args.token.clone(),
+            &args.allowed_hosts,
+        )?)
     } else {
         None
     };
@@ -122,46 +126,5 @@ async fn drain(app: &App, grace: Duration) {
             busy,
             "grace period over; unfinished work is left to recovery at the next start"
         );
-    }
-}
-
-/// The checked settings of `--http`.
-struct Http {
-    ip: IpAddr,
-    token: Option<String>,
-    guard: RequestGuard,
-}
-
-impl Http {
-    /// The same rules as `flue serve`: a non-loopback bind needs a token; with one, any host
-    /// is served unless some are listed; without one, only loopback names and the listed ones.
-    fn checked(args: &McpServeArgs) -> anyhow::Result<Self> {
-        // An empty FLUE_TOKEN counts as unset; an explicit `--token ""` is refused below.
-        let token = args.token.clone().or_else(|| {
-            std::env::var("FLUE_TOKEN")
-                .ok()
-                .filter(|token| !token.is_empty())
-        });
-        let ip: IpAddr = args
-            .host
-            .parse()
-            .with_context(|| format!("--host {:?} is not an IP address", args.host))?;
-        if !ip.is_loopback() && token.is_none() {
-            bail!(
-                "refusing to bind {ip}: a non-loopback address needs a token (--token or \
-                 FLUE_TOKEN); every request must then carry `Authorization: Bearer <token>`"
-            );
-        }
-        if let Some(token) = &token {
-            flue_server::check_token(token, ip)?;
-        }
-        flue_server::check_hosts(&args.allowed_hosts)?;
-        let guard = if token.is_some() {
-            RequestGuard::any_host()
-        } else {
-            RequestGuard::loopback()
-        }
-        .with_hosts(&args.allowed_hosts);
-        Ok(Self { ip, token, guard })
     }
 }

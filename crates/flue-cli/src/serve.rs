@@ -17,27 +17,10 @@ use crate::workspace::{current_dir, resolve_root};
 
 /// Runs `flue serve` until SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
-    // An empty FLUE_TOKEN counts as unset; an explicit `--token ""` is refused below.
-    let token = args.token.clone().or_else(|| {
-        std::env::var("FLUE_TOKEN")
-            .ok()
-            .filter(|token| !token.is_empty())
-    });
-    let ip: IpAddr = args
-        .host
-        .parse()
-        .with_context(|| format!("--host {:?} is not an IP address", args.host))?;
-    if !ip.is_loopback() && token.is_none() {
-        bail!(
-            "refusing to bind {ip}: a non-loopback address needs a token (--token or FLUE_TOKEN); \
-             every request must then carry `Authorization: Bearer <token>`"
-        );
-    }
-    if let Some(token) = &token {
-        flue_server::check_token(token, ip)?;
-    }
+    let Exposure { ip, token, guard } =
+        Exposure::checked(&args.host, args.token.clone(), &args.allowed_hosts)?;
     flue_server::check_origins(&args.cors_origins)?;
-    flue_server::check_hosts(&args.allowed_hosts)?;
+    let guard = guard.with_cors_origins(&args.cors_origins);
     raise_fd_limit(args.max_connections as u64 + 1_024);
     let agents = load(&args)?;
     let opened = StoreChoice::Configured(args.store.clone())
@@ -66,15 +49,6 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         }
         return Err(refusal);
     }
-    // A token protects against DNS rebinding (a page cannot add it), so with one any Host is
-    // served unless hosts are listed; without one, only loopback names and the listed hosts.
-    let guard = if token.is_some() {
-        RequestGuard::any_host()
-    } else {
-        RequestGuard::loopback()
-    }
-    .with_hosts(&args.allowed_hosts)
-    .with_cors_origins(&args.cors_origins);
     let config = ServerConfig {
         token,
         cors_origins: args.cors_origins.clone(),
@@ -235,5 +209,51 @@ fn raise_fd_limit(wanted: u64) {
                  LimitNOFILE= in a systemd unit) or lower --max-connections"
             );
         }
+    }
+}
+
+/// Who a server may be reached by, checked once for `flue serve` and `flue mcp serve --http`:
+/// a non-loopback bind needs a token, and the token must be strong enough for the address.
+pub(crate) struct Exposure {
+    pub(crate) ip: IpAddr,
+    pub(crate) token: Option<String>,
+    pub(crate) guard: RequestGuard,
+}
+
+impl Exposure {
+    pub(crate) fn checked(
+        host: &str,
+        token: Option<String>,
+        allowed_hosts: &[String],
+    ) -> anyhow::Result<Self> {
+        // An empty FLUE_TOKEN counts as unset; an explicit `--token ""` is refused below.
+        let token = token.or_else(|| {
+            std::env::var("FLUE_TOKEN")
+                .ok()
+                .filter(|token| !token.is_empty())
+        });
+        let ip: IpAddr = host
+            .parse()
+            .with_context(|| format!("--host {host:?} is not an IP address"))?;
+        if !ip.is_loopback() && token.is_none() {
+            bail!(
+                "refusing to bind {ip}: a non-loopback address needs a token (--token or \
+                 FLUE_TOKEN); every request must then carry `Authorization: Bearer <token>`"
+            );
+        }
+        if let Some(token) = &token {
+            flue_server::check_token(token, ip)?;
+        }
+        flue_server::check_hosts(allowed_hosts)?;
+        // A token protects against DNS rebinding (a page cannot add it), so with one any Host
+        // is served unless hosts are listed; without one, only loopback names and the listed
+        // hosts.
+        let guard = if token.is_some() {
+            RequestGuard::any_host()
+        } else {
+            RequestGuard::loopback()
+        }
+        .with_hosts(allowed_hosts);
+        Ok(Self { ip, token, guard })
     }
 }

@@ -266,7 +266,11 @@ impl McpAgents {
                     tokio::select! {
                         biased;
                         () = context.ct.cancelled() => {
-                            return Ok(self.aborted(&key).await);
+                            let result = self.aborted(&key).await;
+                            // Over HTTP a client's next call may arrive before its cancellation
+                            // and be aborted with it; this log tells it when the abort is done.
+                            reporter.note("the work was aborted after the client's cancellation").await;
+                            return Ok(result);
                         }
                         info = &mut wait => {
                             // The events of a settled attempt were sent before it settled and
@@ -578,21 +582,34 @@ impl Reporter {
             // A client that went away gets nothing more; the call itself notices.
             let _ = self.peer.notify_progress(params).await;
         }
-        self.log(event, &message).await;
+        #[expect(
+            deprecated,
+            reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+        )]
+        let level = match event {
+            Event::ProviderRetry { .. } => rmcp::model::LoggingLevel::Warning,
+            _ => rmcp::model::LoggingLevel::Info,
+        };
+        self.log(level, &message).await;
+    }
+
+    /// Logs `message` at info level (no progress: the call is over).
+    #[expect(
+        deprecated,
+        reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
+    )]
+    async fn note(&self, message: &str) {
+        self.log(rmcp::model::LoggingLevel::Info, message).await;
     }
 
     #[expect(
         deprecated,
         reason = "MCP logging is deprecated by a future revision, not 2025-11-25"
     )]
-    async fn log(&self, event: &Event, message: &str) {
-        use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+    async fn log(&self, level: rmcp::model::LoggingLevel, message: &str) {
+        use rmcp::model::LoggingMessageNotificationParam;
         let Some(wanted) = *self.level.lock().unwrap_or_else(PoisonError::into_inner) else {
             return;
-        };
-        let level = match event {
-            Event::ProviderRetry { .. } => LoggingLevel::Warning,
-            _ => LoggingLevel::Info,
         };
         if severity(level) < severity(wanted) {
             return;
