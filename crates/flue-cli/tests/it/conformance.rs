@@ -170,8 +170,9 @@ fn outcome(scenario: &str, dir: &Path, output: &std::process::Output) -> Outcome
     }
 }
 
-/// The checks the suite wrote for one scenario (`checks.json` somewhere under `dir`).
-fn checks_of(dir: &Path) -> Vec<serde_json::Value> {
+/// The checks the suite wrote for one scenario (`checks.json` somewhere under `dir`); the
+/// client and the server scenarios alike.
+pub(crate) fn checks_of(dir: &Path) -> Vec<serde_json::Value> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {

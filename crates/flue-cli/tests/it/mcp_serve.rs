@@ -5,7 +5,7 @@
 //! use) runs its server scenarios against the HTTP endpoint. Agents run on the scripted model.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +13,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
+use super::conformance::checks_of;
 use super::mcp::peer;
 use super::serve::http;
 use crate::Workspace;
@@ -411,30 +412,4 @@ fn the_conformance_suites_server_scenarios_pass() {
         server.stderr.lock().unwrap()
     );
     eprintln!("{} server scenarios, {n_passed} checks passed", APPLY.len());
-}
-
-/// The checks the suite wrote under `dir` (`checks.json` files).
-fn checks_of(dir: &Path) -> Vec<Value> {
-    let mut files: Vec<PathBuf> = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.file_name().is_some_and(|name| name == "checks.json") {
-                files.push(path);
-            }
-        }
-    }
-    files
-        .iter()
-        .flat_map(|path| {
-            let text = std::fs::read_to_string(path).unwrap();
-            serde_json::from_str::<Vec<Value>>(&text).unwrap()
-        })
-        .collect()
 }
