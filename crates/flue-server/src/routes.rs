@@ -27,6 +27,9 @@ const MAX_ATTACHMENT_CHARS: usize = 14 * 1024 * 1024;
 /// Most images one message may carry (each is stored with the message and served by id).
 const MAX_ATTACHMENTS: usize = 16;
 
+/// The prefix of the idempotency keys of schedule ticks, which HTTP clients may not use.
+const SCHEDULE_KEY_PREFIX: &str = "schedule:";
+
 /// Longest `idempotencyKey`, in characters (the official client's limit).
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 
@@ -628,6 +631,17 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             )));
         }
     };
+    // A client holding such a key would claim a schedule's tick before it fires (and the tick
+    // would get the client's receipt, not a run of its own).
+    if idempotency_key
+        .as_deref()
+        .is_some_and(|key| key.starts_with(SCHEDULE_KEY_PREFIX))
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`idempotencyKey` must not start with `{SCHEDULE_KEY_PREFIX}`: those keys belong to \
+             the ticks of schedules. Choose another key."
+        )));
+    }
     let condition = match &prompt.uid {
         None => SendCondition::Any,
         Some(Value::Null) => SendCondition::Create,

@@ -1184,6 +1184,18 @@ async fn unknown_fields_and_initial_data_are_refused_by_name() {
     let too_long = json!({"kind": "user", "body": "hi", "idempotencyKey": "k".repeat(257)});
     let refused = post_json(&app, "/agents/plain/f", &too_long.to_string()).await;
     assert_eq!(refused.status, 400);
+    // The keys of schedule ticks are not a client's to take.
+    let tick = json!({"kind": "user", "body": "hi", "idempotencyKey": "schedule:nightly:2026-01-01T00:00:00Z"});
+    let refused = post_json(&app, "/agents/plain/f", &tick.to_string()).await;
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.json()["error"]["details"]
+            .as_str()
+            .unwrap()
+            .contains("belong to the ticks of schedules"),
+        "{:?}",
+        refused.json()
+    );
     assert_eq!(
         get(&app, "/agents/plain/f").await.error_type(),
         "stream_not_found"
