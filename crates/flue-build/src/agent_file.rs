@@ -39,6 +39,9 @@ pub struct AgentFile {
     pub skills: Vec<String>,
     /// `subagents`: names of other agents in `agents/`, all present, without cycles.
     pub subagents: Vec<String>,
+    /// `task`: `false` withholds the model's `task` tool (delegating to a subagent or to a
+    /// fresh copy of this agent), offered by default.
+    pub task: Option<bool>,
     /// `tools`: names of built-in tools, all known.
     pub tools: Vec<String>,
     /// `tools`: the command tools declared inline, in order, each checked
@@ -88,6 +91,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "thinking",
     "skills",
     "subagents",
+    "task",
     "tools",
     "mcp",
     "sandbox",
@@ -159,6 +163,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
                 .check(&keys, fields::name_list(key, value))
                 .unwrap_or_default();
         }
+        "task" => file.task = report.check(&keys, fields::boolean(key, value)),
         "tools" => (file.tools, file.command_tools) = crate::tools::parse(value, report),
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {

@@ -50,6 +50,7 @@ impl Workspace {
         config.compaction.clone_from(&agent.compaction);
         config.durability.clone_from(&agent.durability);
         config.max_turns = agent.max_turns;
+        config.task_tool = agent.task;
         config.role.clone_from(&agent.role);
         config.cwd.clone_from(&agent.cwd);
         let rules =
@@ -100,6 +101,7 @@ impl Workspace {
         profile.thinking = agent.thinking;
         profile.compaction.clone_from(&agent.compaction);
         profile.role.clone_from(&agent.role);
+        profile.task_tool = agent.task;
         for skill in &agent.skills {
             let file = self.skills.get(skill).ok_or_else(|| {
                 FlueError::config(format!(

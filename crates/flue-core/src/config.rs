@@ -121,6 +121,14 @@ macro_rules! agent_setters {
             self
         }
 
+        /// Offers (`true`, the default) or withholds the model's `task` tool (see
+        /// [`AgentProfile::task_tool`]).
+        #[must_use]
+        pub fn with_task_tool(mut self, offered: bool) -> Self {
+            self.task_tool = Some(offered);
+            self
+        }
+
         /// Sets the instructions.
         #[must_use]
         pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
@@ -213,6 +221,10 @@ pub struct AgentProfile {
     pub actions: Vec<ToolDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
+    /// Whether the model is offered the `task` tool (delegating to a declared subagent or to
+    /// a fresh copy of this agent). `None`: offered; `Some(false)` (`task: false` in an agent
+    /// file): not offered, though `session.task()` still runs the subagents.
+    pub task_tool: Option<bool>,
     /// Default reasoning effort.
     pub thinking: Option<ThinkingLevel>,
     /// Compaction settings.
@@ -366,6 +378,8 @@ pub struct AgentConfig {
     pub actions: Vec<ToolDefinition>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
+    /// Overrides the profile's `task_tool` (see [`AgentProfile::task_tool`]).
+    pub task_tool: Option<bool>,
     /// Overrides the profile thinking level.
     pub thinking: Option<ThinkingLevel>,
     /// Overrides the profile compaction.
@@ -490,6 +504,7 @@ impl AgentConfig {
             tool_sources,
             actions,
             subagents,
+            task_tool: self.task_tool.or(profile.task_tool),
             thinking: self.thinking.or(profile.thinking),
             compaction: self.compaction.or(profile.compaction),
             durability: self.durability.or(profile.durability),
@@ -516,6 +531,7 @@ impl AgentConfig {
             tool_sources: merged.tool_sources,
             actions: merged.actions,
             subagents: merged.subagents,
+            task_tool: merged.task_tool.unwrap_or(true),
             thinking: merged.thinking.unwrap_or_default(),
             compaction: merged.compaction.unwrap_or_default(),
             durability: merged.durability.unwrap_or_default(),
@@ -548,6 +564,8 @@ pub struct ResolvedAgent {
     pub actions: Vec<ToolDefinition>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
+    /// Whether the model is offered the `task` tool (see [`AgentProfile::task_tool`]).
+    pub task_tool: bool,
     /// Thinking level.
     pub thinking: ThinkingLevel,
     /// Compaction.

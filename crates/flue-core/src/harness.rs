@@ -331,8 +331,8 @@ impl Harness {
 
     /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
     /// custom and command tools), the current tools of its tool sources (MCP servers), then
-    /// `load_skill` when there are skills and `task` when
-    /// there are subagents. A call's extra tools and result tools come on top.
+    /// `load_skill` when there are skills and `task` unless
+    /// the agent withholds it. A call's extra tools and result tools come on top.
     pub fn tool_schemas(&self) -> Result<Vec<ToolSchema>> {
         let scope = &self.shared.root_scope;
         let tools = crate::tool::LiveTools::new(
@@ -346,7 +346,7 @@ impl Harness {
         if !scope.skills.is_empty() {
             schemas.push(crate::skill::load_skill_tool(scope.skills.clone())?.schema());
         }
-        if !scope.subagents.is_empty() {
+        if scope.task_tool {
             schemas.push(crate::task::task_tool_schema(scope, &self.shared)?);
         }
         Ok(schemas)

@@ -617,3 +617,66 @@ async fn a_task_can_return_validated_data() {
         .unwrap();
     assert_eq!(response.data, Some(json!({"severity": "high", "count": 2})));
 }
+
+/// Flue 2.x offers delegation to every agent: without subagents the model gets `task` (a fresh
+/// copy of itself), and `with_task_tool(false)` withholds it from that agent only.
+#[tokio::test]
+async fn every_agent_is_offered_the_task_tool_unless_it_opts_out() {
+    let provider = RuleProvider::new(|seen| {
+        if seen.first_user_text() == "count the files" {
+            return Reply::Text("3 files".into());
+        }
+        match seen.last_tool_result() {
+            None => Reply::Calls(vec![("task", json!({"prompt": "count the files"}))]),
+            Some(result) => Reply::Text(format!("child said: {}", result.content)),
+        }
+    });
+    let f = fixture(
+        AgentConfig::new().with_model("test/model"),
+        provider.clone(),
+        |builder| builder,
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let response = session
+        .prompt("delegate", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(response.text.contains("3 files"), "{}", response.text);
+    let seen = provider.seen();
+    assert!(seen[0].tool_names().contains(&"task"));
+    // The child is a copy of the agent, so it may delegate too.
+    let child = seen
+        .iter()
+        .find(|seen| seen.first_user_text() == "count the files")
+        .unwrap();
+    assert!(child.tool_names().contains(&"task"));
+
+    let withheld = RuleProvider::new(|_| Reply::Text("alone".into()));
+    let f = fixture(
+        AgentConfig::new()
+            .with_model("test/model")
+            .with_task_tool(false)
+            .with_subagent(AgentProfile::new("helper")),
+        withheld.clone(),
+        |builder| builder,
+    )
+    .await;
+    assert!(
+        !f.harness
+            .tool_schemas()
+            .unwrap()
+            .iter()
+            .any(|tool| tool.name == "task")
+    );
+    let session = f.harness.session("default").await.unwrap();
+    session.prompt("hi", PromptOptions::default()).await.unwrap();
+    assert!(!withheld.seen()[0].tool_names().contains(&"task"));
+    // The subagents stay usable from code.
+    let text = session
+        .task("x", TaskOptions::default().with_agent("helper"))
+        .await
+        .unwrap()
+        .text;
+    assert_eq!(text, "alone");
+}
