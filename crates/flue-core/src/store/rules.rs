@@ -74,6 +74,25 @@ pub fn managed_conversation(instance_id: &str) -> FlueError {
     }
 }
 
+/// Whether a conversation, or a session of it, may be deleted: not while any of its
+/// submissions is unsettled (`queued`, `running`, or `waiting` for a decision), because
+/// someone holds a receipt for it and it would be lost. `unsettled` is their count, `owner`
+/// the conversation's current owner: [`FlueError::ConversationBusy`] (kind `session_busy`).
+/// The seed API's rule for `session.delete()` and `harness.sessions.delete()`; every store
+/// applies it in the transaction that deletes (a session delete of an unmanaged instance
+/// counts no submissions).
+pub fn check_delete(key: &ConversationKey, owner: Option<String>, unsettled: u64) -> Result<()> {
+    if unsettled == 0 {
+        return Ok(());
+    }
+    Err(FlueError::ConversationBusy {
+        agent: key.agent.clone(),
+        id: key.id.clone(),
+        owner,
+        unsettled,
+    })
+}
+
 /// Checks an append against the session's version (`None`: no such session); returns the
 /// version, which is also the new one when there is nothing to append.
 pub fn check_version(key: &SessionKey, expected_version: u64, actual: Option<u64>) -> Result<u64> {

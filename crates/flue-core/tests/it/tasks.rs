@@ -221,19 +221,20 @@ async fn a_subagent_is_self_contained_and_inherits_model_and_thinking() {
                 ),
                 vec!["where", "load_skill", "task"],
             ),
-            // Own instructions, no tools, skills or subagents; model and thinking inherited.
+            // Own instructions, no tools, skills or subagents (only `task`, offered to every
+            // agent); model and thinking inherited.
             (
                 "parent".to_owned(),
                 ThinkingLevel::High,
                 "Audit.\n\nContext.".to_owned(),
-                vec![],
+                vec!["task"],
             ),
             // Its own model, thinking, tools and skills.
             (
                 "writer".to_owned(),
                 ThinkingLevel::Low,
                 format!("Write.\n\nContext.\n\n{}", catalog("- style: House style")),
-                vec!["where", "load_skill"],
+                vec!["where", "load_skill", "task"],
             ),
         ]
     );
@@ -304,7 +305,9 @@ async fn an_undeclared_subagent_is_refused_before_anything_is_created() {
 
 #[tokio::test]
 async fn tasks_nest_four_levels_deep_and_the_fifth_is_refused() {
-    // Every conversation delegates once, then answers with what came back.
+    // Every conversation delegates once, then answers with what came back. The agent declares
+    // no subagents: `task` (offered by default) runs copies of itself, and the depth limit is
+    // what stops a copy delegating to a copy without end.
     let provider = RuleProvider::new(|seen| match seen.last_tool_result() {
         None => Reply::Calls(vec![("task", json!({"prompt": "dig"}))]),
         Some(result) if result.is_error => Reply::Text("bottom".into()),
@@ -314,9 +317,7 @@ async fn tasks_nest_four_levels_deep_and_the_fifth_is_refused() {
         }
     });
     let f = fixture(
-        AgentConfig::new()
-            .with_model("test/model")
-            .with_subagent(AgentProfile::new("helper")),
+        AgentConfig::new().with_model("test/model"),
         provider,
         |builder| builder,
     )
