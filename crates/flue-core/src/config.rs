@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use flue_protocol::{DurabilityConfig, ThinkingLevel};
+use flue_protocol::{Budget, DurabilityConfig, ThinkingLevel};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
@@ -390,6 +390,9 @@ pub struct AgentConfig {
     pub cwd: Option<String>,
     /// Limit on model turns per operation (default [`DEFAULT_MAX_TURNS`]).
     pub max_turns: Option<u32>,
+    /// Budgets of each submission and of each conversation of the agent (none by default);
+    /// a dispatch's own budgets replace them limit by limit.
+    pub budget: Option<Budget>,
     /// Overrides the profile's default role.
     pub role: Option<String>,
     /// Tool permission rules, over each tool's own default (see [`AgentConfig::with_permission`]).
@@ -470,6 +473,13 @@ impl AgentConfig {
         self
     }
 
+    /// Sets the budgets of each submission and conversation (see [`Budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// Sets the turn limit.
     #[must_use]
     pub fn with_max_turns(mut self, max_turns: u32) -> Self {
@@ -515,6 +525,9 @@ impl AgentConfig {
         if self.max_turns == Some(0) {
             problems.push("max_turns must be at least 1".to_owned());
         }
+        if let Some(Err(problem)) = self.budget.map(|budget| budget.check()) {
+            problems.push(problem);
+        }
         for rule in &self.permissions {
             if let Err(problem) = check_permission_pattern(&rule.pattern) {
                 problems.push(format!("permissions: {problem}"));
@@ -537,6 +550,7 @@ impl AgentConfig {
             durability: merged.durability.unwrap_or_default(),
             cwd: self.cwd,
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+            budget: self.budget.unwrap_or_default(),
             role: merged.role,
             permissions: self.permissions,
         })
@@ -576,6 +590,8 @@ pub struct ResolvedAgent {
     pub cwd: Option<String>,
     /// Turn limit per operation.
     pub max_turns: u32,
+    /// Budgets of each submission and conversation (empty: none).
+    pub budget: Budget,
     /// Default role of the agent's sessions.
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).

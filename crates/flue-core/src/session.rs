@@ -88,11 +88,13 @@ impl Session {
         &self,
         message: Option<UserMessage>,
         cancel: CancellationToken,
+        budget: Option<flue_protocol::Budget>,
     ) -> CallHandle<PromptResponse> {
         self.spawn_operation(
             OperationKind::Prompt,
             Some(cancel),
-            move |shared, ctx| async move {
+            move |shared, mut ctx| async move {
+                ctx.budget = budget;
                 let overlay = shared.overlay(None, None)?;
                 let opening = Opening::message(message);
                 task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await

@@ -10,6 +10,7 @@ mod audit_trash;
 mod build;
 mod command_tools;
 mod conformance;
+mod delete;
 mod delegation;
 mod dev;
 mod durable;

@@ -427,10 +427,9 @@ pub trait DynConversationStore: DynSessionStore {
     fn watch_head(&self, key: &ConversationKey) -> HeadWatch;
     /// See [`ConversationStore::request_abort`].
     fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>>;
-    /// See [`ConversationStore::register_owner`].
     /// See [`ConversationStore::delete_conversation`].
     fn delete_conversation<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool>>;
-
+    /// See [`ConversationStore::register_owner`].
     fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>>;
     /// See [`ConversationStore::owner_alive`].
     fn owner_alive<'a>(&'a self, owner_id: &'a str) -> BoxFuture<'a, Result<bool>>;

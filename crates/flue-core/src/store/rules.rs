@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use flue_protocol::DurabilityConfig;
+use flue_protocol::{Budget, DurabilityConfig};
 use flue_protocol::submission::{
     BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition,
     Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
@@ -382,8 +382,33 @@ pub struct EarlierSubmission {
 
 /// An admission's message as the JSON stored with its submission (and compared by
 /// idempotency keys).
+///
+/// The admission's budgets ([`DispatchOptions::budget`](flue_protocol::DispatchOptions::budget))
+/// ride in the same JSON object, as its `budget` key (the message's own fields never use that
+/// name), so that they are stored with the submission without a column of their own:
+/// [`SubmissionRow::into_info`] reads them back.
 pub fn message_json(admission: &Admission) -> Result<String> {
-    to_json(&admission.message, "message")
+    let Some(budget) = admission.options.budget.filter(|budget| !budget.is_empty()) else {
+        return to_json(&admission.message, "message");
+    };
+    let mut value = serde_json::to_value(&admission.message)
+        .map_err(|err| FlueError::store("cannot encode message", err))?;
+    if let serde_json::Value::Object(map) = &mut value {
+        let budget = serde_json::to_value(budget)
+            .map_err(|err| FlueError::store("cannot encode budget", err))?;
+        map.insert(MESSAGE_BUDGET_KEY.to_owned(), budget);
+    }
+    to_json(&value, "message")
+}
+
+/// The key of a stored message's budgets (see [`message_json`]).
+const MESSAGE_BUDGET_KEY: &str = "budget";
+
+/// The budgets stored in a message's JSON ([`message_json`]).
+#[derive(Deserialize)]
+struct StoredBudget {
+    #[serde(default)]
+    budget: Option<Budget>,
 }
 
 /// The rules of one admission, asked in order (see the module docs): the send condition when
@@ -588,6 +613,9 @@ impl SubmissionRow<'_> {
             FlueError::store(format!("corrupt {what} of submission {submission_id}"), err)
         };
         let message = serde_json::from_str(self.message).map_err(|err| corrupt("message", err))?;
+        let budget = serde_json::from_str::<StoredBudget>(self.message)
+            .map_err(|err| corrupt("message budget", err))?
+            .budget;
         let settlement = self
             .settlement
             .map(serde_json::from_str::<Settlement>)
@@ -628,6 +656,7 @@ impl SubmissionRow<'_> {
             durability,
             idempotency_key: self.idempotency_key,
             trace_parent: self.trace_parent,
+            budget,
             settlement,
         })
     }

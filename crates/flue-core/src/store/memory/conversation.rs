@@ -274,6 +274,7 @@ impl ConversationStore for MemoryStore {
                     durability: None,
                     idempotency_key: admission.options.idempotency_key.clone(),
                     trace_parent: admission.options.trace_parent.clone(),
+                    budget: admission.options.budget.filter(|budget| !budget.is_empty()),
                     settlement: None,
                 },
                 waiting_since: None,
