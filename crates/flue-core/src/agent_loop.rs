@@ -260,10 +260,7 @@ pub(crate) async fn run(
     // Budgets bind a root session's operations: a submission (or a library call) and its
     // conversation. A task's spending counts in its root's figures.
     let budget = if shared.depth == 0 {
-        let budget = ctx
-            .budget
-            .unwrap_or_default()
-            .or(harness.agent.budget);
+        let budget = ctx.budget.unwrap_or_default().or(harness.agent.budget);
         let opened_at = opens.then(|| state.records.len().saturating_sub(1));
         BudgetCheck::start(&harness, &state.records, opened_at, budget).await?
     } else {

@@ -172,8 +172,9 @@ mod tests {
         let err = exceeded("submission", limits, before, 2, &cheap).unwrap_err();
         assert_eq!(err.kind(), "budget_exceeded");
         assert!(
-            err.to_string()
-                .starts_with("the submission budget max_turns = 3 is used up (3 model calls reached)"),
+            err.to_string().starts_with(
+                "the submission budget max_turns = 3 is used up (3 model calls reached)"
+            ),
             "{err}"
         );
         let dear = Usage {

@@ -184,7 +184,10 @@ impl Budget {
     /// Checks the limits: positive, finite costs and at least one turn. The error names the
     /// field.
     pub fn check(&self) -> Result<(), String> {
-        for (scope, limits) in [("", self.submission()), ("conversation.", self.conversation)] {
+        for (scope, limits) in [
+            ("", self.submission()),
+            ("conversation.", self.conversation),
+        ] {
             if let Some(cost) = limits.max_cost_usd
                 && !(cost.is_finite() && cost > 0.0)
             {

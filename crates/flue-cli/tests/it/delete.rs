@@ -145,7 +145,11 @@ fn session_delete_works_on_a_postgres_store() {
     });
     let busy = workspace.flue(&["session", "delete", "--id", "p1", "--store", &url]);
     assert_eq!(busy.status.code(), Some(1), "{}", stderr(&busy));
-    assert!(stderr(&busy).contains("busy with 1 unsettled"), "{}", stderr(&busy));
+    assert!(
+        stderr(&busy).contains("busy with 1 unsettled"),
+        "{}",
+        stderr(&busy)
+    );
 
     let action = actions["actions"][0]["actionId"].as_str().unwrap();
     let (status, body) = crate::serve::http(
@@ -171,24 +175,30 @@ fn session_delete_works_on_a_postgres_store() {
     assert_eq!(status, 404);
 }
 
-/// The audit log of a deleted conversation's file changes is kept.
+/// The audit log and the trash of a deleted conversation's file changes are kept (found by
+/// the instance id `AGENT:ID`, as no conversation names it any more).
 #[test]
-fn the_audit_log_outlives_the_conversation() {
+fn the_audit_log_and_trash_outlive_the_conversation() {
     let script = serde_json::json!({"rules": [
-        {"when": {"tool_result": "write_file"}, "reply": {"text": "written"}},
-        {"reply": {"tool_calls": [{"name": "write_file",
-                                   "input": {"path": "notes.txt", "content": "kept\n"}}]}}
+        {"when": {"tool_result": "create_file"}, "reply": {"text": "created"}},
+        {"when": {"tool_result": "delete_file"}, "reply": {"text": "trashed"}},
+        {"when": {"user_matches": "create"}, "reply": {"tool_calls": [
+            {"name": "create_file", "input": {"path": "notes.txt", "content": "kept\n"}}]}},
+        {"when": {"user_matches": "delete"}, "reply": {"tool_calls": [
+            {"name": "delete_file", "input": {"path": "notes.txt"}}]}}
     ]})
     .to_string();
     let workspace = Workspace::new(&[
         (
             "agents/writer.md",
-            "---\nmodel: scripted/s.json\ntools: [write_file]\nsandbox: local\n---\nWrite.\n",
+            "---\nmodel: scripted/s.json\ntools: [create_file, delete_file]\nsandbox: local\n---\nWrite.\n",
         ),
         ("s.json", &script),
     ]);
-    let run = workspace.flue(&["run", "writer", "-m", "write", "--id", "w1"]);
-    assert_eq!(stdout(&run), "written\n", "{}", stderr(&run));
+    for (message, reply) in [("create", "created\n"), ("delete", "trashed\n")] {
+        let run = workspace.flue(&["run", "writer", "-m", message, "--id", "w1"]);
+        assert_eq!(stdout(&run), reply, "{}", stderr(&run));
+    }
     let deleted = workspace.flue(&["session", "delete", "--id", "w1"]);
     assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
     assert!(
@@ -196,11 +206,17 @@ fn the_audit_log_outlives_the_conversation() {
         "{}",
         stderr(&deleted)
     );
-    // Found by its instance id (`AGENT:ID`): no conversation names it any more.
     let audit = workspace.flue(&["audit", "--id", "writer:w1", "--json"]);
     assert_eq!(audit.status.code(), Some(0), "{}", stderr(&audit));
-    let text = stdout(&audit);
-    assert!(text.contains("notes.txt"), "{text}");
+    assert_eq!(
+        json(&audit)["entries"].as_array().unwrap().len(),
+        2,
+        "{}",
+        stdout(&audit)
+    );
+    let trash = workspace.flue(&["trash", "list", "--id", "writer:w1", "--json"]);
+    assert_eq!(trash.status.code(), Some(0), "{}", stderr(&trash));
+    assert!(stdout(&trash).contains("notes.txt"), "{}", stdout(&trash));
 }
 
 /// Over HTTP, from Node: fetch without the token is 401; with it, 409 `session_busy` while the

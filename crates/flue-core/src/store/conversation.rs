@@ -301,8 +301,10 @@ pub trait ConversationStore: SessionStore {
     /// `uid`).
     ///
     /// [`FlueError::ConversationBusy`]: crate::FlueError::ConversationBusy
-    fn delete_conversation(&self, key: &ConversationKey)
-    -> impl Future<Output = Result<bool>> + Send;
+    fn delete_conversation(
+        &self,
+        key: &ConversationKey,
+    ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Registers this process as a potential owner; it counts as alive while the registration
     /// lives.

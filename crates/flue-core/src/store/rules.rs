@@ -20,11 +20,11 @@
 
 use std::time::Duration;
 
-use flue_protocol::{Budget, DurabilityConfig};
 use flue_protocol::submission::{
     BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition,
     Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
 };
+use flue_protocol::{Budget, DurabilityConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};

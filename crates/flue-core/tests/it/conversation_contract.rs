@@ -981,7 +981,13 @@ pub(crate) async fn deleting_is_refused_while_work_is_unsettled_then_removes_eve
     assert!(store.settle(&fence, &done).await.unwrap());
     assert!(store.delete_conversation(&key()).await.unwrap());
     assert!(store.conversation(&key()).await.unwrap().is_none());
-    assert!(store.submission(&first.submission_id).await.unwrap().is_none());
+    assert!(
+        store
+            .submission(&first.submission_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(store.load(&root, 0).await.unwrap().is_none());
     assert!(store.load(&task, 0).await.unwrap().is_none());
     assert!(store.list(&key().instance_id()).await.unwrap().is_empty());

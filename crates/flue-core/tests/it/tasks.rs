@@ -671,7 +671,10 @@ async fn every_agent_is_offered_the_task_tool_unless_it_opts_out() {
             .any(|tool| tool.name == "task")
     );
     let session = f.harness.session("default").await.unwrap();
-    session.prompt("hi", PromptOptions::default()).await.unwrap();
+    session
+        .prompt("hi", PromptOptions::default())
+        .await
+        .unwrap();
     assert!(!withheld.seen()[0].tool_names().contains(&"task"));
     // The subagents stay usable from code.
     let text = session

@@ -170,10 +170,7 @@ impl MemoryStore {
 
     /// The delete rule for a session of `instance_id` ([`rules::check_delete`]); checked under
     /// the conversations lock, which the caller keeps while it deletes.
-    pub(super) fn check_session_delete(
-        all: &MemoryConversations,
-        instance_id: &str,
-    ) -> Result<()> {
+    pub(super) fn check_session_delete(all: &MemoryConversations, instance_id: &str) -> Result<()> {
         match all.conversations.get(instance_id) {
             Some(conversation) => rules::check_delete(
                 &conversation.key,
