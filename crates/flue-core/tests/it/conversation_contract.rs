@@ -39,6 +39,7 @@ macro_rules! conversation_contract {
                 all_conversations_lists_every_agent_oldest_first,
                 the_callers_trace_parent_is_stored_with_the_submission,
                 deleting_is_refused_while_work_is_unsettled_then_removes_every_session,
+                a_dispatchs_budget_is_stored_with_its_submission,
             );
         }
     };
@@ -1003,4 +1004,56 @@ pub(crate) async fn deleting_is_refused_while_work_is_unsettled_then_removes_eve
     let fresh = store.conversation(&key()).await.unwrap().unwrap();
     assert_ne!(fresh.uid, uid);
     assert_eq!(fresh.head, Offset(2));
+}
+
+/// A dispatch's budgets are stored with the submission (inside its stored message, no column of
+/// their own) and read back by every store; the message itself reads back unchanged.
+pub(crate) async fn a_dispatchs_budget_is_stored_with_its_submission(
+    store: Arc<dyn DynConversationStore>,
+) {
+    let budget = flue_core::Budget {
+        max_cost_usd: Some(0.25),
+        max_turns: Some(7),
+        conversation: flue_core::BudgetLimits {
+            max_cost_usd: Some(3.5),
+            max_turns: None,
+        },
+    };
+    let options = DispatchOptions::default()
+        .with_idempotency_key("k")
+        .with_budget(budget);
+    let first = store
+        .admit(&admission("one", options.clone()))
+        .await
+        .unwrap();
+    let plain = store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let info = store
+        .submission(&first.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.budget, Some(budget));
+    assert_eq!(info.message, DeliveredMessage::user("one"));
+    let other = store
+        .submission(&plain.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(other.budget, None);
+    // The same key, message and budget is the same delivery.
+    let again = store.admit(&admission("one", options)).await.unwrap();
+    assert!(again.deduplicated);
+    assert_eq!(again.submission_id, first.submission_id);
+    // What a claim hands the driver carries it too.
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim.submission.budget, Some(budget));
 }
