@@ -534,8 +534,10 @@ impl Sessions<'_> {
         self.harness.open(name).await
     }
 
-    /// Deletes a session's stored state; missing is fine; [`FlueError::SessionBusy`] while an
-    /// operation runs on it.
+    /// Deletes a session's stored state (and its task sessions); missing is fine;
+    /// [`FlueError::SessionBusy`] while an operation runs on it, and
+    /// [`FlueError::ConversationBusy`] (kind `session_busy`) while the conversation it belongs
+    /// to has a submission queued, running or waiting (the store refuses; nothing is deleted).
     pub async fn delete(&self, name: &str) -> Result<()> {
         check_session_name(name)?;
         match self.harness.lookup_open(name) {

@@ -359,7 +359,9 @@ impl Session {
         self.spawn_operation(OperationKind::Compact, None, compaction::run_manual)
     }
 
-    /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs;
+    /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs,
+    /// [`FlueError::ConversationBusy`] while its conversation has a submission queued, running
+    /// or waiting (the store's rule, in any process);
     /// afterwards this handle is unusable. Calls made while a deletion runs (from any handle
     /// to the session) wait for it and share its outcome; once it succeeded, `delete` resolves
     /// at once. A failed deletion can be retried.

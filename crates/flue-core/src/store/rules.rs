@@ -388,10 +388,16 @@ pub struct EarlierSubmission {
 /// name), so that they are stored with the submission without a column of their own:
 /// [`SubmissionRow::into_info`] reads them back.
 pub fn message_json(admission: &Admission) -> Result<String> {
-    let Some(budget) = admission.options.budget.filter(|budget| !budget.is_empty()) else {
-        return to_json(&admission.message, "message");
+    stored_message_json(&admission.message, admission.options.budget)
+}
+
+/// The JSON [`message_json`] stores for `message` admitted with `budget` (for a store that
+/// keeps the two apart and compares an idempotent retry with what it keeps).
+pub fn stored_message_json(message: &DeliveredMessage, budget: Option<Budget>) -> Result<String> {
+    let Some(budget) = budget.filter(|budget| !budget.is_empty()) else {
+        return to_json(message, "message");
     };
-    let mut value = serde_json::to_value(&admission.message)
+    let mut value = serde_json::to_value(message)
         .map_err(|err| FlueError::store("cannot encode message", err))?;
     if let serde_json::Value::Object(map) = &mut value {
         let budget = serde_json::to_value(budget)

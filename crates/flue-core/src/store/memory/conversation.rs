@@ -205,7 +205,10 @@ impl ConversationStore for MemoryStore {
                 .map(|earlier| {
                     Ok::<_, crate::error::FlueError>(EarlierSubmission {
                         submission_id: earlier.info.submission_id.clone(),
-                        message_json: rules::to_json(&earlier.info.message, "message")?,
+                        message_json: rules::stored_message_json(
+                            &earlier.info.message,
+                            earlier.info.budget,
+                        )?,
                         accepted_at: earlier.info.accepted_at,
                         admitted_offset: earlier.admitted_offset,
                     })
