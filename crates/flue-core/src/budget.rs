@@ -133,7 +133,7 @@ fn exceeded(
             scope: scope.to_owned(),
             limit: "max_turns".to_owned(),
             value: max.to_string(),
-            reached: format!("{turns} model calls"),
+            reached: format!("{turns} model call{}", if turns == 1 { "" } else { "s" }),
         });
     }
     let cost = before.cost_usd + spent.cost_usd.unwrap_or(0.0);

@@ -201,3 +201,27 @@ fn a_messages_budget_over_http_settles_it_with_budget_exceeded() {
     drop(server);
     assert_eq!(turns(&workspace, "h").len(), 2);
 }
+
+#[test]
+fn chat_applies_the_budget_flags_to_every_message() {
+    let workspace = workspace("", "");
+    let output = assert_cmd::Command::cargo_bin("flue")
+        .unwrap()
+        .args(["chat", "looper", "--id", "ch", "--max-turns", "1", "--root"])
+        .arg(workspace.root())
+        .write_stdin("loop\nhi\n")
+        .output()
+        .unwrap();
+    let err = stderr(&output);
+    assert!(
+        err.contains("the submission budget max_turns = 1 is used up (1 model call reached)"),
+        "{err}"
+    );
+    // The chat goes on: the next message has a budget of its own, and one call is enough.
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("hello"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_eq!(turns(&workspace, "ch").len(), 2);
+}
