@@ -225,3 +225,58 @@ fn chat_applies_the_budget_flags_to_every_message() {
     );
     assert_eq!(turns(&workspace, "ch").len(), 2);
 }
+
+/// A message's budget is stored with it and counts its turns across a pause: the second
+/// process, which confirms the paused call and resumes the submission, finds the one allowed
+/// model call spent before the pause and makes no other.
+#[test]
+fn a_submission_budget_holds_across_a_pause_resumed_by_another_process() {
+    let script = serde_json::json!({"rules": [
+        {"when": {"tool_result": "bash"}, "reply": {"text": "done"}},
+        {"reply": {"tool_calls": [{"name": "bash", "input": {"command": "echo made"}}]}}
+    ]})
+    .to_string();
+    let workspace = Workspace::new(&[
+        (
+            "agents/careful.md",
+            "---\nmodel: scripted/s.json\ntools: [bash]\npermissions:\n  bash: always_ask\n---\nWork.\n",
+        ),
+        ("s.json", &script),
+    ]);
+    let paused = workspace.flue(&[
+        "run",
+        "careful",
+        "-m",
+        "go",
+        "--id",
+        "p",
+        "--max-turns",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(paused.status.code(), Some(3), "{}", stderr(&paused));
+    let action = json(&paused)["pendingActions"][0]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resumed = workspace.flue(&[
+        "run",
+        "careful",
+        "--id",
+        "p",
+        "--confirm",
+        &action,
+        "--json",
+    ]);
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr(&resumed));
+    let envelope = json(&resumed);
+    assert_eq!(envelope["error"]["kind"], "budget_exceeded", "{envelope}");
+    assert!(
+        envelope["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the submission budget max_turns = 1 is used up (1 model call reached)"),
+        "{envelope}"
+    );
+    assert_eq!(turns(&workspace, "p").len(), 1);
+}
