@@ -355,7 +355,7 @@ const run = {
       badJson: await raw('', { method: 'POST', headers: json, body: '{"kind":' }),
       bareString: await raw('', { method: 'POST', headers: json, body: '"hi"' }),
       tooLarge: await raw('', { method: 'POST', headers: json, body: JSON.stringify(user('x'.repeat(21 * 1024 * 1024))) }),
-      wrongMethod: await raw('', { method: 'DELETE' }),
+      wrongMethod: await raw('', { method: 'PUT' }),
       unknownAgent: await (await fetch(`${base}/agents/nope/x`)).json().then((b) => b.error.type),
     };
     // Nothing above created the conversation; now create it and check offsets.

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use flue_core::{Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel};
+use flue_core::{
+    Budget, BudgetLimits, Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel,
+};
 use gray_matter::Pod;
 
 use crate::diagnostic::Diagnostic;
@@ -39,6 +41,9 @@ pub struct AgentFile {
     pub skills: Vec<String>,
     /// `subagents`: names of other agents in `agents/`, all present, without cycles.
     pub subagents: Vec<String>,
+    /// `task`: `false` withholds the model's `task` tool (delegating to a subagent or to a
+    /// fresh copy of this agent), offered by default.
+    pub task: Option<bool>,
     /// `tools`: names of built-in tools, all known.
     pub tools: Vec<String>,
     /// `tools`: the command tools declared inline, in order, each checked
@@ -56,6 +61,9 @@ pub struct AgentFile {
     pub durability: Option<DurabilityConfig>,
     /// `max_turns`: limit on model turns per operation, at least 1.
     pub max_turns: Option<u32>,
+    /// `budget`: spending limits of each submission (`max_cost_usd`, `max_turns`) and of the
+    /// conversation (`conversation: {max_cost_usd, max_turns}`).
+    pub budget: Option<Budget>,
     /// `role`: the default role of the agent's calls (a role under `.agents/roles/`).
     pub role: Option<String>,
     /// `permissions`: tool names or globs (`mcp__*`, `bash`) mapped to `always_allow` or
@@ -88,12 +96,14 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "thinking",
     "skills",
     "subagents",
+    "task",
     "tools",
     "mcp",
     "sandbox",
     "compaction",
     "durability",
     "max_turns",
+    "budget",
     "role",
     "permissions",
     "cwd",
@@ -159,6 +169,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
                 .check(&keys, fields::name_list(key, value))
                 .unwrap_or_default();
         }
+        "task" => file.task = report.check(&keys, fields::boolean(key, value)),
         "tools" => (file.tools, file.command_tools) = crate::tools::parse(value, report),
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {
@@ -167,6 +178,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "compaction" => file.compaction = compaction(value, report),
         "durability" => file.durability = durability(value, report),
         "max_turns" => file.max_turns = report.check(&keys, fields::positive_u32(key, value)),
+        "budget" => file.budget = budget(value, report),
         "role" => file.role = report.check(&keys, fields::string(key, value)),
         "permissions" => file.permissions = permissions(value, report),
         "cwd" => file.cwd = report.check(&keys, cwd(value)),
@@ -263,6 +275,78 @@ pub(crate) const PERMISSIONS: &[(&str, Permission)] = &[
     ("always_allow", Permission::AlwaysAllow),
     ("always_ask", Permission::AlwaysAsk),
 ];
+
+/// The keys of `budget:`, and of its `conversation:`.
+const BUDGET_KEYS: &[&str] = &["max_cost_usd", "max_turns", "conversation"];
+const BUDGET_LIMIT_KEYS: &[&str] = &["max_cost_usd", "max_turns"];
+
+/// `budget:` (also flue.toml's `[budget]`, read as the same shape): each limit checked, every
+/// problem reported with its dotted key.
+pub(crate) fn budget(value: &Pod, report: &mut Report<'_>) -> Option<Budget> {
+    let expected = "a mapping with max_cost_usd, max_turns and conversation";
+    let entries = report.check(&["budget"], fields::mapping("budget", value, expected))?;
+    let mut budget = Budget::default();
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["budget", key.as_str()];
+        let ok = if key == "conversation" {
+            budget_limits(value, report).map(|limits| budget.conversation = limits)
+        } else {
+            limit(&keys, value, report).map(|limit| match limit {
+                Limit::Cost(cost) => budget.max_cost_usd = Some(cost),
+                Limit::Turns(turns) => budget.max_turns = Some(turns),
+            })
+        };
+        valid &= ok.is_some();
+    }
+    valid.then_some(budget)
+}
+
+enum Limit {
+    Cost(f64),
+    Turns(u32),
+}
+
+/// One limit of a budget, at `keys` (`max_cost_usd` or `max_turns`).
+fn limit(keys: &[&str], value: &Pod, report: &mut Report<'_>) -> Option<Limit> {
+    let dotted = keys.join(".");
+    match keys.last().copied().unwrap_or_default() {
+        "max_cost_usd" => report
+            .check(keys, fields::positive_usd(&dotted, value))
+            .map(Limit::Cost),
+        "max_turns" => report
+            .check(keys, fields::positive_u32(&dotted, value))
+            .map(Limit::Turns),
+        _ => {
+            let (place, known) = if keys.len() > 2 {
+                (" in `budget.conversation`", BUDGET_LIMIT_KEYS)
+            } else {
+                (" in `budget`", BUDGET_KEYS)
+            };
+            report.unknown_key(keys, place, known);
+            None
+        }
+    }
+}
+
+fn budget_limits(value: &Pod, report: &mut Report<'_>) -> Option<BudgetLimits> {
+    let expected = "a mapping with max_cost_usd and max_turns";
+    let entries = report.check(
+        &["budget", "conversation"],
+        fields::mapping("budget.conversation", value, expected),
+    )?;
+    let mut limits = BudgetLimits::default();
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["budget", "conversation", key.as_str()];
+        let ok = limit(&keys, value, report).map(|limit| match limit {
+            Limit::Cost(cost) => limits.max_cost_usd = Some(cost),
+            Limit::Turns(turns) => limits.max_turns = Some(turns),
+        });
+        valid &= ok.is_some();
+    }
+    valid.then_some(limits)
+}
 
 fn durability(value: &Pod, report: &mut Report<'_>) -> Option<DurabilityConfig> {
     let expected = "a mapping with max_attempts and timeout_ms";

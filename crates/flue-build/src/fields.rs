@@ -186,6 +186,26 @@ pub(crate) fn mapping<'p>(
     Ok(entries)
 }
 
+/// A positive, finite number of US dollars (a whole or decimal number).
+pub(crate) fn positive_usd(key: &str, pod: &Pod) -> Result<f64, String> {
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "a dollar amount beyond 2^53 is not a budget anyone means"
+    )]
+    let number = match pod {
+        Pod::Integer(number) => Some(*number as f64),
+        Pod::Float(number) => Some(*number),
+        _ => None,
+    };
+    match number {
+        Some(number) if number.is_finite() && number > 0.0 => Ok(number),
+        _ => Err(format!(
+            "`{key}` must be a positive number of US dollars (e.g. 0.50), got {}",
+            describe(pod)
+        )),
+    }
+}
+
 /// A whole number of at least 1 that fits in a `u32`.
 pub(crate) fn positive_u32(key: &str, pod: &Pod) -> Result<u32, String> {
     match pod {

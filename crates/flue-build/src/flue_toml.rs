@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use flue_core::{Permission, ThinkingLevel};
+use flue_core::{Budget, Permission, ThinkingLevel};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -27,7 +27,7 @@ use crate::suggest::did_you_mean;
 use crate::toml_span::{PATH, line_of};
 
 /// The keys of `[defaults]`.
-const DEFAULTS_KEYS: &[&str] = &["model", "thinking", "permissions"];
+const DEFAULTS_KEYS: &[&str] = &["model", "thinking", "permissions", "budget"];
 
 /// Workspace-wide settings from flue.toml; all defaults when there is no file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,6 +108,10 @@ impl WorkspaceConfig {
 /// [defaults.permissions]
 /// "mcp__*" = "always_ask"
 /// bash = "always_ask"
+///
+/// [defaults.budget]
+/// max_cost_usd = 0.50
+/// conversation = { max_cost_usd = 5.0, max_turns = 200 }
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Defaults {
@@ -118,6 +122,9 @@ pub struct Defaults {
     /// `[defaults.permissions]`: tool permission rules every agent starts from; an agent
     /// file's `permissions:` override them (see `flue_core::PermissionSource`).
     pub permissions: Vec<(String, Permission)>,
+    /// `[defaults.budget]`: spending limits of every agent's submissions and conversations,
+    /// the shape of an agent file's `budget:`; an agent's own limits replace them one by one.
+    pub budget: Option<Budget>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +199,7 @@ struct RawDefaults {
     thinking: Option<Spanned<String>>,
     #[serde(default)]
     permissions: BTreeMap<Spanned<String>, Spanned<String>>,
+    budget: Option<Spanned<Budget>>,
 }
 
 /// Most problems of the unknown-key and wrong-type sort reported from one flue.toml.
@@ -649,6 +657,16 @@ fn defaults(text: &str, raw: RawDefaults, diagnostics: &mut Vec<Diagnostic>) -> 
                 PATH,
                 line_of(text, &permission.span()),
                 format!("[defaults.permissions] {message}"),
+            )),
+        }
+    }
+    if let Some(budget) = raw.budget {
+        match budget.get_ref().check() {
+            Ok(()) => defaults.budget = Some(budget.into_inner()),
+            Err(problem) => diagnostics.push(Diagnostic::at(
+                PATH,
+                line_of(text, &budget.span()),
+                format!("[defaults.budget]: {problem}"),
             )),
         }
     }

@@ -19,6 +19,7 @@ impl Workspace {
     /// - tools: the built-in tools named in `tools`, then its command tools;
     /// - subagents: a profile per name, built recursively from their files (see below);
     /// - compaction, durability, max_turns, role, cwd: the agent's;
+    /// - budget: the agent's limits, each unset one from flue.toml's `[defaults.budget]`;
     /// - permissions: the flue.toml `[defaults.permissions]`, then the agent's `permissions:`
     ///   (which win where both match; subagents run under the root agent's rules);
     /// - skills: none registered. A root agent runs with every workspace skill, which the
@@ -50,6 +51,11 @@ impl Workspace {
         config.compaction.clone_from(&agent.compaction);
         config.durability.clone_from(&agent.durability);
         config.max_turns = agent.max_turns;
+        config.budget = match (agent.budget, defaults.budget) {
+            (Some(own), Some(workspace)) => Some(own.or(workspace)),
+            (own, workspace) => own.or(workspace),
+        };
+        config.task_tool = agent.task;
         config.role.clone_from(&agent.role);
         config.cwd.clone_from(&agent.cwd);
         let rules =
@@ -100,6 +106,7 @@ impl Workspace {
         profile.thinking = agent.thinking;
         profile.compaction.clone_from(&agent.compaction);
         profile.role.clone_from(&agent.role);
+        profile.task_tool = agent.task;
         for skill in &agent.skills {
             let file = self.skills.get(skill).ok_or_else(|| {
                 FlueError::config(format!(

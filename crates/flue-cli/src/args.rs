@@ -108,6 +108,7 @@ Schedules fire in `flue serve` and `flue dev`. Docs: docs/schedules.md, docs/cli
 const SESSION_HELP: &str = "Examples:
   flue session list
   flue session show --id demo --tree
+  flue session delete --id demo
 
 Docs: docs/cli.md#flue-session";
 const AUDIT_HELP: &str = "Examples:
@@ -293,6 +294,8 @@ pub(crate) struct RunArgs {
     /// (naming it) instead of waiting for its turn.
     #[arg(long)]
     pub(crate) no_wait: bool,
+    #[command(flatten)]
+    pub(crate) budget: BudgetArgs,
     /// Approve every tool call that asks for confirmation, and accept MCP servers' requests
     /// for input (elicitation) with the defaults their schema gives, without asking.
     #[arg(long)]
@@ -331,6 +334,26 @@ pub(crate) struct ChatArgs {
     /// Also show each model turn's and tool call's time, and the provider's retries.
     #[arg(short = 'v', long)]
     pub(crate) verbose: bool,
+    #[command(flatten)]
+    pub(crate) budget: BudgetArgs,
+}
+
+/// Budgets of the messages sent, over the agent's `budget:` (each flag replaces that limit).
+#[derive(Clone, Debug, Default, Args)]
+pub(crate) struct BudgetArgs {
+    /// Most US dollars each message may spend (its model calls and tasks); reaching it fails
+    /// the message with `budget_exceeded` before the next model call.
+    #[arg(long, value_name = "USD")]
+    pub(crate) max_cost_usd: Option<f64>,
+    /// Most model calls each message may make.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_turns: Option<u32>,
+    /// Most US dollars the whole conversation may have spent (every message, as stored).
+    #[arg(long, value_name = "USD")]
+    pub(crate) conversation_max_cost_usd: Option<f64>,
+    /// Most model calls the whole conversation may have made.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) conversation_max_turns: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -382,6 +405,27 @@ pub(crate) enum SessionCommand {
     /// Print a stored transcript.
     #[command(after_help = SESSION_HELP)]
     Show(ShowArgs),
+    /// Delete a conversation with its task sessions; refused while a message of it is queued,
+    /// running or waiting for a decision. Its audit log and trash are kept.
+    #[command(after_help = SESSION_HELP)]
+    Delete(DeleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeleteArgs {
+    /// Conversation id (`AGENT:ID` when several agents have one of that id).
+    #[arg(long)]
+    pub(crate) id: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Delete from this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

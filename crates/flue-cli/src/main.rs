@@ -19,6 +19,7 @@ mod render;
 mod run;
 mod schedules;
 mod serve;
+mod session_delete;
 mod session_list;
 mod session_show;
 mod setup;
@@ -129,6 +130,9 @@ fn main() -> ExitCode {
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
+            Command::Session {
+                command: SessionCommand::Delete(delete_args),
+            } => session_delete::delete(delete_args).await,
             Command::Audit(audit_args) => audit::show(audit_args).await,
             Command::Serve(serve_args) => serve::serve(serve_args).await,
             Command::Dev(dev_args) => dev::dev(dev_args).await,

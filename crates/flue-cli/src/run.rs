@@ -281,6 +281,29 @@ pub(crate) struct Started {
 
 /// Loads the workspace, checks the agent can run and starts the submission runtime:
 /// everything that can fail before the message is admitted.
+/// The budgets the flags give (`None`: none), checked: a cost must be a positive number.
+fn dispatch_budget(
+    flags: &crate::args::BudgetArgs,
+) -> Result<Option<flue_core::Budget>, FlueError> {
+    let budget = flue_core::Budget {
+        max_cost_usd: flags.max_cost_usd,
+        max_turns: flags.max_turns,
+        conversation: flue_core::BudgetLimits {
+            max_cost_usd: flags.conversation_max_cost_usd,
+            max_turns: flags.conversation_max_turns,
+        },
+    };
+    if budget.is_empty() {
+        return Ok(None);
+    }
+    budget
+        .check()
+        .map_err(|problem| FlueError::InvalidRequest {
+            message: format!("{problem} (the --max-cost-usd / --conversation-max-cost-usd flags)"),
+        })?;
+    Ok(Some(budget))
+}
+
 pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     // Before anything is loaded or created: a bad id is the caller's to fix.
     if let Some(id) = &args.id {
@@ -395,7 +418,10 @@ pub(crate) async fn submit(
                 .dispatch(
                     key,
                     DeliveredMessage::user(message),
-                    DispatchOptions::default().with_when_busy(when_busy),
+                    dispatch_budget(&args.budget)?.into_iter().fold(
+                        DispatchOptions::default().with_when_busy(when_busy),
+                        DispatchOptions::with_budget,
+                    ),
                 )
                 .await?;
             // The message is durable from here: a crash leaves it to the next run to finish.

@@ -351,7 +351,7 @@ fn origin(name: &str) -> &'static str {
     if name == LOAD_SKILL_TOOL {
         "skills"
     } else if name == TASK_TOOL {
-        "subagents"
+        "delegation"
     } else if BUILTIN_TOOL_NAMES.contains(&name) {
         "built-in"
     } else if name.starts_with("mcp__") {

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tracing::{Instrument, Span};
 
+use crate::budget::BudgetCheck;
 use crate::compaction::{Compactor, LoopCompaction};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
@@ -253,8 +254,18 @@ pub(crate) async fn run(
             .collect(),
         None => interrupted_results(&state.records),
     };
+    let opens = opening.message.is_some();
     records.extend(opening.message.map(Record::User));
     shared.append(&mut state, records).await?;
+    // Budgets bind a root session's operations: a submission (or a library call) and its
+    // conversation. A task's spending counts in its root's figures.
+    let budget = if shared.depth == 0 {
+        let budget = ctx.budget.unwrap_or_default().or(harness.agent.budget);
+        let opened_at = opens.then(|| state.records.len().saturating_sub(1));
+        BudgetCheck::start(&harness, &state.records, opened_at, budget).await?
+    } else {
+        None
+    };
     if opening.stop {
         let response = PromptResponse {
             text: String::new(),
@@ -283,6 +294,7 @@ pub(crate) async fn run(
         resume_task,
         pausable,
         paused_turns: 0,
+        budget,
     };
     let response = match turn.drive(&mut state).await {
         Ok(response) => response,
@@ -323,6 +335,8 @@ struct TurnLoop<'a> {
     pausable: bool,
     /// Paused turns (`pause_turn`) continued in a row; reset by any other turn.
     paused_turns: u32,
+    /// The budgets checked before each model call (a root session's operation with budgets).
+    budget: Option<BudgetCheck>,
 }
 
 impl TurnLoop<'_> {
@@ -337,6 +351,7 @@ impl TurnLoop<'_> {
                     if n_turns >= max_turns {
                         return Err(FlueError::MaxTurnsExceeded { max_turns });
                     }
+                    self.check_budget(n_turns)?;
                     n_turns += 1;
                     self.refresh_tools().await?;
                     self.compacting_model_turn(state, &mut compaction).await?;
@@ -372,6 +387,7 @@ impl TurnLoop<'_> {
                         if n_turns >= max_turns {
                             return Err(FlueError::MaxTurnsExceeded { max_turns });
                         }
+                        self.check_budget(n_turns)?;
                         n_turns += 1;
                         self.refresh_tools().await?;
                         self.compacting_model_turn(state, &mut compaction).await?;
@@ -1028,6 +1044,14 @@ impl TurnLoop<'_> {
         self.shared
             .append(state, vec![Record::FailedTurn(failed)])
             .await
+    }
+
+    /// The budgets before a model call, `turns` calls made by this operation so far.
+    fn check_budget(&self, turns: u32) -> Result<()> {
+        match &self.budget {
+            Some(budget) => budget.check(turns, &self.spent()),
+            None => Ok(()),
+        }
     }
 
     /// What the operation spent so far: its turns (failed ones included) and its tasks.

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use flue_protocol::{DurabilityConfig, ThinkingLevel};
+use flue_protocol::{Budget, DurabilityConfig, ThinkingLevel};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
@@ -121,6 +121,14 @@ macro_rules! agent_setters {
             self
         }
 
+        /// Offers (`true`, the default) or withholds the model's `task` tool (see
+        /// [`AgentProfile::task_tool`]).
+        #[must_use]
+        pub fn with_task_tool(mut self, offered: bool) -> Self {
+            self.task_tool = Some(offered);
+            self
+        }
+
         /// Sets the instructions.
         #[must_use]
         pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
@@ -213,6 +221,10 @@ pub struct AgentProfile {
     pub actions: Vec<ToolDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,
+    /// Whether the model is offered the `task` tool (delegating to a declared subagent or to
+    /// a fresh copy of this agent). `None`: offered; `Some(false)` (`task: false` in an agent
+    /// file): not offered, though `session.task()` still runs the subagents.
+    pub task_tool: Option<bool>,
     /// Default reasoning effort.
     pub thinking: Option<ThinkingLevel>,
     /// Compaction settings.
@@ -366,6 +378,8 @@ pub struct AgentConfig {
     pub actions: Vec<ToolDefinition>,
     /// Subagents added to the profile's.
     pub subagents: Vec<AgentProfile>,
+    /// Overrides the profile's `task_tool` (see [`AgentProfile::task_tool`]).
+    pub task_tool: Option<bool>,
     /// Overrides the profile thinking level.
     pub thinking: Option<ThinkingLevel>,
     /// Overrides the profile compaction.
@@ -376,6 +390,9 @@ pub struct AgentConfig {
     pub cwd: Option<String>,
     /// Limit on model turns per operation (default [`DEFAULT_MAX_TURNS`]).
     pub max_turns: Option<u32>,
+    /// Budgets of each submission and of each conversation of the agent (none by default);
+    /// a dispatch's own budgets replace them limit by limit.
+    pub budget: Option<Budget>,
     /// Overrides the profile's default role.
     pub role: Option<String>,
     /// Tool permission rules, over each tool's own default (see [`AgentConfig::with_permission`]).
@@ -456,6 +473,13 @@ impl AgentConfig {
         self
     }
 
+    /// Sets the budgets of each submission and conversation (see [`Budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// Sets the turn limit.
     #[must_use]
     pub fn with_max_turns(mut self, max_turns: u32) -> Self {
@@ -490,6 +514,7 @@ impl AgentConfig {
             tool_sources,
             actions,
             subagents,
+            task_tool: self.task_tool.or(profile.task_tool),
             thinking: self.thinking.or(profile.thinking),
             compaction: self.compaction.or(profile.compaction),
             durability: self.durability.or(profile.durability),
@@ -499,6 +524,9 @@ impl AgentConfig {
         merged.collect_problems("agent", &mut Vec::new(), &mut problems);
         if self.max_turns == Some(0) {
             problems.push("max_turns must be at least 1".to_owned());
+        }
+        if let Some(Err(problem)) = self.budget.map(|budget| budget.check()) {
+            problems.push(problem);
         }
         for rule in &self.permissions {
             if let Err(problem) = check_permission_pattern(&rule.pattern) {
@@ -516,11 +544,13 @@ impl AgentConfig {
             tool_sources: merged.tool_sources,
             actions: merged.actions,
             subagents: merged.subagents,
+            task_tool: merged.task_tool.unwrap_or(true),
             thinking: merged.thinking.unwrap_or_default(),
             compaction: merged.compaction.unwrap_or_default(),
             durability: merged.durability.unwrap_or_default(),
             cwd: self.cwd,
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+            budget: self.budget.unwrap_or_default(),
             role: merged.role,
             permissions: self.permissions,
         })
@@ -548,6 +578,8 @@ pub struct ResolvedAgent {
     pub actions: Vec<ToolDefinition>,
     /// Subagent profiles.
     pub subagents: Vec<AgentProfile>,
+    /// Whether the model is offered the `task` tool (see [`AgentProfile::task_tool`]).
+    pub task_tool: bool,
     /// Thinking level.
     pub thinking: ThinkingLevel,
     /// Compaction.
@@ -558,6 +590,8 @@ pub struct ResolvedAgent {
     pub cwd: Option<String>,
     /// Turn limit per operation.
     pub max_turns: u32,
+    /// Budgets of each submission and conversation (empty: none).
+    pub budget: Budget,
     /// Default role of the agent's sessions.
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).

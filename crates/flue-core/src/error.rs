@@ -254,6 +254,24 @@ pub enum FlueError {
         /// The limit that was hit.
         max_turns: u32,
     },
+    /// A budget (`budget:` in the agent file, `[budget]` in flue.toml, a flag or the message's
+    /// `budget`) was used up: no further model call was made. Raise the limit named, or start
+    /// a new conversation for a conversation budget.
+    #[error(
+        "the {scope} budget {limit} = {value} is used up ({reached} reached); no further model \
+         call was made. Raise it: `budget:` in the agent file, [budget] in flue.toml, a flag of \
+         `flue run` or `flue chat`, or the message's `budget`"
+    )]
+    BudgetExceeded {
+        /// `submission` or `conversation`.
+        scope: String,
+        /// `max_cost_usd` or `max_turns`.
+        limit: String,
+        /// The limit's value (US dollars, or model calls).
+        value: String,
+        /// The figure reached (`0.0123 USD`, `5 model calls`).
+        reached: String,
+    },
     /// A structured-result operation ended without valid data.
     #[error("result unavailable: {reason}")]
     ResultUnavailable {
@@ -634,6 +652,7 @@ impl FlueError {
             Self::Sandbox { reason, .. } => reason.kind(),
             Self::Aborted => "aborted",
             Self::MaxTurnsExceeded { .. } => "max_turns_exceeded",
+            Self::BudgetExceeded { .. } => "budget_exceeded",
             Self::ResultUnavailable { .. } => "result_unavailable",
             Self::RuntimeStopped { .. } => "runtime_stopped",
             Self::Mcp { reason, .. } => reason.kind(),

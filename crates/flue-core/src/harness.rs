@@ -331,8 +331,8 @@ impl Harness {
 
     /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
     /// custom and command tools), the current tools of its tool sources (MCP servers), then
-    /// `load_skill` when there are skills and `task` when
-    /// there are subagents. A call's extra tools and result tools come on top.
+    /// `load_skill` when there are skills and `task` unless
+    /// the agent withholds it. A call's extra tools and result tools come on top.
     pub fn tool_schemas(&self) -> Result<Vec<ToolSchema>> {
         let scope = &self.shared.root_scope;
         let tools = crate::tool::LiveTools::new(
@@ -346,7 +346,7 @@ impl Harness {
         if !scope.skills.is_empty() {
             schemas.push(crate::skill::load_skill_tool(scope.skills.clone())?.schema());
         }
-        if !scope.subagents.is_empty() {
+        if scope.task_tool {
             schemas.push(crate::task::task_tool_schema(scope, &self.shared)?);
         }
         Ok(schemas)
@@ -534,8 +534,10 @@ impl Sessions<'_> {
         self.harness.open(name).await
     }
 
-    /// Deletes a session's stored state; missing is fine; [`FlueError::SessionBusy`] while an
-    /// operation runs on it.
+    /// Deletes a session's stored state (and its task sessions); missing is fine;
+    /// [`FlueError::SessionBusy`] while an operation runs on it, and
+    /// [`FlueError::ConversationBusy`] (kind `session_busy`) while the conversation it belongs
+    /// to has a submission queued, running or waiting (the store refuses; nothing is deleted).
     pub async fn delete(&self, name: &str) -> Result<()> {
         check_session_name(name)?;
         match self.harness.lookup_open(name) {

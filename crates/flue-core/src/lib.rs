@@ -40,6 +40,7 @@
 
 mod action;
 mod agent_loop;
+mod budget;
 mod call;
 mod compaction;
 mod config;
@@ -92,7 +93,8 @@ pub use config::{
     Skill,
 };
 pub use flue_protocol::{
-    DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel, task_session_parent,
+    Budget, BudgetLimits, DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel,
+    task_session_parent,
 };
 pub use permission::{PermissionRule, PermissionSource};
 pub use redact::Redactor;

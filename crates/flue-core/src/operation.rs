@@ -273,6 +273,8 @@ pub(crate) struct OperationContext {
     /// What a failing operation spent before it failed (its model turns, failed turns
     /// included, and tasks): set by the body, reported by [`settle`].
     pub(crate) failed_usage: std::sync::Arc<std::sync::Mutex<Usage>>,
+    /// The budgets a dispatch gave its submission, over the agent's (`None`: the agent's).
+    pub(crate) budget: Option<flue_protocol::Budget>,
 }
 
 impl OperationContext {
@@ -282,6 +284,7 @@ impl OperationContext {
             cancel,
             sink,
             failed_usage: std::sync::Arc::default(),
+            budget: None,
         }
     }
 }

@@ -34,6 +34,8 @@ pub(crate) struct AgentScope {
     pub(crate) skills: SkillCatalog,
     /// Profiles available to tasks.
     pub(crate) subagents: Vec<AgentProfile>,
+    /// Whether the model is offered the `task` tool.
+    pub(crate) task_tool: bool,
     /// Turn limit per operation.
     pub(crate) max_turns: u32,
     /// Working directory inside the sandbox.
@@ -78,6 +80,7 @@ impl AgentScope {
             tool_sources: agent.tool_sources.clone(),
             skills: SkillCatalog::new(all)?,
             subagents: agent.subagents.clone(),
+            task_tool: agent.task_tool,
             max_turns: agent.max_turns,
             cwd,
             role: agent.role.clone(),

@@ -88,11 +88,13 @@ impl Session {
         &self,
         message: Option<UserMessage>,
         cancel: CancellationToken,
+        budget: Option<flue_protocol::Budget>,
     ) -> CallHandle<PromptResponse> {
         self.spawn_operation(
             OperationKind::Prompt,
             Some(cancel),
-            move |shared, ctx| async move {
+            move |shared, mut ctx| async move {
+                ctx.budget = budget;
                 let overlay = shared.overlay(None, None)?;
                 let opening = Opening::message(message);
                 task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
@@ -357,7 +359,9 @@ impl Session {
         self.spawn_operation(OperationKind::Compact, None, compaction::run_manual)
     }
 
-    /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs;
+    /// Deletes the session's stored state. [`FlueError::SessionBusy`] while an operation runs,
+    /// [`FlueError::ConversationBusy`] while its conversation has a submission queued, running
+    /// or waiting (the store's rule, in any process);
     /// afterwards this handle is unusable. Calls made while a deletion runs (from any handle
     /// to the session) wait for it and share its outcome; once it succeeded, `delete` resolves
     /// at once. A failed deletion can be retried.

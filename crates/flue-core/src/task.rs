@@ -83,7 +83,7 @@ fn is_task_of(name: &str, ancestor: &str) -> bool {
 }
 
 /// Runs a model operation on `shared` through the agent loop, giving the model the `task` tool
-/// when the session's agent declares subagents. Every model operation (`prompt`, `skill`, a
+/// unless the session's agent withholds it (`task: false`). Every model operation (`prompt`, `skill`, a
 /// submission, a task's own) starts here, so delegation nests to any depth the limit allows.
 pub(crate) async fn run_agent(
     shared: Arc<SessionShared>,
@@ -93,7 +93,7 @@ pub(crate) async fn run_agent(
     ctx: OperationContext,
 ) -> Result<(PromptResponse, Usage)> {
     let opening = route_to_tasks(&shared, opening, &ctx).await?;
-    let delegation = if shared.scope.subagents.is_empty() {
+    let delegation = if !shared.scope.task_tool {
         None
     } else {
         let inherited = Inherited {
@@ -334,6 +334,7 @@ fn child_scope(
         tool_sources: profile.tool_sources.clone(),
         skills: SkillCatalog::new(profile.skills.iter().cloned())?,
         subagents: profile.subagents.clone(),
+        task_tool: profile.task_tool.unwrap_or(true),
         max_turns: parent.max_turns,
         cwd,
         role: profile.role.clone(),

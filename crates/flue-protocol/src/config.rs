@@ -102,5 +102,106 @@ fn default_timeout_ms() -> u64 {
     3_600_000
 }
 
+/// Spending limits of one scope: a submission, or a whole conversation. Unset limits do not
+/// apply. Cost is what the providers reported (priced from the model catalog when a provider
+/// reports tokens only); turns are model calls, failed ones included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetLimits {
+    /// Most US dollars the scope may spend: no model call starts once this much is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// Most model calls the scope may make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+}
+
+// Costs are finite wherever limits are read (`Budget::check`, the HTTP and frontmatter
+// parsers), so equality is total on the values in use.
+impl Eq for BudgetLimits {}
+
+impl BudgetLimits {
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.max_cost_usd.is_none() && self.max_turns.is_none()
+    }
+
+    /// These limits, each unset one taken from `fallback`.
+    #[must_use]
+    pub fn or(self, fallback: BudgetLimits) -> BudgetLimits {
+        BudgetLimits {
+            max_cost_usd: self.max_cost_usd.or(fallback.max_cost_usd),
+            max_turns: self.max_turns.or(fallback.max_turns),
+        }
+    }
+}
+
+/// Budgets of a submission and of its conversation (`budget:` in an agent file, `[budget]` in
+/// flue.toml, `flue run --max-cost-usd`, a message's `budget` over HTTP). Exceeding one
+/// settles the submission `failed` with the error kind `budget_exceeded`. Stored as
+/// `{max_cost_usd?, max_turns?, conversation?: {max_cost_usd?, max_turns?}}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Most US dollars each submission may spend (its turns and its tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// Most model calls each submission may make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Limits of the conversation as a whole: everything its sessions ever spent, as stored.
+    #[serde(default, skip_serializing_if = "BudgetLimits::is_empty")]
+    pub conversation: BudgetLimits,
+}
+
+// See `BudgetLimits`'s `Eq`.
+impl Eq for Budget {}
+
+impl Budget {
+    /// The limits of each submission.
+    pub fn submission(&self) -> BudgetLimits {
+        BudgetLimits {
+            max_cost_usd: self.max_cost_usd,
+            max_turns: self.max_turns,
+        }
+    }
+
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.submission().is_empty() && self.conversation.is_empty()
+    }
+
+    /// These budgets, each unset limit taken from `fallback`.
+    #[must_use]
+    pub fn or(self, fallback: Budget) -> Budget {
+        Budget {
+            max_cost_usd: self.max_cost_usd.or(fallback.max_cost_usd),
+            max_turns: self.max_turns.or(fallback.max_turns),
+            conversation: self.conversation.or(fallback.conversation),
+        }
+    }
+
+    /// Checks the limits: positive, finite costs and at least one turn. The error names the
+    /// field.
+    pub fn check(&self) -> Result<(), String> {
+        for (scope, limits) in [
+            ("", self.submission()),
+            ("conversation.", self.conversation),
+        ] {
+            if let Some(cost) = limits.max_cost_usd
+                && !(cost.is_finite() && cost > 0.0)
+            {
+                return Err(format!(
+                    "budget {scope}max_cost_usd must be a positive number of US dollars, not {cost}"
+                ));
+            }
+            if limits.max_turns == Some(0) {
+                return Err(format!("budget {scope}max_turns must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -39,7 +39,7 @@ mod id;
 pub mod record;
 pub mod submission;
 
-pub use config::{DurabilityConfig, ThinkingLevel};
+pub use config::{Budget, BudgetLimits, DurabilityConfig, ThinkingLevel};
 pub use error::{MAX_INSTANCE_ID_CHARS, ProtocolError};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use id::{

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::DurabilityConfig;
+use crate::config::{Budget, DurabilityConfig};
 use crate::event::{ErrorInfo, Outcome};
 use crate::record::{Image, StoredRecord, UserContent, UserMessage};
 
@@ -179,9 +179,20 @@ pub struct DispatchOptions {
     /// submission so that an attempt started by another process (after a restart, or on
     /// another node) joins the caller's trace. An invalid value is dropped at admission.
     pub trace_parent: Option<String>,
+    /// Budgets of this submission and its conversation, over the agent's: each limit set here
+    /// replaces the agent's (see [`Budget`]). Stored with the submission, so that whichever
+    /// process runs it applies them.
+    pub budget: Option<Budget>,
 }
 
 impl DispatchOptions {
+    /// Sets the budgets of this submission (see [`DispatchOptions::budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// Sets the idempotency key.
     #[must_use]
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
@@ -353,6 +364,9 @@ pub struct SubmissionInfo {
     /// another process starts join that trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_parent: Option<String>,
+    /// The budgets it was admitted with ([`DispatchOptions::budget`]), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
     /// The settlement, once settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settlement: Option<Settlement>,

@@ -68,6 +68,8 @@ pub(crate) struct Delivery {
     /// The request's W3C `traceparent` header, if any: a durable backend stores it (when
     /// valid) so that an attempt another process runs joins the caller's trace.
     pub(crate) trace_parent: Option<String>,
+    /// The message's budgets, over the agent's.
+    pub(crate) budget: Option<flue_core::Budget>,
 }
 
 /// A durable admission.
@@ -207,6 +209,14 @@ pub(crate) enum BackendError {
     /// The conversation waits for decisions and takes no new message.
     #[error("the conversation waits for decisions on {}", .0.join(", "))]
     ActionsPending(Vec<String>),
+    /// A delete of a conversation with unsettled submissions.
+    #[error("conversation {conversation:?} has {unsettled} unsettled submission(s)")]
+    ConversationBusy {
+        /// The conversation (`agent/id`).
+        conversation: String,
+        /// How many submissions are queued, running or waiting.
+        unsettled: u64,
+    },
     /// Anything else (logged, never sent).
     #[error(transparent)]
     Internal(#[from] flue_core::FlueError),

@@ -203,6 +203,7 @@ impl DurableRuntime {
             condition: delivery.condition,
             trace_parent: delivery.trace_parent,
             idempotency_key: delivery.idempotency_key,
+            budget: delivery.budget,
             ..DispatchOptions::default()
         };
         let receipt = self
@@ -411,6 +412,22 @@ impl DurableRuntime {
         match self.inner.runtime.abort(key).await {
             Ok(aborted) => Ok(aborted),
             Err(FlueError::AgentInstanceNotFound { .. }) => Ok(false),
+            Err(err) => Err(backend_error(err)),
+        }
+    }
+
+    /// Deletes the conversation (see [`AgentRuntime::delete`]): `false` when there was none;
+    /// [`BackendError::ConversationBusy`] while a submission is unsettled.
+    pub(crate) async fn delete(&self, key: &ConversationKey) -> Result<bool, BackendError> {
+        self.check_agent(key)?;
+        match self.inner.runtime.delete(key).await {
+            Ok(deleted) => Ok(deleted),
+            Err(FlueError::ConversationBusy { unsettled, .. }) => {
+                Err(BackendError::ConversationBusy {
+                    conversation: format!("{}/{}", key.agent, key.id),
+                    unsettled,
+                })
+            }
             Err(err) => Err(backend_error(err)),
         }
     }

@@ -400,6 +400,25 @@ impl From<BackendError> for ApiError {
                 err.meta = Some(serde_json::json!({ "submissionId": submission_id }));
                 err
             }
+            BackendError::ConversationBusy {
+                conversation,
+                unsettled,
+            } => {
+                let mut err = Self::new(
+                    StatusCode::CONFLICT,
+                    "session_busy",
+                    format!(
+                        "Conversation {conversation:?} has {unsettled} submission(s) queued, \
+                         running or waiting for a decision."
+                    ),
+                )
+                .with_details(format!(
+                    "Nothing was deleted. Wait for them to settle, or abort them with POST \
+                     /agents/{conversation}/abort, then delete again."
+                ));
+                err.meta = Some(serde_json::json!({ "unsettled": unsettled }));
+                err
+            }
             BackendError::ShuttingDown => {
                 Self::unavailable("The server is shutting down; retry against another instance.")
             }

@@ -30,6 +30,7 @@ pub const ROUTES: &[&str] = &[
     "POST /agents/{agent}/{id}",
     "GET /agents/{agent}/{id}",
     "HEAD /agents/{agent}/{id}",
+    "DELETE /agents/{agent}/{id}",
     "POST /agents/{agent}/{id}/abort",
     "GET /agents/{agent}/{id}/attachments/{attachment}",
     "GET /agents/{agent}/{id}/submissions/{submission}",
@@ -52,7 +53,8 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
     let conversation: MethodRouter<Arc<AppState>> = get(routes::read)
         .head(routes::head)
         .post(routes::send)
-        .fallback(|| async { ApiError::method_not_allowed("GET, HEAD, POST") });
+        .delete(routes::delete)
+        .fallback(|| async { ApiError::method_not_allowed("GET, HEAD, POST, DELETE") });
     let mut app = Router::new()
         .route(
             "/_flue/health",
@@ -129,7 +131,7 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         app = app.layer(
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(origins))
-                .allow_methods([Method::GET, Method::HEAD, Method::POST])
+                .allow_methods([Method::GET, Method::HEAD, Method::POST, Method::DELETE])
                 .allow_headers([
                     header::CONTENT_TYPE,
                     header::AUTHORIZATION,

@@ -19,7 +19,7 @@ use crate::live;
 use crate::project::Conversation;
 use crate::render::{render_page, with_live_resets};
 use crate::state::{AppState, BudgetHold};
-use crate::wire::{AbortResponse, AdmissionResponse, Offset, PromptBody};
+use crate::wire::{AbortResponse, AdmissionResponse, DeleteResponse, Offset, PromptBody};
 
 /// Longest base64 image data accepted (14 MiB of characters).
 const MAX_ATTACHMENT_CHARS: usize = 14 * 1024 * 1024;
@@ -37,7 +37,7 @@ const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 /// either may carry. Anything else is refused, naming the field.
 const USER_FIELDS: &[&str] = &["kind", "body", "attachments"];
 const SIGNAL_FIELDS: &[&str] = &["kind", "type", "body", "attributes", "tagName"];
-const SIBLING_FIELDS: &[&str] = &["uid", "idempotencyKey", "initialData"];
+const SIBLING_FIELDS: &[&str] = &["uid", "idempotencyKey", "initialData", "budget"];
 
 pub(crate) const NEXT_OFFSET: &str = "stream-next-offset";
 pub(crate) const UP_TO_DATE: &str = "stream-up-to-date";
@@ -198,6 +198,23 @@ pub(crate) async fn abort(
         "abort"
     );
     Ok(Json(AbortResponse { aborted }))
+}
+
+/// `DELETE /agents/<agent>/<id>`: deletes the conversation with its task sessions; 409
+/// `session_busy` while a submission is queued, running or waiting (nothing is deleted).
+pub(crate) async fn delete(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let deleted = state.runtime.delete(&key).await?;
+    tracing::info!(
+        target: "flue_server::delete",
+        conversation = %key.to_string(),
+        deleted,
+        "delete"
+    );
+    Ok(Json(DeleteResponse { deleted }))
 }
 
 /// `GET /agents/<agent>/<id>/submissions/<submission>`: where one submission is.
@@ -710,14 +727,75 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             )));
         }
     };
+    let budget = prompt.budget.as_ref().map(parse_budget).transpose()?;
     Ok(Delivery {
         message,
         condition,
         idempotency_key,
+        budget,
         trace_parent: headers
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
+    })
+}
+
+/// A message's `budget`: `{maxCostUsd?, maxTurns?, conversation?: {maxCostUsd?, maxTurns?}}`,
+/// each limit over the agent's (flue's addition; the error names the field).
+fn parse_budget(value: &Value) -> Result<flue_core::Budget, ApiError> {
+    fn limits<'v>(
+        value: &'v Value,
+        place: &str,
+        nested: bool,
+    ) -> Result<(flue_core::BudgetLimits, Option<&'v Value>), ApiError> {
+        let Value::Object(map) = value else {
+            return Err(ApiError::invalid_request(format!(
+                "`{place}` must be an object with maxCostUsd and maxTurns{}.",
+                if nested { "" } else { " (and conversation)" }
+            )));
+        };
+        let mut limits = flue_core::BudgetLimits::default();
+        let mut conversation = None;
+        for (key, field) in map {
+            match key.as_str() {
+                "maxCostUsd" => match field.as_f64() {
+                    Some(cost) if cost.is_finite() && cost > 0.0 => {
+                        limits.max_cost_usd = Some(cost);
+                    }
+                    _ => {
+                        return Err(ApiError::invalid_request(format!(
+                            "`{place}.maxCostUsd` must be a positive number of US dollars."
+                        )));
+                    }
+                },
+                "maxTurns" => match field.as_u64().map(u32::try_from) {
+                    Some(Ok(turns)) if turns > 0 => limits.max_turns = Some(turns),
+                    _ => {
+                        return Err(ApiError::invalid_request(format!(
+                            "`{place}.maxTurns` must be a whole number of at least 1."
+                        )));
+                    }
+                },
+                "conversation" if !nested => conversation = Some(field),
+                other => {
+                    return Err(ApiError::invalid_request(format!(
+                        "`{place}` has no field {other:?}: use maxCostUsd, maxTurns{}.",
+                        if nested { "" } else { " or conversation" }
+                    )));
+                }
+            }
+        }
+        Ok((limits, conversation))
+    }
+    let (submission, conversation) = limits(value, "budget", false)?;
+    let conversation = match conversation {
+        Some(value) => limits(value, "budget.conversation", true)?.0,
+        None => flue_core::BudgetLimits::default(),
+    };
+    Ok(flue_core::Budget {
+        max_cost_usd: submission.max_cost_usd,
+        max_turns: submission.max_turns,
+        conversation,
     })
 }
 

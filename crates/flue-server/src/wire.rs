@@ -66,6 +66,9 @@ pub struct PromptBody {
     /// the first submission's receipt (`deduplicated`), with another message a 409
     /// `submission_conflict`.
     pub idempotency_key: Option<Value>,
+    /// Addition: budgets of this submission and its conversation, over the agent's
+    /// (`{maxCostUsd?, maxTurns?, conversation?: {maxCostUsd?, maxTurns?}}`).
+    pub budget: Option<Value>,
 }
 
 /// Distinguishes a missing field (`None`) from an explicit `null` (`Some(Value::Null)`).
@@ -97,6 +100,13 @@ pub struct AdmissionResponse {
 pub struct AbortResponse {
     /// True when running or queued work existed and is now being aborted.
     pub aborted: bool,
+}
+
+/// The answer to `DELETE /agents/<agent>/<id>`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeleteResponse {
+    /// True when the conversation existed and is now deleted; false when there was none.
+    pub deleted: bool,
 }
 
 /// One materialized conversation.

@@ -452,14 +452,22 @@ impl SessionStore for PostgresStore {
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<()> {
-        let client = self.client().await?;
-        client
-            .execute(
-                "DELETE FROM flue_sessions WHERE instance_id = $1 AND session = $2",
-                &[&key.instance_id, &key.session],
-            )
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
             .await
-            .map_err(pg_error("cannot delete session"))?;
+            .map_err(pg_error("cannot begin delete transaction"))?;
+        conversation::check_delete(&tx, &key.instance_id).await?;
+        execute(
+            &tx,
+            "DELETE FROM flue_sessions WHERE instance_id = $1 AND session = $2",
+            &[&key.instance_id, &key.session],
+            "cannot delete session",
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit delete"))?;
         Ok(())
     }
 

@@ -360,11 +360,19 @@ impl SessionStore for SqliteStore {
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<()> {
+        let mut connection = self.connection();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error("cannot begin delete transaction"))?;
+        conversation::check_delete(&transaction, &key.instance_id)?;
         // The records go with the session through `ON DELETE CASCADE`.
-        self.connection()
+        transaction
             .prepare_cached("DELETE FROM sessions WHERE instance_id = ?1 AND session = ?2")
             .and_then(|mut delete| delete.execute(params![key.instance_id, key.session]))
             .map_err(store_error("cannot delete session"))?;
+        transaction
+            .commit()
+            .map_err(store_error("cannot commit delete"))?;
         Ok(())
     }
 

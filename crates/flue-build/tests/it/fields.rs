@@ -1,7 +1,9 @@
 //! Agent frontmatter settings: each key's values, types and line numbers.
 
 use flue_build::AgentFile;
-use flue_core::{Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel};
+use flue_core::{
+    Budget, BudgetLimits, Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel,
+};
 
 use crate::support::{MODEL, agent, at, check_agent, check_diagnostics};
 
@@ -57,7 +59,7 @@ fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
         "colour: blue\n",
         &[(
             3,
-            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role, permissions, cwd, schedules)",
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, task, tools, mcp, sandbox, compaction, durability, max_turns, budget, role, permissions, cwd, schedules)",
         )],
     );
 }
@@ -446,5 +448,52 @@ fn bad_permissions_are_reported_each_at_its_line() {
             3,
             "`permissions` must be a mapping of tool names or globs (such as `mcp__*`) to always_allow or always_ask, got a list",
         )],
+    );
+}
+
+#[test]
+fn a_budget_takes_submission_and_conversation_limits() {
+    check_field(
+        "budget:\n  max_cost_usd: 0.5\n  max_turns: 20\n  conversation:\n    max_cost_usd: 5\n",
+        &AgentFile {
+            budget: Some(Budget {
+                max_cost_usd: Some(0.5),
+                max_turns: Some(20),
+                conversation: BudgetLimits {
+                    max_cost_usd: Some(5.0),
+                    max_turns: None,
+                },
+            }),
+            ..base()
+        },
+    );
+    check_field(
+        "task: false\n",
+        &AgentFile {
+            task: Some(false),
+            ..base()
+        },
+    );
+}
+
+#[test]
+fn bad_budget_settings_are_reported_with_their_dotted_keys() {
+    check_field_errors(
+        "budget:\n  max_cost_usd: free\n  max_turn: 3\n  conversation:\n    max_turns: 0\n",
+        &[
+            (
+                4,
+                "`budget.max_cost_usd` must be a positive number of US dollars (e.g. 0.50), got \
+                 \"free\"",
+            ),
+            (
+                5,
+                "unknown key `max_turn` in `budget` (did you mean `max_turns`?)",
+            ),
+            (
+                7,
+                "`budget.conversation.max_turns` must be a whole number of at least 1, got 0",
+            ),
+        ],
     );
 }

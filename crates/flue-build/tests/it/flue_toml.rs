@@ -10,13 +10,22 @@ use crate::support::{at, check_diagnostics, load};
 fn defaults_are_read() {
     let workspace = load(&[(
         "flue.toml",
-        "# workspace settings\n[defaults]\nmodel = \"openai/gpt-5\"\nthinking = \"xhigh\"\n",
+        "# workspace settings\n[defaults]\nmodel = \"openai/gpt-5\"\nthinking = \"xhigh\"\n\
+         [defaults.budget]\nmax_cost_usd = 0.5\nconversation = { max_turns = 200 }\n",
     )]);
     let expected = WorkspaceConfig {
         defaults: Defaults {
             model: Some("openai/gpt-5".to_owned()),
             thinking: Some(ThinkingLevel::Xhigh),
             permissions: Vec::new(),
+            budget: Some(flue_core::Budget {
+                max_cost_usd: Some(0.5),
+                conversation: flue_core::BudgetLimits {
+                    max_turns: Some(200),
+                    ..flue_core::BudgetLimits::default()
+                },
+                ..flue_core::Budget::default()
+            }),
         },
         ..WorkspaceConfig::default()
     };

@@ -64,6 +64,7 @@ fn a_valid_workspace_loads_every_file() {
                 model: Some("openai/gpt-5".to_owned()),
                 thinking: Some(ThinkingLevel::Low),
                 permissions: Vec::new(),
+                budget: None,
             },
             ..WorkspaceConfig::default()
         },

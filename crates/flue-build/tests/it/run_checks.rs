@@ -59,7 +59,7 @@ fn every_flue_toml_problem_is_reported_in_one_go() {
             at(
                 "flue.toml",
                 3,
-                "unknown key `bogus` (known keys here: model, thinking, permissions)",
+                "unknown key `bogus` (known keys here: model, thinking, permissions, budget)",
             ),
             at(
                 "flue.toml",

@@ -7,10 +7,12 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod audit_trash;
+mod budgets;
 mod build;
 mod command_tools;
 mod conformance;
 mod delegation;
+mod delete;
 mod dev;
 mod durable;
 mod elicit_serve;

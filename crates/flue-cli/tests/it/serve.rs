@@ -318,7 +318,7 @@ fn the_official_client_drives_flue_serve_end_to_end() {
             "badJson": "400:invalid_json",
             "bareString": "400:invalid_request",
             "tooLarge": "413:payload_too_large",
-            "wrongMethod": "405:method_not_allowed:GET, HEAD, POST",
+            "wrongMethod": "405:method_not_allowed:GET, HEAD, POST, DELETE",
             "unknownAgent": "agent_not_found",
             "badOffset": "400:invalid_request",
             "missingOffset": "400:invalid_request",

@@ -291,6 +291,21 @@ pub trait ConversationStore: SessionStore {
         key: &ConversationKey,
     ) -> impl Future<Output = Result<AbortReport>> + Send;
 
+    /// Deletes a conversation in one transaction: its stream, submissions and their messages,
+    /// and every session of its instance (the root session, its tasks' and its actions'
+    /// sessions); returns whether anything was there. While a submission is unsettled
+    /// (`queued`, `running`, `waiting`) it deletes nothing and fails with
+    /// [`FlueError::ConversationBusy`] ([`rules::check_delete`](crate::store::rules::check_delete)).
+    /// The instance's audit log and trash are kept (they record workspace files, which outlive
+    /// the conversation). The next message to the same key starts a new conversation (a new
+    /// `uid`).
+    ///
+    /// [`FlueError::ConversationBusy`]: crate::FlueError::ConversationBusy
+    fn delete_conversation(
+        &self,
+        key: &ConversationKey,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
     /// Registers this process as a potential owner; it counts as alive while the registration
     /// lives.
     fn register_owner(&self) -> impl Future<Output = Result<OwnerRegistration>> + Send;
@@ -414,6 +429,8 @@ pub trait DynConversationStore: DynSessionStore {
     fn watch_head(&self, key: &ConversationKey) -> HeadWatch;
     /// See [`ConversationStore::request_abort`].
     fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>>;
+    /// See [`ConversationStore::delete_conversation`].
+    fn delete_conversation<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool>>;
     /// See [`ConversationStore::register_owner`].
     fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>>;
     /// See [`ConversationStore::owner_alive`].
@@ -522,6 +539,10 @@ impl<T: ConversationStore> DynConversationStore for T {
 
     fn request_abort<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<AbortReport>> {
         Box::pin(ConversationStore::request_abort(self, key))
+    }
+
+    fn delete_conversation<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(ConversationStore::delete_conversation(self, key))
     }
 
     fn register_owner(&self) -> BoxFuture<'_, Result<OwnerRegistration>> {

@@ -135,6 +135,8 @@ impl SessionStore for MemoryStore {
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<()> {
+        let all = self.conversations();
+        Self::check_session_delete(&all, &key.instance_id)?;
         self.sessions().remove(key);
         Ok(())
     }

@@ -20,11 +20,11 @@
 
 use std::time::Duration;
 
-use flue_protocol::DurabilityConfig;
 use flue_protocol::submission::{
     BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition,
     Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
 };
+use flue_protocol::{Budget, DurabilityConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
@@ -72,6 +72,25 @@ pub fn managed_conversation(instance_id: &str) -> FlueError {
                   dispatch"
             .to_owned(),
     }
+}
+
+/// Whether a conversation, or a session of it, may be deleted: not while any of its
+/// submissions is unsettled (`queued`, `running`, or `waiting` for a decision), because
+/// someone holds a receipt for it and it would be lost. `unsettled` is their count, `owner`
+/// the conversation's current owner: [`FlueError::ConversationBusy`] (kind `session_busy`).
+/// The seed API's rule for `session.delete()` and `harness.sessions.delete()`; every store
+/// applies it in the transaction that deletes (a session delete of an unmanaged instance
+/// counts no submissions).
+pub fn check_delete(key: &ConversationKey, owner: Option<String>, unsettled: u64) -> Result<()> {
+    if unsettled == 0 {
+        return Ok(());
+    }
+    Err(FlueError::ConversationBusy {
+        agent: key.agent.clone(),
+        id: key.id.clone(),
+        owner,
+        unsettled,
+    })
 }
 
 /// Checks an append against the session's version (`None`: no such session); returns the
@@ -363,8 +382,39 @@ pub struct EarlierSubmission {
 
 /// An admission's message as the JSON stored with its submission (and compared by
 /// idempotency keys).
+///
+/// The admission's budgets ([`DispatchOptions::budget`](flue_protocol::DispatchOptions::budget))
+/// ride in the same JSON object, as its `budget` key (the message's own fields never use that
+/// name), so that they are stored with the submission without a column of their own:
+/// [`SubmissionRow::into_info`] reads them back.
 pub fn message_json(admission: &Admission) -> Result<String> {
-    to_json(&admission.message, "message")
+    stored_message_json(&admission.message, admission.options.budget)
+}
+
+/// The JSON [`message_json`] stores for `message` admitted with `budget` (for a store that
+/// keeps the two apart and compares an idempotent retry with what it keeps).
+pub fn stored_message_json(message: &DeliveredMessage, budget: Option<Budget>) -> Result<String> {
+    let Some(budget) = budget.filter(|budget| !budget.is_empty()) else {
+        return to_json(message, "message");
+    };
+    let mut value = serde_json::to_value(message)
+        .map_err(|err| FlueError::store("cannot encode message", err))?;
+    if let serde_json::Value::Object(map) = &mut value {
+        let budget = serde_json::to_value(budget)
+            .map_err(|err| FlueError::store("cannot encode budget", err))?;
+        map.insert(MESSAGE_BUDGET_KEY.to_owned(), budget);
+    }
+    to_json(&value, "message")
+}
+
+/// The key of a stored message's budgets (see [`message_json`]).
+const MESSAGE_BUDGET_KEY: &str = "budget";
+
+/// The budgets stored in a message's JSON ([`message_json`]).
+#[derive(Deserialize)]
+struct StoredBudget {
+    #[serde(default)]
+    budget: Option<Budget>,
 }
 
 /// The rules of one admission, asked in order (see the module docs): the send condition when
@@ -569,6 +619,9 @@ impl SubmissionRow<'_> {
             FlueError::store(format!("corrupt {what} of submission {submission_id}"), err)
         };
         let message = serde_json::from_str(self.message).map_err(|err| corrupt("message", err))?;
+        let budget = serde_json::from_str::<StoredBudget>(self.message)
+            .map_err(|err| corrupt("message budget", err))?
+            .budget;
         let settlement = self
             .settlement
             .map(serde_json::from_str::<Settlement>)
@@ -609,6 +662,7 @@ impl SubmissionRow<'_> {
             durability,
             idempotency_key: self.idempotency_key,
             trace_parent: self.trace_parent,
+            budget,
             settlement,
         })
     }

@@ -13,7 +13,10 @@ use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
 use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
 use crate::spans;
-use crate::store::{Admission, DynConversationStore, OwnerRegistration, SubmissionStatus};
+use crate::store::rules::ROOT_SESSION;
+use crate::store::{
+    Admission, DynConversationStore, OwnerRegistration, SessionKey, SubmissionStatus,
+};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
 use crate::submission::wire::{
@@ -574,6 +577,22 @@ impl AgentRuntime {
             self.inner.kick(key);
         }
         Ok(!report.requested.is_empty())
+    }
+
+    /// Deletes a conversation: its stream, submissions and every session (the root session and
+    /// its task and action sessions), in one store transaction, whichever process created it.
+    /// Returns whether anything was there (deleting a missing conversation is not an error).
+    /// Refused with [`FlueError::ConversationBusy`] (kind `session_busy`) while a submission
+    /// is queued, running or waiting for a decision: abort it first. The audit log and trash
+    /// of its file tools are kept. The next message to the key starts a new conversation.
+    pub async fn delete(&self, key: &ConversationKey) -> Result<bool> {
+        check_conversation_id(&key.id)?;
+        let deleted = self.inner.store.delete_conversation(key).await?;
+        // A root log this runtime kept for the conversation's next message is stale now.
+        self.inner
+            .logs
+            .forget(&SessionKey::new(key.instance_id(), ROOT_SESSION));
+        Ok(deleted)
     }
 
     /// The conversation's head and ownership, or `None` when it does not exist.

@@ -117,6 +117,7 @@ async fn an_action_prompts_a_session_of_its_own_and_its_result_returns_to_the_mo
     let f = fixture(
         AgentConfig::new()
             .with_model("test/m")
+            .with_task_tool(false)
             .with_action(research(Arc::clone(&observed))),
         provider.clone(),
         |builder| builder,
@@ -505,11 +506,11 @@ async fn a_subagents_action_runs_as_that_subagent() {
             .unwrap()
     };
     // The root offers `task` only; the helper's task and the action's own session run as the
-    // helper: its action, its instructions.
+    // helper: its action, its instructions (and `task`, offered to every agent by default).
     assert_eq!(tools_of("lead").0, "task");
-    assert_eq!(tools_of("use note").0, "note");
+    assert_eq!(tools_of("use note").0, "note,task");
     let (inside_tools, inside_system) = tools_of("inside");
-    assert_eq!(inside_tools, "note");
+    assert_eq!(inside_tools, "note,task");
     assert!(
         inside_system.contains("You are the helper."),
         "{inside_system}"

@@ -574,9 +574,12 @@ async fn compaction_false_turns_off_only_the_threshold() {
     let script = format!(
         r#"{{"model": {{"context_window": 1000}}, "rules": [{SUMMARY_RULE}, {{"reply": {{"text": "ok"}}}}]}}"#
     );
+    // Without the `task` tool, whose schema would count towards the window.
     let f = fixture(
         &script,
-        AgentConfig::new().with_compaction(Compaction::Disabled),
+        AgentConfig::new()
+            .with_compaction(Compaction::Disabled)
+            .with_task_tool(false),
     )
     .await;
     let session = f.session().await;
@@ -606,9 +609,12 @@ async fn an_overflow_is_recovered_by_compacting_and_retrying_the_turn() {
     let script = format!(
         r#"{{"model": {{"context_window": 1000}}, "rules": [{SUMMARY_RULE}, {{"reply": {{"text": "ok"}}}}]}}"#
     );
+    // Without the `task` tool, whose schema would count towards the window.
     let f = fixture(
         &script,
-        AgentConfig::new().with_compaction(Compaction::Disabled),
+        AgentConfig::new()
+            .with_compaction(Compaction::Disabled)
+            .with_task_tool(false),
     )
     .await;
     let session = f.session().await;

@@ -38,6 +38,8 @@ macro_rules! conversation_contract {
                 concurrent_writes_of_many_conversations_fail_alone,
                 all_conversations_lists_every_agent_oldest_first,
                 the_callers_trace_parent_is_stored_with_the_submission,
+                deleting_is_refused_while_work_is_unsettled_then_removes_every_session,
+                a_dispatchs_budget_is_stored_with_its_submission,
             );
         }
     };
@@ -907,4 +909,151 @@ pub(crate) async fn the_callers_trace_parent_is_stored_with_the_submission(
         .unwrap();
     assert_eq!(next.submission.submission_id, untraced.submission_id);
     assert_eq!(next.submission.trace_parent, None);
+}
+
+/// Deleting a conversation (and a plain delete of one of its sessions, the library's path) is
+/// refused while a submission is queued or running and deletes nothing; once everything is
+/// settled it removes the stream, the submissions and every session of the instance (its task
+/// sessions too), and leaves other conversations alone. The key can then start afresh.
+pub(crate) async fn deleting_is_refused_while_work_is_unsettled_then_removes_every_session(
+    store: Arc<dyn DynConversationStore>,
+) {
+    let first = store
+        .admit(&admission("one", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let uid = store.conversation(&key()).await.unwrap().unwrap().uid;
+    let other = ConversationKey::new("agent", "conv-2");
+    store
+        .admit(&Admission {
+            key: other.clone(),
+            ..admission("elsewhere", DispatchOptions::default())
+        })
+        .await
+        .unwrap();
+    let root = SessionKey::new(key().instance_id(), "default");
+    // Queued: refused, nothing deleted.
+    let err = store.delete_conversation(&key()).await.unwrap_err();
+    assert_eq!(err.kind(), "session_busy");
+    assert!(
+        matches!(&err, FlueError::ConversationBusy { unsettled: 1, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.delete(&root).await.map_err(|err| err.kind()),
+        Err("session_busy")
+    );
+    assert!(store.load(&root, 0).await.unwrap().is_some());
+    // Running, with a task session written beside the root: still refused.
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let task = SessionKey::new(key().instance_id(), "task:default:1");
+    store.create(&task).await.unwrap();
+    store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: Some(&first.submission_id),
+            applies_input: false,
+            resumes_waiting: false,
+            session: &task,
+            expected_version: 0,
+            records: &[user_record("sub")],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .delete_conversation(&key())
+            .await
+            .map_err(|err| err.kind()),
+        Err("session_busy")
+    );
+    assert_eq!(
+        store.delete(&task).await.map_err(|err| err.kind()),
+        Err("session_busy")
+    );
+    // Settled: deleted, with every session of the instance.
+    let done = settlement(&first.submission_id, Outcome::Completed);
+    assert!(store.settle(&fence, &done).await.unwrap());
+    assert!(store.delete_conversation(&key()).await.unwrap());
+    assert!(store.conversation(&key()).await.unwrap().is_none());
+    assert!(
+        store
+            .submission(&first.submission_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(store.load(&root, 0).await.unwrap().is_none());
+    assert!(store.load(&task, 0).await.unwrap().is_none());
+    assert!(store.list(&key().instance_id()).await.unwrap().is_empty());
+    // Deleting again finds nothing, and is no error.
+    assert!(!store.delete_conversation(&key()).await.unwrap());
+    // The other conversation is untouched.
+    assert!(store.conversation(&other).await.unwrap().is_some());
+    // The key starts a new conversation, with a new uid.
+    store
+        .admit(&admission("again", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let fresh = store.conversation(&key()).await.unwrap().unwrap();
+    assert_ne!(fresh.uid, uid);
+    assert_eq!(fresh.head, Offset(2));
+}
+
+/// A dispatch's budgets are stored with the submission (inside its stored message, no column of
+/// their own) and read back by every store; the message itself reads back unchanged.
+pub(crate) async fn a_dispatchs_budget_is_stored_with_its_submission(
+    store: Arc<dyn DynConversationStore>,
+) {
+    let budget = flue_core::Budget {
+        max_cost_usd: Some(0.25),
+        max_turns: Some(7),
+        conversation: flue_core::BudgetLimits {
+            max_cost_usd: Some(3.5),
+            max_turns: None,
+        },
+    };
+    let options = DispatchOptions::default()
+        .with_idempotency_key("k")
+        .with_budget(budget);
+    let first = store
+        .admit(&admission("one", options.clone()))
+        .await
+        .unwrap();
+    let plain = store
+        .admit(&admission("two", DispatchOptions::default()))
+        .await
+        .unwrap();
+    let info = store
+        .submission(&first.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.budget, Some(budget));
+    assert_eq!(info.message, DeliveredMessage::user("one"));
+    let other = store
+        .submission(&plain.submission_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(other.budget, None);
+    // The same key, message and budget is the same delivery.
+    let again = store.admit(&admission("one", options)).await.unwrap();
+    assert!(again.deduplicated);
+    assert_eq!(again.submission_id, first.submission_id);
+    // What a claim hands the driver carries it too.
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    let claim = store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claim.submission.budget, Some(budget));
 }

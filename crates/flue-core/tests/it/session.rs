@@ -497,7 +497,7 @@ async fn an_unknown_tool_is_answered_with_an_error() {
     assert_eq!(
         results,
         vec![(
-            "there is no tool named \"nope\"; available tools: echo".to_owned(),
+            "there is no tool named \"nope\"; available tools: echo, task".to_owned(),
             true
         )]
     );
@@ -903,7 +903,7 @@ async fn a_structured_result_returns_validated_data() {
     );
     assert_eq!(
         f.provider.tool_names.lock().unwrap()[0],
-        vec!["finish", "give_up"]
+        vec!["task", "finish", "give_up"]
     );
 }
 

@@ -57,7 +57,7 @@ async fn a_skill_call_injects_its_body_for_that_call_only() {
     // The next call starts clean: the catalog stays, the skill's body is gone.
     assert_eq!(seen[1].system, format!("Be brief.\n\n{CATALOG}"));
     assert_eq!(f.harness.system_prompt(), format!("Be brief.\n\n{CATALOG}"));
-    assert_eq!(seen[0].tool_names(), vec!["load_skill"]);
+    assert_eq!(seen[0].tool_names(), vec!["load_skill", "task"]);
 
     // Only the conversation is stored: a user message naming the skill and its arguments.
     let records = session.records().await;
@@ -248,5 +248,6 @@ async fn without_skills_there_is_no_catalog_and_no_load_skill_tool() {
         .unwrap();
     let seen = provider.seen();
     assert_eq!(seen[0].system, "Plain.");
-    assert!(seen[0].tools.is_empty());
+    // No `load_skill`: only `task`, offered to every agent.
+    assert_eq!(seen[0].tool_names(), vec!["task"]);
 }

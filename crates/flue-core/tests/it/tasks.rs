@@ -221,19 +221,20 @@ async fn a_subagent_is_self_contained_and_inherits_model_and_thinking() {
                 ),
                 vec!["where", "load_skill", "task"],
             ),
-            // Own instructions, no tools, skills or subagents; model and thinking inherited.
+            // Own instructions, no tools, skills or subagents (only `task`, offered to every
+            // agent); model and thinking inherited.
             (
                 "parent".to_owned(),
                 ThinkingLevel::High,
                 "Audit.\n\nContext.".to_owned(),
-                vec![],
+                vec!["task"],
             ),
             // Its own model, thinking, tools and skills.
             (
                 "writer".to_owned(),
                 ThinkingLevel::Low,
                 format!("Write.\n\nContext.\n\n{}", catalog("- style: House style")),
-                vec!["where", "load_skill"],
+                vec!["where", "load_skill", "task"],
             ),
         ]
     );
@@ -304,7 +305,9 @@ async fn an_undeclared_subagent_is_refused_before_anything_is_created() {
 
 #[tokio::test]
 async fn tasks_nest_four_levels_deep_and_the_fifth_is_refused() {
-    // Every conversation delegates once, then answers with what came back.
+    // Every conversation delegates once, then answers with what came back. The agent declares
+    // no subagents: `task` (offered by default) runs copies of itself, and the depth limit is
+    // what stops a copy delegating to a copy without end.
     let provider = RuleProvider::new(|seen| match seen.last_tool_result() {
         None => Reply::Calls(vec![("task", json!({"prompt": "dig"}))]),
         Some(result) if result.is_error => Reply::Text("bottom".into()),
@@ -314,9 +317,7 @@ async fn tasks_nest_four_levels_deep_and_the_fifth_is_refused() {
         }
     });
     let f = fixture(
-        AgentConfig::new()
-            .with_model("test/model")
-            .with_subagent(AgentProfile::new("helper")),
+        AgentConfig::new().with_model("test/model"),
         provider,
         |builder| builder,
     )
@@ -616,4 +617,70 @@ async fn a_task_can_return_validated_data() {
         .await
         .unwrap();
     assert_eq!(response.data, Some(json!({"severity": "high", "count": 2})));
+}
+
+/// Flue 2.x offers delegation to every agent: without subagents the model gets `task` (a fresh
+/// copy of itself), and `with_task_tool(false)` withholds it from that agent only.
+#[tokio::test]
+async fn every_agent_is_offered_the_task_tool_unless_it_opts_out() {
+    let provider = RuleProvider::new(|seen| {
+        if seen.first_user_text() == "count the files" {
+            return Reply::Text("3 files".into());
+        }
+        match seen.last_tool_result() {
+            None => Reply::Calls(vec![("task", json!({"prompt": "count the files"}))]),
+            Some(result) => Reply::Text(format!("child said: {}", result.content)),
+        }
+    });
+    let f = fixture(
+        AgentConfig::new().with_model("test/model"),
+        provider.clone(),
+        |builder| builder,
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let response = session
+        .prompt("delegate", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(response.text.contains("3 files"), "{}", response.text);
+    let seen = provider.seen();
+    assert!(seen[0].tool_names().contains(&"task"));
+    // The child is a copy of the agent, so it may delegate too.
+    let child = seen
+        .iter()
+        .find(|seen| seen.first_user_text() == "count the files")
+        .unwrap();
+    assert!(child.tool_names().contains(&"task"));
+
+    let withheld = RuleProvider::new(|_| Reply::Text("alone".into()));
+    let f = fixture(
+        AgentConfig::new()
+            .with_model("test/model")
+            .with_task_tool(false)
+            .with_subagent(AgentProfile::new("helper")),
+        withheld.clone(),
+        |builder| builder,
+    )
+    .await;
+    assert!(
+        !f.harness
+            .tool_schemas()
+            .unwrap()
+            .iter()
+            .any(|tool| tool.name == "task")
+    );
+    let session = f.harness.session("default").await.unwrap();
+    session
+        .prompt("hi", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(!withheld.seen()[0].tool_names().contains(&"task"));
+    // The subagents stay usable from code.
+    let text = session
+        .task("x", TaskOptions::default().with_agent("helper"))
+        .await
+        .unwrap()
+        .text;
+    assert_eq!(text, "alone");
 }

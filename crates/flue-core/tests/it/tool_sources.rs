@@ -151,7 +151,9 @@ async fn a_changed_source_is_offered_from_the_next_turn_and_its_removed_tools_an
     ]});
     let source = Arc::new(Swappable::default());
     source.set(vec![answering("first", "from first")]);
+    // Without the default `task` tool, so that the lists are the sources' alone.
     let agent = AgentConfig::new()
+        .with_task_tool(false)
         .with_tool(answering("fixed", "from the agent"))
         .with_tool(swap_tool(&source))
         .with_tool_source(Arc::clone(&source) as Arc<dyn ToolSource>);
@@ -203,6 +205,7 @@ async fn permission_rules_apply_to_tools_a_source_adds() {
     ]});
     let source = Arc::new(Swappable::default());
     let agent = AgentConfig::new()
+        .with_task_tool(false)
         .with_tool(swap_tool(&source))
         .with_tool_source(Arc::clone(&source) as Arc<dyn ToolSource>)
         .with_permission("second", Permission::AlwaysAsk);

@@ -1021,7 +1021,7 @@ const REFUSALS: &[Refusal] = &[
         "method_not_allowed",
     ),
     (
-        "DELETE",
+        "PATCH",
         "/agents/plain/x",
         None,
         "",

@@ -345,6 +345,33 @@ impl ConversationStore for PostgresStore {
         self.heads.watch(&key.instance_id())
     }
 
+    async fn delete_conversation(&self, key: &ConversationKey) -> Result<bool> {
+        let instance_id = key.instance_id();
+        let mut client = self.client().await?;
+        let tx = self.begin(&mut client, Commit::Sync).await?;
+        check_delete(&tx, &instance_id).await?;
+        // The records go with their sessions, the stream and submissions with the
+        // conversation (`ON DELETE CASCADE`).
+        let sessions = execute(
+            &tx,
+            "DELETE FROM flue_sessions WHERE instance_id = $1",
+            &[&instance_id],
+            "cannot delete sessions",
+        )
+        .await?;
+        let conversations = execute(
+            &tx,
+            "DELETE FROM flue_conversations WHERE instance_id = $1",
+            &[&instance_id],
+            "cannot delete conversation",
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit delete"))?;
+        Ok(sessions + conversations > 0)
+    }
+
     async fn request_abort(&self, key: &ConversationKey) -> Result<AbortReport> {
         let instance_id = key.instance_id();
         let mut client = self.client().await?;
@@ -826,6 +853,33 @@ async fn lock(tx: &Transaction<'_>, instance_id: &str) -> Result<Option<Locked>>
         epoch: uint(row.get(2)),
         leased: row.get(3),
     }))
+}
+
+/// The delete rule for the sessions of `instance_id` ([`rules::check_delete`]), inside the
+/// caller's transaction: the conversation row is locked, so no admission slips in between.
+pub(crate) async fn check_delete(tx: &Transaction<'_>, instance_id: &str) -> Result<()> {
+    let Some(row) = query_opt(
+        tx,
+        "SELECT agent, id, owner FROM flue_conversations WHERE instance_id = $1 FOR UPDATE",
+        &[&instance_id],
+        "cannot lock conversation",
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let unsettled = query_one(
+        tx,
+        "SELECT COUNT(*) FROM flue_submissions WHERE instance_id = $1 AND state <> 'settled'",
+        &[&instance_id],
+        "cannot read submissions",
+    )
+    .await?;
+    rules::check_delete(
+        &ConversationKey::new(row.get::<_, String>(0), row.get::<_, String>(1)),
+        row.get(2),
+        uint(unsettled.get(0)),
+    )
 }
 
 /// Locks the conversation row and fails with [`FlueError::LeaseLost`] unless `fence` is its

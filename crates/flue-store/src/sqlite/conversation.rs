@@ -724,6 +724,16 @@ impl ConversationStore for SqliteStore {
         Ok(report)
     }
 
+    async fn delete_conversation(&self, key: &ConversationKey) -> Result<bool> {
+        let instance_id = key.instance_id();
+        // Synced: the caller is told the conversation is gone.
+        self.writer
+            .write(rules::Commit::Sync, move |tx| {
+                delete_conversation_in(tx, &instance_id)
+            })
+            .await
+    }
+
     async fn register_owner(&self) -> Result<OwnerRegistration> {
         let Some(path) = self.path() else {
             return Ok(self.local_owners.register());
@@ -927,6 +937,47 @@ struct OwnedAppend {
     submission_id: Option<String>,
     applies_input: bool,
     resumes_waiting: bool,
+}
+
+/// The delete rule for the sessions of `instance_id` ([`rules::check_delete`]), read in the
+/// caller's write transaction so that no admission slips in between.
+pub(crate) fn check_delete(connection: &Connection, instance_id: &str) -> Result<()> {
+    let found: Option<(String, String, Option<String>)> = connection
+        .prepare_cached("SELECT agent, id, owner FROM conversations WHERE instance_id = ?1")
+        .and_then(|mut select| {
+            select
+                .query_row(params![instance_id], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()
+        })
+        .map_err(store_error("cannot read conversation"))?;
+    let Some((agent, id, owner)) = found else {
+        return Ok(());
+    };
+    let unsettled = connection
+        .prepare_cached(
+            "SELECT COUNT(*) FROM submissions WHERE instance_id = ?1 AND state != 'settled'",
+        )
+        .and_then(|mut select| select.query_row(params![instance_id], |row| get_u64(row, 0)))
+        .map_err(store_error("cannot read submissions"))?;
+    rules::check_delete(&ConversationKey::new(agent, id), owner, unsettled)
+}
+
+/// Deletes a conversation's row (its stream and submissions go with it through `ON DELETE
+/// CASCADE`) and every session of its instance, after [`check_delete`]; whether anything was
+/// there.
+fn delete_conversation_in(tx: &Transaction<'_>, instance_id: &str) -> Result<bool> {
+    check_delete(tx, instance_id)?;
+    let sessions = tx
+        .prepare_cached("DELETE FROM sessions WHERE instance_id = ?1")
+        .and_then(|mut delete| delete.execute(params![instance_id]))
+        .map_err(store_error("cannot delete sessions"))?;
+    let conversations = tx
+        .prepare_cached("DELETE FROM conversations WHERE instance_id = ?1")
+        .and_then(|mut delete| delete.execute(params![instance_id]))
+        .map_err(store_error("cannot delete conversation"))?;
+    Ok(sessions + conversations > 0)
 }
 
 /// Whether `instance_id` belongs to a conversation managed by the submission runtime.

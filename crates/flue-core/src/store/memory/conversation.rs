@@ -167,6 +167,19 @@ impl MemoryStore {
     pub(super) fn is_managed(&self, instance_id: &str) -> bool {
         self.conversations().conversations.contains_key(instance_id)
     }
+
+    /// The delete rule for a session of `instance_id` ([`rules::check_delete`]); checked under
+    /// the conversations lock, which the caller keeps while it deletes.
+    pub(super) fn check_session_delete(all: &MemoryConversations, instance_id: &str) -> Result<()> {
+        match all.conversations.get(instance_id) {
+            Some(conversation) => rules::check_delete(
+                &conversation.key,
+                conversation.owner.clone(),
+                all.unsettled(conversation).len() as u64,
+            ),
+            None => Ok(()),
+        }
+    }
 }
 
 impl ConversationStore for MemoryStore {
@@ -192,7 +205,10 @@ impl ConversationStore for MemoryStore {
                 .map(|earlier| {
                     Ok::<_, crate::error::FlueError>(EarlierSubmission {
                         submission_id: earlier.info.submission_id.clone(),
-                        message_json: rules::to_json(&earlier.info.message, "message")?,
+                        message_json: rules::stored_message_json(
+                            &earlier.info.message,
+                            earlier.info.budget,
+                        )?,
                         accepted_at: earlier.info.accepted_at,
                         admitted_offset: earlier.admitted_offset,
                     })
@@ -258,6 +274,7 @@ impl ConversationStore for MemoryStore {
                     durability: None,
                     idempotency_key: admission.options.idempotency_key.clone(),
                     trace_parent: admission.options.trace_parent.clone(),
+                    budget: admission.options.budget.filter(|budget| !budget.is_empty()),
                     settlement: None,
                 },
                 waiting_since: None,
@@ -421,6 +438,24 @@ impl ConversationStore for MemoryStore {
 
     fn watch_head(&self, key: &ConversationKey) -> HeadWatch {
         self.heads.watch(&key.instance_id())
+    }
+
+    async fn delete_conversation(&self, key: &ConversationKey) -> Result<bool> {
+        let instance_id = key.instance_id();
+        // Lock order: conversations, then sessions.
+        let mut all = self.conversations();
+        Self::check_session_delete(&all, &instance_id)?;
+        let mut found = false;
+        if let Some(conversation) = all.conversations.remove(&instance_id) {
+            found = true;
+            for id in &conversation.order {
+                all.submissions.remove(id);
+            }
+        }
+        let mut sessions = self.sessions();
+        let before = sessions.len();
+        sessions.retain(|session, _| session.instance_id != instance_id);
+        Ok(found || sessions.len() != before)
     }
 
     async fn request_abort(&self, key: &ConversationKey) -> Result<AbortReport> {
