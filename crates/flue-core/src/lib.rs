@@ -57,6 +57,8 @@ mod role;
 pub mod sandbox;
 mod scope;
 mod session;
+pub mod hook;
+mod hook_points;
 mod shared;
 mod skill;
 mod skill_ref;
@@ -94,6 +96,10 @@ pub use config::{
 pub use flue_protocol::{
     DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel, task_session_parent,
 };
+pub use hook::{
+    CommandHook, CommandHookSpec, Hook, HookContext, HookDecision, HookEvent, HookFailure,
+    HookPoint, Verdict, hook_fn,
+};
 pub use permission::{PermissionRule, PermissionSource};
 pub use redact::Redactor;
 pub use role::Role;
@@ -115,7 +121,7 @@ pub use util::BoxFuture;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, Image, ModelRef, PendingAction,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef, PendingAction,
     RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
     StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };

@@ -48,7 +48,7 @@ pub use id::{
 };
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, Image, ModelRef, PendingAction,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef, PendingAction,
     RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
     StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
