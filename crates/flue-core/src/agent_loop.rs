@@ -714,7 +714,8 @@ impl TurnLoop<'_> {
                 RunMode::Classify => {
                     let mut stored_now = Vec::new();
                     for (call_idx, call) in calls.iter_mut().enumerate() {
-                        if self.tools.get(&call.name).is_none() || unparsed_arguments(call).is_some()
+                        if self.tools.get(&call.name).is_none()
+                            || unparsed_arguments(call).is_some()
                         {
                             continue;
                         }

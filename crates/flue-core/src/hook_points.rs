@@ -54,7 +54,10 @@ impl Decided {
         let ends = match self.verdict {
             Verdict::Tripwire => true,
             Verdict::Block | Verdict::Deny => {
-                matches!(point, HookPoint::UserPromptSubmit | HookPoint::BeforeModelCall)
+                matches!(
+                    point,
+                    HookPoint::UserPromptSubmit | HookPoint::BeforeModelCall
+                )
             }
             _ => false,
         };
@@ -226,11 +229,17 @@ fn span_decision(span: &Span, decision: &str) {
 /// The decisions stored for `point` and `subject` since the log's last turn boundary (for
 /// tool points: since the turn that made the call), as a [`Decided`] without records to
 /// store; `None` when none is stored.
-pub(crate) fn stored(records: &[Record], point: HookPoint, subject: Option<&str>) -> Option<Decided> {
+pub(crate) fn stored(
+    records: &[Record],
+    point: HookPoint,
+    subject: Option<&str>,
+) -> Option<Decided> {
     let mut found = Vec::new();
     for record in records.iter().rev() {
         match record {
-            Record::Hook(hook) if hook.event == point.name() && hook.subject.as_deref() == subject => {
+            Record::Hook(hook)
+                if hook.event == point.name() && hook.subject.as_deref() == subject =>
+            {
                 found.push(hook);
             }
             Record::Assistant(_) | Record::User(_) | Record::Shell(_) | Record::Compaction(_) => {
@@ -263,7 +272,10 @@ pub(crate) fn stored(records: &[Record], point: HookPoint, subject: Option<&str>
             _ => Verdict::Continue,
         };
         let failed_closed = hook.decision == "error"
-            && hook.reason.as_deref().is_some_and(|reason| reason.ends_with(FAILS_CLOSED));
+            && hook
+                .reason
+                .as_deref()
+                .is_some_and(|reason| reason.ends_with(FAILS_CLOSED));
         if verdict == Verdict::Continue && !failed_closed {
             continue;
         }

@@ -46,6 +46,8 @@ mod config;
 pub mod elicitation;
 mod error;
 mod harness;
+pub mod hook;
+mod hook_points;
 mod initializer;
 mod log_cache;
 pub mod model;
@@ -57,8 +59,6 @@ mod role;
 pub mod sandbox;
 mod scope;
 mod session;
-pub mod hook;
-mod hook_points;
 mod shared;
 mod skill;
 mod skill_ref;
@@ -121,9 +121,9 @@ pub use util::BoxFuture;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef, PendingAction,
-    RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
-    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef,
+    PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange,
+    StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
 
 // Errors.

@@ -77,12 +77,18 @@ fn renames(name: &str) -> &'static [(&'static str, &'static str)] {
 
 /// A tool input as a hook sees it: flue's field names renamed to Claude Code's.
 fn to_claude_input(tool: &str, input: &Value) -> Value {
-    rename_fields(input, renames(tool).iter().map(|(flue, claude)| (*flue, *claude)))
+    rename_fields(
+        input,
+        renames(tool).iter().map(|(flue, claude)| (*flue, *claude)),
+    )
 }
 
 /// A hook's `updatedInput` as the tool takes it: Claude Code's field names back to flue's.
 fn from_claude_input(tool: &str, input: &Value) -> Value {
-    rename_fields(input, renames(tool).iter().map(|(flue, claude)| (*claude, *flue)))
+    rename_fields(
+        input,
+        renames(tool).iter().map(|(flue, claude)| (*claude, *flue)),
+    )
 }
 
 fn rename_fields<'a>(input: &Value, pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Value {
@@ -158,7 +164,7 @@ pub enum OnFailure {
 }
 
 /// A command hook as declared.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandHookSpec {
     /// The point.
     pub point: HookPoint,
@@ -176,7 +182,11 @@ pub struct CommandHookSpec {
 
 impl CommandHookSpec {
     /// A hook at `point` running `command`, declared in `declared_in`.
-    pub fn new(point: HookPoint, command: impl Into<String>, declared_in: impl Into<String>) -> Self {
+    pub fn new(
+        point: HookPoint,
+        command: impl Into<String>,
+        declared_in: impl Into<String>,
+    ) -> Self {
         Self {
             point,
             matcher: None,
@@ -396,9 +406,8 @@ impl CommandHook {
                 ..HookDecision::default()
             }));
         }
-        let output: Value = serde_json::from_str(text).map_err(|err| {
-            self.failure(format!("its standard output is not valid JSON: {err}"))
-        })?;
+        let output: Value = serde_json::from_str(text)
+            .map_err(|err| self.failure(format!("its standard output is not valid JSON: {err}")))?;
         Ok(Outcome::Decided(self.read_output(event, &output)))
     }
 
@@ -490,7 +499,10 @@ fn quote(stderr: &str) -> String {
 
 impl Hook for CommandHook {
     fn name(&self) -> String {
-        format!("command `{}` ({})", self.spec.command, self.spec.declared_in)
+        format!(
+            "command `{}` ({})",
+            self.spec.command, self.spec.declared_in
+        )
     }
 
     fn handles(&self, event: &HookEvent) -> bool {

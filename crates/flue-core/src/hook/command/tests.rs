@@ -39,7 +39,10 @@ fn matchers_take_names_lists_regexes_and_mcp_patterns() {
     assert!(!hook(HookPoint::PostToolUse, None).handles(&bash));
     let bad = CommandHookSpec::new(HookPoint::PreToolUse, "true", "flue.toml").with_matcher("(");
     let err = CommandHook::new(bad, "/").err().unwrap().to_string();
-    assert!(err.contains("flue.toml") && err.contains("matcher"), "{err}");
+    assert!(
+        err.contains("flue.toml") && err.contains("matcher"),
+        "{err}"
+    );
 }
 
 #[test]
