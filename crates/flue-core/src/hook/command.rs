@@ -44,10 +44,13 @@ const MAX_RESPONSE_CHARS: usize = 60_000;
 /// Characters of a failing hook's standard error quoted in its failure.
 const STDERR_QUOTE_CHARS: usize = 600;
 
+/// Field renames of one tool: (flue's field, Claude Code's field).
+type FieldRenames = &'static [(&'static str, &'static str)];
+
 /// Flue's tools under Claude Code's names, with the fields renamed on the way (flue's name
 /// first). A tool not listed keeps its name and fields (MCP tools are already named
 /// `mcp__<server>__<tool>`).
-const TOOL_NAMES: &[(&str, &str, &[(&str, &str)])] = &[
+const TOOL_NAMES: &[(&str, &str, FieldRenames)] = &[
     ("bash", "Bash", &[]),
     ("read_file", "Read", &[("path", "file_path")]),
     ("write_file", "Write", &[("path", "file_path")]),
@@ -383,7 +386,7 @@ impl CommandHook {
                     quote(stderr)
                 )));
             }
-            code if code > 128 || code < 0 => {
+            code if !(0..=128).contains(&code) => {
                 return Err(self.failure(format!(
                     "the command was killed (exit code {code}): {}",
                     quote(stderr)
