@@ -397,3 +397,33 @@ fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
     let shown = show(&ws, "k1");
     assert!(shown.contains("interrupted"), "{shown}");
 }
+
+/// `flue serve` runs the agent file's hooks for messages posted over HTTP.
+#[test]
+fn flue_serve_runs_the_hooks_of_the_agent_file() {
+    let hooks = group(
+        "PreToolUse",
+        "Bash",
+        "in=$(cat); printf %s \"$in\" | bash hooks/count.sh; printf %s \"$in\" | python3 hooks/bash_validator.py",
+        "",
+    );
+    let ws = workspace(&hooks);
+    let server = crate::serve::Server::start(ws.root(), &[], &[]);
+    let path = "/agents/guarded/s1";
+    crate::serve::post_message(server.addr(), path, "clean");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let snapshot = loop {
+        let snapshot = crate::serve::snapshot(server.addr(), path);
+        if !snapshot["settlements"].as_array().unwrap().is_empty() {
+            break snapshot;
+        }
+        assert!(Instant::now() < deadline, "never settled: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        snapshot.to_string().contains("Refusing `rm -rf`"),
+        "{snapshot}"
+    );
+    assert!(ws.root().join("build").is_dir());
+    assert_eq!(lines(&ws, "counts.log").len(), 1);
+}
