@@ -1371,9 +1371,15 @@ async fn prompt_hooks(
     });
     for event in points {
         let point = event.point();
-        let decided = match hook_points::stored(log, point, None) {
+        // A prompt's decision is found again by the prompt it was about: a new message after
+        // a blocked one is asked about afresh.
+        let subject = match &event {
+            HookEvent::UserPromptSubmit { prompt } => Some(hook_points::prompt_subject(prompt)),
+            _ => None,
+        };
+        let decided = match hook_points::stored(log, point, subject.as_deref()) {
             Some(decided) => decided,
-            None => hook_points::ask(shared, ctx, event, None).await,
+            None => hook_points::ask(shared, ctx, event, subject.as_deref()).await,
         };
         records.extend(decided.records.iter().cloned());
         if let Some(error) = decided.operation_error(point) {

@@ -307,6 +307,17 @@ pub(crate) fn stored_input(records: &[Record], call_id: &str) -> Option<Value> {
     })
 }
 
+/// The subject of a `UserPromptSubmit` decision: `prompt:` and a hash of the prompt (FNV-1a),
+/// so that the decision on one message is not taken for another's.
+pub(crate) fn prompt_subject(prompt: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in prompt.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("prompt:{hash:016x}")
+}
+
 /// Emits the stored hook decisions among `records` as events.
 pub(crate) fn announce(sink: &TurnSink, records: &[Record]) {
     for record in records {

@@ -41,7 +41,7 @@ fn model() -> Arc<RuleProvider> {
                 _ => None,
             })
             .unwrap_or_default();
-        if last_user == "call" {
+        if last_user.starts_with("call") {
             return Reply::Calls(vec![("echo", json!({"text": "secret"}))]);
         }
         let system_tail = seen.system.lines().last().unwrap_or_default().to_owned();
@@ -67,7 +67,9 @@ fn recording(log: &Log) -> Arc<dyn flue_core::hook::Hook> {
                 HookEvent::BeforeModelCall { .. } => {
                     HookDecision::proceed().with_context("system addition")
                 }
-                HookEvent::PreToolUse { .. } => HookDecision::rewrite(json!({"text": "public"})),
+                HookEvent::PreToolUse { call } if call.name == "echo" => {
+                    HookDecision::rewrite(json!({"text": "public"}))
+                }
                 HookEvent::PostToolUse { result, .. } => {
                     HookDecision::replace(format!("<{}>", result.content))
                 }
