@@ -13,7 +13,7 @@ use serde_json::Value;
 const GROUP_KEYS: &[&str] = &["matcher", "hooks"];
 
 /// The keys of one hook.
-const HOOK_KEYS: &[&str] = &["type", "command", "timeout", "onFailure"];
+const HOOK_KEYS: &[&str] = &["type", "command", "timeout", "onFailure", "env"];
 
 /// The hooks of a `hooks` value declared in `declared_in`, and every problem found (each a
 /// sentence naming the place, such as `hooks.PreToolUse[0].hooks[1].timeout`).
@@ -162,6 +162,19 @@ fn one_hook(
         }
         Some(_) => problems.push(format!(
             "`{place}.onFailure` must be `block` (the default) or `continue`"
+        )),
+    }
+    match fields.get("env") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
+            spec.env = names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+        }
+        Some(_) => problems.push(format!(
+            "`{place}.env` must be a list of environment variable names"
         )),
     }
     if problems.len() == before {

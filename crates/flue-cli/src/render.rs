@@ -382,6 +382,8 @@ impl Renderer {
                 };
                 Some(format!("!! {action_id} {decided}"))
             }
+            // A hook that had nothing to say is in the log, not on the terminal.
+            Event::HookDecision { hook } if is_silent(hook) => None,
             Event::HookDecision { hook } => Some(format!("!! {}", hook_text(hook))),
             Event::OperationEnd { .. } => {
                 self.line_start();
@@ -468,4 +470,13 @@ pub(crate) fn hook_text(hook: &flue_core::HookRecord) -> String {
         line.push_str(&format!("; added context {context:?}"));
     }
     line
+}
+
+/// Whether a hook decision changed nothing (a plain `continue`).
+fn is_silent(hook: &flue_core::HookRecord) -> bool {
+    hook.decision == "continue"
+        && hook.reason.is_none()
+        && hook.updated_input.is_none()
+        && hook.replacement.is_none()
+        && hook.additional_context.is_none()
 }

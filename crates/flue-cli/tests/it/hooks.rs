@@ -427,3 +427,35 @@ fn flue_serve_runs_the_hooks_of_the_agent_file() {
     assert!(ws.root().join("build").is_dir());
     assert_eq!(lines(&ws, "counts.log").len(), 1);
 }
+
+/// A hook sees the allow-listed environment and the variables it declares in `env`, never
+/// the rest of flue's environment (provider keys and other secrets).
+#[test]
+fn a_hook_sees_only_the_allow_listed_and_declared_environment() {
+    let command = "cat > /dev/null; echo \"secret=[${SECRET_TOKEN:-}] declared=[${DECLARED_VAR:-}] root=[$CLAUDE_PROJECT_DIR]\"";
+    let ws = workspace(&group(
+        "UserPromptSubmit",
+        "",
+        command,
+        "          env: [DECLARED_VAR]\n",
+    ));
+    let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args([
+            "run", "guarded", "-m", "hello", "--id", "e1", "--json", "--root",
+        ])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .env("SECRET_TOKEN", "sk-do-not-leak")
+        .env("DECLARED_VAR", "visible")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let root = std::fs::canonicalize(ws.root()).unwrap();
+    assert_eq!(
+        json(&output)["message"],
+        format!(
+            "echo: hello\n\nsecret=[] declared=[visible] root=[{}]",
+            root.display()
+        )
+    );
+}

@@ -179,6 +179,9 @@ pub struct CommandHookSpec {
     pub timeout_secs: Option<u64>,
     /// What a failure does.
     pub on_failure: OnFailure,
+    /// Host environment variables the hook sees beyond the allow-list (flue's `env`), by
+    /// name: a hook gets no secret unless it is named here.
+    pub env: Vec<String>,
     /// Where it was declared (`agents/review.md`, `flue.toml`), for reports.
     pub declared_in: String,
 }
@@ -196,6 +199,7 @@ impl CommandHookSpec {
             command: command.into(),
             timeout_secs: None,
             on_failure: OnFailure::Block,
+            env: Vec::new(),
             declared_in: declared_in.into(),
         }
     }
@@ -229,6 +233,16 @@ impl CommandHookSpec {
         }
         if let Err(problem) = HookMatcher::parse(self.matcher.as_deref()) {
             problems.push(problem);
+        }
+        for name in &self.env {
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                problems.push(format!(
+                    "`env` entry {name:?} is not an environment variable name"
+                ));
+            }
         }
         problems
     }
@@ -274,9 +288,14 @@ impl CommandHook {
         if let Some(runner) = self.runner.get() {
             return Ok(runner);
         }
+        let allowed = crate::sandbox::DEFAULT_ENV_ALLOWLIST
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(self.spec.env.iter().cloned());
         let runner = LocalSandbox::new(&self.root)
             .map_err(|err| self.failure(format!("cannot open the workspace root: {err}")))?
-            .with_output_limit(HOOK_OUTPUT_BYTES);
+            .with_output_limit(HOOK_OUTPUT_BYTES)
+            .with_env_allowlist(allowed);
         Ok(self.runner.get_or_init(|| runner))
     }
 
