@@ -128,13 +128,7 @@ pub(crate) async fn ask(
             replacement: None,
             additional_context: None,
         };
-        let span = tracing::info_span!(
-            target: flue_protocol::SPAN_TARGET,
-            "hook",
-            "flue.hook.event" = point.name(),
-            "flue.hook.name" = name.as_str(),
-            "flue.hook.decision" = tracing::field::Empty,
-        );
+        let span = crate::spans::hook(point.name(), &name);
         let outcome = {
             let _entered = span.enter();
             hook.decide(&event, &hook_ctx)
@@ -223,6 +217,9 @@ pub(crate) async fn ask(
 fn span_decision(span: &Span, decision: &str) {
     if !span.is_disabled() {
         span.record("flue.hook.decision", decision);
+        if decision == "error" {
+            span.record("error.type", "hook_failed");
+        }
     }
 }
 

@@ -36,7 +36,7 @@ fn script() -> String {
 
 /// A workspace whose agent `guarded` (bash, local sandbox) declares `hooks` (YAML, indented
 /// under `hooks:`), with the scripts of tests/hooks under `hooks/`.
-fn workspace(hooks: &str) -> Workspace {
+pub(crate) fn workspace(hooks: &str) -> Workspace {
     let agent = format!(
         "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\nhooks:\n{hooks}---\nWork.\n"
     );
@@ -57,7 +57,7 @@ fn copy_scripts(root: &Path) {
 }
 
 /// One hook group in YAML: `event` with `matcher` running `command`, plus extra hook keys.
-fn group(event: &str, matcher: &str, command: &str, extra: &str) -> String {
+pub(crate) fn group(event: &str, matcher: &str, command: &str, extra: &str) -> String {
     format!(
         "  {event}:\n    - matcher: \"{matcher}\"\n      hooks:\n        - type: command\n          \
          command: '{command}'\n{extra}"
