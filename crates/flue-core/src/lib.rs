@@ -151,3 +151,8 @@ pub use tokio_util::sync::CancellationToken;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/library.md")]
 struct LibraryGuide;
+
+/// The examples of docs/hooks.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/hooks.md")]
+struct HooksGuide;
