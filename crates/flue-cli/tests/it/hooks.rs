@@ -459,3 +459,29 @@ fn a_hook_sees_only_the_allow_listed_and_declared_environment() {
         )
     );
 }
+
+/// `flue chat` runs the hooks for every line.
+#[test]
+fn flue_chat_runs_the_hooks_for_every_line() {
+    let ws = workspace(&group("Stop", "", "python3 hooks/stop_check.py", ""));
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["chat", "guarded", "--id", "t1", "--root"])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"finish\nhello\n").unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "final: checked, mail me at [email]\nfinal: checked, mail me at [email]\n"
+    );
+}
