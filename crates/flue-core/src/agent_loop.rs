@@ -258,6 +258,9 @@ pub(crate) async fn run(
             .collect(),
         None => interrupted_results(&state.records),
     };
+    if hook_points::any(&shared) {
+        denied_before_the_crash(&state.records, &mut records);
+    }
     let mut message = opening.message;
     let mut hook_records = Vec::new();
     if let Some(message) = &mut message
@@ -1406,6 +1409,34 @@ async fn prompt_hooks(
     PromptHooks {
         records,
         error: None,
+    }
+}
+
+/// Calls a crash (or new input) left unanswered are answered `interrupted`; one a
+/// `PreToolUse` hook had refused before is answered with that refusal instead, as it would
+/// have been: the stored decision stands and its hook is not asked again.
+fn denied_before_the_crash(log: &[Record], repairs: &mut [Record]) {
+    for record in repairs {
+        let Record::ToolResult(result) = record else {
+            continue;
+        };
+        if result.error_kind.as_deref() != Some("interrupted") {
+            continue;
+        }
+        let Some(decided) = hook_points::stored(log, HookPoint::PreToolUse, Some(&result.call_id))
+        else {
+            continue;
+        };
+        if matches!(
+            decided.verdict,
+            Verdict::Deny | Verdict::Block | Verdict::Tripwire
+        ) {
+            let reason = decided
+                .reason
+                .unwrap_or_else(|| "a hook refused this call".to_owned());
+            result.content = ToolError::new("hook_denied", reason).model_text();
+            result.error_kind = Some("hook_denied".to_owned());
+        }
     }
 }
 

@@ -24,8 +24,11 @@ fn script() -> String {
         {"when": {"user_matches": "^clean$"}, "reply": {"tool_calls": call("rm -rf build")}},
         {"when": {"user_matches": "^greet$"}, "reply": {"tool_calls": call("echo unsafe")}},
         {"when": {"user_matches": "^confirm$"}, "reply": {"tool_calls": call("echo ask-me")}},
-        {"when": {"user_matches": "^wait$"}, "reply": {"tool_calls": call(
-            "touch started; while [ ! -f release ]; do sleep 0.05; done; echo released")}},
+        {"when": {"user_matches": "^wait$"}, "reply": {"tool_calls": [
+            {"name": "bash", "input": {"command": "rm -rf build"}},
+            {"name": "bash", "input": {"command":
+                "touch started; while [ ! -f release ]; do sleep 0.05; done; echo released"}}
+        ]}},
         {"when": {"user_contains": "checked your work"},
          "reply": {"text": "final: checked, mail me at dev@example.com"}},
         {"when": {"user_matches": "^finish$"}, "reply": {"text": "draft"}},
@@ -352,14 +355,16 @@ fn a_bad_hooks_declaration_fails_the_build_naming_the_place() {
     assert!(err.contains("`hooks.Later` is not a hook event"), "{err}");
 }
 
-/// A decision stored before a kill -9 is not asked for again: the run is killed while the
-/// allowed call runs; the next run recovers the conversation (the call answered
-/// `interrupted`) and the hooks ran once for that call and once for that prompt.
+/// A decision stored before a kill -9 is not asked for again: one turn calls `rm -rf build`
+/// (denied by the validator) and a command that waits; the run is killed while the second
+/// runs. The next run recovers the conversation: the denied call is answered with its stored
+/// denial, the other `interrupted`, and the hooks ran once per call and once per prompt.
 #[test]
 fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
     let count = "bash hooks/count.sh";
+    let validate = "in=$(cat); printf %s \"$in\" | bash hooks/count.sh; printf %s \"$in\" | python3 hooks/bash_validator.py";
     let hooks = group("UserPromptSubmit", "", count, "")
-        + &group("PreToolUse", "Bash", count, "")
+        + &group("PreToolUse", "Bash", validate, "")
         + &group("PostToolUse", "Bash", count, "");
     let ws = workspace(&hooks);
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
@@ -388,7 +393,8 @@ fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
         .iter()
         .filter(|line| line.starts_with("PreToolUse"))
         .collect();
-    assert_eq!(pre.len(), 1, "{counted:?}");
+    assert_eq!(pre.len(), 2, "one per call: {counted:?}");
+    assert!(ws.root().join("build").is_dir());
     let prompts = counted
         .iter()
         .filter(|line| line.starts_with("UserPromptSubmit"))
@@ -396,6 +402,10 @@ fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
     assert_eq!(prompts, 2, "one per message: {counted:?}");
     let shown = show(&ws, "k1");
     assert!(shown.contains("interrupted"), "{shown}");
+    assert!(
+        shown.contains("tool result (bash error): - Refusing `rm -rf`"),
+        "{shown}"
+    );
 }
 
 /// `flue serve` runs the agent file's hooks for messages posted over HTTP.
