@@ -75,6 +75,9 @@ pub struct AgentFile {
     /// `schedules`: messages or signals sent to the agent on a cron line or an interval, by
     /// name.
     pub schedules: Vec<Schedule>,
+    /// `hooks`: command hooks in the shape of Claude Code's settings.json `hooks` object
+    /// (docs/hooks.md); a subagent's are not used (tasks run under the root agent's hooks).
+    pub hooks: Vec<flue_core::CommandHookSpec>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -108,6 +111,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "permissions",
     "cwd",
     "schedules",
+    "hooks",
 ];
 
 const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
@@ -185,6 +189,13 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
         "schedules" => {
             let (agent, path) = (file.name.clone(), file.path.clone());
             file.schedules = schedule::parse(&agent, &path, value, report);
+        }
+        "hooks" => {
+            let (hooks, problems) = crate::hooks::parse(&crate::tools::to_json(value), &file.path);
+            for problem in problems {
+                report.error(&keys, problem);
+            }
+            file.hooks = hooks;
         }
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }

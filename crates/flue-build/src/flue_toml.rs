@@ -69,6 +69,15 @@ pub struct WorkspaceConfig {
     /// `[schedules.<name>]`: schedules with an `agent` key, the same keys as an agent file's
     /// `schedules:` entries otherwise (docs/schedules.md), in name order.
     pub schedules: Vec<Schedule>,
+    /// `[hooks]`: command hooks every agent runs, before its own (docs/hooks.md), in the
+    /// shape of Claude Code's settings.json `hooks` object.
+    ///
+    /// ```toml
+    /// [[hooks.PreToolUse]]
+    /// matcher = "Bash"
+    /// hooks = [{ type = "command", command = "./hooks/no_rm.sh", timeout = 10 }]
+    /// ```
+    pub hooks: Vec<flue_core::CommandHookSpec>,
 }
 
 /// `[store]` in flue.toml: a shared database for many `flue serve` processes.
@@ -140,6 +149,7 @@ struct RawConfig {
     store: Option<Spanned<RawStore>>,
     #[serde(default)]
     schedules: BTreeMap<Spanned<String>, Spanned<RawSchedule>>,
+    hooks: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -255,6 +265,10 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
             .into_iter()
             .filter_map(|(name, raw)| schedule::from_toml(text, &name, raw, diagnostics))
             .collect(),
+        hooks: raw
+            .hooks
+            .map(|hooks| toml_hooks(text, hooks, diagnostics))
+            .unwrap_or_default(),
     };
     let mut idx = first_checked;
     while idx < diagnostics.len() {
@@ -280,6 +294,21 @@ fn header_line_above(text: &str, line: usize) -> Option<usize> {
 }
 
 /// `[store]` checked: a Postgres URL, and a lease of at least 500 ms.
+/// `[hooks]`: read as the JSON it mirrors, every problem reported at the table.
+fn toml_hooks(
+    text: &str,
+    raw: Spanned<toml::Value>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<flue_core::CommandHookSpec> {
+    let line = line_of(text, &raw.span());
+    let value = serde_json::to_value(raw.into_inner()).unwrap_or_default();
+    let (hooks, problems) = crate::hooks::parse(&value, PATH);
+    for problem in problems {
+        diagnostics.push(Diagnostic::at(PATH, line, format!("[hooks]: {problem}")));
+    }
+    hooks
+}
+
 fn store_settings(
     text: &str,
     raw: Spanned<RawStore>,

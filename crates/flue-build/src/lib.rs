@@ -54,6 +54,7 @@ mod diagnostic;
 mod fields;
 mod flue_toml;
 mod frontmatter;
+mod hooks;
 mod mcp;
 mod profile;
 mod providers;

@@ -58,6 +58,13 @@ impl Workspace {
         config.task_tool = agent.task;
         config.role.clone_from(&agent.role);
         config.cwd.clone_from(&agent.cwd);
+        // Hooks run at the workspace root: flue.toml's first, then the agent file's.
+        for spec in self.config.hooks.iter().chain(&agent.hooks) {
+            config = config.with_hook(std::sync::Arc::new(flue_core::CommandHook::new(
+                spec.clone(),
+                self.root.clone(),
+            )?));
+        }
         let rules =
             defaults
                 .permissions

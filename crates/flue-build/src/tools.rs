@@ -234,7 +234,7 @@ fn schema(value: &Pod) -> Result<Value, String> {
 }
 
 /// A YAML value as JSON.
-fn to_json(value: &Pod) -> Value {
+pub(crate) fn to_json(value: &Pod) -> Value {
     match value {
         Pod::Null => Value::Null,
         Pod::String(text) => Value::String(text.clone()),

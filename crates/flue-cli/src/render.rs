@@ -382,6 +382,9 @@ impl Renderer {
                 };
                 Some(format!("!! {action_id} {decided}"))
             }
+            // A hook that had nothing to say is in the log, not on the terminal.
+            Event::HookDecision { hook } if is_silent(hook) => None,
+            Event::HookDecision { hook } => Some(format!("!! {}", hook_text(hook))),
             Event::OperationEnd { .. } => {
                 self.line_start();
                 None
@@ -447,3 +450,33 @@ fn preview(output: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// One hook decision as a line: the point, the hook, the decision and what it changed.
+pub(crate) fn hook_text(hook: &flue_core::HookRecord) -> String {
+    let mut line = format!("hook {} by {}: {}", hook.event, hook.hook, hook.decision);
+    if let Some(subject) = &hook.subject {
+        line.push_str(&format!(" ({subject})"));
+    }
+    if let Some(reason) = &hook.reason {
+        line.push_str(&format!(": {reason}"));
+    }
+    if let Some(input) = &hook.updated_input {
+        line.push_str(&format!("; input replaced with {input}"));
+    }
+    if let Some(text) = &hook.replacement {
+        line.push_str(&format!("; replaced with {text:?}"));
+    }
+    if let Some(context) = &hook.additional_context {
+        line.push_str(&format!("; added context {context:?}"));
+    }
+    line
+}
+
+/// Whether a hook decision changed nothing (a plain `continue`).
+fn is_silent(hook: &flue_core::HookRecord) -> bool {
+    hook.decision == "continue"
+        && hook.reason.is_none()
+        && hook.updated_input.is_none()
+        && hook.replacement.is_none()
+        && hook.additional_context.is_none()
+}

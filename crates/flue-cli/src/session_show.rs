@@ -164,6 +164,7 @@ fn transcript_text(records: &[Record]) -> String {
                     .or(exchange.error.as_deref())
                     .unwrap_or_default()
             ),
+            Record::Hook(hook) => writeln!(out, "{}", crate::render::hook_text(hook)),
             Record::FailedTurn(failed) => writeln!(
                 out,
                 "failed model turn ({}): {}\n  [{}: {}]",

@@ -24,6 +24,8 @@ use crate::budget::BudgetCheck;
 use crate::compaction::{Compactor, LoopCompaction};
 use crate::error::{FlueError, Result};
 use crate::event::{CompactionReason, Event};
+use crate::hook::{HookEvent, HookPoint, Verdict};
+use crate::hook_points;
 use crate::model::{ModelProvider, ModelRequest, ModelSpec};
 use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
@@ -56,6 +58,9 @@ pub const FINISH_TOOL: &str = "finish";
 pub const GIVE_UP_TOOL: &str = "give_up";
 /// How many times the model may end a structured-result operation without a valid `finish`.
 const MAX_RESULT_FOLLOW_UPS: u32 = 3;
+/// How many times a `Stop` hook may block the final reply in one operation before the
+/// operation ends with `guardrail_tripped`.
+const MAX_STOP_BLOCKS: u32 = 3;
 /// How many times in a row a paused turn (`pause_turn`) is continued before the operation
 /// stops and says so.
 const MAX_PAUSE_CONTINUATIONS: u32 = 5;
@@ -254,9 +259,28 @@ pub(crate) async fn run(
             .collect(),
         None => interrupted_results(&state.records),
     };
+    if hook_points::any(&shared) {
+        denied_before_the_crash(&state.records, &mut records);
+    }
     let opens = opening.message.is_some();
-    records.extend(opening.message.map(Record::User));
+    let mut message = opening.message;
+    let mut hook_records = Vec::new();
+    if let Some(message) = &mut message
+        && hook_points::any(&shared)
+    {
+        let prompt_hooks = prompt_hooks(&shared, &ctx, &state.records, message).await;
+        hook_records = prompt_hooks.records;
+        if let Some(err) = prompt_hooks.error {
+            records.extend(hook_records.iter().cloned());
+            shared.append(&mut state, records).await?;
+            hook_points::announce(&ctx.sink, &hook_records);
+            return Err(err);
+        }
+    }
+    records.extend(hook_records.iter().cloned());
+    records.extend(message.map(Record::User));
     shared.append(&mut state, records).await?;
+    hook_points::announce(&ctx.sink, &hook_records);
     // Budgets bind a root session's operations: a submission (or a library call) and its
     // conversation. A task's spending counts in its root's figures.
     let budget = if shared.depth == 0 {
@@ -295,8 +319,24 @@ pub(crate) async fn run(
         pausable,
         paused_turns: 0,
         budget,
+        turn_context: None,
     };
-    let response = match turn.drive(&mut state).await {
+    let driven = turn.drive(&mut state).await;
+    if hook_points::any(&shared) {
+        let reason = match &driven {
+            Ok(response) if !response.pending_actions.is_empty() => "requires_action",
+            Ok(_) => "completed",
+            Err(FlueError::Aborted) => "aborted",
+            Err(_) => "failed",
+        };
+        let event = HookEvent::SessionEnd {
+            reason: reason.to_owned(),
+        };
+        // Nothing is left to decide: the decisions are reported, not stored.
+        let decided = hook_points::ask(&shared, &ctx, event, None).await;
+        hook_points::announce(&ctx.sink, &decided.records);
+    }
+    let response = match driven {
         Ok(response) => response,
         Err(err) => {
             // A failed operation still reports what its turns and tasks used.
@@ -337,6 +377,8 @@ struct TurnLoop<'a> {
     paused_turns: u32,
     /// The budgets checked before each model call (a root session's operation with budgets).
     budget: Option<BudgetCheck>,
+    /// Context a `BeforeModelCall` hook added to the system prompt of the coming model call.
+    turn_context: Option<String>,
 }
 
 impl TurnLoop<'_> {
@@ -344,6 +386,7 @@ impl TurnLoop<'_> {
         let max_turns = self.shared.scope.max_turns;
         let mut n_turns = 0u32;
         let mut n_follow_ups = 0u32;
+        let mut n_stop_blocks = 0u32;
         let mut compaction = LoopCompaction::default();
         loop {
             match next_step(&state.records) {
@@ -354,6 +397,7 @@ impl TurnLoop<'_> {
                     self.check_budget(n_turns)?;
                     n_turns += 1;
                     self.refresh_tools().await?;
+                    self.before_model_call(state, n_turns).await?;
                     self.compacting_model_turn(state, &mut compaction).await?;
                 }
                 Step::RunTools(calls) => {
@@ -393,6 +437,11 @@ impl TurnLoop<'_> {
                         self.compacting_model_turn(state, &mut compaction).await?;
                         continue;
                     }
+                    if hook_points::any(self.shared)
+                        && self.stop_hooks(state, &mut n_stop_blocks).await?
+                    {
+                        continue;
+                    }
                     if !self.structured {
                         return Ok(self.response(state, None));
                     }
@@ -415,6 +464,86 @@ impl TurnLoop<'_> {
                 }
             }
         }
+    }
+
+    /// Asks the `BeforeModelCall` hooks (or reads their stored decisions) before turn
+    /// `turn`: a block ends the operation, added context goes into this call's system prompt.
+    async fn before_model_call(&mut self, state: &mut SessionState, turn: u32) -> Result<()> {
+        if !hook_points::any(self.shared) {
+            return Ok(());
+        }
+        let point = HookPoint::BeforeModelCall;
+        let decided = match hook_points::stored(&state.records, point, None) {
+            Some(decided) => decided,
+            None => {
+                let event = HookEvent::BeforeModelCall {
+                    turn,
+                    model: self.spec.to_ref().to_string(),
+                };
+                hook_points::ask(self.shared, self.ctx, event, None).await
+            }
+        };
+        self.shared.append(state, decided.records.clone()).await?;
+        hook_points::announce(&self.ctx.sink, &decided.records);
+        if let Some(err) = decided.operation_error(point) {
+            return Err(err);
+        }
+        self.turn_context = decided.context_text();
+        Ok(())
+    }
+
+    /// Asks the `Stop` (in a task: `SubagentStop`) hooks about the final reply, or reads
+    /// their stored decisions. Returns whether the model answers again: a block stores the
+    /// reason as a user message, at most [`MAX_STOP_BLOCKS`] times; a replacement is stored
+    /// and becomes the reply.
+    async fn stop_hooks(&mut self, state: &mut SessionState, n_blocks: &mut u32) -> Result<bool> {
+        let subagent = self.shared.depth > 0;
+        let point = if subagent {
+            HookPoint::SubagentStop
+        } else {
+            HookPoint::Stop
+        };
+        let decided = match hook_points::stored(&state.records, point, None) {
+            Some(decided) => decided,
+            None => {
+                let event = HookEvent::Stop {
+                    reply: reply_text(&state.records),
+                    stop_hook_active: *n_blocks > 0,
+                    subagent,
+                };
+                hook_points::ask(self.shared, self.ctx, event, None).await
+            }
+        };
+        let mut records = decided.records.clone();
+        let mut again = false;
+        if decided.verdict == Verdict::Block {
+            if *n_blocks >= MAX_STOP_BLOCKS {
+                self.shared.append(state, records).await?;
+                hook_points::announce(&self.ctx.sink, &decided.records);
+                return Err(FlueError::GuardrailTripped {
+                    event: point.name().to_owned(),
+                    hook: decided.hook.clone(),
+                    reason: format!(
+                        "the reply was blocked {} times; last reason: {}",
+                        *n_blocks + 1,
+                        decided.reason.clone().unwrap_or_default()
+                    ),
+                });
+            }
+            *n_blocks += 1;
+            let reason = decided
+                .reason
+                .clone()
+                .unwrap_or_else(|| "a hook blocked the reply: try again".to_owned());
+            records.push(Record::User(UserMessage::text(reason)));
+            again = true;
+        }
+        self.shared.append(state, records).await?;
+        hook_points::announce(&self.ctx.sink, &decided.records);
+        if let Some(err) = decided.operation_error(point) {
+            return Err(err);
+        }
+        Ok(again)
     }
 
     /// A model turn with compaction around it: the threshold check before the call and, when
@@ -488,9 +617,13 @@ impl TurnLoop<'_> {
         let info = self.provider.model_info(&self.spec.model);
         let schemas = self.tools.schemas();
         let view = model_view(&state.records);
+        let system = match self.turn_context.take() {
+            Some(context) => format!("{}\n\n{context}", self.system),
+            None => self.system.clone(),
+        };
         let request = ModelRequest {
             model: &self.spec.model,
-            system: &self.system,
+            system: &system,
             messages: &view,
             tools: &schemas,
             thinking: self.thinking,
@@ -587,9 +720,56 @@ impl TurnLoop<'_> {
     async fn run_tools(
         &mut self,
         state: &mut SessionState,
-        calls: Vec<ToolCall>,
+        mut calls: Vec<ToolCall>,
         mode: RunMode,
     ) -> Result<()> {
+        let hooked = hook_points::any(self.shared);
+        // What each call's `PreToolUse` hooks decided (stored before any call runs).
+        let mut pre: Vec<Option<hook_points::Decided>> = Vec::new();
+        pre.resize_with(calls.len(), || None);
+        let mut tripped: Option<FlueError> = None;
+        if hooked {
+            match &mode {
+                RunMode::Classify => {
+                    let mut stored_now = Vec::new();
+                    for (call_idx, call) in calls.iter_mut().enumerate() {
+                        if self.tools.get(&call.name).is_none()
+                            || unparsed_arguments(call).is_some()
+                        {
+                            continue;
+                        }
+                        let point = HookPoint::PreToolUse;
+                        let decided =
+                            match hook_points::stored(&state.records, point, Some(&call.id)) {
+                                Some(decided) => decided,
+                                None => {
+                                    let event = HookEvent::PreToolUse { call: call.clone() };
+                                    hook_points::ask(self.shared, self.ctx, event, Some(&call.id))
+                                        .await
+                                }
+                            };
+                        if let Some(input) = &decided.updated_input {
+                            call.input = input.clone();
+                        }
+                        if tripped.is_none() {
+                            tripped = decided.operation_error(point);
+                        }
+                        stored_now.extend(decided.records.iter().cloned());
+                        pre[call_idx] = Some(decided);
+                    }
+                    self.shared.append(state, stored_now.clone()).await?;
+                    hook_points::announce(&self.ctx.sink, &stored_now);
+                }
+                RunMode::Confirmed(_) => {
+                    // Decided before the pause: the call runs with the input its hooks gave it.
+                    for call in &mut calls {
+                        if let Some(input) = hook_points::stored_input(&state.records, &call.id) {
+                            call.input = input;
+                        }
+                    }
+                }
+            }
+        }
         if let RunMode::Confirmed(action_ids) = &mode {
             let starts = action_ids
                 .iter()
@@ -671,6 +851,38 @@ impl TurnLoop<'_> {
                 results[call_idx] = Some(self.finish_call(call, Err(error), span));
                 continue;
             }
+            let hook_verdict = pre[call_idx].as_ref().map(|decided| decided.verdict);
+            if matches!(
+                hook_verdict,
+                Some(Verdict::Deny | Verdict::Block | Verdict::Tripwire)
+            ) {
+                self.send_tool_start(call);
+                let reason = pre[call_idx]
+                    .as_ref()
+                    .and_then(|decided| decided.reason.clone())
+                    .unwrap_or_else(|| "a hook refused this call".to_owned());
+                let error = ToolError::new("hook_denied", reason);
+                results[call_idx] = Some(self.finish_call(call, Err(error), span));
+                continue;
+            }
+            if hook_verdict == Some(Verdict::Ask) && !tool.is_external() {
+                let reason = pre[call_idx]
+                    .as_ref()
+                    .and_then(|decided| decided.reason.clone())
+                    .unwrap_or_else(|| format!("a hook asks to confirm `{}`", call.name));
+                match self.wait_or_refuse(call, ActionKind::Confirmation, reason) {
+                    Gate::Wait(action) => waiting[call_idx] = Some(action),
+                    Gate::Run | Gate::Refuse(_) => {
+                        let error = ToolError::new(
+                            "permission_required",
+                            "a hook asks to confirm this call, and a task cannot pause to ask",
+                        );
+                        self.send_tool_start(call);
+                        results[call_idx] = Some(self.finish_call(call, Err(error), span));
+                    }
+                }
+                continue;
+            }
             if matches!(mode, RunMode::Classify) {
                 match self.gate(call, &tool) {
                     Gate::Run => {}
@@ -745,6 +957,43 @@ impl TurnLoop<'_> {
                 );
             }
         }
+        let mut post_records = Vec::new();
+        if hooked && !aborted {
+            for (call_idx, (call, slot)) in calls.iter().zip(results.iter_mut()).enumerate() {
+                let Some(result) = slot else { continue };
+                if let Some(context) = pre[call_idx]
+                    .as_ref()
+                    .and_then(hook_points::Decided::context_text)
+                {
+                    annotate(result, &context);
+                }
+                let hook_denied = result.error_kind.as_deref() == Some("hook_denied");
+                if hook_denied || result.error_kind.as_deref() == Some("unknown_tool") {
+                    continue;
+                }
+                let point = HookPoint::PostToolUse;
+                let event = HookEvent::PostToolUse {
+                    call: call.clone(),
+                    result: result.clone(),
+                };
+                let decided = hook_points::ask(self.shared, self.ctx, event, Some(&call.id)).await;
+                if let Some(text) = &decided.replacement {
+                    result.content.clone_from(text);
+                }
+                if decided.verdict == Verdict::Block
+                    && let Some(reason) = &decided.reason
+                {
+                    annotate(result, reason);
+                }
+                if let Some(context) = decided.context_text() {
+                    annotate(result, &context);
+                }
+                if tripped.is_none() {
+                    tripped = decided.operation_error(point);
+                }
+                post_records.extend(decided.records);
+            }
+        }
         let mut records: Vec<Record> = Vec::with_capacity(calls.len());
         let mut pending: Vec<PendingAction> = Vec::new();
         for ((call, result), wait) in calls.iter().zip(results).zip(waiting) {
@@ -792,7 +1041,9 @@ impl TurnLoop<'_> {
             Record::Sampling(exchange)
         }));
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
+        records.extend(post_records.iter().cloned());
         self.shared.append(state, records).await?;
+        hook_points::announce(&self.ctx.sink, &post_records);
         for action in pending {
             if action.kind == ActionKind::Task {
                 // The task's own actions were announced as it paused.
@@ -810,6 +1061,9 @@ impl TurnLoop<'_> {
         }
         if aborted {
             return Err(FlueError::Aborted);
+        }
+        if let Some(err) = tripped {
+            return Err(err);
         }
         Ok(())
     }
@@ -919,6 +1173,12 @@ impl TurnLoop<'_> {
             };
             (ActionKind::Confirmation, reason)
         };
+        self.wait_or_refuse(call, kind, reason)
+    }
+
+    /// A call that must wait for a decision: its pending action, or a refusal in a task
+    /// session that cannot pause.
+    fn wait_or_refuse(&self, call: &ToolCall, kind: ActionKind, reason: String) -> Gate {
         if !self.pausable {
             return Gate::Refuse(ToolError::new(
                 "permission_required",
@@ -1077,15 +1337,7 @@ impl TurnLoop<'_> {
     }
 
     fn response(&self, state: &SessionState, data: Option<Value>) -> PromptResponse {
-        let text = state
-            .records
-            .iter()
-            .rev()
-            .find_map(|record| match record {
-                Record::Assistant(message) => Some(message.text()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let text = reply_text(&state.records);
         PromptResponse {
             text,
             data,
@@ -1094,6 +1346,130 @@ impl TurnLoop<'_> {
             pending_actions: Vec::new(),
         }
     }
+}
+
+/// The final reply: the last assistant turn's text, or what a `Stop` hook stored after it
+/// replaced it with.
+fn reply_text(records: &[Record]) -> String {
+    let mut replaced = None;
+    for record in records.iter().rev() {
+        match record {
+            Record::Hook(hook)
+                if replaced.is_none()
+                    && (hook.event == HookPoint::Stop.name()
+                        || hook.event == HookPoint::SubagentStop.name()) =>
+            {
+                replaced.clone_from(&hook.replacement);
+            }
+            Record::Assistant(message) => return replaced.unwrap_or_else(|| message.text()),
+            _ => {}
+        }
+    }
+    String::new()
+}
+
+/// What the `SessionStart` and `UserPromptSubmit` hooks made of an arriving message.
+struct PromptHooks {
+    /// Their decisions, to store before the message.
+    records: Vec<Record>,
+    /// The error that ends the operation instead (a tripped guardrail, a failed hook).
+    error: Option<FlueError>,
+}
+
+/// Asks the `SessionStart` hooks (when the session has no turn yet) and the
+/// `UserPromptSubmit` hooks about `message`, or reads their stored decisions; applies a
+/// replaced prompt and added context to `message`.
+async fn prompt_hooks(
+    shared: &SessionShared,
+    ctx: &OperationContext,
+    log: &[Record],
+    message: &mut UserMessage,
+) -> PromptHooks {
+    let mut records = Vec::new();
+    let mut context = Vec::new();
+    let mut points = Vec::new();
+    if log.iter().all(|record| matches!(record, Record::Hook(_))) {
+        points.push(HookEvent::SessionStart {
+            source: "startup".to_owned(),
+        });
+    }
+    points.push(HookEvent::UserPromptSubmit {
+        prompt: message.joined_text(),
+    });
+    for event in points {
+        let point = event.point();
+        // A prompt's decision is found again by the prompt it was about: a new message after
+        // a blocked one is asked about afresh.
+        let subject = match &event {
+            HookEvent::UserPromptSubmit { prompt } => Some(hook_points::prompt_subject(prompt)),
+            _ => None,
+        };
+        let decided = match hook_points::stored(log, point, subject.as_deref()) {
+            Some(decided) => decided,
+            None => hook_points::ask(shared, ctx, event, subject.as_deref()).await,
+        };
+        records.extend(decided.records.iter().cloned());
+        if let Some(error) = decided.operation_error(point) {
+            return PromptHooks {
+                records,
+                error: Some(error),
+            };
+        }
+        if let Some(text) = &decided.replacement {
+            message
+                .content
+                .retain(|part| !matches!(part, crate::record::UserContent::Text { .. }));
+            message
+                .content
+                .insert(0, crate::record::UserContent::Text { text: text.clone() });
+        }
+        context.extend(decided.context_text());
+    }
+    if !context.is_empty() {
+        message.content.push(crate::record::UserContent::Text {
+            text: context.join("\n"),
+        });
+    }
+    PromptHooks {
+        records,
+        error: None,
+    }
+}
+
+/// Calls a crash (or new input) left unanswered are answered `interrupted`; one a
+/// `PreToolUse` hook had refused before is answered with that refusal instead, as it would
+/// have been: the stored decision stands and its hook is not asked again.
+fn denied_before_the_crash(log: &[Record], repairs: &mut [Record]) {
+    for record in repairs {
+        let Record::ToolResult(result) = record else {
+            continue;
+        };
+        if result.error_kind.as_deref() != Some("interrupted") {
+            continue;
+        }
+        let Some(decided) = hook_points::stored(log, HookPoint::PreToolUse, Some(&result.call_id))
+        else {
+            continue;
+        };
+        if matches!(
+            decided.verdict,
+            Verdict::Deny | Verdict::Block | Verdict::Tripwire
+        ) {
+            let reason = decided
+                .reason
+                .unwrap_or_else(|| "a hook refused this call".to_owned());
+            result.content = ToolError::new("hook_denied", reason).model_text();
+            result.error_kind = Some("hook_denied".to_owned());
+        }
+    }
+}
+
+/// Adds hook text to a tool result the model sees.
+fn annotate(result: &mut ToolResult, text: &str) {
+    if !result.content.is_empty() {
+        result.content.push_str("\n\n");
+    }
+    result.content.push_str(text);
 }
 
 /// Whether the last record is an assistant turn the provider paused (`pause_turn`).

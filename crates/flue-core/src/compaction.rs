@@ -637,6 +637,22 @@ impl Compactor<'_> {
         let Some(plan) = plan_cut(&state.records, budget.keep_recent_tokens) else {
             return Ok(false);
         };
+        if crate::hook_points::any(self.shared) {
+            // Reported, not stored: nothing a PreCompact hook says changes the log.
+            let trigger = match reason {
+                CompactionReason::Threshold => "auto",
+                CompactionReason::Overflow => "overflow",
+                _ => "manual",
+            };
+            let event = crate::hook::HookEvent::PreCompact {
+                trigger: trigger.to_owned(),
+            };
+            let decided = crate::hook_points::ask(self.shared, self.ctx, event, None).await;
+            crate::hook_points::announce(&self.ctx.sink, &decided.records);
+            if let Some(err) = decided.operation_error(crate::hook::HookPoint::PreCompact) {
+                return Err(err);
+            }
+        }
         let started = Instant::now();
         let schemas = self.tools.schemas();
         let tokens_before = estimate_context(&state.records, self.system, &schemas);

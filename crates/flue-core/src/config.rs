@@ -12,6 +12,7 @@ use flue_protocol::{Budget, DurabilityConfig, ThinkingLevel};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
+use crate::hook::Hook;
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
 use crate::tool::{Permission, ToolDefinition, ToolSource};
 use crate::util::check_name;
@@ -397,6 +398,9 @@ pub struct AgentConfig {
     pub role: Option<String>,
     /// Tool permission rules, over each tool's own default (see [`AgentConfig::with_permission`]).
     pub permissions: Vec<PermissionRule>,
+    /// Hooks, asked in this order at the loop's points (see [`AgentConfig::with_hook`]); they
+    /// run in every session of the agent, its tasks included.
+    pub hooks: Vec<Arc<dyn Hook>>,
 }
 
 impl AgentConfig {
@@ -420,6 +424,13 @@ impl AgentConfig {
             permission,
             PermissionSource::Code,
         ));
+        self
+    }
+
+    /// Adds a hook (see [`crate::hook`]): asked at its points after the hooks added before it.
+    #[must_use]
+    pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.hooks.push(hook);
         self
     }
 
@@ -553,6 +564,7 @@ impl AgentConfig {
             budget: self.budget.unwrap_or_default(),
             role: merged.role,
             permissions: self.permissions,
+            hooks: self.hooks,
         })
     }
 }
@@ -596,6 +608,8 @@ pub struct ResolvedAgent {
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).
     pub permissions: Vec<PermissionRule>,
+    /// Hooks, in the order they are asked.
+    pub hooks: Vec<Arc<dyn Hook>>,
 }
 
 fn check_duplicates<'a>(

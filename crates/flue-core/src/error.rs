@@ -272,6 +272,29 @@ pub enum FlueError {
         /// The figure reached (`0.0123 USD`, `5 model calls`).
         reached: String,
     },
+    /// A hook tripped a guardrail: it blocked the user's message or the model call, or said
+    /// to stop (`continue: false`) at any point. The operation ends; nothing it would have
+    /// led to ran.
+    #[error("guardrail tripped at {event} by {hook}: {reason}")]
+    GuardrailTripped {
+        /// The hook point (`UserPromptSubmit`, `Stop`, ...).
+        event: String,
+        /// The hook that decided.
+        hook: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// A hook at a point that blocks (`UserPromptSubmit`, `BeforeModelCall`) failed (timed
+    /// out, crashed, answered unreadable JSON) and fails closed.
+    #[error("hook failed at {event}: {message}")]
+    HookFailed {
+        /// The hook point.
+        event: String,
+        /// The hook.
+        hook: String,
+        /// What went wrong, and how to let the point go on despite it.
+        message: String,
+    },
     /// A structured-result operation ended without valid data.
     #[error("result unavailable: {reason}")]
     ResultUnavailable {
@@ -654,6 +677,8 @@ impl FlueError {
             Self::MaxTurnsExceeded { .. } => "max_turns_exceeded",
             Self::BudgetExceeded { .. } => "budget_exceeded",
             Self::ResultUnavailable { .. } => "result_unavailable",
+            Self::GuardrailTripped { .. } => "guardrail_tripped",
+            Self::HookFailed { .. } => "hook_failed",
             Self::RuntimeStopped { .. } => "runtime_stopped",
             Self::Mcp { reason, .. } => reason.kind(),
             Self::SkillNotRegistered { .. } => "skill_not_registered",

@@ -47,6 +47,8 @@ mod config;
 pub mod elicitation;
 mod error;
 mod harness;
+pub mod hook;
+mod hook_points;
 mod initializer;
 mod log_cache;
 pub mod model;
@@ -96,6 +98,10 @@ pub use flue_protocol::{
     Budget, BudgetLimits, DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel,
     task_session_parent,
 };
+pub use hook::{
+    CommandHook, CommandHookSpec, Hook, HookContext, HookDecision, HookEvent, HookFailure,
+    HookPoint, Verdict, hook_fn,
+};
 pub use permission::{PermissionRule, PermissionSource};
 pub use redact::Redactor;
 pub use role::Role;
@@ -117,9 +123,9 @@ pub use util::BoxFuture;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, Image, ModelRef, PendingAction,
-    RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
-    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef,
+    PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange,
+    StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
 
 // Errors.
@@ -147,3 +153,8 @@ pub use tokio_util::sync::CancellationToken;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/library.md")]
 struct LibraryGuide;
+
+/// The examples of docs/hooks.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/hooks.md")]
+struct HooksGuide;

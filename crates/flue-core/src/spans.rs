@@ -219,6 +219,21 @@ pub(crate) fn execute_tool(name: &str, call_id: &str) -> Span {
     )
 }
 
+/// The span of one hook asked at one point: `flue.hook <event>`; its decision is recorded
+/// when it answers (`error` when it failed).
+pub(crate) fn hook(event: &str, name: &str) -> Span {
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "flue.hook",
+        otel.name = format!("flue.hook {event}"),
+        otel.kind = "internal",
+        flue.hook.event = event,
+        flue.hook.name = name,
+        flue.hook.decision = Empty,
+        error.type = Empty,
+    )
+}
+
 /// The span of one submission, from admission to settlement: `flue.submission`. Its attempts
 /// are its children; it nests under the caller's span (an HTTP request's) when there is one.
 pub(crate) fn submission(agent: &str, conversation: &str, submission_id: &str) -> Span {

@@ -357,6 +357,7 @@ fn seen_by_model(record: &Record) -> bool {
             | Record::ActionStarted(_)
             | Record::Sampling(_)
             | Record::FailedTurn(_)
+            | Record::Hook(_)
     )
 }
 

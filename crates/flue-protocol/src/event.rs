@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::record::{ActionDecision, ModelRef, PendingAction, StopReason, Usage};
+use crate::record::{ActionDecision, HookRecord, ModelRef, PendingAction, StopReason, Usage};
 
 /// One thing that happened during an operation. Grows over time: match with a wildcard.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -174,6 +174,12 @@ pub enum Event {
     ActionRequired {
         /// The pending action.
         action: PendingAction,
+    },
+    /// A hook decided at one of the loop's points (emitted once the decision is stored, for
+    /// the points that store it); `decision` is `error` when the hook failed.
+    HookDecision {
+        /// The decision, as stored.
+        hook: HookRecord,
     },
     /// A custom tool was called: the application runs it and supplies the result (emitted
     /// with its [`Event::ActionRequired`]).

@@ -64,6 +64,39 @@ pub enum Record {
     /// a mid-stream error, a cut stream, a retried attempt): its usage, counted like a turn's,
     /// and why it failed. Nothing the model wrote in it is kept; the model never sees it.
     FailedTurn(FailedTurn),
+    /// A hook's decision at one of the agent loop's points (see [`HookRecord`]): who decided,
+    /// what, and what it changed. The model never sees it; the runtime reads it back so that a
+    /// stored decision is not asked for again (after a pause or a crash).
+    Hook(HookRecord),
+}
+
+/// One hook decision, as stored (see [`Record::Hook`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HookRecord {
+    /// The point, by its event name (`PreToolUse`, `UserPromptSubmit`, `BeforeModelCall`, ...).
+    pub event: String,
+    /// Who decided: the hook's name (for a command hook, its command and where it was
+    /// declared).
+    pub hook: String,
+    /// What the decision is about: the tool call id for tool points, else absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The decision: `continue`, `allow`, `deny`, `ask`, `block`, `tripwire` or `error` (the
+    /// hook failed; `reason` says how).
+    pub decision: String,
+    /// The reason given (shown to the model for `deny` and `block`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The tool input that replaced the model's (`PreToolUse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_input: Option<Value>,
+    /// Text that replaced what the point carried: the tool result the model sees
+    /// (`PostToolUse`), the final reply (`Stop`), the user's prompt (`UserPromptSubmit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    /// Context the hook added for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<String>,
 }
 
 /// A model turn that failed, with the usage the provider reported before it did (see

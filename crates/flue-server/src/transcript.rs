@@ -132,6 +132,7 @@ fn message_json(stored: &StoredRecord) -> Value {
         Record::ToolResult(_) => "tool",
         Record::Sampling(_) => "sampling",
         Record::FailedTurn(_) => "failed_turn",
+        Record::Hook(_) => "hook",
         _ => "user",
     };
     // Stored records always serialize (they were read from their JSON); `null` otherwise.

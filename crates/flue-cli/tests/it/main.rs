@@ -18,6 +18,7 @@ mod durable;
 mod elicit_serve;
 mod everyday;
 mod exposure;
+mod hooks;
 mod hostile_inputs;
 mod hostile_workspace;
 mod large_messages;

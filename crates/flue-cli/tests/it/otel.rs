@@ -617,3 +617,34 @@ fn a_schedule_tick_is_a_span_carrying_the_schedule_with_its_submission_under_it(
     let attempt = tree.one("flue.attempt");
     assert_eq!(attempt.parent_span_id, submission.span_id);
 }
+
+#[test]
+fn a_hook_decision_is_a_span_of_its_operation() {
+    let collector = Collector::start();
+    let ws = crate::hooks::workspace(&crate::hooks::group(
+        "PreToolUse",
+        "Bash",
+        "python3 hooks/bash_validator.py",
+        "",
+    ));
+    let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["run", "guarded", "-m", "clean", "--id", "h", "--root"])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let tree = Tree {
+        spans: collector.spans(),
+    };
+    let hook = tree.one("flue.hook PreToolUse");
+    assert_eq!(tree.parent(hook).unwrap().name, "invoke_agent guarded");
+    assert_eq!(attr(hook, "flue.hook.decision").as_deref(), Some("deny"));
+    assert!(
+        attr(hook, "flue.hook.name")
+            .unwrap()
+            .contains("bash_validator.py"),
+        "{hook:?}"
+    );
+}

@@ -22,6 +22,7 @@ use crate::error::{FlueError, Result, SandboxErrorReason};
 use crate::util::BoxFuture;
 
 pub(crate) use in_cwd::in_cwd;
+pub(crate) use local::DEFAULT_ENV_ALLOWLIST;
 pub use local::{CommandLauncher, LocalSandbox};
 pub use vfs::{VIRTUAL_ROOT, VirtualLimits, VirtualSandbox, VirtualSandboxBuilder};
 

@@ -16,6 +16,7 @@ mod conversation_contract;
 mod cwd;
 mod emit_data;
 mod file_tools;
+mod hooks;
 mod images;
 mod initializers;
 mod instance_ids;

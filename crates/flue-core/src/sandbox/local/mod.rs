@@ -51,7 +51,7 @@ use crate::util::BoxFuture;
 use crate::util::beneath::{self, Failure, Tree};
 
 /// Host environment variables that commands see by default.
-const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
+pub(crate) const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "HOSTNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
     "TERM", "TMPDIR",
 ];

@@ -1,0 +1,497 @@
+//! Hooks from real scripts (bash with jq, Python) in real `flue run` processes: declared in an
+//! agent file's `hooks:` or flue.toml's `[hooks]` with the shape of Claude Code's settings,
+//! asked at every point, blocking and rewriting tool calls, adding context, guarding the
+//! prompt and the reply, failing (timeout, crash) closed or open, recorded in the session log
+//! and not asked again after a pause or a kill -9. The scripts and their provenance are in
+//! `tests/hooks/`; the model is the scripted one.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+
+use crate::{Workspace, json, stderr, stdout};
+
+/// The scripted model: `clean` -> `rm -rf build`; `greet` -> `echo unsafe`; `confirm` -> a
+/// command the rewrite hook sends for confirmation; `wait` -> a command that waits for
+/// `release`; after a bash result -> `tool said: <result>`; `finish` -> `draft`, and after
+/// the Stop hook's reason a checked reply with an address in it; anything else echoed.
+fn script() -> String {
+    let call = |command: &str| serde_json::json!([{"name": "bash", "input": {"command": command}}]);
+    serde_json::json!({"rules": [
+        {"when": {"tool_result": "bash"}, "reply": {"text": "tool said: {{tool_result}}"}},
+        {"when": {"user_matches": "^clean$"}, "reply": {"tool_calls": call("rm -rf build")}},
+        {"when": {"user_matches": "^greet$"}, "reply": {"tool_calls": call("echo unsafe")}},
+        {"when": {"user_matches": "^confirm$"}, "reply": {"tool_calls": call("echo ask-me")}},
+        {"when": {"user_matches": "^wait$"}, "reply": {"tool_calls": [
+            {"name": "bash", "input": {"command": "rm -rf build"}},
+            {"name": "bash", "input": {"command":
+                "touch started; while [ ! -f release ]; do sleep 0.05; done; echo released"}}
+        ]}},
+        {"when": {"user_contains": "checked your work"},
+         "reply": {"text": "final: checked, mail me at dev@example.com"}},
+        {"when": {"user_matches": "^finish$"}, "reply": {"text": "draft"}},
+        {"reply": {"text": "echo: {{user}}"}}
+    ]})
+    .to_string()
+}
+
+/// A workspace whose agent `guarded` (bash, local sandbox) declares `hooks` (YAML, indented
+/// under `hooks:`), with the scripts of tests/hooks under `hooks/`.
+pub(crate) fn workspace(hooks: &str) -> Workspace {
+    let agent = format!(
+        "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\nhooks:\n{hooks}---\nWork.\n"
+    );
+    let ws = Workspace::new(&[("agents/guarded.md", &agent), ("s.json", &script())]);
+    copy_scripts(ws.root());
+    std::fs::create_dir_all(ws.root().join("build")).unwrap();
+    ws
+}
+
+fn copy_scripts(root: &Path) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hooks");
+    let to = root.join("hooks");
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// One hook group in YAML: `event` with `matcher` running `command`, plus extra hook keys.
+pub(crate) fn group(event: &str, matcher: &str, command: &str, extra: &str) -> String {
+    format!(
+        "  {event}:\n    - matcher: \"{matcher}\"\n      hooks:\n        - type: command\n          \
+         command: '{command}'\n{extra}"
+    )
+}
+
+fn run(ws: &Workspace, message: &str, id: &str) -> std::process::Output {
+    ws.flue(&["run", "guarded", "-m", message, "--id", id, "--json"])
+}
+
+fn show(ws: &Workspace, id: &str) -> String {
+    let output = ws.flue(&["session", "show", "--id", id]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output)
+}
+
+fn lines(ws: &Workspace, file: &str) -> Vec<String> {
+    std::fs::read_to_string(ws.root().join(file))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_pre_tool_use_validator_blocks_rm_rf_and_the_model_sees_why() {
+    let ws = workspace(&group(
+        "PreToolUse",
+        "Bash",
+        "python3 \"$CLAUDE_PROJECT_DIR/hooks/bash_validator.py\"",
+        "",
+    ));
+    let output = run(&ws, "clean", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(
+        reply.starts_with("tool said: ") && reply.contains("Refusing `rm -rf`"),
+        "{reply}"
+    );
+    assert!(ws.root().join("build").is_dir(), "the command never ran");
+    assert!(
+        stderr(&output).contains("hook PreToolUse by command"),
+        "{}",
+        stderr(&output)
+    );
+    let shown = show(&ws, "c1");
+    assert!(
+        shown.contains("hook PreToolUse by command `python3") && shown.contains(": deny"),
+        "{shown}"
+    );
+    // A harmless command passes the validator.
+    let output = run(&ws, "greet", "c2");
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+}
+
+#[test]
+fn a_pre_tool_use_hook_rewrites_the_input_and_a_post_tool_use_logger_annotates_the_result() {
+    let hooks = group(
+        "PreToolUse",
+        "Bash|Edit",
+        "\"$CLAUDE_PROJECT_DIR/hooks/rewrite.py\"",
+        "",
+    ) + &group(
+        "PostToolUse",
+        ".*",
+        "bash \"$CLAUDE_PROJECT_DIR/hooks/log_tool.sh\"",
+        "",
+    );
+    let ws = workspace(&hooks);
+    let output = run(&ws, "greet", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json(&output)["message"],
+        "tool said: safe\n\n\n(this call was logged)"
+    );
+    let logged = lines(&ws, "tool-calls.log");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(
+        logged[0].starts_with("Bash ") && logged[0].ends_with(r#"{"command":"echo safe"}"#),
+        "{logged:?}"
+    );
+    let shown = show(&ws, "c1");
+    assert!(
+        shown.contains(r#"input replaced with {"command":"echo safe"}"#),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_hook_that_asks_pauses_the_call_and_the_confirmed_call_runs_as_rewritten_without_asking_again()
+{
+    let hooks = group(
+        "PreToolUse",
+        "Bash",
+        "in=$(cat); printf %s \"$in\" | bash hooks/count.sh; printf %s \"$in\" | python3 hooks/rewrite.py",
+        "",
+    );
+    let ws = workspace(&hooks);
+    let paused = run(&ws, "confirm", "c1");
+    assert_eq!(paused.status.code(), Some(3), "{}", stderr(&paused));
+    let envelope = json(&paused);
+    assert_eq!(envelope["outcome"], "requires_action");
+    let action = &envelope["pendingActions"][0];
+    assert_eq!(action["reason"], "rewritten by rewrite.py");
+    let action_id = action["action_id"].as_str().unwrap().to_owned();
+    assert!(!ws.root().join("confirmed.txt").exists());
+    // Another process confirms: the call runs with the hook's input, the hook is not asked.
+    let resumed = ws.flue(&[
+        "run",
+        "guarded",
+        "--id",
+        "c1",
+        "--confirm",
+        &action_id,
+        "--json",
+    ]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(json(&resumed)["message"], "tool said: confirmed\n");
+    assert!(ws.root().join("confirmed.txt").exists());
+    let counted = lines(&ws, "counts.log");
+    assert_eq!(counted.len(), 1, "{counted:?}");
+}
+
+#[test]
+fn the_prompt_hook_adds_context_and_its_block_trips_the_guardrail() {
+    let ws = workspace(&group(
+        "UserPromptSubmit",
+        "",
+        "bash hooks/prompt_guard.sh",
+        "",
+    ));
+    let output = run(&ws, "hello", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json(&output)["message"],
+        "echo: hello\n\nContext from the prompt hook: today is release day."
+    );
+    let blocked = run(&ws, "my password is hunter2", "c2");
+    assert_eq!(blocked.status.code(), Some(1), "{}", stderr(&blocked));
+    let error = &json(&blocked)["error"];
+    assert_eq!(error["kind"], "guardrail_tripped");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("Prompts must not contain passwords."),
+        "{error}"
+    );
+    // The prompt never reached the log; the decision did.
+    let shown = show(&ws, "c2");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("hook UserPromptSubmit"), "{shown}");
+}
+
+#[test]
+fn the_stop_hook_sends_the_model_back_once_and_redacts_the_reply() {
+    let ws = workspace(&group("Stop", "", "python3 hooks/stop_check.py", ""));
+    let output = run(&ws, "finish", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json(&output)["message"],
+        "final: checked, mail me at [email]"
+    );
+    let shown = show(&ws, "c1");
+    assert!(
+        shown.contains("user: Say that you checked your work."),
+        "{shown}"
+    );
+    assert!(shown.contains("hook Stop by command"), "{shown}");
+}
+
+#[test]
+fn hooks_are_asked_at_every_point_and_flue_toml_hooks_run_first() {
+    let count = "bash hooks/count.sh";
+    let mut hooks = String::new();
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "BeforeModelCall",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ] {
+        hooks += &group(event, "*", count, "");
+    }
+    let ws = workspace(&hooks);
+    std::fs::write(
+        ws.root().join("flue.toml"),
+        "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{ type = \"command\", command = \
+         \"echo toml >> counts.log\" }]\n",
+    )
+    .unwrap();
+    let output = run(&ws, "greet", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let counted = lines(&ws, "counts.log");
+    let events: Vec<&str> = counted
+        .iter()
+        .map(|line| line.split(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "BeforeModelCall",
+            "toml",
+            "PreToolUse",
+            "PostToolUse",
+            "BeforeModelCall",
+            "Stop",
+            "SessionEnd"
+        ],
+        "{counted:?}"
+    );
+    // The second message of the conversation starts no session.
+    let output = run(&ws, "hello", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let counted = lines(&ws, "counts.log");
+    assert_eq!(
+        counted
+            .iter()
+            .filter(|line| line.starts_with("SessionStart"))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn failing_hooks_fail_closed_at_blocking_points_unless_set_to_continue() {
+    let timeout = "          timeout: 1\n";
+    let ws = workspace(&group("PreToolUse", "Bash", "bash hooks/slow.sh", timeout));
+    let started = Instant::now();
+    let output = run(&ws, "greet", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(
+        reply.contains("timed out after 1 s") && reply.contains("fails closed"),
+        "{reply}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the hook was killed at its timeout"
+    );
+
+    let ws = workspace(&group("PreToolUse", "Bash", "bash hooks/crash.sh", ""));
+    let output = run(&ws, "greet", "c1");
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(reply.contains("was killed (exit code 137)"), "{reply}");
+
+    let open = "          onFailure: continue\n";
+    let ws = workspace(&group("PreToolUse", "Bash", "bash hooks/crash.sh", open));
+    let output = run(&ws, "greet", "c1");
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+    assert!(
+        stderr(&output).contains("the command was killed"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A prompt hook that fails closed ends the operation with `hook_failed`.
+    let ws = workspace(&group("UserPromptSubmit", "", "bash hooks/crash.sh", ""));
+    let output = run(&ws, "hello", "c1");
+    assert_eq!(json(&output)["error"]["kind"], "hook_failed");
+
+    // Exit code 1 is a non-blocking error: reported, the call runs.
+    let ws = workspace(&group(
+        "PreToolUse",
+        "Bash",
+        "cat > /dev/null; echo nope >&2; exit 1",
+        "",
+    ));
+    let output = run(&ws, "greet", "c1");
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+    assert!(
+        stderr(&output).contains("non-blocking error"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_bad_hooks_declaration_fails_the_build_naming_the_place() {
+    let ws = workspace(
+        "  PreToolUse:\n    - matcher: \"(\"\n      hooks:\n        - type: prompt\n          command: x\n  Later: []\n",
+    );
+    let output = ws.flue(&["build"]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("agents/guarded.md"), "{err}");
+    assert!(err.contains("hooks.PreToolUse[0].hooks[0].type"), "{err}");
+    assert!(err.contains("`hooks.Later` is not a hook event"), "{err}");
+}
+
+/// A decision stored before a kill -9 is not asked for again: one turn calls `rm -rf build`
+/// (denied by the validator) and a command that waits; the run is killed while the second
+/// runs. The next run recovers the conversation: the denied call is answered with its stored
+/// denial, the other `interrupted`, and the hooks ran once per call and once per prompt.
+#[test]
+fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
+    let count = "bash hooks/count.sh";
+    let validate = "in=$(cat); printf %s \"$in\" | bash hooks/count.sh; printf %s \"$in\" | python3 hooks/bash_validator.py";
+    let hooks = group("UserPromptSubmit", "", count, "")
+        + &group("PreToolUse", "Bash", validate, "")
+        + &group("PostToolUse", "Bash", count, "");
+    let ws = workspace(&hooks);
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args([
+            "run", "guarded", "-m", "wait", "--id", "k1", "--json", "--root",
+        ])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ws.root().join("started").exists() {
+        assert!(Instant::now() < deadline, "the tool call never started");
+        assert!(child.try_wait().unwrap().is_none(), "flue run ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(ws.root().join("release"), "").unwrap();
+    let output = run(&ws, "hello", "k1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let counted = lines(&ws, "counts.log");
+    let pre: Vec<&String> = counted
+        .iter()
+        .filter(|line| line.starts_with("PreToolUse"))
+        .collect();
+    assert_eq!(pre.len(), 2, "one per call: {counted:?}");
+    assert!(ws.root().join("build").is_dir());
+    let prompts = counted
+        .iter()
+        .filter(|line| line.starts_with("UserPromptSubmit"))
+        .count();
+    assert_eq!(prompts, 2, "one per message: {counted:?}");
+    let shown = show(&ws, "k1");
+    assert!(shown.contains("interrupted"), "{shown}");
+    assert!(
+        shown.contains("tool result (bash error): - Refusing `rm -rf`"),
+        "{shown}"
+    );
+}
+
+/// `flue serve` runs the agent file's hooks for messages posted over HTTP.
+#[test]
+fn flue_serve_runs_the_hooks_of_the_agent_file() {
+    let hooks = group(
+        "PreToolUse",
+        "Bash",
+        "in=$(cat); printf %s \"$in\" | bash hooks/count.sh; printf %s \"$in\" | python3 hooks/bash_validator.py",
+        "",
+    );
+    let ws = workspace(&hooks);
+    let server = crate::serve::Server::start(ws.root(), &[], &[]);
+    let path = "/agents/guarded/s1";
+    crate::serve::post_message(server.addr(), path, "clean");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let snapshot = loop {
+        let snapshot = crate::serve::snapshot(server.addr(), path);
+        if !snapshot["settlements"].as_array().unwrap().is_empty() {
+            break snapshot;
+        }
+        assert!(Instant::now() < deadline, "never settled: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        snapshot.to_string().contains("Refusing `rm -rf`"),
+        "{snapshot}"
+    );
+    assert!(ws.root().join("build").is_dir());
+    assert_eq!(lines(&ws, "counts.log").len(), 1);
+}
+
+/// A hook sees the allow-listed environment and the variables it declares in `env`, never
+/// the rest of flue's environment (provider keys and other secrets).
+#[test]
+fn a_hook_sees_only_the_allow_listed_and_declared_environment() {
+    let command = "cat > /dev/null; echo \"secret=[${SECRET_TOKEN:-}] declared=[${DECLARED_VAR:-}] root=[$CLAUDE_PROJECT_DIR]\"";
+    let ws = workspace(&group(
+        "UserPromptSubmit",
+        "",
+        command,
+        "          env: [DECLARED_VAR]\n",
+    ));
+    let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args([
+            "run", "guarded", "-m", "hello", "--id", "e1", "--json", "--root",
+        ])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .env("SECRET_TOKEN", "sk-do-not-leak")
+        .env("DECLARED_VAR", "visible")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let root = std::fs::canonicalize(ws.root()).unwrap();
+    assert_eq!(
+        json(&output)["message"],
+        format!(
+            "echo: hello\n\nsecret=[] declared=[visible] root=[{}]",
+            root.display()
+        )
+    );
+}
+
+/// `flue chat` runs the hooks for every line.
+#[test]
+fn flue_chat_runs_the_hooks_for_every_line() {
+    let ws = workspace(&group("Stop", "", "python3 hooks/stop_check.py", ""));
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["chat", "guarded", "--id", "t1", "--root"])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"finish\nhello\n").unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "final: checked, mail me at [email]\nfinal: checked, mail me at [email]\n"
+    );
+}

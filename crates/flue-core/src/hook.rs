@@ -1,0 +1,426 @@
+//! Hooks: code that sees, blocks or changes what the agent does, at fixed points of the loop.
+//!
+//! A [`Hook`] is asked at the points of [`HookPoint`] (a user message arriving, each model
+//! call, each tool call before and after it runs, the final reply, compaction, a session
+//! starting, an operation ending) and answers with a [`HookDecision`]: carry on, allow, deny
+//! with a reason the model sees, ask (the call pauses for a confirmation like an `always_ask`
+//! tool), block (at the final reply: the model tries again), trip a guardrail (the operation
+//! ends with `guardrail_tripped`), or replace what the point carries (a tool's input, a tool's
+//! result, the reply, the prompt). Hooks are written in Rust (implement [`Hook`], or wrap a
+//! closure with [`hook_fn`]) or declared as commands ([`CommandHook`], the Claude Code hooks
+//! contract: JSON on standard input, exit codes, JSON on standard output). They are set on
+//! the agent with `AgentConfig::with_hook`; the runtime records every decision in the
+//! session log and reports it as an event (the runner is in `hook_points`).
+
+mod command;
+
+pub(crate) use command::NON_BLOCKING_PREFIX;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::record::{ToolCall, ToolResult};
+use crate::util::BoxFuture;
+
+pub use command::{
+    CommandHook, CommandHookSpec, DEFAULT_HOOK_TIMEOUT_SECS, HOOK_INPUT_VAR, HookMatcher,
+    MAX_HOOK_TIMEOUT_SECS, OnFailure, claude_tool_name,
+};
+
+/// A point of the agent loop where hooks are asked. The names are Claude Code's hook event
+/// names where Claude Code has the point, and flue's own (`BeforeModelCall`) where it has not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum HookPoint {
+    /// A session's first operation starts (its log was empty).
+    SessionStart,
+    /// A user message arrives, before it is stored and before the model sees it.
+    UserPromptSubmit,
+    /// Before each model call (flue's own point).
+    BeforeModelCall,
+    /// Before a tool call runs (after its input was parsed, before the permission rules).
+    PreToolUse,
+    /// After a tool call ran, before its result is stored and seen by the model.
+    PostToolUse,
+    /// The model gave its final reply in a root session.
+    Stop,
+    /// The model gave its final reply in a task session (a subagent).
+    SubagentStop,
+    /// Before the conversation is compacted.
+    PreCompact,
+    /// An operation ended (completed, failed, aborted or paused): the submission settles next.
+    SessionEnd,
+}
+
+impl HookPoint {
+    /// Every point, in the order of the table in docs/hooks.md.
+    pub const ALL: [Self; 9] = [
+        Self::SessionStart,
+        Self::UserPromptSubmit,
+        Self::BeforeModelCall,
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::Stop,
+        Self::SubagentStop,
+        Self::PreCompact,
+        Self::SessionEnd,
+    ];
+
+    /// The event name (`PreToolUse`, ...), as in agent files and session logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::BeforeModelCall => "BeforeModelCall",
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::Stop => "Stop",
+            Self::SubagentStop => "SubagentStop",
+            Self::PreCompact => "PreCompact",
+            Self::SessionEnd => "SessionEnd",
+        }
+    }
+
+    /// The point of an event name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|point| point.name() == name)
+    }
+
+    /// Whether a hook here can stop what the point leads to (a tool call, the prompt, the
+    /// model call); a failing hook at such a point blocks unless it is set to fail open.
+    pub fn is_blocking(self) -> bool {
+        matches!(
+            self,
+            Self::UserPromptSubmit | Self::BeforeModelCall | Self::PreToolUse
+        )
+    }
+}
+
+/// What a hook is asked about.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum HookEvent {
+    /// A session's first operation starts; `source` is `startup`.
+    SessionStart {
+        /// Why the session starts (`startup`).
+        source: String,
+    },
+    /// A user message arrives.
+    UserPromptSubmit {
+        /// Its text (the text parts joined).
+        prompt: String,
+    },
+    /// A model call is about to be made.
+    BeforeModelCall {
+        /// The model turn of this operation it starts (1 for the first).
+        turn: u32,
+        /// The model specifier.
+        model: String,
+    },
+    /// A tool call is about to run.
+    PreToolUse {
+        /// The call, with the model's input (or an earlier hook's replacement).
+        call: ToolCall,
+    },
+    /// A tool call ran.
+    PostToolUse {
+        /// The call, with the input it ran with.
+        call: ToolCall,
+        /// Its result, as the model would see it.
+        result: ToolResult,
+    },
+    /// The model gave its final reply (`Stop` in a root session, `SubagentStop` in a task).
+    Stop {
+        /// The reply's text.
+        reply: String,
+        /// Whether a `Stop` hook already blocked in this operation (the model is answering
+        /// such a block).
+        stop_hook_active: bool,
+        /// A task session's reply.
+        subagent: bool,
+    },
+    /// The conversation is about to be compacted.
+    PreCompact {
+        /// `auto` (over the threshold) or `overflow` (the provider refused the context).
+        trigger: String,
+    },
+    /// An operation ended.
+    SessionEnd {
+        /// How: `completed`, `failed`, `aborted` or `requires_action`.
+        reason: String,
+    },
+}
+
+impl HookEvent {
+    /// The point of this event.
+    pub fn point(&self) -> HookPoint {
+        match self {
+            Self::SessionStart { .. } => HookPoint::SessionStart,
+            Self::UserPromptSubmit { .. } => HookPoint::UserPromptSubmit,
+            Self::BeforeModelCall { .. } => HookPoint::BeforeModelCall,
+            Self::PreToolUse { .. } => HookPoint::PreToolUse,
+            Self::PostToolUse { .. } => HookPoint::PostToolUse,
+            Self::Stop { subagent: true, .. } => HookPoint::SubagentStop,
+            Self::Stop { .. } => HookPoint::Stop,
+            Self::PreCompact { .. } => HookPoint::PreCompact,
+            Self::SessionEnd { .. } => HookPoint::SessionEnd,
+        }
+    }
+
+    /// The tool call of a tool point.
+    pub fn call(&self) -> Option<&ToolCall> {
+        match self {
+            Self::PreToolUse { call } | Self::PostToolUse { call, .. } => Some(call),
+            _ => None,
+        }
+    }
+}
+
+/// Where a hook is asked: the session, its agent, and the operation's cancellation.
+#[derive(Clone, Debug)]
+pub struct HookContext {
+    /// The agent instance id (a conversation's is `<agent>:<id>`).
+    pub instance_id: String,
+    /// The session's name (`default`, or a task session's).
+    pub session: String,
+    /// The agent's name.
+    pub agent: String,
+    /// Levels below the root session (0 for the root, 1 for its tasks, ...).
+    pub depth: u32,
+    /// The working directory inside the sandbox, when the agent sets one.
+    pub cwd: Option<String>,
+    /// Fires when the operation is aborted; a hook should stop promptly.
+    pub cancel: CancellationToken,
+}
+
+/// What a hook decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// No objection (what a hook that says nothing decides).
+    #[default]
+    Continue,
+    /// `PreToolUse`: the call may run (the permission rules still apply).
+    Allow,
+    /// `PreToolUse`: the call does not run; the model gets the reason as the call's error.
+    Deny,
+    /// `PreToolUse`: the call pauses for a confirmation, like an `always_ask` tool.
+    Ask,
+    /// `Stop`/`SubagentStop`: the model gets the reason and answers again (bounded);
+    /// `PostToolUse`: the reason is added to the result the model sees; `UserPromptSubmit`,
+    /// `BeforeModelCall`: the operation ends with `guardrail_tripped`.
+    Block,
+    /// At any point: the operation ends with `guardrail_tripped` and the reason.
+    Tripwire,
+}
+
+impl Verdict {
+    /// The name stored in the session log (`continue`, `allow`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+            Self::Ask => "ask",
+            Self::Block => "block",
+            Self::Tripwire => "tripwire",
+        }
+    }
+}
+
+/// A hook's answer: a verdict, its reason, and what it replaces or adds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HookDecision {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why; the model sees it for `Deny` and `Block`.
+    pub reason: Option<String>,
+    /// `PreToolUse`: the input the call runs with instead of the model's.
+    pub updated_input: Option<Value>,
+    /// Text replacing what the point carries: the tool result the model sees
+    /// (`PostToolUse`), the final reply (`Stop`), the prompt (`UserPromptSubmit`).
+    pub replacement: Option<String>,
+    /// Context for the model: added to the prompt (`UserPromptSubmit`, `SessionStart`), the
+    /// tool result (`PostToolUse`, `PreToolUse` when the call runs) or the system prompt of the
+    /// coming model call (`BeforeModelCall`).
+    pub additional_context: Option<String>,
+}
+
+impl HookDecision {
+    /// No objection.
+    pub fn proceed() -> Self {
+        Self::default()
+    }
+
+    /// `PreToolUse`: let the call run.
+    pub fn allow() -> Self {
+        Self::with(Verdict::Allow, None)
+    }
+
+    /// `PreToolUse`: refuse the call; the model sees `reason`.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Self::with(Verdict::Deny, Some(reason.into()))
+    }
+
+    /// `PreToolUse`: pause the call for a confirmation.
+    pub fn ask(reason: impl Into<String>) -> Self {
+        Self::with(Verdict::Ask, Some(reason.into()))
+    }
+
+    /// Block (see [`Verdict::Block`]).
+    pub fn block(reason: impl Into<String>) -> Self {
+        Self::with(Verdict::Block, Some(reason.into()))
+    }
+
+    /// End the operation with `guardrail_tripped`.
+    pub fn tripwire(reason: impl Into<String>) -> Self {
+        Self::with(Verdict::Tripwire, Some(reason.into()))
+    }
+
+    /// `PreToolUse`: run the call with `input` instead.
+    pub fn rewrite(input: Value) -> Self {
+        Self {
+            updated_input: Some(input),
+            ..Self::default()
+        }
+    }
+
+    /// Replace the text the point carries (see [`HookDecision::replacement`]).
+    pub fn replace(text: impl Into<String>) -> Self {
+        Self {
+            replacement: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Add context for the model (see [`HookDecision::additional_context`]).
+    #[must_use]
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.additional_context = Some(context.into());
+        self
+    }
+
+    fn with(verdict: Verdict, reason: Option<String>) -> Self {
+        Self {
+            verdict,
+            reason,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the decision changes nothing (a plain `continue`).
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A hook that could not decide (it crashed, timed out, or answered something unreadable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookFailure {
+    /// What went wrong, naming the hook and where it was declared.
+    pub message: String,
+}
+
+impl HookFailure {
+    /// A failure with its message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for HookFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Code the runtime asks at the points of [`HookPoint`].
+///
+/// The runtime asks the agent's hooks in the order they were added, one after the other: a
+/// later hook sees an earlier one's replacement of a tool input. A `Deny`, `Tripwire` or
+/// (where it blocks) `Block` stops the asking. Each decision is stored in the session log
+/// before it takes effect, and a decision found there (after a pause or a crash) is not asked
+/// for again.
+pub trait Hook: Send + Sync {
+    /// Who decides, as the session log and events name it.
+    fn name(&self) -> String;
+
+    /// Whether this hook wants `event` at all (a command hook's event name and matcher).
+    fn handles(&self, event: &HookEvent) -> bool;
+
+    /// Whether a failure of this hook lets the point go on, even where a failure blocks by
+    /// default ([`HookPoint::is_blocking`]).
+    fn fails_open(&self) -> bool {
+        false
+    }
+
+    /// Decides on `event`.
+    fn decide<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        ctx: &'a HookContext,
+    ) -> BoxFuture<'a, Result<HookDecision, HookFailure>>;
+}
+
+impl std::fmt::Debug for dyn Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hook").field("name", &self.name()).finish()
+    }
+}
+
+/// A hook made of an async closure, asked at `points` only.
+///
+/// ```
+/// use flue_core::hook::{HookDecision, HookEvent, HookPoint, hook_fn};
+/// let no_rm = hook_fn("no-rm", &[HookPoint::PreToolUse], |event, _ctx| async move {
+///     let risky = event.call().is_some_and(|call| {
+///         call.input["command"].as_str().is_some_and(|command| command.contains("rm -rf"))
+///     });
+///     Ok(if risky { HookDecision::deny("rm -rf is not allowed here") } else { HookDecision::proceed() })
+/// });
+/// let agent = flue_core::AgentConfig::new().with_hook(no_rm);
+/// assert_eq!(agent.hooks.len(), 1);
+/// ```
+pub fn hook_fn<F, Fut>(name: impl Into<String>, points: &[HookPoint], decide: F) -> Arc<dyn Hook>
+where
+    F: Fn(HookEvent, HookContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HookDecision, HookFailure>> + Send + 'static,
+{
+    Arc::new(FnHook {
+        name: name.into(),
+        points: points.to_vec(),
+        decide,
+    })
+}
+
+struct FnHook<F> {
+    name: String,
+    points: Vec<HookPoint>,
+    decide: F,
+}
+
+impl<F, Fut> Hook for FnHook<F>
+where
+    F: Fn(HookEvent, HookContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HookDecision, HookFailure>> + Send + 'static,
+{
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn handles(&self, event: &HookEvent) -> bool {
+        self.points.contains(&event.point())
+    }
+
+    fn decide<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        ctx: &'a HookContext,
+    ) -> BoxFuture<'a, Result<HookDecision, HookFailure>> {
+        Box::pin((self.decide)(event.clone(), ctx.clone()))
+    }
+}

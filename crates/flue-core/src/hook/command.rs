@@ -1,0 +1,599 @@
+//! Command hooks: the Claude Code hooks contract, run on the host at the workspace root.
+//!
+//! A command hook is a shell command declared in an agent file's `hooks:` or flue.toml's
+//! `[hooks]`, for one event name and an optional matcher. When its point comes, the runtime
+//! runs the command with `bash -c` at the workspace root, outside the agent's sandbox, with
+//! the host environment reduced to the local sandbox's allow-list (plus `FLUE_PROJECT_DIR`
+//! and `CLAUDE_PROJECT_DIR`, the root), a time limit and bounded output, and passes a JSON
+//! object on standard input (`session_id`, `cwd`, `hook_event_name`, `tool_name`,
+//! `tool_input`, ...). Exit 0 reads standard output (JSON decision fields when it is a JSON
+//! object); exit 2 blocks with standard error as the reason; any other exit is a non-blocking
+//! error, reported. A hook that cannot answer at all (timed out, killed, not found, JSON that
+//! does not parse) is a failure: at a blocking point it blocks unless `onFailure` says
+//! `continue`. Flue's tools are shown to hooks under Claude Code's names and field names
+//! where one exists ([`claude_tool_name`]); docs/hooks.md has the table.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::{Map, Value, json};
+
+use super::{Hook, HookContext, HookDecision, HookEvent, HookFailure, HookPoint, Verdict};
+use crate::error::{FlueError, Result};
+use crate::sandbox::{ExecOptions, LocalSandbox, Sandbox, TIMEOUT_EXIT_CODE};
+use crate::util::BoxFuture;
+
+/// Seconds a command hook may run when it sets no `timeout` (Claude Code's default).
+pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 60;
+
+/// The longest `timeout` a command hook may set (10 minutes).
+pub const MAX_HOOK_TIMEOUT_SECS: u64 = 600;
+
+/// The environment variable holding the hook's input; the command reads it on standard input.
+pub const HOOK_INPUT_VAR: &str = "FLUE_HOOK_INPUT";
+
+/// Bytes kept of each output stream of a hook.
+const HOOK_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// Characters of a tool result passed to a `PostToolUse` hook (the input travels in one
+/// environment variable, which the kernel bounds).
+const MAX_RESPONSE_CHARS: usize = 60_000;
+
+/// Characters of a failing hook's standard error quoted in its failure.
+const STDERR_QUOTE_CHARS: usize = 600;
+
+/// Field renames of one tool: (flue's field, Claude Code's field).
+type FieldRenames = &'static [(&'static str, &'static str)];
+
+/// Flue's tools under Claude Code's names, with the fields renamed on the way (flue's name
+/// first). A tool not listed keeps its name and fields (MCP tools are already named
+/// `mcp__<server>__<tool>`).
+const TOOL_NAMES: &[(&str, &str, FieldRenames)] = &[
+    ("bash", "Bash", &[]),
+    ("read_file", "Read", &[("path", "file_path")]),
+    ("write_file", "Write", &[("path", "file_path")]),
+    ("create_file", "Write", &[("path", "file_path")]),
+    ("edit_file", "Edit", &[("path", "file_path")]),
+    ("glob", "Glob", &[]),
+    ("search_files", "Grep", &[("include", "glob")]),
+    ("list_directory", "LS", &[]),
+    ("task", "Task", &[]),
+];
+
+/// The name a hook sees for flue's tool `name`: Claude Code's (`bash` -> `Bash`,
+/// `read_file` -> `Read`, ...) or the name itself.
+pub fn claude_tool_name(name: &str) -> &str {
+    TOOL_NAMES
+        .iter()
+        .find(|(flue, _, _)| *flue == name)
+        .map_or(name, |(_, claude, _)| claude)
+}
+
+fn renames(name: &str) -> &'static [(&'static str, &'static str)] {
+    TOOL_NAMES
+        .iter()
+        .find(|(flue, _, _)| *flue == name)
+        .map_or(&[], |(_, _, renames)| renames)
+}
+
+/// A tool input as a hook sees it: flue's field names renamed to Claude Code's.
+fn to_claude_input(tool: &str, input: &Value) -> Value {
+    rename_fields(
+        input,
+        renames(tool).iter().map(|(flue, claude)| (*flue, *claude)),
+    )
+}
+
+/// A hook's `updatedInput` as the tool takes it: Claude Code's field names back to flue's.
+fn from_claude_input(tool: &str, input: &Value) -> Value {
+    rename_fields(
+        input,
+        renames(tool).iter().map(|(flue, claude)| (*claude, *flue)),
+    )
+}
+
+fn rename_fields<'a>(input: &Value, pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Value {
+    let Value::Object(fields) = input else {
+        return input.clone();
+    };
+    let mut fields = fields.clone();
+    for (from, to) in pairs {
+        if let Some(value) = fields.remove(from) {
+            fields.insert(to.to_owned(), value);
+        }
+    }
+    Value::Object(fields)
+}
+
+/// What a command hook's `matcher` selects: every tool (absent, empty or `*`), a name or a
+/// `|` list of names (compared exactly), or a regular expression that must match the whole
+/// name. Tool points match the tool's Claude Code name or its flue name; `PreCompact`
+/// matches its trigger, `SessionStart` its source; other points ignore the matcher.
+#[derive(Clone, Debug)]
+pub enum HookMatcher {
+    /// Everything.
+    All,
+    /// Exact names.
+    Names(Vec<String>),
+    /// A regular expression over the whole name.
+    Pattern(Regex),
+}
+
+impl HookMatcher {
+    /// Parses a matcher. Fails with a sentence when the regular expression does not compile.
+    pub fn parse(text: Option<&str>) -> std::result::Result<Self, String> {
+        let text = text.map(str::trim).unwrap_or_default();
+        if text.is_empty() || text == "*" {
+            return Ok(Self::All);
+        }
+        let plain = text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|');
+        if plain {
+            return Ok(Self::Names(
+                text.split('|')
+                    .filter(|name| !name.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            ));
+        }
+        Regex::new(&format!("^(?:{text})$"))
+            .map(Self::Pattern)
+            .map_err(|err| format!("`matcher` {text:?} is not a valid regular expression: {err}"))
+    }
+
+    /// Whether `name` is selected.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Names(names) => names.iter().any(|wanted| wanted == name),
+            Self::Pattern(pattern) => pattern.is_match(name),
+        }
+    }
+}
+
+/// What a command hook does when it fails (times out, is killed, is not found, or answers
+/// JSON that does not parse).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Block at a blocking point (`PreToolUse` denies the call, `UserPromptSubmit` and
+    /// `BeforeModelCall` end the operation); carry on elsewhere. The default.
+    #[default]
+    Block,
+    /// Carry on everywhere; the failure is still reported.
+    Continue,
+}
+
+/// A command hook as declared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandHookSpec {
+    /// The point.
+    pub point: HookPoint,
+    /// The matcher, as written.
+    pub matcher: Option<String>,
+    /// The shell command.
+    pub command: String,
+    /// Seconds it may run (default [`DEFAULT_HOOK_TIMEOUT_SECS`]).
+    pub timeout_secs: Option<u64>,
+    /// What a failure does.
+    pub on_failure: OnFailure,
+    /// Host environment variables the hook sees beyond the allow-list (flue's `env`), by
+    /// name: a hook gets no secret unless it is named here.
+    pub env: Vec<String>,
+    /// Where it was declared (`agents/review.md`, `flue.toml`), for reports.
+    pub declared_in: String,
+}
+
+impl CommandHookSpec {
+    /// A hook at `point` running `command`, declared in `declared_in`.
+    pub fn new(
+        point: HookPoint,
+        command: impl Into<String>,
+        declared_in: impl Into<String>,
+    ) -> Self {
+        Self {
+            point,
+            matcher: None,
+            command: command.into(),
+            timeout_secs: None,
+            on_failure: OnFailure::Block,
+            env: Vec::new(),
+            declared_in: declared_in.into(),
+        }
+    }
+
+    /// Sets the matcher.
+    #[must_use]
+    pub fn with_matcher(mut self, matcher: impl Into<String>) -> Self {
+        self.matcher = Some(matcher.into());
+        self
+    }
+
+    /// Sets the time limit in seconds.
+    #[must_use]
+    pub fn with_timeout_secs(mut self, secs: u64) -> Self {
+        self.timeout_secs = Some(secs);
+        self
+    }
+
+    /// Every problem with the declaration, each a sentence naming the field.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.command.trim().is_empty() {
+            problems.push("`command` is empty: give the command line to run".to_owned());
+        }
+        if let Some(secs) = self.timeout_secs
+            && !(1..=MAX_HOOK_TIMEOUT_SECS).contains(&secs)
+        {
+            problems.push(format!(
+                "`timeout` must be between 1 and {MAX_HOOK_TIMEOUT_SECS} seconds, got {secs}"
+            ));
+        }
+        if let Err(problem) = HookMatcher::parse(self.matcher.as_deref()) {
+            problems.push(problem);
+        }
+        for name in &self.env {
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                problems.push(format!(
+                    "`env` entry {name:?} is not an environment variable name"
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// A command hook, ready to run at the workspace root `root`.
+pub struct CommandHook {
+    spec: CommandHookSpec,
+    matcher: HookMatcher,
+    root: PathBuf,
+    /// The host runner, opened at the first run.
+    runner: OnceLock<LocalSandbox>,
+}
+
+impl CommandHook {
+    /// The hook of `spec`, run at `root` (the workspace root, an existing directory). Fails
+    /// with [`FlueError::InvalidConfig`] naming every problem of the declaration.
+    pub fn new(spec: CommandHookSpec, root: impl Into<PathBuf>) -> Result<Self> {
+        let problems = spec.problems();
+        if !problems.is_empty() {
+            return Err(FlueError::config(format!(
+                "{}: hook `{}`: {}",
+                spec.declared_in,
+                spec.command,
+                problems.join("; ")
+            )));
+        }
+        let matcher = HookMatcher::parse(spec.matcher.as_deref()).map_err(FlueError::config)?;
+        Ok(Self {
+            spec,
+            matcher,
+            root: root.into(),
+            runner: OnceLock::new(),
+        })
+    }
+
+    /// The declaration.
+    pub fn spec(&self) -> &CommandHookSpec {
+        &self.spec
+    }
+
+    fn runner(&self) -> std::result::Result<&LocalSandbox, HookFailure> {
+        if let Some(runner) = self.runner.get() {
+            return Ok(runner);
+        }
+        let allowed = crate::sandbox::DEFAULT_ENV_ALLOWLIST
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(self.spec.env.iter().cloned());
+        let runner = LocalSandbox::new(&self.root)
+            .map_err(|err| self.failure(format!("cannot open the workspace root: {err}")))?
+            .with_output_limit(HOOK_OUTPUT_BYTES)
+            .with_env_allowlist(allowed);
+        Ok(self.runner.get_or_init(|| runner))
+    }
+
+    fn failure(&self, what: impl std::fmt::Display) -> HookFailure {
+        HookFailure::new(format!(
+            "hook `{}` ({} in {}): {what}",
+            self.spec.command,
+            self.spec.point.name(),
+            self.spec.declared_in
+        ))
+    }
+
+    /// The JSON the command reads on standard input.
+    fn input(&self, event: &HookEvent, ctx: &HookContext) -> Value {
+        let root = self.root.display().to_string();
+        let mut input = Map::new();
+        input.insert("session_id".into(), json!(ctx.instance_id));
+        input.insert("flue_session".into(), json!(ctx.session));
+        input.insert("agent".into(), json!(ctx.agent));
+        input.insert("cwd".into(), json!(root));
+        input.insert("hook_event_name".into(), json!(event.point().name()));
+        input.insert("permission_mode".into(), json!("default"));
+        match event {
+            HookEvent::SessionStart { source } => {
+                input.insert("source".into(), json!(source));
+            }
+            HookEvent::UserPromptSubmit { prompt } => {
+                input.insert("prompt".into(), json!(prompt));
+            }
+            HookEvent::BeforeModelCall { turn, model } => {
+                input.insert("turn".into(), json!(turn));
+                input.insert("model".into(), json!(model));
+            }
+            HookEvent::PreToolUse { call } | HookEvent::PostToolUse { call, .. } => {
+                input.insert("tool_name".into(), json!(claude_tool_name(&call.name)));
+                input.insert("flue_tool_name".into(), json!(call.name));
+                input.insert(
+                    "tool_input".into(),
+                    to_claude_input(&call.name, &call.input),
+                );
+                input.insert("tool_use_id".into(), json!(call.id));
+            }
+            HookEvent::Stop {
+                reply,
+                stop_hook_active,
+                ..
+            } => {
+                input.insert("stop_hook_active".into(), json!(stop_hook_active));
+                input.insert("last_assistant_message".into(), json!(reply));
+            }
+            HookEvent::PreCompact { trigger } => {
+                input.insert("trigger".into(), json!(trigger));
+                input.insert("custom_instructions".into(), json!(""));
+            }
+            HookEvent::SessionEnd { reason } => {
+                input.insert("reason".into(), json!(reason));
+            }
+        }
+        if let HookEvent::PostToolUse { result, .. } = event {
+            let content: String = result.content.chars().take(MAX_RESPONSE_CHARS).collect();
+            input.insert(
+                "tool_response".into(),
+                json!({"content": content, "is_error": result.is_error}),
+            );
+        }
+        Value::Object(input)
+    }
+
+    /// Reads what the command answered.
+    fn decision(
+        &self,
+        event: &HookEvent,
+        exit_code: i32,
+        stdout: &str,
+        stderr: &str,
+    ) -> std::result::Result<Outcome, HookFailure> {
+        let point = event.point();
+        match exit_code {
+            0 => {}
+            2 => {
+                let reason = stderr.trim();
+                let reason = if reason.is_empty() {
+                    format!("blocked by hook `{}` (exit code 2)", self.spec.command)
+                } else {
+                    reason.to_owned()
+                };
+                let verdict = if point == HookPoint::PreToolUse {
+                    Verdict::Deny
+                } else {
+                    Verdict::Block
+                };
+                return Ok(Outcome::Decided(HookDecision {
+                    verdict,
+                    reason: Some(reason),
+                    ..HookDecision::default()
+                }));
+            }
+            TIMEOUT_EXIT_CODE => {
+                return Err(self.failure(format!(
+                    "timed out after {} s (set `timeout` in seconds to allow longer)",
+                    self.timeout().as_secs()
+                )));
+            }
+            126 | 127 => {
+                return Err(self.failure(format!(
+                    "the command could not be run (exit code {exit_code}): {}",
+                    quote(stderr)
+                )));
+            }
+            code if !(0..=128).contains(&code) => {
+                return Err(self.failure(format!(
+                    "the command was killed (exit code {code}): {}",
+                    quote(stderr)
+                )));
+            }
+            code => {
+                return Ok(Outcome::Error(format!(
+                    "exit code {code} (a non-blocking error): {}",
+                    quote(stderr)
+                )));
+            }
+        }
+        let text = stdout.trim();
+        if !text.starts_with('{') {
+            // Plain output is context for the model where Claude Code adds it as such.
+            let context = matches!(point, HookPoint::UserPromptSubmit | HookPoint::SessionStart)
+                && !text.is_empty();
+            return Ok(Outcome::Decided(HookDecision {
+                additional_context: context.then(|| text.to_owned()),
+                ..HookDecision::default()
+            }));
+        }
+        let output: Value = serde_json::from_str(text)
+            .map_err(|err| self.failure(format!("its standard output is not valid JSON: {err}")))?;
+        Ok(Outcome::Decided(self.read_output(event, &output)))
+    }
+
+    /// The decision fields of a JSON answer (Claude Code's, and flue's additions).
+    fn read_output(&self, event: &HookEvent, output: &Value) -> HookDecision {
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+        let specific = output.get("hookSpecificOutput");
+        let field = |name: &str| specific.and_then(|specific| specific.get(name));
+        let mut decision = HookDecision {
+            additional_context: text(field("additionalContext")),
+            ..HookDecision::default()
+        };
+        match output.get("decision").and_then(Value::as_str) {
+            Some("block") => {
+                decision.verdict = if event.point() == HookPoint::PreToolUse {
+                    Verdict::Deny
+                } else {
+                    Verdict::Block
+                };
+                decision.reason = text(output.get("reason"));
+            }
+            Some("approve") => {
+                decision.verdict = Verdict::Allow;
+                decision.reason = text(output.get("reason"));
+            }
+            _ => {}
+        }
+        if event.point() == HookPoint::PreToolUse {
+            match field("permissionDecision").and_then(Value::as_str) {
+                Some("allow") => decision.verdict = Verdict::Allow,
+                Some("deny") => decision.verdict = Verdict::Deny,
+                Some("ask") => decision.verdict = Verdict::Ask,
+                _ => {}
+            }
+            if let Some(reason) = text(field("permissionDecisionReason")) {
+                decision.reason = Some(reason);
+            }
+            if let (Some(input), Some(call)) = (field("updatedInput"), event.call()) {
+                decision.updated_input = Some(from_claude_input(&call.name, input));
+            }
+        }
+        decision.replacement = match event.point() {
+            HookPoint::PostToolUse => field("updatedToolOutput")
+                .or_else(|| field("updatedMCPToolOutput"))
+                .map(|value| match value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                }),
+            HookPoint::UserPromptSubmit => text(field("updatedPrompt")),
+            HookPoint::Stop | HookPoint::SubagentStop => text(field("updatedReply")),
+            _ => None,
+        };
+        if output.get("continue").and_then(Value::as_bool) == Some(false) {
+            decision.verdict = Verdict::Tripwire;
+            decision.reason = text(output.get("stopReason"))
+                .or(decision.reason)
+                .or_else(|| Some(format!("hook `{}` said to stop", self.spec.command)));
+        }
+        if decision.verdict == Verdict::Block && decision.reason.is_none() {
+            decision.reason = Some(format!("blocked by hook `{}`", self.spec.command));
+        }
+        decision
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.spec.timeout_secs.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECS))
+    }
+}
+
+/// What a command answered, short of a failure.
+enum Outcome {
+    Decided(HookDecision),
+    /// A non-blocking error (exit codes other than 0 and 2): reported, no decision.
+    Error(String),
+}
+
+fn quote(stderr: &str) -> String {
+    let trimmed = stderr.trim();
+    if trimmed.is_empty() {
+        return "no output on standard error".to_owned();
+    }
+    let count = trimmed.chars().count();
+    if count <= STDERR_QUOTE_CHARS {
+        return trimmed.to_owned();
+    }
+    let tail: String = trimmed.chars().skip(count - STDERR_QUOTE_CHARS).collect();
+    format!("...{tail}")
+}
+
+impl Hook for CommandHook {
+    fn name(&self) -> String {
+        format!(
+            "command `{}` ({})",
+            self.spec.command, self.spec.declared_in
+        )
+    }
+
+    fn handles(&self, event: &HookEvent) -> bool {
+        if event.point() != self.spec.point {
+            return false;
+        }
+        match event {
+            HookEvent::PreToolUse { call } | HookEvent::PostToolUse { call, .. } => {
+                self.matcher.matches(claude_tool_name(&call.name))
+                    || self.matcher.matches(&call.name)
+            }
+            HookEvent::PreCompact { trigger } => self.matcher.matches(trigger),
+            HookEvent::SessionStart { source } => self.matcher.matches(source),
+            _ => true,
+        }
+    }
+
+    fn fails_open(&self) -> bool {
+        self.spec.on_failure == OnFailure::Continue
+    }
+
+    fn decide<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        ctx: &'a HookContext,
+    ) -> BoxFuture<'a, std::result::Result<HookDecision, HookFailure>> {
+        Box::pin(async move {
+            let runner = self.runner()?;
+            let root = self.root.display().to_string();
+            let input = self.input(event, ctx).to_string();
+            if input.contains('\0') {
+                return Err(self.failure("its input holds a NUL character"));
+            }
+            let options = ExecOptions::new()
+                .with_timeout(self.timeout())
+                .with_cancel(ctx.cancel.clone())
+                .with_env(HOOK_INPUT_VAR, input)
+                .with_env("FLUE_PROJECT_DIR", root.clone())
+                .with_env("CLAUDE_PROJECT_DIR", root);
+            // The input reaches standard input from the variable: nothing of it is shell text.
+            let line = format!(
+                "printf '%s' \"${HOOK_INPUT_VAR}\" | (\n{}\n)",
+                self.spec.command
+            );
+            let result = runner
+                .exec(&line, options)
+                .await
+                .map_err(|err| self.failure(format!("cannot run: {err}")))?;
+            match self.decision(event, result.exit_code, &result.stdout, &result.stderr)? {
+                Outcome::Decided(decision) => Ok(decision),
+                Outcome::Error(message) => Ok(non_blocking(&self.failure(message))),
+            }
+        })
+    }
+}
+
+/// A non-blocking error: no decision, with the error kept as the reason so the runner can
+/// report it. Marked by [`NON_BLOCKING_PREFIX`].
+fn non_blocking(failure: &HookFailure) -> HookDecision {
+    HookDecision {
+        verdict: Verdict::Continue,
+        reason: Some(format!("{NON_BLOCKING_PREFIX}{}", failure.message)),
+        ..HookDecision::default()
+    }
+}
+
+/// How a command hook's non-blocking error (an exit code other than 0 and 2) starts its
+/// reason; the runner reports such a decision as an `error`.
+pub(crate) const NON_BLOCKING_PREFIX: &str = "non-blocking error: ";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,325 @@
+//! Asking the agent's hooks at one point of a session's loop, and recording what they said.
+//!
+//! [`ask`] runs the hooks that handle an event one after the other (a rewrite feeds the next
+//! hook), stops at the first decision that ends the asking, and returns the combined
+//! [`Decided`] with one [`HookRecord`] per hook that answered. The loop stores those records
+//! (with what they lead to, in the same append where it can) and then emits them as events
+//! ([`announce`]). Before asking, [`stored`] looks for decisions already in the log for the
+//! same point and subject (a call id): a decision stored before a pause or a crash is used
+//! again, never asked for twice. Hook text is redacted like tool output before it is stored.
+
+use serde_json::Value;
+use tracing::Span;
+
+use crate::error::FlueError;
+use crate::event::Event;
+use crate::hook::NON_BLOCKING_PREFIX;
+use crate::hook::{HookContext, HookEvent, HookPoint, Verdict};
+use crate::model::TurnSink;
+use crate::operation::OperationContext;
+use crate::record::{HookRecord, Record};
+use crate::shared::SessionShared;
+
+/// What the hooks at one point decided together.
+#[derive(Debug, Default)]
+pub(crate) struct Decided {
+    /// The verdict that ends the asking, or the strongest one seen (`ask` over `allow`).
+    pub(crate) verdict: Verdict,
+    /// The reason of that verdict.
+    pub(crate) reason: Option<String>,
+    /// Who gave it.
+    pub(crate) hook: String,
+    /// The last replacement input (`PreToolUse`).
+    pub(crate) updated_input: Option<Value>,
+    /// The last replacement text.
+    pub(crate) replacement: Option<String>,
+    /// Every context added, in order.
+    pub(crate) context: Vec<String>,
+    /// A hook failed at a blocking point and does not fail open: the verdict is a refusal
+    /// because of the failure, not a decision.
+    pub(crate) failed: bool,
+    /// The records to store (empty when the decisions came from the log).
+    pub(crate) records: Vec<Record>,
+}
+
+impl Decided {
+    /// The added context as one text, when there is any.
+    pub(crate) fn context_text(&self) -> Option<String> {
+        (!self.context.is_empty()).then(|| self.context.join("\n"))
+    }
+
+    /// The error that ends the operation for a tripwire (or a block where it blocks the
+    /// operation), if the verdict is one.
+    pub(crate) fn operation_error(&self, point: HookPoint) -> Option<FlueError> {
+        let ends = match self.verdict {
+            Verdict::Tripwire => true,
+            Verdict::Block | Verdict::Deny => {
+                matches!(
+                    point,
+                    HookPoint::UserPromptSubmit | HookPoint::BeforeModelCall
+                )
+            }
+            _ => false,
+        };
+        if !ends {
+            return None;
+        }
+        let reason = self.reason.clone().unwrap_or_default();
+        Some(if self.failed {
+            FlueError::HookFailed {
+                event: point.name().to_owned(),
+                hook: self.hook.clone(),
+                message: reason,
+            }
+        } else {
+            FlueError::GuardrailTripped {
+                event: point.name().to_owned(),
+                hook: self.hook.clone(),
+                reason,
+            }
+        })
+    }
+}
+
+/// How the reason of a failure that refused ends (and how a stored one is recognised).
+const FAILS_CLOSED: &str = "; the hook fails closed, so this is refused (set `onFailure: \
+                            continue` on the hook to let it through)";
+
+/// Whether the session's agent has hooks at all (asking costs nothing otherwise).
+pub(crate) fn any(shared: &SessionShared) -> bool {
+    !shared.harness.agent.hooks.is_empty()
+}
+
+/// Asks the hooks that handle `event` (`subject`: the call id of a tool point).
+pub(crate) async fn ask(
+    shared: &SessionShared,
+    ctx: &OperationContext,
+    mut event: HookEvent,
+    subject: Option<&str>,
+) -> Decided {
+    let point = event.point();
+    let mut decided = Decided::default();
+    let hooks = &shared.harness.agent.hooks;
+    if hooks.is_empty() {
+        return decided;
+    }
+    let hook_ctx = HookContext {
+        instance_id: shared.harness.instance_id.clone(),
+        session: shared.key.session.clone(),
+        agent: shared.harness.agent.name.clone(),
+        depth: shared.depth,
+        cwd: shared.harness.agent.cwd.clone(),
+        cancel: ctx.cancel.child_token(),
+    };
+    let redactor = &shared.harness.redactor;
+    let redact = |text: Option<String>| text.map(|text| redactor.redact(&text).into_owned());
+    for hook in hooks {
+        if !hook.handles(&event) {
+            continue;
+        }
+        let name = hook.name();
+        let mut record = HookRecord {
+            event: point.name().to_owned(),
+            hook: name.clone(),
+            subject: subject.map(str::to_owned),
+            decision: String::new(),
+            reason: None,
+            updated_input: None,
+            replacement: None,
+            additional_context: None,
+        };
+        let span = crate::spans::hook(point.name(), &name);
+        let outcome = {
+            let _entered = span.enter();
+            hook.decide(&event, &hook_ctx)
+        }
+        .await;
+        let decision = match outcome {
+            Ok(decision) => decision,
+            Err(failure) => {
+                let mut message = redactor.redact(&failure.message).into_owned();
+                let closed = point.is_blocking() && !hook.fails_open();
+                if closed {
+                    message.push_str(FAILS_CLOSED);
+                }
+                tracing::warn!(target: flue_protocol::SPAN_TARGET, "{message}");
+                record.decision = "error".to_owned();
+                record.reason = Some(message.clone());
+                span_decision(&span, "error");
+                decided.records.push(Record::Hook(record));
+                if closed {
+                    decided.failed = true;
+                    decided.hook = name;
+                    decided.verdict = if point == HookPoint::PreToolUse {
+                        Verdict::Deny
+                    } else {
+                        Verdict::Tripwire
+                    };
+                    decided.reason = Some(message);
+                    break;
+                }
+                continue;
+            }
+        };
+        let non_blocking = decision.verdict == Verdict::Continue
+            && decision
+                .reason
+                .as_deref()
+                .is_some_and(|reason| reason.starts_with(NON_BLOCKING_PREFIX));
+        record.decision = if non_blocking {
+            "error".to_owned()
+        } else {
+            decision.verdict.name().to_owned()
+        };
+        record.reason = redact(decision.reason.clone());
+        record.updated_input = decision.updated_input.clone();
+        record.replacement = redact(decision.replacement.clone());
+        record.additional_context = redact(decision.additional_context.clone());
+        span_decision(&span, &record.decision);
+        if let Some(context) = &record.additional_context {
+            decided.context.push(context.clone());
+        }
+        if let Some(input) = &record.updated_input {
+            decided.updated_input = Some(input.clone());
+            if let HookEvent::PreToolUse { call } = &mut event {
+                call.input = input.clone();
+            }
+        }
+        if let Some(text) = &record.replacement {
+            decided.replacement = Some(text.clone());
+            match &mut event {
+                HookEvent::PostToolUse { result, .. } => result.content = text.clone(),
+                HookEvent::UserPromptSubmit { prompt } => *prompt = text.clone(),
+                HookEvent::Stop { reply, .. } => *reply = text.clone(),
+                _ => {}
+            }
+        }
+        let verdict = decision.verdict;
+        let reason = record.reason.clone();
+        decided.records.push(Record::Hook(record));
+        if verdict == Verdict::Continue || non_blocking {
+            continue;
+        }
+        // `ask` outranks `allow`; anything else ends the asking.
+        if verdict == Verdict::Allow && decided.verdict == Verdict::Ask {
+            continue;
+        }
+        decided.verdict = verdict;
+        decided.reason = reason;
+        decided.hook = name;
+        if matches!(verdict, Verdict::Deny | Verdict::Tripwire | Verdict::Block) {
+            break;
+        }
+    }
+    decided
+}
+
+fn span_decision(span: &Span, decision: &str) {
+    if !span.is_disabled() {
+        span.record("flue.hook.decision", decision);
+        if decision == "error" {
+            span.record("error.type", "hook_failed");
+        }
+    }
+}
+
+/// The decisions stored for `point` and `subject` since the log's last turn boundary (for
+/// tool points: since the turn that made the call), as a [`Decided`] without records to
+/// store; `None` when none is stored.
+pub(crate) fn stored(
+    records: &[Record],
+    point: HookPoint,
+    subject: Option<&str>,
+) -> Option<Decided> {
+    let mut found = Vec::new();
+    for record in records.iter().rev() {
+        match record {
+            Record::Hook(hook)
+                if hook.event == point.name() && hook.subject.as_deref() == subject =>
+            {
+                found.push(hook);
+            }
+            Record::Assistant(_) | Record::User(_) | Record::Shell(_) | Record::Compaction(_) => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    found.reverse();
+    let mut decided = Decided::default();
+    for hook in found {
+        if let Some(context) = &hook.additional_context {
+            decided.context.push(context.clone());
+        }
+        if let Some(input) = &hook.updated_input {
+            decided.updated_input = Some(input.clone());
+        }
+        if let Some(text) = &hook.replacement {
+            decided.replacement = Some(text.clone());
+        }
+        let verdict = match hook.decision.as_str() {
+            "allow" => Verdict::Allow,
+            "deny" => Verdict::Deny,
+            "ask" => Verdict::Ask,
+            "block" => Verdict::Block,
+            "tripwire" => Verdict::Tripwire,
+            _ => Verdict::Continue,
+        };
+        let failed_closed = hook.decision == "error"
+            && hook
+                .reason
+                .as_deref()
+                .is_some_and(|reason| reason.ends_with(FAILS_CLOSED));
+        if verdict == Verdict::Continue && !failed_closed {
+            continue;
+        }
+        decided.hook = hook.hook.clone();
+        decided.reason = hook.reason.clone();
+        decided.failed = failed_closed;
+        decided.verdict = if failed_closed && point == HookPoint::PreToolUse {
+            Verdict::Deny
+        } else if failed_closed {
+            Verdict::Tripwire
+        } else {
+            verdict
+        };
+    }
+    Some(decided)
+}
+
+/// The input a stored `PreToolUse` decision gave call `call_id` (a confirmed call runs with
+/// it after its pause).
+pub(crate) fn stored_input(records: &[Record], call_id: &str) -> Option<Value> {
+    records.iter().rev().find_map(|record| match record {
+        Record::Hook(hook)
+            if hook.event == HookPoint::PreToolUse.name()
+                && hook.subject.as_deref() == Some(call_id) =>
+        {
+            hook.updated_input.clone()
+        }
+        _ => None,
+    })
+}
+
+/// The subject of a `UserPromptSubmit` decision: `prompt:` and a hash of the prompt (FNV-1a),
+/// so that the decision on one message is not taken for another's.
+pub(crate) fn prompt_subject(prompt: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in prompt.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("prompt:{hash:016x}")
+}
+
+/// Emits the stored hook decisions among `records` as events.
+pub(crate) fn announce(sink: &TurnSink, records: &[Record]) {
+    for record in records {
+        if let Record::Hook(hook) = record {
+            sink.send(Event::HookDecision { hook: hook.clone() });
+        }
+    }
+}

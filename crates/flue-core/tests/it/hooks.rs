@@ -1,0 +1,234 @@
+//! Hooks in Rust (`hook_fn` on `AgentConfig`): every point with its decisions, the records and
+//! events they leave, guardrails ending the operation with `guardrail_tripped`, and hooks in a
+//! subagent's task session (`SubagentStop`).
+
+use std::sync::{Arc, Mutex};
+
+use flue_core::hook::{HookDecision, HookEvent, HookPoint, hook_fn};
+use flue_core::{
+    AgentConfig, AgentProfile, Event, PromptOptions, Record, ToolDefinition, ToolError,
+};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::rules::{Reply, RuleProvider, fixture, kinds};
+
+/// A tool that echoes its `text` input.
+fn echo_tool() -> ToolDefinition {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {
+        text: String,
+    }
+    ToolDefinition::from_fn("echo", "Echoes.", |input: Input, _ctx| async move {
+        Ok::<_, ToolError>(json!(input.text))
+    })
+    .unwrap()
+}
+
+/// The model: a user message `call` -> `echo {"text": "secret"}`; after a tool result ->
+/// `got: <result>`; else echoes the last user message and the system prompt's last line.
+fn model() -> Arc<RuleProvider> {
+    RuleProvider::new(|seen| {
+        if let Some(result) = seen.last_tool_result() {
+            return Reply::Text(format!("got: {}", result.content));
+        }
+        let last_user = seen
+            .messages
+            .iter()
+            .rev()
+            .find_map(|record| match record {
+                Record::User(message) => Some(message.joined_text()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if last_user.starts_with("call") {
+            return Reply::Calls(vec![("echo", json!({"text": "secret"}))]);
+        }
+        let system_tail = seen.system.lines().last().unwrap_or_default().to_owned();
+        Reply::Text(format!("said: {last_user} [{system_tail}]"))
+    })
+}
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// A hook at every point that logs what it saw and decides as the tests need.
+fn recording(log: &Log) -> Arc<dyn flue_core::hook::Hook> {
+    let log = Arc::clone(log);
+    hook_fn("recorder", &HookPoint::ALL, move |event, ctx| {
+        let log = Arc::clone(&log);
+        async move {
+            let point = event.point().name();
+            log.lock().unwrap().push(format!("{point}@{}", ctx.session));
+            Ok(match event {
+                HookEvent::UserPromptSubmit { prompt } if prompt.contains("forbidden") => {
+                    HookDecision::block("no forbidden words")
+                }
+                HookEvent::UserPromptSubmit { .. } => HookDecision::proceed().with_context("ctx!"),
+                HookEvent::BeforeModelCall { .. } => {
+                    HookDecision::proceed().with_context("system addition")
+                }
+                HookEvent::PreToolUse { call } if call.name == "echo" => {
+                    HookDecision::rewrite(json!({"text": "public"}))
+                }
+                HookEvent::PostToolUse { result, .. } => {
+                    HookDecision::replace(format!("<{}>", result.content))
+                }
+                HookEvent::Stop { reply, .. } if reply.contains("trip") => {
+                    HookDecision::tripwire("the reply mentions trip")
+                }
+                _ => HookDecision::proceed(),
+            })
+        }
+    })
+}
+
+#[tokio::test]
+async fn rust_hooks_see_every_point_rewrite_calls_replace_results_and_are_recorded() {
+    let log: Log = Arc::default();
+    let agent = AgentConfig::new()
+        .with_model("test/model")
+        .with_tools([echo_tool()])
+        .with_hook(recording(&log));
+    let f = fixture(agent, model(), |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let mut handle = session.prompt("call", PromptOptions::default());
+    let mut events = handle.take_events().unwrap();
+    let response = handle.await.unwrap();
+    assert_eq!(response.text, "got: <public>");
+    let mut decisions = Vec::new();
+    while let Some(event) = events.recv().await {
+        if let Event::HookDecision { hook } = event {
+            decisions.push(format!("{}:{}", hook.event, hook.decision));
+        }
+    }
+    assert_eq!(
+        decisions,
+        [
+            "SessionStart:continue",
+            "UserPromptSubmit:continue",
+            "BeforeModelCall:continue",
+            "PreToolUse:continue",
+            "PostToolUse:continue",
+            "BeforeModelCall:continue",
+            "Stop:continue",
+            "SessionEnd:continue",
+        ]
+    );
+    let records = f.records("default").await;
+    let hooks: Vec<(String, Option<Value>, Option<String>)> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Hook(hook) => Some((
+                hook.event.clone(),
+                hook.updated_input.clone(),
+                hook.replacement.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hooks.len(), 7, "{hooks:?}");
+    assert_eq!(hooks[3].1, Some(json!({"text": "public"})));
+    assert_eq!(hooks[4].2.as_deref(), Some("<public>"));
+    // The context reached the stored message; the model never saw the hook records.
+    let Some(Record::User(message)) = records.iter().find(|r| matches!(r, Record::User(_))) else {
+        panic!("no user record");
+    };
+    assert_eq!(message.joined_text(), "call\n\nctx!");
+    assert_eq!(
+        kinds(&records)
+            .into_iter()
+            .filter(|kind| kind != "other")
+            .collect::<Vec<_>>(),
+        ["user", "assistant", "tool", "assistant"]
+    );
+    // The second message starts no session.
+    log.lock().unwrap().clear();
+    let response = session
+        .prompt("hello", PromptOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(response.text, "said: hello\n\nctx! [system addition]");
+    assert!(
+        !log.lock()
+            .unwrap()
+            .iter()
+            .any(|seen| seen.starts_with("SessionStart"))
+    );
+}
+
+#[tokio::test]
+async fn guardrails_on_the_prompt_and_the_reply_end_the_operation_with_a_typed_error() {
+    let log: Log = Arc::default();
+    let agent = AgentConfig::new()
+        .with_model("test/model")
+        .with_hook(recording(&log));
+    let f = fixture(agent, model(), |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let err = session
+        .prompt("a forbidden word", PromptOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "guardrail_tripped");
+    assert!(err.to_string().contains("no forbidden words"), "{err}");
+    assert!(err.to_string().contains("UserPromptSubmit"), "{err}");
+    // Nothing of the prompt was stored; the decision was.
+    let records = f.records("default").await;
+    assert!(
+        !records
+            .iter()
+            .any(|record| matches!(record, Record::User(_)))
+    );
+    assert!(
+        records
+            .iter()
+            .any(|record| matches!(record, Record::Hook(hook) if hook.decision == "block"))
+    );
+    let err = session
+        .prompt("trip", PromptOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "guardrail_tripped");
+    assert!(err.to_string().contains("the reply mentions trip"), "{err}");
+}
+
+#[tokio::test]
+async fn a_subagents_task_session_runs_the_agents_hooks_and_ends_with_subagent_stop() {
+    let log: Log = Arc::default();
+    let provider = RuleProvider::new(|seen| {
+        if seen.first_user_text().starts_with("audit") {
+            return Reply::Text("2 findings".into());
+        }
+        match seen.last_tool_result() {
+            None => Reply::Calls(vec![(
+                "task",
+                json!({"prompt": "audit login.py", "agent": "security"}),
+            )]),
+            Some(result) => Reply::Text(format!("reviewed: {}", result.content)),
+        }
+    });
+    let agent = AgentConfig::new()
+        .with_model("test/model")
+        .with_subagent(AgentProfile::new("security").with_instructions("Audit."))
+        .with_hook(recording(&log));
+    let f = fixture(agent, provider, |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let response = session
+        .prompt("review", PromptOptions::default())
+        .await
+        .unwrap();
+    assert!(response.text.starts_with("reviewed: "), "{}", response.text);
+    let seen = log.lock().unwrap().clone();
+    let task_points: Vec<&String> = seen.iter().filter(|seen| seen.contains("@task:")).collect();
+    assert!(
+        task_points
+            .iter()
+            .any(|seen| seen.starts_with("SubagentStop@task:default:")),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&"Stop@default".to_owned()), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|seen| seen.starts_with("PreToolUse@default")),
+        "{seen:?}"
+    );
+}
