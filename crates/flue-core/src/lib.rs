@@ -45,6 +45,7 @@ mod compaction;
 mod config;
 pub mod elicitation;
 mod error;
+mod fork;
 mod harness;
 mod initializer;
 mod log_cache;
@@ -53,6 +54,7 @@ mod operation;
 mod overlay;
 pub mod permission;
 mod redact;
+mod rewind;
 mod role;
 pub mod sandbox;
 mod scope;
@@ -85,6 +87,15 @@ pub use operation::{
     CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,
 };
 pub use session::Session;
+
+// Forking a conversation.
+pub use fork::{ForkReport, fork_conversation, turn_starts};
+
+// Rewinding the files a conversation changed.
+pub use rewind::{
+    REWIND_SESSION_PREFIX, REWIND_TOOL, RewindAction, RewindFile, RewindPlan, RewindTarget,
+    RewindWorkspace, rewind,
+};
 
 // Configuration: agents, skills, roles.
 pub use config::{

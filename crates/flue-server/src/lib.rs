@@ -32,6 +32,7 @@ mod console;
 mod durable;
 mod error;
 mod guard;
+mod history;
 mod live;
 mod mcp;
 mod project;

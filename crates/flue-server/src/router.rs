@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::durable::DurableRuntime;
 use crate::error::ApiError;
 use crate::guard::check_origins;
+use crate::history;
 use crate::routes;
 use crate::state::{AppState, BudgetHold, HELD_BODY_BYTES, ServerConfig};
 
@@ -36,6 +37,8 @@ pub const ROUTES: &[&str] = &[
     "GET /agents/{agent}/{id}/actions",
     "POST /agents/{agent}/{id}/actions/{action}",
     "POST /agents/{agent}/{id}/interrupt",
+    "POST /agents/{agent}/{id}/fork",
+    "POST /agents/{agent}/{id}/rewind",
 ];
 
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
@@ -92,6 +95,15 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/interrupt",
             post(routes::interrupt).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/fork",
+            post(history::fork).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/rewind",
+            post(history::rewind_files)
+                .fallback(|| async { ApiError::method_not_allowed("POST") }),
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))

@@ -237,7 +237,7 @@ pub(crate) async fn actions(
 
 /// The request body, or the error for the reason axum refused it: 413 over the body limit,
 /// 400 otherwise.
-fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large(state.config.body_limit)
@@ -489,7 +489,7 @@ async fn updates(
 }
 
 /// The key, after checking the agent and the id.
-fn conversation_key(
+pub(crate) fn conversation_key(
     state: &AppState,
     agent: String,
     id: String,
@@ -831,7 +831,7 @@ pub(crate) fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
     }
 }
 
-fn json_no_store(headers: &mut HeaderMap) {
+pub(crate) fn json_no_store(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
