@@ -47,6 +47,10 @@ pub(crate) enum Command {
     /// Show the audit log of the file tools: every change an agent made, or tried to make.
     #[command(after_help = AUDIT_HELP)]
     Audit(AuditArgs),
+    /// Put the workspace's files back as they were before a turn of a conversation (undoing
+    /// what its file tools changed), or undo a rewind.
+    #[command(after_help = REWIND_HELP)]
+    Rewind(RewindArgs),
     /// Serve every agent of the workspace (or bundle) over HTTP, speaking the Flue
     /// conversation protocol.
     #[command(after_help = SERVE_HELP)]
@@ -110,6 +114,19 @@ const SESSION_HELP: &str = "Examples:
   flue session show --id demo --tree
 
 Docs: docs/cli.md#flue-session";
+const FORK_HELP: &str = "Examples:
+  flue session fork --id demo --at 2          (a new conversation holding turn 1 of demo)
+  flue session fork --id demo --at 2 --new-id demo-b
+
+Turns are numbered by the `user:` lines of `flue session show` (its --json gives each its
+`turn`). Docs: docs/fork-rewind.md";
+const REWIND_HELP: &str = "Examples:
+  flue rewind --id demo --to 2 --dry-run      (list what would be restored or deleted)
+  flue rewind --id demo --to 2
+  flue rewind --id demo --undo 01J...         (put back what that rewind replaced)
+
+A file changed outside the agent since its last write is a conflict: nothing is rewound.
+Docs: docs/fork-rewind.md";
 const AUDIT_HELP: &str = "Examples:
   flue audit                  (every conversation of the workspace)
   flue audit --id demo --diff
@@ -382,6 +399,62 @@ pub(crate) enum SessionCommand {
     /// Print a stored transcript.
     #[command(after_help = SESSION_HELP)]
     Show(ShowArgs),
+    /// Start a new conversation from an earlier turn of a stored one (the turns before it are
+    /// copied; nothing is shared). Prints the new conversation's id.
+    #[command(after_help = FORK_HELP)]
+    Fork(ForkArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ForkArgs {
+    /// Conversation id to fork.
+    #[arg(long)]
+    pub(crate) id: String,
+    /// The turn to fork at: the fork holds the turns before it (1 = the first `user:` line of
+    /// `flue session show`; one past the last turn copies everything).
+    #[arg(long, value_name = "N")]
+    pub(crate) at: u64,
+    /// The new conversation's id (default: a new ULID).
+    #[arg(long, value_name = "ID")]
+    pub(crate) new_id: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RewindArgs {
+    /// Conversation id whose file changes to undo.
+    #[arg(long)]
+    pub(crate) id: String,
+    /// Put the workspace's files back as they were before turn N (1 = the first `user:` line
+    /// of `flue session show`).
+    #[arg(long, value_name = "N", required_unless_present = "undo", conflicts_with = "undo")]
+    pub(crate) to: Option<u64>,
+    /// Undo the rewind with this id (printed by the rewind; `flue audit` shows it as session
+    /// `rewind:<id>`).
+    #[arg(long, value_name = "REWIND_ID")]
+    pub(crate) undo: Option<String>,
+    /// Only list what the rewind would do.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ mod dev;
 mod elicit;
 mod init;
 mod input;
+mod history;
 mod interrupt;
 mod mcp;
 mod mcp_serve;
@@ -129,7 +130,11 @@ fn main() -> ExitCode {
             Command::Session {
                 command: SessionCommand::Show(show_args),
             } => session_show::show(show_args).await,
+            Command::Session {
+                command: SessionCommand::Fork(fork_args),
+            } => history::fork(fork_args).await,
             Command::Audit(audit_args) => audit::show(audit_args).await,
+            Command::Rewind(rewind_args) => history::rewind(rewind_args).await,
             Command::Serve(serve_args) => serve::serve(serve_args).await,
             Command::Dev(dev_args) => dev::dev(dev_args).await,
             Command::Init(init_args) => init::init(&init_args),
