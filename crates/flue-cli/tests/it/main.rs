@@ -15,6 +15,7 @@ mod dev;
 mod durable;
 mod elicit_serve;
 mod everyday;
+mod fork_rewind;
 mod exposure;
 mod hostile_inputs;
 mod hostile_workspace;
