@@ -52,6 +52,7 @@ impl Workspace {
         config.max_turns = agent.max_turns;
         config.role.clone_from(&agent.role);
         config.cwd.clone_from(&agent.cwd);
+        config.memory = agent.memory;
         let rules =
             defaults
                 .permissions

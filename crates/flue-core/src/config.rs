@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
+use crate::store::NoteLimits;
 use crate::tool::{Permission, ToolDefinition, ToolSource};
 use crate::util::check_name;
 
@@ -380,9 +381,23 @@ pub struct AgentConfig {
     pub role: Option<String>,
     /// Tool permission rules, over each tool's own default (see [`AgentConfig::with_permission`]).
     pub permissions: Vec<PermissionRule>,
+    /// Memory across conversations (`memory:` in an agent file), off when `None`: the memory
+    /// tools over the store's notes, within these bounds (see [`AgentConfig::with_memory`]).
+    pub memory: Option<NoteLimits>,
 }
 
 impl AgentConfig {
+    /// Gives the agent memory across conversations: the tools `memory_write`,
+    /// `memory_search` and `memory_delete` over the session store's notes
+    /// ([`NoteStore`](crate::store::NoteStore)) about the subject each conversation is bound to
+    /// ([`NoteStore::bind_subject`](crate::store::NoteStore::bind_subject)), within `limits`.
+    /// Building the harness fails when its store keeps no notes.
+    #[must_use]
+    pub fn with_memory(mut self, limits: NoteLimits) -> Self {
+        self.memory = Some(limits);
+        self
+    }
+
     /// Sets the permission of the tools matching `pattern` (a tool name, or a glob with `*`
     /// and `?` such as `mcp__*`): [`Permission::AlwaysAsk`] pauses each call until it is
     /// confirmed. Rules set here win over the agent file's and the workspace defaults; within
@@ -523,6 +538,7 @@ impl AgentConfig {
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             role: merged.role,
             permissions: self.permissions,
+            memory: self.memory,
         })
     }
 }
@@ -562,6 +578,8 @@ pub struct ResolvedAgent {
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).
     pub permissions: Vec<PermissionRule>,
+    /// Memory across conversations, when on (see [`AgentConfig::with_memory`]).
+    pub memory: Option<NoteLimits>,
 }
 
 fn check_duplicates<'a>(

@@ -27,7 +27,9 @@ use sha2::{Digest, Sha256};
 use crate::error::{FlueError, Result};
 use crate::fork::turn_starts;
 use crate::sandbox::{RmOptions, Sandbox};
-use crate::store::{AuditEntry, DynAuditStore, DynSessionStore, SessionKey, TrashEntry, TrashReason};
+use crate::store::{
+    AuditEntry, DynAuditStore, DynSessionStore, SessionKey, TrashEntry, TrashReason,
+};
 use crate::util::{new_ulid, now_ms};
 use flue_protocol::DEFAULT_SESSION;
 

@@ -20,6 +20,7 @@
 mod audit;
 mod conversation;
 mod memory;
+mod notes;
 pub mod rules;
 
 use std::sync::Arc;
@@ -38,6 +39,9 @@ pub use conversation::{
     FencedAppend, HeadWatch, HeadWatchers, LocalOwners, OwnerRegistration, SubmissionStatus,
 };
 pub use memory::MemoryStore;
+pub use notes::{
+    DynNoteStore, MAX_SEARCH_TERMS, Note, NoteLimits, NoteStore, check_subject, search_terms,
+};
 
 /// Identifies one session: an agent instance id and a session name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -149,6 +153,11 @@ pub trait SessionStore: Send + Sync {
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
         None
     }
+
+    /// This store's memory notes, when it keeps them (agents with `memory:` need it).
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>> {
+        None
+    }
 }
 
 /// [`SessionStore`] with boxed futures, so that it can be used as `Arc<dyn DynSessionStore>`.
@@ -188,6 +197,9 @@ pub trait DynSessionStore: Send + Sync {
 
     /// See [`SessionStore::audit_store`].
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>>;
+
+    /// See [`SessionStore::note_store`].
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>>;
 }
 
 impl<T: SessionStore> DynSessionStore for T {
@@ -230,5 +242,9 @@ impl<T: SessionStore> DynSessionStore for T {
 
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
         SessionStore::audit_store(self)
+    }
+
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>> {
+        SessionStore::note_store(self)
     }
 }
