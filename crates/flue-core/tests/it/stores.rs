@@ -41,6 +41,11 @@ mod audit {
     crate::audit_contract::audit_contract!(memory, crate::stores::audit::memory);
 }
 
+mod notes {
+    memory!(note_contract);
+    crate::note_contract::note_contract!(memory, crate::stores::notes::memory);
+}
+
 #[tokio::test]
 async fn the_harness_hands_the_session_store_to_the_file_tools() {
     let dir = tempfile::tempdir().unwrap();
