@@ -47,6 +47,12 @@ pub(crate) enum Command {
     /// Show the audit log of the file tools: every change an agent made, or tried to make.
     #[command(after_help = AUDIT_HELP)]
     Audit(AuditArgs),
+    /// List and erase the agents' memory notes (retention, erasure requests).
+    #[command(after_help = MEMORY_HELP)]
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
     /// Put the workspace's files back as they were before a turn of a conversation (undoing
     /// what its file tools changed), or undo a rewind.
     #[command(after_help = REWIND_HELP)]
@@ -127,6 +133,13 @@ const REWIND_HELP: &str = "Examples:
 
 A file changed outside the agent since its last write is a conflict: nothing is rewound.
 Docs: docs/fork-rewind.md";
+const MEMORY_HELP: &str = "Examples:
+  flue memory list --subject user-42          (every agent's notes about user-42)
+  flue memory list --agent helper --json
+  flue memory delete --subject user-42        (erase user-42 everywhere)
+  flue memory delete --agent helper --subject user-42 --id 01J...
+
+Docs: docs/memory.md";
 const AUDIT_HELP: &str = "Examples:
   flue audit                  (every conversation of the workspace)
   flue audit --id demo --diff
@@ -314,12 +327,19 @@ pub(crate) struct RunArgs {
     /// for input (elicitation) with the defaults their schema gives, without asking.
     #[arg(long)]
     pub(crate) yes: bool,
+    /// Whose memory the conversation uses (a user id): an agent with `memory:` keeps and finds
+    /// notes about this subject across conversations. Set once per conversation.
+    #[arg(long, value_name = "SUBJECT")]
+    pub(crate) memory_subject: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ChatArgs {
     /// Agent name (a file under ROOT/agents/) or path to an agent file.
     pub(crate) agent: String,
+    /// Whose memory the conversation uses (a user id), as `flue run --memory-subject`.
+    #[arg(long, value_name = "SUBJECT")]
+    pub(crate) memory_subject: Option<String>,
     /// Conversation id: continue it, or create it (default: a fresh id).
     #[arg(long)]
     pub(crate) id: Option<String>,
@@ -436,7 +456,12 @@ pub(crate) struct RewindArgs {
     pub(crate) id: String,
     /// Put the workspace's files back as they were before turn N (1 = the first `user:` line
     /// of `flue session show`).
-    #[arg(long, value_name = "N", required_unless_present = "undo", conflicts_with = "undo")]
+    #[arg(
+        long,
+        value_name = "N",
+        required_unless_present = "undo",
+        conflicts_with = "undo"
+    )]
     pub(crate) to: Option<u64>,
     /// Undo the rewind with this id (printed by the rewind; `flue audit` shows it as session
     /// `rewind:<id>`).
@@ -657,4 +682,58 @@ pub(crate) struct InitArgs {
     /// Folder to create the workspace in (default: the current directory); created when
     /// missing. Existing files are never overwritten.
     pub(crate) dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// List memory notes, oldest first.
+    #[command(after_help = MEMORY_HELP)]
+    List(MemoryListArgs),
+    /// Erase memory notes: a subject's (every agent's, or one agent's), or one note.
+    #[command(after_help = MEMORY_HELP)]
+    Delete(MemoryDeleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MemoryListArgs {
+    /// Only this agent's notes.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// Only the notes about this subject.
+    #[arg(long)]
+    pub(crate) subject: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MemoryDeleteArgs {
+    /// The subject whose notes to erase (with no --agent: every agent's, and the subject's
+    /// bindings to conversations).
+    #[arg(long)]
+    pub(crate) subject: String,
+    /// Only this agent's notes.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// Only this note (needs --agent).
+    #[arg(long, value_name = "NOTE_ID", requires = "agent")]
+    pub(crate) id: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }

@@ -33,6 +33,7 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         bundle: args.bundle.clone(),
         role: args.role.clone(),
         verbose: args.verbose,
+        memory_subject: args.memory_subject.clone(),
         ..RunArgs::default()
     };
     let mut interrupts = Interrupts::watch();

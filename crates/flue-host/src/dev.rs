@@ -133,8 +133,7 @@ impl DevApp {
             workspace_root: Some(self.app.host().agents().root().to_path_buf()),
             ..ServerConfig::default()
         };
-        flue_server::router(self.server.clone(), config)
-            .merge(flue_server::console_routes(console))
+        flue_server::router(self.server.clone(), config).merge(flue_server::console_routes(console))
     }
 
     /// Serves a rebuilt workspace (triggered by `changed`, relative to the root; it took

@@ -68,6 +68,8 @@ pub(crate) struct Delivery {
     /// The request's W3C `traceparent` header, if any: a durable backend stores it (when
     /// valid) so that an attempt another process runs joins the caller's trace.
     pub(crate) trace_parent: Option<String>,
+    /// The conversation's memory subject (`memorySubject`), bound before admission.
+    pub(crate) memory_subject: Option<String>,
 }
 
 /// A durable admission.

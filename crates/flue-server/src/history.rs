@@ -49,7 +49,14 @@ pub(crate) async fn fork(
     };
     let target = flue_core::ConversationKey::new(key.agent.clone(), new_id.clone());
     let store = state.runtime.runtime().store();
-    if state.runtime.runtime().conversation(&target).await.map_err(api)?.is_some() {
+    if state
+        .runtime
+        .runtime()
+        .conversation(&target)
+        .await
+        .map_err(api)?
+        .is_some()
+    {
         return Err(exists(&target.to_string()));
     }
     let report = fork_conversation(&**store, &key.instance_id(), at, &target.instance_id())

@@ -35,6 +35,7 @@ mod guard;
 mod history;
 mod live;
 mod mcp;
+mod notes;
 mod project;
 mod render;
 mod router;

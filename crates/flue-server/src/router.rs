@@ -9,7 +9,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -20,6 +20,7 @@ use crate::durable::DurableRuntime;
 use crate::error::ApiError;
 use crate::guard::check_origins;
 use crate::history;
+use crate::notes;
 use crate::routes;
 use crate::state::{AppState, BudgetHold, HELD_BODY_BYTES, ServerConfig};
 
@@ -39,6 +40,9 @@ pub const ROUTES: &[&str] = &[
     "POST /agents/{agent}/{id}/interrupt",
     "POST /agents/{agent}/{id}/fork",
     "POST /agents/{agent}/{id}/rewind",
+    "GET /_flue/memory/{agent}/{subject}",
+    "DELETE /_flue/memory/{agent}/{subject}",
+    "DELETE /_flue/memory/{agent}/{subject}/{note}",
 ];
 
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
@@ -102,8 +106,17 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         )
         .route(
             "/agents/{agent}/{id}/rewind",
-            post(history::rewind_files)
-                .fallback(|| async { ApiError::method_not_allowed("POST") }),
+            post(history::rewind_files).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/_flue/memory/{agent}/{subject}",
+            get(notes::list)
+                .delete(notes::erase)
+                .fallback(|| async { ApiError::method_not_allowed("GET, DELETE") }),
+        )
+        .route(
+            "/_flue/memory/{agent}/{subject}/{note}",
+            delete(notes::delete).fallback(|| async { ApiError::method_not_allowed("DELETE") }),
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))
@@ -141,7 +154,7 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         app = app.layer(
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(origins))
-                .allow_methods([Method::GET, Method::HEAD, Method::POST])
+                .allow_methods([Method::GET, Method::HEAD, Method::POST, Method::DELETE])
                 .allow_headers([
                     header::CONTENT_TYPE,
                     header::AUTHORIZATION,

@@ -37,7 +37,7 @@ const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 /// either may carry. Anything else is refused, naming the field.
 const USER_FIELDS: &[&str] = &["kind", "body", "attachments"];
 const SIGNAL_FIELDS: &[&str] = &["kind", "type", "body", "attributes", "tagName"];
-const SIBLING_FIELDS: &[&str] = &["uid", "idempotencyKey", "initialData"];
+const SIBLING_FIELDS: &[&str] = &["uid", "idempotencyKey", "initialData", "memorySubject"];
 
 pub(crate) const NEXT_OFFSET: &str = "stream-next-offset";
 pub(crate) const UP_TO_DATE: &str = "stream-up-to-date";
@@ -76,6 +76,9 @@ pub(crate) async fn send(
     // The message lives on in the delivery: the body's bytes need not be held while it is
     // admitted.
     drop(body);
+    if let Some(subject) = &delivery.memory_subject {
+        crate::notes::bind(&state, &key, subject).await?;
+    }
     let admitted = state.runtime.dispatch(&key, delivery).await?;
     // A large message keeps its share of the in-flight budget while it runs.
     if let Some(permit) = hold.and_then(|Extension(hold)| hold.take())
@@ -237,7 +240,10 @@ pub(crate) async fn actions(
 
 /// The request body, or the error for the reason axum refused it: 413 over the body limit,
 /// 400 otherwise.
-pub(crate) fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn read_body(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large(state.config.body_limit)
@@ -642,6 +648,15 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
              the ticks of schedules. Choose another key."
         )));
     }
+    let memory_subject = match prompt.memory_subject.take() {
+        None | Some(Value::Null) => None,
+        Some(Value::String(subject)) => Some(subject),
+        Some(_) => {
+            return Err(ApiError::invalid_request(
+                "`memorySubject` must be a string (a user id).",
+            ));
+        }
+    };
     let condition = match &prompt.uid {
         None => SendCondition::Any,
         Some(Value::Null) => SendCondition::Create,
@@ -718,6 +733,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
+        memory_subject,
     })
 }
 

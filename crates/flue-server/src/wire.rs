@@ -66,6 +66,9 @@ pub struct PromptBody {
     /// the first submission's receipt (`deduplicated`), with another message a 409
     /// `submission_conflict`.
     pub idempotency_key: Option<Value>,
+    /// Whose memory the conversation uses (a user id), bound to the conversation once, before
+    /// the message is admitted.
+    pub memory_subject: Option<Value>,
 }
 
 /// Distinguishes a missing field (`None`) from an explicit `null` (`Some(Value::Null)`).

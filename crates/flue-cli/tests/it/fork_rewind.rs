@@ -72,7 +72,12 @@ fn a_fork_copies_the_turns_before_its_point_and_goes_on_alone() {
         .unwrap()
         .iter()
         .filter(|message| message["type"] == "user")
-        .map(|message| (message["turn"].clone(), message["content"][0]["text"].clone()))
+        .map(|message| {
+            (
+                message["turn"].clone(),
+                message["content"][0]["text"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         turns,
@@ -93,7 +98,10 @@ fn a_fork_copies_the_turns_before_its_point_and_goes_on_alone() {
         vec!["user: first", "user: second"]
     );
     // The fork continues on its own; the original is untouched.
-    assert_eq!(run(&ws, "branch", "another third"), "heard: another third\n");
+    assert_eq!(
+        run(&ws, "branch", "another third"),
+        "heard: another third\n"
+    );
     assert_eq!(
         user_lines(&ws, "branch"),
         vec!["user: first", "user: second", "user: another third"]
