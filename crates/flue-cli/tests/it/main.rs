@@ -23,6 +23,7 @@ mod large_messages;
 mod mcp;
 mod mcp_oauth;
 mod mcp_serve;
+mod memory;
 mod model_per_call;
 mod multi_node;
 mod on_terminal;
