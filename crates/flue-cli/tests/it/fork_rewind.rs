@@ -324,3 +324,52 @@ fn fork_and_rewind_over_http_work_on_a_restarted_server() {
     let (status, refused) = post_json(&server, "/agents/keeper/h1/rewind", &json!({"to": "x"}));
     assert_eq!(status, 400, "{refused}");
 }
+
+#[test]
+fn fork_and_rewind_on_postgres_from_another_node() {
+    let ws = workspace();
+    let url = crate::pg_server::fresh_database();
+    let mut first = Server::start(ws.root(), &["--store", &url], &[]);
+    for (n, message) in ["create a", "create b", "delete a"].into_iter().enumerate() {
+        post_message(first.addr(), "/agents/keeper/p1", message);
+        settled(&first, "/agents/keeper/p1", n + 1);
+    }
+    // The node that ran the conversation is gone; another one forks and rewinds it.
+    first.kill9();
+    let second = Server::start(ws.root(), &["--store", &url], &[]);
+    let (status, forked) = post_json(
+        &second,
+        "/agents/keeper/p1/fork",
+        &json!({"at": 3, "id": "p2"}),
+    );
+    assert_eq!(status, 201, "{forked}");
+    post_message(second.addr(), "/agents/keeper/p2", "hello fork");
+    settled(&second, "/agents/keeper/p2", 1);
+    let shown = json(&ws.flue(&["session", "show", "--id", "p2", "--store", &url, "--json"]));
+    let users: Vec<&Value> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["type"] == "user")
+        .map(|message| &message["content"][0]["text"])
+        .collect();
+    assert_eq!(users, vec!["create a", "create b", "hello fork"]);
+
+    let (status, plan) = post_json(&second, "/agents/keeper/p1/rewind", &json!({"to": 2}));
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(read(&ws, "notes/a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(read(&ws, "notes/b.txt"), None);
+    // Undone from the command line, on the same store.
+    let undone = ws.flue(&[
+        "rewind",
+        "--id",
+        "p1",
+        "--undo",
+        plan["id"].as_str().unwrap(),
+        "--store",
+        &url,
+    ]);
+    assert!(undone.status.success(), "{}", stderr(&undone));
+    assert_eq!(read(&ws, "notes/a.txt"), None);
+    assert_eq!(read(&ws, "notes/b.txt").as_deref(), Some("beta\n"));
+}
