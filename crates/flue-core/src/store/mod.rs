@@ -6,7 +6,8 @@
 //! version the writer last saw; if another writer got there first the append fails with
 //! [`FlueError::VersionConflict`] and writes nothing. Appends insert only the new records, so
 //! their cost does not grow with the conversation. [`ConversationStore`] adds durable
-//! submissions, streams and ownership; [`AuditStore`] the file tools' audit log and trash.
+//! submissions, streams and ownership; [`AuditStore`] the file tools' audit log and trash;
+//! [`NoteStore`] the memory notes of agents with `memory:`.
 //!
 //! A backend implements the native traits ([`SessionStore`], [`ConversationStore`],
 //! [`AuditStore`], with `async fn`s) and decides what [`rules`] decides by asking it, so that
