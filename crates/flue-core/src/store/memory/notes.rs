@@ -78,7 +78,7 @@ impl NoteStore for MemoryStore {
             .filter(|(hits, _)| *hits > 0)
             .collect();
         // Stable: among equal ranks, the newest first.
-        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.sort_by_key(|(hits, _)| std::cmp::Reverse(*hits));
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         Ok(found
             .into_iter()
