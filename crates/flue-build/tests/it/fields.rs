@@ -475,7 +475,10 @@ fn memory_is_off_by_default_and_takes_true_false_or_its_bounds() {
     check_field_errors(
         "memory: { max_notes: 0, size: 3 }\n",
         &[
-            (3, "`memory.max_notes` must be a whole number of at least 1, got 0"),
+            (
+                3,
+                "`memory.max_notes` must be a whole number of at least 1, got 0",
+            ),
             (
                 3,
                 "unknown key `size` in `memory` (known keys: max_note_bytes, max_notes, max_subject_bytes)",
