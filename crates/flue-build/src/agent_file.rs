@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use flue_core::store::NoteLimits;
 use flue_core::{
     Budget, BudgetLimits, Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel,
 };
@@ -78,6 +79,9 @@ pub struct AgentFile {
     /// `hooks`: command hooks in the shape of Claude Code's settings.json `hooks` object
     /// (docs/hooks.md); a subagent's are not used (tasks run under the root agent's hooks).
     pub hooks: Vec<flue_core::CommandHookSpec>,
+    /// `memory`: `true`, or the bounds (`max_note_bytes`, `max_notes`, `max_subject_bytes`),
+    /// for memory across conversations; off when unset or `false`.
+    pub memory: Option<NoteLimits>,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -112,10 +116,12 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "cwd",
     "schedules",
     "hooks",
+    "memory",
 ];
 
 const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
 const DURABILITY_KEYS: &[&str] = &["max_attempts", "timeout_ms"];
+const MEMORY_KEYS: &[&str] = &["max_note_bytes", "max_notes", "max_subject_bytes"];
 
 /// Parses the agent `name` from `text`, the file at `path`, reporting every problem. Returns
 /// `None` only when the file as a whole is unusable (no readable frontmatter); a bad setting is
@@ -197,6 +203,7 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
             }
             file.hooks = hooks;
         }
+        "memory" => file.memory = memory(value, report),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
 }
@@ -354,6 +361,35 @@ fn budget_limits(value: &Pod, report: &mut Report<'_>) -> Option<BudgetLimits> {
             Limit::Cost(cost) => limits.max_cost_usd = Some(cost),
             Limit::Turns(turns) => limits.max_turns = Some(turns),
         });
+        valid &= ok.is_some();
+    }
+    valid.then_some(limits)
+}
+
+/// `memory: true | false | {max_note_bytes, max_notes, max_subject_bytes}`.
+fn memory(value: &Pod, report: &mut Report<'_>) -> Option<NoteLimits> {
+    let expected = "`true`, `false` or a mapping with max_note_bytes, max_notes and \
+                    max_subject_bytes";
+    let entries = match value {
+        Pod::Boolean(false) => return None,
+        Pod::Boolean(true) => return Some(NoteLimits::default()),
+        other => report.check(&["memory"], fields::mapping("memory", other, expected))?,
+    };
+    let mut limits = NoteLimits::default();
+    let mut valid = true;
+    for (key, value) in entries {
+        let keys = ["memory", key.as_str()];
+        let dotted = format!("memory.{key}");
+        let bound = report.check(&keys, fields::u64_at_least(&dotted, value, 1));
+        let ok = match key.as_str() {
+            "max_note_bytes" => bound.map(|bound| limits.max_note_bytes = bound),
+            "max_notes" => bound.map(|bound| limits.max_notes = bound),
+            "max_subject_bytes" => bound.map(|bound| limits.max_subject_bytes = bound),
+            _ => {
+                report.unknown_key(&keys, " in `memory`", MEMORY_KEYS);
+                None
+            }
+        };
         valid &= ok.is_some();
     }
     valid.then_some(limits)

@@ -65,6 +65,7 @@ impl Workspace {
                 self.root.clone(),
             )?));
         }
+        config.memory = agent.memory;
         let rules =
             defaults
                 .permissions

@@ -47,6 +47,16 @@ pub(crate) enum Command {
     /// Show the audit log of the file tools: every change an agent made, or tried to make.
     #[command(after_help = AUDIT_HELP)]
     Audit(AuditArgs),
+    /// List and erase the agents' memory notes (retention, erasure requests).
+    #[command(after_help = MEMORY_HELP)]
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Put the workspace's files back as they were before a turn of a conversation (undoing
+    /// what its file tools changed), or undo a rewind.
+    #[command(after_help = REWIND_HELP)]
+    Rewind(RewindArgs),
     /// Serve every agent of the workspace (or bundle) over HTTP, speaking the Flue
     /// conversation protocol.
     #[command(after_help = SERVE_HELP)]
@@ -111,6 +121,26 @@ const SESSION_HELP: &str = "Examples:
   flue session delete --id demo
 
 Docs: docs/cli.md#flue-session";
+const FORK_HELP: &str = "Examples:
+  flue session fork --id demo --at 2          (a new conversation holding turn 1 of demo)
+  flue session fork --id demo --at 2 --new-id demo-b
+
+Turns are numbered by the `user:` lines of `flue session show` (its --json gives each its
+`turn`). Docs: docs/fork-rewind.md";
+const REWIND_HELP: &str = "Examples:
+  flue rewind --id demo --to 2 --dry-run      (list what would be restored or deleted)
+  flue rewind --id demo --to 2
+  flue rewind --id demo --undo 01J...         (put back what that rewind replaced)
+
+A file changed outside the agent since its last write is a conflict: nothing is rewound.
+Docs: docs/fork-rewind.md";
+const MEMORY_HELP: &str = "Examples:
+  flue memory list --subject user-42          (every agent's notes about user-42)
+  flue memory list --agent helper --json
+  flue memory delete --subject user-42        (erase user-42 everywhere)
+  flue memory delete --agent helper --subject user-42 --id 01J...
+
+Docs: docs/memory.md";
 const AUDIT_HELP: &str = "Examples:
   flue audit                  (every conversation of the workspace)
   flue audit --id demo --diff
@@ -300,12 +330,19 @@ pub(crate) struct RunArgs {
     /// for input (elicitation) with the defaults their schema gives, without asking.
     #[arg(long)]
     pub(crate) yes: bool,
+    /// Whose memory the conversation uses (a user id): an agent with `memory:` keeps and finds
+    /// notes about this subject across conversations. Set once per conversation.
+    #[arg(long, value_name = "SUBJECT")]
+    pub(crate) memory_subject: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ChatArgs {
     /// Agent name (a file under ROOT/agents/) or path to an agent file.
     pub(crate) agent: String,
+    /// Whose memory the conversation uses (a user id), as `flue run --memory-subject`.
+    #[arg(long, value_name = "SUBJECT")]
+    pub(crate) memory_subject: Option<String>,
     /// Conversation id: continue it, or create it (default: a fresh id).
     #[arg(long)]
     pub(crate) id: Option<String>,
@@ -409,6 +446,10 @@ pub(crate) enum SessionCommand {
     /// running or waiting for a decision. Its audit log and trash are kept.
     #[command(after_help = SESSION_HELP)]
     Delete(DeleteArgs),
+    /// Start a new conversation from an earlier turn of a stored one (the turns before it are
+    /// copied; nothing is shared). Prints the new conversation's id.
+    #[command(after_help = FORK_HELP)]
+    Fork(ForkArgs),
 }
 
 #[derive(Debug, Args)]
@@ -420,6 +461,63 @@ pub(crate) struct DeleteArgs {
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
     /// Delete from this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ForkArgs {
+    /// Conversation id to fork.
+    #[arg(long)]
+    pub(crate) id: String,
+    /// The turn to fork at: the fork holds the turns before it (1 = the first `user:` line of
+    /// `flue session show`; one past the last turn copies everything).
+    #[arg(long, value_name = "N")]
+    pub(crate) at: u64,
+    /// The new conversation's id (default: a new ULID).
+    #[arg(long, value_name = "ID")]
+    pub(crate) new_id: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RewindArgs {
+    /// Conversation id whose file changes to undo.
+    #[arg(long)]
+    pub(crate) id: String,
+    /// Put the workspace's files back as they were before turn N (1 = the first `user:` line
+    /// of `flue session show`).
+    #[arg(
+        long,
+        value_name = "N",
+        required_unless_present = "undo",
+        conflicts_with = "undo"
+    )]
+    pub(crate) to: Option<u64>,
+    /// Undo the rewind with this id (printed by the rewind; `flue audit` shows it as session
+    /// `rewind:<id>`).
+    #[arg(long, value_name = "REWIND_ID")]
+    pub(crate) undo: Option<String>,
+    /// Only list what the rewind would do.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
     /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
@@ -628,4 +726,58 @@ pub(crate) struct InitArgs {
     /// Folder to create the workspace in (default: the current directory); created when
     /// missing. Existing files are never overwritten.
     pub(crate) dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// List memory notes, oldest first.
+    #[command(after_help = MEMORY_HELP)]
+    List(MemoryListArgs),
+    /// Erase memory notes: a subject's (every agent's, or one agent's), or one note.
+    #[command(after_help = MEMORY_HELP)]
+    Delete(MemoryDeleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MemoryListArgs {
+    /// Only this agent's notes.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// Only the notes about this subject.
+    #[arg(long)]
+    pub(crate) subject: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MemoryDeleteArgs {
+    /// The subject whose notes to erase (with no --agent: every agent's, and the subject's
+    /// bindings to conversations).
+    #[arg(long)]
+    pub(crate) subject: String,
+    /// Only this agent's notes.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// Only this note (needs --agent).
+    #[arg(long, value_name = "NOTE_ID", requires = "agent")]
+    pub(crate) id: Option<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Use this Postgres store (`postgres://user:${PGPASSWORD}@host:5432/db`, as
+    /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }

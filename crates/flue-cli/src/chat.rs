@@ -34,6 +34,7 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         role: args.role.clone(),
         verbose: args.verbose,
         budget: args.budget.clone(),
+        memory_subject: args.memory_subject.clone(),
         ..RunArgs::default()
     };
     let mut interrupts = Interrupts::watch();

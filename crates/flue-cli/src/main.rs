@@ -9,11 +9,13 @@ mod build;
 mod chat;
 mod dev;
 mod elicit;
+mod history;
 mod init;
 mod input;
 mod interrupt;
 mod mcp;
 mod mcp_serve;
+mod memory;
 mod pauses;
 mod render;
 mod run;
@@ -33,7 +35,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command, McpCommand, SessionCommand, TrashCommand};
+use crate::args::{Cli, Command, McpCommand, MemoryCommand, SessionCommand, TrashCommand};
 
 /// Exit codes, mapped in one place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +135,17 @@ fn main() -> ExitCode {
             Command::Session {
                 command: SessionCommand::Delete(delete_args),
             } => session_delete::delete(delete_args).await,
+            Command::Session {
+                command: SessionCommand::Fork(fork_args),
+            } => history::fork(fork_args).await,
             Command::Audit(audit_args) => audit::show(audit_args).await,
+            Command::Rewind(rewind_args) => history::rewind(rewind_args).await,
+            Command::Memory {
+                command: MemoryCommand::List(list_args),
+            } => memory::list(list_args).await,
+            Command::Memory {
+                command: MemoryCommand::Delete(delete_args),
+            } => memory::delete(delete_args).await,
             Command::Serve(serve_args) => serve::serve(serve_args).await,
             Command::Dev(dev_args) => dev::dev(dev_args).await,
             Command::Init(init_args) => init::init(&init_args),

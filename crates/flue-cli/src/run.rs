@@ -358,6 +358,14 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
             eprintln!("warning: {}", crate::terminal::escape_controls(warning));
         }
     }
+    if let Some(subject) = &args.memory_subject {
+        // Before the message: its turn may already use the memory.
+        flue_core::store::check_subject(subject)?;
+        let Some(notes) = Arc::clone(app.runtime().store()).note_store() else {
+            return Err(FlueError::config("this store keeps no memory notes").into());
+        };
+        notes.bind_subject(&key.instance_id(), subject).await?;
+    }
     if args.id.is_none() && !args.continue_last {
         eprintln!("conversation id: {id}");
     }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{FlueError, Result};
 use crate::hook::Hook;
 use crate::permission::{PermissionRule, PermissionSource, check_permission_pattern};
+use crate::store::NoteLimits;
 use crate::tool::{Permission, ToolDefinition, ToolSource};
 use crate::util::check_name;
 
@@ -401,9 +402,23 @@ pub struct AgentConfig {
     /// Hooks, asked in this order at the loop's points (see [`AgentConfig::with_hook`]); they
     /// run in every session of the agent, its tasks included.
     pub hooks: Vec<Arc<dyn Hook>>,
+    /// Memory across conversations (`memory:` in an agent file), off when `None`: the memory
+    /// tools over the store's notes, within these bounds (see [`AgentConfig::with_memory`]).
+    pub memory: Option<NoteLimits>,
 }
 
 impl AgentConfig {
+    /// Gives the agent memory across conversations: the tools `memory_write`,
+    /// `memory_search` and `memory_delete` over the session store's notes
+    /// ([`NoteStore`](crate::store::NoteStore)) about the subject each conversation is bound to
+    /// ([`NoteStore::bind_subject`](crate::store::NoteStore::bind_subject)), within `limits`.
+    /// Building the harness fails when its store keeps no notes.
+    #[must_use]
+    pub fn with_memory(mut self, limits: NoteLimits) -> Self {
+        self.memory = Some(limits);
+        self
+    }
+
     /// Sets the permission of the tools matching `pattern` (a tool name, or a glob with `*`
     /// and `?` such as `mcp__*`): [`Permission::AlwaysAsk`] pauses each call until it is
     /// confirmed. Rules set here win over the agent file's and the workspace defaults; within
@@ -565,6 +580,7 @@ impl AgentConfig {
             role: merged.role,
             permissions: self.permissions,
             hooks: self.hooks,
+            memory: self.memory,
         })
     }
 }
@@ -610,6 +626,8 @@ pub struct ResolvedAgent {
     pub permissions: Vec<PermissionRule>,
     /// Hooks, in the order they are asked.
     pub hooks: Vec<Arc<dyn Hook>>,
+    /// Memory across conversations, when on (see [`AgentConfig::with_memory`]).
+    pub memory: Option<NoteLimits>,
 }
 
 fn check_duplicates<'a>(

@@ -411,6 +411,26 @@ pub enum FlueError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// A memory note, or a subject's notes, would exceed a bound of the agent's `memory:`
+    /// (`what` says which). Nothing was stored. Delete notes or shorten the note.
+    #[error("memory limit exceeded: {what} (limit {limit})")]
+    MemoryLimitExceeded {
+        /// Which bound: `note bytes`, `notes per subject` or `bytes per subject`.
+        what: String,
+        /// The bound.
+        limit: u64,
+    },
+    /// A conversation's memory subject was set once and another one was given. Nothing was
+    /// stored. Use the conversation's subject, or start another conversation.
+    #[error("conversation {instance_id} keeps the memory of subject {bound:?}, not {given:?}")]
+    MemorySubjectConflict {
+        /// The conversation's instance id.
+        instance_id: String,
+        /// Its subject.
+        bound: String,
+        /// The subject given.
+        given: String,
+    },
     /// A dispatch named an agent the runtime does not serve. Not retryable: fix the name.
     #[error("agent {agent:?} not found (agents: {})", list_or_none(.known))]
     UnknownAgent {
@@ -690,6 +710,8 @@ impl FlueError {
             Self::ActionOutputSerialization { .. } => "action_output_serialization",
             Self::ActionDepthExceeded { .. } => "action_depth_exceeded",
             Self::InvalidRequest { .. } => "invalid_request",
+            Self::MemoryLimitExceeded { .. } => "memory_limit_exceeded",
+            Self::MemorySubjectConflict { .. } => "memory_subject_conflict",
             Self::UnknownAgent { .. } => "agent_not_found",
             Self::AgentInstanceNotFound { .. } => "agent_instance_not_found",
             Self::AgentInstanceExists { .. } => "agent_instance_exists",

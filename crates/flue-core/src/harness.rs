@@ -185,7 +185,7 @@ impl HarnessBuilder {
             ))?,
             None => self.agent,
         };
-        let agent = config.resolve()?;
+        let mut agent = config.resolve()?;
         let roles = Roles::new(self.roles)?;
         check_role_references(&agent, &roles)?;
         for role in roles.iter() {
@@ -226,6 +226,21 @@ impl HarnessBuilder {
             .audit
             .or_else(|| Arc::clone(&store).audit_store())
             .unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        if let Some(limits) = agent.memory {
+            let Some(notes) = Arc::clone(&store).note_store() else {
+                return Err(FlueError::config(format!(
+                    "agent {:?} has `memory:` but its store keeps no memory notes; use the \
+                     SQLite or Postgres store, or drop `memory:`",
+                    agent.name
+                )));
+            };
+            agent.tools.extend(crate::tool::memory_tools(
+                notes,
+                &agent.name,
+                limits,
+                redactor.clone(),
+            )?);
+        }
         let root_scope = Arc::new(AgentScope::root(
             &agent,
             &self.workspace_skills,

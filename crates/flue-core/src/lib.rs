@@ -46,6 +46,7 @@ mod compaction;
 mod config;
 pub mod elicitation;
 mod error;
+mod fork;
 mod harness;
 pub mod hook;
 mod hook_points;
@@ -56,6 +57,7 @@ mod operation;
 mod overlay;
 pub mod permission;
 mod redact;
+mod rewind;
 mod role;
 pub mod sandbox;
 mod scope;
@@ -88,6 +90,15 @@ pub use operation::{
     CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,
 };
 pub use session::Session;
+
+// Forking a conversation.
+pub use fork::{ForkReport, fork_conversation, turn_starts};
+
+// Rewinding the files a conversation changed.
+pub use rewind::{
+    REWIND_SESSION_PREFIX, REWIND_TOOL, RewindAction, RewindFile, RewindPlan, RewindTarget,
+    RewindWorkspace, rewind,
+};
 
 // Configuration: agents, skills, roles.
 pub use config::{

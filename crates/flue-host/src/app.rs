@@ -331,8 +331,12 @@ impl App {
     }
 
     /// The protocol's router over this app's runtime (`None` unless [`RuntimeMode::Server`]).
-    pub fn router(&self, config: ServerConfig) -> Option<axum::Router> {
+    /// Rewinds restore files in the agents' root unless `config` names another workspace.
+    pub fn router(&self, mut config: ServerConfig) -> Option<axum::Router> {
         let server = self.server.as_ref()?;
+        if config.workspace_root.is_none() {
+            config.workspace_root = Some(self.host.agents().root().to_path_buf());
+        }
         Some(flue_server::router(server.clone(), config))
     }
 

@@ -129,8 +129,11 @@ impl DevApp {
             Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
         let console =
             DevConsole::new(self.server.clone(), self.status.subscribe()).with_error_hint(hint);
-        flue_server::router(self.server.clone(), ServerConfig::default())
-            .merge(flue_server::console_routes(console))
+        let config = ServerConfig {
+            workspace_root: Some(self.app.host().agents().root().to_path_buf()),
+            ..ServerConfig::default()
+        };
+        flue_server::router(self.server.clone(), config).merge(flue_server::console_routes(console))
     }
 
     /// Serves a rebuilt workspace (triggered by `changed`, relative to the root; it took

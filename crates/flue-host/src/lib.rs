@@ -74,4 +74,4 @@ pub use hints::connection_hint;
 pub use host::Host;
 pub use root::{DB_PATH, find_root, resolve_root, store_path};
 pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
-pub use trash::restore_from_trash;
+pub use trash::{restore_from_trash, rewind_workspace};

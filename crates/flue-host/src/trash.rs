@@ -1,11 +1,16 @@
 //! Restoring a file the file tools trashed, outside any agent: the `restore_file` tool run on
 //! the workspace directory itself (a `local` sandbox at the root) with the store's audit log,
-//! so the restore is audited like the agent's own (`flue trash restore`).
+//! so the restore is audited like the agent's own (`flue trash restore`); and rewinding a
+//! conversation's file changes the same way (`flue rewind`).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use flue_core::{LocalSandbox, ToolContext, ToolError, builtin_tool, store::DynAuditStore};
+use flue_core::store::{DynAuditStore, DynConversationStore};
+use flue_core::{
+    FlueError, LocalSandbox, RewindPlan, RewindTarget, RewindWorkspace, ToolContext, ToolError,
+    builtin_tool, rewind,
+};
 use serde_json::{Value, json};
 
 use crate::HostError;
@@ -36,4 +41,30 @@ pub async fn restore_from_trash(
     }
     let tool = builtin_tool("restore_file")?;
     Ok(tool.call(input, &ctx).await)
+}
+
+/// Rewinds the files conversation `instance_id` changed in the workspace at `root` (see
+/// [`flue_core::rewind`]): a `local` sandbox at the root, the conversation's sessions, audit
+/// log and trash from `store`. The rewind's audit entries carry `agent`.
+pub async fn rewind_workspace(
+    root: &Path,
+    store: Arc<dyn DynConversationStore>,
+    instance_id: &str,
+    target: RewindTarget,
+    dry_run: bool,
+    agent: &str,
+) -> Result<RewindPlan, HostError> {
+    let Some(audit) = Arc::clone(&store).audit_store() else {
+        return Err(HostError::from(FlueError::config(
+            "this store keeps no audit log, so there is nothing to rewind from",
+        )));
+    };
+    let sandbox = LocalSandbox::new(root)?;
+    let workspace = RewindWorkspace {
+        sandbox: &sandbox,
+        sessions: &*store,
+        audit: &*audit,
+        agent,
+    };
+    Ok(rewind(&workspace, instance_id, target, dry_run).await?)
 }

@@ -70,6 +70,8 @@ pub(crate) struct Delivery {
     pub(crate) trace_parent: Option<String>,
     /// The message's budgets, over the agent's.
     pub(crate) budget: Option<flue_core::Budget>,
+    /// The conversation's memory subject (`memorySubject`), bound before admission.
+    pub(crate) memory_subject: Option<String>,
 }
 
 /// A durable admission.

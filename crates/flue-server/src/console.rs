@@ -202,14 +202,22 @@ const ACTIONS_ROUTE: &str = "GET /agents/{agent}/{id}/actions";
 
 /// `GET /_flue/dev/transcript/{agent}/{id}`: the conversation's stored sessions, the root one
 /// with its task sessions nested (the shape of `flue session show --json --tree`); an empty
-/// root session for a conversation that has none yet.
+/// root session for a conversation that has none yet. `stream: false` when its sessions
+/// have no conversation stream yet (a fork before its first message).
 async fn transcript(
     State(state): State<Arc<DevConsole>>,
     Path((agent, id)): Path<(String, String)>,
 ) -> Response {
-    let instance_id = flue_core::ConversationKey::new(&agent, &id).instance_id();
+    let key = flue_core::ConversationKey::new(&agent, &id);
+    let instance_id = key.instance_id();
     match transcript_tree(state.store().as_ref(), &instance_id).await {
-        Ok(Some(tree)) => no_store(axum::Json(tree).into_response()),
+        Ok(Some(mut tree)) => {
+            let stream = matches!(state.store().conversation(&key).await, Ok(Some(_)));
+            if let serde_json::Value::Object(map) = &mut tree {
+                map.insert("stream".into(), serde_json::Value::Bool(stream));
+            }
+            no_store(axum::Json(tree).into_response())
+        }
         Ok(None) => no_store(
             axum::Json(json!({"session": DEFAULT_SESSION, "version": 0,
                 "messages": [], "tasks": []}))

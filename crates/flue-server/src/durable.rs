@@ -797,7 +797,7 @@ fn error_value(error: &flue_core::ErrorInfo) -> Value {
 }
 
 /// Maps the runtime's errors onto the protocol's.
-fn backend_error(err: FlueError) -> BackendError {
+pub(crate) fn backend_error(err: FlueError) -> BackendError {
     match err {
         FlueError::UnknownAgent { agent, .. } => BackendError::UnknownAgent(agent),
         FlueError::AgentInstanceNotFound {

@@ -273,6 +273,19 @@ impl ApiError {
         }
     }
 
+    /// An error of this protocol's extensions (fork, rewind, memory): `status`, `kind` and
+    /// `message`, with `details` and `meta` set by the caller.
+    pub(crate) fn other(status: StatusCode, kind: &'static str, message: &str) -> Self {
+        Self::new(status, kind, message)
+    }
+
+    /// Sets `meta` (a JSON value beside `details` in the envelope).
+    #[must_use]
+    pub(crate) fn with_meta(mut self, meta: Value) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
     /// Sets `details`.
     #[must_use]
     pub fn with_details(mut self, details: impl Into<String>) -> Self {

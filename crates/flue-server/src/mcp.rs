@@ -247,6 +247,7 @@ impl McpAgents {
             idempotency_key: None,
             trace_parent: None,
             budget: None,
+            memory_subject: None,
         };
         let submission_id = match self.runtime.dispatch(&key, delivery).await {
             Ok(admitted) => admitted.submission_id,

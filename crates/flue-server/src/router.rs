@@ -9,7 +9,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -19,6 +19,8 @@ use tracing::Instrument;
 use crate::durable::DurableRuntime;
 use crate::error::ApiError;
 use crate::guard::check_origins;
+use crate::history;
+use crate::notes;
 use crate::routes;
 use crate::state::{AppState, BudgetHold, HELD_BODY_BYTES, ServerConfig};
 
@@ -37,6 +39,11 @@ pub const ROUTES: &[&str] = &[
     "GET /agents/{agent}/{id}/actions",
     "POST /agents/{agent}/{id}/actions/{action}",
     "POST /agents/{agent}/{id}/interrupt",
+    "POST /agents/{agent}/{id}/fork",
+    "POST /agents/{agent}/{id}/rewind",
+    "GET /_flue/memory/{agent}/{subject}",
+    "DELETE /_flue/memory/{agent}/{subject}",
+    "DELETE /_flue/memory/{agent}/{subject}/{note}",
 ];
 
 /// Builds the router over a runtime. Mount it in an axum app (`app.merge(router(..))`) or
@@ -94,6 +101,24 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/interrupt",
             post(routes::interrupt).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/fork",
+            post(history::fork).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/rewind",
+            post(history::rewind_files).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/_flue/memory/{agent}/{subject}",
+            get(notes::list)
+                .delete(notes::erase)
+                .fallback(|| async { ApiError::method_not_allowed("GET, DELETE") }),
+        )
+        .route(
+            "/_flue/memory/{agent}/{subject}/{note}",
+            delete(notes::delete).fallback(|| async { ApiError::method_not_allowed("DELETE") }),
         )
         .fallback(|| async { ApiError::route_not_found() })
         .layer(DefaultBodyLimit::max(config.body_limit))

@@ -37,7 +37,13 @@ const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 /// either may carry. Anything else is refused, naming the field.
 const USER_FIELDS: &[&str] = &["kind", "body", "attachments"];
 const SIGNAL_FIELDS: &[&str] = &["kind", "type", "body", "attributes", "tagName"];
-const SIBLING_FIELDS: &[&str] = &["uid", "idempotencyKey", "initialData", "budget"];
+const SIBLING_FIELDS: &[&str] = &[
+    "uid",
+    "idempotencyKey",
+    "initialData",
+    "budget",
+    "memorySubject",
+];
 
 pub(crate) const NEXT_OFFSET: &str = "stream-next-offset";
 pub(crate) const UP_TO_DATE: &str = "stream-up-to-date";
@@ -76,6 +82,9 @@ pub(crate) async fn send(
     // The message lives on in the delivery: the body's bytes need not be held while it is
     // admitted.
     drop(body);
+    if let Some(subject) = &delivery.memory_subject {
+        crate::notes::bind(&state, &key, subject).await?;
+    }
     let admitted = state.runtime.dispatch(&key, delivery).await?;
     // A large message keeps its share of the in-flight budget while it runs.
     if let Some(permit) = hold.and_then(|Extension(hold)| hold.take())
@@ -254,7 +263,10 @@ pub(crate) async fn actions(
 
 /// The request body, or the error for the reason axum refused it: 413 over the body limit,
 /// 400 otherwise.
-fn read_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn read_body(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::payload_too_large(state.config.body_limit)
@@ -506,7 +518,7 @@ async fn updates(
 }
 
 /// The key, after checking the agent and the id.
-fn conversation_key(
+pub(crate) fn conversation_key(
     state: &AppState,
     agent: String,
     id: String,
@@ -659,6 +671,15 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
              the ticks of schedules. Choose another key."
         )));
     }
+    let memory_subject = match prompt.memory_subject.take() {
+        None | Some(Value::Null) => None,
+        Some(Value::String(subject)) => Some(subject),
+        Some(_) => {
+            return Err(ApiError::invalid_request(
+                "`memorySubject` must be a string (a user id).",
+            ));
+        }
+    };
     let condition = match &prompt.uid {
         None => SendCondition::Any,
         Some(Value::Null) => SendCondition::Create,
@@ -737,6 +758,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
+        memory_subject,
     })
 }
 
@@ -909,7 +931,7 @@ pub(crate) fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
     }
 }
 
-fn json_no_store(headers: &mut HeaderMap) {
+pub(crate) fn json_no_store(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

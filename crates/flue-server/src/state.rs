@@ -33,6 +33,9 @@ pub struct ServerConfig {
     /// declared length counts as `body_limit`); further requests wait for room, at most half
     /// the request timeout, then get 503.
     pub inflight_body_limit: usize,
+    /// The workspace root the agents' file tools write to (a local sandbox's root): where
+    /// `POST .../rewind` restores files. `None`: rewinds are refused (`rewind_unavailable`).
+    pub workspace_root: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +50,7 @@ impl Default for ServerConfig {
             token: None,
             cors_origins: Vec::new(),
             inflight_body_limit: 64 * 1024 * 1024,
+            workspace_root: None,
         }
     }
 }

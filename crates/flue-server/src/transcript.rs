@@ -43,9 +43,25 @@ impl Transcript {
     }
 
     /// The transcript as JSON: `{session, version, messages, tasks}`, each message a stored
-    /// record's fields plus its `role`.
+    /// record's fields plus its `role`, and a user record's `turn` (1, 2, ... in the session:
+    /// the number `flue session fork --at` and `flue rewind --to` take).
     pub fn to_json(&self) -> Value {
-        let messages: Vec<Value> = self.records.iter().map(message_json).collect();
+        let mut turn = 0_u64;
+        let messages: Vec<Value> = self
+            .records
+            .iter()
+            .map(|stored| {
+                let mut message = message_json(stored);
+                // Turns are numbered by their `User` record (what fork and rewind take).
+                if matches!(stored.record, Record::User(_))
+                    && let Value::Object(map) = &mut message
+                {
+                    turn += 1;
+                    map.insert("turn".into(), Value::from(turn));
+                }
+                message
+            })
+            .collect();
         let tasks: Vec<Value> = self.tasks.iter().map(Transcript::to_json).collect();
         json!({
             "session": self.session,

@@ -69,6 +69,9 @@ pub struct PromptBody {
     /// Addition: budgets of this submission and its conversation, over the agent's
     /// (`{maxCostUsd?, maxTurns?, conversation?: {maxCostUsd?, maxTurns?}}`).
     pub budget: Option<Value>,
+    /// Whose memory the conversation uses (a user id), bound to the conversation once, before
+    /// the message is admitted.
+    pub memory_subject: Option<Value>,
 }
 
 /// Distinguishes a missing field (`None`) from an explicit `null` (`Some(Value::Null)`).

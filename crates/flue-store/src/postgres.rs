@@ -26,6 +26,7 @@
 mod audit;
 mod conversation;
 mod heads;
+mod notes;
 mod tls;
 
 use tls::TlsSettings;
@@ -144,6 +145,26 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "submissions: the caller's trace parent",
         "ALTER TABLE flue_submissions ADD COLUMN trace_parent TEXT;",
+    ),
+    (
+        "memory notes (full-text searched) and each conversation's memory subject",
+        "CREATE TABLE flue_memory_notes (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        search TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+    );
+    CREATE INDEX flue_memory_notes_by_subject ON flue_memory_notes (agent, subject, created_at);
+    CREATE INDEX flue_memory_notes_by_subject_only ON flue_memory_notes (subject);
+    CREATE INDEX flue_memory_notes_search ON flue_memory_notes USING GIN (search);
+    CREATE TABLE flue_memory_subjects (
+        instance_id TEXT PRIMARY KEY,
+        subject TEXT NOT NULL,
+        bound_at BIGINT NOT NULL
+    );
+    CREATE INDEX flue_memory_subjects_by_subject ON flue_memory_subjects (subject);",
     ),
 ];
 
@@ -367,6 +388,10 @@ impl PostgresStore {
 
 impl SessionStore for PostgresStore {
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        Some(self)
+    }
+
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn flue_core::store::DynNoteStore>> {
         Some(self)
     }
 

@@ -19,7 +19,8 @@
 //! The audit log and trash ([`AuditStore`](flue_core::store::AuditStore), migration v2) are implemented
 //! in `sqlite/audit.rs`; conversations, their streams and submissions
 //! ([`ConversationStore`](flue_core::store::ConversationStore), migration v3) in
-//! `sqlite/conversation.rs`.
+//! `sqlite/conversation.rs`; memory notes ([`NoteStore`](flue_core::store::NoteStore), migration
+//! v7, searched with FTS5) in `sqlite/notes.rs`.
 //! A file store keeps a second connection for reads (session loads and lists, streams,
 //! submissions), so readers (an HTTP server's) never queue behind this process's writers.
 //!
@@ -31,6 +32,7 @@
 
 mod audit;
 mod conversation;
+mod notes;
 mod writer;
 
 use std::fmt;
@@ -193,6 +195,24 @@ const MIGRATIONS: &[&str] = &[
             REFERENCES submissions (submission_id) ON DELETE CASCADE,
         message TEXT NOT NULL
     );",
+    // v7: memory across conversations: notes per agent and subject, their FTS5 index (the
+    // note's text and its id), and each conversation's subject.
+    "CREATE TABLE memory_notes (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_notes_by_subject ON memory_notes (agent, subject, created_at);
+    CREATE INDEX memory_notes_by_subject_only ON memory_notes (subject);
+    CREATE VIRTUAL TABLE memory_notes_fts USING fts5 (text, note_id UNINDEXED);
+    CREATE TABLE memory_subjects (
+        instance_id TEXT PRIMARY KEY,
+        subject TEXT NOT NULL,
+        bound_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_subjects_by_subject ON memory_subjects (subject);",
 ];
 
 impl SqliteStore {
@@ -280,6 +300,10 @@ impl SqliteStore {
 
 impl SessionStore for SqliteStore {
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        Some(self)
+    }
+
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn flue_core::store::DynNoteStore>> {
         Some(self)
     }
 

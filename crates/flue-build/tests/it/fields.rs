@@ -59,7 +59,7 @@ fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
         "colour: blue\n",
         &[(
             3,
-            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, task, tools, mcp, sandbox, compaction, durability, max_turns, budget, role, permissions, cwd, schedules, hooks)",
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, task, tools, mcp, sandbox, compaction, durability, max_turns, budget, role, permissions, cwd, schedules, hooks, memory)",
         )],
     );
 }
@@ -495,5 +495,50 @@ fn bad_budget_settings_are_reported_with_their_dotted_keys() {
                 "`budget.conversation.max_turns` must be a whole number of at least 1, got 0",
             ),
         ],
+    );
+}
+
+#[test]
+fn memory_is_off_by_default_and_takes_true_false_or_its_bounds() {
+    use flue_core::store::NoteLimits;
+    check_field("", &base());
+    check_field("memory: false\n", &base());
+    check_field(
+        "memory: true\n",
+        &AgentFile {
+            memory: Some(NoteLimits::default()),
+            ..base()
+        },
+    );
+    check_field(
+        "memory: { max_notes: 5, max_note_bytes: 100 }\n",
+        &AgentFile {
+            memory: Some(NoteLimits {
+                max_notes: 5,
+                max_note_bytes: 100,
+                ..NoteLimits::default()
+            }),
+            ..base()
+        },
+    );
+    check_field_errors(
+        "memory: { max_notes: 0, size: 3 }\n",
+        &[
+            (
+                3,
+                "`memory.max_notes` must be a whole number of at least 1, got 0",
+            ),
+            (
+                3,
+                "unknown key `size` in `memory` (known keys: max_note_bytes, max_notes, max_subject_bytes)",
+            ),
+        ],
+    );
+    check_field_errors(
+        "memory: yes please\n",
+        &[(
+            3,
+            "`memory` must be `true`, `false` or a mapping with max_note_bytes, max_notes and max_subject_bytes, got \"yes please\"",
+        )],
     );
 }

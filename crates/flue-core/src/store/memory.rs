@@ -3,10 +3,12 @@
 //! All sessions live in one `BTreeMap` behind a `std::sync::Mutex`. Every method takes the lock,
 //! does its work without awaiting, and releases it, so the lock is never held across `.await`
 //! and each method is atomic with respect to the others. The audit log and trash
-//! ([`AuditStore`](crate::store::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`.
+//! ([`AuditStore`](crate::store::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`;
+//! memory notes ([`NoteStore`](crate::store::NoteStore)) behind theirs, in `memory/notes.rs`.
 
 mod audit;
 mod conversation;
+mod notes;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -27,6 +29,7 @@ use crate::util::now_ms;
 pub struct MemoryStore {
     sessions: Mutex<BTreeMap<SessionKey, MemorySession>>,
     audit: audit::MemoryAudit,
+    notes: notes::MemoryNotes,
     /// Locked before `sessions` when both are needed.
     conversations: Mutex<conversation::MemoryConversations>,
     heads: HeadWatchers,
@@ -84,6 +87,10 @@ fn append_records(
 
 impl SessionStore for MemoryStore {
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
+        Some(self)
+    }
+
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn crate::store::DynNoteStore>> {
         Some(self)
     }
 

@@ -6,7 +6,8 @@
 //! version the writer last saw; if another writer got there first the append fails with
 //! [`FlueError::VersionConflict`] and writes nothing. Appends insert only the new records, so
 //! their cost does not grow with the conversation. [`ConversationStore`] adds durable
-//! submissions, streams and ownership; [`AuditStore`] the file tools' audit log and trash.
+//! submissions, streams and ownership; [`AuditStore`] the file tools' audit log and trash;
+//! [`NoteStore`] the memory notes of agents with `memory:`.
 //!
 //! A backend implements the native traits ([`SessionStore`], [`ConversationStore`],
 //! [`AuditStore`], with `async fn`s) and decides what [`rules`] decides by asking it, so that
@@ -20,6 +21,7 @@
 mod audit;
 mod conversation;
 mod memory;
+mod notes;
 pub mod rules;
 
 use std::sync::Arc;
@@ -38,6 +40,9 @@ pub use conversation::{
     FencedAppend, HeadWatch, HeadWatchers, LocalOwners, OwnerRegistration, SubmissionStatus,
 };
 pub use memory::MemoryStore;
+pub use notes::{
+    DynNoteStore, MAX_SEARCH_TERMS, Note, NoteLimits, NoteStore, check_subject, search_terms,
+};
 
 /// Identifies one session: an agent instance id and a session name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -149,6 +154,11 @@ pub trait SessionStore: Send + Sync {
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
         None
     }
+
+    /// This store's memory notes, when it keeps them (agents with `memory:` need it).
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>> {
+        None
+    }
 }
 
 /// [`SessionStore`] with boxed futures, so that it can be used as `Arc<dyn DynSessionStore>`.
@@ -188,6 +198,9 @@ pub trait DynSessionStore: Send + Sync {
 
     /// See [`SessionStore::audit_store`].
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>>;
+
+    /// See [`SessionStore::note_store`].
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>>;
 }
 
 impl<T: SessionStore> DynSessionStore for T {
@@ -230,5 +243,9 @@ impl<T: SessionStore> DynSessionStore for T {
 
     fn audit_store(self: Arc<Self>) -> Option<Arc<dyn DynAuditStore>> {
         SessionStore::audit_store(self)
+    }
+
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>> {
+        SessionStore::note_store(self)
     }
 }

@@ -127,4 +127,9 @@ impl SessionStore for FencedSessions {
         let store: Arc<dyn DynSessionStore> = Arc::clone(&self.store) as Arc<dyn DynSessionStore>;
         store.audit_store()
     }
+
+    fn note_store(self: Arc<Self>) -> Option<Arc<dyn crate::store::DynNoteStore>> {
+        let store: Arc<dyn DynSessionStore> = Arc::clone(&self.store) as Arc<dyn DynSessionStore>;
+        store.note_store()
+    }
 }

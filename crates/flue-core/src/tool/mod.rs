@@ -9,6 +9,7 @@ mod builtin;
 mod command;
 mod emit;
 mod extensions;
+mod memory;
 mod source;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,8 @@ pub use command::{
 };
 pub use emit::FlueLogger;
 pub(crate) use emit::attach_emitted;
+pub use memory::MEMORY_TOOL_NAMES;
+pub(crate) use memory::memory_tools;
 pub(crate) use source::LiveTools;
 pub use source::ToolSource;
 

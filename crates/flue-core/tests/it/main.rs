@@ -22,6 +22,7 @@ mod initializers;
 mod instance_ids;
 mod live_actions;
 mod model_per_call;
+mod note_contract;
 mod output_schema;
 mod pauses;
 mod roles;

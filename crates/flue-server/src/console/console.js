@@ -294,7 +294,8 @@ function selectAgent(agent, conversation) {
   followLive();
   refreshTranscript().then(() => {
     // A conversation with stored sessions has a stream: follow it from the start.
-    if (state.transcript && state.transcript.version > 0) follow();
+    // (A fork has sessions and no stream until its first message.)
+    if (state.transcript && state.transcript.version > 0 && state.transcript.stream !== false) follow();
   });
   refreshActions();
 }
@@ -756,7 +757,62 @@ async function refreshTranscript() {
   }
 }
 
-function recordRow(record) {
+// Going back from a user message of the root session (its `turn`): fork the conversation
+// before it (POST .../fork, then open the fork), or rewind the workspace's files to before it
+// (POST .../rewind: a dry run listed in a confirmation, then the rewind).
+function historyError(body, status) {
+  const runState = $('run-state');
+  runState.className = 'run-state error';
+  const error = (body && body.error) || {};
+  runState.textContent = [error.message, error.details].filter(Boolean).join(' ') || `The server answered ${status}.`;
+}
+
+async function postJson(url, payload) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(payload),
+  });
+  const body = await response.json().catch(() => ({}));
+  return { ok: response.ok, status: response.status, body };
+}
+
+async function forkAt(turn) {
+  const agent = state.agent;
+  try {
+    const result = await postJson(`${conversationUrl()}/fork`, { at: turn });
+    if (!result.ok) { historyError(result.body, result.status); return; }
+    selectAgent(agent, result.body.id);
+  } catch (err) {
+    historyError({ error: { message: `Cannot reach flue dev: ${err.message}` } }, 0);
+  }
+}
+
+async function rewindTo(turn) {
+  try {
+    const dry = await postJson(`${conversationUrl()}/rewind`, { to: turn, dryRun: true });
+    if (!dry.ok) { historyError(dry.body, dry.status); return; }
+    const changes = (dry.body.files || []).filter((file) => file.action !== 'unchanged');
+    const lines = changes.map((file) => `${file.action} ${file.path}`).join('\n');
+    if (!changes.length) { historyError({ error: { message: 'Nothing to rewind.' } }, 200); return; }
+    if (!window.confirm(`Rewind the workspace to before turn ${turn}?\n${lines}`)) return;
+    const done = await postJson(`${conversationUrl()}/rewind`, { to: turn });
+    if (!done.ok) { historyError(done.body, done.status); return; }
+    const runState = $('run-state');
+    runState.className = 'run-state';
+    runState.textContent = `Rewound ${changes.length} file(s); undo: flue rewind --id ${state.conversation} --undo ${done.body.id}`;
+  } catch (err) {
+    historyError({ error: { message: `Cannot reach flue dev: ${err.message}` } }, 0);
+  }
+}
+
+function historyButtons(record) {
+  return h('span', { class: 'history' },
+    h('button', { type: 'button', class: 'fork', title: 'A new conversation holding the turns before this one', onclick: () => forkAt(record.turn) }, 'fork here'),
+    h('button', { type: 'button', class: 'rewind', title: "Put the workspace's files back as they were before this turn", onclick: () => rewindTo(record.turn) }, 'rewind files'));
+}
+
+function recordRow(record, root) {
   let kind = record.type;
   let body = '';
   let error = false;
@@ -779,7 +835,8 @@ function recordRow(record) {
   } else if (record.type === 'shell') {
     body = `$ ${record.command}`;
   }
-  return h('div', { class: `record${error ? ' error' : ''}` }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body));
+  const history = root && record.type === 'user' && record.turn ? historyButtons(record) : null;
+  return h('div', { class: `record${error ? ' error' : ''}`, 'data-turn': record.turn || '' }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body, history));
 }
 
 function renderSession(session, root) {
@@ -790,7 +847,7 @@ function renderSession(session, root) {
       h('span', { class: 'name' }, root ? label : `task ${label.slice(0, 8)}`),
       h('span', {}, `${session.messages.length} records`),
       h('span', {}, `${usage.input + usage.output} tokens`)),
-    session.messages.map(recordRow),
+    session.messages.map((record) => recordRow(record, root)),
     (session.tasks || []).map((task) => renderSession(task, false)));
   return node;
 }
@@ -825,7 +882,7 @@ function actionsSupported() {
 
 async function refreshActions() {
   // A conversation that never received a message has no actions (and answers 404).
-  const exists = state.running.size > 0 || (state.transcript && state.transcript.version > 0) || state.messages.length > 0;
+  const exists = state.running.size > 0 || (state.transcript && state.transcript.version > 0 && state.transcript.stream !== false) || state.messages.length > 0;
   if (!actionsSupported() || !state.agent || !exists) { setActions([]); return; }
   const agent = state.agent;
   const conversation = state.conversation;

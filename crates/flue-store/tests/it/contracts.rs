@@ -83,3 +83,13 @@ mod audit {
     );
     crate::audit_contract::audit_contract!(postgres, crate::contracts::audit::postgres);
 }
+
+mod notes {
+    backends!(note_contract);
+    crate::note_contract::note_contract!(sqlite_file, crate::contracts::notes::sqlite_file);
+    crate::note_contract::note_contract!(
+        sqlite_in_memory,
+        crate::contracts::notes::sqlite_in_memory
+    );
+    crate::note_contract::note_contract!(postgres, crate::contracts::notes::postgres);
+}

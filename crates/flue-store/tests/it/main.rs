@@ -17,6 +17,9 @@ mod contracts;
 /// The `ConversationStore` contract suite, shared with flue-core's tests.
 #[path = "../../../flue-core/tests/it/conversation_contract.rs"]
 mod conversation_contract;
+/// The `NoteStore` contract suite, shared with flue-core's tests.
+#[path = "../../../flue-core/tests/it/note_contract.rs"]
+mod note_contract;
 mod pg_server;
 mod postgres;
 mod postgres_tls;

@@ -299,6 +299,7 @@ async fn a_version_1_database_keeps_its_submissions_with_no_trace_parent() {
     psql(
         &url,
         "ALTER TABLE flue_submissions DROP COLUMN trace_parent; \
+         DROP TABLE flue_memory_notes; DROP TABLE flue_memory_subjects; \
          DELETE FROM flue_schema_migrations WHERE version > 1",
     );
     let store = node(&url).await;

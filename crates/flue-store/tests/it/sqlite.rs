@@ -142,11 +142,19 @@ async fn sqlite_migration_sets_user_version_and_wal() {
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
         (
-            6,
+            7,
             "wal",
             [
                 "audit",
                 "conversations",
+                "memory_notes",
+                "memory_notes_fts",
+                "memory_notes_fts_config",
+                "memory_notes_fts_content",
+                "memory_notes_fts_data",
+                "memory_notes_fts_docsize",
+                "memory_notes_fts_idx",
+                "memory_subjects",
                 "records",
                 "sessions",
                 "stream",
@@ -189,6 +197,9 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
              WHERE m.submission_id = submissions.submission_id);
          DROP TABLE submission_messages;
          ALTER TABLE submissions DROP COLUMN trace_parent;
+         DROP TABLE memory_notes_fts;
+         DROP TABLE memory_notes;
+         DROP TABLE memory_subjects;
          PRAGMA user_version = 4;",
     )
     .unwrap();
@@ -207,7 +218,70 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(user_version, 6);
+    assert_eq!(user_version, 7);
+}
+
+/// A database as a version-6 flue left it (before memory notes): its conversations stay, it
+/// is migrated to version 7, and notes are written and found with FTS5 on it.
+#[tokio::test]
+async fn a_version_6_database_gets_memory_notes_and_keeps_its_sessions() {
+    use flue_core::store::{NoteLimits, NoteStore, search_terms};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let key = flue_core::store::SessionKey::new("helper:c1", "default");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        flue_core::store::SessionStore::create(&store, &key)
+            .await
+            .unwrap();
+        flue_core::store::SessionStore::append(&store, &key, 0, &[user("kept")])
+            .await
+            .unwrap();
+    }
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(
+        "DROP TABLE memory_notes_fts;
+         DROP TABLE memory_notes;
+         DROP TABLE memory_subjects;
+         PRAGMA user_version = 6;",
+    )
+    .unwrap();
+    drop(raw);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let log = flue_core::store::SessionStore::load(&store, &key, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(log.records, vec![user("kept")]);
+    store.bind_subject("helper:c1", "alice").await.unwrap();
+    let note = flue_core::store::Note {
+        id: "n1".into(),
+        agent: "helper".into(),
+        subject: "alice".into(),
+        text: "Prefers tea over coffee".into(),
+        created_at: 1,
+    };
+    store.put_note(&note, &NoteLimits::default()).await.unwrap();
+    drop(store);
+    // Another process opening the file finds both.
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.subject_of("helper:c1").await.unwrap().as_deref(),
+        Some("alice")
+    );
+    assert_eq!(
+        store
+            .search_notes("helper", "alice", &search_terms("tea"), 5)
+            .await
+            .unwrap(),
+        vec![note]
+    );
+    let user_version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, 7);
 }
 
 #[tokio::test]
@@ -228,7 +302,7 @@ async fn sqlite_newer_schema_is_refused() {
             "store_error",
             format!(
                 "store error: cannot open the conversation store {shown}: database schema \
-                 version 99 is newer than this flue-core supports (6); upgrade flue to read it, \
+                 version 99 is newer than this flue-core supports (7); upgrade flue to read it, \
                  or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
                  empty store"
             )
@@ -531,8 +605,11 @@ async fn an_admitted_message_is_stored_once_and_an_older_database_still_reads() 
         [serde_json::to_string(&message).unwrap()],
     )
     .unwrap();
-    raw.execute_batch("DROP TABLE submission_messages; PRAGMA user_version = 5;")
-        .unwrap();
+    raw.execute_batch(
+        "DROP TABLE submission_messages; DROP TABLE memory_notes_fts; DROP TABLE memory_notes;
+         DROP TABLE memory_subjects; PRAGMA user_version = 5;",
+    )
+    .unwrap();
     drop(raw);
     drop(store);
     let store = SqliteStore::open(&path).unwrap();

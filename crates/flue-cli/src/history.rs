@@ -1,0 +1,123 @@
+//! `flue session fork` and `flue rewind`: going back in a stored conversation, with nothing
+//! running. A fork copies the turns before a point into a new conversation; a rewind puts the
+//! workspace's files back as they were before a turn (or undoes a rewind).
+
+use flue_core::{RewindTarget, check_instance_id, fork_conversation};
+use serde_json::json;
+
+use crate::Exit;
+use crate::args::{ForkArgs, RewindArgs};
+use crate::audit::open_existing_store;
+use crate::terminal::Output;
+use crate::workspace::{instance_id, resolve_store_root};
+
+/// Runs `flue session fork`: prints the new conversation's id (or one `--json` object).
+pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
+    check_instance_id(&args.id)?;
+    let new_id = match &args.new_id {
+        Some(new_id) => {
+            flue_core::check_conversation_id(new_id)?;
+            new_id.clone()
+        }
+        None => flue_core::util::new_ulid(),
+    };
+    let root = resolve_store_root(args.root.as_deref())?;
+    let store = open_existing_store(&root, args.store.as_deref()).await?;
+    let from = instance_id(&*store, &args.id).await?;
+    // A conversation's sessions live under `<agent>:<id>`; the fork's under `<agent>:<new>`.
+    let (agent, to) = match flue_core::ConversationKey::from_instance_id(&from) {
+        Some(key) => {
+            let target = flue_core::ConversationKey::new(key.agent.clone(), new_id.clone());
+            if store.conversation(&target).await?.is_some() {
+                anyhow::bail!(
+                    "conversation {new_id:?} of agent {} already exists; pass another --new-id",
+                    key.agent
+                );
+            }
+            (Some(key.agent), target.instance_id())
+        }
+        None => (None, new_id.clone()),
+    };
+    let report = fork_conversation(&*store, &from, args.at, &to).await?;
+    let output = Output::for_workspace(&root)?;
+    if args.json {
+        let out = json!({
+            "id": new_id,
+            "agent": agent,
+            "from": args.id,
+            "at": report.at,
+            "turns": report.turns,
+            "records": report.records,
+            "tasks": report.tasks,
+        });
+        println!("{}", output.json_line(&out)?);
+    } else {
+        eprintln!(
+            "forked {:?} before turn {} of {} into a new conversation ({} records, {} task \
+             session(s))",
+            args.id,
+            report.at,
+            report.turns,
+            report.records,
+            report.tasks.len()
+        );
+        println!("{}", output.stdout_text(&new_id));
+    }
+    Ok(Exit::Success)
+}
+
+/// Runs `flue rewind`: prints the plan, one line per file; fails (changing nothing) when a
+/// file is in conflict.
+pub(crate) async fn rewind(args: RewindArgs) -> anyhow::Result<Exit> {
+    check_instance_id(&args.id)?;
+    let target = match (args.to, &args.undo) {
+        (_, Some(undo)) => RewindTarget::Undo { id: undo.clone() },
+        (Some(turn), None) => RewindTarget::Turn { turn },
+        (None, None) => anyhow::bail!("pass --to N (a turn) or --undo REWIND_ID"),
+    };
+    let root = resolve_store_root(args.root.as_deref())?;
+    let store = open_existing_store(&root, args.store.as_deref()).await?;
+    let instance = instance_id(&*store, &args.id).await?;
+    let agent = flue_core::ConversationKey::from_instance_id(&instance)
+        .map_or_else(|| "flue-cli".to_owned(), |key| key.agent);
+    if !args.dry_run
+        && let Some(key) = flue_core::ConversationKey::from_instance_id(&instance)
+        && let Some(info) = store.conversation(&key).await?
+        && info.unsettled > 0
+    {
+        anyhow::bail!(
+            "conversation {:?} has {} unsettled submission(s); rewind once they have settled \
+             (or abort them), or pass --dry-run to only list",
+            args.id,
+            info.unsettled
+        );
+    }
+    let plan =
+        flue_host::rewind_workspace(&root, store, &instance, target, args.dry_run, &agent).await?;
+    let output = Output::for_workspace(&root)?;
+    let conflicts = plan.conflicts().count();
+    if args.json {
+        println!("{}", output.json_line(&serde_json::to_value(&plan)?)?);
+    } else {
+        print!("{}", output.stdout_text(&plan.text()));
+        if plan.applied {
+            eprintln!(
+                "rewind {}: {} file(s); undo it with `flue rewind --id {} --undo {}`",
+                plan.id,
+                plan.files.len(),
+                args.id,
+                plan.id
+            );
+        } else if conflicts == 0 {
+            eprintln!("dry run: nothing was changed");
+        }
+    }
+    if conflicts > 0 {
+        eprintln!(
+            "error: {conflicts} file(s) changed outside the agent since its last write; nothing \
+             was rewound (restore or move them, then run the rewind again)"
+        );
+        return Ok(Exit::Failure);
+    }
+    Ok(Exit::Success)
+}
