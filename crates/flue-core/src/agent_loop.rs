@@ -843,6 +843,7 @@ impl TurnLoop<'_> {
             kind: ActionKind::Task,
             reason: format!("the task in session `{session}` waits for decisions"),
             session: Some(session),
+            output_schema: None,
         }
     }
 
@@ -932,6 +933,10 @@ impl TurnLoop<'_> {
             kind,
             reason,
             session: (self.shared.depth > 0).then(|| self.shared.key.session.clone()),
+            output_schema: tool
+                .is_external()
+                .then(|| tool.output_schema().cloned())
+                .flatten(),
         })
     }
 

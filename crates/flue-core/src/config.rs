@@ -74,6 +74,9 @@ pub struct Skill {
     pub body: Option<String>,
     /// Resource files of a folder skill, by path relative to the skill folder (`/`-separated).
     pub resources: BTreeMap<String, Vec<u8>>,
+    /// JSON Schema of the structured result of running this skill (`session.skill`) when the
+    /// call asks for none of its own (`result:` in a skill file).
+    pub result: Option<serde_json::Value>,
 }
 
 impl Skill {
@@ -90,6 +93,14 @@ impl Skill {
     #[must_use]
     pub fn with_body(mut self, body: impl Into<String>) -> Self {
         self.body = Some(body.into());
+        self
+    }
+
+    /// Requires a structured result matching `schema` when the skill runs and the call asks
+    /// for none of its own.
+    #[must_use]
+    pub fn with_result(mut self, schema: serde_json::Value) -> Self {
+        self.result = Some(schema);
         self
     }
 
@@ -380,6 +391,9 @@ pub struct AgentConfig {
     pub role: Option<String>,
     /// Tool permission rules, over each tool's own default (see [`AgentConfig::with_permission`]).
     pub permissions: Vec<PermissionRule>,
+    /// JSON Schema of the structured result of every durable submission to this agent that
+    /// asks for none of its own (`result:` in an agent file); see [`AgentConfig::with_result`].
+    pub result: Option<serde_json::Value>,
 }
 
 impl AgentConfig {
@@ -463,6 +477,15 @@ impl AgentConfig {
         self
     }
 
+    /// Requires a structured result matching `schema` from every durable submission (an
+    /// HTTP message, `flue run`) that does not ask for its own: the submission settles with the
+    /// validated `data`. A schema that does not compile fails `resolve`.
+    #[must_use]
+    pub fn with_result(mut self, schema: serde_json::Value) -> Self {
+        self.result = Some(schema);
+        self
+    }
+
     /// Merges the agent over its profile and validates the result, reporting all problems.
     pub fn resolve(self) -> Result<ResolvedAgent> {
         let profile = self.profile.unwrap_or_default();
@@ -505,6 +528,11 @@ impl AgentConfig {
                 problems.push(format!("permissions: {problem}"));
             }
         }
+        if let Some(schema) = &self.result
+            && let Err(problem) = crate::tool::check_schema(schema)
+        {
+            problems.push(format!("result: {problem}"));
+        }
         problems_to_result(&problems)?;
         Ok(ResolvedAgent {
             name: merged.name.unwrap_or_else(|| "agent".to_owned()),
@@ -523,6 +551,7 @@ impl AgentConfig {
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             role: merged.role,
             permissions: self.permissions,
+            result: self.result,
         })
     }
 }
@@ -562,6 +591,8 @@ pub struct ResolvedAgent {
     pub role: Option<String>,
     /// Tool permission rules (checked by `resolve`).
     pub permissions: Vec<PermissionRule>,
+    /// JSON Schema of the structured result of durable submissions that ask for none.
+    pub result: Option<serde_json::Value>,
 }
 
 fn check_duplicates<'a>(
