@@ -57,6 +57,7 @@ mod frontmatter;
 mod mcp;
 mod profile;
 mod providers;
+mod result_schema;
 mod role_file;
 mod sandbox;
 mod schedule;
@@ -81,4 +82,5 @@ pub use schedule::{
 };
 pub use skill_file::{SkillFile, VENDOR_KEYS};
 pub use suggest::{suggest_model, suggest_name};
+pub use tools::CustomToolDecl;
 pub use workspace::Workspace;

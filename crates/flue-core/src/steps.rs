@@ -541,8 +541,8 @@ pub(crate) fn check_decision(
         Some(schema),
     ) = (state.action.kind, decision, &state.action.output_schema)
     {
-        let problems = crate::tool::schema_problems(schema, value)
-            .unwrap_or_else(|problem| vec![problem]);
+        let problems =
+            crate::tool::schema_problems(schema, value).unwrap_or_else(|problem| vec![problem]);
         if !problems.is_empty() {
             return Err(FlueError::InvalidDecision {
                 action_id: action_id.to_owned(),
