@@ -68,6 +68,8 @@ pub(crate) struct Delivery {
     /// The request's W3C `traceparent` header, if any: a durable backend stores it (when
     /// valid) so that an attempt another process runs joins the caller's trace.
     pub(crate) trace_parent: Option<String>,
+    /// JSON Schema of a structured result (user messages only; checked at admission).
+    pub(crate) result: Option<Value>,
 }
 
 /// A durable admission.
@@ -148,6 +150,9 @@ pub(crate) struct SubmissionStatus {
     /// The caller-safe error of a failed or aborted submission.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<Value>,
+    /// The validated structured result of a completed submission that asked for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) data: Option<Value>,
 }
 
 /// Why a backend call failed; the router maps each to its protocol error.

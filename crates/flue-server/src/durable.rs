@@ -186,6 +186,7 @@ impl DurableRuntime {
                         mime_type: image.mime_type,
                     })
                     .collect(),
+                result: delivery.result,
             },
             Delivered::Signal {
                 signal_type,
@@ -499,6 +500,10 @@ impl DurableRuntime {
                 .settlement
                 .as_ref()
                 .map(|settlement| outcome_name(settlement.outcome).to_owned()),
+            data: info
+                .settlement
+                .as_ref()
+                .and_then(|settlement| settlement.data.clone()),
             error: info
                 .settlement
                 .and_then(|settlement| settlement.error)
@@ -715,6 +720,7 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
             &settlement.submission_id,
             outcome_name(settlement.outcome),
             settlement.error.as_ref().map(error_value),
+            settlement.data.clone(),
             settlement.settled_at,
         ),
         _ => Vec::new(),
@@ -734,7 +740,7 @@ fn action_data(
 
 fn delivered(message: &DeliveredMessage) -> Delivered {
     match message {
-        DeliveredMessage::User { body, images } => Delivered::User {
+        DeliveredMessage::User { body, images, .. } => Delivered::User {
             text: body.clone(),
             images: images
                 .iter()
