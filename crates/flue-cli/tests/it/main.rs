@@ -31,6 +31,7 @@ mod pauses;
 mod pg_server;
 mod providers;
 mod pty;
+mod results;
 mod run;
 mod runaway;
 mod sandbox;
