@@ -163,6 +163,9 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     if let Some(session) = &action.session {
         value["session"] = json!(session);
     }
+    if let Some(schema) = &action.output_schema {
+        value["outputSchema"] = schema.clone();
+    }
     if let Some(decision) = &info.decision {
         decision_fields(&mut value, decision);
     }

@@ -32,6 +32,7 @@ mod pg_server;
 mod providers;
 mod pty;
 mod results;
+mod results_http;
 mod run;
 mod runaway;
 mod sandbox;

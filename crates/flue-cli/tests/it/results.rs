@@ -337,7 +337,7 @@ fn on_a_terminal_the_person_types_the_custom_tools_result() {
     });
     let mut shown = String::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut wait_for = |shown: &mut String, text: &str| {
+    let wait_for = |shown: &mut String, text: &str| {
         while !shown.contains(text) {
             let chunk = receiver
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
