@@ -135,7 +135,7 @@ pub(crate) fn parse(
         if key == "result" {
             match report.check(&[key], crate::result_schema::parse(value)) {
                 Some(crate::result_schema::ResultDecl::Inline(schema)) => {
-                    file.result = Some(schema)
+                    file.result = Some(schema);
                 }
                 Some(crate::result_schema::ResultDecl::File(name)) => result_file = Some(name),
                 None => {}

@@ -196,7 +196,7 @@ impl McpAgents {
         let output = info
             .result
             .as_ref()
-            .map_or_else(output_schema, |schema| result_output_schema(schema));
+            .map_or_else(output_schema, result_output_schema);
         Tool::new(info.name.clone(), description, object(input_schema()))
             .with_raw_output_schema(Arc::new(object(output)))
     }
