@@ -66,9 +66,12 @@ pub(crate) fn load(
                  next to the file that names it"
             )
         })?;
-        source
-            .read(&relative, MAX_CONFIG_BYTES)
-            .map_err(|err| format!("`result: {file}`: cannot read {relative}: {err}"))?
+        source.read(&relative, MAX_CONFIG_BYTES).map_err(|err| {
+            format!(
+                "`result: {file}`: cannot read {relative}: {err}; the path is relative to \
+                     the folder of the file that names it"
+            )
+        })?
     } else {
         let path = Path::new(folder).join(file);
         flue_core::util::workspace_file::read_file_at_most(&path, MAX_CONFIG_BYTES)

@@ -722,7 +722,7 @@ fn not_admitted(key: &ConversationKey, err: &BackendError) -> CallToolResult {
     let why = match err {
         BackendError::ActionsPending(actions) => format!(
             "conversation `{}` waits for decisions on {}; decide them first (`flue run {} --id {} \
-             --confirm ACTION` or `--deny`, `--tool-result ACTION --value JSON`), or use \
+             --confirm ACTION` or `--deny`, `--confirm ACTION --result JSON`), or use \
              another conversation_id",
             key.id,
             actions.join(", "),
@@ -757,7 +757,7 @@ fn paused(key: &ConversationKey, pending: &[PendingAction], why: &str) -> CallTo
         ContentBlock::text(format!(
             "agent `{agent}` paused in conversation `{id}` and {why}:\n{list}\nthe conversation \
              stays paused: decide with `flue run {agent} --id {id} --confirm ACTION` (or \
-             `--deny MESSAGE`), or `flue run {agent} --id {id} --tool-result ACTION --value \
+             `--deny MESSAGE`), or `flue run {agent} --id {id} --confirm ACTION --result \
              JSON` for a custom tool; the agent then goes on by itself",
             agent = key.agent,
             id = key.id,

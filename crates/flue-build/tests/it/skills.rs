@@ -59,6 +59,7 @@ fn flat_and_folder_skills_load_with_every_field_and_their_resources() {
                         ),
                     ]),
                     notes: Vec::new(),
+                    result: None,
                 },
             ),
             (

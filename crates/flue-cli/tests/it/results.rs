@@ -202,6 +202,10 @@ fn a_bad_result_schema_in_an_agent_file_fails_the_build_naming_file_and_field() 
         ),
         ("schemas/notjson.json", "type: object"),
         (
+            "agents/outside.md",
+            "---\nmodel: scripted/s.json\nresult: ../../verdict.json\n---\nReview.\n",
+        ),
+        (
             "agents/notjson.md",
             "---\nmodel: scripted/s.json\nresult: ../schemas/notjson.json\n---\nReview.\n",
         ),
@@ -218,6 +222,8 @@ fn a_bad_result_schema_in_an_agent_file_fails_the_build_naming_file_and_field() 
     assert!(err.contains("agents/nowhere.json"), "{err}");
     assert!(err.contains("agents/notjson.md:3"), "{err}");
     assert!(err.contains("is not JSON"), "{err}");
+    assert!(err.contains("agents/outside.md:3"), "{err}");
+    assert!(err.contains("leads outside the workspace"), "{err}");
 }
 
 #[test]
@@ -353,4 +359,29 @@ fn on_a_terminal_the_person_types_the_custom_tools_result() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert_eq!(stdout(&output), "The order is packed.\n");
+}
+
+#[test]
+fn a_bundle_carries_the_result_schema_file() {
+    let source = workspace(&[(
+        "agents/reviewer.md",
+        "---\nmodel: scripted/s.json\nresult: ../schemas/verdict.json\n---\nReview.\n",
+    )]);
+    let built = source.flue(&["build"]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let project = Workspace::new(&[]);
+    let bundle = project.root().join("app.bundle.json");
+    std::fs::copy(source.root().join("dist/flue-bundle.json"), &bundle).unwrap();
+    drop(source);
+    let out = project.flue(&[
+        "run",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "reviewer",
+        "-m",
+        "review",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json(&out)["data"], j!({"verdict": "ok", "score": 7}));
 }
