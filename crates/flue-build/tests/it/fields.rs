@@ -57,7 +57,7 @@ fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
         "colour: blue\n",
         &[(
             3,
-            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role, permissions, cwd, schedules)",
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, tools, mcp, sandbox, compaction, durability, max_turns, role, permissions, cwd, schedules, result)",
         )],
     );
 }
