@@ -81,7 +81,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         pending_actions: Vec::new(),
         data: None,
     };
-    if let Err(err) = result_schema(&args) {
+    if let Err(err) = crate::setup::result_schema(&args) {
         envelope.error = Some(err.to_info());
         let output = Output::new(flue_core::Redactor::default());
         return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
@@ -409,7 +409,7 @@ pub(crate) async fn submit(
         None => {
             let message = args.message.as_deref().unwrap_or_default();
             let mut delivered = DeliveredMessage::user(message);
-            if let Some(schema) = result_schema(args)? {
+            if let Some(schema) = crate::setup::result_schema(args)? {
                 delivered = delivered.with_result(schema);
             }
             let when_busy = if args.no_wait {
@@ -594,37 +594,6 @@ async fn interrupt_pause(
         );
         abort_on(runtime, key, output, signalled).await;
     }
-}
-
-/// The JSON Schema `--result` gives for a new message (a file, or inline JSON starting with
-/// `{`), checked; `None` without `--result` or when it answers a custom tool (`--confirm`).
-pub(crate) fn result_schema(args: &RunArgs) -> Result<Option<serde_json::Value>, FlueError> {
-    let Some(given) = args.result.as_deref() else {
-        return Ok(None);
-    };
-    if args.confirm.is_some() {
-        return Ok(None);
-    }
-    let invalid = |message: String| FlueError::InvalidRequest { message };
-    let text = if given.trim_start().starts_with('{') {
-        given.to_owned()
-    } else {
-        std::fs::read_to_string(given).map_err(|err| {
-            invalid(format!(
-                "--result {given}: cannot read the schema file ({err}); pass the path of a JSON \
-                 Schema file, or the schema itself as JSON"
-            ))
-        })?
-    };
-    let schema: serde_json::Value = serde_json::from_str(&text).map_err(|err| {
-        invalid(format!(
-            "--result {given}: the schema is not JSON ({err}); write it as a JSON object such \
-             as {{\"type\": \"object\", \"properties\": {{...}}}}"
-        ))
-    })?;
-    flue_core::tool::check_schema(&schema)
-        .map_err(|problem| invalid(format!("--result {given}: {problem}")))?;
-    Ok(Some(schema))
 }
 
 /// The decision `--confirm [--deny | --result JSON]` or `--tool-result --value` asks for, if

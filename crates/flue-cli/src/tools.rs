@@ -239,7 +239,7 @@ async fn run_skill_in(
     let options = SkillOptions {
         model: args.model.clone(),
         role: args.role.clone(),
-        result: crate::run::result_schema(args)?,
+        result: crate::setup::result_schema(args)?,
         extra: SkillExtra { args: skill_args },
         ..SkillOptions::default()
     };
