@@ -4,8 +4,8 @@
 // arguments: FLUE_BIN with `mcp serve --root ROOT`); MODE=http connects to URL over streamable
 // HTTP (with TOKEN as a bearer token when set). ELICIT=1 declares the elicitation capability
 // and accepts every question (allowing the call). The workspace (tests/it/mcp_serve.rs) has
-// the agents `plain` (echoes), `asker` (bash under always_ask) and `slow` (a long command; a
-// message with "quick" answers at once).
+// the agents `plain` (echoes), `asker` (bash under always_ask), `slow` (a long command; a
+// message with "quick" answers at once), and `reviewer` and `lister` (they declare `result:`).
 //
 // Prints one JSON object: what each step saw.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -89,6 +89,11 @@ const call = async (name, args, extra = {}) => {
 report.first = await call("plain", { message: "hello there" });
 const id = report.first.structured?.conversation_id;
 report.second = await call("plain", { message: "and again", conversation_id: id });
+
+// Agents declaring `result:`: the structured content is the validated data (the client
+// validates it against the tool's output schema).
+report.reviewed = await call("reviewer", { message: "review this" });
+report.listed = await call("lister", { message: "list things" });
 
 // A call that pauses for confirmation.
 report.asked = await call("asker", { message: "look it up" });

@@ -50,6 +50,13 @@ pub struct AgentFile {
     /// `tools`: the command tools declared inline, in order, each checked
     /// ([`flue_core::CommandToolSpec::to_tool`] succeeds).
     pub command_tools: Vec<flue_core::CommandToolSpec>,
+    /// `tools`: the custom tools declared inline (`custom: true`), answered by the
+    /// application, in order, each checked ([`crate::CustomToolDecl::to_tool`] succeeds).
+    pub custom_tools: Vec<crate::CustomToolDecl>,
+    /// `result`: the JSON Schema of the structured result of every message to this agent that
+    /// asks for none (inline, or read from the file it names relative to the agent file),
+    /// checked.
+    pub result: Option<serde_json::Value>,
     /// `mcp`: MCP servers by name, checked for shape only.
     pub mcp: BTreeMap<String, McpServerDecl>,
     /// `sandbox`: where the agent's commands run.
@@ -94,6 +101,8 @@ pub(crate) struct ParsedAgent {
     pub(crate) lines: KeyLines,
     /// Whether the frontmatter has a `model` key (valid or not).
     pub(crate) declares_model: bool,
+    /// `result:` names a schema file, which the loader reads (relative to this file).
+    pub(crate) result_file: Option<String>,
 }
 
 /// The frontmatter keys an agent file may use.
@@ -117,6 +126,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "schedules",
     "hooks",
     "memory",
+    "result",
 ];
 
 const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
@@ -140,7 +150,18 @@ pub(crate) fn parse(
         ..AgentFile::default()
     };
     let mut report = Report::new(path, &document.lines, diagnostics);
+    let mut result_file = None;
     for (key, value) in &document.fields {
+        if key == "result" {
+            match report.check(&[key], crate::result_schema::parse(value)) {
+                Some(crate::result_schema::ResultDecl::Inline(schema)) => {
+                    file.result = Some(schema);
+                }
+                Some(crate::result_schema::ResultDecl::File(name)) => result_file = Some(name),
+                None => {}
+            }
+            continue;
+        }
         read_field(&mut file, key, value, &mut report);
     }
     let declares_model = document.fields.iter().any(|(key, _)| key == "model");
@@ -148,6 +169,7 @@ pub(crate) fn parse(
         file,
         lines: document.lines,
         declares_model,
+        result_file,
     })
 }
 
@@ -180,7 +202,11 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
                 .unwrap_or_default();
         }
         "task" => file.task = report.check(&keys, fields::boolean(key, value)),
-        "tools" => (file.tools, file.command_tools) = crate::tools::parse(value, report),
+        "tools" => {
+            let declared = crate::tools::parse(value, report);
+            (file.tools, file.command_tools, file.custom_tools) =
+                (declared.builtins, declared.commands, declared.custom);
+        }
         "mcp" => file.mcp = mcp::parse(value, report),
         "sandbox" => {
             (file.sandbox, file.sandbox_options) = sandbox::parse_frontmatter(value, report);

@@ -58,6 +58,7 @@ mod hooks;
 mod mcp;
 mod profile;
 mod providers;
+mod result_schema;
 mod role_file;
 mod sandbox;
 mod schedule;
@@ -82,4 +83,5 @@ pub use schedule::{
 };
 pub use skill_file::{SkillFile, VENDOR_KEYS};
 pub use suggest::{suggest_model, suggest_name};
+pub use tools::CustomToolDecl;
 pub use workspace::Workspace;

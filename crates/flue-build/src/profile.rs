@@ -16,7 +16,9 @@ impl Workspace {
     ///   model, every call chooses one);
     /// - instructions: the file's body (`None` when empty); the workspace context
     ///   ([`Workspace::context`]) is not included;
-    /// - tools: the built-in tools named in `tools`, then its command tools;
+    /// - tools: the built-in tools named in `tools`, then its command tools, then its custom
+    ///   tools;
+    /// - result: the agent's `result:` schema, for durable submissions that ask for none;
     /// - subagents: a profile per name, built recursively from their files (see below);
     /// - compaction, durability, max_turns, role, cwd: the agent's;
     /// - budget: the agent's limits, each unset one from flue.toml's `[defaults.budget]`;
@@ -66,6 +68,7 @@ impl Workspace {
             )?));
         }
         config.memory = agent.memory;
+        config.result.clone_from(&agent.result);
         let rules =
             defaults
                 .permissions
@@ -157,6 +160,9 @@ fn tools(agent: &AgentFile) -> Result<Vec<flue_core::ToolDefinition>, FlueError>
     let mut tools = flue_core::builtin_tools(&agent.tools)?;
     for spec in &agent.command_tools {
         tools.push(spec.to_tool()?);
+    }
+    for decl in &agent.custom_tools {
+        tools.push(decl.to_tool()?);
     }
     Ok(tools)
 }

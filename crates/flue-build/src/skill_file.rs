@@ -42,6 +42,9 @@ pub struct SkillFile {
     pub body: String,
     /// Resource files of a folder skill, by path relative to the folder (`/` separators).
     pub resources: BTreeMap<String, Vec<u8>>,
+    /// `result`: the JSON Schema of the structured result of running this skill (inline, or
+    /// read from the file it names relative to the skill file), checked.
+    pub result: Option<serde_json::Value>,
     /// One note per frontmatter key of another agent's extension of the format
     /// ([`VENDOR_KEYS`]), which Flue accepts and ignores; shown by `flue build`.
     pub notes: Vec<Diagnostic>,
@@ -55,6 +58,7 @@ impl SkillFile {
             skill = skill.with_body(&self.body);
         }
         skill.resources.clone_from(&self.resources);
+        skill.result.clone_from(&self.result);
         skill
     }
 }
@@ -67,6 +71,7 @@ pub(crate) const SKILL_KEYS: &[&str] = &[
     "compatibility",
     "metadata",
     "allowed-tools",
+    "result",
 ];
 
 /// Frontmatter keys other agents add to the Agent Skills format, with the agent that reads
@@ -148,11 +153,12 @@ pub(crate) fn load(
             resources
         }
     };
-    let skill = parse(name, form, path, &text, resources, diagnostics)?;
+    let skill = parse(source, name, form, path, &text, resources, diagnostics)?;
     (diagnostics.len() == before).then_some(skill)
 }
 
 fn parse(
+    source: &dyn Source,
     name: &str,
     form: Form,
     path: &str,
@@ -203,6 +209,15 @@ fn parse(
                 skill.allowed_tools = report
                     .check(&keys, allowed_tools(value))
                     .unwrap_or_default();
+            }
+            "result" => {
+                let schema = crate::result_schema::parse(value).and_then(|decl| match decl {
+                    crate::result_schema::ResultDecl::Inline(schema) => Ok(schema),
+                    crate::result_schema::ResultDecl::File(file) => {
+                        crate::result_schema::load(source, path, &file, true)
+                    }
+                });
+                skill.result = report.check(&keys, schema);
             }
             _ => {
                 if let Some((_, agent)) = VENDOR_KEYS.iter().find(|(vendor, _)| vendor == key) {

@@ -409,6 +409,7 @@ impl<'s> Loader<'s> {
         }
         let parsed =
             text.and_then(|text| agent_file::parse(name, relative, &text, &mut self.diagnostics));
+        let parsed = parsed.map(|parsed| self.read_result_file(parsed));
         let Some(parsed) = parsed else {
             if name_ok {
                 self.agents.remove(name);
@@ -421,6 +422,25 @@ impl<'s> Loader<'s> {
             self.agents.insert(name.to_owned(), parsed);
         }
         name_ok
+    }
+
+    /// Reads the schema file an agent's `result:` names (relative to the agent file), reporting
+    /// at the `result` key when it cannot be read or is not a usable schema.
+    fn read_result_file(&mut self, mut parsed: ParsedAgent) -> ParsedAgent {
+        let Some(file) = parsed.result_file.take() else {
+            return parsed;
+        };
+        let declaring = parsed.file.path.clone();
+        let inside = !Path::new(&declaring).is_absolute() && !declaring.starts_with("..");
+        match crate::result_schema::load(self.source, &declaring, &file, inside) {
+            Ok(schema) => parsed.file.result = Some(schema),
+            Err(message) => {
+                let mut report =
+                    crate::fields::Report::new(&declaring, &parsed.lines, &mut self.diagnostics);
+                report.error(&["result"], message);
+            }
+        }
+        parsed
     }
 
     /// Checks references between files and returns the workspace, or every problem found.

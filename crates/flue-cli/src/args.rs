@@ -282,8 +282,19 @@ pub(crate) struct RunArgs {
     )]
     pub(crate) confirm: Option<String>,
     /// With --confirm: deny the action instead, with MESSAGE for the model.
-    #[arg(long, value_name = "MESSAGE", requires = "confirm")]
+    #[arg(
+        long,
+        value_name = "MESSAGE",
+        requires = "confirm",
+        conflicts_with = "result"
+    )]
     pub(crate) deny: Option<String>,
+    /// A structured result: the JSON Schema it must match, as a file (`schema.json`) or inline
+    /// JSON (`'{"type": "object", ...}'`). The run prints the validated JSON (with --json,
+    /// under `data`), or fails with `result_unavailable`. With --confirm ACTION_ID instead: the
+    /// result, as JSON, of the custom tool call ACTION_ID.
+    #[arg(long, value_name = "SCHEMA|JSON", conflicts_with = "tool_result")]
+    pub(crate) result: Option<String>,
     /// Supply the result of the custom tool call ACTION_ID (with --value) and resume.
     #[arg(long, value_name = "ACTION_ID", requires_all = ["id", "value"])]
     pub(crate) tool_result: Option<String>,

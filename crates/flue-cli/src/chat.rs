@@ -109,9 +109,13 @@ async fn turn(
     match settlement.outcome {
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();
-            // Streamed to stdout on a terminal already, unless what streamed was not this reply.
+            // Streamed to stdout on a terminal already, unless what streamed was not this reply;
+            // a structured result (the agent's `result:`) is its validated JSON.
             let shown_already = std::io::stdout().is_terminal() && streamed.trim() == text.trim();
-            if !shown_already {
+            if let Some(data) = &settlement.data {
+                println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
+                let _ = std::io::stdout().flush();
+            } else if !shown_already {
                 println!(
                     "{}",
                     output.stdout_text(&text).trim_end_matches(['\n', '\r'])

@@ -110,7 +110,7 @@ pub(crate) fn resume_hint(agent: &str, id: &str, pending: &[PendingAction]) -> S
         ));
         let command = match action.kind {
             ActionKind::CustomTool => format!(
-                "flue run {agent} --id {id} --tool-result {} --value JSON",
+                "flue run {agent} --id {id} --confirm {} --result JSON",
                 action.action_id
             ),
             _ => format!(

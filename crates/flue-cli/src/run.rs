@@ -51,6 +51,9 @@ struct Envelope {
     /// With the outcome `requires_action`: the tool calls that wait for a decision.
     #[serde(rename = "pendingActions", skip_serializing_if = "Vec::is_empty")]
     pending_actions: Vec<PendingAction>,
+    /// The validated structured result (`--result`, or the agent's `result:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<serde_json::Value>,
 }
 
 /// Runs `flue run`.
@@ -76,7 +79,13 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         stop_reason: None,
         refusal: None,
         pending_actions: Vec::new(),
+        data: None,
     };
+    if let Err(err) = crate::setup::result_schema(&args) {
+        envelope.error = Some(err.to_info());
+        let output = Output::new(flue_core::Redactor::default());
+        return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
+    }
     // Ctrl-C and SIGTERM (what `timeout`, systemd and containers send) are watched from the
     // start: one arriving during setup ends the run before the message is sent.
     let mut interrupts = Interrupts::watch();
@@ -172,6 +181,19 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         Outcome::Completed => {
             let text = settlement.text.unwrap_or_default();
             envelope.outcome = "completed";
+            // A structured result is what stdout gets: the validated JSON alone.
+            if let Some(data) = settlement.data {
+                if !args.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&data).unwrap_or_default()
+                    );
+                }
+                envelope.data = Some(data);
+                envelope.message = Some(text);
+                discarded_edits_notice(&host, &prepared_key, args.sandbox, started_at).await;
+                return finish(&args, &output, &envelope, Exit::Success, "");
+            }
             // Streamed to stdout on a terminal already (see `submit`), unless what streamed was
             // not this reply (another process wrote it).
             let shown_already =
@@ -417,6 +439,10 @@ pub(crate) async fn submit(
         }
         None => {
             let message = args.message.as_deref().unwrap_or_default();
+            let mut delivered = DeliveredMessage::user(message);
+            if let Some(schema) = crate::setup::result_schema(args)? {
+                delivered = delivered.with_result(schema);
+            }
             let when_busy = if args.no_wait {
                 WhenBusy::Fail
             } else {
@@ -425,7 +451,7 @@ pub(crate) async fn submit(
             let receipt = runtime
                 .dispatch(
                     key,
-                    DeliveredMessage::user(message),
+                    delivered,
                     dispatch_budget(&args.budget)?.into_iter().fold(
                         DispatchOptions::default().with_when_busy(when_busy),
                         DispatchOptions::with_budget,
@@ -452,7 +478,18 @@ pub(crate) async fn submit(
     }
     // Rendered here, between the waits: everything the runtime emitted before the submission
     // went idle is on the screen before a question is asked.
-    let mut renderer = Renderer::new(output.clone(), args.verbose, Target::for_text(args.json));
+    // A structured result alone goes to stdout: the model's text streams to stderr then.
+    let structured = args.result.is_some()
+        || prepared
+            .host
+            .agents()
+            .agent(&key.agent)
+            .is_ok_and(|info| info.result.is_some());
+    let mut renderer = Renderer::new(
+        output.clone(),
+        args.verbose,
+        Target::for_text(args.json || structured),
+    );
     let submission_id = started.submission_id.clone();
     let show = |renderer: &mut Renderer, event: &RuntimeEvent| {
         if event.submission_id.as_deref() == Some(&submission_id) {
@@ -593,14 +630,24 @@ async fn interrupt_pause(
     }
 }
 
-/// The decision `--confirm [--deny]` or `--tool-result --value` asks for, if any.
+/// The decision `--confirm [--deny | --result JSON]` or `--tool-result --value` asks for, if
+/// any.
 fn resume_decision(args: &RunArgs) -> Result<Option<(String, ActionDecision)>, FlueError> {
     if let Some(action_id) = &args.confirm {
-        let decision = match &args.deny {
-            Some(message) => ActionDecision::Deny {
+        let decision = match (&args.deny, &args.result) {
+            (Some(message), _) => ActionDecision::Deny {
                 message: Some(message.clone()),
             },
-            None => ActionDecision::Allow,
+            (None, Some(text)) => ActionDecision::Result {
+                value: serde_json::from_str(text).map_err(|err| FlueError::InvalidRequest {
+                    message: format!(
+                        "--result is not JSON ({err}); with --confirm it is the custom tool's \
+                         result: quote text as a JSON string, e.g. --result '\"shipped\"'"
+                    ),
+                })?,
+                is_error: false,
+            },
+            (None, None) => ActionDecision::Allow,
         };
         return Ok(Some((action_id.clone(), decision)));
     }

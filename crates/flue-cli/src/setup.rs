@@ -105,3 +105,34 @@ pub(crate) fn read_stdin_message() -> anyhow::Result<String> {
     message.truncate(message.trim_end_matches(['\n', '\r']).len());
     Ok(message)
 }
+
+/// The JSON Schema `--result` gives for a new message (a file, or inline JSON starting with
+/// `{`), checked; `None` without `--result` or when it answers a custom tool (`--confirm`).
+pub(crate) fn result_schema(args: &RunArgs) -> Result<Option<serde_json::Value>, FlueError> {
+    let Some(given) = args.result.as_deref() else {
+        return Ok(None);
+    };
+    if args.confirm.is_some() {
+        return Ok(None);
+    }
+    let invalid = |message: String| FlueError::InvalidRequest { message };
+    let text = if given.trim_start().starts_with('{') {
+        given.to_owned()
+    } else {
+        std::fs::read_to_string(given).map_err(|err| {
+            invalid(format!(
+                "--result {given}: cannot read the schema file ({err}); pass the path of a JSON \
+                 Schema file, or the schema itself as JSON"
+            ))
+        })?
+    };
+    let schema: serde_json::Value = serde_json::from_str(&text).map_err(|err| {
+        invalid(format!(
+            "--result {given}: the schema is not JSON ({err}); write it as a JSON object such \
+             as {{\"type\": \"object\", \"properties\": {{...}}}}"
+        ))
+    })?;
+    flue_core::tool::check_schema(&schema)
+        .map_err(|problem| invalid(format!("--result {given}: {problem}")))?;
+    Ok(Some(schema))
+}

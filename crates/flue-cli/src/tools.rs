@@ -239,6 +239,7 @@ async fn run_skill_in(
     let options = SkillOptions {
         model: args.model.clone(),
         role: args.role.clone(),
+        result: crate::setup::result_schema(args)?,
         extra: SkillExtra { args: skill_args },
         ..SkillOptions::default()
     };
@@ -248,7 +249,7 @@ async fn run_skill_in(
             events,
             output.clone(),
             args.verbose,
-            crate::render::Target::for_text(args.json),
+            crate::render::Target::for_text(args.json || args.result.is_some()),
         ))
     });
     let cancel = handle.cancel_token();
@@ -278,6 +279,13 @@ async fn run_skill_in(
         }
         Err(err) => return Err(err),
     };
+    // A structured result is what stdout gets: the validated JSON alone.
+    if let Some(data) = &response.data {
+        if !args.json {
+            println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
+        }
+        return Ok((response, Exit::Success));
+    }
     let shown_already = crate::render::Target::for_text(args.json) == crate::render::Target::Stdout
         && streamed.trim() == response.text.trim();
     if !args.json && !shown_already {

@@ -870,7 +870,7 @@ impl TurnLoop<'_> {
                     .as_ref()
                     .and_then(|decided| decided.reason.clone())
                     .unwrap_or_else(|| format!("a hook asks to confirm `{}`", call.name));
-                match self.wait_or_refuse(call, ActionKind::Confirmation, reason) {
+                match self.wait_or_refuse(call, ActionKind::Confirmation, reason, None) {
                     Gate::Wait(action) => waiting[call_idx] = Some(action),
                     Gate::Run | Gate::Refuse(_) => {
                         let error = ToolError::new(
@@ -1113,6 +1113,7 @@ impl TurnLoop<'_> {
             kind: ActionKind::Task,
             reason: format!("the task in session `{session}` waits for decisions"),
             session: Some(session),
+            output_schema: None,
         }
     }
 
@@ -1173,12 +1174,22 @@ impl TurnLoop<'_> {
             };
             (ActionKind::Confirmation, reason)
         };
-        self.wait_or_refuse(call, kind, reason)
+        let output_schema = tool
+            .is_external()
+            .then(|| tool.output_schema().cloned())
+            .flatten();
+        self.wait_or_refuse(call, kind, reason, output_schema)
     }
 
-    /// A call that must wait for a decision: its pending action, or a refusal in a task
-    /// session that cannot pause.
-    fn wait_or_refuse(&self, call: &ToolCall, kind: ActionKind, reason: String) -> Gate {
+    /// A call that must wait for a decision: its pending action (with the output schema of a
+    /// custom tool's result), or a refusal in a task session that cannot pause.
+    fn wait_or_refuse(
+        &self,
+        call: &ToolCall,
+        kind: ActionKind,
+        reason: String,
+        output_schema: Option<Value>,
+    ) -> Gate {
         if !self.pausable {
             return Gate::Refuse(ToolError::new(
                 "permission_required",
@@ -1208,6 +1219,7 @@ impl TurnLoop<'_> {
             kind,
             reason,
             session: (self.shared.depth > 0).then(|| self.shared.key.session.clone()),
+            output_schema,
         })
     }
 

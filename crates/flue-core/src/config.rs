@@ -76,6 +76,9 @@ pub struct Skill {
     pub body: Option<String>,
     /// Resource files of a folder skill, by path relative to the skill folder (`/`-separated).
     pub resources: BTreeMap<String, Vec<u8>>,
+    /// JSON Schema of the structured result of running this skill (`session.skill`) when the
+    /// call asks for none of its own (`result:` in a skill file).
+    pub result: Option<serde_json::Value>,
 }
 
 impl Skill {
@@ -92,6 +95,14 @@ impl Skill {
     #[must_use]
     pub fn with_body(mut self, body: impl Into<String>) -> Self {
         self.body = Some(body.into());
+        self
+    }
+
+    /// Requires a structured result matching `schema` when the skill runs and the call asks
+    /// for none of its own.
+    #[must_use]
+    pub fn with_result(mut self, schema: serde_json::Value) -> Self {
+        self.result = Some(schema);
         self
     }
 
@@ -405,6 +416,9 @@ pub struct AgentConfig {
     /// Memory across conversations (`memory:` in an agent file), off when `None`: the memory
     /// tools over the store's notes, within these bounds (see [`AgentConfig::with_memory`]).
     pub memory: Option<NoteLimits>,
+    /// JSON Schema of the structured result of every durable submission to this agent that
+    /// asks for none of its own (`result:` in an agent file); see [`AgentConfig::with_result`].
+    pub result: Option<serde_json::Value>,
 }
 
 impl AgentConfig {
@@ -513,6 +527,15 @@ impl AgentConfig {
         self
     }
 
+    /// Requires a structured result matching `schema` from every durable submission (an
+    /// HTTP message, `flue run`) that does not ask for its own: the submission settles with the
+    /// validated `data`. A schema that does not compile fails `resolve`.
+    #[must_use]
+    pub fn with_result(mut self, schema: serde_json::Value) -> Self {
+        self.result = Some(schema);
+        self
+    }
+
     /// Merges the agent over its profile and validates the result, reporting all problems.
     pub fn resolve(self) -> Result<ResolvedAgent> {
         let profile = self.profile.unwrap_or_default();
@@ -559,6 +582,11 @@ impl AgentConfig {
                 problems.push(format!("permissions: {problem}"));
             }
         }
+        if let Some(schema) = &self.result
+            && let Err(problem) = crate::tool::check_schema(schema)
+        {
+            problems.push(format!("result: {problem}"));
+        }
         problems_to_result(&problems)?;
         Ok(ResolvedAgent {
             name: merged.name.unwrap_or_else(|| "agent".to_owned()),
@@ -581,6 +609,7 @@ impl AgentConfig {
             permissions: self.permissions,
             hooks: self.hooks,
             memory: self.memory,
+            result: self.result,
         })
     }
 }
@@ -628,6 +657,8 @@ pub struct ResolvedAgent {
     pub hooks: Vec<Arc<dyn Hook>>,
     /// Memory across conversations, when on (see [`AgentConfig::with_memory`]).
     pub memory: Option<NoteLimits>,
+    /// JSON Schema of the structured result of durable submissions that ask for none.
+    pub result: Option<serde_json::Value>,
 }
 
 fn check_duplicates<'a>(

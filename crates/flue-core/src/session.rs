@@ -87,6 +87,7 @@ impl Session {
     pub(crate) fn run_submission(
         &self,
         message: Option<UserMessage>,
+        result: Option<serde_json::Value>,
         cancel: CancellationToken,
         budget: Option<flue_protocol::Budget>,
     ) -> CallHandle<PromptResponse> {
@@ -97,7 +98,12 @@ impl Session {
                 ctx.budget = budget;
                 let overlay = shared.overlay(None, None)?;
                 let opening = Opening::message(message);
-                task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
+                // The message's schema, else the agent's own (`result:` in its file).
+                let options = PromptOptions {
+                    result: result.or_else(|| shared.harness.agent.result.clone()),
+                    ..PromptOptions::default()
+                };
+                task::run_agent(shared, opening, options, overlay, ctx).await
             },
         )
     }
@@ -248,7 +254,13 @@ impl Session {
         options: SkillOptions,
     ) -> CallHandle<PromptResponse> {
         let resolved = skill.into().resolve(&self.shared.scope.skills);
-        let (options, SkillExtra { args }) = options.split();
+        let (mut options, SkillExtra { args }) = options.split();
+        // The call's schema, else the skill's own (`result:` in its file).
+        if options.result.is_none()
+            && let Ok(found) = &resolved
+        {
+            options.result.clone_from(&found.result);
+        }
         self.model_call(OperationKind::Skill, options, move |options| {
             let found = resolved?;
             let message = skill::skill_message(&found, &args, &options.images);

@@ -525,13 +525,38 @@ pub(crate) fn check_decision(
         ),
         _ => None,
     };
-    match misfit {
-        Some(message) => Err(FlueError::InvalidDecision {
+    if let Some(message) = misfit {
+        return Err(FlueError::InvalidDecision {
             action_id: action_id.to_owned(),
             message: message.to_owned(),
-        }),
-        None => Ok(state.action.clone()),
+        });
     }
+    // A custom tool's result must match its declared output schema (an error result is the
+    // application's own message and is not checked).
+    if let (
+        ActionKind::CustomTool,
+        ActionDecision::Result {
+            value,
+            is_error: false,
+        },
+        Some(schema),
+    ) = (state.action.kind, decision, &state.action.output_schema)
+    {
+        let problems =
+            crate::tool::schema_problems(schema, value).unwrap_or_else(|problem| vec![problem]);
+        if !problems.is_empty() {
+            return Err(FlueError::InvalidDecision {
+                action_id: action_id.to_owned(),
+                message: format!(
+                    "the result of `{}` does not match its output schema: {}; fix `value` and \
+                     post it again (the call is still pending)",
+                    state.action.tool_name,
+                    problems.join("; ")
+                ),
+            });
+        }
+    }
+    Ok(state.action.clone())
 }
 
 /// `decision` as it is stored for `action`: an elicitation's accepted content checked against

@@ -46,6 +46,13 @@ pub fn check_conversation_id(id: &str) -> Result<()> {
 /// attribute names that are XML names (`^[A-Za-z_][A-Za-z0-9_.-]*$`), since they are rendered
 /// unescaped into the model's context.
 pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
+    if let Some(schema) = message.result_schema()
+        && let Err(problem) = crate::tool::check_schema(schema)
+    {
+        return Err(FlueError::InvalidRequest {
+            message: format!("the message's `result` schema: {problem}; send a JSON Schema object"),
+        });
+    }
     let DeliveredMessage::Signal {
         signal_type,
         attributes,

@@ -258,7 +258,8 @@ impl AgentSet {
         });
         Ok(AgentInfo::new(name)
             .with_description(file.description.clone())
-            .with_model(model))
+            .with_model(model)
+            .with_result(file.result.clone()))
     }
 
     fn agent_file(&self, name: &str) -> Result<&AgentFile, HostError> {

@@ -133,6 +133,10 @@ pub struct PendingAction {
     /// session it is listed in). Decide it through the root session all the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// A custom tool's output JSON Schema, when it declares one: a posted result must match
+    /// it (stored with the action, so every process checks the same schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// What a pending action waits for.

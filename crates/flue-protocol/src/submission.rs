@@ -68,6 +68,11 @@ pub enum DeliveredMessage {
         /// Images, in order after the text.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<Image>,
+        /// JSON Schema of a structured result: the submission then settles with validated
+        /// `data` (or fails `result_unavailable`). Stored with the message, so an attempt after
+        /// a restart asks for the same result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
     },
     /// A structured event for the agent (a webhook, a schedule, another system).
     Signal {
@@ -92,6 +97,25 @@ impl DeliveredMessage {
         Self::User {
             body: body.into(),
             images: Vec::new(),
+            result: None,
+        }
+    }
+
+    /// Asks for a structured result matching `schema` (a user message; a signal is returned
+    /// unchanged).
+    #[must_use]
+    pub fn with_result(mut self, schema: serde_json::Value) -> Self {
+        if let Self::User { result, .. } = &mut self {
+            *result = Some(schema);
+        }
+        self
+    }
+
+    /// The JSON Schema of the structured result this message asks for, if any.
+    pub fn result_schema(&self) -> Option<&serde_json::Value> {
+        match self {
+            Self::User { result, .. } => result.as_ref(),
+            Self::Signal { .. } => None,
         }
     }
 
@@ -116,7 +140,7 @@ impl DeliveredMessage {
     /// images move into the record instead of being copied.
     pub fn into_user_message(self) -> UserMessage {
         match self {
-            Self::User { body, images } => {
+            Self::User { body, images, .. } => {
                 let mut content = Vec::with_capacity(1 + images.len());
                 content.push(UserContent::Text { text: body });
                 content.extend(images.into_iter().map(UserContent::Image));
@@ -320,6 +344,10 @@ pub struct Settlement {
     /// The final answer's text, when completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// The validated structured result, when the message asked for one (its `result` schema
+    /// or the agent's) and the submission completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
     /// Why it failed or was aborted (`submission_timeout`, `submission_retry_exhausted`,
     /// `submission_interrupted`, `submission_aborted`, or the operation's own error).
     #[serde(default, skip_serializing_if = "Option::is_none")]

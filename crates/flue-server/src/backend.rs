@@ -72,6 +72,8 @@ pub(crate) struct Delivery {
     pub(crate) budget: Option<flue_core::Budget>,
     /// The conversation's memory subject (`memorySubject`), bound before admission.
     pub(crate) memory_subject: Option<String>,
+    /// JSON Schema of a structured result (user messages only; checked at admission).
+    pub(crate) result: Option<Value>,
 }
 
 /// A durable admission.
@@ -152,6 +154,9 @@ pub(crate) struct SubmissionStatus {
     /// The caller-safe error of a failed or aborted submission.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<Value>,
+    /// The validated structured result of a completed submission that asked for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) data: Option<Value>,
 }
 
 /// Why a backend call failed; the router maps each to its protocol error.

@@ -19,6 +19,7 @@ pub(crate) fn settlement_chunks(
     submission_id: &str,
     outcome: &str,
     error: Option<Value>,
+    data: Option<Value>,
     at_ms: u64,
 ) -> Vec<ChunkBody> {
     let mut chunks = Vec::with_capacity(2);
@@ -48,6 +49,7 @@ pub(crate) fn settlement_chunks(
         outcome: outcome.to_owned(),
         error,
         answered_by_submission_id: Some(submission_id.to_owned()),
+        data,
         timestamp: Some(iso8601(at_ms)),
     });
     chunks
@@ -160,6 +162,9 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     });
     if let Some(session) = &action.session {
         value["session"] = json!(session);
+    }
+    if let Some(schema) = &action.output_schema {
+        value["outputSchema"] = schema.clone();
     }
     if let Some(decision) = &info.decision {
         decision_fields(&mut value, decision);

@@ -186,6 +186,7 @@ impl DurableRuntime {
                         mime_type: image.mime_type,
                     })
                     .collect(),
+                result: delivery.result,
             },
             Delivered::Signal {
                 signal_type,
@@ -516,6 +517,10 @@ impl DurableRuntime {
                 .settlement
                 .as_ref()
                 .map(|settlement| outcome_name(settlement.outcome).to_owned()),
+            data: info
+                .settlement
+                .as_ref()
+                .and_then(|settlement| settlement.data.clone()),
             error: info
                 .settlement
                 .and_then(|settlement| settlement.error)
@@ -732,6 +737,7 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
             &settlement.submission_id,
             outcome_name(settlement.outcome),
             settlement.error.as_ref().map(error_value),
+            settlement.data.clone(),
             settlement.settled_at,
         ),
         _ => Vec::new(),
@@ -751,7 +757,7 @@ fn action_data(
 
 fn delivered(message: &DeliveredMessage) -> Delivered {
     match message {
-        DeliveredMessage::User { body, images } => Delivered::User {
+        DeliveredMessage::User { body, images, .. } => Delivered::User {
             text: body.clone(),
             images: images
                 .iter()

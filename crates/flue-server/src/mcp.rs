@@ -193,8 +193,12 @@ impl McpAgents {
                 info.name
             ),
         };
+        let output = info
+            .result
+            .as_ref()
+            .map_or_else(output_schema, result_output_schema);
         Tool::new(info.name.clone(), description, object(input_schema()))
-            .with_raw_output_schema(Arc::new(object(output_schema())))
+            .with_raw_output_schema(Arc::new(object(output)))
     }
 
     /// Runs one call: admit, follow, answer pauses, return the settlement.
@@ -248,6 +252,7 @@ impl McpAgents {
             trace_parent: None,
             budget: None,
             memory_subject: None,
+            result: None,
         };
         let submission_id = match self.runtime.dispatch(&key, delivery).await {
             Ok(admitted) => admitted.submission_id,
@@ -303,7 +308,13 @@ impl McpAgents {
             };
             let info = waited.map_err(|err| internal(&err.to_string()))?;
             if let Some(settlement) = &info.settlement {
-                return Ok(settled(&key, settlement));
+                let schema = self
+                    .runtime
+                    .agents()
+                    .into_iter()
+                    .find(|info| info.name == key.agent)
+                    .and_then(|info| info.result);
+                return Ok(settled(&key, settlement, schema.as_ref()));
             }
             match self.decide(&key, &context).await {
                 Decided::Yes => {}
@@ -647,8 +658,29 @@ fn severity(level: rmcp::model::LoggingLevel) -> u8 {
 }
 
 /// The result of a settled submission.
-fn settled(key: &ConversationKey, settlement: &Settlement) -> CallToolResult {
+fn settled(
+    key: &ConversationKey,
+    settlement: &Settlement,
+    schema: Option<&Value>,
+) -> CallToolResult {
     match settlement.outcome {
+        // An agent declaring `result:`: the validated data is the structured content (wrapped
+        // in `result` when its schema is not an object's), and its JSON the text content.
+        Outcome::Completed if settlement.data.is_some() => {
+            let data = settlement.data.clone().unwrap_or_default();
+            let text = serde_json::to_string(&data).unwrap_or_default();
+            let structured = if schema.is_some_and(is_object_schema) {
+                data
+            } else {
+                json!({ "result": data })
+            };
+            let mut result = CallToolResult::success(vec![
+                ContentBlock::text(text),
+                ContentBlock::text(continue_note(key)),
+            ]);
+            result.structured_content = Some(structured);
+            result
+        }
         Outcome::Completed => {
             let reply = settlement.text.clone().unwrap_or_default();
             let mut result = CallToolResult::success(vec![
@@ -692,7 +724,7 @@ fn not_admitted(key: &ConversationKey, err: &BackendError) -> CallToolResult {
     let why = match err {
         BackendError::ActionsPending(actions) => format!(
             "conversation `{}` waits for decisions on {}; decide them first (`flue run {} --id {} \
-             --confirm ACTION` or `--deny`, `--tool-result ACTION --value JSON`), or use \
+             --confirm ACTION` or `--deny`, `--confirm ACTION --result JSON`), or use \
              another conversation_id",
             key.id,
             actions.join(", "),
@@ -727,7 +759,7 @@ fn paused(key: &ConversationKey, pending: &[PendingAction], why: &str) -> CallTo
         ContentBlock::text(format!(
             "agent `{agent}` paused in conversation `{id}` and {why}:\n{list}\nthe conversation \
              stays paused: decide with `flue run {agent} --id {id} --confirm ACTION` (or \
-             `--deny MESSAGE`), or `flue run {agent} --id {id} --tool-result ACTION --value \
+             `--deny MESSAGE`), or `flue run {agent} --id {id} --confirm ACTION --result \
              JSON` for a custom tool; the agent then goes on by itself",
             agent = key.agent,
             id = key.id,
@@ -849,6 +881,27 @@ fn input_schema() -> Value {
         "required": ["message"],
         "additionalProperties": false
     })
+}
+
+/// The output schema of an agent declaring `result:`: the schema itself when it describes an
+/// object (MCP's structured content is an object), else an object holding it as `result`.
+fn result_output_schema(schema: &Value) -> Value {
+    if is_object_schema(schema) {
+        schema.clone()
+    } else {
+        json!({
+            "type": "object",
+            "properties": {"result": schema},
+            "required": ["result"]
+        })
+    }
+}
+
+/// Whether an agent's result schema is served as the output schema as is (it describes an
+/// object), so that its data is the structured content as is; else both are wrapped in
+/// `result` (see [`result_output_schema`]).
+fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
 fn output_schema() -> Value {

@@ -139,6 +139,7 @@ impl Conversation {
                 outcome,
                 error,
                 answered_by_submission_id,
+                data,
                 ..
             } => {
                 let settlement = Settlement {
@@ -146,6 +147,7 @@ impl Conversation {
                     outcome: outcome.clone(),
                     error: error.clone(),
                     answered_by_submission_id: answered_by_submission_id.clone(),
+                    data: data.clone(),
                 };
                 match self
                     .settlements

@@ -35,7 +35,7 @@ const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 
 /// The fields of a message body: a user message's, a signal's, and the reserved siblings
 /// either may carry. Anything else is refused, naming the field.
-const USER_FIELDS: &[&str] = &["kind", "body", "attachments"];
+const USER_FIELDS: &[&str] = &["kind", "body", "attachments", "result"];
 const SIGNAL_FIELDS: &[&str] = &["kind", "type", "body", "attributes", "tagName"];
 const SIBLING_FIELDS: &[&str] = &[
     "uid",
@@ -749,11 +749,23 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
         }
     };
     let budget = prompt.budget.as_ref().map(parse_budget).transpose()?;
+    let result = match prompt.result.take() {
+        None | Some(Value::Null) => None,
+        Some(schema) => {
+            if let Err(problem) = flue_core::tool::check_schema(&schema) {
+                return Err(ApiError::invalid_request(format!(
+                    "`result` must be a JSON Schema of the structured result: {problem}."
+                )));
+            }
+            Some(schema)
+        }
+    };
     Ok(Delivery {
         message,
         condition,
         idempotency_key,
         budget,
+        result,
         trace_parent: headers
             .get("traceparent")
             .and_then(|value| value.to_str().ok())

@@ -72,6 +72,9 @@ pub struct PromptBody {
     /// Whose memory the conversation uses (a user id), bound to the conversation once, before
     /// the message is admitted.
     pub memory_subject: Option<Value>,
+    /// JSON Schema of a structured result (a user message): the settlement then carries the
+    /// validated `data`.
+    pub result: Option<Value>,
 }
 
 /// Distinguishes a missing field (`None`) from an explicit `null` (`Some(Value::Null)`).
@@ -173,6 +176,9 @@ pub struct Settlement {
     /// The submission whose reply answered this one (itself, here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_by_submission_id: Option<String>,
+    /// The validated structured result, when the message (or the agent) asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
 }
 
 /// Where a chunk was projected from: the batch's ordinal and the chunk's index within it.
@@ -330,6 +336,9 @@ pub enum ChunkBody {
         /// The submission whose reply answered it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answered_by_submission_id: Option<String>,
+        /// The validated structured result, when one was asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<Value>,
         /// Capture time.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timestamp: Option<String>,

@@ -163,7 +163,7 @@ fn every_problem_is_reported_at_its_entry_and_key() {
             ),
             (
                 34,
-                "a `tools` entry must be a built-in tool name or a command tool mapping (name, description, input, command), got 3",
+                "a `tools` entry must be a built-in tool name, a command tool mapping (name, description, input, command) or a custom tool mapping (name, description, input, output, custom: true), got 3",
             ),
         ],
     );

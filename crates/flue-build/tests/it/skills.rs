@@ -59,6 +59,7 @@ fn flat_and_folder_skills_load_with_every_field_and_their_resources() {
                         ),
                     ]),
                     notes: Vec::new(),
+                    result: None,
                 },
             ),
             (
@@ -228,7 +229,7 @@ fn lengths_types_and_unknown_keys_are_checked() {
                 ".agents/skills/big.md",
                 8,
                 "unknown key `colour` (known keys: name, description, license, compatibility, \
-                 metadata, allowed-tools)",
+                 metadata, allowed-tools, result)",
             ),
             at(
                 ".agents/skills/blank.md",

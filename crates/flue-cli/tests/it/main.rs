@@ -36,6 +36,8 @@ mod pauses;
 mod pg_server;
 mod providers;
 mod pty;
+mod results;
+mod results_http;
 mod run;
 mod runaway;
 mod sandbox;

@@ -18,8 +18,9 @@ use super::mcp::peer;
 use super::serve::http;
 use crate::Workspace;
 
-/// Agents `plain` (echoes), `asker` (bash under `always_ask`) and `slow` (a ten-minute command on
-/// the local sandbox; a message with "quick" is answered at once).
+/// Agents `plain` (echoes), `asker` (bash under `always_ask`), `slow` (a ten-minute command on
+/// the local sandbox; a message with "quick" is answered at once), and `reviewer` and `lister`,
+/// which declare `result:` (an object schema, and a list schema the tool wraps in `result`).
 fn workspace() -> Workspace {
     Workspace::new(&[
         (
@@ -35,6 +36,25 @@ fn workspace() -> Workspace {
             "agents/slow.md",
             "---\ndescription: Takes its time\nmodel: scripted/scripts/slow.json\ntools: [bash]\n\
              sandbox: local\n---\nYou take your time.\n",
+        ),
+        (
+            "agents/reviewer.md",
+            "---\ndescription: Reviews\nmodel: scripted/scripts/reviewer.json\nresult:\n  type: object\n  \
+             properties:\n    verdict: { type: string }\n    score: { type: integer }\n  \
+             required: [verdict, score]\n---\nReview.\n",
+        ),
+        (
+            "agents/lister.md",
+            "---\ndescription: Lists\nmodel: scripted/scripts/lister.json\nresult:\n  type: array\n  \
+             items: { type: string }\n---\nList.\n",
+        ),
+        (
+            "scripts/reviewer.json",
+            r#"{"rules": [{"reply": {"tool_calls": [{"name": "finish", "input": {"verdict": "ok", "score": 5}}]}}]}"#,
+        ),
+        (
+            "scripts/lister.json",
+            r#"{"rules": [{"reply": {"tool_calls": [{"name": "finish", "input": {"result": ["a", "b"]}}]}}]}"#,
         ),
         (
             "scripts/plain.json",
@@ -142,7 +162,7 @@ fn check_common(report: &Value) {
     let tools = report["tools"].as_array().unwrap();
     let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["asker", "plain", "slow"]);
+    assert_eq!(names, ["asker", "lister", "plain", "reviewer", "slow"]);
     let plain = tools.iter().find(|t| t["name"] == "plain").unwrap();
     assert_eq!(plain["description"], "Echoes what you say");
     assert_eq!(plain["required"], serde_json::json!(["message"]));
@@ -180,6 +200,32 @@ fn check_common(report: &Value) {
     );
 
     assert_ne!(report["badArguments"], "accepted");
+
+    // An agent declaring `result:`: its output schema is the result schema, and the structured
+    // content the validated data (which the official client checks against that schema); a
+    // list result is wrapped in `result`, since structured content is an object.
+    let reviewer = tools.iter().find(|t| t["name"] == "reviewer").unwrap();
+    assert_eq!(reviewer["output"], serde_json::json!(["score", "verdict"]));
+    let reviewed = &report["reviewed"];
+    assert_eq!(reviewed["isError"], false, "{reviewed}");
+    assert_eq!(
+        reviewed["structured"],
+        serde_json::json!({"verdict": "ok", "score": 5})
+    );
+    assert!(
+        reviewed["text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"{"score":5,"verdict":"ok"}"#),
+        "{reviewed}"
+    );
+    let lister = tools.iter().find(|t| t["name"] == "lister").unwrap();
+    assert_eq!(lister["output"], serde_json::json!(["result"]));
+    assert_eq!(
+        report["listed"]["structured"],
+        serde_json::json!({"result": ["a", "b"]}),
+        "{report}"
+    );
     // Logs at the level the client set.
     assert!(
         report["logs"]

@@ -731,6 +731,7 @@ pub fn aborted_settlement(submission_id: &str, attempts: u32) -> Settlement {
         submission_id: submission_id.to_owned(),
         outcome: Outcome::Aborted,
         text: None,
+        data: None,
         error: Some(
             FlueError::SubmissionAborted {
                 submission_id: submission_id.to_owned(),

@@ -213,6 +213,7 @@ impl AgentRuntime {
                 submission_id: info.submission_id.clone(),
                 outcome: Outcome::Aborted,
                 text: None,
+                data: None,
                 error: Some(error.to_info()),
                 attempts: info.attempts,
                 settled_at: now_ms(),

@@ -183,6 +183,8 @@ async fn process(
         &mut claim.submission.message,
         DeliveredMessage::user(String::new()),
     );
+    // The result schema stays: every attempt (a resumed pause too) asks for the same result.
+    let result_schema = delivered.result_schema().cloned();
     let submission = &claim.submission;
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
@@ -216,6 +218,7 @@ async fn process(
             submission_id: submission_id.to_owned(),
             outcome,
             text,
+            data: None,
             error,
             attempts,
             settled_at: now_ms(),
@@ -301,8 +304,9 @@ async fn process(
     };
     *slot.attempt() = Some(control);
     // The operation's span (and everything under it) nests under the attempt's.
-    let mut handle = attempt_span
-        .in_scope(|| session.run_submission(message, cancel.clone(), submission.budget));
+    let mut handle = attempt_span.in_scope(|| {
+        session.run_submission(message, result_schema, cancel.clone(), submission.budget)
+    });
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);
         let key = key.clone();
@@ -347,12 +351,11 @@ async fn process(
         }
         // Finished work is never discarded, whatever stopped the attempt meanwhile.
         Ok(response) => {
-            settle(
-                inner,
-                fence,
-                settle_with(Outcome::Completed, Some(response.text), None),
-            )
-            .await
+            let settlement = Settlement {
+                data: response.data,
+                ..settle_with(Outcome::Completed, Some(response.text), None)
+            };
+            settle(inner, fence, settlement).await
         }
         Err(FlueError::LeaseLost { .. }) => Next::Stop,
         Err(err) => match reason {

@@ -21,6 +21,10 @@ pub struct AgentInfo {
     /// The agent's model, `<provider>/<model>`, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The JSON Schema of the structured result its submissions settle with when they ask for
+    /// none (`result:` in its file), if it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 impl AgentInfo {
@@ -30,6 +34,7 @@ impl AgentInfo {
             name: name.into(),
             description: None,
             model: None,
+            result: None,
         }
     }
 
@@ -44,6 +49,13 @@ impl AgentInfo {
     #[must_use]
     pub fn with_model(mut self, model: Option<String>) -> Self {
         self.model = model;
+        self
+    }
+
+    /// Sets the result schema.
+    #[must_use]
+    pub fn with_result(mut self, result: Option<serde_json::Value>) -> Self {
+        self.result = result;
         self
     }
 }

@@ -786,6 +786,34 @@ impl Tool for ExternalTool {
     }
 }
 
+/// Checks that `schema` is a JSON Schema the runtime can validate with (a result schema, a
+/// tool's output schema); the error says why not.
+pub fn check_schema(schema: &Value) -> std::result::Result<(), String> {
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err(format!(
+            "a JSON Schema must be an object (like {{\"type\": \"object\"}}), got {}",
+            match schema {
+                Value::Null => "null",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "a list",
+                _ => "something else",
+            }
+        ));
+    }
+    jsonschema::validator_for(schema)
+        .map(|_| ())
+        .map_err(|err| format!("invalid JSON Schema: {err}"))
+}
+
+/// The problems of `value` against `schema` (at most 8, each with its JSON pointer), or the
+/// schema's own problem.
+pub fn schema_problems(schema: &Value, value: &Value) -> std::result::Result<Vec<String>, String> {
+    let validator =
+        jsonschema::validator_for(schema).map_err(|err| format!("invalid JSON Schema: {err}"))?;
+    Ok(describe_errors(&validator, value))
+}
+
 pub(crate) fn compile_schema(name: &str, schema: &Value) -> Result<Arc<jsonschema::Validator>> {
     jsonschema::validator_for(schema)
         .map(Arc::new)

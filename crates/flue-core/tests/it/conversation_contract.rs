@@ -91,6 +91,7 @@ fn settlement(submission_id: &str, outcome: Outcome) -> Settlement {
         submission_id: submission_id.to_owned(),
         outcome,
         text: Some("ok".into()),
+        data: None,
         error: None,
         attempts: 1,
         settled_at: now_ms(),

@@ -72,6 +72,8 @@ fn agent(tools: &Tools) -> AgentConfig {
             "Looks an order up.",
             json!({"type": "object", "properties": {"id": {"type": "string"}}}),
         )
+        .unwrap()
+        .with_output_schema(json!({"type": "object", "required": ["status"]}))
         .unwrap(),
     ];
     agent
@@ -236,6 +238,24 @@ async fn a_custom_tool_pauses_with_its_event_and_takes_the_applications_result()
         .await
         .unwrap_err();
     assert_eq!(wrong.kind(), "invalid_decision");
+    // The output schema checks the result; the action stays pending.
+    assert_eq!(
+        action.output_schema,
+        Some(json!({"type": "object", "required": ["status"]}))
+    );
+    let misfit = session
+        .resolve(
+            &action.action_id,
+            ActionDecision::Result {
+                value: json!({"state": "shipped"}),
+                is_error: false,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(misfit.kind(), "invalid_decision");
+    assert!(misfit.to_string().contains("\"status\""), "{misfit}");
+    assert_eq!(session.pending_actions().await.unwrap().len(), 1);
     let done = session
         .resolve(
             &action.action_id,

@@ -227,6 +227,7 @@ async fn a_hung_owner_keeps_its_conversation_until_the_lease_runs_out() {
                 submission_id: "anything".into(),
                 outcome: flue_core::Outcome::Completed,
                 text: None,
+                data: None,
                 error: None,
                 attempts: 1,
                 settled_at: now_ms(),
