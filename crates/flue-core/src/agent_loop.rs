@@ -29,16 +29,16 @@ use crate::overlay::CallOverlay;
 use crate::permission::PermissionSource;
 use crate::record::{
     ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, FailedTurn, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage,
-    UserMessage,
+    AssistantMessage, FailedTurn, PendingAction, Record, StateChange, StopReason, ToolAttempt,
+    ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
 use crate::skill;
 use crate::spans;
 use crate::steps::{
-    Step, action_id, check_decision, error_result, interrupted_results, model_view, next_step,
-    rename_repeated_calls, results_before_input_in,
+    Step, action_id, check_decision, error_result, interrupted_results_except, model_view,
+    next_step, rename_repeated_calls, results_before_input_in,
 };
 use crate::tool::{
     InterruptBehavior, LiveTools, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
@@ -75,6 +75,9 @@ pub(crate) struct Opening {
     /// (the parent's call waits with them). Other task sessions (`session.task` from code)
     /// answer such calls `permission_required`.
     pub(crate) pausable_task: bool,
+    /// Creation data (`initialData`): the conversation's first state, stored with `message`
+    /// when it is the first message to reach the log and no state was written yet.
+    pub(crate) seed_state: Option<Value>,
 }
 
 impl Opening {
@@ -251,8 +254,26 @@ pub(crate) async fn run(
             .into_iter()
             .map(Record::ToolResult)
             .collect(),
-        None => interrupted_results(&state.records),
+        // After a crash: calls of replay-safe tools stay unanswered and run again (with the
+        // same idempotency key); every other cut-off call is answered `interrupted`.
+        None => interrupted_results_except(&state.records, |call| {
+            tools
+                .get(&call.name)
+                .is_some_and(|tool| tool.meta().replay_safe)
+        }),
     };
+    if let (Some(_), Some(seed)) = (&opening.message, opening.seed_state)
+        && state.index.state().is_none()
+        && !state.index.has_user()
+    {
+        crate::tool::check_state(&seed)?;
+        records.push(Record::State(StateChange {
+            value: seed,
+            version: 1,
+            source: "initial_data".to_owned(),
+            call_id: None,
+        }));
+    }
     records.extend(opening.message.map(Record::User));
     shared.append(&mut state, records).await?;
     if opening.stop {
@@ -594,6 +615,17 @@ impl TurnLoop<'_> {
             .with_agent(harness.agent.name.clone())
             .with_audit(Arc::clone(&harness.audit));
         tool_ctx.usage = Arc::clone(&self.delegated_usage);
+        // The conversation's state lives in its root session: a task's calls have none.
+        let tool_state = (self.shared.depth == 0).then(|| {
+            let (value, version) = state
+                .index
+                .state()
+                .map_or((None, 0), |(value, version)| (Some(value.clone()), version));
+            crate::tool::ToolState::new(value, version)
+        });
+        if let Some(tool_state) = &tool_state {
+            tool_ctx = tool_ctx.with_state(tool_state.clone());
+        }
         // Live actions (MCP servers' questions) are listed and answered in the root session,
         // where a subagent's call's question names its task session.
         let mut root = self.shared.key.session.as_str();
@@ -612,6 +644,9 @@ impl TurnLoop<'_> {
         // What each call emits with `emit_data`, stored with its result.
         let mut emitted = Vec::with_capacity(calls.len());
         let mut running = JoinSet::new();
+        // Calls cleared to run, spawned once the attempts of replay-safe ones are stored.
+        let mut to_run = Vec::with_capacity(calls.len());
+        let mut attempts = Vec::new();
         let redactor = &harness.redactor;
         let tool_spans: Vec<Span> = calls
             .iter()
@@ -686,8 +721,30 @@ impl TurnLoop<'_> {
                 // grace period below and its real result is stored.
                 ctx.cancel = CancellationToken::new();
             }
+            ctx.idempotency_key = crate::tool::idempotency_key(
+                &harness.instance_id,
+                &self.shared.key.session,
+                &call.id,
+            );
+            ctx.attempt = state.index.attempts(&call.id) + 1;
+            if let Some(tool_state) = &tool_state {
+                ctx = ctx.with_state(tool_state.for_call(&call.name, &call.id));
+            }
+            if tool.meta().replay_safe {
+                attempts.push(Record::ToolAttempt(ToolAttempt {
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    attempt: ctx.attempt,
+                    idempotency_key: ctx.idempotency_key.clone(),
+                }));
+            }
+            to_run.push((call_idx, tool, input, ctx, span.clone()));
+        }
+        // Every attempt at a replay-safe call is in the log before it runs.
+        self.shared.append(state, attempts).await?;
+        for (call_idx, tool, input, ctx, span) in to_run {
             running.spawn(
-                async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span.clone()),
+                async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span),
             );
         }
         let aborted = loop {
@@ -776,6 +833,19 @@ impl TurnLoop<'_> {
             Record::Sampling(exchange)
         }));
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
+        // The calls' change of the state is stored with their results, or not at all.
+        if let Some((value, version, writer)) = tool_state.as_ref().and_then(|s| s.changed()) {
+            let (source, call_id) = match writer {
+                Some((tool, call_id)) => (format!("tool:{tool}"), Some(call_id)),
+                None => ("tool".to_owned(), None),
+            };
+            records.push(Record::State(StateChange {
+                value,
+                version,
+                source,
+                call_id,
+            }));
+        }
         self.shared.append(state, records).await?;
         for action in pending {
             if action.kind == ActionKind::Task {

@@ -116,8 +116,9 @@ pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
     AssistantMessage, CompactionSummary, EmittedData, FailedTurn, Image, ModelRef, PendingAction,
-    RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange, StopReason,
-    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    MAX_STATE_BYTES, RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange,
+    ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall, ToolResult, Usage,
+    UserContent, UserMessage,
 };
 
 // Errors.

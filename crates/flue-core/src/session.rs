@@ -87,6 +87,7 @@ impl Session {
     pub(crate) fn run_submission(
         &self,
         message: Option<UserMessage>,
+        seed_state: Option<serde_json::Value>,
         cancel: CancellationToken,
     ) -> CallHandle<PromptResponse> {
         self.spawn_operation(
@@ -94,7 +95,10 @@ impl Session {
             Some(cancel),
             move |shared, ctx| async move {
                 let overlay = shared.overlay(None, None)?;
-                let opening = Opening::message(message);
+                let opening = Opening {
+                    seed_state,
+                    ..Opening::message(message)
+                };
                 task::run_agent(shared, opening, PromptOptions::default(), overlay, ctx).await
             },
         )

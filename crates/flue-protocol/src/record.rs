@@ -64,6 +64,45 @@ pub enum Record {
     /// a mid-stream error, a cut stream, a retried attempt): its usage, counted like a turn's,
     /// and why it failed. Nothing the model wrote in it is kept; the model never sees it.
     FailedTurn(FailedTurn),
+    /// A new value of the conversation's state document: the whole document after the change,
+    /// stored with the unit of work that made it (a batch of tool results, the first message's
+    /// `initialData`, an application's write). The latest one is the state.
+    State(StateChange),
+    /// One attempt at a replay-safe tool call of the preceding assistant message, stored before
+    /// it runs: a call cut off by a crash is run again on recovery with the same idempotency
+    /// key, so the log shows every attempt.
+    ToolAttempt(ToolAttempt),
+}
+
+/// The largest state document, in bytes of its JSON (64 KiB).
+pub const MAX_STATE_BYTES: usize = 64 * 1024;
+
+/// A new value of the conversation's state (see [`Record::State`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateChange {
+    /// The whole document after the change (a JSON object).
+    pub value: Value,
+    /// The state's version: 1 for the first value, one more for each change.
+    pub version: u64,
+    /// Who changed it: `initial_data`, `tool:<name>` (with the call in `call_id`), `action`,
+    /// `api`.
+    pub source: String,
+    /// The tool call that changed it, when a tool did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// One attempt at a replay-safe tool call (see [`Record::ToolAttempt`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolAttempt {
+    /// The call.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// 1 for the first run, one more for each run after a crash.
+    pub attempt: u32,
+    /// The call's idempotency key: the same on every attempt.
+    pub idempotency_key: String,
 }
 
 /// A model turn that failed, with the usage the provider reported before it did (see

@@ -179,10 +179,11 @@ async fn process(
 ) -> Next {
     // The message moves into its `User` record (or is dropped, when a previous attempt
     // applied it): the claim does not hold a copy of it while the attempt runs.
-    let delivered = std::mem::replace(
+    let mut delivered = std::mem::replace(
         &mut claim.submission.message,
         DeliveredMessage::user(String::new()),
     );
+    let seed_state = delivered.take_initial_data();
     let submission = &claim.submission;
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
@@ -301,7 +302,7 @@ async fn process(
     };
     *slot.attempt() = Some(control);
     // The operation's span (and everything under it) nests under the attempt's.
-    let mut handle = attempt_span.in_scope(|| session.run_submission(message, cancel.clone()));
+    let mut handle = attempt_span.in_scope(|| session.run_submission(message, seed_state, cancel.clone()));
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);
         let key = key.clone();

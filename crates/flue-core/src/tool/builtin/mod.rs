@@ -120,6 +120,7 @@ fn bash_tool() -> Result<ToolDefinition> {
         destructive: true,
         effects: Effects::SHELL.with(Effects::FILES),
         interrupt: InterruptBehavior::Cancel,
+        replay_safe: false,
     }))
 }
 

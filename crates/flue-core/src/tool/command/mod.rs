@@ -193,6 +193,7 @@ impl CommandToolSpec {
             destructive: true,
             effects: Effects::SHELL.with(Effects::FILES),
             interrupt: InterruptBehavior::Cancel,
+            replay_safe: false,
         }))
     }
 }
