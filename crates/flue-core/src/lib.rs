@@ -105,8 +105,8 @@ pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use skill::LOAD_SKILL_TOOL;
 pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
 pub use tool::{
-    BUILTIN_TOOL_NAMES, CommandToolSpec, Effects, InterruptBehavior, Ownership, Permission,
-    READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet,
+    BUILTIN_TOOL_NAMES, CommandState, CommandToolSpec, Effects, InterruptBehavior, Ownership, Permission,
+    READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet, ToolState,
     ToolSource, builtin_tool, builtin_tools,
 };
 pub use util::BoxFuture;

@@ -34,7 +34,8 @@ use extensions::Extensions;
 
 pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
 pub use command::{
-    COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS, DEFAULT_COMMAND_TIMEOUT_MS,
+    COMMAND_ATTEMPT_VAR, COMMAND_INPUT_VAR, COMMAND_KEY_VAR, COMMAND_STATE_FILE_VAR,
+    COMMAND_STATE_VAR, CommandState, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS, DEFAULT_COMMAND_TIMEOUT_MS,
     MAX_COMMAND_TIMEOUT_MS, check_variable_name,
 };
 pub use emit::FlueLogger;
