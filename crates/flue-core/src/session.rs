@@ -104,6 +104,13 @@ impl Session {
         )
     }
 
+    /// The session's state document as stored (other processes' writes included): its latest
+    /// [`StateChange`](crate::StateChange), `None` while nothing wrote it. A conversation's
+    /// state lives in its root session (`default`).
+    pub async fn state(&self) -> Result<Option<crate::record::StateChange>> {
+        Ok(latest_state(&self.stored_records().await?))
+    }
+
     /// The tool calls waiting for a decision, as stored (other processes' writes included).
     pub async fn pending_actions(&self) -> Result<Vec<PendingAction>> {
         let list = steps::actions(&self.stored_records().await?);
@@ -478,4 +485,12 @@ fn operation_cancel(
             cancel
         }
     }
+}
+
+/// The latest state change of `records`.
+pub(crate) fn latest_state(records: &[crate::record::Record]) -> Option<crate::record::StateChange> {
+    records.iter().rev().find_map(|record| match record {
+        crate::record::Record::State(change) => Some(change.clone()),
+        _ => None,
+    })
 }

@@ -46,6 +46,9 @@ pub fn check_conversation_id(id: &str) -> Result<()> {
 /// attribute names that are XML names (`^[A-Za-z_][A-Za-z0-9_.-]*$`), since they are rendered
 /// unescaped into the model's context.
 pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
+    if let Some(data) = message.initial_data() {
+        crate::tool::check_state(data)?;
+    }
     let DeliveredMessage::Signal {
         signal_type,
         attributes,

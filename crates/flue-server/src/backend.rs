@@ -68,6 +68,9 @@ pub(crate) struct Delivery {
     /// The request's W3C `traceparent` header, if any: a durable backend stores it (when
     /// valid) so that an attempt another process runs joins the caller's trace.
     pub(crate) trace_parent: Option<String>,
+    /// Creation data (`initialData`): seeds the conversation's state when this is the first
+    /// message to reach it.
+    pub(crate) initial_data: Option<serde_json::Value>,
 }
 
 /// A durable admission.

@@ -186,6 +186,7 @@ impl DurableRuntime {
                         mime_type: image.mime_type,
                     })
                     .collect(),
+                initial_data: delivery.initial_data,
             },
             Delivered::Signal {
                 signal_type,
@@ -197,6 +198,7 @@ impl DurableRuntime {
                 body,
                 attributes: attributes.into_iter().collect(),
                 tag_name,
+                initial_data: delivery.initial_data,
             },
         };
         let options = DispatchOptions {
@@ -351,6 +353,14 @@ impl DurableRuntime {
     ) -> Result<Vec<flue_core::ActionInfo>, BackendError> {
         self.check_agent(key)?;
         self.inner.runtime.actions(key).await.map_err(backend_error)
+    }
+
+    pub(crate) async fn state(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Option<flue_core::StateChange>, BackendError> {
+        self.check_agent(key)?;
+        self.inner.runtime.state(key).await.map_err(backend_error)
     }
 
     pub(crate) async fn resolve(
@@ -734,7 +744,7 @@ fn action_data(
 
 fn delivered(message: &DeliveredMessage) -> Delivered {
     match message {
-        DeliveredMessage::User { body, images } => Delivered::User {
+        DeliveredMessage::User { body, images, .. } => Delivered::User {
             text: body.clone(),
             images: images
                 .iter()
@@ -750,6 +760,7 @@ fn delivered(message: &DeliveredMessage) -> Delivered {
             body,
             attributes,
             tag_name,
+            ..
         } => Delivered::Signal {
             signal_type: signal_type.clone(),
             body: body.clone(),

@@ -246,6 +246,7 @@ impl McpAgents {
             condition: SendCondition::default(),
             idempotency_key: None,
             trace_parent: None,
+            initial_data: None,
         };
         let submission_id = match self.runtime.dispatch(&key, delivery).await {
             Ok(admitted) => admitted.submission_id,
