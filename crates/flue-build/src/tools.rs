@@ -101,7 +101,8 @@ pub(crate) fn parse(value: &Pod, report: &mut Report<'_>) -> (Vec<String>, Vec<C
 
 /// Checks a built-in tool name.
 fn builtin(name: &str) -> Result<(), String> {
-    if flue_core::BUILTIN_TOOL_NAMES.contains(&name) {
+    if flue_core::BUILTIN_TOOL_NAMES.contains(&name) || flue_core::STATE_TOOL_NAMES.contains(&name)
+    {
         return Ok(());
     }
     let suggestion =

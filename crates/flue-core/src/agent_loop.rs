@@ -743,9 +743,7 @@ impl TurnLoop<'_> {
         // Every attempt at a replay-safe call is in the log before it runs.
         self.shared.append(state, attempts).await?;
         for (call_idx, tool, input, ctx, span) in to_run {
-            running.spawn(
-                async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span),
-            );
+            running.spawn(async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span));
         }
         let aborted = loop {
             tokio::select! {

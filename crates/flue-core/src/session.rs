@@ -488,7 +488,9 @@ fn operation_cancel(
 }
 
 /// The latest state change of `records`.
-pub(crate) fn latest_state(records: &[crate::record::Record]) -> Option<crate::record::StateChange> {
+pub(crate) fn latest_state(
+    records: &[crate::record::Record],
+) -> Option<crate::record::StateChange> {
     records.iter().rev().find_map(|record| match record {
         crate::record::Record::State(change) => Some(change.clone()),
         _ => None,

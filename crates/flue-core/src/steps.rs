@@ -162,7 +162,9 @@ impl LogIndex {
 
     /// The latest state document and its version, when one was written.
     pub(crate) fn state(&self) -> Option<(&serde_json::Value, u64)> {
-        self.state.as_ref().map(|(value, version)| (value, *version))
+        self.state
+            .as_ref()
+            .map(|(value, version)| (value, *version))
     }
 
     /// Attempts stored for call `call_id` (0: none).

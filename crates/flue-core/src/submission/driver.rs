@@ -302,7 +302,8 @@ async fn process(
     };
     *slot.attempt() = Some(control);
     // The operation's span (and everything under it) nests under the attempt's.
-    let mut handle = attempt_span.in_scope(|| session.run_submission(message, seed_state, cancel.clone()));
+    let mut handle =
+        attempt_span.in_scope(|| session.run_submission(message, seed_state, cancel.clone()));
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);
         let key = key.clone();

@@ -32,11 +32,13 @@ use crate::util::BoxFuture;
 
 use extensions::Extensions;
 
-pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
+pub use builtin::{
+    BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, STATE_TOOL_NAMES, builtin_tool, builtin_tools,
+};
 pub use command::{
     COMMAND_ATTEMPT_VAR, COMMAND_INPUT_VAR, COMMAND_KEY_VAR, COMMAND_STATE_FILE_VAR,
-    COMMAND_STATE_VAR, CommandState, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS, DEFAULT_COMMAND_TIMEOUT_MS,
-    MAX_COMMAND_TIMEOUT_MS, check_variable_name,
+    COMMAND_STATE_VAR, CommandState, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
+    DEFAULT_COMMAND_TIMEOUT_MS, MAX_COMMAND_TIMEOUT_MS, check_variable_name,
 };
 pub use emit::FlueLogger;
 pub(crate) use emit::attach_emitted;

@@ -109,9 +109,13 @@ impl ToolState {
     /// it last (tool name, call id): what the batch stores.
     pub(crate) fn changed(&self) -> Option<(Value, u64, Option<(String, String)>)> {
         let buffer = self.buffer();
-        buffer
-            .changed
-            .then(|| (buffer.value.clone(), buffer.version + 1, buffer.writer.clone()))
+        buffer.changed.then(|| {
+            (
+                buffer.value.clone(),
+                buffer.version + 1,
+                buffer.writer.clone(),
+            )
+        })
     }
 }
 
