@@ -388,6 +388,8 @@ fn seen_by_model(record: &Record) -> bool {
             | Record::ActionStarted(_)
             | Record::Sampling(_)
             | Record::FailedTurn(_)
+            | Record::State(_)
+            | Record::ToolAttempt(_)
     )
 }
 
