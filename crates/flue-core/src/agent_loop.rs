@@ -730,7 +730,8 @@ impl TurnLoop<'_> {
             if let Some(tool_state) = &tool_state {
                 ctx = ctx.with_state(tool_state.for_call(&call.name, &call.id));
             }
-            if tool.meta().replay_safe {
+            // Runs of tools that only read leave nothing to count: no record for them.
+            if tool.meta().replay_safe && !tool.meta().read_only {
                 attempts.push(Record::ToolAttempt(ToolAttempt {
                     call_id: call.id.clone(),
                     tool_name: call.name.clone(),
@@ -911,6 +912,7 @@ impl TurnLoop<'_> {
             kind: ActionKind::Task,
             reason: format!("the task in session `{session}` waits for decisions"),
             session: Some(session),
+            idempotency_key: None,
         }
     }
 
@@ -1000,6 +1002,11 @@ impl TurnLoop<'_> {
             kind,
             reason,
             session: (self.shared.depth > 0).then(|| self.shared.key.session.clone()),
+            idempotency_key: Some(crate::tool::idempotency_key(
+                &self.shared.harness.instance_id,
+                &self.shared.key.session,
+                &call.id,
+            )),
         })
     }
 

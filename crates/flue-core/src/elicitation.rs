@@ -283,6 +283,7 @@ impl ToolContext {
                 ))
                 .into_owned(),
             session: live.task_session.clone(),
+            idempotency_key: None,
         };
         let mut seen = live
             .append_retrying(&[Record::ActionRequired(action.clone())])

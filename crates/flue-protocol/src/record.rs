@@ -139,6 +139,10 @@ pub struct PendingAction {
     /// session it is listed in). Decide it through the root session all the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The call's idempotency key (the same one a tool run sees): an application fulfilling a
+    /// custom tool does its effect once per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// What a pending action waits for.

@@ -161,6 +161,9 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     if let Some(session) = &action.session {
         value["session"] = json!(session);
     }
+    if let Some(key) = &action.idempotency_key {
+        value["idempotencyKey"] = json!(key);
+    }
     if let Some(decision) = &info.decision {
         decision_fields(&mut value, decision);
     }

@@ -170,6 +170,7 @@ fn required(call: &str, kind: ActionKind) -> Record {
         kind,
         reason: "asks".into(),
         session: None,
+        idempotency_key: None,
     })
 }
 
