@@ -414,14 +414,14 @@ fn the_official_clients_idempotency_key_converges_also_across_a_kill_9() {
     let initial = &results[1];
     assert_eq!(initial["ok"], true, "{initial}");
     assert_eq!(initial["before"], 404, "{initial}");
-    assert_eq!(initial["firstReply"], "Noted.");
+    assert_eq!(initial["firstReply"], "Noting.\n\nNoted.");
     assert_eq!(
         initial["afterFirst"],
         json!({"state": {"issue": 7, "seen": true, "notes": ["first"]}, "version": 2,
                "source": "tool:state_write"}),
         "{initial}"
     );
-    assert_eq!(initial["secondReply"], "Bumped: bumped to 1");
+    assert_eq!(initial["secondReply"], "Bumping.\n\nBumped.");
     // The second message's initialData is ignored: the conversation existed.
     assert_eq!(
         initial["afterSecond"],
