@@ -455,6 +455,8 @@ fn the_official_clients_idempotency_key_converges_also_across_a_kill_9() {
             "state",
             "user",
             "assistant",
+            // `state_write` is replay-safe: its run is recorded first.
+            "tool_attempt",
             "tool_result",
             "state",
             "assistant",
