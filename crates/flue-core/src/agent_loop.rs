@@ -833,8 +833,12 @@ impl TurnLoop<'_> {
         }));
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         // The calls' change of the state is stored with their results, or not at all.
-        if let Some((value, version, writer)) = tool_state.as_ref().and_then(|s| s.changed()) {
-            let (source, call_id) = match writer {
+        if let Some(changed) = tool_state
+            .as_ref()
+            .and_then(crate::tool::ToolState::changed)
+        {
+            let (value, version) = (changed.value, changed.version);
+            let (source, call_id) = match changed.writer {
                 Some((tool, call_id)) => (format!("tool:{tool}"), Some(call_id)),
                 None => ("tool".to_owned(), None),
             };

@@ -105,18 +105,25 @@ impl ToolState {
         Ok(())
     }
 
-    /// The new document when a call changed it, with its version and the call that changed
-    /// it last (tool name, call id): what the batch stores.
-    pub(crate) fn changed(&self) -> Option<(Value, u64, Option<(String, String)>)> {
+    /// The new document when a call changed it: what the batch stores.
+    pub(crate) fn changed(&self) -> Option<Changed> {
         let buffer = self.buffer();
-        buffer.changed.then(|| {
-            (
-                buffer.value.clone(),
-                buffer.version + 1,
-                buffer.writer.clone(),
-            )
+        buffer.changed.then(|| Changed {
+            value: buffer.value.clone(),
+            version: buffer.version + 1,
+            writer: buffer.writer.clone(),
         })
     }
+}
+
+/// A batch's change of the state.
+pub(crate) struct Changed {
+    /// The new document.
+    pub(crate) value: Value,
+    /// Its version.
+    pub(crate) version: u64,
+    /// The call that changed it last (tool name, call id).
+    pub(crate) writer: Option<(String, String)>,
 }
 
 /// Checks a state document: a JSON object of at most [`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)
