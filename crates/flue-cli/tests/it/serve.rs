@@ -639,7 +639,18 @@ fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
         .iter()
         .map(|agent| agent["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["plain", "slow-tool", "stream", "tool"]);
+    assert_eq!(names, ["plain", "slow-tool", "stateful", "stream", "tool"]);
+    // The state route is behind the token like every other.
+    let (status, _) = http(server.addr(), "GET", "/agents/plain/nobody/state", &[], "");
+    assert_eq!(status, 401);
+    let (status, body) = http(
+        server.addr(),
+        "GET",
+        "/agents/plain/nobody/state",
+        &[("authorization", "Bearer t0ps3cret")],
+        "",
+    );
+    assert_eq!(status, 404, "{body}");
     assert!(!server.log().contains("t0ps3cret"));
 }
 
