@@ -73,24 +73,50 @@ const run = {
     };
   },
 
-  // initialData is refused (this server keeps no per-conversation data yet), naming the field;
-  // the refused send creates nothing.
+  // initialData seeds the conversation's state: the first message (with initialData) makes the
+  // agent write to the state, a second (with other initialData, ignored) bumps a counter with a
+  // command tool; the state is read back over HTTP after each. Non-object initialData and
+  // initialData beside a string uid are refused, and create nothing.
   async initialData() {
-    const client = createFlueClient({ url: url('plain', 'init') });
-    let refused = null;
-    try {
-      await client.send({ message: user('hello'), initialData: { issue: 7 } });
-    } catch (err) {
-      refused = errorOf(err);
+    const client = createFlueClient({ url: url('stateful', 'init') });
+    const stateUrl = `${client.url}/state`;
+    const readState = async () => (await fetch(stateUrl)).json();
+    const before = (await fetch(stateUrl)).status;
+    const first = await client.send({ message: user('remember this'), initialData: { issue: 7 } });
+    const firstReply = (await client.read(first)).text;
+    const afterFirst = await readState();
+    const second = await client.send({ message: user('bump it'), initialData: { issue: 8 } });
+    const secondReply = (await client.read(second)).text;
+    const afterSecond = await readState();
+    const refusals = [];
+    for (const [initialData, uid] of [[[1, 2], undefined], [{ issue: 9 }, first.uid]]) {
+      try {
+        await createFlueClient({ url: url('stateful', 'refused') }).send({ message: user('hello'), initialData, uid });
+        refusals.push(null);
+      } catch (err) {
+        refusals.push(errorOf(err));
+      }
     }
-    let history = null;
+    let refusedHistory = null;
     try {
-      await client.history();
-      history = 'exists';
+      await createFlueClient({ url: url('stateful', 'refused') }).history();
+      refusedHistory = 'exists';
     } catch (err) {
-      history = `${err.status}:${err.body?.error?.type}`;
+      refusedHistory = `${err.status}:${err.body?.error?.type}`;
     }
-    return { refused, history };
+    const history = await client.history();
+    return {
+      before,
+      firstReply,
+      afterFirst,
+      secondReply,
+      afterSecond,
+      refusals,
+      refusedHistory,
+      // The state records are never shown as messages.
+      roles: history.messages.map((m) => m.role),
+      conversation: `${client.url.split('/agents/')[1]}`,
+    };
   },
 
   // send -> read (long-poll follow) -> history; a second turn with the uid condition.

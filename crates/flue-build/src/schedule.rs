@@ -233,6 +233,7 @@ impl Schedule {
                     body: body.replace(TICK, &tick),
                     attributes,
                     tag_name: tag_name.clone(),
+                    initial_data: None,
                 }
             }
         }

@@ -3,7 +3,7 @@
 //!
 //! A string entry names a built-in tool; a mapping declares a command tool (`name`,
 //! `description`, `input` as JSON Schema written in YAML, `command`, `timeout_ms`,
-//! `max_output_chars`), which flue-core runs in the agent's sandbox
+//! `max_output_chars`, `replay_safe`, `state`), which flue-core runs in the agent's sandbox
 //! ([`flue_core::CommandToolSpec`]), or, with `custom: true` instead of `command`, a custom
 //! tool the application answers ([`CustomToolDecl`]; `output` is an optional JSON Schema the
 //! posted result must match). Every entry is checked here, each problem at its own line:
@@ -26,6 +26,8 @@ const COMMAND_TOOL_KEYS: &[&str] = &[
     "command",
     "timeout_ms",
     "max_output_chars",
+    "replay_safe",
+    "state",
 ];
 
 /// The keys of a custom tool entry.
@@ -168,7 +170,8 @@ pub(crate) fn parse(value: &Pod, report: &mut Report<'_>) -> DeclaredTools {
 
 /// Checks a built-in tool name.
 fn builtin(name: &str) -> Result<(), String> {
-    if flue_core::BUILTIN_TOOL_NAMES.contains(&name) {
+    if flue_core::BUILTIN_TOOL_NAMES.contains(&name) || flue_core::STATE_TOOL_NAMES.contains(&name)
+    {
         return Ok(());
     }
     let suggestion =
@@ -208,6 +211,22 @@ fn command_tool(item: &Pod, item_idx: usize, report: &mut Report<'_>) -> Option<
             "max_output_chars" => fields::u64_at_least(&dotted, value, 1)
                 .and_then(|chars| usize::try_from(chars).map_err(|err| err.to_string()))
                 .map(|chars| spec.max_output_chars = Some(chars)),
+            "replay_safe" => {
+                fields::boolean(&dotted, value).map(|replay_safe| spec.replay_safe = replay_safe)
+            }
+            "state" => fields::string(&dotted, value).and_then(|text| {
+                spec.state = match text.as_str() {
+                    "none" => flue_core::CommandState::None,
+                    "read" => flue_core::CommandState::Read,
+                    "write" => flue_core::CommandState::Write,
+                    other => {
+                        return Err(format!(
+                            "`{dotted}` must be `none`, `read` or `write`, got `{other}`"
+                        ));
+                    }
+                };
+                Ok(())
+            }),
             _ => {
                 let suggestion =
                     crate::suggest::did_you_mean(key, COMMAND_TOOL_KEYS.iter().copied());

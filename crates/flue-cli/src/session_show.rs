@@ -35,6 +35,9 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     } else {
         let mut text = String::new();
         write_text(&shown, &mut text, 0, args.tree);
+        if let Some((value, version)) = shown.state() {
+            let _ = writeln!(text, "state (version {version}): {value}");
+        }
         let (usage, turns) = crate::workspace::conversation_usage(store, &instance_id).await?;
         if turns > 0 {
             let noun = if turns == 1 { "turn" } else { "turns" };
@@ -172,6 +175,16 @@ fn transcript_text(records: &[Record]) -> String {
                 failed.message,
                 failed.model,
                 crate::render::usage_text(&failed.usage)
+            ),
+            Record::State(change) => writeln!(
+                out,
+                "state v{} ({}): {}",
+                change.version, change.source, change.value
+            ),
+            Record::ToolAttempt(attempt) => writeln!(
+                out,
+                "attempt {} of {} ({}, key {})",
+                attempt.attempt, attempt.tool_name, attempt.call_id, attempt.idempotency_key
             ),
             _ => Ok(()),
         };

@@ -360,7 +360,7 @@ fn origin(name: &str) -> &'static str {
         "skills"
     } else if name == TASK_TOOL {
         "delegation"
-    } else if BUILTIN_TOOL_NAMES.contains(&name) {
+    } else if BUILTIN_TOOL_NAMES.contains(&name) || flue_core::STATE_TOOL_NAMES.contains(&name) {
         "built-in"
     } else if name.starts_with("mcp__") {
         "mcp"

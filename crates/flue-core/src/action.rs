@@ -352,6 +352,18 @@ impl ActionContext {
         &self.logger
     }
 
+    /// The calling conversation's state document (see [`ToolContext::state`]): read and
+    /// changed like a tool's, stored with the batch of tool results the action's call belongs
+    /// to. `None` when the caller is not a root session's tool call.
+    pub fn state(&self) -> Option<&crate::tool::ToolState> {
+        self.tool.state()
+    }
+
+    /// The calling tool call's idempotency key (see [`ToolContext::idempotency_key`]).
+    pub fn idempotency_key(&self) -> &str {
+        &self.tool.idempotency_key
+    }
+
     /// Emits structured data for UI readers on the calling operation's stream, stored with
     /// the action's tool result, never shown to the model (see [`ToolContext::emit_data`]).
     pub fn emit_data(

@@ -32,16 +32,16 @@ use crate::overlay::CallOverlay;
 use crate::permission::PermissionSource;
 use crate::record::{
     ActionDecision, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, FailedTurn, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage,
-    UserMessage,
+    AssistantMessage, FailedTurn, PendingAction, Record, StateChange, StopReason, ToolAttempt,
+    ToolCall, ToolResult, Usage, UserMessage,
 };
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};
 use crate::skill;
 use crate::spans;
 use crate::steps::{
-    Step, action_id, check_decision, error_result, interrupted_results, model_view, next_step,
-    rename_repeated_calls, results_before_input_in,
+    Step, action_id, check_decision, error_result, interrupted_results_except, model_view,
+    next_step, rename_repeated_calls, results_before_input_in,
 };
 use crate::tool::{
     InterruptBehavior, LiveTools, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
@@ -81,6 +81,9 @@ pub(crate) struct Opening {
     /// (the parent's call waits with them). Other task sessions (`session.task` from code)
     /// answer such calls `permission_required`.
     pub(crate) pausable_task: bool,
+    /// Creation data (`initialData`): the conversation's first state, stored with `message`
+    /// when it is the first message to reach the log and no state was written yet.
+    pub(crate) seed_state: Option<Value>,
 }
 
 impl Opening {
@@ -257,7 +260,13 @@ pub(crate) async fn run(
             .into_iter()
             .map(Record::ToolResult)
             .collect(),
-        None => interrupted_results(&state.records),
+        // After a crash: calls of replay-safe tools stay unanswered and run again (with the
+        // same idempotency key); every other cut-off call is answered `interrupted`.
+        None => interrupted_results_except(&state.records, |call| {
+            tools
+                .get(&call.name)
+                .is_some_and(|tool| tool.meta().replay_safe)
+        }),
     };
     if hook_points::any(&shared) {
         denied_before_the_crash(&state.records, &mut records);
@@ -276,6 +285,18 @@ pub(crate) async fn run(
             hook_points::announce(&ctx.sink, &hook_records);
             return Err(err);
         }
+    }
+    if let (Some(_), Some(seed)) = (&message, opening.seed_state)
+        && state.index.state().is_none()
+        && !state.index.has_user()
+    {
+        crate::tool::check_state(&seed)?;
+        records.push(Record::State(StateChange {
+            value: seed,
+            version: 1,
+            source: "initial_data".to_owned(),
+            call_id: None,
+        }));
     }
     records.extend(hook_records.iter().cloned());
     records.extend(message.map(Record::User));
@@ -790,6 +811,17 @@ impl TurnLoop<'_> {
             .with_agent(harness.agent.name.clone())
             .with_audit(Arc::clone(&harness.audit));
         tool_ctx.usage = Arc::clone(&self.delegated_usage);
+        // The conversation's state lives in its root session: a task's calls have none.
+        let tool_state = (self.shared.depth == 0).then(|| {
+            let (value, version) = state
+                .index
+                .state()
+                .map_or((None, 0), |(value, version)| (Some(value.clone()), version));
+            crate::tool::ToolState::new(value, version)
+        });
+        if let Some(tool_state) = &tool_state {
+            tool_ctx = tool_ctx.with_state(tool_state.clone());
+        }
         // Live actions (MCP servers' questions) are listed and answered in the root session,
         // where a subagent's call's question names its task session.
         let mut root = self.shared.key.session.as_str();
@@ -808,6 +840,9 @@ impl TurnLoop<'_> {
         // What each call emits with `emit_data`, stored with its result.
         let mut emitted = Vec::with_capacity(calls.len());
         let mut running = JoinSet::new();
+        // Calls cleared to run, spawned once the attempts of replay-safe ones are stored.
+        let mut to_run = Vec::with_capacity(calls.len());
+        let mut attempts = Vec::new();
         let redactor = &harness.redactor;
         let tool_spans: Vec<Span> = calls
             .iter()
@@ -914,9 +949,30 @@ impl TurnLoop<'_> {
                 // grace period below and its real result is stored.
                 ctx.cancel = CancellationToken::new();
             }
-            running.spawn(
-                async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span.clone()),
+            ctx.idempotency_key = crate::tool::idempotency_key(
+                &harness.instance_id,
+                &self.shared.key.session,
+                &call.id,
             );
+            ctx.attempt = state.index.attempts(&call.id) + 1;
+            if let Some(tool_state) = &tool_state {
+                ctx = ctx.with_state(tool_state.for_call(&call.name, &call.id));
+            }
+            // Runs of tools that only read leave nothing to count: no record for them.
+            if tool.meta().replay_safe && !tool.meta().read_only {
+                attempts.push(Record::ToolAttempt(ToolAttempt {
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    attempt: ctx.attempt,
+                    idempotency_key: ctx.idempotency_key.clone(),
+                }));
+            }
+            to_run.push((call_idx, tool, input, ctx, span.clone()));
+        }
+        // Every attempt at a replay-safe call is in the log before it runs.
+        self.shared.append(state, attempts).await?;
+        for (call_idx, tool, input, ctx, span) in to_run {
+            running.spawn(async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span));
         }
         let aborted = loop {
             tokio::select! {
@@ -1042,6 +1098,23 @@ impl TurnLoop<'_> {
         }));
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         records.extend(post_records.iter().cloned());
+        // The calls' change of the state is stored with their results, or not at all.
+        if let Some(changed) = tool_state
+            .as_ref()
+            .and_then(crate::tool::ToolState::changed)
+        {
+            let (value, version) = (changed.value, changed.version);
+            let (source, call_id) = match changed.writer {
+                Some((tool, call_id)) => (format!("tool:{tool}"), Some(call_id)),
+                None => ("tool".to_owned(), None),
+            };
+            records.push(Record::State(StateChange {
+                value,
+                version,
+                source,
+                call_id,
+            }));
+        }
         self.shared.append(state, records).await?;
         hook_points::announce(&self.ctx.sink, &post_records);
         for action in pending {
@@ -1114,6 +1187,7 @@ impl TurnLoop<'_> {
             reason: format!("the task in session `{session}` waits for decisions"),
             session: Some(session),
             output_schema: None,
+            idempotency_key: None,
         }
     }
 
@@ -1220,6 +1294,11 @@ impl TurnLoop<'_> {
             reason,
             session: (self.shared.depth > 0).then(|| self.shared.key.session.clone()),
             output_schema,
+            idempotency_key: Some(crate::tool::idempotency_key(
+                &self.shared.harness.instance_id,
+                &self.shared.key.session,
+                &call.id,
+            )),
         })
     }
 

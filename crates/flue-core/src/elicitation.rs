@@ -284,6 +284,7 @@ impl ToolContext {
                 .into_owned(),
             session: live.task_session.clone(),
             output_schema: None,
+            idempotency_key: None,
         };
         let mut seen = live
             .append_retrying(&[Record::ActionRequired(action.clone())])

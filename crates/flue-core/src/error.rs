@@ -117,6 +117,25 @@ pub enum FlueError {
         /// The call's model specifier.
         model: String,
     },
+    /// A conversation's state document is not a JSON object (`initialData`, a tool's or the
+    /// application's write). Fix: write an object, such as `{"step": 1}`.
+    #[error("invalid state: {reason}")]
+    InvalidState {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A conversation's state document is larger than its limit
+    /// ([`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)); nothing was stored. Fix: keep less in the
+    /// state (large data belongs in files or the application's own store).
+    #[error(
+        "the state is {bytes} bytes of JSON, over its limit of {limit} bytes: keep less in it          (large data belongs in files or the application's own store)"
+    )]
+    StateTooLarge {
+        /// Its size as JSON.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A model specifier is not `<provider>/<model>`. Fix the specifier.
     #[error("invalid model specifier {spec:?}: expected \"<provider>/<model>\"")]
     InvalidModelSpec {
@@ -677,6 +696,8 @@ impl FlueError {
             Self::ModelNotConfigured { .. } => "model_not_configured",
             Self::ImageInputUnsupported { .. } => "image_input_unsupported",
             Self::InvalidModelSpec { .. } => "invalid_model_spec",
+            Self::InvalidState { .. } => "invalid_state",
+            Self::StateTooLarge { .. } => "state_too_large",
             Self::UnknownProvider { .. } => "unknown_provider",
             Self::Provider { .. } => "provider_error",
             Self::ContextOverflow { .. } => "context_overflow",

@@ -124,9 +124,9 @@ pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use skill::LOAD_SKILL_TOOL;
 pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
 pub use tool::{
-    BUILTIN_TOOL_NAMES, CommandToolSpec, Effects, InterruptBehavior, Ownership, Permission,
-    READ_ONLY_TOOL_NAMES, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta, ToolSet,
-    ToolSource, builtin_tool, builtin_tools,
+    BUILTIN_TOOL_NAMES, CommandState, CommandToolSpec, Effects, InterruptBehavior, Ownership,
+    Permission, READ_ONLY_TOOL_NAMES, STATE_TOOL_NAMES, Tool, ToolContext, ToolDefinition,
+    ToolError, ToolMeta, ToolSet, ToolSource, ToolState, builtin_tool, builtin_tools,
 };
 pub use util::BoxFuture;
 
@@ -134,9 +134,10 @@ pub use util::BoxFuture;
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef,
-    PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange,
-    StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image,
+    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage,
+    SamplingExchange, ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall,
+    ToolResult, Usage, UserContent, UserMessage,
 };
 
 // Errors.

@@ -88,6 +88,7 @@ impl Session {
         &self,
         message: Option<UserMessage>,
         result: Option<serde_json::Value>,
+        seed_state: Option<serde_json::Value>,
         cancel: CancellationToken,
         budget: Option<flue_protocol::Budget>,
     ) -> CallHandle<PromptResponse> {
@@ -97,7 +98,10 @@ impl Session {
             move |shared, mut ctx| async move {
                 ctx.budget = budget;
                 let overlay = shared.overlay(None, None)?;
-                let opening = Opening::message(message);
+                let opening = Opening {
+                    seed_state,
+                    ..Opening::message(message)
+                };
                 // The message's schema, else the agent's own (`result:` in its file).
                 let options = PromptOptions {
                     result: result.or_else(|| shared.harness.agent.result.clone()),
@@ -106,6 +110,13 @@ impl Session {
                 task::run_agent(shared, opening, options, overlay, ctx).await
             },
         )
+    }
+
+    /// The session's state document as stored (other processes' writes included): its latest
+    /// [`StateChange`](crate::StateChange), `None` while nothing wrote it. A conversation's
+    /// state lives in its root session (`default`).
+    pub async fn state(&self) -> Result<Option<crate::record::StateChange>> {
+        Ok(latest_state(&self.stored_records().await?))
     }
 
     /// The tool calls waiting for a decision, as stored (other processes' writes included).
@@ -490,4 +501,14 @@ fn operation_cancel(
             cancel
         }
     }
+}
+
+/// The latest state change of `records`.
+pub(crate) fn latest_state(
+    records: &[crate::record::Record],
+) -> Option<crate::record::StateChange> {
+    records.iter().rev().find_map(|record| match record {
+        crate::record::Record::State(change) => Some(change.clone()),
+        _ => None,
+    })
 }

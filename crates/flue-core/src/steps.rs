@@ -84,6 +84,12 @@ pub(crate) struct LogIndex {
     by_call: HashMap<String, Vec<usize>>,
     /// The size of the records as stored (their JSON), for the log cache's byte bound.
     bytes: usize,
+    /// The latest state document and its version (`None`: never written).
+    state: Option<(serde_json::Value, u64)>,
+    /// Attempts stored per replay-safe call ([`Record::ToolAttempt`]).
+    attempts: HashMap<String, u32>,
+    /// Whether the log holds a user message.
+    has_user: bool,
 }
 
 impl LogIndex {
@@ -142,8 +148,33 @@ impl LogIndex {
                     self.actions[idx].decision = Some(resolution.decision.clone());
                 }
             }
+            Record::State(change) => {
+                self.state = Some((change.value.clone(), change.version));
+            }
+            Record::ToolAttempt(attempt) => {
+                let seen = self.attempts.entry(attempt.call_id.clone()).or_default();
+                *seen = (*seen).max(attempt.attempt);
+            }
+            Record::User(_) => self.has_user = true,
             _ => {}
         }
+    }
+
+    /// The latest state document and its version, when one was written.
+    pub(crate) fn state(&self) -> Option<(&serde_json::Value, u64)> {
+        self.state
+            .as_ref()
+            .map(|(value, version)| (value, *version))
+    }
+
+    /// Attempts stored for call `call_id` (0: none).
+    pub(crate) fn attempts(&self, call_id: &str) -> u32 {
+        self.attempts.get(call_id).copied().unwrap_or(0)
+    }
+
+    /// Whether the log holds a user message (input reached it before).
+    pub(crate) fn has_user(&self) -> bool {
+        self.has_user
     }
 
     /// The actions still waiting for a decision ([`pending_actions`] of the log).
@@ -358,6 +389,8 @@ fn seen_by_model(record: &Record) -> bool {
             | Record::Sampling(_)
             | Record::FailedTurn(_)
             | Record::Hook(_)
+            | Record::State(_)
+            | Record::ToolAttempt(_)
     )
 }
 
@@ -426,10 +459,21 @@ pub(crate) fn orphaned_live_actions_in(index: &LogIndex) -> Vec<Record> {
 /// Results for calls an earlier operation left unanswered (a crash or an abort), so the log
 /// stays well-formed before new input is appended. Calls that wait for a decision, or were
 /// allowed and not started, are left alone: they are not unanswered, they are pending.
+#[cfg(test)]
 pub(crate) fn interrupted_results(records: &[Record]) -> Vec<Record> {
+    interrupted_results_except(records, |_| false)
+}
+
+/// [`interrupted_results`], leaving alone the never-classified calls `replay` picks (calls of
+/// replay-safe tools): those stay unanswered, so the loop runs them again.
+pub(crate) fn interrupted_results_except(
+    records: &[Record],
+    replay: impl Fn(&ToolCall) -> bool,
+) -> Vec<Record> {
     match next_step(records) {
         Step::RunTools(calls) => calls
             .iter()
+            .filter(|call| !replay(call))
             .map(|call| Record::ToolResult(interrupted_result(call)))
             .collect(),
         Step::Answer(results) => results.into_iter().map(Record::ToolResult).collect(),

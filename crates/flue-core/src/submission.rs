@@ -53,6 +53,9 @@ pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
             message: format!("the message's `result` schema: {problem}; send a JSON Schema object"),
         });
     }
+    if let Some(data) = message.initial_data() {
+        crate::tool::check_state(data)?;
+    }
     let DeliveredMessage::Signal {
         signal_type,
         attributes,

@@ -48,9 +48,10 @@ pub use id::{
 };
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image, ModelRef,
-    PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage, SamplingExchange, ShellExchange,
-    StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image,
+    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage,
+    SamplingExchange, ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall,
+    ToolResult, Usage, UserContent, UserMessage,
 };
 pub use submission::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,

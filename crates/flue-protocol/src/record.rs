@@ -68,6 +68,14 @@ pub enum Record {
     /// what, and what it changed. The model never sees it; the runtime reads it back so that a
     /// stored decision is not asked for again (after a pause or a crash).
     Hook(HookRecord),
+    /// A new value of the conversation's state document: the whole document after the change,
+    /// stored with the unit of work that made it (a batch of tool results, the first message's
+    /// `initialData`, an application's write). The latest one is the state.
+    State(StateChange),
+    /// One attempt at a replay-safe tool call of the preceding assistant message, stored before
+    /// it runs: a call cut off by a crash is run again on recovery with the same idempotency
+    /// key, so the log shows every attempt.
+    ToolAttempt(ToolAttempt),
 }
 
 /// One hook decision, as stored (see [`Record::Hook`]).
@@ -97,6 +105,37 @@ pub struct HookRecord {
     /// Context the hook added for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_context: Option<String>,
+}
+
+/// The largest state document, in bytes of its JSON (64 KiB).
+pub const MAX_STATE_BYTES: usize = 64 * 1024;
+
+/// A new value of the conversation's state (see [`Record::State`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateChange {
+    /// The whole document after the change (a JSON object).
+    pub value: Value,
+    /// The state's version: 1 for the first value, one more for each change.
+    pub version: u64,
+    /// Who changed it: `initial_data`, `tool:<name>` (with the call in `call_id`), `action`,
+    /// `api`.
+    pub source: String,
+    /// The tool call that changed it, when a tool did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// One attempt at a replay-safe tool call (see [`Record::ToolAttempt`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolAttempt {
+    /// The call.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// 1 for the first run, one more for each run after a crash.
+    pub attempt: u32,
+    /// The call's idempotency key: the same on every attempt.
+    pub idempotency_key: String,
 }
 
 /// A model turn that failed, with the usage the provider reported before it did (see
@@ -137,6 +176,10 @@ pub struct PendingAction {
     /// it (stored with the action, so every process checks the same schema).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// The call's idempotency key (the same one a tool run sees): an application fulfilling a
+    /// custom tool does its effect once per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// What a pending action waits for.

@@ -73,6 +73,10 @@ pub enum DeliveredMessage {
         /// a restart asks for the same result.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<serde_json::Value>,
+        /// Creation data (the wire's `initialData`): seeds the conversation's state when this
+        /// message is the first to reach it; ignored otherwise. A JSON object.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        initial_data: Option<serde_json::Value>,
     },
     /// A structured event for the agent (a webhook, a schedule, another system).
     Signal {
@@ -88,6 +92,9 @@ pub enum DeliveredMessage {
         /// `^[A-Za-z_][A-Za-z0-9_.-]*$`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tag_name: Option<String>,
+        /// Creation data, as for a user message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        initial_data: Option<serde_json::Value>,
     },
 }
 
@@ -98,6 +105,7 @@ impl DeliveredMessage {
             body: body.into(),
             images: Vec::new(),
             result: None,
+            initial_data: None,
         }
     }
 
@@ -126,6 +134,37 @@ impl DeliveredMessage {
             body: body.into(),
             attributes: BTreeMap::new(),
             tag_name: None,
+            initial_data: None,
+        }
+    }
+
+    /// The creation data this message carries (see [`DeliveredMessage::with_initial_data`]).
+    pub fn initial_data(&self) -> Option<&serde_json::Value> {
+        match self {
+            Self::User { initial_data, .. } | Self::Signal { initial_data, .. } => {
+                initial_data.as_ref()
+            }
+        }
+    }
+
+    /// Attaches creation data: the first message to reach a conversation seeds its state with
+    /// it (a JSON object); later messages' data is ignored.
+    #[must_use]
+    pub fn with_initial_data(mut self, data: serde_json::Value) -> Self {
+        match &mut self {
+            Self::User { initial_data, .. } | Self::Signal { initial_data, .. } => {
+                *initial_data = Some(data);
+            }
+        }
+        self
+    }
+
+    /// Takes the creation data out of the message.
+    pub fn take_initial_data(&mut self) -> Option<serde_json::Value> {
+        match self {
+            Self::User { initial_data, .. } | Self::Signal { initial_data, .. } => {
+                initial_data.take()
+            }
         }
     }
 
@@ -151,6 +190,7 @@ impl DeliveredMessage {
                 body,
                 attributes,
                 tag_name,
+                ..
             } => {
                 let tag = tag_name.as_deref().unwrap_or("signal");
                 let mut open = format!("<{tag} type=\"{}\"", escape_attribute(&signal_type));

@@ -74,6 +74,9 @@ pub(crate) struct Delivery {
     pub(crate) memory_subject: Option<String>,
     /// JSON Schema of a structured result (user messages only; checked at admission).
     pub(crate) result: Option<Value>,
+    /// Creation data (`initialData`): seeds the conversation's state when this is the first
+    /// message to reach it.
+    pub(crate) initial_data: Option<serde_json::Value>,
 }
 
 /// A durable admission.

@@ -166,6 +166,9 @@ pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
     if let Some(schema) = &action.output_schema {
         value["outputSchema"] = schema.clone();
     }
+    if let Some(key) = &action.idempotency_key {
+        value["idempotencyKey"] = json!(key);
+    }
     if let Some(decision) = &info.decision {
         decision_fields(&mut value, decision);
     }

@@ -187,6 +187,7 @@ impl DurableRuntime {
                     })
                     .collect(),
                 result: delivery.result,
+                initial_data: delivery.initial_data,
             },
             Delivered::Signal {
                 signal_type,
@@ -198,6 +199,7 @@ impl DurableRuntime {
                 body,
                 attributes: attributes.into_iter().collect(),
                 tag_name,
+                initial_data: delivery.initial_data,
             },
         };
         let options = DispatchOptions {
@@ -353,6 +355,14 @@ impl DurableRuntime {
     ) -> Result<Vec<flue_core::ActionInfo>, BackendError> {
         self.check_agent(key)?;
         self.inner.runtime.actions(key).await.map_err(backend_error)
+    }
+
+    pub(crate) async fn state(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Option<flue_core::StateChange>, BackendError> {
+        self.check_agent(key)?;
+        self.inner.runtime.state(key).await.map_err(backend_error)
     }
 
     pub(crate) async fn resolve(
@@ -773,6 +783,7 @@ fn delivered(message: &DeliveredMessage) -> Delivered {
             body,
             attributes,
             tag_name,
+            ..
         } => Delivered::Signal {
             signal_type: signal_type.clone(),
             body: body.clone(),

@@ -253,6 +253,7 @@ impl McpAgents {
             budget: None,
             memory_subject: None,
             result: None,
+            initial_data: None,
         };
         let submission_id = match self.runtime.dispatch(&key, delivery).await {
             Ok(admitted) => admitted.submission_id,

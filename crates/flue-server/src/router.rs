@@ -37,6 +37,7 @@ pub const ROUTES: &[&str] = &[
     "GET /agents/{agent}/{id}/attachments/{attachment}",
     "GET /agents/{agent}/{id}/submissions/{submission}",
     "GET /agents/{agent}/{id}/actions",
+    "GET /agents/{agent}/{id}/state",
     "POST /agents/{agent}/{id}/actions/{action}",
     "POST /agents/{agent}/{id}/interrupt",
     "POST /agents/{agent}/{id}/fork",
@@ -93,6 +94,11 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/actions",
             get(routes::actions).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/state",
+            get(routes::conversation_state)
+                .fallback(|| async { ApiError::method_not_allowed("GET") }),
         )
         .route(
             "/agents/{agent}/{id}/actions/{action}",

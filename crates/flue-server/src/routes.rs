@@ -261,6 +261,26 @@ pub(crate) async fn actions(
     Ok(response)
 }
 
+/// `GET /agents/<agent>/<id>/state`: the conversation's state document as stored, with its
+/// version (0 and `{}` while nothing wrote it).
+pub(crate) async fn conversation_state(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let body = match state.runtime.state(&key).await? {
+        Some(change) => json!({
+            "state": change.value,
+            "version": change.version,
+            "source": change.source,
+        }),
+        None => json!({ "state": {}, "version": 0 }),
+    };
+    let mut response = Json(body).into_response();
+    json_no_store(response.headers_mut());
+    Ok(response)
+}
+
 /// The request body, or the error for the reason axum refused it: 413 over the body limit,
 /// 400 otherwise.
 pub(crate) fn read_body(
@@ -637,13 +657,18 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
     check_fields(object)?;
     let mut prompt: PromptBody = serde_json::from_value(value)
         .map_err(|err| ApiError::invalid_request(format!("The body is not a message: {err}.")))?;
-    if prompt.initial_data.is_some() {
-        return Err(ApiError::invalid_request(
-            "`initialData` is not supported: this server keeps no per-conversation data yet, \
-             so the agent could never read it. Send the message without `initialData` (put \
-             what the agent needs in the message itself).",
-        ));
-    }
+    // `initialData` seeds the conversation's state: a JSON object within the state's limit.
+    let initial_data = match prompt.initial_data.take() {
+        None | Some(Value::Null) => None,
+        Some(data) => {
+            flue_core::tool::check_state(&data).map_err(|err| {
+                ApiError::invalid_request(format!(
+                    "`initialData` cannot be the conversation's state: {err}."
+                ))
+            })?;
+            Some(data)
+        }
+    };
     let idempotency_key = match &prompt.idempotency_key {
         None => None,
         Some(Value::String(key))
@@ -683,6 +708,13 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
     let condition = match &prompt.uid {
         None => SendCondition::Any,
         Some(Value::Null) => SendCondition::Create,
+        Some(Value::String(_)) if initial_data.is_some() => {
+            return Err(ApiError::invalid_request(
+                "`initialData` with a string `uid` is a contradiction: the condition forbids \
+                 creating the conversation, so the data could never apply. Send `uid: null` \
+                 (create only) or leave `uid` out.",
+            ));
+        }
         Some(Value::String(uid)) if !uid.is_empty() => SendCondition::Uid(uid.clone()),
         Some(_) => {
             return Err(ApiError::invalid_request(
@@ -766,6 +798,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
         idempotency_key,
         budget,
         result,
+        initial_data,
         trace_parent: headers
             .get("traceparent")
             .and_then(|value| value.to_str().ok())

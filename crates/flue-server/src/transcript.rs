@@ -42,9 +42,23 @@ impl Transcript {
         load(store, instance_id, session, &tasks).await
     }
 
+    /// The session's state document as stored (its latest `state` record), with its version;
+    /// `None` while nothing wrote it.
+    pub fn state(&self) -> Option<(&Value, u64)> {
+        self.records
+            .iter()
+            .rev()
+            .find_map(|stored| match &stored.record {
+                Record::State(change) => Some((&change.value, change.version)),
+                _ => None,
+            })
+    }
+
     /// The transcript as JSON: `{session, version, messages, tasks}`, each message a stored
-    /// record's fields plus its `role`, and a user record's `turn` (1, 2, ... in the session:
-    /// the number `flue session fork --at` and `flue rewind --to` take).
+    /// record's fields plus its `role` (`state` and `tool_attempt` records included), a user
+    /// record's `turn` (1, 2, ... in the session: the number `flue session fork --at` and
+    /// `flue rewind --to` take), and `state` (`{value, version}`) when the session's state was
+    /// written.
     pub fn to_json(&self) -> Value {
         let mut turn = 0_u64;
         let messages: Vec<Value> = self
@@ -63,12 +77,19 @@ impl Transcript {
             })
             .collect();
         let tasks: Vec<Value> = self.tasks.iter().map(Transcript::to_json).collect();
-        json!({
+        let mut shown = json!({
             "session": self.session,
             "version": self.version,
             "messages": messages,
             "tasks": tasks,
-        })
+        });
+        if let (Some((value, version)), Value::Object(map)) = (self.state(), &mut shown) {
+            map.insert(
+                "state".into(),
+                json!({ "value": value, "version": version }),
+            );
+        }
+        shown
     }
 }
 
@@ -149,6 +170,8 @@ fn message_json(stored: &StoredRecord) -> Value {
         Record::Sampling(_) => "sampling",
         Record::FailedTurn(_) => "failed_turn",
         Record::Hook(_) => "hook",
+        Record::State(_) => "state",
+        Record::ToolAttempt(_) => "tool_attempt",
         _ => "user",
     };
     // Stored records always serialize (they were read from their JSON); `null` otherwise.

@@ -184,6 +184,7 @@ fn a_tick_sends_a_message_derived_from_the_schedule_and_the_tick_alone() {
                 ("tick".to_owned(), "2026-01-01T00:01:00Z".to_owned()),
             ]),
             tag_name: Some("tick".to_owned()),
+            initial_data: None,
         }
     );
     assert_eq!(
@@ -215,6 +216,7 @@ fn without_conversation_or_message_a_schedule_sends_a_schedule_signal_to_its_own
                 ("tick".to_owned(), "2026-01-02T03:00:00Z".to_owned()),
             ]),
             tag_name: None,
+            initial_data: None,
         }
     );
 }
@@ -370,6 +372,7 @@ fn flue_toml_declares_schedules_for_an_agent() {
                 ("tick".to_owned(), "2026-01-05T13:00:00Z".to_owned()),
             ]),
             tag_name: Some("cron".to_owned()),
+            initial_data: None,
         }
     );
 }

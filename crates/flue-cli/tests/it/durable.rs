@@ -479,3 +479,215 @@ fn three_runs_at_once_are_answered_in_admission_order() {
     assert_eq!(effects(ws.root()), expected_effects);
     check_invariants(&ws, "t", &BTreeSet::new(), &messages);
 }
+
+/// Kill trials of the replay-safe tool test.
+const REPLAY_TRIALS: u64 = 30;
+
+/// A workspace whose agent `worker` answers `step <n>` with two calls of `effect`, a
+/// replay-safe command tool (labels `<n>.a`, `<n>.b`), then `done <n>`. Each run of `effect`
+/// notes its attempt in attempts.log, waits, notes that it reached its effect in reached.log
+/// (what a tool ignoring its key would do each time), does its effect once per idempotency key
+/// (creating the directory `effects/<label>.<key>`, which fails when it exists), and waits
+/// again: a kill can land before, at or after the effect.
+fn replay_worker(steps: u64) -> Workspace {
+    let mut rules = Vec::new();
+    for step in 0..steps {
+        let user = format!("^step {step}$");
+        let call = |label: &str| serde_json::json!([{"name": "effect", "input": {"label": format!("{step}.{label}")}}]);
+        rules.push(serde_json::json!({
+            "when": {"user_matches": user, "tool_result": "effect", "turn": 2},
+            "reply": {"tool_calls": call("b")}
+        }));
+        rules.push(serde_json::json!({
+            "when": {"user_matches": user, "tool_result": "effect"},
+            "reply": {"text": format!("done {step}")}
+        }));
+        rules.push(serde_json::json!({
+            "when": {"user_matches": user},
+            "reply": {"tool_calls": call("a")}
+        }));
+    }
+    let script = serde_json::json!({ "rules": rules }).to_string();
+    let agent = r#"---
+model: scripted/s.json
+sandbox: local
+durability:
+  max_attempts: 20
+tools:
+  - name: effect
+    description: Does one effect per call
+    input: {type: object, properties: {label: {type: string}}, required: [label]}
+    replay_safe: true
+    command: |
+      echo "$label $FLUE_IDEMPOTENCY_KEY $FLUE_TOOL_ATTEMPT" >> attempts.log
+      sleep 0.15
+      echo "$label" >> reached.log
+      mkdir -p effects
+      if mkdir "effects/$label.$FLUE_IDEMPOTENCY_KEY" 2>/dev/null; then echo "did $label"; else echo "already did $label"; fi
+      sleep 0.15
+---
+Work.
+"#;
+    Workspace::new(&[("agents/worker.md", agent), ("s.json", &script)])
+}
+
+/// One call of `effect` as the log tells it.
+#[derive(Debug, Default)]
+struct ReplayedCall {
+    label: String,
+    /// Its `ToolAttempt` records (attempt numbers, and the key of each).
+    attempts: Vec<(u32, String)>,
+    /// Its result's error kind (`None`: answered with the command's output).
+    result: Option<Option<String>>,
+}
+
+fn replayed_calls(ws: &Workspace, id: &str) -> Vec<ReplayedCall> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = Arc::new(SqliteStore::open(&ws.db()).unwrap());
+        let key = ConversationKey::new("worker", id);
+        let log = store
+            .load(&SessionKey::new(key.instance_id(), "default"), 0)
+            .await
+            .unwrap()
+            .expect("the conversation's root session exists");
+        let mut calls: Vec<(String, ReplayedCall)> = Vec::new();
+        for stored in &log.records {
+            match &stored.record {
+                Record::Assistant(message) => {
+                    for call in message.tool_calls() {
+                        let label = call.input["label"].as_str().unwrap_or_default();
+                        calls.push((
+                            call.id.clone(),
+                            ReplayedCall {
+                                label: label.to_owned(),
+                                ..ReplayedCall::default()
+                            },
+                        ));
+                    }
+                }
+                Record::ToolAttempt(attempt) => {
+                    let (_, call) = calls
+                        .iter_mut()
+                        .find(|(id, _)| *id == attempt.call_id)
+                        .expect("an attempt follows its call");
+                    call.attempts
+                        .push((attempt.attempt, attempt.idempotency_key.clone()));
+                }
+                Record::ToolResult(result) => {
+                    let (_, call) = calls
+                        .iter_mut()
+                        .find(|(id, _)| *id == result.call_id)
+                        .expect("a result follows its call");
+                    assert!(call.result.is_none(), "{} answered twice", call.label);
+                    call.result = Some(result.error_kind.clone());
+                }
+                _ => {}
+            }
+        }
+        calls.into_iter().map(|(_, call)| call).collect()
+    })
+}
+
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Replay-safe tool calls cut off by kill -9 at random instants run again on recovery with
+/// the same idempotency key: every call is answered with its real output (none
+/// `interrupted`), its effect happened exactly once, and the log holds one `tool_attempt`
+/// record per run, numbered, all with the call's one key. What a tool ignoring its key would
+/// have done twice is counted from reached.log.
+#[test]
+fn replay_safe_calls_cut_off_by_kill_9_run_again_and_take_effect_once() {
+    let ws = replay_worker(REPLAY_TRIALS + 1);
+    let mut rng = Rng::from_time();
+    let started = Instant::now();
+    for step in 0..REPLAY_TRIALS {
+        let message = format!("step {step}");
+        let mut child = spawn_run(&ws, "r", &message, &[]);
+        // Most kills land inside a run of `effect` (the previous step's call run again, or
+        // this step's); some anywhere in the first second.
+        if step % 4 == 3 {
+            std::thread::sleep(Duration::from_millis(rng.below(1000)));
+        } else {
+            let lines = wait_for_line(&mut child, "-> effect", Duration::from_secs(120));
+            assert!(lines.iter().any(|l| l.contains("-> effect")), "{lines:?}");
+            std::thread::sleep(Duration::from_millis(rng.below(400)));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // The last run is not killed: it recovers what the previous one left, then runs.
+    let message = format!("step {REPLAY_TRIALS}");
+    let last = spawn_run(&ws, "r", &message, &[])
+        .wait_with_output()
+        .unwrap();
+    assert!(last.status.success(), "{}", stderr(&last));
+    assert_eq!(json(&last)["message"], format!("done {REPLAY_TRIALS}"));
+
+    let calls = replayed_calls(&ws, "r");
+    let effects: Vec<String> = std::fs::read_dir(ws.root().join("effects"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let attempts_log = lines_of(&ws.root().join("attempts.log"));
+    let reached = lines_of(&ws.root().join("reached.log"));
+    let (mut lost, mut twice, mut replayed, mut naive_twice) = (0, 0, 0, 0);
+    for call in &calls {
+        let label = &call.label;
+        // Every attempt carries the call's one key, numbered 1, 2, ...
+        let keys: BTreeSet<&String> = call.attempts.iter().map(|(_, key)| key).collect();
+        assert_eq!(keys.len(), 1, "{call:?}");
+        let numbers: Vec<u32> = call.attempts.iter().map(|(n, _)| *n).collect();
+        let expected: Vec<u32> = (1..=u32::try_from(numbers.len()).unwrap()).collect();
+        assert_eq!(numbers, expected, "{call:?}");
+        let key = keys.into_iter().next().unwrap();
+        // Every run of the command is in the log: each attempts.log line has its record.
+        let runs = attempts_log
+            .iter()
+            .filter(|line| line.starts_with(&format!("{label} {key} ")))
+            .count();
+        assert!(runs <= call.attempts.len(), "{call:?} ran {runs} times");
+        let done = effects
+            .iter()
+            .filter(|name| **name == format!("{label}.{key}"))
+            .count();
+        match &call.result {
+            Some(None) if done == 1 => {}
+            Some(None) => lost += 1,
+            other => panic!("{label} answered {other:?}, not with its output: {call:?}"),
+        }
+        if done > 1 {
+            twice += 1;
+        }
+        if call.attempts.len() > 1 {
+            replayed += 1;
+        }
+        if reached.iter().filter(|line| *line == label).count() > 1 {
+            naive_twice += 1;
+        }
+    }
+    // No effect of a call that the log does not hold.
+    assert_eq!(effects.len(), calls.len(), "{effects:?}");
+    eprintln!(
+        "{REPLAY_TRIALS} kill trials in {:?}: {} calls, {replayed} run again after a kill, \
+         {} runs in all; lost {lost}, done twice {twice} (a tool ignoring its key would have \
+         done {naive_twice} twice)",
+        started.elapsed(),
+        calls.len(),
+        attempts_log.len()
+    );
+    assert_eq!((lost, twice), (0, 0));
+    assert!(
+        replayed >= 3,
+        "only {replayed} calls were cut off and run again"
+    );
+}

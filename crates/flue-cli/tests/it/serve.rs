@@ -24,7 +24,9 @@ pub(crate) fn workspace() -> Workspace {
         "agents/tool.md",
         "agents/slow-tool.md",
         "agents/stream.md",
+        "agents/stateful.md",
         "scripts/plain.json",
+        "scripts/stateful.json",
         "scripts/stream.json",
         "scripts/tool.json",
         "scripts/slow.json",
@@ -376,7 +378,7 @@ fn record_types(workspace: &Workspace, id: &str) -> Vec<String> {
 /// The official client's `idempotencyKey`: a retried send converges on the first submission
 /// (one submission id, one settlement, one model call), also when the server was killed with
 /// SIGKILL between the two sends; another message with the key is 409 `submission_conflict`.
-/// `initialData` is refused with a 400 naming it, and creates nothing.
+/// `initialData` seeds the conversation's state, which tools change and `GET .../state` reads.
 #[test]
 fn the_official_clients_idempotency_key_converges_also_across_a_kill_9() {
     assert!(
@@ -410,16 +412,76 @@ fn the_official_clients_idempotency_key_converges_also_across_a_kill_9() {
     assert_eq!(record_types(&workspace, id), ["user", "assistant"]);
 
     let initial = &results[1];
-    assert_eq!(initial["refused"]["status"], 400);
-    assert_eq!(initial["refused"]["type"], "invalid_request");
-    assert!(
-        initial["refused"]["details"]
-            .as_str()
-            .unwrap()
-            .starts_with("`initialData` is not supported"),
+    assert_eq!(initial["ok"], true, "{initial}");
+    assert_eq!(initial["before"], 404, "{initial}");
+    assert_eq!(initial["firstReply"], "Noting.\n\nNoted.");
+    assert_eq!(
+        initial["afterFirst"],
+        json!({"state": {"issue": 7, "seen": true, "notes": ["first"]}, "version": 2,
+               "source": "tool:state_write"}),
         "{initial}"
     );
-    assert_eq!(initial["history"], "404:stream_not_found");
+    assert_eq!(initial["secondReply"], "Bumping.\n\nBumped.");
+    // The second message's initialData is ignored: the conversation existed.
+    assert_eq!(
+        initial["afterSecond"],
+        json!({"state": {"issue": 7, "seen": true, "notes": ["first"], "bumps": 1},
+               "version": 3, "source": "tool:bump"}),
+        "{initial}"
+    );
+    for refusal in initial["refusals"].as_array().unwrap() {
+        assert_eq!(refusal["status"], 400, "{initial}");
+        assert_eq!(refusal["type"], "invalid_request", "{initial}");
+    }
+    assert!(
+        initial["refusals"][0]["details"]
+            .as_str()
+            .unwrap()
+            .starts_with("`initialData` cannot be the conversation's state"),
+        "{initial}"
+    );
+    assert_eq!(initial["refusedHistory"], "404:stream_not_found");
+    assert_eq!(
+        initial["roles"],
+        json!(["user", "assistant", "user", "assistant"])
+    );
+    // The log holds the state records where the writes happened: the seed with the first
+    // message, each tool's change with its result.
+    let conversation = initial["conversation"].as_str().unwrap();
+    let id = conversation.strip_prefix("stateful/").unwrap();
+    assert_eq!(
+        record_types(&workspace, id),
+        [
+            "state",
+            "user",
+            "assistant",
+            // `state_write` is replay-safe: its run is recorded first.
+            "tool_attempt",
+            "tool_result",
+            "state",
+            "assistant",
+            "user",
+            "assistant",
+            "tool_result",
+            "state",
+            "assistant"
+        ]
+    );
+    // `flue session show` shows the state with its version.
+    let output = workspace.flue(&["session", "show", "--id", id, "--json"]);
+    let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["state"]["version"], 3, "{shown}");
+    assert_eq!(shown["state"]["value"]["bumps"], 1, "{shown}");
+    let output = workspace.flue(&["session", "show", "--id", id]);
+    let text = crate::stdout(&output);
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("state (version 3): "))
+        .unwrap_or_else(|| panic!("no state line in {text}"));
+    assert!(
+        line.contains(r#""bumps":1"#) && line.contains(r#""issue":7"#),
+        "{line}"
+    );
 
     // The first send is admitted; the server dies (SIGKILL) while its tool runs; a new server
     // on the same store gets the same send again.
@@ -577,7 +639,18 @@ fn a_non_loopback_bind_needs_a_token_and_then_every_request_carries_it() {
         .iter()
         .map(|agent| agent["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["plain", "slow-tool", "stream", "tool"]);
+    assert_eq!(names, ["plain", "slow-tool", "stateful", "stream", "tool"]);
+    // The state route is behind the token like every other.
+    let (status, _) = http(server.addr(), "GET", "/agents/plain/nobody/state", &[], "");
+    assert_eq!(status, 401);
+    let (status, body) = http(
+        server.addr(),
+        "GET",
+        "/agents/plain/nobody/state",
+        &[("authorization", "Bearer t0ps3cret")],
+        "",
+    );
+    assert_eq!(status, 404, "{body}");
     assert!(!server.log().contains("t0ps3cret"));
 }
 

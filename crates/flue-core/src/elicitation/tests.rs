@@ -61,6 +61,7 @@ fn only_questions_and_their_decisions_count_as_live_records() {
         reason: String::new(),
         session: None,
         output_schema: None,
+        idempotency_key: None,
     });
     let answer = Record::ActionResolved(ActionResolution::new("eli_1", ActionDecision::Cancel));
     let other = Record::ActionResolved(ActionResolution::new("act_c2", ActionDecision::Allow));

@@ -171,6 +171,7 @@ fn required(call: &str, kind: ActionKind) -> Record {
         reason: "asks".into(),
         session: None,
         output_schema: None,
+        idempotency_key: None,
     })
 }
 

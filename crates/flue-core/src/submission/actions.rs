@@ -60,6 +60,14 @@ impl AgentRuntime {
         task::with_task_actions(self.inner.store.as_ref(), &key.instance_id(), list).await
     }
 
+    /// The conversation's state as stored: its latest [`StateChange`](crate::StateChange)
+    /// (`None` while nothing wrote it). [`FlueError::AgentInstanceNotFound`] for an unknown
+    /// conversation.
+    pub async fn state(&self, key: &ConversationKey) -> Result<Option<crate::record::StateChange>> {
+        let log = self.root_log(key).await?;
+        Ok(crate::session::latest_state(&records_of(log)))
+    }
+
     /// Decides one pending action of the conversation and resumes its waiting submission, in
     /// whichever process calls it: [`ActionDecision::Allow`] (the confirmed call runs once),
     /// [`ActionDecision::Deny`] (the model sees the denial), [`ActionDecision::Result`] (a

@@ -179,12 +179,13 @@ async fn process(
 ) -> Next {
     // The message moves into its `User` record (or is dropped, when a previous attempt
     // applied it): the claim does not hold a copy of it while the attempt runs.
-    let delivered = std::mem::replace(
+    let mut delivered = std::mem::replace(
         &mut claim.submission.message,
         DeliveredMessage::user(String::new()),
     );
     // The result schema stays: every attempt (a resumed pause too) asks for the same result.
     let result_schema = delivered.result_schema().cloned();
+    let seed_state = delivered.take_initial_data();
     let submission = &claim.submission;
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
@@ -305,7 +306,13 @@ async fn process(
     *slot.attempt() = Some(control);
     // The operation's span (and everything under it) nests under the attempt's.
     let mut handle = attempt_span.in_scope(|| {
-        session.run_submission(message, result_schema, cancel.clone(), submission.budget)
+        session.run_submission(
+            message,
+            result_schema,
+            seed_state,
+            cancel.clone(),
+            submission.budget,
+        )
     });
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);

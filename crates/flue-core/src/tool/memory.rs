@@ -185,6 +185,8 @@ fn meta(read_only: bool) -> ToolMeta {
         } else {
             InterruptBehavior::Complete
         },
+        // A search runs again after a crash; a write would store its note twice.
+        replay_safe: read_only,
     }
 }
 

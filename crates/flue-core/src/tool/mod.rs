@@ -11,6 +11,7 @@ mod emit;
 mod extensions;
 mod memory;
 mod source;
+mod state;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,10 +33,13 @@ use crate::util::BoxFuture;
 
 use extensions::Extensions;
 
-pub use builtin::{BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, builtin_tool, builtin_tools};
+pub use builtin::{
+    BUILTIN_TOOL_NAMES, READ_ONLY_TOOL_NAMES, STATE_TOOL_NAMES, builtin_tool, builtin_tools,
+};
 pub use command::{
-    COMMAND_INPUT_VAR, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS, DEFAULT_COMMAND_TIMEOUT_MS,
-    MAX_COMMAND_TIMEOUT_MS, check_variable_name,
+    COMMAND_ATTEMPT_VAR, COMMAND_INPUT_VAR, COMMAND_KEY_VAR, COMMAND_STATE_FILE_VAR,
+    COMMAND_STATE_VAR, CommandState, CommandToolSpec, DEFAULT_COMMAND_OUTPUT_CHARS,
+    DEFAULT_COMMAND_TIMEOUT_MS, MAX_COMMAND_TIMEOUT_MS, check_variable_name,
 };
 pub use emit::FlueLogger;
 pub(crate) use emit::attach_emitted;
@@ -43,6 +47,7 @@ pub use memory::MEMORY_TOOL_NAMES;
 pub(crate) use memory::memory_tools;
 pub(crate) use source::LiveTools;
 pub use source::ToolSource;
+pub use state::{ToolState, check_state, idempotency_key};
 
 /// The suggested action of an input that does not match a built-in tool's schema.
 const FIX_ARGUMENTS: &str = "Fix the arguments to match the tool's input schema and retry.";
@@ -91,6 +96,12 @@ pub struct ToolMeta {
     /// What an abort does to a running call.
     #[serde(default)]
     pub interrupt: InterruptBehavior,
+    /// A call cut off by a crash may run again, with the same idempotency key
+    /// ([`ToolContext::idempotency_key`]): recovery runs it again instead of answering it
+    /// `interrupted`. True for the built-in tools that only read; a tool with effects is
+    /// replay-safe when it does each effect once per key.
+    #[serde(default)]
+    pub replay_safe: bool,
 }
 
 /// What a tool call touches: any of files, shell commands and the network. Serialized as a
@@ -208,6 +219,16 @@ pub struct ToolContext {
     /// holds live actions, the harness and scope an action opens its child scope from); empty
     /// outside a session's tool call.
     extensions: Extensions,
+    /// The call's idempotency key: the same on every attempt of the call (a replay-safe call
+    /// runs again after a crash with the same key), different for every other call. Empty
+    /// outside a session's tool call.
+    pub idempotency_key: String,
+    /// Which attempt of the call this is: 1, or more when a replay-safe call runs again after
+    /// a crash (0 outside a session's tool call).
+    pub attempt: u32,
+    /// The conversation's state, as this batch of calls sees it; `None` outside a root
+    /// session's tool call (a task's calls have none).
+    state: Option<ToolState>,
 }
 
 impl ToolContext {
@@ -229,7 +250,26 @@ impl ToolContext {
             call_id: String::new(),
             sampling: Arc::new(Mutex::new(Vec::new())),
             extensions: Extensions::default(),
+            idempotency_key: String::new(),
+            attempt: 0,
+            state: None,
         }
+    }
+
+    /// The conversation's state document (read it with [`ToolState::get`], change it with
+    /// [`ToolState::set`] or [`ToolState::update`]); `None` outside a root session's tool call.
+    /// A change is stored with the batch of tool results it belongs to: if a crash cuts the
+    /// batch short, the change never happened.
+    pub fn state(&self) -> Option<&ToolState> {
+        self.state.as_ref()
+    }
+
+    /// Gives the context a state document (the runtime does for a root session's calls; a
+    /// test or an embedder calling a tool directly may too).
+    #[must_use]
+    pub fn with_state(mut self, state: ToolState) -> Self {
+        self.state = Some(state);
+        self
     }
 
     /// The context of one call inside a session: the same context with the call's id and a

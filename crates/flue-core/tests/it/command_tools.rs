@@ -154,3 +154,72 @@ async fn a_command_past_its_time_limit_is_killed_with_exit_code_124() {
     );
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+/// `state: write`: the command reads the state from `FLUE_STATE`, finds it in the file
+/// `FLUE_STATE_FILE` names and leaves the new state there; the file is gone after the call. A
+/// failing command changes nothing; a file that does not hold an object is `invalid_state`.
+/// The call's idempotency key and attempt arrive as variables.
+#[tokio::test]
+async fn state_write_commands_read_the_state_and_leave_the_new_one_in_their_file() {
+    let write = |command: &str| {
+        CommandToolSpec::new(
+            "note",
+            "Writes the state",
+            json!({"type": "object"}),
+            command,
+        )
+        .with_state(flue_core::CommandState::Write)
+        .with_replay_safe(true)
+    };
+    for (name, open) in SANDBOXES {
+        let mut fixture = Fixture::new(*open, &[]).await;
+        let state = flue_core::ToolState::new(Some(json!({"n": 1})), 1);
+        fixture.ctx = fixture.ctx.clone().with_state(state.clone());
+        fixture.ctx.idempotency_key = "ik_0123".into();
+        fixture.ctx.attempt = 2;
+        let spec = write(
+            r#"echo "$FLUE_STATE $FLUE_IDEMPOTENCY_KEY $FLUE_TOOL_ATTEMPT"; cat "$FLUE_STATE_FILE"; printf '{"n":2}' > "$FLUE_STATE_FILE""#,
+        );
+        let tool = spec.to_tool().unwrap();
+        assert!(tool.meta().replay_safe, "{name}");
+        let output = tool.call(json!({}), &fixture.ctx).await.unwrap();
+        assert_eq!(
+            output["stdout"], "{\"n\":1} ik_0123 2\n{\"n\":1}",
+            "{name}: {output}"
+        );
+        assert_eq!(state.get(), json!({"n": 2}), "{name}");
+        let left: Vec<String> = fixture
+            .ctx
+            .sandbox
+            .readdir(&fixture.ctx.cwd)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|entry| entry.starts_with(".flue-state"))
+            .collect();
+        assert!(left.is_empty(), "{name}: {left:?}");
+
+        let failing = write(r#"printf '{"n":3}' > "$FLUE_STATE_FILE"; exit 1"#);
+        failing
+            .to_tool()
+            .unwrap()
+            .call(json!({}), &fixture.ctx)
+            .await
+            .unwrap();
+        assert_eq!(
+            state.get(),
+            json!({"n": 2}),
+            "{name}: a failing command wrote"
+        );
+
+        let bad = write(r#"printf '[1]' > "$FLUE_STATE_FILE""#);
+        let err = bad
+            .to_tool()
+            .unwrap()
+            .call(json!({}), &fixture.ctx)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, "invalid_state", "{name}: {err:?}");
+        assert_eq!(state.get(), json!({"n": 2}), "{name}");
+    }
+}

@@ -40,6 +40,7 @@ macro_rules! conversation_contract {
                 the_callers_trace_parent_is_stored_with_the_submission,
                 deleting_is_refused_while_work_is_unsettled_then_removes_every_session,
                 a_dispatchs_budget_is_stored_with_its_submission,
+                conversation_state_is_seeded_changed_by_tools_and_read_back,
             );
         }
     };
@@ -1057,4 +1058,148 @@ pub(crate) async fn a_dispatchs_budget_is_stored_with_its_submission(
         .unwrap()
         .unwrap();
     assert_eq!(claim.submission.budget, Some(budget));
+}
+
+/// The script of the state tests' agent: `write` -> `state_write`, `count` -> two `count`
+/// calls at once, `big` -> a write over the limit, tool results -> `ok`.
+const STATE_SCRIPT: &str = r#"{"rules": [
+  {"when": {"tool_result": "state_write"}, "reply": {"text": "ok"}},
+  {"when": {"tool_result": "count"}, "reply": {"text": "ok"}},
+  {"when": {"user_matches": "^write"}, "reply": {"tool_calls": [
+    {"name": "state_write", "input": {"patch": {"seen": true, "gone": null}}}]}},
+  {"when": {"user_matches": "^count"}, "reply": {"tool_calls": [
+    {"name": "count", "input": {}}, {"name": "count", "input": {}}]}},
+  {"when": {"user_matches": "^big"}, "reply": {"tool_calls": [
+    {"name": "state_write", "input": {"patch": {"big": "BIG"}}}]}}
+]}"#;
+
+/// A runtime on `store` serving agent `keeper`: the state tools and `count`, a Rust tool that
+/// adds one to the state's `count` through `ToolContext::state`.
+async fn state_runtime(store: Arc<dyn DynConversationStore>) -> flue_core::AgentRuntime {
+    let big = "x".repeat(flue_core::MAX_STATE_BYTES);
+    let script = STATE_SCRIPT.replace("BIG", &big);
+    let agents = flue_core::StaticAgents::new().with_agent("keeper", move || {
+        let count =
+            flue_core::ToolDefinition::from_fn(
+                "count",
+                "Adds one to the state's count",
+                |_input: serde_json::Map<String, serde_json::Value>,
+                 ctx: flue_core::ToolContext| async move {
+                    let state = ctx.state().expect("a root session's call has the state");
+                    state.update(|object| {
+                        let n = object
+                            .get("count")
+                            .and_then(serde_json::Value::as_u64)
+                            .unwrap_or(0);
+                        object.insert("count".into(), (n + 1).into());
+                    })?;
+                    Ok(serde_json::Value::String(ctx.idempotency_key.clone()))
+                },
+            )
+            .unwrap();
+        let provider = flue_core::ScriptedProvider::new(".")
+            .with_script("s.json", &script)
+            .unwrap();
+        let agent = flue_core::AgentConfig::new()
+            .with_model("scripted/s.json")
+            .with_tools(
+                flue_core::builtin_tools(&["state_read".into(), "state_write".into()]).unwrap(),
+            )
+            .with_tool(count);
+        flue_core::Harness::builder(agent)
+            .with_providers(flue_core::ProviderRegistry::new().with_provider(Arc::new(provider)))
+            .with_workspace_context(None)
+    });
+    flue_core::AgentRuntime::builder(store, Arc::new(agents))
+        .with_poll_interval(Duration::from_millis(10))
+        .with_reconcile_interval(Some(Duration::from_millis(100)))
+        .start()
+        .await
+        .unwrap()
+}
+
+/// The conversation's state: seeded by the first message's `initialData` (a later message's
+/// is ignored), changed by tools with their batch (two calls of one batch compose their
+/// updates into one record), refused over its limit (nothing stored), and read back by
+/// another runtime on the same store.
+pub(crate) async fn conversation_state_is_seeded_changed_by_tools_and_read_back(
+    store: Arc<dyn DynConversationStore>,
+) {
+    let runtime = state_runtime(Arc::clone(&store)).await;
+    let key = ConversationKey::new("keeper", "state-1");
+    let send = |text: &str, data: Option<serde_json::Value>| {
+        let mut message = DeliveredMessage::user(text);
+        if let Some(data) = data {
+            message = message.with_initial_data(data);
+        }
+        runtime.dispatch(&key, message, DispatchOptions::default())
+    };
+    // Not an object: refused before anything is admitted.
+    let refused = send("write", Some(serde_json::json!([1])))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), "invalid_state", "{refused}");
+    assert!(runtime.conversation(&key).await.unwrap().is_none());
+
+    let first = send("write", Some(serde_json::json!({"issue": 7, "gone": 1})))
+        .await
+        .unwrap();
+    let settled = runtime.wait(&first.submission_id).await.unwrap();
+    assert_eq!(settled.outcome, Outcome::Completed, "{settled:?}");
+    let state = runtime.state(&key).await.unwrap().unwrap();
+    assert_eq!(state.value, serde_json::json!({"issue": 7, "seen": true}));
+    assert_eq!(
+        (state.version, state.source.as_str()),
+        (2, "tool:state_write")
+    );
+
+    let second = send("count", Some(serde_json::json!({"issue": 8})))
+        .await
+        .unwrap();
+    runtime.wait(&second.submission_id).await.unwrap();
+    let big = send("big", None).await.unwrap();
+    runtime.wait(&big.submission_id).await.unwrap();
+    runtime.shutdown().await.unwrap();
+
+    // Another runtime on the same store reads what the first stored.
+    let other = state_runtime(Arc::clone(&store)).await;
+    let state = other.state(&key).await.unwrap().unwrap();
+    assert_eq!(
+        state.value,
+        serde_json::json!({"issue": 7, "seen": true, "count": 2})
+    );
+    assert_eq!(state.version, 3);
+    let log = store
+        .load(&SessionKey::new(key.instance_id(), "default"), 0)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut versions = Vec::new();
+    let mut keys = Vec::new();
+    let mut refusals = Vec::new();
+    for stored in &log.records {
+        match &stored.record {
+            Record::State(change) => versions.push((change.version, change.source.clone())),
+            Record::ToolResult(result) if result.tool_name == "count" => {
+                keys.push(result.content.clone());
+            }
+            Record::ToolResult(result) if result.is_error => {
+                refusals.push(result.error_kind.clone());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        versions,
+        [
+            (1, "initial_data".to_owned()),
+            (2, "tool:state_write".to_owned()),
+            (3, "tool:count".to_owned())
+        ]
+    );
+    // Each call has its own idempotency key.
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys[0], keys[1]);
+    assert_eq!(refusals, [Some("state_too_large".to_owned())]);
+    other.shutdown().await.unwrap();
 }

@@ -152,6 +152,7 @@ async fn signals_reach_the_model_in_their_envelope() {
         body: "{\"number\":7}".into(),
         attributes: [("repo".to_owned(), "a&b".to_owned())].into(),
         tag_name: Some("github".into()),
+        initial_data: None,
     };
     let receipt = runtime
         .dispatch(&key("signal"), signal, DispatchOptions::default())
@@ -166,6 +167,7 @@ async fn signals_reach_the_model_in_their_envelope() {
         body: String::new(),
         attributes: Default::default(),
         tag_name: Some("1bad tag".into()),
+        initial_data: None,
     };
     let err = runtime
         .dispatch(&key("signal"), bad_tag, DispatchOptions::default())

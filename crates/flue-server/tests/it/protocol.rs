@@ -930,12 +930,12 @@ const REFUSALS: &[Refusal] = &[
         400,
         "invalid_request",
     ),
-    // No per-conversation data is kept: `initialData` is refused rather than dropped.
+    // `initialData` seeds the state, which is a JSON object.
     (
         "POST",
         "/agents/plain/x",
         Some("application/json"),
-        r#"{"kind":"user","body":"hi","initialData":{"issue":7}}"#,
+        r#"{"kind":"user","body":"hi","initialData":[7]}"#,
         400,
         "invalid_request",
     ),
@@ -1166,21 +1166,30 @@ async fn unknown_fields_and_initial_data_are_refused_by_name() {
             && message.contains("`kind`, `body`, `attachments`"),
         "{message}"
     );
-    let initial = post_json(
-        &app,
-        "/agents/plain/f",
-        r#"{"kind":"user","body":"hi","initialData":{"issue":7}}"#,
-    )
-    .await;
-    assert_eq!(initial.status, 400);
-    let message = initial.json()["error"]["details"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        message.starts_with("`initialData` is not supported"),
-        "{message}"
-    );
+    let big = json!({"kind": "user", "body": "hi", "initialData": {"big": "x".repeat(70_000)}});
+    for (body, expected) in [
+        (
+            r#"{"kind":"user","body":"hi","initialData":"issue 7"}"#.to_owned(),
+            "`initialData` cannot be the conversation's state: invalid state: the state must be \
+             a JSON object",
+        ),
+        (
+            big.to_string(),
+            "`initialData` cannot be the conversation's state: the state is 70010 bytes",
+        ),
+        (
+            r#"{"kind":"user","body":"hi","uid":"u1","initialData":{"issue":7}}"#.to_owned(),
+            "`initialData` with a string `uid` is a contradiction",
+        ),
+    ] {
+        let initial = post_json(&app, "/agents/plain/f", &body).await;
+        assert_eq!(initial.status, 400);
+        let message = initial.json()["error"]["details"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(message.starts_with(expected), "{message}");
+    }
     let too_long = json!({"kind": "user", "body": "hi", "idempotencyKey": "k".repeat(257)});
     let refused = post_json(&app, "/agents/plain/f", &too_long.to_string()).await;
     assert_eq!(refused.status, 400);
@@ -1291,7 +1300,12 @@ async fn a_token_is_required_on_every_route_when_configured() {
         ..fast_config()
     })
     .await;
-    for uri in ["/_flue/health", "/agents/plain/x", "/nowhere"] {
+    for uri in [
+        "/_flue/health",
+        "/agents/plain/x",
+        "/agents/plain/x/state",
+        "/nowhere",
+    ] {
         let reply = get(&app, uri).await;
         assert_eq!(
             (reply.status, reply.error_type()),
@@ -1317,6 +1331,49 @@ async fn a_token_is_required_on_every_route_when_configured() {
     )
     .await;
     assert_eq!(right.status, 200);
+}
+
+/// `initialData` seeds the conversation's state, which `GET .../state` reads: 404 before the
+/// conversation exists, the seed (version 1) once the first message reached the log; a later
+/// message's `initialData` changes nothing.
+async fn initial_data_seeds_the_state_that_get_state_reads() {
+    let app = app(fast_config()).await;
+    let missing = get(&app, "/agents/plain/s1/state").await;
+    assert_eq!(missing.status, 404);
+    let first = post_json(
+        &app,
+        "/agents/plain/s1",
+        r#"{"kind":"user","body":"hi","initialData":{"issue":7,"labels":["bug"]}}"#,
+    )
+    .await;
+    assert_eq!(first.status, 202);
+    let submission = first.json()["submissionId"].as_str().unwrap().to_owned();
+    let snapshot = settled(&app, "/agents/plain/s1", &submission).await;
+    // The seed is not a message.
+    assert_eq!(snapshot["messages"].as_array().unwrap().len(), 2);
+    let state = get(&app, "/agents/plain/s1/state").await;
+    assert_eq!(state.status, 200);
+    assert_eq!(
+        state.json(),
+        json!({"state": {"issue": 7, "labels": ["bug"]}, "version": 1, "source": "initial_data"})
+    );
+    let second = post_json(
+        &app,
+        "/agents/plain/s1",
+        r#"{"kind":"user","body":"again","initialData":{"issue":8}}"#,
+    )
+    .await;
+    let submission = second.json()["submissionId"].as_str().unwrap().to_owned();
+    settled(&app, "/agents/plain/s1", &submission).await;
+    let state = get(&app, "/agents/plain/s1/state").await;
+    assert_eq!(state.json()["state"]["issue"], 7);
+    assert_eq!(state.json()["version"], 1);
+    // Without initialData a conversation's state is empty.
+    let plain = post_json(&app, "/agents/plain/s2", r#"{"kind":"user","body":"hi"}"#).await;
+    let submission = plain.json()["submissionId"].as_str().unwrap().to_owned();
+    settled(&app, "/agents/plain/s2", &submission).await;
+    let state = get(&app, "/agents/plain/s2/state").await;
+    assert_eq!(state.json(), json!({"state": {}, "version": 0}));
 }
 
 async fn health_and_agents_describe_the_server() {
@@ -1392,6 +1449,7 @@ tests!(
     a_request_over_the_timeout_and_extractor_rejections_carry_the_envelope,
     every_refusal_has_its_status_envelope_and_stores_nothing,
     unknown_fields_and_initial_data_are_refused_by_name,
+    initial_data_seeds_the_state_that_get_state_reads,
     an_idempotency_key_converges_on_the_first_submission,
     offsets_past_the_head_and_large_bodies_are_refused,
     a_token_is_required_on_every_route_when_configured,

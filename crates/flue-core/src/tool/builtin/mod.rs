@@ -8,6 +8,7 @@
 
 mod files;
 mod patch;
+mod state;
 
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,8 @@ pub const BUILTIN_TOOL_NAMES: &[&str] = &[
     "apply_patch",
     "bash",
 ];
+
+pub use state::STATE_TOOL_NAMES;
 
 /// The file tools that only read: a safe default for agents that should not change anything.
 pub const READ_ONLY_TOOL_NAMES: &[&str] = &["read_file", "list_directory", "search_files", "glob"];
@@ -83,9 +86,12 @@ pub fn builtin_tool(name: &str) -> Result<ToolDefinition> {
         "move_file" => files::move_file_tool(),
         "apply_patch" => patch::apply_patch_tool(),
         "bash" => bash_tool(),
+        "state_read" => state::state_read_tool(),
+        "state_write" => state::state_write_tool(),
         _ => Err(FlueError::config(format!(
-            "unknown built-in tool {name:?} (known built-in tools: {})",
-            BUILTIN_TOOL_NAMES.join(", ")
+            "unknown built-in tool {name:?} (known built-in tools: {}, and the state tools {})",
+            BUILTIN_TOOL_NAMES.join(", "),
+            STATE_TOOL_NAMES.join(", ")
         ))),
     }
 }
@@ -120,6 +126,7 @@ fn bash_tool() -> Result<ToolDefinition> {
         destructive: true,
         effects: Effects::SHELL.with(Effects::FILES),
         interrupt: InterruptBehavior::Cancel,
+        replay_safe: false,
     }))
 }
 

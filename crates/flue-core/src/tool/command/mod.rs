@@ -38,6 +38,34 @@ pub const DEFAULT_COMMAND_OUTPUT_CHARS: usize = 30_000;
 /// The environment variable holding the whole input as JSON.
 pub const COMMAND_INPUT_VAR: &str = "FLUE_TOOL_INPUT";
 
+/// The environment variable holding the call's idempotency key (the same on every attempt).
+pub const COMMAND_KEY_VAR: &str = "FLUE_IDEMPOTENCY_KEY";
+
+/// The environment variable holding the call's attempt (1, or more when run again after a
+/// crash).
+pub const COMMAND_ATTEMPT_VAR: &str = "FLUE_TOOL_ATTEMPT";
+
+/// The environment variable holding the conversation's state as JSON (`state: read` or
+/// `write`).
+pub const COMMAND_STATE_VAR: &str = "FLUE_STATE";
+
+/// The environment variable naming the file a `state: write` command may rewrite with the new
+/// state (a JSON object); it holds the current state when the command starts.
+pub const COMMAND_STATE_FILE_VAR: &str = "FLUE_STATE_FILE";
+
+/// What a command tool may do with the conversation's state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommandState {
+    /// Nothing (the default).
+    #[default]
+    None,
+    /// Read it: `FLUE_STATE` holds it as JSON.
+    Read,
+    /// Read it and write it back: `FLUE_STATE` holds it, and the file `FLUE_STATE_FILE`
+    /// names holds it too; what that file holds when the command exits with 0 is the new state.
+    Write,
+}
+
 /// Variables an input property may not be named after: they change how the shell, the
 /// dynamic loader or the command lookup behave. Prefixes end with `_`.
 const FORBIDDEN_VARIABLES: &[&str] = &[
@@ -96,6 +124,11 @@ pub struct CommandToolSpec {
     /// Characters kept of stdout and of stderr ([`DEFAULT_COMMAND_OUTPUT_CHARS`] when unset);
     /// longer output keeps its tail.
     pub max_output_chars: Option<usize>,
+    /// Whether a call cut off by a crash runs again on recovery, with the same
+    /// `FLUE_IDEMPOTENCY_KEY` (the command does its effect once per key).
+    pub replay_safe: bool,
+    /// What the command may do with the conversation's state.
+    pub state: CommandState,
 }
 
 impl CommandToolSpec {
@@ -113,7 +146,23 @@ impl CommandToolSpec {
             command: command.into(),
             timeout_ms: None,
             max_output_chars: None,
+            replay_safe: false,
+            state: CommandState::None,
         }
+    }
+
+    /// Declares the tool replay-safe (see [`CommandToolSpec::replay_safe`]).
+    #[must_use]
+    pub fn with_replay_safe(mut self, replay_safe: bool) -> Self {
+        self.replay_safe = replay_safe;
+        self
+    }
+
+    /// Sets what the command may do with the conversation's state.
+    #[must_use]
+    pub fn with_state(mut self, state: CommandState) -> Self {
+        self.state = state;
+        self
     }
 
     /// Sets the time limit.
@@ -179,6 +228,7 @@ impl CommandToolSpec {
             max_output_chars: self
                 .max_output_chars
                 .unwrap_or(DEFAULT_COMMAND_OUTPUT_CHARS),
+            state: self.state,
         };
         let definition = ToolDefinition::new(
             &self.name,
@@ -193,6 +243,7 @@ impl CommandToolSpec {
             destructive: true,
             effects: Effects::SHELL.with(Effects::FILES),
             interrupt: InterruptBehavior::Cancel,
+            replay_safe: self.replay_safe,
         }))
     }
 }
@@ -234,6 +285,7 @@ struct CommandTool {
     variables: Vec<String>,
     timeout: Duration,
     max_output_chars: usize,
+    state: CommandState,
 }
 
 impl Tool for CommandTool {
@@ -272,7 +324,60 @@ impl Tool for CommandTool {
                 "printf '%s' \"${COMMAND_INPUT_VAR}\" | (\n{}\n)",
                 self.command
             );
-            let result = ctx.sandbox.exec(&line, options).await?;
+            if !ctx.idempotency_key.is_empty() {
+                options = options
+                    .with_env(COMMAND_KEY_VAR, ctx.idempotency_key.clone())
+                    .with_env(COMMAND_ATTEMPT_VAR, ctx.attempt.to_string());
+            }
+            let state = match self.state {
+                CommandState::None => None,
+                CommandState::Read | CommandState::Write => ctx.state(),
+            };
+            if let Some(state) = state {
+                options = options.with_env(COMMAND_STATE_VAR, state.get().to_string());
+            }
+            let state_file = match (self.state, state) {
+                (CommandState::Write, Some(state)) => {
+                    let path = state_file_path(&ctx.cwd, &ctx.idempotency_key, &ctx.call_id);
+                    ctx.sandbox
+                        .write_file(&path, state.get().to_string().as_bytes())
+                        .await?;
+                    options = options.with_env(COMMAND_STATE_FILE_VAR, path.clone());
+                    Some((path, state))
+                }
+                _ => None,
+            };
+            let result = ctx.sandbox.exec(&line, options).await;
+            if let Some((path, state)) = state_file {
+                let written = ctx.sandbox.read_file(&path).await;
+                let remove = crate::sandbox::RmOptions {
+                    recursive: false,
+                    force: true,
+                };
+                let _ = ctx.sandbox.rm(&path, remove).await;
+                if let Ok(done) = &result
+                    && done.exit_code == 0
+                {
+                    let text = written.map_err(|err| {
+                        ToolError::new(
+                            "invalid_state",
+                            format!(
+                                "the command removed its state file ({COMMAND_STATE_FILE_VAR}):                                  {err}; leave it in place, rewritten with the new state"
+                            ),
+                        )
+                    })?;
+                    let value: Value = serde_json::from_str(&text).map_err(|err| {
+                        ToolError::new(
+                            "invalid_state",
+                            format!(
+                                "the state file ({COMMAND_STATE_FILE_VAR}) does not hold JSON:                                  {err}; write a JSON object to it"
+                            ),
+                        )
+                    })?;
+                    state.set(value)?;
+                }
+            }
+            let result = result?;
             Ok(json!({
                 "exit_code": result.exit_code,
                 "stdout": keep_tail(&result.stdout, self.max_output_chars),
@@ -280,6 +385,17 @@ impl Tool for CommandTool {
             }))
         })
     }
+}
+
+/// Where a `state: write` command finds and leaves the state: a file of the call's own in
+/// the working directory, removed after the call.
+fn state_file_path(cwd: &str, key: &str, call_id: &str) -> String {
+    let name = if key.is_empty() { call_id } else { key };
+    let name: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{}/.flue-state-{name}.json", cwd.trim_end_matches('/'))
 }
 
 /// The names of the schema's top-level properties.

@@ -35,6 +35,8 @@ fn problems_name_every_bad_field_at_once() {
         command: String::new(),
         timeout_ms: Some(0),
         max_output_chars: Some(0),
+        replay_safe: false,
+        state: crate::tool::CommandState::None,
     };
     let problems = spec.problems();
     assert_eq!(problems.len(), 6, "{problems:#?}");

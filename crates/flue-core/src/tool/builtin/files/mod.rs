@@ -531,6 +531,7 @@ pub(crate) const READ_ONLY: ToolMeta = ToolMeta {
     destructive: false,
     effects: Effects::FILES,
     interrupt: InterruptBehavior::Cancel,
+    replay_safe: true,
 };
 
 /// Metadata of a tool that changes files (recoverably: replaced content goes to the trash).
@@ -541,6 +542,7 @@ pub(crate) const MODIFYING: ToolMeta = ToolMeta {
     destructive: false,
     effects: Effects::FILES,
     interrupt: InterruptBehavior::Complete,
+    replay_safe: false,
 };
 
 /// Metadata of a tool that deletes or overwrites files (recoverable from the trash).
@@ -551,4 +553,5 @@ pub(crate) const DESTRUCTIVE: ToolMeta = ToolMeta {
     destructive: true,
     effects: Effects::FILES,
     interrupt: InterruptBehavior::Complete,
+    replay_safe: false,
 };
