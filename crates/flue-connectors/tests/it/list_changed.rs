@@ -207,7 +207,9 @@ async fn an_agent_is_offered_added_tools_at_its_next_turn_and_loses_removed_ones
         .unwrap();
     let agent = AgentConfig::new()
         .with_model("scripted/changing.json")
-        .with_tool_source(connection.tool_source());
+        .with_tool_source(connection.tool_source())
+        // The tool lists compared here are the server's alone.
+        .with_task_tool(false);
     let harness = Harness::builder(agent)
         .with_providers(ProviderRegistry::new().with_provider(provider.clone()))
         .with_sandbox(Arc::new(LocalSandbox::new(dir.path()).unwrap()))

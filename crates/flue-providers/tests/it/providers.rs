@@ -123,7 +123,9 @@ pub async fn run_prompt(
     let mut agent = AgentConfig::new()
         .with_model(format!("{provider_id}/{model}"))
         .with_instructions("You answer questions.")
-        .with_thinking(thinking);
+        .with_thinking(thinking)
+        // The requests compared here carry only the tools each test gives.
+        .with_task_tool(false);
     for tool in tools {
         agent = agent.with_tool(tool);
     }
