@@ -497,19 +497,11 @@ fn the_console_in_headless_chromium() {
     let dev = Dev::start(&root);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console");
     let _ = std::fs::remove_dir_all(&shots);
-    let output = Command::new(&node)
-        .arg(peers().join("dev_console.cjs"))
-        .arg(format!("http://{}/", dev.addr))
-        .arg(&root)
-        .arg(&shots)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-        panic!(
-            "no result from the browser: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+    let result = console_script(&node, "dev_console.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .arg(&root)
+            .arg(&shots);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     assert_eq!(
@@ -769,19 +761,11 @@ fn the_console_shows_each_streamed_reply_once_retries_and_a_failures_hint() {
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-replies");
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).unwrap();
-    let output = Command::new(&node)
-        .arg(peers().join("dev_console_replies.cjs"))
-        .arg(format!("http://{}/", dev.addr))
-        .arg(&shots)
-        .arg(format!("http://127.0.0.1:{flaky_port}/release"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-        panic!(
-            "no result from the browser: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+    let result = console_script(&node, "dev_console_replies.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .arg(&shots)
+            .arg(format!("http://127.0.0.1:{flaky_port}/release"));
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     assert_eq!(
@@ -897,19 +881,11 @@ fn a_schedules_tick_shows_in_the_console_with_its_schedule() {
     .unwrap();
     let dev = Dev::start(&root);
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-schedule.png");
-    let output = Command::new(&node)
-        .arg(peers().join("dev_console_schedule.cjs"))
-        .arg(format!("http://{}/", dev.addr))
-        .args(["ticker", "schedule-nightly-sync", "nightly-sync"])
-        .arg(&shot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-        panic!(
-            "no result from the browser: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+    let result = console_script(&node, "dev_console_schedule.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .args(["ticker", "schedule-nightly-sync", "nightly-sync"])
+            .arg(&shot);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     let signal = result["signal"].as_str().unwrap();
@@ -1030,21 +1006,16 @@ Keep.
     let dev = Dev::start(ws.root());
     let submission = dev.send("keeper/c1", "create a");
     dev.settled("keeper/c1", &submission);
-    assert!(!ws.root().join("a.txt").exists(), "the hook let the write through");
+    assert!(
+        !ws.root().join("a.txt").exists(),
+        "the hook let the write through"
+    );
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-hooks.png");
-    let output = Command::new(&node)
-        .arg(peers().join("dev_console_transcript.cjs"))
-        .arg(format!("http://{}/", dev.addr))
-        .args(["keeper", "c1", "PreToolUse"])
-        .arg(&shot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-        panic!(
-            "no result from the browser: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+    let result = console_script(&node, "dev_console_transcript.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .args(["keeper", "c1", "PreToolUse"])
+            .arg(&shot);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     let hook = result["rows"]
@@ -1092,19 +1063,11 @@ fn the_console_rewinds_and_forks_from_a_user_message() {
         dev.settled("keeper/c1", &submission);
     }
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-history.png");
-    let output = Command::new(&node)
-        .arg(peers().join("dev_console_history.cjs"))
-        .arg(format!("http://{}/", dev.addr))
-        .args(["keeper", "c1", "2"])
-        .arg(&shot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-        panic!(
-            "no result from the browser: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
+    let result = console_script(&node, "dev_console_history.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .args(["keeper", "c1", "2"])
+            .arg(&shot);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     assert_eq!(
@@ -1135,4 +1098,20 @@ fn the_console_rewinds_and_forks_from_a_user_message() {
         .collect();
     assert_eq!(users, vec!["create a"], "{transcript:#}");
     assert_eq!(result["consoleErrors"], json!([]));
+}
+
+/// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
+/// `args` adds, and reads the one JSON line it prints.
+fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {
+    let mut command = Command::new(node);
+    command.arg(peers().join(script));
+    args(&mut command);
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "no result from the browser: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
 }
