@@ -108,8 +108,8 @@ fn rename_fields<'a>(input: &Value, pairs: impl Iterator<Item = (&'a str, &'a st
 }
 
 /// What a command hook's `matcher` selects: every tool (absent, empty or `*`), a name or a
-/// `|` list of names (compared exactly), or a regular expression that must match the whole
-/// name. Tool points match the tool's Claude Code name or its flue name; `PreCompact`
+/// `|` list of names (compared exactly; a `*` in them is a wildcard, as in `mcp__github__*`),
+/// or a regular expression that must match the whole name. Tool points match the tool's Claude Code name or its flue name; `PreCompact`
 /// matches its trigger, `SessionStart` its source; other points ignore the matcher.
 #[derive(Clone, Debug)]
 pub enum HookMatcher {
@@ -131,6 +131,16 @@ impl HookMatcher {
         let plain = text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '|');
+        let globbed = !plain
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|' | '*'));
+        if globbed {
+            let pattern = text.replace('*', ".*");
+            return Regex::new(&format!("^(?:{pattern})$"))
+                .map(Self::Pattern)
+                .map_err(|err| format!("`matcher` {text:?} is not a valid pattern: {err}"));
+        }
         if plain {
             return Ok(Self::Names(
                 text.split('|')

@@ -36,6 +36,11 @@ fn matchers_take_names_lists_regexes_and_mcp_patterns() {
     assert!(hook(HookPoint::PreToolUse, Some("mcp__github__.*")).handles(&mcp));
     assert!(hook(HookPoint::PreToolUse, Some("mcp__github__create_issue")).handles(&mcp));
     assert!(!hook(HookPoint::PreToolUse, Some("mcp__slack__.*")).handles(&mcp));
+    // A `*` in an otherwise plain matcher is a wildcard, as people write `mcp__server__*`.
+    assert!(hook(HookPoint::PreToolUse, Some("mcp__github__*")).handles(&mcp));
+    assert!(hook(HookPoint::PreToolUse, Some("Bash|mcp__github__*")).handles(&mcp));
+    assert!(!hook(HookPoint::PreToolUse, Some("mcp__slack__*")).handles(&mcp));
+    assert!(!hook(HookPoint::PreToolUse, Some("mcp__github__*")).handles(&bash));
     assert!(!hook(HookPoint::PostToolUse, None).handles(&bash));
     let bad = CommandHookSpec::new(HookPoint::PreToolUse, "true", "flue.toml").with_matcher("(");
     let err = CommandHook::new(bad, "/").err().unwrap().to_string();
