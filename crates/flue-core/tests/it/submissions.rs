@@ -153,6 +153,7 @@ async fn signals_reach_the_model_in_their_envelope() {
         attributes: [("repo".to_owned(), "a&b".to_owned())].into(),
         tag_name: Some("github".into()),
         initial_data: None,
+        options: Default::default(),
     };
     let receipt = runtime
         .dispatch(&key("signal"), signal, DispatchOptions::default())
@@ -168,6 +169,7 @@ async fn signals_reach_the_model_in_their_envelope() {
         attributes: Default::default(),
         tag_name: Some("1bad tag".into()),
         initial_data: None,
+        options: Default::default(),
     };
     let err = runtime
         .dispatch(&key("signal"), bad_tag, DispatchOptions::default())

@@ -11,6 +11,8 @@ fn vars() -> Vars<'static> {
     Vars {
         user: "hi there",
         tool_result: "42",
+        model: "scripts/echo.json",
+        thinking: "high",
     }
 }
 
@@ -66,6 +68,10 @@ fn interpolate_replaces_known_placeholders_only() {
     let cases = [
         ("You said: {{user}}", "You said: hi there"),
         ("{{ user }}/{{tool_result}}", "hi there/42"),
+        (
+            "{{model}} thinking {{thinking}}",
+            "scripts/echo.json thinking high",
+        ),
         ("{{unknown}} and {{user}}", "{{unknown}} and hi there"),
         ("{{ unclosed {{user}}", "{{ unclosed hi there"),
         ("{{user", "{{user"),
@@ -86,6 +92,8 @@ fn interpolated_values_are_not_scanned_again() {
     let vars = Vars {
         user: "{{tool_result}}",
         tool_result: "secret",
+        model: "m",
+        thinking: "off",
     };
     assert_eq!(interpolate("{{user}}", vars), "{{tool_result}}");
 }
@@ -269,6 +277,8 @@ fn tool_result_paths_read_fields_of_a_json_result() {
     let vars = Vars {
         user: "hi",
         tool_result: r#"{"ok": true, "data": {"content": "Hello\n", "lines": [3, {"n": 4}], "none": null}}"#,
+        model: "m",
+        thinking: "off",
     };
     let cases = [
         ("{{tool_result.data.content}}", "Hello\n"),
