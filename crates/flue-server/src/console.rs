@@ -35,6 +35,9 @@ use crate::turns::Shown;
 const INDEX_HTML: &str = include_str!("console/index.html");
 const CONSOLE_CSS: &str = include_str!("console/console.css");
 const CONSOLE_JS: &str = include_str!("console/console.js");
+/// The composer's per-message choices and retry / fork / rewind on each message (try.js).
+const TRY_CSS: &str = include_str!("console/try.css");
+const TRY_JS: &str = include_str!("console/try.js");
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -105,6 +108,8 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /",
     "GET /_flue/dev/console.css",
     "GET /_flue/dev/console.js",
+    "GET /_flue/dev/try.css",
+    "GET /_flue/dev/try.js",
     "GET /_flue/dev/state",
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
@@ -126,6 +131,14 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route(
             "/_flue/dev/console.js",
             get(|| async { asset("text/javascript; charset=utf-8", CONSOLE_JS) }),
+        )
+        .route(
+            "/_flue/dev/try.css",
+            get(|| async { asset("text/css; charset=utf-8", TRY_CSS) }),
+        )
+        .route(
+            "/_flue/dev/try.js",
+            get(|| async { asset("text/javascript; charset=utf-8", TRY_JS) }),
         )
         .route("/_flue/dev/state", get(status))
         .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
@@ -203,7 +216,8 @@ const ACTIONS_ROUTE: &str = "GET /agents/{agent}/{id}/actions";
 /// `GET /_flue/dev/transcript/{agent}/{id}`: the conversation's stored sessions, the root one
 /// with its task sessions nested (the shape of `flue session show --json --tree`); an empty
 /// root session for a conversation that has none yet. `stream: false` when its sessions
-/// have no conversation stream yet (a fork before its first message).
+/// have no conversation stream yet (a fork before its first message); `turns` maps each
+/// submission to the turn its message became (what fork and rewind take).
 async fn transcript(
     State(state): State<Arc<DevConsole>>,
     Path((agent, id)): Path<(String, String)>,
