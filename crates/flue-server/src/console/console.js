@@ -550,8 +550,9 @@ function partText(message) {
 function renderUser(message) {
   // try.js: the message's choices, retry, fork from here, rewind files.
   const tools = typeof tryUserTools === 'function' ? tryUserTools(message) : null;
+  const text = partText(message) || (typeof tryEmptyText === 'function' ? tryEmptyText(message) : '');
   return h('div', { class: 'message user', dataset: { submission: message.submissionId || '' } },
-    h('div', { class: 'bubble' }, partText(message)), tools);
+    h('div', { class: 'bubble' }, text), tools);
 }
 
 function renderSystem(message) {

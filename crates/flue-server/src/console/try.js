@@ -221,6 +221,12 @@ function tryTurn(message) {
   return turns && message.submissionId ? turns[message.submissionId] : undefined;
 }
 
+// The bubble of a skill run sent without text: which skill it ran.
+function tryEmptyText(message) {
+  const options = tryOptionsOf(message);
+  return options && options.skill ? `run skill ${options.skill}` : '';
+}
+
 // Under a user message or a signal: the choices it was sent with, and retry, fork from here,
 // rewind files.
 function tryUserTools(message) {
