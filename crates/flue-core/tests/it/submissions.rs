@@ -759,11 +759,11 @@ async fn a_runtime_continues_from_its_kept_log_and_what_others_appended() {
 #[tokio::test]
 async fn a_message_chooses_its_model_thinking_role_and_skill() {
     let dir = tempfile::tempdir().unwrap();
-    let echo = r#"{"rules": [
+    let echo = r##"{"rules": [
       {"when": {"system_contains": "# Skill: triage"}, "reply": {"text": "triage: {{user}}"}},
       {"when": {"system_contains": "# Role: terse"}, "reply": {"text": "terse {{model}} {{thinking}}"}},
       {"reply": {"text": "{{model}} {{thinking}}: {{user}}"}}
-    ]}"#;
+    ]}"##;
     std::fs::write(dir.path().join("a.json"), echo).unwrap();
     std::fs::write(dir.path().join("b.json"), echo).unwrap();
     let root = dir.path().to_owned();

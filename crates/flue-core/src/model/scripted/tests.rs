@@ -219,7 +219,7 @@ fn validation_reports_every_problem() {
     ]}"#;
     let expected = [
         "script s.json: rule 1: \"when\" is empty; remove it to answer every turn, or add \
-         \"user_contains\", \"user_matches\", \"tool_result\" or \"turn\"",
+         \"user_contains\", \"user_matches\", \"tool_result\", \"turn\" or \"system_contains\"",
         "rule 2: \"turn\" counts from 1",
         "rule 2: invalid regex \"(open\" in \"user_matches\": unclosed group",
         "rule 2: the reply is empty; give \"text\", \"thinking\", \"tool_calls\" or \"error\" \
@@ -297,6 +297,8 @@ fn tool_result_paths_read_fields_of_a_json_result() {
     let plain = Vars {
         user: "hi",
         tool_result: "plain text",
+        model: "m",
+        thinking: "off",
     };
     assert_eq!(
         interpolate("{{tool_result.data}}", plain),
