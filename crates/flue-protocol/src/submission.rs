@@ -79,8 +79,8 @@ pub enum DeliveredMessage {
         initial_data: Option<serde_json::Value>,
         /// What this message chooses for its own run (model, thinking level, role, a skill to
         /// run): stored with it, so every attempt runs with the same choices.
-        #[serde(default, skip_serializing_if = "MessageOptions::is_empty")]
-        options: MessageOptions,
+        #[serde(default, skip_serializing_if = "no_options")]
+        options: Box<MessageOptions>,
     },
     /// A structured event for the agent (a webhook, a schedule, another system).
     Signal {
@@ -101,8 +101,8 @@ pub enum DeliveredMessage {
         initial_data: Option<serde_json::Value>,
         /// The model, thinking level and role of its run, as for a user message (a signal runs
         /// no skill).
-        #[serde(default, skip_serializing_if = "MessageOptions::is_empty")]
-        options: MessageOptions,
+        #[serde(default, skip_serializing_if = "no_options")]
+        options: Box<MessageOptions>,
     },
 }
 
@@ -186,7 +186,7 @@ impl DeliveredMessage {
             images: Vec::new(),
             result: None,
             initial_data: None,
-            options: MessageOptions::default(),
+            options: Box::default(),
         }
     }
 
@@ -201,7 +201,9 @@ impl DeliveredMessage {
     #[must_use]
     pub fn with_options(mut self, chosen: MessageOptions) -> Self {
         match &mut self {
-            Self::User { options, .. } | Self::Signal { options, .. } => *options = chosen,
+            Self::User { options, .. } | Self::Signal { options, .. } => {
+                **options = chosen;
+            }
         }
         self
     }
@@ -232,7 +234,7 @@ impl DeliveredMessage {
             attributes: BTreeMap::new(),
             tag_name: None,
             initial_data: None,
-            options: MessageOptions::default(),
+            options: Box::default(),
         }
     }
 
@@ -632,6 +634,12 @@ pub struct StreamPage {
     pub next_offset: Offset,
     /// True when the page reached the head at the time it was read.
     pub up_to_date: bool,
+}
+
+/// Whether a message's options choose nothing (boxed: most messages have none, and a
+/// message stays small).
+fn no_options<T: AsRef<MessageOptions>>(options: &T) -> bool {
+    options.as_ref().is_empty()
 }
 
 fn escape_attribute(value: &str) -> String {

@@ -188,7 +188,7 @@ impl DurableRuntime {
                     .collect(),
                 result: delivery.result,
                 initial_data: delivery.initial_data,
-                options: flue_core::MessageOptions::default(),
+                options: Box::default(),
             },
             Delivered::Signal {
                 signal_type,
@@ -201,7 +201,7 @@ impl DurableRuntime {
                 attributes: attributes.into_iter().collect(),
                 tag_name,
                 initial_data: delivery.initial_data,
-                options: flue_core::MessageOptions::default(),
+                options: Box::default(),
             },
         };
         let message = message.with_options(delivery.options);

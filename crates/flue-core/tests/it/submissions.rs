@@ -859,7 +859,12 @@ async fn a_message_chooses_its_model_thinking_role_and_skill() {
         );
     }
     assert!(
-        runtime.store().conversation(&other).await.unwrap().is_none(),
+        runtime
+            .store()
+            .conversation(&other)
+            .await
+            .unwrap()
+            .is_none(),
         "a refused message stores nothing"
     );
     runtime.shutdown().await.unwrap();
