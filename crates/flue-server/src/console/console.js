@@ -571,9 +571,11 @@ function renderSystem(message) {
   const origin = attributes.schedule
     ? h('span', { class: 'origin' }, `schedule ${attributes.schedule} · ${attributes.tick || ''} · `)
     : null;
-  return h('div', { class: 'signal', dataset: { submission: message.submissionId || '' } },
-    origin, type ? `signal ${type}: ` : '', partText(message),
-    typeof tryUserTools === 'function' ? tryUserTools(message) : null);
+  const signal = h('div', { class: 'signal' }, origin, type ? `signal ${type}: ` : '', partText(message));
+  if (typeof tryUserTools !== 'function') return signal;
+  // try.js: retry, fork from here, rewind files, under the signal.
+  return h('div', { class: 'signal-entry', dataset: { submission: message.submissionId || '' } },
+    signal, tryUserTools(message));
 }
 
 function renderAssistant(message, usage) {
