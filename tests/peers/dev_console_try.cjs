@@ -86,6 +86,9 @@ async function main() {
     // 5. Retry the message with choices: the same message, the same choices.
     await users.nth(1).locator('.try-retry').click();
     const retried = await lastReply(5);
+    // ... and the signal: the same type, attributes and body.
+    await page.locator('.signal-entry .try-retry').first().click();
+    const signalRetried = await lastReply(6);
 
     // 6. A failed message gets a retry; retrying it fails again, as a new submission.
     await sendText('flaky');
@@ -119,7 +122,7 @@ async function main() {
 
     console.log(JSON.stringify({
       ok: true,
-      replies: { created, chosen, skill, signal, retried },
+      replies: { created, chosen, skill, signal, retried, signalRetried },
       signalShown,
       modeAfterSkill,
       badges,

@@ -1177,6 +1177,11 @@ fn the_console_tries_choices_per_message_and_retries_forks_and_rewinds_from_a_me
         reply("retried").contains("Arr, other (other.json), thinking high: hello"),
         "the retry sent the same choices: {result:#}"
     );
+    assert!(
+        reply("signalRetried")
+            .contains("<signal type=\"ci.failed\" branch=\"main\">\nbuild 7 is red"),
+        "the retry sent the same signal: {result:#}"
+    );
     assert_eq!(result["modeAfterSkill"], "message", "{result:#}");
     assert_eq!(
         result["signalShown"].as_str().unwrap().lines().next(),
