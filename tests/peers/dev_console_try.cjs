@@ -51,6 +51,23 @@ async function main() {
       return replies.nth(count - 1).innerText();
     };
 
+    // 0. A choice the agent does not have (a role deleted since the page loaded) is refused
+    // with the reason under the message box, and nothing is sent.
+    await page.evaluate(() => {
+      const option = document.createElement('option');
+      option.value = 'captain';
+      option.textContent = 'captain';
+      document.querySelector('#try-role').append(option);
+    });
+    await page.locator('#try-role').selectOption('captain');
+    await sendText('ahoy');
+    await page.locator('#run-state.error', { hasText: '`role`' }).waitFor();
+    const refused = await page.locator('#run-state').innerText();
+    // The browser reports the refused request (400) as a console error: expected here only.
+    const unexpected = consoleErrors.filter((text) => !text.includes('status of 400'));
+    consoleErrors.length = 0;
+    consoleErrors.push(...unexpected);
+    await page.locator('#try-role').selectOption('');
     // 1. A plain message that creates a file (rewound later).
     await sendText('create a');
     const created = await lastReply(1);
@@ -122,6 +139,7 @@ async function main() {
 
     console.log(JSON.stringify({
       ok: true,
+      refused,
       replies: { created, chosen, skill, signal, retried, signalRetried },
       signalShown,
       modeAfterSkill,

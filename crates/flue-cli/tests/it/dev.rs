@@ -1157,6 +1157,11 @@ fn the_console_tries_choices_per_message_and_retries_forks_and_rewinds_from_a_me
             .arg(&shot);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    let refused = result["refused"].as_str().unwrap();
+    assert!(
+        refused.contains("`role`: there is no role \"captain\"; the roles are pirate"),
+        "{refused}"
+    );
     let replies = &result["replies"];
     let reply = |name: &str| replies[name].as_str().unwrap().to_owned();
     assert!(reply("created").contains("created"), "{result:#}");

@@ -1073,7 +1073,9 @@ async function send(textOrMessage) {
     const body = await response.json().catch(() => ({}));
     if (!response.ok) {
       runState.className = 'run-state error';
-      runState.textContent = (body.error && body.error.message) || `The server answered ${response.status}.`;
+      const error = body.error || {};
+      // The details name what is wrong (a field, a choice the agent does not have).
+      runState.textContent = [error.message, error.details].filter(Boolean).join(' ') || `The server answered ${response.status}.`;
       return false;
     }
     if (typeof textOrMessage === 'string' && typeof trySent === 'function') trySent();
