@@ -234,6 +234,7 @@ impl Schedule {
                     attributes,
                     tag_name: tag_name.clone(),
                     initial_data: None,
+                    options: Default::default(),
                 }
             }
         }

@@ -169,6 +169,61 @@ impl HarnessBuilder {
         self
     }
 
+    /// Checks what one message chooses for its run ([`flue_protocol::MessageOptions`]) against
+    /// this agent, without building anything: the role must be one of the roles, the skill one
+    /// the agent's root sessions can run (its own or the workspace's), and the model must
+    /// resolve to a provider that accepts it ([`ModelProvider::check_model`](crate::ModelProvider::check_model)).
+    /// Refusals are [`FlueError::InvalidRequest`] naming the field (`model`, `role`, `skill`)
+    /// and what there is. An agent computed by an initializer is checked for its roles and
+    /// model only (its skills exist per instance).
+    pub async fn check_message_options(
+        &self,
+        options: &flue_protocol::MessageOptions,
+    ) -> Result<()> {
+        let invalid = |message: String| FlueError::InvalidRequest { message };
+        if let Some(role) = &options.role {
+            let roles = Roles::new(self.roles.clone())?;
+            if roles.get(role).is_err() {
+                let known = roles.names();
+                return Err(invalid(format!(
+                    "`role`: there is no role {role:?}; {} (.agents/roles/<name>.md)",
+                    listing("the roles are", &known)
+                )));
+            }
+        }
+        if let Some(skill) = &options.skill
+            && self.initializer.is_none()
+        {
+            let agent = self.agent.clone().resolve()?;
+            let mut known: Vec<String> = agent
+                .skills
+                .iter()
+                .chain(&self.workspace_skills)
+                .map(|skill| skill.name.clone())
+                .collect();
+            known.sort();
+            known.dedup();
+            if !known.contains(skill) {
+                return Err(invalid(format!(
+                    "`skill`: agent {:?} has no skill {skill:?}; {}",
+                    agent.name,
+                    listing("its skills are", &known)
+                )));
+            }
+        }
+        if let Some(model) = &options.model {
+            let (provider, spec) = self
+                .providers
+                .resolve(model)
+                .map_err(|err| invalid(format!("`model`: {err}; use `<provider>/<model>`")))?;
+            provider
+                .check_model(&spec.model)
+                .await
+                .map_err(|err| invalid(format!("`model`: {err}")))?;
+        }
+        Ok(())
+    }
+
     /// Resolves and checks the configuration and returns the harness.
     pub async fn build(self) -> Result<Harness> {
         let instance_id = match self.instance_id {
@@ -679,5 +734,14 @@ async fn discover_workspace_context(sandbox: &dyn Sandbox, cwd: &str) -> Result<
             ..
         }) => Ok(None),
         Err(err) => Err(err),
+    }
+}
+
+/// `"<what> a, b"`, or `"there are none"`.
+fn listing(what: &str, names: &[String]) -> String {
+    if names.is_empty() {
+        "there are none".to_owned()
+    } else {
+        format!("{what} {}", names.join(", "))
     }
 }

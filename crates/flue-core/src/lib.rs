@@ -146,9 +146,9 @@ pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason}
 // Durable submissions.
 pub use submission::{
     AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo,
-    ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, Offset,
-    ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,
-    SubmissionInfo, SubmissionState, WhenBusy, check_conversation_id,
+    ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt,
+    MessageOptions, Offset, ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents,
+    StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy, check_conversation_id,
 };
 
 // Models, sandboxes and the in-memory store.

@@ -91,25 +91,48 @@ impl Session {
         seed_state: Option<serde_json::Value>,
         cancel: CancellationToken,
         budget: Option<flue_protocol::Budget>,
+        chosen: flue_protocol::MessageOptions,
     ) -> CallHandle<PromptResponse> {
-        self.spawn_operation(
-            OperationKind::Prompt,
-            Some(cancel),
-            move |shared, mut ctx| async move {
-                ctx.budget = budget;
-                let overlay = shared.overlay(None, None)?;
-                let opening = Opening {
-                    seed_state,
-                    ..Opening::message(message)
-                };
-                // The message's schema, else the agent's own (`result:` in its file).
-                let options = PromptOptions {
-                    result: result.or_else(|| shared.harness.agent.result.clone()),
-                    ..PromptOptions::default()
-                };
-                task::run_agent(shared, opening, options, overlay, ctx).await
-            },
-        )
+        let kind = if chosen.skill.is_some() {
+            OperationKind::Skill
+        } else {
+            OperationKind::Prompt
+        };
+        self.spawn_operation(kind, Some(cancel), move |shared, mut ctx| async move {
+            ctx.budget = budget;
+            // The message's skill (every attempt runs it: its instructions stay in the
+            // system prompt of a resumed attempt too).
+            let skill = chosen
+                .skill
+                .as_deref()
+                .map(|name| shared.scope.skills.get(name))
+                .transpose()?;
+            let message = match (&skill, message) {
+                (Some(skill), Some(message)) => Some(skill::skill_submission_message(
+                    skill,
+                    &chosen.args,
+                    message,
+                )),
+                (_, message) => message,
+            };
+            let skill_result = skill.as_ref().and_then(|skill| skill.result.clone());
+            let overlay = shared.overlay(chosen.role.as_deref(), skill)?;
+            let opening = Opening {
+                seed_state,
+                ..Opening::message(message)
+            };
+            // The message's schema, else the skill's, else the agent's own (`result:` in
+            // their files).
+            let options = PromptOptions {
+                model: chosen.model,
+                thinking: chosen.thinking,
+                result: result
+                    .or(skill_result)
+                    .or_else(|| shared.harness.agent.result.clone()),
+                ..PromptOptions::default()
+            };
+            task::run_agent(shared, opening, options, overlay, ctx).await
+        })
     }
 
     /// The session's state document as stored (other processes' writes included): its latest

@@ -91,6 +91,29 @@ pub(crate) fn skill_message(
     user_message(text, images)
 }
 
+/// The user message of a submission that runs `skill` (a message's `skill` option): the
+/// skill's instruction and arguments as [`skill_message`] writes them, then the message's own
+/// text when it has any, and its images.
+pub(crate) fn skill_submission_message(
+    skill: &Skill,
+    args: &BTreeMap<String, Value>,
+    message: UserMessage,
+) -> UserMessage {
+    let mut text = skill_message(skill, args, &[]).joined_text();
+    let mut images = Vec::new();
+    for part in message.content {
+        match part {
+            crate::record::UserContent::Text { text: extra } if !extra.trim().is_empty() => {
+                text.push_str("\n\n");
+                text.push_str(&extra);
+            }
+            crate::record::UserContent::Image(image) => images.push(image),
+            _ => {}
+        }
+    }
+    user_message(text, &images)
+}
+
 /// The system-prompt section listing the available skills, when there are any.
 pub(crate) fn catalog_section(catalog: &SkillCatalog) -> Option<String> {
     if catalog.is_empty() {

@@ -28,8 +28,8 @@ pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,
-    DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo,
-    SubmissionState, WhenBusy,
+    DispatchReceipt, MessageOptions, Offset, SendCondition, Settlement, StreamBatch, StreamPage,
+    SubmissionInfo, SubmissionState, WhenBusy,
 };
 
 use crate::error::{FlueError, Result};
@@ -55,6 +55,19 @@ pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
     }
     if let Some(data) = message.initial_data() {
         crate::tool::check_state(data)?;
+    }
+    let options = message.options();
+    if options.skill.is_some() && matches!(message, DeliveredMessage::Signal { .. }) {
+        return Err(FlueError::InvalidRequest {
+            message: "a signal runs no skill: drop `skill` (and `args`), or send a user message"
+                .into(),
+        });
+    }
+    if options.skill.is_none() && !options.args.is_empty() {
+        return Err(FlueError::InvalidRequest {
+            message: "`args` are a skill's arguments: name the skill in `skill`, or drop `args`"
+                .into(),
+        });
     }
     let DeliveredMessage::Signal {
         signal_type,

@@ -239,6 +239,68 @@ impl AgentSet {
         &self.env
     }
 
+    /// The models a message to `agent` may pick (its `model`): the agent's own first, then
+    /// every model the workspace names (its agents', roles', flue.toml's
+    /// `[providers.<id>.models.<model>]`), then the catalogs of the providers that have a key.
+    /// Sorted after the first, without repeats.
+    pub fn model_choices(&self, agent: &str) -> Vec<String> {
+        let own = self.agent(agent).ok().and_then(|info| info.model);
+        let workspace = &self.workspace;
+        let mut others: Vec<String> = workspace
+            .agents
+            .values()
+            .filter_map(|file| file.model.clone())
+            .chain(workspace.config.defaults.model.clone())
+            .chain(
+                workspace
+                    .roles
+                    .values()
+                    .filter_map(|role| role.model.clone()),
+            )
+            .chain(
+                workspace
+                    .config
+                    .providers
+                    .iter()
+                    .flat_map(|(id, settings)| {
+                        settings
+                            .models
+                            .keys()
+                            .map(move |model| format!("{id}/{model}"))
+                    }),
+            )
+            .chain(self.providers.offered_models())
+            .filter(|model| own.as_ref() != Some(model))
+            .collect();
+        others.sort();
+        others.dedup();
+        own.into_iter().chain(others).collect()
+    }
+
+    /// Checks what a message to `agent` chooses for its run (its model, role and skill; see
+    /// [`flue_core::MessageOptions`]) from the configuration alone: nothing is opened or
+    /// connected. [`FlueError::InvalidRequest`] names the field.
+    pub async fn check_options(
+        &self,
+        agent: &str,
+        options: &flue_core::MessageOptions,
+    ) -> Result<(), FlueError> {
+        let config = self.workspace.agent_config(agent)?;
+        if let Some(model) = &options.model {
+            self.providers
+                .check(Some(model))
+                .map_err(|err| FlueError::InvalidRequest {
+                    message: format!("`model`: {err}"),
+                })?;
+        }
+        Harness::builder(config)
+            .with_providers(self.providers.registry.clone())
+            .with_workspace_skills(self.workspace.harness_skills())
+            .with_roles(self.workspace.harness_roles())
+            .check_message_options(options)
+            .await
+    }
+
     /// Every agent, by name.
     pub fn agents(&self) -> Vec<AgentInfo> {
         self.workspace

@@ -238,6 +238,7 @@ impl Status {
                 .filter_map(|info| {
                     let file = workspace.agents.get(&info.name)?;
                     let (tools, ask) = tool_views(workspace, &info.name);
+                    let models = agents.model_choices(&info.name);
                     Some(AgentView {
                         name: info.name,
                         description: info.description,
@@ -255,6 +256,7 @@ impl Status {
                         mcp: file.mcp.keys().cloned().collect(),
                         sandbox: file.sandbox.map(|kind| kind.as_str().to_owned()),
                         role: file.role.clone(),
+                        models,
                     })
                 })
                 .collect(),
@@ -332,6 +334,8 @@ struct AgentView {
     mcp: Vec<String>,
     sandbox: Option<String>,
     role: Option<String>,
+    /// The models a message may pick (the composer's model picker): the agent's first.
+    models: Vec<String>,
 }
 
 /// A skill or a role.

@@ -182,4 +182,13 @@ impl AgentRegistry for Host {
     ) -> BoxFuture<'a, flue_core::Result<HarnessBuilder>> {
         Box::pin(async move { self.registry_builder(agent).await.map_err(FlueError::from) })
     }
+
+    /// From the configuration alone (the default would open a sandbox).
+    fn check_options<'a>(
+        &'a self,
+        agent: &'a str,
+        options: &'a flue_core::MessageOptions,
+    ) -> BoxFuture<'a, flue_core::Result<()>> {
+        Box::pin(async move { self.agents().check_options(agent, options).await })
+    }
 }

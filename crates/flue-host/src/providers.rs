@@ -25,6 +25,8 @@ pub(crate) struct Providers {
     /// Configurations whose build failed, with the variable their URL came from; rebuilt to
     /// report the error when an agent uses them.
     broken: BTreeMap<String, (ProviderConfig, Option<&'static str>)>,
+    /// The providers built with an API key: their catalogs are the models a message may pick.
+    keyed: Vec<String>,
 }
 
 impl Providers {
@@ -33,6 +35,7 @@ impl Providers {
         let mut providers = Self {
             registry: ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(root))),
             broken: BTreeMap::new(),
+            keyed: Vec::new(),
         };
         for builtin in BuiltinProvider::ALL {
             let mut config = workspace
@@ -77,6 +80,23 @@ impl Providers {
         }
     }
 
+    /// The models of the catalogs of the providers that have a key, as `<provider>/<model>`:
+    /// what a message may pick besides the workspace's own models.
+    pub(crate) fn offered_models(&self) -> Vec<String> {
+        let mut models = Vec::new();
+        for id in &self.keyed {
+            if let Some(provider) = self.registry.get(id) {
+                models.extend(
+                    provider
+                        .known_models()
+                        .into_iter()
+                        .map(|model| format!("{id}/{model}")),
+                );
+            }
+        }
+        models
+    }
+
     /// A warning when `model` is unknown to its provider and runs on conservative defaults.
     pub(crate) fn warning(&self, model: &str) -> Option<String> {
         let (provider, spec) = self.registry.resolve(model).ok()?;
@@ -115,8 +135,14 @@ impl Providers {
             config = config.with_api_key(ApiKey::new(key.trim()));
         }
         let id = config.id.clone();
+        let keyed = config.api_key.is_some();
         match config.clone().build() {
-            Ok(provider) => self.registry.insert(provider),
+            Ok(provider) => {
+                if keyed {
+                    self.keyed.push(id);
+                }
+                self.registry.insert(provider);
+            }
             Err(_) => {
                 self.broken.insert(id, (config, url_var));
             }

@@ -55,8 +55,8 @@ pub use record::{
 };
 pub use submission::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,
-    DispatchReceipt, Offset, SendCondition, Settlement, StreamBatch, StreamPage, SubmissionInfo,
-    SubmissionState, WhenBusy,
+    DispatchReceipt, MessageOptions, Offset, SendCondition, Settlement, StreamBatch, StreamPage,
+    SubmissionInfo, SubmissionState, WhenBusy,
 };
 
 /// The `tracing` target of every span the runtime (flue-core, and flue-server) opens for

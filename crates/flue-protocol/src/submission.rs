@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Budget, DurabilityConfig};
+use crate::config::{Budget, DurabilityConfig, ThinkingLevel};
 use crate::event::{ErrorInfo, Outcome};
 use crate::record::{Image, StoredRecord, UserContent, UserMessage};
 
@@ -77,6 +77,10 @@ pub enum DeliveredMessage {
         /// message is the first to reach it; ignored otherwise. A JSON object.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         initial_data: Option<serde_json::Value>,
+        /// What this message chooses for its own run (model, thinking level, role, a skill to
+        /// run): stored with it, so every attempt runs with the same choices.
+        #[serde(default, skip_serializing_if = "no_options")]
+        options: Box<MessageOptions>,
     },
     /// A structured event for the agent (a webhook, a schedule, another system).
     Signal {
@@ -95,7 +99,83 @@ pub enum DeliveredMessage {
         /// Creation data, as for a user message.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         initial_data: Option<serde_json::Value>,
+        /// The model, thinking level and role of its run, as for a user message (a signal runs
+        /// no skill).
+        #[serde(default, skip_serializing_if = "no_options")]
+        options: Box<MessageOptions>,
     },
+}
+
+/// What one message chooses for its own run, over the agent's configuration: the model, the
+/// thinking level, the role, and a skill to run with its arguments. Nothing of it changes a
+/// file or a later message. Stored with the message (the admitted batch, the submission), so
+/// an attempt after a restart or on another node runs with the same choices.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MessageOptions {
+    /// The model specifier (`<provider>/<model>`) instead of the agent's (and its role's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The thinking level instead of the agent's (and its role's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingLevel>,
+    /// A role of the workspace for this message, instead of the agent's default role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// A skill to run, as `session.skill` does: the message records the skill's instruction
+    /// and arguments (then the message's text, when it has any) and the skill's instructions
+    /// join the system prompt. User messages only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
+    /// The skill's arguments, by name (only with `skill`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub args: BTreeMap<String, serde_json::Value>,
+}
+
+impl MessageOptions {
+    /// True when the message chooses nothing (it runs as the agent is configured).
+    pub fn is_empty(&self) -> bool {
+        self.model.is_none()
+            && self.thinking.is_none()
+            && self.role.is_none()
+            && self.skill.is_none()
+            && self.args.is_empty()
+    }
+
+    /// Sets the model specifier.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the thinking level.
+    #[must_use]
+    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
+        self.thinking = Some(thinking);
+        self
+    }
+
+    /// Sets the role.
+    #[must_use]
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+
+    /// Sets the skill to run.
+    #[must_use]
+    pub fn with_skill(mut self, skill: impl Into<String>) -> Self {
+        self.skill = Some(skill.into());
+        self
+    }
+
+    /// Adds an argument of the skill.
+    #[must_use]
+    pub fn with_arg(mut self, name: impl Into<String>, value: serde_json::Value) -> Self {
+        self.args.insert(name.into(), value);
+        self
+    }
 }
 
 impl DeliveredMessage {
@@ -106,7 +186,26 @@ impl DeliveredMessage {
             images: Vec::new(),
             result: None,
             initial_data: None,
+            options: Box::default(),
         }
+    }
+
+    /// What this message chooses for its run (see [`MessageOptions`]).
+    pub fn options(&self) -> &MessageOptions {
+        match self {
+            Self::User { options, .. } | Self::Signal { options, .. } => options,
+        }
+    }
+
+    /// Sets what this message chooses for its run (see [`MessageOptions`]).
+    #[must_use]
+    pub fn with_options(mut self, chosen: MessageOptions) -> Self {
+        match &mut self {
+            Self::User { options, .. } | Self::Signal { options, .. } => {
+                **options = chosen;
+            }
+        }
+        self
     }
 
     /// Asks for a structured result matching `schema` (a user message; a signal is returned
@@ -135,6 +234,7 @@ impl DeliveredMessage {
             attributes: BTreeMap::new(),
             tag_name: None,
             initial_data: None,
+            options: Box::default(),
         }
     }
 
@@ -534,6 +634,12 @@ pub struct StreamPage {
     pub next_offset: Offset,
     /// True when the page reached the head at the time it was read.
     pub up_to_date: bool,
+}
+
+/// Whether a message's options choose nothing (boxed: most messages have none, and a
+/// message stays small).
+fn no_options<T: AsRef<MessageOptions>>(options: &T) -> bool {
+    options.as_ref().is_empty()
 }
 
 fn escape_attribute(value: &str) -> String {

@@ -77,6 +77,8 @@ pub(crate) struct Delivery {
     /// Creation data (`initialData`): seeds the conversation's state when this is the first
     /// message to reach it.
     pub(crate) initial_data: Option<serde_json::Value>,
+    /// What the message chooses for its run (model, thinking, role, skill and its arguments).
+    pub(crate) options: flue_core::MessageOptions,
 }
 
 /// A durable admission.

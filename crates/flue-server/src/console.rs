@@ -35,6 +35,9 @@ use crate::turns::Shown;
 const INDEX_HTML: &str = include_str!("console/index.html");
 const CONSOLE_CSS: &str = include_str!("console/console.css");
 const CONSOLE_JS: &str = include_str!("console/console.js");
+/// The composer's per-message choices and retry / fork / rewind on each message (try.js).
+const TRY_CSS: &str = include_str!("console/try.css");
+const TRY_JS: &str = include_str!("console/try.js");
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -105,6 +108,8 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /",
     "GET /_flue/dev/console.css",
     "GET /_flue/dev/console.js",
+    "GET /_flue/dev/try.css",
+    "GET /_flue/dev/try.js",
     "GET /_flue/dev/state",
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
@@ -126,6 +131,14 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route(
             "/_flue/dev/console.js",
             get(|| async { asset("text/javascript; charset=utf-8", CONSOLE_JS) }),
+        )
+        .route(
+            "/_flue/dev/try.css",
+            get(|| async { asset("text/css; charset=utf-8", TRY_CSS) }),
+        )
+        .route(
+            "/_flue/dev/try.js",
+            get(|| async { asset("text/javascript; charset=utf-8", TRY_JS) }),
         )
         .route("/_flue/dev/state", get(status))
         .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
@@ -203,7 +216,8 @@ const ACTIONS_ROUTE: &str = "GET /agents/{agent}/{id}/actions";
 /// `GET /_flue/dev/transcript/{agent}/{id}`: the conversation's stored sessions, the root one
 /// with its task sessions nested (the shape of `flue session show --json --tree`); an empty
 /// root session for a conversation that has none yet. `stream: false` when its sessions
-/// have no conversation stream yet (a fork before its first message).
+/// have no conversation stream yet (a fork before its first message); `turns` maps each
+/// submission to the turn its message became (what fork and rewind take).
 async fn transcript(
     State(state): State<Arc<DevConsole>>,
     Path((agent, id)): Path<(String, String)>,
@@ -213,8 +227,14 @@ async fn transcript(
     match transcript_tree(state.store().as_ref(), &instance_id).await {
         Ok(Some(mut tree)) => {
             let stream = matches!(state.store().conversation(&key).await, Ok(Some(_)));
+            let turns = if stream {
+                submission_turns(state.store().as_ref(), &key, &tree).await
+            } else {
+                serde_json::Map::new()
+            };
             if let serde_json::Value::Object(map) = &mut tree {
                 map.insert("stream".into(), serde_json::Value::Bool(stream));
+                map.insert("turns".into(), serde_json::Value::Object(turns));
             }
             no_store(axum::Json(tree).into_response())
         }
@@ -233,6 +253,60 @@ async fn transcript(
                 .into_response()
         }
     }
+}
+
+/// Which turn of the root session each submission's message became, `{submissionId: turn}`
+/// (the number fork and rewind take), read from the conversation's stream: the first `User`
+/// record of a submission's batches, at its index in the root session `tree` shows. A
+/// submission whose message never reached the log is absent.
+async fn submission_turns(
+    store: &dyn DynConversationStore,
+    key: &flue_core::ConversationKey,
+    tree: &Value,
+) -> serde_json::Map<String, Value> {
+    let records = tree.get("messages").and_then(Value::as_array);
+    let mut turns = serde_json::Map::new();
+    let mut after = flue_core::Offset::START;
+    loop {
+        let Ok(page) = store.read_stream(key, after, 500).await else {
+            break;
+        };
+        for batch in &page.batches {
+            let (
+                Some(submission_id),
+                flue_core::BatchBody::Records {
+                    session,
+                    first_index,
+                    records: batch_records,
+                },
+            ) = (&batch.submission_id, &batch.body)
+            else {
+                continue;
+            };
+            if session != DEFAULT_SESSION || turns.contains_key(submission_id) {
+                continue;
+            }
+            let Some(offset) = batch_records
+                .iter()
+                .position(|stored| matches!(stored.record, flue_core::Record::User(_)))
+            else {
+                continue;
+            };
+            let index = usize::try_from(*first_index).unwrap_or(usize::MAX);
+            let turn = records
+                .and_then(|records| records.get(index.saturating_add(offset)))
+                .and_then(|record| record.get("turn"))
+                .cloned();
+            if let Some(turn) = turn {
+                turns.insert(submission_id.clone(), turn);
+            }
+        }
+        if page.batches.is_empty() || page.up_to_date {
+            break;
+        }
+        after = page.next_offset;
+    }
+    turns
 }
 
 /// `GET /_flue/dev/live/{agent}/{id}`: server-sent events, one per live event of the

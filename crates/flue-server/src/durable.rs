@@ -188,6 +188,7 @@ impl DurableRuntime {
                     .collect(),
                 result: delivery.result,
                 initial_data: delivery.initial_data,
+                options: Box::default(),
             },
             Delivered::Signal {
                 signal_type,
@@ -200,8 +201,10 @@ impl DurableRuntime {
                 attributes: attributes.into_iter().collect(),
                 tag_name,
                 initial_data: delivery.initial_data,
+                options: Box::default(),
             },
         };
+        let message = message.with_options(delivery.options);
         let options = DispatchOptions {
             condition: delivery.condition,
             trace_parent: delivery.trace_parent,
@@ -591,9 +594,18 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
             submission_id,
             message,
             ..
-        } => vec![ChunkBody::MessageAppended {
-            message: user_message(submission_id, &delivered(message)),
-        }],
+        } => {
+            let mut shown = user_message(submission_id, &delivered(message));
+            // What the message chose for its run (an addition: clients show it, and a retry
+            // sends it again).
+            if !message.options().is_empty() {
+                shown.parts.push(json!({
+                    "type": "data-options",
+                    "data": message.options(),
+                }));
+            }
+            vec![ChunkBody::MessageAppended { message: shown }]
+        }
         BatchBody::Records {
             session, records, ..
         } if session == DEFAULT_SESSION => {

@@ -254,6 +254,7 @@ impl McpAgents {
             memory_subject: None,
             result: None,
             initial_data: None,
+            options: flue_core::MessageOptions::default(),
         };
         let submission_id = match self.runtime.dispatch(&key, delivery).await {
             Ok(admitted) => admitted.submission_id,

@@ -35,8 +35,27 @@ const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 
 /// The fields of a message body: a user message's, a signal's, and the reserved siblings
 /// either may carry. Anything else is refused, naming the field.
-const USER_FIELDS: &[&str] = &["kind", "body", "attachments", "result"];
-const SIGNAL_FIELDS: &[&str] = &["kind", "type", "body", "attributes", "tagName"];
+const USER_FIELDS: &[&str] = &[
+    "kind",
+    "body",
+    "attachments",
+    "result",
+    "model",
+    "thinking",
+    "role",
+    "skill",
+    "args",
+];
+const SIGNAL_FIELDS: &[&str] = &[
+    "kind",
+    "type",
+    "body",
+    "attributes",
+    "tagName",
+    "model",
+    "thinking",
+    "role",
+];
 const SIBLING_FIELDS: &[&str] = &[
     "uid",
     "idempotencyKey",
@@ -83,6 +102,13 @@ pub(crate) async fn send(
     // admitted.
     drop(body);
     if let Some(subject) = &delivery.memory_subject {
+        // The message's choices are checked first: a refused message binds nothing either.
+        state
+            .runtime
+            .runtime()
+            .check_options(&key.agent, &delivery.options)
+            .await
+            .map_err(|err| ApiError::invalid_request(err.to_string()))?;
         crate::notes::bind(&state, &key, subject).await?;
     }
     let admitted = state.runtime.dispatch(&key, delivery).await?;
@@ -792,6 +818,7 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
             Some(schema)
         }
     };
+    let options = parse_options(&mut prompt)?;
     Ok(Delivery {
         message,
         condition,
@@ -799,12 +826,73 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
         budget,
         result,
         initial_data,
+        options,
         trace_parent: headers
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
         memory_subject,
     })
+}
+
+/// What a message chooses for its own run (flue's addition): `model`, `thinking`, `role`,
+/// and, for a user message, `skill` with its `args`. Each is refused by name when it has the
+/// wrong shape; whether the agent has it is checked at dispatch.
+fn parse_options(prompt: &mut PromptBody) -> Result<flue_core::MessageOptions, ApiError> {
+    fn name(field: &str, value: Option<Value>, what: &str) -> Result<Option<String>, ApiError> {
+        match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) if !text.trim().is_empty() => Ok(Some(text)),
+            Some(_) => Err(ApiError::invalid_request(format!(
+                "`{field}` must be {what} (a non-empty string), or left out."
+            ))),
+        }
+    }
+    let mut options = flue_core::MessageOptions::default();
+    options.model = name(
+        "model",
+        prompt.model.take(),
+        "a model specifier `<provider>/<model>`",
+    )?;
+    options.role = name("role", prompt.role.take(), "the name of a workspace role")?;
+    options.skill = name(
+        "skill",
+        prompt.skill.take(),
+        "the name of one of the agent's skills",
+    )?;
+    options.thinking = match prompt.thinking.take() {
+        None | Some(Value::Null) => None,
+        Some(Value::String(level)) if level.parse::<flue_core::ThinkingLevel>().is_ok() => {
+            level.parse().ok()
+        }
+        Some(_) => {
+            let levels: Vec<&str> = flue_core::ThinkingLevel::ALL
+                .iter()
+                .map(|level| level.as_str())
+                .collect();
+            return Err(ApiError::invalid_request(format!(
+                "`thinking` must be one of {}.",
+                levels.join(", ")
+            )));
+        }
+    };
+    match prompt.args.take() {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(args)) if options.skill.is_some() => {
+            options.args = args.into_iter().collect();
+        }
+        Some(Value::Object(_)) => {
+            return Err(ApiError::invalid_request(
+                "`args` are a skill's arguments: name the skill in `skill`, or drop `args`.",
+            ));
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_request(
+                "`args` must be an object of the skill's arguments by name.",
+            ));
+        }
+    }
+    Ok(options)
 }
 
 /// A message's `budget`: `{maxCostUsd?, maxTurns?, conversation?: {maxCostUsd?, maxTurns?}}`,

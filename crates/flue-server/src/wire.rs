@@ -75,6 +75,16 @@ pub struct PromptBody {
     /// JSON Schema of a structured result (a user message): the settlement then carries the
     /// validated `data`.
     pub result: Option<Value>,
+    /// Addition: the model of this message's run (`<provider>/<model>`).
+    pub model: Option<Value>,
+    /// Addition: the thinking level of this message's run.
+    pub thinking: Option<Value>,
+    /// Addition: the role of this message's run.
+    pub role: Option<Value>,
+    /// Addition: a skill this (user) message runs.
+    pub skill: Option<Value>,
+    /// Addition: the skill's arguments (with `skill`).
+    pub args: Option<Value>,
 }
 
 /// Distinguishes a missing field (`None`) from an explicit `null` (`Some(Value::Null)`).

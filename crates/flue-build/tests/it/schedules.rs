@@ -185,6 +185,7 @@ fn a_tick_sends_a_message_derived_from_the_schedule_and_the_tick_alone() {
             ]),
             tag_name: Some("tick".to_owned()),
             initial_data: None,
+            options: Default::default(),
         }
     );
     assert_eq!(
@@ -217,6 +218,7 @@ fn without_conversation_or_message_a_schedule_sends_a_schedule_signal_to_its_own
             ]),
             tag_name: None,
             initial_data: None,
+            options: Default::default(),
         }
     );
 }
@@ -373,6 +375,7 @@ fn flue_toml_declares_schedules_for_an_agent() {
             ]),
             tag_name: Some("cron".to_owned()),
             initial_data: None,
+            options: Default::default(),
         }
     );
 }

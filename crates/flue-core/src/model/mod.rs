@@ -494,6 +494,11 @@ impl ProviderRegistry {
         self.providers.keys().cloned().collect()
     }
 
+    /// The provider registered under `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<dyn ModelProvider>> {
+        self.providers.get(id).cloned()
+    }
+
     /// Resolves a specifier to its provider and parsed form.
     pub fn resolve(&self, spec: &str) -> Result<(Arc<dyn ModelProvider>, ModelSpec)> {
         let parsed = ModelSpec::parse(spec)?;

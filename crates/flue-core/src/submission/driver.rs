@@ -186,6 +186,8 @@ async fn process(
     // The result schema stays: every attempt (a resumed pause too) asks for the same result.
     let result_schema = delivered.result_schema().cloned();
     let seed_state = delivered.take_initial_data();
+    // So do the message's choices (model, thinking level, role, skill).
+    let chosen = delivered.options().clone();
     let submission = &claim.submission;
     let submission_id = submission.submission_id.as_str();
     let key = &fence.key;
@@ -312,6 +314,7 @@ async fn process(
             seed_state,
             cancel.clone(),
             submission.budget,
+            chosen,
         )
     });
     let forwarder = handle.take_events().map(|mut events| {

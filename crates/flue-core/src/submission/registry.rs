@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::error::{FlueError, Result};
 use crate::harness::HarnessBuilder;
+use crate::submission::wire::MessageOptions;
 use crate::util::BoxFuture;
 
 /// What an agent list shows about one agent: `GET /_flue/agents` on the wire, `flue serve`'s
@@ -83,6 +84,25 @@ pub trait AgentRegistry: Send + Sync {
     /// A harness builder for `agent`, fully configured except for instance id and store.
     /// [`FlueError::UnknownAgent`] when the agent is not served.
     fn harness_builder<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<HarnessBuilder>>;
+
+    /// Checks what a message to `agent` chooses for its run (its model, role and skill; see
+    /// [`MessageOptions`]) before the message is admitted: [`FlueError::InvalidRequest`]
+    /// naming the field refuses it, and nothing is stored. Called by every dispatch whose
+    /// message chooses something. The default asks the agent's harness builder
+    /// ([`HarnessBuilder::check_message_options`]); a registry whose builders are costly to
+    /// make (one that opens a sandbox) answers from its configuration instead.
+    fn check_options<'a>(
+        &'a self,
+        agent: &'a str,
+        options: &'a MessageOptions,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.harness_builder(agent)
+                .await?
+                .check_message_options(options)
+                .await
+        })
+    }
 }
 
 type BuilderFn = dyn Fn() -> HarnessBuilder + Send + Sync;

@@ -394,13 +394,24 @@ impl AgentRuntime {
         &self.inner.agents
     }
 
+    /// Checks what a message to `agent` chooses for its run (model, thinking level, role,
+    /// skill; see [`MessageOptions`](crate::MessageOptions)) as [`AgentRuntime::dispatch`] does
+    /// before admitting it, through [`AgentRegistry::check_options`](crate::AgentRegistry::check_options):
+    /// [`FlueError::InvalidRequest`] naming the field. Nothing to check passes at once.
+    pub async fn check_options(&self, agent: &str, options: &crate::MessageOptions) -> Result<()> {
+        if options.is_empty() {
+            return Ok(());
+        }
+        self.inner.agents.check_options(agent, options).await
+    }
+
     /// Admits `message` to the conversation `key` and returns once it is durable, without
     /// waiting for the model. This runtime then processes the conversation unless a live owner
     /// (in any process) already does, in which case that owner picks the submission up.
     ///
     /// Errors (nothing admitted): [`FlueError::UnknownAgent`],
     /// [`FlueError::InvalidInstanceId`] (the id, or `<agent>:<id>`, breaks the id rule), [`FlueError::InvalidRequest`] (an empty signal
-    /// type, a bad tag name), [`FlueError::RuntimeStopped`] after shutdown, and the store's
+    /// type, a bad tag name, a model, role or skill the agent does not have), [`FlueError::RuntimeStopped`] after shutdown, and the store's
     /// admission errors ([`ConversationStore::admit`](crate::store::ConversationStore::admit)).
     pub async fn dispatch(
         &self,
@@ -423,6 +434,7 @@ impl AgentRuntime {
             });
         }
         check_message(&message)?;
+        self.check_options(&key.agent, message.options()).await?;
         let blocking = self.blocking_actions(key).await?;
         if !blocking.is_empty() {
             return Err(FlueError::ActionsPending {

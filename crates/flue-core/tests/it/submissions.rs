@@ -153,6 +153,7 @@ async fn signals_reach_the_model_in_their_envelope() {
         attributes: [("repo".to_owned(), "a&b".to_owned())].into(),
         tag_name: Some("github".into()),
         initial_data: None,
+        options: Default::default(),
     };
     let receipt = runtime
         .dispatch(&key("signal"), signal, DispatchOptions::default())
@@ -168,6 +169,7 @@ async fn signals_reach_the_model_in_their_envelope() {
         attributes: Default::default(),
         tag_name: Some("1bad tag".into()),
         initial_data: None,
+        options: Default::default(),
     };
     let err = runtime
         .dispatch(&key("signal"), bad_tag, DispatchOptions::default())
@@ -749,4 +751,121 @@ async fn a_runtime_continues_from_its_kept_log_and_what_others_appended() {
     // A call's id counts the records its model saw: each `tools 1` message adds four.
     assert_eq!(call_ids, ["call_1_0", "call_5_0", "call_9_0", "call_13_0"]);
     assert_eq!(log.version, 18);
+}
+
+/// A message's choices (model, thinking level, role, a skill with arguments) reach its run
+/// and only its run; choices the agent does not have are refused at dispatch, storing nothing
+/// (the registry's default check, through the agent's harness builder).
+#[tokio::test]
+async fn a_message_chooses_its_model_thinking_role_and_skill() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = r##"{"rules": [
+      {"when": {"system_contains": "# Skill: triage"}, "reply": {"text": "triage: {{user}}"}},
+      {"when": {"system_contains": "# Role: terse"}, "reply": {"text": "terse {{model}} {{thinking}}"}},
+      {"reply": {"text": "{{model}} {{thinking}}: {{user}}"}}
+    ]}"##;
+    std::fs::write(dir.path().join("a.json"), echo).unwrap();
+    std::fs::write(dir.path().join("b.json"), echo).unwrap();
+    let root = dir.path().to_owned();
+    let agents = Arc::new(flue_core::StaticAgents::new().with_agent("pick", move || {
+        flue_core::Harness::builder(
+            flue_core::AgentConfig::new()
+                .with_model("scripted/a.json")
+                .with_skill(flue_core::Skill::new("triage", "Sorts").with_body("Sort it.")),
+        )
+        .with_providers(
+            flue_core::ProviderRegistry::new()
+                .with_provider(Arc::new(flue_core::ScriptedProvider::new(&root))),
+        )
+        .with_roles(vec![
+            flue_core::Role::new("terse", "Short").with_instructions("Be short."),
+        ])
+        .with_workspace_context(None)
+    }));
+    let store: Arc<dyn DynConversationStore> =
+        Arc::new(SqliteStore::open(&dir.path().join("flue.db")).unwrap());
+    let runtime = AgentRuntime::builder(store, agents)
+        .with_poll_interval(Duration::from_millis(10))
+        .start()
+        .await
+        .unwrap();
+    let key = ConversationKey::new("pick", "c1");
+    let send = |message: DeliveredMessage| {
+        let runtime = runtime.clone();
+        let key = key.clone();
+        async move {
+            let receipt = runtime
+                .dispatch(&key, message, DispatchOptions::default())
+                .await?;
+            runtime.read(&receipt.submission_id).await
+        }
+    };
+    let chosen = flue_core::MessageOptions::default()
+        .with_model("scripted/b.json")
+        .with_thinking(flue_core::ThinkingLevel::High);
+    assert_eq!(
+        send(user("hi").with_options(chosen)).await.unwrap(),
+        "b.json high: hi"
+    );
+    assert_eq!(send(user("again")).await.unwrap(), "a.json off: again");
+    let in_role = flue_core::MessageOptions::default().with_role("terse");
+    assert_eq!(
+        send(user("x").with_options(in_role)).await.unwrap(),
+        "terse a.json off"
+    );
+    let skill = flue_core::MessageOptions::default()
+        .with_skill("triage")
+        .with_arg("label", serde_json::json!("bug"));
+    assert_eq!(
+        send(user("").with_options(skill)).await.unwrap(),
+        "triage: Run the skill \"triage\" with these arguments:\n{\n  \"label\": \"bug\"\n}"
+    );
+
+    let refused = [
+        (
+            flue_core::MessageOptions::default().with_role("captain"),
+            "`role`",
+        ),
+        (
+            flue_core::MessageOptions::default().with_skill("deploy"),
+            "`skill`",
+        ),
+        (
+            flue_core::MessageOptions::default().with_model("scripted/missing.json"),
+            "`model`",
+        ),
+        (
+            flue_core::MessageOptions::default().with_model("nowhere/x"),
+            "`model`",
+        ),
+        (
+            flue_core::MessageOptions::default().with_arg("label", serde_json::json!(1)),
+            "`args`",
+        ),
+    ];
+    let other = ConversationKey::new("pick", "refused");
+    for (options, field) in refused {
+        let err = runtime
+            .dispatch(
+                &other,
+                user("x").with_options(options),
+                DispatchOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, FlueError::InvalidRequest { message } if message.contains(field)),
+            "{field}: {err}"
+        );
+    }
+    assert!(
+        runtime
+            .store()
+            .conversation(&other)
+            .await
+            .unwrap()
+            .is_none(),
+        "a refused message stores nothing"
+    );
+    runtime.shutdown().await.unwrap();
 }

@@ -247,6 +247,7 @@ function renderAgentDetail() {
       agent.mcp.length ? [h('dt', {}, 'MCP'), h('dd', {}, chips(agent.mcp, 'none'))] : null,
       h('dt', {}, 'Sandbox'), h('dd', {}, agent.sandbox || 'workspace default'),
       agent.role ? [h('dt', {}, 'Role'), h('dd', {}, agent.role)] : null));
+  if (typeof tryStatus === 'function') tryStatus();
 }
 
 // ---------------------------------------------------------------- selecting a conversation
@@ -547,7 +548,11 @@ function partText(message) {
 }
 
 function renderUser(message) {
-  return h('div', { class: 'message user' }, h('div', { class: 'bubble' }, partText(message)));
+  // try.js: the message's choices, retry, fork from here, rewind files.
+  const tools = typeof tryUserTools === 'function' ? tryUserTools(message) : null;
+  const text = partText(message) || (typeof tryEmptyText === 'function' ? tryEmptyText(message) : '');
+  return h('div', { class: 'message user', dataset: { submission: message.submissionId || '' } },
+    h('div', { class: 'bubble' }, text), tools);
 }
 
 function renderSystem(message) {
@@ -557,7 +562,8 @@ function renderSystem(message) {
     const hint = outcome === 'aborted' ? null : hintFor(text);
     return h('div', { class: `advisory${outcome === 'aborted' ? ' aborted' : ''}` },
       h('strong', {}, outcome === 'aborted' ? 'Aborted: ' : 'Failed: '), text,
-      hint ? h('div', { class: 'hint' }, h('strong', {}, 'hint: '), hint) : null);
+      hint ? h('div', { class: 'hint' }, h('strong', {}, 'hint: '), hint) : null,
+      typeof tryFailedTools === 'function' ? tryFailedTools(message) : null);
   }
   const attributes = (message.signal && message.signal.attributes) || {};
   const type = attributes.type;
@@ -565,7 +571,11 @@ function renderSystem(message) {
   const origin = attributes.schedule
     ? h('span', { class: 'origin' }, `schedule ${attributes.schedule} · ${attributes.tick || ''} · `)
     : null;
-  return h('div', { class: 'signal' }, origin, type ? `signal ${type}: ` : '', partText(message));
+  const signal = h('div', { class: 'signal' }, origin, type ? `signal ${type}: ` : '', partText(message));
+  if (typeof tryUserTools !== 'function') return signal;
+  // try.js: retry, fork from here, rewind files, under the signal.
+  return h('div', { class: 'signal-entry', dataset: { submission: message.submissionId || '' } },
+    signal, tryUserTools(message));
 }
 
 function renderAssistant(message, usage) {
@@ -801,6 +811,7 @@ async function rewindTo(turn) {
     const runState = $('run-state');
     runState.className = 'run-state';
     runState.textContent = `Rewound ${changes.length} file(s); undo: flue rewind --id ${state.conversation} --undo ${done.body.id}`;
+    if (typeof tryRewound === 'function') tryRewound(done.body.id, changes.length);
   } catch (err) {
     historyError({ error: { message: `Cannot reach flue dev: ${err.message}` } }, 0);
   }
@@ -1036,23 +1047,40 @@ function renderActions() {
 
 // ---------------------------------------------------------------- sending
 
-async function send(text) {
+// Sends `text` as the composer sets it up (try.js: model, thinking, role, a skill, a signal),
+// or `message` as given (a retry).
+async function send(textOrMessage) {
   const runState = $('run-state');
   const agent = state.agent;
   const conversation = state.conversation;
+  let message = textOrMessage;
+  if (typeof textOrMessage === 'string') {
+    try {
+      message = typeof tryMessage === 'function' ? tryMessage(textOrMessage) : { kind: 'user', body: textOrMessage };
+    } catch (err) {
+      runState.className = 'run-state error';
+      runState.textContent = err.message;
+      return false;
+    }
+  }
   $('send').disabled = true;
   try {
     const response = await fetch(conversationUrl(), {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ kind: 'user', body: text }),
+      body: JSON.stringify(message),
     });
     const body = await response.json().catch(() => ({}));
     if (!response.ok) {
       runState.className = 'run-state error';
-      runState.textContent = (body.error && body.error.message) || `The server answered ${response.status}.`;
+      const error = body.error || {};
+      // The details name what is wrong (a field, a choice the agent does not have).
+      runState.textContent = [error.message, error.details].filter(Boolean).join(' ') || `The server answered ${response.status}.`;
       return false;
     }
+    if (typeof textOrMessage === 'string' && typeof trySent === 'function') trySent();
+    runState.className = 'run-state';
+    runState.textContent = '';
     if (state.agent === agent && state.conversation === conversation) {
       state.stick = true;
       markRunning(body.submissionId);
@@ -1085,7 +1113,8 @@ function init() {
     event.preventDefault();
     const input = $('input');
     const text = input.value.trim();
-    if (!text || !state.agent) return;
+    const mayBeEmpty = typeof tryAllowsEmpty === 'function' && tryAllowsEmpty();
+    if ((!text && !mayBeEmpty) || !state.agent) return;
     if (await send(text)) input.value = '';
   });
   $('input').addEventListener('keydown', (event) => {

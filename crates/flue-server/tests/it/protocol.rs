@@ -948,6 +948,40 @@ const REFUSALS: &[Refusal] = &[
         400,
         "invalid_request",
     ),
+    // A message's choices of the wrong shape (whether the agent has them is checked at
+    // dispatch), a skill on a signal.
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","model":7}"#,
+        400,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","thinking":"extreme"}"#,
+        400,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"user","body":"hi","args":{"a":1}}"#,
+        400,
+        "invalid_request",
+    ),
+    (
+        "POST",
+        "/agents/plain/x",
+        Some("application/json"),
+        r#"{"kind":"signal","type":"t","body":"b","skill":"s"}"#,
+        400,
+        "invalid_request",
+    ),
     (
         "POST",
         "/agents/plain/x",

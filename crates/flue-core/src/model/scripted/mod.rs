@@ -200,7 +200,7 @@ impl ModelProvider for ScriptedProvider {
                 });
             }
             let conversation = Conversation::read(request.messages);
-            let reply = script.pick(request.model, &conversation)?;
+            let reply = script.pick(request.model, &conversation, request.system)?;
             play(reply, &request, &conversation, script.info.price, sink).await
         })
     }
@@ -228,6 +228,7 @@ struct When {
     user_matches: Option<Regex>,
     tool_result: Option<String>,
     turn: Option<usize>,
+    system_contains: Option<String>,
 }
 
 /// What a turn answers, decided by the last record of the conversation.
@@ -343,8 +344,12 @@ impl Script {
     }
 
     /// The reply of the first rule matching the conversation.
-    fn pick(&self, model: &str, conversation: &Conversation<'_>) -> Result<&Reply> {
-        if let Some(rule) = self.rules.iter().find(|rule| rule.matches(conversation)) {
+    fn pick(&self, model: &str, conversation: &Conversation<'_>, system: &str) -> Result<&Reply> {
+        if let Some(rule) = self
+            .rules
+            .iter()
+            .find(|rule| rule.matches(conversation, system))
+        {
             return Ok(&rule.reply);
         }
         let turn = conversation.turn;
@@ -366,7 +371,7 @@ impl Script {
 }
 
 impl Rule {
-    fn matches(&self, conversation: &Conversation<'_>) -> bool {
+    fn matches(&self, conversation: &Conversation<'_>, system: &str) -> bool {
         let Some(when) = &self.when else {
             return true;
         };
@@ -389,6 +394,10 @@ impl Rule {
                 .as_ref()
                 .is_none_or(|regex| regex.is_match(&conversation.user_text))
             && when.turn.is_none_or(|turn| turn == conversation.turn)
+            && when
+                .system_contains
+                .as_deref()
+                .is_none_or(|needle| system.contains(needle))
     }
 }
 
@@ -400,15 +409,18 @@ impl When {
             user_matches,
             tool_result,
             turn,
+            system_contains,
         } = when;
         if user_contains.is_none()
             && user_matches.is_none()
             && tool_result.is_none()
             && turn.is_none()
+            && system_contains.is_none()
         {
             problems.push(format!(
                 "rule {number}: \"when\" is empty; remove it to answer every turn, or add \
-                 \"user_contains\", \"user_matches\", \"tool_result\" or \"turn\""
+                 \"user_contains\", \"user_matches\", \"tool_result\", \"turn\" or \
+                 \"system_contains\""
             ));
         }
         if turn == Some(0) {
@@ -429,6 +441,7 @@ impl When {
             user_matches,
             tool_result,
             turn,
+            system_contains,
         }
     }
 }
@@ -609,6 +622,7 @@ struct WhenFile {
     user_matches: Option<String>,
     tool_result: Option<String>,
     turn: Option<usize>,
+    system_contains: Option<String>,
 }
 
 /// Values of the `{{...}}` placeholders.
@@ -616,6 +630,10 @@ struct WhenFile {
 struct Vars<'a> {
     user: &'a str,
     tool_result: &'a str,
+    /// The model id the turn was asked of (`{{model}}`), the part after `scripted/`.
+    model: &'a str,
+    /// The thinking level the turn was asked with (`{{thinking}}`).
+    thinking: &'a str,
 }
 
 impl Vars<'_> {
@@ -623,6 +641,8 @@ impl Vars<'_> {
         match name {
             "user" => Some(self.user.into()),
             "tool_result" => Some(self.tool_result.into()),
+            "model" => Some(self.model.into()),
+            "thinking" => Some(self.thinking.into()),
             _ => {
                 // `tool_result.a.b.0`: a field of a JSON tool result (empty when absent).
                 let path = name.strip_prefix("tool_result.")?;
@@ -662,6 +682,8 @@ async fn play(
     let vars = Vars {
         user: &conversation.user_text,
         tool_result: conversation.tool_result,
+        model: request.model,
+        thinking: request.thinking.as_str(),
     };
     let thinking = reply
         .thinking

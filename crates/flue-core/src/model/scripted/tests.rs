@@ -11,6 +11,8 @@ fn vars() -> Vars<'static> {
     Vars {
         user: "hi there",
         tool_result: "42",
+        model: "scripts/echo.json",
+        thinking: "high",
     }
 }
 
@@ -66,6 +68,10 @@ fn interpolate_replaces_known_placeholders_only() {
     let cases = [
         ("You said: {{user}}", "You said: hi there"),
         ("{{ user }}/{{tool_result}}", "hi there/42"),
+        (
+            "{{model}} thinking {{thinking}}",
+            "scripts/echo.json thinking high",
+        ),
         ("{{unknown}} and {{user}}", "{{unknown}} and hi there"),
         ("{{ unclosed {{user}}", "{{ unclosed hi there"),
         ("{{user", "{{user"),
@@ -86,6 +92,8 @@ fn interpolated_values_are_not_scanned_again() {
     let vars = Vars {
         user: "{{tool_result}}",
         tool_result: "secret",
+        model: "m",
+        thinking: "off",
     };
     assert_eq!(interpolate("{{user}}", vars), "{{tool_result}}");
 }
@@ -211,7 +219,7 @@ fn validation_reports_every_problem() {
     ]}"#;
     let expected = [
         "script s.json: rule 1: \"when\" is empty; remove it to answer every turn, or add \
-         \"user_contains\", \"user_matches\", \"tool_result\" or \"turn\"",
+         \"user_contains\", \"user_matches\", \"tool_result\", \"turn\" or \"system_contains\"",
         "rule 2: \"turn\" counts from 1",
         "rule 2: invalid regex \"(open\" in \"user_matches\": unclosed group",
         "rule 2: the reply is empty; give \"text\", \"thinking\", \"tool_calls\" or \"error\" \
@@ -269,6 +277,8 @@ fn tool_result_paths_read_fields_of_a_json_result() {
     let vars = Vars {
         user: "hi",
         tool_result: r#"{"ok": true, "data": {"content": "Hello\n", "lines": [3, {"n": 4}], "none": null}}"#,
+        model: "m",
+        thinking: "off",
     };
     let cases = [
         ("{{tool_result.data.content}}", "Hello\n"),
@@ -287,6 +297,8 @@ fn tool_result_paths_read_fields_of_a_json_result() {
     let plain = Vars {
         user: "hi",
         tool_result: "plain text",
+        model: "m",
+        thinking: "off",
     };
     assert_eq!(
         interpolate("{{tool_result.data}}", plain),
