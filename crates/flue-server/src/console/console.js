@@ -320,10 +320,26 @@ function follow() {
     let chunks;
     try { chunks = JSON.parse(event.data); } catch { return; }
     for (const chunk of chunks) apply(chunk);
-    renderMessages();
-    renderRunState();
+    scheduleRender();
   });
   followLive();
+}
+
+// Draws the chat once per frame however many updates arrived since (a long reply streams
+// thousands of words; drawing the whole chat for each one would cost its length each time).
+let renderScheduled = false;
+function scheduleRender() {
+  if (renderScheduled) return;
+  renderScheduled = true;
+  const draw = () => {
+    if (!renderScheduled) return;
+    renderScheduled = false;
+    renderMessages();
+    renderRunState();
+  };
+  requestAnimationFrame(draw);
+  // A hidden page gets no frames: draw anyway, a little later.
+  setTimeout(draw, 100);
 }
 
 // Live events of this conversation's running work: which tasks run now, and a provider call

@@ -31,15 +31,23 @@ const flueMarkdown = (() => {
   const LIST_ITEM = /^(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)/;
 
   function newEntry() {
-    return { text: '', blocks: [], tailStart: 0, scanned: 0, fence: null, blankBefore: false };
+    const root = document.createElement('div');
+    root.className = 'text markdown';
+    return {
+      text: '', blocks: [], tailStart: 0, scanned: 0, fence: null, blankBefore: false,
+      // The element shown, holding the first `appended` blocks' elements, then `tail`'s.
+      root, appended: 0, tail: [], drawn: false,
+    };
   }
 
   // The element of `text`; `key` names where it is shown, so a text that grows from one call to
   // the next is rendered incrementally. Without a key, rendered from scratch.
+  // The element is the same from one call to the next (the chat moves it into its new
+  // drawing): only the blocks completed since and the last block change in it.
   function render(text, key) {
-    const out = document.createElement('div');
-    out.className = 'text markdown';
     if (!key) {
+      const out = document.createElement('div');
+      out.className = 'text markdown';
       out.append(...renderBlock(text, false));
       return out;
     }
@@ -50,11 +58,17 @@ const flueMarkdown = (() => {
     }
     entries.delete(key);
     entries.set(key, entry);
+    if (entry.drawn && entry.text === text) return entry.root;
     entry.text = text;
+    entry.drawn = true;
     scan(entry, text);
-    for (const block of entry.blocks) out.append(...block.nodes);
-    out.append(...renderBlock(text.slice(entry.tailStart), entry.fence !== null));
-    return out;
+    for (const node of entry.tail) node.remove();
+    for (; entry.appended < entry.blocks.length; entry.appended += 1) {
+      entry.root.append(...entry.blocks[entry.appended].nodes);
+    }
+    entry.tail = renderBlock(text.slice(entry.tailStart), entry.fence !== null);
+    entry.root.append(...entry.tail);
+    return entry.root;
   }
 
   // Finds the block starts among the complete lines not scanned yet, rendering each block that
