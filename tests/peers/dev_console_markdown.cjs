@@ -63,12 +63,13 @@ async function main() {
       await page.locator('.message.assistant .usage').last().waitFor();
       await page.locator('#abort').waitFor({ state: 'hidden' });
     };
-    // Counts, after every change of the chat, how many times `word` is visible; the highest.
+    // Counts, after every change of the chat, how many times `word` is in it; the highest
+    // (textContent: reading innerText would lay the page out at every change).
     const watch = (word) => page.evaluate((marker) => {
       window.__most = 0;
       const container = document.getElementById('messages');
       window.__observer = new MutationObserver(() => {
-        window.__most = Math.max(window.__most, container.innerText.split(marker).length - 1);
+        window.__most = Math.max(window.__most, container.textContent.split(marker).length - 1);
       });
       window.__observer.observe(container, { childList: true, subtree: true, characterData: true });
     }, word);
@@ -211,7 +212,10 @@ async function main() {
       })),
       links: [...root.querySelectorAll('[data-source]')].map((link) => link.dataset.source),
     }));
+    // Tall enough to show the whole list.
+    await page.setViewportSize({ width: 1360, height: 1900 });
     await shot('agent-tab');
+    await page.setViewportSize({ width: 1360, height: 900 });
     await tab.locator('[data-source="skill/haiku"]').click();
     await tab.locator('.source-text', { hasText: 'Write a haiku' }).waitFor();
     result.agentTab.skill = await tab.locator('.source-text').getAttribute('data-path');

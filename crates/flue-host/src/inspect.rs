@@ -32,7 +32,7 @@ impl AgentDetails for HostDetails {
     fn tools<'a>(&'a self, agent: &'a str) -> ToolsFuture<'a> {
         Box::pin(async move {
             let agents = self.host.agents();
-            if agents.workspace().agents.get(agent).is_none() {
+            if !agents.workspace().agents.contains_key(agent) {
                 return Err(format!("no agent {agent:?} in the build"));
             }
             let resolved = self

@@ -270,7 +270,10 @@ fn the_console_renders_markdown_safely_and_shows_every_tool_of_an_agent() {
         ("task", "task", "allow"),
         ("permissions_check", "runtime", "allow"),
     ] {
-        assert!(has(name, origin, policy), "{name} {origin} {policy}: {tab:#}");
+        assert!(
+            has(name, origin, policy),
+            "{name} {origin} {policy}: {tab:#}"
+        );
     }
     assert_eq!(tab["skill"], ".agents/skills/haiku/SKILL.md", "{tab:#}");
     assert_eq!(tab["subagent"], "agents/helper.md", "{tab:#}");
@@ -321,7 +324,12 @@ fn the_agent_tab_routes_list_tools_and_serve_only_the_builds_files() {
     assert_eq!(skill["path"], ".agents/skills/haiku/SKILL.md");
     assert!(skill["text"].as_str().unwrap().contains("Write a haiku"));
     let agent = dev.get("/_flue/dev/source/agent/studio");
-    assert!(agent["text"].as_str().unwrap().contains("You do everything."));
+    assert!(
+        agent["text"]
+            .as_str()
+            .unwrap()
+            .contains("You do everything.")
+    );
     for refused in [
         "/_flue/dev/source/agent/nobody",
         "/_flue/dev/source/file/secret.txt",
@@ -332,7 +340,10 @@ fn the_agent_tab_routes_list_tools_and_serve_only_the_builds_files() {
     ] {
         let (status, body) = http(&dev.addr, "GET", refused, "");
         assert_eq!(status, 404, "{refused}: {body}");
-        assert!(!body.contains("do not show") && !body.contains("root:"), "{refused}: {body}");
+        assert!(
+            !body.contains("do not show") && !body.contains("root:"),
+            "{refused}: {body}"
+        );
         let body: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(body["error"]["type"], "not_found", "{refused}: {body}");
     }

@@ -57,8 +57,8 @@ const flueAgentTab = (() => {
         agent.mcp.length ? [el('dt', {}, 'MCP'), el('dd', {}, chips(agent.mcp))] : null,
         el('dt', {}, 'Sandbox'), el('dd', {}, agent.sandbox || 'workspace default'),
         el('dt', {}, 'Role'), el('dd', {}, agent.role ? fileLink('role', agent.role, null, rerender) : el('span', { class: 'none' }, 'none')),
-        (status.roles || []).length ? [el('dt', {}, 'Roles'), el('dd', {}, links('role', status.roles.map((role) => role.name), rerender))] : null),
-      el('h4', { class: 'agent-section' }, 'Tools', listing.state === 'ok' ? el('span', { class: 'count' }, String(listing.tools.length)) : null),
+        (status.roles || []).length ? [el('dt', { title: 'The roles a call may name' }, 'Roles'), el('dd', {}, links('role', status.roles.map((role) => role.name), rerender))] : null),
+      el('h4', { class: 'agent-section' }, 'Tools', listing.state === 'ok' ? el('span', { class: 'tool-count' }, String(listing.tools.length)) : null),
       renderTools(agent, listing));
   }
 
@@ -113,7 +113,8 @@ const flueAgentTab = (() => {
       el('span', { class: `badge origin-${tool.origin}` }, tool.server ? `MCP · ${tool.server}` : ORIGINS[tool.origin] || tool.origin),
       el('span', { class: `badge policy policy-${tool.policy}`, title: tool.why }, POLICIES[tool.policy] || tool.policy)),
     tool.description ? el('div', { class: 'tool-row-desc' }, tool.description) : null,
-    el('div', { class: 'tool-row-why' }, tool.why))));
+    // Why, when a rule decided or the tool does not simply run.
+    tool.policy !== 'allow' || tool.why !== "the tool's own default" ? el('div', { class: 'tool-row-why' }, tool.why) : null)));
   }
 
   // Shows the source of the build's `kind` file `name` in the tab.
