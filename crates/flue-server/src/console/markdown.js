@@ -106,13 +106,13 @@ const flueMarkdown = (() => {
     if (!source) return [];
     stats.lexed += source.length;
     stats.blocks += 1;
-    let tokens;
+    // Text the lexer or the builder cannot take (nesting deep enough to exhaust the stack)
+    // is shown as it is.
     try {
-      tokens = marked.lexer(source, { gfm: true });
+      return blocks(marked.lexer(source, { gfm: true }), openFence);
     } catch {
       return [el('p', {}, source)];
     }
-    return blocks(tokens, openFence);
   }
 
   function el(tag, attrs, ...children) {
