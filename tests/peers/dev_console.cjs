@@ -157,10 +157,10 @@ async function main() {
     fs.appendFileSync(path.join(root, 'flue.toml'), '\n[defaults.permissions]\nbash = "always_ask"\n');
     fs.writeFileSync(path.join(root, 'agents/assistant.md'), AGENT_BASH);
     await page.locator('#tab-agent', { hasText: 'scripted/scripts/bash.json' }).waitFor();
-    // The Agent tab lists the command tool and marks the tool that asks first.
-    await page.locator('#tab-agent [data-tool="bash"].ask', { hasText: 'asks first' }).waitFor();
-    await page.locator('#tab-agent [data-tool="count_lines"]', { hasText: 'command' }).waitFor();
-    if (await page.locator('#tab-agent [data-tool="count_lines"].ask').count()) throw new Error('count_lines is marked as asking');
+    // The Agent tab lists the command tool and marks the tool that asks first, with the rule.
+    await page.locator('#tab-agent [data-tool="bash"][data-policy="always_ask"]', { hasText: 'rule `bash` from flue.toml' }).waitFor();
+    await page.locator('#tab-agent [data-tool="count_lines"][data-origin="command"]', { hasText: 'command tool' }).waitFor();
+    if (await page.locator('#tab-agent [data-tool="count_lines"][data-policy="always_ask"]').count()) throw new Error('count_lines is marked as asking');
     await send('run something');
     const action = page.locator('.messages .action.pending', { hasText: 'bash' });
     await action.waitFor();

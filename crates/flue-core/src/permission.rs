@@ -81,14 +81,27 @@ pub fn check_permission_pattern(pattern: &str) -> std::result::Result<(), String
 /// for tool calls. Rules with an invalid pattern are skipped (`AgentConfig::resolve` reports
 /// them).
 pub fn decide_permission(rules: &[PermissionRule], name: &str, default: Permission) -> Permission {
+    explain_permission(rules, name, default).0
+}
+
+/// What [`decide_permission`] decides, with the rule that decided it (`None`: the tool's own
+/// default `default`), for listings that say why a tool asks first (the dev console).
+pub fn explain_permission(
+    rules: &[PermissionRule],
+    name: &str,
+    default: Permission,
+) -> (Permission, Option<PermissionRule>) {
     let valid: Vec<PermissionRule> = rules
         .iter()
         .filter(|rule| check_permission_pattern(&rule.pattern).is_ok())
         .cloned()
         .collect();
     match PermissionPolicy::new(&valid) {
-        Ok(policy) => policy.decide(name, default).0,
-        Err(_) => default,
+        Ok(policy) => {
+            let (permission, rule) = policy.decide(name, default);
+            (permission, rule.cloned())
+        }
+        Err(_) => (default, None),
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
 use flue_core::{
-    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ScriptedProvider,
+    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ResolvedAgent, ScriptedProvider,
     store::DynSessionStore,
 };
 
@@ -429,6 +429,22 @@ impl AgentSet {
             sandbox,
             warnings,
         })
+    }
+
+    /// Agent `agent`'s configuration as a harness of it gets it, resolved: with its overrides
+    /// and the tools of its MCP servers (connected on the agent's first use, as for a
+    /// conversation, and kept). For listings (the dev console's Agent tab); opens no sandbox.
+    pub(crate) async fn resolved_config(
+        &self,
+        agent: &str,
+        options: &HarnessOptions,
+    ) -> Result<ResolvedAgent, HostError> {
+        let base = self.workspace.agent_config(agent)?;
+        let model = options.model.clone().or_else(|| base.model.clone());
+        let config = self
+            .with_mcp_tools(agent, base, model.as_deref(), options)
+            .await?;
+        Ok(config.resolve()?)
     }
 
     /// Opens the sandbox of a prepared harness.

@@ -127,8 +127,13 @@ impl DevApp {
         let host = Arc::clone(self.app.host());
         let hint: flue_server::ErrorHint =
             Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
-        let console =
-            DevConsole::new(self.server.clone(), self.status.subscribe()).with_error_hint(hint);
+        // The Agent tab's tool list and file sources, from the agents serving.
+        let details = crate::inspect::HostDetails {
+            host: Arc::clone(self.app.host()),
+        };
+        let console = DevConsole::new(self.server.clone(), self.status.subscribe())
+            .with_error_hint(hint)
+            .with_agent_details(Arc::new(details));
         let config = ServerConfig {
             workspace_root: Some(self.app.host().agents().root().to_path_buf()),
             ..ServerConfig::default()

@@ -144,6 +144,15 @@ impl Host {
             .with_sandbox(sandbox.into_owned(&self.cleanups)))
     }
 
+    /// Agent `agent`'s configuration from the current agent set as a harness of it gets it,
+    /// resolved, its MCP servers connected with this host's options (as for a conversation).
+    pub(crate) async fn resolved_config(
+        &self,
+        agent: &str,
+    ) -> Result<flue_core::ResolvedAgent, HostError> {
+        self.agents().resolved_config(agent, &self.options).await
+    }
+
     /// Opens agent `agent` for conversation `instance_id` from the current agent set, on the
     /// host's store. See [`AgentSet::open`].
     pub async fn open_harness(

@@ -50,6 +50,7 @@ mod env;
 mod error;
 mod hints;
 mod host;
+mod inspect;
 mod mcp;
 mod providers;
 mod root;

@@ -11,6 +11,13 @@
 //! live events come from the same runtime events that stream follows (`turns.rs`); the build
 //! status is what the assembly layer publishes on every reload, and the hints come from the
 //! assembly layer too (it knows the workspace; this crate does not).
+//!
+//! A reply's markdown is rendered in the page by `markdown.js` from the tokens of two vendored
+//! parsers (`console/vendor/`, see its VENDORED.md), never parsed as HTML; the page's
+//! Content-Security-Policy ([`CONTENT_SECURITY_POLICY`]) runs only the page's own scripts.
+//! The Agent tab lists an agent's tools with their policies and shows the source of its files
+//! through the assembly layer's [`AgentDetails`]: only files the build knows (agents, skills,
+//! roles), never a path the page names.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -38,6 +45,25 @@ const CONSOLE_JS: &str = include_str!("console/console.js");
 /// The composer's per-message choices and retry / fork / rewind on each message (try.js).
 const TRY_CSS: &str = include_str!("console/try.css");
 const TRY_JS: &str = include_str!("console/try.js");
+const MARKDOWN_JS: &str = include_str!("console/markdown.js");
+const MARKDOWN_CSS: &str = include_str!("console/markdown.css");
+const AGENT_JS: &str = include_str!("console/agent.js");
+const AGENT_CSS: &str = include_str!("console/agent.css");
+/// `marked` 18.2.1 (MIT), unchanged (console/vendor/VENDORED.md).
+const MARKED_JS: &str = include_str!("console/vendor/marked.umd.js");
+/// Prism 1.30.0 (MIT): its core and a few languages, unchanged (console/vendor/VENDORED.md).
+const PRISM_JS: &str = include_str!("console/vendor/prism.js");
+
+/// The console's Content-Security-Policy, on every page and asset it serves: only its own
+/// scripts and styles run (no inline script or style attribute, no `eval`), it connects only
+/// to its own server, loads images only from itself or `data:` (a reply's image links are
+/// never loaded), embeds nothing and is embedded nowhere, and no script may write HTML
+/// strings into the page (Trusted Types with no policy: the page builds elements, so a
+/// stray `innerHTML` of a reply's text fails instead of running it).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+     frame-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; \
+     require-trusted-types-for 'script'; trusted-types 'none'";
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -59,6 +85,62 @@ pub struct BuildStatus {
 /// (the assembly layer provides it; it reads the workspace).
 pub type ErrorHint = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// What [`AgentDetails::tools`] returns: the tools as a JSON list, or why there are none.
+pub type ToolsFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + 'a>>;
+
+/// Which files of the build `GET /_flue/dev/source/{kind}/{name}` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceKind {
+    /// An agent file (`agents/NAME.md`); a subagent is one too.
+    Agent,
+    /// A skill's `SKILL.md` (or its flat file).
+    Skill,
+    /// A role file.
+    Role,
+}
+
+impl SourceKind {
+    /// The kind as the route names it: `agent`, `skill` or `role`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Skill => "skill",
+            Self::Role => "role",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::Agent, Self::Skill, Self::Role]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// A file of the build as the console shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Relative to the workspace root.
+    pub path: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// What the console's Agent tab reads from the assembly layer, which knows the workspace (this
+/// crate does not): an agent's tools with their policies, and the files of the build.
+pub trait AgentDetails: Send + Sync {
+    /// Agent `agent`'s tools as its model is offered them, each with where it comes from and
+    /// its policy (a JSON list); `Err` says why they cannot be listed (no such agent, an MCP
+    /// server that does not start).
+    fn tools<'a>(&'a self, agent: &'a str) -> ToolsFuture<'a>;
+
+    /// The source of the build's `kind` file named `name`: `None` when the build has no such
+    /// file, `Err` when it cannot be read (the message says why). Reads only files the build
+    /// knows, inside the workspace root, bounded; called on a blocking thread.
+    fn source(&self, kind: SourceKind, name: &str) -> Option<Result<SourceFile, String>>;
+}
+
 /// Longest error message `GET /_flue/dev/hint` looks at (longer ones get no hint).
 const MAX_HINT_MESSAGE: usize = 16 * 1024;
 
@@ -69,6 +151,7 @@ pub struct DevConsole {
     runtime: DurableRuntime,
     status: watch::Receiver<Arc<BuildStatus>>,
     hint: Option<ErrorHint>,
+    details: Option<Arc<dyn AgentDetails>>,
 }
 
 impl DevConsole {
@@ -78,7 +161,16 @@ impl DevConsole {
             runtime,
             status,
             hint: None,
+            details: None,
         }
+    }
+
+    /// Lists agents' tools and shows the build's files from `details` (without it, the Agent
+    /// tab shows the tool names the build status carries, and no file).
+    #[must_use]
+    pub fn with_agent_details(mut self, details: Arc<dyn AgentDetails>) -> Self {
+        self.details = Some(details);
+        self
     }
 
     /// Shows `hint`'s answer under a failed submission's error (without it, no hint).
@@ -98,6 +190,7 @@ impl std::fmt::Debug for DevConsole {
         f.debug_struct("DevConsole")
             .field("generation", &self.status.borrow().generation)
             .field("hint", &self.hint.is_some())
+            .field("details", &self.details.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -110,10 +203,18 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/console.js",
     "GET /_flue/dev/try.css",
     "GET /_flue/dev/try.js",
+    "GET /_flue/dev/markdown.js",
+    "GET /_flue/dev/markdown.css",
+    "GET /_flue/dev/agent.js",
+    "GET /_flue/dev/agent.css",
+    "GET /_flue/dev/vendor/marked.js",
+    "GET /_flue/dev/vendor/prism.js",
     "GET /_flue/dev/state",
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
     "GET /_flue/dev/hint",
+    "GET /_flue/dev/tools/{agent}",
+    "GET /_flue/dev/source/{kind}/{name}",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
@@ -130,25 +231,55 @@ pub fn console_routes(console: DevConsole) -> Router {
         )
         .route(
             "/_flue/dev/console.js",
-            get(|| async { asset("text/javascript; charset=utf-8", CONSOLE_JS) }),
+            get(|| async { asset(JAVASCRIPT, CONSOLE_JS) }),
+        )
+        .route(
+            "/_flue/dev/markdown.js",
+            get(|| async { asset(JAVASCRIPT, MARKDOWN_JS) }),
+        )
+        .route(
+            "/_flue/dev/markdown.css",
+            get(|| async { asset(CSS, MARKDOWN_CSS) }),
+        )
+        .route(
+            "/_flue/dev/agent.js",
+            get(|| async { asset(JAVASCRIPT, AGENT_JS) }),
+        )
+        .route(
+            "/_flue/dev/agent.css",
+            get(|| async { asset(CSS, AGENT_CSS) }),
+        )
+        .route(
+            "/_flue/dev/vendor/marked.js",
+            get(|| async { asset(JAVASCRIPT, MARKED_JS) }),
+        )
+        .route(
+            "/_flue/dev/vendor/prism.js",
+            get(|| async { asset(JAVASCRIPT, PRISM_JS) }),
         )
         .route(
             "/_flue/dev/try.css",
-            get(|| async { asset("text/css; charset=utf-8", TRY_CSS) }),
+            get(|| async { asset(CSS, TRY_CSS) }),
         )
         .route(
             "/_flue/dev/try.js",
-            get(|| async { asset("text/javascript; charset=utf-8", TRY_JS) }),
+            get(|| async { asset(JAVASCRIPT, TRY_JS) }),
         )
         .route("/_flue/dev/state", get(status))
         .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
         .route("/_flue/dev/live/{agent}/{id}", get(live))
         .route("/_flue/dev/hint", get(hint))
+        .route("/_flue/dev/tools/{agent}", get(tools))
+        .route("/_flue/dev/source/{kind}/{name}", get(source))
         .with_state(state)
 }
 
-/// An embedded file. The page runs only its own script and style (CSP), and is never cached,
-/// so a new `flue` binary serves its new console at once.
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// An embedded file. The page runs only its own script and style
+/// ([`CONTENT_SECURITY_POLICY`]), and is never cached, so a new `flue` binary serves its new
+/// console at once.
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut response = body.into_response();
     let headers = response.headers_mut();
@@ -156,12 +287,66 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; \
-             frame-ancestors 'none'",
-        ),
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+/// `GET /_flue/dev/tools/{agent}`: `{"agent", "tools": [...]}`, the agent's tools with their
+/// policies (from the assembly layer); 404 with the reason when they cannot be listed.
+async fn tools(State(state): State<Arc<DevConsole>>, Path(agent): Path<String>) -> Response {
+    let Some(details) = &state.details else {
+        return not_found("this server lists no tools; the build status names them");
+    };
+    match details.tools(&agent).await {
+        Ok(tools) => no_store(axum::Json(json!({"agent": agent, "tools": tools})).into_response()),
+        Err(message) => not_found(&message),
+    }
+}
+
+/// `GET /_flue/dev/source/{kind}/{name}`: `{"kind", "name", "path", "text"}`, the source of a
+/// file the build knows (`kind`: `agent`, `skill` or `role`); 404 for any other.
+async fn source(
+    State(state): State<Arc<DevConsole>>,
+    Path((kind, name)): Path<(String, String)>,
+) -> Response {
+    let Some(details) = state.details.clone() else {
+        return not_found("this server shows no files");
+    };
+    let Some(source_kind) = SourceKind::parse(&kind) else {
+        return not_found(&format!("no file kind {kind:?}: use agent, skill or role"));
+    };
+    let lookup = name.clone();
+    let read = tokio::task::spawn_blocking(move || details.source(source_kind, &lookup)).await;
+    match read {
+        Ok(Some(Ok(file))) => no_store(
+            axum::Json(json!({"kind": kind, "name": name, "path": file.path, "text": file.text}))
+                .into_response(),
+        ),
+        Ok(Some(Err(message))) => not_found(&message),
+        Ok(None) => not_found(&format!(
+            "the build has no {kind} {name:?}; the console shows only the files of the build's \
+             agents, skills and roles"
+        )),
+        Err(err) => {
+            tracing::warn!(target: LOG_TARGET, error = %err, "reading a file of the build failed");
+            not_found("the file cannot be read; see the terminal")
+        }
+    }
+}
+
+fn not_found(message: &str) -> Response {
+    no_store(
+        (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": {"type": "not_found", "message": message}})),
+        )
+            .into_response(),
+    )
 }
 
 #[derive(Deserialize)]

@@ -46,7 +46,10 @@ mod transcript;
 mod turns;
 pub mod wire;
 
-pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
+pub use console::{
+    AgentDetails, BuildStatus, CONSOLE_ROUTES, CONTENT_SECURITY_POLICY, DevConsole, ErrorHint,
+    SourceFile, SourceKind, ToolsFuture, console_routes,
+};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
 pub use guard::{

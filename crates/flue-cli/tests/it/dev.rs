@@ -43,7 +43,7 @@ pub(crate) struct Dev {
 }
 
 impl Dev {
-    fn start(root: &Path) -> Self {
+    pub(crate) fn start(root: &Path) -> Self {
         Self::start_with(root, &[])
     }
 
@@ -101,7 +101,7 @@ impl Dev {
         }
     }
 
-    fn get(&self, path: &str) -> Value {
+    pub(crate) fn get(&self, path: &str) -> Value {
         let (status, body) = http(&self.addr, "GET", path, "");
         assert_eq!(status, 200, "GET {path}: {body}");
         serde_json::from_str(&body).unwrap()
@@ -177,7 +177,7 @@ impl Drop for Dev {
 }
 
 /// One HTTP/1.1 request on a fresh connection: (status, body).
-fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(40)))
@@ -478,7 +478,7 @@ fn dev_binds_loopback_only() {
     );
 }
 
-fn peers() -> PathBuf {
+pub(crate) fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
 }
 
@@ -1102,7 +1102,7 @@ fn the_console_rewinds_and_forks_from_a_user_message() {
 
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
 /// `args` adds, and reads the one JSON line it prints.
-fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {
+pub(crate) fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {
     let mut command = Command::new(node);
     command.arg(peers().join(script));
     args(&mut command);

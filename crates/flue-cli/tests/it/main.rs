@@ -14,6 +14,7 @@ mod conformance;
 mod delegation;
 mod delete;
 mod dev;
+mod dev_markdown;
 mod durable;
 mod elicit_serve;
 mod everyday;

@@ -74,3 +74,29 @@ fn bad_patterns_are_configuration_errors_naming_each() {
     assert!(message.contains("\"mcp/*\" contains '/'"), "{message}");
     assert!(message.contains("pattern is empty"), "{message}");
 }
+
+#[test]
+fn explain_names_the_rule_that_decided_and_skips_bad_patterns() {
+    use Permission::{AlwaysAllow as Allow, AlwaysAsk as Ask};
+    let rules = [
+        rule("bash", Ask, PermissionSource::AgentFile),
+        rule("bad pattern", Ask, PermissionSource::AgentFile),
+        rule("mcp__*", Ask, PermissionSource::Defaults),
+    ];
+    assert_eq!(
+        explain_permission(&rules, "bash", Allow),
+        (Ask, Some(rules[0].clone()))
+    );
+    assert_eq!(
+        explain_permission(&rules, "mcp__docs__search", Allow),
+        (Ask, Some(rules[2].clone()))
+    );
+    assert_eq!(
+        explain_permission(&rules, "read_file", Allow),
+        (Allow, None)
+    );
+    assert_eq!(
+        explain_permission(&rules, "bad pattern", Allow),
+        (Allow, None)
+    );
+}

@@ -60,8 +60,11 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
-// Text with `code`, ```blocks``` and **bold**, everything else literal.
-function richText(text) {
+// Text as markdown (markdown.js: rendered from tokens, never parsed as HTML; `key` names where
+// it is shown, so a streaming reply is rendered incrementally). Without markdown.js: `code`,
+// ```blocks``` and **bold**, everything else literal.
+function richText(text, key) {
+  if (typeof flueMarkdown !== 'undefined') return flueMarkdown.render(text, key);
   const out = h('div', { class: 'text' });
   const fence = /```[a-zA-Z0-9_-]*\n?([\s\S]*?)```/g;
   let last = 0;
@@ -235,7 +238,9 @@ function renderAgentDetail() {
   const agent = state.status && state.status.agents.find((candidate) => candidate.name === state.agent);
   const panel = $('tab-agent');
   if (!agent) { panel.replaceChildren(h('p', { class: 'none' }, 'No agent selected.')); return; }
-  panel.replaceChildren(
+  // agent.js: every tool with its policy, files shown on click.
+  if (typeof flueAgentTab !== 'undefined') flueAgentTab.render(panel, agent, state.status, renderAgentDetail);
+  else panel.replaceChildren(
     h('h3', { class: 'detail-title' }, agent.name),
     h('p', { class: 'detail-desc' }, agent.description || 'No description.'),
     h('dl', { class: 'facts' },
@@ -316,10 +321,26 @@ function follow() {
     let chunks;
     try { chunks = JSON.parse(event.data); } catch { return; }
     for (const chunk of chunks) apply(chunk);
-    renderMessages();
-    renderRunState();
+    scheduleRender();
   });
   followLive();
+}
+
+// Draws the chat once per frame however many updates arrived since (a long reply streams
+// thousands of words; drawing the whole chat for each one would cost its length each time).
+let renderScheduled = false;
+function scheduleRender() {
+  if (renderScheduled) return;
+  renderScheduled = true;
+  const draw = () => {
+    if (!renderScheduled) return;
+    renderScheduled = false;
+    renderMessages();
+    renderRunState();
+  };
+  requestAnimationFrame(draw);
+  // A hidden page gets no frames: draw anyway, a little later.
+  setTimeout(draw, 100);
 }
 
 // Live events of this conversation's running work: which tasks run now, and a provider call
@@ -603,10 +624,11 @@ function collapsible(key, className, summary, content) {
 }
 
 function renderPart(message, part) {
-  if (part.type === 'text') return part.text ? richText(part.text) : null;
+  const partKey = `${message.id}:${message.parts.indexOf(part)}`;
+  if (part.type === 'text') return part.text ? richText(part.text, `text:${partKey}`) : null;
   if (part.type === 'reasoning') {
-    return collapsible(`reasoning:${message.id}:${message.parts.indexOf(part)}`, 'reasoning',
-      'Thinking', richText(part.text));
+    return collapsible(`reasoning:${partKey}`, 'reasoning',
+      'Thinking', richText(part.text, `reasoning:${partKey}`));
   }
   if (part.type === 'dynamic-tool') return renderTool(part);
   if (part.type === 'data-compaction') {
