@@ -226,7 +226,7 @@ fn the_stop_hook_sends_the_model_back_once_and_redacts_the_reply() {
     );
     let shown = show(&ws, "c1");
     assert!(
-        shown.contains("user: Say that you checked your work."),
+        shown.contains("user (turn 2): Say that you checked your work."),
         "{shown}"
     );
     assert!(shown.contains("hook Stop by command"), "{shown}");
