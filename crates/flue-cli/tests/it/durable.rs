@@ -75,10 +75,10 @@ fn spawn_run(ws: &Workspace, id: &str, message: &str, extra: &[&str]) -> Child {
 }
 
 /// A small deterministic generator (xorshift); the seed is printed so a failure replays.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn from_time() -> Self {
+    pub(crate) fn from_time() -> Self {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -88,7 +88,7 @@ impl Rng {
         Self(seed)
     }
 
-    fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
