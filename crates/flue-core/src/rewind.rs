@@ -489,7 +489,8 @@ async fn apply(
         }
         _ => {
             let content = contents.get(&file.path).map_or(&[][..], Vec::as_slice);
-            workspace.sandbox.write_file(&abs, content).await
+            // Renamed over the file: a crash leaves the old content or the new.
+            workspace.sandbox.replace_file(&abs, content).await
         }
     }
 }

@@ -24,8 +24,9 @@ use flue_core::store::{SessionKey, SessionStore};
 use flue_core::{Record, StoredRecord, UserMessage};
 use flue_store::SqliteStore;
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
-use crate::durable::Rng;
+use crate::durable::{Rng, wait_for_line};
 use crate::serve::{Server, http};
 use crate::{Workspace, json, stderr, stdout};
 
@@ -330,12 +331,18 @@ const REWIND_FILES: usize = 40;
 /// A workspace whose agent `keeper` creates `REWIND_FILES` files in one turn (`create`,
 /// content `one <n>`) and overwrites them all in the next (`update`, `two <n>`).
 fn rewind_workspace() -> Workspace {
+    // `write_file` overwrites only with the sha256 of what the agent last saw.
     let calls = |tool: &str, content: &str| -> Value {
         (0..REWIND_FILES)
             .map(|n| {
-                json!({"name": tool, "input": {
+                let mut input = json!({
                     "path": format!("notes/f{n:02}.txt"), "content": format!("{content} {n}\n")
-                }})
+                });
+                if tool == "write_file" {
+                    let seen = sha2::Sha256::digest(format!("one {n}\n").as_bytes());
+                    input["expectedSha256"] = json!(hex::encode(seen));
+                }
+                json!({"name": tool, "input": input})
             })
             .collect()
     };
@@ -467,6 +474,13 @@ fn a_rewind_cut_off_by_kill_9_leaves_files_before_or_restored_audited_and_undoab
         let again = ws.flue(&["rewind", "--id", "c", "--to", "2"]);
         assert!(again.status.success(), "trial {trial}: {}", stderr(&again));
         assert_eq!(file_versions(&ws), all("one"), "trial {trial}");
+        // No temporary file is left: one a kill left was reused and renamed by the rerun.
+        let leftovers: Vec<String> = std::fs::read_dir(ws.root().join("notes"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".flue-replace"))
+            .collect();
+        assert_eq!(leftovers, Vec::<String>::new(), "trial {trial}");
         // Undone, newest first: the workspace as before the trial.
         let ids: Vec<String> = rewinds(&ws)
             .split_off(known)
@@ -550,8 +564,24 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
     for step in 0..MEMORY_TRIALS {
         let args = run(step);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = spawn(&ws, &args);
-        kill_after(&mut child, instant(&mut rng, uncut));
+        if step % 2 == 0 {
+            let mut child = spawn(&ws, &args);
+            kill_after(&mut child, instant(&mut rng, uncut));
+        } else {
+            // These kills land just after a call started (this step's, or an earlier one's
+            // recovered first), within the few milliseconds around the note's write.
+            let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+                .args(&args)
+                .arg("--root")
+                .arg(ws.root())
+                .env_remove("FLUE_LOG")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            wait_for_line(&mut child, "-> memory_write", Duration::from_secs(120));
+            kill_after(&mut child, Duration::from_micros(rng.below(5_000)));
+        }
     }
     // The last run is not killed: it recovers what the previous one left, then runs.
     let last = ws.flue(&args.iter().map(String::as_str).collect::<Vec<_>>());

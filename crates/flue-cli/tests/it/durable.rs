@@ -352,7 +352,7 @@ fn runs_killed_at_random_instants_are_recovered_by_the_next_run() {
 }
 
 /// Reads a child's stderr lines as they come, until `needle` shows up (or `timeout`).
-fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
+pub(crate) fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
     let stderr = child.stderr.take().unwrap();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
