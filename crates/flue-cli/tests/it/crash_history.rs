@@ -601,7 +601,11 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
     let shown = json(&ws.flue(&["session", "show", "--id", "m", "--json"]));
     let mut calls: BTreeMap<String, (String, Option<Value>)> = BTreeMap::new();
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
+    let mut run_again = 0;
     for message in shown["messages"].as_array().unwrap() {
+        if message["type"] == "tool_attempt" && message["attempt"].as_u64() > Some(1) {
+            run_again += 1;
+        }
         if message["type"] == "assistant" {
             for part in message["content"].as_array().unwrap() {
                 if part["type"] == "tool_call" && part["name"] == "memory_write" {
@@ -653,9 +657,10 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
     assert!(notes.keys().all(|text| called.contains(text)), "{notes:?}");
     eprintln!(
         "{MEMORY_TRIALS} runs killed at random instants (uncut: {uncut:?}): {} memory_write \
-         calls in the log; stored once and answered {once_ok}; answered interrupted with the \
-         note stored {interrupted_stored}, without {interrupted_not_stored}; stored twice \
-         {twice}, answered but lost {lost}, unanswered {unanswered}",
+         calls in the log, {run_again} runs of a call again after a kill; stored once and \
+         answered {once_ok}; answered interrupted with the note stored {interrupted_stored}, \
+         without {interrupted_not_stored}; stored twice {twice}, answered but lost {lost}, \
+         unanswered {unanswered}",
         texts.len()
     );
     assert_eq!((twice, lost, unanswered), (0, 0, 0));
