@@ -647,9 +647,8 @@ impl Compactor<'_> {
             let event = crate::hook::HookEvent::PreCompact {
                 trigger: trigger.to_owned(),
             };
-            let current = crate::session::latest_state(&state.records).map(|change| change.value);
             let access = if self.shared.depth == 0 {
-                crate::hook_points::StateAccess::Read(current.as_ref())
+                crate::hook_points::StateAccess::Read(state.index.state().map(|(value, _)| value))
             } else {
                 crate::hook_points::StateAccess::None
             };
