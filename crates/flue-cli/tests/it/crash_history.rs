@@ -667,6 +667,85 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
     assert!(last.status.success(), "{}", stderr(&last));
     assert_eq!(json(&last)["message"], "stored ok=true ");
 
+    memory_outcome(
+        &ws,
+        "m",
+        &format!("{MEMORY_TRIALS} runs killed at random instants (uncut: {uncut:?})"),
+    );
+}
+
+const SERVE_MEMORY_TRIALS: u64 = 8;
+
+/// `flue serve` killed at random instants while messages whose reply is a `memory_write` are
+/// processed, then restarted: once every submission has settled, no note is stored twice and
+/// every call is answered.
+#[test]
+fn a_memory_write_on_a_killed_server_stores_its_note_once() {
+    let ws = memory_workspace();
+    let body = |step: u64| {
+        json!({"kind": "user", "body": format!("note {step}"), "memorySubject": "u1"}).to_string()
+    };
+    let mut server = Server::start(ws.root(), &[], &[]);
+    let started = Instant::now();
+    let (status, answer) = http(
+        server.addr(),
+        "POST",
+        "/agents/helper/cal",
+        &[("content-type", "application/json")],
+        &json!({"kind": "user", "body": "note 0", "memorySubject": "u0"}).to_string(),
+    );
+    assert_eq!(status, 202, "{answer}");
+    wait_settled(&ws, "cal");
+    let uncut = started.elapsed();
+    let mut rng = Rng::from_time();
+    for step in 0..SERVE_MEMORY_TRIALS {
+        let _stream = post_and_leave(server.addr(), "/agents/helper/m", &body(step));
+        std::thread::sleep(instant(&mut rng, uncut));
+        server.kill9();
+        server = Server::start(ws.root(), &[], &[]);
+    }
+    // The restarted server recovers what the kills left, then takes one more message.
+    let (status, answer) = http(
+        server.addr(),
+        "POST",
+        "/agents/helper/m",
+        &[("content-type", "application/json")],
+        &body(SERVE_MEMORY_TRIALS),
+    );
+    assert_eq!(status, 202, "{answer}");
+    wait_settled(&ws, "m");
+    drop(server);
+    memory_outcome(
+        &ws,
+        "m",
+        &format!("{SERVE_MEMORY_TRIALS} servers killed at random instants (uncut: {uncut:?})"),
+    );
+}
+
+/// Waits until conversation `id` has no pending submission (`flue session list`); the
+/// deadline only ends a test whose server hangs.
+fn wait_settled(ws: &Workspace, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let listed = json(&ws.flue(&["session", "list", "--json"]));
+        let conversations = listed["conversations"].as_array().unwrap();
+        let pending: u64 = conversations
+            .iter()
+            .filter(|conversation| conversation["id"] == id)
+            .map(|conversation| conversation["pending"].as_u64().unwrap_or(0))
+            .sum();
+        if pending == 0 && conversations.iter().any(|c| c["id"] == id) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still pending: {listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Counts, over conversation `id` and subject `u1`, what the kills left of the `memory_write`
+/// calls (printed after `what`), and asserts that no note was stored twice, every call in the
+/// log was answered, and a call answered with an id has that note.
+fn memory_outcome(ws: &Workspace, id: &str, what: &str) {
     // The notes, by text.
     let listed = json(&ws.flue(&["memory", "list", "--subject", "u1", "--json"]));
     let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -677,7 +756,7 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
             .push(note["id"].as_str().unwrap().to_owned());
     }
     // The calls, by text: the result's note id, or its error kind.
-    let shown = json(&ws.flue(&["session", "show", "--id", "m", "--json"]));
+    let shown = json(&ws.flue(&["session", "show", "--id", id, "--json"]));
     let mut calls: BTreeMap<String, (String, Option<Value>)> = BTreeMap::new();
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
     let mut run_again = 0;
@@ -735,7 +814,7 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
     let called: BTreeSet<&String> = texts.values().collect();
     assert!(notes.keys().all(|text| called.contains(text)), "{notes:?}");
     eprintln!(
-        "{MEMORY_TRIALS} runs killed at random instants (uncut: {uncut:?}): {} memory_write \
+        "{what}: {} memory_write \
          calls in the log, {run_again} runs of a call again after a kill; stored once and \
          answered {once_ok}; answered interrupted with the note stored {interrupted_stored}, \
          without {interrupted_not_stored}; stored twice {twice}, answered but lost {lost}, \
