@@ -53,15 +53,15 @@ impl StateAccess<'_> {
             Self::Write(state) => state,
             Self::None => {
                 return Err(
-                    "it wrote the state (`updatedState`), but a task session has no conversation state \
-                     (only the root session's hooks may write it)"
+                    "it wrote the state (`updatedState`), but a task session has no \
+                     conversation state (only the root session's hooks may write it)"
                         .to_owned(),
                 );
             }
             Self::Read(_) => {
                 return Err(format!(
-                    "it wrote the state (`updatedState`) at {}, whose decisions are not stored, so it \
-                     cannot change the state (write it at another point)",
+                    "it wrote the state (`updatedState`) at {}, whose decisions are not stored, \
+                     so it cannot change the state (write it at another point)",
                     point.name()
                 ));
             }
