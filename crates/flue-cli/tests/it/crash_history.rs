@@ -18,11 +18,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flue_core::store::{SessionKey, SessionStore};
+use flue_core::store::{DynSessionStore, SessionKey};
 use flue_core::{Record, StoredRecord, UserMessage};
-use flue_store::SqliteStore;
+use flue_store::{PostgresOptions, PostgresStore, SqliteStore};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -67,6 +68,38 @@ fn block_on<T>(future: impl Future<Output = T>) -> T {
         .block_on(future)
 }
 
+/// Where the trial's conversations are stored.
+#[derive(Clone)]
+enum Db {
+    /// The workspace's `.flue/flue.db`.
+    Sqlite,
+    /// A Postgres database (its URL), passed to every command as `--store`.
+    Postgres(String),
+}
+
+impl Db {
+    /// The store, opened in this process.
+    async fn open(&self, ws: &Workspace) -> Arc<dyn DynSessionStore> {
+        match self {
+            Self::Sqlite => Arc::new(SqliteStore::open(&ws.db()).unwrap()),
+            Self::Postgres(url) => Arc::new(
+                PostgresStore::connect(url, PostgresOptions::default())
+                    .await
+                    .unwrap(),
+            ),
+        }
+    }
+
+    /// `args` with `--store` when the store is not the workspace's file.
+    fn args(&self, args: &[&str]) -> Vec<String> {
+        let mut all: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+        if let Self::Postgres(url) = self {
+            all.extend(["--store".to_owned(), url.clone()]);
+        }
+        all
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Fork
 
@@ -78,14 +111,14 @@ const FORK_AT: u64 = 30;
 /// A workspace with conversation `keeper:orig`: `FORK_TURNS` turns in its root session and
 /// `FORK_TASKS` task sessions of 10 records each, written through the store (a fork reads
 /// only the store). Turns are stamped after the tasks, so every task is carried.
-fn fork_workspace() -> Workspace {
+fn fork_workspace(db: &Db) -> Workspace {
     let ws = Workspace::new(&[
         ("agents/keeper.md", FORK_AGENT),
         ("s.json", r#"{"rules": [{"reply": {"text": "ok"}}]}"#),
     ]);
     std::fs::create_dir_all(ws.root().join(".flue")).unwrap();
     block_on(async {
-        let store = SqliteStore::open(&ws.db()).unwrap();
+        let store = db.open(&ws).await;
         let base = flue_core::util::now_ms() + 10_000_000;
         let text = "x".repeat(1500);
         let root = SessionKey::new("keeper:orig", "default");
@@ -124,9 +157,9 @@ enum ForkFound {
 
 /// What the store holds of fork `to` (an instance id), compared with the original's turns
 /// before `FORK_AT` and its tasks.
-fn fork_found(ws: &Workspace, to: &str) -> ForkFound {
+fn fork_found(ws: &Workspace, db: &Db, to: &str) -> ForkFound {
     block_on(async {
-        let store = SqliteStore::open(&ws.db()).unwrap();
+        let store = db.open(ws).await;
         let sessions = store.list(to).await.unwrap();
         if sessions.is_empty() {
             return ForkFound::Absent;
@@ -145,7 +178,7 @@ fn fork_found(ws: &Workspace, to: &str) -> ForkFound {
         for summary in &original {
             let records = |instance: &str| {
                 let key = SessionKey::new(instance, summary.session.as_str());
-                let store = &store;
+                let store = &*store;
                 async move { store.load(&key, 0).await.unwrap().unwrap().records }
             };
             let mut expected = records("keeper:orig").await;
@@ -173,9 +206,19 @@ const FORK_TRIALS: u64 = 25;
 /// (`already exists`), leaving it whole.
 #[test]
 fn a_fork_cut_off_by_kill_9_exists_whole_or_not_at_all_and_a_retry_converges() {
-    let ws = fork_workspace();
-    let fork_args = |new_id: &str| -> Vec<String> {
-        [
+    fork_trials(&Db::Sqlite, FORK_TRIALS);
+}
+
+/// The same on Postgres: the fork is one transaction of the database.
+#[test]
+fn a_fork_on_postgres_cut_off_by_kill_9_exists_whole_or_not_at_all() {
+    fork_trials(&Db::Postgres(crate::pg_server::fresh_database()), 12);
+}
+
+fn fork_trials(db: &Db, trials: u64) {
+    let ws = fork_workspace(db);
+    let fork_args = |new_id: &str| {
+        db.args(&[
             "session",
             "fork",
             "--id",
@@ -184,24 +227,18 @@ fn a_fork_cut_off_by_kill_9_exists_whole_or_not_at_all_and_a_retry_converges() {
             "30",
             "--new-id",
             new_id,
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        ])
     };
     let started = Instant::now();
-    let calibration = ws.flue(
-        &fork_args("calibration")
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let args = fork_args("calibration");
+    let calibration = ws.flue(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(calibration.status.success(), "{}", stderr(&calibration));
     let uncut = started.elapsed();
-    assert_eq!(fork_found(&ws, "keeper:calibration"), ForkFound::Whole);
+    assert_eq!(fork_found(&ws, db, "keeper:calibration"), ForkFound::Whole);
 
     let mut rng = Rng::from_time();
     let (mut absent, mut whole, mut partial, mut finished_first) = (0, 0, 0, 0);
-    for trial in 0..FORK_TRIALS {
+    for trial in 0..trials {
         let new_id = format!("f{trial}");
         let args = fork_args(&new_id);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -210,7 +247,7 @@ fn a_fork_cut_off_by_kill_9_exists_whole_or_not_at_all_and_a_retry_converges() {
             finished_first += 1;
         }
         let instance = format!("keeper:{new_id}");
-        match fork_found(&ws, &instance) {
+        match fork_found(&ws, db, &instance) {
             ForkFound::Absent => {
                 absent += 1;
                 let retried = ws.flue(&args);
@@ -233,15 +270,15 @@ fn a_fork_cut_off_by_kill_9_exists_whole_or_not_at_all_and_a_retry_converges() {
             }
         }
         assert_eq!(
-            fork_found(&ws, &instance),
+            fork_found(&ws, db, &instance),
             ForkFound::Whole,
             "trial {trial}"
         );
     }
     eprintln!(
-        "{FORK_TRIALS} forks killed at random instants (uncut: {uncut:?}): {absent} not begun \
-         or rolled back, {whole} whole ({finished_first} had exited before the kill), \
-         {partial} half copied; every retry converged"
+        "{trials} forks killed at random instants (uncut: {uncut:?}): {absent} not begun or \
+         rolled back, {whole} whole ({finished_first} had exited before the kill), {partial} \
+         half copied; every retry converged"
     );
     assert_eq!(partial, 0);
 }
@@ -266,7 +303,7 @@ const HTTP_FORK_TRIALS: u64 = 8;
 /// whole.
 #[test]
 fn an_http_fork_cut_off_by_kill_9_of_the_server_exists_whole_or_not_at_all() {
-    let ws = fork_workspace();
+    let ws = fork_workspace(&Db::Sqlite);
     let body = |id: &str| json!({"at": FORK_AT, "id": id}).to_string();
     let mut server = Server::start(ws.root(), &[], &[]);
     let started = Instant::now();
@@ -286,7 +323,7 @@ fn an_http_fork_cut_off_by_kill_9_of_the_server_exists_whole_or_not_at_all() {
         let _stream = post_and_leave(server.addr(), "/agents/keeper/orig/fork", &body(&new_id));
         std::thread::sleep(instant(&mut rng, uncut));
         server.kill9();
-        let found = fork_found(&ws, &format!("keeper:{new_id}"));
+        let found = fork_found(&ws, &Db::Sqlite, &format!("keeper:{new_id}"));
         server = Server::start(ws.root(), &[], &[]);
         let (status, answer) = http(
             server.addr(),
@@ -311,7 +348,7 @@ fn an_http_fork_cut_off_by_kill_9_of_the_server_exists_whole_or_not_at_all() {
             }
         }
         assert_eq!(
-            fork_found(&ws, &format!("keeper:{new_id}")),
+            fork_found(&ws, &Db::Sqlite, &format!("keeper:{new_id}")),
             ForkFound::Whole,
             "trial {trial}"
         );
