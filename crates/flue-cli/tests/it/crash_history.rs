@@ -706,6 +706,7 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
 
     memory_outcome(
         &ws,
+        &Db::Sqlite,
         "m",
         &format!("{MEMORY_TRIALS} runs killed at random instants (uncut: {uncut:?})"),
     );
@@ -718,11 +719,23 @@ const SERVE_MEMORY_TRIALS: u64 = 8;
 /// every call is answered.
 #[test]
 fn a_memory_write_on_a_killed_server_stores_its_note_once() {
+    serve_memory_trials(&Db::Sqlite, SERVE_MEMORY_TRIALS);
+}
+
+/// The same with the servers on Postgres (each restart is another node taking over).
+#[test]
+fn a_memory_write_on_a_killed_postgres_node_stores_its_note_once() {
+    serve_memory_trials(&Db::Postgres(crate::pg_server::fresh_database()), 6);
+}
+
+fn serve_memory_trials(db: &Db, trials: u64) {
     let ws = memory_workspace();
     let body = |step: u64| {
         json!({"kind": "user", "body": format!("note {step}"), "memorySubject": "u1"}).to_string()
     };
-    let mut server = Server::start(ws.root(), &[], &[]);
+    let serve_args = db.args(&[]);
+    let serve_args: Vec<&str> = serve_args.iter().map(String::as_str).collect();
+    let mut server = Server::start(ws.root(), &serve_args, &[]);
     let started = Instant::now();
     let (status, answer) = http(
         server.addr(),
@@ -732,14 +745,14 @@ fn a_memory_write_on_a_killed_server_stores_its_note_once() {
         &json!({"kind": "user", "body": "note 0", "memorySubject": "u0"}).to_string(),
     );
     assert_eq!(status, 202, "{answer}");
-    wait_settled(&ws, "cal");
+    wait_settled(&ws, db, "cal");
     let uncut = started.elapsed();
     let mut rng = Rng::from_time();
-    for step in 0..SERVE_MEMORY_TRIALS {
+    for step in 0..trials {
         let _stream = post_and_leave(server.addr(), "/agents/helper/m", &body(step));
         std::thread::sleep(instant(&mut rng, uncut));
         server.kill9();
-        server = Server::start(ws.root(), &[], &[]);
+        server = Server::start(ws.root(), &serve_args, &[]);
     }
     // The restarted server recovers what the kills left, then takes one more message.
     let (status, answer) = http(
@@ -747,24 +760,27 @@ fn a_memory_write_on_a_killed_server_stores_its_note_once() {
         "POST",
         "/agents/helper/m",
         &[("content-type", "application/json")],
-        &body(SERVE_MEMORY_TRIALS),
+        &body(trials),
     );
     assert_eq!(status, 202, "{answer}");
-    wait_settled(&ws, "m");
+    wait_settled(&ws, db, "m");
     drop(server);
     memory_outcome(
         &ws,
+        db,
         "m",
-        &format!("{SERVE_MEMORY_TRIALS} servers killed at random instants (uncut: {uncut:?})"),
+        &format!("{trials} servers killed at random instants (uncut: {uncut:?})"),
     );
 }
 
 /// Waits until conversation `id` has no pending submission (`flue session list`); the
 /// deadline only ends a test whose server hangs.
-fn wait_settled(ws: &Workspace, id: &str) {
+fn wait_settled(ws: &Workspace, db: &Db, id: &str) {
     let deadline = Instant::now() + Duration::from_secs(300);
+    let args = db.args(&["session", "list", "--json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     loop {
-        let listed = json(&ws.flue(&["session", "list", "--json"]));
+        let listed = json(&ws.flue(&args));
         let conversations = listed["conversations"].as_array().unwrap();
         let pending: u64 = conversations
             .iter()
@@ -782,9 +798,13 @@ fn wait_settled(ws: &Workspace, id: &str) {
 /// Counts, over conversation `id` and subject `u1`, what the kills left of the `memory_write`
 /// calls (printed after `what`), and asserts that no note was stored twice, every call in the
 /// log was answered, and a call answered with an id has that note.
-fn memory_outcome(ws: &Workspace, id: &str, what: &str) {
+fn memory_outcome(ws: &Workspace, db: &Db, id: &str, what: &str) {
+    let flue = |args: &[&str]| {
+        let args = db.args(args);
+        ws.flue(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
     // The notes, by text.
-    let listed = json(&ws.flue(&["memory", "list", "--subject", "u1", "--json"]));
+    let listed = json(&flue(&["memory", "list", "--subject", "u1", "--json"]));
     let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for note in listed["notes"].as_array().unwrap() {
         notes
@@ -793,7 +813,7 @@ fn memory_outcome(ws: &Workspace, id: &str, what: &str) {
             .push(note["id"].as_str().unwrap().to_owned());
     }
     // The calls, by text: the result's note id, or its error kind.
-    let shown = json(&ws.flue(&["session", "show", "--id", id, "--json"]));
+    let shown = json(&flue(&["session", "show", "--id", id, "--json"]));
     let mut calls: BTreeMap<String, (String, Option<Value>)> = BTreeMap::new();
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
     let mut run_again = 0;
