@@ -64,7 +64,9 @@ fn write_text(shown: &Transcript, out: &mut String, depth: usize, headers: bool)
         .iter()
         .map(|stored| stored.record.clone())
         .collect();
-    let text = transcript_text(&records);
+    // Turn numbers (what `fork --at` and `rewind --to` take) belong to the root session.
+    let numbered = shown.session == flue_core::DEFAULT_SESSION;
+    let text = transcript_text(&records, numbered);
     if depth == 0 {
         out.push_str(&text);
     } else {
@@ -90,8 +92,11 @@ fn answer_text(decision: &ActionDecision) -> String {
     }
 }
 
-fn transcript_text(records: &[Record]) -> String {
+/// The records as text; with `numbered`, each user message shows its turn number
+/// (`user (turn 2): ...`), counted as `flue_core::turn_starts` counts them.
+fn transcript_text(records: &[Record], numbered: bool) -> String {
     let mut out = String::new();
+    let mut turn = 0_u64;
     // MCP servers' questions (live actions), shown with their answers.
     let mut questions = std::collections::HashSet::new();
     for record in records {
@@ -108,7 +113,12 @@ fn transcript_text(records: &[Record]) -> String {
                 } else {
                     String::new()
                 };
-                writeln!(out, "user: {}{suffix}", message.joined_text())
+                if numbered {
+                    turn += 1;
+                    writeln!(out, "user (turn {turn}): {}{suffix}", message.joined_text())
+                } else {
+                    writeln!(out, "user: {}{suffix}", message.joined_text())
+                }
             }
             Record::Assistant(message) => {
                 for part in &message.content {

@@ -273,11 +273,26 @@ pub(crate) async fn run(
     }
     let opens = opening.message.is_some();
     let mut message = opening.message;
+    let seed = match (&message, opening.seed_state) {
+        (Some(_), Some(seed)) if state.index.state().is_none() && !state.index.has_user() => {
+            crate::tool::check_state(&seed)?;
+            Some(seed)
+        }
+        _ => None,
+    };
     let mut hook_records = Vec::new();
+    // The prompt's hooks see the state the message opens with (its seed included); what they
+    // write is stored with their decisions and the message, or (when they refuse the message)
+    // not at all.
+    let hook_state = (shared.depth == 0).then(|| match &seed {
+        Some(seed) => crate::tool::ToolState::new(Some(seed.clone()), 1),
+        None => session_tool_state(&state),
+    });
     if let Some(message) = &mut message
         && hook_points::any(&shared)
     {
-        let prompt_hooks = prompt_hooks(&shared, &ctx, &state.records, message).await;
+        let prompt_hooks =
+            prompt_hooks(&shared, &ctx, &state.records, message, hook_state.as_ref()).await;
         hook_records = prompt_hooks.records;
         if let Some(err) = prompt_hooks.error {
             records.extend(hook_records.iter().cloned());
@@ -286,11 +301,7 @@ pub(crate) async fn run(
             return Err(err);
         }
     }
-    if let (Some(_), Some(seed)) = (&message, opening.seed_state)
-        && state.index.state().is_none()
-        && !state.index.has_user()
-    {
-        crate::tool::check_state(&seed)?;
+    if let Some(seed) = seed {
         records.push(Record::State(StateChange {
             value: seed,
             version: 1,
@@ -299,6 +310,7 @@ pub(crate) async fn run(
         }));
     }
     records.extend(hook_records.iter().cloned());
+    records.extend(hook_state.as_ref().and_then(crate::tool::ToolState::record));
     records.extend(message.map(Record::User));
     shared.append(&mut state, records).await?;
     hook_points::announce(&ctx.sink, &hook_records);
@@ -354,7 +366,12 @@ pub(crate) async fn run(
             reason: reason.to_owned(),
         };
         // Nothing is left to decide: the decisions are reported, not stored.
-        let decided = hook_points::ask(&shared, &ctx, event, None).await;
+        let access = if shared.depth == 0 {
+            hook_points::StateAccess::Read(state.index.state().map(|(value, _)| value))
+        } else {
+            hook_points::StateAccess::None
+        };
+        let decided = hook_points::ask(&shared, &ctx, event, None, access).await;
         hook_points::announce(&ctx.sink, &decided.records);
     }
     let response = match driven {
@@ -494,6 +511,7 @@ impl TurnLoop<'_> {
             return Ok(());
         }
         let point = HookPoint::BeforeModelCall;
+        let hook_state = self.hook_state(state);
         let decided = match hook_points::stored(&state.records, point, None) {
             Some(decided) => decided,
             None => {
@@ -501,10 +519,13 @@ impl TurnLoop<'_> {
                     turn,
                     model: self.spec.to_ref().to_string(),
                 };
-                hook_points::ask(self.shared, self.ctx, event, None).await
+                let access = hook_access(hook_state.as_ref());
+                hook_points::ask(self.shared, self.ctx, event, None, access).await
             }
         };
-        self.shared.append(state, decided.records.clone()).await?;
+        let mut records = decided.records.clone();
+        records.extend(hook_state.as_ref().and_then(crate::tool::ToolState::record));
+        self.shared.append(state, records).await?;
         hook_points::announce(&self.ctx.sink, &decided.records);
         if let Some(err) = decided.operation_error(point) {
             return Err(err);
@@ -524,6 +545,7 @@ impl TurnLoop<'_> {
         } else {
             HookPoint::Stop
         };
+        let hook_state = self.hook_state(state);
         let decided = match hook_points::stored(&state.records, point, None) {
             Some(decided) => decided,
             None => {
@@ -532,10 +554,12 @@ impl TurnLoop<'_> {
                     stop_hook_active: *n_blocks > 0,
                     subagent,
                 };
-                hook_points::ask(self.shared, self.ctx, event, None).await
+                let access = hook_access(hook_state.as_ref());
+                hook_points::ask(self.shared, self.ctx, event, None, access).await
             }
         };
         let mut records = decided.records.clone();
+        records.extend(hook_state.as_ref().and_then(crate::tool::ToolState::record));
         let mut again = false;
         if decided.verdict == Verdict::Block {
             if *n_blocks >= MAX_STOP_BLOCKS {
@@ -753,6 +777,7 @@ impl TurnLoop<'_> {
             match &mode {
                 RunMode::Classify => {
                     let mut stored_now = Vec::new();
+                    let hook_state = self.hook_state(state);
                     for (call_idx, call) in calls.iter_mut().enumerate() {
                         if self.tools.get(&call.name).is_none()
                             || unparsed_arguments(call).is_some()
@@ -765,8 +790,15 @@ impl TurnLoop<'_> {
                                 Some(decided) => decided,
                                 None => {
                                     let event = HookEvent::PreToolUse { call: call.clone() };
-                                    hook_points::ask(self.shared, self.ctx, event, Some(&call.id))
-                                        .await
+                                    let access = hook_access(hook_state.as_ref());
+                                    hook_points::ask(
+                                        self.shared,
+                                        self.ctx,
+                                        event,
+                                        Some(&call.id),
+                                        access,
+                                    )
+                                    .await
                                 }
                             };
                         if let Some(input) = &decided.updated_input {
@@ -778,6 +810,7 @@ impl TurnLoop<'_> {
                         stored_now.extend(decided.records.iter().cloned());
                         pre[call_idx] = Some(decided);
                     }
+                    stored_now.extend(hook_state.as_ref().and_then(crate::tool::ToolState::record));
                     self.shared.append(state, stored_now.clone()).await?;
                     hook_points::announce(&self.ctx.sink, &stored_now);
                 }
@@ -812,13 +845,7 @@ impl TurnLoop<'_> {
             .with_audit(Arc::clone(&harness.audit));
         tool_ctx.usage = Arc::clone(&self.delegated_usage);
         // The conversation's state lives in its root session: a task's calls have none.
-        let tool_state = (self.shared.depth == 0).then(|| {
-            let (value, version) = state
-                .index
-                .state()
-                .map_or((None, 0), |(value, version)| (Some(value.clone()), version));
-            crate::tool::ToolState::new(value, version)
-        });
+        let tool_state = self.hook_state(state);
         if let Some(tool_state) = &tool_state {
             tool_ctx = tool_ctx.with_state(tool_state.clone());
         }
@@ -1032,7 +1059,10 @@ impl TurnLoop<'_> {
                     call: call.clone(),
                     result: result.clone(),
                 };
-                let decided = hook_points::ask(self.shared, self.ctx, event, Some(&call.id)).await;
+                // Their writes join the batch's: stored with its results, in one record.
+                let access = hook_access(tool_state.as_ref());
+                let decided =
+                    hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access).await;
                 if let Some(text) = &decided.replacement {
                     result.content.clone_from(text);
                 }
@@ -1099,22 +1129,7 @@ impl TurnLoop<'_> {
         records.extend(pending.iter().cloned().map(Record::ActionRequired));
         records.extend(post_records.iter().cloned());
         // The calls' change of the state is stored with their results, or not at all.
-        if let Some(changed) = tool_state
-            .as_ref()
-            .and_then(crate::tool::ToolState::changed)
-        {
-            let (value, version) = (changed.value, changed.version);
-            let (source, call_id) = match changed.writer {
-                Some((tool, call_id)) => (format!("tool:{tool}"), Some(call_id)),
-                None => ("tool".to_owned(), None),
-            };
-            records.push(Record::State(StateChange {
-                value,
-                version,
-                source,
-                call_id,
-            }));
-        }
+        records.extend(tool_state.as_ref().and_then(crate::tool::ToolState::record));
         self.shared.append(state, records).await?;
         hook_points::announce(&self.ctx.sink, &post_records);
         for action in pending {
@@ -1398,6 +1413,12 @@ impl TurnLoop<'_> {
     }
 
     /// The budgets before a model call, `turns` calls made by this operation so far.
+    /// The conversation's state for this session's hooks and tool calls: a handle over the
+    /// stored document, or `None` in a task session (the state lives in the root session).
+    fn hook_state(&self, state: &SessionState) -> Option<crate::tool::ToolState> {
+        (self.shared.depth == 0).then(|| session_tool_state(state))
+    }
+
     fn check_budget(&self, turns: u32) -> Result<()> {
         match &self.budget {
             Some(budget) => budget.check(turns, &self.spent()),
@@ -1467,6 +1488,23 @@ struct PromptHooks {
     error: Option<FlueError>,
 }
 
+/// The conversation's state as stored in `state`'s log, as a handle that buffers writes.
+fn session_tool_state(state: &SessionState) -> crate::tool::ToolState {
+    let (value, version) = state
+        .index
+        .state()
+        .map_or((None, 0), |(value, version)| (Some(value.clone()), version));
+    crate::tool::ToolState::new(value, version)
+}
+
+/// What hooks may do with the state: write through `state`, or (a task session) nothing.
+fn hook_access(state: Option<&crate::tool::ToolState>) -> hook_points::StateAccess<'_> {
+    state.map_or(
+        hook_points::StateAccess::None,
+        hook_points::StateAccess::Write,
+    )
+}
+
 /// Asks the `SessionStart` hooks (when the session has no turn yet) and the
 /// `UserPromptSubmit` hooks about `message`, or reads their stored decisions; applies a
 /// replaced prompt and added context to `message`.
@@ -1475,6 +1513,7 @@ async fn prompt_hooks(
     ctx: &OperationContext,
     log: &[Record],
     message: &mut UserMessage,
+    state: Option<&crate::tool::ToolState>,
 ) -> PromptHooks {
     let mut records = Vec::new();
     let mut context = Vec::new();
@@ -1497,7 +1536,10 @@ async fn prompt_hooks(
         };
         let decided = match hook_points::stored(log, point, subject.as_deref()) {
             Some(decided) => decided,
-            None => hook_points::ask(shared, ctx, event, subject.as_deref()).await,
+            None => {
+                let access = hook_access(state);
+                hook_points::ask(shared, ctx, event, subject.as_deref(), access).await
+            }
         };
         records.extend(decided.records.iter().cloned());
         if let Some(error) = decided.operation_error(point) {

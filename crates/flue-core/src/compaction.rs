@@ -647,7 +647,12 @@ impl Compactor<'_> {
             let event = crate::hook::HookEvent::PreCompact {
                 trigger: trigger.to_owned(),
             };
-            let decided = crate::hook_points::ask(self.shared, self.ctx, event, None).await;
+            let access = if self.shared.depth == 0 {
+                crate::hook_points::StateAccess::Read(state.index.state().map(|(value, _)| value))
+            } else {
+                crate::hook_points::StateAccess::None
+            };
+            let decided = crate::hook_points::ask(self.shared, self.ctx, event, None, access).await;
             crate::hook_points::announce(&self.ctx.sink, &decided.records);
             if let Some(err) = decided.operation_error(crate::hook::HookPoint::PreCompact) {
                 return Err(err);

@@ -2,13 +2,17 @@
 //! one. Works on any session store, from any process, with nothing running.
 //!
 //! A conversation's **turns** are the `User` records of its root session, numbered from 1 in
-//! log order (the `user:` lines of `flue session show`, the `turn` field of its `--json`
+//! log order (the `user (turn N):` lines of `flue session show`, the `turn` field of its `--json`
 //! messages). Forking at turn `N` copies the root session's records before turn `N`'s `User`
 //! record (turns `1..N`, so the fork's next message becomes its turn `N`), and the records of
 //! its task sessions written before that instant. The copies are the fork's own: the original
 //! and the fork share no session, submission, pending action, audit entry or memory binding.
 //! `N` may be one past the last turn (copy everything); a point where a decision is still
 //! pending is refused, and calls a crash left unanswered are answered `interrupted` in the fork.
+//! The fork's sessions are written in one store call ([`SessionStore::create_sessions`]): on
+//! the memory, SQLite and Postgres stores a crash leaves the whole fork or nothing of it.
+//!
+//! [`SessionStore::create_sessions`]: crate::store::SessionStore::create_sessions
 
 use serde::{Deserialize, Serialize};
 
@@ -104,8 +108,9 @@ pub async fn fork_conversation(
             session: format!("{to}/{DEFAULT_SESSION}"),
         });
     }
-    let new_root = SessionKey::new(to, DEFAULT_SESSION);
-    store.create(&new_root).await?;
+    // Everything the fork holds is gathered first and written in one store call, all or
+    // nothing: a crash leaves either the whole fork or no trace of it.
+    let mut sessions = vec![(SessionKey::new(to, DEFAULT_SESSION), Vec::new())];
     let mut tasks = Vec::new();
     for summary in store.list(from).await? {
         if !summary.session.starts_with(TASK_SESSION_PREFIX) || summary.created_at >= cut_at {
@@ -120,22 +125,28 @@ pub async fn fork_conversation(
             .into_iter()
             .filter(|stored| stored.at < cut_at)
             .collect();
-        let copy = SessionKey::new(to, summary.session.as_str());
-        store.create(&copy).await?;
-        if !kept.is_empty() {
-            store.append(&copy, 0, &kept).await?;
-        }
+        sessions.push((SessionKey::new(to, summary.session.as_str()), kept));
         tasks.push(summary.session);
     }
-    if !copied.is_empty() {
-        store.append(&new_root, 0, &copied).await?;
+    let records = copied.len() as u64;
+    if let Some((_, root)) = sessions.first_mut() {
+        *root = copied;
     }
+    store
+        .create_sessions(&sessions)
+        .await
+        .map_err(|err| match err {
+            FlueError::SessionAlreadyExists { .. } => FlueError::SessionAlreadyExists {
+                session: format!("{to}/{DEFAULT_SESSION}"),
+            },
+            other => other,
+        })?;
     Ok(ForkReport {
         from: from.to_owned(),
         to: to.to_owned(),
         at,
         turns,
-        records: copied.len() as u64,
+        records,
         tasks,
     })
 }

@@ -10,7 +10,9 @@
 //! closure with [`hook_fn`]) or declared as commands ([`CommandHook`], the Claude Code hooks
 //! contract: JSON on standard input, exit codes, JSON on standard output). They are set on
 //! the agent with `AgentConfig::with_hook`; the runtime records every decision in the
-//! session log and reports it as an event (the runner is in `hook_points`).
+//! session log and reports it as an event (the runner is in `hook_points`). Hooks read the
+//! conversation's state ([`HookContext::state`]) and may replace it
+//! ([`HookDecision::state`]); the change is stored with the decision.
 
 mod command;
 
@@ -193,6 +195,9 @@ pub struct HookContext {
     pub cwd: Option<String>,
     /// Fires when the operation is aborted; a hook should stop promptly.
     pub cancel: CancellationToken,
+    /// The conversation's state document as of now (`{}` before its first write; earlier
+    /// hooks' and tool calls' writes included); `None` in a task session, which has no state.
+    pub state: Option<Value>,
 }
 
 /// What a hook decided.
@@ -246,6 +251,12 @@ pub struct HookDecision {
     /// tool result (`PostToolUse`, `PreToolUse` when the call runs) or the system prompt of the
     /// coming model call (`BeforeModelCall`).
     pub additional_context: Option<String>,
+    /// The conversation's new state document (a JSON object, replacing the whole document),
+    /// stored as a `state` record with the decision, in the same fenced write. Not at
+    /// `SessionEnd` and `PreCompact` (their decisions are not stored) nor in a task session:
+    /// there, and when the value is not an object or is over the state's size limit, the hook
+    /// fails (see [`Hook::fails_open`]) and nothing is written.
+    pub state: Option<Value>,
 }
 
 impl HookDecision {
@@ -299,6 +310,13 @@ impl HookDecision {
     #[must_use]
     pub fn with_context(mut self, context: impl Into<String>) -> Self {
         self.additional_context = Some(context.into());
+        self
+    }
+
+    /// Replace the conversation's state document with `state` (see [`HookDecision::state`]).
+    #[must_use]
+    pub fn with_state(mut self, state: Value) -> Self {
+        self.state = Some(state);
         self
     }
 

@@ -14,11 +14,68 @@ use tracing::Span;
 use crate::error::FlueError;
 use crate::event::Event;
 use crate::hook::NON_BLOCKING_PREFIX;
-use crate::hook::{HookContext, HookEvent, HookPoint, Verdict};
+use crate::hook::{HookContext, HookEvent, HookFailure, HookPoint, Verdict};
 use crate::model::TurnSink;
 use crate::operation::OperationContext;
 use crate::record::{HookRecord, Record};
 use crate::shared::SessionShared;
+use crate::tool::ToolState;
+
+/// What the hooks at one point may do with the conversation's state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum StateAccess<'a> {
+    /// No state: a task session.
+    None,
+    /// Read only: the point's decisions are not stored (`SessionEnd`, `PreCompact`).
+    Read(Option<&'a Value>),
+    /// Read and write through the handle; the caller stores its change with the decisions
+    /// (in the same append).
+    Write(&'a ToolState),
+}
+
+impl StateAccess<'_> {
+    /// The document as a hook sees it now.
+    fn current(&self) -> Option<Value> {
+        match self {
+            Self::None => None,
+            Self::Read(value) => Some(
+                value
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+            ),
+            Self::Write(state) => Some(state.get()),
+        }
+    }
+
+    /// Applies a hook's new document; the error says why it was refused.
+    fn write(&self, point: HookPoint, subject: Option<&str>, value: Value) -> Result<(), String> {
+        let state = match self {
+            Self::Write(state) => state,
+            Self::None => {
+                return Err(
+                    "it wrote the state (`updatedState`), but a task session has no \
+                     conversation state (only the root session's hooks may write it)"
+                        .to_owned(),
+                );
+            }
+            Self::Read(_) => {
+                return Err(format!(
+                    "it wrote the state (`updatedState`) at {}, whose decisions are not stored, \
+                     so it cannot change the state (write it at another point)",
+                    point.name()
+                ));
+            }
+        };
+        let call_id =
+            subject.filter(|_| matches!(point, HookPoint::PreToolUse | HookPoint::PostToolUse));
+        state
+            .for_hook(point.name(), call_id)
+            .set_checked(value)
+            .map_err(|err| {
+                format!("its new state (`updatedState`) was refused, nothing was written: {err}")
+            })
+    }
+}
 
 /// What the hooks at one point decided together.
 #[derive(Debug, Default)]
@@ -90,12 +147,14 @@ pub(crate) fn any(shared: &SessionShared) -> bool {
     !shared.harness.agent.hooks.is_empty()
 }
 
-/// Asks the hooks that handle `event` (`subject`: the call id of a tool point).
+/// Asks the hooks that handle `event` (`subject`: the call id of a tool point). With
+/// [`StateAccess::Write`], a hook's new state goes into the handle; the caller stores it.
 pub(crate) async fn ask(
     shared: &SessionShared,
     ctx: &OperationContext,
     mut event: HookEvent,
     subject: Option<&str>,
+    state: StateAccess<'_>,
 ) -> Decided {
     let point = event.point();
     let mut decided = Decided::default();
@@ -103,13 +162,14 @@ pub(crate) async fn ask(
     if hooks.is_empty() {
         return decided;
     }
-    let hook_ctx = HookContext {
+    let mut hook_ctx = HookContext {
         instance_id: shared.harness.instance_id.clone(),
         session: shared.key.session.clone(),
         agent: shared.harness.agent.name.clone(),
         depth: shared.depth,
         cwd: shared.harness.agent.cwd.clone(),
         cancel: ctx.cancel.child_token(),
+        state: None,
     };
     let redactor = &shared.harness.redactor;
     let redact = |text: Option<String>| text.map(|text| redactor.redact(&text).into_owned());
@@ -129,11 +189,20 @@ pub(crate) async fn ask(
             additional_context: None,
         };
         let span = crate::spans::hook(point.name(), &name);
+        // Each hook sees the writes of the hooks (and calls) before it.
+        hook_ctx.state = state.current();
         let outcome = {
             let _entered = span.enter();
             hook.decide(&event, &hook_ctx)
         }
         .await;
+        let outcome = outcome.and_then(|mut decision| match decision.state.take() {
+            None => Ok(decision),
+            Some(value) => state
+                .write(point, subject, value)
+                .map(|()| decision)
+                .map_err(|why| HookFailure::new(format!("hook {name}: {why}"))),
+        });
         let decision = match outcome {
             Ok(decision) => decision,
             Err(failure) => {

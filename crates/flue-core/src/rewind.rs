@@ -12,7 +12,10 @@
 //!
 //! A rewind is itself audited: each file it changes gets an entry with tool `rewind` in the
 //! session `rewind:<id>`, and the content it replaces goes to the trash first. Undoing a rewind
-//! is a rewind of those entries ([`RewindTarget::Undo`]).
+//! is a rewind of those entries ([`RewindTarget::Undo`]). The entry is written before the
+//! change is made, so a rewind cut off by a crash has an entry for every file it touched; the
+//! next rewind of such a file accepts it as the crash left it (as before, or holding a prefix
+//! of what was being written) rather than calling it a conflict.
 //!
 //! Only files inside the workspace root are rewound: entries of a virtual or remote sandbox
 //! (paths outside the root) are listed as skipped. Changes made by shell commands are not in
@@ -202,6 +205,10 @@ pub async fn rewind(
     let mut skipped = Vec::new();
     // Per path: (content before the first change, content after the last).
     let mut changes: BTreeMap<String, (Option<String>, Option<String>)> = BTreeMap::new();
+    // Per path whose last change is a rewind's: (its before, its after). A rewind records a
+    // change before making it, so a crash may have left the file on either side of it, or
+    // (cut off inside the write) holding a prefix of its after.
+    let mut in_flight: BTreeMap<String, (Option<String>, Option<String>)> = BTreeMap::new();
     let entries = selected.iter().filter(|entry| entry.ok).count();
     for entry in selected.iter().filter(|entry| entry.ok) {
         for (path, before, after) in file_changes(entry) {
@@ -211,6 +218,11 @@ pub async fn rewind(
                 }
                 continue;
             };
+            if entry.tool == REWIND_TOOL {
+                in_flight.insert(relative.clone(), (before.clone(), after.clone()));
+            } else {
+                in_flight.remove(&relative);
+            }
             changes
                 .entry(relative)
                 .and_modify(|change| change.1.clone_from(&after))
@@ -247,7 +259,16 @@ pub async fn rewind(
             files.push(file);
             continue;
         }
-        if current_sha != *expected_sha {
+        if current_sha != *expected_sha
+            && !cut_off_rewind(
+                workspace.audit,
+                instance_id,
+                &trash,
+                in_flight.get(relative),
+                now.as_deref(),
+            )
+            .await?
+        {
             file.action = RewindAction::Conflict;
             file.reason = Some(match &current_sha {
                 Some(_) => "changed outside the agent since its last write".to_owned(),
@@ -331,6 +352,31 @@ async fn turn_start(store: &dyn DynSessionStore, instance_id: &str, turn: u64) -
     }
 }
 
+/// Whether `current` is what a rewind cut off by a crash left: the last change of the file is
+/// that rewind's `(before, after)` (recorded before it was made) and the file holds its
+/// `before` (the write never happened) or a prefix of its `after` (the write was cut short;
+/// the earlier content is in the trash, so nothing is lost by rewinding over it).
+async fn cut_off_rewind(
+    audit: &dyn DynAuditStore,
+    instance_id: &str,
+    trash: &[TrashEntry],
+    last: Option<&(Option<String>, Option<String>)>,
+    current: Option<&[u8]>,
+) -> Result<bool> {
+    let Some((before, after)) = last else {
+        return Ok(false);
+    };
+    if current.map(sha256_hex) == *before {
+        return Ok(true);
+    }
+    let (Some(current), Some(after)) = (current, after) else {
+        return Ok(false);
+    };
+    Ok(find_content(audit, instance_id, trash, after)
+        .await?
+        .is_some_and(|content| content.starts_with(current)))
+}
+
 /// The files one audit entry changed: (absolute path, sha256 before, sha256 after).
 fn file_changes(entry: &AuditEntry) -> Vec<(String, Option<String>, Option<String>)> {
     match (&entry.path, &entry.destination_path) {
@@ -410,6 +456,24 @@ async fn apply(
         };
         workspace.audit.put_trash(&entry, old).await?;
     }
+    // The entry goes first: a crash after it leaves the file as before, or (inside the write)
+    // holding a prefix of its new content, and the next rewind of the file recognises both
+    // (`cut_off_rewind`); a crash before it leaves only a trash entry.
+    let entry = AuditEntry {
+        id: new_ulid(),
+        at: now_ms(),
+        instance_id: plan.instance_id.clone(),
+        session,
+        agent: workspace.agent.to_owned(),
+        tool: REWIND_TOOL.to_owned(),
+        operation: operation.to_owned(),
+        path: Some(abs.clone()),
+        sha256_before: file.current_sha256.clone(),
+        sha256_after: file.target_sha256.clone(),
+        ok: true,
+        ..AuditEntry::default()
+    };
+    workspace.audit.append_audit(&entry).await?;
     match file.action {
         RewindAction::Delete => {
             workspace
@@ -421,28 +485,14 @@ async fn apply(
                         force: true,
                     },
                 )
-                .await?;
+                .await
         }
         _ => {
             let content = contents.get(&file.path).map_or(&[][..], Vec::as_slice);
-            workspace.sandbox.write_file(&abs, content).await?;
+            // Renamed over the file: a crash leaves the old content or the new.
+            workspace.sandbox.replace_file(&abs, content).await
         }
     }
-    let entry = AuditEntry {
-        id: new_ulid(),
-        at: now_ms(),
-        instance_id: plan.instance_id.clone(),
-        session,
-        agent: workspace.agent.to_owned(),
-        tool: REWIND_TOOL.to_owned(),
-        operation: operation.to_owned(),
-        path: Some(abs),
-        sha256_before: file.current_sha256.clone(),
-        sha256_after: file.target_sha256.clone(),
-        ok: true,
-        ..AuditEntry::default()
-    };
-    workspace.audit.append_audit(&entry).await
 }
 
 /// Lowercase hex sha256 of `bytes`.

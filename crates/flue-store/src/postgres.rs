@@ -476,6 +476,50 @@ impl SessionStore for PostgresStore {
         Ok(version)
     }
 
+    async fn create_sessions(&self, sessions: &[(SessionKey, Vec<StoredRecord>)]) -> Result<()> {
+        let rows = sessions
+            .iter()
+            .map(|(key, records)| Ok((key, rules::records_json(records)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let now = int(now_ms());
+        let mut client = self.client().await?;
+        // One transaction: every session with its records, or (dropping it rolls back) none.
+        let tx = client
+            .transaction()
+            .await
+            .map_err(pg_error("cannot begin create transaction"))?;
+        for (key, rows) in &rows {
+            let managed = query_opt(
+                &tx,
+                "SELECT 1 FROM flue_conversations WHERE instance_id = $1",
+                &[&key.instance_id],
+                "cannot read conversation",
+            )
+            .await?;
+            if managed.is_some() {
+                return Err(managed_conversation(&key.instance_id));
+            }
+            let inserted = execute(
+                &tx,
+                "INSERT INTO flue_sessions (instance_id, session, version, created_at, updated_at)
+                 VALUES ($1, $2, 0, $3, $3) ON CONFLICT DO NOTHING",
+                &[&key.instance_id, &key.session, &now],
+                "cannot create session",
+            )
+            .await?;
+            if inserted == 0 {
+                return Err(FlueError::SessionAlreadyExists {
+                    session: key.session.clone(),
+                });
+            }
+            insert_records(&tx, key, 0, rows).await?;
+        }
+        tx.commit()
+            .await
+            .map_err(pg_error("cannot commit the new sessions"))?;
+        Ok(())
+    }
+
     async fn delete(&self, key: &SessionKey) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client

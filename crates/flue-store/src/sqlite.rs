@@ -383,6 +383,43 @@ impl SessionStore for SqliteStore {
         Ok(new_version)
     }
 
+    async fn create_sessions(&self, sessions: &[(SessionKey, Vec<StoredRecord>)]) -> Result<()> {
+        // Serialise before taking any lock, as `append` does.
+        let rows = sessions
+            .iter()
+            .map(|(key, records)| Ok((key, rules::records_json(records)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let now = sql_int(now_ms())?;
+        let mut connection = self.connection();
+        // One transaction: every session with its records, or (returning early drops the
+        // transaction, which rolls it back) none.
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error("cannot begin create transaction"))?;
+        for (key, rows) in &rows {
+            if conversation::is_managed(&transaction, &key.instance_id)? {
+                return Err(managed_conversation(&key.instance_id));
+            }
+            let inserted = transaction
+                .prepare_cached(
+                    "INSERT INTO sessions (instance_id, session, version, created_at, updated_at)
+                     VALUES (?1, ?2, 0, ?3, ?3) ON CONFLICT DO NOTHING",
+                )
+                .and_then(|mut insert| insert.execute(params![key.instance_id, key.session, now]))
+                .map_err(store_error("cannot create session"))?;
+            if inserted == 0 {
+                return Err(FlueError::SessionAlreadyExists {
+                    session: key.session.clone(),
+                });
+            }
+            insert_records(&transaction, key, 0, rows)?;
+        }
+        transaction
+            .commit()
+            .map_err(store_error("cannot commit the new sessions"))?;
+        Ok(())
+    }
+
     async fn delete(&self, key: &SessionKey) -> Result<()> {
         let mut connection = self.connection();
         let transaction = connection

@@ -78,7 +78,7 @@ fn session_show_tree_nests_the_task_transcripts() {
         .map(|(_, tail)| tail)
         .unwrap_or_else(|| panic!("no task section in:\n{tree}"));
     assert!(
-        tree.starts_with("== default\nuser: Review src/login.py\n"),
+        tree.starts_with("== default\nuser (turn 1): Review src/login.py\n"),
         "{tree}"
     );
     // The read_file result is the tool's JSON envelope on one line; build the expected line

@@ -75,10 +75,10 @@ fn spawn_run(ws: &Workspace, id: &str, message: &str, extra: &[&str]) -> Child {
 }
 
 /// A small deterministic generator (xorshift); the seed is printed so a failure replays.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn from_time() -> Self {
+    pub(crate) fn from_time() -> Self {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -88,7 +88,7 @@ impl Rng {
         Self(seed)
     }
 
-    fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -352,7 +352,7 @@ fn runs_killed_at_random_instants_are_recovered_by_the_next_run() {
 }
 
 /// Reads a child's stderr lines as they come, until `needle` shows up (or `timeout`).
-fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
+pub(crate) fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
     let stderr = child.stderr.take().unwrap();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

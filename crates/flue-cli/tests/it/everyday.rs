@@ -748,7 +748,7 @@ fn conversations_of_a_bundle_run_are_found_from_the_current_directory() {
     assert!(work.path().join(".flue/flue.db").is_file());
     let shown = flue_in(work.path(), &["session", "show", "--id", "b1"]);
     ok(&shown);
-    assert!(stdout(&shown).starts_with("user: What does the greeting file say?\n"));
+    assert!(stdout(&shown).starts_with("user (turn 1): What does the greeting file say?\n"));
     ok(&flue_in(work.path(), &["audit"]));
     let listed = flue_in(work.path(), &["session", "list"]);
     assert!(stdout(&listed).contains("b1  hello"), "{}", stdout(&listed));

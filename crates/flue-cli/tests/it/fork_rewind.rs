@@ -54,7 +54,7 @@ fn user_lines(ws: &Workspace, id: &str) -> Vec<String> {
     assert!(output.status.success(), "{}", stderr(&output));
     stdout(&output)
         .lines()
-        .filter(|line| line.starts_with("user: "))
+        .filter(|line| line.starts_with("user (turn "))
         .map(str::to_owned)
         .collect()
 }
@@ -95,7 +95,7 @@ fn a_fork_copies_the_turns_before_its_point_and_goes_on_alone() {
     assert_eq!(stdout(&forked), "branch\n");
     assert_eq!(
         user_lines(&ws, "branch"),
-        vec!["user: first", "user: second"]
+        vec!["user (turn 1): first", "user (turn 2): second"]
     );
     // The fork continues on its own; the original is untouched.
     assert_eq!(
@@ -104,11 +104,19 @@ fn a_fork_copies_the_turns_before_its_point_and_goes_on_alone() {
     );
     assert_eq!(
         user_lines(&ws, "branch"),
-        vec!["user: first", "user: second", "user: another third"]
+        vec![
+            "user (turn 1): first",
+            "user (turn 2): second",
+            "user (turn 3): another third"
+        ]
     );
     assert_eq!(
         user_lines(&ws, "orig"),
-        vec!["user: first", "user: second", "user: third"]
+        vec![
+            "user (turn 1): first",
+            "user (turn 2): second",
+            "user (turn 3): third"
+        ]
     );
 
     // A fork without --new-id gets a new ULID; --json says what was copied.
@@ -118,7 +126,7 @@ fn a_fork_copies_the_turns_before_its_point_and_goes_on_alone() {
     assert_eq!(forked["turns"], 3);
     let new_id = forked["id"].as_str().unwrap();
     assert_eq!(new_id.len(), 26);
-    assert_eq!(user_lines(&ws, new_id), vec!["user: first"]);
+    assert_eq!(user_lines(&ws, new_id), vec!["user (turn 1): first"]);
 
     // Refusals: a point out of range, an id in use; nothing is written.
     let refused = ws.flue(&["session", "fork", "--id", "orig", "--at", "5"]);
@@ -285,7 +293,7 @@ fn fork_and_rewind_over_http_work_on_a_restarted_server() {
     settled(&server, "/agents/keeper/h2", 1);
     assert_eq!(
         user_lines(&ws, "h2"),
-        vec!["user: create a", "user: hello fork"]
+        vec!["user (turn 1): create a", "user (turn 2): hello fork"]
     );
     let (status, refused) = post_json(
         &server,

@@ -226,7 +226,7 @@ fn the_stop_hook_sends_the_model_back_once_and_redacts_the_reply() {
     );
     let shown = show(&ws, "c1");
     assert!(
-        shown.contains("user: Say that you checked your work."),
+        shown.contains("user (turn 2): Say that you checked your work."),
         "{shown}"
     );
     assert!(shown.contains("hook Stop by command"), "{shown}");
@@ -494,4 +494,113 @@ fn flue_chat_runs_the_hooks_for_every_line() {
         stdout(&output),
         "final: checked, mail me at [email]\nfinal: checked, mail me at [email]\n"
     );
+}
+
+/// The state records of conversation `id`: (version, source, call id present, value).
+fn state_records(ws: &Workspace, id: &str) -> Vec<(u64, String, bool, serde_json::Value)> {
+    let shown = json(&ws.flue(&["session", "show", "--id", id, "--json"]));
+    shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["type"] == "state")
+        .map(|message| {
+            (
+                message["version"].as_u64().unwrap(),
+                message["source"].as_str().unwrap().to_owned(),
+                message["call_id"].is_string(),
+                message["value"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// A real hook script reads the conversation's state at every point (`flue_state`) and writes
+/// it (`updatedState`): each write is a `state` record named after its point, stored with the
+/// decision, seen by the next hook; a write where decisions are not stored (SessionEnd), one
+/// that is not an object and one over the size limit are refused as hook failures, writing
+/// nothing (at a blocking point the prompt is refused with `hook_failed`).
+#[test]
+fn hooks_read_the_conversation_state_and_write_it_as_stored_state_records() {
+    let command = "python3 \"$CLAUDE_PROJECT_DIR/hooks/state_hook.py\"";
+    let hooks = [
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ]
+    .iter()
+    .map(|event| group(event, "", command, ""))
+    .collect::<String>();
+    let ws = workspace(&hooks);
+    let output = run(&ws, "greet", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+    let after_first = serde_json::json!({
+        "UserPromptSubmit": 1, "PreToolUse": 1, "PostToolUse": 1, "last_tool": "Bash", "Stop": 1
+    });
+    let records = state_records(&ws, "c1");
+    let sources: Vec<(u64, &str, bool)> = records
+        .iter()
+        .map(|(version, source, call, _)| (*version, source.as_str(), *call))
+        .collect();
+    assert_eq!(
+        sources,
+        vec![
+            (1, "hook:UserPromptSubmit", false),
+            (2, "hook:PreToolUse", true),
+            (3, "hook:PostToolUse", true),
+            (4, "hook:Stop", false),
+        ]
+    );
+    assert_eq!(records[3].3, after_first);
+    // Each hook saw the writes before it; SessionEnd saw the last one and could not write.
+    let seen: Vec<serde_json::Value> = lines(&ws, "seen.log")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        seen[0],
+        serde_json::json!({"event": "UserPromptSubmit", "state": {}})
+    );
+    assert_eq!(seen[1]["state"], serde_json::json!({"UserPromptSubmit": 1}));
+    assert_eq!(seen[4]["event"], "SessionEnd");
+    assert_eq!(seen[4]["state"], after_first);
+    // SessionEnd decisions are reported (on stderr), not stored.
+    assert!(
+        stderr(&output)
+            .contains("SessionEnd, whose decisions are not stored, so it cannot change the state"),
+        "{}",
+        stderr(&output)
+    );
+
+    // The next message starts from the stored state (another process: read back).
+    let output = run(&ws, "hello", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let records = state_records(&ws, "c1");
+    let (version, _, _, value) = records.last().unwrap();
+    assert_eq!(*version, 6);
+    assert_eq!(value["UserPromptSubmit"], 2);
+    assert_eq!(value["Stop"], 2);
+
+    // Refused writes: not an object; over the size limit (which a command hook's output, cut
+    // at 64 KiB, cannot carry whole: unreadable JSON). The prompt hook fails closed, the
+    // message is not stored, the state stays at version 6.
+    for (prompt, says) in [
+        (
+            "state: [1, 2]",
+            "its new state (`updatedState`) was refused, nothing was written: invalid state: \
+             the state must be a JSON object",
+        ),
+        ("state: huge", "its standard output is not valid JSON"),
+    ] {
+        let output = run(&ws, prompt, "c1");
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let error = &json(&output)["error"];
+        assert_eq!(error["kind"], "hook_failed", "{error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+        assert_eq!(state_records(&ws, "c1").len(), 6);
+    }
 }

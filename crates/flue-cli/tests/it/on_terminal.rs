@@ -167,9 +167,9 @@ fn chat_streams_replies_and_ctrl_c_aborts_the_reply_not_the_chat() {
     assert!(shown.status.success(), "{}", stderr(&shown));
     let transcript = stdout(&shown);
     for line in [
-        "user: greet me\nassistant: Hello there, friend!\n",
-        "user: go slow\n",
-        "user: greet again\nassistant: Hello there, friend!\n",
+        "user (turn 1): greet me\nassistant: Hello there, friend!\n",
+        "user (turn 2): go slow\n",
+        "user (turn 3): greet again\nassistant: Hello there, friend!\n",
     ] {
         assert!(transcript.contains(line), "{line:?} in {transcript}");
     }

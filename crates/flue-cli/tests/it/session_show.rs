@@ -33,7 +33,7 @@ fn shows_a_transcript_as_text_and_json() {
     assert_eq!(
         transcript,
         format!(
-            "user: Run a command please\n\
+            "user (turn 1): Run a command please\n\
              assistant: Let me run that.\n\
              tool call: bash {{\"command\":\"echo hello from $(basename \\\"$PWD\\\")\"}}\n\
              tool result (bash ok): hello from {root_name}\n\n\

@@ -328,6 +328,9 @@ impl CommandHook {
         input.insert("cwd".into(), json!(root));
         input.insert("hook_event_name".into(), json!(event.point().name()));
         input.insert("permission_mode".into(), json!("default"));
+        if let Some(state) = &ctx.state {
+            input.insert("flue_state".into(), state.clone());
+        }
         match event {
             HookEvent::SessionStart { source } => {
                 input.insert("source".into(), json!(source));
@@ -492,6 +495,8 @@ impl CommandHook {
             HookPoint::Stop | HookPoint::SubagentStop => text(field("updatedReply")),
             _ => None,
         };
+        // Checked (an object, within the size limit, at a point that stores it) by the runner.
+        decision.state = field("updatedState").cloned();
         if output.get("continue").and_then(Value::as_bool) == Some(false) {
             decision.verdict = Verdict::Tripwire;
             decision.reason = text(output.get("stopReason"))

@@ -65,6 +65,10 @@ impl Sandbox for InCwd {
         Box::pin(async move { self.inner.write_file(&self.resolve(path)?, content).await })
     }
 
+    fn replace_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.inner.replace_file(&self.resolve(path)?, content).await })
+    }
+
     fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {
         Box::pin(async move { self.inner.stat(&self.resolve(path)?).await })
     }

@@ -161,6 +161,13 @@ pub trait Sandbox: Send + Sync {
     /// Removes a file or directory.
     fn rm<'a>(&'a self, path: &'a str, options: RmOptions) -> BoxFuture<'a, Result<()>>;
 
+    /// Writes a whole file so that a crash leaves its old content or the new one, never part
+    /// of it (what a rewind writes). The local sandbox writes a temporary file beside it and
+    /// renames it over the file; the default writes in place ([`Sandbox::write_file`]).
+    fn replace_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        self.write_file(path, content)
+    }
+
     /// Reads a file as UTF-8 text.
     fn read_file<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<String>> {
         Box::pin(async move {

@@ -141,6 +141,37 @@ impl SessionStore for MemoryStore {
         append_records(&mut self.sessions(), key, expected_version, records)
     }
 
+    async fn create_sessions(&self, new: &[(SessionKey, Vec<StoredRecord>)]) -> Result<()> {
+        // As `append` does: the conversations lock is taken (and released) before the
+        // sessions lock, never inside it.
+        if let Some((key, _)) = new
+            .iter()
+            .find(|(key, _)| self.is_managed(&key.instance_id))
+        {
+            return Err(managed_conversation(&key.instance_id));
+        }
+        let mut sessions = self.sessions();
+        for (key, _) in new {
+            if sessions.contains_key(key) {
+                return Err(FlueError::SessionAlreadyExists {
+                    session: key.session.clone(),
+                });
+            }
+        }
+        let now = now_ms();
+        for (key, records) in new {
+            sessions.insert(
+                key.clone(),
+                MemorySession {
+                    records: records.clone(),
+                    created_at: now,
+                    updated_at: now,
+                },
+            );
+        }
+        Ok(())
+    }
+
     async fn delete(&self, key: &SessionKey) -> Result<()> {
         let all = self.conversations();
         Self::check_session_delete(&all, &key.instance_id)?;

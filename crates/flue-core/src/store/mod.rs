@@ -128,6 +128,29 @@ pub trait SessionStore: Send + Sync {
         records: &[StoredRecord],
     ) -> impl Future<Output = Result<u64>> + Send;
 
+    /// Creates every session of `sessions` holding its records, all or none (what a fork
+    /// writes): when one already exists, [`FlueError::SessionAlreadyExists`] and nothing is
+    /// written; the refusals of [`SessionStore::append`] apply to each.
+    ///
+    /// The default creates and appends one session after another, so a crash between them
+    /// leaves some; the durable stores and the memory store override it with one transaction.
+    ///
+    /// [`FlueError::SessionAlreadyExists`]: crate::FlueError::SessionAlreadyExists
+    fn create_sessions(
+        &self,
+        sessions: &[(SessionKey, Vec<StoredRecord>)],
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            for (key, records) in sessions {
+                self.create(key).await?;
+                if !records.is_empty() {
+                    self.append(key, 0, records).await?;
+                }
+            }
+            Ok(())
+        }
+    }
+
     /// Deletes a session and its records; a missing session is not an error.
     fn delete(&self, key: &SessionKey) -> impl Future<Output = Result<()>> + Send;
 
@@ -184,6 +207,12 @@ pub trait DynSessionStore: Send + Sync {
         records: &'a [StoredRecord],
     ) -> BoxFuture<'a, Result<u64>>;
 
+    /// See [`SessionStore::create_sessions`].
+    fn create_sessions<'a>(
+        &'a self,
+        sessions: &'a [(SessionKey, Vec<StoredRecord>)],
+    ) -> BoxFuture<'a, Result<()>>;
+
     /// See [`SessionStore::delete`].
     fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>>;
 
@@ -223,6 +252,13 @@ impl<T: SessionStore> DynSessionStore for T {
         records: &'a [StoredRecord],
     ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(SessionStore::append(self, key, expected_version, records))
+    }
+
+    fn create_sessions<'a>(
+        &'a self,
+        sessions: &'a [(SessionKey, Vec<StoredRecord>)],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(SessionStore::create_sessions(self, sessions))
     }
 
     fn delete<'a>(&'a self, key: &'a SessionKey) -> BoxFuture<'a, Result<()>> {

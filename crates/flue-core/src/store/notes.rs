@@ -15,7 +15,7 @@ use crate::util::BoxFuture;
 /// One memory note.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
-    /// Note id (a ULID).
+    /// Note id (a ULID; `memory_write` derives it from its call's idempotency key).
     pub id: String,
     /// The agent that keeps it.
     pub agent: String,
@@ -109,7 +109,9 @@ pub fn search_terms(query: &str) -> Vec<String> {
 )]
 pub trait NoteStore: Send + Sync {
     /// Stores `note` if the subject's notes stay within `limits` (checked in the same
-    /// transaction); else [`FlueError::MemoryLimitExceeded`] and nothing is stored.
+    /// transaction); else [`FlueError::MemoryLimitExceeded`] and nothing is stored. A note
+    /// whose id is already stored is not stored again (and not checked): writing the same
+    /// note twice, as a `memory_write` run again after a crash does, stores it once.
     fn put_note(&self, note: &Note, limits: &NoteLimits)
     -> impl Future<Output = Result<()>> + Send;
 

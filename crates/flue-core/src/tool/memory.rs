@@ -110,12 +110,13 @@ pub(crate) fn memory_tools(
                 return Err(ToolError::invalid_input("`text` is empty"));
             }
             let note = Note {
-                id: new_ulid(),
+                id: note_id(&ctx.idempotency_key),
                 agent: memory.agent.clone(),
                 subject,
                 text,
                 created_at: now_ms(),
             };
+            // Run again after a crash, the call writes the same id: stored once.
             match memory.notes.put_note(&note, &memory.limits).await {
                 Ok(()) => Ok(json!({"ok": true, "data": {"id": note.id}})),
                 Err(FlueError::MemoryLimitExceeded { what, limit }) => Err(ToolError::new(
@@ -130,7 +131,10 @@ pub(crate) fn memory_tools(
             }
         }
     })?
-    .with_meta(meta(false));
+    .with_meta(ToolMeta {
+        replay_safe: true,
+        ..meta(false)
+    });
     let searcher = memory.clone();
     let search =
         ToolDefinition::from_fn("memory_search", SEARCH, move |input: SearchInput, ctx| {
@@ -185,9 +189,27 @@ fn meta(read_only: bool) -> ToolMeta {
         } else {
             InterruptBehavior::Complete
         },
-        // A search runs again after a crash; a write would store its note twice.
+        // A search runs again after a crash; so does a write (its note id comes from the
+        // call's key, so it is stored once); a delete is answered `interrupted`.
         replay_safe: read_only,
     }
+}
+
+/// The id of the note call `key` (its idempotency key, `ik_` and 32 hex digits) writes: its
+/// 128 bits as 26 Crockford base-32 digits, shaped like a ULID; the same on every attempt of
+/// the call. A context without a key (a tool called outside a session) gets a new ULID.
+fn note_id(key: &str) -> String {
+    const DIGITS: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let Some(bits) = key
+        .strip_prefix("ik_")
+        .and_then(|hex| u128::from_str_radix(hex, 16).ok())
+    else {
+        return new_ulid();
+    };
+    (0..26)
+        .rev()
+        .map(|digit| char::from(DIGITS[usize::try_from((bits >> (digit * 5)) & 31).unwrap_or(0)]))
+        .collect()
 }
 
 fn store_error(err: &FlueError) -> ToolError {

@@ -20,8 +20,9 @@ use crate::tool::ToolError;
 #[derive(Clone, Debug)]
 pub struct ToolState {
     inner: Arc<Mutex<Buffer>>,
-    /// The call this handle was given to (tool name, call id), recorded as the writer.
-    call: Option<(String, String)>,
+    /// Who writes through this handle (the record's `source`, and the call id when a call
+    /// did), recorded as the writer.
+    call: Option<(String, Option<String>)>,
 }
 
 #[derive(Debug)]
@@ -30,8 +31,8 @@ struct Buffer {
     version: u64,
     /// Whether a call of this batch changed it.
     changed: bool,
-    /// The call that changed it last (tool name, call id), when known.
-    writer: Option<(String, String)>,
+    /// Who changed it last (source, call id), when known.
+    writer: Option<(String, Option<String>)>,
 }
 
 impl ToolState {
@@ -52,8 +53,43 @@ impl ToolState {
     pub(crate) fn for_call(&self, tool: &str, call_id: &str) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
-            call: Some((tool.to_owned(), call_id.to_owned())),
+            call: Some((format!("tool:{tool}"), Some(call_id.to_owned()))),
         }
+    }
+
+    /// The same document, for the hooks of point `event` (about call `call_id` at a tool
+    /// point): their writes are recorded as `hook:<event>`.
+    pub(crate) fn for_hook(&self, event: &str, call_id: Option<&str>) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            call: Some((format!("hook:{event}"), call_id.map(str::to_owned))),
+        }
+    }
+
+    /// Replaces the document for a hook: checked like [`ToolState::set`], failing with the
+    /// check's error.
+    pub(crate) fn set_checked(&self, value: Value) -> Result<(), FlueError> {
+        check_state(&value)?;
+        let mut buffer = self.buffer();
+        if buffer.value != value {
+            buffer.value = value;
+            buffer.changed = true;
+            buffer.writer.clone_from(&self.call);
+        }
+        Ok(())
+    }
+
+    /// The [`Record::State`](crate::Record::State) of the change, when there was one.
+    pub(crate) fn record(&self) -> Option<crate::record::Record> {
+        self.changed().map(|changed| {
+            let (source, call_id) = changed.writer.unwrap_or_else(|| ("tool".to_owned(), None));
+            crate::record::Record::State(crate::record::StateChange {
+                value: changed.value,
+                version: changed.version,
+                source,
+                call_id,
+            })
+        })
     }
 
     fn buffer(&self) -> std::sync::MutexGuard<'_, Buffer> {
@@ -122,8 +158,8 @@ pub(crate) struct Changed {
     pub(crate) value: Value,
     /// Its version.
     pub(crate) version: u64,
-    /// The call that changed it last (tool name, call id).
-    pub(crate) writer: Option<(String, String)>,
+    /// Who changed it last (source, call id).
+    pub(crate) writer: Option<(String, Option<String>)>,
 }
 
 /// Checks a state document: a JSON object of at most [`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)

@@ -251,6 +251,56 @@ impl Tree {
         }
     }
 
+    /// Replaces the file at `components` with `content` so that a crash leaves the old content
+    /// or the new, never part of it: the content goes to `.<name>.flue-replace` beside it
+    /// (fsynced), which is renamed over it. The file's permission bits are kept; missing
+    /// parent directories are created. A temporary file a crash left is reused (truncated)
+    /// by the next replace of the same file.
+    pub(crate) fn replace(&self, components: &[OsString], content: &[u8]) -> Outcome<()> {
+        let mut budget = Budget::default();
+        let walk = Walk {
+            follow_final: true,
+            create_parents: true,
+        };
+        let Located::Entry { parent, name } = self.locate(components, walk, &mut budget)? else {
+            return Err(Errno::ISDIR.into());
+        };
+        let mode = match rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
+                Mode::from_raw_mode(stat.st_mode & 0o7777)
+            }
+            Ok(_) => return Err(Failure::NotRegular),
+            Err(Errno::NOENT) => Mode::from_raw_mode(0o666),
+            Err(errno) => return Err(errno.into()),
+        };
+        let mut temp = OsString::from(".");
+        temp.push(&name);
+        temp.push(".flue-replace");
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::TRUNC
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&parent, temp.as_os_str(), flags, mode)?;
+        if FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) != FileType::RegularFile {
+            return Err(Failure::NotRegular);
+        }
+        let written = (|| -> Outcome<()> {
+            rustix::fs::fchmod(&fd, mode)?;
+            let mut file = std::fs::File::from(fd);
+            file.write_all(content)?;
+            file.sync_all()?;
+            rustix::fs::renameat(&parent, temp.as_os_str(), &parent, name.as_os_str())?;
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&parent, temp.as_os_str(), AtFlags::empty());
+        }
+        written
+    }
+
     /// Metadata of `components`, not following a final symlink (whose target must still lie
     /// inside).
     pub(crate) fn stat(&self, components: &[OsString]) -> Outcome<EntryStat> {

@@ -232,3 +232,94 @@ async fn a_subagents_task_session_runs_the_agents_hooks_and_ends_with_subagent_s
         "{seen:?}"
     );
 }
+
+/// A Rust hook reads the state (`HookContext::state`) and writes it
+/// (`HookDecision::with_state`): the write is a `state` record named after its point, which
+/// the tool call after it reads; a write over the size limit is a hook failure that writes
+/// nothing (at `Stop`, a non-blocking point, reported as an `error` decision).
+#[tokio::test]
+async fn rust_hooks_read_and_write_the_conversation_state() {
+    let seen: Log = Arc::default();
+    let log = Arc::clone(&seen);
+    let hook = hook_fn(
+        "stateful",
+        &[HookPoint::PreToolUse, HookPoint::Stop],
+        move |event, ctx| {
+            let log = Arc::clone(&log);
+            async move {
+                let state = ctx.state.clone().unwrap_or(Value::Null);
+                log.lock()
+                    .unwrap()
+                    .push(format!("{}: {state}", event.point().name()));
+                Ok(match event {
+                    HookEvent::PreToolUse { .. } => {
+                        HookDecision::proceed().with_state(json!({"checked": true}))
+                    }
+                    _ => HookDecision::proceed()
+                        .with_state(json!({"big": "x".repeat(flue_core::MAX_STATE_BYTES)})),
+                })
+            }
+        },
+    );
+    // The tool reads the state its call sees.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {
+        #[allow(dead_code)]
+        text: String,
+    }
+    let reader = ToolDefinition::from_fn(
+        "echo",
+        "Echoes the state.",
+        |_input: Input, ctx: flue_core::tool::ToolContext| async move {
+            let state = ctx.state().map(flue_core::tool::ToolState::get);
+            Ok::<_, ToolError>(json!(state))
+        },
+    )
+    .unwrap();
+    let agent = AgentConfig::new()
+        .with_model("test/model")
+        .with_tools([reader])
+        .with_hook(hook);
+    let f = fixture(agent, model(), |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let response = session
+        .prompt("call", PromptOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(response.text, r#"got: {"checked":true}"#);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "PreToolUse: {}".to_owned(),
+            r#"Stop: {"checked":true}"#.to_owned()
+        ]
+    );
+    let records = f.records("default").await;
+    let changes: Vec<(u64, String, Value)> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::State(change) => {
+                Some((change.version, change.source.clone(), change.value.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [(1, "hook:PreToolUse".to_owned(), json!({"checked": true}))]
+    );
+    let refused = records.iter().find_map(|record| match record {
+        Record::Hook(hook) if hook.event == "Stop" => Some(hook.clone()),
+        _ => None,
+    });
+    let refused = refused.unwrap();
+    assert_eq!(refused.decision, "error");
+    assert!(
+        refused
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("was refused, nothing was written: the state is"),
+        "{refused:?}"
+    );
+}

@@ -153,6 +153,12 @@ pub(crate) async fn bounds_are_checked_per_note_and_per_subject(store: Arc<dyn D
         err.to_string(),
         "memory limit exceeded: notes per subject (limit 2)"
     );
+    // A note stored already (a write run again after a crash) is not stored twice, and the
+    // full subject does not refuse it.
+    store
+        .put_note(&note("n2", "a", "s", "five!", 2), &limits)
+        .await
+        .unwrap();
     // Another subject has bounds of its own.
     store
         .put_note(&note("n4", "a", "t", "x", 4), &limits)

@@ -27,6 +27,7 @@ macro_rules! store_contract {
             $crate::store_contract::store_contract!(@tests $open;
                 create_makes_an_empty_session,
                 create_twice_fails,
+                create_sessions_writes_every_session_or_none,
                 same_name_in_another_instance_is_another_session,
                 load_missing_session_is_none,
                 append_and_load_round_trip_every_record_kind,
@@ -97,6 +98,45 @@ pub(crate) async fn create_twice_fails(store: Arc<dyn DynSessionStore>) {
     assert_eq!(
         records(&*store, &key("chat")).await,
         Some((1, vec![user("hi")]))
+    );
+}
+
+/// What a fork writes: several sessions with their records in one call, all or none.
+pub(crate) async fn create_sessions_writes_every_session_or_none(store: Arc<dyn DynSessionStore>) {
+    let fork = |session: &str| SessionKey::new("agent-fork", session);
+    let sessions = vec![
+        (fork("default"), vec![user("one"), user("two")]),
+        (fork("task:default:1"), vec![user("task")]),
+        (fork("task:default:2"), vec![]),
+    ];
+    store.create_sessions(&sessions).await.unwrap();
+    assert_eq!(
+        records(&*store, &fork("default")).await,
+        Some((2, vec![user("one"), user("two")]))
+    );
+    assert_eq!(
+        records(&*store, &fork("task:default:1")).await,
+        Some((1, vec![user("task")]))
+    );
+    assert_eq!(
+        records(&*store, &fork("task:default:2")).await,
+        Some((0, vec![]))
+    );
+    // One of them exists already: refused, and none of the others is written.
+    let again = |session: &str| SessionKey::new("agent-again", session);
+    store.create(&again("task:default:2")).await.unwrap();
+    let sessions = vec![
+        (again("default"), vec![user("one")]),
+        (again("task:default:2"), vec![user("task")]),
+    ];
+    assert_eq!(
+        outcome(store.create_sessions(&sessions).await),
+        "session_already_exists task:default:2"
+    );
+    assert_eq!(records(&*store, &again("default")).await, None);
+    assert_eq!(
+        records(&*store, &again("task:default:2")).await,
+        Some((0, vec![]))
     );
 }
 

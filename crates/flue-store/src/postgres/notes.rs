@@ -45,6 +45,17 @@ impl NoteStore for PostgresStore {
             "cannot lock the memory subject",
         )
         .await?;
+        // Stored already (the same write run again): nothing to do.
+        let stored = query_opt(
+            &tx,
+            "SELECT 1 FROM flue_memory_notes WHERE id = $1",
+            &[&note.id],
+            "cannot read the note",
+        )
+        .await?;
+        if stored.is_some() {
+            return Ok(());
+        }
         let row = query_one(
             &tx,
             "SELECT COUNT(*)::BIGINT, COALESCE(SUM(octet_length(text)), 0)::BIGINT

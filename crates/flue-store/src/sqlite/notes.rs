@@ -37,6 +37,14 @@ impl NoteStore for SqliteStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(store_error("cannot begin memory transaction"))?;
+        // Stored already (the same write run again): nothing to do.
+        let stored = transaction
+            .prepare_cached("SELECT 1 FROM memory_notes WHERE id = ?1")
+            .and_then(|mut select| select.query_row(params![note.id], |_| Ok(())).optional())
+            .map_err(store_error("cannot read the note"))?;
+        if stored.is_some() {
+            return Ok(());
+        }
         let (count, bytes): (i64, i64) = transaction
             .prepare_cached(
                 "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM memory_notes

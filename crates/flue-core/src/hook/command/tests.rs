@@ -61,6 +61,7 @@ fn tool_inputs_are_shown_with_claude_code_names_and_mapped_back() {
         depth: 0,
         cwd: None,
         cancel: CancellationToken::new(),
+        state: None,
     };
     let input = hook.input(&event, &ctx);
     assert_eq!(input["tool_name"], "Read");

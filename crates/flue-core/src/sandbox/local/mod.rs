@@ -329,6 +329,14 @@ impl LocalSandbox {
         .await
     }
 
+    async fn replace(&self, path: &str, content: &[u8]) -> Result<()> {
+        let content = content.to_vec();
+        self.beneath("write", path, move |tree, components| {
+            tree.replace(components, &content)
+        })
+        .await
+    }
+
     async fn stat_path(&self, path: &str) -> Result<FileStat> {
         let stat = self.beneath("stat", path, Tree::stat).await?;
         Ok(FileStat {
@@ -551,6 +559,10 @@ impl Sandbox for LocalSandbox {
 
     fn write_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.write(path, content))
+    }
+
+    fn replace_file<'a>(&'a self, path: &'a str, content: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.replace(path, content))
     }
 
     fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<FileStat>> {

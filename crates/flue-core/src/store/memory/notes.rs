@@ -40,6 +40,9 @@ fn hits(text: &str, terms: &[String]) -> usize {
 impl NoteStore for MemoryStore {
     async fn put_note(&self, note: &Note, limits: &NoteLimits) -> Result<()> {
         let mut state = self.notes.state();
+        if state.notes.iter().any(|n| n.id == note.id) {
+            return Ok(());
+        }
         let (count, bytes) = state
             .notes
             .iter()
