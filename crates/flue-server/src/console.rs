@@ -35,6 +35,8 @@ use crate::turns::Shown;
 const INDEX_HTML: &str = include_str!("console/index.html");
 const CONSOLE_CSS: &str = include_str!("console/console.css");
 const CONSOLE_JS: &str = include_str!("console/console.js");
+const TIMELINE_JS: &str = include_str!("console/timeline.js");
+const TIMELINE_CSS: &str = include_str!("console/timeline.css");
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -109,6 +111,9 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
     "GET /_flue/dev/hint",
+    "GET /_flue/dev/timeline.js",
+    "GET /_flue/dev/timeline.css",
+    "GET /_flue/dev/timeline/{agent}/{id}",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
@@ -131,6 +136,15 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
         .route("/_flue/dev/live/{agent}/{id}", get(live))
         .route("/_flue/dev/hint", get(hint))
+        .route(
+            "/_flue/dev/timeline.js",
+            get(|| async { asset("text/javascript; charset=utf-8", TIMELINE_JS) }),
+        )
+        .route(
+            "/_flue/dev/timeline.css",
+            get(|| async { asset("text/css; charset=utf-8", TIMELINE_CSS) }),
+        )
+        .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
         .with_state(state)
 }
 
@@ -274,6 +288,79 @@ async fn live(
 fn live_event(event: &flue_core::RuntimeEvent) -> SseEvent {
     let data = json!({"submissionId": event.submission_id, "event": event.event});
     SseEvent::default().data(data.to_string())
+}
+
+#[derive(Deserialize)]
+struct TimelineQuery {
+    /// The submission to draw (default: the latest).
+    submission: Option<String>,
+}
+
+/// The most stream batches `GET /_flue/dev/timeline` reads at once.
+const STREAM_PAGE: usize = 512;
+
+/// `GET /_flue/dev/timeline/{agent}/{id}[?submission=ID]`: `{"submissions": [...],
+/// "timeline": {...}}`, the conversation's submissions and the timeline of one (the latest
+/// without `submission`; `null` when it has none). A `submission` the conversation does not
+/// hold is a 404 naming it.
+async fn timeline(
+    State(state): State<Arc<DevConsole>>,
+    Path((agent, id)): Path<(String, String)>,
+    Query(query): Query<TimelineQuery>,
+) -> Response {
+    let key = flue_core::ConversationKey::new(&agent, &id);
+    let batches = match read_stream(state.store().as_ref(), &key).await {
+        Ok(batches) => batches,
+        Err(err) => {
+            tracing::warn!(target: LOG_TARGET, error = %err, "cannot read a conversation's stream");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({"error": {"type": "internal_error",
+                    "message": "the conversation cannot be read; see the terminal"}})),
+            )
+                .into_response();
+        }
+    };
+    let submissions = crate::timeline::submissions(&batches);
+    let chosen = match &query.submission {
+        Some(wanted) => Some(wanted.clone()),
+        None => submissions.last().map(|item| item.submission_id.clone()),
+    };
+    let drawn = chosen
+        .as_deref()
+        .and_then(|id| crate::timeline::timeline(&batches, id, flue_core::util::now_ms()));
+    if let (Some(wanted), None) = (&query.submission, &drawn) {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": {"type": "submission_not_found",
+                "message": format!("conversation {id:?} of agent {agent:?} has no submission \
+                    {wanted:?}; the `submission` parameter takes one of `submissions`"),
+                "submissions": submissions}})),
+        )
+            .into_response();
+    }
+    no_store(axum::Json(json!({"submissions": submissions, "timeline": drawn})).into_response())
+}
+
+/// Every batch of `key`'s stream, in order; none for a conversation without one.
+async fn read_stream(
+    store: &dyn DynConversationStore,
+    key: &flue_core::ConversationKey,
+) -> Result<Vec<flue_core::StreamBatch>, flue_core::FlueError> {
+    if store.conversation(key).await?.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut batches = Vec::new();
+    let mut after = flue_core::Offset::START;
+    loop {
+        let page = store.read_stream(key, after, STREAM_PAGE).await?;
+        let done = page.up_to_date || page.batches.is_empty();
+        after = page.next_offset;
+        batches.extend(page.batches);
+        if done {
+            return Ok(batches);
+        }
+    }
 }
 
 fn no_store(mut response: Response) -> Response {

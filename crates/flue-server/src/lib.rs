@@ -42,6 +42,7 @@ mod router;
 mod routes;
 mod serve;
 mod state;
+mod timeline;
 mod transcript;
 mod turns;
 pub mod wire;
