@@ -159,6 +159,16 @@ impl AgentSet {
         Self::assemble(root, bundle, read.workspace().clone(), env, read.scripts())
     }
 
+    /// Records every model call these agents make into `recorder` (the dev console's prompt
+    /// view), with the workspace's secrets redacted. Call it before the agents serve.
+    pub fn record_prompts(&mut self, recorder: &flue_server::PromptRecorder) {
+        let redactor = flue_core::Redactor::new(self.env.secrets()).unwrap_or_default();
+        self.providers.registry = self
+            .providers
+            .registry
+            .wrapped(|provider| recorder.wrap(provider, redactor.clone()));
+    }
+
     fn assemble(
         root: &Path,
         origin: &Path,

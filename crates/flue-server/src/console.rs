@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::durable::DurableRuntime;
+use crate::prompts::{Call, PromptRecorder};
 use crate::router::ROUTES;
 use crate::transcript::transcript_tree;
 use crate::turns::Shown;
@@ -37,6 +38,7 @@ const CONSOLE_CSS: &str = include_str!("console/console.css");
 const CONSOLE_JS: &str = include_str!("console/console.js");
 const TIMELINE_JS: &str = include_str!("console/timeline.js");
 const TIMELINE_CSS: &str = include_str!("console/timeline.css");
+const PROMPT_JS: &str = include_str!("console/prompt.js");
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -68,6 +70,7 @@ pub struct DevConsole {
     runtime: DurableRuntime,
     status: watch::Receiver<Arc<BuildStatus>>,
     hint: Option<ErrorHint>,
+    prompts: Option<PromptRecorder>,
 }
 
 impl DevConsole {
@@ -77,7 +80,16 @@ impl DevConsole {
             runtime,
             status,
             hint: None,
+            prompts: None,
         }
+    }
+
+    /// Shows the model calls `recorder` holds exactly as they were sent (without it, the
+    /// prompt view rebuilds every call's messages from the log).
+    #[must_use]
+    pub fn with_prompts(mut self, recorder: PromptRecorder) -> Self {
+        self.prompts = Some(recorder);
+        self
     }
 
     /// Shows `hint`'s answer under a failed submission's error (without it, no hint).
@@ -97,6 +109,7 @@ impl std::fmt::Debug for DevConsole {
         f.debug_struct("DevConsole")
             .field("generation", &self.status.borrow().generation)
             .field("hint", &self.hint.is_some())
+            .field("prompts", &self.prompts.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -114,6 +127,8 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/timeline.js",
     "GET /_flue/dev/timeline.css",
     "GET /_flue/dev/timeline/{agent}/{id}",
+    "GET /_flue/dev/prompt.js",
+    "GET /_flue/dev/prompt/{agent}/{id}",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
@@ -145,6 +160,11 @@ pub fn console_routes(console: DevConsole) -> Router {
             get(|| async { asset("text/css; charset=utf-8", TIMELINE_CSS) }),
         )
         .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
+        .route(
+            "/_flue/dev/prompt.js",
+            get(|| async { asset("text/javascript; charset=utf-8", PROMPT_JS) }),
+        )
+        .route("/_flue/dev/prompt/{agent}/{id}", get(prompt))
         .with_state(state)
 }
 
@@ -340,6 +360,83 @@ async fn timeline(
             .into_response();
     }
     no_store(axum::Json(json!({"submissions": submissions, "timeline": drawn})).into_response())
+}
+
+#[derive(Deserialize)]
+struct PromptQuery {
+    /// The session (default: the conversation's root session).
+    session: Option<String>,
+    /// The `N`-th model call of the session, from 1.
+    turn: Option<usize>,
+    /// The model call stored at this index of the session's log.
+    index: Option<u64>,
+}
+
+/// `GET /_flue/dev/prompt/{agent}/{id}?turn=N` (or `?index=I`, and `&session=S` for a task's
+/// session): one model call's prompt (see [`crate::prompts::prompt_of`]). A 400 names the
+/// missing parameter; a 404 says how many calls the session has.
+async fn prompt(
+    State(state): State<Arc<DevConsole>>,
+    Path((agent, id)): Path<(String, String)>,
+    Query(query): Query<PromptQuery>,
+) -> Response {
+    let error = |status: StatusCode, kind: &str, message: String| {
+        (
+            status,
+            axum::Json(json!({"error": {"type": kind, "message": message}})),
+        )
+            .into_response()
+    };
+    let which = match (query.turn, query.index) {
+        (Some(turn), _) => Call::Turn(turn),
+        (None, Some(index)) => Call::Index(index),
+        (None, None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "name the model call: `turn=N` (the N-th of the session, from 1) or `index=I` \
+                 (its record's index in the session's log)"
+                    .to_owned(),
+            );
+        }
+    };
+    let session = query.session.unwrap_or_else(|| DEFAULT_SESSION.to_owned());
+    let instance_id = flue_core::ConversationKey::new(&agent, &id).instance_id();
+    let key = flue_core::store::SessionKey::new(instance_id, session.clone());
+    let records = match state.store().load(&key, 0).await {
+        Ok(Some(log)) => log.records,
+        Ok(None) => Vec::new(),
+        Err(err) => {
+            tracing::warn!(target: LOG_TARGET, error = %err, "cannot read a session");
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the session cannot be read; see the terminal".to_owned(),
+            );
+        }
+    };
+    match crate::prompts::prompt_of(&records, which, state.prompts.as_ref()) {
+        Some(shown) => no_store(axum::Json(shown).into_response()),
+        None => {
+            let calls = records
+                .iter()
+                .filter(|stored| {
+                    matches!(
+                        stored.record,
+                        flue_core::Record::Assistant(_) | flue_core::Record::FailedTurn(_)
+                    )
+                })
+                .count();
+            error(
+                StatusCode::NOT_FOUND,
+                "model_call_not_found",
+                format!(
+                    "session {session:?} of conversation {id:?} has {calls} model call(s); \
+                     `turn` takes 1 to {calls}, `index` the index of one's record"
+                ),
+            )
+        }
+    }
 }
 
 /// Every batch of `key`'s stream, in order; none for a conversation without one.

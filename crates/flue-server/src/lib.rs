@@ -37,6 +37,7 @@ mod live;
 mod mcp;
 mod notes;
 mod project;
+mod prompts;
 mod render;
 mod router;
 mod routes;
@@ -55,6 +56,7 @@ pub use guard::{
     check_token,
 };
 pub use mcp::{MCP_PATH, McpAgents, McpServeError};
+pub use prompts::{PromptRecorder, RECORDED_BYTES, RECORDED_CALLS};
 pub use router::{ROUTES, router};
 pub use serve::{ServeOptions, serve};
 pub use state::ServerConfig;

@@ -53,6 +53,10 @@ pub(crate) struct Step {
     /// A task's own steps.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) children: Vec<Step>,
+    /// A model call's record: its index in its session's log (what
+    /// `GET /_flue/dev/prompt/...?session=S&index=I` shows the prompt of).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) index: Option<u64>,
 }
 
 /// One submission's timeline.
@@ -144,7 +148,7 @@ pub(crate) fn timeline(batches: &[StreamBatch], submission_id: &str, now: u64) -
     // Every decision on an action, whoever wrote it: a pause ends when its action is decided.
     let mut decided: HashMap<(String, String), u64> = HashMap::new();
     // This submission's records, by session, in the order written.
-    let mut sessions: BTreeMap<String, Vec<&StoredRecord>> = BTreeMap::new();
+    let mut sessions: BTreeMap<String, Vec<(u64, &StoredRecord)>> = BTreeMap::new();
     let mut session_order: Vec<String> = Vec::new();
     for batch in batches {
         let ours = batch.submission_id.as_deref() == Some(submission_id);
@@ -160,7 +164,9 @@ pub(crate) fn timeline(batches: &[StreamBatch], submission_id: &str, now: u64) -
                 settled_at = Some(settlement.settled_at);
             }
             BatchBody::Records {
-                session, records, ..
+                session,
+                records,
+                first_index,
             } => {
                 for stored in records {
                     if let Record::ActionResolved(resolution) = &stored.record {
@@ -173,7 +179,10 @@ pub(crate) fn timeline(batches: &[StreamBatch], submission_id: &str, now: u64) -
                     if !sessions.contains_key(session) {
                         session_order.push(session.clone());
                     }
-                    sessions.entry(session.clone()).or_default().extend(records);
+                    sessions
+                        .entry(session.clone())
+                        .or_default()
+                        .extend((*first_index..).zip(records));
                 }
             }
             _ => {}
@@ -242,6 +251,7 @@ impl Context<'_> {
             running: false,
             slowest: false,
             children: Vec::new(),
+            index: None,
         }
     }
 }
@@ -253,14 +263,20 @@ struct SessionSteps {
     tasks: Vec<(usize, Option<String>)>,
 }
 
-fn session_steps(session: &str, records: &[&StoredRecord], context: &Context<'_>) -> SessionSteps {
+fn session_steps(
+    session: &str,
+    records: &[(u64, &StoredRecord)],
+    context: &Context<'_>,
+) -> SessionSteps {
     let mut steps = Vec::new();
     let mut tasks = Vec::new();
     // Where the next step's estimated start is: the last record written in this session.
-    let mut cursor = records.first().map_or(context.zero, |stored| stored.at);
+    let mut cursor = records
+        .first()
+        .map_or(context.zero, |(_, stored)| stored.at);
     // Calls of the last model turn not answered yet: when the turn was stored.
     let mut open_calls: Vec<(String, String, u64)> = Vec::new();
-    for stored in records {
+    for &(index, stored) in records {
         let (from, to, estimated) = match stored.timing() {
             Some(timing) => (
                 timing.started_at,
@@ -284,6 +300,7 @@ fn session_steps(session: &str, records: &[&StoredRecord], context: &Context<'_>
                 };
                 step.usage = Some(message.usage);
                 step.estimated = estimated;
+                step.index = Some(index);
                 steps.push(step);
                 open_calls = message
                     .tool_calls()
@@ -297,6 +314,7 @@ fn session_steps(session: &str, records: &[&StoredRecord], context: &Context<'_>
                 step.usage = Some(failed.usage);
                 step.error = true;
                 step.estimated = estimated;
+                step.index = Some(index);
                 steps.push(step);
             }
             Record::ToolResult(result) => {
@@ -471,6 +489,7 @@ fn assemble(
             running: true,
             slowest: false,
             children: nested,
+            index: None,
         });
     }
     steps.sort_by_key(|step| step.start);

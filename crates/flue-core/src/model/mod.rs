@@ -459,6 +459,13 @@ pub trait ModelProvider: Send + Sync {
     ) -> BoxFuture<'a, Result<ModelTurn>>;
 }
 
+/// The records of a session the model sees when it is called after them: what a turn's
+/// [`ModelRequest::messages`] holds (the latest compaction summary and the records it kept,
+/// without pause bookkeeping, hook decisions, usage of failed turns and state changes).
+pub fn model_view(records: &[Record]) -> std::borrow::Cow<'_, [Record]> {
+    crate::steps::model_view(records)
+}
+
 /// The providers a harness can use, by id.
 #[derive(Clone, Default)]
 pub struct ProviderRegistry {
@@ -487,6 +494,17 @@ impl ProviderRegistry {
     /// Registers a provider under its id, replacing any provider of the same id.
     pub fn insert(&mut self, provider: Arc<dyn ModelProvider>) {
         self.providers.insert(provider.id().to_owned(), provider);
+    }
+
+    /// The same providers, each replaced by what `wrap` makes of it (a provider that records
+    /// or measures the calls it passes on, under the same id).
+    #[must_use]
+    pub fn wrapped(&self, wrap: impl Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider>) -> Self {
+        let mut wrapped = Self::new();
+        for provider in self.providers.values() {
+            wrapped.insert(wrap(Arc::clone(provider)));
+        }
+        wrapped
     }
 
     /// The registered provider ids.

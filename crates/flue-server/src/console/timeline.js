@@ -89,6 +89,14 @@ function renderStep(step, span, depth) {
   h('div', { class: 'tl-track' }, bar));
   // Nested steps are indented by their text; every track spans the same axis.
   row.style.setProperty('--depth', String(depth));
+  // A model call opens its prompt as sent under it (prompt.js).
+  if (step.index !== undefined) {
+    row.classList.add('tl-clickable');
+    row.title = `${title} · click for the prompt as sent`;
+    row.addEventListener('click', () => document.dispatchEvent(new CustomEvent('flue:prompt', {
+      detail: { session: step.session, index: step.index, row },
+    })));
+  }
   const children = step.children || [];
   if (!children.length) return row;
   return h('div', { class: 'tl-group' }, row,
