@@ -67,7 +67,8 @@ fn each_call_gets_the_records_before_it_as_the_model_saw_them() {
 async fn a_recorded_call_is_shown_as_sent_with_secrets_redacted() {
     let secret = "sk-live-4f9a8b7c6d5e4f3a2b1c";
     let records = root_records();
-    let before: Vec<Record> = records[..3]
+    // Everything before the second call: the message, the first call, the hook, the result.
+    let before: Vec<Record> = records[..4]
         .iter()
         .map(|stored| stored.record.clone())
         .collect();
