@@ -87,8 +87,10 @@ impl PromptRecorder {
             "tools": tools,
             "thinking": request.thinking.to_string(),
             "maxOutputTokens": request.max_output_tokens,
-            "answer": answer,
         });
+        if let Value::Object(map) = &mut shown {
+            map.insert("answer".to_owned(), answer);
+        }
         redactor.redact_value(&mut shown);
         let size = messages.len() + shown.to_string().len();
         let mut calls = self

@@ -365,7 +365,15 @@ fn session_steps(
                 step.estimated = true;
                 steps.push(step);
             }
-            Record::ActionRequired(action) if action.kind != ActionKind::Task => {
+            Record::ActionRequired(action) => {
+                // The call waits instead of running: it is not a running call, and when it
+                // runs after the decision its start is estimated from the records then.
+                open_calls.retain(|(id, _, _)| *id != action.call_id);
+                if action.kind == ActionKind::Task {
+                    // A task that waits: its own pause is in its session.
+                    cursor = cursor.max(stored.at);
+                    continue;
+                }
                 let key = (session.to_owned(), action.action_id.clone());
                 let until = context.decided.get(&key).copied();
                 let mut step =

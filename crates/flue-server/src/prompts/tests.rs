@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use flue_core::model::{ModelProvider, ModelRequest, TurnSink, model_view};
+use flue_core::model::{ModelRequest, TurnSink, model_view};
 use flue_core::{
     BatchBody, DEFAULT_SESSION, Record, Redactor, ScriptedProvider, StoredRecord, StreamBatch,
     ThinkingLevel,

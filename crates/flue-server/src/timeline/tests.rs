@@ -239,3 +239,50 @@ fn the_timeline_serializes_as_the_console_reads_it() {
     assert!(step.get("estimated").is_none());
     assert_eq!(json["steps"][4]["children"].as_array().unwrap().len(), 4);
 }
+
+#[test]
+fn a_pause_lasts_until_its_decision_and_the_call_runs_after_it() {
+    let batches = stream(include_str!("stream-pause.json"));
+    let id = submission_id(&batches);
+    let drawn = timeline(&batches, &id, u64::MAX).unwrap();
+    assert_eq!(drawn.outcome.as_deref(), Some("completed"));
+    // Resumed after the decision within the same attempt.
+    assert_eq!(drawn.attempts, 1);
+    assert_eq!(kinds(&drawn.steps), ["model", "pause", "tool", "model"]);
+    let pause = &drawn.steps[1];
+    assert_eq!(pause.label, "bash waits");
+    assert_eq!(pause.detail, "for a decision");
+    assert!(!pause.running);
+    let asked = record_times(&batches, "action_required")[0];
+    let decided = record_times(&batches, "action_resolved")[0];
+    assert_eq!(pause.start, asked - drawn.accepted_at);
+    assert_eq!(pause.duration_ms, decided - asked);
+    let command = &drawn.steps[2];
+    assert!(
+        command.start >= pause.start + pause.duration_ms,
+        "{command:?}"
+    );
+    assert!(!command.estimated);
+    // A person's time is not a slow step.
+    assert!(pause.duration_ms > command.duration_ms);
+    assert!(!pause.slowest);
+    assert!(command.slowest);
+}
+
+#[test]
+fn a_waiting_submission_shows_the_pause_running_and_no_running_call() {
+    let mut batches = stream(include_str!("stream-pause.json"));
+    let waiting = batches
+        .iter()
+        .position(|batch| matches!(batch.body, BatchBody::Waiting { .. }))
+        .unwrap();
+    batches.truncate(waiting + 1);
+    let id = submission_id(&batches);
+    let now = batches.last().unwrap().at + 5000;
+    let drawn = timeline(&batches, &id, now).unwrap();
+    assert_eq!(drawn.outcome, None);
+    assert_eq!(kinds(&drawn.steps), ["model", "pause"]);
+    let pause = &drawn.steps[1];
+    assert!(pause.running);
+    assert_eq!(pause.start + pause.duration_ms, drawn.duration_ms);
+}
