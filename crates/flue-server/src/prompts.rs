@@ -13,8 +13,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use flue_core::model::{ModelProvider, ModelRequest, ModelTurn, TurnSink, model_view};
-use flue_core::{BoxFuture, Record, Redactor, StoredRecord};
+use flue_core::model::{ModelProvider, ModelRequest, ModelTurn, TurnSink};
+use flue_core::{BoxFuture, Record, Redactor, StoredRecord, model_view};
 use serde_json::{Value, json};
 
 /// How many calls a [`PromptRecorder`] keeps at most (the oldest go first).

@@ -459,13 +459,6 @@ pub trait ModelProvider: Send + Sync {
     ) -> BoxFuture<'a, Result<ModelTurn>>;
 }
 
-/// The records of a session the model sees when it is called after them: what a turn's
-/// [`ModelRequest::messages`] holds (the latest compaction summary and the records it kept,
-/// without pause bookkeeping, hook decisions, usage of failed turns and state changes).
-pub fn model_view(records: &[Record]) -> std::borrow::Cow<'_, [Record]> {
-    crate::steps::model_view(records)
-}
-
 /// The providers a harness can use, by id.
 #[derive(Clone, Default)]
 pub struct ProviderRegistry {

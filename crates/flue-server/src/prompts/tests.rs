@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use flue_core::model::{ModelRequest, TurnSink, model_view};
+use flue_core::model::{ModelRequest, TurnSink};
 use flue_core::{
     BatchBody, DEFAULT_SESSION, Record, Redactor, ScriptedProvider, StoredRecord, StreamBatch,
-    ThinkingLevel,
+    ThinkingLevel, model_view,
 };
 use serde_json::Value;
 
