@@ -159,9 +159,9 @@ pub fn records_json(records: &[StoredRecord]) -> Result<Vec<String>> {
 /// A stored record of `key` at `index` read back from its JSON; refuses a record format newer
 /// than this build knows.
 ///
-/// The header (`v`, `at`, the timing) and the record are read apart from the same text: read as one
-/// [`StoredRecord`], which flattens the record into the header, serde buffers the whole record
-/// and copies its text once more, which a large message pays at every read.
+/// The header (`v`, `at`, the optional timing) and the record are read apart from the same
+/// text: read as one [`StoredRecord`], which flattens the record into the header, serde buffers
+/// the whole record and copies its text once more, which a large message pays at every read.
 pub fn parse_record(key: &SessionKey, index: u64, text: &str) -> Result<StoredRecord> {
     let corrupt = |err: serde_json::Error| corrupt_record(key, index, err.to_string());
     let header: RecordHeader = serde_json::from_str(text).map_err(corrupt)?;
