@@ -324,6 +324,34 @@ impl AgentSet {
         }
     }
 
+    /// The system prompt and tools `agent` has now (no role or skill of a call), as
+    /// `flue run --dry-run` prints them, the workspace's secrets redacted: its harness opened
+    /// on a throwaway in-memory store, read, and closed again. Nothing is stored and no model
+    /// is called.
+    pub async fn assembled_prompt(
+        &self,
+        agent: &str,
+    ) -> Result<(String, Vec<flue_core::model::ToolSchema>), HostError> {
+        let store: Arc<dyn DynSessionStore> = Arc::new(flue_core::MemoryStore::new());
+        let opened = self
+            .open(agent, "dry-run", store, &HarnessOptions::default())
+            .await?;
+        let harness = opened.harness();
+        let assembled = harness
+            .call_system_prompt(None, None)
+            .and_then(|system| Ok((system, harness.tool_schemas()?)));
+        // Closing a throwaway harness has nothing to report that the prompt view could use.
+        let _ = opened.close().await;
+        let (mut system, mut tools) = assembled?;
+        // What the workspace's context quotes of its secrets is not shown.
+        let redactor = flue_core::Redactor::new(self.env.secrets()).unwrap_or_default();
+        redactor.redact_in_place(&mut system);
+        for tool in &mut tools {
+            redactor.redact_in_place(&mut tool.description);
+        }
+        Ok((system, tools))
+    }
+
     /// Everything of a harness for `agent` but its sandbox, instance id and store: the
     /// configuration with overrides and MCP tools, providers, skills and roles; and the
     /// sandbox settings for [`AgentSet::open_sandbox`].

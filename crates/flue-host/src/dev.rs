@@ -132,9 +132,20 @@ impl DevApp {
         let host = Arc::clone(self.app.host());
         let hint: flue_server::ErrorHint =
             Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
+        // A model call the recorder does not hold shows the agent's prompt as it is now.
+        let serving = Arc::clone(self.app.host());
+        let assembly: flue_server::PromptAssembly = Arc::new(move |agent: String| {
+            let agents = serving.agents();
+            Box::pin(async move {
+                agents
+                    .assembled_prompt(&agent)
+                    .await
+                    .map_err(|err| err.to_string())
+            })
+        });
         let console = DevConsole::new(self.server.clone(), self.status.subscribe())
             .with_error_hint(hint)
-            .with_prompts(self.prompts.clone());
+            .with_prompts(self.prompts.clone(), assembly);
         let config = ServerConfig {
             workspace_root: Some(self.app.host().agents().root().to_path_buf()),
             ..ServerConfig::default()

@@ -22,6 +22,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use flue_core::model::ToolSchema;
 use flue_core::{DEFAULT_SESSION, store::DynConversationStore};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -70,8 +71,16 @@ pub struct DevConsole {
     runtime: DurableRuntime,
     status: watch::Receiver<Arc<BuildStatus>>,
     hint: Option<ErrorHint>,
-    prompts: Option<PromptRecorder>,
+    prompts: Option<(PromptRecorder, PromptAssembly)>,
 }
+
+/// The system prompt and tools agent `name` has now, as `flue run --dry-run` prints them (the
+/// assembly layer provides it: it knows the workspace), or why they cannot be had.
+pub type PromptAssembly = Arc<
+    dyn Fn(String) -> flue_core::BoxFuture<'static, Result<(String, Vec<ToolSchema>), String>>
+        + Send
+        + Sync,
+>;
 
 impl DevConsole {
     /// A console over `runtime`, showing the build status `status` carries.
@@ -84,11 +93,12 @@ impl DevConsole {
         }
     }
 
-    /// Shows the model calls `recorder` holds exactly as they were sent (without it, the
-    /// prompt view rebuilds every call's messages from the log).
+    /// Shows the model calls `recorder` holds exactly as they were sent, and for the others
+    /// the agent's system prompt and tools as `assembly` gives them now (without it, the
+    /// prompt view rebuilds every call's messages from the log and shows no system prompt).
     #[must_use]
-    pub fn with_prompts(mut self, recorder: PromptRecorder) -> Self {
-        self.prompts = Some(recorder);
+    pub fn with_prompts(mut self, recorder: PromptRecorder, assembly: PromptAssembly) -> Self {
+        self.prompts = Some((recorder, assembly));
         self
     }
 
@@ -415,8 +425,24 @@ async fn prompt(
             );
         }
     };
-    match crate::prompts::prompt_of(&records, which, state.prompts.as_ref()) {
-        Some(shown) => no_store(axum::Json(shown).into_response()),
+    let recorder = state.prompts.as_ref().map(|(recorder, _)| recorder);
+    match crate::prompts::prompt_of(&records, which, recorder) {
+        Some(mut shown) => {
+            // Not recorded: the root agent's prompt as it is now, said to be so.
+            if let (Some((_, assembly)), Value::Object(map)) = (&state.prompts, &mut shown)
+                && !map.contains_key("recorded")
+                && session == DEFAULT_SESSION
+            {
+                let now = match assembly(agent.clone()).await {
+                    Ok((system, tools)) => {
+                        json!({"system": system, "tools": crate::prompts::tools_json(&tools)})
+                    }
+                    Err(message) => json!({"error": message}),
+                };
+                map.insert("assembled".into(), now);
+            }
+            no_store(axum::Json(shown).into_response())
+        }
         None => {
             let calls = records
                 .iter()

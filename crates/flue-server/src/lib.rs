@@ -48,7 +48,9 @@ mod transcript;
 mod turns;
 pub mod wire;
 
-pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
+pub use console::{
+    BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, PromptAssembly, console_routes,
+};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
 pub use guard::{

@@ -73,14 +73,7 @@ impl PromptRecorder {
     fn record(&self, request: &ModelRequest<'_>, answer: Value, redactor: &Redactor) {
         let mut messages = serde_json::to_string(request.messages).unwrap_or_default();
         redactor.redact_in_place(&mut messages);
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({"name": tool.name, "description": tool.description,
-                    "inputSchema": tool.input_schema})
-            })
-            .collect();
+        let tools = tools_json(request.tools);
         let mut shown = json!({
             "model": request.model,
             "system": request.system,
@@ -122,6 +115,17 @@ impl PromptRecorder {
             .find(|call| call.messages == messages)
             .map(|call| call.shown.clone())
     }
+}
+
+/// Tools as the prompt view shows them: `{name, description, inputSchema}`.
+pub(crate) fn tools_json(tools: &[flue_core::model::ToolSchema]) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            json!({"name": tool.name, "description": tool.description,
+                "inputSchema": tool.input_schema})
+        })
+        .collect()
 }
 
 /// A provider that records the calls it passes on.

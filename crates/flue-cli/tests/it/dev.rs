@@ -1333,6 +1333,31 @@ fn the_timeline_shows_each_step_nested_and_a_model_calls_prompt_as_sent_without_
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("has 3 model call(s)"), "{body}");
     assert!(std::fs::metadata(&prompt_shot).unwrap().len() > 10_000);
+
+    // After a restart nothing is recorded: the messages come from the log, the system prompt
+    // and tools are the agent's as they are now, still without the secret.
+    drop(dev);
+    let dev = Dev::start(ws.root());
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/lead/t1?turn=2", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(secret), "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["source"], "log", "{shown:#}");
+    assert!(shown.get("recorded").is_none(), "{shown:#}");
+    let types: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["user", "assistant", "tool_result"], "{shown:#}");
+    let system = shown["assembled"]["system"].as_str().unwrap();
+    assert!(
+        system.contains("Deploy with the token [redacted]."),
+        "{shown:#}"
+    );
+    let tools = shown["assembled"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|tool| tool["name"] == "bash"), "{shown:#}");
 }
 
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments

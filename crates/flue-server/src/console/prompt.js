@@ -49,8 +49,17 @@ function renderPrompt(body) {
       h('ul', { class: 'prompt-tools' }, recorded.tools.map((tool) => h('li', { title: tool.description },
         h('code', {}, tool.name), ` ${brief(tool.description.split('\n')[0])}`)))));
   } else {
+    const now = body.assembled;
     parts.push(h('p', { class: 'none prompt-note' },
-      'This call was not made by this flue dev process (or it is no longer held), so its system prompt and tools were not recorded: the messages below are rebuilt from the stored log. `flue run <agent> --dry-run` shows the system prompt and tools the agent has now.'));
+      'This call was not made by this flue dev process (or it is no longer held), so it was not recorded: the messages below are rebuilt from the stored log',
+      now && !now.error ? ', and the system prompt and tools are the agent\'s as they are now (what `flue run <agent> --dry-run` shows; a role or skill of that call is not included).' : '.'));
+    if (now && now.error) parts.push(h('p', { class: 'run-state error' }, now.error));
+    if (now && !now.error) {
+      parts.push(promptBlock('System prompt (now)', true, h('pre', { class: 'prompt-system' }, now.system)));
+      parts.push(promptBlock(`Tools (now, ${now.tools.length})`, false,
+        h('ul', { class: 'prompt-tools' }, now.tools.map((tool) => h('li', { title: tool.description },
+          h('code', {}, tool.name), ` ${brief(tool.description.split('\n')[0])}`)))));
+    }
   }
   parts.push(promptBlock(`Messages (${body.messages.length})`, !recorded,
     h('div', { class: 'prompt-messages' }, body.messages.map(promptMessage))));
