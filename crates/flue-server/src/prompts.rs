@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use flue_core::model::wire::capture;
 use flue_core::model::{ModelProvider, ModelRequest, ModelTurn, TurnSink};
 use flue_core::{BoxFuture, Record, Redactor, StoredRecord, model_view};
 use serde_json::{Value, json};
@@ -162,12 +163,27 @@ impl ModelProvider for Recording {
         sink: &'a TurnSink,
     ) -> BoxFuture<'a, flue_core::Result<ModelTurn>> {
         Box::pin(async move {
-            let turn = self.inner.stream_turn(request, sink).await;
-            let answer = match &turn {
+            let (turn, wire) = capture(self.inner.stream_turn(request, sink)).await;
+            let mut answer = match &turn {
                 Ok(turn) => json!({"content": turn.content, "usage": turn.usage,
                     "stopReason": turn.stop_reason}),
                 Err(err) => json!({"error": {"kind": err.kind(), "message": err.to_string()}}),
             };
+            // An HTTP provider's bytes (the scripted model has none); headers never.
+            if wire.attempts > 0
+                && let Value::Object(map) = &mut answer
+            {
+                map.insert(
+                    "wire".into(),
+                    json!({
+                        "url": wire.url,
+                        "attempts": wire.attempts,
+                        "request": String::from_utf8_lossy(&wire.request),
+                        "response": String::from_utf8_lossy(&wire.response),
+                        "truncated": wire.truncated,
+                    }),
+                );
+            }
             self.recorder.record(&request, answer, &self.redactor);
             turn
         })

@@ -1360,6 +1360,114 @@ fn the_timeline_shows_each_step_nested_and_a_model_calls_prompt_as_sent_without_
     assert!(tools.iter().any(|tool| tool["name"] == "bash"), "{shown:#}");
 }
 
+/// A model server on loopback that answers every request with a recorded OpenAI Chat
+/// Completions stream (`openai/text.jsonl` of the provider corpus) and keeps each request's
+/// headers and body.
+fn recorded_openai_server() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&requests);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut line = String::new();
+            let mut content_length = 0;
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    content_length = value.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+                line.clear();
+            }
+            let mut body = vec![0; content_length];
+            let _ = reader.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(format!("{head}\r\n{}", String::from_utf8_lossy(&body)));
+            let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../flue-providers/tests/corpus/openai/text.jsonl");
+            let mut events = String::new();
+            for data in std::fs::read_to_string(recorded).unwrap().lines() {
+                events.push_str(&format!("data: {data}\n\n"));
+            }
+            events.push_str("data: [DONE]\n\n");
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{events}",
+                    events.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (port, requests)
+}
+
+/// The prompt view of a call to a real provider API shows the HTTP bodies it sent and read
+/// (a recorded OpenAI stream), with the workspace's secrets redacted from them: the key sent
+/// in a header and a secret the agent's context quotes.
+#[test]
+fn the_prompt_view_shows_a_providers_http_bodies_without_secrets() {
+    let (port, requests) = recorded_openai_server();
+    let key = "sk-proj-9d8c7b6a5f4e3d2c1b0a";
+    let quoted = "tok-7f6e5d4c3b2a19080706";
+    let ws = crate::Workspace::new(&[
+        (
+            "flue.toml",
+            &format!(
+                "[providers.corpus]\napi = \"openai-completions\"\n\
+                 base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"CORPUS_API_KEY\"\n"
+            ),
+        ),
+        (
+            "agents/asker.md",
+            "---\ndescription: Asks a real API\nmodel: corpus/gpt-4.1-nano\n---\nAnswer briefly.\n",
+        ),
+        ("AGENTS.md", &format!("The release token is {quoted}.\n")),
+        (
+            ".env",
+            &format!("CORPUS_API_KEY={key}\nRELEASE_TOKEN={quoted}\n"),
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    let submission = dev.send("asker/w1", "say hello");
+    let status = dev.settled("asker/w1", &submission);
+    assert_eq!(status["outcome"], "completed", "{status}\n{}", dev.log());
+    // The provider really got the key (in its header) and the quoted token (in the body).
+    let sent = requests.lock().unwrap().join("\n");
+    assert!(sent.contains(key) && sent.contains(quoted), "{sent}");
+
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/asker/w1?turn=1", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(key) && !body.contains(quoted), "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["source"], "recorded", "{shown:#}");
+    let wire = &shown["recorded"]["answer"]["wire"];
+    assert_eq!(
+        wire["url"],
+        format!("http://127.0.0.1:{port}/v1/chat/completions")
+    );
+    assert_eq!(wire["attempts"], 1);
+    let request: Value = serde_json::from_str(wire["request"].as_str().unwrap()).unwrap();
+    assert_eq!(request["model"], "gpt-4.1-nano", "{request:#}");
+    assert_eq!(request["stream"], true, "{request:#}");
+    let text = request.to_string();
+    assert!(text.contains("say hello"), "{text}");
+    assert!(text.contains("The release token is [redacted]."), "{text}");
+    // The response as it arrived: the recorded stream's events.
+    let response = wire["response"].as_str().unwrap();
+    assert!(
+        response.starts_with("data: {\"id\":\"chatcmpl-D8Z5oo6uDh67AD85p73ksdT1KxhE0\""),
+        "{response}"
+    );
+    assert!(response.trim_end().ends_with("data: [DONE]"), "{response}");
+}
+
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
 /// `args` adds, and reads the one JSON line it prints.
 fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {

@@ -12,6 +12,7 @@
 mod scripted;
 #[cfg(test)]
 mod tests;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -66,7 +66,15 @@ function renderPrompt(body) {
   if (recorded) {
     const request = { model: recorded.model, system: recorded.system, tools: recorded.tools, messages: body.messages, thinking: recorded.thinking, maxOutputTokens: recorded.maxOutputTokens };
     parts.push(promptBlock('Request (as handed to the provider)', false, h('pre', { class: 'prompt-request' }, JSON.stringify(request, null, 2))));
-    parts.push(promptBlock('Answer', false, h('pre', { class: 'prompt-answer' }, JSON.stringify(recorded.answer, null, 2))));
+    const { wire, ...answer } = recorded.answer || {};
+    parts.push(promptBlock('Answer', false, h('pre', { class: 'prompt-answer' }, JSON.stringify(answer, null, 2))));
+    // The provider's own bytes (an HTTP provider's; no headers), when it sent any.
+    if (wire) {
+      const cut = wire.truncated ? ' (cut at 1 MiB)' : '';
+      const tries = wire.attempts > 1 ? ` · attempt ${wire.attempts}` : '';
+      parts.push(promptBlock(`HTTP request body · POST ${wire.url}${tries}${cut}`, false, h('pre', { class: 'prompt-wire-request' }, pretty(wire.request))));
+      parts.push(promptBlock('HTTP response body', false, h('pre', { class: 'prompt-wire-response' }, wire.response)));
+    }
   } else {
     parts.push(promptBlock('Stored answer', false, h('pre', { class: 'prompt-answer' }, JSON.stringify(body.stored, null, 2))));
   }
