@@ -80,3 +80,6 @@ fn keep(captured: &mut WireCapture, bytes: &[u8], response: bool) {
         captured.request.extend_from_slice(kept);
     }
 }
+
+#[cfg(test)]
+mod tests;
