@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flue_protocol::{ThinkingLevel, task_session_parent};
+use flue_protocol::{ThinkingLevel, WorkTiming, task_session_parent};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -47,7 +47,7 @@ use crate::tool::{
     InterruptBehavior, LiveTools, Ownership, Permission, ToolContext, ToolDefinition, ToolError,
     ToolMeta, ToolSet, render_output,
 };
-use crate::util::{BoxFuture, or_cancel};
+use crate::util::{BoxFuture, WorkClock, or_cancel};
 use tokio_util::sync::CancellationToken;
 
 /// Name of the read-only preflight tool that tells which tools wait for a decision.
@@ -675,6 +675,7 @@ impl TurnLoop<'_> {
             max_output_tokens: info.max_output_tokens,
         };
         let (sink, failed_usage) = self.ctx.sink.noting_failed_usage();
+        let clock = WorkClock::start();
         let traced = spans::traced_turn(
             self.provider,
             self.spec,
@@ -690,13 +691,15 @@ impl TurnLoop<'_> {
                 let usage = *failed_usage
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Err(store_err) = self.count_failed_turn(state, usage, &err).await {
+                let timing = clock.stop();
+                if let Err(store_err) = self.count_failed_turn(state, usage, &err, timing).await {
                     // The turn's own failure is what the caller needs to see.
                     tracing::warn!("cannot store the usage of a failed model turn: {store_err}");
                 }
                 return Err(err);
             }
         };
+        let timing = clock.stop();
         let usage = model_turn.usage;
         self.usage += usage;
         let mut content = model_turn.content;
@@ -713,7 +716,7 @@ impl TurnLoop<'_> {
             stop_reason: stop_reason.clone(),
         };
         self.shared
-            .append(state, vec![Record::Assistant(message)])
+            .append_timed(state, vec![Record::Assistant(message)], |_| Some(timing))
             .await?;
         self.ctx.sink.send(Event::TurnEnd {
             model: self.spec.to_ref(),
@@ -863,6 +866,10 @@ impl TurnLoop<'_> {
             scope: Arc::clone(&self.shared.scope),
         });
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        // When each call began to run (or was answered without running), and how long it ran.
+        let mut clocks: Vec<WorkClock> = vec![WorkClock::start(); calls.len()];
+        let mut timings: Vec<Option<WorkTiming>> = vec![None; calls.len()];
+        let mut spawned = vec![false; calls.len()];
         let mut waiting: Vec<Option<PendingAction>> = vec![None; calls.len()];
         // What each call emits with `emit_data`, stored with its result.
         let mut emitted = Vec::with_capacity(calls.len());
@@ -999,6 +1006,8 @@ impl TurnLoop<'_> {
         // Every attempt at a replay-safe call is in the log before it runs.
         self.shared.append(state, attempts).await?;
         for (call_idx, tool, input, ctx, span) in to_run {
+            clocks[call_idx] = WorkClock::start();
+            spawned[call_idx] = true;
             running.spawn(async move { (call_idx, tool.call(input, &ctx).await) }.instrument(span));
         }
         let aborted = loop {
@@ -1009,6 +1018,7 @@ impl TurnLoop<'_> {
                     None => break false,
                     Some(Ok((call_idx, output))) => {
                         let call = &calls[call_idx];
+                        timings[call_idx] = Some(clocks[call_idx].stop());
                         match self.paused_task(call, &output) {
                             Some(session) => waiting[call_idx] = Some(self.task_action(call, session)),
                             None => results[call_idx] = Some(self.finish_call(call, output, &tool_spans[call_idx])),
@@ -1024,6 +1034,7 @@ impl TurnLoop<'_> {
             let _ = tokio::time::timeout(ABORT_GRACE, async {
                 while let Some(joined) = running.join_next().await {
                     if let Ok((call_idx, output)) = joined {
+                        timings[call_idx] = Some(clocks[call_idx].stop());
                         results[call_idx] =
                             Some(self.finish_call(&calls[call_idx], output, &tool_spans[call_idx]));
                     }
@@ -1080,6 +1091,17 @@ impl TurnLoop<'_> {
                 post_records.extend(decided.records);
             }
         }
+        // A call that never ran (refused, unknown) took no time; one cut short ran until now.
+        let timing_of: std::collections::HashMap<&str, WorkTiming> = (0..calls.len())
+            .map(|idx| {
+                let timing = match (timings[idx], spawned[idx]) {
+                    (Some(timing), _) => timing,
+                    (None, true) => clocks[idx].stop(),
+                    (None, false) => clocks[idx].at_start(),
+                };
+                (calls[idx].id.as_str(), timing)
+            })
+            .collect();
         let mut records: Vec<Record> = Vec::with_capacity(calls.len());
         let mut pending: Vec<PendingAction> = Vec::new();
         for ((call, result), wait) in calls.iter().zip(results).zip(waiting) {
@@ -1130,7 +1152,12 @@ impl TurnLoop<'_> {
         records.extend(post_records.iter().cloned());
         // The calls' change of the state is stored with their results, or not at all.
         records.extend(tool_state.as_ref().and_then(crate::tool::ToolState::record));
-        self.shared.append(state, records).await?;
+        self.shared
+            .append_timed(state, records, |record| match record {
+                Record::ToolResult(result) => timing_of.get(result.call_id.as_str()).copied(),
+                _ => None,
+            })
+            .await?;
         hook_points::announce(&self.ctx.sink, &post_records);
         for action in pending {
             if action.kind == ActionKind::Task {
@@ -1392,6 +1419,7 @@ impl TurnLoop<'_> {
         state: &mut SessionState,
         mut usage: Usage,
         err: &FlueError,
+        timing: WorkTiming,
     ) -> Result<()> {
         if usage == Usage::default() {
             return Ok(());
@@ -1408,7 +1436,7 @@ impl TurnLoop<'_> {
             message: err.to_string(),
         };
         self.shared
-            .append(state, vec![Record::FailedTurn(failed)])
+            .append_timed(state, vec![Record::FailedTurn(failed)], |_| Some(timing))
             .await
     }
 

@@ -659,6 +659,7 @@ impl Compactor<'_> {
             }
         }
         let started = Instant::now();
+        let clock = crate::util::WorkClock::start();
         let schemas = self.tools.schemas();
         let tokens_before = estimate_context(&state.records, self.system, &schemas);
         let messages_before = count(model_view(&state.records).len());
@@ -668,7 +669,7 @@ impl Compactor<'_> {
         });
         let mut spent = Usage::default();
         let result = self
-            .summarise_and_store(state, plan, tokens_before, budget, &mut spent)
+            .summarise_and_store(state, plan, tokens_before, budget, &mut spent, clock)
             .await;
         *usage += spent;
         let (messages_after, tokens_after, error) = match &result {
@@ -703,6 +704,7 @@ impl Compactor<'_> {
         tokens_before: u64,
         budget: Budget,
         spent: &mut Usage,
+        clock: crate::util::WorkClock,
     ) -> Result<()> {
         let summary_model = match &self.shared.scope.compaction {
             Compaction::Enabled(CompactionConfig {
@@ -793,7 +795,10 @@ impl Compactor<'_> {
             first_kept: u64::try_from(plan.first_kept).unwrap_or(u64::MAX),
             tokens_before,
         });
-        self.shared.append(state, vec![record]).await
+        let timing = clock.stop();
+        self.shared
+            .append_timed(state, vec![record], |_| Some(timing))
+            .await
     }
 }
 

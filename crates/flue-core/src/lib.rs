@@ -117,6 +117,8 @@ pub use permission::{PermissionRule, PermissionSource};
 pub use redact::Redactor;
 pub use role::Role;
 pub use skill_ref::SkillRef;
+// What a model call is given of a session's records (the dev console's prompt view).
+pub use steps::model_view;
 
 // Tools and actions, and the names of the runtime's own tools.
 pub use action::{ActionContext, ActionDefinition, MAX_ACTION_DEPTH};

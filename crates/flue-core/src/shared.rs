@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use flue_protocol::ACTION_SCOPE_PREFIX;
+use flue_protocol::{ACTION_SCOPE_PREFIX, WorkTiming};
 
 use crate::config::ResolvedAgent;
 use crate::error::{FlueError, Result};
@@ -335,7 +335,18 @@ impl SessionShared {
     pub(crate) async fn append(
         &self,
         state: &mut SessionState,
+        records: Vec<Record>,
+    ) -> Result<()> {
+        self.append_timed(state, records, |_| None).await
+    }
+
+    /// [`SessionShared::append`], storing with each record when its work began and how long
+    /// it took, as `timing` says (a model call, a tool call's run, a compaction).
+    pub(crate) async fn append_timed(
+        &self,
+        state: &mut SessionState,
         mut records: Vec<Record>,
+        timing: impl Fn(&Record) -> Option<WorkTiming>,
     ) -> Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -344,7 +355,13 @@ impl SessionShared {
             self.harness.redactor.redact_value(record);
         }
         // The records move into the stored form and back: a large message is not copied.
-        let stored = stamp_now(records);
+        let stored: Vec<_> = stamp_now(records)
+            .into_iter()
+            .map(|stored| {
+                let timing = timing(&stored.record);
+                stored.with_timing(timing)
+            })
+            .collect();
         loop {
             match self
                 .harness

@@ -394,9 +394,11 @@ fn seen_by_model(record: &Record) -> bool {
     )
 }
 
-/// The records the model sees: the latest compaction summary, then the records it kept,
-/// without pause bookkeeping.
-pub(crate) fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
+/// The records of a session the model sees when it is called after them: what a turn's
+/// [`ModelRequest::messages`](crate::model::ModelRequest::messages) holds (the latest
+/// compaction summary and the records it kept, without pause bookkeeping, hook decisions,
+/// usage of failed turns and state changes).
+pub fn model_view(records: &[Record]) -> Cow<'_, [Record]> {
     let latest = records
         .iter()
         .enumerate()

@@ -27,6 +27,40 @@ pub fn now_ms() -> u64 {
         })
 }
 
+/// A piece of work's clock: when it began (for the log) and a monotonic start (for its
+/// duration, which a wall-clock step cannot bend).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WorkClock {
+    started_at: u64,
+    started: std::time::Instant,
+}
+
+impl WorkClock {
+    /// A clock started now.
+    pub(crate) fn start() -> Self {
+        Self {
+            started_at: now_ms(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// When the work began, taking no time (work that ended as it began).
+    pub(crate) fn at_start(&self) -> flue_protocol::WorkTiming {
+        flue_protocol::WorkTiming {
+            started_at: self.started_at,
+            duration_ms: 0,
+        }
+    }
+
+    /// When the work began and how long it has run until now.
+    pub(crate) fn stop(&self) -> flue_protocol::WorkTiming {
+        flue_protocol::WorkTiming {
+            started_at: self.started_at,
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 /// Checks a profile, skill or tool name: 1 to 64 characters of `[A-Za-z0-9_-]`.
 pub(crate) fn check_name(name: &str) -> std::result::Result<(), &'static str> {
     if name.is_empty() {

@@ -159,6 +159,16 @@ impl AgentSet {
         Self::assemble(root, bundle, read.workspace().clone(), env, read.scripts())
     }
 
+    /// Records every model call these agents make into `recorder` (the dev console's prompt
+    /// view), with the workspace's secrets redacted. Call it before the agents serve.
+    pub fn record_prompts(&mut self, recorder: &flue_server::PromptRecorder) {
+        let redactor = flue_core::Redactor::new(self.env.secrets()).unwrap_or_default();
+        self.providers.registry = self
+            .providers
+            .registry
+            .wrapped(|provider| recorder.wrap(provider, redactor.clone()));
+    }
+
     fn assemble(
         root: &Path,
         origin: &Path,
@@ -374,6 +384,34 @@ impl AgentSet {
                 Err(err.into())
             }
         }
+    }
+
+    /// The system prompt and tools `agent` has now (no role or skill of a call), as
+    /// `flue run --dry-run` prints them, the workspace's secrets redacted: its harness opened
+    /// on a throwaway in-memory store, read, and closed again. Nothing is stored and no model
+    /// is called.
+    pub async fn assembled_prompt(
+        &self,
+        agent: &str,
+    ) -> Result<(String, Vec<flue_core::model::ToolSchema>), HostError> {
+        let store: Arc<dyn DynSessionStore> = Arc::new(flue_core::MemoryStore::new());
+        let opened = self
+            .open(agent, "dry-run", store, &HarnessOptions::default())
+            .await?;
+        let harness = opened.harness();
+        let assembled = harness
+            .call_system_prompt(None, None)
+            .and_then(|system| Ok((system, harness.tool_schemas()?)));
+        // Closing a throwaway harness has nothing to report that the prompt view could use.
+        let _ = opened.close().await;
+        let (mut system, mut tools) = assembled?;
+        // What the workspace's context quotes of its secrets is not shown.
+        let redactor = flue_core::Redactor::new(self.env.secrets()).unwrap_or_default();
+        redactor.redact_in_place(&mut system);
+        for tool in &mut tools {
+            redactor.redact_in_place(&mut tool.description);
+        }
+        Ok((system, tools))
     }
 
     /// Everything of a harness for `agent` but its sandbox, instance id and store: the

@@ -73,6 +73,8 @@ pub struct DevApp {
     current: Mutex<Status>,
     /// Replaced agent sets whose MCP servers are closed once no submission runs.
     retired: Arc<Mutex<Vec<Arc<AgentSet>>>>,
+    /// The last model calls of this process, as sent (the console's prompt view).
+    prompts: flue_server::PromptRecorder,
 }
 
 impl std::fmt::Debug for DevApp {
@@ -89,11 +91,13 @@ impl DevApp {
     /// the work a stopped `flue dev` left unsettled. Warnings of closing replaced agent sets
     /// later go to `on_warnings`.
     pub async fn start(
-        agents: AgentSet,
+        mut agents: AgentSet,
         store: ServeStore,
         build_ms: f64,
         on_warnings: WarningSink,
     ) -> Result<Self, HostError> {
+        let prompts = flue_server::PromptRecorder::new();
+        agents.record_prompts(&prompts);
         let status = Status::serving(&agents, 1, build_ms, Vec::new());
         let app = App::builder(agents)
             .with_opened_store(store)
@@ -113,6 +117,7 @@ impl DevApp {
             status: sender,
             current: Mutex::new(status),
             retired: Arc::default(),
+            prompts,
         })
     }
 
@@ -131,9 +136,21 @@ impl DevApp {
         let details = crate::inspect::HostDetails {
             host: Arc::clone(self.app.host()),
         };
+        // A model call the recorder does not hold shows the agent's prompt as it is now.
+        let serving = Arc::clone(self.app.host());
+        let assembly: flue_server::PromptAssembly = Arc::new(move |agent: String| {
+            let agents = serving.agents();
+            Box::pin(async move {
+                agents
+                    .assembled_prompt(&agent)
+                    .await
+                    .map_err(|err| err.to_string())
+            })
+        });
         let console = DevConsole::new(self.server.clone(), self.status.subscribe())
             .with_error_hint(hint)
-            .with_agent_details(Arc::new(details));
+            .with_agent_details(Arc::new(details))
+            .with_prompts(self.prompts.clone(), assembly);
         let config = ServerConfig {
             workspace_root: Some(self.app.host().agents().root().to_path_buf()),
             ..ServerConfig::default()
@@ -143,7 +160,8 @@ impl DevApp {
 
     /// Serves a rebuilt workspace (triggered by `changed`, relative to the root; it took
     /// `build_ms`) from now on; returns how many agents it serves.
-    pub fn reloaded(&self, agents: AgentSet, changed: Vec<String>, build_ms: f64) -> usize {
+    pub fn reloaded(&self, mut agents: AgentSet, changed: Vec<String>, build_ms: f64) -> usize {
+        agents.record_prompts(&self.prompts);
         let n_agents = agents.agents().len();
         let mut current = lock(&self.current);
         let mut status = Status::serving(&agents, current.build + 1, build_ms, changed);

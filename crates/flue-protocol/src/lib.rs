@@ -51,7 +51,7 @@ pub use record::{
     AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image,
     MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage,
     SamplingExchange, ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall,
-    ToolResult, Usage, UserContent, UserMessage,
+    ToolResult, Usage, UserContent, UserMessage, WorkTiming,
 };
 pub use submission::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,

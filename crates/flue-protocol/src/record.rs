@@ -17,6 +17,16 @@ pub struct StoredRecord {
     pub v: u32,
     /// Milliseconds since the Unix epoch when the record was created.
     pub at: u64,
+    /// When the work this record reports began, in milliseconds since the Unix epoch, where
+    /// the runtime measured it: a model call (`assistant`, `failed_turn`), a tool call's run
+    /// (`tool_result`; a `task` call's run is its task), a compaction (`compaction`). Absent
+    /// on other records and in logs written before it was recorded (they read as before;
+    /// readers estimate from the records around it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    /// How long that work took, in milliseconds (set with `started_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     /// The record itself.
     #[serde(flatten)]
     pub record: Record,
@@ -28,9 +38,38 @@ impl StoredRecord {
         Self {
             v: RECORD_FORMAT_VERSION,
             at,
+            started_at: None,
+            duration_ms: None,
             record,
         }
     }
+
+    /// The same record, saying its work began at `started_at` and took `duration_ms`.
+    #[must_use]
+    pub fn with_timing(mut self, timing: Option<WorkTiming>) -> Self {
+        if let Some(timing) = timing {
+            self.started_at = Some(timing.started_at);
+            self.duration_ms = Some(timing.duration_ms);
+        }
+        self
+    }
+
+    /// When the work this record reports began and how long it took, when recorded.
+    pub fn timing(&self) -> Option<WorkTiming> {
+        Some(WorkTiming {
+            started_at: self.started_at?,
+            duration_ms: self.duration_ms?,
+        })
+    }
+}
+
+/// When a record's work began and how long it took (see [`StoredRecord::started_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkTiming {
+    /// Milliseconds since the Unix epoch.
+    pub started_at: u64,
+    /// Milliseconds.
+    pub duration_ms: u64,
 }
 
 /// What a session log holds. Grows over time: match with a wildcard.

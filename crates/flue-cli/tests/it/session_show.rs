@@ -45,10 +45,15 @@ fn shows_a_transcript_as_text_and_json() {
     assert_eq!(shown["id"], "t");
     assert_eq!(shown["session"], "default");
     assert_eq!(shown["version"], 4);
+    // The command's run: when it began and how long it took, as recorded.
+    let result = &shown["messages"][2];
+    assert!(result["started_at"].as_u64().unwrap() <= result["at"].as_u64().unwrap());
+    assert!(result["duration_ms"].as_u64().is_some(), "{result}");
     assert_eq!(
         shown["messages"][2],
         json!({
-            "role": "tool", "type": "tool_result", "v": 1, "at": shown["messages"][2]["at"],
+            "role": "tool", "type": "tool_result", "v": 1, "at": result["at"],
+            "started_at": result["started_at"], "duration_ms": result["duration_ms"],
             "call_id": "call_1_0", "tool_name": "bash", "content": format!("hello from {root_name}\n"),
             "is_error": false
         })

@@ -12,6 +12,7 @@
 mod scripted;
 #[cfg(test)]
 mod tests;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -487,6 +488,17 @@ impl ProviderRegistry {
     /// Registers a provider under its id, replacing any provider of the same id.
     pub fn insert(&mut self, provider: Arc<dyn ModelProvider>) {
         self.providers.insert(provider.id().to_owned(), provider);
+    }
+
+    /// The same providers, each replaced by what `wrap` makes of it (a provider that records
+    /// or measures the calls it passes on, under the same id).
+    #[must_use]
+    pub fn wrapped(&self, wrap: impl Fn(Arc<dyn ModelProvider>) -> Arc<dyn ModelProvider>) -> Self {
+        let mut wrapped = Self::new();
+        for provider in self.providers.values() {
+            wrapped.insert(wrap(Arc::clone(provider)));
+        }
+        wrapped
     }
 
     /// The registered provider ids.

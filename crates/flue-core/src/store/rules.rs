@@ -159,9 +159,9 @@ pub fn records_json(records: &[StoredRecord]) -> Result<Vec<String>> {
 /// A stored record of `key` at `index` read back from its JSON; refuses a record format newer
 /// than this build knows.
 ///
-/// The header (`v`, `at`) and the record are read apart from the same text: read as one
-/// [`StoredRecord`], which flattens the record into the header, serde buffers the whole record
-/// and copies its text once more, which a large message pays at every read.
+/// The header (`v`, `at`, the optional timing) and the record are read apart from the same
+/// text: read as one [`StoredRecord`], which flattens the record into the header, serde buffers
+/// the whole record and copies its text once more, which a large message pays at every read.
 pub fn parse_record(key: &SessionKey, index: u64, text: &str) -> Result<StoredRecord> {
     let corrupt = |err: serde_json::Error| corrupt_record(key, index, err.to_string());
     let header: RecordHeader = serde_json::from_str(text).map_err(corrupt)?;
@@ -180,6 +180,8 @@ pub fn parse_record(key: &SessionKey, index: u64, text: &str) -> Result<StoredRe
     Ok(StoredRecord {
         v: header.v,
         at: header.at,
+        started_at: header.started_at,
+        duration_ms: header.duration_ms,
         record,
     })
 }
@@ -189,6 +191,10 @@ pub fn parse_record(key: &SessionKey, index: u64, text: &str) -> Result<StoredRe
 struct RecordHeader {
     v: u32,
     at: u64,
+    #[serde(default)]
+    started_at: Option<u64>,
+    #[serde(default)]
+    duration_ms: Option<u64>,
 }
 
 /// The error for a stored record of `key` at `index` that cannot be read.

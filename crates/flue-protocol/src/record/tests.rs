@@ -55,3 +55,24 @@ fn reasoning_that_goes_back_to_the_provider_round_trips_unchanged() {
     let back: Vec<AssistantContent> = serde_json::from_value(json).unwrap();
     assert_eq!(back, content);
 }
+
+#[test]
+fn a_record_without_timing_reads_as_before_and_timing_round_trips() {
+    // A record as every earlier version wrote it: no `started_at`, no `duration_ms`; it is
+    // written back unchanged.
+    let old = r#"{"v":1,"at":1700000000500,"type":"tool_result","call_id":"c1","tool_name":"bash","content":"ok","is_error":false}"#;
+    let stored: StoredRecord = serde_json::from_str(old).unwrap();
+    assert_eq!(stored.timing(), None);
+    assert_eq!(serde_json::to_string(&stored).unwrap(), old);
+    let timing = WorkTiming {
+        started_at: 1_700_000_000_100,
+        duration_ms: 350,
+    };
+    let timed = stored.with_timing(Some(timing));
+    let json = serde_json::to_value(&timed).unwrap();
+    assert_eq!(json["started_at"], 1_700_000_000_100_u64);
+    assert_eq!(json["duration_ms"], 350);
+    let back: StoredRecord = serde_json::from_value(json).unwrap();
+    assert_eq!(back.timing(), Some(timing));
+    assert_eq!(back, timed);
+}

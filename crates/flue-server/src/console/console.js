@@ -784,6 +784,7 @@ async function refreshTranscript() {
     state.usage = replyUsage(transcript);
     renderTranscript();
     renderMessages();
+    document.dispatchEvent(new CustomEvent('flue:transcript'));
   } catch {
     // The status poll shows a lost server; the next settlement refreshes.
   }
@@ -1123,8 +1124,10 @@ async function send(textOrMessage) {
 function showTab(name) {
   state.tab = name;
   for (const button of document.querySelectorAll('.tab-button')) button.classList.toggle('active', button.dataset.tab === name);
-  for (const tab of ['agent', 'transcript', 'actions']) $(`tab-${tab}`).hidden = tab !== name;
+  for (const panel of document.querySelectorAll('.tab-panel')) panel.hidden = panel.id !== `tab-${name}`;
   if (name === 'transcript') renderTranscript();
+  // Tabs of their own files (timeline.js) draw when opened.
+  document.dispatchEvent(new CustomEvent('flue:tab', { detail: name }));
 }
 
 function init() {
