@@ -33,6 +33,7 @@ mod durable;
 mod error;
 mod guard;
 mod history;
+mod listing;
 mod live;
 mod mcp;
 mod notes;
@@ -49,6 +50,10 @@ pub mod wire;
 pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
+pub use listing::{
+    ConversationIndex, ConversationPage, ConversationQuery, ConversationStatus, ConversationSummary,
+    FIRST_MESSAGE_CHARS, MAX_LIST_LIMIT, conversation_usage, record_usage,
+};
 pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
     check_token,
