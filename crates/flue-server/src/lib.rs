@@ -47,7 +47,9 @@ mod transcript;
 mod turns;
 pub mod wire;
 
-pub use console::{BuildStatus, CONSOLE_ROUTES, DevConsole, ErrorHint, console_routes};
+pub use console::{
+    BuildStatus, CONSOLE_ROUTES, ConsoleAccess, DevConsole, ErrorHint, console_app, console_routes,
+};
 pub use durable::DurableRuntime;
 pub use error::ApiError;
 pub use listing::{
