@@ -8,6 +8,7 @@
 
 mod audit_trash;
 mod budgets;
+mod console_list;
 mod build;
 mod command_tools;
 mod conformance;
