@@ -1,10 +1,10 @@
 // The console's conversation list and its access modes, in headless Chromium (playwright-core
 // with the system browser):
-//   node dev_console_list.cjs list <console url> <screenshot dir>
-//     (`flue dev` holding helper/invoice-1, helper/notes, writer/draft, settled) the list
-//     shows every conversation with its status and first message; a search filters it on the
-//     server; opening a row loads that conversation; a conversation started meanwhile
-//     appears in the open list and settles there.
+//   node dev_console_list.cjs list <console url> <screenshot dir> <conversations>
+//     (`flue dev` holding that many conversations, one of them helper/invoice-1 about ACME)
+//     the list shows every conversation with its status and first message; a search filters
+//     it on the server; opening a row loads that conversation; a conversation started
+//     meanwhile appears in the open list and settles there.
 //   node dev_console_list.cjs read-only <console url> <screenshot dir> <agent> <conversation>
 //     (`flue serve --console` without a token) the page says read-only and shows no control
 //     that changes something; the list and the conversation show; a write the page sends
@@ -40,10 +40,15 @@ async function waitRows(page, predicate) {
 }
 
 async function listMode(page, out) {
+  const n = Number(rest[0]);
+  const count = (expected) => page.waitForFunction(
+    (expected) => document.querySelectorAll('#list-rows tr').length === expected, expected,
+    { timeout: TIMEOUT, polling: 50 });
   await page.goto(url);
   await page.locator('#build.ok').waitFor();
   await page.locator('#list-toggle').click();
-  out.all = await waitRows(page, () => document.querySelectorAll('#list-rows tr').length === 3);
+  await count(n);
+  out.all = await rows(page);
   out.count = await page.locator('#list-count').innerText();
 
   await page.locator('#list-search').fill('INVOICE acme');
@@ -61,7 +66,7 @@ async function listMode(page, out) {
   // The list follows what happens while it is open.
   await page.locator('#list-toggle').click();
   await page.locator('#list-search').fill('');
-  await waitRows(page, () => document.querySelectorAll('#list-rows tr').length === 3);
+  await count(n);
   out.posted = await page.evaluate(async () => {
     const response = await fetch('/agents/writer/launch-plan', {
       method: 'POST',

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use flue_core::{FlueError, store::DynConversationStore};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
-pub(crate) use flue_server::ConversationSummary;
 use flue_server::ConversationIndex;
+pub(crate) use flue_server::ConversationSummary;
 
 /// The root given with `--root`, or the one found from the current directory. A root that
 /// holds no workspace but sits next to one (the `agents/` folder itself, or a parent of the

@@ -129,12 +129,25 @@ pub struct DevConsole {
 
 impl DevConsole {
     /// A console over `runtime`, showing the build status `status` carries.
+    /// The conversation list is read once in the background as it starts (on a store of
+    /// thousands of conversations the first pass takes seconds; the later ones read only
+    /// what moved).
     pub fn new(runtime: DurableRuntime, status: watch::Receiver<Arc<BuildStatus>>) -> Self {
+        let index: Arc<ConversationIndex> = Arc::default();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let index = Arc::clone(&index);
+            let store = Arc::clone(runtime.runtime().store());
+            handle.spawn(async move {
+                if let Err(err) = index.warm(store.as_ref()).await {
+                    tracing::warn!(target: LOG_TARGET, error = %err, "cannot list conversations");
+                }
+            });
+        }
         Self {
             runtime,
             status,
             hint: None,
-            index: Arc::default(),
+            index,
             access: ConsoleAccess::Open,
             fixed: None,
         }

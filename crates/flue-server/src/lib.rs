@@ -52,13 +52,13 @@ pub use console::{
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;
-pub use listing::{
-    ConversationIndex, ConversationPage, ConversationQuery, ConversationStatus, ConversationSummary,
-    FIRST_MESSAGE_CHARS, MAX_LIST_LIMIT, conversation_usage, record_usage,
-};
 pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
     check_token,
+};
+pub use listing::{
+    ConversationIndex, ConversationPage, ConversationQuery, ConversationStatus,
+    ConversationSummary, FIRST_MESSAGE_CHARS, MAX_LIST_LIMIT, conversation_usage, record_usage,
 };
 pub use mcp::{MCP_PATH, McpAgents, McpServeError};
 pub use router::{ROUTES, router};

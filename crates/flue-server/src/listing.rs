@@ -133,12 +133,22 @@ struct Cached {
 #[derive(Debug, Default)]
 pub struct ConversationIndex {
     rows: Mutex<HashMap<String, Cached>>,
+    /// Held while the rows are brought up to date, so that searches arriving meanwhile find
+    /// them read instead of reading them all again (the first pass over a large store is the
+    /// slow one).
+    refresh: tokio::sync::Mutex<()>,
 }
 
 impl ConversationIndex {
     /// An empty index.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Reads every row now (no usage), so that the first search finds them read: what a
+    /// console does as it starts.
+    pub async fn warm(&self, store: &dyn DynConversationStore) -> Result<usize, FlueError> {
+        Ok(self.rows(store).await?.len())
     }
 
     /// The conversations matching `query`, most recently active first: usage is read for the
@@ -202,6 +212,7 @@ impl ConversationIndex {
         &self,
         store: &dyn DynConversationStore,
     ) -> Result<Vec<(Option<Offset>, ConversationSummary)>, FlueError> {
+        let _refreshing = self.refresh.lock().await;
         let managed = store.all_conversations().await?;
         let known: BTreeSet<String> = managed.iter().map(|info| info.key.instance_id()).collect();
         let mut out = Vec::with_capacity(managed.len());
@@ -236,15 +247,18 @@ impl ConversationIndex {
             };
             let sessions = store.list(&instance).await?;
             let last_activity = sessions.iter().map(|s| s.updated_at).max().unwrap_or(0);
-            out.push((None, ConversationSummary {
-                created_at: sessions
-                    .iter()
-                    .map(|session| session.created_at)
-                    .min()
-                    .unwrap_or(last_activity),
-                first_message: first_user_text(store, &instance).await?,
-                ..empty_row(ConversationKey::new(agent, id), last_activity)
-            }));
+            out.push((
+                None,
+                ConversationSummary {
+                    created_at: sessions
+                        .iter()
+                        .map(|session| session.created_at)
+                        .min()
+                        .unwrap_or(last_activity),
+                    first_message: first_user_text(store, &instance).await?,
+                    ..empty_row(ConversationKey::new(agent, id), last_activity)
+                },
+            ));
         }
         Ok(out)
     }

@@ -27,19 +27,39 @@ fn shots() -> std::path::PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-list")
 }
 
-/// Two agents on the scripted model, each repeating the message in its reply.
+/// Agents on the scripted model: `helper` and `writer` repeat the message in their reply,
+/// `ops` asks before running a command (its conversations wait for a decision), `broken`'s
+/// script is missing (its messages fail).
 fn workspace(root: &Path) {
     std::fs::create_dir_all(root.join("agents")).unwrap();
     for (name, description) in [("helper", "Helps with paperwork"), ("writer", "Writes")] {
         std::fs::write(
             root.join(format!("agents/{name}.md")),
-            format!("---\ndescription: {description}\nmodel: scripted/script.json\n---\nYou help.\n"),
+            format!(
+                "---\ndescription: {description}\nmodel: scripted/script.json\n---\nYou help.\n"
+            ),
         )
         .unwrap();
     }
     std::fs::write(
+        root.join("agents/ops.md"),
+        "---\ndescription: Runs commands after approval\nmodel: scripted/ops.json\ntools: [bash]\n\
+         permissions:\n  bash: always_ask\n---\nYou run commands.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agents/broken.md"),
+        "---\ndescription: Its script is missing\nmodel: scripted/missing.json\n---\nYou fail.\n",
+    )
+    .unwrap();
+    std::fs::write(
         root.join("script.json"),
         r#"{"rules": [{"reply": {"text": "Done: {{user}}"}}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("ops.json"),
+        r#"{"rules": [{"reply": {"text": "Cleaning up.", "tool_calls": [{"name": "bash", "input": {"command": "echo cleaned"}}]}}]}"#,
     )
     .unwrap();
 }
@@ -83,24 +103,38 @@ fn the_console_lists_searches_and_opens_every_conversation_and_follows_new_ones(
     let dir = tempfile::tempdir().unwrap();
     workspace(dir.path());
     let dev = Dev::start_with(dir.path(), &[]);
-    // One after the other, so that the last one sent is the most recently active (were two
-    // in the same millisecond, agent and id order them: the same order here).
-    for (n, (path, text)) in [
-        ("/agents/helper/invoice-1", "Review the invoice from ACME Corp"),
-        ("/agents/helper/notes", "Summarize the meeting notes"),
-        ("/agents/writer/draft", "Draft the release announcement"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let (status, body) = post(&dev.addr, path, &[], text);
-        assert_eq!(status, 202, "{body}");
-        wait_json(
-            &dev.addr,
-            "/_flue/dev/conversations",
-            &[],
-            all_settled(n + 1),
-        );
+    // One after the other, each once the previous one stands where it should and the clock
+    // is past its last activity, so that the order of sending is the order of activity.
+    let sent = [
+        (
+            "helper",
+            "invoice-1",
+            "Review the invoice from ACME Corp",
+            "settled",
+        ),
+        ("helper", "notes", "Summarize the meeting notes", "settled"),
+        ("broken", "report", "Write the quarterly report", "failed"),
+        ("ops", "cleanup", "Clean up the build cache", "waiting"),
+        (
+            "writer",
+            "draft",
+            "Draft the release announcement",
+            "settled",
+        ),
+    ];
+    for (agent, id, text, status) in sent {
+        let (code, body) = post(&dev.addr, &format!("/agents/{agent}/{id}"), &[], text);
+        assert_eq!(code, 202, "{body}");
+        let latest = std::sync::Mutex::new(0);
+        wait_json(&dev.addr, "/_flue/dev/conversations", &[], |page| {
+            let row = page["conversations"][0].clone();
+            *latest.lock().unwrap() = row["lastActivity"].as_u64().unwrap_or(0);
+            row["id"] == id && row["status"] == status
+        });
+        let latest = *latest.lock().unwrap();
+        while flue_core::util::now_ms() <= latest {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     // The route itself: searched on the server, bounded, most recent first.
     let (_, body) = http(
@@ -111,10 +145,17 @@ fn the_console_lists_searches_and_opens_every_conversation_and_follows_new_ones(
         "",
     );
     let page: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((page["matched"].clone(), page["total"].clone()), (json!(1), json!(3)));
+    assert_eq!(
+        (page["matched"].clone(), page["total"].clone()),
+        (json!(1), json!(5))
+    );
     let row = &page["conversations"][0];
     assert_eq!(
-        (row["agent"].as_str(), row["id"].as_str(), row["modelTurns"].as_u64()),
+        (
+            row["agent"].as_str(),
+            row["id"].as_str(),
+            row["modelTurns"].as_u64()
+        ),
         (Some("helper"), Some("notes"), Some(1)),
         "{row:#}"
     );
@@ -124,15 +165,29 @@ fn the_console_lists_searches_and_opens_every_conversation_and_follows_new_ones(
         command
             .arg("list")
             .arg(format!("http://{}/", dev.addr))
-            .arg(shots());
+            .arg(shots())
+            .arg("5");
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
     let all = result["all"].as_array().unwrap();
-    let ids: Vec<&str> = all.iter().map(|row| row["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["draft", "notes", "invoice-1"], "most recent first");
-    assert!(all.iter().all(|row| row["status"] == "settled" && row["turns"] == "1"), "{all:#?}");
-    assert_eq!(all[2]["first"], "Review the invoice from ACME Corp");
-    assert_eq!(result["count"], "3 of 3");
+    let shown: Vec<(&str, &str)> = all
+        .iter()
+        .map(|row| (row["id"].as_str().unwrap(), row["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("draft", "settled"),
+            ("cleanup", "waiting for you"),
+            ("report", "failed"),
+            ("notes", "settled"),
+            ("invoice-1", "settled"),
+        ],
+        "most recent first, each with its status"
+    );
+    assert_eq!(all[0]["turns"], "1");
+    assert_eq!(all[4]["first"], "Review the invoice from ACME Corp");
+    assert_eq!(result["count"], "5 of 5");
     let searched = result["searched"].as_array().unwrap();
     assert_eq!(searched.len(), 1);
     assert_eq!(searched[0]["id"], "invoice-1");
@@ -148,7 +203,10 @@ fn the_console_lists_searches_and_opens_every_conversation_and_follows_new_ones(
     );
     assert_eq!(result["posted"], 202);
     let live = result["live"].as_array().unwrap();
-    assert_eq!(live[0]["id"], "launch-plan", "the new one on top: {live:#?}");
+    assert_eq!(
+        live[0]["id"], "launch-plan",
+        "the new one on top: {live:#?}"
+    );
     assert_eq!(live[0]["first"], "Plan the launch party");
     assert_eq!(result["consoleErrors"], json!([]));
 }
@@ -160,7 +218,9 @@ fn a_token_less_serve_console_reads_only_and_refuses_writes_from_its_page() {
     let server = Server::start(workspace.root(), &["--console"], &[]);
     let addr = server.addr().to_owned();
     assert!(
-        server.log().contains(&format!("console at http://{addr}/ (read-only")),
+        server
+            .log()
+            .contains(&format!("console at http://{addr}/ (read-only")),
         "{}",
         server.log()
     );
@@ -195,7 +255,12 @@ fn a_token_less_serve_console_reads_only_and_refuses_writes_from_its_page() {
             .arg(shots())
             .args(["plain", "first"]);
     });
-    assert_eq!(result["ok"], true, "{result:#}\nflue serve:\n{}", server.log());
+    assert_eq!(
+        result["ok"],
+        true,
+        "{result:#}\nflue serve:\n{}",
+        server.log()
+    );
     assert!(
         result["reply"]
             .as_str()
@@ -214,7 +279,9 @@ fn a_token_less_serve_console_reads_only_and_refuses_writes_from_its_page() {
     // The browser reports the two refused writes; nothing else failed.
     let errors = result["consoleErrors"].as_array().unwrap();
     assert!(
-        errors.iter().all(|error| error.as_str().unwrap().contains("403")),
+        errors
+            .iter()
+            .all(|error| error.as_str().unwrap().contains("403")),
         "{errors:#?}"
     );
     // Nothing the page sent reached the conversation.
@@ -261,7 +328,10 @@ fn a_serve_console_with_a_token_asks_for_it_then_works_and_every_dev_route_needs
         "",
     );
     assert_eq!(status, 200, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["access"], "token");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["access"],
+        "token"
+    );
 
     let result = console_script(&node, "dev_console_list.cjs", |command| {
         command
@@ -270,9 +340,17 @@ fn a_serve_console_with_a_token_asks_for_it_then_works_and_every_dev_route_needs
             .arg(shots())
             .arg(token);
     });
-    assert_eq!(result["ok"], true, "{result:#}\nflue serve:\n{}", server.log());
+    assert_eq!(
+        result["ok"],
+        true,
+        "{result:#}\nflue serve:\n{}",
+        server.log()
+    );
     assert!(
-        result["asked"].as_str().unwrap().contains("needs its token"),
+        result["asked"]
+            .as_str()
+            .unwrap()
+            .contains("needs its token"),
         "{result:#}"
     );
     assert_eq!(result["composerVisible"], true);
@@ -285,7 +363,10 @@ fn a_serve_console_with_a_token_asks_for_it_then_works_and_every_dev_route_needs
     );
     assert_eq!(result["rows"][0]["status"], "settled");
     for url in result["requestUrls"].as_array().unwrap() {
-        assert!(!url.as_str().unwrap().contains(token), "token in a URL: {url}");
+        assert!(
+            !url.as_str().unwrap().contains(token),
+            "token in a URL: {url}"
+        );
     }
     assert!(!result["url"].as_str().unwrap().contains(token));
     assert_eq!(result["consoleErrors"], json!([]));
@@ -363,6 +444,24 @@ fn ten_thousand_conversations_list_fast_and_small() {
             });
             futures::future::join_all(writes).await;
         }
+        // The parts of a search, in this process.
+        let timed = Instant::now();
+        let all = store.all_conversations().await.unwrap();
+        eprintln!("all_conversations: {:?} ({})", timed.elapsed(), all.len());
+        let timed = Instant::now();
+        let ids = store.instance_ids().await.unwrap();
+        eprintln!("instance_ids: {:?} ({})", timed.elapsed(), ids.len());
+        let index = flue_server::ConversationIndex::new();
+        let query = flue_server::ConversationQuery::new(None, None, 50);
+        for label in ["index cold", "index warm"] {
+            let timed = Instant::now();
+            let page = index.search(store.as_ref(), &query).await.unwrap();
+            eprintln!(
+                "{label}: {:?} ({} rows)",
+                timed.elapsed(),
+                page.conversations.len()
+            );
+        }
     });
     eprintln!("wrote {N} conversations in {:?}", started.elapsed());
     let dev = Dev::start_with(dir.path(), &[]);
@@ -379,7 +478,10 @@ fn ten_thousand_conversations_list_fast_and_small() {
     assert_eq!(cold["conversations"].as_array().unwrap().len(), 50);
     let warm = timed("warm, 50 rows", "/_flue/dev/conversations?limit=50");
     assert_eq!(warm["conversations"], cold["conversations"]);
-    let searched = timed("search topic-42", "/_flue/dev/conversations?q=topic-42&limit=50");
+    let searched = timed(
+        "search topic-42",
+        "/_flue/dev/conversations?q=topic-42&limit=50",
+    );
     // n % 97 == 42 for 103 of the 10,000.
     assert_eq!(searched["matched"], 103);
     let capped = timed("limit 100000", "/_flue/dev/conversations?limit=100000");

@@ -1102,11 +1102,7 @@ fn the_console_rewinds_and_forks_from_a_user_message() {
 
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
 /// `args` adds, and reads the one JSON line it prints.
-pub(crate) fn console_script(
-    node: &Path,
-    script: &str,
-    args: impl FnOnce(&mut Command),
-) -> Value {
+pub(crate) fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {
     let mut command = Command::new(node);
     command.arg(peers().join(script));
     args(&mut command);

@@ -8,10 +8,10 @@
 
 mod audit_trash;
 mod budgets;
-mod console_list;
 mod build;
 mod command_tools;
 mod conformance;
+mod console_list;
 mod delegation;
 mod delete;
 mod dev;

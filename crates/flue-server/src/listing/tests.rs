@@ -117,7 +117,11 @@ async fn rows_carry_status_first_message_and_most_recent_first() {
         "most recently active first, each with its status"
     );
     let first = page.conversations[0].first_message.as_deref().unwrap();
-    assert_eq!(first.chars().count(), FIRST_MESSAGE_CHARS + 1, "cut, with an ellipsis");
+    assert_eq!(
+        first.chars().count(),
+        FIRST_MESSAGE_CHARS + 1,
+        "cut, with an ellipsis"
+    );
     assert_eq!(
         page.conversations[3].first_message.as_deref(),
         Some("summarize the release notes")
@@ -140,20 +144,37 @@ async fn search_matches_every_word_in_agent_id_or_first_message_and_is_bounded()
     }
     let index = ConversationIndex::new();
 
-    let page = index.search(store, &query("invoice", None, 100)).await.unwrap();
+    let page = index
+        .search(store, &query("invoice", None, 100))
+        .await
+        .unwrap();
     assert_eq!(page.matched, 6, "case-insensitive, in the first message");
     let page = index
         .search(store, &query("INVOICE review", Some("reviewer"), 100))
         .await
         .unwrap();
-    let ids: Vec<&str> = page.conversations.iter().map(|row| row.id.as_str()).collect();
+    let ids: Vec<&str> = page
+        .conversations
+        .iter()
+        .map(|row| row.id.as_str())
+        .collect();
     assert_eq!(ids, ["c15", "c0"], "every word, of that agent only");
     let page = index.search(store, &query("c2", None, 100)).await.unwrap();
     assert_eq!(page.matched, 11, "the id matches too: c2 and c20 to c29");
     let page = index.search(store, &query("", None, 5)).await.unwrap();
-    assert_eq!((page.conversations.len(), page.matched, page.total), (5, 30, 30));
-    let page = index.search(store, &query("", None, 100_000)).await.unwrap();
-    assert_eq!(page.conversations.len(), 30, "the limit is capped, not an error");
+    assert_eq!(
+        (page.conversations.len(), page.matched, page.total),
+        (5, 30, 30)
+    );
+    let page = index
+        .search(store, &query("", None, 100_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.conversations.len(),
+        30,
+        "the limit is capped, not an error"
+    );
 }
 
 #[tokio::test]
@@ -169,7 +190,11 @@ async fn the_index_reads_again_what_moved_and_forgets_what_was_deleted() {
     finish(store, "helper", "a", Some(Outcome::Completed)).await;
     let page = index.search(store, &query("", None, 10)).await.unwrap();
     let a = page.conversations.iter().find(|row| row.id == "a").unwrap();
-    assert_eq!(a.status, ConversationStatus::Settled, "read again at its new head");
+    assert_eq!(
+        a.status,
+        ConversationStatus::Settled,
+        "read again at its new head"
+    );
 
     store
         .delete_conversation(&ConversationKey::new("helper", "a"))
