@@ -164,8 +164,15 @@
     }
   }
 
-  window.EventSource = function EventSource(url, options) {
+  function EventSource(url, options) {
     if (token() && sameOrigin(String(url))) return new TokenEventSource(String(url));
     return new NativeEventSource(url, options);
-  };
+  }
+  // What pages read from the constructor: its states and its prototype.
+  for (const [name, value] of [['CONNECTING', 0], ['OPEN', 1], ['CLOSED', 2]]) {
+    EventSource[name] = value;
+    TokenEventSource[name] = value;
+  }
+  EventSource.prototype = NativeEventSource.prototype;
+  window.EventSource = EventSource;
 })();
