@@ -1,21 +1,21 @@
 //! The conversations of a store as one list, for `flue session list` and the dev console's
 //! conversation list (`GET /_flue/dev/conversations`): agent, id, first message, last
-//! activity, status (running, waiting for a decision, settled, failed), and, for the rows
-//! shown, messages, model turns, tokens and cost. Read straight from the store; nothing runs.
+//! activity, status (running, waiting for a decision, settled, failed), messages, model
+//! turns, tokens and cost. Read straight from the store; nothing runs.
 //!
-//! A row costs two small stream reads (the first batches hold the first message, the last
-//! ones the last activity and the status); its usage costs reading every session of the
-//! conversation, so a search computes usage only for the rows it returns. A
-//! [`ConversationIndex`] keeps each row with the stream head it was read at and reads it
-//! again only when the head moved, so a console asking again and again reads only what
-//! changed.
+//! What each part costs decides when it is read: a row's last activity and counts come from
+//! its session list (one small read); its first message from its first stream batches, once
+//! per conversation and only for a search with words; its status (its last batches) and
+//! usage (every session's records) only for the rows a search returns. A
+//! [`ConversationIndex`] keeps each row with the stream head it was read at and reads it again
+//! only when the head moved, so a console asking again and again reads only what changed.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use flue_core::{
-    BatchBody, ConversationInfo, ConversationKey, DEFAULT_SESSION, DeliveredMessage, FlueError,
-    Offset, Outcome, Record, StreamBatch, Usage,
+    BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage, FlueError, Offset, Outcome,
+    Record, StreamBatch, Usage,
     store::{DynConversationStore, SessionKey},
 };
 use serde::Serialize;
@@ -26,7 +26,8 @@ pub const FIRST_MESSAGE_CHARS: usize = 200;
 /// The most rows a search returns, whatever it asks for.
 pub const MAX_LIST_LIMIT: usize = 500;
 
-/// How many batches at each end of a stream a row reads.
+/// How many of a stream's last batches a row's status is read from (and of its first ones
+/// its first submission).
 const EDGE_BATCHES: usize = 4;
 
 /// Where a conversation stands.
@@ -56,7 +57,8 @@ pub struct ConversationSummary {
     pub agent: String,
     /// When it was created, ms since the epoch.
     pub created_at: u64,
-    /// The last write to its stream or any of its sessions, ms since the epoch.
+    /// The last write to any of its sessions (its creation when it has none yet), ms since
+    /// the epoch.
     pub last_activity: u64,
     /// Where it stands.
     pub status: ConversationStatus,
@@ -118,26 +120,37 @@ pub struct ConversationPage {
     pub total: usize,
 }
 
-/// A row as read last, with the stream head and uid it was read at.
+/// A row as read last, with the stream head and uid it was read at (none for a conversation
+/// written without the runtime).
 #[derive(Clone, Debug)]
 struct Cached {
     uid: String,
-    head: Offset,
+    head: Option<Offset>,
     row: ConversationSummary,
-    /// Whether `row`'s messages, sessions and usage were read (at `head`).
+    /// Whether `row.first_message` was read (it never changes for one uid).
+    first_read: bool,
+    /// Whether `row`'s status and usage were read (at `head`).
     detailed: bool,
 }
 
 /// The rows of a store's conversations, each read again only when its stream moved. One per
 /// console; `flue session list` makes one for its one listing.
+///
+/// A row costs one read of the conversation's session list (its last activity, messages and
+/// sessions); its first message one read of its first stream batches, done once per
+/// conversation and only when a search has words; its status (from its last batches) and
+/// usage (every session's records) are read for the rows a search returns.
 #[derive(Debug, Default)]
 pub struct ConversationIndex {
     rows: Mutex<HashMap<String, Cached>>,
-    /// Held while the rows are brought up to date, so that searches arriving meanwhile find
-    /// them read instead of reading them all again (the first pass over a large store is the
-    /// slow one).
+    /// Held while the rows are brought up to date and read, so that searches arriving
+    /// meanwhile find them read instead of reading them all again (the first pass over a
+    /// large store is the slow one), and never see a map being rebuilt.
     refresh: tokio::sync::Mutex<()>,
 }
+
+/// How many first messages the background pass reads before letting a search in.
+const FIRSTS_PER_TURN: usize = 200;
 
 impl ConversationIndex {
     /// An empty index.
@@ -145,21 +158,30 @@ impl ConversationIndex {
         Self::default()
     }
 
-    /// Reads every row now (no usage), so that the first search finds them read: what a
-    /// console does as it starts.
+    /// Reads every row now, first messages included, so that the first search finds them
+    /// read: what a console does as it starts. Searches arriving meanwhile wait for at most
+    /// [`FIRSTS_PER_TURN`] reads. Returns how many conversations there are.
     pub async fn warm(&self, store: &dyn DynConversationStore) -> Result<usize, FlueError> {
-        Ok(self.rows(store).await?.len())
+        {
+            let _refreshing = self.refresh.lock().await;
+            self.refresh_rows(store).await?;
+        }
+        loop {
+            let _refreshing = self.refresh.lock().await;
+            if self.read_first_messages(store, FIRSTS_PER_TURN).await? {
+                break;
+            }
+        }
+        Ok(self.lock().len())
     }
 
-    /// The conversations matching `query`, most recently active first: usage is read for the
-    /// rows returned only.
+    /// The conversations matching `query`, most recently active first: status and usage are
+    /// read for the rows returned only.
     pub async fn search(
         &self,
         store: &dyn DynConversationStore,
         query: &ConversationQuery,
     ) -> Result<ConversationPage, FlueError> {
-        let rows = self.rows(store).await?;
-        let total = rows.len();
         let words: Vec<String> = query
             .text
             .as_deref()
@@ -167,19 +189,38 @@ impl ConversationIndex {
             .split_whitespace()
             .map(str::to_lowercase)
             .collect();
-        let mut matching: Vec<(Option<Offset>, ConversationSummary)> = rows
-            .into_iter()
-            .filter(|(_, row)| query.agent.as_ref().is_none_or(|agent| &row.agent == agent))
-            .filter(|(_, row)| words.is_empty() || matches_words(row, &words))
-            .collect();
-        matching.sort_by(|(_, a), (_, b)| {
-            (b.last_activity, &b.agent, &b.id).cmp(&(a.last_activity, &a.agent, &a.id))
-        });
-        let matched = matching.len();
-        matching.truncate(query.limit.min(MAX_LIST_LIMIT));
-        let mut conversations = Vec::with_capacity(matching.len());
-        for (head, row) in matching {
-            conversations.push(self.detailed(store, head, row).await?);
+        let (page, total, matched) = {
+            let _refreshing = self.refresh.lock().await;
+            self.refresh_rows(store).await?;
+            if !words.is_empty() {
+                self.read_first_messages(store, usize::MAX).await?;
+            }
+            let rows = self.lock();
+            let mut matching: Vec<&Cached> = rows
+                .values()
+                .filter(|cached| {
+                    query
+                        .agent
+                        .as_ref()
+                        .is_none_or(|agent| &cached.row.agent == agent)
+                })
+                .filter(|cached| words.is_empty() || matches_words(&cached.row, &words))
+                .collect();
+            matching.sort_by(|a, b| {
+                let (a, b) = (&a.row, &b.row);
+                (b.last_activity, &b.agent, &b.id).cmp(&(a.last_activity, &a.agent, &a.id))
+            });
+            let matched = matching.len();
+            let page: Vec<Cached> = matching
+                .into_iter()
+                .take(query.limit.min(MAX_LIST_LIMIT))
+                .cloned()
+                .collect();
+            (page, rows.len(), matched)
+        };
+        let mut conversations = Vec::with_capacity(page.len());
+        for cached in page {
+            conversations.push(self.detailed(store, cached).await?);
         }
         Ok(ConversationPage {
             conversations,
@@ -188,15 +229,21 @@ impl ConversationIndex {
         })
     }
 
-    /// Every conversation with its usage and the key of its first submission, least
+    /// Every conversation with its status, usage and the key of its first submission, least
     /// recently active first (the one to continue last).
     pub async fn all(
         &self,
         store: &dyn DynConversationStore,
     ) -> Result<Vec<ConversationSummary>, FlueError> {
-        let mut out = Vec::new();
-        for (head, row) in self.rows(store).await? {
-            let mut row = self.detailed(store, head, row).await?;
+        let rows: Vec<Cached> = {
+            let _refreshing = self.refresh.lock().await;
+            self.refresh_rows(store).await?;
+            self.read_first_messages(store, usize::MAX).await?;
+            self.lock().values().cloned().collect()
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for cached in rows {
+            let mut row = self.detailed(store, cached).await?;
             row.first_key = first_key(store, &ConversationKey::new(&row.agent, &row.id)).await?;
             out.push(row);
         }
@@ -204,104 +251,146 @@ impl ConversationIndex {
         Ok(out)
     }
 
-    /// Every conversation's row without usage, with the stream head it was read at:
-    /// managed conversations from their streams (read again only when the head moved), and
-    /// those written without the runtime (`AGENT:ID` sessions only, no head) from their
-    /// sessions.
-    async fn rows(
-        &self,
-        store: &dyn DynConversationStore,
-    ) -> Result<Vec<(Option<Offset>, ConversationSummary)>, FlueError> {
-        let _refreshing = self.refresh.lock().await;
+    /// Brings every row up to date (the caller holds `refresh`): managed conversations whose
+    /// stream moved (or that are new) from their session list, those written without the
+    /// runtime (`AGENT:ID` sessions only) every time; what was deleted leaves the index.
+    async fn refresh_rows(&self, store: &dyn DynConversationStore) -> Result<(), FlueError> {
         let managed = store.all_conversations().await?;
         let known: BTreeSet<String> = managed.iter().map(|info| info.key.instance_id()).collect();
-        let mut out = Vec::with_capacity(managed.len());
+        let mut before = std::mem::take(&mut *self.lock());
         let mut fresh = HashMap::with_capacity(managed.len());
-        for info in managed {
-            let instance = info.key.instance_id();
-            let cached = self
-                .lock()
-                .get(&instance)
-                .filter(|cached| cached.uid == info.uid && cached.head == info.head)
-                .cloned();
-            let cached = match cached {
-                Some(cached) => cached,
-                None => Cached {
-                    uid: info.uid.clone(),
-                    head: info.head,
-                    row: stream_row(store, &info).await?,
-                    detailed: false,
-                },
-            };
-            out.push((Some(cached.head), cached.row.clone()));
-            fresh.insert(instance, cached);
-        }
-        // What was deleted leaves the index with it.
-        *self.lock() = fresh;
-        for instance in store.instance_ids().await? {
-            if known.contains(&instance) {
-                continue;
+        let rebuilt = async {
+            for info in managed {
+                let instance = info.key.instance_id();
+                let cached = match before.remove(&instance) {
+                    Some(cached) if cached.uid == info.uid && cached.head == Some(info.head) => {
+                        cached
+                    }
+                    before => {
+                        // The first message belongs to the incarnation: kept while the uid is.
+                        let first =
+                            before.filter(|cached| cached.uid == info.uid && cached.first_read);
+                        let mut row = session_row(store, info.key.clone(), info.created_at).await?;
+                        row.pending = info.unsettled;
+                        row.status = if info.unsettled > 0 {
+                            ConversationStatus::Running
+                        } else {
+                            ConversationStatus::Settled
+                        };
+                        row.first_message =
+                            first.as_ref().and_then(|c| c.row.first_message.clone());
+                        Cached {
+                            uid: info.uid.clone(),
+                            head: Some(info.head),
+                            row,
+                            first_read: first.is_some(),
+                            detailed: false,
+                        }
+                    }
+                };
+                fresh.insert(instance, cached);
             }
-            let Some((agent, id)) = instance.split_once(':') else {
-                continue;
-            };
-            let sessions = store.list(&instance).await?;
-            let last_activity = sessions.iter().map(|s| s.updated_at).max().unwrap_or(0);
-            out.push((
-                None,
-                ConversationSummary {
-                    created_at: sessions
-                        .iter()
-                        .map(|session| session.created_at)
-                        .min()
-                        .unwrap_or(last_activity),
-                    first_message: first_user_text(store, &instance).await?,
-                    ..empty_row(ConversationKey::new(agent, id), last_activity)
-                },
-            ));
+            for instance in store.instance_ids().await? {
+                if known.contains(&instance) {
+                    continue;
+                }
+                let Some((agent, id)) = instance.split_once(':') else {
+                    continue;
+                };
+                let mut row = session_row(store, ConversationKey::new(agent, id), 0).await?;
+                row.first_message = first_user_text(store, &instance).await?;
+                fresh.insert(
+                    instance,
+                    Cached {
+                        uid: String::new(),
+                        head: None,
+                        row,
+                        first_read: true,
+                        detailed: false,
+                    },
+                );
+            }
+            Ok::<_, FlueError>(())
         }
-        Ok(out)
+        .await;
+        match rebuilt {
+            Ok(()) => *self.lock() = fresh,
+            // Nothing is lost: what was read stays for the next try.
+            Err(err) => {
+                before.extend(fresh);
+                *self.lock() = before;
+                return Err(err);
+            }
+        }
+        Ok(())
     }
 
-    /// `row`, read at stream head `head`, with its messages, sessions and usage (from the
-    /// index when they were read at that head).
+    /// Reads up to `most` first messages of rows that have not had theirs read (the caller
+    /// holds `refresh`); true when none is left.
+    async fn read_first_messages(
+        &self,
+        store: &dyn DynConversationStore,
+        most: usize,
+    ) -> Result<bool, FlueError> {
+        let missing: Vec<(String, String, ConversationKey)> = self
+            .lock()
+            .iter()
+            .filter(|(_, cached)| !cached.first_read)
+            .take(most.saturating_add(1))
+            .map(|(instance, cached)| {
+                let key = ConversationKey::new(&cached.row.agent, &cached.row.id);
+                (instance.clone(), cached.uid.clone(), key)
+            })
+            .collect();
+        let done = missing.len() <= most;
+        for (instance, uid, key) in missing.into_iter().take(most) {
+            let first = first_message(store, &key).await?;
+            if let Some(cached) = self.lock().get_mut(&instance)
+                && cached.uid == uid
+            {
+                cached.row.first_message = first;
+                cached.first_read = true;
+            }
+        }
+        Ok(done)
+    }
+
+    /// `cached`'s row with its status and usage (kept in the index while its head has not
+    /// moved).
     async fn detailed(
         &self,
         store: &dyn DynConversationStore,
-        head: Option<Offset>,
-        row: ConversationSummary,
+        cached: Cached,
     ) -> Result<ConversationSummary, FlueError> {
-        let instance = ConversationKey::new(&row.agent, &row.id).instance_id();
-        if let Some(cached) = self.lock().get(&instance)
-            && cached.detailed
-            && Some(cached.head) == head
-        {
-            return Ok(cached.row.clone());
+        if cached.detailed {
+            return Ok(cached.row);
         }
-        let sessions = store.list(&instance).await?;
+        let key = ConversationKey::new(&cached.row.agent, &cached.row.id);
+        let instance = key.instance_id();
         let (usage, model_turns) = conversation_usage(store, &instance).await?;
-        let last_activity = sessions
-            .iter()
-            .map(|session| session.updated_at)
-            .max()
-            .unwrap_or(0)
-            .max(row.last_activity);
-        let row = ConversationSummary {
-            messages: sessions
-                .iter()
-                .find(|session| session.session == DEFAULT_SESSION)
-                .map_or(0, |session| session.version),
-            sessions: sessions.len(),
+        let mut row = ConversationSummary {
             usage,
             model_turns,
-            last_activity,
-            ..row
+            ..cached.row
         };
-        if let Some(cached) = self.lock().get_mut(&instance)
-            && Some(cached.head) == head
+        if !cached.first_read {
+            row.first_message = first_message(store, &key).await?;
+        }
+        if let Some(head) = cached.head {
+            let from = head.0.saturating_sub(EDGE_BATCHES as u64);
+            match store.read_stream(&key, Offset(from), EDGE_BATCHES).await {
+                Ok(page) => row.status = status(row.pending, &page.batches),
+                Err(FlueError::AgentInstanceNotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if let Some(entry) = self.lock().get_mut(&instance)
+            && entry.uid == cached.uid
+            && entry.head == cached.head
         {
-            cached.row = row.clone();
-            cached.detailed = true;
+            entry.row = row.clone();
+            entry.first_read = true;
+            entry.detailed = true;
         }
         Ok(row)
     }
@@ -309,6 +398,56 @@ impl ConversationIndex {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The start of a managed conversation's first message (its first stream batches).
+async fn first_message(
+    store: &dyn DynConversationStore,
+    key: &ConversationKey,
+) -> Result<Option<String>, FlueError> {
+    match store.read_stream(key, Offset(0), 2).await {
+        Ok(page) => Ok(page.batches.iter().find_map(|batch| match &batch.body {
+            BatchBody::Admitted { message, .. } => Some(message_text(message)),
+            _ => None,
+        })),
+        // Deleted meanwhile: the next refresh drops it.
+        Err(FlueError::AgentInstanceNotFound { .. }) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// A conversation's row from its session list: last activity (no earlier than `created_at`),
+/// messages and sessions.
+async fn session_row(
+    store: &dyn DynConversationStore,
+    key: ConversationKey,
+    created_at: u64,
+) -> Result<ConversationSummary, FlueError> {
+    let sessions = store.list(&key.instance_id()).await?;
+    let last_activity = sessions
+        .iter()
+        .map(|session| session.updated_at)
+        .max()
+        .unwrap_or(created_at)
+        .max(created_at);
+    let created_at = if created_at == 0 {
+        sessions
+            .iter()
+            .map(|session| session.created_at)
+            .min()
+            .unwrap_or(last_activity)
+    } else {
+        created_at
+    };
+    Ok(ConversationSummary {
+        created_at,
+        messages: sessions
+            .iter()
+            .find(|session| session.session == DEFAULT_SESSION)
+            .map_or(0, |session| session.version),
+        sessions: sessions.len(),
+        ..empty_row(key, last_activity)
+    })
 }
 
 /// Whether every word is in the row's agent, id or first message.
@@ -339,43 +478,6 @@ fn empty_row(key: ConversationKey, last_activity: u64) -> ConversationSummary {
         origin: None,
         first_key: None,
     }
-}
-
-/// A managed conversation's row from the first and last batches of its stream.
-async fn stream_row(
-    store: &dyn DynConversationStore,
-    info: &ConversationInfo,
-) -> Result<ConversationSummary, FlueError> {
-    let first = store
-        .read_stream(&info.key, Offset(0), EDGE_BATCHES)
-        .await?
-        .batches;
-    let tail_from = info.head.0.saturating_sub(EDGE_BATCHES as u64);
-    let last = if tail_from == 0 {
-        first.clone()
-    } else {
-        store
-            .read_stream(&info.key, Offset(tail_from), EDGE_BATCHES)
-            .await?
-            .batches
-    };
-    let last_activity = last
-        .iter()
-        .map(|batch| batch.at)
-        .max()
-        .unwrap_or(info.created_at)
-        .max(info.created_at);
-    let first_message = first.iter().find_map(|batch| match &batch.body {
-        BatchBody::Admitted { message, .. } => Some(message_text(message)),
-        _ => None,
-    });
-    Ok(ConversationSummary {
-        created_at: info.created_at,
-        status: status(info.unsettled, &last),
-        first_message,
-        pending: info.unsettled,
-        ..empty_row(info.key.clone(), last_activity)
-    })
 }
 
 /// Where a conversation with `unsettled` submissions stands (a waiting one is not counted

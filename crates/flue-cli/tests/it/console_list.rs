@@ -217,13 +217,13 @@ fn a_token_less_serve_console_reads_only_and_refuses_writes_from_its_page() {
     let workspace = crate::serve::workspace();
     let server = Server::start(workspace.root(), &["--console"], &[]);
     let addr = server.addr().to_owned();
-    assert!(
-        server
-            .log()
-            .contains(&format!("console at http://{addr}/ (read-only")),
-        "{}",
-        server.log()
-    );
+    // The line after `listening on`: the thread reading stderr may not have it yet.
+    let said = format!("console at http://{addr}/ (read-only");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server.log().contains(&said) {
+        assert!(Instant::now() < deadline, "{}", server.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // Clients without a page (curl, @flue/sdk) keep the protocol.
     let (status, body) = post(&addr, "/agents/plain/first", &[], "Hello there");
     assert_eq!(status, 202, "{body}");
@@ -296,6 +296,13 @@ fn a_serve_console_with_a_token_asks_for_it_then_works_and_every_dev_route_needs
     let token = "console-token-0123456789";
     let server = Server::start(workspace.root(), &["--console", "--token", token], &[]);
     let addr = server.addr().to_owned();
+    // The line after `listening on`: the thread reading stderr may not have it yet.
+    let said = format!("console at http://{addr}/ (read-only");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server.log().contains(&said) {
+        assert!(Instant::now() < deadline, "{}", server.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let bearer = format!("Bearer {token}");
     // The page and its assets need no token; every data route does.
     for path in ["/", "/_flue/dev/list.js", "/_flue/dev/access.js"] {
