@@ -469,6 +469,12 @@ fn ten_thousand_conversations_list_fast_and_small() {
                 page.conversations.len()
             );
         }
+        let words = flue_server::ConversationQuery::new(Some("topic-42".into()), None, 50);
+        for label in ["index words cold", "index words warm"] {
+            let timed = Instant::now();
+            let page = index.search(store.as_ref(), &words).await.unwrap();
+            eprintln!("{label}: {:?} ({} matched)", timed.elapsed(), page.matched);
+        }
     });
     eprintln!("wrote {N} conversations in {:?}", started.elapsed());
     let dev = Dev::start_with(dir.path(), &[]);
@@ -491,6 +497,11 @@ fn ten_thousand_conversations_list_fast_and_small() {
     );
     // n % 97 == 42 for 103 of the 10,000.
     assert_eq!(searched["matched"], 103);
+    let again = timed(
+        "search topic-43",
+        "/_flue/dev/conversations?q=topic-43&limit=50",
+    );
+    assert_eq!(again["matched"], 103);
     let capped = timed("limit 100000", "/_flue/dev/conversations?limit=100000");
     assert_eq!(capped["conversations"].as_array().unwrap().len(), 500);
 }
