@@ -228,6 +228,16 @@ fn a_token_less_serve_console_reads_only_and_refuses_writes_from_its_page() {
     let (status, body) = post(&addr, "/agents/plain/first", &[], "Hello there");
     assert_eq!(status, 202, "{body}");
     wait_json(&addr, "/_flue/dev/conversations", &[], all_settled(1));
+    // The console's routes keep the server's origin rule: another site's page reads nothing.
+    let (status, body) = http(
+        &addr,
+        "GET",
+        "/_flue/dev/conversations",
+        &[("origin", "http://evil.example")],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("origin_not_allowed"), "{body}");
     // A write from the console's page, as its browser sends it, is refused.
     let own = format!("http://{addr}");
     for headers in [
@@ -297,7 +307,7 @@ fn a_serve_console_with_a_token_asks_for_it_then_works_and_every_dev_route_needs
     let server = Server::start(workspace.root(), &["--console", "--token", token], &[]);
     let addr = server.addr().to_owned();
     // The line after `listening on`: the thread reading stderr may not have it yet.
-    let said = format!("console at http://{addr}/ (read-only");
+    let said = format!("console at http://{addr}/ (asks for the token)");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !server.log().contains(&said) {
         assert!(Instant::now() < deadline, "{}", server.log());
