@@ -80,6 +80,9 @@
         const access = status && status.access;
         document.body.classList.toggle('read-only', access === 'read_only');
         document.body.dataset.access = access || 'open';
+        // `flue serve --console` says so next to the name.
+        const brand = document.querySelector('.brand-dev');
+        if (brand) brand.textContent = !access || access === 'open' ? 'dev' : 'serve';
       }).catch(() => {});
     }
     return response;
