@@ -160,7 +160,7 @@ impl ConversationIndex {
 
     /// Reads every row now, first messages included, so that the first search finds them
     /// read: what a console does as it starts. Searches arriving meanwhile wait for at most
-    /// [`FIRSTS_PER_TURN`] reads. Returns how many conversations there are.
+    /// 200 reads. Returns how many conversations there are.
     pub async fn warm(&self, store: &dyn DynConversationStore) -> Result<usize, FlueError> {
         {
             let _refreshing = self.refresh.lock().await;
