@@ -700,6 +700,11 @@ pub(crate) struct ServeArgs {
     /// Postgres and 30000 with SQLite.
     #[arg(long, value_name = "MS")]
     pub(crate) lease_ms: Option<u64>,
+    /// Also serve the dev console at `/`: read-only without a token (it shows conversations,
+    /// transcripts and details, and changes nothing); with --token it asks for the token and
+    /// then works as in `flue dev`.
+    #[arg(long)]
+    pub(crate) console: bool,
 }
 
 #[derive(Debug, Args)]

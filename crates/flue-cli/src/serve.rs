@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use flue_host::{AgentSet, App, Env, Preflight, RuntimeMode, StoreChoice};
-use flue_server::{RequestGuard, ServeOptions, ServerConfig};
+use flue_server::{ConsoleAccess, RequestGuard, ServeOptions, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
@@ -49,20 +49,37 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         }
         return Err(refusal);
     }
+    let access = match &token {
+        Some(token) => ConsoleAccess::Token(token.clone()),
+        None => ConsoleAccess::ReadOnly,
+    };
     let config = ServerConfig {
         token,
         cors_origins: args.cors_origins.clone(),
         inflight_body_limit: args.inflight_body_mib.saturating_mul(1024 * 1024).max(1024),
         ..ServerConfig::default()
     };
-    let Some(router) = app.router(config) else {
+    let Some(mut router) = app.router(config) else {
         bail!("the server was assembled without its router");
     };
+    if args.console {
+        let Some(console) = flue_host::serve_console(&app, access.clone()) else {
+            bail!("the server was assembled without its console");
+        };
+        router = flue_server::console_app(router, console);
+    }
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
         .await
         .map_err(|err| cannot_bind(ip, args.port, &err))?;
     let addr = listener.local_addr()?;
     eprintln!("flue serve: listening on http://{addr}");
+    if args.console {
+        let mode = match access {
+            ConsoleAccess::Token(_) => "asks for the token",
+            _ => "read-only: no token",
+        };
+        eprintln!("flue serve: console at http://{addr}/ ({mode})");
+    }
     tracing::info!(%addr, agents = app.host().agents().agents().len(), "listening");
 
     let stop = CancellationToken::new();

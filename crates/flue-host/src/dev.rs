@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use flue_server::{BuildStatus, DevConsole, ServerConfig};
+use flue_server::{BuildStatus, ConsoleAccess, DevConsole, ServerConfig};
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -57,6 +57,22 @@ impl BuildProblem {
             other => vec![Self::other(other.to_string())],
         }
     }
+}
+
+/// The console of a serving `app` (`flue serve --console`): its agents as `flue dev` shows
+/// them (no rebuilds), the hints `flue run` prints, and `access` (read-only without a token).
+/// `None` unless the app serves ([`RuntimeMode::Server`]).
+pub fn serve_console(app: &App, access: ConsoleAccess) -> Option<DevConsole> {
+    let server = app.server()?.clone();
+    let host = Arc::clone(app.host());
+    let status = Status::serving(&host.agents(), 1, 0.0, Vec::new()).published();
+    let hint: flue_server::ErrorHint =
+        Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
+    Some(
+        DevConsole::fixed(server, status)
+            .with_error_hint(hint)
+            .with_access(access),
+    )
 }
 
 /// What receives warnings produced in the background (closing a replaced agent set).

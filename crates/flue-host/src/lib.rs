@@ -63,7 +63,7 @@ mod trash;
 
 pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
 pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
-pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, watched_files};
+pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, serve_console, watched_files};
 pub use env::Env;
 pub use error::HostError;
 pub use flue_connectors::{

@@ -18,14 +18,21 @@
 //! The Agent tab lists an agent's tools with their policies and shows the source of its files
 //! through the assembly layer's [`AgentDetails`]: only files the build knows (agents, skills,
 //! roles), never a path the page names.
+//! The conversation list (`GET /_flue/dev/conversations`) searches the store on the server
+//! through one [`ConversationIndex`] per console, and answers at most a page. The console
+//! serves `flue dev` ([`ConsoleAccess::Open`]) and `flue serve --console`: without a token
+//! the console reads only ([`ConsoleAccess::ReadOnly`]: the page hides what changes
+//! something, and [`console_app`] refuses writes sent from the page), with one every dev route
+//! but the page and its assets needs it ([`ConsoleAccess::Token`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -36,8 +43,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::durable::DurableRuntime;
+use crate::error::ApiError;
+use crate::listing::{ConversationIndex, ConversationQuery};
 use crate::prompts::{Call, PromptRecorder};
-use crate::router::ROUTES;
+use crate::router::{ROUTES, bearer, constant_time_eq};
 use crate::transcript::transcript_tree;
 use crate::turns::Shown;
 
@@ -69,6 +78,16 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 const TIMELINE_JS: &str = include_str!("console/timeline.js");
 const TIMELINE_CSS: &str = include_str!("console/timeline.css");
 const PROMPT_JS: &str = include_str!("console/prompt.js");
+const ACCESS_JS: &str = include_str!("console/access.js");
+const LIST_JS: &str = include_str!("console/list.js");
+const LIST_CSS: &str = include_str!("console/list.css");
+
+/// Rows the conversation list returns when the query names no limit.
+const DEFAULT_LIST_LIMIT: usize = 50;
+
+/// How often `GET /_flue/dev/conversations?wait=STAMP` looks at the store again while its
+/// answer has not changed (cheap: only conversations whose stream moved are read again).
+const LIST_RECHECK: Duration = Duration::from_millis(750);
 
 /// The log target of the console's warnings (the one `flue dev` always had).
 const LOG_TARGET: &str = "flue::dev::console";
@@ -149,6 +168,41 @@ pub trait AgentDetails: Send + Sync {
 /// Longest error message `GET /_flue/dev/hint` looks at (longer ones get no hint).
 const MAX_HINT_MESSAGE: usize = 16 * 1024;
 
+/// Who may change things through the console.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum ConsoleAccess {
+    /// `flue dev` (loopback, no token): everything works.
+    #[default]
+    Open,
+    /// A server without a token: the page shows conversations, transcripts and details and
+    /// hides every control that changes something; [`console_app`] refuses state-changing
+    /// requests sent from the page (same-origin), as a button in the page's developer tools
+    /// would send them.
+    ReadOnly,
+    /// A server with this token: the page asks for it and sends it as a bearer token; every
+    /// dev route but the page and its assets refuses a request without it.
+    Token(String),
+}
+
+impl ConsoleAccess {
+    /// How `GET /_flue/dev/state` names it: `open`, `read_only`, `token`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::ReadOnly => "read_only",
+            Self::Token(_) => "token",
+        }
+    }
+}
+
+impl std::fmt::Debug for ConsoleAccess {
+    // The token never appears in a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the console's routes read: the runtime (its store holds the transcripts, its events
 /// the live output), the build status the reloads publish and the hints for errors.
 #[derive(Clone)]
@@ -158,6 +212,10 @@ pub struct DevConsole {
     hint: Option<ErrorHint>,
     details: Option<Arc<dyn AgentDetails>>,
     prompts: Option<(PromptRecorder, PromptAssembly)>,
+    index: Arc<ConversationIndex>,
+    access: ConsoleAccess,
+    /// The sender of a status that never changes ([`DevConsole::fixed`]).
+    fixed: Option<Arc<watch::Sender<Arc<BuildStatus>>>>,
 }
 
 /// The system prompt and tools agent `name` has now, as `flue run --dry-run` prints them (the
@@ -170,13 +228,29 @@ pub type PromptAssembly = Arc<
 
 impl DevConsole {
     /// A console over `runtime`, showing the build status `status` carries.
+    /// The conversation list is read once in the background as it starts (on a store of
+    /// thousands of conversations the first pass takes seconds; the later ones read only
+    /// what moved).
     pub fn new(runtime: DurableRuntime, status: watch::Receiver<Arc<BuildStatus>>) -> Self {
+        let index: Arc<ConversationIndex> = Arc::default();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let index = Arc::clone(&index);
+            let store = Arc::clone(runtime.runtime().store());
+            handle.spawn(async move {
+                if let Err(err) = index.warm(store.as_ref()).await {
+                    tracing::warn!(target: LOG_TARGET, error = %err, "cannot list conversations");
+                }
+            });
+        }
         Self {
             runtime,
             status,
             hint: None,
             details: None,
             prompts: None,
+            index,
+            access: ConsoleAccess::Open,
+            fixed: None,
         }
     }
 
@@ -195,6 +269,23 @@ impl DevConsole {
     pub fn with_prompts(mut self, recorder: PromptRecorder, assembly: PromptAssembly) -> Self {
         self.prompts = Some((recorder, assembly));
         self
+    }
+
+    /// Who may change things through this console (default: [`ConsoleAccess::Open`]).
+    #[must_use]
+    pub fn with_access(mut self, access: ConsoleAccess) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// A console over `runtime` whose build status never changes (`flue serve --console`:
+    /// the agents it serves, no rebuilds).
+    pub fn fixed(runtime: DurableRuntime, status: BuildStatus) -> Self {
+        let (sender, receiver) = watch::channel(Arc::new(status));
+        let mut console = Self::new(runtime, receiver);
+        // Kept, so that a long poll of the state waits instead of answering at once.
+        console.fixed = Some(Arc::new(sender));
+        console
     }
 
     /// Shows `hint`'s answer under a failed submission's error (without it, no hint).
@@ -216,6 +307,7 @@ impl std::fmt::Debug for DevConsole {
             .field("hint", &self.hint.is_some())
             .field("details", &self.details.is_some())
             .field("prompts", &self.prompts.is_some())
+            .field("access", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -234,7 +326,11 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/agent.css",
     "GET /_flue/dev/vendor/marked.js",
     "GET /_flue/dev/vendor/prism.js",
+    "GET /_flue/dev/access.js",
+    "GET /_flue/dev/list.js",
+    "GET /_flue/dev/list.css",
     "GET /_flue/dev/state",
+    "GET /_flue/dev/conversations",
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
     "GET /_flue/dev/hint",
@@ -247,9 +343,26 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/prompt/{agent}/{id}",
 ];
 
-/// The console's routes, to merge into the protocol router (they add no fallback).
+/// The console's routes, to merge into the protocol router (they add no fallback). With a
+/// token ([`ConsoleAccess::Token`]) every route but the page and its assets needs it; a
+/// read-only console's refusal of writes is [`console_app`]'s.
 pub fn console_routes(console: DevConsole) -> Router {
     let state = Arc::new(console);
+    let data = Router::new()
+        .route("/_flue/dev/state", get(status))
+        .route("/_flue/dev/conversations", get(conversations))
+        .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
+        .route("/_flue/dev/live/{agent}/{id}", get(live))
+        .route("/_flue/dev/hint", get(hint))
+        .route("/_flue/dev/tools/{agent}", get(tools))
+        .route("/_flue/dev/source/{kind}/{name}", get(source))
+        .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
+        .route("/_flue/dev/prompt/{agent}/{id}", get(prompt))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authenticate,
+        ))
+        .with_state(state);
     Router::new()
         .route(
             "/",
@@ -287,20 +400,11 @@ pub fn console_routes(console: DevConsole) -> Router {
             "/_flue/dev/vendor/prism.js",
             get(|| async { asset(JAVASCRIPT, PRISM_JS) }),
         )
-        .route(
-            "/_flue/dev/try.css",
-            get(|| async { asset(CSS, TRY_CSS) }),
-        )
+        .route("/_flue/dev/try.css", get(|| async { asset(CSS, TRY_CSS) }))
         .route(
             "/_flue/dev/try.js",
             get(|| async { asset(JAVASCRIPT, TRY_JS) }),
         )
-        .route("/_flue/dev/state", get(status))
-        .route("/_flue/dev/transcript/{agent}/{id}", get(transcript))
-        .route("/_flue/dev/live/{agent}/{id}", get(live))
-        .route("/_flue/dev/hint", get(hint))
-        .route("/_flue/dev/tools/{agent}", get(tools))
-        .route("/_flue/dev/source/{kind}/{name}", get(source))
         .route(
             "/_flue/dev/timeline.js",
             get(|| async { asset(JAVASCRIPT, TIMELINE_JS) }),
@@ -309,13 +413,91 @@ pub fn console_routes(console: DevConsole) -> Router {
             "/_flue/dev/timeline.css",
             get(|| async { asset(CSS, TIMELINE_CSS) }),
         )
-        .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
         .route(
             "/_flue/dev/prompt.js",
             get(|| async { asset(JAVASCRIPT, PROMPT_JS) }),
         )
-        .route("/_flue/dev/prompt/{agent}/{id}", get(prompt))
-        .with_state(state)
+        .route(
+            "/_flue/dev/access.js",
+            get(|| async { asset(JAVASCRIPT, ACCESS_JS) }),
+        )
+        .route(
+            "/_flue/dev/list.js",
+            get(|| async { asset(JAVASCRIPT, LIST_JS) }),
+        )
+        .route(
+            "/_flue/dev/list.css",
+            get(|| async { asset(CSS, LIST_CSS) }),
+        )
+        .merge(data)
+}
+
+/// The protocol router `protocol` with the console's routes: for `flue serve --console`. A
+/// read-only console ([`ConsoleAccess::ReadOnly`]) also refuses, with 403 `read_only`, every
+/// state-changing request sent from a page of this server (its `Origin` is the server's own,
+/// or `Sec-Fetch-Site` says `same-origin`): the console's page cannot send, approve, fork,
+/// rewind or abort, while other clients keep the protocol as the server offers it.
+pub fn console_app(protocol: Router, console: DevConsole) -> Router {
+    let read_only = matches!(console.access, ConsoleAccess::ReadOnly);
+    let app = protocol.merge(console_routes(console));
+    if read_only {
+        app.layer(middleware::from_fn(refuse_page_writes))
+    } else {
+        app
+    }
+}
+
+/// Refuses the console page's state-changing requests (see [`console_app`]).
+async fn refuse_page_writes(request: Request, next: Next) -> Response {
+    let writes = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if writes && from_own_page(request.headers()) {
+        return ApiError::read_only().into_response();
+    }
+    next.run(request).await
+}
+
+/// Whether a request comes from a page this server served: same-origin by the browser's
+/// `Sec-Fetch-Site`, or an `Origin` whose authority is the `Host` the request names.
+fn from_own_page(headers: &HeaderMap) -> bool {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|value: &HeaderValue| value.to_str().ok())
+            .map(|value| value.trim().to_ascii_lowercase())
+    };
+    if text(header::HeaderName::from_static("sec-fetch-site")).as_deref() == Some("same-origin") {
+        return true;
+    }
+    let (Some(origin), Some(host)) = (text(header::ORIGIN), text(header::HOST)) else {
+        return false;
+    };
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|authority| authority == host)
+}
+
+/// Refuses a dev route's request without the console's token (when it has one), as the
+/// protocol's routes do.
+async fn authenticate(
+    State(state): State<Arc<DevConsole>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let ConsoleAccess::Token(token) = &state.access {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(bearer);
+        if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(request).await
 }
 
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
@@ -419,8 +601,71 @@ async fn status(
             "features".to_owned(),
             json!({ "actions": ROUTES.contains(&ACTIONS_ROUTE) }),
         );
+        // What the page may change: `read_only` hides every control that writes.
+        map.insert("access".to_owned(), json!(state.access.as_str()));
     }
     no_store(axum::Json(body).into_response())
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    /// Words every row contains (agent, id or first message), case-insensitive.
+    q: Option<String>,
+    /// Only this agent's conversations.
+    agent: Option<String>,
+    /// The most rows (default 50, at most 500).
+    limit: Option<usize>,
+    /// The `stamp` of the answer the page has: wait (up to the long-poll timeout) for a
+    /// different one.
+    wait: Option<String>,
+}
+
+/// `GET /_flue/dev/conversations?q=&agent=&limit=&wait=`: the matching conversations, most
+/// recently active first, `{"conversations": [...], "matched", "total", "stamp"}`; with
+/// `wait=STAMP`, answers once the answer differs from that one (a conversation started,
+/// moved or settled) or after the long-poll timeout.
+async fn conversations(
+    State(state): State<Arc<DevConsole>>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let search = ConversationQuery::new(
+        query.q.filter(|q| !q.trim().is_empty()),
+        query.agent.filter(|agent| !agent.is_empty()),
+        query.limit.unwrap_or(DEFAULT_LIST_LIMIT),
+    );
+    let deadline = tokio::time::Instant::now() + LONG_POLL;
+    loop {
+        let page = match state.index.search(state.store().as_ref(), &search).await {
+            Ok(page) => page,
+            Err(err) => {
+                tracing::warn!(target: LOG_TARGET, error = %err, "cannot list conversations");
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    axum::Json(json!({"error": {"type": "internal_error",
+                        "message": "the conversations cannot be listed; see the terminal"}})),
+                )
+                    .into_response();
+            }
+        };
+        let mut body = serde_json::to_value(&page).unwrap_or_default();
+        let stamp = stamp_of(&body);
+        let now = tokio::time::Instant::now();
+        if query.wait.as_deref() != Some(stamp.as_str()) || now >= deadline {
+            if let Value::Object(map) = &mut body {
+                map.insert("stamp".to_owned(), Value::String(stamp));
+            }
+            return no_store(axum::Json(body).into_response());
+        }
+        tokio::time::sleep(LIST_RECHECK.min(deadline - now)).await;
+    }
+}
+
+/// A short fingerprint of an answer: equal answers have equal stamps.
+fn stamp_of(body: &Value) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    body.to_string().hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 #[derive(Deserialize)]

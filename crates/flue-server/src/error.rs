@@ -171,6 +171,20 @@ impl ApiError {
         )
     }
 
+    /// `read_only` (403): a state-changing request from the console's page on a server
+    /// without a token, where the console only reads.
+    pub fn read_only() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "read_only",
+            "The console of a server without a token is read-only.",
+        )
+        .with_details(
+            "Start `flue serve --console` with `--token <token>` (or FLUE_TOKEN) and enter the \
+             token in the console to send, approve, fork, rewind or abort.",
+        )
+    }
+
     /// A state-changing request a page could send cross-site without asking first.
     pub fn simple_request() -> Self {
         Self::new(

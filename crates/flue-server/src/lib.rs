@@ -33,6 +33,7 @@ mod durable;
 mod error;
 mod guard;
 mod history;
+mod listing;
 mod live;
 mod mcp;
 mod notes;
@@ -49,14 +50,18 @@ mod turns;
 pub mod wire;
 
 pub use console::{
-    AgentDetails, BuildStatus, CONSOLE_ROUTES, CONTENT_SECURITY_POLICY, DevConsole, ErrorHint,
-    PromptAssembly, SourceFile, SourceKind, ToolsFuture, console_routes,
+    AgentDetails, BuildStatus, CONSOLE_ROUTES, CONTENT_SECURITY_POLICY, ConsoleAccess, DevConsole,
+    ErrorHint, PromptAssembly, SourceFile, SourceKind, ToolsFuture, console_app, console_routes,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;
 pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
     check_token,
+};
+pub use listing::{
+    ConversationIndex, ConversationPage, ConversationQuery, ConversationStatus,
+    ConversationSummary, FIRST_MESSAGE_CHARS, MAX_LIST_LIMIT, conversation_usage, record_usage,
 };
 pub use mcp::{MCP_PATH, McpAgents, McpServeError};
 pub use prompts::{PromptRecorder, RECORDED_BYTES, RECORDED_CALLS};

@@ -196,6 +196,7 @@ fn flue_dev_serves_only_its_own_hosts_and_origin_and_refuses_simple_posts() {
         "/".to_owned(),
         "/_flue/dev/console.js".to_owned(),
         "/_flue/dev/state".to_owned(),
+        "/_flue/dev/conversations?q=probe".to_owned(),
         format!("/_flue/dev/transcript/{agent}/probe"),
         format!("/_flue/dev/live/{agent}/probe"),
     ]);

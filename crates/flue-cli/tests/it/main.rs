@@ -11,6 +11,7 @@ mod budgets;
 mod build;
 mod command_tools;
 mod conformance;
+mod console_list;
 mod crash_history;
 mod delegation;
 mod delete;

@@ -209,7 +209,7 @@ function tryResend(message) {
 function tryRetry(message) {
   if (message.parts.some((part) => part.type === 'file')) return null;
   return h('button', {
-    type: 'button', class: 'try-retry',
+    type: 'button', class: 'try-retry writes',
     title: 'Send this message again, with the same choices, as a new submission',
     onclick: () => send(tryResend(message)),
   }, 'retry');
@@ -232,7 +232,7 @@ function tryEmptyText(message) {
 function tryUserTools(message) {
   const turn = tryTurn(message);
   const busy = state.running.has(message.submissionId);
-  const actions = h('div', { class: 'try-actions', 'data-submission': message.submissionId || '' },
+  const actions = h('div', { class: 'try-actions writes', 'data-submission': message.submissionId || '' },
     busy ? null : tryRetry(message),
     turn ? h('button', {
       type: 'button', class: 'try-fork',
@@ -253,7 +253,7 @@ function tryFailedTools(advisory) {
     && (message.role === 'user' || message.purpose === 'dispatch'));
   if (!sent) return null;
   const button = tryRetry(sent);
-  return button ? h('div', { class: 'try-actions' }, button) : null;
+  return button ? h('div', { class: 'try-actions writes' }, button) : null;
 }
 
 // ---------------------------------------------------------------- rewind and undo

@@ -9,6 +9,7 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod actions;
+mod console_access;
 mod docs;
 mod host;
 mod protocol;
