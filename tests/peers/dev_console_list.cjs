@@ -95,6 +95,9 @@ async function readOnlyMode(page, out) {
     out.visible[selector] = await page.locator(selector).isVisible();
   }
   out.transcriptTab = await page.locator('[data-tab="transcript"]').isVisible();
+  // The Agent tab reads the agent's tools from the server (the same views as flue dev's).
+  await page.locator('#tab-agent .tool-row').first().waitFor();
+  out.agentTools = await page.locator('#tab-agent .tool-row').evaluateAll((rows) => rows.map((row) => row.dataset.tool));
   await page.screenshot({ path: path.join(shots, 'console-read-only.png') });
   await page.locator('#list-toggle').click();
   out.rows = await waitRows(page, () => document.querySelectorAll('#list-rows tr').length >= 1);

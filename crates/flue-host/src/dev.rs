@@ -64,15 +64,44 @@ impl BuildProblem {
 /// `None` unless the app serves ([`RuntimeMode::Server`]).
 pub fn serve_console(app: &App, access: ConsoleAccess) -> Option<DevConsole> {
     let server = app.server()?.clone();
-    let host = Arc::clone(app.host());
-    let status = Status::serving(&host.agents(), 1, 0.0, Vec::new()).published();
+    let status = Status::serving(&app.host().agents(), 1, 0.0, Vec::new()).published();
+    // `flue serve` records no model call: the prompt view rebuilds each one from the log.
+    let console = DevConsole::fixed(server, status).with_access(access);
+    Some(with_host_views(
+        console,
+        app.host(),
+        flue_server::PromptRecorder::default(),
+    ))
+}
+
+/// What the console shows of the agents `host` serves: the hints `flue run` prints for
+/// errors, the Agent tab's tools and files, and the prompt view (the calls `prompts` holds as
+/// sent; the others with the agent's prompt as it is now).
+fn with_host_views(
+    console: DevConsole,
+    host: &Arc<crate::Host>,
+    prompts: flue_server::PromptRecorder,
+) -> DevConsole {
+    let hinting = Arc::clone(host);
     let hint: flue_server::ErrorHint =
-        Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
-    Some(
-        DevConsole::fixed(server, status)
-            .with_error_hint(hint)
-            .with_access(access),
-    )
+        Arc::new(move |message: &str| crate::hints::connection_hint(&hinting.agents(), message));
+    let details = crate::inspect::HostDetails {
+        host: Arc::clone(host),
+    };
+    let serving = Arc::clone(host);
+    let assembly: flue_server::PromptAssembly = Arc::new(move |agent: String| {
+        let agents = serving.agents();
+        Box::pin(async move {
+            agents
+                .assembled_prompt(&agent)
+                .await
+                .map_err(|err| err.to_string())
+        })
+    });
+    console
+        .with_error_hint(hint)
+        .with_agent_details(Arc::new(details))
+        .with_prompts(prompts, assembly)
 }
 
 /// What receives warnings produced in the background (closing a replaced agent set).
@@ -145,28 +174,8 @@ impl DevApp {
     /// The protocol's router (default limits, no token) with the console's routes.
     pub fn router(&self) -> axum::Router {
         // A failure in the console gets the hint `flue run` prints, from the agents serving.
-        let host = Arc::clone(self.app.host());
-        let hint: flue_server::ErrorHint =
-            Arc::new(move |message: &str| crate::hints::connection_hint(&host.agents(), message));
-        // The Agent tab's tool list and file sources, from the agents serving.
-        let details = crate::inspect::HostDetails {
-            host: Arc::clone(self.app.host()),
-        };
-        // A model call the recorder does not hold shows the agent's prompt as it is now.
-        let serving = Arc::clone(self.app.host());
-        let assembly: flue_server::PromptAssembly = Arc::new(move |agent: String| {
-            let agents = serving.agents();
-            Box::pin(async move {
-                agents
-                    .assembled_prompt(&agent)
-                    .await
-                    .map_err(|err| err.to_string())
-            })
-        });
-        let console = DevConsole::new(self.server.clone(), self.status.subscribe())
-            .with_error_hint(hint)
-            .with_agent_details(Arc::new(details))
-            .with_prompts(self.prompts.clone(), assembly);
+        let console = DevConsole::new(self.server.clone(), self.status.subscribe());
+        let console = with_host_views(console, self.app.host(), self.prompts.clone());
         let config = ServerConfig {
             workspace_root: Some(self.app.host().agents().root().to_path_buf()),
             ..ServerConfig::default()

@@ -282,6 +282,9 @@ fn a_token_less_serve_console_reads_only_and_refuses_writes_from_its_page() {
         assert_eq!(visible, false, "{selector} is shown on a read-only console");
     }
     assert_eq!(result["transcriptTab"], true);
+    // flue serve's console lists the agent's tools as flue dev's does (`task` by default).
+    let tools = result["agentTools"].as_array().unwrap();
+    assert!(tools.contains(&json!("task")), "{result:#}");
     assert_eq!(result["rows"][0]["id"], "first");
     assert_eq!(result["write"]["status"], 403, "{result:#}");
     assert_eq!(result["write"]["body"]["error"]["type"], "read_only");
