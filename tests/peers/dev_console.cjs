@@ -16,13 +16,9 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { openConsole, TIMEOUT } = require('./console_page.cjs');
 
 const [url, root, shots] = process.argv.slice(2);
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-// Every wait is for something the page shows; this deadline only ends a run that would hang
-// (generous: on a busy machine the MCP server behind the question takes a while to start).
-const TIMEOUT = 120000;
 
 const AGENT_V2 = `---
 description: The edited agent, answering from the second script
@@ -73,19 +69,8 @@ const SCRIPT_V2 = JSON.stringify({ rules: [{ reply: { text: 'Version two answers
 async function main() {
   fs.mkdirSync(shots, { recursive: true });
   const steps = [];
-  const consoleErrors = [];
-  const browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const { browser, page, consoleErrors } = await openConsole({ width: 1440, height: 900 });
   try {
-    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text());
-    });
-    page.on('pageerror', (error) => consoleErrors.push(String(error)));
     const shot = async (name) => {
       await page.waitForTimeout(150);
       await page.screenshot({ path: path.join(shots, `${name}.png`) });

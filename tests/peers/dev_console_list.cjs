@@ -17,12 +17,9 @@
 'use strict';
 
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { openConsole, TIMEOUT } = require('./console_page.cjs');
 
 const [mode, url, shots, ...rest] = process.argv.slice(2);
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-// Every wait is for something the page shows; this deadline only ends a run that would hang.
-const TIMEOUT = 120000;
 
 async function rows(page) {
   return page.locator('#list-rows tr').evaluateAll((trs) => trs.map((tr) => ({
@@ -146,21 +143,10 @@ async function tokenMode(page, out, consoleErrors) {
 }
 
 async function main() {
-  const consoleErrors = [];
   const requests = [];
   const out = { ok: false };
-  const browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const { browser, page, consoleErrors } = await openConsole({ width: 1280, height: 720 });
   try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text());
-    });
-    page.on('pageerror', (error) => consoleErrors.push(String(error)));
     page.on('request', (request) => requests.push(request.url()));
     if (mode === 'list') await listMode(page, out);
     else if (mode === 'read-only') await readOnlyMode(page, out);

@@ -18,32 +18,17 @@
 'use strict';
 
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { openConsole, TIMEOUT } = require('./console_page.cjs');
 
 const [url, shots] = process.argv.slice(2);
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-// Every wait is for something the page shows; this deadline only ends a run that would hang
-// (generous: a busy machine is slow).
-const TIMEOUT = 120000;
 
 async function main() {
   const steps = [];
-  const consoleErrors = [];
   const result = {};
   const origin = new URL(url).origin;
   const foreignRequests = [];
-  const browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const { browser, page, consoleErrors } = await openConsole({ width: 1360, height: 900 });
   try {
-    const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text());
-    });
-    page.on('pageerror', (error) => consoleErrors.push(String(error)));
     page.on('request', (request) => {
       const target = request.url();
       if (!target.startsWith(origin) && !target.startsWith('data:')) foreignRequests.push(target);

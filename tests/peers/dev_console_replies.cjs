@@ -25,13 +25,9 @@
 'use strict';
 
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { openConsole, TIMEOUT } = require('./console_page.cjs');
 
 const [url, shots, releaseUrl] = process.argv.slice(2);
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-// Every wait is for something the page shows; this deadline only ends a run that would hang
-// (generous: a busy machine is slow).
-const TIMEOUT = 120000;
 
 // Per agent: the message to send, the markers (every word of the streamed texts that appears
 // nowhere else on the page), the last word of the final reply (it is complete once that
@@ -56,22 +52,11 @@ const RETRIED = { markers: ['Holiday', 'Potluck', 'Educational', 'Overall'], las
 
 async function main() {
   const steps = [];
-  const consoleErrors = [];
   const results = {};
   let failure = null;
   let retry = null;
-  const browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const { browser, page, consoleErrors } = await openConsole({ width: 1280, height: 900 });
   try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text());
-    });
-    page.on('pageerror', (error) => consoleErrors.push(String(error)));
     // How many times each marker is visible in the chat now.
     const visible = (markers) => page.evaluate((words) => {
       const text = document.getElementById('messages').innerText;

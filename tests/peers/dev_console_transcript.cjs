@@ -5,27 +5,13 @@
 // {ok, rows, consoleErrors}.
 'use strict';
 
-const { chromium } = require('playwright-core');
+const { openConsole } = require('./console_page.cjs');
 
 const [url, agent, conversation, expected, shot] = process.argv.slice(2);
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-// Every wait is for something the page shows; this deadline only ends a run that would hang.
-const TIMEOUT = 120000;
 
 async function main() {
-  const consoleErrors = [];
-  const browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const { browser, page, consoleErrors } = await openConsole({ width: 1280, height: 900 });
   try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.setDefaultTimeout(TIMEOUT);
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text());
-    });
-    page.on('pageerror', (error) => consoleErrors.push(String(error)));
     await page.goto(`${url}#${encodeURIComponent(agent)}/${encodeURIComponent(conversation)}`);
     await page.locator('#build.ok').waitFor();
     await page.locator('button[data-tab="transcript"]').click();
