@@ -393,6 +393,7 @@ async fn fill_conversation(dir: &Path, key: &ConversationKey, earlier: u64) {
             summary: "The user sent numbered messages; each was repeated back.".into(),
             first_kept: version.saturating_sub(20),
             tokens_before: version * 10,
+            usage: None,
         }),
         flue_core::util::now_ms(),
     );

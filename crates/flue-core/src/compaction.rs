@@ -794,6 +794,7 @@ impl Compactor<'_> {
             summary: files.append_to(&body),
             first_kept: u64::try_from(plan.first_kept).unwrap_or(u64::MAX),
             tokens_before,
+            usage: Some(*spent),
         });
         let timing = clock.stop();
         self.shared

@@ -727,6 +727,10 @@ pub struct CompactionSummary {
     /// Estimated context tokens before compaction.
     #[serde(default)]
     pub tokens_before: u64,
+    /// What writing the summary cost (its model calls' tokens and cost); absent in records
+    /// stored before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 #[cfg(test)]

@@ -342,6 +342,7 @@ fn session_steps(
                 let mut step = context.step("compaction", session, from, to);
                 step.label = "compaction".to_owned();
                 step.detail = format!("{} tokens before", summary.tokens_before);
+                step.usage = summary.usage;
                 step.estimated = estimated;
                 steps.push(step);
             }
@@ -545,7 +546,8 @@ fn mark_slowest(steps: &mut [Step]) {
     }
 }
 
-/// Adds up the model calls' usage (tasks' nested calls included, once).
+/// Adds up the usage of the model calls, MCP sampling and compaction summaries (tasks'
+/// nested calls included, once).
 fn total(steps: &[Step], usage: &mut Usage, calls: &mut u32) {
     for step in steps {
         match step.kind {
@@ -555,7 +557,7 @@ fn total(steps: &[Step], usage: &mut Usage, calls: &mut u32) {
                     *usage += used;
                 }
             }
-            "sampling" => {
+            "sampling" | "compaction" => {
                 if let Some(used) = step.usage {
                     *usage += used;
                 }

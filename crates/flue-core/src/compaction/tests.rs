@@ -66,6 +66,7 @@ fn summary(text: &str, first_kept: u64) -> Record {
         summary: text.into(),
         first_kept,
         tokens_before: 0,
+        usage: None,
     })
 }
 

@@ -103,6 +103,7 @@ fn model_view_starts_at_the_latest_summary() {
         summary: "earlier".into(),
         first_kept: 2,
         tokens_before: 100,
+        usage: None,
     });
     let log = vec![
         user("1"),

@@ -467,13 +467,19 @@ async fn manual_compaction_summarises_history_and_the_split_turn() {
             }
         ]
     );
-    // The operation's usage is the summaries'.
+    // The operation's usage is the summaries', and so is the stored record's (the
+    // console's timeline shows it).
     match events.last() {
         Some(Event::OperationEnd { usage, error, .. }) => {
             assert_eq!((*usage, error.clone()), (summary_usage, None));
         }
         other => panic!("expected the end of the operation, got {other:?}"),
     }
+    let stored_usage = records.iter().find_map(|record| match record {
+        Record::Compaction(summary) => Some(summary.usage),
+        _ => None,
+    });
+    assert_eq!(stored_usage, Some(Some(summary_usage)));
 
     // The next turn sees the summary, then the kept call with its result.
     prompt(&session, "next").await.0.unwrap();

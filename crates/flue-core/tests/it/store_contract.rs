@@ -528,6 +528,7 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
             summary: "The user asked about a picture.".to_owned(),
             first_kept: 5,
             tokens_before: 42_000,
+            usage: None,
         }),
     ];
     records

@@ -50,6 +50,7 @@ fn orphan_results_shell_and_summaries_become_user_text() {
             summary: "we talked".into(),
             first_kept: 3,
             tokens_before: 0,
+            usage: None,
         }),
         Record::ToolResult(result("cut-off")),
         Record::Assistant(turn.clone()),

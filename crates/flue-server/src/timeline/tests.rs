@@ -286,3 +286,53 @@ fn a_waiting_submission_shows_the_pause_running_and_no_running_call() {
     assert!(pause.running);
     assert_eq!(pause.start + pause.duration_ms, drawn.duration_ms);
 }
+
+/// A compaction's row carries what writing its summary cost, and the submission's usage counts
+/// it (a compaction is model calls too), but not as a call of the agent's model.
+#[test]
+fn a_compaction_row_carries_its_summary_usage_and_the_total_counts_it() {
+    let mut batches = with_timing();
+    let id = submission_id(&batches);
+    let before = timeline(&batches, &id, u64::MAX).unwrap();
+    let spent = flue_core::Usage {
+        input_tokens: 700,
+        output_tokens: 90,
+        ..flue_core::Usage::default()
+    };
+    // Stored after the root session's first model call, as a compaction between turns is.
+    let (batch, index) = batches
+        .iter()
+        .enumerate()
+        .find_map(|(batch, body)| match &body.body {
+            BatchBody::Records {
+                session, records, ..
+            } if session == "default" => records
+                .iter()
+                .position(|stored| matches!(stored.record, flue_core::Record::Assistant(_)))
+                .map(|index| (batch, index)),
+            _ => None,
+        })
+        .unwrap();
+    let BatchBody::Records { records, .. } = &mut batches[batch].body else {
+        unreachable!()
+    };
+    let mut compaction = records[index].clone();
+    compaction.record = flue_core::Record::Compaction(flue_core::CompactionSummary {
+        summary: "Earlier: the build was asked for.".to_owned(),
+        first_kept: 0,
+        tokens_before: 1_000,
+        usage: Some(spent),
+    });
+    records.insert(index + 1, compaction);
+    let drawn = timeline(&batches, &id, u64::MAX).unwrap();
+    let row = drawn
+        .steps
+        .iter()
+        .find(|step| step.kind == "compaction")
+        .unwrap();
+    assert_eq!(row.usage, Some(spent));
+    assert_eq!(drawn.model_calls, before.model_calls);
+    let mut expected = before.usage;
+    expected += spent;
+    assert_eq!(drawn.usage, expected);
+}
