@@ -242,7 +242,8 @@ fn a_result_schema_survives_a_kill_9_while_the_submission_waits() {
     assert_eq!(settled["data"], json!({"verdict": "late"}), "{settled}");
 }
 
-fn wait_for_action(addr: &str, path: &str) -> String {
+/// Waits for the conversation at `path` to have a pending action; returns its id.
+pub(crate) fn wait_for_action(addr: &str, path: &str) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         let (status, body) = http(addr, "GET", &format!("{path}/actions"), &[], "");
@@ -263,7 +264,8 @@ fn wait_for_action(addr: &str, path: &str) -> String {
     }
 }
 
-fn wait_settled(addr: &str, path: &str, submission: &str) -> Value {
+/// Waits for `submission` to settle; returns its status.
+pub(crate) fn wait_settled(addr: &str, path: &str, submission: &str) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         let (_, body) = http(

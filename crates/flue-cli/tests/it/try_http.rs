@@ -13,6 +13,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::Workspace;
+use crate::results_http::{wait_for_action, wait_settled};
 use crate::serve::{Server, http};
 
 /// The agent's own model: echoes what it was asked with; in the role, or running the skill,
@@ -242,47 +243,4 @@ fn the_choices_survive_a_kill_9_while_the_submission_waits() {
         text, "other, as a pirate, thinking low: the order is shipped",
         "{snapshot:#}"
     );
-}
-
-fn wait_for_action(addr: &str, path: &str) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    loop {
-        let (status, body) = http(addr, "GET", &format!("{path}/actions"), &[], "");
-        if status == 200 {
-            let listed: Value = serde_json::from_str(&body).unwrap();
-            if let Some(action) = listed["actions"]
-                .as_array()
-                .and_then(|actions| actions.iter().find(|action| action["state"] == "pending"))
-            {
-                return action["actionId"].as_str().unwrap().to_owned();
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no pending action: {body}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-fn wait_settled(addr: &str, path: &str, submission: &str) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    loop {
-        let (_, body) = http(
-            addr,
-            "GET",
-            &format!("{path}/submissions/{submission}"),
-            &[],
-            "",
-        );
-        let status: Value = serde_json::from_str(&body).unwrap_or_default();
-        if status["state"] == "settled" {
-            return status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never settled: {body}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
