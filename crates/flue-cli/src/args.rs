@@ -763,7 +763,7 @@ pub(crate) struct TrustArgs {
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
     /// List the trusted workspaces.
-    #[arg(long, conflicts_with_all = ["revoke", "root"])]
+    #[arg(long, conflicts_with = "revoke")]
     pub(crate) list: bool,
     /// Stop trusting the workspace.
     #[arg(long)]

@@ -96,7 +96,7 @@ fn settle(agents: AgentSet) -> (AgentSet, Option<HostError>) {
                 .map_err(|err| HostError::TrustFile {
                     message: err.to_string(),
                 })
-                .and_then(|store| store.trust(agents.root(), agents.trust_manifest()));
+                .and_then(|store| store.add(agents.root(), agents.trust_manifest()));
             match recorded {
                 Ok(_) => {
                     eprintln!("trusted; `flue trust --revoke` takes it back");

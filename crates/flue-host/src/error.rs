@@ -124,7 +124,7 @@ impl From<HostError> for FlueError {
 /// The message of [`HostError::Untrusted`]: what needs trust and the three ways to give it.
 fn untrusted_message(root: &std::path::Path, changed: bool, needs: &[String]) -> String {
     let state = if changed {
-        "changed since you trusted it"
+        "changed since you trusted it (or this command uses parts of it you have not trusted)"
     } else {
         "is not trusted"
     };

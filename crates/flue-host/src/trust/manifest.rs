@@ -138,6 +138,13 @@ impl TrustManifest {
         }
     }
 
+    /// A manifest of exactly `items`.
+    pub(crate) fn from_items(mut items: Vec<TrustItem>) -> Self {
+        items.sort();
+        items.dedup();
+        Self { items }
+    }
+
     /// The items, sorted.
     pub fn items(&self) -> &[TrustItem] {
         &self.items

@@ -99,6 +99,33 @@ impl TrustStore {
         Ok(record)
     }
 
+    /// Adds the items of `manifest` to what the workspace at `root` is trusted for (what a
+    /// command that loads some of its agents asked about), keeping what was trusted before.
+    pub fn add(&self, root: &Path, manifest: &TrustManifest) -> Result<TrustRecord, HostError> {
+        let root = canonical(root);
+        let mut added = None;
+        self.update(|file| {
+            let mut items: Vec<TrustItem> = file
+                .workspaces
+                .iter()
+                .find(|old| old.root == root)
+                .map(|old| old.items.clone())
+                .unwrap_or_default();
+            items.extend(manifest.items().iter().cloned());
+            let all = TrustManifest::from_items(items);
+            let record = TrustRecord {
+                root: root.clone(),
+                digest: all.digest(),
+                trusted_at_ms: flue_core::util::now_ms(),
+                items: all.items().to_vec(),
+            };
+            file.workspaces.retain(|old| old.root != root);
+            file.workspaces.push(record.clone());
+            added = Some(record);
+        })?;
+        added.ok_or_else(|| self.error("nothing was recorded".to_owned()))
+    }
+
     /// Forgets the workspace at `root`; whether it was trusted.
     pub fn revoke(&self, root: &Path) -> Result<bool, HostError> {
         let root = canonical(root);
