@@ -51,12 +51,19 @@ impl Dev {
 
     /// `flue dev` with `extra` arguments.
     pub(crate) fn start_with(root: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command
             .env("FLUE_TRUST", "1")
             .args(["dev", "--port", "0", "--root"])
             .arg(root)
             .args(extra)
-            .env_remove("FLUE_LOG")
+            .env_remove("FLUE_LOG");
+        Self::start_command(command)
+    }
+
+    /// `command` (a `flue dev` with its arguments and environment), started.
+    pub(crate) fn start_command(mut command: Command) -> Self {
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -111,7 +118,7 @@ impl Dev {
     }
 
     /// Posts a message; returns the submission id.
-    fn send(&self, conversation: &str, text: &str) -> String {
+    pub(crate) fn send(&self, conversation: &str, text: &str) -> String {
         let (status, body) = http(
             &self.addr,
             "POST",
@@ -124,7 +131,7 @@ impl Dev {
     }
 
     /// Waits for the submission to settle; returns its status.
-    fn settled(&self, conversation: &str, submission: &str) -> Value {
+    pub(crate) fn settled(&self, conversation: &str, submission: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let status = self.get(&format!("/agents/{conversation}/submissions/{submission}"));

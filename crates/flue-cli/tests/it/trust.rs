@@ -465,3 +465,28 @@ fn init_trusts_what_it_creates() {
     let root = std::fs::canonicalize(dir.path().join("ws")).unwrap();
     assert_eq!(listed["workspaces"][0]["root"], root.display().to_string());
 }
+
+#[test]
+fn flue_dev_serves_an_untrusted_workspace_but_runs_none_of_it() {
+    let h = Hostile::new();
+    let mut command = h.command(&["dev", "--port", "0"]);
+    command.stdin(std::process::Stdio::null());
+    let dev = crate::dev::Dev::start_command(command);
+    assert!(dev.log().contains("is not trusted"), "{}", dev.log());
+    // The console answers; a message to the agent is refused, saying why.
+    let agents = dev.get("/_flue/dev/state");
+    assert!(agents.is_object());
+    let submission = dev.send("a/c1", "hi");
+    let settled = dev.settled("a/c1", &submission);
+    assert!(
+        settled.to_string().contains("not trusted"),
+        "refused with the reason: {settled}"
+    );
+    // No hook, no MCP command, no schedule tick, no provider call, no database.
+    h.assert_untouched("flue dev");
+    let conversations = dev.get("/_flue/dev/conversations");
+    assert!(
+        !conversations.to_string().contains("nightly"),
+        "the schedule fired: {conversations}"
+    );
+}
