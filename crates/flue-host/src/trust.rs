@@ -67,7 +67,7 @@ impl TrustPolicy {
         Err(HostError::Untrusted {
             root: root.to_path_buf(),
             changed,
-            needs: uncovered.iter().map(|item| item.to_string()).collect(),
+            needs: uncovered.iter().map(ToString::to_string).collect(),
         })
     }
 

@@ -123,7 +123,7 @@ impl TrustStore {
             file.workspaces.push(record.clone());
             added = Some(record);
         })?;
-        added.ok_or_else(|| self.error("nothing was recorded".to_owned()))
+        added.ok_or_else(|| self.error("nothing was recorded"))
     }
 
     /// Forgets the workspace at `root`; whether it was trusted.
@@ -161,15 +161,15 @@ impl TrustStore {
         {
             Ok(bytes) => bytes,
             Err(err) if err.is_not_found() => return Ok(TrustFile::default()),
-            Err(err) => return Err(self.error(format!("cannot read it: {err}"))),
+            Err(err) => return Err(self.error(&format!("cannot read it: {err}"))),
         };
         let file: TrustFile = serde_json::from_slice(&bytes).map_err(|err| {
-            self.error(format!(
+            self.error(&format!(
                 "it is not a trust file ({err}); delete it to trust workspaces anew"
             ))
         })?;
         if file.version > VERSION {
-            return Err(self.error(format!(
+            return Err(self.error(&format!(
                 "it was written by a newer flue (format {}); upgrade flue",
                 file.version
             )));
@@ -180,16 +180,17 @@ impl TrustStore {
     /// Reads, changes and replaces the file under the lock: a synced temporary file renamed
     /// over the old one, so a crash leaves the old records or the new ones.
     fn update(&self, change: impl FnOnce(&mut TrustFile)) -> Result<(), HostError> {
-        create_private_dir(&self.dir).map_err(|err| self.error(format!("cannot create: {err}")))?;
+        create_private_dir(&self.dir)
+            .map_err(|err| self.error(&format!("cannot create: {err}")))?;
         let lock = std::fs::File::create(self.dir.join(LOCK_NAME))
-            .map_err(|err| self.error(format!("cannot lock: {err}")))?;
+            .map_err(|err| self.error(&format!("cannot lock: {err}")))?;
         lock.lock()
-            .map_err(|err| self.error(format!("cannot lock: {err}")))?;
+            .map_err(|err| self.error(&format!("cannot lock: {err}")))?;
         let mut file = self.read()?;
         change(&mut file);
         file.version = VERSION;
         let json = serde_json::to_vec_pretty(&file)
-            .map_err(|err| self.error(format!("cannot write: {err}")))?;
+            .map_err(|err| self.error(&format!("cannot write: {err}")))?;
         let temp = self
             .dir
             .join(format!("{FILE_NAME}.{}.tmp", std::process::id()));
@@ -197,11 +198,11 @@ impl TrustStore {
             .and_then(|()| std::fs::rename(&temp, self.path()))
             .map_err(|err| {
                 let _ = std::fs::remove_file(&temp);
-                self.error(format!("cannot write: {err}"))
+                self.error(&format!("cannot write: {err}"))
             })
     }
 
-    fn error(&self, problem: String) -> HostError {
+    fn error(&self, problem: &str) -> HostError {
         HostError::TrustFile {
             message: format!("trust file {}: {problem}", self.path().display()),
         }

@@ -1,3 +1,4 @@
+//! Trust manifests of hostile workspaces, the records a user keeps, and the policies that read them.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
