@@ -24,7 +24,8 @@ if (mode === "stdio") {
   const config = {
     command: process.env.FLUE_BIN,
     args: ["mcp", "serve", "--root", process.env.ROOT],
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" },
+    // FLUE_TRUST: the tests' workspaces are trusted for the one process (docs/security.md).
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", FLUE_TRUST: process.env.FLUE_TRUST ?? "" },
   };
   transport = new StdioClientTransport({ ...config, stderr: "inherit" });
 } else {

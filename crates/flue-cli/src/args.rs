@@ -19,6 +19,11 @@ use flue_build::SandboxKind;
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// Trust the workspace for this one command, without recording it (also
+    /// `FLUE_TRUST=1`): its hooks, MCP servers, host sandboxes, schedules and the endpoints
+    /// and variables it names are used. For CI and scripts; see `flue trust`.
+    #[arg(long, global = true)]
+    pub(crate) trust: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,6 +79,10 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: TrashCommand,
     },
+    /// Trust a workspace: let its hooks, MCP servers, host sandboxes and schedules run and
+    /// its endpoints get your keys (recorded in your own configuration, not the workspace).
+    #[command(after_help = TRUST_HELP)]
+    Trust(TrustArgs),
     /// Serve the workspace's agents to MCP clients (`serve`), and sign in to and out of remote
     /// MCP servers that use OAuth (`login`, `logout`).
     #[command(after_help = MCP_HELP)]
@@ -82,6 +91,17 @@ pub(crate) enum Command {
         command: McpCommand,
     },
 }
+
+const TRUST_HELP: &str = "Examples:
+  flue trust                     (show what the workspace runs and where it sends keys; trust it)
+  flue trust --list
+  flue trust --revoke --root ~/src/agents
+  flue run reviewer -m hi --trust (this command only; or FLUE_TRUST=1)
+
+A workspace is untrusted until you trust it: `build`, `tools`, `run --dry-run`, `session` and
+the `dev` console work and run nothing of it; commands that would run its hooks, MCP servers,
+host sandboxes or schedules, or send your keys where it says, ask on a terminal and refuse
+elsewhere. A change to what trust covers asks again. Docs: docs/security.md#workspace-trust";
 
 const RUN_HELP: &str = "Examples:
   flue run hello -m \"What does the greeting file say?\"
@@ -735,6 +755,22 @@ pub(crate) struct DevArgs {
     /// opening or its previous response (so also how long an idle keep-alive connection stays).
     #[arg(long, default_value_t = 20_000, value_name = "MS")]
     pub(crate) header_timeout_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TrustArgs {
+    /// Workspace directory (default: found from the current directory).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// List the trusted workspaces.
+    #[arg(long, conflicts_with = "revoke")]
+    pub(crate) list: bool,
+    /// Stop trusting the workspace.
+    #[arg(long)]
+    pub(crate) revoke: bool,
+    /// Print the record (or, with --list, every record) as JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

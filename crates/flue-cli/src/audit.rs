@@ -63,7 +63,7 @@ pub(crate) async fn open_inspected_store(
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let env = flue_host::Env::for_root(vars, root, None)?;
     // Its errors name the file or `user@host:port/database` already.
-    let opened = flue_host::open_inspect_store(root, url, &env).await?;
+    let opened = flue_host::open_inspect_store(root, url, &env, &crate::trust::policy()).await?;
     Ok(opened.map(|opened| opened.store))
 }
 

@@ -41,6 +41,13 @@ pub(crate) fn init(args: &InitArgs) -> anyhow::Result<Exit> {
         None => cwd,
     };
     let created = scaffold(&dir)?;
+    // The user's own new workspace: trusted as it is, so adding a hook later asks once.
+    if let Err(err) = crate::trust::trust_created(&dir) {
+        eprintln!(
+            "warning: cannot record trust in the new workspace: {}",
+            escape_controls(&format!("{err:#}"))
+        );
+    }
     let shown = escape_controls(&dir.display().to_string()).into_owned();
     for path in &created {
         eprintln!("created {}", escape_controls(&path.display().to_string()));

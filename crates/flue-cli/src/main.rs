@@ -28,6 +28,7 @@ mod setup;
 mod terminal;
 mod tools;
 mod trash;
+mod trust;
 mod workspace;
 
 use std::io::Write;
@@ -96,6 +97,7 @@ fn main() -> ExitCode {
             .into();
         }
     };
+    trust::init(cli.trust);
     // `flue serve` and `flue dev` serve many conversations: all cores. Everything else: one
     // thread.
     let serving = matches!(
@@ -149,6 +151,7 @@ fn main() -> ExitCode {
             Command::Serve(serve_args) => serve::serve(serve_args).await,
             Command::Dev(dev_args) => dev::dev(dev_args).await,
             Command::Init(init_args) => init::init(&init_args),
+            Command::Trust(trust_args) => trust::trust(&trust_args),
             Command::Trash {
                 command: TrashCommand::List(list_args),
             } => trash::list(list_args).await,

@@ -12,7 +12,7 @@ use crate::workspace::resolve_root;
 /// Runs `flue mcp login`: the url goes to stderr (and to a browser on a desktop); the tokens
 /// go to the workspace store, never to the terminal.
 pub(crate) async fn login(args: &McpServerArgs) -> anyhow::Result<Exit> {
-    let agents = agents(args)?;
+    let agents = crate::trust::ensure(agents(args)?)?;
     let server = args.server.as_str();
     let show_url = move |url: &str| {
         eprintln!("to sign in to mcp server `{server}`, open this url in a browser:\n\n  {url}\n");
@@ -44,7 +44,7 @@ fn agents(args: &McpServerArgs) -> anyhow::Result<AgentSet> {
     let vars = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let env = Env::for_root(vars, &root, args.env_file.as_deref())?;
-    Ok(AgentSet::from_workspace(&root, env)?)
+    Ok(crate::trust::apply(AgentSet::from_workspace(&root, env)?))
 }
 
 /// Opens `url` in the desktop's browser when there is one; the printed url is the fallback.

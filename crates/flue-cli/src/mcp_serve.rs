@@ -27,11 +27,11 @@ pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
     } else {
         None
     };
-    let agents = load_agents(
+    let agents = crate::trust::ensure(load_agents(
         args.root.as_deref(),
         args.bundle.as_deref(),
         args.env_file.as_deref(),
-    )?;
+    )?)?;
     let opened = StoreChoice::Configured(args.store.clone())
         .open(&agents)
         .await

@@ -333,6 +333,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
     }
     let (agents, agent_name) = load(args)?;
     agents.agent(&agent_name)?;
+    let agents = crate::trust::ensure(agents)?;
     let opened = StoreChoice::Workspace.open(&agents).await?;
     let store = Arc::clone(&opened.store);
     let id = match &args.id {

@@ -164,11 +164,12 @@ pub(crate) async fn shutdown_signal() {
 
 /// The agents of the workspace or bundle.
 fn load(args: &ServeArgs) -> anyhow::Result<AgentSet> {
-    load_agents(
+    let agents = load_agents(
         args.root.as_deref(),
         args.bundle.as_deref(),
         args.env_file.as_deref(),
-    )
+    )?;
+    Ok(crate::trust::ensure(agents)?)
 }
 
 /// The agents of the workspace at `root`, or of `bundle` working in `root`.
@@ -183,7 +184,7 @@ pub(crate) fn load_agents(
             .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)))
     };
     let env = |root: &Path| Env::for_root(vars(), root, env_file);
-    Ok(match bundle {
+    let agents = match bundle {
         Some(bundle) => {
             let root = match root {
                 Some(root) => resolve_root(Some(root))?,
@@ -195,7 +196,8 @@ pub(crate) fn load_agents(
             let root = resolve_root(root)?;
             AgentSet::from_workspace(&root, env(&root)?)?
         }
-    })
+    };
+    Ok(crate::trust::apply(agents))
 }
 
 /// The error of a failed bind of `ip:port`; a port in use gets the fix (`--port`).

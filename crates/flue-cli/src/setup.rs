@@ -46,7 +46,7 @@ pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
             None => current_dir()?,
         };
         let agents = AgentSet::from_bundle(bundle, &root, env(args, &root)?)?;
-        return Ok((agents, args.agent.clone()));
+        return Ok((crate::trust::apply(agents), args.agent.clone()));
     }
     let agent_file = agent_file_path(&args.agent);
     let root = match (&args.root, &agent_file) {
@@ -74,7 +74,7 @@ pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
             (agents, args.agent.clone())
         }
     };
-    Ok((agents, agent_name))
+    Ok((crate::trust::apply(agents), agent_name))
 }
 
 /// The process environment over `--env FILE` or the workspace's `.env`.

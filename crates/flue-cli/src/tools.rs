@@ -118,7 +118,7 @@ async fn assemble(agents: &AgentSet, agent: &str, args: &RunArgs) -> anyhow::Res
     let options = harness_options(args);
     let throwaway = StoreChoice::Memory.open(agents).await?;
     let opened = agents
-        .open(agent, "dry-run", throwaway.store, &options)
+        .open_preview(agent, "dry-run", throwaway.store, &options)
         .await;
     let opened = match opened {
         Ok(opened) => opened,
@@ -159,6 +159,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
     }
     let (agents, agent) = load(args)?;
     agents.agent(&agent)?;
+    let agents = crate::trust::ensure(agents)?;
     let store = StoreChoice::Workspace.open(&agents).await?.store;
     let id = match &args.id {
         Some(id) => id.clone(),

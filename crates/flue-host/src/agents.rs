@@ -15,7 +15,7 @@ use flue_core::{
 use crate::mcp::McpServers;
 use crate::providers::Providers;
 use crate::sandbox::{self, OpenSandbox};
-use crate::{Env, HostError};
+use crate::{Env, HostError, TrustManifest, TrustPolicy};
 
 /// The agents of one workspace or bundle, ready to open harnesses.
 ///
@@ -37,6 +37,18 @@ pub struct AgentSet {
     mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
     /// Tokens the agents' models spent answering MCP sampling requests.
     sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
+    /// What the workspace would run or send secrets to.
+    manifest: TrustManifest,
+    /// Whether that may happen.
+    trust: TrustPolicy,
+}
+
+/// Why a harness is prepared: to run (everything needs trust), or to show what it would be
+/// (`--dry-run`, listings), which runs and connects nothing of an untrusted workspace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Run,
+    Preview,
 }
 
 /// What [`AgentSet::prepare`] hands over: a builder lacking only sandbox, instance id and
@@ -176,6 +188,7 @@ impl AgentSet {
         env: Env,
         scripts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<Self, HostError> {
+        let manifest = TrustManifest::of(&workspace, &env);
         let mut providers = Providers::load(root, &env, &workspace.config);
         if !scripts.is_empty() {
             let mut scripted = ScriptedProvider::new(root);
@@ -192,7 +205,42 @@ impl AgentSet {
             providers,
             mcp: tokio::sync::Mutex::new(BTreeMap::new()),
             sampling_usage: Arc::new(std::sync::Mutex::new(flue_core::Usage::default())),
+            manifest,
+            trust: TrustPolicy::Denied,
         })
+    }
+
+    /// Decides with `trust` whether what the workspace declares may run (hooks, MCP servers,
+    /// host sandboxes, schedules, endpoints and variables of its choosing). The default is
+    /// [`TrustPolicy::Denied`]: a workspace that declares any of them runs no agent until
+    /// trusted; an embedder loading a workspace of its own passes [`TrustPolicy::Granted`].
+    #[must_use]
+    pub fn with_trust(mut self, trust: TrustPolicy) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// What the workspace would run on the host or send the user's secrets to.
+    pub fn trust_manifest(&self) -> &TrustManifest {
+        &self.manifest
+    }
+
+    /// The trust policy the set was given.
+    pub fn trust_policy(&self) -> &TrustPolicy {
+        &self.trust
+    }
+
+    /// `Ok` when the workspace may run its agents: it declares nothing that needs trust, or
+    /// its policy trusts all of it (a recorded trust is read anew each time).
+    pub fn require_trust(&self) -> Result<(), HostError> {
+        self.trust.require(&self.root, &self.manifest)
+    }
+
+    /// Whether [`AgentSet::require_trust`] passes.
+    pub fn is_trusted(&self) -> bool {
+        self.trust
+            .uncovered(&self.root, &self.manifest)
+            .is_ok_and(|uncovered| uncovered.is_empty())
     }
 
     /// Signs in to the remote MCP server `server` (declared in flue.toml or by an agent): runs
@@ -204,6 +252,7 @@ impl AgentSet {
         server: &str,
         show_url: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<(), HostError> {
+        self.require_trust()?;
         let (url, oauth) = self.remote_server(server)?;
         flue_connectors::login_mcp_server(server, &url, oauth, show_url).await?;
         Ok(())
@@ -363,7 +412,33 @@ impl AgentSet {
         store: Arc<dyn DynSessionStore>,
         options: &HarnessOptions,
     ) -> Result<AgentHarness, HostError> {
-        let prepared = self.prepare(agent, options).await?;
+        self.open_for(Purpose::Run, agent, instance_id, store, options)
+            .await
+    }
+
+    /// As [`AgentSet::open`], to show the harness rather than run it (`flue tools`,
+    /// `--dry-run`): a workspace the user has not trusted opens without its hooks and MCP
+    /// servers, in the virtual sandbox, with a warning saying so; nothing of it runs.
+    pub async fn open_preview(
+        &self,
+        agent: &str,
+        instance_id: &str,
+        store: Arc<dyn DynSessionStore>,
+        options: &HarnessOptions,
+    ) -> Result<AgentHarness, HostError> {
+        self.open_for(Purpose::Preview, agent, instance_id, store, options)
+            .await
+    }
+
+    async fn open_for(
+        &self,
+        purpose: Purpose,
+        agent: &str,
+        instance_id: &str,
+        store: Arc<dyn DynSessionStore>,
+        options: &HarnessOptions,
+    ) -> Result<AgentHarness, HostError> {
+        let prepared = self.prepare_for(purpose, agent, options).await?;
         let sandbox = self.open_sandbox(&prepared).await?;
         let built = prepared
             .builder
@@ -396,7 +471,13 @@ impl AgentSet {
     ) -> Result<(String, Vec<flue_core::model::ToolSchema>), HostError> {
         let store: Arc<dyn DynSessionStore> = Arc::new(flue_core::MemoryStore::new());
         let opened = self
-            .open(agent, "dry-run", store, &HarnessOptions::default())
+            .open_for(
+                Purpose::Preview,
+                agent,
+                "dry-run",
+                store,
+                &HarnessOptions::default(),
+            )
             .await?;
         let harness = opened.harness();
         let assembled = harness
@@ -422,7 +503,25 @@ impl AgentSet {
         agent: &str,
         options: &HarnessOptions,
     ) -> Result<Prepared, HostError> {
+        self.prepare_for(Purpose::Run, agent, options).await
+    }
+
+    /// [`AgentSet::prepare`] for `purpose`: running needs trust; a preview of an untrusted
+    /// workspace gets the virtual sandbox, no hooks and no MCP servers (and says so).
+    async fn prepare_for(
+        &self,
+        purpose: Purpose,
+        agent: &str,
+        options: &HarnessOptions,
+    ) -> Result<Prepared, HostError> {
         let agent_file = self.agent_file(agent)?;
+        let untrusted_preview = match purpose {
+            Purpose::Run => {
+                self.require_trust()?;
+                false
+            }
+            Purpose::Preview => !self.is_trusted(),
+        };
         let mut sandbox = SandboxSettings::resolve(
             self.workspace.config.sandbox.as_ref(),
             agent_file.sandbox,
@@ -431,17 +530,26 @@ impl AgentSet {
         if let Some(kind) = options.sandbox {
             sandbox = sandbox.with_kind(kind);
         }
+        if untrusted_preview {
+            sandbox = sandbox.with_kind(SandboxKind::Virtual);
+        }
         let base = self.workspace.agent_config(agent)?;
         let model = options.model.clone().or_else(|| base.model.clone());
         self.providers.check(model.as_deref())?;
-        let warnings: Vec<String> = model
+        let mut warnings: Vec<String> = model
             .as_deref()
             .and_then(|model| self.providers.warning(model))
             .into_iter()
             .collect();
-        let mut config = self
-            .with_mcp_tools(agent, base, model.as_deref(), options)
-            .await?;
+        let mut config = if untrusted_preview {
+            warnings.push(UNTRUSTED_PREVIEW.to_owned());
+            let mut base = base;
+            base.hooks.clear();
+            base
+        } else {
+            self.with_mcp_tools(agent, base, model.as_deref(), options)
+                .await?
+        };
         if let Some(model) = model {
             config.model = Some(model);
         }
@@ -479,9 +587,12 @@ impl AgentSet {
     ) -> Result<ResolvedAgent, HostError> {
         let base = self.workspace.agent_config(agent)?;
         let model = options.model.clone().or_else(|| base.model.clone());
-        let config = self
-            .with_mcp_tools(agent, base, model.as_deref(), options)
-            .await?;
+        let config = if self.is_trusted() {
+            self.with_mcp_tools(agent, base, model.as_deref(), options)
+                .await?
+        } else {
+            base
+        };
         Ok(config.resolve()?)
     }
 
@@ -551,6 +662,11 @@ impl AgentSet {
         warnings
     }
 }
+
+/// The warning of a preview of a workspace the user has not trusted.
+const UNTRUSTED_PREVIEW: &str = "the workspace is not trusted: this shows the agent without its \
+     hooks and MCP servers, in the virtual sandbox (nothing of the workspace ran); run `flue \
+     trust` to see all of it";
 
 /// The agent name of an agent file given by path: its stem (`reviews/strict.md` -> `strict`).
 pub fn agent_name_of_file(file: &Path) -> String {

@@ -34,6 +34,8 @@ pub struct Env {
     vars: BTreeMap<String, String>,
     /// Values from the env file.
     file: BTreeMap<String, String>,
+    /// True when the env file is the workspace's own `.env` (not one the user named).
+    file_from_workspace: bool,
     /// Values read with [`Env::secret`]; shared by clones, so a harness opened later redacts
     /// what any of them read.
     read_secrets: Arc<Mutex<BTreeSet<String>>>,
@@ -60,6 +62,7 @@ impl Env {
         Self {
             vars: vars.into_iter().collect(),
             file: BTreeMap::new(),
+            file_from_workspace: false,
             read_secrets: Arc::default(),
         }
     }
@@ -121,7 +124,9 @@ impl Env {
                 let read = WorkspaceFiles::open(root)
                     .map_err(WorkspaceFileError::Io)
                     .and_then(|files| files.read(".env", MAX_CONFIG_BYTES));
-                env.with_read(&root.join(".env"), false, read)
+                let mut env = env.with_read(&root.join(".env"), false, read)?;
+                env.file_from_workspace = true;
+                Ok(env)
             }
         }
     }
@@ -129,6 +134,15 @@ impl Env {
     /// The value of `key`: the given variables first, then the file.
     pub fn get(&self, key: &str) -> Option<String> {
         self.vars.get(key).or_else(|| self.file.get(key)).cloned()
+    }
+
+    /// The value of `key` when it comes from the workspace's own `.env` (the environment
+    /// does not set it): a value the workspace chose, not the user.
+    pub(crate) fn workspace_file_value(&self, key: &str) -> Option<&str> {
+        if !self.file_from_workspace || self.vars.contains_key(key) {
+            return None;
+        }
+        self.file.get(key).map(String::as_str)
     }
 
     /// The value of `key`, as [`Env::get`], remembered as a secret for [`Env::secrets`].

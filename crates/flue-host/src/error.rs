@@ -48,6 +48,25 @@ pub enum HostError {
     /// Workspace (or bundle) validation failed: every problem, with file and line.
     #[error("{0}")]
     Diagnostics(Diagnostics),
+    /// The workspace declares commands to run or places to send the user's secrets, and the
+    /// user has not trusted it (or what trust covers changed): the user reviews the list and
+    /// runs `flue trust`, or trusts it for one process with `--trust` or `FLUE_TRUST=1`.
+    #[error("{}", untrusted_message(root, *changed, needs))]
+    Untrusted {
+        /// The workspace root.
+        root: PathBuf,
+        /// True when the workspace was trusted before and what trust covers changed since.
+        changed: bool,
+        /// What needs trust, one line each.
+        needs: Vec<String>,
+    },
+    /// The user's trust file cannot be read or written: the message names the file and the
+    /// fix.
+    #[error("{message}")]
+    TrustFile {
+        /// The file, what went wrong and the fix.
+        message: String,
+    },
     /// A runtime error (configuration, provider, sandbox, MCP, store).
     #[error(transparent)]
     Core(#[from] FlueError),
@@ -62,6 +81,8 @@ impl HostError {
             Self::UnknownAgent { .. } => "unknown_agent",
             Self::EnvFile { .. } => "invalid_env_file",
             Self::Diagnostics(_) => "invalid_config",
+            Self::Untrusted { .. } => "workspace_untrusted",
+            Self::TrustFile { .. } => "trust_file",
             Self::Core(err) => err.kind(),
         }
     }
@@ -93,7 +114,31 @@ impl From<HostError> for FlueError {
             other @ (HostError::RootNotFound { .. }
             | HostError::RootUnreadable { .. }
             | HostError::EnvFile { .. }
-            | HostError::Diagnostics(_)) => FlueError::config(other.to_string()),
+            | HostError::Diagnostics(_)
+            | HostError::Untrusted { .. }
+            | HostError::TrustFile { .. }) => FlueError::config(other.to_string()),
         }
     }
+}
+
+/// The message of [`HostError::Untrusted`]: what needs trust and the three ways to give it.
+fn untrusted_message(root: &std::path::Path, changed: bool, needs: &[String]) -> String {
+    let state = if changed {
+        "changed since you trusted it (or this command uses parts of it you have not trusted)"
+    } else {
+        "is not trusted"
+    };
+    let mut message = format!("the workspace {} {state}, and it would:\n", root.display());
+    for line in needs {
+        message.push_str("  - ");
+        message.push_str(line);
+        message.push('\n');
+    }
+    message.push_str(&format!(
+        "review it, then run `flue trust --root {}` to trust it (recorded in your own \
+         configuration, not in the workspace), or pass --trust (or set FLUE_TRUST=1) to trust \
+         it for this one command",
+        root.display()
+    ));
+    message
 }

@@ -60,6 +60,7 @@ mod schedule;
 mod store;
 mod tokens;
 mod trash;
+mod trust;
 
 pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
 pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
@@ -76,3 +77,4 @@ pub use host::Host;
 pub use root::{DB_PATH, find_root, resolve_root, store_path};
 pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
 pub use trash::{restore_from_trash, rewind_workspace};
+pub use trust::{TrustItem, TrustKind, TrustManifest, TrustPolicy, TrustRecord, TrustStore};

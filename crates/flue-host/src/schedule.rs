@@ -102,12 +102,18 @@ async fn run(
             return;
         }
         let agents = host.agents();
-        let schedules: Vec<Schedule> = agents
-            .workspace()
-            .schedules()
-            .into_iter()
-            .cloned()
-            .collect();
+        // A schedule runs an agent with no request: only in a workspace the user trusts
+        // (read anew each round, so trust given while the server runs takes effect).
+        let schedules: Vec<Schedule> = if agents.is_trusted() {
+            agents
+                .workspace()
+                .schedules()
+                .into_iter()
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         drop(agents);
         let now = now_ms();
         let mut wake: Option<u64> = None;

@@ -12,7 +12,7 @@ use flue_build::{StoreSettings, Workspace};
 use flue_core::{FlueError, MemoryStore, store::DynConversationStore};
 use flue_store::{PostgresOptions, PostgresStore, SqliteStore};
 
-use crate::{AgentSet, Env, HostError, store_path};
+use crate::{AgentSet, Env, HostError, TrustManifest, TrustPolicy, store_path};
 
 /// Where an app keeps its conversations.
 #[derive(Clone, Debug, Default)]
@@ -83,7 +83,14 @@ pub async fn open_serve_store(
     agents: &AgentSet,
     url: Option<&str>,
 ) -> Result<ServeStore, HostError> {
-    let settings = agents.workspace().config.store.as_ref();
+    let config = &agents.workspace().config;
+    if url.is_none() {
+        // flue.toml's database is the workspace's choice, and its URL may carry a secret.
+        agents
+            .trust_policy()
+            .require(agents.root(), &TrustManifest::of_store(config))?;
+    }
+    let settings = config.store.as_ref();
     match configured_url(url, settings) {
         Some((template, origin)) => open_postgres(&template, origin, settings, agents.env()).await,
         None => {
@@ -102,17 +109,22 @@ pub async fn open_serve_store(
 /// read, chosen as `flue serve` chooses it: `url` (their `--store`), else flue.toml's
 /// `[store] url` (flue.toml alone is read, so a broken agent file does not hide the
 /// conversations), else `.flue/flue.db`. `None` when that is the SQLite file and it does
-/// not exist yet (nothing ran in the workspace).
+/// not exist yet (nothing ran in the workspace). flue.toml's URL is used only when `trust`
+/// covers it.
 pub async fn open_inspect_store(
     root: &Path,
     url: Option<&str>,
     env: &Env,
+    trust: &TrustPolicy,
 ) -> Result<Option<ServeStore>, HostError> {
     let config = match url {
         // `--store` wins: flue.toml is not needed (nor may it break the command).
         Some(_) => None,
         None => Some(Workspace::load_config(root).map_err(HostError::Diagnostics)?),
     };
+    if let Some(config) = &config {
+        trust.require(root, &TrustManifest::of_store(config))?;
+    }
     let settings = config.as_ref().and_then(|config| config.store.as_ref());
     match configured_url(url, settings) {
         Some((template, origin)) => open_postgres(&template, origin, settings, env)

@@ -61,6 +61,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
         }
     };
     let build_ms = millis(started.elapsed());
+    let agents = crate::trust::ensure_or_warn(agents);
     watcher.refresh(&root, &watched_files(&agents, env_file.as_deref()));
 
     let n_agents = agents.agents().len();
@@ -166,6 +167,9 @@ async fn reload(
         .collect();
     match loaded {
         Ok(agents) => {
+            if let Err(err) = agents.require_trust() {
+                crate::trust::warn_untrusted(&err);
+            }
             let files = watched_files(&agents, env_file);
             let build_ms = millis(started.elapsed());
             let n_agents = app.reloaded(agents, changed.clone(), build_ms);
@@ -188,6 +192,7 @@ async fn reload(
 fn load(root: &Path, env_file: Option<&Path>) -> Result<AgentSet, Vec<BuildProblem>> {
     Env::for_root(process_vars(), root, env_file)
         .and_then(|env| AgentSet::from_workspace(root, env))
+        .map(crate::trust::apply)
         .map_err(BuildProblem::from_error)
 }
 

@@ -207,6 +207,7 @@ fn chat_applies_the_budget_flags_to_every_message() {
     let workspace = workspace("", "");
     let output = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args(["chat", "looper", "--id", "ch", "--max-turns", "1", "--root"])
         .arg(workspace.root())
         .write_stdin("loop\nhi\n")

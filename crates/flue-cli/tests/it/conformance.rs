@@ -74,6 +74,7 @@ fn every_client_scenario_of_the_conformance_suite_passes() {
             .path()
             .join(format!("{}-{attempt}", scenario.replace('/', "_")));
         let child = Command::new(&node)
+            .env("FLUE_TRUST", "1")
             .args([
                 &suite,
                 "client",

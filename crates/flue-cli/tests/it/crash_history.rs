@@ -34,6 +34,7 @@ use crate::{Workspace, json, stderr, stdout};
 /// A `flue` child with `--root`, its output discarded.
 fn spawn(ws: &Workspace, args: &[&str]) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(args)
         .arg("--root")
         .arg(ws.root())
@@ -687,6 +688,7 @@ fn a_memory_write_cut_off_by_kill_9_stores_its_note_once_or_is_answered_interrup
             // These kills land just after a call started (this step's, or an earlier one's
             // recovered first), within the few milliseconds around the note's write.
             let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+                .env("FLUE_TRUST", "1")
                 .args(&args)
                 .arg("--root")
                 .arg(ws.root())

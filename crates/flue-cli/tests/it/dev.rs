@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 pub(crate) fn init_workspace() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["init", "ws"])
         .current_dir(dir.path())
         .output()
@@ -29,6 +30,7 @@ pub(crate) fn init_workspace() -> (tempfile::TempDir, PathBuf) {
 /// `flue <args>`, run to completion.
 fn flue(args: &[&str]) -> std::process::Output {
     Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(args)
         .env_remove("FLUE_LOG")
         .output()
@@ -49,11 +51,19 @@ impl Dev {
 
     /// `flue dev` with `extra` arguments.
     pub(crate) fn start_with(root: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command
+            .env("FLUE_TRUST", "1")
             .args(["dev", "--port", "0", "--root"])
             .arg(root)
             .args(extra)
-            .env_remove("FLUE_LOG")
+            .env_remove("FLUE_LOG");
+        Self::start_command(command)
+    }
+
+    /// `command` (a `flue dev` with its arguments and environment), started.
+    pub(crate) fn start_command(mut command: Command) -> Self {
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -108,7 +118,7 @@ impl Dev {
     }
 
     /// Posts a message; returns the submission id.
-    fn send(&self, conversation: &str, text: &str) -> String {
+    pub(crate) fn send(&self, conversation: &str, text: &str) -> String {
         let (status, body) = http(
             &self.addr,
             "POST",
@@ -121,7 +131,7 @@ impl Dev {
     }
 
     /// Waits for the submission to settle; returns its status.
-    fn settled(&self, conversation: &str, submission: &str) -> Value {
+    pub(crate) fn settled(&self, conversation: &str, submission: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let status = self.get(&format!("/agents/{conversation}/submissions/{submission}"));
@@ -255,6 +265,7 @@ fn init_scaffolds_a_workspace_that_runs_offline_and_never_overwrites() {
     // A second init into the same folder writes nothing.
     std::fs::write(root.join("notes.md"), "mine").unwrap();
     let again = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["init"])
         .arg(&root)
         .output()
@@ -274,6 +285,7 @@ fn init_scaffolds_a_workspace_that_runs_offline_and_never_overwrites() {
     let other = tempfile::tempdir().unwrap();
     std::fs::write(other.path().join("flue.toml"), "# mine\n").unwrap();
     let refused = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["init"])
         .current_dir(other.path())
         .output()
@@ -440,6 +452,7 @@ fn a_broken_workspace_at_start_is_reported_and_served_once_fixed() {
     )
     .unwrap();
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["dev", "--port", "0", "--root"])
         .arg(&root)
         .stdout(Stdio::null())

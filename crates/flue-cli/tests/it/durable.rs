@@ -62,6 +62,7 @@ fn worker(steps: u64, sleep: &str) -> Workspace {
 
 fn spawn_run(ws: &Workspace, id: &str, message: &str, extra: &[&str]) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args([
             "run", "worker", "-m", message, "--id", id, "--json", "--root",
         ])

@@ -18,6 +18,7 @@ use crate::{Workspace, json, stderr, stdout};
 fn flue_in(cwd: &Path, args: &[&str]) -> std::process::Output {
     Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args(args)
         .current_dir(cwd)
         .env_remove("FLUE_LOG")
@@ -120,6 +121,7 @@ fn a_message_longer_than_one_argument_can_be_comes_from_stdin() {
     assert!(message.len() > 200_000);
     let output = Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args(["run", "echo", "-m", "-", "--id", "long", "--root"])
         .arg(ws.root())
         .write_stdin(format!("{message}\n"))
@@ -417,6 +419,7 @@ fn a_dry_run_prints_prompt_tools_and_model_and_calls_nothing() {
     // The model override is what the dry run shows (its key is checked, not used).
     let overridden = Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args([
             "run",
             "reviewer",

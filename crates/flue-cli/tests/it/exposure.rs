@@ -334,6 +334,7 @@ fn server_settings_that_cannot_be_safe_are_refused_at_start_and_bearer_is_case_i
 fn serve_until_exit(root: &std::path::Path, args: &[&str]) -> (bool, String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["serve", "--port", "0", "--root"])
         .arg(root)
         .args(args)

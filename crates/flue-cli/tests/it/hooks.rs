@@ -368,6 +368,7 @@ fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
         + &group("PostToolUse", "Bash", count, "");
     let ws = workspace(&hooks);
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args([
             "run", "guarded", "-m", "wait", "--id", "k1", "--json", "--root",
         ])
@@ -450,6 +451,7 @@ fn a_hook_sees_only_the_allow_listed_and_declared_environment() {
         "          env: [DECLARED_VAR]\n",
     ));
     let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args([
             "run", "guarded", "-m", "hello", "--id", "e1", "--json", "--root",
         ])
@@ -475,6 +477,7 @@ fn a_hook_sees_only_the_allow_listed_and_declared_environment() {
 fn flue_chat_runs_the_hooks_for_every_line() {
     let ws = workspace(&group("Stop", "", "python3 hooks/stop_check.py", ""));
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["chat", "guarded", "--id", "t1", "--root"])
         .arg(ws.root())
         .env_remove("FLUE_LOG")

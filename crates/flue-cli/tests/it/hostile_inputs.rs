@@ -31,6 +31,7 @@ fn flue_capped(ws: &Workspace, args: &[&str]) -> Output {
     command
         .arg("-c")
         .arg(format!("ulimit -v {MEMORY_CAP_KIB} && exec \"$0\" \"$@\""))
+        .env("FLUE_TRUST", "1")
         .arg(flue)
         .args(args)
         .arg("--root")
@@ -306,6 +307,7 @@ fn flue_without_privileges(root: &std::path::Path, args: &[&str]) -> Output {
     let mut command = Command::new("unshare");
     command
         .arg("--user")
+        .env("FLUE_TRUST", "1")
         .arg(assert_cmd::cargo::cargo_bin("flue"))
         .args(args)
         .arg("--root")

@@ -66,6 +66,7 @@ impl Hostile {
         let mut command = std::process::Command::new("prlimit");
         command
             .arg(ADDRESS_SPACE)
+            .env("FLUE_TRUST", "1")
             .arg("--")
             .arg(program)
             .args(args)

@@ -49,6 +49,7 @@ mod secrets;
 mod serve;
 mod session_show;
 mod signals;
+mod trust;
 mod try_http;
 
 use std::path::{Path, PathBuf};
@@ -101,6 +102,7 @@ impl Workspace {
     /// `flue <args>` with `--root` pointing here where the command takes it.
     pub fn flue(&self, args: &[&str]) -> Output {
         let mut command = Command::cargo_bin("flue").unwrap();
+        command.env("FLUE_TRUST", "1");
         command
             .args(args)
             .arg("--root")

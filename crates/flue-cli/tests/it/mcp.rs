@@ -499,6 +499,7 @@ fn a_bundle_runs_its_stdio_mcp_server_in_the_directory_it_works_in() {
     let run = |dir: &Path, args: &[&str]| {
         assert_cmd::Command::cargo_bin("flue")
             .unwrap()
+            .env("FLUE_TRUST", "1")
             .current_dir(dir)
             .args(["run", "helper", "--bundle", &bundle, "-m", "add them"])
             .args(args)
@@ -551,6 +552,7 @@ fn serve_bundle(
 ) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["serve", "--bundle", bundle, "--port", "0", "--root"])
         .arg(root)
         .env_remove("FLUE_TOKEN")
@@ -620,6 +622,7 @@ fn flue_serve_runs_a_bundle_with_a_stdio_mcp_server_and_refuses_one_that_cannot_
     let elsewhere = tempfile::tempdir().unwrap();
     let output = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args(["serve", "--bundle", &bundle, "--port", "0", "--root"])
         .arg(elsewhere.path())
         .env_remove("FLUE_TOKEN")

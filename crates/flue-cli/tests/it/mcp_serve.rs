@@ -88,6 +88,7 @@ struct McpServer {
 impl McpServer {
     fn start(root: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .env("FLUE_TRUST", "1")
             .args(["mcp", "serve", "--http", "--port", "0", "--root"])
             .arg(root)
             .args(extra)
@@ -140,6 +141,7 @@ fn client(env: &[(&str, &str)]) -> Value {
     command
         .arg(script)
         .env("FLUE_BIN", assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .env_remove("FLUE_LOG");
     for (key, value) in env {
         command.env(key, value);

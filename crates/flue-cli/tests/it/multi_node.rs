@@ -441,6 +441,7 @@ fn flue_toml_names_the_store_and_a_missing_password_variable_is_named_not_printe
     .unwrap();
     // Without the variable the server refuses to start, naming the variable.
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["serve", "--port", "0", "--root"])
         .arg(workspace.root())
         .env_remove(PASSWORD_VAR)
@@ -509,6 +510,7 @@ fn inspection_commands_read_the_postgres_store_and_name_an_unreachable_one() {
     let _ = std::fs::remove_dir_all(workspace.root().join(".flue"));
     let flue = |args: &[&str]| {
         let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .env("FLUE_TRUST", "1")
             .args(args)
             .arg("--root")
             .arg(workspace.root())

@@ -12,7 +12,7 @@ use crate::{Workspace, stderr, stdout};
 /// (wait until `expect` shows after the previous match, then type `send`), argv[2] a file for
 /// the program's stdout or "" for the terminal, the rest the program and its arguments. Prints
 /// everything the terminal showed; exits with the program's exit code, or 99 on a timeout.
-const DRIVER: &str = r#"
+pub(crate) const DRIVER: &str = r#"
 import json, os, pty, select, sys, time
 steps = json.loads(sys.argv[1])
 stdout_file = sys.argv[2]
@@ -66,6 +66,7 @@ fn on_terminal(steps: &[(&str, &str)], stdout_file: Option<&Path>, args: &[&str]
     let steps = json!(steps).to_string();
     let output = std::process::Command::new("python3")
         .arg("-c")
+        .env("FLUE_TRUST", "1")
         .arg(DRIVER)
         .arg(steps)
         .arg(

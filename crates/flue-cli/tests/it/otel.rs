@@ -199,6 +199,7 @@ fn settle_then_stop(server: &mut Server) {
 
 fn flue_run(ws: &Workspace, collector: &Collector, extra_env: &[(&str, &str)]) {
     let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+    command.env("FLUE_TRUST", "1");
     command
         .args([
             "run",
@@ -416,6 +417,7 @@ fn a_compaction_summary_is_a_chat_span_of_its_operation() {
     let first = ws.flue(&["run", "a", "-m", &"word ".repeat(360), "--id", "c"]);
     assert!(first.status.success(), "{}", stderr(&first));
     let second = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["run", "a", "-m", "again", "--id", "c", "--root"])
         .arg(ws.root())
         .env_remove("FLUE_LOG")
@@ -628,6 +630,7 @@ fn a_hook_decision_is_a_span_of_its_operation() {
         "",
     ));
     let output = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["run", "guarded", "-m", "clean", "--id", "h", "--root"])
         .arg(ws.root())
         .env_remove("FLUE_LOG")

@@ -123,6 +123,7 @@ fn a_denial_and_yes_resume_or_skip_the_pause() {
 fn on_terminal(workspace: &Workspace, answer: &str) -> (Option<i32>, String, String) {
     let pty = nix::pty::openpty(None, None).unwrap();
     let child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["run", "careful", "-m", "go", "--root"])
         .arg(workspace.root())
         .env_remove("FLUE_LOG")

@@ -123,6 +123,7 @@ fn workspace(server: &FakeOpenAi, env_file: &str) -> Workspace {
 /// `flue <args> --root <ws>` with extra environment variables for the child only.
 fn flue_with_env(ws: &Workspace, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let mut command = assert_cmd::Command::cargo_bin("flue").unwrap();
+    command.env("FLUE_TRUST", "1");
     command.args(args).arg("--root").arg(ws.root());
     for (name, value) in vars {
         command.env(name, value);

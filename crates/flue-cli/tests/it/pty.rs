@@ -100,6 +100,7 @@ impl Terminal {
             // Only what a run needs: no secret-named variable of the test's environment makes
             // the renderer hold text back.
             .env_clear()
+            .env("FLUE_TRUST", "1")
             .envs(
                 ["PATH", "HOME", "TMPDIR"]
                     .iter()

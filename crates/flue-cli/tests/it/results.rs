@@ -322,6 +322,7 @@ fn on_a_terminal_the_person_types_the_custom_tools_result() {
     let workspace = custom_tool_workspace();
     let pty = nix::pty::openpty(None, None).unwrap();
     let child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["run", "shop", "-m", "lookup", "--root"])
         .arg(workspace.root())
         .env_remove("FLUE_LOG")

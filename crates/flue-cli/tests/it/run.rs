@@ -232,6 +232,7 @@ fn a_missing_workspace_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let output = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .current_dir(dir.path())
         .args(["run", "hello", "-m", "hi"])
         .output()
@@ -251,6 +252,7 @@ fn the_root_is_found_from_a_subdirectory() {
     std::fs::create_dir_all(&sub).unwrap();
     let output = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .current_dir(&sub)
         .args(["run", "hello", "-m", ASK])
         .output()
@@ -350,6 +352,7 @@ fn ctrl_c_aborts_cleanly_with_exit_130() {
         ),
     ]);
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
         .args(["run", "slow", "-m", "hi", "--json", "--id", "s", "--root"])
         .arg(ws.root())
         .stdout(Stdio::piped())
@@ -405,6 +408,7 @@ fn ctrl_c_aborts_cleanly_with_exit_130() {
 fn help_version_and_unknown_flags() {
     let help = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .arg("--help")
         .output()
         .unwrap();
@@ -412,6 +416,7 @@ fn help_version_and_unknown_flags() {
     assert!(stdout(&help).contains("run"));
     let version = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .arg("--version")
         .output()
         .unwrap();
@@ -421,6 +426,7 @@ fn help_version_and_unknown_flags() {
     );
     let bad = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args(["run", "hello", "-m", "x", "--bogus"])
         .output()
         .unwrap();
@@ -430,6 +436,7 @@ fn help_version_and_unknown_flags() {
     for args in [&[][..], &["run", "hello"][..], &["session", "show"][..]] {
         let usage = assert_cmd::Command::cargo_bin("flue")
             .unwrap()
+            .env("FLUE_TRUST", "1")
             .args(args)
             .output()
             .unwrap();
@@ -439,6 +446,7 @@ fn help_version_and_unknown_flags() {
     }
     let sub_help = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .args(["run", "--help"])
         .output()
         .unwrap();

@@ -42,6 +42,7 @@ fn notes(ws: &Workspace) -> String {
 /// `flue run w` with `extra` arguments and the environment changes `env` (None removes).
 fn run(ws: &Workspace, extra: &[&str], env: &[(&str, Option<&str>)]) -> Output {
     let mut command = assert_cmd::Command::cargo_bin("flue").unwrap();
+    command.env("FLUE_TRUST", "1");
     command
         .args(["run", "w", "-m", "go"])
         .args(extra)
@@ -302,6 +303,7 @@ fn a_local_agent_cannot_use_file_tools_on_them_nor_read_flues_environment() {
         .args(["run", "w", "-m", "go", "--id", "raid", "--root"])
         .arg(ws.root())
         .env("FLUE_RAID_MARKER", "marker-value")
+        .env("FLUE_TRUST", "1")
         .env_remove("FLUE_LOG")
         .output()
         .unwrap();

@@ -53,6 +53,7 @@ pub(crate) struct Server {
 impl Server {
     pub(crate) fn start(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command.env("FLUE_TRUST", "1");
         command
             .args(["serve", "--root"])
             .arg(root)
