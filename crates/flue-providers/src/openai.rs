@@ -69,9 +69,12 @@ impl OpenAiProvider {
                 })),
                 Item::Assistant(message) => {
                     flush_user(&mut messages, &mut user_parts);
-                    let reasoning_back = self.config.openai_compat.reasoning_content_back
-                        && message.model.provider == self.config.id;
-                    if let Some(message) = assistant_message(message, reasoning_back) {
+                    let own = message.model.provider == self.config.id;
+                    let back = ReasoningBack {
+                        content: self.config.openai_compat.reasoning_content_back && own,
+                        details: own && message.model.id == request.model,
+                    };
+                    if let Some(message) = assistant_message(message, back) {
                         messages.push(message);
                     }
                 }
@@ -223,10 +226,19 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
     messages.push(json!({"role": "user", "content": content}));
 }
 
-/// An assistant turn on the wire. Its thinking goes back only as the `reasoning_content` of a
-/// turn with tool calls, when `reasoning_back` (DeepSeek); refusals are not sent. `None` for
-/// an empty turn.
-fn assistant_message(message: &AssistantMessage, reasoning_back: bool) -> Option<Value> {
+/// Which reasoning of an assistant turn goes back with it.
+#[derive(Clone, Copy, Debug)]
+struct ReasoningBack {
+    /// The thinking, as the `reasoning_content` of a turn with tool calls (DeepSeek).
+    content: bool,
+    /// The `reasoning_details` the server streamed (OpenRouter), unchanged: the turn goes back
+    /// to the provider and model that wrote it.
+    details: bool,
+}
+
+/// An assistant turn on the wire, with the reasoning `back` says; refusals are not sent.
+/// `None` for an empty turn.
+fn assistant_message(message: &AssistantMessage, back: ReasoningBack) -> Option<Value> {
     let text = message.text();
     let calls: Vec<Value> = message
         .tool_calls()
@@ -245,9 +257,22 @@ fn assistant_message(message: &AssistantMessage, reasoning_back: bool) -> Option
         "role": "assistant",
         "content": if text.is_empty() { Value::Null } else { Value::String(text) },
     });
+    if back.details {
+        let details: Vec<Value> = message
+            .content
+            .iter()
+            .filter_map(|part| match part {
+                AssistantContent::ProviderData { data } => Some(data.clone()),
+                _ => None,
+            })
+            .collect();
+        if !details.is_empty() {
+            wire["reasoning_details"] = Value::Array(details);
+        }
+    }
     if !calls.is_empty() {
         wire["tool_calls"] = Value::Array(calls);
-        if reasoning_back {
+        if back.content {
             let reasoning: String = message
                 .content
                 .iter()
@@ -309,6 +334,10 @@ struct Delta {
     /// OpenRouter.
     #[serde(default)]
     reasoning: Option<String>,
+    /// OpenRouter: the reasoning as typed entries (`reasoning.text` with its signature,
+    /// `reasoning.summary`, `reasoning.encrypted`), each streamed in pieces sharing an `index`.
+    #[serde(default)]
+    reasoning_details: Option<Vec<Value>>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -461,6 +490,8 @@ struct Assembler {
     text: String,
     thinking: String,
     refusal: String,
+    /// OpenRouter's `reasoning_details` entries, merged by `index`.
+    details: Vec<Value>,
     calls: Vec<PartialCall>,
     /// Wire `index` -> position in `calls`.
     by_index: HashMap<u64, usize>,
@@ -519,7 +550,11 @@ impl http::Assembler for Assembler {
     }
 
     fn finish(self) -> ModelTurn {
-        let mut content = Vec::new();
+        let mut content: Vec<AssistantContent> = self
+            .details
+            .into_iter()
+            .map(|data| AssistantContent::ProviderData { data })
+            .collect();
         if !self.thinking.is_empty() {
             content.push(AssistantContent::Thinking {
                 text: self.thinking,
@@ -585,6 +620,41 @@ impl Assembler {
         }
         for call in delta.tool_calls.into_iter().flatten() {
             self.tool_call_delta(call);
+        }
+        for detail in delta.reasoning_details.into_iter().flatten() {
+            self.reasoning_detail(detail);
+        }
+    }
+
+    /// Adds a piece of a `reasoning_details` entry: a piece with the `index` and `type` of an
+    /// entry continues it (its `text` and `summary` appended, other fields set), as OpenRouter
+    /// streams them; any other piece starts an entry.
+    fn reasoning_detail(&mut self, detail: Value) {
+        let Value::Object(piece) = detail else {
+            return;
+        };
+        self.turn_bytes = self
+            .turn_bytes
+            .saturating_add(piece.values().filter_map(Value::as_str).map(str::len).sum());
+        let same_entry = |entry: &&mut Value| {
+            piece.get("index").is_some_and(|index| !index.is_null())
+                && entry.get("index") == piece.get("index")
+                && entry.get("type") == piece.get("type")
+        };
+        let Some(Value::Object(entry)) = self.details.iter_mut().rev().find(same_entry) else {
+            self.details.push(Value::Object(piece));
+            return;
+        };
+        for (field, value) in piece {
+            match (field.as_str(), entry.get_mut(&field), &value) {
+                ("text" | "summary", Some(Value::String(text)), Value::String(more)) => {
+                    text.push_str(more);
+                }
+                (_, _, Value::Null) => {}
+                _ => {
+                    entry.insert(field, value);
+                }
+            }
         }
     }
 

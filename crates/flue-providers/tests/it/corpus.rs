@@ -591,6 +591,95 @@ async fn deepseek_reasoning_then_answer() {
     assert!(!thinking.is_empty() && !text.is_empty());
 }
 
+// ---- OpenRouter ----
+
+/// The JSON file `name` under `tests/corpus/`.
+fn corpus_json(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn openrouter_gemini_3_thought_signature_goes_back_with_its_tool_call() {
+    // Gemini 3 through OpenRouter signs its tool call with an encrypted reasoning detail
+    // (Gemini's thought signature) even with no reasoning asked for; OpenRouter refuses the
+    // next request (HTTP 400) unless the detail comes back on the assistant message.
+    let mut case = Case::new(
+        "openrouter",
+        "google/gemini-3.1-flash-lite-preview",
+        &[
+            "openrouter/gemini-3-tool-call",
+            "openrouter/gemini-3-answer",
+        ],
+    );
+    case.tools = &["weather"];
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        let response = out.result.unwrap();
+        assert_eq!(
+            response.text,
+            "The current weather in Florence, Italy, is 40°C."
+        );
+        let assistant = &out.requests[1].body["messages"][2];
+        assert_eq!(assistant["role"], "assistant");
+        assert_eq!(
+            assistant["tool_calls"][0]["id"],
+            "tool_weather_nNBvDVuJXrZZDwEjuOoj"
+        );
+        // What fantasy sent back on its second request, which OpenRouter accepted.
+        assert_eq!(
+            assistant["reasoning_details"],
+            corpus_json("openrouter/gemini-3-details-sent.json")
+        );
+        // The answer's own signature is kept for the turns after it.
+        let answer = turns(&out.records)[1];
+        let AssistantContent::ProviderData { data } = &answer.content[0] else {
+            panic!("{:?}", answer.content);
+        };
+        assert_eq!(data["format"], "google-gemini-v1");
+    }
+}
+
+#[tokio::test]
+async fn openrouter_claude_signed_reasoning_goes_back_merged_by_index() {
+    // Claude through OpenRouter streams its reasoning as `reasoning.text` pieces of index 0,
+    // the signature in the last one; the next request carries the one merged entry.
+    let mut case = Case::new(
+        "openrouter",
+        "anthropic/claude-haiku-4.5",
+        &[
+            "openrouter/claude-reasoning-tool-call",
+            "openrouter/claude-answer",
+        ],
+    );
+    case.tools = &["weather"];
+    case.thinking = ThinkingLevel::Medium;
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        out.result.unwrap();
+        let thinking = streamed(&out.events).1;
+        assert!(thinking.starts_with("The user is asking for weather information"));
+        let first = turns(&out.records)[0];
+        assert_eq!(first.stop_reason, StopReason::ToolUse);
+        let assistant = &out.requests[1].body["messages"][2];
+        let sent = corpus_json("openrouter/claude-details-sent.json");
+        assert_eq!(assistant["reasoning_details"], sent);
+        assert_eq!(sent[0]["text"], json!(thinking));
+        assert!(
+            sent[0]["signature"]
+                .as_str()
+                .unwrap()
+                .starts_with("Eq0ECkgIDRABGAIqQM")
+        );
+        assert_eq!(
+            assistant["tool_calls"][0]["id"],
+            "toolu_bdrk_01N8hD5cYDw4WfvnjKXAkA2W"
+        );
+    }
+}
+
 // ---- Mistral ----
 
 #[tokio::test]
