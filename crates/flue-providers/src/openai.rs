@@ -428,6 +428,9 @@ struct WireUsage {
 struct PromptDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+    /// OpenRouter: tokens written to the provider's prompt cache, inside `prompt_tokens`.
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -437,8 +440,8 @@ struct CompletionDetails {
 }
 
 impl WireUsage {
-    /// Usage as billed. Prompt tokens include the cached ones (OpenAI, DeepSeek, xAI), which
-    /// are counted apart. Completion tokens include reasoning for OpenAI and DeepSeek; xAI
+    /// Usage as billed. Prompt tokens include the cached ones (OpenAI, DeepSeek, xAI) and
+    /// those written to the cache (OpenRouter), which are counted apart. Completion tokens include reasoning for OpenAI and DeepSeek; xAI
     /// reports reasoning beside them (its `total_tokens` is prompt + completion + reasoning),
     /// and bills it as output, so it is added.
     fn billed(&self) -> Usage {
@@ -449,6 +452,12 @@ impl WireUsage {
             .or(self.prompt_cache_hit_tokens)
             .unwrap_or(0)
             .min(self.prompt_tokens);
+        let written = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|details| details.cache_write_tokens)
+            .unwrap_or(0)
+            .min(self.prompt_tokens - cached);
         let reasoning = self
             .completion_tokens_details
             .as_ref()
@@ -467,10 +476,10 @@ impl WireUsage {
             self.completion_tokens
         };
         Usage {
-            input_tokens: self.prompt_tokens - cached,
+            input_tokens: self.prompt_tokens - cached - written,
             output_tokens: output,
             cache_read_tokens: cached,
-            cache_write_tokens: 0,
+            cache_write_tokens: written,
             cost_usd: None,
         }
     }
