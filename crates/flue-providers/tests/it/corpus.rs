@@ -450,6 +450,51 @@ async fn anthropic_paused_turn_is_sent_back_and_continued() {
 }
 
 #[tokio::test]
+async fn anthropic_paused_web_search_goes_back_as_it_came() {
+    // A turn paused after a server-side web search: the continuation carries the paused
+    // turn's `server_tool_use` and `web_search_tool_result` blocks unchanged, in their place,
+    // as Anthropic documents for `pause_turn`.
+    let out = Case::new(
+        "anthropic",
+        "claude-sonnet-4-5",
+        &["anthropic/web-search-pause-turn", "anthropic/text"],
+    )
+    .replay(SEEDS[1])
+    .await;
+    out.result.unwrap();
+    let recorded: Vec<Value> = recording("anthropic/web-search-pause-turn")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let result_block = recorded
+        .iter()
+        .find(|event| event["content_block"]["type"] == "web_search_tool_result")
+        .map(|event| event["content_block"].clone())
+        .unwrap();
+    let stored = turns(&out.records);
+    assert_eq!(stored[0].stop_reason, StopReason::PauseTurn);
+    assert_eq!(tokens(&stored[0].usage), [15665, 795, 0, 0]);
+    let messages = out.requests[1].body["messages"].as_array().unwrap().clone();
+    let paused = &messages.last().unwrap()["content"];
+    assert_eq!(
+        paused[0],
+        json!({"type": "server_tool_use", "id": "srvtoolu_01Bj5uzzLcYG5hfueSLcDH8k",
+               "name": "web_search", "input": {"query": "tech news today September 26 2025"}})
+    );
+    assert_eq!(paused[1], result_block);
+    assert_eq!(paused[2]["type"], "text");
+    assert_eq!(
+        paused.as_array().unwrap().len(),
+        2 + paused
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|block| block["type"] == "text")
+            .count()
+    );
+}
+
+#[tokio::test]
 async fn anthropic_full_context_window_and_unknown_reasons_fail_as_themselves() {
     for (stream, kind, reason) in [
         (
