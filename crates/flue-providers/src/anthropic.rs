@@ -202,7 +202,10 @@ impl AnthropicProvider {
                     Some(json!({"effort": effort})),
                 ))
             }
-            Thinking::None | Thinking::Effort { .. } => None,
+            Thinking::None
+            | Thinking::Effort { .. }
+            | Thinking::GeminiBudget { .. }
+            | Thinking::GeminiLevel => None,
         }
     }
 }
