@@ -522,7 +522,7 @@ impl Assembler {
             self.close_thought(None);
             self.close_text(None);
             if let Some(signature) = signature {
-                self.content.push(signature_of_next(signature));
+                self.content.push(signature_of_next(&signature));
             }
             let input = call.args.unwrap_or_else(|| json!({}));
             self.turn_bytes = self.turn_bytes.saturating_add(input.to_string().len());
@@ -595,7 +595,7 @@ impl Assembler {
             return;
         }
         if let Some(signature) = signature {
-            self.content.push(signature_of_next(signature));
+            self.content.push(signature_of_next(&signature));
         }
         self.content.push(AssistantContent::Text {
             text: std::mem::take(&mut self.text),
@@ -609,7 +609,7 @@ impl Assembler {
 }
 
 /// The stored signature of the part after it.
-fn signature_of_next(signature: String) -> AssistantContent {
+fn signature_of_next(signature: &str) -> AssistantContent {
     AssistantContent::ProviderData {
         data: json!({"thoughtSignature": signature}),
     }

@@ -475,7 +475,7 @@ impl Endpoint {
                     ),
                 )
             })?
-            .map_err(|err| network_failure(&format!("cannot reach {}", url), err))?;
+            .map_err(|err| network_failure(&format!("cannot reach {url}"), err))?;
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());

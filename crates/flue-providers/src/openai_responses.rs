@@ -613,7 +613,7 @@ impl http::Assembler for Assembler {
                         .collect::<Vec<_>>()
                         .join(SUMMARY_SEPARATOR);
                     if !raw.is_empty() {
-                        content.extend(raw_reasoning(id, text, raw, encrypted));
+                        content.extend(raw_reasoning(id, &text, raw, encrypted));
                     } else if id.is_some() || encrypted.is_some() || !text.is_empty() {
                         content.push(AssistantContent::Thinking {
                             text,
@@ -844,7 +844,7 @@ impl Assembler {
 /// part could not say which of the two its text was.
 fn raw_reasoning(
     id: Option<String>,
-    summary: String,
+    summary: &str,
     raw: String,
     encrypted: Option<String>,
 ) -> [AssistantContent; 2] {
