@@ -226,13 +226,17 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
     messages.push(json!({"role": "user", "content": content}));
 }
 
+/// The key of a stored tool call's `extra_content` (Gemini's OpenAI-compatible endpoint puts
+/// its thought signature there: `{"google": {"thought_signature"}}`).
+const EXTRA_CONTENT: &str = "extra_content";
+
 /// Which reasoning of an assistant turn goes back with it.
 #[derive(Clone, Copy, Debug)]
 struct ReasoningBack {
     /// The thinking, as the `reasoning_content` of a turn with tool calls (DeepSeek).
     content: bool,
-    /// The `reasoning_details` the server streamed (OpenRouter), unchanged: the turn goes back
-    /// to the provider and model that wrote it.
+    /// The `reasoning_details` (OpenRouter) and tool calls' `extra_content` (Gemini) the
+    /// server streamed, unchanged: the turn goes back to the provider and model that wrote it.
     details: bool,
 }
 
@@ -240,16 +244,32 @@ struct ReasoningBack {
 /// `None` for an empty turn.
 fn assistant_message(message: &AssistantMessage, back: ReasoningBack) -> Option<Value> {
     let text = message.text();
-    let calls: Vec<Value> = message
-        .tool_calls()
-        .map(|call| {
-            json!({
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": convert::arguments_text(call)},
-            })
-        })
-        .collect();
+    let mut calls: Vec<Value> = Vec::new();
+    let mut details: Vec<Value> = Vec::new();
+    // A call's `extra_content` is stored just before it.
+    let mut extra_content: Option<&Value> = None;
+    for part in &message.content {
+        match part {
+            AssistantContent::ToolCall(call) => {
+                let mut wire = json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": convert::arguments_text(call)},
+                });
+                if let Some(extra) = extra_content.take() {
+                    wire["extra_content"] = extra.clone();
+                }
+                calls.push(wire);
+            }
+            AssistantContent::ProviderData { data } if back.details => {
+                match data.get(EXTRA_CONTENT) {
+                    Some(extra) => extra_content = Some(extra),
+                    None => details.push(data.clone()),
+                }
+            }
+            _ => {}
+        }
+    }
     if text.is_empty() && calls.is_empty() {
         return None;
     }
@@ -257,18 +277,8 @@ fn assistant_message(message: &AssistantMessage, back: ReasoningBack) -> Option<
         "role": "assistant",
         "content": if text.is_empty() { Value::Null } else { Value::String(text) },
     });
-    if back.details {
-        let details: Vec<Value> = message
-            .content
-            .iter()
-            .filter_map(|part| match part {
-                AssistantContent::ProviderData { data } => Some(data.clone()),
-                _ => None,
-            })
-            .collect();
-        if !details.is_empty() {
-            wire["reasoning_details"] = Value::Array(details);
-        }
+    if !details.is_empty() {
+        wire["reasoning_details"] = Value::Array(details);
     }
     if !calls.is_empty() {
         wire["tool_calls"] = Value::Array(calls);
@@ -395,6 +405,10 @@ struct ToolCallDelta {
     index: Option<u64>,
     #[serde(default)]
     id: Option<String>,
+    /// Gemini's OpenAI-compatible endpoint: `{"google": {"thought_signature"}}`, to send back
+    /// with the call.
+    #[serde(default)]
+    extra_content: Option<Value>,
     #[serde(default)]
     function: Option<FunctionDelta>,
 }
@@ -491,6 +505,7 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    extra_content: Option<Value>,
 }
 
 /// A turn being assembled from chunks.
@@ -585,6 +600,11 @@ impl http::Assembler for Assembler {
             } else {
                 call.id
             };
+            if let Some(extra) = call.extra_content {
+                content.push(AssistantContent::ProviderData {
+                    data: json!({EXTRA_CONTENT: extra}),
+                });
+            }
             content.push(AssistantContent::ToolCall(ToolCall {
                 id,
                 name: call.name,
@@ -718,6 +738,9 @@ impl Assembler {
         };
         if let Some(id) = new_id {
             call.id = id;
+        }
+        if let Some(extra) = delta.extra_content.filter(|extra| !extra.is_null()) {
+            call.extra_content = Some(extra);
         }
         if let Some(function) = delta.function {
             if let Some(name) = function.name.filter(|name| !name.is_empty()) {

@@ -936,6 +936,43 @@ async fn gemini_blocks_and_empty_answers_fail_clearly() {
     assert!(turns(&out.records).is_empty());
 }
 
+#[tokio::test]
+async fn gemini_openai_compatible_thought_signatures_go_back_on_their_calls() {
+    // Gemini's OpenAI-compatible endpoint signs a call in `extra_content.google`; the call
+    // goes back with it, the unsigned call without.
+    let config = flue_providers::ProviderConfig::new(
+        "gemini-openai",
+        WireApi::OpenAiCompletions,
+        "http://unused/v1",
+    )
+    .with_api_key(flue_providers::ApiKey::new(crate::providers::KEY))
+    .with_retry(crate::providers::fast_retry());
+    let replies = ["openai/extra-content-tool-calls", "openai/text"]
+        .iter()
+        .map(|name| Reply::seeded_pieces(framed(name, WireApi::OpenAiCompletions, true), 3, false))
+        .collect();
+    let out = run(
+        config,
+        "gemini-3-pro-preview",
+        ThinkingLevel::Off,
+        vec![any_tool("GetWeatherArgs"), any_tool("get_stock_price")],
+        replies,
+    )
+    .await;
+    out.result.unwrap();
+    let calls = out.requests[1].body["messages"][2]["tool_calls"].clone();
+    assert_eq!(
+        calls[0]["extra_content"],
+        json!({"google": {"thought_signature": "EpEBCo4BAb4+9vueD6qXh+z6U+4AqU940Oj5Cdxb85BS4kZ2qdo"}})
+    );
+    assert_eq!(calls[0]["id"], "call_JMW1whyEaYG438VE1OIflxA2");
+    assert_eq!(calls[1].get("extra_content"), None);
+    assert_eq!(
+        out.requests[1].body["messages"][2].get("reasoning_details"),
+        None
+    );
+}
+
 // ---- Mistral ----
 
 #[tokio::test]
