@@ -481,8 +481,7 @@ impl http::Assembler for Assembler {
         match self.finish_reason.as_deref() {
             None => Err(http::truncated()),
             Some("STOP") if self.is_empty() => Err(Failure::transient(
-                "gemini ended its turn (finishReason STOP) without any text, thought or function \
-                 call",
+                "gemini ended its turn (finishReason STOP) without any text or function call",
             )),
             Some(_) => Ok(()),
         }
@@ -602,9 +601,16 @@ impl Assembler {
         });
     }
 
-    /// Whether nothing at all arrived.
+    /// Whether no answer arrived: no text and no call (thoughts and signatures alone answer
+    /// nothing).
     fn is_empty(&self) -> bool {
-        self.content.is_empty() && self.text.is_empty() && self.thought.is_empty()
+        self.text.is_empty()
+            && !self.content.iter().any(|part| {
+                matches!(
+                    part,
+                    AssistantContent::Text { .. } | AssistantContent::ToolCall(_)
+                )
+            })
     }
 }
 
