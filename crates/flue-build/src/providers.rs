@@ -8,7 +8,8 @@
 //!
 //! ```toml
 //! [providers.local]
-//! api = "openai-completions"            # or "openai-responses", "anthropic-messages"
+//! api = "openai-completions"            # or "openai-responses", "anthropic-messages",
+//!                                        # "google-generative-ai"
 //! base_url = "http://127.0.0.1:8080/v1"
 //! api_key_env = "LOCAL_API_KEY"         # omit for a keyless server
 //! headers = { "x-team" = "docs" }
@@ -275,8 +276,8 @@ fn provider(
             Err(_) => report(
                 &api.span(),
                 format!(
-                    "unknown api {:?}: expected \"openai-completions\", \"openai-responses\" \
-                     or \"anthropic-messages\"",
+                    "unknown api {:?}: expected \"openai-completions\", \"openai-responses\", \
+                     \"anthropic-messages\" or \"google-generative-ai\"",
                     api.get_ref()
                 ),
             ),
@@ -309,7 +310,8 @@ fn provider(
             span,
             format!(
                 "provider `{id}` is not built in, so it needs {} (api = \"openai-completions\", \
-                 \"openai-responses\" or \"anthropic-messages\"; built-in providers: {})",
+                 \"openai-responses\", \"anthropic-messages\" or \"google-generative-ai\"; built-in \
+                 providers: {})",
                 missing.join(" and "),
                 builtin_ids()
             ),

@@ -50,10 +50,18 @@ impl Providers {
                 url_var = Some(var);
             }
             // A key is optional for some built-ins (vllm): sent when its variable is set.
-            let key_var = config
+            let mut key_var = config
                 .api_key_env
                 .clone()
                 .or_else(|| builtin.api_key_env.map(str::to_owned));
+            // Google's key goes by two names: the second is read when the first is unset.
+            if let Some(alt) = builtin.api_key_env_alt
+                && key_var.as_deref() == builtin.api_key_env
+                && !is_set(env, key_var.as_deref())
+                && is_set(env, Some(alt))
+            {
+                key_var = Some(alt.to_owned());
+            }
             providers.add(config, key_var.as_deref(), env, url_var);
         }
         for (id, settings) in &workspace.providers {
@@ -156,4 +164,10 @@ fn with_url_var(err: FlueError, url_var: Option<&str>) -> FlueError {
         Some(var) => FlueError::config(format!("{err} (the URL comes from {var})")),
         None => err,
     }
+}
+
+/// Whether the variable `var` holds a non-blank value (environment or `.env`).
+fn is_set(env: &Env, var: Option<&str>) -> bool {
+    var.and_then(|var| env.secret(var))
+        .is_some_and(|value| !value.trim().is_empty())
 }

@@ -512,6 +512,14 @@ pub enum AssistantContent {
     },
     /// A request to run a tool.
     ToolCall(ToolCall),
+    /// A piece of the turn in the provider's own wire form that flue keeps without reading it
+    /// (OpenRouter's `reasoning_details` entries, Anthropic's server tool blocks, Gemini's
+    /// thought signatures): never shown, sent back unchanged to the provider and model that
+    /// wrote it, which need it to continue the conversation.
+    ProviderData {
+        /// The provider's JSON, verbatim.
+        data: Value,
+    },
 }
 
 /// A tool call requested by the model.

@@ -91,10 +91,13 @@ impl AnthropicProvider {
                     }),
                 ),
                 Item::Assistant(message) => {
-                    let keep_thinking = keep_thinking_of.is_some_and(|model| {
-                        message.model.provider == self.config.id && message.model.id == model
-                    });
-                    for block in assistant_blocks(message, keep_thinking) {
+                    let own = message.model.provider == self.config.id;
+                    let keep = Keep {
+                        thinking: own
+                            && keep_thinking_of.is_some_and(|model| message.model.id == model),
+                        server_blocks: own,
+                    };
+                    for block in assistant_blocks(message, keep) {
                         messages.push("assistant", block);
                     }
                 }
@@ -199,7 +202,10 @@ impl AnthropicProvider {
                     Some(json!({"effort": effort})),
                 ))
             }
-            Thinking::None | Thinking::Effort { .. } => None,
+            Thinking::None
+            | Thinking::Effort { .. }
+            | Thinking::GeminiBudget { .. }
+            | Thinking::GeminiLevel => None,
         }
     }
 }
@@ -287,13 +293,22 @@ impl Messages {
     }
 }
 
-/// The blocks of an assistant turn; thinking only when it goes back to the model that wrote
-/// it (its signature is checked) and thinking is on.
+/// Which blocks of an earlier assistant turn go back besides its text and tool calls.
+#[derive(Clone, Copy, Debug)]
+struct Keep {
+    /// Thinking: only to the model that wrote it (its signature is checked), thinking on.
+    thinking: bool,
+    /// Server tool blocks (`server_tool_use`, `web_search_tool_result`, ...): to the provider
+    /// that ran them, as they came.
+    server_blocks: bool,
+}
+
+/// The blocks of an assistant turn, in order, with what `keep` allows.
 #[allow(
     clippy::match_same_arms,
     reason = "the known kinds are named; the wildcard covers kinds added to the enum later"
 )]
-fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Value> {
+fn assistant_blocks(message: &AssistantMessage, keep: Keep) -> Vec<Value> {
     message
         .content
         .iter()
@@ -302,13 +317,13 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 text,
                 signature: Some(signature),
                 ..
-            } if keep_thinking => Some(json!({
+            } if keep.thinking => Some(json!({
                 "type": "thinking",
                 "thinking": text,
                 "signature": signature,
             })),
             // Redacted thinking goes back verbatim, in its place among the thinking blocks.
-            AssistantContent::RedactedThinking { data } if keep_thinking => Some(json!({
+            AssistantContent::RedactedThinking { data } if keep.thinking => Some(json!({
                 "type": "redacted_thinking",
                 "data": data,
             })),
@@ -322,6 +337,7 @@ fn assistant_blocks(message: &AssistantMessage, keep_thinking: bool) -> Vec<Valu
                 // tool result tells the model what was wrong.
                 "input": if call.input.is_object() { call.input.clone() } else { json!({}) },
             })),
+            AssistantContent::ProviderData { data } if keep.server_blocks => Some(data.clone()),
             // The enum is non-exhaustive: a part kind added later is not sent.
             _ => None,
         })
@@ -381,7 +397,8 @@ enum StreamEvent {
     },
     ContentBlockStart {
         index: u64,
-        content_block: BlockStart,
+        /// Read as a [`BlockStart`]; kept whole for the block kinds flue does not interpret.
+        content_block: Value,
     },
     ContentBlockDelta {
         index: u64,
@@ -500,8 +517,13 @@ enum Block {
         start_input: Value,
         json: String,
     },
-    /// A block kind flue does not keep (server tools, ...).
-    Ignored,
+    /// A block of a kind flue does not interpret (server tool use and results, ...), kept as
+    /// it came to go back with the turn; the input JSON of a server tool use streams in
+    /// `json`.
+    Server {
+        block: Value,
+        json: String,
+    },
 }
 
 /// A turn being assembled from events.
@@ -540,7 +562,9 @@ impl http::Assembler for Assembler {
                     content_block,
                 } => {
                     self.turn_bytes = self.turn_bytes.saturating_add(data.len());
-                    let block = match content_block {
+                    let start = serde_json::from_value(content_block.clone())
+                        .map_err(|err| http::malformed("content block", data, &err))?;
+                    let block = match start {
                         BlockStart::Text { text } => {
                             self.show_text(&text, sink);
                             Block::Text(text)
@@ -562,7 +586,10 @@ impl http::Assembler for Assembler {
                             start_input: input,
                             json: String::new(),
                         },
-                        BlockStart::Other => Block::Ignored,
+                        BlockStart::Other => Block::Server {
+                            block: content_block,
+                            json: String::new(),
+                        },
                     };
                     self.blocks.insert(index, block);
                     reader.check_turn_size(self.turn_bytes)?;
@@ -627,7 +654,14 @@ impl http::Assembler for Assembler {
                     };
                     content.push(AssistantContent::ToolCall(ToolCall { id, name, input }));
                 }
-                Block::Ignored => {}
+                Block::Server { mut block, json } => {
+                    if let Value::Object(fields) = &mut block
+                        && !json.trim().is_empty()
+                    {
+                        fields.insert("input".to_owned(), convert::parse_arguments(json));
+                    }
+                    content.push(AssistantContent::ProviderData { data: block });
+                }
             }
         }
         let stop_reason = stop_reason(self.stop_reason.as_deref());
@@ -672,7 +706,10 @@ impl Assembler {
             (Block::Thinking { signature, .. }, BlockDelta::SignatureDelta { signature: more }) => {
                 signature.push_str(&more);
             }
-            (Block::ToolUse { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
+            (
+                Block::ToolUse { json, .. } | Block::Server { json, .. },
+                BlockDelta::InputJsonDelta { partial_json },
+            ) => {
                 json.push_str(&partial_json);
             }
             // A delta that does not fit its block (or an unknown kind) carries nothing we keep.

@@ -11,6 +11,7 @@ use flue_core::{
 };
 
 use crate::anthropic::AnthropicProvider;
+use crate::google::GoogleProvider;
 use crate::openai::OpenAiProvider;
 use crate::openai_responses::OpenAiResponsesProvider;
 use crate::provider_config::{ProviderConfig, WireApi};
@@ -25,6 +26,7 @@ impl ProviderConfig {
             WireApi::OpenAiCompletions => Arc::new(OpenAiProvider::new(self)?),
             WireApi::OpenAiResponses => Arc::new(OpenAiResponsesProvider::new(self)?),
             WireApi::AnthropicMessages => Arc::new(AnthropicProvider::new(self)?),
+            WireApi::GoogleGenerativeAi => Arc::new(GoogleProvider::new(self)?),
         })
     }
 }

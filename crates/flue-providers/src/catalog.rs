@@ -24,6 +24,9 @@ pub struct BuiltinProvider {
     pub base_url: &'static str,
     /// Variable holding the key, when the provider takes one.
     pub api_key_env: Option<&'static str>,
+    /// A second name of the key's variable, read when `api_key_env` is unset (Google's
+    /// `GOOGLE_API_KEY` beside `GEMINI_API_KEY`).
+    pub api_key_env_alt: Option<&'static str>,
     /// True when requests work without a key (the key is sent when present).
     pub key_optional: bool,
     /// Variable that overrides the base URL, when there is one.
@@ -151,6 +154,17 @@ const CODEX_XHIGH: Thinking = Thinking::Effort {
     xhigh: true,
 };
 const NONE: Thinking = Thinking::None;
+/// Gemini 2.5 Pro: budgets of 128 to 32,768 tokens, cannot be turned off.
+const GEMINI_PRO_BUDGET: Thinking = Thinking::GeminiBudget {
+    max: 32_768,
+    can_disable: false,
+};
+/// Gemini 2.5 Flash and Flash-Lite: budgets up to 24,576 tokens, 0 turns thinking off.
+const GEMINI_FLASH_BUDGET: Thinking = Thinking::GeminiBudget {
+    max: 24_576,
+    can_disable: true,
+};
+const GEMINI_LEVEL: Thinking = Thinking::GeminiLevel;
 
 /// Anthropic models (Messages API): id, context window, output limit, image input, price
 /// (input, output, cache read, cache write), thinking style.
@@ -207,6 +221,18 @@ static OPENAI_RESPONSES_MODELS: &[CatalogEntry] = &[
     model("o1-pro", 200_000, 100_000, true, [150.0, 600.0, 150.0, 0.0], O_SERIES),
 ];
 
+/// Google Gemini models (Gemini API), in the same columns. Prices: Google's Gemini API
+/// pricing page as quoted in January 2026, for prompts up to 200,000 tokens (longer prompts
+/// cost more on the Pro models; not modelled); cache reads are the context-caching price
+/// (cache storage is billed per hour, not per token: 0 here).
+#[rustfmt::skip]
+static GOOGLE_MODELS: &[CatalogEntry] = &[
+    model("gemini-3-pro-preview", 1_048_576, 65_536, true, [2.0, 12.0, 0.2, 0.0], GEMINI_LEVEL),
+    model("gemini-2.5-pro", 1_048_576, 65_536, true, [1.25, 10.0, 0.125, 0.0], GEMINI_PRO_BUDGET),
+    model("gemini-2.5-flash", 1_048_576, 65_536, true, [0.3, 2.5, 0.03, 0.0], GEMINI_FLASH_BUDGET),
+    model("gemini-2.5-flash-lite", 1_048_576, 65_536, true, [0.1, 0.4, 0.01, 0.0], GEMINI_FLASH_BUDGET),
+];
+
 /// Providers flue knows by name.
 const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
     builtin(
@@ -223,6 +249,15 @@ const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         Some("OPENAI_API_KEY"),
         Some("OPENAI_BASE_URL"),
     ),
+    BuiltinProvider {
+        id: "google",
+        api: WireApi::GoogleGenerativeAi,
+        base_url: "https://generativelanguage.googleapis.com/v1beta",
+        api_key_env: Some("GEMINI_API_KEY"),
+        api_key_env_alt: Some("GOOGLE_API_KEY"),
+        key_optional: false,
+        base_url_env: None,
+    },
     builtin(
         "openrouter",
         WireApi::OpenAiCompletions,
@@ -270,6 +305,7 @@ const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         api: WireApi::OpenAiCompletions,
         base_url: "http://127.0.0.1:11434/v1",
         api_key_env: None,
+        api_key_env_alt: None,
         key_optional: true,
         base_url_env: None,
     },
@@ -278,6 +314,7 @@ const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         api: WireApi::OpenAiCompletions,
         base_url: "http://127.0.0.1:8000/v1",
         api_key_env: Some("VLLM_API_KEY"),
+        api_key_env_alt: None,
         key_optional: true,
         base_url_env: None,
     },
@@ -295,6 +332,7 @@ const fn builtin(
         api,
         base_url,
         api_key_env,
+        api_key_env_alt: None,
         key_optional: false,
         base_url_env,
     }
@@ -305,6 +343,7 @@ fn models_of(id: &str) -> &'static [CatalogEntry] {
     match id {
         "anthropic" => ANTHROPIC_MODELS,
         "openai" => OPENAI_MODELS,
+        "google" => GOOGLE_MODELS,
         _ => &[],
     }
 }

@@ -37,6 +37,8 @@ pub(crate) enum Auth {
     Bearer,
     /// `x-api-key: <key>` (Anthropic).
     XApiKey,
+    /// `x-goog-api-key: <key>` (Google Gemini).
+    GoogApiKey,
 }
 
 /// One provider's endpoint: where to POST, with which headers, and how to retry.
@@ -265,6 +267,10 @@ impl Endpoint {
                     HeaderName::from_static("x-api-key"),
                     key.expose().to_owned(),
                 ),
+                Auth::GoogApiKey => (
+                    HeaderName::from_static("x-goog-api-key"),
+                    key.expose().to_owned(),
+                ),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 invalid(
@@ -303,12 +309,45 @@ impl Endpoint {
         }
     }
 
+    /// The endpoint's URL with one more path segment (escaped as a segment) and `query`:
+    /// for APIs that name the model in the path (Gemini).
+    pub(crate) fn url_with(&self, segment: &str, query: &str) -> Result<reqwest::Url> {
+        let mut url = self.url.clone();
+        url.path_segments_mut()
+            .map_err(|()| {
+                FlueError::config(format!(
+                    "model provider {:?}: base URL {} cannot take a path",
+                    self.provider, self.url
+                ))
+            })?
+            .push(segment);
+        url.set_query(Some(query));
+        Ok(url)
+    }
+
     /// POSTs `body` and decodes the answer with `decode`, retrying transient failures (each
     /// retry reported to `sink`). `classify` turns a non-2xx body into a failure. Usage the
     /// provider reported in failed attempts counts: added to the turn's when a retry succeeds,
     /// reported through [`TurnSink::failed_turn_usage`] when the turn fails.
     pub(crate) async fn stream<D, Fut>(
         &self,
+        body: Vec<u8>,
+        classify: fn(Option<u16>, &str) -> Failure,
+        sink: &TurnSink,
+        decode: D,
+    ) -> Result<ModelTurn>
+    where
+        D: FnMut(EventReader) -> Fut,
+        Fut: Future<Output = std::result::Result<ModelTurn, Failure>>,
+    {
+        self.stream_to(&self.url, body, classify, sink, decode)
+            .await
+    }
+
+    /// [`Endpoint::stream`] to `url` instead of the endpoint's own URL.
+    pub(crate) async fn stream_to<D, Fut>(
+        &self,
+        url: &reqwest::Url,
         body: Vec<u8>,
         classify: fn(Option<u16>, &str) -> Failure,
         sink: &TurnSink,
@@ -326,7 +365,7 @@ impl Endpoint {
         let started = tokio::time::Instant::now();
         let mut failed_usage = Usage::default();
         loop {
-            let failure = match self.attempt(client, &body, classify).await {
+            let failure = match self.attempt(client, url, &body, classify).await {
                 Ok(reader) => match decode(reader).await {
                     Ok(mut turn) => {
                         if failed_usage != Usage::default() {
@@ -413,13 +452,14 @@ impl Endpoint {
     async fn attempt(
         &self,
         client: &reqwest::Client,
+        url: &reqwest::Url,
         body: &[u8],
         classify: fn(Option<u16>, &str) -> Failure,
     ) -> std::result::Result<EventReader, Failure> {
         let turn_deadline = tokio::time::Instant::now() + self.limits.turn_timeout;
-        flue_core::model::wire::sent(self.url.as_str(), body);
+        flue_core::model::wire::sent(url.as_str(), body);
         let request = client
-            .post(self.url.clone())
+            .post(url.clone())
             .headers(self.headers.clone())
             .body(body.to_vec())
             .send();
@@ -430,12 +470,12 @@ impl Endpoint {
                     "first_byte_timeout_ms",
                     format!(
                         "no answer from {} within {} ms (the provider's first_byte_timeout_ms)",
-                        self.url,
+                        url,
                         self.limits.first_byte_timeout.as_millis()
                     ),
                 )
             })?
-            .map_err(|err| network_failure(&format!("cannot reach {}", self.url), err))?;
+            .map_err(|err| network_failure(&format!("cannot reach {url}"), err))?;
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
@@ -562,6 +602,8 @@ pub(crate) fn reported_json(status: Option<u16>, error: &Value, body: &str) -> F
         .get("code")
         .and_then(Value::as_str)
         .or_else(|| error.get("type").and_then(Value::as_str))
+        // Google: `{"code": 400, "status": "INVALID_ARGUMENT"}`.
+        .or_else(|| error.get("status").and_then(Value::as_str))
         .unwrap_or_default();
     Failure::reported(status, &message, code)
 }
@@ -637,6 +679,8 @@ fn is_context_overflow(status: Option<u16>, message: &str, code: &str) -> bool {
         "reduce the length",
         "input is too long",
         "exceeds the context",
+        // Gemini: "The input token count (N) exceeds the maximum number of tokens allowed".
+        "exceeds the maximum number of tokens",
     ]
     .iter()
     .any(|needle| message.contains(needle))

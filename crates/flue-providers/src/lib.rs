@@ -1,6 +1,6 @@
 //! flue-providers: the remote model providers of Flue — Anthropic Messages, OpenAI Chat
-//! Completions and the OpenAI-compatible servers, the OpenAI Responses API — and the catalog of built-in providers and
-//! models.
+//! Completions and the OpenAI-compatible servers, the OpenAI Responses API, Google's Gemini
+//! API — and the catalog of built-in providers and models.
 //!
 //! Each provider implements [`flue_core::ModelProvider`] and reaches the runtime only through
 //! that trait and its data ([`flue_core::model::ModelRequest`], [`flue_core::model::ModelTurn`],
@@ -30,12 +30,14 @@
 //!   [`MaxTokensField`] and [`ReasoningParam`] (dialects of compatible servers)
 //! - built-ins: [`BuiltinProvider::ALL`] (endpoints, key variables) and the model catalog behind
 //!   [`ProviderConfig::builtin`]
-//! - providers: [`AnthropicProvider`], [`OpenAiProvider`], [`OpenAiResponsesProvider`]
+//! - providers: [`AnthropicProvider`], [`OpenAiProvider`], [`OpenAiResponsesProvider`],
+//!   [`GoogleProvider`]
 
 mod anthropic;
 mod build;
 mod catalog;
 mod convert;
+mod google;
 mod http;
 mod openai;
 mod openai_responses;
@@ -44,6 +46,7 @@ mod sse;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::BuiltinProvider;
+pub use google::GoogleProvider;
 pub use openai::OpenAiProvider;
 pub use openai_responses::OpenAiResponsesProvider;
 pub use provider_config::{

@@ -69,9 +69,12 @@ impl OpenAiProvider {
                 })),
                 Item::Assistant(message) => {
                     flush_user(&mut messages, &mut user_parts);
-                    let reasoning_back = self.config.openai_compat.reasoning_content_back
-                        && message.model.provider == self.config.id;
-                    if let Some(message) = assistant_message(message, reasoning_back) {
+                    let own = message.model.provider == self.config.id;
+                    let back = ReasoningBack {
+                        content: self.config.openai_compat.reasoning_content_back && own,
+                        details: own && message.model.id == request.model,
+                    };
+                    if let Some(message) = assistant_message(message, back) {
                         messages.push(message);
                     }
                 }
@@ -223,21 +226,50 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
     messages.push(json!({"role": "user", "content": content}));
 }
 
-/// An assistant turn on the wire. Its thinking goes back only as the `reasoning_content` of a
-/// turn with tool calls, when `reasoning_back` (DeepSeek); refusals are not sent. `None` for
-/// an empty turn.
-fn assistant_message(message: &AssistantMessage, reasoning_back: bool) -> Option<Value> {
+/// The key of a stored tool call's `extra_content` (Gemini's OpenAI-compatible endpoint puts
+/// its thought signature there: `{"google": {"thought_signature"}}`).
+const EXTRA_CONTENT: &str = "extra_content";
+
+/// Which reasoning of an assistant turn goes back with it.
+#[derive(Clone, Copy, Debug)]
+struct ReasoningBack {
+    /// The thinking, as the `reasoning_content` of a turn with tool calls (DeepSeek).
+    content: bool,
+    /// The `reasoning_details` (OpenRouter) and tool calls' `extra_content` (Gemini) the
+    /// server streamed, unchanged: the turn goes back to the provider and model that wrote it.
+    details: bool,
+}
+
+/// An assistant turn on the wire, with the reasoning `back` says; refusals are not sent.
+/// `None` for an empty turn.
+fn assistant_message(message: &AssistantMessage, back: ReasoningBack) -> Option<Value> {
     let text = message.text();
-    let calls: Vec<Value> = message
-        .tool_calls()
-        .map(|call| {
-            json!({
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": convert::arguments_text(call)},
-            })
-        })
-        .collect();
+    let mut calls: Vec<Value> = Vec::new();
+    let mut details: Vec<Value> = Vec::new();
+    // A call's `extra_content` is stored just before it.
+    let mut extra_content: Option<&Value> = None;
+    for part in &message.content {
+        match part {
+            AssistantContent::ToolCall(call) => {
+                let mut wire = json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": convert::arguments_text(call)},
+                });
+                if let Some(extra) = extra_content.take() {
+                    wire["extra_content"] = extra.clone();
+                }
+                calls.push(wire);
+            }
+            AssistantContent::ProviderData { data } if back.details => {
+                match data.get(EXTRA_CONTENT) {
+                    Some(extra) => extra_content = Some(extra),
+                    None => details.push(data.clone()),
+                }
+            }
+            _ => {}
+        }
+    }
     if text.is_empty() && calls.is_empty() {
         return None;
     }
@@ -245,9 +277,12 @@ fn assistant_message(message: &AssistantMessage, reasoning_back: bool) -> Option
         "role": "assistant",
         "content": if text.is_empty() { Value::Null } else { Value::String(text) },
     });
+    if !details.is_empty() {
+        wire["reasoning_details"] = Value::Array(details);
+    }
     if !calls.is_empty() {
         wire["tool_calls"] = Value::Array(calls);
-        if reasoning_back {
+        if back.content {
             let reasoning: String = message
                 .content
                 .iter()
@@ -309,6 +344,10 @@ struct Delta {
     /// OpenRouter.
     #[serde(default)]
     reasoning: Option<String>,
+    /// OpenRouter: the reasoning as typed entries (`reasoning.text` with its signature,
+    /// `reasoning.summary`, `reasoning.encrypted`), each streamed in pieces sharing an `index`.
+    #[serde(default)]
+    reasoning_details: Option<Vec<Value>>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -366,6 +405,10 @@ struct ToolCallDelta {
     index: Option<u64>,
     #[serde(default)]
     id: Option<String>,
+    /// Gemini's OpenAI-compatible endpoint: `{"google": {"thought_signature"}}`, to send back
+    /// with the call.
+    #[serde(default)]
+    extra_content: Option<Value>,
     #[serde(default)]
     function: Option<FunctionDelta>,
 }
@@ -399,6 +442,9 @@ struct WireUsage {
 struct PromptDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+    /// OpenRouter: tokens written to the provider's prompt cache, inside `prompt_tokens`.
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -408,8 +454,8 @@ struct CompletionDetails {
 }
 
 impl WireUsage {
-    /// Usage as billed. Prompt tokens include the cached ones (OpenAI, DeepSeek, xAI), which
-    /// are counted apart. Completion tokens include reasoning for OpenAI and DeepSeek; xAI
+    /// Usage as billed. Prompt tokens include the cached ones (OpenAI, DeepSeek, xAI) and
+    /// those written to the cache (OpenRouter), which are counted apart. Completion tokens include reasoning for OpenAI and DeepSeek; xAI
     /// reports reasoning beside them (its `total_tokens` is prompt + completion + reasoning),
     /// and bills it as output, so it is added.
     fn billed(&self) -> Usage {
@@ -420,6 +466,12 @@ impl WireUsage {
             .or(self.prompt_cache_hit_tokens)
             .unwrap_or(0)
             .min(self.prompt_tokens);
+        let written = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|details| details.cache_write_tokens)
+            .unwrap_or(0)
+            .min(self.prompt_tokens - cached);
         let reasoning = self
             .completion_tokens_details
             .as_ref()
@@ -438,10 +490,10 @@ impl WireUsage {
             self.completion_tokens
         };
         Usage {
-            input_tokens: self.prompt_tokens - cached,
+            input_tokens: self.prompt_tokens - cached - written,
             output_tokens: output,
             cache_read_tokens: cached,
-            cache_write_tokens: 0,
+            cache_write_tokens: written,
             cost_usd: None,
         }
     }
@@ -453,6 +505,7 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    extra_content: Option<Value>,
 }
 
 /// A turn being assembled from chunks.
@@ -461,6 +514,8 @@ struct Assembler {
     text: String,
     thinking: String,
     refusal: String,
+    /// OpenRouter's `reasoning_details` entries, merged by `index`.
+    details: Vec<Value>,
     calls: Vec<PartialCall>,
     /// Wire `index` -> position in `calls`.
     by_index: HashMap<u64, usize>,
@@ -519,7 +574,11 @@ impl http::Assembler for Assembler {
     }
 
     fn finish(self) -> ModelTurn {
-        let mut content = Vec::new();
+        let mut content: Vec<AssistantContent> = self
+            .details
+            .into_iter()
+            .map(|data| AssistantContent::ProviderData { data })
+            .collect();
         if !self.thinking.is_empty() {
             content.push(AssistantContent::Thinking {
                 text: self.thinking,
@@ -541,6 +600,11 @@ impl http::Assembler for Assembler {
             } else {
                 call.id
             };
+            if let Some(extra) = call.extra_content {
+                content.push(AssistantContent::ProviderData {
+                    data: json!({EXTRA_CONTENT: extra}),
+                });
+            }
             content.push(AssistantContent::ToolCall(ToolCall {
                 id,
                 name: call.name,
@@ -585,6 +649,41 @@ impl Assembler {
         }
         for call in delta.tool_calls.into_iter().flatten() {
             self.tool_call_delta(call);
+        }
+        for detail in delta.reasoning_details.into_iter().flatten() {
+            self.reasoning_detail(detail);
+        }
+    }
+
+    /// Adds a piece of a `reasoning_details` entry: a piece with the `index` and `type` of an
+    /// entry continues it (its `text` and `summary` appended, other fields set), as OpenRouter
+    /// streams them; any other piece starts an entry.
+    fn reasoning_detail(&mut self, detail: Value) {
+        let Value::Object(piece) = detail else {
+            return;
+        };
+        self.turn_bytes = self
+            .turn_bytes
+            .saturating_add(piece.values().filter_map(Value::as_str).map(str::len).sum());
+        let same_entry = |entry: &&mut Value| {
+            piece.get("index").is_some_and(|index| !index.is_null())
+                && entry.get("index") == piece.get("index")
+                && entry.get("type") == piece.get("type")
+        };
+        let Some(Value::Object(entry)) = self.details.iter_mut().rev().find(same_entry) else {
+            self.details.push(Value::Object(piece));
+            return;
+        };
+        for (field, value) in piece {
+            match (field.as_str(), entry.get_mut(&field), &value) {
+                ("text" | "summary", Some(Value::String(text)), Value::String(more)) => {
+                    text.push_str(more);
+                }
+                (_, _, Value::Null) => {}
+                _ => {
+                    entry.insert(field, value);
+                }
+            }
         }
     }
 
@@ -639,6 +738,9 @@ impl Assembler {
         };
         if let Some(id) = new_id {
             call.id = id;
+        }
+        if let Some(extra) = delta.extra_content.filter(|extra| !extra.is_null()) {
+            call.extra_content = Some(extra);
         }
         if let Some(function) = delta.function {
             if let Some(name) = function.name.filter(|name| !name.is_empty()) {

@@ -15,8 +15,10 @@
 //! `response.output_item.added`/`done` open and close output items (reasoning, messages,
 //! function calls; the `done` item is authoritative), `response.output_text.delta`,
 //! `response.refusal.delta`, `response.function_call_arguments.delta`/`done` and
-//! `response.reasoning_summary_text.delta` carry their parts, and one terminal event ends the
-//! turn: `response.completed` (with usage), `response.incomplete` (with its reason) or
+//! `response.reasoning_summary_text.delta` carry their parts (and the raw
+//! `response.reasoning_text.delta`/`done` of servers of open-weight models, whose reasoning
+//! items go back whole, raw text included), and one terminal event ends the turn:
+//! `response.completed` (with usage), `response.incomplete` (with its reason) or
 //! `response.failed` (with its error). An `error` event reports a failure mid-stream.
 
 #[cfg(test)]
@@ -276,6 +278,12 @@ fn assistant_items(message: &AssistantMessage, keep_reasoning: bool, input: &mut
                 "name": call.name,
                 "arguments": convert::arguments_text(call),
             })),
+            // A reasoning item with raw reasoning, kept whole.
+            AssistantContent::ProviderData { data }
+                if keep_reasoning && data["type"] == "reasoning" =>
+            {
+                input.push(data.clone());
+            }
             // Anthropic's redacted thinking means nothing here.
             AssistantContent::RedactedThinking { .. } => {}
             // The enum is non-exhaustive: a part kind added later is not sent.
@@ -300,6 +308,9 @@ struct Event {
     delta: Option<String>,
     #[serde(default)]
     arguments: Option<String>,
+    /// `response.reasoning_text.done`: the whole raw reasoning of the part.
+    #[serde(default)]
+    text: Option<String>,
     #[serde(default)]
     item: Option<WireItem>,
     #[serde(default)]
@@ -381,6 +392,10 @@ struct WireUsage {
 struct InputDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+    /// Tokens written to the prompt cache (Amazon Bedrock's and GitHub Copilot's Responses
+    /// endpoints), counted inside `input_tokens` like the cached ones.
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
 }
 
 /// An output item being assembled.
@@ -390,6 +405,9 @@ enum Output {
         id: Option<String>,
         /// Summary parts by `summary_index`.
         summary: BTreeMap<u64, String>,
+        /// The raw reasoning (`reasoning_text` parts), which servers of open-weight models
+        /// stream where OpenAI streams only summaries.
+        raw: String,
         encrypted: Option<String>,
     },
     Message {
@@ -411,6 +429,7 @@ impl Output {
             "reasoning" => Self::Reasoning {
                 id: item.id.clone(),
                 summary: BTreeMap::new(),
+                raw: String::new(),
                 encrypted: item.encrypted_content.clone(),
             },
             "message" => Self::Message {
@@ -434,10 +453,22 @@ impl Output {
             Self::Reasoning {
                 id,
                 summary,
+                raw,
                 encrypted,
             } => {
                 if item.id.is_some() {
                     *id = item.id;
+                }
+                let done_raw: String = item
+                    .content
+                    .iter()
+                    .flatten()
+                    .filter(|part| part.kind == "reasoning_text")
+                    .filter_map(|part| part.text.as_deref())
+                    .collect();
+                if !done_raw.is_empty() {
+                    unseen.1 = rest_of(&done_raw, raw);
+                    *raw = done_raw;
                 }
                 // The finished item's encrypted content is the one to send back.
                 if item.encrypted_content.is_some() {
@@ -458,7 +489,7 @@ impl Output {
                                 .collect::<Vec<_>>()
                                 .join(SUMMARY_SEPARATOR)
                         };
-                        unseen.1 = rest_of(&join(&parts), &join(summary));
+                        unseen.1.push_str(&rest_of(&join(&parts), &join(summary)));
                         *summary = parts;
                     }
                 }
@@ -574,13 +605,16 @@ impl http::Assembler for Assembler {
                 Output::Reasoning {
                     id,
                     summary,
+                    raw,
                     encrypted,
                 } => {
                     let text = summary
                         .into_values()
                         .collect::<Vec<_>>()
                         .join(SUMMARY_SEPARATOR);
-                    if id.is_some() || encrypted.is_some() || !text.is_empty() {
+                    if !raw.is_empty() {
+                        content.extend(raw_reasoning(id, &text, raw, encrypted));
+                    } else if id.is_some() || encrypted.is_some() || !text.is_empty() {
                         content.push(AssistantContent::Thinking {
                             text,
                             signature: encrypted,
@@ -706,6 +740,30 @@ impl Assembler {
                     *arguments = done;
                 }
             }
+            "response.reasoning_text.delta" => {
+                let delta = event.delta.unwrap_or_default();
+                if let Some(Output::Reasoning { raw, .. }) = self.outputs.get_mut(&index)
+                    && !delta.is_empty()
+                {
+                    raw.push_str(&delta);
+                    sink.thinking_delta(&delta);
+                    self.turn_bytes = self.turn_bytes.saturating_add(delta.len());
+                    self.emitted = true;
+                }
+            }
+            "response.reasoning_text.done" => {
+                if let (Some(Output::Reasoning { raw, .. }), Some(done)) =
+                    (self.outputs.get_mut(&index), event.text)
+                {
+                    let unseen = rest_of(&done, raw);
+                    if !unseen.is_empty() {
+                        sink.thinking_delta(&unseen);
+                        self.emitted = true;
+                    }
+                    self.turn_bytes = self.turn_bytes.saturating_add(unseen.len());
+                    *raw = done;
+                }
+            }
             "response.reasoning_summary_text.delta" => {
                 let delta = event.delta.unwrap_or_default();
                 if let Some(Output::Reasoning { summary, .. }) = self.outputs.get_mut(&index)
@@ -760,19 +818,64 @@ impl Assembler {
         let Some(usage) = response.and_then(|response| response.usage.as_ref()) else {
             return;
         };
-        let cached = usage
-            .input_tokens_details
-            .as_ref()
+        let details = usage.input_tokens_details.as_ref();
+        let cached = details
             .and_then(|details| details.cached_tokens)
             .unwrap_or(0);
+        let written = details
+            .and_then(|details| details.cache_write_tokens)
+            .unwrap_or(0);
         self.usage = Usage {
-            input_tokens: usage.input_tokens.saturating_sub(cached),
+            input_tokens: usage
+                .input_tokens
+                .saturating_sub(cached)
+                .saturating_sub(written),
             output_tokens: usage.output_tokens,
             cache_read_tokens: cached,
-            cache_write_tokens: 0,
+            cache_write_tokens: written,
             cost_usd: None,
         };
     }
+}
+
+/// A reasoning item with raw reasoning text: the text shown and stored as thinking (its summary
+/// first, when it had one), and the item itself (id, summary, `reasoning_text` content,
+/// encrypted content) kept to go back in `input` as it came, since a summary-only thinking
+/// part could not say which of the two its text was.
+fn raw_reasoning(
+    id: Option<String>,
+    summary: &str,
+    raw: String,
+    encrypted: Option<String>,
+) -> [AssistantContent; 2] {
+    let mut item = json!({
+        "type": "reasoning",
+        "summary": if summary.is_empty() {
+            json!([])
+        } else {
+            json!([{"type": "summary_text", "text": summary}])
+        },
+        "content": [{"type": "reasoning_text", "text": raw}],
+    });
+    if let Some(id) = id {
+        item["id"] = json!(id);
+    }
+    if let Some(encrypted) = encrypted {
+        item["encrypted_content"] = json!(encrypted);
+    }
+    let text = if summary.is_empty() {
+        raw
+    } else {
+        format!("{summary}{SUMMARY_SEPARATOR}{raw}")
+    };
+    [
+        AssistantContent::Thinking {
+            text,
+            signature: None,
+            id: None,
+        },
+        AssistantContent::ProviderData { data: item },
+    ]
 }
 
 /// An error object of an `error` event or a failed response.

@@ -26,30 +26,35 @@ pub enum WireApi {
     AnthropicMessages,
     /// The OpenAI Responses API (`POST {base_url}/responses`), used statelessly.
     OpenAiResponses,
+    /// Google's Gemini API (`POST {base_url}/models/{model}:streamGenerateContent`).
+    GoogleGenerativeAi,
 }
 
 impl WireApi {
     /// Every wire API.
-    pub const ALL: [Self; 3] = [
+    pub const ALL: [Self; 4] = [
         Self::OpenAiCompletions,
         Self::OpenAiResponses,
         Self::AnthropicMessages,
+        Self::GoogleGenerativeAi,
     ];
 
     /// The name used in flue.toml (`openai-completions`, `openai-responses`,
-    /// `anthropic-messages`).
+    /// `anthropic-messages`, `google-generative-ai`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::OpenAiCompletions => "openai-completions",
             Self::OpenAiResponses => "openai-responses",
             Self::AnthropicMessages => "anthropic-messages",
+            Self::GoogleGenerativeAi => "google-generative-ai",
         }
     }
 
     /// Whether a provider speaking `self` may be switched to `other`: the two OpenAI APIs
-    /// share endpoints, keys and models; Anthropic's does not.
+    /// share endpoints, keys and models; Anthropic's and Google's do not.
     pub fn can_switch_to(self, other: Self) -> bool {
-        self == other || (self != Self::AnthropicMessages && other != Self::AnthropicMessages)
+        let openai = |api| matches!(api, Self::OpenAiCompletions | Self::OpenAiResponses);
+        self == other || (openai(self) && openai(other))
     }
 }
 
@@ -68,8 +73,8 @@ impl FromStr for WireApi {
             .find(|api| api.as_str() == text)
             .ok_or_else(|| {
                 FlueError::config(format!(
-                    "unknown api {text:?}: expected \"openai-completions\", \"openai-responses\" \
-                     or \"anthropic-messages\""
+                    "unknown api {text:?}: expected \"openai-completions\", \"openai-responses\", \
+                     \"anthropic-messages\" or \"google-generative-ai\""
                 ))
             })
     }
@@ -311,6 +316,16 @@ pub(crate) enum Thinking {
         /// `xhigh` exists (otherwise `high`).
         xhigh: bool,
     },
+    /// Gemini 2.5 `thinkingConfig.thinkingBudget`, up to `max` tokens; `off` sends a budget of
+    /// 0 when `can_disable` (otherwise the model thinks at its default).
+    GeminiBudget {
+        /// The largest budget the model takes.
+        max: u64,
+        /// A budget of 0 turns thinking off.
+        can_disable: bool,
+    },
+    /// Gemini 3 `thinkingConfig.thinkingLevel` (`low`, `high`); it cannot be turned off.
+    GeminiLevel,
 }
 
 /// A remote provider: id, wire API, endpoint, credentials, models. Builder-lite: start from

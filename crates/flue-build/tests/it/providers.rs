@@ -283,23 +283,23 @@ api = "openai-completions"
                 "flue.toml",
                 1,
                 "provider `custom` is not built in, so it needs `api` and `base_url` (api = \
-                 \"openai-completions\", \"openai-responses\" or \"anthropic-messages\"; built-in \
-                 providers: anthropic, \
-                 openai, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
+                 \"openai-completions\", \"openai-responses\", \"anthropic-messages\" or \
+                 \"google-generative-ai\"; built-in providers: anthropic, \
+                 openai, google, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
             ),
             at(
                 "flue.toml",
                 4,
                 "provider `bad` is not built in, so it needs `api` and `base_url` (api = \
-                 \"openai-completions\", \"openai-responses\" or \"anthropic-messages\"; built-in \
-                 providers: anthropic, \
-                 openai, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
+                 \"openai-completions\", \"openai-responses\", \"anthropic-messages\" or \
+                 \"google-generative-ai\"; built-in providers: anthropic, \
+                 openai, google, openrouter, groq, deepseek, together, mistral, xai, ollama, vllm)",
             ),
             at(
                 "flue.toml",
                 5,
-                "unknown api \"openai-chat\": expected \"openai-completions\", \"openai-responses\" \
-                 or \"anthropic-messages\"",
+                "unknown api \"openai-chat\": expected \"openai-completions\", \"openai-responses\", \
+                 \"anthropic-messages\" or \"google-generative-ai\"",
             ),
             at(
                 "flue.toml",

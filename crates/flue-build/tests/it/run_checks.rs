@@ -10,8 +10,8 @@ fn at(path: &str, line: usize, message: &str) -> Diagnostic {
     Diagnostic::at(path, line, message)
 }
 
-const KNOWN: &str = "anthropic, deepseek, groq, mistral, ollama, openai, openrouter, scripted, \
-                     together, vllm, xai";
+const KNOWN: &str = "anthropic, deepseek, google, groq, mistral, ollama, openai, openrouter, \
+                     scripted, together, vllm, xai";
 
 #[test]
 fn an_unknown_provider_is_reported_at_the_model_line_with_a_suggestion() {

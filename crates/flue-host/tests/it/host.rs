@@ -184,6 +184,34 @@ async fn a_provider_key_comes_from_the_env_not_the_process() {
 }
 
 #[tokio::test]
+async fn the_google_key_is_read_from_gemini_api_key_or_else_google_api_key() {
+    let root = workspace(&[(
+        "agents/a.md",
+        "---\nmodel: google/gemini-2.5-flash\n---\nx\n",
+    )]);
+    let open = |env: Env| {
+        let agents = AgentSet::from_workspace(root.path(), env).unwrap();
+        async move {
+            agents
+                .open(
+                    "a",
+                    "x",
+                    Arc::new(MemoryStore::new()),
+                    &HarnessOptions::new(),
+                )
+                .await
+        }
+    };
+    let err = open(Env::new()).await.unwrap_err();
+    assert_eq!(err.kind(), "missing_api_key");
+    assert!(err.to_string().contains("GEMINI_API_KEY"), "{err}");
+    for var in ["GEMINI_API_KEY", "GOOGLE_API_KEY"] {
+        let env = Env::from_vars([(var.to_owned(), "k".to_owned())]);
+        open(env).await.unwrap().close().await;
+    }
+}
+
+#[tokio::test]
 async fn a_host_is_the_agent_registry_of_a_submission_runtime() {
     let root = hello_world();
     let store = Arc::new(flue_store::SqliteStore::open(&root.path().join("db.sqlite")).unwrap());

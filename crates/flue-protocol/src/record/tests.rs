@@ -42,6 +42,9 @@ fn reasoning_that_goes_back_to_the_provider_round_trips_unchanged() {
         AssistantContent::Refusal {
             text: "I can't help with that.".to_owned(),
         },
+        AssistantContent::ProviderData {
+            data: serde_json::json!({"type": "reasoning.encrypted", "data": "EjQK", "index": 0}),
+        },
     ];
     let json = serde_json::to_value(&content).unwrap();
     assert_eq!(
@@ -50,6 +53,7 @@ fn reasoning_that_goes_back_to_the_provider_round_trips_unchanged() {
             {"type": "thinking", "text": "summary", "signature": "gAAAAB==", "id": "rs_1"},
             {"type": "redacted_thinking", "data": "EmwKAhgB"},
             {"type": "refusal", "text": "I can't help with that."},
+            {"type": "provider_data", "data": {"type": "reasoning.encrypted", "data": "EjQK", "index": 0}},
         ])
     );
     let back: Vec<AssistantContent> = serde_json::from_value(json).unwrap();

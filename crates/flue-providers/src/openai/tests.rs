@@ -213,3 +213,41 @@ fn the_output_limit_leaves_room_for_the_prompt() {
     // 20,000 bytes ~ 5,000 tokens; 8,000 - 5,000 - 4,096 is below the floor of 1,024.
     assert_eq!(body["max_completion_tokens"], json!(1024));
 }
+
+#[test]
+fn reasoning_details_go_back_only_to_the_provider_and_model_that_wrote_them() {
+    let detail = json!({"type": "reasoning.encrypted", "data": "EjQK", "id": "call_1",
+                        "format": "google-gemini-v1", "index": 0});
+    let turn = |provider: &str, model: &str| {
+        Record::Assistant(AssistantMessage {
+            content: vec![
+                AssistantContent::ProviderData {
+                    data: detail.clone(),
+                },
+                AssistantContent::Text { text: "ok".into() },
+            ],
+            model: ModelRef {
+                provider: provider.into(),
+                id: model.into(),
+            },
+            usage: Usage::default(),
+            stop_reason: StopReason::EndTurn,
+        })
+    };
+    let openrouter = provider(ProviderConfig::builtin("openrouter").unwrap());
+    let sent = |record: Record, model: &str| {
+        body(&openrouter, model, &[record], ThinkingLevel::Off)["messages"][1]
+            .get("reasoning_details")
+            .cloned()
+    };
+    let gemini = "google/gemini-3-pro-preview";
+    assert_eq!(
+        sent(turn("openrouter", gemini), gemini),
+        Some(json!([detail]))
+    );
+    assert_eq!(
+        sent(turn("openrouter", gemini), "anthropic/claude-haiku-4.5"),
+        None
+    );
+    assert_eq!(sent(turn("other", gemini), gemini), None);
+}

@@ -41,7 +41,8 @@ fn recording(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The stream `name` as its API frames it; `done` adds Chat Completions' `[DONE]`.
+/// The stream `name` as its API frames it; `done` adds Chat Completions' `[DONE]` (Gemini
+/// sends none).
 fn framed(name: &str, api: WireApi, done: bool) -> Vec<u8> {
     let mut body = String::new();
     for line in recording(name) {
@@ -51,7 +52,7 @@ fn framed(name: &str, api: WireApi, done: bool) -> Vec<u8> {
         }
         body.push_str(&format!("data: {line}\n\n"));
     }
-    if done && api != WireApi::AnthropicMessages {
+    if done && matches!(api, WireApi::OpenAiCompletions) {
         body.push_str("data: [DONE]\n\n");
     }
     body.into_bytes()
@@ -125,6 +126,7 @@ impl Case<'_> {
         for request in &outcome.requests {
             match api {
                 WireApi::AnthropicMessages => validate_anthropic(&request.body),
+                WireApi::GoogleGenerativeAi => validate_gemini(request, self.model),
                 _ => assert_openai_request(request),
             }
         }
@@ -253,6 +255,62 @@ fn validate_anthropic(body: &Value) {
         }
     }
     assert!(breakpoints <= 4, "{breakpoints} cache breakpoints");
+}
+
+/// Gemini's documented request rules: the model in the path with `alt=sse`, the key in
+/// `x-goog-api-key` only; contents start with the user and alternate; every
+/// `functionResponse` answers, by id and name, a `functionCall` of the model content just
+/// before it, and every call is answered; on Gemini 3 the first call of each model content
+/// carries a thought signature (Gemini refuses the request otherwise).
+fn validate_gemini(request: &crate::fake_http::Recorded, model: &str) {
+    assert_eq!(
+        request.path,
+        format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
+    );
+    assert_eq!(
+        request.headers.get("x-goog-api-key").map(String::as_str),
+        Some(crate::providers::KEY)
+    );
+    assert_eq!(request.headers.get("authorization"), None);
+    let contents = request.body["contents"].as_array().unwrap();
+    let mut previous_calls: Vec<(String, String)> = Vec::new();
+    for (idx, content) in contents.iter().enumerate() {
+        let role = content["role"].as_str().unwrap();
+        assert_eq!(role, if idx % 2 == 0 { "user" } else { "model" });
+        let parts = content["parts"].as_array().unwrap();
+        assert!(!parts.is_empty(), "an empty content: {content}");
+        let call_of = |part: &Value, key: &str| {
+            part.get(key).map(|call| {
+                (
+                    call["id"].as_str().unwrap().to_owned(),
+                    call["name"].as_str().unwrap().to_owned(),
+                )
+            })
+        };
+        let answers: Vec<(String, String)> = parts
+            .iter()
+            .filter_map(|part| call_of(part, "functionResponse"))
+            .collect();
+        if role == "user" {
+            assert_eq!(
+                answers, previous_calls,
+                "every call answered once, in order"
+            );
+        }
+        let calls: Vec<(String, String)> = parts
+            .iter()
+            .filter_map(|part| call_of(part, "functionCall"))
+            .collect();
+        if model.starts_with("gemini-3")
+            && let Some(first) = parts.iter().find(|part| part.get("functionCall").is_some())
+        {
+            assert!(
+                first.get("thoughtSignature").is_some(),
+                "Gemini 3 needs the signature of the first call: {content}"
+            );
+        }
+        previous_calls = calls;
+    }
 }
 
 // ---- Anthropic ----
@@ -450,6 +508,51 @@ async fn anthropic_paused_turn_is_sent_back_and_continued() {
 }
 
 #[tokio::test]
+async fn anthropic_paused_web_search_goes_back_as_it_came() {
+    // A turn paused after a server-side web search: the continuation carries the paused
+    // turn's `server_tool_use` and `web_search_tool_result` blocks unchanged, in their place,
+    // as Anthropic documents for `pause_turn`.
+    let out = Case::new(
+        "anthropic",
+        "claude-sonnet-4-5",
+        &["anthropic/web-search-pause-turn", "anthropic/text"],
+    )
+    .replay(SEEDS[1])
+    .await;
+    out.result.unwrap();
+    let recorded: Vec<Value> = recording("anthropic/web-search-pause-turn")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let result_block = recorded
+        .iter()
+        .find(|event| event["content_block"]["type"] == "web_search_tool_result")
+        .map(|event| event["content_block"].clone())
+        .unwrap();
+    let stored = turns(&out.records);
+    assert_eq!(stored[0].stop_reason, StopReason::PauseTurn);
+    assert_eq!(tokens(&stored[0].usage), [15665, 795, 0, 0]);
+    let messages = out.requests[1].body["messages"].as_array().unwrap().clone();
+    let paused = &messages.last().unwrap()["content"];
+    assert_eq!(
+        paused[0],
+        json!({"type": "server_tool_use", "id": "srvtoolu_01Bj5uzzLcYG5hfueSLcDH8k",
+               "name": "web_search", "input": {"query": "tech news today September 26 2025"}})
+    );
+    assert_eq!(paused[1], result_block);
+    assert_eq!(paused[2]["type"], "text");
+    assert_eq!(
+        paused.as_array().unwrap().len(),
+        2 + paused
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|block| block["type"] == "text")
+            .count()
+    );
+}
+
+#[tokio::test]
 async fn anthropic_full_context_window_and_unknown_reasons_fail_as_themselves() {
     for (stream, kind, reason) in [
         (
@@ -589,6 +692,285 @@ async fn deepseek_reasoning_then_answer() {
     let (text, thinking) = streamed(&out.events);
     assert_eq!(response.text, text);
     assert!(!thinking.is_empty() && !text.is_empty());
+}
+
+// ---- OpenRouter ----
+
+/// The JSON file `name` under `tests/corpus/`.
+fn corpus_json(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn openrouter_gemini_3_thought_signature_goes_back_with_its_tool_call() {
+    // Gemini 3 through OpenRouter signs its tool call with an encrypted reasoning detail
+    // (Gemini's thought signature) even with no reasoning asked for; OpenRouter refuses the
+    // next request (HTTP 400) unless the detail comes back on the assistant message.
+    let mut case = Case::new(
+        "openrouter",
+        "google/gemini-3.1-flash-lite-preview",
+        &[
+            "openrouter/gemini-3-tool-call",
+            "openrouter/gemini-3-answer",
+        ],
+    );
+    case.tools = &["weather"];
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        let response = out.result.unwrap();
+        assert_eq!(
+            response.text,
+            "The current weather in Florence, Italy, is 40°C."
+        );
+        let assistant = &out.requests[1].body["messages"][2];
+        assert_eq!(assistant["role"], "assistant");
+        assert_eq!(
+            assistant["tool_calls"][0]["id"],
+            "tool_weather_nNBvDVuJXrZZDwEjuOoj"
+        );
+        // What fantasy sent back on its second request, which OpenRouter accepted.
+        assert_eq!(
+            assistant["reasoning_details"],
+            corpus_json("openrouter/gemini-3-details-sent.json")
+        );
+        // The answer's own signature is kept for the turns after it.
+        let answer = turns(&out.records)[1];
+        let AssistantContent::ProviderData { data } = &answer.content[0] else {
+            panic!("{:?}", answer.content);
+        };
+        assert_eq!(data["format"], "google-gemini-v1");
+    }
+}
+
+#[tokio::test]
+async fn openrouter_claude_signed_reasoning_goes_back_merged_by_index() {
+    // Claude through OpenRouter streams its reasoning as `reasoning.text` pieces of index 0,
+    // the signature in the last one; the next request carries the one merged entry.
+    let mut case = Case::new(
+        "openrouter",
+        "anthropic/claude-haiku-4.5",
+        &[
+            "openrouter/claude-reasoning-tool-call",
+            "openrouter/claude-answer",
+        ],
+    );
+    case.tools = &["weather"];
+    case.thinking = ThinkingLevel::Medium;
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        out.result.unwrap();
+        let thinking = streamed(&out.events).1;
+        assert!(thinking.starts_with("The user is asking for weather information"));
+        let first = turns(&out.records)[0];
+        assert_eq!(first.stop_reason, StopReason::ToolUse);
+        let assistant = &out.requests[1].body["messages"][2];
+        let sent = corpus_json("openrouter/claude-details-sent.json");
+        assert_eq!(assistant["reasoning_details"], sent);
+        assert_eq!(sent[0]["text"], json!(thinking));
+        assert!(
+            sent[0]["signature"]
+                .as_str()
+                .unwrap()
+                .starts_with("Eq0ECkgIDRABGAIqQM")
+        );
+        assert_eq!(
+            assistant["tool_calls"][0]["id"],
+            "toolu_bdrk_01N8hD5cYDw4WfvnjKXAkA2W"
+        );
+    }
+}
+
+// ---- Google Gemini ----
+
+/// The parts of the `model` content of a request.
+fn model_parts(body: &Value) -> Value {
+    body["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|content| content["role"] == "model")
+        .map(|content| content["parts"].clone())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn gemini_3_parallel_calls_go_back_with_their_signature() {
+    // Gemini 3 signs the first of two parallel calls; the next request carries the model turn
+    // exactly as fantasy sent it and Google accepted it.
+    let mut case = Case::new(
+        "google",
+        "gemini-3-pro-preview",
+        &[
+            "google/pro-3-parallel-calls",
+            "google/pro-3-parallel-answer",
+        ],
+    );
+    case.tools = &["add", "multiply"];
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        let response = out.result.unwrap();
+        assert_eq!(
+            response.text,
+            "The sum of 2 and 3 is 5, and their product is 6."
+        );
+        let stored = turns(&out.records);
+        assert_eq!(stored[0].stop_reason, StopReason::ToolUse);
+        // Thoughts are billed as output beside the candidates.
+        assert_eq!(tokens(&stored[0].usage), [157, 32 + 438, 0, 0]);
+        let ids: Vec<&str> = stored[0]
+            .tool_calls()
+            .map(|call| call.id.as_str())
+            .collect();
+        assert_eq!(ids, ["8hd01vsf", "k0srpqrc"]);
+        let second = &out.requests[1].body;
+        assert_eq!(
+            model_parts(second),
+            corpus_json("google/pro-3-parallel-model-turn-sent.json")["parts"]
+        );
+        assert_eq!(
+            second["contents"][2]["parts"][1]["functionResponse"],
+            json!({"name": "multiply", "id": "k0srpqrc", "response": {"output": "{\"answer\":42}"}})
+        );
+        // The answer's closing signature (an empty signed part) is kept as it came.
+        let recorded = recording("google/pro-3-parallel-answer");
+        let last: Value = serde_json::from_str(recorded.last().unwrap()).unwrap();
+        assert_eq!(
+            stored[1].content.last().unwrap(),
+            &AssistantContent::ProviderData {
+                data: last["candidates"][0]["content"]["parts"][0].clone()
+            }
+        );
+    }
+}
+
+#[tokio::test]
+async fn gemini_2_5_thoughts_are_thinking_and_the_signed_call_goes_back() {
+    let mut case = Case::new(
+        "google",
+        "gemini-2.5-flash",
+        &[
+            "google/flash-thinking-tool-call",
+            "google/flash-thinking-answer",
+        ],
+    );
+    case.tools = &["weather"];
+    case.thinking = ThinkingLevel::Medium;
+    for seed in SEEDS {
+        let out = case.replay(seed).await;
+        let response = out.result.unwrap();
+        assert_eq!(response.text, "The weather in Florence, Italy is 40 C.");
+        let thinking = streamed(&out.events).1;
+        assert!(thinking.starts_with("**Determining the Weather Inquiry**"));
+        let first = &out.requests[0].body;
+        assert_eq!(
+            first["generationConfig"]["thinkingConfig"],
+            json!({"includeThoughts": true, "thinkingBudget": 8192})
+        );
+        // Gemini 2.5 gave the call no id: flue names it, and the result answers that name.
+        let call = turns(&out.records)[0].tool_calls().next().unwrap().clone();
+        let mut sent = corpus_json("google/flash-thinking-model-turn-sent.json")["parts"].clone();
+        sent[0]["functionCall"]["id"] = json!(call.id);
+        assert_eq!(model_parts(&out.requests[1].body), sent);
+        assert_eq!(tokens(&response.usage), [54 + 146, 14 + 62 + 12, 0, 0]);
+    }
+}
+
+#[tokio::test]
+async fn gemini_text_keeps_its_closing_signature() {
+    let out = Case::new(
+        "google",
+        "gemini-3-pro-preview",
+        &["google/text-signed-end"],
+    )
+    .replay(SEEDS[0])
+    .await;
+    let response = out.result.unwrap();
+    assert_eq!(
+        response.text,
+        "There are **3** \"r\"s in strawberry.\n\nst**r**awbe**rr**y"
+    );
+    assert_eq!(tokens(&response.usage), [9, 23 + 185, 0, 0]);
+    let turn = turns(&out.records)[0];
+    let AssistantContent::ProviderData { data } = &turn.content[1] else {
+        panic!("{:?}", turn.content);
+    };
+    assert_eq!(data["text"], "");
+    assert!(
+        data["thoughtSignature"]
+            .as_str()
+            .unwrap()
+            .starts_with("EqsFCqgFAb4")
+    );
+}
+
+#[tokio::test]
+async fn gemini_blocks_and_empty_answers_fail_clearly() {
+    // A safety stop after some text: the content filter, what arrived stored.
+    let out = Case::new("google", "gemini-3-pro-preview", &["google/safety"])
+        .replay(SEEDS[0])
+        .await;
+    let err = out.result.unwrap_err();
+    assert_eq!(err.kind(), "content_filter");
+    assert_eq!(
+        turns(&out.records)[0].stop_reason,
+        StopReason::ContentFilter
+    );
+    // A blocked prompt: no candidates at all; not retried.
+    let out = Case::new("google", "gemini-3-pro-preview", &["google/blocked-prompt"])
+        .replay(SEEDS[0])
+        .await;
+    let err = out.result.unwrap_err();
+    assert_eq!(err.kind(), "provider_error");
+    assert!(err.to_string().contains("blockReason SAFETY"), "{err}");
+    assert_eq!(out.requests.len(), 1);
+    // `STOP` with nothing in it is no answer: retried, then a failure, never an empty success.
+    let out = Case::new("google", "gemini-3-pro-preview", &["google/empty-stop"; 4])
+        .replay(SEEDS[0])
+        .await;
+    let err = out.result.unwrap_err();
+    assert!(err.to_string().contains("without any text"), "{err}");
+    assert_eq!(out.requests.len(), 4);
+    assert!(turns(&out.records).is_empty());
+}
+
+#[tokio::test]
+async fn gemini_openai_compatible_thought_signatures_go_back_on_their_calls() {
+    // Gemini's OpenAI-compatible endpoint signs a call in `extra_content.google`; the call
+    // goes back with it, the unsigned call without.
+    let config = flue_providers::ProviderConfig::new(
+        "gemini-openai",
+        WireApi::OpenAiCompletions,
+        "http://unused/v1",
+    )
+    .with_api_key(flue_providers::ApiKey::new(crate::providers::KEY))
+    .with_retry(crate::providers::fast_retry());
+    let replies = ["openai/extra-content-tool-calls", "openai/text"]
+        .iter()
+        .map(|name| Reply::seeded_pieces(framed(name, WireApi::OpenAiCompletions, true), 3, false))
+        .collect();
+    let out = run(
+        config,
+        "gemini-3-pro-preview",
+        ThinkingLevel::Off,
+        vec![any_tool("GetWeatherArgs"), any_tool("get_stock_price")],
+        replies,
+    )
+    .await;
+    out.result.unwrap();
+    let calls = out.requests[1].body["messages"][2]["tool_calls"].clone();
+    assert_eq!(
+        calls[0]["extra_content"],
+        json!({"google": {"thought_signature": "EpEBCo4BAb4+9vueD6qXh+z6U+4AqU940Oj5Cdxb85BS4kZ2qdo"}})
+    );
+    assert_eq!(calls[0]["id"], "call_JMW1whyEaYG438VE1OIflxA2");
+    assert_eq!(calls[1].get("extra_content"), None);
+    assert_eq!(
+        out.requests[1].body["messages"][2].get("reasoning_details"),
+        None
+    );
 }
 
 // ---- Mistral ----

@@ -749,3 +749,89 @@ fn the_schema_refuses_bodies_openai_refuses() {
         );
     }
 }
+
+#[tokio::test]
+async fn tokens_written_to_the_cache_are_counted_apart_from_input() {
+    // Bedrock's (and Copilot's) Responses endpoints report `cache_write_tokens` inside
+    // `input_tokens`, as `cached_tokens` is.
+    let outcome = run(
+        openai(),
+        "gpt-5.1-codex",
+        ThinkingLevel::Off,
+        Vec::new(),
+        vec![recorded("cache-write-usage.sse")],
+    )
+    .await;
+    let usage = outcome.result.unwrap().usage;
+    assert_eq!(
+        [
+            usage.input_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.output_tokens
+        ],
+        [7112 - 3072 - 43, 3072, 43, 463]
+    );
+}
+
+#[tokio::test]
+async fn raw_reasoning_is_thinking_and_goes_back_whole_in_the_tool_loop() {
+    // LM Studio (glm-4.7-flash) streams its reasoning raw, as `reasoning_text` parts, where
+    // OpenAI streams summaries; the item goes back with its raw text as it came.
+    let info = flue_core::model::ModelInfo {
+        reasoning: true,
+        ..flue_core::model::ModelInfo::default()
+    };
+    let config = ProviderConfig::new("lmstudio", WireApi::OpenAiResponses, "http://unused/v1")
+        .with_api_key(ApiKey::new(KEY))
+        .with_retry(fast_retry())
+        .with_model("zai-org/glm-4.7-flash", info);
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {
+        location: String,
+    }
+    let weather = ToolDefinition::from_fn(
+        "weather",
+        "Get the weather in a location",
+        |input: Input, _ctx| async move {
+            Ok::<_, ToolError>(json!({"location": input.location, "temperature": 18}))
+        },
+    )
+    .unwrap();
+    let outcome = run(
+        config,
+        "zai-org/glm-4.7-flash",
+        ThinkingLevel::Medium,
+        vec![weather],
+        vec![
+            recorded("raw-reasoning-tool-call.sse"),
+            recorded("raw-reasoning-answer.sse"),
+        ],
+    )
+    .await;
+    outcome.result.unwrap();
+    let reasoning = done_item("raw-reasoning-tool-call.sse", "reasoning");
+    let raw = reasoning["content"][0]["text"].as_str().unwrap();
+    assert!(raw.starts_with("The user is asking for the weather in San Francisco."));
+    assert_eq!(streamed(&outcome.events).1, raw);
+    let first = assistants(&outcome.records)[0];
+    assert_eq!(
+        first.content[0],
+        AssistantContent::Thinking {
+            text: raw.to_owned(),
+            signature: None,
+            id: None
+        }
+    );
+    assert_eq!(first.stop_reason, StopReason::ToolUse);
+    let input = outcome.requests[1].body["input"].as_array().unwrap();
+    assert_eq!(
+        input[1],
+        json!({"type": "reasoning", "id": "rs_3yo6zy4vu4hq6iegqwhn1", "summary": [],
+               "content": [{"type": "reasoning_text", "text": raw}]})
+    );
+    assert_eq!(input[2]["role"], "assistant");
+    assert_eq!(input[3]["type"], "function_call");
+    assert_eq!(input[3]["call_id"], "call_2025306790300011");
+    assert_eq!(input[4]["type"], "function_call_output");
+}

@@ -115,6 +115,7 @@ pub async fn run_prompt(
     let server = FakeServer::start(replies).await;
     let base_url = match config.api {
         WireApi::AnthropicMessages => server.url.clone(),
+        WireApi::GoogleGenerativeAi => format!("{}/v1beta", server.url),
         _ => format!("{}/v1", server.url),
     };
     let provider_id = config.id.clone();
