@@ -192,6 +192,12 @@ impl AgentRegistry for Host {
         Box::pin(async move { self.registry_builder(agent).await.map_err(FlueError::from) })
     }
 
+    /// A workspace the user has not trusted runs no agent that needs trust.
+    fn check_runnable<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, flue_core::Result<()>> {
+        let _ = agent;
+        Box::pin(async move { self.agents().require_trust().map_err(FlueError::from) })
+    }
+
     /// From the configuration alone (the default would open a sandbox).
     fn check_options<'a>(
         &'a self,

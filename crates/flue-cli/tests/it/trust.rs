@@ -476,11 +476,15 @@ fn flue_dev_serves_an_untrusted_workspace_but_runs_none_of_it() {
     // The console answers; a message to the agent is refused, saying why.
     let agents = dev.get("/_flue/dev/state");
     assert!(agents.is_object());
-    let submission = dev.send("a/c1", "hi");
-    let settled = dev.settled("a/c1", &submission);
+    let (status, body) = crate::dev::http(
+        &dev.addr,
+        "POST",
+        "/agents/a/c1",
+        &serde_json::json!({"kind": "user", "body": "hi"}).to_string(),
+    );
     assert!(
-        settled.to_string().contains("not trusted"),
-        "refused with the reason: {settled}"
+        (400..500).contains(&status) && body.contains("not trusted"),
+        "refused at admission with the reason: {status} {body}"
     );
     // No hook, no MCP command, no schedule tick, no provider call, no database.
     h.assert_untouched("flue dev");

@@ -85,6 +85,14 @@ pub trait AgentRegistry: Send + Sync {
     /// [`FlueError::UnknownAgent`] when the agent is not served.
     fn harness_builder<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<HarnessBuilder>>;
 
+    /// Whether `agent` may run at all now, checked on every dispatch before anything is
+    /// stored: an error refuses the message with its kind and message (a workspace the user
+    /// has not trusted, say). The default lets every served agent run.
+    fn check_runnable<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<()>> {
+        let _ = agent;
+        Box::pin(async { Ok(()) })
+    }
+
     /// Checks what a message to `agent` chooses for its run (its model, role and skill; see
     /// [`MessageOptions`]) before the message is admitted: [`FlueError::InvalidRequest`]
     /// naming the field refuses it, and nothing is stored. Called by every dispatch whose

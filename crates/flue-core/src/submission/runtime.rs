@@ -434,6 +434,7 @@ impl AgentRuntime {
             });
         }
         check_message(&message)?;
+        self.inner.agents.check_runnable(&key.agent).await?;
         self.check_options(&key.agent, message.options()).await?;
         let blocking = self.blocking_actions(key).await?;
         if !blocking.is_empty() {

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use flue_host::{AgentSet, App, Env, RuntimeMode, StoreChoice};
+use flue_host::{AgentSet, App, Env, RuntimeMode, StoreChoice, TrustPolicy, TrustStore};
 use flue_server::ServerConfig;
 
 /// Serves every agent of the workspace at `root` on `addr` until `stop` resolves.
@@ -14,7 +14,12 @@ pub async fn serve_workspace(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::for_root(std::env::vars(), root, None)?;
-    let agents = AgentSet::from_workspace(root, env)?;
+    // Hooks, MCP servers, host sandboxes, schedules and the workspace's own endpoints run
+    // only where the user trusted the workspace (`flue trust`); a program serving a
+    // workspace of its own may pass `TrustPolicy::Granted` instead.
+    let trust = TrustStore::for_user(|name| std::env::var(name).ok())
+        .map_or(TrustPolicy::Denied, TrustPolicy::Recorded);
+    let agents = AgentSet::from_workspace(root, env)?.with_trust(trust);
     // The store (flue.toml's `[store] url`, else .flue/flue.db), the host, the durable
     // runtime (resuming what a killed process left) and the router, assembled in one place.
     let app = App::builder(agents)
