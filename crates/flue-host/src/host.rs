@@ -195,7 +195,13 @@ impl AgentRegistry for Host {
     /// A workspace the user has not trusted runs no agent that needs trust.
     fn check_runnable<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, flue_core::Result<()>> {
         let _ = agent;
-        Box::pin(async move { self.agents().require_trust().map_err(FlueError::from) })
+        Box::pin(async move {
+            self.agents()
+                .require_trust()
+                .map_err(|err| FlueError::InvalidRequest {
+                    message: err.to_string(),
+                })
+        })
     }
 
     /// From the configuration alone (the default would open a sandbox).
