@@ -13,8 +13,7 @@ use flue_build::SandboxKind;
     about,
     long_about = None,
     propagate_version = true,
-    after_help = "Examples:\n  flue run hello -m \"What does the greeting file say?\"\n  flue chat hello\n  \
-                  flue session list\n\nDocs: docs/cli.md"
+    after_help = MAIN_HELP
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -81,7 +80,35 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) to stdout.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+    /// Print flue's man page (roff) to stdout, or write one page per command into a folder.
+    #[command(after_help = MAN_HELP)]
+    Man(ManArgs),
 }
+
+const MAIN_HELP: &str = "Examples:
+  flue init my-agents && cd my-agents
+  flue run assistant -m \"read the notes\"
+  flue chat assistant
+  flue session list
+
+More: `flue help <command>` for each command's options and examples; `flue man` prints the
+man page, `flue completions <shell>` a completion script.
+Docs: https://github.com/flue-rs/flue/tree/main/docs (docs/cli.md for every command)";
+const COMPLETIONS_HELP: &str = "Examples:
+  source <(flue completions bash)                                 (this shell; or in ~/.bashrc)
+  flue completions zsh > \"${fpath[1]}/_flue\"
+  flue completions fish > ~/.config/fish/completions/flue.fish
+  flue completions powershell >> $PROFILE
+
+Docs: docs/cli.md#flue-completions";
+const MAN_HELP: &str = "Examples:
+  flue man | man -l -                     (read it now)
+  flue man --dir ~/.local/share/man/man1  (flue.1 and flue-run.1, ...; then `man flue-run`)
+
+Docs: docs/cli.md#flue-man";
 
 const RUN_HELP: &str = "Examples:
   flue run hello -m \"What does the greeting file say?\"
@@ -108,6 +135,7 @@ Docs: docs/cli.md#flue-tools (built-in tools: docs/file-tools.md)";
 const BUILD_HELP: &str = "Examples:
   flue build                 (check everything a run would reject, and write dist/)
   flue build --out /tmp/bundle
+  flue build --json | jq '.problems'    (every problem with its file and line, for an editor or CI)
 
 Docs: docs/cli.md#flue-build, docs/bundle-format.md";
 const SCHEDULES_HELP: &str = "Examples:
@@ -317,6 +345,11 @@ pub(crate) struct RunArgs {
     /// Model override, PROVIDER/MODEL.
     #[arg(long)]
     pub(crate) model: Option<String>,
+    /// Use the model even though the catalog of its built-in provider does not list it (a
+    /// model newer than this flue); without it such a name is refused before anything is
+    /// stored, as most likely a typo.
+    #[arg(long)]
+    pub(crate) allow_unknown_model: bool,
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
@@ -366,6 +399,11 @@ pub(crate) struct ChatArgs {
     /// Model override, PROVIDER/MODEL.
     #[arg(long)]
     pub(crate) model: Option<String>,
+    /// Use the model even though the catalog of its built-in provider does not list it (a
+    /// model newer than this flue); without it such a name is refused before anything is
+    /// stored, as most likely a typo.
+    #[arg(long)]
+    pub(crate) allow_unknown_model: bool,
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
@@ -430,6 +468,10 @@ pub(crate) struct BuildArgs {
     /// Output folder (default: ROOT/dist).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+    /// Print JSON: `{"ok": true, "bundle", "digest", "agents", "skills", "roles", "notes"}`,
+    /// or `{"ok": false, "problems": [{"path", "line", "message"}]}` (the exit code is 1).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -668,9 +710,11 @@ pub(crate) struct ServeArgs {
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
-    /// Most open connections at once (SSE streams included).
-    #[arg(long, default_value_t = 20_000)]
-    pub(crate) max_connections: usize,
+    /// Most open connections at once (SSE streams included). Default: 20,000, or what the
+    /// open-file limit allows when that is lower (a warning only when N is given and cannot be
+    /// honoured).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_connections: Option<usize>,
     /// Seconds running turns get to finish at shutdown.
     #[arg(long, default_value_t = 10)]
     pub(crate) grace: u64,
@@ -735,6 +779,21 @@ pub(crate) struct DevArgs {
     /// opening or its previous response (so also how long an idle keep-alive connection stays).
     #[arg(long, default_value_t = 20_000, value_name = "MS")]
     pub(crate) header_timeout_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Write `flue.1` and one page per subcommand (`flue-run.1`, `flue-session-list.1`, ...)
+    /// into this folder instead of printing `flue.1`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -332,7 +332,8 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         flue_core::check_instance_id(id)?;
     }
     let (agents, agent_name) = load(args)?;
-    agents.agent(&agent_name)?;
+    let info = agents.agent(&agent_name)?;
+    check_model(&agents, args.model.as_deref().or(info.model.as_deref()), args)?;
     let opened = StoreChoice::Workspace.open(&agents).await?;
     let store = Arc::clone(&opened.store);
     let id = match &args.id {
@@ -765,6 +766,19 @@ pub(crate) async fn discarded_edits_notice(
         changed.len(),
         key.id
     );
+}
+
+/// Refuses a model its built-in provider's catalog does not know (most likely a typo, which
+/// the provider would only answer with a 404 once the conversation exists), unless
+/// `--allow-unknown-model`. Before anything is stored.
+fn check_model(agents: &AgentSet, model: Option<&str>, args: &RunArgs) -> Result<(), SetupError> {
+    if args.allow_unknown_model {
+        return Ok(());
+    }
+    match model.and_then(|model| agents.unknown_model(model)) {
+        Some(message) => Err(SetupError::UnknownModel { message }),
+        None => Ok(()),
+    }
 }
 
 /// For a model specifier without a known provider (`--model gpt-4o`, `opnai/gpt-4o`): the one
