@@ -465,7 +465,6 @@ fn duration_text(ms: u64) -> String {
     }
 }
 
-
 #[cfg(test)]
 mod tests;
 

@@ -332,8 +332,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         flue_core::check_instance_id(id)?;
     }
     let (agents, agent_name) = load(args)?;
-    let info = agents.agent(&agent_name)?;
-    check_model(&agents, args.model.as_deref().or(info.model.as_deref()), args)?;
+    check_model(&agents, &agent_name, args)?;
     let opened = StoreChoice::Workspace.open(&agents).await?;
     let store = Arc::clone(&opened.store);
     let id = match &args.id {
@@ -771,10 +770,17 @@ pub(crate) async fn discarded_edits_notice(
 /// Refuses a model its built-in provider's catalog does not know (most likely a typo, which
 /// the provider would only answer with a 404 once the conversation exists), unless
 /// `--allow-unknown-model`. Before anything is stored.
-fn check_model(agents: &AgentSet, model: Option<&str>, args: &RunArgs) -> Result<(), SetupError> {
+/// Also fails for an unknown agent.
+pub(crate) fn check_model(
+    agents: &AgentSet,
+    agent_name: &str,
+    args: &RunArgs,
+) -> Result<(), SetupError> {
+    let info = agents.agent(agent_name)?;
     if args.allow_unknown_model {
         return Ok(());
     }
+    let model = args.model.as_deref().or(info.model.as_deref());
     match model.and_then(|model| agents.unknown_model(model)) {
         Some(message) => Err(SetupError::UnknownModel { message }),
         None => Ok(()),

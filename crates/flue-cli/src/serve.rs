@@ -228,7 +228,8 @@ fn connection_limit(asked: Option<usize>) -> usize {
     let Some(limit) = raise_fd_limit(needed) else {
         return wanted;
     };
-    let room = usize::try_from(limit.saturating_sub(RESERVED_FDS.min(limit / 4))).unwrap_or(usize::MAX);
+    let room =
+        usize::try_from(limit.saturating_sub(RESERVED_FDS.min(limit / 4))).unwrap_or(usize::MAX);
     if room >= wanted {
         return wanted;
     }
@@ -239,7 +240,11 @@ fn connection_limit(asked: Option<usize>) -> usize {
              LimitNOFILE= in a systemd unit) or lower --max-connections"
         );
     } else {
-        tracing::info!(limit, max_connections = room, "connections capped by the open-file limit");
+        tracing::info!(
+            limit,
+            max_connections = room,
+            "connections capped by the open-file limit"
+        );
     }
     room
 }

@@ -61,7 +61,10 @@ pub(crate) fn resolve_store_root(explicit: Option<&Path>) -> Result<PathBuf, Hos
         .ancestors()
         .find(|dir| holds_workspace(dir) || dir.join(DB_PATH).is_file())
     {
-        Some(root) => canonical(&flue_host::resolve_root(Some(root), root)?, "the store root"),
+        Some(root) => canonical(
+            &flue_host::resolve_root(Some(root), root)?,
+            "the store root",
+        ),
         None => resolve_root(None),
     }
 }

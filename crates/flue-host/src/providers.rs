@@ -112,7 +112,9 @@ impl Providers {
         let (provider, spec) = self.registry.resolve(model).ok()?;
         BuiltinProvider::find(&spec.provider)?;
         let known = provider.known_models();
-        if self.moved.contains(&spec.provider) || known.is_empty() || provider.knows_model(&spec.model)
+        if self.moved.contains(&spec.provider)
+            || known.is_empty()
+            || provider.knows_model(&spec.model)
         {
             return None;
         }

@@ -9,10 +9,7 @@ const MAX_MESSAGE_CHARS: usize = 200;
 
 /// The file a call names: the `path` of its input (the file tools), if any.
 pub(super) fn input_path(input: &Value) -> Option<String> {
-    input
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    input.get("path").and_then(Value::as_str).map(str::to_owned)
 }
 
 /// One line saying what call of tool `name` returned. `path` is the file its input named.
@@ -28,7 +25,9 @@ pub(super) fn summary(name: &str, path: Option<&str>, is_error: bool, output: &s
 /// A JSON result: the file tools' `{"ok", "data" | "error"}`, a command tool's
 /// `{"exit_code", "stdout", "stderr"}`, or any other object (its size).
 fn json_parts(result: &serde_json::Map<String, Value>, n_bytes: usize) -> Vec<String> {
-    if let Some(error) = result.get("error").filter(|_| result.get("ok") == Some(&Value::Bool(false)))
+    if let Some(error) = result
+        .get("error")
+        .filter(|_| result.get("ok") == Some(&Value::Bool(false)))
     {
         let kind = error.get("kind").and_then(Value::as_str).unwrap_or("error");
         let message = error.get("message").and_then(Value::as_str).unwrap_or("");

@@ -249,8 +249,14 @@ fn each_kind_of_tool_result_becomes_one_short_line() {
         "x, not_found: no file x"
     );
     let command = r#"{"exit_code":0,"stderr":"","stdout":"4"}"#;
-    assert_eq!(summary("count", None, false, command), "exit code 0, 1 byte");
-    assert_eq!(summary("bash", None, false, "hello\n"), "exit code 0, 6 bytes");
+    assert_eq!(
+        summary("count", None, false, command),
+        "exit code 0, 1 byte"
+    );
+    assert_eq!(
+        summary("bash", None, false, "hello\n"),
+        "exit code 0, 6 bytes"
+    );
     assert_eq!(summary("load_skill", None, false, "hello\n"), "6 bytes");
     assert_eq!(
         summary("bash", None, true, "out\nerr\nexit code: 2"),

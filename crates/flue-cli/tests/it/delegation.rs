@@ -38,17 +38,26 @@ fn the_reviewer_delegates_to_the_security_subagent() {
     for line in [
         "-> load_skill {\"name\":\"code-review\"}",
         "-> load_skill {\"name\":\"code-review\",\"resource\":\"checklist.md\"}",
-        "<- load_skill done: - Functions are short and named for what they do.",
         "-> task {\"agent\":\"security\",\"prompt\":\"Audit src/login.py for security \
          vulnerabilities.\",\"role\":\"security-engineer\"}",
         &format!("  => task security in {child}"),
         // What the subagent does shows as it happens, under its task.
         "    -> read_file {\"path\":\"src/login.py\"}",
-        "    <- read_file done: {\"data\":{\"content\":\"import sqlite3",
+        "    <- read_file done: src/login.py, ",
         "  <= task security done",
     ] {
         assert!(err.contains(line), "missing {line:?} in:\n{err}");
     }
+    // Each tool result is one line: what came back and its size, not the text itself.
+    let skill_results: Vec<&str> = err
+        .lines()
+        .filter(|line| line.starts_with("<- load_skill done: "))
+        .collect();
+    assert!(
+        skill_results.len() == 2 && skill_results.iter().all(|line| line.ends_with(" bytes")),
+        "{err}"
+    );
+    assert!(!err.contains("Functions are short"), "{err}");
 }
 
 #[test]

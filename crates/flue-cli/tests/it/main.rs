@@ -17,6 +17,7 @@ mod delegation;
 mod delete;
 mod dev;
 mod dev_markdown;
+mod docs_commands;
 mod durable;
 mod elicit_serve;
 mod everyday;
@@ -34,6 +35,7 @@ mod model_per_call;
 mod multi_node;
 mod on_terminal;
 mod otel;
+mod path_forms;
 mod pauses;
 #[path = "../../../flue-store/tests/it/pg_server.rs"]
 mod pg_server;
@@ -48,6 +50,7 @@ mod schedules;
 mod secrets;
 mod serve;
 mod session_show;
+mod shell;
 mod signals;
 mod try_http;
 
