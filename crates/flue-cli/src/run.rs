@@ -332,7 +332,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         flue_core::check_instance_id(id)?;
     }
     let (agents, agent_name) = load(args)?;
-    check_model(&agents, &agent_name, args)?;
+    crate::setup::check_model(&agents, &agent_name, args)?;
     let opened = StoreChoice::Workspace.open(&agents).await?;
     let store = Arc::clone(&opened.store);
     let id = match &args.id {
@@ -765,26 +765,6 @@ pub(crate) async fn discarded_edits_notice(
         changed.len(),
         key.id
     );
-}
-
-/// Refuses a model its built-in provider's catalog does not know (most likely a typo, which
-/// the provider would only answer with a 404 once the conversation exists), unless
-/// `--allow-unknown-model`. Before anything is stored.
-/// Also fails for an unknown agent.
-pub(crate) fn check_model(
-    agents: &AgentSet,
-    agent_name: &str,
-    args: &RunArgs,
-) -> Result<(), SetupError> {
-    let info = agents.agent(agent_name)?;
-    if args.allow_unknown_model {
-        return Ok(());
-    }
-    let model = args.model.as_deref().or(info.model.as_deref());
-    match model.and_then(|model| agents.unknown_model(model)) {
-        Some(message) => Err(SetupError::UnknownModel { message }),
-        None => Ok(()),
-    }
 }
 
 /// For a model specifier without a known provider (`--model gpt-4o`, `opnai/gpt-4o`): the one

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
 use crate::args::ServeArgs;
-use crate::workspace::{current_dir, resolve_root};
+use crate::workspace::{canonical, current_dir, resolve_root};
 
 /// Runs `flue serve` until SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -187,7 +187,7 @@ pub(crate) fn load_agents(
         Some(bundle) => {
             let root = match root {
                 Some(root) => resolve_root(Some(root))?,
-                None => current_dir()?,
+                None => canonical(&current_dir()?, "the current directory")?,
             };
             AgentSet::from_bundle(bundle, &root, env(&root)?)?
         }

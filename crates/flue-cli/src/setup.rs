@@ -19,7 +19,7 @@ pub(crate) enum SetupError {
     /// `--new` with an id that exists.
     #[error("conversation {id:?} already exists; drop --new to continue it")]
     ConversationExists { id: String },
-    /// A model its built-in provider's catalog does not list (see `run::check_model`).
+    /// A model its built-in provider's catalog does not list (see [`check_model`]).
     #[error("{message}")]
     UnknownModel { message: String },
 }
@@ -79,6 +79,26 @@ pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
         }
     };
     Ok((agents, agent_name))
+}
+
+/// Refuses a model its built-in provider's catalog does not know (most likely a typo, which
+/// the provider would only answer with a 404 once the conversation exists), unless
+/// `--allow-unknown-model`. Before anything is stored.
+/// Also fails for an unknown agent.
+pub(crate) fn check_model(
+    agents: &AgentSet,
+    agent_name: &str,
+    args: &RunArgs,
+) -> Result<(), SetupError> {
+    let info = agents.agent(agent_name)?;
+    if args.allow_unknown_model {
+        return Ok(());
+    }
+    let model = args.model.as_deref().or(info.model.as_deref());
+    match model.and_then(|model| agents.unknown_model(model)) {
+        Some(message) => Err(SetupError::UnknownModel { message }),
+        None => Ok(()),
+    }
 }
 
 /// The process environment over `--env FILE` or the workspace's `.env`.
