@@ -183,7 +183,7 @@ fn a_misspelt_agent_gets_the_closest_name() {
 fn a_model_the_catalog_does_not_know_is_refused_before_anything_is_stored() {
     let ws = Workspace::hello_world();
     // A key, so that only the name is wrong; nothing is sent anywhere.
-    let run = |extra: &[&str]| {
+    let run_with = |extra: &[&str], base_url: Option<&str>| {
         let mut command = assert_cmd::Command::cargo_bin("flue").unwrap();
         command
             .args(["run", "hello", "-m", "hi", "--root"])
@@ -192,8 +192,12 @@ fn a_model_the_catalog_does_not_know_is_refused_before_anything_is_stored() {
             .env("OPENAI_API_KEY", "sk-test")
             .env_remove("OPENAI_BASE_URL")
             .env_remove("FLUE_LOG");
+        if let Some(url) = base_url {
+            command.env("OPENAI_BASE_URL", url);
+        }
         command.output().unwrap()
     };
+    let run = |extra: &[&str]| run_with(extra, None);
     let refused = run(&["--model", "openai/gpt-4oo"]);
     assert_eq!(
         (refused.status.code(), stderr(&refused)),
@@ -223,6 +227,23 @@ fn a_model_the_catalog_does_not_know_is_refused_before_anything_is_stored() {
         let output = run(passing);
         assert!(output.status.success(), "{passing:?}: {}", stderr(&output));
     }
+    let refused = run(&["--model", "openai/gpt-4oo", "--dry-run"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    // Another server at the provider's URL knows models the catalog cannot.
+    let moved = run_with(
+        &["--model", "openai/gpt-4oo", "--dry-run"],
+        Some("http://127.0.0.1:9/v1"),
+    );
+    assert!(moved.status.success(), "{}", stderr(&moved));
+    // A model described in flue.toml is known.
+    let settings = std::fs::read_to_string(ws.root().join("flue.toml")).unwrap();
+    std::fs::write(
+        ws.root().join("flue.toml"),
+        format!("{settings}\n[providers.openai.models.\"gpt-4oo\"]\ncontext_window = 64000\n"),
+    )
+    .unwrap();
+    let described = run(&["--model", "openai/gpt-4oo", "--dry-run"]);
+    assert!(described.status.success(), "{}", stderr(&described));
 }
 
 #[test]
