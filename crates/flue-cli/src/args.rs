@@ -13,8 +13,7 @@ use flue_build::SandboxKind;
     about,
     long_about = None,
     propagate_version = true,
-    after_help = "Examples:\n  flue run hello -m \"What does the greeting file say?\"\n  flue chat hello\n  \
-                  flue session list\n\nDocs: docs/cli.md"
+    after_help = MAIN_HELP
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -90,6 +89,12 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) to stdout.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+    /// Print flue's man page (roff) to stdout, or write one page per command into a folder.
+    #[command(after_help = MAN_HELP)]
+    Man(ManArgs),
 }
 
 const TRUST_HELP: &str = "Examples:
@@ -102,6 +107,28 @@ A workspace is untrusted until you trust it: `build`, `tools`, `run --dry-run`, 
 the `dev` console work and run nothing of it; commands that would run its hooks, MCP servers,
 host sandboxes or schedules, or send your keys where it says, ask on a terminal and refuse
 elsewhere. A change to what trust covers asks again. Docs: docs/security.md#workspace-trust";
+const MAIN_HELP: &str = "Examples:
+  flue init my-agents && cd my-agents
+  flue run assistant -m \"read the notes\"
+  flue chat assistant
+  flue session list
+
+More: `flue help <command>` for each command's options and examples; `flue man` prints the
+man page, `flue completions <shell>` a completion script.
+Docs: https://github.com/flue-rs/flue/tree/main/docs (docs/cli.md for every command)";
+const COMPLETIONS_HELP: &str = "Examples:
+  flue completions bash > ~/.local/share/bash-completion/completions/flue
+  source <(flue completions bash)                                 (this shell only)
+  flue completions zsh > \"${fpath[1]}/_flue\"
+  flue completions fish > ~/.config/fish/completions/flue.fish
+  flue completions powershell >> $PROFILE
+
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-completions";
+const MAN_HELP: &str = "Examples:
+  flue man | man -l -                     (read it now)
+  flue man --dir ~/.local/share/man/man1  (flue.1 and flue-run.1, ...; then `man flue-run`)
+
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-man";
 
 const RUN_HELP: &str = "Examples:
   flue run hello -m \"What does the greeting file say?\"
@@ -110,7 +137,7 @@ const RUN_HELP: &str = "Examples:
   flue run reviewer --skill code-review --arg file=src/login.py
   flue run hello --dry-run
 
-Docs: docs/cli.md#flue-run";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-run";
 const CHAT_HELP: &str = "Examples:
   flue chat hello
   flue chat hello --id support-7     (continue or start conversation support-7)
@@ -119,80 +146,81 @@ const CHAT_HELP: &str = "Examples:
 Type a message and press Enter; Ctrl-C aborts the reply being written, Ctrl-D or /exit ends
 the chat.
 
-Docs: docs/cli.md#flue-chat";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-chat";
 const TOOLS_HELP: &str = "Examples:
   flue tools hello
   flue tools hello --json | jq '.tools[].name'
 
-Docs: docs/cli.md#flue-tools (built-in tools: docs/file-tools.md)";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-tools (built-in tools: docs/file-tools.md)";
 const BUILD_HELP: &str = "Examples:
   flue build                 (check everything a run would reject, and write dist/)
   flue build --out /tmp/bundle
+  flue build --json | jq '.problems'    (every problem with its file and line, for an editor or CI)
 
-Docs: docs/cli.md#flue-build, docs/bundle-format.md";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-build, docs/bundle-format.md";
 const SCHEDULES_HELP: &str = "Examples:
   flue schedules
   flue schedules --json | jq '.schedules[].next'
 
-Schedules fire in `flue serve` and `flue dev`. Docs: docs/schedules.md, docs/cli.md#flue-schedules";
+Schedules fire in `flue serve` and `flue dev`. Docs (https://github.com/flue-rs/flue): docs/schedules.md, docs/cli.md#flue-schedules";
 const SESSION_HELP: &str = "Examples:
   flue session list
   flue session show --id demo --tree
   flue session delete --id demo
 
-Docs: docs/cli.md#flue-session";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-session";
 const FORK_HELP: &str = "Examples:
   flue session fork --id demo --at 2          (a new conversation holding turn 1 of demo)
   flue session fork --id demo --at 2 --new-id demo-b
 
 Turns are numbered by the `user:` lines of `flue session show` (its --json gives each its
-`turn`). Docs: docs/fork-rewind.md";
+`turn`). Docs (https://github.com/flue-rs/flue): docs/fork-rewind.md";
 const REWIND_HELP: &str = "Examples:
   flue rewind --id demo --to 2 --dry-run      (list what would be restored or deleted)
   flue rewind --id demo --to 2
   flue rewind --id demo --undo 01J...         (put back what that rewind replaced)
 
 A file changed outside the agent since its last write is a conflict: nothing is rewound.
-Docs: docs/fork-rewind.md";
+Docs (https://github.com/flue-rs/flue): docs/fork-rewind.md";
 const MEMORY_HELP: &str = "Examples:
   flue memory list --subject user-42          (every agent's notes about user-42)
   flue memory list --agent helper --json
   flue memory delete --subject user-42        (erase user-42 everywhere)
   flue memory delete --agent helper --subject user-42 --id 01J...
 
-Docs: docs/memory.md";
+Docs (https://github.com/flue-rs/flue): docs/memory.md";
 const AUDIT_HELP: &str = "Examples:
   flue audit                  (every conversation of the workspace)
   flue audit --id demo --diff
 
-Docs: docs/cli.md#flue-audit, docs/file-tools.md";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-audit, docs/file-tools.md";
 const SERVE_HELP: &str = "Examples:
   flue serve
   flue serve --port 8080 --token \"$FLUE_TOKEN\" --host 0.0.0.0
 
-Docs: docs/cli.md#flue-serve, docs/http-api.md";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-serve, docs/http-api.md";
 const DEV_HELP: &str = "Examples:
   flue dev
   flue dev --root my-agents --port 0
 
-Docs: docs/dev.md, docs/cli.md#flue-dev";
+Docs (https://github.com/flue-rs/flue): docs/dev.md, docs/cli.md#flue-dev";
 const INIT_HELP: &str = "Examples:
   flue init my-agents
   flue init
 
-Docs: docs/dev.md, docs/cli.md#flue-init";
+Docs (https://github.com/flue-rs/flue): docs/dev.md, docs/cli.md#flue-init";
 const TRASH_HELP: &str = "Examples:
   flue trash list
   flue trash restore 01J9Z... --id demo --to notes-restored.md
 
-Docs: docs/cli.md#flue-trash, docs/file-tools.md";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-trash, docs/file-tools.md";
 const MCP_HELP: &str = "Examples:
   flue mcp serve                       (the agents as MCP tools over stdio)
   flue mcp serve --http --port 3100    (over streamable HTTP at http://127.0.0.1:3100/mcp)
   flue mcp login github
   flue mcp logout github
 
-Docs: docs/cli.md#flue-mcp, docs/mcp.md";
+Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-mcp, docs/mcp.md";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum McpCommand {
@@ -337,6 +365,11 @@ pub(crate) struct RunArgs {
     /// Model override, PROVIDER/MODEL.
     #[arg(long)]
     pub(crate) model: Option<String>,
+    /// Use the model even though the catalog of its built-in provider does not list it (a
+    /// model newer than this flue); without it such a name is refused before anything is
+    /// stored, as most likely a typo.
+    #[arg(long)]
+    pub(crate) allow_unknown_model: bool,
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
@@ -386,6 +419,11 @@ pub(crate) struct ChatArgs {
     /// Model override, PROVIDER/MODEL.
     #[arg(long)]
     pub(crate) model: Option<String>,
+    /// Use the model even though the catalog of its built-in provider does not list it (a
+    /// model newer than this flue); without it such a name is refused before anything is
+    /// stored, as most likely a typo.
+    #[arg(long)]
+    pub(crate) allow_unknown_model: bool,
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
@@ -450,6 +488,10 @@ pub(crate) struct BuildArgs {
     /// Output folder (default: ROOT/dist).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+    /// Print JSON: `{"ok": true, "bundle", "digest", "agents", "skills", "roles", "notes"}`,
+    /// or `{"ok": false, "problems": [{"path", "line", "message"}]}` (the exit code is 1).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -688,9 +730,11 @@ pub(crate) struct ServeArgs {
     /// Environment file to load instead of ROOT/.env.
     #[arg(long = "env")]
     pub(crate) env_file: Option<PathBuf>,
-    /// Most open connections at once (SSE streams included).
-    #[arg(long, default_value_t = 20_000)]
-    pub(crate) max_connections: usize,
+    /// Most open connections at once (SSE streams included). Default: 20,000, or what the
+    /// open-file limit allows when that is lower (a warning only when N is given and cannot be
+    /// honoured).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_connections: Option<usize>,
     /// Seconds running turns get to finish at shutdown.
     #[arg(long, default_value_t = 10)]
     pub(crate) grace: u64,
@@ -771,6 +815,21 @@ pub(crate) struct TrustArgs {
     /// Print the record (or, with --list, every record) as JSON on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Write `flue.1` and one page per subcommand (`flue-run.1`, `flue-session-list.1`, ...)
+    /// into this folder instead of printing `flue.1`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -28,6 +28,7 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         id: args.id.clone(),
         continue_last: args.continue_last,
         model: args.model.clone(),
+        allow_unknown_model: args.allow_unknown_model,
         env_file: args.env_file.clone(),
         sandbox: args.sandbox,
         bundle: args.bundle.clone(),

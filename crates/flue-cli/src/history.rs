@@ -2,7 +2,7 @@
 //! running. A fork copies the turns before a point into a new conversation; a rewind puts the
 //! workspace's files back as they were before a turn (or undoes a rewind).
 
-use flue_core::{RewindTarget, check_instance_id, fork_conversation};
+use flue_core::{RewindAction, RewindPlan, RewindTarget, check_instance_id, fork_conversation};
 use serde_json::json;
 
 use crate::Exit;
@@ -28,7 +28,10 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
     let (agent, to) = match flue_core::ConversationKey::from_instance_id(&from) {
         Some(key) => {
             let target = flue_core::ConversationKey::new(key.agent.clone(), new_id.clone());
-            if store.conversation(&target).await?.is_some() {
+            // Sessions without a conversation record count too (an earlier fork to that id).
+            if store.conversation(&target).await?.is_some()
+                || !store.list(&target.instance_id()).await?.is_empty()
+            {
                 anyhow::bail!(
                     "conversation {new_id:?} of agent {} already exists; pass another --new-id",
                     key.agent
@@ -36,7 +39,12 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
             }
             (Some(key.agent), target.instance_id())
         }
-        None => (None, new_id.clone()),
+        None => {
+            if !store.list(&new_id).await?.is_empty() {
+                anyhow::bail!("conversation {new_id:?} already exists; pass another --new-id");
+            }
+            (None, new_id.clone())
+        }
     };
     let report = fork_conversation(&*store, &from, args.at, &to).await?;
     let output = Output::for_workspace(&root)?;
@@ -100,16 +108,8 @@ pub(crate) async fn rewind(args: RewindArgs) -> anyhow::Result<Exit> {
         println!("{}", output.json_line(&serde_json::to_value(&plan)?)?);
     } else {
         print!("{}", output.stdout_text(&plan.text()));
-        if plan.applied {
-            eprintln!(
-                "rewind {}: {} file(s); undo it with `flue rewind --id {} --undo {}`",
-                plan.id,
-                plan.files.len(),
-                args.id,
-                plan.id
-            );
-        } else if conflicts == 0 {
-            eprintln!("dry run: nothing was changed");
+        if conflicts == 0 {
+            eprintln!("{}", rewind_note(&plan, &args.id));
         }
     }
     if conflicts > 0 {
@@ -120,4 +120,34 @@ pub(crate) async fn rewind(args: RewindArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(Exit::Success)
+}
+
+/// The line that says what a rewind without conflicts did, or would do.
+fn rewind_note(plan: &RewindPlan, id: &str) -> String {
+    if plan.files.is_empty() && plan.skipped.is_empty() {
+        return match &plan.target {
+            RewindTarget::Turn { turn } => format!(
+                "nothing to rewind: no file tool of conversation {id:?} changed a file in turn \
+                 {turn} or later (`flue audit --id {id}` lists what they changed)"
+            ),
+            _ => "nothing to undo: that rewind changed no file".to_owned(),
+        };
+    }
+    if plan.applied {
+        return format!(
+            "rewind {}: {} file(s); undo it with `flue rewind --id {id} --undo {}`",
+            plan.id,
+            plan.files.len(),
+            plan.id
+        );
+    }
+    let n_changes = plan
+        .files
+        .iter()
+        .filter(|file| matches!(file.action, RewindAction::Restore | RewindAction::Delete))
+        .count();
+    format!(
+        "dry run: {n_changes} file(s) would be restored or deleted, nothing was changed; run it \
+         again without --dry-run to apply"
+    )
 }

@@ -25,6 +25,7 @@ mod session_delete;
 mod session_list;
 mod session_show;
 mod setup;
+mod shell;
 mod terminal;
 mod tools;
 mod trash;
@@ -167,6 +168,8 @@ fn main() -> ExitCode {
             Command::Mcp {
                 command: McpCommand::Logout(logout_args),
             } => mcp::logout(&logout_args),
+            Command::Completions(completions_args) => shell::completions(&completions_args),
+            Command::Man(man_args) => shell::man(&man_args),
         }
     });
     let exit = match result {

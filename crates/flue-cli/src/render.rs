@@ -6,9 +6,10 @@
 //! back until more text comes, so a secret split over several deltas is still found whole.
 //! Thinking is one running block, `(thinking) ...`, ended by the next other output. The
 //! model's text goes to [`Target::Stdout`] when the caller says stdout is a terminal (the
-//! reply then is not printed again), else with the activity to stderr. With `-v` each model
-//! turn shows its time, tokens and cost, and each tool call its time; a provider's retry is
-//! shown always.
+//! reply then is not printed again), else with the activity to stderr. A tool call's result
+//! shows as one line (its file, size, exit code: see [`summary`]). With `-v` each model turn
+//! shows its time, tokens and cost, and each tool call its time and its whole result; a
+//! provider's retry is shown always.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write};
@@ -18,8 +19,7 @@ use flue_core::{CompactionReason, Event, EventStream, Outcome, Usage};
 
 use crate::terminal::Output;
 
-/// Longest tool output echoed to the terminal.
-const MAX_TOOL_OUTPUT_CHARS: usize = 400;
+mod summary;
 
 /// Where a piece of rendered output goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,8 @@ pub(crate) struct Renderer {
     turn_started: Instant,
     /// When each running tool call started, by call id.
     tool_started: HashMap<String, Instant>,
+    /// The file each running tool call named (its input's `path`), by call id.
+    tool_paths: HashMap<String, String>,
 }
 
 impl Renderer {
@@ -107,6 +109,7 @@ impl Renderer {
             verbose,
             turn_started: Instant::now(),
             tool_started: HashMap::new(),
+            tool_paths: HashMap::new(),
         }
     }
 
@@ -198,6 +201,17 @@ impl Renderer {
         self.push(target, shown);
     }
 
+    /// A tool call's result as shown: its one-line summary, or with `-v` the whole result (on
+    /// one line); redacted and escaped either way.
+    fn tool_result(&self, name: &str, path: Option<&str>, is_error: bool, output: &str) -> String {
+        let shown = if self.verbose {
+            output.trim().replace('\n', " | ")
+        } else {
+            summary::summary(name, path, is_error, output)
+        };
+        self.output.stderr_text(&shown)
+    }
+
     fn push(&mut self, target: Target, text: String) {
         if !text.is_empty() {
             self.last_target = target;
@@ -256,6 +270,9 @@ impl Renderer {
             } => {
                 self.text_ended = true;
                 self.tool_started.insert(call_id.clone(), Instant::now());
+                if let Some(path) = summary::input_path(input) {
+                    self.tool_paths.insert(call_id.clone(), path);
+                }
                 Some(format!("-> {name} {input}"))
             }
             Event::ToolEnd {
@@ -272,9 +289,10 @@ impl Renderer {
                     }
                     _ => status.to_owned(),
                 };
-                let output = preview(&self.output.stderr_text(output));
+                let path = self.tool_paths.remove(call_id);
+                let result = self.tool_result(name, path.as_deref(), *is_error, output);
                 self.turn_started = Instant::now();
-                Some(format!("<- {name} {status}: {output}"))
+                Some(format!("<- {name} {status}: {result}"))
             }
             Event::CompactionStart {
                 reason,
@@ -337,18 +355,26 @@ impl Renderer {
             Event::TaskActivity { depth, event, .. } => {
                 let indent = "  ".repeat(usize::try_from(*depth).unwrap_or(0) + 1);
                 match event.as_ref() {
-                    Event::ToolStart { name, input, .. } => {
+                    Event::ToolStart {
+                        call_id,
+                        name,
+                        input,
+                    } => {
+                        if let Some(path) = summary::input_path(input) {
+                            self.tool_paths.insert(call_id.clone(), path);
+                        }
                         Some(format!("{indent}-> {name} {input}"))
                     }
                     Event::ToolEnd {
+                        call_id,
                         name,
                         is_error,
                         output,
-                        ..
                     } => {
                         let status = if *is_error { "failed" } else { "done" };
-                        let output = preview(&self.output.stderr_text(output));
-                        Some(format!("{indent}<- {name} {status}: {output}"))
+                        let path = self.tool_paths.remove(call_id);
+                        let result = self.tool_result(name, path.as_deref(), *is_error, output);
+                        Some(format!("{indent}<- {name} {status}: {result}"))
                     }
                     Event::CompactionStart { .. } => Some(format!("{indent}compacting context")),
                     Event::ProviderRetry {
@@ -437,15 +463,6 @@ fn duration_text(ms: u64) -> String {
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
     }
-}
-
-fn preview(output: &str) -> String {
-    let flat = output.trim().replace('\n', " | ");
-    if flat.chars().count() <= MAX_TOOL_OUTPUT_CHARS {
-        return flat;
-    }
-    let cut: String = flat.chars().take(MAX_TOOL_OUTPUT_CHARS).collect();
-    format!("{cut}...")
 }
 
 #[cfg(test)]

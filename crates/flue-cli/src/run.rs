@@ -332,7 +332,7 @@ pub(crate) async fn prepare(args: &RunArgs) -> Result<Prepared, SetupError> {
         flue_core::check_instance_id(id)?;
     }
     let (agents, agent_name) = load(args)?;
-    agents.agent(&agent_name)?;
+    crate::setup::check_model(&agents, &agent_name, args)?;
     let agents = crate::trust::ensure(agents)?;
     let opened = StoreChoice::Workspace.open(&agents).await?;
     let store = Arc::clone(&opened.store);

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
 use crate::args::ServeArgs;
-use crate::workspace::{current_dir, resolve_root};
+use crate::workspace::{canonical, current_dir, resolve_root};
 
 /// Runs `flue serve` until SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
@@ -21,7 +21,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         Exposure::checked(&args.host, args.token.clone(), &args.allowed_hosts)?;
     flue_server::check_origins(&args.cors_origins)?;
     let guard = guard.with_cors_origins(&args.cors_origins);
-    raise_fd_limit(args.max_connections as u64 + 1_024);
+    let max_connections = connection_limit(args.max_connections);
     let agents = load(&args)?;
     let opened = StoreChoice::Configured(args.store.clone())
         .open(&agents)
@@ -84,7 +84,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
 
     let stop = CancellationToken::new();
     let options = ServeOptions {
-        max_connections: args.max_connections,
+        max_connections,
         header_timeout: Duration::from_millis(args.header_timeout_ms.max(1)),
         guard: Some(guard),
     };
@@ -188,7 +188,7 @@ pub(crate) fn load_agents(
         Some(bundle) => {
             let root = match root {
                 Some(root) => resolve_root(Some(root))?,
-                None => current_dir()?,
+                None => canonical(&current_dir()?, "the current directory")?,
             };
             AgentSet::from_bundle(bundle, &root, env(&root)?)?
         }
@@ -212,22 +212,58 @@ pub(crate) fn cannot_bind(ip: IpAddr, port: u16, err: &std::io::Error) -> anyhow
     }
 }
 
-/// Raises the open-file limit toward `wanted` (each connection is a descriptor); the hard
-/// limit caps it, and a failure only leaves the limit as it was.
-fn raise_fd_limit(wanted: u64) {
+/// `flue serve`'s connection cap when `--max-connections` is not given.
+const DEFAULT_MAX_CONNECTIONS: usize = 20_000;
+
+/// Descriptors kept for everything but connections (the store, MCP servers, sandboxes, logs).
+const RESERVED_FDS: u64 = 1_024;
+
+/// The connection cap: `asked`, or the default lowered to what the open-file limit allows.
+/// Raises the open-file limit toward what the cap needs first (each connection is a
+/// descriptor; the hard limit caps it). Only a cap the user asked for and cannot have is worth
+/// a warning: the default adapts to the machine, said at info level.
+fn connection_limit(asked: Option<usize>) -> usize {
+    let wanted = asked.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    let needed = u64::try_from(wanted)
+        .unwrap_or(u64::MAX)
+        .saturating_add(RESERVED_FDS);
+    let Some(limit) = raise_fd_limit(needed) else {
+        return wanted;
+    };
+    let room =
+        usize::try_from(limit.saturating_sub(RESERVED_FDS.min(limit / 4))).unwrap_or(usize::MAX);
+    if room >= wanted {
+        return wanted;
+    }
+    if asked.is_some() {
+        tracing::warn!(
+            "the open-file limit ({limit}) caps concurrent connections at {room}, below \
+             --max-connections {wanted}; raise the hard limit (`ulimit -Hn {needed}` as root, or \
+             LimitNOFILE= in a systemd unit) or lower --max-connections"
+        );
+    } else {
+        tracing::info!(
+            limit,
+            max_connections = room,
+            "connections capped by the open-file limit"
+        );
+    }
+    room
+}
+
+/// Raises the soft open-file limit toward `wanted`, capped by the hard limit; returns the
+/// soft limit now in force (`None` when it cannot be read). A failure to raise it only
+/// leaves the limit as it was.
+fn raise_fd_limit(wanted: u64) -> Option<u64> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        let target = wanted.min(hard);
-        if target > soft && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_err() {
-            tracing::warn!(soft, target, "cannot raise the open-file limit");
-        }
-        if target < wanted {
-            tracing::warn!(
-                "the open-file limit ({target}) caps concurrent connections below \
-                 --max-connections; raise the hard limit (`ulimit -Hn {wanted}` as root, or \
-                 LimitNOFILE= in a systemd unit) or lower --max-connections"
-            );
-        }
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    let target = wanted.min(hard);
+    if target <= soft {
+        return Some(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+        Ok(()) => Some(target),
+        Err(_) => Some(soft),
     }
 }
 

@@ -8,7 +8,7 @@ use flue_core::FlueError;
 use flue_host::{AgentSet, Env, HostError, agent_name_of_file, find_root};
 
 use crate::args::RunArgs;
-use crate::workspace::{current_dir, resolve_root};
+use crate::workspace::{canonical, current_dir, resolve_root};
 
 /// Everything that can go wrong before the operation starts.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,9 @@ pub(crate) enum SetupError {
     /// `--new` with an id that exists.
     #[error("conversation {id:?} already exists; drop --new to continue it")]
     ConversationExists { id: String },
+    /// A model its built-in provider's catalog does not list (see [`check_model`]).
+    #[error("{message}")]
+    UnknownModel { message: String },
 }
 
 impl From<FlueError> for SetupError {
@@ -32,6 +35,7 @@ impl SetupError {
         match self {
             Self::Host(err) => err.kind(),
             Self::ConversationExists { .. } => "conversation_exists",
+            Self::UnknownModel { .. } => "unknown_model",
         }
     }
 }
@@ -43,7 +47,7 @@ pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
         // The agent works in `--root` or the current directory.
         let root = match &args.root {
             Some(root) => resolve_root(Some(root))?,
-            None => current_dir()?,
+            None => canonical(&current_dir()?, "the current directory")?,
         };
         let agents = AgentSet::from_bundle(bundle, &root, env(args, &root)?)?;
         return Ok((crate::trust::apply(agents), args.agent.clone()));
@@ -77,6 +81,26 @@ pub(crate) fn load(args: &RunArgs) -> Result<(AgentSet, String), SetupError> {
     Ok((crate::trust::apply(agents), agent_name))
 }
 
+/// Refuses a model its built-in provider's catalog does not know (most likely a typo, which
+/// the provider would only answer with a 404 once the conversation exists), unless
+/// `--allow-unknown-model`. Before anything is stored.
+/// Also fails for an unknown agent.
+pub(crate) fn check_model(
+    agents: &AgentSet,
+    agent_name: &str,
+    args: &RunArgs,
+) -> Result<(), SetupError> {
+    let info = agents.agent(agent_name)?;
+    if args.allow_unknown_model {
+        return Ok(());
+    }
+    let model = args.model.as_deref().or(info.model.as_deref());
+    match model.and_then(|model| agents.unknown_model(model)) {
+        Some(message) => Err(SetupError::UnknownModel { message }),
+        None => Ok(()),
+    }
+}
+
 /// The process environment over `--env FILE` or the workspace's `.env`.
 fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
     // Variables that are not UTF-8 cannot be keys or URLs: left out rather than a panic.
@@ -85,10 +109,28 @@ fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
     Env::for_root(vars, root, args.env_file.as_deref())
 }
 
-/// `Some(path)` when the agent argument names a file rather than an agent.
+/// `Some(path)` when the agent argument names a file rather than an agent: its folder made
+/// canonical (so `hello.md`, `./agents/hello.md` and `../ws/agents/hello.md` find the same
+/// workspace), its file name kept (a symlinked agent file keeps its own name).
 fn agent_file_path(agent: &str) -> Option<PathBuf> {
     let looks_like_path = agent.contains('/') || agent.ends_with(".md");
-    looks_like_path.then(|| PathBuf::from(agent))
+    if !looks_like_path {
+        return None;
+    }
+    let file = PathBuf::from(agent);
+    let (Some(folder), Some(name)) = (file.parent(), file.file_name()) else {
+        return Some(file);
+    };
+    let folder = if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    };
+    // A folder that does not exist: the agent file's own error (not found) says it better.
+    Some(match std::fs::canonicalize(folder) {
+        Ok(folder) => folder.join(name),
+        Err(_) => file,
+    })
 }
 
 /// The message of `-m -`: all of stdin (a message may be longer than one argument can be).

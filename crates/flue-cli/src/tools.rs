@@ -67,6 +67,7 @@ pub(crate) async fn list(args: ToolsArgs) -> anyhow::Result<Exit> {
 /// Runs `flue run --dry-run`: prints what the model would get and stops.
 pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
     let (agents, agent) = load(args)?;
+    crate::setup::check_model(&agents, &agent, args)?;
     let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
     let assembled = assemble(&agents, &agent, args).await?;
     if args.json {
@@ -158,6 +159,7 @@ pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
         flue_core::check_instance_id(id)?;
     }
     let (agents, agent) = load(args)?;
+    crate::setup::check_model(&agents, &agent, args)?;
     agents.agent(&agent)?;
     let agents = crate::trust::ensure(agents)?;
     let store = StoreChoice::Workspace.open(&agents).await?.store;

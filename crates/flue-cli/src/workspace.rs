@@ -9,12 +9,13 @@ use flue_host::HostError;
 use flue_server::ConversationIndex;
 pub(crate) use flue_server::ConversationSummary;
 
-/// The root given with `--root`, or the one found from the current directory. A root that
-/// holds no workspace but sits next to one (the `agents/` folder itself, or a parent of the
-/// workspace) is an error naming the folder to pass instead.
+/// The root given with `--root`, or the one found from the current directory, canonical
+/// (absolute, symlinks, `.` and `..` resolved: see [`canonical`]). A root that holds no
+/// workspace but sits next to one (the `agents/` folder itself, or a parent of the workspace)
+/// is an error naming the folder to pass instead.
 pub(crate) fn resolve_root(explicit: Option<&Path>) -> Result<PathBuf, HostError> {
     if let Some(root) = explicit {
-        let root = flue_host::resolve_root(Some(root), root)?;
+        let root = canonical(&flue_host::resolve_root(Some(root), root)?, "--root")?;
         if !holds_workspace(&root)
             && !root.join(DB_PATH).is_file()
             && let Some(hint) = nearby_workspace(&root)
@@ -29,11 +30,22 @@ pub(crate) fn resolve_root(explicit: Option<&Path>) -> Result<PathBuf, HostError
         return Ok(root);
     }
     let cwd = current_dir()?;
-    flue_host::resolve_root(None, &cwd).map_err(|err| match nearby_workspace(&cwd) {
+    let root = flue_host::resolve_root(None, &cwd).map_err(|err| match nearby_workspace(&cwd) {
         Some(hint) => HostError::RootNotFound {
             message: format!("{err}; {hint}"),
         },
         None => err,
+    })?;
+    canonical(&root, "the workspace root")
+}
+
+/// `path` as one absolute form with every symlink, `.` and `..` resolved, whatever form the
+/// command line gave it in (`my-agents`, `./my-agents`, `..`, a symlinked folder). Done once, at
+/// the edge: later comparisons (a watcher's absolute event paths against the root, paths shown
+/// relative to it) hold only between paths of this form. `what` names the argument in errors.
+pub(crate) fn canonical(path: &Path, what: &str) -> Result<PathBuf, HostError> {
+    std::fs::canonicalize(path).map_err(|err| HostError::RootNotFound {
+        message: format!("{what} {}: {err}", path.display()),
     })
 }
 
@@ -49,7 +61,10 @@ pub(crate) fn resolve_store_root(explicit: Option<&Path>) -> Result<PathBuf, Hos
         .ancestors()
         .find(|dir| holds_workspace(dir) || dir.join(DB_PATH).is_file())
     {
-        Some(root) => flue_host::resolve_root(Some(root), root),
+        Some(root) => canonical(
+            &flue_host::resolve_root(Some(root), root)?,
+            "the store root",
+        ),
         None => resolve_root(None),
     }
 }

@@ -369,6 +369,14 @@ impl AgentSet {
             .collect()
     }
 
+    /// Why `model` (`<provider>/<model>`) is most likely misspelt, with the closest model of
+    /// the catalog: a built-in provider at its own URL whose catalog does not list it. `None`
+    /// when the model is known, or its provider is one whose models flue cannot know (one of
+    /// flue.toml's own, a built-in with a moved base URL, one without a catalog).
+    pub fn unknown_model(&self, model: &str) -> Option<String> {
+        self.providers.unknown_model(model)
+    }
+
     /// One agent, or [`HostError::UnknownAgent`] listing the others.
     pub fn agent(&self, name: &str) -> Result<AgentInfo, HostError> {
         let file = self.agent_file(name)?;

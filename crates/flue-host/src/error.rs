@@ -28,7 +28,10 @@ pub enum HostError {
         message: String,
     },
     /// The agent name matches no agent file: the caller fixes the name.
-    #[error("unknown agent {name:?}: no agents/{name}.md in {origin} (agents: {known})")]
+    #[error(
+        "unknown agent {name:?}{}: no agents/{name}.md in {origin} (agents: {known})",
+        did_you_mean(name, known)
+    )]
     UnknownAgent {
         /// The name asked for.
         name: String,
@@ -141,4 +144,12 @@ fn untrusted_message(root: &std::path::Path, changed: bool, needs: &[String]) ->
         root.display()
     ));
     message
+}
+
+/// ` (did you mean "hello"?)` for the known agent (`known`, comma-separated) that `name` most
+/// likely misspells, or nothing.
+fn did_you_mean(name: &str, known: &str) -> String {
+    flue_build::suggest_name(name, known.split(", "))
+        .map(|candidate| format!(" (did you mean {candidate:?}?)"))
+        .unwrap_or_default()
 }

@@ -8,7 +8,7 @@
 //! provider whose configuration is broken (say, a malformed base-URL variable) is left out and
 //! reported only when an agent uses it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,6 +27,9 @@ pub(crate) struct Providers {
     broken: BTreeMap<String, (ProviderConfig, Option<&'static str>)>,
     /// The providers built with an API key: their catalogs are the models a message may pick.
     keyed: Vec<String>,
+    /// The built-in providers whose base URL was moved (flue.toml or the URL variable): another
+    /// server answers there, whose models their catalog does not know.
+    moved: BTreeSet<String>,
 }
 
 impl Providers {
@@ -36,6 +39,7 @@ impl Providers {
             registry: ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(root))),
             broken: BTreeMap::new(),
             keyed: Vec::new(),
+            moved: BTreeSet::new(),
         };
         for builtin in BuiltinProvider::ALL {
             let mut config = workspace
@@ -48,6 +52,9 @@ impl Providers {
             {
                 config.base_url = url.trim().to_owned();
                 url_var = Some(var);
+            }
+            if config.base_url != builtin.config().base_url {
+                providers.moved.insert(builtin.id.to_owned());
             }
             // A key is optional for some built-ins (vllm): sent when its variable is set.
             let mut key_var = config
@@ -103,6 +110,31 @@ impl Providers {
             }
         }
         models
+    }
+
+    /// Why `model` is most likely a typo: a built-in provider at its own URL with a catalog
+    /// that does not list it (and flue.toml does not describe it). `None` for every other
+    /// provider (flue.toml's own, a moved built-in, one without a catalog): their servers
+    /// answer for models flue cannot know.
+    pub(crate) fn unknown_model(&self, model: &str) -> Option<String> {
+        let (provider, spec) = self.registry.resolve(model).ok()?;
+        BuiltinProvider::find(&spec.provider)?;
+        let known = provider.known_models();
+        if self.moved.contains(&spec.provider)
+            || known.is_empty()
+            || provider.knows_model(&spec.model)
+        {
+            return None;
+        }
+        let suggestion = flue_build::suggest_name(&spec.model, known.iter().map(String::as_str))
+            .map(|model| format!(" (did you mean `{}/{model}`?)", spec.provider))
+            .unwrap_or_default();
+        Some(format!(
+            "model {:?} is not in the catalog of provider {:?}{suggestion}; fix the name, or if \
+             the provider does serve it, pass --allow-unknown-model or describe it under \
+             [providers.{}.models.\"{}\"] in flue.toml",
+            spec.model, spec.provider, spec.provider, spec.model
+        ))
     }
 
     /// A warning when `model` is unknown to its provider and runs on conservative defaults.

@@ -70,6 +70,10 @@ impl ModelProvider for OpenAiRouted {
         self.config.lookup_model(model).1
     }
 
+    fn known_models(&self) -> Vec<String> {
+        self.config.models.keys().cloned().collect()
+    }
+
     fn check_model<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<()>> {
         self.pick(model).check_model(model)
     }

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Exit;
 use crate::args::DevArgs;
 use crate::terminal::escape_controls;
-use crate::workspace::resolve_root;
+use crate::workspace::{canonical, resolve_root};
 
 /// Runs `flue dev` until SIGTERM or Ctrl-C.
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
@@ -41,7 +41,11 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     }
     flue_server::check_hosts(&args.allowed_hosts)?;
     let root = resolve_root(args.root.as_deref())?;
-    let env_file = args.env_file.clone();
+    // Canonical like the root: the watcher compares it with the absolute paths it reports.
+    let env_file = match &args.env_file {
+        Some(file) => Some(canonical(file, "--env")?),
+        None => None,
+    };
     let debounce = Duration::from_millis(args.debounce_ms);
     let (mut watcher, mut changes) = watch::Watcher::start(&root)?;
 

@@ -89,7 +89,8 @@ fn control_sequences_from_the_model_and_tools_are_shown_escaped() {
         Event::ToolEnd {
             call_id: "c1".into(),
             name: "bash".into(),
-            is_error: false,
+            // A failure's summary keeps the tool's own message.
+            is_error: true,
             output: "\u{1b}[2J\u{1b}[Hcleared\rfake".into(),
         },
     ];
@@ -97,7 +98,7 @@ fn control_sequences_from_the_model_and_tools_are_shown_escaped() {
         render(&events),
         "look \\x1b]52;c;cm0gLXJmIH4=\\x07 here\n\
          -> bash {\"command\":\"printf '\\\\033[2J'\"}\n\
-         <- bash done: \\x1b[2J\\x1b[Hcleared\\x0dfake\n"
+         <- bash failed: \\x1b[2J\\x1b[Hcleared\\x0dfake\n"
     );
 }
 
@@ -232,4 +233,35 @@ fn a_retry_is_shown_and_verbose_turns_show_tokens_and_cost() {
         line.contains("1200 input + 80 output tokens, $0.0042"),
         "{line}"
     );
+}
+
+#[test]
+fn each_kind_of_tool_result_becomes_one_short_line() {
+    use super::summary::summary;
+    let read = r#"{"ok":true,"data":{"content":"Hello, world!\n","sha256":"ab"}}"#;
+    assert_eq!(
+        summary("read_file", Some("greeting.txt"), false, read),
+        "greeting.txt, 14 bytes"
+    );
+    let failed = r#"{"ok":false,"error":{"kind":"not_found","message":"no file x"}}"#;
+    assert_eq!(
+        summary("read_file", Some("x"), true, failed),
+        "x, not_found: no file x"
+    );
+    let command = r#"{"exit_code":0,"stderr":"","stdout":"4"}"#;
+    assert_eq!(
+        summary("count", None, false, command),
+        "exit code 0, 1 byte"
+    );
+    assert_eq!(
+        summary("bash", None, false, "hello\n"),
+        "exit code 0, 6 bytes"
+    );
+    assert_eq!(summary("load_skill", None, false, "hello\n"), "6 bytes");
+    assert_eq!(
+        summary("bash", None, true, "out\nerr\nexit code: 2"),
+        "exit code 2, 7 bytes"
+    );
+    assert_eq!(summary("mcp", None, true, "denied:\nwhy"), "denied: | why");
+    assert_eq!(summary("x", None, false, &"x".repeat(20_000)), "19.5 KiB");
 }

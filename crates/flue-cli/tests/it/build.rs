@@ -170,3 +170,53 @@ fn build_notes_the_skill_keys_of_other_agents_it_ignores() {
     );
     assert!(err.starts_with("note: .agents/skills/"), "{err}");
 }
+
+#[test]
+fn build_json_prints_the_bundle_or_every_problem_as_one_object() {
+    let ws = Workspace::example("code-review");
+    let built = ws.flue(&["build", "--json"]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    assert_eq!(stderr(&built), "");
+    let mut built = json(&built);
+    let digest = built["digest"].take();
+    assert!(digest.as_str().unwrap().starts_with("sha256:"), "{digest}");
+    assert_eq!(
+        built,
+        serde_json::json!({
+            "ok": true,
+            "bundle": ws.root().join("dist/flue-bundle.json").display().to_string(),
+            "digest": null,
+            "agents": ["reviewer", "security"],
+            "skills": ["code-review", "security-audit"],
+            "roles": ["security-engineer"],
+            "notes": [],
+        })
+    );
+
+    let broken = Workspace::new(&[
+        ("agents/a.md", "---\nmodel: opnai/gpt-4o\n---\nA."),
+        ("flue.toml", "[defaults]\nbogus = 1\n"),
+    ]);
+    let failed = broken.flue(&["build", "--json"]);
+    assert_eq!(failed.status.code(), Some(1));
+    let failed = json(&failed);
+    let problems: Vec<(&str, u64)> = failed["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|problem| {
+            (
+                problem["path"].as_str().unwrap(),
+                problem["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (&failed["ok"], problems),
+        (
+            &serde_json::json!(false),
+            vec![("agents/a.md", 2), ("flue.toml", 2)]
+        )
+    );
+    assert!(!broken.root().join("dist").exists());
+}

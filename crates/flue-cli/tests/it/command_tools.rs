@@ -18,7 +18,7 @@ fn the_example_runs_its_command_tools() {
     assert_eq!(stdout(&output), "That file has 4 lines.\n");
     let err = stderr(&output);
     assert!(
-        err.contains("<- count_lines done: {\"exit_code\":0,\"stderr\":\"\",\"stdout\":\"4\"}"),
+        err.contains("<- count_lines done: notes/groceries.md, exit code 0, 1 byte\n"),
         "{err}"
     );
     let output = ws.flue(&["run", "notes", "-m", "Which notes mention coffee?"]);

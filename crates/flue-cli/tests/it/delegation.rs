@@ -25,28 +25,39 @@ fn the_reviewer_delegates_to_the_security_subagent() {
         reply.starts_with("Review of src/login.py\n- blocker: see the security findings below.\n"),
         "{reply}"
     );
+    // The subagent's answer, as text: not the task tool's JSON result.
     assert!(
-        reply.contains(&format!(
-            "Security subagent: {{\"agent\":\"security\",\"session\":\"{child}\",\"text\":\"2 \
-             findings in src/login.py: (1) line 7 builds SQL from user input"
-        )),
+        reply.ends_with(
+            "\n\nSecurity subagent: 2 findings in src/login.py: (1) line 7 builds SQL from user \
+             input: SQL injection, critical; use a parameterised query. (2) line 3 hard-codes \
+             SECRET_KEY: major; read it from the environment.\n"
+        ),
         "{reply}"
     );
     let err = stderr(&output);
     for line in [
         "-> load_skill {\"name\":\"code-review\"}",
         "-> load_skill {\"name\":\"code-review\",\"resource\":\"checklist.md\"}",
-        "<- load_skill done: - Functions are short and named for what they do.",
         "-> task {\"agent\":\"security\",\"prompt\":\"Audit src/login.py for security \
          vulnerabilities.\",\"role\":\"security-engineer\"}",
         &format!("  => task security in {child}"),
         // What the subagent does shows as it happens, under its task.
         "    -> read_file {\"path\":\"src/login.py\"}",
-        "    <- read_file done: {\"data\":{\"content\":\"import sqlite3",
+        "    <- read_file done: src/login.py, ",
         "  <= task security done",
     ] {
         assert!(err.contains(line), "missing {line:?} in:\n{err}");
     }
+    // Each tool result is one line: what came back and its size, not the text itself.
+    let skill_results: Vec<&str> = err
+        .lines()
+        .filter(|line| line.starts_with("<- load_skill done: "))
+        .collect();
+    assert!(
+        skill_results.len() == 2 && skill_results.iter().all(|line| line.ends_with(" bytes")),
+        "{err}"
+    );
+    assert!(!err.contains("Functions are short"), "{err}");
 }
 
 #[test]

@@ -140,12 +140,29 @@ fn a_fork_copies_the_turns_before_its_point_and_goes_on_alone() {
         "session", "fork", "--id", "orig", "--at", "2", "--new-id", "branch",
     ]);
     assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("already exists"),
-        "{}",
-        stderr(&refused)
+    assert_eq!(
+        stderr(&refused),
+        "error: conversation \"branch\" of agent keeper already exists; pass another --new-id\n"
     );
     assert_eq!(user_lines(&ws, "branch").len(), 3);
+    // A fork not yet run on (its sessions only) is taken too: named as a conversation, not
+    // by the store's internal session key.
+    let fork = |new_id: &str| {
+        ws.flue(&[
+            "session", "fork", "--id", "orig", "--at", "2", "--new-id", new_id,
+        ])
+    };
+    assert!(fork("fresh").status.success());
+    let again = fork("fresh");
+    assert_eq!(
+        (again.status.code(), stderr(&again)),
+        (
+            Some(1),
+            "error: conversation \"fresh\" of agent keeper already exists; pass another \
+             --new-id\n"
+                .to_owned()
+        )
+    );
 }
 
 #[test]
@@ -176,6 +193,28 @@ fn a_rewind_restores_the_files_before_a_turn_refuses_outside_changes_and_is_undo
     );
     assert_eq!(plan["applied"], false);
     assert_eq!(read(&ws, "notes/a.txt"), None);
+    let dry = ws.flue(&["rewind", "--id", "c1", "--to", "2", "--dry-run"]);
+    assert!(
+        stderr(&dry).ends_with(
+            "dry run: 2 file(s) would be restored or deleted, nothing was changed; run it again \
+             without --dry-run to apply\n"
+        ),
+        "{}",
+        stderr(&dry)
+    );
+    // A conversation whose tools changed no file: said so, not just "nothing was changed".
+    assert_eq!(run(&ws, "talk", "hello"), "heard: hello\n");
+    let idle = ws.flue(&["rewind", "--id", "talk", "--to", "1", "--dry-run"]);
+    assert_eq!(
+        (idle.status.code(), stdout(&idle), stderr(&idle)),
+        (
+            Some(0),
+            String::new(),
+            "nothing to rewind: no file tool of conversation \"talk\" changed a file in turn 1 \
+             or later (`flue audit --id talk` lists what they changed)\n"
+                .to_owned()
+        )
+    );
 
     // The rewind: a.txt back from the trash, b.txt (made in turn 2) gone.
     let rewound = ws.flue(&["rewind", "--id", "c1", "--to", "2", "--json"]);

@@ -23,8 +23,12 @@ fn runs_the_example_with_a_tool_round_trip() {
         err.contains("-> read_file {\"path\":\"greeting.txt\"}"),
         "{err}"
     );
+    // The result as one line (the file and its size), not the JSON the model receives.
+    let size = std::fs::metadata(ws.root().join("greeting.txt"))
+        .unwrap()
+        .len();
     assert!(
-        err.contains("<- read_file done: {\"data\":{\"content\":\"Hello, world!"),
+        err.contains(&format!("<- read_file done: greeting.txt, {size} bytes\n")),
         "{err}"
     );
     assert!(ws.db().is_file());
@@ -162,6 +166,84 @@ fn an_unknown_agent_is_named() {
         "unknown_agent",
         "unknown agent \"nobody\"",
     );
+}
+
+#[test]
+fn a_misspelt_agent_gets_the_closest_name() {
+    let ws = Workspace::hello_world();
+    check_setup_error(
+        &ws,
+        &["helo", "-m", "hi"],
+        "unknown_agent",
+        "unknown agent \"helo\" (did you mean \"hello\"?)",
+    );
+}
+
+#[test]
+fn a_model_the_catalog_does_not_know_is_refused_before_anything_is_stored() {
+    let ws = Workspace::hello_world();
+    // A key, so that only the name is wrong; nothing is sent anywhere.
+    let run_with = |extra: &[&str], base_url: Option<&str>| {
+        let mut command = assert_cmd::Command::cargo_bin("flue").unwrap();
+        command
+            .args(["run", "hello", "-m", "hi", "--root"])
+            .arg(ws.root())
+            .args(extra)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("FLUE_LOG");
+        if let Some(url) = base_url {
+            command.env("OPENAI_BASE_URL", url);
+        }
+        command.output().unwrap()
+    };
+    let run = |extra: &[&str]| run_with(extra, None);
+    let refused = run(&["--model", "openai/gpt-4oo"]);
+    assert_eq!(
+        (refused.status.code(), stderr(&refused)),
+        (
+            Some(1),
+            "error: model \"gpt-4oo\" is not in the catalog of provider \"openai\" (did you \
+             mean `openai/gpt-4o`?); fix the name, or if the provider does serve it, pass \
+             --allow-unknown-model or describe it under [providers.openai.models.\"gpt-4oo\"] in \
+             flue.toml\n"
+                .to_owned()
+        )
+    );
+    assert!(!ws.root().join(".flue").exists(), "the store was created");
+    let envelope = json(&run(&["--model", "openai/gpt-4oo", "--json"]));
+    assert_eq!(envelope["error"]["kind"], "unknown_model");
+    // A known model, or the override, passes the check (and then fails to connect, or is
+    // refused by a real provider: not this test's business).
+    for passing in [
+        &["--model", "openai/gpt-4o", "--dry-run"][..],
+        &[
+            "--model",
+            "openai/gpt-4oo",
+            "--allow-unknown-model",
+            "--dry-run",
+        ][..],
+    ] {
+        let output = run(passing);
+        assert!(output.status.success(), "{passing:?}: {}", stderr(&output));
+    }
+    let refused = run(&["--model", "openai/gpt-4oo", "--dry-run"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    // Another server at the provider's URL knows models the catalog cannot.
+    let moved = run_with(
+        &["--model", "openai/gpt-4oo", "--dry-run"],
+        Some("http://127.0.0.1:9/v1"),
+    );
+    assert!(moved.status.success(), "{}", stderr(&moved));
+    // A model described in flue.toml is known.
+    let settings = std::fs::read_to_string(ws.root().join("flue.toml")).unwrap();
+    std::fs::write(
+        ws.root().join("flue.toml"),
+        format!("{settings}\n[providers.openai.models.\"gpt-4oo\"]\ncontext_window = 64000\n"),
+    )
+    .unwrap();
+    let described = run(&["--model", "openai/gpt-4oo", "--dry-run"]);
+    assert!(described.status.success(), "{}", stderr(&described));
 }
 
 #[test]

@@ -111,7 +111,8 @@ fn flue(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// Runs `leaky` and checks that every output of the run, and the store, is free of the key.
 fn check_run(ws: &Workspace, env: &[(&str, &str)]) {
-    let output = flue(ws, &["run", "leaky", "-m", "go", "--id", "c1"], env);
+    // `-v`: the tool's whole output is shown, and redacted.
+    let output = flue(ws, &["run", "leaky", "-m", "go", "--id", "c1", "-v"], env);
     assert!(output.status.success(), "{}", stderr(&output));
     let reply = stdout(&output);
     assert!(reply.starts_with("It printed:\n"), "{reply}");
@@ -123,7 +124,11 @@ fn check_run(ws: &Workspace, env: &[(&str, &str)]) {
     }
     assert_no_leak("stdout", &reply);
     assert_no_leak("stderr", &stderr(&output));
-    assert!(stderr(&output).contains("<- bash done: exact [redacted]"));
+    assert!(
+        stderr(&output).contains(" ms: exact [redacted]"),
+        "{}",
+        stderr(&output)
+    );
     assert_no_leak("the store", &stored_bytes(ws));
 
     let json_run = flue(
@@ -303,13 +308,18 @@ fn raw_controls(text: &str) -> Vec<char> {
 #[test]
 fn control_sequences_reach_the_terminal_escaped() {
     let ws = hostile_workspace();
-    let output = flue(&ws, &["run", "hostile", "-m", "go", "--id", "c1"], &[]);
+    // `-v`: the tool's whole output is shown, and escaped.
+    let output = flue(
+        &ws,
+        &["run", "hostile", "-m", "go", "--id", "c1", "-v"],
+        &[],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     // stderr is always escaped.
     let activity = stderr(&output);
     assert_eq!(raw_controls(&activity), Vec::<char>::new(), "{activity}");
     assert!(
-        activity.contains(r"<- bash done: a\x1b[2J\x1b[Hb\x0dc"),
+        activity.contains(r" ms: a\x1b[2J\x1b[Hb\x0dc"),
         "{activity}"
     );
     assert!(activity.contains(r"done \x1b]52;c;cm0gLXJmIH4=\x07 \u{9b}2J \u{202e}txet"));

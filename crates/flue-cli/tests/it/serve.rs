@@ -915,6 +915,57 @@ fn ten_thousand_idle_sse_streams_stay_open_and_a_new_message_reaches_them() {
     assert_eq!(status, 200);
 }
 
+/// What `flue serve` prints up to its `listening on` line when started under an open-file limit
+/// of 4,096 (soft and hard) with `extra` arguments.
+fn serve_start_under_a_low_fd_limit(root: &Path, extra: &str) -> String {
+    let script = format!(
+        "ulimit -n 4096 && exec '{flue}' serve --root '{root}' --port 0 {extra}",
+        flue = assert_cmd::cargo::cargo_bin("flue").display(),
+        root = root.display(),
+    );
+    let mut child = Command::new("bash")
+        .args(["-c", &script])
+        .env_remove("FLUE_TOKEN")
+        .env("FLUE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut printed = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.starts_with("flue serve: listening on ") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(printed.contains("listening on"), "{printed}");
+    printed
+}
+
+#[test]
+fn the_open_file_limit_is_warned_about_only_for_a_cap_that_was_asked_for() {
+    let ws = Workspace::hello_world();
+    // The default cap (20,000) does not fit: lowered to what fits, quietly.
+    let default = serve_start_under_a_low_fd_limit(ws.root(), "");
+    assert!(!default.contains("open-file limit"), "{default}");
+    let fits = serve_start_under_a_low_fd_limit(ws.root(), "--max-connections 100");
+    assert!(!fits.contains("open-file limit"), "{fits}");
+    let asked = serve_start_under_a_low_fd_limit(ws.root(), "--max-connections 5000");
+    assert!(
+        asked.contains(
+            "the open-file limit (4096) caps concurrent connections at 3072, below \
+             --max-connections 5000"
+        ),
+        "{asked}"
+    );
+}
+
 /// Raises this process's open-file limit (the server inherits it).
 fn raise_fd_limit(wanted: u64) {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};

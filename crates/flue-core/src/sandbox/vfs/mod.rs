@@ -1067,11 +1067,26 @@ fn spawn_worker(bash: Bash, running: Arc<AtomicUsize>) -> Result<std::sync::mpsc
                 return;
             };
             let mut bash = bash;
+            let stop_flag = bash.cancellation_token();
             while let Ok(job) = inbox.recv() {
                 running.fetch_add(1, Ordering::SeqCst);
                 let _running = RunningGuard(Arc::clone(&running));
                 bash.restore_shell_state(&job.state);
-                let result = runtime.block_on(bash.exec(&job.command));
+                // bashkit checks the stop flag between steps, but a step that waits (`sleep`,
+                // a `read` from a pipe) does not look at it: such a command is dropped at its
+                // wait, so an abort ends it at once rather than after the whole grace.
+                let result = runtime.block_on(async {
+                    tokio::select! {
+                        biased;
+                        result = bash.exec(&job.command) => Some(result),
+                        () = raised(&stop_flag) => None,
+                    }
+                });
+                let Some(result) = result else {
+                    // Stopped inside a step: this interpreter is not used again (its caller
+                    // does not pool it), and the dropped reply tells the caller it stopped.
+                    break;
+                };
                 let _ = job.reply.send(result);
             }
             // Background work of bashkit's (a parse on the blocking pool) is not waited for.
@@ -1084,6 +1099,16 @@ fn spawn_worker(bash: Bash, running: Arc<AtomicUsize>) -> Result<std::sync::mpsc
             reason: SandboxErrorReason::Other,
             source: Some(BoxError::from(err)),
         }),
+    }
+}
+
+/// How often a running command's stop flag is looked at while it waits inside a step.
+const STOP_POLL: Duration = Duration::from_millis(5);
+
+/// Returns once `flag` is raised.
+async fn raised(flag: &AtomicBool) {
+    while !flag.load(Ordering::SeqCst) {
+        tokio::time::sleep(STOP_POLL).await;
     }
 }
 

@@ -335,3 +335,32 @@ async fn concurrent_commands_share_pooled_interpreters_without_disturbing_each_o
     assert_eq!(outputs, expected);
     assert_eq!(threads_wind_down(&sandbox).await, 0);
 }
+
+#[tokio::test]
+async fn an_abort_ends_a_command_waiting_inside_a_step_before_exec_returns() {
+    // `sleep` waits without looking at the stop flag: before, exec returned after the whole
+    // stop grace with the command still sleeping on its thread (Ctrl-C took 2 s).
+    let sandbox = VirtualSandbox::new();
+    for command in ["sleep 30", "echo start; sleep 30; echo never"] {
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        let (res, ()) = tokio::join!(
+            sandbox.exec(command, ExecOptions::new().with_cancel(cancel)),
+            async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                trigger.cancel();
+            }
+        );
+        // Counted down before the reply is dropped: nothing is left running at return.
+        assert_eq!(
+            (
+                res.map_err(|err| err.kind()).err(),
+                sandbox.running_commands()
+            ),
+            (Some("aborted"), 0),
+            "{command}"
+        );
+    }
+    let after = sandbox.exec("echo still here", ExecOptions::new()).await;
+    assert_eq!(after.unwrap().stdout, "still here\n");
+}
