@@ -9,6 +9,7 @@ mod build;
 mod chat;
 mod dev;
 mod elicit;
+mod eval;
 mod history;
 mod init;
 mod input;
@@ -155,6 +156,7 @@ fn main() -> ExitCode {
             Command::Trash {
                 command: TrashCommand::Restore(restore_args),
             } => trash::restore(restore_args).await,
+            Command::Eval(eval_args) => eval::eval(eval_args).await,
             Command::Mcp {
                 command: McpCommand::Serve(serve_args),
             } => mcp_serve::serve(serve_args).await,
