@@ -131,7 +131,7 @@ async fn spawn_and_wait(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
-    let guard = GroupKill(child.id());
+    let mut guard = GroupKill(child.id());
     if let Some(mut pipe) = child.stdin.take() {
         // A scorer that does not read its stdin is not an error.
         let _ = pipe.write_all(stdin).await;
@@ -140,7 +140,8 @@ async fn spawn_and_wait(
     let mut output = child.wait_with_output().await?;
     output.stdout.truncate(MAX_OUTPUT_BYTES);
     output.stderr.truncate(MAX_OUTPUT_BYTES);
-    std::mem::forget(guard);
+    // Exited: nothing of its group is left to stop (and its id may be reused).
+    guard.0 = None;
     Ok(output)
 }
 

@@ -309,6 +309,9 @@ impl Sandbox for MaxTime {
     }
 }
 
+/// Files to write into one sandbox: (path, content).
+type SeedFiles = Vec<(String, Vec<u8>)>;
+
 /// Files to write into chosen conversations' sandboxes before their first turn, and a hold on
 /// those sandboxes for reading them afterwards: what an eval case needs (its initial files in,
 /// the files the agent left behind out). Shared between the caller and the host's harness
@@ -318,7 +321,7 @@ impl Sandbox for MaxTime {
 /// other conversation gets its sandbox as usual.
 #[derive(Default)]
 pub struct ConversationSandboxes {
-    seeds: std::sync::Mutex<std::collections::HashMap<String, Vec<(String, Vec<u8>)>>>,
+    seeds: std::sync::Mutex<std::collections::HashMap<String, SeedFiles>>,
     held: std::sync::Mutex<std::collections::HashMap<String, Arc<dyn Sandbox>>>,
 }
 

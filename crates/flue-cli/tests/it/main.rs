@@ -19,6 +19,7 @@ mod dev;
 mod dev_markdown;
 mod durable;
 mod elicit_serve;
+mod eval;
 mod everyday;
 mod exposure;
 mod fork_rewind;
