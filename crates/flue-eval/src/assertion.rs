@@ -7,6 +7,9 @@ use serde_json::Value as Json;
 use crate::case_file::{Expect, FileExpect, ToolCallExpect};
 use crate::transcript::Transcript;
 
+#[cfg(test)]
+mod tests;
+
 /// The verdict of one assertion, scorer or judge.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

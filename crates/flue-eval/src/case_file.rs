@@ -23,6 +23,9 @@ use serde_json::Value as Json;
 
 use crate::yaml::{self, Node, Value};
 
+#[cfg(test)]
+mod tests;
+
 /// Where case files live, relative to the workspace root.
 pub const EVALS_DIR: &str = "evals";
 

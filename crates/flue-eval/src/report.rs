@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::assertion::Check;
 
+#[cfg(test)]
+mod tests;
+
 /// One eval run: which cases ran how often, and every result.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

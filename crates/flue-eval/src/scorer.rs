@@ -16,6 +16,9 @@ use crate::assertion::{Check, shorten};
 use crate::case_file::{CommandScorer, Judge};
 use crate::transcript::Transcript;
 
+#[cfg(test)]
+mod tests;
+
 /// The most a scorer's output is read.
 const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 
