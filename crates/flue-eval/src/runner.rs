@@ -67,6 +67,9 @@ pub enum EvalError {
     /// The run could not be stored.
     #[error(transparent)]
     Store(#[from] RunStoreError),
+    /// A case cannot run as written (say, it seeds files into the workspace itself).
+    #[error("{0}")]
+    Case(String),
 }
 
 /// Runs `cases` of the workspace `agents` comes from and stores the run under `.flue/evals/`.
@@ -79,6 +82,7 @@ pub async fn run(
     resume: Option<EvalRun>,
     progress: &dyn Progress,
 ) -> Result<EvalRun, EvalError> {
+    refuse_seeding_the_workspace(&agents, cases)?;
     let root = agents.root().to_path_buf();
     let store = RunStore::new(&root);
     let mut run = resume.unwrap_or_else(|| EvalRun {
@@ -161,6 +165,35 @@ pub async fn run(
     run.finished_at = Some(flue_core::util::now_ms());
     store.save(&run)?;
     Ok(run)
+}
+
+/// A case's `files:` would be written into the workspace itself when its agent runs in the
+/// `local` sandbox: refused before anything runs.
+fn refuse_seeding_the_workspace(agents: &AgentSet, cases: &[Case]) -> Result<(), EvalError> {
+    let workspace = agents.workspace();
+    for case in cases.iter().filter(|case| !case.files.is_empty()) {
+        let kind = workspace
+            .agents
+            .get(&case.agent)
+            .and_then(|file| file.sandbox)
+            .or_else(|| {
+                workspace
+                    .config
+                    .sandbox
+                    .as_ref()
+                    .map(|settings| settings.kind)
+            })
+            .unwrap_or_default();
+        if kind == flue_build::SandboxKind::Local {
+            return Err(EvalError::Case(format!(
+                "{}:{}: case `{}` writes `files:` into its sandbox, but agent `{}` runs in the \
+                 local sandbox, the workspace itself: run the agent in the virtual sandbox for \
+                 evals (`sandbox: virtual`), or drop the case's `files:`",
+                case.file, case.line, case.name, case.agent
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What every case run shares.

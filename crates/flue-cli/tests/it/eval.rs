@@ -595,3 +595,24 @@ fn the_code_review_example_cases_catch_its_known_findings() {
         ]
     );
 }
+
+#[test]
+fn seeding_files_into_the_local_sandbox_is_refused_before_anything_runs() {
+    let cases =
+        "agent: probe\ncases:\n  - name: seeds\n    message: hi\n    files:\n      seeded.txt: x\n";
+    let agent = PROBE_AGENT.replace("tools:", "sandbox: local\ntools:");
+    let workspace = Workspace::new(&[
+        ("agents/probe.md", agent.as_str()),
+        ("probe.json", PROBE_SCRIPT),
+        ("evals/probe.yaml", cases),
+    ]);
+    let output = workspace.flue(&["eval"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("evals/probe.yaml:3: case `seeds` writes `files:` into its sandbox, but agent `probe` runs in the local sandbox"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!workspace.root().join("seeded.txt").exists());
+    assert!(!workspace.root().join(".flue/evals").exists());
+}
