@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::Exit;
 use crate::args::{EvalArgs, EvalCommand, EvalDiffArgs, EvalListArgs, EvalRunArgs, EvalShowArgs};
+use crate::interrupt::Interrupts;
 use crate::terminal::Output;
 use crate::workspace::resolve_root;
 
@@ -71,11 +72,37 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         threshold: resume.as_ref().map_or(args.threshold, |run| run.threshold),
         baseline: baseline.as_ref().map(|run| run.id.clone()),
         scorer_env,
+        cancel: flue_core::CancellationToken::new(),
     };
     let progress = StderrProgress {
         output: output.clone(),
     };
-    let run = flue_eval::run(agents, &cases, &options, resume, &progress).await?;
+    // Ctrl-C or SIGTERM stops the run: running cases are aborted, the run is kept for
+    // `--resume`.
+    let mut interrupts = Interrupts::watch();
+    let cancel = options.cancel.clone();
+    let running = flue_eval::run(agents, &cases, &options, resume, &progress);
+    tokio::pin!(running);
+    let mut interrupted = None;
+    let run = loop {
+        tokio::select! {
+            run = &mut running => break run?,
+            signalled = interrupts.next(), if interrupted.is_none() => {
+                eprintln!("\n{}: stopping the eval (running cases are aborted)", signalled.describe());
+                interrupted = Some(signalled);
+                cancel.cancel();
+            }
+        }
+    };
+    if let Some(signalled) = interrupted {
+        eprintln!(
+            "eval run {} stopped after {} case run(s); finish it with `flue eval --resume {}`",
+            run.id,
+            run.results.len(),
+            run.id
+        );
+        return Ok(signalled.exit());
+    }
     let comparison = baseline
         .as_ref()
         .map(|before| flue_eval::compare(before, &run));

@@ -129,7 +129,8 @@ impl Stats {
                 f64::from(passed) / f64::from(n_runs)
             },
             tokens: runs.iter().map(|run| run.tokens).sum(),
-            cost_usd: runs.iter().map(|run| run.cost_usd).sum(),
+            // `+ 0.0`: an empty sum of floats is -0.0, printed `$-0.0000`.
+            cost_usd: runs.iter().map(|run| run.cost_usd).sum::<f64>() + 0.0,
             latency_p50_ms: percentile(&latencies, 50),
             latency_p95_ms: percentile(&latencies, 95),
         }

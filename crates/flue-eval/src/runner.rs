@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use flue_core::{
-    AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, ErrorInfo,
-    FlueError, MessageOptions, Offset, Outcome,
+    AgentRuntime, BatchBody, CancellationToken, ConversationKey, DeliveredMessage, DispatchOptions,
+    ErrorInfo, FlueError, MessageOptions, Offset, Outcome,
 };
 use flue_host::{AgentSet, App, ConversationSandboxes, HarnessOptions, HostError, Preflight};
 use futures::StreamExt as _;
@@ -35,6 +35,10 @@ pub struct EvalOptions {
     pub baseline: Option<String>,
     /// The environment command scorers get (`PATH`, `HOME`); the caller reads it.
     pub scorer_env: Vec<(String, String)>,
+    /// Stops the run: no case run starts after it fires, the running ones are aborted (their
+    /// conversations settle `aborted`) and left out of the results, and the run is stored
+    /// unfinished, for `--resume`.
+    pub cancel: CancellationToken,
 }
 
 impl Default for EvalOptions {
@@ -45,6 +49,7 @@ impl Default for EvalOptions {
             threshold: 1.0,
             baseline: None,
             scorer_env: Vec::new(),
+            cancel: CancellationToken::new(),
         }
     }
 }
@@ -142,14 +147,25 @@ pub async fn run(
         options,
     };
     let total = jobs.len() + run.results.len();
+    let cancel = &options.cancel;
+    let context = &context;
     let mut finished = futures::stream::iter(jobs)
-        .map(|(case, repetition)| {
+        .map(|(case, repetition)| async move {
+            // Stopped: what has not started, does not.
+            if cancel.is_cancelled() {
+                return None;
+            }
             progress.started(case, repetition);
-            context.run_case(case, repetition)
+            let result = context.run_case(case, repetition).await;
+            // Cut short by the stop: not a result, it runs again on `--resume`.
+            (!cancel.is_cancelled()).then_some(result)
         })
         .buffer_unordered(options.concurrency.max(1));
     let mut saved = Ok(());
     while let Some(result) = finished.next().await {
+        let Some(result) = result else {
+            continue;
+        };
         run.results.push(result);
         if let Some(last) = run.results.last() {
             progress.finished(last, run.results.len(), total);
@@ -162,8 +178,10 @@ pub async fn run(
     drop(finished);
     let _ = app.close().await;
     saved?;
-    run.finished_at = Some(flue_core::util::now_ms());
-    store.save(&run)?;
+    if !cancel.is_cancelled() {
+        run.finished_at = Some(flue_core::util::now_ms());
+        store.save(&run)?;
+    }
     Ok(run)
 }
 
@@ -230,7 +248,19 @@ impl Context<'_> {
         };
         let runtime = self.app.runtime();
         let started = Instant::now();
-        if let Err(err) = send_all(runtime, &key, case, &mut transcript).await {
+        let sent = {
+            let sending = send_all(runtime, &key, case, &mut transcript);
+            tokio::pin!(sending);
+            tokio::select! {
+                sent = &mut sending => sent,
+                () = self.options.cancel.cancelled() => {
+                    // The conversation's work stops and settles `aborted`; its log stays whole.
+                    let _ = runtime.abort(&key).await;
+                    sending.await
+                }
+            }
+        };
+        if let Err(err) = sent {
             transcript.outcome = "failed".to_owned();
             transcript.error = Some(err.to_info());
         }

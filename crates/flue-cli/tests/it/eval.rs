@@ -616,3 +616,67 @@ fn seeding_files_into_the_local_sandbox_is_refused_before_anything_runs() {
     assert!(!workspace.root().join("seeded.txt").exists());
     assert!(!workspace.root().join(".flue/evals").exists());
 }
+
+#[test]
+fn sigterm_stops_the_run_aborts_its_cases_and_resume_finishes_it() {
+    let slow_script = PROBE_SCRIPT.replace(
+        r#"{"reply":{"text":"You said: {{user}}"}}"#,
+        r#"{"when":{"user_contains":"hello"},"reply":{"text":"late","delay_ms":600000}},
+ {"reply":{"text":"You said: {{user}}"}}"#,
+    );
+    let workspace = Workspace::new(&[
+        ("agents/probe.md", PROBE_AGENT),
+        ("probe.json", slow_script.as_str()),
+        ("evals/probe.yaml", MINIMAL),
+    ]);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["eval", "--root"])
+        .arg(workspace.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first case's conversation exists once its message is admitted; its reply never
+    // comes (ten minutes away), so the run is surely in the middle of it.
+    let admitted = || {
+        let listed = json(&workspace.flue(&["session", "list", "--json"]));
+        !listed["conversations"].as_array().unwrap().is_empty()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !admitted() {
+        assert!(std::time::Instant::now() < deadline, "no case started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(text.contains("stopping the eval"), "{text}");
+    assert_eq!(stdout(&output), "", "no summary for a stopped run");
+
+    let runs = json(&workspace.flue(&["eval", "list", "--json"]));
+    let run = &runs["runs"][0];
+    assert_eq!(
+        (run["finishedAt"].clone(), run["total"]["runs"].clone()),
+        (Value::Null, 0.into())
+    );
+    // The aborted case's conversation settled: nothing is left running or queued.
+    let listed = json(&workspace.flue(&["session", "list", "--json"]));
+    assert_eq!(listed["conversations"][0]["status"], "settled", "{listed}");
+
+    std::fs::write(workspace.root().join("probe.json"), PROBE_SCRIPT).unwrap();
+    let id = run["id"].as_str().unwrap();
+    let (code, resumed) = eval_json(&workspace, &["--resume", id]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        verdicts(&resumed),
+        vec![
+            ("echoes#1".to_owned(), true),
+            ("uses-bash#1".to_owned(), true)
+        ]
+    );
+}
