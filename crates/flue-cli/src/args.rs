@@ -861,6 +861,17 @@ pub(crate) struct EvalRunArgs {
     /// Continue a run that was cut short: its finished case runs are kept, the rest run.
     #[arg(long, value_name = "RUN", conflicts_with = "select")]
     pub(crate) resume: Option<String>,
+    /// Keep the run's model traffic (every provider's, redacted) in the cassette, for
+    /// `--replay`.
+    #[arg(long, conflicts_with = "replay")]
+    pub(crate) record: bool,
+    /// Answer every model turn from the cassette instead of the provider: no key, no network;
+    /// a request the cassette lacks fails its case, saying what differs.
+    #[arg(long)]
+    pub(crate) replay: bool,
+    /// The cassette file, relative to the workspace root.
+    #[arg(long, value_name = "FILE", default_value = "evals/cassette.json")]
+    pub(crate) cassette: PathBuf,
     /// Write a JUnit XML report (one testcase per case) to this file.
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,

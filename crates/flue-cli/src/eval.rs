@@ -42,6 +42,7 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         .filter_map(|key| Some((key.to_owned(), env.get(key)?)))
         .collect();
     let output = Output::new(flue_core::Redactor::new(env.secrets()).unwrap_or_default());
+    let cassette = cassette(&args, &root, env.secrets())?;
     let agents = AgentSet::from_workspace(&root, env)?;
     let store = RunStore::new(&root);
     let resume = args
@@ -73,6 +74,7 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         baseline: baseline.as_ref().map(|run| run.id.clone()),
         scorer_env,
         cancel: flue_core::CancellationToken::new(),
+        cassette,
     };
     let progress = StderrProgress {
         output: output.clone(),
@@ -136,6 +138,24 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         if passed { "" } else { ": FAILED" }
     );
     Ok(if passed { Exit::Success } else { Exit::Failure })
+}
+
+/// The cassette `--record` or `--replay` asks for.
+fn cassette(
+    args: &EvalRunArgs,
+    root: &Path,
+    secrets: Vec<String>,
+) -> anyhow::Result<Option<std::sync::Arc<flue_eval::Cassette>>> {
+    let path = root.join(&args.cassette);
+    let shown = args.cassette.display().to_string();
+    let cassette = if args.record {
+        flue_eval::Cassette::record(&path, &shown, secrets)
+    } else if args.replay {
+        flue_eval::Cassette::replay(&path, &shown, secrets)?
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(std::sync::Arc::new(cassette)))
 }
 
 /// The cases `select` names (files, file names, case names), or every case.

@@ -11,9 +11,11 @@
 //! - results: [`EvalRun`], [`CaseRun`], [`Check`], [`Transcript`] (what a scorer reads)
 //! - reports: [`EvalRun::summary`] ([`Stats`]), [`compare`] ([`CaseChange`]), [`junit`]
 //! - stored runs: [`RunStore`]
+//! - recorded model traffic: [`Cassette`] (record a run, replay it with no key or network)
 
 mod assertion;
 mod case_file;
+mod cassette;
 mod report;
 mod runner;
 mod scorer;
@@ -26,6 +28,7 @@ pub use case_file::{
     Case, CaseFileError, CommandScorer, EVALS_DIR, Expect, FileExpect, Judge, ToolCallExpect,
     discover, load, parse,
 };
+pub use cassette::{Cassette, CassetteError};
 pub use report::{CaseChange, CaseRun, Change, EvalRun, Stats, case_key, compare, junit};
 pub use runner::{EvalError, EvalOptions, Progress, run};
 pub use store::{RUNS_DIR, RunStore, RunStoreError};

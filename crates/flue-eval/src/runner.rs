@@ -17,6 +17,7 @@ use futures::StreamExt as _;
 
 use crate::assertion::{self, Check};
 use crate::case_file::Case;
+use crate::cassette::{Cassette, CassetteError};
 use crate::report::{CaseRun, EvalRun, case_key};
 use crate::scorer;
 use crate::store::{RunStore, RunStoreError};
@@ -39,6 +40,8 @@ pub struct EvalOptions {
     /// conversations settle `aborted`) and left out of the results, and the run is stored
     /// unfinished, for `--resume`.
     pub cancel: CancellationToken,
+    /// Records the run's model traffic into, or replays it from, this cassette.
+    pub cassette: Option<Arc<Cassette>>,
 }
 
 impl Default for EvalOptions {
@@ -50,6 +53,7 @@ impl Default for EvalOptions {
             baseline: None,
             scorer_env: Vec::new(),
             cancel: CancellationToken::new(),
+            cassette: None,
         }
     }
 }
@@ -72,6 +76,9 @@ pub enum EvalError {
     /// The run could not be stored.
     #[error(transparent)]
     Store(#[from] RunStoreError),
+    /// The cassette could not be written.
+    #[error(transparent)]
+    Cassette(#[from] CassetteError),
     /// A case cannot run as written (say, it seeds files into the workspace itself).
     #[error("{0}")]
     Case(String),
@@ -81,13 +88,16 @@ pub enum EvalError {
 /// `resume` continues a run that was cut short: its finished case runs are kept and the
 /// missing ones run.
 pub async fn run(
-    agents: AgentSet,
+    mut agents: AgentSet,
     cases: &[Case],
     options: &EvalOptions,
     resume: Option<EvalRun>,
     progress: &dyn Progress,
 ) -> Result<EvalRun, EvalError> {
     refuse_seeding_the_workspace(&agents, cases)?;
+    if let Some(cassette) = &options.cassette {
+        agents.wrap_providers(|provider| cassette.wrap(provider));
+    }
     let root = agents.root().to_path_buf();
     let store = RunStore::new(&root);
     let mut run = resume.unwrap_or_else(|| EvalRun {
@@ -177,6 +187,9 @@ pub async fn run(
     }
     drop(finished);
     let _ = app.close().await;
+    if let Some(cassette) = &options.cassette {
+        cassette.save()?;
+    }
     saved?;
     if !cancel.is_cancelled() {
         run.finished_at = Some(flue_core::util::now_ms());

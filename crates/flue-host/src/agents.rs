@@ -185,6 +185,16 @@ impl AgentSet {
             .wrapped(|provider| recorder.wrap(provider, redactor.clone()));
     }
 
+    /// Wraps every model provider of these agents (and of [`AgentSet::model_providers`]) in
+    /// what `wrap` returns: an eval's cassette that records or replays their turns. Call it
+    /// before the agents serve.
+    pub fn wrap_providers(
+        &mut self,
+        wrap: impl Fn(Arc<dyn flue_core::ModelProvider>) -> Arc<dyn flue_core::ModelProvider>,
+    ) {
+        self.providers.registry = self.providers.registry.wrapped(wrap);
+    }
+
     fn assemble(
         root: &Path,
         origin: &Path,

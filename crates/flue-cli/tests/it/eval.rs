@@ -680,3 +680,81 @@ fn sigterm_stops_the_run_aborts_its_cases_and_resume_finishes_it() {
         ]
     );
 }
+
+/// `flue eval ARGS --json` with no provider key and no `ACME_API_KEY` in the environment.
+fn eval_json_without_keys(workspace: &Workspace, args: &[&str]) -> (i32, Value) {
+    let output = assert_cmd::Command::cargo_bin("flue")
+        .unwrap()
+        .arg("eval")
+        .arg("--json")
+        .args(args)
+        .arg("--root")
+        .arg(workspace.root())
+        .env_remove("FLUE_LOG")
+        .env_remove("ACME_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    (output.status.code().unwrap(), json(&output))
+}
+
+#[test]
+fn a_recorded_run_replays_with_no_key_or_network_and_a_changed_request_fails_clearly() {
+    // A provider that can never answer: no key, and a port nothing listens on.
+    let flue_toml = r#"[providers.acme]
+api = "anthropic-messages"
+base_url = "http://127.0.0.1:9"
+api_key_env = "ACME_API_KEY"
+
+[providers.acme.models.m1]
+max_output_tokens = 8192
+"#;
+    let workspace = probe(&[("evals/probe.yaml", MINIMAL), ("flue.toml", flue_toml)]);
+    let (code, recorded) = eval_json(&workspace, &["--record"]);
+    assert_eq!(code, 0);
+    let cassette_path = workspace.root().join("evals/cassette.json");
+    let cassette: Value = serde_json::from_slice(&std::fs::read(&cassette_path).unwrap()).unwrap();
+    // One turn for the echo, two for the bash case (the call, then the answer).
+    assert_eq!(cassette["entries"].as_array().unwrap().len(), 3);
+
+    // The agent moves to the real provider: its turns come from the cassette, recorded as if
+    // that provider had answered them.
+    let agent = PROBE_AGENT.replace("scripted/probe.json", "acme/m1");
+    std::fs::write(workspace.root().join("agents/probe.md"), agent).unwrap();
+    // (The file stays: the bash case lists the workspace, and its listing is in the request.)
+    std::fs::write(workspace.root().join("probe.json"), "not a script").unwrap();
+    let moved = std::fs::read_to_string(&cassette_path)
+        .unwrap()
+        .replace("\"provider\": \"scripted\"", "\"provider\": \"acme\"")
+        .replace("\"model\": \"probe.json\"", "\"model\": \"m1\"");
+    std::fs::write(&cassette_path, moved).unwrap();
+    let (code, replayed) = eval_json_without_keys(&workspace, &["--replay"]);
+    assert_eq!(code, 0, "{replayed}");
+    let replies = |report: &Value| -> Vec<String> {
+        let mut replies: Vec<String> = report["run"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|result| result["reply"].as_str().unwrap().to_owned())
+            .collect();
+        replies.sort();
+        replies
+    };
+    assert_eq!(replies(&replayed), replies(&recorded));
+
+    // A case whose message changed has no recorded answer: it fails, saying what differs.
+    let changed = MINIMAL.replace("\"hello there\"", "\"hello again\"");
+    std::fs::write(workspace.root().join("evals/probe.yaml"), changed).unwrap();
+    let (code, report) = eval_json_without_keys(&workspace, &["--replay", "echoes"]);
+    assert_eq!(code, 1);
+    let failure = &failures(&report, "echoes")[0];
+    assert!(
+        failure.starts_with("completed: the conversation ended failed: model provider \"acme\" failed: no recorded turn in the cassette evals/cassette.json matches this request (message 1 differs from the nearest recorded request's: recorded "),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("now {\"content\":[{\"text\":\"hello again\""),
+        "{failure}"
+    );
+}
