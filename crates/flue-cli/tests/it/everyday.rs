@@ -60,6 +60,7 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
             "dev",
             "init",
             "trash",
+            "eval",
             "mcp",
             "help"
         ]
@@ -86,6 +87,10 @@ fn help_lists_only_real_commands_and_every_command_has_an_example_and_its_doc() 
         &["trash"],
         &["trash", "list"],
         &["trash", "restore"],
+        &["eval"],
+        &["eval", "list"],
+        &["eval", "show"],
+        &["eval", "diff"],
         &["mcp"],
         &["mcp", "serve"],
         &["mcp", "login"],
