@@ -12,6 +12,7 @@ mod tests;
 
 /// The verdict of one assertion, scorer or judge.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Check {
     /// What was checked: `reply_contains`, `tool_calls`, `judge`, a scorer's name.

@@ -14,6 +14,7 @@ mod tests;
 
 /// One eval run: which cases ran how often, and every result.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct EvalRun {
     /// The run's id (a ULID: runs sort by start).
@@ -38,6 +39,7 @@ pub struct EvalRun {
 
 /// One run of one case.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct CaseRun {
     /// The case file.
@@ -91,6 +93,7 @@ pub fn case_key(file: &str, case: &str) -> String {
 
 /// The figures of one case over its repetitions, or of the whole run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Stats {
     /// `file#case`, or `total`.
@@ -211,6 +214,7 @@ impl Change {
 
 /// One case compared between a baseline and a newer run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct CaseChange {
     /// `file#case`.

@@ -10,6 +10,7 @@ use serde_json::Value as Json;
 
 /// One run of one case.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Transcript {
     /// The case's name.
@@ -57,6 +58,7 @@ pub struct Transcript {
 
 /// One tool call and what it returned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct CallRecord {
     /// The session it was made in (`default`, or a task's).

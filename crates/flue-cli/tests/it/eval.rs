@@ -308,7 +308,7 @@ fn repeats_run_concurrently_and_a_baseline_marks_each_case() {
             (3.into(), 3.into())
         );
         assert!(
-            case["latency_p95_ms"].as_u64().unwrap() >= case["latency_p50_ms"].as_u64().unwrap()
+            case["latencyP95Ms"].as_u64().unwrap() >= case["latencyP50Ms"].as_u64().unwrap()
         );
     }
     assert_eq!(first["summary"]["total"]["runs"], 6);
@@ -374,7 +374,7 @@ fn a_run_cut_short_resumes_with_only_the_missing_cases() {
     let mut stored: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let kept = stored["results"][0].clone();
     stored["results"] = Value::Array(vec![kept.clone()]);
-    stored.as_object_mut().unwrap().remove("finished_at");
+    stored.as_object_mut().unwrap().remove("finishedAt");
     std::fs::write(&path, serde_json::to_vec(&stored).unwrap()).unwrap();
     let listed = stdout(&workspace.flue(&["eval", "list"]));
     assert!(listed.contains("unfinished (--resume)"), "{listed}");
@@ -392,7 +392,7 @@ fn a_run_cut_short_resumes_with_only_the_missing_cases() {
 fn a_command_scorer_reads_the_transcript_and_a_judge_keeps_its_reasoning() {
     let scorer = r#"import json, sys
 transcript = json.load(sys.stdin)
-calls = [call["name"] for call in transcript["tool_calls"]]
+calls = [call["name"] for call in transcript["toolCalls"]]
 print("pass" if calls == ["bash"] and "Files:" in transcript["reply"] else "fail")
 print("calls: " + ",".join(calls))
 "#;
