@@ -307,9 +307,7 @@ fn repeats_run_concurrently_and_a_baseline_marks_each_case() {
             (case["runs"].clone(), case["passed"].clone()),
             (3.into(), 3.into())
         );
-        assert!(
-            case["latencyP95Ms"].as_u64().unwrap() >= case["latencyP50Ms"].as_u64().unwrap()
-        );
+        assert!(case["latencyP95Ms"].as_u64().unwrap() >= case["latencyP50Ms"].as_u64().unwrap());
     }
     assert_eq!(first["summary"]["total"]["runs"], 6);
     // Six conversations, one per run.
