@@ -213,7 +213,12 @@ const NEVER: &[(&[&str], &[&str], &str)] = &[
     ),
     (
         &["flue-eval"],
-        &["flue-connectors", "flue-providers", "flue-server", "flue-store"],
+        &[
+            "flue-connectors",
+            "flue-providers",
+            "flue-server",
+            "flue-store",
+        ],
         "evals run agents through flue-host's assembly, the way `flue run` does; they name no backend or route",
     ),
     (
