@@ -97,12 +97,13 @@ fn main() -> ExitCode {
             .into();
         }
     };
-    // `flue serve` and `flue dev` serve many conversations: all cores. Everything else: one
-    // thread.
+    // `flue serve` and `flue dev` serve many conversations, `flue eval` runs many cases: all
+    // cores. Everything else: one thread.
     let serving = matches!(
         cli.command,
         Command::Serve(_)
             | Command::Dev(_)
+            | Command::Eval(_)
             | Command::Mcp {
                 command: McpCommand::Serve(_)
             }
