@@ -926,11 +926,19 @@ impl Reader<'_> {
             );
             return false;
         };
+        let mut seen = BTreeSet::new();
         for (key, _) in entries {
             let Some(name) = key.as_str() else {
                 self.at(key.line, format!("a key of {place} is not text"));
                 continue;
             };
+            if !seen.insert(name) {
+                self.at(
+                    key.line,
+                    format!("`{name}` is given twice in {place}: keep one"),
+                );
+                continue;
+            }
             if known.contains(&name) {
                 continue;
             }

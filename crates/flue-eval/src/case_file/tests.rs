@@ -149,6 +149,12 @@ fn a_duplicate_name_a_missing_agent_and_broken_yaml_are_named() {
         problems,
         vec!["5: case `a` is named twice in this file: give each case its own name"]
     );
+    let (_, problems) =
+        check("agent: probe\ncases:\n  - name: a\n    message: x\n    message: y\n");
+    assert_eq!(
+        problems,
+        vec!["5: `message` is given twice in a case: keep one"]
+    );
     let (_, problems) = check("agent: probe\ncases:\n  - name: [a\n");
     assert_eq!(problems.len(), 1);
     assert!(problems[0].starts_with("4: invalid YAML"), "{problems:?}");
