@@ -49,6 +49,7 @@ const CASE_KEYS: &[&str] = &[
     "model",
     "thinking",
     "result",
+    "timeout_ms",
     "expect",
 ];
 const EXPECT_KEYS: &[&str] = &[
@@ -100,6 +101,8 @@ pub struct Case {
     pub thinking: Option<ThinkingLevel>,
     /// The JSON Schema of a structured result asked of every message.
     pub result: Option<Json>,
+    /// How long the case may run before its conversation is aborted and the case fails.
+    pub timeout_ms: Option<u64>,
     /// What must hold after the last message.
     pub expect: Expect,
 }
@@ -421,6 +424,9 @@ impl Reader<'_> {
         let result = node
             .get("result")
             .and_then(|schema| self.schema(schema, "result"));
+        let timeout_ms = node
+            .get("timeout_ms")
+            .and_then(|n| self.count(n, "timeout_ms"));
         let expect = match node.get("expect") {
             Some(expect) => self.expect(expect, defaults)?,
             None => Expect::default(),
@@ -437,6 +443,7 @@ impl Reader<'_> {
             model,
             thinking,
             result,
+            timeout_ms,
             expect,
         })
     }

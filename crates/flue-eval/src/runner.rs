@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use flue_core::{
     AgentRuntime, BatchBody, CancellationToken, ConversationKey, DeliveredMessage, DispatchOptions,
@@ -261,13 +261,21 @@ impl Context<'_> {
         };
         let runtime = self.app.runtime();
         let started = Instant::now();
+        let mut timed_out = false;
         let sent = {
             let sending = send_all(runtime, &key, case, &mut transcript);
             tokio::pin!(sending);
+            let limit = case.timeout_ms.map_or(Duration::MAX, Duration::from_millis);
             tokio::select! {
                 sent = &mut sending => sent,
+                // Either way the conversation's work stops and settles `aborted`; its log
+                // stays whole.
                 () = self.options.cancel.cancelled() => {
-                    // The conversation's work stops and settles `aborted`; its log stays whole.
+                    let _ = runtime.abort(&key).await;
+                    sending.await
+                }
+                () = tokio::time::sleep(limit) => {
+                    timed_out = true;
                     let _ = runtime.abort(&key).await;
                     sending.await
                 }
@@ -283,6 +291,16 @@ impl Context<'_> {
         }
         self.read_files(case, &key, &mut transcript).await;
         let mut checks = assertion::check(&case.expect, &transcript);
+        if let Some(limit) = case.timeout_ms.filter(|_| timed_out) {
+            checks.insert(
+                0,
+                Check::new(
+                    "timeout_ms",
+                    false,
+                    format!("the case ran longer than {limit} ms and was aborted"),
+                ),
+            );
+        }
         checks.extend(self.scores(case, &transcript).await);
         CaseRun {
             file: case.file.clone(),

@@ -756,3 +756,37 @@ max_output_tokens = 8192
         "{failure}"
     );
 }
+
+#[test]
+fn a_case_past_its_timeout_is_aborted_and_fails() {
+    let cases = r#"agent: probe
+cases:
+  - name: stuck
+    message: "hello"
+    timeout_ms: 500
+    expect:
+      reply_contains: "late"
+"#;
+    let slow_script = PROBE_SCRIPT.replace(
+        r#"{"reply":{"text":"You said: {{user}}"}}"#,
+        r#"{"reply":{"text":"late","delay_ms":600000}}"#,
+    );
+    let workspace = Workspace::new(&[
+        ("agents/probe.md", PROBE_AGENT),
+        ("probe.json", slow_script.as_str()),
+        ("evals/probe.yaml", cases),
+    ]);
+    let (code, report) = eval_json(&workspace, &[]);
+    assert_eq!(code, 1);
+    let failed = failures(&report, "stuck");
+    assert_eq!(
+        failed[0],
+        "timeout_ms: the case ran longer than 500 ms and was aborted"
+    );
+    assert!(
+        failed[1].starts_with("completed: the conversation ended aborted"),
+        "{failed:?}"
+    );
+    let listed = json(&workspace.flue(&["session", "list", "--json"]));
+    assert_eq!(listed["conversations"][0]["status"], "settled", "{listed}");
+}
