@@ -128,10 +128,16 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         &[],
     ),
     (
+        "flue-eval",
+        &["flue-build", "flue-core", "flue-host", "flue-protocol"],
+        &[],
+    ),
+    (
         "flue-cli",
         &[
             "flue-build",
             "flue-core",
+            "flue-eval",
             "flue-host",
             "flue-protocol",
             "flue-server",
@@ -204,6 +210,16 @@ const NEVER: &[(&[&str], &[&str], &str)] = &[
         &["flue-cli"],
         &["flue-connectors", "flue-providers", "flue-store"],
         "the binary parses arguments and renders events; it names no store, sandbox or tool type (flue-host assembles them)",
+    ),
+    (
+        &["flue-eval"],
+        &[
+            "flue-connectors",
+            "flue-providers",
+            "flue-server",
+            "flue-store",
+        ],
+        "evals run agents through flue-host's assembly, the way `flue run` does; they name no backend or route",
     ),
     (
         &["*"],

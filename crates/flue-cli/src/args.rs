@@ -82,6 +82,10 @@ pub(crate) enum Command {
     /// its endpoints get your keys (recorded in your own configuration, not the workspace).
     #[command(after_help = TRUST_HELP)]
     Trust(TrustArgs),
+    /// Run the workspace's eval cases (`evals/*.yaml`) and report pass rates, tokens, cost and
+    /// latency; list, show and compare stored runs.
+    #[command(after_help = EVAL_HELP, args_conflicts_with_subcommands = true)]
+    Eval(EvalArgs),
     /// Serve the workspace's agents to MCP clients (`serve`), and sign in to and out of remote
     /// MCP servers that use OAuth (`login`, `logout`).
     #[command(after_help = MCP_HELP)]
@@ -214,6 +218,16 @@ const TRASH_HELP: &str = "Examples:
   flue trash restore 01J9Z... --id demo --to notes-restored.md
 
 Docs (https://github.com/flue-rs/flue): docs/cli.md#flue-trash, docs/file-tools.md";
+const EVAL_HELP: &str = "Examples:
+  flue eval                              (every case of evals/*.yaml)
+  flue eval probe --repeat 5 --concurrency 4
+  flue eval --junit report.xml --threshold 0.9
+  flue eval --baseline last              (improved / regressed / unchanged per case)
+  flue eval list
+  flue eval show RUN
+  flue eval diff RUN_A RUN_B
+
+Docs (https://github.com/flue-rs/flue): docs/evals.md";
 const MCP_HELP: &str = "Examples:
   flue mcp serve                       (the agents as MCP tools over stdio)
   flue mcp serve --http --port 3100    (over streamable HTTP at http://127.0.0.1:3100/mcp)
@@ -888,6 +902,110 @@ pub(crate) struct MemoryDeleteArgs {
     /// `flue serve --store`). Default: flue.toml's `[store] url`, else ROOT/.flue/flue.db.
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    #[command(subcommand)]
+    pub(crate) command: Option<EvalCommand>,
+    #[command(flatten)]
+    pub(crate) run: EvalRunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum EvalCommand {
+    /// List the stored eval runs, oldest first.
+    #[command(after_help = EVAL_HELP)]
+    List(EvalListArgs),
+    /// Show a stored eval run: its summary and every failed check.
+    #[command(after_help = EVAL_HELP)]
+    Show(EvalShowArgs),
+    /// Compare two stored runs case by case: improved, regressed, unchanged.
+    #[command(after_help = EVAL_HELP)]
+    Diff(EvalDiffArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalRunArgs {
+    /// Case files (`evals/probe.yaml`) or names: a file's name without `.yaml`, or a case's
+    /// name. Default: every case of `evals/*.yaml`.
+    pub(crate) select: Vec<String>,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Environment file to load instead of ROOT/.env.
+    #[arg(long = "env")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Case runs at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) concurrency: u16,
+    /// Runs of each case; the summary gives each case's pass rate.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) repeat: u32,
+    /// The lowest overall pass rate (0 to 1) that exits 0. Default: 1, every run of every case
+    /// passes.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) threshold: f64,
+    /// Compare with this stored run (`last`: the newest before this one): each case marked
+    /// improved, regressed or unchanged.
+    #[arg(long, value_name = "RUN")]
+    pub(crate) baseline: Option<String>,
+    /// Continue a run that was cut short: its finished case runs are kept, the rest run.
+    #[arg(long, value_name = "RUN", conflicts_with = "select")]
+    pub(crate) resume: Option<String>,
+    /// Keep the run's model traffic (every provider's, redacted) in the cassette, for
+    /// `--replay`.
+    #[arg(long, conflicts_with = "replay")]
+    pub(crate) record: bool,
+    /// Answer every model turn from the cassette instead of the provider: no key, no network;
+    /// a request the cassette lacks fails its case, saying what differs.
+    #[arg(long)]
+    pub(crate) replay: bool,
+    /// The cassette file, relative to the workspace root.
+    #[arg(long, value_name = "FILE", default_value = "evals/cassette.json")]
+    pub(crate) cassette: PathBuf,
+    /// Write a JUnit XML report (one testcase per case) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Print the run as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalListArgs {
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalShowArgs {
+    /// The run's id (`last`: the newest).
+    pub(crate) run: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalDiffArgs {
+    /// The earlier run (the baseline).
+    pub(crate) before: String,
+    /// The later run.
+    pub(crate) after: String,
+    /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,

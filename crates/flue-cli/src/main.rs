@@ -9,6 +9,7 @@ mod build;
 mod chat;
 mod dev;
 mod elicit;
+mod eval;
 mod history;
 mod init;
 mod input;
@@ -99,12 +100,13 @@ fn main() -> ExitCode {
         }
     };
     trust::init(cli.trust);
-    // `flue serve` and `flue dev` serve many conversations: all cores. Everything else: one
-    // thread.
+    // `flue serve` and `flue dev` serve many conversations, `flue eval` runs many cases: all
+    // cores. Everything else: one thread.
     let serving = matches!(
         cli.command,
         Command::Serve(_)
             | Command::Dev(_)
+            | Command::Eval(_)
             | Command::Mcp {
                 command: McpCommand::Serve(_)
             }
@@ -159,6 +161,7 @@ fn main() -> ExitCode {
             Command::Trash {
                 command: TrashCommand::Restore(restore_args),
             } => trash::restore(restore_args).await,
+            Command::Eval(eval_args) => eval::eval(eval_args).await,
             Command::Mcp {
                 command: McpCommand::Serve(serve_args),
             } => mcp_serve::serve(serve_args).await,

@@ -103,10 +103,15 @@ pub(crate) fn check_model(
 
 /// The process environment over `--env FILE` or the workspace's `.env`.
 fn env(args: &RunArgs, root: &Path) -> Result<Env, HostError> {
+    workspace_env(root, args.env_file.as_deref())
+}
+
+/// The process environment over `env_file` or `root`'s `.env`.
+pub(crate) fn workspace_env(root: &Path, env_file: Option<&Path>) -> Result<Env, HostError> {
     // Variables that are not UTF-8 cannot be keys or URLs: left out rather than a panic.
     let vars = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
-    Env::for_root(vars, root, args.env_file.as_deref())
+    Env::for_root(vars, root, env_file)
 }
 
 /// `Some(path)` when the agent argument names a file rather than an agent: its folder made

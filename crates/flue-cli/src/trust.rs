@@ -230,7 +230,9 @@ fn manifest_of(root: &Path) -> anyhow::Result<TrustManifest> {
     let vars = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let env = Env::for_root(vars, root, None)?;
-    Ok(TrustManifest::of(&workspace, &env))
+    let known: Vec<String> = workspace.agents.keys().cloned().collect();
+    let scorers = crate::eval::scorer_items(&crate::eval::workspace_cases(root, &known));
+    Ok(TrustManifest::of(&workspace, &env).with(scorers))
 }
 
 /// Records trust in the workspace `flue init` just wrote at `root` (it is the user's own).

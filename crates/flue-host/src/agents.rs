@@ -67,6 +67,7 @@ pub struct HarnessOptions {
     role: Option<String>,
     pub(crate) elicitor: Option<Arc<dyn McpElicitor>>,
     sampling_approver: Option<Arc<dyn flue_connectors::McpSamplingApprover>>,
+    pub(crate) conversation_sandboxes: Option<Arc<crate::sandbox::ConversationSandboxes>>,
 }
 
 impl std::fmt::Debug for HarnessOptions {
@@ -77,6 +78,10 @@ impl std::fmt::Debug for HarnessOptions {
             .field("role", &self.role)
             .field("elicitor", &self.elicitor.is_some())
             .field("sampling_approver", &self.sampling_approver.is_some())
+            .field(
+                "conversation_sandboxes",
+                &self.conversation_sandboxes.is_some(),
+            )
             .finish()
     }
 }
@@ -123,6 +128,17 @@ impl HarnessOptions {
         approver: Arc<dyn flue_connectors::McpSamplingApprover>,
     ) -> Self {
         self.sampling_approver = Some(approver);
+        self
+    }
+
+    /// Seeds the sandboxes of the conversations `sandboxes` names with their files before
+    /// their first turn, and holds those sandboxes for reading afterwards (evals). Applies to
+    /// the harnesses a [`Host`](crate::Host) builds for a runtime.
+    pub fn with_conversation_sandboxes(
+        mut self,
+        sandboxes: Arc<crate::sandbox::ConversationSandboxes>,
+    ) -> Self {
+        self.conversation_sandboxes = Some(sandboxes);
         self
     }
 }
@@ -181,6 +197,16 @@ impl AgentSet {
             .wrapped(|provider| recorder.wrap(provider, redactor.clone()));
     }
 
+    /// Wraps every model provider of these agents (and of [`AgentSet::model_providers`]) in
+    /// what `wrap` returns: an eval's cassette that records or replays their turns. Call it
+    /// before the agents serve.
+    pub fn wrap_providers(
+        &mut self,
+        wrap: impl Fn(Arc<dyn flue_core::ModelProvider>) -> Arc<dyn flue_core::ModelProvider>,
+    ) {
+        self.providers.registry = self.providers.registry.wrapped(wrap);
+    }
+
     fn assemble(
         root: &Path,
         origin: &Path,
@@ -217,6 +243,14 @@ impl AgentSet {
     #[must_use]
     pub fn with_trust(mut self, trust: TrustPolicy) -> Self {
         self.trust = trust;
+        self
+    }
+
+    /// Adds items a frontend reads beyond the agents (an eval's command scorers) to what
+    /// trust must cover.
+    #[must_use]
+    pub fn with_trust_items(mut self, items: impl IntoIterator<Item = crate::TrustItem>) -> Self {
+        self.manifest = std::mem::take(&mut self.manifest).with(items);
         self
     }
 
@@ -358,6 +392,14 @@ impl AgentSet {
             .with_roles(self.workspace.harness_roles())
             .check_message_options(options)
             .await
+    }
+
+    /// The model providers of the workspace (the scripted one, the built-in ones and
+    /// flue.toml's), for a model call outside any agent, such as an eval's judge. Fails as an
+    /// agent on `model` would when its provider is misconfigured.
+    pub fn model_providers(&self, model: &str) -> Result<flue_core::ProviderRegistry, HostError> {
+        self.providers.check(Some(model))?;
+        Ok(self.providers.registry.clone())
     }
 
     /// Every agent, by name.

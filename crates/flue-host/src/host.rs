@@ -139,9 +139,19 @@ impl Host {
             Some(sandbox) => sandbox,
             None => agents.open_sandbox(&prepared).await?,
         };
-        Ok(prepared
-            .builder
-            .with_sandbox(sandbox.into_owned(&self.cleanups)))
+        let sandbox = sandbox.into_owned(&self.cleanups);
+        // Seeded conversations get their files written once the instance id is known.
+        Ok(match &self.options.conversation_sandboxes {
+            Some(sandboxes) => {
+                prepared
+                    .builder
+                    .with_sandbox_factory(Arc::new(crate::sandbox::SeedingFactory {
+                        sandbox,
+                        sandboxes: Arc::clone(sandboxes),
+                    }))
+            }
+            None => prepared.builder.with_sandbox(sandbox),
+        })
     }
 
     /// Agent `agent`'s configuration from the current agent set as a harness of it gets it,

@@ -308,3 +308,84 @@ impl Sandbox for MaxTime {
         self.inner.rm(path, options)
     }
 }
+
+/// Files to write into one sandbox: (path, content).
+type SeedFiles = Vec<(String, Vec<u8>)>;
+
+/// Files to write into chosen conversations' sandboxes before their first turn, and a hold on
+/// those sandboxes for reading them afterwards: what an eval case needs (its initial files in,
+/// the files the agent left behind out). Shared between the caller and the host's harness
+/// builds ([`HarnessOptions::with_conversation_sandboxes`](crate::HarnessOptions)).
+///
+/// Only conversations given with [`ConversationSandboxes::seed`] are touched or held; every
+/// other conversation gets its sandbox as usual.
+#[derive(Default)]
+pub struct ConversationSandboxes {
+    seeds: std::sync::Mutex<std::collections::HashMap<String, SeedFiles>>,
+    held: std::sync::Mutex<std::collections::HashMap<String, Arc<dyn Sandbox>>>,
+}
+
+impl std::fmt::Debug for ConversationSandboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationSandboxes")
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConversationSandboxes {
+    /// An empty set: no conversation seeded.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Writes `files` (`(path, content)`, paths relative to the sandbox's working directory)
+    /// into the sandbox of conversation `instance_id` (`<agent>:<id>`) when its harness is
+    /// built, and holds that sandbox until [`ConversationSandboxes::take`].
+    pub fn seed(&self, instance_id: &str, files: Vec<(String, Vec<u8>)>) {
+        lock(&self.seeds).insert(instance_id.to_owned(), files);
+    }
+
+    /// The sandbox conversation `instance_id` ran in, when it was seeded and a harness of it
+    /// was built; released from the hold.
+    pub fn take(&self, instance_id: &str) -> Option<Arc<dyn Sandbox>> {
+        lock(&self.seeds).remove(instance_id);
+        lock(&self.held).remove(instance_id)
+    }
+
+    /// The files for `instance_id`, when it was seeded.
+    fn files(&self, instance_id: &str) -> Option<Vec<(String, Vec<u8>)>> {
+        lock(&self.seeds).get(instance_id).cloned()
+    }
+
+    fn hold(&self, instance_id: &str, sandbox: Arc<dyn Sandbox>) {
+        lock(&self.held).insert(instance_id.to_owned(), sandbox);
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Hands a harness its already opened sandbox, after writing the seeded files of the
+/// conversation it is built for (the instance id is known only at build time).
+pub(crate) struct SeedingFactory {
+    pub(crate) sandbox: Arc<dyn Sandbox>,
+    pub(crate) sandboxes: Arc<ConversationSandboxes>,
+}
+
+impl flue_core::sandbox::SandboxFactory for SeedingFactory {
+    fn create<'a>(&'a self, instance_id: &'a str) -> BoxFuture<'a, Result<Arc<dyn Sandbox>>> {
+        Box::pin(async move {
+            let Some(files) = self.sandboxes.files(instance_id) else {
+                return Ok(Arc::clone(&self.sandbox));
+            };
+            for (path, content) in &files {
+                self.sandbox.write_file(path, content).await?;
+            }
+            self.sandboxes.hold(instance_id, Arc::clone(&self.sandbox));
+            Ok(Arc::clone(&self.sandbox))
+        })
+    }
+}

@@ -20,6 +20,7 @@ mod dev_markdown;
 mod docs_commands;
 mod durable;
 mod elicit_serve;
+mod eval;
 mod everyday;
 mod exposure;
 mod fork_rewind;

@@ -101,6 +101,7 @@ fn scratch() -> (tempfile::TempDir, PathBuf) {
 /// `flue <args>` in `cwd`, with `--root` as `form` gives it.
 fn flue_in(dir: &Path, form: &Form, args: &[&str]) -> Command {
     let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+    command.env("FLUE_TRUST", "1");
     command
         .args(args)
         .current_dir(dir.join(form.cwd))
@@ -185,6 +186,7 @@ fn every_form_of_agent_file_finds_its_workspace() {
     let mut seen = Vec::new();
     for (cwd, file) in forms {
         let run = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .env("FLUE_TRUST", "1")
             .args(["run", file, "-m", "read the notes"])
             .current_dir(dir.path().join(cwd))
             .env_remove("FLUE_LOG")

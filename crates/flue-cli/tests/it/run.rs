@@ -185,6 +185,7 @@ fn a_model_the_catalog_does_not_know_is_refused_before_anything_is_stored() {
     // A key, so that only the name is wrong; nothing is sent anywhere.
     let run_with = |extra: &[&str], base_url: Option<&str>| {
         let mut command = assert_cmd::Command::cargo_bin("flue").unwrap();
+        command.env("FLUE_TRUST", "1");
         command
             .args(["run", "hello", "-m", "hi", "--root"])
             .arg(ws.root())

@@ -32,6 +32,8 @@ pub enum TrustKind {
     CommandTool,
     /// A schedule: runs an agent by itself, with no request.
     Schedule,
+    /// A command scorer of an eval case (`evals/*.yaml`): a command run on the host.
+    EvalScorer,
     /// A model provider endpoint or key variable the workspace chose.
     Provider,
     /// A database the workspace chose for conversations, maybe with a secret in its URL.
@@ -62,6 +64,16 @@ impl TrustItem {
         }
     }
 
+    /// An eval case's command scorer, declared in `file` (read by the eval runner, which
+    /// adds these to its agents' manifest).
+    pub fn eval_scorer(file: &str, case: &str, command: &str) -> Self {
+        Self::new(
+            TrustKind::EvalScorer,
+            file,
+            format!("runs `{command}` on your machine to score eval case `{case}`"),
+        )
+    }
+
     /// A stable id of the item: the SHA-256 of its kind, origin and detail.
     pub fn digest(&self) -> String {
         let mut hash = Sha256::new();
@@ -87,6 +99,7 @@ fn kind_tag(kind: TrustKind) -> &'static str {
         TrustKind::HostSandbox => "host_sandbox",
         TrustKind::CommandTool => "command_tool",
         TrustKind::Schedule => "schedule",
+        TrustKind::EvalScorer => "eval_scorer",
         TrustKind::Provider => "provider",
         TrustKind::Store => "store",
         TrustKind::EnvFile => "env_file",
@@ -128,6 +141,14 @@ impl TrustManifest {
         Self {
             items: items.into_iter().collect(),
         }
+    }
+
+    /// This manifest and `more`.
+    #[must_use]
+    pub fn with(self, more: impl IntoIterator<Item = TrustItem>) -> Self {
+        let mut items = self.items;
+        items.extend(more);
+        Self::from_items(items)
     }
 
     /// What flue.toml's `[store]` alone needs (for the commands that only read
