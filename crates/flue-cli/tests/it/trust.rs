@@ -494,3 +494,46 @@ fn flue_dev_serves_an_untrusted_workspace_but_runs_none_of_it() {
         "the schedule fired: {conversations}"
     );
 }
+
+#[test]
+fn an_evals_command_scorer_needs_trust_too() {
+    let markers = tempfile::tempdir().unwrap();
+    let marker = markers.path().join("scored");
+    let case_file = format!(
+        "agent: a\ncases:\n  - name: c\n    message: hi\n    expect:\n      scorers:\n        - \
+         \"touch {} && echo 1\"\n",
+        marker.display()
+    );
+    let ws = Workspace::new(&[
+        ("agents/a.md", "---\nmodel: scripted/s.json\n---\nHi.\n"),
+        ("s.json", r#"{"rules": [{"reply": {"text": "Hello."}}]}"#),
+        ("evals/e.yaml", &case_file),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let eval = |trust: bool| {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command
+            .args(["eval", "--root"])
+            .arg(ws.root())
+            .env_remove("FLUE_TRUST")
+            .env_remove("FLUE_CONFIG_DIR")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", home.path())
+            .stdin(std::process::Stdio::null());
+        if trust {
+            command.arg("--trust");
+        }
+        command.output().unwrap()
+    };
+    let refused = eval(false);
+    let err = stderr(&refused);
+    assert!(!refused.status.success(), "{err}");
+    assert!(
+        err.contains("to score eval case `c`") && err.contains("flue trust"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the scorer ran untrusted");
+    let trusted = eval(true);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    assert!(marker.exists(), "the scorer ran once trusted");
+}
