@@ -33,7 +33,8 @@ FROM debian:${DEBIAN_RELEASE}-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --user-group --create-home --home-dir /home/flue flue \
+    && groupadd --system --gid 10001 flue \
+    && useradd --system --uid 10001 --gid flue --create-home --home-dir /home/flue flue \
     && mkdir /workspace \
     && chown flue:flue /workspace
 COPY --from=build /usr/local/bin/flue /usr/local/bin/flue
