@@ -14,11 +14,13 @@
 //!   latency (see `bench_postgres.rs`).
 //! - `bench-reload`: `flue dev` reload latency, file write to new build serving, on 50 agents
 //!   and 50 skills (see `bench_reload.rs`).
+//! - `dist`: the release archive of `flue` for one target and its checksum (see `dist.rs`).
 
 mod bench_postgres;
 mod bench_providers;
 mod bench_reload;
 mod bench_serve;
+mod dist;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres|dist> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)] [--target TRIPLE --profile NAME --binary BIN --out DIR (dist)]";
 /// Internal: runs a command and prints its peak RSS in KiB and its CPU time (user + system)
 /// in microseconds, on one line (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
@@ -147,6 +149,25 @@ fn main() -> anyhow::Result<()> {
                 None => None,
             };
             bench_reload::bench_reload(&root, runs, debounce_ms, flue.as_deref())
+        }
+        Some("dist") => {
+            let value = |flag: &str| -> anyhow::Result<Option<String>> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(Some(
+                        args.get(idx + 1)
+                            .with_context(|| format!("{flag} needs a value"))?
+                            .clone(),
+                    )),
+                    None => Ok(None),
+                }
+            };
+            let options = dist::DistOptions {
+                target: value("--target")?,
+                profile: value("--profile")?.unwrap_or_else(|| "dist".to_owned()),
+                binary: value("--binary")?.map(PathBuf::from),
+                out: value("--out")?.map(PathBuf::from),
+            };
+            dist::dist(&root, &options)
         }
         Some(MEASURE_RSS) => measure_rss(&args[1..]),
         _ => bail!("{USAGE}"),
