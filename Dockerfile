@@ -11,6 +11,10 @@
 # /workspace/.flue/flue.db, so the mounted folder must be writable by the container's user
 # (`--user` above). Arguments after the image name replace the default command, e.g.
 # `flue serve --host 0.0.0.0 --store postgres://...` to keep them in Postgres instead.
+#
+# A workspace that declares hooks, MCP servers, a host sandbox, schedules or endpoints of its
+# own runs only once trusted (docs/security.md#workspace-trust); the container has no trust
+# records, so add `-e FLUE_TRUST=1` for a workspace you trust.
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
