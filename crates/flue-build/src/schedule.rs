@@ -759,9 +759,9 @@ fn min_interval_ms() -> u64 {
 /// An interval in the largest unit that writes it whole: `1m`, `90s`, `2h`.
 fn interval_words(interval_ms: u64) -> String {
     let seconds = interval_ms / 1000;
-    if seconds % 3600 == 0 {
+    if seconds.is_multiple_of(3600) {
         format!("{}h", seconds / 3600)
-    } else if seconds % 60 == 0 {
+    } else if seconds.is_multiple_of(60) {
         format!("{}m", seconds / 60)
     } else {
         format!("{seconds}s")
@@ -818,7 +818,9 @@ fn parse_interval(text: &str) -> Option<u64> {
         _ => return None,
     };
     let count: u64 = digits.parse().ok()?;
-    count.checked_mul(unit_ms).filter(|interval_ms| *interval_ms > 0)
+    count
+        .checked_mul(unit_ms)
+        .filter(|interval_ms| *interval_ms > 0)
 }
 
 /// A conversation id, or a template of one with `{tick}`: the id a tick makes must be a valid

@@ -1476,7 +1476,11 @@ fn the_prompt_view_shows_a_providers_http_bodies_without_secrets() {
 fn credentials_of_a_base_url_are_sent_but_never_shown() {
     let (port, requests) = recorded_openai_server();
     let password = "proxy-pass-4f3e2d1c";
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let provider = |id: &str, port: u16| {
         format!(
             "[providers.{id}]\napi = \"openai-completions\"\n\
@@ -1520,11 +1524,17 @@ fn credentials_of_a_base_url_are_sent_but_never_shown() {
     assert_eq!(status["outcome"], "failed", "{status}");
     let error = status.to_string();
     assert!(
-        error.contains(&format!("cannot reach http://[redacted]@127.0.0.1:{closed}/v1")),
+        error.contains(&format!(
+            "cannot reach http://[redacted]@127.0.0.1:{closed}/v1"
+        )),
         "{error}"
     );
     let (_, transcript) = http(&dev.addr, "GET", "/_flue/dev/transcript/stranded/c2", "");
-    for (place, text) in [("the status", &error), ("the transcript", &transcript), ("the log", &dev.log())] {
+    for (place, text) in [
+        ("the status", &error),
+        ("the transcript", &transcript),
+        ("the log", &dev.log()),
+    ] {
         assert!(!text.contains(password), "{place}: {text}");
     }
 }

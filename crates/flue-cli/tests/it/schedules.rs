@@ -317,7 +317,11 @@ fn flue_schedules_lists_next_times_and_a_bad_cron_line_fails_with_its_file_and_l
         "---\nmodel: scripted/script.json\nschedules:\n  hot:\n    every: 1s\n---\nYou report.\n",
     )
     .unwrap();
-    for command in [&["schedules"][..], &["build"][..], &["serve", "--port", "0"][..]] {
+    for command in [
+        &["schedules"][..],
+        &["build"][..],
+        &["serve", "--port", "0"][..],
+    ] {
         let failed = ws.flue(command);
         assert_eq!(failed.status.code(), Some(1), "{command:?}");
         assert!(

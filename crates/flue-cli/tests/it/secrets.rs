@@ -525,7 +525,10 @@ fn a_message_quoting_a_key_is_stored_and_served_redacted() {
     let no_key = |place: &str, text: &str| {
         let chars: Vec<char> = key.to_lowercase().chars().collect();
         for piece in chars.windows(12).map(|w| w.iter().collect::<String>()) {
-            assert!(!text.to_lowercase().contains(&piece), "{place} holds {piece:?}:\n{text}");
+            assert!(
+                !text.to_lowercase().contains(&piece),
+                "{place} holds {piece:?}:\n{text}"
+            );
         }
     };
     let ws = Workspace::new(&[
@@ -533,13 +536,13 @@ fn a_message_quoting_a_key_is_stored_and_served_redacted() {
             "agents/talker.md",
             "---\nmodel: scripted/script.json\n---\nTalk.\n",
         ),
-        ("script.json", r#"{"rules": [{"reply": {"text": "Noted."}}]}"#),
+        (
+            "script.json",
+            r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+        ),
     ]);
-    let flue = crate::serve::Server::start(
-        ws.root(),
-        &["--console"],
-        &[("ACME_SERVICE_TOKEN", key)],
-    );
+    let flue =
+        crate::serve::Server::start(ws.root(), &["--console"], &[("ACME_SERVICE_TOKEN", key)]);
     let addr = flue.addr().to_owned();
     let message = format!("my token is {key}, keep it");
     crate::serve::post_message(&addr, "/agents/talker/m1", &message);
@@ -552,12 +555,18 @@ fn a_message_quoting_a_key_is_stored_and_served_redacted() {
         assert!(std::time::Instant::now() < deadline, "{}", flue.log());
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    assert!(snapshot.contains("my token is [redacted], keep it"), "{snapshot}");
+    assert!(
+        snapshot.contains("my token is [redacted], keep it"),
+        "{snapshot}"
+    );
     no_key("the snapshot", &snapshot);
     for (place, path) in [
         ("the updates", "/agents/talker/m1?view=updates&offset=-1"),
         ("the console's list", "/_flue/dev/conversations"),
-        ("the console's transcript", "/_flue/dev/transcript/talker/m1"),
+        (
+            "the console's transcript",
+            "/_flue/dev/transcript/talker/m1",
+        ),
     ] {
         let (status, body) = crate::serve::http(&addr, "GET", path, &[], "");
         assert_eq!(status, 200, "{place}: {body}");

@@ -45,9 +45,10 @@ fn word_cover(lower: &[char]) -> Vec<Option<usize>> {
         let mut start = 0;
         while start + word.len() <= lower.len() {
             let span = start..start + word.len();
-            if lower[span.clone()] == word[..] && cover[span.clone()].iter().all(Option::is_none)
-            {
-                cover[span].iter_mut().for_each(|slot| *slot = Some(n_found));
+            if lower[span.clone()] == word[..] && cover[span.clone()].iter().all(Option::is_none) {
+                cover[span]
+                    .iter_mut()
+                    .for_each(|slot| *slot = Some(n_found));
                 n_found += 1;
                 start += word.len();
             } else {
@@ -73,7 +74,9 @@ fn is_predictable(lower: &[char], idx: usize) -> bool {
     (idx.saturating_sub(2)..=idx).any(|start| {
         lower.get(start..start + 3).is_some_and(|chunk| {
             // The windows starting before `start`.
-            lower[..start + 2].windows(3).any(|earlier| earlier == chunk)
+            lower[..start + 2]
+                .windows(3)
+                .any(|earlier| earlier == chunk)
         })
     })
 }

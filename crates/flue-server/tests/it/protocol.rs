@@ -1245,7 +1245,10 @@ async fn unknown_fields_and_initial_data_are_refused_by_name() {
             .as_str()
             .unwrap()
             .to_owned();
-        assert!(details.starts_with("`idempotencyKey` holds the character U+"), "{details}");
+        assert!(
+            details.starts_with("`idempotencyKey` holds the character U+"),
+            "{details}"
+        );
     }
     // Spaces, punctuation and letters of any script are fine.
     let visible = json!({"kind": "user", "body": "hi", "idempotencyKey": "Bestellung 42 · ü/ש"});
