@@ -27,7 +27,8 @@ use crate::error::ApiError;
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 /// The fewest estimated bits of a token on a server reachable from other machines (see
-/// [`check_token`]): `openssl rand -hex 32` makes about 200, sixteen random hex digits 50.
+/// [`check_token`]): `openssl rand -hex 32` makes about 190, sixteen random hex digits at
+/// most 64.
 pub const MIN_EXPOSED_TOKEN_BITS: u32 = 80;
 
 /// Which requests reach the routes. Built by [`RequestGuard::loopback`] (the default: only
