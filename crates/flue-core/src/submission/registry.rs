@@ -106,9 +106,10 @@ pub trait AgentRegistry: Send + Sync {
     }
 
     /// The redactor of the secrets `agent`'s harnesses know, which the runtime applies to a
-    /// message before admitting it: the stored submission (served as the conversation's
-    /// snapshot and stream) then holds no secret that the session record it becomes would not
-    /// (see [`redact_message`](crate::submission::redact_message)). Called by every dispatch.
+    /// message's text (body, images, a signal's attribute values, a skill's arguments) before
+    /// admitting it: the stored submission (served as the conversation's snapshot and stream)
+    /// then holds no secret that the session record it becomes would not. Called by every
+    /// dispatch.
     /// The default asks the agent's harness builder ([`HarnessBuilder::redactor`]); a
     /// registry whose builders are costly to make answers from its configuration instead.
     fn redactor<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<Redactor>> {

@@ -14,8 +14,9 @@
 /// the variants people make of it).
 const WORD_BITS: f64 = 10.0;
 
-/// Words and keyboard rows people build tokens from (lowercase; matched in any case). Longer
-/// ones first, so that `password` is found as itself, not as `pass`.
+/// Words and keyboard rows people build tokens from (lowercase; matched in any case). A word
+/// comes before the shorter words inside it (`password` before `pass`), so that it counts as
+/// one word.
 const COMMON_WORDS: &[&str] = &[
     "password", "passw0rd", "iloveyou", "welcome", "letmein", "changeme", "default", "monkey",
     "dragon", "master", "secret", "sunshine", "princess", "football", "baseball", "shadow",
@@ -81,7 +82,7 @@ fn is_predictable(lower: &[char], idx: usize) -> bool {
     })
 }
 
-/// The bits of one character drawn from the smallest alphabet `chars` fits in.
+/// The bits of one character drawn from the smallest alphabet `token` fits in.
 fn alphabet_bits(token: &str) -> f64 {
     let all = |test: fn(&char) -> bool| token.chars().all(|c| test(&c));
     let size: f64 = if all(char::is_ascii_digit) {
