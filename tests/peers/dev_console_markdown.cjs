@@ -6,7 +6,8 @@
 //   md      streams a reply with every construct: headings, lists, a task list, code blocks in
 //           Rust and Python, a table, links, a quote, emphasis
 //   hostile streams a reply made to run script in the page: <script>, <img onerror>,
-//           javascript: links, <iframe>, <svg onload>, an image from the network
+//           javascript: links, <iframe>, <svg onload>, an image from the network; and
+//           bidirectional overrides and isolates that would show its text reordered
 //   long    streams a reply of more than 50 KB, a word at a time
 //   studio  has built-in, command and MCP tools (server-everything over stdio), a tool that
 //           always asks, a skill, a subagent and a role: its Agent tab is looked at
@@ -102,7 +103,8 @@ async function main() {
 
     // 2. A reply made to run script runs nothing and loads nothing.
     await newConversation('hostile');
-    await send('attack');
+    // The user's own text, with a right-to-left override.
+    await send('attack \u202Ekcatta');
     await page.locator('.message.assistant .markdown', { hasText: 'End of attempts' }).waitFor();
     await settled();
     const hostile = page.locator('.message.assistant .markdown').last();
@@ -113,6 +115,11 @@ async function main() {
       shownAsText: ['<script>', '<img src=x onerror=', '<iframe', '<svg onload='].filter((text) => root.innerText.includes(text)),
       unlinked: [...root.querySelectorAll('.md-unlinked')].map((node) => node.textContent),
       image: [...root.querySelectorAll('.md-image')].map((node) => ({ tag: node.tagName, text: node.textContent })),
+      // Bidirectional controls left anywhere in the chat (none should be), and how each
+      // reordering the reply and the message tried is shown.
+      rawBidi: [...document.getElementById('messages').textContent.matchAll(/[\u202A-\u202E\u2066-\u2069]/g)].map((match) => match[0].codePointAt(0).toString(16)),
+      bidiShown: ['invoice_\\u{202e}fdp.exe', 'run \\u{2067}evil\\u{2069} now', '\\u{202d}forced\\u{202c}', 'attack \\u{202e}kcatta']
+        .filter((text) => document.getElementById('messages').textContent.includes(text)),
     }));
     // Clicking what looks like the javascript: link runs nothing either.
     await hostile.locator('.md-unlinked', { hasText: 'click me' }).first().click();

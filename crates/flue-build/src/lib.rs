@@ -79,7 +79,8 @@ pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;
 pub use sandbox::{SandboxKind, SandboxOptions, SandboxSettings, SeedSetting};
 pub use schedule::{
-    CatchUp, SCHEDULE_ORIGIN_PREFIX, Schedule, ScheduleMessage, Timing, schedule_of_key,
+    CatchUp, MIN_SCHEDULE_INTERVAL_MS, SCHEDULE_ORIGIN_PREFIX, Schedule, ScheduleMessage, Timing,
+    schedule_of_key,
 };
 pub use skill_file::{SkillFile, VENDOR_KEYS};
 pub use suggest::{suggest_model, suggest_name};

@@ -293,7 +293,7 @@ fn provider(
                 format!(
                     "base_url {:?} must be an http:// or https:// URL, such as \
                      \"http://127.0.0.1:8080/v1\"",
-                    base_url.get_ref()
+                    flue_core::util::hide_url_credentials(base_url.get_ref())
                 ),
             );
         }

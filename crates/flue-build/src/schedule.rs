@@ -714,15 +714,57 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// A cron line, parsed: five fields (minute hour day month weekday), or six with seconds
-/// first.
+/// first; a seconds field may name one second only (see [`min_interval_ms`]).
 fn cron(key: &str, line: &str) -> Result<(String, Cron), String> {
     let line = line.trim();
-    match CronParser::new().parse(line) {
-        Ok(cron) => Ok((line.to_owned(), cron)),
-        Err(err) => Err(format!(
+    let cron = CronParser::new().parse(line).map_err(|err| {
+        format!(
             "`{key}`: invalid cron line {line:?}: {err}; expected five fields \
              `<minute> <hour> <day of month> <month> <day of week>`, e.g. \"0 9 * * 1-5\""
-        )),
+        )
+    })?;
+    let n_seconds = (0..60)
+        .filter(|second| cron.pattern.second_match(*second).unwrap_or(false))
+        .count();
+    let min_ms = min_interval_ms();
+    // More than one second of a minute fires more than once that minute.
+    if n_seconds > 1 && min_ms >= 60_000 {
+        return Err(format!(
+            "`{key}`: cron line {line:?} fires {n_seconds} times a minute; schedules fire at \
+             most once every {} (each tick is a stored submission): give the seconds field \
+             one value, e.g. \"0 * * * * *\", or use five fields",
+            interval_words(min_ms)
+        ));
+    }
+    Ok((line.to_owned(), cron))
+}
+
+/// The shortest interval between two ticks of a schedule, in milliseconds: one minute, as
+/// cron's own resolution and Flue 2.x's platform schedulers (Cloudflare Cron Triggers) allow.
+/// Every tick is a stored submission and a model run, so a schedule firing every second
+/// would grow the store by gigabytes a day. The environment variable
+/// `FLUE_SCHEDULE_MIN_INTERVAL` (an interval such as `1s`) lowers it for the process that
+/// sets it: the user's own choice, for tests and demos, which no workspace file can make.
+pub const MIN_SCHEDULE_INTERVAL_MS: u64 = 60_000;
+
+/// [`MIN_SCHEDULE_INTERVAL_MS`], or what `FLUE_SCHEDULE_MIN_INTERVAL` sets when it is a valid
+/// interval.
+fn min_interval_ms() -> u64 {
+    std::env::var("FLUE_SCHEDULE_MIN_INTERVAL")
+        .ok()
+        .and_then(|text| parse_interval(&text))
+        .unwrap_or(MIN_SCHEDULE_INTERVAL_MS)
+}
+
+/// An interval in the largest unit that writes it whole: `1m`, `90s`, `2h`.
+fn interval_words(interval_ms: u64) -> String {
+    let seconds = interval_ms / 1000;
+    if seconds.is_multiple_of(3600) {
+        format!("{}h", seconds / 3600)
+    } else if seconds.is_multiple_of(60) {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
     }
 }
 
@@ -736,13 +778,34 @@ fn tz(key: &str, name: &str) -> Result<Tz, String> {
     })
 }
 
-/// `every`: `<n>s`, `<n>m` or `<n>h` (at least one second).
+/// `every`: `<n>s`, `<n>m` or `<n>h` (at least [`min_interval_ms`]).
 fn interval(key: &str, value: &Pod) -> Result<u64, String> {
     interval_text(key, &fields::string(key, value)?)
 }
 
-/// [`interval`] of a string.
+/// [`interval`] of a string: at least [`min_interval_ms`].
 fn interval_text(key: &str, text: &str) -> Result<u64, String> {
+    let Some(interval_ms) = parse_interval(text) else {
+        return Err(format!(
+            "`{key}` must be a whole number of seconds, minutes or hours like `5m`, `90s` or \
+             `1h`, got {text:?}"
+        ));
+    };
+    let min_ms = min_interval_ms();
+    if interval_ms < min_ms {
+        return Err(format!(
+            "`{key}` is {}, more often than schedules may fire: at least every {} (each tick \
+             is a stored submission and a model run); use `{}` or longer",
+            text.trim(),
+            interval_words(min_ms),
+            interval_words(min_ms)
+        ));
+    }
+    Ok(interval_ms)
+}
+
+/// `<n>s`, `<n>m` or `<n>h` in milliseconds, when it is one and not zero.
+fn parse_interval(text: &str) -> Option<u64> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !c.is_ascii_digit())
@@ -752,16 +815,12 @@ fn interval_text(key: &str, text: &str) -> Result<u64, String> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => 0,
+        _ => return None,
     };
-    let count: u64 = digits.parse().unwrap_or(0);
-    match count.checked_mul(unit_ms) {
-        Some(interval_ms) if interval_ms > 0 => Ok(interval_ms),
-        _ => Err(format!(
-            "`{key}` must be a whole number of seconds, minutes or hours like `30s`, `5m` or \
-             `1h`, got {text:?}"
-        )),
-    }
+    let count: u64 = digits.parse().ok()?;
+    count
+        .checked_mul(unit_ms)
+        .filter(|interval_ms| *interval_ms > 0)
 }
 
 /// A conversation id, or a template of one with `{tick}`: the id a tick makes must be a valid

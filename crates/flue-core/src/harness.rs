@@ -224,6 +224,13 @@ impl HarnessBuilder {
         Ok(())
     }
 
+    /// The redactor of the secrets given with [`HarnessBuilder::with_secrets`], as the harness
+    /// will apply it: for what reaches the store before a harness exists (a message being
+    /// admitted). Fails only where [`Redactor::new`] does.
+    pub fn redactor(&self) -> Result<Redactor> {
+        Redactor::new(&self.secrets)
+    }
+
     /// Resolves and checks the configuration and returns the harness.
     pub async fn build(self) -> Result<Harness> {
         let instance_id = match self.instance_id {

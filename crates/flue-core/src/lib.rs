@@ -107,7 +107,7 @@ pub use config::{
 };
 pub use flue_protocol::{
     Budget, BudgetLimits, DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel,
-    task_session_parent,
+    is_invisible_char, task_session_parent,
 };
 pub use hook::{
     CommandHook, CommandHookSpec, Hook, HookContext, HookDecision, HookEvent, HookFailure,

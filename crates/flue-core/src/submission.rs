@@ -33,6 +33,7 @@ pub use wire::{
 };
 
 use crate::error::{FlueError, Result};
+use crate::redact::Redactor;
 
 /// Checks a conversation id: the rule of every instance id ([`crate::check_instance_id`]: 1
 /// to 128 characters, no whitespace, control or invisible characters, no slash, not `.` or
@@ -105,6 +106,46 @@ pub(crate) fn check_message(message: &DeliveredMessage) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Redacts what `redactor` knows from the text of `message` that its session record shows (the
+/// body, images, a signal's attribute values, a skill's arguments), as the session's write
+/// path redacts that record: the stored submission is served too (the conversation's snapshot
+/// and stream), and must not hold a key the user quoted. The `result` schema and
+/// `initialData` are the caller's program data, not the message's text, and are kept as sent.
+pub(crate) fn redact_message(redactor: &Redactor, message: &mut DeliveredMessage) {
+    if redactor.is_empty() {
+        return;
+    }
+    match message {
+        DeliveredMessage::User {
+            body,
+            images,
+            options,
+            ..
+        } => {
+            // In place: a large message is scanned, not copied, when it holds no secret.
+            redactor.redact_in_place(body);
+            for image in images {
+                redactor.redact_in_place(&mut image.data);
+            }
+            for value in options.args.values_mut() {
+                redactor.redact_json(value);
+            }
+        }
+        DeliveredMessage::Signal {
+            body, attributes, ..
+        } => {
+            redactor.redact_in_place(body);
+            for value in attributes.values_mut() {
+                redactor.redact_in_place(value);
+            }
+        }
+        // A kind added later: all of it, through its JSON form.
+        _ => {
+            redactor.redact_value(message);
+        }
+    }
 }
 
 fn is_xml_name(name: &str) -> bool {

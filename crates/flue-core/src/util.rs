@@ -1,7 +1,11 @@
-//! Small shared helpers: boxed futures, clocks, ids, the name rule and cancellation.
+//! Small shared helpers: boxed futures, clocks, ids, the name rule, cancellation, and the
+//! credentials of URLs hidden where they are shown.
 
 pub(crate) mod beneath;
+mod url_credentials;
 pub mod workspace_file;
+
+pub use url_credentials::hide_url_credentials;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;

@@ -37,6 +37,9 @@ pub struct AgentSet {
     mcp: tokio::sync::Mutex<BTreeMap<String, (AgentConfig, McpServers)>>,
     /// Tokens the agents' models spent answering MCP sampling requests.
     sampling_usage: Arc<std::sync::Mutex<flue_core::Usage>>,
+    /// The redactor of the env's secrets, with the secrets it was built from (they grow as
+    /// providers read their keys): built again only when they changed.
+    redactor: std::sync::Mutex<Option<(Vec<String>, flue_core::Redactor)>>,
     /// What the workspace would run or send secrets to.
     manifest: TrustManifest,
     /// Whether that may happen.
@@ -231,6 +234,7 @@ impl AgentSet {
             providers,
             mcp: tokio::sync::Mutex::new(BTreeMap::new()),
             sampling_usage: Arc::new(std::sync::Mutex::new(flue_core::Usage::default())),
+            redactor: std::sync::Mutex::new(None),
             manifest,
             trust: TrustPolicy::Denied,
         })
@@ -275,6 +279,25 @@ impl AgentSet {
         self.trust
             .uncovered(&self.root, &self.manifest)
             .is_ok_and(|uncovered| uncovered.is_empty())
+    }
+
+    /// The redactor of every secret the env knows now (what each harness of these agents
+    /// redacts), for a message being admitted. Built once per set of secrets: a dispatch
+    /// reuses it.
+    pub(crate) fn redactor(&self) -> Result<flue_core::Redactor, FlueError> {
+        let secrets = self.env.secrets();
+        let mut cached = self
+            .redactor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((built_from, redactor)) = cached.as_ref()
+            && *built_from == secrets
+        {
+            return Ok(redactor.clone());
+        }
+        let redactor = flue_core::Redactor::new(&secrets)?;
+        *cached = Some((secrets, redactor.clone()));
+        Ok(redactor)
     }
 
     /// Signs in to the remote MCP server `server` (declared in flue.toml or by an agent): runs

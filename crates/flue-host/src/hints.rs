@@ -23,7 +23,9 @@ pub fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
         let Some(base_url) = &settings.base_url else {
             continue;
         };
-        if !message.contains(base_url.trim_end_matches('/')) {
+        // Errors show the URL with its credentials hidden.
+        let shown = flue_core::util::hide_url_credentials(base_url.trim_end_matches('/'));
+        if !message.contains(shown.as_ref()) {
             continue;
         }
         let header = format!("[providers.{id}]");
@@ -56,7 +58,9 @@ pub fn connection_hint(agents: &AgentSet, message: &str) -> Option<String> {
         if let Some(var) = builtin.base_url_env
             && let Some(url) = agents.env().get(var)
             && !url.trim().is_empty()
-            && message.contains(url.trim().trim_end_matches('/'))
+            && message.contains(
+                flue_core::util::hide_url_credentials(url.trim().trim_end_matches('/')).as_ref(),
+            )
         {
             return Some(format!(
                 "provider `{}`'s URL comes from the variable {var}; check that the server is \

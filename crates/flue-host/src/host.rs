@@ -222,4 +222,13 @@ impl AgentRegistry for Host {
     ) -> BoxFuture<'a, flue_core::Result<()>> {
         Box::pin(async move { self.agents().check_options(agent, options).await })
     }
+
+    /// The env's secrets, as every harness of the set gets them (the default would open a
+    /// sandbox at every dispatch).
+    fn redactor<'a>(
+        &'a self,
+        _agent: &'a str,
+    ) -> BoxFuture<'a, flue_core::Result<flue_core::Redactor>> {
+        Box::pin(async move { self.agents().redactor() })
+    }
 }

@@ -59,7 +59,7 @@ pub fn check_instance_id(id: &str) -> Result<(), ProtocolError> {
         "it contains a control character (a newline or a terminal escape)".to_owned()
     } else if id.chars().any(char::is_whitespace) {
         "it contains whitespace".to_owned()
-    } else if id.chars().any(is_invisible) {
+    } else if id.chars().any(is_invisible_char) {
         "it contains an invisible formatting character".to_owned()
     } else if id.contains(['/', '\\']) {
         "it contains a slash".to_owned()
@@ -81,9 +81,16 @@ pub fn check_conversation_id(id: &str) -> Result<(), ProtocolError> {
     check_instance_id(id)
 }
 
-/// Characters that change how text displays without showing: zero-width and bidirectional
-/// formatting characters, the word joiner family and the byte order mark.
-fn is_invisible(c: char) -> bool {
+/// Whether `c` changes how text displays without showing: zero-width and bidirectional
+/// formatting characters (overrides, embeddings, isolates and marks), the word joiner family,
+/// variation selectors and the byte order mark. Ids refuse them, and so does the HTTP
+/// protocol's `idempotencyKey`.
+///
+/// ```
+/// assert!(flue_protocol::is_invisible_char('\u{202E}'));
+/// assert!(!flue_protocol::is_invisible_char('a'));
+/// ```
+pub fn is_invisible_char(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'

@@ -44,7 +44,7 @@ pub use error::{MAX_INSTANCE_ID_CHARS, ProtocolError};
 pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use id::{
     ACTION_SCOPE_PREFIX, DEFAULT_SESSION, TASK_SESSION_PREFIX, check_conversation_id,
-    check_instance_id, task_session_parent,
+    check_instance_id, is_invisible_char, task_session_parent,
 };
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,

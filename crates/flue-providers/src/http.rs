@@ -218,17 +218,16 @@ impl Endpoint {
             FlueError::config(format!("model provider {:?}: {message}", config.id))
         };
         let base = config.base_url.trim_end_matches('/');
+        let shown_base = flue_core::util::hide_url_credentials(&config.base_url);
         let url = reqwest::Url::parse(&format!("{base}{path}")).map_err(|err| {
             invalid(format!(
-                "base_url {:?} is not a valid URL ({err}); use a full URL such as \
-                 https://api.example.com/v1",
-                config.base_url
+                "base_url {shown_base:?} is not a valid URL ({err}); use a full URL such as \
+                 https://api.example.com/v1"
             ))
         })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(invalid(format!(
-                "base_url {:?} must start with http:// or https://",
-                config.base_url
+                "base_url {shown_base:?} must start with http:// or https://"
             )));
         }
         let mut headers = HeaderMap::new();
@@ -457,7 +456,9 @@ impl Endpoint {
         classify: fn(Option<u16>, &str) -> Failure,
     ) -> std::result::Result<EventReader, Failure> {
         let turn_deadline = tokio::time::Instant::now() + self.limits.turn_timeout;
-        flue_core::model::wire::sent(url.as_str(), body);
+        // The URL as shown (credentials hidden): the model may be part of its path.
+        let shown = flue_core::util::hide_url_credentials(url.as_str());
+        flue_core::model::wire::sent(&shown, body);
         let request = client
             .post(url.clone())
             .headers(self.headers.clone())
@@ -470,12 +471,12 @@ impl Endpoint {
                     "first_byte_timeout_ms",
                     format!(
                         "no answer from {} within {} ms (the provider's first_byte_timeout_ms)",
-                        url,
+                        shown,
                         self.limits.first_byte_timeout.as_millis()
                     ),
                 )
             })?
-            .map_err(|err| network_failure(&format!("cannot reach {url}"), err))?;
+            .map_err(|err| network_failure(&format!("cannot reach {shown}"), err))?;
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
@@ -736,14 +737,16 @@ fn network_failure(context: &str, err: reqwest::Error) -> Failure {
         None => Some(&err),
     };
     while let Some(current) = cause {
-        let text = current.to_string();
+        // A cause may name the URL again, credentials and all.
+        let text = flue_core::util::hide_url_credentials(&current.to_string()).into_owned();
         if !message.ends_with(&text) {
             let _ = write!(message, ": {text}");
         }
         cause = current.source();
     }
     Failure {
-        source: Some(Box::new(err)),
+        // Without its URL: the chain of sources is shown too, and the URL may hold credentials.
+        source: Some(Box::new(err.without_url())),
         ..Failure::transient(message)
     }
 }

@@ -10,6 +10,8 @@
 //! hosts, tokens) are here too, so that `flue serve`, `flue dev` and embedders refuse the same
 //! settings with the same words.
 
+mod strength;
+
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -24,8 +26,10 @@ use crate::error::ApiError;
 /// The longest request target (path and query) served; longer ones get 414 with the envelope.
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 
-/// The fewest characters of a token on a server reachable from other machines.
-pub const MIN_EXPOSED_TOKEN_CHARS: usize = 16;
+/// The fewest estimated bits of a token on a server reachable from other machines (see
+/// [`check_token`]): `openssl rand -hex 32` makes about 190, sixteen random hex digits at
+/// most 64.
+pub const MIN_EXPOSED_TOKEN_BITS: u32 = 80;
 
 /// Which requests reach the routes. Built by [`RequestGuard::loopback`] (the default: only
 /// loopback names on the bound port) or [`RequestGuard::any_host`] (a server with a token on a
@@ -302,16 +306,18 @@ pub enum ConfigError {
          `openssl rand -hex 32`"
     )]
     TokenCharacters,
-    /// Too short a token on an address other machines reach.
+    /// Too guessable a token on an address other machines reach.
     #[error(
-        "the token (--token or FLUE_TOKEN) has {chars} characters; a server bound to {bind} \
-         needs at least {min}: use e.g. `openssl rand -hex 32`"
+        "the token (--token or FLUE_TOKEN) is too easy to guess for a server bound to {bind}: \
+         about {bits} bits estimated, at least {min_bits} needed (repeated characters, runs \
+         like `1234` or `abcd`, repeated chunks and common words add almost nothing, whatever \
+         the length); generate one with `openssl rand -hex 32`"
     )]
     WeakToken {
-        /// Its length.
-        chars: usize,
-        /// The least accepted.
-        min: usize,
+        /// Its estimated bits, rounded down.
+        bits: u32,
+        /// The least accepted ([`MIN_EXPOSED_TOKEN_BITS`]).
+        min_bits: u32,
         /// The address bound.
         bind: String,
     },
@@ -348,8 +354,10 @@ pub fn check_hosts(hosts: &[String]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Checks a bearer token: visible ASCII, not blank, and at least
-/// [`MIN_EXPOSED_TOKEN_CHARS`] characters when `bind` is not a loopback address.
+/// Checks a bearer token: visible ASCII, not blank, and, when `bind` is not a loopback
+/// address, hard enough to guess: at least [`MIN_EXPOSED_TOKEN_BITS`] bits as estimated from
+/// its characters, where repeats, runs (`1234`), repeated chunks and common words count for
+/// almost nothing (so neither `password12345678` nor sixteen identical characters pass).
 pub fn check_token(token: &str, bind: IpAddr) -> Result<(), ConfigError> {
     if token.trim().is_empty() {
         return Err(ConfigError::BlankToken);
@@ -357,11 +365,16 @@ pub fn check_token(token: &str, bind: IpAddr) -> Result<(), ConfigError> {
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ConfigError::TokenCharacters);
     }
-    let chars = token.chars().count();
-    if !bind.is_loopback() && chars < MIN_EXPOSED_TOKEN_CHARS {
+    if bind.is_loopback() {
+        return Ok(());
+    }
+    let bits = strength::estimated_bits(token);
+    if bits < f64::from(MIN_EXPOSED_TOKEN_BITS) {
         return Err(ConfigError::WeakToken {
-            chars,
-            min: MIN_EXPOSED_TOKEN_CHARS,
+            // Rounded down, and below the minimum, so it fits.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            bits: bits as u32,
+            min_bits: MIN_EXPOSED_TOKEN_BITS,
             bind: bind.to_string(),
         });
     }

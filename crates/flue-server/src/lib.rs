@@ -56,7 +56,7 @@ pub use console::{
 pub use durable::DurableRuntime;
 pub use error::ApiError;
 pub use guard::{
-    ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_CHARS, RequestGuard, check_hosts, check_origins,
+    ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_BITS, RequestGuard, check_hosts, check_origins,
     check_token,
 };
 pub use listing::{

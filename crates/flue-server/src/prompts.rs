@@ -176,7 +176,9 @@ impl ModelProvider for Recording {
                 map.insert(
                     "wire".into(),
                     json!({
-                        "url": wire.url,
+                        // The provider shows it without credentials; an embedder's
+                        // provider may not.
+                        "url": flue_core::util::hide_url_credentials(&wire.url),
                         "attempts": wire.attempts,
                         "request": String::from_utf8_lossy(&wire.request),
                         "response": String::from_utf8_lossy(&wire.response),

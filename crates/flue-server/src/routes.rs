@@ -698,16 +698,23 @@ fn parse_delivery(headers: &HeaderMap, body: &[u8]) -> Result<Delivery, ApiError
     let idempotency_key = match &prompt.idempotency_key {
         None => None,
         Some(Value::String(key))
-            if !key.is_empty()
-                && key.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS
-                && !key.chars().any(char::is_control) =>
+            if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS =>
         {
+            if let Some(hidden) = key.chars().find(|&c| hides_in_text(c)) {
+                return Err(ApiError::invalid_request(format!(
+                    "`idempotencyKey` holds the character U+{:04X}: control characters, line \
+                     breaks and invisible formatting characters (bidirectional overrides, \
+                     zero-width spaces) are refused, since a key is shown in logs and \
+                     consoles. Use visible characters.",
+                    u32::from(hidden)
+                )));
+            }
             Some(key.clone())
         }
         Some(_) => {
             return Err(ApiError::invalid_request(format!(
                 "`idempotencyKey` must be a string of 1 to {MAX_IDEMPOTENCY_KEY_CHARS} \
-                 characters without control characters."
+                 characters."
             )));
         }
     };
@@ -1034,6 +1041,12 @@ fn check_attachment(idx: usize, value: &Value) -> Result<(String, Option<String>
         )));
     }
     Ok((mime_type.to_owned(), field("filename").map(str::to_owned)))
+}
+
+/// Whether `c` does not show as itself in text: a control character, a line or paragraph
+/// separator (any whitespace but the space), or an invisible formatting character.
+fn hides_in_text(c: char) -> bool {
+    c.is_control() || (c.is_whitespace() && c != ' ') || flue_core::is_invisible_char(c)
 }
 
 fn valid_tag(tag: &str) -> bool {

@@ -51,7 +51,7 @@ schedules:
     conversation: reports
     message: \"Write the report for {tick}\"
   beat:
-    every: 30s
+    every: 2m
     conversation: \"beat-{tick}\"
     catch_up: skip
     signal:
@@ -87,7 +87,7 @@ fn both_timings_are_read_with_their_message_and_defaults() {
                 "a",
                 "agents/a.md",
                 9,
-                "every 30s".to_owned(),
+                "every 120s".to_owned(),
                 "UTC".to_owned(),
                 "beat-{tick}",
                 CatchUp::Skip
@@ -111,7 +111,7 @@ fn both_timings_are_read_with_their_message_and_defaults() {
     assert!(matches!(
         schedules[0].timing,
         Timing::Every {
-            interval_ms: 30_000
+            interval_ms: 120_000
         }
     ));
 }
@@ -152,18 +152,18 @@ fn interval_ticks_are_multiples_of_the_interval_since_the_epoch() {
     assert_eq!(
         texts(&beat.next_ticks(after, 3)),
         [
-            "2026-01-01T00:00:30Z",
-            "2026-01-01T00:01:00Z",
-            "2026-01-01T00:01:30Z"
+            "2026-01-01T00:02:00Z",
+            "2026-01-01T00:04:00Z",
+            "2026-01-01T00:06:00Z"
         ]
     );
     assert_eq!(
-        beat.next_after(ms("2026-01-01T00:00:30Z")),
-        Some(ms("2026-01-01T00:01:00Z"))
+        beat.next_after(ms("2026-01-01T00:02:00Z")),
+        Some(ms("2026-01-01T00:04:00Z"))
     );
     assert_eq!(
-        beat.latest_at_or_before(ms("2026-01-01T00:00:59.999Z")),
-        Some(ms("2026-01-01T00:00:30Z"))
+        beat.latest_at_or_before(ms("2026-01-01T00:03:59.999Z")),
+        Some(ms("2026-01-01T00:02:00Z"))
     );
 }
 
@@ -278,7 +278,7 @@ schedules:
             (
                 13,
                 "`schedules.slow.every` must be a whole number of seconds, minutes or hours like \
-                 `30s`, `5m` or `1h`, got \"10 minutes\"",
+                 `5m`, `90s` or `1h`, got \"10 minutes\"",
             ),
             (
                 18,
@@ -377,6 +377,66 @@ fn flue_toml_declares_schedules_for_an_agent() {
             initial_data: None,
             options: Default::default(),
         }
+    );
+}
+
+#[test]
+fn schedules_fire_at_most_once_a_minute() {
+    // Every tick is a stored submission and a model run: one a second grows the store by
+    // gigabytes a day. A minute passes, in either form.
+    let accepted = schedules_of(
+        "schedules:\n  minutely:\n    every: 1m\n  on-the-minute:\n    cron: \"0 * * * * *\"\n",
+    );
+    assert_eq!(accepted.len(), 2);
+    check_diagnostics(
+        &[
+            (
+                "agents/a.md",
+                &agent_with(
+                    "schedules:\n  hot:\n    every: 1s\n  almost:\n    every: 59s\n  \
+                     each-second:\n    cron: \"* * * * * *\"\n  twice:\n    cron: \"0,30 * * * * *\"\n",
+                ),
+            ),
+            (
+                "flue.toml",
+                "[schedules.toml-hot]\nagent = \"a\"\nevery = \"10s\"\n",
+            ),
+        ],
+        &[
+            at(
+                "agents/a.md",
+                5,
+                "`schedules.hot.every` is 1s, more often than schedules may fire: at least every \
+                 1m (each tick is a stored submission and a model run); use `1m` or longer",
+            ),
+            at(
+                "agents/a.md",
+                7,
+                "`schedules.almost.every` is 59s, more often than schedules may fire: at least \
+                 every 1m (each tick is a stored submission and a model run); use `1m` or longer",
+            ),
+            at(
+                "agents/a.md",
+                9,
+                "`schedules.each-second.cron`: cron line \"* * * * * *\" fires 60 times a \
+                 minute; schedules fire at most once every 1m (each tick is a stored \
+                 submission): give the seconds field one value, e.g. \"0 * * * * *\", or use \
+                 five fields",
+            ),
+            at(
+                "agents/a.md",
+                11,
+                "`schedules.twice.cron`: cron line \"0,30 * * * * *\" fires 2 times a minute; \
+                 schedules fire at most once every 1m (each tick is a stored submission): give \
+                 the seconds field one value, e.g. \"0 * * * * *\", or use five fields",
+            ),
+            at(
+                "flue.toml",
+                3,
+                "`schedules.toml-hot.every` is 10s, more often than schedules may fire: at least \
+                 every 1m (each tick is a stored submission and a model run); use `1m` or longer",
+            ),
+        ],
     );
 }
 

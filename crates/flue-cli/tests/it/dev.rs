@@ -1483,6 +1483,75 @@ fn the_prompt_view_shows_a_providers_http_bodies_without_secrets() {
     assert!(response.trim_end().ends_with("data: [DONE]"), "{response}");
 }
 
+/// A base URL may carry a user name and password (a proxy's basic authentication): they go to
+/// the server, but neither the prompt view nor an error shows them.
+#[test]
+fn credentials_of_a_base_url_are_sent_but_never_shown() {
+    let (port, requests) = recorded_openai_server();
+    let password = "proxy-pass-4f3e2d1c";
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let provider = |id: &str, port: u16| {
+        format!(
+            "[providers.{id}]\napi = \"openai-completions\"\n\
+             base_url = \"http://proxyuser:{password}@127.0.0.1:{port}/v1\"\n"
+        )
+    };
+    let ws = crate::Workspace::new(&[
+        (
+            "flue.toml",
+            &format!("{}{}", provider("proxied", port), provider("down", closed)),
+        ),
+        (
+            "agents/asker.md",
+            "---\ndescription: Asks through a proxy\nmodel: proxied/gpt-4.1-nano\n---\nAnswer.\n",
+        ),
+        (
+            "agents/stranded.md",
+            "---\ndescription: Asks a server that is down\nmodel: down/gpt-4.1-nano\n---\nAnswer.\n",
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    let submission = dev.send("asker/c1", "say hello");
+    let status = dev.settled("asker/c1", &submission);
+    assert_eq!(status["outcome"], "completed", "{status}\n{}", dev.log());
+    // The server got them, as basic authentication.
+    let sent = requests.lock().unwrap().join("\n").to_lowercase();
+    assert!(sent.contains("authorization: basic "), "{sent}");
+
+    let (status, body) = http(&dev.addr, "GET", "/_flue/dev/prompt/asker/c1?turn=1", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(password), "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        shown["recorded"]["answer"]["wire"]["url"],
+        format!("http://[redacted]@127.0.0.1:{port}/v1/chat/completions")
+    );
+
+    // The error of a server that cannot be reached names it without them.
+    let submission = dev.send("stranded/c2", "say hello");
+    let status = dev.settled("stranded/c2", &submission);
+    assert_eq!(status["outcome"], "failed", "{status}");
+    let error = status.to_string();
+    assert!(
+        error.contains(&format!(
+            "cannot reach http://[redacted]@127.0.0.1:{closed}/v1"
+        )),
+        "{error}"
+    );
+    let (_, transcript) = http(&dev.addr, "GET", "/_flue/dev/transcript/stranded/c2", "");
+    for (place, text) in [
+        ("the status", &error),
+        ("the transcript", &transcript),
+        ("the log", &dev.log()),
+    ] {
+        assert!(!text.contains(password), "{place}: {text}");
+    }
+}
+
 /// Runs `script` (a console test of tests/peers, in headless Chromium) with the arguments
 /// `args` adds, and reads the one JSON line it prints.
 pub(crate) fn console_script(node: &Path, script: &str, args: impl FnOnce(&mut Command)) -> Value {

@@ -27,7 +27,9 @@ Read [the docs](https://example.com/docs) or mail [us](mailto:team@example.com).
 ---\n\n\
 Finished rendering.";
 
-/// The reply of `hostile`: each way a model's text could try to run script or load something.
+/// The reply of `hostile`: each way a model's text could try to run script or load something,
+/// and bidirectional controls that would show text reordered (`invoice_<RLO>fdp.exe` reads as
+/// `invoice_exe.pdf`).
 const HOSTILE_REPLY: &str = "Attempts follow.\n\n\
 <script>window.__pwned = 'script'</script>\n\n\
 Inline <img src=x onerror=\"window.__pwned='img'\"> image tag.\n\n\
@@ -37,6 +39,7 @@ Inline <img src=x onerror=\"window.__pwned='img'\"> image tag.\n\n\
 ![tracker](http://127.0.0.1:9/pixel.png)\n\n\
 [data link](data:text/html;base64,PHNjcmlwdD53aW5kb3cuX19wd25lZD0nZGF0YSc8L3NjcmlwdD4=)\n\n\
 <javascript:window.__pwned='auto'>\n\n\
+Reordered: invoice_\u{202E}fdp.exe, `run \u{2067}evil\u{2069} now` and \u{202D}forced\u{202C}.\n\n\
 End of attempts.";
 
 /// The reply of `long`: sections with a heading, a paragraph, a list, a code block and a
@@ -216,6 +219,19 @@ fn the_console_renders_markdown_safely_and_shows_every_tool_of_an_agent() {
             .as_array()
             .unwrap()
             .contains(&json!("click me")),
+        "{hostile:#}"
+    );
+    // Bidirectional controls, of the reply and of the user's message, are shown as the
+    // terminal shows them, and none is left in the page to reorder what it shows.
+    assert_eq!(hostile["rawBidi"], json!([]), "{hostile:#}");
+    assert_eq!(
+        hostile["bidiShown"],
+        json!([
+            "invoice_\\u{202e}fdp.exe",
+            "run \\u{2067}evil\\u{2069} now",
+            "\\u{202d}forced\\u{202c}",
+            "attack \\u{202e}kcatta"
+        ]),
         "{hostile:#}"
     );
     assert_eq!(result["foreignRequests"], json!([]), "{result:#}");

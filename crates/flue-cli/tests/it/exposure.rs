@@ -287,10 +287,19 @@ fn a_tokenless_flue_serve_refuses_rebinding_foreign_origins_and_simple_posts() {
 #[test]
 fn server_settings_that_cannot_be_safe_are_refused_at_start_and_bearer_is_case_insensitive() {
     let workspace = workspace();
-    let refusals: [(&[&str], &str); 6] = [
+    let refusals: [(&[&str], &str); 8] = [
         (&["--cors-origin", "*"], "'*' is not supported"),
         (&["--cors-origin", "app.example.com"], "is not an origin"),
-        (&["--host", "0.0.0.0", "--token", "x"], "at least 16"),
+        (&["--host", "0.0.0.0", "--token", "x"], "too easy to guess"),
+        // Long enough for a length rule, guessed at once.
+        (
+            &["--host", "0.0.0.0", "--token", "password12345678"],
+            "openssl rand -hex 32",
+        ),
+        (
+            &["--host", "0.0.0.0", "--token", "aaaaaaaaaaaaaaaa"],
+            "too easy to guess",
+        ),
         (&["--token", "   "], "blank"),
         (&["--token", "two words"], "whitespace"),
         (&["--allowed-host", "a b"], "is not a host"),

@@ -17,12 +17,16 @@ use crate::{Workspace, json, stderr, stdout};
 
 /// The interval of the test schedules, in milliseconds.
 const INTERVAL_MS: u64 = 1_000;
+/// Lets the servers of these tests fire every second (schedules fire at most once a minute
+/// otherwise): the user's own setting, which no workspace file can make.
+const EVERY_SECOND: (&str, &str) = ("FLUE_SCHEDULE_MIN_INTERVAL", "1s");
 /// The longest any condition is waited for: only ends a test whose server hangs (a busy
 /// machine is slow, never this slow).
 const DEADLINE: Duration = Duration::from_secs(180);
 
-/// An agent that answers at once, with two schedules every second: `beat` into one fixed
-/// conversation, `fresh` into a new conversation per tick.
+/// An agent that answers at once, with two schedules every second (served with
+/// [`EVERY_SECOND`]): `beat` into one fixed conversation, `fresh` into a new conversation per
+/// tick.
 fn ticking_workspace() -> Workspace {
     Workspace::new(&[
         (
@@ -306,6 +310,29 @@ fn flue_schedules_lists_next_times_and_a_bad_cron_line_fails_with_its_file_and_l
             stderr(&failed)
         );
     }
+
+    // Every second is more often than schedules may fire: `flue serve` refuses to start.
+    std::fs::write(
+        ws.root().join("agents/reporter.md"),
+        "---\nmodel: scripted/script.json\nschedules:\n  hot:\n    every: 1s\n---\nYou report.\n",
+    )
+    .unwrap();
+    for command in [
+        &["schedules"][..],
+        &["build"][..],
+        &["serve", "--port", "0"][..],
+    ] {
+        let failed = ws.flue(command);
+        assert_eq!(failed.status.code(), Some(1), "{command:?}");
+        assert!(
+            stderr(&failed).contains(
+                "agents/reporter.md:5: `schedules.hot.every` is 1s, more often than schedules \
+                 may fire: at least every 1m"
+            ),
+            "{command:?}: {}",
+            stderr(&failed)
+        );
+    }
 }
 
 #[test]
@@ -314,7 +341,7 @@ fn every_tick_fires_once_across_sigkills_and_restarts() {
     let db = ws.db();
     let read = || sqlite_rows(&db);
     let started = now_ms();
-    let mut server = Server::start(ws.root(), &[], &[]);
+    let mut server = Server::start(ws.root(), &[], &[EVERY_SECOND]);
     // At start, `catch_up = "once"` fires the latest tick at or before it.
     wait_for_tick(&read, started / INTERVAL_MS * INTERVAL_MS, "first run");
     let mut random = Lcg(now_ms());
@@ -325,7 +352,7 @@ fn every_tick_fires_once_across_sigkills_and_restarts() {
         server.kill9();
         kills.push(now_ms());
         let restart = now_ms();
-        server = Server::start(ws.root(), &[], &[]);
+        server = Server::start(ws.root(), &[], &[EVERY_SECOND]);
         wait_for_tick(
             &read,
             restart / INTERVAL_MS * INTERVAL_MS,
@@ -467,7 +494,7 @@ fn two_nodes_on_one_postgres_fire_each_tick_once_while_one_dies_and_comes_back()
         Server::start(
             ws.root(),
             &["--store", &store, "--lease-ms", "3000"],
-            &[(PASSWORD_VAR, PASSWORD)],
+            &[(PASSWORD_VAR, PASSWORD), EVERY_SECOND],
         )
     };
     let mut first = start();

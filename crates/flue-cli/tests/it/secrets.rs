@@ -527,3 +527,64 @@ fn a_key_streamed_in_pieces_reaches_a_live_sse_reader_redacted() {
         );
     }
 }
+
+#[test]
+fn a_message_quoting_a_key_is_stored_and_served_redacted() {
+    // A user pastes a key (the value of a secret-named variable of the server's environment)
+    // into a message: the stored submission, the snapshot, the updates from the start and the
+    // console's list and transcript never hold it.
+    let key = "acme-7Hq2Lm9Xv4Rb8Wz1Pk";
+    let no_key = |place: &str, text: &str| {
+        let chars: Vec<char> = key.to_lowercase().chars().collect();
+        for piece in chars.windows(12).map(|w| w.iter().collect::<String>()) {
+            assert!(
+                !text.to_lowercase().contains(&piece),
+                "{place} holds {piece:?}:\n{text}"
+            );
+        }
+    };
+    let ws = Workspace::new(&[
+        (
+            "agents/talker.md",
+            "---\nmodel: scripted/script.json\n---\nTalk.\n",
+        ),
+        (
+            "script.json",
+            r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+        ),
+    ]);
+    let flue =
+        crate::serve::Server::start(ws.root(), &["--console"], &[("ACME_SERVICE_TOKEN", key)]);
+    let addr = flue.addr().to_owned();
+    let message = format!("my token is {key}, keep it");
+    crate::serve::post_message(&addr, "/agents/talker/m1", &message);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let snapshot = loop {
+        let snapshot = crate::serve::snapshot(&addr, "/agents/talker/m1");
+        if !snapshot["settlements"].as_array().unwrap().is_empty() {
+            break snapshot.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", flue.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        snapshot.contains("my token is [redacted], keep it"),
+        "{snapshot}"
+    );
+    no_key("the snapshot", &snapshot);
+    for (place, path) in [
+        ("the updates", "/agents/talker/m1?view=updates&offset=-1"),
+        ("the console's list", "/_flue/dev/conversations"),
+        (
+            "the console's transcript",
+            "/_flue/dev/transcript/talker/m1",
+        ),
+    ] {
+        let (status, body) = crate::serve::http(&addr, "GET", path, &[], "");
+        assert_eq!(status, 200, "{place}: {body}");
+        assert!(body.contains("[redacted]"), "{place}: {body}");
+        no_key(place, &body);
+    }
+    drop(flue);
+    no_key("the store", &stored_bytes(&ws));
+}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::error::{FlueError, Result};
 use crate::harness::HarnessBuilder;
+use crate::redact::Redactor;
 use crate::submission::wire::MessageOptions;
 use crate::util::BoxFuture;
 
@@ -110,6 +111,17 @@ pub trait AgentRegistry: Send + Sync {
                 .check_message_options(options)
                 .await
         })
+    }
+
+    /// The redactor of the secrets `agent`'s harnesses know, which the runtime applies to a
+    /// message's text (body, images, a signal's attribute values, a skill's arguments) before
+    /// admitting it: the stored submission (served as the conversation's snapshot and stream)
+    /// then holds no secret that the session record it becomes would not. Called by every
+    /// dispatch.
+    /// The default asks the agent's harness builder ([`HarnessBuilder::redactor`]); a
+    /// registry whose builders are costly to make answers from its configuration instead.
+    fn redactor<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<Redactor>> {
+        Box::pin(async move { self.harness_builder(agent).await?.redactor() })
     }
 }
 

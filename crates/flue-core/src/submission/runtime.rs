@@ -23,7 +23,7 @@ use crate::submission::wire::{
     ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, Offset,
     Settlement, StreamPage, SubmissionInfo,
 };
-use crate::submission::{check_conversation_id, check_message};
+use crate::submission::{check_conversation_id, check_message, redact_message};
 use crate::util::{new_ulid, now_ms};
 
 /// Default ownership lease: how long a conversation stays owned without renewal.
@@ -416,7 +416,7 @@ impl AgentRuntime {
     pub async fn dispatch(
         &self,
         key: &ConversationKey,
-        message: DeliveredMessage,
+        mut message: DeliveredMessage,
         mut options: DispatchOptions,
     ) -> Result<DispatchReceipt> {
         if self.inner.stopping.is_cancelled() {
@@ -436,6 +436,8 @@ impl AgentRuntime {
         check_message(&message)?;
         self.inner.agents.check_runnable(&key.agent).await?;
         self.check_options(&key.agent, message.options()).await?;
+        let redactor = self.inner.agents.redactor(&key.agent).await?;
+        redact_message(&redactor, &mut message);
         let blocking = self.blocking_actions(key).await?;
         if !blocking.is_empty() {
             return Err(FlueError::ActionsPending {

@@ -393,3 +393,56 @@ async fn sampling_exchanges_are_recorded_redacted_and_counted_in_the_operation()
         .sum();
     assert_eq!(response.usage.input_tokens, turns + 1000);
 }
+
+/// A message quoting a key is stored redacted as its submission too (what the HTTP snapshot
+/// and stream serve), not only as its session record: an embedder's `StaticAgents` registry
+/// gives the runtime the secrets of the agent's harness builder.
+#[tokio::test]
+async fn a_message_quoting_a_key_is_admitted_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"{"rules": [{"reply": {"text": "Noted."}}]}"#,
+    )
+    .unwrap();
+    let scripts = dir.path().to_path_buf();
+    let agents = flue_core::StaticAgents::new().with_agent("talker", move || {
+        Harness::builder(AgentConfig::new().with_model("scripted/script.json"))
+            .with_providers(
+                ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(&scripts))),
+            )
+            .with_workspace_context(None)
+            .with_secrets([KEY])
+    });
+    let store = Arc::new(MemoryStore::new());
+    let runtime = flue_core::AgentRuntime::builder(store, Arc::new(agents))
+        .start()
+        .await
+        .unwrap();
+    let key = flue_core::ConversationKey::new("talker", "c1");
+    let mut attributes = std::collections::BTreeMap::new();
+    attributes.insert("token".to_owned(), KEY.to_owned());
+    let messages = [
+        flue_core::DeliveredMessage::user(format!("my key is {KEY}, keep it")),
+        flue_core::DeliveredMessage::Signal {
+            signal_type: "deploy".to_owned(),
+            body: format!("deployed with {}", KEY.to_lowercase()),
+            attributes,
+            tag_name: None,
+            initial_data: None,
+            options: Box::default(),
+        },
+    ];
+    for message in messages {
+        let receipt = runtime
+            .dispatch(&key, message, flue_core::DispatchOptions::default())
+            .await
+            .unwrap();
+        runtime.wait(&receipt.submission_id).await.unwrap();
+        let stored = runtime.status(&receipt.submission_id).await.unwrap();
+        let text = serde_json::to_string(&stored.message).unwrap();
+        assert!(text.contains("[redacted]"), "{text}");
+        assert_no_leak("the stored submission", &text);
+    }
+    runtime.shutdown().await.unwrap();
+}

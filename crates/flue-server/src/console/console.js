@@ -42,6 +42,43 @@ function emptyLive() {
 
 const $ = (id) => document.getElementById(id);
 
+// Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) reorder the
+// characters around them: "\u202Elive" shows as "evil". Text from a model, a tool or a user
+// reaches the page from many places (markdown, code highlighting, tool output, lists, errors),
+// so every text node the page gets, and every title, is rewritten once it is attached, before
+// the browser paints it: each such character is shown as the terminal shows it, `\u{202e}`.
+// Marks (U+200E, U+200F, U+061C) stay: right-to-left text needs them, and they only place
+// neutral characters, they cannot reverse a word.
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+function visibleBidi(text) {
+  return text.replace(BIDI_CONTROLS, (c) => `\\u{${c.codePointAt(0).toString(16)}}`);
+}
+
+function neutraliseBidi(node) {
+  if (node.nodeType === Node.TEXT_NODE) {
+    const shown = visibleBidi(node.data);
+    if (shown !== node.data) node.data = shown;
+    return;
+  }
+  if (node.nodeType !== Node.ELEMENT_NODE) return;
+  for (const element of [node, ...node.querySelectorAll('[title]')]) {
+    const title = element.getAttribute('title');
+    if (title !== null && visibleBidi(title) !== title) element.setAttribute('title', visibleBidi(title));
+  }
+  const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+  for (let text = walker.nextNode(); text; text = walker.nextNode()) neutraliseBidi(text);
+}
+
+new MutationObserver((changes) => {
+  for (const change of changes) {
+    if (change.type === 'childList') change.addedNodes.forEach(neutraliseBidi);
+    else neutraliseBidi(change.target);
+  }
+}).observe(document.documentElement, {
+  childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ['title'],
+});
+
 // Builds an element: h('div', {class: 'x', onclick: f}, child, 'text', ...). Text is never
 // parsed as HTML.
 function h(tag, attrs, ...children) {

@@ -200,11 +200,56 @@ fn settings_are_checked_with_the_fix_named() {
     assert_eq!(check_token("x", lo), Ok(()));
     assert!(matches!(
         check_token("x", any),
-        Err(ConfigError::WeakToken { chars: 1, .. })
+        Err(ConfigError::WeakToken { min_bits: 80, .. })
     ));
-    assert_eq!(check_token("0123456789abcdef", any), Ok(()));
     let message = check_token("x", any).unwrap_err().to_string();
-    assert!(message.contains("at least 16"), "{message}");
+    assert!(message.contains("openssl rand -hex 32"), "{message}");
+}
+
+/// Off loopback, what counts is how hard a token is to guess, not its length: tokens made by
+/// the usual generators pass, long made-up ones fail, whatever their length.
+#[test]
+fn exposed_tokens_are_checked_for_strength_not_length() {
+    let any: IpAddr = "0.0.0.0".parse().unwrap();
+    let lo: IpAddr = "127.0.0.1".parse().unwrap();
+    // Made by `openssl rand -hex 32`, `openssl rand -hex 16`, `openssl rand -base64 32`,
+    // `openssl rand -base64 24`, the kernel's uuid, and Python's `secrets.token_urlsafe(32)`
+    // and `(16)`.
+    let generated = [
+        "fca33f46f1c55836893ff599005483ff699e79f639219ce7f21a30487986576e",
+        "6800011c8dc4d3f2f7b63ed39522a1ef",
+        "5QEkhgnlh3tkX/yo8Vz4D46Q6qndRCzpxRbg9FdeLnU=",
+        "7jR0PLFU18vpG2LhmIDtoVHR93kF0euW",
+        "31ae4deb-7773-43ca-93aa-f63818961e12",
+        "9Yzdp35Q8aTPUL59W3TsAraTWfOA64NTH0wCZG6q27o",
+        "znCCYOyRBy5yG3sQI1o0Rg",
+    ];
+    for token in generated {
+        assert_eq!(check_token(token, any), Ok(()), "{token}");
+    }
+    let made_up = [
+        "aaaaaaaaaaaaaaaa",
+        "password12345678",
+        "0123456789abcdef",
+        "abcdefghijklmnopqrstuvwxyz0123456789",
+        "abababababababababababababababab",
+        "Tr0ub4dor&3Tr0ub4dor&3Tr0ub4dor&3",
+        "SuperSecretTokenPassword123456789",
+        "qwertyuiopasdfghjklzxcvbnm",
+        "flue-token-flue-token-flue-token",
+        // 64 bits: random, but too short for a server anyone can reach.
+        "5b1a0e4d8f3c7a92",
+    ];
+    for token in made_up {
+        match check_token(token, any) {
+            Err(ConfigError::WeakToken { bits, min_bits, .. }) => {
+                assert!(bits < min_bits, "{token}: {bits}");
+            }
+            other => panic!("{token}: {other:?}"),
+        }
+        // On loopback any token is accepted.
+        assert_eq!(check_token(token, lo), Ok(()), "{token}");
+    }
 }
 
 #[test]

@@ -1227,6 +1227,33 @@ async fn unknown_fields_and_initial_data_are_refused_by_name() {
     let too_long = json!({"kind": "user", "body": "hi", "idempotencyKey": "k".repeat(257)});
     let refused = post_json(&app, "/agents/plain/f", &too_long.to_string()).await;
     assert_eq!(refused.status, 400);
+    // Keys that would show as something else in a log or console: a right-to-left override
+    // (`evil` shows as `live`), an isolate, a zero-width space, a left-to-right mark, a line
+    // separator, an escape.
+    for key in [
+        "order-\u{202E}live",
+        "order-\u{2067}42\u{2069}",
+        "order\u{200B}42",
+        "order-\u{200E}42",
+        "order\u{2028}42",
+        "order-\u{1b}[2J",
+    ] {
+        let body = json!({"kind": "user", "body": "hi", "idempotencyKey": key});
+        let refused = post_json(&app, "/agents/plain/f", &body.to_string()).await;
+        assert_eq!(refused.status, 400, "{key:?}");
+        let details = refused.json()["error"]["details"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            details.starts_with("`idempotencyKey` holds the character U+"),
+            "{details}"
+        );
+    }
+    // Spaces, punctuation and letters of any script are fine.
+    let visible = json!({"kind": "user", "body": "hi", "idempotencyKey": "Bestellung 42 · ü/ש"});
+    let accepted = post_json(&app, "/agents/plain/visible-key", &visible.to_string()).await;
+    assert_eq!(accepted.status, 202, "{:?}", accepted.json());
     // The keys of schedule ticks are not a client's to take.
     let tick = json!({"kind": "user", "body": "hi", "idempotencyKey": "schedule:nightly:2026-01-01T00:00:00Z"});
     let refused = post_json(&app, "/agents/plain/f", &tick.to_string()).await;
