@@ -110,7 +110,9 @@ const TRUST_HELP: &str = "Examples:
 A workspace is untrusted until you trust it: `build`, `tools`, `run --dry-run`, `session` and
 the `dev` console work and run nothing of it; commands that would run its hooks, MCP servers,
 host sandboxes or schedules, or send your keys where it says, ask on a terminal and refuse
-elsewhere. A change to what trust covers asks again. Docs: docs/security.md#workspace-trust";
+elsewhere. A change to what trust covers asks again.
+
+Docs (https://github.com/flue-rs/flue): docs/security.md#workspace-trust, docs/cli.md#flue-trust";
 const MAIN_HELP: &str = "Examples:
   flue init my-agents && cd my-agents
   flue run assistant -m \"read the notes\"

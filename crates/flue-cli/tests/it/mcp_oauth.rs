@@ -67,6 +67,7 @@ fn workspace(url: &str) -> Workspace {
 /// the authorization server's redirect to the loopback listener.
 fn login(ws: &Workspace) -> (String, String) {
     let mut login = Command::new(env!("CARGO_BIN_EXE_flue"))
+        .env("FLUE_TRUST", "1")
         .args(["mcp", "login", "docs", "--root"])
         .arg(ws.root())
         .stdout(Stdio::piped())

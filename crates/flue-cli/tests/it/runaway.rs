@@ -59,6 +59,7 @@ fn a_signal_stops_a_cpu_bound_loop() {
     let mut outcomes = Vec::new();
     for signal in ["INT", "TERM"] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_flue"))
+            .env("FLUE_TRUST", "1")
             .args(["run", "w", "-m", "go", "--json", "--root"])
             .arg(ws.root())
             .env_remove("FLUE_LOG")

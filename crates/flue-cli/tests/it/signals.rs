@@ -49,6 +49,7 @@ fn spawn_run(ws: &Workspace, id: &str) -> Child {
 
 fn spawn_run_in(ws: &Workspace, id: &str, sandbox: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_flue"))
+        .env("FLUE_TRUST", "1")
         .args([
             "run",
             "w",
