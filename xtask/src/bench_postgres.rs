@@ -397,6 +397,8 @@ fn wait_for(addr: &str, path: &str, offset: &str, needle: Option<&str>) -> anyho
 
 fn start(flue: &Path, root: &Path, store: &str) -> anyhow::Result<Node> {
     let mut child = Command::new(flue)
+        // The bench's own workspace.
+        .env("FLUE_TRUST", "1")
         .args(["serve", "--root"])
         .arg(root)
         .args(["--port", "0", "--store", store, "--lease-ms"])

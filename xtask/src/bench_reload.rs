@@ -138,6 +138,8 @@ fn agent_file(idx: usize, description: &str) -> String {
 
 fn start(flue: &Path, root: &Path, debounce_ms: u64) -> anyhow::Result<Dev> {
     let mut child = Command::new(flue)
+        // The bench's own workspace.
+        .env("FLUE_TRUST", "1")
         .args(["dev", "--port", "0", "--debounce-ms"])
         .arg(debounce_ms.to_string())
         .arg("--root")

@@ -604,6 +604,8 @@ fn field(body: &str, name: &str) -> Option<String> {
 /// stderr; a thread drains stderr for the server's whole life so it never blocks writing.
 fn start(flue: &Path, root: &Path) -> anyhow::Result<Server> {
     let mut child = Command::new(flue)
+        // The bench's own workspace.
+        .env("FLUE_TRUST", "1")
         .args(["serve", "--root"])
         .arg(root)
         .args(["--port", "0"])
