@@ -418,7 +418,13 @@ impl Harness {
     /// offers (see [`Harness::tool_schemas`]). For listings: the `task` tool here describes
     /// the one a call gets but does not run.
     pub fn offered_tools(&self) -> Result<Vec<ToolDefinition>> {
-        crate::agent_loop::listed_tools(&self.shared)
+        let scope = &self.shared.root_scope;
+        let task = if scope.task_tool {
+            Some(crate::task::listed_task_tool(scope, &self.shared)?)
+        } else {
+            None
+        };
+        crate::agent_loop::listed_tools(&self.shared, task)
     }
 
     /// The names of the skills root sessions can run: the agent's and the workspace's, sorted.

@@ -46,14 +46,13 @@ pub(super) fn offered_tools(
 
 /// The tools a root session's model is offered in a submission, as [`offered_tools`] and
 /// [`turn_tool_set`] give them: the agent's `result:` brings `finish` and `give_up`. For
-/// listings (`Harness::offered_tools`): its `task` tool does not run.
-pub(crate) fn listed_tools(harness: &HarnessShared) -> Result<Vec<ToolDefinition>> {
+/// listings (`Harness::offered_tools`, which passes a `task` tool that does not run when the
+/// model may delegate).
+pub(crate) fn listed_tools(
+    harness: &HarnessShared,
+    task: Option<ToolDefinition>,
+) -> Result<Vec<ToolDefinition>> {
     let scope = &harness.root_scope;
-    let task = if scope.task_tool {
-        Some(crate::task::listed_task_tool(scope, harness)?)
-    } else {
-        None
-    };
     let slot = Arc::default();
     let result = match &harness.agent.result {
         Some(schema) => result_tools(schema, &slot)?,
