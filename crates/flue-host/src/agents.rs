@@ -579,24 +579,25 @@ impl AgentSet {
 
     /// The tools `agent`'s model is offered ([`Harness::offered_tools`]) and the permission
     /// rules that set their policies, for listings (the dev console's Agent tab): its harness
-    /// opened for a preview on a throwaway in-memory store, read, and closed again. Its MCP
-    /// servers connect on the agent's first use, as for a conversation, and stay connected.
+    /// built for a preview on a throwaway in-memory store and read. Its MCP servers connect on
+    /// the agent's first use, as for a conversation, and stay connected.
     pub(crate) async fn offered_tools(
         &self,
         agent: &str,
         options: &HarnessOptions,
     ) -> Result<(Vec<ToolDefinition>, Vec<PermissionRule>), HostError> {
-        let store: Arc<dyn DynSessionStore> = Arc::new(flue_core::MemoryStore::new());
-        let opened = self
-            .open_for(Purpose::Preview, agent, "dry-run", store, options)
+        let prepared = self.prepare_for(Purpose::Preview, agent, options).await?;
+        // The tools do not depend on the sandbox: the listing opens none (a container or a
+        // remote one would cost a start per listing).
+        let harness = prepared
+            .builder
+            .with_sandbox(Arc::new(flue_core::VirtualSandbox::new()))
+            .with_instance_id("dry-run")
+            .with_store(Arc::new(flue_core::MemoryStore::new()))
+            .build()
             .await?;
-        let harness = opened.harness();
-        let offered = harness
-            .offered_tools()
-            .map(|tools| (tools, harness.agent().permissions.clone()));
-        // Closing a throwaway harness has nothing to report that the listing could use.
-        let _ = opened.close().await;
-        Ok(offered?)
+        let tools = harness.offered_tools()?;
+        Ok((tools, harness.agent().permissions.clone()))
     }
 
     /// Opens the sandbox of a prepared harness.
