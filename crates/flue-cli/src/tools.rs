@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, bail};
 use flue_build::SandboxKind;
 use flue_core::{
-    BUILTIN_TOOL_NAMES, ConversationKey, DEFAULT_SESSION, FlueError, LOAD_SKILL_TOOL, SkillExtra,
-    SkillOptions, TASK_TOOL, model::ToolSchema, util::new_ulid,
+    ConversationKey, DEFAULT_SESSION, FlueError, SkillExtra, SkillOptions, model::ToolSchema,
+    util::new_ulid,
 };
 use flue_host::{AgentSet, HarnessOptions, StoreChoice};
 use serde_json::{Value, json};
@@ -31,7 +31,8 @@ struct Assembled {
     model: Option<String>,
     sandbox: SandboxKind,
     system_prompt: String,
-    tools: Vec<ToolSchema>,
+    /// The tools the model is offered, each with the name of its origin.
+    tools: Vec<(ToolSchema, &'static str)>,
 }
 
 /// Runs `flue tools`.
@@ -47,14 +48,18 @@ pub(crate) async fn list(args: ToolsArgs) -> anyhow::Result<Exit> {
     let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
     let assembled = assemble(&agents, &agent, &run_args).await?;
     if args.json {
-        let tools: Vec<Value> = assembled.tools.iter().map(tool_json).collect();
+        let tools: Vec<Value> = assembled
+            .tools
+            .iter()
+            .map(|(tool, origin)| tool_json(tool, origin))
+            .collect();
         let out = json!({"agent": assembled.agent, "tools": tools});
         println!("{}", output.json_pretty(&out)?);
         return Ok(Exit::Success);
     }
     let mut text = String::new();
-    for tool in &assembled.tools {
-        write_tool(&mut text, tool);
+    for (tool, origin) in &assembled.tools {
+        write_tool(&mut text, tool, origin);
     }
     print!("{}", output.stdout_text(&text));
     eprintln!(
@@ -71,7 +76,11 @@ pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
     let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
     let assembled = assemble(&agents, &agent, args).await?;
     if args.json {
-        let tools: Vec<Value> = assembled.tools.iter().map(tool_json).collect();
+        let tools: Vec<Value> = assembled
+            .tools
+            .iter()
+            .map(|(tool, origin)| tool_json(tool, origin))
+            .collect();
         let out = json!({
             "agent": assembled.agent,
             "model": assembled.model,
@@ -92,7 +101,11 @@ pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
         assembled.model.as_deref().unwrap_or("(none)")
     );
     let _ = writeln!(text, "sandbox: {}", assembled.sandbox.as_str());
-    let names: Vec<&str> = assembled.tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = assembled
+        .tools
+        .iter()
+        .map(|(tool, _)| tool.name.as_str())
+        .collect();
     let _ = writeln!(
         text,
         "tools: {} (inputs: flue tools {})",
@@ -133,7 +146,13 @@ async fn assemble(agents: &AgentSet, agent: &str, args: &RunArgs) -> anyhow::Res
     }
     let harness = opened.harness();
     // The prompt of the call the run would make: its role and skill included.
-    let assembled = harness.tool_schemas().and_then(|tools| {
+    let offered = harness.offered_tools().map(|tools| {
+        tools
+            .iter()
+            .map(|tool| (tool.schema(), tool.origin().name()))
+            .collect()
+    });
+    let assembled = offered.and_then(|tools| {
         Ok(Assembled {
             agent: agent.to_owned(),
             model: harness.agent().model.clone(),
@@ -357,33 +376,19 @@ pub(crate) fn sandbox_kind(
         .unwrap_or_default()
 }
 
-/// Where a tool comes from, as `flue tools` says it.
-fn origin(name: &str) -> &'static str {
-    if name == LOAD_SKILL_TOOL {
-        "skills"
-    } else if name == TASK_TOOL {
-        "delegation"
-    } else if BUILTIN_TOOL_NAMES.contains(&name) || flue_core::STATE_TOOL_NAMES.contains(&name) {
-        "built-in"
-    } else if name.starts_with("mcp__") {
-        "mcp"
-    } else {
-        "custom"
-    }
-}
-
-fn tool_json(tool: &ToolSchema) -> Value {
+/// A tool as JSON: its name, its origin (`ToolOrigin::name`), description and input schema.
+fn tool_json(tool: &ToolSchema, origin: &str) -> Value {
     json!({
         "name": tool.name,
-        "origin": origin(&tool.name),
+        "origin": origin,
         "description": tool.description,
         "inputSchema": tool.input_schema,
     })
 }
 
 /// A tool as text: its name and origin, its description, then one line per input property.
-fn write_tool(out: &mut String, tool: &ToolSchema) {
-    let _ = writeln!(out, "{} ({})", tool.name, origin(&tool.name));
+fn write_tool(out: &mut String, tool: &ToolSchema, origin: &str) {
+    let _ = writeln!(out, "{} ({origin})", tool.name);
     for line in tool.description.lines() {
         let _ = writeln!(out, "    {line}");
     }

@@ -406,27 +406,32 @@ impl Harness {
         self.shared.call_system_prompt(role, skill)
     }
 
-    /// The tools a root session's model is offered, as it sees them: the agent's own (built-in,
-    /// custom and command tools), the current tools of its tool sources (MCP servers), then
-    /// `load_skill` when there are skills and `task` unless
-    /// the agent withholds it. A call's extra tools and result tools come on top.
+    /// The tools a root session's model is offered in a submission, as it sees them: the
+    /// agent's own (built-in, state, memory, custom, code and command tools), the current tools
+    /// of its tool sources (MCP servers), then `load_skill` when there are skills, `task`
+    /// unless the agent withholds it, `finish` and `give_up` when the agent has `result:`,
+    /// and `permissions_check` when some tool waits for a decision. A call's extra tools (and
+    /// its own result schema) come on top.
     pub fn tool_schemas(&self) -> Result<Vec<ToolSchema>> {
+        Ok(self
+            .offered_tools()?
+            .iter()
+            .map(ToolDefinition::schema)
+            .collect())
+    }
+
+    /// The tools a root session's model is offered in a submission, in the order it sees
+    /// them, each with its [`origin`](ToolDefinition::origin): the same list the agent loop
+    /// offers (see [`Harness::tool_schemas`]). For listings: the `task` tool here describes
+    /// the one a call gets but does not run.
+    pub fn offered_tools(&self) -> Result<Vec<ToolDefinition>> {
         let scope = &self.shared.root_scope;
-        let tools = crate::tool::LiveTools::new(
-            scope.tools.clone(),
-            scope.tool_sources.clone(),
-            Vec::new(),
-            &[],
-        )
-        .merged();
-        let mut schemas: Vec<ToolSchema> = tools.iter().map(ToolDefinition::schema).collect();
-        if !scope.skills.is_empty() {
-            schemas.push(crate::skill::load_skill_tool(scope.skills.clone())?.schema());
-        }
-        if scope.task_tool {
-            schemas.push(crate::task::task_tool_schema(scope, &self.shared)?);
-        }
-        Ok(schemas)
+        let task = if scope.task_tool {
+            Some(crate::task::listed_task_tool(scope, &self.shared)?)
+        } else {
+            None
+        };
+        crate::agent_loop::listed_tools(&self.shared, task)
     }
 
     /// The names of the skills root sessions can run: the agent's and the workspace's, sorted.

@@ -190,11 +190,13 @@ pub(crate) fn load_skill_tool(catalog: SkillCatalog) -> Result<ToolDefinition> {
             async move { load_skill(&catalog, &input).map(Value::String) }
         },
     )?;
-    Ok(tool.with_meta(ToolMeta {
-        ownership: Ownership::Managed,
-        read_only: true,
-        ..ToolMeta::default()
-    }))
+    Ok(tool
+        .with_meta(ToolMeta {
+            ownership: Ownership::Managed,
+            read_only: true,
+            ..ToolMeta::default()
+        })
+        .with_origin(crate::tool::ToolOrigin::Skills))
 }
 
 fn load_skill(catalog: &SkillCatalog, input: &LoadSkillInput) -> Result<String, ToolError> {

@@ -463,29 +463,34 @@ pub(crate) fn task_tool(
             }
         },
     )?;
-    Ok(tool.with_meta(ToolMeta {
-        ownership: Ownership::Managed,
-        ..ToolMeta::default()
-    }))
+    Ok(task_tool_meta(tool))
 }
 
-/// The `task` tool as the model of a session with `scope` sees it (for listings; the tool
-/// itself is built per call by [`task_tool`]).
-pub(crate) fn task_tool_schema(
+fn task_tool_meta(tool: ToolDefinition) -> ToolDefinition {
+    tool.with_meta(ToolMeta {
+        ownership: Ownership::Managed,
+        ..ToolMeta::default()
+    })
+    .with_origin(crate::tool::ToolOrigin::Task)
+}
+
+/// The `task` tool as the model of a session with `scope` sees it, for listings: it never
+/// runs (the tool itself is built per call by [`task_tool`], with this description and input).
+pub(crate) fn listed_task_tool(
     scope: &AgentScope,
     harness: &HarnessShared,
-) -> Result<crate::model::ToolSchema> {
-    let input_schema = serde_json::to_value(schemars::schema_for!(TaskInput)).map_err(|err| {
-        FlueError::InvalidTool {
-            name: TASK_TOOL.into(),
-            message: err.to_string(),
-        }
-    })?;
-    Ok(crate::model::ToolSchema {
-        name: TASK_TOOL.to_owned(),
-        description: task_tool_description(scope, harness),
-        input_schema,
-    })
+) -> Result<ToolDefinition> {
+    let tool = ToolDefinition::from_fn(
+        TASK_TOOL,
+        task_tool_description(scope, harness),
+        |_input: TaskInput, _ctx: ToolContext| async {
+            Err::<serde_json::Value, _>(ToolError::new(
+                "internal",
+                "the task tool of a listing does not run",
+            ))
+        },
+    )?;
+    Ok(task_tool_meta(tool))
 }
 
 fn task_tool_description(scope: &AgentScope, harness: &HarnessShared) -> String {

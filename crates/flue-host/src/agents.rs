@@ -8,8 +8,8 @@ use std::sync::Arc;
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
 use flue_core::{
-    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ResolvedAgent, ScriptedProvider,
-    store::DynSessionStore,
+    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, PermissionRule, ScriptedProvider,
+    ToolDefinition, store::DynSessionStore,
 };
 
 use crate::mcp::McpServers;
@@ -650,23 +650,27 @@ impl AgentSet {
         })
     }
 
-    /// Agent `agent`'s configuration as a harness of it gets it, resolved: with its overrides
-    /// and the tools of its MCP servers (connected on the agent's first use, as for a
-    /// conversation, and kept). For listings (the dev console's Agent tab); opens no sandbox.
-    pub(crate) async fn resolved_config(
+    /// The tools `agent`'s model is offered ([`Harness::offered_tools`]) and the permission
+    /// rules that set their policies, for listings (the dev console's Agent tab): its harness
+    /// built for a preview on a throwaway in-memory store and read. Its MCP servers connect on
+    /// the agent's first use, as for a conversation, and stay connected.
+    pub(crate) async fn offered_tools(
         &self,
         agent: &str,
         options: &HarnessOptions,
-    ) -> Result<ResolvedAgent, HostError> {
-        let base = self.workspace.agent_config(agent)?;
-        let model = options.model.clone().or_else(|| base.model.clone());
-        let config = if self.is_trusted() {
-            self.with_mcp_tools(agent, base, model.as_deref(), options)
-                .await?
-        } else {
-            base
-        };
-        Ok(config.resolve()?)
+    ) -> Result<(Vec<ToolDefinition>, Vec<PermissionRule>), HostError> {
+        let prepared = self.prepare_for(Purpose::Preview, agent, options).await?;
+        // The tools do not depend on the sandbox: the listing opens none (a container or a
+        // remote one would cost a start per listing).
+        let harness = prepared
+            .builder
+            .with_sandbox(Arc::new(flue_core::VirtualSandbox::new()))
+            .with_instance_id("dry-run")
+            .with_store(Arc::new(flue_core::MemoryStore::new()))
+            .build()
+            .await?;
+        let tools = harness.offered_tools()?;
+        Ok((tools, harness.agent().permissions.clone()))
     }
 
     /// Opens the sandbox of a prepared harness.

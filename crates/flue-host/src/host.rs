@@ -154,13 +154,19 @@ impl Host {
         })
     }
 
-    /// Agent `agent`'s configuration from the current agent set as a harness of it gets it,
-    /// resolved, its MCP servers connected with this host's options (as for a conversation).
-    pub(crate) async fn resolved_config(
+    /// The tools agent `agent` of the current agent set offers its model, and its permission
+    /// rules, with this host's options. See [`AgentSet::offered_tools`].
+    pub(crate) async fn offered_tools(
         &self,
         agent: &str,
-    ) -> Result<flue_core::ResolvedAgent, HostError> {
-        self.agents().resolved_config(agent, &self.options).await
+    ) -> Result<
+        (
+            Vec<flue_core::ToolDefinition>,
+            Vec<flue_core::PermissionRule>,
+        ),
+        HostError,
+    > {
+        self.agents().offered_tools(agent, &self.options).await
     }
 
     /// Opens agent `agent` for conversation `instance_id` from the current agent set, on the

@@ -3,25 +3,22 @@
 //! build's files (agents, skills, roles), read only by the name the build knows them by,
 //! inside the workspace root and bounded (`flue_core::util::workspace_file`).
 //!
-//! The tools are listed as a harness of the agent gets them: the agent's own (built-in, state,
-//! command, custom), its MCP servers' current tools (the servers connect on the agent's first
-//! use, as for a conversation, and stay connected), `load_skill` when skills exist, `task`
-//! unless withheld, the memory tools with `memory:`, `finish` and `give_up` with `result:`,
-//! and `permissions_check` when some tool waits for a decision. Each one's policy comes from
-//! the agent's permission rules over the tool's own default, as the agent loop decides it.
+//! The tools are the ones the agent loop offers (`Harness::offered_tools`, also read by
+//! `flue tools` and `flue run --dry-run`), from a preview harness of the agent: its MCP
+//! servers connect on the agent's first use, as for a conversation, and stay connected. Each
+//! one's origin is `ToolDefinition::origin`; its policy comes from the agent's permission rules
+//! over the tool's own default, as the agent loop decides it.
 
 use std::sync::Arc;
 
 use flue_core::permission::{PermissionSource, explain_permission};
+use flue_core::tool::ToolOrigin;
 use flue_core::util::workspace_file::{MAX_MARKDOWN_BYTES, WorkspaceFiles};
-use flue_core::{
-    BUILTIN_TOOL_NAMES, FINISH_TOOL, GIVE_UP_TOOL, LOAD_SKILL_TOOL, PERMISSIONS_CHECK_TOOL,
-    Permission, ResolvedAgent, STATE_TOOL_NAMES, TASK_TOOL, ToolDefinition,
-};
+use flue_core::{Permission, PermissionRule, ToolDefinition};
 use flue_server::{AgentDetails, SourceFile, SourceKind, ToolsFuture};
 use serde::Serialize;
 
-use crate::{AgentSet, Host};
+use crate::Host;
 
 /// The Agent tab's details from the host's current agent set.
 pub(crate) struct HostDetails {
@@ -35,12 +32,12 @@ impl AgentDetails for HostDetails {
             if !agents.workspace().agents.contains_key(agent) {
                 return Err(format!("no agent {agent:?} in the build"));
             }
-            let resolved = self
+            let (tools, permissions) = self
                 .host
-                .resolved_config(agent)
+                .offered_tools(agent)
                 .await
                 .map_err(|err| format!("the tools of {agent:?} cannot be listed: {err}"))?;
-            let tools = tool_views(&agents, agent, &resolved);
+            let tools = tool_views(&tools, &permissions);
             serde_json::to_value(tools).map_err(|err| err.to_string())
         })
     }
@@ -77,8 +74,8 @@ fn read_source(root: &std::path::Path, path: &str) -> Result<SourceFile, String>
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ToolView {
     pub(crate) name: String,
-    /// `built-in`, `state`, `command`, `custom`, `code`, `mcp`, `skills`, `task`, `memory`,
-    /// `result` or `runtime`.
+    /// Its [`ToolOrigin`] by name: `built-in`, `state`, `memory`, `command`, `custom`, `code`,
+    /// `mcp`, `skills`, `task`, `result` or `runtime`.
     pub(crate) origin: &'static str,
     /// The MCP server of an `mcp` tool.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,141 +89,51 @@ pub(crate) struct ToolView {
     pub(crate) description: String,
 }
 
-/// Every tool agent `agent` (resolved as `resolved`) is offered, in the order its model sees
-/// them, with its policy.
+/// The tools an agent is offered (`Harness::offered_tools`, in the order its model sees them),
+/// each with its policy under `permissions`.
 pub(crate) fn tool_views(
-    agents: &AgentSet,
-    agent: &str,
-    resolved: &ResolvedAgent,
+    tools: &[ToolDefinition],
+    permissions: &[PermissionRule],
 ) -> Vec<ToolView> {
-    let workspace = agents.workspace();
-    let command_tools: Vec<&str> = workspace
-        .agents
-        .get(agent)
-        .map(|file| {
-            file.command_tools
-                .iter()
-                .map(|spec| spec.name.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    let view = |tool: &ToolDefinition, origin: &'static str| {
-        tool_view(resolved, tool.name(), origin, tool, tool.is_external())
-    };
-    let mut views: Vec<ToolView> = Vec::new();
-    for tool in resolved.tools.iter().chain(&resolved.actions) {
-        let name = tool.name();
-        let origin = if tool.is_external() {
-            "custom"
-        } else if command_tools.contains(&name) {
-            "command"
-        } else if STATE_TOOL_NAMES.contains(&name) {
-            "state"
-        } else if BUILTIN_TOOL_NAMES.contains(&name) {
-            "built-in"
-        } else {
-            "code"
-        };
-        views.push(view(tool, origin));
-    }
-    for source in &resolved.tool_sources {
-        for tool in source.tools() {
-            let mut tool_view = view(&tool, "mcp");
-            tool_view.server = mcp_server(tool.name());
-            views.push(tool_view);
-        }
-    }
-    let runtime = |name: &str, origin: &'static str, description: &str| {
-        let (permission, rule) =
-            explain_permission(&resolved.permissions, name, Permission::AlwaysAllow);
-        ToolView {
-            name: name.to_owned(),
-            origin,
-            server: None,
-            policy: policy_name(permission),
-            why: why(rule.as_ref()),
-            description: description.to_owned(),
-        }
-    };
-    if resolved.memory.is_some() {
-        for name in flue_core::tool::MEMORY_TOOL_NAMES {
-            views.push(runtime(
-                name,
-                "memory",
-                "Notes about the conversation's memory subject, kept across conversations.",
-            ));
-        }
-    }
-    if resolved.result.is_some() {
-        views.push(runtime(
-            FINISH_TOOL,
-            "result",
-            "Ends the operation with its structured result.",
-        ));
-        views.push(runtime(
-            GIVE_UP_TOOL,
-            "result",
-            "Ends the operation without a result, saying why.",
-        ));
-    }
-    if !resolved.skills.is_empty() || !workspace.skills.is_empty() {
-        views.push(runtime(
-            LOAD_SKILL_TOOL,
-            "skills",
-            "Loads one of the skills' instructions.",
-        ));
-    }
-    if resolved.task_tool {
-        views.push(runtime(
-            TASK_TOOL,
-            "task",
-            "Delegates a self-contained piece of work to a subagent.",
-        ));
-    }
-    if views.iter().any(|view| view.policy != "allow") {
-        views.push(ToolView {
-            name: PERMISSIONS_CHECK_TOOL.to_owned(),
-            origin: "runtime",
-            server: None,
-            policy: "allow",
-            why: "offered because some tools wait for a decision (not in tasks)".to_owned(),
-            description: "Tells the model which of its tools pause before running.".to_owned(),
-        });
-    }
-    views
+    tools
+        .iter()
+        .map(|tool| tool_view(permissions, tool))
+        .collect()
 }
 
-fn tool_view(
-    resolved: &ResolvedAgent,
-    name: &str,
-    origin: &'static str,
-    tool: &ToolDefinition,
-    external: bool,
-) -> ToolView {
+fn tool_view(permissions: &[PermissionRule], tool: &ToolDefinition) -> ToolView {
+    let origin = tool.origin();
     let description = tool
         .description()
         .lines()
         .next()
         .unwrap_or_default()
         .to_owned();
-    if external {
-        return ToolView {
-            name: name.to_owned(),
-            origin,
-            server: None,
-            policy: "application",
-            why: "a custom tool: the application runs it and supplies the result".to_owned(),
-            description,
-        };
-    }
-    let (permission, rule) =
-        explain_permission(&resolved.permissions, name, tool.meta().permission);
+    let server = match origin {
+        ToolOrigin::Mcp => mcp_server(tool.name()),
+        _ => None,
+    };
+    let (policy, why) = if tool.is_external() {
+        (
+            "application",
+            "a custom tool: the application runs it and supplies the result".to_owned(),
+        )
+    } else if origin == ToolOrigin::Runtime {
+        (
+            "allow",
+            "offered because some tools wait for a decision (not in tasks)".to_owned(),
+        )
+    } else {
+        let (permission, rule) =
+            explain_permission(permissions, tool.name(), tool.meta().permission);
+        (policy_name(permission), why(rule.as_ref()))
+    };
     ToolView {
-        name: name.to_owned(),
-        origin,
-        server: None,
-        policy: policy_name(permission),
-        why: why(rule.as_ref()),
+        name: tool.name().to_owned(),
+        origin: origin.name(),
+        server,
+        policy,
+        why,
         description,
     }
 }

@@ -377,7 +377,7 @@ fn tools_lists_what_the_agent_gets_with_inputs() {
         vec![
             ("read_file", "built-in"),
             ("load_skill", "skills"),
-            ("task", "delegation")
+            ("task", "task")
         ]
     );
     let task = &listed["tools"][2];

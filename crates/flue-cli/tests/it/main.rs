@@ -34,6 +34,7 @@ mod mcp_serve;
 mod memory;
 mod model_per_call;
 mod multi_node;
+mod offered_tools;
 mod on_terminal;
 mod otel;
 mod path_forms;

@@ -133,7 +133,7 @@ fn ordinary_text_is_left_alone() {
         "postgres://app:Xk29vLq7@db.internal:5432/app",
     ])
     .unwrap();
-    let ordinary = include_str!("../agent_loop.rs");
+    let ordinary = include_str!("../agent_loop/mod.rs");
     assert!(matches!(
         redactor.redact(ordinary),
         std::borrow::Cow::Borrowed(_)

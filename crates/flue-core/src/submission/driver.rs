@@ -14,12 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use flue_protocol::DeliveredMessage;
+use flue_protocol::{DeliveredMessage, DurabilityConfig, MessageOptions, SubmissionInfo};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
+use crate::session::Session;
 use crate::spans;
 use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
@@ -168,7 +169,17 @@ async fn build_harness(
         .await
 }
 
-/// Runs one claimed submission to its settlement (or leaves it to recovery).
+/// What a driver runs an attempt with.
+struct Driving<'a> {
+    inner: &'a Arc<RuntimeInner>,
+    fence: &'a Fence,
+    fenced: &'a Arc<FencedSessions>,
+    slot: &'a DriverSlot,
+}
+
+/// Runs one claimed submission to its settlement (or leaves it to recovery): a claim that
+/// must not run is settled at once; otherwise the conversation's session opens, the attempt
+/// runs under its deadline and the owner's lease, and what it returned is settled.
 async fn process(
     inner: &Arc<RuntimeInner>,
     fence: &Fence,
@@ -177,24 +188,124 @@ async fn process(
     harness: Result<Harness, ErrorInfo>,
     mut claim: Claim,
 ) -> Next {
-    // The message moves into its `User` record (or is dropped, when a previous attempt
-    // applied it): the claim does not hold a copy of it while the attempt runs.
-    let mut delivered = std::mem::replace(
-        &mut claim.submission.message,
-        DeliveredMessage::user(String::new()),
-    );
-    // The result schema stays: every attempt (a resumed pause too) asks for the same result.
-    let result_schema = delivered.result_schema().cloned();
-    let seed_state = delivered.take_initial_data();
-    // So do the message's choices (model, thinking level, role, skill).
-    let chosen = delivered.options().clone();
+    let input = AttemptInput::take(&mut claim);
     let submission = &claim.submission;
+    let attempt = Attempt {
+        submission_id: &submission.submission_id,
+        attempts: submission.attempts,
+        timeout_ms: claim.durability.timeout_ms,
+    };
+    let attempt_span = announce(inner, fence, submission);
+    let first_started_at = submission.first_started_at.unwrap_or_else(now_ms);
+    let deadline_ms = first_started_at.saturating_add(claim.durability.timeout_ms);
+    if let Some(settlement) = refusal(submission, &claim.durability, deadline_ms, &attempt) {
+        return settle(inner, fence, settlement).await;
+    }
+    let session = match open_session(harness, attempt.submission_id).await {
+        Ok(session) => session,
+        Err(error) => return settle(inner, fence, attempt.failed(error)).await,
+    };
+    let driving = Driving {
+        inner,
+        fence,
+        fenced,
+        slot,
+    };
+    let run = run_attempt(
+        &driving,
+        &session,
+        submission,
+        input,
+        &attempt_span,
+        deadline_ms,
+    );
+    let (result, reason) = run.await;
+    conclude(inner, fence, &attempt, result, reason).await
+}
+
+/// What a submission's message brings to each of its attempts.
+struct AttemptInput {
+    delivered: DeliveredMessage,
+    result_schema: Option<serde_json::Value>,
+    seed_state: Option<serde_json::Value>,
+    chosen: MessageOptions,
+}
+
+impl AttemptInput {
+    fn take(claim: &mut Claim) -> Self {
+        // The message moves into its `User` record (or is dropped, when a previous attempt
+        // applied it): the claim does not hold a copy of it while the attempt runs.
+        let mut delivered = std::mem::replace(
+            &mut claim.submission.message,
+            DeliveredMessage::user(String::new()),
+        );
+        // The result schema stays: every attempt (a resumed pause too) asks for the same
+        // result.
+        let result_schema = delivered.result_schema().cloned();
+        let seed_state = delivered.take_initial_data();
+        // So do the message's choices (model, thinking level, role, skill).
+        let chosen = delivered.options().clone();
+        Self {
+            delivered,
+            result_schema,
+            seed_state,
+            chosen,
+        }
+    }
+}
+
+/// The submission an attempt settles.
+struct Attempt<'a> {
+    submission_id: &'a str,
+    attempts: u32,
+    timeout_ms: u64,
+}
+
+impl Attempt<'_> {
+    fn settlement(
+        &self,
+        outcome: Outcome,
+        text: Option<String>,
+        error: Option<ErrorInfo>,
+    ) -> Settlement {
+        Settlement {
+            submission_id: self.submission_id.to_owned(),
+            outcome,
+            text,
+            data: None,
+            error,
+            attempts: self.attempts,
+            settled_at: now_ms(),
+        }
+    }
+
+    fn failed(&self, error: ErrorInfo) -> Settlement {
+        self.settlement(Outcome::Failed, None, Some(error))
+    }
+
+    fn aborted(&self) -> Settlement {
+        let error = FlueError::SubmissionAborted {
+            submission_id: self.submission_id.to_owned(),
+        };
+        self.settlement(Outcome::Aborted, None, Some(error.to_info()))
+    }
+
+    fn timed_out(&self) -> Settlement {
+        let error = FlueError::SubmissionTimeout {
+            submission_id: self.submission_id.to_owned(),
+            timeout_ms: self.timeout_ms,
+        };
+        self.failed(error.to_info())
+    }
+}
+
+/// Logs and announces the attempt; returns its span.
+fn announce(inner: &RuntimeInner, fence: &Fence, submission: &SubmissionInfo) -> tracing::Span {
     let submission_id = submission.submission_id.as_str();
-    let key = &fence.key;
     let attempts = submission.attempts;
     tracing::debug!(
         target: "flue_core::submission",
-        conversation = %key.instance_id(),
+        conversation = %fence.key.instance_id(),
         submission = submission_id,
         attempt = attempts,
         "attempt"
@@ -206,62 +317,48 @@ async fn process(
         attempts,
     );
     inner.emit(
-        key,
+        &fence.key,
         Some(submission_id),
         Event::SubmissionRunning {
             submission_id: submission_id.to_owned(),
             attempt: attempts,
         },
     );
-    let durability = &claim.durability;
-    let first_started_at = submission.first_started_at.unwrap_or_else(now_ms);
-    let deadline_ms = first_started_at.saturating_add(durability.timeout_ms);
-    let settle_with =
-        |outcome: Outcome, text: Option<String>, error: Option<ErrorInfo>| Settlement {
-            submission_id: submission_id.to_owned(),
-            outcome,
-            text,
-            data: None,
-            error,
-            attempts,
-            settled_at: now_ms(),
-        };
+    attempt_span
+}
+
+/// The settlement of a claim that must not run: an abort was requested, its attempts are
+/// spent, or its deadline passed.
+fn refusal(
+    submission: &SubmissionInfo,
+    durability: &DurabilityConfig,
+    deadline_ms: u64,
+    attempt: &Attempt<'_>,
+) -> Option<Settlement> {
     if submission.abort_requested {
-        let error = FlueError::SubmissionAborted {
-            submission_id: submission_id.to_owned(),
-        };
-        return settle(
-            inner,
-            fence,
-            settle_with(Outcome::Aborted, None, Some(error.to_info())),
-        )
-        .await;
+        return Some(attempt.aborted());
     }
-    if attempts > durability.max_attempts {
+    if attempt.attempts > durability.max_attempts {
         let error = FlueError::SubmissionRetryExhausted {
-            submission_id: submission_id.to_owned(),
-            attempts: attempts - 1,
+            submission_id: attempt.submission_id.to_owned(),
+            attempts: attempt.attempts - 1,
             max_attempts: durability.max_attempts,
         };
         // This claim is not an attempt: it only found the budget spent.
-        let settlement = Settlement {
-            attempts: attempts - 1,
-            ..settle_with(Outcome::Failed, None, Some(error.to_info()))
-        };
-        return settle(inner, fence, settlement).await;
+        return Some(Settlement {
+            attempts: attempt.attempts - 1,
+            ..attempt.failed(error.to_info())
+        });
     }
-    if now_ms() >= deadline_ms {
-        let error = FlueError::SubmissionTimeout {
-            submission_id: submission_id.to_owned(),
-            timeout_ms: durability.timeout_ms,
-        };
-        return settle(
-            inner,
-            fence,
-            settle_with(Outcome::Failed, None, Some(error.to_info())),
-        )
-        .await;
-    }
+    (now_ms() >= deadline_ms).then(|| attempt.timed_out())
+}
+
+/// The conversation's root session, or why the attempt cannot run: an agent no longer in
+/// the build interrupts the submission.
+async fn open_session(
+    harness: Result<Harness, ErrorInfo>,
+    submission_id: &str,
+) -> std::result::Result<Session, ErrorInfo> {
     let harness = match harness {
         Ok(harness) => harness,
         Err(error) if error.kind == "agent_not_found" => {
@@ -269,34 +366,34 @@ async fn process(
                 submission_id: submission_id.to_owned(),
                 reason: error.message,
             };
-            return settle(
-                inner,
-                fence,
-                settle_with(Outcome::Failed, None, Some(error.to_info())),
-            )
-            .await;
+            return Err(error.to_info());
         }
-        Err(error) => {
-            return settle(
-                inner,
-                fence,
-                settle_with(Outcome::Failed, None, Some(error)),
-            )
-            .await;
-        }
+        Err(error) => return Err(error),
     };
-    let session = match harness.session(ROOT_SESSION).await {
-        Ok(session) => session,
-        Err(err) => {
-            return settle(
-                inner,
-                fence,
-                settle_with(Outcome::Failed, None, Some(err.to_info())),
-            )
-            .await;
-        }
-    };
-    let message = (!submission.input_applied).then(|| delivered.into_user_message());
+    harness
+        .session(ROOT_SESSION)
+        .await
+        .map_err(|err| err.to_info())
+}
+
+/// Runs the attempt under its deadline and the owner's lease, its events forwarded to the
+/// runtime's subscribers. Returns its result and why it was stopped from outside, if it was.
+async fn run_attempt(
+    driving: &Driving<'_>,
+    session: &Session,
+    submission: &SubmissionInfo,
+    input: AttemptInput,
+    attempt_span: &tracing::Span,
+    deadline_ms: u64,
+) -> (Result<crate::operation::PromptResponse>, StopReason) {
+    let Driving {
+        inner,
+        fence,
+        fenced,
+        slot,
+    } = *driving;
+    let submission_id = submission.submission_id.as_str();
+    let message = (!submission.input_applied).then(|| input.delivered.into_user_message());
     fenced.begin_submission(submission_id, message.is_some());
     let cancel = CancellationToken::new();
     let reason = Arc::new(AtomicU8::new(StopReason::None as u8));
@@ -310,16 +407,16 @@ async fn process(
     let mut handle = attempt_span.in_scope(|| {
         session.run_submission(
             message,
-            result_schema,
-            seed_state,
+            input.result_schema,
+            input.seed_state,
             cancel.clone(),
             submission.budget,
-            chosen,
+            input.chosen,
         )
     });
     let forwarder = handle.take_events().map(|mut events| {
         let inner = Arc::clone(inner);
-        let key = key.clone();
+        let key = fence.key.clone();
         let submission_id = submission_id.to_owned();
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
@@ -333,79 +430,71 @@ async fn process(
     }
     *slot.attempt() = None;
     fenced.end_submission();
-    let reason = stop_reason(reason.load(Ordering::Acquire));
+    (result, stop_reason(reason.load(Ordering::Acquire)))
+}
+
+/// Settles what an attempt returned, or leaves the submission to the next attempt (a lost
+/// lease, a shutdown, a store failure).
+async fn conclude(
+    inner: &RuntimeInner,
+    fence: &Fence,
+    attempt: &Attempt<'_>,
+    result: Result<crate::operation::PromptResponse>,
+    reason: StopReason,
+) -> Next {
     match result {
-        // Paused on pending actions: the submission waits, owned by nobody, until any process
-        // resolves one (which makes it `queued` again).
         Ok(response) if response.requires_action() => {
-            let actions: Vec<String> = response
-                .pending_actions
-                .iter()
-                .map(|action| action.action_id.clone())
-                .collect();
-            match inner.store.wait(fence, submission_id, &actions).await {
-                Ok(true) => {
-                    inner.emit(
-                        key,
-                        Some(submission_id),
-                        Event::SubmissionWaiting {
-                            submission_id: submission_id.to_owned(),
-                            actions,
-                        },
-                    );
-                    Next::Continue
-                }
-                Ok(false) => Next::Continue,
-                Err(_) => Next::Stop,
-            }
+            wait_for_actions(inner, fence, attempt.submission_id, &response).await
         }
         // Finished work is never discarded, whatever stopped the attempt meanwhile.
         Ok(response) => {
             let settlement = Settlement {
                 data: response.data,
-                ..settle_with(Outcome::Completed, Some(response.text), None)
+                ..attempt.settlement(Outcome::Completed, Some(response.text), None)
             };
             settle(inner, fence, settlement).await
         }
         Err(FlueError::LeaseLost { .. }) => Next::Stop,
         Err(err) => match reason {
             StopReason::LeaseLost | StopReason::Shutdown => Next::Stop,
-            StopReason::Abort => {
-                let error = FlueError::SubmissionAborted {
-                    submission_id: submission_id.to_owned(),
-                };
-                settle(
-                    inner,
-                    fence,
-                    settle_with(Outcome::Aborted, None, Some(error.to_info())),
-                )
-                .await
-            }
-            StopReason::Timeout => {
-                let error = FlueError::SubmissionTimeout {
-                    submission_id: submission_id.to_owned(),
-                    timeout_ms: durability.timeout_ms,
-                };
-                settle(
-                    inner,
-                    fence,
-                    settle_with(Outcome::Failed, None, Some(error.to_info())),
-                )
-                .await
-            }
+            StopReason::Abort => settle(inner, fence, attempt.aborted()).await,
+            StopReason::Timeout => settle(inner, fence, attempt.timed_out()).await,
             StopReason::None => match err {
                 // A store failure is not the submission's fault: leave it to the next attempt.
                 FlueError::Store { .. } | FlueError::RuntimeStopped { .. } => Next::Stop,
-                err => {
-                    settle(
-                        inner,
-                        fence,
-                        settle_with(Outcome::Failed, None, Some(err.to_info())),
-                    )
-                    .await
-                }
+                err => settle(inner, fence, attempt.failed(err.to_info())).await,
             },
         },
+    }
+}
+
+/// Paused on pending actions: the submission waits, owned by nobody, until any process
+/// resolves one (which makes it `queued` again).
+async fn wait_for_actions(
+    inner: &RuntimeInner,
+    fence: &Fence,
+    submission_id: &str,
+    response: &crate::operation::PromptResponse,
+) -> Next {
+    let actions: Vec<String> = response
+        .pending_actions
+        .iter()
+        .map(|action| action.action_id.clone())
+        .collect();
+    match inner.store.wait(fence, submission_id, &actions).await {
+        Ok(true) => {
+            inner.emit(
+                &fence.key,
+                Some(submission_id),
+                Event::SubmissionWaiting {
+                    submission_id: submission_id.to_owned(),
+                    actions,
+                },
+            );
+            Next::Continue
+        }
+        Ok(false) => Next::Continue,
+        Err(_) => Next::Stop,
     }
 }
 

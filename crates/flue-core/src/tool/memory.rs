@@ -174,7 +174,10 @@ pub(crate) fn memory_tools(
             }
         })?
         .with_meta(meta(false));
-    Ok(vec![write, search, delete])
+    Ok([write, search, delete]
+        .into_iter()
+        .map(|tool| tool.with_origin(super::ToolOrigin::Memory))
+        .collect())
 }
 
 fn meta(read_only: bool) -> ToolMeta {

@@ -42,7 +42,7 @@ pub use command::{
     DEFAULT_COMMAND_TIMEOUT_MS, MAX_COMMAND_TIMEOUT_MS, check_variable_name,
 };
 pub use emit::FlueLogger;
-pub(crate) use emit::attach_emitted;
+pub(crate) use emit::{DataEmitter, attach_emitted};
 pub use memory::MEMORY_TOOL_NAMES;
 pub(crate) use memory::memory_tools;
 pub(crate) use source::LiveTools;
@@ -63,6 +63,55 @@ pub enum Ownership {
     /// Application code.
     #[default]
     Custom,
+}
+
+/// Where a tool the model is offered comes from: the one naming `flue tools`,
+/// `flue run --dry-run` and the dev console's Agent tab use (see [`ToolDefinition::origin`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolOrigin {
+    /// A built-in file or shell tool.
+    BuiltIn,
+    /// A built-in tool over the conversation's state.
+    State,
+    /// A memory tool (`memory:`).
+    Memory,
+    /// A command tool of the agent file.
+    Command,
+    /// A custom tool: the application runs it and supplies the result.
+    Custom,
+    /// A tool the application's code defines and runs in process.
+    Code,
+    /// A tool of a tool source (an MCP server).
+    Mcp,
+    /// `load_skill`.
+    Skills,
+    /// `task`, which delegates to a subagent.
+    Task,
+    /// `finish` and `give_up` of a structured result.
+    Result,
+    /// A tool of the runtime's own (`permissions_check`).
+    Runtime,
+}
+
+impl ToolOrigin {
+    /// The origin's name: `built-in`, `state`, `memory`, `command`, `custom`, `code`, `mcp`,
+    /// `skills`, `task`, `result` or `runtime`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::BuiltIn => "built-in",
+            Self::State => "state",
+            Self::Memory => "memory",
+            Self::Command => "command",
+            Self::Custom => "custom",
+            Self::Code => "code",
+            Self::Mcp => "mcp",
+            Self::Skills => "skills",
+            Self::Task => "task",
+            Self::Result => "result",
+            Self::Runtime => "runtime",
+        }
+    }
 }
 
 /// Whether a call needs confirmation before it runs.
@@ -495,6 +544,8 @@ struct ToolInner {
     /// The implementation validates its input itself and reports its own error kinds (an
     /// action's `action_input_validation`); `call` does not check the input schema first.
     validates_itself: bool,
+    /// Where the runtime says the tool comes from, when its meta and name do not tell.
+    origin: Option<ToolOrigin>,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -552,6 +603,34 @@ impl ToolDefinition {
         self.inner.external
     }
 
+    /// Where the tool comes from: what the runtime declared for its own tools (command,
+    /// memory, `load_skill`, `task`, `finish`/`give_up`, `permissions_check`); else a custom
+    /// tool, an MCP server's, a built-in one (managed, by name), or the application's code.
+    pub fn origin(&self) -> ToolOrigin {
+        let inner = &self.inner;
+        if let Some(origin) = inner.origin {
+            return origin;
+        }
+        let managed = inner.meta.ownership == Ownership::Managed;
+        if inner.external {
+            ToolOrigin::Custom
+        } else if inner.meta.ownership == Ownership::Mcp {
+            ToolOrigin::Mcp
+        } else if managed && STATE_TOOL_NAMES.contains(&inner.name.as_str()) {
+            ToolOrigin::State
+        } else if managed && BUILTIN_TOOL_NAMES.contains(&inner.name.as_str()) {
+            ToolOrigin::BuiltIn
+        } else {
+            ToolOrigin::Code
+        }
+    }
+
+    /// Declares where the tool comes from (see [`ToolDefinition::origin`]).
+    pub(crate) fn with_origin(mut self, origin: ToolOrigin) -> Self {
+        Arc::make_mut(&mut self.inner).origin = Some(origin);
+        self
+    }
+
     /// A tool from an implementation and a JSON Schema for its input object.
     pub fn new(
         name: impl Into<String>,
@@ -602,6 +681,7 @@ impl ToolDefinition {
                 meta: ToolMeta::default(),
                 external: false,
                 validates_itself: false,
+                origin: None,
                 tool,
             }),
         }

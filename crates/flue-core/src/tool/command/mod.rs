@@ -236,15 +236,17 @@ impl CommandToolSpec {
             self.input_schema.clone(),
             Arc::new(tool),
         )?;
-        Ok(definition.with_meta(ToolMeta {
-            ownership: Ownership::Custom,
-            permission: Permission::AlwaysAllow,
-            read_only: false,
-            destructive: true,
-            effects: Effects::SHELL.with(Effects::FILES),
-            interrupt: InterruptBehavior::Cancel,
-            replay_safe: self.replay_safe,
-        }))
+        Ok(definition
+            .with_meta(ToolMeta {
+                ownership: Ownership::Custom,
+                permission: Permission::AlwaysAllow,
+                read_only: false,
+                destructive: true,
+                effects: Effects::SHELL.with(Effects::FILES),
+                interrupt: InterruptBehavior::Cancel,
+                replay_safe: self.replay_safe,
+            })
+            .with_origin(super::ToolOrigin::Command))
     }
 }
 
