@@ -61,7 +61,7 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         );
     }
     // The cases' command scorers run on this machine: trusted with the agents they test.
-    let agents = crate::trust::ensure(agents.with_trust_items(scorer_items(&cases)))?;
+    let agents = crate::trust::ensure(agents.with_trust_items(crate::trust::scorer_items(&cases)))?;
     let baseline = match args.baseline.as_deref() {
         Some("last") => Some(store.latest()?.ok_or_else(|| {
             anyhow::anyhow!("--baseline last: no stored run yet; run `flue eval` once first")
@@ -161,27 +161,6 @@ fn cassette(
 }
 
 /// The cases `select` names (files, file names, case names), or every case.
-/// The command scorers of `cases`, as items trust must cover.
-pub(crate) fn scorer_items(cases: &[Case]) -> Vec<flue_host::TrustItem> {
-    cases
-        .iter()
-        .flat_map(|case| {
-            case.expect.scorers.iter().map(|scorer| {
-                flue_host::TrustItem::eval_scorer(&case.file, &case.name, &scorer.command)
-            })
-        })
-        .collect()
-}
-
-/// The eval cases of the workspace at `root` for agents `known`; none when they cannot be read
-/// (`flue eval` reports those problems itself).
-pub(crate) fn workspace_cases(root: &Path, known: &[String]) -> Vec<Case> {
-    flue_eval::discover(root)
-        .ok()
-        .and_then(|files| flue_eval::load(root, &files, known).ok())
-        .unwrap_or_default()
-}
-
 fn select(root: &Path, select: &[String], known: &[String]) -> anyhow::Result<Vec<Case>> {
     let files = flue_eval::discover(root)?;
     if select.is_empty() {

@@ -231,7 +231,7 @@ fn manifest_of(root: &Path) -> anyhow::Result<TrustManifest> {
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let env = Env::for_root(vars, root, None)?;
     let known: Vec<String> = workspace.agents.keys().cloned().collect();
-    let scorers = crate::eval::scorer_items(&crate::eval::workspace_cases(root, &known));
+    let scorers = scorer_items(&workspace_cases(root, &known));
     Ok(TrustManifest::of(&workspace, &env).with(scorers))
 }
 
@@ -240,4 +240,25 @@ pub(crate) fn trust_created(root: &Path) -> anyhow::Result<()> {
     let manifest = manifest_of(root)?;
     store()?.trust(root, &manifest)?;
     Ok(())
+}
+
+/// The command scorers of `cases`, as items trust must cover.
+pub(crate) fn scorer_items(cases: &[flue_eval::Case]) -> Vec<flue_host::TrustItem> {
+    cases
+        .iter()
+        .flat_map(|case| {
+            case.expect.scorers.iter().map(|scorer| {
+                flue_host::TrustItem::eval_scorer(&case.file, &case.name, &scorer.command)
+            })
+        })
+        .collect()
+}
+
+/// The eval cases of the workspace at `root` for agents `known`; none when they cannot be read
+/// (`flue eval` reports those problems itself).
+fn workspace_cases(root: &Path, known: &[String]) -> Vec<flue_eval::Case> {
+    flue_eval::discover(root)
+        .ok()
+        .and_then(|files| flue_eval::load(root, &files, known).ok())
+        .unwrap_or_default()
 }

@@ -530,6 +530,12 @@ async fn tools(State(state): State<Arc<DevConsole>>, Path(agent): Path<String>) 
     };
     match details.tools(&agent).await {
         Ok(tools) => no_store(axum::Json(json!({"agent": agent, "tools": tools})).into_response()),
+        // An agent of the build that cannot be opened (its model is unusable) is there all
+        // the same: the page shows why its list is missing.
+        Err(message) if state.runtime.runtime().agents().contains(&agent) => no_store(
+            axum::Json(json!({"agent": agent, "tools": [], "error": {"message": message}}))
+                .into_response(),
+        ),
         Err(message) => not_found(&message),
     }
 }

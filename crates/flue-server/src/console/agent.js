@@ -89,7 +89,7 @@ const flueAgentTab = (() => {
     fetch(`/_flue/dev/tools/${encode(agent.name)}`, { cache: 'no-store' })
       .then(async (response) => {
         const body = await response.json().catch(() => ({}));
-        if (response.ok) Object.assign(listing, { state: 'ok', tools: body.tools || [] });
+        if (response.ok && !body.error) Object.assign(listing, { state: 'ok', tools: body.tools || [] });
         else Object.assign(listing, { state: 'error', error: (body.error && body.error.message) || `The server answered ${response.status}.` });
       })
       .catch((err) => Object.assign(listing, { state: 'error', error: `Cannot reach flue dev: ${err.message}` }))
