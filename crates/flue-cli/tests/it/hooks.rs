@@ -522,16 +522,13 @@ fn pid_in(ws: &Workspace, file: &str) -> u32 {
 /// Whether process `pid` is gone (or a zombie), waiting up to a minute for it.
 fn gone(pid: u32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let gone = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-            stat.rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-        });
-        if gone || Instant::now() >= deadline {
-            return gone;
+    while crate::signals::alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    true
 }
 
 #[test]
