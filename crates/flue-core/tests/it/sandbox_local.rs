@@ -313,7 +313,8 @@ const LEAVING_THE_GROUP: &str = "setsid -f sh -c 'echo $$ > daemon.pid; exec sle
 /// (docs/sandboxes.md says so).
 #[tokio::test]
 async fn processes_that_left_the_group_die_with_the_call_unless_they_dropped_the_tag() {
-    for timeout in [None, Some(Duration::from_secs(3))] {
+    // The timeout leaves the command (which waits for its four processes) time on a busy machine.
+    for timeout in [None, Some(Duration::from_secs(8))] {
         let fx = fixture();
         let mut options = ExecOptions::new();
         let mut command = LEAVING_THE_GROUP.to_owned();
