@@ -489,8 +489,21 @@ fn a_hooks_setsid_daemon_dies_with_the_hook_and_with_flue() {
         "bash hooks/daemon.sh 600",
         "          timeout: 600\n",
     ));
+    let mut child = run_until(&ws, "hello", "d2", "hook.pid");
+    let (hook, daemon) = (pid_in(&ws, "hook.pid"), pid_in(&ws, "daemon.pid"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(gone(hook), "the hook {hook} outlived flue");
+    assert!(gone(daemon), "the daemon {daemon} outlived flue");
+}
+
+/// Starts `flue run guarded -m MESSAGE --id ID` in the background and waits until `file`
+/// appears at the workspace root (what the test waits for has started).
+fn run_until(ws: &Workspace, message: &str, id: &str, file: &str) -> std::process::Child {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
-        .args(["run", "guarded", "-m", "hello", "--id", "d2", "--root"])
+        .args([
+            "run", "guarded", "-m", message, "--id", id, "--json", "--root",
+        ])
         .arg(ws.root())
         .env_remove("FLUE_LOG")
         .stdout(Stdio::null())
@@ -498,16 +511,12 @@ fn a_hooks_setsid_daemon_dies_with_the_hook_and_with_flue() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !ws.root().join("hook.pid").exists() {
-        assert!(Instant::now() < deadline, "the hook never started");
+    while !ws.root().join(file).exists() {
+        assert!(Instant::now() < deadline, "{file} never appeared");
         assert!(child.try_wait().unwrap().is_none(), "flue run ended early");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (hook, daemon) = (pid_in(&ws, "hook.pid"), pid_in(&ws, "daemon.pid"));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(gone(hook), "the hook {hook} outlived flue");
-    assert!(gone(daemon), "the daemon {daemon} outlived flue");
+    child
 }
 
 /// The pid a hook wrote to `file` at the workspace root.
@@ -556,22 +565,7 @@ fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
         + &group("PreToolUse", "Bash", validate, "")
         + &group("PostToolUse", "Bash", count, "");
     let ws = workspace(&hooks);
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
-        .args([
-            "run", "guarded", "-m", "wait", "--id", "k1", "--json", "--root",
-        ])
-        .arg(ws.root())
-        .env_remove("FLUE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ws.root().join("started").exists() {
-        assert!(Instant::now() < deadline, "the tool call never started");
-        assert!(child.try_wait().unwrap().is_none(), "flue run ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = run_until(&ws, "wait", "k1", "started");
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::write(ws.root().join("release"), "").unwrap();
