@@ -288,6 +288,13 @@ pub(crate) struct McpServeArgs {
     /// With --http: most open connections at once (SSE streams included).
     #[arg(long, default_value_t = 1_024, requires = "http")]
     pub(crate) max_connections: usize,
+    /// With --http: most MCP sessions kept at once. A new one closes the session idle the
+    /// longest; with every session busy (a request or stream open), it is refused with 503.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
+    pub(crate) max_sessions: u64,
+    /// With --http: seconds an MCP session with no request or stream open is kept.
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
+    pub(crate) session_idle: u64,
     /// Seconds running calls get to finish at shutdown.
     #[arg(long, default_value_t = 10)]
     pub(crate) grace: u64,

@@ -1,15 +1,16 @@
 //! `flue mcp serve`: every agent of a workspace or bundle as an MCP tool, over stdio (a client
 //! such as Claude Desktop starts `flue` itself) or over streamable HTTP (`--http`, with the
 //! host, origin and token rules of `flue serve`). flue-host assembles the app as for
-//! `flue serve`; flue-server's `McpAgents` speaks the protocol. Over stdio, stdout carries the
-//! protocol and nothing else.
+//! `flue serve`; flue-server's `McpAgents` speaks the protocol, with its HTTP sessions bounded
+//! (`--max-sessions`, `--session-idle`). Over stdio, stdout carries the protocol and nothing
+//! else, and a client that does not read it is not read from either.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use flue_host::{App, Preflight, RuntimeMode, StoreChoice};
-use flue_server::{MCP_PATH, ServeOptions};
+use flue_server::{MCP_PATH, McpSessionLimits, ServeOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
@@ -69,7 +70,11 @@ pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
                 guard: Some(http.guard),
                 ..ServeOptions::default()
             };
-            let router = mcp.http_router(http.token, stop.clone());
+            let limits = McpSessionLimits {
+                max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+                idle_timeout: Duration::from_secs(args.session_idle),
+            };
+            let router = mcp.http_router(http.token, limits, stop.clone());
             let accepting = CancellationToken::new();
             let server = tokio::spawn(flue_server::serve(
                 listener,

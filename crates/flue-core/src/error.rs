@@ -128,7 +128,7 @@ pub enum FlueError {
     /// ([`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)); nothing was stored. Fix: keep less in the
     /// state (large data belongs in files or the application's own store).
     #[error(
-        "the state is {bytes} bytes of JSON, over its limit of {limit} bytes: keep less in it          (large data belongs in files or the application's own store)"
+        "the state is {bytes} bytes of JSON, over its limit of {limit} bytes: keep less in it (large data belongs in files or the application's own store)"
     )]
     StateTooLarge {
         /// Its size as JSON.

@@ -27,8 +27,8 @@ use crate::record::{ToolCall, ToolResult};
 use crate::util::BoxFuture;
 
 pub use command::{
-    CommandHook, CommandHookSpec, DEFAULT_HOOK_TIMEOUT_SECS, HOOK_INPUT_VAR, HookMatcher,
-    MAX_HOOK_TIMEOUT_SECS, OnFailure, claude_tool_name,
+    CommandHook, CommandHookSpec, DEFAULT_HOOK_TIMEOUT_SECS, HOOK_INPUT_VAR,
+    HOOK_INPUT_VAR_MAX_BYTES, HookMatcher, MAX_HOOK_TIMEOUT_SECS, OnFailure, claude_tool_name,
 };
 
 /// A point of the agent loop where hooks are asked. The names are Claude Code's hook event
@@ -339,6 +339,11 @@ impl HookDecision {
 pub struct HookFailure {
     /// What went wrong, naming the hook and where it was declared.
     pub message: String,
+    /// The hook never ran: it could not be started (a command hook's process could not be
+    /// created). Such a failure fails closed at every point but `SessionEnd`, whatever
+    /// [`Hook::fails_open`] says: the hook never saw what it guards, and what keeps a process
+    /// from starting (memory, process limits) is not the hook author's failure to excuse.
+    pub not_started: bool,
 }
 
 impl HookFailure {
@@ -346,6 +351,16 @@ impl HookFailure {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            not_started: false,
+        }
+    }
+
+    /// The failure of a hook that could not be started (it fails closed; see the field
+    /// `not_started`).
+    pub fn cannot_start(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            not_started: true,
         }
     }
 }

@@ -92,8 +92,9 @@ pub(crate) struct Decided {
     pub(crate) replacement: Option<String>,
     /// Every context added, in order.
     pub(crate) context: Vec<String>,
-    /// A hook failed at a blocking point and does not fail open: the verdict is a refusal
-    /// because of the failure, not a decision.
+    /// A hook failed at a blocking point and does not fail open, or could not be started: the
+    /// verdict is a refusal because of the failure, not a decision (at `PostToolUse`, the
+    /// failure replaces the result).
     pub(crate) failed: bool,
     /// The records to store (empty when the decisions came from the log).
     pub(crate) records: Vec<Record>,
@@ -141,6 +142,11 @@ impl Decided {
 /// How the reason of a failure that refused ends (and how a stored one is recognised).
 const FAILS_CLOSED: &str = "; the hook fails closed, so this is refused (set `onFailure: \
                             continue` on the hook to let it through)";
+
+/// How the reason of a hook that could not be started ends: it refuses whatever its
+/// `onFailure` (see `HookFailure::not_started`).
+const NOT_STARTED_FAILS_CLOSED: &str = "; a hook that could not be started fails closed \
+                                        whatever its `onFailure`, so this is refused";
 
 /// Whether the session's agent has hooks at all (asking costs nothing otherwise).
 pub(crate) fn any(shared: &SessionShared) -> bool {
@@ -207,9 +213,17 @@ pub(crate) async fn ask(
             Ok(decision) => decision,
             Err(failure) => {
                 let mut message = redactor.redact(&failure.message).into_owned();
-                let closed = point.is_blocking() && !hook.fails_open();
+                let closed = if failure.not_started {
+                    point != HookPoint::SessionEnd
+                } else {
+                    point.is_blocking() && !hook.fails_open()
+                };
                 if closed {
-                    message.push_str(FAILS_CLOSED);
+                    message.push_str(if failure.not_started {
+                        NOT_STARTED_FAILS_CLOSED
+                    } else {
+                        FAILS_CLOSED
+                    });
                 }
                 tracing::warn!(target: flue_protocol::SPAN_TARGET, "{message}");
                 record.decision = "error".to_owned();
@@ -219,10 +233,14 @@ pub(crate) async fn ask(
                 if closed {
                     decided.failed = true;
                     decided.hook = name;
-                    decided.verdict = if point == HookPoint::PreToolUse {
-                        Verdict::Deny
-                    } else {
-                        Verdict::Tripwire
+                    decided.verdict = match point {
+                        HookPoint::PreToolUse => Verdict::Deny,
+                        // The model sees the failure instead of the result the hook never saw.
+                        HookPoint::PostToolUse => {
+                            decided.replacement = Some(message.clone());
+                            Verdict::Continue
+                        }
+                        _ => Verdict::Tripwire,
                     };
                     decided.reason = Some(message);
                     break;
@@ -338,10 +356,9 @@ pub(crate) fn stored(
             _ => Verdict::Continue,
         };
         let failed_closed = hook.decision == "error"
-            && hook
-                .reason
-                .as_deref()
-                .is_some_and(|reason| reason.ends_with(FAILS_CLOSED));
+            && hook.reason.as_deref().is_some_and(|reason| {
+                reason.ends_with(FAILS_CLOSED) || reason.ends_with(NOT_STARTED_FAILS_CLOSED)
+            });
         if verdict == Verdict::Continue && !failed_closed {
             continue;
         }

@@ -63,7 +63,7 @@ pub use listing::{
     ConversationIndex, ConversationPage, ConversationQuery, ConversationStatus,
     ConversationSummary, FIRST_MESSAGE_CHARS, MAX_LIST_LIMIT, conversation_usage, record_usage,
 };
-pub use mcp::{MCP_PATH, McpAgents, McpServeError};
+pub use mcp::{MAX_QUEUED_WRITES, MCP_PATH, McpAgents, McpServeError, McpSessionLimits};
 pub use prompts::{PromptRecorder, RECORDED_BYTES, RECORDED_CALLS};
 pub use router::{ROUTES, router};
 pub use serve::{ServeOptions, serve};

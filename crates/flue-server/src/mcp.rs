@@ -7,13 +7,19 @@
 //! pending actions otherwise. The reply comes back as text and as structured content
 //! (`reply`, `conversation_id`).
 //!
-//! [`McpAgents::serve_stream`] serves one client over a byte stream (stdio);
-//! [`McpAgents::http_router`] is the streamable HTTP endpoint at `/mcp`, to be served by
-//! [`serve`](crate::serve) behind the same [`RequestGuard`](crate::RequestGuard) and token as
-//! the HTTP protocol. `docs/mcp.md` describes both.
+//! [`McpAgents::serve_stream`] serves one client over a byte stream (stdio), and stops reading
+//! while [`MAX_QUEUED_WRITES`] of its messages wait to be written (a client that does not read
+//! cannot make it buffer without end); [`McpAgents::http_router`] is the streamable HTTP
+//! endpoint at `/mcp`, to be served by [`serve`](crate::serve) behind the same
+//! [`RequestGuard`](crate::RequestGuard) and token as the HTTP protocol, with its sessions
+//! bounded in number and idle time ([`McpSessionLimits`], `sessions`). `docs/mcp.md` describes
+//! both.
+
+mod sessions;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
@@ -29,13 +35,17 @@ use rmcp::model::{
     PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{ElicitationMode, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::service::{ElicitationMode, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+pub use sessions::McpSessionLimits;
 
 use crate::backend::{BackendError, Delivered, Delivery};
 use crate::durable::DurableRuntime;
@@ -44,6 +54,15 @@ use crate::router::{bearer, constant_time_eq};
 
 /// The path of the streamable HTTP endpoint.
 pub const MCP_PATH: &str = "/mcp";
+
+/// Messages to a stdio client that may wait to be written before the server stops reading
+/// from it: a client that does not read what it is sent is not read from either, so its
+/// requests cannot pile up answers in memory.
+pub const MAX_QUEUED_WRITES: usize = 32;
+
+/// The largest request body read to see whether a request without a session opens one (rmcp's
+/// own limit on a request body).
+const MAX_PEEKED_BODY: usize = 4 * 1024 * 1024;
 
 /// The agents of a [`DurableRuntime`] as MCP tools. Cheap to clone; one per client session
 /// (the log level a client sets is its own).
@@ -100,8 +119,10 @@ impl McpAgents {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
+        let transport =
+            Backpressured::new(AsyncRwTransport::<RoleServer, R, W>::new(reader, writer));
         let running = tokio::select! {
-            running = self.serve((reader, writer)) => {
+            running = self.serve(transport) => {
                 running.map_err(|err| McpServeError::Handshake(err.to_string()))?
             }
             () = stop.cancelled() => return Ok(()),
@@ -118,25 +139,39 @@ impl McpAgents {
     }
 
     /// The streamable HTTP endpoint at [`MCP_PATH`] (sessions, SSE responses and the
-    /// standalone SSE stream), refusing requests without `token` when one is given. Serve it
-    /// with [`serve`](crate::serve) and a [`RequestGuard`](crate::RequestGuard): the guard's
-    /// host and origin checks are this endpoint's DNS-rebinding protection. `stop` ends every
-    /// session.
-    pub fn http_router(self, token: Option<String>, stop: CancellationToken) -> Router {
+    /// standalone SSE stream), refusing requests without `token` when one is given, with at
+    /// most `limits.max_sessions` sessions (a new one closes the session idle the longest, or
+    /// is answered 503 when every session is busy) and each idle one closed after
+    /// `limits.idle_timeout`. Serve it with [`serve`](crate::serve) and a
+    /// [`RequestGuard`](crate::RequestGuard): the guard's host and origin checks are this
+    /// endpoint's DNS-rebinding protection. `stop` ends every session. Call it within a tokio
+    /// runtime (it starts the sweep of idle sessions).
+    pub fn http_router(
+        self,
+        token: Option<String>,
+        limits: McpSessionLimits,
+        stop: CancellationToken,
+    ) -> Router {
         // Hosts and origins are the guard's (the same rules as the HTTP protocol's), so the
         // library's own checks stay off.
         let config = StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
             .disable_allowed_origins()
-            .with_cancellation_token(stop);
-        let service = StreamableHttpService::new(
-            move || Ok(self.session()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+            .with_cancellation_token(stop.clone());
+        let sessions = Arc::new(sessions::BoundedSessions::new(limits));
+        tokio::spawn(sessions::BoundedSessions::sweep_until(
+            Arc::downgrade(&sessions),
+            stop,
+        ));
+        let service =
+            StreamableHttpService::new(move || Ok(self.session()), Arc::clone(&sessions), config);
         let token: Option<Arc<str>> = token.map(Arc::from);
         Router::new()
             .route_service(MCP_PATH, service)
+            .layer(middleware::from_fn(move |request: Request, next: Next| {
+                let sessions = Arc::clone(&sessions);
+                async move { admit(&sessions, request, next).await }
+            }))
             .layer(middleware::from_fn(move |request: Request, next: Next| {
                 let token = token.clone();
                 async move { authenticate(token.as_deref(), request, next).await }
@@ -918,6 +953,125 @@ fn output_schema() -> Value {
         },
         "required": ["reply", "conversation_id"]
     })
+}
+
+/// Answers 503 to a request that would open a session (an `initialize` without a session id)
+/// when the sessions are all taken and busy, with a JSON-RPC error saying so; the session
+/// manager refuses it anyway, but only with rmcp's bare 500.
+async fn admit(sessions: &sessions::BoundedSessions, request: Request, next: Next) -> Response {
+    let opens = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens || sessions.has_room() {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_PEEKED_BODY).await else {
+        return (
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "Payload Too Large: the request body is over 4 MiB",
+        )
+            .into_response();
+    };
+    #[derive(serde::Deserialize)]
+    struct Peeked {
+        method: Option<String>,
+        id: Option<Value>,
+    }
+    let peeked = serde_json::from_slice::<Peeked>(&bytes).ok();
+    let Some(Peeked {
+        method: Some(method),
+        id,
+    }) = peeked.filter(|peeked| peeked.method.as_deref() == Some("initialize"))
+    else {
+        return next
+            .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+            .await;
+    };
+    tracing::warn!(method, "refused a new MCP session: every session is busy");
+    let error = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": -32000, "message": sessions::full_message(sessions.max_sessions())}
+    });
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (header::RETRY_AFTER, "5"),
+            (header::CONTENT_TYPE, "application/json"),
+        ],
+        error.to_string(),
+    )
+        .into_response()
+}
+
+/// An rmcp transport that stops reading while [`MAX_QUEUED_WRITES`] messages wait to be
+/// written: rmcp reads the next message as soon as it can and writes each answer from a task
+/// of its own, so over a pipe nobody reads, answers would pile up without end.
+struct Backpressured<T> {
+    inner: T,
+    queue: Arc<WriteQueue>,
+}
+
+/// The messages waiting to be written.
+#[derive(Default)]
+struct WriteQueue {
+    waiting: AtomicUsize,
+    /// Wakes a reader when a message has been written (or dropped).
+    written: Notify,
+}
+
+/// One message waiting to be written; counted until dropped.
+struct Queued(Arc<WriteQueue>);
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.0.written.notify_waiters();
+    }
+}
+
+impl<T> Backpressured<T> {
+    fn new(inner: T) -> Self {
+        Self {
+            inner,
+            queue: Arc::default(),
+        }
+    }
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Backpressured<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.queue.waiting.fetch_add(1, Ordering::SeqCst);
+        let queued = Queued(Arc::clone(&self.queue));
+        let sending = self.inner.send(item);
+        async move {
+            let _queued = queued;
+            sending.await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let written = self.queue.written.notified();
+            tokio::pin!(written);
+            // Registered before the check, so a write finishing in between is not missed.
+            written.as_mut().enable();
+            if self.queue.waiting.load(Ordering::SeqCst) < MAX_QUEUED_WRITES {
+                break;
+            }
+            written.await;
+        }
+        self.inner.receive().await
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
 }
 
 /// Refuses requests without the bearer token, when one is set.

@@ -15,12 +15,21 @@ use crate::{Workspace, json, stderr, stdout};
 
 /// The scripted model: `clean` -> `rm -rf build`; `greet` -> `echo unsafe`; `confirm` -> a
 /// command the rewrite hook sends for confirmation; `wait` -> a command that waits for
-/// `release`; after a bash result -> `tool said: <result>`; `finish` -> `draft`, and after
-/// the Stop hook's reason a checked reply with an address in it; anything else echoed.
+/// `release`; `pad` -> `echo PWNED > marker` padded with 70,000 quotes; `ssn` -> a command
+/// printing 29,000 control characters and a social security number; `pii` -> a 144 KB reply
+/// ending with one; after a bash result -> `tool said: <result>`; `finish` -> `draft`, and
+/// after the Stop hook's reason a checked reply with an address in it; anything else echoed.
 fn script() -> String {
     let call = |command: &str| serde_json::json!([{"name": "bash", "input": {"command": command}}]);
+    let padded = format!("echo PWNED > marker # {}", "\"".repeat(70_000));
+    let long_reply = format!("{} Your SSN is 123-45-6789.", "lorem ".repeat(24_000));
     serde_json::json!({"rules": [
         {"when": {"tool_result": "bash"}, "reply": {"text": "tool said: {{tool_result}}"}},
+        {"when": {"user_matches": "^pad$"}, "reply": {"tool_calls": call(&padded)}},
+        {"when": {"user_matches": "^ssn$"}, "reply": {"tool_calls": call(
+            "head -c 29000 /dev/zero | tr '\\0' '\\001'; echo \" 123-45-$((6788 + 1))\""
+        )}},
+        {"when": {"user_matches": "^pii$"}, "reply": {"text": long_reply}},
         {"when": {"user_matches": "^clean$"}, "reply": {"tool_calls": call("rm -rf build")}},
         {"when": {"user_matches": "^greet$"}, "reply": {"tool_calls": call("echo unsafe")}},
         {"when": {"user_matches": "^confirm$"}, "reply": {"tool_calls": call("echo ask-me")}},
@@ -342,6 +351,197 @@ fn failing_hooks_fail_closed_at_blocking_points_unless_set_to_continue() {
     );
 }
 
+/// Hook input of any size reaches the hook whole, on standard input (over 128 KiB, one
+/// environment variable could not carry it and the hook could not start): a guard set to
+/// `onFailure: continue` still refuses a command padded with 70,000 quotes, a redaction hook
+/// still redacts a result whose number follows 29,000 control characters, and a Stop
+/// guardrail still stops a 144 KB reply holding one. `FLUE_HOOK_INPUT` holds a small input
+/// (the same text as standard input) and is absent for a large one.
+#[test]
+fn guards_hold_whatever_the_size_of_their_input() {
+    let open = "          onFailure: continue\n";
+    let sizes = "in=$(cat); if [ \"${FLUE_HOOK_INPUT+set}\" = set ]; then \
+                 if [ \"$in\" = \"$FLUE_HOOK_INPUT\" ]; then v=same; else v=differs; fi; \
+                 else v=absent; fi; echo \"${#in} $v\" >> sizes.log";
+    let hooks = group("PreToolUse", "Bash", "bash hooks/no_pwned.sh", open)
+        + &group("PostToolUse", "Bash", "python3 hooks/redact_ssn.py", open)
+        + &group("Stop", "", "python3 hooks/no_pii_in_replies.py", open);
+    let ws = workspace(&hooks);
+    std::fs::write(
+        ws.root().join("flue.toml"),
+        format!(
+            "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nhooks = [{{ type = \"command\", command = \
+             '{sizes}' }}]\n"
+        ),
+    )
+    .unwrap();
+
+    let output = run(&ws, "pad", "c1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert_eq!(
+        reply,
+        "tool said: Refusing: this command writes the PWNED marker."
+    );
+    assert!(!ws.root().join("marker").exists(), "the padded command ran");
+
+    let output = run(&ws, "greet", "c2");
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+    let sizes: Vec<(usize, String)> = lines(&ws, "sizes.log")
+        .iter()
+        .map(|line| {
+            let (size, how) = line.split_once(' ').unwrap();
+            (size.parse().unwrap(), how.to_owned())
+        })
+        .collect();
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    assert!(sizes[0].0 > 140_000 && sizes[0].1 == "absent", "{sizes:?}");
+    assert!(sizes[1].0 < 1_000 && sizes[1].1 == "same", "{sizes:?}");
+
+    let output = run(&ws, "ssn", "c3");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(
+        reply.ends_with(" [SSN]\n"),
+        "{:?}",
+        &reply[reply.len() - 40..]
+    );
+    assert_eq!(reply.matches('\u{1}').count(), 29_000);
+    let stored = ws.flue(&["session", "show", "--id", "c3", "--json"]);
+    assert!(
+        !stdout(&stored).contains("123-45-6789"),
+        "the log holds the number"
+    );
+
+    let output = run(&ws, "pii", "c4");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let error = &json(&output)["error"];
+    assert_eq!(error["kind"], "guardrail_tripped", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("The reply holds a social security number."),
+        "{error}"
+    );
+    assert!(!stdout(&output).contains("123-45-6789"));
+}
+
+/// A hook flue cannot start at all (here: no `bash` on `PATH`) fails closed wherever it could
+/// stop something, even with `onFailure: continue`: the call is refused and the reply is not
+/// delivered (`hook_failed`). `onFailure: continue` covers a hook's own failures, not a guard
+/// that never ran.
+#[test]
+fn a_hook_that_cannot_start_fails_closed_even_when_set_to_continue() {
+    let open = "          onFailure: continue\n";
+    let run_without_bash = |ws: &Workspace, message: &str| {
+        Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .env("FLUE_TRUST", "1")
+            .args(["run", "guarded", "-m", message, "--json", "--root"])
+            .arg(ws.root())
+            .env_remove("FLUE_LOG")
+            .env("PATH", ws.root().join("no-programs-here"))
+            .output()
+            .unwrap()
+    };
+    let refused = "a hook that could not be started fails closed whatever its `onFailure`, so \
+                   this is refused";
+
+    let ws = workspace(&group("PreToolUse", "Bash", "bash hooks/no_pwned.sh", open));
+    let output = run_without_bash(&ws, "greet");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(
+        reply.starts_with("tool said: hook `bash hooks/no_pwned.sh` (PreToolUse in agents/guarded.md): cannot run: ")
+            && reply.ends_with(refused),
+        "{reply}"
+    );
+
+    let ws = workspace(&group(
+        "Stop",
+        "",
+        "python3 hooks/no_pii_in_replies.py",
+        open,
+    ));
+    let output = run_without_bash(&ws, "hello");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let error = &json(&output)["error"];
+    assert_eq!(error["kind"], "hook_failed", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().ends_with(refused),
+        "{error}"
+    );
+}
+
+/// A hook's daemon does not outlive the hook: a `setsid` daemon (out of the hook's process
+/// group) dies when the hook exits; and when flue is killed with SIGKILL while a hook runs,
+/// the hook and its daemon die too (the watchdog finds the daemon by its tag).
+#[test]
+fn a_hooks_setsid_daemon_dies_with_the_hook_and_with_flue() {
+    let ws = workspace(&group("UserPromptSubmit", "", "bash hooks/daemon.sh", ""));
+    let output = run(&ws, "hello", "d1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let daemon = pid_in(&ws, "daemon.pid");
+    assert!(gone(daemon), "the daemon {daemon} outlived its hook");
+
+    let ws = workspace(&group(
+        "UserPromptSubmit",
+        "",
+        "bash hooks/daemon.sh 600",
+        "          timeout: 600\n",
+    ));
+    let mut child = run_until(&ws, "hello", "d2", "hook.pid");
+    let (hook, daemon) = (pid_in(&ws, "hook.pid"), pid_in(&ws, "daemon.pid"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(gone(hook), "the hook {hook} outlived flue");
+    assert!(gone(daemon), "the daemon {daemon} outlived flue");
+}
+
+/// Starts `flue run guarded -m MESSAGE --id ID` in the background and waits until `file`
+/// appears at the workspace root (what the test waits for has started).
+fn run_until(ws: &Workspace, message: &str, id: &str, file: &str) -> std::process::Child {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
+        .args([
+            "run", "guarded", "-m", message, "--id", id, "--json", "--root",
+        ])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ws.root().join(file).exists() {
+        assert!(Instant::now() < deadline, "{file} never appeared");
+        assert!(child.try_wait().unwrap().is_none(), "flue run ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// The pid a hook wrote to `file` at the workspace root.
+fn pid_in(ws: &Workspace, file: &str) -> u32 {
+    std::fs::read_to_string(ws.root().join(file))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Whether process `pid` is gone (or a zombie), waiting up to a minute for it.
+fn gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while crate::signals::alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 #[test]
 fn a_bad_hooks_declaration_fails_the_build_naming_the_place() {
     let ws = workspace(
@@ -367,23 +567,7 @@ fn after_kill_9_recovery_does_not_ask_the_hooks_again_for_the_same_call() {
         + &group("PreToolUse", "Bash", validate, "")
         + &group("PostToolUse", "Bash", count, "");
     let ws = workspace(&hooks);
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
-        .env("FLUE_TRUST", "1")
-        .args([
-            "run", "guarded", "-m", "wait", "--id", "k1", "--json", "--root",
-        ])
-        .arg(ws.root())
-        .env_remove("FLUE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ws.root().join("started").exists() {
-        assert!(Instant::now() < deadline, "the tool call never started");
-        assert!(child.try_wait().unwrap().is_none(), "flue run ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = run_until(&ws, "wait", "k1", "started");
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::write(ws.root().join("release"), "").unwrap();
@@ -587,8 +771,7 @@ fn hooks_read_the_conversation_state_and_write_it_as_stored_state_records() {
     assert_eq!(value["UserPromptSubmit"], 2);
     assert_eq!(value["Stop"], 2);
 
-    // Refused writes: not an object; over the size limit (which a command hook's output, cut
-    // at 64 KiB, cannot carry whole: unreadable JSON). The prompt hook fails closed, the
+    // Refused writes: not an object; over the size limit. The prompt hook fails closed, the
     // message is not stored, the state stays at version 6.
     for (prompt, says) in [
         (
@@ -596,7 +779,11 @@ fn hooks_read_the_conversation_state_and_write_it_as_stored_state_records() {
             "its new state (`updatedState`) was refused, nothing was written: invalid state: \
              the state must be a JSON object",
         ),
-        ("state: huge", "its standard output is not valid JSON"),
+        (
+            "state: huge",
+            "its new state (`updatedState`) was refused, nothing was written: the state is \
+             71690 bytes of JSON, over its limit of 65536 bytes",
+        ),
     ] {
         let output = run(&ws, prompt, "c1");
         assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));

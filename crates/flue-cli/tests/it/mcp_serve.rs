@@ -461,3 +461,228 @@ fn the_conformance_suites_server_scenarios_pass() {
     );
     eprintln!("{} server scenarios, {n_passed} checks passed", APPLY.len());
 }
+
+/// An `initialize` request for a new session.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// One request to the MCP endpoint on a connection of its own (`session`: its id header);
+/// the status, the session id the answer names, and the body.
+fn mcp_request(addr: &str, session: Option<&str>, body: &str) -> (u16, Option<String>, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let session_header = session.map_or(String::new(), |id| format!("mcp-session-id: {id}\r\n"));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\n\
+         {session_header}content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head[9..12].parse().unwrap();
+    let id = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    });
+    (status, id, body.to_owned())
+}
+
+/// Opens session; its id.
+fn open_session(addr: &str) -> String {
+    let (status, id, body) = mcp_request(addr, None, INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+    let id = id.unwrap();
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (status, _, body) = mcp_request(addr, Some(&id), initialized);
+    assert_eq!(status, 202, "{body}");
+    id
+}
+
+/// The status of a `ping` in session `id`.
+fn ping(addr: &str, id: &str) -> u16 {
+    mcp_request(
+        addr,
+        Some(id),
+        r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+    )
+    .0
+}
+
+/// Opens the standalone SSE stream of session `id` (which keeps the session busy while open).
+fn standalone_stream(addr: &str, id: &str) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\n\
+         mcp-protocol-version: 2025-11-25\r\nmcp-session-id: {id}\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head[9..12], b"200", "{}", String::from_utf8_lossy(&head));
+    stream
+}
+
+/// The MCP sessions of `--http` are bounded: a session left idle for `--session-idle` is
+/// closed (it then answers 404, as the spec says of an ended session); with `--max-sessions 2`,
+/// a third session closes the one idle the longest; while every session is busy (here each
+/// holds its standalone stream open), a new one is refused with 503, a `Retry-After` and a
+/// JSON-RPC error that says what to do, and a busy session is never closed for idleness; once a
+/// stream closes, its session makes room again.
+#[test]
+fn http_sessions_are_bounded_in_number_and_idle_time() {
+    let workspace = workspace();
+    let server = McpServer::start(
+        workspace.root(),
+        &["--max-sessions", "2", "--session-idle", "3"],
+    );
+    let addr = server.addr().to_owned();
+    let forgotten = open_session(&addr);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(ping(&addr, &forgotten), 404);
+
+    let first = open_session(&addr);
+    let second = open_session(&addr);
+    assert_eq!(ping(&addr, &first), 200);
+    // `first` was used last: `second` is the one idle the longest, and makes room.
+    let third = open_session(&addr);
+    assert_eq!(ping(&addr, &second), 404);
+    assert_eq!(ping(&addr, &first), 200);
+
+    // Both sessions busy: a new one is refused, saying why.
+    let busy_first = standalone_stream(&addr, &first);
+    let _busy_third = standalone_stream(&addr, &third);
+    let (status, id, body) = mcp_request(&addr, None, INITIALIZE);
+    assert_eq!((status, id), (503, None), "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["id"], 1);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the server holds its most MCP sessions (2) and every one is busy"),
+        "{message}"
+    );
+    // Busy for twice the idle limit: kept.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(ping(&addr, &first), 200);
+    assert_eq!(ping(&addr, &third), 200);
+
+    // `first`'s stream closes (the server notices at its next keep-alive, within 15 s): a new
+    // session gets its place.
+    drop(busy_first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let fourth = loop {
+        let (status, id, body) = mcp_request(&addr, None, INITIALIZE);
+        if status == 200 {
+            break id.unwrap();
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(std::time::Instant::now() < deadline, "no room was made");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(ping(&addr, &first), 404);
+    assert_eq!(ping(&addr, &third), 200);
+    assert_eq!(ping(&addr, &fourth), 200);
+}
+
+/// A stdio client that writes requests and never reads the answers is not read from once
+/// `MAX_QUEUED_WRITES` answers wait (plus what the pipes hold): its writes block, the server's
+/// memory stays flat, and once it reads, every request is answered once.
+#[test]
+fn a_stdio_client_that_does_not_read_is_not_read_from() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let workspace = workspace();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
+        .args(["mcp", "serve", "--root"])
+        .arg(workspace.root())
+        .env_remove("FLUE_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, "{INITIALIZE}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"name\":\"flue\""), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let rss = |pid: u32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    };
+    let at_rest = rss(child.id());
+
+    const PINGS: usize = 50_000;
+    let written = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&written);
+    let writer = std::thread::spawn(move || {
+        for id in 0..PINGS {
+            writeln!(
+                stdin,
+                r#"{{"jsonrpc":"2.0","id":{},"method":"ping"}}"#,
+                id + 2
+            )
+            .unwrap();
+            counter.store(id + 1, Ordering::SeqCst);
+        }
+        stdin
+    });
+    // The writes stop: the count stays put for 2 s, far short of all.
+    let mut last = usize::MAX;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = written.load(Ordering::SeqCst);
+        if now == last {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writes never stopped"
+        );
+        last = now;
+    }
+    assert!(
+        last < 20_000,
+        "{last} pings were taken in without being answered"
+    );
+    // And they stay stopped (not a server merely slow for a moment on a busy machine).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(written.load(Ordering::SeqCst), last);
+    let grown_kib = rss(child.id()).saturating_sub(at_rest);
+    assert!(grown_kib < 20 * 1024, "the server grew by {grown_kib} KiB");
+
+    // Reading now: every ping is answered (in the order they finish), and the writes go on to
+    // the end.
+    let mut answered = vec![false; PINGS];
+    for _ in 0..PINGS {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        let id = usize::try_from(answer["id"].as_u64().unwrap()).unwrap();
+        assert!(!std::mem::replace(&mut answered[id - 2], true), "{line}");
+    }
+    let stdin = writer.join().unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

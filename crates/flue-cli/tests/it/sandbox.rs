@@ -287,6 +287,7 @@ fn a_local_agent_cannot_use_file_tools_on_them_nor_read_flues_environment() {
         std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
     let program = assert_cmd::Command::cargo_bin("flue")
         .unwrap()
+        .env("FLUE_TRUST", "1")
         .get_program()
         .to_owned();
     let mut command = if as_root {

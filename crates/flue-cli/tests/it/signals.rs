@@ -106,7 +106,7 @@ fn pids(root: &Path) -> Vec<u32> {
 }
 
 /// Whether `pid` is a live process (a zombie is dead).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit_once(')')
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))

@@ -52,6 +52,10 @@ impl TurnLoop<'_> {
             if let Some(text) = &decided.replacement {
                 result.content.clone_from(text);
             }
+            if decided.failed {
+                result.is_error = true;
+                result.error_kind = Some("hook_failed".to_owned());
+            }
             if decided.verdict == Verdict::Block
                 && let Some(reason) = &decided.reason
             {

@@ -4,14 +4,16 @@
 //! `[hooks]`, for one event name and an optional matcher. When its point comes, the runtime
 //! runs the command with `bash -c` at the workspace root, outside the agent's sandbox, with
 //! the host environment reduced to the local sandbox's allow-list (plus `FLUE_PROJECT_DIR`
-//! and `CLAUDE_PROJECT_DIR`, the root), a time limit and bounded output, and passes a JSON
-//! object on standard input (`session_id`, `cwd`, `hook_event_name`, `tool_name`,
-//! `tool_input`, ...). Exit 0 reads standard output (JSON decision fields when it is a JSON
-//! object); exit 2 blocks with standard error as the reason; any other exit is a non-blocking
-//! error, reported. A hook that cannot answer at all (timed out, killed, not found, JSON that
-//! does not parse) is a failure: at a blocking point it blocks unless `onFailure` says
-//! `continue`. Flue's tools are shown to hooks under Claude Code's names and field names
-//! where one exists ([`claude_tool_name`]); docs/hooks.md has the table.
+//! and `CLAUDE_PROJECT_DIR`, the root), a time limit and bounded output, and writes a JSON
+//! object to its standard input (`session_id`, `cwd`, `hook_event_name`, `tool_name`,
+//! `tool_input`, ...), whatever its size (a small one is also in [`HOOK_INPUT_VAR`]). Exit 0
+//! reads standard output (JSON decision fields when it is a JSON object); exit 2 blocks with
+//! standard error as the reason; any other exit is a non-blocking error, reported. A hook that
+//! cannot answer at all (timed out, killed, not found, JSON that does not parse) is a failure:
+//! at a blocking point it blocks unless `onFailure` says `continue`; one flue could not even
+//! start fails closed wherever hooks can stop something, whatever `onFailure` says
+//! ([`HookFailure::cannot_start`]). Flue's tools are shown to hooks under Claude Code's names
+//! and field names where one exists ([`claude_tool_name`]); docs/hooks.md has the table.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -22,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Hook, HookContext, HookDecision, HookEvent, HookFailure, HookPoint, Verdict};
 use crate::error::{FlueError, Result};
-use crate::sandbox::{ExecOptions, LocalSandbox, Sandbox, TIMEOUT_EXIT_CODE};
+use crate::sandbox::{ExecOptions, LocalSandbox, TIMEOUT_EXIT_CODE};
 use crate::util::BoxFuture;
 
 /// Seconds a command hook may run when it sets no `timeout` (Claude Code's default).
@@ -31,15 +33,22 @@ pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 60;
 /// The longest `timeout` a command hook may set (10 minutes).
 pub const MAX_HOOK_TIMEOUT_SECS: u64 = 600;
 
-/// The environment variable holding the hook's input; the command reads it on standard input.
+/// The environment variable that also holds the hook's input when it is at most
+/// [`HOOK_INPUT_VAR_MAX_BYTES`] long (for scripts written before the input came on standard
+/// input; it is absent for a larger one, so read standard input).
 pub const HOOK_INPUT_VAR: &str = "FLUE_HOOK_INPUT";
 
-/// Bytes kept of each output stream of a hook.
-const HOOK_OUTPUT_BYTES: usize = 64 * 1024;
+/// The largest input also given in [`HOOK_INPUT_VAR`]: well below the 128 KiB the kernel allows
+/// one environment variable.
+pub const HOOK_INPUT_VAR_MAX_BYTES: usize = 32 * 1024;
 
-/// Characters of a tool result passed to a `PostToolUse` hook (the input travels in one
-/// environment variable, which the kernel bounds).
-const MAX_RESPONSE_CHARS: usize = 60_000;
+/// Bytes kept of a hook's standard error.
+const HOOK_STDERR_BYTES: usize = 64 * 1024;
+
+/// Bytes kept of a hook's standard output at least; four times the input's size when that is
+/// more, so that a hook can answer a replacement of anything it was given (a redacted tool
+/// result, reply or prompt), escaped as JSON.
+const HOOK_STDOUT_MIN_BYTES: usize = 1024 * 1024;
 
 /// Characters of a failing hook's standard error quoted in its failure.
 const STDERR_QUOTE_CHARS: usize = 600;
@@ -303,19 +312,28 @@ impl CommandHook {
             .map(|name| (*name).to_owned())
             .chain(self.spec.env.iter().cloned());
         let runner = LocalSandbox::new(&self.root)
-            .map_err(|err| self.failure(format!("cannot open the workspace root: {err}")))?
-            .with_output_limit(HOOK_OUTPUT_BYTES)
+            .map_err(|err| self.not_started(format!("cannot open the workspace root: {err}")))?
+            .with_output_limit(HOOK_STDERR_BYTES)
             .with_env_allowlist(allowed);
         Ok(self.runner.get_or_init(|| runner))
     }
 
     fn failure(&self, what: impl std::fmt::Display) -> HookFailure {
-        HookFailure::new(format!(
+        HookFailure::new(self.about(what))
+    }
+
+    /// The failure of a hook flue could not start.
+    fn not_started(&self, what: impl std::fmt::Display) -> HookFailure {
+        HookFailure::cannot_start(self.about(what))
+    }
+
+    fn about(&self, what: impl std::fmt::Display) -> String {
+        format!(
             "hook `{}` ({} in {}): {what}",
             self.spec.command,
             self.spec.point.name(),
             self.spec.declared_in
-        ))
+        )
     }
 
     /// The JSON the command reads on standard input.
@@ -368,10 +386,9 @@ impl CommandHook {
             }
         }
         if let HookEvent::PostToolUse { result, .. } = event {
-            let content: String = result.content.chars().take(MAX_RESPONSE_CHARS).collect();
             input.insert(
                 "tool_response".into(),
-                json!({"content": content, "is_error": result.is_error}),
+                json!({"content": result.content, "is_error": result.is_error}),
             );
         }
         Value::Object(input)
@@ -570,24 +587,27 @@ impl Hook for CommandHook {
             let runner = self.runner()?;
             let root = self.root.display().to_string();
             let input = self.input(event, ctx).to_string();
-            if input.contains('\0') {
-                return Err(self.failure("its input holds a NUL character"));
-            }
-            let options = ExecOptions::new()
+            let mut options = ExecOptions::new()
                 .with_timeout(self.timeout())
                 .with_cancel(ctx.cancel.clone())
-                .with_env(HOOK_INPUT_VAR, input)
                 .with_env("FLUE_PROJECT_DIR", root.clone())
                 .with_env("CLAUDE_PROJECT_DIR", root);
-            // The input reaches standard input from the variable: nothing of it is shell text.
-            let line = format!(
-                "printf '%s' \"${HOOK_INPUT_VAR}\" | (\n{}\n)",
-                self.spec.command
-            );
+            if input.len() <= HOOK_INPUT_VAR_MAX_BYTES {
+                options = options.with_env(HOOK_INPUT_VAR, input.clone());
+            }
+            let stdout_limit = HOOK_STDOUT_MIN_BYTES.max(input.len().saturating_mul(4));
             let result = runner
-                .exec(&line, options)
+                .exec_with_input(
+                    &self.spec.command,
+                    options,
+                    input.into_bytes(),
+                    stdout_limit,
+                )
                 .await
-                .map_err(|err| self.failure(format!("cannot run: {err}")))?;
+                .map_err(|err| match err {
+                    FlueError::Aborted => self.failure(format!("cannot run: {err}")),
+                    err => self.not_started(format!("cannot run: {err}")),
+                })?;
             match self.decision(event, result.exit_code, &result.stdout, &result.stderr)? {
                 Outcome::Decided(decision) => Ok(decision),
                 Outcome::Error(message) => Ok(non_blocking(&self.failure(message))),

@@ -323,3 +323,101 @@ async fn rust_hooks_read_and_write_the_conversation_state() {
         "{refused:?}"
     );
 }
+
+/// A hook set to fail open (`onFailure: continue`) that fails at `points`: with an ordinary
+/// failure, or as one that could not be started.
+struct Failing {
+    points: Vec<HookPoint>,
+    not_started: bool,
+}
+
+impl flue_core::hook::Hook for Failing {
+    fn name(&self) -> String {
+        "failing".to_owned()
+    }
+
+    fn handles(&self, event: &HookEvent) -> bool {
+        self.points.contains(&event.point())
+    }
+
+    fn fails_open(&self) -> bool {
+        true
+    }
+
+    fn decide<'a>(
+        &'a self,
+        _event: &'a HookEvent,
+        _ctx: &'a flue_core::hook::HookContext,
+    ) -> flue_core::BoxFuture<'a, Result<HookDecision, flue_core::hook::HookFailure>> {
+        let not_started = self.not_started;
+        Box::pin(async move {
+            Err(if not_started {
+                flue_core::hook::HookFailure::cannot_start("the process could not be created")
+            } else {
+                flue_core::hook::HookFailure::new("it crashed")
+            })
+        })
+    }
+}
+
+/// A hook that could not be started fails closed at every point that can stop something, even
+/// set to fail open: the call is denied, the result withheld (the model sees the failure, the
+/// log stores it as a `hook_failed` error), the reply ends with `hook_failed`; at `SessionEnd`
+/// there is nothing to stop. An ordinary failure of the same hook lets everything through.
+#[tokio::test]
+async fn a_hook_that_cannot_start_fails_closed_even_when_set_to_fail_open() {
+    let run = |points: Vec<HookPoint>, not_started: bool, message: &'static str| async move {
+        let agent = AgentConfig::new()
+            .with_model("test/model")
+            .with_tools([echo_tool()])
+            .with_hook(Arc::new(Failing {
+                points,
+                not_started,
+            }));
+        let f = fixture(agent, model(), |builder| builder).await;
+        let session = f.harness.session("default").await.unwrap();
+        let response = session.prompt(message, PromptOptions::default()).await;
+        (response, f.records("default").await)
+    };
+    let withheld = "the process could not be created; a hook that could not be started fails \
+                    closed whatever its `onFailure`, so this is refused";
+
+    let (response, _) = run(vec![HookPoint::PreToolUse], true, "call").await;
+    assert_eq!(response.unwrap().text, format!("got: {withheld}"));
+
+    let (response, records) = run(vec![HookPoint::PostToolUse], true, "call").await;
+    assert_eq!(response.unwrap().text, format!("got: {withheld}"));
+    let results: Vec<(String, bool, Option<String>)> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::ToolResult(result) => Some((
+                result.content.clone(),
+                result.is_error,
+                result.error_kind.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [(withheld.to_owned(), true, Some("hook_failed".to_owned()))]
+    );
+
+    let (response, _) = run(vec![HookPoint::Stop], true, "hello").await;
+    let err = response.unwrap_err();
+    assert_eq!(err.kind(), "hook_failed");
+    assert!(err.to_string().contains(withheld), "{err}");
+
+    let (response, _) = run(vec![HookPoint::SessionEnd], true, "hello").await;
+    assert!(response.is_ok(), "{response:?}");
+
+    // An ordinary failure of a hook set to fail open lets the call, its result and the reply
+    // through.
+    let all = vec![
+        HookPoint::PreToolUse,
+        HookPoint::PostToolUse,
+        HookPoint::Stop,
+    ];
+    let (response, _) = run(all, false, "call").await;
+    assert_eq!(response.unwrap().text, "got: secret");
+}

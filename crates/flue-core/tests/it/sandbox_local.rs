@@ -123,8 +123,9 @@ async fn a_signal_is_128_plus_its_number_and_stdin_is_closed() {
 #[tokio::test]
 async fn exec_sees_only_allow_listed_host_variables() {
     let fx = fixture();
-    // Variables bash itself sets in the environment of the commands it runs.
-    let from_bash = ["PWD", "OLDPWD", "SHLVL", "_"];
+    // Variables bash itself sets in the environment of the commands it runs, and the tag by
+    // which flue finds the processes a command leaves behind.
+    let from_bash = ["PWD", "OLDPWD", "SHLVL", "_", "FLUE_COMMAND_TAG"];
     let allowed = [
         "PATH", "HOME", "USER", "LOGNAME", "HOSTNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
         "TERM", "TMPDIR",
@@ -286,6 +287,66 @@ async fn background_processes_die_when_the_shell_exits() {
         process_is_gone(pid).await,
         "background process {pid} outlived the call"
     );
+}
+
+/// The pid a command wrote to `file` under the root.
+fn pid_in(root: &Path, file: &str) -> u32 {
+    std::fs::read_to_string(root.join(file))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Starts the processes that leave a command's process group: a `setsid` daemon (a session of
+/// its own), a job of a shell with job control (a group of its own), a double fork into a new
+/// session, and one more `setsid` daemon that drops the tag from its environment. Each writes
+/// its pid to a file; the command waits for all four.
+const LEAVING_THE_GROUP: &str = "setsid -f sh -c 'echo $$ > daemon.pid; exec sleep 1001'; \
+    set -m; sleep 1002 & echo $! > job.pid; set +m; \
+    (setsid sh -c 'sleep 1003 & echo $! > double.pid' &); \
+    setsid -f env -u FLUE_COMMAND_TAG sh -c 'echo $$ > shed.pid; exec sleep 1004'; \
+    for f in daemon job double shed; do while [ ! -s $f.pid ]; do sleep 0.02; done; done";
+
+/// What left the group dies with the call as well, found by the tag in its environment, when
+/// the shell exits and when the call times out; a process that dropped the tag is not found
+/// (docs/sandboxes.md says so).
+#[tokio::test]
+async fn processes_that_left_the_group_die_with_the_call_unless_they_dropped_the_tag() {
+    // The timeout leaves the command (which waits for its four processes) time on a busy machine.
+    for timeout in [None, Some(Duration::from_secs(8))] {
+        let fx = fixture();
+        let mut options = ExecOptions::new();
+        let mut command = LEAVING_THE_GROUP.to_owned();
+        if let Some(timeout) = timeout {
+            options = options.with_timeout(timeout);
+            command.push_str("; sleep 60");
+        }
+        let res = fx.sandbox.exec(&command, options).await.unwrap();
+        let expected_code = if timeout.is_some() {
+            TIMEOUT_EXIT_CODE
+        } else {
+            0
+        };
+        assert_eq!(res.exit_code, expected_code, "{res:?}");
+        for file in ["daemon.pid", "job.pid", "double.pid"] {
+            let pid = pid_in(fx.root.path(), file);
+            assert!(
+                process_is_gone(pid).await,
+                "{file}: process {pid} outlived the call (timeout {timeout:?})"
+            );
+        }
+        let shed = pid_in(fx.root.path(), "shed.pid");
+        let alive = std::fs::read_to_string(format!("/proc/{shed}/cmdline"))
+            .is_ok_and(|cmdline| cmdline.starts_with("sleep"));
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &shed.to_string()])
+            .status();
+        assert!(
+            alive,
+            "a process without the tag is not found, so it survives"
+        );
+    }
 }
 
 #[tokio::test]

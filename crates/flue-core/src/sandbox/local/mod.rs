@@ -8,9 +8,11 @@
 //! commands, running at the same time) cannot lead an operation out of the root. `.flue` and
 //! `.env*` entries are refused at any depth and left out of listings. Commands run as `bash
 //! -c` in a process group of their own, with a cleared environment; the whole group is killed
-//! on timeout, on abort, and once the shell exits, so no process outlives the call. A watchdog
-//! process joins each group and kills it if flue itself dies (even by SIGKILL), so no process
-//! outlives flue either.
+//! on timeout, on abort, and once the shell exits, and so is every process that left the group
+//! but still carries the command's tag in its environment (`strays`: a `setsid` daemon, a
+//! double fork), so nothing the command started outlives the call unless it shed its
+//! environment or had another program start it. A watchdog process joins each group and does
+//! the same if flue itself dies (even by SIGKILL).
 //!
 //! Commands are not confined: a local command is the user's own shell, which can read any
 //! file the user can (`.env` included). Confining commands is the isolated sandbox's job.
@@ -22,6 +24,7 @@
 //! has removed those capabilities from its bounding and inheritable sets, so that a command run
 //! as root does not get them back at `exec` ([`spawn_without_introspection`]).
 
+mod strays;
 #[cfg(test)]
 mod tests;
 
@@ -38,8 +41,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use rustix::fs::FileType;
 use rustix::thread::CapabilitySet;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
 use tokio::time::Instant;
 
 use crate::error::{BoxError, FlueError, Result, SandboxErrorReason};
@@ -72,11 +75,33 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How often a terminating process group is checked for survivors.
 const KILL_POLL: Duration = Duration::from_millis(20);
 
-/// The watchdog of a command's process group: a POSIX shell in the group that waits for its
-/// standard input, a pipe whose other end only flue holds, to close, then kills the group. The
-/// pipe closes when the command has ended (flue closes it) or when flue has died, whatever
-/// killed it. Being a member, it also keeps the group id from being reused while it runs.
-const WATCHDOG_SCRIPT: &str = "while read -r _; do :; done; kill -s KILL 0";
+/// The watchdog of a command's process group: a bash in the group that waits for its standard
+/// input, a pipe whose other end only flue holds, to close, then kills every process started
+/// after the command's shell (`$2`; all of them after the pids wrapped around) whose
+/// environment holds `$1`, the command's tag variable (the processes that left the group, see
+/// `strays`; none for a launcher's command), a few rounds for children forked meanwhile, and
+/// then the group. The pipe closes when flue has died, whatever killed it (when the command
+/// ends, flue kills the group, the watchdog with it, and sweeps the tagged processes itself).
+/// Being a member, it also keeps the group id from being reused while it runs.
+const WATCHDOG_SCRIPT: &str = r#"entry=$1 first=$2
+while read -r _; do :; done
+[ -n "$entry" ] && for round in 1 2 3 4 5 6 7 8; do
+  read -r last < /proc/sys/kernel/ns_last_pid || last=0
+  found=
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    if [ "$pid" -le "$first" ] && [ "$last" -ge "$first" ]; then continue; fi
+    [ "$pid" = "$$" ] && continue
+    while IFS= read -r -d '' var; do
+      if [ "$var" = "$entry" ]; then
+        kill -s KILL "$pid" && found=1
+        break
+      fi
+    done 2>/dev/null < "$dir/environ"
+  done
+  [ -n "$found" ] || break
+done
+kill -s KILL 0"#;
 
 /// The capabilities that open another process's `/proc/<pid>/environ`, `/proc/<pid>/mem` or
 /// ptrace to their holder even when that process is non-dumpable: `CAP_SYS_PTRACE` by the
@@ -167,8 +192,10 @@ pub trait CommandLauncher: Send + Sync + std::fmt::Debug {
 /// can swap a checked directory for a symlink that leads them out.
 ///
 /// Commands run with `bash -c` in their own process group, with standard input closed and an
-/// environment made of an allow-list of host variables plus [`ExecOptions::env`]. Each output
-/// stream keeps its first megabyte by default ([`LocalSandbox::with_output_limit`]).
+/// environment made of an allow-list of host variables plus [`ExecOptions::env`] and
+/// `FLUE_COMMAND_TAG` (a value of the command's own, by which the processes it leaves running
+/// outside its group are found and killed when it ends). Each output stream keeps its first
+/// megabyte by default ([`LocalSandbox::with_output_limit`]).
 ///
 /// ```
 /// use flue_core::{LocalSandbox, Sandbox};
@@ -380,10 +407,13 @@ impl LocalSandbox {
         }
     }
 
-    /// Starts the watchdog of the process group `pgid` (see [`WATCHDOG_SCRIPT`]).
-    fn spawn_watchdog(&self, pgid: i32) -> Result<Child> {
-        Command::new("sh")
-            .args(["-c", WATCHDOG_SCRIPT])
+    /// Starts the watchdog of the process group `pgid`, whose command carries `tag` (see
+    /// [`WATCHDOG_SCRIPT`]).
+    fn spawn_watchdog(&self, pgid: i32, tag: Option<&str>) -> Result<Child> {
+        Command::new("bash")
+            .args(["-c", WATCHDOG_SCRIPT, "flue-watchdog"])
+            .arg(tag.map_or(String::new(), |tag| format!("{}={tag}", strays::TAG_VAR)))
+            .arg(pgid.to_string())
             .current_dir(&self.root)
             .env_clear()
             .envs(self.command_env(&BTreeMap::new()))
@@ -396,7 +426,35 @@ impl LocalSandbox {
             .map_err(|err| other_error("start the watchdog of the command", err))
     }
 
-    async fn run(&self, command: &str, options: ExecOptions) -> Result<ShellResult> {
+    /// Runs `command` as [`Sandbox::exec`] does, with `input` on its standard input: written
+    /// while its output is read (a command that never reads it cannot stall flue; one that
+    /// exits without reading it is fine), then closed. Standard output keeps `stdout_limit`
+    /// bytes, standard error the sandbox's output limit. For command hooks, whose input can be
+    /// far larger than an environment variable may be.
+    pub(crate) async fn exec_with_input(
+        &self,
+        command: &str,
+        options: ExecOptions,
+        input: Vec<u8>,
+        stdout_limit: usize,
+    ) -> Result<ShellResult> {
+        self.run(
+            command,
+            options,
+            Some(Piped {
+                input,
+                stdout_limit,
+            }),
+        )
+        .await
+    }
+
+    async fn run(
+        &self,
+        command: &str,
+        options: ExecOptions,
+        piped: Option<Piped>,
+    ) -> Result<ShellResult> {
         let cancel = options.cancel.clone().unwrap_or_default();
         if cancel.is_cancelled() {
             return Err(FlueError::Aborted);
@@ -422,13 +480,27 @@ impl LocalSandbox {
                 "start command: the launcher returned an empty command line",
             ));
         };
+        // A launcher's commands end with their namespace; plain ones are found by their tag.
+        let tag = self.launcher.is_none().then(strays::new_tag);
+        let mut env = self.command_env(&options.env);
+        if let Some(tag) = &tag {
+            env.insert(strays::TAG_VAR.into(), tag.into());
+        }
+        let (stdout_limit, input) = match piped {
+            Some(piped) => (piped.stdout_limit, Some(piped.input)),
+            None => (self.output_limit, None),
+        };
         let mut command = Command::new(program);
         command
             .args(args)
             .current_dir(&cwd)
             .env_clear()
-            .envs(self.command_env(&options.env))
-            .stdin(Stdio::null())
+            .envs(env)
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -455,17 +527,20 @@ impl LocalSandbox {
                 .as_ref()
                 .is_none_or(|launcher| launcher.graceful_stop()),
             watchdog: None,
+            tag,
         };
-        group.watchdog = Some(self.spawn_watchdog(pgid)?);
+        group.watchdog = Some(self.spawn_watchdog(pgid, group.tag.as_deref())?);
+        let mut stdin = child.stdin.take();
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
-        let mut stdout_capture = Capture::new(self.output_limit);
+        let mut stdout_capture = Capture::new(stdout_limit);
         let mut stderr_capture = Capture::new(self.output_limit);
 
         let ending = {
             let finished = async {
                 let mut drains = std::pin::pin!(async {
                     tokio::join!(
+                        feed(stdin.take(), input.as_deref()),
                         drain(stdout.as_mut(), &mut stdout_capture),
                         drain(stderr.as_mut(), &mut stderr_capture),
                     );
@@ -479,9 +554,10 @@ impl LocalSandbox {
                     Some(status) => status,
                     None => child.wait().await,
                 };
-                // The shell is gone: whatever it left running in its group dies with it, which
-                // also closes the pipes.
+                // The shell is gone: whatever it left running in its group, or elsewhere with
+                // its tag, dies with it, which also closes the pipes.
                 group.send(Signal::SIGKILL);
+                group.sweep().await;
                 if !drained {
                     let _ = tokio::time::timeout(DRAIN_GRACE, drains).await;
                 }
@@ -511,6 +587,7 @@ impl LocalSandbox {
             }
             Ending::TimedOut => {
                 group.terminate(&mut child).await;
+                group.sweep().await;
                 let _ = tokio::time::timeout(DRAIN_GRACE, async {
                     tokio::join!(
                         drain(stdout.as_mut(), &mut stdout_capture),
@@ -533,6 +610,7 @@ impl LocalSandbox {
             }
             Ending::Aborted => {
                 group.terminate(&mut child).await;
+                group.sweep().await;
                 group.armed = false;
                 Err(FlueError::Aborted)
             }
@@ -550,7 +628,7 @@ impl Sandbox for LocalSandbox {
         command: &'a str,
         options: ExecOptions,
     ) -> BoxFuture<'a, Result<ShellResult>> {
-        Box::pin(self.run(command, options))
+        Box::pin(self.run(command, options, None))
     }
 
     fn read_file_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Vec<u8>>> {
@@ -582,6 +660,14 @@ impl Sandbox for LocalSandbox {
     }
 }
 
+/// What [`LocalSandbox::exec_with_input`] adds to a command.
+struct Piped {
+    /// Written to its standard input, which is then closed.
+    input: Vec<u8>,
+    /// Bytes of standard output kept.
+    stdout_limit: usize,
+}
+
 /// How a command's wait ended.
 enum Ending {
     Exited(io::Result<ExitStatus>),
@@ -600,12 +686,22 @@ struct ProcessGroup {
     /// The group's watchdog, a member of the group; reaped here, so that it stops counting as
     /// a member once killed.
     watchdog: Option<Child>,
+    /// The tag in the command's environment (`strays`); none for a launcher's commands.
+    tag: Option<String>,
 }
 
 impl ProcessGroup {
     /// Sends `signal` to every process of the group; false when the group is gone.
     fn send(&self, signal: Signal) -> bool {
         killpg(self.pgid, signal).is_ok()
+    }
+
+    /// Kills the processes that left the group but carry the command's tag (see `strays`),
+    /// once the group is dead.
+    async fn sweep(&self) {
+        let Some(tag) = self.tag.clone() else { return };
+        let shell_pid = self.pgid.as_raw();
+        let _ = tokio::task::spawn_blocking(move || strays::kill_tagged(&tag, shell_pid)).await;
     }
 
     /// Reaps the watchdog if it has exited.
@@ -653,6 +749,9 @@ impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.armed {
             self.send(Signal::SIGKILL);
+            if let Some(tag) = &self.tag {
+                strays::kill_tagged(tag, self.pgid.as_raw());
+            }
         }
     }
 }
@@ -717,6 +816,16 @@ fn push_line(text: &mut String, line: &str) {
         text.push('\n');
     }
     text.push_str(line);
+}
+
+/// Writes `input` to `pipe`, then closes it (the command reads end of file). A command that
+/// exits or closes its standard input without reading it all ends the write (`EPIPE`; flue
+/// ignores SIGPIPE, as Rust programs do), and that is fine.
+async fn feed(pipe: Option<ChildStdin>, input: Option<&[u8]>) {
+    let (Some(mut pipe), Some(input)) = (pipe, input) else {
+        return;
+    };
+    let _ = pipe.write_all(input).await;
 }
 
 /// Reads `reader` to its end into `capture`. Cancel-safe: nothing read is lost when dropped.
