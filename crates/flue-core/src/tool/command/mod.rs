@@ -364,7 +364,7 @@ impl Tool for CommandTool {
                         ToolError::new(
                             "invalid_state",
                             format!(
-                                "the command removed its state file ({COMMAND_STATE_FILE_VAR}):                                  {err}; leave it in place, rewritten with the new state"
+                                "the command removed its state file ({COMMAND_STATE_FILE_VAR}): {err}; leave it in place, rewritten with the new state"
                             ),
                         )
                     })?;
@@ -372,7 +372,7 @@ impl Tool for CommandTool {
                         ToolError::new(
                             "invalid_state",
                             format!(
-                                "the state file ({COMMAND_STATE_FILE_VAR}) does not hold JSON:                                  {err}; write a JSON object to it"
+                                "the state file ({COMMAND_STATE_FILE_VAR}) does not hold JSON: {err}; write a JSON object to it"
                             ),
                         )
                     })?;
