@@ -300,6 +300,9 @@ const run = {
           } else if (event.startsWith('event: control')) {
             next = JSON.parse(data).streamNextOffset;
             controls++;
+            // Stop at this control event: what follows it in the same read is past `next`
+            // and would be read again on resume (as a dropped connection would lose it).
+            if (controls >= stopAfterControls) break;
           }
         }
       }
