@@ -279,6 +279,11 @@ fn an_untrusted_workspace_runs_nothing_and_sends_no_secret_from_any_command() {
         &["memory", "list"],
         &["audit"],
         &["trash", "list"],
+        &["session", "delete", "--id", "x"],
+        &["session", "fork", "--id", "x", "--at", "1"],
+        &["rewind", "--id", "x", "--to", "1"],
+        &["memory", "delete", "--subject", "s"],
+        &["trash", "restore", "01J9Z00000000000000000000", "--id", "x"],
     ] {
         let output = h.flue(args);
         let err = stderr(&output);
@@ -293,6 +298,10 @@ fn an_untrusted_workspace_runs_nothing_and_sends_no_secret_from_any_command() {
         assert!(err.contains("flue trust"), "{args:?}: {err}");
         h.assert_untouched(&format!("{args:?}"));
     }
+
+    // Signing out forgets local tokens only: it runs and connects nothing.
+    let _ = h.flue(&["mcp", "logout", "gh"]);
+    h.assert_untouched("mcp logout");
 
     // Commands that would run an agent refuse without a terminal, listing what and why.
     for (args, whole) in [
