@@ -231,3 +231,30 @@ fn the_users_configuration_directory() {
     );
     assert!(TrustStore::for_user(vars(&[])).is_none());
 }
+
+#[test]
+fn trust_given_from_many_processes_at_once_keeps_every_record() {
+    let config = tempfile::tempdir().unwrap();
+    let roots: Vec<tempfile::TempDir> = (0..12)
+        .map(|_| workspace(&[("agents/a.md", HOSTILE_AGENT)]))
+        .collect();
+    std::thread::scope(|scope| {
+        for root in &roots {
+            let store = TrustStore::in_dir(config.path().join("flue"));
+            scope.spawn(move || {
+                store
+                    .trust(root.path(), &manifest(root.path(), &[]))
+                    .unwrap();
+            });
+        }
+    });
+    let store = TrustStore::in_dir(config.path().join("flue"));
+    assert_eq!(
+        store.records().unwrap().len(),
+        roots.len(),
+        "a record was lost"
+    );
+    for root in &roots {
+        assert!(store.record(root.path()).unwrap().is_some());
+    }
+}
