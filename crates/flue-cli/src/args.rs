@@ -298,6 +298,11 @@ pub(crate) struct McpServeArgs {
     /// Seconds running calls get to finish at shutdown.
     #[arg(long, default_value_t = 10)]
     pub(crate) grace: u64,
+    /// Serve agents and accept `model` overrides naming a model the built-in provider's
+    /// catalog does not know (a model newer than this flue); without it such an agent is
+    /// refused at start and such an override with 400, as most likely a typo.
+    #[arg(long)]
+    pub(crate) allow_unknown_model: bool,
 }
 
 #[derive(Debug, Args)]
@@ -792,6 +797,11 @@ pub(crate) struct ServeArgs {
     /// then works as in `flue dev`.
     #[arg(long)]
     pub(crate) console: bool,
+    /// Serve agents and accept `model` overrides naming a model the built-in provider's
+    /// catalog does not know (a model newer than this flue); without it such an agent is
+    /// refused at start and such an override with 400, as most likely a typo.
+    #[arg(long)]
+    pub(crate) allow_unknown_model: bool,
 }
 
 #[derive(Debug, Args)]

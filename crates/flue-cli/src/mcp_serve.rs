@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Exit;
 use crate::args::McpServeArgs;
-use crate::serve::{Exposure, broken_agents, cannot_bind, load_agents, shutdown_signal};
+use crate::serve::{
+    Exposure, broken_agents, cannot_bind, checked_models, load_agents, shutdown_signal,
+};
 
 /// Runs `flue mcp serve` until the client closes stdio (stdio), or SIGTERM or Ctrl-C.
 pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
@@ -33,6 +35,7 @@ pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
         args.bundle.as_deref(),
         args.env_file.as_deref(),
     )?)?;
+    let agents = checked_models(agents, args.allow_unknown_model)?;
     let opened = StoreChoice::Configured(args.store.clone())
         .open(&agents)
         .await

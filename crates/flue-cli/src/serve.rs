@@ -169,7 +169,24 @@ fn load(args: &ServeArgs) -> anyhow::Result<AgentSet> {
         args.bundle.as_deref(),
         args.env_file.as_deref(),
     )?;
-    Ok(crate::trust::ensure(agents)?)
+    checked_models(crate::trust::ensure(agents)?, args.allow_unknown_model)
+}
+
+/// `agents`, refused when an agent's model is most likely misspelt (its built-in provider's
+/// catalog does not know it), unless `allow_unknown`: a server cannot ask, and every message
+/// to that agent would store a conversation only for the provider to answer 404.
+pub(crate) fn checked_models(agents: AgentSet, allow_unknown: bool) -> anyhow::Result<AgentSet> {
+    if allow_unknown {
+        return Ok(agents.allowing_unknown_models());
+    }
+    let unknown = agents.agents_with_unknown_models();
+    if unknown.is_empty() {
+        return Ok(agents);
+    }
+    bail!(
+        "refusing to serve: a model is not in its provider's catalog\n  {}",
+        unknown.join("\n  ")
+    )
 }
 
 /// The agents of the workspace at `root`, or of `bundle` working in `root`.

@@ -44,6 +44,9 @@ pub struct AgentSet {
     manifest: TrustManifest,
     /// Whether that may happen.
     trust: TrustPolicy,
+    /// Whether a model its built-in provider's catalog does not know is let through
+    /// (`--allow-unknown-model`) rather than refused as a likely typo.
+    unknown_models_allowed: bool,
 }
 
 /// Why a harness is prepared: to run (everything needs trust), or to show what it would be
@@ -237,6 +240,7 @@ impl AgentSet {
             redactor: std::sync::Mutex::new(None),
             manifest,
             trust: TrustPolicy::Denied,
+            unknown_models_allowed: false,
         })
     }
 
@@ -408,6 +412,11 @@ impl AgentSet {
                 .map_err(|err| FlueError::InvalidRequest {
                     message: format!("`model`: {err}"),
                 })?;
+            if let Some(message) = self.refused_model(model) {
+                return Err(FlueError::InvalidRequest {
+                    message: format!("`model`: {message}"),
+                });
+            }
         }
         Harness::builder(config)
             .with_providers(self.providers.registry.clone())
@@ -440,6 +449,33 @@ impl AgentSet {
     /// flue.toml's own, a built-in with a moved base URL, one without a catalog).
     pub fn unknown_model(&self, model: &str) -> Option<String> {
         self.providers.unknown_model(model)
+    }
+
+    /// Lets models their built-in provider's catalog does not know through (a model newer
+    /// than this flue), in message options as in agents' files.
+    #[must_use]
+    pub fn allowing_unknown_models(mut self) -> Self {
+        self.unknown_models_allowed = true;
+        self
+    }
+
+    /// [`AgentSet::unknown_model`], unless unknown models are allowed.
+    fn refused_model(&self, model: &str) -> Option<String> {
+        (!self.unknown_models_allowed)
+            .then(|| self.unknown_model(model))
+            .flatten()
+    }
+
+    /// Every agent whose model is most likely misspelt, each as `agent `NAME`: why`; empty
+    /// when unknown models are allowed.
+    pub fn agents_with_unknown_models(&self) -> Vec<String> {
+        self.agents()
+            .into_iter()
+            .filter_map(|info| {
+                let why = self.refused_model(info.model.as_deref()?)?;
+                Some(format!("agent `{}`: {why}", info.name))
+            })
+            .collect()
     }
 
     /// One agent, or [`HostError::UnknownAgent`] listing the others.

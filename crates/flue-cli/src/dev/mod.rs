@@ -66,6 +66,9 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
     };
     let build_ms = millis(started.elapsed());
     let agents = crate::trust::ensure_or_warn(agents);
+    for why in agents.agents_with_unknown_models() {
+        eprintln!("warning: {}", crate::terminal::escape_controls(&why));
+    }
     watcher.refresh(&root, &watched_files(&agents, env_file.as_deref()));
 
     let n_agents = agents.agents().len();

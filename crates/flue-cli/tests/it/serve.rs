@@ -1050,3 +1050,44 @@ fn a_reader_on_one_process_sees_what_another_process_admits_and_runs() {
         "every round ran in the reader's process: nothing crossed processes"
     );
 }
+
+#[test]
+fn a_model_the_catalog_does_not_know_is_refused_at_start_and_in_a_message() {
+    let workspace = workspace();
+    let typo = workspace.root().join("agents/typo.md");
+    std::fs::write(&typo, "---\nmodel: openai/gpt-4oo\n---\nYou answer.\n").unwrap();
+    let key = [("OPENAI_API_KEY", "sk-test")];
+    let refused = Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .args(["serve", "--port", "0", "--root"])
+        .arg(workspace.root())
+        .env("FLUE_TRUST", "1")
+        .env_remove("OPENAI_BASE_URL")
+        .envs(key)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("refusing to serve")
+            && said.contains("agent `typo`: model \"gpt-4oo\" is not in the catalog")
+            && said.contains("did you mean `openai/gpt-4o`?"),
+        "{said}"
+    );
+    assert!(!workspace.root().join(".flue").exists(), "a store was made");
+
+    // Without the misspelt agent, a message naming a misspelt model is refused before
+    // anything is stored; `--allow-unknown-model` lets it through.
+    std::fs::remove_file(&typo).unwrap();
+    let server = Server::start(workspace.root(), &[], &key);
+    let body = json!({"kind": "user", "body": "hi", "model": "openai/gpt-4oo"}).to_string();
+    let headers = [("content-type", "application/json")];
+    let (status, answer) = http(server.addr(), "POST", "/agents/plain/t1", &headers, &body);
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("did you mean `openai/gpt-4o`?"), "{answer}");
+    let (status, _) = http(server.addr(), "GET", "/agents/plain/t1", &[], "");
+    assert_eq!(status, 404, "the refused message made a conversation");
+    drop(server);
+    let server = Server::start(workspace.root(), &["--allow-unknown-model"], &key);
+    let (status, answer) = http(server.addr(), "POST", "/agents/plain/t2", &headers, &body);
+    assert_eq!(status, 202, "{answer}");
+}
