@@ -23,8 +23,9 @@ use crate::durable::Rng;
 use crate::serve::{Server, http};
 
 /// The agents: `boss` runs a command, then delegates two tasks to `worker` in one turn, then
-/// answers; `worker` runs one command and reports. Commands note each run in a file first.
-fn task_workspace(jobs: u64, child_secs: &str) -> Workspace {
+/// answers; `worker` runs one command and reports (`nested`: delegates it to `helper`, which
+/// runs it, one level deeper). Commands note each run in a file first.
+fn task_workspace(jobs: u64, child_secs: &str, nested: bool) -> Workspace {
     let mut rules = Vec::new();
     for job in 0..jobs {
         for half in ["a", "b"] {
@@ -36,8 +37,24 @@ fn task_workspace(jobs: u64, child_secs: &str) -> Workspace {
             );
             let command =
                 format!("echo {label} >> child-runs.log; sleep {child_secs}; echo {label} did it");
-            rules.push(json!({"when": {"user_matches": user},
-                "reply": {"tool_calls": [{"name": "bash", "input": {"command": command}}]}}));
+            let run = json!({"tool_calls": [{"name": "bash", "input": {"command": command}}]});
+            if !nested {
+                rules.push(json!({"when": {"user_matches": user}, "reply": run}));
+                continue;
+            }
+            // The worker delegates to `helper`, which runs the command.
+            rules.push(
+                json!({"when": {"user_matches": user, "tool_result": "task"},
+                "reply": {"text": format!("child {label} finished: {{{{tool_result}}}}")}}),
+            );
+            let deep = format!("^deep {label}$");
+            rules.push(
+                json!({"when": {"user_matches": deep, "tool_result": "bash"},
+                "reply": {"text": format!("helper {label} finished: {{{{tool_result}}}}")}}),
+            );
+            rules.push(json!({"when": {"user_matches": deep}, "reply": run}));
+            let task = json!({"name": "task", "input": {"agent": "helper", "prompt": format!("deep {label}")}});
+            rules.push(json!({"when": {"user_matches": user}, "reply": {"tool_calls": [task]}}));
         }
         let user = format!("^job {job}$");
         rules.push(
@@ -56,10 +73,13 @@ fn task_workspace(jobs: u64, child_secs: &str) -> Workspace {
     let boss = "---\nmodel: scripted/s.json\ntools: [bash]\nsubagents: [worker]\nsandbox: local\n\
                 durability:\n  max_attempts: 100\n---\nDelegate.\n";
     let worker = "---\ndescription: Does one piece of work\nmodel: scripted/s.json\ntools: [bash]\n\
-                  sandbox: local\n---\nWork.\n";
+                  subagents: [helper]\nsandbox: local\n---\nWork.\n";
+    let helper = "---\ndescription: Helps\nmodel: scripted/s.json\ntools: [bash]\n\
+                  sandbox: local\n---\nHelp.\n";
     Workspace::new(&[
         ("agents/boss.md", boss),
         ("agents/worker.md", worker),
+        ("agents/helper.md", helper),
         ("s.json", &json!({ "rules": rules }).to_string()),
     ])
 }
@@ -246,6 +266,18 @@ fn runs(ws: &Workspace) -> BTreeMap<String, u64> {
 /// Asserts that conversation `id`, which was sent `jobs`, lost nothing and ran nothing twice,
 /// and prints what the kills left.
 fn check(ws: &Workspace, db: &Db, id: &str, jobs: RangeInclusive<u64>, what: &str) -> Tally {
+    check_tasks(ws, db, id, jobs, 2, what)
+}
+
+/// [`check`] for a conversation making `tasks_per_job` task calls per job, at any depth.
+fn check_tasks(
+    ws: &Workspace,
+    db: &Db,
+    id: &str,
+    jobs: RangeInclusive<u64>,
+    tasks_per_job: u64,
+    what: &str,
+) -> Tally {
     let tally = tally(ws, db, id);
     let labels: Vec<String> = jobs
         .clone()
@@ -274,7 +306,11 @@ fn check(ws: &Workspace, db: &Db, id: &str, jobs: RangeInclusive<u64>, what: &st
     assert_eq!(tally.orphans, Vec::<String>::new(), "{tally:?}");
     assert!(twice.is_empty(), "{twice:?} {tally:?}");
     let expected: Vec<String> = jobs.map(|job| format!("job {job} done")).collect();
-    assert_eq!(tally.answered, 2 * expected.len() as u64, "{tally:?}");
+    assert_eq!(
+        tally.answered,
+        tasks_per_job * expected.len() as u64,
+        "{tally:?}"
+    );
     let replies: Vec<String> = tally
         .replies
         .iter()
@@ -294,7 +330,7 @@ fn check(ws: &Workspace, db: &Db, id: &str, jobs: RangeInclusive<u64>, what: &st
 /// again.
 #[test]
 fn a_task_cut_off_by_kill_9_during_its_command_resumes_and_the_parent_gets_its_answer() {
-    let ws = task_workspace(1, "6");
+    let ws = task_workspace(1, "6", false);
     let mut server = Server::start(ws.root(), &[], &[]);
     post_job(&server, "t", 0);
     wait_for_lines(&ws.root().join("child-runs.log"), 0);
@@ -319,6 +355,26 @@ fn a_task_cut_off_by_kill_9_during_its_command_resumes_and_the_parent_gets_its_a
     );
 }
 
+/// Two levels deep: the server killed while the tasks' own tasks run their commands; after
+/// the restart each level is continued from its own log, innermost first, and every `task`
+/// call (four: two workers, two helpers) gets its task's answer.
+#[test]
+fn tasks_two_levels_deep_cut_off_by_kill_9_resume_at_every_level() {
+    let ws = task_workspace(1, "6", true);
+    let mut server = Server::start(ws.root(), &[], &[]);
+    post_job(&server, "t", 0);
+    wait_for_lines(&ws.root().join("child-runs.log"), 0);
+    server.kill9();
+    let server = Server::start(ws.root(), &[], &[]);
+    wait_settled(&ws, &Db::Sqlite, "t");
+    drop(server);
+    let tally = check_tasks(&ws, &Db::Sqlite, "t", 0..=0, 4, "one kill two levels deep");
+    assert!(tally.resumed >= 2, "{tally:?}");
+    let reply = &tally.replies[0];
+    assert!(reply.contains("child 0b finished: "), "{reply}");
+    assert!(reply.contains("helper 0b finished: "), "{reply}");
+}
+
 const TASK_TRIALS: u64 = 10;
 
 /// `flue serve` killed at random instants during parent and child work (half the kills aimed
@@ -336,7 +392,7 @@ fn tasks_on_postgres_nodes_killed_at_random_instants_lose_nothing() {
 }
 
 fn task_trials(db: &Db, trials: u64) {
-    let ws = task_workspace(trials + 2, "0.4");
+    let ws = task_workspace(trials + 2, "0.4", false);
     let serve_args = db.args(&[]);
     let serve_args: Vec<&str> = serve_args.iter().map(String::as_str).collect();
     let mut server = Server::start(ws.root(), &serve_args, &[]);
