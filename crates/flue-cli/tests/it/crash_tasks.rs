@@ -202,10 +202,11 @@ fn count(logs: &BTreeMap<String, Vec<Record>>) -> Tally {
                     let previous = task_calls.insert(result.call_id.clone(), Some(result.clone()));
                     assert!(previous.flatten().is_none(), "a task call answered twice");
                 }
-                Record::ToolResult(result) if result.tool_name == "bash" => {
-                    if result.error_kind.as_deref() == Some("interrupted") {
-                        tally.bash_interrupted += 1;
-                    }
+                Record::ToolResult(result)
+                    if result.tool_name == "bash"
+                        && result.error_kind.as_deref() == Some("interrupted") =>
+                {
+                    tally.bash_interrupted += 1;
                 }
                 _ => {}
             }
