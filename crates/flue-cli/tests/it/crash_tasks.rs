@@ -5,8 +5,10 @@
 //!
 //! What a user relies on: every `task` call is answered with its task's real final answer
 //! (never `interrupted`), each task session is started once and continued after a crash (never
-//! started over), and a command (`bash`, not replay-safe) runs at most once per call: one cut
-//! off is answered `interrupted` to the conversation that made it, which goes on.
+//! started over), a command (`bash`, not replay-safe) runs at most once per call: one cut
+//! off is answered `interrupted` to the conversation that made it, which goes on; and a task's
+//! replay-safe command tool cut off runs again with the same idempotency key, its effect done
+//! once.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -39,7 +41,17 @@ fn task_workspace(jobs: u64, child_secs: &str, nested: bool) -> Workspace {
                 format!("echo {label} >> child-runs.log; sleep {child_secs}; echo {label} did it");
             let run = json!({"tool_calls": [{"name": "bash", "input": {"command": command}}]});
             if !nested {
-                rules.push(json!({"when": {"user_matches": user}, "reply": run}));
+                // A replay-safe effect first, then the command: the results come in call
+                // order, so the rule above answers once both are in.
+                let effect = json!({"name": "effect", "input": {"label": label}});
+                let both = json!({"tool_calls": [effect, run["tool_calls"][0]]});
+                // After a crash the effect, run again, is answered after the command (answered
+                // `interrupted` when the conversation is picked up again).
+                rules.push(
+                    json!({"when": {"user_matches": user, "tool_result": "effect"},
+                    "reply": {"text": format!("child {label} finished: {{{{tool_result}}}}")}}),
+                );
+                rules.push(json!({"when": {"user_matches": user}, "reply": both}));
                 continue;
             }
             // The worker delegates to `helper`, which runs the command.
@@ -72,8 +84,25 @@ fn task_workspace(jobs: u64, child_secs: &str, nested: bool) -> Workspace {
     }
     let boss = "---\nmodel: scripted/s.json\ntools: [bash]\nsubagents: [worker]\nsandbox: local\n\
                 durability:\n  max_attempts: 100\n---\nDelegate.\n";
-    let worker = "---\ndescription: Does one piece of work\nmodel: scripted/s.json\ntools: [bash]\n\
-                  subagents: [helper]\nsandbox: local\n---\nWork.\n";
+    let worker = r#"---
+description: Does one piece of work
+model: scripted/s.json
+subagents: [helper]
+sandbox: local
+tools:
+  - bash
+  - name: effect
+    description: Does one effect per call
+    input: {type: object, properties: {label: {type: string}}, required: [label]}
+    replay_safe: true
+    command: |
+      echo "$label $FLUE_IDEMPOTENCY_KEY" >> effect-runs.log
+      sleep 0.2
+      mkdir -p effects
+      if mkdir "effects/$label.$FLUE_IDEMPOTENCY_KEY" 2>/dev/null; then echo "did $label"; else echo "already did $label"; fi
+---
+Work.
+"#;
     let helper = "---\ndescription: Helps\nmodel: scripted/s.json\ntools: [bash]\n\
                   sandbox: local\n---\nHelp.\n";
     Workspace::new(&[
@@ -131,6 +160,9 @@ struct Tally {
     /// them were answered `interrupted`.
     bash_calls: BTreeMap<String, u64>,
     bash_interrupted: u64,
+    /// `effect` calls (replay-safe) per label: their attempts, and whether they were answered
+    /// with the command's output.
+    effects: BTreeMap<String, (u32, bool)>,
 }
 
 /// The label a `bash` command of these agents writes.
@@ -180,6 +212,7 @@ fn count(logs: &BTreeMap<String, Vec<Record>>) -> Tally {
         let mut task_calls = BTreeMap::new();
         let mut attempts: BTreeMap<String, u32> = BTreeMap::new();
         let mut bash_calls = BTreeMap::new();
+        let mut effect_calls: BTreeMap<String, (String, bool)> = BTreeMap::new();
         for record in records {
             match record {
                 Record::Assistant(message) => {
@@ -188,6 +221,9 @@ fn count(logs: &BTreeMap<String, Vec<Record>>) -> Tally {
                             task_calls.insert(call.id.clone(), None);
                         } else if call.name == "bash" {
                             bash_calls.insert(call.id.clone(), bash_label(&call.input));
+                        } else if call.name == "effect" {
+                            let label = call.input["label"].as_str().unwrap_or_default();
+                            effect_calls.insert(call.id.clone(), (label.to_owned(), false));
                         }
                     }
                     if session == "default" && message.tool_calls().next().is_none() {
@@ -202,6 +238,10 @@ fn count(logs: &BTreeMap<String, Vec<Record>>) -> Tally {
                     let previous = task_calls.insert(result.call_id.clone(), Some(result.clone()));
                     assert!(previous.flatten().is_none(), "a task call answered twice");
                 }
+                Record::ToolResult(result) if result.tool_name == "effect" => {
+                    let call = effect_calls.get_mut(&result.call_id).unwrap();
+                    call.1 = !result.is_error;
+                }
                 Record::ToolResult(result)
                     if result.tool_name == "bash"
                         && result.error_kind.as_deref() == Some("interrupted") =>
@@ -214,7 +254,15 @@ fn count(logs: &BTreeMap<String, Vec<Record>>) -> Tally {
         for label in bash_calls.into_values() {
             *tally.bash_calls.entry(label).or_default() += 1;
         }
-        tally.resumed += attempts.values().filter(|n| **n > 1).count() as u64;
+        for (call_id, (label, ok)) in effect_calls {
+            let runs = attempts.get(&call_id).copied().unwrap_or(0);
+            let previous = tally.effects.insert(label.clone(), (runs, ok));
+            assert!(previous.is_none(), "{label} called twice");
+        }
+        tally.resumed += task_calls
+            .keys()
+            .filter(|call_id| attempts.get(*call_id).is_some_and(|n| *n > 1))
+            .count() as u64;
         for (call_id, result) in task_calls {
             let Some(result) = result.filter(|result| !result.is_error) else {
                 tally.lost.push(format!("{session} {call_id}"));
@@ -251,6 +299,38 @@ fn count(logs: &BTreeMap<String, Vec<Record>>) -> Tally {
         }
     }
     tally
+}
+
+/// Every `effect` call of `labels` (the tasks' replay-safe tool) was answered with its output,
+/// its effect happened exactly once (one directory per label: its key never changed), and it
+/// ran no more often than its attempts say.
+fn check_effects(ws: &Workspace, tally: &Tally, labels: &[String]) {
+    let done: Vec<String> = std::fs::read_dir(ws.root().join("effects"))
+        .map(|dir| {
+            dir.map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let runs = lines_of(&ws.root().join("effect-runs.log"));
+    let mut run_again = 0;
+    for (label, (attempts, ok)) in &tally.effects {
+        if !labels.contains(label) {
+            continue;
+        }
+        assert!(ok, "effect {label} not answered with its output: {tally:?}");
+        let prefix = format!("{label}.");
+        let effects = done.iter().filter(|name| name.starts_with(&prefix)).count();
+        assert_eq!(effects, 1, "effect {label} done {effects} times: {done:?}");
+        let ran = runs
+            .iter()
+            .filter(|line| line.starts_with(&format!("{label} ")))
+            .count();
+        assert!(ran <= *attempts as usize, "effect {label} ran {ran} times");
+        if *attempts > 1 {
+            run_again += 1;
+        }
+    }
+    eprintln!("effect calls run again after a kill: {run_again}, each done once");
 }
 
 /// Runs of each label's command, from the files the commands write.
@@ -306,6 +386,7 @@ fn check_tasks(
     assert_eq!(tally.restarted, Vec::<String>::new(), "{tally:?}");
     assert_eq!(tally.orphans, Vec::<String>::new(), "{tally:?}");
     assert!(twice.is_empty(), "{twice:?} {tally:?}");
+    check_effects(ws, &tally, &labels);
     let expected: Vec<String> = jobs.map(|job| format!("job {job} done")).collect();
     assert_eq!(
         tally.answered,
