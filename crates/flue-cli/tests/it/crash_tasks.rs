@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use flue_core::store::SessionKey;
@@ -453,6 +454,43 @@ fn tasks_two_levels_deep_cut_off_by_kill_9_resume_at_every_level() {
     let reply = &tally.replies[0];
     assert!(reply.contains("child 0b finished: "), "{reply}");
     assert!(reply.contains("helper 0b finished: "), "{reply}");
+}
+
+/// The same with `flue run`: the process killed during the tasks' commands; the next
+/// `flue run` of the conversation first finishes the cut-off message (its tasks resumed),
+/// then runs its own.
+#[test]
+fn tasks_of_a_killed_flue_run_resume_on_the_next_run() {
+    let ws = task_workspace(2, "6", false);
+    let run = |job: u64| {
+        let message = format!("job {job}");
+        Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .env("FLUE_TRUST", "1")
+            .args(["run", "boss", "-m", &message, "--id", "t", "--root"])
+            .arg(ws.root())
+            .env_remove("FLUE_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = run(0);
+    wait_for_lines(&ws.root().join("child-runs.log"), 0);
+    let _ = first.kill();
+    let _ = first.wait();
+    // Job 1's commands are quick: only job 0's were cut off.
+    std::fs::write(ws.root().join("s.json"), quick_script(&ws)).unwrap();
+    let second = run(1).wait_with_output().unwrap();
+    assert!(second.status.success(), "{}", crate::stderr(&second));
+    let tally = check(&ws, &Db::Sqlite, "t", 0..=1, "flue run killed during tasks");
+    assert!(tally.resumed >= 2, "{tally:?}");
+}
+
+/// The workspace's script with every `sleep 6` made `sleep 0`.
+fn quick_script(ws: &Workspace) -> String {
+    std::fs::read_to_string(ws.root().join("s.json"))
+        .unwrap()
+        .replace("sleep 6", "sleep 0")
 }
 
 const TASK_TRIALS: u64 = 10;
