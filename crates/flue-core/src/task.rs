@@ -11,6 +11,12 @@
 //! parent's, so aborting the parent aborts its tasks. The parent's event stream gets
 //! [`Event::TaskStart`] and [`Event::TaskEnd`] for the task and for every task nested in it.
 //!
+//! A task started by a `task` call survives a crash: the call is replay-safe, and its task
+//! session is named after the call's idempotency key, so the call run again on recovery finds
+//! its session and continues it from its own log (cut-off calls there answered or run again
+//! by the same rules as a root conversation's), and the parent gets the task's real answer.
+//! The same holds at every depth, and for every call of a parallel batch.
+//!
 //! Child sessions are linked to their parent by name: [`task_session_parent`](flue_protocol::task_session_parent) recovers the
 //! parent from a child's name, and deleting a session deletes its task sessions.
 //!
@@ -25,6 +31,7 @@ use flue_protocol::{TASK_SESSION_PREFIX, ThinkingLevel, task_session_parent};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -168,8 +175,9 @@ pub(crate) struct TaskOutcome {
     pub(crate) usage: Usage,
 }
 
-/// Runs one task of `parent`: checks the subagent and the depth, creates the child session,
-/// runs the model operation in it and reports start and end on `sink`.
+/// Runs one task of `parent` in a new child session `task:<parent>:<uuid>`: checks the
+/// subagent and the depth, creates the child session, runs the model operation in it and
+/// reports start and end on `sink`.
 pub(crate) async fn run_task(
     parent: &Arc<SessionShared>,
     text: &str,
@@ -179,8 +187,40 @@ pub(crate) async fn run_task(
     sink: &TurnSink,
     pausable: bool,
 ) -> Result<TaskOutcome> {
+    let spec = TaskSpec {
+        session: format!("{TASK_SESSION_PREFIX}{}:{}", parent.key.session, new_uuid()),
+        text,
+        options,
+        pausable,
+    };
+    run_task_in(parent, spec, inherited, cancel, sink).await
+}
+
+/// What one task runs: where, what and how.
+struct TaskSpec<'a> {
+    /// The child session's name.
+    session: String,
+    /// The task's prompt.
+    text: &'a str,
+    options: TaskOptions,
+    /// Whether the child's calls may pause (a task run by a `task` call).
+    pausable: bool,
+}
+
+/// Runs one task of `parent` in the session `spec.session`. A session that already holds the
+/// task's prompt (a `task` call run again after a crash) is continued from its log, as a
+/// root conversation is after a crash: its cut-off calls are run again (replay-safe tools) or
+/// answered `interrupted`, and its loop goes on from there. Otherwise the session is created
+/// (when missing) and the prompt starts it.
+async fn run_task_in(
+    parent: &Arc<SessionShared>,
+    spec: TaskSpec<'_>,
+    inherited: &Inherited,
+    cancel: &CancellationToken,
+    sink: &TurnSink,
+) -> Result<TaskOutcome> {
     let harness = Arc::clone(&parent.harness);
-    let (prompt_options, TaskExtra { agent, cwd }) = options.split();
+    let (prompt_options, TaskExtra { agent, cwd }) = spec.options.split();
     let cwd = match &cwd {
         Some(cwd) => normalize_path(&parent.scope.cwd, cwd)?,
         None => parent.scope.cwd.clone(),
@@ -196,9 +236,9 @@ pub(crate) async fn run_task(
     let role = prompt_options.role.clone().or_else(|| scope.role.clone());
     let overlay = CallOverlay::resolve(&harness.roles, role, None)?;
 
-    let name = format!("{TASK_SESSION_PREFIX}{}:{}", parent.key.session, new_uuid());
+    let name = spec.session;
     let key = SessionKey::new(harness.instance_id.clone(), name.clone());
-    harness.store.create(&key).await?;
+    let started = open_task_session(harness.store.as_ref(), &key).await?;
     let child = Arc::new(SessionShared::new_task(
         Arc::clone(&harness),
         key,
@@ -207,10 +247,10 @@ pub(crate) async fn run_task(
         depth,
     ));
     // Cancellation comes from the parent's token (`cancel`), not the options' own.
-    let message = user_message(text.to_owned(), &prompt_options.images);
+    let message = (!started).then(|| user_message(spec.text.to_owned(), &prompt_options.images));
     let opening = Opening {
-        pausable_task: pausable,
-        ..Opening::message(Some(message))
+        pausable_task: spec.pausable,
+        ..Opening::message(message)
     };
     let run = ChildRun {
         parent,
@@ -225,6 +265,45 @@ pub(crate) async fn run_task(
         response,
         usage,
     })
+}
+
+/// Makes sure the task session `key` exists; whether its prompt already reached its log (the
+/// task started before, and goes on from its log).
+async fn open_task_session(store: &dyn DynSessionStore, key: &SessionKey) -> Result<bool> {
+    if let Some(log) = store.load(key, 0).await? {
+        return Ok(log
+            .records
+            .iter()
+            .any(|stored| matches!(stored.record, Record::User(_))));
+    }
+    match store.create(key).await {
+        // Another writer created it in between: it holds no prompt yet, or the load above
+        // would have seen it.
+        Ok(()) | Err(FlueError::SessionAlreadyExists { .. }) => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// The task session a `task` call of `parent` with idempotency key `key` runs in: the same on
+/// every attempt of the call (a call run again after a crash finds its task and continues it),
+/// different for every other call. A call without a key (outside a session) gets a new one.
+fn task_session_for_call(parent: &str, key: &str) -> String {
+    if key.is_empty() {
+        return format!("{TASK_SESSION_PREFIX}{parent}:{}", new_uuid());
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    let hex: String = digest[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!(
+        "{TASK_SESSION_PREFIX}{parent}:{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// One run of a task session: from a new message or resumed from its log.
@@ -437,17 +516,15 @@ pub(crate) fn task_tool(
                     },
                     ..TaskOptions::default()
                 };
-                let outcome = run_task(
-                    &parent,
-                    &input.prompt,
+                let spec = TaskSpec {
+                    session: task_session_for_call(&parent.key.session, &ctx.idempotency_key),
+                    text: &input.prompt,
                     options,
-                    &inherited,
-                    &ctx.cancel,
-                    &sink,
-                    true,
-                )
-                .await
-                .map_err(ToolError::from)?;
+                    pausable: true,
+                };
+                let outcome = run_task_in(&parent, spec, &inherited, &ctx.cancel, &sink)
+                    .await
+                    .map_err(ToolError::from)?;
                 if let Ok(mut total) = usage.lock() {
                     *total += outcome.usage;
                 }
@@ -469,6 +546,10 @@ pub(crate) fn task_tool(
 fn task_tool_meta(tool: ToolDefinition) -> ToolDefinition {
     tool.with_meta(ToolMeta {
         ownership: Ownership::Managed,
+        // A call cut off by a crash runs again with its key, which names its task session:
+        // the task continues from its own log instead of starting over (see
+        // `task_session_for_call`).
+        replay_safe: true,
         ..ToolMeta::default()
     })
     .with_origin(crate::tool::ToolOrigin::Task)

@@ -56,12 +56,12 @@ fn kill_after(child: &mut Child, delay: Duration) -> bool {
 
 /// A kill instant: uniform over one and a half times `uncut`, so some kills land after the
 /// work is done.
-fn instant(rng: &mut Rng, uncut: Duration) -> Duration {
+pub(crate) fn instant(rng: &mut Rng, uncut: Duration) -> Duration {
     let window = u64::try_from(uncut.as_micros() * 3 / 2).unwrap().max(1);
     Duration::from_micros(rng.below(window))
 }
 
-fn block_on<T>(future: impl Future<Output = T>) -> T {
+pub(crate) fn block_on<T>(future: impl Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -71,7 +71,7 @@ fn block_on<T>(future: impl Future<Output = T>) -> T {
 
 /// Where the trial's conversations are stored.
 #[derive(Clone)]
-enum Db {
+pub(crate) enum Db {
     /// The workspace's `.flue/flue.db`.
     Sqlite,
     /// A Postgres database (its URL), passed to every command as `--store`.
@@ -80,7 +80,7 @@ enum Db {
 
 impl Db {
     /// The store, opened in this process.
-    async fn open(&self, ws: &Workspace) -> Arc<dyn DynSessionStore> {
+    pub(crate) async fn open(&self, ws: &Workspace) -> Arc<dyn DynSessionStore> {
         match self {
             Self::Sqlite => Arc::new(SqliteStore::open(&ws.db()).unwrap()),
             Self::Postgres(url) => Arc::new(
@@ -92,7 +92,7 @@ impl Db {
     }
 
     /// `args` with `--store` when the store is not the workspace's file.
-    fn args(&self, args: &[&str]) -> Vec<String> {
+    pub(crate) fn args(&self, args: &[&str]) -> Vec<String> {
         let mut all: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
         if let Self::Postgres(url) = self {
             all.extend(["--store".to_owned(), url.clone()]);
@@ -777,7 +777,7 @@ fn serve_memory_trials(db: &Db, trials: u64) {
 
 /// Waits until conversation `id` has no pending submission (`flue session list`); the
 /// deadline only ends a test whose server hangs.
-fn wait_settled(ws: &Workspace, db: &Db, id: &str) {
+pub(crate) fn wait_settled(ws: &Workspace, db: &Db, id: &str) {
     let deadline = Instant::now() + Duration::from_secs(300);
     let args = db.args(&["session", "list", "--json"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();

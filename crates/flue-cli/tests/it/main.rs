@@ -13,6 +13,7 @@ mod command_tools;
 mod conformance;
 mod console_list;
 mod crash_history;
+mod crash_tasks;
 mod delegation;
 mod delete;
 mod dev;

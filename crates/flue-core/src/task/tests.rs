@@ -1,4 +1,4 @@
-//! Unit tests of what a task's session inherits from its parent.
+//! Unit tests of what a task's session inherits from its parent, and of its name.
 
 use pretty_assertions::assert_eq;
 
@@ -115,4 +115,22 @@ fn a_subagent_gets_its_own_tool_sources_and_a_same_agent_task_the_parents() {
     assert_eq!(labels(&worker), ["worker's server"]);
     let same = child_scope(&parent, None, &inherited(), "/w".into()).unwrap();
     assert_eq!(labels(&same), ["parent's server"]);
+}
+
+#[test]
+fn a_task_calls_session_is_named_by_its_key_and_links_to_its_parent() {
+    let key = crate::tool::idempotency_key("i", "default", "call_1");
+    let name = task_session_for_call("default", &key);
+    // The same call (every attempt) means the same task session; another call, another.
+    assert_eq!(name, task_session_for_call("default", &key));
+    let other = crate::tool::idempotency_key("i", "default", "call_2");
+    assert_ne!(name, task_session_for_call("default", &other));
+    assert_eq!(task_session_parent(&name), Some("default"));
+    let nested = task_session_for_call(&name, &key);
+    assert_eq!(task_session_parent(&nested), Some(name.as_str()));
+    // Without a key (outside a session's tool call) every task is new.
+    assert_ne!(
+        task_session_for_call("default", ""),
+        task_session_for_call("default", "")
+    );
 }

@@ -213,6 +213,7 @@ pub fn kinds(records: &[Record]) -> Vec<String> {
             Record::ActionRequired(action) => format!("action_required:{}", action.tool_name),
             Record::ActionResolved(_) => "action_resolved".to_owned(),
             Record::ActionStarted(_) => "action_started".to_owned(),
+            Record::ToolAttempt(attempt) => format!("attempt:{}", attempt.tool_name),
             _ => "other".to_owned(),
         })
         .collect()

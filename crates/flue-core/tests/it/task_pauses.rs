@@ -104,7 +104,7 @@ async fn a_subagents_always_ask_call_pauses_the_conversation_and_runs_once_when_
     );
     assert_eq!(
         kinds(&f.records("default").await),
-        ["user", "assistant", "action_required:task"]
+        ["user", "assistant", "attempt:task", "action_required:task"]
     );
     assert_eq!(
         kinds(&f.records(&child).await),

@@ -340,11 +340,13 @@ async fn tasks_nest_four_levels_deep_and_the_fifth_is_refused() {
         [
             "user",
             "assistant",
+            // The `task` call's attempt is stored before it runs (a crash runs it again).
+            "attempt:task",
             "tool_error:delegation_depth_exceeded",
             "assistant"
         ]
     );
-    let Record::ToolResult(refused) = &records[2] else {
+    let Record::ToolResult(refused) = &records[3] else {
         unreachable!()
     };
     assert_eq!(
@@ -355,7 +357,7 @@ async fn tasks_nest_four_levels_deep_and_the_fifth_is_refused() {
     for name in names.iter().filter(|name| (1..4).contains(&depth_of(name))) {
         assert_eq!(
             kinds(&f.records(name).await),
-            ["user", "assistant", "tool", "assistant"]
+            ["user", "assistant", "attempt:task", "tool", "assistant"]
         );
     }
     // Nested task events reach the root's stream, with their depth.
@@ -515,7 +517,7 @@ async fn aborting_the_parent_aborts_a_running_task() {
     assert_eq!(kinds(&f.records(&child).await), ["user"]);
     assert_eq!(
         kinds(&f.records("default").await),
-        ["user", "assistant", "tool_error:aborted"]
+        ["user", "assistant", "attempt:task", "tool_error:aborted"]
     );
     assert_eq!(
         task_events(&seen_events),
