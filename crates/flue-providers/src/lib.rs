@@ -42,7 +42,6 @@ mod http;
 mod openai;
 mod openai_responses;
 mod provider_config;
-mod sse;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::BuiltinProvider;
