@@ -33,4 +33,4 @@ mod postgres;
 mod sqlite;
 
 pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};
-pub use sqlite::{CommitStats, SqliteStore};
+pub use sqlite::{CommitStats, McpTokenTable, SqliteStore};
