@@ -38,6 +38,10 @@
 //!   operation
 //! - [`util`]: clocks, ids and cancellation shared with the sibling crates
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod action;
 mod agent_loop;
 mod budget;

@@ -29,6 +29,10 @@
 //! # }
 //! ```
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod postgres;
 mod sqlite;
 
