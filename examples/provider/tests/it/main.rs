@@ -3,6 +3,11 @@
 //! `tests/corpus/anthropic/text.jsonl`; its provenance and licence are in that folder's
 //! PROVENANCE.md). Checks the reply, the hook's lines, the request the provider sent, and that
 //! the second run continued the conversation stored in SQLite by the first.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly by design"
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
