@@ -79,6 +79,29 @@ fn architecture_names_every_crate() {
     }
 }
 
+/// Only the binaries (flue-cli, xtask, examples) write to the terminal: every library crate
+/// denies clippy's `print_stdout` and `print_stderr` at its root, as ARCHITECTURE.md says.
+#[test]
+fn library_crates_deny_printing() {
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let lib = entry.unwrap().path().join("src/lib.rs");
+        if !lib.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&lib).unwrap();
+        if !text.contains("#![deny(clippy::print_stdout, clippy::print_stderr)]") {
+            missing.push(relative(&lib));
+        }
+    }
+    missing.sort();
+    assert_eq!(
+        missing,
+        Vec::<String>::new(),
+        "library crates that may print"
+    );
+}
+
 #[test]
 fn the_readme_test_command_is_what_ci_runs() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();

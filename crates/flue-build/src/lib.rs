@@ -48,6 +48,10 @@
 //!   arithmetic every node agrees on)
 //! - problems: [`Diagnostic`], [`Diagnostics`] (converts into [`flue_core::FlueError`])
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod agent_file;
 mod bundle;
 mod diagnostic;

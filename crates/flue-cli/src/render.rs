@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write};
 use std::time::Instant;
 
-use flue_core::{CompactionReason, Event, EventStream, Outcome, Usage};
+use flue_core::{CompactionReason, Event, Outcome, Usage};
 
 use crate::terminal::Output;
 
@@ -39,24 +39,6 @@ impl Target {
             Self::Stderr
         }
     }
-}
-
-/// Renders `events` until the stream ends, the model's text to `text_target`; returns the text
-/// of the last model turn that streamed any (the reply, when the operation completed).
-pub(crate) async fn stream(
-    mut events: EventStream,
-    output: Output,
-    verbose: bool,
-    text_target: Target,
-) -> String {
-    let mut renderer = Renderer::new(output, verbose, text_target);
-    while let Some(event) = events.recv().await {
-        renderer.render(&event);
-        renderer.write_out();
-    }
-    renderer.finish();
-    renderer.write_out();
-    renderer.last_text
 }
 
 /// What is being streamed now.

@@ -12,8 +12,8 @@ use flue_build::SandboxKind;
 use flue_core::RuntimeEvent;
 use flue_core::{
     ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
-    DispatchOptions, ErrorInfo, FlueError, Offset, Outcome, PendingAction, Record, Settlement,
-    StopReason, Usage, WhenBusy, store::DynConversationStore, util::new_ulid,
+    DispatchOptions, ErrorInfo, FlueError, MessageOptions, Offset, Outcome, PendingAction, Record,
+    Settlement, StopReason, Usage, WhenBusy, store::DynConversationStore, util::new_ulid,
 };
 use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;
@@ -33,6 +33,9 @@ struct Envelope {
     id: Option<String>,
     agent: String,
     session: &'static str,
+    /// The skill the message ran (`--skill`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skill: Option<String>,
     #[serde(rename = "submissionId", skip_serializing_if = "Option::is_none")]
     submission_id: Option<String>,
     outcome: &'static str,
@@ -64,13 +67,11 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     if args.dry_run {
         return crate::tools::dry_run(&args).await;
     }
-    if args.skill.is_some() {
-        return crate::tools::run_skill(&args).await;
-    }
     let mut envelope = Envelope {
         id: args.id.clone(),
         agent: args.agent.clone(),
         session: DEFAULT_SESSION,
+        skill: args.skill.clone(),
         submission_id: None,
         outcome: "error",
         message: None,
@@ -86,6 +87,18 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         let output = Output::new(flue_core::Redactor::default());
         return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
     }
+    // `--skill` is an option of the message, admitted and fenced like any other.
+    let chosen = match message_options(&args) {
+        Ok(chosen) => chosen,
+        Err(err) => {
+            envelope.error = Some(ErrorInfo {
+                kind: "invalid_request".to_owned(),
+                message: err.to_string(),
+            });
+            let output = Output::new(flue_core::Redactor::default());
+            return finish(&args, &output, &envelope, Exit::Failure, &err.to_string());
+        }
+    };
     // Ctrl-C and SIGTERM (what `timeout`, systemd and containers send) are watched from the
     // start: one arriving during setup ends the run before the message is sent.
     let mut interrupts = Interrupts::watch();
@@ -120,7 +133,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
     );
     let started_at = flue_core::util::now_ms();
-    let result = submit(&args, &prepared, &output, &mut interrupts).await;
+    let result = submit_with(&args, chosen, &prepared, &output, &mut interrupts).await;
     let Prepared {
         host,
         app,
@@ -405,13 +418,44 @@ async fn conversation_exists(
     Ok(store.conversation(key).await?.is_some() || !store.list(&key.id).await?.is_empty())
 }
 
+/// What the message chooses for its run besides the agent's configuration: the skill and its
+/// `--arg`s (read once: an argument may come from stdin).
+fn message_options(args: &RunArgs) -> anyhow::Result<MessageOptions> {
+    let Some(skill) = &args.skill else {
+        return Ok(MessageOptions::default());
+    };
+    let skill_args = crate::tools::parse_skill_args(&args.skill_args)?;
+    Ok(skill_args.into_iter().fold(
+        MessageOptions::default().with_skill(skill),
+        |options, (name, value)| options.with_arg(name, value),
+    ))
+}
+
+/// [`submit_with`] a message that chooses nothing beyond the agent's configuration.
+pub(crate) async fn submit(
+    args: &RunArgs,
+    prepared: &Prepared,
+    output: &Output,
+    interrupts: &mut Interrupts,
+) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
+    submit_with(
+        args,
+        MessageOptions::default(),
+        prepared,
+        output,
+        interrupts,
+    )
+    .await
+}
+
 /// Admits the message (or resumes a paused conversation with `--confirm` / `--tool-result`),
 /// renders its activity, answers the actions it pauses on when someone can (`--yes`, a
 /// terminal), turns Ctrl-C or SIGTERM into an abort of the conversation, and waits until the
 /// submission settles or waits on actions nobody here answers; also says which signal, if
 /// any, aborted it, and what the last model turn streamed.
-pub(crate) async fn submit(
+async fn submit_with(
     args: &RunArgs,
+    chosen: MessageOptions,
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
@@ -441,6 +485,9 @@ pub(crate) async fn submit(
         None => {
             let message = args.message.as_deref().unwrap_or_default();
             let mut delivered = DeliveredMessage::user(message);
+            if !chosen.is_empty() {
+                delivered = delivered.with_options(chosen);
+            }
             if let Some(schema) = crate::setup::result_schema(args)? {
                 delivered = delivered.with_result(schema);
             }

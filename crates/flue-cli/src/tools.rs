@@ -1,27 +1,23 @@
-//! Seeing what an agent sees, and running its skills: `flue tools`, `flue run --dry-run` and
+//! Seeing what an agent sees: `flue tools` and `flue run --dry-run`, and the `--arg`s of
 //! `flue run --skill`.
 //!
 //! `tools` and `--dry-run` open the agent's harness exactly as a run does (sandbox, MCP servers,
 //! skills, roles, overrides) on a throwaway in-memory store, read what it assembled (the tools
 //! with their input schemas, the system prompt, the model) and close it again: no model is
-//! called and nothing is stored. `--skill` runs one of the agent's skills the way
-//! `session.skill()` does, in the conversation's default session.
+//! called and nothing is stored. (`--skill` runs as a message option of the durable run, see
+//! `run.rs`.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use flue_build::SandboxKind;
-use flue_core::{
-    ConversationKey, DEFAULT_SESSION, FlueError, SkillExtra, SkillOptions, model::ToolSchema,
-    util::new_ulid,
-};
+use flue_core::model::ToolSchema;
 use flue_host::{AgentSet, HarnessOptions, StoreChoice};
 use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::{RunArgs, ToolsArgs};
-use crate::interrupt::Interrupts;
 use crate::setup::{load, read_stdin_message};
 use crate::terminal::Output;
 
@@ -168,161 +164,8 @@ async fn assemble(agents: &AgentSet, agent: &str, args: &RunArgs) -> anyhow::Res
     Ok(assembled?)
 }
 
-/// Runs `flue run --skill NAME [--arg K=V]...`.
-pub(crate) async fn run_skill(args: &RunArgs) -> anyhow::Result<Exit> {
-    let Some(skill) = &args.skill else {
-        bail!("--skill is missing");
-    };
-    let skill_args = parse_skill_args(&args.skill_args)?;
-    if let Some(id) = &args.id {
-        flue_core::check_instance_id(id)?;
-    }
-    let (agents, agent) = load(args)?;
-    crate::setup::check_model(&agents, &agent, args)?;
-    agents.agent(&agent)?;
-    let agents = crate::trust::ensure(agents)?;
-    let store = StoreChoice::Workspace.open(&agents).await?.store;
-    let id = match &args.id {
-        Some(id) => id.clone(),
-        None if args.continue_last => crate::workspace::latest_conversation(&*store, &agent)
-            .await?
-            .with_context(|| {
-                format!("agent `{agent}` has no conversation to continue yet; drop --continue")
-            })?,
-        None => {
-            let id = new_ulid();
-            eprintln!("conversation id: {id}");
-            id
-        }
-    };
-    let key = ConversationKey::new(&agent, &id);
-    let output = Output::new(flue_core::Redactor::new(agents.env().secrets()).unwrap_or_default());
-    let opened = agents
-        .open(&agent, &key.instance_id(), store, &harness_options(args))
-        .await;
-    let opened = match opened {
-        Ok(opened) => opened,
-        Err(err) => {
-            agents.close().await;
-            return Err(err.into());
-        }
-    };
-    for warning in opened.warnings() {
-        eprintln!("warning: {}", output.stderr_text(warning));
-    }
-    let result = run_skill_in(&opened, skill, skill_args, args, &output).await;
-    for warning in opened.close().await {
-        eprintln!("warning: {}", output.stderr_text(&warning));
-    }
-    agents.close().await;
-    let (response, exit) = match result {
-        Ok(done) => done,
-        Err(err) => {
-            if args.json {
-                let out = json!({"id": id, "agent": agent, "session": DEFAULT_SESSION,
-                    "skill": skill, "outcome": "error", "error": err.to_info()});
-                println!("{}", output.json_line(&out)?);
-                return Ok(Exit::Failure);
-            }
-            return Err(err.into());
-        }
-    };
-    if args.json {
-        let out = json!({"id": id, "agent": agent, "session": DEFAULT_SESSION, "skill": skill,
-            "outcome": "completed", "message": response.text, "data": response.data,
-            "usage": response.usage});
-        println!("{}", output.json_line(&out)?);
-    }
-    Ok(exit)
-}
-
-/// Runs the skill in the default session, rendering its activity; Ctrl-C or SIGTERM aborts it.
-async fn run_skill_in(
-    opened: &flue_host::AgentHarness,
-    skill: &str,
-    skill_args: BTreeMap<String, Value>,
-    args: &RunArgs,
-    output: &Output,
-) -> Result<(flue_core::PromptResponse, Exit), FlueError> {
-    let harness = opened.harness();
-    let known = harness.skill_names();
-    if !known.iter().any(|name| name == skill) {
-        return Err(FlueError::config(format!(
-            "agent `{}` has no skill `{skill}`; its skills: {}",
-            args.agent,
-            if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            }
-        )));
-    }
-    let session = harness.session(DEFAULT_SESSION).await?;
-    let options = SkillOptions {
-        model: args.model.clone(),
-        role: args.role.clone(),
-        result: crate::setup::result_schema(args)?,
-        extra: SkillExtra { args: skill_args },
-        ..SkillOptions::default()
-    };
-    let mut handle = session.skill(skill, options);
-    let renderer = handle.take_events().map(|events| {
-        tokio::spawn(crate::render::stream(
-            events,
-            output.clone(),
-            args.verbose,
-            crate::render::Target::for_text(args.json || args.result.is_some()),
-        ))
-    });
-    let cancel = handle.cancel_token();
-    let mut interrupts = Interrupts::watch();
-    let result = handle.into_future();
-    tokio::pin!(result);
-    let mut interrupt = None;
-    let result = loop {
-        tokio::select! {
-            result = &mut result => break result,
-            signalled = interrupts.next(), if interrupt.is_none() => {
-                eprintln!("\naborting the skill (the conversation is kept)");
-                interrupt = Some(signalled);
-                cancel.cancel();
-            }
-        }
-    };
-    let streamed = match renderer {
-        Some(renderer) => renderer.await.unwrap_or_default(),
-        None => String::new(),
-    };
-    let response = match result {
-        Ok(response) => response,
-        Err(FlueError::Aborted) if interrupt.is_some() => {
-            eprintln!("error: aborted");
-            return Err(FlueError::Aborted);
-        }
-        Err(err) => return Err(err),
-    };
-    // A structured result is what stdout gets: the validated JSON alone.
-    if let Some(data) = &response.data {
-        if !args.json {
-            println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
-        }
-        return Ok((response, Exit::Success));
-    }
-    let shown_already = crate::render::Target::for_text(args.json) == crate::render::Target::Stdout
-        && streamed.trim() == response.text.trim();
-    if !args.json && !shown_already {
-        println!(
-            "{}",
-            output
-                .stdout_text(&response.text)
-                .trim_end_matches(['\n', '\r'])
-        );
-    }
-    Ok((response, Exit::Success))
-}
-
 /// `--arg KEY=VALUE`s: a VALUE that parses as JSON is that value, anything else a string.
-fn parse_skill_args(raw: &[String]) -> anyhow::Result<BTreeMap<String, Value>> {
+pub(crate) fn parse_skill_args(raw: &[String]) -> anyhow::Result<BTreeMap<String, Value>> {
     let mut out = BTreeMap::new();
     for arg in raw {
         let Some((key, value)) = arg.split_once('=') else {

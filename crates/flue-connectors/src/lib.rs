@@ -61,6 +61,10 @@
 //! - failures are [`flue_core::FlueError::Mcp`] with a [`flue_core::McpErrorReason`]
 //! - sandboxes: [`IsolatedSandbox`] ([`IsolationBackend`]), [`DaytonaSandbox`] ([`DaytonaConfig`])
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod daytona;
 mod isolated;
 mod mcp;

@@ -37,6 +37,25 @@
 //! - [`spans`]: the tracing spans, and [`spans::traced_turn`] for model turns run outside an
 //!   operation
 //! - [`util`]: clocks, ids and cancellation shared with the sibling crates
+//!
+//! Which crate a program embedding Flue needs, for what:
+//! - flue-core (this crate): always — the runtime, tools, actions, hooks, the in-memory store,
+//!   the scripted model, the durable submission runtime
+//! - flue-providers: models behind an API (Anthropic, OpenAI and compatible servers, the
+//!   OpenAI Responses API, Gemini) and the catalog of built-in models
+//! - flue-store: conversations that outlive the process (SQLite, Postgres)
+//! - flue-connectors: MCP servers, and sandboxes in a container or a remote service
+//! - flue-host: a whole workspace as `flue` runs it (agent files, `flue.toml`, trust)
+//! - flue-server: the HTTP API, as an axum `Router` to mount
+//! - flue-protocol: the wire types alone (for a client)
+//!
+//! Two runnable programs show the paths: `examples/library` (scripted model, in-memory store,
+//! an initializer, a tool and an action) and `examples/provider` (Anthropic from
+//! flue-providers, the SQLite store from flue-store, and a hook).
+
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod action;
 mod agent_loop;

@@ -1,7 +1,8 @@
-//! Small shared helpers: boxed futures, clocks, ids, the name rule, cancellation, and the
-//! credentials of URLs hidden where they are shown.
+//! Small shared helpers: boxed futures, clocks, ids, the name rule, cancellation, the
+//! credentials of URLs hidden where they are shown, and the event-stream parser ([`sse`]).
 
 pub(crate) mod beneath;
+pub mod sse;
 mod url_credentials;
 pub mod workspace_file;
 

@@ -13,6 +13,10 @@
 //! - stored runs: [`RunStore`]
 //! - recorded model traffic: [`Cassette`] (record a run, replay it with no key or network)
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod assertion;
 mod case_file;
 mod cassette;

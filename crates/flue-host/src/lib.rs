@@ -43,6 +43,10 @@
 //! - [`HostError`]: what can go wrong before the first model call, with stable kinds.
 //! - [`find_root`], [`resolve_root`], [`open_store`], [`DB_PATH`]: the workspace's layout.
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod agents;
 mod app;
 mod dev;

@@ -32,6 +32,10 @@
 //!   [`DurabilityConfig`]), the span target ([`SPAN_TARGET`]) and the one error,
 //!   [`ProtocolError`]
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod config;
 mod error;
 pub mod event;

@@ -19,14 +19,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelProvider, Result, StopReason,
-    ThinkingLevel, ToolCall, Usage,
+    AssistantContent, AssistantMessage, FlueError, Result, StopReason, ThinkingLevel, ToolCall,
+    Usage,
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 
 use crate::convert::{self, Item};
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
 use crate::provider_config::{ProviderConfig, Thinking};
+use crate::remote::{RemoteProvider, WireCodec};
 
 /// The API version sent in `anthropic-version`.
 const API_VERSION: &str = "2023-06-01";
@@ -45,11 +46,11 @@ const MIN_THINKING_BUDGET: u64 = 1024;
 /// assert_eq!(provider.model_info("claude-haiku-4-5").context_window, 200_000);
 /// assert!(provider.knows_model("claude-haiku-4-5-20251001"));
 /// ```
+pub type AnthropicProvider = RemoteProvider<AnthropicMessagesWire>;
+
+/// The Anthropic Messages wire API (the codec of [`AnthropicProvider`]).
 #[derive(Debug)]
-pub struct AnthropicProvider {
-    config: ProviderConfig,
-    endpoint: Endpoint,
-}
+pub struct AnthropicMessagesWire;
 
 impl AnthropicProvider {
     /// A provider from `config` (whose `api` is not checked). Fails on a malformed base URL or
@@ -66,7 +67,7 @@ impl AnthropicProvider {
             Auth::XApiKey,
             &[("anthropic-version", API_VERSION)],
         )?;
-        Ok(Self { config, endpoint })
+        Ok(Self::from_parts(config, endpoint))
     }
 
     /// The JSON body of one turn.
@@ -210,41 +211,11 @@ impl AnthropicProvider {
     }
 }
 
-impl ModelProvider for AnthropicProvider {
-    fn id(&self) -> &str {
-        &self.config.id
-    }
+impl WireCodec for AnthropicMessagesWire {
+    type Assembler = Assembler;
 
-    fn model_info(&self, model: &str) -> ModelInfo {
-        self.config.lookup_model(model).0
-    }
-
-    fn knows_model(&self, model: &str) -> bool {
-        self.config.lookup_model(model).1
-    }
-
-    fn known_models(&self) -> Vec<String> {
-        self.config.models.keys().cloned().collect()
-    }
-
-    fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.endpoint.check_key() })
-    }
-
-    fn stream_turn<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        sink: &'a TurnSink,
-    ) -> BoxFuture<'a, Result<ModelTurn>> {
-        Box::pin(async move {
-            self.endpoint.check_key()?;
-            let body = self.body(&request)?;
-            self.endpoint
-                .stream(body, http::classify_json, sink, |reader| {
-                    http::decode::<Assembler>(reader, sink)
-                })
-                .await
-        })
+    fn body(provider: &AnthropicProvider, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
+        provider.body(request)
     }
 }
 
@@ -528,7 +499,7 @@ enum Block {
 
 /// A turn being assembled from events.
 #[derive(Debug, Default)]
-struct Assembler {
+pub(crate) struct Assembler {
     blocks: BTreeMap<u64, Block>,
     usage: Usage,
     stop_reason: Option<String>,

@@ -26,14 +26,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelProvider, Result, StopReason,
-    ThinkingLevel, ToolCall, ToolResult, Usage,
+    AssistantContent, AssistantMessage, FlueError, Result, StopReason, ThinkingLevel, ToolCall,
+    ToolResult, Usage,
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 
 use crate::convert::{self, Item};
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
 use crate::provider_config::{ProviderConfig, Thinking};
+use crate::remote::{RemoteProvider, WireCodec};
 
 /// What Gemini 3 accepts in place of a thought signature on a function call it did not write
 /// (history from another model), per Google's thought-signature documentation.
@@ -50,18 +51,18 @@ const MIN_ANSWER_TOKENS: u64 = 1024;
 /// let provider = GoogleProvider::new(config).unwrap();
 /// assert_eq!(provider.model_info("gemini-2.5-flash").context_window, 1_048_576);
 /// ```
+pub type GoogleProvider = RemoteProvider<GeminiWire>;
+
+/// The Gemini API (the codec of [`GoogleProvider`]).
 #[derive(Debug)]
-pub struct GoogleProvider {
-    config: ProviderConfig,
-    endpoint: Endpoint,
-}
+pub struct GeminiWire;
 
 impl GoogleProvider {
     /// A provider from `config` (whose `api` is not checked). Fails on a malformed base URL or
     /// header.
     pub fn new(config: ProviderConfig) -> Result<Self> {
         let endpoint = Endpoint::new(&config, "/models", Auth::GoogApiKey, &[])?;
-        Ok(Self { config, endpoint })
+        Ok(Self::from_parts(config, endpoint))
     }
 
     /// The JSON body of one turn.
@@ -176,45 +177,18 @@ impl GoogleProvider {
     }
 }
 
-impl ModelProvider for GoogleProvider {
-    fn id(&self) -> &str {
-        &self.config.id
+impl WireCodec for GeminiWire {
+    type Assembler = Assembler;
+
+    fn body(provider: &GoogleProvider, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
+        provider.body(request)
     }
 
-    fn model_info(&self, model: &str) -> ModelInfo {
-        self.config.lookup_model(model).0
-    }
-
-    fn knows_model(&self, model: &str) -> bool {
-        self.config.lookup_model(model).1
-    }
-
-    fn known_models(&self) -> Vec<String> {
-        self.config.models.keys().cloned().collect()
-    }
-
-    fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.endpoint.check_key() })
-    }
-
-    fn stream_turn<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        sink: &'a TurnSink,
-    ) -> BoxFuture<'a, Result<ModelTurn>> {
-        Box::pin(async move {
-            self.endpoint.check_key()?;
-            let body = self.body(&request)?;
-            let url = self.endpoint.url_with(
-                &format!("{}:streamGenerateContent", request.model),
-                "alt=sse",
-            )?;
-            self.endpoint
-                .stream_to(&url, body, http::classify_json, sink, |reader| {
-                    http::decode::<Assembler>(reader, sink)
-                })
-                .await
-        })
+    fn turn_url(provider: &GoogleProvider, model: &str) -> Result<Option<reqwest::Url>> {
+        provider
+            .endpoint
+            .url_with(&format!("{model}:streamGenerateContent"), "alt=sse")
+            .map(Some)
     }
 }
 
@@ -422,7 +396,7 @@ impl WireUsage {
 /// A turn being assembled from chunks: the parts so far, and the text or thought being
 /// streamed (one part arrives in pieces over several chunks).
 #[derive(Debug, Default)]
-struct Assembler {
+pub(crate) struct Assembler {
     content: Vec<AssistantContent>,
     text: String,
     thought: String,

@@ -17,6 +17,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use flue_core::util::sse::{SseEvent, SseParser};
 use flue_core::{
     BoxError, FlueError, Redactor, Result, Usage,
     model::{ModelTurn, TurnSink},
@@ -25,7 +26,6 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::provider_config::{ApiKey, ProviderConfig, RetryPolicy, StreamLimits};
-use crate::sse::{SseEvent, SseParser};
 
 /// How much of an error body is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;

@@ -2,6 +2,9 @@
 //! Completions and the OpenAI-compatible servers, the OpenAI Responses API, Google's Gemini
 //! API — and the catalog of built-in providers and models.
 //!
+//! A library user adds this crate beside flue-core to run an agent on a model behind an API;
+//! `examples/provider` is a whole program doing so (with the SQLite store and a hook).
+//!
 //! Each provider implements [`flue_core::ModelProvider`] and reaches the runtime only through
 //! that trait and its data ([`flue_core::model::ModelRequest`], [`flue_core::model::ModelTurn`],
 //! [`flue_core::model::TurnSink`], [`flue_core::model::ModelInfo`]); it knows no session, task or store. A
@@ -31,7 +34,14 @@
 //! - built-ins: [`BuiltinProvider::ALL`] (endpoints, key variables) and the model catalog behind
 //!   [`ProviderConfig::builtin`]
 //! - providers: [`AnthropicProvider`], [`OpenAiProvider`], [`OpenAiResponsesProvider`],
-//!   [`GoogleProvider`]
+//!   [`GoogleProvider`], each a [`RemoteProvider`] over its wire API's codec (one
+//!   `ModelProvider` impl: catalog lookups, key check, retries; the codec encodes the request
+//!   and decodes the stream)
+//! - event streams: the shared `text/event-stream` parser is [`flue_core::util::sse`]
+
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod anthropic;
 mod build;
@@ -42,7 +52,7 @@ mod http;
 mod openai;
 mod openai_responses;
 mod provider_config;
-mod sse;
+mod remote;
 
 pub use anthropic::AnthropicProvider;
 pub use catalog::BuiltinProvider;
@@ -53,6 +63,7 @@ pub use provider_config::{
     ApiKey, MaxTokensField, OpenAiCompat, ProviderConfig, ReasoningParam, RetryPolicy,
     StreamLimits, WireApi,
 };
+pub use remote::RemoteProvider;
 
 /// The examples of docs/providers.md, run as doctests.
 #[cfg(doctest)]

@@ -17,14 +17,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelProvider, Result, StopReason,
-    ThinkingLevel, ToolCall, Usage,
+    AssistantContent, AssistantMessage, FlueError, Result, StopReason, ThinkingLevel, ToolCall,
+    Usage,
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 
 use crate::convert::{self, Item};
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
 use crate::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam, Thinking};
+use crate::remote::{RemoteProvider, WireCodec};
 
 /// A provider speaking OpenAI Chat Completions: OpenAI itself, or any compatible server
 /// (OpenRouter, Groq, DeepSeek, Together, Mistral, xAI, Ollama, vLLM, ...).
@@ -37,18 +38,18 @@ use crate::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam, Thi
 /// assert_eq!(provider.id(), "openai");
 /// assert!(provider.model_info("gpt-4.1").image_input);
 /// ```
+pub type OpenAiProvider = RemoteProvider<ChatCompletionsWire>;
+
+/// The OpenAI Chat Completions wire API (the codec of [`OpenAiProvider`]).
 #[derive(Debug)]
-pub struct OpenAiProvider {
-    config: ProviderConfig,
-    endpoint: Endpoint,
-}
+pub struct ChatCompletionsWire;
 
 impl OpenAiProvider {
     /// A provider from `config` (whose `api` is not checked). Fails on a malformed base URL or
     /// header.
     pub fn new(config: ProviderConfig) -> Result<Self> {
         let endpoint = Endpoint::new(&config, "/chat/completions", Auth::Bearer, &[])?;
-        Ok(Self { config, endpoint })
+        Ok(Self::from_parts(config, endpoint))
     }
 
     /// The JSON body of one turn.
@@ -169,41 +170,11 @@ impl OpenAiProvider {
     }
 }
 
-impl ModelProvider for OpenAiProvider {
-    fn id(&self) -> &str {
-        &self.config.id
-    }
+impl WireCodec for ChatCompletionsWire {
+    type Assembler = Assembler;
 
-    fn model_info(&self, model: &str) -> ModelInfo {
-        self.config.lookup_model(model).0
-    }
-
-    fn knows_model(&self, model: &str) -> bool {
-        self.config.lookup_model(model).1
-    }
-
-    fn known_models(&self) -> Vec<String> {
-        self.config.models.keys().cloned().collect()
-    }
-
-    fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.endpoint.check_key() })
-    }
-
-    fn stream_turn<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        sink: &'a TurnSink,
-    ) -> BoxFuture<'a, Result<ModelTurn>> {
-        Box::pin(async move {
-            self.endpoint.check_key()?;
-            let body = self.body(&request)?;
-            self.endpoint
-                .stream(body, http::classify_json, sink, |reader| {
-                    http::decode::<Assembler>(reader, sink)
-                })
-                .await
-        })
+    fn body(provider: &OpenAiProvider, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
+        provider.body(request)
     }
 }
 
@@ -510,7 +481,7 @@ struct PartialCall {
 
 /// A turn being assembled from chunks.
 #[derive(Debug, Default)]
-struct Assembler {
+pub(crate) struct Assembler {
     text: String,
     thinking: String,
     refusal: String,

@@ -30,14 +30,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use flue_core::{
-    AssistantContent, AssistantMessage, BoxFuture, FlueError, ModelProvider, Result, StopReason,
-    ThinkingLevel, ToolCall, Usage,
-    model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
+    AssistantContent, AssistantMessage, FlueError, Result, StopReason, ThinkingLevel, ToolCall,
+    Usage,
+    model::{ModelRequest, ModelTurn, TurnSink},
 };
 
 use crate::convert::{self, Item};
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
 use crate::provider_config::{ProviderConfig, Thinking};
+use crate::remote::{RemoteProvider, WireCodec};
 
 /// A provider speaking the OpenAI Responses API (`POST {base_url}/responses`), statelessly.
 ///
@@ -49,18 +50,18 @@ use crate::provider_config::{ProviderConfig, Thinking};
 /// let provider = OpenAiResponsesProvider::new(config).unwrap();
 /// assert_eq!(provider.id(), "oai");
 /// ```
+pub type OpenAiResponsesProvider = RemoteProvider<ResponsesWire>;
+
+/// The OpenAI Responses wire API (the codec of [`OpenAiResponsesProvider`]).
 #[derive(Debug)]
-pub struct OpenAiResponsesProvider {
-    config: ProviderConfig,
-    endpoint: Endpoint,
-}
+pub struct ResponsesWire;
 
 impl OpenAiResponsesProvider {
     /// A provider from `config` (whose `api` is not checked). Fails on a malformed base URL or
     /// header.
     pub fn new(config: ProviderConfig) -> Result<Self> {
         let endpoint = Endpoint::new(&config, "/responses", Auth::Bearer, &[])?;
-        Ok(Self { config, endpoint })
+        Ok(Self::from_parts(config, endpoint))
     }
 
     /// The JSON body of one turn.
@@ -152,37 +153,11 @@ impl OpenAiResponsesProvider {
     }
 }
 
-impl ModelProvider for OpenAiResponsesProvider {
-    fn id(&self) -> &str {
-        &self.config.id
-    }
+impl WireCodec for ResponsesWire {
+    type Assembler = Assembler;
 
-    fn model_info(&self, model: &str) -> ModelInfo {
-        self.config.lookup_model(model).0
-    }
-
-    fn knows_model(&self, model: &str) -> bool {
-        self.config.lookup_model(model).1
-    }
-
-    fn check_model<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.endpoint.check_key() })
-    }
-
-    fn stream_turn<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        sink: &'a TurnSink,
-    ) -> BoxFuture<'a, Result<ModelTurn>> {
-        Box::pin(async move {
-            self.endpoint.check_key()?;
-            let body = self.body(&request)?;
-            self.endpoint
-                .stream(body, http::classify_json, sink, |reader| {
-                    http::decode::<Assembler>(reader, sink)
-                })
-                .await
-        })
+    fn body(provider: &OpenAiResponsesProvider, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
+        provider.body(request)
     }
 }
 
@@ -556,7 +531,7 @@ enum End {
 
 /// A turn being assembled from events.
 #[derive(Debug, Default)]
-struct Assembler {
+pub(crate) struct Assembler {
     /// Output items by `output_index`.
     outputs: BTreeMap<u64, Output>,
     end: Option<End>,

@@ -26,6 +26,10 @@
 //! conversation's stored sessions); the wire shapes in [`wire`]; [`McpAgents`] (the agents as
 //! an MCP server over stdio or streamable HTTP, `docs/mcp.md`).
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod backend;
 mod chunks;
 mod console;

@@ -1,6 +1,10 @@
 //! flue-store: the durable stores of Flue, SQLite and Postgres.
 //!
-//! Both implement flue-core's store traits ([`flue_core::store::SessionStore`],
+//! A library user adds this crate beside flue-core when conversations must outlive the
+//! process; `examples/provider` is a whole program doing so. It also keeps the OAuth tokens of
+//! remote MCP servers ([`McpTokenTable`]) in the same file.
+//!
+//! Both stores implement flue-core's store traits ([`flue_core::store::SessionStore`],
 //! [`flue_core::store::ConversationStore`], [`flue_core::store::AuditStore`]) and decide admission, fencing
 //! and settlement by asking [`flue_core::store::rules`], as the in-memory store does, so the
 //! three behave alike. This crate reaches the runtime only through that public API: it knows
@@ -29,8 +33,12 @@
 //! # }
 //! ```
 
+// Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
+// embedding application owns its own output.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod postgres;
 mod sqlite;
 
 pub use postgres::{NOTIFY_CHANNEL, PostgresOptions, PostgresStore};
-pub use sqlite::{CommitStats, SqliteStore};
+pub use sqlite::{CommitStats, McpTokenTable, SqliteStore};

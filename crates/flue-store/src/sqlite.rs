@@ -33,6 +33,7 @@
 mod audit;
 mod conversation;
 mod notes;
+mod tokens;
 mod writer;
 
 use std::fmt;
@@ -50,6 +51,8 @@ use flue_core::store::{
 };
 use flue_core::{FlueError, Result, StoredRecord, util::now_ms};
 use writer::Writer;
+
+pub use tokens::McpTokenTable;
 
 /// Sessions in a SQLite file.
 ///

@@ -489,7 +489,8 @@ fn a_skill_runs_from_the_command_line_with_arguments() {
     let unknown = ws.flue(&["run", "echo", "--skill", "sumarize"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(
-        stderr(&unknown).contains("agent `echo` has no skill `sumarize`; its skills: summarize"),
+        stderr(&unknown)
+            .contains(r#"agent "echo" has no skill "sumarize"; its skills are summarize"#),
         "{}",
         stderr(&unknown)
     );

@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
+use flue_core::util::sse::{SseEvent, SseParser};
 use futures::StreamExt;
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -27,9 +28,6 @@ use tokio::task::JoinHandle;
 
 #[cfg(test)]
 mod tests;
-
-/// Largest event accepted from a server (a tool result can be big, but not unbounded).
-const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Messages read ahead of the client.
 const INCOMING_BUFFER: usize = 64;
@@ -87,7 +85,7 @@ impl SseTransport {
         let endpoint = tokio::time::timeout(timeout, async {
             while let Some(event) = events.next().await {
                 let event = event?;
-                if event.event.as_deref() == Some("endpoint") {
+                if event.event == "endpoint" {
                     return Ok(Some(event.data));
                 }
             }
@@ -110,7 +108,7 @@ impl SseTransport {
         let (sender, incoming) = mpsc::channel(INCOMING_BUFFER);
         let reader = tokio::spawn(async move {
             while let Some(Ok(event)) = events.next().await {
-                if !matches!(event.event.as_deref(), None | Some("message")) {
+                if event.event != "message" {
                     continue;
                 }
                 // A message that is not JSON-RPC cannot be matched to a request; skip it like
@@ -228,101 +226,6 @@ impl std::error::Error for SseError {
     }
 }
 
-/// One server-sent event.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SseEvent {
-    /// The `event:` field; `None` for plain messages.
-    pub(crate) event: Option<String>,
-    /// The `data:` lines joined by `\n`.
-    pub(crate) data: String,
-}
-
-/// An incremental parser of the `text/event-stream` format.
-///
-/// Lines end with `\n`, `\r\n` or `\r`; a blank line ends an event; lines starting with `:` are
-/// comments; `id` and `retry` are ignored (this transport never reconnects).
-#[derive(Debug, Default)]
-pub(crate) struct SseParser {
-    line: Vec<u8>,
-    after_cr: bool,
-    event: Option<String>,
-    data: String,
-    has_data: bool,
-}
-
-/// An event (or line) longer than [`MAX_EVENT_BYTES`].
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct EventTooLarge;
-
-impl SseParser {
-    /// Feeds a chunk of the stream, appending every event it completes to `events`.
-    pub(crate) fn feed(
-        &mut self,
-        chunk: &[u8],
-        events: &mut Vec<SseEvent>,
-    ) -> Result<(), EventTooLarge> {
-        for &byte in chunk {
-            if self.after_cr {
-                self.after_cr = false;
-                if byte == b'\n' {
-                    continue;
-                }
-            }
-            match byte {
-                b'\r' => {
-                    self.after_cr = true;
-                    self.end_line(events);
-                }
-                b'\n' => self.end_line(events),
-                _ => {
-                    self.line.push(byte);
-                    if self.line.len() + self.data.len() > MAX_EVENT_BYTES {
-                        return Err(EventTooLarge);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn end_line(&mut self, events: &mut Vec<SseEvent>) {
-        let line = std::mem::take(&mut self.line);
-        if line.is_empty() {
-            if self.has_data {
-                let mut data = std::mem::take(&mut self.data);
-                if data.ends_with('\n') {
-                    data.pop();
-                }
-                events.push(SseEvent {
-                    event: self.event.take(),
-                    data,
-                });
-            }
-            self.event = None;
-            self.data.clear();
-            self.has_data = false;
-            return;
-        }
-        let line = String::from_utf8_lossy(&line);
-        if line.starts_with(':') {
-            return;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line.as_ref(), ""),
-        };
-        match field {
-            "event" => self.event = Some(value.to_owned()),
-            "data" => {
-                self.data.push_str(value);
-                self.data.push('\n');
-                self.has_data = true;
-            }
-            _ => {}
-        }
-    }
-}
-
 /// The events of an HTTP response body; an error ends the stream.
 fn event_stream(
     response: reqwest::Response,
@@ -337,12 +240,8 @@ fn event_stream(
             }
             match body.next().await {
                 Some(Ok(chunk)) => {
-                    if parser.feed(&chunk, &mut ready).is_err() {
-                        let err = SseError::malformed(format!(
-                            "an event is larger than {} MiB",
-                            MAX_EVENT_BYTES / (1024 * 1024)
-                        ));
-                        return Some((Err(err), None));
+                    if let Err(err) = parser.feed(&chunk, &mut ready) {
+                        return Some((Err(SseError::malformed(err.to_string())), None));
                     }
                 }
                 Some(Err(err)) => {

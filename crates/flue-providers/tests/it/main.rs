@@ -13,3 +13,4 @@ mod provider_anthropic;
 mod provider_openai;
 mod provider_responses;
 mod providers;
+mod sse;
