@@ -81,6 +81,10 @@ const PROMPT_JS: &str = include_str!("console/prompt.js");
 const ACCESS_JS: &str = include_str!("console/access.js");
 const LIST_JS: &str = include_str!("console/list.js");
 const LIST_CSS: &str = include_str!("console/list.css");
+/// The layout at every width (drawers, the resizable details panel), copying, export and the
+/// dark colours (studio.js, studio.css).
+const STUDIO_JS: &str = include_str!("console/studio.js");
+const STUDIO_CSS: &str = include_str!("console/studio.css");
 
 /// Rows the conversation list returns when the query names no limit.
 const DEFAULT_LIST_LIMIT: usize = 50;
@@ -329,6 +333,8 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/access.js",
     "GET /_flue/dev/list.js",
     "GET /_flue/dev/list.css",
+    "GET /_flue/dev/studio.js",
+    "GET /_flue/dev/studio.css",
     "GET /_flue/dev/state",
     "GET /_flue/dev/conversations",
     "GET /_flue/dev/transcript/{agent}/{id}",
@@ -428,6 +434,14 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route(
             "/_flue/dev/list.css",
             get(|| async { asset(CSS, LIST_CSS) }),
+        )
+        .route(
+            "/_flue/dev/studio.js",
+            get(|| async { asset(JAVASCRIPT, STUDIO_JS) }),
+        )
+        .route(
+            "/_flue/dev/studio.css",
+            get(|| async { asset(CSS, STUDIO_CSS) }),
         )
         .merge(data)
 }
