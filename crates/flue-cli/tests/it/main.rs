@@ -16,6 +16,7 @@ mod crash_history;
 mod delegation;
 mod delete;
 mod dev;
+mod dev_layout;
 mod dev_markdown;
 mod docs_commands;
 mod durable;

@@ -670,6 +670,7 @@ function retryNote(submissionId) {
 
 // A duration as `flue run` writes it: `800 ms`, `2 s`, `1.5 s`.
 function durationText(ms) {
+  if (typeof ms !== 'number') return '';
   if (ms < 1000) return `${ms} ms`;
   if (ms % 1000 === 0) return `${ms / 1000} s`;
   return `${(ms / 1000).toFixed(1)} s`;

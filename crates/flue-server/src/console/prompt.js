@@ -8,6 +8,7 @@
 
 // A body as the provider got it: JSON indented (it stays JSON), anything else as it is.
 function asJson(body) {
+  if (body === undefined || body === null) return '';
   if (typeof body !== 'string') return JSON.stringify(body, null, 2);
   try { return JSON.stringify(JSON.parse(body), null, 2); } catch { return body; }
 }
