@@ -8,8 +8,8 @@
 //             opened Thinking block still open, once 30 more words have arrived; the chat was
 //             not rebuilt; the details panel is widened by dragging its edge; model names are
 //             not cut; a code block's copy button copies it; Export saves markdown; a fork
-//             opens showing its copied turns, with no "rewind files" (no file changed); dark
-//             colours when the system asks for them
+//             opens showing its copied turns, with no "rewind files" (no file changed), and
+//             compared with its original side by side; dark colours when the system asks
 //   1024x768  the details panel is a drawer opened from "Details" (with the count of waiting
 //             actions); a custom tool's result is typed and sent in the chat itself
 //   390x844   no horizontal overflow (document.scrollingElement.scrollWidth <= innerWidth),
@@ -134,6 +134,29 @@ async function fork(page, results) {
   }));
   check(results.fork.bubbles.join('|') === 'first message' && results.fork.replies.join('|') === 'echo: first message', 'the fork does not show its copied turn', results.fork);
   check(results.fork.rewindButtons === 0, 'rewind is offered though no file changed', results.fork);
+  // Compared with its original, side by side: turn 1 is the same, turn 2 only the original has.
+  await page.locator('#export > summary').click();
+  await page.locator('#compare-open').click();
+  await page.locator('.compare-grid').waitFor();
+  results.compare = await page.evaluate(() => ({
+    heads: [...document.querySelectorAll('.compare-head strong')].map((node) => node.textContent),
+    cells: [...document.querySelectorAll('.compare-cell')].map((node) => node.className.replace('compare-cell', '').trim() || 'same'),
+  }));
+  check(results.compare.heads[1] === forkFrom && results.compare.cells.join(',') === 'same,same,empty,differs', 'the fork compared with its original', results.compare);
+  await page.screenshot({ path: path.join(shots, '1280-compare.png') });
+  await page.locator('#compare-close').click();
+}
+
+// A reply cut off is stored with `interrupted: true` (the protocol's message): drawn with its
+// label. (No scripted reply is cut off this way; the message is handed to the page's drawing.)
+async function interrupted(page, results) {
+  results.interrupted = await page.evaluate(() => {
+    state.messages.push({ id: 'cut-1', role: 'assistant', interrupted: true, submissionId: 'none', parts: [{ type: 'text', text: 'Half of a reply' }] });
+    renderMessages();
+    const shown = document.querySelector('.message.assistant[data-message="cut-1"]');
+    return shown ? shown.innerText : null;
+  });
+  check(results.interrupted && results.interrupted.includes('interrupted') && results.interrupted.includes('Half of a reply'), 'an interrupted reply', results.interrupted);
 }
 
 async function dark(page, results) {
@@ -223,6 +246,7 @@ async function main() {
       await wide(page, results);
       await fork(page, results);
       await page.screenshot({ path: path.join(shots, '1280-fork.png') });
+      await interrupted(page, results);
       await dark(page, results);
       await page.screenshot({ path: path.join(shots, '1280-dark.png') });
     }],

@@ -1,7 +1,8 @@
 //! The console at 1280x800, 1024x768 and 390x844 in headless Chromium
 //! (tests/peers/dev_console_layout.cjs): what a person sees and can click at each size, a
 //! selection kept while a reply streams, an action answered in the chat, a fork showing its
-//! copied turns, copy and export (screenshots under target/tmp/dev-console-layout/).
+//! copied turns and compared with its original, copy and export (screenshots under
+//! target/tmp/dev-console-layout/).
 
 use std::path::Path;
 
@@ -99,6 +100,7 @@ fn the_console_works_at_every_size_and_keeps_a_selection_while_a_reply_streams()
     for shot in [
         "1280-reply",
         "1280-fork",
+        "1280-compare",
         "1280-dark",
         "1024-pending",
         "1024-answered",

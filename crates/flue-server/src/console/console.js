@@ -1065,6 +1065,7 @@ async function forkAt(turn) {
   try {
     const result = await postJson(`${conversationUrl()}/fork`, { at: turn });
     if (!result.ok) { historyError(result.body, result.status); return; }
+    if (typeof studioForked === 'function') studioForked(agent, result.body.id, state.conversation);
     selectAgent(agent, result.body.id);
   } catch (err) {
     historyError({ error: { message: `Cannot reach flue dev: ${err.message}` } }, 0);
@@ -1109,13 +1110,15 @@ function recordRow(record, root) {
   if (record.type === 'user') {
     body = (record.content || []).filter((part) => part.type === 'text').map((part) => part.text).join('');
   } else if (record.type === 'assistant') {
-    kind = 'agent';
+    kind = record.interrupted ? 'agent ✂' : 'agent';
     body = (record.content || []).map((part) => {
       if (part.type === 'text') return part.text;
       if (part.type === 'thinking') return `(thinking) ${part.text}`;
       if (part.type === 'tool_call') return `→ ${part.name} ${brief(part.input)}`;
       return '';
     }).filter(Boolean).join('\n');
+    // A reply cut off keeps the text it had (the stored message says so).
+    if (record.interrupted) body = `(interrupted) ${body}`;
   } else if (record.type === 'tool_result') {
     kind = 'result';
     body = `${record.tool_name}: ${brief(record.content)}`;
@@ -1153,7 +1156,8 @@ function recordRow(record, root) {
     body = `${record.tool_name} attempt ${record.attempt} (key ${record.idempotency_key})`;
   }
   const history = root && record.type === 'user' && record.turn ? historyButtons(record) : null;
-  return h('div', { class: `record${error ? ' error' : ''}`, 'data-turn': record.turn || '' }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body, history));
+  const action = record.type.startsWith('action_') ? ' action' : '';
+  return h('div', { class: `record${action}${error ? ' error' : ''}`, 'data-turn': record.turn || '' }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body, history));
 }
 
 function renderSession(session, root) {

@@ -7,12 +7,15 @@
 // actions wait), and at 760 px or narrower the agents do too, from the "Agents" button.
 // Escape or a click beside a drawer closes it.
 //
+// Comparing: two conversations of the agent side by side, turn by turn (below).
+//
 // Copying: a code block's copy button (markdown.js draws it; one click handler here serves
 // them all), and each message's (console.js). Exporting: the open conversation as markdown
 // (what a person reads: the messages, tool calls with their input and output) or as JSON
 // (the protocol's messages and the stored transcript), downloaded as a file.
 //
-// Uses console.js's globals (state, h, $, showTab, partText, copyText, copiedMessages, pretty).
+// Uses console.js's globals (state, h, $, encode, brief, pretty, copyText, copiedMessages,
+// emptyUsage, addUsage, sessionUsage).
 'use strict';
 
 const PANEL_WIDTH_KEY = 'flue-dev:inspector-width';
@@ -143,6 +146,119 @@ function studioExport(kind) {
   $('export').open = false;
 }
 
+// ---------------------------------------------------------------- compare two conversations
+//
+// Two conversations of the open agent side by side, turn by turn (a fork and its original by
+// default): each turn's message, what the agent answered, its tool calls, tokens and cost,
+// from the stored transcripts; a turn whose message or answer differs is marked.
+
+const FORKED_FROM_KEY = (agent, id) => `flue-dev:forked-from:${agent}:${id}`;
+
+// Remembers which conversation a fork opened from the console came from (compare's default).
+function studioForked(agent, fork, original) {
+  localStorage.setItem(FORKED_FROM_KEY(agent, fork), original);
+}
+
+async function studioTranscript(agent, id) {
+  const response = await fetch(`/_flue/dev/transcript/${encode(agent)}/${encode(id)}`, { cache: 'no-store' });
+  if (!response.ok) throw new Error(`${id}: the server answered ${response.status}`);
+  return response.json();
+}
+
+// A transcript's root session as turns: {message, answer, tools, usage}.
+function studioTurns(transcript) {
+  const turns = [];
+  let turn = null;
+  for (const record of transcript.messages || []) {
+    if (record.type === 'user') {
+      turn = { message: (record.content || []).filter((part) => part.type === 'text').map((part) => part.text).join(''), answer: '', tools: [], usage: emptyUsage() };
+      turns.push(turn);
+    } else if (turn && (record.type === 'assistant' || record.type === 'failed_turn')) {
+      addUsage(turn.usage, record.usage);
+      turn.usage.turns += 1;
+      for (const part of record.content || []) {
+        if (part.type === 'text') turn.answer += part.text;
+        if (part.type === 'tool_call') turn.tools.push(`${part.name} ${brief(part.input)}`);
+      }
+    }
+  }
+  return turns;
+}
+
+function studioUsageText(usage) {
+  const cost = usage.costUsd !== null ? ` · $${usage.costUsd.toFixed(usage.costUsd < 0.01 ? 5 : 3)}` : '';
+  return `${usage.turns} model call${usage.turns === 1 ? '' : 's'} · ${usage.input.toLocaleString()} in · ${usage.output.toLocaleString()} out${cost}`;
+}
+
+function studioTurnCell(turn, other) {
+  if (!turn) return h('div', { class: 'compare-cell empty' }, 'no such turn');
+  const differs = !other || other.message !== turn.message || other.answer !== turn.answer || other.tools.join('|') !== turn.tools.join('|');
+  return h('div', { class: `compare-cell${differs ? ' differs' : ''}` },
+    h('div', { class: 'compare-message' }, turn.message || '(no text)'),
+    turn.tools.length ? h('ul', { class: 'compare-tools' }, turn.tools.map((tool) => h('li', {}, h('code', {}, tool)))) : null,
+    h('div', { class: 'compare-answer' }, turn.answer || '(no text)'),
+    h('div', { class: 'usage' }, studioUsageText(turn.usage)));
+}
+
+async function studioCompare() {
+  const panel = $('compare');
+  const left = $('compare-left').value.trim();
+  const right = $('compare-right').value.trim();
+  const body = $('compare-body');
+  if (!left || !right) { body.replaceChildren(h('p', { class: 'none' }, 'Name two conversations of this agent.')); return; }
+  body.replaceChildren(h('p', { class: 'none' }, 'Reading…'));
+  try {
+    const [a, b] = await Promise.all([studioTranscript(state.agent, left), studioTranscript(state.agent, right)]);
+    if (panel.hidden) return;
+    const [turnsA, turnsB] = [studioTurns(a), studioTurns(b)];
+    const total = (transcript) => sessionUsage(transcript, emptyUsage());
+    const rows = [];
+    for (let idx = 0; idx < Math.max(turnsA.length, turnsB.length); idx += 1) {
+      rows.push(h('div', { class: 'compare-turn' }, `Turn ${idx + 1}`),
+        studioTurnCell(turnsA[idx], turnsB[idx]), studioTurnCell(turnsB[idx], turnsA[idx]));
+    }
+    body.replaceChildren(h('div', { class: 'compare-grid' },
+      h('div', { class: 'compare-turn' }),
+      h('div', { class: 'compare-head' }, h('strong', {}, left), h('div', { class: 'usage' }, `${turnsA.length} turns · ${studioUsageText(total(a))}`)),
+      h('div', { class: 'compare-head' }, h('strong', {}, right), h('div', { class: 'usage' }, `${turnsB.length} turns · ${studioUsageText(total(b))}`)),
+      rows));
+  } catch (err) {
+    body.replaceChildren(h('p', { class: 'run-state error' }, err.message));
+  }
+}
+
+function studioShowCompare(open) {
+  const panel = $('compare');
+  panel.hidden = !open;
+  document.body.classList.toggle('comparing', open);
+  $('export').open = false;
+  if (!open) return;
+  $('compare-agent').textContent = state.agent || '';
+  $('compare-left').value = state.conversation || '';
+  const original = state.agent && localStorage.getItem(FORKED_FROM_KEY(state.agent, state.conversation));
+  if (original) $('compare-right').value = original;
+  const recent = (() => {
+    try { return JSON.parse(localStorage.getItem(`flue-dev:recent:${state.agent}`) || '[]'); } catch { return []; }
+  })();
+  $('compare-ids').replaceChildren(...recent.map((id) => h('option', { value: id })));
+  studioCompare();
+}
+
+function studioBuildCompare() {
+  const input = (id, label) => h('label', { class: 'compare-pick' }, h('span', {}, label),
+    h('input', { id, type: 'text', list: 'compare-ids', spellcheck: 'false', autocomplete: 'off' }));
+  const panel = h('section', { id: 'compare', class: 'compare-panel', hidden: true, 'aria-label': 'Compare conversations' },
+    h('div', { class: 'list-head compare-bar' },
+      h('h2', { class: 'list-title' }, 'Compare ', h('span', { id: 'compare-agent' })),
+      input('compare-left', 'Left'), input('compare-right', 'Right'),
+      h('datalist', { id: 'compare-ids' }),
+      h('button', { class: 'button small', type: 'button', onclick: studioCompare }, 'Compare'),
+      h('button', { id: 'compare-close', class: 'button ghost small', type: 'button', onclick: () => studioShowCompare(false) }, 'Close')),
+    h('div', { id: 'compare-body', class: 'compare-body' }));
+  document.querySelector('main.layout').after(panel);
+  for (const id of ['compare-left', 'compare-right']) $(id).addEventListener('change', studioCompare);
+}
+
 // ---------------------------------------------------------------- start
 
 function studioInit() {
@@ -151,7 +267,7 @@ function studioInit() {
   $('inspector-close').addEventListener('click', () => studioOpen('inspector', false));
   $('scrim').addEventListener('click', studioCloseDrawers);
   document.addEventListener('keydown', (event) => {
-    if (event.key === 'Escape') { studioCloseDrawers(); $('export').open = false; }
+    if (event.key === 'Escape') { studioCloseDrawers(); $('export').open = false; if (!$('compare').hidden) studioShowCompare(false); }
   });
   // Picking an agent in the drawer closes it (the chat is what comes next).
   $('agents').addEventListener('click', (event) => { if (event.target.closest('.agent')) studioOpen('sidebar', false); });
@@ -159,6 +275,8 @@ function studioInit() {
   document.addEventListener('flue:tab', () => {
     if (window.matchMedia('(max-width: 1100px)').matches) studioOpen('inspector', true);
   });
+  studioBuildCompare();
+  $('compare-open').addEventListener('click', () => studioShowCompare(true));
   $('export-markdown').addEventListener('click', () => studioExport('markdown'));
   $('export-json').addEventListener('click', () => studioExport('json'));
   document.addEventListener('click', (event) => {
