@@ -79,7 +79,11 @@ fn the_console_works_at_every_size_and_keeps_a_selection_while_a_reply_streams()
             .arg(&shots);
     });
     assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
-    assert_eq!(result["steps"], json!(["1280", "1024", "390"]), "{result:#}");
+    assert_eq!(
+        result["steps"],
+        json!(["1280", "1024", "390"]),
+        "{result:#}"
+    );
     assert_eq!(result["consoleErrors"], json!([]), "{result:#}");
     let streaming = &result["results"]["streaming"];
     assert_eq!(
@@ -87,7 +91,8 @@ fn the_console_works_at_every_size_and_keeps_a_selection_while_a_reply_streams()
         "{streaming}"
     );
     assert!(
-        streaming["after"]["words"].as_u64() >= streaming["before"]["words"].as_u64().map(|n| n + 30),
+        streaming["after"]["words"].as_u64()
+            >= streaming["before"]["words"].as_u64().map(|n| n + 30),
         "{streaming}"
     );
     for size in ["chat", "sidebar", "details"] {
