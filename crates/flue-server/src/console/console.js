@@ -611,7 +611,7 @@ function renderMessages() {
   for (const message of all) {
     if (message.role === 'user') nodes.push(drawUser(message));
     else if (message.role === 'assistant') nodes.push(drawAssistant(message, state.usage[replyIndex++]));
-    else nodes.push(keep(`system:${message.id}`, `${JSON.stringify(message)}|${systemHint(message)}`, () => renderSystem(message)));
+    else nodes.push(drawSystem(message));
     if (copied.length && message === copied[copied.length - 1]) {
       nodes.push(keep('copied-divider', '', () => h('div', { class: 'copied-divider', role: 'note' },
         'The turns above were copied when this conversation was forked.')));
@@ -620,7 +620,7 @@ function renderMessages() {
   const answering = new Set(state.messages.filter((message) => message.role === 'assistant').map((message) => message.submissionId));
   const waiting = [...state.running].find((id) => !answering.has(id));
   if (waiting) {
-    nodes.push(keep(`waiting:${waiting}`, JSON.stringify(state.live.retry), () => h('div', { class: 'message' },
+    nodes.push(keep(`waiting:${waiting}`, `${state.live.submissionId}|${JSON.stringify(state.live.retry)}`, () => h('div', { class: 'message' },
       h('div', { class: 'who' }, state.agent),
       retryNote(waiting),
       h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')))));
@@ -630,10 +630,28 @@ function renderMessages() {
   if (stick) container.scrollTop = container.scrollHeight;
 }
 
-function drawUser(message) {
+// What a message's tools under it depend on besides the message: whether its submission runs,
+// the turn it became and whether a file changed from there on.
+function toolsSig(message) {
   const turn = typeof tryTurn === 'function' ? tryTurn(message) : undefined;
-  const sig = [JSON.stringify(message), state.running.has(message.submissionId), turn, rewindable(turn)].join('|');
-  return keep(`user:${message.id}`, sig, () => renderUser(message));
+  return [JSON.stringify(message), state.running.has(message.submissionId), turn, rewindable(turn)].join('|');
+}
+
+function drawUser(message) {
+  return keep(`user:${message.id}`, toolsSig(message), () => renderUser(message));
+}
+
+// A signal or a failure: its retry depends on what a message's does, a failure's hint too.
+function drawSystem(message) {
+  return keep(`system:${message.id}`, `${toolsSig(message)}|${systemHint(message)}|${failedRetrySig(message)}`, () => renderSystem(message));
+}
+
+// A failure's retry button is drawn from the message that failed.
+function failedRetrySig(message) {
+  if (message.purpose !== 'advisory') return '';
+  const sent = state.messages.find((candidate) => candidate.submissionId === message.submissionId
+    && (candidate.role === 'user' || candidate.purpose === 'dispatch'));
+  return sent ? sent.id : '';
 }
 
 // The hint a failed submission's advisory shows (it is asked for once; the advisory is drawn
@@ -728,10 +746,10 @@ function drawAssistant(message, usage) {
   const who = keep(`${key}:who`, `${state.agent}|${Boolean(message.interrupted)}`, () => h('div', { class: 'who' },
     state.agent,
     message.interrupted ? h('span', { class: 'badge interrupted', title: 'The reply was cut off (aborted, or the process stopped); this is the text it had' }, 'interrupted') : null,
-    copyButton(() => partText(findMessage(id) || message), 'Copy this reply as markdown')));
+    copyButton(() => partText([...copiedMessages(), ...state.messages].find((shown) => shown.id === id) || message), 'Copy this reply as markdown')));
   const nodes = message.parts.map((part, idx) => drawPart(message, part, `${message.id}:${idx}`));
   if (state.running.has(message.submissionId)) {
-    nodes.push(keep(`${key}:retry`, JSON.stringify(state.live.retry), () => retryNote(message.submissionId)));
+    nodes.push(keep(`${key}:retry`, `${state.live.submissionId}|${JSON.stringify(state.live.retry)}`, () => retryNote(message.submissionId)));
     nodes.push(keep(`${key}:typing`, '', () => h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i'))));
   }
   if (usage) nodes.push(keep(`${key}:usage`, JSON.stringify(usage), () => renderUsage(usage)));
