@@ -88,7 +88,7 @@ function renderStep(step, span, depth) {
   },
   h('div', { class: 'tl-line' },
     h('span', { class: 'tl-kind' }, KIND_NAMES[step.kind] || step.kind),
-    h('span', { class: 'tl-label' }, step.label),
+    h('span', { class: 'tl-label' }, typeof step.label === 'string' ? breakable(step.label) : step.label),
     step.slowest ? h('span', { class: 'tl-flag' }, 'slowest') : null,
     h('span', { class: 'tl-facts' }, facts)),
   step.detail || oldStart(step) ? h('div', { class: 'tl-detail' }, [step.detail, oldStart(step) ? '~start' : ''].filter(Boolean).join(' · ')) : null,
