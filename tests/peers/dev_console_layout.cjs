@@ -9,7 +9,9 @@
 //             not rebuilt; the details panel is widened by dragging its edge; model names are
 //             not cut; a code block's copy button copies it; Export saves markdown; a fork
 //             opens showing its copied turns, with no "rewind files" (no file changed), and
-//             compared with its original side by side; dark colours when the system asks
+//             compared with its original side by side; read_file run by hand from the Agent
+//             tab, and bash (it asks first) after its confirmation; dark colours when the
+//             system asks
 //   1024x768  the details panel is a drawer opened from "Details" (with the count of waiting
 //             actions); a custom tool's result is typed and sent in the chat itself
 //   390x844   no horizontal overflow (document.scrollingElement.scrollWidth <= innerWidth),
@@ -158,6 +160,27 @@ async function interrupted(page, results) {
   check(results.interrupted && results.interrupted.includes('interrupted') && results.interrupted.includes('Half of a reply'), 'an interrupted reply', results.interrupted);
 }
 
+// The Agent tab runs `read_file` by hand, and `bash`, which asks first, once confirmed.
+async function byHand(page, results) {
+  await page.locator('.tab-button[data-tab="agent"]').click();
+  const read = page.locator('#tab-agent [data-run-tool="read_file"]');
+  await read.locator('.tool-run-toggle').click();
+  await read.locator('textarea').fill('{"path": "echo.json"}');
+  await read.locator('.tool-run-go').click();
+  const output = read.locator('.tool-run-output');
+  await output.waitFor();
+  let asked = null;
+  page.once('dialog', async (dialog) => { asked = dialog.message(); await dialog.accept(); });
+  const bash = page.locator('#tab-agent [data-run-tool="bash"]');
+  await bash.locator('.tool-run-toggle').click();
+  await bash.locator('textarea').fill('{"command": "echo ran by hand"}');
+  await bash.locator('.tool-run-go').click();
+  await bash.locator('.tool-run-output').waitFor();
+  results.hand = { read: await output.innerText(), asked, ran: await bash.locator('.tool-run-output').innerText() };
+  check(results.hand.ran.includes('ran by hand') && asked, 'bash run by hand after its confirmation', results.hand);
+  await page.screenshot({ path: path.join(shots, '1280-by-hand.png') });
+}
+
 async function dark(page, results) {
   await page.emulateMedia({ colorScheme: 'dark' });
   results.dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
@@ -245,6 +268,7 @@ async function main() {
       await wide(page, results);
       await fork(page, results);
       await page.screenshot({ path: path.join(shots, '1280-fork.png') });
+      await byHand(page, results);
       await interrupted(page, results);
       await dark(page, results);
       await page.screenshot({ path: path.join(shots, '1280-dark.png') });

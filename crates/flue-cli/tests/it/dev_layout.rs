@@ -1,7 +1,8 @@
 //! The console at 1280x800, 1024x768 and 390x844 in headless Chromium
 //! (tests/peers/dev_console_layout.cjs): what a person sees and can click at each size, a
 //! selection kept while a reply streams, an action answered in the chat, a fork showing its
-//! copied turns and compared with its original, copy and export (screenshots under
+//! copied turns and compared with its original, copy and export, a tool run by hand with its
+//! policy applied (screenshots under
 //! target/tmp/dev-console-layout/).
 
 use std::path::Path;
@@ -62,7 +63,8 @@ fn the_console_works_at_every_size_and_keeps_a_selection_while_a_reply_streams()
         ),
         (
             "agents/echo.md",
-            "---\ndescription: Echoes\nmodel: scripted/echo.json\n---\nEcho.\n",
+            "---\ndescription: Echoes\nmodel: scripted/echo.json\nsandbox: local\n\
+             tools: [read_file, bash]\npermissions:\n  bash: always_ask\n---\nEcho.\n",
         ),
     ]);
     let dev = Dev::start(ws.root());
@@ -94,6 +96,23 @@ fn the_console_works_at_every_size_and_keeps_a_selection_while_a_reply_streams()
         streaming["after"]["words"].as_u64()
             >= streaming["before"]["words"].as_u64().map(|n| n + 30),
         "{streaming}"
+    );
+    let hand = &result["results"]["hand"];
+    assert!(
+        hand["read"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("echo: {{user}}"),
+        "{hand}"
+    );
+    assert_eq!(
+        hand["asked"],
+        "bash asks before each call (rule `bash` from the agent file's permissions). Run it with this input?",
+        "{hand}"
+    );
+    assert!(
+        hand["ran"].as_str().unwrap_or_default().contains("by hand"),
+        "{hand}"
     );
     for size in ["chat", "sidebar", "details"] {
         let seen = &result["results"]["phone"][size];
