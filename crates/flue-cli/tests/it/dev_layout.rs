@@ -139,3 +139,85 @@ fn the_console_works_at_every_size_and_keeps_a_selection_while_a_reply_streams()
         );
     }
 }
+
+/// `POST /_flue/dev/tools/{agent}/run` applies the tool's policy: a tool that asks first runs
+/// only confirmed, a custom tool and a tool that needs a conversation never run, an unknown
+/// tool is a 404; what runs writes its output, and a file tool's change is audited.
+#[test]
+fn a_tool_runs_by_hand_only_as_its_policy_allows() {
+    let ws = crate::Workspace::new(&[
+        ("custom.json", CUSTOM_SCRIPT),
+        (
+            "agents/custom.md",
+            "---\ndescription: Asks the application\nmodel: scripted/custom.json\nsandbox: local\n\
+             permissions:\n  bash: always_ask\ntools:\n  - bash\n  - create_file\n  \
+             - name: lookup_order\n    description: Looks an order up\n    custom: true\n    \
+             input: { type: object, properties: { id: { type: string } }, required: [id] }\n\
+             ---\nYou look orders up.\n",
+        ),
+    ]);
+    let dev = Dev::start(ws.root());
+    let run = |body: serde_json::Value| {
+        let (status, text) = crate::dev::http(
+            &dev.addr,
+            "POST",
+            "/_flue/dev/tools/custom/run",
+            &body.to_string(),
+        );
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default(),
+        )
+    };
+    let (status, answer) = run(json!({"tool": "lookup_order", "input": {"id": "A-1"}}));
+    assert_eq!(
+        (status, &answer["outcome"]),
+        (200, &json!("refused")),
+        "{answer}"
+    );
+    let (_, answer) = run(json!({"tool": "task", "input": {"prompt": "x"}}));
+    assert_eq!(answer["outcome"], "refused", "{answer}");
+    let (status, answer) = run(json!({"tool": "no_such_tool"}));
+    assert_eq!(status, 404, "{answer}");
+    let command = json!({"command": "echo by hand > shell.txt"});
+    let (_, answer) = run(json!({"tool": "bash", "input": command}));
+    assert_eq!(answer["outcome"], "confirm", "{answer}");
+    assert!(
+        !ws.root().join("shell.txt").exists(),
+        "bash ran unconfirmed"
+    );
+    let (_, answer) = run(json!({"tool": "bash", "input": command, "confirmed": true}));
+    assert_eq!(answer["outcome"], "ok", "{answer}");
+    assert!(ws.root().join("shell.txt").exists(), "{answer}");
+    let (_, answer) =
+        run(json!({"tool": "create_file", "input": {"path": "made.txt", "content": "by hand\n"}}));
+    assert_eq!(answer["outcome"], "ok", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("made.txt")).unwrap(),
+        "by hand\n"
+    );
+    let (_, answer) = run(json!({"tool": "create_file", "input": {"path": "made.txt"}}));
+    assert_eq!(answer["outcome"], "error", "{answer}");
+    drop(dev);
+    // The change is in the audit log, under the conversation of hand runs (`flue audit` reads
+    // `.flue/flue.db`: flue dev's store, copied there with its write-ahead log).
+    let store = ws.root().join(".flue");
+    for suffix in ["", "-wal", "-shm"] {
+        let from = store.join(format!("dev.db{suffix}"));
+        if from.exists() {
+            std::fs::copy(&from, store.join(format!("flue.db{suffix}"))).unwrap();
+        }
+    }
+    let audit = std::process::Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
+        .args(["audit", "--json"])
+        .current_dir(ws.root())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&audit.stdout);
+    assert!(
+        shown.contains("made.txt") && shown.contains("console-tool-runs"),
+        "{shown}\n{}",
+        crate::stderr(&audit)
+    );
+}
