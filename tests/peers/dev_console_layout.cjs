@@ -4,9 +4,9 @@
 // The workspace (written by the Rust test) has `slow` (a reply with reasoning, a paragraph, a
 // table, a code block and 200 words, streamed a piece at a time), `custom` (a custom tool the
 // person answers) and `echo`, whose conversation <fork conversation> holds two turns.
-//   1280x800  a selection in the streaming reply is still selected, the same element, and the
-//             opened Thinking block still open, once 30 more words have arrived; the chat was
-//             not rebuilt; the details panel is widened by dragging its edge; model names are
+//   1280x800  a selection in the streaming reply is still selected, the same element, the
+//             opened Thinking block still open and the chat scrolled where it was, once 30 more
+//             words have arrived; the chat was not rebuilt; the details panel is widened by dragging its edge; model names are
 //             not cut; a code block's copy button copies it; Export saves markdown; a fork
 //             opens showing its copied turns, with no "rewind files" (no file changed), and
 //             compared with its original side by side; read_file run by hand from the Agent
@@ -61,7 +61,7 @@ async function streaming(page, results) {
     getSelection().addRange(range);
     const text = document.querySelector('.message.assistant .assistant-body > .markdown');
     const words = text.textContent.split(/\s+/).filter((word) => /^word\d+$/.test(word)).length;
-    return { selected: getSelection().toString(), words, rebuilt: drawStats.rebuilt, draws: drawStats.draws };
+    return { selected: getSelection().toString(), words, rebuilt: drawStats.rebuilt, draws: drawStats.draws, scrollTop: document.getElementById('messages').scrollTop };
   });
   // 30 more words, 80 ms apart: the reply streamed on for 2.4 s or more.
   await page.waitForFunction((count) => {
@@ -79,12 +79,14 @@ async function streaming(page, results) {
       rebuilt: drawStats.rebuilt,
       draws: drawStats.draws,
       running: !document.getElementById('abort').hidden,
+      scrollTop: document.getElementById('messages').scrollTop,
     };
   });
   results.streaming = { before, after };
   check(after.selected === 'Alpha paragraph one is complete and selectable.' && after.selected === before.selected, 'the selection was lost while the reply streamed', results.streaming);
   check(after.sameElement, 'the selected paragraph was drawn again', after);
   check(after.thinkingOpen, 'the opened Thinking block was closed', after);
+  check(after.scrollTop === before.scrollTop, 'the chat scrolled while the user selected text', results.streaming);
   check(after.rebuilt === before.rebuilt && after.draws > before.draws, 'the chat was rebuilt while the reply streamed', results.streaming);
   await page.locator('#abort').waitFor({ state: 'hidden' });
   await page.locator('.message.assistant .usage').waitFor();

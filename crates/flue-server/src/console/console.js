@@ -590,7 +590,8 @@ const drawStats = { rebuilt: 0, draws: 0 };
 function renderMessages() {
   const container = $('messages');
   const nearBottom = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
-  const stick = state.stick || nearBottom;
+  // While the user selects text in the chat it stays where it is (the reply grows below).
+  const stick = (state.stick || nearBottom) && !selectingIn(container);
   let inner = container.firstElementChild;
   if (!inner || !inner.classList.contains('inner')) {
     inner = h('div', { class: 'inner' });
@@ -635,6 +636,11 @@ function renderMessages() {
 function toolsSig(message) {
   const turn = typeof tryTurn === 'function' ? tryTurn(message) : undefined;
   return [JSON.stringify(message), state.running.has(message.submissionId), turn, rewindable(turn)].join('|');
+}
+
+function selectingIn(container) {
+  const selection = window.getSelection();
+  return Boolean(selection && !selection.isCollapsed && container.contains(selection.anchorNode));
 }
 
 function drawUser(message) {
