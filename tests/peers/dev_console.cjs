@@ -9,8 +9,9 @@
 //   5-fixed    fixing the file clears the banner
 //   6-approval the Agent tab lists command tools and marks always_ask ones; a tool call that
 //              needs approval waits in the chat; Allow runs it
-//   7-question an MCP server's question (the Python peer's `release` tool) waits in the chat;
-//              its form in the Actions tab (defaults filled in) answers it
+//   7-question an MCP server's question (the Python peer's `release` tool) waits in the chat,
+//              listed in the Actions tab too; its form in the chat (defaults filled in)
+//              answers it
 // Prints one JSON line {ok, steps, consoleErrors} and exits 0 only when every step passed.
 'use strict';
 
@@ -161,8 +162,9 @@ async function main() {
     await send('release it');
     const question = page.locator('.messages .action.pending', { hasText: 'Which version should be released?' });
     await question.waitFor();
-    await question.locator('button', { hasText: 'Answer it in the Actions tab' }).click();
-    const form = page.locator('#tab-actions .action.pending');
+    // The Actions tab lists it too; it is answered where it is asked, in the chat.
+    await page.locator('#tab-actions .action.pending', { hasText: 'Which version should be released?' }).waitFor({ state: 'attached' });
+    const form = question;
     await form.locator('label', { hasText: 'channel' }).locator('select').waitFor();
     const channel = await form.locator('label', { hasText: 'channel' }).locator('select').inputValue();
     if (channel !== 'stable') throw new Error(`the channel default was not filled in: ${channel}`);

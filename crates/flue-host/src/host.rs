@@ -169,6 +169,16 @@ impl Host {
         self.agents().offered_tools(agent, &self.options).await
     }
 
+    /// Opens agent `agent` for `instance_id` with this host's options (the console's tools run
+    /// by hand). See [`Host::open_harness`].
+    pub(crate) async fn open_harness_here(
+        &self,
+        agent: &str,
+        instance_id: &str,
+    ) -> Result<AgentHarness, HostError> {
+        self.open_harness(agent, instance_id, &self.options).await
+    }
+
     /// Opens agent `agent` for conversation `instance_id` from the current agent set, on the
     /// host's store. See [`AgentSet::open`].
     pub async fn open_harness(

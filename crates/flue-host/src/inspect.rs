@@ -15,7 +15,7 @@ use flue_core::permission::{PermissionSource, explain_permission};
 use flue_core::tool::ToolOrigin;
 use flue_core::util::workspace_file::{MAX_MARKDOWN_BYTES, WorkspaceFiles};
 use flue_core::{Permission, PermissionRule, ToolDefinition};
-use flue_server::{AgentDetails, SourceFile, SourceKind, ToolsFuture};
+use flue_server::{AgentDetails, SourceFile, SourceKind, ToolRun, ToolsFuture};
 use serde::Serialize;
 
 use crate::Host;
@@ -42,6 +42,24 @@ impl AgentDetails for HostDetails {
         })
     }
 
+    fn run_tool<'a>(&'a self, agent: &'a str, run: ToolRun) -> ToolsFuture<'a> {
+        Box::pin(async move {
+            if !self.host.agents().workspace().agents.contains_key(agent) {
+                return Err(format!("no agent {agent:?} in the build"));
+            }
+            let instance = flue_core::ConversationKey::new(agent, HAND_RUN_ID).instance_id();
+            let opened = self
+                .host
+                .open_harness_here(agent, &instance)
+                .await
+                .map_err(|err| format!("agent {agent:?} cannot be opened: {err}"))?;
+            let answer = run_by_hand(opened.harness(), agent, run).await;
+            // Its sandbox and its MCP sessions of this run end here.
+            let _ = opened.close().await;
+            answer
+        })
+    }
+
     fn source(&self, kind: SourceKind, name: &str) -> Option<Result<SourceFile, String>> {
         let agents = self.host.agents();
         let workspace = agents.workspace();
@@ -53,6 +71,54 @@ impl AgentDetails for HostDetails {
         }?;
         Some(read_source(agents.root(), &path))
     }
+}
+
+/// The conversation id a tool run by hand is audited under (a file it changes is listed in
+/// the audit log as this conversation's).
+const HAND_RUN_ID: &str = "console-tool-runs";
+
+/// Origins whose tools run outside a conversation: the others need one (a task, the state,
+/// memory, a skill's loading, the runtime's own) or are answered by the application.
+const HAND_RUNNABLE: &[ToolOrigin] = &[
+    ToolOrigin::BuiltIn,
+    ToolOrigin::Command,
+    ToolOrigin::Mcp,
+    ToolOrigin::Code,
+];
+
+/// Runs `run.tool` of `harness` with its policy applied: a tool that asks first runs only
+/// confirmed; the output or the error is redacted as a conversation's would be.
+async fn run_by_hand(
+    harness: &flue_core::Harness,
+    agent: &str,
+    run: ToolRun,
+) -> Result<serde_json::Value, String> {
+    let tools = harness.offered_tools().map_err(|err| err.to_string())?;
+    let Some(tool) = tools.iter().find(|tool| tool.name() == run.tool) else {
+        return Err(format!("agent {agent:?} has no tool {:?}", run.tool));
+    };
+    let view = tool_view(&harness.agent().permissions, tool);
+    if tool.is_external() || !HAND_RUNNABLE.contains(&tool.origin()) {
+        let why = if tool.is_external() {
+            view.why
+        } else {
+            format!("a {} tool runs only inside a conversation", view.origin)
+        };
+        return Ok(serde_json::json!({"outcome": "refused", "why": why}));
+    }
+    if view.policy == "always_ask" && !run.confirmed {
+        return Ok(serde_json::json!({"outcome": "confirm", "why": view.why}));
+    }
+    let ctx = flue_core::ToolContext::new(Arc::clone(harness.fs()))
+        .with_audit(Arc::clone(harness.audit_store()))
+        .with_instance_id(harness.instance_id())
+        .with_agent(agent);
+    let mut answer = match tool.call(run.input, &ctx).await {
+        Ok(output) => serde_json::json!({"outcome": "ok", "output": output}),
+        Err(error) => serde_json::json!({"outcome": "error", "error": error}),
+    };
+    harness.redactor().redact_json(&mut answer);
+    Ok(answer)
 }
 
 /// The file `path` (relative to `root`, as the build names it), at most

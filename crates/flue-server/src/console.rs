@@ -35,7 +35,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use flue_core::model::ToolSchema;
 use flue_core::{DEFAULT_SESSION, store::DynConversationStore};
 use serde::Deserialize;
@@ -81,6 +81,10 @@ const PROMPT_JS: &str = include_str!("console/prompt.js");
 const ACCESS_JS: &str = include_str!("console/access.js");
 const LIST_JS: &str = include_str!("console/list.js");
 const LIST_CSS: &str = include_str!("console/list.css");
+/// The layout at every width (drawers, the resizable details panel), copying, export and the
+/// dark colours (studio.js, studio.css).
+const STUDIO_JS: &str = include_str!("console/studio.js");
+const STUDIO_CSS: &str = include_str!("console/studio.css");
 
 /// Rows the conversation list returns when the query names no limit.
 const DEFAULT_LIST_LIMIT: usize = 50;
@@ -163,6 +167,32 @@ pub trait AgentDetails: Send + Sync {
     /// file, `Err` when it cannot be read (the message says why). Reads only files the build
     /// knows, inside the workspace root, bounded; called on a blocking thread.
     fn source(&self, kind: SourceKind, name: &str) -> Option<Result<SourceFile, String>>;
+
+    /// Runs agent `agent`'s tool as `run` names it, by hand, its policy applied (see
+    /// [`ToolRun`]): `{"outcome": "ok", "output"}`, `{"outcome": "error", "error"}`,
+    /// `{"outcome": "confirm", "why"}` (it asks first: send it again confirmed) or
+    /// `{"outcome": "refused", "why"}`; `Err` names an agent or a tool the build does not
+    /// have. The default runs nothing.
+    fn run_tool<'a>(&'a self, agent: &'a str, run: ToolRun) -> ToolsFuture<'a> {
+        let _ = (agent, run);
+        Box::pin(async { Err("this server runs no tool by hand".to_owned()) })
+    }
+}
+
+/// A tool run by hand from the console's Agent tab (`POST /_flue/dev/tools/{agent}/run`): the
+/// tool, its input, and whether the person confirmed a tool whose policy asks before each
+/// call (one that runs at once needs no confirmation).
+#[derive(Clone, Debug, Deserialize)]
+#[non_exhaustive]
+pub struct ToolRun {
+    /// The tool's name, as the agent's model is offered it.
+    pub tool: String,
+    /// Its input (checked against its schema).
+    #[serde(default)]
+    pub input: Value,
+    /// The person confirmed the call.
+    #[serde(default)]
+    pub confirmed: bool,
 }
 
 /// Longest error message `GET /_flue/dev/hint` looks at (longer ones get no hint).
@@ -329,12 +359,15 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/access.js",
     "GET /_flue/dev/list.js",
     "GET /_flue/dev/list.css",
+    "GET /_flue/dev/studio.js",
+    "GET /_flue/dev/studio.css",
     "GET /_flue/dev/state",
     "GET /_flue/dev/conversations",
     "GET /_flue/dev/transcript/{agent}/{id}",
     "GET /_flue/dev/live/{agent}/{id}",
     "GET /_flue/dev/hint",
     "GET /_flue/dev/tools/{agent}",
+    "POST /_flue/dev/tools/{agent}/run",
     "GET /_flue/dev/source/{kind}/{name}",
     "GET /_flue/dev/timeline.js",
     "GET /_flue/dev/timeline.css",
@@ -355,6 +388,7 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route("/_flue/dev/live/{agent}/{id}", get(live))
         .route("/_flue/dev/hint", get(hint))
         .route("/_flue/dev/tools/{agent}", get(tools))
+        .route("/_flue/dev/tools/{agent}/run", post(run_tool))
         .route("/_flue/dev/source/{kind}/{name}", get(source))
         .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
         .route("/_flue/dev/prompt/{agent}/{id}", get(prompt))
@@ -428,6 +462,14 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route(
             "/_flue/dev/list.css",
             get(|| async { asset(CSS, LIST_CSS) }),
+        )
+        .route(
+            "/_flue/dev/studio.js",
+            get(|| async { asset(JAVASCRIPT, STUDIO_JS) }),
+        )
+        .route(
+            "/_flue/dev/studio.css",
+            get(|| async { asset(CSS, STUDIO_CSS) }),
         )
         .merge(data)
 }
@@ -536,6 +578,22 @@ async fn tools(State(state): State<Arc<DevConsole>>, Path(agent): Path<String>) 
             axum::Json(json!({"agent": agent, "tools": [], "error": {"message": message}}))
                 .into_response(),
         ),
+        Err(message) => not_found(&message),
+    }
+}
+
+/// `POST /_flue/dev/tools/{agent}/run` with a [`ToolRun`]: the tool run by hand, its policy
+/// applied ([`AgentDetails::run_tool`]); 404 for an agent or a tool the build does not have.
+async fn run_tool(
+    State(state): State<Arc<DevConsole>>,
+    Path(agent): Path<String>,
+    axum::Json(run): axum::Json<ToolRun>,
+) -> Response {
+    let Some(details) = &state.details else {
+        return not_found("this server runs no tool by hand");
+    };
+    match details.run_tool(&agent, run).await {
+        Ok(answer) => no_store(axum::Json(answer).into_response()),
         Err(message) => not_found(&message),
     }
 }

@@ -55,7 +55,8 @@ pub mod wire;
 
 pub use console::{
     AgentDetails, BuildStatus, CONSOLE_ROUTES, CONTENT_SECURITY_POLICY, ConsoleAccess, DevConsole,
-    ErrorHint, PromptAssembly, SourceFile, SourceKind, ToolsFuture, console_app, console_routes,
+    ErrorHint, PromptAssembly, SourceFile, SourceKind, ToolRun, ToolsFuture, console_app,
+    console_routes,
 };
 pub use durable::DurableRuntime;
 pub use error::ApiError;

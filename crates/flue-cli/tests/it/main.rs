@@ -17,6 +17,7 @@ mod crash_tasks;
 mod delegation;
 mod delete;
 mod dev;
+mod dev_layout;
 mod dev_markdown;
 mod docs_commands;
 mod durable;

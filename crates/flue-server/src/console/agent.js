@@ -5,7 +5,8 @@
 // and roles as links that show the file's source here.
 //
 // Routes (console.rs): GET /_flue/dev/tools/<agent> lists the tools (the assembly layer opens
-// the agent as a conversation would, its MCP servers connected); GET
+// the agent as a conversation would, its MCP servers connected); POST
+// /_flue/dev/tools/<agent>/run runs one by hand (below); GET
 // /_flue/dev/source/<agent|skill|role>/<name> serves a file of the build, and only those.
 'use strict';
 
@@ -114,7 +115,74 @@ const flueAgentTab = (() => {
       el('span', { class: `badge policy policy-${tool.policy}`, title: tool.why }, POLICIES[tool.policy] || tool.policy)),
     tool.description ? el('div', { class: 'tool-row-desc' }, tool.description) : null,
     // Why, when a rule decided or the tool does not simply run.
-    tool.policy !== 'allow' || tool.why !== "the tool's own default" ? el('div', { class: 'tool-row-why' }, tool.why) : null)));
+    tool.policy !== 'allow' || tool.why !== "the tool's own default" ? el('div', { class: 'tool-row-why' }, tool.why) : null,
+    RUNNABLE.has(tool.origin) ? runForm(agent.name, tool) : null)));
+  }
+
+  // ---------------------------------------------------------------- run one tool by hand
+  //
+  // POST /_flue/dev/tools/<agent>/run {tool, input, confirmed}: the tool runs in the agent's
+  // sandbox outside any conversation, its policy applied (one that asks first runs after the
+  // person confirms here; a custom tool, and the tools that need a conversation, never run).
+  // Each tool's form is kept across redraws of the tab, so its input and result stay.
+  const RUNNABLE = new Set(['built-in', 'command', 'mcp', 'code']);
+  const forms = new Map();
+
+  function runForm(agentName, tool) {
+    const key = `${agentName}\u0000${tool.name}`;
+    if (forms.has(key)) return forms.get(key);
+    const input = el('textarea', { class: 'action-value tool-run-input', rows: 3, spellcheck: 'false', 'aria-label': `${tool.name}'s input (JSON)` });
+    input.value = '{}';
+    const result = el('div', { class: 'tool-run-result', role: 'status' });
+    const run = el('button', { type: 'button', class: 'button primary small tool-run-go' }, 'Run');
+    const body = el('div', { class: 'tool-run-body', hidden: true }, input, el('div', { class: 'action-buttons' }, run), result);
+    const toggle = el('button', { type: 'button', class: 'link tool-run-toggle', title: 'Run this tool once with an input you write, its policy applied' }, 'run by hand');
+    toggle.addEventListener('click', () => { body.hidden = !body.hidden; if (!body.hidden) input.focus(); });
+    run.addEventListener('click', () => runTool(agentName, tool, input.value, result, run));
+    const form = el('div', { class: 'tool-run writes', 'data-run-tool': tool.name }, toggle, body);
+    forms.set(key, form);
+    return form;
+  }
+
+  async function runTool(agentName, tool, text, result, button) {
+    let input;
+    try { input = JSON.parse(text || '{}'); } catch (err) {
+      result.replaceChildren(el('pre', { class: 'error' }, `The input is not JSON: ${err.message}`));
+      return;
+    }
+    button.disabled = true;
+    try {
+      let answer = await post(agentName, { tool: tool.name, input });
+      if (answer.outcome === 'confirm') {
+        // The policy asks before each call: this person is the one asked.
+        if (!window.confirm(`${tool.name} asks before each call (${answer.why}). Run it with this input?`)) {
+          result.replaceChildren(el('p', { class: 'none' }, 'Not run.'));
+          return;
+        }
+        answer = await post(agentName, { tool: tool.name, input, confirmed: true });
+      }
+      result.replaceChildren(shownAnswer(answer));
+    } catch (err) {
+      result.replaceChildren(el('pre', { class: 'error' }, err.message));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function post(agentName, body) {
+    const response = await fetch(`/_flue/dev/tools/${encode(agentName)}/run`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+    });
+    const answer = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error((answer.error && answer.error.message) || `The server answered ${response.status}.`);
+    return answer;
+  }
+
+  function shownAnswer(answer) {
+    const json = (value) => (typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+    if (answer.outcome === 'ok') return el('div', {}, el('h4', {}, 'Output'), el('pre', { class: 'tool-run-output' }, json(answer.output)));
+    if (answer.outcome === 'error') return el('div', {}, el('h4', {}, 'Error'), el('pre', { class: 'error tool-run-error' }, json(answer.error)));
+    return el('p', { class: 'tool-run-refused' }, `Not run: ${answer.why || answer.outcome}`);
   }
 
   // Shows the source of the build's `kind` file `name` in the tab.

@@ -243,7 +243,7 @@ function renderAgents() {
     },
     h('div', { class: 'agent-name' }, agent.name),
     agent.description ? h('div', { class: 'agent-desc' }, agent.description) : null,
-    agent.model ? h('span', { class: 'badge model' }, agent.model) : null))));
+    agent.model ? h('span', { class: 'badge model', title: agent.model }, breakable(agent.model)) : null))));
   if (!status.agents.length) $('agents').append(h('li', { class: 'empty-note' }, 'No agents: add agents/NAME.md'));
   const named = (items) => items.map((item) => h('li', {},
     h('div', { class: 'name' }, item.name), h('div', { class: 'desc' }, item.description)));
@@ -251,6 +251,12 @@ function renderAgents() {
   if (!status.skills.length) $('skills').append(h('li', { class: 'empty-note' }, 'None yet: .agents/skills/NAME/SKILL.md'));
   $('roles').replaceChildren(...named(status.roles));
   $('roles-title').hidden = !status.roles.length;
+}
+
+// A model's name with a line break allowed after each `/` (a narrow panel wraps it there
+// instead of cutting it).
+function breakable(name) {
+  return String(name).split('/').flatMap((piece, idx, all) => (idx < all.length - 1 ? [`${piece}/`, h('wbr')] : [piece]));
 }
 
 function chips(items, empty) {
@@ -543,31 +549,123 @@ function apply(chunk) {
 
 // ---------------------------------------------------------------- rendering the chat
 
+// The chat is drawn incrementally: every piece (a message, a part of a reply, a note) is kept
+// from one drawing to the next under a key, and built again only when what it shows changed
+// (its signature). A streaming reply's text is one element that markdown.js grows in place, so
+// text the user selects, an open block, a half-typed answer and the scroll position survive
+// the reply streaming on. `drawn`: key -> {sig, node}.
+const drawn = new Map();
+let drawnNow = new Set();
+
+// The element of `key`: the one drawn before when `sig` is unchanged, else a new one from `make`.
+function keep(key, sig, make) {
+  drawnNow.add(key);
+  const old = drawn.get(key);
+  if (old && old.sig === sig) return old.node;
+  const node = make();
+  drawn.set(key, { sig, node });
+  return node;
+}
+
+// Makes `nodes` the children of `parent`, in order, moving only those out of place (a node
+// left where it is keeps the selection inside it).
+function place(parent, nodes) {
+  let at = parent.firstChild;
+  for (const node of nodes) {
+    if (!node) continue;
+    if (node === at) { at = at.nextSibling; continue; }
+    parent.insertBefore(node, at);
+  }
+  while (at) {
+    const next = at.nextSibling;
+    at.remove();
+    at = next;
+  }
+}
+
+// Counts the times the chat's list of messages was rebuilt from nothing (a test reads it: a
+// streaming reply must not rebuild it).
+const drawStats = { rebuilt: 0, draws: 0 };
+
 function renderMessages() {
   const container = $('messages');
   const nearBottom = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
-  const stick = state.stick || nearBottom;
-  const inner = h('div', { class: 'inner' });
-  if (!state.messages.length) {
-    inner.append(h('div', { class: 'placeholder' },
+  // While the user selects text in the chat it stays where it is (the reply grows below).
+  const stick = (state.stick || nearBottom) && !selectingIn(container);
+  let inner = container.firstElementChild;
+  if (!inner || !inner.classList.contains('inner')) {
+    inner = h('div', { class: 'inner' });
+    container.replaceChildren(inner);
+    drawStats.rebuilt += 1;
+  }
+  drawStats.draws += 1;
+  drawnNow = new Set();
+  const nodes = [];
+  const copied = copiedMessages();
+  const all = [...copied, ...state.messages];
+  if (!all.length) {
+    nodes.push(keep('placeholder', state.agent || '', () => h('div', { class: 'placeholder' },
       h('strong', {}, state.agent ? `Talk to ${state.agent}` : 'No agent'),
-      'Messages and everything the agent does show up here as it happens.'));
+      'Messages and everything the agent does show up here as it happens.')));
   }
   let replyIndex = 0;
-  for (const message of state.messages) {
-    if (message.role === 'user') inner.append(renderUser(message));
-    else if (message.role === 'assistant') inner.append(renderAssistant(message, state.usage[replyIndex++]));
-    else inner.append(renderSystem(message));
+  for (const message of all) {
+    if (message.role === 'user') nodes.push(drawUser(message));
+    else if (message.role === 'assistant') nodes.push(drawAssistant(message, state.usage[replyIndex++]));
+    else nodes.push(drawSystem(message));
+    if (copied.length && message === copied[copied.length - 1]) {
+      nodes.push(keep('copied-divider', '', () => h('div', { class: 'copied-divider', role: 'note' },
+        'The turns above were copied when this conversation was forked.')));
+    }
   }
   const answering = new Set(state.messages.filter((message) => message.role === 'assistant').map((message) => message.submissionId));
   const waiting = [...state.running].find((id) => !answering.has(id));
   if (waiting) {
-    inner.append(h('div', { class: 'message' }, h('div', { class: 'who' }, state.agent),
+    nodes.push(keep(`waiting:${waiting}`, `${state.live.submissionId}|${JSON.stringify(state.live.retry)}`, () => h('div', { class: 'message' },
+      h('div', { class: 'who' }, state.agent),
       retryNote(waiting),
-      h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i'))));
+      h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')))));
   }
-  container.replaceChildren(inner);
+  place(inner, nodes);
+  for (const key of [...drawn.keys()]) if (!drawnNow.has(key)) drawn.delete(key);
   if (stick) container.scrollTop = container.scrollHeight;
+}
+
+// What a message's tools under it depend on besides the message: whether its submission runs,
+// the turn it became and whether a file changed from there on.
+function toolsSig(message) {
+  const turn = typeof tryTurn === 'function' ? tryTurn(message) : undefined;
+  return [JSON.stringify(message), state.running.has(message.submissionId), turn, rewindable(turn)].join('|');
+}
+
+function selectingIn(container) {
+  const selection = window.getSelection();
+  return Boolean(selection && !selection.isCollapsed && container.contains(selection.anchorNode));
+}
+
+function drawUser(message) {
+  return keep(`user:${message.id}`, toolsSig(message), () => renderUser(message));
+}
+
+// A signal or a failure: its retry depends on what a message's does, a failure's hint too.
+function drawSystem(message) {
+  return keep(`system:${message.id}`, `${toolsSig(message)}|${systemHint(message)}|${failedRetrySig(message)}`, () => renderSystem(message));
+}
+
+// A failure's retry button is drawn from the message that failed.
+function failedRetrySig(message) {
+  if (message.purpose !== 'advisory') return '';
+  const sent = state.messages.find((candidate) => candidate.submissionId === message.submissionId
+    && (candidate.role === 'user' || candidate.purpose === 'dispatch'));
+  return sent ? sent.id : '';
+}
+
+// The hint a failed submission's advisory shows (it is asked for once; the advisory is drawn
+// again when it comes).
+function systemHint(message) {
+  if (message.purpose !== 'advisory') return '';
+  const outcome = message.settlement && message.settlement.outcome;
+  return outcome === 'aborted' ? '' : String(state.hints.get(partText(message)) || '');
 }
 
 // What to fix for a failed submission's error, as `flue run` prints it after `hint:` (asked
@@ -596,6 +694,7 @@ function retryNote(submissionId) {
 
 // A duration as `flue run` writes it: `800 ms`, `2 s`, `1.5 s`.
 function durationText(ms) {
+  if (typeof ms !== 'number') return '';
   if (ms < 1000) return `${ms} ms`;
   if (ms % 1000 === 0) return `${ms / 1000} s`;
   return `${(ms / 1000).toFixed(1)} s`;
@@ -606,11 +705,14 @@ function partText(message) {
 }
 
 function renderUser(message) {
-  // try.js: the message's choices, retry, fork from here, rewind files.
-  const tools = typeof tryUserTools === 'function' ? tryUserTools(message) : null;
+  // try.js: the message's choices, retry, fork from here, rewind files (not on a turn copied
+  // into a fork: it is not this conversation's submission).
+  const tools = typeof tryUserTools === 'function' && !message.copied ? tryUserTools(message) : null;
   const text = partText(message) || (typeof tryEmptyText === 'function' ? tryEmptyText(message) : '');
   return h('div', { class: 'message user', dataset: { submission: message.submissionId || '' } },
-    h('div', { class: 'bubble' }, text), tools);
+    h('div', { class: 'bubble' }, text),
+    tools ? tools[0] : null,
+    h('div', { class: 'message-tools' }, tools ? tools.slice(1) : null, copyButton(() => partText(message), 'Copy this message')));
 }
 
 function renderSystem(message) {
@@ -636,19 +738,30 @@ function renderSystem(message) {
     signal, tryUserTools(message));
 }
 
-function renderAssistant(message, usage) {
-  const body = h('div', { class: 'assistant-body' });
-  for (const part of message.parts) {
-    const rendered = renderPart(message, part);
-    if (rendered) body.append(rendered);
-  }
+// A reply: its frame is kept, and its parts are placed into it; each part is built again only
+// when it changed (a text part grows in place).
+function drawAssistant(message, usage) {
+  const key = `assistant:${message.id}`;
+  const frame = keep(key, 'frame', () => {
+    const body = h('div', { class: 'assistant-body' });
+    const node = h('div', { class: 'message assistant', dataset: { message: message.id } }, body);
+    node.flueBody = body;
+    return node;
+  });
+  const id = message.id;
+  const who = keep(`${key}:who`, `${state.agent}|${Boolean(message.interrupted)}`, () => h('div', { class: 'who' },
+    state.agent,
+    message.interrupted ? h('span', { class: 'badge interrupted', title: 'The reply was cut off (aborted, or the process stopped); this is the text it had' }, 'interrupted') : null,
+    copyButton(() => partText([...copiedMessages(), ...state.messages].find((shown) => shown.id === id) || message), 'Copy this reply as markdown')));
+  const nodes = message.parts.map((part, idx) => drawPart(message, part, `${message.id}:${idx}`));
   if (state.running.has(message.submissionId)) {
-    const note = retryNote(message.submissionId);
-    if (note) body.append(note);
-    body.append(h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i')));
+    nodes.push(keep(`${key}:retry`, `${state.live.submissionId}|${JSON.stringify(state.live.retry)}`, () => retryNote(message.submissionId)));
+    nodes.push(keep(`${key}:typing`, '', () => h('div', { class: 'typing', 'aria-label': 'working' }, h('i'), h('i'), h('i'))));
   }
-  if (usage) body.append(renderUsage(usage));
-  return h('div', { class: 'message assistant' }, h('div', { class: 'who' }, state.agent), body);
+  if (usage) nodes.push(keep(`${key}:usage`, JSON.stringify(usage), () => renderUsage(usage)));
+  place(frame.flueBody, nodes);
+  place(frame, [who, frame.flueBody]);
+  return frame;
 }
 
 function collapsible(key, className, summary, content) {
@@ -660,22 +773,40 @@ function collapsible(key, className, summary, content) {
   return details;
 }
 
-function renderPart(message, part) {
-  const partKey = `${message.id}:${message.parts.indexOf(part)}`;
+function drawPart(message, part, partKey) {
   if (part.type === 'text') return part.text ? richText(part.text, `text:${partKey}`) : null;
   if (part.type === 'reasoning') {
-    return collapsible(`reasoning:${partKey}`, 'reasoning',
-      'Thinking', richText(part.text, `reasoning:${partKey}`));
+    const key = `reasoning:${partKey}`;
+    const details = keep(key, '', () => collapsible(key, 'reasoning', 'Thinking', null));
+    place(details, [details.firstChild, richText(part.text, key)]);
+    return details;
   }
-  if (part.type === 'dynamic-tool') return renderTool(part);
+  const data = JSON.stringify(part);
+  if (part.type === 'dynamic-tool') {
+    const task = part.toolName === 'task' ? taskSig(part) : '';
+    return keep(`tool:${part.toolCallId}`, `${data}|${task}`, () => renderTool(part));
+  }
   if (part.type === 'data-compaction') {
-    const data = part.data || {};
-    const tokens = data.tokensBefore ? ` (${data.tokensBefore} tokens before)` : '';
-    return h('div', { class: 'compaction' }, `Context compacted${tokens}`);
+    return keep(`compaction:${partKey}`, data, () => {
+      const info = part.data || {};
+      const tokens = info.tokensBefore ? ` (${info.tokensBefore} tokens before)` : '';
+      return h('div', { class: 'compaction' }, `Context compacted${tokens}`);
+    });
   }
-  if (part.type.startsWith('data-task-')) return renderTask(part.data || {});
-  if (part.type.startsWith('data-action-')) return renderAction(part.data || {}, 'chat');
+  if (part.type.startsWith('data-task-')) return keep(`task:${partKey}`, data, () => renderTask(part.data || {}));
+  // A pending action keeps its element while it is unchanged: an answer being typed stays.
+  if (part.type.startsWith('data-action-')) {
+    const nested = part.data && part.data.kind === 'task' ? state.actions.map((action) => action.actionId).join(',') : '';
+    return keep(`action:${partKey}`, `${data}|${nested}`, () => renderAction(part.data || {}, 'chat'));
+  }
   return null;
+}
+
+// What a `task` call's drawing shows besides the call: its child session and the live tasks.
+function taskSig(part) {
+  const output = part.output && typeof part.output === 'object' ? part.output : {};
+  const session = output.session && findSession(state.transcript, output.session);
+  return JSON.stringify([session ? session.messages.length : 0, [...state.live.tasks.entries()]]);
 }
 
 function renderTool(part) {
@@ -758,6 +889,112 @@ function renderRunState() {
   runState.textContent = waiting
     ? `Waiting for your decision on ${waiting} action${waiting === 1 ? '' : 's'}`
     : running ? 'The agent is working…' : '';
+}
+
+// ---------------------------------------------------------------- a fork's copied turns
+//
+// A fork holds the turns before its fork point in its sessions but has no stream of its own
+// until its first message, and its stream never carries them: the chat shows them from the
+// stored transcript, as messages of the protocol's shape, above the fork's own.
+
+let copiedMemo = { transcript: null, streamUsers: -1, messages: [] };
+
+function copiedMessages() {
+  const transcript = state.transcript;
+  const streamUsers = state.messages.filter((message) => message.role === 'user').length;
+  if (copiedMemo.transcript === transcript && copiedMemo.streamUsers === streamUsers) return copiedMemo.messages;
+  copiedMemo = { transcript, streamUsers, messages: transcript ? copiedFrom(transcript, streamUsers) : [] };
+  return copiedMemo.messages;
+}
+
+// The records of the root session before its first turn that the stream holds, when the
+// stream holds fewer user messages than the log (a fork).
+function copiedFrom(transcript, streamUsers) {
+  const records = transcript.messages || [];
+  const users = records.filter((record) => record.type === 'user').length;
+  if (users <= streamUsers) return [];
+  const streamTurns = new Set(Object.values(transcript.turns || {}));
+  let end = records.findIndex((record) => record.type === 'user' && streamTurns.has(record.turn));
+  if (end < 0) end = records.length;
+  return recordsAsMessages(records.slice(0, end));
+}
+
+function recordsAsMessages(records) {
+  const messages = [];
+  let reply = null;
+  records.forEach((record, idx) => {
+    if (record.type === 'user') {
+      reply = null;
+      const text = (record.content || []).filter((part) => part.type === 'text').map((part) => part.text).join('');
+      messages.push({ id: `copied:${idx}`, role: 'user', copied: true, parts: [{ type: 'text', text }] });
+    } else if (record.type === 'assistant') {
+      if (!reply) {
+        reply = { id: `copied:${idx}`, role: 'assistant', copied: true, parts: [] };
+        messages.push(reply);
+      }
+      for (const part of record.content || []) {
+        if (part.type === 'text') reply.parts.push({ type: 'text', text: part.text, state: 'done' });
+        else if (part.type === 'thinking') reply.parts.push({ type: 'reasoning', text: part.text, state: 'done' });
+        else if (part.type === 'tool_call') {
+          reply.parts.push({ type: 'dynamic-tool', toolName: part.name, toolCallId: `copied:${part.id}`, state: 'input-available', input: part.input });
+        }
+      }
+    } else if (record.type === 'tool_result' && reply) {
+      const call = reply.parts.find((part) => part.toolCallId === `copied:${record.call_id}`);
+      if (call && record.is_error) Object.assign(call, { state: 'output-error', errorText: record.content, durationMs: record.duration_ms });
+      else if (call) Object.assign(call, { state: 'output-available', output: record.content, durationMs: record.duration_ms });
+    }
+  });
+  return messages;
+}
+
+// ---------------------------------------------------------------- rewind: which turns changed files
+
+// The file tools whose changes a rewind undoes (docs/fork-rewind.md, docs/file-tools.md).
+const WRITING_TOOLS = new Set(['create_file', 'write_file', 'edit_file', 'delete_file', 'restore_file', 'move_file', 'apply_patch']);
+
+// Whether a file tool changed something from root turn `turn` on (in the root session or a
+// task started since): only then does a rewind to before it have anything to do.
+function rewindable(turn) {
+  const transcript = state.transcript;
+  if (!turn || !transcript) return false;
+  const records = transcript.messages || [];
+  const from = records.findIndex((record) => record.type === 'user' && record.turn === turn);
+  if (from < 0) return false;
+  const since = records[from].at || 0;
+  const wrote = (record) => record.type === 'tool_result' && !record.is_error && WRITING_TOOLS.has(record.tool_name);
+  const inTasks = (session) => (session.tasks || []).some((task) => (task.messages || []).some((record) => (record.at || 0) >= since && wrote(record)) || inTasks(task));
+  return records.slice(from).some(wrote) || inTasks(transcript);
+}
+
+// ---------------------------------------------------------------- copying
+
+// A small "copy" button: puts `text()` on the clipboard and says so for a moment.
+function copyButton(text, title) {
+  return h('button', {
+    type: 'button', class: 'copy-button', title, 'aria-label': title,
+    onclick: (event) => copyText(text(), event.currentTarget),
+  }, 'copy');
+}
+
+async function copyText(text, button) {
+  let done = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    done = true;
+  } catch {
+    // Without the clipboard API (an insecure origin): a hidden field and the copy command.
+    const field = h('textarea', { class: 'copy-buffer', readonly: true });
+    field.value = text;
+    document.body.append(field);
+    field.select();
+    try { done = document.execCommand('copy'); } catch { done = false; }
+    field.remove();
+  }
+  if (!button) return;
+  button.textContent = done ? 'copied' : 'cannot copy';
+  button.classList.toggle('done', done);
+  setTimeout(() => { button.textContent = 'copy'; button.classList.remove('done'); }, 1200);
 }
 
 // ---------------------------------------------------------------- transcript and usage
@@ -852,6 +1089,7 @@ async function forkAt(turn) {
   try {
     const result = await postJson(`${conversationUrl()}/fork`, { at: turn });
     if (!result.ok) { historyError(result.body, result.status); return; }
+    if (typeof studioForked === 'function') studioForked(agent, result.body.id, state.conversation);
     selectAgent(agent, result.body.id);
   } catch (err) {
     historyError({ error: { message: `Cannot reach flue dev: ${err.message}` } }, 0);
@@ -864,7 +1102,13 @@ async function rewindTo(turn) {
     if (!dry.ok) { historyError(dry.body, dry.status); return; }
     const changes = (dry.body.files || []).filter((file) => file.action !== 'unchanged');
     const lines = changes.map((file) => `${file.action} ${file.path}`).join('\n');
-    if (!changes.length) { historyError({ error: { message: 'Nothing to rewind.' } }, 200); return; }
+    if (!changes.length) {
+      // Not an error: the files are as they were.
+      const runState = $('run-state');
+      runState.className = 'run-state';
+      runState.textContent = `Nothing to rewind: no file changed from turn ${turn} on.`;
+      return;
+    }
     if (!window.confirm(`Rewind the workspace to before turn ${turn}?\n${lines}`)) return;
     const done = await postJson(`${conversationUrl()}/rewind`, { to: turn });
     if (!done.ok) { historyError(done.body, done.status); return; }
@@ -879,8 +1123,8 @@ async function rewindTo(turn) {
 
 function historyButtons(record) {
   return h('span', { class: 'history' },
-    h('button', { type: 'button', class: 'fork', title: 'A new conversation holding the turns before this one', onclick: () => forkAt(record.turn) }, 'fork here'),
-    h('button', { type: 'button', class: 'rewind', title: "Put the workspace's files back as they were before this turn", onclick: () => rewindTo(record.turn) }, 'rewind files'));
+    h('button', { type: 'button', class: 'fork button small ghost', title: 'A new conversation holding the turns before this one', onclick: () => forkAt(record.turn) }, 'fork here'),
+    rewindable(record.turn) ? h('button', { type: 'button', class: 'rewind button small ghost', title: "Put the workspace's files back as they were before this turn", onclick: () => rewindTo(record.turn) }, 'rewind files') : null);
 }
 
 function recordRow(record, root) {
@@ -890,13 +1134,15 @@ function recordRow(record, root) {
   if (record.type === 'user') {
     body = (record.content || []).filter((part) => part.type === 'text').map((part) => part.text).join('');
   } else if (record.type === 'assistant') {
-    kind = 'agent';
+    kind = record.interrupted ? 'agent ✂' : 'agent';
     body = (record.content || []).map((part) => {
       if (part.type === 'text') return part.text;
       if (part.type === 'thinking') return `(thinking) ${part.text}`;
       if (part.type === 'tool_call') return `→ ${part.name} ${brief(part.input)}`;
       return '';
     }).filter(Boolean).join('\n');
+    // A reply cut off keeps the text it had (the stored message says so).
+    if (record.interrupted) body = `(interrupted) ${body}`;
   } else if (record.type === 'tool_result') {
     kind = 'result';
     body = `${record.tool_name}: ${brief(record.content)}`;
@@ -917,11 +1163,25 @@ function recordRow(record, root) {
     error = ['deny', 'block', 'tripwire', 'error'].includes(record.decision);
   } else if (record.type === 'state') {
     body = `v${record.version} by ${record.source}: ${brief(record.value)}`;
+  } else if (record.type === 'action_required') {
+    kind = 'asks';
+    const [asking] = ACTION_KINDS[record.kind] || ACTION_KINDS.confirmation;
+    body = `${record.tool_name} ${asking}${record.reason ? `: ${record.reason}` : ''}`;
+  } else if (record.type === 'action_started') {
+    kind = 'started';
+    body = `${record.tool_name || 'the action'} runs`;
+  } else if (record.type === 'action_resolved') {
+    kind = 'decided';
+    const decision = record.decision || {};
+    const value = decision.value !== undefined ? ` ${brief(decision.value)}` : decision.content !== undefined ? ` ${brief(decision.content)}` : '';
+    body = `${record.tool_name}: ${decision.decision || 'decided'}${decision.is_error ? ' (as an error)' : ''}${value}${decision.message ? ` · ${decision.message}` : ''}`;
+    error = ['deny', 'decline', 'cancel'].includes(decision.decision) || decision.is_error === true;
   } else if (record.type === 'tool_attempt') {
     body = `${record.tool_name} attempt ${record.attempt} (key ${record.idempotency_key})`;
   }
   const history = root && record.type === 'user' && record.turn ? historyButtons(record) : null;
-  return h('div', { class: `record${error ? ' error' : ''}`, 'data-turn': record.turn || '' }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body, history));
+  const action = record.type.startsWith('action_') ? ' action' : '';
+  return h('div', { class: `record${action}${error ? ' error' : ''}`, 'data-turn': record.turn || '' }, h('span', { class: 'kind' }, kind), h('span', { class: 'body' }, body, history));
 }
 
 function renderSession(session, root) {
@@ -986,7 +1246,7 @@ function setActions(actions) {
   const ids = actions.map((action) => action.actionId).join(',');
   const changed = ids !== state.actions.map((action) => action.actionId).join(',');
   state.actions = actions;
-  if (changed || !state.actionsRendered) { renderActions(); renderRunState(); }
+  if (changed || !state.actionsRendered) { renderActions(); renderRunState(); scheduleRender(); }
 }
 
 async function resolveAction(action, decision) {
@@ -1010,18 +1270,42 @@ async function resolveAction(action, decision) {
   refreshActions();
 }
 
-// One action: what the tool wants to do, why it asks, and (pending) the decision buttons.
-// In the chat, a custom tool's answer is typed in the Actions tab (the chat re-renders).
+// What an action is, as its badge says: asking while pending, what it was once decided (a
+// custom tool answered stays a custom tool).
+const ACTION_KINDS = {
+  custom_tool: ['needs your answer', 'custom tool'],
+  elicitation: ['a server asks you', 'server question'],
+  task: ['a task waits', 'task'],
+  confirmation: ['needs your approval', 'approval'],
+};
+
+// An action's kind; a decided one read from a snapshot carries only what its decision changed,
+// so its kind is read from the decision then.
+function actionKind(action) {
+  if (action.kind) return action.kind;
+  if (action.value !== undefined || action.state === 'answered') return 'custom_tool';
+  if (['accepted', 'declined', 'cancelled'].includes(action.state) || action.content !== undefined) return 'elicitation';
+  return 'confirmation';
+}
+
+// One action: what the tool wants to do, why it asks, and (pending) the decision buttons or
+// the answer's form. It is answered where it is shown, in the chat or in the Actions tab (the
+// chat keeps a pending action's element while it is unchanged, so an answer being typed stays).
 function renderAction(action, where) {
   const pending = action.state === 'pending';
   const stateClass = pending ? 'running' : ['denied', 'interrupted', 'declined', 'cancelled'].includes(action.state) ? 'error' : 'ok';
   let controls = null;
-  const elicitation = action.kind === 'elicitation';
-  if (pending && (action.kind === 'custom_tool' || elicitation) && where === 'chat') {
-    controls = h('button', { class: 'link', type: 'button', onclick: () => showTab('actions') }, 'Answer it in the Actions tab');
+  const kind = actionKind(action);
+  const elicitation = kind === 'elicitation';
+  const [asking, decided] = ACTION_KINDS[kind] || ACTION_KINDS.confirmation;
+  if (pending && kind === 'task') {
+    // The task waits for its own actions (a subagent's, listed with their session): they are
+    // answered here too.
+    const inner = state.actions.filter((candidate) => candidate.session && candidate.kind !== 'task');
+    controls = inner.length ? h('div', { class: 'action-nested' }, inner.map((candidate) => renderAction(candidate, where))) : null;
   } else if (pending && elicitation) {
     controls = elicitationForm(action);
-  } else if (pending && action.kind === 'custom_tool') {
+  } else if (pending && kind === 'custom_tool') {
     const value = h('textarea', { class: 'action-value', rows: 3, placeholder: 'The tool\'s result: JSON, or plain text' });
     controls = h('div', { class: 'action-buttons column' }, value,
       h('div', { class: 'action-buttons' },
@@ -1032,10 +1316,10 @@ function renderAction(action, where) {
       h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'allow' }) }, 'Allow'),
       h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'deny' }) }, 'Deny'));
   }
-  return h('div', { class: `action${pending ? ' pending' : ''}` },
+  return h('div', { class: `action${pending ? ' pending' : ''}`, dataset: { where, kind } },
     h('div', { class: 'action-head' },
       h('span', { class: 'tool-name' }, action.toolName || 'tool'),
-      h('span', { class: 'badge' }, elicitation ? 'a server asks you' : action.kind === 'custom_tool' ? 'needs your answer' : 'needs your approval'),
+      h('span', { class: 'badge' }, pending ? asking : decided),
       h('span', { class: `state ${stateClass}` }, pending ? 'waiting for you' : action.state)),
     action.reason ? h('div', { class: 'action-reason' }, action.reason) : null,
     !elicitation && action.input !== undefined && action.input !== null ? h('pre', {}, pretty(action.input)) : null,

@@ -62,13 +62,55 @@ const flueMarkdown = (() => {
     entry.text = text;
     entry.drawn = true;
     scan(entry, text);
-    for (const node of entry.tail) node.remove();
-    for (; entry.appended < entry.blocks.length; entry.appended += 1) {
-      entry.root.append(...entry.blocks[entry.appended].nodes);
+    // What follows the blocks drawn before (the last drawing's tail): the blocks completed
+    // since, then the new tail. The drawn nodes are changed into them in place where they
+    // have the same shape, so text that grew is appended to and a selection in it stays.
+    const completed = entry.blocks.slice(entry.appended);
+    const tail = renderBlock(text.slice(entry.tailStart), entry.fence !== null);
+    const kept = morphNodes(entry.root, entry.tail, [...completed.flatMap((item) => item.nodes), ...tail]);
+    let at = 0;
+    for (const item of completed) {
+      item.nodes = kept.slice(at, at + item.nodes.length);
+      at += item.nodes.length;
     }
-    entry.tail = renderBlock(text.slice(entry.tailStart), entry.fence !== null);
-    entry.root.append(...entry.tail);
+    entry.appended = entry.blocks.length;
+    entry.tail = kept.slice(at);
     return entry.root;
+  }
+
+  // Changes the drawn nodes `old` (children of `parent`, at its end) into `fresh`: a node of
+  // the same kind is kept and changed, another is replaced; returns the nodes drawn now.
+  function morphNodes(parent, old, fresh) {
+    const out = fresh.map((node, idx) => {
+      const before = old[idx];
+      if (before && sameKind(before, node)) { morph(before, node); return before; }
+      if (before) before.replaceWith(node); else parent.append(node);
+      return node;
+    });
+    for (const extra of old.slice(fresh.length)) extra.remove();
+    return out;
+  }
+
+  function sameKind(a, b) {
+    return a.nodeType === b.nodeType && a.nodeName === b.nodeName;
+  }
+
+  // `a` made to show what `b` shows: a text is appended to when it grew; an element's
+  // attributes are copied and its children changed the same way.
+  function morph(a, b) {
+    const shown = (text) => (typeof visibleBidi === 'function' ? visibleBidi(text) : text);
+    if (a.nodeType === Node.TEXT_NODE) {
+      const want = shown(b.data);
+      if (a.data === want) return;
+      if (want.startsWith(a.data)) a.appendData(want.slice(a.data.length));
+      else a.data = want;
+      return;
+    }
+    if (a.nodeType !== Node.ELEMENT_NODE) return;
+    for (const { name } of [...a.attributes]) if (!b.hasAttribute(name)) a.removeAttribute(name);
+    for (const { name, value } of [...b.attributes]) if (a.getAttribute(name) !== value) a.setAttribute(name, value);
+    const children = [...b.childNodes];
+    morphNodes(a, [...a.childNodes], children);
   }
 
   // Finds the block starts among the complete lines not scanned yet, rendering each block that
@@ -205,7 +247,11 @@ const flueMarkdown = (() => {
     } else {
       body.append(token.text);
     }
-    return el('div', { class: 'md-code' }, lang ? el('div', { class: 'md-code-lang' }, lang) : null, el('pre', {}, body));
+    // The copy button works through the page's one click handler (studio.js).
+    return el('div', { class: 'md-code' },
+      el('div', { class: 'md-code-head' }, lang ? el('span', { class: 'md-code-lang' }, lang) : null,
+        el('button', { class: 'md-copy', type: 'button', title: 'Copy the code' }, 'copy')),
+      el('pre', {}, body));
   }
 
   const ALIASES = { ts: 'typescript', tsx: 'typescript', jsx: 'javascript', mjs: 'javascript', cjs: 'javascript', rs: 'rust', sh: 'bash', shell: 'bash', zsh: 'bash', console: 'bash', yml: 'yaml', golang: 'go', patch: 'diff', python3: 'python' };

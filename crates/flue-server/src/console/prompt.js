@@ -6,6 +6,13 @@
 // messages rebuilt from the stored log, and the view says which it is.
 'use strict';
 
+// A body as the provider got it: JSON indented (it stays JSON), anything else as it is.
+function asJson(body) {
+  if (body === undefined || body === null) return '';
+  if (typeof body !== 'string') return JSON.stringify(body, null, 2);
+  try { return JSON.stringify(JSON.parse(body), null, 2); } catch { return body; }
+}
+
 function promptBlock(title, open, ...content) {
   const details = h('details', { class: 'block prompt-block' }, h('summary', {}, title), ...content);
   details.open = open;
@@ -72,8 +79,8 @@ function renderPrompt(body) {
     if (wire) {
       const cut = wire.truncated ? ' (cut at 1 MiB)' : '';
       const tries = wire.attempts > 1 ? ` · attempt ${wire.attempts}` : '';
-      parts.push(promptBlock(`HTTP request body · POST ${wire.url}${tries}${cut}`, false, h('pre', { class: 'prompt-wire-request' }, pretty(wire.request))));
-      parts.push(promptBlock('HTTP response body', false, h('pre', { class: 'prompt-wire-response' }, wire.response)));
+      parts.push(promptBlock(`HTTP request body · POST ${wire.url}${tries}${cut}`, false, h('pre', { class: 'prompt-wire-request' }, asJson(wire.request))));
+      parts.push(promptBlock('HTTP response body', false, h('pre', { class: 'prompt-wire-response' }, asJson(wire.response))));
     }
   } else {
     parts.push(promptBlock('Stored answer', false, h('pre', { class: 'prompt-answer' }, JSON.stringify(body.stored, null, 2))));

@@ -61,6 +61,12 @@ function tokensText(usage) {
   return parts.join(' · ');
 }
 
+// A start estimated because it was not recorded. A running step's start is estimated too (it
+// is written with its end), which is no news: only a finished one is marked.
+function oldStart(step) {
+  return Boolean(step.estimated && !step.running);
+}
+
 const KIND_NAMES = {
   model: 'model', failed_model: 'model ✕', tool: 'tool', task: 'task', compaction: 'compact',
   hook: 'hook', pause: 'pause', sampling: 'sampling',
@@ -73,7 +79,7 @@ function renderStep(step, span, depth) {
   bar.style.left = `${(100 * step.start) / span}%`;
   bar.style.width = `max(2px, ${(100 * step.durationMs) / span}%)`;
   const facts = [durationText(step.durationMs) + (step.running ? ' so far' : ''), tokensText(step.usage)].filter(Boolean).join(' · ');
-  const title = [step.detail, step.estimated ? 'start estimated (not recorded)' : '', `starts at +${durationText(step.start)}`].filter(Boolean).join(' · ');
+  const title = [step.detail, oldStart(step) ? 'start estimated (not recorded)' : '', `starts at +${durationText(step.start)}`].filter(Boolean).join(' · ');
   const row = h('div', {
     class: `tl-step${step.error ? ' error' : ''}${step.slowest ? ' slowest' : ''}`,
     'data-kind': step.kind,
@@ -82,10 +88,10 @@ function renderStep(step, span, depth) {
   },
   h('div', { class: 'tl-line' },
     h('span', { class: 'tl-kind' }, KIND_NAMES[step.kind] || step.kind),
-    h('span', { class: 'tl-label' }, step.label),
+    h('span', { class: 'tl-label' }, typeof step.label === 'string' ? breakable(step.label) : step.label),
     step.slowest ? h('span', { class: 'tl-flag' }, 'slowest') : null,
     h('span', { class: 'tl-facts' }, facts)),
-  step.detail || step.estimated ? h('div', { class: 'tl-detail' }, [step.detail, step.estimated ? '~start' : ''].filter(Boolean).join(' · ')) : null,
+  step.detail || oldStart(step) ? h('div', { class: 'tl-detail' }, [step.detail, oldStart(step) ? '~start' : ''].filter(Boolean).join(' · ')) : null,
   h('div', { class: 'tl-track' }, bar));
   // Nested steps are indented by their text; every track spans the same axis.
   row.style.setProperty('--depth', String(depth));
@@ -128,7 +134,7 @@ function renderTimeline() {
     h('span', {}, '0'), h('span', {}, durationText(Math.round(span / 2))), h('span', {}, durationText(span)));
   panel.replaceChildren(picker, summary, axis,
     h('div', { class: 'tl-steps' }, drawn.steps.map((step) => renderStep(step, span, 0))),
-    drawn.steps.some(function estimated(step) { return step.estimated || (step.children || []).some(estimated); })
+    drawn.steps.some(function estimated(step) { return oldStart(step) || (step.children || []).some(estimated); })
       ? h('p', { class: 'none tl-note' }, '~start: not recorded (a hook, or a log written before flue recorded start times); estimated from the record before it.')
       : null);
 }

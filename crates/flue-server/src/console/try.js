@@ -239,7 +239,7 @@ function tryUserTools(message) {
       title: 'Open a new conversation holding the turns before this message',
       onclick: () => forkAt(turn),
     }, 'fork here') : null,
-    turn && !busy ? h('button', {
+    turn && !busy && (typeof rewindable !== 'function' || rewindable(turn)) ? h('button', {
       type: 'button', class: 'try-rewind',
       title: "Put the workspace's files back as they were before this message (shows the files first)",
       onclick: () => rewindTo(turn),

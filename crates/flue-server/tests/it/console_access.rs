@@ -97,6 +97,8 @@ async fn a_token_console_serves_its_page_to_anyone_and_its_data_with_the_token()
         "/_flue/dev/access.js",
         "/_flue/dev/list.js",
         "/_flue/dev/list.css",
+        "/_flue/dev/studio.js",
+        "/_flue/dev/studio.css",
     ] {
         assert_eq!(get(&app, path).await.status, 200, "{path}");
     }
