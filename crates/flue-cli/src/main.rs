@@ -14,6 +14,7 @@ mod history;
 mod init;
 mod input;
 mod interrupt;
+mod jsonl;
 mod mcp;
 mod mcp_serve;
 mod memory;
@@ -27,6 +28,7 @@ mod session_list;
 mod session_show;
 mod setup;
 mod shell;
+mod term;
 mod terminal;
 mod tools;
 mod trash;
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         }
     };
     trust::init(cli.trust);
+    term::init(cli.color);
     // `flue serve` and `flue dev` serve many conversations, `flue eval` runs many cases: all
     // cores. Everything else: one thread.
     let serving = matches!(
@@ -183,6 +186,8 @@ fn main() -> ExitCode {
             Exit::Failure
         }
     };
+    // A signal can end a command while the line editor has the terminal in raw mode.
+    input::restore_terminal();
     // Tasks still running (open streams, blocking store calls) get a moment, not forever.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     // Spans and metrics still buffered go out before the process ends.
