@@ -17,6 +17,7 @@ use std::io::{IsTerminal as _, Write as _};
 use flue_core::{Outcome, Usage};
 
 use crate::Exit;
+use crate::approvals::AlwaysRules;
 use crate::args::{ChatArgs, RunArgs};
 use crate::input::ChatLine;
 use crate::interrupt::{Interrupt, Interrupts};
@@ -86,8 +87,11 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         let message = match commands::parse(message) {
             commands::Input::Message(message) => message,
             commands::Input::Command { name, argument } => {
+                let rules = AlwaysRules::new(prepared.host.agents().root(), &prepared.key);
+                let conversation = prepared.key.id.clone();
                 let next =
-                    commands::run(&name, &argument, &mut run_args, &prepared.key.id, &usage).await;
+                    commands::run(&name, &argument, &mut run_args, &conversation, &usage, &rules)
+                        .await;
                 match next {
                     commands::Next::Prompt => continue,
                     commands::Next::Exit => break Exit::Success,
@@ -199,7 +203,14 @@ async fn turn(
                 .await;
         }
         Outcome::Aborted => {
-            eprintln!("(reply aborted; the conversation goes on)");
+            if streamed.is_empty() {
+                eprintln!("(reply aborted; the conversation goes on)");
+            } else {
+                eprintln!(
+                    "(reply aborted; the conversation goes on, and keeps the reply so far as \
+                     interrupted)"
+                );
+            }
         }
         _ => {
             let message = settlement

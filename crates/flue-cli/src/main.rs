@@ -3,6 +3,7 @@
 //! Only this crate writes to stdout, and stdout carries only the final reply or the one JSON
 //! object of `--json`. Everything else (activity, diagnostics, ids) goes to stderr.
 
+mod approvals;
 mod args;
 mod audit;
 mod build;

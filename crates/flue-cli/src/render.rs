@@ -104,6 +104,8 @@ pub(crate) struct Renderer {
     colors: (bool, bool),
     /// Styles the reply's lines when its target is coloured.
     styler: LineStyler,
+    /// The tool of each pending action, by action id.
+    action_tools: HashMap<String, String>,
     /// The reply's current line as shown raw (redrawn styled once complete).
     text_line: String,
     /// The status line, on a terminal.
@@ -129,6 +131,7 @@ impl Renderer {
             colors: (term_style::stdout_colored(), term_style::stderr_colored()),
             styler: LineStyler::default(),
             text_line: String::new(),
+            action_tools: HashMap::new(),
             status: None,
         }
     }
@@ -507,14 +510,17 @@ impl Renderer {
                     _ => None,
                 }
             }
-            Event::ActionRequired { action } => Some(format!(
-                "!! {} waits ({}): {}",
-                action.tool_name, action.action_id, action.reason
-            )),
+            Event::ActionRequired { action } => {
+                self.action_tools
+                    .insert(action.action_id.clone(), action.tool_name.clone());
+                Some(format!("!! {} waits: {}", action.tool_name, action.reason))
+            }
             Event::ActionResolved {
                 action_id,
                 decision,
             } => {
+                // Named by its tool: the action's id is for `--confirm` only.
+                let action_id = self.action_tools.remove(action_id).unwrap_or_else(|| action_id.clone());
                 let decided = match decision {
                     flue_core::ActionDecision::Allow => "allowed",
                     flue_core::ActionDecision::Deny { .. } => "denied",

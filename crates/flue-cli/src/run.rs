@@ -507,8 +507,15 @@ pub(crate) async fn submit(
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let submission_id = started.submission_id.clone();
-    let show = |renderer: &mut Renderer, event: &RuntimeEvent| {
-        if event.submission_id.as_deref() == Some(&submission_id) {
+    let show = |renderer: &mut Renderer, event: &RuntimeEvent, interrupted: bool| {
+        // After Ctrl-C the reply stops on the screen where it was (the stored reply keeps
+        // what the model streamed until the abort reached it).
+        let late_delta = interrupted
+            && matches!(
+                event.event,
+                flue_core::Event::TextDelta { .. } | flue_core::Event::ThinkingDelta { .. }
+            );
+        if event.submission_id.as_deref() == Some(&submission_id) && !late_delta {
             if args.jsonl {
                 crate::jsonl::write_line(output, None, &event.event);
             }
@@ -518,6 +525,7 @@ pub(crate) async fn submit(
     };
     let mut events_open = true;
     let answerer = Answerer::for_run(args.yes);
+    let rules = crate::approvals::AlwaysRules::new(prepared.host.agents().root(), key);
     let mut interrupt = None;
     let outcome = loop {
         // The first signal aborts the conversation's work: running commands are killed,
@@ -534,7 +542,7 @@ pub(crate) async fn submit(
                         renderer.write_out();
                     }
                     received = events.recv(), if events_open => match received {
-                        Ok(event) => show(&mut renderer, &event),
+                        Ok(event) => show(&mut renderer, &event, interrupt.is_some()),
                         Err(RecvError::Lagged(_)) => {}
                         Err(RecvError::Closed) => events_open = false,
                     },
@@ -550,7 +558,7 @@ pub(crate) async fn submit(
         // What the runtime emitted before going idle is buffered already.
         loop {
             match events.try_recv() {
-                Ok(event) => show(&mut renderer, &event),
+                Ok(event) => show(&mut renderer, &event, interrupt.is_some()),
                 Err(TryRecvError::Lagged(_)) => {}
                 Err(_) => break,
             }
@@ -580,7 +588,7 @@ pub(crate) async fn submit(
         renderer.write_out();
         // Ctrl-C or SIGTERM at the question aborts like anywhere else.
         let answered = tokio::select! {
-            answered = answerer.answer(action, output) => answered,
+            answered = answerer.answer(action, output, &rules) => answered,
             signalled = interrupts.next() => {
                 interrupt = Some(signalled);
                 interrupt_pause(runtime, key, output, signalled).await;

@@ -7,6 +7,7 @@
 
 use flue_core::Usage;
 
+use crate::approvals::AlwaysRules;
 use crate::args::{RunArgs, ToolsArgs};
 use crate::render::usage_text;
 use crate::term::editor::COMMANDS;
@@ -55,6 +56,7 @@ pub(crate) async fn run(
     run_args: &mut RunArgs,
     conversation: &str,
     usage: &Usage,
+    rules: &AlwaysRules,
 ) -> Next {
     match name {
         "/help" => {
@@ -102,6 +104,13 @@ pub(crate) async fn run(
             };
             if let Err(err) = crate::tools::list(tools).await {
                 eprintln!("error: {}", crate::terminal::escape_controls(&format!("{err:#}")));
+            }
+            let always = rules.tools();
+            if !always.is_empty() {
+                eprintln!(
+                    "always allowed in this conversation: {}",
+                    crate::terminal::escape_controls(&always.join(", "))
+                );
             }
             Next::Prompt
         }

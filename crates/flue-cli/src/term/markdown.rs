@@ -107,8 +107,9 @@ fn inline(text: &str, base: Option<Style>) -> String {
         }
     };
     let mut links: Vec<String> = Vec::new();
-    let mut consumed = 0;
-    for (event, range) in Parser::new(text).into_offset_iter() {
+    // The parser drops a paragraph's trailing spaces; they are kept as typed.
+    let trailing = &text[text.trim_end().len()..];
+    for event in Parser::new(text.trim_end()) {
         match event {
             Event::Start(Tag::Emphasis) => push(&mut out, &mut stack, Style::ITALIC),
             Event::Start(Tag::Strong) => push(&mut out, &mut stack, Style::BOLD),
@@ -138,14 +139,8 @@ fn inline(text: &str, base: Option<Style>) -> String {
             Event::SoftBreak | Event::HardBreak => out.push(' '),
             _ => {}
         }
-        consumed = consumed.max(range.end);
     }
-    // What the parser dropped at the end (trailing spaces) is kept as typed.
-    if let Some(rest) = text.get(consumed..)
-        && rest.trim().is_empty()
-    {
-        out.push_str(rest);
-    }
+    out.push_str(trailing);
     out
 }
 

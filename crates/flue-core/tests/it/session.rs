@@ -771,6 +771,7 @@ async fn calls_left_unanswered_by_a_crash_are_closed_before_new_input() {
         model: ModelRef::default(),
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
+        interrupted: false,
     };
     let records = [
         Record::User(UserMessage::text("before crash")),
