@@ -32,9 +32,7 @@ impl AlwaysRules {
 
     /// The tools allowed for good in this conversation.
     pub(crate) fn tools(&self) -> Vec<String> {
-        self.load()
-            .remove(&self.conversation)
-            .unwrap_or_default()
+        self.load().remove(&self.conversation).unwrap_or_default()
     }
 
     /// Whether `tool` is allowed for good.

@@ -55,8 +55,14 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
          chat; /help lists the commands; continue it later with `flue chat {} --id {}`)",
         prepared.key.agent, prepared.key.id, prepared.key.agent, prepared.key.id
     );
-    let history = crate::input::is_interactive()
-        .then(|| prepared.host.agents().root().join(".flue").join("chat-history"));
+    let history = crate::input::is_interactive().then(|| {
+        prepared
+            .host
+            .agents()
+            .root()
+            .join(".flue")
+            .join("chat-history")
+    });
     let mut usage = Usage::default();
     let exit = loop {
         let line = tokio::select! {
@@ -89,9 +95,15 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
             commands::Input::Command { name, argument } => {
                 let rules = AlwaysRules::new(prepared.host.agents().root(), &prepared.key);
                 let conversation = prepared.key.id.clone();
-                let next =
-                    commands::run(&name, &argument, &mut run_args, &conversation, &usage, &rules)
-                        .await;
+                let next = commands::run(
+                    &name,
+                    &argument,
+                    &mut run_args,
+                    &conversation,
+                    &usage,
+                    &rules,
+                )
+                .await;
                 match next {
                     commands::Next::Prompt => continue,
                     commands::Next::Exit => break Exit::Success,

@@ -288,7 +288,9 @@ fn edit(
 }
 
 /// Appends the newest entry to the history file, creating its folder.
-fn append_history(editor: &mut Editor<ChatHelper, FileHistory>, path: &std::path::Path,
+fn append_history(
+    editor: &mut Editor<ChatHelper, FileHistory>,
+    path: &std::path::Path,
 ) -> rustyline::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;

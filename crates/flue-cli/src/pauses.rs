@@ -104,10 +104,7 @@ fn question(action: &PendingAction) -> String {
         ActionKind::CustomTool => "result as JSON (empty to decline): ",
         _ => "allow? [y/N] (a: always in this conversation; other text: no, with that reason) ",
     };
-    format!(
-        "\n{} wants to run: {input}\n{prompt}",
-        action.tool_name
-    )
+    format!("\n{} wants to run: {input}\n{prompt}", action.tool_name)
 }
 
 /// The decision a typed reply means: `y`/`yes` allows a confirmation, anything else denies

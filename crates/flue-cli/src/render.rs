@@ -192,7 +192,8 @@ impl Renderer {
         self.line_start();
         if let Some(status) = self.status.as_mut().filter(|status| status.shown) {
             status.shown = false;
-            self.written.push((Target::Stderr, status::ERASE.to_owned()));
+            self.written
+                .push((Target::Stderr, status::ERASE.to_owned()));
         }
     }
 
@@ -320,7 +321,8 @@ impl Renderer {
         if !text.is_empty() {
             if let Some(status) = self.status.as_mut().filter(|status| status.shown) {
                 status.shown = false;
-                self.written.push((Target::Stderr, status::ERASE.to_owned()));
+                self.written
+                    .push((Target::Stderr, status::ERASE.to_owned()));
             }
             self.last_target = target;
             self.written.push((target, text));
@@ -520,7 +522,10 @@ impl Renderer {
                 decision,
             } => {
                 // Named by its tool: the action's id is for `--confirm` only.
-                let action_id = self.action_tools.remove(action_id).unwrap_or_else(|| action_id.clone());
+                let action_id = self
+                    .action_tools
+                    .remove(action_id)
+                    .unwrap_or_else(|| action_id.clone());
                 let decided = match decision {
                     flue_core::ActionDecision::Allow => "allowed",
                     flue_core::ActionDecision::Deny { .. } => "denied",

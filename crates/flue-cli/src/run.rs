@@ -178,7 +178,10 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     } else if !args.json && !args.jsonl && !args.quiet && std::io::stderr().is_terminal() {
         // The usage line a person at a terminal sees after the reply (`-q` leaves it out).
         let line = format!("[{}]", render::usage_text(&usage));
-        eprintln!("{}", crate::term::Style::DIM.paint(&line, crate::term::stderr_colored()));
+        eprintln!(
+            "{}",
+            crate::term::Style::DIM.paint(&line, crate::term::stderr_colored())
+        );
     }
     envelope.usage = Some(usage);
     match settlement.outcome {

@@ -103,7 +103,10 @@ pub(crate) async fn run(
                 json: false,
             };
             if let Err(err) = crate::tools::list(tools).await {
-                eprintln!("error: {}", crate::terminal::escape_controls(&format!("{err:#}")));
+                eprintln!(
+                    "error: {}",
+                    crate::terminal::escape_controls(&format!("{err:#}"))
+                );
             }
             let always = rules.tools();
             if !always.is_empty() {
@@ -174,7 +177,10 @@ mod tests {
                 argument: "local/m".to_owned()
             }
         );
-        assert_eq!(parse("//etc/hosts"), Input::Message("/etc/hosts".to_owned()));
+        assert_eq!(
+            parse("//etc/hosts"),
+            Input::Message("/etc/hosts".to_owned())
+        );
         assert_eq!(parse("hi /there"), Input::Message("hi /there".to_owned()));
     }
 }

@@ -16,10 +16,16 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("/new", "start a new conversation with the same agent"),
     ("/model", "show the model, or switch to PROVIDER/MODEL"),
     ("/thinking", "show how to set the model's thinking"),
-    ("/role", "show the role, or switch to ROLE (`/role -` for none)"),
+    (
+        "/role",
+        "show the role, or switch to ROLE (`/role -` for none)",
+    ),
     ("/cost", "tokens and cost of this chat so far"),
     ("/tools", "list the tools the agent gets"),
-    ("/session", "the conversation's id and how to show or continue it"),
+    (
+        "/session",
+        "the conversation's id and how to show or continue it",
+    ),
     ("/fork", "how to fork this conversation"),
     ("/rewind", "how to put the workspace's files back"),
     ("/compact", "how context compaction works here"),

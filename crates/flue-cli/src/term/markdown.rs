@@ -30,7 +30,10 @@ impl LineStyler {
         }
         let indent = &line[..line.len() - trimmed.len()];
         if let Some(heading) = heading(trimmed) {
-            return format!("{indent}{}", Style::HEADING.paint(&inline(heading, None), true));
+            return format!(
+                "{indent}{}",
+                Style::HEADING.paint(&inline(heading, None), true)
+            );
         }
         if let Some(quoted) = trimmed.strip_prefix('>') {
             let quoted = quoted.strip_prefix(' ').unwrap_or(quoted);
@@ -44,7 +47,11 @@ impl LineStyler {
             .iter()
             .find_map(|bullet| trimmed.strip_prefix(bullet))
         {
-            return format!("{indent}{} {}", Style::CODE.paint("•", true), inline(item, None));
+            return format!(
+                "{indent}{} {}",
+                Style::CODE.paint("•", true),
+                inline(item, None)
+            );
         }
         if is_rule(trimmed) {
             return Style::DIM.paint(&"─".repeat(trimmed.chars().count().max(3)), true);
@@ -82,7 +89,8 @@ fn heading(line: &str) -> Option<&str> {
     if rest.is_empty() {
         return Some(rest);
     }
-    rest.strip_prefix(' ').map(|text| text.trim_end_matches([' ', '#']))
+    rest.strip_prefix(' ')
+        .map(|text| text.trim_end_matches([' ', '#']))
 }
 
 /// A thematic break: three or more of one of `-`, `*`, `_` and nothing else.

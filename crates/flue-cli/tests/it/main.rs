@@ -54,6 +54,7 @@ mod serve;
 mod session_show;
 mod shell;
 mod signals;
+mod term_ui;
 mod trust;
 mod try_http;
 

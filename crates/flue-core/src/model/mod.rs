@@ -321,9 +321,7 @@ impl TurnSink {
     }
 
     /// This sink, also keeping the visible text streamed through it.
-    pub(crate) fn noting_streamed_text(
-        &self,
-    ) -> (Self, std::sync::Arc<std::sync::Mutex<String>>) {
+    pub(crate) fn noting_streamed_text(&self) -> (Self, std::sync::Arc<std::sync::Mutex<String>>) {
         let streamed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let sink = Self {
             streamed_text: Some(std::sync::Arc::clone(&streamed)),
