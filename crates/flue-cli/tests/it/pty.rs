@@ -56,9 +56,7 @@ while True:
                 os.write(fd, command["type"].encode())
             if "signal" in command:
                 os.kill(pid, command["signal"])
-            if "resize" in command:
-                rows, cols = command["resize"]
-                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
     if not ready:
         # The program ended while something it started still holds the terminal open.
         done, ended = os.waitpid(pid, os.WNOHANG)
@@ -162,7 +160,9 @@ impl Terminal {
     }
 
     /// Waits until the screen shows `text` (the emulator's view: styles and cursor moves do
-    /// not split it); returns that screen.
+    /// not split it); returns that screen. The next [`Terminal::expect`] looks only at what
+    /// comes after everything shown so far: follow this with keys, not with an `expect` of
+    /// output that may have come already.
     pub(crate) fn expect_screen(&mut self, text: &str) -> vt100::Parser {
         let (lock, changed) = &*self.screen;
         let deadline = Instant::now() + DEADLINE;
@@ -208,11 +208,6 @@ impl Terminal {
     /// Types `keys` on the terminal.
     pub(crate) fn send(&mut self, keys: &str) {
         self.command(&json!({ "type": keys }));
-    }
-
-    /// Changes the terminal's size (the program gets SIGWINCH).
-    pub(crate) fn resize(&mut self, rows: u16, cols: u16) {
-        self.command(&json!({ "resize": [rows, cols] }));
     }
 
     /// Sends `signal` to the program.
