@@ -1,3 +1,5 @@
+//! Unit tests of the colour policy and the markdown line styler.
+
 use super::markdown::{LineStyler, visible};
 use super::{ColorChoice, decide};
 
