@@ -344,7 +344,7 @@ impl Renderer {
             } => {
                 self.text_ended = true;
                 if let Some(status) = &mut self.status {
-                    status.turn_ended(usage.input_tokens + usage.output_tokens);
+                    status.turn_ended(usage.input_tokens + usage.output_tokens, usage.cost_usd);
                 }
                 let line = self.verbose.then(|| {
                     format!(

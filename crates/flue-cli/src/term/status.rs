@@ -20,6 +20,8 @@ pub(crate) struct Status {
     frame: usize,
     /// Tokens of the model turns that ended.
     tokens: u64,
+    /// Their cost, when the model's price is known.
+    cost_usd: Option<f64>,
     /// Characters streamed in the current turn (about four to a token).
     streamed_chars: u64,
     /// What the work waits for now.
@@ -34,15 +36,19 @@ impl Status {
             started: Instant::now(),
             frame: 0,
             tokens: 0,
+            cost_usd: None,
             streamed_chars: 0,
             waiting: "waiting for the model".to_owned(),
             shown: false,
         }
     }
 
-    /// A model turn ended with `tokens` (input and output).
-    pub(crate) fn turn_ended(&mut self, tokens: u64) {
+    /// A model turn ended with `tokens` (input and output) costing `cost_usd`.
+    pub(crate) fn turn_ended(&mut self, tokens: u64, cost_usd: Option<f64>) {
         self.tokens += tokens;
+        if let Some(cost) = cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+        }
         self.streamed_chars = 0;
         self.waiting = "waiting for the model".to_owned();
     }
@@ -62,15 +68,18 @@ impl Status {
     pub(crate) fn next_frame(&mut self, colored: bool) -> String {
         self.frame = (self.frame + 1) % FRAMES.len();
         let tokens = self.tokens + self.streamed_chars / 4;
+        let mut tokens = if self.streamed_chars > 0 {
+            format!("~{tokens} tokens")
+        } else {
+            format!("{tokens} tokens")
+        };
+        if let Some(cost) = self.cost_usd {
+            tokens.push_str(&format!(", {}", crate::render::cost_text(cost)));
+        }
         let text = format!(
-            "{} {}s · {} · {} (Ctrl-C aborts)",
+            "{} {}s · {tokens} · {} (Ctrl-C aborts)",
             FRAMES[self.frame],
             self.started.elapsed().as_secs(),
-            if self.streamed_chars > 0 {
-                format!("~{tokens} tokens")
-            } else {
-                format!("{tokens} tokens")
-            },
             self.waiting
         );
         Style::DIM.paint(&text, colored)

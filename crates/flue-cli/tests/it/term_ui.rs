@@ -146,10 +146,27 @@ fn slash_commands_complete_run_in_the_chat_and_never_reach_the_model() {
     terminal.send("//etc\r");
     terminal.expect("You said: /etc");
     terminal.expect("> ");
+    // /model switches the model for the following messages, in the same conversation.
+    terminal.send("/model\r");
+    terminal.expect("model: the agent's own");
+    terminal.expect("> ");
+    terminal.send("/model scripted/s.json\r");
+    terminal.expect("now: conversation s1, model scripted/s.json");
+    terminal.expect("> ");
+    terminal.send("again\r");
+    terminal.expect("You said: again");
+    terminal.expect("> ");
+    // /new starts another conversation.
+    terminal.send("/new\r");
+    terminal.expect("now: conversation ");
+    terminal.expect("> ");
+    terminal.send("elsewhere\r");
+    terminal.expect("You said: elsewhere");
+    terminal.expect("> ");
     terminal.send("/exit\r");
     let (code, shown) = terminal.wait();
     assert_eq!(code, 0, "{shown}");
-    assert_eq!(user_messages(&ws, "s1"), ["hi", "/etc"]);
+    assert_eq!(user_messages(&ws, "s1"), ["hi", "/etc", "again"]);
 }
 
 /// The screen row holding `text`, and the column it starts at.
