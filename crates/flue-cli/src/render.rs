@@ -104,6 +104,8 @@ pub(crate) struct Renderer {
     colors: (bool, bool),
     /// Styles the reply's lines when its target is coloured.
     styler: LineStyler,
+    /// The edits of an `edit_file` call starting, shown as a diff below its line.
+    edit_diff: Option<Vec<(char, String)>>,
     /// The tool of each pending action, by action id.
     action_tools: HashMap<String, String>,
     /// The reply's current line as shown raw (redrawn styled once complete).
@@ -131,6 +133,7 @@ impl Renderer {
             colors: (term_style::stdout_colored(), term_style::stderr_colored()),
             styler: LineStyler::default(),
             text_line: String::new(),
+            edit_diff: None,
             action_tools: HashMap::new(),
             status: None,
         }
@@ -390,6 +393,9 @@ impl Renderer {
                 if let Some(path) = summary::input_path(input) {
                     self.tool_paths.insert(call_id.clone(), path);
                 }
+                if self.colors.1 && name == "edit_file" {
+                    self.edit_diff = Some(summary::edit_lines(input));
+                }
                 Some(format!("-> {name} {input}"))
             }
             Event::ToolEnd {
@@ -548,6 +554,20 @@ impl Renderer {
             let shown = self.output.stderr_text(&line);
             let line = format!("{}\n", activity_style(&shown).paint(&shown, self.colors.1));
             self.push(Target::Stderr, line);
+        }
+        if let Some(diff) = self.edit_diff.take() {
+            let mut text = String::new();
+            for (sign, line) in diff {
+                let style = match sign {
+                    '-' => Style::FAILED,
+                    '+' => Style::DONE,
+                    _ => Style::DIM,
+                };
+                let shown = self.output.stderr_text(&format!("   {sign} {line}"));
+                text.push_str(&style.paint(&shown, true));
+                text.push('\n');
+            }
+            self.push(Target::Stderr, text);
         }
     }
 

@@ -3,7 +3,7 @@
 //! The reply streams raw as it arrives (nothing waits for a line to end); when a line is
 //! complete, the renderer redraws it styled by [`LineStyler::render`]: headings bold without
 //! their `#`, emphasis, strong and inline code styled without their markers, list bullets as
-//! `•`, quotes behind a bar, fenced code in its own colour (no syntax highlighting: it would
+//! `•`, quotes behind a bar, table rows with dimmed bars, fenced code in its own colour (no syntax highlighting: it would
 //! cost a grammar set in the binary). The styler keeps the one piece of state lines share:
 //! whether a code block is open.
 
@@ -53,6 +53,9 @@ impl LineStyler {
                 inline(item, None)
             );
         }
+        if let Some(row) = table_row(trimmed) {
+            return format!("{indent}{row}");
+        }
         if is_rule(trimmed) {
             return Style::DIM.paint(&"─".repeat(trimmed.chars().count().max(3)), true);
         }
@@ -91,6 +94,25 @@ fn heading(line: &str) -> Option<&str> {
     }
     rest.strip_prefix(' ')
         .map(|text| text.trim_end_matches([' ', '#']))
+}
+
+/// A table row (`| a | b |`) with its bars dimmed and its cells styled; the delimiter row
+/// (`|---|:-:|`) dimmed whole. Columns are not aligned: rows show as they arrive.
+fn table_row(line: &str) -> Option<String> {
+    if !line.starts_with('|') {
+        return None;
+    }
+    if line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')) {
+        return Some(Style::DIM.paint(line, true));
+    }
+    let bar = Style::DIM.paint("│", true);
+    let inner = line.strip_prefix('|').unwrap_or(line);
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    let cells: Vec<String> = inner
+        .split('|')
+        .map(|cell| inline(cell.trim(), None))
+        .collect();
+    Some(format!("{bar} {} {bar}", cells.join(&format!(" {bar} "))))
 }
 
 /// A thematic break: three or more of one of `-`, `*`, `_` and nothing else.

@@ -25,6 +25,8 @@ fn markdown_lines_lose_their_markers_and_keep_their_words() {
         "let x = 1;",
         "```",
         "plain",
+        "| a | **b** |",
+        "|---|:-:|",
     ]
     .iter()
     .map(|line| visible(&styler.render(line)))
@@ -39,7 +41,9 @@ fn markdown_lines_lose_their_markers_and_keep_their_words() {
             "```rust",
             "let x = 1;",
             "```",
-            "plain"
+            "plain",
+            "│ a │ b │",
+            "|---|:-:|"
         ]
     );
 }
