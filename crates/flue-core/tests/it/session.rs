@@ -713,11 +713,19 @@ async fn aborting_a_streaming_reply_keeps_its_text_marked_interrupted() {
         .await
         .unwrap();
     let records = session.records().await;
-    assert_eq!(kinds(&records), vec!["user", "assistant", "user", "assistant"]);
+    assert_eq!(
+        kinds(&records),
+        vec!["user", "assistant", "user", "assistant"]
+    );
     let Some(Record::Assistant(answer)) = records.last() else {
         panic!("no answer: {records:?}");
     };
-    assert!(serde_json::to_value(answer).unwrap().get("interrupted").is_none());
+    assert!(
+        serde_json::to_value(answer)
+            .unwrap()
+            .get("interrupted")
+            .is_none()
+    );
 }
 
 #[tokio::test]
