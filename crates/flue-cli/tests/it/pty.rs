@@ -56,6 +56,9 @@ while True:
                 os.write(fd, command["type"].encode())
             if "signal" in command:
                 os.kill(pid, command["signal"])
+            if "resize" in command:
+                rows, cols = command["resize"]
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
     if not ready:
         # The program ended while something it started still holds the terminal open.
@@ -93,6 +96,8 @@ pub(crate) struct Terminal {
     screen: Arc<(Mutex<Screen>, Condvar)>,
     /// Where the next `expect` starts looking.
     position: usize,
+    /// The terminal's width now.
+    cols: u16,
 }
 
 impl Terminal {
@@ -149,14 +154,22 @@ impl Terminal {
             keys: Some(keys),
             screen,
             position: 0,
+            cols: COLS,
         }
     }
 
     /// What the terminal shows now, as a terminal emulator draws it.
     pub(crate) fn screen(&self) -> vt100::Parser {
-        let mut parser = new_screen();
+        let mut parser = new_screen(self.cols);
         parser.process(&self.screen.0.lock().unwrap().bytes);
         parser
+    }
+
+    /// Makes the terminal `cols` wide (the program gets SIGWINCH); the screen read from now on
+    /// is that wide.
+    pub(crate) fn resize(&mut self, cols: u16) {
+        self.cols = cols;
+        self.command(&json!({ "resize": [ROWS, cols] }));
     }
 
     /// Waits until the screen shows `text` (the emulator's view: styles and cursor moves do
@@ -168,7 +181,7 @@ impl Terminal {
         let deadline = Instant::now() + DEADLINE;
         let mut screen = lock.lock().unwrap();
         loop {
-            let mut parser = new_screen();
+            let mut parser = new_screen(self.cols);
             parser.process(&screen.bytes);
             if parser.screen().contents().contains(text) {
                 self.position = screen.bytes.len();
@@ -273,9 +286,9 @@ impl Drop for Terminal {
 }
 
 /// An emulated screen of the terminal's size.
-fn new_screen() -> vt100::Parser {
+fn new_screen(cols: u16) -> vt100::Parser {
     let size = |n: u16| std::num::NonZero::new(n).unwrap();
-    vt100::Parser::new(size(ROWS), size(COLS), 0)
+    vt100::Parser::new(size(ROWS), size(cols), 0)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

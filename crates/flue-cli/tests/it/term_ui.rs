@@ -21,6 +21,8 @@ fn echoing() -> Workspace {
          "reply": {"tool_calls": [{"name": "bash", "input": {"command": "touch made-$RANDOM"}}]}},
         {"when": {"user_contains": "md"},
          "reply": {"text": "# Title\n\nSome **bold** and `code`.\n\n- one\n- two\n"}},
+        {"when": {"user_contains": "wide"},
+         "reply": {"text": "**Bold** words that run well past the forty columns of this terminal.\n"}},
         {"when": {"user_contains": "slow"},
          "reply": {"text": "one two three four five six seven eight nine ten eleven twelve \
                             thirteen fourteen fifteen sixteen", "chunk_delay_ms": 400}},
@@ -409,4 +411,34 @@ fn a_streamed_token_reaches_the_screen_promptly() {
     }
     // A failure guard only: a token waiting for the line to end would take the whole stream.
     assert!(took[took.len() / 2] < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn after_a_resize_a_wrapped_markdown_line_is_redrawn_whole() {
+    let ws = echoing();
+    let root = ws.root().to_str().unwrap();
+    let mut terminal = Terminal::start(&["chat", "echo", "--id", "r1", "--root", root]);
+    terminal.expect("> ");
+    terminal.resize(40);
+    terminal.send("wide\r");
+    terminal.expect("of this terminal.");
+    terminal.expect("> ");
+    terminal.send("/exit\r");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    // The raw line took two rows of the narrower terminal; both were replaced.
+    let screen = terminal_screen(&shown, 40);
+    let contents = screen.screen().contents();
+    assert!(!contents.contains("**"), "{contents}");
+    assert_eq!(contents.matches("Bold words").count(), 1, "{contents}");
+    assert!(is_bold(&screen, find(&screen, "Bold words")));
+}
+
+/// `bytes` as a terminal `cols` wide shows them (the rows written before a resize may wrap
+/// differently; the tests look at what came after).
+fn terminal_screen(bytes: &str, cols: u16) -> vt100::Parser {
+    let size = |n: u16| std::num::NonZero::new(n).unwrap();
+    let mut parser = vt100::Parser::new(size(crate::pty::ROWS), size(cols), 0);
+    parser.process(bytes.as_bytes());
+    parser
 }
