@@ -23,6 +23,10 @@ pub(crate) struct Cli {
     /// and variables it names are used. For CI and scripts; see `flue trust`.
     #[arg(long, global = true)]
     pub(crate) trust: bool,
+    /// When to colour output: `auto` (on a terminal, unless NO_COLOR is set; CLICOLOR_FORCE
+    /// or FORCE_COLOR force it), `always` or `never`.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub(crate) color: crate::term::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]
@@ -390,6 +394,13 @@ pub(crate) struct RunArgs {
     /// Print one JSON object to stdout instead of the reply.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print one JSON event per line to stdout as the run goes (text deltas, tool calls and
+    /// results, pauses, usage), the settlement last; schema in docs/cli.md.
+    #[arg(long, conflicts_with = "json")]
+    pub(crate) jsonl: bool,
+    /// On a terminal, leave out the usage line printed after the reply.
+    #[arg(short = 'q', long)]
+    pub(crate) quiet: bool,
     /// Model override, PROVIDER/MODEL.
     #[arg(long)]
     pub(crate) model: Option<String>,

@@ -1,19 +1,25 @@
 //! `flue chat`: an interactive loop over one conversation.
 //!
-//! Each line typed is one message, admitted through the same submission runtime as `flue run`
+//! Each input is one message (on a terminal, read with a line editor: history kept per
+//! workspace in `.flue/chat-history`, a line ending in `\` continued, a paste kept whole), admitted through the same submission runtime as `flue run`
 //! (so the history is the conversation's, in the workspace store, and `flue run --id` or
 //! `flue session show` see it). The reply streams as it is written (to stdout on a terminal);
 //! Ctrl-C aborts the reply being written and returns to the prompt, the conversation kept.
 //! Ctrl-D (end of input), `/exit` or SIGTERM end the chat. The chat loop and the questions a
 //! reply asks (approvals, custom tool results, MCP servers' questions) take their lines from
-//! the one stdin reader ([`crate::input`]).
+//! the one stdin reader ([`crate::input`]). A line starting with `/` is a command of the chat
+//! ([`commands`]), never a message.
+
+mod commands;
 
 use std::io::{IsTerminal as _, Write as _};
 
-use flue_core::Outcome;
+use flue_core::{Outcome, Usage};
 
 use crate::Exit;
+use crate::approvals::AlwaysRules;
 use crate::args::{ChatArgs, RunArgs};
+use crate::input::ChatLine;
 use crate::interrupt::{Interrupt, Interrupts};
 use crate::run::{
     Finished, Prepared, Settled, connection_hint, discarded_edits_notice, prepare, submit,
@@ -39,19 +45,28 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         ..RunArgs::default()
     };
     let mut interrupts = Interrupts::watch();
-    let prepared = prepare(&run_args).await?;
-    let output = Output::new(
-        flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
-    );
+    let mut prepared = prepare(&run_args).await?;
+    // Commands that restart the runtime keep to this conversation unless they say otherwise.
+    run_args.id = Some(prepared.key.id.clone());
+    run_args.continue_last = false;
+    let mut output = chat_output(&prepared);
     eprintln!(
         "chatting with {} in conversation {} (Ctrl-C aborts a reply; Ctrl-D or /exit ends the \
-         chat; continue it later with `flue chat {} --id {}`)",
+         chat; /help lists the commands; continue it later with `flue chat {} --id {}`)",
         prepared.key.agent, prepared.key.id, prepared.key.agent, prepared.key.id
     );
+    let history = crate::input::is_interactive().then(|| {
+        prepared
+            .host
+            .agents()
+            .root()
+            .join(".flue")
+            .join("chat-history")
+    });
+    let mut usage = Usage::default();
     let exit = loop {
-        prompt();
         let line = tokio::select! {
-            line = crate::input::line() => line,
+            line = crate::input::chat_line("> ", history.clone()) => line,
             signalled = interrupts.next() => match signalled {
                 Interrupt::CtrlC => {
                     eprintln!("\n(Ctrl-D or /exit ends the chat)");
@@ -60,19 +75,50 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
                 Interrupt::Terminate => break Exit::Terminated,
             },
         };
-        let Some(line) = line else {
-            eprintln!();
-            break Exit::Success;
+        let line = match line {
+            ChatLine::Line(line) => line,
+            ChatLine::Interrupted => {
+                eprintln!("(Ctrl-D or /exit ends the chat)");
+                continue;
+            }
+            ChatLine::End => {
+                eprintln!();
+                break Exit::Success;
+            }
         };
         let message = line.trim();
         if message.is_empty() {
             continue;
         }
-        if matches!(message, "/exit" | "/quit") {
-            break Exit::Success;
-        }
-        run_args.message = Some(message.to_owned());
-        if let Some(exit) = turn(&run_args, &prepared, &output, &mut interrupts).await {
+        let message = match commands::parse(message) {
+            commands::Input::Message(message) => message,
+            commands::Input::Command { name, argument } => {
+                let rules = AlwaysRules::new(prepared.host.agents().root(), &prepared.key);
+                let conversation = prepared.key.id.clone();
+                let next = commands::run(
+                    &name,
+                    &argument,
+                    &mut run_args,
+                    &conversation,
+                    &usage,
+                    &rules,
+                )
+                .await;
+                match next {
+                    commands::Next::Prompt => continue,
+                    commands::Next::Exit => break Exit::Success,
+                    commands::Next::Restart => {
+                        prepared = restart(prepared, &mut run_args, &output).await?;
+                        output = chat_output(&prepared);
+                        continue;
+                    }
+                }
+            }
+        };
+        run_args.message = Some(message);
+        let (exit, used) = turn(&run_args, &prepared, &output, &mut interrupts).await;
+        usage += used;
+        if let Some(exit) = exit {
             break exit;
         }
     };
@@ -83,28 +129,70 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-/// One message and its reply; `Some(exit)` when the chat should end (SIGTERM).
+/// What the chat prints through: the workspace's secrets redacted.
+fn chat_output(prepared: &Prepared) -> Output {
+    Output::new(
+        flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
+    )
+}
+
+/// Closes the chat's runtime and starts it again with `run_args` (a new conversation, model or
+/// role); when that fails, with what it had before.
+async fn restart(
+    prepared: Prepared,
+    run_args: &mut RunArgs,
+    output: &Output,
+) -> anyhow::Result<Prepared> {
+    let Prepared { app, key, .. } = prepared;
+    for warning in app.close().await {
+        eprintln!("warning: {}", output.stderr_text(&warning));
+    }
+    match prepare(run_args).await {
+        Ok(prepared) => {
+            run_args.id = Some(prepared.key.id.clone());
+            eprintln!(
+                "now: conversation {}, model {}, role {}",
+                prepared.key.id,
+                run_args.model.as_deref().unwrap_or("the agent's own"),
+                run_args.role.as_deref().unwrap_or("none")
+            );
+            Ok(prepared)
+        }
+        Err(err) => {
+            eprintln!("error: {}", output.stderr_text(&err.to_string()));
+            run_args.id = Some(key.id);
+            run_args.model = None;
+            run_args.role = None;
+            Ok(prepare(run_args).await?)
+        }
+    }
+}
+
+/// One message and its reply; `Some(exit)` when the chat should end (SIGTERM), and the
+/// usage of its model turns.
 async fn turn(
     run_args: &RunArgs,
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
-) -> Option<Exit> {
+) -> (Option<Exit>, Usage) {
     let started_at = flue_core::util::now_ms();
     let (_, finished, interrupt, streamed) =
         match submit(run_args, prepared, output, interrupts).await {
             Ok(done) => done,
             Err(err) => {
                 eprintln!("error: {}", output.stderr_text(&err.to_string()));
-                return None;
+                return (None, Usage::default());
             }
         };
-    let settlement = match finished {
-        Finished::Settled(Settled { settlement, .. }) => settlement,
-        Finished::Waiting { pending, .. } => {
+    let (settlement, usage) = match finished {
+        Finished::Settled(Settled {
+            settlement, usage, ..
+        }) => (settlement, usage),
+        Finished::Waiting { pending, usage } => {
             let hint = crate::pauses::resume_hint(&prepared.key.agent, &prepared.key.id, &pending);
             eprintln!("{}", output.stderr_text(&hint));
-            return None;
+            return (None, usage);
         }
     };
     match settlement.outcome {
@@ -127,7 +215,14 @@ async fn turn(
                 .await;
         }
         Outcome::Aborted => {
-            eprintln!("(reply aborted; the conversation goes on)");
+            if streamed.is_empty() {
+                eprintln!("(reply aborted; the conversation goes on)");
+            } else {
+                eprintln!(
+                    "(reply aborted; the conversation goes on, and keeps the reply so far as \
+                     interrupted)"
+                );
+            }
         }
         _ => {
             let message = settlement
@@ -139,15 +234,9 @@ async fn turn(
             }
         }
     }
-    match interrupt {
+    let exit = match interrupt {
         Some(Interrupt::Terminate) => Some(Exit::Terminated),
         _ => None,
-    }
-}
-
-/// The prompt, on stderr (stdout carries only replies).
-fn prompt() {
-    let mut stderr = std::io::stderr().lock();
-    let _ = write!(stderr, "> ");
-    let _ = stderr.flush();
+    };
+    (exit, usage)
 }

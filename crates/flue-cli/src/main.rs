@@ -3,6 +3,7 @@
 //! Only this crate writes to stdout, and stdout carries only the final reply or the one JSON
 //! object of `--json`. Everything else (activity, diagnostics, ids) goes to stderr.
 
+mod approvals;
 mod args;
 mod audit;
 mod build;
@@ -14,6 +15,7 @@ mod history;
 mod init;
 mod input;
 mod interrupt;
+mod jsonl;
 mod mcp;
 mod mcp_serve;
 mod memory;
@@ -27,6 +29,7 @@ mod session_list;
 mod session_show;
 mod setup;
 mod shell;
+mod term;
 mod terminal;
 mod tools;
 mod trash;
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         }
     };
     trust::init(cli.trust);
+    term::init(cli.color);
     // `flue serve` and `flue dev` serve many conversations, `flue eval` runs many cases: all
     // cores. Everything else: one thread.
     let serving = matches!(
@@ -183,6 +187,8 @@ fn main() -> ExitCode {
             Exit::Failure
         }
     };
+    // A signal can end a command while the line editor has the terminal in raw mode.
+    input::restore_terminal();
     // Tasks still running (open streams, blocking store calls) get a moment, not forever.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     // Spans and metrics still buffered go out before the process ends.

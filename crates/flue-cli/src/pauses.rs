@@ -1,12 +1,14 @@
 //! Answering pending actions in `flue run` and `flue chat`: `--yes` approves confirmations, a
-//! terminal asks the person (y/n per confirmation, a JSON result per custom tool; the end of
-//! input answers no), and a headless run leaves them pending and says how to resume.
+//! terminal asks the person (yes, always for this conversation, or no with a reason per
+//! confirmation; a JSON result per custom tool; the end of input answers no), and a headless
+//! run leaves them pending and says how to resume. "Always" is kept by [`AlwaysRules`].
 
 use std::io::IsTerminal;
 
 use flue_core::{ActionDecision, ActionKind, PendingAction};
 use serde_json::Value;
 
+use crate::approvals::AlwaysRules;
 use crate::input::Reply;
 use crate::terminal::Output;
 
@@ -38,6 +40,7 @@ impl Answerer {
         self,
         action: &PendingAction,
         output: &Output,
+        rules: &AlwaysRules,
     ) -> Option<ActionDecision> {
         match (self, action.kind) {
             (Self::Yes, ActionKind::Confirmation) => {
@@ -46,6 +49,16 @@ impl Answerer {
                     output.stderr_text(&format!(
                         "allowing {} ({}) (--yes)",
                         action.tool_name, action.action_id
+                    ))
+                );
+                Some(ActionDecision::Allow)
+            }
+            (Self::Terminal, ActionKind::Confirmation) if rules.allows(&action.tool_name) => {
+                eprintln!(
+                    "{}",
+                    output.stderr_text(&format!(
+                        "allowing {} (always allowed in this conversation)",
+                        action.tool_name
                     ))
                 );
                 Some(ActionDecision::Allow)
@@ -60,7 +73,23 @@ impl Answerer {
                         String::new()
                     }
                 };
-                Some(decision(action.kind, &reply))
+                let decided = decision(action.kind, &reply);
+                if action.kind == ActionKind::Confirmation && is_always(&reply) {
+                    match rules.allow(&action.tool_name) {
+                        Ok(()) => eprintln!(
+                            "{}",
+                            output.stderr_text(&format!(
+                                "{} is allowed from now on in this conversation",
+                                action.tool_name
+                            ))
+                        ),
+                        Err(err) => eprintln!(
+                            "warning: {}",
+                            output.stderr_text(&format!("cannot keep the rule: {err}"))
+                        ),
+                    }
+                }
+                Some(decided)
             }
             _ => None,
         }
@@ -70,14 +99,12 @@ impl Answerer {
 /// What the terminal shows for one action.
 fn question(action: &PendingAction) -> String {
     let input = serde_json::to_string(&action.input).unwrap_or_default();
+    // The reason was on the line announcing the pause; the id is for `--confirm` only.
     let prompt = match action.kind {
         ActionKind::CustomTool => "result as JSON (empty to decline): ",
-        _ => "allow? [y/N] ",
+        _ => "allow? [y/N] (a: always in this conversation; other text: no, with that reason) ",
     };
-    format!(
-        "\n{} wants to run: {}\n  input: {input}\n  reason: {}\n{prompt}",
-        action.action_id, action.tool_name, action.reason
-    )
+    format!("\n{} wants to run: {input}\n{prompt}", action.tool_name)
 }
 
 /// The decision a typed reply means: `y`/`yes` allows a confirmation, anything else denies
@@ -94,9 +121,22 @@ fn decision(kind: ActionKind, reply: &str) -> ActionDecision {
             value: serde_json::from_str(reply).unwrap_or_else(|_| Value::String(reply.to_owned())),
             is_error: false,
         },
-        _ if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") => ActionDecision::Allow,
-        _ => denied,
+        _ if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") || is_always(reply) => {
+            ActionDecision::Allow
+        }
+        _ if reply.is_empty() || matches!(reply.to_ascii_lowercase().as_str(), "n" | "no") => {
+            denied
+        }
+        // Anything else is a no with the person's words for the model.
+        _ => ActionDecision::Deny {
+            message: Some(format!("declined at the terminal: {reply}")),
+        },
     }
+}
+
+/// Whether a reply means "always for this conversation".
+fn is_always(reply: &str) -> bool {
+    matches!(reply.trim().to_ascii_lowercase().as_str(), "a" | "always")
 }
 
 /// The lines telling how to resume a run that stopped with pending actions.

@@ -10,6 +10,11 @@
 //! shows as one line (its file, size, exit code: see [`summary`]). With `-v` each model turn
 //! shows its time, tokens and cost, and each tool call its time and its whole result; a
 //! provider's retry is shown always.
+//!
+//! Where the stream is coloured ([`crate::term`]), the reply's markdown is redrawn styled as
+//! each line completes ([`crate::term::markdown`]), thinking is dimmed and activity lines are
+//! coloured by their state; on a terminal a status line shows while the work runs
+//! ([`crate::term::status`]). Without colour the bytes are exactly the plain text.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write};
@@ -17,6 +22,9 @@ use std::time::Instant;
 
 use flue_core::{CompactionReason, Event, Outcome, Usage};
 
+use crate::term::markdown::LineStyler;
+use crate::term::status::{self, Status};
+use crate::term::{self as term_style, Style};
 use crate::terminal::Output;
 
 mod summary;
@@ -74,6 +82,18 @@ pub(crate) struct Renderer {
     tool_started: HashMap<String, Instant>,
     /// The file each running tool call named (its input's `path`), by call id.
     tool_paths: HashMap<String, String>,
+    /// Colour on stdout and on stderr.
+    colors: (bool, bool),
+    /// Styles the reply's lines when its target is coloured.
+    styler: LineStyler,
+    /// The edits of an `edit_file` call starting, shown as a diff below its line.
+    edit_diff: Option<Vec<(char, String)>>,
+    /// The tool of each pending action, by action id.
+    action_tools: HashMap<String, String>,
+    /// The reply's current line as shown raw (redrawn styled once complete).
+    text_line: String,
+    /// The status line, on a terminal.
+    status: Option<Status>,
 }
 
 impl Renderer {
@@ -92,6 +112,39 @@ impl Renderer {
             turn_started: Instant::now(),
             tool_started: HashMap::new(),
             tool_paths: HashMap::new(),
+            colors: (term_style::stdout_colored(), term_style::stderr_colored()),
+            styler: LineStyler::default(),
+            text_line: String::new(),
+            edit_diff: None,
+            action_tools: HashMap::new(),
+            status: None,
+        }
+    }
+
+    /// Shows a status line while the work runs (stderr is a terminal).
+    pub(crate) fn with_status(mut self) -> Self {
+        self.status = Some(Status::new());
+        self
+    }
+
+    /// Draws the status line's next frame, when nothing is being written mid-line.
+    pub(crate) fn tick(&mut self) {
+        if !self.at_line_start || !self.pending.is_empty() {
+            return;
+        }
+        let colored = self.colors.1;
+        if let Some(status) = &mut self.status {
+            let frame = format!("{}{}", status::ERASE, status.next_frame(colored));
+            status.shown = true;
+            self.written.push((Target::Stderr, frame));
+        }
+    }
+
+    /// Whether `target` is coloured.
+    fn colored(&self, target: Target) -> bool {
+        match target {
+            Target::Stdout => self.colors.0,
+            Target::Stderr => self.colors.1,
         }
     }
 
@@ -122,6 +175,11 @@ impl Renderer {
     /// Ends what streams (writes the text held back) and the current line.
     pub(crate) fn finish(&mut self) {
         self.line_start();
+        if let Some(status) = self.status.as_mut().filter(|status| status.shown) {
+            status.shown = false;
+            self.written
+                .push((Target::Stderr, status::ERASE.to_owned()));
+        }
     }
 
     /// Renders one event.
@@ -133,6 +191,9 @@ impl Renderer {
                     self.text_ended = false;
                 }
                 self.last_text.push_str(text);
+                if let Some(status) = &mut self.status {
+                    status.streamed(text.chars().count());
+                }
                 self.stream(Streaming::Text, text);
                 return;
             }
@@ -154,7 +215,8 @@ impl Renderer {
             self.line_start();
             self.streaming = kind;
             if kind == Streaming::Thinking {
-                self.push(Target::Stderr, "(thinking) ".to_owned());
+                let label = Style::DIM.paint("(thinking) ", self.colors.1);
+                self.push(Target::Stderr, label);
                 self.at_line_start = false;
             }
         }
@@ -180,7 +242,53 @@ impl Renderer {
         };
         self.at_line_start = text.ends_with('\n');
         let shown = self.output.stderr_text(text);
+        let shown = match self.streaming {
+            Streaming::Text if self.colored(target) => self.markdown(&shown),
+            Streaming::Thinking => Style::DIM.paint(&shown, self.colors.1),
+            _ => shown,
+        };
         self.push(target, shown);
+    }
+
+    /// Streamed reply text as written now: raw as it comes, each completed line redrawn
+    /// styled.
+    fn markdown(&mut self, shown: &str) -> String {
+        let mut out = String::with_capacity(shown.len());
+        for piece in shown.split_inclusive('\n') {
+            match piece.strip_suffix('\n') {
+                Some(rest) => {
+                    out.push_str(rest);
+                    self.text_line.push_str(rest);
+                    out.push_str(&self.redraw_line());
+                    out.push('\n');
+                }
+                None => {
+                    out.push_str(piece);
+                    self.text_line.push_str(piece);
+                }
+            }
+        }
+        out
+    }
+
+    /// What replaces the completed raw line on the screen by its styled form (nothing when
+    /// styling changes nothing); the line is done with.
+    fn redraw_line(&mut self) -> String {
+        let line = std::mem::take(&mut self.text_line);
+        let line = line.strip_suffix('\r').unwrap_or(&line);
+        let styled = self.styler.render(line);
+        if styled == line {
+            return String::new();
+        }
+        // The rows the raw line took: back to its first one, erased, drawn again.
+        let columns = unicode_width::UnicodeWidthStr::width(line);
+        let rows_up = columns.saturating_sub(1) / term_style::width();
+        let up = if rows_up > 0 {
+            format!("\x1b[{rows_up}A")
+        } else {
+            String::new()
+        };
+        format!("{up}\r\x1b[J{styled}")
     }
 
     /// A tool call's result as shown: its one-line summary, or with `-v` the whole result (on
@@ -196,6 +304,11 @@ impl Renderer {
 
     fn push(&mut self, target: Target, text: String) {
         if !text.is_empty() {
+            if let Some(status) = self.status.as_mut().filter(|status| status.shown) {
+                status.shown = false;
+                self.written
+                    .push((Target::Stderr, status::ERASE.to_owned()));
+            }
             self.last_target = target;
             self.written.push((target, text));
         }
@@ -206,6 +319,7 @@ impl Renderer {
         let line = match event {
             Event::OperationStart { .. } => {
                 self.turn_started = Instant::now();
+                self.styler = LineStyler::default();
                 None
             }
             Event::TurnEnd {
@@ -214,6 +328,9 @@ impl Renderer {
                 stop_reason,
             } => {
                 self.text_ended = true;
+                if let Some(status) = &mut self.status {
+                    status.turn_ended(usage.input_tokens + usage.output_tokens, usage.cost_usd);
+                }
                 let line = self.verbose.then(|| {
                     format!(
                         "[model turn: {model}, {} ms, {}, stop {stop_reason}]",
@@ -251,9 +368,15 @@ impl Renderer {
                 input,
             } => {
                 self.text_ended = true;
+                if let Some(status) = &mut self.status {
+                    status.waiting_for(format!("running {name}"));
+                }
                 self.tool_started.insert(call_id.clone(), Instant::now());
                 if let Some(path) = summary::input_path(input) {
                     self.tool_paths.insert(call_id.clone(), path);
+                }
+                if self.colors.1 && name == "edit_file" {
+                    self.edit_diff = Some(summary::edit_lines(input));
                 }
                 Some(format!("-> {name} {input}"))
             }
@@ -274,6 +397,9 @@ impl Renderer {
                 let path = self.tool_paths.remove(call_id);
                 let result = self.tool_result(name, path.as_deref(), *is_error, output);
                 self.turn_started = Instant::now();
+                if let Some(status) = &mut self.status {
+                    status.waiting_for("waiting for the model".to_owned());
+                }
                 Some(format!("<- {name} {status}: {result}"))
             }
             Event::CompactionStart {
@@ -374,14 +500,20 @@ impl Renderer {
                     _ => None,
                 }
             }
-            Event::ActionRequired { action } => Some(format!(
-                "!! {} waits ({}): {}",
-                action.tool_name, action.action_id, action.reason
-            )),
+            Event::ActionRequired { action } => {
+                self.action_tools
+                    .insert(action.action_id.clone(), action.tool_name.clone());
+                Some(format!("!! {} waits: {}", action.tool_name, action.reason))
+            }
             Event::ActionResolved {
                 action_id,
                 decision,
             } => {
+                // Named by its tool: the action's id is for `--confirm` only.
+                let action_id = self
+                    .action_tools
+                    .remove(action_id)
+                    .unwrap_or_else(|| action_id.clone());
                 let decided = match decision {
                     flue_core::ActionDecision::Allow => "allowed",
                     flue_core::ActionDecision::Deny { .. } => "denied",
@@ -401,8 +533,23 @@ impl Renderer {
         };
         if let Some(line) = line {
             self.line_start();
-            let line = format!("{}\n", self.output.stderr_text(&line));
+            let shown = self.output.stderr_text(&line);
+            let line = format!("{}\n", activity_style(&shown).paint(&shown, self.colors.1));
             self.push(Target::Stderr, line);
+        }
+        if let Some(diff) = self.edit_diff.take() {
+            let mut text = String::new();
+            for (sign, line) in diff {
+                let style = match sign {
+                    '-' => Style::FAILED,
+                    '+' => Style::DONE,
+                    _ => Style::DIM,
+                };
+                let shown = self.output.stderr_text(&format!("   {sign} {line}"));
+                text.push_str(&style.paint(&shown, true));
+                text.push('\n');
+            }
+            self.push(Target::Stderr, text);
         }
     }
 
@@ -412,11 +559,34 @@ impl Renderer {
             let text = std::mem::take(&mut self.pending);
             self.write_streamed(&text);
         }
+        if self.streaming == Streaming::Text && !self.text_line.is_empty() {
+            let redraw = self.redraw_line();
+            self.push(self.text_target, redraw);
+        }
         self.streaming = Streaming::Nothing;
         if !self.at_line_start {
             self.push(self.last_target, "\n".to_owned());
             self.at_line_start = true;
         }
+    }
+}
+
+/// The style of an activity line, by what it says: a tool call starting, done or failed, a
+/// question or decision, a note.
+fn activity_style(line: &str) -> Style {
+    let line = line.trim_start();
+    if line.starts_with("<-") || line.starts_with("<=") {
+        if line.contains(" failed") {
+            Style::FAILED
+        } else {
+            Style::DONE
+        }
+    } else if line.starts_with("->") || line.starts_with("=>") {
+        Style::TOOL
+    } else if line.starts_with("!!") || line.starts_with("note:") {
+        Style::WARN
+    } else {
+        Style::DIM
     }
 }
 

@@ -180,7 +180,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
                 &pending,
             );
             envelope.pending_actions = pending;
-            if !args.json {
+            if !args.json && !args.jsonl {
                 eprintln!("{}", output.stderr_text(&hint));
             }
             return finish(&args, &output, &envelope, Exit::ActionRequired, "");
@@ -188,6 +188,13 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
     };
     if args.verbose && !args.json {
         eprintln!("[submission: {}]", render::usage_text(&usage));
+    } else if !args.json && !args.jsonl && !args.quiet && std::io::stderr().is_terminal() {
+        // The usage line a person at a terminal sees after the reply (`-q` leaves it out).
+        let line = format!("[{}]", render::usage_text(&usage));
+        eprintln!(
+            "{}",
+            crate::term::Style::DIM.paint(&line, crate::term::stderr_colored())
+        );
     }
     envelope.usage = Some(usage);
     match settlement.outcome {
@@ -196,7 +203,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             envelope.outcome = "completed";
             // A structured result is what stdout gets: the validated JSON alone.
             if let Some(data) = settlement.data {
-                if !args.json {
+                if !args.json && !args.jsonl {
                     println!(
                         "{}",
                         serde_json::to_string_pretty(&data).unwrap_or_default()
@@ -211,7 +218,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             // not this reply (another process wrote it).
             let shown_already =
                 !args.json && std::io::stdout().is_terminal() && streamed.trim() == text.trim();
-            if !args.json && !shown_already {
+            if !args.json && !args.jsonl && !shown_already {
                 // Exactly one trailing newline, whatever the model ended its text with.
                 let reply = output.stdout_text(&text);
                 println!("{}", reply.trim_end_matches(['\n', '\r']));
@@ -274,7 +281,12 @@ fn finish(
     exit: Exit,
     error: &str,
 ) -> anyhow::Result<Exit> {
-    if args.json {
+    if args.jsonl {
+        crate::jsonl::write_line(output, Some("settlement"), envelope);
+        if exit != Exit::Success && exit != Exit::ActionRequired {
+            eprintln!("error: {}", output.stderr_text(error));
+        }
+    } else if args.json {
         println!("{}", output.json_line(envelope)?);
     } else if exit != Exit::Success && exit != Exit::ActionRequired {
         eprintln!("error: {}", output.stderr_text(error));
@@ -536,17 +548,34 @@ async fn submit_with(
     let mut renderer = Renderer::new(
         output.clone(),
         args.verbose,
-        Target::for_text(args.json || structured),
+        Target::for_text(args.json || args.jsonl || structured),
     );
+    if !args.json && !args.jsonl && std::io::stderr().is_terminal() {
+        renderer = renderer.with_status();
+    }
+    // The status line's clock; it only draws on a terminal.
+    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let submission_id = started.submission_id.clone();
-    let show = |renderer: &mut Renderer, event: &RuntimeEvent| {
-        if event.submission_id.as_deref() == Some(&submission_id) {
+    let show = |renderer: &mut Renderer, event: &RuntimeEvent, interrupted: bool| {
+        // After Ctrl-C the reply stops on the screen where it was (the stored reply keeps
+        // what the model streamed until the abort reached it).
+        let late_delta = interrupted
+            && matches!(
+                event.event,
+                flue_core::Event::TextDelta { .. } | flue_core::Event::ThinkingDelta { .. }
+            );
+        if event.submission_id.as_deref() == Some(&submission_id) && !late_delta {
+            if args.jsonl {
+                crate::jsonl::write_line(output, None, &event.event);
+            }
             renderer.render(&event.event);
             renderer.write_out();
         }
     };
     let mut events_open = true;
     let answerer = Answerer::for_run(args.yes);
+    let rules = crate::approvals::AlwaysRules::new(prepared.host.agents().root(), key);
     let mut interrupt = None;
     let outcome = loop {
         // The first signal aborts the conversation's work: running commands are killed,
@@ -558,8 +587,12 @@ async fn submit_with(
             loop {
                 tokio::select! {
                     idle = &mut wait => break idle,
+                    _ = ticks.tick() => {
+                        renderer.tick();
+                        renderer.write_out();
+                    }
                     received = events.recv(), if events_open => match received {
-                        Ok(event) => show(&mut renderer, &event),
+                        Ok(event) => show(&mut renderer, &event, interrupt.is_some()),
                         Err(RecvError::Lagged(_)) => {}
                         Err(RecvError::Closed) => events_open = false,
                     },
@@ -575,7 +608,7 @@ async fn submit_with(
         // What the runtime emitted before going idle is buffered already.
         loop {
             match events.try_recv() {
-                Ok(event) => show(&mut renderer, &event),
+                Ok(event) => show(&mut renderer, &event, interrupt.is_some()),
                 Err(TryRecvError::Lagged(_)) => {}
                 Err(_) => break,
             }
@@ -605,7 +638,7 @@ async fn submit_with(
         renderer.write_out();
         // Ctrl-C or SIGTERM at the question aborts like anywhere else.
         let answered = tokio::select! {
-            answered = answerer.answer(action, output) => answered,
+            answered = answerer.answer(action, output, &rules) => answered,
             signalled = interrupts.next() => {
                 interrupt = Some(signalled);
                 interrupt_pause(runtime, key, output, signalled).await;

@@ -123,6 +123,9 @@ fn transcript_text(records: &[Record], numbered: bool) -> String {
             Record::Assistant(message) => {
                 for part in &message.content {
                     let _ = match part {
+                        AssistantContent::Text { text } if message.interrupted => {
+                            writeln!(out, "assistant (interrupted): {text}")
+                        }
                         AssistantContent::Text { text } => writeln!(out, "assistant: {text}"),
                         AssistantContent::Thinking { text, .. } => {
                             writeln!(out, "thinking: {text}")

@@ -103,6 +103,7 @@ impl ModelSampler {
                             model: model_ref.clone(),
                             usage: Usage::default(),
                             stop_reason: StopReason::EndTurn,
+                            interrupted: false,
                         })
                     }
                 })

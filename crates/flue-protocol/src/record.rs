@@ -453,6 +453,9 @@ pub struct AssistantMessage {
     pub usage: Usage,
     /// Why the model stopped.
     pub stop_reason: StopReason,
+    /// The reply was aborted while it streamed: `content` is the text shown until then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl AssistantMessage {

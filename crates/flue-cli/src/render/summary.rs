@@ -12,6 +12,32 @@ pub(super) fn input_path(input: &Value) -> Option<String> {
     input.get("path").and_then(Value::as_str).map(str::to_owned)
 }
 
+/// Most lines of each side of an edit shown; the rest are counted.
+const MAX_EDIT_LINES: usize = 8;
+
+/// The edits of an `edit_file` input as diff lines: `-` for each line of `oldText`, `+` for
+/// each of `newText`, each side folded after [`MAX_EDIT_LINES`] (a ` ` line counts the rest).
+pub(super) fn edit_lines(input: &Value) -> Vec<(char, String)> {
+    let mut lines = Vec::new();
+    let edits = input.get("edits").and_then(Value::as_array);
+    for edit in edits.into_iter().flatten() {
+        for (sign, key) in [('-', "oldText"), ('+', "newText")] {
+            let text = edit.get(key).and_then(Value::as_str).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            lines.extend(
+                all.iter()
+                    .take(MAX_EDIT_LINES)
+                    .map(|line| (sign, (*line).to_owned())),
+            );
+            if all.len() > MAX_EDIT_LINES {
+                let more = all.len() - MAX_EDIT_LINES;
+                lines.push((' ', format!("... {more} more line(s)")));
+            }
+        }
+    }
+    lines
+}
+
 /// One line saying what call of tool `name` returned. `path` is the file its input named.
 pub(super) fn summary(name: &str, path: Option<&str>, is_error: bool, output: &str) -> String {
     let mut parts: Vec<String> = path.map(str::to_owned).into_iter().collect();

@@ -265,3 +265,16 @@ fn each_kind_of_tool_result_becomes_one_short_line() {
     assert_eq!(summary("mcp", None, true, "denied:\nwhy"), "denied: | why");
     assert_eq!(summary("x", None, false, &"x".repeat(20_000)), "19.5 KiB");
 }
+
+#[test]
+fn an_edit_shows_as_removed_and_added_lines_folded_after_eight() {
+    let old: Vec<String> = (1..=10).map(|n| format!("old {n}")).collect();
+    let input = serde_json::json!({"path": "a.txt", "edits": [
+        {"oldText": old.join("\n"), "newText": "new 1"}
+    ]});
+    let lines = super::summary::edit_lines(&input);
+    assert_eq!(lines.len(), 8 + 1 + 1);
+    assert_eq!(lines[0], ('-', "old 1".to_owned()));
+    assert_eq!(lines[8], (' ', "... 2 more line(s)".to_owned()));
+    assert_eq!(lines[9], ('+', "new 1".to_owned()));
+}

@@ -56,6 +56,7 @@ mod serve;
 mod session_show;
 mod shell;
 mod signals;
+mod term_ui;
 mod trust;
 mod try_http;
 

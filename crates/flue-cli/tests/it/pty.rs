@@ -21,11 +21,12 @@ use serde_json::json;
 use crate::{Workspace, stderr, stdout};
 
 const RELAY: &str = r#"
-import json, os, pty, select, sys
+import fcntl, json, os, pty, select, struct, sys, termios
 argv = sys.argv[1:]
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(argv[0], argv)
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 80, 0, 0))
 out = sys.stdout.buffer
 commands = sys.stdin.buffer.fileno()
 commands_open = True
@@ -55,6 +56,10 @@ while True:
                 os.write(fd, command["type"].encode())
             if "signal" in command:
                 os.kill(pid, command["signal"])
+            if "resize" in command:
+                rows, cols = command["resize"]
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
     if not ready:
         # The program ended while something it started still holds the terminal open.
         done, ended = os.waitpid(pid, os.WNOHANG)
@@ -79,19 +84,30 @@ struct Screen {
     ended: bool,
 }
 
+/// The terminal's size (the relay sets it; the screen a test reads has the same).
+pub(crate) const ROWS: u16 = 50;
+pub(crate) const COLS: u16 = 80;
+
 /// A program on a pseudo-terminal; killed (with its relay) when dropped before it ended, so a
 /// failing test leaves nothing running.
-struct Terminal {
+pub(crate) struct Terminal {
     relay: Option<Child>,
     keys: Option<ChildStdin>,
     screen: Arc<(Mutex<Screen>, Condvar)>,
     /// Where the next `expect` starts looking.
     position: usize,
+    /// The terminal's width now.
+    cols: u16,
 }
 
 impl Terminal {
     /// Starts `flue <args>` on a new terminal.
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
+        Self::start_with(args, &[])
+    }
+
+    /// Starts `flue <args>` on a new terminal with `envs` set too.
+    pub(crate) fn start_with(args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut relay = Command::new("python3")
             .arg("-c")
             .arg(RELAY)
@@ -106,6 +122,7 @@ impl Terminal {
                     .iter()
                     .filter_map(|name| std::env::var_os(name).map(|value| (name, value))),
             )
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -137,11 +154,51 @@ impl Terminal {
             keys: Some(keys),
             screen,
             position: 0,
+            cols: COLS,
+        }
+    }
+
+    /// What the terminal shows now, as a terminal emulator draws it.
+    pub(crate) fn screen(&self) -> vt100::Parser {
+        let mut parser = new_screen(self.cols);
+        parser.process(&self.screen.0.lock().unwrap().bytes);
+        parser
+    }
+
+    /// Makes the terminal `cols` wide (the program gets SIGWINCH); the screen read from now on
+    /// is that wide.
+    pub(crate) fn resize(&mut self, cols: u16) {
+        self.cols = cols;
+        self.command(&json!({ "resize": [ROWS, cols] }));
+    }
+
+    /// Waits until the screen shows `text` (the emulator's view: styles and cursor moves do
+    /// not split it); returns that screen. The next [`Terminal::expect`] looks only at what
+    /// comes after everything shown so far: follow this with keys, not with an `expect` of
+    /// output that may have come already.
+    pub(crate) fn expect_screen(&mut self, text: &str) -> vt100::Parser {
+        let (lock, changed) = &*self.screen;
+        let deadline = Instant::now() + DEADLINE;
+        let mut screen = lock.lock().unwrap();
+        loop {
+            let mut parser = new_screen(self.cols);
+            parser.process(&screen.bytes);
+            if parser.screen().contents().contains(text) {
+                self.position = screen.bytes.len();
+                return parser;
+            }
+            let now = Instant::now();
+            assert!(
+                !screen.ended && now < deadline,
+                "waited for {text:?} on the screen; it showed:\n{}",
+                parser.screen().contents()
+            );
+            screen = changed.wait_timeout(screen, deadline - now).unwrap().0;
         }
     }
 
     /// Waits until `text` shows after the previous match.
-    fn expect(&mut self, text: &str) {
+    pub(crate) fn expect(&mut self, text: &str) {
         let (lock, changed) = &*self.screen;
         let deadline = Instant::now() + DEADLINE;
         let mut screen = lock.lock().unwrap();
@@ -162,12 +219,12 @@ impl Terminal {
     }
 
     /// Types `keys` on the terminal.
-    fn send(&mut self, keys: &str) {
+    pub(crate) fn send(&mut self, keys: &str) {
         self.command(&json!({ "type": keys }));
     }
 
     /// Sends `signal` to the program.
-    fn signal(&mut self, signal: i32) {
+    pub(crate) fn signal(&mut self, signal: i32) {
         self.command(&json!({ "signal": signal }));
     }
 
@@ -179,7 +236,7 @@ impl Terminal {
 
     /// Waits for the program to end; its exit code (minus the signal number when a signal
     /// ended it) and everything the terminal showed.
-    fn wait(mut self) -> (i32, String) {
+    pub(crate) fn wait(mut self) -> (i32, String) {
         let relay = self.relay.take().unwrap();
         drop(self.keys.take());
         let screen = Arc::clone(&self.screen);
@@ -228,6 +285,12 @@ impl Drop for Terminal {
     }
 }
 
+/// An emulated screen of the terminal's size.
+fn new_screen(cols: u16) -> vt100::Parser {
+    let size = |n: u16| std::num::NonZero::new(n).unwrap();
+    vt100::Parser::new(size(ROWS), size(cols), 0)
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
@@ -237,7 +300,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// A loopback OpenAI-compatible server that answers one chat completion with `pieces` as
 /// `data:` chunks (`("reasoning", ...)` or `("content", ...)`), sending each only when the test
 /// releases it; returns the base URL and the release channel.
-fn held_stream(pieces: &'static [(&'static str, &'static str)]) -> (String, mpsc::Sender<()>) {
+pub(crate) fn held_stream(
+    pieces: &'static [(&'static str, &'static str)],
+) -> (String, mpsc::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let (release, released) = mpsc::channel::<()>();
@@ -338,12 +403,25 @@ fn the_reply_and_thinking_appear_token_by_token_while_the_model_writes() {
         release.send(()).unwrap();
         terminal.expect(piece);
     }
+    let screen = terminal.expect_screen("Hello, world!");
     let (code, shown) = terminal.wait();
     assert_eq!(code, 0, "{shown}");
-    // One running thinking block, then the reply, shown once (stdout is the terminal).
-    assert_eq!(shown.matches("(thinking)").count(), 1, "{shown}");
-    assert!(shown.contains("(thinking) Let me think\r\n"), "{shown}");
-    assert_eq!(shown.matches("Hello, world!").count(), 1, "{shown}");
+    // One running thinking block (dimmed), then the reply, shown once (stdout is the
+    // terminal).
+    let contents = screen.screen().contents();
+    assert_eq!(contents.matches("(thinking)").count(), 1, "{contents}");
+    assert!(contents.contains("(thinking) Let me think\n"), "{contents}");
+    assert_eq!(contents.matches("Hello, world!").count(), 1, "{contents}");
+    let (row, col) = (0..crate::pty::ROWS)
+        .find_map(|row| {
+            let line = screen
+                .screen()
+                .contents_between(row, 0, row, crate::pty::COLS);
+            line.find("Let me")
+                .map(|col| (row, u16::try_from(col).unwrap()))
+        })
+        .unwrap();
+    assert!(screen.screen().cell(row, col).unwrap().dim(), "{contents}");
 }
 
 /// An agent whose `bash` asks first: `make X` runs `echo X > X.txt`, then says `made`.

@@ -355,7 +355,7 @@ fn on_a_terminal_the_person_types_the_custom_tools_result() {
         }
     };
     wait_for(&mut shown, "result as JSON");
-    assert!(shown.contains("wants to run: lookup_order"), "{shown}");
+    assert!(shown.contains("lookup_order wants to run:"), "{shown}");
     master.write_all(b"{\"status\": \"packed\"}\n").unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{shown}");

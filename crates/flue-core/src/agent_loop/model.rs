@@ -138,6 +138,7 @@ impl TurnLoop<'_> {
             max_output_tokens: info.max_output_tokens,
         };
         let (sink, failed_usage) = self.ctx.sink.noting_failed_usage();
+        let (sink, streamed) = sink.noting_streamed_text();
         let clock = WorkClock::start();
         let traced = spans::traced_turn(
             self.provider,
@@ -159,6 +160,16 @@ impl TurnLoop<'_> {
                     // The turn's own failure is what the caller needs to see.
                     tracing::warn!("cannot store the usage of a failed model turn: {store_err}");
                 }
+                if matches!(err, FlueError::Aborted) {
+                    let text = std::mem::take(
+                        &mut *streamed
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    );
+                    if let Err(store_err) = self.keep_interrupted(state, text).await {
+                        tracing::warn!("cannot store an interrupted reply: {store_err}");
+                    }
+                }
                 return Err(err);
             }
         };
@@ -177,6 +188,7 @@ impl TurnLoop<'_> {
             model: self.spec.to_ref(),
             usage,
             stop_reason: stop_reason.clone(),
+            interrupted: false,
         };
         self.shared
             .append_timed(state, vec![Record::Assistant(message)], |_| Some(timing))
@@ -228,6 +240,24 @@ impl TurnLoop<'_> {
                 refusal,
             }),
         }
+    }
+
+    /// Stores what an aborted turn streamed of its reply as an interrupted assistant message
+    /// (nothing when it streamed no text), so the conversation keeps what was shown.
+    async fn keep_interrupted(&mut self, state: &mut SessionState, text: String) -> Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let message = AssistantMessage {
+            content: vec![AssistantContent::Text { text }],
+            model: self.spec.to_ref(),
+            usage: Usage::default(),
+            stop_reason: StopReason::Aborted,
+            interrupted: true,
+        };
+        self.shared
+            .append(state, vec![Record::Assistant(message)])
+            .await
     }
 
     /// Counts and stores the usage a failed turn reported (a provider's `message_start`

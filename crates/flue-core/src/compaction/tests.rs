@@ -30,6 +30,7 @@ fn assistant(content: Vec<AssistantContent>, usage: Usage) -> Record {
         model: ModelRef::default(),
         usage,
         stop_reason: StopReason::EndTurn,
+        interrupted: false,
     })
 }
 

@@ -173,6 +173,8 @@ pub struct TurnSink {
     redacting: Option<Arc<Redacting>>,
     /// When set: the usage a failing turn reported ([`TurnSink::failed_turn_usage`]).
     failed_usage: Option<std::sync::Arc<std::sync::Mutex<Usage>>>,
+    /// When set: the visible text streamed so far (kept when the turn is aborted).
+    streamed_text: Option<std::sync::Arc<std::sync::Mutex<String>>>,
 }
 
 /// The text of a turn not yet sent because it could be the start of a secret, per stream
@@ -235,6 +237,7 @@ impl TurnSink {
             first_delta: None,
             redacting: None,
             failed_usage: None,
+            streamed_text: None,
         }
     }
 
@@ -245,6 +248,7 @@ impl TurnSink {
             first_delta: None,
             redacting: None,
             failed_usage: None,
+            streamed_text: None,
         }
     }
 
@@ -316,8 +320,24 @@ impl TurnSink {
         }
     }
 
+    /// This sink, also keeping the visible text streamed through it.
+    pub(crate) fn noting_streamed_text(&self) -> (Self, std::sync::Arc<std::sync::Mutex<String>>) {
+        let streamed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = Self {
+            streamed_text: Some(std::sync::Arc::clone(&streamed)),
+            ..self.clone()
+        };
+        (sink, streamed)
+    }
+
     /// Reports visible text.
     pub fn text_delta(&self, text: &str) {
+        if let Some(streamed) = &self.streamed_text {
+            streamed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push_str(text);
+        }
         self.delta(Stream::Text, text);
     }
 

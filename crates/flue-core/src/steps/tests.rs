@@ -32,6 +32,7 @@ fn assistant(text: &str, calls: &[&str]) -> Record {
         } else {
             StopReason::ToolUse
         },
+        interrupted: false,
     })
 }
 

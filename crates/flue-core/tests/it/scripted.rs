@@ -115,6 +115,7 @@ fn assistant(content: Vec<AssistantContent>) -> Record {
         },
         usage: Usage::default(),
         stop_reason,
+        interrupted: false,
     })
 }
 

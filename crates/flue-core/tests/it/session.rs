@@ -20,6 +20,8 @@ enum Turn {
     Text(&'static str),
     Calls(Vec<(&'static str, Value)>),
     Hang,
+    /// Streams some text, then hangs (aborted mid-reply).
+    HangAfterText(&'static str),
     Fail,
     /// Fails after the provider reported 7 input tokens (a mid-stream error).
     FailAfterInput,
@@ -116,6 +118,10 @@ impl ModelProvider for TestProvider {
                     stop_reason: StopReason::ToolUse,
                 }),
                 Turn::Hang => std::future::pending().await,
+                Turn::HangAfterText(text) => {
+                    sink.text_delta(text);
+                    std::future::pending().await
+                }
                 Turn::FailAfterInput => {
                     sink.text_delta("partial");
                     sink.failed_turn_usage(Usage {
@@ -677,6 +683,52 @@ async fn aborting_the_model_stream_keeps_the_user_message_only() {
 }
 
 #[tokio::test]
+async fn aborting_a_streaming_reply_keeps_its_text_marked_interrupted() {
+    let f = fixture(
+        vec![Turn::HangAfterText("Half an ans"), Turn::Text("later")],
+        AgentConfig::new(),
+    )
+    .await;
+    let session = f.harness.session("default").await.unwrap();
+    let handle = session.prompt("hello?", PromptOptions::default());
+    let cancel = handle.cancel_token();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+    assert!(matches!(handle.await, Err(FlueError::Aborted)));
+    let records = session.records().await;
+    assert_eq!(kinds(&records), vec!["user", "assistant"]);
+    let Some(Record::Assistant(kept)) = records.last() else {
+        panic!("no assistant message: {records:?}");
+    };
+    assert!(kept.interrupted);
+    assert_eq!(kept.text(), "Half an ans");
+    // Stored with the flag; a reply that was not cut off serializes without it.
+    let json = serde_json::to_value(kept).unwrap();
+    assert_eq!(json["interrupted"], true);
+    // The next message goes on from it: the model sees what it had said.
+    session
+        .prompt("go on", PromptOptions::default())
+        .await
+        .unwrap();
+    let records = session.records().await;
+    assert_eq!(
+        kinds(&records),
+        vec!["user", "assistant", "user", "assistant"]
+    );
+    let Some(Record::Assistant(answer)) = records.last() else {
+        panic!("no answer: {records:?}");
+    };
+    assert!(
+        serde_json::to_value(answer)
+            .unwrap()
+            .get("interrupted")
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn an_outside_cancel_token_aborts_the_operation() {
     let f = fixture(vec![Turn::Hang], AgentConfig::new()).await;
     let session = f.harness.session("default").await.unwrap();
@@ -771,6 +823,7 @@ async fn calls_left_unanswered_by_a_crash_are_closed_before_new_input() {
         model: ModelRef::default(),
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
+        interrupted: false,
     };
     let records = [
         Record::User(UserMessage::text("before crash")),

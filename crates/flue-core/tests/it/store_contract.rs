@@ -481,6 +481,7 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
                 cost_usd: Some(0.25),
             },
             stop_reason: StopReason::ToolUse,
+            interrupted: false,
         }),
         Record::ToolResult(ToolResult {
             call_id: call.id.clone(),
@@ -515,6 +516,7 @@ pub(crate) fn every_record_kind() -> Vec<StoredRecord> {
             },
             usage: Usage::default(),
             stop_reason: StopReason::Other("a_reason_from_the_future".to_owned()),
+            interrupted: false,
         }),
         Record::Shell(ShellExchange {
             command: "ls -la | wc -l".to_owned(),

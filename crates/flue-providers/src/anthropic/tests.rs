@@ -65,6 +65,7 @@ fn assistant(model: &str) -> AssistantMessage {
         },
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
+        interrupted: false,
     }
 }
 

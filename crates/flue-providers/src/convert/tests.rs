@@ -28,6 +28,7 @@ fn assistant(calls: &[&str]) -> AssistantMessage {
         model: ModelRef::default(),
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
+        interrupted: false,
     }
 }
 

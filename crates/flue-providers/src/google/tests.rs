@@ -80,6 +80,7 @@ fn conversation(model: &str) -> Vec<Record> {
             },
             usage: Usage::default(),
             stop_reason: StopReason::ToolUse,
+            interrupted: false,
         }),
         Record::ToolResult(ToolResult {
             call_id: "c1".into(),

@@ -71,6 +71,7 @@ fn conversation() -> Vec<Record> {
             model: ModelRef::default(),
             usage: Usage::default(),
             stop_reason: StopReason::ToolUse,
+            interrupted: false,
         }),
         Record::ToolResult(ToolResult {
             call_id: "call_1".into(),
@@ -232,6 +233,7 @@ fn reasoning_details_go_back_only_to_the_provider_and_model_that_wrote_them() {
             },
             usage: Usage::default(),
             stop_reason: StopReason::EndTurn,
+            interrupted: false,
         })
     };
     let openrouter = provider(ProviderConfig::builtin("openrouter").unwrap());

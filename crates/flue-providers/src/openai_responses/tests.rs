@@ -43,6 +43,7 @@ fn assistant(content: Vec<AssistantContent>) -> Record {
         },
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
+        interrupted: false,
     })
 }
 

@@ -26,6 +26,7 @@ fn assistant() -> Record {
         model: ModelRef::default(),
         usage: Usage::default(),
         stop_reason: StopReason::ToolUse,
+        interrupted: false,
     })
 }
 

@@ -1,0 +1,55 @@
+//! Unit tests of the colour policy and the markdown line styler.
+
+use super::markdown::{LineStyler, visible};
+use super::{ColorChoice, decide};
+
+#[test]
+fn colour_follows_the_flag_then_no_color_then_forcing_then_the_terminal() {
+    assert!(decide(ColorChoice::Always, true, false, false));
+    assert!(!decide(ColorChoice::Never, false, true, true));
+    assert!(!decide(ColorChoice::Auto, true, true, true));
+    assert!(decide(ColorChoice::Auto, false, true, false));
+    assert!(decide(ColorChoice::Auto, false, false, true));
+    assert!(!decide(ColorChoice::Auto, false, false, false));
+}
+
+#[test]
+fn markdown_lines_lose_their_markers_and_keep_their_words() {
+    let mut styler = LineStyler::default();
+    let shown: Vec<String> = [
+        "# Title",
+        "Some **bold** and `code` and *it*.",
+        "- one",
+        "> quoted",
+        "```rust",
+        "let x = 1;",
+        "```",
+        "plain",
+        "| a | **b** |",
+        "|---|:-:|",
+    ]
+    .iter()
+    .map(|line| visible(&styler.render(line)))
+    .collect();
+    assert_eq!(
+        shown,
+        [
+            "Title",
+            "Some bold and code and it.",
+            "• one",
+            "│ quoted",
+            "```rust",
+            "let x = 1;",
+            "```",
+            "plain",
+            "│ a │ b │",
+            "|---|:-:|"
+        ]
+    );
+}
+
+#[test]
+fn a_plain_line_renders_as_itself() {
+    let mut styler = LineStyler::default();
+    assert_eq!(styler.render("Hello, world!"), "Hello, world!");
+}
