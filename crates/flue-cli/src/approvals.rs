@@ -1,6 +1,8 @@
 //! "Always for this conversation": the tools a person allowed for good in one conversation,
-//! kept in the workspace (`.flue/approvals.json`, by agent and conversation id) so a later
-//! `flue chat` or `flue run` on that conversation at a terminal does not ask again.
+//! kept in the user's flue configuration directory (`approvals.json` beside the trust records,
+//! by workspace, agent and conversation id) so a later `flue chat` or `flue run` on that
+//! conversation at a terminal does not ask again. Never in the workspace: a file a cloned
+//! workspace ships must not answer the user's questions for them.
 //!
 //! These rules belong to the terminal's answerer: a server's or the console's pauses still
 //! ask. A file that cannot be read holds no rules; one that cannot be written keeps the rule
@@ -10,11 +12,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use flue_core::ConversationKey;
+use flue_host::TrustStore;
 
 /// The always-allowed tools of one conversation.
 #[derive(Debug)]
 pub(crate) struct AlwaysRules {
-    path: PathBuf,
+    /// `None` without a configuration directory (no HOME): nothing is kept.
+    path: Option<PathBuf>,
     conversation: String,
 }
 
@@ -24,9 +28,10 @@ type Rules = BTreeMap<String, Vec<String>>;
 impl AlwaysRules {
     /// The rules of `key`'s conversation in the workspace at `root`.
     pub(crate) fn new(root: &Path, key: &ConversationKey) -> Self {
+        let dir = TrustStore::for_user(|name| std::env::var(name).ok());
         Self {
-            path: root.join(".flue").join("approvals.json"),
-            conversation: format!("{}/{}", key.agent, key.id),
+            path: dir.map(|store| store.dir().join("approvals.json")),
+            conversation: format!("{} {}/{}", root.display(), key.agent, key.id),
         }
     }
 
@@ -47,18 +52,26 @@ impl AlwaysRules {
         if !tools.iter().any(|allowed| allowed == tool) {
             tools.push(tool.to_owned());
         }
-        if let Some(parent) = self.path.parent() {
+        let Some(path) = &self.path else {
+            return Err(std::io::Error::other(
+                "no configuration directory: set HOME, XDG_CONFIG_HOME or FLUE_CONFIG_DIR",
+            ));
+        };
+        if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         let text = serde_json::to_string_pretty(&rules).map_err(std::io::Error::other)?;
         // Written whole then renamed: a crash leaves the old rules or the new ones.
-        let staged = self.path.with_extension("json.tmp");
+        let staged = path.with_extension("json.tmp");
         std::fs::write(&staged, text)?;
-        std::fs::rename(&staged, &self.path)
+        std::fs::rename(&staged, path)
     }
 
     fn load(&self) -> Rules {
-        std::fs::read_to_string(&self.path)
+        let Some(path) = &self.path else {
+            return Rules::default();
+        };
+        std::fs::read_to_string(path)
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default()

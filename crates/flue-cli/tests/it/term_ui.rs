@@ -287,7 +287,16 @@ fn ctrl_c_clears_the_prompt_and_keeps_a_streaming_reply_as_interrupted() {
 fn always_for_this_conversation_stops_asking_and_no_can_say_why() {
     let ws = echoing();
     let root = ws.root().to_str().unwrap();
-    let mut terminal = Terminal::start(&["chat", "echo", "--id", "a1", "--root", root]);
+    // A workspace's own approvals file (as a cloned repository could ship) answers nothing.
+    std::fs::create_dir_all(ws.root().join(".flue")).unwrap();
+    let shipped = r#"{"echo/a1": ["bash"]}"#;
+    std::fs::write(ws.root().join(".flue/approvals.json"), shipped).unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let config_dir = config.path().to_str().unwrap();
+    let mut terminal = Terminal::start_with(
+        &["chat", "echo", "--id", "a1", "--root", root],
+        &[("FLUE_CONFIG_DIR", config_dir)],
+    );
     terminal.expect("> ");
     terminal.send("make a\r");
     let screen = terminal.expect_screen("allow? [y/N]");
@@ -323,6 +332,11 @@ fn always_for_this_conversation_stops_asking_and_no_can_say_why() {
         transcript.contains("declined at the terminal: not now, thanks"),
         "{transcript}"
     );
+    // The rule is the user's, kept in their configuration directory.
+    let kept = std::fs::read_to_string(config.path().join("approvals.json")).unwrap();
+    assert!(kept.contains("echo/a1") && kept.contains("bash"), "{kept}");
+    let untouched = std::fs::read_to_string(ws.root().join(".flue/approvals.json")).unwrap();
+    assert_eq!(untouched, shipped);
 }
 
 #[test]

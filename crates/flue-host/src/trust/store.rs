@@ -63,6 +63,11 @@ impl TrustStore {
         set("HOME").map(|home| Self::in_dir(Path::new(&home).join(".config/flue")))
     }
 
+    /// The folder the records are in (the user's flue configuration directory).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The file the records are in.
     pub fn path(&self) -> PathBuf {
         self.dir.join(FILE_NAME)
