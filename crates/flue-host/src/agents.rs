@@ -167,6 +167,7 @@ impl AgentSet {
         let warnings = problems
             .iter()
             .map(|problem| format!("{problem} (that agent is left out of this run)"))
+            .chain(workspace.hook_notes().iter().map(ToString::to_string))
             .collect();
         Ok((
             Self::assemble(root, root, workspace, env, &BTreeMap::new())?,

@@ -545,14 +545,117 @@ fn gone(pid: u32) -> bool {
 #[test]
 fn a_bad_hooks_declaration_fails_the_build_naming_the_place() {
     let ws = workspace(
-        "  PreToolUse:\n    - matcher: \"(\"\n      hooks:\n        - type: prompt\n          command: x\n  Later: []\n",
+        "  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - type: command\n          command: x\n          timeout: 0\n",
     );
     let output = ws.flue(&["build"]);
     assert!(!output.status.success());
     let err = stderr(&output);
-    assert!(err.contains("agents/guarded.md"), "{err}");
-    assert!(err.contains("hooks.PreToolUse[0].hooks[0].type"), "{err}");
-    assert!(err.contains("`hooks.Later` is not a hook event"), "{err}");
+    assert!(err.contains("agents/guarded.md:"), "{err}");
+    assert!(err.contains("hooks.PreToolUse[0].hooks[0]"), "{err}");
+    assert!(err.contains("`timeout` must be between 1 and 600"), "{err}");
+}
+
+/// What flue has no use for in a hooks declaration (an event it has no point for, a key of
+/// Claude Code's it does not read) is a warning naming the file and line; the build and the
+/// run go on, and the other hooks run.
+#[test]
+fn unknown_hook_events_and_keys_are_warnings_and_the_rest_runs() {
+    let hooks = group(
+        "UserPromptSubmit",
+        "",
+        "bash hooks/count.sh",
+        "          statusMessage: Counting\n          async: false\n",
+    ) + "  Notification:\n    - hooks:\n        - type: command\n          command: 'bash hooks/count.sh'\n"
+        + "  Later: []\n";
+    let ws = workspace(&hooks);
+    let output = ws.flue(&["build"]);
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    for expected in [
+        "note: agents/guarded.md:11: `hooks.UserPromptSubmit[0].hooks[0].statusMessage` is ignored",
+        "note: agents/guarded.md:12: `hooks.UserPromptSubmit[0].hooks[0].async` is ignored",
+        "note: agents/guarded.md:13: `hooks.Notification` is a Claude Code event flue does not run",
+        "note: agents/guarded.md:17: `hooks.Later` is not a hook event flue knows",
+    ] {
+        assert!(err.contains(expected), "{expected:?} not in:\n{err}");
+    }
+    let output = run(&ws, "hello", "w1");
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        err.contains("warning: agents/guarded.md:13: `hooks.Notification`"),
+        "{err}"
+    );
+    assert_eq!(lines(&ws, "counts.log"), ["UserPromptSubmit "]);
+}
+
+/// A public repository's `.claude/settings.json`, unchanged: flue runs its hooks at the points
+/// it has (the settings' own command lines, with the stand-in `uv` of
+/// tests/claude_settings/PROVENANCE.md first on `PATH`), notes the event it has not, and
+/// `[claude_code] settings = false` turns the file off.
+#[test]
+fn a_public_claude_settings_file_runs_its_hooks_unchanged() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/claude_settings");
+    let settings =
+        std::fs::read_to_string(data.join("claude-code-hooks-mastery.settings.json")).unwrap();
+    let agent = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nWork.\n";
+    let ws = Workspace::new(&[
+        ("agents/guarded.md", agent),
+        ("s.json", &script()),
+        (".claude/settings.json", &settings),
+    ]);
+    let build = ws.flue(&["build"]);
+    let err = stderr(&build);
+    assert!(build.status.success(), "{err}");
+    assert!(
+        err.contains("note: .claude/settings.json:47: `hooks.Notification` is a Claude Code event"),
+        "{err}"
+    );
+    let path = format!(
+        "{}:{}",
+        data.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let flue_run = |id: &str| {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command
+            .args([
+                "run", "guarded", "-m", "greet", "--id", id, "--json", "--root",
+            ])
+            .arg(ws.root())
+            .env("FLUE_TRUST", "1")
+            .env("PATH", &path)
+            .stdin(Stdio::null());
+        command.output().unwrap()
+    };
+    let output = flue_run("s1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+    assert_eq!(
+        lines(&ws, "uv.log"),
+        [
+            "SessionStart .claude/hooks/session_start.py",
+            "UserPromptSubmit .claude/hooks/user_prompt_submit.py --log-only --store-last-prompt --name-agent",
+            "PreToolUse .claude/hooks/pre_tool_use.py",
+            "PostToolUse .claude/hooks/post_tool_use.py",
+            "Stop .claude/hooks/stop.py --chat",
+        ]
+    );
+    // Hook decisions name the file they came from.
+    assert!(show(&ws, "s1").contains(".claude/settings.json"));
+
+    std::fs::write(
+        ws.root().join("flue.toml"),
+        "[claude_code]\nsettings = false\n",
+    )
+    .unwrap();
+    std::fs::remove_file(ws.root().join("uv.log")).unwrap();
+    let output = flue_run("s2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        !ws.root().join("uv.log").exists(),
+        "the settings' hooks ran"
+    );
 }
 
 /// A decision stored before a kill -9 is not asked for again: one turn calls `rm -rf build`
