@@ -652,7 +652,9 @@ impl Compactor<'_> {
             } else {
                 crate::hook_points::StateAccess::None
             };
-            let decided = crate::hook_points::ask(self.shared, self.ctx, event, None, access).await;
+            let decided =
+                crate::hook_points::ask(self.shared, self.ctx, event, None, access, &state.records)
+                    .await;
             crate::hook_points::announce(&self.ctx.sink, &decided.records);
             if let Some(err) = decided.operation_error(crate::hook::HookPoint::PreCompact) {
                 return Err(err);

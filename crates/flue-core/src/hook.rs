@@ -15,8 +15,10 @@
 //! ([`HookDecision::state`]); the change is stored with the decision.
 
 mod command;
+mod transcript;
 
 pub(crate) use command::NON_BLOCKING_PREFIX;
+pub(crate) use transcript::render as render_transcript;
 
 use std::sync::Arc;
 
@@ -198,6 +200,10 @@ pub struct HookContext {
     /// The conversation's state document as of now (`{}` before its first write; earlier
     /// hooks' and tool calls' writes included); `None` in a task session, which has no state.
     pub state: Option<Value>,
+    /// The session's log as of now as a Claude Code transcript (JSON lines: user and
+    /// assistant messages, tool uses and results); command hooks get it as the file
+    /// `transcript_path`. `None` where the runtime gives none.
+    pub transcript: Option<Arc<str>>,
 }
 
 /// What a hook decided.

@@ -897,3 +897,120 @@ fn hooks_read_the_conversation_state_and_write_it_as_stored_state_records() {
         assert_eq!(state_records(&ws, "c1").len(), 6);
     }
 }
+
+/// Anthropic's Ralph Wiggum loop (tests/claude_code_plugins, unchanged): its setup script
+/// writes the loop's state, its Stop hook (declared in `.claude/settings.json`) reads the last
+/// reply from `transcript_path` and sends the model back with the loop's prompt until the
+/// reply holds the completion promise. The model makes one pass per reply (a counter file); the
+/// third pass prints the promise, so the loop runs to its end: two blocks, three replies, the
+/// state file removed by the hook.
+#[test]
+fn the_ralph_wiggum_stop_hook_runs_its_loop_to_the_end() {
+    let plugin =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/claude_code_plugins/ralph-wiggum");
+    let pass = "n=$(( $(cat passes 2>/dev/null || echo 0) + 1 )); echo $n > passes; \
+                if [ $n -ge 3 ]; then echo '<promise>ALL PASSES DONE</promise>'; else echo \"pass $n\"; fi";
+    let script = serde_json::json!({"rules": [
+        {"when": {"tool_result": "bash"}, "reply": {"text": "Pass result: {{tool_result}}"}},
+        {"when": {"user_contains": "Count the passes"},
+         "reply": {"tool_calls": [{"name": "bash", "input": {"command": pass}}]}}
+    ]})
+    .to_string();
+    let settings = serde_json::json!({"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": format!("{}/stop-hook.sh", plugin.display())}
+    ]}]}})
+    .to_string();
+    let ws = Workspace::new(&[
+        (
+            "agents/ralph.md",
+            "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nWork.\n",
+        ),
+        ("s.json", &script),
+        (".claude/settings.json", &settings),
+    ]);
+    let setup = Command::new("bash")
+        .arg(plugin.join("setup-ralph-loop.sh"))
+        .args([
+            "Count the passes",
+            "--completion-promise",
+            "ALL PASSES DONE",
+        ])
+        .args(["--max-iterations", "10"])
+        .current_dir(ws.root())
+        .output()
+        .unwrap();
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let state_file = ws.root().join(".claude/ralph-loop.local.md");
+    assert!(state_file.exists());
+
+    let output = ws.flue(&[
+        "run",
+        "ralph",
+        "-m",
+        "Count the passes",
+        "--id",
+        "r1",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json(&output)["message"],
+        "Pass result: <promise>ALL PASSES DONE</promise>\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("passes")).unwrap(),
+        "3\n"
+    );
+    assert!(
+        !state_file.exists(),
+        "the hook ends its loop by removing its state"
+    );
+    let shown = show(&ws, "r1");
+    assert_eq!(
+        shown
+            .matches("(.claude/settings.json): block: \nCount the passes")
+            .count(),
+        2,
+        "{shown}"
+    );
+    assert!(
+        shown.contains("(.claude/settings.json): continue"),
+        "{shown}"
+    );
+
+    // The transcript the hook read: Claude Code's JSON lines, ending with the last reply.
+    let transcripts: Vec<_> = std::fs::read_dir(ws.root().join(".flue/transcripts"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(transcripts.len(), 1, "{transcripts:?}");
+    let text = std::fs::read_to_string(&transcripts[0]).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let assistant: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|line| line["type"] == "assistant")
+        .collect();
+    assert_eq!(
+        assistant.len(),
+        6,
+        "three passes, each a tool call and a reply:\n{text}"
+    );
+    assert_eq!(assistant[0]["message"]["content"][0]["type"], "tool_use");
+    assert_eq!(assistant[0]["message"]["content"][0]["name"], "Bash");
+    let last = assistant.last().unwrap();
+    assert_eq!(
+        last["message"]["content"][0]["text"],
+        "Pass result: <promise>ALL PASSES DONE</promise>\n"
+    );
+    assert!(
+        text.contains("\"role\":\"assistant\""),
+        "compact, as scripts grep it"
+    );
+}

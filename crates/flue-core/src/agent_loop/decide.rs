@@ -76,7 +76,15 @@ impl TurnLoop<'_> {
                 None => {
                     let event = HookEvent::PreToolUse { call: call.clone() };
                     let access = hook_access(hook_state.as_ref());
-                    hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access).await
+                    hook_points::ask(
+                        self.shared,
+                        self.ctx,
+                        event,
+                        Some(&call.id),
+                        access,
+                        &state.records,
+                    )
+                    .await
                 }
             };
             if let Some(input) = &decided.updated_input {

@@ -220,7 +220,7 @@ pub(super) async fn session_end_hooks(
     } else {
         hook_points::StateAccess::None
     };
-    let decided = hook_points::ask(shared, ctx, event, None, access).await;
+    let decided = hook_points::ask(shared, ctx, event, None, access, &state.records).await;
     hook_points::announce(&ctx.sink, &decided.records);
 }
 
@@ -298,7 +298,7 @@ async fn prompt_hooks(
             Some(decided) => decided,
             None => {
                 let access = hook_access(state);
-                hook_points::ask(shared, ctx, event, subject.as_deref(), access).await
+                hook_points::ask(shared, ctx, event, subject.as_deref(), access, log).await
             }
         };
         records.extend(decided.records.iter().cloned());

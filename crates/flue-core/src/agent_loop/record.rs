@@ -26,6 +26,7 @@ impl TurnLoop<'_> {
         &self,
         batch: &mut Batch,
         tool_state: Option<&ToolState>,
+        log: &[Record],
     ) -> Vec<Record> {
         let mut post_records = Vec::new();
         for (call_idx, (call, slot)) in batch.calls.iter().zip(&mut batch.results).enumerate() {
@@ -48,7 +49,7 @@ impl TurnLoop<'_> {
             // Their writes join the batch's: stored with its results, in one record.
             let access = hook_access(tool_state);
             let decided =
-                hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access).await;
+                hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access, log).await;
             if let Some(text) = &decided.replacement {
                 result.content.clone_from(text);
             }

@@ -88,7 +88,7 @@ fn renames(name: &str) -> &'static [(&'static str, &'static str)] {
 }
 
 /// A tool input as a hook sees it: flue's field names renamed to Claude Code's.
-fn to_claude_input(tool: &str, input: &Value) -> Value {
+pub(super) fn to_claude_input(tool: &str, input: &Value) -> Value {
     rename_fields(
         input,
         renames(tool).iter().map(|(flue, claude)| (*flue, *claude)),
@@ -346,6 +346,11 @@ impl CommandHook {
         input.insert("cwd".into(), json!(root));
         input.insert("hook_event_name".into(), json!(event.point().name()));
         input.insert("permission_mode".into(), json!("default"));
+        // Claude Code names the agent a hook runs for; a subagent also by its own id.
+        input.insert("agent_type".into(), json!(ctx.agent));
+        if ctx.depth > 0 {
+            input.insert("agent_id".into(), json!(ctx.session));
+        }
         if let Some(state) = &ctx.state {
             input.insert("flue_state".into(), state.clone());
         }
@@ -526,6 +531,42 @@ impl CommandHook {
         decision
     }
 
+    /// Writes the conversation so far as a Claude Code transcript (`ctx.transcript`) to
+    /// `.flue/transcripts/` at the workspace root, replacing the file whole (a reader never
+    /// sees half of it), and returns its path; `None` (logged) when it cannot be written.
+    async fn write_transcript(&self, ctx: &HookContext) -> Option<PathBuf> {
+        let transcript = ctx.transcript.as_ref()?;
+        let dir = self.root.join(".flue").join("transcripts");
+        let name: String = format!("{}.{}", ctx.instance_id, ctx.session)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = dir.join(format!("{name}.jsonl"));
+        let partial = dir.join(format!(".{name}.{}.partial", std::process::id()));
+        let written = async {
+            tokio::fs::create_dir_all(&dir).await?;
+            tokio::fs::write(&partial, transcript.as_bytes()).await?;
+            tokio::fs::rename(&partial, &path).await
+        }
+        .await;
+        match written {
+            Ok(()) => Some(path),
+            Err(err) => {
+                tracing::warn!(
+                    "{}",
+                    self.about(format!("cannot write its transcript: {err}"))
+                );
+                None
+            }
+        }
+    }
+
     fn timeout(&self) -> Duration {
         Duration::from_secs(self.spec.timeout_secs.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECS))
     }
@@ -586,7 +627,13 @@ impl Hook for CommandHook {
         Box::pin(async move {
             let runner = self.runner()?;
             let root = self.root.display().to_string();
-            let input = self.input(event, ctx).to_string();
+            let mut input = self.input(event, ctx);
+            if let Some(path) = self.write_transcript(ctx).await
+                && let Value::Object(fields) = &mut input
+            {
+                fields.insert("transcript_path".into(), json!(path.display().to_string()));
+            }
+            let input = input.to_string();
             let mut options = ExecOptions::new()
                 .with_timeout(self.timeout())
                 .with_cancel(ctx.cancel.clone())
