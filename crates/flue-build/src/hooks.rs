@@ -32,15 +32,11 @@ const IGNORED_HOOK_KEYS: &[(&str, &str)] = &[
 
 /// Claude Code's hook events flue has no point for (docs/hooks.md says why for each).
 const CLAUDE_EVENTS_NOT_RUN: &[&str] = &[
-    "PostToolUseFailure",
     "PostToolBatch",
     "PermissionRequest",
     "PermissionDenied",
-    "Notification",
     "UserPromptExpansion",
     "StopFailure",
-    "SubagentStart",
-    "PostCompact",
     "Elicitation",
     "ElicitationResult",
     "TeammateIdle",

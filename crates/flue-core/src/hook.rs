@@ -48,6 +48,8 @@ pub enum HookPoint {
     PreToolUse,
     /// After a tool call ran, before its result is stored and seen by the model.
     PostToolUse,
+    /// After a tool call failed (its result is an error), after the `PostToolUse` hooks.
+    PostToolUseFailure,
     /// The model gave its final reply in a root session.
     Stop,
     /// The model gave its final reply in a task session (a subagent).
@@ -56,20 +58,30 @@ pub enum HookPoint {
     PreCompact,
     /// An operation ended (completed, failed, aborted or paused): the submission settles next.
     SessionEnd,
+    /// The operation paused for a person (a confirmation or an answer), after `SessionEnd`.
+    Notification,
+    /// A task session (a subagent) got its first message, before `SessionStart`.
+    SubagentStart,
+    /// The conversation was compacted.
+    PostCompact,
 }
 
 impl HookPoint {
     /// Every point, in the order of the table in docs/hooks.md.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 13] = [
         Self::SessionStart,
         Self::UserPromptSubmit,
         Self::BeforeModelCall,
         Self::PreToolUse,
         Self::PostToolUse,
+        Self::PostToolUseFailure,
         Self::Stop,
         Self::SubagentStop,
         Self::PreCompact,
+        Self::PostCompact,
         Self::SessionEnd,
+        Self::Notification,
+        Self::SubagentStart,
     ];
 
     /// The event name (`PreToolUse`, ...), as in agent files and session logs.
@@ -80,10 +92,14 @@ impl HookPoint {
             Self::BeforeModelCall => "BeforeModelCall",
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
             Self::Stop => "Stop",
             Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
             Self::SessionEnd => "SessionEnd",
+            Self::Notification => "Notification",
+            Self::SubagentStart => "SubagentStart",
+            Self::PostCompact => "PostCompact",
         }
     }
 
@@ -155,6 +171,30 @@ pub enum HookEvent {
         /// How: `completed`, `failed`, `aborted` or `requires_action`.
         reason: String,
     },
+    /// A tool call failed (after its `PostToolUse` hooks).
+    PostToolUseFailure {
+        /// The call, with the input it ran with.
+        call: ToolCall,
+        /// Its error result, as the model would see it.
+        result: ToolResult,
+    },
+    /// The operation paused for a person.
+    Notification {
+        /// What it waits for, in a sentence.
+        message: String,
+        /// Claude Code's kind of notification: `permission_prompt` (a call waits for a
+        /// confirmation) or `elicitation_dialog` (a question waits for an answer).
+        notification_type: String,
+    },
+    /// A task session got its first message.
+    SubagentStart,
+    /// The conversation was compacted.
+    PostCompact {
+        /// `auto`, `overflow` or `manual`, as at `PreCompact`.
+        trigger: String,
+        /// The summary that now stands for the folded records.
+        summary: String,
+    },
 }
 
 impl HookEvent {
@@ -170,13 +210,19 @@ impl HookEvent {
             Self::Stop { .. } => HookPoint::Stop,
             Self::PreCompact { .. } => HookPoint::PreCompact,
             Self::SessionEnd { .. } => HookPoint::SessionEnd,
+            Self::PostToolUseFailure { .. } => HookPoint::PostToolUseFailure,
+            Self::Notification { .. } => HookPoint::Notification,
+            Self::SubagentStart => HookPoint::SubagentStart,
+            Self::PostCompact { .. } => HookPoint::PostCompact,
         }
     }
 
     /// The tool call of a tool point.
     pub fn call(&self) -> Option<&ToolCall> {
         match self {
-            Self::PreToolUse { call } | Self::PostToolUse { call, .. } => Some(call),
+            Self::PreToolUse { call }
+            | Self::PostToolUse { call, .. }
+            | Self::PostToolUseFailure { call, .. } => Some(call),
             _ => None,
         }
     }

@@ -9,7 +9,7 @@ fn unknown_events_keys_and_types_are_notes_at_their_lines() {
     let text = r#"{
   "permissions": {"allow": ["Bash(npm test)"]},
   "hooks": {
-    "Notification": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
+    "TeammateIdle": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
     "PreToolUse": [
       {
         "matcher": "Bash",
@@ -30,7 +30,7 @@ fn unknown_events_keys_and_types_are_notes_at_their_lines() {
     assert!(
         rendered
             .iter()
-            .any(|note| note.starts_with(".claude/settings.json:4: `hooks.Notification`")),
+            .any(|note| note.starts_with(".claude/settings.json:4: `hooks.TeammateIdle`")),
         "{rendered:#?}"
     );
     assert!(

@@ -32,6 +32,9 @@ fn script() -> String {
         {"when": {"user_matches": "^pii$"}, "reply": {"text": long_reply}},
         {"when": {"user_matches": "^clean$"}, "reply": {"tool_calls": call("rm -rf build")}},
         {"when": {"user_matches": "^greet$"}, "reply": {"tool_calls": call("echo unsafe")}},
+        {"when": {"user_matches": "^fail$"}, "reply": {"tool_calls": [
+            {"name": "bash", "input": {"cmd": "the field is `command`"}}
+        ]}},
         {"when": {"user_matches": "^confirm$"}, "reply": {"tool_calls": call("echo ask-me")}},
         {"when": {"user_matches": "^wait$"}, "reply": {"tool_calls": [
             {"name": "bash", "input": {"command": "rm -rf build"}},
@@ -565,7 +568,7 @@ fn unknown_hook_events_and_keys_are_warnings_and_the_rest_runs() {
         "",
         "bash hooks/count.sh",
         "          statusMessage: Counting\n          async: false\n",
-    ) + "  Notification:\n    - hooks:\n        - type: command\n          command: 'bash hooks/count.sh'\n"
+    ) + "  TeammateIdle:\n    - hooks:\n        - type: command\n          command: 'bash hooks/count.sh'\n"
         + "  Later: []\n";
     let ws = workspace(&hooks);
     let output = ws.flue(&["build"]);
@@ -574,7 +577,7 @@ fn unknown_hook_events_and_keys_are_warnings_and_the_rest_runs() {
     for expected in [
         "note: agents/guarded.md:11: `hooks.UserPromptSubmit[0].hooks[0].statusMessage` is ignored",
         "note: agents/guarded.md:12: `hooks.UserPromptSubmit[0].hooks[0].async` is ignored",
-        "note: agents/guarded.md:13: `hooks.Notification` is a Claude Code event flue does not run",
+        "note: agents/guarded.md:13: `hooks.TeammateIdle` is a Claude Code event flue does not run",
         "note: agents/guarded.md:17: `hooks.Later` is not a hook event flue knows",
     ] {
         assert!(err.contains(expected), "{expected:?} not in:\n{err}");
@@ -583,7 +586,7 @@ fn unknown_hook_events_and_keys_are_warnings_and_the_rest_runs() {
     let err = stderr(&output);
     assert!(output.status.success(), "{err}");
     assert!(
-        err.contains("warning: agents/guarded.md:13: `hooks.Notification`"),
+        err.contains("warning: agents/guarded.md:13: `hooks.TeammateIdle`"),
         "{err}"
     );
     assert_eq!(lines(&ws, "counts.log"), ["UserPromptSubmit "]);
@@ -599,8 +602,11 @@ fn a_public_claude_settings_file_runs_its_hooks_unchanged() {
     let settings =
         std::fs::read_to_string(data.join("claude-code-hooks-mastery.settings.json")).unwrap();
     let agent = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nWork.\n";
+    let asker = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\npermissions:\n  \
+                 bash: always_ask\n---\nWork.\n";
     let ws = Workspace::new(&[
         ("agents/guarded.md", agent),
+        ("agents/asker.md", asker),
         ("s.json", &script()),
         (".claude/settings.json", &settings),
     ]);
@@ -608,27 +614,25 @@ fn a_public_claude_settings_file_runs_its_hooks_unchanged() {
     let err = stderr(&build);
     assert!(build.status.success(), "{err}");
     assert!(
-        err.contains("note: .claude/settings.json:47: `hooks.Notification` is a Claude Code event"),
-        "{err}"
+        !err.contains("note:"),
+        "flue runs every event of the file:\n{err}"
     );
     let path = format!(
         "{}:{}",
         data.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let flue_run = |id: &str| {
+    let flue_run = |agent: &str, id: &str| {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
         command
-            .args([
-                "run", "guarded", "-m", "greet", "--id", id, "--json", "--root",
-            ])
+            .args(["run", agent, "-m", "greet", "--id", id, "--json", "--root"])
             .arg(ws.root())
             .env("FLUE_TRUST", "1")
             .env("PATH", &path)
             .stdin(Stdio::null());
         command.output().unwrap()
     };
-    let output = flue_run("s1");
+    let output = flue_run("guarded", "s1");
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["message"], "tool said: unsafe\n");
     assert_eq!(
@@ -644,13 +648,22 @@ fn a_public_claude_settings_file_runs_its_hooks_unchanged() {
     // Hook decisions name the file they came from.
     assert!(show(&ws, "s1").contains(".claude/settings.json"));
 
+    // A call that waits for a confirmation is a notification, as Claude Code's permission
+    // prompt is.
+    std::fs::remove_file(ws.root().join("uv.log")).unwrap();
+    let _ = flue_run("asker", "s3");
+    assert_eq!(
+        lines(&ws, "uv.log").last().map(String::as_str),
+        Some("Notification .claude/hooks/notification.py --notify")
+    );
+
     std::fs::write(
         ws.root().join("flue.toml"),
         "[claude_code]\nsettings = false\n",
     )
     .unwrap();
     std::fs::remove_file(ws.root().join("uv.log")).unwrap();
-    let output = flue_run("s2");
+    let output = flue_run("guarded", "s2");
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         !ws.root().join("uv.log").exists(),
@@ -1013,4 +1026,72 @@ fn the_ralph_wiggum_stop_hook_runs_its_loop_to_the_end() {
         text.contains("\"role\":\"assistant\""),
         "compact, as scripts grep it"
     );
+}
+
+/// A failed call is `PostToolUseFailure` after its `PostToolUse`, with Claude Code's `error`;
+/// a call that waits for a confirmation is a `Notification` of type `permission_prompt`,
+/// whose matcher selects that type.
+#[test]
+fn a_failed_call_and_a_pause_reach_their_hooks() {
+    let log = "jq -c \"{event: .hook_event_name, error, notification_type, message, agent_type}\" \
+               >> events.log";
+    let hooks = group("PostToolUse", "Bash", log, "")
+        + &group("PostToolUseFailure", "Bash", log, "")
+        + &group("Notification", "permission_prompt", log, "")
+        + "    - matcher: elicitation_dialog\n      hooks:\n        - type: command\n          \
+           command: touch wrong-type\n";
+    let ws = workspace(&hooks);
+    let output = run(&ws, "greet", "f1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<serde_json::Value> = lines(&ws, "events.log")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        events.len(),
+        1,
+        "a call that succeeded is no failure: {events:?}"
+    );
+    assert_eq!(events[0]["event"], "PostToolUse");
+    assert_eq!(events[0]["agent_type"], "guarded");
+
+    let output = run(&ws, "fail", "f2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<serde_json::Value> = lines(&ws, "events.log")
+        .iter()
+        .skip(1)
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| e["event"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["PostToolUse", "PostToolUseFailure"]
+    );
+    assert!(
+        events[1]["error"].as_str().unwrap().contains("command"),
+        "the call's error: {events:?}"
+    );
+
+    std::fs::write(
+        ws.root().join("agents/guarded.md"),
+        std::fs::read_to_string(ws.root().join("agents/guarded.md"))
+            .unwrap()
+            .replace(
+                "sandbox: local\n",
+                "sandbox: local\npermissions:\n  bash: always_ask\n",
+            ),
+    )
+    .unwrap();
+    let _ = run(&ws, "greet", "f3");
+    let last: serde_json::Value =
+        serde_json::from_str(lines(&ws, "events.log").last().unwrap()).unwrap();
+    assert_eq!(last["event"], "Notification");
+    assert_eq!(last["notification_type"], "permission_prompt");
+    assert_eq!(
+        last["message"],
+        "the agent needs your permission to use Bash"
+    );
+    assert!(!ws.root().join("wrong-type").exists());
 }

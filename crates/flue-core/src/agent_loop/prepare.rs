@@ -222,6 +222,13 @@ pub(super) async fn session_end_hooks(
     };
     let decided = hook_points::ask(shared, ctx, event, None, access, &state.records).await;
     hook_points::announce(&ctx.sink, &decided.records);
+    if let Ok(response) = driven
+        && let Some(event) = notification(&response.pending_actions)
+    {
+        let access = hook_points::StateAccess::None;
+        let decided = hook_points::ask(shared, ctx, event, None, access, &state.records).await;
+        hook_points::announce(&ctx.sink, &decided.records);
+    }
 }
 
 /// Checks `decisions` against the log and stores them in one append, then emits them.
@@ -257,6 +264,36 @@ async fn apply_decisions(
     Ok(())
 }
 
+/// The `Notification` of an operation that paused for a person: what the calls wait for.
+fn notification(pending: &[crate::record::PendingAction]) -> Option<HookEvent> {
+    let first = pending.first()?;
+    let asks_a_question = pending
+        .iter()
+        .all(|action| action.kind == crate::record::ActionKind::Elicitation);
+    let tools: Vec<&str> = pending
+        .iter()
+        .map(|action| crate::hook::claude_tool_name(&action.tool_name))
+        .collect();
+    let (message, notification_type) = if asks_a_question {
+        (
+            format!("the agent asks you: {}", first.reason),
+            "elicitation_dialog",
+        )
+    } else {
+        (
+            format!(
+                "the agent needs your permission to use {}",
+                tools.join(", ")
+            ),
+            "permission_prompt",
+        )
+    };
+    Some(HookEvent::Notification {
+        message,
+        notification_type: notification_type.to_owned(),
+    })
+}
+
 /// What the `SessionStart` and `UserPromptSubmit` hooks made of an arriving message.
 struct PromptHooks {
     /// Their decisions, to store before the message.
@@ -279,6 +316,9 @@ async fn prompt_hooks(
     let mut context = Vec::new();
     let mut points = Vec::new();
     if log.iter().all(|record| matches!(record, Record::Hook(_))) {
+        if shared.depth > 0 {
+            points.push(HookEvent::SubagentStart);
+        }
         points.push(HookEvent::SessionStart {
             source: "startup".to_owned(),
         });

@@ -365,7 +365,9 @@ impl CommandHook {
                 input.insert("turn".into(), json!(turn));
                 input.insert("model".into(), json!(model));
             }
-            HookEvent::PreToolUse { call } | HookEvent::PostToolUse { call, .. } => {
+            HookEvent::PreToolUse { call }
+            | HookEvent::PostToolUse { call, .. }
+            | HookEvent::PostToolUseFailure { call, .. } => {
                 input.insert("tool_name".into(), json!(claude_tool_name(&call.name)));
                 input.insert("flue_tool_name".into(), json!(call.name));
                 input.insert(
@@ -389,6 +391,25 @@ impl CommandHook {
             HookEvent::SessionEnd { reason } => {
                 input.insert("reason".into(), json!(reason));
             }
+            HookEvent::Notification {
+                message,
+                notification_type,
+            } => {
+                input.insert("message".into(), json!(message));
+                input.insert("notification_type".into(), json!(notification_type));
+            }
+            HookEvent::SubagentStart => {}
+            HookEvent::PostCompact { trigger, summary } => {
+                input.insert("trigger".into(), json!(trigger));
+                input.insert("compact_summary".into(), json!(summary));
+            }
+        }
+        if let HookEvent::PostToolUseFailure { result, .. } = event {
+            input.insert("error".into(), json!(result.content));
+            input.insert(
+                "is_interrupt".into(),
+                json!(result.error_kind.as_deref() == Some("interrupted")),
+            );
         }
         if let HookEvent::PostToolUse { result, .. } = event {
             input.insert(
@@ -605,11 +626,18 @@ impl Hook for CommandHook {
             return false;
         }
         match event {
-            HookEvent::PreToolUse { call } | HookEvent::PostToolUse { call, .. } => {
+            HookEvent::PreToolUse { call }
+            | HookEvent::PostToolUse { call, .. }
+            | HookEvent::PostToolUseFailure { call, .. } => {
                 self.matcher.matches(claude_tool_name(&call.name))
                     || self.matcher.matches(&call.name)
             }
-            HookEvent::PreCompact { trigger } => self.matcher.matches(trigger),
+            HookEvent::PreCompact { trigger } | HookEvent::PostCompact { trigger, .. } => {
+                self.matcher.matches(trigger)
+            }
+            HookEvent::Notification {
+                notification_type, ..
+            } => self.matcher.matches(notification_type),
             HookEvent::SessionStart { source } => self.matcher.matches(source),
             _ => true,
         }
