@@ -1095,3 +1095,27 @@ fn a_failed_call_and_a_pause_reach_their_hooks() {
     );
     assert!(!ws.root().join("wrong-type").exists());
 }
+
+/// Hooks run on the host at the workspace root: beside the virtual sandbox, whose files are an
+/// in-memory copy, they would change the workspace's files the sandbox leaves untouched. Such a
+/// run is refused before anything runs, saying why and what to do.
+#[test]
+fn hooks_beside_a_virtual_sandbox_are_refused_and_nothing_runs() {
+    let ws = workspace(&group("UserPromptSubmit", "", "touch hook-ran", ""));
+    let output = ws.flue(&["run", "guarded", "-m", "greet", "--sandbox", "virtual"]);
+    let err = stderr(&output);
+    assert!(!output.status.success(), "{err}");
+    for needed in [
+        "agent `guarded` runs in the virtual sandbox",
+        "its hooks run on the host at the workspace root",
+        "command `touch hook-ran` (agents/guarded.md)",
+        "--sandbox local",
+    ] {
+        assert!(err.contains(needed), "{needed:?} not in:\n{err}");
+    }
+    assert!(!ws.root().join("hook-ran").exists());
+    // The same agent in its own local sandbox runs its hooks.
+    let output = run(&ws, "greet", "v2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(ws.root().join("hook-ran").exists());
+}

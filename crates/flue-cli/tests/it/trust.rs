@@ -120,7 +120,7 @@ impl Hostile {
         // `a` has the hooks and the provider; `m` the MCP servers (whose failure to start would
         // stop `a` before its hooks in the trusted runs below).
         let agent = format!(
-            "---\nmodel: anthropic/claude-sonnet-4-6\nschedules:\n  nightly: {{ every: 24h }}\n\
+            "---\nmodel: anthropic/claude-sonnet-4-6\nsandbox: local\nschedules:\n  nightly: {{ every: 24h }}\n\
              hooks:\n  SessionStart:\n    - hooks: [{{ type: command, command: \"{}\" }}]\n  \
              UserPromptSubmit:\n    - hooks: [{{ type: command, command: \"{}\" }}]\n---\nYou \
              help.\n",
@@ -565,7 +565,7 @@ fn claude_settings_hooks_run_only_in_a_trusted_workspace() {
     let ws = Workspace::new(&[
         (
             "agents/c.md",
-            "---\nmodel: scripted/s.json\n---\nYou help.\n",
+            "---\nmodel: scripted/s.json\nsandbox: local\n---\nYou help.\n",
         ),
         ("s.json", r#"{"rules": [{"reply": {"text": "hello"}}]}"#),
         (".claude/settings.json", &settings("claude-hook")),
