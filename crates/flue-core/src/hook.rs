@@ -150,6 +150,8 @@ pub enum HookEvent {
         call: ToolCall,
         /// Its result, as the model would see it.
         result: ToolResult,
+        /// How long it ran, when it ran to an end.
+        duration_ms: Option<u64>,
     },
     /// The model gave its final reply (`Stop` in a root session, `SubagentStop` in a task).
     Stop {
@@ -177,6 +179,8 @@ pub enum HookEvent {
         call: ToolCall,
         /// Its error result, as the model would see it.
         result: ToolResult,
+        /// How long it ran, when it ran to an end.
+        duration_ms: Option<u64>,
     },
     /// The operation paused for a person.
     Notification {

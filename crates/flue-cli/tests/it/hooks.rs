@@ -1033,7 +1033,7 @@ fn the_ralph_wiggum_stop_hook_runs_its_loop_to_the_end() {
 /// whose matcher selects that type.
 #[test]
 fn a_failed_call_and_a_pause_reach_their_hooks() {
-    let log = "jq -c \"{event: .hook_event_name, error, notification_type, message, agent_type}\" \
+    let log = "jq -c \"{event: .hook_event_name, error, notification_type, message, agent_type, duration_ms}\" \
                >> events.log";
     let hooks = group("PostToolUse", "Bash", log, "")
         + &group("PostToolUseFailure", "Bash", log, "")
@@ -1054,6 +1054,7 @@ fn a_failed_call_and_a_pause_reach_their_hooks() {
     );
     assert_eq!(events[0]["event"], "PostToolUse");
     assert_eq!(events[0]["agent_type"], "guarded");
+    assert!(events[0]["duration_ms"].is_u64(), "{events:?}");
 
     let output = run(&ws, "fail", "f2");
     assert!(output.status.success(), "{}", stderr(&output));

@@ -45,14 +45,17 @@ impl TurnLoop<'_> {
             let failed = result.is_error;
             for point in [HookPoint::PostToolUse, HookPoint::PostToolUseFailure] {
                 let (asked, result_now) = (call.clone(), result.clone());
+                let duration_ms = batch.timings[call_idx].map(|timing| timing.duration_ms);
                 let event = match point {
                     HookPoint::PostToolUse => HookEvent::PostToolUse {
                         call: asked,
                         result: result_now,
+                        duration_ms,
                     },
                     _ if failed => HookEvent::PostToolUseFailure {
                         call: asked,
                         result: result_now,
+                        duration_ms,
                     },
                     _ => continue,
                 };

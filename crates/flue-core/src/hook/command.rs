@@ -404,6 +404,12 @@ impl CommandHook {
                 input.insert("compact_summary".into(), json!(summary));
             }
         }
+        if let HookEvent::PostToolUse { duration_ms, .. }
+        | HookEvent::PostToolUseFailure { duration_ms, .. } = event
+            && let Some(duration_ms) = duration_ms
+        {
+            input.insert("duration_ms".into(), json!(duration_ms));
+        }
         if let HookEvent::PostToolUseFailure { result, .. } = event {
             input.insert("error".into(), json!(result.content));
             input.insert(
