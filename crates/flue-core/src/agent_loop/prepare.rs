@@ -222,7 +222,9 @@ pub(super) async fn session_end_hooks(
     };
     let decided = hook_points::ask(shared, ctx, event, None, access, &state.records).await;
     hook_points::announce(&ctx.sink, &decided.records);
-    if let Ok(response) = driven
+    // The root session's pause is the one a person sees (a task's pause pauses it too).
+    if shared.depth == 0
+        && let Ok(response) = driven
         && let Some(event) = notification(&response.pending_actions)
     {
         let access = hook_points::StateAccess::None;
@@ -264,29 +266,37 @@ async fn apply_decisions(
     Ok(())
 }
 
-/// The `Notification` of an operation that paused for a person: what the calls wait for.
+/// The `Notification` of an operation that paused for a person: a confirmation (of a call of
+/// its own or a subagent's) or a question. A custom tool's call waits for the application,
+/// not a person: no notification.
 fn notification(pending: &[crate::record::PendingAction]) -> Option<HookEvent> {
-    let first = pending.first()?;
-    let asks_a_question = pending
-        .iter()
-        .all(|action| action.kind == crate::record::ActionKind::Elicitation);
-    let tools: Vec<&str> = pending
-        .iter()
-        .map(|action| crate::hook::claude_tool_name(&action.tool_name))
-        .collect();
-    let (message, notification_type) = if asks_a_question {
-        (
-            format!("the agent asks you: {}", first.reason),
-            "elicitation_dialog",
-        )
-    } else {
-        (
+    use crate::record::ActionKind;
+    let mut asked: Vec<String> = Vec::new();
+    let mut question = None;
+    for action in pending {
+        match action.kind {
+            ActionKind::Confirmation => {
+                asked.push(crate::hook::claude_tool_name(&action.tool_name).to_owned());
+            }
+            ActionKind::Task => asked.push("a subagent's tool".to_owned()),
+            ActionKind::Elicitation => question = Some(action.reason.clone()),
+            _ => {}
+        }
+    }
+    asked.dedup();
+    let (message, notification_type) = match (asked.is_empty(), question) {
+        (false, _) => (
             format!(
                 "the agent needs your permission to use {}",
-                tools.join(", ")
+                asked.join(", ")
             ),
             "permission_prompt",
-        )
+        ),
+        (true, Some(question)) => (
+            format!("the agent asks you: {question}"),
+            "elicitation_dialog",
+        ),
+        (true, None) => return None,
     };
     Some(HookEvent::Notification {
         message,
