@@ -33,7 +33,6 @@ const IGNORED_HOOK_KEYS: &[(&str, &str)] = &[
 /// Claude Code's hook events flue has no point for (docs/hooks.md says why for each).
 const CLAUDE_EVENTS_NOT_RUN: &[&str] = &[
     "PostToolBatch",
-    "PermissionRequest",
     "PermissionDenied",
     "UserPromptExpansion",
     "StopFailure",

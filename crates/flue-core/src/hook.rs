@@ -50,6 +50,8 @@ pub enum HookPoint {
     PostToolUse,
     /// After a tool call failed (its result is an error), after the `PostToolUse` hooks.
     PostToolUseFailure,
+    /// A tool call would wait for a person's confirmation: a hook may answer it instead.
+    PermissionRequest,
     /// The model gave its final reply in a root session.
     Stop,
     /// The model gave its final reply in a task session (a subagent).
@@ -68,13 +70,14 @@ pub enum HookPoint {
 
 impl HookPoint {
     /// Every point, in the order of the table in docs/hooks.md.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::SessionStart,
         Self::UserPromptSubmit,
         Self::BeforeModelCall,
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
+        Self::PermissionRequest,
         Self::Stop,
         Self::SubagentStop,
         Self::PreCompact,
@@ -93,6 +96,7 @@ impl HookPoint {
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
             Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::PermissionRequest => "PermissionRequest",
             Self::Stop => "Stop",
             Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
@@ -182,6 +186,11 @@ pub enum HookEvent {
         /// How long it ran, when it ran to an end.
         duration_ms: Option<u64>,
     },
+    /// A tool call would wait for a person's confirmation (after its `PreToolUse` hooks).
+    PermissionRequest {
+        /// The call, with the input it would run with.
+        call: ToolCall,
+    },
     /// The operation paused for a person.
     Notification {
         /// What it waits for, in a sentence.
@@ -216,6 +225,7 @@ impl HookEvent {
             Self::SessionEnd { .. } => HookPoint::SessionEnd,
             Self::PostToolUseFailure { .. } => HookPoint::PostToolUseFailure,
             Self::Notification { .. } => HookPoint::Notification,
+            Self::PermissionRequest { .. } => HookPoint::PermissionRequest,
             Self::SubagentStart => HookPoint::SubagentStart,
             Self::PostCompact { .. } => HookPoint::PostCompact,
         }
@@ -226,7 +236,8 @@ impl HookEvent {
         match self {
             Self::PreToolUse { call }
             | Self::PostToolUse { call, .. }
-            | Self::PostToolUseFailure { call, .. } => Some(call),
+            | Self::PostToolUseFailure { call, .. }
+            | Self::PermissionRequest { call } => Some(call),
             _ => None,
         }
     }

@@ -98,6 +98,8 @@ pub(crate) struct Decided {
     pub(crate) failed: bool,
     /// The records to store (empty when the decisions came from the log).
     pub(crate) records: Vec<Record>,
+    /// `PermissionRequest` hooks answered the call's confirmation: it runs without asking.
+    pub(crate) approved: bool,
 }
 
 impl Decided {

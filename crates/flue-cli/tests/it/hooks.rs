@@ -1120,3 +1120,42 @@ fn hooks_beside_a_virtual_sandbox_are_refused_and_nothing_runs() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(ws.root().join("hook-ran").exists());
 }
+
+/// A `PermissionRequest` hook answers the confirmation a call would wait for: the call it
+/// allows runs without a pause, the one it denies is refused with its message, which the
+/// model sees; neither waits for a person.
+#[test]
+fn a_permission_request_hook_answers_the_confirmation() {
+    let ws = workspace(&group(
+        "PermissionRequest",
+        "Bash",
+        "bash hooks/permission.sh",
+        "",
+    ));
+    let agent = ws.root().join("agents/guarded.md");
+    let text = std::fs::read_to_string(&agent).unwrap();
+    std::fs::write(
+        &agent,
+        text.replace(
+            "sandbox: local\n",
+            "sandbox: local\npermissions:\n  bash: always_ask\n",
+        ),
+    )
+    .unwrap();
+    let output = run(&ws, "greet", "p1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer = json(&output);
+    assert_eq!(answer["message"], "tool said: unsafe\n", "{answer}");
+    assert_eq!(
+        answer["pending_actions"].as_array().map_or(0, Vec::len),
+        0,
+        "{answer}"
+    );
+
+    let output = run(&ws, "clean", "p2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(reply.contains("only echo runs without a person"), "{reply}");
+    assert!(ws.root().join("build").exists(), "the denied call ran");
+    assert!(show(&ws, "p2").contains("hook PermissionRequest by command"));
+}

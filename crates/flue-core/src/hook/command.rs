@@ -367,7 +367,8 @@ impl CommandHook {
             }
             HookEvent::PreToolUse { call }
             | HookEvent::PostToolUse { call, .. }
-            | HookEvent::PostToolUseFailure { call, .. } => {
+            | HookEvent::PostToolUseFailure { call, .. }
+            | HookEvent::PermissionRequest { call } => {
                 input.insert("tool_name".into(), json!(claude_tool_name(&call.name)));
                 input.insert("flue_tool_name".into(), json!(call.name));
                 input.insert(
@@ -533,6 +534,20 @@ impl CommandHook {
                 decision.updated_input = Some(from_claude_input(&call.name, input));
             }
         }
+        if event.point() == HookPoint::PermissionRequest {
+            // Claude Code's answer: `decision: {behavior: allow | deny, message}`.
+            let answer = field("decision");
+            let behavior = answer.and_then(|answer| answer.get("behavior"));
+            match behavior.and_then(Value::as_str) {
+                Some("allow") => decision.verdict = Verdict::Allow,
+                Some("deny") => {
+                    decision.verdict = Verdict::Deny;
+                    decision.reason = text(answer.and_then(|answer| answer.get("message")))
+                        .or_else(|| Some(format!("denied by hook `{}`", self.spec.command)));
+                }
+                _ => {}
+            }
+        }
         decision.replacement = match event.point() {
             HookPoint::PostToolUse => field("updatedToolOutput")
                 .or_else(|| field("updatedMCPToolOutput"))
@@ -634,7 +649,8 @@ impl Hook for CommandHook {
         match event {
             HookEvent::PreToolUse { call }
             | HookEvent::PostToolUse { call, .. }
-            | HookEvent::PostToolUseFailure { call, .. } => {
+            | HookEvent::PostToolUseFailure { call, .. }
+            | HookEvent::PermissionRequest { call } => {
                 self.matcher.matches(claude_tool_name(&call.name))
                     || self.matcher.matches(&call.name)
             }
