@@ -86,6 +86,9 @@ pub struct AgentFile {
     /// `hooks`: command hooks in the shape of Claude Code's settings.json `hooks` object
     /// (docs/hooks.md); a subagent's are not used (tasks run under the root agent's hooks).
     pub hooks: Vec<flue_core::CommandHookSpec>,
+    /// What the file declares that flue skips or ignores (a hook event flue has no point for,
+    /// a hook key it does not read): warnings, not problems.
+    pub notes: Vec<Diagnostic>,
     /// `memory`: `true`, or the bounds (`max_note_bytes`, `max_notes`, `max_subject_bytes`),
     /// for memory across conversations; off when unset or `false`.
     pub memory: Option<NoteLimits>,
@@ -223,11 +226,17 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
             file.schedules = schedule::parse(&agent, &path, value, report);
         }
         "hooks" => {
-            let (hooks, problems) = crate::hooks::parse(&crate::tools::to_json(value), &file.path);
-            for problem in problems {
-                report.error(&keys, problem);
+            let parsed = crate::hooks::parse(&crate::tools::to_json(value), &file.path);
+            for finding in &parsed.problems {
+                let line = report.hooks_line(key, finding);
+                report.error_at_line(line, finding.message.clone());
             }
-            file.hooks = hooks;
+            for finding in &parsed.notes {
+                let line = report.hooks_line(key, finding);
+                file.notes
+                    .push(Diagnostic::at(&file.path, line, finding.message.clone()));
+            }
+            file.hooks = parsed.specs;
         }
         "memory" => file.memory = memory(value, report),
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
@@ -324,8 +333,8 @@ pub(crate) const PERMISSIONS: &[(&str, Permission)] = &[
 const BUDGET_KEYS: &[&str] = &["max_cost_usd", "max_turns", "conversation"];
 const BUDGET_LIMIT_KEYS: &[&str] = &["max_cost_usd", "max_turns"];
 
-/// `budget:` (also flue.toml's `[budget]`, read as the same shape): each limit checked, every
-/// problem reported with its dotted key.
+/// `budget:` (also flue.toml's `[defaults.budget]`, read as the same shape): each limit
+/// checked, every problem reported with its dotted key.
 pub(crate) fn budget(value: &Pod, report: &mut Report<'_>) -> Option<Budget> {
     let expected = "a mapping with max_cost_usd, max_turns and conversation";
     let entries = report.check(&["budget"], fields::mapping("budget", value, expected))?;

@@ -44,6 +44,17 @@ impl<'a> Report<'a> {
             .push(Diagnostic::at(self.path, line, message));
     }
 
+    /// The file line of a finding of the `hooks` value under top-level `key`.
+    pub(crate) fn hooks_line(&self, key: &str, finding: &crate::hooks::Finding) -> usize {
+        self.lines.hooks_line(key, finding)
+    }
+
+    /// Records `message` at file line `line`.
+    pub(crate) fn error_at_line(&mut self, line: usize, message: impl Into<String>) {
+        self.diagnostics
+            .push(Diagnostic::at(self.path, line, message));
+    }
+
     /// Records `message` at entry `item_idx` of the list under top-level `top` (at `key` in
     /// that entry when given).
     pub(crate) fn error_at_item(

@@ -78,6 +78,18 @@ pub struct WorkspaceConfig {
     /// hooks = [{ type = "command", command = "./hooks/no_rm.sh", timeout = 10 }]
     /// ```
     pub hooks: Vec<flue_core::CommandHookSpec>,
+    /// `[claude_code] settings = false`: the hooks of `.claude/settings.json` and
+    /// `.claude/settings.local.json` are not read. Unset, they run too (after flue.toml's,
+    /// before the agent file's), as Claude Code runs them.
+    ///
+    /// ```toml
+    /// [claude_code]
+    /// settings = false
+    /// ```
+    pub ignore_claude_settings: bool,
+    /// What flue.toml declares that flue skips or ignores (a hook event it has no point for,
+    /// a hook key it does not read): warnings, not problems.
+    pub notes: Vec<Diagnostic>,
 }
 
 /// `[store]` in flue.toml: a shared database for many `flue serve` processes.
@@ -150,6 +162,14 @@ struct RawConfig {
     #[serde(default)]
     schedules: BTreeMap<Spanned<String>, Spanned<RawSchedule>>,
     hooks: Option<Spanned<toml::Value>>,
+    claude_code: Option<RawClaudeCode>,
+}
+
+/// `[claude_code]`: what of Claude Code's own configuration the workspace takes.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClaudeCode {
+    settings: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -250,6 +270,7 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
     };
     let text = current.as_str();
     let first_checked = diagnostics.len();
+    let mut notes = Vec::new();
     let config = WorkspaceConfig {
         defaults: defaults(text, raw.defaults, diagnostics),
         sandbox: raw
@@ -267,8 +288,11 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
             .collect(),
         hooks: raw
             .hooks
-            .map(|hooks| toml_hooks(text, hooks, diagnostics))
+            .map(|hooks| toml_hooks(text, hooks, diagnostics, &mut notes))
             .unwrap_or_default(),
+        ignore_claude_settings: raw.claude_code.and_then(|claude_code| claude_code.settings)
+            == Some(false),
+        notes,
     };
     let mut idx = first_checked;
     while idx < diagnostics.len() {
@@ -299,14 +323,22 @@ fn toml_hooks(
     text: &str,
     raw: Spanned<toml::Value>,
     diagnostics: &mut Vec<Diagnostic>,
+    notes: &mut Vec<Diagnostic>,
 ) -> Vec<flue_core::CommandHookSpec> {
     let line = line_of(text, &raw.span());
     let value = serde_json::to_value(raw.into_inner()).unwrap_or_default();
-    let (hooks, problems) = crate::hooks::parse(&value, PATH);
-    for problem in problems {
-        diagnostics.push(Diagnostic::at(PATH, line, format!("[hooks]: {problem}")));
+    let parsed = crate::hooks::parse(&value, PATH);
+    for finding in &parsed.problems {
+        let line = crate::hooks::line_of(text, line, finding);
+        let message = format!("[hooks]: {}", finding.message);
+        diagnostics.push(Diagnostic::at(PATH, line, message));
     }
-    hooks
+    for finding in &parsed.notes {
+        let line = crate::hooks::line_of(text, line, finding);
+        let message = format!("[hooks]: {}", finding.message);
+        notes.push(Diagnostic::at(PATH, line, message));
+    }
+    parsed.specs
 }
 
 fn store_settings(

@@ -152,6 +152,13 @@ impl KeyLines {
         Self { lines, top_level }
     }
 
+    /// The file line of a finding of the `hooks` value under top-level `key`: the first line
+    /// below `key` naming the finding's event, then its key.
+    pub(crate) fn hooks_line(&self, key: &str, finding: &crate::hooks::Finding) -> usize {
+        let from = self.top(key) + 1 - FIRST_LINE;
+        crate::hooks::line_of(&self.lines.join("\n"), from, finding) + FIRST_LINE - 1
+    }
+
     /// The file line of top-level `key`, or of the frontmatter start when it is not found.
     pub(crate) fn top(&self, key: &str) -> usize {
         self.nested(&[key])

@@ -54,6 +54,7 @@
 
 mod agent_file;
 mod bundle;
+mod claude_settings;
 mod diagnostic;
 mod fields;
 mod flue_toml;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use flue_core::FlueError;
 
 use crate::agent_file::{self, AgentFile, ParsedAgent};
+use crate::claude_settings;
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::flue_toml::{self, WorkspaceConfig};
 use crate::mcp::McpServerDecl;
@@ -56,12 +57,29 @@ impl Workspace {
     }
 
     /// Notes that are not problems, sorted by file and line: the keys of other agents'
-    /// extensions of the skill format that the skills use and Flue ignores.
+    /// extensions of the skill format that the skills use and Flue ignores, and the hook
+    /// events and keys flue skips (see [`Workspace::hook_notes`]).
     pub fn notes(&self) -> Vec<Diagnostic> {
         let mut notes: Vec<Diagnostic> = self
             .skills
             .values()
             .flat_map(|skill| skill.notes.iter().cloned())
+            .chain(self.hook_notes())
+            .collect();
+        notes.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+        notes
+    }
+
+    /// What the workspace's hook declarations hold that flue skips, sorted by file and line:
+    /// events it has no point for, keys it does not read, and (in `.claude/settings*.json`,
+    /// which are Claude Code's) hooks it cannot run. Warnings a command prints before running.
+    pub fn hook_notes(&self) -> Vec<Diagnostic> {
+        let mut notes: Vec<Diagnostic> = self
+            .config
+            .notes
+            .iter()
+            .chain(self.agents.values().flat_map(|agent| &agent.notes))
+            .cloned()
             .collect();
         notes.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
         notes
@@ -294,12 +312,33 @@ impl<'s> Loader<'s> {
         if let Some(text) = loader.read_optional(toml_span::PATH, MAX_CONFIG_BYTES) {
             loader.config = flue_toml::parse(&text, &mut loader.diagnostics);
         }
+        if !loader.config.ignore_claude_settings {
+            loader.read_claude_settings();
+        }
         loader.context = loader
             .read_optional(CONTEXT_FILE, MAX_MARKDOWN_BYTES)
             .filter(|text| !text.trim().is_empty());
         loader.discover_skills();
         loader.discover_roles();
         loader
+    }
+
+    /// Adds the hooks of Claude Code's settings files to flue.toml's. What cannot be read
+    /// is a note, as everything else about these files: they are Claude Code's.
+    fn read_claude_settings(&mut self) {
+        for path in claude_settings::SETTINGS_FILES {
+            if !self.source.exists(path) {
+                continue;
+            }
+            let mut unreadable = Vec::new();
+            let Some(text) = read_text(self.source, path, MAX_CONFIG_BYTES, &mut unreadable) else {
+                self.config.notes.extend(unreadable);
+                continue;
+            };
+            let (hooks, notes) = claude_settings::hooks(path, &text);
+            self.config.hooks.extend(hooks);
+            self.config.notes.extend(notes);
+        }
     }
 
     /// Parses every `agents/*.md`.

@@ -639,20 +639,17 @@ impl Compactor<'_> {
         };
         if crate::hook_points::any(self.shared) {
             // Reported, not stored: nothing a PreCompact hook says changes the log.
-            let trigger = match reason {
-                CompactionReason::Threshold => "auto",
-                CompactionReason::Overflow => "overflow",
-                _ => "manual",
-            };
             let event = crate::hook::HookEvent::PreCompact {
-                trigger: trigger.to_owned(),
+                trigger: compaction_trigger(reason).to_owned(),
             };
             let access = if self.shared.depth == 0 {
                 crate::hook_points::StateAccess::Read(state.index.state().map(|(value, _)| value))
             } else {
                 crate::hook_points::StateAccess::None
             };
-            let decided = crate::hook_points::ask(self.shared, self.ctx, event, None, access).await;
+            let decided =
+                crate::hook_points::ask(self.shared, self.ctx, event, None, access, &state.records)
+                    .await;
             crate::hook_points::announce(&self.ctx.sink, &decided.records);
             if let Some(err) = decided.operation_error(crate::hook::HookPoint::PreCompact) {
                 return Err(err);
@@ -693,7 +690,30 @@ impl Compactor<'_> {
             usage: spent,
             error,
         });
+        if result.is_ok() {
+            self.post_compact_hooks(state, reason).await;
+        }
         result.map(|()| true)
+    }
+
+    /// Reports the compaction to the `PostCompact` hooks; their decisions are reported, not
+    /// stored (nothing is left for them to change).
+    async fn post_compact_hooks(&self, state: &SessionState, reason: CompactionReason) {
+        if !crate::hook_points::any(self.shared) {
+            return;
+        }
+        let Some(summary) = latest_summary(&state.records) else {
+            return;
+        };
+        let event = crate::hook::HookEvent::PostCompact {
+            trigger: compaction_trigger(reason).to_owned(),
+            summary: summary.summary.clone(),
+        };
+        let access = crate::hook_points::StateAccess::None;
+        let decided =
+            crate::hook_points::ask(self.shared, self.ctx, event, None, access, &state.records)
+                .await;
+        crate::hook_points::announce(&self.ctx.sink, &decided.records);
     }
 
     /// Writes the summary (or the two, for a split turn) and appends the compaction record.
@@ -956,6 +976,15 @@ fn chars_to_tokens(n_chars: usize) -> u64 {
 
 fn count(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The `trigger` hooks see for a compaction's reason.
+fn compaction_trigger(reason: CompactionReason) -> &'static str {
+    match reason {
+        CompactionReason::Threshold => "auto",
+        CompactionReason::Overflow => "overflow",
+        _ => "manual",
+    }
 }
 
 #[cfg(test)]

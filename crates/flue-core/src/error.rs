@@ -273,13 +273,13 @@ pub enum FlueError {
         /// The limit that was hit.
         max_turns: u32,
     },
-    /// A budget (`budget:` in the agent file, `[budget]` in flue.toml, a flag or the message's
-    /// `budget`) was used up: no further model call was made. Raise the limit named, or start
-    /// a new conversation for a conversation budget.
+    /// A budget (`budget:` in the agent file, `[defaults.budget]` in flue.toml, a flag or the
+    /// message's `budget`) was used up: no further model call was made. Raise the limit
+    /// named, or start a new conversation for a conversation budget.
     #[error(
         "the {scope} budget {limit} = {value} is used up ({reached} reached); no further model \
-         call was made. Raise it: `budget:` in the agent file, [budget] in flue.toml, a flag of \
-         `flue run` or `flue chat`, or the message's `budget`"
+         call was made. Raise it: `budget:` in the agent file, `[defaults.budget]` in \
+         flue.toml, a flag of `flue run` or `flue chat`, or the message's `budget`"
     )]
     BudgetExceeded {
         /// `submission` or `conversation`.

@@ -15,8 +15,10 @@
 //! ([`HookDecision::state`]); the change is stored with the decision.
 
 mod command;
+mod transcript;
 
 pub(crate) use command::NON_BLOCKING_PREFIX;
+pub(crate) use transcript::render as render_transcript;
 
 use std::sync::Arc;
 
@@ -46,6 +48,10 @@ pub enum HookPoint {
     PreToolUse,
     /// After a tool call ran, before its result is stored and seen by the model.
     PostToolUse,
+    /// After a tool call failed (its result is an error), after the `PostToolUse` hooks.
+    PostToolUseFailure,
+    /// A tool call would wait for a person's confirmation: a hook may answer it instead.
+    PermissionRequest,
     /// The model gave its final reply in a root session.
     Stop,
     /// The model gave its final reply in a task session (a subagent).
@@ -54,20 +60,31 @@ pub enum HookPoint {
     PreCompact,
     /// An operation ended (completed, failed, aborted or paused): the submission settles next.
     SessionEnd,
+    /// The operation paused for a person (a confirmation or an answer), after `SessionEnd`.
+    Notification,
+    /// A task session (a subagent) got its first message, before `SessionStart`.
+    SubagentStart,
+    /// The conversation was compacted.
+    PostCompact,
 }
 
 impl HookPoint {
     /// Every point, in the order of the table in docs/hooks.md.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 14] = [
         Self::SessionStart,
         Self::UserPromptSubmit,
         Self::BeforeModelCall,
         Self::PreToolUse,
         Self::PostToolUse,
+        Self::PostToolUseFailure,
+        Self::PermissionRequest,
         Self::Stop,
         Self::SubagentStop,
         Self::PreCompact,
+        Self::PostCompact,
         Self::SessionEnd,
+        Self::Notification,
+        Self::SubagentStart,
     ];
 
     /// The event name (`PreToolUse`, ...), as in agent files and session logs.
@@ -78,10 +95,15 @@ impl HookPoint {
             Self::BeforeModelCall => "BeforeModelCall",
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::PermissionRequest => "PermissionRequest",
             Self::Stop => "Stop",
             Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
             Self::SessionEnd => "SessionEnd",
+            Self::Notification => "Notification",
+            Self::SubagentStart => "SubagentStart",
+            Self::PostCompact => "PostCompact",
         }
     }
 
@@ -132,6 +154,8 @@ pub enum HookEvent {
         call: ToolCall,
         /// Its result, as the model would see it.
         result: ToolResult,
+        /// How long it ran, when it ran to an end.
+        duration_ms: Option<u64>,
     },
     /// The model gave its final reply (`Stop` in a root session, `SubagentStop` in a task).
     Stop {
@@ -153,6 +177,37 @@ pub enum HookEvent {
         /// How: `completed`, `failed`, `aborted` or `requires_action`.
         reason: String,
     },
+    /// A tool call failed (after its `PostToolUse` hooks).
+    PostToolUseFailure {
+        /// The call, with the input it ran with.
+        call: ToolCall,
+        /// Its error result, as the model would see it.
+        result: ToolResult,
+        /// How long it ran, when it ran to an end.
+        duration_ms: Option<u64>,
+    },
+    /// A tool call would wait for a person's confirmation (after its `PreToolUse` hooks).
+    PermissionRequest {
+        /// The call, with the input it would run with.
+        call: ToolCall,
+    },
+    /// The operation paused for a person.
+    Notification {
+        /// What it waits for, in a sentence.
+        message: String,
+        /// Claude Code's kind of notification: `permission_prompt` (a call waits for a
+        /// confirmation) or `elicitation_dialog` (a question waits for an answer).
+        notification_type: String,
+    },
+    /// A task session got its first message.
+    SubagentStart,
+    /// The conversation was compacted.
+    PostCompact {
+        /// `auto`, `overflow` or `manual`, as at `PreCompact`.
+        trigger: String,
+        /// The summary that now stands for the folded records.
+        summary: String,
+    },
 }
 
 impl HookEvent {
@@ -168,13 +223,21 @@ impl HookEvent {
             Self::Stop { .. } => HookPoint::Stop,
             Self::PreCompact { .. } => HookPoint::PreCompact,
             Self::SessionEnd { .. } => HookPoint::SessionEnd,
+            Self::PostToolUseFailure { .. } => HookPoint::PostToolUseFailure,
+            Self::Notification { .. } => HookPoint::Notification,
+            Self::PermissionRequest { .. } => HookPoint::PermissionRequest,
+            Self::SubagentStart => HookPoint::SubagentStart,
+            Self::PostCompact { .. } => HookPoint::PostCompact,
         }
     }
 
     /// The tool call of a tool point.
     pub fn call(&self) -> Option<&ToolCall> {
         match self {
-            Self::PreToolUse { call } | Self::PostToolUse { call, .. } => Some(call),
+            Self::PreToolUse { call }
+            | Self::PostToolUse { call, .. }
+            | Self::PostToolUseFailure { call, .. }
+            | Self::PermissionRequest { call } => Some(call),
             _ => None,
         }
     }
@@ -198,6 +261,10 @@ pub struct HookContext {
     /// The conversation's state document as of now (`{}` before its first write; earlier
     /// hooks' and tool calls' writes included); `None` in a task session, which has no state.
     pub state: Option<Value>,
+    /// The session's log as of now as a Claude Code transcript (JSON lines: user and
+    /// assistant messages, tool uses and results); command hooks get it as the file
+    /// `transcript_path`. `None` where the runtime gives none.
+    pub transcript: Option<Arc<str>>,
 }
 
 /// What a hook decided.

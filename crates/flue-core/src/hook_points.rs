@@ -98,6 +98,8 @@ pub(crate) struct Decided {
     pub(crate) failed: bool,
     /// The records to store (empty when the decisions came from the log).
     pub(crate) records: Vec<Record>,
+    /// `PermissionRequest` hooks answered the call's confirmation: it runs without asking.
+    pub(crate) approved: bool,
 }
 
 impl Decided {
@@ -153,21 +155,25 @@ pub(crate) fn any(shared: &SessionShared) -> bool {
     !shared.harness.agent.hooks.is_empty()
 }
 
-/// Asks the hooks that handle `event` (`subject`: the call id of a tool point). With
-/// [`StateAccess::Write`], a hook's new state goes into the handle; the caller stores it.
+/// Asks the hooks that handle `event` (`subject`: the call id of a tool point) in the session
+/// whose log is `log` (the hooks get it as a transcript). With [`StateAccess::Write`], a
+/// hook's new state goes into the handle; the caller stores it.
 pub(crate) async fn ask(
     shared: &SessionShared,
     ctx: &OperationContext,
     mut event: HookEvent,
     subject: Option<&str>,
     state: StateAccess<'_>,
+    log: &[Record],
 ) -> Decided {
     let point = event.point();
     let mut decided = Decided::default();
     let hooks = &shared.harness.agent.hooks;
-    if hooks.is_empty() {
+    if !hooks.iter().any(|hook| hook.handles(&event)) {
         return decided;
     }
+    let transcript =
+        crate::hook::render_transcript(log, &shared.harness.instance_id, shared.depth > 0);
     let mut hook_ctx = HookContext {
         instance_id: shared.harness.instance_id.clone(),
         session: shared.key.session.clone(),
@@ -176,6 +182,7 @@ pub(crate) async fn ask(
         cwd: shared.harness.agent.cwd.clone(),
         cancel: ctx.cancel.child_token(),
         state: None,
+        transcript: Some(transcript.into()),
     };
     let redactor = &shared.harness.redactor;
     let redact = |text: Option<String>| text.map(|text| redactor.redact(&text).into_owned());

@@ -170,6 +170,7 @@ impl AgentSet {
         let warnings = problems
             .iter()
             .map(|problem| format!("{problem} (that agent is left out of this run)"))
+            .chain(workspace.hook_notes().iter().map(ToString::to_string))
             .collect();
         Ok((
             Self::assemble(root, root, workspace, env, &BTreeMap::new())?,
@@ -643,6 +644,9 @@ impl AgentSet {
             sandbox = sandbox.with_kind(SandboxKind::Virtual);
         }
         let base = self.workspace.agent_config(agent)?;
+        if matches!(purpose, Purpose::Run) {
+            hooks_share_the_sandboxs_files(agent, sandbox.kind, &base.hooks)?;
+        }
         let model = options.model.clone().or_else(|| base.model.clone());
         self.providers.check(model.as_deref())?;
         let mut warnings: Vec<String> = model
@@ -861,4 +865,30 @@ impl std::fmt::Debug for AgentSet {
             .field("agents", &self.workspace.agents.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
+}
+
+/// Refuses to run the workspace's hooks beside a sandbox whose files are not the workspace's
+/// (`virtual`: in memory; `daytona`: remote): hooks run on the host at the workspace root, so
+/// they would change the files that sandbox leaves untouched, and not see the ones the agent
+/// changed.
+fn hooks_share_the_sandboxs_files(
+    agent: &str,
+    kind: SandboxKind,
+    hooks: &[Arc<dyn flue_core::hook::Hook>],
+) -> Result<(), HostError> {
+    let host_files = matches!(kind, SandboxKind::Local | SandboxKind::Isolated);
+    if host_files || hooks.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = hooks.iter().map(|hook| hook.name()).collect();
+    Err(FlueError::config(format!(
+        "agent `{agent}` runs in the {} sandbox, whose files are a copy the workspace's own \
+         files never see, but its hooks run on the host at the workspace root, where they would \
+         change the workspace's files and not see the agent's ({}): run it with `--sandbox local` \
+         or `--sandbox isolated` (or set `sandbox:`) so that the agent and its hooks work on the \
+         same files, or remove the hooks (docs/hooks.md, hooks and sandboxes)",
+        kind.as_str(),
+        names.join("; ")
+    ))
+    .into())
 }

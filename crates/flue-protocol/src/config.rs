@@ -136,8 +136,9 @@ impl BudgetLimits {
     }
 }
 
-/// Budgets of a submission and of its conversation (`budget:` in an agent file, `[budget]` in
-/// flue.toml, `flue run --max-cost-usd`, a message's `budget` over HTTP). Exceeding one
+/// Budgets of a submission and of its conversation (`budget:` in an agent file,
+/// `[defaults.budget]` in flue.toml, `flue run --max-cost-usd`, a message's `budget` over
+/// HTTP). Exceeding one
 /// settles the submission `failed` with the error kind `budget_exceeded`. Stored as
 /// `{max_cost_usd?, max_turns?, conversation?: {max_cost_usd?, max_turns?}}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -706,11 +706,7 @@ fn settled(
         Outcome::Completed if settlement.data.is_some() => {
             let data = settlement.data.clone().unwrap_or_default();
             let text = serde_json::to_string(&data).unwrap_or_default();
-            let structured = if schema.is_some_and(is_object_schema) {
-                data
-            } else {
-                json!({ "result": data })
-            };
+            let structured = result_structured(schema, data, &key.id);
             let mut result = CallToolResult::success(vec![
                 ContentBlock::text(text),
                 ContentBlock::text(continue_note(key)),
@@ -921,9 +917,11 @@ fn input_schema() -> Value {
 }
 
 /// The output schema of an agent declaring `result:`: the schema itself when it describes an
-/// object (MCP's structured content is an object), else an object holding it as `result`.
+/// object (MCP's structured content is an object), else an object holding it as `result`;
+/// either way with `conversation_id` beside the data, unless the schema names that property
+/// itself (then the data's own value is kept).
 fn result_output_schema(schema: &Value) -> Value {
-    if is_object_schema(schema) {
+    let mut output = if is_object_schema(schema) {
         schema.clone()
     } else {
         json!({
@@ -931,7 +929,52 @@ fn result_output_schema(schema: &Value) -> Value {
             "properties": {"result": schema},
             "required": ["result"]
         })
+    };
+    if !declares_conversation_id(schema)
+        && let Value::Object(fields) = &mut output
+    {
+        let properties = fields.entry("properties").or_insert_with(|| json!({}));
+        if let Value::Object(properties) = properties {
+            properties.insert("conversation_id".to_owned(), conversation_id_schema());
+        }
+        let required = fields.entry("required").or_insert_with(|| json!([]));
+        if let Value::Array(required) = required {
+            required.push(json!("conversation_id"));
+        }
     }
+    output
+}
+
+/// The structured content of a result: the data (wrapped in `result` when its schema is not an
+/// object's) with `conversation_id`, as [`result_output_schema`] declares it.
+fn result_structured(schema: Option<&Value>, data: Value, conversation_id: &str) -> Value {
+    let object_schema = schema.is_some_and(is_object_schema);
+    let mut structured = if object_schema {
+        data
+    } else {
+        json!({ "result": data })
+    };
+    if !schema.is_some_and(declares_conversation_id)
+        && let Value::Object(fields) = &mut structured
+    {
+        fields.insert("conversation_id".to_owned(), json!(conversation_id));
+    }
+    structured
+}
+
+/// Whether an object result schema has a `conversation_id` property of its own.
+fn declares_conversation_id(schema: &Value) -> bool {
+    is_object_schema(schema)
+        && schema
+            .get("properties")
+            .is_some_and(|properties| properties.get("conversation_id").is_some())
+}
+
+fn conversation_id_schema() -> Value {
+    json!({
+        "type": "string",
+        "description": "The conversation; pass it back to continue it."
+    })
 }
 
 /// Whether an agent's result schema is served as the output schema as is (it describes an
@@ -946,10 +989,7 @@ fn output_schema() -> Value {
         "type": "object",
         "properties": {
             "reply": {"type": "string", "description": "The agent's final answer."},
-            "conversation_id": {
-                "type": "string",
-                "description": "The conversation; pass it back to continue it."
-            }
+            "conversation_id": conversation_id_schema()
         },
         "required": ["reply", "conversation_id"]
     })

@@ -65,7 +65,7 @@ fn an_unknown_section_is_reported() {
         &[at(
             "flue.toml",
             4,
-            "unknown key `telemetry` (known keys here: defaults, sandbox, mcp, providers, store, schedules, hooks)",
+            "unknown key `telemetry` (known keys here: defaults, sandbox, mcp, providers, store, schedules, hooks, claude_code)",
         )],
     );
 }

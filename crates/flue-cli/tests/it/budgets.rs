@@ -60,6 +60,11 @@ fn a_submission_budget_from_the_agent_file_stops_before_the_next_model_call() {
             .starts_with("the submission budget max_turns = 3 is used up (3 model calls reached)"),
         "{message}"
     );
+    // The key it names is the one flue.toml takes (flue.toml rejects a top-level `[budget]`).
+    assert!(
+        message.contains("`[defaults.budget]` in flue.toml"),
+        "{message}"
+    );
     // Three model calls, each answered by its tool; no fourth.
     assert_eq!(turns(&workspace, "a").len(), 3);
     // A flag replaces the file's limit for its message.

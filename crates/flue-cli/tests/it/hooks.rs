@@ -32,6 +32,9 @@ fn script() -> String {
         {"when": {"user_matches": "^pii$"}, "reply": {"text": long_reply}},
         {"when": {"user_matches": "^clean$"}, "reply": {"tool_calls": call("rm -rf build")}},
         {"when": {"user_matches": "^greet$"}, "reply": {"tool_calls": call("echo unsafe")}},
+        {"when": {"user_matches": "^fail$"}, "reply": {"tool_calls": [
+            {"name": "bash", "input": {"cmd": "the field is `command`"}}
+        ]}},
         {"when": {"user_matches": "^confirm$"}, "reply": {"tool_calls": call("echo ask-me")}},
         {"when": {"user_matches": "^wait$"}, "reply": {"tool_calls": [
             {"name": "bash", "input": {"command": "rm -rf build"}},
@@ -545,14 +548,127 @@ fn gone(pid: u32) -> bool {
 #[test]
 fn a_bad_hooks_declaration_fails_the_build_naming_the_place() {
     let ws = workspace(
-        "  PreToolUse:\n    - matcher: \"(\"\n      hooks:\n        - type: prompt\n          command: x\n  Later: []\n",
+        "  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - type: command\n          command: x\n          timeout: 0\n",
     );
     let output = ws.flue(&["build"]);
     assert!(!output.status.success());
     let err = stderr(&output);
-    assert!(err.contains("agents/guarded.md"), "{err}");
-    assert!(err.contains("hooks.PreToolUse[0].hooks[0].type"), "{err}");
-    assert!(err.contains("`hooks.Later` is not a hook event"), "{err}");
+    assert!(err.contains("agents/guarded.md:"), "{err}");
+    assert!(err.contains("hooks.PreToolUse[0].hooks[0]"), "{err}");
+    assert!(err.contains("`timeout` must be between 1 and 600"), "{err}");
+}
+
+/// What flue has no use for in a hooks declaration (an event it has no point for, a key of
+/// Claude Code's it does not read) is a warning naming the file and line; the build and the
+/// run go on, and the other hooks run.
+#[test]
+fn unknown_hook_events_and_keys_are_warnings_and_the_rest_runs() {
+    let hooks = group(
+        "UserPromptSubmit",
+        "",
+        "bash hooks/count.sh",
+        "          statusMessage: Counting\n          async: false\n",
+    ) + "  TeammateIdle:\n    - hooks:\n        - type: command\n          command: 'bash hooks/count.sh'\n"
+        + "  Later: []\n";
+    let ws = workspace(&hooks);
+    let output = ws.flue(&["build"]);
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    for expected in [
+        "note: agents/guarded.md:11: `hooks.UserPromptSubmit[0].hooks[0].statusMessage` is ignored",
+        "note: agents/guarded.md:12: `hooks.UserPromptSubmit[0].hooks[0].async` is ignored",
+        "note: agents/guarded.md:13: `hooks.TeammateIdle` is a Claude Code event flue does not run",
+        "note: agents/guarded.md:17: `hooks.Later` is not a hook event flue knows",
+    ] {
+        assert!(err.contains(expected), "{expected:?} not in:\n{err}");
+    }
+    let output = run(&ws, "hello", "w1");
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        err.contains("warning: agents/guarded.md:13: `hooks.TeammateIdle`"),
+        "{err}"
+    );
+    assert_eq!(lines(&ws, "counts.log"), ["UserPromptSubmit "]);
+}
+
+/// A public repository's `.claude/settings.json`, unchanged: flue runs its hooks at the points
+/// it has (the settings' own command lines, with the stand-in `uv` of
+/// tests/claude_settings/PROVENANCE.md first on `PATH`), notes the event it has not, and
+/// `[claude_code] settings = false` turns the file off.
+#[test]
+fn a_public_claude_settings_file_runs_its_hooks_unchanged() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/claude_settings");
+    let settings =
+        std::fs::read_to_string(data.join("claude-code-hooks-mastery.settings.json")).unwrap();
+    let agent = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nWork.\n";
+    let asker = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\npermissions:\n  \
+                 bash: always_ask\n---\nWork.\n";
+    let ws = Workspace::new(&[
+        ("agents/guarded.md", agent),
+        ("agents/asker.md", asker),
+        ("s.json", &script()),
+        (".claude/settings.json", &settings),
+    ]);
+    let build = ws.flue(&["build"]);
+    let err = stderr(&build);
+    assert!(build.status.success(), "{err}");
+    assert!(
+        !err.contains("note:"),
+        "flue runs every event of the file:\n{err}"
+    );
+    let path = format!(
+        "{}:{}",
+        data.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let flue_run = |agent: &str, id: &str| {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
+        command
+            .args(["run", agent, "-m", "greet", "--id", id, "--json", "--root"])
+            .arg(ws.root())
+            .env("FLUE_TRUST", "1")
+            .env("PATH", &path)
+            .stdin(Stdio::null());
+        command.output().unwrap()
+    };
+    let output = flue_run("guarded", "s1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["message"], "tool said: unsafe\n");
+    assert_eq!(
+        lines(&ws, "uv.log"),
+        [
+            "SessionStart .claude/hooks/session_start.py",
+            "UserPromptSubmit .claude/hooks/user_prompt_submit.py --log-only --store-last-prompt --name-agent",
+            "PreToolUse .claude/hooks/pre_tool_use.py",
+            "PostToolUse .claude/hooks/post_tool_use.py",
+            "Stop .claude/hooks/stop.py --chat",
+        ]
+    );
+    // Hook decisions name the file they came from.
+    assert!(show(&ws, "s1").contains(".claude/settings.json"));
+
+    // A call that waits for a confirmation is a notification, as Claude Code's permission
+    // prompt is.
+    std::fs::remove_file(ws.root().join("uv.log")).unwrap();
+    let _ = flue_run("asker", "s3");
+    assert_eq!(
+        lines(&ws, "uv.log").last().map(String::as_str),
+        Some("Notification .claude/hooks/notification.py --notify")
+    );
+
+    std::fs::write(
+        ws.root().join("flue.toml"),
+        "[claude_code]\nsettings = false\n",
+    )
+    .unwrap();
+    std::fs::remove_file(ws.root().join("uv.log")).unwrap();
+    let output = flue_run("guarded", "s2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        !ws.root().join("uv.log").exists(),
+        "the settings' hooks ran"
+    );
 }
 
 /// A decision stored before a kill -9 is not asked for again: one turn calls `rm -rf build`
@@ -793,4 +909,253 @@ fn hooks_read_the_conversation_state_and_write_it_as_stored_state_records() {
         assert!(message.contains(says), "{message}");
         assert_eq!(state_records(&ws, "c1").len(), 6);
     }
+}
+
+/// Anthropic's Ralph Wiggum loop (tests/claude_code_plugins, unchanged): its setup script
+/// writes the loop's state, its Stop hook (declared in `.claude/settings.json`) reads the last
+/// reply from `transcript_path` and sends the model back with the loop's prompt until the
+/// reply holds the completion promise. The model makes one pass per reply (a counter file); the
+/// third pass prints the promise, so the loop runs to its end: two blocks, three replies, the
+/// state file removed by the hook.
+#[test]
+fn the_ralph_wiggum_stop_hook_runs_its_loop_to_the_end() {
+    let plugin =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/claude_code_plugins/ralph-wiggum");
+    let pass = "n=$(( $(cat passes 2>/dev/null || echo 0) + 1 )); echo $n > passes; \
+                if [ $n -ge 3 ]; then echo '<promise>ALL PASSES DONE</promise>'; else echo \"pass $n\"; fi";
+    let script = serde_json::json!({"rules": [
+        {"when": {"tool_result": "bash"}, "reply": {"text": "Pass result: {{tool_result}}"}},
+        {"when": {"user_contains": "Count the passes"},
+         "reply": {"tool_calls": [{"name": "bash", "input": {"command": pass}}]}}
+    ]})
+    .to_string();
+    let settings = serde_json::json!({"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": format!("{}/stop-hook.sh", plugin.display())}
+    ]}]}})
+    .to_string();
+    let ws = Workspace::new(&[
+        (
+            "agents/ralph.md",
+            "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nWork.\n",
+        ),
+        ("s.json", &script),
+        (".claude/settings.json", &settings),
+    ]);
+    let setup = Command::new("bash")
+        .arg(plugin.join("setup-ralph-loop.sh"))
+        .args([
+            "Count the passes",
+            "--completion-promise",
+            "ALL PASSES DONE",
+        ])
+        .args(["--max-iterations", "10"])
+        .current_dir(ws.root())
+        .output()
+        .unwrap();
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let state_file = ws.root().join(".claude/ralph-loop.local.md");
+    assert!(state_file.exists());
+
+    let output = ws.flue(&[
+        "run",
+        "ralph",
+        "-m",
+        "Count the passes",
+        "--id",
+        "r1",
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json(&output)["message"],
+        "Pass result: <promise>ALL PASSES DONE</promise>\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("passes")).unwrap(),
+        "3\n"
+    );
+    assert!(
+        !state_file.exists(),
+        "the hook ends its loop by removing its state"
+    );
+    let shown = show(&ws, "r1");
+    assert_eq!(
+        shown
+            .matches("(.claude/settings.json): block: \nCount the passes")
+            .count(),
+        2,
+        "{shown}"
+    );
+    assert!(
+        shown.contains("(.claude/settings.json): continue"),
+        "{shown}"
+    );
+
+    // The transcript the hook read: Claude Code's JSON lines, ending with the last reply.
+    let transcripts: Vec<_> = std::fs::read_dir(ws.root().join(".flue/transcripts"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(transcripts.len(), 1, "{transcripts:?}");
+    let text = std::fs::read_to_string(&transcripts[0]).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let assistant: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|line| line["type"] == "assistant")
+        .collect();
+    assert_eq!(
+        assistant.len(),
+        6,
+        "three passes, each a tool call and a reply:\n{text}"
+    );
+    assert_eq!(assistant[0]["message"]["content"][0]["type"], "tool_use");
+    assert_eq!(assistant[0]["message"]["content"][0]["name"], "Bash");
+    let last = assistant.last().unwrap();
+    assert_eq!(
+        last["message"]["content"][0]["text"],
+        "Pass result: <promise>ALL PASSES DONE</promise>\n"
+    );
+    assert!(
+        text.contains("\"role\":\"assistant\""),
+        "compact, as scripts grep it"
+    );
+}
+
+/// A failed call is `PostToolUseFailure` after its `PostToolUse`, with Claude Code's `error`;
+/// a call that waits for a confirmation is a `Notification` of type `permission_prompt`,
+/// whose matcher selects that type.
+#[test]
+fn a_failed_call_and_a_pause_reach_their_hooks() {
+    let log = "jq -c \"{event: .hook_event_name, error, notification_type, message, agent_type, duration_ms}\" \
+               >> events.log";
+    let hooks = group("PostToolUse", "Bash", log, "")
+        + &group("PostToolUseFailure", "Bash", log, "")
+        + &group("Notification", "permission_prompt", log, "")
+        + "    - matcher: elicitation_dialog\n      hooks:\n        - type: command\n          \
+           command: touch wrong-type\n";
+    let ws = workspace(&hooks);
+    let output = run(&ws, "greet", "f1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<serde_json::Value> = lines(&ws, "events.log")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        events.len(),
+        1,
+        "a call that succeeded is no failure: {events:?}"
+    );
+    assert_eq!(events[0]["event"], "PostToolUse");
+    assert_eq!(events[0]["agent_type"], "guarded");
+    assert!(events[0]["duration_ms"].is_u64(), "{events:?}");
+
+    let output = run(&ws, "fail", "f2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<serde_json::Value> = lines(&ws, "events.log")
+        .iter()
+        .skip(1)
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| e["event"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["PostToolUse", "PostToolUseFailure"]
+    );
+    assert!(
+        events[1]["error"].as_str().unwrap().contains("command"),
+        "the call's error: {events:?}"
+    );
+
+    std::fs::write(
+        ws.root().join("agents/guarded.md"),
+        std::fs::read_to_string(ws.root().join("agents/guarded.md"))
+            .unwrap()
+            .replace(
+                "sandbox: local\n",
+                "sandbox: local\npermissions:\n  bash: always_ask\n",
+            ),
+    )
+    .unwrap();
+    let _ = run(&ws, "greet", "f3");
+    let last: serde_json::Value =
+        serde_json::from_str(lines(&ws, "events.log").last().unwrap()).unwrap();
+    assert_eq!(last["event"], "Notification");
+    assert_eq!(last["notification_type"], "permission_prompt");
+    assert_eq!(
+        last["message"],
+        "the agent needs your permission to use Bash"
+    );
+    assert!(!ws.root().join("wrong-type").exists());
+}
+
+/// Hooks run on the host at the workspace root: beside the virtual sandbox, whose files are an
+/// in-memory copy, they would change the workspace's files the sandbox leaves untouched. Such a
+/// run is refused before anything runs, saying why and what to do.
+#[test]
+fn hooks_beside_a_virtual_sandbox_are_refused_and_nothing_runs() {
+    let ws = workspace(&group("UserPromptSubmit", "", "touch hook-ran", ""));
+    let output = ws.flue(&["run", "guarded", "-m", "greet", "--sandbox", "virtual"]);
+    let err = stderr(&output);
+    assert!(!output.status.success(), "{err}");
+    for needed in [
+        "agent `guarded` runs in the virtual sandbox",
+        "its hooks run on the host at the workspace root",
+        "command `touch hook-ran` (agents/guarded.md)",
+        "--sandbox local",
+    ] {
+        assert!(err.contains(needed), "{needed:?} not in:\n{err}");
+    }
+    assert!(!ws.root().join("hook-ran").exists());
+    // The same agent in its own local sandbox runs its hooks.
+    let output = run(&ws, "greet", "v2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(ws.root().join("hook-ran").exists());
+}
+
+/// A `PermissionRequest` hook answers the confirmation a call would wait for: the call it
+/// allows runs without a pause, the one it denies is refused with its message, which the
+/// model sees; neither waits for a person.
+#[test]
+fn a_permission_request_hook_answers_the_confirmation() {
+    let ws = workspace(&group(
+        "PermissionRequest",
+        "Bash",
+        "bash hooks/permission.sh",
+        "",
+    ));
+    let agent = ws.root().join("agents/guarded.md");
+    let text = std::fs::read_to_string(&agent).unwrap();
+    std::fs::write(
+        &agent,
+        text.replace(
+            "sandbox: local\n",
+            "sandbox: local\npermissions:\n  bash: always_ask\n",
+        ),
+    )
+    .unwrap();
+    let output = run(&ws, "greet", "p1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer = json(&output);
+    assert_eq!(answer["message"], "tool said: unsafe\n", "{answer}");
+    assert_eq!(
+        answer["pending_actions"].as_array().map_or(0, Vec::len),
+        0,
+        "{answer}"
+    );
+
+    let output = run(&ws, "clean", "p2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(reply.contains("only echo runs without a person"), "{reply}");
+    assert!(ws.root().join("build").exists(), "the denied call ran");
+    assert!(show(&ws, "p2").contains("hook PermissionRequest by command"));
 }

@@ -41,7 +41,7 @@ fn workspace() -> Workspace {
             "agents/reviewer.md",
             "---\ndescription: Reviews\nmodel: scripted/scripts/reviewer.json\nresult:\n  type: object\n  \
              properties:\n    verdict: { type: string }\n    score: { type: integer }\n  \
-             required: [verdict, score]\n---\nReview.\n",
+             required: [verdict, score]\n  additionalProperties: false\n---\nReview.\n",
         ),
         (
             "agents/lister.md",
@@ -207,12 +207,20 @@ fn check_common(report: &Value) {
     // content the validated data (which the official client checks against that schema); a
     // list result is wrapped in `result`, since structured content is an object.
     let reviewer = tools.iter().find(|t| t["name"] == "reviewer").unwrap();
-    assert_eq!(reviewer["output"], serde_json::json!(["score", "verdict"]));
+    // The conversation's id is beside the data, declared in the output schema too (the client
+    // validated it against a result schema with `additionalProperties: false`).
+    assert_eq!(
+        reviewer["output"],
+        serde_json::json!(["conversation_id", "score", "verdict"])
+    );
     let reviewed = &report["reviewed"];
     assert_eq!(reviewed["isError"], false, "{reviewed}");
+    let reviewed_id = reviewed["structured"]["conversation_id"].as_str().unwrap();
+    assert!(reviewed_id.starts_with("mcp-"), "{reviewed}");
+    assert!(reviewed["text"].as_str().unwrap().contains(reviewed_id));
     assert_eq!(
         reviewed["structured"],
-        serde_json::json!({"verdict": "ok", "score": 5})
+        serde_json::json!({"verdict": "ok", "score": 5, "conversation_id": reviewed_id})
     );
     assert!(
         reviewed["text"]
@@ -222,10 +230,15 @@ fn check_common(report: &Value) {
         "{reviewed}"
     );
     let lister = tools.iter().find(|t| t["name"] == "lister").unwrap();
-    assert_eq!(lister["output"], serde_json::json!(["result"]));
+    assert_eq!(
+        lister["output"],
+        serde_json::json!(["conversation_id", "result"])
+    );
+    let listed_id = &report["listed"]["structured"]["conversation_id"];
+    assert!(listed_id.as_str().unwrap().starts_with("mcp-"), "{report}");
     assert_eq!(
         report["listed"]["structured"],
-        serde_json::json!({"result": ["a", "b"]}),
+        serde_json::json!({"result": ["a", "b"], "conversation_id": listed_id}),
         "{report}"
     );
     // Logs at the level the client set.

@@ -120,7 +120,7 @@ impl Hostile {
         // `a` has the hooks and the provider; `m` the MCP servers (whose failure to start would
         // stop `a` before its hooks in the trusted runs below).
         let agent = format!(
-            "---\nmodel: anthropic/claude-sonnet-4-6\nschedules:\n  nightly: {{ every: 24h }}\n\
+            "---\nmodel: anthropic/claude-sonnet-4-6\nsandbox: local\nschedules:\n  nightly: {{ every: 24h }}\n\
              hooks:\n  SessionStart:\n    - hooks: [{{ type: command, command: \"{}\" }}]\n  \
              UserPromptSubmit:\n    - hooks: [{{ type: command, command: \"{}\" }}]\n---\nYou \
              help.\n",
@@ -545,4 +545,80 @@ fn an_evals_command_scorer_needs_trust_too() {
     let trusted = eval(true);
     assert!(trusted.status.success(), "{}", stderr(&trusted));
     assert!(marker.exists(), "the scorer ran once trusted");
+}
+
+/// Claude Code's `.claude/settings.json` is workspace code like an agent file's hooks: an
+/// untrusted workspace runs none of its hooks (the refusal lists them, by that file), a trusted
+/// one runs them, and a changed one asks again.
+#[test]
+fn claude_settings_hooks_run_only_in_a_trusted_workspace() {
+    let markers = tempfile::tempdir().unwrap();
+    let settings = |marker: &str| {
+        serde_json::json!({
+            "permissions": {"allow": ["Bash(ls:*)"]},
+            "hooks": {"UserPromptSubmit": [{"hooks": [
+                {"type": "command", "command": hook_command(markers.path(), marker)}
+            ]}]}
+        })
+        .to_string()
+    };
+    let ws = Workspace::new(&[
+        (
+            "agents/c.md",
+            "---\nmodel: scripted/s.json\nsandbox: local\n---\nYou help.\n",
+        ),
+        ("s.json", r#"{"rules": [{"reply": {"text": "hello"}}]}"#),
+        (".claude/settings.json", &settings("claude-hook")),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let flue = |args: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .args(args)
+            .arg("--root")
+            .arg(ws.root())
+            .env_remove("FLUE_TRUST")
+            .env_remove("FLUE_CONFIG_DIR")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", home.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let ran = || markers.path().join("claude-hook").exists();
+
+    let output = flue(&["run", "c", "-m", "hi"]);
+    let err = stderr(&output);
+    assert!(!output.status.success(), "ran untrusted:\n{err}");
+    assert!(err.contains("is not trusted"), "{err}");
+    assert!(err.contains(".claude/settings.json"), "{err}");
+    assert!(err.contains("claude-hook"), "the hook is listed:\n{err}");
+    assert!(
+        !ran(),
+        "an untrusted workspace ran a .claude/settings.json hook"
+    );
+    let preview = flue(&["run", "c", "-m", "hi", "--dry-run"]);
+    assert!(preview.status.success(), "{}", stderr(&preview));
+    assert!(!ran(), "a preview ran a .claude/settings.json hook");
+
+    let trusted = flue(&["trust"]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    assert!(stderr(&trusted).contains("claude-hook"));
+    let output = flue(&["run", "c", "-m", "hi"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        ran(),
+        "the trusted workspace ran its .claude/settings.json hook"
+    );
+
+    // A changed command in the settings file is not run until trusted again.
+    std::fs::write(
+        ws.root().join(".claude/settings.json"),
+        settings("claude-hook-2"),
+    )
+    .unwrap();
+    let output = flue(&["run", "c", "-m", "hi"]);
+    let err = stderr(&output);
+    assert!(!output.status.success(), "{err}");
+    assert!(err.contains("claude-hook-2"), "{err}");
+    assert!(!markers.path().join("claude-hook-2").exists());
 }

@@ -76,7 +76,15 @@ impl TurnLoop<'_> {
                 None => {
                     let event = HookEvent::PreToolUse { call: call.clone() };
                     let access = hook_access(hook_state.as_ref());
-                    hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access).await
+                    hook_points::ask(
+                        self.shared,
+                        self.ctx,
+                        event,
+                        Some(&call.id),
+                        access,
+                        &state.records,
+                    )
+                    .await
                 }
             };
             if let Some(input) = &decided.updated_input {
@@ -86,12 +94,58 @@ impl TurnLoop<'_> {
                 pre.tripped = decided.operation_error(point);
             }
             stored_now.extend(decided.records.iter().cloned());
+            let mut decided = decided;
+            if self.needs_confirmation(call, decided.verdict) {
+                let answered = self.permission_request(state, call).await;
+                stored_now.extend(answered.records.iter().cloned());
+                answer_confirmation(&mut decided, answered);
+            }
             pre.decided[call_idx] = Some(decided);
         }
         stored_now.extend(hook_state.as_ref().and_then(crate::tool::ToolState::record));
         self.shared.append(state, stored_now.clone()).await?;
         hook_points::announce(&self.ctx.sink, &stored_now);
         Ok(pre)
+    }
+
+    /// Whether `call` (whose `PreToolUse` hooks decided `verdict`) would wait for a person's
+    /// confirmation: its hooks asked for one, or the permission rules do.
+    fn needs_confirmation(&self, call: &ToolCall, verdict: Verdict) -> bool {
+        let Some(tool) = self.tools.get(&call.name) else {
+            return false;
+        };
+        if tool.is_external()
+            || matches!(verdict, Verdict::Deny | Verdict::Block | Verdict::Tripwire)
+        {
+            return false;
+        }
+        let permissions = &self.shared.harness.permissions;
+        verdict == Verdict::Ask
+            || permissions.decide(&call.name, tool.meta().permission).0 != Permission::AlwaysAllow
+    }
+
+    /// Asks the `PermissionRequest` hooks about `call`'s confirmation, or reads their stored
+    /// answer.
+    async fn permission_request(
+        &self,
+        state: &SessionState,
+        call: &ToolCall,
+    ) -> hook_points::Decided {
+        let point = HookPoint::PermissionRequest;
+        if let Some(decided) = hook_points::stored(&state.records, point, Some(&call.id)) {
+            return decided;
+        }
+        let event = HookEvent::PermissionRequest { call: call.clone() };
+        let access = hook_points::StateAccess::None;
+        hook_points::ask(
+            self.shared,
+            self.ctx,
+            event,
+            Some(&call.id),
+            access,
+            &state.records,
+        )
+        .await
     }
 
     /// Stores the starts of calls a decision allowed before they run, so a crash mid-run
@@ -175,6 +229,10 @@ impl TurnLoop<'_> {
         ) {
             let reason = hook_reason.unwrap_or_else(|| "a hook refused this call".to_owned());
             return Decision::Refuse(ToolError::new("hook_denied", reason));
+        }
+        if pre.is_some_and(|decided| decided.approved) {
+            // A `PermissionRequest` hook answered the confirmation.
+            return Decision::Run(tool);
         }
         if hook_verdict == Some(Verdict::Ask) && !tool.is_external() {
             let reason =
@@ -315,4 +373,19 @@ fn unparsed_arguments(call: &ToolCall) -> Option<ToolError> {
          object that matches the tool's schema and retry.",
         call.name
     )))
+}
+
+/// What a `PermissionRequest` answer does to the call's decision: `allow` lets it run without
+/// the confirmation; `deny` (or a block) refuses it with the hook's message. A failure or no
+/// answer leaves the confirmation to the person.
+fn answer_confirmation(decided: &mut hook_points::Decided, answered: hook_points::Decided) {
+    match answered.verdict {
+        Verdict::Allow if !answered.failed => decided.approved = true,
+        Verdict::Deny | Verdict::Block | Verdict::Tripwire if !answered.failed => {
+            decided.verdict = Verdict::Deny;
+            decided.reason = answered.reason;
+            decided.hook = answered.hook;
+        }
+        _ => {}
+    }
 }

@@ -358,7 +358,7 @@ impl TurnLoop<'_> {
         let (cleared, attempts) = self.decide_calls(state, &mut batch, &mode, &env);
         let aborted = self.run_calls(state, &mut batch, cleared, attempts).await?;
         let post_records = if hooked && !aborted {
-            self.post_tool_hooks(&mut batch, env.tool_state.as_ref())
+            self.post_tool_hooks(&mut batch, env.tool_state.as_ref(), &state.records)
                 .await
         } else {
             Vec::new()

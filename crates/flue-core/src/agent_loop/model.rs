@@ -38,7 +38,7 @@ impl TurnLoop<'_> {
                     model: self.spec.to_ref().to_string(),
                 };
                 let access = hook_access(hook_state.as_ref());
-                hook_points::ask(self.shared, self.ctx, event, None, access).await
+                hook_points::ask(self.shared, self.ctx, event, None, access, &state.records).await
             }
         };
         let mut records = decided.records.clone();

@@ -220,8 +220,17 @@ pub(super) async fn session_end_hooks(
     } else {
         hook_points::StateAccess::None
     };
-    let decided = hook_points::ask(shared, ctx, event, None, access).await;
+    let decided = hook_points::ask(shared, ctx, event, None, access, &state.records).await;
     hook_points::announce(&ctx.sink, &decided.records);
+    // The root session's pause is the one a person sees (a task's pause pauses it too).
+    if shared.depth == 0
+        && let Ok(response) = driven
+        && let Some(event) = notification(&response.pending_actions)
+    {
+        let access = hook_points::StateAccess::None;
+        let decided = hook_points::ask(shared, ctx, event, None, access, &state.records).await;
+        hook_points::announce(&ctx.sink, &decided.records);
+    }
 }
 
 /// Checks `decisions` against the log and stores them in one append, then emits them.
@@ -257,6 +266,44 @@ async fn apply_decisions(
     Ok(())
 }
 
+/// The `Notification` of an operation that paused for a person: a confirmation (of a call of
+/// its own or a subagent's) or a question. A custom tool's call waits for the application,
+/// not a person: no notification.
+fn notification(pending: &[crate::record::PendingAction]) -> Option<HookEvent> {
+    use crate::record::ActionKind;
+    let mut asked: Vec<String> = Vec::new();
+    let mut question = None;
+    for action in pending {
+        match action.kind {
+            ActionKind::Confirmation => {
+                asked.push(crate::hook::claude_tool_name(&action.tool_name).to_owned());
+            }
+            ActionKind::Task => asked.push("a subagent's tool".to_owned()),
+            ActionKind::Elicitation => question = Some(action.reason.clone()),
+            _ => {}
+        }
+    }
+    asked.dedup();
+    let (message, notification_type) = match (asked.is_empty(), question) {
+        (false, _) => (
+            format!(
+                "the agent needs your permission to use {}",
+                asked.join(", ")
+            ),
+            "permission_prompt",
+        ),
+        (true, Some(question)) => (
+            format!("the agent asks you: {question}"),
+            "elicitation_dialog",
+        ),
+        (true, None) => return None,
+    };
+    Some(HookEvent::Notification {
+        message,
+        notification_type: notification_type.to_owned(),
+    })
+}
+
 /// What the `SessionStart` and `UserPromptSubmit` hooks made of an arriving message.
 struct PromptHooks {
     /// Their decisions, to store before the message.
@@ -279,6 +326,9 @@ async fn prompt_hooks(
     let mut context = Vec::new();
     let mut points = Vec::new();
     if log.iter().all(|record| matches!(record, Record::Hook(_))) {
+        if shared.depth > 0 {
+            points.push(HookEvent::SubagentStart);
+        }
         points.push(HookEvent::SessionStart {
             source: "startup".to_owned(),
         });
@@ -298,7 +348,7 @@ async fn prompt_hooks(
             Some(decided) => decided,
             None => {
                 let access = hook_access(state);
-                hook_points::ask(shared, ctx, event, subject.as_deref(), access).await
+                hook_points::ask(shared, ctx, event, subject.as_deref(), access, log).await
             }
         };
         records.extend(decided.records.iter().cloned());

@@ -26,6 +26,7 @@ impl TurnLoop<'_> {
         &self,
         batch: &mut Batch,
         tool_state: Option<&ToolState>,
+        log: &[Record],
     ) -> Vec<Record> {
         let mut post_records = Vec::new();
         for (call_idx, (call, slot)) in batch.calls.iter().zip(&mut batch.results).enumerate() {
@@ -40,34 +41,35 @@ impl TurnLoop<'_> {
             if hook_denied || result.error_kind.as_deref() == Some("unknown_tool") {
                 continue;
             }
-            let point = HookPoint::PostToolUse;
-            let event = HookEvent::PostToolUse {
-                call: call.clone(),
-                result: result.clone(),
-            };
-            // Their writes join the batch's: stored with its results, in one record.
-            let access = hook_access(tool_state);
-            let decided =
-                hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access).await;
-            if let Some(text) = &decided.replacement {
-                result.content.clone_from(text);
+            // A failed call's `PostToolUseFailure` hooks come after its `PostToolUse` ones.
+            let failed = result.is_error;
+            for point in [HookPoint::PostToolUse, HookPoint::PostToolUseFailure] {
+                let (asked, result_now) = (call.clone(), result.clone());
+                let duration_ms = batch.timings[call_idx].map(|timing| timing.duration_ms);
+                let event = match point {
+                    HookPoint::PostToolUse => HookEvent::PostToolUse {
+                        call: asked,
+                        result: result_now,
+                        duration_ms,
+                    },
+                    _ if failed => HookEvent::PostToolUseFailure {
+                        call: asked,
+                        result: result_now,
+                        duration_ms,
+                    },
+                    _ => continue,
+                };
+                // Their writes join the batch's: stored with its results, in one record.
+                let access = hook_access(tool_state);
+                let decided =
+                    hook_points::ask(self.shared, self.ctx, event, Some(&call.id), access, log)
+                        .await;
+                apply_post_decision(result, &decided);
+                if batch.tripped.is_none() {
+                    batch.tripped = decided.operation_error(point);
+                }
+                post_records.extend(decided.records);
             }
-            if decided.failed {
-                result.is_error = true;
-                result.error_kind = Some("hook_failed".to_owned());
-            }
-            if decided.verdict == Verdict::Block
-                && let Some(reason) = &decided.reason
-            {
-                annotate(result, reason);
-            }
-            if let Some(context) = decided.context_text() {
-                annotate(result, &context);
-            }
-            if batch.tripped.is_none() {
-                batch.tripped = decided.operation_error(point);
-            }
-            post_records.extend(decided.records);
         }
         post_records
     }
@@ -200,4 +202,24 @@ fn annotate(result: &mut ToolResult, text: &str) {
         result.content.push_str("\n\n");
     }
     result.content.push_str(text);
+}
+
+/// What a `PostToolUse` (or `PostToolUseFailure`) decision does to the result the model sees:
+/// a replacement, a failure, a block's reason and added context.
+fn apply_post_decision(result: &mut ToolResult, decided: &hook_points::Decided) {
+    if let Some(text) = &decided.replacement {
+        result.content.clone_from(text);
+    }
+    if decided.failed {
+        result.is_error = true;
+        result.error_kind = Some("hook_failed".to_owned());
+    }
+    if decided.verdict == Verdict::Block
+        && let Some(reason) = &decided.reason
+    {
+        annotate(result, reason);
+    }
+    if let Some(context) = decided.context_text() {
+        annotate(result, &context);
+    }
 }

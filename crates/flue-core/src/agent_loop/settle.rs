@@ -43,7 +43,7 @@ impl TurnLoop<'_> {
                     subagent,
                 };
                 let access = hook_access(hook_state.as_ref());
-                hook_points::ask(self.shared, self.ctx, event, None, access).await
+                hook_points::ask(self.shared, self.ctx, event, None, access, &state.records).await
             }
         };
         let mut records = decided.records.clone();

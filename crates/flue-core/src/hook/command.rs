@@ -88,7 +88,7 @@ fn renames(name: &str) -> &'static [(&'static str, &'static str)] {
 }
 
 /// A tool input as a hook sees it: flue's field names renamed to Claude Code's.
-fn to_claude_input(tool: &str, input: &Value) -> Value {
+pub(super) fn to_claude_input(tool: &str, input: &Value) -> Value {
     rename_fields(
         input,
         renames(tool).iter().map(|(flue, claude)| (*flue, *claude)),
@@ -346,6 +346,11 @@ impl CommandHook {
         input.insert("cwd".into(), json!(root));
         input.insert("hook_event_name".into(), json!(event.point().name()));
         input.insert("permission_mode".into(), json!("default"));
+        // Claude Code names the agent a hook runs for; a subagent also by its own id.
+        input.insert("agent_type".into(), json!(ctx.agent));
+        if ctx.depth > 0 {
+            input.insert("agent_id".into(), json!(ctx.session));
+        }
         if let Some(state) = &ctx.state {
             input.insert("flue_state".into(), state.clone());
         }
@@ -360,7 +365,10 @@ impl CommandHook {
                 input.insert("turn".into(), json!(turn));
                 input.insert("model".into(), json!(model));
             }
-            HookEvent::PreToolUse { call } | HookEvent::PostToolUse { call, .. } => {
+            HookEvent::PreToolUse { call }
+            | HookEvent::PostToolUse { call, .. }
+            | HookEvent::PostToolUseFailure { call, .. }
+            | HookEvent::PermissionRequest { call } => {
                 input.insert("tool_name".into(), json!(claude_tool_name(&call.name)));
                 input.insert("flue_tool_name".into(), json!(call.name));
                 input.insert(
@@ -384,6 +392,31 @@ impl CommandHook {
             HookEvent::SessionEnd { reason } => {
                 input.insert("reason".into(), json!(reason));
             }
+            HookEvent::Notification {
+                message,
+                notification_type,
+            } => {
+                input.insert("message".into(), json!(message));
+                input.insert("notification_type".into(), json!(notification_type));
+            }
+            HookEvent::SubagentStart => {}
+            HookEvent::PostCompact { trigger, summary } => {
+                input.insert("trigger".into(), json!(trigger));
+                input.insert("compact_summary".into(), json!(summary));
+            }
+        }
+        if let HookEvent::PostToolUse { duration_ms, .. }
+        | HookEvent::PostToolUseFailure { duration_ms, .. } = event
+            && let Some(duration_ms) = duration_ms
+        {
+            input.insert("duration_ms".into(), json!(duration_ms));
+        }
+        if let HookEvent::PostToolUseFailure { result, .. } = event {
+            input.insert("error".into(), json!(result.content));
+            input.insert(
+                "is_interrupt".into(),
+                json!(result.error_kind.as_deref() == Some("interrupted")),
+            );
         }
         if let HookEvent::PostToolUse { result, .. } = event {
             input.insert(
@@ -501,6 +534,20 @@ impl CommandHook {
                 decision.updated_input = Some(from_claude_input(&call.name, input));
             }
         }
+        if event.point() == HookPoint::PermissionRequest {
+            // Claude Code's answer: `decision: {behavior: allow | deny, message}`.
+            let answer = field("decision");
+            let behavior = answer.and_then(|answer| answer.get("behavior"));
+            match behavior.and_then(Value::as_str) {
+                Some("allow") => decision.verdict = Verdict::Allow,
+                Some("deny") => {
+                    decision.verdict = Verdict::Deny;
+                    decision.reason = text(answer.and_then(|answer| answer.get("message")))
+                        .or_else(|| Some(format!("denied by hook `{}`", self.spec.command)));
+                }
+                _ => {}
+            }
+        }
         decision.replacement = match event.point() {
             HookPoint::PostToolUse => field("updatedToolOutput")
                 .or_else(|| field("updatedMCPToolOutput"))
@@ -524,6 +571,42 @@ impl CommandHook {
             decision.reason = Some(format!("blocked by hook `{}`", self.spec.command));
         }
         decision
+    }
+
+    /// Writes the conversation so far as a Claude Code transcript (`ctx.transcript`) to
+    /// `.flue/transcripts/` at the workspace root, replacing the file whole (a reader never
+    /// sees half of it), and returns its path; `None` (logged) when it cannot be written.
+    async fn write_transcript(&self, ctx: &HookContext) -> Option<PathBuf> {
+        let transcript = ctx.transcript.as_ref()?;
+        let dir = self.root.join(".flue").join("transcripts");
+        let name: String = format!("{}.{}", ctx.instance_id, ctx.session)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = dir.join(format!("{name}.jsonl"));
+        let partial = dir.join(format!(".{name}.{}.partial", std::process::id()));
+        let written = async {
+            tokio::fs::create_dir_all(&dir).await?;
+            tokio::fs::write(&partial, transcript.as_bytes()).await?;
+            tokio::fs::rename(&partial, &path).await
+        }
+        .await;
+        match written {
+            Ok(()) => Some(path),
+            Err(err) => {
+                tracing::warn!(
+                    "{}",
+                    self.about(format!("cannot write its transcript: {err}"))
+                );
+                None
+            }
+        }
     }
 
     fn timeout(&self) -> Duration {
@@ -564,11 +647,19 @@ impl Hook for CommandHook {
             return false;
         }
         match event {
-            HookEvent::PreToolUse { call } | HookEvent::PostToolUse { call, .. } => {
+            HookEvent::PreToolUse { call }
+            | HookEvent::PostToolUse { call, .. }
+            | HookEvent::PostToolUseFailure { call, .. }
+            | HookEvent::PermissionRequest { call } => {
                 self.matcher.matches(claude_tool_name(&call.name))
                     || self.matcher.matches(&call.name)
             }
-            HookEvent::PreCompact { trigger } => self.matcher.matches(trigger),
+            HookEvent::PreCompact { trigger } | HookEvent::PostCompact { trigger, .. } => {
+                self.matcher.matches(trigger)
+            }
+            HookEvent::Notification {
+                notification_type, ..
+            } => self.matcher.matches(notification_type),
             HookEvent::SessionStart { source } => self.matcher.matches(source),
             _ => true,
         }
@@ -586,7 +677,13 @@ impl Hook for CommandHook {
         Box::pin(async move {
             let runner = self.runner()?;
             let root = self.root.display().to_string();
-            let input = self.input(event, ctx).to_string();
+            let mut input = self.input(event, ctx);
+            if let Some(path) = self.write_transcript(ctx).await
+                && let Value::Object(fields) = &mut input
+            {
+                fields.insert("transcript_path".into(), json!(path.display().to_string()));
+            }
+            let input = input.to_string();
             let mut options = ExecOptions::new()
                 .with_timeout(self.timeout())
                 .with_cancel(ctx.cancel.clone())

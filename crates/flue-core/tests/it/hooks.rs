@@ -231,6 +231,76 @@ async fn a_subagents_task_session_runs_the_agents_hooks_and_ends_with_subagent_s
             .any(|seen| seen.starts_with("PreToolUse@default")),
         "{seen:?}"
     );
+    // The task session starts with `SubagentStart`, then its `SessionStart`.
+    let started: Vec<&str> = task_points
+        .iter()
+        .map(|seen| seen.split('@').next().unwrap_or_default())
+        .take(2)
+        .collect();
+    assert_eq!(started, ["SubagentStart", "SessionStart"], "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|seen| seen.starts_with("SubagentStart@default")),
+        "a root session is no subagent: {seen:?}"
+    );
+}
+
+/// Each hook gets the log as of its point as a Claude Code transcript: at `Stop`, it ends
+/// with the reply being judged, as one compact JSON line.
+#[tokio::test]
+async fn hooks_get_the_log_as_a_claude_code_transcript() {
+    let transcripts: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = Arc::clone(&transcripts);
+    let hook = hook_fn("transcripts", &[HookPoint::Stop], move |_event, ctx| {
+        let kept = Arc::clone(&kept);
+        async move {
+            kept.lock()
+                .unwrap()
+                .push(ctx.transcript.as_deref().unwrap_or_default().to_owned());
+            Ok(HookDecision::proceed())
+        }
+    });
+    let agent = AgentConfig::new()
+        .with_model("test/model")
+        .with_tool(echo_tool())
+        .with_hook(hook);
+    let f = fixture(agent, model(), |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let response = session
+        .prompt("call it", PromptOptions::default())
+        .await
+        .unwrap();
+    let transcript = transcripts.lock().unwrap().pop().unwrap();
+    let lines: Vec<Value> = transcript
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let kinds: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|line| {
+            let content = &line["message"]["content"];
+            let block = content[0]["type"].as_str().unwrap_or("text");
+            (line["type"].as_str().unwrap(), block)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("user", "text"),
+            ("assistant", "tool_use"),
+            ("user", "tool_result"),
+            ("assistant", "text"),
+        ]
+    );
+    assert_eq!(lines[0]["message"]["content"], "call it");
+    assert_eq!(lines[1]["message"]["content"][0]["name"], "echo");
+    assert_eq!(
+        lines[3]["message"]["content"][0]["text"],
+        response.text.as_str()
+    );
+    assert_eq!(lines[3]["parentUuid"], lines[2]["uuid"]);
+    assert!(transcript.contains("\"role\":\"assistant\""));
 }
 
 /// A Rust hook reads the state (`HookContext::state`) and writes it

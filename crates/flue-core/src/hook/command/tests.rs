@@ -62,6 +62,7 @@ fn tool_inputs_are_shown_with_claude_code_names_and_mapped_back() {
         cwd: None,
         cancel: CancellationToken::new(),
         state: None,
+        transcript: None,
     };
     let input = hook.input(&event, &ctx);
     assert_eq!(input["tool_name"], "Read");

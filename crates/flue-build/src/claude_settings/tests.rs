@@ -1,0 +1,63 @@
+//! Reading the hooks of Claude Code settings files.
+
+use flue_core::hook::HookPoint;
+
+use super::hooks;
+
+#[test]
+fn unknown_events_keys_and_types_are_notes_at_their_lines() {
+    let text = r#"{
+  "permissions": {"allow": ["Bash(npm test)"]},
+  "hooks": {
+    "TeammateIdle": [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
+    "PreToolUse": [
+      {
+        "matcher": "Bash",
+        "hooks": [
+          {"type": "command", "command": "./guard.sh", "statusMessage": "checking", "timeout": 5},
+          {"type": "prompt", "prompt": "is this safe?"}
+        ]
+      }
+    ]
+  }
+}"#;
+    let (specs, notes) = hooks(".claude/settings.json", text);
+    assert_eq!(specs.len(), 1, "{notes:?}");
+    assert_eq!(specs[0].point, HookPoint::PreToolUse);
+    assert_eq!(specs[0].declared_in, ".claude/settings.json");
+    let rendered: Vec<String> = notes.iter().map(ToString::to_string).collect();
+    assert_eq!(rendered.len(), 3, "{rendered:#?}");
+    assert!(
+        rendered
+            .iter()
+            .any(|note| note.starts_with(".claude/settings.json:4: `hooks.TeammateIdle`")),
+        "{rendered:#?}"
+    );
+    assert!(
+        rendered.iter().any(|note| note.starts_with(
+            ".claude/settings.json:9: `hooks.PreToolUse[0].hooks[0].statusMessage` is ignored"
+        )),
+        "{rendered:#?}"
+    );
+    assert!(
+        rendered
+            .iter()
+            .any(|note| note.starts_with(".claude/settings.json:10: ")
+                && note.contains("\"prompt\"")
+                && note.ends_with("this hook is not run")),
+        "{rendered:#?}"
+    );
+}
+
+#[test]
+fn disabled_or_broken_settings_run_nothing_and_say_so() {
+    let (specs, notes) = hooks(
+        ".claude/settings.json",
+        r#"{"disableAllHooks": true, "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x"}]}]}}"#,
+    );
+    assert!(specs.is_empty());
+    assert!(notes[0].message.contains("disableAllHooks"));
+    let (specs, notes) = hooks(".claude/settings.local.json", "{\n  \"hooks\": {,\n}");
+    assert!(specs.is_empty());
+    assert_eq!(notes[0].line, Some(2), "{notes:?}");
+}
