@@ -27,6 +27,7 @@ use flue_protocol::{
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
 
+use flue_core::store::listing::{Appended, ListedConversation, ListingQuery, Summary};
 use flue_core::store::rules::{
     self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership,
     ROOT_SESSION, SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
@@ -40,7 +41,7 @@ use flue_core::{
     util::{new_ulid, now_ms},
 };
 
-use super::{SqliteStore, get_u64, insert_records, read_record_range, store_error};
+use super::{SqliteStore, get_u64, insert_records, listing, read_record_range, store_error};
 
 /// A submission's message: in `submission_messages` (written once at admission), or in the
 /// submission row itself when an older flue admitted it.
@@ -184,8 +185,8 @@ impl SqliteStore {
             tx.prepare_cached(
                 "INSERT INTO conversations
                  (instance_id, agent, id, uid, head, created_at, owner, epoch, lease_until,
-                  next_position)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, 0, 0, 1)",
+                  next_position, last_activity)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, 0, 0, 1, ?5)",
             )
             .and_then(|mut insert| {
                 insert.execute(params![
@@ -204,6 +205,18 @@ impl SqliteStore {
             .and_then(|mut insert| insert.execute(params![instance_id, ROOT_SESSION, now]))
             .map_err(store_error("cannot create the root session"))?;
             push_batch(tx, &instance_id, None, &created)?;
+            listing::created(
+                tx,
+                key,
+                &Summary::created(
+                    &admission.message,
+                    admission.options.idempotency_key.as_deref(),
+                ),
+            )?;
+        } else {
+            listing::update(tx, &instance_id, |summary| {
+                summary.admitted(&admission.message);
+            })?;
         }
         let offset = push_batch(
             tx,
@@ -472,6 +485,7 @@ impl SqliteStore {
             return Ok((version, None));
         }
         let head = next_seq(tx, &instance_id)?;
+        listing::update(tx, &instance_id, |summary| summary.apply(&append.appended))?;
         tx.prepare_cached(
             "INSERT INTO stream (instance_id, seq, at, submission_id, session, first_idx,
                                  n_records, body)
@@ -557,6 +571,14 @@ impl ConversationStore for SqliteStore {
 
     async fn conversations_with_id(&self, id: &str) -> Result<Vec<ConversationInfo>> {
         self.conversations_where("c.id = ?1", Some(id))
+    }
+
+    async fn list_conversations(&self, query: &ListingQuery) -> Result<Vec<ListedConversation>> {
+        self.list_page(query)
+    }
+
+    async fn count_conversations(&self) -> Result<u64> {
+        self.count()
     }
 
     async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
@@ -917,6 +939,11 @@ impl ConversationStore for SqliteStore {
             submission_id: append.submission_id.map(str::to_owned),
             applies_input: append.applies_input,
             resumes_waiting: append.resumes_waiting,
+            appended: Appended::of(
+                &append.session.session,
+                append.expected_version,
+                append.records,
+            ),
         };
         let (version, head) = self
             .writer
@@ -937,6 +964,8 @@ struct OwnedAppend {
     submission_id: Option<String>,
     applies_input: bool,
     resumes_waiting: bool,
+    /// What the append changes in the conversation's summary.
+    appended: Appended,
 }
 
 /// The delete rule for the sessions of `instance_id` ([`rules::check_delete`]), read in the
@@ -969,6 +998,7 @@ pub(crate) fn check_delete(connection: &Connection, instance_id: &str) -> Result
 /// there.
 fn delete_conversation_in(tx: &Transaction<'_>, instance_id: &str) -> Result<bool> {
     check_delete(tx, instance_id)?;
+    listing::deleted(tx, instance_id)?;
     let sessions = tx
         .prepare_cached("DELETE FROM sessions WHERE instance_id = ?1")
         .and_then(|mut delete| delete.execute(params![instance_id]))
@@ -1127,9 +1157,12 @@ fn read_message(
 /// Takes the conversation's next sequence number.
 fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
     tx.prepare_cached(
-        "UPDATE conversations SET head = head + 1 WHERE instance_id = ?1 RETURNING head",
+        "UPDATE conversations SET head = head + 1, last_activity = MAX(last_activity, ?2)
+         WHERE instance_id = ?1 RETURNING head",
     )
-    .and_then(|mut update| update.query_row(params![instance_id], |row| get_u64(row, 0)))
+    .and_then(|mut update| {
+        update.query_row(params![instance_id, sat(now_ms())], |row| get_u64(row, 0))
+    })
     .map(Offset)
     .map_err(store_error("cannot advance the stream head"))
 }
@@ -1178,6 +1211,7 @@ fn settle_in(
     if changed == 0 {
         return Ok(None);
     }
+    listing::update(tx, instance_id, |summary| summary.settled(settlement))?;
     push_batch(
         tx,
         instance_id,
