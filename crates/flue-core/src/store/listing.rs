@@ -55,7 +55,12 @@ pub struct Summary {
 impl Summary {
     /// The summary of a conversation just created by `message` (its root session empty).
     pub fn created(message: &DeliveredMessage, idempotency_key: Option<&str>) -> Self {
-        let text = message_line(message);
+        Self::created_line(message_line(message), idempotency_key)
+    }
+
+    /// [`Summary::created`] from the message's [`message_line`] (for a writer that no longer
+    /// holds the message).
+    pub fn created_line(text: String, idempotency_key: Option<&str>) -> Self {
         Self {
             sessions: 1,
             first_message: Some(text.clone()),
@@ -67,7 +72,11 @@ impl Summary {
 
     /// A later admission of `message`.
     pub fn admitted(&mut self, message: &DeliveredMessage) {
-        let text = message_line(message);
+        self.admitted_line(message_line(message));
+    }
+
+    /// [`Summary::admitted`] from the message's [`message_line`].
+    pub fn admitted_line(&mut self, text: String) {
         if self.first_message.is_none() {
             self.first_message = Some(text.clone());
         }

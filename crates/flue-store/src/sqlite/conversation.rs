@@ -27,7 +27,9 @@ use flue_protocol::{
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
 
-use flue_core::store::listing::{Appended, ListedConversation, ListingQuery, Summary};
+use flue_core::store::listing::{
+    Appended, ListedConversation, ListingQuery, Summary, message_line,
+};
 use flue_core::store::rules::{
     self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership,
     ROOT_SESSION, SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
@@ -135,6 +137,7 @@ impl SqliteStore {
         tx: &Transaction<'_>,
         admission: &Admission,
         message_json: &str,
+        line: &str,
     ) -> Result<(DispatchReceipt, Option<Offset>)> {
         let key = &admission.key;
         let instance_id = key.instance_id();
@@ -208,14 +211,14 @@ impl SqliteStore {
             listing::created(
                 tx,
                 key,
-                &Summary::created(
-                    &admission.message,
+                &Summary::created_line(
+                    line.to_owned(),
                     admission.options.idempotency_key.as_deref(),
                 ),
             )?;
         } else {
             listing::update(tx, &instance_id, |summary| {
-                summary.admitted(&admission.message);
+                summary.admitted_line(line.to_owned());
             })?;
         }
         let offset = push_batch(
@@ -532,6 +535,7 @@ impl ConversationStore for SqliteStore {
     async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
         let instance_id = admission.key.instance_id();
         let message_json = rules::message_json(admission)?;
+        let line = message_line(&admission.message);
         // The writer thread needs its own admission. The message goes there as its JSON
         // alone: the rules read an admission's message only through `message_json`, so the
         // copy leaves it out rather than holding a second copy of a large message.
@@ -546,7 +550,7 @@ impl ConversationStore for SqliteStore {
         let (receipt, head) = self
             .writer
             .write_first(commit_of(Write::Admit), move |tx| {
-                Self::admit_in(tx, &admission, &message_json)
+                Self::admit_in(tx, &admission, &message_json, &line)
             })
             .await?;
         if let Some(head) = head {
