@@ -247,6 +247,30 @@ impl ListedConversation {
         }
     }
 
+    /// The row of a root session no conversation manages (a fork before its first message,
+    /// sessions an embedder wrote without the runtime): `instance_id` is `agent:id`, its
+    /// summary only its records' count; `None` for an instance id of another form.
+    pub fn unmanaged(
+        instance_id: &str,
+        created_at: u64,
+        updated_at: u64,
+        version: u64,
+    ) -> Option<Self> {
+        let (agent, id) = instance_id.split_once(':')?;
+        Some(Self {
+            key: ConversationKey::new(agent, id),
+            created_at,
+            last_activity: updated_at.max(created_at),
+            status: ListedStatus::Settled,
+            pending: 0,
+            summary: Summary {
+                messages: version,
+                sessions: 1,
+                ..Summary::default()
+            },
+        })
+    }
+
     /// Where the next page starts: after this row.
     pub fn cursor(&self) -> ListingCursor {
         ListingCursor {
@@ -363,6 +387,23 @@ impl ListingQuery {
             .iter()
             .all(|word| haystack.contains(word.as_str()))
     }
+}
+
+/// `managed` and `unmanaged` rows as one page: most recent first, at most `limit`.
+pub fn merge_page(
+    mut managed: Vec<ListedConversation>,
+    unmanaged: Vec<ListedConversation>,
+    limit: usize,
+) -> Vec<ListedConversation> {
+    if unmanaged.is_empty() {
+        return managed;
+    }
+    managed.extend(unmanaged);
+    managed.sort_by(|a, b| {
+        (b.last_activity, b.key.instance_id()).cmp(&(a.last_activity, a.key.instance_id()))
+    });
+    managed.truncate(limit.min(MAX_LISTING_LIMIT));
+    managed
 }
 
 /// The usage of a model turn (a failed one included) or an MCP server's sampling stored in

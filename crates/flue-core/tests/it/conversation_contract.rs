@@ -1351,4 +1351,29 @@ pub(crate) async fn listings_page_most_recent_first_with_the_summaries_writes_ke
     assert_eq!(search("invoice nowhere").await, Vec::<String>::new());
     let other = ListingQuery::new(10).with_agent(Some("other".into()));
     assert!(store.list_conversations(&other).await.unwrap().is_empty());
+
+    // A root session no conversation manages yet (a fork before its first message) is
+    // listed too, by its session's last write.
+    next_ms().await;
+    let forked = SessionKey::new("agent:forked", "default");
+    store.create(&forked).await.unwrap();
+    store
+        .append(&forked, 0, &[user_record("copied turn")])
+        .await
+        .unwrap();
+    let rows = store
+        .list_conversations(&ListingQuery::new(2))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&rows), ["forked", "conv-1"]);
+    assert_eq!(
+        (rows[0].status, rows[0].pending, rows[0].summary.messages),
+        (ListedStatus::Settled, 0, 1)
+    );
+    let rest = store
+        .list_conversations(&ListingQuery::new(10).with_before(Some(rows[0].cursor())))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&rest), ["conv-1", "conv-3", "conv-2"]);
+    assert_eq!(search("fork").await, ["forked"]);
 }

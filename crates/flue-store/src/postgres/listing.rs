@@ -6,7 +6,7 @@
 
 use deadpool_postgres::{GenericClient, Transaction};
 use flue_core::store::listing::{
-    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary,
+    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary, merge_page,
 };
 use flue_core::{ConversationKey, Result};
 use tokio_postgres::Row;
@@ -169,7 +169,9 @@ impl PostgresStore {
             .collect();
         let client = self.client().await?;
         let rows = query_all(&client, &sql, &params, "cannot list conversations").await?;
-        Ok(rows.iter().map(listed_from_row).collect())
+        let managed = rows.iter().map(listed_from_row).collect();
+        let unmanaged = unmanaged_page(&client, query).await?;
+        Ok(merge_page(managed, unmanaged, query.limit))
     }
 
     /// How many conversations the database holds.
@@ -177,6 +179,66 @@ impl PostgresStore {
         let client = self.client().await?;
         count_in(&client).await
     }
+}
+
+/// The root sessions no conversation row manages (see [`ListedConversation::unmanaged`]) that
+/// `query` admits, most recent first, at most a page.
+async fn unmanaged_page<C: GenericClient + Sync>(
+    client: &C,
+    query: &ListingQuery,
+) -> Result<Vec<ListedConversation>> {
+    let mut filters = String::new();
+    let mut values: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    if let Some(agent) = &query.agent {
+        values.push(Box::new(format!("{agent}:")));
+        filters.push_str(&format!(
+            " AND left(s.instance_id, length(${n})) = ${n}",
+            n = values.len()
+        ));
+    }
+    if let Some(before) = &query.before {
+        values.push(Box::new(int(before.last_activity)));
+        values.push(Box::new(before.instance_id.clone()));
+        filters.push_str(&format!(
+            " AND (GREATEST(s.updated_at, s.created_at), s.instance_id COLLATE \"C\") \
+             < (${}, ${} COLLATE \"C\")",
+            values.len() - 1,
+            values.len()
+        ));
+    }
+    for word in &query.words {
+        values.push(Box::new(word.clone()));
+        filters.push_str(&format!(
+            " AND strpos(lower(s.instance_id), ${}) > 0",
+            values.len()
+        ));
+    }
+    values.push(Box::new(int(query.limit.min(MAX_LISTING_LIMIT) as u64)));
+    let sql = format!(
+        "SELECT s.instance_id, s.created_at, s.updated_at, s.version FROM flue_sessions s
+         WHERE s.session = 'default' AND strpos(s.instance_id, ':') > 0
+             AND NOT EXISTS (SELECT 1 FROM flue_conversations c
+                 WHERE c.instance_id = s.instance_id){filters}
+         ORDER BY GREATEST(s.updated_at, s.created_at) DESC, s.instance_id COLLATE \"C\" DESC
+         LIMIT ${}",
+        values.len()
+    );
+    let params: Vec<&(dyn ToSql + Sync)> = values
+        .iter()
+        .map(|value| value.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let rows = query_all(client, &sql, &params, "cannot list sessions").await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            ListedConversation::unmanaged(
+                row.get::<_, &str>(0),
+                uint(row.get(1)),
+                uint(row.get(2)),
+                uint(row.get(3)),
+            )
+        })
+        .collect())
 }
 
 async fn count_in<C: GenericClient + Sync>(client: &C) -> Result<u64> {

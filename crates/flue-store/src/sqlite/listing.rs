@@ -6,7 +6,7 @@
 //! version gets its summaries computed from its rows once, in bulk, by the migration.
 
 use flue_core::store::listing::{
-    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary,
+    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary, merge_page,
 };
 use flue_core::{ConversationKey, Result};
 use rusqlite::types::Value;
@@ -218,20 +218,94 @@ impl SqliteStore {
             values.len()
         );
         let connection = self.reader();
-        connection
+        let managed = connection
             .prepare_cached(&sql)
             .and_then(|mut select| {
                 select
                     .query_map(params_from_iter(values), listed_from_row)?
                     .collect()
             })
-            .map_err(store_error("cannot list conversations"))
+            .map_err(store_error("cannot list conversations"))?;
+        let unmanaged = unmanaged_page(&connection, query)?;
+        Ok(merge_page(managed, unmanaged, query.limit))
     }
 
     /// How many conversations the store holds.
     pub(super) fn count(&self) -> Result<u64> {
         count_in(&self.reader())
     }
+}
+
+/// The root sessions no conversation row manages (see [`ListedConversation::unmanaged`]) that
+/// `query` admits, most recent first, at most a page: a scan of the `default` sessions,
+/// without reading their records.
+fn unmanaged_page(
+    connection: &Connection,
+    query: &ListingQuery,
+) -> Result<Vec<ListedConversation>> {
+    let mut filters = Vec::new();
+    let mut values: Vec<Value> = Vec::new();
+    if let Some(agent) = &query.agent {
+        values.push(Value::Text(format!("{agent}:")));
+        filters.push(format!(
+            "substr(s.instance_id, 1, length(?{n})) = ?{n}",
+            n = values.len()
+        ));
+    }
+    if let Some(before) = &query.before {
+        values.push(Value::Integer(
+            i64::try_from(before.last_activity).unwrap_or(i64::MAX),
+        ));
+        values.push(Value::Text(before.instance_id.clone()));
+        filters.push(format!(
+            "(MAX(s.updated_at, s.created_at), s.instance_id) < (?{}, ?{})",
+            values.len() - 1,
+            values.len()
+        ));
+    }
+    for word in &query.words {
+        values.push(Value::Text(word.clone()));
+        filters.push(format!(
+            "instr(lower(s.instance_id), ?{}) > 0",
+            values.len()
+        ));
+    }
+    values.push(Value::Integer(
+        i64::try_from(query.limit.min(MAX_LISTING_LIMIT)).unwrap_or(0),
+    ));
+    let sql = format!(
+        "SELECT s.instance_id, s.created_at, s.updated_at, s.version FROM sessions s
+         WHERE s.session = 'default' AND instr(s.instance_id, ':') > 0
+             AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.instance_id = s.instance_id)
+             {}
+         ORDER BY MAX(s.updated_at, s.created_at) DESC, s.instance_id DESC LIMIT ?{}",
+        filters
+            .iter()
+            .map(|filter| format!("AND {filter} "))
+            .collect::<String>(),
+        values.len()
+    );
+    let rows: Vec<(String, u64, u64, u64)> = connection
+        .prepare_cached(&sql)
+        .and_then(|mut select| {
+            select
+                .query_map(params_from_iter(values), |row| {
+                    Ok((
+                        row.get(0)?,
+                        get_u64(row, 1)?,
+                        get_u64(row, 2)?,
+                        get_u64(row, 3)?,
+                    ))
+                })?
+                .collect()
+        })
+        .map_err(store_error("cannot list sessions"))?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(instance_id, created_at, updated_at, version)| {
+            ListedConversation::unmanaged(&instance_id, created_at, updated_at, version)
+        })
+        .collect())
 }
 
 fn count_in(connection: &Connection) -> Result<u64> {

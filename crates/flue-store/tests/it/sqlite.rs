@@ -224,7 +224,7 @@ async fn a_version_7_database_gets_its_listing_summaries_from_its_rows() {
         .list_conversations(&ListingQuery::new(10))
         .await
         .unwrap();
-    let seen: Vec<(&str, ListedStatus, u64, u64, Option<f64>, Option<&str>)> = rows
+    let seen: Vec<_> = rows
         .iter()
         .map(|row| {
             (

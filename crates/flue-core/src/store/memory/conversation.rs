@@ -15,7 +15,7 @@ use flue_protocol::{
 use crate::error::Result;
 use crate::record::StoredRecord;
 use crate::store::listing::{
-    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary,
+    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary, merge_page,
 };
 use crate::store::rules::{
     self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
@@ -315,7 +315,7 @@ impl ConversationStore for MemoryStore {
         rows.sort_by(|a, b| {
             (b.last_activity, b.key.instance_id()).cmp(&(a.last_activity, a.key.instance_id()))
         });
-        Ok(rows
+        let managed: Vec<ListedConversation> = rows
             .into_iter()
             .take(query.limit.min(MAX_LISTING_LIMIT))
             .map(|conversation| {
@@ -334,7 +334,25 @@ impl ConversationStore for MemoryStore {
                     conversation.summary.clone(),
                 )
             })
-            .collect())
+            .collect();
+        // Lock order: the conversations lock (held), then the sessions lock.
+        let unmanaged: Vec<ListedConversation> = self
+            .sessions()
+            .iter()
+            .filter(|(key, _)| {
+                key.session == ROOT_SESSION && !all.conversations.contains_key(&key.instance_id)
+            })
+            .filter_map(|(key, session)| {
+                ListedConversation::unmanaged(
+                    &key.instance_id,
+                    session.created_at,
+                    session.updated_at,
+                    session.records.len() as u64,
+                )
+            })
+            .filter(|row| query.admits(&row.key, row.last_activity, &row.summary))
+            .collect();
+        Ok(merge_page(managed, unmanaged, query.limit))
     }
 
     async fn count_conversations(&self) -> Result<u64> {
