@@ -806,8 +806,10 @@ async fn admit_in(
         let now = int(now_ms());
         execute(
             tx,
-            "INSERT INTO flue_sessions (instance_id, session, version, created_at, updated_at)
-             VALUES ($1, $2, 0, $3, $3) ON CONFLICT DO NOTHING",
+            "INSERT INTO flue_sessions (instance_id, session, version, created_at, updated_at,
+                                        managed)
+             VALUES ($1, $2, 0, $3, $3, TRUE)
+             ON CONFLICT (instance_id, session) DO UPDATE SET managed = TRUE",
             &[&instance_id, &ROOT_SESSION, &now],
             "cannot create the root session",
         )

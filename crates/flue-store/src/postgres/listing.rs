@@ -26,6 +26,12 @@ pub(super) const MIGRATION: &str = "
         ON flue_conversations (last_activity, instance_id COLLATE \"C\");
     CREATE INDEX flue_conversations_by_agent_activity
         ON flue_conversations (agent, last_activity, instance_id COLLATE \"C\");
+    ALTER TABLE flue_sessions ADD COLUMN managed BOOLEAN;
+    UPDATE flue_sessions SET managed = TRUE WHERE session = 'default'
+        AND instance_id IN (SELECT instance_id FROM flue_conversations);
+    CREATE INDEX flue_sessions_unmanaged_roots
+        ON flue_sessions (updated_at, instance_id COLLATE \"C\")
+        WHERE session = 'default' AND managed IS NULL;
     UPDATE flue_conversations c SET last_activity = GREATEST(c.created_at, COALESCE(
         (SELECT s.at FROM flue_stream s WHERE s.instance_id = c.instance_id
          ORDER BY s.seq DESC LIMIT 1), 0));
@@ -182,7 +188,8 @@ impl PostgresStore {
 }
 
 /// The root sessions no conversation row manages (see [`ListedConversation::unmanaged`]) that
-/// `query` admits, most recent first, at most a page.
+/// `query` admits, most recent first, at most a page, from the index of the root sessions not
+/// marked `managed` (an admission that creates a conversation marks its root).
 async fn unmanaged_page<C: GenericClient + Sync>(
     client: &C,
     query: &ListingQuery,
@@ -200,7 +207,7 @@ async fn unmanaged_page<C: GenericClient + Sync>(
         values.push(Box::new(int(before.last_activity)));
         values.push(Box::new(before.instance_id.clone()));
         filters.push_str(&format!(
-            " AND (GREATEST(s.updated_at, s.created_at), s.instance_id COLLATE \"C\") \
+            " AND (s.updated_at, s.instance_id COLLATE \"C\") \
              < (${}, ${} COLLATE \"C\")",
             values.len() - 1,
             values.len()
@@ -216,10 +223,10 @@ async fn unmanaged_page<C: GenericClient + Sync>(
     values.push(Box::new(int(query.limit.min(MAX_LISTING_LIMIT) as u64)));
     let sql = format!(
         "SELECT s.instance_id, s.created_at, s.updated_at, s.version FROM flue_sessions s
-         WHERE s.session = 'default' AND strpos(s.instance_id, ':') > 0
+         WHERE s.session = 'default' AND s.managed IS NULL AND strpos(s.instance_id, ':') > 0
              AND NOT EXISTS (SELECT 1 FROM flue_conversations c
                  WHERE c.instance_id = s.instance_id){filters}
-         ORDER BY GREATEST(s.updated_at, s.created_at) DESC, s.instance_id COLLATE \"C\" DESC
+         ORDER BY s.updated_at DESC, s.instance_id COLLATE \"C\" DESC
          LIMIT ${}",
         values.len()
     );

@@ -202,8 +202,9 @@ impl SqliteStore {
             })
             .map_err(store_error("cannot create conversation"))?;
             tx.prepare_cached(
-                "INSERT INTO sessions (instance_id, session, version, created_at, updated_at)
-                 VALUES (?1, ?2, 0, ?3, ?3) ON CONFLICT DO NOTHING",
+                "INSERT INTO sessions (instance_id, session, version, created_at, updated_at,
+                                       managed)
+                 VALUES (?1, ?2, 0, ?3, ?3, 1) ON CONFLICT DO UPDATE SET managed = 1",
             )
             .and_then(|mut insert| insert.execute(params![instance_id, ROOT_SESSION, now]))
             .map_err(store_error("cannot create the root session"))?;

@@ -27,6 +27,11 @@ pub(super) const MIGRATION: &str = "
     CREATE INDEX conversations_by_agent_activity
         ON conversations (agent, last_activity, instance_id);
     CREATE VIRTUAL TABLE conversations_fts USING fts5 (text, tokenize = 'trigram');
+    ALTER TABLE sessions ADD COLUMN managed INTEGER;
+    UPDATE sessions SET managed = 1 WHERE session = 'default'
+        AND instance_id IN (SELECT instance_id FROM conversations);
+    CREATE INDEX sessions_unmanaged_roots ON sessions (updated_at, instance_id)
+        WHERE session = 'default' AND managed IS NULL;
     UPDATE conversations SET last_activity = MAX(created_at, COALESCE(
         (SELECT s.at FROM stream s WHERE s.instance_id = conversations.instance_id
          ORDER BY s.seq DESC LIMIT 1), 0));
@@ -237,8 +242,9 @@ impl SqliteStore {
 }
 
 /// The root sessions no conversation row manages (see [`ListedConversation::unmanaged`]) that
-/// `query` admits, most recent first, at most a page: a scan of the `default` sessions,
-/// without reading their records.
+/// `query` admits, most recent first, at most a page: read from the index of the root
+/// sessions not marked `managed` (an admission that creates a conversation marks its root),
+/// so it costs what those few hold, not the store.
 fn unmanaged_page(
     connection: &Connection,
     query: &ListingQuery,
@@ -258,7 +264,7 @@ fn unmanaged_page(
         ));
         values.push(Value::Text(before.instance_id.clone()));
         filters.push(format!(
-            "(MAX(s.updated_at, s.created_at), s.instance_id) < (?{}, ?{})",
+            "(s.updated_at, s.instance_id) < (?{}, ?{})",
             values.len() - 1,
             values.len()
         ));
@@ -275,10 +281,10 @@ fn unmanaged_page(
     ));
     let sql = format!(
         "SELECT s.instance_id, s.created_at, s.updated_at, s.version FROM sessions s
-         WHERE s.session = 'default' AND instr(s.instance_id, ':') > 0
+         WHERE s.session = 'default' AND s.managed IS NULL AND instr(s.instance_id, ':') > 0
              AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.instance_id = s.instance_id)
              {}
-         ORDER BY MAX(s.updated_at, s.created_at) DESC, s.instance_id DESC LIMIT ?{}",
+         ORDER BY s.updated_at DESC, s.instance_id DESC LIMIT ?{}",
         filters
             .iter()
             .map(|filter| format!("AND {filter} "))

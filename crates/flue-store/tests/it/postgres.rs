@@ -303,6 +303,7 @@ async fn a_version_1_database_keeps_its_submissions_with_no_trace_parent() {
          DROP TABLE flue_memory_notes; DROP TABLE flue_memory_subjects; \
          ALTER TABLE flue_conversations DROP COLUMN last_activity, DROP COLUMN summary, \
              DROP COLUMN search_text; \
+         ALTER TABLE flue_sessions DROP COLUMN managed; \
          DELETE FROM flue_schema_migrations WHERE version > 1",
     );
     let store = node(&url).await;

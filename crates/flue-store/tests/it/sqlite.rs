@@ -124,7 +124,9 @@ const UNDO_V8: &str = "DROP INDEX conversations_by_activity;
     DROP TABLE conversations_fts;
     ALTER TABLE conversations DROP COLUMN last_activity;
     ALTER TABLE conversations DROP COLUMN summary;
-    ALTER TABLE conversations DROP COLUMN search_rowid;";
+    ALTER TABLE conversations DROP COLUMN search_rowid;
+    DROP INDEX sessions_unmanaged_roots;
+    ALTER TABLE sessions DROP COLUMN managed;";
 
 /// A database as a version-7 flue left it (before listing summaries): migration v8 computes
 /// each conversation's summary from its rows, so it lists, pages and searches as a new one.
@@ -371,6 +373,8 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
          ALTER TABLE conversations DROP COLUMN last_activity;
          ALTER TABLE conversations DROP COLUMN summary;
          ALTER TABLE conversations DROP COLUMN search_rowid;
+         DROP INDEX sessions_unmanaged_roots;
+         ALTER TABLE sessions DROP COLUMN managed;
          DROP TABLE memory_notes_fts;
          DROP TABLE memory_notes;
          DROP TABLE memory_subjects;
