@@ -49,9 +49,29 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
     }
     print!("{}", output.stdout_text(&table(&listed)));
     if let Some(next) = next {
-        eprintln!("earlier conversations: flue session list --before {next}");
+        eprintln!("earlier conversations: {}", earlier_command(&args, &next));
     }
     Ok(Exit::Success)
+}
+
+/// The command that lists the page before this one: the same filters, `--before` its cursor.
+fn earlier_command(args: &ListArgs, next: &str) -> String {
+    let mut command = String::from("flue session list");
+    if let Some(agent) = &args.agent {
+        let _ = write!(command, " --agent {agent}");
+    }
+    if let Some(search) = args
+        .search
+        .as_deref()
+        .filter(|text| !text.trim().is_empty())
+    {
+        let _ = write!(command, " --search {search:?}");
+    }
+    if args.limit != 50 {
+        let _ = write!(command, " --limit {}", args.limit);
+    }
+    let _ = write!(command, " --before {next}");
+    command
 }
 
 /// One line per conversation under a header: id, agent, last activity, messages, tokens (input
