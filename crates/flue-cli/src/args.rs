@@ -651,6 +651,15 @@ pub(crate) struct ListArgs {
     /// Only this agent's conversations.
     #[arg(long)]
     pub(crate) agent: Option<String>,
+    /// Only conversations whose agent, id or first message contain every word of this text.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) search: Option<String>,
+    /// The most recently active conversations to show (at most 500).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub(crate) limit: u16,
+    /// Show the page before this one: the `next` cursor an earlier listing printed.
+    #[arg(long, value_name = "CURSOR")]
+    pub(crate) before: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,

@@ -63,9 +63,9 @@ pub(crate) async fn serve(args: McpServeArgs) -> anyhow::Result<Exit> {
     let grace = Duration::from_secs(args.grace);
     let served = match http {
         Some(http) => {
-            let listener = tokio::net::TcpListener::bind(SocketAddr::new(http.ip, args.port))
-                .await
-                .map_err(|err| cannot_bind(http.ip, args.port, &err))?;
+            let listener =
+                flue_server::bind(SocketAddr::new(http.ip, args.port), args.max_connections)
+                    .map_err(|err| cannot_bind(http.ip, args.port, &err))?;
             let addr = listener.local_addr()?;
             eprintln!("flue mcp serve: listening on http://{addr}{MCP_PATH}");
             let options = ServeOptions {

@@ -68,8 +68,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<Exit> {
         };
         router = flue_server::console_app(router, console);
     }
-    let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
-        .await
+    let listener = flue_server::bind(SocketAddr::new(ip, args.port), max_connections)
         .map_err(|err| cannot_bind(ip, args.port, &err))?;
     let addr = listener.local_addr()?;
     eprintln!("flue serve: listening on http://{addr}");

@@ -1,8 +1,10 @@
-//! `flue session list`: the workspace's conversations, least recently active first, so the
-//! one to continue is at the bottom, next to the prompt.
+//! `flue session list`: a page of the workspace's conversations (the `--limit` most recently
+//! active, or those before `--before`), printed least recently active first, so the one to
+//! continue is at the bottom, next to the prompt; the cursor of the page before it last.
 
 use std::fmt::Write as _;
 
+use flue_server::ConversationQuery;
 use serde_json::json;
 
 use crate::Exit;
@@ -15,18 +17,25 @@ use crate::workspace::{ConversationSummary, conversations, resolve_store_root};
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
     let root = resolve_store_root(args.root.as_deref())?;
     let output = Output::for_workspace(&root)?;
-    let mut listed = match open_inspected_store(&root, args.store.as_deref()).await? {
-        Some(store) => conversations(&*store).await?,
+    let query = ConversationQuery::new(
+        args.search.clone().filter(|text| !text.trim().is_empty()),
+        args.agent.clone(),
+        usize::from(args.limit),
+    )
+    .with_before(args.before.clone());
+    let (mut listed, next) = match open_inspected_store(&root, args.store.as_deref()).await? {
+        Some(store) => {
+            let page = conversations(&*store, &query).await?;
+            (page.conversations, page.next)
+        }
         // A workspace nothing ran in yet has no store: no conversations, not an error.
-        None => Vec::new(),
+        None => (Vec::new(), None),
     };
-    if let Some(agent) = &args.agent {
-        listed.retain(|summary| &summary.agent == agent);
-    }
+    listed.reverse();
     if args.json {
         println!(
             "{}",
-            output.json_pretty(&json!({ "conversations": listed }))?
+            output.json_pretty(&json!({ "conversations": listed, "next": next }))?
         );
         return Ok(Exit::Success);
     }
@@ -39,7 +48,30 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     print!("{}", output.stdout_text(&table(&listed)));
+    if let Some(next) = next {
+        eprintln!("earlier conversations: {}", earlier_command(&args, &next));
+    }
     Ok(Exit::Success)
+}
+
+/// The command that lists the page before this one: the same filters, `--before` its cursor.
+fn earlier_command(args: &ListArgs, next: &str) -> String {
+    let mut command = String::from("flue session list");
+    if let Some(agent) = &args.agent {
+        let _ = write!(command, " --agent {agent}");
+    }
+    if let Some(search) = args
+        .search
+        .as_deref()
+        .filter(|text| !text.trim().is_empty())
+    {
+        let _ = write!(command, " --search {search:?}");
+    }
+    if args.limit != 50 {
+        let _ = write!(command, " --limit {}", args.limit);
+    }
+    let _ = write!(command, " --before {next}");
+    command
 }
 
 /// One line per conversation under a header: id, agent, last activity, messages, tokens (input

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use flue_core::{FlueError, store::DynConversationStore};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
-use flue_server::ConversationIndex;
 pub(crate) use flue_server::ConversationSummary;
+use flue_server::{ConversationIndex, ConversationPage, ConversationQuery};
 
 /// The root given with `--root`, or the one found from the current directory, canonical
 /// (absolute, symlinks, `.` and `..` resolved: see [`canonical`]). A root that holds no
@@ -181,20 +181,22 @@ pub(crate) async fn instance_id(
     }
 }
 
-/// Every conversation of the store, least recently active first, with the schedule each
-/// came from (flue-server's listing, which `GET /_flue/dev/conversations` reads too).
+/// A page of the store's conversations as `query` asks, most recently active first, with the
+/// schedule each came from (flue-server's listing, which `GET /_flue/dev/conversations` reads
+/// too).
 pub(crate) async fn conversations(
     store: &dyn DynConversationStore,
-) -> Result<Vec<ConversationSummary>, FlueError> {
-    let mut listed = ConversationIndex::new().all(store).await?;
-    for summary in &mut listed {
+    query: &ConversationQuery,
+) -> Result<ConversationPage, FlueError> {
+    let mut page = ConversationIndex::new().search(store, query).await?;
+    for summary in &mut page.conversations {
         summary.origin = summary
             .first_key
             .as_deref()
             .and_then(flue_build::schedule_of_key)
             .map(|name| format!("{}{name}", flue_build::SCHEDULE_ORIGIN_PREFIX));
     }
-    Ok(listed)
+    Ok(page)
 }
 
 /// The id of agent `agent`'s most recently active conversation, if it has any.
@@ -202,9 +204,11 @@ pub(crate) async fn latest_conversation(
     store: &dyn DynConversationStore,
     agent: &str,
 ) -> Result<Option<String>, FlueError> {
-    Ok(conversations(store)
+    let query = ConversationQuery::new(None, Some(agent.to_owned()), 1);
+    Ok(conversations(store, &query)
         .await?
+        .conversations
         .into_iter()
-        .rfind(|summary| summary.agent == agent)
+        .next()
         .map(|summary| summary.id))
 }

@@ -450,6 +450,24 @@ async fn fill_settled(dir: &Path, n: u64) {
     }
     let db = rusqlite::Connection::open(dir.join("flue.db")).unwrap();
     let template = key.instance_id();
+    // Ids that stored JSON repeats (a stream batch names its submission, a settlement its
+    // submission, the creation its uid): each copy gets its own, inside the JSON too, so that
+    // every reference in a copy points at the copy's rows.
+    let mut inner_ids: Vec<String> = db
+        .prepare("SELECT submission_id FROM submissions WHERE instance_id = ?1")
+        .unwrap()
+        .query_map([&template], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    inner_ids.push(
+        db.query_row(
+            "SELECT uid FROM conversations WHERE instance_id = ?1",
+            [&template],
+            |row| row.get(0),
+        )
+        .unwrap(),
+    );
     let tables: Vec<String> = db
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
         .unwrap()
@@ -459,27 +477,36 @@ async fn fill_settled(dir: &Path, n: u64) {
         .unwrap();
     db.execute_batch("BEGIN").unwrap();
     for table in tables {
-        let columns: Vec<String> = db
-            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        let columns: Vec<(String, String)> = db
+            .prepare(&format!(
+                "SELECT name, type FROM pragma_table_info('{table}')"
+            ))
             .unwrap()
-            .query_map([], |row| row.get(0))
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        if !columns.iter().any(|column| column == "instance_id") {
+        if !columns.iter().any(|(column, _)| column == "instance_id") {
             continue;
         }
         // The copy's ids: instance `bench:c<k>`, conversation `c<k>`, fresh uid and
-        // submission ids; everything else as the template wrote it.
+        // submission ids (in their columns and inside the JSON of the text columns);
+        // everything else as the template wrote it.
         let values: Vec<String> = columns
             .iter()
-            .map(|column| match column.as_str() {
+            .map(|(column, kind)| match column.as_str() {
                 "instance_id" => "'bench:c' || k.n".to_owned(),
                 "id" if table == "conversations" => "'c' || k.n".to_owned(),
                 "uid" | "submission_id" => format!("{column} || '-' || k.n"),
+                other if kind.eq_ignore_ascii_case("TEXT") => {
+                    inner_ids.iter().fold(format!("t.{other}"), |inner, id| {
+                        format!("replace({inner}, '{id}', '{id}-' || k.n)")
+                    })
+                }
                 other => format!("t.{other}"),
             })
             .collect();
+        let columns: Vec<String> = columns.into_iter().map(|(column, _)| column).collect();
         db.execute(
             &format!(
                 "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < ?2)
@@ -491,6 +518,15 @@ async fn fill_settled(dir: &Path, n: u64) {
         )
         .unwrap();
     }
+    // A submission's message lives in a table keyed by the submission alone.
+    db.execute(
+        "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < ?2)
+         INSERT INTO submission_messages (submission_id, message)
+         SELECT m.submission_id || '-' || k.n, m.message FROM submission_messages m, k
+         WHERE m.submission_id IN (SELECT submission_id FROM submissions WHERE instance_id = ?1)",
+        rusqlite::params![template, i64::try_from(n).unwrap()],
+    )
+    .unwrap();
     db.execute_batch("COMMIT").unwrap();
 }
 

@@ -679,6 +679,8 @@ struct ListQuery {
     agent: Option<String>,
     /// The most rows (default 50, at most 500).
     limit: Option<usize>,
+    /// Only the rows after this cursor (an earlier answer's `next`).
+    before: Option<String>,
     /// The `stamp` of the answer the page has: wait (up to the long-poll timeout) for a
     /// different one.
     wait: Option<String>,
@@ -696,7 +698,8 @@ async fn conversations(
         query.q.filter(|q| !q.trim().is_empty()),
         query.agent.filter(|agent| !agent.is_empty()),
         query.limit.unwrap_or(DEFAULT_LIST_LIMIT),
-    );
+    )
+    .with_before(query.before.clone());
     let deadline = tokio::time::Instant::now() + LONG_POLL;
     loop {
         let page = match state.index.search(state.store().as_ref(), &search).await {

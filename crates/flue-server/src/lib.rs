@@ -71,7 +71,7 @@ pub use listing::{
 pub use mcp::{MAX_QUEUED_WRITES, MCP_PATH, McpAgents, McpServeError, McpSessionLimits};
 pub use prompts::{PromptRecorder, RECORDED_BYTES, RECORDED_CALLS};
 pub use router::{ROUTES, router};
-pub use serve::{ServeOptions, serve};
+pub use serve::{ServeOptions, bind, serve};
 pub use state::ServerConfig;
 pub use transcript::{Transcript, transcript_tree};
 

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,7 +33,7 @@ use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::rt::Write as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -61,6 +62,30 @@ impl Default for ServeOptions {
             guard: Some(RequestGuard::loopback()),
         }
     }
+}
+
+/// The smallest accept queue [`bind`] asks for (the kernel's default cap was 128 for years).
+const MIN_BACKLOG: u32 = 128;
+
+/// Binds a listener for [`serve`] whose accept queue holds `max_connections` connections
+/// (at least 128; the kernel caps it at `net.core.somaxconn`). `TcpListener::bind` asks for
+/// 128: a burst of clients larger than that has SYNs dropped, and each dropped one costs
+/// its client a one-second retransmit, while the slots could take them all.
+pub fn bind(addr: SocketAddr, max_connections: usize) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // What std and tokio's `TcpListener::bind` set on Unix: a restarted server binds its port
+    // again while the old connections linger in TIME_WAIT.
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    let backlog = u32::try_from(max_connections)
+        .unwrap_or(u32::MAX)
+        .clamp(MIN_BACKLOG, i32::MAX.unsigned_abs());
+    socket.listen(backlog)
 }
 
 /// Serves `router` on `listener` as `options` say until `shutdown` resolves; then closes idle

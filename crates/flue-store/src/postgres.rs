@@ -26,6 +26,7 @@
 mod audit;
 mod conversation;
 mod heads;
+mod listing;
 mod notes;
 mod tls;
 
@@ -165,6 +166,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         bound_at BIGINT NOT NULL
     );
     CREATE INDEX flue_memory_subjects_by_subject ON flue_memory_subjects (subject);",
+    ),
+    (
+        "conversations: last activity, summary and search text for listings (computed)",
+        listing::MIGRATION,
     ),
 ];
 

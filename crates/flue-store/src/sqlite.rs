@@ -20,7 +20,8 @@
 //! in `sqlite/audit.rs`; conversations, their streams and submissions
 //! ([`ConversationStore`](flue_core::store::ConversationStore), migration v3) in
 //! `sqlite/conversation.rs`; memory notes ([`NoteStore`](flue_core::store::NoteStore), migration
-//! v7, searched with FTS5) in `sqlite/notes.rs`.
+//! v7, searched with FTS5) in `sqlite/notes.rs`; conversation listings (summaries kept by
+//! each write, migration v8) in `sqlite/listing.rs`.
 //! A file store keeps a second connection for reads (session loads and lists, streams,
 //! submissions), so readers (an HTTP server's) never queue behind this process's writers.
 //!
@@ -32,6 +33,7 @@
 
 mod audit;
 mod conversation;
+mod listing;
 mod notes;
 mod tokens;
 mod writer;
@@ -216,6 +218,9 @@ const MIGRATIONS: &[&str] = &[
         bound_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX memory_subjects_by_subject ON memory_subjects (subject);",
+    // v8: each conversation's last write and summary, for listings a page at a time, and
+    // its search index (sqlite/listing.rs); the summaries are computed from the rows.
+    listing::MIGRATION,
 ];
 
 impl SqliteStore {

@@ -86,8 +86,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<Exit> {
         .await
         .context("cannot start the submission runtime")?;
     let app = Arc::new(app);
-    let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
-        .await
+    let listener = flue_server::bind(SocketAddr::new(ip, args.port), args.max_connections)
         .map_err(|err| crate::serve::cannot_bind(ip, args.port, &err))?;
     let addr = listener.local_addr()?;
     eprintln!(

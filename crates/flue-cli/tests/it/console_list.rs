@@ -506,13 +506,15 @@ fn ten_thousand_conversations_list_fast_and_small() {
     assert_eq!(warm["conversations"], cold["conversations"]);
     let searched = timed(
         "search topic-42",
-        "/_flue/dev/conversations?q=topic-42&limit=50",
+        "/_flue/dev/conversations?q=topic-42&limit=200",
     );
-    // n % 97 == 42 for 103 of the 10,000.
+    // n % 97 == 42 for 103 of the 10,000: all on one page.
     assert_eq!(searched["matched"], 103);
+    assert_eq!(searched["conversations"].as_array().unwrap().len(), 103);
+    assert!(searched.get("next").is_none());
     let again = timed(
         "search topic-43",
-        "/_flue/dev/conversations?q=topic-43&limit=50",
+        "/_flue/dev/conversations?q=topic-43&limit=200",
     );
     assert_eq!(again["matched"], 103);
     let capped = timed("limit 100000", "/_flue/dev/conversations?limit=100000");

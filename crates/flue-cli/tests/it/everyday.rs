@@ -197,6 +197,24 @@ fn conversations_are_listed_and_the_latest_is_continued_without_its_id() {
             json!(["third", "other", 4, 0]),
         ]
     );
+    // A page of the two most recent, then the page before it through the printed cursor.
+    let page = json(&ws.flue(&["session", "list", "--limit", "2", "--json"]));
+    let ids: Vec<&str> = page["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["second", "third"]);
+    let next = page["next"].as_str().unwrap();
+    let before = json(&ws.flue(&[
+        "session", "list", "--limit", "2", "--before", next, "--json",
+    ]));
+    assert_eq!(before["conversations"][0]["id"], "first");
+    assert_eq!(before["next"], Value::Null);
+    let searched = json(&ws.flue(&["session", "list", "--search", "THIR", "--json"]));
+    assert_eq!(searched["conversations"][0]["id"], "third");
+    assert_eq!(searched["conversations"].as_array().unwrap().len(), 1);
     let text = stdout(&ws.flue(&["session", "list", "--agent", "echo"]));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 
 use crate::error::Result;
 use crate::record::StoredRecord;
+use crate::store::listing::{ListedConversation, ListingQuery};
 use crate::store::{DynSessionStore, SessionKey, SessionStore};
 use crate::util::BoxFuture;
 
@@ -227,6 +228,17 @@ pub trait ConversationStore: SessionStore {
     /// `flue session list` shows.
     fn all_conversations(&self) -> impl Future<Output = Result<Vec<ConversationInfo>>> + Send;
 
+    /// A page of conversations, most recently active first (by last write, then instance id),
+    /// as `query` asks, with the summary each write kept up to date: what listings show
+    /// (`flue session list`, the console). Costs the page, not the store.
+    fn list_conversations(
+        &self,
+        query: &ListingQuery,
+    ) -> impl Future<Output = Result<Vec<ListedConversation>>> + Send;
+
+    /// How many conversations the store holds.
+    fn count_conversations(&self) -> impl Future<Output = Result<u64>> + Send;
+
     /// The conversations with unsettled submissions that `owner_id` could take now, oldest
     /// first: for the periodic recovery scan, which runs often on a shared database.
     ///
@@ -398,6 +410,13 @@ pub trait DynConversationStore: DynSessionStore {
     fn pending_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
     /// See [`ConversationStore::all_conversations`].
     fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>>;
+    /// See [`ConversationStore::list_conversations`].
+    fn list_conversations<'a>(
+        &'a self,
+        query: &'a ListingQuery,
+    ) -> BoxFuture<'a, Result<Vec<ListedConversation>>>;
+    /// See [`ConversationStore::count_conversations`].
+    fn count_conversations(&self) -> BoxFuture<'_, Result<u64>>;
     /// See [`ConversationStore::orphaned_conversations`].
     fn orphaned_conversations<'a>(
         &'a self,
@@ -494,6 +513,17 @@ impl<T: ConversationStore> DynConversationStore for T {
 
     fn all_conversations(&self) -> BoxFuture<'_, Result<Vec<ConversationInfo>>> {
         Box::pin(ConversationStore::all_conversations(self))
+    }
+
+    fn list_conversations<'a>(
+        &'a self,
+        query: &'a ListingQuery,
+    ) -> BoxFuture<'a, Result<Vec<ListedConversation>>> {
+        Box::pin(ConversationStore::list_conversations(self, query))
+    }
+
+    fn count_conversations(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(ConversationStore::count_conversations(self))
     }
 
     fn orphaned_conversations<'a>(

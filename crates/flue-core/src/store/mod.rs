@@ -20,6 +20,7 @@
 
 mod audit;
 mod conversation;
+pub mod listing;
 mod memory;
 mod notes;
 pub mod rules;

@@ -41,6 +41,7 @@ macro_rules! conversation_contract {
                 deleting_is_refused_while_work_is_unsettled_then_removes_every_session,
                 a_dispatchs_budget_is_stored_with_its_submission,
                 conversation_state_is_seeded_changed_by_tools_and_read_back,
+                listings_page_most_recent_first_with_the_summaries_writes_keep,
             );
         }
     };
@@ -1202,4 +1203,177 @@ pub(crate) async fn conversation_state_is_seeded_changed_by_tools_and_read_back(
     assert_ne!(keys[0], keys[1]);
     assert_eq!(refusals, [Some("state_too_large".to_owned())]);
     other.shutdown().await.unwrap();
+}
+
+/// Waits for the clock to reach the next millisecond, so that what is written next is
+/// strictly more recent than what was written before.
+async fn next_ms() {
+    let now = now_ms();
+    while now_ms() == now {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn listed_ids(rows: &[flue_core::store::listing::ListedConversation]) -> Vec<String> {
+    rows.iter().map(|row| row.key.id.clone()).collect()
+}
+
+pub(crate) async fn listings_page_most_recent_first_with_the_summaries_writes_keep(
+    store: Arc<dyn DynConversationStore>,
+) {
+    use flue_core::store::listing::{ListedStatus, ListingQuery};
+    use flue_core::{AssistantContent, AssistantMessage, ModelRef, StopReason, Usage};
+
+    let texts = [
+        ("conv-1", "Plan the invoice export"),
+        ("conv-2", "hello there"),
+        ("conv-3", "Review the  invoice totals"),
+    ];
+    let mut submissions = Vec::new();
+    for (id, text) in texts {
+        next_ms().await;
+        let receipt = store
+            .admit(&Admission {
+                key: ConversationKey::new("agent", id),
+                ..admission(text, DispatchOptions::default())
+            })
+            .await
+            .unwrap();
+        submissions.push(receipt.submission_id);
+    }
+    // conv-1 runs a turn and fails: its summary follows the writes.
+    next_ms().await;
+    let owner = store.register_owner().await.unwrap();
+    let fence = owned(store.as_ref(), owner.owner_id()).await;
+    store
+        .claim_next(&fence, &DurabilityConfig::default())
+        .await
+        .unwrap();
+    let reply = StoredRecord::new(
+        Record::Assistant(AssistantMessage {
+            content: vec![AssistantContent::Text {
+                text: "Done:   exported".into(),
+            }],
+            model: ModelRef {
+                provider: "scripted".into(),
+                id: "m".into(),
+            },
+            usage: Usage {
+                input_tokens: 100,
+                output_tokens: 7,
+                cost_usd: Some(0.25),
+                ..Usage::default()
+            },
+            stop_reason: StopReason::EndTurn,
+        }),
+        now_ms(),
+    );
+    store
+        .append_fenced(FencedAppend {
+            fence: &fence,
+            submission_id: Some(&submissions[0]),
+            applies_input: true,
+            resumes_waiting: false,
+            session: &SessionKey::new(key().instance_id(), "default"),
+            expected_version: 0,
+            records: &[user_record("Plan the invoice export"), reply],
+        })
+        .await
+        .unwrap();
+    assert!(
+        store
+            .settle(&fence, &settlement(&submissions[0], Outcome::Failed))
+            .await
+            .unwrap()
+    );
+
+    let rows = store
+        .list_conversations(&ListingQuery::new(10))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&rows), ["conv-1", "conv-3", "conv-2"]);
+    let first = &rows[0];
+    assert_eq!(
+        (first.status, first.pending, first.summary.messages),
+        (ListedStatus::Failed, 0, 2)
+    );
+    assert_eq!(
+        (
+            first.summary.usage.input_tokens,
+            first.summary.usage.output_tokens,
+            first.summary.usage.cost_usd,
+            first.summary.model_turns
+        ),
+        (100, 7, Some(0.25), 1)
+    );
+    assert_eq!(
+        (
+            first.summary.first_message.as_deref(),
+            first.summary.last_message.as_deref()
+        ),
+        (Some("Plan the invoice export"), Some("Done: exported"))
+    );
+    assert!(first.last_activity >= rows[1].last_activity);
+    assert_eq!(
+        (rows[1].status, rows[1].pending),
+        (ListedStatus::Running, 1)
+    );
+    assert_eq!(
+        rows[1].summary.first_message.as_deref(),
+        Some("Review the invoice totals")
+    );
+    assert_eq!(store.count_conversations().await.unwrap(), 3);
+
+    // A page, then the page after it from its last row's cursor.
+    let page = store
+        .list_conversations(&ListingQuery::new(2))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&page), ["conv-1", "conv-3"]);
+    let rest = store
+        .list_conversations(&ListingQuery::new(2).with_before(Some(page[1].cursor())))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&rest), ["conv-2"]);
+
+    // Searches: every word, case-insensitive, in the agent, id or first message.
+    let search = |text: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            let query = ListingQuery::new(10).with_text(Some(text));
+            listed_ids(&store.list_conversations(&query).await.unwrap())
+        }
+    };
+    assert_eq!(search("INVOICE").await, ["conv-1", "conv-3"]);
+    assert_eq!(search("invoice review").await, ["conv-3"]);
+    assert_eq!(search("v-2").await, ["conv-2"]);
+    assert_eq!(search("2").await, ["conv-2"]);
+    assert_eq!(search("invoice nowhere").await, Vec::<String>::new());
+    let other = ListingQuery::new(10).with_agent(Some("other".into()));
+    assert!(store.list_conversations(&other).await.unwrap().is_empty());
+
+    // A root session no conversation manages yet (a fork before its first message) is
+    // listed too, by its session's last write.
+    next_ms().await;
+    let forked = SessionKey::new("agent:forked", "default");
+    store.create(&forked).await.unwrap();
+    store
+        .append(&forked, 0, &[user_record("copied turn")])
+        .await
+        .unwrap();
+    let rows = store
+        .list_conversations(&ListingQuery::new(2))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&rows), ["forked", "conv-1"]);
+    assert_eq!(
+        (rows[0].status, rows[0].pending, rows[0].summary.messages),
+        (ListedStatus::Settled, 0, 1)
+    );
+    let rest = store
+        .list_conversations(&ListingQuery::new(10).with_before(Some(rows[0].cursor())))
+        .await
+        .unwrap();
+    assert_eq!(listed_ids(&rest), ["conv-1", "conv-3", "conv-2"]);
+    assert_eq!(search("fork").await, ["forked"]);
 }

@@ -164,8 +164,24 @@ async fn search_matches_every_word_in_agent_id_or_first_message_and_is_bounded()
     let page = index.search(store, &query("", None, 5)).await.unwrap();
     assert_eq!(
         (page.conversations.len(), page.matched, page.total),
-        (5, 30, 30)
+        (5, 5, 30)
     );
+    // Page after page through the cursors: every conversation once, most recent first.
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = index
+            .search(store, &query("", None, 7).with_before(before.take()))
+            .await
+            .unwrap();
+        seen.extend(page.conversations.iter().map(|row| row.id.clone()));
+        match page.next {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..30).rev().map(|n| format!("c{n}")).collect();
+    assert_eq!(seen, expected);
     let page = index
         .search(store, &query("", None, 100_000))
         .await

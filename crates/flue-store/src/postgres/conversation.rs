@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Transaction};
+use flue_core::store::listing::{Appended, ListedConversation, ListingQuery, Summary};
 use flue_core::store::rules::{
     self, AdmissionCheck, BatchContent, Commit, EarlierSubmission, FoundConversation, Ownership,
     ROOT_SESSION, SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
@@ -34,6 +35,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 
 use super::heads::payload;
+use super::listing;
 use super::{
     LOCK_NAMESPACE, NOTIFY_CHANNEL, PostgresStore, execute, insert_records, int, pg_error,
     query_all, query_one, query_opt, read_record_range, uint,
@@ -189,6 +191,14 @@ impl ConversationStore for PostgresStore {
 
     async fn conversations_with_id(&self, id: &str) -> Result<Vec<ConversationInfo>> {
         self.conversations_where("c.id = $1", Some(id)).await
+    }
+
+    async fn list_conversations(&self, query: &ListingQuery) -> Result<Vec<ListedConversation>> {
+        self.list_page(query).await
+    }
+
+    async fn count_conversations(&self) -> Result<u64> {
+        self.count().await
     }
 
     async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
@@ -644,6 +654,12 @@ impl ConversationStore for PostgresStore {
             return Ok(version);
         }
         let head = next_seq(&tx, &instance_id).await?;
+        let appended = Appended::of(
+            &append.session.session,
+            append.expected_version,
+            append.records,
+        );
+        listing::update(&tx, &instance_id, |summary| summary.apply(&appended)).await?;
         execute(
             &tx,
             "INSERT INTO flue_stream (instance_id, seq, at, submission_id, session, first_idx,
@@ -742,8 +758,9 @@ async fn admit_in(
         let inserted = execute(
             tx,
             "INSERT INTO flue_conversations
-             (instance_id, agent, id, uid, head, created_at, owner, epoch, next_position)
-             VALUES ($1, $2, $3, $4, 0, $5, NULL, 0, 1) ON CONFLICT DO NOTHING",
+             (instance_id, agent, id, uid, head, created_at, owner, epoch, next_position,
+              last_activity)
+             VALUES ($1, $2, $3, $4, 0, $5, NULL, 0, 1, $5) ON CONFLICT DO NOTHING",
             &[&instance_id, &key.agent, &key.id, &admission.new_uid, &now],
             "cannot create conversation",
         )
@@ -789,13 +806,25 @@ async fn admit_in(
         let now = int(now_ms());
         execute(
             tx,
-            "INSERT INTO flue_sessions (instance_id, session, version, created_at, updated_at)
-             VALUES ($1, $2, 0, $3, $3) ON CONFLICT DO NOTHING",
+            "INSERT INTO flue_sessions (instance_id, session, version, created_at, updated_at,
+                                        managed)
+             VALUES ($1, $2, 0, $3, $3, TRUE)
+             ON CONFLICT (instance_id, session) DO UPDATE SET managed = TRUE",
             &[&instance_id, &ROOT_SESSION, &now],
             "cannot create the root session",
         )
         .await?;
         push_batch(tx, &instance_id, None, &created).await?;
+        let summary = Summary::created(
+            &admission.message,
+            admission.options.idempotency_key.as_deref(),
+        );
+        listing::created(tx, key, &summary).await?;
+    } else {
+        listing::update(tx, &instance_id, |summary| {
+            summary.admitted(&admission.message);
+        })
+        .await?;
     }
     let offset = push_batch(
         tx,
@@ -937,8 +966,10 @@ async fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
     Ok(Offset(uint(
         query_one(
             tx,
-            "UPDATE flue_conversations SET head = head + 1 WHERE instance_id = $1 RETURNING head",
-            &[&instance_id],
+            "UPDATE flue_conversations SET head = head + 1,
+                last_activity = GREATEST(last_activity, $2)
+             WHERE instance_id = $1 RETURNING head",
+            &[&instance_id, &int(now_ms())],
             "cannot advance the stream head",
         )
         .await?
@@ -1021,6 +1052,7 @@ async fn settle_in(
     if changed == 0 {
         return Ok(None);
     }
+    listing::update(tx, instance_id, |summary| summary.settled(settlement)).await?;
     push_batch(
         tx,
         instance_id,

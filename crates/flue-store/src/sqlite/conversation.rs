@@ -27,6 +27,9 @@ use flue_protocol::{
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
 
+use flue_core::store::listing::{
+    Appended, ListedConversation, ListingQuery, Summary, message_line,
+};
 use flue_core::store::rules::{
     self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership,
     ROOT_SESSION, SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
@@ -40,7 +43,7 @@ use flue_core::{
     util::{new_ulid, now_ms},
 };
 
-use super::{SqliteStore, get_u64, insert_records, read_record_range, store_error};
+use super::{SqliteStore, get_u64, insert_records, listing, read_record_range, store_error};
 
 /// A submission's message: in `submission_messages` (written once at admission), or in the
 /// submission row itself when an older flue admitted it.
@@ -134,6 +137,7 @@ impl SqliteStore {
         tx: &Transaction<'_>,
         admission: &Admission,
         message_json: &str,
+        line: &str,
     ) -> Result<(DispatchReceipt, Option<Offset>)> {
         let key = &admission.key;
         let instance_id = key.instance_id();
@@ -184,8 +188,8 @@ impl SqliteStore {
             tx.prepare_cached(
                 "INSERT INTO conversations
                  (instance_id, agent, id, uid, head, created_at, owner, epoch, lease_until,
-                  next_position)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, 0, 0, 1)",
+                  next_position, last_activity)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, 0, 0, 1, ?5)",
             )
             .and_then(|mut insert| {
                 insert.execute(params![
@@ -198,12 +202,25 @@ impl SqliteStore {
             })
             .map_err(store_error("cannot create conversation"))?;
             tx.prepare_cached(
-                "INSERT INTO sessions (instance_id, session, version, created_at, updated_at)
-                 VALUES (?1, ?2, 0, ?3, ?3) ON CONFLICT DO NOTHING",
+                "INSERT INTO sessions (instance_id, session, version, created_at, updated_at,
+                                       managed)
+                 VALUES (?1, ?2, 0, ?3, ?3, 1) ON CONFLICT DO UPDATE SET managed = 1",
             )
             .and_then(|mut insert| insert.execute(params![instance_id, ROOT_SESSION, now]))
             .map_err(store_error("cannot create the root session"))?;
             push_batch(tx, &instance_id, None, &created)?;
+            listing::created(
+                tx,
+                key,
+                &Summary::created_line(
+                    line.to_owned(),
+                    admission.options.idempotency_key.as_deref(),
+                ),
+            )?;
+        } else {
+            listing::update(tx, &instance_id, |summary| {
+                summary.admitted_line(line.to_owned());
+            })?;
         }
         let offset = push_batch(
             tx,
@@ -472,6 +489,7 @@ impl SqliteStore {
             return Ok((version, None));
         }
         let head = next_seq(tx, &instance_id)?;
+        listing::update(tx, &instance_id, |summary| summary.apply(&append.appended))?;
         tx.prepare_cached(
             "INSERT INTO stream (instance_id, seq, at, submission_id, session, first_idx,
                                  n_records, body)
@@ -518,6 +536,7 @@ impl ConversationStore for SqliteStore {
     async fn admit(&self, admission: &Admission) -> Result<DispatchReceipt> {
         let instance_id = admission.key.instance_id();
         let message_json = rules::message_json(admission)?;
+        let line = message_line(&admission.message);
         // The writer thread needs its own admission. The message goes there as its JSON
         // alone: the rules read an admission's message only through `message_json`, so the
         // copy leaves it out rather than holding a second copy of a large message.
@@ -532,7 +551,7 @@ impl ConversationStore for SqliteStore {
         let (receipt, head) = self
             .writer
             .write_first(commit_of(Write::Admit), move |tx| {
-                Self::admit_in(tx, &admission, &message_json)
+                Self::admit_in(tx, &admission, &message_json, &line)
             })
             .await?;
         if let Some(head) = head {
@@ -557,6 +576,14 @@ impl ConversationStore for SqliteStore {
 
     async fn conversations_with_id(&self, id: &str) -> Result<Vec<ConversationInfo>> {
         self.conversations_where("c.id = ?1", Some(id))
+    }
+
+    async fn list_conversations(&self, query: &ListingQuery) -> Result<Vec<ListedConversation>> {
+        self.list_page(query)
+    }
+
+    async fn count_conversations(&self) -> Result<u64> {
+        self.count()
     }
 
     async fn all_conversations(&self) -> Result<Vec<ConversationInfo>> {
@@ -917,6 +944,11 @@ impl ConversationStore for SqliteStore {
             submission_id: append.submission_id.map(str::to_owned),
             applies_input: append.applies_input,
             resumes_waiting: append.resumes_waiting,
+            appended: Appended::of(
+                &append.session.session,
+                append.expected_version,
+                append.records,
+            ),
         };
         let (version, head) = self
             .writer
@@ -937,6 +969,8 @@ struct OwnedAppend {
     submission_id: Option<String>,
     applies_input: bool,
     resumes_waiting: bool,
+    /// What the append changes in the conversation's summary.
+    appended: Appended,
 }
 
 /// The delete rule for the sessions of `instance_id` ([`rules::check_delete`]), read in the
@@ -969,6 +1003,7 @@ pub(crate) fn check_delete(connection: &Connection, instance_id: &str) -> Result
 /// there.
 fn delete_conversation_in(tx: &Transaction<'_>, instance_id: &str) -> Result<bool> {
     check_delete(tx, instance_id)?;
+    listing::deleted(tx, instance_id)?;
     let sessions = tx
         .prepare_cached("DELETE FROM sessions WHERE instance_id = ?1")
         .and_then(|mut delete| delete.execute(params![instance_id]))
@@ -1127,9 +1162,12 @@ fn read_message(
 /// Takes the conversation's next sequence number.
 fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
     tx.prepare_cached(
-        "UPDATE conversations SET head = head + 1 WHERE instance_id = ?1 RETURNING head",
+        "UPDATE conversations SET head = head + 1, last_activity = MAX(last_activity, ?2)
+         WHERE instance_id = ?1 RETURNING head",
     )
-    .and_then(|mut update| update.query_row(params![instance_id], |row| get_u64(row, 0)))
+    .and_then(|mut update| {
+        update.query_row(params![instance_id, sat(now_ms())], |row| get_u64(row, 0))
+    })
     .map(Offset)
     .map_err(store_error("cannot advance the stream head"))
 }
@@ -1178,6 +1216,7 @@ fn settle_in(
     if changed == 0 {
         return Ok(None);
     }
+    listing::update(tx, instance_id, |summary| summary.settled(settlement))?;
     push_batch(
         tx,
         instance_id,

@@ -301,6 +301,9 @@ async fn a_version_1_database_keeps_its_submissions_with_no_trace_parent() {
         &url,
         "ALTER TABLE flue_submissions DROP COLUMN trace_parent; \
          DROP TABLE flue_memory_notes; DROP TABLE flue_memory_subjects; \
+         ALTER TABLE flue_conversations DROP COLUMN last_activity, DROP COLUMN summary, \
+             DROP COLUMN search_text; \
+         ALTER TABLE flue_sessions DROP COLUMN managed; \
          DELETE FROM flue_schema_migrations WHERE version > 1",
     );
     let store = node(&url).await;
@@ -314,6 +317,21 @@ async fn a_version_1_database_keeps_its_submissions_with_no_trace_parent() {
         .map(|info| (info.message, info.trace_parent))
         .collect();
     assert_eq!(stored, vec![(DeliveredMessage::user("from before"), None)]);
+    // Migration 4 summarized it from its rows: listed, with its message, and found by it.
+    let query = flue_core::store::listing::ListingQuery::new(10).with_text(Some("BEFORE"));
+    let listed = store.list_conversations(&query).await.unwrap();
+    let seen: Vec<(&str, u64, Option<&str>)> = listed
+        .iter()
+        .map(|row| {
+            (
+                row.key.id.as_str(),
+                row.pending,
+                row.summary.first_message.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, vec![("old", 1, Some("from before"))]);
+    assert!(listed[0].last_activity > 0);
 }
 
 #[tokio::test]

@@ -118,6 +118,170 @@ async fn sqlite_two_stores_on_one_file_never_interleave() {
     }
 }
 
+/// What migration v8 added (listings), dropped to bring a database back to version 7.
+const UNDO_V8: &str = "DROP INDEX conversations_by_activity;
+    DROP INDEX conversations_by_agent_activity;
+    DROP TABLE conversations_fts;
+    ALTER TABLE conversations DROP COLUMN last_activity;
+    ALTER TABLE conversations DROP COLUMN summary;
+    ALTER TABLE conversations DROP COLUMN search_rowid;
+    DROP INDEX sessions_unmanaged_roots;
+    ALTER TABLE sessions DROP COLUMN managed;";
+
+/// A database as a version-7 flue left it (before listing summaries): migration v8 computes
+/// each conversation's summary from its rows, so it lists, pages and searches as a new one.
+#[tokio::test]
+async fn a_version_7_database_gets_its_listing_summaries_from_its_rows() {
+    use flue_core::store::listing::{ListedStatus, ListingQuery};
+    use flue_core::store::{Acquire, Admission, ConversationStore, FencedAppend, SessionKey};
+    use flue_core::{
+        AssistantContent, AssistantMessage, ConversationKey, DeliveredMessage, DispatchOptions,
+        DurabilityConfig, ModelRef, Outcome, Record, Settlement, StopReason, StoredRecord, Usage,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flue.db");
+    let admission = |id: &str, text: &str| Admission {
+        key: ConversationKey::new("agent", id),
+        submission_id: flue_core::util::new_ulid(),
+        new_uid: flue_core::util::new_ulid(),
+        message: DeliveredMessage::user(text),
+        accepted_at: now_ms(),
+        options: DispatchOptions::default(),
+    };
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        let receipt = store
+            .admit(&admission("old", "Plan the invoice export"))
+            .await
+            .unwrap();
+        let owner = store.register_owner().await.unwrap();
+        let key = ConversationKey::new("agent", "old");
+        let Acquire::Owned(fence) = store
+            .acquire(&key, owner.owner_id(), std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+        else {
+            panic!("not owned");
+        };
+        store
+            .claim_next(&fence, &DurabilityConfig::default())
+            .await
+            .unwrap();
+        let reply = Record::Assistant(AssistantMessage {
+            content: vec![AssistantContent::Text { text: "ok".into() }],
+            model: ModelRef {
+                provider: "p".into(),
+                id: "m".into(),
+            },
+            usage: Usage {
+                input_tokens: 11,
+                output_tokens: 5,
+                cost_usd: Some(0.5),
+                ..Usage::default()
+            },
+            stop_reason: StopReason::EndTurn,
+        });
+        store
+            .append_fenced(FencedAppend {
+                fence: &fence,
+                submission_id: Some(&receipt.submission_id),
+                applies_input: true,
+                resumes_waiting: false,
+                session: &SessionKey::new(key.instance_id(), "default"),
+                expected_version: 0,
+                records: &[
+                    user("Plan the invoice export"),
+                    StoredRecord::new(reply, now_ms()),
+                ],
+            })
+            .await
+            .unwrap();
+        let settlement = Settlement {
+            submission_id: receipt.submission_id,
+            outcome: Outcome::Failed,
+            text: None,
+            data: None,
+            error: None,
+            attempts: 1,
+            settled_at: now_ms(),
+        };
+        assert!(store.settle(&fence, &settlement).await.unwrap());
+        let next = now_ms();
+        while now_ms() == next {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        store
+            .admit(&admission("later", "hello there"))
+            .await
+            .unwrap();
+    }
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(&format!("{UNDO_V8} PRAGMA user_version = 7;"))
+        .unwrap();
+    drop(raw);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let rows = store
+        .list_conversations(&ListingQuery::new(10))
+        .await
+        .unwrap();
+    let seen: Vec<_> = rows
+        .iter()
+        .map(|row| {
+            (
+                row.key.id.as_str(),
+                row.status,
+                row.summary.messages,
+                row.summary.usage.input_tokens,
+                row.summary.usage.cost_usd,
+                row.summary.first_message.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "later",
+                ListedStatus::Running,
+                0,
+                0,
+                None,
+                Some("hello there")
+            ),
+            (
+                "old",
+                ListedStatus::Failed,
+                2,
+                11,
+                Some(0.5),
+                Some("Plan the invoice export")
+            ),
+        ]
+    );
+    assert!(rows[0].last_activity > rows[1].last_activity && rows[1].last_activity > 0);
+    let found = store
+        .list_conversations(&ListingQuery::new(10).with_text(Some("INVOICE")))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].key.id, "old");
+    // Written after the migration, it is summarized by the write.
+    store.admit(&admission("old", "and now?")).await.unwrap();
+    let rows = store
+        .list_conversations(&ListingQuery::new(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            rows[0].key.id.as_str(),
+            rows[0].summary.last_message.as_deref()
+        ),
+        ("old", Some("and now?"))
+    );
+}
+
 #[tokio::test]
 async fn sqlite_migration_sets_user_version_and_wal() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,11 +306,17 @@ async fn sqlite_migration_sets_user_version_and_wal() {
     assert_eq!(
         (user_version, journal_mode.as_str(), tables),
         (
-            7,
+            8,
             "wal",
             [
                 "audit",
                 "conversations",
+                "conversations_fts",
+                "conversations_fts_config",
+                "conversations_fts_content",
+                "conversations_fts_data",
+                "conversations_fts_docsize",
+                "conversations_fts_idx",
                 "memory_notes",
                 "memory_notes_fts",
                 "memory_notes_fts_config",
@@ -197,6 +367,14 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
              WHERE m.submission_id = submissions.submission_id);
          DROP TABLE submission_messages;
          ALTER TABLE submissions DROP COLUMN trace_parent;
+         DROP INDEX conversations_by_activity;
+         DROP INDEX conversations_by_agent_activity;
+         DROP TABLE conversations_fts;
+         ALTER TABLE conversations DROP COLUMN last_activity;
+         ALTER TABLE conversations DROP COLUMN summary;
+         ALTER TABLE conversations DROP COLUMN search_rowid;
+         DROP INDEX sessions_unmanaged_roots;
+         ALTER TABLE sessions DROP COLUMN managed;
          DROP TABLE memory_notes_fts;
          DROP TABLE memory_notes;
          DROP TABLE memory_subjects;
@@ -218,7 +396,7 @@ async fn a_version_4_database_keeps_its_submissions_with_no_trace_parent() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(user_version, 7);
+    assert_eq!(user_version, 8);
 }
 
 /// A database as a version-6 flue left it (before memory notes): its conversations stay, it
@@ -239,12 +417,13 @@ async fn a_version_6_database_gets_memory_notes_and_keeps_its_sessions() {
             .unwrap();
     }
     let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute_batch(
-        "DROP TABLE memory_notes_fts;
-         DROP TABLE memory_notes;
-         DROP TABLE memory_subjects;
-         PRAGMA user_version = 6;",
-    )
+    raw.execute_batch(&format!(
+        "{UNDO_V8}
+             DROP TABLE memory_notes_fts;
+             DROP TABLE memory_notes;
+             DROP TABLE memory_subjects;
+             PRAGMA user_version = 6;"
+    ))
     .unwrap();
     drop(raw);
 
@@ -281,7 +460,7 @@ async fn a_version_6_database_gets_memory_notes_and_keeps_its_sessions() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(user_version, 7);
+    assert_eq!(user_version, 8);
 }
 
 #[tokio::test]
@@ -302,7 +481,7 @@ async fn sqlite_newer_schema_is_refused() {
             "store_error",
             format!(
                 "store error: cannot open the conversation store {shown}: database schema \
-                 version 99 is newer than this flue-core supports (7); upgrade flue to read it, \
+                 version 99 is newer than this flue-core supports (8); upgrade flue to read it, \
                  or move it aside (`mv {shown} {shown}.damaged`) and run again to start an \
                  empty store"
             )
@@ -605,10 +784,10 @@ async fn an_admitted_message_is_stored_once_and_an_older_database_still_reads() 
         [serde_json::to_string(&message).unwrap()],
     )
     .unwrap();
-    raw.execute_batch(
-        "DROP TABLE submission_messages; DROP TABLE memory_notes_fts; DROP TABLE memory_notes;
-         DROP TABLE memory_subjects; PRAGMA user_version = 5;",
-    )
+    raw.execute_batch(&format!(
+        "{UNDO_V8} DROP TABLE submission_messages; DROP TABLE memory_notes_fts;
+             DROP TABLE memory_notes; DROP TABLE memory_subjects; PRAGMA user_version = 5;"
+    ))
     .unwrap();
     drop(raw);
     drop(store);

@@ -14,6 +14,9 @@ use flue_protocol::{
 
 use crate::error::Result;
 use crate::record::StoredRecord;
+use crate::store::listing::{
+    ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary, merge_page,
+};
 use crate::store::rules::{
     self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
     duration_ms, instance_not_found,
@@ -44,6 +47,10 @@ struct MemoryConversation {
     /// Submission ids in admission order.
     order: Vec<String>,
     stream: Vec<MemoryBatch>,
+    /// What listings show, kept up to date by each write.
+    summary: Summary,
+    /// The time of the last batch.
+    last_activity: u64,
 }
 
 #[derive(Debug)]
@@ -79,9 +86,11 @@ impl MemoryConversation {
 
     fn push(&mut self, submission_id: Option<&str>, body: BatchBody) -> Offset {
         let offset = Offset(self.head().0 + 1);
+        let at = now_ms();
+        self.last_activity = at;
         self.stream.push(MemoryBatch::Body(StreamBatch {
             offset,
-            at: now_ms(),
+            at,
             submission_id: submission_id.map(str::to_owned),
             body,
         }));
@@ -141,6 +150,7 @@ impl MemoryConversations {
         submission.info.state = SubmissionState::Settled;
         submission.info.settlement = Some(settlement.clone());
         let conversation = self.conversations.get_mut(instance_id)?;
+        conversation.summary.settled(settlement);
         Some(conversation.push(
             Some(&settlement.submission_id),
             BatchBody::Settled(settlement.clone()),
@@ -234,6 +244,11 @@ impl ConversationStore for MemoryStore {
                 lease_until: 0,
                 order: Vec::new(),
                 stream: Vec::new(),
+                summary: Summary::created(
+                    &admission.message,
+                    admission.options.idempotency_key.as_deref(),
+                ),
+                last_activity: now,
             };
             conversation.push(None, created);
             all.conversations.insert(instance_id.clone(), conversation);
@@ -250,8 +265,12 @@ impl ConversationStore for MemoryStore {
         };
         let admitted = check.admitted_batch();
         let offset = Offset(conversation.head().0 + 1);
+        if !conversation.order.is_empty() {
+            conversation.summary.admitted(&admission.message);
+        }
+        conversation.last_activity = now_ms();
         conversation.stream.push(MemoryBatch::Admitted {
-            at: now_ms(),
+            at: conversation.last_activity,
             submission_id: admitted.submission_id.to_owned(),
             accepted_at: admitted.accepted_at,
         });
@@ -284,6 +303,60 @@ impl ConversationStore for MemoryStore {
         drop(all);
         self.heads.notify(&instance_id, offset);
         Ok(check.receipt(offset))
+    }
+
+    async fn list_conversations(&self, query: &ListingQuery) -> Result<Vec<ListedConversation>> {
+        let all = self.conversations();
+        let mut rows: Vec<&MemoryConversation> = all
+            .conversations
+            .values()
+            .filter(|c| query.admits(&c.key, c.last_activity, &c.summary))
+            .collect();
+        rows.sort_by(|a, b| {
+            (b.last_activity, b.key.instance_id()).cmp(&(a.last_activity, a.key.instance_id()))
+        });
+        let managed: Vec<ListedConversation> = rows
+            .into_iter()
+            .take(query.limit.min(MAX_LISTING_LIMIT))
+            .map(|conversation| {
+                let unsettled = all.unsettled(conversation);
+                let waiting = unsettled
+                    .iter()
+                    .filter(|info| info.state == SubmissionState::Waiting)
+                    .count() as u64;
+                let pending = unsettled.len() as u64;
+                ListedConversation::new(
+                    conversation.key.clone(),
+                    conversation.created_at,
+                    conversation.last_activity,
+                    ListedStatus::of(waiting, pending - waiting, conversation.summary.failed),
+                    pending,
+                    conversation.summary.clone(),
+                )
+            })
+            .collect();
+        // Lock order: the conversations lock (held), then the sessions lock.
+        let unmanaged: Vec<ListedConversation> = self
+            .sessions()
+            .iter()
+            .filter(|(key, _)| {
+                key.session == ROOT_SESSION && !all.conversations.contains_key(&key.instance_id)
+            })
+            .filter_map(|(key, session)| {
+                ListedConversation::unmanaged(
+                    &key.instance_id,
+                    session.created_at,
+                    session.updated_at,
+                    session.records.len() as u64,
+                )
+            })
+            .filter(|row| query.admits(&row.key, row.last_activity, &row.summary))
+            .collect();
+        Ok(merge_page(managed, unmanaged, query.limit))
+    }
+
+    async fn count_conversations(&self) -> Result<u64> {
+        Ok(self.conversations().conversations.len() as u64)
     }
 
     async fn conversation(&self, key: &ConversationKey) -> Result<Option<ConversationInfo>> {
@@ -636,8 +709,14 @@ impl ConversationStore for MemoryStore {
             let Some(conversation) = all.conversations.get_mut(instance_id) else {
                 return Err(instance_not_found(&append.fence.key, None));
             };
+            conversation.last_activity = now_ms();
+            conversation.summary.appended(
+                &append.session.session,
+                append.expected_version,
+                append.records,
+            );
             conversation.stream.push(MemoryBatch::Records {
-                at: now_ms(),
+                at: conversation.last_activity,
                 submission_id: append.submission_id.map(str::to_owned),
                 session: append.session.session.clone(),
                 first: append.expected_version,

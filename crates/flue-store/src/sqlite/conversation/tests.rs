@@ -14,7 +14,8 @@ fn store_with(settled: u64, pending: u64) -> (tempfile::TempDir, SqliteStore) {
     fill.execute_batch(&format!(
         "BEGIN;
          WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < {total})
-         INSERT INTO conversations
+         INSERT INTO conversations (instance_id, agent, id, uid, head, created_at, owner,
+                                    epoch, lease_until, next_position)
              SELECT 'i' || n, 'agent', 'c' || n, 'u' || n, 1, n, NULL, 0, 0, 1 FROM k;
          WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < {total})
          INSERT INTO submissions (submission_id, instance_id, position, state, message,
