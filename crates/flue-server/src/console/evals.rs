@@ -73,10 +73,7 @@ pub(super) async fn list(State(state): State<Arc<DevConsole>>) -> Response {
 }
 
 /// `GET /_flue/dev/evals/{id}`: the run as stored.
-pub(super) async fn show(
-    State(state): State<Arc<DevConsole>>,
-    Path(id): Path<String>,
-) -> Response {
+pub(super) async fn show(State(state): State<Arc<DevConsole>>, Path(id): Path<String>) -> Response {
     let not_found = || {
         error(
             StatusCode::NOT_FOUND,
@@ -89,8 +86,9 @@ pub(super) async fn show(
     };
     match runs.eval_run(&id).await {
         Ok(Some(record)) => match serde_json::from_str::<Value>(&record.run) {
-            Ok(run) => axum::Json(json!({"run": run, "updatedAt": record.updated_at}))
-                .into_response(),
+            Ok(run) => {
+                axum::Json(json!({"run": run, "updatedAt": record.updated_at})).into_response()
+            }
             Err(err) => store_failed(&flue_core::FlueError::config(format!(
                 "eval run {id} is not JSON: {err}"
             ))),

@@ -104,7 +104,10 @@ mod eval_runs {
     async fn contract(store: Arc<dyn DynEvalRunStore>) {
         assert_eq!(store.eval_runs().await.unwrap(), vec![]);
         assert_eq!(store.eval_run("01B").await.unwrap(), None);
-        store.put_eval_run("01B", r#"{"id":"01B","results":[]}"#).await.unwrap();
+        store
+            .put_eval_run("01B", r#"{"id":"01B","results":[]}"#)
+            .await
+            .unwrap();
         store.put_eval_run("01A", r#"{"id":"01A"}"#).await.unwrap();
         let first = store.eval_run("01B").await.unwrap().unwrap();
         // A finished case rewrites the run.
