@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{DevConsole, LOG_TARGET};
 
-fn error(status: StatusCode, kind: &str, message: String) -> Response {
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     (
         status,
         axum::Json(json!({"error": {"type": kind, "message": message}})),
@@ -26,7 +26,7 @@ fn store_failed(err: &flue_core::FlueError) -> Response {
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "internal_error",
-        "the eval runs cannot be read; see the terminal".to_owned(),
+        "the eval runs cannot be read; see the terminal",
     )
 }
 
@@ -78,7 +78,7 @@ pub(super) async fn show(State(state): State<Arc<DevConsole>>, Path(id): Path<St
         error(
             StatusCode::NOT_FOUND,
             "eval_run_not_found",
-            format!("no eval run {id:?}"),
+            &format!("no eval run {id:?}"),
         )
     };
     let Some(runs) = runs_of(&state) else {
