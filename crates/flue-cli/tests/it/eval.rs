@@ -923,3 +923,36 @@ cases:
         "{result:#}"
     );
 }
+
+/// `flue serve --console` serves the runs `flue eval` kept in the workspace's store: the list
+/// with each run's counts, one run whole with its case runs, and a 404 for a run it lacks.
+#[test]
+fn serve_console_reads_the_runs_flue_eval_stored() {
+    let workspace = probe(&[("evals/probe.yaml", MINIMAL)]);
+    let (code, report) = eval_json(&workspace, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    let id = report["run"]["id"].as_str().unwrap();
+    let server = crate::serve::Server::start(workspace.root(), &["--console"], &[]);
+    let get = |path: &str| crate::serve::http(server.addr(), "GET", path, &[], "");
+    let (status, body) = get("/_flue/dev/evals");
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let runs = listed["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{listed:#}");
+    assert_eq!(runs[0]["id"], id);
+    assert_eq!(
+        (&runs[0]["cases"], &runs[0]["runs"], &runs[0]["passed"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(2),
+            &serde_json::json!(2)
+        )
+    );
+    let (status, body) = get(&format!("/_flue/dev/evals/{id}"));
+    assert_eq!(status, 200, "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["run"], report["run"]);
+    let (status, body) = get("/_flue/dev/evals/01NOSUCHRUN");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("eval_run_not_found"), "{body}");
+}
