@@ -1009,6 +1009,10 @@ pub(crate) struct EvalRunArgs {
     /// Write a JUnit XML report (one testcase per case) to this file.
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,
+    /// Use `flue dev`'s store (`.flue/dev.db`) instead of the workspace's (`.flue/flue.db`):
+    /// the console of `flue dev` shows the runs and opens their cases.
+    #[arg(long)]
+    pub(crate) dev: bool,
     /// Print the run as one JSON object.
     #[arg(long)]
     pub(crate) json: bool,
@@ -1019,6 +1023,10 @@ pub(crate) struct EvalListArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Use `flue dev`'s store (`.flue/dev.db`) instead of the workspace's (`.flue/flue.db`):
+    /// the console of `flue dev` shows the runs and opens their cases.
+    #[arg(long)]
+    pub(crate) dev: bool,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -1031,6 +1039,10 @@ pub(crate) struct EvalShowArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Use `flue dev`'s store (`.flue/dev.db`) instead of the workspace's (`.flue/flue.db`):
+    /// the console of `flue dev` shows the runs and opens their cases.
+    #[arg(long)]
+    pub(crate) dev: bool,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -1045,6 +1057,10 @@ pub(crate) struct EvalDiffArgs {
     /// Workspace root (default: the nearest ancestor holding agents/ or flue.toml).
     #[arg(long)]
     pub(crate) root: Option<PathBuf>,
+    /// Use `flue dev`'s store (`.flue/dev.db`) instead of the workspace's (`.flue/flue.db`):
+    /// the console of `flue dev` shows the runs and opens their cases.
+    #[arg(long)]
+    pub(crate) dev: bool,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,

@@ -21,9 +21,9 @@ use crate::workspace::resolve_root;
 /// Runs `flue eval` and its subcommands.
 pub(crate) async fn eval(args: EvalArgs) -> anyhow::Result<Exit> {
     match args.command {
-        Some(EvalCommand::List(list_args)) => list(&list_args),
-        Some(EvalCommand::Show(show_args)) => show(&show_args),
-        Some(EvalCommand::Diff(diff_args)) => diff(&diff_args),
+        Some(EvalCommand::List(list_args)) => list(&list_args).await,
+        Some(EvalCommand::Show(show_args)) => show(&show_args).await,
+        Some(EvalCommand::Diff(diff_args)) => diff(&diff_args).await,
         None => run(args.run).await,
     }
 }
@@ -44,12 +44,11 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
     let output = Output::new(flue_core::Redactor::new(env.secrets()).unwrap_or_default());
     let cassette = cassette(&args, &root, env.secrets())?;
     let agents = crate::trust::apply(AgentSet::from_workspace(&root, env)?);
-    let store = RunStore::new(&root);
-    let resume = args
-        .resume
-        .as_deref()
-        .map(|id| store.load(id))
-        .transpose()?;
+    let store = run_store(&root, args.dev).await?;
+    let resume = match args.resume.as_deref() {
+        Some(id) => Some(store.load(id).await?),
+        None => None,
+    };
     let known: Vec<String> = agents.agents().into_iter().map(|info| info.name).collect();
     let cases = match &resume {
         Some(run) => resumed_cases(&root, run, &known)?,
@@ -63,12 +62,14 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
     // The cases' command scorers run on this machine: trusted with the agents they test.
     let agents = crate::trust::ensure(agents.with_trust_items(crate::trust::scorer_items(&cases)))?;
     let baseline = match args.baseline.as_deref() {
-        Some("last") => Some(store.latest()?.ok_or_else(|| {
+        Some("last") => Some(store.latest().await?.ok_or_else(|| {
             anyhow::anyhow!("--baseline last: no stored run yet; run `flue eval` once first")
         })?),
-        Some(id) => Some(store.load(id)?),
+        Some(id) => Some(store.load(id).await?),
         None => None,
     };
+    // The runner stores the run through the store it runs the cases on.
+    drop(store);
     let options = EvalOptions {
         concurrency: usize::from(args.concurrency),
         repeat: resume.as_ref().map_or(args.repeat, |run| run.repeat),
@@ -77,6 +78,11 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         scorer_env,
         cancel: flue_core::CancellationToken::new(),
         cassette,
+        store: if args.dev {
+            flue_host::StoreChoice::File(flue_host::DEV_DB_PATH.into())
+        } else {
+            flue_host::StoreChoice::Workspace
+        },
     };
     let progress = StderrProgress {
         output: output.clone(),
@@ -401,10 +407,34 @@ fn write_junit(path: &Path, run: &EvalRun) -> anyhow::Result<()> {
         .with_context(|| format!("--junit {}: cannot write the report", path.display()))
 }
 
-fn list(args: &EvalListArgs) -> anyhow::Result<Exit> {
+/// Where `flue eval` keeps its runs and their conversations: `flue dev`'s database with
+/// `--dev`, else the workspace's.
+fn store_file(dev: bool) -> &'static str {
+    if dev {
+        flue_host::DEV_DB_PATH
+    } else {
+        flue_host::DB_PATH
+    }
+}
+
+/// The runs in the store `flue eval` (`--dev`: `flue eval --dev`) keeps them in, or, before
+/// anything ran here, only the run files of earlier versions.
+async fn run_store(root: &Path, dev: bool) -> anyhow::Result<RunStore> {
+    let path = root.join(store_file(dev));
+    if !path.is_file() {
+        return Ok(RunStore::new(None, root));
+    }
+    let store = flue_host::open_store_at(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let store: std::sync::Arc<dyn flue_core::store::DynConversationStore> =
+        std::sync::Arc::new(store);
+    Ok(RunStore::new(store.eval_run_store(), root))
+}
+
+async fn list(args: &EvalListArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let output = Output::for_workspace(&root)?;
-    let runs = RunStore::new(&root).list()?;
+    let runs = run_store(&root, args.dev).await?.list().await?;
     if args.json {
         let listed: Vec<serde_json::Value> = runs.iter().map(run_line_json).collect();
         println!("{}", output.json_pretty(&json!({ "runs": listed }))?);
@@ -457,23 +487,25 @@ fn run_line_json(run: &EvalRun) -> serde_json::Value {
     })
 }
 
-fn load_run(store: &RunStore, id: &str) -> anyhow::Result<EvalRun> {
+async fn load_run(store: &RunStore, id: &str) -> anyhow::Result<EvalRun> {
     if id == "last" {
         return store
-            .latest()?
+            .latest()
+            .await?
             .ok_or_else(|| anyhow::anyhow!("no eval runs yet; start one with `flue eval`"));
     }
-    Ok(store.load(id)?)
+    Ok(store.load(id).await?)
 }
 
-fn show(args: &EvalShowArgs) -> anyhow::Result<Exit> {
+async fn show(args: &EvalShowArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let output = Output::for_workspace(&root)?;
-    let store = RunStore::new(&root);
-    let run = load_run(&store, &args.run)?;
+    let store = run_store(&root, args.dev).await?;
+    let run = load_run(&store, &args.run).await?;
     let comparison = match &run.baseline {
         Some(id) => store
             .load(id)
+            .await
             .ok()
             .map(|before| flue_eval::compare(&before, &run)),
         None => None,
@@ -499,12 +531,12 @@ fn show(args: &EvalShowArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-fn diff(args: &EvalDiffArgs) -> anyhow::Result<Exit> {
+async fn diff(args: &EvalDiffArgs) -> anyhow::Result<Exit> {
     let root = resolve_root(args.root.as_deref())?;
     let output = Output::for_workspace(&root)?;
-    let store = RunStore::new(&root);
-    let before = load_run(&store, &args.before)?;
-    let after = load_run(&store, &args.after)?;
+    let store = run_store(&root, args.dev).await?;
+    let before = load_run(&store, &args.before).await?;
+    let after = load_run(&store, &args.after).await?;
     let changes = flue_eval::compare(&before, &after);
     if args.json {
         println!(

@@ -1,8 +1,8 @@
 //! flue-eval: evals for Flue agents. Case files (`evals/*.yaml`) say what to send an agent
 //! and what must hold after; [`run`] sends each case to a conversation of its own through the
 //! durable runtime, checks the reply, the structured result, the tool calls, the sandbox's
-//! files and the limits, asks command scorers and model judges, and keeps the run under
-//! `.flue/evals/` for listing, comparing and resuming.
+//! files and the limits, asks command scorers and model judges, and keeps the run as a record
+//! of the workspace's store for listing, comparing and resuming.
 //!
 //! Map of the main types:
 //! - case files: [`discover`], [`load`], [`Case`], [`Expect`] and its parts; problems as

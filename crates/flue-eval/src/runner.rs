@@ -12,7 +12,9 @@ use flue_core::{
     AgentRuntime, BatchBody, CancellationToken, ConversationKey, DeliveredMessage, DispatchOptions,
     ErrorInfo, FlueError, MessageOptions, Offset, Outcome,
 };
-use flue_host::{AgentSet, App, ConversationSandboxes, HarnessOptions, HostError, Preflight};
+use flue_host::{
+    AgentSet, App, ConversationSandboxes, HarnessOptions, HostError, Preflight, StoreChoice,
+};
 use futures::StreamExt as _;
 
 use crate::assertion::{self, Check};
@@ -42,6 +44,9 @@ pub struct EvalOptions {
     pub cancel: CancellationToken,
     /// Records the run's model traffic into, or replays it from, this cassette.
     pub cassette: Option<Arc<Cassette>>,
+    /// The store the cases' conversations and the run are kept in (default: the workspace's
+    /// `.flue/flue.db`).
+    pub store: StoreChoice,
 }
 
 impl Default for EvalOptions {
@@ -54,6 +59,7 @@ impl Default for EvalOptions {
             scorer_env: Vec::new(),
             cancel: CancellationToken::new(),
             cassette: None,
+            store: StoreChoice::Workspace,
         }
     }
 }
@@ -84,7 +90,7 @@ pub enum EvalError {
     Case(String),
 }
 
-/// Runs `cases` of the workspace `agents` comes from and stores the run under `.flue/evals/`.
+/// Runs `cases` of the workspace `agents` comes from and stores the run in its store.
 /// `resume` continues a run that was cut short: its finished case runs are kept and the
 /// missing ones run.
 pub async fn run(
@@ -99,7 +105,6 @@ pub async fn run(
         agents.wrap_providers(|provider| cassette.wrap(provider));
     }
     let root = agents.root().to_path_buf();
-    let store = RunStore::new(&root);
     let mut run = resume.unwrap_or_else(|| EvalRun {
         id: flue_core::util::new_ulid(),
         started_at: flue_core::util::now_ms(),
@@ -114,7 +119,6 @@ pub async fn run(
         results: Vec::new(),
     });
     run.finished_at = None;
-    store.save(&run)?;
     let done: BTreeSet<(String, u32)> = run.done().into_iter().collect();
     let jobs: Vec<(&Case, u32)> = cases
         .iter()
@@ -130,6 +134,7 @@ pub async fn run(
         _ => Preflight::All,
     };
     let app = App::builder(agents)
+        .with_store(options.store.clone())
         .with_harness_options(
             HarnessOptions::new().with_conversation_sandboxes(Arc::clone(&sandboxes)),
         )
@@ -148,6 +153,12 @@ pub async fn run(
         );
         let _ = app.close().await;
         return Err(HostError::from(FlueError::config(message)).into());
+    }
+    // The run is a record of the store its cases' conversations are in.
+    let store = RunStore::new(Arc::clone(&app.store().store).eval_run_store(), &root);
+    if let Err(err) = store.save(&run).await {
+        let _ = app.close().await;
+        return Err(err.into());
     }
     let context = Context {
         app: &app,
@@ -181,7 +192,7 @@ pub async fn run(
             progress.finished(last, run.results.len(), total);
         }
         // Every finished case is on disk before the next is reported.
-        if let Err(err) = store.save(&run) {
+        if let Err(err) = store.save(&run).await {
             saved = Err(err);
         }
     }
@@ -193,7 +204,7 @@ pub async fn run(
     saved?;
     if !cancel.is_cancelled() {
         run.finished_at = Some(flue_core::util::now_ms());
-        store.save(&run)?;
+        store.save(&run).await?;
     }
     Ok(run)
 }

@@ -80,6 +80,8 @@ pub use hints::connection_hint;
 pub use host::Host;
 pub use root::{DB_PATH, find_root, resolve_root, store_path};
 pub use sandbox::ConversationSandboxes;
-pub use store::{ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store};
+pub use store::{
+    ServeStore, StoreChoice, open_inspect_store, open_serve_store, open_store, open_store_at,
+};
 pub use trash::{restore_from_trash, rewind_workspace};
 pub use trust::{TrustItem, TrustKind, TrustManifest, TrustPolicy, TrustRecord, TrustStore};

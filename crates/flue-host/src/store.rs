@@ -54,6 +54,11 @@ pub fn open_store(root: &Path) -> Result<SqliteStore, HostError> {
     Ok(SqliteStore::open(&store_path(root))?)
 }
 
+/// Opens the SQLite store at `path` (`flue dev`'s, say), creating it on first use.
+pub fn open_store_at(path: &Path) -> Result<SqliteStore, HostError> {
+    Ok(SqliteStore::open(path)?)
+}
+
 /// The store `flue serve` opened, with what the runtime needs to know about it.
 pub struct ServeStore {
     /// The store.

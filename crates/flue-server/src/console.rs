@@ -23,7 +23,8 @@
 //! serves `flue dev` ([`ConsoleAccess::Open`]) and `flue serve --console`: without a token
 //! the console reads only ([`ConsoleAccess::ReadOnly`]: the page hides what changes
 //! something, and [`console_app`] refuses writes sent from the page), with one every dev route
-//! but the page and its assets needs it ([`ConsoleAccess::Token`]).
+//! but the page and its assets needs it ([`ConsoleAccess::Token`]). The Evals tab reads the
+//! store's eval runs (`console/evals.rs`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -85,6 +86,9 @@ const LIST_CSS: &str = include_str!("console/list.css");
 /// dark colours (studio.js, studio.css).
 const STUDIO_JS: &str = include_str!("console/studio.js");
 const STUDIO_CSS: &str = include_str!("console/studio.css");
+/// The Evals tab: the store's eval runs, a run's cases, a diff against a baseline (evals.js).
+const EVALS_JS: &str = include_str!("console/evals.js");
+const EVALS_CSS: &str = include_str!("console/evals.css");
 
 /// Rows the conversation list returns when the query names no limit.
 const DEFAULT_LIST_LIMIT: usize = 50;
@@ -374,6 +378,10 @@ pub const CONSOLE_ROUTES: &[&str] = &[
     "GET /_flue/dev/timeline/{agent}/{id}",
     "GET /_flue/dev/prompt.js",
     "GET /_flue/dev/prompt/{agent}/{id}",
+    "GET /_flue/dev/evals.js",
+    "GET /_flue/dev/evals.css",
+    "GET /_flue/dev/evals",
+    "GET /_flue/dev/evals/{id}",
 ];
 
 /// The console's routes, to merge into the protocol router (they add no fallback). With a
@@ -392,6 +400,8 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route("/_flue/dev/source/{kind}/{name}", get(source))
         .route("/_flue/dev/timeline/{agent}/{id}", get(timeline))
         .route("/_flue/dev/prompt/{agent}/{id}", get(prompt))
+        .route("/_flue/dev/evals", get(evals::list))
+        .route("/_flue/dev/evals/{id}", get(evals::show))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             authenticate,
@@ -470,6 +480,14 @@ pub fn console_routes(console: DevConsole) -> Router {
         .route(
             "/_flue/dev/studio.css",
             get(|| async { asset(CSS, STUDIO_CSS) }),
+        )
+        .route(
+            "/_flue/dev/evals.js",
+            get(|| async { asset(JAVASCRIPT, EVALS_JS) }),
+        )
+        .route(
+            "/_flue/dev/evals.css",
+            get(|| async { asset(CSS, EVALS_CSS) }),
         )
         .merge(data)
 }
@@ -1064,5 +1082,6 @@ fn no_store(mut response: Response) -> Response {
     response
 }
 
+mod evals;
 #[cfg(test)]
 mod tests;

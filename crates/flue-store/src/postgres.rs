@@ -21,10 +21,12 @@
 //!
 //! Migrations run at open under a transaction-scoped advisory lock (so nodes starting together
 //! apply them once) and are recorded in `flue_schema_migrations`; a database migrated by a
-//! newer flue is refused with a message saying so.
+//! newer flue is refused with a message saying so. Eval runs (`postgres/evals.rs`) are kept in
+//! a table created on first use, outside the numbered migrations.
 
 mod audit;
 mod conversation;
+mod evals;
 mod heads;
 mod listing;
 mod notes;
@@ -397,6 +399,10 @@ impl SessionStore for PostgresStore {
     }
 
     fn note_store(self: Arc<Self>) -> Option<Arc<dyn flue_core::store::DynNoteStore>> {
+        Some(self)
+    }
+
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn flue_core::store::DynEvalRunStore>> {
         Some(self)
     }
 

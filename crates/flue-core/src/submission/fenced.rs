@@ -132,4 +132,9 @@ impl SessionStore for FencedSessions {
         let store: Arc<dyn DynSessionStore> = Arc::clone(&self.store) as Arc<dyn DynSessionStore>;
         store.note_store()
     }
+
+    fn eval_run_store(self: Arc<Self>) -> Option<Arc<dyn crate::store::DynEvalRunStore>> {
+        let store: Arc<dyn DynSessionStore> = Arc::clone(&self.store) as Arc<dyn DynSessionStore>;
+        store.eval_run_store()
+    }
 }

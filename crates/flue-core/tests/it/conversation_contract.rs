@@ -1254,6 +1254,7 @@ pub(crate) async fn listings_page_most_recent_first_with_the_summaries_writes_ke
             content: vec![AssistantContent::Text {
                 text: "Done:   exported".into(),
             }],
+            interrupted: false,
             model: ModelRef {
                 provider: "scripted".into(),
                 id: "m".into(),

@@ -93,3 +93,62 @@ mod notes {
     );
     crate::note_contract::note_contract!(postgres, crate::contracts::notes::postgres);
 }
+
+/// Eval runs: stored whole, replaced under their id with the first creation time kept, listed
+/// by id; on every backend, the in-memory one included.
+mod eval_runs {
+    use std::sync::Arc;
+
+    use flue_core::store::{DynEvalRunStore, MemoryStore, SessionStore};
+
+    async fn contract(store: Arc<dyn DynEvalRunStore>) {
+        assert_eq!(store.eval_runs().await.unwrap(), vec![]);
+        assert_eq!(store.eval_run("01B").await.unwrap(), None);
+        store
+            .put_eval_run("01B", r#"{"id":"01B","results":[]}"#)
+            .await
+            .unwrap();
+        store.put_eval_run("01A", r#"{"id":"01A"}"#).await.unwrap();
+        let first = store.eval_run("01B").await.unwrap().unwrap();
+        // A finished case rewrites the run.
+        store
+            .put_eval_run("01B", r#"{"id":"01B","results":[1]}"#)
+            .await
+            .unwrap();
+        let second = store.eval_run("01B").await.unwrap().unwrap();
+        assert_eq!(second.run, r#"{"id":"01B","results":[1]}"#);
+        assert_eq!(second.created_at, first.created_at);
+        assert!(second.updated_at >= first.updated_at);
+        let ids: Vec<String> = store
+            .eval_runs()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|record| record.id)
+            .collect();
+        assert_eq!(ids, vec!["01A", "01B"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn sqlite_file() {
+        let (store, _dir) = super::sqlite_file();
+        contract(SessionStore::eval_run_store(store).unwrap()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn sqlite_in_memory() {
+        let (store, _dir) = super::sqlite_in_memory();
+        contract(SessionStore::eval_run_store(store).unwrap()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn postgres() {
+        let (store, _dir) = super::postgres();
+        contract(SessionStore::eval_run_store(store).unwrap()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn memory() {
+        contract(SessionStore::eval_run_store(Arc::new(MemoryStore::new())).unwrap()).await;
+    }
+}

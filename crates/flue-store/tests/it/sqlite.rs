@@ -170,6 +170,7 @@ async fn a_version_7_database_gets_its_listing_summaries_from_its_rows() {
             .unwrap();
         let reply = Record::Assistant(AssistantMessage {
             content: vec![AssistantContent::Text { text: "ok".into() }],
+            interrupted: false,
             model: ModelRef {
                 provider: "p".into(),
                 id: "m".into(),
