@@ -596,14 +596,9 @@ pub(crate) fn usage_text(usage: &Usage) -> String {
     let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
     let mut text = format!("{input} input + {} output tokens", usage.output_tokens);
     if let Some(cost) = usage.cost_usd {
-        text.push_str(&format!(", {}", cost_text(cost)));
+        text.push_str(&format!(", {}", term_style::cost_text(cost)));
     }
     text
-}
-
-/// A cost in US dollars with four decimals (`$0.0042`).
-pub(crate) fn cost_text(cost: f64) -> String {
-    format!("${cost:.4}")
 }
 
 /// A delay as people read it: `500 ms`, `2 s`, `1.5 s`.

@@ -123,7 +123,7 @@ fn table(listed: &[ConversationSummary]) -> String {
         let cost = summary
             .usage
             .cost_usd
-            .map_or_else(|| "-".to_owned(), crate::render::cost_text);
+            .map_or_else(|| "-".to_owned(), crate::term::cost_text);
         let origin = summary.origin.as_deref().unwrap_or("-");
         let _ = writeln!(
             out,

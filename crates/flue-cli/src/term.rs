@@ -99,5 +99,10 @@ pub(crate) fn width() -> usize {
         .unwrap_or(80)
 }
 
+/// A cost in US dollars with four decimals (`$0.0042`).
+pub(crate) fn cost_text(cost: f64) -> String {
+    format!("${cost:.4}")
+}
+
 #[cfg(test)]
 mod tests;

@@ -74,7 +74,7 @@ impl Status {
             format!("{tokens} tokens")
         };
         if let Some(cost) = self.cost_usd {
-            tokens.push_str(&format!(", {}", crate::render::cost_text(cost)));
+            tokens.push_str(&format!(", {}", super::cost_text(cost)));
         }
         let text = format!(
             "{} {}s · {tokens} · {} (Ctrl-C aborts)",

@@ -375,7 +375,12 @@ fn on_terminal(ws: &Workspace, args: &[&str]) -> String {
 #[test]
 fn on_a_terminal_the_reply_and_transcript_are_escaped_too() {
     let ws = hostile_workspace();
-    let screen = on_terminal(&ws, &["run", "hostile", "-m", "go", "--id", "c1"]);
+    // Without colour, the one control flue itself writes is the status line's erase; whatever
+    // the model and the tool sent reaches the screen escaped.
+    let args = [
+        "run", "hostile", "-m", "go", "--id", "c1", "--color", "never",
+    ];
+    let screen = on_terminal(&ws, &args).replace("\r\x1b[K", "");
     assert_eq!(raw_controls(&screen), Vec::<char>::new(), "{screen}");
     assert!(
         screen.contains(r"done \x1b]52;c;cm0gLXJmIH4=\x07"),
