@@ -8,14 +8,25 @@
 //! naming its place, and is skipped; a wrong value of a key flue reads is a problem. The
 //! valid hooks are kept.
 
-use flue_core::hook::{CommandHookSpec, HookPoint, OnFailure};
+use flue_core::hook::{CommandHookSpec, HookPoint, HttpHookTarget, OnFailure};
 use serde_json::Value;
 
 /// The keys of one group.
 const GROUP_KEYS: &[&str] = &["matcher", "hooks"];
 
-/// The keys of one hook.
+/// The keys of one command hook.
 const HOOK_KEYS: &[&str] = &["type", "command", "timeout", "onFailure", "env"];
+
+/// The keys of one http hook (`allowedEnvVars` is Claude Code's name for `env` there).
+const HTTP_HOOK_KEYS: &[&str] = &[
+    "type",
+    "url",
+    "headers",
+    "allowedEnvVars",
+    "timeout",
+    "onFailure",
+    "env",
+];
 
 /// Claude Code hook keys flue accepts and does not act on, with what that means.
 const IGNORED_HOOK_KEYS: &[(&str, &str)] = &[
@@ -278,44 +289,52 @@ fn one_hook(
         return None;
     };
     // A hook of another type is one finding: its other keys are that type's.
-    let type_problem = match fields.get("type") {
-        Some(Value::String(kind)) if kind == "command" => None,
-        Some(Value::String(kind)) => Some(format!(
-            "`{path}.type` is {kind:?}: flue runs only `command` hooks"
-        )),
-        _ => Some(format!("`{path}.type` must be `command`")),
+    let (http, keys) = match fields.get("type") {
+        Some(Value::String(kind)) if kind == "command" => (false, HOOK_KEYS),
+        Some(Value::String(kind)) if kind == "http" => (true, HTTP_HOOK_KEYS),
+        Some(Value::String(kind)) => {
+            let message =
+                format!("`{path}.type` is {kind:?}: flue runs `command` and `http` hooks");
+            parsed.problems.push(place.finding(Some("type"), message));
+            return None;
+        }
+        _ => {
+            let message = format!("`{path}.type` must be `command` or `http`");
+            parsed.problems.push(place.finding(Some("type"), message));
+            return None;
+        }
     };
-    if let Some(message) = type_problem {
-        parsed.problems.push(place.finding(Some("type"), message));
-        return None;
-    }
     let mut problems: Vec<(Option<&str>, String)> = Vec::new();
     for key in fields.keys() {
-        if HOOK_KEYS.contains(&key.as_str()) {
+        if keys.contains(&key.as_str()) {
             continue;
         }
         let why = IGNORED_HOOK_KEYS
             .iter()
             .find(|(ignored, _)| ignored == key)
             .map_or_else(
-                || format!("not a key of a hook flue reads ({})", HOOK_KEYS.join(", ")),
+                || format!("not a key of a hook flue reads ({})", keys.join(", ")),
                 |(_, why)| (*why).to_owned(),
             );
         parsed
             .notes
             .push(place.finding(Some(key), format!("`{path}.{key}` is ignored: {why}")));
     }
-    let command = match fields.get("command") {
-        Some(Value::String(command)) if !command.trim().is_empty() => command.clone(),
-        _ => {
-            problems.push((
-                Some("command"),
-                format!("`{path}.command` must be the command line to run"),
-            ));
-            String::new()
-        }
+    let mut spec = if http {
+        CommandHookSpec::http(point, http_target(fields, path, &mut problems), declared_in)
+    } else {
+        let command = match fields.get("command") {
+            Some(Value::String(command)) if !command.trim().is_empty() => command.clone(),
+            _ => {
+                problems.push((
+                    Some("command"),
+                    format!("`{path}.command` must be the command line to run"),
+                ));
+                String::new()
+            }
+        };
+        CommandHookSpec::new(point, command, declared_in)
     };
-    let mut spec = CommandHookSpec::new(point, command, declared_in);
     spec.matcher = matcher.map(str::to_owned);
     match fields.get("timeout") {
         None | Some(Value::Null) => {}
@@ -338,25 +357,25 @@ fn one_hook(
             format!("`{path}.onFailure` must be `block` (the default) or `continue`"),
         )),
     }
-    match fields.get("env") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
-            spec.env = names
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect();
+    for key in ["env", "allowedEnvVars"] {
+        match fields.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
+                spec.env
+                    .extend(names.iter().filter_map(Value::as_str).map(str::to_owned));
+            }
+            Some(_) => problems.push((
+                Some(key),
+                format!("`{path}.{key}` must be a list of environment variable names"),
+            )),
         }
-        Some(_) => problems.push((
-            Some("env"),
-            format!("`{path}.env` must be a list of environment variable names"),
-        )),
     }
     if problems.is_empty() {
+        let key = if http { "url" } else { "command" };
         problems.extend(
             spec.problems()
                 .into_iter()
-                .map(|problem| (Some("command"), format!("`{path}`: {problem}"))),
+                .map(|problem| (Some(key), format!("`{path}`: {problem}"))),
         );
     }
     let ok = problems.is_empty();
@@ -366,6 +385,39 @@ fn one_hook(
             .map(|(key, message)| place.finding(key, message)),
     );
     ok.then_some(spec)
+}
+
+/// An http hook's `url` and `headers` (a mapping of names to string values).
+fn http_target<'a>(
+    fields: &serde_json::Map<String, Value>,
+    path: &str,
+    problems: &mut Vec<(Option<&'a str>, String)>,
+) -> HttpHookTarget {
+    let url = match fields.get("url") {
+        Some(Value::String(url)) if !url.trim().is_empty() => url.trim().to_owned(),
+        _ => {
+            problems.push((
+                Some("url"),
+                format!("`{path}.url` must be the http:// or https:// URL to POST the input to"),
+            ));
+            String::new()
+        }
+    };
+    let mut headers = Vec::new();
+    match fields.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) if map.values().all(Value::is_string) => {
+            headers = map
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_owned())))
+                .collect();
+        }
+        Some(_) => problems.push((
+            Some("headers"),
+            format!("`{path}.headers` must be a mapping of header names to string values"),
+        )),
+    }
+    HttpHookTarget { url, headers }
 }
 
 #[cfg(test)]
@@ -398,7 +450,9 @@ mod tests {
         // notes, the rest of the file runs.
         assert_eq!(
             problems,
-            ["`hooks.PostToolUse[0].hooks[0].type` is \"prompt\": flue runs only `command` hooks"]
+            [
+                "`hooks.PostToolUse[0].hooks[0].type` is \"prompt\": flue runs `command` and `http` hooks"
+            ]
         );
         assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(
@@ -426,5 +480,37 @@ mod tests {
         assert_eq!(line_of(text, 1, &finding), 5);
         let finding = Finding::new(Some("Notification"), None, String::new());
         assert_eq!(line_of(text, 1, &finding), 1);
+    }
+
+    #[test]
+    fn http_hooks_are_read_with_their_url_headers_and_variables() {
+        let value = json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{
+                "type": "http", "url": "https://policy.example.com/pre",
+                "headers": {"Authorization": "Bearer ${TOKEN}"},
+                "allowedEnvVars": ["TOKEN"], "timeout": 5
+            }]}],
+            "Stop": [{"hooks": [
+                {"type": "http", "url": "ftp://nope"},
+                {"type": "http", "headers": {"A": 1}}
+            ]}]
+        });
+        let parsed = parse(&value, "flue.toml");
+        let problems: Vec<&str> = parsed.problems.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(parsed.specs.len(), 1, "{problems:?}");
+        let spec = &parsed.specs[0];
+        let target = spec.http.as_ref().unwrap();
+        assert_eq!(target.url, "https://policy.example.com/pre");
+        assert_eq!(
+            target.headers,
+            [("Authorization".to_owned(), "Bearer ${TOKEN}".to_owned())]
+        );
+        assert_eq!(spec.env, ["TOKEN"]);
+        assert_eq!(spec.timeout_secs, Some(5));
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems[0].contains("`url` must be an http:// or https:// URL"),
+            "{problems:?}"
+        );
     }
 }

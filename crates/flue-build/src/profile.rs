@@ -61,11 +61,12 @@ impl Workspace {
         config.role.clone_from(&agent.role);
         config.cwd.clone_from(&agent.cwd);
         // Hooks run at the workspace root: flue.toml's first, then the agent file's.
+        let http_client: std::sync::Arc<dyn flue_core::hook::HttpHookClient> =
+            std::sync::Arc::new(flue_providers::ReqwestHookClient::new());
         for spec in self.config.hooks.iter().chain(&agent.hooks) {
-            config = config.with_hook(std::sync::Arc::new(flue_core::CommandHook::new(
-                spec.clone(),
-                self.root.clone(),
-            )?));
+            let hook = flue_core::CommandHook::new(spec.clone(), self.root.clone())?
+                .with_http_client(std::sync::Arc::clone(&http_client));
+            config = config.with_hook(std::sync::Arc::new(hook));
         }
         config.memory = agent.memory;
         config.result.clone_from(&agent.result);

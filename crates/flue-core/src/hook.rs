@@ -15,6 +15,7 @@
 //! ([`HookDecision::state`]); the change is stored with the decision.
 
 mod command;
+mod http;
 mod transcript;
 
 pub(crate) use command::NON_BLOCKING_PREFIX;
@@ -27,6 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::record::{ToolCall, ToolResult};
 use crate::util::BoxFuture;
+
+pub use http::{
+    HTTP_HOOK_MAX_RESPONSE_BYTES, HttpHookClient, HttpHookError, HttpHookResponse, HttpHookTarget,
+    fill_header,
+};
 
 pub use command::{
     CommandHook, CommandHookSpec, DEFAULT_HOOK_TIMEOUT_SECS, HOOK_INPUT_VAR,

@@ -694,6 +694,21 @@ fn build_client(
     https: bool,
     connect_timeout: Duration,
 ) -> std::result::Result<reqwest::Client, Failure> {
+    client_builder(https, connect_timeout)?
+        .build()
+        .map_err(|err| Failure {
+            message: format!("cannot create the HTTP client: {err}"),
+            source: Some(err.into()),
+            ..Failure::fatal("")
+        })
+}
+
+/// The builder of [`build_client`]'s client, for a caller that sets more (an http hook's
+/// client does not follow redirects).
+pub(crate) fn client_builder(
+    https: bool,
+    connect_timeout: Duration,
+) -> std::result::Result<reqwest::ClientBuilder, Failure> {
     let setup_failed = |message: &str, err: BoxError| Failure {
         message: format!("{message}: {err}"),
         source: Some(err),
@@ -720,12 +735,10 @@ fn build_client(
             .with_root_certificates(rustls::RootCertStore::empty())
             .with_no_client_auth()
     };
-    reqwest::Client::builder()
+    Ok(reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .no_proxy()
-        .connect_timeout(connect_timeout)
-        .build()
-        .map_err(|err| setup_failed("cannot create the HTTP client", err.into()))
+        .connect_timeout(connect_timeout))
 }
 
 /// A transport error as a transient failure, its cause chain spelled out.

@@ -48,6 +48,7 @@ mod build;
 mod catalog;
 mod convert;
 mod google;
+mod hook_http;
 mod http;
 mod openai;
 mod openai_responses;
@@ -57,6 +58,7 @@ mod remote;
 pub use anthropic::AnthropicProvider;
 pub use catalog::BuiltinProvider;
 pub use google::GoogleProvider;
+pub use hook_http::ReqwestHookClient;
 pub use openai::OpenAiProvider;
 pub use openai_responses::OpenAiResponsesProvider;
 pub use provider_config::{

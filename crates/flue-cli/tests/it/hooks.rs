@@ -1159,3 +1159,201 @@ fn a_permission_request_hook_answers_the_confirmation() {
     assert!(ws.root().join("build").exists(), "the denied call ran");
     assert!(show(&ws, "p2").contains("hook PermissionRequest by command"));
 }
+
+/// A loopback HTTP server for http hooks: it answers every request with one status and body,
+/// and keeps each request's head and body.
+#[derive(Clone)]
+pub(crate) struct HookServer {
+    pub(crate) port: u16,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HookServer {
+    pub(crate) fn start(status: &'static str, body: &'static str) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = Self {
+            port: listener.local_addr().unwrap().port(),
+            requests: std::sync::Arc::default(),
+            connections: std::sync::Arc::default(),
+        };
+        let shared = server.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                shared
+                    .connections
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let shared = shared.clone();
+                std::thread::spawn(move || shared.answer(stream, status, body));
+            }
+        });
+        server
+    }
+
+    fn answer(&self, mut stream: std::net::TcpStream, status: &str, body: &str) {
+        use std::io::{BufRead as _, Read as _, Write as _};
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let length = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse::<usize>().ok())?
+            })
+            .unwrap_or(0);
+        let mut request_body = vec![0; length];
+        reader.read_exact(&mut request_body).unwrap();
+        self.requests
+            .lock()
+            .unwrap()
+            .push((head, String::from_utf8(request_body).unwrap()));
+        let answer = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes());
+    }
+
+    /// The requests received so far: (head, body).
+    pub(crate) fn requests(&self) -> Vec<(String, String)> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The connections accepted so far.
+    pub(crate) fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+}
+
+/// One http hook group in YAML: `event` with `matcher` POSTing to `url`, plus extra keys.
+pub(crate) fn http_group(event: &str, matcher: &str, url: &str, extra: &str) -> String {
+    format!(
+        "  {event}:\n    - matcher: \"{matcher}\"\n      hooks:\n        - type: http\n          \
+         url: \"{url}\"\n{extra}"
+    )
+}
+
+/// `flue run guarded` trusted, with `HOOK_TOKEN` (listed by the hook) and `OTHER_TOKEN` (not
+/// listed) in its environment.
+fn run_with_tokens(ws: &Workspace, message: &str, id: &str) -> std::process::Output {
+    Command::new(assert_cmd::cargo::cargo_bin("flue"))
+        .env("FLUE_TRUST", "1")
+        .env("HOOK_TOKEN", "tok-listed-1234")
+        .env("OTHER_TOKEN", "tok-unlisted-5678")
+        .args([
+            "run", "guarded", "-m", message, "--id", id, "--json", "--root",
+        ])
+        .arg(ws.root())
+        .env_remove("FLUE_LOG")
+        .output()
+        .unwrap()
+}
+
+/// An http hook gets the input a command hook reads on standard input as its request body,
+/// with its headers (variables filled only where the hook lists them), and its 2xx answer's
+/// JSON decision is read as a command's standard output: a deny stops the call.
+#[test]
+fn an_http_pre_tool_use_hook_gets_the_hook_input_and_its_deny_stops_the_tool() {
+    let server = HookServer::start(
+        "200 OK",
+        r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "the policy server says no"}}"#,
+    );
+    let extra = "          headers: { Authorization: \"Bearer ${HOOK_TOKEN}\", X-Other: \
+                 \"[$OTHER_TOKEN]\" }\n          allowedEnvVars: [HOOK_TOKEN]\n          \
+                 timeout: 20\n";
+    let ws = workspace(&http_group("PreToolUse", "Bash", &server.url(), extra));
+    let output = run_with_tokens(&ws, "clean", "h1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert_eq!(reply, "tool said: the policy server says no");
+    assert!(ws.root().join("build").is_dir(), "the command never ran");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (head, body) = &requests[0];
+    assert!(head.starts_with("POST /hook HTTP/1.1\r\n"), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("content-type: application/json"), "{head}");
+    assert!(
+        lower.contains("authorization: bearer tok-listed-1234"),
+        "{head}"
+    );
+    assert!(
+        lower.contains("x-other: []"),
+        "an unlisted variable is empty: {head}"
+    );
+    let input: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert_eq!(input["tool_name"], "Bash");
+    assert_eq!(
+        input["tool_input"],
+        serde_json::json!({"command": "rm -rf build"})
+    );
+    assert_eq!(input["session_id"], "guarded:h1");
+    assert_eq!(input["cwd"], ws.root().display().to_string());
+    assert!(input["transcript_path"].as_str().is_some(), "{input}");
+
+    // The header's value is in no output and not in the session log.
+    let shown = show(&ws, "h1");
+    assert!(shown.contains("hook PreToolUse by http `"), "{shown}");
+    for text in [stderr(&output), stdout(&output), shown] {
+        assert!(
+            !text.contains("tok-listed-1234"),
+            "a header value leaked: {text}"
+        );
+    }
+}
+
+/// An http hook that answers an error status at a blocking point fails closed (the call does
+/// not run); one nobody answers fails closed even when set to continue, as a command hook that
+/// cannot start does.
+#[test]
+fn an_http_hook_answering_500_or_unreachable_fails_closed() {
+    let server = HookServer::start("500 Internal Server Error", r#"{"error": "down"}"#);
+    let ws = workspace(&http_group("PreToolUse", "Bash", &server.url(), ""));
+    let output = run(&ws, "greet", "h2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(
+        reply.contains("answered HTTP 500") && reply.contains("fails closed"),
+        "{reply}"
+    );
+    assert_eq!(server.connections(), 1);
+
+    // Nothing listens on the port of a server that was bound and dropped.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/hook",
+        closed.local_addr().unwrap().port()
+    );
+    drop(closed);
+    let open = "          onFailure: continue\n";
+    let ws = workspace(&http_group("PreToolUse", "Bash", &url, open));
+    let output = run(&ws, "greet", "h3");
+    let reply = json(&output)["message"].as_str().unwrap().to_owned();
+    assert!(
+        reply.contains("no answer") && reply.contains("fails closed whatever its `onFailure`"),
+        "{reply}"
+    );
+    assert!(!reply.contains("unsafe"), "the call ran: {reply}");
+}

@@ -622,3 +622,69 @@ fn claude_settings_hooks_run_only_in_a_trusted_workspace() {
     assert!(err.contains("claude-hook-2"), "{err}");
     assert!(!markers.path().join("claude-hook-2").exists());
 }
+
+/// An http hook sends the conversation to a host the workspace names: it is a trust item
+/// (its URL and header names, never a header's value). Untrusted, the run is refused and the
+/// hook's server gets no connection; trusted, the hook's request arrives.
+#[test]
+fn an_http_hook_is_a_trust_item_and_sends_nothing_untrusted() {
+    let server = crate::hooks::HookServer::start("200 OK", "{}");
+    let extra = "          headers: { Authorization: \"Bearer ${GITHUB_TOKEN}\" }\n          \
+                 allowedEnvVars: [GITHUB_TOKEN]\n";
+    let ws = crate::hooks::workspace(&crate::hooks::http_group(
+        "UserPromptSubmit",
+        "",
+        &server.url(),
+        extra,
+    ));
+    let home = tempfile::tempdir().unwrap();
+    let flue = |args: &[&str]| {
+        Command::new(assert_cmd::cargo::cargo_bin("flue"))
+            .args(args)
+            .arg("--root")
+            .arg(ws.root())
+            .env_remove("FLUE_TRUST")
+            .env_remove("FLUE_CONFIG_DIR")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("FLUE_LOG")
+            .env("HOME", home.path())
+            .env("GITHUB_TOKEN", GITHUB_TOKEN)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let listed = format!("sends the conversation to `{}`", server.url());
+
+    let output = flue(&["run", "guarded", "-m", "hello there"]);
+    let err = stderr(&output);
+    assert!(!output.status.success(), "ran untrusted:\n{err}");
+    assert!(
+        err.contains("is not trusted") && err.contains(&listed),
+        "{err}"
+    );
+    assert!(err.contains("with headers Authorization"), "{err}");
+    assert!(
+        !err.contains(GITHUB_TOKEN),
+        "a header value was printed:\n{err}"
+    );
+    assert_eq!(
+        server.connections(),
+        0,
+        "the hook's server was reached untrusted"
+    );
+
+    let trusted = flue(&["trust"]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    assert!(stderr(&trusted).contains(&listed), "{}", stderr(&trusted));
+    let output = flue(&["run", "guarded", "-m", "hello there"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let input: serde_json::Value = serde_json::from_str(&requests[0].1).unwrap();
+    assert_eq!(input["prompt"], "hello there");
+    assert!(
+        requests[0].0.contains(&format!("Bearer {GITHUB_TOKEN}")),
+        "the listed variable was sent: {}",
+        requests[0].0
+    );
+}

@@ -16,12 +16,15 @@
 //! and field names where one exists ([`claude_tool_name`]); docs/hooks.md has the table.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
+use super::http::{
+    HTTP_HOOK_MAX_RESPONSE_BYTES, HttpHookClient, HttpHookError, HttpHookTarget, fill_header,
+};
 use super::{Hook, HookContext, HookDecision, HookEvent, HookFailure, HookPoint, Verdict};
 use crate::error::{FlueError, Result};
 use crate::sandbox::{ExecOptions, LocalSandbox, TIMEOUT_EXIT_CODE};
@@ -203,6 +206,10 @@ pub struct CommandHookSpec {
     pub env: Vec<String>,
     /// Where it was declared (`agents/review.md`, `flue.toml`), for reports.
     pub declared_in: String,
+    /// An http hook's target: the input is POSTed there instead of run by `command` (which
+    /// then holds the URL, to name the hook in reports); `env` names the variables its header
+    /// values may use.
+    pub http: Option<HttpHookTarget>,
 }
 
 impl CommandHookSpec {
@@ -220,6 +227,15 @@ impl CommandHookSpec {
             on_failure: OnFailure::Block,
             env: Vec::new(),
             declared_in: declared_in.into(),
+            http: None,
+        }
+    }
+
+    /// An http hook at `point` POSTing its input to `target`, declared in `declared_in`.
+    pub fn http(point: HookPoint, target: HttpHookTarget, declared_in: impl Into<String>) -> Self {
+        Self {
+            http: Some(target.clone()),
+            ..Self::new(point, target.url, declared_in)
         }
     }
 
@@ -240,7 +256,9 @@ impl CommandHookSpec {
     /// Every problem with the declaration, each a sentence naming the field.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        if self.command.trim().is_empty() {
+        if let Some(target) = &self.http {
+            problems.extend(target.problems());
+        } else if self.command.trim().is_empty() {
             problems.push("`command` is empty: give the command line to run".to_owned());
         }
         if let Some(secs) = self.timeout_secs
@@ -274,6 +292,8 @@ pub struct CommandHook {
     root: PathBuf,
     /// The host runner, opened at the first run.
     runner: OnceLock<LocalSandbox>,
+    /// What sends an http hook's request (none: an http hook cannot start).
+    http_client: Option<Arc<dyn HttpHookClient>>,
 }
 
 impl CommandHook {
@@ -295,7 +315,15 @@ impl CommandHook {
             matcher,
             root: root.into(),
             runner: OnceLock::new(),
+            http_client: None,
         })
+    }
+
+    /// Sets what sends an http hook's request.
+    #[must_use]
+    pub fn with_http_client(mut self, client: Arc<dyn HttpHookClient>) -> Self {
+        self.http_client = Some(client);
+        self
     }
 
     /// The declaration.
@@ -491,8 +519,14 @@ impl CommandHook {
                 ..HookDecision::default()
             }));
         }
-        let output: Value = serde_json::from_str(text)
-            .map_err(|err| self.failure(format!("its standard output is not valid JSON: {err}")))?;
+        let output: Value = serde_json::from_str(text).map_err(|err| {
+            let what = if self.spec.http.is_some() {
+                "its response body"
+            } else {
+                "its standard output"
+            };
+            self.failure(format!("{what} is not valid JSON: {err}"))
+        })?;
         Ok(Outcome::Decided(self.read_output(event, &output)))
     }
 
@@ -609,6 +643,60 @@ impl CommandHook {
         }
     }
 
+    /// Runs an http hook: POSTs `input` and reads a 2xx body as a command's standard output
+    /// after exit 0. No answer fails like a hook that cannot start (closed wherever hooks can
+    /// stop something); another status or an unreadable body is a failure.
+    async fn post(
+        &self,
+        target: &HttpHookTarget,
+        event: &HookEvent,
+        ctx: &HookContext,
+        input: String,
+    ) -> std::result::Result<HookDecision, HookFailure> {
+        let client = self
+            .http_client
+            .as_ref()
+            .ok_or_else(|| self.not_started("no HTTP client is set for http hooks"))?;
+        let headers = target
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), fill_header(value, &self.spec.env)))
+            .collect();
+        let sent = client.post(
+            &target.url,
+            headers,
+            input,
+            self.timeout(),
+            HTTP_HOOK_MAX_RESPONSE_BYTES,
+        );
+        let answer = tokio::select! {
+            answer = sent => answer,
+            () = ctx.cancel.cancelled() => {
+                return Err(self.failure("cannot run: the operation was aborted"));
+            }
+        };
+        let response = match answer {
+            Ok(response) => response,
+            Err(HttpHookError::Unreachable(why)) => {
+                return Err(self.not_started(format!("no answer: {why}")));
+            }
+            Err(HttpHookError::BadBody(why)) => {
+                return Err(self.failure(format!("its answer could not be read: {why}")));
+            }
+        };
+        if !(200..300).contains(&response.status) {
+            return Err(self.failure(format!(
+                "answered HTTP {}: {}",
+                response.status,
+                quote(&response.body)
+            )));
+        }
+        match self.decision(event, 0, &response.body, "")? {
+            Outcome::Decided(decision) => Ok(decision),
+            Outcome::Error(message) => Ok(non_blocking(&self.failure(message))),
+        }
+    }
+
     fn timeout(&self) -> Duration {
         Duration::from_secs(self.spec.timeout_secs.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECS))
     }
@@ -636,10 +724,12 @@ fn quote(stderr: &str) -> String {
 
 impl Hook for CommandHook {
     fn name(&self) -> String {
-        format!(
-            "command `{}` ({})",
-            self.spec.command, self.spec.declared_in
-        )
+        let kind = if self.spec.http.is_some() {
+            "http"
+        } else {
+            "command"
+        };
+        format!("{kind} `{}` ({})", self.spec.command, self.spec.declared_in)
     }
 
     fn handles(&self, event: &HookEvent) -> bool {
@@ -675,8 +765,6 @@ impl Hook for CommandHook {
         ctx: &'a HookContext,
     ) -> BoxFuture<'a, std::result::Result<HookDecision, HookFailure>> {
         Box::pin(async move {
-            let runner = self.runner()?;
-            let root = self.root.display().to_string();
             let mut input = self.input(event, ctx);
             if let Some(path) = self.write_transcript(ctx).await
                 && let Value::Object(fields) = &mut input
@@ -684,6 +772,11 @@ impl Hook for CommandHook {
                 fields.insert("transcript_path".into(), json!(path.display().to_string()));
             }
             let input = input.to_string();
+            if let Some(target) = &self.spec.http {
+                return self.post(target, event, ctx, input).await;
+            }
+            let runner = self.runner()?;
+            let root = self.root.display().to_string();
             let mut options = ExecOptions::new()
                 .with_timeout(self.timeout())
                 .with_cancel(ctx.cancel.clone())

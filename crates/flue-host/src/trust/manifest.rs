@@ -246,6 +246,28 @@ fn hook_item(hook: &flue_core::CommandHookSpec) -> TrustItem {
     } else {
         format!(", seeing your {}", hook.env.join(", "))
     };
+    if let Some(target) = &hook.http {
+        // The URL and the header names: values may be secrets and are never shown.
+        let headers = if target.headers.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = target
+                .headers
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect();
+            format!(", with headers {}", names.join(", "))
+        };
+        return TrustItem::new(
+            TrustKind::Hook,
+            &hook.declared_in,
+            format!(
+                "sends the conversation to `{}` ({} http hook{matcher}{headers}{env})",
+                target.url,
+                hook.point.name()
+            ),
+        );
+    }
     TrustItem::new(
         TrustKind::Hook,
         &hook.declared_in,
