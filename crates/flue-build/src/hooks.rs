@@ -388,10 +388,10 @@ fn one_hook(
 }
 
 /// An http hook's `url` and `headers` (a mapping of names to string values).
-fn http_target<'a>(
+fn http_target(
     fields: &serde_json::Map<String, Value>,
     path: &str,
-    problems: &mut Vec<(Option<&'a str>, String)>,
+    problems: &mut Vec<(Option<&str>, String)>,
 ) -> HttpHookTarget {
     let url = match fields.get("url") {
         Some(Value::String(url)) if !url.trim().is_empty() => url.trim().to_owned(),
