@@ -1357,3 +1357,54 @@ fn an_http_hook_answering_500_or_unreachable_fails_closed() {
     );
     assert!(!reply.contains("unsafe"), "the call ran: {reply}");
 }
+
+/// An http hook in `.claude/settings.json` (Claude Code's shape) and one in flue.toml run in a
+/// trusted workspace: the settings file's `UserPromptSubmit` block trips the guardrail, and
+/// flue.toml's plain-text answer is context for the model.
+#[test]
+fn http_hooks_in_claude_settings_and_flue_toml_run() {
+    let blocker = HookServer::start(
+        "200 OK",
+        r#"{"decision": "block", "reason": "no prompts today"}"#,
+    );
+    let context = HookServer::start("200 OK", "the build is green");
+    let ws = workspace(&group("SessionStart", "", "true", ""));
+    let settings = serde_json::json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "http", "url": blocker.url(), "timeout": 30}
+    ]}]}});
+    std::fs::create_dir_all(ws.root().join(".claude")).unwrap();
+    std::fs::write(
+        ws.root().join(".claude/settings.json"),
+        serde_json::to_string_pretty(&settings).unwrap(),
+    )
+    .unwrap();
+    let output = run(&ws, "hello", "s1");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let error = &json(&output)["error"];
+    assert_eq!(error["kind"], "guardrail_tripped", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("no prompts today"),
+        "{error}"
+    );
+    let requests = blocker.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let input: serde_json::Value = serde_json::from_str(&requests[0].1).unwrap();
+    assert_eq!(input["prompt"], "hello");
+
+    std::fs::remove_dir_all(ws.root().join(".claude")).unwrap();
+    let toml = format!(
+        "[[hooks.UserPromptSubmit]]\nhooks = [{{ type = \"http\", url = \"{}\" }}]\n",
+        context.url()
+    );
+    std::fs::write(ws.root().join("flue.toml"), toml).unwrap();
+    let output = run(&ws, "hello", "s2");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        json(&output)["message"],
+        "echo: hello\n\nthe build is green"
+    );
+    assert_eq!(context.requests().len(), 1);
+}
