@@ -1,9 +1,10 @@
 //! `hooks:` in agent files, `[hooks]` in flue.toml and the `hooks` of Claude Code's
-//! `.claude/settings.json`: command hooks in the shape of that `hooks` object.
+//! `.claude/settings.json`: command and http hooks in the shape of that `hooks` object.
 //!
 //! The value maps an event name (`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `Stop`,
 //! `SubagentStop`, `PreCompact`, `SessionStart`, `SessionEnd`, and flue's `BeforeModelCall`)
-//! to a list of groups `{matcher, hooks: [{type: command, command, timeout, onFailure}]}`.
+//! to a list of groups `{matcher, hooks: [{type: command, command, timeout, onFailure}]}`
+//! (an http hook has `url`, `headers` and `allowedEnvVars` instead of `command`).
 //! What flue does not run (an event it has no point for, a key it does not read) is a note
 //! naming its place, and is skipped; a wrong value of a key flue reads is a problem. The
 //! valid hooks are kept.

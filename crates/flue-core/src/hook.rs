@@ -8,7 +8,9 @@
 //! ends with `guardrail_tripped`), or replace what the point carries (a tool's input, a tool's
 //! result, the reply, the prompt). Hooks are written in Rust (implement [`Hook`], or wrap a
 //! closure with [`hook_fn`]) or declared as commands ([`CommandHook`], the Claude Code hooks
-//! contract: JSON on standard input, exit codes, JSON on standard output). They are set on
+//! contract: JSON on standard input, exit codes, JSON on standard output) or as http hooks
+//! (the same [`CommandHook`] with an [`HttpHookTarget`]: the JSON POSTed, the answer's body
+//! read as standard output). They are set on
 //! the agent with `AgentConfig::with_hook`; the runtime records every decision in the
 //! session log and reports it as an event (the runner is in `hook_points`). Hooks read the
 //! conversation's state ([`HookContext::state`]) and may replace it

@@ -662,7 +662,10 @@ fn an_http_hook_is_a_trust_item_and_sends_nothing_untrusted() {
         err.contains("is not trusted") && err.contains(&listed),
         "{err}"
     );
-    assert!(err.contains("with headers Authorization"), "{err}");
+    assert!(
+        err.contains("with headers Authorization, which may carry your GITHUB_TOKEN"),
+        "{err}"
+    );
     assert!(
         !err.contains(GITHUB_TOKEN),
         "a header value was printed:\n{err}"

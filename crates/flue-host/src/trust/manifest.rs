@@ -241,39 +241,53 @@ fn hook_item(hook: &flue_core::CommandHookSpec) -> TrustItem {
         .as_deref()
         .map(|matcher| format!(" matching `{matcher}`"))
         .unwrap_or_default();
+    if let Some(target) = &hook.http {
+        return http_hook_item(hook, target, &matcher);
+    }
     let env = if hook.env.is_empty() {
         String::new()
     } else {
         format!(", seeing your {}", hook.env.join(", "))
     };
-    if let Some(target) = &hook.http {
-        // The URL and the header names: values may be secrets and are never shown.
-        let headers = if target.headers.is_empty() {
-            String::new()
-        } else {
-            let names: Vec<&str> = target
-                .headers
-                .iter()
-                .map(|(name, _)| name.as_str())
-                .collect();
-            format!(", with headers {}", names.join(", "))
-        };
-        return TrustItem::new(
-            TrustKind::Hook,
-            &hook.declared_in,
-            format!(
-                "sends the conversation to `{}` ({} http hook{matcher}{headers}{env})",
-                target.url,
-                hook.point.name()
-            ),
-        );
-    }
     TrustItem::new(
         TrustKind::Hook,
         &hook.declared_in,
         format!(
             "runs `{}` on your machine, outside any sandbox ({} hook{matcher}{env})",
             hook.command,
+            hook.point.name()
+        ),
+    )
+}
+
+/// An http hook's item: its URL and header names (values may be secrets and are never shown),
+/// and the variables its headers may carry.
+fn http_hook_item(
+    hook: &flue_core::CommandHookSpec,
+    target: &flue_core::hook::HttpHookTarget,
+    matcher: &str,
+) -> TrustItem {
+    let headers = if target.headers.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = target
+            .headers
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        format!(", with headers {}", names.join(", "))
+    };
+    let env = if hook.env.is_empty() {
+        String::new()
+    } else {
+        format!(", which may carry your {}", hook.env.join(", "))
+    };
+    TrustItem::new(
+        TrustKind::Hook,
+        &hook.declared_in,
+        format!(
+            "sends the conversation to `{}` ({} http hook{matcher}{headers}{env})",
+            target.url,
             hook.point.name()
         ),
     )
