@@ -466,6 +466,13 @@ pub trait Hook: Send + Sync {
         false
     }
 
+    /// Whether this hook runs on the host where it can read and change the workspace's files
+    /// (a command hook does; an http hook only sends its input away). Such hooks are refused
+    /// beside a sandbox whose files are not the workspace's.
+    fn touches_host_files(&self) -> bool {
+        true
+    }
+
     /// Decides on `event`.
     fn decide<'a>(
         &'a self,

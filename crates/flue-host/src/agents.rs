@@ -870,17 +870,22 @@ impl std::fmt::Debug for AgentSet {
 /// Refuses to run the workspace's hooks beside a sandbox whose files are not the workspace's
 /// (`virtual`: in memory; `daytona`: remote): hooks run on the host at the workspace root, so
 /// they would change the files that sandbox leaves untouched, and not see the ones the agent
-/// changed.
+/// changed. Http hooks run nothing on the host and are not refused.
 fn hooks_share_the_sandboxs_files(
     agent: &str,
     kind: SandboxKind,
     hooks: &[Arc<dyn flue_core::hook::Hook>],
 ) -> Result<(), HostError> {
     let host_files = matches!(kind, SandboxKind::Local | SandboxKind::Isolated);
-    if host_files || hooks.is_empty() {
+    // An http hook runs nothing on the host: it may stand beside any sandbox.
+    let names: Vec<String> = hooks
+        .iter()
+        .filter(|hook| hook.touches_host_files())
+        .map(|hook| hook.name())
+        .collect();
+    if host_files || names.is_empty() {
         return Ok(());
     }
-    let names: Vec<String> = hooks.iter().map(|hook| hook.name()).collect();
     Err(FlueError::config(format!(
         "agent `{agent}` runs in the {} sandbox, whose files are a copy the workspace's own \
          files never see, but its hooks run on the host at the workspace root, where they would \

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::{Workspace, stderr};
+use crate::{Workspace, stderr, stdout};
 
 const ANTHROPIC_KEY: &str = "sk-ant-trust-test-0a1b2c3d4e5f6a7b";
 const AWS_SECRET: &str = "aws-secret-trust-test-9f8e7d6c5b4a";
@@ -631,12 +631,12 @@ fn an_http_hook_is_a_trust_item_and_sends_nothing_untrusted() {
     let server = crate::hooks::HookServer::start("200 OK", "{}");
     let extra = "          headers: { Authorization: \"Bearer ${GITHUB_TOKEN}\" }\n          \
                  allowedEnvVars: [GITHUB_TOKEN]\n";
-    let ws = crate::hooks::workspace(&crate::hooks::http_group(
-        "UserPromptSubmit",
-        "",
-        &server.url(),
-        extra,
-    ));
+    // The hook is the workspace's only trust item: the agent runs in the virtual sandbox,
+    // beside which an http hook (it runs nothing on the host) may stand.
+    let hooks = crate::hooks::http_group("UserPromptSubmit", "", &server.url(), extra);
+    let agent = format!("---\nmodel: scripted/s.json\nhooks:\n{hooks}---\nWork.\n");
+    let script = r#"{"rules": [{"reply": {"text": "echo: {{user}}"}}]}"#;
+    let ws = Workspace::new(&[("agents/guarded.md", &agent), ("s.json", script)]);
     let home = tempfile::tempdir().unwrap();
     let flue = |args: &[&str]| {
         Command::new(assert_cmd::cargo::cargo_bin("flue"))
@@ -681,6 +681,11 @@ fn an_http_hook_is_a_trust_item_and_sends_nothing_untrusted() {
     assert!(stderr(&trusted).contains(&listed), "{}", stderr(&trusted));
     let output = flue(&["run", "guarded", "-m", "hello there"]);
     assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("echo: hello there"),
+        "{}",
+        stdout(&output)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
     let input: serde_json::Value = serde_json::from_str(&requests[0].1).unwrap();

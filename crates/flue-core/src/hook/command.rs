@@ -759,6 +759,10 @@ impl Hook for CommandHook {
         self.spec.on_failure == OnFailure::Continue
     }
 
+    fn touches_host_files(&self) -> bool {
+        self.spec.http.is_none()
+    }
+
     fn decide<'a>(
         &'a self,
         event: &'a HookEvent,
