@@ -124,3 +124,60 @@ fn cause_chain(err: &dyn std::error::Error) -> String {
     }
     message
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+
+    use super::*;
+
+    /// A loopback server answering one request with `answer` (the whole response).
+    fn serve_once(answer: Vec<u8>) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(&answer);
+        });
+        format!("http://127.0.0.1:{port}/hook")
+    }
+
+    fn post(client: &ReqwestHookClient, url: &str) -> Result<HttpHookResponse, HttpHookError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(client.post(
+            url,
+            Vec::new(),
+            "{}".to_owned(),
+            Duration::from_secs(30),
+            1024,
+        ))
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused_and_a_redirect_is_not_followed() {
+        let client = ReqwestHookClient::new();
+        let long = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: 2000\r\nconnection: close\r\n\r\n{}",
+            "x".repeat(2000)
+        );
+        let answer = post(&client, &serve_once(long.into_bytes()));
+        assert!(
+            matches!(&answer, Err(HttpHookError::BadBody(why)) if why.contains("longer than 1024")),
+            "{answer:?}"
+        );
+        let elsewhere = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_vec());
+        let redirect = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: {elsewhere}\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n"
+        );
+        let answer = post(&client, &serve_once(redirect.into_bytes())).unwrap();
+        assert_eq!(answer.status, 307);
+    }
+}
