@@ -1463,26 +1463,19 @@ mod inner {
 }
 
 /// The backends that stay inside flue-core as modules, and the modules each may import: the
-/// error and helper modules, the wire types, and the extension trait it implements. Like a
+/// error and helper modules and the extension trait it implements (the wire types come from
+/// flue-protocol). Like a
 /// backend crate, such a module reaches the runtime only through a trait; it never names a
 /// session, harness, task or the agent loop. ARCHITECTURE.md lists the same rule.
 const IN_CORE_BACKENDS: &[(&str, &[&str])] = &[
     (
         "tool/builtin",
-        &[
-            "error", "util", "record", "event", "tool", "sandbox", "store",
-        ],
+        &["error", "util", "tool", "sandbox", "store"],
     ),
-    (
-        "tool/command",
-        &["error", "util", "record", "tool", "sandbox"],
-    ),
+    ("tool/command", &["error", "util", "tool", "sandbox"]),
     ("sandbox", &["error", "util", "sandbox"]),
-    (
-        "store/memory",
-        &["error", "util", "record", "event", "store"],
-    ),
-    ("model/scripted", &["error", "util", "record", "model"]),
+    ("store/memory", &["error", "util", "store"]),
+    ("model/scripted", &["error", "util", "model"]),
 ];
 
 /// The `crate::<module>` roots a source text names outside comments, with their line numbers.
@@ -1546,4 +1539,127 @@ fn the_crate_root_scanner_skips_comments() {
     let found =
         crate_roots("use crate::tool::Tool; // crate::session\nlet x = crate::util::now_ms();");
     assert_eq!(found, vec![(1, "tool".to_owned()), (2, "util".to_owned())]);
+}
+
+/// The most names flue-core's root may export: the embedder's API. Whatever else is public
+/// lives in a named module (`flue_core::store`, `flue_core::submission`, ...).
+const CORE_ROOT_LIMIT: usize = 100;
+
+/// The names a crate root exports: `pub mod`, `pub` items, and each leaf of a `pub use`
+/// (its `as` name when renamed). A glob re-export comes back as `*`, which no limit can count.
+fn root_exports(tokens: &[Token]) -> BTreeSet<String> {
+    const ITEMS: [&str; 8] = [
+        "mod", "fn", "struct", "enum", "trait", "type", "const", "static",
+    ];
+    let mut names = BTreeSet::new();
+    let mut idx = 0;
+    while idx < tokens.len() {
+        let is_pub = tokens[idx].text == "pub"
+            && tokens.get(idx + 1).is_some_and(|next| next.text != "(")
+            && brace_depth_is_zero(tokens, idx);
+        if !is_pub {
+            idx += 1;
+            continue;
+        }
+        let end = item_end(tokens, idx);
+        let mut item = &tokens[idx + 1..end];
+        while item
+            .first()
+            .is_some_and(|token| matches!(token.text.as_str(), "async" | "unsafe" | "extern"))
+        {
+            item = &item[1..];
+        }
+        match item.first().map(|token| token.text.as_str()) {
+            Some("use") => {
+                for pair in item.windows(2) {
+                    let leaf = &pair[0].text;
+                    if matches!(pair[1].text.as_str(), "," | "}" | ";")
+                        && leaf != "self"
+                        && (leaf == "*"
+                            || leaf.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+                    {
+                        names.insert(leaf.clone());
+                    }
+                }
+            }
+            Some(kind) if ITEMS.contains(&kind) => {
+                let name = item.iter().skip(1).find(|token| token.text != "fn");
+                names.extend(name.map(|token| token.text.clone()));
+            }
+            _ => {}
+        }
+        idx = end.max(idx + 1);
+    }
+    names
+}
+
+#[test]
+fn flue_core_root_exports_at_most_100_names() {
+    let lib = root().join("crates/flue-core/src/lib.rs");
+    let names = root_exports(&tokenize(&std::fs::read_to_string(&lib).unwrap()));
+    assert!(
+        !names.contains("*"),
+        "{} re-exports a glob; name what the root exports",
+        relative(&lib)
+    );
+    assert!(
+        names.len() > 20,
+        "the root scanner found too few names: {names:?}"
+    );
+    assert!(
+        names.len() <= CORE_ROOT_LIMIT,
+        "flue-core's root exports {} names, more than {CORE_ROOT_LIMIT}. Fix: export the new \
+         name from its public module (`flue_core::store::X`, `flue_core::submission::X`, ...) \
+         instead of the root, or move a rarely used root name there: {names:?}",
+        names.len()
+    );
+}
+
+#[test]
+fn the_root_export_scanner_counts_every_form() {
+    let source = "pub mod a;\nmod hidden;\npub(crate) use hidden::Secret;\nuse b::C;\n\
+                  pub use b::{D, e::{F, G as H}, self};\npub use i::J;\npub async fn k() {}\n\
+                  pub const L: u8 = 1;\npub const fn o() {}\nfn m() { pub struct Inner; }\npub use n::*;";
+    let found: Vec<String> = root_exports(&tokenize(source)).into_iter().collect();
+    assert_eq!(found, ["*", "D", "F", "H", "J", "L", "a", "k", "o"]);
+}
+
+/// Inside flue-core, a `crate::` path starts at a module (`crate::tool::Tool`), never at a
+/// name the root re-exports for embedders (`crate::Tool`): a module imports from the module
+/// that defines a thing, so the root's list can change without touching the runtime.
+#[test]
+fn flue_core_imports_through_modules_not_the_root() {
+    let src = root().join("crates/flue-core/src");
+    let lib = src.join("lib.rs");
+    let modules: BTreeSet<String> =
+        scan_file(&tokenize(&std::fs::read_to_string(&lib).unwrap()), &[])
+            .mods
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    for file in files.iter().filter(|file| **file != lib) {
+        let tokens = tokenize(&std::fs::read_to_string(file).unwrap());
+        let scan = scan_file(&tokens, &module_path(&src, file));
+        for path_use in scan
+            .paths
+            .iter()
+            .filter(|path_use| path_use.base.is_empty())
+        {
+            for head in &path_use.heads {
+                if !modules.contains(&head.text) {
+                    problems.push(format!(
+                        "{}:{} names crate::{}; import it from the module that defines it",
+                        relative(file),
+                        head.line,
+                        head.text
+                    ));
+                }
+            }
+        }
+    }
+    assert!(modules.len() > 10, "found too few modules: {modules:?}");
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }

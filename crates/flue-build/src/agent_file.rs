@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use flue_core::store::NoteLimits;
 use flue_core::{
-    Budget, BudgetLimits, Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel,
+    Budget, BudgetLimits, DurabilityConfig, Permission, ThinkingLevel, config::Compaction,
+    config::CompactionConfig,
 };
 use gray_matter::Pod;
 
@@ -48,8 +49,8 @@ pub struct AgentFile {
     /// `tools`: names of built-in tools, all known.
     pub tools: Vec<String>,
     /// `tools`: the command tools declared inline, in order, each checked
-    /// ([`flue_core::CommandToolSpec::to_tool`] succeeds).
-    pub command_tools: Vec<flue_core::CommandToolSpec>,
+    /// ([`flue_core::tool::CommandToolSpec::to_tool`] succeeds).
+    pub command_tools: Vec<flue_core::tool::CommandToolSpec>,
     /// `tools`: the custom tools declared inline (`custom: true`), answered by the
     /// application, in order, each checked ([`crate::CustomToolDecl::to_tool`] succeeds).
     pub custom_tools: Vec<crate::CustomToolDecl>,
@@ -85,7 +86,7 @@ pub struct AgentFile {
     pub schedules: Vec<Schedule>,
     /// `hooks`: command hooks in the shape of Claude Code's settings.json `hooks` object
     /// (docs/hooks.md); a subagent's are not used (tasks run under the root agent's hooks).
-    pub hooks: Vec<flue_core::CommandHookSpec>,
+    pub hooks: Vec<flue_core::hook::CommandHookSpec>,
     /// What the file declares that flue skips or ignores (a hook event flue has no point for,
     /// a hook key it does not read): warnings, not problems.
     pub notes: Vec<Diagnostic>,

@@ -446,7 +446,7 @@ fn read_scripts(
         .map(|model| (model, "flue.toml"));
     let agents = workspace.agents.values().flat_map(|agent| {
         let compaction = match &agent.compaction {
-            Some(flue_core::Compaction::Enabled(config)) => config.model.as_ref(),
+            Some(flue_core::config::Compaction::Enabled(config)) => config.model.as_ref(),
             _ => None,
         };
         agent

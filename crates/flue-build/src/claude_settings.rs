@@ -7,7 +7,7 @@
 //! hook type other than `command` and `http`, a value flue reads wrongly) is a note naming its line, and
 //! is skipped.
 
-use flue_core::CommandHookSpec;
+use flue_core::hook::CommandHookSpec;
 use serde_json::Value;
 
 use crate::diagnostic::Diagnostic;

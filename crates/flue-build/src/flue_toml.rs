@@ -77,7 +77,7 @@ pub struct WorkspaceConfig {
     /// matcher = "Bash"
     /// hooks = [{ type = "command", command = "./hooks/no_rm.sh", timeout = 10 }]
     /// ```
-    pub hooks: Vec<flue_core::CommandHookSpec>,
+    pub hooks: Vec<flue_core::hook::CommandHookSpec>,
     /// `[claude_code] settings = false`: the hooks of `.claude/settings.json` and
     /// `.claude/settings.local.json` are not read. Unset, they run too (after flue.toml's,
     /// before the agent file's), as Claude Code runs them.
@@ -141,7 +141,7 @@ pub struct Defaults {
     /// Thinking level for agents without `thinking`.
     pub thinking: Option<ThinkingLevel>,
     /// `[defaults.permissions]`: tool permission rules every agent starts from; an agent
-    /// file's `permissions:` override them (see `flue_core::PermissionSource`).
+    /// file's `permissions:` override them (see `flue_core::permission::PermissionSource`).
     pub permissions: Vec<(String, Permission)>,
     /// `[defaults.budget]`: spending limits of every agent's submissions and conversations,
     /// the shape of an agent file's `budget:`; an agent's own limits replace them one by one.
@@ -324,7 +324,7 @@ fn toml_hooks(
     raw: Spanned<toml::Value>,
     diagnostics: &mut Vec<Diagnostic>,
     notes: &mut Vec<Diagnostic>,
-) -> Vec<flue_core::CommandHookSpec> {
+) -> Vec<flue_core::hook::CommandHookSpec> {
     let line = line_of(text, &raw.span());
     let value = serde_json::to_value(raw.into_inner()).unwrap_or_default();
     let parsed = crate::hooks::parse(&value, PATH);

@@ -1,7 +1,8 @@
 //! Turning a loaded workspace's agents into flue-core configuration.
 
 use flue_core::{
-    AgentConfig, AgentProfile, FlueError, PermissionRule, PermissionSource, Role, Skill,
+    AgentConfig, AgentProfile, FlueError, Role, Skill, permission::PermissionRule,
+    permission::PermissionSource,
 };
 
 use crate::agent_file::AgentFile;
@@ -64,7 +65,7 @@ impl Workspace {
         let http_client: std::sync::Arc<dyn flue_core::hook::HttpHookClient> =
             std::sync::Arc::new(flue_providers::ReqwestHookClient::new());
         for spec in self.config.hooks.iter().chain(&agent.hooks) {
-            let hook = flue_core::CommandHook::new(spec.clone(), self.root.clone())?
+            let hook = flue_core::hook::CommandHook::new(spec.clone(), self.root.clone())?
                 .with_http_client(std::sync::Arc::clone(&http_client));
             config = config.with_hook(std::sync::Arc::new(hook));
         }
@@ -158,7 +159,7 @@ impl Workspace {
 
 /// The built-in tools an agent file names, then its command tools.
 fn tools(agent: &AgentFile) -> Result<Vec<flue_core::ToolDefinition>, FlueError> {
-    let mut tools = flue_core::builtin_tools(&agent.tools)?;
+    let mut tools = flue_core::tool::builtin_tools(&agent.tools)?;
     for spec in &agent.command_tools {
         tools.push(spec.to_tool()?);
     }

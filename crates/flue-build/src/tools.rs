@@ -4,14 +4,14 @@
 //! A string entry names a built-in tool; a mapping declares a command tool (`name`,
 //! `description`, `input` as JSON Schema written in YAML, `command`, `timeout_ms`,
 //! `max_output_chars`, `replay_safe`, `state`), which flue-core runs in the agent's sandbox
-//! ([`flue_core::CommandToolSpec`]), or, with `custom: true` instead of `command`, a custom
+//! ([`flue_core::tool::CommandToolSpec`]), or, with `custom: true` instead of `command`, a custom
 //! tool the application answers ([`CustomToolDecl`]; `output` is an optional JSON Schema the
 //! posted result must match). Every entry is checked here, each problem at its own line:
 //! names follow the rules of every tool, and a command tool may not take the name of a
 //! built-in tool, of a framework tool (`task`, `load_skill`, `finish`, `give_up`), of another
 //! entry, or the `mcp__` prefix of MCP tools.
 
-use flue_core::CommandToolSpec;
+use flue_core::tool::CommandToolSpec;
 use gray_matter::Pod;
 use serde_json::{Map, Number, Value};
 
@@ -170,16 +170,17 @@ pub(crate) fn parse(value: &Pod, report: &mut Report<'_>) -> DeclaredTools {
 
 /// Checks a built-in tool name.
 fn builtin(name: &str) -> Result<(), String> {
-    if flue_core::BUILTIN_TOOL_NAMES.contains(&name) || flue_core::STATE_TOOL_NAMES.contains(&name)
+    if flue_core::tool::BUILTIN_TOOL_NAMES.contains(&name)
+        || flue_core::tool::STATE_TOOL_NAMES.contains(&name)
     {
         return Ok(());
     }
     let suggestion =
-        crate::suggest::did_you_mean(name, flue_core::BUILTIN_TOOL_NAMES.iter().copied());
+        crate::suggest::did_you_mean(name, flue_core::tool::BUILTIN_TOOL_NAMES.iter().copied());
     Err(format!(
         "unknown built-in tool `{name}`{suggestion}; known tools: {}; or declare a command tool \
          as a mapping with name, description, input and command",
-        flue_core::BUILTIN_TOOL_NAMES.join(", ")
+        flue_core::tool::BUILTIN_TOOL_NAMES.join(", ")
     ))
 }
 
@@ -216,9 +217,9 @@ fn command_tool(item: &Pod, item_idx: usize, report: &mut Report<'_>) -> Option<
             }
             "state" => fields::string(&dotted, value).and_then(|text| {
                 spec.state = match text.as_str() {
-                    "none" => flue_core::CommandState::None,
-                    "read" => flue_core::CommandState::Read,
-                    "write" => flue_core::CommandState::Write,
+                    "none" => flue_core::tool::CommandState::None,
+                    "read" => flue_core::tool::CommandState::Read,
+                    "write" => flue_core::tool::CommandState::Write,
                     other => {
                         return Err(format!(
                             "`{dotted}` must be `none`, `read` or `write`, got `{other}`"
@@ -286,7 +287,7 @@ fn command_tool(item: &Pod, item_idx: usize, report: &mut Report<'_>) -> Option<
 
 /// Why `name` may not be declared by an agent file (`what`: "command tool", "custom tool").
 fn reserved_name(what: &str, name: &str) -> Option<String> {
-    if flue_core::BUILTIN_TOOL_NAMES.contains(&name) {
+    if flue_core::tool::BUILTIN_TOOL_NAMES.contains(&name) {
         Some(format!(
             "{what} `{name}` has the name of a built-in tool: rename it, or list the built-in \
              tool by name"

@@ -2,7 +2,10 @@
 //! running. A fork copies the turns before a point into a new conversation; a rewind puts the
 //! workspace's files back as they were before a turn (or undoes a rewind).
 
-use flue_core::{RewindAction, RewindPlan, RewindTarget, check_instance_id, fork_conversation};
+use flue_core::{
+    check_instance_id, fork::fork_conversation, rewind::RewindAction, rewind::RewindPlan,
+    rewind::RewindTarget,
+};
 use serde_json::json;
 
 use crate::Exit;
@@ -16,7 +19,7 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
     check_instance_id(&args.id)?;
     let new_id = match &args.new_id {
         Some(new_id) => {
-            flue_core::check_conversation_id(new_id)?;
+            flue_core::submission::check_conversation_id(new_id)?;
             new_id.clone()
         }
         None => flue_core::util::new_ulid(),

@@ -5,7 +5,7 @@
 
 use std::io::IsTerminal;
 
-use flue_core::{ActionDecision, ActionKind, PendingAction};
+use flue_core::{ActionDecision, record::ActionKind, record::PendingAction};
 use serde_json::Value;
 
 use crate::approvals::AlwaysRules;

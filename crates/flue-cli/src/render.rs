@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write};
 use std::time::Instant;
 
-use flue_core::{CompactionReason, Event, Outcome, Usage};
+use flue_core::{Event, Outcome, Usage, event::CompactionReason};
 
 use crate::term::markdown::LineStyler;
 use crate::term::status::{self, Status};
@@ -616,7 +616,7 @@ fn duration_text(ms: u64) -> String {
 mod tests;
 
 /// One hook decision as a line: the point, the hook, the decision and what it changed.
-pub(crate) fn hook_text(hook: &flue_core::HookRecord) -> String {
+pub(crate) fn hook_text(hook: &flue_core::record::HookRecord) -> String {
     let mut line = format!("hook {} by {}: {}", hook.event, hook.hook, hook.decision);
     if let Some(subject) = &hook.subject {
         line.push_str(&format!(" ({subject})"));
@@ -637,7 +637,7 @@ pub(crate) fn hook_text(hook: &flue_core::HookRecord) -> String {
 }
 
 /// Whether a hook decision changed nothing (a plain `continue`).
-fn is_silent(hook: &flue_core::HookRecord) -> bool {
+fn is_silent(hook: &flue_core::record::HookRecord) -> bool {
     hook.decision == "continue"
         && hook.reason.is_none()
         && hook.updated_input.is_none()

@@ -9,11 +9,12 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 
 use flue_build::SandboxKind;
-use flue_core::RuntimeEvent;
+use flue_core::submission::RuntimeEvent;
 use flue_core::{
     ActionDecision, AgentRuntime, BatchBody, ConversationKey, DEFAULT_SESSION, DeliveredMessage,
-    DispatchOptions, ErrorInfo, FlueError, MessageOptions, Offset, Outcome, PendingAction, Record,
-    Settlement, StopReason, Usage, WhenBusy, store::DynConversationStore, util::new_ulid,
+    DispatchOptions, ErrorInfo, FlueError, MessageOptions, Offset, Outcome, Record, Settlement,
+    StopReason, Usage, record::PendingAction, store::DynConversationStore, submission::WhenBusy,
+    util::new_ulid,
 };
 use flue_host::{AgentSet, App, HarnessOptions, Host, HostError, Preflight, StoreChoice};
 use serde::Serialize;

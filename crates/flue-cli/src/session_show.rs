@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use flue_core::{ActionDecision, ActionKind, AssistantContent, Record, UserContent};
+use flue_core::{ActionDecision, AssistantContent, Record, UserContent, record::ActionKind};
 use flue_server::Transcript;
 use serde_json::Value;
 
@@ -93,7 +93,7 @@ fn answer_text(decision: &ActionDecision) -> String {
 }
 
 /// The records as text; with `numbered`, each user message shows its turn number
-/// (`user (turn 2): ...`), counted as `flue_core::turn_starts` counts them.
+/// (`user (turn 2): ...`), counted as `flue_core::fork::turn_starts` counts them.
 fn transcript_text(records: &[Record], numbered: bool) -> String {
     let mut out = String::new();
     let mut turn = 0_u64;

@@ -47,7 +47,7 @@
 //!
 //! A server may change its tools while it runs and say so with
 //! `notifications/tools/list_changed`. The connection notes it, and lists the tools again the
-//! next time its [`flue_core::ToolSource`] is refreshed: the agent loop does that before each
+//! next time its [`flue_core::tool::ToolSource`] is refreshed: the agent loop does that before each
 //! model turn, so the model sees added, changed and removed tools from its next turn on. In a
 //! changed list, a tool that cannot be adapted (a name clash, an invalid schema) is left out
 //! with a warning; if listing fails, the previous list stays.
@@ -55,10 +55,10 @@
 //! ## Map of the main types
 //!
 //! - [`connect_mcp_server`] and [`McpServerConnection`] (its tools, its live
-//!   [`flue_core::ToolSource`] and `close`)
+//!   [`flue_core::tool::ToolSource`] and `close`)
 //! - [`McpServerOptions`]: an [`McpEndpoint`] ([`McpHttpEndpoint`] with its [`McpTransport`], or
 //!   [`McpStdioCommand`]), the per-request timeout and whether progress resets it
-//! - failures are [`flue_core::FlueError::Mcp`] with a [`flue_core::McpErrorReason`]
+//! - failures are [`flue_core::FlueError::Mcp`] with a [`flue_core::error::McpErrorReason`]
 //! - sandboxes: [`IsolatedSandbox`] ([`IsolationBackend`]), [`DaytonaSandbox`] ([`DaytonaConfig`])
 
 // Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an

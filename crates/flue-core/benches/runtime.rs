@@ -193,7 +193,7 @@ async fn turn_overhead(store_name: &str, store: Arc<dyn DynSessionStore>, messag
         ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path())));
     let agent = AgentConfig::new()
         .with_model("scripted/script.json")
-        .with_tools(flue_core::builtin_tools(&["read_file".to_owned()]).unwrap());
+        .with_tools(flue_core::tool::builtin_tools(&["read_file".to_owned()]).unwrap());
     let harness = Harness::builder(agent)
         .with_store(store)
         .with_providers(providers)

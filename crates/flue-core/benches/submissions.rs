@@ -43,12 +43,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, CompactionSummary,
-    ConversationKey, DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset,
-    ProviderRegistry, Record, ScriptedProvider, StaticAgents, StopReason, StoredRecord,
-    SubmissionState, Usage,
+    AgentConfig, AgentRuntime, AssistantContent, BatchBody, BoxFuture, ConversationKey,
+    DeliveredMessage, DispatchOptions, Harness, ModelProvider, Offset, ProviderRegistry, Record,
+    ScriptedProvider, StaticAgents, StopReason, StoredRecord, Usage,
     model::{ModelRequest, ModelTurn, TurnSink},
+    record::CompactionSummary,
     store::{Acquire, ConversationStore, FencedAppend, SessionKey, SessionStore},
+    submission::SubmissionState,
 };
 use flue_store::SqliteStore;
 

@@ -11,10 +11,10 @@
 //! session's. The check runs before a model call, so the call that crosses a cost limit
 //! finishes (its tool calls are answered) and the next one is not made.
 
+use flue_protocol::record::{Record, Usage};
 use flue_protocol::{Budget, BudgetLimits};
 
 use crate::error::{FlueError, Result};
-use crate::record::{Record, Usage};
 use crate::shared::HarnessShared;
 use crate::store::SessionKey;
 

@@ -6,12 +6,12 @@
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 
+use flue_protocol::event::Event;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
-use crate::event::Event;
 
 /// The stream of events of one operation; ends when the operation ends.
 pub type EventStream = mpsc::UnboundedReceiver<Event>;

@@ -25,15 +25,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use flue_protocol::ThinkingLevel;
+use flue_protocol::event::{CompactionReason, Event};
+use flue_protocol::record::{
+    AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Compaction, CompactionConfig};
 use crate::error::{FlueError, Result};
-use crate::event::{CompactionReason, Event};
 use crate::model::{ModelInfo, ModelProvider, ModelRequest, ModelSpec, ToolSchema, TurnSink};
 use crate::operation::{OperationContext, redacted_info};
-use crate::record::{AssistantContent, CompactionSummary, Record, Usage, UserContent, UserMessage};
 use crate::redact::Redactor;
 use crate::shared::{SessionShared, SessionState};
 use crate::spans;

@@ -55,7 +55,7 @@ impl Default for Compaction {
 /// A skill: a catalog entry and, optionally, its instruction body and resource files.
 ///
 /// Skills come from two places: the workspace (`.agents/skills/`, discovered by flue-build and
-/// passed with [`crate::HarnessBuilder::with_workspace_skills`]) and code (registered on an
+/// passed with [`crate::harness::HarnessBuilder::with_workspace_skills`]) and code (registered on an
 /// agent or profile with `with_skill`). The system prompt lists every available skill; running
 /// one (`session.skill`, or the model's `load_skill` tool) injects its body for that call only.
 ///
@@ -230,7 +230,7 @@ pub struct AgentProfile {
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Actions: Rust behaviour offered to the model as framework-managed tools, each run in
     /// an isolated child scope, as the tools the model calls (added with `with_action`, see
-    /// [`ActionDefinition`](crate::ActionDefinition)).
+    /// [`ActionDefinition`](crate::action::ActionDefinition)).
     pub actions: Vec<ToolDefinition>,
     /// Named profiles available to `session.task()`.
     pub subagents: Vec<AgentProfile>,

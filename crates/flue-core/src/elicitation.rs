@@ -16,13 +16,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flue_protocol::record::{
+    ActionDecision, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
+};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::error::{FlueError, Result};
-use crate::record::{
-    ActionDecision, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
-};
 use crate::redact::Redactor;
 use crate::store::{DynSessionStore, HeadWatch, SessionKey};
 use crate::tool::ToolContext;
@@ -251,7 +251,7 @@ impl ToolContext {
     /// Errors: outside a session's tool call there is no log to hold the question
     /// ([`FlueError::InvalidRequest`]); a store failure is returned as is.
     ///
-    /// [`AgentRuntime::resolve`]: crate::AgentRuntime::resolve
+    /// [`AgentRuntime::resolve`]: crate::submission::AgentRuntime::resolve
     pub async fn ask_elicitation(
         &self,
         question: &ElicitationQuestion,

@@ -10,7 +10,7 @@ use std::error::Error as StdError;
 use flue_protocol::ProtocolError;
 use serde::{Deserialize, Serialize};
 
-use crate::event::ErrorInfo;
+use flue_protocol::event::ErrorInfo;
 
 /// A boxed third-party error kept as a `source()`.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -52,7 +52,7 @@ pub enum FlueError {
     /// too long, or holding whitespace, control or invisible characters or a slash. Not
     /// retryable: the caller fixes the id. The message shows the id escaped and shortened.
     ///
-    /// [`check_instance_id`]: crate::check_instance_id
+    /// [`check_instance_id`]: crate::harness::check_instance_id
     #[error("{}", ProtocolError::invalid_id_message(.id, .reason))]
     InvalidInstanceId {
         /// The rejected id, as given.
@@ -125,7 +125,7 @@ pub enum FlueError {
         reason: String,
     },
     /// A conversation's state document is larger than its limit
-    /// ([`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)); nothing was stored. Fix: keep less in the
+    /// ([`MAX_STATE_BYTES`](flue_protocol::record::MAX_STATE_BYTES)); nothing was stored. Fix: keep less in the
     /// state (large data belongs in files or the application's own store).
     #[error(
         "the state is {bytes} bytes of JSON, over its limit of {limit} bytes: keep less in it (large data belongs in files or the application's own store)"
@@ -210,7 +210,7 @@ pub enum FlueError {
         /// The model, as `provider/model`.
         model: String,
         /// Why the model stopped.
-        reason: crate::record::StopReason,
+        reason: flue_protocol::record::StopReason,
         /// The model's refusal, in its own words, when it refused and said why.
         refusal: Option<String>,
     },
@@ -381,7 +381,7 @@ pub enum FlueError {
         /// The limit.
         max: u32,
     },
-    /// The model called an action (an [`ActionDefinition`](crate::ActionDefinition)) with
+    /// The model called an action (an [`ActionDefinition`](crate::action::ActionDefinition)) with
     /// input that does not match its input schema. Returned to the model as a tool error it
     /// can retry from with fixed arguments; the operation goes on.
     #[error("invalid input for action {action:?}: {}", .issues.join("; "))]
@@ -702,9 +702,11 @@ impl FlueError {
             Self::Provider { .. } => "provider_error",
             Self::ContextOverflow { .. } => "context_overflow",
             Self::ModelStopped { reason, .. } => match reason {
-                crate::record::StopReason::Refusal => "model_refusal",
-                crate::record::StopReason::ContentFilter => "content_filter",
-                crate::record::StopReason::ContextWindowExceeded => "context_window_exceeded",
+                flue_protocol::record::StopReason::Refusal => "model_refusal",
+                flue_protocol::record::StopReason::ContentFilter => "content_filter",
+                flue_protocol::record::StopReason::ContextWindowExceeded => {
+                    "context_window_exceeded"
+                }
                 _ => "model_stopped",
             },
             Self::MissingApiKey { .. } => "missing_api_key",
@@ -836,10 +838,10 @@ impl McpErrorReason {
 /// The message of [`FlueError::ModelStopped`].
 fn model_stopped_message(
     model: &str,
-    reason: &crate::record::StopReason,
+    reason: &flue_protocol::record::StopReason,
     refusal: Option<&str>,
 ) -> String {
-    use crate::record::StopReason;
+    use flue_protocol::record::StopReason;
     match reason {
         StopReason::Refusal => match refusal.map(str::trim).filter(|text| !text.is_empty()) {
             Some(text) => format!("the model {model} refused to answer: {text}"),

@@ -14,14 +14,14 @@
 //!
 //! [`SessionStore::create_sessions`]: crate::store::SessionStore::create_sessions
 
+use flue_protocol::record::{Record, StoredRecord};
+use flue_protocol::{DEFAULT_SESSION, TASK_SESSION_PREFIX};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
-use crate::record::{Record, StoredRecord};
 use crate::steps::{pending_actions, results_before_input};
 use crate::store::{DynSessionStore, SessionKey};
 use crate::util::now_ms;
-use flue_protocol::{DEFAULT_SESSION, TASK_SESSION_PREFIX};
 
 /// What a fork copied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -79,7 +79,7 @@ impl HarnessBuilder {
     }
 
     /// Sets the platform bindings an initializer reads through
-    /// [`AgentInitializerContext::env`](crate::AgentInitializerContext::env).
+    /// [`AgentInitializerContext::env`](crate::initializer::AgentInitializerContext::env).
     #[must_use]
     pub fn with_env(mut self, env: Arc<dyn std::any::Any + Send + Sync>) -> Self {
         self.env = Some(env);
@@ -172,7 +172,7 @@ impl HarnessBuilder {
     /// Checks what one message chooses for its run ([`flue_protocol::MessageOptions`]) against
     /// this agent, without building anything: the role must be one of the roles, the skill one
     /// the agent's root sessions can run (its own or the workspace's), and the model must
-    /// resolve to a provider that accepts it ([`ModelProvider::check_model`](crate::ModelProvider::check_model)).
+    /// resolve to a provider that accepts it ([`ModelProvider::check_model`](crate::model::ModelProvider::check_model)).
     /// Refusals are [`FlueError::InvalidRequest`] naming the field (`model`, `role`, `skill`)
     /// and what there is. An agent computed by an initializer is checked for its roles and
     /// model only (its skills exist per instance).
@@ -373,7 +373,7 @@ impl Harness {
     /// from the instance id and the bindings of [`HarnessBuilder::with_env`] (the counterpart
     /// of `defineAgent(initialize)`). An error it returns fails the build.
     pub fn initialized_by(
-        initialize: impl Fn(&crate::AgentInitializerContext) -> Result<AgentConfig>
+        initialize: impl Fn(&crate::initializer::AgentInitializerContext) -> Result<AgentConfig>
         + Send
         + Sync
         + 'static,
@@ -444,7 +444,7 @@ impl Harness {
         self.shared.roles.names()
     }
 
-    /// The harness of an action scope (see [`crate::ActionContext::harness`]).
+    /// The harness of an action scope (see [`crate::action::ActionContext::harness`]).
     pub(crate) fn from_shared(shared: Arc<HarnessShared>) -> Self {
         Self { shared }
     }

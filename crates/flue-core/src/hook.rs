@@ -25,10 +25,10 @@ pub(crate) use transcript::render as render_transcript;
 
 use std::sync::Arc;
 
+use flue_protocol::record::{ToolCall, ToolResult};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::record::{ToolCall, ToolResult};
 use crate::util::BoxFuture;
 
 pub use http::{

@@ -8,16 +8,16 @@
 //! same point and subject (a call id): a decision stored before a pause or a crash is used
 //! again, never asked for twice. Hook text is redacted like tool output before it is stored.
 
+use flue_protocol::event::Event;
+use flue_protocol::record::{HookRecord, Record};
 use serde_json::Value;
 use tracing::Span;
 
 use crate::error::FlueError;
-use crate::event::Event;
 use crate::hook::NON_BLOCKING_PREFIX;
 use crate::hook::{HookContext, HookEvent, HookFailure, HookPoint, Verdict};
 use crate::model::TurnSink;
 use crate::operation::OperationContext;
-use crate::record::{HookRecord, Record};
 use crate::shared::SessionShared;
 use crate::tool::ToolState;
 

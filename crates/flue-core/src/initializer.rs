@@ -43,7 +43,7 @@ impl AgentInitializerContext {
         }
     }
 
-    /// The platform bindings given with [`crate::HarnessBuilder::with_env`], when they are a
+    /// The platform bindings given with [`crate::harness::HarnessBuilder::with_env`], when they are a
     /// `T`.
     pub fn env<T: Any>(&self) -> Option<&T> {
         self.env.as_deref()?.downcast_ref::<T>()

@@ -6,7 +6,7 @@
 //! returns a [`CallHandle`] that can be awaited, aborted, and read as a stream of [`Event`]s.
 //!
 //! Map of the main types:
-//! - configuration: [`AgentConfig`], [`AgentProfile`], [`ResolvedAgent`]
+//! - configuration: [`AgentConfig`], [`AgentProfile`], [`config::ResolvedAgent`]
 //! - runtime: [`Harness`], [`Session`], [`CallHandle`], [`PromptResponse`]
 //! - call options: [`CallOptions`], shared by [`PromptOptions`], [`SkillOptions`] and
 //!   [`TaskOptions`]
@@ -17,7 +17,7 @@
 //! - wire formats: [`Record`] (session logs) and [`Event`] (operation streams)
 //! - sandboxes: [`VirtualSandbox`] (the default: in memory, no processes), [`LocalSandbox`]
 //! - durable submissions: [`AgentRuntime`] (`dispatch`, `wait`, `read`, `abort`, stream reads),
-//!   [`AgentRegistry`], [`DispatchReceipt`], [`StreamBatch`]
+//!   [`AgentRegistry`], [`submission::DispatchReceipt`], [`StreamBatch`]
 //! - errors: [`FlueError`], whose [`FlueError::kind`] is stable
 //!
 //! The root holds what an application embedding the runtime uses. Whoever implements a backend
@@ -37,6 +37,10 @@
 //! - [`spans`]: the tracing spans, and [`spans::traced_turn`] for model turns run outside an
 //!   operation
 //! - [`util`]: clocks, ids and cancellation shared with the sibling crates
+//! - [`record`] and [`event`]: every wire type (flue-protocol's modules); [`submission`]: the
+//!   durable runtime's receipts, states and builder; [`config`], [`operation`], [`error`]: the
+//!   rest of the configuration, call options and error details
+//! - [`fork`] and [`rewind`]: copying a conversation, and undoing the file changes of its turns
 //!
 //! Which crate a program embedding Flue needs, for what:
 //! - flue-core (this crate): always — the runtime, tools, actions, hooks, the in-memory store,
@@ -62,21 +66,21 @@ mod agent_loop;
 mod budget;
 mod call;
 mod compaction;
-mod config;
+pub mod config;
 pub mod elicitation;
-mod error;
-mod fork;
+pub mod error;
+pub mod fork;
 mod harness;
 pub mod hook;
 mod hook_points;
 mod initializer;
 mod log_cache;
 pub mod model;
-mod operation;
+pub mod operation;
 mod overlay;
 pub mod permission;
 mod redact;
-mod rewind;
+pub mod rewind;
 mod role;
 pub mod sandbox;
 mod scope;
@@ -87,52 +91,28 @@ mod skill_ref;
 pub mod spans;
 mod steps;
 pub mod store;
-mod submission;
+pub mod submission;
 mod task;
 pub mod tool;
 pub mod util;
 
-// The wire types live in flue-protocol; these aliases keep `crate::record::X` and
-// `crate::event::X` paths working inside the runtime.
-use flue_protocol::{event, record};
-// Inside the crate, `crate::now_ms` stays a path (the public one is `util::now_ms`).
-use util::now_ms;
+// The embedder's API: what an application embedding the runtime names. Everything here also
+// has a home in a module (or in flue-protocol); the rest lives only in the public modules.
+// At most 100 names (tidy: `flue_core_root_exports_at_most_100_names`).
 
-// The embedder's API. Everything below also has a home in a module (or in flue-protocol);
-// the root re-exports what an application embedding the runtime names.
+// The wire formats, as modules: `flue_core::record::X` and `flue_core::event::X`.
+pub use flue_protocol::{event, record};
 
 // Harness, sessions and operations.
 pub use call::{CallHandle, EventStream};
 pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;
-pub use operation::{
-    CallOptions, PromptOptions, PromptResponse, SkillExtra, SkillOptions, TaskExtra, TaskOptions,
-};
+pub use operation::{CallOptions, PromptOptions, PromptResponse, SkillOptions, TaskOptions};
 pub use session::Session;
 
-// Forking a conversation.
-pub use fork::{ForkReport, fork_conversation, turn_starts};
-
-// Rewinding the files a conversation changed.
-pub use rewind::{
-    REWIND_SESSION_PREFIX, REWIND_TOOL, RewindAction, RewindFile, RewindPlan, RewindTarget,
-    RewindWorkspace, rewind,
-};
-
 // Configuration: agents, skills, roles.
-pub use config::{
-    AgentConfig, AgentProfile, Compaction, CompactionConfig, DEFAULT_MAX_TURNS, ResolvedAgent,
-    Skill,
-};
-pub use flue_protocol::{
-    Budget, BudgetLimits, DEFAULT_SESSION, DurabilityConfig, SPAN_TARGET, ThinkingLevel,
-    is_invisible_char, task_session_parent,
-};
-pub use hook::{
-    CommandHook, CommandHookSpec, Hook, HookContext, HookDecision, HookEvent, HookFailure,
-    HookPoint, Verdict, hook_fn,
-};
-pub use permission::{PermissionRule, PermissionSource};
+pub use config::{AgentConfig, AgentProfile, Skill};
+pub use flue_protocol::{Budget, BudgetLimits, DEFAULT_SESSION, DurabilityConfig, ThinkingLevel};
 pub use redact::Redactor;
 pub use role::Role;
 pub use skill_ref::SkillRef;
@@ -144,40 +124,28 @@ pub use action::{ActionContext, ActionDefinition, MAX_ACTION_DEPTH};
 pub use agent_loop::{FINISH_TOOL, GIVE_UP_TOOL, PERMISSIONS_CHECK_TOOL};
 pub use skill::LOAD_SKILL_TOOL;
 pub use task::{MAX_TASK_DEPTH, TASK_TOOL};
-pub use tool::{
-    BUILTIN_TOOL_NAMES, CommandState, CommandToolSpec, Effects, InterruptBehavior, Ownership,
-    Permission, READ_ONLY_TOOL_NAMES, STATE_TOOL_NAMES, Tool, ToolContext, ToolDefinition,
-    ToolError, ToolMeta, ToolSet, ToolSource, ToolState, builtin_tool, builtin_tools,
-};
+pub use tool::{Permission, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta};
 pub use util::BoxFuture;
 
-// Records and events (the wire formats, from flue-protocol).
-pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
+// Records and events (the wire formats, from flue-protocol); the rest in `record` and `event`.
+pub use event::{ErrorInfo, Event, Outcome};
 pub use record::{
-    ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
-    AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image,
-    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage,
-    SamplingExchange, ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall,
-    ToolResult, Usage, UserContent, UserMessage,
+    ActionDecision, AssistantContent, AssistantMessage, Image, ModelRef, Record, StopReason,
+    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
 
 // Errors.
-pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason};
+pub use error::{FlueError, Result};
 
-// Durable submissions.
+// Durable submissions; the rest in `submission`.
 pub use submission::{
-    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BatchBody, ConversationInfo,
-    ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt,
-    MessageOptions, Offset, ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents,
-    StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy, check_conversation_id,
+    AgentInfo, AgentRegistry, AgentRuntime, BatchBody, ConversationKey, DeliveredMessage,
+    DispatchOptions, MessageOptions, Offset, Settlement, StaticAgents, StreamBatch,
 };
 
 // Models, sandboxes and the in-memory store.
 pub use model::{ModelProvider, ProviderRegistry, ScriptedProvider};
-pub use sandbox::{
-    ExecOptions, LocalSandbox, Sandbox, SandboxFactory, ShellResult, VirtualLimits, VirtualSandbox,
-    VirtualSandboxBuilder,
-};
+pub use sandbox::{ExecOptions, LocalSandbox, Sandbox, VirtualSandbox};
 pub use store::MemoryStore;
 
 pub use tokio_util::sync::CancellationToken;

@@ -17,10 +17,10 @@
 //! conversations with large messages do not keep their logs in memory once settled), the least
 //! recently returned going first.
 
+use flue_protocol::record::Record;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::record::Record;
 use crate::steps::LogIndex;
 use crate::store::SessionKey;
 
@@ -147,7 +147,7 @@ impl LogCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::UserMessage;
+    use flue_protocol::record::UserMessage;
 
     fn log(n: usize) -> CachedLog {
         sized_log(n, 2)

@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 
 use flue_protocol::ThinkingLevel;
+use flue_protocol::event::{ErrorInfo, Outcome};
+use flue_protocol::record::{Image, ModelRef, PendingAction, Usage, UserContent, UserMessage};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
 use crate::error::{FlueError, Result};
-use crate::event::{ErrorInfo, Outcome};
 use crate::model::TurnSink;
-use crate::record::{Image, ModelRef, PendingAction, Usage, UserContent, UserMessage};
 use crate::redact::Redactor;
 use crate::spans;
 use crate::tool::ToolDefinition;
@@ -196,7 +196,7 @@ pub struct PromptResponse {
     pub model: ModelRef,
     /// Tool calls waiting for a decision: non-empty when the operation paused (its outcome is
     /// `requires_action`). Resolve them with
-    /// [`Session::resolve`](crate::Session::resolve) to go on.
+    /// [`Session::resolve`](crate::session::Session::resolve) to go on.
     pub pending_actions: Vec<PendingAction>,
 }
 

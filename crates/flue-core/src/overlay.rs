@@ -26,7 +26,7 @@ pub(crate) struct CallOverlay {
 
 impl CallOverlay {
     /// The overlay of a call in `role` (the call's own role, else its session's default);
-    /// [`crate::FlueError::UnknownRole`] when the role does not exist.
+    /// [`crate::error::FlueError::UnknownRole`] when the role does not exist.
     pub(crate) fn resolve(
         roles: &Roles,
         role: Option<String>,

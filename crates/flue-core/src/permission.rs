@@ -11,7 +11,7 @@
 //!
 //! Within one source an exact name beats any glob, and a longer glob beats a shorter one.
 //!
-//! [`ToolMeta::permission`]: crate::ToolMeta::permission
+//! [`ToolMeta::permission`]: crate::tool::ToolMeta::permission
 
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};

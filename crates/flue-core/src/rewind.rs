@@ -3,7 +3,7 @@
 //!
 //! The changes undone are the audit entries of the conversation (every session of it, tasks
 //! included) made at or after the start of turn `N` (the `at` of its `User` record; turns as
-//! [`crate::turn_starts`] numbers them). Per file, the rewind restores the content the first of
+//! [`crate::fork::turn_starts`] numbers them). Per file, the rewind restores the content the first of
 //! those changes found (`sha256_before`: from the trash, or from another file of the plan
 //! holding it; none means the file did not exist, so it is deleted), and only if the file still
 //! holds what the last of them wrote (`sha256_after`): a file changed outside the agent since
@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use flue_protocol::DEFAULT_SESSION;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -34,7 +35,6 @@ use crate::store::{
     AuditEntry, DynAuditStore, DynSessionStore, SessionKey, TrashEntry, TrashReason,
 };
 use crate::util::{new_ulid, now_ms};
-use flue_protocol::DEFAULT_SESSION;
 
 /// The tool name rewinds record in the audit log.
 pub const REWIND_TOOL: &str = "rewind";

@@ -8,6 +8,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use flue_protocol::event::{Event, OperationKind};
+use flue_protocol::record::{ActionDecision, ActionInfo, ActionResolution, PendingAction};
+use flue_protocol::record::{Record, ShellExchange, Usage, UserMessage};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -17,14 +20,11 @@ use crate::call::CallHandle;
 use crate::compaction;
 use crate::config::Skill;
 use crate::error::{FlueError, Result};
-use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
 use crate::operation::{
     OperationContext, OperationOutput, PromptOptions, PromptResponse, SkillExtra, SkillOptions,
     TaskOptions, settle, user_message,
 };
-use crate::record::{ActionDecision, ActionInfo, ActionResolution, PendingAction};
-use crate::record::{Record, ShellExchange, Usage, UserMessage};
 use crate::sandbox::{ExecOptions, Sandbox, ShellResult};
 use crate::shared::SessionShared;
 use crate::skill;
@@ -136,9 +136,9 @@ impl Session {
     }
 
     /// The session's state document as stored (other processes' writes included): its latest
-    /// [`StateChange`](crate::StateChange), `None` while nothing wrote it. A conversation's
+    /// [`StateChange`](flue_protocol::record::StateChange), `None` while nothing wrote it. A conversation's
     /// state lives in its root session (`default`).
-    pub async fn state(&self) -> Result<Option<crate::record::StateChange>> {
+    pub async fn state(&self) -> Result<Option<flue_protocol::record::StateChange>> {
         Ok(latest_state(&self.stored_records().await?))
     }
 
@@ -164,7 +164,7 @@ impl Session {
 
     /// The session's log as stored: read without waiting for a running operation, so the
     /// live actions of its calls (an MCP server's question) are seen while they wait.
-    async fn stored_records(&self) -> Result<Vec<crate::Record>> {
+    async fn stored_records(&self) -> Result<Vec<flue_protocol::record::Record>> {
         let shared = &self.shared;
         let log = shared
             .harness
@@ -201,7 +201,7 @@ impl Session {
     }
 
     /// Answers a live action of this session (an MCP server's question while a call runs, kind
-    /// [`ActionKind::Elicitation`](crate::ActionKind::Elicitation)) with
+    /// [`ActionKind::Elicitation`](flue_protocol::record::ActionKind::Elicitation)) with
     /// [`ActionDecision::Accept`] (content checked against the requested schema, defaults
     /// filled in), [`ActionDecision::Decline`] or [`ActionDecision::Cancel`]. The call waiting
     /// for it, in this process or another sharing the store, goes on with the answer; no
@@ -221,19 +221,22 @@ impl Session {
                     .ok_or_else(|| FlueError::SessionNotFound {
                         session: shared.key.session.clone(),
                     })?;
-            let records: Vec<crate::Record> = log.records.into_iter().map(|s| s.record).collect();
+            let records: Vec<flue_protocol::record::Record> =
+                log.records.into_iter().map(|s| s.record).collect();
             let action =
                 steps::check_decision(&records, &shared.key.session, action_id, &decision)?;
-            if action.kind != crate::ActionKind::Elicitation {
+            if action.kind != flue_protocol::record::ActionKind::Elicitation {
                 return Err(FlueError::InvalidDecision {
                     action_id: action_id.to_owned(),
                     message: "this action pauses the operation: decide it with `resolve`".into(),
                 });
             }
             let decision = steps::normalize_decision(&action, decision.clone())?;
-            let stored = [crate::StoredRecord::new(
-                crate::Record::ActionResolved(ActionResolution::of(&action, decision)),
-                crate::now_ms(),
+            let stored = [flue_protocol::record::StoredRecord::new(
+                flue_protocol::record::Record::ActionResolved(ActionResolution::of(
+                    &action, decision,
+                )),
+                crate::util::now_ms(),
             )];
             match store.append(&shared.key, log.version, &stored).await {
                 Ok(_) => {
@@ -276,7 +279,7 @@ impl Session {
         })
     }
 
-    /// Runs a skill, named (`"triage"`) or packaged (`&skill`, see [`crate::SkillRef`]): records
+    /// Runs a skill, named (`"triage"`) or packaged (`&skill`, see [`crate::skill_ref::SkillRef`]): records
     /// a user message naming it and its arguments, and puts the skill's instructions into the
     /// system prompt of this call only. An unknown name fails with
     /// [`FlueError::SkillNotRegistered`], listing the session's skills; a packaged skill whose
@@ -284,7 +287,7 @@ impl Session {
     /// [`FlueError::InvalidConfig`].
     pub fn skill<'a>(
         &self,
-        skill: impl Into<crate::SkillRef<'a>>,
+        skill: impl Into<crate::skill_ref::SkillRef<'a>>,
         options: SkillOptions,
     ) -> CallHandle<PromptResponse> {
         let resolved = skill.into().resolve(&self.shared.scope.skills);
@@ -357,7 +360,7 @@ impl Session {
     /// Runs a command in the sandbox and records the exchange in the conversation (the names
     /// of supplied environment variables are recorded, never their values). Known secret values
     /// are redacted from the output before it is recorded and returned (see
-    /// [`HarnessBuilder::with_secrets`](crate::HarnessBuilder::with_secrets)).
+    /// [`HarnessBuilder::with_secrets`](crate::harness::HarnessBuilder::with_secrets)).
     pub fn shell(&self, command: &str, options: ExecOptions) -> CallHandle<ShellResult> {
         let command = command.to_owned();
         let outer_cancel = options.cancel.clone();
@@ -528,10 +531,10 @@ fn operation_cancel(
 
 /// The latest state change of `records`.
 pub(crate) fn latest_state(
-    records: &[crate::record::Record],
-) -> Option<crate::record::StateChange> {
+    records: &[flue_protocol::record::Record],
+) -> Option<flue_protocol::record::StateChange> {
     records.iter().rev().find_map(|record| match record {
-        crate::record::Record::State(change) => Some(change.clone()),
+        flue_protocol::record::Record::State(change) => Some(change.clone()),
         _ => None,
     })
 }

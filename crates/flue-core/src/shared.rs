@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use flue_protocol::record::Record;
 use flue_protocol::{ACTION_SCOPE_PREFIX, WorkTiming};
 
 use crate::config::ResolvedAgent;
@@ -17,7 +18,6 @@ use crate::log_cache::{CachedLog, LogCache};
 use crate::model::ProviderRegistry;
 use crate::overlay::CallOverlay;
 use crate::permission::PermissionPolicy;
-use crate::record::Record;
 use crate::redact::Redactor;
 use crate::role::Roles;
 use crate::sandbox::Sandbox;
@@ -27,7 +27,7 @@ use crate::store::{DynAuditStore, DynSessionStore, SessionKey, SessionLog};
 use crate::util::stamp_now;
 
 /// Who runs a tool call: the harness and the scope (root agent or subagent) of its session.
-/// The agent loop puts it in every call's [`crate::ToolContext`] extension slot; an action
+/// The agent loop puts it in every call's [`crate::tool::ToolContext`] extension slot; an action
 /// reads it there to open its child scope, so the loop names no action type.
 #[derive(Clone)]
 pub(crate) struct Caller {
@@ -59,7 +59,7 @@ pub(crate) struct HarnessShared {
     /// calls that wait for one (decisions of other processes arrive through the store).
     pub(crate) live_wake: tokio::sync::watch::Sender<u64>,
     /// Prepended to every session name this harness opens: empty for a harness built by
-    /// [`crate::HarnessBuilder`], `action:<invocation>:` (nested: one such part per level) for
+    /// [`crate::harness::HarnessBuilder`], `action:<invocation>:` (nested: one such part per level) for
     /// the child scope an action runs in. No name a caller passes can leave the prefix, so an
     /// action cannot reach the sessions of its caller.
     pub(crate) session_prefix: String,

@@ -1,5 +1,5 @@
 //! Skills at run time: the catalog, the prompt text a skill adds, and the built-in `load_skill`
-//! tool. (`session.skill`'s options, [`crate::SkillOptions`], are the shared call options.)
+//! tool. (`session.skill`'s options, [`crate::operation::SkillOptions`], are the shared call options.)
 //!
 //! A session's skills form a [`SkillCatalog`]. The system prompt lists them (name and
 //! description). `session.skill(name, ...)` records a short user message naming the skill and
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use flue_protocol::record::{Image, UserMessage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -18,7 +19,6 @@ use serde_json::Value;
 use crate::config::Skill;
 use crate::error::{FlueError, Result};
 use crate::operation::user_message;
-use crate::record::{Image, UserMessage};
 use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
 
 /// Name of the built-in tool that loads a skill's instructions or resource files.
@@ -103,11 +103,13 @@ pub(crate) fn skill_submission_message(
     let mut images = Vec::new();
     for part in message.content {
         match part {
-            crate::record::UserContent::Text { text: extra } if !extra.trim().is_empty() => {
+            flue_protocol::record::UserContent::Text { text: extra }
+                if !extra.trim().is_empty() =>
+            {
                 text.push_str("\n\n");
                 text.push_str(&extra);
             }
-            crate::record::UserContent::Image(image) => images.push(image),
+            flue_protocol::record::UserContent::Image(image) => images.push(image),
             _ => {}
         }
     }

@@ -15,18 +15,20 @@
 use std::fmt;
 use std::time::Instant;
 
-use flue_protocol::SPAN_TARGET;
+use flue_protocol::event::{OperationKind, Outcome};
+use flue_protocol::record::{AssistantContent, StopReason, Usage};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
 use crate::error::Result;
-use crate::event::{OperationKind, Outcome};
 use crate::model::{ModelProvider, ModelRequest, ModelSpec, ModelTurn, TurnSink};
-use crate::record::{AssistantContent, StopReason, Usage};
 use crate::redact::Redactor;
 use crate::util::or_cancel;
+
+// The target every span here opens under, which a subscriber filters on.
+pub use flue_protocol::SPAN_TARGET;
 
 /// The span of one operation on a session: `invoke_agent <agent>` for model operations
 /// (prompt, skill, task), `flue.operation <kind>` for shell and compact.
@@ -126,7 +128,7 @@ pub(crate) fn chat(provider: &str, model: &str) -> Span {
 ///
 /// # Errors
 ///
-/// The provider's error, or [`FlueError::Aborted`](crate::FlueError::Aborted) on `cancel`; its
+/// The provider's error, or [`FlueError::Aborted`](crate::error::FlueError::Aborted) on `cancel`; its
 /// kind is recorded as the span's `error.type`.
 pub async fn traced_turn(
     provider: &dyn ModelProvider,

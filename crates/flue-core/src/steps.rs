@@ -5,14 +5,14 @@
 //! summary. Because the decision reads only the log, an operation that stopped mid-turn (a
 //! crash, an abort, a pause for a tool confirmation) is picked up from the store alone.
 
+use flue_protocol::record::{
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, AssistantContent, PendingAction,
+    Record, ToolCall, ToolResult,
+};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::error::FlueError;
-use crate::record::{
-    ActionDecision, ActionInfo, ActionKind, ActionResolution, AssistantContent, PendingAction,
-    Record, ToolCall, ToolResult,
-};
 use crate::tool::{ToolError, render_output};
 
 /// What the log needs next.

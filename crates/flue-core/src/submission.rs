@@ -9,7 +9,7 @@
 //! work from the durable records alone.
 //!
 //! Harnesses come from an [`AgentRegistry`] (the assembly layer of a workspace or bundle, or an
-//! embedder's code): the runtime asks it for a [`HarnessBuilder`](crate::HarnessBuilder) per
+//! embedder's code): the runtime asks it for a [`HarnessBuilder`](crate::harness::HarnessBuilder) per
 //! agent, then sets the conversation's instance id and a fenced view of its store.
 //!
 //! [`ConversationStore`]: crate::store::ConversationStore
@@ -35,7 +35,7 @@ pub use wire::{
 use crate::error::{FlueError, Result};
 use crate::redact::Redactor;
 
-/// Checks a conversation id: the rule of every instance id ([`crate::check_instance_id`]: 1
+/// Checks a conversation id: the rule of every instance id ([`crate::harness::check_instance_id`]: 1
 /// to 128 characters, no whitespace, control or invisible characters, no slash, not `.` or
 /// `..`), so CLIs, the HTTP server and dispatch accept the same ids. Refusals are
 /// [`FlueError::InvalidInstanceId`] (kind `invalid_id`).

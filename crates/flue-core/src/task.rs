@@ -27,6 +27,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use flue_protocol::event::{Event, OperationKind};
+use flue_protocol::record::{
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
+    Usage,
+};
 use flue_protocol::{TASK_SESSION_PREFIX, ThinkingLevel, task_session_parent};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -38,16 +43,11 @@ use tracing::Instrument;
 
 use crate::agent_loop::{self, Delegation, Opening, ResumeTask, TASK_PAUSED, TaskResumed};
 use crate::error::{FlueError, Result};
-use crate::event::{Event, OperationKind};
 use crate::model::TurnSink;
 use crate::operation::{
     OperationContext, PromptOptions, PromptResponse, TaskExtra, TaskOptions, settle, user_message,
 };
 use crate::overlay::CallOverlay;
-use crate::record::{
-    ActionDecision, ActionInfo, ActionKind, ActionResolution, PendingAction, Record, StoredRecord,
-    Usage,
-};
 use crate::sandbox::normalize_path;
 use crate::scope::AgentScope;
 use crate::shared::{HarnessShared, SessionShared};
@@ -317,7 +317,7 @@ struct ChildRun<'a> {
 
 impl ChildRun<'_> {
     /// Runs the model operation in the child session and reports start and end on the
-    /// parent's sink (a paused task ends with [`crate::Outcome::RequiresAction`]).
+    /// parent's sink (a paused task ends with [`flue_protocol::event::Outcome::RequiresAction`]).
     async fn run(
         self,
         opening: Opening,

@@ -6,6 +6,8 @@ pub mod sse;
 mod url_credentials;
 pub mod workspace_file;
 
+// The id rules of flue-protocol that the sibling crates apply to names they show.
+pub use flue_protocol::{is_invisible_char, task_session_parent};
 pub use url_credentials::hide_url_credentials;
 
 use std::collections::hash_map::RandomState;
@@ -15,10 +17,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use flue_protocol::record::{Record, StoredRecord};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
-use crate::record::{Record, StoredRecord};
 
 /// A boxed, sendable future: the return type of the object-safe extension traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

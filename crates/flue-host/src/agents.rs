@@ -8,8 +8,8 @@ use std::sync::Arc;
 use flue_build::{AgentFile, Bundle, SandboxKind, SandboxSettings, Workspace};
 use flue_connectors::McpElicitor;
 use flue_core::{
-    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, PermissionRule, ScriptedProvider,
-    ToolDefinition, store::DynSessionStore,
+    AgentConfig, AgentInfo, FlueError, Harness, HarnessBuilder, ScriptedProvider, ToolDefinition,
+    permission::PermissionRule, store::DynSessionStore,
 };
 
 use crate::mcp::McpServers;

@@ -414,7 +414,7 @@ impl App {
 /// One log line per settlement this process made; a failure's line carries the hint `flue run`
 /// prints for it (where an unreachable provider's URL is set), when there is one.
 async fn log_settlements(
-    mut events: tokio::sync::broadcast::Receiver<flue_core::RuntimeEvent>,
+    mut events: tokio::sync::broadcast::Receiver<flue_core::submission::RuntimeEvent>,
     host: std::sync::Weak<Host>,
 ) {
     use tokio::sync::broadcast::error::RecvError;

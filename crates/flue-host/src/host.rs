@@ -162,7 +162,7 @@ impl Host {
     ) -> Result<
         (
             Vec<flue_core::ToolDefinition>,
-            Vec<flue_core::PermissionRule>,
+            Vec<flue_core::permission::PermissionRule>,
         ),
         HostError,
     > {

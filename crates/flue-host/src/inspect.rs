@@ -14,7 +14,7 @@ use std::sync::Arc;
 use flue_core::permission::{PermissionSource, explain_permission};
 use flue_core::tool::ToolOrigin;
 use flue_core::util::workspace_file::{MAX_MARKDOWN_BYTES, WorkspaceFiles};
-use flue_core::{Permission, PermissionRule, ToolDefinition};
+use flue_core::{Permission, ToolDefinition, permission::PermissionRule};
 use flue_server::{AgentDetails, SourceFile, SourceKind, ToolRun, ToolsFuture};
 use serde::Serialize;
 

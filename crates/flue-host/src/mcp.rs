@@ -12,7 +12,7 @@ use flue_connectors::{
     McpServerConnection, McpServerOptions, McpStdioCommand, McpTransport as WireTransport,
     connect_mcp_server,
 };
-use flue_core::{AgentConfig, AgentProfile, FlueError, ToolSource};
+use flue_core::{AgentConfig, AgentProfile, FlueError, tool::ToolSource};
 
 use crate::Env;
 use crate::tokens::SqliteTokenStore;

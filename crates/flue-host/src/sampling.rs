@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use flue_connectors::{McpSampler, McpSamplingApprover, SamplingRequest, SamplingResponse};
 use flue_core::{
     AssistantContent, AssistantMessage, BoxFuture, CancellationToken, ModelRef, Permission,
-    PermissionRule, ProviderRegistry, Record, Redactor, SampledMessage, SamplingExchange,
-    StopReason, ThinkingLevel, Usage, UserMessage,
+    ProviderRegistry, Record, Redactor, StopReason, ThinkingLevel, Usage, UserMessage,
     model::{ModelRequest, TurnSink},
+    permission::PermissionRule,
     permission::decide_permission,
+    record::SampledMessage,
+    record::SamplingExchange,
     spans::traced_turn,
 };
 

@@ -13,8 +13,10 @@ use std::time::Duration;
 use flue_build::{SandboxKind, SandboxSettings, SeedSetting};
 use flue_connectors::{DaytonaConfig, DaytonaSandbox, IsolatedSandbox};
 use flue_core::{
-    BoxFuture, ExecOptions, FlueError, LocalSandbox, Result, Sandbox, SandboxErrorReason,
-    ShellResult, VirtualLimits, VirtualSandbox,
+    BoxFuture, ExecOptions, FlueError, LocalSandbox, Result, Sandbox, VirtualSandbox,
+    error::SandboxErrorReason,
+    sandbox::ShellResult,
+    sandbox::VirtualLimits,
     sandbox::{FileStat, MkdirOptions, RmOptions},
 };
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use flue_build::{CatchUp, Schedule};
-use flue_core::{ConversationKey, DispatchOptions, FlueError, SPAN_TARGET};
+use flue_core::{ConversationKey, DispatchOptions, FlueError, spans::SPAN_TARGET};
 use flue_server::DurableRuntime;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;

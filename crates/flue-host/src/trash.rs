@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use flue_core::store::{DynAuditStore, DynConversationStore};
 use flue_core::{
-    FlueError, LocalSandbox, RewindPlan, RewindTarget, RewindWorkspace, ToolContext, ToolError,
-    builtin_tool, rewind,
+    FlueError, LocalSandbox, ToolContext, ToolError, rewind::RewindPlan, rewind::RewindTarget,
+    rewind::RewindWorkspace, rewind::rewind, tool::builtin_tool,
 };
 use serde_json::{Value, json};
 

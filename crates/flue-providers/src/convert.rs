@@ -12,9 +12,10 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, Image, Record, ShellExchange, StopReason, ToolCall,
-    ToolResult, UserContent,
+    AssistantContent, AssistantMessage, Image, Record, StopReason, ToolCall, ToolResult,
+    UserContent,
     model::{ModelInfo, ModelRequest},
+    record::ShellExchange,
 };
 use serde_json::Value;
 

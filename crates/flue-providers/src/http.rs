@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use flue_core::util::sse::{SseEvent, SseParser};
 use flue_core::{
-    BoxError, FlueError, Redactor, Result, Usage,
+    FlueError, Redactor, Result, Usage,
+    error::BoxError,
     model::{ModelTurn, TurnSink},
 };
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use flue_core::SendCondition;
+use flue_core::submission::SendCondition;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -149,7 +149,7 @@ pub(crate) fn iso8601(ms: u64) -> String {
 }
 
 /// One action on the wire (camelCase, `state` naming the decision or `pending`).
-pub(crate) fn action_json(info: &flue_core::ActionInfo) -> Value {
+pub(crate) fn action_json(info: &flue_core::record::ActionInfo) -> Value {
     let action = &info.action;
     let mut value = json!({
         "actionId": action.action_id,

@@ -904,7 +904,7 @@ async fn live(
 }
 
 /// One shown event as the console reads it: `{"submissionId", "event"}`.
-fn live_event(event: &flue_core::RuntimeEvent) -> SseEvent {
+fn live_event(event: &flue_core::submission::RuntimeEvent) -> SseEvent {
     let data = json!({"submissionId": event.submission_id, "event": event.event});
     SseEvent::default().data(data.to_string())
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 use flue_core::store::HeadWatch;
 use flue_core::{
     AgentInfo, AgentRuntime, AssistantContent, BatchBody, ConversationKey, DEFAULT_SESSION,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, FlueError, Record, StreamBatch,
-    SubmissionState,
+    DeliveredMessage, DispatchOptions, FlueError, Record, StreamBatch, submission::DispatchReceipt,
+    submission::SubmissionState,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -355,7 +355,7 @@ impl DurableRuntime {
     pub(crate) async fn actions(
         &self,
         key: &ConversationKey,
-    ) -> Result<Vec<flue_core::ActionInfo>, BackendError> {
+    ) -> Result<Vec<flue_core::record::ActionInfo>, BackendError> {
         self.check_agent(key)?;
         self.inner.runtime.actions(key).await.map_err(backend_error)
     }
@@ -363,7 +363,7 @@ impl DurableRuntime {
     pub(crate) async fn state(
         &self,
         key: &ConversationKey,
-    ) -> Result<Option<flue_core::StateChange>, BackendError> {
+    ) -> Result<Option<flue_core::record::StateChange>, BackendError> {
         self.check_agent(key)?;
         self.inner.runtime.state(key).await.map_err(backend_error)
     }
@@ -768,10 +768,10 @@ fn project(batch: &StreamBatch) -> Vec<ChunkBody> {
 
 /// The `data-action-<id>` part of a pending or decided action.
 fn action_data(
-    action: &flue_core::PendingAction,
+    action: &flue_core::record::PendingAction,
     decision: Option<&flue_core::ActionDecision>,
 ) -> Value {
-    crate::chunks::action_json(&flue_core::ActionInfo {
+    crate::chunks::action_json(&flue_core::record::ActionInfo {
         action: action.clone(),
         decision: decision.cloned(),
     })

@@ -12,8 +12,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use flue_core::{
-    FlueError, LocalSandbox, RewindTarget, RewindWorkspace, check_conversation_id,
-    fork_conversation, rewind,
+    FlueError, LocalSandbox, fork::fork_conversation, rewind::RewindTarget,
+    rewind::RewindWorkspace, rewind::rewind, submission::check_conversation_id,
 };
 use serde_json::{Map, Value, json};
 

@@ -90,7 +90,7 @@ pub(crate) async fn sse(
         live_submission: None,
         live_floor: 0,
         waiter: None,
-        _stream_span: tracing::info_span!(target: flue_core::SPAN_TARGET, parent: None, "flue.sse"),
+        _stream_span: tracing::info_span!(target: flue_core::spans::SPAN_TARGET, parent: None, "flue.sse"),
     };
     let events = stream::unfold(reader, |mut reader| async move {
         let bytes = reader.next_event().await?;

@@ -27,8 +27,10 @@ use axum::extract::Request;
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use flue_core::{ActionDecision, ActionKind, ConversationKey, Outcome, SendCondition};
-use flue_core::{Event, PendingAction, Settlement};
+use flue_core::{
+    ActionDecision, ConversationKey, Outcome, record::ActionKind, submission::SendCondition,
+};
+use flue_core::{Event, Settlement, record::PendingAction};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, ElicitationSchema, Implementation, JsonObject, ListToolsResult,
@@ -544,7 +546,7 @@ impl CallInput {
         let conversation_id = match arguments.get("conversation_id") {
             None | Some(Value::Null) => None,
             Some(Value::String(id)) => {
-                flue_core::check_conversation_id(id).map_err(|err| {
+                flue_core::submission::check_conversation_id(id).map_err(|err| {
                     McpError::invalid_params(format!("`conversation_id`: {err}"), None)
                 })?;
                 Some(id.clone())

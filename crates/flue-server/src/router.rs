@@ -353,7 +353,7 @@ async fn log_request(request: Request, next: Next) -> Response {
         .get("traceparent")
         .and_then(|value| value.to_str().ok());
     let span = tracing::info_span!(
-        target: flue_core::SPAN_TARGET,
+        target: flue_core::spans::SPAN_TARGET,
         "flue.request",
         otel.name = %method,
         otel.kind = "server",

@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, OriginalUri, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use flue_core::{ConversationKey, SendCondition};
+use flue_core::{ConversationKey, submission::SendCondition};
 use serde_json::{Value, json};
 
 use crate::backend::{Attachment, Delivered, Delivery};
@@ -1046,7 +1046,7 @@ fn check_attachment(idx: usize, value: &Value) -> Result<(String, Option<String>
 /// Whether `c` does not show as itself in text: a control character, a line or paragraph
 /// separator (any whitespace but the space), or an invisible formatting character.
 fn hides_in_text(c: char) -> bool {
-    c.is_control() || (c.is_whitespace() && c != ' ') || flue_core::is_invisible_char(c)
+    c.is_control() || (c.is_whitespace() && c != ' ') || flue_core::util::is_invisible_char(c)
 }
 
 fn valid_tag(tag: &str) -> bool {

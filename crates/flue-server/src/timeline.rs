@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use flue_core::{
-    ActionKind, BatchBody, DEFAULT_SESSION, Record, StoredRecord, StreamBatch, Usage,
-    task_session_parent,
+    BatchBody, DEFAULT_SESSION, Record, StoredRecord, StreamBatch, Usage, record::ActionKind,
+    util::task_session_parent,
 };
 use serde::Serialize;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use flue_core::{
     BoxFuture, DEFAULT_SESSION, FlueError, Record, StoredRecord,
     store::{DynConversationStore, SessionKey},
-    task_session_parent,
+    util::task_session_parent,
 };
 use serde_json::{Value, json};
 

@@ -23,7 +23,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use flue_core::{Event, RuntimeEvent};
+use flue_core::{Event, submission::RuntimeEvent};
 use tokio::sync::{broadcast, watch};
 
 use crate::backend::{LiveChunks, LiveCursor};

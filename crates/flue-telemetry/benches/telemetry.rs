@@ -85,7 +85,7 @@ fn main() {
             ProviderRegistry::new().with_provider(Arc::new(ScriptedProvider::new(dir.path())));
         let agent = AgentConfig::new()
             .with_model("scripted/script.json")
-            .with_tools(flue_core::builtin_tools(&["read_file".to_owned()]).unwrap());
+            .with_tools(flue_core::tool::builtin_tools(&["read_file".to_owned()]).unwrap());
         Harness::builder(agent)
             .with_store(Arc::new(MemoryStore::new()))
             .with_providers(providers)
@@ -122,7 +122,7 @@ fn main() {
                     false,
                 )
                 .with_filter(filter_fn(|metadata| {
-                    metadata.target() == flue_core::SPAN_TARGET
+                    metadata.target() == flue_core::spans::SPAN_TARGET
                 })),
             ),
     );

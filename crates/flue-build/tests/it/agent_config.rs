@@ -2,7 +2,7 @@
 
 use flue_build::Workspace;
 use flue_core::{
-    AgentConfig, AgentProfile, Compaction, DurabilityConfig, FlueError, ThinkingLevel,
+    AgentConfig, AgentProfile, DurabilityConfig, FlueError, ThinkingLevel, config::Compaction,
 };
 use pretty_assertions::assert_eq;
 
@@ -189,7 +189,7 @@ fn subagents_become_profiles_recursively() {
         tools: Vec::new(),
         skills: 0,
         subagents: vec![checker],
-        compaction: Some(Compaction::Enabled(flue_core::CompactionConfig {
+        compaction: Some(Compaction::Enabled(flue_core::config::CompactionConfig {
             reserve_tokens: None,
             keep_recent_tokens: Some(100),
             model: None,
@@ -233,7 +233,7 @@ fn subagents_become_profiles_recursively() {
 
 #[test]
 fn built_in_tools_are_created_by_name() {
-    let names: Vec<&str> = flue_core::BUILTIN_TOOL_NAMES.to_vec();
+    let names: Vec<&str> = flue_core::tool::BUILTIN_TOOL_NAMES.to_vec();
     let workspace = load(&[(
         "agents/a.md",
         &*format!(
@@ -377,7 +377,7 @@ fn cwd_sets_the_agents_working_directory() {
 
 #[test]
 fn permission_rules_carry_their_source_defaults_first() {
-    use flue_core::{Permission, PermissionRule, PermissionSource};
+    use flue_core::{Permission, permission::PermissionRule, permission::PermissionSource};
     let workspace = crate::support::load(&[
         (
             "flue.toml",

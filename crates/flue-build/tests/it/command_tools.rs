@@ -2,7 +2,7 @@
 //! tools an agent config gets.
 
 use flue_build::AgentFile;
-use flue_core::CommandToolSpec;
+use flue_core::tool::CommandToolSpec;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

@@ -2,7 +2,8 @@
 
 use flue_build::AgentFile;
 use flue_core::{
-    Budget, BudgetLimits, Compaction, CompactionConfig, DurabilityConfig, Permission, ThinkingLevel,
+    Budget, BudgetLimits, DurabilityConfig, Permission, ThinkingLevel, config::Compaction,
+    config::CompactionConfig,
 };
 
 use crate::support::{MODEL, agent, at, check_agent, check_diagnostics};
@@ -331,7 +332,7 @@ fn an_unknown_built_in_tool_lists_the_known_ones() {
     let known = format!(
         "known tools: {}; or declare a command tool as a mapping with name, description, input \
          and command",
-        flue_core::BUILTIN_TOOL_NAMES.join(", ")
+        flue_core::tool::BUILTIN_TOOL_NAMES.join(", ")
     );
     check_field_errors(
         "tools: [teleport]\n",
@@ -352,7 +353,7 @@ fn an_unknown_built_in_tool_lists_the_known_ones() {
 
 #[test]
 fn every_built_in_tool_is_accepted() {
-    let names: Vec<String> = flue_core::BUILTIN_TOOL_NAMES
+    let names: Vec<String> = flue_core::tool::BUILTIN_TOOL_NAMES
         .iter()
         .map(|name| (*name).to_owned())
         .collect();

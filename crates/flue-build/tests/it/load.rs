@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use flue_build::{
     AgentFile, Defaults, Diagnostic, SandboxKind, SkillFile, Workspace, WorkspaceConfig,
 };
-use flue_core::{Compaction, CompactionConfig, DurabilityConfig, ThinkingLevel};
+use flue_core::{DurabilityConfig, ThinkingLevel, config::Compaction, config::CompactionConfig};
 use pretty_assertions::assert_eq;
 
 use crate::support::{MODEL, agent, at, load, skill_md, workspace, write_files};

@@ -1,6 +1,6 @@
 //! Unit tests of the stderr renderer.
 
-use flue_core::{CompactionReason, ErrorInfo, Event, ModelRef, Redactor, StopReason, Usage};
+use flue_core::{ErrorInfo, Event, ModelRef, Redactor, StopReason, Usage, event::CompactionReason};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

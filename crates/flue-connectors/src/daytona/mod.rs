@@ -20,7 +20,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flue_core::{
-    BoxError, BoxFuture, ExecOptions, FlueError, Result, Sandbox, SandboxErrorReason, ShellResult,
+    BoxFuture, ExecOptions, FlueError, Result, Sandbox,
+    error::BoxError,
+    error::SandboxErrorReason,
+    sandbox::ShellResult,
     sandbox::{
         FileStat, MkdirOptions, RmOptions, TIMEOUT_EXIT_CODE, check_protected, normalize_path,
         protected_name,

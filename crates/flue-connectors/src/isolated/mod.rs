@@ -25,8 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    BoxFuture, ExecOptions, FlueError, LocalSandbox, Result, Sandbox, SandboxErrorReason,
-    ShellResult,
+    BoxFuture, ExecOptions, FlueError, LocalSandbox, Result, Sandbox,
+    error::SandboxErrorReason,
+    sandbox::ShellResult,
     sandbox::{CommandLauncher, FileStat, MkdirOptions, RmOptions, protected_name},
 };
 

@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    Effects, FlueError, InterruptBehavior, McpErrorReason, Ownership, Result, Tool, ToolContext,
-    ToolDefinition, ToolError, ToolMeta, ToolSource,
+    FlueError, Result, Tool, ToolContext, ToolDefinition, ToolError, ToolMeta,
+    error::McpErrorReason, tool::Effects, tool::InterruptBehavior, tool::Ownership,
+    tool::ToolSource,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use flue_core::{BoxFuture, ToolDefinition, ToolSource};
+use flue_core::{BoxFuture, ToolDefinition, tool::ToolSource};
 
 use super::connection::{Client, adapt_tools, list_tools};
 

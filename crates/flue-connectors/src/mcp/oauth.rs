@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use flue_core::{FlueError, McpErrorReason};
+use flue_core::{FlueError, error::McpErrorReason};
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;

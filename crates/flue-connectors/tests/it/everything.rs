@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use flue_core::{Ownership, ToolError};
+use flue_core::{ToolError, tool::Ownership};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

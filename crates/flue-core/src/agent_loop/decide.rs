@@ -2,6 +2,7 @@
 //! stored before any call runs), then, call by call, whether it runs, waits for a decision (a
 //! pause) or is answered at once (an unknown tool, unparsed arguments, a refusal).
 
+use flue_protocol::record::{ActionKind, ActionStarted, PendingAction, Record, ToolCall};
 use serde_json::Value;
 
 use super::execute::{CallEnv, Cleared};
@@ -10,7 +11,6 @@ use super::{Batch, Gate, RunMode, TurnLoop, hook_access};
 use crate::error::{FlueError, Result};
 use crate::hook::{HookEvent, HookPoint, Verdict};
 use crate::hook_points;
-use crate::record::{ActionKind, ActionStarted, PendingAction, Record, ToolCall};
 use crate::shared::SessionState;
 use crate::steps::action_id;
 use crate::tool::{Permission, ToolDefinition, ToolError};

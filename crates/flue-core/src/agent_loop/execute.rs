@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use flue_protocol::event::Event;
+use flue_protocol::record::{ActionKind, PendingAction, Record, ToolAttempt, ToolCall, ToolResult};
 use flue_protocol::task_session_parent;
 use serde_json::Value;
 use tokio::task::JoinSet;
@@ -11,8 +13,6 @@ use tracing::{Instrument, Span};
 
 use super::{ABORT_GRACE, Batch, TASK_PAUSED, TurnLoop};
 use crate::error::Result;
-use crate::event::Event;
-use crate::record::{ActionKind, PendingAction, Record, ToolAttempt, ToolCall, ToolResult};
 use crate::shared::SessionState;
 use crate::steps::{action_id, error_result};
 use crate::tool::{

@@ -28,6 +28,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flue_protocol::record::{
+    ActionResolution, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage, UserMessage,
+};
 use flue_protocol::{ThinkingLevel, WorkTiming};
 use serde_json::Value;
 use tracing::Span;
@@ -39,9 +42,6 @@ use crate::hook_points;
 use crate::model::{ModelProvider, ModelSpec};
 use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
-use crate::record::{
-    ActionResolution, PendingAction, Record, StopReason, ToolCall, ToolResult, Usage, UserMessage,
-};
 use crate::redact::Redactor;
 use crate::scope::AgentScope;
 use crate::shared::{SessionShared, SessionState};

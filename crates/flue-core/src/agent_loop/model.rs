@@ -2,16 +2,18 @@
 //! around the turn, the turn itself and what its stop reason means for the operation.
 
 use flue_protocol::WorkTiming;
+use flue_protocol::event::{CompactionReason, Event};
+use flue_protocol::record::{
+    AssistantContent, AssistantMessage, FailedTurn, Record, StopReason, Usage,
+};
 
 use super::tools::turn_tool_set;
 use super::{MAX_PAUSE_CONTINUATIONS, TurnLoop, hook_access};
 use crate::compaction::{Compactor, LoopCompaction};
 use crate::error::{FlueError, Result};
-use crate::event::{CompactionReason, Event};
 use crate::hook::{HookEvent, HookPoint};
 use crate::hook_points;
 use crate::model::ModelRequest;
-use crate::record::{AssistantContent, AssistantMessage, FailedTurn, Record, StopReason, Usage};
 use crate::shared::SessionState;
 use crate::spans;
 use crate::steps::{model_view, rename_repeated_calls};

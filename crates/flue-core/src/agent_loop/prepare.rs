@@ -5,6 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use flue_protocol::ThinkingLevel;
+use flue_protocol::event::Event;
+use flue_protocol::record::{ActionResolution, Record, StateChange, Usage, UserMessage};
 
 use super::tools::{ResultOutcome, offered_tools, result_tools, turn_tool_set};
 use super::{
@@ -12,13 +14,11 @@ use super::{
 };
 use crate::budget::BudgetCheck;
 use crate::error::{FlueError, Result};
-use crate::event::Event;
 use crate::hook::{HookEvent, HookPoint, Verdict};
 use crate::hook_points;
 use crate::model::{ModelProvider, ModelSpec};
 use crate::operation::{OperationContext, PromptOptions, PromptResponse};
 use crate::overlay::CallOverlay;
-use crate::record::{ActionResolution, Record, StateChange, Usage, UserMessage};
 use crate::shared::{SessionShared, SessionState};
 use crate::steps::{check_decision, interrupted_results_except, results_before_input_in};
 use crate::tool::{LiveTools, ToolError, ToolSet};
@@ -269,8 +269,8 @@ async fn apply_decisions(
 /// The `Notification` of an operation that paused for a person: a confirmation (of a call of
 /// its own or a subagent's) or a question. A custom tool's call waits for the application,
 /// not a person: no notification.
-fn notification(pending: &[crate::record::PendingAction]) -> Option<HookEvent> {
-    use crate::record::ActionKind;
+fn notification(pending: &[flue_protocol::record::PendingAction]) -> Option<HookEvent> {
+    use flue_protocol::record::ActionKind;
     let mut asked: Vec<String> = Vec::new();
     let mut question = None;
     for action in pending {
@@ -361,17 +361,20 @@ async fn prompt_hooks(
         if let Some(text) = &decided.replacement {
             message
                 .content
-                .retain(|part| !matches!(part, crate::record::UserContent::Text { .. }));
-            message
-                .content
-                .insert(0, crate::record::UserContent::Text { text: text.clone() });
+                .retain(|part| !matches!(part, flue_protocol::record::UserContent::Text { .. }));
+            message.content.insert(
+                0,
+                flue_protocol::record::UserContent::Text { text: text.clone() },
+            );
         }
         context.extend(decided.context_text());
     }
     if !context.is_empty() {
-        message.content.push(crate::record::UserContent::Text {
-            text: context.join("\n"),
-        });
+        message
+            .content
+            .push(flue_protocol::record::UserContent::Text {
+                text: context.join("\n"),
+            });
     }
     PromptHooks {
         records,

@@ -5,14 +5,14 @@
 use std::collections::HashMap;
 
 use flue_protocol::WorkTiming;
+use flue_protocol::event::Event;
+use flue_protocol::record::{ActionKind, PendingAction, Record, ToolResult};
 
 use super::execute::CallEnv;
 use super::{Batch, TurnLoop, hook_access};
 use crate::error::Result;
-use crate::event::Event;
 use crate::hook::{HookEvent, HookPoint, Verdict};
 use crate::hook_points;
-use crate::record::{ActionKind, PendingAction, Record, ToolResult};
 use crate::redact::Redactor;
 use crate::shared::SessionState;
 use crate::steps::error_result;

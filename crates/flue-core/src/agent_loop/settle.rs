@@ -2,19 +2,19 @@
 //! left calls waiting: the `Stop` hooks, a structured result (or a reminder to deliver one),
 //! results that decisions settled, and paused tasks resumed.
 
+use flue_protocol::event::Event;
+use flue_protocol::record::{
+    ActionDecision, ActionKind, ActionResolution, PendingAction, Record, ToolResult, UserMessage,
+};
 use serde_json::Value;
 
 use super::tools::ResultOutcome;
 use super::{FINISH_TOOL, GIVE_UP_TOOL, MAX_RESULT_FOLLOW_UPS, MAX_STOP_BLOCKS, TaskResumed};
 use super::{TurnLoop, hook_access};
 use crate::error::{FlueError, Result};
-use crate::event::Event;
 use crate::hook::{HookEvent, HookPoint, Verdict};
 use crate::hook_points;
 use crate::operation::PromptResponse;
-use crate::record::{
-    ActionDecision, ActionKind, ActionResolution, PendingAction, Record, ToolResult, UserMessage,
-};
 use crate::shared::SessionState;
 
 impl TurnLoop<'_> {

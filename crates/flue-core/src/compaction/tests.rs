@@ -1,12 +1,12 @@
 //! Unit tests of compaction: budgets, estimates, cut points, prompts and file lists.
 
+use flue_protocol::record::{
+    AssistantMessage, Image, ModelRef, StopReason, ToolCall, ToolResult, UserMessage,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::record::{
-    AssistantMessage, Image, ModelRef, StopReason, ToolCall, ToolResult, UserMessage,
-};
 use crate::tool::{ToolDefinition, ToolMeta};
 
 /// A user message of `n_tokens` estimated tokens.

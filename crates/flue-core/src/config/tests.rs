@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::ActionDefinition;
+use crate::action::ActionDefinition;
 
 fn tool(name: &str) -> ToolDefinition {
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -185,7 +185,7 @@ fn action(name: &str) -> ActionDefinition {
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct Input {}
     ActionDefinition::from_fn(name, "An action.", |_input: Input, _ctx| async {
-        Ok::<_, crate::ToolError>(json!(null))
+        Ok::<_, crate::tool::ToolError>(json!(null))
     })
     .unwrap()
 }

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::record::{AssistantContent, Record};
+use flue_protocol::record::{AssistantContent, Record};
 
 /// The transcript of `records` in the session `session_id` (a task session's lines are marked
 /// `isSidechain`), each line ending with a newline.

@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flue_protocol::ThinkingLevel;
+use flue_protocol::event::Event;
+use flue_protocol::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
 use serde_json::Value;
 
 use crate::error::{FlueError, Result};
-use crate::event::Event;
-use crate::record::{AssistantContent, ModelRef, Record, StopReason, Usage};
 use crate::redact::Redactor;
 use crate::util::BoxFuture;
 
@@ -61,11 +61,11 @@ impl ModelSpec {
 }
 
 /// Whether `message` carries an image (which needs a model with [`ModelInfo::image_input`]).
-pub(crate) fn has_images(message: &crate::record::UserMessage) -> bool {
+pub(crate) fn has_images(message: &flue_protocol::record::UserMessage) -> bool {
     message
         .content
         .iter()
-        .any(|part| matches!(part, crate::record::UserContent::Image(_)))
+        .any(|part| matches!(part, flue_protocol::record::UserContent::Image(_)))
 }
 
 /// What the runtime knows about a model: limits, capabilities and price.

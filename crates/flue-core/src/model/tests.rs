@@ -1,8 +1,9 @@
 //! The turn sink's redaction of streamed deltas: a secret split over deltas, in text and in
 //! thinking, never goes out whole or in a piece; text without secrets goes out unchanged.
 
+use flue_protocol::event::Event;
+
 use super::TurnSink;
-use crate::event::Event;
 use crate::redact::Redactor;
 
 const KEY: &str = "sk-test-0123456789abcdef";

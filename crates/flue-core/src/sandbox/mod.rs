@@ -198,7 +198,7 @@ pub trait Sandbox: Send + Sync {
 
 /// Creates the sandbox of a harness: one per harness, shared by all its sessions and tasks.
 ///
-/// [`HarnessBuilder::build`](crate::HarnessBuilder::build) calls [`SandboxFactory::create`]
+/// [`HarnessBuilder::build`](crate::harness::HarnessBuilder::build) calls [`SandboxFactory::create`]
 /// once, with the harness's agent instance id, when no sandbox was given directly. A server
 /// that opens many harnesses uses a factory so that each agent instance gets its own sandbox.
 #[diagnostic::on_unimplemented(

@@ -1,10 +1,10 @@
 //! Unit tests of the text a skill adds to a conversation and a system prompt.
 
+use flue_protocol::record::UserContent;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::record::UserContent;
 
 #[test]
 fn a_skill_message_names_the_skill_then_its_arguments_then_images() {

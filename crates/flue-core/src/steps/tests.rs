@@ -1,12 +1,12 @@
 //! Unit tests of reading the log: next steps, interrupted calls, the model view, call ids.
 
+use flue_protocol::record::{
+    AssistantContent, AssistantMessage, CompactionSummary, ModelRef, StopReason, Usage, UserMessage,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::record::{
-    AssistantContent, AssistantMessage, CompactionSummary, ModelRef, StopReason, Usage, UserMessage,
-};
 
 fn user(text: &str) -> Record {
     Record::User(UserMessage::text(text))

@@ -115,7 +115,7 @@ pub struct TrashedFile {
 
 /// Durable storage of the audit log and the trash.
 ///
-/// Called by the built-in file tools through [`ToolContext::audit`](crate::ToolContext): a
+/// Called by the built-in file tools through [`ToolContext::audit`](crate::tool::ToolContext): a
 /// tool puts replaced content in the trash before it changes a file (a failure there stops the
 /// call before anything changes) and appends an audit entry once the call is over, whatever its
 /// outcome. `flue audit` and `flue trash` read them back. Entries are never removed.

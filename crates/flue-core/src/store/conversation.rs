@@ -22,11 +22,12 @@
 //!   (released by the database when that connection closes). A lease, renewed
 //!   while working, covers owners that hang without dying.
 //!
-//! [`FlueError::LeaseLost`]: crate::FlueError::LeaseLost
+//! [`FlueError::LeaseLost`]: crate::error::FlueError::LeaseLost
 
 use std::fmt;
 use std::time::Duration;
 
+use flue_protocol::record::StoredRecord;
 use flue_protocol::{
     ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions, DispatchReceipt,
     DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo, SubmissionState,
@@ -34,7 +35,6 @@ use flue_protocol::{
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::record::StoredRecord;
 use crate::store::listing::{ListedConversation, ListingQuery};
 use crate::store::{DynSessionStore, SessionKey, SessionStore};
 use crate::util::BoxFuture;
@@ -203,10 +203,10 @@ pub trait ConversationStore: SessionStore {
     /// Errors: [`FlueError::AgentInstanceNotFound`], [`FlueError::AgentInstanceExists`],
     /// [`FlueError::ConversationBusy`], [`FlueError::SubmissionConflict`]; none writes anything.
     ///
-    /// [`FlueError::AgentInstanceNotFound`]: crate::FlueError::AgentInstanceNotFound
-    /// [`FlueError::AgentInstanceExists`]: crate::FlueError::AgentInstanceExists
-    /// [`FlueError::ConversationBusy`]: crate::FlueError::ConversationBusy
-    /// [`FlueError::SubmissionConflict`]: crate::FlueError::SubmissionConflict
+    /// [`FlueError::AgentInstanceNotFound`]: crate::error::FlueError::AgentInstanceNotFound
+    /// [`FlueError::AgentInstanceExists`]: crate::error::FlueError::AgentInstanceExists
+    /// [`FlueError::ConversationBusy`]: crate::error::FlueError::ConversationBusy
+    /// [`FlueError::SubmissionConflict`]: crate::error::FlueError::SubmissionConflict
     fn admit(&self, admission: &Admission) -> impl Future<Output = Result<DispatchReceipt>> + Send;
 
     /// A conversation's head and ownership, or `None` when it was never created.
@@ -283,8 +283,8 @@ pub trait ConversationStore: SessionStore {
     /// Up to `limit` batches after `after`. [`FlueError::AgentInstanceNotFound`] for an unknown
     /// conversation, [`FlueError::OffsetOutOfRange`] past the head. Never blocks writers.
     ///
-    /// [`FlueError::AgentInstanceNotFound`]: crate::FlueError::AgentInstanceNotFound
-    /// [`FlueError::OffsetOutOfRange`]: crate::FlueError::OffsetOutOfRange
+    /// [`FlueError::AgentInstanceNotFound`]: crate::error::FlueError::AgentInstanceNotFound
+    /// [`FlueError::OffsetOutOfRange`]: crate::error::FlueError::OffsetOutOfRange
     fn read_stream(
         &self,
         key: &ConversationKey,
@@ -312,7 +312,7 @@ pub trait ConversationStore: SessionStore {
     /// the conversation). The next message to the same key starts a new conversation (a new
     /// `uid`).
     ///
-    /// [`FlueError::ConversationBusy`]: crate::FlueError::ConversationBusy
+    /// [`FlueError::ConversationBusy`]: crate::error::FlueError::ConversationBusy
     fn delete_conversation(
         &self,
         key: &ConversationKey,
@@ -338,13 +338,13 @@ pub trait ConversationStore: SessionStore {
 
     /// Extends the lease; [`FlueError::LeaseLost`] when another owner took over.
     ///
-    /// [`FlueError::LeaseLost`]: crate::FlueError::LeaseLost
+    /// [`FlueError::LeaseLost`]: crate::error::FlueError::LeaseLost
     fn renew(&self, fence: &Fence, lease: Duration) -> impl Future<Output = Result<()>> + Send;
 
     /// Gives ownership up, unless unsettled submissions remain (then returns `false` and the
     /// caller stays the owner). [`FlueError::LeaseLost`] when another owner took over.
     ///
-    /// [`FlueError::LeaseLost`]: crate::FlueError::LeaseLost
+    /// [`FlueError::LeaseLost`]: crate::error::FlueError::LeaseLost
     fn release(&self, fence: &Fence) -> impl Future<Output = Result<bool>> + Send;
 
     /// Starts the next attempt: the oldest unsettled submission (an interrupted `running` one
@@ -381,7 +381,7 @@ pub trait ConversationStore: SessionStore {
     ///
     /// Callers: the submission driver, when an attempt ends with `requires_action`.
     ///
-    /// [`ConversationInfo::unsettled`]: crate::ConversationInfo::unsettled
+    /// [`ConversationInfo::unsettled`]: flue_protocol::submission::ConversationInfo::unsettled
     fn wait(
         &self,
         fence: &Fence,

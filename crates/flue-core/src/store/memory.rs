@@ -12,11 +12,11 @@ mod conversation;
 mod evals;
 mod notes;
 
+use flue_protocol::record::StoredRecord;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{FlueError, Result};
-use crate::record::StoredRecord;
 use crate::store::rules::{check_version, managed_conversation};
 use crate::store::{
     DynAuditStore, HeadWatchers, LocalOwners, SessionKey, SessionLog, SessionStore, SessionSummary,

@@ -17,7 +17,7 @@
 //! companions implemented for every implementation of the native traits. [`MemoryStore`] lives
 //! here; the durable stores (SQLite, Postgres) in the flue-store crate.
 //!
-//! [`FlueError::VersionConflict`]: crate::FlueError::VersionConflict
+//! [`FlueError::VersionConflict`]: crate::error::FlueError::VersionConflict
 
 mod audit;
 mod conversation;
@@ -29,10 +29,10 @@ pub mod rules;
 
 use std::sync::Arc;
 
+use flue_protocol::record::StoredRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::record::StoredRecord;
 use crate::util::BoxFuture;
 
 pub use audit::{
@@ -108,7 +108,7 @@ pub struct SessionSummary {
 pub trait SessionStore: Send + Sync {
     /// Creates an empty session at version 0; [`FlueError::SessionAlreadyExists`] if present.
     ///
-    /// [`FlueError::SessionAlreadyExists`]: crate::FlueError::SessionAlreadyExists
+    /// [`FlueError::SessionAlreadyExists`]: crate::error::FlueError::SessionAlreadyExists
     fn create(&self, key: &SessionKey) -> impl Future<Output = Result<()>> + Send;
 
     /// Loads the records with index `from` and later, or `None` when the session does not exist.
@@ -123,8 +123,8 @@ pub trait SessionStore: Send + Sync {
     /// Fails with [`FlueError::SessionNotFound`] when the session is missing and with
     /// [`FlueError::VersionConflict`] when it moved on; in both cases nothing is written.
     ///
-    /// [`FlueError::SessionNotFound`]: crate::FlueError::SessionNotFound
-    /// [`FlueError::VersionConflict`]: crate::FlueError::VersionConflict
+    /// [`FlueError::SessionNotFound`]: crate::error::FlueError::SessionNotFound
+    /// [`FlueError::VersionConflict`]: crate::error::FlueError::VersionConflict
     fn append(
         &self,
         key: &SessionKey,
@@ -139,7 +139,7 @@ pub trait SessionStore: Send + Sync {
     /// The default creates and appends one session after another, so a crash between them
     /// leaves some; the durable stores and the memory store override it with one transaction.
     ///
-    /// [`FlueError::SessionAlreadyExists`]: crate::FlueError::SessionAlreadyExists
+    /// [`FlueError::SessionAlreadyExists`]: crate::error::FlueError::SessionAlreadyExists
     fn create_sessions(
         &self,
         sessions: &[(SessionKey, Vec<StoredRecord>)],

@@ -20,6 +20,8 @@
 
 use std::time::Duration;
 
+use flue_protocol::event::Outcome;
+use flue_protocol::record::{RECORD_FORMAT_VERSION, Record, StoredRecord};
 use flue_protocol::submission::{
     BatchBody, ConversationKey, DeliveredMessage, DispatchReceipt, Offset, SendCondition,
     Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState, WhenBusy,
@@ -28,8 +30,6 @@ use flue_protocol::{Budget, DurabilityConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlueError, Result};
-use crate::event::Outcome;
-use crate::record::{RECORD_FORMAT_VERSION, Record, StoredRecord};
 use crate::store::{
     AbortReport, Admission, AuditEntry, Claim, Fence, FencedAppend, SessionKey, SubmissionStatus,
     TrashEntry,

@@ -9,13 +9,13 @@
 //! the first decision win: a second one finds the decision in the log and gets
 //! [`FlueError::ActionAlreadyResolved`].
 
+use flue_protocol::event::{Event, Outcome};
+use flue_protocol::record::{
+    ActionDecision, ActionInfo, ActionKind, ActionResolution, Record, StoredRecord,
+};
 use std::time::Duration;
 
 use crate::error::{FlueError, Result};
-use crate::event::{Event, Outcome};
-use crate::record::{
-    ActionDecision, ActionInfo, ActionKind, ActionResolution, Record, StoredRecord,
-};
 use crate::steps;
 use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog, SubmissionStatus};
@@ -60,10 +60,13 @@ impl AgentRuntime {
         task::with_task_actions(self.inner.store.as_ref(), &key.instance_id(), list).await
     }
 
-    /// The conversation's state as stored: its latest [`StateChange`](crate::StateChange)
+    /// The conversation's state as stored: its latest [`StateChange`](flue_protocol::record::StateChange)
     /// (`None` while nothing wrote it). [`FlueError::AgentInstanceNotFound`] for an unknown
     /// conversation.
-    pub async fn state(&self, key: &ConversationKey) -> Result<Option<crate::record::StateChange>> {
+    pub async fn state(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Option<flue_protocol::record::StateChange>> {
         let log = self.root_log(key).await?;
         Ok(crate::session::latest_state(&records_of(log)))
     }

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
+use flue_protocol::event::{ErrorInfo, Event, Outcome};
 use flue_protocol::{DeliveredMessage, DurabilityConfig, MessageOptions, SubmissionInfo};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
-use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
 use crate::session::Session;
 use crate::spans;

@@ -6,10 +6,10 @@
 //! tagged with the running submission, and — for the append that carries the submission's
 //! message — marks its input applied atomically.
 
+use flue_protocol::record::{Record, StoredRecord};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::Result;
-use crate::record::{Record, StoredRecord};
 use crate::store::{
     DynAuditStore, DynConversationStore, DynSessionStore, Fence, FencedAppend, HeadWatch,
     SessionKey, SessionLog, SessionStore, SessionSummary,

@@ -5,12 +5,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use flue_protocol::event::{Event, Outcome};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::{FlueError, Result};
-use crate::event::{Event, Outcome};
 use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
 use crate::spans;
 use crate::store::rules::ROOT_SESSION;
@@ -395,10 +395,14 @@ impl AgentRuntime {
     }
 
     /// Checks what a message to `agent` chooses for its run (model, thinking level, role,
-    /// skill; see [`MessageOptions`](crate::MessageOptions)) as [`AgentRuntime::dispatch`] does
-    /// before admitting it, through [`AgentRegistry::check_options`](crate::AgentRegistry::check_options):
+    /// skill; see [`MessageOptions`](flue_protocol::submission::MessageOptions)) as [`AgentRuntime::dispatch`] does
+    /// before admitting it, through [`AgentRegistry::check_options`](crate::submission::AgentRegistry::check_options):
     /// [`FlueError::InvalidRequest`] naming the field. Nothing to check passes at once.
-    pub async fn check_options(&self, agent: &str, options: &crate::MessageOptions) -> Result<()> {
+    pub async fn check_options(
+        &self,
+        agent: &str,
+        options: &flue_protocol::submission::MessageOptions,
+    ) -> Result<()> {
         if options.is_empty() {
             return Ok(());
         }

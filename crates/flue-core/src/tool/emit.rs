@@ -3,17 +3,17 @@
 //!
 //! Emitted data is trusted application output, never shown to the model: it is checked to be
 //! JSON, redacted like every tool output, streamed at once as [`Event::Data`], and persisted
-//! with the call's tool result ([`ToolResult::data`](crate::ToolResult::data)), where the HTTP
+//! with the call's tool result ([`ToolResult::data`](flue_protocol::record::ToolResult::data)), where the HTTP
 //! protocol serves it as `data-<name>` parts. The logger writes `tracing` events carrying the
 //! session, the operation's agent instance and the tool call as fields.
 
 use std::sync::{Arc, Mutex};
 
+use flue_protocol::event::Event;
+use flue_protocol::record::EmittedData;
 use serde::Serialize;
 
-use crate::event::Event;
 use crate::model::TurnSink;
-use crate::record::EmittedData;
 use crate::redact::Redactor;
 use crate::tool::ToolError;
 
@@ -91,9 +91,12 @@ impl DataEmitter {
 
 /// Attaches to each tool result in `records` the data its call emitted (`emitters`: one per
 /// call that ran).
-pub(crate) fn attach_emitted(records: &mut [crate::record::Record], emitters: &[DataEmitter]) {
+pub(crate) fn attach_emitted(
+    records: &mut [flue_protocol::record::Record],
+    emitters: &[DataEmitter],
+) {
     for record in records {
-        if let crate::record::Record::ToolResult(result) = record
+        if let flue_protocol::record::Record::ToolResult(result) = record
             && let Some(emitter) = emitters
                 .iter()
                 .find(|emitter| emitter.call_id == result.call_id)

@@ -18,6 +18,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use flue_protocol::record::{SamplingExchange, Usage};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -26,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::model::ToolSchema;
-use crate::record::{SamplingExchange, Usage};
 use crate::sandbox::Sandbox;
 use crate::store::{DynAuditStore, MemoryStore};
 use crate::util::BoxFuture;
@@ -133,7 +133,7 @@ pub struct ToolMeta {
     /// Who fulfils calls.
     pub ownership: Ownership,
     /// Confirmation policy: the tool's own default, which the agent's `permissions`
-    /// override (see [`AgentConfig::with_permission`](crate::AgentConfig::with_permission)).
+    /// override (see [`AgentConfig::with_permission`](crate::config::AgentConfig::with_permission)).
     pub permission: Permission,
     /// The tool changes nothing.
     pub read_only: bool,
@@ -262,7 +262,7 @@ pub struct ToolContext {
     /// The id of the call being run (empty outside a session).
     pub call_id: String,
     /// Sampling exchanges the call's MCP server asked for; the runtime stores them as
-    /// [`Record::Sampling`](crate::Record::Sampling) after the turn's tool results, redacted.
+    /// [`Record::Sampling`](flue_protocol::record::Record::Sampling) after the turn's tool results, redacted.
     pub sampling: Arc<Mutex<Vec<SamplingExchange>>>,
     /// What the runtime attaches to a session's tool call for its own tools (the log that
     /// holds live actions, the harness and scope an action opens its child scope from); empty
@@ -348,7 +348,7 @@ impl ToolContext {
     }
 
     /// Emits trusted structured data for UI readers (the seed's `emitData`): streamed at once
-    /// as [`crate::Event::Data`], stored with the call's tool result, served over HTTP as a
+    /// as [`flue_protocol::event::Event::Data`], stored with the call's tool result, served over HTTP as a
     /// `data-<name>` part, and never shown to the model. `name` is 1 to 64 letters, digits,
     /// `_`, `-` or `.`; `data` must serialize to JSON. Known secrets are redacted from it, but
     /// it is stored verbatim otherwise: keep raw images and personal data out. Outside a
@@ -560,10 +560,10 @@ impl fmt::Debug for ToolDefinition {
 impl ToolDefinition {
     /// A custom tool the application fulfils: the model sees it like any other, but the
     /// runtime does not run its calls. A call is recorded as a pending action, an
-    /// [`Event::CustomToolUse`](crate::Event::CustomToolUse) is emitted, the operation pauses
+    /// [`Event::CustomToolUse`](flue_protocol::event::Event::CustomToolUse) is emitted, the operation pauses
     /// with the outcome `requires_action`, and the application supplies the result with
-    /// [`Session::resolve`](crate::Session::resolve) and
-    /// [`ActionDecision::Result`](crate::ActionDecision::Result).
+    /// [`Session::resolve`](crate::session::Session::resolve) and
+    /// [`ActionDecision::Result`](flue_protocol::record::ActionDecision::Result).
     ///
     /// ```
     /// use flue_core::{Ownership, ToolDefinition};

@@ -2,18 +2,18 @@
 //! key of a call.
 //!
 //! The state is a JSON object kept in the conversation's root session log as
-//! [`Record::State`](crate::Record::State) records, the latest one winning. The agent loop hands
+//! [`Record::State`](flue_protocol::record::Record::State) records, the latest one winning. The agent loop hands
 //! every call of a batch the same [`ToolState`]: reads see the writes of the calls that ran
 //! before (a write buffer, not a snapshot), and the final value is appended with the batch's
 //! tool results, in one fenced write. A batch cut short by a crash never changed the state.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use flue_protocol::record::MAX_STATE_BYTES;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::FlueError;
-use crate::record::MAX_STATE_BYTES;
 use crate::tool::ToolError;
 
 /// The state document of a conversation as one batch of tool calls sees it. Clones share it.
@@ -79,11 +79,11 @@ impl ToolState {
         Ok(())
     }
 
-    /// The [`Record::State`](crate::Record::State) of the change, when there was one.
-    pub(crate) fn record(&self) -> Option<crate::record::Record> {
+    /// The [`Record::State`](flue_protocol::record::Record::State) of the change, when there was one.
+    pub(crate) fn record(&self) -> Option<flue_protocol::record::Record> {
         self.changed().map(|changed| {
             let (source, call_id) = changed.writer.unwrap_or_else(|| ("tool".to_owned(), None));
-            crate::record::Record::State(crate::record::StateChange {
+            flue_protocol::record::Record::State(flue_protocol::record::StateChange {
                 value: changed.value,
                 version: changed.version,
                 source,
@@ -108,7 +108,7 @@ impl ToolState {
     }
 
     /// Replaces the document. It must be a JSON object of at most
-    /// [`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES) bytes (`invalid_state`,
+    /// [`MAX_STATE_BYTES`](flue_protocol::record::MAX_STATE_BYTES) bytes (`invalid_state`,
     /// `state_too_large`). Writing the value it already has changes nothing.
     pub fn set(&self, value: Value) -> Result<(), ToolError> {
         check_state(&value).map_err(|err| ToolError::new(err.kind(), err.to_string()))?;
@@ -162,7 +162,7 @@ pub(crate) struct Changed {
     pub(crate) writer: Option<(String, Option<String>)>,
 }
 
-/// Checks a state document: a JSON object of at most [`MAX_STATE_BYTES`](crate::MAX_STATE_BYTES)
+/// Checks a state document: a JSON object of at most [`MAX_STATE_BYTES`](flue_protocol::record::MAX_STATE_BYTES)
 /// bytes as JSON. Fails with [`FlueError::InvalidState`] or [`FlueError::StateTooLarge`].
 pub fn check_state(value: &Value) -> Result<(), FlueError> {
     if !value.is_object() {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flue_core::{
-    BoxFuture, Sandbox, VirtualLimits, VirtualSandbox,
+    BoxFuture, Sandbox, VirtualSandbox,
+    sandbox::VirtualLimits,
     store::{AuditStore, TrashReason},
 };
 use pretty_assertions::assert_eq;

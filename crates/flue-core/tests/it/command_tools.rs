@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use flue_core::{CommandToolSpec, ToolError};
+use flue_core::{ToolError, tool::CommandToolSpec};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -168,12 +168,12 @@ async fn state_write_commands_read_the_state_and_leave_the_new_one_in_their_file
             json!({"type": "object"}),
             command,
         )
-        .with_state(flue_core::CommandState::Write)
+        .with_state(flue_core::tool::CommandState::Write)
         .with_replay_safe(true)
     };
     for (name, open) in SANDBOXES {
         let mut fixture = Fixture::new(*open, &[]).await;
-        let state = flue_core::ToolState::new(Some(json!({"n": 1})), 1);
+        let state = flue_core::tool::ToolState::new(Some(json!({"n": 1})), 1);
         fixture.ctx = fixture.ctx.clone().with_state(state.clone());
         fixture.ctx.idempotency_key = "ik_0123".into();
         fixture.ctx.attempt = 2;

@@ -8,9 +8,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    AgentConfig, BoxFuture, Compaction, CompactionConfig, CompactionReason, Event, FlueError,
-    Harness, LocalSandbox, MemoryStore, ModelProvider, PromptOptions, PromptResponse,
-    ProviderRegistry, Record, ScriptedProvider, Session, ToolDefinition, Usage,
+    AgentConfig, BoxFuture, Event, FlueError, Harness, LocalSandbox, MemoryStore, ModelProvider,
+    PromptOptions, PromptResponse, ProviderRegistry, Record, ScriptedProvider, Session,
+    ToolDefinition, Usage,
+    config::Compaction,
+    config::CompactionConfig,
+    event::CompactionReason,
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 use pretty_assertions::assert_eq;

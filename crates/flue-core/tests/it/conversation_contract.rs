@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use flue_core::{
     BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig, FlueError,
-    Offset, Outcome, Record, SendCondition, Settlement, StoredRecord, SubmissionState, UserMessage,
-    WhenBusy,
+    Offset, Outcome, Record, Settlement, StoredRecord, UserMessage,
     store::{Acquire, Admission, DynConversationStore, Fence, FencedAppend, SessionKey},
+    submission::SendCondition,
+    submission::SubmissionState,
+    submission::WhenBusy,
     util::{new_ulid, now_ms},
 };
 use pretty_assertions::assert_eq;
@@ -869,7 +871,7 @@ pub(crate) async fn the_callers_trace_parent_is_stored_with_the_submission(
         .admit(&admission("two", DispatchOptions::default()))
         .await
         .unwrap();
-    let stored = |info: Option<flue_core::SubmissionInfo>| info.unwrap().trace_parent;
+    let stored = |info: Option<flue_core::submission::SubmissionInfo>| info.unwrap().trace_parent;
     assert_eq!(
         stored(store.submission(&traced.submission_id).await.unwrap()).as_deref(),
         Some(trace_parent)
@@ -1077,7 +1079,7 @@ const STATE_SCRIPT: &str = r#"{"rules": [
 /// A runtime on `store` serving agent `keeper`: the state tools and `count`, a Rust tool that
 /// adds one to the state's `count` through `ToolContext::state`.
 async fn state_runtime(store: Arc<dyn DynConversationStore>) -> flue_core::AgentRuntime {
-    let big = "x".repeat(flue_core::MAX_STATE_BYTES);
+    let big = "x".repeat(flue_core::record::MAX_STATE_BYTES);
     let script = STATE_SCRIPT.replace("BIG", &big);
     let agents = flue_core::StaticAgents::new().with_agent("keeper", move || {
         let count =
@@ -1104,7 +1106,8 @@ async fn state_runtime(store: Arc<dyn DynConversationStore>) -> flue_core::Agent
         let agent = flue_core::AgentConfig::new()
             .with_model("scripted/s.json")
             .with_tools(
-                flue_core::builtin_tools(&["state_read".into(), "state_write".into()]).unwrap(),
+                flue_core::tool::builtin_tools(&["state_read".into(), "state_write".into()])
+                    .unwrap(),
             )
             .with_tool(count);
         flue_core::Harness::builder(agent)

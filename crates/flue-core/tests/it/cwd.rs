@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use flue_core::{
-    AgentConfig, ExecOptions, Harness, PromptOptions, ProviderRegistry, TaskOptions, builtin_tool,
+    AgentConfig, ExecOptions, Harness, PromptOptions, ProviderRegistry, TaskOptions,
+    tool::builtin_tool,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

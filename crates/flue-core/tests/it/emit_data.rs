@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use flue_core::{
-    AgentConfig, EmittedData, Event, EventStream, PromptOptions, Record, ToolDefinition, ToolError,
-    VirtualSandbox,
+    AgentConfig, Event, EventStream, PromptOptions, Record, ToolDefinition, ToolError,
+    VirtualSandbox, record::EmittedData,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use flue_core::{
-    builtin_tool,
     store::{AuditEntry, AuditStore, TrashReason},
+    tool::builtin_tool,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -1074,7 +1074,7 @@ async fn audit_diffs_are_cut_at_64_kib() {
 
 #[test]
 fn the_builtin_file_tools_have_model_facing_descriptions() {
-    for name in flue_core::BUILTIN_TOOL_NAMES {
+    for name in flue_core::tool::BUILTIN_TOOL_NAMES {
         let tool = builtin_tool(name).unwrap();
         assert!(
             tool.description().len() > 200,
@@ -1103,8 +1103,8 @@ fn a_custom_tool_cannot_take_a_builtin_file_tool_name() {
         |_: Nothing, _ctx| async { Ok::<_, flue_core::ToolError>(json!("mine")) },
     )
     .unwrap();
-    let err =
-        flue_core::ToolSet::assemble([builtin_tool("read_file").unwrap(), custom]).unwrap_err();
+    let err = flue_core::tool::ToolSet::assemble([builtin_tool("read_file").unwrap(), custom])
+        .unwrap_err();
     assert_eq!(
         (err.kind(), err.to_string()),
         (

@@ -326,7 +326,7 @@ async fn rust_hooks_read_and_write_the_conversation_state() {
                         HookDecision::proceed().with_state(json!({"checked": true}))
                     }
                     _ => HookDecision::proceed()
-                        .with_state(json!({"big": "x".repeat(flue_core::MAX_STATE_BYTES)})),
+                        .with_state(json!({"big": "x".repeat(flue_core::record::MAX_STATE_BYTES)})),
                 })
             }
         },

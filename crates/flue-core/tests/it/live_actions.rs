@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    ActionDecision, ActionKind, AgentConfig, AgentProfile, AgentRuntime, AssistantContent,
-    BoxFuture, ConversationKey, DeliveredMessage, DispatchOptions, Harness, MemoryStore,
-    ModelProvider, ProviderRegistry, Record, StaticAgents, StopReason, ToolCall, ToolDefinition,
-    ToolError, Usage,
+    ActionDecision, AgentConfig, AgentProfile, AgentRuntime, AssistantContent, BoxFuture,
+    ConversationKey, DeliveredMessage, DispatchOptions, Harness, MemoryStore, ModelProvider,
+    ProviderRegistry, Record, StaticAgents, StopReason, ToolCall, ToolDefinition, ToolError, Usage,
     elicitation::ElicitationQuestion,
     model::{ModelRequest, ModelTurn, TurnSink},
+    record::ActionKind,
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
@@ -117,7 +117,10 @@ async fn runtime(path: &std::path::Path, timeout: Duration) -> AgentRuntime {
 }
 
 /// Waits for the conversation's pending question.
-async fn pending(runtime: &AgentRuntime, key: &ConversationKey) -> flue_core::PendingAction {
+async fn pending(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+) -> flue_core::record::PendingAction {
     for _ in 0..1000 {
         if let Ok(actions) = runtime.actions(key).await
             && let Some(info) = actions.into_iter().find(|info| info.decision.is_none())

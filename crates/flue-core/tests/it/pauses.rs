@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flue_core::{
-    ActionDecision, ActionKind, AgentConfig, Event, FlueError, Harness, Outcome, Permission,
-    PromptOptions, ProviderRegistry, Record, ToolDefinition, VirtualSandbox,
+    ActionDecision, AgentConfig, Event, FlueError, Harness, Outcome, Permission, PromptOptions,
+    ProviderRegistry, Record, ToolDefinition, VirtualSandbox, record::ActionKind,
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

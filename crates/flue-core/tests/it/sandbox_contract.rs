@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    AgentConfig, ExecOptions, FlueError, Harness, Record, Sandbox, ShellResult, ToolContext,
-    builtin_tool,
+    AgentConfig, ExecOptions, FlueError, Harness, Record, Sandbox, ToolContext,
+    sandbox::ShellResult,
     sandbox::{FileStat, MkdirOptions, RmOptions, TIMEOUT_EXIT_CODE},
+    tool::builtin_tool,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    ExecOptions, FlueError, LocalSandbox, Sandbox, ShellResult,
+    ExecOptions, FlueError, LocalSandbox, Sandbox,
+    sandbox::ShellResult,
     sandbox::{CommandLauncher, TIMEOUT_EXIT_CODE},
 };
 use pretty_assertions::assert_eq;
@@ -384,7 +385,7 @@ impl CommandLauncher for RecordingLauncher {
             .push((command.to_owned(), cwd.display().to_string()));
         if command == "refuse" {
             return Err(FlueError::sandbox(
-                flue_core::SandboxErrorReason::Unavailable,
+                flue_core::error::SandboxErrorReason::Unavailable,
                 "launcher refused",
             ));
         }

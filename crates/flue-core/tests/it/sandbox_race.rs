@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    MemoryStore, Sandbox, ToolContext, builtin_tool,
+    MemoryStore, Sandbox, ToolContext,
     sandbox::{MkdirOptions, RmOptions},
+    tool::builtin_tool,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_core::{ExecOptions, Sandbox, VirtualLimits, VirtualSandbox};
+use flue_core::{ExecOptions, Sandbox, VirtualSandbox, sandbox::VirtualLimits};
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
 
@@ -423,7 +423,7 @@ struct CountingFactory {
     asked: std::sync::Mutex<Vec<String>>,
 }
 
-impl flue_core::SandboxFactory for CountingFactory {
+impl flue_core::sandbox::SandboxFactory for CountingFactory {
     fn create<'a>(
         &'a self,
         instance_id: &'a str,

@@ -12,9 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    BoxFuture, ExecOptions, FlueError, LocalSandbox, MemoryStore, Result, Sandbox,
-    SandboxErrorReason, ShellResult, ToolContext, ToolError, VirtualSandbox, builtin_tool,
+    BoxFuture, ExecOptions, FlueError, LocalSandbox, MemoryStore, Result, Sandbox, ToolContext,
+    ToolError, VirtualSandbox,
+    error::SandboxErrorReason,
+    sandbox::ShellResult,
     sandbox::{FileStat, MkdirOptions, RmOptions},
+    tool::builtin_tool,
 };
 use serde_json::Value;
 use tempfile::TempDir;

@@ -8,9 +8,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use flue_core::{
     AgentConfig, BoxFuture, Event, ExecOptions, Harness, LocalSandbox, MemoryStore, ModelProvider,
-    PromptOptions, ProviderRegistry, Record, SampledMessage, SamplingExchange, ScriptedProvider,
-    ToolDefinition, ToolError, Usage,
+    PromptOptions, ProviderRegistry, Record, ScriptedProvider, ToolDefinition, ToolError, Usage,
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
+    record::SampledMessage,
+    record::SamplingExchange,
 };
 use serde_json::json;
 
@@ -141,7 +142,7 @@ async fn tool_output_is_redacted_in_records_events_and_the_next_request() {
         .with_model("scripted/script.json")
         .with_tool(leak_tool())
         .with_tool(failing_tool())
-        .with_tool(flue_core::builtin_tool("bash").unwrap());
+        .with_tool(flue_core::tool::builtin_tool("bash").unwrap());
     let harness = Harness::builder(agent)
         .with_store(Arc::new(MemoryStore::new()))
         .with_providers(ProviderRegistry::new().with_provider(provider.clone()))

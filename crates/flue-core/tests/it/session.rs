@@ -571,7 +571,7 @@ fn complete_tool(
     })
     .unwrap()
     .with_meta(flue_core::ToolMeta {
-        interrupt: flue_core::InterruptBehavior::Complete,
+        interrupt: flue_core::tool::InterruptBehavior::Complete,
         ..flue_core::ToolMeta::default()
     })
 }

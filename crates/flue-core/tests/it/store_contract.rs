@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, CompactionSummary, FlueError, Image, ModelRef, Record,
-    Result, ShellExchange, StopReason, StoredRecord, ToolCall, ToolResult, Usage, UserContent,
-    UserMessage,
+    AssistantContent, AssistantMessage, FlueError, Image, ModelRef, Record, Result, StopReason,
+    StoredRecord, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    record::CompactionSummary,
+    record::ShellExchange,
     store::{DynSessionStore, SessionKey, SessionLog, SessionSummary},
     util::now_ms,
 };

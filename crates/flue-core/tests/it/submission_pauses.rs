@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use flue_core::{
     ActionDecision, AgentRuntime, ConversationKey, DeliveredMessage, DispatchOptions,
-    DurabilityConfig, MemoryStore, Outcome, SubmissionState, store::ConversationStore,
+    DurabilityConfig, MemoryStore, Outcome, store::ConversationStore, submission::SubmissionState,
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

@@ -10,8 +10,11 @@ use std::time::Duration;
 
 use flue_core::{
     AgentRuntime, BatchBody, ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig,
-    FlueError, Offset, Outcome, Record, SendCondition, SubmissionState, WhenBusy,
+    FlueError, Offset, Outcome, Record,
     store::{DynConversationStore, SessionKey},
+    submission::SendCondition,
+    submission::SubmissionState,
+    submission::WhenBusy,
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;

@@ -3,7 +3,7 @@
 
 use flue_core::{
     AgentConfig, AgentProfile, Event, EventStream, PromptOptions, ToolDefinition, ToolError,
-    task_session_parent,
+    util::task_session_parent,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

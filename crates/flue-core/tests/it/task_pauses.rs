@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flue_core::{
-    ActionDecision, ActionKind, AgentConfig, AgentProfile, Event, Harness, Permission,
-    PromptOptions, ProviderRegistry, Record, TaskOptions, ToolDefinition, VirtualSandbox,
+    ActionDecision, AgentConfig, AgentProfile, Event, Harness, Permission, PromptOptions,
+    ProviderRegistry, Record, TaskOptions, ToolDefinition, VirtualSandbox, record::ActionKind,
 };
 use flue_store::SqliteStore;
 use pretty_assertions::assert_eq;
@@ -89,7 +89,10 @@ async fn a_subagents_always_ask_call_pauses_the_conversation_and_runs_once_when_
         )
     );
     let child = action.session.clone().unwrap();
-    assert_eq!(flue_core::task_session_parent(&child), Some("default"));
+    assert_eq!(
+        flue_core::util::task_session_parent(&child),
+        Some("default")
+    );
     assert!(action.action_id.starts_with("act_"), "{}", action.action_id);
     // The root's stream announces the subagent's action.
     assert!(seen_events.iter().any(|event| matches!(

@@ -5,7 +5,7 @@ use std::future::IntoFuture;
 
 use flue_core::{
     AgentConfig, AgentProfile, Event, EventStream, FlueError, Outcome, PromptOptions, Record, Role,
-    Skill, TaskOptions, ThinkingLevel, ToolDefinition, Usage, task_session_parent,
+    Skill, TaskOptions, ThinkingLevel, ToolDefinition, Usage, util::task_session_parent,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -117,7 +117,7 @@ async fn a_task_runs_in_a_detached_child_session_with_a_fresh_history() {
         vec![
             Event::OperationStart {
                 session: "default".into(),
-                operation: flue_core::OperationKind::Task,
+                operation: flue_core::event::OperationKind::Task,
             },
             Event::TaskStart {
                 session: child.clone(),

@@ -4,9 +4,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flue_core::{
-    ActionKind, AgentConfig, BoxFuture, Harness, LocalSandbox, ModelProvider, Permission,
-    PromptOptions, ProviderRegistry, Record, ScriptedProvider, ToolDefinition, ToolSource,
+    AgentConfig, BoxFuture, Harness, LocalSandbox, ModelProvider, Permission, PromptOptions,
+    ProviderRegistry, Record, ScriptedProvider, ToolDefinition,
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
+    record::ActionKind,
+    tool::ToolSource,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

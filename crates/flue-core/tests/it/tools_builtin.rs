@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flue_core::{
-    BUILTIN_TOOL_NAMES, LocalSandbox, Ownership, Sandbox, ToolContext, ToolError, builtin_tool,
-    builtin_tools,
+    LocalSandbox, Sandbox, ToolContext, ToolError, tool::BUILTIN_TOOL_NAMES, tool::Ownership,
+    tool::builtin_tool, tool::builtin_tools,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

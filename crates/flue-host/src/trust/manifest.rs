@@ -235,7 +235,7 @@ fn agent_items(agent: &AgentFile, config: &WorkspaceConfig) -> Vec<TrustItem> {
     items
 }
 
-fn hook_item(hook: &flue_core::CommandHookSpec) -> TrustItem {
+fn hook_item(hook: &flue_core::hook::CommandHookSpec) -> TrustItem {
     let matcher = hook
         .matcher
         .as_deref()
@@ -263,7 +263,7 @@ fn hook_item(hook: &flue_core::CommandHookSpec) -> TrustItem {
 /// An http hook's item: its URL and header names (values may be secrets and are never shown),
 /// and the variables its headers may carry.
 fn http_hook_item(
-    hook: &flue_core::CommandHookSpec,
+    hook: &flue_core::hook::CommandHookSpec,
     target: &flue_core::hook::HttpHookTarget,
     matcher: &str,
 ) -> TrustItem {

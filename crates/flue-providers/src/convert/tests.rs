@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 
 use flue_core::{
-    AssistantContent, AssistantMessage, CompactionSummary, Image, ModelRef, Record, ShellExchange,
-    StopReason, ToolCall, ToolResult, Usage, UserContent, UserMessage,
+    AssistantContent, AssistantMessage, Image, ModelRef, Record, StopReason, ToolCall, ToolResult,
+    Usage, UserContent, UserMessage, record::CompactionSummary, record::ShellExchange,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use flue_core::{
-    AgentConfig, Event, FailedTurn, FlueError, Harness, LocalSandbox, PromptOptions,
-    PromptResponse, ProviderRegistry, Record, ThinkingLevel, ToolDefinition, ToolError, Usage,
+    AgentConfig, Event, FlueError, Harness, LocalSandbox, PromptOptions, PromptResponse,
+    ProviderRegistry, Record, ThinkingLevel, ToolDefinition, ToolError, Usage, record::FailedTurn,
 };
 use flue_providers::{ApiKey, ProviderConfig, RetryPolicy, WireApi};
 use serde_json::{Value, json};

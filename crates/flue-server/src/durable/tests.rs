@@ -1,6 +1,6 @@
 //! Unit tests of projecting stored batches into protocol chunks.
 
-use flue_core::{BatchBody, EmittedData, Record, StoredRecord, StreamBatch, ToolResult};
+use flue_core::{BatchBody, Record, StoredRecord, StreamBatch, ToolResult, record::EmittedData};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

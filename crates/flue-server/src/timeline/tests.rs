@@ -317,7 +317,7 @@ fn a_compaction_row_carries_its_summary_usage_and_the_total_counts_it() {
         unreachable!()
     };
     let mut compaction = records[index].clone();
-    compaction.record = flue_core::Record::Compaction(flue_core::CompactionSummary {
+    compaction.record = flue_core::Record::Compaction(flue_core::record::CompactionSummary {
         summary: "Earlier: the build was asked for.".to_owned(),
         first_kept: 0,
         tokens_before: 1_000,

@@ -27,8 +27,12 @@ use flue_core::store::{
     OwnerRegistration, SubmissionStatus,
 };
 use flue_core::{
-    BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchReceipt,
-    DurabilityConfig, Offset, Result, SendCondition, Settlement, StreamPage, SubmissionInfo,
+    BatchBody, ConversationKey, DeliveredMessage, DurabilityConfig, Offset, Result, Settlement,
+    submission::ConversationInfo,
+    submission::DispatchReceipt,
+    submission::SendCondition,
+    submission::StreamPage,
+    submission::SubmissionInfo,
     util::{new_ulid, now_ms},
 };
 use serde::Serialize;

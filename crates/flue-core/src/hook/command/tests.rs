@@ -1,9 +1,9 @@
 //! Unit tests of command hooks: matchers, the tool-name mapping, and reading answers.
 
+use flue_protocol::record::ToolCall;
 use serde_json::json;
 
 use super::*;
-use crate::record::ToolCall;
 use tokio_util::sync::CancellationToken;
 
 fn hook(point: HookPoint, matcher: Option<&str>) -> CommandHook {

@@ -14,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use flue_protocol::record::{AssistantContent, Record, StopReason, ToolCall, Usage};
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
@@ -22,7 +23,6 @@ use crate::error::{FlueError, Result};
 use crate::model::{
     ModelInfo, ModelPrice, ModelProvider, ModelRequest, ModelTurn, ToolSchema, TurnSink,
 };
-use crate::record::{AssistantContent, Record, StopReason, ToolCall, Usage};
 use crate::util::BoxFuture;
 use crate::util::workspace_file::{MAX_SCRIPT_BYTES, WorkspaceFiles};
 

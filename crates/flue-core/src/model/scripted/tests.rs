@@ -1,11 +1,11 @@
 //! Unit tests of the scripted provider's helpers: chunking, placeholders, how a conversation
 //! is read, path checks and script validation.
 
+use flue_protocol::record::{AssistantMessage, ModelRef, ShellExchange, ToolResult, UserMessage};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::record::{AssistantMessage, ModelRef, ShellExchange, ToolResult, UserMessage};
 
 fn vars() -> Vars<'static> {
     Vars {

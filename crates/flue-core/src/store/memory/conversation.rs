@@ -7,13 +7,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use flue_protocol::record::StoredRecord;
 use flue_protocol::{
     BatchBody, ConversationInfo, ConversationKey, DispatchReceipt, DurabilityConfig, Offset,
     Settlement, StreamBatch, StreamPage, SubmissionInfo, SubmissionState,
 };
 
 use crate::error::Result;
-use crate::record::StoredRecord;
 use crate::store::listing::{
     ListedConversation, ListedStatus, ListingQuery, MAX_LISTING_LIMIT, Summary, merge_page,
 };

@@ -14,7 +14,7 @@ use crate::tool::{
     ToolMeta, ToolState,
 };
 
-/// The names of the state tools, accepted by [`builtin_tool`](crate::builtin_tool) and in an
+/// The names of the state tools, accepted by [`builtin_tool`](crate::tool::builtin_tool) and in an
 /// agent file's `tools:`; never on by default.
 pub const STATE_TOOL_NAMES: &[&str] = &["state_read", "state_write"];
 

@@ -17,8 +17,8 @@ use crate::util::BoxFuture;
 
 /// A list of tools that may change while an agent runs, such as an MCP server's.
 ///
-/// Add one to an agent with [`AgentConfig::with_tool_source`](crate::AgentConfig::with_tool_source)
-/// or to a subagent with [`AgentProfile::with_tool_source`](crate::AgentProfile::with_tool_source).
+/// Add one to an agent with [`AgentConfig::with_tool_source`](crate::config::AgentConfig::with_tool_source)
+/// or to a subagent with [`AgentProfile::with_tool_source`](crate::config::AgentProfile::with_tool_source).
 /// Before each model turn the agent loop awaits [`ToolSource::refresh`] and then offers the
 /// tools of [`ToolSource::tools`], after the agent's fixed tools: the model sees added tools
 /// from its next turn on, and no longer sees removed ones (a call to one is answered with an

@@ -1,7 +1,7 @@
 //! The built-in file tools and what they share: paths, hashes, the result envelope, errors,
 //! the audit log and the trash.
 //!
-//! Every tool here works through the [`Sandbox`](crate::Sandbox) trait only, so it behaves the
+//! Every tool here works through the [`Sandbox`](crate::sandbox::Sandbox) trait only, so it behaves the
 //! same in every sandbox. Results are `{"ok": true, "data": ...}`; failures are [`ToolError`]s
 //! with a stable kind and a suggested action, which the model sees as
 //! `{"ok": false, "error": {"kind", "message", "suggestedAction"}}`.
