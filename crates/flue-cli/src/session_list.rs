@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use flue_server::ConversationQuery;
+use flue_core::view::ConversationQuery;
 use serde_json::json;
 
 use crate::Exit;

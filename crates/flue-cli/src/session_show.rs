@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use flue_core::view::Transcript;
 use flue_core::{ActionDecision, AssistantContent, Record, UserContent, record::ActionKind};
-use flue_server::Transcript;
 use serde_json::Value;
 
 use crate::Exit;
@@ -38,7 +38,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         if let Some((value, version)) = shown.state() {
             let _ = writeln!(text, "state (version {version}): {value}");
         }
-        let (usage, turns) = flue_server::conversation_usage(store, &instance_id).await?;
+        let (usage, turns) = flue_core::view::conversation_usage(store, &instance_id).await?;
         if turns > 0 {
             let noun = if turns == 1 { "turn" } else { "turns" };
             let _ = writeln!(

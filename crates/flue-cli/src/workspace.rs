@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+pub(crate) use flue_core::view::ConversationSummary;
+use flue_core::view::{ConversationIndex, ConversationPage, ConversationQuery};
 use flue_core::{FlueError, store::DynConversationStore};
 pub(crate) use flue_host::DB_PATH;
 use flue_host::HostError;
-pub(crate) use flue_server::ConversationSummary;
-use flue_server::{ConversationIndex, ConversationPage, ConversationQuery};
 
 /// The root given with `--root`, or the one found from the current directory, canonical
 /// (absolute, symlinks, `.` and `..` resolved: see [`canonical`]). A root that holds no

@@ -41,6 +41,8 @@
 //!   durable runtime's receipts, states and builder; [`config`], [`operation`], [`error`]: the
 //!   rest of the configuration, call options and error details
 //! - [`fork`] and [`rewind`]: copying a conversation, and undoing the file changes of its turns
+//! - [`view`]: the conversation list and a conversation's transcript, as every frontend reads
+//!   them from a store
 //!
 //! Which crate a program embedding Flue needs, for what:
 //! - flue-core (this crate): always — the runtime, tools, actions, hooks, the in-memory store,
@@ -95,6 +97,7 @@ pub mod submission;
 mod task;
 pub mod tool;
 pub mod util;
+pub mod view;
 
 // The embedder's API: what an application embedding the runtime names. Everything here also
 // has a home in a module (or in flue-protocol); the rest lives only in the public modules.

@@ -38,6 +38,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use flue_core::model::ToolSchema;
+use flue_core::view::{ConversationIndex, ConversationQuery, transcript_tree};
 use flue_core::{DEFAULT_SESSION, store::DynConversationStore};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -45,10 +46,8 @@ use tokio::sync::watch;
 
 use crate::durable::DurableRuntime;
 use crate::error::ApiError;
-use crate::listing::{ConversationIndex, ConversationQuery};
 use crate::prompts::{Call, PromptRecorder};
 use crate::router::{ROUTES, bearer, constant_time_eq};
-use crate::transcript::transcript_tree;
 use crate::turns::Shown;
 
 const INDEX_HTML: &str = include_str!("console/index.html");

@@ -22,8 +22,7 @@
 //!
 //! Main types: [`router`] and [`ServerConfig`]; [`serve`] with [`ServeOptions`] and the
 //! [`RequestGuard`] (hosts, origins, request forms; `docs/security.md`); [`DurableRuntime`] (the runtime and the agents
-//! it lists); [`console_routes`] with [`DevConsole`] and [`BuildStatus`]; [`Transcript`] (a
-//! conversation's stored sessions); the wire shapes in [`wire`]; [`McpAgents`] (the agents as
+//! it lists); [`console_routes`] with [`DevConsole`] and [`BuildStatus`]; the wire shapes in [`wire`]; [`McpAgents`] (the agents as
 //! an MCP server over stdio or streamable HTTP, `docs/mcp.md`).
 
 // Only the binaries write to the terminal: flue-cli's stdout is a JSON contract, and an
@@ -37,7 +36,6 @@ mod durable;
 mod error;
 mod guard;
 mod history;
-mod listing;
 mod live;
 mod mcp;
 mod notes;
@@ -49,7 +47,6 @@ mod routes;
 mod serve;
 mod state;
 mod timeline;
-mod transcript;
 mod turns;
 pub mod wire;
 
@@ -64,16 +61,11 @@ pub use guard::{
     ConfigError, MAX_URI_BYTES, MIN_EXPOSED_TOKEN_BITS, RequestGuard, check_hosts, check_origins,
     check_token,
 };
-pub use listing::{
-    ConversationIndex, ConversationPage, ConversationQuery, ConversationStatus,
-    ConversationSummary, FIRST_MESSAGE_CHARS, MAX_LIST_LIMIT, conversation_usage, record_usage,
-};
 pub use mcp::{MAX_QUEUED_WRITES, MCP_PATH, McpAgents, McpServeError, McpSessionLimits};
 pub use prompts::{PromptRecorder, RECORDED_BYTES, RECORDED_CALLS};
 pub use router::{ROUTES, router};
 pub use serve::{ServeOptions, bind, serve};
 pub use state::ServerConfig;
-pub use transcript::{Transcript, transcript_tree};
 
 #[cfg(test)]
 mod tests;

@@ -471,8 +471,8 @@ fn ten_thousand_conversations_list_fast_and_small() {
         let timed = Instant::now();
         let ids = store.instance_ids().await.unwrap();
         eprintln!("instance_ids: {:?} ({})", timed.elapsed(), ids.len());
-        let index = flue_server::ConversationIndex::new();
-        let query = flue_server::ConversationQuery::new(None, None, 50);
+        let index = flue_core::view::ConversationIndex::new();
+        let query = flue_core::view::ConversationQuery::new(None, None, 50);
         for label in ["index cold", "index warm"] {
             let timed = Instant::now();
             let page = index.search(store.as_ref(), &query).await.unwrap();
@@ -482,7 +482,7 @@ fn ten_thousand_conversations_list_fast_and_small() {
                 page.conversations.len()
             );
         }
-        let words = flue_server::ConversationQuery::new(Some("topic-42".into()), None, 50);
+        let words = flue_core::view::ConversationQuery::new(Some("topic-42".into()), None, 50);
         for label in ["index words cold", "index words warm"] {
             let timed = Instant::now();
             let page = index.search(store.as_ref(), &words).await.unwrap();

@@ -5,15 +5,15 @@
 //! writes (`ConversationStore::list_conversations`): a listing costs its page, not the store,
 //! and nothing runs.
 
-use flue_core::store::listing::{
-    ListedConversation, ListedStatus, ListingCursor, ListingQuery, MAX_LISTING_LIMIT,
-    SUMMARY_MESSAGE_CHARS,
-};
-use flue_core::{
-    FlueError, Record, Usage,
-    store::{DynConversationStore, SessionKey},
-};
+use flue_protocol::record::{Record, Usage};
 use serde::Serialize;
+
+use crate::error::FlueError;
+use crate::store::listing::{
+    ListedConversation, ListedStatus, ListingCursor, ListingQuery, MAX_LISTING_LIMIT,
+    SUMMARY_MESSAGE_CHARS, record_usage,
+};
+use crate::store::{DynConversationStore, SessionKey};
 
 /// The most characters of a first message a row carries.
 pub const FIRST_MESSAGE_CHARS: usize = SUMMARY_MESSAGE_CHARS;
@@ -207,12 +207,6 @@ impl ConversationIndex {
             next,
         })
     }
-}
-
-/// The usage of a model turn (a failed one included) or an MCP server's sampling stored in
-/// `record`.
-pub fn record_usage(record: &Record) -> Option<Usage> {
-    flue_core::store::listing::record_usage(record)
 }
 
 /// The usage summed over every session of conversation `instance_id`, and its model turns.

@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use flue_core::{
-    BoxFuture, DEFAULT_SESSION, FlueError, Record, StoredRecord,
-    store::{DynConversationStore, SessionKey},
-    util::task_session_parent,
-};
+use flue_protocol::record::{Record, StoredRecord};
+use flue_protocol::{DEFAULT_SESSION, task_session_parent};
 use serde_json::{Value, json};
+
+use crate::error::FlueError;
+use crate::store::{DynConversationStore, SessionKey};
+use crate::util::BoxFuture;
 
 /// One stored session and, when the tree was asked for, its task sessions.
 #[derive(Clone, Debug)]

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flue_core::store::{Acquire, Admission, DynConversationStore};
-use flue_core::util::{new_ulid, now_ms};
-use flue_core::{
-    ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig, MemoryStore, Outcome,
-    Settlement,
-};
+use flue_protocol::DurabilityConfig;
+use flue_protocol::event::Outcome;
+use flue_protocol::submission::{ConversationKey, DeliveredMessage, DispatchOptions, Settlement};
+
+use crate::store::{Acquire, Admission, DynConversationStore, MemoryStore};
+use crate::util::{new_ulid, now_ms};
 
 use super::{ConversationIndex, ConversationQuery, ConversationStatus, FIRST_MESSAGE_CHARS};
 
