@@ -1663,3 +1663,358 @@ fn flue_core_imports_through_modules_not_the_root() {
     assert!(modules.len() > 10, "found too few modules: {modules:?}");
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
+
+// ARCHITECTURE.md's invariants that a reading of the sources can check, one test each; the
+// behavioural ones name the tests that check them there.
+
+/// The library sources of a crate: `src/`, without sibling `tests.rs` files and their folders.
+fn library_sources(krate: &str) -> Vec<PathBuf> {
+    let src = root().join("crates").join(krate).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let test_dirs: Vec<PathBuf> = files
+        .iter()
+        .filter(|file| file.file_name().unwrap() == "tests.rs")
+        .filter_map(|file| file.parent().map(Path::to_path_buf))
+        .filter(|dir| dir.file_name().unwrap() == "tests")
+        .collect();
+    files.retain(|file| {
+        file.file_name().unwrap() != "tests.rs"
+            && !test_dirs.iter().any(|dir| file.starts_with(dir))
+    });
+    assert!(!files.is_empty(), "no sources in {}", relative(&src));
+    files.sort();
+    files
+}
+
+/// Where the tokens `pattern` occur in `file`, outside comments and strings: `path:line`.
+fn token_hits(file: &Path, pattern: &[&str]) -> Vec<String> {
+    let tokens = tokenize(&std::fs::read_to_string(file).unwrap());
+    (0..tokens.len())
+        .filter(|&idx| texts_at(&tokens, idx, pattern))
+        .map(|idx| format!("{}:{}", relative(file), tokens[idx].line))
+        .collect()
+}
+
+/// Where `file` builds a value of struct `name` (`Name {` that is not a definition, an impl
+/// or a return type): `path:line`.
+fn constructions(file: &Path, name: &str) -> Vec<String> {
+    let tokens = tokenize(&std::fs::read_to_string(file).unwrap());
+    (1..tokens.len())
+        .filter(|&idx| texts_at(&tokens, idx, &[name, "{"]))
+        .filter(|&idx| {
+            !matches!(
+                tokens[idx - 1].text.as_str(),
+                "struct" | "for" | "impl" | ">"
+            )
+        })
+        .map(|idx| format!("{}:{}", relative(file), tokens[idx].line))
+        .collect()
+}
+
+#[test]
+fn the_environment_is_read_only_where_architecture_md_says() {
+    let allowed: &[(&str, &[&str])] = &[
+        ("flue-core", &["sandbox/local/mod.rs", "hook/http.rs"]),
+        ("flue-providers", &[]),
+        ("flue-host", &[]),
+    ];
+    let mut problems = Vec::new();
+    for (krate, files) in allowed {
+        let src = root().join("crates").join(krate).join("src");
+        for file in library_sources(krate) {
+            let shown = file
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if files.contains(&shown.as_str()) {
+                continue;
+            }
+            for read in ["var", "var_os", "vars", "vars_os", "current_dir"] {
+                problems.extend(token_hits(&file, &["env", "::", read]));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the process environment read outside the places ARCHITECTURE.md names: {problems:?}"
+    );
+}
+
+#[test]
+fn flue_host_links_no_database_driver() {
+    let drivers = [
+        "rusqlite",
+        "libsqlite3-sys",
+        "sqlx",
+        "postgres",
+        "tokio-postgres",
+        "diesel",
+    ];
+    let host = our_crates()
+        .into_iter()
+        .find(|manifest| manifest.name == "flue-host")
+        .unwrap();
+    let linked: Vec<&str> = host
+        .dependencies
+        .iter()
+        .filter(|dependency| matches!(dependency.kind, DepKind::Normal))
+        .map(|dependency| dependency.name.as_str())
+        .filter(|name| drivers.contains(name))
+        .collect();
+    assert!(
+        linked.is_empty(),
+        "flue-host links a database driver ({linked:?}); stores come from flue-store"
+    );
+}
+
+#[test]
+fn remote_model_calls_go_through_remote_provider() {
+    let mut impls = Vec::new();
+    for file in library_sources("flue-providers") {
+        let tokens = tokenize(&std::fs::read_to_string(&file).unwrap());
+        for idx in 0..tokens.len() {
+            if texts_at(&tokens, idx, &["ModelProvider", "for"]) {
+                let name = tokens.get(idx + 2).map_or("", |token| token.text.as_str());
+                impls.push(format!("{}: {name}", relative(&file)));
+            }
+        }
+    }
+    // `OpenAiRouted` only picks one of two `RemoteProvider`s by the model's wire API.
+    assert_eq!(
+        impls,
+        [
+            "crates/flue-providers/src/build.rs: OpenAiRouted",
+            "crates/flue-providers/src/remote.rs: RemoteProvider",
+        ],
+        "a ModelProvider impl in flue-providers besides RemoteProvider: add a codec instead"
+    );
+}
+
+#[test]
+fn event_streams_are_parsed_once() {
+    let parser = root().join("crates/flue-core/src/util/sse.rs");
+    let mut problems = Vec::new();
+    for krate in [
+        "flue-core",
+        "flue-providers",
+        "flue-connectors",
+        "flue-server",
+        "flue-host",
+    ] {
+        for file in library_sources(krate) {
+            if file == parser {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            for field in ["\"data:", "\"event:", "\"retry:"] {
+                for call in ["strip_prefix(", "starts_with(", "split_once("] {
+                    if text.contains(&format!("{call}{field}")) {
+                        problems.push(format!("{} reads `{field}` itself", relative(&file)));
+                    }
+                }
+            }
+        }
+    }
+    for krate in ["flue-providers", "flue-connectors"] {
+        let uses_parser = library_sources(krate)
+            .iter()
+            .any(|file| !token_hits(file, &["util", "::", "sse"]).is_empty());
+        if !uses_parser {
+            problems.push(format!(
+                "{krate} no longer reads streams with flue_core::util::sse"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
+#[test]
+fn the_binary_opens_no_harness_and_names_no_backend() {
+    let backends = [
+        "Harness",
+        "HarnessBuilder",
+        "MemoryStore",
+        "SqliteStore",
+        "PostgresStore",
+        "LocalSandbox",
+        "VirtualSandbox",
+        "IsolatedSandbox",
+        "DaytonaSandbox",
+    ];
+    let mut problems = Vec::new();
+    for file in library_sources("flue-cli") {
+        for name in backends {
+            problems.extend(token_hits(&file, &[name]));
+        }
+        // `flue tools` reads the offered tools of an opened harness and runs nothing; every
+        // message goes through the durable runtime.
+        if !file.ends_with("flue-cli/src/tools.rs") {
+            problems.extend(token_hits(&file, &["harness", "("]));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "flue-cli names a harness or a backend type: {problems:?}"
+    );
+}
+
+#[test]
+fn the_dev_console_loads_nothing_from_the_network() {
+    let console =
+        std::fs::read_to_string(root().join("crates/flue-server/src/console.rs")).unwrap();
+    let policy = console
+        .split("pub const CONTENT_SECURITY_POLICY: &str = \"")
+        .nth(1)
+        .and_then(|rest| rest.split("\";").next())
+        .expect("console.rs defines CONTENT_SECURITY_POLICY");
+    assert!(policy.contains("default-src 'none'"), "{policy}");
+    for directive in policy.split(';') {
+        assert!(
+            !directive.contains("http") && !directive.contains('*'),
+            "the console's CSP allows a network origin: {directive}"
+        );
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates/flue-server/src/console")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    let fetched: Vec<String> = files
+        .iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            [
+                "src=\"http",
+                "href=\"http",
+                "url(http",
+                "from \"http",
+                "fetch(\"http",
+            ]
+            .iter()
+            .any(|form| text.contains(form))
+        })
+        .map(|path| relative(path))
+        .collect();
+    assert!(
+        fetched.is_empty(),
+        "console files naming a remote URL: {fetched:?}"
+    );
+}
+
+#[test]
+fn every_store_backend_decides_with_the_shared_rules() {
+    let backends = [
+        "crates/flue-core/src/store/memory/conversation.rs",
+        "crates/flue-store/src/sqlite/conversation.rs",
+        "crates/flue-store/src/postgres/conversation.rs",
+    ];
+    let missing: Vec<&str> = backends
+        .iter()
+        .filter(|file| {
+            let path = root().join(file);
+            token_hits(&path, &["rules", "::"]).is_empty()
+                || token_hits(&path, &["listing", "::"]).is_empty()
+        })
+        .copied()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "store backends that no longer decide with flue_core::store::rules and keep the summaries with store::listing: {missing:?}"
+    );
+}
+
+/// The places that build a wire `ErrorInfo`: the two `to_info` conversions (flue-core's
+/// `FlueError`, flue-host's error, which defers to it for the runtime's errors) and the
+/// frontends' own failures (`flue run`'s envelope, an eval's transcript).
+const ERROR_INFO_BUILDERS: [&str; 4] = [
+    "crates/flue-core/src/error.rs",
+    "crates/flue-host/src/error.rs",
+    "crates/flue-cli/src/run.rs",
+    "crates/flue-eval/src/runner.rs",
+];
+
+#[test]
+fn errors_reach_the_wire_through_to_info() {
+    let mut builders = BTreeSet::new();
+    let mut conversions = Vec::new();
+    for manifest in our_crates() {
+        let krate = manifest
+            .dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if krate == "flue-protocol" {
+            continue;
+        }
+        for file in library_sources(&krate) {
+            if !constructions(&file, "ErrorInfo").is_empty() {
+                builders.insert(relative(&file));
+            }
+            conversions.extend(token_hits(&file, &["fn", "to_info"]));
+        }
+    }
+    let expected: BTreeSet<String> = ERROR_INFO_BUILDERS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    assert_eq!(
+        builders, expected,
+        "an ErrorInfo built outside the places ARCHITECTURE.md names: convert with to_info"
+    );
+    assert_eq!(
+        conversions.len(),
+        2,
+        "one to_info per error type: {conversions:?}"
+    );
+}
+
+#[test]
+fn one_place_claims_a_session_for_an_operation() {
+    let mut claims = Vec::new();
+    for file in library_sources("flue-core") {
+        claims.extend(constructions(&file, "OperationGuard"));
+    }
+    // The one construction, in `SessionShared::begin`.
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert!(
+        claims
+            .iter()
+            .all(|at| at.starts_with("crates/flue-core/src/shared.rs:")),
+        "{claims:?}"
+    );
+}
+
+#[test]
+fn the_offered_tools_are_worked_out_once() {
+    let mut definitions = Vec::new();
+    for krate in [
+        "flue-core",
+        "flue-host",
+        "flue-server",
+        "flue-cli",
+        "flue-build",
+    ] {
+        for file in library_sources(krate) {
+            definitions.extend(token_hits(&file, &["fn", "offered_tools"]));
+        }
+    }
+    let files: BTreeSet<&str> = definitions
+        .iter()
+        .map(|at| at.split(':').next().unwrap_or_default())
+        .collect();
+    // The rule in the loop; `Harness::offered_tools` calls it; flue-host opens a harness and
+    // asks it (for the console and `flue tools`).
+    let expected = BTreeSet::from([
+        "crates/flue-core/src/agent_loop/tools.rs",
+        "crates/flue-core/src/harness.rs",
+        "crates/flue-host/src/agents.rs",
+        "crates/flue-host/src/host.rs",
+    ]);
+    assert_eq!(files, expected, "{definitions:?}");
+    assert_eq!(definitions.len(), 4, "{definitions:?}");
+}
