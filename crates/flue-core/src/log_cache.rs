@@ -17,9 +17,10 @@
 //! conversations with large messages do not keep their logs in memory once settled), the least
 //! recently returned going first.
 
-use flue_protocol::record::Record;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+
+use flue_protocol::record::Record;
 
 use crate::steps::LogIndex;
 use crate::store::SessionKey;

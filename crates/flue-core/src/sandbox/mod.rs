@@ -203,7 +203,7 @@ pub trait Sandbox: Send + Sync {
 /// that opens many harnesses uses a factory so that each agent instance gets its own sandbox.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a sandbox factory",
-    label = "implement `flue_core::SandboxFactory` for this type"
+    label = "implement `flue_core::sandbox::SandboxFactory` for this type"
 )]
 pub trait SandboxFactory: Send + Sync {
     /// A new sandbox for the harness of agent instance `instance_id`. An error fails the

@@ -12,9 +12,10 @@ mod conversation;
 mod evals;
 mod notes;
 
-use flue_protocol::record::StoredRecord;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use flue_protocol::record::StoredRecord;
 
 use crate::error::{FlueError, Result};
 use crate::store::rules::{check_version, managed_conversation};

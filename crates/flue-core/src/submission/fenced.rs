@@ -6,8 +6,9 @@
 //! tagged with the running submission, and — for the append that carries the submission's
 //! message — marks its input applied atomically.
 
-use flue_protocol::record::{Record, StoredRecord};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use flue_protocol::record::{Record, StoredRecord};
 
 use crate::error::Result;
 use crate::store::{

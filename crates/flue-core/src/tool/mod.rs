@@ -566,7 +566,7 @@ impl ToolDefinition {
     /// [`ActionDecision::Result`](flue_protocol::record::ActionDecision::Result).
     ///
     /// ```
-    /// use flue_core::{Ownership, ToolDefinition};
+    /// use flue_core::{tool::Ownership, ToolDefinition};
     /// let lookup = ToolDefinition::custom(
     ///     "lookup_order",
     ///     "Looks an order up in the shop's back office.",

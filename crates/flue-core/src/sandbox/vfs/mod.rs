@@ -83,7 +83,7 @@ thread_local! {
 /// Recursion that no counter sees (`eval` calling itself) is stopped by a stack guard.
 ///
 /// ```
-/// let limits = flue_core::VirtualLimits::default().with_max_commands(1_000);
+/// let limits = flue_core::sandbox::VirtualLimits::default().with_max_commands(1_000);
 /// assert_eq!(limits.max_commands, 1_000);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -68,9 +68,9 @@ killed when the command ends.";
 /// The built-in tool called `name`; an unknown name is a [`FlueError::InvalidConfig`].
 ///
 /// ```
-/// let bash = flue_core::builtin_tool("bash").unwrap();
+/// let bash = flue_core::tool::builtin_tool("bash").unwrap();
 /// assert_eq!(bash.name(), "bash");
-/// assert!(flue_core::builtin_tool("teleport").is_err());
+/// assert!(flue_core::tool::builtin_tool("teleport").is_err());
 /// ```
 pub fn builtin_tool(name: &str) -> Result<ToolDefinition> {
     match name {

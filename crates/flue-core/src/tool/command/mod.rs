@@ -98,7 +98,7 @@ const FORBIDDEN_VARIABLES: &[&str] = &[
 /// [`ToolDefinition`].
 ///
 /// ```
-/// use flue_core::CommandToolSpec;
+/// use flue_core::tool::CommandToolSpec;
 /// let spec = CommandToolSpec::new(
 ///     "count_lines",
 ///     "Count the lines of a file",

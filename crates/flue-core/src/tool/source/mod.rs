@@ -28,7 +28,7 @@ use crate::util::BoxFuture;
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
-/// use flue_core::{AgentConfig, ToolDefinition, ToolSource};
+/// use flue_core::{AgentConfig, ToolDefinition, tool::ToolSource};
 ///
 /// /// Tools the application swaps at runtime.
 /// #[derive(Default)]
@@ -48,7 +48,7 @@ use crate::util::BoxFuture;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tool source",
-    label = "implement `flue_core::ToolSource` for this type: `label` and `tools`"
+    label = "implement `flue_core::tool::ToolSource` for this type: `label` and `tools`"
 )]
 pub trait ToolSource: Send + Sync {
     /// Who provides the tools, for warnings and logs: `MCP server "docs"`.
