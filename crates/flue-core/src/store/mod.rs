@@ -26,6 +26,7 @@ pub mod listing;
 mod memory;
 mod notes;
 pub mod rules;
+pub mod txn;
 
 use std::sync::Arc;
 

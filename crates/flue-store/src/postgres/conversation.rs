@@ -22,6 +22,7 @@ use flue_core::store::rules::{
     self, AdmissionCheck, BatchContent, Commit, EarlierSubmission, FoundConversation, Ownership,
     ROOT_SESSION, SubmissionRow, Write, commit_of_server, instance_not_found, stale_fence,
 };
+use flue_core::store::txn;
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
     OwnerRegistration, SubmissionStatus,
@@ -33,6 +34,7 @@ use flue_core::{
     submission::SendCondition,
     submission::StreamPage,
     submission::SubmissionInfo,
+    submission::SubmissionState,
     util::{new_ulid, now_ms},
 };
 use serde::Serialize;
@@ -395,40 +397,16 @@ impl ConversationStore for PostgresStore {
         if lock(&tx, &instance_id).await?.is_none() {
             return Ok(AbortReport::default());
         }
-        let unsettled = query_all(
-            &tx,
-            "SELECT submission_id, state, attempts FROM flue_submissions
-             WHERE instance_id = $1 AND state <> 'settled' ORDER BY position",
-            &[&instance_id],
-            "cannot read submissions",
-        )
-        .await?;
-        let Some(plan) = rules::plan_abort(unsettled.iter().map(|row| {
-            (
-                row.get::<_, String>(0),
-                rules::stored_state(row.get(1)),
-                u32::try_from(row.get::<_, i64>(2)).unwrap_or(0),
-            )
-        })) else {
+        let mut abort = PostgresAbort {
+            tx: &tx,
+            instance_id: &instance_id,
+        };
+        let (report, Some(head)) = txn::request_abort(&mut abort).await? else {
             return Ok(AbortReport::default());
         };
-        execute(
-            &tx,
-            "UPDATE flue_submissions SET abort_requested = TRUE
-             WHERE instance_id = $1 AND state <> 'settled'",
-            &[&instance_id],
-            "cannot record abort request",
-        )
-        .await?;
-        let mut head = push_batch(&tx, &instance_id, None, &plan.requested_batch()).await?;
-        for settlement in &plan.settlements {
-            head = settle_in(&tx, &instance_id, settlement)
-                .await?
-                .unwrap_or(head);
-        }
         self.commit_moved(tx, &instance_id, head, "cannot commit abort")
             .await?;
-        Ok(plan.report())
+        Ok(report)
     }
 
     async fn register_owner(&self) -> Result<OwnerRegistration> {
@@ -979,6 +957,55 @@ async fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
         .await?
         .get(0),
     )))
+}
+
+/// An abort request's transaction on Postgres, the conversation's row locked.
+struct PostgresAbort<'a> {
+    tx: &'a Transaction<'a>,
+    instance_id: &'a str,
+}
+
+impl txn::AbortTransaction for PostgresAbort<'_> {
+    async fn unsettled(&mut self) -> Result<Vec<(String, SubmissionState, u32)>> {
+        let rows = query_all(
+            self.tx,
+            "SELECT submission_id, state, attempts FROM flue_submissions
+             WHERE instance_id = $1 AND state <> 'settled' ORDER BY position",
+            &[&self.instance_id],
+            "cannot read submissions",
+        )
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    row.get::<_, String>(0),
+                    rules::stored_state(row.get(1)),
+                    u32::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+                )
+            })
+            .collect())
+    }
+
+    async fn mark_abort_requested(&mut self) -> Result<()> {
+        execute(
+            self.tx,
+            "UPDATE flue_submissions SET abort_requested = TRUE
+             WHERE instance_id = $1 AND state <> 'settled'",
+            &[&self.instance_id],
+            "cannot record abort request",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn push_batch(&mut self, body: &BatchBody) -> Result<Offset> {
+        push_batch(self.tx, self.instance_id, None, body).await
+    }
+
+    async fn settle(&mut self, settlement: &Settlement) -> Result<Option<Offset>> {
+        settle_in(self.tx, self.instance_id, settlement).await
+    }
 }
 
 /// Records a non-record batch under the next sequence number; returns its offset.

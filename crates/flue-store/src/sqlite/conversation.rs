@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use flue_protocol::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchReceipt,
-    DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo,
+    DurabilityConfig, Offset, Settlement, StreamPage, SubmissionInfo, SubmissionState,
 };
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
@@ -34,6 +34,7 @@ use flue_core::store::rules::{
     self, AdmissionCheck, BatchContent, EarlierSubmission, FoundConversation, Ownership,
     ROOT_SESSION, SubmissionRow, Write, commit_of, duration_ms, instance_not_found, stale_fence,
 };
+use flue_core::store::txn;
 use flue_core::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
     OwnerRegistration, SessionKey, SubmissionStatus,
@@ -287,37 +288,7 @@ impl SqliteStore {
         tx: &Transaction<'_>,
         instance_id: &str,
     ) -> Result<(AbortReport, Option<Offset>)> {
-        let unsettled: Vec<(String, String, u32)> = tx
-            .prepare_cached(
-                "SELECT submission_id, state, attempts FROM submissions
-                 WHERE instance_id = ?1 AND state != 'settled' ORDER BY position",
-            )
-            .and_then(|mut select| {
-                select
-                    .query_map(params![instance_id], |row| {
-                        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                    })?
-                    .collect()
-            })
-            .map_err(store_error("cannot read submissions"))?;
-        let Some(plan) = rules::plan_abort(
-            unsettled
-                .into_iter()
-                .map(|(id, state, attempts)| (id, rules::stored_state(&state), attempts)),
-        ) else {
-            return Ok((AbortReport::default(), None));
-        };
-        tx.prepare_cached(
-            "UPDATE submissions SET abort_requested = 1
-             WHERE instance_id = ?1 AND state != 'settled'",
-        )
-        .and_then(|mut update| update.execute(params![instance_id]))
-        .map_err(store_error("cannot record abort request"))?;
-        let mut head = push_batch(tx, instance_id, None, &plan.requested_batch())?;
-        for settlement in &plan.settlements {
-            head = settle_in(tx, instance_id, settlement)?.unwrap_or(head);
-        }
-        Ok((plan.report(), Some(head)))
+        txn::run_ready(txn::request_abort(&mut SqliteAbort { tx, instance_id }))?
     }
 
     /// Compare-and-set of the owner inside the batch's transaction; `Err` names the holder
@@ -1170,6 +1141,54 @@ fn next_seq(tx: &Transaction<'_>, instance_id: &str) -> Result<Offset> {
     })
     .map(Offset)
     .map_err(store_error("cannot advance the stream head"))
+}
+
+/// An abort request's transaction on SQLite, on the writer thread.
+struct SqliteAbort<'a> {
+    tx: &'a Transaction<'a>,
+    instance_id: &'a str,
+}
+
+impl txn::AbortTransaction for SqliteAbort<'_> {
+    async fn unsettled(&mut self) -> Result<Vec<(String, SubmissionState, u32)>> {
+        let rows: Vec<(String, String, u32)> = self
+            .tx
+            .prepare_cached(
+                "SELECT submission_id, state, attempts FROM submissions
+                 WHERE instance_id = ?1 AND state != 'settled' ORDER BY position",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map(params![self.instance_id], |row| {
+                        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                    })?
+                    .collect()
+            })
+            .map_err(store_error("cannot read submissions"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, state, attempts)| (id, rules::stored_state(&state), attempts))
+            .collect())
+    }
+
+    async fn mark_abort_requested(&mut self) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE submissions SET abort_requested = 1
+                 WHERE instance_id = ?1 AND state != 'settled'",
+            )
+            .and_then(|mut update| update.execute(params![self.instance_id]))
+            .map_err(store_error("cannot record abort request"))?;
+        Ok(())
+    }
+
+    async fn push_batch(&mut self, body: &BatchBody) -> Result<Offset> {
+        push_batch(self.tx, self.instance_id, None, body)
+    }
+
+    async fn settle(&mut self, settlement: &Settlement) -> Result<Option<Offset>> {
+        settle_in(self.tx, self.instance_id, settlement)
+    }
 }
 
 /// Records a non-record batch under the next sequence number; returns its offset.

@@ -21,6 +21,7 @@ use crate::store::rules::{
     self, AdmissionCheck, EarlierSubmission, FoundConversation, Ownership, ROOT_SESSION,
     duration_ms, instance_not_found,
 };
+use crate::store::txn;
 use crate::store::{
     AbortReport, Acquire, Admission, Claim, ConversationStore, Fence, FencedAppend, HeadWatch,
     MemoryStore, OwnerRegistration, SessionKey, SubmissionStatus,
@@ -155,6 +156,53 @@ impl MemoryConversations {
             Some(&settlement.submission_id),
             BatchBody::Settled(settlement.clone()),
         ))
+    }
+}
+
+/// An abort request's transaction on the memory store: its lock held.
+struct MemoryAbort<'a> {
+    all: &'a mut MemoryConversations,
+    key: &'a ConversationKey,
+    instance_id: &'a str,
+}
+
+impl txn::AbortTransaction for MemoryAbort<'_> {
+    async fn unsettled(&mut self) -> Result<Vec<(String, SubmissionState, u32)>> {
+        let Some(conversation) = self.all.conversations.get(self.instance_id) else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .all
+            .unsettled(conversation)
+            .into_iter()
+            .map(|info| (info.submission_id.clone(), info.state, info.attempts))
+            .collect())
+    }
+
+    async fn mark_abort_requested(&mut self) -> Result<()> {
+        let ids: Vec<String> = self
+            .unsettled()
+            .await?
+            .into_iter()
+            .map(|(id, _, _)| id)
+            .collect();
+        for id in &ids {
+            if let Some(submission) = self.all.submissions.get_mut(id) {
+                submission.info.abort_requested = true;
+            }
+        }
+        Ok(())
+    }
+
+    async fn push_batch(&mut self, body: &BatchBody) -> Result<Offset> {
+        match self.all.conversations.get_mut(self.instance_id) {
+            Some(conversation) => Ok(conversation.push(None, body.clone())),
+            None => Err(instance_not_found(self.key, None)),
+        }
+    }
+
+    async fn settle(&mut self, settlement: &Settlement) -> Result<Option<Offset>> {
+        Ok(self.all.settle(self.instance_id, settlement))
     }
 }
 
@@ -534,34 +582,17 @@ impl ConversationStore for MemoryStore {
     async fn request_abort(&self, key: &ConversationKey) -> Result<AbortReport> {
         let instance_id = key.instance_id();
         let mut all = self.conversations();
-        let Some(conversation) = all.conversations.get(&instance_id) else {
-            return Ok(AbortReport::default());
+        let mut tx = MemoryAbort {
+            all: &mut all,
+            key,
+            instance_id: &instance_id,
         };
-        let unsettled: Vec<(String, SubmissionState, u32)> = all
-            .unsettled(conversation)
-            .into_iter()
-            .map(|info| (info.submission_id.clone(), info.state, info.attempts))
-            .collect();
-        let Some(plan) = rules::plan_abort(unsettled) else {
-            return Ok(AbortReport::default());
-        };
-        for id in &plan.requested {
-            if let Some(submission) = all.submissions.get_mut(id) {
-                submission.info.abort_requested = true;
-            }
-        }
-        let mut head = match all.conversations.get_mut(&instance_id) {
-            Some(conversation) => conversation.push(None, plan.requested_batch()),
-            None => return Err(instance_not_found(key, None)),
-        };
-        for settlement in &plan.settlements {
-            if let Some(offset) = all.settle(&instance_id, settlement) {
-                head = offset;
-            }
-        }
+        let (report, head) = txn::run_ready(txn::request_abort(&mut tx))??;
         drop(all);
-        self.heads.notify(&instance_id, head);
-        Ok(plan.report())
+        if let Some(head) = head {
+            self.heads.notify(&instance_id, head);
+        }
+        Ok(report)
     }
 
     async fn register_owner(&self) -> Result<OwnerRegistration> {
