@@ -1,4 +1,4 @@
-//! Store operations written once: each reads, decides with [`rules`](super::rules) and writes
+//! Store operations written once: each reads, decides with [`rules`] and writes
 //! over a small transaction trait that the memory, SQLite and Postgres backends implement, so
 //! the steps run in the same order in every store. A backend opens the transaction (and locks
 //! the conversation), hands it here, and commits what comes back.
