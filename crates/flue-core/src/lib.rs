@@ -78,6 +78,7 @@ pub mod permission;
 mod redact;
 mod rewind;
 mod role;
+mod running_tasks;
 pub mod sandbox;
 mod scope;
 mod session;
