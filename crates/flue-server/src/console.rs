@@ -871,7 +871,8 @@ async fn submission_turns(
 /// `GET /_flue/dev/live/{agent}/{id}`: server-sent events, one per live event of the
 /// conversation's running work in this process, `{"submissionId", "event"}` with `event` in
 /// flue-core's event format: text and reasoning deltas, model turn ends, task start and end,
-/// compaction start and end, provider retries (a task's wrapped in its `task_activity`). Nothing is stored or replayed: a reader sees what happens while it
+/// compaction start and end, provider retries, and a running task's progress (its tool
+/// starts and ends, turn ends and deltas, wrapped in its `task_activity`). Nothing is stored or replayed: a reader sees what happens while it
 /// is connected, and a `lagged` event when it fell behind (the durable stream has the rest).
 async fn live(
     State(state): State<Arc<DevConsole>>,

@@ -421,6 +421,16 @@ impl DurableRuntime {
         })
     }
 
+    /// Aborts one running task of the conversation alone; whether it ran in this process.
+    pub(crate) fn abort_task(
+        &self,
+        key: &ConversationKey,
+        session: &str,
+    ) -> Result<bool, BackendError> {
+        self.check_agent(key)?;
+        Ok(self.inner.runtime.abort_task(key, session))
+    }
+
     pub(crate) async fn abort(&self, key: &ConversationKey) -> Result<bool, BackendError> {
         self.check_agent(key)?;
         match self.inner.runtime.abort(key).await {

@@ -16,8 +16,8 @@
 //! (oldest forgotten first) and lives as long as the process.
 //!
 //! The follower is the server's one consumer of the runtime's events: besides the protocol's
-//! live turns it hands the events the dev console shows live (deltas, turn ends, tasks,
-//! compaction, provider retries; see `console.rs`) to the console's readers, so both SSE
+//! live turns it hands the events the dev console shows live (deltas, turn ends, tasks and
+//! their progress, compaction, provider retries; see `console.rs`) to the console's readers, so both SSE
 //! streams are fed from here.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -271,9 +271,17 @@ fn console_shows(event: &Event) -> bool {
         | Event::CompactionStart { .. }
         | Event::CompactionEnd { .. }
         | Event::ProviderRetry { .. } => true,
-        // A task's retry keeps its call waiting too; the rest of a task's activity reaches the
-        // console through the stored transcript.
-        Event::TaskActivity { event, .. } => matches!(**event, Event::ProviderRetry { .. }),
+        // A running task's progress under its call: its retries, tools, turns (tokens and
+        // cost) and whether it thinks or writes; its records come from the stored transcript.
+        Event::TaskActivity { event, .. } => matches!(
+            **event,
+            Event::ProviderRetry { .. }
+                | Event::ToolStart { .. }
+                | Event::ToolEnd { .. }
+                | Event::TurnEnd { .. }
+                | Event::TextDelta { .. }
+                | Event::ThinkingDelta { .. }
+        ),
         _ => false,
     }
 }
