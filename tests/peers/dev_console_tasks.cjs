@@ -13,9 +13,8 @@ const { openConsole } = require('./console_page.cjs');
 
 const [url, agent, conversation, root, shot] = process.argv.slice(2);
 
-// The live task rows under the chat's task calls: session, state, what it does, usage.
-const liveRows = (scope) => (nodes) => nodes.map((node) => ({
-  scope,
+// Live task rows as data: session, state, what it does, usage (runs in the page).
+const liveRows = (nodes) => nodes.map((node) => ({
   session: node.dataset.session,
   state: node.dataset.state,
   doing: (node.querySelector('.live-doing') || {}).innerText || '',
@@ -34,10 +33,10 @@ async function main() {
       const rows = [...document.querySelectorAll(selector)];
       return rows.length === 2 && rows.every((row) => (row.querySelector('.live-doing') || {}).innerText.startsWith('bash'));
     }, running);
-    const chat = await page.locator(running).evaluateAll(liveRows('chat'));
+    const chat = await page.locator(running).evaluateAll(liveRows);
     await page.locator('button[data-tab="timeline"]').click();
     await page.locator('#tab-timeline .tl-live .live-task').nth(1).waitFor();
-    const timeline = await page.locator('#tab-timeline .tl-live .live-task').evaluateAll(liveRows('timeline'));
+    const timeline = await page.locator('#tab-timeline .tl-live .live-task').evaluateAll(liveRows);
     await page.screenshot({ path: shot, fullPage: false });
 
     const target = chat.find((row) => row.doing.includes('gate-a'));
@@ -47,7 +46,7 @@ async function main() {
       const rows = [...document.querySelectorAll(selector)];
       return rows.length === 1 && rows[0].dataset.session !== session;
     }, [running, target.session]);
-    const afterAbort = await page.locator(running).evaluateAll(liveRows('chat'));
+    const afterAbort = await page.locator(running).evaluateAll(liveRows);
     // Only now does the other task's command get its line.
     fs.writeFileSync(path.join(root, 'gate-b'), 'b released\n');
     const reply = page.locator('#messages .message.assistant', { hasText: 'Both tasks answered.' });

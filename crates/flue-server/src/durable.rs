@@ -508,6 +508,14 @@ impl DurableRuntime {
         self.inner.turns.subscribe_shown()
     }
 
+    /// The events that draw the conversation's running tasks as they are now.
+    pub(crate) fn running_task_events(
+        &self,
+        key: &ConversationKey,
+    ) -> Vec<flue_core::RuntimeEvent> {
+        self.inner.turns.task_replay(&key.to_string())
+    }
+
     pub(crate) fn mark_streamed(&self, submission_id: &str) {
         self.inner.turns.mark_streamed(submission_id);
     }

@@ -39,6 +39,7 @@ mod guard;
 mod history;
 mod listing;
 mod live;
+mod live_tasks;
 mod mcp;
 mod notes;
 mod project;

@@ -85,7 +85,10 @@ fn the_console_shows_live_tasks_and_aborts_one_while_the_other_answers() {
         doing.sort_unstable();
         assert_eq!(
             doing,
-            ["bash \"cat gate-a\"", "bash \"cat gate-b\""],
+            [
+                r#"bash {"command":"cat gate-a"}"#,
+                r#"bash {"command":"cat gate-b"}"#
+            ],
             "{result:#}"
         );
         for row in rows {
@@ -149,7 +152,7 @@ fn the_task_abort_route_refuses_a_non_task_and_says_when_nothing_runs() {
     let (status, body) = http(
         &dev.addr,
         "POST",
-        "/agents/lead/g2/tasks/task%3Adefault%3Anone/abort",
+        "/agents/lead/g2/tasks/task%3Adefault%3A00000000-0000-0000-0000-000000000000/abort",
         "",
     );
     assert_eq!(status, 200, "{body}");
