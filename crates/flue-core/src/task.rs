@@ -195,15 +195,15 @@ pub(crate) async fn run_task(
         call_id: None,
     };
     match run_task_in(parent, spec, inherited, cancel, sink).await? {
-        TaskRun::Finished(outcome) => Ok(outcome),
+        TaskRun::Finished(outcome) => Ok(*outcome),
         TaskRun::AbortedByUser { .. } => Err(FlueError::Aborted),
     }
 }
 
 /// How one task run ended.
 enum TaskRun {
-    /// It answered (or paused).
-    Finished(TaskOutcome),
+    /// It answered (or paused); boxed, the outcome is large.
+    Finished(Box<TaskOutcome>),
     /// A user aborted it alone ([`crate::Harness::abort_task`]); its parent goes on.
     AbortedByUser { session: String },
 }
@@ -291,11 +291,11 @@ async fn run_task_in(
     let Some((response, usage)) = run.run(opening, prompt_options, overlay).await? else {
         return Ok(TaskRun::AbortedByUser { session: name });
     };
-    Ok(TaskRun::Finished(TaskOutcome {
+    Ok(TaskRun::Finished(Box::new(TaskOutcome {
         session: name,
         response,
         usage,
-    }))
+    })))
 }
 
 /// Makes sure the task session `key` exists; whether its prompt already reached its log (the
@@ -572,7 +572,7 @@ pub(crate) fn task_tool(
                     .await
                     .map_err(ToolError::from)?;
                 let outcome = match run {
-                    TaskRun::Finished(outcome) => outcome,
+                    TaskRun::Finished(outcome) => *outcome,
                     TaskRun::AbortedByUser { session } => return Err(aborted_by_user(&session)),
                 };
                 if let Ok(mut total) = usage.lock() {
