@@ -143,3 +143,60 @@ async fn aborting_one_of_two_parallel_tasks_answers_its_call_and_the_parent_comp
     assert_eq!(calls.len(), 2);
     assert!(calls.iter().all(Option::is_some), "{calls:?}");
 }
+
+#[tokio::test]
+async fn aborting_a_nested_task_answers_its_parent_task_which_goes_on() {
+    let provider = RuleProvider::new(|seen| {
+        let first = seen.first_user_text();
+        match (first.as_str(), seen.last_tool_result()) {
+            ("lead", None) => Reply::Calls(vec![("task", json!({"prompt": "middle"}))]),
+            ("middle", None) => Reply::Calls(vec![("task", json!({"prompt": "deep"}))]),
+            ("deep", None) => Reply::Calls(vec![("hold", json!({}))]),
+            (_, Some(result)) => Reply::Text(format!("{first} got: {}", result.content)),
+            _ => Reply::Text("unexpected".into()),
+        }
+    });
+    let (started_tx, mut started_rx) = mpsc::unbounded_channel();
+    let agent = AgentConfig::new()
+        .with_model("test/model")
+        .with_tool(waiting_tool("hold", started_tx, Arc::new(Notify::new())));
+    let f = fixture(agent, provider, |builder| builder).await;
+    let session = f.harness.session("default").await.unwrap();
+    let mut handle = session.prompt("lead", PromptOptions::default());
+    let events = handle.take_events().unwrap();
+
+    let (_, deep) = started_rx.recv().await.unwrap();
+    let middle = flue_core::task_session_parent(&deep).unwrap().to_owned();
+    let mut running = f.harness.running_tasks();
+    running.sort();
+    let mut expected = vec![middle.clone(), deep.clone()];
+    expected.sort();
+    assert_eq!(running, expected);
+    assert!(f.harness.abort_task(&deep));
+
+    // A failure guard only: the tasks above go on as soon as the deep one is answered.
+    let response = tokio::time::timeout(std::time::Duration::from_secs(60), handle)
+        .await
+        .expect("the tasks above go on after the nested one is aborted")
+        .unwrap();
+    assert!(response.text.starts_with("lead got: "), "{}", response.text);
+    assert!(
+        response
+            .text
+            .contains("middle got: the task was aborted by the user"),
+        "{}",
+        response.text
+    );
+    let events = drain(events).await;
+    let ends: std::collections::HashMap<String, Outcome> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::TaskEnd {
+                session, outcome, ..
+            } => Some((session.clone(), *outcome)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends[&deep], Outcome::Aborted);
+    assert_eq!(ends[&middle], Outcome::Completed);
+}
