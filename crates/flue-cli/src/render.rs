@@ -127,6 +127,12 @@ impl Renderer {
         self
     }
 
+    /// Makes the status line name `/abort N` while tasks run (the chat reads it meanwhile).
+    pub(crate) fn with_abort_command(mut self) -> Self {
+        self.status = self.status.map(Status::with_abort_command);
+        self
+    }
+
     /// Draws the status line's next frame, when nothing is being written mid-line.
     pub(crate) fn tick(&mut self) {
         if !self.at_line_start || !self.pending.is_empty() {

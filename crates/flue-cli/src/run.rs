@@ -573,6 +573,9 @@ async fn submit_with(
     );
     if !args.json && !args.jsonl && std::io::stderr().is_terminal() {
         renderer = renderer.with_status();
+        if typing == Typing::TaskCommands {
+            renderer = renderer.with_abort_command();
+        }
     }
     // The status line's clock; it only draws on a terminal.
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));

@@ -29,6 +29,8 @@ pub(crate) struct Status {
     waiting: String,
     /// The tasks running now, in the order they started.
     tasks: Vec<LiveTask>,
+    /// Whether `/abort N` is read while tasks run (`flue chat`), so the line names it.
+    abort_command: bool,
     /// Whether the line is on the screen now.
     pub(crate) shown: bool,
 }
@@ -55,8 +57,15 @@ impl Status {
             streamed_chars: 0,
             waiting: "waiting for the model".to_owned(),
             tasks: Vec::new(),
+            abort_command: false,
             shown: false,
         }
+    }
+
+    /// Names `/abort N` while tasks run: it is read meanwhile.
+    pub(crate) fn with_abort_command(mut self) -> Self {
+        self.abort_command = true;
+        self
     }
 
     /// The task `session` (running `agent`, or a copy of the agent) started.
@@ -189,7 +198,7 @@ impl Status {
             self.started.elapsed().as_secs(),
             self.waiting
         );
-        let tail = if self.tasks.is_empty() {
+        let tail = if self.tasks.is_empty() || !self.abort_command {
             " (Ctrl-C aborts)"
         } else {
             " (Ctrl-C aborts; /abort N aborts a task)"

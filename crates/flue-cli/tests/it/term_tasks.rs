@@ -102,3 +102,25 @@ fn the_status_line_lists_running_tasks_and_abort_n_aborts_one_while_the_reply_go
     assert!(shown.contains("<= task reader-a aborted"), "{shown}");
     assert!(shown.contains("<= task reader-b done"), "{shown}");
 }
+
+#[test]
+fn flue_run_on_a_terminal_lists_running_tasks_in_its_status_line() {
+    let ws = gated();
+    let root = ws.root().to_str().unwrap();
+    let mut terminal = Terminal::start(&["run", "lead", "-m", "go", "--root", root]);
+    terminal.resize(200);
+    let screen = terminal.expect_screen("· tasks: [1] reader-");
+    let status = screen.screen().contents();
+    assert!(status.contains(" tokens, [2] reader-"), "{status}");
+    terminal.expect_screen("reader-a bash");
+    terminal.expect_screen("reader-b bash");
+    // Both commands get their line; the tasks end, and so does the line's list.
+    std::fs::write(ws.root().join("gate-a"), "a\n").unwrap();
+    std::fs::write(ws.root().join("gate-b"), "b\n").unwrap();
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("Both tasks answered."), "{shown}");
+    assert!(shown.contains("<= task reader-a done"), "{shown}");
+    // `flue run` reads no command while it works: the hint is the chat's only.
+    assert!(!shown.contains("/abort N"), "{shown}");
+}
