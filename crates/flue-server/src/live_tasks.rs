@@ -102,3 +102,6 @@ impl LiveTasks {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests;
