@@ -5,6 +5,8 @@
 //! (so the history is the conversation's, in the workspace store, and `flue run --id` or
 //! `flue session show` see it). The reply streams as it is written (to stdout on a terminal);
 //! Ctrl-C aborts the reply being written and returns to the prompt, the conversation kept.
+//! While tasks of the reply run, the status line lists them, and on a terminal `/tasks` lists
+//! them and `/abort N` aborts one alone (its parent goes on).
 //! Ctrl-D (end of input), `/exit` or SIGTERM end the chat. The chat loop and the questions a
 //! reply asks (approvals, custom tool results, MCP servers' questions) take their lines from
 //! the one stdin reader ([`crate::input`]). A line starting with `/` is a command of the chat
@@ -22,7 +24,7 @@ use crate::args::{ChatArgs, RunArgs};
 use crate::input::ChatLine;
 use crate::interrupt::{Interrupt, Interrupts};
 use crate::run::{
-    Finished, Prepared, Settled, connection_hint, discarded_edits_notice, prepare, submit,
+    Finished, Prepared, Settled, Typing, connection_hint, discarded_edits_notice, prepare, submit,
 };
 use crate::terminal::Output;
 
@@ -168,6 +170,16 @@ async fn restart(
     }
 }
 
+/// What a line typed during a reply does: on a terminal, while tasks run, `/tasks` and
+/// `/abort N` answer at once; piped input is the next messages and waits its turn.
+fn typing() -> Typing {
+    if crate::input::is_interactive() {
+        Typing::TaskCommands
+    } else {
+        Typing::Ignored
+    }
+}
+
 /// One message and its reply; `Some(exit)` when the chat should end (SIGTERM), and the
 /// usage of its model turns.
 async fn turn(
@@ -178,7 +190,7 @@ async fn turn(
 ) -> (Option<Exit>, Usage) {
     let started_at = flue_core::util::now_ms();
     let (_, finished, interrupt, streamed) =
-        match submit(run_args, prepared, output, interrupts).await {
+        match submit(run_args, prepared, output, interrupts, typing()).await {
             Ok(done) => done,
             Err(err) => {
                 eprintln!("error: {}", output.stderr_text(&err.to_string()));

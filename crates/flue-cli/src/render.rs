@@ -127,6 +127,12 @@ impl Renderer {
         self
     }
 
+    /// Makes the status line name `/abort N` while tasks run (the chat reads it meanwhile).
+    pub(crate) fn with_abort_command(mut self) -> Self {
+        self.status = self.status.map(Status::with_abort_command);
+        self
+    }
+
     /// Draws the status line's next frame, when nothing is being written mid-line.
     pub(crate) fn tick(&mut self) {
         if !self.at_line_start || !self.pending.is_empty() {
@@ -314,8 +320,59 @@ impl Renderer {
         }
     }
 
+    /// Keeps the status line's list of running tasks up to date.
+    fn track_tasks(&mut self, event: &Event) {
+        let Some(status) = &mut self.status else {
+            return;
+        };
+        match event {
+            Event::TaskStart { session, agent, .. } => {
+                status.task_started(session, agent.as_deref());
+            }
+            Event::TaskEnd { session, .. } => status.task_ended(session),
+            Event::TaskActivity { session, event, .. } => match event.as_ref() {
+                Event::ToolStart { name, .. } => status.task_doing(session, name),
+                Event::ToolEnd { .. } | Event::ThinkingDelta { .. } => {
+                    status.task_doing(session, "thinking");
+                }
+                Event::TextDelta { .. } => status.task_doing(session, "writing"),
+                Event::TurnEnd { usage, .. } => status.task_turn_ended(
+                    session,
+                    usage.input_tokens + usage.output_tokens,
+                    usage.cost_usd,
+                ),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    /// The task sessions the status line lists now, numbered from 1 (empty without one).
+    pub(crate) fn running_tasks(&self) -> Vec<String> {
+        self.status
+            .as_ref()
+            .map(Status::running_tasks)
+            .unwrap_or_default()
+    }
+
+    /// The running tasks as `/tasks` lists them, one line each.
+    pub(crate) fn task_lines(&self) -> Vec<String> {
+        self.status
+            .as_ref()
+            .map(Status::task_lines)
+            .unwrap_or_default()
+    }
+
+    /// Writes `line` on stderr as a line of its own (an answer to a command typed meanwhile).
+    pub(crate) fn note(&mut self, line: &str) {
+        self.line_start();
+        let shown = self.output.stderr_text(line);
+        self.push(Target::Stderr, format!("{shown}\n"));
+    }
+
     /// Renders an event that is not a delta: a line of activity on stderr.
     fn render_activity(&mut self, event: &Event) {
+        self.track_tasks(event);
         let line = match event {
             Event::OperationStart { .. } => {
                 self.turn_started = Instant::now();

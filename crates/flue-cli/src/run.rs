@@ -134,7 +134,15 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
         flue_core::Redactor::new(prepared.host.agents().env().secrets()).unwrap_or_default(),
     );
     let started_at = flue_core::util::now_ms();
-    let result = submit_with(&args, chosen, &prepared, &output, &mut interrupts).await;
+    let result = submit_with(
+        &args,
+        chosen,
+        &prepared,
+        &output,
+        &mut interrupts,
+        Typing::Ignored,
+    )
+    .await;
     let Prepared {
         host,
         app,
@@ -450,6 +458,7 @@ pub(crate) async fn submit(
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
+    typing: Typing,
 ) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
     submit_with(
         args,
@@ -457,8 +466,19 @@ pub(crate) async fn submit(
         prepared,
         output,
         interrupts,
+        typing,
     )
     .await
+}
+
+/// What a line typed while the work runs does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Typing {
+    /// Nothing is read until the work ends (`flue run`).
+    Ignored,
+    /// While tasks run, `/tasks` lists them and `/abort N` aborts one (`flue chat` on a
+    /// terminal).
+    TaskCommands,
 }
 
 /// Admits the message (or resumes a paused conversation with `--confirm` / `--tool-result`),
@@ -472,6 +492,7 @@ async fn submit_with(
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
+    typing: Typing,
 ) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
     let runtime = prepared.app.runtime();
     let key = &prepared.key;
@@ -553,6 +574,9 @@ async fn submit_with(
     );
     if !args.json && !args.jsonl && std::io::stderr().is_terminal() {
         renderer = renderer.with_status();
+        if typing == Typing::TaskCommands {
+            renderer = renderer.with_abort_command();
+        }
     }
     // The status line's clock; it only draws on a terminal.
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
@@ -586,8 +610,18 @@ async fn submit_with(
             let wait = runtime.wait_idle(&started.submission_id);
             tokio::pin!(wait);
             loop {
+                // A line is read only while tasks run: it can name one of them.
+                let commands = typing == Typing::TaskCommands
+                    && interrupt.is_none()
+                    && !renderer.running_tasks().is_empty();
                 tokio::select! {
                     idle = &mut wait => break idle,
+                    typed = crate::input::ask(""), if commands => {
+                        if let crate::input::Reply::Line(line) = typed {
+                            task_command(line.trim(), &mut renderer, runtime, key);
+                            renderer.write_out();
+                        }
+                    }
                     _ = ticks.tick() => {
                         renderer.tick();
                         renderer.write_out();
@@ -667,6 +701,48 @@ async fn submit_with(
         Err(pending) => Finished::Waiting { pending, usage },
     };
     Ok((started, finished, interrupt, streamed))
+}
+
+/// Answers a line typed while tasks run: `/tasks` lists them, `/abort N` aborts the N-th
+/// alone (its parent goes on); anything else says what works now.
+fn task_command(
+    line: &str,
+    renderer: &mut Renderer,
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+) {
+    if line.is_empty() {
+        return;
+    }
+    let running = renderer.running_tasks();
+    if line == "/tasks" {
+        for task in renderer.task_lines() {
+            renderer.note(&task);
+        }
+        return;
+    }
+    let Some(argument) = line.strip_prefix("/abort") else {
+        renderer.note(
+            "(a reply is being written: /tasks lists its running tasks, /abort N aborts one; \
+             Ctrl-C aborts the reply)",
+        );
+        return;
+    };
+    let chosen = argument
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|number| running.get(number.checked_sub(1)?));
+    match chosen {
+        Some(session) if runtime.abort_task(key, session) => {
+            renderer.note(&format!("aborting task {session} alone; the reply goes on"));
+        }
+        Some(session) => renderer.note(&format!("task {session} is not running any more")),
+        None => renderer.note(&format!(
+            "/abort takes the number of a running task, 1 to {} (/tasks lists them)",
+            running.len()
+        )),
+    }
 }
 
 /// Aborts the conversation's work after `signalled`, and withdraws the questions waiting on the

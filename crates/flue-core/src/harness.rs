@@ -20,6 +20,7 @@ use crate::model::{ProviderRegistry, ToolSchema};
 use crate::permission::PermissionPolicy;
 use crate::redact::Redactor;
 use crate::role::{Role, Roles};
+use crate::running_tasks::RunningTasks;
 use crate::sandbox::{
     ExecOptions, Sandbox, SandboxFactory, ShellResult, VirtualSandbox, normalize_path,
 };
@@ -67,6 +68,8 @@ pub struct HarnessBuilder {
     env: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The runtime's session logs kept between its harnesses of one conversation.
     log_cache: Option<Arc<LogCache>>,
+    /// The runtime's running tasks (a harness built alone has its own).
+    running_tasks: Option<Arc<RunningTasks>>,
 }
 
 impl HarnessBuilder {
@@ -75,6 +78,13 @@ impl HarnessBuilder {
     #[must_use]
     pub(crate) fn with_log_cache(mut self, cache: Arc<LogCache>) -> Self {
         self.log_cache = Some(cache);
+        self
+    }
+
+    /// Registers the tasks this harness runs in `tasks`, where the runtime aborts one.
+    #[must_use]
+    pub(crate) fn with_running_tasks(mut self, tasks: Arc<RunningTasks>) -> Self {
+        self.running_tasks = Some(tasks);
         self
     }
 
@@ -328,6 +338,7 @@ impl HarnessBuilder {
                 scope_cancel: None,
                 action_depth: 0,
                 log_cache: self.log_cache,
+                running_tasks: self.running_tasks.unwrap_or_default(),
             }),
         })
     }
@@ -366,6 +377,7 @@ impl Harness {
             initializer: None,
             env: None,
             log_cache: None,
+            running_tasks: None,
         }
     }
 
@@ -386,6 +398,21 @@ impl Harness {
     /// The agent instance id.
     pub fn instance_id(&self) -> &str {
         &self.shared.instance_id
+    }
+
+    /// Aborts the running task `session` (`task:<parent>:<uuid>`, at any depth) alone: the
+    /// `task` call that waits for it gets a `task_aborted` tool result and its parent goes on
+    /// (a task started by `session.task` returns [`FlueError::Aborted`]). Returns whether the
+    /// task was running through this harness.
+    pub fn abort_task(&self, session: &str) -> bool {
+        self.shared
+            .running_tasks
+            .abort(&self.shared.instance_id, session)
+    }
+
+    /// The task sessions running now through this harness, sorted.
+    pub fn running_tasks(&self) -> Vec<String> {
+        self.shared.running_tasks.list(&self.shared.instance_id)
     }
 
     /// The resolved agent configuration.

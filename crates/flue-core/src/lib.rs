@@ -84,6 +84,7 @@ pub mod permission;
 mod redact;
 pub mod rewind;
 mod role;
+mod running_tasks;
 pub mod sandbox;
 mod scope;
 mod session;

@@ -20,6 +20,7 @@ use crate::overlay::CallOverlay;
 use crate::permission::PermissionPolicy;
 use crate::redact::Redactor;
 use crate::role::Roles;
+use crate::running_tasks::RunningTasks;
 use crate::sandbox::Sandbox;
 use crate::scope::AgentScope;
 use crate::steps::LogIndex;
@@ -71,6 +72,9 @@ pub(crate) struct HarnessShared {
     /// Where the sessions this harness opens by name leave their logs when their last handle
     /// goes, and find them again (a runtime's harnesses; see `log_cache.rs`).
     pub(crate) log_cache: Option<Arc<LogCache>>,
+    /// The tasks running now, so one can be aborted alone (the runtime's, shared by its
+    /// harnesses and their action scopes).
+    pub(crate) running_tasks: Arc<RunningTasks>,
 }
 
 impl HarnessShared {
@@ -114,6 +118,7 @@ impl HarnessShared {
             action_depth: self.action_depth + 1,
             live_wake: tokio::sync::watch::channel(0).0,
             log_cache: None,
+            running_tasks: Arc::clone(&self.running_tasks),
         }
     }
 

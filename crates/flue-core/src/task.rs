@@ -192,8 +192,34 @@ pub(crate) async fn run_task(
         text,
         options,
         pausable,
+        call_id: None,
     };
-    run_task_in(parent, spec, inherited, cancel, sink).await
+    match run_task_in(parent, spec, inherited, cancel, sink).await? {
+        TaskRun::Finished(outcome) => Ok(*outcome),
+        TaskRun::AbortedByUser { .. } => Err(FlueError::Aborted),
+    }
+}
+
+/// How one task run ended.
+enum TaskRun {
+    /// It answered (or paused); boxed, the outcome is large.
+    Finished(Box<TaskOutcome>),
+    /// A user aborted it alone ([`crate::Harness::abort_task`]); its parent goes on.
+    AbortedByUser { session: String },
+}
+
+/// Kind of the tool error a `task` call answers when a user aborted its task alone.
+pub(crate) const TASK_ABORTED: &str = "task_aborted";
+
+/// The `task` call's answer to the parent when a user aborted the task `session` alone.
+fn aborted_by_user(session: &str) -> ToolError {
+    ToolError::new(
+        TASK_ABORTED,
+        format!(
+            "the task was aborted by the user; what it did so far is in session {session}. \
+             Do not start it again unless the user asks."
+        ),
+    )
 }
 
 /// What one task runs: where, what and how.
@@ -205,6 +231,8 @@ struct TaskSpec<'a> {
     options: TaskOptions,
     /// Whether the child's calls may pause (a task run by a `task` call).
     pausable: bool,
+    /// The parent's `task` call that runs it (none for `session.task`).
+    call_id: Option<String>,
 }
 
 /// Runs one task of `parent` in the session `spec.session`. A session that already holds the
@@ -218,7 +246,7 @@ async fn run_task_in(
     inherited: &Inherited,
     cancel: &CancellationToken,
     sink: &TurnSink,
-) -> Result<TaskOutcome> {
+) -> Result<TaskRun> {
     let harness = Arc::clone(&parent.harness);
     let (prompt_options, TaskExtra { agent, cwd }) = spec.options.split();
     let cwd = match &cwd {
@@ -256,15 +284,18 @@ async fn run_task_in(
         parent,
         child,
         agent,
+        call_id: spec.call_id,
         cancel,
         sink,
     };
-    let (response, usage) = run.run(opening, prompt_options, overlay).await?;
-    Ok(TaskOutcome {
+    let Some((response, usage)) = run.run(opening, prompt_options, overlay).await? else {
+        return Ok(TaskRun::AbortedByUser { session: name });
+    };
+    Ok(TaskRun::Finished(Box::new(TaskOutcome {
         session: name,
         response,
         usage,
-    })
+    })))
 }
 
 /// Makes sure the task session `key` exists; whether its prompt already reached its log (the
@@ -311,23 +342,26 @@ struct ChildRun<'a> {
     parent: &'a SessionShared,
     child: Arc<SessionShared>,
     agent: Option<String>,
+    call_id: Option<String>,
     cancel: &'a CancellationToken,
     sink: &'a TurnSink,
 }
 
 impl ChildRun<'_> {
     /// Runs the model operation in the child session and reports start and end on the
-    /// parent's sink (a paused task ends with [`flue_protocol::event::Outcome::RequiresAction`]).
+    /// parent's sink (a paused task ends with [`flue_protocol::event::Outcome::RequiresAction`]). `None` when
+    /// a user aborted this task alone (its parent was not aborted).
     async fn run(
         self,
         opening: Opening,
         prompt_options: PromptOptions,
         overlay: CallOverlay,
-    ) -> Result<(PromptResponse, Usage)> {
+    ) -> Result<Option<(PromptResponse, Usage)>> {
         let Self {
             parent,
             child,
             agent,
+            call_id,
             cancel,
             sink,
         } = self;
@@ -340,9 +374,15 @@ impl ChildRun<'_> {
             parent: parent.key.session.clone(),
             agent: agent.clone(),
             depth,
+            call_id,
         });
         let (child_sink, forwarder) = forward_task_events(sink, &name, depth);
-        let ctx = OperationContext::new(cancel.child_token(), child_sink);
+        let own_cancel = cancel.child_token();
+        let registration =
+            harness
+                .running_tasks
+                .register(&harness.instance_id, &name, own_cancel.clone());
+        let ctx = OperationContext::new(own_cancel, child_sink);
         let failed_usage = std::sync::Arc::clone(&ctx.failed_usage);
         let span = spans::operation(
             OperationKind::Task,
@@ -370,7 +410,12 @@ impl ChildRun<'_> {
             usage,
             error,
         });
-        result
+        let registration_aborted = registration.aborted_by_user();
+        drop(registration);
+        match result {
+            Err(FlueError::Aborted) if !cancel.is_cancelled() && registration_aborted => Ok(None),
+            other => other.map(Some),
+        }
     }
 }
 
@@ -521,10 +566,15 @@ pub(crate) fn task_tool(
                     text: &input.prompt,
                     options,
                     pausable: true,
+                    call_id: (!ctx.call_id.is_empty()).then(|| ctx.call_id.clone()),
                 };
-                let outcome = run_task_in(&parent, spec, &inherited, &ctx.cancel, &sink)
+                let run = run_task_in(&parent, spec, &inherited, &ctx.cancel, &sink)
                     .await
                     .map_err(ToolError::from)?;
+                let outcome = match run {
+                    TaskRun::Finished(outcome) => *outcome,
+                    TaskRun::AbortedByUser { session } => return Err(aborted_by_user(&session)),
+                };
                 if let Ok(mut total) = usage.lock() {
                     *total += outcome.usage;
                 }
@@ -684,13 +734,15 @@ async fn resume_task(
         parent,
         child,
         agent: agent.clone(),
+        call_id: Some(action.call_id.clone()),
         cancel,
         sink,
     };
     match run.run(opening, prompt_options, overlay).await {
         Err(FlueError::Aborted) => Err(FlueError::Aborted),
         Err(err) => Ok(TaskResumed::Answered(Err(ToolError::from(err)))),
-        Ok((response, used)) => {
+        Ok(None) => Ok(TaskResumed::Answered(Err(aborted_by_user(&name)))),
+        Ok(Some((response, used))) => {
             if let Ok(mut total) = usage.lock() {
                 *total += used;
             }

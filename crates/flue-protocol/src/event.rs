@@ -139,6 +139,10 @@ pub enum Event {
         agent: Option<String>,
         /// Levels below the root session (a task of the root is at depth 1).
         depth: u32,
+        /// The delegating session's `task` call that runs this task (none for a task started
+        /// from code).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
     },
     /// A task ended. Emitted only after the child session's records are durable.
     TaskEnd {

@@ -870,14 +870,23 @@ async fn submission_turns(
 /// `GET /_flue/dev/live/{agent}/{id}`: server-sent events, one per live event of the
 /// conversation's running work in this process, `{"submissionId", "event"}` with `event` in
 /// flue-core's event format: text and reasoning deltas, model turn ends, task start and end,
-/// compaction start and end, provider retries (a task's wrapped in its `task_activity`). Nothing is stored or replayed: a reader sees what happens while it
-/// is connected, and a `lagged` event when it fell behind (the durable stream has the rest).
+/// compaction start and end, provider retries, and a running task's progress (its tool
+/// starts and ends, turn ends and deltas, wrapped in its `task_activity`). Nothing is stored: a reader sees what happens while it is
+/// connected, the tasks running when it connects first (each one's `task_start`, turn ends
+/// and latest activity), and a `lagged` event when it fell behind (the durable stream has the rest).
 async fn live(
     State(state): State<Arc<DevConsole>>,
     Path((agent, id)): Path<(String, String)>,
 ) -> Response {
     let key = flue_core::ConversationKey::new(&agent, &id);
     let receiver = state.runtime.shown_events();
+    // Subscribed first: a task that starts meanwhile is in both, which draws it the same.
+    let running: Vec<Result<SseEvent, Infallible>> = state
+        .runtime
+        .running_task_events(&key)
+        .iter()
+        .map(|event| Ok(live_event(event)))
+        .collect();
     let events = futures::stream::unfold((receiver, key), |(mut receiver, key)| async move {
         use tokio::sync::broadcast::error::RecvError;
         let lagged = || SseEvent::default().event("lagged").data("{}");
@@ -895,6 +904,7 @@ async fn live(
             }
         }
     });
+    let events = futures::StreamExt::chain(futures::stream::iter(running), events);
     no_store(
         Sse::new(events)
             .keep_alive(KeepAlive::default())

@@ -421,6 +421,16 @@ impl DurableRuntime {
         })
     }
 
+    /// Aborts one running task of the conversation alone; whether it ran in this process.
+    pub(crate) fn abort_task(
+        &self,
+        key: &ConversationKey,
+        session: &str,
+    ) -> Result<bool, BackendError> {
+        self.check_agent(key)?;
+        Ok(self.inner.runtime.abort_task(key, session))
+    }
+
     pub(crate) async fn abort(&self, key: &ConversationKey) -> Result<bool, BackendError> {
         self.check_agent(key)?;
         match self.inner.runtime.abort(key).await {
@@ -496,6 +506,14 @@ impl DurableRuntime {
     /// The runtime's events the dev console shows live, from the one follower of its events.
     pub(crate) fn shown_events(&self) -> tokio::sync::broadcast::Receiver<Shown> {
         self.inner.turns.subscribe_shown()
+    }
+
+    /// The events that draw the conversation's running tasks as they are now.
+    pub(crate) fn running_task_events(
+        &self,
+        key: &ConversationKey,
+    ) -> Vec<flue_core::RuntimeEvent> {
+        self.inner.turns.task_replay(&key.to_string())
     }
 
     pub(crate) fn mark_streamed(&self, submission_id: &str) {

@@ -37,6 +37,7 @@ mod error;
 mod guard;
 mod history;
 mod live;
+mod live_tasks;
 mod mcp;
 mod notes;
 mod project;

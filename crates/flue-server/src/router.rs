@@ -34,6 +34,7 @@ pub const ROUTES: &[&str] = &[
     "HEAD /agents/{agent}/{id}",
     "DELETE /agents/{agent}/{id}",
     "POST /agents/{agent}/{id}/abort",
+    "POST /agents/{agent}/{id}/tasks/{task}/abort",
     "GET /agents/{agent}/{id}/attachments/{attachment}",
     "GET /agents/{agent}/{id}/submissions/{submission}",
     "GET /agents/{agent}/{id}/actions",
@@ -82,6 +83,10 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/abort",
             post(routes::abort).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/tasks/{task}/abort",
+            post(routes::abort_task).fallback(|| async { ApiError::method_not_allowed("POST") }),
         )
         .route(
             "/agents/{agent}/{id}/attachments/{attachment}",

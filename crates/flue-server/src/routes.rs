@@ -235,6 +235,30 @@ pub(crate) async fn abort(
     Ok(Json(AbortResponse { aborted }))
 }
 
+/// `POST /agents/<agent>/<id>/tasks/<task>/abort`: aborts one running task (a task session
+/// of the conversation, at any depth) without aborting the submission; its `task` call answers
+/// `task_aborted` and the parent goes on. `{"aborted": false}` when it is not running here.
+pub(crate) async fn abort_task(
+    State(state): Shared,
+    Path((agent, id, task)): Path<(String, String, String)>,
+) -> Result<Json<AbortResponse>, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    if flue_core::task_session_parent(&task).is_none() {
+        return Err(ApiError::invalid_request(
+            "The task segment must name a task session (`task:<parent>:<uuid>`).",
+        ));
+    }
+    let aborted = state.runtime.abort_task(&key, &task)?;
+    tracing::info!(
+        target: "flue_server::abort",
+        conversation = %key.to_string(),
+        task = %task,
+        aborted,
+        "abort task"
+    );
+    Ok(Json(AbortResponse { aborted }))
+}
+
 /// `DELETE /agents/<agent>/<id>`: deletes the conversation with its task sessions; 409
 /// `session_busy` while a submission is queued, running or waiting (nothing is deleted).
 pub(crate) async fn delete(

@@ -57,6 +57,9 @@ pub(crate) struct Step {
     /// `GET /_flue/dev/prompt/...?session=S&index=I` shows the prompt of).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) index: Option<u64>,
+    /// A running call's id (the console shows a running task's live progress under it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) call_id: Option<String>,
 }
 
 /// One submission's timeline.
@@ -252,6 +255,7 @@ impl Context<'_> {
             slowest: false,
             children: Vec::new(),
             index: None,
+            call_id: None,
         }
     }
 }
@@ -394,7 +398,7 @@ fn session_steps(
     }
     // Calls still running when the submission has not settled.
     if context.running {
-        for (_, name, asked) in open_calls {
+        for (call_id, name, asked) in open_calls {
             let task = name == flue_core::TASK_TOOL;
             let mut step = context.step(
                 if task { "task" } else { "tool" },
@@ -405,6 +409,7 @@ fn session_steps(
             step.label = name;
             step.running = true;
             step.estimated = true;
+            step.call_id = Some(call_id);
             if task {
                 tasks.push((steps.len(), None));
             }
@@ -499,6 +504,7 @@ fn assemble(
             slowest: false,
             children: nested,
             index: None,
+            call_id: None,
         });
     }
     steps.sort_by_key(|step| step.start);

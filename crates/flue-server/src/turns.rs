@@ -16,8 +16,8 @@
 //! (oldest forgotten first) and lives as long as the process.
 //!
 //! The follower is the server's one consumer of the runtime's events: besides the protocol's
-//! live turns it hands the events the dev console shows live (deltas, turn ends, tasks,
-//! compaction, provider retries; see `console.rs`) to the console's readers, so both SSE
+//! live turns it hands the events the dev console shows live (deltas, turn ends, tasks and
+//! their progress, compaction, provider retries; see `console.rs`) to the console's readers, so both SSE
 //! streams are fed from here.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -28,6 +28,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::backend::{LiveChunks, LiveCursor};
 use crate::chunks::timestamp;
+use crate::live_tasks::LiveTasks;
 use crate::wire::ChunkBody;
 
 /// How many streamed submissions are remembered.
@@ -41,6 +42,8 @@ const SHOWN_CAPACITY: usize = 4096;
 pub(crate) struct LiveTurns {
     state: Mutex<State>,
     shown: broadcast::Sender<Shown>,
+    /// The running tasks, for a console reader that connects while they run.
+    tasks: LiveTasks,
 }
 
 impl Default for LiveTurns {
@@ -48,6 +51,7 @@ impl Default for LiveTurns {
         Self {
             state: Mutex::default(),
             shown: broadcast::channel(SHOWN_CAPACITY).0,
+            tasks: LiveTasks::default(),
         }
     }
 }
@@ -96,6 +100,7 @@ impl LiveTurns {
             };
             match event {
                 Ok(event) => {
+                    turns.tasks.apply(&event);
                     if turns.shown.receiver_count() > 0 && console_shows(&event.event) {
                         let _ = turns.shown.send(Shown::Event(Arc::new(event.clone())));
                     }
@@ -158,6 +163,12 @@ impl LiveTurns {
             first_index,
             chunks: turn.chunks.get(first_index..).unwrap_or_default().to_vec(),
         })
+    }
+
+    /// The events that draw the conversation's running tasks as they are now (for a console
+    /// reader that connects after they started).
+    pub(crate) fn task_replay(&self, conversation: &str) -> Vec<RuntimeEvent> {
+        self.tasks.replay(conversation)
     }
 
     /// The events the console shows live, from now on.
@@ -271,9 +282,17 @@ fn console_shows(event: &Event) -> bool {
         | Event::CompactionStart { .. }
         | Event::CompactionEnd { .. }
         | Event::ProviderRetry { .. } => true,
-        // A task's retry keeps its call waiting too; the rest of a task's activity reaches the
-        // console through the stored transcript.
-        Event::TaskActivity { event, .. } => matches!(**event, Event::ProviderRetry { .. }),
+        // A running task's progress under its call: its retries, tools, turns (tokens and
+        // cost) and whether it thinks or writes; its records come from the stored transcript.
+        Event::TaskActivity { event, .. } => matches!(
+            **event,
+            Event::ProviderRetry { .. }
+                | Event::ToolStart { .. }
+                | Event::ToolEnd { .. }
+                | Event::TurnEnd { .. }
+                | Event::TextDelta { .. }
+                | Event::ThinkingDelta { .. }
+        ),
         _ => false,
     }
 }

@@ -147,6 +147,13 @@ pub(crate) async fn run(
             );
             Next::Prompt
         }
+        "/tasks" | "/abort" => {
+            eprintln!(
+                "no task runs now: while a reply's tasks run, the status line lists them, \
+                 `/tasks` lists them here and `/abort N` aborts one alone"
+            );
+            Next::Prompt
+        }
         "/thinking" => {
             eprintln!(
                 "not inside the chat yet: the thinking level is the agent's `thinking:` (or a \

@@ -29,6 +29,11 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("/fork", "how to fork this conversation"),
     ("/rewind", "how to put the workspace's files back"),
     ("/compact", "how context compaction works here"),
+    ("/tasks", "while a reply runs: list its running tasks"),
+    (
+        "/abort",
+        "while a reply runs: abort task N alone (`/abort N`)",
+    ),
     ("/exit", "end the chat (also /quit, Ctrl-D)"),
 ];
 

@@ -165,6 +165,7 @@ async fn build_harness(
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
         .with_log_cache(Arc::clone(&inner.logs))
+        .with_running_tasks(Arc::clone(&inner.running_tasks))
         .build()
         .await
 }

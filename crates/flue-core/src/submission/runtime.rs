@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use crate::error::{FlueError, Result};
 use crate::log_cache::{LogCache, MAX_CACHED_BYTES, MAX_CACHED_RECORDS, MAX_CACHED_SESSIONS};
+use crate::running_tasks::RunningTasks;
 use crate::spans;
 use crate::store::rules::ROOT_SESSION;
 use crate::store::{
@@ -101,6 +102,7 @@ impl AgentRuntimeBuilder {
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
+            running_tasks: Arc::default(),
             logs: Arc::new(LogCache::new(
                 MAX_CACHED_SESSIONS,
                 MAX_CACHED_RECORDS,
@@ -195,6 +197,8 @@ pub(crate) struct RuntimeInner {
     /// The root session logs of the conversations driven lately, kept between their
     /// harnesses so that the next message reads only what was appended since.
     pub(crate) logs: Arc<LogCache>,
+    /// The tasks this runtime's harnesses run now, so one can be aborted alone.
+    pub(crate) running_tasks: Arc<RunningTasks>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.
@@ -596,6 +600,19 @@ impl AgentRuntime {
             self.inner.kick(key);
         }
         Ok(!report.requested.is_empty())
+    }
+
+    /// Aborts one running task of the conversation (its task session `session`, at any
+    /// depth) without aborting the submission: the `task` call waiting for it gets a
+    /// `task_aborted` tool result and the parent goes on. Returns whether the task was running
+    /// in this process (a task runs where its conversation's owner runs).
+    pub fn abort_task(&self, key: &ConversationKey, session: &str) -> bool {
+        self.inner.running_tasks.abort(&key.instance_id(), session)
+    }
+
+    /// The task sessions of the conversation running in this process now, sorted.
+    pub fn running_tasks(&self, key: &ConversationKey) -> Vec<String> {
+        self.inner.running_tasks.list(&key.instance_id())
     }
 
     /// Deletes a conversation: its stream, submissions and every session (the root session and

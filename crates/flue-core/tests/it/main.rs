@@ -44,6 +44,7 @@ mod submission_crash;
 mod submission_pauses;
 mod submission_support;
 mod submissions;
+mod task_abort;
 mod task_activity;
 mod task_pauses;
 mod tasks;

@@ -124,6 +124,7 @@ async fn a_task_runs_in_a_detached_child_session_with_a_fresh_history() {
                 parent: "default".into(),
                 agent: None,
                 depth: 1,
+                call_id: None,
             },
             Event::TaskActivity {
                 session: child.clone(),

@@ -418,18 +418,88 @@ function followLive() {
     state.live.retry = null;
     switch (event.type) {
       case 'task_start':
-        state.live.tasks.set(event.session, { agent: event.agent, depth: event.depth, state: 'running' });
+        state.live.tasks.set(event.session, {
+          agent: event.agent, depth: event.depth, state: 'running', callId: event.call_id || null,
+          parent: event.parent, doing: 'thinking', tokens: 0, cost: null,
+        });
         break;
       case 'task_end': {
         const task = state.live.tasks.get(event.session);
-        if (task) task.state = event.outcome;
+        if (task) {
+          task.state = event.outcome;
+          task.doing = '';
+          task.tokens = usageTokens(event.usage);
+          task.cost = event.usage && typeof event.usage.cost_usd === 'number' ? event.usage.cost_usd : task.cost;
+        }
         break;
       }
+      case 'task_activity':
+        if (!taskProgress(event.session, event.event || {}) && !waited) return;
+        break;
       default:
         if (!waited) return;
     }
     renderMessages();
+    // The Timeline tab draws the same live tasks under its running task steps (timeline.js).
+    const steps = event.type === 'task_start' || event.type === 'task_end';
+    document.dispatchEvent(new CustomEvent('flue:live', { detail: { steps } }));
   });
+}
+
+// What a running task does now, from its forwarded activity: its current tool, or thinking or
+// writing, and its tokens and cost so far. Whether anything shown changed.
+function taskProgress(session, inner) {
+  const task = state.live.tasks.get(session);
+  if (!task || task.state !== 'running') return false;
+  const before = `${task.doing}|${task.tokens}|${task.cost}`;
+  switch (inner.type) {
+    case 'tool_start': task.doing = `${inner.name} ${brief(inner.input)}`; break;
+    case 'tool_end': task.doing = 'thinking'; break;
+    case 'thinking_delta': task.doing = 'thinking'; break;
+    case 'text_delta': task.doing = 'writing'; break;
+    case 'turn_end':
+      task.tokens += usageTokens(inner.usage);
+      if (inner.usage && typeof inner.usage.cost_usd === 'number') task.cost = (task.cost || 0) + inner.usage.cost_usd;
+      break;
+    default: return false;
+  }
+  return before !== `${task.doing}|${task.tokens}|${task.cost}`;
+}
+
+function usageTokens(usage) {
+  if (!usage) return 0;
+  return (usage.input_tokens || 0) + (usage.output_tokens || 0) + (usage.cache_read_tokens || 0) + (usage.cache_write_tokens || 0);
+}
+
+// The live tasks under a `task` call: the one it started (by call id) and the tasks below it.
+function liveTasksOf(callId) {
+  const tasks = [...state.live.tasks.entries()];
+  const started = tasks.filter(([, task]) => task.callId === callId).map(([name]) => name);
+  // A stream without call ids (an older server) shows every live task under each call.
+  if (!started.length && !tasks.some(([, task]) => task.callId)) return tasks;
+  const below = (name) => name && started.some((root) => name === root || name.startsWith(`task:${root}:`));
+  return tasks.filter(([name]) => below(name));
+}
+
+function renderLiveTask(name, task) {
+  const running = task.state === 'running';
+  const stateClass = running ? 'running' : task.state === 'completed' ? 'ok' : 'error';
+  const cost = typeof task.cost === 'number' ? ` · $${task.cost.toFixed(4)}` : '';
+  return h('div', { class: 'task-head live-task', dataset: { session: name, state: task.state } },
+    h('span', { class: 'badge' }, `depth ${task.depth}`),
+    h('span', {}, `${task.agent || 'self'} · ${name.split(':').slice(-1)[0].slice(0, 8)}`),
+    running && task.doing ? h('span', { class: 'live-doing' }, task.doing) : null,
+    h('span', { class: 'live-usage' }, `${task.tokens} tokens${cost}`),
+    h('span', { class: `state ${stateClass}` }, task.state),
+    running ? h('button', {
+      class: 'link live-abort', type: 'button', title: 'Abort this task alone: its parent goes on',
+      onclick: () => abortTask(name),
+    }, 'abort') : null);
+}
+
+// Aborts one running task alone; its `task_end` arrives through the live route.
+function abortTask(session) {
+  fetch(`${conversationUrl()}/tasks/${encode(session)}/abort`, { method: 'POST' }).catch(() => {});
 }
 
 function findMessage(id) { return state.messages.find((message) => message.id === id); }
@@ -806,7 +876,7 @@ function drawPart(message, part, partKey) {
 function taskSig(part) {
   const output = part.output && typeof part.output === 'object' ? part.output : {};
   const session = output.session && findSession(state.transcript, output.session);
-  return JSON.stringify([session ? session.messages.length : 0, [...state.live.tasks.entries()]]);
+  return JSON.stringify([session ? session.messages.length : 0, liveTasksOf(part.toolCallId)]);
 }
 
 function renderTool(part) {
@@ -832,12 +902,10 @@ function renderTaskCall(part, stateName) {
   const output = part.output && typeof part.output === 'object' ? part.output : {};
   const session = output.session && findSession(state.transcript, output.session);
   const outcome = { ok: 'completed', error: 'failed', running: 'running' }[stateName];
-  // While the call runs, the tasks the live route reports (this call's, and theirs).
+  // While the call runs, the tasks the live route reports (this call's, and theirs), with
+  // what each does now, its tokens and cost so far, and a button to abort one alone.
   const running = stateName === 'running'
-    ? [...state.live.tasks.entries()].map(([name, task]) => h('div', { class: 'task-head' },
-      h('span', { class: 'badge' }, `depth ${task.depth}`),
-      h('span', {}, `${task.agent || 'self'} · ${name.split(':').slice(-1)[0].slice(0, 8)}`),
-      h('span', { class: `state ${task.state === 'running' ? 'running' : task.state === 'completed' ? 'ok' : 'error'}` }, task.state)))
+    ? liveTasksOf(part.toolCallId).map(([name, task]) => renderLiveTask(name, task))
     : [];
   return h('div', { class: 'task' },
     h('div', { class: 'task-head' },

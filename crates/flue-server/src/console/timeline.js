@@ -103,6 +103,11 @@ function renderStep(step, span, depth) {
       detail: { session: step.session, index: step.index, row },
     })));
   }
+  // A running task shows what its task does now, from the live route (console.js).
+  if (step.kind === 'task' && step.running && step.callId && typeof liveTasksOf === 'function') {
+    const live = liveTasksOf(step.callId).map(([name, task]) => renderLiveTask(name, task));
+    if (live.length) row.append(h('div', { class: 'tl-live' }, live));
+  }
   const children = step.children || [];
   if (!children.length) return row;
   return h('div', { class: 'tl-group' }, row,
@@ -141,3 +146,9 @@ function renderTimeline() {
 
 document.addEventListener('flue:tab', (event) => { if (event.detail === 'timeline') refreshTimeline(); });
 document.addEventListener('flue:transcript', () => refreshTimeline());
+// A task started or ended: fetch the steps again; its progress changed: draw them again.
+document.addEventListener('flue:live', (event) => {
+  if (!timelineVisible() || !timeline.body) return;
+  if (event.detail && event.detail.steps) refreshTimeline();
+  else renderTimeline();
+});
