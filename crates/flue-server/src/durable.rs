@@ -512,7 +512,7 @@ impl DurableRuntime {
     pub(crate) fn running_task_events(
         &self,
         key: &ConversationKey,
-    ) -> Vec<flue_core::RuntimeEvent> {
+    ) -> Vec<flue_core::submission::RuntimeEvent> {
         self.inner.turns.task_replay(&key.to_string())
     }
 

@@ -10,7 +10,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use flue_core::{Event, RuntimeEvent};
+use flue_core::Event;
+use flue_core::submission::RuntimeEvent;
 
 /// The running tasks of every conversation of one runtime.
 #[derive(Default)]

@@ -243,7 +243,7 @@ pub(crate) async fn abort_task(
     Path((agent, id, task)): Path<(String, String, String)>,
 ) -> Result<Json<AbortResponse>, ApiError> {
     let key = conversation_key(&state, agent, id)?;
-    if flue_core::task_session_parent(&task).is_none() {
+    if flue_core::util::task_session_parent(&task).is_none() {
         return Err(ApiError::invalid_request(
             "The task segment must name a task session (`task:<parent>:<uuid>`).",
         ));

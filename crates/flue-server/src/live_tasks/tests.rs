@@ -1,6 +1,7 @@
 //! What a console page opened while tasks run is sent first.
 
-use flue_core::{ConversationKey, Event, ModelRef, Outcome, RuntimeEvent, StopReason, Usage};
+use flue_core::submission::RuntimeEvent;
+use flue_core::{ConversationKey, Event, ModelRef, Outcome, StopReason, Usage};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
