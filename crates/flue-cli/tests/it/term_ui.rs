@@ -456,3 +456,128 @@ fn terminal_screen(bytes: &str, cols: u16) -> vt100::Parser {
     parser.process(bytes.as_bytes());
     parser
 }
+
+/// An agent that creates `notes/a.txt` on `create a`, says the thinking level it was asked
+/// with, and summarises a conversation when asked to compact it.
+fn note_keeper() -> Workspace {
+    let script = json!({"rules": [
+        {"when": {"tool_result": "create_file"}, "reply": {"text": "created"}},
+        {"when": {"user_matches": "^create a$"}, "reply": {"tool_calls": [
+            {"name": "create_file", "input": {"path": "notes/a.txt", "content": "alpha\n"}}
+        ]}},
+        {"when": {"user_contains": "<conversation>"}, "reply": {"text": "## Goal\nKeep notes."}},
+        {"reply": {"text": "heard {{user}} at {{thinking}}"}}
+    ]});
+    Workspace::new(&[
+        (
+            "agents/keeper.md",
+            "---\nmodel: scripted/s.json\ntools: [create_file]\nsandbox: local\ntask: false\n\
+             compaction: { keep_recent_tokens: 10 }\n---\nYou keep notes.\n",
+        ),
+        ("s.json", &script.to_string()),
+    ])
+}
+
+/// The `type` of each message `session show --json` lists for conversation `id`.
+fn message_types(ws: &Workspace, id: &str) -> Vec<String> {
+    let shown = ws.flue(&["session", "show", "--id", id, "--json"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let transcript: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn thinking_sets_the_next_messages_level_and_compact_compacts_now() {
+    let ws = note_keeper();
+    let root = ws.root().to_str().unwrap();
+    let mut terminal = Terminal::start(&["chat", "keeper", "--id", "t1", "--root", root]);
+    terminal.expect("> ");
+    terminal.send("first message of a few words\r");
+    terminal.expect("heard first message of a few words at ");
+    terminal.expect("> ");
+    terminal.send("/thinking high\r");
+    terminal.expect("thinking: high from the next message");
+    terminal.expect("> ");
+    terminal.send("second\r");
+    terminal.expect("heard second at high");
+    terminal.expect("> ");
+    terminal.send("/thinking lots\r");
+    terminal.expect("error: unknown thinking level lots");
+    terminal.expect("> ");
+    terminal.send("/thinking -\r");
+    terminal.expect("thinking: the agent's own from the next message");
+    terminal.expect("> ");
+    terminal.send("/compact\r");
+    terminal.expect("compacting context (requested, ~");
+    terminal.expect("compacted ");
+    terminal.expect("> ");
+    terminal.send("third\r");
+    terminal.expect("heard third at ");
+    terminal.expect("> ");
+    terminal.send("/exit\r");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    assert!(!shown.contains("heard third at high"), "{shown}");
+    // The summary is stored in place, and nothing of the commands reached the model.
+    assert!(
+        message_types(&ws, "t1").contains(&"compaction".to_owned()),
+        "{:?}",
+        message_types(&ws, "t1")
+    );
+    assert_eq!(
+        user_messages(&ws, "t1"),
+        ["first message of a few words", "second", "third"]
+    );
+}
+
+#[test]
+fn rewind_asks_then_puts_the_files_back_and_fork_goes_on_in_a_copy() {
+    let ws = note_keeper();
+    let root = ws.root().to_str().unwrap();
+    let note = ws.root().join("notes/a.txt");
+    let mut terminal = Terminal::start(&["chat", "keeper", "--id", "f1", "--root", root]);
+    terminal.expect("> ");
+    terminal.send("create a\r");
+    terminal.expect("created");
+    terminal.expect("> ");
+    assert!(note.exists());
+    // Declined: the plan is shown and nothing changes.
+    terminal.send("/rewind\r");
+    terminal.expect("notes/a.txt");
+    terminal.expect("rewind the files of turn 1? [y/N]");
+    terminal.send("n\r");
+    terminal.expect("nothing was rewound");
+    terminal.expect("> ");
+    assert!(note.exists());
+    terminal.send("/rewind\r");
+    terminal.expect("rewind the files of turn 1? [y/N]");
+    terminal.send("y\r");
+    terminal.expect("file(s); undo it with `flue rewind --id f1 --undo ");
+    terminal.expect("> ");
+    assert!(!note.exists());
+    // The fork holds the turns so far; the chat's next message goes to the fork only.
+    terminal.send("/fork\r");
+    terminal.expect("forked conversation f1 (1 turn(s)");
+    terminal.expect("now: conversation ");
+    terminal.expect("> ");
+    terminal.send("in the fork\r");
+    terminal.expect("heard in the fork at ");
+    terminal.expect("> ");
+    terminal.send("/exit\r");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let fork_id = shown
+        .split("now: conversation ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap()
+        .to_owned();
+    assert_ne!(fork_id, "f1");
+    assert_eq!(user_messages(&ws, "f1"), ["create a"]);
+    assert_eq!(user_messages(&ws, &fork_id), ["create a", "in the fork"]);
+}
