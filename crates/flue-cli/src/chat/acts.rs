@@ -1,15 +1,13 @@
 //! The chat commands that change the stored conversation or the workspace: `/fork`,
 //! `/rewind` and `/compact`. They run at the prompt, with no reply being written, through the
-//! same library calls as `flue session fork` and `flue rewind` (compaction: the session's own
-//! `compact`).
+//! same library calls as `flue session fork` and `flue rewind` (compaction: the runtime's, under
+//! its ownership of the conversation).
 
 use std::sync::Arc;
 
+use flue_core::RewindTarget;
 use flue_core::store::DynConversationStore;
-use flue_core::{RewindTarget, store::rules::ROOT_SESSION};
-use flue_host::HarnessOptions;
 
-use crate::args::RunArgs;
 use crate::history::{fork_into, n_turns, rewind_note};
 use crate::input::Reply;
 use crate::render::{Renderer, Target};
@@ -46,8 +44,8 @@ pub(crate) async fn rewind(prepared: &Prepared, output: &Output) {
 }
 
 /// Compacts the conversation now, showing the compaction's activity as a reply's.
-pub(crate) async fn compact(prepared: &Prepared, run_args: &RunArgs, output: &Output) {
-    if let Err(err) = compact_now(prepared, run_args, output).await {
+pub(crate) async fn compact(prepared: &Prepared, output: &Output) {
+    if let Err(err) = compact_now(prepared, output).await {
         eprintln!("error: {}", output.stderr_text(&format!("{err:#}")));
     }
 }
@@ -100,48 +98,18 @@ async fn rewind_last_turn(prepared: &Prepared, output: &Output) -> anyhow::Resul
     Ok(())
 }
 
-async fn compact_now(
-    prepared: &Prepared,
-    run_args: &RunArgs,
-    output: &Output,
-) -> anyhow::Result<()> {
-    let mut options = HarnessOptions::new();
-    if let Some(model) = &run_args.model {
-        options = options.with_model(model);
+async fn compact_now(prepared: &Prepared, output: &Output) -> anyhow::Result<()> {
+    eprintln!("compacting the conversation");
+    let events = prepared.app.runtime().compact(&prepared.key).await?;
+    if events.is_empty() {
+        eprintln!("nothing to compact: the conversation fits in what is kept verbatim");
+        return Ok(());
     }
-    if let Some(role) = &run_args.role {
-        options = options.with_role(role);
-    }
-    let key = &prepared.key;
-    let opened = prepared
-        .host
-        .open_harness(&key.agent, &key.instance_id(), &options)
-        .await?;
-    let result = run_compaction(opened.harness(), output).await;
-    for warning in opened.close().await {
-        eprintln!("warning: {}", output.stderr_text(&warning));
-    }
-    result
-}
-
-/// Compacts the root session of `harness`, rendering its events as they come.
-async fn run_compaction(harness: &flue_core::Harness, output: &Output) -> anyhow::Result<()> {
-    let session = harness.session(ROOT_SESSION).await?;
-    let version = session.version().await;
-    let mut handle = session.compact();
     let mut renderer = Renderer::new(output.clone(), false, Target::Stderr);
-    if let Some(mut events) = handle.take_events() {
-        while let Some(event) = events.recv().await {
-            renderer.render(&event);
-            renderer.write_out();
-        }
+    for event in &events {
+        renderer.render(event);
     }
-    let result = handle.await;
     renderer.finish();
     renderer.write_out();
-    result?;
-    if session.version().await == version {
-        eprintln!("nothing to compact: the conversation fits in what is kept verbatim");
-    }
     Ok(())
 }

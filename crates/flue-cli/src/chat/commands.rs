@@ -155,7 +155,7 @@ pub(crate) async fn run(name: &str, argument: &str, ctx: Context<'_>) -> Next {
             Next::Prompt
         }
         "/compact" => {
-            super::acts::compact(prepared, run_args, output).await;
+            super::acts::compact(prepared, output).await;
             Next::Prompt
         }
         "/thinking" => {
