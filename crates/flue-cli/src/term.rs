@@ -6,6 +6,7 @@
 //! what goes to a pipe or a file is plain text, as before.
 
 pub(crate) mod editor;
+pub(crate) mod highlight;
 pub(crate) mod markdown;
 pub(crate) mod status;
 

@@ -3,18 +3,21 @@
 //! The reply streams raw as it arrives (nothing waits for a line to end); when a line is
 //! complete, the renderer redraws it styled by [`LineStyler::render`]: headings bold without
 //! their `#`, emphasis, strong and inline code styled without their markers, list bullets as
-//! `•`, quotes behind a bar, table rows with dimmed bars, fenced code in its own colour (no syntax highlighting: it would
-//! cost a grammar set in the binary). The styler keeps the one piece of state lines share:
-//! whether a code block is open.
+//! `•`, quotes behind a bar, table rows with dimmed bars, fenced code highlighted for its
+//! language ([`super::highlight`]; in one code colour when the language is not known). The
+//! styler keeps the state lines share: whether a code block is open, and its grammar's state.
 
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 
 use super::Style;
+use super::highlight::CodeHighlighter;
 
 /// Styles complete lines of markdown; remembers open code blocks.
 #[derive(Debug, Default)]
 pub(crate) struct LineStyler {
     in_code_block: bool,
+    /// The open code block's highlighter, when its language is known.
+    highlighter: Option<CodeHighlighter>,
 }
 
 impl LineStyler {
@@ -23,10 +26,18 @@ impl LineStyler {
         let trimmed = line.trim_start();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             self.in_code_block = !self.in_code_block;
+            self.highlighter = None;
+            if self.in_code_block {
+                let info = trimmed.trim_start_matches(['`', '~']).trim();
+                self.highlighter = CodeHighlighter::for_info(info);
+            }
             return Style::DIM.paint(line, true);
         }
         if self.in_code_block {
-            return Style::CODE.paint(line, true);
+            return match self.highlighter.as_mut().and_then(|lines| lines.line(line)) {
+                Some(highlighted) => highlighted,
+                None => Style::CODE.paint(line, true),
+            };
         }
         let indent = &line[..line.len() - trimmed.len()];
         if let Some(heading) = heading(trimmed) {

@@ -53,3 +53,32 @@ fn a_plain_line_renders_as_itself() {
     let mut styler = LineStyler::default();
     assert_eq!(styler.render("Hello, world!"), "Hello, world!");
 }
+
+/// The distinct 24-bit foreground colours `styled` sets.
+fn colours(styled: &str) -> std::collections::BTreeSet<&str> {
+    styled
+        .split("\x1b[38;2;")
+        .skip(1)
+        .filter_map(|rest| rest.split('m').next())
+        .collect()
+}
+
+#[test]
+fn code_blocks_in_a_known_language_are_highlighted_and_others_keep_one_colour() {
+    let mut styler = LineStyler::default();
+    styler.render("```rust");
+    let rust = styler.render("fn main() { let x = \"hi\"; }");
+    assert_eq!(visible(&rust), "fn main() { let x = \"hi\"; }");
+    assert!(colours(&rust).len() > 2, "{rust:?}");
+    styler.render("```");
+    assert_eq!(styler.render("fn main"), "fn main");
+
+    styler.render("```py");
+    let python = styler.render("def f(x): return 'a'  # note");
+    assert!(colours(&python).len() > 2, "{python:?}");
+    styler.render("```");
+
+    styler.render("```nosuchlanguage");
+    assert_eq!(styler.render("a = 1"), "\x1b[36ma = 1\x1b[0m");
+    styler.render("```");
+}

@@ -21,6 +21,9 @@ fn echoing() -> Workspace {
          "reply": {"tool_calls": [{"name": "bash", "input": {"command": "touch made-$RANDOM"}}]}},
         {"when": {"user_contains": "md"},
          "reply": {"text": "# Title\n\nSome **bold** and `code`.\n\n- one\n- two\n"}},
+        {"when": {"user_contains": "code"},
+         "reply": {"text": "Rust:\n\n```rust\nfn main() { let s = \"hi\"; }\n```\n\nPython:\n\n\
+                            ```python\ndef f(x): return 'a'  # note\n```\n"}},
         {"when": {"user_contains": "wide"},
          "reply": {"text": "**Bold** words that run well past the forty columns of this terminal.\n"}},
         {"when": {"user_contains": "slow"},
@@ -240,6 +243,51 @@ fn markdown_is_styled_on_a_terminal_and_plain_without_colour() {
     assert_eq!(
         stdout(&piped),
         "# Title\n\nSome **bold** and `code`.\n\n- one\n- two\n"
+    );
+}
+
+/// The distinct foreground colours of the non-blank cells of the row showing `text`.
+fn row_colours(parser: &vt100::Parser, text: &str) -> Vec<vt100::Color> {
+    let (row, _) = find(parser, text);
+    let mut colours = Vec::new();
+    for col in 0..crate::pty::COLS {
+        let cell = parser.screen().cell(row, col).unwrap();
+        if !cell.contents().trim().is_empty() && !colours.contains(&cell.fgcolor()) {
+            colours.push(cell.fgcolor());
+        }
+    }
+    colours
+}
+
+#[test]
+fn code_blocks_are_highlighted_on_a_terminal_and_piped_unchanged() {
+    let ws = echoing();
+    let root = ws.root().to_str().unwrap();
+    // Read once the run is over: a line shows raw until its end arrives, then is redrawn.
+    let terminal = Terminal::start(&["run", "echo", "-m", "code", "--root", root]);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    for line in ["fn main()", "def f(x)"] {
+        let colours = row_colours(&screen, line);
+        assert!(colours.len() > 2, "{line}: {colours:?}");
+    }
+
+    let terminal = Terminal::start_with(
+        &["run", "echo", "-m", "code", "--root", root],
+        &[("NO_COLOR", "1")],
+    );
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    assert_eq!(row_colours(&screen, "fn main()"), [vt100::Color::Default]);
+
+    let piped = ws.flue(&["run", "echo", "-m", "code"]);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert_eq!(
+        stdout(&piped),
+        "Rust:\n\n```rust\nfn main() { let s = \"hi\"; }\n```\n\nPython:\n\n\
+         ```python\ndef f(x): return 'a'  # note\n```\n"
     );
 }
 
