@@ -100,6 +100,15 @@ pub(crate) fn width() -> usize {
         .unwrap_or(80)
 }
 
+/// The terminal's height in rows (24 when it cannot be read).
+pub(crate) fn height() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|size| usize::from(size.ws_row))
+        .filter(|rows| *rows > 0)
+        .unwrap_or(24)
+}
+
 /// A cost in US dollars with four decimals (`$0.0042`).
 pub(crate) fn cost_text(cost: f64) -> String {
     format!("${cost:.4}")

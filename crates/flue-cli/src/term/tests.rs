@@ -82,3 +82,24 @@ fn code_blocks_in_a_known_language_are_highlighted_and_others_keep_one_colour() 
     assert_eq!(styler.render("a = 1"), "\x1b[36ma = 1\x1b[0m");
     styler.render("```");
 }
+
+#[test]
+fn a_table_is_aligned_by_its_shown_cells_unless_it_is_too_wide() {
+    let rows: Vec<String> = ["| name | **n** |", "|:-:|--:|", "| `alpha` | 1 |", "| b |"]
+        .iter()
+        .map(|row| (*row).to_owned())
+        .collect();
+    let aligned = super::markdown::aligned_table(&rows, 80).unwrap();
+    let shown: Vec<String> = aligned.iter().map(|row| visible(row)).collect();
+    assert_eq!(
+        shown,
+        [
+            "│ name  │ n │",
+            "├───────┼───┤",
+            "│ alpha │ 1 │",
+            "│   b   │   │"
+        ]
+    );
+    assert_eq!(super::markdown::aligned_table(&rows, 12), None);
+    assert_eq!(super::markdown::aligned_table(&rows[..1], 80), None);
+}

@@ -24,6 +24,11 @@ fn echoing() -> Workspace {
         {"when": {"user_contains": "code"},
          "reply": {"text": "Rust:\n\n```rust\nfn main() { let s = \"hi\"; }\n```\n\nPython:\n\n\
                             ```python\ndef f(x): return 'a'  # note\n```\n"}},
+        {"when": {"user_contains": "long table"},
+         "reply": {"text": format!("| a | b |\n|---|---|\n| {} | {} |\n", "x".repeat(50), "y".repeat(40))}},
+        {"when": {"user_contains": "table"},
+         "reply": {"text": "| name | n |\n|---|--:|\n| alpha | 1 |\n| b | 100 |\n\nThe end:\n\n\
+                            | k | v |\n|---|---|\n| long key | x |\n"}},
         {"when": {"user_contains": "wide"},
          "reply": {"text": "**Bold** words that run well past the forty columns of this terminal.\n"}},
         {"when": {"user_contains": "slow"},
@@ -288,6 +293,59 @@ fn code_blocks_are_highlighted_on_a_terminal_and_piped_unchanged() {
         stdout(&piped),
         "Rust:\n\n```rust\nfn main() { let s = \"hi\"; }\n```\n\nPython:\n\n\
          ```python\ndef f(x): return 'a'  # note\n```\n"
+    );
+}
+
+/// The columns at which `│` shows on the row holding `text`.
+fn bars(parser: &vt100::Parser, text: &str) -> Vec<usize> {
+    let (row, _) = find(parser, text);
+    let line = parser
+        .screen()
+        .rows(0, crate::pty::COLS)
+        .nth(usize::from(row))
+        .unwrap();
+    line.chars()
+        .enumerate()
+        .filter(|(_, c)| *c == '│')
+        .map(|(col, _)| col)
+        .collect()
+}
+
+#[test]
+fn tables_are_aligned_on_a_terminal_and_wide_ones_stay_as_written() {
+    let ws = echoing();
+    let root = ws.root().to_str().unwrap();
+    let terminal = Terminal::start(&["run", "echo", "-m", "table", "--root", root]);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    let contents = screen.screen().contents();
+    // One table followed by text, one ending the reply: both aligned, numbers to the right.
+    assert_eq!(bars(&screen, "name"), [0, 8, 14], "{contents}");
+    assert_eq!(bars(&screen, "alpha"), [0, 8, 14], "{contents}");
+    assert_eq!(bars(&screen, "100"), [0, 8, 14], "{contents}");
+    assert!(contents.contains("│ alpha │   1 │"), "{contents}");
+    assert!(contents.contains("├───────┼─────┤"), "{contents}");
+    assert_eq!(bars(&screen, "long key"), [0, 11, 15], "{contents}");
+    assert!(contents.contains("│ k        │ v │"), "{contents}");
+    assert_eq!(contents.matches("alpha").count(), 1, "{contents}");
+    assert!(contents.contains("The end:"), "{contents}");
+
+    // Wider than the terminal: the rows stay one per line as they came.
+    let terminal = Terminal::start(&["run", "echo", "-m", "long table", "--root", root]);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    let contents = screen.screen().contents();
+    assert!(!contents.contains('├'), "{contents}");
+    assert!(contents.contains("│ a │ b │"), "{contents}");
+
+    // Piped: the table as the model wrote it.
+    let piped = ws.flue(&["--color", "always", "run", "echo", "-m", "table"]);
+    assert!(
+        stdout(&piped).starts_with("| name | n |\n|---|--:|\n"),
+        "{}",
+        stdout(&piped)
     );
 }
 
