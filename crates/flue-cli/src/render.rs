@@ -29,6 +29,9 @@ use crate::terminal::Output;
 
 mod summary;
 
+/// How many lines of a tool's result `-v` shows before folding the rest.
+const VERBOSE_LINES: usize = 12;
+
 /// Where a piece of rendered output goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -338,15 +341,25 @@ impl Renderer {
         }
     }
 
-    /// A tool call's result as shown: its one-line summary, or with `-v` the whole result (on
-    /// one line); redacted and escaped either way.
+    /// A tool call's result as shown: its one-line summary, or with `-v` the result itself,
+    /// its first line on the call's line and the next ones below it, folded after
+    /// [`VERBOSE_LINES`] lines (`... N more lines`); redacted and escaped either way.
     fn tool_result(&self, name: &str, path: Option<&str>, is_error: bool, output: &str) -> String {
-        let shown = if self.verbose {
-            output.trim().replace('\n', " | ")
-        } else {
-            summary::summary(name, path, is_error, output)
-        };
-        self.output.stderr_text(&shown)
+        if !self.verbose {
+            return self
+                .output
+                .stderr_text(&summary::summary(name, path, is_error, output));
+        }
+        let lines: Vec<&str> = output.trim().lines().collect();
+        let mut shown: Vec<String> = lines
+            .iter()
+            .take(VERBOSE_LINES)
+            .map(|line| self.output.stderr_text(line))
+            .collect();
+        if lines.len() > VERBOSE_LINES {
+            shown.push(format!("... {} more lines", lines.len() - VERBOSE_LINES));
+        }
+        shown.join("\n   ")
     }
 
     fn push(&mut self, target: Target, text: String) {

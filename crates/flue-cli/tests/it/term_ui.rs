@@ -687,3 +687,30 @@ fn rewind_asks_then_puts_the_files_back_and_fork_goes_on_in_a_copy() {
     assert_eq!(user_messages(&ws, "f1"), ["create a"]);
     assert_eq!(user_messages(&ws, &fork_id), ["create a", "in the fork"]);
 }
+
+#[test]
+fn verbose_runs_fold_a_long_tool_output() {
+    let script = json!({"rules": [
+        {"when": {"tool_result": "bash"}, "reply": {"text": "counted"}},
+        {"reply": {"tool_calls": [{"name": "bash", "input": {"command": "seq 1 40"}}]}}
+    ]});
+    let ws = Workspace::new(&[
+        (
+            "agents/counter.md",
+            "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nCount.\n",
+        ),
+        ("s.json", &script.to_string()),
+    ]);
+    let output = ws.flue(&["run", "counter", "-m", "count", "-v"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    let shown: Vec<&str> = err
+        .lines()
+        .skip_while(|line| !line.starts_with("<- bash done in "))
+        .take(13)
+        .collect();
+    assert!(shown[0].ends_with(" ms: 1"), "{err}");
+    assert_eq!(shown[1..3], ["   2", "   3"], "{err}");
+    assert_eq!(shown[11..], ["   12", "   ... 28 more lines"], "{err}");
+    assert!(!err.contains("   13\n"), "{err}");
+}
