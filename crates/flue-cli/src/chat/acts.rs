@@ -99,9 +99,17 @@ async fn rewind_last_turn(prepared: &Prepared, output: &Output) -> anyhow::Resul
 }
 
 async fn compact_now(prepared: &Prepared, output: &Output) -> anyhow::Result<()> {
+    let store = prepared.app.runtime().store();
+    if n_turns(&**store, &prepared.key.instance_id()).await? == 0 {
+        eprintln!("nothing to compact: the conversation has no message yet");
+        return Ok(());
+    }
     eprintln!("compacting the conversation");
     let events = prepared.app.runtime().compact(&prepared.key).await?;
-    if events.is_empty() {
+    let compacted = events
+        .iter()
+        .any(|event| matches!(event, flue_core::Event::CompactionEnd { .. }));
+    if !compacted {
         eprintln!("nothing to compact: the conversation fits in what is kept verbatim");
         return Ok(());
     }

@@ -603,6 +603,9 @@ fn thinking_sets_the_next_messages_level_and_compact_compacts_now() {
     let root = ws.root().to_str().unwrap();
     let mut terminal = Terminal::start(&["chat", "keeper", "--id", "t1", "--root", root]);
     terminal.expect("> ");
+    terminal.send("/compact\r");
+    terminal.expect("nothing to compact: the conversation has no message yet");
+    terminal.expect("> ");
     terminal.send("first message of a few words\r");
     terminal.expect("heard first message of a few words at ");
     terminal.expect("> ");

@@ -18,8 +18,8 @@ use crate::submission::wire::ConversationKey;
 impl AgentRuntime {
     /// Compacts conversation `key` now, as [`crate::Session::compact`] does (its summary
     /// written by the agent's model), once no submission of it runs. Returns the events the
-    /// compaction sent (`compaction_start` and `compaction_end`; none when there was nothing
-    /// to compact).
+    /// operation sent (with `compaction_start` and `compaction_end` when it compacted; without
+    /// them when nothing was old enough to fold).
     ///
     /// Errors (nothing stored): [`crate::FlueError::AgentInstanceNotFound`] for a conversation
     /// with no message yet, [`crate::FlueError::ConversationBusy`] when another owner keeps it
