@@ -12,11 +12,12 @@
 //! the one stdin reader ([`crate::input`]). A line starting with `/` is a command of the chat
 //! ([`commands`]), never a message.
 
+mod acts;
 mod commands;
 
 use std::io::{IsTerminal as _, Write as _};
 
-use flue_core::{Outcome, Usage};
+use flue_core::{MessageOptions, Outcome, ThinkingLevel, Usage};
 
 use crate::Exit;
 use crate::approvals::AlwaysRules;
@@ -24,7 +25,8 @@ use crate::args::{ChatArgs, RunArgs};
 use crate::input::ChatLine;
 use crate::interrupt::{Interrupt, Interrupts};
 use crate::run::{
-    Finished, Prepared, Settled, Typing, connection_hint, discarded_edits_notice, prepare, submit,
+    Finished, Prepared, Settled, Typing, connection_hint, discarded_edits_notice, prepare,
+    submit_with,
 };
 use crate::terminal::Output;
 
@@ -66,6 +68,7 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
             .join("chat-history")
     });
     let mut usage = Usage::default();
+    let mut thinking: Option<ThinkingLevel> = None;
     let exit = loop {
         let line = tokio::select! {
             line = crate::input::chat_line("> ", history.clone()) => line,
@@ -96,16 +99,15 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
             commands::Input::Message(message) => message,
             commands::Input::Command { name, argument } => {
                 let rules = AlwaysRules::new(prepared.host.agents().root(), &prepared.key);
-                let conversation = prepared.key.id.clone();
-                let next = commands::run(
-                    &name,
-                    &argument,
-                    &mut run_args,
-                    &conversation,
-                    &usage,
-                    &rules,
-                )
-                .await;
+                let ctx = commands::Context {
+                    run_args: &mut run_args,
+                    thinking: &mut thinking,
+                    prepared: &prepared,
+                    output: &output,
+                    usage: &usage,
+                    rules: &rules,
+                };
+                let next = commands::run(&name, &argument, ctx).await;
                 match next {
                     commands::Next::Prompt => continue,
                     commands::Next::Exit => break Exit::Success,
@@ -118,7 +120,10 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
             }
         };
         run_args.message = Some(message);
-        let (exit, used) = turn(&run_args, &prepared, &output, &mut interrupts).await;
+        let options = thinking.map_or_else(MessageOptions::default, |level| {
+            MessageOptions::default().with_thinking(level)
+        });
+        let (exit, used) = turn(&run_args, options, &prepared, &output, &mut interrupts).await;
         usage += used;
         if let Some(exit) = exit {
             break exit;
@@ -180,17 +185,18 @@ fn typing() -> Typing {
     }
 }
 
-/// One message and its reply; `Some(exit)` when the chat should end (SIGTERM), and the
-/// usage of its model turns.
+/// One message (run with `options`) and its reply; `Some(exit)` when the chat should end
+/// (SIGTERM), and the usage of its model turns.
 async fn turn(
     run_args: &RunArgs,
+    options: MessageOptions,
     prepared: &Prepared,
     output: &Output,
     interrupts: &mut Interrupts,
 ) -> (Option<Exit>, Usage) {
     let started_at = flue_core::util::now_ms();
     let (_, finished, interrupt, streamed) =
-        match submit(run_args, prepared, output, interrupts, typing()).await {
+        match submit_with(run_args, options, prepared, output, interrupts, typing()).await {
             Ok(done) => done,
             Err(err) => {
                 eprintln!("error: {}", output.stderr_text(&err.to_string()));

@@ -2,10 +2,10 @@
 //! running. A fork copies the turns before a point into a new conversation; a rewind puts the
 //! workspace's files back as they were before a turn (or undoes a rewind).
 
-use flue_core::{
-    check_instance_id, fork::fork_conversation, rewind::RewindAction, rewind::RewindPlan,
-    rewind::RewindTarget,
-};
+use flue_core::fork::{ForkReport, fork_conversation, turn_starts};
+use flue_core::rewind::{RewindAction, RewindPlan, RewindTarget};
+use flue_core::store::{DynConversationStore, SessionKey};
+use flue_core::{DEFAULT_SESSION, check_instance_id};
 use serde_json::json;
 
 use crate::Exit;
@@ -27,29 +27,7 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
     let root = resolve_store_root(args.root.as_deref())?;
     let store = open_existing_store(&root, args.store.as_deref()).await?;
     let from = instance_id(&*store, &args.id).await?;
-    // A conversation's sessions live under `<agent>:<id>`; the fork's under `<agent>:<new>`.
-    let (agent, to) = match flue_core::ConversationKey::from_instance_id(&from) {
-        Some(key) => {
-            let target = flue_core::ConversationKey::new(key.agent.clone(), new_id.clone());
-            // Sessions without a conversation record count too (an earlier fork to that id).
-            if store.conversation(&target).await?.is_some()
-                || !store.list(&target.instance_id()).await?.is_empty()
-            {
-                anyhow::bail!(
-                    "conversation {new_id:?} of agent {} already exists; pass another --new-id",
-                    key.agent
-                );
-            }
-            (Some(key.agent), target.instance_id())
-        }
-        None => {
-            if !store.list(&new_id).await?.is_empty() {
-                anyhow::bail!("conversation {new_id:?} already exists; pass another --new-id");
-            }
-            (None, new_id.clone())
-        }
-    };
-    let report = fork_conversation(&*store, &from, args.at, &to).await?;
+    let (agent, report) = fork_into(&*store, &from, Some(args.at), &new_id).await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({
@@ -75,6 +53,60 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
         println!("{}", output.stdout_text(&new_id));
     }
     Ok(Exit::Success)
+}
+
+/// Forks conversation `from` (an instance id) into a new conversation `new_id` of the same
+/// agent, before turn `at` (`None`: with every turn); fails when `new_id` exists. Returns the
+/// agent (`None` for sessions written without the runtime) and what was copied.
+pub(crate) async fn fork_into(
+    store: &dyn DynConversationStore,
+    from: &str,
+    at: Option<u64>,
+    new_id: &str,
+) -> anyhow::Result<(Option<String>, ForkReport)> {
+    // A conversation's sessions live under `<agent>:<id>`; the fork's under `<agent>:<new>`.
+    let (agent, to) = match flue_core::ConversationKey::from_instance_id(from) {
+        Some(key) => {
+            let target = flue_core::ConversationKey::new(key.agent.clone(), new_id);
+            // Sessions without a conversation record count too (an earlier fork to that id).
+            if store.conversation(&target).await?.is_some()
+                || !store.list(&target.instance_id()).await?.is_empty()
+            {
+                anyhow::bail!(
+                    "conversation {new_id:?} of agent {} already exists; pass another --new-id",
+                    key.agent
+                );
+            }
+            (Some(key.agent), target.instance_id())
+        }
+        None => {
+            if !store.list(new_id).await?.is_empty() {
+                anyhow::bail!("conversation {new_id:?} already exists; pass another --new-id");
+            }
+            (None, new_id.to_owned())
+        }
+    };
+    let at = match at {
+        Some(at) => at,
+        None => n_turns(store, from).await? + 1,
+    };
+    let report = fork_conversation(store, from, at, &to).await?;
+    Ok((agent, report))
+}
+
+/// How many turns conversation `instance` (an instance id) has: the `user (turn N):` lines of
+/// `flue session show`.
+pub(crate) async fn n_turns(
+    store: &dyn DynConversationStore,
+    instance: &str,
+) -> anyhow::Result<u64> {
+    let key = SessionKey::new(instance, DEFAULT_SESSION);
+    let records = store
+        .load(&key, 0)
+        .await?
+        .map(|log| log.records)
+        .unwrap_or_default();
+    Ok(turn_starts(&records).len() as u64)
 }
 
 /// Runs `flue rewind`: prints the plan, one line per file; fails (changing nothing) when a
@@ -126,7 +158,7 @@ pub(crate) async fn rewind(args: RewindArgs) -> anyhow::Result<Exit> {
 }
 
 /// The line that says what a rewind without conflicts did, or would do.
-fn rewind_note(plan: &RewindPlan, id: &str) -> String {
+pub(crate) fn rewind_note(plan: &RewindPlan, id: &str) -> String {
     if plan.files.is_empty() && plan.skipped.is_empty() {
         return match &plan.target {
             RewindTarget::Turn { turn } => format!(

@@ -29,6 +29,9 @@ use crate::terminal::Output;
 
 mod summary;
 
+/// How many lines of a tool's result `-v` shows before folding the rest.
+const VERBOSE_LINES: usize = 12;
+
 /// Where a piece of rendered output goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -92,6 +95,9 @@ pub(crate) struct Renderer {
     action_tools: HashMap<String, String>,
     /// The reply's current line as shown raw (redrawn styled once complete).
     text_line: String,
+    /// The rows of the table being streamed, as written, and the screen rows they take.
+    table: Vec<String>,
+    table_rows: usize,
     /// The status line, on a terminal.
     status: Option<Status>,
 }
@@ -115,6 +121,8 @@ impl Renderer {
             colors: (term_style::stdout_colored(), term_style::stderr_colored()),
             styler: LineStyler::default(),
             text_line: String::new(),
+            table: Vec::new(),
+            table_rows: 0,
             edit_diff: None,
             action_tools: HashMap::new(),
             status: None,
@@ -278,34 +286,86 @@ impl Renderer {
     }
 
     /// What replaces the completed raw line on the screen by its styled form (nothing when
-    /// styling changes nothing); the line is done with.
+    /// styling changes nothing); the line is done with. A line that ends a table first
+    /// redraws the table above it with its columns aligned.
     fn redraw_line(&mut self) -> String {
         let line = std::mem::take(&mut self.text_line);
         let line = line.strip_suffix('\r').unwrap_or(&line);
+        let is_row = self.styler.is_table_row(line);
         let styled = self.styler.render(line);
+        let width = term_style::width();
+        // The rows the raw line took.
+        let raw_rows = unicode_width::UnicodeWidthStr::width(line).saturating_sub(1) / width + 1;
+        if is_row {
+            let shown = crate::term::markdown::visible(&styled);
+            self.table.push(line.to_owned());
+            self.table_rows +=
+                unicode_width::UnicodeWidthStr::width(shown.as_str()).saturating_sub(1) / width + 1;
+        } else if let Some(table) = self.aligned_table(width) {
+            let up = raw_rows - 1 + self.table_rows;
+            self.table_rows = 0;
+            return format!("\x1b[{up}A\r\x1b[J{table}{styled}");
+        }
         if styled == line {
             return String::new();
         }
-        // The rows the raw line took: back to its first one, erased, drawn again.
-        let columns = unicode_width::UnicodeWidthStr::width(line);
-        let rows_up = columns.saturating_sub(1) / term_style::width();
-        let up = if rows_up > 0 {
-            format!("\x1b[{rows_up}A")
+        // Back to the raw line's first row, erased, drawn again.
+        let up = if raw_rows > 1 {
+            format!("\x1b[{}A", raw_rows - 1)
         } else {
             String::new()
         };
         format!("{up}\r\x1b[J{styled}")
     }
 
-    /// A tool call's result as shown: its one-line summary, or with `-v` the whole result (on
-    /// one line); redacted and escaped either way.
-    fn tool_result(&self, name: &str, path: Option<&str>, is_error: bool, output: &str) -> String {
-        let shown = if self.verbose {
-            output.trim().replace('\n', " | ")
-        } else {
-            summary::summary(name, path, is_error, output)
+    /// The streamed table's rows aligned, each with its line end, when they fit the screen;
+    /// the table is done with either way.
+    fn aligned_table(&mut self, width: usize) -> Option<String> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let lines = std::mem::take(&mut self.table);
+        // Rows scrolled off the top cannot be redrawn.
+        if self.table_rows + 2 > term_style::height() {
+            self.table_rows = 0;
+            return None;
+        }
+        let Some(aligned) = crate::term::markdown::aligned_table(&lines, width) else {
+            self.table_rows = 0;
+            return None;
         };
-        self.output.stderr_text(&shown)
+        Some(aligned.iter().map(|row| format!("{row}\n")).collect())
+    }
+
+    /// Redraws a table the reply ended with, aligned (the cursor is at the start of the line
+    /// below it).
+    fn end_table(&mut self) {
+        let rows = self.table_rows;
+        if let Some(table) = self.aligned_table(term_style::width()) {
+            self.table_rows = 0;
+            self.push(self.text_target, format!("\x1b[{rows}A\r\x1b[J{table}"));
+        }
+    }
+
+    /// A tool call's result as shown: its one-line summary, or with `-v` the result itself,
+    /// its first line on the call's line and the next ones below it, folded after
+    /// [`VERBOSE_LINES`] lines (`... N more lines`); redacted and escaped either way.
+    fn tool_result(&self, name: &str, path: Option<&str>, is_error: bool, output: &str) -> String {
+        if !self.verbose {
+            return self
+                .output
+                .stderr_text(&summary::summary(name, path, is_error, output));
+        }
+        let lines: Vec<&str> = output.trim().lines().collect();
+        let mut shown: Vec<String> = lines
+            .iter()
+            .take(VERBOSE_LINES)
+            .map(|line| self.output.stderr_text(line))
+            .collect();
+        if lines.len() > VERBOSE_LINES {
+            shown.push(format!("... {} more lines", lines.len() - VERBOSE_LINES));
+        }
+        shown.join("\n   ")
     }
 
     fn push(&mut self, target: Target, text: String) {
@@ -616,7 +676,8 @@ impl Renderer {
             let text = std::mem::take(&mut self.pending);
             self.write_streamed(&text);
         }
-        if self.streaming == Streaming::Text && !self.text_line.is_empty() {
+        let was_text = self.streaming == Streaming::Text;
+        if was_text && !self.text_line.is_empty() {
             let redraw = self.redraw_line();
             self.push(self.text_target, redraw);
         }
@@ -624,6 +685,9 @@ impl Renderer {
         if !self.at_line_start {
             self.push(self.last_target, "\n".to_owned());
             self.at_line_start = true;
+        }
+        if was_text {
+            self.end_table();
         }
     }
 }

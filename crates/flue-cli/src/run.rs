@@ -452,25 +452,6 @@ fn message_options(args: &RunArgs) -> anyhow::Result<MessageOptions> {
     ))
 }
 
-/// [`submit_with`] a message that chooses nothing beyond the agent's configuration.
-pub(crate) async fn submit(
-    args: &RunArgs,
-    prepared: &Prepared,
-    output: &Output,
-    interrupts: &mut Interrupts,
-    typing: Typing,
-) -> Result<(Started, Finished, Option<Interrupt>, String), FlueError> {
-    submit_with(
-        args,
-        MessageOptions::default(),
-        prepared,
-        output,
-        interrupts,
-        typing,
-    )
-    .await
-}
-
 /// What a line typed while the work runs does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Typing {
@@ -486,7 +467,7 @@ pub(crate) enum Typing {
 /// terminal), turns Ctrl-C or SIGTERM into an abort of the conversation, and waits until the
 /// submission settles or waits on actions nobody here answers; also says which signal, if
 /// any, aborted it, and what the last model turn streamed.
-async fn submit_with(
+pub(crate) async fn submit_with(
     args: &RunArgs,
     chosen: MessageOptions,
     prepared: &Prepared,

@@ -6,6 +6,7 @@
 //! what goes to a pipe or a file is plain text, as before.
 
 pub(crate) mod editor;
+pub(crate) mod highlight;
 pub(crate) mod markdown;
 pub(crate) mod status;
 
@@ -97,6 +98,15 @@ pub(crate) fn width() -> usize {
         .map(|size| usize::from(size.ws_col))
         .filter(|cols| *cols > 0)
         .unwrap_or(80)
+}
+
+/// The terminal's height in rows (24 when it cannot be read).
+pub(crate) fn height() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|size| usize::from(size.ws_row))
+        .filter(|rows| *rows > 0)
+        .unwrap_or(24)
 }
 
 /// A cost in US dollars with four decimals (`$0.0042`).

@@ -15,6 +15,7 @@
 //! [`ConversationStore`]: crate::store::ConversationStore
 
 mod actions;
+mod compact;
 mod driver;
 mod fenced;
 mod registry;

@@ -2,15 +2,31 @@
 //!
 //! A line starting with `/` is a command; an unknown one is an error (a message that starts
 //! with a slash is sent by doubling it: `//etc` sends `/etc`). Commands that change what the
-//! conversation runs with (`/new`, `/model`, `/role`) restart the chat's runtime on the same
-//! workspace; the others show what the chat knows or how to do it from the command line.
+//! conversation runs with (`/new`, `/model`, `/role`, `/fork`) restart the chat's runtime on
+//! the same workspace; `/thinking` sets the level of the next messages; `/rewind` and
+//! `/compact` act on the conversation ([`super::acts`]); the others show what the chat knows.
 
-use flue_core::Usage;
+use flue_core::{ThinkingLevel, Usage};
 
 use crate::approvals::AlwaysRules;
 use crate::args::{RunArgs, ToolsArgs};
 use crate::render::usage_text;
+use crate::run::Prepared;
 use crate::term::editor::COMMANDS;
+use crate::terminal::Output;
+
+/// What a command works on: the chat's arguments and state, and its running conversation.
+pub(crate) struct Context<'a> {
+    /// What the next restart uses.
+    pub(crate) run_args: &'a mut RunArgs,
+    /// The thinking level of the next messages (`None`: the agent's).
+    pub(crate) thinking: &'a mut Option<ThinkingLevel>,
+    pub(crate) prepared: &'a Prepared,
+    pub(crate) output: &'a Output,
+    /// This chat's usage so far.
+    pub(crate) usage: &'a Usage,
+    pub(crate) rules: &'a AlwaysRules,
+}
 
 /// What a typed line is.
 #[derive(Debug, PartialEq, Eq)]
@@ -49,15 +65,17 @@ pub(crate) fn parse(line: &str) -> Input {
     }
 }
 
-/// Runs one command; `run_args` is what the next restart uses, `usage` this chat's so far.
-pub(crate) async fn run(
-    name: &str,
-    argument: &str,
-    run_args: &mut RunArgs,
-    conversation: &str,
-    usage: &Usage,
-    rules: &AlwaysRules,
-) -> Next {
+/// Runs one command.
+pub(crate) async fn run(name: &str, argument: &str, ctx: Context<'_>) -> Next {
+    let Context {
+        run_args,
+        thinking,
+        prepared,
+        output,
+        usage,
+        rules,
+    } = ctx;
+    let conversation = prepared.key.id.as_str();
     match name {
         "/help" => {
             for (command, what) in COMMANDS {
@@ -125,26 +143,19 @@ pub(crate) async fn run(
             );
             Next::Prompt
         }
-        "/fork" => {
-            eprintln!(
-                "not inside the chat yet: `flue session fork --id {conversation}` copies this \
-                 conversation, then `flue chat {} --id NEW_ID` continues the copy",
-                run_args.agent
-            );
-            Next::Prompt
-        }
+        "/fork" => match super::acts::fork(prepared, output).await {
+            Some(new_id) => {
+                run_args.id = Some(new_id);
+                Next::Restart
+            }
+            None => Next::Prompt,
+        },
         "/rewind" => {
-            eprintln!(
-                "not inside the chat yet: `flue rewind --id {conversation}` puts the \
-                 workspace's files back as they were before a turn"
-            );
+            super::acts::rewind(prepared, output).await;
             Next::Prompt
         }
         "/compact" => {
-            eprintln!(
-                "not inside the chat yet: the conversation is compacted by itself near the \
-                 model's context window"
-            );
+            super::acts::compact(prepared, output).await;
             Next::Prompt
         }
         "/tasks" | "/abort" => {
@@ -155,10 +166,7 @@ pub(crate) async fn run(
             Next::Prompt
         }
         "/thinking" => {
-            eprintln!(
-                "not inside the chat yet: the thinking level is the agent's `thinking:` (or a \
-                 role's: `/role ROLE` switches to one)"
-            );
+            set_thinking(argument, thinking);
             Next::Prompt
         }
         _ => {
@@ -168,6 +176,31 @@ pub(crate) async fn run(
             );
             Next::Prompt
         }
+    }
+}
+
+/// Shows the thinking level of the next messages, or sets it (`-`: the agent's own again).
+fn set_thinking(argument: &str, thinking: &mut Option<ThinkingLevel>) {
+    let levels = ThinkingLevel::ALL.map(ThinkingLevel::as_str).join("|");
+    if argument.is_empty() {
+        let level = thinking.map_or("the agent's own", ThinkingLevel::as_str);
+        eprintln!("thinking: {level} (`/thinking {levels}` sets it, `/thinking -` resets it)");
+        return;
+    }
+    if argument == "-" {
+        *thinking = None;
+        eprintln!("thinking: the agent's own from the next message");
+        return;
+    }
+    match argument.parse::<ThinkingLevel>() {
+        Ok(level) => {
+            *thinking = Some(level);
+            eprintln!("thinking: {level} from the next message");
+        }
+        Err(_) => eprintln!(
+            "error: unknown thinking level {}; one of {levels}, or - for the agent's own",
+            crate::terminal::escape_controls(argument)
+        ),
     }
 }
 

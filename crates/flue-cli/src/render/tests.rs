@@ -278,3 +278,32 @@ fn an_edit_shows_as_removed_and_added_lines_folded_after_eight() {
     assert_eq!(lines[8], (' ', "... 2 more line(s)".to_owned()));
     assert_eq!(lines[9], ('+', "new 1".to_owned()));
 }
+
+#[test]
+fn verbose_tool_output_shows_its_lines_and_folds_a_long_one() {
+    let result = |output: String| {
+        let mut renderer = Renderer::new(Output::default(), true, Target::Stderr);
+        renderer.render(&Event::ToolEnd {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            is_error: false,
+            output,
+        });
+        renderer.finish();
+        shown(&mut renderer)
+    };
+    let numbers = |n: usize| (1..=n).map(|i| format!("line {i}\n")).collect::<String>();
+    assert_eq!(result("one line\n".into()), "<- bash done: one line\n");
+    assert_eq!(
+        result(numbers(3)),
+        "<- bash done: line 1\n   line 2\n   line 3\n"
+    );
+    let long = result(numbers(40));
+    let expected: String = format!(
+        "<- bash done: line 1\n{}   ... 28 more lines\n",
+        (2..=12)
+            .map(|i| format!("   line {i}\n"))
+            .collect::<String>()
+    );
+    assert_eq!(long, expected);
+}

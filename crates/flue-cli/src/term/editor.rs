@@ -15,7 +15,10 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ("/help", "list these commands"),
     ("/new", "start a new conversation with the same agent"),
     ("/model", "show the model, or switch to PROVIDER/MODEL"),
-    ("/thinking", "show how to set the model's thinking"),
+    (
+        "/thinking",
+        "show or set the thinking level of the next messages",
+    ),
     (
         "/role",
         "show the role, or switch to ROLE (`/role -` for none)",
@@ -26,9 +29,12 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
         "/session",
         "the conversation's id and how to show or continue it",
     ),
-    ("/fork", "how to fork this conversation"),
-    ("/rewind", "how to put the workspace's files back"),
-    ("/compact", "how context compaction works here"),
+    ("/fork", "copy this conversation and go on in the copy"),
+    (
+        "/rewind",
+        "put back the files the last turn changed (asks first)",
+    ),
+    ("/compact", "compact the conversation now"),
     ("/tasks", "while a reply runs: list its running tasks"),
     (
         "/abort",

@@ -21,6 +21,14 @@ fn echoing() -> Workspace {
          "reply": {"tool_calls": [{"name": "bash", "input": {"command": "touch made-$RANDOM"}}]}},
         {"when": {"user_contains": "md"},
          "reply": {"text": "# Title\n\nSome **bold** and `code`.\n\n- one\n- two\n"}},
+        {"when": {"user_contains": "code"},
+         "reply": {"text": "Rust:\n\n```rust\nfn main() { let s = \"hi\"; }\n```\n\nPython:\n\n\
+                            ```python\ndef f(x): return 'a'  # note\n```\n"}},
+        {"when": {"user_contains": "long table"},
+         "reply": {"text": format!("| a | b |\n|---|---|\n| {} | {} |\n", "x".repeat(50), "y".repeat(40))}},
+        {"when": {"user_contains": "table"},
+         "reply": {"text": "| name | n |\n|---|--:|\n| alpha | 1 |\n| b | 100 |\n\nThe end:\n\n\
+                            | k | v |\n|---|---|\n| long key | x |\n"}},
         {"when": {"user_contains": "wide"},
          "reply": {"text": "**Bold** words that run well past the forty columns of this terminal.\n"}},
         {"when": {"user_contains": "slow"},
@@ -243,6 +251,104 @@ fn markdown_is_styled_on_a_terminal_and_plain_without_colour() {
     );
 }
 
+/// The distinct foreground colours of the non-blank cells of the row showing `text`.
+fn row_colours(parser: &vt100::Parser, text: &str) -> Vec<vt100::Color> {
+    let (row, _) = find(parser, text);
+    let mut colours = Vec::new();
+    for col in 0..crate::pty::COLS {
+        let cell = parser.screen().cell(row, col).unwrap();
+        if !cell.contents().trim().is_empty() && !colours.contains(&cell.fgcolor()) {
+            colours.push(cell.fgcolor());
+        }
+    }
+    colours
+}
+
+#[test]
+fn code_blocks_are_highlighted_on_a_terminal_and_piped_unchanged() {
+    let ws = echoing();
+    let root = ws.root().to_str().unwrap();
+    // Read once the run is over: a line shows raw until its end arrives, then is redrawn.
+    let terminal = Terminal::start(&["run", "echo", "-m", "code", "--root", root]);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    for line in ["fn main()", "def f(x)"] {
+        let colours = row_colours(&screen, line);
+        assert!(colours.len() > 2, "{line}: {colours:?}");
+    }
+
+    let terminal = Terminal::start_with(
+        &["run", "echo", "-m", "code", "--root", root],
+        &[("NO_COLOR", "1")],
+    );
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    assert_eq!(row_colours(&screen, "fn main()"), [vt100::Color::Default]);
+
+    let piped = ws.flue(&["run", "echo", "-m", "code"]);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert_eq!(
+        stdout(&piped),
+        "Rust:\n\n```rust\nfn main() { let s = \"hi\"; }\n```\n\nPython:\n\n\
+         ```python\ndef f(x): return 'a'  # note\n```\n"
+    );
+}
+
+/// The columns at which `│` shows on the row holding `text`.
+fn bars(parser: &vt100::Parser, text: &str) -> Vec<usize> {
+    let (row, _) = find(parser, text);
+    let line = parser
+        .screen()
+        .rows(0, crate::pty::COLS)
+        .nth(usize::from(row))
+        .unwrap();
+    line.chars()
+        .enumerate()
+        .filter(|(_, c)| *c == '│')
+        .map(|(col, _)| col)
+        .collect()
+}
+
+#[test]
+fn tables_are_aligned_on_a_terminal_and_wide_ones_stay_as_written() {
+    let ws = echoing();
+    let root = ws.root().to_str().unwrap();
+    let terminal = Terminal::start(&["run", "echo", "-m", "table", "--root", root]);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    let contents = screen.screen().contents();
+    // One table followed by text, one ending the reply: both aligned, numbers to the right.
+    assert_eq!(bars(&screen, "name"), [0, 8, 14], "{contents}");
+    assert_eq!(bars(&screen, "alpha"), [0, 8, 14], "{contents}");
+    assert_eq!(bars(&screen, "100"), [0, 8, 14], "{contents}");
+    assert!(contents.contains("│ alpha │   1 │"), "{contents}");
+    assert!(contents.contains("├───────┼─────┤"), "{contents}");
+    assert_eq!(bars(&screen, "long key"), [0, 11, 15], "{contents}");
+    assert!(contents.contains("│ k        │ v │"), "{contents}");
+    assert_eq!(contents.matches("alpha").count(), 1, "{contents}");
+    assert!(contents.contains("The end:"), "{contents}");
+
+    // Wider than the terminal: the rows stay one per line as they came.
+    let terminal = Terminal::start(&["run", "echo", "-m", "long table", "--root", root]);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let screen = terminal_screen(&shown, crate::pty::COLS);
+    let contents = screen.screen().contents();
+    assert!(!contents.contains('├'), "{contents}");
+    assert!(contents.contains("│ a │ b │"), "{contents}");
+
+    // Piped: the table as the model wrote it.
+    let piped = ws.flue(&["--color", "always", "run", "echo", "-m", "table"]);
+    assert!(
+        stdout(&piped).starts_with("| name | n |\n|---|--:|\n"),
+        "{}",
+        stdout(&piped)
+    );
+}
+
 #[test]
 fn ctrl_c_clears_the_prompt_and_keeps_a_streaming_reply_as_interrupted() {
     let ws = echoing();
@@ -455,4 +561,159 @@ fn terminal_screen(bytes: &str, cols: u16) -> vt100::Parser {
     let mut parser = vt100::Parser::new(size(crate::pty::ROWS), size(cols), 0);
     parser.process(bytes.as_bytes());
     parser
+}
+
+/// An agent that creates `notes/a.txt` on `create a`, says the thinking level it was asked
+/// with, and summarises a conversation when asked to compact it.
+fn note_keeper() -> Workspace {
+    let script = json!({"rules": [
+        {"when": {"tool_result": "create_file"}, "reply": {"text": "created"}},
+        {"when": {"user_matches": "^create a$"}, "reply": {"tool_calls": [
+            {"name": "create_file", "input": {"path": "notes/a.txt", "content": "alpha\n"}}
+        ]}},
+        {"when": {"user_contains": "<conversation>"}, "reply": {"text": "## Goal\nKeep notes."}},
+        {"reply": {"text": "heard {{user}} at {{thinking}}"}}
+    ]});
+    Workspace::new(&[
+        (
+            "agents/keeper.md",
+            "---\nmodel: scripted/s.json\ntools: [create_file]\nsandbox: local\ntask: false\n\
+             compaction: { keep_recent_tokens: 10 }\n---\nYou keep notes.\n",
+        ),
+        ("s.json", &script.to_string()),
+    ])
+}
+
+/// The `type` of each message `session show --json` lists for conversation `id`.
+fn message_types(ws: &Workspace, id: &str) -> Vec<String> {
+    let shown = ws.flue(&["session", "show", "--id", id, "--json"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let transcript: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn thinking_sets_the_next_messages_level_and_compact_compacts_now() {
+    let ws = note_keeper();
+    let root = ws.root().to_str().unwrap();
+    let mut terminal = Terminal::start(&["chat", "keeper", "--id", "t1", "--root", root]);
+    terminal.expect("> ");
+    terminal.send("/compact\r");
+    terminal.expect("nothing to compact: the conversation has no message yet");
+    terminal.expect("> ");
+    terminal.send("first message of a few words\r");
+    terminal.expect("heard first message of a few words at ");
+    terminal.expect("> ");
+    terminal.send("/thinking high\r");
+    terminal.expect("thinking: high from the next message");
+    terminal.expect("> ");
+    terminal.send("second\r");
+    terminal.expect("heard second at high");
+    terminal.expect("> ");
+    terminal.send("/thinking lots\r");
+    terminal.expect("error: unknown thinking level lots");
+    terminal.expect("> ");
+    terminal.send("/thinking -\r");
+    terminal.expect("thinking: the agent's own from the next message");
+    terminal.expect("> ");
+    terminal.send("/compact\r");
+    terminal.expect("compacting context (requested, ~");
+    terminal.expect("compacted ");
+    terminal.expect("> ");
+    terminal.send("third\r");
+    terminal.expect("heard third at ");
+    terminal.expect("> ");
+    terminal.send("/exit\r");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    assert!(!shown.contains("heard third at high"), "{shown}");
+    // The summary is stored in place, and nothing of the commands reached the model.
+    assert!(
+        message_types(&ws, "t1").contains(&"compaction".to_owned()),
+        "{:?}",
+        message_types(&ws, "t1")
+    );
+    assert_eq!(
+        user_messages(&ws, "t1"),
+        ["first message of a few words", "second", "third"]
+    );
+}
+
+#[test]
+fn rewind_asks_then_puts_the_files_back_and_fork_goes_on_in_a_copy() {
+    let ws = note_keeper();
+    let root = ws.root().to_str().unwrap();
+    let note = ws.root().join("notes/a.txt");
+    let mut terminal = Terminal::start(&["chat", "keeper", "--id", "f1", "--root", root]);
+    terminal.expect("> ");
+    terminal.send("create a\r");
+    terminal.expect("created");
+    terminal.expect("> ");
+    assert!(note.exists());
+    // Declined: the plan is shown and nothing changes.
+    terminal.send("/rewind\r");
+    terminal.expect("notes/a.txt");
+    terminal.expect("rewind the files of turn 1? [y/N]");
+    terminal.send("n\r");
+    terminal.expect("nothing was rewound");
+    terminal.expect("> ");
+    assert!(note.exists());
+    terminal.send("/rewind\r");
+    terminal.expect("rewind the files of turn 1? [y/N]");
+    terminal.send("y\r");
+    terminal.expect("file(s); undo it with `flue rewind --id f1 --undo ");
+    terminal.expect("> ");
+    assert!(!note.exists());
+    // The fork holds the turns so far; the chat's next message goes to the fork only.
+    terminal.send("/fork\r");
+    terminal.expect("forked conversation f1 (1 turn(s)");
+    terminal.expect("now: conversation ");
+    terminal.expect("> ");
+    terminal.send("in the fork\r");
+    terminal.expect("heard in the fork at ");
+    terminal.expect("> ");
+    terminal.send("/exit\r");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, 0, "{shown}");
+    let fork_id = shown
+        .split("now: conversation ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap()
+        .to_owned();
+    assert_ne!(fork_id, "f1");
+    assert_eq!(user_messages(&ws, "f1"), ["create a"]);
+    assert_eq!(user_messages(&ws, &fork_id), ["create a", "in the fork"]);
+}
+
+#[test]
+fn verbose_runs_fold_a_long_tool_output() {
+    let script = json!({"rules": [
+        {"when": {"tool_result": "bash"}, "reply": {"text": "counted"}},
+        {"reply": {"tool_calls": [{"name": "bash", "input": {"command": "seq 1 40"}}]}}
+    ]});
+    let ws = Workspace::new(&[
+        (
+            "agents/counter.md",
+            "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: local\n---\nCount.\n",
+        ),
+        ("s.json", &script.to_string()),
+    ]);
+    let output = ws.flue(&["run", "counter", "-m", "count", "-v"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    let shown: Vec<&str> = err
+        .lines()
+        .skip_while(|line| !line.starts_with("<- bash done in "))
+        .take(13)
+        .collect();
+    assert!(shown[0].ends_with(" ms: 1"), "{err}");
+    assert_eq!(shown[1..3], ["   2", "   3"], "{err}");
+    assert_eq!(shown[11..], ["   12", "   ... 28 more lines"], "{err}");
+    assert!(!err.contains("   13\n"), "{err}");
 }

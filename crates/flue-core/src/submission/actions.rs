@@ -491,7 +491,7 @@ impl AgentRuntime {
     /// Takes ownership of the conversation once `check` passes on its stored log, checking
     /// again under ownership. While a live owner holds it, re-reads the log (a decision it
     /// stores meanwhile fails `check` at once) and retries until [`OWNER_WAIT`] passes.
-    async fn own_checked(
+    pub(super) async fn own_checked(
         &self,
         key: &ConversationKey,
         check: impl Fn(&SessionLog) -> Result<()>,
@@ -550,7 +550,7 @@ impl AgentRuntime {
     }
 
     /// Releases ownership taken for a decision that failed, and returns the failure.
-    async fn give_back(&self, fence: &Fence, err: FlueError) -> FlueError {
+    pub(super) async fn give_back(&self, fence: &Fence, err: FlueError) -> FlueError {
         if let Ok(false) = self.inner.store.release(fence).await {
             // Work remains (queued behind): run it rather than sit on the conversation.
             self.inner.kick(&fence.key);

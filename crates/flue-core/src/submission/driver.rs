@@ -153,7 +153,7 @@ async fn hand_over(inner: &RuntimeInner, fence: &Fence, seen: u64) -> Option<u64
     }
 }
 
-async fn build_harness(
+pub(super) async fn build_harness(
     inner: &RuntimeInner,
     key: &ConversationKey,
     fenced: &Arc<FencedSessions>,

@@ -872,3 +872,40 @@ async fn a_message_chooses_its_model_thinking_role_and_skill() {
     );
     runtime.shutdown().await.unwrap();
 }
+
+/// Compaction on request takes the conversation between submissions and gives it back: with
+/// nothing old enough to fold it changes nothing, and the next message runs as usual, in this
+/// runtime or another one.
+#[tokio::test]
+async fn compact_on_request_gives_the_conversation_back() {
+    let setup = Setup::new();
+    let runtime = setup.runtime().await;
+    let key = key("compact-1");
+    let missing = runtime.compact(&key).await.unwrap_err();
+    assert_eq!(missing.kind(), "agent_instance_not_found", "{missing}");
+    let first = runtime
+        .dispatch(&key, user("hi"), DispatchOptions::default())
+        .await
+        .unwrap();
+    runtime.wait(&first.submission_id).await.unwrap();
+    let before = stream_shape(runtime.store().as_ref(), &key).await;
+    let events = runtime.compact(&key).await.unwrap();
+    // Two short messages are kept verbatim.
+    assert!(
+        !events.iter().any(|event| matches!(
+            event,
+            flue_core::Event::CompactionStart { .. } | flue_core::Event::CompactionEnd { .. }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(stream_shape(runtime.store().as_ref(), &key).await, before);
+    let other = setup.runtime().await;
+    let second = other
+        .dispatch(&key, user("again"), DispatchOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        other.read(&second.submission_id).await.unwrap(),
+        "echo: again"
+    );
+}
