@@ -67,6 +67,7 @@ pub struct HarnessBuilder {
     env: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The runtime's session logs kept between its harnesses of one conversation.
     log_cache: Option<Arc<LogCache>>,
+    approval_key: Option<crate::ApprovalKey>,
 }
 
 impl HarnessBuilder {
@@ -75,6 +76,14 @@ impl HarnessBuilder {
     #[must_use]
     pub(crate) fn with_log_cache(mut self, cache: Arc<LogCache>) -> Self {
         self.log_cache = Some(cache);
+        self
+    }
+
+    /// Sets the key that verifies the conversation's standing approvals ("always" answers,
+    /// see [`crate::ApprovalKey`]); without one, confirmations are asked every time.
+    #[must_use]
+    pub fn with_approval_key(mut self, key: crate::ApprovalKey) -> Self {
+        self.approval_key = Some(key);
         self
     }
 
@@ -328,6 +337,7 @@ impl HarnessBuilder {
                 scope_cancel: None,
                 action_depth: 0,
                 log_cache: self.log_cache,
+                approval_key: self.approval_key,
             }),
         })
     }
@@ -366,6 +376,7 @@ impl Harness {
             initializer: None,
             env: None,
             log_cache: None,
+            approval_key: None,
         }
     }
 

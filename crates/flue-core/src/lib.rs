@@ -85,6 +85,7 @@ mod shared;
 mod skill;
 mod skill_ref;
 pub mod spans;
+mod standing;
 mod steps;
 pub mod store;
 mod submission;
@@ -136,6 +137,8 @@ pub use permission::{PermissionRule, PermissionSource};
 pub use redact::Redactor;
 pub use role::Role;
 pub use skill_ref::SkillRef;
+// Standing approvals ("always" for a conversation) and the key that signs them.
+pub use standing::{ApprovalKey, RuleInfo};
 // What a model call is given of a session's records (the dev console's prompt view).
 pub use steps::model_view;
 
@@ -156,9 +159,9 @@ pub use event::{CompactionReason, ErrorInfo, Event, OperationKind, Outcome};
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
     AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image,
-    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage,
-    SamplingExchange, ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall,
-    ToolResult, Usage, UserContent, UserMessage,
+    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, RuleChange,
+    SampledMessage, SamplingExchange, ShellExchange, StandingRule, StateChange, StopReason,
+    StoredRecord, ToolAttempt, ToolCall, ToolResult, Usage, UserContent, UserMessage,
 };
 
 // Errors.

@@ -391,6 +391,7 @@ fn seen_by_model(record: &Record) -> bool {
             | Record::Hook(_)
             | Record::State(_)
             | Record::ToolAttempt(_)
+            | Record::Rule(_)
     )
 }
 

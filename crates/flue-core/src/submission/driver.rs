@@ -158,15 +158,17 @@ async fn build_harness(
     key: &ConversationKey,
     fenced: &Arc<FencedSessions>,
 ) -> Result<Harness> {
-    inner
+    let mut builder = inner
         .agents
         .harness_builder(&key.agent)
         .await?
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
-        .with_log_cache(Arc::clone(&inner.logs))
-        .build()
-        .await
+        .with_log_cache(Arc::clone(&inner.logs));
+    if let Some(approval_key) = &inner.approval_key {
+        builder = builder.with_approval_key(approval_key.clone());
+    }
+    builder.build().await
 }
 
 /// What a driver runs an attempt with.

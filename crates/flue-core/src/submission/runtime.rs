@@ -43,9 +43,20 @@ pub struct AgentRuntimeBuilder {
     poll_interval: Duration,
     reconcile_interval: Option<Duration>,
     own_work_only: bool,
+    approval_key: Option<crate::ApprovalKey>,
 }
 
 impl AgentRuntimeBuilder {
+    /// Sets the key that signs and verifies standing approvals: with it, an
+    /// [`ActionDecision::AllowAlways`](crate::ActionDecision::AllowAlways) also approves the
+    /// tool's later calls in the conversation; without it, that decision is refused. Every
+    /// process serving the same store needs the same key.
+    #[must_use]
+    pub fn with_approval_key(mut self, key: crate::ApprovalKey) -> Self {
+        self.approval_key = Some(key);
+        self
+    }
+
     /// Makes this a runtime for one-shot processes such as `flue run`: it works only on
     /// conversations it dispatched to, and only until the submissions it dispatched there
     /// settled (the work queued before them included, first in first out). Then it hands the
@@ -98,6 +109,7 @@ impl AgentRuntimeBuilder {
             active: AtomicUsize::new(0),
             idle: Notify::new(),
             own_work_only: self.own_work_only,
+            approval_key: self.approval_key,
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
@@ -195,6 +207,8 @@ pub(crate) struct RuntimeInner {
     /// The root session logs of the conversations driven lately, kept between their
     /// harnesses so that the next message reads only what was appended since.
     pub(crate) logs: Arc<LogCache>,
+    /// See [`AgentRuntimeBuilder::with_approval_key`].
+    pub(crate) approval_key: Option<crate::ApprovalKey>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.
@@ -376,6 +390,7 @@ impl AgentRuntime {
             poll_interval: DEFAULT_POLL_INTERVAL,
             reconcile_interval: Some(DEFAULT_RECONCILE_INTERVAL),
             own_work_only: false,
+            approval_key: None,
         }
     }
 
