@@ -151,6 +151,16 @@ impl TurnLoop<'_> {
         .await
     }
 
+    /// Whether the session's log holds standing rules this loop could honour.
+    pub(super) fn has_standing_rules(&self, state: &SessionState) -> bool {
+        self.shared.depth == 0
+            && self.shared.harness.approval_key.is_some()
+            && state
+                .records
+                .iter()
+                .any(|record| matches!(record, Record::Rule(_)))
+    }
+
     /// The approval of a verified standing rule of the conversation ("always" answered
     /// earlier), stored like a `PermissionRequest` hook's allow so a replay reads it back.
     fn standing_approval(
