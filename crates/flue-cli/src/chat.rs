@@ -17,7 +17,6 @@ use std::io::{IsTerminal as _, Write as _};
 use flue_core::{Outcome, Usage};
 
 use crate::Exit;
-use crate::approvals::AlwaysRules;
 use crate::args::{ChatArgs, RunArgs};
 use crate::input::ChatLine;
 use crate::interrupt::{Interrupt, Interrupts};
@@ -93,8 +92,11 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         let message = match commands::parse(message) {
             commands::Input::Message(message) => message,
             commands::Input::Command { name, argument } => {
-                let rules = AlwaysRules::new(prepared.host.agents().root(), &prepared.key);
                 let conversation = prepared.key.id.clone();
+                let rules = commands::Rules {
+                    runtime: prepared.app.runtime(),
+                    key: &prepared.key,
+                };
                 let next = commands::run(
                     &name,
                     &argument,

@@ -138,7 +138,7 @@ pub use redact::Redactor;
 pub use role::Role;
 pub use skill_ref::SkillRef;
 // Standing approvals ("always" for a conversation) and the key that signs them.
-pub use standing::{ApprovalKey, RuleInfo};
+pub use standing::{ApprovalKey, KeyLoader, RuleInfo, standing_rules};
 // What a model call is given of a session's records (the dev console's prompt view).
 pub use steps::model_view;
 

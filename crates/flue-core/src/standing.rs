@@ -14,10 +14,24 @@ use crate::record::{Record, RuleChange, StandingRule};
 
 /// The secret that signs and verifies standing approvals (32 bytes or more). Keep it out of
 /// every workspace: flue-host reads it from `FLUE_APPROVAL_KEY` or the user's configuration
-/// directory.
+/// directory. A key can be given outright or loaded on first use ([`ApprovalKey::lazy`]), so
+/// that a process that never grants a rule never creates one.
 #[derive(Clone)]
 pub struct ApprovalKey {
-    bytes: Vec<u8>,
+    source: std::sync::Arc<KeySource>,
+}
+
+/// Loads a key's bytes; `create` asks to make one where there is none yet. `Ok(None)`: there
+/// is no key (and none was asked for).
+pub type KeyLoader =
+    dyn Fn(bool) -> std::result::Result<Option<Vec<u8>>, String> + Send + Sync + 'static;
+
+enum KeySource {
+    Fixed(Vec<u8>),
+    Lazy {
+        load: Box<KeyLoader>,
+        loaded: std::sync::OnceLock<Vec<u8>>,
+    },
 }
 
 impl std::fmt::Debug for ApprovalKey {
@@ -34,63 +48,113 @@ const BLOCK: usize = 64;
 impl ApprovalKey {
     /// A key of `bytes`; fewer than 32 bytes is a configuration error.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() < MIN_KEY_BYTES {
-            return Err(FlueError::config(format!(
-                "an approval key needs at least {MIN_KEY_BYTES} bytes, got {}",
-                bytes.len()
-            )));
-        }
+        check_len(bytes).map_err(FlueError::config)?;
         Ok(Self {
-            bytes: bytes.to_vec(),
+            source: std::sync::Arc::new(KeySource::Fixed(bytes.to_vec())),
         })
     }
 
     /// A key written as hex (64 digits or more), as `FLUE_APPROVAL_KEY` holds it.
     pub fn from_hex(text: &str) -> Result<Self> {
-        let bytes = hex::decode(text.trim())
-            .map_err(|err| FlueError::config(format!("the approval key is not hex: {err}")))?;
-        Self::from_bytes(&bytes)
+        Self::from_bytes(&parse_hex(text).map_err(FlueError::config)?)
     }
 
-    /// The signature of a grant of `tool_name` with id `rule_id`.
-    pub(crate) fn sign(&self, rule_id: &str, tool_name: &str) -> String {
-        hex::encode(self.mac(format!("flue-standing-rule-v1\n{rule_id}\n{tool_name}").as_bytes()))
+    /// A key `load` reads when first needed: to verify a rule (`create` false: no key means
+    /// nothing verifies) or to sign one (`create` true). Loaded bytes are kept.
+    pub fn lazy(load: Box<KeyLoader>) -> Self {
+        Self {
+            source: std::sync::Arc::new(KeySource::Lazy {
+                load,
+                loaded: std::sync::OnceLock::new(),
+            }),
+        }
+    }
+
+    /// The key's bytes, loading (and with `create`, making) them on first use.
+    fn bytes(&self, create: bool) -> std::result::Result<Option<&[u8]>, String> {
+        match self.source.as_ref() {
+            KeySource::Fixed(bytes) => Ok(Some(bytes)),
+            KeySource::Lazy { load, loaded } => {
+                if let Some(bytes) = loaded.get() {
+                    return Ok(Some(bytes));
+                }
+                let Some(bytes) = load(create)? else {
+                    return Ok(None);
+                };
+                check_len(&bytes)?;
+                Ok(Some(loaded.get_or_init(|| bytes)))
+            }
+        }
+    }
+
+    /// The signature of a grant of `tool_name` with id `rule_id` (creating the key if it is
+    /// loaded lazily and missing); the error says why there is no key.
+    pub(crate) fn sign(
+        &self,
+        rule_id: &str,
+        tool_name: &str,
+    ) -> std::result::Result<String, String> {
+        let key = self
+            .bytes(true)?
+            .ok_or_else(|| "no approval key could be made".to_owned())?;
+        Ok(signature(key, rule_id, tool_name))
     }
 
     /// Whether `rule` is a grant signed with this key.
     pub(crate) fn verifies(&self, rule: &StandingRule) -> bool {
-        let Some(signature) = &rule.signature else {
+        let (Some(signature_given), Ok(Some(key))) = (&rule.signature, self.bytes(false)) else {
             return false;
         };
-        let expected = self.sign(&rule.rule_id, &rule.tool_name);
+        let expected = signature(key, &rule.rule_id, &rule.tool_name);
         // Compared in full whatever differs first: the time says nothing about the key.
-        expected.len() == signature.len()
+        expected.len() == signature_given.len()
             && expected
                 .bytes()
-                .zip(signature.bytes())
+                .zip(signature_given.bytes())
                 .fold(0u8, |acc, (a, b)| acc | (a ^ b))
                 == 0
     }
+}
 
-    /// HMAC-SHA256 (RFC 2104) of `message`.
-    fn mac(&self, message: &[u8]) -> [u8; 32] {
-        let mut block = [0u8; BLOCK];
-        if self.bytes.len() > BLOCK {
-            block[..32].copy_from_slice(&Sha256::digest(&self.bytes));
-        } else {
-            block[..self.bytes.len()].copy_from_slice(&self.bytes);
-        }
-        let pad = |byte: u8| block.map(|key_byte| key_byte ^ byte);
-        let inner = Sha256::new()
-            .chain_update(pad(0x36))
-            .chain_update(message)
-            .finalize();
-        Sha256::new()
-            .chain_update(pad(0x5c))
-            .chain_update(inner)
-            .finalize()
-            .into()
+/// Parses a key written as hex.
+pub(crate) fn parse_hex(text: &str) -> std::result::Result<Vec<u8>, String> {
+    hex::decode(text.trim()).map_err(|err| format!("the approval key is not hex: {err}"))
+}
+
+fn check_len(bytes: &[u8]) -> std::result::Result<(), String> {
+    if bytes.len() < MIN_KEY_BYTES {
+        return Err(format!(
+            "an approval key needs at least {MIN_KEY_BYTES} bytes, got {}",
+            bytes.len()
+        ));
     }
+    Ok(())
+}
+
+/// A grant's signature under `key`.
+fn signature(key: &[u8], rule_id: &str, tool_name: &str) -> String {
+    let message = format!("flue-standing-rule-v1\n{rule_id}\n{tool_name}");
+    hex::encode(hmac_sha256(key, message.as_bytes()))
+}
+
+/// HMAC-SHA256 (RFC 2104) of `message` under `key`.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|key_byte| key_byte ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
 }
 
 /// One standing approval of a conversation, as listed (`/tools`, `flue session show`, the
@@ -110,16 +174,20 @@ pub struct RuleInfo {
     pub status: String,
 }
 
-/// A new grant of `tool_name`, signed with `key`.
-pub(crate) fn grant(key: &ApprovalKey, tool_name: &str, action_id: &str) -> StandingRule {
+/// A new grant of `tool_name`, signed with `key`; the error says why it cannot be signed.
+pub(crate) fn grant(
+    key: &ApprovalKey,
+    tool_name: &str,
+    action_id: &str,
+) -> std::result::Result<StandingRule, String> {
     let rule_id = format!("rule_{}", crate::util::new_ulid().to_ascii_lowercase());
-    StandingRule {
-        signature: Some(key.sign(&rule_id, tool_name)),
+    Ok(StandingRule {
+        signature: Some(key.sign(&rule_id, tool_name)?),
         rule_id,
         tool_name: tool_name.to_owned(),
         change: RuleChange::Grant,
         action_id: Some(action_id.to_owned()),
-    }
+    })
 }
 
 /// The revocation of `rule`.
@@ -133,8 +201,9 @@ pub(crate) fn revocation(rule: &RuleInfo) -> StandingRule {
     }
 }
 
-/// Every rule granted in `records`, in grant order, with its status under `key`.
-pub(crate) fn rules(records: &[Record], key: Option<&ApprovalKey>) -> Vec<RuleInfo> {
+/// Every standing rule granted in `records` (a conversation's root session log), in grant
+/// order, with its status under `key` (`unverified` for every grant without one).
+pub fn standing_rules(records: &[Record], key: Option<&ApprovalKey>) -> Vec<RuleInfo> {
     let mut listed: Vec<RuleInfo> = Vec::new();
     for record in records {
         let Record::Rule(rule) = record else {
@@ -173,7 +242,7 @@ pub(crate) fn approving(
     key: Option<&ApprovalKey>,
     tool_name: &str,
 ) -> Option<RuleInfo> {
-    rules(records, key)
+    standing_rules(records, key)
         .into_iter()
         .find(|rule| rule.status == "active" && rule.tool_name == tool_name)
 }

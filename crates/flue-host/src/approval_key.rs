@@ -16,10 +16,11 @@ pub const APPROVAL_KEY_VAR: &str = "FLUE_APPROVAL_KEY";
 /// The key file's name in the configuration directory.
 const FILE_NAME: &str = "approval.key";
 
-/// The approval key for this process: `None` without the variable and without a
-/// configuration directory (or with one that cannot be written, with a warning in the log).
-/// A variable that is not a key is an error.
-pub(crate) fn approval_key(env: &Env) -> Result<Option<ApprovalKey>, HostError> {
+/// The approval key for this process: the variable's, else the configuration directory's,
+/// read when first needed and created only when a rule is first granted (a process that never
+/// grants one writes nothing); `None` without the variable and without a configuration
+/// directory. A variable that is not a key is an error.
+pub fn approval_key(env: &Env) -> Result<Option<ApprovalKey>, HostError> {
     if let Some(text) = env.process_value(APPROVAL_KEY_VAR) {
         let key = ApprovalKey::from_hex(&text).map_err(|err| {
             HostError::Core(FlueError::config(format!("{APPROVAL_KEY_VAR}: {err}")))
@@ -29,26 +30,25 @@ pub(crate) fn approval_key(env: &Env) -> Result<Option<ApprovalKey>, HostError> 
     let Some(store) = TrustStore::for_user(|name| env.process_value(name)) else {
         return Ok(None);
     };
-    match key_in(store.dir()) {
-        Ok(key) => Ok(Some(key)),
-        Err(err) => {
-            tracing::warn!(
-                "no standing approvals: cannot read or create {}: {err}",
-                store.dir().join(FILE_NAME).display()
-            );
-            Ok(None)
-        }
-    }
+    let dir = store.dir().to_path_buf();
+    Ok(Some(ApprovalKey::lazy(Box::new(move |create| {
+        key_in(&dir, create).map_err(|err| format!("{}: {err}", dir.join(FILE_NAME).display()))
+    }))))
 }
 
-/// The key kept in `dir`, created there (0600) when there is none yet.
-fn key_in(dir: &Path) -> std::io::Result<ApprovalKey> {
+/// The key kept in `dir`, created there (0600) with `create` when there is none yet.
+fn key_in(dir: &Path, create: bool) -> std::io::Result<Option<Vec<u8>>> {
     let path = dir.join(FILE_NAME);
     if !path.exists() {
+        if !create {
+            return Ok(None);
+        }
         create_key(dir, &path)?;
     }
     let text = std::fs::read_to_string(&path)?;
-    ApprovalKey::from_hex(&text).map_err(std::io::Error::other)
+    hex::decode(text.trim())
+        .map(Some)
+        .map_err(|err| std::io::Error::other(format!("not a hex key: {err}")))
 }
 
 /// Writes a fresh key beside the trust records. Staged then linked into place: two processes

@@ -69,7 +69,7 @@ mod trust;
 
 pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
 pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
-pub use approval_key::APPROVAL_KEY_VAR;
+pub use approval_key::{APPROVAL_KEY_VAR, approval_key};
 pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, serve_console, watched_files};
 pub use env::Env;
 pub use error::HostError;

@@ -5,12 +5,17 @@
 //! conversation runs with (`/new`, `/model`, `/role`) restart the chat's runtime on the same
 //! workspace; the others show what the chat knows or how to do it from the command line.
 
-use flue_core::Usage;
+use flue_core::{AgentRuntime, ConversationKey, Usage};
 
-use crate::approvals::AlwaysRules;
 use crate::args::{RunArgs, ToolsArgs};
 use crate::render::usage_text;
 use crate::term::editor::COMMANDS;
+
+/// The conversation whose standing approvals `/tools` lists and revokes.
+pub(crate) struct Rules<'a> {
+    pub(crate) runtime: &'a AgentRuntime,
+    pub(crate) key: &'a ConversationKey,
+}
 
 /// What a typed line is.
 #[derive(Debug, PartialEq, Eq)]
@@ -56,7 +61,7 @@ pub(crate) async fn run(
     run_args: &mut RunArgs,
     conversation: &str,
     usage: &Usage,
-    rules: &AlwaysRules,
+    rules: &Rules<'_>,
 ) -> Next {
     match name {
         "/help" => {
@@ -94,6 +99,15 @@ pub(crate) async fn run(
             eprintln!("this chat so far: {}", usage_text(usage));
             Next::Prompt
         }
+        "/tools" if argument.starts_with("revoke") => {
+            let what = argument.trim_start_matches("revoke").trim();
+            if what.is_empty() {
+                eprintln!("`/tools revoke TOOL` or `/tools revoke RULE_ID` (`/tools` lists them)");
+            } else {
+                crate::approvals::revoke(rules.runtime, rules.key, what).await;
+            }
+            Next::Prompt
+        }
         "/tools" => {
             let tools = ToolsArgs {
                 agent: run_args.agent.clone(),
@@ -108,13 +122,7 @@ pub(crate) async fn run(
                     crate::terminal::escape_controls(&format!("{err:#}"))
                 );
             }
-            let always = rules.tools();
-            if !always.is_empty() {
-                eprintln!(
-                    "always allowed in this conversation: {}",
-                    crate::terminal::escape_controls(&always.join(", "))
-                );
-            }
+            crate::approvals::print_rules(rules.runtime, rules.key).await;
             Next::Prompt
         }
         "/session" => {

@@ -169,8 +169,19 @@ impl AgentRuntime {
                 return Err(self.give_back(&fence, err).await);
             }
             if let Some(approval_key) = &self.inner.approval_key {
-                let rule = crate::standing::grant(approval_key, &action.tool_name, action_id);
-                extra.push(Record::Rule(rule));
+                match crate::standing::grant(approval_key, &action.tool_name, action_id) {
+                    Ok(rule) => extra.push(Record::Rule(rule)),
+                    Err(problem) => {
+                        let err = FlueError::InvalidDecision {
+                            action_id: action_id.to_owned(),
+                            message: format!(
+                                "cannot keep a standing approval ({problem}): answer allow \
+                                 instead"
+                            ),
+                        };
+                        return Err(self.give_back(&fence, err).await);
+                    }
+                }
             }
         }
         let resolution = ActionResolution::of(&action, decision.clone());
@@ -194,7 +205,7 @@ impl AgentRuntime {
     pub async fn rules(&self, key: &ConversationKey) -> Result<Vec<RuleInfo>> {
         let log = self.root_log(key).await?;
         let key = self.inner.approval_key.as_ref();
-        Ok(crate::standing::rules(&records_of(log), key))
+        Ok(crate::standing::standing_rules(&records_of(log), key))
     }
 
     /// Revokes the standing approval `rule_id`: the tool's later confirmations are asked
@@ -204,7 +215,8 @@ impl AgentRuntime {
         let _serial = self.inner.resolving.lock().await;
         let (fence, log) = self.own_checked(key, |_| Ok(())).await?;
         let version = log.version;
-        let listed = crate::standing::rules(&records_of(log), self.inner.approval_key.as_ref());
+        let listed =
+            crate::standing::standing_rules(&records_of(log), self.inner.approval_key.as_ref());
         let Some(mut rule) = listed.into_iter().find(|rule| rule.rule_id == rule_id) else {
             let err = FlueError::InvalidRequest {
                 message: format!("the conversation has no standing rule {rule_id:?}"),

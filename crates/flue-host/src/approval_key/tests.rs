@@ -3,19 +3,30 @@
 use super::*;
 
 #[test]
-fn the_key_file_is_created_once_readable_by_the_user_alone() {
+fn the_key_file_is_created_on_first_use_readable_by_the_user_alone() {
     use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("flue");
+    let path = config.join(FILE_NAME);
+    let read = || key_in(&config, false).unwrap();
+    assert_eq!(read(), None);
+    assert!(!path.exists());
+    let made = key_in(&config, true).unwrap().unwrap();
+    assert_eq!(made.len(), 32);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Made once: later reads and creations keep it.
+    assert_eq!(read(), Some(made.clone()));
+    assert_eq!(key_in(&config, true).unwrap(), Some(made));
+}
+
+#[test]
+fn a_configuration_directory_gives_a_key_that_writes_nothing_until_asked() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("flue");
     let env = Env::from_vars([("FLUE_CONFIG_DIR".to_owned(), config.display().to_string())]);
     assert!(approval_key(&env).unwrap().is_some());
-    let path = config.join(FILE_NAME);
-    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
-    let written = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(written.len(), 64);
-    assert!(approval_key(&env).unwrap().is_some());
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
+    assert!(!config.exists());
 }
 
 #[test]
