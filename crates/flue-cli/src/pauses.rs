@@ -135,3 +135,6 @@ pub(crate) fn resume_hint(agent: &str, id: &str, pending: &[PendingAction]) -> S
     }
     text
 }
+
+#[cfg(test)]
+mod tests;
