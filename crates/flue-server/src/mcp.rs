@@ -1140,3 +1140,6 @@ async fn authenticate(token: Option<&str>, request: Request, next: Next) -> Resp
     }
     next.run(request).await
 }
+
+#[cfg(test)]
+mod tests;
