@@ -138,7 +138,7 @@ async function main() {
     await page.locator('#build.ok').waitFor();
     await shot('5-fixed');
 
-    // 6. A tool call that needs approval pauses in the chat until Allow.
+    // 6. A tool call that needs approval pauses in the chat until Allow (here: Always).
     fs.writeFileSync(path.join(root, 'scripts/bash.json'), SCRIPT_BASH);
     fs.appendFileSync(path.join(root, 'flue.toml'), '\n[defaults.permissions]\nbash = "always_ask"\n');
     fs.writeFileSync(path.join(root, 'agents/assistant.md'), AGENT_BASH);
@@ -151,9 +151,15 @@ async function main() {
     const action = page.locator('.messages .action.pending', { hasText: 'bash' });
     await action.waitFor();
     await page.locator('#actions-count', { hasText: '1' }).waitFor();
-    await action.locator('button', { hasText: 'Allow' }).click();
+    // Always: allowed now, and a standing rule of the conversation from then on.
+    await action.locator('button', { hasText: 'Always' }).click();
     await page.locator('.assistant-body', { hasText: 'The command printed: approved run' }).waitFor();
+    await page.locator('#tab-actions .rules .action', { hasText: 'bash' }).filter({ hasText: 'approves without asking' }).waitFor({ state: 'attached' });
     await shot('6-approval');
+    // The next call runs without asking.
+    await send('run it again');
+    await page.locator('.assistant-body', { hasText: 'The command printed: approved run' }).nth(1).waitFor();
+    if (await page.locator('.messages .action.pending').count()) throw new Error('the standing rule did not approve the second call');
 
     // 7. An MCP server's question waits in the chat; the form in the Actions tab answers it.
     fs.writeFileSync(path.join(root, 'scripts/release.json'), SCRIPT_RELEASE);

@@ -1,79 +1,65 @@
-//! "Always for this conversation": the tools a person allowed for good in one conversation,
-//! kept in the user's flue configuration directory (`approvals.json` beside the trust records,
-//! by workspace, agent and conversation id) so a later `flue chat` or `flue run` on that
-//! conversation at a terminal does not ask again. Never in the workspace: a file a cloned
-//! workspace ships must not answer the user's questions for them.
-//!
-//! These rules belong to the terminal's answerer: a server's or the console's pauses still
-//! ask. A file that cannot be read holds no rules; one that cannot be written keeps the rule
-//! for this process only, with a warning.
+//! A conversation's standing approvals at the terminal: "always" answered to a confirmation is
+//! a rule of the conversation kept by the runtime (signed with the user's approval key, so a
+//! cloned workspace's store cannot grant one); here they are listed (`/tools`, `flue session
+//! show`) and revoked (`/tools revoke`).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use flue_core::standing::RuleInfo;
+use flue_core::{AgentRuntime, ConversationKey};
 
-use flue_core::ConversationKey;
-use flue_host::TrustStore;
+use crate::terminal::escape_controls;
 
-/// The always-allowed tools of one conversation.
-#[derive(Debug)]
-pub(crate) struct AlwaysRules {
-    /// `None` without a configuration directory (no HOME): nothing is kept.
-    path: Option<PathBuf>,
-    conversation: String,
+/// The lines listing `rules`, or `None` when there are none.
+pub(crate) fn rules_text(rules: &[RuleInfo]) -> Option<String> {
+    if rules.is_empty() {
+        return None;
+    }
+    let mut text = String::from("always allowed in this conversation (standing rules):");
+    for rule in rules {
+        let status = match rule.status.as_str() {
+            "active" => String::new(),
+            "unverified" => " (unverified: not signed with this user's key; ignored)".to_owned(),
+            other => format!(" ({other})"),
+        };
+        text.push_str(&format!(
+            "\n  {} {}{status}",
+            escape_controls(&rule.tool_name),
+            escape_controls(&rule.rule_id)
+        ));
+    }
+    Some(text)
 }
 
-/// The file's content: tool names by `agent/id`.
-type Rules = BTreeMap<String, Vec<String>>;
+/// Prints the conversation's rules (nothing when it has none or is not stored yet).
+pub(crate) async fn print_rules(runtime: &AgentRuntime, key: &ConversationKey) {
+    let rules = runtime.rules(key).await.unwrap_or_default();
+    if let Some(text) = rules_text(&rules) {
+        eprintln!("{text}");
+        eprintln!("  (`/tools revoke TOOL` or `/tools revoke RULE_ID` asks again)");
+    }
+}
 
-impl AlwaysRules {
-    /// The rules of `key`'s conversation in the workspace at `root`.
-    pub(crate) fn new(root: &Path, key: &ConversationKey) -> Self {
-        let dir = TrustStore::for_user(|name| std::env::var(name).ok());
-        Self {
-            path: dir.map(|store| store.dir().join("approvals.json")),
-            conversation: format!("{} {}/{}", root.display(), key.agent, key.id),
+/// Revokes the active rules `what` names (a rule id, or a tool name for all of its rules).
+pub(crate) async fn revoke(runtime: &AgentRuntime, key: &ConversationKey, what: &str) {
+    let rules = runtime.rules(key).await.unwrap_or_default();
+    let named: Vec<&RuleInfo> = rules
+        .iter()
+        .filter(|rule| rule.status != "revoked" && (rule.rule_id == what || rule.tool_name == what))
+        .collect();
+    if named.is_empty() {
+        eprintln!(
+            "no standing rule {} in this conversation (`/tools` lists them)",
+            escape_controls(what)
+        );
+        return;
+    }
+    for rule in named {
+        match runtime.revoke_rule(key, &rule.rule_id).await {
+            Ok(_) => eprintln!(
+                "revoked {}: {} asks again",
+                escape_controls(&rule.rule_id),
+                escape_controls(&rule.tool_name)
+            ),
+            Err(err) => eprintln!("error: {}", escape_controls(&err.to_string())),
         }
-    }
-
-    /// The tools allowed for good in this conversation.
-    pub(crate) fn tools(&self) -> Vec<String> {
-        self.load().remove(&self.conversation).unwrap_or_default()
-    }
-
-    /// Whether `tool` is allowed for good.
-    pub(crate) fn allows(&self, tool: &str) -> bool {
-        self.tools().iter().any(|allowed| allowed == tool)
-    }
-
-    /// Allows `tool` for good in this conversation.
-    pub(crate) fn allow(&self, tool: &str) -> std::io::Result<()> {
-        let mut rules = self.load();
-        let tools = rules.entry(self.conversation.clone()).or_default();
-        if !tools.iter().any(|allowed| allowed == tool) {
-            tools.push(tool.to_owned());
-        }
-        let Some(path) = &self.path else {
-            return Err(std::io::Error::other(
-                "no configuration directory: set HOME, XDG_CONFIG_HOME or FLUE_CONFIG_DIR",
-            ));
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let text = serde_json::to_string_pretty(&rules).map_err(std::io::Error::other)?;
-        // Written whole then renamed: a crash leaves the old rules or the new ones.
-        let staged = path.with_extension("json.tmp");
-        std::fs::write(&staged, text)?;
-        std::fs::rename(&staged, path)
-    }
-
-    fn load(&self) -> Rules {
-        let Some(path) = &self.path else {
-            return Rules::default();
-        };
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default()
     }
 }

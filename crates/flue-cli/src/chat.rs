@@ -20,7 +20,6 @@ use std::io::{IsTerminal as _, Write as _};
 use flue_core::{MessageOptions, Outcome, ThinkingLevel, Usage};
 
 use crate::Exit;
-use crate::approvals::AlwaysRules;
 use crate::args::{ChatArgs, RunArgs};
 use crate::input::ChatLine;
 use crate::interrupt::{Interrupt, Interrupts};
@@ -98,7 +97,10 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         let message = match commands::parse(message) {
             commands::Input::Message(message) => message,
             commands::Input::Command { name, argument } => {
-                let rules = AlwaysRules::new(prepared.host.agents().root(), &prepared.key);
+                let rules = commands::Rules {
+                    runtime: prepared.app.runtime(),
+                    key: &prepared.key,
+                };
                 let ctx = commands::Context {
                     run_args: &mut run_args,
                     thinking: &mut thinking,

@@ -1,14 +1,15 @@
 //! Answering pending actions in `flue run` and `flue chat`: `--yes` approves confirmations, a
 //! terminal asks the person (yes, always for this conversation, or no with a reason per
 //! confirmation; a JSON result per custom tool; the end of input answers no), and a headless
-//! run leaves them pending and says how to resume. "Always" is kept by [`AlwaysRules`].
+//! run leaves them pending and says how to resume. "Always" is answered as
+//! [`ActionDecision::AllowAlways`]: the runtime keeps it as a standing rule of the
+//! conversation and approves the tool's later calls itself.
 
 use std::io::IsTerminal;
 
 use flue_core::{ActionDecision, record::ActionKind, record::PendingAction};
 use serde_json::Value;
 
-use crate::approvals::AlwaysRules;
 use crate::input::Reply;
 use crate::terminal::Output;
 
@@ -40,7 +41,6 @@ impl Answerer {
         self,
         action: &PendingAction,
         output: &Output,
-        rules: &AlwaysRules,
     ) -> Option<ActionDecision> {
         match (self, action.kind) {
             (Self::Yes, ActionKind::Confirmation) => {
@@ -49,16 +49,6 @@ impl Answerer {
                     output.stderr_text(&format!(
                         "allowing {} ({}) (--yes)",
                         action.tool_name, action.action_id
-                    ))
-                );
-                Some(ActionDecision::Allow)
-            }
-            (Self::Terminal, ActionKind::Confirmation) if rules.allows(&action.tool_name) => {
-                eprintln!(
-                    "{}",
-                    output.stderr_text(&format!(
-                        "allowing {} (always allowed in this conversation)",
-                        action.tool_name
                     ))
                 );
                 Some(ActionDecision::Allow)
@@ -73,23 +63,7 @@ impl Answerer {
                         String::new()
                     }
                 };
-                let decided = decision(action.kind, &reply);
-                if action.kind == ActionKind::Confirmation && is_always(&reply) {
-                    match rules.allow(&action.tool_name) {
-                        Ok(()) => eprintln!(
-                            "{}",
-                            output.stderr_text(&format!(
-                                "{} is allowed from now on in this conversation",
-                                action.tool_name
-                            ))
-                        ),
-                        Err(err) => eprintln!(
-                            "warning: {}",
-                            output.stderr_text(&format!("cannot keep the rule: {err}"))
-                        ),
-                    }
-                }
-                Some(decided)
+                Some(decision(action.kind, &reply))
             }
             _ => None,
         }
@@ -121,9 +95,8 @@ fn decision(kind: ActionKind, reply: &str) -> ActionDecision {
             value: serde_json::from_str(reply).unwrap_or_else(|_| Value::String(reply.to_owned())),
             is_error: false,
         },
-        _ if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") || is_always(reply) => {
-            ActionDecision::Allow
-        }
+        _ if is_always(reply) => ActionDecision::AllowAlways,
+        _ if matches!(reply.to_ascii_lowercase().as_str(), "y" | "yes") => ActionDecision::Allow,
         _ if reply.is_empty() || matches!(reply.to_ascii_lowercase().as_str(), "n" | "no") => {
             denied
         }
@@ -162,3 +135,6 @@ pub(crate) fn resume_hint(agent: &str, id: &str, pending: &[PendingAction]) -> S
     }
     text
 }
+
+#[cfg(test)]
+mod tests;

@@ -581,7 +581,6 @@ pub(crate) async fn submit_with(
     };
     let mut events_open = true;
     let answerer = Answerer::for_run(args.yes);
-    let rules = crate::approvals::AlwaysRules::new(prepared.host.agents().root(), key);
     let mut interrupt = None;
     let outcome = loop {
         // The first signal aborts the conversation's work: running commands are killed,
@@ -654,7 +653,7 @@ pub(crate) async fn submit_with(
         renderer.write_out();
         // Ctrl-C or SIGTERM at the question aborts like anywhere else.
         let answered = tokio::select! {
-            answered = answerer.answer(action, output, &rules) => answered,
+            answered = answerer.answer(action, output) => answered,
             signalled = interrupts.next() => {
                 interrupt = Some(signalled);
                 interrupt_pause(runtime, key, output, signalled).await;
@@ -662,8 +661,8 @@ pub(crate) async fn submit_with(
             }
         };
         match answered {
-            Some(decision) => match runtime.resolve(key, &action.action_id, decision).await {
-                Ok(_) | Err(FlueError::ActionAlreadyResolved { .. }) => {}
+            Some(decision) => match decide(runtime, key, action, decision, output).await {
+                Ok(()) | Err(FlueError::ActionAlreadyResolved { .. }) => {}
                 Err(err) => break Err(err),
             },
             None => break Ok(Err(pending)),
@@ -723,6 +722,43 @@ fn task_command(
             "/abort takes the number of a running task, 1 to {} (/tasks lists them)",
             running.len()
         )),
+    }
+}
+
+/// Stores the terminal's decision on `action`. "Always" becomes a standing rule of the
+/// conversation; where the runtime keeps none (no approval key), the call is allowed once.
+async fn decide(
+    runtime: &AgentRuntime,
+    key: &ConversationKey,
+    action: &PendingAction,
+    decision: ActionDecision,
+    output: &Output,
+) -> Result<(), FlueError> {
+    let always = decision == ActionDecision::AllowAlways;
+    match runtime.resolve(key, &action.action_id, decision).await {
+        Ok(_) if always => {
+            eprintln!(
+                "{}",
+                output.stderr_text(&format!(
+                    "{} is allowed from now on in this conversation (`/tools` in `flue chat` \
+                     lists and revokes it)",
+                    action.tool_name
+                ))
+            );
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(FlueError::InvalidDecision { message, .. }) if always => {
+            eprintln!(
+                "warning: {}",
+                output.stderr_text(&format!("allowed this once only: {message}"))
+            );
+            runtime
+                .resolve(key, &action.action_id, ActionDecision::Allow)
+                .await
+                .map(|_| ())
+        }
+        Err(err) => Err(err),
     }
 }
 

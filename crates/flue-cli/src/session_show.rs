@@ -38,6 +38,9 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         if let Some((value, version)) = shown.state() {
             let _ = writeln!(text, "state (version {version}): {value}");
         }
+        if let Some(rules) = standing_rules(&shown) {
+            let _ = writeln!(text, "{rules}");
+        }
         let (usage, turns) = flue_core::view::conversation_usage(store, &instance_id).await?;
         if turns > 0 {
             let noun = if turns == 1 { "turn" } else { "turns" };
@@ -50,6 +53,22 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
         print!("{}", output.stdout_text(&text));
     }
     Ok(Exit::Success)
+}
+
+/// The root session's standing approvals, each checked against this user's approval key (a
+/// store from elsewhere lists them as unverified).
+fn standing_rules(shown: &Transcript) -> Option<String> {
+    if shown.session != flue_core::DEFAULT_SESSION {
+        return None;
+    }
+    let records: Vec<Record> = shown
+        .records
+        .iter()
+        .map(|stored| stored.record.clone())
+        .collect();
+    let env = flue_host::Env::from_vars(std::env::vars());
+    let key = flue_host::approval_key(&env).ok().flatten();
+    crate::approvals::rules_text(&flue_core::standing::standing_rules(&records, key.as_ref()))
 }
 
 /// A transcript as text: each session's records, with the task sessions indented below their
@@ -193,6 +212,16 @@ fn transcript_text(records: &[Record], numbered: bool) -> String {
                 out,
                 "state v{} ({}): {}",
                 change.version, change.source, change.value
+            ),
+            Record::Rule(rule) => writeln!(
+                out,
+                "standing rule {} for {}: {}",
+                rule.rule_id,
+                rule.tool_name,
+                match rule.change {
+                    flue_core::record::RuleChange::Grant => "always allowed",
+                    _ => "revoked",
+                }
             ),
             Record::ToolAttempt(attempt) => writeln!(
                 out,

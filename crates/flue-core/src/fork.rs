@@ -9,6 +9,7 @@
 //! and the fork share no session, submission, pending action, audit entry or memory binding.
 //! `N` may be one past the last turn (copy everything); a point where a decision is still
 //! pending is refused, and calls a crash left unanswered are answered `interrupted` in the fork.
+//! Standing approvals (`Record::Rule`) are copied whatever turn granted or revoked them.
 //! The fork's sessions are written in one store call ([`SessionStore::create_sessions`]): on
 //! the memory, SQLite and Postgres stores a crash leaves the whole fork or nothing of it.
 //!
@@ -102,6 +103,13 @@ pub async fn fork_conversation(
         results_before_input(&plain)
             .into_iter()
             .map(|result| StoredRecord::new(Record::ToolResult(result), now)),
+    );
+    // Standing approvals are the conversation's, not a turn's: the fork keeps them all.
+    copied.extend(
+        log.records[cut..]
+            .iter()
+            .filter(|stored| matches!(stored.record, Record::Rule(_)))
+            .cloned(),
     );
     if !store.list(to).await?.is_empty() {
         return Err(FlueError::SessionAlreadyExists {

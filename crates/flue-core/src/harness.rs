@@ -70,6 +70,7 @@ pub struct HarnessBuilder {
     log_cache: Option<Arc<LogCache>>,
     /// The runtime's running tasks (a harness built alone has its own).
     running_tasks: Option<Arc<RunningTasks>>,
+    approval_key: Option<crate::standing::ApprovalKey>,
 }
 
 impl HarnessBuilder {
@@ -85,6 +86,14 @@ impl HarnessBuilder {
     #[must_use]
     pub(crate) fn with_running_tasks(mut self, tasks: Arc<RunningTasks>) -> Self {
         self.running_tasks = Some(tasks);
+        self
+    }
+
+    /// Sets the key that verifies the conversation's standing approvals ("always" answers,
+    /// see [`crate::standing::ApprovalKey`]); without one, confirmations are asked every time.
+    #[must_use]
+    pub fn with_approval_key(mut self, key: crate::standing::ApprovalKey) -> Self {
+        self.approval_key = Some(key);
         self
     }
 
@@ -339,6 +348,7 @@ impl HarnessBuilder {
                 action_depth: 0,
                 log_cache: self.log_cache,
                 running_tasks: self.running_tasks.unwrap_or_default(),
+                approval_key: self.approval_key,
             }),
         })
     }
@@ -378,6 +388,7 @@ impl Harness {
             env: None,
             log_cache: None,
             running_tasks: None,
+            approval_key: None,
         }
     }
 

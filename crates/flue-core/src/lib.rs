@@ -92,6 +92,7 @@ mod shared;
 mod skill;
 mod skill_ref;
 pub mod spans;
+pub mod standing;
 mod steps;
 pub mod store;
 pub mod submission;
@@ -120,6 +121,7 @@ pub use flue_protocol::{Budget, BudgetLimits, DEFAULT_SESSION, DurabilityConfig,
 pub use redact::Redactor;
 pub use role::Role;
 pub use skill_ref::SkillRef;
+// Standing approvals ("always" for a conversation) and the key that signs them.
 // What a model call is given of a session's records (the dev console's prompt view).
 pub use steps::model_view;
 

@@ -75,6 +75,8 @@ pub(crate) struct HarnessShared {
     /// The tasks running now, so one can be aborted alone (the runtime's, shared by its
     /// harnesses and their action scopes).
     pub(crate) running_tasks: Arc<RunningTasks>,
+    /// Verifies the conversation's standing approvals (none without a key).
+    pub(crate) approval_key: Option<crate::standing::ApprovalKey>,
 }
 
 impl HarnessShared {
@@ -119,6 +121,7 @@ impl HarnessShared {
             live_wake: tokio::sync::watch::channel(0).0,
             log_cache: None,
             running_tasks: Arc::clone(&self.running_tasks),
+            approval_key: self.approval_key.clone(),
         }
     }
 

@@ -391,6 +391,7 @@ fn seen_by_model(record: &Record) -> bool {
             | Record::Hook(_)
             | Record::State(_)
             | Record::ToolAttempt(_)
+            | Record::Rule(_)
     )
 }
 
@@ -558,6 +559,10 @@ pub(crate) fn check_decision(
         (_, _) if elicitation_answer => Some(
             "accept, decline and cancel answer an MCP server's question; a tool call is \
              answered with allow, deny or a result",
+        ),
+        (_, ActionDecision::AllowAlways) => Some(
+            "allow_always is decided through `AgentRuntime::resolve`, which signs the standing \
+             rule with its approval key; answer allow here",
         ),
         (ActionKind::Confirmation, ActionDecision::Result { .. }) => {
             Some("a confirmation is answered with allow or deny, not a result")

@@ -144,6 +144,7 @@ impl AppBuilder {
     /// Opens the store, builds the host, runs the preflight and starts the runtime (resuming
     /// the work left unsettled). A failure closes what was opened.
     pub async fn start(self) -> Result<App, HostError> {
+        let approval_key = crate::approval_key::approval_key(self.agents.env())?;
         let opened = match self.opened {
             Some(opened) => opened,
             None => self.store.open(&self.agents).await?,
@@ -192,6 +193,9 @@ impl AppBuilder {
             Arc::clone(&opened.store),
             Arc::clone(&host) as Arc<dyn AgentRegistry>,
         );
+        if let Some(key) = approval_key {
+            builder = builder.with_approval_key(key);
+        }
         match self.mode {
             RuntimeMode::Command => {
                 builder = builder

@@ -136,6 +136,12 @@ impl Env {
         self.vars.get(key).or_else(|| self.file.get(key)).cloned()
     }
 
+    /// The value of `key` in the given variables (the process environment) alone, never a
+    /// file's: for what a workspace must not choose.
+    pub(crate) fn process_value(&self, key: &str) -> Option<String> {
+        self.vars.get(key).cloned()
+    }
+
     /// The value of `key` when it comes from the workspace's own `.env` (the environment
     /// does not set it): a value the workspace chose, not the user.
     pub(crate) fn workspace_file_value(&self, key: &str) -> Option<&str> {

@@ -49,6 +49,7 @@
 
 mod agents;
 mod app;
+mod approval_key;
 mod dev;
 mod env;
 mod error;
@@ -68,6 +69,7 @@ mod trust;
 
 pub use agents::{AgentHarness, AgentSet, HarnessOptions, agent_name_of_file};
 pub use app::{AgentCheck, App, AppBuilder, Preflight, RuntimeMode};
+pub use approval_key::{APPROVAL_KEY_VAR, approval_key};
 pub use dev::{BuildProblem, DEV_DB_PATH, DevApp, WarningSink, serve_console, watched_files};
 pub use env::Env;
 pub use error::HostError;

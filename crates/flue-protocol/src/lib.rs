@@ -53,9 +53,9 @@ pub use id::{
 pub use record::{
     ActionDecision, ActionInfo, ActionKind, ActionResolution, ActionStarted, AssistantContent,
     AssistantMessage, CompactionSummary, EmittedData, FailedTurn, HookRecord, Image,
-    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, SampledMessage,
-    SamplingExchange, ShellExchange, StateChange, StopReason, StoredRecord, ToolAttempt, ToolCall,
-    ToolResult, Usage, UserContent, UserMessage, WorkTiming,
+    MAX_STATE_BYTES, ModelRef, PendingAction, RECORD_FORMAT_VERSION, Record, RuleChange,
+    SampledMessage, SamplingExchange, ShellExchange, StandingRule, StateChange, StopReason,
+    StoredRecord, ToolAttempt, ToolCall, ToolResult, Usage, UserContent, UserMessage, WorkTiming,
 };
 pub use submission::{
     BatchBody, ConversationInfo, ConversationKey, DeliveredMessage, DispatchOptions,

@@ -115,6 +115,40 @@ pub enum Record {
     /// it runs: a call cut off by a crash is run again on recovery with the same idempotency
     /// key, so the log shows every attempt.
     ToolAttempt(ToolAttempt),
+    /// A standing approval of the conversation granted ("always" answered to a confirmation)
+    /// or revoked (see [`StandingRule`]). The model never sees it.
+    Rule(StandingRule),
+}
+
+/// A standing approval, as stored (see [`Record::Rule`]): from its grant on, confirmations of
+/// `tool_name` in the conversation are approved without asking, until a revocation of the
+/// same `rule_id`. A grant counts only when its `signature` verifies with the approval key of
+/// the process reading it, so a store a cloned workspace ships cannot approve anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandingRule {
+    /// The rule's id (`rule_<ulid>`); a revocation names the grant's.
+    pub rule_id: String,
+    /// The tool whose confirmations it answers.
+    pub tool_name: String,
+    /// Granted or revoked.
+    pub change: RuleChange,
+    /// The confirmation whose "always" answer granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    /// A grant's HMAC-SHA256 (hex) over its id and tool, with the user's approval key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// What a [`StandingRule`] record does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RuleChange {
+    /// The rule starts to apply.
+    Grant,
+    /// The rule no longer applies.
+    Revoke,
 }
 
 /// One hook decision, as stored (see [`Record::Hook`]).
@@ -284,6 +318,10 @@ impl ActionResolution {
 pub enum ActionDecision {
     /// Run the call (confirmations only).
     Allow,
+    /// Run the call, and approve this tool's later calls in the conversation without asking
+    /// (confirmations only): stored as [`ActionDecision::Allow`] plus a signed
+    /// [`Record::Rule`] grant, never itself.
+    AllowAlways,
     /// Don't run it; the model sees the denial (with `message`) as the call's error.
     Deny {
         /// Why, for the model.

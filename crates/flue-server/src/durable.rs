@@ -360,6 +360,27 @@ impl DurableRuntime {
         self.inner.runtime.actions(key).await.map_err(backend_error)
     }
 
+    pub(crate) async fn rules(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Vec<flue_core::standing::RuleInfo>, BackendError> {
+        self.check_agent(key)?;
+        self.inner.runtime.rules(key).await.map_err(backend_error)
+    }
+
+    pub(crate) async fn revoke_rule(
+        &self,
+        key: &ConversationKey,
+        rule_id: &str,
+    ) -> Result<flue_core::standing::RuleInfo, BackendError> {
+        self.check_agent(key)?;
+        self.inner
+            .runtime
+            .revoke_rule(key, rule_id)
+            .await
+            .map_err(backend_error)
+    }
+
     pub(crate) async fn state(
         &self,
         key: &ConversationKey,

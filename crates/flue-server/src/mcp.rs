@@ -839,6 +839,12 @@ fn elicitation(key: &ConversationKey, action: &PendingAction) -> ElicitRequestPa
                         "title": "Allow",
                         "description": "Run the tool call",
                         "default": true
+                    },
+                    "always": {
+                        "type": "boolean",
+                        "title": "Always in this conversation",
+                        "description": "Also run this tool's later calls in this conversation without asking",
+                        "default": false
                     }
                 }
             }),
@@ -876,7 +882,13 @@ fn decision_of(action: &PendingAction, content: Option<&Value>) -> ActionDecisio
                 .and_then(|content| content.get("allow"))
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
-            if allow {
+            let always = content
+                .and_then(|content| content.get("always"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if allow && always {
+                ActionDecision::AllowAlways
+            } else if allow {
                 ActionDecision::Allow
             } else {
                 ActionDecision::Deny {
@@ -1130,3 +1142,6 @@ async fn authenticate(token: Option<&str>, request: Request, next: Next) -> Resp
     }
     next.run(request).await
 }
+
+#[cfg(test)]
+mod tests;

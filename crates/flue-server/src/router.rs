@@ -40,6 +40,8 @@ pub const ROUTES: &[&str] = &[
     "GET /agents/{agent}/{id}/actions",
     "GET /agents/{agent}/{id}/state",
     "POST /agents/{agent}/{id}/actions/{action}",
+    "GET /agents/{agent}/{id}/rules",
+    "DELETE /agents/{agent}/{id}/rules/{rule}",
     "POST /agents/{agent}/{id}/interrupt",
     "POST /agents/{agent}/{id}/fork",
     "POST /agents/{agent}/{id}/rewind",
@@ -108,6 +110,15 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/actions/{action}",
             post(routes::resolve).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/rules",
+            get(routes::rules).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/rules/{rule}",
+            delete(routes::revoke_rule)
+                .fallback(|| async { ApiError::method_not_allowed("DELETE") }),
         )
         .route(
             "/agents/{agent}/{id}/interrupt",

@@ -311,6 +311,47 @@ pub(crate) async fn actions(
     Ok(response)
 }
 
+/// `GET /agents/<agent>/<id>/rules`: the conversation's standing approvals ("always"
+/// answers) with their status on this server.
+pub(crate) async fn rules(
+    State(state): Shared,
+    Path((agent, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let rules: Vec<Value> = state
+        .runtime
+        .rules(&key)
+        .await?
+        .iter()
+        .map(rule_json)
+        .collect();
+    let mut response = Json(json!({ "rules": rules })).into_response();
+    json_no_store(response.headers_mut());
+    Ok(response)
+}
+
+/// `DELETE /agents/<agent>/<id>/rules/<rule>`: revokes one standing approval.
+pub(crate) async fn revoke_rule(
+    State(state): Shared,
+    Path((agent, id, rule)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let key = conversation_key(&state, agent, id)?;
+    let revoked = state.runtime.revoke_rule(&key, &rule).await?;
+    let mut response = Json(rule_json(&revoked)).into_response();
+    json_no_store(response.headers_mut());
+    Ok(response)
+}
+
+/// One standing approval on the wire (camelCase, like actions).
+fn rule_json(rule: &flue_core::standing::RuleInfo) -> Value {
+    json!({
+        "ruleId": rule.rule_id,
+        "toolName": rule.tool_name,
+        "actionId": rule.action_id,
+        "status": rule.status,
+    })
+}
+
 /// `GET /agents/<agent>/<id>/state`: the conversation's state document as stored, with its
 /// version (0 and `{}` while nothing wrote it).
 pub(crate) async fn conversation_state(
@@ -430,7 +471,8 @@ fn parse_interrupt(headers: &HeaderMap, body: &[u8]) -> Result<Option<String>, A
     }
 }
 
-/// The body of a decision: `{"decision": "allow"}`, `{"decision": "deny", "message"?}`,
+/// The body of a decision: `{"decision": "allow"}`, `{"decision": "allow_always"}` (allow, and
+/// this tool's later calls in the conversation too), `{"decision": "deny", "message"?}`,
 /// `{"decision": "result", "value", "isError"?}`, and for an MCP server's question
 /// `{"decision": "accept", "content": {...}}`, `{"decision": "decline", "message"?}` or
 /// `{"decision": "cancel"}`.
@@ -445,7 +487,8 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
     }
     let value: Value = serde_json::from_slice(body)
         .map_err(|err| ApiError::invalid_json(format!("The body does not parse: {err}.")))?;
-    let shape = "The body must be {\"decision\": \"allow\"}, {\"decision\": \"deny\", \
+    let shape = "The body must be {\"decision\": \"allow\"}, {\"decision\": \"allow_always\"}, \
+                 {\"decision\": \"deny\", \
                  \"message\": \"...\"} or {\"decision\": \"result\", \"value\": ...}; an MCP \
                  server's question takes {\"decision\": \"accept\", \"content\": {...}}, \
                  {\"decision\": \"decline\"} or {\"decision\": \"cancel\"}.";
@@ -459,6 +502,7 @@ fn parse_decision(headers: &HeaderMap, body: &[u8]) -> Result<flue_core::ActionD
     };
     match object.get("decision").and_then(Value::as_str) {
         Some("allow") => Ok(flue_core::ActionDecision::Allow),
+        Some("allow_always") => Ok(flue_core::ActionDecision::AllowAlways),
         Some("deny") => Ok(flue_core::ActionDecision::Deny { message }),
         Some("result") => {
             let Some(result) = object.get("value") else {

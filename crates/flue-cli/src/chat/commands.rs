@@ -6,9 +6,8 @@
 //! the same workspace; `/thinking` sets the level of the next messages; `/rewind` and
 //! `/compact` act on the conversation ([`super::acts`]); the others show what the chat knows.
 
-use flue_core::{ThinkingLevel, Usage};
+use flue_core::{AgentRuntime, ConversationKey, ThinkingLevel, Usage};
 
-use crate::approvals::AlwaysRules;
 use crate::args::{RunArgs, ToolsArgs};
 use crate::render::usage_text;
 use crate::run::Prepared;
@@ -25,7 +24,13 @@ pub(crate) struct Context<'a> {
     pub(crate) output: &'a Output,
     /// This chat's usage so far.
     pub(crate) usage: &'a Usage,
-    pub(crate) rules: &'a AlwaysRules,
+    pub(crate) rules: &'a Rules<'a>,
+}
+
+/// The conversation whose standing approvals `/tools` lists and revokes.
+pub(crate) struct Rules<'a> {
+    pub(crate) runtime: &'a AgentRuntime,
+    pub(crate) key: &'a ConversationKey,
 }
 
 /// What a typed line is.
@@ -112,6 +117,15 @@ pub(crate) async fn run(name: &str, argument: &str, ctx: Context<'_>) -> Next {
             eprintln!("this chat so far: {}", usage_text(usage));
             Next::Prompt
         }
+        "/tools" if argument.starts_with("revoke") => {
+            let what = argument.trim_start_matches("revoke").trim();
+            if what.is_empty() {
+                eprintln!("`/tools revoke TOOL` or `/tools revoke RULE_ID` (`/tools` lists them)");
+            } else {
+                crate::approvals::revoke(rules.runtime, rules.key, what).await;
+            }
+            Next::Prompt
+        }
         "/tools" => {
             let tools = ToolsArgs {
                 agent: run_args.agent.clone(),
@@ -126,13 +140,7 @@ pub(crate) async fn run(name: &str, argument: &str, ctx: Context<'_>) -> Next {
                     crate::terminal::escape_controls(&format!("{err:#}"))
                 );
             }
-            let always = rules.tools();
-            if !always.is_empty() {
-                eprintln!(
-                    "always allowed in this conversation: {}",
-                    crate::terminal::escape_controls(&always.join(", "))
-                );
-            }
+            crate::approvals::print_rules(rules.runtime, rules.key).await;
             Next::Prompt
         }
         "/session" => {

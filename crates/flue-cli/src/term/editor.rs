@@ -24,7 +24,10 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
         "show the role, or switch to ROLE (`/role -` for none)",
     ),
     ("/cost", "tokens and cost of this chat so far"),
-    ("/tools", "list the tools the agent gets"),
+    (
+        "/tools",
+        "list the tools and the always-allowed ones; /tools revoke TOOL",
+    ),
     (
         "/session",
         "the conversation's id and how to show or continue it",

@@ -54,6 +54,8 @@ impl Dev {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("flue"));
         command
             .env("FLUE_TRUST", "1")
+            // The console's "Always" signs with this key, not one in the user's home.
+            .env("FLUE_APPROVAL_KEY", "ab".repeat(32))
             .args(["dev", "--port", "0", "--root"])
             .arg(root)
             .args(extra)

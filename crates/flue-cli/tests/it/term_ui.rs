@@ -393,10 +393,6 @@ fn ctrl_c_clears_the_prompt_and_keeps_a_streaming_reply_as_interrupted() {
 fn always_for_this_conversation_stops_asking_and_no_can_say_why() {
     let ws = echoing();
     let root = ws.root().to_str().unwrap();
-    // A workspace's own approvals file (as a cloned repository could ship) answers nothing.
-    std::fs::create_dir_all(ws.root().join(".flue")).unwrap();
-    let shipped = r#"{"echo/a1": ["bash"]}"#;
-    std::fs::write(ws.root().join(".flue/approvals.json"), shipped).unwrap();
     let config = tempfile::tempdir().unwrap();
     let config_dir = config.path().to_str().unwrap();
     let mut terminal = Terminal::start_with(
@@ -417,32 +413,69 @@ fn always_for_this_conversation_stops_asking_and_no_can_say_why() {
     terminal.send("not now, thanks\r");
     terminal.expect("made");
     terminal.expect("> ");
+    // No rule granted yet: no key was made.
+    assert!(!config.path().join("approval.key").exists());
     terminal.send("make a\r");
     terminal.expect("allow? [y/N]");
     terminal.send("a\r");
     terminal.expect("allowed from now on in this conversation");
     terminal.expect("made");
     terminal.expect("> ");
+    // The runtime approves the next call itself, and says by which rule.
     terminal.send("make b\r");
-    terminal.expect("always allowed in this conversation");
+    terminal.expect("approved by standing rule rule_");
     terminal.expect("made");
     terminal.expect("> ");
     terminal.send("/tools\r");
-    terminal.expect("always allowed in this conversation: bash");
+    terminal.expect("always allowed in this conversation (standing rules):");
+    terminal.expect("bash rule_");
+    terminal.expect("> ");
+    // Revoked from the chat: the next call asks again.
+    terminal.send("/tools revoke bash\r");
+    terminal.expect("bash asks again");
+    terminal.expect("> ");
+    terminal.send("make b\r");
+    terminal.expect("allow? [y/N]");
+    terminal.send("always\r");
+    terminal.expect("allowed from now on in this conversation");
+    terminal.expect("made");
     terminal.expect("> ");
     terminal.send("\x04");
     let (code, shown) = terminal.wait();
     assert_eq!(code, 0, "{shown}");
-    let transcript = stdout(&ws.flue(&["session", "show", "--id", "a1"]));
+    let show = |config_dir: &str| {
+        let mut command = assert_cmd::Command::cargo_bin("flue").unwrap();
+        let out = command
+            .args(["session", "show", "--id", "a1", "--root", root])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("FLUE_CONFIG_DIR", config_dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let transcript = show(config_dir);
     assert!(
         transcript.contains("declined at the terminal: not now, thanks"),
         "{transcript}"
     );
-    // The rule is the user's, kept in their configuration directory.
-    let kept = std::fs::read_to_string(config.path().join("approvals.json")).unwrap();
-    assert!(kept.contains("echo/a1") && kept.contains("bash"), "{kept}");
-    let untouched = std::fs::read_to_string(ws.root().join(".flue/approvals.json")).unwrap();
-    assert_eq!(untouched, shipped);
+    assert!(
+        transcript.contains("approved by standing rule rule_"),
+        "{transcript}"
+    );
+    assert!(transcript.contains(" (revoked)"), "{transcript}");
+    assert!(!transcript.contains("unverified"), "{transcript}");
+    // The key is the user's, made readable by them alone; the workspace holds none.
+    let key = config.path().join("approval.key");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(!ws.root().join(".flue/approval.key").exists());
+    // Another user (another key) reading the same store sees the rule as unverified.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let transcript = show(elsewhere.path().to_str().unwrap());
+    assert!(transcript.contains("unverified"), "{transcript}");
 }
 
 #[test]

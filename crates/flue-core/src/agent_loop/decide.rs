@@ -135,6 +135,9 @@ impl TurnLoop<'_> {
         if let Some(decided) = hook_points::stored(&state.records, point, Some(&call.id)) {
             return decided;
         }
+        if let Some(decided) = self.standing_approval(state, call) {
+            return decided;
+        }
         let event = HookEvent::PermissionRequest { call: call.clone() };
         let access = hook_points::StateAccess::None;
         hook_points::ask(
@@ -146,6 +149,48 @@ impl TurnLoop<'_> {
             &state.records,
         )
         .await
+    }
+
+    /// Whether the session's log holds standing rules this loop could honour.
+    pub(super) fn has_standing_rules(&self, state: &SessionState) -> bool {
+        self.shared.depth == 0
+            && self.shared.harness.approval_key.is_some()
+            && state
+                .records
+                .iter()
+                .any(|record| matches!(record, Record::Rule(_)))
+    }
+
+    /// The approval of a verified standing rule of the conversation ("always" answered
+    /// earlier), stored like a `PermissionRequest` hook's allow so a replay reads it back.
+    fn standing_approval(
+        &self,
+        state: &SessionState,
+        call: &ToolCall,
+    ) -> Option<hook_points::Decided> {
+        if self.shared.depth > 0 {
+            return None;
+        }
+        let key = self.shared.harness.approval_key.as_ref();
+        let rule = crate::standing::approving(&state.records, Some(key?), &call.name)?;
+        let reason = format!("approved by standing rule {}", rule.rule_id);
+        let record = Record::Hook(crate::record::HookRecord {
+            event: HookPoint::PermissionRequest.name().to_owned(),
+            hook: format!("standing rule {}", rule.rule_id),
+            subject: Some(call.id.clone()),
+            decision: "allow".to_owned(),
+            reason: Some(reason.clone()),
+            updated_input: None,
+            replacement: None,
+            additional_context: None,
+        });
+        Some(hook_points::Decided {
+            verdict: Verdict::Allow,
+            reason: Some(reason),
+            hook: format!("standing rule {}", rule.rule_id),
+            records: vec![record],
+            ..hook_points::Decided::default()
+        })
     }
 
     /// Stores the starts of calls a decision allowed before they run, so a crash mid-run

@@ -341,7 +341,8 @@ impl TurnLoop<'_> {
         mut calls: Vec<ToolCall>,
         mode: RunMode,
     ) -> Result<()> {
-        let hooked = hook_points::any(self.shared);
+        // A standing approval answers confirmations where a `PermissionRequest` hook would.
+        let hooked = hook_points::any(self.shared) || self.has_standing_rules(state);
         let pre = match &mode {
             RunMode::Classify if hooked => self.pre_tool_hooks(state, &mut calls).await?,
             RunMode::Confirmed(_) if hooked => {

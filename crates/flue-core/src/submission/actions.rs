@@ -16,6 +16,7 @@ use flue_protocol::record::{
 use std::time::Duration;
 
 use crate::error::{FlueError, Result};
+use crate::standing::RuleInfo;
 use crate::steps;
 use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Fence, FencedAppend, SessionKey, SessionLog, SubmissionStatus};
@@ -38,6 +39,15 @@ pub struct ResolveReceipt {
     pub submission_id: Option<String>,
     /// The conversation's stream head after the decision was stored.
     pub offset: Offset,
+}
+
+/// A decision to store: where, at which version, and the records stored with it (the
+/// standing rule an "always" grants).
+struct Decided<'a> {
+    session: &'a SessionKey,
+    expected_version: u64,
+    resolution: ActionResolution,
+    extra: Vec<Record>,
 }
 
 /// What an interrupt did.
@@ -88,6 +98,20 @@ impl AgentRuntime {
         action_id: &str,
         decision: ActionDecision,
     ) -> Result<ResolveReceipt> {
+        let always = decision == ActionDecision::AllowAlways;
+        if always && self.inner.approval_key.is_none() {
+            return Err(FlueError::InvalidDecision {
+                action_id: action_id.to_owned(),
+                message: "this server keeps no standing approvals (no approval key is set):                           answer allow instead"
+                    .to_owned(),
+            });
+        }
+        // "Always" is stored as an allow plus the rule it grants.
+        let decision = if always {
+            ActionDecision::Allow
+        } else {
+            decision
+        };
         let conversation = key.to_string();
         // An action of a subagent (a task session below a waiting `task` call) is decided in
         // that session's log, under the same ownership.
@@ -138,14 +162,92 @@ impl AgentRuntime {
             Ok(action) => action,
             Err(err) => return Err(self.give_back(&fence, err).await),
         };
+        let mut extra = Vec::new();
+        if always {
+            if action.kind != ActionKind::Confirmation {
+                let err = FlueError::InvalidDecision {
+                    action_id: action_id.to_owned(),
+                    message: "only a confirmation can be allowed always".to_owned(),
+                };
+                return Err(self.give_back(&fence, err).await);
+            }
+            if let Some(approval_key) = &self.inner.approval_key {
+                match crate::standing::grant(approval_key, &action.tool_name, action_id) {
+                    Ok(rule) => extra.push(Record::Rule(rule)),
+                    Err(problem) => {
+                        let err = FlueError::InvalidDecision {
+                            action_id: action_id.to_owned(),
+                            message: format!(
+                                "cannot keep a standing approval ({problem}): answer allow \
+                                 instead"
+                            ),
+                        };
+                        return Err(self.give_back(&fence, err).await);
+                    }
+                }
+            }
+        }
         let resolution = ActionResolution::of(&action, decision.clone());
         let waiting = match self.waiting_submission(key).await {
             Ok(waiting) => waiting,
             Err(err) => return Err(self.give_back(&fence, err).await),
         };
         let session = root_session(key);
-        self.store_decision(key, &fence, waiting, &session, log.version, resolution)
-            .await
+        let decided = Decided {
+            session: &session,
+            expected_version: log.version,
+            resolution,
+            extra,
+        };
+        self.store_decision(key, &fence, waiting, decided).await
+    }
+
+    /// The standing approvals of the conversation ("always" answers), each with its status
+    /// under this runtime's approval key. [`FlueError::AgentInstanceNotFound`] for an unknown
+    /// conversation.
+    pub async fn rules(&self, key: &ConversationKey) -> Result<Vec<RuleInfo>> {
+        let log = self.root_log(key).await?;
+        let key = self.inner.approval_key.as_ref();
+        Ok(crate::standing::standing_rules(&records_of(log), key))
+    }
+
+    /// Revokes the standing approval `rule_id`: the tool's later confirmations are asked
+    /// again. Stored like a decision (owning the conversation for the append); revoking a
+    /// revoked rule stores nothing. [`FlueError::InvalidRequest`] for an unknown rule.
+    pub async fn revoke_rule(&self, key: &ConversationKey, rule_id: &str) -> Result<RuleInfo> {
+        let _serial = self.inner.resolving.lock().await;
+        let (fence, log) = self.own_checked(key, |_| Ok(())).await?;
+        let version = log.version;
+        let listed =
+            crate::standing::standing_rules(&records_of(log), self.inner.approval_key.as_ref());
+        let Some(mut rule) = listed.into_iter().find(|rule| rule.rule_id == rule_id) else {
+            let err = FlueError::InvalidRequest {
+                message: format!("the conversation has no standing rule {rule_id:?}"),
+            };
+            return Err(self.give_back(&fence, err).await);
+        };
+        if rule.status != "revoked" {
+            let stored = stamp_now([Record::Rule(crate::standing::revocation(&rule))]);
+            let appended = self
+                .inner
+                .store
+                .append_fenced(FencedAppend {
+                    fence: &fence,
+                    submission_id: None,
+                    applies_input: false,
+                    resumes_waiting: false,
+                    session: &root_session(key),
+                    expected_version: version,
+                    records: &stored,
+                })
+                .await;
+            if let Err(err) = appended {
+                return Err(self.give_back(&fence, err).await);
+            }
+            "revoked".clone_into(&mut rule.status);
+        }
+        self.hand_back(&fence).await;
+        Ok(rule)
     }
 
     /// Interrupts a paused conversation: answers every pending action as interrupted (in the
@@ -416,8 +518,13 @@ impl AgentRuntime {
             Err(err) => return Err(self.give_back(&fence, err).await),
         };
         let resolution = ActionResolution::of(&action, decision);
-        self.store_decision(key, &fence, waiting, session, version, resolution)
-            .await
+        let decided = Decided {
+            session,
+            expected_version: version,
+            resolution,
+            extra: Vec::new(),
+        };
+        self.store_decision(key, &fence, waiting, decided).await
     }
 
     /// Stores `resolution` in `session` under `fence` (owned by this runtime), tells the
@@ -428,13 +535,19 @@ impl AgentRuntime {
         key: &ConversationKey,
         fence: &Fence,
         waiting: Option<SubmissionInfo>,
-        session: &SessionKey,
-        expected_version: u64,
-        resolution: ActionResolution,
+        decided: Decided<'_>,
     ) -> Result<ResolveReceipt> {
+        let Decided {
+            session,
+            expected_version,
+            resolution,
+            extra,
+        } = decided;
         let action_id = resolution.action_id.clone();
         let decision = resolution.decision.clone();
-        let stored = stamp_now([Record::ActionResolved(resolution)]);
+        let mut written = vec![Record::ActionResolved(resolution)];
+        written.extend(extra);
+        let stored = stamp_now(written);
         let appended = self
             .inner
             .store
@@ -551,11 +664,16 @@ impl AgentRuntime {
 
     /// Releases ownership taken for a decision that failed, and returns the failure.
     pub(super) async fn give_back(&self, fence: &Fence, err: FlueError) -> FlueError {
+        self.hand_back(fence).await;
+        err
+    }
+
+    /// Releases the conversation taken for a write.
+    async fn hand_back(&self, fence: &Fence) {
         if let Ok(false) = self.inner.store.release(fence).await {
             // Work remains (queued behind): run it rather than sit on the conversation.
             self.inner.kick(&fence.key);
         }
-        err
     }
 
     async fn waiting_submission(&self, key: &ConversationKey) -> Result<Option<SubmissionInfo>> {

@@ -158,16 +158,18 @@ pub(super) async fn build_harness(
     key: &ConversationKey,
     fenced: &Arc<FencedSessions>,
 ) -> Result<Harness> {
-    inner
+    let mut builder = inner
         .agents
         .harness_builder(&key.agent)
         .await?
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
         .with_log_cache(Arc::clone(&inner.logs))
-        .with_running_tasks(Arc::clone(&inner.running_tasks))
-        .build()
-        .await
+        .with_running_tasks(Arc::clone(&inner.running_tasks));
+    if let Some(approval_key) = &inner.approval_key {
+        builder = builder.with_approval_key(approval_key.clone());
+    }
+    builder.build().await
 }
 
 /// What a driver runs an attempt with.

@@ -44,9 +44,20 @@ pub struct AgentRuntimeBuilder {
     poll_interval: Duration,
     reconcile_interval: Option<Duration>,
     own_work_only: bool,
+    approval_key: Option<crate::standing::ApprovalKey>,
 }
 
 impl AgentRuntimeBuilder {
+    /// Sets the key that signs and verifies standing approvals: with it, an
+    /// [`ActionDecision::AllowAlways`](crate::ActionDecision::AllowAlways) also approves the
+    /// tool's later calls in the conversation; without it, that decision is refused. Every
+    /// process serving the same store needs the same key.
+    #[must_use]
+    pub fn with_approval_key(mut self, key: crate::standing::ApprovalKey) -> Self {
+        self.approval_key = Some(key);
+        self
+    }
+
     /// Makes this a runtime for one-shot processes such as `flue run`: it works only on
     /// conversations it dispatched to, and only until the submissions it dispatched there
     /// settled (the work queued before them included, first in first out). Then it hands the
@@ -99,6 +110,7 @@ impl AgentRuntimeBuilder {
             active: AtomicUsize::new(0),
             idle: Notify::new(),
             own_work_only: self.own_work_only,
+            approval_key: self.approval_key,
             own: Mutex::new(HashMap::new()),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
@@ -199,6 +211,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) logs: Arc<LogCache>,
     /// The tasks this runtime's harnesses run now, so one can be aborted alone.
     pub(crate) running_tasks: Arc<RunningTasks>,
+    /// See [`AgentRuntimeBuilder::with_approval_key`].
+    pub(crate) approval_key: Option<crate::standing::ApprovalKey>,
 }
 
 /// One conversation's driver, as the rest of the runtime sees it.
@@ -380,6 +394,7 @@ impl AgentRuntime {
             poll_interval: DEFAULT_POLL_INTERVAL,
             reconcile_interval: Some(DEFAULT_RECONCILE_INTERVAL),
             own_work_only: false,
+            approval_key: None,
         }
     }
 

@@ -173,6 +173,7 @@ fn message_json(stored: &StoredRecord) -> Value {
         Record::Hook(_) => "hook",
         Record::State(_) => "state",
         Record::ToolAttempt(_) => "tool_attempt",
+        Record::Rule(_) => "rule",
         _ => "user",
     };
     // Stored records always serialize (they were read from their JSON); `null` otherwise.

@@ -38,6 +38,7 @@ mod session;
 mod session_delete;
 mod skill_refs;
 mod skills;
+mod standing;
 mod store_contract;
 mod stores;
 mod submission_crash;

@@ -1244,6 +1244,8 @@ function recordRow(record, root) {
     const value = decision.value !== undefined ? ` ${brief(decision.value)}` : decision.content !== undefined ? ` ${brief(decision.content)}` : '';
     body = `${record.tool_name}: ${decision.decision || 'decided'}${decision.is_error ? ' (as an error)' : ''}${value}${decision.message ? ` · ${decision.message}` : ''}`;
     error = ['deny', 'decline', 'cancel'].includes(decision.decision) || decision.is_error === true;
+  } else if (record.type === 'rule') {
+    body = `${record.tool_name}: ${record.change === 'grant' ? 'always allowed in this conversation' : 'no longer always allowed'} (${record.rule_id})`;
   } else if (record.type === 'tool_attempt') {
     body = `${record.tool_name} attempt ${record.attempt} (key ${record.idempotency_key})`;
   }
@@ -1307,6 +1309,47 @@ async function refreshActions() {
   } catch {
     setActions([]);
   }
+  refreshRules(agent, conversation);
+}
+
+// The conversation's standing rules ("always" answers; GET .../rules), listed under the
+// pending actions with a Revoke button each (DELETE .../rules/<ruleId>).
+async function refreshRules(agent, conversation) {
+  let rules = [];
+  try {
+    const response = await fetch(`${conversationUrl()}/rules`, { cache: 'no-store' });
+    if (state.agent !== agent || state.conversation !== conversation) return;
+    rules = response.ok ? ((await response.json()).rules || []) : [];
+  } catch {
+    rules = [];
+  }
+  const key = JSON.stringify(rules);
+  if (key === state.rulesKey) return;
+  state.rulesKey = key;
+  state.rules = rules;
+  renderActions();
+}
+
+async function revokeRule(rule) {
+  await fetch(`${conversationUrl()}/rules/${encode(rule.ruleId)}`, { method: 'DELETE' }).catch(() => null);
+  refreshActions();
+}
+
+function renderRules() {
+  const rules = state.rules || [];
+  if (!rules.length) return null;
+  const status = { active: 'approves without asking', revoked: 'revoked', unverified: 'unverified: not signed with this server\'s key; ignored' };
+  return h('div', { class: 'rules' },
+    h('h3', {}, 'Always allowed in this conversation'),
+    rules.map((rule) => h('div', { class: 'action', dataset: { rule: rule.ruleId } },
+      h('div', { class: 'action-head' },
+        h('span', { class: 'tool-name' }, rule.toolName),
+        h('span', { class: 'badge' }, 'standing rule'),
+        h('span', { class: `state ${rule.status === 'active' ? 'ok' : 'error'}` }, status[rule.status] || rule.status)),
+      rule.status === 'active'
+        ? h('div', { class: 'action-buttons' },
+          h('button', { class: 'button danger small', type: 'button', onclick: () => revokeRule(rule) }, 'Revoke'))
+        : null)));
 }
 
 // Re-renders only when the pending set changed, so an answer being typed is kept.
@@ -1382,6 +1425,7 @@ function renderAction(action, where) {
   } else if (pending) {
     controls = h('div', { class: 'action-buttons' },
       h('button', { class: 'button primary small', type: 'button', onclick: () => resolveAction(action, { decision: 'allow' }) }, 'Allow'),
+      h('button', { class: 'button small', type: 'button', title: 'Allow, and this tool\'s later calls in this conversation without asking (a standing rule)', onclick: () => resolveAction(action, { decision: 'allow_always' }) }, 'Always'),
       h('button', { class: 'button danger small', type: 'button', onclick: () => resolveAction(action, { decision: 'deny' }) }, 'Deny'));
   }
   return h('div', { class: `action${pending ? ' pending' : ''}`, dataset: { where, kind } },
@@ -1450,11 +1494,12 @@ function renderActions() {
       'Tool calls that need your approval wait here, with Allow and Deny. This server does not pause for approvals.'));
     return;
   }
+  const rules = renderRules();
   if (!state.actions.length) {
-    panel.replaceChildren(h('p', { class: 'none' }, 'No pending actions. Tool calls that need your approval (see docs/permissions.md) wait here.'));
+    panel.replaceChildren(h('p', { class: 'none' }, 'No pending actions. Tool calls that need your approval (see docs/permissions.md) wait here.'), ...(rules ? [rules] : []));
     return;
   }
-  panel.replaceChildren(...state.actions.map((action) => renderAction(action, 'tab')));
+  panel.replaceChildren(...state.actions.map((action) => renderAction(action, 'tab')), ...(rules ? [rules] : []));
 }
 
 // ---------------------------------------------------------------- sending

@@ -145,6 +145,25 @@ pub(crate) async fn careful_app() -> Router {
     flue_server::router(DurableRuntime::new(runtime, infos), fast_config())
 }
 
+/// [`careful_app`] over `store`, signing standing approvals with `key`.
+pub(crate) async fn careful_app_keyed(
+    store: Arc<MemoryStore>,
+    key: Option<flue_core::standing::ApprovalKey>,
+) -> Router {
+    let host = TestHost::new();
+    let builder = host.builder("careful").unwrap();
+    let agents = StaticAgents::new().with_agent("careful", move || builder.clone()());
+    let mut runtime = AgentRuntime::builder(store, Arc::new(agents))
+        .with_poll_interval(Duration::from_millis(10));
+    if let Some(key) = key {
+        runtime = runtime.with_approval_key(key);
+    }
+    let runtime = runtime.start().await.unwrap();
+    std::mem::forget(host);
+    let infos = vec![AgentInfo::new("careful")];
+    flue_server::router(DurableRuntime::new(runtime, infos), fast_config())
+}
+
 /// Quick timings for tests.
 pub(crate) fn fast_config() -> ServerConfig {
     ServerConfig {
@@ -199,6 +218,17 @@ pub(crate) async fn call(app: &Router, request: Request<Body>) -> Reply {
 
 pub(crate) async fn get(app: &Router, uri: &str) -> Reply {
     call(app, Request::get(uri).body(Body::empty()).unwrap()).await
+}
+
+pub(crate) async fn delete(app: &Router, uri: &str) -> Reply {
+    call(
+        app,
+        Request::delete(uri)
+            .header("host", "test.local")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
 }
 
 pub(crate) async fn post_json(app: &Router, uri: &str, body: &str) -> Reply {

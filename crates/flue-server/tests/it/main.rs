@@ -14,3 +14,4 @@ mod docs;
 mod host;
 mod protocol;
 mod reload;
+mod rules;
