@@ -173,6 +173,12 @@ pub(crate) async fn run(
 ) -> Result<(PromptResponse, Usage)> {
     let stop = opening.stop;
     let prepared = prepare::prepare(&shared, &opening, &options, &overlay, delegation).await?;
+    // Prompt hooks judge with the model this operation calls.
+    let mut ctx = ctx;
+    ctx.model = Some(format!(
+        "{}/{}",
+        prepared.spec.provider, prepared.spec.model
+    ));
     let mut state = shared.state.lock().await;
     let budget = prepare::open(&shared, &mut state, opening, &prepared.tools, &ctx).await?;
     if stop {
@@ -394,11 +400,15 @@ impl TurnLoop<'_> {
         }
     }
 
-    /// What the operation spent so far: its turns (failed ones included) and its tasks.
+    /// What the operation spent so far: its turns (failed ones included), its tasks and its
+    /// prompt hooks.
     fn spent(&self) -> Usage {
         let mut usage = self.usage;
         if let Ok(delegated) = self.delegated_usage.lock() {
             usage += *delegated;
+        }
+        if let Ok(hooks) = self.ctx.hook_usage.lock() {
+            usage += *hooks;
         }
         usage
     }

@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use super::http::{
     HTTP_HOOK_MAX_RESPONSE_BYTES, HttpHookClient, HttpHookError, HttpHookTarget, fill_header,
 };
+use super::prompt::{DEFAULT_PROMPT_HOOK_TIMEOUT_SECS, Judgement, PromptHookTarget, read_answer};
 use super::{Hook, HookContext, HookDecision, HookEvent, HookFailure, HookPoint, Verdict};
 use crate::error::{FlueError, Result};
 use crate::sandbox::{ExecOptions, LocalSandbox, TIMEOUT_EXIT_CODE};
@@ -210,6 +211,9 @@ pub struct CommandHookSpec {
     /// then holds the URL, to name the hook in reports); `env` names the variables its header
     /// values may use.
     pub http: Option<HttpHookTarget>,
+    /// A prompt hook's prompt and model: a model judges the input instead of `command` being
+    /// run (`command` then holds the prompt's first line, to name the hook in reports).
+    pub prompt: Option<PromptHookTarget>,
 }
 
 impl CommandHookSpec {
@@ -228,6 +232,20 @@ impl CommandHookSpec {
             env: Vec::new(),
             declared_in: declared_in.into(),
             http: None,
+            prompt: None,
+        }
+    }
+
+    /// A prompt hook at `point` whose input `target`'s model judges, declared in
+    /// `declared_in`.
+    pub fn prompt(
+        point: HookPoint,
+        target: PromptHookTarget,
+        declared_in: impl Into<String>,
+    ) -> Self {
+        Self {
+            prompt: Some(target.clone()),
+            ..Self::new(point, target.label(), declared_in)
         }
     }
 
@@ -258,6 +276,8 @@ impl CommandHookSpec {
         let mut problems = Vec::new();
         if let Some(target) = &self.http {
             problems.extend(target.problems());
+        } else if let Some(target) = &self.prompt {
+            problems.extend(target.problems(self.point));
         } else if self.command.trim().is_empty() {
             problems.push("`command` is empty: give the command line to run".to_owned());
         }
@@ -697,8 +717,65 @@ impl CommandHook {
         }
     }
 
+    /// Runs a prompt hook: the model judges `input` with the prompt. `ok: false` blocks at
+    /// `Stop` and `SubagentStop` (the model answers again) and ends the operation elsewhere,
+    /// as Claude Code's `continue: false`. No answer (no model, a provider error, the time
+    /// limit) fails like a hook that cannot start; an answer without a boolean `ok` is a
+    /// failure.
+    async fn judge(
+        &self,
+        target: &PromptHookTarget,
+        event: &HookEvent,
+        ctx: &HookContext,
+        input: &str,
+    ) -> std::result::Result<HookDecision, HookFailure> {
+        let model = ctx
+            .model
+            .as_ref()
+            .ok_or_else(|| self.not_started("no model is available to prompt hooks here"))?;
+        let text = target.request_text(input);
+        let asked = model.judge(target.model.as_deref(), &text, &ctx.cancel);
+        let answer = match tokio::time::timeout(self.timeout(), asked).await {
+            Err(_) => {
+                return Err(self.not_started(format!(
+                    "the model gave no answer within {} s (set `timeout` in seconds to allow \
+                     longer)",
+                    self.timeout().as_secs()
+                )));
+            }
+            Ok(Err(FlueError::Aborted)) => {
+                return Err(self.failure("cannot run: the operation was aborted"));
+            }
+            Ok(Err(err)) => {
+                return Err(self.not_started(format!("the model could not be asked: {err}")));
+            }
+            Ok(Ok(answer)) => answer,
+        };
+        let judgement = read_answer(&answer).map_err(|why| {
+            self.failure(format!(
+                "the model's answer {why}; a prompt hook answers {{\"ok\": true}} or \
+                 {{\"ok\": false, \"reason\": ...}}: {}",
+                quote(&answer)
+            ))
+        })?;
+        let Judgement::NotOk(reason) = judgement else {
+            return Ok(HookDecision::proceed());
+        };
+        let reason =
+            reason.unwrap_or_else(|| format!("blocked by prompt hook `{}`", self.spec.command));
+        Ok(match event.point() {
+            HookPoint::Stop | HookPoint::SubagentStop => HookDecision::block(reason),
+            _ => HookDecision::tripwire(reason),
+        })
+    }
+
     fn timeout(&self) -> Duration {
-        Duration::from_secs(self.spec.timeout_secs.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECS))
+        let default = if self.spec.prompt.is_some() {
+            DEFAULT_PROMPT_HOOK_TIMEOUT_SECS
+        } else {
+            DEFAULT_HOOK_TIMEOUT_SECS
+        };
+        Duration::from_secs(self.spec.timeout_secs.unwrap_or(default))
     }
 }
 
@@ -726,6 +803,8 @@ impl Hook for CommandHook {
     fn name(&self) -> String {
         let kind = if self.spec.http.is_some() {
             "http"
+        } else if self.spec.prompt.is_some() {
+            "prompt"
         } else {
             "command"
         };
@@ -760,7 +839,7 @@ impl Hook for CommandHook {
     }
 
     fn touches_host_files(&self) -> bool {
-        self.spec.http.is_none()
+        self.spec.http.is_none() && self.spec.prompt.is_none()
     }
 
     fn decide<'a>(
@@ -770,6 +849,10 @@ impl Hook for CommandHook {
     ) -> BoxFuture<'a, std::result::Result<HookDecision, HookFailure>> {
         Box::pin(async move {
             let mut input = self.input(event, ctx);
+            // A prompt hook's model reads no files: it gets no transcript path.
+            if let Some(target) = &self.spec.prompt {
+                return self.judge(target, event, ctx, &input.to_string()).await;
+            }
             if let Some(path) = self.write_transcript(ctx).await
                 && let Value::Object(fields) = &mut input
             {

@@ -63,6 +63,7 @@ fn tool_inputs_are_shown_with_claude_code_names_and_mapped_back() {
         cancel: CancellationToken::new(),
         state: None,
         transcript: None,
+        model: None,
     };
     let input = hook.input(&event, &ctx);
     assert_eq!(input["tool_name"], "Read");
