@@ -47,15 +47,22 @@ fn judge_script() -> String {
 /// A workspace whose agent `judged` (bash, virtual sandbox) has a prompt hook on `Bash` calls
 /// and one on its final reply, both judged by `scripted/judge.json`.
 fn workspace(flue_toml: &str) -> Workspace {
-    let agent = "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: virtual\nhooks:\n  \
+    workspace_with("", flue_toml)
+}
+
+/// [`workspace`] with `frontmatter` (whole lines) added to the agent file.
+fn workspace_with(frontmatter: &str, flue_toml: &str) -> Workspace {
+    let hooks = "hooks:\n  \
         PreToolUse:\n    - matcher: Bash\n      hooks:\n        - type: prompt\n          \
         prompt: 'Refuse commands that destroy files. The call: $ARGUMENTS'\n          \
         model: scripted/judge.json\n          timeout: 20\n  \
         Stop:\n    - hooks:\n        - type: prompt\n          \
-        prompt: 'Does the reply cite a source?'\n          model: scripted/judge.json\n\
-        ---\nWork.\n";
+        prompt: 'Does the reply cite a source?'\n          model: scripted/judge.json\n";
+    let agent = format!(
+        "---\nmodel: scripted/s.json\ntools: [bash]\nsandbox: virtual\n{frontmatter}{hooks}---\nWork.\n"
+    );
     Workspace::new(&[
-        ("agents/judged.md", agent),
+        ("agents/judged.md", &agent),
         ("s.json", &agent_script()),
         ("judge.json", &judge_script()),
         ("flue.toml", flue_toml),
@@ -136,5 +143,47 @@ fn a_prompt_hook_at_a_point_it_cannot_decide_fails_the_build() {
     assert!(
         err.contains("agents/a.md") && err.contains("a `prompt` hook cannot run at SessionEnd"),
         "{err}"
+    );
+}
+
+/// The text deltas `flue run --jsonl` printed, joined.
+fn streamed_text(out: &std::process::Output) -> String {
+    crate::stdout(out)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["type"] == "text_delta")
+        .filter_map(|line| line["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// With `hold_reply_until_stop`, a reply the Stop hook blocks never streams: the deltas are
+/// the passed reply alone. Without it the blocked draft streams before the hook sees it.
+#[test]
+fn a_held_reply_streams_only_once_the_stop_hooks_pass_it() {
+    let ws = workspace("");
+    let out = ws.flue(&["run", "judged", "-m", "finish", "--id", "l", "--jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let live = streamed_text(&out);
+    assert!(
+        live.starts_with("draft"),
+        "the draft streamed live: {live:?}"
+    );
+
+    let ws = workspace_with("hold_reply_until_stop: true\n", "");
+    let out = ws.flue(&["run", "judged", "-m", "finish", "--id", "h", "--jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(streamed_text(&out), "final: see https://example.com/source");
+    // Interim text of a turn with tool calls is released when that turn ends.
+    let out = ws.flue(&["run", "judged", "-m", "greet", "--id", "t", "--jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(streamed_text(&out), "tool said: hello\n");
+    // The plain output is the passed reply.
+    let out = ws.flue(&["run", "judged", "-m", "finish", "--id", "p"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = crate::stdout(&out);
+    assert!(!printed.contains("draft"), "{printed}");
+    assert!(
+        printed.contains("final: see https://example.com/source"),
+        "{printed}"
     );
 }
