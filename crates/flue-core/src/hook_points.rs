@@ -184,7 +184,8 @@ pub(crate) async fn ask(
         state: None,
         transcript: Some(transcript.into()),
         model: Some(HookModel::new(
-            std::sync::Arc::clone(&shared.harness),
+            shared.harness.providers.clone(),
+            shared.harness.redactor.clone(),
             ctx.model.clone(),
         )),
     };

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::HookPoint;
 use crate::error::{FlueError, Result};
-use crate::model::{ModelRequest, TurnSink};
+use crate::model::{ModelRequest, ProviderRegistry, TurnSink};
 use crate::record::{AssistantContent, Record, Usage, UserMessage};
-use crate::shared::HarnessShared;
+use crate::redact::Redactor;
 use crate::spans::traced_turn;
 
 /// Seconds a prompt hook may take when it sets no `timeout` (Claude Code's default).
@@ -108,7 +108,8 @@ impl PromptHookTarget {
 /// providers, the operation's model, and a tally of what the calls cost.
 #[derive(Clone)]
 pub struct HookModel {
-    harness: Arc<HarnessShared>,
+    providers: ProviderRegistry,
+    redactor: Redactor,
     default_model: Option<String>,
     spent: Arc<Mutex<Usage>>,
 }
@@ -122,9 +123,14 @@ impl std::fmt::Debug for HookModel {
 }
 
 impl HookModel {
-    pub(crate) fn new(harness: Arc<HarnessShared>, default_model: Option<String>) -> Self {
+    pub(crate) fn new(
+        providers: ProviderRegistry,
+        redactor: Redactor,
+        default_model: Option<String>,
+    ) -> Self {
         Self {
-            harness,
+            providers,
+            redactor,
             default_model,
             spent: Arc::default(),
         }
@@ -153,7 +159,7 @@ impl HookModel {
                 "no model to judge with: the hook names none and the operation has none",
             )
         })?;
-        let (provider, spec) = self.harness.providers.resolve(spec)?;
+        let (provider, spec) = self.providers.resolve(spec)?;
         let info = provider.model_info(&spec.model);
         let messages = [Record::User(UserMessage::text(text))];
         let request = ModelRequest {
@@ -166,8 +172,15 @@ impl HookModel {
         };
         // A judgement is not part of the conversation: nothing of it is streamed.
         let sink = TurnSink::discard();
-        let redactor = &self.harness.redactor;
-        let turn = traced_turn(provider.as_ref(), &spec, request, &sink, cancel, redactor).await?;
+        let turn = traced_turn(
+            provider.as_ref(),
+            &spec,
+            request,
+            &sink,
+            cancel,
+            &self.redactor,
+        )
+        .await?;
         *self.spent.lock().unwrap_or_else(PoisonError::into_inner) += turn.usage;
         Ok(turn
             .content
