@@ -208,7 +208,7 @@ pub struct CommandHookSpec {
     /// Where it was declared (`agents/review.md`, `flue.toml`), for reports.
     pub declared_in: String,
     /// An http hook's target: the input is POSTed there instead of run by `command` (which
-    /// then holds the URL, to name the hook in reports); `env` names the variables its header
+    /// then holds the URL with its credentials hidden, to name the hook in reports); `env` names the variables its header
     /// values may use.
     pub http: Option<HttpHookTarget>,
     /// A prompt hook's prompt and model: a model judges the input instead of `command` being
@@ -253,7 +253,7 @@ impl CommandHookSpec {
     pub fn http(point: HookPoint, target: HttpHookTarget, declared_in: impl Into<String>) -> Self {
         Self {
             http: Some(target.clone()),
-            ..Self::new(point, target.url, declared_in)
+            ..Self::new(point, target.shown_url(), declared_in)
         }
     }
 
@@ -424,6 +424,15 @@ impl CommandHook {
                     to_claude_input(&call.name, &call.input),
                 );
                 input.insert("tool_use_id".into(), json!(call.id));
+                // An MCP tool is `mcp__<server>__<tool>`: hooks are told the server.
+                if let Some(server) = call
+                    .name
+                    .strip_prefix("mcp__")
+                    .and_then(|rest| rest.split_once("__"))
+                    .map(|(server, _)| server)
+                {
+                    input.insert("mcp_server".into(), json!(server));
+                }
             }
             HookEvent::Stop {
                 reply,

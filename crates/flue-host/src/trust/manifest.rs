@@ -290,7 +290,7 @@ fn http_hook_item(
         &hook.declared_in,
         format!(
             "sends the conversation to `{}` ({} http hook{matcher}{headers}{env})",
-            target.url,
+            target.shown_url(),
             hook.point.name()
         ),
     )
@@ -364,7 +364,7 @@ fn mcp_item(origin: &str, name: &str, decl: &McpServerDecl) -> TrustItem {
                 origin,
                 format!(
                     "connects to MCP server `{name}` at {}{}",
-                    remote.url,
+                    without_password(&remote.url),
                     sends(&sent)
                 ),
             )
