@@ -23,6 +23,7 @@ mod prompt;
 mod transcript;
 
 pub(crate) use command::NON_BLOCKING_PREFIX;
+pub use transcript::remove_transcripts;
 pub(crate) use transcript::render as render_transcript;
 
 use std::sync::Arc;

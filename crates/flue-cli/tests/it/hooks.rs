@@ -1408,3 +1408,41 @@ fn http_hooks_in_claude_settings_and_flue_toml_run() {
     );
     assert_eq!(context.requests().len(), 1);
 }
+
+/// The transcript a hook reads grows by appending (the lines written for the first message
+/// stay as they were, byte for byte), and `flue session delete` removes it with the
+/// conversation; another conversation's stays.
+#[test]
+fn the_hook_transcript_grows_by_appending_and_goes_with_its_conversation() {
+    let ws = workspace(&group(
+        "UserPromptSubmit",
+        "",
+        "python3 -c \"import json,sys; print(json.load(sys.stdin)[\\\"transcript_path\\\"])\" > /dev/null",
+        "",
+    ));
+    let dir = ws.root().join(".flue/transcripts");
+    for (message, id) in [("greet", "t1"), ("hello", "t2")] {
+        let output = run(&ws, message, id);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let t1 = dir.join("guarded_t1.default.jsonl");
+    // At the first message the log is empty; at the second it holds the first exchange.
+    let output = run(&ws, "again", "t1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first = std::fs::read_to_string(&t1).unwrap();
+    assert!(first.contains("\"role\":\"assistant\""), "{first}");
+    let output = run(&ws, "once more", "t1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let second = std::fs::read_to_string(&t1).unwrap();
+    assert!(
+        second.len() > first.len() && second.starts_with(&first),
+        "{first}\n---\n{second}"
+    );
+    let deleted = ws.flue(&["session", "delete", "--id", "t1"]);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    assert!(
+        !t1.exists(),
+        "the transcript of a deleted conversation is kept"
+    );
+    assert!(dir.join("guarded_t2.default.jsonl").exists());
+}

@@ -637,30 +637,12 @@ impl CommandHook {
     }
 
     /// Writes the conversation so far as a Claude Code transcript (`ctx.transcript`) to
-    /// `.flue/transcripts/` at the workspace root, replacing the file whole (a reader never
-    /// sees half of it), and returns its path; `None` (logged) when it cannot be written.
+    /// `.flue/transcripts/` at the workspace root (appending what is new when the file holds
+    /// the start of it), and returns its path; `None` (logged) when it cannot be written.
     async fn write_transcript(&self, ctx: &HookContext) -> Option<PathBuf> {
         let transcript = ctx.transcript.as_ref()?;
-        let dir = self.root.join(".flue").join("transcripts");
-        let name: String = format!("{}.{}", ctx.instance_id, ctx.session)
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = dir.join(format!("{name}.jsonl"));
-        let partial = dir.join(format!(".{name}.{}.partial", std::process::id()));
-        let written = async {
-            tokio::fs::create_dir_all(&dir).await?;
-            tokio::fs::write(&partial, transcript.as_bytes()).await?;
-            tokio::fs::rename(&partial, &path).await
-        }
-        .await;
-        match written {
+        let path = super::transcript::file_path(&self.root, &ctx.instance_id, &ctx.session);
+        match super::transcript::write(&path, transcript.as_bytes()).await {
             Ok(()) => Some(path),
             Err(err) => {
                 tracing::warn!(
