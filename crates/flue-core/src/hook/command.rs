@@ -243,17 +243,19 @@ impl CommandHookSpec {
         target: PromptHookTarget,
         declared_in: impl Into<String>,
     ) -> Self {
+        let label = target.label();
         Self {
-            prompt: Some(target.clone()),
-            ..Self::new(point, target.label(), declared_in)
+            prompt: Some(target),
+            ..Self::new(point, label, declared_in)
         }
     }
 
     /// An http hook at `point` POSTing its input to `target`, declared in `declared_in`.
     pub fn http(point: HookPoint, target: HttpHookTarget, declared_in: impl Into<String>) -> Self {
+        let shown = target.shown_url();
         Self {
-            http: Some(target.clone()),
-            ..Self::new(point, target.shown_url(), declared_in)
+            http: Some(target),
+            ..Self::new(point, shown, declared_in)
         }
     }
 
