@@ -1446,3 +1446,49 @@ fn the_hook_transcript_grows_by_appending_and_goes_with_its_conversation() {
     );
     assert!(dir.join("guarded_t2.default.jsonl").exists());
 }
+
+/// `DELETE /agents/<agent>/<id>` on `flue serve` removes the conversation's hook transcripts
+/// too (the runtime's delete tells the workspace's agents).
+#[test]
+fn an_http_delete_removes_the_hook_transcripts() {
+    let ws = workspace(&group("UserPromptSubmit", "", "cat > /dev/null", ""));
+    let token = "hooks-delete-t0ken-1";
+    let server = crate::serve::Server::start(ws.root(), &["--token", token], &[]);
+    let auth = format!("Bearer {token}");
+    let path = "/agents/guarded/h1";
+    let (status, body) = crate::serve::http(
+        server.addr(),
+        "POST",
+        path,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+        &serde_json::json!({"kind": "user", "body": "hello"}).to_string(),
+    );
+    assert_eq!(status, 202, "{body}");
+    let transcript = ws.root().join(".flue/transcripts/guarded_h1.default.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, body) =
+            crate::serve::http(server.addr(), "GET", path, &[("authorization", &auth)], "");
+        if body.contains("\"settlements\":[{") || body.contains("completed") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never settled: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(transcript.exists(), "the hook wrote no transcript");
+    let (status, body) = crate::serve::http(
+        server.addr(),
+        "DELETE",
+        path,
+        &[("authorization", &auth)],
+        "",
+    );
+    assert!((200..300).contains(&status), "{status}: {body}");
+    assert!(
+        !transcript.exists(),
+        "the transcript outlived its conversation"
+    );
+}
