@@ -93,6 +93,8 @@ pub struct AgentFile {
     /// `memory`: `true`, or the bounds (`max_note_bytes`, `max_notes`, `max_subject_bytes`),
     /// for memory across conversations; off when unset or `false`.
     pub memory: Option<NoteLimits>,
+    /// `hold_reply_until_stop`: the final reply streams only once the `Stop` hooks passed it.
+    pub hold_reply_until_stop: bool,
     /// The markdown body, without leading blank lines and trailing whitespace.
     pub instructions: String,
 }
@@ -131,6 +133,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "hooks",
     "memory",
     "result",
+    "hold_reply_until_stop",
 ];
 
 const COMPACTION_KEYS: &[&str] = &["reserve_tokens", "keep_recent_tokens", "model"];
@@ -240,6 +243,11 @@ fn read_field(file: &mut AgentFile, key: &str, value: &Pod, report: &mut Report<
             file.hooks = parsed.specs;
         }
         "memory" => file.memory = memory(value, report),
+        "hold_reply_until_stop" => {
+            file.hold_reply_until_stop = report
+                .check(&keys, fields::boolean(key, value))
+                .unwrap_or(false);
+        }
         _ => report.unknown_key(&keys, "", AGENT_KEYS),
     }
 }

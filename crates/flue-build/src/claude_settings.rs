@@ -4,8 +4,8 @@
 //! Only their `hooks` object is taken (and `disableAllHooks`, which turns a file's hooks off);
 //! the other settings are Claude Code's. The files are Claude Code's, checked by Claude Code:
 //! nothing in them fails a flue build. What flue cannot run (an event without a flue point, a
-//! hook type other than `command` and `http`, a value flue reads wrongly) is a note naming its line, and
-//! is skipped.
+//! hook type other than `command`, `http` and `prompt`, a value flue reads wrongly) is a note
+//! naming its line, and is skipped.
 
 use flue_core::hook::CommandHookSpec;
 use serde_json::Value;

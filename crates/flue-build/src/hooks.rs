@@ -4,12 +4,13 @@
 //! The value maps an event name (`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `Stop`,
 //! `SubagentStop`, `PreCompact`, `SessionStart`, `SessionEnd`, and flue's `BeforeModelCall`)
 //! to a list of groups `{matcher, hooks: [{type: command, command, timeout, onFailure}]}`
-//! (an http hook has `url`, `headers` and `allowedEnvVars` instead of `command`).
+//! (an http hook has `url`, `headers` and `allowedEnvVars` instead of `command`, a prompt
+//! hook `prompt` and `model`).
 //! What flue does not run (an event it has no point for, a key it does not read) is a note
 //! naming its place, and is skipped; a wrong value of a key flue reads is a problem. The
 //! valid hooks are kept.
 
-use flue_core::hook::{CommandHookSpec, HookPoint, HttpHookTarget, OnFailure};
+use flue_core::hook::{CommandHookSpec, HookPoint, HttpHookTarget, OnFailure, PromptHookTarget};
 use serde_json::Value;
 
 /// The keys of one group.
@@ -28,6 +29,17 @@ const HTTP_HOOK_KEYS: &[&str] = &[
     "onFailure",
     "env",
 ];
+
+/// The keys of one prompt hook.
+const PROMPT_HOOK_KEYS: &[&str] = &["type", "prompt", "model", "timeout", "onFailure"];
+
+/// The types of hook flue runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HookType {
+    Command,
+    Http,
+    Prompt,
+}
 
 /// Claude Code hook keys flue accepts and does not act on, with what that means.
 const IGNORED_HOOK_KEYS: &[(&str, &str)] = &[
@@ -290,17 +302,19 @@ fn one_hook(
         return None;
     };
     // A hook of another type is one finding: its other keys are that type's.
-    let (http, keys) = match fields.get("type") {
-        Some(Value::String(kind)) if kind == "command" => (false, HOOK_KEYS),
-        Some(Value::String(kind)) if kind == "http" => (true, HTTP_HOOK_KEYS),
+    let (hook_type, keys) = match fields.get("type") {
+        Some(Value::String(kind)) if kind == "command" => (HookType::Command, HOOK_KEYS),
+        Some(Value::String(kind)) if kind == "http" => (HookType::Http, HTTP_HOOK_KEYS),
+        Some(Value::String(kind)) if kind == "prompt" => (HookType::Prompt, PROMPT_HOOK_KEYS),
         Some(Value::String(kind)) => {
-            let message =
-                format!("`{path}.type` is {kind:?}: flue runs `command` and `http` hooks");
+            let message = format!(
+                "`{path}.type` is {kind:?}: flue runs `command`, `http` and `prompt` hooks"
+            );
             parsed.problems.push(place.finding(Some("type"), message));
             return None;
         }
         _ => {
-            let message = format!("`{path}.type` must be `command` or `http`");
+            let message = format!("`{path}.type` must be `command`, `http` or `prompt`");
             parsed.problems.push(place.finding(Some("type"), message));
             return None;
         }
@@ -321,8 +335,14 @@ fn one_hook(
             .notes
             .push(place.finding(Some(key), format!("`{path}.{key}` is ignored: {why}")));
     }
-    let mut spec = if http {
+    let mut spec = if hook_type == HookType::Http {
         CommandHookSpec::http(point, http_target(fields, path, &mut problems), declared_in)
+    } else if hook_type == HookType::Prompt {
+        CommandHookSpec::prompt(
+            point,
+            prompt_target(fields, path, &mut problems),
+            declared_in,
+        )
     } else {
         let command = match fields.get("command") {
             Some(Value::String(command)) if !command.trim().is_empty() => command.clone(),
@@ -358,7 +378,10 @@ fn one_hook(
             format!("`{path}.onFailure` must be `block` (the default) or `continue`"),
         )),
     }
-    for key in ["env", "allowedEnvVars"] {
+    for key in ["env", "allowedEnvVars"]
+        .into_iter()
+        .filter(|key| keys.contains(key))
+    {
         match fields.get(key) {
             None | Some(Value::Null) => {}
             Some(Value::Array(names)) if names.iter().all(Value::is_string) => {
@@ -372,7 +395,11 @@ fn one_hook(
         }
     }
     if problems.is_empty() {
-        let key = if http { "url" } else { "command" };
+        let key = match hook_type {
+            HookType::Command => "command",
+            HookType::Http => "url",
+            HookType::Prompt => "prompt",
+        };
         problems.extend(
             spec.problems()
                 .into_iter()
@@ -386,6 +413,38 @@ fn one_hook(
             .map(|(key, message)| place.finding(key, message)),
     );
     ok.then_some(spec)
+}
+
+/// A prompt hook's `prompt` and `model`.
+fn prompt_target(
+    fields: &serde_json::Map<String, Value>,
+    path: &str,
+    problems: &mut Vec<(Option<&str>, String)>,
+) -> PromptHookTarget {
+    let prompt = match fields.get("prompt") {
+        Some(Value::String(prompt)) if !prompt.trim().is_empty() => prompt.clone(),
+        _ => {
+            problems.push((
+                Some("prompt"),
+                format!("`{path}.prompt` must be the condition the model judges"),
+            ));
+            String::new()
+        }
+    };
+    let model = match fields.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(model)) => Some(model.trim().to_owned()),
+        Some(_) => {
+            problems.push((
+                Some("model"),
+                format!(
+                    "`{path}.model` must be a model specifier like `anthropic/claude-haiku-4-5`"
+                ),
+            ));
+            None
+        }
+    };
+    PromptHookTarget { prompt, model }
 }
 
 /// An http hook's `url` and `headers` (a mapping of names to string values).
@@ -436,7 +495,7 @@ mod tests {
             "Stop": [{"hooks": [{"type": "command", "command": "./stop.py", "onFailure": "continue"}]}],
             "Nope": [],
             "TeammateIdle": [],
-            "PostToolUse": [{"matcher": "(", "hooks": [{"type": "prompt", "command": "x"}]}]
+            "PostToolUse": [{"matcher": "(", "hooks": [{"type": "agent", "command": "x"}]}]
         });
         let parsed = parse(&value, "agents/a.md");
         let problems: Vec<&str> = parsed.problems.iter().map(|f| f.message.as_str()).collect();
@@ -452,7 +511,7 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "`hooks.PostToolUse[0].hooks[0].type` is \"prompt\": flue runs `command` and `http` hooks"
+                "`hooks.PostToolUse[0].hooks[0].type` is \"agent\": flue runs `command`, `http` and `prompt` hooks"
             ]
         );
         assert_eq!(notes.len(), 3, "{notes:?}");

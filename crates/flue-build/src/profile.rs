@@ -70,6 +70,7 @@ impl Workspace {
             config = config.with_hook(std::sync::Arc::new(hook));
         }
         config.memory = agent.memory;
+        config.hold_reply_until_stop = agent.hold_reply_until_stop;
         config.result.clone_from(&agent.result);
         let rules =
             defaults

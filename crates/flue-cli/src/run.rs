@@ -844,8 +844,8 @@ fn resume_decision(args: &RunArgs) -> Result<Option<(String, ActionDecision)>, F
     Ok(None)
 }
 
-/// The usage of the submission's model turns and MCP sampling, summed from the stream (whichever process ran
-/// them).
+/// The usage of the submission's model turns, MCP sampling and prompt hooks, summed from the
+/// stream (whichever process ran them).
 async fn submission_usage(
     runtime: &AgentRuntime,
     key: &ConversationKey,
@@ -877,6 +877,8 @@ async fn submission_usage(
                         Record::Sampling(exchange) => usage += exchange.usage,
                         // A turn that failed after the provider reported what it used.
                         Record::FailedTurn(failed) => usage += failed.usage,
+                        // A prompt hook's judgement.
+                        Record::Hook(hook) => usage += hook.usage.unwrap_or_default(),
                         _ => {}
                     }
                 }

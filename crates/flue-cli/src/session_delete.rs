@@ -1,6 +1,7 @@
 //! `flue session delete`: delete a stored conversation with its task sessions, through the
 //! store's one delete (refused while a message of the conversation is unsettled, in any
-//! process). The conversation's audit log and trash are kept.
+//! process), and the transcript copies its hooks read. The conversation's audit log and trash
+//! are kept.
 
 use anyhow::bail;
 use flue_core::ConversationKey;
@@ -42,6 +43,10 @@ pub(crate) async fn delete(args: DeleteArgs) -> anyhow::Result<Exit> {
             args.id,
             root.display()
         );
+    }
+    // The copies of its transcript that command hooks read go with it.
+    if let Err(err) = flue_core::hook::remove_transcripts(&root, &instance) {
+        eprintln!("warning: cannot remove the hook transcripts of {instance}: {err}");
     }
     let output = Output::for_workspace(&root)?;
     if args.json {

@@ -2,7 +2,7 @@
 //! model call of a root session's operation.
 //!
 //! What was spent is read from what the providers reported and the store kept: the `usage` of
-//! every assistant turn, failed turn and sampling exchange (cost priced from the model catalog
+//! every assistant turn, failed turn, sampling exchange and prompt hook (cost priced from the model catalog
 //! when a provider reports tokens only). A submission's figure is its root session's records
 //! since its message (so a submission resumed after a pause or a crash counts its earlier
 //! attempts too) plus what this operation spent, its tasks included; a conversation's figure is
@@ -37,6 +37,11 @@ impl Spent {
                 failed.usage
             }
             Record::Sampling(exchange) => exchange.usage,
+            // A prompt hook's judgement costs money but is not a turn of the conversation.
+            Record::Hook(hook) => match hook.usage {
+                Some(usage) => usage,
+                None => return,
+            },
             _ => return,
         };
         self.cost_usd += usage.cost_usd.unwrap_or(0.0);

@@ -419,9 +419,22 @@ pub struct AgentConfig {
     /// JSON Schema of the structured result of every durable submission to this agent that
     /// asks for none of its own (`result:` in an agent file); see [`AgentConfig::with_result`].
     pub result: Option<serde_json::Value>,
+    /// Holds the final reply back until the `Stop` hooks pass (see
+    /// [`AgentConfig::with_hold_reply_until_stop`]).
+    pub hold_reply_until_stop: bool,
 }
 
 impl AgentConfig {
+    /// Holds the final reply back until the `Stop` hooks pass: a root session's text deltas
+    /// are sent when their turn ends with tool calls, and the final reply's only once no
+    /// `Stop` hook blocked it (then as one delta, with a hook's replacement), so a blocked
+    /// reply never streams. Text streams per turn instead of live.
+    #[must_use]
+    pub fn with_hold_reply_until_stop(mut self) -> Self {
+        self.hold_reply_until_stop = true;
+        self
+    }
+
     /// Gives the agent memory across conversations: the tools `memory_write`,
     /// `memory_search` and `memory_delete` over the session store's notes
     /// ([`NoteStore`](crate::store::NoteStore)) about the subject each conversation is bound to
@@ -610,6 +623,7 @@ impl AgentConfig {
             hooks: self.hooks,
             memory: self.memory,
             result: self.result,
+            hold_reply_until_stop: self.hold_reply_until_stop,
         })
     }
 }
@@ -659,6 +673,8 @@ pub struct ResolvedAgent {
     pub memory: Option<NoteLimits>,
     /// JSON Schema of the structured result of durable submissions that ask for none.
     pub result: Option<serde_json::Value>,
+    /// The final reply is held back until the `Stop` hooks pass.
+    pub hold_reply_until_stop: bool,
 }
 
 fn check_duplicates<'a>(

@@ -10,7 +10,8 @@
 //! closure with [`hook_fn`]) or declared as commands ([`CommandHook`], the Claude Code hooks
 //! contract: JSON on standard input, exit codes, JSON on standard output) or as http hooks
 //! (the same [`CommandHook`] with an [`HttpHookTarget`]: the JSON POSTed, the answer's body
-//! read as standard output). They are set on
+//! read as standard output) or as prompt hooks (with a [`PromptHookTarget`]: a model judges
+//! the JSON with the hook's prompt). They are set on
 //! the agent with `AgentConfig::with_hook`; the runtime records every decision in the
 //! session log and reports it as an event (the runner is in `hook_points`). Hooks read the
 //! conversation's state ([`HookContext::state`]) and may replace it
@@ -18,9 +19,11 @@
 
 mod command;
 mod http;
+mod prompt;
 mod transcript;
 
 pub(crate) use command::NON_BLOCKING_PREFIX;
+pub use transcript::remove_transcripts;
 pub(crate) use transcript::render as render_transcript;
 
 use std::sync::Arc;
@@ -34,6 +37,10 @@ use crate::util::BoxFuture;
 pub use http::{
     HTTP_HOOK_MAX_RESPONSE_BYTES, HttpHookClient, HttpHookError, HttpHookResponse, HttpHookTarget,
     fill_header,
+};
+
+pub use prompt::{
+    DEFAULT_PROMPT_HOOK_TIMEOUT_SECS, HookModel, PROMPT_HOOK_POINTS, PromptHookTarget,
 };
 
 pub use command::{
@@ -273,6 +280,10 @@ pub struct HookContext {
     /// assistant messages, tool uses and results); command hooks get it as the file
     /// `transcript_path`. `None` where the runtime gives none.
     pub transcript: Option<Arc<str>>,
+    /// The models a hook may ask (a prompt hook judges with one): the operation's model by
+    /// default; what the calls cost is counted in the operation's usage. `None` where the
+    /// runtime gives none.
+    pub model: Option<HookModel>,
 }
 
 /// What a hook decided.

@@ -9,13 +9,13 @@
 //! again, never asked for twice. Hook text is redacted like tool output before it is stored.
 
 use flue_protocol::event::Event;
-use flue_protocol::record::{HookRecord, Record};
+use flue_protocol::record::{HookRecord, Record, Usage};
 use serde_json::Value;
 use tracing::Span;
 
 use crate::error::FlueError;
 use crate::hook::NON_BLOCKING_PREFIX;
-use crate::hook::{HookContext, HookEvent, HookFailure, HookPoint, Verdict};
+use crate::hook::{HookContext, HookEvent, HookFailure, HookModel, HookPoint, Verdict};
 use crate::model::TurnSink;
 use crate::operation::OperationContext;
 use crate::shared::SessionShared;
@@ -183,6 +183,11 @@ pub(crate) async fn ask(
         cancel: ctx.cancel.child_token(),
         state: None,
         transcript: Some(transcript.into()),
+        model: Some(HookModel::new(
+            shared.harness.providers.clone(),
+            shared.harness.redactor.clone(),
+            ctx.model.clone(),
+        )),
     };
     let redactor = &shared.harness.redactor;
     let redact = |text: Option<String>| text.map(|text| redactor.redact(&text).into_owned());
@@ -200,6 +205,7 @@ pub(crate) async fn ask(
             updated_input: None,
             replacement: None,
             additional_context: None,
+            usage: None,
         };
         let span = crate::spans::hook(point.name(), &name);
         // Each hook sees the writes of the hooks (and calls) before it.
@@ -209,6 +215,7 @@ pub(crate) async fn ask(
             hook.decide(&event, &hook_ctx)
         }
         .await;
+        record.usage = spent_by(&hook_ctx, ctx);
         let outcome = outcome.and_then(|mut decision| match decision.state.take() {
             None => Ok(decision),
             Some(value) => state
@@ -306,6 +313,19 @@ pub(crate) async fn ask(
         }
     }
     decided
+}
+
+/// What the hook just asked of the model (a prompt hook's judgement), added to the
+/// operation's usage; `None` when it asked nothing.
+fn spent_by(hook_ctx: &HookContext, ctx: &OperationContext) -> Option<Usage> {
+    let spent = hook_ctx.model.as_ref()?.take_spent();
+    if spent == Usage::default() {
+        return None;
+    }
+    *ctx.hook_usage
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) += spent;
+    Some(spent)
 }
 
 fn span_decision(span: &Span, decision: &str) {

@@ -275,6 +275,10 @@ pub(crate) struct OperationContext {
     pub(crate) failed_usage: std::sync::Arc<std::sync::Mutex<Usage>>,
     /// The budgets a dispatch gave its submission, over the agent's (`None`: the agent's).
     pub(crate) budget: Option<flue_protocol::Budget>,
+    /// What the operation's prompt hooks spent judging (counted in its usage and budgets).
+    pub(crate) hook_usage: std::sync::Arc<std::sync::Mutex<Usage>>,
+    /// The model specifier the operation calls, which prompt hooks use unless they name one.
+    pub(crate) model: Option<String>,
 }
 
 impl OperationContext {
@@ -285,6 +289,8 @@ impl OperationContext {
             sink,
             failed_usage: std::sync::Arc::default(),
             budget: None,
+            hook_usage: std::sync::Arc::default(),
+            model: None,
         }
     }
 }

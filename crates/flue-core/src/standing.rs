@@ -10,7 +10,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::error::{FlueError, Result};
-use crate::record::{Record, RuleChange, StandingRule};
+use flue_protocol::record::{Record, RuleChange, StandingRule};
 
 /// The secret that signs and verifies standing approvals (32 bytes or more). Keep it out of
 /// every workspace: flue-host reads it from `FLUE_APPROVAL_KEY` or the user's configuration

@@ -125,6 +125,7 @@ impl Transcript {
                 }
                 flue_core::Record::FailedTurn(failed) => self.usage += failed.usage,
                 flue_core::Record::Sampling(exchange) => self.usage += exchange.usage,
+                flue_core::Record::Hook(hook) => self.usage += hook.usage.unwrap_or_default(),
                 _ => {}
             }
         }

@@ -211,6 +211,17 @@ impl AgentRegistry for Host {
         self.agents().workspace().agents.contains_key(agent)
     }
 
+    fn forget_conversation<'a>(&'a self, key: &'a flue_core::ConversationKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            // The copies command hooks read as `transcript_path` go with the conversation.
+            let agents = self.agents();
+            let removed = flue_core::hook::remove_transcripts(agents.root(), &key.instance_id());
+            if let Err(err) = removed {
+                tracing::warn!("cannot remove the hook transcripts of {key}: {err}");
+            }
+        })
+    }
+
     fn harness_builder<'a>(
         &'a self,
         agent: &'a str,

@@ -178,6 +178,10 @@ pub struct HookRecord {
     /// Context the hook added for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_context: Option<String>,
+    /// What a model call the hook made cost (a `prompt` hook's judgement); counted in the
+    /// operation's usage and the budgets like a turn's, but not as a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// The largest state document, in bytes of its JSON (64 KiB).

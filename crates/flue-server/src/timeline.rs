@@ -354,6 +354,7 @@ fn session_steps(
                 let mut step = context.step("hook", session, from, to);
                 step.label = format!("{}: {}", hook.event, hook.decision);
                 step.detail.clone_from(&hook.hook);
+                step.usage = hook.usage;
                 step.error = matches!(
                     hook.decision.as_str(),
                     "deny" | "block" | "tripwire" | "error"

@@ -15,16 +15,21 @@ fn unknown_events_keys_and_types_are_notes_at_their_lines() {
         "matcher": "Bash",
         "hooks": [
           {"type": "command", "command": "./guard.sh", "statusMessage": "checking", "timeout": 5},
-          {"type": "prompt", "prompt": "is this safe?"}
+          {"type": "agent", "prompt": "is this safe?"},
+          {"type": "prompt", "prompt": "Is this safe? $ARGUMENTS", "model": "anthropic/claude-haiku-4-5"}
         ]
       }
     ]
   }
 }"#;
     let (specs, notes) = hooks(".claude/settings.json", text);
-    assert_eq!(specs.len(), 1, "{notes:?}");
+    assert_eq!(specs.len(), 2, "{notes:?}");
     assert_eq!(specs[0].point, HookPoint::PreToolUse);
     assert_eq!(specs[0].declared_in, ".claude/settings.json");
+    // A prompt hook runs: it is read with its prompt and model.
+    let prompt = specs[1].prompt.as_ref().unwrap();
+    assert_eq!(prompt.prompt, "Is this safe? $ARGUMENTS");
+    assert_eq!(prompt.model.as_deref(), Some("anthropic/claude-haiku-4-5"));
     let rendered: Vec<String> = notes.iter().map(ToString::to_string).collect();
     assert_eq!(rendered.len(), 3, "{rendered:#?}");
     assert!(
@@ -43,7 +48,7 @@ fn unknown_events_keys_and_types_are_notes_at_their_lines() {
         rendered
             .iter()
             .any(|note| note.starts_with(".claude/settings.json:10: ")
-                && note.contains("\"prompt\"")
+                && note.contains("\"agent\"")
                 && note.ends_with("this hook is not run")),
         "{rendered:#?}"
     );

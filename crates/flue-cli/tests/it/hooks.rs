@@ -1408,3 +1408,87 @@ fn http_hooks_in_claude_settings_and_flue_toml_run() {
     );
     assert_eq!(context.requests().len(), 1);
 }
+
+/// The transcript a hook reads grows by appending (the lines written for the first message
+/// stay as they were, byte for byte), and `flue session delete` removes it with the
+/// conversation; another conversation's stays.
+#[test]
+fn the_hook_transcript_grows_by_appending_and_goes_with_its_conversation() {
+    let ws = workspace(&group(
+        "UserPromptSubmit",
+        "",
+        "python3 -c \"import json,sys; print(json.load(sys.stdin)[\\\"transcript_path\\\"])\" > /dev/null",
+        "",
+    ));
+    let dir = ws.root().join(".flue/transcripts");
+    for (message, id) in [("greet", "t1"), ("hello", "t2")] {
+        let output = run(&ws, message, id);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let t1 = dir.join("guarded_t1.default.jsonl");
+    // At the first message the log is empty; at the second it holds the first exchange.
+    let output = run(&ws, "again", "t1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first = std::fs::read_to_string(&t1).unwrap();
+    assert!(first.contains("\"role\":\"assistant\""), "{first}");
+    let output = run(&ws, "once more", "t1");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let second = std::fs::read_to_string(&t1).unwrap();
+    assert!(
+        second.len() > first.len() && second.starts_with(&first),
+        "{first}\n---\n{second}"
+    );
+    let deleted = ws.flue(&["session", "delete", "--id", "t1"]);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    assert!(
+        !t1.exists(),
+        "the transcript of a deleted conversation is kept"
+    );
+    assert!(dir.join("guarded_t2.default.jsonl").exists());
+}
+
+/// `DELETE /agents/<agent>/<id>` on `flue serve` removes the conversation's hook transcripts
+/// too (the runtime's delete tells the workspace's agents).
+#[test]
+fn an_http_delete_removes_the_hook_transcripts() {
+    let ws = workspace(&group("UserPromptSubmit", "", "cat > /dev/null", ""));
+    let token = "hooks-delete-t0ken-1";
+    let server = crate::serve::Server::start(ws.root(), &["--token", token], &[]);
+    let auth = format!("Bearer {token}");
+    let path = "/agents/guarded/h1";
+    let (status, body) = crate::serve::http(
+        server.addr(),
+        "POST",
+        path,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+        &serde_json::json!({"kind": "user", "body": "hello"}).to_string(),
+    );
+    assert_eq!(status, 202, "{body}");
+    let transcript = ws.root().join(".flue/transcripts/guarded_h1.default.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, body) =
+            crate::serve::http(server.addr(), "GET", path, &[("authorization", &auth)], "");
+        if body.contains("\"settlements\":[{") || body.contains("completed") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never settled: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(transcript.exists(), "the hook wrote no transcript");
+    let (status, body) = crate::serve::http(
+        server.addr(),
+        "DELETE",
+        path,
+        &[("authorization", &auth)],
+        "",
+    );
+    assert!((200..300).contains(&status), "{status}: {body}");
+    assert!(
+        !transcript.exists(),
+        "the transcript outlived its conversation"
+    );
+}

@@ -44,6 +44,7 @@ mod path_forms;
 mod pauses;
 #[path = "../../../flue-store/tests/it/pg_server.rs"]
 mod pg_server;
+mod prompt_hooks;
 mod providers;
 mod pty;
 mod results;

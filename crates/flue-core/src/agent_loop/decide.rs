@@ -174,7 +174,7 @@ impl TurnLoop<'_> {
         let key = self.shared.harness.approval_key.as_ref();
         let rule = crate::standing::approving(&state.records, Some(key?), &call.name)?;
         let reason = format!("approved by standing rule {}", rule.rule_id);
-        let record = Record::Hook(crate::record::HookRecord {
+        let record = Record::Hook(flue_protocol::record::HookRecord {
             event: HookPoint::PermissionRequest.name().to_owned(),
             hook: format!("standing rule {}", rule.rule_id),
             subject: Some(call.id.clone()),
@@ -183,6 +183,7 @@ impl TurnLoop<'_> {
             updated_input: None,
             replacement: None,
             additional_context: None,
+            usage: None,
         });
         Some(hook_points::Decided {
             verdict: Verdict::Allow,

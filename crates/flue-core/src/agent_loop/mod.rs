@@ -18,6 +18,7 @@
 
 mod decide;
 mod execute;
+mod held;
 mod model;
 mod prepare;
 mod record;
@@ -173,6 +174,12 @@ pub(crate) async fn run(
 ) -> Result<(PromptResponse, Usage)> {
     let stop = opening.stop;
     let prepared = prepare::prepare(&shared, &opening, &options, &overlay, delegation).await?;
+    // Prompt hooks judge with the model this operation calls.
+    let mut ctx = ctx;
+    ctx.model = Some(format!(
+        "{}/{}",
+        prepared.spec.provider, prepared.spec.model
+    ));
     let mut state = shared.state.lock().await;
     let budget = prepare::open(&shared, &mut state, opening, &prepared.tools, &ctx).await?;
     if stop {
@@ -205,6 +212,7 @@ pub(crate) async fn run(
         paused_turns: 0,
         budget,
         turn_context: None,
+        held: held::HeldReply::new(shared.depth == 0 && harness.agent.hold_reply_until_stop),
     };
     let driven = turn.drive(&mut state).await;
     if hook_points::any(&shared) {
@@ -254,6 +262,8 @@ struct TurnLoop<'a> {
     budget: Option<BudgetCheck>,
     /// Context a `BeforeModelCall` hook added to the system prompt of the coming model call.
     turn_context: Option<String>,
+    /// The reply held back until the `Stop` hooks pass (`hold_reply_until_stop`).
+    held: held::HeldReply,
 }
 
 /// What an operation counted so far.
@@ -315,11 +325,16 @@ impl TurnLoop<'_> {
                     if hook_points::any(self.shared)
                         && self.stop_hooks(state, &mut counts.stop_blocks).await?
                     {
+                        // A blocked reply is never shown.
+                        self.held.discard();
                         continue;
                     }
                     if !self.structured {
-                        return Ok(self.response(state, None));
+                        let response = self.response(state, None);
+                        self.held.release(&self.ctx.sink, Some(&response.text));
+                        return Ok(response);
                     }
+                    self.held.release(&self.ctx.sink, None);
                     self.remind_to_finish(state, &mut counts.follow_ups).await?;
                 }
             }
@@ -395,11 +410,15 @@ impl TurnLoop<'_> {
         }
     }
 
-    /// What the operation spent so far: its turns (failed ones included) and its tasks.
+    /// What the operation spent so far: its turns (failed ones included), its tasks and its
+    /// prompt hooks.
     fn spent(&self) -> Usage {
         let mut usage = self.usage;
         if let Ok(delegated) = self.delegated_usage.lock() {
             usage += *delegated;
+        }
+        if let Ok(hooks) = self.ctx.hook_usage.lock() {
+            usage += *hooks;
         }
         usage
     }

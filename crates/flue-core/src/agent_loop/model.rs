@@ -139,7 +139,8 @@ impl TurnLoop<'_> {
             thinking: self.thinking,
             max_output_tokens: info.max_output_tokens,
         };
-        let (sink, failed_usage) = self.ctx.sink.noting_failed_usage();
+        let turn_sink = self.held.turn_sink(&self.ctx.sink);
+        let (sink, failed_usage) = turn_sink.noting_failed_usage();
         let (sink, streamed) = sink.noting_streamed_text();
         let clock = WorkClock::start();
         let traced = spans::traced_turn(
@@ -154,6 +155,7 @@ impl TurnLoop<'_> {
         let model_turn = match traced {
             Ok(model_turn) => model_turn,
             Err(err) => {
+                self.held.discard();
                 let usage = *failed_usage
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -183,6 +185,7 @@ impl TurnLoop<'_> {
         let has_calls = content
             .iter()
             .any(|part| matches!(part, AssistantContent::ToolCall(_)));
+        self.held.turn_ended(has_calls, &self.ctx.sink);
         let refusal = refusal_text(&content);
         let stop_reason = model_turn.stop_reason;
         let message = AssistantMessage {

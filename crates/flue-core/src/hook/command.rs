@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use super::http::{
     HTTP_HOOK_MAX_RESPONSE_BYTES, HttpHookClient, HttpHookError, HttpHookTarget, fill_header,
 };
+use super::prompt::{DEFAULT_PROMPT_HOOK_TIMEOUT_SECS, Judgement, PromptHookTarget, read_answer};
 use super::{Hook, HookContext, HookDecision, HookEvent, HookFailure, HookPoint, Verdict};
 use crate::error::{FlueError, Result};
 use crate::sandbox::{ExecOptions, LocalSandbox, TIMEOUT_EXIT_CODE};
@@ -207,9 +208,12 @@ pub struct CommandHookSpec {
     /// Where it was declared (`agents/review.md`, `flue.toml`), for reports.
     pub declared_in: String,
     /// An http hook's target: the input is POSTed there instead of run by `command` (which
-    /// then holds the URL, to name the hook in reports); `env` names the variables its header
+    /// then holds the URL with its credentials hidden, to name the hook in reports); `env` names the variables its header
     /// values may use.
     pub http: Option<HttpHookTarget>,
+    /// A prompt hook's prompt and model: a model judges the input instead of `command` being
+    /// run (`command` then holds the prompt's first line, to name the hook in reports).
+    pub prompt: Option<PromptHookTarget>,
 }
 
 impl CommandHookSpec {
@@ -228,14 +232,30 @@ impl CommandHookSpec {
             env: Vec::new(),
             declared_in: declared_in.into(),
             http: None,
+            prompt: None,
+        }
+    }
+
+    /// A prompt hook at `point` whose input `target`'s model judges, declared in
+    /// `declared_in`.
+    pub fn prompt(
+        point: HookPoint,
+        target: PromptHookTarget,
+        declared_in: impl Into<String>,
+    ) -> Self {
+        let label = target.label();
+        Self {
+            prompt: Some(target),
+            ..Self::new(point, label, declared_in)
         }
     }
 
     /// An http hook at `point` POSTing its input to `target`, declared in `declared_in`.
     pub fn http(point: HookPoint, target: HttpHookTarget, declared_in: impl Into<String>) -> Self {
+        let shown = target.shown_url();
         Self {
-            http: Some(target.clone()),
-            ..Self::new(point, target.url, declared_in)
+            http: Some(target),
+            ..Self::new(point, shown, declared_in)
         }
     }
 
@@ -258,6 +278,8 @@ impl CommandHookSpec {
         let mut problems = Vec::new();
         if let Some(target) = &self.http {
             problems.extend(target.problems());
+        } else if let Some(target) = &self.prompt {
+            problems.extend(target.problems(self.point));
         } else if self.command.trim().is_empty() {
             problems.push("`command` is empty: give the command line to run".to_owned());
         }
@@ -404,6 +426,15 @@ impl CommandHook {
                     to_claude_input(&call.name, &call.input),
                 );
                 input.insert("tool_use_id".into(), json!(call.id));
+                // An MCP tool is `mcp__<server>__<tool>`: hooks are told the server.
+                if let Some(server) = call
+                    .name
+                    .strip_prefix("mcp__")
+                    .and_then(|rest| rest.split_once("__"))
+                    .map(|(server, _)| server)
+                {
+                    input.insert("mcp_server".into(), json!(server));
+                }
             }
             HookEvent::Stop {
                 reply,
@@ -608,30 +639,12 @@ impl CommandHook {
     }
 
     /// Writes the conversation so far as a Claude Code transcript (`ctx.transcript`) to
-    /// `.flue/transcripts/` at the workspace root, replacing the file whole (a reader never
-    /// sees half of it), and returns its path; `None` (logged) when it cannot be written.
+    /// `.flue/transcripts/` at the workspace root (appending what is new when the file holds
+    /// the start of it), and returns its path; `None` (logged) when it cannot be written.
     async fn write_transcript(&self, ctx: &HookContext) -> Option<PathBuf> {
         let transcript = ctx.transcript.as_ref()?;
-        let dir = self.root.join(".flue").join("transcripts");
-        let name: String = format!("{}.{}", ctx.instance_id, ctx.session)
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = dir.join(format!("{name}.jsonl"));
-        let partial = dir.join(format!(".{name}.{}.partial", std::process::id()));
-        let written = async {
-            tokio::fs::create_dir_all(&dir).await?;
-            tokio::fs::write(&partial, transcript.as_bytes()).await?;
-            tokio::fs::rename(&partial, &path).await
-        }
-        .await;
-        match written {
+        let path = super::transcript::file_path(&self.root, &ctx.instance_id, &ctx.session);
+        match super::transcript::write(&path, transcript.as_bytes()).await {
             Ok(()) => Some(path),
             Err(err) => {
                 tracing::warn!(
@@ -697,8 +710,65 @@ impl CommandHook {
         }
     }
 
+    /// Runs a prompt hook: the model judges `input` with the prompt. `ok: false` blocks at
+    /// `Stop` and `SubagentStop` (the model answers again) and ends the operation elsewhere,
+    /// as Claude Code's `continue: false`. No answer (no model, a provider error, the time
+    /// limit) fails like a hook that cannot start; an answer without a boolean `ok` is a
+    /// failure.
+    async fn judge(
+        &self,
+        target: &PromptHookTarget,
+        event: &HookEvent,
+        ctx: &HookContext,
+        input: &str,
+    ) -> std::result::Result<HookDecision, HookFailure> {
+        let model = ctx
+            .model
+            .as_ref()
+            .ok_or_else(|| self.not_started("no model is available to prompt hooks here"))?;
+        let text = target.request_text(input);
+        let asked = model.judge(target.model.as_deref(), &text, &ctx.cancel);
+        let answer = match tokio::time::timeout(self.timeout(), asked).await {
+            Err(_) => {
+                return Err(self.not_started(format!(
+                    "the model gave no answer within {} s (set `timeout` in seconds to allow \
+                     longer)",
+                    self.timeout().as_secs()
+                )));
+            }
+            Ok(Err(FlueError::Aborted)) => {
+                return Err(self.failure("cannot run: the operation was aborted"));
+            }
+            Ok(Err(err)) => {
+                return Err(self.not_started(format!("the model could not be asked: {err}")));
+            }
+            Ok(Ok(answer)) => answer,
+        };
+        let judgement = read_answer(&answer).map_err(|why| {
+            self.failure(format!(
+                "the model's answer {why}; a prompt hook answers {{\"ok\": true}} or \
+                 {{\"ok\": false, \"reason\": ...}}: {}",
+                quote(&answer)
+            ))
+        })?;
+        let Judgement::NotOk(reason) = judgement else {
+            return Ok(HookDecision::proceed());
+        };
+        let reason =
+            reason.unwrap_or_else(|| format!("blocked by prompt hook `{}`", self.spec.command));
+        Ok(match event.point() {
+            HookPoint::Stop | HookPoint::SubagentStop => HookDecision::block(reason),
+            _ => HookDecision::tripwire(reason),
+        })
+    }
+
     fn timeout(&self) -> Duration {
-        Duration::from_secs(self.spec.timeout_secs.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECS))
+        let default = if self.spec.prompt.is_some() {
+            DEFAULT_PROMPT_HOOK_TIMEOUT_SECS
+        } else {
+            DEFAULT_HOOK_TIMEOUT_SECS
+        };
+        Duration::from_secs(self.spec.timeout_secs.unwrap_or(default))
     }
 }
 
@@ -726,6 +796,8 @@ impl Hook for CommandHook {
     fn name(&self) -> String {
         let kind = if self.spec.http.is_some() {
             "http"
+        } else if self.spec.prompt.is_some() {
+            "prompt"
         } else {
             "command"
         };
@@ -760,7 +832,7 @@ impl Hook for CommandHook {
     }
 
     fn touches_host_files(&self) -> bool {
-        self.spec.http.is_none()
+        self.spec.http.is_none() && self.spec.prompt.is_none()
     }
 
     fn decide<'a>(
@@ -770,6 +842,10 @@ impl Hook for CommandHook {
     ) -> BoxFuture<'a, std::result::Result<HookDecision, HookFailure>> {
         Box::pin(async move {
             let mut input = self.input(event, ctx);
+            // A prompt hook's model reads no files: it gets no transcript path.
+            if let Some(target) = &self.spec.prompt {
+                return self.judge(target, event, ctx, &input.to_string()).await;
+            }
             if let Some(path) = self.write_transcript(ctx).await
                 && let Value::Object(fields) = &mut input
             {

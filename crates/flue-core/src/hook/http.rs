@@ -28,13 +28,31 @@ impl std::fmt::Debug for HttpHookTarget {
         // Header values may be secrets: only their names are shown.
         let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
         f.debug_struct("HttpHookTarget")
-            .field("url", &self.url)
+            .field("url", &self.shown_url())
             .field("headers", &names)
             .finish()
     }
 }
 
 impl HttpHookTarget {
+    /// The URL as reports show it: credentials in it (`https://user:pass@host`,
+    /// `https://token@host`) replaced by `***`, the user name kept.
+    pub fn shown_url(&self) -> String {
+        let Some((scheme, rest)) = self.url.split_once("://") else {
+            return self.url.clone();
+        };
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let Some((userinfo, host)) = authority.rsplit_once('@') else {
+            return self.url.clone();
+        };
+        let user = match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***"),
+            None => "***".to_owned(),
+        };
+        format!("{scheme}://{user}@{host}{tail}")
+    }
+
     /// Every problem with the URL and headers, each a sentence naming the field.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -47,7 +65,7 @@ impl HttpHookTarget {
         if !scheme_ok {
             problems.push(format!(
                 "`url` must be an http:// or https:// URL, got {:?}",
-                self.url
+                self.shown_url()
             ));
         }
         for (name, _) in &self.headers {
@@ -171,6 +189,17 @@ mod tests {
         };
         let shown = format!("{target:?}");
         assert!(shown.contains("Authorization") && !shown.contains("literal-secret"));
+        let with_credentials = |url: &str| HttpHookTarget {
+            url: url.to_owned(),
+            headers: Vec::new(),
+        };
+        let shown = with_credentials("https://ci:hunter2@hooks.example.com/pre?a=b@c").shown_url();
+        assert_eq!(shown, "https://ci:***@hooks.example.com/pre?a=b@c");
+        let shown = with_credentials("http://tok3n@localhost:8080").shown_url();
+        assert_eq!(shown, "http://***@localhost:8080");
+        let plain = with_credentials("https://hooks.example.com/x@y");
+        assert_eq!(plain.shown_url(), "https://hooks.example.com/x@y");
+        assert!(!format!("{:?}", with_credentials("https://u:pw@h")).contains("pw"));
         assert!(target.problems().is_empty());
         let bad = HttpHookTarget {
             url: "ftp://x".to_owned(),

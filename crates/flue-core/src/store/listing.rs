@@ -406,13 +406,14 @@ pub fn merge_page(
     managed
 }
 
-/// The usage of a model turn (a failed one included) or an MCP server's sampling stored in
-/// `record`.
+/// The usage of a model turn (a failed one included), an MCP server's sampling or a prompt
+/// hook's judgement stored in `record`.
 pub fn record_usage(record: &Record) -> Option<Usage> {
     match record {
         Record::Assistant(message) => Some(message.usage),
         Record::FailedTurn(failed) => Some(failed.usage),
         Record::Sampling(exchange) => Some(exchange.usage),
+        Record::Hook(hook) => hook.usage,
         _ => None,
     }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::event::Event;
+use flue_protocol::event::Event;
 use crate::store::rules::ROOT_SESSION;
 use crate::submission::driver::build_harness;
 use crate::submission::fenced::FencedSessions;

@@ -9,6 +9,7 @@ use crate::harness::HarnessBuilder;
 use crate::redact::Redactor;
 use crate::submission::wire::MessageOptions;
 use crate::util::BoxFuture;
+use flue_protocol::ConversationKey;
 
 /// What an agent list shows about one agent: `GET /_flue/agents` on the wire, `flue serve`'s
 /// and `flue dev`'s agent list. Grows over time: build it with [`AgentInfo::new`].
@@ -85,6 +86,14 @@ pub trait AgentRegistry: Send + Sync {
     /// A harness builder for `agent`, fully configured except for instance id and store.
     /// [`FlueError::UnknownAgent`] when the agent is not served.
     fn harness_builder<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, Result<HarnessBuilder>>;
+
+    /// The conversation `key` was deleted: drop what the registry keeps of it outside the
+    /// store (the transcript copies its hooks read). Called after the store deleted it; the
+    /// default keeps nothing.
+    fn forget_conversation<'a>(&'a self, key: &'a ConversationKey) -> BoxFuture<'a, ()> {
+        let _ = key;
+        Box::pin(async {})
+    }
 
     /// Whether `agent` may run at all now, checked on every dispatch before anything is
     /// stored: an error refuses the message with its kind and message (a workspace the user

@@ -639,6 +639,7 @@ impl AgentRuntime {
     pub async fn delete(&self, key: &ConversationKey) -> Result<bool> {
         check_conversation_id(&key.id)?;
         let deleted = self.inner.store.delete_conversation(key).await?;
+        self.inner.agents.forget_conversation(key).await;
         // A root log this runtime kept for the conversation's next message is stale now.
         self.inner
             .logs

@@ -244,6 +244,9 @@ fn hook_item(hook: &flue_core::hook::CommandHookSpec) -> TrustItem {
     if let Some(target) = &hook.http {
         return http_hook_item(hook, target, &matcher);
     }
+    if let Some(target) = &hook.prompt {
+        return prompt_hook_item(hook, target, &matcher);
+    }
     let env = if hook.env.is_empty() {
         String::new()
     } else {
@@ -287,7 +290,30 @@ fn http_hook_item(
         &hook.declared_in,
         format!(
             "sends the conversation to `{}` ({} http hook{matcher}{headers}{env})",
-            target.url,
+            target.shown_url(),
+            hook.point.name()
+        ),
+    )
+}
+
+/// A prompt hook's item: the model it asks (it runs nothing, but spends on the user's key and
+/// may send the conversation to another provider) and the whole prompt, so a changed prompt
+/// asks again.
+fn prompt_hook_item(
+    hook: &flue_core::hook::CommandHookSpec,
+    target: &flue_core::hook::PromptHookTarget,
+    matcher: &str,
+) -> TrustItem {
+    let model = target.model.as_deref().map_or_else(
+        || "the agent's model".to_owned(),
+        |model| format!("`{model}`"),
+    );
+    TrustItem::new(
+        TrustKind::Hook,
+        &hook.declared_in,
+        format!(
+            "asks {model} to judge the conversation with the prompt {:?} ({} prompt hook{matcher})",
+            target.prompt,
             hook.point.name()
         ),
     )
@@ -338,7 +364,7 @@ fn mcp_item(origin: &str, name: &str, decl: &McpServerDecl) -> TrustItem {
                 origin,
                 format!(
                     "connects to MCP server `{name}` at {}{}",
-                    remote.url,
+                    without_password(&remote.url),
                     sends(&sent)
                 ),
             )

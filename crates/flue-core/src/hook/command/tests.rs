@@ -63,6 +63,7 @@ fn tool_inputs_are_shown_with_claude_code_names_and_mapped_back() {
         cancel: CancellationToken::new(),
         state: None,
         transcript: None,
+        model: None,
     };
     let input = hook.input(&event, &ctx);
     assert_eq!(input["tool_name"], "Read");
@@ -81,6 +82,11 @@ fn tool_inputs_are_shown_with_claude_code_names_and_mapped_back() {
     let decision = hook.read_output(&event, &answer);
     assert_eq!(decision.verdict, Verdict::Allow);
     assert_eq!(decision.updated_input, Some(json!({"path": "README.md"})));
+    // An MCP tool's server is named; a built-in tool has none.
+    assert!(input.get("mcp_server").is_none());
+    let mcp = hook.input(&pre("mcp__github__create_issue", json!({})), &ctx);
+    assert_eq!(mcp["mcp_server"], "github");
+    assert_eq!(mcp["tool_name"], "mcp__github__create_issue");
 }
 
 #[test]
