@@ -28,6 +28,7 @@ use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
 use crate::steps::LogIndex;
 use crate::store::{DynAuditStore, DynSessionStore, MemoryStore, SessionKey, SessionSummary};
+use crate::submission::BackgroundLink;
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
 
@@ -67,9 +68,19 @@ pub struct HarnessBuilder {
     env: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The runtime's session logs kept between its harnesses of one conversation.
     log_cache: Option<Arc<LogCache>>,
+    /// The runtime serving the conversation, for background tasks.
+    background: Option<Arc<BackgroundLink>>,
 }
 
 impl HarnessBuilder {
+    /// Links the harness to the runtime serving its conversation, so that its root sessions
+    /// can start background tasks.
+    #[must_use]
+    pub(crate) fn with_background(mut self, link: Arc<BackgroundLink>) -> Self {
+        self.background = Some(link);
+        self
+    }
+
     /// Keeps the logs of the sessions the harness opens by name in `cache` between harnesses
     /// (the submission runtime's; see `log_cache.rs`).
     #[must_use]
@@ -328,6 +339,7 @@ impl HarnessBuilder {
                 scope_cancel: None,
                 action_depth: 0,
                 log_cache: self.log_cache,
+                background: self.background,
             }),
         })
     }
@@ -366,6 +378,7 @@ impl Harness {
             initializer: None,
             env: None,
             log_cache: None,
+            background: None,
         }
     }
 

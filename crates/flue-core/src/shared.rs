@@ -71,6 +71,8 @@ pub(crate) struct HarnessShared {
     /// Where the sessions this harness opens by name leave their logs when their last handle
     /// goes, and find them again (a runtime's harnesses; see `log_cache.rs`).
     pub(crate) log_cache: Option<Arc<LogCache>>,
+    /// The runtime serving this harness's conversation (background tasks); none outside one.
+    pub(crate) background: Option<Arc<crate::submission::BackgroundLink>>,
 }
 
 impl HarnessShared {
@@ -114,6 +116,8 @@ impl HarnessShared {
             action_depth: self.action_depth + 1,
             live_wake: tokio::sync::watch::channel(0).0,
             log_cache: None,
+            // An action's scope starts no background tasks.
+            background: None,
         }
     }
 

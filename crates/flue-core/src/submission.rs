@@ -15,6 +15,7 @@
 //! [`ConversationStore`]: crate::store::ConversationStore
 
 mod actions;
+mod background;
 mod driver;
 mod fenced;
 mod registry;
@@ -24,6 +25,10 @@ mod runtime;
 use flue_protocol::submission as wire;
 
 pub use actions::{InterruptReceipt, ResolveReceipt};
+pub(crate) use background::{BackgroundLink, background_tools};
+pub use background::{
+    BackgroundTask, BackgroundTaskOptions, TASK_RESULT_SIGNAL, background_parent,
+};
 pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{

@@ -24,6 +24,7 @@ use crate::session::Session;
 use crate::spans;
 use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
+use crate::submission::background::BackgroundLink;
 use crate::submission::fenced::FencedSessions;
 use crate::submission::runtime::{DriverSlot, RuntimeInner};
 use crate::submission::wire::{ConversationKey, Settlement};
@@ -154,7 +155,7 @@ async fn hand_over(inner: &RuntimeInner, fence: &Fence, seen: u64) -> Option<u64
 }
 
 async fn build_harness(
-    inner: &RuntimeInner,
+    inner: &Arc<RuntimeInner>,
     key: &ConversationKey,
     fenced: &Arc<FencedSessions>,
 ) -> Result<Harness> {
@@ -165,6 +166,7 @@ async fn build_harness(
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
         .with_log_cache(Arc::clone(&inner.logs))
+        .with_background(Arc::new(BackgroundLink::new(inner, key.clone())))
         .build()
         .await
 }
@@ -436,7 +438,7 @@ async fn run_attempt(
 /// Settles what an attempt returned, or leaves the submission to the next attempt (a lost
 /// lease, a shutdown, a store failure).
 async fn conclude(
-    inner: &RuntimeInner,
+    inner: &Arc<RuntimeInner>,
     fence: &Fence,
     attempt: &Attempt<'_>,
     result: Result<crate::operation::PromptResponse>,
@@ -556,8 +558,18 @@ async fn supervise(
     }
 }
 
-/// Settles and emits the event once the settlement is durable.
-async fn settle(inner: &RuntimeInner, fence: &Fence, settlement: Settlement) -> Next {
+/// Settles and emits the event once the settlement is durable. A background child's
+/// result is admitted to its parent first: a crash in between delivers it again, once.
+async fn settle(inner: &Arc<RuntimeInner>, fence: &Fence, settlement: Settlement) -> Next {
+    if let Err(err) = inner.deliver_background(&fence.key, &settlement).await {
+        tracing::warn!(
+            target: "flue_core::submission",
+            submission = %settlement.submission_id,
+            error = %err,
+            "cannot deliver the background task's result; the next attempt delivers it"
+        );
+        return Next::Stop;
+    }
     match inner.store.settle(fence, &settlement).await {
         Ok(true) => {
             inner.emit(

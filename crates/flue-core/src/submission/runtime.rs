@@ -565,6 +565,20 @@ impl AgentRuntime {
     pub async fn abort(&self, key: &ConversationKey) -> Result<bool> {
         let report = self.inner.store.request_abort(key).await?;
         for submission_id in &report.settled {
+            // A background child aborted before it ran: its parent still hears of it.
+            let error = FlueError::SubmissionAborted {
+                submission_id: submission_id.clone(),
+            };
+            let settlement = Settlement {
+                submission_id: submission_id.clone(),
+                outcome: Outcome::Aborted,
+                text: None,
+                data: None,
+                error: Some(error.to_info()),
+                attempts: 0,
+                settled_at: now_ms(),
+            };
+            self.inner.deliver_background(key, &settlement).await?;
             self.inner.emit(
                 key,
                 Some(submission_id),

@@ -1,0 +1,392 @@
+//! Background tasks: a task started without waiting runs as the durable submission of a
+//! conversation of its own, and its settlement comes back to the parent conversation as a
+//! `task_result` signal, admitted before the child's settlement is stored (so a crash in
+//! between delivers on the next attempt) under an idempotency key (so it is delivered once).
+//!
+//! A child's conversation id names its parent: `<parent id>~bg.<parent agent>.<hex>`, the
+//! hex part derived from the starting call's idempotency key, so a start run again after a
+//! crash finds the same child instead of starting another.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::error::{FlueError, Result};
+use crate::event::{Event, Outcome};
+use crate::store::Admission;
+use crate::submission::runtime::{AgentRuntime, RuntimeInner};
+use crate::submission::wire::{
+    ConversationKey, DeliveredMessage, DispatchOptions, MessageOptions, Settlement, SubmissionState,
+};
+use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
+use crate::util::{new_ulid, new_uuid, now_ms};
+
+/// What separates a background child's conversation id from its parent's.
+const MARK: &str = "~bg.";
+/// Signal type (and tag) of a background task's result delivered to its parent.
+pub const TASK_RESULT_SIGNAL: &str = "task_result";
+/// How long `task_wait` waits when the model names no timeout, and at most.
+const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// What to start a background task with. Builder-lite: start from `default()`.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct BackgroundTaskOptions {
+    /// The agent the child runs as (an agent the runtime serves); the parent's when `None`.
+    pub agent: Option<String>,
+    /// A role for the child's message.
+    pub role: Option<String>,
+    /// Names the start: the same key starts the same child once (a start run again after a
+    /// crash finds its child). A fresh key per start when `None`.
+    pub idempotency_key: Option<String>,
+}
+
+impl BackgroundTaskOptions {
+    /// Sets the agent the child runs as.
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// Sets the role of the child's message.
+    #[must_use]
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+
+    /// Sets the idempotency key of the start.
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
+/// The handle of a started background task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackgroundTask {
+    /// The child's conversation.
+    pub conversation: ConversationKey,
+    /// The child's submission (the task's prompt): wait for it, read it, abort its conversation.
+    pub submission_id: String,
+}
+
+/// The parent conversation of a background child, or `None` for any other conversation.
+pub fn background_parent(child: &ConversationKey) -> Option<ConversationKey> {
+    let (parent_id, rest) = child.id.rsplit_once(MARK)?;
+    let (parent_agent, _hex) = rest.rsplit_once('.')?;
+    Some(ConversationKey::new(parent_agent, parent_id))
+}
+
+/// How many background levels lie above `key` (0 for a conversation started by a message).
+fn background_depth(key: &ConversationKey) -> u32 {
+    u32::try_from(key.id.matches(MARK).count()).unwrap_or(u32::MAX)
+}
+
+/// The child conversation of `parent` running `agent`, named after `seed`.
+fn child_key(parent: &ConversationKey, agent: &str, seed: &str) -> ConversationKey {
+    let digest = Sha256::digest(seed.as_bytes());
+    let hex: String = digest[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    ConversationKey::new(agent, format!("{}{MARK}{}.{hex}", parent.id, parent.agent))
+}
+
+/// A conversation's harness's way back to the runtime serving it: what the `task` tool's
+/// background flag and the `task_*` tools reach.
+pub(crate) struct BackgroundLink {
+    runtime: Weak<RuntimeInner>,
+    parent: ConversationKey,
+}
+
+impl BackgroundLink {
+    pub(crate) fn new(runtime: &Arc<RuntimeInner>, parent: ConversationKey) -> Self {
+        Self {
+            runtime: Arc::downgrade(runtime),
+            parent,
+        }
+    }
+
+    fn runtime(&self) -> std::result::Result<AgentRuntime, ToolError> {
+        match self.runtime.upgrade() {
+            Some(inner) => Ok(AgentRuntime { inner }),
+            None => Err(ToolError::new(
+                "runtime_stopped",
+                "the runtime serving this conversation stopped",
+            )),
+        }
+    }
+
+    /// Starts a background task of this conversation (the `task` tool's background flag).
+    pub(crate) async fn start(
+        &self,
+        prompt: &str,
+        options: BackgroundTaskOptions,
+    ) -> std::result::Result<Value, ToolError> {
+        let runtime = self.runtime()?;
+        let task = runtime
+            .start_task(&self.parent, prompt, options)
+            .await
+            .map_err(ToolError::from)?;
+        Ok(json!({
+            "task_id": task.submission_id,
+            "conversation": task.conversation.id,
+            "agent": task.conversation.agent,
+            "state": "running",
+            "note": "runs in the background; its result arrives as a `task_result` message",
+        }))
+    }
+
+    /// The status of the child whose submission is `task_id`, when it is a child of ours.
+    async fn status(&self, task_id: &str) -> std::result::Result<Value, ToolError> {
+        let runtime = self.runtime()?;
+        let status = runtime.lifecycle(task_id).await.map_err(ToolError::from)?;
+        if background_parent(&status.conversation).as_ref() != Some(&self.parent) {
+            return Err(ToolError::invalid_input(format!(
+                "{task_id} is not a background task of this conversation"
+            )));
+        }
+        Ok(status_json(
+            task_id,
+            status.state,
+            status.settlement.as_ref(),
+        ))
+    }
+}
+
+fn status_json(task_id: &str, state: SubmissionState, settlement: Option<&Settlement>) -> Value {
+    let mut value = json!({ "task_id": task_id, "state": state_name(state) });
+    if let Some(settlement) = settlement {
+        value["outcome"] = json!(settlement.outcome);
+        value["text"] = json!(settlement.text);
+        if let Some(error) = &settlement.error {
+            value["error"] = json!(error.message);
+        }
+    }
+    value
+}
+
+fn state_name(state: SubmissionState) -> Value {
+    serde_json::to_value(state).unwrap_or(Value::Null)
+}
+
+impl AgentRuntime {
+    /// Starts a task of the conversation `parent` without waiting for it: the child runs as the
+    /// durable submission of a conversation of its own (see [`background_parent`]), processed
+    /// like any other (a crash resumes it), and once it settles its result is admitted to
+    /// `parent` as a `task_result` signal, exactly once, which runs a turn of the parent (after
+    /// what it is busy with). Background tasks nest at most [`MAX_TASK_DEPTH`](crate::MAX_TASK_DEPTH)
+    /// levels.
+    ///
+    /// Errors: [`FlueError::DelegationDepthExceeded`], and those of [`AgentRuntime::dispatch`]
+    /// (an agent the runtime does not serve, an id too long for a child's).
+    pub async fn start_task(
+        &self,
+        parent: &ConversationKey,
+        prompt: &str,
+        options: BackgroundTaskOptions,
+    ) -> Result<BackgroundTask> {
+        let depth = background_depth(parent) + 1;
+        if depth > crate::task::MAX_TASK_DEPTH {
+            return Err(FlueError::DelegationDepthExceeded {
+                depth,
+                max: crate::task::MAX_TASK_DEPTH,
+            });
+        }
+        let agent = options.agent.unwrap_or_else(|| parent.agent.clone());
+        let seed = options.idempotency_key.unwrap_or_else(new_uuid);
+        let conversation = child_key(parent, &agent, &seed);
+        let mut chosen = MessageOptions::default();
+        chosen.role = options.role;
+        let message = DeliveredMessage::user(prompt).with_options(chosen);
+        let dispatch = DispatchOptions::default().with_idempotency_key(format!("task:{seed}"));
+        let receipt = self.dispatch(&conversation, message, dispatch).await?;
+        Ok(BackgroundTask {
+            conversation,
+            submission_id: receipt.submission_id,
+        })
+    }
+}
+
+impl RuntimeInner {
+    /// Admits the settlement of a background child's submission to its parent as a
+    /// `task_result` signal (nothing for any other conversation). Runs before the settlement
+    /// is stored: a crash in between delivers again on the next attempt, and the idempotency
+    /// key makes that the same submission.
+    pub(crate) async fn deliver_background(
+        self: &Arc<Self>,
+        child: &ConversationKey,
+        settlement: &Settlement,
+    ) -> Result<()> {
+        let Some(parent) = background_parent(child) else {
+            return Ok(());
+        };
+        let admission = Admission {
+            key: parent.clone(),
+            submission_id: new_ulid(),
+            new_uid: new_ulid(),
+            message: result_message(child, settlement),
+            accepted_at: now_ms(),
+            options: DispatchOptions::default()
+                .with_idempotency_key(format!("task-result:{}", settlement.submission_id)),
+        };
+        let receipt = match self.store.admit(&admission).await {
+            Ok(receipt) => receipt,
+            // Delivered before, with another text (an attempt that ended differently).
+            Err(FlueError::SubmissionConflict { .. }) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        if !receipt.deduplicated {
+            self.emit(
+                &parent,
+                Some(&receipt.submission_id),
+                Event::SubmissionQueued {
+                    submission_id: receipt.submission_id.clone(),
+                },
+            );
+        }
+        self.kick(&parent);
+        Ok(())
+    }
+}
+
+/// The `task_result` signal of a child's settlement.
+fn result_message(child: &ConversationKey, settlement: &Settlement) -> DeliveredMessage {
+    let outcome = match settlement.outcome {
+        Outcome::Completed => "completed",
+        Outcome::Aborted => "aborted",
+        _ => "failed",
+    };
+    let body = match (&settlement.text, &settlement.error) {
+        (Some(text), _) if settlement.outcome == Outcome::Completed => text.clone(),
+        (_, Some(error)) => error.message.clone(),
+        _ => String::new(),
+    };
+    let attributes = BTreeMap::from([
+        ("task_id".to_owned(), settlement.submission_id.clone()),
+        ("conversation".to_owned(), child.id.clone()),
+        ("agent".to_owned(), child.agent.clone()),
+        ("outcome".to_owned(), outcome.to_owned()),
+    ]);
+    DeliveredMessage::Signal {
+        signal_type: TASK_RESULT_SIGNAL.to_owned(),
+        body,
+        attributes,
+        tag_name: Some(TASK_RESULT_SIGNAL.to_owned()),
+        initial_data: None,
+        options: Box::default(),
+    }
+}
+
+/// Input of `task_status` and `task_cancel`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct TaskIdInput {
+    /// The `task_id` a background `task` call returned.
+    task_id: String,
+}
+
+/// Input of `task_wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct TaskWaitInput {
+    /// The `task_id` a background `task` call returned.
+    task_id: String,
+    /// How long to wait at most, in seconds (default 60, at most 600).
+    timeout_secs: Option<u64>,
+}
+
+/// The tools through which the model follows its background tasks: `task_status`,
+/// `task_wait` and `task_cancel`.
+pub(crate) fn background_tools(link: &Arc<BackgroundLink>) -> Result<Vec<ToolDefinition>> {
+    let status = {
+        let link = Arc::clone(link);
+        ToolDefinition::from_fn(
+            "task_status",
+            "The state of a background task (`queued`, `running`, `settled`) and, once settled, \
+             its outcome and answer.",
+            move |input: TaskIdInput, _ctx: ToolContext| {
+                let link = Arc::clone(&link);
+                async move { link.status(&input.task_id).await }
+            },
+        )?
+    };
+    let wait = {
+        let link = Arc::clone(link);
+        ToolDefinition::from_fn(
+            "task_wait",
+            "Waits until a background task settles (or the timeout passes) and returns its \
+             state, outcome and answer.",
+            move |input: TaskWaitInput, ctx: ToolContext| {
+                let link = Arc::clone(&link);
+                async move { wait_for(&link, input, ctx).await }
+            },
+        )?
+    };
+    let cancel = {
+        let link = Arc::clone(link);
+        ToolDefinition::from_fn(
+            "task_cancel",
+            "Cancels a background task; its result then arrives as `aborted`.",
+            move |input: TaskIdInput, _ctx: ToolContext| {
+                let link = Arc::clone(&link);
+                async move { cancel(&link, &input.task_id).await }
+            },
+        )?
+    };
+    Ok([status, wait, cancel]
+        .into_iter()
+        .map(|tool| {
+            // Reading a state and requesting an abort are safe to repeat.
+            tool.with_meta(ToolMeta {
+                ownership: Ownership::Managed,
+                replay_safe: true,
+                ..ToolMeta::default()
+            })
+        })
+        .collect())
+}
+
+async fn wait_for(
+    link: &BackgroundLink,
+    input: TaskWaitInput,
+    ctx: ToolContext,
+) -> std::result::Result<Value, ToolError> {
+    // Checks the task is ours before waiting on it.
+    link.status(&input.task_id).await?;
+    let runtime = link.runtime()?;
+    let timeout = input
+        .timeout_secs
+        .map_or(DEFAULT_WAIT, Duration::from_secs)
+        .min(MAX_WAIT);
+    tokio::select! {
+        () = ctx.cancel.cancelled() => return Err(ToolError::from(FlueError::Aborted)),
+        waited = tokio::time::timeout(timeout, runtime.wait(&input.task_id)) => {
+            if let Ok(Err(err)) = waited {
+                return Err(ToolError::from(err));
+            }
+        }
+    }
+    link.status(&input.task_id).await
+}
+
+async fn cancel(link: &BackgroundLink, task_id: &str) -> std::result::Result<Value, ToolError> {
+    let status = link.status(task_id).await?;
+    let runtime = link.runtime()?;
+    let lifecycle = runtime.lifecycle(task_id).await.map_err(ToolError::from)?;
+    runtime
+        .abort(&lifecycle.conversation)
+        .await
+        .map_err(ToolError::from)?;
+    let mut value = status;
+    value["cancel_requested"] = json!(true);
+    Ok(value)
+}
