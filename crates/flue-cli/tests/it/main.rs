@@ -12,6 +12,7 @@ mod build;
 mod command_tools;
 mod conformance;
 mod console_list;
+mod crash_background;
 mod crash_history;
 mod crash_tasks;
 mod delegation;
