@@ -167,10 +167,11 @@ pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason}
 // Durable submissions.
 pub use submission::{
     AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BackgroundTask,
-    BackgroundTaskOptions, BatchBody, ConversationInfo, ConversationKey, DeliveredMessage,
-    DispatchOptions, DispatchReceipt, InterruptReceipt, MessageOptions, Offset, ResolveReceipt,
-    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
-    SubmissionState, TASK_RESULT_SIGNAL, WhenBusy, background_parent, check_conversation_id,
+    BackgroundTaskInfo, BackgroundTaskOptions, BatchBody, ConversationInfo, ConversationKey,
+    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, MessageOptions, Offset,
+    ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,
+    SubmissionInfo, SubmissionState, TASK_RESULT_SIGNAL, WhenBusy, background_parent,
+    check_conversation_id,
 };
 
 // Models, sandboxes and the in-memory store.

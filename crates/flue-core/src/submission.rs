@@ -27,7 +27,8 @@ use flue_protocol::submission as wire;
 pub use actions::{InterruptReceipt, ResolveReceipt};
 pub(crate) use background::{BackgroundLink, background_tools};
 pub use background::{
-    BackgroundTask, BackgroundTaskOptions, TASK_RESULT_SIGNAL, background_parent,
+    BackgroundTask, BackgroundTaskInfo, BackgroundTaskOptions, TASK_RESULT_SIGNAL,
+    background_parent,
 };
 pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};

@@ -48,6 +48,7 @@ mod router;
 mod routes;
 mod serve;
 mod state;
+mod tasks;
 mod timeline;
 mod transcript;
 mod turns;

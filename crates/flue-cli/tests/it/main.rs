@@ -7,6 +7,7 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod audit_trash;
+mod background_tasks;
 mod budgets;
 mod build;
 mod command_tools;

@@ -80,6 +80,25 @@ pub struct BackgroundTask {
     pub submission_id: String,
 }
 
+/// One background task of a conversation, as [`AgentRuntime::background_tasks`] lists it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct BackgroundTaskInfo {
+    /// The child's submission (the handle the `task` call returned).
+    pub task_id: String,
+    /// The agent the child runs as.
+    pub agent: String,
+    /// The child's conversation id.
+    pub conversation: String,
+    /// Where the submission is: `queued`, `running`, `waiting` or `settled`.
+    pub state: SubmissionState,
+    /// How it ended, once settled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// When it was started, ms since the epoch.
+    pub accepted_at: u64,
+}
+
 /// The parent conversation of a background child, or `None` for any other conversation.
 pub fn background_parent(child: &ConversationKey) -> Option<ConversationKey> {
     let (parent_id, rest) = child.id.rsplit_once(MARK)?;
@@ -215,6 +234,79 @@ impl AgentRuntime {
             conversation,
             submission_id: receipt.submission_id,
         })
+    }
+}
+
+impl AgentRuntime {
+    /// The background tasks started by the conversation `parent` (its own children, not
+    /// theirs), oldest first. Walks the store's instance ids: its cost grows with the store.
+    pub async fn background_tasks(
+        &self,
+        parent: &ConversationKey,
+    ) -> Result<Vec<BackgroundTaskInfo>> {
+        let mut tasks = Vec::new();
+        for instance in self.store().instance_ids().await? {
+            let Some((agent, id)) = instance.split_once(':') else {
+                continue;
+            };
+            let child = ConversationKey::new(agent, id);
+            if background_parent(&child).as_ref() != Some(parent) {
+                continue;
+            }
+            if let Some(info) = self.first_submission(&child).await? {
+                tasks.push(info);
+            }
+        }
+        tasks.sort_by_key(|info| info.accepted_at);
+        Ok(tasks)
+    }
+
+    /// Cancels the background task `task_id` of `parent` (aborts its conversation's work);
+    /// `false` when it had already settled. [`FlueError::SubmissionNotFound`] when `task_id`
+    /// is not a background task of `parent`.
+    pub async fn cancel_background_task(
+        &self,
+        parent: &ConversationKey,
+        task_id: &str,
+    ) -> Result<bool> {
+        let status = self.lifecycle(task_id).await?;
+        if background_parent(&status.conversation).as_ref() != Some(parent) {
+            return Err(FlueError::SubmissionNotFound {
+                submission_id: task_id.to_owned(),
+            });
+        }
+        self.abort(&status.conversation).await
+    }
+
+    /// The task of a child conversation: its first admitted submission.
+    async fn first_submission(
+        &self,
+        child: &ConversationKey,
+    ) -> Result<Option<BackgroundTaskInfo>> {
+        let page = self
+            .read_stream(child, crate::submission::wire::Offset::START, 8)
+            .await?;
+        let Some((task_id, accepted_at)) =
+            page.batches.iter().find_map(|batch| match &batch.body {
+                crate::submission::wire::BatchBody::Admitted {
+                    submission_id,
+                    accepted_at,
+                    ..
+                } => Some((submission_id.clone(), *accepted_at)),
+                _ => None,
+            })
+        else {
+            return Ok(None);
+        };
+        let status = self.lifecycle(&task_id).await?;
+        Ok(Some(BackgroundTaskInfo {
+            task_id,
+            agent: child.agent.clone(),
+            conversation: child.id.clone(),
+            state: status.state,
+            outcome: status.settlement.map(|settlement| settlement.outcome),
+            accepted_at,
+        }))
     }
 }
 
