@@ -166,7 +166,7 @@ pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason}
 
 // Durable submissions.
 pub use submission::{
-    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BackgroundTask,
+    AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BackgroundLimits, BackgroundTask,
     BackgroundTaskInfo, BackgroundTaskOptions, BatchBody, ConversationInfo, ConversationKey,
     DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, MessageOptions, Offset,
     ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,

@@ -192,6 +192,8 @@ impl AppBuilder {
             Arc::clone(&opened.store),
             Arc::clone(&host) as Arc<dyn AgentRegistry>,
         );
+        builder = builder
+            .with_background_limits(background_limits(&host.agents().workspace().config.tasks));
         match self.mode {
             RuntimeMode::Command => {
                 builder = builder
@@ -448,4 +450,17 @@ async fn log_settlements(
             Err(RecvError::Closed) => return,
         }
     }
+}
+
+/// flue.toml's `[tasks]` limits over the runtime's defaults.
+fn background_limits(settings: &flue_build::TaskSettings) -> flue_core::BackgroundLimits {
+    let defaults = flue_core::BackgroundLimits::default();
+    flue_core::BackgroundLimits::new(
+        settings
+            .max_background_per_conversation
+            .unwrap_or(defaults.per_conversation),
+        settings
+            .max_background_per_server
+            .unwrap_or(defaults.per_server),
+    )
 }

@@ -12,6 +12,11 @@ use crate::serve::{Server, http};
 /// `boss` answers `wait`, `cancel` and `hold` by starting a background task of `worker`:
 /// `quick` answers at once, `gated` runs a command that waits for a file nobody writes.
 fn workspace() -> Workspace {
+    workspace_with(&[])
+}
+
+/// [`workspace`] with more files (a flue.toml).
+fn workspace_with(extra: &[(&str, &str)]) -> Workspace {
     let task = |prompt: &str| {
         json!({"tool_calls": [{"name": "task", "input": {"agent": "worker",
             "prompt": prompt, "background": true}}]})
@@ -36,6 +41,10 @@ fn workspace() -> Workspace {
         {"when": {"user_matches": "^hold$", "tool_result": "task"},
          "reply": {"text": "holding {{tool_result.task_id}}"}},
         {"when": {"user_matches": "^hold$"}, "reply": task("gated")},
+        {"when": {"user_matches": "^hold two$", "tool_result": "task"},
+         "reply": {"text": "holding two"}},
+        {"when": {"user_matches": "^hold two$"}, "reply": {"tool_calls": [
+            task("gated")["tool_calls"][0], task("gated")["tool_calls"][0]]}},
         {"when": {"user_matches": "^quick$"}, "reply": {"text": "quick answer"}},
         {"when": {"user_matches": "^gated$", "tool_result": "bash"},
          "reply": {"text": "gate passed"}},
@@ -45,11 +54,14 @@ fn workspace() -> Workspace {
     let boss = "---\nmodel: scripted/s.json\nsubagents: [worker]\nsandbox: local\n---\nDelegate.\n";
     let worker = "---\ndescription: Does one piece of work\nmodel: scripted/s.json\n\
                   tools: [bash]\nsandbox: local\n---\nWork.\n";
-    Workspace::new(&[
+    let script = json!({ "rules": rules }).to_string();
+    let mut files = vec![
         ("agents/boss.md", boss),
         ("agents/worker.md", worker),
-        ("s.json", &json!({ "rules": rules }).to_string()),
-    ])
+        ("s.json", script.as_str()),
+    ];
+    files.extend_from_slice(extra);
+    Workspace::new(&files)
 }
 
 fn send(server: &Server, id: &str, text: &str) {
@@ -182,4 +194,43 @@ fn tasks_conversation(listed: &Value) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// `[tasks] max_background_per_conversation = 1`: of two background tasks started together,
+/// one runs and the other waits, listed `queued`, until the first ends; then it runs.
+#[test]
+fn background_tasks_past_the_limit_wait_queued_until_one_ends() {
+    let ws = workspace_with(&[(
+        "flue.toml",
+        "[tasks]\nmax_background_per_conversation = 1\n",
+    )]);
+    let server = Server::start(ws.root(), &[], &[]);
+    send(&server, "q", "hold two");
+    wait_replies(&ws, "q", 1);
+    let runs = ws.root().join("gated-runs.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !runs.exists() {
+        assert!(std::time::Instant::now() < deadline, "no task ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (status, body) = http(server.addr(), "GET", "/agents/boss/q/tasks", &[], "");
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let mut states: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|task| task["state"].as_str().unwrap())
+        .collect();
+    states.sort_unstable();
+    assert_eq!(states, ["queued", "running"], "{listed}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1);
+    std::fs::write(ws.root().join("gate"), "").unwrap();
+    let replies = wait_replies(&ws, "q", 3);
+    let completed = replies
+        .iter()
+        .filter(|reply| reply.contains("outcome=\"completed\""))
+        .count();
+    assert_eq!(completed, 2, "{replies:?}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 2);
 }

@@ -7,14 +7,16 @@
 //! hex part derived from the starting call's idempotency key, so a start run again after a
 //! crash finds the same child instead of starting another.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Weak};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
@@ -33,6 +35,100 @@ pub const TASK_RESULT_SIGNAL: &str = "task_result";
 /// How long `task_wait` waits when the model names no timeout, and at most.
 const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// How many background tasks a runtime runs at once: per parent conversation and in all.
+/// The excess waits with its submission `queued` (listed so) until a running one ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackgroundLimits {
+    /// Children of one conversation running at once (default 4).
+    pub per_conversation: usize,
+    /// Background tasks running at once in this runtime (default 16).
+    pub per_server: usize,
+}
+
+impl Default for BackgroundLimits {
+    fn default() -> Self {
+        Self {
+            per_conversation: 4,
+            per_server: 16,
+        }
+    }
+}
+
+impl BackgroundLimits {
+    /// Limits of `per_conversation` and `per_server` tasks (each at least 1).
+    pub fn new(per_conversation: usize, per_server: usize) -> Self {
+        Self {
+            per_conversation: per_conversation.max(1),
+            per_server: per_server.max(1),
+        }
+    }
+}
+
+/// The running slots of a runtime's background tasks.
+pub(crate) struct BackgroundSlots {
+    limits: BackgroundLimits,
+    server: Arc<Semaphore>,
+    parents: Mutex<HashMap<ConversationKey, Arc<Semaphore>>>,
+}
+
+/// A background task's slot, held while its conversation is driven.
+pub(crate) struct BackgroundPermit {
+    _parent: OwnedSemaphorePermit,
+    _server: OwnedSemaphorePermit,
+}
+
+impl BackgroundSlots {
+    pub(crate) fn new(limits: BackgroundLimits) -> Self {
+        Self {
+            limits,
+            server: Arc::new(Semaphore::new(limits.per_server)),
+            parents: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits for a slot for `key` when it is a background child (`Ok(None)` for any other
+    /// conversation); `Err(())` when `stopping` fires first.
+    pub(crate) async fn acquire(
+        &self,
+        key: &ConversationKey,
+        stopping: &CancellationToken,
+    ) -> std::result::Result<Option<BackgroundPermit>, ()> {
+        let Some(parent) = background_parent(key) else {
+            return Ok(None);
+        };
+        let per_parent = Arc::clone(
+            self.parents
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(parent)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.limits.per_conversation))),
+        );
+        if per_parent.available_permits() == 0 || self.server.available_permits() == 0 {
+            tracing::info!(
+                target: "flue_core::submission",
+                conversation = %key.instance_id(),
+                "background task queued: the running limit is reached"
+            );
+        }
+        let permits = async {
+            let parent = per_parent.acquire_owned().await.map_err(|_| ())?;
+            let server = Arc::clone(&self.server)
+                .acquire_owned()
+                .await
+                .map_err(|_| ())?;
+            Ok(BackgroundPermit {
+                _parent: parent,
+                _server: server,
+            })
+        };
+        tokio::select! {
+            () = stopping.cancelled() => Err(()),
+            permit = permits => permit.map(Some),
+        }
+    }
+}
 
 /// What to start a background task with. Builder-lite: start from `default()`.
 #[derive(Clone, Debug, Default)]

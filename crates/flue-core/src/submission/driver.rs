@@ -91,6 +91,10 @@ pub(crate) async fn drive(
     key: &ConversationKey,
     slot: &DriverSlot,
 ) -> Option<u64> {
+    // A background task waits here, its submission queued, while the running limit is reached.
+    let Ok(_permit) = inner.background.acquire(key, &inner.stopping).await else {
+        return None;
+    };
     let fence = match inner.store.acquire(key, &inner.owner_id, inner.lease).await {
         Ok(Acquire::Owned(fence)) => fence,
         Ok(Acquire::Held { .. }) | Err(_) => return None,

@@ -17,6 +17,7 @@ use crate::store::rules::ROOT_SESSION;
 use crate::store::{
     Admission, DynConversationStore, OwnerRegistration, SessionKey, SubmissionStatus,
 };
+use crate::submission::background::{BackgroundLimits, BackgroundSlots};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
 use crate::submission::wire::{
@@ -43,9 +44,18 @@ pub struct AgentRuntimeBuilder {
     poll_interval: Duration,
     reconcile_interval: Option<Duration>,
     own_work_only: bool,
+    background_limits: BackgroundLimits,
 }
 
 impl AgentRuntimeBuilder {
+    /// Sets how many background tasks run at once (default: 4 per conversation, 16 in all);
+    /// the excess waits queued.
+    #[must_use]
+    pub fn with_background_limits(mut self, limits: BackgroundLimits) -> Self {
+        self.background_limits = limits;
+        self
+    }
+
     /// Makes this a runtime for one-shot processes such as `flue run`: it works only on
     /// conversations it dispatched to, and only until the submissions it dispatched there
     /// settled (the work queued before them included, first in first out). Then it hands the
@@ -99,6 +109,7 @@ impl AgentRuntimeBuilder {
             idle: Notify::new(),
             own_work_only: self.own_work_only,
             own: Mutex::new(HashMap::new()),
+            background: BackgroundSlots::new(self.background_limits),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
             logs: Arc::new(LogCache::new(
@@ -186,6 +197,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) own_work_only: bool,
     /// With `own_work_only`: the submissions this runtime dispatched and has not seen settled.
     own: Mutex<HashMap<ConversationKey, Vec<String>>>,
+    /// The running slots of background tasks.
+    pub(crate) background: BackgroundSlots,
     /// The telemetry spans of the submissions this runtime admitted, until they settle (only
     /// while a subscriber records them): their attempts nest under them.
     submission_spans: Mutex<HashMap<String, tracing::Span>>,
@@ -376,6 +389,7 @@ impl AgentRuntime {
             poll_interval: DEFAULT_POLL_INTERVAL,
             reconcile_interval: Some(DEFAULT_RECONCILE_INTERVAL),
             own_work_only: false,
+            background_limits: BackgroundLimits::default(),
         }
     }
 
