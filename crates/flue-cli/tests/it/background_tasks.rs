@@ -11,7 +11,7 @@ use crate::serve::{Server, http};
 
 /// `boss` answers `wait`, `cancel` and `hold` by starting a background task of `worker`:
 /// `quick` answers at once, `gated` runs a command that waits for a file nobody writes.
-fn workspace() -> Workspace {
+pub(crate) fn workspace() -> Workspace {
     workspace_with(&[])
 }
 
@@ -64,7 +64,7 @@ fn workspace_with(extra: &[(&str, &str)]) -> Workspace {
     Workspace::new(&files)
 }
 
-fn send(server: &Server, id: &str, text: &str) {
+pub(crate) fn send(server: &Server, id: &str, text: &str) {
     let (status, answer) = http(
         server.addr(),
         "POST",
@@ -97,7 +97,7 @@ fn replies(ws: &Workspace, id: &str) -> Vec<String> {
 }
 
 /// Waits until the conversation has `n` replies and nothing pending.
-fn wait_replies(ws: &Workspace, id: &str, n: usize) -> Vec<String> {
+pub(crate) fn wait_replies(ws: &Workspace, id: &str, n: usize) -> Vec<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         wait_settled(ws, &Db::Sqlite, id);

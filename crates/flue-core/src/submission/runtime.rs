@@ -476,6 +476,9 @@ impl AgentRuntime {
             self.inner.remember_own(key, &admission.submission_id);
         }
         let span = spans::submission(&key.agent, &key.instance_id(), &admission.submission_id);
+        if let Some(parent) = super::background_parent(key) {
+            spans::record_task_parent(&span, &parent.instance_id());
+        }
         let admitted = self
             .inner
             .store
