@@ -111,7 +111,7 @@ pub(crate) async fn run_agent(
         let tool = task_tool(&shared, inherited.clone(), &ctx.sink, &usage)?;
         let resume = resume_tool(&shared, inherited, &ctx.sink, &usage);
         let background = match background_link(&shared) {
-            Some(link) => crate::submission::background_tools(link)?,
+            Some(link) => crate::submission::background_tools(Some(link))?,
             None => Vec::new(),
         };
         Some(Delegation {

@@ -493,40 +493,40 @@ struct TaskWaitInput {
 }
 
 /// The tools through which the model follows its background tasks: `task_status`,
-/// `task_wait` and `task_cancel`.
-pub(crate) fn background_tools(link: &Arc<BackgroundLink>) -> Result<Vec<ToolDefinition>> {
+/// `task_wait` and `task_cancel`. Without a link (a listing), they do not run.
+pub(crate) fn background_tools(link: Option<&Arc<BackgroundLink>>) -> Result<Vec<ToolDefinition>> {
     let status = {
-        let link = Arc::clone(link);
+        let link = link.cloned();
         ToolDefinition::from_fn(
             "task_status",
             "The state of a background task (`queued`, `running`, `settled`) and, once settled, \
              its outcome and answer.",
             move |input: TaskIdInput, _ctx: ToolContext| {
-                let link = Arc::clone(&link);
-                async move { link.status(&input.task_id).await }
+                let link = link.clone();
+                async move { linked(link.as_ref())?.status(&input.task_id).await }
             },
         )?
     };
     let wait = {
-        let link = Arc::clone(link);
+        let link = link.cloned();
         ToolDefinition::from_fn(
             "task_wait",
             "Waits until a background task settles (or the timeout passes) and returns its \
              state, outcome and answer.",
             move |input: TaskWaitInput, ctx: ToolContext| {
-                let link = Arc::clone(&link);
-                async move { wait_for(&link, input, ctx).await }
+                let link = link.clone();
+                async move { wait_for(linked(link.as_ref())?, input, ctx).await }
             },
         )?
     };
     let cancel = {
-        let link = Arc::clone(link);
+        let link = link.cloned();
         ToolDefinition::from_fn(
             "task_cancel",
             "Cancels a background task; its result then arrives as `aborted`.",
             move |input: TaskIdInput, _ctx: ToolContext| {
-                let link = Arc::clone(&link);
-                async move { cancel(&link, &input.task_id).await }
+                let link = link.clone();
+                async move { cancel(linked(link.as_ref())?, &input.task_id).await }
             },
         )?
     };
@@ -539,8 +539,18 @@ pub(crate) fn background_tools(link: &Arc<BackgroundLink>) -> Result<Vec<ToolDef
                 replay_safe: true,
                 ..ToolMeta::default()
             })
+            .with_origin(crate::tool::ToolOrigin::Task)
         })
         .collect())
+}
+
+fn linked(link: Option<&Arc<BackgroundLink>>) -> std::result::Result<&BackgroundLink, ToolError> {
+    link.map(AsRef::as_ref).ok_or_else(|| {
+        ToolError::new(
+            "background_unavailable",
+            "background tasks are followed only in a conversation served by the runtime",
+        )
+    })
 }
 
 async fn wait_for(
