@@ -591,12 +591,11 @@ async fn start_background(
             declared: parent.scope.subagent_names(),
         }));
     }
-    let mut options = crate::submission::BackgroundTaskOptions::default();
-    options.agent = input.agent;
-    options.role = input.role;
-    if !ctx.idempotency_key.is_empty() {
-        options.idempotency_key = Some(ctx.idempotency_key.clone());
-    }
+    let options = crate::submission::BackgroundTaskOptions {
+        agent: input.agent,
+        role: input.role,
+        idempotency_key: (!ctx.idempotency_key.is_empty()).then(|| ctx.idempotency_key.clone()),
+    };
     link.start(&input.prompt, options).await
 }
 
