@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 use flue_protocol::{ACTION_SCOPE_PREFIX, TASK_SESSION_PREFIX};
 use tokio_util::sync::CancellationToken;
 
+use crate::background::BackgroundHandle;
 use crate::call::CallHandle;
 use crate::config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
@@ -28,7 +29,6 @@ use crate::session::Session;
 use crate::shared::{HarnessShared, SessionShared};
 use crate::steps::LogIndex;
 use crate::store::{DynAuditStore, DynSessionStore, MemoryStore, SessionKey, SessionSummary};
-use crate::submission::BackgroundLink;
 use crate::tool::ToolDefinition;
 use crate::util::{new_ulid, or_cancel};
 
@@ -69,14 +69,14 @@ pub struct HarnessBuilder {
     /// The runtime's session logs kept between its harnesses of one conversation.
     log_cache: Option<Arc<LogCache>>,
     /// The runtime serving the conversation, for background tasks.
-    background: Option<Arc<BackgroundLink>>,
+    background: Option<BackgroundHandle>,
 }
 
 impl HarnessBuilder {
     /// Links the harness to the runtime serving its conversation, so that its root sessions
     /// can start background tasks.
     #[must_use]
-    pub(crate) fn with_background(mut self, link: Arc<BackgroundLink>) -> Self {
+    pub(crate) fn with_background(mut self, link: BackgroundHandle) -> Self {
         self.background = Some(link);
         self
     }

@@ -59,6 +59,7 @@
 
 mod action;
 mod agent_loop;
+mod background;
 mod budget;
 mod call;
 mod compaction;
@@ -102,6 +103,7 @@ use util::now_ms;
 // the root re-exports what an application embedding the runtime names.
 
 // Harness, sessions and operations.
+pub use background::BackgroundTaskOptions;
 pub use call::{CallHandle, EventStream};
 pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;
@@ -167,11 +169,10 @@ pub use error::{BoxError, FlueError, McpErrorReason, Result, SandboxErrorReason}
 // Durable submissions.
 pub use submission::{
     AgentInfo, AgentRegistry, AgentRuntime, AgentRuntimeBuilder, BackgroundLimits, BackgroundTask,
-    BackgroundTaskInfo, BackgroundTaskOptions, BatchBody, ConversationInfo, ConversationKey,
-    DeliveredMessage, DispatchOptions, DispatchReceipt, InterruptReceipt, MessageOptions, Offset,
-    ResolveReceipt, RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage,
-    SubmissionInfo, SubmissionState, TASK_RESULT_SIGNAL, WhenBusy, background_parent,
-    check_conversation_id,
+    BackgroundTaskInfo, BatchBody, ConversationInfo, ConversationKey, DeliveredMessage,
+    DispatchOptions, DispatchReceipt, InterruptReceipt, MessageOptions, Offset, ResolveReceipt,
+    RuntimeEvent, SendCondition, Settlement, StaticAgents, StreamBatch, StreamPage, SubmissionInfo,
+    SubmissionState, TASK_RESULT_SIGNAL, WhenBusy, background_parent, check_conversation_id,
 };
 
 // Models, sandboxes and the in-memory store.

@@ -72,7 +72,7 @@ pub(crate) struct HarnessShared {
     /// goes, and find them again (a runtime's harnesses; see `log_cache.rs`).
     pub(crate) log_cache: Option<Arc<LogCache>>,
     /// The runtime serving this harness's conversation (background tasks); none outside one.
-    pub(crate) background: Option<Arc<crate::submission::BackgroundLink>>,
+    pub(crate) background: Option<crate::background::BackgroundHandle>,
 }
 
 impl HarnessShared {

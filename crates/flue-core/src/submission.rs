@@ -26,10 +26,8 @@ use flue_protocol::submission as wire;
 
 pub use actions::{InterruptReceipt, ResolveReceipt};
 pub use background::{
-    BackgroundLimits, BackgroundTask, BackgroundTaskInfo, BackgroundTaskOptions,
-    TASK_RESULT_SIGNAL, background_parent,
+    BackgroundLimits, BackgroundTask, BackgroundTaskInfo, TASK_RESULT_SIGNAL, background_parent,
 };
-pub(crate) use background::{BackgroundLink, background_tools};
 pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{

@@ -111,7 +111,7 @@ pub(crate) async fn run_agent(
         let tool = task_tool(&shared, inherited.clone(), &ctx.sink, &usage)?;
         let resume = resume_tool(&shared, inherited, &ctx.sink, &usage);
         let background = match background_link(&shared) {
-            Some(link) => crate::submission::background_tools(Some(link))?,
+            Some(link) => crate::background::background_tools(Some(link))?,
             None => Vec::new(),
         };
         Some(Delegation {
@@ -559,7 +559,7 @@ pub(crate) fn task_tool(
 /// The runtime link through which a session starts background tasks: a conversation's root
 /// session only (a task session's or an action's results would have no conversation of
 /// their own to arrive in).
-fn background_link(shared: &SessionShared) -> Option<&Arc<crate::submission::BackgroundLink>> {
+fn background_link(shared: &SessionShared) -> Option<&crate::background::BackgroundHandle> {
     let harness = &shared.harness;
     let root = shared.depth == 0 && harness.session_prefix.is_empty();
     root.then_some(harness.background.as_ref()).flatten()
@@ -591,12 +591,12 @@ async fn start_background(
             declared: parent.scope.subagent_names(),
         }));
     }
-    let options = crate::submission::BackgroundTaskOptions {
+    let options = crate::background::BackgroundTaskOptions {
         agent: input.agent,
         role: input.role,
         idempotency_key: (!ctx.idempotency_key.is_empty()).then(|| ctx.idempotency_key.clone()),
     };
-    link.start(&input.prompt, options).await
+    link.start(input.prompt, options).await
 }
 
 fn task_tool_meta(tool: ToolDefinition) -> ToolDefinition {

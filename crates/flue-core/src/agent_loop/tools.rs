@@ -61,7 +61,7 @@ pub(crate) fn listed_tools(
     };
     if task.is_some() {
         // A submission's root session follows its background tasks with these.
-        result.extend(crate::submission::background_tools(None)?);
+        result.extend(crate::background::background_tools(None)?);
     }
     let mut live = offered_tools(scope, Vec::new(), task, result)?;
     let set = turn_tool_set(live.merged(), &harness.permissions, true)?;

@@ -11,13 +11,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::background::{BackgroundRuntime, BackgroundTaskOptions};
 use crate::error::{FlueError, Result};
 use crate::event::{Event, Outcome};
 use crate::store::Admission;
@@ -25,16 +24,13 @@ use crate::submission::runtime::{AgentRuntime, RuntimeInner};
 use crate::submission::wire::{
     ConversationKey, DeliveredMessage, DispatchOptions, MessageOptions, Settlement, SubmissionState,
 };
-use crate::tool::{Ownership, ToolContext, ToolDefinition, ToolError, ToolMeta};
-use crate::util::{new_ulid, new_uuid, now_ms};
+use crate::tool::ToolError;
+use crate::util::{BoxFuture, new_ulid, new_uuid, now_ms};
 
 /// What separates a background child's conversation id from its parent's.
 const MARK: &str = "~bg.";
 /// Signal type (and tag) of a background task's result delivered to its parent.
 pub const TASK_RESULT_SIGNAL: &str = "task_result";
-/// How long `task_wait` waits when the model names no timeout, and at most.
-const DEFAULT_WAIT: Duration = Duration::from_secs(60);
-const MAX_WAIT: Duration = Duration::from_secs(600);
 
 /// How many background tasks a runtime runs at once: per parent conversation and in all.
 /// The excess waits with its submission `queued` (listed so) until a running one ends.
@@ -130,42 +126,6 @@ impl BackgroundSlots {
     }
 }
 
-/// What to start a background task with. Builder-lite: start from `default()`.
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
-pub struct BackgroundTaskOptions {
-    /// The agent the child runs as (an agent the runtime serves); the parent's when `None`.
-    pub agent: Option<String>,
-    /// A role for the child's message.
-    pub role: Option<String>,
-    /// Names the start: the same key starts the same child once (a start run again after a
-    /// crash finds its child). A fresh key per start when `None`.
-    pub idempotency_key: Option<String>,
-}
-
-impl BackgroundTaskOptions {
-    /// Sets the agent the child runs as.
-    #[must_use]
-    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
-        self.agent = Some(agent.into());
-        self
-    }
-
-    /// Sets the role of the child's message.
-    #[must_use]
-    pub fn with_role(mut self, role: impl Into<String>) -> Self {
-        self.role = Some(role.into());
-        self
-    }
-
-    /// Sets the idempotency key of the start.
-    #[must_use]
-    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
-    }
-}
-
 /// The handle of a started background task.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -242,15 +202,14 @@ impl BackgroundLink {
         }
     }
 
-    /// Starts a background task of this conversation (the `task` tool's background flag).
-    pub(crate) async fn start(
+    async fn start_task(
         &self,
-        prompt: &str,
+        prompt: String,
         options: BackgroundTaskOptions,
     ) -> std::result::Result<Value, ToolError> {
         let runtime = self.runtime()?;
         let task = runtime
-            .start_task(&self.parent, prompt, options)
+            .start_task(&self.parent, &prompt, options)
             .await
             .map_err(ToolError::from)?;
         Ok(json!({
@@ -263,19 +222,77 @@ impl BackgroundLink {
     }
 
     /// The status of the child whose submission is `task_id`, when it is a child of ours.
-    async fn status(&self, task_id: &str) -> std::result::Result<Value, ToolError> {
+    async fn task_status(&self, task_id: String) -> std::result::Result<Value, ToolError> {
         let runtime = self.runtime()?;
-        let status = runtime.lifecycle(task_id).await.map_err(ToolError::from)?;
+        let status = runtime.lifecycle(&task_id).await.map_err(ToolError::from)?;
         if background_parent(&status.conversation).as_ref() != Some(&self.parent) {
             return Err(ToolError::invalid_input(format!(
                 "{task_id} is not a background task of this conversation"
             )));
         }
         Ok(status_json(
-            task_id,
+            &task_id,
             status.state,
             status.settlement.as_ref(),
         ))
+    }
+
+    async fn wait_task(
+        &self,
+        task_id: String,
+        timeout: Duration,
+        cancel: CancellationToken,
+    ) -> std::result::Result<Value, ToolError> {
+        // Checks the task is ours before waiting on it.
+        self.task_status(task_id.clone()).await?;
+        let runtime = self.runtime()?;
+        tokio::select! {
+            () = cancel.cancelled() => return Err(ToolError::from(FlueError::Aborted)),
+            waited = tokio::time::timeout(timeout, runtime.wait(&task_id)) => {
+                if let Ok(Err(err)) = waited {
+                    return Err(ToolError::from(err));
+                }
+            }
+        }
+        self.task_status(task_id).await
+    }
+
+    async fn cancel_task(&self, task_id: String) -> std::result::Result<Value, ToolError> {
+        let mut value = self.task_status(task_id.clone()).await?;
+        let runtime = self.runtime()?;
+        runtime
+            .cancel_background_task(&self.parent, &task_id)
+            .await
+            .map_err(ToolError::from)?;
+        value["cancel_requested"] = json!(true);
+        Ok(value)
+    }
+}
+
+impl BackgroundRuntime for BackgroundLink {
+    fn start(
+        &self,
+        prompt: String,
+        options: BackgroundTaskOptions,
+    ) -> BoxFuture<'_, std::result::Result<Value, ToolError>> {
+        Box::pin(self.start_task(prompt, options))
+    }
+
+    fn status(&self, task_id: String) -> BoxFuture<'_, std::result::Result<Value, ToolError>> {
+        Box::pin(self.task_status(task_id))
+    }
+
+    fn wait(
+        &self,
+        task_id: String,
+        timeout: Duration,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, std::result::Result<Value, ToolError>> {
+        Box::pin(self.wait_task(task_id, timeout, cancel))
+    }
+
+    fn cancel(&self, task_id: String) -> BoxFuture<'_, std::result::Result<Value, ToolError>> {
+        Box::pin(self.cancel_task(task_id))
     }
 }
 
@@ -474,117 +491,4 @@ fn result_message(child: &ConversationKey, settlement: &Settlement) -> Delivered
         initial_data: None,
         options: Box::default(),
     }
-}
-
-/// Input of `task_status` and `task_cancel`.
-#[derive(Debug, Deserialize, JsonSchema)]
-struct TaskIdInput {
-    /// The `task_id` a background `task` call returned.
-    task_id: String,
-}
-
-/// Input of `task_wait`.
-#[derive(Debug, Deserialize, JsonSchema)]
-struct TaskWaitInput {
-    /// The `task_id` a background `task` call returned.
-    task_id: String,
-    /// How long to wait at most, in seconds (default 60, at most 600).
-    timeout_secs: Option<u64>,
-}
-
-/// The tools through which the model follows its background tasks: `task_status`,
-/// `task_wait` and `task_cancel`. Without a link (a listing), they do not run.
-pub(crate) fn background_tools(link: Option<&Arc<BackgroundLink>>) -> Result<Vec<ToolDefinition>> {
-    let status = {
-        let link = link.cloned();
-        ToolDefinition::from_fn(
-            "task_status",
-            "The state of a background task (`queued`, `running`, `settled`) and, once settled, \
-             its outcome and answer.",
-            move |input: TaskIdInput, _ctx: ToolContext| {
-                let link = link.clone();
-                async move { linked(link.as_ref())?.status(&input.task_id).await }
-            },
-        )?
-    };
-    let wait = {
-        let link = link.cloned();
-        ToolDefinition::from_fn(
-            "task_wait",
-            "Waits until a background task settles (or the timeout passes) and returns its \
-             state, outcome and answer.",
-            move |input: TaskWaitInput, ctx: ToolContext| {
-                let link = link.clone();
-                async move { wait_for(linked(link.as_ref())?, input, ctx).await }
-            },
-        )?
-    };
-    let cancel = {
-        let link = link.cloned();
-        ToolDefinition::from_fn(
-            "task_cancel",
-            "Cancels a background task; its result then arrives as `aborted`.",
-            move |input: TaskIdInput, _ctx: ToolContext| {
-                let link = link.clone();
-                async move { cancel(linked(link.as_ref())?, &input.task_id).await }
-            },
-        )?
-    };
-    Ok([status, wait, cancel]
-        .into_iter()
-        .map(|tool| {
-            // Reading a state and requesting an abort are safe to repeat.
-            tool.with_meta(ToolMeta {
-                ownership: Ownership::Managed,
-                replay_safe: true,
-                ..ToolMeta::default()
-            })
-            .with_origin(crate::tool::ToolOrigin::Task)
-        })
-        .collect())
-}
-
-fn linked(link: Option<&Arc<BackgroundLink>>) -> std::result::Result<&BackgroundLink, ToolError> {
-    link.map(AsRef::as_ref).ok_or_else(|| {
-        ToolError::new(
-            "background_unavailable",
-            "background tasks are followed only in a conversation served by the runtime",
-        )
-    })
-}
-
-async fn wait_for(
-    link: &BackgroundLink,
-    input: TaskWaitInput,
-    ctx: ToolContext,
-) -> std::result::Result<Value, ToolError> {
-    // Checks the task is ours before waiting on it.
-    link.status(&input.task_id).await?;
-    let runtime = link.runtime()?;
-    let timeout = input
-        .timeout_secs
-        .map_or(DEFAULT_WAIT, Duration::from_secs)
-        .min(MAX_WAIT);
-    tokio::select! {
-        () = ctx.cancel.cancelled() => return Err(ToolError::from(FlueError::Aborted)),
-        waited = tokio::time::timeout(timeout, runtime.wait(&input.task_id)) => {
-            if let Ok(Err(err)) = waited {
-                return Err(ToolError::from(err));
-            }
-        }
-    }
-    link.status(&input.task_id).await
-}
-
-async fn cancel(link: &BackgroundLink, task_id: &str) -> std::result::Result<Value, ToolError> {
-    let status = link.status(task_id).await?;
-    let runtime = link.runtime()?;
-    let lifecycle = runtime.lifecycle(task_id).await.map_err(ToolError::from)?;
-    runtime
-        .abort(&lifecycle.conversation)
-        .await
-        .map_err(ToolError::from)?;
-    let mut value = status;
-    value["cancel_requested"] = json!(true);
-    Ok(value)
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use flue_protocol::{DeliveredMessage, DurabilityConfig, MessageOptions, SubmissionInfo};
 use tokio_util::sync::CancellationToken;
 
+use crate::background::BackgroundHandle;
 use crate::error::{FlueError, Result};
 use crate::event::{ErrorInfo, Event, Outcome};
 use crate::harness::Harness;
@@ -170,7 +171,7 @@ async fn build_harness(
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
         .with_log_cache(Arc::clone(&inner.logs))
-        .with_background(Arc::new(BackgroundLink::new(inner, key.clone())))
+        .with_background(Arc::new(BackgroundLink::new(inner, key.clone())) as BackgroundHandle)
         .build()
         .await
 }
