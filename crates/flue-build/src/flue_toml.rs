@@ -87,6 +87,14 @@ pub struct WorkspaceConfig {
     /// settings = false
     /// ```
     pub ignore_claude_settings: bool,
+    /// `[tasks]`: how many background tasks `flue serve` runs at once.
+    ///
+    /// ```toml
+    /// [tasks]
+    /// max_background_per_conversation = 4
+    /// max_background_per_server = 16
+    /// ```
+    pub tasks: TaskSettings,
     /// What flue.toml declares that flue skips or ignores (a hook event it has no point for,
     /// a hook key it does not read): warnings, not problems.
     pub notes: Vec<Diagnostic>,
@@ -101,6 +109,16 @@ pub struct StoreSettings {
     /// Ownership lease in milliseconds (how long a crashed-but-connected node keeps a
     /// conversation); `None` for the default.
     pub lease_ms: Option<u64>,
+}
+
+/// `[tasks]` in flue.toml: limits of background tasks running at once (`None`: the runtime's
+/// default, 4 per conversation and 16 per server); the excess waits queued.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskSettings {
+    /// Background tasks of one conversation running at once.
+    pub max_background_per_conversation: Option<usize>,
+    /// Background tasks running at once in one `flue serve` process.
+    pub max_background_per_server: Option<usize>,
 }
 
 impl WorkspaceConfig {
@@ -163,6 +181,15 @@ struct RawConfig {
     schedules: BTreeMap<Spanned<String>, Spanned<RawSchedule>>,
     hooks: Option<Spanned<toml::Value>>,
     claude_code: Option<RawClaudeCode>,
+    tasks: Option<RawTasks>,
+}
+
+/// `[tasks]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTasks {
+    max_background_per_conversation: Option<Spanned<usize>>,
+    max_background_per_server: Option<Spanned<usize>>,
 }
 
 /// `[claude_code]`: what of Claude Code's own configuration the workspace takes.
@@ -292,6 +319,10 @@ pub(crate) fn parse(text: &str, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceC
             .unwrap_or_default(),
         ignore_claude_settings: raw.claude_code.and_then(|claude_code| claude_code.settings)
             == Some(false),
+        tasks: raw
+            .tasks
+            .map(|tasks| task_settings(text, tasks, diagnostics))
+            .unwrap_or_default(),
         notes,
     };
     let mut idx = first_checked;
@@ -339,6 +370,31 @@ fn toml_hooks(
         notes.push(Diagnostic::at(PATH, line, message));
     }
     parsed.specs
+}
+
+fn task_settings(text: &str, raw: RawTasks, diagnostics: &mut Vec<Diagnostic>) -> TaskSettings {
+    let mut positive = |key: &str, value: Option<Spanned<usize>>| {
+        let value = value?;
+        if *value.get_ref() == 0 {
+            diagnostics.push(Diagnostic::at(
+                PATH,
+                line_of(text, &value.span()),
+                format!("`tasks.{key}` must be at least 1"),
+            ));
+            return None;
+        }
+        Some(value.into_inner())
+    };
+    TaskSettings {
+        max_background_per_conversation: positive(
+            "max_background_per_conversation",
+            raw.max_background_per_conversation,
+        ),
+        max_background_per_server: positive(
+            "max_background_per_server",
+            raw.max_background_per_server,
+        ),
+    }
 }
 
 fn store_settings(

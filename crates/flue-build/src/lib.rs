@@ -78,7 +78,7 @@ mod yaml_limits;
 pub use agent_file::AgentFile;
 pub use bundle::{BUNDLE_FILE_NAME, BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use diagnostic::{Diagnostic, Diagnostics};
-pub use flue_toml::{Defaults, StoreSettings, WorkspaceConfig};
+pub use flue_toml::{Defaults, StoreSettings, TaskSettings, WorkspaceConfig};
 pub use mcp::{McpOAuthDecl, McpServerDecl, McpTransport, RemoteMcpServer, StdioMcpServer};
 pub use providers::{ModelSettings, ProviderSettings};
 pub use role_file::RoleFile;

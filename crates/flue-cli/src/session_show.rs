@@ -1,11 +1,17 @@
-//! `flue session show`: print a stored transcript, and with `--tree` its task sessions. Each
-//! model turn is followed by its model, tokens and cost; the transcript ends with the
-//! conversation's (every session's) usage.
+//! `flue session show`: print a stored transcript, and with `--tree` its task sessions and
+//! background tasks (each a conversation of its own, with its state). Each model turn is
+//! followed by its model, tokens and cost; the transcript ends with the conversation's (every
+//! session's) usage.
 
 use std::fmt::Write as _;
 
+use flue_core::record::ActionKind;
+use flue_core::store::DynConversationStore;
+use flue_core::submission::{SubmissionState, background_parent};
 use flue_core::view::Transcript;
-use flue_core::{ActionDecision, AssistantContent, Record, UserContent, record::ActionKind};
+use flue_core::{
+    ActionDecision, AssistantContent, BatchBody, ConversationKey, Offset, Record, UserContent,
+};
 use serde_json::Value;
 
 use crate::Exit;
@@ -23,18 +29,29 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
     let instance_id = instance_id(store, &args.id).await?;
     let shown = Transcript::load(store, &instance_id, &args.session, args.tree).await?;
     let output = Output::for_workspace(&root)?;
+    let background = if args.tree {
+        background_tree(store, &instance_id).await?
+    } else {
+        Vec::new()
+    };
     if args.json {
         let mut out = shown.to_json();
         if let Value::Object(map) = &mut out {
             map.insert("id".into(), Value::String(args.id.clone()));
             if !args.tree {
                 map.remove("tasks");
+            } else {
+                let listed = background.iter().map(BackgroundChild::to_json).collect();
+                map.insert("background".into(), Value::Array(listed));
             }
         }
         println!("{}", output.json_pretty(&out)?);
     } else {
         let mut text = String::new();
         write_text(&shown, &mut text, 0, args.tree);
+        for child in &background {
+            child.write_text(&mut text);
+        }
         if let Some((value, version)) = shown.state() {
             let _ = writeln!(text, "state (version {version}): {value}");
         }
@@ -96,6 +113,124 @@ fn write_text(shown: &Transcript, out: &mut String, depth: usize, headers: bool)
     for task in &shown.tasks {
         write_text(task, out, depth + 1, headers);
     }
+}
+
+/// A background task below the shown conversation: its conversation, how deep, where its
+/// task (the first submission) is, and its root session's transcript.
+struct BackgroundChild {
+    key: ConversationKey,
+    depth: usize,
+    state: Option<SubmissionState>,
+    outcome: Option<flue_core::Outcome>,
+    transcript: Transcript,
+}
+
+impl BackgroundChild {
+    fn state_text(&self) -> String {
+        let state = self
+            .state
+            .and_then(|state| serde_json::to_value(state).ok())
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown".to_owned());
+        match self.outcome {
+            Some(outcome) => format!("{state}, {}", outcome.as_str()),
+            None => state,
+        }
+    }
+
+    fn write_text(&self, out: &mut String) {
+        let indent = "  ".repeat(self.depth);
+        let _ = writeln!(
+            out,
+            "{indent}== background task {}/{} ({})",
+            self.key.agent,
+            self.key.id,
+            self.state_text()
+        );
+        write_text(&self.transcript, out, self.depth + 1, true);
+    }
+
+    fn to_json(&self) -> Value {
+        serde_json::json!({
+            "agent": self.key.agent,
+            "conversation": self.key.id,
+            "depth": self.depth,
+            "state": self.state,
+            "outcome": self.outcome,
+            "transcript": self.transcript.to_json(),
+        })
+    }
+}
+
+/// The background tasks below the conversation `instance_id`, to any depth, each followed by
+/// its own (depth first), oldest first per level.
+async fn background_tree(
+    store: &dyn DynConversationStore,
+    instance_id: &str,
+) -> anyhow::Result<Vec<BackgroundChild>> {
+    let instances = store.instance_ids().await?;
+    let Some(root) = key_of(instance_id) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let mut stack = children_of(store, &instances, &root, 1).await?;
+    stack.reverse();
+    while let Some(child) = stack.pop() {
+        let below = children_of(store, &instances, &child.key, child.depth + 1).await?;
+        out.push(child);
+        stack.extend(below.into_iter().rev());
+    }
+    Ok(out)
+}
+
+fn key_of(instance: &str) -> Option<ConversationKey> {
+    instance
+        .split_once(':')
+        .map(|(agent, id)| ConversationKey::new(agent, id))
+}
+
+/// The background tasks `parent` started, oldest first.
+async fn children_of(
+    store: &dyn DynConversationStore,
+    instances: &[String],
+    parent: &ConversationKey,
+    depth: usize,
+) -> anyhow::Result<Vec<BackgroundChild>> {
+    let mut children = Vec::new();
+    for child in instances.iter().filter_map(|instance| key_of(instance)) {
+        if background_parent(&child).as_ref() == Some(parent) {
+            children.push(background_child(store, child, depth).await?);
+        }
+    }
+    children.sort_by_key(|child| child.transcript.records.first().map(|stored| stored.at));
+    Ok(children)
+}
+
+async fn background_child(
+    store: &dyn DynConversationStore,
+    key: ConversationKey,
+    depth: usize,
+) -> anyhow::Result<BackgroundChild> {
+    let page = store.read_stream(&key, Offset::START, 8).await?;
+    let first = page.batches.iter().find_map(|batch| match &batch.body {
+        BatchBody::Admitted { submission_id, .. } => Some(submission_id.clone()),
+        _ => None,
+    });
+    let status = match first {
+        Some(id) => store.submission_status(&id).await?,
+        None => None,
+    };
+    let transcript =
+        Transcript::load(store, &key.instance_id(), flue_core::DEFAULT_SESSION, true).await?;
+    Ok(BackgroundChild {
+        key,
+        depth,
+        state: status.as_ref().map(|status| status.state),
+        outcome: status
+            .and_then(|status| status.settlement)
+            .map(|settlement| settlement.outcome),
+        transcript,
+    })
 }
 
 /// A question's answer in one line.

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 use flue_protocol::{ACTION_SCOPE_PREFIX, TASK_SESSION_PREFIX};
 use tokio_util::sync::CancellationToken;
 
+use crate::background::BackgroundHandle;
 use crate::call::CallHandle;
 use crate::config::{
     AgentConfig, AgentProfile, Compaction, CompactionConfig, ResolvedAgent, Skill,
@@ -71,9 +72,19 @@ pub struct HarnessBuilder {
     /// The runtime's running tasks (a harness built alone has its own).
     running_tasks: Option<Arc<RunningTasks>>,
     approval_key: Option<crate::standing::ApprovalKey>,
+    /// The runtime serving the conversation, for background tasks.
+    background: Option<BackgroundHandle>,
 }
 
 impl HarnessBuilder {
+    /// Links the harness to the runtime serving its conversation, so that its root sessions
+    /// can start background tasks.
+    #[must_use]
+    pub(crate) fn with_background(mut self, link: BackgroundHandle) -> Self {
+        self.background = Some(link);
+        self
+    }
+
     /// Keeps the logs of the sessions the harness opens by name in `cache` between harnesses
     /// (the submission runtime's; see `log_cache.rs`).
     #[must_use]
@@ -349,6 +360,7 @@ impl HarnessBuilder {
                 log_cache: self.log_cache,
                 running_tasks: self.running_tasks.unwrap_or_default(),
                 approval_key: self.approval_key,
+                background: self.background,
             }),
         })
     }
@@ -389,6 +401,7 @@ impl Harness {
             log_cache: None,
             running_tasks: None,
             approval_key: None,
+            background: None,
         }
     }
 

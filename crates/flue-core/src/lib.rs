@@ -65,6 +65,7 @@
 
 mod action;
 mod agent_loop;
+mod background;
 mod budget;
 mod call;
 mod compaction;
@@ -109,6 +110,7 @@ pub mod view;
 pub use flue_protocol::{event, record};
 
 // Harness, sessions and operations.
+pub use background::BackgroundTaskOptions;
 pub use call::{CallHandle, EventStream};
 pub use harness::{Harness, HarnessBuilder, Sessions, check_instance_id};
 pub use initializer::AgentInitializerContext;

@@ -77,6 +77,8 @@ pub(crate) struct HarnessShared {
     pub(crate) running_tasks: Arc<RunningTasks>,
     /// Verifies the conversation's standing approvals (none without a key).
     pub(crate) approval_key: Option<crate::standing::ApprovalKey>,
+    /// The runtime serving this harness's conversation (background tasks); none outside one.
+    pub(crate) background: Option<crate::background::BackgroundHandle>,
 }
 
 impl HarnessShared {
@@ -122,6 +124,8 @@ impl HarnessShared {
             log_cache: None,
             running_tasks: Arc::clone(&self.running_tasks),
             approval_key: self.approval_key.clone(),
+            // An action's scope starts no background tasks.
+            background: None,
         }
     }
 

@@ -247,9 +247,17 @@ pub(crate) fn submission(agent: &str, conversation: &str, submission_id: &str) -
         gen_ai.agent.name = agent,
         gen_ai.conversation.id = conversation,
         flue.submission.id = submission_id,
+        flue.task.parent = Empty,
         flue.outcome = Empty,
         error.type = Empty,
     )
+}
+
+/// Marks a submission's span as a background task's, naming the conversation that started it.
+pub(crate) fn record_task_parent(span: &Span, parent_conversation: &str) {
+    if !span.is_disabled() {
+        span.record("flue.task.parent", parent_conversation);
+    }
 }
 
 /// The span of one attempt at a submission: `flue.attempt`, a child of the submission's span

@@ -16,6 +16,7 @@
 
 mod actions;
 mod compact;
+mod background;
 mod driver;
 mod fenced;
 mod registry;
@@ -25,6 +26,9 @@ mod runtime;
 use flue_protocol::submission as wire;
 
 pub use actions::{InterruptReceipt, ResolveReceipt};
+pub use background::{
+    BackgroundLimits, BackgroundTask, BackgroundTaskInfo, TASK_RESULT_SIGNAL, background_parent,
+};
 pub use registry::{AgentInfo, AgentRegistry, StaticAgents};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RuntimeEvent};
 pub use wire::{

@@ -110,10 +110,15 @@ pub(crate) async fn run_agent(
         let usage = Arc::new(Mutex::new(Usage::default()));
         let tool = task_tool(&shared, inherited.clone(), &ctx.sink, &usage)?;
         let resume = resume_tool(&shared, inherited, &ctx.sink, &usage);
+        let background = match background_link(&shared) {
+            Some(link) => crate::background::background_tools(Some(link))?,
+            None => Vec::new(),
+        };
         Some(Delegation {
             tool,
             usage,
             resume,
+            background,
         })
     };
     let result = agent_loop::run(
@@ -530,6 +535,11 @@ struct TaskInput {
     agent: Option<String>,
     /// A role for the task to act in (optional).
     role: Option<String>,
+    /// Run it in the background: the call returns a `task_id` at once, the task's result
+    /// arrives later as a `task_result` message, and `task_status`, `task_wait` and
+    /// `task_cancel` follow it.
+    #[serde(default)]
+    background: bool,
 }
 
 /// The `task` tool of one call on `parent`. Usage of the tasks it runs is added to `usage`.
@@ -552,6 +562,9 @@ pub(crate) fn task_tool(
             let sink = sink.clone();
             let usage = Arc::clone(&usage);
             async move {
+                if input.background {
+                    return start_background(&parent, input, &ctx).await;
+                }
                 let agent = input.agent.clone();
                 let options = TaskOptions {
                     role: input.role,
@@ -593,6 +606,49 @@ pub(crate) fn task_tool(
     Ok(task_tool_meta(tool))
 }
 
+/// The runtime link through which a session starts background tasks: a conversation's root
+/// session only (a task session's or an action's results would have no conversation of
+/// their own to arrive in).
+fn background_link(shared: &SessionShared) -> Option<&crate::background::BackgroundHandle> {
+    let harness = &shared.harness;
+    let root = shared.depth == 0 && harness.session_prefix.is_empty();
+    root.then_some(harness.background.as_ref()).flatten()
+}
+
+/// The `task` tool's background flag: starts the task as its own conversation's submission
+/// (named after the call's idempotency key, so a call run again after a crash finds it).
+async fn start_background(
+    parent: &SessionShared,
+    input: TaskInput,
+    ctx: &ToolContext,
+) -> std::result::Result<serde_json::Value, ToolError> {
+    let Some(link) = background_link(parent) else {
+        return Err(ToolError::new(
+            "background_unavailable",
+            "background tasks start only from a conversation's own session served by the \
+             runtime (flue serve, flue run); call `task` without `background`",
+        ));
+    };
+    if let Some(agent) = &input.agent
+        && !parent
+            .scope
+            .subagents
+            .iter()
+            .any(|profile| profile.name.as_deref() == Some(agent.as_str()))
+    {
+        return Err(ToolError::from(FlueError::SubagentNotDeclared {
+            agent: agent.clone(),
+            declared: parent.scope.subagent_names(),
+        }));
+    }
+    let options = crate::background::BackgroundTaskOptions {
+        agent: input.agent,
+        role: input.role,
+        idempotency_key: (!ctx.idempotency_key.is_empty()).then(|| ctx.idempotency_key.clone()),
+    };
+    link.start(input.prompt, options).await
+}
+
 fn task_tool_meta(tool: ToolDefinition) -> ToolDefinition {
     tool.with_meta(ToolMeta {
         ownership: Ownership::Managed,
@@ -629,7 +685,8 @@ fn task_tool_description(scope: &AgentScope, harness: &HarnessShared) -> String 
         "Delegate a self-contained piece of work to a subagent. It runs in a fresh conversation \
          (it does not see this one) in the same workspace, and its final answer comes back as \
          this tool's result, with the name of the session holding its transcript. Write \
-         `prompt` as a complete instruction.",
+         `prompt` as a complete instruction. With `background: true` the call returns a \
+         `task_id` at once and the answer arrives later as a `task_result` message.",
     );
     if scope.subagents.is_empty() {
         text.push_str(

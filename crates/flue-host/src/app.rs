@@ -196,6 +196,8 @@ impl AppBuilder {
         if let Some(key) = approval_key {
             builder = builder.with_approval_key(key);
         }
+        builder = builder
+            .with_background_limits(background_limits(&host.agents().workspace().config.tasks));
         match self.mode {
             RuntimeMode::Command => {
                 builder = builder
@@ -452,4 +454,17 @@ async fn log_settlements(
             Err(RecvError::Closed) => return,
         }
     }
+}
+
+/// flue.toml's `[tasks]` limits over the runtime's defaults.
+fn background_limits(settings: &flue_build::TaskSettings) -> flue_core::submission::BackgroundLimits {
+    let defaults = flue_core::submission::BackgroundLimits::default();
+    flue_core::submission::BackgroundLimits::new(
+        settings
+            .max_background_per_conversation
+            .unwrap_or(defaults.per_conversation),
+        settings
+            .max_background_per_server
+            .unwrap_or(defaults.per_server),
+    )
 }

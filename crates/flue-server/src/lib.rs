@@ -47,6 +47,7 @@ mod router;
 mod routes;
 mod serve;
 mod state;
+mod tasks;
 mod timeline;
 mod turns;
 pub mod wire;

@@ -23,6 +23,7 @@ use crate::history;
 use crate::notes;
 use crate::routes;
 use crate::state::{AppState, BudgetHold, HELD_BODY_BYTES, ServerConfig};
+use crate::tasks;
 
 /// Every route the router serves, as `METHOD path` lines (the test that keeps
 /// docs/http-api.md equal to the router reads this list).
@@ -35,6 +36,8 @@ pub const ROUTES: &[&str] = &[
     "DELETE /agents/{agent}/{id}",
     "POST /agents/{agent}/{id}/abort",
     "POST /agents/{agent}/{id}/tasks/{task}/abort",
+    "GET /agents/{agent}/{id}/tasks",
+    "POST /agents/{agent}/{id}/tasks/{task}/cancel",
     "GET /agents/{agent}/{id}/attachments/{attachment}",
     "GET /agents/{agent}/{id}/submissions/{submission}",
     "GET /agents/{agent}/{id}/actions",
@@ -89,6 +92,14 @@ pub fn router(runtime: DurableRuntime, config: ServerConfig) -> Router {
         .route(
             "/agents/{agent}/{id}/tasks/{task}/abort",
             post(routes::abort_task).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/tasks",
+            get(tasks::list).fallback(|| async { ApiError::method_not_allowed("GET") }),
+        )
+        .route(
+            "/agents/{agent}/{id}/tasks/{task}/cancel",
+            post(tasks::cancel).fallback(|| async { ApiError::method_not_allowed("POST") }),
         )
         .route(
             "/agents/{agent}/{id}/attachments/{attachment}",

@@ -1,6 +1,6 @@
 //! flue.toml: defaults, unknown keys and syntax errors with lines.
 
-use flue_build::{Defaults, StoreSettings, WorkspaceConfig};
+use flue_build::{Defaults, StoreSettings, TaskSettings, WorkspaceConfig};
 use flue_core::{Permission, ThinkingLevel};
 use pretty_assertions::assert_eq;
 
@@ -65,7 +65,7 @@ fn an_unknown_section_is_reported() {
         &[at(
             "flue.toml",
             4,
-            "unknown key `telemetry` (known keys here: defaults, sandbox, mcp, providers, store, schedules, hooks, claude_code)",
+            "unknown key `telemetry` (known keys here: defaults, sandbox, mcp, providers, store, schedules, hooks, claude_code, tasks)",
         )],
     );
 }
@@ -206,6 +206,31 @@ fn a_store_that_is_not_postgres_or_has_a_tiny_lease_is_reported() {
             "flue.toml",
             1,
             "`[store]` needs `url = \"postgres://user:${PASSWORD_VAR}@host:5432/database\"`",
+        )],
+    );
+}
+
+#[test]
+fn background_task_limits_are_read() {
+    let workspace = load(&[(
+        "flue.toml",
+        "[tasks]\nmax_background_per_conversation = 2\nmax_background_per_server = 8\n",
+    )]);
+    let expected = TaskSettings {
+        max_background_per_conversation: Some(2),
+        max_background_per_server: Some(8),
+    };
+    assert_eq!(workspace.config.tasks, expected);
+}
+
+#[test]
+fn a_background_task_limit_of_zero_is_reported_at_its_line() {
+    check_diagnostics(
+        &[("flue.toml", "[tasks]\nmax_background_per_server = 0\n")],
+        &[at(
+            "flue.toml",
+            2,
+            "`tasks.max_background_per_server` must be at least 1",
         )],
     );
 }

@@ -74,7 +74,7 @@ fn every_flue_toml_problem_is_reported_in_one_go() {
             at(
                 "flue.toml",
                 12,
-                "unknown key `surprise` (known keys here: defaults, sandbox, mcp, providers, store, schedules, hooks, claude_code)",
+                "unknown key `surprise` (known keys here: defaults, sandbox, mcp, providers, store, schedules, hooks, claude_code, tasks)",
             ),
         ],
     );

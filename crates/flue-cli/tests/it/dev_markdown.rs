@@ -334,7 +334,17 @@ fn the_agent_tab_routes_list_tools_and_serve_only_the_builds_files() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["load_skill", "task"], "{plain:#}");
+    assert_eq!(
+        names,
+        [
+            "load_skill",
+            "task",
+            "task_status",
+            "task_wait",
+            "task_cancel"
+        ],
+        "{plain:#}"
+    );
 
     let skill = dev.get("/_flue/dev/source/skill/haiku");
     assert_eq!(skill["path"], ".agents/skills/haiku/SKILL.md");

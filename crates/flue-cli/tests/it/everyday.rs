@@ -395,7 +395,10 @@ fn tools_lists_what_the_agent_gets_with_inputs() {
         vec![
             ("read_file", "built-in"),
             ("load_skill", "skills"),
-            ("task", "task")
+            ("task", "task"),
+            ("task_status", "task"),
+            ("task_wait", "task"),
+            ("task_cancel", "task"),
         ]
     );
     let task = &listed["tools"][2];

@@ -7,11 +7,13 @@
 #![allow(unreachable_pub, missing_docs, reason = "test helpers are not API")]
 
 mod audit_trash;
+mod background_tasks;
 mod budgets;
 mod build;
 mod command_tools;
 mod conformance;
 mod console_list;
+mod crash_background;
 mod crash_history;
 mod crash_tasks;
 mod delegation;

@@ -83,6 +83,9 @@ fn the_loop_flue_tools_the_dry_run_and_the_console_offer_the_same_tools() {
         ("mcp__raw__three", "mcp"),
         ("load_skill", "skills"),
         ("task", "task"),
+        ("task_status", "task"),
+        ("task_wait", "task"),
+        ("task_cancel", "task"),
         ("permissions_check", "runtime"),
     ]
     .iter()

@@ -651,3 +651,34 @@ fn a_hook_decision_is_a_span_of_its_operation() {
         "{hook:?}"
     );
 }
+
+/// A background task's submission is a span of the parent's trace, under the `task` call that
+/// started it, and names the parent conversation (`flue.task.parent`).
+#[test]
+fn a_background_tasks_submission_nests_under_the_task_call_that_started_it() {
+    let collector = Collector::start();
+    let ws = crate::background_tasks::workspace();
+    let mut server = Server::start(
+        ws.root(),
+        &[],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint())],
+    );
+    crate::background_tasks::send(&server, "o", "wait");
+    crate::background_tasks::wait_replies(&ws, "o", 2);
+    settle_then_stop(&mut server);
+
+    let tree = Tree {
+        spans: collector.spans(),
+    };
+    let child = tree
+        .named("flue.submission")
+        .into_iter()
+        .find(|span| attr(span, "flue.task.parent").is_some())
+        .unwrap_or_else(|| panic!("no background submission: {:#?}", tree.edges()));
+    assert_eq!(attr(child, "flue.task.parent").as_deref(), Some("boss:o"));
+    assert_eq!(attr(child, "gen_ai.agent.name").as_deref(), Some("worker"));
+    assert_eq!(attr(child, "flue.outcome").as_deref(), Some("completed"));
+    let call = tree.parent(child).unwrap();
+    assert_eq!(call.name, "execute_tool task");
+    assert_eq!(call.trace_id, child.trace_id);
+}

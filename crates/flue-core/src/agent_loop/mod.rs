@@ -107,6 +107,9 @@ pub(crate) struct Delegation {
     pub(crate) tool: ToolDefinition,
     pub(crate) usage: Arc<Mutex<Usage>>,
     pub(crate) resume: ResumeTask,
+    /// The tools that follow background tasks (a conversation's root session under the
+    /// runtime; none elsewhere).
+    pub(crate) background: Vec<ToolDefinition>,
 }
 
 /// The error kind with which the delegation tool reports that its task paused; the message is

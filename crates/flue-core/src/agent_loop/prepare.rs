@@ -64,19 +64,26 @@ pub(super) async fn prepare(
     }
     let thinking = call_thinking(options, overlay, scope);
     let result_slot = Arc::new(Mutex::new(None));
-    let (delegated_usage, task, resume_task) = match delegation {
+    let (delegated_usage, task, resume_task, background) = match delegation {
         Some(delegation) => {
             let name = delegation.tool.name().to_owned();
             let resume = Some((name, delegation.resume));
-            (delegation.usage, Some(delegation.tool), resume)
+            let tool = Some(delegation.tool);
+            (delegation.usage, tool, resume, delegation.background)
         }
-        None => (Arc::new(Mutex::new(Usage::default())), None, None),
+        None => (
+            Arc::new(Mutex::new(Usage::default())),
+            None,
+            None,
+            Vec::new(),
+        ),
     };
     let pausable = shared.depth == 0 || opening.pausable_task;
-    let result = match &options.result {
+    let mut result = match &options.result {
         Some(schema) => result_tools(schema, &result_slot)?,
         None => Vec::new(),
     };
+    result.extend(background);
     let mut live_tools = offered_tools(scope, options.tools.clone(), task, result)?;
     let tools = turn_tool_set(live_tools.merged(), &harness.permissions, pausable)?;
     Ok(Prepared {

@@ -45,7 +45,8 @@ pub(super) fn offered_tools(
 }
 
 /// The tools a root session's model is offered in a submission, as [`offered_tools`] and
-/// [`turn_tool_set`] give them: the agent's `result:` brings `finish` and `give_up`. For
+/// [`turn_tool_set`] give them: the agent's `result:` brings `finish` and `give_up`, `task`
+/// the tools that follow background tasks. For
 /// listings (`Harness::offered_tools`, which passes a `task` tool that does not run when the
 /// model may delegate).
 pub(crate) fn listed_tools(
@@ -54,10 +55,14 @@ pub(crate) fn listed_tools(
 ) -> Result<Vec<ToolDefinition>> {
     let scope = &harness.root_scope;
     let slot = Arc::default();
-    let result = match &harness.agent.result {
+    let mut result = match &harness.agent.result {
         Some(schema) => result_tools(schema, &slot)?,
         None => Vec::new(),
     };
+    if task.is_some() {
+        // A submission's root session follows its background tasks with these.
+        result.extend(crate::background::background_tools(None)?);
+    }
     let mut live = offered_tools(scope, Vec::new(), task, result)?;
     let set = turn_tool_set(live.merged(), &harness.permissions, true)?;
     Ok(set

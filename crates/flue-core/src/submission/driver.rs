@@ -18,12 +18,14 @@ use flue_protocol::event::{ErrorInfo, Event, Outcome};
 use flue_protocol::{DeliveredMessage, DurabilityConfig, MessageOptions, SubmissionInfo};
 use tokio_util::sync::CancellationToken;
 
+use crate::background::BackgroundHandle;
 use crate::error::{FlueError, Result};
 use crate::harness::Harness;
 use crate::session::Session;
 use crate::spans;
 use crate::store::rules::ROOT_SESSION;
 use crate::store::{Acquire, Claim, Fence};
+use crate::submission::background::BackgroundLink;
 use crate::submission::fenced::FencedSessions;
 use crate::submission::runtime::{DriverSlot, RuntimeInner};
 use crate::submission::wire::{ConversationKey, Settlement};
@@ -90,6 +92,10 @@ pub(crate) async fn drive(
     key: &ConversationKey,
     slot: &DriverSlot,
 ) -> Option<u64> {
+    // A background task waits here, its submission queued, while the running limit is reached.
+    let Ok(_permit) = inner.background.acquire(key, &inner.stopping).await else {
+        return None;
+    };
     let fence = match inner.store.acquire(key, &inner.owner_id, inner.lease).await {
         Ok(Acquire::Owned(fence)) => fence,
         Ok(Acquire::Held { .. }) | Err(_) => return None,
@@ -154,7 +160,7 @@ async fn hand_over(inner: &RuntimeInner, fence: &Fence, seen: u64) -> Option<u64
 }
 
 pub(super) async fn build_harness(
-    inner: &RuntimeInner,
+    inner: &Arc<RuntimeInner>,
     key: &ConversationKey,
     fenced: &Arc<FencedSessions>,
 ) -> Result<Harness> {
@@ -165,7 +171,8 @@ pub(super) async fn build_harness(
         .with_instance_id(key.instance_id())
         .with_store(Arc::clone(fenced) as Arc<dyn crate::store::DynSessionStore>)
         .with_log_cache(Arc::clone(&inner.logs))
-        .with_running_tasks(Arc::clone(&inner.running_tasks));
+        .with_running_tasks(Arc::clone(&inner.running_tasks))
+        .with_background(Arc::new(BackgroundLink::new(inner, key.clone())) as BackgroundHandle);
     if let Some(approval_key) = &inner.approval_key {
         builder = builder.with_approval_key(approval_key.clone());
     }
@@ -439,7 +446,7 @@ async fn run_attempt(
 /// Settles what an attempt returned, or leaves the submission to the next attempt (a lost
 /// lease, a shutdown, a store failure).
 async fn conclude(
-    inner: &RuntimeInner,
+    inner: &Arc<RuntimeInner>,
     fence: &Fence,
     attempt: &Attempt<'_>,
     result: Result<crate::operation::PromptResponse>,
@@ -559,8 +566,18 @@ async fn supervise(
     }
 }
 
-/// Settles and emits the event once the settlement is durable.
-async fn settle(inner: &RuntimeInner, fence: &Fence, settlement: Settlement) -> Next {
+/// Settles and emits the event once the settlement is durable. A background child's
+/// result is admitted to its parent first: a crash in between delivers it again, once.
+async fn settle(inner: &Arc<RuntimeInner>, fence: &Fence, settlement: Settlement) -> Next {
+    if let Err(err) = inner.deliver_background(&fence.key, &settlement).await {
+        tracing::warn!(
+            target: "flue_core::submission",
+            submission = %settlement.submission_id,
+            error = %err,
+            "cannot deliver the background task's result; the next attempt delivers it"
+        );
+        return Next::Stop;
+    }
     match inner.store.settle(fence, &settlement).await {
         Ok(true) => {
             inner.emit(

@@ -18,6 +18,7 @@ use crate::store::rules::ROOT_SESSION;
 use crate::store::{
     Admission, DynConversationStore, OwnerRegistration, SessionKey, SubmissionStatus,
 };
+use crate::submission::background::{BackgroundLimits, BackgroundSlots};
 use crate::submission::driver::{self, AttemptControl, StopReason};
 use crate::submission::registry::AgentRegistry;
 use crate::submission::wire::{
@@ -45,6 +46,7 @@ pub struct AgentRuntimeBuilder {
     reconcile_interval: Option<Duration>,
     own_work_only: bool,
     approval_key: Option<crate::standing::ApprovalKey>,
+    background_limits: BackgroundLimits,
 }
 
 impl AgentRuntimeBuilder {
@@ -55,6 +57,14 @@ impl AgentRuntimeBuilder {
     #[must_use]
     pub fn with_approval_key(mut self, key: crate::standing::ApprovalKey) -> Self {
         self.approval_key = Some(key);
+        self
+    }
+
+    /// Sets how many background tasks run at once (default: 4 per conversation, 16 in all);
+    /// the excess waits queued.
+    #[must_use]
+    pub fn with_background_limits(mut self, limits: BackgroundLimits) -> Self {
+        self.background_limits = limits;
         self
     }
 
@@ -112,6 +122,7 @@ impl AgentRuntimeBuilder {
             own_work_only: self.own_work_only,
             approval_key: self.approval_key,
             own: Mutex::new(HashMap::new()),
+            background: BackgroundSlots::new(self.background_limits),
             submission_spans: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
             running_tasks: Arc::default(),
@@ -200,6 +211,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) own_work_only: bool,
     /// With `own_work_only`: the submissions this runtime dispatched and has not seen settled.
     own: Mutex<HashMap<ConversationKey, Vec<String>>>,
+    /// The running slots of background tasks.
+    pub(crate) background: BackgroundSlots,
     /// The telemetry spans of the submissions this runtime admitted, until they settle (only
     /// while a subscriber records them): their attempts nest under them.
     submission_spans: Mutex<HashMap<String, tracing::Span>>,
@@ -395,6 +408,7 @@ impl AgentRuntime {
             reconcile_interval: Some(DEFAULT_RECONCILE_INTERVAL),
             own_work_only: false,
             approval_key: None,
+            background_limits: BackgroundLimits::default(),
         }
     }
 
@@ -485,6 +499,9 @@ impl AgentRuntime {
             self.inner.remember_own(key, &admission.submission_id);
         }
         let span = spans::submission(&key.agent, &key.instance_id(), &admission.submission_id);
+        if let Some(parent) = super::background_parent(key) {
+            spans::record_task_parent(&span, &parent.instance_id());
+        }
         let admitted = self
             .inner
             .store
@@ -588,6 +605,20 @@ impl AgentRuntime {
     pub async fn abort(&self, key: &ConversationKey) -> Result<bool> {
         let report = self.inner.store.request_abort(key).await?;
         for submission_id in &report.settled {
+            // A background child aborted before it ran: its parent still hears of it.
+            let error = FlueError::SubmissionAborted {
+                submission_id: submission_id.clone(),
+            };
+            let settlement = Settlement {
+                submission_id: submission_id.clone(),
+                outcome: Outcome::Aborted,
+                text: None,
+                data: None,
+                error: Some(error.to_info()),
+                attempts: 0,
+                settled_at: now_ms(),
+            };
+            self.inner.deliver_background(key, &settlement).await?;
             self.inner.emit(
                 key,
                 Some(submission_id),

@@ -434,7 +434,9 @@ async fn the_task_tool_lists_subagents_and_links_the_child_session() {
         "Delegate a self-contained piece of work to a subagent. It runs in a fresh conversation \
          (it does not see this one) in the same workspace, and its final answer comes back as \
          this tool's result, with the name of the session holding its transcript. Write \
-         `prompt` as a complete instruction.\n\nSubagents (`agent`):\n- security: Finds holes\n\
+         `prompt` as a complete instruction. With `background: true` the call returns a \
+         `task_id` at once and the answer arrives later as a `task_result` message.\n\n\
+         Subagents (`agent`):\n- security: Finds holes\n\
          - helper\nOmit `agent` to delegate to a fresh copy of yourself.\n\n\
          Roles (`role`, optional):\n- auditor: Thinks like an attacker"
     );
