@@ -60,7 +60,7 @@ fn an_unknown_key_without_a_close_match_lists_the_known_ones() {
         "colour: blue\n",
         &[(
             3,
-            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, task, tools, mcp, sandbox, compaction, durability, max_turns, budget, role, permissions, cwd, schedules, hooks, memory, result)",
+            "unknown key `colour` (known keys: description, model, thinking, skills, subagents, task, tools, mcp, sandbox, compaction, durability, max_turns, budget, role, permissions, cwd, schedules, hooks, memory, result, hold_reply_until_stop)",
         )],
     );
 }

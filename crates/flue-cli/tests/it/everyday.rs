@@ -427,7 +427,7 @@ fn a_dry_run_prints_prompt_tools_and_model_and_calls_nothing() {
     );
     assert!(text.contains("sandbox: virtual\n"), "{text}");
     assert!(
-        text.contains("tools: read_file, load_skill, task (inputs: flue tools reviewer)\n"),
+        text.contains("tools: read_file, load_skill, task, task_status, task_wait, task_cancel (inputs: flue tools reviewer)\n"),
         "{text}"
     );
     assert!(text.contains("message: Review src/login.py\n"), "{text}");

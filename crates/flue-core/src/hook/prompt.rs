@@ -167,7 +167,7 @@ impl HookModel {
             system: JUDGE_SYSTEM,
             messages: &messages,
             tools: &[],
-            thinking: crate::ThinkingLevel::Off,
+            thinking: flue_protocol::ThinkingLevel::Off,
             max_output_tokens: MAX_JUDGEMENT_TOKENS.min(info.max_output_tokens).max(1),
         };
         // A judgement is not part of the conversation: nothing of it is streamed.

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::background::{BackgroundRuntime, BackgroundTaskOptions};
 use crate::error::{FlueError, Result};
-use crate::event::{Event, Outcome};
+use flue_protocol::event::{Event, Outcome};
 use crate::store::Admission;
 use crate::submission::runtime::{AgentRuntime, RuntimeInner};
 use crate::submission::wire::{

@@ -51,7 +51,7 @@ impl AgentRuntime {
 }
 
 /// Compacts the root session of `harness`; its events, in order.
-async fn compact_root(harness: &crate::Harness) -> Result<Vec<Event>> {
+async fn compact_root(harness: &crate::harness::Harness) -> Result<Vec<Event>> {
     let session = harness.session(ROOT_SESSION).await?;
     let mut handle = session.compact();
     let mut events = Vec::new();

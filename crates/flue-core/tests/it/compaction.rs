@@ -766,7 +766,7 @@ async fn a_failed_threshold_compaction_lets_the_operation_go_on() {
         {"reply": {"text": "ok"}}]}"#;
     let f = fixture(script, AgentConfig::new().with_compaction(keep_recent(1))).await;
     let session = f.session().await;
-    prompt(&session, &"z".repeat(2_600)).await.0.unwrap();
+    prompt(&session, &"z".repeat(2_400)).await.0.unwrap();
     let (result, events) = prompt(&session, "work").await;
     assert_eq!(result.unwrap().text, "worked");
     // Tried once before the first turn, reported, and not again in this operation.
