@@ -85,9 +85,14 @@ function tryMarkChosen() {
   }
 }
 
-// Called by console.js whenever the status or the selected agent changes.
+// Called by console.js whenever the status or the selected agent changes. A re-render with
+// the same build and agent (the agent tab's tool list arriving, say) keeps the choices as
+// they are: only a new build or another agent changes what can be chosen.
 function tryStatus() {
   tryBuild();
+  const key = JSON.stringify([state.agent, state.status && state.status.build]);
+  if (key === tryState.statusKey) return;
+  tryState.statusKey = key;
   const agent = tryAgent();
   const status = state.status || { roles: [], skills: [] };
   const own = agent && agent.model ? `agent's (${agent.model})` : "agent's";
