@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::Exit;
 use crate::args::ShowArgs;
 use crate::audit::open_existing_store;
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::{instance_id, resolve_store_root};
 
@@ -31,7 +32,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
                 map.remove("tasks");
             }
         }
-        println!("{}", output.json_pretty(&out)?);
+        outln!("{}", output.json_pretty(&out)?)?;
     } else {
         let mut text = String::new();
         write_text(&shown, &mut text, 0, args.tree);
@@ -47,7 +48,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
                 crate::render::usage_text(&usage)
             );
         }
-        print!("{}", output.stdout_text(&text));
+        out!("{}", output.stdout_text(&text))?;
     }
     Ok(Exit::Success)
 }

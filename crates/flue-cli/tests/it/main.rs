@@ -9,6 +9,7 @@
 mod audit_trash;
 mod budgets;
 mod build;
+mod closed_stdout;
 mod command_tools;
 mod conformance;
 mod console_list;
