@@ -7,6 +7,8 @@
 //!   per-command latency of each sandbox.
 //! - `bench-providers`: `flue run` over HTTP against the fake OpenAI server, optionally side by
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
+//! - `bench-long`: `flue serve`'s CPU per message as one conversation grows to N messages,
+//!   against the fake OpenAI server (see `bench_long.rs`).
 //! - `bench-serve`: `flue serve` over loopback HTTP: admission latency, settled submissions per
 //!   second, first streamed content, memory per idle SSE stream (see `bench_serve.rs`).
 //! - `bench-postgres`: several `flue serve` nodes on one Postgres database: settled/s on 1, 2
@@ -16,6 +18,7 @@
 //!   and 50 skills (see `bench_reload.rs`).
 //! - `dist`: the release archive of `flue` for one target and its checksum (see `dist.rs`).
 
+mod bench_long;
 mod bench_postgres;
 mod bench_providers;
 mod bench_reload;
@@ -28,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres|dist> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)] [--target TRIPLE --profile NAME --binary BIN --out DIR (dist)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-long|bench-reload|bench-postgres|dist> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN (bench-serve)] [--flue BIN ... --turns N --window W (bench-long)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)] [--target TRIPLE --profile NAME --binary BIN --out DIR (dist)]";
 /// Internal: runs a command and prints its peak RSS in KiB and its CPU time (user + system)
 /// in microseconds, on one line (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
@@ -112,6 +115,35 @@ fn main() -> anyhow::Result<()> {
                     idle_seconds,
                     workspace: workspace.as_deref(),
                     flue: flue.as_deref(),
+                },
+            )
+        }
+        Some("bench-long") => {
+            let number = |flag: &str, default: usize| -> anyhow::Result<usize> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(args
+                        .get(idx + 1)
+                        .with_context(|| format!("{flag} needs a number"))?
+                        .parse()?),
+                    None => Ok(default),
+                }
+            };
+            let binaries: Vec<PathBuf> = args
+                .iter()
+                .enumerate()
+                .filter(|(_, arg)| *arg == "--flue")
+                .map(|(idx, _)| args.get(idx + 1).map(PathBuf::from))
+                .collect::<Option<_>>()
+                .context("--flue needs a binary")?;
+            if binaries.is_empty() {
+                anyhow::bail!("bench-long needs --flue BIN (one or more)");
+            }
+            bench_long::bench_long(
+                &root,
+                &bench_long::LongBench {
+                    binaries,
+                    turns: number("--turns", 1_000)?,
+                    window: number("--window", 100)?.max(1),
                 },
             )
         }
