@@ -319,7 +319,7 @@ pub(crate) fn load_average() -> String {
 }
 
 /// Settled count, settled per second, and POST -> settled latencies.
-fn throughput(
+pub(crate) fn throughput(
     addr: &str,
     agent: &str,
     clients: usize,

@@ -46,7 +46,7 @@ pub(crate) fn write(args: Arguments<'_>) -> anyhow::Result<()> {
 
 /// Whether `err` is stdout's reader going away rather than a failure.
 pub(crate) fn is_closed(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| cause.is::<StdoutClosed>())
+    err.chain().any(<dyn std::error::Error>::is::<StdoutClosed>)
 }
 
 pub(crate) use {out, outln};
