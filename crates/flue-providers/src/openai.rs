@@ -183,7 +183,7 @@ impl WireCodec for ChatCompletionsWire {
 /// The body `envelope` with `prefix`'s messages in its `messages`, written as
 /// `serde_json::to_vec` writes the whole value (keys in the map's own order).
 fn write_body(envelope: &Value, prefix: &Prefix) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(prefix.len() * 256 + 1024);
+    let mut out = Vec::with_capacity(prefix.weight() + 4096);
     out.push(b'{');
     if let Value::Object(fields) = envelope {
         for (idx, (key, value)) in fields.iter().enumerate() {
