@@ -315,3 +315,72 @@ fn a_kept_prefix_encodes_every_turn_as_the_whole_encoder_did() {
     // Every turn but those after a change of the prefix went on from the previous one.
     assert!(continued >= 30, "{continued} turns continued a kept prefix");
 }
+
+/// CPU time this thread has run, from `/proc/thread-self/schedstat` (nanoseconds).
+fn thread_cpu() -> std::time::Duration {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    let ns: u64 = text.split_whitespace().next().unwrap().parse().unwrap();
+    std::time::Duration::from_nanos(ns)
+}
+
+/// The CPU one turn's body costs at 1,000 earlier messages, encoded whole and continued from
+/// the kept prefix (BENCHMARKS.md): `FLUE_BODY_BENCH=1 cargo test -p flue-providers --lib
+/// body_cost -- --nocapture` (add `--release` for the release figure).
+#[test]
+fn body_cost_at_a_thousand_messages() {
+    if std::env::var_os("FLUE_BODY_BENCH").is_none() {
+        return;
+    }
+    const N: usize = 1_000;
+    const RUNS: u32 = 20;
+    let config = ProviderConfig::builtin("openrouter")
+        .unwrap()
+        .with_api_key(ApiKey::new("k"));
+    let model = "anthropic/claude-haiku-4.5";
+    let mut records = Vec::new();
+    for n in 0..N / 2 {
+        records.push(Record::User(UserMessage::text(format!(
+            "question {n}: {}",
+            "what is six times seven? ".repeat(4)
+        ))));
+        records.push(turn(
+            model,
+            &format!("reply {n}: {}", "forty-two. ".repeat(8)),
+            &[],
+        ));
+    }
+    let tools = tools();
+    let request = |messages| ModelRequest {
+        model,
+        system: "Be brief.",
+        messages,
+        tools: &tools,
+        thinking: ThinkingLevel::Off,
+        max_output_tokens: 8_000,
+    };
+    let whole = OpenAiProvider::new(config.clone()).unwrap();
+    let started = thread_cpu();
+    for _ in 0..RUNS {
+        let fresh = OpenAiProvider::new(config.clone()).unwrap();
+        std::hint::black_box(fresh.body(&request(&records)).unwrap());
+    }
+    let whole_cost = (thread_cpu() - started) / RUNS;
+    drop(whole);
+    // Kept: each run continues a prefix of the first N - 2 records with the last two.
+    let mut kept_cost = std::time::Duration::ZERO;
+    for _ in 0..RUNS {
+        let kept = OpenAiProvider::new(config.clone()).unwrap();
+        kept.body(&request(&records[..N - 2])).unwrap();
+        let started = thread_cpu();
+        std::hint::black_box(kept.body(&request(&records)).unwrap());
+        kept_cost += thread_cpu() - started;
+    }
+    let kept_cost = kept_cost / RUNS;
+    eprintln!(
+        "body at {N} messages: whole {whole_cost:?} ({:.2} µs per message), kept prefix \
+         {kept_cost:?} ({:.2} µs per message)",
+        whole_cost.as_secs_f64() * 1e6 / N as f64,
+        kept_cost.as_secs_f64() * 1e6 / N as f64
+    );
+    assert!(kept_cost < whole_cost);
+}
