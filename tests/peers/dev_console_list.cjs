@@ -5,6 +5,10 @@
 //     the list shows every conversation with its status and first message; a search filters
 //     it on the server; opening a row loads that conversation; a conversation started
 //     meanwhile appears in the open list and settles there.
+//   node dev_console_list.cjs more <console url> <screenshot dir> <conversations>
+//     (`flue dev` holding more conversations than a page) the list shows the first page and
+//     "Show older"; clicking it appends the next page until none is left; a conversation
+//     started meanwhile comes on top with every older row still shown once.
 //   node dev_console_list.cjs read-only <console url> <screenshot dir> <agent> <conversation>
 //     (`flue serve --console` without a token) the page says read-only and shows no control
 //     that changes something; the list and the conversation show; a write the page sends
@@ -81,6 +85,49 @@ async function listMode(page, out) {
   await page.screenshot({ path: path.join(shots, 'console-list.png') });
 }
 
+async function moreMode(page, out) {
+  const n = Number(rest[0]);
+  const count = (expected) => page.waitForFunction(
+    (expected) => document.querySelectorAll('#list-rows tr').length === expected, expected,
+    { timeout: TIMEOUT, polling: 50 });
+  await page.goto(url);
+  await page.locator('#build.ok').waitFor();
+  await page.locator('#list-toggle').click();
+  await page.waitForFunction(() => document.querySelectorAll('#list-rows tr').length > 0,
+    null, { timeout: TIMEOUT, polling: 50 });
+  out.firstPage = (await rows(page)).length;
+  out.firstCount = await page.locator('#list-count').innerText();
+  out.moreShown = await page.locator('#list-more').isVisible();
+  out.clicks = 0;
+  while (await page.locator('#list-more').isVisible()) {
+    const before = (await rows(page)).length;
+    await page.locator('#list-more').click();
+    out.clicks += 1;
+    await page.waitForFunction(
+      (before) => document.querySelectorAll('#list-rows tr').length > before
+        || document.getElementById('list-foot').hidden,
+      before, { timeout: TIMEOUT, polling: 50 });
+    await page.waitForFunction(() => !document.getElementById('list-more').disabled,
+      null, { timeout: TIMEOUT, polling: 50 });
+  }
+  out.all = (await rows(page)).map((row) => row.id);
+  out.count = await page.locator('#list-count').innerText();
+  out.posted = await page.evaluate(async () => {
+    const response = await fetch('/agents/writer/late-one', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'user', body: 'A late one' }),
+    });
+    return response.status;
+  });
+  await count(n + 1);
+  await waitRows(page, () => {
+    const row = document.querySelector('#list-rows tr[data-id="late-one"] .list-status');
+    return row && row.textContent === 'settled';
+  });
+  out.live = (await rows(page)).map((row) => row.id);
+}
+
 async function readOnlyMode(page, out) {
   const [agent, conversation] = rest;
   await page.goto(`${url}#${encodeURIComponent(agent)}/${encodeURIComponent(conversation)}`);
@@ -149,6 +196,7 @@ async function main() {
   try {
     page.on('request', (request) => requests.push(request.url()));
     if (mode === 'list') await listMode(page, out);
+    else if (mode === 'more') await moreMode(page, out);
     else if (mode === 'read-only') await readOnlyMode(page, out);
     else if (mode === 'token') await tokenMode(page, out, consoleErrors);
     else throw new Error(`unknown mode ${mode}`);

@@ -43,9 +43,9 @@ struct Stats {
 }
 
 /// The fake server, killed by pid when dropped.
-struct FakeServer {
+pub(crate) struct FakeServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for FakeServer {
@@ -290,7 +290,7 @@ fn command(scenario: &Scenario, program: &Path, args: &[String]) -> Command {
     command
 }
 
-fn start_server(root: &Path, scratch: &Path) -> anyhow::Result<FakeServer> {
+pub(crate) fn start_server(root: &Path, scratch: &Path) -> anyhow::Result<FakeServer> {
     let port_file = scratch.join("fake.port");
     let child = Command::new("python3")
         .arg(root.join("crates/flue-cli/tests/fixtures/fake_openai.py"))
@@ -316,7 +316,7 @@ fn start_server(root: &Path, scratch: &Path) -> anyhow::Result<FakeServer> {
 }
 
 /// The benchmark workspace: provider `fake` in flue.toml, a plain agent, a tool agent.
-fn write_workspace(dir: &Path, port: u16) -> anyhow::Result<()> {
+pub(crate) fn write_workspace(dir: &Path, port: u16) -> anyhow::Result<()> {
     let files = [
         (
             "flue.toml",

@@ -47,9 +47,9 @@ const STREAMS_TIMEOUT: Duration = Duration::from_secs(90);
 const RUN_BUDGET: Duration = Duration::from_secs(600);
 
 /// The server: SIGTERM, then SIGKILL after a few seconds, when dropped.
-struct Server {
-    child: Child,
-    addr: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
 }
 
 impl Drop for Server {
@@ -287,7 +287,7 @@ fn health(addr: &str) -> anyhow::Result<()> {
 }
 
 /// CPU time (user + system) of process `pid` so far, in clock ticks (`/proc/<pid>/stat`).
-fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The fields after the command name (in parentheses, which may hold spaces): utime and
     // stime are the 12th and 13th of them.
@@ -319,7 +319,7 @@ pub(crate) fn load_average() -> String {
 }
 
 /// Settled count, settled per second, and POST -> settled latencies.
-fn throughput(
+pub(crate) fn throughput(
     addr: &str,
     agent: &str,
     clients: usize,
@@ -602,7 +602,7 @@ fn field(body: &str, name: &str) -> Option<String> {
 
 /// Starts `flue serve` on a free port and waits (bounded) for the address it prints on
 /// stderr; a thread drains stderr for the server's whole life so it never blocks writing.
-fn start(flue: &Path, root: &Path) -> anyhow::Result<Server> {
+pub(crate) fn start(flue: &Path, root: &Path) -> anyhow::Result<Server> {
     let mut child = Command::new(flue)
         // The bench's own workspace.
         .env("FLUE_TRUST", "1")

@@ -7,6 +7,10 @@
 //!   per-command latency of each sandbox.
 //! - `bench-providers`: `flue run` over HTTP against the fake OpenAI server, optionally side by
 //!   side with the TypeScript Flue (see `bench_providers.rs`).
+//! - `bench-long`: `flue serve`'s CPU per message as one conversation grows to N messages,
+//!   against the fake OpenAI server (see `bench_long.rs`).
+//! - `bench-serve --model http`: `flue serve` against an in-process Rust fake OpenAI model:
+//!   throughput, CPU per settled message, RSS (see `bench_http.rs`, `fake_model.rs`).
 //! - `bench-serve`: `flue serve` over loopback HTTP: admission latency, settled submissions per
 //!   second, first streamed content, memory per idle SSE stream (see `bench_serve.rs`).
 //! - `bench-postgres`: several `flue serve` nodes on one Postgres database: settled/s on 1, 2
@@ -16,11 +20,14 @@
 //!   and 50 skills (see `bench_reload.rs`).
 //! - `dist`: the release archive of `flue` for one target and its checksum (see `dist.rs`).
 
+mod bench_http;
+mod bench_long;
 mod bench_postgres;
 mod bench_providers;
 mod bench_reload;
 mod bench_serve;
 mod dist;
+mod fake_model;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-reload|bench-postgres|dist> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN (bench-serve)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)] [--target TRIPLE --profile NAME --binary BIN --out DIR (dist)]";
+const USAGE: &str = "usage: cargo xtask <ci|bench|bench-providers|bench-serve|bench-long|bench-reload|bench-postgres|dist> [--runs N] [--peer DIR --flue BIN ... (bench-providers)] [--streams N --seconds S --idle-seconds S --workspace DIR --flue BIN --model http (bench-serve)] [--flue BIN ... --turns N --window W (bench-long)] [--runs N --debounce-ms MS --flue BIN (bench-reload)] [--seconds S --flue BIN --postgres URL (bench-postgres)] [--target TRIPLE --profile NAME --binary BIN --out DIR (dist)]";
 /// Internal: runs a command and prints its peak RSS in KiB and its CPU time (user + system)
 /// in microseconds, on one line (see `peak_rss_kib_of`).
 const MEASURE_RSS: &str = "measure-rss";
@@ -104,6 +111,10 @@ fn main() -> anyhow::Result<()> {
             };
             let flue = path_of("--flue", "a binary")?;
             let workspace = path_of("--workspace", "a directory")?;
+            if path_of("--model", "`http`")?.is_some_and(|model| model == Path::new("http")) {
+                let flue = flue.context("bench-serve --model http needs --flue BIN")?;
+                return bench_http::bench_http(&flue, seconds);
+            }
             bench_serve::bench_serve(
                 &root,
                 &bench_serve::ServeBench {
@@ -112,6 +123,35 @@ fn main() -> anyhow::Result<()> {
                     idle_seconds,
                     workspace: workspace.as_deref(),
                     flue: flue.as_deref(),
+                },
+            )
+        }
+        Some("bench-long") => {
+            let number = |flag: &str, default: usize| -> anyhow::Result<usize> {
+                match args.iter().position(|arg| arg == flag) {
+                    Some(idx) => Ok(args
+                        .get(idx + 1)
+                        .with_context(|| format!("{flag} needs a number"))?
+                        .parse()?),
+                    None => Ok(default),
+                }
+            };
+            let binaries: Vec<PathBuf> = args
+                .iter()
+                .enumerate()
+                .filter(|(_, arg)| *arg == "--flue")
+                .map(|(idx, _)| args.get(idx + 1).map(PathBuf::from))
+                .collect::<Option<_>>()
+                .context("--flue needs a binary")?;
+            if binaries.is_empty() {
+                anyhow::bail!("bench-long needs --flue BIN (one or more)");
+            }
+            bench_long::bench_long(
+                &root,
+                &bench_long::LongBench {
+                    binaries,
+                    turns: number("--turns", 1_000)?,
+                    window: number("--window", 100)?.max(1),
                 },
             )
         }

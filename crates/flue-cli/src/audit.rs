@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::Exit;
 use crate::args::AuditArgs;
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::{DB_PATH, instance_id, resolve_store_root};
 
@@ -31,7 +32,7 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
-        println!("{}", output.json_pretty(&out)?);
+        outln!("{}", output.json_pretty(&out)?)?;
         return Ok(Exit::Success);
     }
     if entries.is_empty() {
@@ -45,10 +46,10 @@ pub(crate) async fn show(args: AuditArgs) -> anyhow::Result<Exit> {
         .unwrap_or_else(|_| root.clone())
         .display()
         .to_string();
-    print!(
+    out!(
         "{}",
         output.stdout_text(&audit_text(&entries, &root_text, args.diff))
-    );
+    )?;
     Ok(Exit::Success)
 }
 

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::BuildArgs;
+use crate::stdout::outln;
 use crate::workspace::resolve_root;
 
 /// Runs `flue build`: prints every problem to stderr, or the bundle's path to stdout; with
@@ -35,7 +36,7 @@ pub(crate) fn build(args: &BuildArgs) -> anyhow::Result<Exit> {
             "roles": workspace.roles.keys().collect::<Vec<_>>(),
             "notes": notes.iter().map(problem_json).collect::<Vec<_>>(),
         });
-        println!("{built:#}");
+        outln!("{built:#}")?;
         return Ok(Exit::Success);
     }
     for note in notes {
@@ -48,7 +49,7 @@ pub(crate) fn build(args: &BuildArgs) -> anyhow::Result<Exit> {
         workspace.roles.len(),
         bundle.digest()
     );
-    println!("{}", path.display());
+    outln!("{}", path.display())?;
     Ok(Exit::Success)
 }
 
@@ -56,7 +57,8 @@ pub(crate) fn build(args: &BuildArgs) -> anyhow::Result<Exit> {
 fn report_problems(diagnostics: &Diagnostics, as_json: bool) {
     if as_json {
         let problems: Vec<Value> = diagnostics.as_slice().iter().map(problem_json).collect();
-        println!("{:#}", json!({"ok": false, "problems": problems}));
+        // The build failed either way; a closed stdout changes nothing.
+        let _ = outln!("{:#}", json!({"ok": false, "problems": problems}));
         return;
     }
     eprintln!("{diagnostics}");

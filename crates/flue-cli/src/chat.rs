@@ -15,7 +15,7 @@
 mod acts;
 mod commands;
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 
 use flue_core::{MessageOptions, Outcome, ThinkingLevel, Usage};
 
@@ -27,6 +27,7 @@ use crate::run::{
     Finished, Prepared, Settled, Typing, connection_hint, discarded_edits_notice, prepare,
     submit_with,
 };
+use crate::stdout::outln;
 use crate::terminal::Output;
 
 /// Runs `flue chat`.
@@ -222,14 +223,13 @@ async fn turn(
             // a structured result (the agent's `result:`) is its validated JSON.
             let shown_already = std::io::stdout().is_terminal() && streamed.trim() == text.trim();
             if let Some(data) = &settlement.data {
-                println!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
-                let _ = std::io::stdout().flush();
+                // A reader that left does not end the conversation (stdin still talks).
+                let _ = outln!("{}", serde_json::to_string_pretty(data).unwrap_or_default());
             } else if !shown_already {
-                println!(
+                let _ = outln!(
                     "{}",
                     output.stdout_text(&text).trim_end_matches(['\n', '\r'])
                 );
-                let _ = std::io::stdout().flush();
             }
             discarded_edits_notice(&prepared.host, &prepared.key, run_args.sandbox, started_at)
                 .await;

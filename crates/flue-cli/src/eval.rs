@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::{EvalArgs, EvalCommand, EvalDiffArgs, EvalListArgs, EvalRunArgs, EvalShowArgs};
 use crate::interrupt::Interrupts;
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::resolve_root;
 
@@ -120,15 +121,15 @@ async fn run(args: EvalRunArgs) -> anyhow::Result<Exit> {
         write_junit(path, &run)?;
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             output.json_line(&run_json(&run, comparison.as_deref()))?
-        );
+        )?;
     } else {
-        print!(
+        out!(
             "{}",
             output.stdout_text(&summary_table(&run, comparison.as_deref()))
-        );
+        )?;
         let failures = failures_text(&run);
         if !failures.is_empty() {
             eprint!("{}", output.stderr_text(&failures));
@@ -437,7 +438,7 @@ async fn list(args: &EvalListArgs) -> anyhow::Result<Exit> {
     let runs = run_store(&root, args.dev).await?.list().await?;
     if args.json {
         let listed: Vec<serde_json::Value> = runs.iter().map(run_line_json).collect();
-        println!("{}", output.json_pretty(&json!({ "runs": listed }))?);
+        outln!("{}", output.json_pretty(&json!({ "runs": listed }))?)?;
         return Ok(Exit::Success);
     }
     if runs.is_empty() {
@@ -470,7 +471,7 @@ async fn list(args: &EvalListArgs) -> anyhow::Result<Exit> {
             total.pass_rate * 100.0,
         );
     }
-    print!("{}", output.stdout_text(&out));
+    out!("{}", output.stdout_text(&out))?;
     Ok(Exit::Success)
 }
 
@@ -511,10 +512,10 @@ async fn show(args: &EvalShowArgs) -> anyhow::Result<Exit> {
         None => None,
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             output.json_pretty(&run_json(&run, comparison.as_deref()))?
-        );
+        )?;
         return Ok(Exit::Success);
     }
     let mut text = format!("eval run {}\n", run.id);
@@ -527,7 +528,7 @@ async fn show(args: &EvalShowArgs) -> anyhow::Result<Exit> {
     }
     text.push_str(&summary_table(&run, comparison.as_deref()));
     text.push_str(&failures_text(&run));
-    print!("{}", output.stdout_text(&text));
+    out!("{}", output.stdout_text(&text))?;
     Ok(Exit::Success)
 }
 
@@ -539,11 +540,11 @@ async fn diff(args: &EvalDiffArgs) -> anyhow::Result<Exit> {
     let after = load_run(&store, &args.after).await?;
     let changes = flue_eval::compare(&before, &after);
     if args.json {
-        println!(
+        outln!(
             "{}",
             output
                 .json_pretty(&json!({"before": before.id, "after": after.id, "cases": changes}))?
-        );
+        )?;
         return Ok(Exit::Success);
     }
     let width = changes
@@ -569,6 +570,6 @@ async fn diff(args: &EvalDiffArgs) -> anyhow::Result<Exit> {
             change.change.as_str()
         );
     }
-    print!("{}", output.stdout_text(&out));
+    out!("{}", output.stdout_text(&out))?;
     Ok(Exit::Success)
 }

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::{ForkArgs, RewindArgs};
 use crate::audit::open_existing_store;
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::{instance_id, resolve_store_root};
 
@@ -39,7 +40,7 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
             "records": report.records,
             "tasks": report.tasks,
         });
-        println!("{}", output.json_line(&out)?);
+        outln!("{}", output.json_line(&out)?)?;
     } else {
         eprintln!(
             "forked {:?} before turn {} of {} into a new conversation ({} records, {} task \
@@ -50,7 +51,7 @@ pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<Exit> {
             report.records,
             report.tasks.len()
         );
-        println!("{}", output.stdout_text(&new_id));
+        outln!("{}", output.stdout_text(&new_id))?;
     }
     Ok(Exit::Success)
 }
@@ -140,9 +141,9 @@ pub(crate) async fn rewind(args: RewindArgs) -> anyhow::Result<Exit> {
     let output = Output::for_workspace(&root)?;
     let conflicts = plan.conflicts().count();
     if args.json {
-        println!("{}", output.json_line(&serde_json::to_value(&plan)?)?);
+        outln!("{}", output.json_line(&serde_json::to_value(&plan)?)?)?;
     } else {
-        print!("{}", output.stdout_text(&plan.text()));
+        out!("{}", output.stdout_text(&plan.text()))?;
         if conflicts == 0 {
             eprintln!("{}", rewind_note(&plan, &args.id));
         }

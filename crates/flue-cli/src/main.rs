@@ -29,6 +29,7 @@ mod session_list;
 mod session_show;
 mod setup;
 mod shell;
+mod stdout;
 mod term;
 mod terminal;
 mod tools;
@@ -181,6 +182,8 @@ fn main() -> ExitCode {
     });
     let exit = match result {
         Ok(exit) => exit,
+        // The reader of stdout went away (`| head`): it had what it wanted.
+        Err(err) if stdout::is_closed(&err) => Exit::Success,
         Err(err) => {
             let message = format!("{err:#}");
             eprintln!("error: {}", terminal::escape_controls(&message));

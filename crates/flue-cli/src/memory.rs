@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::{MemoryDeleteArgs, MemoryListArgs};
 use crate::audit::{format_time, open_existing_store};
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::resolve_store_root;
 
@@ -35,13 +36,13 @@ pub(crate) async fn list(args: MemoryListArgs) -> anyhow::Result<Exit> {
         .await?;
     let output = Output::for_workspace(&root)?;
     if args.json {
-        println!("{}", output.json_pretty(&json!({ "notes": found }))?);
+        outln!("{}", output.json_pretty(&json!({ "notes": found }))?)?;
         return Ok(Exit::Success);
     }
     if found.is_empty() {
         eprintln!("no memory notes");
     }
-    print!("{}", output.stdout_text(&notes_text(&found)));
+    out!("{}", output.stdout_text(&notes_text(&found)))?;
     Ok(Exit::Success)
 }
 
@@ -55,7 +56,7 @@ pub(crate) async fn delete(args: MemoryDeleteArgs) -> anyhow::Result<Exit> {
         (_, agent) => notes.erase_notes(agent.as_deref(), &args.subject).await?,
     };
     if args.json {
-        println!("{}", output.json_line(&json!({ "deleted": deleted }))?);
+        outln!("{}", output.json_line(&json!({ "deleted": deleted }))?)?;
     } else {
         eprintln!("deleted {deleted} note(s)");
     }

@@ -26,6 +26,7 @@ use crate::interrupt::{Interrupt, Interrupts};
 use crate::pauses::Answerer;
 use crate::render::{self, Renderer, Target};
 use crate::setup::{SetupError, load, read_stdin_message};
+use crate::stdout::outln;
 use crate::terminal::Output;
 
 /// The one JSON object `--json` prints.
@@ -213,10 +214,10 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             // A structured result is what stdout gets: the validated JSON alone.
             if let Some(data) = settlement.data {
                 if !args.json && !args.jsonl {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string_pretty(&data).unwrap_or_default()
-                    );
+                    )?;
                 }
                 envelope.data = Some(data);
                 envelope.message = Some(text);
@@ -230,7 +231,7 @@ pub(crate) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             if !args.json && !args.jsonl && !shown_already {
                 // Exactly one trailing newline, whatever the model ended its text with.
                 let reply = output.stdout_text(&text);
-                println!("{}", reply.trim_end_matches(['\n', '\r']));
+                outln!("{}", reply.trim_end_matches(['\n', '\r']))?;
             }
             envelope.message = Some(text);
             discarded_edits_notice(&host, &prepared_key, args.sandbox, started_at).await;
@@ -296,7 +297,7 @@ fn finish(
             eprintln!("error: {}", output.stderr_text(error));
         }
     } else if args.json {
-        println!("{}", output.json_line(envelope)?);
+        outln!("{}", output.json_line(envelope)?)?;
     } else if exit != Exit::Success && exit != Exit::ActionRequired {
         eprintln!("error: {}", output.stderr_text(error));
     }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::Exit;
 use crate::args::SchedulesArgs;
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::resolve_root;
 
@@ -39,7 +40,7 @@ pub(crate) fn list(args: &SchedulesArgs) -> anyhow::Result<Exit> {
             .iter()
             .map(|schedule| to_json(schedule, now, n_next))
             .collect();
-        println!("{}", output.json_pretty(&json!({ "schedules": listed }))?);
+        outln!("{}", output.json_pretty(&json!({ "schedules": listed }))?)?;
         return Ok(Exit::Success);
     }
     if schedules.is_empty() {
@@ -50,7 +51,7 @@ pub(crate) fn list(args: &SchedulesArgs) -> anyhow::Result<Exit> {
         );
         return Ok(Exit::Success);
     }
-    print!("{}", output.stdout_text(&table(&schedules, now, n_next)));
+    out!("{}", output.stdout_text(&table(&schedules, now, n_next)))?;
     Ok(Exit::Success)
 }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::DeleteArgs;
 use crate::audit::open_existing_store;
+use crate::stdout::outln;
 use crate::terminal::Output;
 use crate::workspace::{instance_id, resolve_store_root};
 
@@ -56,7 +57,7 @@ pub(crate) async fn delete(args: DeleteArgs) -> anyhow::Result<Exit> {
             "deleted": true,
             "sessions": sessions.iter().map(|session| &session.session).collect::<Vec<_>>(),
         });
-        println!("{}", output.json_pretty(&out)?);
+        outln!("{}", output.json_pretty(&out)?)?;
     } else {
         let noun = if sessions.len() == 1 {
             "session"

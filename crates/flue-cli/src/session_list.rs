@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::Exit;
 use crate::args::ListArgs;
 use crate::audit::{format_time, open_inspected_store};
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::{ConversationSummary, conversations, resolve_store_root};
 
@@ -33,10 +34,10 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
     };
     listed.reverse();
     if args.json {
-        println!(
+        outln!(
             "{}",
             output.json_pretty(&json!({ "conversations": listed, "next": next }))?
-        );
+        )?;
         return Ok(Exit::Success);
     }
     if listed.is_empty() {
@@ -47,7 +48,7 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<Exit> {
         );
         return Ok(Exit::Success);
     }
-    print!("{}", output.stdout_text(&table(&listed)));
+    out!("{}", output.stdout_text(&table(&listed)))?;
     if let Some(next) = next {
         eprintln!("earlier conversations: {}", earlier_command(&args, &next));
     }

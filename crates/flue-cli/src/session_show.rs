@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::Exit;
 use crate::args::ShowArgs;
 use crate::audit::open_existing_store;
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::{instance_id, resolve_store_root};
 
@@ -45,7 +46,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
                 map.insert("background".into(), Value::Array(listed));
             }
         }
-        println!("{}", output.json_pretty(&out)?);
+        outln!("{}", output.json_pretty(&out)?)?;
     } else {
         let mut text = String::new();
         write_text(&shown, &mut text, 0, args.tree);
@@ -67,7 +68,7 @@ pub(crate) async fn show(args: ShowArgs) -> anyhow::Result<Exit> {
                 crate::render::usage_text(&usage)
             );
         }
-        print!("{}", output.stdout_text(&text));
+        out!("{}", output.stdout_text(&text))?;
     }
     Ok(Exit::Success)
 }

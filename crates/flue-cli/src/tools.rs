@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::Exit;
 use crate::args::{RunArgs, ToolsArgs};
 use crate::setup::{load, read_stdin_message};
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 
 /// What a harness assembled for an agent.
@@ -50,14 +51,14 @@ pub(crate) async fn list(args: ToolsArgs) -> anyhow::Result<Exit> {
             .map(|(tool, origin)| tool_json(tool, origin))
             .collect();
         let out = json!({"agent": assembled.agent, "tools": tools});
-        println!("{}", output.json_pretty(&out)?);
+        outln!("{}", output.json_pretty(&out)?)?;
         return Ok(Exit::Success);
     }
     let mut text = String::new();
     for (tool, origin) in &assembled.tools {
         write_tool(&mut text, tool, origin);
     }
-    print!("{}", output.stdout_text(&text));
+    out!("{}", output.stdout_text(&text))?;
     eprintln!(
         "{} tool(s); built-in tools are described in docs/file-tools.md",
         assembled.tools.len()
@@ -86,7 +87,7 @@ pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
             "message": args.message,
             "skill": args.skill,
         });
-        println!("{}", output.json_line(&out)?);
+        outln!("{}", output.json_line(&out)?)?;
         return Ok(Exit::Success);
     }
     let mut text = String::new();
@@ -117,7 +118,7 @@ pub(crate) async fn dry_run(args: &RunArgs) -> anyhow::Result<Exit> {
     let _ = writeln!(text, "--- system prompt ---");
     text.push_str(assembled.system_prompt.trim_end());
     text.push('\n');
-    print!("{}", output.stdout_text(&text));
+    out!("{}", output.stdout_text(&text))?;
     eprintln!("dry run: no model was called and nothing was stored");
     Ok(Exit::Success)
 }

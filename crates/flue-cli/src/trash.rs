@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use crate::Exit;
 use crate::args::{TrashListArgs, TrashRestoreArgs};
 use crate::audit::{audit_of, conversation_of, format_time, open_existing_store, relative};
+use crate::stdout::{out, outln};
 use crate::terminal::Output;
 use crate::workspace::{instance_id, resolve_store_root};
 
@@ -28,7 +29,7 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
     let output = Output::for_workspace(&root)?;
     if args.json {
         let out = json!({"id": args.id, "entries": entries});
-        println!("{}", output.json_pretty(&out)?);
+        outln!("{}", output.json_pretty(&out)?)?;
         return Ok(Exit::Success);
     }
     if entries.is_empty() {
@@ -42,7 +43,7 @@ pub(crate) async fn list(args: TrashListArgs) -> anyhow::Result<Exit> {
         .unwrap_or_else(|_| root.clone())
         .display()
         .to_string();
-    print!("{}", output.stdout_text(&trash_text(&entries, &root_text)));
+    out!("{}", output.stdout_text(&trash_text(&entries, &root_text)))?;
     Ok(Exit::Success)
 }
 
@@ -67,7 +68,7 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
     match result {
         Ok(envelope) => {
             if args.json {
-                println!("{}", output.json_line(&envelope)?);
+                outln!("{}", output.json_line(&envelope)?)?;
             } else {
                 let data = &envelope["data"];
                 let line = format!(
@@ -75,7 +76,7 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
                     data["path"].as_str().unwrap_or_default(),
                     data["sha256"].as_str().unwrap_or_default()
                 );
-                println!("{}", output.stdout_text(&line));
+                outln!("{}", output.stdout_text(&line))?;
             }
             Ok(Exit::Success)
         }
@@ -84,7 +85,7 @@ pub(crate) async fn restore(args: TrashRestoreArgs) -> anyhow::Result<Exit> {
                 let envelope: Value = serde_json::from_str(&err.model_text()).unwrap_or_else(
                     |_| json!({"ok": false, "error": {"kind": err.kind, "message": err.message}}),
                 );
-                println!("{}", output.json_line(&envelope)?);
+                outln!("{}", output.json_line(&envelope)?)?;
             }
             eprintln!(
                 "error: {}",

@@ -11,6 +11,7 @@ use flue_host::{AgentSet, Env, HostError, TrustItem, TrustManifest, TrustPolicy,
 
 use crate::Exit;
 use crate::args::TrustArgs;
+use crate::stdout::outln;
 use crate::terminal::escape_controls;
 use crate::workspace::resolve_root;
 
@@ -181,7 +182,7 @@ pub(crate) fn trust(args: &TrustArgs) -> anyhow::Result<Exit> {
     let record = store.trust(&root, &manifest)?;
     let shown = escape_controls(&record.root.display().to_string()).into_owned();
     if args.json {
-        println!("{}", serde_json::to_string(&record)?);
+        outln!("{}", serde_json::to_string(&record)?)?;
     }
     if manifest.is_empty() {
         eprintln!(
@@ -201,7 +202,7 @@ pub(crate) fn trust(args: &TrustArgs) -> anyhow::Result<Exit> {
 fn list(store: &TrustStore, json: bool) -> anyhow::Result<Exit> {
     let records = store.records()?;
     if json {
-        println!("{}", serde_json::json!({ "workspaces": records }));
+        outln!("{}", serde_json::json!({ "workspaces": records }))?;
         return Ok(Exit::Success);
     }
     if records.is_empty() {
@@ -209,11 +210,11 @@ fn list(store: &TrustStore, json: bool) -> anyhow::Result<Exit> {
     }
     for record in &records {
         let gone = if record.root.is_dir() { "" } else { " (gone)" };
-        println!(
+        outln!(
             "{}{gone}\t{} item(s)",
             escape_controls(&record.root.display().to_string()),
             record.items.len()
-        );
+        )?;
     }
     Ok(Exit::Success)
 }

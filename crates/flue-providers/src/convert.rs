@@ -37,64 +37,82 @@ pub(crate) enum Item<'a> {
 }
 
 /// The conversation in order; `image_input` says whether images are kept.
+pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
+    let mut items = Vec::with_capacity(records.len());
+    let mut state = ItemState::default();
+    for record in records {
+        push_items(&mut state, record, image_input, &mut items);
+    }
+    items
+}
+
+/// Where [`push_items`] stands between two records, so that a conversation converted up to a
+/// record can go on from there: the calls of the last assistant turn not answered yet.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ItemState {
+    open_calls: HashSet<String>,
+}
+
+/// Appends the items of `record` (the next record after those `state` has seen).
 #[allow(
     clippy::match_same_arms,
     reason = "the known kinds are named; the wildcard covers kinds added to the enum later"
 )]
-pub(crate) fn items(records: &[Record], image_input: bool) -> Vec<Item<'_>> {
-    let mut items = Vec::with_capacity(records.len());
-    let mut open_calls: HashSet<&str> = HashSet::new();
-    for record in records {
-        match record {
-            Record::User(message) => {
-                open_calls.clear();
-                for part in &message.content {
-                    match part {
-                        UserContent::Text { text } => items.push(Item::Text(Cow::Borrowed(text))),
-                        UserContent::Image(image) if image_input => items.push(Item::Image(image)),
-                        UserContent::Image(_) => {
-                            items.push(Item::Text(Cow::Borrowed(IMAGE_PLACEHOLDER)));
-                        }
-                        // The enum is non-exhaustive: a part kind added later is not sent
-                        // until this crate learns it.
-                        _ => {}
+pub(crate) fn push_items<'a>(
+    state: &mut ItemState,
+    record: &'a Record,
+    image_input: bool,
+    items: &mut Vec<Item<'a>>,
+) {
+    let open_calls = &mut state.open_calls;
+    match record {
+        Record::User(message) => {
+            open_calls.clear();
+            for part in &message.content {
+                match part {
+                    UserContent::Text { text } => items.push(Item::Text(Cow::Borrowed(text))),
+                    UserContent::Image(image) if image_input => items.push(Item::Image(image)),
+                    UserContent::Image(_) => {
+                        items.push(Item::Text(Cow::Borrowed(IMAGE_PLACEHOLDER)));
                     }
+                    // The enum is non-exhaustive: a part kind added later is not sent
+                    // until this crate learns it.
+                    _ => {}
                 }
             }
-            Record::Assistant(message) => {
-                open_calls = message.tool_calls().map(|call| call.id.as_str()).collect();
-                items.push(Item::Assistant(message));
-            }
-            Record::ToolResult(result) => {
-                if open_calls.remove(result.call_id.as_str()) {
-                    items.push(Item::ToolResult(result));
-                } else {
-                    items.push(Item::Text(Cow::Owned(format!(
-                        "Result of an earlier call to tool `{}`{}:\n{}",
-                        result.tool_name,
-                        if result.is_error { " (failed)" } else { "" },
-                        result.content
-                    ))));
-                }
-            }
-            Record::Shell(exchange) => {
-                open_calls.clear();
-                items.push(Item::Text(Cow::Owned(shell_text(exchange))));
-            }
-            Record::Compaction(summary) => {
-                open_calls.clear();
+        }
+        Record::Assistant(message) => {
+            *open_calls = message.tool_calls().map(|call| call.id.clone()).collect();
+            items.push(Item::Assistant(message));
+        }
+        Record::ToolResult(result) => {
+            if open_calls.remove(result.call_id.as_str()) {
+                items.push(Item::ToolResult(result));
+            } else {
                 items.push(Item::Text(Cow::Owned(format!(
-                    "Summary of the earlier conversation:\n\n{}",
-                    summary.summary
+                    "Result of an earlier call to tool `{}`{}:\n{}",
+                    result.tool_name,
+                    if result.is_error { " (failed)" } else { "" },
+                    result.content
                 ))));
             }
-            // Pause bookkeeping and sampling (`steps::model_view` leaves them out before they
-            // get here), and, the enum being non-exhaustive, a record kind added later: not
-            // shown to the model until this crate learns it.
-            _ => {}
         }
+        Record::Shell(exchange) => {
+            open_calls.clear();
+            items.push(Item::Text(Cow::Owned(shell_text(exchange))));
+        }
+        Record::Compaction(summary) => {
+            open_calls.clear();
+            items.push(Item::Text(Cow::Owned(format!(
+                "Summary of the earlier conversation:\n\n{}",
+                summary.summary
+            ))));
+        }
+        // Pause bookkeeping and sampling (`steps::model_view` leaves them out before they
+        // get here), and, the enum being non-exhaustive, a record kind added later: not
+        // shown to the model until this crate learns it.
+        _ => {}
     }
-    items
 }
 
 /// The arguments of a call as the wire carries them: the JSON text, or the model's raw text
@@ -122,33 +140,40 @@ pub(crate) fn parse_arguments(raw: String) -> Value {
 /// A rough token count of a request (four bytes a token, a fixed amount per image), to keep
 /// the output limit inside the context window.
 pub(crate) fn estimate_tokens(request: &ModelRequest<'_>, items: &[Item<'_>]) -> u64 {
-    const IMAGE_BYTES: usize = 1600 * 4;
+    let n_bytes = request_bytes(request) + items.iter().map(item_bytes).sum::<usize>();
+    u64::try_from(n_bytes / 4).unwrap_or(u64::MAX)
+}
+
+/// The bytes of a request outside its conversation (system prompt and tools), as
+/// [`estimate_tokens`] counts them.
+pub(crate) fn request_bytes(request: &ModelRequest<'_>) -> usize {
     let mut n_bytes = request.system.len();
     for tool in request.tools {
         n_bytes += tool.name.len() + tool.description.len() + tool.input_schema.to_string().len();
     }
-    for item in items {
-        n_bytes += match item {
-            Item::Text(text) => text.len(),
-            Item::Image(_) => IMAGE_BYTES,
-            Item::ToolResult(result) => result.content.len(),
-            Item::Assistant(message) => message
-                .content
-                .iter()
-                .map(|part| match part {
-                    AssistantContent::Text { text } | AssistantContent::Thinking { text, .. } => {
-                        text.len()
-                    }
-                    AssistantContent::ToolCall(call) => {
-                        call.name.len() + arguments_text(call).len()
-                    }
-                    // The enum is non-exhaustive: a part kind added later is not sent.
-                    _ => 0,
-                })
-                .sum(),
-        };
+    n_bytes
+}
+
+/// The bytes of one item, as [`estimate_tokens`] counts them.
+pub(crate) fn item_bytes(item: &Item<'_>) -> usize {
+    const IMAGE_BYTES: usize = 1600 * 4;
+    match item {
+        Item::Text(text) => text.len(),
+        Item::Image(_) => IMAGE_BYTES,
+        Item::ToolResult(result) => result.content.len(),
+        Item::Assistant(message) => message
+            .content
+            .iter()
+            .map(|part| match part {
+                AssistantContent::Text { text } | AssistantContent::Thinking { text, .. } => {
+                    text.len()
+                }
+                AssistantContent::ToolCall(call) => call.name.len() + arguments_text(call).len(),
+                // The enum is non-exhaustive: a part kind added later is not sent.
+                _ => 0,
+            })
+            .sum(),
     }
-    u64::try_from(n_bytes / 4).unwrap_or(u64::MAX)
 }
 
 /// The output limit to request: the model's limit, lowered so that prompt and output fit the

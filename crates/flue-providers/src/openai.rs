@@ -8,6 +8,9 @@
 //! (a call's `arguments` arrive in fragments, keyed by `index`), a `finish_reason`, a final
 //! usage chunk, then `data: [DONE]`.
 
+mod prefix;
+#[cfg(test)]
+mod prefix_tests;
 #[cfg(test)]
 mod tests;
 
@@ -22,10 +25,12 @@ use flue_core::{
     model::{ModelInfo, ModelRequest, ModelTurn, TurnSink},
 };
 
-use crate::convert::{self, Item};
+use crate::convert;
 use crate::http::{self, Auth, Endpoint, EventReader, Failure};
 use crate::provider_config::{MaxTokensField, ProviderConfig, ReasoningParam, Thinking};
 use crate::remote::{RemoteProvider, WireCodec};
+
+use prefix::{Context, MAX_BYTES, MAX_ENTRIES, Prefix};
 
 /// A provider speaking OpenAI Chat Completions: OpenAI itself, or any compatible server
 /// (OpenRouter, Groq, DeepSeek, Together, Mistral, xAI, Ollama, vLLM, ...).
@@ -52,56 +57,49 @@ impl OpenAiProvider {
         Ok(Self::from_parts(config, endpoint))
     }
 
-    /// The JSON body of one turn.
+    /// The JSON body of one turn: the conversation's messages go on from the prefix kept
+    /// from its previous turn when there is one (the `prefix` module).
     fn body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>> {
         let (info, _) = self.config.lookup_model(request.model);
-        let items = convert::items(request.messages, info.image_input);
-        let mut messages = Vec::with_capacity(items.len() + 1);
-        if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
+        let kept = self
+            .kept
+            .take(|prefix: &Prefix| prefix.continued_by(request));
+        let mut prefix = match kept {
+            Some(prefix) => prefix,
+            None => Prefix::new(request).map_err(|err| self.encode_error(err))?,
+        };
+        let context = Context {
+            provider: &self.config.id,
+            reasoning_content_back: self.config.openai_compat.reasoning_content_back,
+            image_input: info.image_input,
+        };
+        for record in request.messages.get(prefix.len()..).unwrap_or_default() {
+            prefix
+                .push(record, &context)
+                .map_err(|err| self.encode_error(err))?;
         }
-        let mut user_parts: Vec<Value> = Vec::new();
-        for item in &items {
-            match item {
-                Item::Text(text) => user_parts.push(json!({"type": "text", "text": text})),
-                Item::Image(image) => user_parts.push(json!({
-                    "type": "image_url",
-                    "image_url": {"url": format!("data:{};base64,{}", image.mime_type, image.data)},
-                })),
-                Item::Assistant(message) => {
-                    flush_user(&mut messages, &mut user_parts);
-                    let own = message.model.provider == self.config.id;
-                    let back = ReasoningBack {
-                        content: self.config.openai_compat.reasoning_content_back && own,
-                        details: own && message.model.id == request.model,
-                    };
-                    if let Some(message) = assistant_message(message, back) {
-                        messages.push(message);
-                    }
-                }
-                Item::ToolResult(result) => {
-                    flush_user(&mut messages, &mut user_parts);
-                    messages.push(json!({
-                        "role": "tool",
-                        "tool_call_id": result.call_id,
-                        "content": result.content,
-                    }));
-                }
-            }
-        }
-        flush_user(&mut messages, &mut user_parts);
+        let prompt_tokens =
+            u64::try_from((convert::request_bytes(request) + prefix.item_bytes()) / 4)
+                .unwrap_or(u64::MAX);
+        let body = self.envelope(request, &info, prompt_tokens);
+        let bytes = write_body(&body, &prefix).map_err(|err| self.encode_error(err))?;
+        let weight = prefix.weight();
+        self.kept.put(prefix, weight, MAX_ENTRIES, MAX_BYTES);
+        Ok(bytes)
+    }
 
+    /// The body of one turn but its messages (`null` where they go).
+    fn envelope(&self, request: &ModelRequest<'_>, info: &ModelInfo, prompt_tokens: u64) -> Value {
         let compat = self.config.openai_compat;
         let mut body = json!({
             "model": request.model,
-            "messages": messages,
+            "messages": Value::Null,
             "stream": true,
         });
         if !compat.no_stream_options {
             body["stream_options"] = json!({"include_usage": true});
         }
-        let prompt_tokens = convert::estimate_tokens(request, &items);
-        let max_tokens = convert::clamp_output(request.max_output_tokens, &info, prompt_tokens);
+        let max_tokens = convert::clamp_output(request.max_output_tokens, info, prompt_tokens);
         let field = match compat.max_tokens_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
             MaxTokensField::MaxTokens => "max_tokens",
@@ -124,21 +122,25 @@ impl OpenAiProvider {
                 .collect();
             body["tools"] = Value::Array(tools);
         }
-        if let Some(effort) = self.effort(request.model, &info, request.thinking) {
+        if let Some(effort) = self.effort(request.model, info, request.thinking) {
             match compat.reasoning {
                 ReasoningParam::Effort => body["reasoning_effort"] = json!(effort),
                 ReasoningParam::OpenRouter => body["reasoning"] = json!({"effort": effort}),
                 ReasoningParam::Unsupported => {}
             }
         }
-        serde_json::to_vec(&body).map_err(|err| FlueError::Provider {
+        body
+    }
+
+    fn encode_error(&self, err: serde_json::Error) -> FlueError {
+        FlueError::Provider {
             provider: self.config.id.clone(),
             message: format!("cannot encode the request: {err}"),
             status: None,
             retryable: false,
             retry_after_ms: None,
             source: Some(Box::new(err)),
-        })
+        }
     }
 
     /// The `reasoning_effort` for `level`, when the model reasons.
@@ -178,11 +180,31 @@ impl WireCodec for ChatCompletionsWire {
     }
 }
 
-/// Appends the pending user parts as one user message: a string when all parts are text.
-fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
-    if parts.is_empty() {
-        return;
+/// The body `envelope` with `prefix`'s messages in its `messages`, written as
+/// `serde_json::to_vec` writes the whole value (keys in the map's own order).
+fn write_body(envelope: &Value, prefix: &Prefix) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(prefix.weight() + 4096);
+    out.push(b'{');
+    if let Value::Object(fields) = envelope {
+        for (idx, (key, value)) in fields.iter().enumerate() {
+            if idx > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut out, key)?;
+            out.push(b':');
+            if key == "messages" {
+                prefix.write_messages(&mut out)?;
+            } else {
+                serde_json::to_writer(&mut out, value)?;
+            }
+        }
     }
+    out.push(b'}');
+    Ok(out)
+}
+
+/// User parts as one user message: a string when all parts are text.
+fn user_message(parts: Vec<Value>) -> Value {
     let all_text = parts.iter().all(|part| part["type"] == "text");
     let content = if all_text {
         let texts: Vec<&str> = parts
@@ -191,10 +213,9 @@ fn flush_user(messages: &mut Vec<Value>, parts: &mut Vec<Value>) {
             .collect();
         Value::String(texts.join("\n\n"))
     } else {
-        Value::Array(std::mem::take(parts))
+        Value::Array(parts)
     };
-    parts.clear();
-    messages.push(json!({"role": "user", "content": content}));
+    json!({"role": "user", "content": content})
 }
 
 /// The key of a stored tool call's `extra_content` (Gemini's OpenAI-compatible endpoint puts

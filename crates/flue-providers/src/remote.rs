@@ -2,8 +2,11 @@
 //! differs between wire APIs (the request body, the turn's URL, the stream's decoder) is the
 //! codec; the catalog lookups, the key check and the retrying stream are written once here.
 
+use std::any::Any;
+use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Mutex;
 
 use flue_core::{
     BoxFuture, ModelProvider, Result,
@@ -19,6 +22,9 @@ use crate::provider_config::ProviderConfig;
 pub struct RemoteProvider<C> {
     pub(crate) config: ProviderConfig,
     pub(crate) endpoint: Endpoint,
+    /// What the codec keeps from turn to turn (Chat Completions: the messages of recent
+    /// conversations, serialized); empty for the others.
+    pub(crate) kept: Kept,
     codec: PhantomData<fn() -> C>,
 }
 
@@ -42,6 +48,7 @@ impl<C> RemoteProvider<C> {
         Self {
             config,
             endpoint,
+            kept: Kept::default(),
             codec: PhantomData,
         }
     }
@@ -99,5 +106,49 @@ impl<C: WireCodec> ModelProvider for RemoteProvider<C> {
                 }
             }
         })
+    }
+}
+
+/// Values a codec keeps between turns, the most recently used last, within a count and a
+/// weight (bytes); typed by the codec that keeps them.
+#[derive(Default)]
+pub(crate) struct Kept {
+    entries: Mutex<VecDeque<(usize, Box<dyn Any + Send>)>>,
+}
+
+impl Kept {
+    /// Takes out the most recent value of type `T` that `wanted` accepts.
+    pub(crate) fn take<T: Any>(&self, wanted: impl Fn(&T) -> bool) -> Option<T> {
+        let mut entries = self.entries.lock().ok()?;
+        let idx = entries
+            .iter()
+            .rposition(|(_, value)| value.downcast_ref::<T>().is_some_and(&wanted))?;
+        let (_, value) = entries.remove(idx)?;
+        value.downcast::<T>().ok().map(|value| *value)
+    }
+
+    /// Keeps `value` as the most recent, then drops the oldest beyond `max_entries` values or
+    /// `max_weight` in all (a value heavier than that alone is not kept).
+    pub(crate) fn put<T: Any + Send>(
+        &self,
+        value: T,
+        weight: usize,
+        max_entries: usize,
+        max_weight: usize,
+    ) {
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        if weight > max_weight {
+            return;
+        }
+        entries.push_back((weight, Box::new(value)));
+        let mut total: usize = entries.iter().map(|(weight, _)| weight).sum();
+        while entries.len() > max_entries || total > max_weight {
+            let Some((oldest, _)) = entries.pop_front() else {
+                break;
+            };
+            total -= oldest;
+        }
     }
 }

@@ -393,77 +393,76 @@ fn a_serve_console_with_a_token_asks_for_it_then_works_and_every_dev_route_needs
     assert!(!server.log().contains(token), "the token is never logged");
 }
 
+/// More conversations than a page: the list shows the first 100 and "Show older", which
+/// appends the next page (the route's `before` cursor) until none is left; a conversation
+/// started afterwards comes on top and every older row stays, once.
+#[test]
+fn the_console_list_shows_older_pages_on_request() {
+    const N: usize = 130;
+    let node = node();
+    let dir = tempfile::tempdir().unwrap();
+    workspace(dir.path());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    drop(runtime.block_on(fill(dir.path(), N)));
+    let dev = Dev::start_with(dir.path(), &[]);
+    let result = console_script(&node, "dev_console_list.cjs", |command| {
+        command
+            .arg("more")
+            .arg(format!("http://{}/", dev.addr))
+            .arg(shots())
+            .arg(N.to_string());
+    });
+    assert_eq!(result["ok"], true, "{result:#}\nflue dev:\n{}", dev.log());
+    assert_eq!(
+        (
+            result["firstPage"].clone(),
+            result["firstCount"].clone(),
+            result["moreShown"].clone()
+        ),
+        (json!(100), json!("100 of 130"), json!(true))
+    );
+    assert_eq!(result["clicks"], 1, "one more page held the last 30");
+    let ids = |key: &str| -> Vec<String> {
+        result[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut all = ids("all");
+    assert_eq!(result["count"], "130 of 130");
+    all.sort();
+    let expected: Vec<String> = (0..N).map(|n| format!("c{n:05}")).collect();
+    assert_eq!(all, expected, "every conversation once");
+    assert_eq!(result["posted"], 202);
+    let live = ids("live");
+    assert_eq!(live[0], "late-one", "the new one on top");
+    let mut older = live[1..].to_vec();
+    older.sort();
+    assert_eq!(older, expected, "and every older one still shown, once");
+    assert_eq!(result["consoleErrors"], json!([]));
+}
+
 /// The list route on a store of 10,000 settled conversations (SQLite, `flue dev`'s dev
 /// database): every answer bounded (50 rows by default, 500 at most) whatever the store holds,
 /// a search over all of them exact. Prints what each step took (docs/dev.md quotes it):
 /// `cargo test -p flue-cli --test it ten_thousand -- --nocapture`.
 #[test]
 fn ten_thousand_conversations_list_fast_and_small() {
-    use flue_core::store::{Acquire, Admission, DynConversationStore};
-    use flue_core::util::{new_ulid, now_ms};
-    use flue_core::{
-        ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig, Outcome, Settlement,
-    };
-
     const N: usize = 10_000;
     let dir = tempfile::tempdir().unwrap();
     workspace(dir.path());
-    std::fs::create_dir_all(dir.path().join(".flue")).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     let started = Instant::now();
     runtime.block_on(async {
-        let store: Arc<dyn DynConversationStore> =
-            Arc::new(flue_store::SqliteStore::open(&dir.path().join(".flue/dev.db")).unwrap());
-        let owner = store.register_owner().await.unwrap();
-        for chunk in (0..N).collect::<Vec<_>>().chunks(250) {
-            let writes = chunk.iter().map(|n| {
-                let store = Arc::clone(&store);
-                let owner = owner.owner_id().to_owned();
-                async move {
-                    let agent = if n % 2 == 0 { "helper" } else { "writer" };
-                    let key = ConversationKey::new(agent, format!("c{n:05}"));
-                    let text = format!("Message number {n} about topic-{}", n % 97);
-                    store
-                        .admit(&Admission {
-                            key: key.clone(),
-                            submission_id: new_ulid(),
-                            new_uid: new_ulid(),
-                            message: DeliveredMessage::user(text),
-                            accepted_at: now_ms(),
-                            options: DispatchOptions::default(),
-                        })
-                        .await
-                        .unwrap();
-                    let Acquire::Owned(fence) = store
-                        .acquire(&key, &owner, Duration::from_secs(30))
-                        .await
-                        .unwrap()
-                    else {
-                        panic!("not owned");
-                    };
-                    let claim = store
-                        .claim_next(&fence, &DurabilityConfig::default())
-                        .await
-                        .unwrap()
-                        .unwrap();
-                    let settlement = Settlement {
-                        submission_id: claim.submission.submission_id,
-                        outcome: Outcome::Completed,
-                        text: Some("ok".into()),
-                        data: None,
-                        error: None,
-                        attempts: 1,
-                        settled_at: now_ms(),
-                    };
-                    store.settle(&fence, &settlement).await.unwrap();
-                    store.release(&fence).await.unwrap();
-                }
-            });
-            futures::future::join_all(writes).await;
-        }
+        let store = fill(dir.path(), N).await;
         // The parts of a search, in this process.
         let timed = Instant::now();
         let all = store.all_conversations().await.unwrap();
@@ -519,4 +518,67 @@ fn ten_thousand_conversations_list_fast_and_small() {
     assert_eq!(again["matched"], 103);
     let capped = timed("limit 100000", "/_flue/dev/conversations?limit=100000");
     assert_eq!(capped["conversations"].as_array().unwrap().len(), 500);
+}
+
+/// `n` settled conversations `c00000`, `c00001`, ... (helper and writer in turn) in `flue dev`'s
+/// database under `root`, written straight to the store.
+async fn fill(root: &Path, n: usize) -> Arc<dyn flue_core::store::DynConversationStore> {
+    use flue_core::store::{Acquire, Admission, DynConversationStore};
+    use flue_core::util::{new_ulid, now_ms};
+    use flue_core::{
+        ConversationKey, DeliveredMessage, DispatchOptions, DurabilityConfig, Outcome, Settlement,
+    };
+
+    std::fs::create_dir_all(root.join(".flue")).unwrap();
+    let store: Arc<dyn DynConversationStore> =
+        Arc::new(flue_store::SqliteStore::open(&root.join(".flue/dev.db")).unwrap());
+    let owner = store.register_owner().await.unwrap();
+
+    for chunk in (0..n).collect::<Vec<_>>().chunks(250) {
+        let writes = chunk.iter().map(|n| {
+            let store = Arc::clone(&store);
+            let owner = owner.owner_id().to_owned();
+            async move {
+                let agent = if n % 2 == 0 { "helper" } else { "writer" };
+                let key = ConversationKey::new(agent, format!("c{n:05}"));
+                let text = format!("Message number {n} about topic-{}", n % 97);
+                store
+                    .admit(&Admission {
+                        key: key.clone(),
+                        submission_id: new_ulid(),
+                        new_uid: new_ulid(),
+                        message: DeliveredMessage::user(text),
+                        accepted_at: now_ms(),
+                        options: DispatchOptions::default(),
+                    })
+                    .await
+                    .unwrap();
+                let Acquire::Owned(fence) = store
+                    .acquire(&key, &owner, Duration::from_secs(30))
+                    .await
+                    .unwrap()
+                else {
+                    panic!("not owned");
+                };
+                let claim = store
+                    .claim_next(&fence, &DurabilityConfig::default())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let settlement = Settlement {
+                    submission_id: claim.submission.submission_id,
+                    outcome: Outcome::Completed,
+                    text: Some("ok".into()),
+                    data: None,
+                    error: None,
+                    attempts: 1,
+                    settled_at: now_ms(),
+                };
+                store.settle(&fence, &settlement).await.unwrap();
+                store.release(&fence).await.unwrap();
+            }
+        });
+        futures::future::join_all(writes).await;
+    }
+    store
 }

@@ -10,6 +10,7 @@ mod audit_trash;
 mod background_tasks;
 mod budgets;
 mod build;
+mod closed_stdout;
 mod command_tools;
 mod conformance;
 mod console_list;

@@ -1,8 +1,10 @@
 // The conversation list: every conversation of the store, searched on the server
-// (GET /_flue/dev/conversations?q=&agent=&limit=), most recently active first. Opening a row
-// loads the conversation as typing its id does (console.js's `selectAgent`). While the list
-// is open it asks again with the stamp of what it shows (`wait=`), and the server answers
-// when a conversation starts, moves or settles.
+// (GET /_flue/dev/conversations?q=&agent=&limit=), most recently active first, a page at a
+// time: "Show older" appends the page before the last one shown (`before=` the answer's
+// `next`). Opening a row loads the conversation as typing its id does (console.js's
+// `selectAgent`). While the list is open it asks again with the stamp of the first page
+// (`wait=`), and the server answers when a conversation starts, moves or settles; the older
+// pages are then read again from the first page's new cursor, so no row falls between pages.
 'use strict';
 
 (() => {
@@ -13,7 +15,11 @@
     agent: '',
     stamp: null,
     generation: 0,   // grows with every new search; an older poll's answer is dropped
-    rows: [],
+    rows: [],        // the first page, followed live
+    older: [],       // the pages "Show older" added after it
+    next: null,      // the cursor of the page after the last one shown
+    olderRead: 0,    // grows with every read of older pages; an outdated one is dropped
+    loadingOlder: false,
     matched: 0,
     total: 0,
     error: null,
@@ -99,7 +105,12 @@
             ['Status', 'Agent', 'Conversation', 'First message', 'Last activity', 'Turns', 'Tokens', 'Cost']
               .map((name) => el('th', {}, name)))),
           el('tbody', { id: 'list-rows' }))),
-      el('p', { id: 'list-empty', class: 'list-empty', hidden: true }));
+      el('p', { id: 'list-empty', class: 'list-empty', hidden: true }),
+      el('div', { id: 'list-foot', class: 'list-foot', hidden: true },
+        el('button', {
+          id: 'list-more', class: 'button ghost list-more', type: 'button',
+          title: 'The next page of less recently active conversations', onclick: showOlder,
+        }, 'Show older')));
     document.querySelector('main.layout').before(panel);
     document.addEventListener('keydown', (event) => {
       if (event.key === 'Escape' && list.open) show(false);
@@ -129,9 +140,18 @@
     list.agent = select.value;
   }
 
+  // The first page, then the older pages without a row the first page holds (one that moved
+  // up since they were read).
+  function shownRows() {
+    const key = (row) => `${row.agent}\u0000${row.id}`;
+    const first = new Set(list.rows.map(key));
+    return list.rows.concat(list.older.filter((row) => !first.has(key(row))));
+  }
+
   function render() {
     const body = document.getElementById('list-rows');
-    body.replaceChildren(...list.rows.map((row) => {
+    const shown = shownRows();
+    body.replaceChildren(...shown.map((row) => {
       const current = row.agent === state.agent && row.id === state.conversation;
       return el('tr', {
         class: `list-row${current ? ' current' : ''}`, tabindex: '0',
@@ -149,11 +169,13 @@
       el('td', { class: 'num' }, cost(row.usage || {})));
     }));
     const count = document.getElementById('list-count');
-    count.textContent = list.error ? list.error
-      : list.matched > list.rows.length ? `${list.rows.length} of ${list.matched} shown · ${list.total} in all`
-        : `${list.matched} of ${list.total}`;
+    count.textContent = list.error ? list.error : `${shown.length} of ${list.total}`;
+    const more = document.getElementById('list-more');
+    document.getElementById('list-foot').hidden = !list.next;
+    more.disabled = list.loadingOlder;
+    more.textContent = list.loadingOlder ? 'Loading…' : 'Show older';
     const empty = document.getElementById('list-empty');
-    empty.hidden = list.rows.length > 0 || Boolean(list.error);
+    empty.hidden = shown.length > 0 || Boolean(list.error);
     empty.textContent = list.total ? 'No conversation matches.' : 'No conversations yet: send a message to start one.';
   }
 
@@ -164,18 +186,67 @@
 
   // ---------------------------------------------------------------- reading the list
 
-  function url(wait) {
+  function url(wait, before) {
     const params = new URLSearchParams({ limit: String(LIMIT) });
     if (list.query) params.set('q', list.query);
     if (list.agent) params.set('agent', list.agent);
     if (wait) params.set('wait', wait);
+    if (before) params.set('before', before);
     return `/_flue/dev/conversations?${params}`;
+  }
+
+  // Reads pages from `cursor` on until `want` rows are read or none are left:
+  // {rows, cursor} (the cursor after them, null at the end).
+  async function readPages(cursor, want) {
+    const rows = [];
+    while (cursor && rows.length < want) {
+      const response = await fetch(url(null, cursor), { cache: 'no-store' });
+      if (!response.ok) throw new Error(`status ${response.status}`);
+      const page = await response.json();
+      rows.push(...page.conversations);
+      cursor = page.next || null;
+    }
+    return { rows, cursor };
+  }
+
+  // Reads the older pages again from the first page's cursor, as many rows as were shown.
+  async function rereadOlder(first, generation) {
+    const read = ++list.olderRead;
+    const pages = await readPages(first.next || null, Math.max(list.older.length, 1));
+    if (generation !== list.generation || read !== list.olderRead) return;
+    list.older = pages.rows;
+    list.next = pages.cursor;
+    list.loadingOlder = false;
+  }
+
+  // "Show older": the page before the last one shown.
+  async function showOlder() {
+    if (!list.next || list.loadingOlder) return;
+    const generation = list.generation;
+    const read = ++list.olderRead;
+    list.loadingOlder = true;
+    render();
+    try {
+      const pages = await readPages(list.next, 1);
+      if (generation !== list.generation || read !== list.olderRead) return;
+      list.older.push(...pages.rows);
+      list.next = pages.cursor;
+      list.error = null;
+    } catch {
+      if (generation !== list.generation || read !== list.olderRead) return;
+      list.error = 'cannot read older conversations';
+    }
+    list.loadingOlder = false;
+    render();
   }
 
   // Reads the list now, then follows it while the panel is open and the search unchanged.
   async function refresh() {
     list.generation += 1;
     const generation = list.generation;
+    list.older = [];
+    list.next = null;
+    list.loadingOlder = false;
     let wait = null;
     while (list.open && generation === list.generation) {
       try {
@@ -183,6 +254,9 @@
         if (generation !== list.generation) return;
         if (!response.ok) throw new Error(`status ${response.status}`);
         const page = await response.json();
+        if (generation !== list.generation) return;
+        if (list.older.length || list.loadingOlder) await rereadOlder(page, generation);
+        else list.next = page.next || null;
         if (generation !== list.generation) return;
         list.rows = page.conversations;
         list.matched = page.matched;
