@@ -15,8 +15,8 @@
 //! [`ConversationStore`]: crate::store::ConversationStore
 
 mod actions;
-mod compact;
 mod background;
+mod compact;
 mod driver;
 mod fenced;
 mod registry;

@@ -457,7 +457,9 @@ async fn log_settlements(
 }
 
 /// flue.toml's `[tasks]` limits over the runtime's defaults.
-fn background_limits(settings: &flue_build::TaskSettings) -> flue_core::submission::BackgroundLimits {
+fn background_limits(
+    settings: &flue_build::TaskSettings,
+) -> flue_core::submission::BackgroundLimits {
     let defaults = flue_core::submission::BackgroundLimits::default();
     flue_core::submission::BackgroundLimits::new(
         settings

@@ -4,8 +4,8 @@
 
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use flue_protocol::event::Event;
 use crate::model::TurnSink;
+use flue_protocol::event::Event;
 
 /// What a holding loop keeps back: the events of the current turn and of a final reply that
 /// waits for the `Stop` hooks.

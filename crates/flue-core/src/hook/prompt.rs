@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::HookPoint;
 use crate::error::{FlueError, Result};
 use crate::model::{ModelRequest, ProviderRegistry, TurnSink};
-use flue_protocol::record::{AssistantContent, Record, Usage, UserMessage};
 use crate::redact::Redactor;
 use crate::spans::traced_turn;
+use flue_protocol::record::{AssistantContent, Record, Usage, UserMessage};
 
 /// Seconds a prompt hook may take when it sets no `timeout` (Claude Code's default).
 pub const DEFAULT_PROMPT_HOOK_TIMEOUT_SECS: u64 = 30;

@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::background::{BackgroundRuntime, BackgroundTaskOptions};
 use crate::error::{FlueError, Result};
-use flue_protocol::event::{Event, Outcome};
 use crate::store::Admission;
 use crate::submission::runtime::{AgentRuntime, RuntimeInner};
 use crate::submission::wire::{
@@ -26,6 +25,7 @@ use crate::submission::wire::{
 };
 use crate::tool::ToolError;
 use crate::util::{BoxFuture, new_ulid, new_uuid, now_ms};
+use flue_protocol::event::{Event, Outcome};
 
 /// What separates a background child's conversation id from its parent's.
 const MARK: &str = "~bg.";

@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use flue_protocol::event::Event;
 use crate::store::rules::ROOT_SESSION;
 use crate::submission::driver::build_harness;
 use crate::submission::fenced::FencedSessions;
 use crate::submission::runtime::AgentRuntime;
 use crate::submission::wire::ConversationKey;
+use flue_protocol::event::Event;
 
 impl AgentRuntime {
     /// Compacts conversation `key` now, as [`crate::Session::compact`] does (its summary

@@ -1,9 +1,9 @@
 //! Standing approvals are the conversation's, not a turn's: a fork at any turn keeps every
 //! rule record, granted or revoked after the fork point included.
 
-use flue_core::store::{SessionKey, SessionStore as _};
 use flue_core::fork::fork_conversation;
 use flue_core::record::{RuleChange, StandingRule};
+use flue_core::store::{SessionKey, SessionStore as _};
 use flue_core::{DEFAULT_SESSION, MemoryStore, Record, StoredRecord, UserMessage};
 use pretty_assertions::assert_eq;
 

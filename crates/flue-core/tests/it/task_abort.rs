@@ -166,7 +166,9 @@ async fn aborting_a_nested_task_answers_its_parent_task_which_goes_on() {
     let events = handle.take_events().unwrap();
 
     let (_, deep) = started_rx.recv().await.unwrap();
-    let middle = flue_core::util::task_session_parent(&deep).unwrap().to_owned();
+    let middle = flue_core::util::task_session_parent(&deep)
+        .unwrap()
+        .to_owned();
     let mut running = f.harness.running_tasks();
     running.sort();
     let mut expected = vec![middle.clone(), deep.clone()];

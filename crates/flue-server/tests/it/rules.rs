@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use flue_core::store::{SessionKey, SessionStore as _};
 use flue_core::standing::ApprovalKey;
+use flue_core::store::{SessionKey, SessionStore as _};
 use flue_core::{DEFAULT_SESSION, MemoryStore, Record};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
