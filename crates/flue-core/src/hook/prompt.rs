@@ -142,7 +142,7 @@ impl HookModel {
     }
 
     /// Asks `model` (or the operation's) one question, `text`, and returns its answer's text.
-    /// The call's usage is tallied (see [`HookModel::take_spent`]).
+    /// The call's usage is tallied (see `HookModel::take_spent`).
     ///
     /// # Errors
     ///
