@@ -738,6 +738,12 @@ mod tests;
 
 /// One hook decision as a line: the point, the hook, the decision and what it changed.
 pub(crate) fn hook_text(hook: &flue_core::record::HookRecord) -> String {
+    // An approval by a standing rule ("always") reads as what it is, without the call's id.
+    if hook.hook.starts_with("standing rule ")
+        && let Some(reason) = &hook.reason
+    {
+        return reason.clone();
+    }
     let mut line = format!("hook {} by {}: {}", hook.event, hook.hook, hook.decision);
     if let Some(subject) = &hook.subject {
         line.push_str(&format!(" ({subject})"));

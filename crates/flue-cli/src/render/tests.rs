@@ -307,3 +307,29 @@ fn verbose_tool_output_shows_its_lines_and_folds_a_long_one() {
     );
     assert_eq!(long, expected);
 }
+
+#[test]
+fn an_approval_by_a_standing_rule_reads_without_the_calls_id() {
+    let hook = |name: &str, reason: &str| flue_core::record::HookRecord {
+        event: "PermissionRequest".into(),
+        hook: name.into(),
+        subject: Some("call_7f3a".into()),
+        decision: "allow".into(),
+        reason: Some(reason.into()),
+        updated_input: None,
+        replacement: None,
+        additional_context: None,
+        usage: None,
+    };
+    let ruled = super::hook_text(&hook(
+        "standing rule rule_01",
+        "approved by standing rule rule_01",
+    ));
+    assert_eq!(ruled, "approved by standing rule rule_01");
+    // Other hooks keep naming what they decided on.
+    let hooked = super::hook_text(&hook("guard.sh", "fine"));
+    assert_eq!(
+        hooked,
+        "hook PermissionRequest by guard.sh: allow (call_7f3a): fine"
+    );
+}
