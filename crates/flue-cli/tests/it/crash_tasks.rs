@@ -556,8 +556,11 @@ fn task_trials(db: &Db, trials: u64, nodes: u64) {
     let what = format!("{trials} kills of {nodes} servers during tasks (uncut: {uncut:?})");
     check(&ws, db, "cal", 0..=0, "calibration");
     let tally = check(&ws, db, "t", 1..=trials + 1, &what);
-    // With one node, every aimed kill cuts a task off; with two, the node killed may not be
-    // the one running the conversation.
-    let cut_off = if nodes == 1 { trials / 2 } else { 1 };
-    assert!(tally.resumed >= cut_off, "{tally:?}");
+    // With one node, every aimed kill cuts a task off. With two, the node killed is drawn at
+    // random and may never be the one running the conversation, so how many tasks resume is
+    // chance there: that trial asserts only what `check` does (nothing lost, nothing twice),
+    // and the one-node trials assert the resuming.
+    if nodes == 1 {
+        assert!(tally.resumed >= trials / 2, "{tally:?}");
+    }
 }
